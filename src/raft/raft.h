@@ -1,0 +1,121 @@
+// The Raft core: a deterministic state machine in the style of etcd-io/raft.
+//
+// Inputs: tick(), step(message), propose(entries), read_index(id), transfer_leadership(target),
+// on_persisted(index, term). Outputs: a Ready batch (see types.h for the driver's contract).
+// No threads, clocks, sockets or files: the same inputs always give the same outputs, which is what
+// lets raftlog-sim replay any seed exactly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "raft/log_reader.h"
+#include "raft/types.h"
+
+namespace raftlog::raft {
+
+struct Config {
+  NodeId id = kNoNode;
+  // Voter set used when the log holds no kConfig entry (static bootstrap configuration).
+  ConfState initial_conf;
+
+  // Logical time. Election timeout is randomized in [election_ticks, 2 * election_ticks).
+  int election_ticks = 10;
+  int heartbeat_ticks = 1;
+  bool pre_vote = true;      // a rejoining node cannot disrupt a healthy leader by inflating terms
+  bool check_quorum = true;  // a leader that has not heard from a majority for an election timeout steps down
+
+  // Bounds (asserted): every queue the core owns has one.
+  std::size_t max_entries_per_message = 256;
+  std::size_t max_bytes_per_message = 1 << 20;
+  std::size_t max_inflight_messages = 64;          // per follower, in replicate state
+  std::size_t max_uncommitted_entries = 16 * 1024;  // pending proposals on a leader
+  std::size_t max_uncommitted_bytes = 64 << 20;
+  std::size_t max_pending_reads = 4096;
+
+  // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
+  std::uint64_t random_seed = 1;
+};
+
+enum class ProposeStatus : std::uint8_t {
+  kOk,
+  kNotLeader,           // see ProposeResult::leader_hint (kNoNode: no leader known yet)
+  kTransferring,        // a leadership transfer is in progress; retry on the new leader
+  kTooManyPending,      // max_uncommitted_entries/bytes would be exceeded; back off
+  kEmpty,               // no entries given
+  kTooLarge,            // one batch larger than max_bytes_per_message
+};
+
+const char* to_string(ProposeStatus status);
+
+struct ProposeResult {
+  ProposeStatus status = ProposeStatus::kNotLeader;
+  Index first_index = 0;  // on kOk: the indexes assigned to the proposed entries, contiguous
+  Index last_index = 0;
+  Term term = 0;          // on kOk: the term the entries were proposed in. The proposal succeeded iff
+                          // the entry at last_index still has this term when it commits.
+  NodeId leader_hint = kNoNode;
+};
+
+enum class ReadIndexStatus : std::uint8_t { kOk, kNotLeader, kTooManyPending };
+
+enum class TransferStatus : std::uint8_t { kOk, kNotLeader, kUnknownTarget, kAlreadyLeader, kInProgress };
+
+// Observability for status pages and metrics: a leader's view of one follower.
+struct PeerProgress {
+  NodeId id = kNoNode;
+  Index match_index = 0;       // highest index known durable on that peer
+  Index next_index = 0;
+  bool probing = true;         // probe state: one message in flight until the match point is known
+  std::size_t inflight_messages = 0;
+  std::uint64_t ticks_since_contact = 0;
+};
+
+class Raft {
+ public:
+  // Restores from durable state: `hard_state` as last persisted, `log` as recovered. `log` must
+  // outlive the Raft object and reflect every Ready the driver has applied.
+  Raft(const Config& config, const LogReader& log, const HardState& hard_state);
+  ~Raft();
+  Raft(const Raft&) = delete;
+  Raft& operator=(const Raft&) = delete;
+
+  // Advance logical time by one tick.
+  void tick();
+  // Handle a message from a peer. Messages for other nodes or from unknown nodes are ignored.
+  void step(const Message& message);
+  // Leader only: append client entries (type, client_id, sequence and payload are taken from
+  // `entries`; index and term are assigned).
+  ProposeResult propose(std::vector<Entry> entries);
+  // Leader only: start a linearizable read; its ReadState (or abort) appears in a later Ready.
+  ReadIndexStatus read_index(std::uint64_t request_id);
+  // Leader only: hand leadership to `target` (stops accepting proposals until done or aborted after an
+  // election timeout).
+  TransferStatus transfer_leadership(NodeId target);
+  // The driver reports that every entry up to `index` is durable and that the entry at `index` has
+  // `term` (stale reports after a truncation are ignored by the term check). Only durable entries count
+  // toward a quorum, on the leader too.
+  void on_persisted(Index index, Term term);
+
+  bool has_ready() const;
+  // Drains the pending outputs. The caller must handle the batch as types.h describes before the next one.
+  Ready ready();
+
+  // Read-only views.
+  NodeId id() const;
+  Role role() const;
+  Term term() const;
+  NodeId leader() const;
+  Index commit_index() const;
+  Index last_index() const;  // including the unstable tail not yet handed to the driver
+  const ConfState& conf() const;
+  std::vector<PeerProgress> progress() const;  // empty unless leader
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;  // pimpl keeps the core's internals out of every includer's compile
+};
+
+}  // namespace raftlog::raft

@@ -1,0 +1,156 @@
+// Value types shared by the Raft core, its drivers (the server node and the simulator) and tests.
+//
+// The core is a pure state machine: it never touches a clock, a thread, a socket or a file. Everything
+// it needs arrives through these types, and everything it wants done leaves through `Ready`.
+// Indexes start at 1; index 0 and term 0 mean "none" (the empty log's last index is 0 with term 0).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace raftlog::raft {
+
+using NodeId = std::uint64_t;  // 0 is "no node" (no leader known, no vote cast).
+using Term = std::uint64_t;
+using Index = std::uint64_t;
+
+inline constexpr NodeId kNoNode = 0;
+
+enum class EntryType : std::uint8_t {
+  kNormal = 0,  // a client payload
+  kNoop = 1,    // appended by a new leader at once so that earlier-term entries commit (Raft §5.4.2)
+  kConfig = 2,  // a voter set, encoded by encode_config(); part of the log so membership changes are ordered
+};
+
+// One log entry. `client_id`/`sequence` are opaque to Raft: the server uses them for idempotent
+// appends and rebuilds its dedup table from the log; 0/0 means "not an idempotent append".
+struct Entry {
+  Index index = 0;
+  Term term = 0;
+  EntryType type = EntryType::kNormal;
+  std::uint64_t client_id = 0;
+  std::uint64_t sequence = 0;
+  std::string payload;
+
+  // Bytes this entry counts for in message and proposal bounds (payload plus a fixed header cost).
+  std::size_t byte_size() const { return payload.size() + kEntryOverheadBytes; }
+  static constexpr std::size_t kEntryOverheadBytes = 48;
+
+  friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+enum class MessageType : std::uint8_t {
+  kPreVote,            // "would you vote for me at term+1?" (does not change anyone's term)
+  kPreVoteResponse,
+  kVote,               // RequestVote
+  kVoteResponse,
+  kAppend,             // AppendEntries (possibly with zero entries when probing)
+  kAppendResponse,
+  kHeartbeat,          // leader liveness + commit propagation + ReadIndex confirmation (context)
+  kHeartbeatResponse,
+  kTimeoutNow,         // leadership transfer: "campaign now, skip pre-vote"
+};
+
+const char* to_string(MessageType type);
+
+// A flat message, in the style of etcd/raft's raftpb.Message: every type uses a subset of the fields.
+struct Message {
+  MessageType type = MessageType::kAppend;
+  NodeId from = kNoNode;
+  NodeId to = kNoNode;
+  Term term = 0;  // sender's term (for kPreVote: the term the sender would campaign at)
+
+  // kAppend: index/log_term of the entry preceding `entries`.
+  // kVote/kPreVote: the candidate's last log index/term.
+  // kAppendResponse: on success, the highest index known to match; on reject, the rejected index.
+  Index index = 0;
+  Term log_term = 0;
+  std::vector<Entry> entries;  // kAppend only; bounded by Config::max_entries_per_message/max_bytes_per_message
+  Index commit = 0;            // kAppend/kHeartbeat: the leader's commit index (clamped for heartbeats)
+
+  bool reject = false;     // responses: vote not granted / append did not match
+  Index reject_hint = 0;   // kAppendResponse reject: the follower's hint for fast backtracking (index)
+  Term hint_term = 0;      // kAppendResponse reject: the follower's term at reject_hint (0 if none)
+
+  std::uint64_t context = 0;  // kHeartbeat/kHeartbeatResponse: ReadIndex round identifier (0 = none)
+
+  friend bool operator==(const Message&, const Message&) = default;
+};
+
+// State that must be durable before certain messages are sent (see Ready::messages_after_persist).
+struct HardState {
+  Term term = 0;
+  NodeId vote = kNoNode;
+  Index commit = 0;
+
+  friend bool operator==(const HardState&, const HardState&) = default;
+};
+
+enum class Role : std::uint8_t { kFollower, kPreCandidate, kCandidate, kLeader };
+
+const char* to_string(Role role);
+
+// Volatile state worth reporting (status pages, client redirects); never needs persisting.
+struct SoftState {
+  Role role = Role::kFollower;
+  NodeId leader = kNoNode;
+  Term term = 0;
+
+  friend bool operator==(const SoftState&, const SoftState&) = default;
+};
+
+// A ReadIndex request whose leadership check has passed: the read may be served once the driver has
+// applied (made visible) every entry up to `index`.
+struct ReadState {
+  std::uint64_t request_id = 0;
+  Index index = 0;
+
+  friend bool operator==(const ReadState&, const ReadState&) = default;
+};
+
+// The voter set. Part of the core's state and of the log (EntryType::kConfig).
+struct ConfState {
+  std::vector<NodeId> voters;  // sorted, unique, non-empty, never contains kNoNode
+
+  friend bool operator==(const ConfState&, const ConfState&) = default;
+};
+
+std::string encode_config(const ConfState& conf);
+// Returns nullopt for a payload that is not a well-formed encoded ConfState.
+std::optional<ConfState> decode_config(const std::string& payload);
+
+// Everything the core asks the driver to do, drained with Raft::ready(). The driver must:
+//   1. if `truncate_from` is set, drop every log entry with index >= *truncate_from;
+//   2. append `entries` (contiguous, starting right after the log's last index after step 1);
+//   3. send `messages` now (they do not depend on this batch being durable: e.g. a leader's appends
+//      go out while its own flush runs);
+//   4. persist `hard_state` if set (durably when `must_sync`) and make the entries durable, then call
+//      Raft::on_persisted(last_index, last_term) for the highest durable entry and only then send
+//      `messages_after_persist` (vote grants, append acknowledgements, a candidate's vote requests);
+//   5. deliver entries up to `commit_index` to readers (they are committed), and release `read_states`
+//      once that delivery has reached each ReadState::index;
+//   6. fail the `aborted_reads` (leadership lost or timed out: the caller should retry elsewhere).
+// Batches must be handled in order: batch N's messages_after_persist go before batch N+1's.
+struct Ready {
+  std::optional<SoftState> soft_state;  // set when role, leader or term changed
+  std::optional<HardState> hard_state;  // set when term, vote or commit changed
+  bool must_sync = false;               // term, vote or entries changed: the hard state must be fsynced
+
+  std::optional<Index> truncate_from;  // cut the log at this index first (never at or below commit)
+  std::vector<Entry> entries;          // then append these
+
+  std::vector<Message> messages;                // send at once
+  std::vector<Message> messages_after_persist;  // send after this batch is durable
+
+  std::optional<Index> commit_index;  // set when the commit index advanced: entries up to it are committed
+
+  std::vector<ReadState> read_states;
+  std::vector<std::uint64_t> aborted_reads;
+
+  bool empty() const;
+};
+
+}  // namespace raftlog::raft
