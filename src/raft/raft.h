@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "raft/log_reader.h"
@@ -45,7 +46,8 @@ enum class ProposeStatus : std::uint8_t {
   kTransferring,        // a leadership transfer is in progress; retry on the new leader
   kTooManyPending,      // max_uncommitted_entries/bytes would be exceeded; back off
   kEmpty,               // no entries given
-  kTooLarge,            // one batch larger than max_bytes_per_message
+  kTooLarge,            // one batch larger than max_bytes_per_message or max_entries_per_message
+  kInvalidEntry,        // an entry type that cannot be proposed (kConfig: static configurations only for now)
 };
 
 const char* to_string(ProposeStatus status);
@@ -62,6 +64,13 @@ struct ProposeResult {
 enum class ReadIndexStatus : std::uint8_t { kOk, kNotLeader, kTooManyPending };
 
 enum class TransferStatus : std::uint8_t { kOk, kNotLeader, kUnknownTarget, kAlreadyLeader, kInProgress };
+
+const char* to_string(ReadIndexStatus status);
+const char* to_string(TransferStatus status);
+
+// Checks every Config bound and the initial voter set. Returns an empty string when the config is
+// usable, otherwise a sentence naming the first problem. The Raft constructor aborts on a bad config.
+std::string validate_config(const Config& config);
 
 // Observability for status pages and metrics: a leader's view of one follower.
 struct PeerProgress {
@@ -112,6 +121,12 @@ class Raft {
   Index last_index() const;  // including the unstable tail not yet handed to the driver
   const ConfState& conf() const;
   std::vector<PeerProgress> progress() const;  // empty unless leader
+  HardState hard_state() const;
+  SoftState soft_state() const;
+  // Highest index known durable locally (entries present at construction or reported by on_persisted).
+  Index persisted_index() const;
+  NodeId transfer_target() const;  // kNoNode unless a leadership transfer is in progress
+  std::size_t pending_reads() const;  // ReadIndex requests not yet released or aborted
 
  private:
   class Impl;

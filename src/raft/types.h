@@ -19,6 +19,10 @@ using Index = std::uint64_t;
 
 inline constexpr NodeId kNoNode = 0;
 
+// Message::context of a kVote sent by a node campaigning because of kTimeoutNow (leadership transfer):
+// voters then grant even while they still hear from the current leader (they ignore their lease).
+inline constexpr std::uint64_t kTransferCampaignContext = 1;
+
 enum class EntryType : std::uint8_t {
   kNormal = 0,  // a client payload
   kNoop = 1,    // appended by a new leader at once so that earlier-term entries commit (Raft §5.4.2)
@@ -75,7 +79,8 @@ struct Message {
   Index reject_hint = 0;   // kAppendResponse reject: the follower's hint for fast backtracking (index)
   Term hint_term = 0;      // kAppendResponse reject: the follower's term at reject_hint (0 if none)
 
-  std::uint64_t context = 0;  // kHeartbeat/kHeartbeatResponse: ReadIndex round identifier (0 = none)
+  std::uint64_t context = 0;  // kHeartbeat/kHeartbeatResponse: ReadIndex round identifier (0 = none);
+                              // kVote: kTransferCampaignContext when the campaign follows a TimeoutNow
 
   friend bool operator==(const Message&, const Message&) = default;
 };
@@ -113,11 +118,18 @@ struct ReadState {
 
 // The voter set. Part of the core's state and of the log (EntryType::kConfig).
 struct ConfState {
-  std::vector<NodeId> voters;  // sorted, unique, non-empty, never contains kNoNode
+  std::vector<NodeId> voters;  // sorted, unique, non-empty, at most kMaxVoters, never contains kNoNode
 
   friend bool operator==(const ConfState&, const ConfState&) = default;
 };
 
+inline constexpr std::size_t kMaxVoters = 64;
+
+// True when `conf` satisfies the ConfState rules above.
+bool is_valid_conf(const ConfState& conf);
+
+// Encoding (version 1, little endian): u8 version, u32 voter count, count x u64 voter ids, u32 CRC-32C
+// of every preceding byte. Precondition: is_valid_conf(conf).
 std::string encode_config(const ConfState& conf);
 // Returns nullopt for a payload that is not a well-formed encoded ConfState.
 std::optional<ConfState> decode_config(const std::string& payload);
@@ -134,12 +146,23 @@ std::optional<ConfState> decode_config(const std::string& payload);
 //      once that delivery has reached each ReadState::index;
 //   6. fail the `aborted_reads` (leadership lost or timed out: the caller should retry elsewhere).
 // Batches must be handled in order: batch N's messages_after_persist go before batch N+1's.
+//
+// Log timing (the "unstable tail" rule): the core keeps every entry it produced in its own unstable tail
+// until on_persisted() covers it, and reads the LogReader only below that tail (entries reported durable,
+// or present when the Raft object was constructed). The driver may therefore apply steps 1-2 whenever it
+// likes, but must have applied them (visible through the LogReader) before it reports those entries with
+// on_persisted(). Only durable entries count toward a quorum. The driver never trims entries above commit.
+//
+// Which messages wait for persistence: vote requests, vote grants/rejections and append acknowledgements
+// (they vouch for durable term/vote/log state). Appends, heartbeats and their responses, pre-votes and
+// their responses and TimeoutNow go at once: they vouch for nothing that could be lost in a crash.
 struct Ready {
   std::optional<SoftState> soft_state;  // set when role, leader or term changed
   std::optional<HardState> hard_state;  // set when term, vote or commit changed
   bool must_sync = false;               // term, vote or entries changed: the hard state must be fsynced
 
-  std::optional<Index> truncate_from;  // cut the log at this index first (never at or below commit)
+  std::optional<Index> truncate_from;  // cut the log at this index first (always above every commit
+                                       // index of earlier batches: committed entries are never cut)
   std::vector<Entry> entries;          // then append these
 
   std::vector<Message> messages;                // send at once

@@ -1,0 +1,27 @@
+// raftlog-bench: prints performance figures (it is a program, not a timed test). Every figure ends in
+// a `RESULT bench=... key=value ...` line on stdout; progress lines go to stderr.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "store_command.h"
+
+namespace {
+
+constexpr raftlog::cli::Command kCommands[] = {
+    {"store", "append throughput (writers x entry sizes x flush modes) vs the raw disk, and recovery time",
+     raftlog::bench::run_store_command, nullptr},
+    {"raw", "only the raw disk limit: sequential write + fdatasync at one batch size",
+     raftlog::bench::run_raw_command, nullptr},
+};
+constexpr raftlog::cli::CommandTable kTable{kCommands};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  const raftlog::cli::Io io{std::cout, std::cerr};
+  return raftlog::cli::dispatch("raftlog-bench", "Benchmarks for raftlog. Every figure ends in a RESULT line.", kTable,
+                                args, io);
+}

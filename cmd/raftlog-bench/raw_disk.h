@@ -1,0 +1,34 @@
+// The raw disk limit the store is compared with: one thread doing sequential pwrite() of a batch
+// followed by fdatasync(), in a loop, on a file preallocated with fallocate() (as a store segment
+// is preallocated ahead of use). This is the best any write-ahead log that makes every batch durable
+// can do on this file system at that batch size; the store's sync mode is reported as a ratio of it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+
+namespace raftlog::bench {
+
+struct RawDiskOptions {
+  std::filesystem::path file;       // created (must not exist) and removed afterwards
+  std::uint64_t batch_bytes = 0;    // bytes written between two fdatasync() calls, > 0
+  std::chrono::milliseconds duration{2000};
+  std::uint64_t max_file_bytes = 0;  // bound on disk use; the loop stops early when the file is full
+};
+
+struct RawDiskResult {
+  std::uint64_t syncs = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0.0;
+
+  double mib_per_s() const;
+  double syncs_per_s() const;
+};
+
+// Runs the loop; `progress_bytes` (may be null) is advanced after every fdatasync for a progress line.
+// Throws std::system_error on any I/O failure (after removing the file).
+RawDiskResult measure_raw_write_fdatasync(const RawDiskOptions& options, std::atomic<std::uint64_t>* progress_bytes);
+
+}  // namespace raftlog::bench

@@ -1,0 +1,207 @@
+// raftlogd: one node of a raftlog cluster.
+//
+//   raftlogd --id 1 --members 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --data-dir /var/lib/raftlog/1
+//
+// Every option can also come from a config file (--config FILE): one `name = value` per line, the
+// names of the flags below without the leading dashes; `#` starts a comment. A flag given on the
+// command line overrides the file. docs/configuration.md describes every option.
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/flags.h"
+#include "server/server.h"
+
+namespace {
+
+std::atomic<int> g_signal{0};
+
+void on_signal(int signal_number) { g_signal.store(signal_number); }
+
+// "1=host:port,2=host:port" -> members. Returns "" or a description of the problem.
+std::string parse_members(const std::string& text, std::map<std::uint64_t, std::string>* members) {
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::size_t eq = item.find('=');
+    std::uint64_t id = 0;
+    if (eq == std::string::npos || !raftlog::cli::parse_uint(item.substr(0, eq), &id) || id == 0 ||
+        item.size() == eq + 1) {
+      return "bad member '" + item + "': expected ID=HOST:PORT with a non-zero ID";
+    }
+    if (!members->emplace(id, item.substr(eq + 1)).second) return "member id " + std::to_string(id) + " given twice";
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return "";
+}
+
+// Reads `name = value` lines into `--name=value` arguments, skipping names in `overridden`.
+bool read_config_file(const std::string& path, const std::set<std::string>& overridden,
+                      std::vector<std::string>* args, std::string* error) {
+  std::ifstream in(path);
+  if (!in) {
+    *error = "cannot read config file " + path;
+    return false;
+  }
+  std::string line;
+  int line_number = 0;
+  while (std::getline(in, line) && line_number < 10000) {
+    ++line_number;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    auto trim = [](std::string s) {
+      const auto b = s.find_first_not_of(" \t\r");
+      if (b == std::string::npos) return std::string();
+      return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+    };
+    line = trim(line);
+    if (line.empty()) continue;
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) {
+      *error = path + ":" + std::to_string(line_number) + ": expected 'name = value'";
+      return false;
+    }
+    const std::string name = trim(line.substr(0, eq));
+    const std::string value = trim(line.substr(eq + 1));
+    if (name == "config") {
+      *error = path + ":" + std::to_string(line_number) + ": a config file cannot name another";
+      return false;
+    }
+    if (overridden.contains(name)) continue;
+    args->push_back("--" + name + "=" + value);
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using raftlog::cli::FlagSet;
+  using raftlog::cli::ParseStatus;
+  raftlog::server::NodeConfig config;
+  std::uint64_t node_id = 0;
+  std::string members_text;
+  std::string config_path;
+  std::string flush_mode = "sync";
+  std::string log_level = "info";
+  std::uint64_t tick_ms = config.tick_ms;
+  std::uint64_t election_ticks = config.election_ticks;
+  std::uint64_t heartbeat_ticks = config.heartbeat_ticks;
+  std::uint64_t flush_interval_ms = config.store.flush_interval_ms;
+  std::uint64_t segment_size_bytes = config.store.segment_size_bytes;
+  std::uint64_t max_entry_size_bytes = config.store.max_entry_size_bytes;
+  std::uint64_t max_entries_per_append = config.max_entries_per_append;
+  std::uint64_t append_timeout_ms = config.append_timeout_ms;
+  std::uint64_t shutdown_grace_ms = config.shutdown_grace_ms;
+
+  FlagSet flags("raftlogd", "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
+  flags.uint_flag("id", &node_id, "ID", "this node's id (non-zero, one of --members)");
+  flags.string_flag("members", &members_text, "ID=HOST:PORT,...",
+                    "every member of the cluster with the address it serves clients and peers on");
+  flags.string_flag("data-dir", &config.data_dir, "DIR", "where this node keeps its log and hard state");
+  flags.string_flag("listen", &config.listen_address, "HOST:PORT",
+                    "address to bind (default: this node's address in --members)");
+  flags.string_flag("cluster-id", &config.cluster_id, "NAME", "peers with another cluster id are refused");
+  flags.uint_flag("tick-ms", &tick_ms, "MS", "Raft tick length");
+  flags.uint_flag("election-ticks", &election_ticks, "N",
+                  "election timeout in ticks, randomized in [N, 2N) (default 10 x 20 ms = 200-400 ms)");
+  flags.uint_flag("heartbeat-ticks", &heartbeat_ticks, "N", "leader heartbeat interval in ticks");
+  flags.string_flag("flush-mode", &flush_mode, "sync|async",
+                    "sync: an entry counts toward commit once fsynced; async: once written to the mapped file");
+  flags.uint_flag("flush-interval-ms", &flush_interval_ms, "MS", "async mode: longest time an entry stays unflushed");
+  flags.bytes_flag("segment-size", &segment_size_bytes, "BYTES", "size of each segment file (64KiB..16GiB)");
+  flags.bytes_flag("max-entry-size", &max_entry_size_bytes, "BYTES", "largest entry payload accepted");
+  flags.uint_flag("max-entries-per-append", &max_entries_per_append, "N", "most entries in one Append call");
+  flags.uint_flag("append-timeout-ms", &append_timeout_ms, "MS",
+                  "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)");
+  flags.uint_flag("shutdown-grace-ms", &shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
+  flags.string_flag("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
+  flags.string_flag("config", &config_path, "FILE", "read options from FILE (name = value lines)");
+
+  // The config file is found first (by hand), so the file's options and the command line are parsed
+  // together, in one pass, with the command line winning.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::set<std::string> given_on_command_line;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg.rfind("--", 0) != 0) continue;
+    const std::size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    given_on_command_line.insert(name);
+    if (name == "config") config_path = eq == std::string::npos ? (i + 1 < args.size() ? args[i + 1] : "") : arg.substr(eq + 1);
+  }
+  std::vector<std::string> merged;
+  if (!config_path.empty()) {
+    std::string error;
+    if (!read_config_file(config_path, given_on_command_line, &merged, &error)) {
+      std::cerr << "raftlogd: " << error << "\n";
+      return raftlog::cli::kExitUsage;
+    }
+  }
+  merged.insert(merged.end(), args.begin(), args.end());
+  const ParseStatus status = flags.parse(merged);
+  if (status == ParseStatus::kHelp) {
+    std::cout << flags.usage();
+    return raftlog::cli::kExitOk;
+  }
+  if (status == ParseStatus::kError) {
+    std::cerr << "raftlogd: " << flags.error() << "\n\n" << flags.usage();
+    return raftlog::cli::kExitUsage;
+  }
+
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+  config.node_id = node_id;
+  if (std::string problem = parse_members(members_text, &config.members); !problem.empty()) {
+    std::cerr << "raftlogd: --members: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (flush_mode == "sync") {
+    config.store.flush_mode = raftlog::store::FlushMode::kSync;
+  } else if (flush_mode == "async") {
+    config.store.flush_mode = raftlog::store::FlushMode::kAsync;
+  } else {
+    std::cerr << "raftlogd: --flush-mode must be sync or async\n";
+    return raftlog::cli::kExitUsage;
+  }
+  config.tick_ms = static_cast<std::uint32_t>(tick_ms);
+  config.election_ticks = static_cast<std::uint32_t>(election_ticks);
+  config.heartbeat_ticks = static_cast<std::uint32_t>(heartbeat_ticks);
+  config.store.flush_interval_ms = static_cast<std::uint32_t>(flush_interval_ms);
+  config.store.segment_size_bytes = segment_size_bytes;
+  config.store.max_entry_size_bytes = static_cast<std::uint32_t>(max_entry_size_bytes);
+  config.max_entries_per_append = static_cast<std::uint32_t>(max_entries_per_append);
+  config.append_timeout_ms = static_cast<std::uint32_t>(append_timeout_ms);
+  config.shutdown_grace_ms = static_cast<std::uint32_t>(shutdown_grace_ms);
+  config.max_append_bytes = std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
+  if (std::string problem = raftlog::server::validate(config); !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
+  std::string error;
+  auto server = raftlog::server::Server::start(config, &error);
+  if (server == nullptr) {
+    spdlog::critical("node {}: cannot start: {}", config.node_id, error);
+    return raftlog::cli::kExitFailure;
+  }
+  // The main thread only waits: for a signal (graceful stop) or a node failure (exit non-zero so a
+  // supervisor restarts it and recovery takes over).
+  while (g_signal.load() == 0 && !server->failed()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const bool failed = server->failed();
+  server->shutdown();
+  return failed ? raftlog::cli::kExitFailure : raftlog::cli::kExitOk;
+}

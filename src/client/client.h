@@ -1,0 +1,247 @@
+// raftlog C++ client library (used by raftlogctl and raftlog-bench).
+//
+// Bootstraps from any subset of the cluster's client endpoints, finds the leader (following the
+// leader named in a NOT_LEADER error in one hop), and retries with exponential backoff within an
+// overall deadline. Appends are idempotent: each append() call takes the next sequence number of this
+// client's (client_id, sequence) pair and every retry of that call reuses it, so a retry after a lost
+// answer or a leader change returns the original indexes instead of writing twice.
+//
+// Retried: UNAVAILABLE, DEADLINE_EXCEEDED, and FAILED_PRECONDITION whose ErrorInfo reason is
+// NOT_LEADER or NO_LEADER. Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, RESOURCE_EXHAUSTED, ...)
+// is returned at once. When the retry deadline runs out the call returns DEADLINE_EXCEEDED whose
+// message names the attempts made and the last error seen.
+//
+// No exceptions cross this API: every call returns a Status or a Result<T>. A Client is thread-safe;
+// appends from one Client are serialized (one in flight at a time) so the server sees each client's
+// sequence numbers in increasing order. Use one Client per concurrent writer (raftlog-bench does).
+#pragma once
+
+#include <cassert>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "client/error_details.h"
+
+namespace raftlog::client {
+
+// The gRPC status codes, numerically identical (so callers need no gRPC header).
+enum class StatusCode : int {
+  kOk = 0,
+  kCancelled = 1,
+  kUnknown = 2,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kNotFound = 5,
+  kAlreadyExists = 6,
+  kPermissionDenied = 7,
+  kResourceExhausted = 8,
+  kFailedPrecondition = 9,
+  kAborted = 10,
+  kOutOfRange = 11,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kDataLoss = 15,
+  kUnauthenticated = 16,
+};
+
+// "UNAVAILABLE", "FAILED_PRECONDITION", ... (the gRPC spelling).
+const char* to_string(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;  // OK
+  Status(StatusCode code, std::string message, std::optional<ErrorDetails> details = std::nullopt)
+      : code_(code), message_(std::move(message)), details_(std::move(details)) {}
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // The server's ErrorInfo, when it attached one (leader hint, reason word).
+  const std::optional<ErrorDetails>& details() const { return details_; }
+  // "OK" or "<CODE>: <message>".
+  std::string to_string() const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+  std::optional<ErrorDetails> details_;
+};
+
+// Either a value or a non-OK Status.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
+    assert(!status_.ok() && "Result constructed from an OK status without a value");
+  }
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+  T& value() & {
+    assert(ok());
+    return *value_;
+  }
+  const T& value() const& {
+    assert(ok());
+    return *value_;
+  }
+  T&& value() && {
+    assert(ok());
+    return std::move(*value_);
+  }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+inline constexpr std::size_t kMaxEndpoints = 64;
+
+// Parses "host:port,host:port,...". Spaces around items are ignored; empty items, a missing or
+// non-numeric port, a port outside 1..65535, duplicates and more than kMaxEndpoints items are
+// INVALID_ARGUMENT. IPv6 hosts are written in brackets: "[::1]:7001".
+Result<std::vector<std::string>> parse_endpoints(std::string_view text);
+
+struct Options {
+  std::vector<std::string> endpoints;      // "host:port" each (see parse_endpoints), 1..kMaxEndpoints
+  std::uint32_t call_timeout_ms = 2000;     // one attempt (one RPC)
+  std::uint32_t retry_deadline_ms = 10000;  // all attempts of one call together
+  std::uint32_t backoff_min_ms = 20;        // sleep between attempts: doubles from min to max,
+  std::uint32_t backoff_max_ms = 500;       // plus up to 25% jitter; a one-hop redirect does not sleep
+  std::uint64_t client_id = 0;              // 0: a random non-zero id (std::random_device)
+  std::uint64_t first_sequence = 1;         // sequence number of this client's first append (>= 1)
+  std::size_t max_message_bytes = (64u << 20) + (64u << 10);  // gRPC send/receive bound per message
+};
+
+// Empty when usable, otherwise a sentence naming the first problem.
+std::string validate_options(const Options& options);
+
+struct AppendResult {
+  std::uint64_t first_index = 0;
+  std::uint64_t last_index = 0;
+  std::uint64_t term = 0;
+  bool duplicate = false;     // the server answered from its dedup table (an earlier attempt committed)
+  std::uint64_t sequence = 0;  // the sequence number this append used
+};
+
+struct Entry {
+  std::uint64_t index = 0;
+  std::uint64_t term = 0;
+  std::string payload;
+  std::uint64_t client_id = 0;
+  std::uint64_t sequence = 0;
+
+  friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+struct ReadResult {
+  std::vector<Entry> entries;
+  std::uint64_t commit_index = 0;
+  std::string served_by;  // the endpoint that answered
+};
+
+enum class Role { kUnknown, kFollower, kPreCandidate, kCandidate, kLeader };
+enum class FlushMode { kUnknown, kSync, kAsync };
+const char* to_string(Role role);            // "follower", "leader", ...
+const char* to_string(FlushMode flush_mode);  // "sync", "async", "unknown"
+
+struct PeerStatus {
+  std::uint64_t id = 0;
+  std::string address;
+  std::uint64_t match_index = 0;
+  std::uint64_t lag_entries = 0;
+  std::uint64_t last_contact_ms = 0;
+  bool probing = false;
+};
+
+struct NodeStatus {
+  std::string endpoint;  // where this answer came from
+  std::uint64_t node_id = 0;
+  std::string address;
+  Role role = Role::kUnknown;
+  std::uint64_t term = 0;
+  std::uint64_t leader_id = 0;
+  std::string leader_address;
+  std::uint64_t first_index = 0;
+  std::uint64_t last_index = 0;
+  std::uint64_t commit_index = 0;
+  std::uint64_t flushed_index = 0;
+  FlushMode flush_mode = FlushMode::kUnknown;
+  std::vector<PeerStatus> peers;  // leader only
+};
+
+struct EndpointStatus {
+  std::string endpoint;
+  Result<NodeStatus> status;
+};
+
+struct TransferResult {
+  std::uint64_t leader_id = 0;
+  std::uint64_t term = 0;
+};
+
+struct TailOptions {
+  std::uint64_t from_index = 1;              // >= 1
+  std::stop_token stop;                      // request_stop() ends the tail promptly (cancels the RPC)
+  std::uint32_t duration_ms = 0;             // 0: until stopped; else the tail ends (OK) after this long
+  std::uint64_t max_bytes_per_message = 0;   // 0: server default
+};
+
+// Called for each entry, in index order, each index exactly once. Return false to end the tail.
+using TailCallback = std::function<bool(const Entry& entry)>;
+
+class Client {
+ public:
+  // INVALID_ARGUMENT when validate_options fails.
+  static Result<std::unique_ptr<Client>> create(Options options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  std::uint64_t client_id() const;
+  // The sequence number the next append() will use. Every append() call takes one, even one that
+  // fails: a call that gave up may still commit later, so its number is never reused for other data.
+  std::uint64_t next_sequence() const;
+  // The endpoint calls go to first: the last one that answered or that was named as leader.
+  std::string preferred_endpoint() const;
+
+  // Appends `payloads` (1 or more) atomically; returns once committed.
+  Result<AppendResult> append(const std::vector<std::string>& payloads);
+  // Committed entries from `from_index`. max_entries/max_bytes 0 = server defaults. linearizable
+  // reads go to the leader (redirected); others are served by whichever node answers.
+  Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries, std::uint64_t max_bytes,
+                          bool linearizable);
+  // Follows the log from options.from_index, calling on_entry for each entry. When a stream breaks
+  // (node down, node shutting down) it reconnects to the next endpoint and resumes at the next index,
+  // skipping any entry it already delivered. Returns the next index not yet delivered when the tail
+  // ends normally (stop requested, duration elapsed, callback returned false); an error when the
+  // server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it sends a gap,
+  // or when no node served it for retry_deadline_ms.
+  Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry);
+  // One node's view (no retries; `endpoint` need not be in the endpoint list).
+  Result<NodeStatus> status(const std::string& endpoint);
+  // status() of every configured endpoint, queried in parallel, in endpoint-list order.
+  std::vector<EndpointStatus> status_all();
+  // Asks the leader (found with redirects) to hand leadership to `target_id`.
+  Result<TransferResult> transfer_leadership(std::uint64_t target_id);
+  // Forces a flush on `endpoint`; returns that node's flushed index. No retries.
+  Result<std::uint64_t> flush(const std::string& endpoint);
+
+ private:
+  class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace raftlog::client

@@ -1,0 +1,37 @@
+// The machine-readable part of a raftlog error (a plain mirror of raftlog.v1.ErrorInfo), kept free of
+// gRPC and protobuf headers so client.h users do not compile them. error_info.h moves it on and off
+// the wire.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace raftlog::client {
+
+inline constexpr std::string_view kErrorInfoMetadataKey = "raftlog-error-bin";
+
+// ErrorInfo.reason words (proto/raftlog/v1/client.proto lists which status code goes with each).
+namespace reason {
+inline constexpr std::string_view kNotLeader = "NOT_LEADER";          // FAILED_PRECONDITION, leader named
+inline constexpr std::string_view kNoLeader = "NO_LEADER";            // FAILED_PRECONDITION, election running
+inline constexpr std::string_view kEmptyAppend = "EMPTY_APPEND";      // INVALID_ARGUMENT
+inline constexpr std::string_view kEntryTooLarge = "ENTRY_TOO_LARGE";  // INVALID_ARGUMENT
+inline constexpr std::string_view kTooManyEntries = "TOO_MANY_ENTRIES";  // INVALID_ARGUMENT
+inline constexpr std::string_view kBadIndexRange = "BAD_INDEX_RANGE";  // INVALID_ARGUMENT / OUT_OF_RANGE
+inline constexpr std::string_view kDiskFull = "DISK_FULL";             // RESOURCE_EXHAUSTED
+inline constexpr std::string_view kTooManyPending = "TOO_MANY_PENDING";  // RESOURCE_EXHAUSTED
+inline constexpr std::string_view kShuttingDown = "SHUTTING_DOWN";     // UNAVAILABLE
+inline constexpr std::string_view kLeadershipLost = "LEADERSHIP_LOST";  // UNAVAILABLE, outcome unknown
+}  // namespace reason
+
+// Plain mirror of raftlog.v1.ErrorInfo (keeps the protobuf type out of callers' headers).
+struct ErrorDetails {
+  std::uint64_t leader_id = 0;  // 0 = no leader known
+  std::string leader_address;   // the leader's client address ("" = unknown)
+  std::string reason;           // one of the reason words above
+
+  friend bool operator==(const ErrorDetails&, const ErrorDetails&) = default;
+};
+
+}  // namespace raftlog::client

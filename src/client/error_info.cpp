@@ -1,0 +1,49 @@
+#include "client/error_info.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/server_context.h>
+
+#include "raftlog/v1/client.pb.h"
+
+namespace raftlog::client {
+
+grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code, std::string message,
+                          const ErrorDetails& details) {
+  raftlog::v1::ErrorInfo info;
+  info.set_leader_id(details.leader_id);
+  info.set_leader_address(details.leader_address);
+  info.set_reason(details.reason);
+  context->AddTrailingMetadata(std::string(kErrorInfoMetadataKey), info.SerializeAsString());
+  return {code, std::move(message)};
+}
+
+grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t leader_id,
+                               std::string leader_address) {
+  ErrorDetails details;
+  details.leader_id = leader_id;
+  details.leader_address = std::move(leader_address);
+  if (leader_id == 0) {
+    details.reason = std::string(reason::kNoLeader);
+    return error_status(context, grpc::StatusCode::FAILED_PRECONDITION,
+                        "no leader yet (an election is in progress); retry shortly", details);
+  }
+  details.reason = std::string(reason::kNotLeader);
+  std::string message = "not the leader; the leader is node " + std::to_string(leader_id);
+  if (!details.leader_address.empty()) message += " at " + details.leader_address;
+  return error_status(context, grpc::StatusCode::FAILED_PRECONDITION, std::move(message), details);
+}
+
+std::optional<ErrorDetails> error_details(const grpc::ClientContext& context) {
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto found = trailers.find(grpc::string_ref(kErrorInfoMetadataKey.data(), kErrorInfoMetadataKey.size()));
+  if (found == trailers.end()) return std::nullopt;
+  raftlog::v1::ErrorInfo info;
+  if (!info.ParseFromArray(found->second.data(), static_cast<int>(found->second.size()))) return std::nullopt;
+  ErrorDetails details;
+  details.leader_id = info.leader_id();
+  details.leader_address = info.leader_address();
+  details.reason = info.reason();
+  return details;
+}
+
+}  // namespace raftlog::client

@@ -1,0 +1,38 @@
+// How a raftlog error carries its machine-readable details, shared by the server (which attaches
+// them) and the client library (which reads them) so the two cannot drift apart.
+//
+// A failed call's trailing metadata holds the key "raftlog-error-bin" whose value is a serialized
+// raftlog.v1.ErrorInfo (leader id/address and a reason word). The status code and message stay the
+// plain gRPC ones, so tools that know nothing of ErrorInfo still get a readable error.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "client/error_details.h"
+
+namespace grpc {
+class ClientContext;
+class ServerContextBase;
+}  // namespace grpc
+
+namespace raftlog::client {
+
+// Server side: attaches `details` to the call's trailing metadata and returns the status to return
+// from the handler. Works for sync and callback handlers (both contexts derive ServerContextBase).
+grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code, std::string message,
+                          const ErrorDetails& details);
+
+// Server side: the standard "not the leader" answer. leader_id 0 gives NO_LEADER, else NOT_LEADER
+// naming the leader; both FAILED_PRECONDITION, which the client library retries/redirects.
+grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t leader_id,
+                               std::string leader_address);
+
+// Client side: the details of a finished call, or nullopt when the server attached none (or they do
+// not parse: a foreign or corrupt value is ignored rather than trusted).
+std::optional<ErrorDetails> error_details(const grpc::ClientContext& context);
+
+}  // namespace raftlog::client

@@ -1,0 +1,82 @@
+#include "raft/progress.h"
+
+#include <algorithm>
+
+#include "raft/assert.h"
+
+namespace raftlog::raft {
+
+Inflights::Inflights(std::size_t capacity) : capacity_(capacity) {
+  RAFT_ASSERT(capacity_ > 0, "the in-flight window holds at least one append");
+}
+
+void Inflights::add(Index last_index) {
+  RAFT_ASSERT(!full(), "in-flight window overflow: the caller must check is_paused() first");
+  RAFT_ASSERT(last_indexes_.empty() || last_indexes_.back() < last_index, "in-flight appends must advance");
+  last_indexes_.push_back(last_index);
+}
+
+void Inflights::free_up_to(Index index) {
+  while (!last_indexes_.empty() && last_indexes_.front() <= index) last_indexes_.pop_front();
+}
+
+void Inflights::free_first() {
+  if (!last_indexes_.empty()) last_indexes_.pop_front();
+}
+
+void Progress::become_probe() {
+  state = ReplicationState::kProbe;
+  next = match + 1;
+  probe_sent = false;
+  inflights.reset();
+}
+
+void Progress::become_replicate() {
+  state = ReplicationState::kReplicate;
+  next = match + 1;
+  probe_sent = false;
+  inflights.reset();
+}
+
+bool Progress::is_paused() const {
+  return state == ReplicationState::kProbe ? probe_sent : inflights.full();
+}
+
+bool Progress::on_ack(Index index) {
+  bool advanced = false;
+  if (index > match) {
+    match = index;
+    advanced = true;
+    probe_sent = false;
+  }
+  next = std::max(next, index + 1);
+  return advanced;
+}
+
+void Progress::on_entries_sent(Index last_sent_index) {
+  if (state == ReplicationState::kReplicate) {
+    next = last_sent_index + 1;
+    inflights.add(last_sent_index);
+  } else {
+    probe_sent = true;
+  }
+}
+
+bool Progress::on_reject(Index rejected_index, Index match_hint) {
+  if (state == ReplicationState::kReplicate) {
+    if (rejected_index <= match) return false;  // stale: answers an append sent before match advanced
+    next = match + 1;
+    return true;
+  }
+  if (next == 0 || next - 1 != rejected_index) return false;  // stale: not the probe outstanding now
+  const Index new_next = std::max(std::min(rejected_index, match_hint + 1), match + 1);
+  // Rejected at our own match point: the follower contradicts an acknowledgement it made, which only a
+  // broken safety rule or lost durable state can cause. Resending at once would ping-pong forever; the
+  // probe stays outstanding and the next heartbeat answer retries at heartbeat pace instead.
+  if (new_next == next) return false;
+  next = new_next;
+  probe_sent = false;
+  return true;
+}
+
+}  // namespace raftlog::raft

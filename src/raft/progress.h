@@ -1,0 +1,64 @@
+// A leader's replication state for one follower, with its bounded window of in-flight appends.
+//
+// Probe: the match point is unknown; at most one append is outstanding (`probe_sent`) until the follower
+// answers (or a heartbeat response shows it is alive). Replicate: the match point is known; appends are
+// pipelined optimistically (`next` runs ahead of `match`) up to max_inflight_messages outstanding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+#include "raft/types.h"
+
+namespace raftlog::raft {
+
+// Last indexes of the appends in flight to one follower, oldest first. Bounded by `capacity`.
+class Inflights {
+ public:
+  explicit Inflights(std::size_t capacity);
+  bool full() const { return last_indexes_.size() >= capacity_; }
+  std::size_t count() const { return last_indexes_.size(); }
+  // Records an append whose last entry is `last_index` (increasing; asserted). Precondition: !full().
+  void add(Index last_index);
+  // Forgets every append acknowledged by an ack of `index` (those ending at or below it).
+  void free_up_to(Index index);
+  // Forgets the oldest append. A heartbeat response frees one slot of a full window so that a window
+  // whose acknowledgements were all lost cannot stall replication: the next append then exposes the gap
+  // and the follower's rejection moves the peer back to probe.
+  void free_first();
+  void reset() { last_indexes_.clear(); }
+
+ private:
+  std::size_t capacity_;
+  std::deque<Index> last_indexes_;
+};
+
+enum class ReplicationState : std::uint8_t { kProbe, kReplicate };
+
+struct Progress {
+  explicit Progress(std::size_t max_inflight_messages) : inflights(max_inflight_messages) {}
+
+  Index match = 0;  // highest index the follower acknowledged as durable
+  Index next = 1;   // next index to send
+  ReplicationState state = ReplicationState::kProbe;
+  bool probe_sent = false;  // probe state: an append is outstanding, send no more until an answer
+  Inflights inflights;
+  bool recent_active = false;            // heard from since the last check-quorum round
+  std::uint64_t ticks_since_contact = 0;  // observability
+
+  void become_probe();
+  void become_replicate();
+  // No append may be sent now (probe outstanding, or the in-flight window is full).
+  bool is_paused() const;
+  // A successful append response acknowledging `index`. Returns true when match advanced.
+  bool on_ack(Index index);
+  // An append carrying entries up to `last_sent_index` was sent.
+  void on_entries_sent(Index last_sent_index);
+  // A rejection of the append whose previous index was `rejected_index`; `match_hint` is the leader's
+  // estimate (from the follower's conflict hint) of the highest index that may match. Returns false for
+  // stale rejections (answers to appends the leader has already moved past).
+  bool on_reject(Index rejected_index, Index match_hint);
+};
+
+}  // namespace raftlog::raft

@@ -1,0 +1,163 @@
+// Construction, configuration checks, the public forwarding layer and Ready assembly.
+#include "raft/raft.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "raft/assert.h"
+#include "raft/raft_impl.h"
+
+namespace raftlog::raft {
+namespace {
+
+// The voter set in force at start: the latest kConfig entry in the log, else the bootstrap config.
+// Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or the
+// log's first index, so its cost is bounded by the log length.
+ConfState load_conf(const Config& config, const LogReader& log) {
+  constexpr Index kScanChunkEntries = 64;
+  Index high = log.last_index();
+  const Index first = log.first_index();
+  while (high >= first && high > 0) {
+    const Index low = high - first + 1 > kScanChunkEntries ? high - kScanChunkEntries + 1 : first;
+    const std::vector<Entry> chunk = log.entries(low, high, std::numeric_limits<std::size_t>::max());
+    RAFT_ASSERT(chunk.size() == high - low + 1, "LogReader::entries ignored an unlimited byte budget");
+    for (auto it = chunk.rbegin(); it != chunk.rend(); ++it) {
+      if (it->type != EntryType::kConfig) continue;
+      std::optional<ConfState> conf = decode_config(it->payload);
+      RAFT_ASSERT(conf.has_value(), "a kConfig entry in the log does not decode: the log is corrupt");
+      return *conf;
+    }
+    high = low - 1;
+  }
+  return config.initial_conf;
+}
+
+const Config& checked(const Config& config) {
+  const std::string problem = validate_config(config);
+  RAFT_ASSERT(problem.empty(), problem.c_str());
+  return config;
+}
+
+}  // namespace
+
+std::string validate_config(const Config& config) {
+  if (config.id == kNoNode) return "Config::id must not be 0 (kNoNode)";
+  if (!is_valid_conf(config.initial_conf)) {
+    return "Config::initial_conf must list 1 to 64 voters, sorted, unique and non-zero";
+  }
+  if (config.heartbeat_ticks < 1) return "Config::heartbeat_ticks must be >= 1";
+  if (config.election_ticks <= config.heartbeat_ticks) {
+    return "Config::election_ticks must be greater than heartbeat_ticks";
+  }
+  if (config.election_ticks > (1 << 20)) return "Config::election_ticks must be <= 2^20";
+  if (config.max_entries_per_message < 1) return "Config::max_entries_per_message must be >= 1";
+  if (config.max_bytes_per_message < Entry::kEntryOverheadBytes) {
+    return "Config::max_bytes_per_message must hold at least one empty entry";
+  }
+  if (config.max_inflight_messages < 1) return "Config::max_inflight_messages must be >= 1";
+  if (config.max_uncommitted_entries < config.max_entries_per_message) {
+    return "Config::max_uncommitted_entries must be >= max_entries_per_message (one full proposal fits)";
+  }
+  if (config.max_uncommitted_bytes < config.max_bytes_per_message) {
+    return "Config::max_uncommitted_bytes must be >= max_bytes_per_message (one full proposal fits)";
+  }
+  if (config.max_pending_reads < 1) return "Config::max_pending_reads must be >= 1";
+  return {};
+}
+
+Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& hard_state)
+    : config_(checked(config)),
+      log_(log, hard_state.commit),
+      conf_(load_conf(config, log)),
+      prng_(config.random_seed, config.id),
+      term_(hard_state.term),
+      vote_(hard_state.vote),
+      read_only_(config.max_pending_reads) {
+  // A crash between making entries durable and making the hard state durable can leave the log ahead
+  // of the persisted term. Adopting the log's term with no vote is safe: no vote of that term was ever
+  // sent, because vote grants leave only after their hard state is durable.
+  if (log_.last_term() > term_) {
+    term_ = log_.last_term();
+    vote_ = kNoNode;
+  }
+  randomize_election_timeout();
+  reported_soft_state_ = soft_state();
+  reported_hard_state_ = hard_state;
+}
+
+std::vector<PeerProgress> Raft::Impl::progress() const {
+  std::vector<PeerProgress> out;
+  if (role_ != Role::kLeader) return out;
+  out.push_back(PeerProgress{id(), log_.persisted_index(), log_.last_index() + 1, false, 0, 0});
+  for (const auto& [peer, pr] : progress_) {
+    out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state == ReplicationState::kProbe,
+                               pr.inflights.count(), pr.ticks_since_contact});
+  }
+  std::sort(out.begin(), out.end(), [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });
+  return out;
+}
+
+bool Raft::Impl::has_ready() const {
+  return soft_state() != reported_soft_state_ || hard_state() != reported_hard_state_ || log_.has_handout() ||
+         !messages_.empty() || !messages_after_persist_.empty() || !read_states_.empty() ||
+         !aborted_reads_.empty();
+}
+
+Ready Raft::Impl::ready() {
+  Ready rd;
+  const SoftState soft = soft_state();
+  if (soft != reported_soft_state_) {
+    rd.soft_state = soft;
+    reported_soft_state_ = soft;
+  }
+  const HardState hard = hard_state();
+  if (hard != reported_hard_state_) {
+    rd.hard_state = hard;
+    if (hard.term != reported_hard_state_.term || hard.vote != reported_hard_state_.vote) rd.must_sync = true;
+    if (hard.commit > reported_hard_state_.commit) rd.commit_index = hard.commit;
+    reported_hard_state_ = hard;
+  }
+  RaftLog::Handout handout = log_.take_handout();
+  if (handout.truncate_from || !handout.entries.empty()) rd.must_sync = true;
+  rd.truncate_from = handout.truncate_from;
+  rd.entries = std::move(handout.entries);
+  rd.messages = std::move(messages_);
+  messages_.clear();
+  rd.messages_after_persist = std::move(messages_after_persist_);
+  messages_after_persist_.clear();
+  rd.read_states = std::move(read_states_);
+  read_states_.clear();
+  rd.aborted_reads = std::move(aborted_reads_);
+  aborted_reads_.clear();
+  return rd;
+}
+
+// --- public forwarding ---
+
+Raft::Raft(const Config& config, const LogReader& log, const HardState& hard_state)
+    : impl_(std::make_unique<Impl>(config, log, hard_state)) {}
+Raft::~Raft() = default;
+
+void Raft::tick() { impl_->tick(); }
+void Raft::step(const Message& message) { impl_->step(message); }
+ProposeResult Raft::propose(std::vector<Entry> entries) { return impl_->propose(std::move(entries)); }
+ReadIndexStatus Raft::read_index(std::uint64_t request_id) { return impl_->read_index(request_id); }
+TransferStatus Raft::transfer_leadership(NodeId target) { return impl_->transfer_leadership(target); }
+void Raft::on_persisted(Index index, Term term) { impl_->on_persisted(index, term); }
+bool Raft::has_ready() const { return impl_->has_ready(); }
+Ready Raft::ready() { return impl_->ready(); }
+NodeId Raft::id() const { return impl_->id(); }
+Role Raft::role() const { return impl_->role(); }
+Term Raft::term() const { return impl_->term(); }
+NodeId Raft::leader() const { return impl_->leader(); }
+Index Raft::commit_index() const { return impl_->commit_index(); }
+Index Raft::last_index() const { return impl_->last_index(); }
+const ConfState& Raft::conf() const { return impl_->conf(); }
+std::vector<PeerProgress> Raft::progress() const { return impl_->progress(); }
+HardState Raft::hard_state() const { return impl_->hard_state(); }
+SoftState Raft::soft_state() const { return impl_->soft_state(); }
+Index Raft::persisted_index() const { return impl_->persisted_index(); }
+NodeId Raft::transfer_target() const { return impl_->transfer_target(); }
+std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
+
+}  // namespace raftlog::raft

@@ -1,0 +1,285 @@
+// Roles, logical time, pre-vote and vote handling, and the term rules every message passes first.
+#include <algorithm>
+
+#include "raft/assert.h"
+#include "raft/quorum.h"
+#include "raft/raft_impl.h"
+#include "raft/rules.h"
+
+namespace raftlog::raft {
+
+void Raft::Impl::randomize_election_timeout() {
+  const auto span = static_cast<std::uint64_t>(config_.election_ticks);
+  randomized_election_ticks_ = config_.election_ticks + static_cast<int>(prng_.below(span));
+}
+
+bool Raft::Impl::is_voter(NodeId node) const {
+  return std::binary_search(conf_.voters.begin(), conf_.voters.end(), node);
+}
+
+bool Raft::Impl::promotable() const { return is_voter(id()); }
+
+bool Raft::Impl::in_leader_lease() const {
+  return config_.check_quorum && leader_ != kNoNode && election_elapsed_ticks_ < config_.election_ticks;
+}
+
+bool Raft::Impl::quorum_recently_active() const {
+  std::size_t active = 0;
+  for (NodeId voter : conf_.voters) {
+    if (voter == id()) {
+      ++active;
+    } else if (progress_.at(voter).recent_active) {
+      ++active;
+    }
+  }
+  return active >= quorum_size(conf_.voters.size());
+}
+
+void Raft::Impl::reset(Term term) {
+  if (term != term_) {
+    RAFT_ASSERT(term > term_, "terms never go backwards");
+    term_ = term;
+    vote_ = kNoNode;
+  }
+  if (role_ == Role::kLeader) {
+    // Leadership ends here: a pending read can no longer be confirmed by this node.
+    std::vector<std::uint64_t> aborted = read_only_.abort_all();
+    aborted_reads_.insert(aborted_reads_.end(), aborted.begin(), aborted.end());
+  }
+  leader_ = kNoNode;
+  election_elapsed_ticks_ = 0;
+  heartbeat_elapsed_ticks_ = 0;
+  randomize_election_timeout();
+  votes_.clear();
+  progress_.clear();
+  transfer_target_ = kNoNode;
+  uncommitted_.clear();
+  uncommitted_bytes_ = 0;
+}
+
+void Raft::Impl::become_follower(Term term, NodeId leader) {
+  reset(term);
+  role_ = Role::kFollower;
+  leader_ = leader;
+}
+
+void Raft::Impl::become_pre_candidate() {
+  RAFT_ASSERT(role_ != Role::kLeader, "a leader never pre-campaigns");
+  // Pre-vote changes neither term nor vote: a node that cannot win leaves the cluster undisturbed.
+  role_ = Role::kPreCandidate;
+  leader_ = kNoNode;
+  votes_.clear();
+  votes_[id()] = true;
+  election_elapsed_ticks_ = 0;
+  randomize_election_timeout();
+}
+
+void Raft::Impl::become_candidate() {
+  RAFT_ASSERT(role_ != Role::kLeader, "a leader never campaigns");
+  reset(term_ + 1);
+  role_ = Role::kCandidate;
+  vote_ = id();
+  votes_[id()] = true;
+}
+
+void Raft::Impl::become_leader() {
+  RAFT_ASSERT(role_ == Role::kCandidate, "only a candidate becomes leader");
+  reset(term_);
+  role_ = Role::kLeader;
+  leader_ = id();
+  for (NodeId voter : conf_.voters) {
+    if (voter == id()) continue;
+    Progress pr(config_.max_inflight_messages);
+    pr.next = log_.last_index() + 1;
+    pr.recent_active = true;  // give every peer a full election timeout before check-quorum judges it
+    progress_.emplace(voter, std::move(pr));
+  }
+  // A no-op of the new term lets entries of earlier terms commit through it (Raft §5.4.2).
+  Entry noop;
+  noop.index = log_.last_index() + 1;
+  noop.term = term_;
+  noop.type = EntryType::kNoop;
+  log_.append({noop});
+  broadcast_append(false);
+  maybe_commit();  // a single-voter cluster commits as soon as its own log is durable
+}
+
+void Raft::Impl::tick() {
+  if (role_ == Role::kLeader) {
+    tick_heartbeat();
+  } else {
+    tick_election();
+  }
+}
+
+void Raft::Impl::tick_election() {
+  ++election_elapsed_ticks_;
+  if (promotable() && election_elapsed_ticks_ >= randomized_election_ticks_) {
+    election_elapsed_ticks_ = 0;
+    start_election(config_.pre_vote ? CampaignKind::kPreElection : CampaignKind::kElection);
+  }
+}
+
+void Raft::Impl::tick_heartbeat() {
+  ++heartbeat_elapsed_ticks_;
+  ++election_elapsed_ticks_;
+  for (auto& [peer, pr] : progress_) ++pr.ticks_since_contact;
+  if (election_elapsed_ticks_ >= config_.election_ticks) {
+    election_elapsed_ticks_ = 0;
+    if (config_.check_quorum) {
+      if (!quorum_recently_active()) {
+        become_follower(term_, kNoNode);  // cannot reach a majority: stop serving as leader
+        return;
+      }
+      for (auto& [peer, pr] : progress_) pr.recent_active = false;
+    }
+    if (transfer_target_ != kNoNode) abort_transfer();  // the target did not take over in time
+  }
+  if (heartbeat_elapsed_ticks_ >= config_.heartbeat_ticks) {
+    heartbeat_elapsed_ticks_ = 0;
+    broadcast_heartbeat(read_only_.latest_context());
+  }
+}
+
+void Raft::Impl::start_election(CampaignKind kind) {
+  const bool pre_vote = kind == CampaignKind::kPreElection;
+  const bool transfer = kind == CampaignKind::kTransfer;
+  Term campaign_term = 0;
+  if (pre_vote) {
+    become_pre_candidate();
+    campaign_term = term_ + 1;
+  } else {
+    become_candidate();
+    campaign_term = term_;
+  }
+  if (tally_votes(conf_.voters.size(), 1, 0) == VoteOutcome::kWon) {
+    // Single voter: its own vote is a majority.
+    if (pre_vote) {
+      start_election(CampaignKind::kElection);
+    } else {
+      become_leader();
+    }
+    return;
+  }
+  for (NodeId voter : conf_.voters) {
+    if (voter == id()) continue;
+    Message m;
+    m.type = pre_vote ? MessageType::kPreVote : MessageType::kVote;
+    m.to = voter;
+    m.term = campaign_term;
+    m.index = log_.last_index();
+    m.log_term = log_.last_term();
+    m.context = transfer ? kTransferCampaignContext : 0;
+    // A vote request vouches for our own durable vote; a pre-vote request vouches for nothing.
+    send(std::move(m), /*after_persist=*/!pre_vote);
+  }
+}
+
+bool Raft::Impl::handle_term(const Message& m) {
+  if (m.term > term_) {
+    if (m.type == MessageType::kPreVote || m.type == MessageType::kVote) {
+      const bool forced = m.type == MessageType::kVote && m.context == kTransferCampaignContext;
+      // Leader lease: while we still hear from a leader, a (pre-)candidate is either partitioned-and-
+      // rejoining or too impatient; ignoring it keeps it from deposing a healthy leader.
+      if (!forced && in_leader_lease()) return false;
+    }
+    if (m.type == MessageType::kPreVote) {
+      // A pre-vote is a question about term m.term; our term stays as it is.
+    } else if (m.type == MessageType::kPreVoteResponse && !m.reject) {
+      // A granted pre-vote carries the term we would campaign at, not a term anyone is in.
+    } else if (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat) {
+      become_follower(m.term, m.from);
+    } else {
+      become_follower(m.term, kNoNode);
+    }
+    return true;
+  }
+  if (m.term < term_) {
+    if ((config_.check_quorum || config_.pre_vote) &&
+        (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat)) {
+      // A stale leader (e.g. back from a partition) learns our term from this and steps down. Without
+      // it, with pre-vote, a node that advanced its term could never be heard by that leader.
+      Message reply;
+      reply.type = MessageType::kAppendResponse;
+      reply.to = m.from;
+      send(std::move(reply), /*after_persist=*/false);
+    } else if (m.type == MessageType::kPreVote) {
+      Message reply;
+      reply.type = MessageType::kPreVoteResponse;
+      reply.to = m.from;
+      reply.term = term_;
+      reply.reject = true;
+      send(std::move(reply), /*after_persist=*/false);
+    }
+    return false;
+  }
+  return true;
+}
+
+void Raft::Impl::step(const Message& m) {
+  if (m.to != id() || m.from == id() || !is_voter(m.from)) return;  // not for us, or from a stranger
+  if (!handle_term(m)) return;
+  switch (m.type) {
+    case MessageType::kPreVote:
+    case MessageType::kVote:
+      handle_vote_request(m);
+      return;
+    default:
+      break;
+  }
+  switch (role_) {
+    case Role::kLeader: step_leader(m); return;
+    case Role::kPreCandidate:
+    case Role::kCandidate: step_candidate(m); return;
+    case Role::kFollower: step_follower(m); return;
+  }
+}
+
+void Raft::Impl::handle_vote_request(const Message& m) {
+  const bool pre_vote = m.type == MessageType::kPreVote;
+  // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know a
+  // leader in this term, or, for a pre-vote, if it is about a later term than ours.
+  const bool can_vote = vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_);
+  const bool up_to_date = rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());
+  Message reply;
+  reply.type = pre_vote ? MessageType::kPreVoteResponse : MessageType::kVoteResponse;
+  reply.to = m.from;
+  if (can_vote && up_to_date) {
+    reply.term = m.term;  // for a pre-vote, the term the candidate asked about
+    if (!pre_vote) {
+      election_elapsed_ticks_ = 0;
+      vote_ = m.from;
+    }
+  } else {
+    reply.term = term_;
+    reply.reject = true;
+  }
+  // A vote grant must survive a crash (or we might vote twice in one term): it leaves after persist.
+  send(std::move(reply), /*after_persist=*/!pre_vote);
+}
+
+void Raft::Impl::handle_vote_response(const Message& m) {
+  const bool counts = (role_ == Role::kPreCandidate && m.type == MessageType::kPreVoteResponse) ||
+                      (role_ == Role::kCandidate && m.type == MessageType::kVoteResponse);
+  if (!counts) return;
+  votes_.emplace(m.from, !m.reject);  // the first answer of each voter counts
+  std::size_t granted = 0;
+  std::size_t rejected = 0;
+  for (const auto& [voter, grant] : votes_) (grant ? granted : rejected) += 1;
+  switch (tally_votes(conf_.voters.size(), granted, rejected)) {
+    case VoteOutcome::kWon:
+      if (role_ == Role::kPreCandidate) {
+        start_election(CampaignKind::kElection);
+      } else {
+        become_leader();
+      }
+      return;
+    case VoteOutcome::kLost:
+      become_follower(term_, kNoNode);
+      return;
+    case VoteOutcome::kPending:
+      return;
+  }
+}
+
+}  // namespace raftlog::raft

@@ -1,0 +1,143 @@
+// Private: the Raft core's state and the declarations of its handlers. The definitions are split by
+// job: raft.cpp (construction, public forwarding, Ready), raft_election.cpp (roles, ticks, votes),
+// raft_replication.cpp (appends, commit, persistence), raft_read_transfer.cpp (ReadIndex, transfer).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "raft/log_reader.h"
+#include "raft/prng.h"
+#include "raft/progress.h"
+#include "raft/raft.h"
+#include "raft/raft_log.h"
+#include "raft/read_only.h"
+
+namespace raftlog::raft {
+
+// Upper bound on messages queued between two ready() calls. Each input queues O(voters) messages (one
+// broadcast, plus at most max_inflight_messages appends to the peer that answered), so a driver that
+// drains after every input stays far below it; reaching it means the driver stopped draining.
+inline constexpr std::size_t kMaxOutboxMessages = 1 << 16;
+
+class Raft::Impl {
+ public:
+  Impl(const Config& config, const LogReader& log, const HardState& hard_state);
+
+  // Inputs.
+  void tick();
+  void step(const Message& message);
+  ProposeResult propose(std::vector<Entry> entries);
+  ReadIndexStatus read_index(std::uint64_t request_id);
+  TransferStatus transfer_leadership(NodeId target);
+  void on_persisted(Index index, Term term);
+
+  // Outputs.
+  bool has_ready() const;
+  Ready ready();
+
+  // Views.
+  NodeId id() const { return config_.id; }
+  Role role() const { return role_; }
+  Term term() const { return term_; }
+  NodeId leader() const { return leader_; }
+  Index commit_index() const { return log_.committed(); }
+  Index last_index() const { return log_.last_index(); }
+  Index persisted_index() const { return log_.persisted_index(); }
+  const ConfState& conf() const { return conf_; }
+  std::vector<PeerProgress> progress() const;
+  HardState hard_state() const { return HardState{term_, vote_, log_.committed()}; }
+  SoftState soft_state() const { return SoftState{role_, leader_, term_}; }
+  NodeId transfer_target() const { return transfer_target_; }
+  std::size_t pending_reads() const { return read_only_.pending(); }
+
+ private:
+  // --- roles and elections (raft_election.cpp) ---
+  void reset(Term term);
+  void become_follower(Term term, NodeId leader);
+  void become_pre_candidate();
+  void become_candidate();
+  void become_leader();
+  void randomize_election_timeout();
+  bool promotable() const;
+  bool is_voter(NodeId node) const;
+  bool in_leader_lease() const;
+  bool quorum_recently_active() const;
+  void tick_election();
+  void tick_heartbeat();
+  enum class CampaignKind : std::uint8_t {
+    kPreElection,  // pre-vote round at term + 1 without changing our term
+    kElection,     // real election: term + 1, vote for ourselves
+    kTransfer,     // real election ordered by TimeoutNow: voters ignore their leader lease
+  };
+  void start_election(CampaignKind kind);
+  void handle_vote_request(const Message& message);
+  void handle_vote_response(const Message& message);
+  // Returns false when the message must be dropped (stale term, or a vote request inside the lease).
+  bool handle_term(const Message& message);
+
+  // --- replication and commit (raft_replication.cpp) ---
+  void send(Message message, bool after_persist);
+  bool send_append(NodeId peer, bool send_if_empty);
+  void broadcast_append(bool send_if_empty);
+  void send_heartbeat(NodeId peer, std::uint64_t context);
+  void broadcast_heartbeat(std::uint64_t context);
+  void handle_append(const Message& message);
+  void handle_heartbeat(const Message& message);
+  void handle_append_response(const Message& message);
+  void handle_heartbeat_response(const Message& message);
+  bool maybe_commit();
+  void on_commit_advanced();
+  bool own_term_committed() const;
+  void step_leader(const Message& message);
+  void step_candidate(const Message& message);
+  void step_follower(const Message& message);
+
+  // --- reads and transfer (raft_read_transfer.cpp) ---
+  void release_confirmed_reads();
+  void start_deferred_reads();
+  void send_timeout_now(NodeId peer);
+  void abort_transfer();
+
+  Config config_;
+  RaftLog log_;
+  ConfState conf_;
+  CorePrng prng_;
+
+  Role role_ = Role::kFollower;
+  Term term_ = 0;
+  NodeId vote_ = kNoNode;
+  NodeId leader_ = kNoNode;
+
+  int election_elapsed_ticks_ = 0;   // followers/candidates: since the last leader contact or campaign;
+                                     // leaders: since the last check-quorum round
+  int heartbeat_elapsed_ticks_ = 0;  // leaders only
+  int randomized_election_ticks_ = 0;  // in [election_ticks, 2 * election_ticks)
+
+  std::map<NodeId, bool> votes_;        // (pre-)candidate: granted or not, per voter (self included)
+  std::map<NodeId, Progress> progress_;  // leader: every voter but itself
+  NodeId transfer_target_ = kNoNode;
+  ReadOnly read_only_;
+
+  // Leader: entries it proposed in this term that are not committed yet, for the pending-proposal
+  // bounds. Holds at most max_uncommitted_entries.
+  struct Uncommitted {
+    Index index = 0;
+    std::size_t bytes = 0;
+  };
+  std::deque<Uncommitted> uncommitted_;
+  std::size_t uncommitted_bytes_ = 0;
+
+  // Outputs accumulated since the last ready().
+  std::vector<Message> messages_;
+  std::vector<Message> messages_after_persist_;
+  std::vector<ReadState> read_states_;
+  std::vector<std::uint64_t> aborted_reads_;
+  SoftState reported_soft_state_;
+  HardState reported_hard_state_;
+};
+
+}  // namespace raftlog::raft

@@ -1,0 +1,312 @@
+// Log replication: sending and answering AppendEntries and heartbeats, fast backtracking, the commit
+// rule, durability reports and proposals.
+#include <algorithm>
+
+#include "raft/assert.h"
+#include "raft/quorum.h"
+#include "raft/raft_impl.h"
+#include "raft/rules.h"
+
+namespace raftlog::raft {
+namespace {
+
+bool is_vote_message(MessageType type) {
+  return type == MessageType::kPreVote || type == MessageType::kPreVoteResponse || type == MessageType::kVote ||
+         type == MessageType::kVoteResponse;
+}
+
+// An append is well formed when its entries continue m.index contiguously with terms between
+// m.log_term and m.term. Anything else is ignored rather than allowed to corrupt the log.
+bool well_formed_append(const Message& m) {
+  Term previous_term = m.log_term;
+  for (std::size_t i = 0; i < m.entries.size(); ++i) {
+    const Entry& e = m.entries[i];
+    if (e.index != m.index + 1 + i || e.term < previous_term || e.term > m.term) return false;
+    previous_term = e.term;
+  }
+  return m.log_term <= m.term;
+}
+
+}  // namespace
+
+void Raft::Impl::send(Message m, bool after_persist) {
+  m.from = id();
+  // Vote traffic names its term explicitly (a pre-vote asks about term + 1); everything else is ours.
+  if (!is_vote_message(m.type)) m.term = term_;
+  std::vector<Message>& queue = after_persist ? messages_after_persist_ : messages_;
+  RAFT_ASSERT(messages_.size() + messages_after_persist_.size() < kMaxOutboxMessages,
+              "outbox full: the driver must drain ready() after its inputs");
+  queue.push_back(std::move(m));
+}
+
+bool Raft::Impl::send_append(NodeId peer, bool send_if_empty) {
+  Progress& pr = progress_.at(peer);
+  if (pr.is_paused()) return false;
+  const Index previous_index = pr.next - 1;
+  const std::optional<Term> previous_term = log_.term_at(previous_index);
+  // The entries this peer needs were trimmed from our log; catching it up needs a snapshot, which this
+  // core does not implement yet (drivers only trim entries every voter holds; see docs/raft.md).
+  if (!previous_term || pr.next < log_.first_index()) return false;
+  Message m;
+  m.type = MessageType::kAppend;
+  m.to = peer;
+  m.index = previous_index;
+  m.log_term = *previous_term;
+  m.commit = log_.committed();
+  if (pr.next <= log_.last_index()) {
+    const Index last_wanted = std::min(log_.last_index(), pr.next + config_.max_entries_per_message - 1);
+    m.entries = log_.entries(pr.next, last_wanted, config_.max_bytes_per_message);
+  }
+  if (m.entries.empty() && !send_if_empty) return false;
+  if (!m.entries.empty()) {
+    pr.on_entries_sent(m.entries.back().index);
+  } else if (pr.state == ReplicationState::kProbe) {
+    pr.probe_sent = true;
+  }
+  send(std::move(m), /*after_persist=*/false);
+  return true;
+}
+
+void Raft::Impl::broadcast_append(bool send_if_empty) {
+  for (auto& [peer, pr] : progress_) send_append(peer, send_if_empty);
+}
+
+void Raft::Impl::send_heartbeat(NodeId peer, std::uint64_t context) {
+  Message m;
+  m.type = MessageType::kHeartbeat;
+  m.to = peer;
+  // Never tell a follower to commit beyond what it is known to hold: its tail past `match` may still
+  // be a stale leader's entries.
+  m.commit = std::min(progress_.at(peer).match, log_.committed());
+  m.context = context;
+  send(std::move(m), /*after_persist=*/false);
+}
+
+void Raft::Impl::broadcast_heartbeat(std::uint64_t context) {
+  for (auto& [peer, pr] : progress_) send_heartbeat(peer, context);
+}
+
+void Raft::Impl::step_follower(const Message& m) {
+  switch (m.type) {
+    case MessageType::kAppend:
+      election_elapsed_ticks_ = 0;
+      leader_ = m.from;
+      handle_append(m);
+      return;
+    case MessageType::kHeartbeat:
+      election_elapsed_ticks_ = 0;
+      leader_ = m.from;
+      handle_heartbeat(m);
+      return;
+    case MessageType::kTimeoutNow:
+      if (promotable()) start_election(CampaignKind::kTransfer);
+      return;
+    default:
+      return;  // responses meant for a leader or candidate we no longer are
+  }
+}
+
+void Raft::Impl::step_candidate(const Message& m) {
+  switch (m.type) {
+    case MessageType::kAppend:
+      become_follower(m.term, m.from);  // someone won this term
+      handle_append(m);
+      return;
+    case MessageType::kHeartbeat:
+      become_follower(m.term, m.from);
+      handle_heartbeat(m);
+      return;
+    case MessageType::kPreVoteResponse:
+    case MessageType::kVoteResponse:
+      handle_vote_response(m);
+      return;
+    default:
+      return;
+  }
+}
+
+void Raft::Impl::step_leader(const Message& m) {
+  switch (m.type) {
+    case MessageType::kAppendResponse:
+      handle_append_response(m);
+      return;
+    case MessageType::kHeartbeatResponse:
+      handle_heartbeat_response(m);
+      return;
+    default:
+      return;  // another leader of our term cannot exist; vote answers are late
+  }
+}
+
+void Raft::Impl::handle_append(const Message& m) {
+  if (!well_formed_append(m)) return;
+  Message reply;
+  reply.type = MessageType::kAppendResponse;
+  reply.to = m.from;
+  if (m.index < log_.committed()) {
+    // Everything up to our commit index matches any leader's log; tell the leader where we stand.
+    reply.index = log_.committed();
+    send(std::move(reply), /*after_persist=*/true);
+    return;
+  }
+  if (log_.matches(m.index, m.log_term)) {
+    const Index last_new_index = m.index + m.entries.size();
+    const Index conflict = log_.find_conflict(m.entries);
+    if (conflict != 0) {
+      // Overwrites only our uncommitted tail; RaftLog asserts that `conflict` is above commit.
+      RAFT_ASSERT(conflict > log_.committed(), "leader's entries conflict with a committed entry");
+      std::vector<Entry> suffix(m.entries.begin() + static_cast<std::ptrdiff_t>(conflict - m.index - 1),
+                                m.entries.end());
+      log_.append(suffix);
+    }
+    log_.commit_to(std::min(m.commit, last_new_index));
+    reply.index = last_new_index;  // acknowledged only once durable (after persist)
+    send(std::move(reply), /*after_persist=*/true);
+    return;
+  }
+  // Mismatch: hint the highest index that could match, skipping whole terms the leader cannot share
+  // (fast backtracking): the largest index <= min(m.index, last) whose term is <= m.log_term.
+  const Index probe_from = std::min(m.index, log_.last_index());
+  const auto [hint_index, hint_term] = log_.find_conflict_by_term(probe_from, m.log_term);
+  reply.index = m.index;
+  reply.reject = true;
+  reply.reject_hint = hint_index;
+  reply.hint_term = hint_term;
+  send(std::move(reply), /*after_persist=*/true);
+}
+
+void Raft::Impl::handle_heartbeat(const Message& m) {
+  log_.commit_to(m.commit);
+  Message reply;
+  reply.type = MessageType::kHeartbeatResponse;
+  reply.to = m.from;
+  reply.context = m.context;
+  send(std::move(reply), /*after_persist=*/false);
+}
+
+void Raft::Impl::handle_append_response(const Message& m) {
+  Progress& pr = progress_.at(m.from);
+  pr.recent_active = true;
+  pr.ticks_since_contact = 0;
+  if (m.index > log_.last_index()) return;  // malformed: cannot acknowledge what we never had
+  if (m.reject) {
+    Index match_hint = std::min(m.reject_hint, log_.last_index());
+    if (m.hint_term > 0) match_hint = log_.find_conflict_by_term(match_hint, m.hint_term).first;
+    if (pr.on_reject(m.index, match_hint)) {
+      if (pr.state == ReplicationState::kReplicate) pr.become_probe();
+      send_append(m.from, /*send_if_empty=*/true);
+    }
+    return;
+  }
+  const bool was_paused = pr.is_paused();
+  const bool advanced = pr.on_ack(m.index);
+  if (!advanced && !(pr.match == m.index && pr.state == ReplicationState::kProbe)) return;  // stale ack
+  if (pr.state == ReplicationState::kProbe) {
+    pr.become_replicate();
+  } else {
+    pr.inflights.free_up_to(m.index);
+  }
+  if (maybe_commit()) {
+    broadcast_append(/*send_if_empty=*/true);  // carry the new commit index to everyone
+  } else if (was_paused) {
+    send_append(m.from, /*send_if_empty=*/true);
+  }
+  // Fill the in-flight window; each iteration sends one message or stops, so the window bounds it.
+  for (std::size_t i = 0; i < config_.max_inflight_messages; ++i) {
+    if (!send_append(m.from, /*send_if_empty=*/false)) break;
+  }
+  if (m.from == transfer_target_ && pr.match == log_.last_index()) send_timeout_now(m.from);
+}
+
+void Raft::Impl::handle_heartbeat_response(const Message& m) {
+  Progress& pr = progress_.at(m.from);
+  pr.recent_active = true;
+  pr.ticks_since_contact = 0;
+  pr.probe_sent = false;  // the peer is alive: allow the next probe
+  if (pr.state == ReplicationState::kReplicate && pr.inflights.full()) pr.inflights.free_first();
+  if (pr.match < log_.last_index()) send_append(m.from, /*send_if_empty=*/true);
+  read_only_.record_ack(m.from, m.context);
+  release_confirmed_reads();
+}
+
+bool Raft::Impl::own_term_committed() const { return log_.term_at(log_.committed()) == term_; }
+
+bool Raft::Impl::maybe_commit() {
+  if (role_ != Role::kLeader) return false;
+  std::vector<std::uint64_t> durable_match;
+  durable_match.reserve(conf_.voters.size());
+  for (NodeId voter : conf_.voters) {
+    // The leader's own entries count only once durable, exactly like a follower's acknowledgement.
+    durable_match.push_back(voter == id() ? log_.persisted_index() : progress_.at(voter).match);
+  }
+  const Index majority_index = quorum_value(std::move(durable_match));
+  if (majority_index <= log_.committed()) return false;
+  const std::optional<Term> majority_term = log_.term_at(majority_index);
+  RAFT_ASSERT(majority_term.has_value(), "an index above commit has a known term");
+  if (!rules::leader_may_commit_by_count(*majority_term, term_)) return false;
+  log_.commit_to(majority_index);
+  on_commit_advanced();
+  return true;
+}
+
+void Raft::Impl::on_commit_advanced() {
+  while (!uncommitted_.empty() && uncommitted_.front().index <= log_.committed()) {
+    uncommitted_bytes_ -= uncommitted_.front().bytes;
+    uncommitted_.pop_front();
+  }
+  if (read_only_.has_deferred() && own_term_committed()) start_deferred_reads();
+}
+
+void Raft::Impl::on_persisted(Index index, Term term) {
+  if (!log_.stable_to(index, term)) return;  // stale or unknown report
+  if (maybe_commit()) broadcast_append(/*send_if_empty=*/true);
+}
+
+ProposeResult Raft::Impl::propose(std::vector<Entry> entries) {
+  ProposeResult result;
+  result.leader_hint = leader_;
+  if (role_ != Role::kLeader) {
+    result.status = ProposeStatus::kNotLeader;
+    return result;
+  }
+  if (transfer_target_ != kNoNode) {
+    result.status = ProposeStatus::kTransferring;
+    return result;
+  }
+  if (entries.empty()) {
+    result.status = ProposeStatus::kEmpty;
+    return result;
+  }
+  std::size_t batch_bytes = 0;
+  for (const Entry& e : entries) {
+    if (e.type == EntryType::kConfig) {
+      result.status = ProposeStatus::kInvalidEntry;
+      return result;
+    }
+    batch_bytes += e.byte_size();
+  }
+  if (entries.size() > config_.max_entries_per_message || batch_bytes > config_.max_bytes_per_message) {
+    result.status = ProposeStatus::kTooLarge;
+    return result;
+  }
+  if (uncommitted_.size() + entries.size() > config_.max_uncommitted_entries ||
+      uncommitted_bytes_ + batch_bytes > config_.max_uncommitted_bytes) {
+    result.status = ProposeStatus::kTooManyPending;
+    return result;
+  }
+  result.first_index = log_.last_index() + 1;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    entries[i].index = result.first_index + i;
+    entries[i].term = term_;
+    uncommitted_.push_back(Uncommitted{entries[i].index, entries[i].byte_size()});
+  }
+  uncommitted_bytes_ += batch_bytes;
+  log_.append(entries);
+  result.status = ProposeStatus::kOk;
+  result.last_index = log_.last_index();
+  result.term = term_;
+  broadcast_append(/*send_if_empty=*/false);
+  return result;
+}
+
+}  // namespace raftlog::raft

@@ -1,0 +1,21 @@
+// The two Raft safety rules that the simulator's self-test deliberately breaks.
+//
+// This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link rules.cpp;
+// the test-only targets raftlog_raft_broken_vote / raftlog_raft_broken_commit link the same core objects
+// with src/raft/testing/broken_*_rules.cpp instead. No production code path can select a broken rule.
+#pragma once
+
+#include "raft/types.h"
+
+namespace raftlog::raft::rules {
+
+// Raft §5.4.1 election restriction: grant a (pre-)vote only if the candidate's log is at least as
+// up-to-date as the voter's (higher last term, or same last term and last index >= the voter's).
+bool vote_log_is_up_to_date(Term candidate_last_term, Index candidate_last_index, Term voter_last_term,
+                            Index voter_last_index);
+
+// Raft §5.4.2: a leader commits by counting replicas only entries of its own term; earlier entries
+// commit indirectly, through a later own-term entry.
+bool leader_may_commit_by_count(Term entry_term, Term leader_term);
+
+}  // namespace raftlog::raft::rules

@@ -1,0 +1,366 @@
+#include "server/client_services.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "client/error_info.h"
+#include "raftlog/v1/client.grpc.pb.h"
+#include "server/node.h"
+
+namespace raftlog::server {
+
+namespace v1 = ::raftlog::v1;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+grpc::StatusCode grpc_code(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return grpc::StatusCode::OK;
+    case ErrorCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::kNotLeader:
+    case ErrorCode::kNoLeader:
+    case ErrorCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kOutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
+    case ErrorCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::kInternal: return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
+grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error) {
+  if (error.ok()) return grpc::Status::OK;
+  if (error.code == ErrorCode::kNotLeader || error.code == ErrorCode::kNoLeader) {
+    return client::not_leader_status(context, error.leader_id, error.leader_address);
+  }
+  client::ErrorDetails details;
+  details.reason = error.reason;
+  return client::error_status(context, grpc_code(error.code), error.message, details);
+}
+
+void fill_entry(const raft::Entry& entry, v1::Entry* out) {
+  out->set_index(entry.index);
+  out->set_term(entry.term);
+  out->set_payload(entry.payload);
+  out->set_client_id(entry.client_id);
+  out->set_sequence(entry.sequence);
+}
+
+v1::Role to_proto(raft::Role role) {
+  switch (role) {
+    case raft::Role::kFollower: return v1::ROLE_FOLLOWER;
+    case raft::Role::kPreCandidate: return v1::ROLE_PRE_CANDIDATE;
+    case raft::Role::kCandidate: return v1::ROLE_CANDIDATE;
+    case raft::Role::kLeader: return v1::ROLE_LEADER;
+  }
+  return v1::ROLE_UNSPECIFIED;
+}
+
+}  // namespace
+
+class ClientServices::Impl {
+ public:
+  Impl(Node* node, ClientServiceLimits limits) : node_(node), limits_(limits), log_(this), admin_(this) {}
+
+  // --- raftlog.v1.Log ----------------------------------------------------------------------------
+  class LogService final : public v1::Log::CallbackService {
+   public:
+    explicit LogService(Impl* owner) : owner_(owner) {}
+
+    grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* context, const v1::AppendRequest* request,
+                                     v1::AppendResponse* response) override {
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      std::vector<std::string> payloads(request->entries().begin(), request->entries().end());
+      // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread.
+      owner_->node_->append(std::move(payloads), request->client_id(), request->sequence(),
+                            [context, reactor, response](AppendResult result) {
+                              if (!result.error.ok()) {
+                                reactor->Finish(to_grpc(context, result.error));
+                                return;
+                              }
+                              response->set_first_index(result.first_index);
+                              response->set_last_index(result.last_index);
+                              response->set_term(result.term);
+                              response->set_duplicate(result.duplicate);
+                              reactor->Finish(grpc::Status::OK);
+                            });
+      return reactor;
+    }
+
+    grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context, const v1::ReadRequest* request,
+                                   v1::ReadResponse* response) override {
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      const NodeConfig& config = owner_->node_->config();
+      const std::size_t max_entries =
+          request->max_entries() == 0 ? config.max_read_entries
+                                      : std::min<std::size_t>(request->max_entries(), config.max_read_entries);
+      const std::size_t max_bytes =
+          request->max_bytes() == 0 ? config.max_read_bytes
+                                    : std::min<std::uint64_t>(request->max_bytes(), config.max_read_bytes);
+      const std::uint64_t from = request->from_index();
+      Node* node = owner_->node_;
+      auto serve = [node, context, reactor, response, from, max_entries, max_bytes]() {
+        std::vector<raft::Entry> entries;
+        NodeError error = node->read_committed(from, max_entries, max_bytes, &entries);
+        if (!error.ok()) {
+          reactor->Finish(to_grpc(context, error));
+          return;
+        }
+        for (const raft::Entry& entry : entries) fill_entry(entry, response->add_entries());
+        response->set_commit_index(node->commit_index());
+        reactor->Finish(grpc::Status::OK);
+      };
+      if (!request->linearizable()) {
+        serve();
+        return reactor;
+      }
+      // ReadIndex: once the leader has confirmed its leadership and committed up to the read index,
+      // everything completed before this call is readable. The copy runs on the node's loop thread
+      // and is bounded by max_read_bytes.
+      node->read_index([context, reactor, serve](ReadIndexResult result) {
+        if (!result.error.ok()) {
+          reactor->Finish(to_grpc(context, result.error));
+          return;
+        }
+        serve();
+      });
+      return reactor;
+    }
+
+    grpc::ServerWriteReactor<v1::TailResponse>* Tail(grpc::CallbackServerContext* context,
+                                                     const v1::TailRequest* request) override;
+
+    grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context, const v1::StatusRequest*,
+                                     v1::StatusResponse* response) override {
+      const NodeStatus status = owner_->node_->status();
+      response->set_node_id(status.node_id);
+      response->set_address(status.address);
+      response->set_role(to_proto(status.role));
+      response->set_term(status.term);
+      response->set_leader_id(status.leader_id);
+      response->set_leader_address(status.leader_address);
+      response->set_first_index(status.first_index);
+      response->set_last_index(status.last_index);
+      response->set_commit_index(status.commit_index);
+      response->set_flushed_index(status.flushed_index);
+      response->set_flush_mode(status.flush_mode == store::FlushMode::kSync ? v1::FLUSH_MODE_SYNC
+                                                                             : v1::FLUSH_MODE_ASYNC);
+      for (const PeerStatus& peer : status.peers) {
+        v1::PeerStatus* out = response->add_peers();
+        out->set_id(peer.id);
+        out->set_address(peer.address);
+        out->set_match_index(peer.match_index);
+        out->set_lag_entries(peer.lag_entries);
+        out->set_last_contact_ms(peer.last_contact_ms);
+        out->set_probing(peer.probing);
+      }
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      reactor->Finish(grpc::Status::OK);
+      return reactor;
+    }
+
+   private:
+    Impl* owner_;
+  };
+
+  // --- raftlog.v1.Admin --------------------------------------------------------------------------
+  class AdminService final : public v1::Admin::CallbackService {
+   public:
+    explicit AdminService(Impl* owner) : owner_(owner) {}
+
+    grpc::ServerUnaryReactor* TransferLeadership(grpc::CallbackServerContext* context,
+                                                 const v1::TransferLeadershipRequest* request,
+                                                 v1::TransferLeadershipResponse* response) override {
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      Node* node = owner_->node_;
+      node->transfer_leadership(request->target_id(), [node, context, reactor, response](NodeError error) {
+        if (!error.ok()) {
+          reactor->Finish(to_grpc(context, error));
+          return;
+        }
+        const NodeStatus status = node->status();
+        response->set_leader_id(status.leader_id);
+        response->set_term(status.term);
+        reactor->Finish(grpc::Status::OK);
+      });
+      return reactor;
+    }
+
+    grpc::ServerUnaryReactor* Flush(grpc::CallbackServerContext* context, const v1::FlushRequest*,
+                                    v1::FlushResponse* response) override {
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      // A flush is one msync/fdatasync: short enough to run on the callback thread.
+      store::Status st = owner_->node_->flush_store();
+      if (!st.ok()) {
+        client::ErrorDetails details;
+        details.reason = st.code() == store::StatusCode::kNoSpace ? "DISK_FULL" : "";
+        reactor->Finish(client::error_status(context, grpc::StatusCode::INTERNAL, "flush failed: " + st.to_string(),
+                                             details));
+        return reactor;
+      }
+      response->set_flushed_index(owner_->node_->flushed_index());
+      reactor->Finish(grpc::Status::OK);
+      return reactor;
+    }
+
+   private:
+    Impl* owner_;
+  };
+
+  // --- Tail ----------------------------------------------------------------------------------------
+  // One pump thread per stream: read committed entries, write one message, wait for the write to
+  // complete, repeat; wait for the commit index when caught up. The reactor is deleted by whichever of
+  // the pump thread and OnDone finishes last.
+  class TailReactor final : public grpc::ServerWriteReactor<v1::TailResponse> {
+   public:
+    TailReactor(Impl* owner, grpc::CallbackServerContext* context, std::uint64_t from, std::size_t max_bytes)
+        : owner_(owner), context_(context), next_index_(from), max_bytes_(max_bytes) {}
+
+    void start() {
+      std::thread([this] { pump(); }).detach();
+    }
+
+    void OnWriteDone(bool ok) override {
+      {
+        std::lock_guard lock(mu_);
+        write_pending_ = false;
+        write_ok_ = ok;
+      }
+      cv_.notify_all();
+    }
+    void OnCancel() override {
+      cancelled_.store(true);
+      cv_.notify_all();
+    }
+    void OnDone() override { release(); }
+
+   private:
+    void pump() {
+      grpc::Status final_status = grpc::Status::OK;
+      Node* node = owner_->node_;
+      const std::size_t max_entries = node->config().max_read_entries;
+      const auto poll = std::chrono::milliseconds(owner_->limits_.tail_poll_ms);
+      while (!cancelled_.load() && !owner_->shutting_down_.load() && !node->stopping()) {
+        std::vector<raft::Entry> entries;
+        NodeError error = node->read_committed(next_index_, max_entries, max_bytes_, &entries);
+        if (!error.ok()) {
+          final_status = to_grpc(context_, error);
+          break;
+        }
+        if (entries.empty()) {
+          node->wait_for_commit(next_index_ - 1, Clock::now() + poll);
+          continue;
+        }
+        response_.Clear();
+        for (const raft::Entry& entry : entries) fill_entry(entry, response_.add_entries());
+        response_.set_commit_index(node->commit_index());
+        next_index_ = entries.back().index + 1;
+        {
+          std::lock_guard lock(mu_);
+          write_pending_ = true;
+        }
+        // Not under mu_: gRPC may run OnWriteDone on this very thread.
+        StartWrite(&response_);
+        {
+          std::unique_lock lock(mu_);
+          cv_.wait(lock, [&] { return !write_pending_; });
+          if (!write_ok_) break;  // the client went away
+        }
+      }
+      Finish(final_status);
+      owner_->active_tails_.fetch_sub(1);
+      owner_->tails_cv_.notify_all();
+      release();
+    }
+
+    void release() {
+      if (references_.fetch_sub(1) == 1) delete this;
+    }
+
+    Impl* owner_;
+    grpc::CallbackServerContext* context_;
+    std::uint64_t next_index_;
+    std::size_t max_bytes_;
+    v1::TailResponse response_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool write_pending_ = false;
+    bool write_ok_ = true;
+    std::atomic<bool> cancelled_{false};
+    std::atomic<int> references_{2};  // the pump thread and gRPC's OnDone
+  };
+
+  void shutdown() {
+    shutting_down_.store(true);
+    std::unique_lock lock(tails_mu_);
+    // Every pump re-checks the flag at least every tail_poll_ms; allow ten rounds.
+    tails_cv_.wait_for(lock, std::chrono::milliseconds(10 * limits_.tail_poll_ms + 1000),
+                       [&] { return active_tails_.load() == 0; });
+  }
+
+  Node* node_;
+  ClientServiceLimits limits_;
+  LogService log_;
+  AdminService admin_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<std::size_t> active_tails_{0};
+  std::mutex tails_mu_;
+  std::condition_variable tails_cv_;
+};
+
+grpc::ServerWriteReactor<v1::TailResponse>* ClientServices::Impl::LogService::Tail(
+    grpc::CallbackServerContext* context, const v1::TailRequest* request) {
+  Impl* owner = owner_;
+  const NodeConfig& config = owner->node_->config();
+  const std::size_t max_bytes = request->max_bytes_per_message() == 0
+                                    ? std::min<std::uint64_t>(1 << 20, config.max_read_bytes)
+                                    : std::min<std::uint64_t>(request->max_bytes_per_message(), config.max_read_bytes);
+  auto* reactor = new TailReactor(owner, context, request->from_index(), max_bytes);
+  if (owner->shutting_down_.load() || owner->node_->stopping()) {
+    client::ErrorDetails details;
+    details.reason = "SHUTTING_DOWN";
+    reactor->Finish(client::error_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", details));
+    reactor->OnDone();  // no pump: drop the pump's reference now
+    return reactor;
+  }
+  if (owner->active_tails_.fetch_add(1) >= owner->limits_.max_tail_streams) {
+    owner->active_tails_.fetch_sub(1);
+    client::ErrorDetails details;
+    details.reason = "TOO_MANY_PENDING";
+    reactor->Finish(client::error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                         "too many Tail streams on this node (" +
+                                             std::to_string(owner->limits_.max_tail_streams) + ")",
+                                         details));
+    reactor->OnDone();
+    return reactor;
+  }
+  if (request->from_index() == 0) {
+    owner->active_tails_.fetch_sub(1);
+    client::ErrorDetails details;
+    details.reason = "BAD_INDEX_RANGE";
+    reactor->Finish(client::error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1", details));
+    reactor->OnDone();
+    return reactor;
+  }
+  reactor->start();
+  return reactor;
+}
+
+ClientServices::ClientServices(Node* node, ClientServiceLimits limits)
+    : impl_(std::make_unique<Impl>(node, limits)) {}
+
+ClientServices::~ClientServices() { shutdown(); }
+
+std::vector<grpc::Service*> ClientServices::services() { return {&impl_->log_, &impl_->admin_}; }
+
+void ClientServices::shutdown() { impl_->shutdown(); }
+
+}  // namespace raftlog::server

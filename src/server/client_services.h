@@ -1,0 +1,49 @@
+// The public gRPC services of a node (raftlog.v1.Log and raftlog.v1.Admin), on gRPC's callback API so
+// no thread waits per request: an Append's reactor is finished by the Node's completion callback.
+//
+// Tail streams are the exception: each has its own pump thread that waits for the commit index to
+// move (bounded by max_tail_streams; one more is refused with RESOURCE_EXHAUSTED).
+//
+// Errors follow proto/raftlog/v1/client.proto: a gRPC status with a readable message plus
+// raftlog.v1.ErrorInfo in the trailing metadata (leader hint, reason word).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace raftlog::server {
+
+class Node;
+
+struct ClientServiceLimits {
+  std::size_t max_tail_streams = 256;
+  // A Tail stream waits at most this long for new entries before re-checking for cancellation and
+  // shutdown (so a stream ends within this bound after either).
+  unsigned tail_poll_ms = 200;
+};
+
+class ClientServices {
+ public:
+  ClientServices(Node* node, ClientServiceLimits limits);
+  ~ClientServices();  // shutdown()
+  ClientServices(const ClientServices&) = delete;
+  ClientServices& operator=(const ClientServices&) = delete;
+
+  // Register every returned service on the server builder; they must outlive the server.
+  std::vector<grpc::Service*> services();
+  // Ends every Tail stream cleanly (OK status after the entries already sent) and refuses new ones.
+  // Call before shutting the gRPC server down.
+  void shutdown();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace raftlog::server

@@ -1,0 +1,57 @@
+#include "server/hard_state_file.h"
+
+#include "store/endian.h"
+#include "store/env.h"
+
+namespace raftlog::server {
+
+namespace {
+constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::size_t kPayloadBytes = 4 + 8 + 8;
+}  // namespace
+
+std::string HardStateFile::encode(const raft::HardState& hard_state) {
+  std::string out(kPayloadBytes, '\0');
+  store::put_u32(out.data(), kFormatVersion);
+  store::put_u64(out.data() + 4, hard_state.term);
+  store::put_u64(out.data() + 12, hard_state.vote);
+  return out;
+}
+
+store::Result<raft::HardState> HardStateFile::decode(const std::string& payload) {
+  if (payload.size() != kPayloadBytes) {
+    return store::Status::corruption("hard state record is " + std::to_string(payload.size()) +
+                                     " bytes, expected " + std::to_string(kPayloadBytes));
+  }
+  const std::uint32_t version = store::get_u32(payload.data());
+  if (version != kFormatVersion) {
+    return store::Status::corruption("hard state record has unknown format version " + std::to_string(version));
+  }
+  raft::HardState hard_state;
+  hard_state.term = store::get_u64(payload.data() + 4);
+  hard_state.vote = store::get_u64(payload.data() + 12);
+  return hard_state;
+}
+
+store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::string& data_dir) {
+  store::Env* env = store::Env::posix();
+  RAFTLOG_RETURN_IF_ERROR(env->create_dir(data_dir));
+  auto file = store::DurableRecordFile::open(env, store::join_path(data_dir, "HARDSTATE"), data_dir);
+  if (!file.ok()) return file.status();
+  std::unique_ptr<HardStateFile> result(new HardStateFile(std::move(file).value()));
+  if (const auto& payload = result->file_->current(); payload.has_value()) {
+    auto decoded = decode(*payload);
+    if (!decoded.ok()) return decoded.status();
+    result->current_ = *decoded;
+  }
+  return result;
+}
+
+store::Status HardStateFile::write(const raft::HardState& hard_state) {
+  RAFTLOG_RETURN_IF_ERROR(file_->write(encode(hard_state)));
+  current_.term = hard_state.term;
+  current_.vote = hard_state.vote;
+  return store::Status();
+}
+
+}  // namespace raftlog::server

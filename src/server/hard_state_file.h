@@ -1,0 +1,37 @@
+// The Raft hard state (term, vote) of a node, kept durably in <data_dir>/HARDSTATE.
+//
+// It uses the store's DurableRecordFile (two alternating CRC32C-checked slots, each write synced
+// before it returns), so a crash mid-write leaves the previous hard state readable. Payload layout
+// (little-endian): u32 format version (1), u64 term, u64 vote. The commit index is NOT kept here:
+// it is a hint only, recorded in the store's checkpoint without an extra fsync per commit.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "raft/types.h"
+#include "store/durable_record.h"
+#include "store/status.h"
+
+namespace raftlog::server {
+
+class HardStateFile {
+ public:
+  static store::Result<std::unique_ptr<HardStateFile>> open(const std::string& data_dir);
+
+  // The last hard state written (term 0, no vote for a new node). `commit` is always 0.
+  raft::HardState current() const { return current_; }
+  // Durably records term and vote (returns after fdatasync).
+  store::Status write(const raft::HardState& hard_state);
+
+  static std::string encode(const raft::HardState& hard_state);
+  // Fails with kCorruption for a payload of the wrong size or version.
+  static store::Result<raft::HardState> decode(const std::string& payload);
+
+ private:
+  explicit HardStateFile(std::unique_ptr<store::DurableRecordFile> file) : file_(std::move(file)) {}
+  std::unique_ptr<store::DurableRecordFile> file_;
+  raft::HardState current_;
+};
+
+}  // namespace raftlog::server

@@ -1,0 +1,173 @@
+#include "server/message_codec.h"
+
+#include <limits>
+#include <optional>
+
+#include "raftlog/peer/v1/peer.pb.h"
+
+namespace raftlog::server {
+namespace {
+
+namespace pb = raftlog::peer::v1;
+
+pb::MessageType to_wire(raft::MessageType type) {
+  switch (type) {
+    case raft::MessageType::kPreVote: return pb::PRE_VOTE;
+    case raft::MessageType::kPreVoteResponse: return pb::PRE_VOTE_RESPONSE;
+    case raft::MessageType::kVote: return pb::VOTE;
+    case raft::MessageType::kVoteResponse: return pb::VOTE_RESPONSE;
+    case raft::MessageType::kAppend: return pb::APPEND;
+    case raft::MessageType::kAppendResponse: return pb::APPEND_RESPONSE;
+    case raft::MessageType::kHeartbeat: return pb::HEARTBEAT;
+    case raft::MessageType::kHeartbeatResponse: return pb::HEARTBEAT_RESPONSE;
+    case raft::MessageType::kTimeoutNow: return pb::TIMEOUT_NOW;
+  }
+  return pb::MESSAGE_TYPE_UNSPECIFIED;  // unreachable for a valid enum value
+}
+
+// The wire enum is open (proto3): any int32 may arrive, so the raw number is mapped, not cast.
+std::optional<raft::MessageType> from_wire(int type) {
+  switch (type) {
+    case pb::PRE_VOTE: return raft::MessageType::kPreVote;
+    case pb::PRE_VOTE_RESPONSE: return raft::MessageType::kPreVoteResponse;
+    case pb::VOTE: return raft::MessageType::kVote;
+    case pb::VOTE_RESPONSE: return raft::MessageType::kVoteResponse;
+    case pb::APPEND: return raft::MessageType::kAppend;
+    case pb::APPEND_RESPONSE: return raft::MessageType::kAppendResponse;
+    case pb::HEARTBEAT: return raft::MessageType::kHeartbeat;
+    case pb::HEARTBEAT_RESPONSE: return raft::MessageType::kHeartbeatResponse;
+    case pb::TIMEOUT_NOW: return raft::MessageType::kTimeoutNow;
+    default: return std::nullopt;
+  }
+}
+
+pb::EntryType entry_type_to_wire(raft::EntryType type) {
+  switch (type) {
+    case raft::EntryType::kNormal: return pb::ENTRY_TYPE_NORMAL;
+    case raft::EntryType::kNoop: return pb::ENTRY_TYPE_NOOP;
+    case raft::EntryType::kConfig: return pb::ENTRY_TYPE_CONFIG;
+  }
+  return pb::ENTRY_TYPE_NORMAL;  // unreachable for a valid enum value
+}
+
+std::optional<raft::EntryType> entry_type_from_wire(int type) {
+  switch (type) {
+    case pb::ENTRY_TYPE_NORMAL: return raft::EntryType::kNormal;
+    case pb::ENTRY_TYPE_NOOP: return raft::EntryType::kNoop;
+    case pb::ENTRY_TYPE_CONFIG: return raft::EntryType::kConfig;
+    default: return std::nullopt;
+  }
+}
+
+std::string entry_problem(const pb::RaftMessage& in, int position, const char* what) {
+  return "entry " + std::to_string(position) + " of " + std::to_string(in.entries_size()) +
+         " in a message from node " + std::to_string(in.from()) + ": " + what;
+}
+
+}  // namespace
+
+void encode_message(const raft::Message& message, std::string_view cluster_id, pb::RaftMessage* out) {
+  out->Clear();
+  out->set_cluster_id(std::string(cluster_id));
+  out->set_type(to_wire(message.type));
+  out->set_from(message.from);
+  out->set_to(message.to);
+  out->set_term(message.term);
+  out->set_index(message.index);
+  out->set_log_term(message.log_term);
+  out->mutable_entries()->Reserve(static_cast<int>(message.entries.size()));
+  for (const raft::Entry& entry : message.entries) {
+    pb::LogEntry* wire = out->add_entries();
+    wire->set_index(entry.index);
+    wire->set_term(entry.term);
+    wire->set_type(entry_type_to_wire(entry.type));
+    wire->set_client_id(entry.client_id);
+    wire->set_sequence(entry.sequence);
+    wire->set_payload(entry.payload);
+  }
+  out->set_commit(message.commit);
+  out->set_reject(message.reject);
+  out->set_reject_hint(message.reject_hint);
+  out->set_hint_term(message.hint_term);
+  out->set_context(message.context);
+}
+
+std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limits, raft::Message* out) {
+  const std::optional<raft::MessageType> type = from_wire(in.type());
+  if (!type) return "unknown message type " + std::to_string(in.type());
+  if (in.from() == raft::kNoNode) return "message has no sender (from = 0)";
+  if (in.to() == raft::kNoNode) return "message has no recipient (to = 0)";
+  if (in.from() == in.to()) return "message from node " + std::to_string(in.from()) + " to itself";
+
+  const std::size_t size_bytes = in.ByteSizeLong();
+  if (size_bytes > limits.max_message_bytes) {
+    return "message of " + std::to_string(size_bytes) + " bytes exceeds the limit of " +
+           std::to_string(limits.max_message_bytes) + " bytes";
+  }
+  const auto entry_count = static_cast<std::size_t>(in.entries_size());
+  if (entry_count > limits.max_entries_per_message) {
+    return "message carries " + std::to_string(entry_count) + " entries, more than the limit of " +
+           std::to_string(limits.max_entries_per_message);
+  }
+  if (entry_count > 0 && *type != raft::MessageType::kAppend) {
+    return "a " + std::string(message_type_name(*type)) + " message must not carry entries";
+  }
+  if (entry_count > 0 && in.index() > std::numeric_limits<raft::Index>::max() - entry_count) {
+    return "entry indexes overflow after index " + std::to_string(in.index());
+  }
+
+  out->type = *type;
+  out->from = in.from();
+  out->to = in.to();
+  out->term = in.term();
+  out->index = in.index();
+  out->log_term = in.log_term();
+  out->commit = in.commit();
+  out->reject = in.reject();
+  out->reject_hint = in.reject_hint();
+  out->hint_term = in.hint_term();
+  out->context = in.context();
+  out->entries.clear();
+  out->entries.reserve(entry_count);
+
+  raft::Term previous_term = in.log_term();
+  for (int position = 0; position < in.entries_size(); ++position) {
+    const pb::LogEntry& wire = in.entries(position);
+    const std::optional<raft::EntryType> entry_type = entry_type_from_wire(wire.type());
+    if (!entry_type) return entry_problem(in, position, "unknown entry type");
+    const raft::Index expected_index = in.index() + 1 + static_cast<raft::Index>(position);
+    if (wire.index() != expected_index) {
+      return entry_problem(in, position, ("index " + std::to_string(wire.index()) + ", expected " +
+                                          std::to_string(expected_index)).c_str());
+    }
+    if (wire.term() < previous_term) return entry_problem(in, position, "term goes backwards");
+    if (wire.term() > in.term()) return entry_problem(in, position, "term above the message's term");
+    previous_term = wire.term();
+
+    raft::Entry& entry = out->entries.emplace_back();
+    entry.index = wire.index();
+    entry.term = wire.term();
+    entry.type = *entry_type;
+    entry.client_id = wire.client_id();
+    entry.sequence = wire.sequence();
+    entry.payload = wire.payload();
+  }
+  return {};
+}
+
+std::string_view message_type_name(raft::MessageType type) {
+  switch (type) {
+    case raft::MessageType::kPreVote: return "pre_vote";
+    case raft::MessageType::kPreVoteResponse: return "pre_vote_response";
+    case raft::MessageType::kVote: return "vote";
+    case raft::MessageType::kVoteResponse: return "vote_response";
+    case raft::MessageType::kAppend: return "append";
+    case raft::MessageType::kAppendResponse: return "append_response";
+    case raft::MessageType::kHeartbeat: return "heartbeat";
+    case raft::MessageType::kHeartbeatResponse: return "heartbeat_response";
+    case raft::MessageType::kTimeoutNow: return "timeout_now";
+  }
+  return "unknown";
+}
+
+}  // namespace raftlog::server

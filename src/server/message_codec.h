@@ -1,0 +1,49 @@
+// Conversion between the Raft core's raft::Message and the wire form raftlog.peer.v1.RaftMessage.
+//
+// Encoding cannot fail. Decoding checks every field a peer controls, because a malformed message
+// from the network must never reach the core (which asserts its invariants): the codec returns an
+// error sentence instead, and the transport ends that peer's stream.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "raft/types.h"
+
+namespace raftlog::peer::v1 {
+class RaftMessage;  // generated from proto/raftlog/peer/v1/peer.proto
+}
+
+namespace raftlog::server {
+
+// Bounds an inbound message must respect. The defaults match raft::Config's defaults with headroom.
+struct MessageLimits {
+  // Whole encoded message (protobuf bytes). Must be at least the core's max_bytes_per_message plus
+  // per-entry overhead, and below the gRPC channel's max receive size.
+  std::size_t max_message_bytes = 8u << 20;
+  // Entries in one kAppend (the core's max_entries_per_message, default 256, with headroom).
+  std::size_t max_entries_per_message = 4096;
+};
+
+// Fills `out` (cleared first) from `message`; `cluster_id` is stamped on every message.
+void encode_message(const raft::Message& message, std::string_view cluster_id,
+                    peer::v1::RaftMessage* out);
+
+// Checks `in` and converts it into `out`. Returns an empty string on success, otherwise a sentence
+// naming the first problem (and `out` is unspecified). Checked:
+//   - the type is one of the nine Raft message types (not UNSPECIFIED, not an unknown number);
+//   - `from` and `to` are non-zero and differ;
+//   - the encoded size is at most limits.max_message_bytes, the entry count at most
+//     limits.max_entries_per_message;
+//   - entries appear only in APPEND; each has a known type, indexes are contiguous starting at
+//     `index + 1` (no overflow), terms are non-decreasing, not below `log_term` and not above the
+//     message's `term` (a leader only sends entries of its own or earlier terms).
+// The cluster id is not checked here: the transport checks it against its own.
+std::string decode_message(const peer::v1::RaftMessage& in, const MessageLimits& limits,
+                           raft::Message* out);
+
+// Stable lower-case name of a message type for logs ("append", "vote_response", ...).
+std::string_view message_type_name(raft::MessageType type);
+
+}  // namespace raftlog::server

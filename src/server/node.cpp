@@ -1,0 +1,933 @@
+#include "server/node.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cassert>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <variant>
+
+#include "raft/raft.h"
+#include "server/dedup_table.h"
+#include "server/hard_state_file.h"
+#include "server/store_log_reader.h"
+
+namespace raftlog::server {
+
+using Clock = std::chrono::steady_clock;
+
+const char* to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "OK";
+    case ErrorCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case ErrorCode::kNotLeader: return "NOT_LEADER";
+    case ErrorCode::kNoLeader: return "NO_LEADER";
+    case ErrorCode::kOutOfRange: return "OUT_OF_RANGE";
+    case ErrorCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case ErrorCode::kUnavailable: return "UNAVAILABLE";
+    case ErrorCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case ErrorCode::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case ErrorCode::kInternal: return "INTERNAL";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
+NodeError make_error(ErrorCode code, std::string message, std::string reason = "") {
+  NodeError error;
+  error.code = code;
+  error.message = std::move(message);
+  error.reason = std::move(reason);
+  return error;
+}
+
+// Reason words, as the client library reads them (src/client/error_details.h).
+constexpr const char* kReasonEmptyAppend = "EMPTY_APPEND";
+constexpr const char* kReasonEntryTooLarge = "ENTRY_TOO_LARGE";
+constexpr const char* kReasonTooManyEntries = "TOO_MANY_ENTRIES";
+constexpr const char* kReasonBadIndexRange = "BAD_INDEX_RANGE";
+constexpr const char* kReasonTooManyPending = "TOO_MANY_PENDING";
+constexpr const char* kReasonShuttingDown = "SHUTTING_DOWN";
+constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
+constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
+
+// --- inputs to the Raft loop ---------------------------------------------------------------------
+struct AppendInput {
+  std::vector<std::string> payloads;
+  std::uint64_t client_id = 0;
+  std::uint64_t sequence = 0;
+  Node::AppendCallback done;
+  Clock::time_point deadline;
+};
+struct ReadIndexInput {
+  Node::ReadIndexCallback done;
+  Clock::time_point deadline;
+};
+struct TransferInput {
+  std::uint64_t target = 0;
+  Node::ErrorCallback done;
+};
+struct MessageInput {
+  raft::Message message;
+};
+struct FlushedInput {
+  std::uint64_t flushed_index = 0;
+};
+using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput>;
+
+// An append (or a retry of one) waiting for its range to commit.
+struct PendingAppend {
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  std::uint64_t term = 0;
+  bool duplicate = false;
+  Node::AppendCallback done;
+  Clock::time_point deadline;
+};
+
+struct PendingRead {
+  Node::ReadIndexCallback done;
+  Clock::time_point deadline;
+};
+
+// Messages that may leave only once the log is durable up to `required_index`.
+struct HeldMessages {
+  std::uint64_t required_index = 0;
+  std::vector<raft::Message> messages;
+};
+
+}  // namespace
+
+class Node::Impl {
+ public:
+  Impl(NodeConfig config, MessageSender* sender)
+      : config_(std::move(config)),
+        sender_(sender),
+        dedup_(config_.dedup_max_clients, config_.dedup_sequences_per_client) {}
+
+  bool open(NodeError* error);
+  void start();
+  void stop();
+
+  void push(Input input, bool droppable);
+  void loop();
+
+  // Loop-thread handlers.
+  void handle_input(Input& input);
+  void handle_append(AppendInput& in);
+  void handle_read_index(ReadIndexInput& in);
+  void handle_transfer(TransferInput& in);
+  void handle_flushed(std::uint64_t flushed_index);
+  void handle_ready(raft::Ready& ready);
+  void deliver_commit(std::uint64_t commit);
+  void expire_pending(Clock::time_point now);
+  void release_held(std::uint64_t flushed_index);
+  void record_dedup(const std::vector<raft::Entry>& entries);
+  void publish_status();
+  void fail_all(ErrorCode code, const std::string& message);
+  void fatal(const std::string& what);
+  NodeError not_leader_error() const;
+
+  NodeError read_committed(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes,
+                           std::vector<raft::Entry>* out) const;
+  std::uint64_t wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const;
+
+  NodeConfig config_;
+  MessageSender* sender_;
+  std::unique_ptr<store::CommitLog> log_;
+  std::unique_ptr<HardStateFile> hard_state_file_;
+  std::unique_ptr<StoreLogReader> reader_;
+  std::unique_ptr<raft::Raft> raft_;
+  raft::HardState persisted_hard_state_;
+
+  // Loop-thread state.
+  DedupTable dedup_;
+  std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
+  std::multimap<std::uint64_t, PendingAppend> pending_appends_;  // by last index
+  std::map<std::uint64_t, PendingRead> pending_reads_;          // by read request id
+  std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index
+  std::uint64_t next_read_id_ = 1;
+  std::deque<HeldMessages> held_messages_;
+  std::optional<TransferInput> pending_transfer_;
+  Clock::time_point transfer_deadline_;
+  raft::SoftState soft_state_;
+
+  // Input queue.
+  mutable std::mutex input_mu_;
+  std::condition_variable input_cv_;
+  std::deque<Input> inputs_;
+
+  // Published state.
+  mutable std::mutex status_mu_;
+  NodeStatus status_;
+  std::atomic<std::uint64_t> commit_{0};
+  mutable std::mutex commit_mu_;
+  mutable std::condition_variable commit_cv_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> loop_exit_{false};
+  bool started_ = false;
+  bool stopped_ = false;
+  std::thread loop_thread_;
+};
+
+// --- opening ---------------------------------------------------------------------------------------
+
+bool Node::Impl::open(NodeError* error) {
+  if (std::string problem = validate(config_); !problem.empty()) {
+    *error = make_error(ErrorCode::kInvalidArgument, "bad configuration: " + problem);
+    return false;
+  }
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(config_.data_dir, mkdir_error);
+  if (mkdir_error) {
+    *error = make_error(ErrorCode::kInternal, "cannot create data directory " + config_.data_dir + ": " +
+                                                  mkdir_error.message());
+    return false;
+  }
+  auto log = store::CommitLog::open(config_.data_dir + "/log", config_.store);
+  if (!log.ok()) {
+    *error = make_error(ErrorCode::kInternal, "opening the commit log failed: " + log.status().to_string());
+    return false;
+  }
+  log_ = std::move(log).value();
+  spdlog::info("node {}: store recovered: {}", config_.node_id, log_->recovery_report().to_string());
+
+  auto hard_state_file = HardStateFile::open(config_.data_dir);
+  if (!hard_state_file.ok()) {
+    *error = make_error(ErrorCode::kInternal,
+                        "opening the hard state failed: " + hard_state_file.status().to_string());
+    return false;
+  }
+  hard_state_file_ = std::move(hard_state_file).value();
+  persisted_hard_state_ = hard_state_file_->current();
+  // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered (async
+  // flush mode can lose a written tail); Raft re-learns the commit index from the leader.
+  persisted_hard_state_.commit = std::min(log_->commit_index(), log_->last_index());
+
+  reader_ = std::make_unique<StoreLogReader>(*log_);
+  raft::Config raft_config;
+  raft_config.id = config_.node_id;
+  for (const auto& [id, address] : config_.members) raft_config.initial_conf.voters.push_back(id);
+  raft_config.election_ticks = static_cast<int>(config_.election_ticks);
+  raft_config.heartbeat_ticks = static_cast<int>(config_.heartbeat_ticks);
+  raft_config.max_bytes_per_message = std::max<std::size_t>(1 << 20, config_.store.max_entry_size_bytes + 4096);
+  raft_config.random_seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+                            (config_.node_id * 0x9E3779B97F4A7C15ULL);
+  if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
+    *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
+    return false;
+  }
+  raft_ = std::make_unique<raft::Raft>(raft_config, *reader_, persisted_hard_state_);
+  spdlog::info("node {}: restored term {} vote {} commit {}, log [{}, {}]", config_.node_id,
+               persisted_hard_state_.term, persisted_hard_state_.vote, persisted_hard_state_.commit,
+               log_->first_index(), log_->last_index());
+
+  // Rebuild the dedup table from the tail of the log (its window is documented in node_config.h).
+  const std::uint64_t last = log_->last_index();
+  std::uint64_t from = log_->first_index();
+  if (last >= config_.dedup_rebuild_entries && last - config_.dedup_rebuild_entries + 1 > from) {
+    from = last - config_.dedup_rebuild_entries + 1;
+  }
+  while (from <= last) {
+    auto batch = log_->read(from, 4096, 64ULL << 20);
+    if (!batch.ok() || batch->entries.empty()) {
+      *error = make_error(ErrorCode::kInternal, "rebuilding the dedup table failed at index " +
+                                                    std::to_string(from) + ": " + batch.status().to_string());
+      return false;
+    }
+    for (const store::EntryView& view : batch->entries) {
+      dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term);
+    }
+    from = batch->entries.back().meta.index + 1;
+  }
+  dedup_recorded_through_ = last;
+  commit_.store(persisted_hard_state_.commit, std::memory_order_release);
+
+  // The flusher thread reports durability through the input queue, so the loop sees it in order.
+  log_->set_flush_listener([this](std::uint64_t flushed) { push(FlushedInput{flushed}, false); });
+  publish_status();
+  return true;
+}
+
+void Node::Impl::start() {
+  assert(!started_);
+  started_ = true;
+  loop_thread_ = std::thread([this] { loop(); });
+}
+
+void Node::Impl::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(input_mu_);
+    loop_exit_.store(true, std::memory_order_release);
+  }
+  input_cv_.notify_all();
+  if (loop_thread_.joinable()) loop_thread_.join();
+  commit_cv_.notify_all();
+  if (log_ != nullptr) {
+    log_->set_flush_listener(nullptr);
+    if (!failed_.load()) {
+      // The checkpoint keeps the commit index so that a restart knows what was committed.
+      const std::uint64_t commit = std::min(commit_.load(), log_->last_index());
+      if (commit > log_->commit_index()) {
+        if (auto st = log_->set_commit_index(commit); !st.ok()) {
+          spdlog::error("node {}: saving commit index {}: {}", config_.node_id, commit, st.to_string());
+        }
+      }
+    }
+    store::Status st = log_->close();
+    if (!st.ok()) spdlog::error("node {}: closing the store: {}", config_.node_id, st.to_string());
+    spdlog::info("node {}: stopped (commit {}, last {})", config_.node_id, commit_.load(),
+                 log_->last_index());
+  }
+}
+
+// --- the input queue -------------------------------------------------------------------------------
+
+// Answers an input that will never reach the loop (queue full, node stopped).
+static void reject(Input& input, const NodeError& error) {
+  std::visit(
+      [&](auto& in) {
+        using T = std::decay_t<decltype(in)>;
+        if constexpr (std::is_same_v<T, AppendInput>) {
+          in.done(AppendResult{error, 0, 0, 0, false});
+        } else if constexpr (std::is_same_v<T, ReadIndexInput>) {
+          in.done(ReadIndexResult{error, 0});
+        } else if constexpr (std::is_same_v<T, TransferInput>) {
+          in.done(error);
+        }
+      },
+      input);
+}
+
+void Node::Impl::push(Input input, bool droppable) {
+  {
+    std::unique_lock lock(input_mu_);
+    if (loop_exit_.load()) {
+      lock.unlock();
+      reject(input, make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown));
+      return;
+    }
+    // Flush notices are never refused: they are bounded by the flusher's rate and carry durability.
+    const bool flushed_notice = std::holds_alternative<FlushedInput>(input);
+    if (inputs_.size() >= config_.max_input_queue && !flushed_notice) {
+      lock.unlock();
+      // Peer messages are dropped silently (Raft retransmits); client requests are told to back off.
+      if (!droppable) reject(input, make_error(ErrorCode::kResourceExhausted, "node input queue full; retry later", kReasonTooManyPending));
+      return;
+    }
+    inputs_.push_back(std::move(input));
+  }
+  input_cv_.notify_one();
+}
+
+void Node::Impl::loop() {
+  const auto tick = std::chrono::milliseconds(config_.tick_ms);
+  auto next_tick = Clock::now() + tick;
+  std::deque<Input> batch;
+  while (true) {
+    {
+      std::unique_lock lock(input_mu_);
+      input_cv_.wait_until(lock, next_tick, [&] { return !inputs_.empty() || loop_exit_.load(); });
+      if (loop_exit_.load()) break;
+      batch.swap(inputs_);
+    }
+    const auto now = Clock::now();
+    if (now >= next_tick) {
+      raft_->tick();
+      next_tick += tick;
+      // After a long stall (a paused process), do not replay the missed ticks in a burst.
+      if (next_tick < now) next_tick = now + tick;
+      expire_pending(now);
+    }
+    for (Input& input : batch) {
+      handle_input(input);
+      if (failed_.load()) break;
+    }
+    batch.clear();
+    // Bounded: each Ready drains the core's pending output; a new one appears only from new work.
+    for (int round = 0; round < 64 && raft_->has_ready() && !failed_.load(); ++round) {
+      raft::Ready ready = raft_->ready();
+      handle_ready(ready);
+    }
+    publish_status();
+    if (failed_.load()) break;
+  }
+  fail_all(ErrorCode::kUnavailable, failed_.load() ? "node failed; see its log" : "node shutting down");
+}
+
+void Node::Impl::handle_input(Input& input) {
+  std::visit(
+      [&](auto& in) {
+        using T = std::decay_t<decltype(in)>;
+        if constexpr (std::is_same_v<T, AppendInput>) {
+          handle_append(in);
+        } else if constexpr (std::is_same_v<T, ReadIndexInput>) {
+          handle_read_index(in);
+        } else if constexpr (std::is_same_v<T, TransferInput>) {
+          handle_transfer(in);
+        } else if constexpr (std::is_same_v<T, MessageInput>) {
+          raft_->step(in.message);
+        } else {
+          handle_flushed(in.flushed_index);
+        }
+      },
+      input);
+}
+
+NodeError Node::Impl::not_leader_error() const {
+  const raft::NodeId leader = raft_->leader();
+  if (leader == raft::kNoNode) {
+    return make_error(ErrorCode::kNoLeader, "no leader known yet (election in progress); retry shortly");
+  }
+  NodeError error = make_error(ErrorCode::kNotLeader, "node " + std::to_string(config_.node_id) +
+                                                          " is not the leader; the leader is node " +
+                                                          std::to_string(leader));
+  error.leader_id = leader;
+  auto it = config_.members.find(leader);
+  if (it != config_.members.end()) {
+    error.leader_address = it->second;
+    error.message += " at " + it->second;
+  }
+  return error;
+}
+
+// --- appends ---------------------------------------------------------------------------------------
+
+void Node::Impl::handle_append(AppendInput& in) {
+  if (raft_->role() != raft::Role::kLeader) {
+    in.done(AppendResult{not_leader_error(), 0, 0, 0, false});
+    return;
+  }
+  if (in.client_id != 0) {
+    DedupTable::Range range;
+    switch (dedup_.find(in.client_id, in.sequence, &range)) {
+      case DedupTable::Lookup::kFound:
+        if (range.last <= commit_.load()) {
+          in.done(AppendResult{NodeError{}, range.first, range.last, range.term, true});
+        } else {
+          // The original is in this leader's log and will commit under it: wait for that.
+          pending_appends_.emplace(range.last, PendingAppend{range.first, range.last, range.term, true,
+                                                             std::move(in.done), in.deadline});
+        }
+        return;
+      case DedupTable::Lookup::kTooOld:
+        in.done(AppendResult{
+            make_error(ErrorCode::kFailedPrecondition,
+                       "sequence " + std::to_string(in.sequence) + " of client " +
+                           std::to_string(in.client_id) +
+                           " is older than the deduplication window; it cannot be retried safely",
+                       kReasonSequenceTooOld),
+            0, 0, 0, false});
+        return;
+      case DedupTable::Lookup::kUnknown:
+        break;
+    }
+  }
+  if (pending_appends_.size() >= config_.max_pending_appends) {
+    in.done(AppendResult{make_error(ErrorCode::kResourceExhausted,
+                                    "too many appends waiting for commit on this node (" +
+                                        std::to_string(config_.max_pending_appends) + "); retry later",
+                                    kReasonTooManyPending),
+                         0, 0, 0, false});
+    return;
+  }
+  std::vector<raft::Entry> entries;
+  entries.reserve(in.payloads.size());
+  for (std::string& payload : in.payloads) {
+    raft::Entry entry;
+    entry.type = raft::EntryType::kNormal;
+    entry.client_id = in.client_id;
+    entry.sequence = in.sequence;
+    entry.payload = std::move(payload);
+    entries.push_back(std::move(entry));
+  }
+  const raft::ProposeResult result = raft_->propose(std::move(entries));
+  switch (result.status) {
+    case raft::ProposeStatus::kOk:
+      break;
+    case raft::ProposeStatus::kNotLeader:
+      in.done(AppendResult{not_leader_error(), 0, 0, 0, false});
+      return;
+    case raft::ProposeStatus::kTransferring:
+      in.done(AppendResult{make_error(ErrorCode::kUnavailable,
+                                      "leadership transfer in progress; retry on the new leader",
+                                      kReasonLeadershipLost),
+                           0, 0, 0, false});
+      return;
+    case raft::ProposeStatus::kTooManyPending:
+      in.done(AppendResult{make_error(ErrorCode::kResourceExhausted,
+                                      "too many uncommitted entries on the leader; retry later", kReasonTooManyPending),
+                           0, 0, 0, false});
+      return;
+    case raft::ProposeStatus::kEmpty:
+    case raft::ProposeStatus::kTooLarge:
+    case raft::ProposeStatus::kInvalidEntry:
+      in.done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+                                      std::string("append refused by Raft: ") + raft::to_string(result.status)),
+                           0, 0, 0, false});
+      return;
+  }
+  // Recorded at once, not when the entries reach the store: a retry arriving in the same input batch
+  // must already see this append.
+  if (in.client_id != 0) {
+    for (raft::Index index = result.first_index; index <= result.last_index; ++index) {
+      dedup_.record_entry(in.client_id, in.sequence, index, result.term);
+    }
+  }
+  dedup_recorded_through_ = std::max(dedup_recorded_through_, result.last_index);
+  pending_appends_.emplace(result.last_index, PendingAppend{result.first_index, result.last_index,
+                                                            result.term, false, std::move(in.done),
+                                                            in.deadline});
+}
+
+void Node::Impl::record_dedup(const std::vector<raft::Entry>& entries) {
+  for (const raft::Entry& entry : entries) {
+    if (entry.index <= dedup_recorded_through_) continue;
+    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term);
+    dedup_recorded_through_ = entry.index;
+  }
+}
+
+// --- reads and transfers ---------------------------------------------------------------------------
+
+void Node::Impl::handle_read_index(ReadIndexInput& in) {
+  const std::uint64_t id = next_read_id_++;
+  switch (raft_->read_index(id)) {
+    case raft::ReadIndexStatus::kOk:
+      pending_reads_.emplace(id, PendingRead{std::move(in.done), in.deadline});
+      return;
+    case raft::ReadIndexStatus::kNotLeader:
+      in.done(ReadIndexResult{not_leader_error(), 0});
+      return;
+    case raft::ReadIndexStatus::kTooManyPending:
+      in.done(ReadIndexResult{
+          make_error(ErrorCode::kResourceExhausted, "too many linearizable reads pending; retry later", kReasonTooManyPending), 0});
+      return;
+  }
+}
+
+void Node::Impl::handle_transfer(TransferInput& in) {
+  if (!config_.members.contains(in.target)) {
+    in.done(make_error(ErrorCode::kInvalidArgument, "node " + std::to_string(in.target) +
+                                                        " is not a member of the cluster"));
+    return;
+  }
+  switch (raft_->transfer_leadership(in.target)) {
+    case raft::TransferStatus::kOk:
+      break;
+    case raft::TransferStatus::kAlreadyLeader:
+      in.done(NodeError{});
+      return;
+    case raft::TransferStatus::kNotLeader:
+      in.done(not_leader_error());
+      return;
+    case raft::TransferStatus::kUnknownTarget:
+      in.done(make_error(ErrorCode::kInvalidArgument, "unknown transfer target " + std::to_string(in.target)));
+      return;
+    case raft::TransferStatus::kInProgress:
+      in.done(make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress"));
+      return;
+  }
+  if (pending_transfer_) pending_transfer_->done(make_error(ErrorCode::kUnavailable, "superseded"));
+  pending_transfer_ = std::move(in);
+  // The core aborts a transfer after an election timeout; allow two before reporting failure.
+  transfer_deadline_ = Clock::now() + std::chrono::milliseconds(4ULL * config_.election_ticks * config_.tick_ms);
+}
+
+// --- durability ------------------------------------------------------------------------------------
+
+void Node::Impl::handle_flushed(std::uint64_t flushed_index) {
+  const std::uint64_t durable = std::min(flushed_index, log_->last_index());
+  if (durable > 0) {
+    auto term = log_->term_at(durable);
+    if (term.ok()) raft_->on_persisted(durable, *term);
+  }
+  release_held(durable);
+}
+
+void Node::Impl::release_held(std::uint64_t flushed_index) {
+  while (!held_messages_.empty() && held_messages_.front().required_index <= flushed_index) {
+    for (raft::Message& message : held_messages_.front().messages) sender_->send(std::move(message));
+    held_messages_.pop_front();
+  }
+}
+
+void Node::Impl::handle_ready(raft::Ready& ready) {
+  if (ready.soft_state) {
+    const raft::SoftState& next = *ready.soft_state;
+    if (next.role != soft_state_.role || next.leader != soft_state_.leader) {
+      spdlog::info("node {}: term {}: role {} -> {}, leader {}", config_.node_id, next.term,
+                   raft::to_string(soft_state_.role), raft::to_string(next.role), next.leader);
+    }
+    soft_state_ = next;
+    if (pending_transfer_ && next.leader == pending_transfer_->target) {
+      pending_transfer_->done(NodeError{});
+      pending_transfer_.reset();
+    }
+  }
+
+  // Term and vote must be durable before any message that depends on them leaves.
+  if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
+                           ready.hard_state->vote != persisted_hard_state_.vote)) {
+    if (store::Status st = hard_state_file_->write(*ready.hard_state); !st.ok()) {
+      fatal("persisting hard state: " + st.to_string());
+      return;
+    }
+    persisted_hard_state_.term = ready.hard_state->term;
+    persisted_hard_state_.vote = ready.hard_state->vote;
+  }
+
+  if (ready.truncate_from) {
+    const std::uint64_t from = *ready.truncate_from;
+    assert(from > commit_.load());
+    spdlog::warn("node {}: term {}: truncating uncommitted log tail from index {} (last {})",
+                 config_.node_id, raft_->term(), from, log_->last_index());
+    if (store::Status st = log_->truncate_suffix(from); !st.ok()) {
+      fatal("truncating the log from " + std::to_string(from) + ": " + st.to_string());
+      return;
+    }
+    dedup_.truncate_from(from);
+    dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
+    // Appends waiting for indexes that no longer exist learn it now rather than at their deadline.
+    for (auto it = pending_appends_.lower_bound(from); it != pending_appends_.end();) {
+      it->second.done(AppendResult{make_error(ErrorCode::kUnavailable,
+                                              "the entry was replaced after a leadership change; "
+                                              "retry with the same client_id/sequence",
+                                              kReasonLeadershipLost),
+                                   0, 0, 0, false});
+      it = pending_appends_.erase(it);
+    }
+  }
+
+  if (!ready.entries.empty()) {
+    std::vector<store::EntryToAppend> batch;
+    batch.reserve(ready.entries.size());
+    for (const raft::Entry& entry : ready.entries) batch.push_back(to_store_entry(entry));
+    auto appended = log_->append_no_wait(batch);
+    if (!appended.ok()) {
+      // Raft already counts these entries as part of this node's log: continuing would diverge.
+      fatal("appending entries " + std::to_string(ready.entries.front().index) + ".." +
+            std::to_string(ready.entries.back().index) + ": " + appended.status().to_string());
+      return;
+    }
+    record_dedup(ready.entries);
+  }
+
+  for (raft::Message& message : ready.messages) sender_->send(std::move(message));
+
+  const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
+  const std::uint64_t last = log_->last_index();
+  if (async) {
+    // Async flush mode: an entry counts as durable once written to the mapped segment
+    // (docs/durability.md, the ACK matrix).
+    if (last > 0 && !ready.entries.empty()) raft_->on_persisted(last, ready.entries.back().term);
+    for (raft::Message& message : ready.messages_after_persist) sender_->send(std::move(message));
+  } else if (!ready.messages_after_persist.empty()) {
+    held_messages_.push_back(HeldMessages{last, std::move(ready.messages_after_persist)});
+    release_held(std::min(log_->flushed_index(), last));
+  }
+
+  if (ready.commit_index) deliver_commit(*ready.commit_index);
+
+  for (const raft::ReadState& read : ready.read_states) {
+    auto it = pending_reads_.find(read.request_id);
+    if (it == pending_reads_.end()) continue;  // expired already
+    if (read.index <= commit_.load()) {
+      it->second.done(ReadIndexResult{NodeError{}, read.index});
+    } else {
+      reads_awaiting_commit_.emplace(read.index, std::move(it->second));
+    }
+    pending_reads_.erase(it);
+  }
+  for (std::uint64_t id : ready.aborted_reads) {
+    auto it = pending_reads_.find(id);
+    if (it == pending_reads_.end()) continue;
+    it->second.done(ReadIndexResult{not_leader_error(), 0});
+    pending_reads_.erase(it);
+  }
+}
+
+void Node::Impl::deliver_commit(std::uint64_t commit) {
+  if (commit <= commit_.load()) return;
+  {
+    std::lock_guard lock(commit_mu_);
+    commit_.store(commit, std::memory_order_release);
+  }
+  commit_cv_.notify_all();
+  if (store::Status st = log_->set_commit_index(commit); !st.ok()) {
+    spdlog::warn("node {}: recording commit index {}: {}", config_.node_id, commit, st.to_string());
+  }
+  while (!pending_appends_.empty() && pending_appends_.begin()->first <= commit) {
+    PendingAppend& pending = pending_appends_.begin()->second;
+    auto term = log_->term_at(pending.last);
+    if (term.ok() && *term == pending.term) {
+      pending.done(AppendResult{NodeError{}, pending.first, pending.last, pending.term, pending.duplicate});
+    } else {
+      pending.done(AppendResult{make_error(ErrorCode::kUnavailable,
+                                           "the entry was replaced after a leadership change; "
+                                           "retry with the same client_id/sequence",
+                                           kReasonLeadershipLost),
+                                0, 0, 0, false});
+    }
+    pending_appends_.erase(pending_appends_.begin());
+  }
+  while (!reads_awaiting_commit_.empty() && reads_awaiting_commit_.begin()->first <= commit) {
+    auto first = reads_awaiting_commit_.begin();
+    first->second.done(ReadIndexResult{NodeError{}, first->first});
+    reads_awaiting_commit_.erase(first);
+  }
+}
+
+void Node::Impl::expire_pending(Clock::time_point now) {
+  // Bounded by the number of pending requests (max_pending_appends / the core's read bound).
+  for (auto it = pending_appends_.begin(); it != pending_appends_.end();) {
+    if (it->second.deadline <= now) {
+      it->second.done(AppendResult{make_error(ErrorCode::kDeadlineExceeded,
+                                              "not committed within " +
+                                                  std::to_string(config_.append_timeout_ms) +
+                                                  " ms; the outcome is unknown: retry with the same "
+                                                  "client_id/sequence"),
+                                   0, 0, 0, false});
+      it = pending_appends_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto expire_reads = [&](auto& reads) {
+    for (auto it = reads.begin(); it != reads.end();) {
+      if (it->second.deadline <= now) {
+        it->second.done(ReadIndexResult{
+            make_error(ErrorCode::kDeadlineExceeded, "leadership could not be confirmed in time"), 0});
+        it = reads.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  expire_reads(pending_reads_);
+  expire_reads(reads_awaiting_commit_);
+  if (pending_transfer_ && transfer_deadline_ <= now) {
+    pending_transfer_->done(make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time"));
+    pending_transfer_.reset();
+  }
+}
+
+void Node::Impl::fail_all(ErrorCode code, const std::string& message) {
+  for (auto& [last, pending] : pending_appends_) {
+    pending.done(AppendResult{make_error(code, message + "; the outcome is unknown: retry with the same client_id/sequence",
+                                         kReasonShuttingDown),
+                              0, 0, 0, false});
+  }
+  pending_appends_.clear();
+  for (auto& [id, read] : pending_reads_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
+  pending_reads_.clear();
+  for (auto& [index, read] : reads_awaiting_commit_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
+  reads_awaiting_commit_.clear();
+  if (pending_transfer_) {
+    pending_transfer_->done(make_error(code, message, kReasonShuttingDown));
+    pending_transfer_.reset();
+  }
+  // Inputs still queued get the same answer.
+  std::deque<Input> rest;
+  {
+    std::lock_guard lock(input_mu_);
+    rest.swap(inputs_);
+  }
+  for (Input& input : rest) reject(input, make_error(code, message, kReasonShuttingDown));
+}
+
+void Node::Impl::fatal(const std::string& what) {
+  spdlog::critical("node {}: term {}: cannot continue: {}", config_.node_id, raft_->term(), what);
+  failed_.store(true, std::memory_order_release);
+  stopping_.store(true, std::memory_order_release);
+}
+
+void Node::Impl::publish_status() {
+  NodeStatus status;
+  status.node_id = config_.node_id;
+  status.address = config_.members.at(config_.node_id);
+  status.role = raft_->role();
+  status.term = raft_->term();
+  status.leader_id = raft_->leader();
+  if (auto it = config_.members.find(status.leader_id); it != config_.members.end()) {
+    status.leader_address = it->second;
+  }
+  status.first_index = log_->first_index();
+  status.last_index = log_->last_index();
+  status.commit_index = commit_.load();
+  status.flushed_index = log_->flushed_index();
+  status.flush_mode = config_.store.flush_mode;
+  for (const raft::PeerProgress& progress : raft_->progress()) {
+    if (progress.id == config_.node_id) continue;
+    PeerStatus peer;
+    peer.id = progress.id;
+    if (auto it = config_.members.find(progress.id); it != config_.members.end()) peer.address = it->second;
+    peer.match_index = progress.match_index;
+    peer.lag_entries = status.last_index > progress.match_index ? status.last_index - progress.match_index : 0;
+    peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
+    peer.probing = progress.probing;
+    peer.inflight_messages = progress.inflight_messages;
+    status.peers.push_back(std::move(peer));
+  }
+  std::lock_guard lock(status_mu_);
+  status_ = std::move(status);
+}
+
+// --- committed reads (any thread) ------------------------------------------------------------------
+
+NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_entries,
+                                     std::size_t max_bytes, std::vector<raft::Entry>* out) const {
+  out->clear();
+  const std::uint64_t commit = commit_.load(std::memory_order_acquire);
+  const std::uint64_t first = log_->first_index();
+  if (from_index == 0) return make_error(ErrorCode::kInvalidArgument, "indexes start at 1", kReasonBadIndexRange);
+  if (from_index < first) {
+    return make_error(ErrorCode::kOutOfRange, "index " + std::to_string(from_index) +
+                                                  " is below the first retained index " + std::to_string(first),
+                      kReasonBadIndexRange);
+  }
+  if (from_index > commit + 1) {
+    return make_error(ErrorCode::kOutOfRange, "index " + std::to_string(from_index) +
+                                                  " is past the committed end " + std::to_string(commit),
+                      kReasonBadIndexRange);
+  }
+  if (from_index == commit + 1) return NodeError{};
+  const std::size_t available = static_cast<std::size_t>(commit - from_index + 1);
+  auto batch = log_->read(from_index, std::min(max_entries, available), max_bytes);
+  if (!batch.ok()) {
+    if (batch.status().code() == store::StatusCode::kOutOfRange) {
+      return make_error(ErrorCode::kOutOfRange, batch.status().message());
+    }
+    return make_error(ErrorCode::kInternal, "reading the log: " + batch.status().to_string());
+  }
+  out->reserve(batch->entries.size());
+  for (const store::EntryView& view : batch->entries) {
+    if (view.meta.index > commit) break;
+    out->push_back(to_raft_entry(view));
+  }
+  return NodeError{};
+}
+
+std::uint64_t Node::Impl::wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const {
+  std::unique_lock lock(commit_mu_);
+  commit_cv_.wait_until(lock, deadline, [&] {
+    return commit_.load() > after_index || stopping_.load();
+  });
+  return commit_.load();
+}
+
+// --- Node ------------------------------------------------------------------------------------------
+
+Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Node::~Node() { stop(); }
+
+std::unique_ptr<Node> Node::open(const NodeConfig& config, MessageSender* sender, NodeError* error) {
+  auto impl = std::make_unique<Impl>(config, sender);
+  if (!impl->open(error)) return nullptr;
+  return std::unique_ptr<Node>(new Node(std::move(impl)));
+}
+
+void Node::start() { impl_->start(); }
+void Node::stop() { impl_->stop(); }
+
+void Node::append(std::vector<std::string> payloads, std::uint64_t client_id, std::uint64_t sequence,
+                  AppendCallback done) {
+  const NodeConfig& config = impl_->config_;
+  if (impl_->stopping_.load()) {
+    done(AppendResult{make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown), 0, 0, 0, false});
+    return;
+  }
+  if (payloads.empty()) {
+    done(AppendResult{make_error(ErrorCode::kInvalidArgument, "empty append: at least one entry is required", kReasonEmptyAppend),
+                      0, 0, 0, false});
+    return;
+  }
+  if (payloads.size() > config.max_entries_per_append) {
+    done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+                                 "too many entries: " + std::to_string(payloads.size()) + " > " +
+                                     std::to_string(config.max_entries_per_append) + " per append",
+                                 kReasonTooManyEntries),
+                      0, 0, 0, false});
+    return;
+  }
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    if (payloads[i].size() > config.store.max_entry_size_bytes) {
+      done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+                                   "entry " + std::to_string(i) + " is " + std::to_string(payloads[i].size()) +
+                                       " bytes, larger than the maximum entry size of " +
+                                       std::to_string(config.store.max_entry_size_bytes) + " bytes",
+                                   kReasonEntryTooLarge),
+                        0, 0, 0, false});
+      return;
+    }
+    bytes += payloads[i].size();
+  }
+  if (bytes > config.max_append_bytes) {
+    done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+                                 "append of " + std::to_string(bytes) + " bytes exceeds the per-append limit of " +
+                                     std::to_string(config.max_append_bytes) + " bytes",
+                                 kReasonTooManyEntries),
+                      0, 0, 0, false});
+    return;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(config.append_timeout_ms);
+  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline}, false);
+}
+
+void Node::read_index(ReadIndexCallback done) {
+  if (impl_->stopping_.load()) {
+    done(ReadIndexResult{make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown), 0});
+    return;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(impl_->config_.append_timeout_ms);
+  impl_->push(ReadIndexInput{std::move(done), deadline}, false);
+}
+
+void Node::transfer_leadership(std::uint64_t target_id, ErrorCallback done) {
+  if (impl_->stopping_.load()) {
+    done(make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown));
+    return;
+  }
+  impl_->push(TransferInput{target_id, std::move(done)}, false);
+}
+
+void Node::receive(raft::Message message) {
+  if (impl_->stopping_.load()) return;
+  impl_->push(MessageInput{std::move(message)}, true);
+}
+
+NodeError Node::read_committed(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes,
+                               std::vector<raft::Entry>* out) const {
+  return impl_->read_committed(from_index, max_entries, max_bytes, out);
+}
+
+std::uint64_t Node::wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const {
+  return impl_->wait_for_commit(after_index, deadline);
+}
+
+std::uint64_t Node::commit_index() const { return impl_->commit_.load(std::memory_order_acquire); }
+bool Node::stopping() const { return impl_->stopping_.load(std::memory_order_acquire); }
+bool Node::failed() const { return impl_->failed_.load(std::memory_order_acquire); }
+
+NodeStatus Node::status() const {
+  std::lock_guard lock(impl_->status_mu_);
+  return impl_->status_;
+}
+
+store::Status Node::flush_store() { return impl_->log_->flush(); }
+std::uint64_t Node::flushed_index() const { return impl_->log_->flushed_index(); }
+const NodeConfig& Node::config() const { return impl_->config_; }
+
+}  // namespace raftlog::server

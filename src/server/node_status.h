@@ -1,0 +1,39 @@
+// A snapshot of a node's state for Status RPCs, the CLI and (later) metrics. Published by the Raft
+// loop after every batch of work; readers copy it under a mutex.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "raft/types.h"
+#include "store/options.h"
+
+namespace raftlog::server {
+
+struct PeerStatus {
+  std::uint64_t id = 0;
+  std::string address;
+  std::uint64_t match_index = 0;
+  std::uint64_t lag_entries = 0;      // leader's last index - match_index
+  std::uint64_t last_contact_ms = 0;  // since the leader last heard from the peer
+  bool probing = true;
+  std::uint64_t inflight_messages = 0;
+};
+
+struct NodeStatus {
+  std::uint64_t node_id = 0;
+  std::string address;
+  raft::Role role = raft::Role::kFollower;
+  std::uint64_t term = 0;
+  std::uint64_t leader_id = 0;
+  std::string leader_address;
+  std::uint64_t first_index = 0;
+  std::uint64_t last_index = 0;
+  std::uint64_t commit_index = 0;
+  std::uint64_t flushed_index = 0;
+  store::FlushMode flush_mode = store::FlushMode::kSync;
+  std::vector<PeerStatus> peers;  // leader only
+};
+
+}  // namespace raftlog::server

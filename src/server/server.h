@@ -1,0 +1,37 @@
+// Server: one running raftlogd — the Node, its peer transport and its gRPC server on one address.
+// Clients and peers share the port: raftlog.v1.Log/Admin for clients, raftlog.peer.v1.Peer for peers.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/node_config.h"
+
+namespace raftlog::server {
+
+class Server {
+ public:
+  // Recovers the node's data, binds the listen address and starts serving. nullptr with `error`
+  // set when any step fails (bad config, corrupt data, address in use).
+  static std::unique_ptr<Server> start(const NodeConfig& config, std::string* error);
+  ~Server();  // shutdown()
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Graceful stop (SIGTERM): end Tail streams, fail pending requests with UNAVAILABLE, flush and
+  // checkpoint the store and remove its abort marker, stop the gRPC server and the transport.
+  // Bounded by config.shutdown_grace_ms plus the store's final flush. Idempotent.
+  void shutdown();
+  // True once the node hit an unrecoverable error; the process should exit non-zero.
+  bool failed() const;
+  // The address actually bound (resolves port 0).
+  const std::string& bound_address() const;
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace raftlog::server

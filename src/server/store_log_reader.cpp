@@ -1,0 +1,66 @@
+#include "server/store_log_reader.h"
+
+#include <cassert>
+
+namespace raftlog::server {
+
+static_assert(static_cast<int>(raft::EntryType::kNormal) == static_cast<int>(store::EntryType::kNormal));
+static_assert(static_cast<int>(raft::EntryType::kNoop) == static_cast<int>(store::EntryType::kNoop));
+static_assert(static_cast<int>(raft::EntryType::kConfig) == static_cast<int>(store::EntryType::kConfig));
+
+raft::Index StoreLogReader::first_index() const { return log_.first_index(); }
+
+raft::Index StoreLogReader::last_index() const { return log_.last_index(); }
+
+std::optional<raft::Term> StoreLogReader::term_at(raft::Index index) const {
+  if (index == 0) return 0;
+  auto term = log_.term_at(index);
+  if (!term.ok()) return std::nullopt;
+  return *term;
+}
+
+std::vector<raft::Entry> StoreLogReader::entries(raft::Index from, raft::Index to,
+                                                 std::size_t max_bytes) const {
+  std::vector<raft::Entry> out;
+  std::size_t bytes = 0;
+  // Bounded: every iteration returns at least one entry or stops.
+  while (from <= to) {
+    const std::size_t want = static_cast<std::size_t>(to - from + 1);
+    auto batch = log_.read(from, want, max_bytes);
+    if (!batch.ok() || batch->entries.empty()) break;
+    for (const store::EntryView& view : batch->entries) {
+      raft::Entry entry = to_raft_entry(view);
+      if (!out.empty() && bytes + entry.byte_size() > max_bytes) return out;
+      bytes += entry.byte_size();
+      out.push_back(std::move(entry));
+      ++from;
+      if (from > to) break;
+    }
+  }
+  assert(!out.empty() || from > to);
+  return out;
+}
+
+raft::Entry to_raft_entry(const store::EntryView& view) {
+  raft::Entry entry;
+  entry.index = view.meta.index;
+  entry.term = view.meta.term;
+  entry.type = static_cast<raft::EntryType>(view.meta.type);
+  entry.client_id = view.meta.client_id;
+  entry.sequence = view.meta.sequence;
+  entry.payload.assign(view.payload.data(), view.payload.size());
+  return entry;
+}
+
+store::EntryToAppend to_store_entry(const raft::Entry& entry) {
+  store::EntryToAppend out;
+  out.meta.index = entry.index;
+  out.meta.term = entry.term;
+  out.meta.type = static_cast<store::EntryType>(entry.type);
+  out.meta.client_id = entry.client_id;
+  out.meta.sequence = entry.sequence;
+  out.payload = entry.payload;
+  return out;
+}
+
+}  // namespace raftlog::server

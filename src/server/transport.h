@@ -1,0 +1,153 @@
+// PeerTransport: carries Raft messages between the nodes of one cluster over gRPC.
+//
+// Outbound, each peer has its own bounded queue and its own sender thread, which drains the queue into
+// one long-lived client-streaming RPC (raftlog.peer.v1.Peer/Stream) so AppendEntries are pipelined
+// without a round trip per batch. send() never blocks: when a peer's queue is full the message is
+// dropped and counted (Raft retransmits whatever matters), so a slow or dead peer never stalls the
+// raft loop or the other peers. A broken stream is reopened with exponential backoff; while a peer is
+// unreachable its queued messages age, and any message older than max_message_age_ms is dropped
+// before it is sent, so a vote request or an append from long ago is not delivered seconds later.
+//
+// Inbound, service() is the Peer service the node registers on its gRPC server. Every message is
+// checked (cluster id, sender, recipient, size, structure: see message_codec.h) before on_message
+// sees it; a stream that fails a check ends with FAILED_PRECONDITION (wrong cluster or node ids) or
+// INVALID_ARGUMENT (malformed or oversized message).
+//
+// Each stream starts with a handshake: the receiver answers the first message with initial metadata
+// once it passed the checks, so a refused stream is noticed at once. Messages a broken or refused
+// stream did not take go back to the front of the queue (still bounded and aged) for the next stream.
+// "sent" counts messages gRPC accepted for writing on an accepted stream; delivery is not confirmed
+// (Raft's own acknowledgements do that), and a message can be lost when a connection dies.
+//
+// Threads: one sender thread per peer (started by start(), joined by stop()); on_message runs on gRPC
+// server threads, concurrently for different senders, in order for one sender's stream.
+//
+// Using it from the node:
+//   1. construct with validated options and a cheap on_message (push into the node's bounded queue);
+//   2. builder.RegisterService(transport.service()) and SetMaxReceiveMessageSize(at least
+//      max_receive_message_bytes()) on the node's grpc::ServerBuilder; BuildAndStart(); start();
+//   3. shutting down: transport.stop() BEFORE grpc::Server::Shutdown(). Inbound peer streams never
+//      end on their own, so a Shutdown() that comes first waits its whole deadline for them; stop()
+//      cancels them at once and guarantees on_message is not called afterwards. Destroy the transport
+//      only after the server has shut down (its service object lives in the transport).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "raft/types.h"
+#include "server/message_codec.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
+
+namespace raftlog::server {
+
+struct PeerTransportOptions {
+  std::string cluster_id;  // non-empty; stamped on every message and checked on every inbound one
+  raft::NodeId self_id = raft::kNoNode;
+  // Every other voter: id -> "host:port". Must not contain self_id. Bound: kMaxPeers.
+  std::map<raft::NodeId, std::string> peers;
+
+  // Outbound queue bounds, per peer. Whichever is hit first drops the new message.
+  std::size_t max_queued_messages = 4096;
+  std::size_t max_queued_bytes = 64u << 20;
+  // A queued message older than this is dropped instead of sent (stale votes/appends are useless and
+  // only confuse a peer that just came back). Several election timeouts.
+  std::uint32_t max_message_age_ms = 2000;
+
+  // Inbound and outbound size and entry-count bounds for one message.
+  MessageLimits limits;
+
+  // Reconnect backoff after a failed connect or a broken stream: doubles from min to max, with up to
+  // 25% random jitter, and resets to min once a stream has delivered a message.
+  std::uint32_t reconnect_backoff_min_ms = 50;
+  std::uint32_t reconnect_backoff_max_ms = 1000;
+  // How long one connection attempt may take before it counts as failed (a paused or firewalled
+  // peer otherwise leaves the attempt pending for gRPC's 20 s default).
+  std::uint32_t connect_timeout_ms = 1000;
+
+  // stop() waits at most this long for inbound streams to end (outbound threads are cancelled and
+  // joined; they wake at least every kPollIntervalMs).
+  std::uint32_t stop_timeout_ms = 2000;
+
+  static constexpr std::size_t kMaxPeers = 64;
+};
+
+// Returns an empty string when `options` is usable, otherwise a sentence naming the first problem.
+std::string validate_options(const PeerTransportOptions& options);
+
+// One peer's counters, as seen by the local node. Times are std::chrono::steady_clock.
+struct PeerStats {
+  raft::NodeId id = raft::kNoNode;
+  std::string address;
+  std::size_t queued_messages = 0;
+  std::size_t queued_bytes = 0;
+  std::uint64_t sent_messages = 0;
+  std::uint64_t dropped_queue_full = 0;   // send() found the queue at a bound
+  std::uint64_t dropped_expired = 0;      // older than max_message_age_ms when its turn came
+  std::uint64_t dropped_oversize = 0;     // encoded larger than limits.max_message_bytes
+  std::uint64_t dropped_send_failed = 0;  // the stream broke while writing it
+  std::uint64_t connects = 0;             // streams opened (accepted or not)
+  std::uint64_t connect_failures = 0;     // attempts that failed or whose stream broke
+  bool connected = false;                 // a stream is open and the peer accepted it
+  std::chrono::steady_clock::time_point last_send_ok{};  // epoch (zero) if never
+  std::string last_error;                 // last connect/stream error ("" if none)
+};
+
+struct InboundStats {
+  std::uint64_t received_messages = 0;  // delivered to on_message
+  std::uint64_t rejected_streams = 0;   // ended because a message failed a check
+  std::uint64_t open_streams = 0;
+};
+
+class PeerTransport {
+ public:
+  // Called for every valid inbound message, from gRPC threads. Must be cheap and must not block for
+  // long (push into a bounded queue; drop when full): it holds up that sender's stream.
+  using MessageHandler = std::function<void(raft::Message)>;
+
+  // Asserts validate_options(options).empty(): the node validates its configuration first.
+  PeerTransport(PeerTransportOptions options, MessageHandler on_message);
+  ~PeerTransport();  // calls stop()
+  PeerTransport(const PeerTransport&) = delete;
+  PeerTransport& operator=(const PeerTransport&) = delete;
+
+  // The inbound Peer service. Register it on the node's grpc::ServerBuilder before BuildAndStart();
+  // the transport must outlive the server (shut the server down before destroying the transport).
+  grpc::Service* service();
+  // The node's grpc::ServerBuilder::SetMaxReceiveMessageSize must be at least this (the server-wide
+  // setting also covers the client API, so the node takes the larger of the two bounds).
+  std::size_t max_receive_message_bytes() const;
+
+  // Starts one sender thread per peer. Call once.
+  void start();
+  // Cancels every outbound and inbound stream, joins the sender threads and waits (up to
+  // stop_timeout_ms) until no on_message call is running. After stop() returns on_message is never
+  // called again and send() drops everything. Idempotent. Returns false if an inbound stream did not
+  // end in time (on_message will still not be called again).
+  bool stop();
+
+  // Queues `message` for message.to. Never blocks. Returns false (and counts it) when the message is
+  // dropped: unknown recipient, queue at a bound, oversize, or stopped.
+  bool send(raft::Message message);
+
+  std::vector<PeerStats> peer_stats() const;
+  InboundStats inbound_stats() const;
+  std::uint64_t dropped_unknown_peer() const;
+
+  static constexpr std::uint32_t kPollIntervalMs = 50;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace raftlog::server

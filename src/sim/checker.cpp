@@ -1,0 +1,328 @@
+#include "sim/checker.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cassert>
+
+namespace raftlog::sim {
+
+namespace {
+
+// FNV-1a over everything that makes an entry's content (index and term are the registry key).
+std::uint64_t content_digest(const raft::Entry& entry) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  auto mix = [&hash](std::uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (value >> (8 * byte)) & 0xffU;
+      hash *= 0x100000001b3ULL;
+    }
+  };
+  mix(static_cast<std::uint64_t>(entry.type));
+  mix(entry.client_id);
+  mix(entry.sequence);
+  mix(entry.payload.size());
+  for (char c : entry.payload) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+const char* type_name(raft::EntryType type) {
+  switch (type) {
+    case raft::EntryType::kNormal: return "normal";
+    case raft::EntryType::kNoop: return "noop";
+    case raft::EntryType::kConfig: return "config";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string describe(const raft::Entry& entry) {
+  constexpr std::size_t kMaxShownPayloadBytes = 24;
+  std::string payload = entry.payload.substr(0, kMaxShownPayloadBytes);
+  for (char& c : payload) {
+    if (c < 0x20 || c > 0x7e) c = '.';
+  }
+  return fmt::format("({}/t{} {} \"{}\"{})", entry.index, entry.term, type_name(entry.type), payload,
+                     entry.payload.size() > kMaxShownPayloadBytes ? "..." : "");
+}
+
+Checker::Checker(std::size_t node_count)
+    : node_count_(node_count),
+      logs_(node_count + 1, nullptr),
+      commit_(node_count + 1, 0),
+      leader_term_(node_count + 1, 0),
+      durable_(node_count + 1) {
+  assert(node_count > 0);
+}
+
+void Checker::attach_log(raft::NodeId node, const raft::LogReader* log) {
+  assert(node >= 1 && node <= node_count_ && log != nullptr);
+  logs_[node] = log;
+}
+
+const raft::LogReader& Checker::log_of(raft::NodeId node) const {
+  assert(node >= 1 && node <= node_count_ && logs_[node] != nullptr);
+  return *logs_[node];
+}
+
+std::optional<raft::Entry> Checker::entry_at(raft::NodeId node, raft::Index index) const {
+  const raft::LogReader& log = log_of(node);
+  if (index < log.first_index() || index > log.last_index()) return std::nullopt;
+  std::vector<raft::Entry> entries = log.entries(index, index, SIZE_MAX);
+  if (entries.size() != 1 || entries[0].index != index) return std::nullopt;
+  return std::move(entries[0]);
+}
+
+void Checker::report(std::string invariant, std::string detail) {
+  if (violation_) return;
+  violation_ = Violation{std::move(invariant), std::move(detail)};
+}
+
+bool Checker::is_acknowledged(raft::Index index) const {
+  return index >= 1 && index <= committed_.size() && committed_[index - 1].acknowledged;
+}
+
+const raft::Entry* Checker::committed_entry(raft::Index index) const {
+  if (index < 1 || index > committed_.size()) return nullptr;
+  return &committed_[index - 1].entry;
+}
+
+void Checker::observe_role(raft::NodeId node, raft::Term term, raft::Role role) {
+  if (failed()) return;
+  if (role != raft::Role::kLeader) {
+    leader_term_[node] = 0;
+    return;
+  }
+  auto [it, inserted] = leader_by_term_.emplace(term, node);
+  if (!inserted && it->second != node) {
+    report("election-safety", fmt::format("node {} and node {} are both leader of term {}", it->second, node, term));
+    return;
+  }
+  leader_term_[node] = term;
+  // A new leader must hold every entry whose commit was observed at a lower term.
+  for (raft::Index index = 1; index <= committed_.size() && !failed(); ++index) {
+    if (committed_[index - 1].observed_term < term) check_leader_has(node, term, index);
+  }
+}
+
+void Checker::check_leader_has(raft::NodeId leader, raft::Term leader_term, raft::Index index) {
+  const CommittedEntry& committed = committed_[index - 1];
+  std::optional<raft::Entry> held = entry_at(leader, index);
+  if (!held || *held != committed.entry) {
+    report("leader-completeness",
+           fmt::format("leader {} of term {} holds {} at index {}, but {} was committed there at term {}", leader,
+                       leader_term, held ? describe(*held) : std::string("nothing"), index,
+                       describe(committed.entry), committed.observed_term));
+  }
+}
+
+void Checker::observe_append(raft::NodeId node, raft::Index first, raft::Index last) {
+  if (failed()) return;
+  const raft::LogReader& log = log_of(node);
+  for (raft::Index index = first; index <= last && !failed(); ++index) {
+    std::optional<raft::Entry> entry = entry_at(node, index);
+    std::optional<raft::Term> previous_term = log.term_at(index - 1);
+    if (!entry || !previous_term) {
+      report("log-matching", fmt::format("node {} reported an append at {} that its log does not hold", node, index));
+      return;
+    }
+    if (entry->term < *previous_term) {
+      report("log-matching", fmt::format("node {}: entry {} follows an entry of later term {}", node,
+                                         describe(*entry), *previous_term));
+      return;
+    }
+    const EntryIdentity identity{*previous_term, content_digest(*entry)};
+    auto [it, inserted] = identities_.emplace(std::make_pair(index, entry->term), identity);
+    if (inserted) continue;
+    if (it->second.digest != identity.digest) {
+      report("log-matching", fmt::format("node {} holds {} but another log held different content at index {} "
+                                         "term {}",
+                                         node, describe(*entry), index, entry->term));
+    } else if (it->second.previous_term != identity.previous_term) {
+      report("log-matching",
+             fmt::format("node {} holds {} after an entry of term {}, another log had it after term {}", node,
+                         describe(*entry), identity.previous_term, it->second.previous_term));
+    }
+  }
+}
+
+void Checker::observe_truncate(raft::NodeId node, raft::Index from) {
+  if (failed()) return;
+  if (from <= commit_[node]) {
+    report("commit-index", fmt::format("node {} truncates its log from {} although its commit index is {}", node,
+                                       from, commit_[node]));
+  }
+}
+
+void Checker::record_committed(raft::NodeId node, raft::Index index, const raft::Entry& entry, raft::Term node_term) {
+  if (index <= committed_.size()) {
+    const CommittedEntry& known = committed_[index - 1];
+    if (known.entry == entry) return;
+    report(known.acknowledged ? "proposal-durability" : "state-machine-safety",
+           fmt::format("node {} commits {} at index {}, where {} was committed before{}", node, describe(entry), index,
+                       describe(known.entry), known.acknowledged ? " and acknowledged to its client" : ""));
+    return;
+  }
+  assert(index == committed_.size() + 1);
+  committed_.push_back(CommittedEntry{entry, node_term, false});
+  resolve_proposals_at(index);
+  // Every current leader of a later term must already hold it.
+  for (raft::NodeId leader = 1; leader <= node_count_ && !failed(); ++leader) {
+    if (leader_term_[leader] > node_term) check_leader_has(leader, leader_term_[leader], index);
+  }
+}
+
+void Checker::resolve_proposals_at(raft::Index index) {
+  CommittedEntry& committed = committed_[index - 1];
+  auto [begin, end] = pending_proposals_.equal_range(index);
+  for (auto it = begin; it != end; ++it) {
+    const PendingProposal& proposal = it->second;
+    if (committed.entry.term == proposal.term && committed.entry.payload == proposal.payload &&
+        committed.entry.type == raft::EntryType::kNormal) {
+      committed.acknowledged = true;
+      ++acknowledged_proposals_;
+    } else {
+      ++failed_proposals_;
+    }
+  }
+  pending_proposals_.erase(begin, end);
+}
+
+void Checker::observe_commit(raft::NodeId node, raft::Index commit, raft::Term node_term) {
+  if (failed()) return;
+  const raft::Index previous = commit_[node];
+  if (commit < previous) {
+    report("commit-index", fmt::format("node {} commit index went back from {} to {}", node, previous, commit));
+    return;
+  }
+  if (commit > log_of(node).last_index()) {
+    report("commit-index", fmt::format("node {} commits up to {} but its log ends at {}", node, commit,
+                                       log_of(node).last_index()));
+    return;
+  }
+  for (raft::Index index = previous + 1; index <= commit && !failed(); ++index) {
+    std::optional<raft::Entry> entry = entry_at(node, index);
+    assert(entry.has_value());  // index <= last_index was checked above
+    record_committed(node, index, *entry, node_term);
+  }
+  commit_[node] = commit;
+}
+
+void Checker::observe_durable_hard_state(raft::NodeId node, const raft::HardState& hard_state) {
+  if (failed()) return;
+  const raft::HardState& before = durable_[node];
+  if (hard_state.term < before.term) {
+    report("vote-safety", fmt::format("node {} durable term went back from {} to {}", node, before.term,
+                                      hard_state.term));
+  } else if (hard_state.term == before.term && before.vote != raft::kNoNode && hard_state.vote != before.vote) {
+    report("vote-safety", fmt::format("node {} changed its durable vote in term {} from {} to {}", node,
+                                      hard_state.term, before.vote, hard_state.vote));
+  } else if (hard_state.commit < before.commit) {
+    report("commit-index", fmt::format("node {} durable commit went back from {} to {}", node, before.commit,
+                                       hard_state.commit));
+  }
+  durable_[node] = hard_state;
+}
+
+void Checker::observe_crash(raft::NodeId node) { leader_term_[node] = 0; }
+
+void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
+  if (failed()) return;
+  leader_term_[node] = 0;
+  if (commit < durable_[node].commit) {
+    report("commit-index", fmt::format("node {} restarted with commit {} below its durable commit {}", node, commit,
+                                       durable_[node].commit));
+    return;
+  }
+  if (commit > log_of(node).last_index()) {
+    report("commit-index", fmt::format("node {} restarted with commit {} but its durable log ends at {}", node,
+                                       commit, log_of(node).last_index()));
+    return;
+  }
+  // The durable committed prefix must be the committed history (a crash must not lose committed entries).
+  for (raft::Index index = 1; index <= commit && !failed(); ++index) {
+    std::optional<raft::Entry> entry = entry_at(node, index);
+    assert(entry.has_value());
+    record_committed(node, index, *entry, durable_[node].term);
+  }
+  commit_[node] = commit;
+}
+
+void Checker::observe_proposal(raft::NodeId node, raft::Index first, raft::Term term,
+                               const std::vector<std::string>& payloads) {
+  if (failed()) return;
+  assert(pending_proposals_.size() + payloads.size() <= kMaxTrackedProposals);
+  for (std::size_t offset = 0; offset < payloads.size(); ++offset) {
+    const raft::Index index = first + offset;
+    std::optional<raft::Entry> entry = entry_at(node, index);
+    if (!entry || entry->term != term || entry->payload != payloads[offset]) {
+      report("proposal-result", fmt::format("node {} accepted a proposal at index {} term {}, but its log holds {}",
+                                            node, index, term, entry ? describe(*entry) : std::string("nothing")));
+      return;
+    }
+    pending_proposals_.emplace(index, PendingProposal{node, term, payloads[offset]});
+    // A stale leader can propose at an index that a newer leader already committed.
+    if (index <= committed_.size()) resolve_proposals_at(index);
+  }
+}
+
+void Checker::observe_read_request(std::uint64_t request_id) {
+  assert(read_required_.size() < kMaxTrackedReads);
+  read_required_[request_id] = committed_.size();
+}
+
+void Checker::observe_read_released(raft::NodeId node, std::uint64_t request_id, raft::Index read_index) {
+  if (failed()) return;
+  auto it = read_required_.find(request_id);
+  if (it == read_required_.end()) {
+    report("read-linearizability", fmt::format("node {} released read {} that was never requested (or twice)", node,
+                                               request_id));
+    return;
+  }
+  const raft::Index required = it->second;
+  read_required_.erase(it);
+  ++released_reads_;
+  if (read_index < required) {
+    report("read-linearizability", fmt::format("node {} released read {} at index {}, but index {} was committed "
+                                               "before the read was requested",
+                                               node, request_id, read_index, required));
+  } else if (read_index > commit_[node]) {
+    report("read-linearizability", fmt::format("node {} released read {} at index {} before committing it (commit "
+                                               "{})",
+                                               node, request_id, read_index, commit_[node]));
+  }
+}
+
+void Checker::observe_read_aborted(std::uint64_t request_id) { read_required_.erase(request_id); }
+
+void Checker::abandon_proposals_beyond(raft::Index last_index) {
+  auto first_abandoned = pending_proposals_.upper_bound(last_index);
+  failed_proposals_ += static_cast<std::uint64_t>(std::distance(first_abandoned, pending_proposals_.end()));
+  pending_proposals_.erase(first_abandoned, pending_proposals_.end());
+}
+
+void Checker::check_committed_prefixes() {
+  for (raft::NodeId node = 1; node <= node_count_ && !failed(); ++node) {
+    if (logs_[node] == nullptr) continue;
+    for (raft::Index index = 1; index <= commit_[node] && !failed(); ++index) {
+      std::optional<raft::Entry> entry = entry_at(node, index);
+      if (!entry) {
+        report("commit-index", fmt::format("node {} committed {} but no longer holds index {}", node, commit_[node],
+                                           index));
+        return;
+      }
+      if (index > committed_.size()) {
+        report("commit-index", fmt::format("node {} committed index {} that was never reported committed", node,
+                                           index));
+        return;
+      }
+      record_committed(node, index, *entry, 0);
+    }
+  }
+}
+
+}  // namespace raftlog::sim

@@ -1,0 +1,140 @@
+// The safety checker: an observer that sees only what a Raft deployment could see from outside the core
+// (roles and terms reported in Ready::soft_state, the logs the driver holds, commit indexes, durable
+// hard states, proposal results and released reads) and reports the first broken invariant.
+//
+// It knows nothing of the core's internals, so the same checker judges a correct core and a broken one,
+// and handcrafted histories can be fed to it directly (tests/sim/checker_test.cpp).
+//
+// Invariants (docs/testing.md explains each):
+//   election-safety       at most one leader per term
+//   vote-safety           a durable vote never changes within a term; durable terms never decrease
+//   log-matching          an (index, term) pair names one entry and one predecessor term, ever
+//   leader-completeness   an entry committed while its observer was at term C is in every leader's log
+//                         of a term > C
+//   state-machine-safety  no index is ever committed with two different entries
+//   proposal-durability   an acknowledged (committed) proposal is never replaced, even across crashes
+//   commit-index          per node, commit never decreases (within a run, and across a restart never
+//                         below the durable commit), never exceeds the log, never truncated
+//   read-linearizability  a read released at index c, requested after index i was committed, has c >= i
+//   proposal-result       a successful propose() placed the entries where it said, with its term
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "raft/log_reader.h"
+#include "raft/types.h"
+
+namespace raftlog::sim {
+
+struct Violation {
+  std::string invariant;  // one of the names above, or "liveness"
+  std::string detail;
+};
+
+class Checker {
+ public:
+  // Bound on outstanding (requested, not yet released or aborted) reads tracked at once.
+  static constexpr std::size_t kMaxTrackedReads = 1 << 16;
+  // Bound on outstanding proposals tracked at once.
+  static constexpr std::size_t kMaxTrackedProposals = 1 << 16;
+
+  explicit Checker(std::size_t node_count);
+
+  // The log view of `node` (ids 1..node_count) that every later observation of that node refers to.
+  // The pointer must stay valid; the checker only reads through it.
+  void attach_log(raft::NodeId node, const raft::LogReader* log);
+
+  // The node reported (term, role), e.g. through Ready::soft_state. Call after the driver applied the
+  // batch's log changes, so that a new leader's log is complete.
+  void observe_role(raft::NodeId node, raft::Term term, raft::Role role);
+  // Entries [first, last] were just appended to node's log (after any truncation of the same batch).
+  void observe_append(raft::NodeId node, raft::Index first, raft::Index last);
+  // The node is about to cut its log at `from` (called before the cut, so the checker sees what goes).
+  void observe_truncate(raft::NodeId node, raft::Index from);
+  // The node's commit index is now `commit`, while its term is `node_term`.
+  void observe_commit(raft::NodeId node, raft::Index commit, raft::Term node_term);
+  // A hard state of `node` became durable.
+  void observe_durable_hard_state(raft::NodeId node, const raft::HardState& hard_state);
+  // The node crashed (it is no longer leader of anything).
+  void observe_crash(raft::NodeId node);
+  // The node restarted from durable state with commit index `commit`; its attached log is the durable log.
+  void observe_restart(raft::NodeId node, raft::Index commit);
+
+  // A client's propose() at `node` succeeded, placing `payloads` at [first, first + n) in `term`.
+  void observe_proposal(raft::NodeId node, raft::Index first, raft::Term term, const std::vector<std::string>& payloads);
+  // A client asked for a linearizable read (whichever node it went to).
+  void observe_read_request(std::uint64_t request_id);
+  // `node` released the read at `read_index`.
+  void observe_read_released(raft::NodeId node, std::uint64_t request_id, raft::Index read_index);
+  void observe_read_aborted(std::uint64_t request_id);
+
+  // When every node's log is identical and fully committed up to `last_index`, a pending proposal beyond
+  // it exists in no log anymore: it failed (legitimately: its leader lost it before a quorum had it).
+  void abandon_proposals_beyond(raft::Index last_index);
+  // Full sweep: every node's committed prefix equals the committed history.
+  void check_committed_prefixes();
+
+  // Records an externally detected failure (e.g. liveness) unless one is already recorded.
+  void report(std::string invariant, std::string detail);
+
+  bool failed() const { return violation_.has_value(); }
+  const std::optional<Violation>& violation() const { return violation_; }
+
+  std::size_t pending_proposals() const { return pending_proposals_.size(); }
+  std::uint64_t acknowledged_proposals() const { return acknowledged_proposals_; }
+  std::uint64_t failed_proposals() const { return failed_proposals_; }
+  std::uint64_t released_reads() const { return released_reads_; }
+  raft::Index committed_length() const { return committed_.size(); }
+  std::uint64_t leaders_elected() const { return leader_by_term_.size(); }
+  bool is_acknowledged(raft::Index index) const;
+  // The entry committed at `index`, or nullptr if nothing is committed there yet.
+  const raft::Entry* committed_entry(raft::Index index) const;
+
+ private:
+  struct CommittedEntry {
+    raft::Entry entry;
+    raft::Term observed_term = 0;  // term of the first node that reported it committed
+    bool acknowledged = false;     // a client proposal at this index was acknowledged
+  };
+  struct EntryIdentity {
+    raft::Term previous_term = 0;
+    std::uint64_t digest = 0;
+  };
+  struct PendingProposal {
+    raft::NodeId node = raft::kNoNode;
+    raft::Term term = 0;
+    std::string payload;
+  };
+
+  const raft::LogReader& log_of(raft::NodeId node) const;
+  std::optional<raft::Entry> entry_at(raft::NodeId node, raft::Index index) const;
+  void record_committed(raft::NodeId node, raft::Index index, const raft::Entry& entry, raft::Term node_term);
+  void check_leader_has(raft::NodeId leader, raft::Term leader_term, raft::Index index);
+  void resolve_proposals_at(raft::Index index);
+
+  std::size_t node_count_;
+  std::vector<const raft::LogReader*> logs_;       // [node]
+  std::vector<raft::Index> commit_;                // [node] last commit reported in this incarnation
+  std::vector<raft::Term> leader_term_;            // [node] term it leads, 0 if not leader
+  std::vector<raft::HardState> durable_;           // [node] last durable hard state
+  std::map<raft::Term, raft::NodeId> leader_by_term_;
+  std::map<std::pair<raft::Index, raft::Term>, EntryIdentity> identities_;
+  std::vector<CommittedEntry> committed_;          // committed_[i - 1] is the entry committed at i
+  std::multimap<raft::Index, PendingProposal> pending_proposals_;
+  std::map<std::uint64_t, raft::Index> read_required_;  // request id -> committed length at request time
+  std::uint64_t acknowledged_proposals_ = 0;
+  std::uint64_t failed_proposals_ = 0;
+  std::uint64_t released_reads_ = 0;
+  std::optional<Violation> violation_;
+};
+
+// Short printable form of an entry for traces and violation reports.
+std::string describe(const raft::Entry& entry);
+
+}  // namespace raftlog::sim

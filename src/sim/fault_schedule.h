@@ -1,0 +1,67 @@
+// Decides, tick by tick, which faults the cluster suffers: crashes and restarts, pauses, partitions of
+// every shape, and the network's per-message weather (drop, duplication, delay). Each seed draws its own
+// profile, so the seed space covers calm runs, stormy runs and everything between.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/cluster.h"
+#include "sim/prng.h"
+#include "sim/trace.h"
+
+namespace raftlog::sim {
+
+struct FaultProfile {
+  bool leader_churn = false;  // the broken-rule hunting profile (see fault_schedule.cpp)
+  // Chances per tick, in millionths.
+  std::uint32_t crash_per_million = 0;         // a random running node crashes
+  std::uint32_t crash_leader_per_million = 0;  // the leader crashes (drives elections and Figure-8 histories)
+  std::uint32_t pause_per_million = 0;
+  std::uint32_t partition_per_million = 0;     // a new partition starts (when none is active)
+  std::uint32_t weather_change_per_million = 0;
+  LeaderStrike leader_strike;  // new leaders crashing at once (see cluster.h)
+  std::uint64_t max_down_ticks = 1;
+  std::uint64_t max_pause_ticks = 1;
+  std::uint64_t max_partition_ticks = 1;
+  // Worst network weather this seed may see.
+  std::uint32_t max_drop_per_million = 0;
+  std::uint32_t max_duplicate_per_million = 0;
+  std::uint64_t max_delay_steps = 1;
+  std::uint32_t max_long_delay_per_million = 0;
+  std::uint64_t long_delay_max_steps = 0;
+};
+
+// `aggressive` always draws the leader-churn profile (used to show that broken rules are caught quickly);
+// otherwise a quarter of the seeds get it and the rest get a random storm intensity.
+FaultProfile draw_fault_profile(Prng& prng, bool aggressive);
+
+// Calm network: no loss, short delays (the liveness phase runs on it).
+NetworkConditions calm_network();
+
+class FaultSchedule {
+ public:
+  FaultSchedule(const FaultProfile& profile, Prng& prng, Trace& trace);
+
+  // Called once per tick of the fault phase, before the cluster ticks.
+  void on_tick(Cluster& cluster);
+  // Ends every fault: restarts crashed nodes, resumes paused ones, heals the network and calms it.
+  void stop_and_heal(Cluster& cluster);
+
+  std::uint64_t partitions_started() const { return partitions_started_; }
+
+ private:
+  void start_partition(Cluster& cluster);
+  void crash_for_a_while(Cluster& cluster, raft::NodeId id);
+  void change_weather(Cluster& cluster);
+  std::vector<raft::NodeId> shuffled_nodes(std::size_t node_count);
+
+  FaultProfile profile_;
+  Prng& prng_;
+  Trace& trace_;
+  bool started_ = false;
+  std::uint64_t partition_ends_at_tick_ = 0;    // 0 when the network is whole
+  std::uint64_t partitions_started_ = 0;
+};
+
+}  // namespace raftlog::sim

@@ -1,0 +1,223 @@
+#include "sim/simulation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "sim/fault_schedule.h"
+#include "sim/prng.h"
+#include "sim/trace.h"
+#include "sim/workload.h"
+
+namespace raftlog::sim {
+
+namespace {
+
+// Liveness-phase patience: a barrier proposal or read not done after this many ticks is retried (its
+// leader may have been replaced), well within the liveness bound.
+constexpr std::uint64_t kRetryAfterTicks = 30;
+
+ClusterConfig draw_cluster_config(Prng& prng, std::size_t node_count, bool aggressive) {
+  ClusterConfig config;
+  config.node_count = node_count;
+  raft::Config& core = config.raft;
+  core.election_ticks = 10;
+  core.heartbeat_ticks = static_cast<int>(prng.between(1, 2));
+  core.pre_vote = true;
+  core.check_quorum = true;
+  // Small bounds so that batching, flow control and back-pressure paths run in every seed.
+  // One entry per message separates a new leader's no-op from the older entries before it, which is
+  // what a previous-term commit needs to go wrong (Figure 8); aggressive runs favour it.
+  core.max_entries_per_message = prng.below(aggressive ? 2 : 4) == 0 ? 1 : prng.between(2, 16);
+  core.max_bytes_per_message = prng.between(512, 4096);
+  core.max_inflight_messages = prng.between(1, 8);
+  core.max_uncommitted_entries = prng.between(16, 256);
+  core.max_uncommitted_bytes = 1 << 20;
+  core.max_pending_reads = prng.between(4, 64);
+  config.min_persist_delay_steps = 1;
+  config.max_persist_delay_steps = prng.between(1, 3 * kStepsPerTick);
+  config.payload_padding_max_bytes = 32;
+  return config;
+}
+
+// All nodes running, agreeing on one leader and term, with identical, fully committed logs.
+bool converged(const Cluster& cluster, raft::NodeId leader) {
+  const SimStorage& leader_log = cluster.storage(leader);
+  const raft::Index last = leader_log.last_index();
+  for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
+    if (!cluster.is_running(id)) return false;
+    const raft::SoftState& soft = cluster.soft_state(id);
+    if (soft.leader != leader || soft.term != cluster.soft_state(leader).term) return false;
+    const SimStorage& log = cluster.storage(id);
+    if (log.last_index() != last || log.term_at(last) != leader_log.term_at(last)) return false;
+    if (cluster.commit_index(id) != last) return false;
+  }
+  return true;
+}
+
+std::string describe_cluster(const Cluster& cluster) {
+  std::string text;
+  for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
+    const raft::SoftState& soft = cluster.soft_state(id);
+    const SimStorage& log = cluster.storage(id);
+    text += fmt::format(" n{}:{}{} t{} leader=n{} last={}/t{} commit={};", id, cluster.is_up(id) ? "" : "DOWN ",
+                        raft::to_string(soft.role), soft.term, soft.leader, log.last_index(),
+                        log.term_at(log.last_index()).value_or(0), cluster.commit_index(id));
+  }
+  return text;
+}
+
+class LivenessPhase {
+ public:
+  LivenessPhase(Cluster& cluster, Workload& workload, Checker& checker, Trace& trace)
+      : cluster_(cluster), workload_(workload), checker_(checker), trace_(trace) {}
+
+  // Runs up to `bound_ticks`; returns the ticks used, or reports a liveness violation.
+  std::uint64_t run(std::uint64_t bound_ticks) {
+    for (std::uint64_t tick = 1; tick <= bound_ticks; ++tick) {
+      cluster_.run_tick();
+      if (checker_.failed()) return tick;
+      if (step(tick)) return tick;
+      if (checker_.failed()) return tick;
+    }
+    checker_.report("liveness", fmt::format("not recovered {} ticks after faults stopped: {}; cluster:{}", bound_ticks,
+                                            waiting_for_, describe_cluster(cluster_)));
+    return bound_ticks;
+  }
+
+ private:
+  // One tick's worth of client activity; true when the cluster has fully recovered.
+  bool step(std::uint64_t tick) {
+    const raft::NodeId leader = cluster_.leader();
+    if (leader == raft::kNoNode) {
+      waiting_for_ = "a leader";
+      return false;
+    }
+    if (!barrier_acknowledged()) {
+      waiting_for_ = "a proposal to commit";
+      if (!barrier_index_ || tick >= barrier_tick_ + kRetryAfterTicks || barrier_failed()) {
+        std::vector<std::string> payloads;
+        raft::ProposeResult result = workload_.propose(cluster_, 1, &payloads);
+        if (result.status == raft::ProposeStatus::kOk) {
+          barrier_index_ = result.first_index;
+          barrier_payload_ = payloads[0];
+          barrier_tick_ = tick;
+        }
+      }
+      return false;
+    }
+    if (!converged(cluster_, leader)) {
+      waiting_for_ = "every node to hold and commit the leader's log";
+      return false;
+    }
+    // Converged: nothing beyond the common log can ever commit.
+    checker_.abandon_proposals_beyond(cluster_.storage(leader).last_index());
+    if (checker_.pending_proposals() != 0) {
+      checker_.report("liveness", fmt::format("{} proposals neither committed nor lost after convergence",
+                                              checker_.pending_proposals()));
+      return true;
+    }
+    if (checker_.released_reads() > reads_before_) return true;
+    waiting_for_ = "a linearizable read to be released";
+    if (read_tick_ == 0 || tick >= read_tick_ + kRetryAfterTicks) {
+      if (read_tick_ == 0) reads_before_ = checker_.released_reads();
+      if (cluster_.request_read(leader) == raft::ReadIndexStatus::kOk) read_tick_ = tick;
+    }
+    return false;
+  }
+
+  bool barrier_acknowledged() const {
+    const raft::Entry* entry = barrier_index_ ? checker_.committed_entry(barrier_index_) : nullptr;
+    return entry != nullptr && entry->payload == barrier_payload_;
+  }
+  bool barrier_failed() const {
+    const raft::Entry* entry = barrier_index_ ? checker_.committed_entry(barrier_index_) : nullptr;
+    return entry != nullptr && entry->payload != barrier_payload_;
+  }
+
+  Cluster& cluster_;
+  Workload& workload_;
+  Checker& checker_;
+  Trace& trace_;
+  raft::Index barrier_index_ = 0;
+  std::string barrier_payload_;
+  std::uint64_t barrier_tick_ = 0;
+  std::uint64_t read_tick_ = 0;
+  std::uint64_t reads_before_ = 0;
+  std::string waiting_for_ = "nothing";
+};
+
+}  // namespace
+
+SimResult run_simulation(const SimOptions& options) {
+  Prng prng(options.seed);
+  Trace trace(options.trace_tail_events, options.full_trace);
+  Checker checker(options.node_count);
+  const ClusterConfig config = draw_cluster_config(prng, options.node_count, options.aggressive);
+  const FaultProfile profile = draw_fault_profile(prng, options.aggressive);
+  trace.log("seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} uncommitted {} "
+            "reads {} disk 1..{} steps",
+            options.seed, options.node_count, config.raft.heartbeat_ticks, config.raft.election_ticks,
+            config.raft.max_entries_per_message, config.raft.max_bytes_per_message,
+            config.raft.max_inflight_messages, config.raft.max_uncommitted_entries, config.raft.max_pending_reads,
+            config.max_persist_delay_steps);
+
+  SimResult result;
+  result.seed = options.seed;
+  {
+    Cluster cluster(config, options.seed, prng, checker, trace);
+    FaultSchedule faults(profile, prng, trace);
+    WorkloadRates rates;
+    if (profile.leader_churn) rates.propose_per_million = 900'000;
+    // Clients respect the server's batch limit (a larger batch is refused with kTooLarge).
+    rates.max_entries_per_proposal = std::min<std::uint64_t>(rates.max_entries_per_proposal,
+                                                             config.raft.max_entries_per_message);
+    Workload workload(rates, prng);
+    cluster.network().set_conditions(calm_network());
+
+    for (std::uint64_t tick = 0; tick < options.fault_ticks && !checker.failed(); ++tick) {
+      faults.on_tick(cluster);
+      if (checker.failed()) break;
+      workload.on_tick(cluster);
+      if (checker.failed()) break;
+      cluster.run_tick();
+    }
+    if (!checker.failed()) {
+      faults.stop_and_heal(cluster);
+      LivenessPhase liveness(cluster, workload, checker, trace);
+      if (!checker.failed()) result.liveness_ticks = liveness.run(options.liveness_ticks);
+    }
+    if (!checker.failed()) checker.check_committed_prefixes();
+
+    result.ticks = cluster.now_tick();
+    result.cluster = cluster.stats();
+    result.partitions = faults.partitions_started();
+  }
+  result.violation = checker.violation();
+  result.proposals_acknowledged = checker.acknowledged_proposals();
+  result.proposals_failed = checker.failed_proposals();
+  result.reads_released = checker.released_reads();
+  result.leaders_elected = checker.leaders_elected();
+  result.committed_entries = checker.committed_length();
+  if (result.violation) {
+    trace.log("VIOLATION {}: {}", result.violation->invariant, result.violation->detail);
+    result.trace_tail = trace.tail();
+  }
+  if (options.full_trace) result.full_trace = trace.full();
+  return result;
+}
+
+std::string format_failure(const SimResult& result) {
+  if (!result.violation) return {};
+  std::string text = fmt::format("FAILURE seed={} invariant={}\n  {}\n  last {} events:\n", result.seed,
+                                 result.violation->invariant, result.violation->detail, result.trace_tail.size());
+  for (const std::string& line : result.trace_tail) {
+    text += "    ";
+    text += line;
+    text += '\n';
+  }
+  return text;
+}
+
+}  // namespace raftlog::sim

@@ -1,0 +1,51 @@
+// One simulated run, start to finish: draw a configuration and fault profile from the seed, run the fault
+// phase with a random workload, then stop every fault and require the cluster to recover (liveness).
+// The same options always produce the same result and the same trace.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/checker.h"
+#include "sim/cluster.h"
+
+namespace raftlog::sim {
+
+struct SimOptions {
+  std::uint64_t seed = 1;
+  std::size_t node_count = 3;
+  std::uint64_t fault_ticks = 500;     // ticks of faults and workload
+  std::uint64_t liveness_ticks = 250;  // bound on recovery once faults stop
+  std::size_t trace_tail_events = 120; // events printed with a failure
+  bool full_trace = false;             // keep every event (for --trace)
+  bool aggressive = false;             // always the stormiest fault profile
+};
+
+struct SimResult {
+  std::uint64_t seed = 0;
+  std::optional<Violation> violation;  // a safety violation, or invariant "liveness"
+  std::uint64_t ticks = 0;             // ticks actually simulated
+  std::uint64_t liveness_ticks = 0;    // ticks the recovery took
+  ClusterStats cluster;
+  std::uint64_t proposals_acknowledged = 0;
+  std::uint64_t proposals_failed = 0;
+  std::uint64_t reads_released = 0;
+  std::uint64_t leaders_elected = 0;
+  std::uint64_t committed_entries = 0;
+  std::uint64_t partitions = 0;
+  std::vector<std::string> trace_tail;
+  std::string full_trace;
+
+  bool ok() const { return !violation.has_value(); }
+  bool liveness_failure() const { return violation && violation->invariant == "liveness"; }
+};
+
+SimResult run_simulation(const SimOptions& options);
+
+// The failure report: seed, invariant, detail and the trace tail (multi-line, ends with a newline).
+std::string format_failure(const SimResult& result);
+
+}  // namespace raftlog::sim

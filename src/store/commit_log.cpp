@@ -1,0 +1,852 @@
+// CommitLog: writing, reading, flushing (group commit), checkpoints, truncation and close.
+// Recovery lives in recovery.cpp, segment preallocation in allocator.cpp.
+#include "store/commit_log.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "store/commit_log_impl.h"
+#include "store/entry_format.h"
+
+namespace raftlog::store {
+
+using segment_format::IndexRecord;
+using segment_format::kSegmentHeaderBytes;
+
+const char* to_string(FlushMode mode) { return mode == FlushMode::kSync ? "sync" : "async"; }
+
+const char* to_string(RecoveryMode mode) {
+  switch (mode) {
+    case RecoveryMode::kFresh: return "fresh";
+    case RecoveryMode::kNormal: return "normal";
+    case RecoveryMode::kAbnormal: return "abnormal";
+  }
+  return "unknown";
+}
+
+std::string RecoveryReport::to_string() const {
+  return std::string("mode=") + raftlog::store::to_string(mode) +
+         " checkpoint_flushed_index=" + std::to_string(checkpoint_flushed_index) +
+         " entries_scanned=" + std::to_string(entries_scanned) +
+         " bytes_scanned=" + std::to_string(bytes_scanned) +
+         " entries_dropped=" + std::to_string(entries_dropped) +
+         " bytes_truncated=" + std::to_string(bytes_truncated) +
+         " segments_removed=" + std::to_string(segments_removed) +
+         " index_files_rebuilt=" + std::to_string(index_files_rebuilt) +
+         " truncation_completed=" + (truncation_intent_completed ? "true" : "false") +
+         " first_index=" + std::to_string(first_index) + " last_index=" + std::to_string(last_index) +
+         " duration_us=" + std::to_string(duration.count());
+}
+
+// ------------------------------------------------------------------------------------------------
+// CommitLog (thin forwarding layer)
+
+CommitLog::CommitLog(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CommitLog::~CommitLog() {
+  if (impl_) (void)impl_->close();
+}
+
+Result<std::unique_ptr<CommitLog>> CommitLog::open(const std::string& dir, const Options& options) {
+  Options checked = options;
+  if (checked.env == nullptr) checked.env = Env::posix();
+  if (checked.segment_size_bytes < Options::kMinSegmentSizeBytes ||
+      checked.segment_size_bytes > Options::kMaxSegmentSizeBytes) {
+    return Status::invalid_argument("segment_size_bytes " + std::to_string(checked.segment_size_bytes) +
+                                    " outside [" + std::to_string(Options::kMinSegmentSizeBytes) + ", " +
+                                    std::to_string(Options::kMaxSegmentSizeBytes) + "]");
+  }
+  if (entry_format::record_bytes(checked.max_entry_size_bytes) + kSegmentHeaderBytes >
+      checked.segment_size_bytes) {
+    return Status::invalid_argument("max_entry_size_bytes " +
+                                    std::to_string(checked.max_entry_size_bytes) +
+                                    " does not fit in one segment of " +
+                                    std::to_string(checked.segment_size_bytes) + " bytes");
+  }
+  if (checked.max_batch_entries == 0 || checked.flush_interval_ms == 0 ||
+      checked.checkpoint_interval_ms == 0) {
+    return Status::invalid_argument(
+        "max_batch_entries, flush_interval_ms and checkpoint_interval_ms must be positive");
+  }
+  auto impl = std::make_unique<Impl>(dir, checked, checked.env);
+  Status status = impl->recover();
+  if (!status.ok()) return status;
+  impl->start_threads();
+  return std::unique_ptr<CommitLog>(new CommitLog(std::move(impl)));
+}
+
+Result<IndexRange> CommitLog::append(std::span<const EntryToAppend> batch) {
+  return impl_->append(batch, impl_->options_.flush_mode == FlushMode::kSync);
+}
+Result<IndexRange> CommitLog::append_no_wait(std::span<const EntryToAppend> batch) {
+  return impl_->append(batch, false);
+}
+Status CommitLog::wait_flushed(std::uint64_t index) { return impl_->wait_flushed(index); }
+Status CommitLog::flush() { return impl_->flush(); }
+void CommitLog::request_flush() { impl_->request_flush(); }
+void CommitLog::set_flush_listener(FlushListener listener) {
+  impl_->set_flush_listener(std::move(listener));
+}
+Status CommitLog::truncate_suffix(std::uint64_t from_index, bool force) {
+  return impl_->truncate_suffix(from_index, force);
+}
+Status CommitLog::truncate_prefix(std::uint64_t before_index) {
+  return impl_->truncate_prefix(before_index);
+}
+Status CommitLog::set_commit_index(std::uint64_t commit_index, bool persist) {
+  return impl_->set_commit_index(commit_index, persist);
+}
+std::uint64_t CommitLog::commit_index() const { return impl_->commit_index_.load(); }
+Result<ReadBatch> CommitLog::read(std::uint64_t from_index, std::size_t max_entries,
+                                  std::size_t max_bytes) const {
+  return impl_->read(from_index, max_entries, max_bytes);
+}
+Result<std::uint64_t> CommitLog::term_at(std::uint64_t index) const { return impl_->term_at(index); }
+std::uint64_t CommitLog::first_index() const { return impl_->first_index_.load(); }
+std::uint64_t CommitLog::last_index() const { return impl_->last_index_.load(); }
+std::uint64_t CommitLog::flushed_index() const { return impl_->flushed_index_.load(); }
+FlushStats CommitLog::stats() const { return impl_->stats(); }
+const RecoveryReport& CommitLog::recovery_report() const { return impl_->report_; }
+const std::string& CommitLog::dir() const { return impl_->dir_; }
+const Options& CommitLog::options() const { return impl_->options_; }
+Status CommitLog::close() { return impl_->close(); }
+
+// ------------------------------------------------------------------------------------------------
+// Impl: lifecycle
+
+CommitLog::Impl::Impl(std::string dir, Options options, Env* env)
+    : dir_(std::move(dir)), options_(options), env_(env) {}
+
+CommitLog::Impl::~Impl() { (void)close(); }
+
+void CommitLog::Impl::start_threads() {
+  started_ = true;
+  {
+    std::lock_guard lock(flush_mu_);
+    flusher_running_ = true;
+  }
+  last_checkpoint_time_ = std::chrono::steady_clock::now();
+  flusher_ = std::thread([this] { flusher_main(); });
+  if (options_.preallocate_next_segment) {
+    {
+      std::lock_guard lock(alloc_mu_);
+      alloc_wanted_ = true;
+    }
+    allocator_ = std::thread([this] { allocator_main(); });
+  }
+}
+
+Status CommitLog::Impl::close() {
+  if (closed_.exchange(true)) return Status();
+  if (!started_) {
+    // open() failed during recovery: change nothing more on disk (the abort marker stays, so the
+    // next attempt recovers abnormally).
+    return Status();
+  }
+  Status result;
+  std::lock_guard write_lock(write_mu_);  // waits for in-flight writers
+  {
+    std::lock_guard lock(flush_mu_);
+    stopping_ = true;
+  }
+  flush_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();  // the flusher runs a final cycle before exiting
+  {
+    std::lock_guard cycle_lock(flush_cycle_mu_);
+    if (failure().ok() && checkpoint_file_) {
+      Status status = flush_cycle_locked();
+      if (status.ok()) status = write_checkpoint_locked(0);
+      if (!status.ok()) {
+        fail(status);
+        result = status;
+      }
+    } else if (!failure().ok()) {
+      result = failure();
+    }
+  }
+  stop_allocator();
+  {
+    std::lock_guard lock(flush_mu_);
+    flusher_running_ = false;
+  }
+  flushed_cv_.notify_all();
+  if (result.ok() && abort_marker_written_) {
+    // Clean shutdown: the next open may trust the checkpoint (normal recovery).
+    result = env_->remove(join_path(dir_, segment_format::kAbortMarkerFileName));
+    if (result.ok()) result = env_->sync_dir(dir_);
+  }
+  {
+    std::unique_lock meta_lock(meta_mu_);
+    segments_.clear();  // readers holding pins keep their mappings alive
+  }
+  checkpoint_file_.reset();
+  return result;
+}
+
+void CommitLog::Impl::fail(const Status& status) {
+  {
+    std::lock_guard lock(flush_mu_);
+    if (failure_.ok()) {
+      failure_ = status;
+      spdlog::error("raftlog store {}: log failed, refusing further writes: {}", dir_,
+                    status.to_string());
+    }
+  }
+  flushed_cv_.notify_all();
+}
+
+Status CommitLog::Impl::failure() const {
+  std::lock_guard lock(flush_mu_);
+  return failure_;
+}
+
+Status CommitLog::Impl::check_writable_locked() const {
+  if (closed_.load()) return Status::closed("commit log " + dir_ + " is closed");
+  Status failed = failure();
+  if (!failed.ok()) return Status(failed.code(), "commit log failed earlier: " + failed.message());
+  return Status();
+}
+
+FlushStats CommitLog::Impl::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Appending
+
+Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch, bool wait_durable) {
+  if (batch.empty()) return Status::invalid_argument("append of an empty batch");
+  if (batch.size() > options_.max_batch_entries) {
+    return Status::invalid_argument("batch of " + std::to_string(batch.size()) +
+                                    " entries exceeds max_batch_entries " +
+                                    std::to_string(options_.max_batch_entries));
+  }
+  const bool auto_index = batch[0].meta.index == 0;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const EntryMeta& meta = batch[i].meta;
+    if (batch[i].payload.size() > options_.max_entry_size_bytes) {
+      return Status::invalid_argument("entry " + std::to_string(meta.index) + " payload of " +
+                                      std::to_string(batch[i].payload.size()) +
+                                      " bytes exceeds max_entry_size_bytes " +
+                                      std::to_string(options_.max_entry_size_bytes));
+    }
+    if (auto_index != (meta.index == 0)) {
+      return Status::invalid_argument(
+          "a batch must give every entry an index or none (index 0 = assign the next index)");
+    }
+    if (!auto_index && i > 0 && meta.index != batch[i - 1].meta.index + 1) {
+      return Status::invalid_argument("non-contiguous batch: index " + std::to_string(meta.index) +
+                                      " follows " + std::to_string(batch[i - 1].meta.index));
+    }
+    if (i > 0 && meta.term < batch[i - 1].meta.term) {
+      return Status::invalid_argument("term decreases within the batch at index " +
+                                      std::to_string(meta.index));
+    }
+  }
+
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+  {
+    std::lock_guard write_lock(write_mu_);
+    RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
+    std::shared_ptr<Segment> active;
+    std::uint64_t last_term = 0;
+    {
+      std::shared_lock meta_lock(meta_mu_);
+      if (!segments_.empty()) {
+        active = segments_.back();
+        last_term = active->last_term;
+      }
+    }
+    const std::uint64_t expected = last_index_.load() + 1;
+    const std::uint64_t first_index = auto_index ? expected : batch[0].meta.index;
+    if (active && first_index != expected) {
+      return Status::invalid_argument("append at index " + std::to_string(first_index) +
+                                      " does not continue the log (next index is " +
+                                      std::to_string(expected) + ")");
+    }
+    if (batch[0].meta.term < last_term) {
+      return Status::invalid_argument("append at index " + std::to_string(first_index) +
+                                      " has term " + std::to_string(batch[0].meta.term) +
+                                      " below the last term " + std::to_string(last_term));
+    }
+
+    // Plan: how many new segments the batch needs and how many entries land in each. Reserving
+    // every resource before writing a byte is what makes a failed append write nothing.
+    struct Placement {
+      std::uint64_t entries = 0;
+    };
+    std::vector<Placement> new_segments;
+    std::uint64_t active_entries = 0;
+    {
+      std::uint64_t offset = active ? active->write_offset : options_.segment_size_bytes;
+      std::uint64_t segment_size = active ? active->size_bytes : options_.segment_size_bytes;
+      for (const EntryToAppend& entry : batch) {
+        const std::uint64_t bytes = entry_format::record_bytes(entry.payload.size());
+        if (offset + bytes > segment_size) {
+          new_segments.push_back({});
+          offset = kSegmentHeaderBytes;
+          segment_size = options_.segment_size_bytes;
+        }
+        offset += bytes;
+        if (new_segments.empty()) {
+          ++active_entries;
+        } else {
+          ++new_segments.back().entries;
+        }
+      }
+    }
+    std::vector<PreparedSegment> prepared;
+    auto give_back = [&] {
+      for (auto& p : prepared) return_prepared_segment(std::move(p));
+      prepared.clear();
+    };
+    for (const Placement& placement : new_segments) {
+      auto segment = take_prepared_segment();
+      if (!segment.ok()) {
+        give_back();
+        return segment.status();
+      }
+      // Reserve index blocks for this segment's share of the batch.
+      const std::uint64_t index_bytes =
+          segment_format::kIndexHeaderBytes + placement.entries * segment_format::kIndexRecordBytes;
+      Status status = segment->index_file->allocate(0, index_bytes);
+      prepared.push_back(std::move(*segment));
+      if (!status.ok()) {
+        give_back();
+        return status;
+      }
+    }
+    if (active && active_entries > 0) {
+      const std::uint64_t needed = active->index_bytes_for(active->entry_count + active_entries);
+      if (needed > active->index_allocated_bytes) {
+        const std::uint64_t new_end =
+            std::min<std::uint64_t>(active->index_map->size(), needed + kIndexChunkBytes);
+        Status status = active->index_file->allocate(active->index_allocated_bytes,
+                                                     new_end - active->index_allocated_bytes);
+        if (!status.ok()) {
+          give_back();
+          return status;
+        }
+        active->index_allocated_bytes = new_end;
+      }
+    }
+
+    // Write. Only a failing rename can fail from here on; that fails the whole log.
+    std::uint64_t offset = active ? active->write_offset : 0;
+    std::uint64_t count = active ? active->entry_count : 0;
+    std::uint64_t term = last_term;
+    std::size_t next_prepared = 0;
+    std::uint64_t bytes_written = 0;
+    auto publish = [&](const std::shared_ptr<Segment>& segment) {
+      if (!segment) return;
+      std::unique_lock meta_lock(meta_mu_);
+      segment->write_offset = offset;
+      segment->entry_count = count;
+      segment->last_term = term;
+    };
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const EntryToAppend& entry = batch[i];
+      EntryMeta meta = entry.meta;
+      meta.index = first_index + i;
+      const std::uint64_t bytes = entry_format::record_bytes(entry.payload.size());
+      if (!active || offset + bytes > active->size_bytes) {
+        publish(active);
+        assert(next_prepared < prepared.size());
+        auto segment = Segment::activate(env_, dir_, std::move(prepared[next_prepared++]),
+                                         meta.index, term, options_.segment_size_bytes);
+        if (!segment.ok()) {
+          fail(segment.status());
+          return segment.status();
+        }
+        {
+          std::unique_lock meta_lock(meta_mu_);
+          segments_.push_back(*segment);
+          dir_dirty_ = true;
+          if (segments_.size() == 1) {
+            first_index_.store(meta.index);
+            last_index_.store(meta.index - 1);
+          }
+        }
+        {
+          std::lock_guard lock(stats_mu_);
+          ++stats_.segments_created;
+        }
+        active = *segment;
+        offset = kSegmentHeaderBytes;
+        count = 0;
+      }
+      entry_format::encode(meta, generation_, entry.payload, active->data_map->data() + offset);
+      if (offset + bytes + entry_format::kEndMarkerBytes <= active->size_bytes) {
+        std::memset(active->data_map->data() + offset + bytes, 0, entry_format::kEndMarkerBytes);
+      }
+      Status status = active->write_index_record(
+          IndexRecord{meta.index, meta.term, offset, static_cast<std::uint32_t>(bytes)});
+      assert(status.ok());  // blocks were reserved above
+      if (!status.ok()) {
+        fail(status);
+        return status;
+      }
+      offset += bytes;
+      ++count;
+      term = meta.term;
+      bytes_written += bytes;
+    }
+    publish(active);
+    first = first_index;
+    last = first_index + batch.size() - 1;
+    last_index_.store(last);
+    unflushed_bytes_.fetch_add(bytes_written);
+  }
+
+  // Wake the flusher: sync mode always (someone waits), async mode when over the dirty threshold.
+  if (wait_durable || options_.flush_mode == FlushMode::kSync ||
+      unflushed_bytes_.load() >= options_.flush_dirty_bytes) {
+    {
+      std::lock_guard lock(flush_mu_);
+      flush_requested_ = true;
+    }
+    flush_cv_.notify_one();
+  }
+  if (wait_durable) RAFTLOG_RETURN_IF_ERROR(wait_flushed(last));
+  return IndexRange{first, last};
+}
+
+// ------------------------------------------------------------------------------------------------
+// Flushing
+
+Status CommitLog::Impl::wait_flushed(std::uint64_t index) {
+  std::unique_lock lock(flush_mu_);
+  flushed_cv_.wait(lock, [&] {
+    return flushed_index_.load() >= index || !failure_.ok() || !flusher_running_;
+  });
+  if (flushed_index_.load() >= index) return Status();
+  if (!failure_.ok()) return failure_;
+  return Status::closed("commit log " + dir_ + " closed before index " + std::to_string(index) +
+                        " was flushed");
+}
+
+void CommitLog::Impl::request_flush() {
+  {
+    std::lock_guard lock(flush_mu_);
+    flush_requested_ = true;
+  }
+  flush_cv_.notify_one();
+}
+
+Status CommitLog::Impl::flush() {
+  if (closed_.load()) return Status::closed("commit log " + dir_ + " is closed");
+  const std::uint64_t target = last_index_.load();
+  request_flush();
+  return wait_flushed(target);
+}
+
+void CommitLog::Impl::set_flush_listener(FlushListener listener) {
+  std::lock_guard lock(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+void CommitLog::Impl::flusher_main() {
+  const auto interval = std::chrono::milliseconds(options_.flush_interval_ms);
+  for (;;) {
+    bool stop = false;
+    {
+      std::unique_lock lock(flush_mu_);
+      flush_cv_.wait_for(lock, interval, [&] {
+        return stopping_ || flush_requested_ ||
+               unflushed_bytes_.load() >= options_.flush_dirty_bytes;
+      });
+      flush_requested_ = false;
+      stop = stopping_;
+      if (!failure_.ok()) return;
+    }
+    {
+      std::lock_guard cycle_lock(flush_cycle_mu_);
+      Status status = flush_cycle_locked();
+      if (!status.ok()) {
+        fail(status);
+        return;
+      }
+      if (!stop) maybe_checkpoint_locked();
+    }
+    if (stop) return;
+  }
+}
+
+void CommitLog::Impl::notify_flushed(std::uint64_t old_flushed, std::uint64_t new_flushed) {
+  {
+    std::lock_guard lock(flush_mu_);  // pairs with the predicate check in wait_flushed()
+  }
+  flushed_cv_.notify_all();
+  if (new_flushed > old_flushed) {
+    std::lock_guard lock(listener_mu_);
+    if (listener_) listener_(new_flushed);
+  }
+}
+
+Status CommitLog::Impl::flush_cycle_locked() {
+  struct Range {
+    std::shared_ptr<Segment> segment;
+    std::uint64_t from = 0;
+    std::uint64_t to = 0;       // flush end (includes the end marker)
+    std::uint64_t written = 0;  // write offset at the snapshot
+  };
+  std::vector<Range> ranges;
+  std::uint64_t target = 0;
+  bool sync_dir = false;
+  const std::uint64_t old_flushed = flushed_index_.load();
+  {
+    std::shared_lock meta_lock(meta_mu_);
+    target = last_index_.load();
+    sync_dir = dir_dirty_;
+    // Newest first, back to the segment holding the flushed point (older ones are fully flushed).
+    for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
+      Segment& segment = **it;
+      if (segment.flushed_offset < segment.write_offset) {
+        // Include the end marker after the last entry (entry_format.h).
+        const std::uint64_t to = std::min(segment.size_bytes,
+                                          segment.write_offset + entry_format::kEndMarkerBytes);
+        ranges.push_back({*it, segment.flushed_offset, to, segment.write_offset});
+      }
+      if (segment.base_index <= old_flushed) break;
+    }
+  }
+  if (ranges.empty() && !sync_dir && target <= old_flushed) return Status();
+  std::uint64_t bytes = 0;
+  std::uint64_t sync_calls = 0;
+  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {  // oldest first
+    RAFTLOG_RETURN_IF_ERROR(it->segment->data_map->flush(it->from, it->to - it->from));
+    ++sync_calls;
+    bytes += it->written - it->from;
+  }
+  if (sync_dir) {
+    {
+      std::unique_lock meta_lock(meta_mu_);
+      dir_dirty_ = false;
+    }
+    Status status = env_->sync_dir(dir_);
+    if (!status.ok()) {
+      std::unique_lock meta_lock(meta_mu_);
+      dir_dirty_ = true;
+      return status;
+    }
+    ++sync_calls;
+  }
+  for (const Range& range : ranges) range.segment->flushed_offset = range.written;
+  const std::uint64_t counted = unflushed_bytes_.load();
+  unflushed_bytes_.fetch_sub(std::min(counted, bytes));
+  std::uint64_t new_flushed = std::max(old_flushed, target);
+  // A truncation may have lowered last_index below the old flushed index; never exceed last_index.
+  new_flushed = std::min(new_flushed, last_index_.load());
+  flushed_index_.store(new_flushed);
+  {
+    std::lock_guard lock(stats_mu_);
+    stats_.sync_calls += sync_calls;
+    if (new_flushed > old_flushed) {
+      ++stats_.flushes;
+      stats_.entries_flushed += new_flushed - old_flushed;
+      stats_.bytes_flushed += bytes;
+    }
+  }
+  notify_flushed(old_flushed, new_flushed);
+  return Status();
+}
+
+void CommitLog::Impl::maybe_checkpoint_locked() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_checkpoint_time_ < std::chrono::milliseconds(options_.checkpoint_interval_ms)) return;
+  if (last_checkpoint_.flushed_index == flushed_index_.load() &&
+      last_checkpoint_.commit_index == commit_index_.load()) {
+    last_checkpoint_time_ = now;
+    return;
+  }
+  Status status = write_checkpoint_locked(0);
+  if (!status.ok()) fail(status);
+}
+
+Status CommitLog::Impl::write_checkpoint_locked(std::uint64_t truncate_from) {
+  Checkpoint checkpoint;
+  checkpoint.commit_index = commit_index_.load();
+  checkpoint.truncate_from = truncate_from;
+  checkpoint.generation = generation_;
+  std::uint64_t sync_calls = 0;
+  {
+    std::shared_lock meta_lock(meta_mu_);
+    const std::uint64_t flushed = std::min(flushed_index_.load(), last_index_.load());
+    checkpoint.flushed_index = flushed;
+    // Index records up to the flushed point must be durable before the checkpoint vouches for them.
+    for (const auto& segment : segments_) {
+      std::uint64_t entries = 0;
+      if (flushed >= segment->base_index) {
+        entries = std::min(segment->entry_count, flushed - segment->base_index + 1);
+      }
+      const std::uint64_t needed = segment->index_bytes_for(entries);
+      if (segment->index_flushed_bytes < needed) {
+        RAFTLOG_RETURN_IF_ERROR(segment->index_map->flush(segment->index_flushed_bytes,
+                                                      needed - segment->index_flushed_bytes));
+        segment->index_flushed_bytes = needed;
+        ++sync_calls;
+      }
+      if (segment->holds(flushed)) {
+        auto record = segment->index_record(flushed);
+        if (!record) {
+          return Status::corruption(segment->index_path() + ": missing index record for flushed index " +
+                                    std::to_string(flushed));
+        }
+        checkpoint.flushed_segment_base = segment->base_index;
+        checkpoint.flushed_offset = record->offset + record->record_bytes;
+      }
+    }
+    if (checkpoint.flushed_segment_base == 0 && !segments_.empty()) {
+      // Nothing flushed inside any segment (empty log): point at the first segment's start.
+      checkpoint.flushed_segment_base = segments_.front()->base_index;
+      checkpoint.flushed_offset = kSegmentHeaderBytes;
+      checkpoint.flushed_index = segments_.front()->base_index - 1;
+    }
+  }
+  RAFTLOG_RETURN_IF_ERROR(checkpoint_file_->write(encode_checkpoint(checkpoint)));
+  last_checkpoint_ = checkpoint;
+  last_checkpoint_time_ = std::chrono::steady_clock::now();
+  std::lock_guard lock(stats_mu_);
+  stats_.sync_calls += sync_calls + 1;
+  ++stats_.checkpoints_written;
+  return Status();
+}
+
+Status CommitLog::Impl::set_commit_index(std::uint64_t commit_index, bool persist) {
+  if (closed_.load()) return Status::closed("commit log " + dir_ + " is closed");
+  const std::uint64_t current = commit_index_.load();
+  if (commit_index < current) {
+    return Status::invalid_argument("commit index may not decrease (" + std::to_string(current) +
+                                    " -> " + std::to_string(commit_index) + ")");
+  }
+  if (commit_index > last_index_.load()) {
+    return Status::out_of_range("commit index " + std::to_string(commit_index) +
+                                " beyond last index " + std::to_string(last_index_.load()));
+  }
+  commit_index_.store(commit_index);
+  if (!persist) return Status();
+  std::lock_guard cycle_lock(flush_cycle_mu_);
+  return write_checkpoint_locked(0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reading
+
+std::shared_ptr<Segment> CommitLog::Impl::find_segment_locked(std::uint64_t index) const {
+  // The last segment whose base is <= index.
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), index,
+                             [](std::uint64_t value, const std::shared_ptr<Segment>& segment) {
+                               return value < segment->base_index;
+                             });
+  if (it == segments_.begin()) return nullptr;
+  const auto& segment = *std::prev(it);
+  return segment->holds(index) ? segment : nullptr;
+}
+
+Result<ReadBatch> CommitLog::Impl::read(std::uint64_t from_index, std::size_t max_entries,
+                                        std::size_t max_bytes) const {
+  ReadBatch batch;
+  std::shared_lock meta_lock(meta_mu_);
+  const std::uint64_t first = first_index_.load();
+  const std::uint64_t last = last_index_.load();
+  if (from_index < first || from_index > last) {
+    return Status::out_of_range("read from index " + std::to_string(from_index) + " outside [" +
+                                std::to_string(first) + ", " + std::to_string(last) + "]");
+  }
+  if (max_entries == 0) return batch;
+  std::shared_ptr<Segment> segment = find_segment_locked(from_index);
+  std::size_t bytes = 0;
+  for (std::uint64_t index = from_index; index <= last && batch.entries.size() < max_entries; ++index) {
+    if (!segment || !segment->holds(index)) {
+      segment = find_segment_locked(index);
+      if (!segment) return Status::corruption("no segment holds index " + std::to_string(index));
+    }
+    if (batch.pins.empty() || batch.pins.back().get() != segment->data_map.get()) {
+      batch.pins.push_back(std::shared_ptr<const void>(segment->data_map));
+    }
+    auto record = segment->index_record(index);
+    if (!record) {
+      return Status::corruption(segment->index_path() + ": invalid index record for index " +
+                                std::to_string(index));
+    }
+    entry_format::Decoded decoded;
+    const auto result = entry_format::decode(segment->data_map->data() + record->offset,
+                                             segment->size_bytes - record->offset,
+                                             max_payload_bytes(*segment),
+                                             /*verify_crc=*/true,
+                                             &decoded);
+    if (result != entry_format::DecodeResult::kOk || decoded.meta.index != index) {
+      return Status::corruption(segment->data_path() + " offset " + std::to_string(record->offset) +
+                                ": " + entry_format::to_string(result) + " reading index " +
+                                std::to_string(index));
+    }
+    if (!batch.entries.empty() && bytes + decoded.payload.size() > max_bytes) break;
+    bytes += decoded.payload.size();
+    batch.entries.push_back(EntryView{decoded.meta, decoded.payload});
+  }
+  return batch;
+}
+
+Result<std::uint64_t> CommitLog::Impl::term_at(std::uint64_t index) const {
+  std::shared_lock meta_lock(meta_mu_);
+  const std::uint64_t first = first_index_.load();
+  const std::uint64_t last = last_index_.load();
+  if (index == 0) return std::uint64_t{0};
+  if (index + 1 == first) return segments_.empty() ? std::uint64_t{0} : segments_.front()->prev_term;
+  if (index < first || index > last) {
+    return Status::out_of_range("term_at(" + std::to_string(index) + ") outside [" +
+                                std::to_string(first == 0 ? 0 : first - 1) + ", " +
+                                std::to_string(last) + "]");
+  }
+  auto segment = find_segment_locked(index);
+  if (!segment) return Status::corruption("no segment holds index " + std::to_string(index));
+  auto record = segment->index_record(index);
+  if (!record) {
+    return Status::corruption(segment->index_path() + ": invalid index record for index " +
+                              std::to_string(index));
+  }
+  return record->term;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Truncation
+
+Status CommitLog::Impl::truncate_suffix(std::uint64_t from_index, bool force) {
+  std::lock_guard write_lock(write_mu_);
+  RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
+  const std::uint64_t first = first_index_.load();
+  const std::uint64_t last = last_index_.load();
+  if (from_index == last + 1) return Status();
+  if (from_index < first || from_index > last + 1) {
+    return Status::out_of_range("truncate_suffix(" + std::to_string(from_index) + ") outside [" +
+                                std::to_string(first) + ", " + std::to_string(last + 1) + "]");
+  }
+  if (from_index <= commit_index_.load() && !force) {
+    return Status::failed_precondition("truncate_suffix(" + std::to_string(from_index) +
+                                       ") would remove committed entries (commit index " +
+                                       std::to_string(commit_index_.load()) + ")");
+  }
+  std::lock_guard cycle_lock(flush_cycle_mu_);
+  if (from_index <= commit_index_.load()) commit_index_.store(from_index - 1);
+
+  // Locate the cut: segment S holding from_index and the entry's offset in it.
+  std::shared_ptr<Segment> cut_segment;
+  std::vector<std::shared_ptr<Segment>> doomed;
+  std::uint64_t cut_offset = 0;
+  {
+    std::shared_lock meta_lock(meta_mu_);
+    cut_segment = find_segment_locked(from_index);
+    if (!cut_segment) return Status::corruption("no segment holds index " + std::to_string(from_index));
+    auto record = cut_segment->index_record(from_index);
+    if (!record) {
+      return Status::corruption(cut_segment->index_path() + ": invalid index record for index " +
+                                std::to_string(from_index));
+    }
+    cut_offset = record->offset;
+    for (const auto& segment : segments_) {
+      if (segment->base_index > cut_segment->base_index) doomed.push_back(segment);
+    }
+  }
+
+  // 1. Durable intent, with the flushed point lowered below the cut (CRASH CASES 3).
+  if (flushed_index_.load() >= from_index) flushed_index_.store(from_index - 1);
+  RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(from_index));
+
+  // 2. Unpublish: readers stop seeing the suffix before its bytes are zeroed.
+  const std::uint64_t old_write_offset = cut_segment->write_offset;
+  const std::uint64_t old_count = cut_segment->entry_count;
+  std::uint64_t new_last_term = cut_segment->prev_term;
+  if (from_index > cut_segment->base_index) {
+    auto record = cut_segment->index_record(from_index - 1);
+    if (!record) return Status::corruption(cut_segment->index_path() + ": invalid index record");
+    new_last_term = record->term;
+  }
+  {
+    std::unique_lock meta_lock(meta_mu_);
+    segments_.resize(segments_.size() - doomed.size());
+    cut_segment->write_offset = cut_offset;
+    cut_segment->entry_count = from_index - cut_segment->base_index;
+    cut_segment->last_term = new_last_term;
+    cut_segment->flushed_offset = std::min(cut_segment->flushed_offset, cut_offset);
+    cut_segment->index_flushed_bytes =
+        std::min(cut_segment->index_flushed_bytes, cut_segment->index_bytes_for(cut_segment->entry_count));
+    last_index_.store(from_index - 1);
+  }
+  unflushed_bytes_.store(0);
+
+  // 3. Zero the cut segment's tail (data and index) and make that durable.
+  Status status = cut_segment->zero_data_range(cut_offset, old_write_offset);
+  if (status.ok()) {
+    cut_segment->clear_index_records(cut_segment->entry_count, old_count);
+    const std::uint64_t from_bytes = cut_segment->index_bytes_for(cut_segment->entry_count);
+    const std::uint64_t to_bytes =
+        std::min(cut_segment->index_bytes_for(old_count), cut_segment->index_allocated_bytes);
+    if (to_bytes > from_bytes) status = cut_segment->index_map->flush(from_bytes, to_bytes - from_bytes);
+  }
+  // 4. Delete later segments (newest first) and make the removals durable.
+  for (auto it = doomed.rbegin(); status.ok() && it != doomed.rend(); ++it) {
+    status = env_->remove((*it)->data_path());
+    if (status.ok()) status = env_->remove((*it)->index_path());
+  }
+  if (status.ok()) status = env_->sync_dir(dir_);
+  // 5. Clear the intent.
+  if (status.ok()) status = write_checkpoint_locked(0);
+  if (!status.ok()) {
+    // The intent stays durable; the next open completes the truncation.
+    fail(status);
+    return status;
+  }
+  spdlog::info("raftlog store {}: truncated suffix from index {} ({} segment(s) removed)", dir_,
+               from_index, doomed.size());
+  return Status();
+}
+
+Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
+  std::lock_guard write_lock(write_mu_);
+  RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
+  // Checkpoint first so that it never points into a segment deleted below.
+  {
+    std::lock_guard cycle_lock(flush_cycle_mu_);
+    RAFTLOG_RETURN_IF_ERROR(flush_cycle_locked());
+    RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(0));
+  }
+  const std::uint64_t checkpointed = last_checkpoint_.flushed_index;
+  std::size_t removed = 0;
+  for (;;) {
+    std::shared_ptr<Segment> oldest;
+    {
+      std::unique_lock meta_lock(meta_mu_);
+      if (segments_.size() < 2) break;  // never the active segment
+      const auto& candidate = segments_.front();
+      const std::uint64_t candidate_last = segments_[1]->base_index - 1;
+      if (candidate_last >= before_index || candidate_last >= checkpointed) break;
+      oldest = candidate;
+      segments_.erase(segments_.begin());
+      first_index_.store(segments_.front()->base_index);
+    }
+    // Oldest first: a crash leaves a shorter but valid log (CRASH CASES 4).
+    Status status = env_->remove(oldest->data_path());
+    if (status.ok()) status = env_->remove(oldest->index_path());
+    if (!status.ok()) {
+      fail(status);
+      return status;
+    }
+    ++removed;
+  }
+  if (removed > 0) {
+    Status status = env_->sync_dir(dir_);
+    if (!status.ok()) {
+      fail(status);
+      return status;
+    }
+    spdlog::info("raftlog store {}: truncated prefix before {}: {} segment(s) removed, first index {}",
+                 dir_, before_index, removed, first_index_.load());
+  }
+  return Status();
+}
+
+}  // namespace raftlog::store

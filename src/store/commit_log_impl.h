@@ -1,0 +1,144 @@
+// CommitLog::Impl: the state and locks behind CommitLog. Split across commit_log.cpp (writing,
+// reading, flushing, truncation, close), recovery.cpp (open + recovery) and allocator.cpp.
+//
+// LOCKS (acquire in this order; never the reverse):
+//   write_mu_        serializes writers: append, truncate_suffix/prefix, close.
+//   flush_cycle_mu_  held for a whole flush cycle, checkpoint write or truncation; owns
+//                    Segment::flushed_offset/index_flushed_bytes and last_checkpoint_.
+//   meta_mu_         (shared) guards segments_ and each Segment's write_offset/entry_count/last_term
+//                    as seen by readers; writers take it exclusively only to publish.
+//   flush_mu_        guards the flusher's wake-up state and failure_; waiters sleep on flushed_cv_.
+//   alloc_mu_        guards the allocator's prepared segments.
+//   listener_mu_, stats_mu_  leaf locks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/checkpoint.h"
+#include "store/commit_log.h"
+#include "store/durable_record.h"
+#include "store/segment.h"
+
+namespace raftlog::store {
+
+class CommitLog::Impl {
+ public:
+  Impl(std::string dir, Options options, Env* env);
+  ~Impl();
+
+  // recovery.cpp
+  Status recover();
+
+  // commit_log.cpp
+  void start_threads();
+  Result<IndexRange> append(std::span<const EntryToAppend> batch, bool wait_durable);
+  Status wait_flushed(std::uint64_t index);
+  Status flush();
+  void request_flush();
+  void set_flush_listener(FlushListener listener);
+  Status truncate_suffix(std::uint64_t from_index, bool force);
+  Status truncate_prefix(std::uint64_t before_index);
+  Status set_commit_index(std::uint64_t commit_index, bool persist);
+  Result<ReadBatch> read(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes) const;
+  Result<std::uint64_t> term_at(std::uint64_t index) const;
+  Status close();
+  FlushStats stats() const;
+
+  const std::string dir_;
+  const Options options_;
+  Env* const env_;
+
+  std::atomic<std::uint64_t> first_index_{1};
+  std::atomic<std::uint64_t> last_index_{0};
+  std::atomic<std::uint64_t> flushed_index_{0};
+  std::atomic<std::uint64_t> commit_index_{0};
+  // Generation written into every entry by this instance: one above anything on disk (set by
+  // recovery, persisted in the checkpoint before the first append). See entry_format.h.
+  std::uint64_t generation_ = 1;
+  std::uint64_t max_generation_seen_ = 0;  // recovery only
+  RecoveryReport report_;
+
+ private:
+  friend class CommitLog;
+
+  // --- helpers (commit_log.cpp) ---
+  Status check_writable_locked() const;  // write_mu_ held
+  // Segment holding `index` (meta_mu_ held), or nullptr.
+  std::shared_ptr<Segment> find_segment_locked(std::uint64_t index) const;
+  // One flush cycle: make everything published so far durable. flush_cycle_mu_ held.
+  Status flush_cycle_locked();
+  // Writes the checkpoint for the current flushed index (index files flushed first).
+  Status write_checkpoint_locked(std::uint64_t truncate_from);
+  void maybe_checkpoint_locked();
+  void flusher_main();
+  void fail(const Status& status);
+  Status failure() const;
+  void notify_flushed(std::uint64_t old_flushed, std::uint64_t new_flushed);
+
+  // --- allocator (allocator.cpp) ---
+  void allocator_main();
+  // A prepared segment: a spare, the background one, or one created now. kNoSpace on a full disk.
+  Result<PreparedSegment> take_prepared_segment();
+  void return_prepared_segment(PreparedSegment prepared);
+  void stop_allocator();
+
+  // --- recovery pieces (recovery.cpp) ---
+  Status scan_tail(std::size_t segment_position, std::uint64_t offset, std::uint64_t expected_index,
+                   std::uint64_t prev_term, std::uint64_t prev_generation, std::uint64_t cut_index);
+  Status verify_sealed_segment(Segment& segment, std::uint64_t expected_count, bool abnormal);
+  Status rebuild_segment_index(Segment& segment, std::uint64_t end_offset_limit,
+                               std::uint64_t max_index, std::uint64_t* end_offset,
+                               std::uint64_t* entries, std::uint64_t* last_generation);
+  Status remove_segments_from(std::size_t position);
+
+  std::mutex write_mu_;
+  std::mutex flush_cycle_mu_;
+  mutable std::shared_mutex meta_mu_;
+  std::vector<std::shared_ptr<Segment>> segments_;  // sorted by base_index; back() is active
+  bool dir_dirty_ = false;                          // meta_mu_: a rename/creation awaits sync_dir
+
+  mutable std::mutex flush_mu_;
+  std::condition_variable flush_cv_;    // wakes the flusher
+  std::condition_variable flushed_cv_;  // wakes wait_flushed()
+  bool flush_requested_ = false;
+  bool stopping_ = false;
+  bool flusher_running_ = false;
+  Status failure_;
+  std::thread flusher_;
+  std::atomic<std::uint64_t> unflushed_bytes_{0};
+
+  std::unique_ptr<DurableRecordFile> checkpoint_file_;
+  Checkpoint last_checkpoint_;  // flush_cycle_mu_
+  std::chrono::steady_clock::time_point last_checkpoint_time_;
+
+  std::mutex alloc_mu_;
+  std::condition_variable alloc_cv_;
+  std::optional<PreparedSegment> prepared_;
+  std::vector<PreparedSegment> spare_prepared_;  // bounded: at most one batch's worth of segments
+  bool alloc_wanted_ = false;
+  bool alloc_in_progress_ = false;
+  bool alloc_stop_ = false;
+  std::uint64_t prealloc_sequence_ = 0;
+  std::thread allocator_;
+
+  std::mutex listener_mu_;
+  FlushListener listener_;
+
+  mutable std::mutex stats_mu_;
+  FlushStats stats_;
+
+  std::atomic<bool> closed_{false};
+  bool abort_marker_written_ = false;
+  bool started_ = false;  // set once recovery succeeded and the threads run
+};
+
+}  // namespace raftlog::store

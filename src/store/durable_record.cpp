@@ -1,0 +1,85 @@
+#include "store/durable_record.h"
+
+#include <cstring>
+
+#include "store/crc32c.h"
+#include "store/endian.h"
+
+namespace raftlog::store {
+namespace {
+constexpr std::uint32_t kMagic = 0x52444C52U;  // "RLDR"
+constexpr std::uint32_t kVersion = 1;
+constexpr std::uint64_t kSlotHeaderBytes = 24;
+}  // namespace
+
+std::optional<DurableRecordFile::Slot> DurableRecordFile::decode_slot(const char* bytes,
+                                                                      std::uint64_t available_bytes) {
+  if (available_bytes < kSlotHeaderBytes) return std::nullopt;
+  if (get_u32(bytes) != kMagic || get_u32(bytes + 8) != kVersion) return std::nullopt;
+  const std::uint32_t payload_size = get_u32(bytes + 12);
+  if (payload_size > kMaxPayloadBytes || kSlotHeaderBytes + payload_size > available_bytes) {
+    return std::nullopt;
+  }
+  if (crc32c::value(bytes + 8, kSlotHeaderBytes - 8 + payload_size) != get_u32(bytes + 4)) {
+    return std::nullopt;
+  }
+  Slot slot;
+  slot.sequence = get_u64(bytes + 16);
+  slot.payload.assign(bytes + kSlotHeaderBytes, payload_size);
+  return slot;
+}
+
+DurableRecordFile::DurableRecordFile(std::string path, std::shared_ptr<Mapping> mapping)
+    : path_(std::move(path)), mapping_(std::move(mapping)) {}
+
+Result<std::unique_ptr<DurableRecordFile>> DurableRecordFile::open(Env* env, const std::string& path,
+                                                                   const std::string& dir_for_sync) {
+  const bool existed = env->exists(path);
+  auto file = env->open(path, /*create=*/true);
+  if (!file.ok()) return file.status();
+  auto size = (*file)->size();
+  if (!size.ok()) return size.status();
+  if (*size < kFileBytes) {
+    // A short file (crash during creation) is grown with zeros; zero slots are simply invalid.
+    RAFTLOG_RETURN_IF_ERROR((*file)->allocate(0, kFileBytes));
+    RAFTLOG_RETURN_IF_ERROR((*file)->sync());
+  }
+  if (!existed) RAFTLOG_RETURN_IF_ERROR(env->sync_dir(dir_for_sync));
+  auto mapping = (*file)->map(kFileBytes);
+  if (!mapping.ok()) return mapping.status();
+  std::unique_ptr<DurableRecordFile> record(new DurableRecordFile(path, std::move(*mapping)));
+  for (int slot = 0; slot < 2; ++slot) {
+    auto decoded = decode_slot(record->mapping_->data() + slot * kSlotStrideBytes, kSlotStrideBytes);
+    if (decoded && (record->current_slot_ < 0 || decoded->sequence > record->current_sequence_)) {
+      record->current_slot_ = slot;
+      record->current_sequence_ = decoded->sequence;
+      record->current_ = std::move(decoded->payload);
+    }
+  }
+  return record;
+}
+
+Status DurableRecordFile::write(std::string_view payload) {
+  if (payload.size() > kMaxPayloadBytes) {
+    return Status::invalid_argument("durable record payload of " + std::to_string(payload.size()) +
+                                    " bytes exceeds " + std::to_string(kMaxPayloadBytes));
+  }
+  const int slot = current_slot_ == 0 ? 1 : 0;
+  const std::uint64_t sequence = current_sequence_ + 1;
+  char* out = mapping_->data() + static_cast<std::uint64_t>(slot) * kSlotStrideBytes;
+  const std::uint64_t total = kSlotHeaderBytes + payload.size();
+  put_u32(out + 8, kVersion);
+  put_u32(out + 12, static_cast<std::uint32_t>(payload.size()));
+  put_u64(out + 16, sequence);
+  if (!payload.empty()) std::memcpy(out + kSlotHeaderBytes, payload.data(), payload.size());
+  put_u32(out + 4, crc32c::value(out + 8, total - 8));
+  put_u32(out, kMagic);
+  Status status = mapping_->flush(static_cast<std::uint64_t>(slot) * kSlotStrideBytes, total);
+  if (!status.ok()) return Status(status.code(), "writing " + path_ + ": " + status.message());
+  current_slot_ = slot;
+  current_sequence_ = sequence;
+  current_ = std::string(payload);
+  return Status();
+}
+
+}  // namespace raftlog::store

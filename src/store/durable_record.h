@@ -1,0 +1,56 @@
+// DurableRecordFile: a small record (at most kMaxPayloadBytes) replaced atomically on disk, using two
+// alternating checksummed slots in one file. A write goes to the slot NOT holding the newest valid
+// record and is made durable before write() returns; a crash mid-write tears at most that slot, whose
+// CRC then fails, so read() returns the previous record. The store uses it for its checkpoint; the
+// server reuses it for Raft hard state (term, vote).
+//
+// Layout (little-endian): two slots at offsets 0 and kSlotStrideBytes (separate pages, so one torn
+// page never damages both). Slot: u32 magic "RLDR", u32 crc32c over bytes [8, 24 + payload_size),
+// u32 format version (1), u32 payload_size, u64 sequence (newest = highest valid), payload.
+//
+// Threading: not thread-safe; callers serialize.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/env.h"
+#include "store/status.h"
+
+namespace raftlog::store {
+
+class DurableRecordFile {
+ public:
+  static constexpr std::uint32_t kMaxPayloadBytes = 1024;
+  static constexpr std::uint64_t kSlotStrideBytes = 4096;
+  static constexpr std::uint64_t kFileBytes = 2 * kSlotStrideBytes;
+
+  // Opens or creates `path` (creation is made durable with a directory sync of `dir_for_sync`).
+  static Result<std::unique_ptr<DurableRecordFile>> open(Env* env, const std::string& path,
+                                                         const std::string& dir_for_sync);
+
+  // The newest valid record's payload, or nullopt when neither slot holds a valid record.
+  const std::optional<std::string>& current() const { return current_; }
+  // Durably replaces the record. kInvalidArgument above kMaxPayloadBytes.
+  Status write(std::string_view payload);
+
+  // Decodes one slot; nullopt when invalid. Exposed for tests and tools.
+  struct Slot {
+    std::uint64_t sequence = 0;
+    std::string payload;
+  };
+  static std::optional<Slot> decode_slot(const char* bytes, std::uint64_t available_bytes);
+
+ private:
+  DurableRecordFile(std::string path, std::shared_ptr<Mapping> mapping);
+  std::string path_;
+  std::shared_ptr<Mapping> mapping_;
+  std::optional<std::string> current_;
+  std::uint64_t current_sequence_ = 0;
+  int current_slot_ = -1;  // -1: none valid
+};
+
+}  // namespace raftlog::store

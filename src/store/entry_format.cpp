@@ -1,0 +1,69 @@
+#include "store/entry_format.h"
+
+#include <cstring>
+
+#include "store/crc32c.h"
+#include "store/endian.h"
+
+namespace raftlog::store::entry_format {
+
+void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out) {
+  const auto payload_size = static_cast<std::uint32_t>(payload.size());
+  put_u8(out + 8, kVersion);
+  put_u8(out + 9, static_cast<std::uint8_t>(meta.type));
+  put_u16(out + 10, meta.flags);
+  put_u32(out + 12, payload_size);
+  put_u64(out + 16, meta.index);
+  put_u64(out + 24, meta.term);
+  put_u64(out + 32, meta.client_id);
+  put_u64(out + 40, meta.sequence);
+  put_u64(out + 48, generation);
+  if (!payload.empty()) std::memcpy(out + kHeaderBytes, payload.data(), payload.size());
+  const std::uint64_t total = record_bytes(payload_size);
+  const std::uint64_t padding = total - kHeaderBytes - payload_size;
+  if (padding > 0) std::memset(out + kHeaderBytes + payload_size, 0, padding);
+  put_u32(out + 4, crc32c::value(out + 8, kHeaderBytes - 8 + payload_size));
+  put_u32(out, kMagic);
+}
+
+const char* to_string(DecodeResult result) {
+  switch (result) {
+    case DecodeResult::kOk: return "ok";
+    case DecodeResult::kEnd: return "end of data (zero magic)";
+    case DecodeResult::kTruncated: return "record extends past the end of the segment";
+    case DecodeResult::kBadMagic: return "bad entry magic";
+    case DecodeResult::kBadVersion: return "unknown entry format version";
+    case DecodeResult::kBadSize: return "payload size above the maximum entry size";
+    case DecodeResult::kBadChecksum: return "entry CRC32C mismatch";
+  }
+  return "unknown";
+}
+
+DecodeResult decode(const char* in, std::uint64_t available_bytes, std::uint32_t max_payload_bytes,
+                    bool verify_crc, Decoded* out) {
+  if (available_bytes < 4) return DecodeResult::kEnd;
+  const std::uint32_t magic = get_u32(in);
+  if (magic == 0) return DecodeResult::kEnd;
+  if (available_bytes < kHeaderBytes) return DecodeResult::kTruncated;
+  if (magic != kMagic) return DecodeResult::kBadMagic;
+  if (get_u8(in + 8) != kVersion) return DecodeResult::kBadVersion;
+  const std::uint32_t payload_size = get_u32(in + 12);
+  if (payload_size > max_payload_bytes) return DecodeResult::kBadSize;
+  const std::uint64_t total = record_bytes(payload_size);
+  if (total > available_bytes) return DecodeResult::kTruncated;
+  if (verify_crc && crc32c::value(in + 8, kHeaderBytes - 8 + payload_size) != get_u32(in + 4)) {
+    return DecodeResult::kBadChecksum;
+  }
+  out->meta.type = static_cast<EntryType>(get_u8(in + 9));
+  out->meta.flags = get_u16(in + 10);
+  out->meta.index = get_u64(in + 16);
+  out->meta.term = get_u64(in + 24);
+  out->meta.client_id = get_u64(in + 32);
+  out->meta.sequence = get_u64(in + 40);
+  out->generation = get_u64(in + 48);
+  out->payload = std::string_view(in + kHeaderBytes, payload_size);
+  out->record_bytes = total;
+  return DecodeResult::kOk;
+}
+
+}  // namespace raftlog::store::entry_format

@@ -1,0 +1,107 @@
+// MemoryEnv: an in-memory Env that simulates power loss, for the store's tests and crash tools.
+//
+// Every file (inode) keeps two images: the VOLATILE one (what the process sees; mappings point into
+// it) and the DURABLE one (what survives power loss). Mapping::flush and File::sync copy ranges from
+// volatile to durable. The directory namespace is also kept twice: creations, renames and removals
+// become durable only at sync_dir() of their directory (file sizes are treated as journaled
+// metadata: allocate/truncate apply to both images at once).
+//
+// crash() freezes the env (every later operation fails with kIo, so the abandoned CommitLog cannot
+// change anything) and snapshots both images. restart(options) then rebuilds the files from the
+// durable namespace, treating unflushed bytes (volatile != durable) per CrashMode. The abandoned
+// CommitLog must be destroyed between crash() and restart().
+//
+// Fault injection: a capacity limit (allocate() beyond it fails with kNoSpace, like ENOSPC) and
+// direct byte corruption of both images (bit rot).
+//
+// Thread-safe (one mutex). Files are bounded by memory: use small segments.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "store/env.h"
+
+namespace raftlog::store {
+
+enum class CrashMode : std::uint8_t {
+  kLoseUnflushed = 0,      // power loss: every unflushed byte is lost
+  kTornWrite = 1,          // the unflushed span is kept up to a random byte (a torn last write)
+  kKeepRandomSectors = 2,  // each unflushed 512-byte sector independently kept or lost
+  kFlipBits = 3,           // unflushed bytes kept but a few random bits in them flipped
+  kKeepAll = 4,            // process crash (kill -9): the page cache survives, nothing is lost
+};
+const char* to_string(CrashMode mode);
+
+struct CrashOptions {
+  CrashMode mode = CrashMode::kLoseUnflushed;
+  std::uint64_t seed = 1;
+};
+
+class MemoryEnv final : public Env {
+ public:
+  MemoryEnv();
+  ~MemoryEnv() override;
+
+  Status create_dir(const std::string& path) override;
+  Result<std::vector<std::string>> list_dir(const std::string& dir) const override;
+  bool exists(const std::string& path) const override;
+  Result<std::unique_ptr<File>> open(const std::string& path, bool create) override;
+  Status rename(const std::string& from, const std::string& to) override;
+  Status remove(const std::string& path) override;
+  Status sync_dir(const std::string& dir) override;
+  Result<std::string> read_file(const std::string& path, std::size_t max_bytes) const override;
+  Status write_file(const std::string& path, std::string_view content) override;
+
+  // --- simulation controls ---
+  void crash();
+  // Arms a crash inside a later operation: the sync-type call (Mapping::flush, File::sync, sync_dir,
+  // write_file) after `syncs_before_crash` more successful ones does not happen; the env crashes
+  // instead (as crash()) and the call fails. Lets tests cut multi-step operations at every step.
+  void crash_after_syncs(std::uint64_t syncs_before_crash);
+  bool crashed() const;
+  void restart(const CrashOptions& options);
+  // Total bytes all files may occupy; allocate() past it fails with kNoSpace. 0 = unlimited.
+  void set_capacity_bytes(std::uint64_t capacity_bytes);
+  std::uint64_t used_bytes() const;
+  // Flips bit `bit` of byte `offset` of `path` in both images (simulated bit rot on durable data).
+  Status corrupt_byte(const std::string& path, std::uint64_t offset, int bit = 0);
+  // Overwrites bytes of `path` in both images.
+  Status overwrite(const std::string& path, std::uint64_t offset, const std::string& bytes);
+  // Current (volatile) content of a file, for assertions.
+  Result<std::string> content(const std::string& path) const;
+  // Number of flush/sync/sync_dir calls served.
+  std::uint64_t sync_calls() const;
+
+  struct Inode;
+
+ private:
+  Status check_alive_locked() const;
+  void crash_locked();
+  // Counts one sync-type call; false (and crashes) when an armed crash is due.
+  bool admit_sync_locked();
+  std::uint64_t used_bytes_locked() const;
+
+  mutable std::mutex mu_;
+  bool crashed_ = false;
+  bool crash_armed_ = false;
+  std::uint64_t syncs_until_crash_ = 0;
+  std::uint64_t capacity_bytes_ = 0;
+  std::uint64_t sync_calls_ = 0;
+  std::uint64_t generation_ = 1;  // bumped by restart(); stale File/Mapping objects then fail
+  std::set<std::string> dirs_;
+  std::map<std::string, std::shared_ptr<Inode>> volatile_names_;
+  std::map<std::string, std::shared_ptr<Inode>> durable_names_;
+  // Snapshot taken by crash(): path -> (durable image, volatile image).
+  std::map<std::string, std::pair<std::vector<char>, std::vector<char>>> crash_snapshot_;
+
+  friend class MemoryFile;
+  friend class MemoryMapping;
+};
+
+}  // namespace raftlog::store

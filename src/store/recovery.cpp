@@ -1,0 +1,445 @@
+// Opening a log directory: recovery (see CRASH CASES in commit_log.h, and docs/storage-format.md).
+//
+//   1. Remove leftovers: prealloc-* files, index files without a segment.
+//   2. Read the checkpoint; the abort marker's presence selects ABNORMAL mode. Write the marker.
+//   3. Open every segment (header CRC). A bad header after the flushed point => delete it and all
+//      later segments (crash mid-roll); before the flushed point => kCorruption.
+//   4. Truncation intent in the checkpoint => segments above the cut are deleted and the scan below
+//      stops at the cut (completing the crashed truncate_suffix).
+//   5. Segments below the checkpoint's segment are trusted: O(1) spot check of their index (last
+//      record + its entry's CRC); a missing/inconsistent index is rebuilt by scanning that segment.
+//      The checkpoint's own entry is checked the same way.
+//   6. From the checkpoint's position on, every entry is validated (CRC, continuity, terms) and its
+//      index record rewritten; the first invalid record is the cut: the segment's tail is zeroed and
+//      later segments are deleted. In ABNORMAL mode every segment's tail after its last entry is also
+//      checked for stray non-zero bytes (unflushed garbage), which are zeroed.
+//   7. Flush what was recovered, write a fresh checkpoint (clearing any intent), sync the directory.
+// After a clean shutdown the checkpoint is at the end of the log, so step 6 reads one zero word and
+// recovery time does not grow with the log size.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "store/commit_log_impl.h"
+#include "store/entry_scan.h"
+
+namespace raftlog::store {
+
+using segment_format::IndexRecord;
+using segment_format::kSegmentHeaderBytes;
+
+namespace {
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string at(const Segment& segment, std::uint64_t offset) {
+  return segment.data_path() + " offset " + std::to_string(offset);
+}
+
+}  // namespace
+
+Status CommitLog::Impl::remove_segments_from(std::size_t position) {
+  for (std::size_t i = position; i < segments_.size(); ++i) {
+    Segment& segment = *segments_[i];
+    // Count what is dropped (valid-looking entries), for the report.
+    const ScanResult dropped =
+        scan_entries(segment.data_map->data(), segment.size_bytes, kSegmentHeaderBytes,
+                     segment.base_index, 0, 0, 0, max_payload_bytes(segment), nullptr);
+    report_.entries_dropped += dropped.entries;
+    ++report_.segments_removed;
+    spdlog::warn("raftlog store {}: recovery removes segment {} ({} valid-looking entries)", dir_,
+                 segment.data_name, dropped.entries);
+    RAFTLOG_RETURN_IF_ERROR(env_->remove(segment.data_path()));
+    RAFTLOG_RETURN_IF_ERROR(env_->remove(segment.index_path()));
+  }
+  segments_.resize(std::min(position, segments_.size()));
+  return Status();
+}
+
+Status CommitLog::Impl::rebuild_segment_index(Segment& segment, std::uint64_t end_offset_limit,
+                                              std::uint64_t max_index, std::uint64_t* end_offset,
+                                              std::uint64_t* entries,
+                                              std::uint64_t* last_generation) {
+  Status write_status;
+  const ScanResult scan = scan_entries(
+      segment.data_map->data(), std::min(segment.size_bytes, end_offset_limit), kSegmentHeaderBytes,
+      segment.base_index, segment.prev_term, 0, max_index + 1, max_payload_bytes(segment),
+      [&](const entry_format::Decoded& entry, std::uint64_t offset) {
+        write_status = segment.write_index_record(IndexRecord{
+            entry.meta.index, entry.meta.term, offset, static_cast<std::uint32_t>(entry.record_bytes)});
+        return write_status.ok();
+      });
+  RAFTLOG_RETURN_IF_ERROR(write_status);
+  report_.bytes_scanned += scan.bytes;
+  report_.entries_scanned += scan.entries;
+  *end_offset = scan.end_offset;
+  *entries = scan.entries;
+  *last_generation = scan.last_generation;
+  max_generation_seen_ = std::max(max_generation_seen_, scan.last_generation);
+  segment.last_term = scan.last_term;
+  if (scan.stop == ScanResult::Stop::kBad) {
+    return Status::corruption(at(segment, scan.end_offset) + ": " + scan.problem);
+  }
+  return Status();
+}
+
+// A segment wholly before the checkpointed flushed point: expected to hold `expected_count` entries.
+Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t expected_count,
+                                              bool abnormal) {
+  (void)abnormal;  // sealed, flushed segments are trusted in both modes (spot-checked only)
+  bool rebuilt = false;
+  RAFTLOG_RETURN_IF_ERROR(segment.open_index(env_, &rebuilt));
+  if (expected_count == 0) {
+    segment.entry_count = 0;
+    segment.write_offset = kSegmentHeaderBytes;
+    segment.last_term = segment.prev_term;
+    return Status();
+  }
+  const std::uint64_t last = segment.base_index + expected_count - 1;
+  if (!rebuilt) {
+    auto first_record = segment.index_record(segment.base_index);
+    auto last_record = segment.index_record(last);
+    if (first_record && last_record && first_record->offset == kSegmentHeaderBytes &&
+        last_record->offset + last_record->record_bytes <= segment.size_bytes) {
+      entry_format::Decoded decoded;
+      const auto result = entry_format::decode(
+          segment.data_map->data() + last_record->offset, segment.size_bytes - last_record->offset,
+          max_payload_bytes(segment), /*verify_crc=*/true, &decoded);
+      if (result == entry_format::DecodeResult::kOk && decoded.meta.index == last &&
+          decoded.meta.term == last_record->term && decoded.record_bytes == last_record->record_bytes) {
+        report_.bytes_scanned += decoded.record_bytes;
+        ++report_.entries_scanned;
+        max_generation_seen_ = std::max(max_generation_seen_, decoded.generation);
+        segment.entry_count = expected_count;
+        segment.write_offset = last_record->offset + last_record->record_bytes;
+        segment.last_term = last_record->term;
+        segment.index_flushed_bytes = segment.index_bytes_for(expected_count);
+        segment.flushed_offset = segment.write_offset;
+        return Status();
+      }
+    }
+    spdlog::warn("raftlog store {}: index {} inconsistent with its segment; rebuilding", dir_,
+                 segment.index_name);
+  }
+  ++report_.index_files_rebuilt;
+  std::uint64_t end_offset = 0;
+  std::uint64_t entries = 0;
+  std::uint64_t last_generation = 0;
+  Status status =
+      rebuild_segment_index(segment, segment.size_bytes, last, &end_offset, &entries, &last_generation);
+  if (status.ok() && entries != expected_count) {
+    status = Status::corruption(at(segment, end_offset) + ": segment ends after " +
+                                std::to_string(entries) + " entries but the next segment starts at " +
+                                std::to_string(last + 1));
+  }
+  segment.entry_count = entries;
+  segment.write_offset = end_offset;
+  segment.flushed_offset = end_offset;
+  segment.index_flushed_bytes = 0;
+  return status;
+}
+
+Status CommitLog::Impl::scan_tail(std::size_t position, std::uint64_t offset,
+                                  std::uint64_t expected_index, std::uint64_t prev_term,
+                                  std::uint64_t prev_generation, std::uint64_t cut_index) {
+  std::uint64_t term = prev_term;
+  std::uint64_t generation = prev_generation;
+  for (std::size_t i = position; i < segments_.size(); ++i) {
+    Segment& segment = *segments_[i];
+    if (i > position) {
+      if (segment.base_index != expected_index || segment.prev_term != term) {
+        spdlog::warn(
+            "raftlog store {}: segment {} (base {}, prev term {}) does not continue the log (next "
+            "index {}, last term {}): removing it and later segments",
+            dir_, segment.data_name, segment.base_index, segment.prev_term, expected_index, term);
+        return remove_segments_from(i);
+      }
+      offset = kSegmentHeaderBytes;
+      bool rebuilt = false;
+      RAFTLOG_RETURN_IF_ERROR(segment.open_index(env_, &rebuilt));
+      if (rebuilt) ++report_.index_files_rebuilt;
+    }
+    segment.flushed_offset = offset;  // bytes before the scan start are already durable
+    Status write_status;
+    const ScanResult scan = scan_entries(
+        segment.data_map->data(), segment.size_bytes, offset, expected_index, term, generation,
+        cut_index,
+        max_payload_bytes(segment), [&](const entry_format::Decoded& entry, std::uint64_t at_offset) {
+          write_status = segment.write_index_record(IndexRecord{entry.meta.index, entry.meta.term,
+                                                                at_offset,
+                                                                static_cast<std::uint32_t>(entry.record_bytes)});
+          return write_status.ok();
+        });
+    RAFTLOG_RETURN_IF_ERROR(write_status);
+    report_.bytes_scanned += scan.bytes;
+    report_.entries_scanned += scan.entries;
+    segment.entry_count = scan.next_index - segment.base_index;
+    segment.write_offset = scan.end_offset;
+    segment.last_term = scan.last_term;
+    segment.index_flushed_bytes = std::min(segment.index_flushed_bytes,
+                                           segment.index_bytes_for(expected_index - segment.base_index));
+    expected_index = scan.next_index;
+    term = scan.last_term;
+    generation = scan.last_generation;
+    max_generation_seen_ = std::max(max_generation_seen_, generation);
+    bool cut = scan.stop != ScanResult::Stop::kEnd;
+    if (scan.stop == ScanResult::Stop::kBad && i + 1 < segments_.size() &&
+        segments_[i + 1]->base_index == expected_index && segments_[i + 1]->prev_term == term &&
+        cut_index == 0) {
+      // The next segment's header says this one ended right here (it was rolled after this entry):
+      // the bytes after are unused tail, not a torn entry. Defense in depth: the end marker written
+      // after every entry normally makes the scan stop with kEnd.
+      spdlog::warn("raftlog store {}: ignoring invalid bytes after the last entry of {} at offset {} "
+                   "({}): the next segment continues at index {}",
+                   dir_, segment.data_name, scan.end_offset, scan.problem, expected_index);
+      cut = false;
+    } else if (scan.stop == ScanResult::Stop::kBad) {
+      spdlog::warn("raftlog store {}: torn or invalid tail at {}: {}; truncating there", dir_,
+                   at(segment, scan.end_offset), scan.problem);
+    }
+    if (cut) {
+      // Zero the invalid bytes at the cut so the segment reads as ending there (for the verifier
+      // and the next recovery). Garbage further on needs no zeroing: its generation is lower than
+      // anything appended from now on, so it can never continue the log (entry_format.h).
+      auto zeroed = segment.zero_data_run(scan.end_offset);
+      if (!zeroed.ok()) return zeroed.status();
+      report_.bytes_truncated += *zeroed;
+      segment.clear_index_records(segment.entry_count,
+                                  segment_format::index_capacity_records(segment.size_bytes));
+    }
+    if (cut) return remove_segments_from(i + 1);
+  }
+  return Status();
+}
+
+Status CommitLog::Impl::recover() {
+  const auto started = std::chrono::steady_clock::now();
+  RAFTLOG_RETURN_IF_ERROR(env_->create_dir(dir_));
+  auto names = env_->list_dir(dir_);
+  if (!names.ok()) return names.status();
+
+  // 1. Leftovers.
+  std::vector<std::uint64_t> bases;
+  std::set<std::uint64_t> index_bases;
+  for (const std::string& name : *names) {
+    if (starts_with(name, segment_format::kPreallocPrefix)) {
+      RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, name)));
+    } else if (auto base = segment_format::parse_segment_file_name(name)) {
+      bases.push_back(*base);
+    } else if (auto index_base = segment_format::parse_index_file_name(name)) {
+      index_bases.insert(*index_base);
+    }
+  }
+  std::sort(bases.begin(), bases.end());
+  for (std::uint64_t index_base : index_bases) {
+    if (!std::binary_search(bases.begin(), bases.end(), index_base)) {
+      RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(index_base))));
+    }
+  }
+
+  // 2. Checkpoint, mode, abort marker.
+  const std::string abort_path = join_path(dir_, segment_format::kAbortMarkerFileName);
+  const bool abort_present = env_->exists(abort_path);
+  auto checkpoint_file = DurableRecordFile::open(
+      env_, join_path(dir_, segment_format::kCheckpointFileName), dir_);
+  if (!checkpoint_file.ok()) return checkpoint_file.status();
+  checkpoint_file_ = std::move(*checkpoint_file);
+  std::optional<Checkpoint> checkpoint;
+  if (checkpoint_file_->current()) checkpoint = decode_checkpoint(*checkpoint_file_->current());
+  if (checkpoint_file_->current() && !checkpoint) {
+    spdlog::warn("raftlog store {}: checkpoint has an unknown version; recovering without it", dir_);
+  }
+  const Checkpoint cp = checkpoint.value_or(Checkpoint{});
+  const bool abnormal = abort_present || (!checkpoint && !bases.empty());
+  report_.mode = bases.empty() && !checkpoint
+                     ? RecoveryMode::kFresh
+                     : (abnormal ? RecoveryMode::kAbnormal : RecoveryMode::kNormal);
+  report_.checkpoint_flushed_index = cp.flushed_index;
+  if (bases.empty() && cp.flushed_index > 0 && !options_.allow_truncate_corrupted_flushed_data) {
+    return Status::corruption(join_path(dir_, segment_format::kCheckpointFileName) +
+                              " offset 0: checkpoint says entries up to " +
+                              std::to_string(cp.flushed_index) +
+                              " are durable but the directory holds no segment files");
+  }
+  RAFTLOG_RETURN_IF_ERROR(env_->write_file(abort_path, "raftlog store open\n"));
+  RAFTLOG_RETURN_IF_ERROR(env_->sync_dir(dir_));
+  abort_marker_written_ = true;
+  commit_index_.store(cp.commit_index);
+  const std::uint64_t cut_index = cp.truncate_from;
+  const bool trust_flushed = !options_.allow_truncate_corrupted_flushed_data;
+
+  // 3. Segments.
+  for (std::size_t i = 0; i < bases.size(); ++i) {
+    const std::uint64_t base = bases[i];
+    if (cut_index != 0 && base > cut_index) {
+      // 4. Above a crashed truncation's cut: finish deleting it.
+      RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::segment_file_name(base))));
+      RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(base))));
+      ++report_.segments_removed;
+      continue;
+    }
+    auto segment = Segment::open_existing(env_, dir_, base);
+    if (!segment.ok()) {
+      const bool before_flushed = cp.flushed_index >= base;
+      if (segment.status().code() != StatusCode::kCorruption || (before_flushed && trust_flushed)) {
+        return segment.status();
+      }
+      spdlog::error("raftlog store {}: {}; removing it and every later segment{}", dir_,
+                    segment.status().message(),
+                    before_flushed ? " (DISCARDING DURABLE DATA: allow_truncate_corrupted_flushed_data)" : "");
+      if (before_flushed) report_.corrupted_flushed_data_truncated = true;
+      for (std::size_t j = i; j < bases.size(); ++j) {
+        RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::segment_file_name(bases[j]))));
+        RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(bases[j]))));
+        ++report_.segments_removed;
+      }
+      break;
+    }
+    segments_.push_back(std::move(*segment));
+  }
+  if (cut_index != 0) report_.truncation_intent_completed = true;
+
+  // 5./6. Validate.
+  std::size_t checkpoint_position = segments_.size();
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    if (segments_[i]->base_index == cp.flushed_segment_base) checkpoint_position = i;
+  }
+  Status status;
+  if (segments_.empty()) {
+    // Empty log.
+  } else if (cp.flushed_segment_base == 0 || checkpoint_position == segments_.size()) {
+    if (cp.flushed_index >= segments_.front()->base_index && trust_flushed) {
+      return Status::corruption(join_path(dir_, segment_format::kCheckpointFileName) +
+                                " offset 0: checkpoint points into segment " +
+                                segment_format::segment_file_name(cp.flushed_segment_base) +
+                                " which is missing or invalid");
+    }
+    bool rebuilt = false;
+    RAFTLOG_RETURN_IF_ERROR(segments_.front()->open_index(env_, &rebuilt));
+    if (rebuilt) ++report_.index_files_rebuilt;
+    status = scan_tail(0, kSegmentHeaderBytes, segments_.front()->base_index,
+                       segments_.front()->prev_term, 0, cut_index);
+  } else {
+    for (std::size_t i = 0; i < checkpoint_position && status.ok(); ++i) {
+      status = verify_sealed_segment(*segments_[i],
+                                     segments_[i + 1]->base_index - segments_[i]->base_index, abnormal);
+      if (!status.ok() && status.code() == StatusCode::kCorruption && !trust_flushed) {
+        spdlog::error("raftlog store {}: {}; TRUNCATING DURABLE DATA there "
+                      "(allow_truncate_corrupted_flushed_data)",
+                      dir_, status.message());
+        report_.corrupted_flushed_data_truncated = true;
+        status = scan_tail(i, kSegmentHeaderBytes, segments_[i]->base_index, segments_[i]->prev_term,
+                           0, cut_index);
+        checkpoint_position = segments_.size();  // done
+        break;
+      }
+    }
+    if (status.ok() && checkpoint_position < segments_.size()) {
+      Segment& segment = *segments_[checkpoint_position];
+      const std::uint64_t count = cp.flushed_index + 1 - segment.base_index;  // entries before the point
+      // The segment before must end right where this one starts.
+      if (checkpoint_position > 0) {
+        const Segment& previous = *segments_[checkpoint_position - 1];
+        if (previous.last_index() + 1 != segment.base_index || previous.last_term > segment.prev_term) {
+          status = Status::corruption(at(segment, 0) + ": does not continue segment " + previous.data_name);
+        }
+      }
+      bool rebuilt = false;
+      if (status.ok()) status = segment.open_index(env_, &rebuilt);
+      bool consistent = false;
+      std::uint64_t last_term = segment.prev_term;
+      std::uint64_t last_generation = 0;
+      if (status.ok() && !rebuilt && count > 0) {
+        auto record = segment.index_record(cp.flushed_index);
+        if (record && record->offset + record->record_bytes == cp.flushed_offset) {
+          entry_format::Decoded decoded;
+          const auto result = entry_format::decode(
+              segment.data_map->data() + record->offset, segment.size_bytes - record->offset,
+              max_payload_bytes(segment), /*verify_crc=*/true, &decoded);
+          consistent = result == entry_format::DecodeResult::kOk &&
+                       decoded.meta.index == cp.flushed_index && decoded.meta.term == record->term;
+          last_term = record->term;
+          last_generation = decoded.generation;
+          max_generation_seen_ = std::max(max_generation_seen_, decoded.generation);
+          report_.bytes_scanned += record->record_bytes;
+          ++report_.entries_scanned;
+        }
+      } else if (status.ok() && count == 0) {
+        consistent = cp.flushed_offset == kSegmentHeaderBytes;
+      }
+      if (status.ok() && !consistent) {
+        if (rebuilt) ++report_.index_files_rebuilt;
+        spdlog::warn("raftlog store {}: index {} does not match the checkpoint; rebuilding", dir_,
+                     segment.index_name);
+        std::uint64_t end_offset = 0;
+        std::uint64_t entries = 0;
+        status = rebuild_segment_index(segment, cp.flushed_offset, cp.flushed_index, &end_offset,
+                                       &entries, &last_generation);
+        if (status.ok() && (entries != count || end_offset != cp.flushed_offset)) {
+          status = Status::corruption(at(segment, end_offset) + ": checkpoint says " +
+                                      std::to_string(count) + " durable entries ending at offset " +
+                                      std::to_string(cp.flushed_offset) + ", found " +
+                                      std::to_string(entries));
+        }
+        last_term = segment.last_term;
+      }
+      if (status.ok()) {
+        segment.index_flushed_bytes = rebuilt || !consistent ? 0 : segment.index_bytes_for(count);
+        status = scan_tail(checkpoint_position, cp.flushed_offset, cp.flushed_index + 1, last_term,
+                           last_generation, cut_index);
+      } else if (status.code() == StatusCode::kCorruption && !trust_flushed) {
+        spdlog::error("raftlog store {}: {}; TRUNCATING DURABLE DATA there "
+                      "(allow_truncate_corrupted_flushed_data)",
+                      dir_, status.message());
+        report_.corrupted_flushed_data_truncated = true;
+        status = scan_tail(checkpoint_position, kSegmentHeaderBytes, segment.base_index,
+                           segment.prev_term, 0, cut_index);
+      }
+    }
+  }
+  if (!status.ok()) return status;
+
+  // Publish the recovered shape.
+  if (segments_.empty()) {
+    first_index_.store(1);
+    last_index_.store(0);
+  } else {
+    first_index_.store(segments_.front()->base_index);
+    last_index_.store(segments_.back()->last_index());
+  }
+  if (commit_index_.load() > last_index_.load()) {
+    spdlog::warn("raftlog store {}: checkpointed commit index {} is above the recovered last index {}",
+                 dir_, commit_index_.load(), last_index_.load());
+  }
+
+  // 7. Make the recovered state durable and record it.
+  for (const auto& segment : segments_) {
+    if (segment->flushed_offset < segment->write_offset) {
+      // Entries found on disk may have been in the page cache only (process crash): flush them
+      // before the checkpoint vouches for them.
+      const std::uint64_t from = segment->flushed_offset;
+      const std::uint64_t to =
+          std::min(segment->size_bytes, segment->write_offset + entry_format::kEndMarkerBytes);
+      RAFTLOG_RETURN_IF_ERROR(segment->data_map->flush(from, to - from));
+      segment->flushed_offset = segment->write_offset;
+    }
+  }
+  RAFTLOG_RETURN_IF_ERROR(env_->sync_dir(dir_));
+  flushed_index_.store(last_index_.load());
+  // A new generation, above everything on disk; durable in the checkpoint below before any append.
+  generation_ = std::max(cp.generation, max_generation_seen_) + 1;
+  {
+    std::lock_guard cycle_lock(flush_cycle_mu_);
+    RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(0));
+  }
+  report_.first_index = first_index_.load();
+  report_.last_index = last_index_.load();
+  report_.duration = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - started);
+  spdlog::info("raftlog store {}: recovered: {}", dir_, report_.to_string());
+  return Status();
+}
+
+}  // namespace raftlog::store

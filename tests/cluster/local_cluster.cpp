@@ -1,0 +1,224 @@
+#include "local_cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#ifndef RAFTLOGD_PATH
+#error "RAFTLOGD_PATH must name the raftlogd binary"
+#endif
+
+namespace raftlog::testing {
+
+namespace {
+
+// A currently free loopback port (bound to port 0, then released). Another process could take it in
+// between; tests run with distinct ports per cluster and ctest's parallelism is small.
+int free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    throw std::runtime_error("bind() failed");
+  }
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {
+  char pattern[] = "/tmp/raftlog-cluster-test.XXXXXX";
+  const char* made = ::mkdtemp(pattern);
+  if (made == nullptr) throw std::runtime_error("mkdtemp failed");
+  root_ = made;
+  for (int id = 1; id <= options_.nodes; ++id) ports_[id] = free_loopback_port();
+}
+
+LocalCluster::~LocalCluster() {
+  for (auto& [id, pid] : pids_) {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(root_, ignored);
+}
+
+std::string LocalCluster::address(int id) const { return "127.0.0.1:" + std::to_string(ports_.at(id)); }
+
+std::string LocalCluster::endpoints() const {
+  std::string out;
+  for (const auto& [id, port] : ports_) out += (out.empty() ? "" : ",") + address(id);
+  return out;
+}
+
+std::string LocalCluster::data_dir(int id) const { return root_ + "/n" + std::to_string(id); }
+std::string LocalCluster::log_file(int id) const { return root_ + "/n" + std::to_string(id) + ".log"; }
+
+void LocalCluster::start_all() {
+  for (int id = 1; id <= options_.nodes; ++id) start(id);
+}
+
+void LocalCluster::start(int id) {
+  if (running(id)) throw std::runtime_error("node already running");
+  std::string members;
+  for (const auto& [member, port] : ports_) members += (members.empty() ? "" : ",") + std::to_string(member) + "=" + address(member);
+  std::vector<std::string> args = {
+      RAFTLOGD_PATH,
+      "--id", std::to_string(id),
+      "--members", members,
+      "--data-dir", data_dir(id),
+      "--flush-mode", options_.flush_mode,
+      "--segment-size", std::to_string(options_.segment_size_bytes),
+      "--max-entry-size", std::to_string(options_.max_entry_size_bytes),
+  };
+  args.insert(args.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+  const std::string log = log_file(id);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    FILE* out = std::freopen(log.c_str(), "a", stdout);
+    if (out == nullptr) std::_Exit(127);
+    ::dup2(::fileno(stdout), STDERR_FILENO);
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::_Exit(127);
+  }
+  pids_[id] = pid;
+}
+
+bool LocalCluster::running(int id) const {
+  auto it = pids_.find(id);
+  return it != pids_.end() && it->second > 0;
+}
+
+void LocalCluster::kill(int id) {
+  if (!running(id)) return;
+  ::kill(pids_[id], SIGKILL);
+  ::waitpid(pids_[id], nullptr, 0);
+  pids_[id] = 0;
+}
+
+void LocalCluster::pause(int id) {
+  if (running(id)) ::kill(pids_[id], SIGSTOP);
+}
+
+void LocalCluster::resume(int id) {
+  if (running(id)) ::kill(pids_[id], SIGCONT);
+}
+
+int LocalCluster::stop(int id, std::chrono::milliseconds timeout) {
+  if (!running(id)) return -1;
+  const pid_t pid = pids_[id];
+  ::kill(pid, SIGCONT);
+  ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::waitpid(pid, &status, WNOHANG) == pid) {
+      pids_[id] = 0;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(id);
+  return -1;
+}
+
+std::optional<client::NodeStatus> LocalCluster::status(int id) {
+  client::Options options;
+  options.endpoints = {address(id)};
+  options.call_timeout_ms = 500;
+  auto c = client::Client::create(options);
+  if (!c.ok()) return std::nullopt;
+  auto s = c.value()->status(address(id));
+  if (!s.ok()) return std::nullopt;
+  return s.value();
+}
+
+int LocalCluster::wait_for_leader(std::chrono::milliseconds timeout, const std::vector<int>& excluding) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::map<std::uint64_t, int> votes;  // leader id -> nodes naming it
+    std::uint64_t self_leader = 0;
+    for (int id = 1; id <= options_.nodes; ++id) {
+      if (!running(id) || std::find(excluding.begin(), excluding.end(), id) != excluding.end()) continue;
+      auto s = status(id);
+      if (!s) continue;
+      if (s->leader_id != 0) ++votes[s->leader_id];
+      if (s->role == client::Role::kLeader) self_leader = s->node_id;
+    }
+    if (self_leader != 0 && votes[self_leader] > options_.nodes / 2) return static_cast<int>(self_leader);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return 0;
+}
+
+bool LocalCluster::wait_for_commit(int id, std::uint64_t index, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto s = status(id);
+    if (s && s->commit_index >= index) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::unique_ptr<client::Client> LocalCluster::client(client::Options options, const std::vector<int>& only_ids) {
+  options.endpoints.clear();
+  for (int id = 1; id <= options_.nodes; ++id) {
+    if (only_ids.empty() || std::find(only_ids.begin(), only_ids.end(), id) != only_ids.end()) {
+      options.endpoints.push_back(address(id));
+    }
+  }
+  auto c = client::Client::create(options);
+  if (!c.ok()) throw std::runtime_error("client: " + c.status().message());
+  return std::move(c).value();
+}
+
+std::vector<client::Entry> LocalCluster::read_all(int id) {
+  client::Options options;
+  options.retry_deadline_ms = 3000;
+  auto c = client(options, {id});
+  std::vector<client::Entry> out;
+  std::uint64_t next = 1;
+  // Bounded: each round returns at least one entry or stops.
+  for (int round = 0; round < 100000; ++round) {
+    auto r = c->read(next, 0, 0, false);
+    if (!r.ok() || r->entries.empty()) break;
+    for (auto& e : r->entries) out.push_back(std::move(e));
+    next = out.back().index + 1;
+  }
+  return out;
+}
+
+std::string LocalCluster::log_tail(int id, std::size_t max_bytes) const {
+  std::ifstream in(log_file(id));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  if (all.size() > max_bytes) all = all.substr(all.size() - max_bytes);
+  return all;
+}
+
+}  // namespace raftlog::testing

@@ -1,0 +1,82 @@
+// Restart: the core resumes from the durable hard state and log, takes its voter set from the newest
+// kConfig entry, and never trusts a log newer than the persisted term's vote.
+#include <gtest/gtest.h>
+
+#include "raft/memory_log.h"
+#include "raft/raft.h"
+#include "test_cluster.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::make_entries;
+
+Config base_config(NodeId id) {
+  Config config;
+  config.id = id;
+  config.initial_conf.voters = {1, 2, 3};
+  return config;
+}
+
+TEST(Restart, ResumesTermVoteAndCommit) {
+  MemoryLog log;
+  log.append(make_entries(1, {1, 2, 2}));
+  Raft raft(base_config(2), log, HardState{3, 1, 2});
+  EXPECT_EQ(raft.term(), 3u);
+  EXPECT_EQ(raft.hard_state().vote, 1u);
+  EXPECT_EQ(raft.commit_index(), 2u);
+  EXPECT_EQ(raft.last_index(), 3u);
+  EXPECT_EQ(raft.persisted_index(), 3u);
+  EXPECT_EQ(raft.role(), Role::kFollower);
+  EXPECT_FALSE(raft.has_ready());
+}
+
+TEST(Restart, VoterSetComesFromTheNewestConfigEntry) {
+  MemoryLog log;
+  std::vector<Entry> entries = make_entries(1, {1, 1, 1});
+  entries[0].type = EntryType::kConfig;
+  entries[0].payload = encode_config(ConfState{{1, 2, 3, 4, 5}});
+  entries[1].type = EntryType::kConfig;
+  entries[1].payload = encode_config(ConfState{{1, 2, 3, 4}});
+  log.append(entries);
+  Raft raft(base_config(1), log, HardState{1, 0, 3});
+  EXPECT_EQ(raft.conf(), (ConfState{{1, 2, 3, 4}}));
+  Raft fresh(base_config(1), MemoryLog{}, HardState{});
+  EXPECT_EQ(fresh.conf(), (ConfState{{1, 2, 3}}));
+}
+
+TEST(RestartDeathTest, CorruptConfigEntryIsFatal) {
+  MemoryLog log;
+  std::vector<Entry> entries = make_entries(1, {1});
+  entries[0].type = EntryType::kConfig;
+  entries[0].payload = "garbage";
+  log.append(entries);
+  EXPECT_DEATH(Raft(base_config(1), log, HardState{1, 0, 1}), "corrupt");
+}
+
+TEST(RestartDeathTest, CommitBeyondTheLogIsFatal) {
+  MemoryLog log;
+  log.append(make_entries(1, {1}));
+  EXPECT_DEATH(Raft(base_config(1), log, HardState{1, 0, 2}), "lost committed entries");
+}
+
+TEST(RestartDeathTest, InvalidConfigIsFatalWithItsReason) {
+  Config config = base_config(1);
+  config.heartbeat_ticks = 0;
+  EXPECT_DEATH(Raft(config, MemoryLog{}, HardState{}), "heartbeat_ticks");
+}
+
+TEST(Restart, LogAheadOfThePersistedTermAdoptsItWithoutAVote) {
+  MemoryLog log;
+  log.append(make_entries(1, {1, 4}));
+  Raft raft(base_config(3), log, HardState{2, 1, 1});
+  EXPECT_EQ(raft.term(), 4u);
+  EXPECT_EQ(raft.hard_state().vote, kNoNode);
+  ASSERT_TRUE(raft.has_ready());
+  Ready rd = raft.ready();
+  ASSERT_TRUE(rd.hard_state.has_value());
+  EXPECT_TRUE(rd.must_sync);
+}
+
+}  // namespace
+}  // namespace raftlog::raft

@@ -1,0 +1,69 @@
+// The election restriction (Raft §5.4.1): a vote needs a log at least as up to date as the voter's.
+//
+// Compiled twice: against raftlog_raft (the voter refuses) and against raftlog_raft_broken_vote with
+// RAFTLOG_EXPECT_BROKEN_VOTE defined (the same requests are granted), proving the test can fail and that
+// the link-time seam swaps the rule.
+#include <gtest/gtest.h>
+
+#include "test_cluster.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::make_entries;
+using testing::TestCluster;
+
+#ifdef RAFTLOG_EXPECT_BROKEN_VOTE
+constexpr bool kBrokenVoteRule = true;
+#else
+constexpr bool kBrokenVoteRule = false;
+#endif
+
+Message vote_request(NodeId from, NodeId to, Term term, Index last_index, Term last_term) {
+  Message vote;
+  vote.type = MessageType::kVote;
+  vote.from = from;
+  vote.to = to;
+  vote.term = term;
+  vote.index = last_index;
+  vote.log_term = last_term;
+  return vote;
+}
+
+bool granted(Raft& raft) {
+  Ready rd = raft.ready();
+  EXPECT_EQ(rd.messages_after_persist.size(), 1u);
+  return !rd.messages_after_persist.empty() && !rd.messages_after_persist[0].reject;
+}
+
+TEST(VoteRule, LogUpToDateCheck) {
+  // Node 2 ends at term 2; node 1's log is longer but ends at term 1; node 3 holds only index 1.
+  TestCluster c({1, 2, 3}, {make_entries(1, {1, 1, 1}), make_entries(1, {1, 2}), make_entries(1, {1})},
+                {HardState{2, 0, 0}, HardState{2, 0, 0}, HardState{2, 0, 0}},
+                [](Config& config) { config.pre_vote = false; });
+  c.raft(2).step(vote_request(1, 2, 3, 3, 1));
+  EXPECT_EQ(granted(c.raft(2)), kBrokenVoteRule) << "a lower last term loses despite the longer log";
+  EXPECT_EQ(c.raft(2).hard_state().vote, kBrokenVoteRule ? 1u : kNoNode);
+
+  c.raft(3).step(vote_request(1, 3, 3, 3, 1));
+  EXPECT_TRUE(granted(c.raft(3))) << "same last term, longer log: up to date";
+
+  c.raft(1).step(vote_request(3, 1, 3, 2, 1));
+  EXPECT_EQ(granted(c.raft(1)), kBrokenVoteRule) << "same last term, shorter log: not up to date";
+}
+
+TEST(VoteRule, PreVoteAppliesTheSameCheck) {
+  TestCluster c({1, 2, 3}, {make_entries(1, {1}), make_entries(1, {1, 2}), make_entries(1, {1})},
+                {HardState{2, 0, 0}, HardState{2, 0, 0}, HardState{2, 0, 0}});
+  Message pre_vote = vote_request(1, 2, 3, 1, 1);
+  pre_vote.type = MessageType::kPreVote;
+  c.raft(2).step(pre_vote);
+  Ready rd = c.raft(2).ready();
+  ASSERT_EQ(rd.messages.size(), 1u);
+  EXPECT_EQ(rd.messages[0].type, MessageType::kPreVoteResponse);
+  EXPECT_EQ(!rd.messages[0].reject, kBrokenVoteRule);
+  EXPECT_EQ(c.raft(2).term(), 2u) << "a pre-vote never changes the voter's term";
+}
+
+}  // namespace
+}  // namespace raftlog::raft

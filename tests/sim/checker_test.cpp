@@ -1,0 +1,277 @@
+// The checker must report every kind of violation. Each test feeds it a small handcrafted history that
+// breaks exactly one invariant (and a control history that breaks none), through the same observation
+// calls the simulator makes.
+#include "sim/checker.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/sim_storage.h"
+
+namespace raftlog::sim {
+namespace {
+
+using raft::Entry;
+using raft::EntryType;
+using raft::HardState;
+using raft::Role;
+
+Entry make_entry(raft::Index index, raft::Term term, std::string payload) {
+  Entry entry;
+  entry.index = index;
+  entry.term = term;
+  entry.type = EntryType::kNormal;
+  entry.payload = std::move(payload);
+  return entry;
+}
+
+// Three nodes whose logs the test writes directly, as a driver would.
+class History : public ::testing::Test {
+ protected:
+  History() : checker_(3) {
+    for (raft::NodeId id = 1; id <= 3; ++id) checker_.attach_log(id, &views_[id - 1]);
+  }
+
+  // Appends entries to `node`'s log and tells the checker, as the driver does after applying a Ready.
+  void append(raft::NodeId node, std::vector<Entry> entries) {
+    std::vector<Entry>& log = logs_[node - 1];
+    const raft::Index first = entries.front().index;
+    const raft::Index last = entries.back().index;
+    ASSERT_EQ(first, log.size() + 1);
+    for (Entry& entry : entries) log.push_back(std::move(entry));
+    checker_.observe_append(node, first, last);
+  }
+  void truncate(raft::NodeId node, raft::Index from) {
+    checker_.observe_truncate(node, from);
+    logs_[node - 1].resize(from - 1);
+  }
+  void commit(raft::NodeId node, raft::Index index, raft::Term term) { checker_.observe_commit(node, index, term); }
+
+  void expect_violation(const std::string& invariant) {
+    ASSERT_TRUE(checker_.failed()) << "expected a " << invariant << " violation";
+    EXPECT_EQ(checker_.violation()->invariant, invariant) << checker_.violation()->detail;
+    EXPECT_FALSE(checker_.violation()->detail.empty());
+  }
+  void expect_ok() {
+    EXPECT_FALSE(checker_.failed()) << checker_.violation()->invariant << ": " << checker_.violation()->detail;
+  }
+
+  std::vector<Entry> logs_[3];
+  VectorLogView views_[3] = {VectorLogView(logs_[0]), VectorLogView(logs_[1]), VectorLogView(logs_[2])};
+  Checker checker_;
+};
+
+// A legal history: leader 1 in term 1 replicates and commits, node 2 takes over in term 2 holding
+// everything committed, node 3 drops an uncommitted entry of a deposed leader.
+TEST_F(History, LegalHistoryHasNoViolation) {
+  checker_.observe_role(1, 1, Role::kLeader);
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  checker_.observe_proposal(1, 1, 1, {"a", "b"});
+  append(2, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  append(3, {make_entry(1, 1, "a")});
+  commit(1, 2, 1);
+  commit(2, 2, 1);
+  commit(3, 1, 1);
+  EXPECT_EQ(checker_.acknowledged_proposals(), 2U);
+  checker_.observe_read_request(7);
+  checker_.observe_read_released(1, 7, 2);
+  append(1, {make_entry(3, 1, "lost")});  // never replicated
+  checker_.observe_role(1, 2, Role::kFollower);
+  checker_.observe_role(2, 2, Role::kLeader);
+  append(2, {make_entry(3, 2, "noop")});
+  truncate(1, 3);
+  append(1, {make_entry(3, 2, "noop")});
+  commit(2, 3, 2);
+  commit(1, 3, 2);
+  checker_.observe_durable_hard_state(1, HardState{2, 2, 3});
+  checker_.observe_durable_hard_state(1, HardState{3, 0, 3});
+  checker_.check_committed_prefixes();
+  expect_ok();
+  EXPECT_EQ(checker_.committed_length(), 3U);
+}
+
+TEST_F(History, TwoLeadersInOneTermViolateElectionSafety) {
+  checker_.observe_role(1, 4, Role::kLeader);
+  checker_.observe_role(2, 5, Role::kLeader);  // a later term: fine
+  expect_ok();
+  checker_.observe_role(3, 4, Role::kLeader);
+  expect_violation("election-safety");
+}
+
+TEST_F(History, SameIndexAndTermWithDifferentContentViolatesLogMatching) {
+  append(1, {make_entry(1, 1, "a")});
+  append(2, {make_entry(1, 1, "not-a")});
+  expect_violation("log-matching");
+}
+
+TEST_F(History, SameEntryAfterDifferentPredecessorViolatesLogMatching) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 3, "x")});
+  append(2, {make_entry(1, 2, "b"), make_entry(2, 3, "x")});
+  expect_violation("log-matching");
+}
+
+TEST_F(History, DecreasingTermsInALogViolateLogMatching) {
+  append(1, {make_entry(1, 3, "a"), make_entry(2, 2, "b")});
+  expect_violation("log-matching");
+}
+
+TEST_F(History, LeaderWithoutACommittedEntryViolatesLeaderCompleteness) {
+  append(1, {make_entry(1, 1, "a")});
+  append(2, {make_entry(1, 1, "a")});
+  commit(1, 1, 1);
+  append(3, {make_entry(1, 2, "other")});
+  checker_.observe_role(3, 2, Role::kLeader);
+  expect_violation("leader-completeness");
+}
+
+TEST_F(History, CommitObservedAtALowerTermThanASittingLeaderViolatesLeaderCompleteness) {
+  append(3, {make_entry(1, 3, "c")});
+  checker_.observe_role(3, 3, Role::kLeader);
+  expect_ok();
+  append(1, {make_entry(1, 2, "b")});
+  commit(1, 1, 2);  // committed while node 1 was at term 2 < 3, yet leader 3 does not hold it
+  expect_violation("leader-completeness");
+}
+
+TEST_F(History, TwoDifferentEntriesCommittedAtOneIndexViolateStateMachineSafety) {
+  append(1, {make_entry(1, 1, "a")});
+  append(2, {make_entry(1, 2, "b")});
+  commit(1, 1, 1);
+  commit(2, 1, 2);
+  expect_violation("state-machine-safety");
+}
+
+TEST_F(History, AcknowledgedProposalReplacedViolatesProposalDurability) {
+  append(1, {make_entry(1, 1, "client-write")});
+  checker_.observe_proposal(1, 1, 1, {"client-write"});
+  commit(1, 1, 1);
+  ASSERT_TRUE(checker_.is_acknowledged(1));
+  append(2, {make_entry(1, 2, "other")});
+  commit(2, 1, 2);
+  expect_violation("proposal-durability");
+}
+
+TEST_F(History, AcknowledgedProposalLostInACrashViolatesProposalDurability) {
+  append(1, {make_entry(1, 1, "client-write")});
+  checker_.observe_proposal(1, 1, 1, {"client-write"});
+  commit(1, 1, 1);
+  checker_.observe_durable_hard_state(1, HardState{1, 1, 1});
+  // The "disk" held a different entry after the crash.
+  checker_.observe_crash(1);
+  logs_[0] = {make_entry(1, 1, "torn")};
+  checker_.observe_restart(1, 1);
+  expect_violation("proposal-durability");
+}
+
+TEST_F(History, ProposalThatLostItsIndexIsCountedFailedNotViolated) {
+  append(1, {make_entry(1, 1, "doomed")});
+  checker_.observe_proposal(1, 1, 1, {"doomed"});
+  append(2, {make_entry(1, 2, "winner")});
+  commit(2, 1, 2);
+  expect_ok();
+  EXPECT_EQ(checker_.failed_proposals(), 1U);
+  EXPECT_EQ(checker_.pending_proposals(), 0U);
+}
+
+TEST_F(History, CommitGoingBackwardsViolatesCommitIndex) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  commit(1, 2, 1);
+  commit(1, 1, 1);
+  expect_violation("commit-index");
+}
+
+TEST_F(History, RestartBelowDurableCommitViolatesCommitIndex) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  commit(1, 2, 1);
+  checker_.observe_durable_hard_state(1, HardState{1, 1, 2});
+  checker_.observe_crash(1);
+  checker_.observe_restart(1, 1);
+  expect_violation("commit-index");
+}
+
+TEST_F(History, TruncatingCommittedEntriesViolatesCommitIndex) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  commit(1, 2, 1);
+  truncate(1, 2);
+  expect_violation("commit-index");
+}
+
+TEST_F(History, CommitBeyondTheLogViolatesCommitIndex) {
+  append(1, {make_entry(1, 1, "a")});
+  commit(1, 2, 1);
+  expect_violation("commit-index");
+}
+
+TEST_F(History, StaleReadViolatesReadLinearizability) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  commit(1, 1, 1);
+  append(2, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  commit(2, 2, 1);  // index 2 is committed (somewhere) ...
+  checker_.observe_read_request(42);  // ... before the read starts
+  checker_.observe_read_released(1, 42, 1);
+  expect_violation("read-linearizability");
+}
+
+TEST_F(History, ReadReleasedBeforeItsIndexCommittedViolatesReadLinearizability) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  commit(1, 1, 1);
+  checker_.observe_read_request(9);
+  checker_.observe_read_released(1, 9, 2);
+  expect_violation("read-linearizability");
+}
+
+TEST_F(History, ReadReleasedTwiceViolatesReadLinearizability) {
+  checker_.observe_read_request(5);
+  checker_.observe_read_released(1, 5, 0);
+  expect_ok();
+  checker_.observe_read_released(1, 5, 0);
+  expect_violation("read-linearizability");
+}
+
+TEST_F(History, ChangedVoteWithinATermViolatesVoteSafety) {
+  checker_.observe_durable_hard_state(2, HardState{3, 1, 0});
+  checker_.observe_durable_hard_state(2, HardState{3, 3, 0});
+  expect_violation("vote-safety");
+}
+
+TEST_F(History, DurableTermGoingBackViolatesVoteSafety) {
+  checker_.observe_durable_hard_state(2, HardState{3, 0, 0});
+  checker_.observe_durable_hard_state(2, HardState{2, 0, 0});
+  expect_violation("vote-safety");
+}
+
+TEST_F(History, ProposalNotWhereProposeSaidViolatesProposalResult) {
+  append(1, {make_entry(1, 1, "x")});
+  checker_.observe_proposal(1, 1, 1, {"y"});
+  expect_violation("proposal-result");
+}
+
+TEST_F(History, AbandonedProposalsBeyondAConvergedLogFail) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  checker_.observe_proposal(1, 2, 1, {"b"});
+  checker_.abandon_proposals_beyond(1);
+  EXPECT_EQ(checker_.pending_proposals(), 0U);
+  EXPECT_EQ(checker_.failed_proposals(), 1U);
+  expect_ok();
+}
+
+TEST_F(History, OnlyTheFirstViolationIsKept) {
+  checker_.observe_role(1, 1, Role::kLeader);
+  checker_.observe_role(2, 1, Role::kLeader);
+  checker_.observe_durable_hard_state(2, HardState{3, 1, 0});
+  checker_.observe_durable_hard_state(2, HardState{3, 3, 0});
+  expect_violation("election-safety");
+}
+
+TEST(Describe, ShowsIndexTermTypeAndBoundedPayload) {
+  Entry entry = make_entry(7, 3, std::string(100, 'z'));
+  const std::string text = describe(entry);
+  EXPECT_NE(text.find("7/t3"), std::string::npos);
+  EXPECT_NE(text.find("normal"), std::string::npos);
+  EXPECT_LT(text.size(), 60U);
+}
+
+}  // namespace
+}  // namespace raftlog::sim

@@ -1,0 +1,49 @@
+#include "store/crc32c.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+namespace raftlog::store {
+namespace {
+
+TEST(Crc32c, KnownVectors) {
+  // RFC 3720 / iSCSI test vectors and the classic check value.
+  EXPECT_EQ(crc32c::value("123456789"), 0xE3069283U);
+  EXPECT_EQ(crc32c::value(std::string(32, '\0')), 0x8A9136AAU);
+  EXPECT_EQ(crc32c::value(std::string(32, '\xff')), 0x62A8AB43U);
+  std::string ascending(32, '\0');
+  for (int i = 0; i < 32; ++i) ascending[static_cast<std::size_t>(i)] = static_cast<char>(i);
+  EXPECT_EQ(crc32c::value(ascending), 0x46DD794EU);
+  EXPECT_EQ(crc32c::value("", 0), 0U);
+}
+
+TEST(Crc32c, PortableAndHardwareAgreeOnVectorsAndRandomData) {
+  EXPECT_EQ(crc32c::extend_portable(0, "123456789", 9), 0xE3069283U);
+  EXPECT_EQ(crc32c::extend_hardware(0, "123456789", 9), 0xE3069283U);
+  std::mt19937_64 rng(42);
+  for (int round = 0; round < 200; ++round) {
+    std::string data(rng() % 5000, '\0');
+    for (char& c : data) c = static_cast<char>(rng());
+    const std::size_t offset = data.empty() ? 0 : rng() % data.size();  // unaligned starts too
+    const char* p = data.data() + offset;
+    const std::size_t n = data.size() - offset;
+    ASSERT_EQ(crc32c::extend_portable(0, p, n), crc32c::extend_hardware(0, p, n)) << round;
+  }
+  std::printf("SSE4.2 crc32 instruction available: %s\n", crc32c::hardware_available() ? "yes" : "no");
+}
+
+TEST(Crc32c, ExtendEqualsWholeBuffer) {
+  const std::string data = "The quick brown fox jumps over the lazy dog, repeatedly and at length.";
+  for (std::size_t split = 0; split <= data.size(); ++split) {
+    const std::uint32_t first = crc32c::value(data.data(), split);
+    EXPECT_EQ(crc32c::extend(first, data.data() + split, data.size() - split), crc32c::value(data));
+    const std::uint32_t first_portable = crc32c::extend_portable(0, data.data(), split);
+    EXPECT_EQ(crc32c::extend_portable(first_portable, data.data() + split, data.size() - split),
+              crc32c::value(data));
+  }
+}
+
+}  // namespace
+}  // namespace raftlog::store

@@ -1,0 +1,263 @@
+// Recovery: normal vs abnormal mode, torn and zero-filled tails, stray garbage after the end,
+// corruption before the flushed point (error naming file and offset, or operator truncation),
+// invalid/discontinuous segments after the flushed point, a lost checkpoint.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "store/entry_format.h"
+#include "store/segment_format.h"
+#include "test_util.h"
+
+namespace raftlog::store {
+namespace {
+
+using testing::make_batch;
+using testing::open_ok;
+using testing::small_options;
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(env_->create_dir("/log").ok()); }
+
+  // Async log whose background flusher never fires on its own during a test.
+  Options quiet_async() {
+    auto options = small_options(env_.get(), FlushMode::kAsync);
+    options.flush_interval_ms = 60000;
+    options.flush_dirty_bytes = 1ULL << 40;
+    options.checkpoint_interval_ms = 60000;
+    return options;
+  }
+
+  // Appends [1, flushed] durably and (flushed, written] without flushing, then power-fails.
+  void write_then_crash(std::uint64_t flushed, std::uint64_t written, CrashOptions crash,
+                        std::size_t payload = 700) {
+    auto log = open_ok("/log", quiet_async());
+    ASSERT_TRUE(log);
+    for (std::uint64_t i = 1; i <= flushed; ++i) {
+      auto batch = make_batch(i, 1, 1, payload);
+      ASSERT_TRUE(log->append(batch.span()).ok());
+    }
+    ASSERT_TRUE(log->flush().ok());
+    for (std::uint64_t i = flushed + 1; i <= written; ++i) {
+      auto batch = make_batch(i, 1, 1, payload);
+      ASSERT_TRUE(log->append(batch.span()).ok());
+    }
+    env_->crash();
+    log.reset();
+    env_->restart(crash);
+  }
+
+  std::vector<std::uint64_t> segment_bases() {
+    std::vector<std::uint64_t> bases;
+    auto names = env_->list_dir("/log");
+    EXPECT_TRUE(names.ok());
+    for (const auto& n : *names) {
+      if (auto b = segment_format::parse_segment_file_name(n)) bases.push_back(*b);
+    }
+    std::sort(bases.begin(), bases.end());
+    return bases;
+  }
+
+  std::unique_ptr<MemoryEnv> env_ = std::make_unique<MemoryEnv>();
+};
+
+TEST_F(RecoveryTest, AbortMarkerSelectsAbnormalMode) {
+  write_then_crash(20, 20, {CrashMode::kKeepAll, 1});
+  EXPECT_TRUE(env_->exists("/log/ABORT"));
+  auto log = open_ok("/log", quiet_async());
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->recovery_report().mode, RecoveryMode::kAbnormal);
+  EXPECT_EQ(log->last_index(), 20U);
+  testing::expect_entries(*log, 1, 20, 1, 700);
+  ASSERT_TRUE(log->close().ok());
+  EXPECT_FALSE(env_->exists("/log/ABORT"));
+  auto again = open_ok("/log", quiet_async());
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->recovery_report().mode, RecoveryMode::kNormal);
+}
+
+TEST_F(RecoveryTest, ZeroTailLosesOnlyUnflushedEntries) {
+  write_then_crash(30, 45, {CrashMode::kLoseUnflushed, 1});
+  auto log = open_ok("/log", quiet_async());
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->last_index(), 30U);
+  EXPECT_EQ(log->flushed_index(), 30U);
+  testing::expect_entries(*log, 1, 30, 1, 700);
+  auto next = make_batch(31, 1, 2, 10);
+  EXPECT_TRUE(log->append(next.span()).ok());
+}
+
+TEST_F(RecoveryTest, TornTailIsTruncatedAtTheTear) {
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    SetUp();
+    write_then_crash(10, 25, {CrashMode::kTornWrite, seed});
+    auto log = open_ok("/log", quiet_async());
+    ASSERT_TRUE(log);
+    const std::uint64_t last = log->last_index();
+    EXPECT_GE(last, 10U);
+    EXPECT_LE(last, 25U);
+    testing::expect_entries(*log, 1, last, 1, 700);
+    EXPECT_EQ(log->recovery_report().mode, RecoveryMode::kAbnormal);
+    ASSERT_TRUE(log->close().ok());
+    log.reset();
+    env_ = std::make_unique<MemoryEnv>();
+  }
+}
+
+TEST_F(RecoveryTest, GarbageAfterTheEndNeverResurfaces) {
+  // Keep random unflushed sectors: a lost sector in the middle leaves valid-looking entries after a
+  // zero gap. Recovery must zero them so that later appends cannot make them readable.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    SetUp();
+    write_then_crash(5, 40, {CrashMode::kKeepRandomSectors, seed}, 300);
+    std::uint64_t last = 0;
+    {
+      auto log = open_ok("/log", quiet_async());
+      ASSERT_TRUE(log);
+      last = log->last_index();
+      // New entries with the SAME term and size as the lost ones, so they land exactly where the
+      // old ones were and a surviving old entry right after them would continue index, term and
+      // offset perfectly. Only its older generation exposes it. Then a process crash keeps all.
+      for (std::uint64_t i = last + 1; i <= last + 3; ++i) {
+        auto batch = make_batch(i, 1, 1, 300);
+        ASSERT_TRUE(log->append(batch.span()).ok());
+      }
+      ASSERT_TRUE(log->flush().ok());
+      env_->crash();
+    }
+    env_->restart({CrashMode::kKeepAll, seed});
+    auto log = open_ok("/log", quiet_async());
+    ASSERT_TRUE(log);
+    EXPECT_EQ(log->last_index(), last + 3) << "seed " << seed;
+    testing::expect_entries(*log, 1, last + 3, 1, 300);
+    log.reset();
+    env_ = std::make_unique<MemoryEnv>();
+  }
+}
+
+TEST_F(RecoveryTest, CorruptionOfCheckpointedEntryFailsOpenNamingFileAndOffset) {
+  {
+    auto log = open_ok("/log", small_options(env_.get()));
+    ASSERT_TRUE(log);
+    auto batch = make_batch(1, 20, 1, 500);
+    ASSERT_TRUE(log->append(batch.span()).ok());
+  }
+  // Entry 20 is the checkpointed one: flip a payload byte.
+  const std::uint64_t record = entry_format::record_bytes(500);
+  const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 19 * record;
+  ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 100).ok());
+  auto failed = CommitLog::open("/log", small_options(env_.get()));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kCorruption);
+  const std::string& message = failed.status().message();
+  EXPECT_NE(message.find(segment_format::segment_file_name(1)), std::string::npos) << message;
+  EXPECT_NE(message.find("offset " + std::to_string(offset)), std::string::npos) << message;
+  // The offline verifier points at the same place.
+  auto report = verify_log_directory("/log", env_.get());
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->ok);
+  EXPECT_EQ(report->bad_file, segment_format::segment_file_name(1));
+  EXPECT_EQ(report->bad_offset, offset);
+  EXPECT_EQ(report->last_index, 19U);
+}
+
+TEST_F(RecoveryTest, CorruptionFoundByIndexRebuildFailsUnlessOperatorAllowsTruncation) {
+  {
+    auto log = open_ok("/log", small_options(env_.get()));
+    ASSERT_TRUE(log);
+    for (std::uint64_t i = 1; i <= 200; i += 10) {
+      auto batch = make_batch(i, 10, 1, 1000);
+      ASSERT_TRUE(log->append(batch.span()).ok());
+    }
+  }
+  const std::uint64_t record = entry_format::record_bytes(1000);
+  const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 9 * record;  // entry 10
+  const std::string segment = "/log/" + segment_format::segment_file_name(1);
+  ASSERT_TRUE(env_->corrupt_byte(segment, offset + 60, 1).ok());
+  ASSERT_TRUE(env_->remove("/log/" + segment_format::index_file_name(1)).ok());  // forces a scan
+
+  auto failed = CommitLog::open("/log", small_options(env_.get()));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(failed.status().message().find(segment_format::segment_file_name(1) + " offset " +
+                                           std::to_string(offset)),
+            std::string::npos)
+      << failed.status().message();
+  // Nothing was changed by the failed open: it fails again the same way.
+  EXPECT_FALSE(CommitLog::open("/log", small_options(env_.get())).ok());
+
+  auto options = small_options(env_.get());
+  options.allow_truncate_corrupted_flushed_data = true;
+  auto log = open_ok("/log", options);
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->recovery_report().corrupted_flushed_data_truncated);
+  EXPECT_EQ(log->last_index(), 9U);
+  testing::expect_entries(*log, 1, 9, 1, 1000);
+}
+
+TEST_F(RecoveryTest, InvalidOrDiscontinuousSegmentsAfterTheFlushedPointAreRemoved) {
+  {
+    auto log = open_ok("/log", small_options(env_.get()));
+    ASSERT_TRUE(log);
+    auto batch = make_batch(1, 20, 1, 100);
+    ASSERT_TRUE(log->append(batch.span()).ok());
+  }
+  // A segment whose header never became durable (crash mid-roll), and one that leaves a gap.
+  {
+    auto file = env_->open("/log/" + segment_format::segment_file_name(21), true);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE((*file)->allocate(0, 64 << 10).ok());
+  }
+  {
+    auto file = env_->open("/log/" + segment_format::segment_file_name(40), true);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE((*file)->allocate(0, 64 << 10).ok());
+    auto map = (*file)->map(64 << 10);
+    ASSERT_TRUE(map.ok());
+    segment_format::encode_segment_header({40, 1, 64 << 10}, (*map)->data());
+  }
+  auto log = open_ok("/log", small_options(env_.get()));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->last_index(), 20U);
+  EXPECT_EQ(log->recovery_report().segments_removed, 2U) << log->recovery_report().to_string();
+  EXPECT_EQ(segment_bases(), std::vector<std::uint64_t>{1});
+  auto next = make_batch(21, 100, 1, 1000);  // rolls into a fresh segment 21
+  ASSERT_TRUE(log->append(next.span()).ok());
+  testing::expect_entries(*log, 21, 120, 1, 1000);
+}
+
+TEST_F(RecoveryTest, LostCheckpointMeansFullValidation) {
+  {
+    auto log = open_ok("/log", small_options(env_.get()));
+    ASSERT_TRUE(log);
+    for (std::uint64_t i = 1; i <= 100; i += 10) {
+      auto batch = make_batch(i, 10, 1, 1000);
+      ASSERT_TRUE(log->append(batch.span()).ok());
+    }
+  }
+  ASSERT_TRUE(env_->remove("/log/CHECKPOINT").ok());
+  auto log = open_ok("/log", small_options(env_.get()));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->recovery_report().mode, RecoveryMode::kAbnormal);
+  EXPECT_EQ(log->recovery_report().entries_scanned, 100U);
+  EXPECT_EQ(log->last_index(), 100U);
+  testing::expect_entries(*log, 1, 100, 1, 1000);
+}
+
+TEST_F(RecoveryTest, MissingSegmentsBehindTheCheckpointAreAnError) {
+  {
+    auto log = open_ok("/log", small_options(env_.get()));
+    ASSERT_TRUE(log);
+    auto batch = make_batch(1, 5, 1, 100);
+    ASSERT_TRUE(log->append(batch.span()).ok());
+  }
+  ASSERT_TRUE(env_->remove("/log/" + segment_format::segment_file_name(1)).ok());
+  auto failed = CommitLog::open("/log", small_options(env_.get()));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(failed.status().message().find("CHECKPOINT"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace raftlog::store
