@@ -299,9 +299,8 @@ int run_plan(const StorePlan& plan, const cli::Io& io) {
   for (const store::FlushMode mode : plan.modes) {
     for (const std::uint64_t entry_bytes : plan.entry_sizes) {
       for (const std::uint64_t writers : plan.writers) {
-        const std::string cell_dir = "cell-" + std::to_string(++cell_number);
+        ++cell_number;
         CellConfig config;
-        config.dir = dir.sub(cell_dir);
         config.mode = mode;
         config.writers = writers;
         config.entry_bytes = entry_bytes;
@@ -313,6 +312,8 @@ int run_plan(const StorePlan& plan, const cli::Io& io) {
         // Store and raw runs alternate so that slow drifts of a shared disk hit both alike.
         CellRow row{mode, writers, entry_bytes, {}, false, {}};
         for (std::uint64_t repeat = 0; repeat < plan.repeat; ++repeat) {
+          const std::string cell_dir = "cell-" + std::to_string(cell_number) + "-run-" + std::to_string(repeat + 1);
+          config.dir = dir.sub(cell_dir);
           const CellResult store_run = run_store_cell(config, io.err);
           dir.remove_sub(cell_dir);  // before the raw loop, so that both see the same free space
           if (plan.repeat > 1) print_repeat_result(io.out, mode, writers, entry_bytes, repeat, store_run);

@@ -181,14 +181,13 @@ class ClientServices::Impl {
                                                  v1::TransferLeadershipResponse* response) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       Node* node = owner_->node_;
-      node->transfer_leadership(request->target_id(), [node, context, reactor, response](NodeError error) {
-        if (!error.ok()) {
-          reactor->Finish(to_grpc(context, error));
+      node->transfer_leadership(request->target_id(), [context, reactor, response](TransferResult result) {
+        if (!result.error.ok()) {
+          reactor->Finish(to_grpc(context, result.error));
           return;
         }
-        const NodeStatus status = node->status();
-        response->set_leader_id(status.leader_id);
-        response->set_term(status.term);
+        response->set_leader_id(result.leader_id);
+        response->set_term(result.term);
         reactor->Finish(grpc::Status::OK);
       });
       return reactor;

@@ -71,7 +71,7 @@ struct ReadIndexInput {
 };
 struct TransferInput {
   std::uint64_t target = 0;
-  Node::ErrorCallback done;
+  Node::TransferCallback done;
 };
 struct MessageInput {
   raft::Message message;
@@ -303,7 +303,7 @@ static void reject(Input& input, const NodeError& error) {
         } else if constexpr (std::is_same_v<T, ReadIndexInput>) {
           in.done(ReadIndexResult{error, 0});
         } else if constexpr (std::is_same_v<T, TransferInput>) {
-          in.done(error);
+          in.done(TransferResult{error, 0, 0});
         }
       },
       input);
@@ -518,27 +518,27 @@ void Node::Impl::handle_read_index(ReadIndexInput& in) {
 
 void Node::Impl::handle_transfer(TransferInput& in) {
   if (!config_.members.contains(in.target)) {
-    in.done(make_error(ErrorCode::kInvalidArgument, "node " + std::to_string(in.target) +
-                                                        " is not a member of the cluster"));
+    in.done(TransferResult{make_error(ErrorCode::kInvalidArgument, "node " + std::to_string(in.target) +
+                                                        " is not a member of the cluster"), 0, 0});
     return;
   }
   switch (raft_->transfer_leadership(in.target)) {
     case raft::TransferStatus::kOk:
       break;
     case raft::TransferStatus::kAlreadyLeader:
-      in.done(NodeError{});
+      in.done(TransferResult{NodeError{}, config_.node_id, raft_->term()});
       return;
     case raft::TransferStatus::kNotLeader:
-      in.done(not_leader_error());
+      in.done(TransferResult{not_leader_error(), 0, 0});
       return;
     case raft::TransferStatus::kUnknownTarget:
-      in.done(make_error(ErrorCode::kInvalidArgument, "unknown transfer target " + std::to_string(in.target)));
+      in.done(TransferResult{make_error(ErrorCode::kInvalidArgument, "unknown transfer target " + std::to_string(in.target)), 0, 0});
       return;
     case raft::TransferStatus::kInProgress:
-      in.done(make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress"));
+      in.done(TransferResult{make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress"), 0, 0});
       return;
   }
-  if (pending_transfer_) pending_transfer_->done(make_error(ErrorCode::kUnavailable, "superseded"));
+  if (pending_transfer_) pending_transfer_->done(TransferResult{make_error(ErrorCode::kUnavailable, "superseded"), 0, 0});
   pending_transfer_ = std::move(in);
   // The core aborts a transfer after an election timeout; allow two before reporting failure.
   transfer_deadline_ = Clock::now() + std::chrono::milliseconds(4ULL * config_.election_ticks * config_.tick_ms);
@@ -571,7 +571,7 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
     }
     soft_state_ = next;
     if (pending_transfer_ && next.leader == pending_transfer_->target) {
-      pending_transfer_->done(NodeError{});
+      pending_transfer_->done(TransferResult{NodeError{}, next.leader, next.term});
       pending_transfer_.reset();
     }
   }
@@ -717,7 +717,8 @@ void Node::Impl::expire_pending(Clock::time_point now) {
   expire_reads(pending_reads_);
   expire_reads(reads_awaiting_commit_);
   if (pending_transfer_ && transfer_deadline_ <= now) {
-    pending_transfer_->done(make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time"));
+    pending_transfer_->done(
+        TransferResult{make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time"), 0, 0});
     pending_transfer_.reset();
   }
 }
@@ -734,7 +735,7 @@ void Node::Impl::fail_all(ErrorCode code, const std::string& message) {
   for (auto& [index, read] : reads_awaiting_commit_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
   reads_awaiting_commit_.clear();
   if (pending_transfer_) {
-    pending_transfer_->done(make_error(code, message, kReasonShuttingDown));
+    pending_transfer_->done(TransferResult{make_error(code, message, kReasonShuttingDown), 0, 0});
     pending_transfer_.reset();
   }
   // Inputs still queued get the same answer.
@@ -895,9 +896,9 @@ void Node::read_index(ReadIndexCallback done) {
   impl_->push(ReadIndexInput{std::move(done), deadline}, false);
 }
 
-void Node::transfer_leadership(std::uint64_t target_id, ErrorCallback done) {
+void Node::transfer_leadership(std::uint64_t target_id, TransferCallback done) {
   if (impl_->stopping_.load()) {
-    done(make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown));
+    done(TransferResult{make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown), 0, 0});
     return;
   }
   impl_->push(TransferInput{target_id, std::move(done)}, false);

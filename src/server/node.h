@@ -70,6 +70,12 @@ struct AppendResult {
   bool duplicate = false;  // answered from the dedup table: nothing new was written
 };
 
+struct TransferResult {
+  NodeError error;
+  std::uint64_t leader_id = 0;  // on success: the new leader (the target)
+  std::uint64_t term = 0;       // the term it leads
+};
+
 struct ReadIndexResult {
   NodeError error;
   std::uint64_t read_index = 0;  // every entry up to here is committed and readable on this node
@@ -86,7 +92,7 @@ class Node {
  public:
   using AppendCallback = std::function<void(AppendResult)>;
   using ReadIndexCallback = std::function<void(ReadIndexResult)>;
-  using ErrorCallback = std::function<void(NodeError)>;
+  using TransferCallback = std::function<void(TransferResult)>;
 
   // Recovers the CommitLog and the hard state from config.data_dir and rebuilds the dedup table.
   // Does not start the loop.
@@ -108,7 +114,8 @@ class Node {
   // Linearizable read barrier: `done` gets an index such that every append completed before this call
   // is at or below it, once this node has committed up to it.
   void read_index(ReadIndexCallback done);
-  void transfer_leadership(std::uint64_t target_id, ErrorCallback done);
+  // `done` runs once this node hears from `target` as leader, or fails after two election timeouts.
+  void transfer_leadership(std::uint64_t target_id, TransferCallback done);
   // A Raft message from a peer (transport thread).
   void receive(raft::Message message);
 

@@ -236,3 +236,101 @@ TEST(ClusterTest, OldLeaderUncommittedTailIsTruncatedAndReplaced) {
 
 }  // namespace
 }  // namespace raftlog::testing
+
+namespace raftlog::testing {
+namespace {
+
+TEST(ClusterTest, TransferLeadershipMovesTheLeaderAndWritesContinue) {
+  LocalCluster cluster(cluster_options(3));
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0);
+  auto c = cluster.client();
+  ASSERT_TRUE(c->append({"before-transfer"}).ok());
+  const int target = leader == 3 ? 1 : leader + 1;
+  auto transferred = c->transfer_leadership(static_cast<std::uint64_t>(target));
+  ASSERT_TRUE(transferred.ok()) << transferred.status().message();
+  EXPECT_EQ(transferred->leader_id, static_cast<std::uint64_t>(target));
+  EXPECT_EQ(cluster.wait_for_leader(), target);
+  auto after = c->append({"after-transfer"});
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  // An unknown target is refused with a clear status.
+  auto bad = c->transfer_leadership(42);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), client::StatusCode::kInvalidArgument) << bad.status().message();
+}
+
+TEST(ClusterTest, TailFollowsTheLogAcrossLeaderChangesAndNodeShutdown) {
+  LocalCluster cluster(cluster_options(3));
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0);
+
+  std::vector<std::uint64_t> tailed_indexes;
+  std::vector<std::string> tailed_payloads;
+  std::mutex mu;
+  std::stop_source stop;
+  // The tail starts on a follower so that stopping that follower forces a resume elsewhere.
+  const int tail_node = leader == 1 ? 2 : 1;
+  std::vector<int> order = {tail_node};
+  for (int id = 1; id <= 3; ++id) {
+    if (id != tail_node) order.push_back(id);
+  }
+  std::thread tailer([&] {
+    client::Options options;
+    for (int id : order) options.endpoints.push_back(cluster.address(id));
+    auto c = client::Client::create(options);
+    ASSERT_TRUE(c.ok());
+    client::TailOptions tail;
+    tail.from_index = 1;
+    tail.stop = stop.get_token();
+    tail.duration_ms = 30000;  // bound: the test stops it long before
+    auto result = c.value()->tail(tail, [&](const client::Entry& e) {
+      std::lock_guard lock(mu);
+      tailed_indexes.push_back(e.index);
+      tailed_payloads.push_back(e.payload);
+      return true;
+    });
+    EXPECT_TRUE(result.ok()) << result.status().message();
+  });
+
+  auto c = cluster.client();
+  std::vector<Acked> acked;
+  auto append_some = [&](const std::string& prefix, int count) {
+    for (int i = 0; i < count; ++i) {
+      auto r = c->append({prefix + std::to_string(i)});
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      acked.push_back({r->first_index, prefix + std::to_string(i)});
+    }
+  };
+  append_some("a", 30);
+  // Leadership moves away from the original leader...
+  const int target = leader == 3 ? 1 : leader + 1;
+  ASSERT_TRUE(c->transfer_leadership(static_cast<std::uint64_t>(target)).ok());
+  append_some("b", 30);
+  // ...and the node serving the tail shuts down: the client resumes on another node.
+  if (cluster.wait_for_leader() != tail_node) {
+    EXPECT_EQ(cluster.stop(tail_node), 0);
+  }
+  append_some("c", 30);
+  const std::uint64_t last = acked.back().index;
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (!tailed_indexes.empty() && tailed_indexes.back() >= last) break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  stop.request_stop();
+  tailer.join();
+  std::lock_guard lock(mu);
+  ASSERT_FALSE(tailed_indexes.empty());
+  ASSERT_GE(tailed_indexes.back(), last);
+  // Gap-free, in order, no duplicates, from index 1.
+  for (std::size_t i = 0; i < tailed_indexes.size(); ++i) ASSERT_EQ(tailed_indexes[i], i + 1);
+  for (const Acked& a : acked) EXPECT_EQ(tailed_payloads[a.index - 1], a.payload);
+}
+
+}  // namespace
+}  // namespace raftlog::testing
