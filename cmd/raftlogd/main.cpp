@@ -85,6 +85,10 @@ bool read_config_file(const std::string& path, const std::set<std::string>& over
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First thing: a SIGTERM that arrives while the node is still recovering must lead to a clean
+  // shutdown once it is up, not to the default action (death without closing the store).
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGINT, on_signal);
   using raftlog::cli::FlagSet;
   using raftlog::cli::ParseStatus;
   raftlog::server::NodeConfig config;
@@ -188,8 +192,6 @@ int main(int argc, char** argv) {
     return raftlog::cli::kExitUsage;
   }
 
-  std::signal(SIGTERM, on_signal);
-  std::signal(SIGINT, on_signal);
   std::string error;
   auto server = raftlog::server::Server::start(config, &error);
   if (server == nullptr) {

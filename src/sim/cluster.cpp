@@ -60,6 +60,7 @@ Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, Prng& prng, Ch
     n.commit = n.raft->commit_index();
     checker_.observe_restart(n.id, n.commit);
   }
+  for (Node& n : nodes_) drain_ready(n);
 }
 
 Cluster::~Cluster() {

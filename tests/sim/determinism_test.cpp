@@ -44,5 +44,54 @@ TEST(Determinism, RunsDoWorkAndRecover) {
   EXPECT_GT(result.liveness_ticks, 0U);
 }
 
+TEST(Simulation, EveryKindOfFaultHappens) {
+  // Guards against a fault silently never firing: over a few seeds, each kind must occur.
+  ClusterStats total;
+  std::uint64_t partitions = 0;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    SimOptions options;
+    options.seed = seed;
+    options.node_count = 5;
+    const SimResult result = run_simulation(options);
+    ASSERT_TRUE(result.ok()) << format_failure(result);
+    total.crashes += result.cluster.crashes;
+    total.leader_strikes += result.cluster.leader_strikes;
+    total.pauses += result.cluster.pauses;
+    total.messages_dropped += result.cluster.messages_dropped;
+    total.transfers_started += result.cluster.transfers_started;
+    total.reads_aborted += result.cluster.reads_aborted;
+    partitions += result.partitions;
+  }
+  EXPECT_GT(total.crashes, 0U);
+  EXPECT_GT(total.leader_strikes, 0U);
+  EXPECT_GT(total.pauses, 0U);
+  EXPECT_GT(total.messages_dropped, 0U);
+  EXPECT_GT(total.transfers_started, 0U);
+  EXPECT_GT(partitions, 0U);
+}
+
+TEST(Simulation, RecoveryThatTakesTooLongIsALivenessFailure) {
+  // One tick after the faults stop is not enough for an election: the run must fail as liveness.
+  SimOptions options;
+  options.seed = 4;
+  options.liveness_ticks = 1;
+  const SimResult result = run_simulation(options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(result.liveness_failure()) << format_failure(result);
+  EXPECT_FALSE(result.trace_tail.empty());
+}
+
+TEST(Simulation, AggressiveProfileStillRecovers) {
+  // The leader-churn profile must not be so hostile that a correct core fails.
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    SimOptions options;
+    options.seed = seed;
+    options.node_count = 3;
+    options.aggressive = true;
+    const SimResult result = run_simulation(options);
+    ASSERT_TRUE(result.ok()) << format_failure(result);
+  }
+}
+
 }  // namespace
 }  // namespace raftlog::sim
