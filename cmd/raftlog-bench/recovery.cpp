@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,6 +83,13 @@ constexpr auto kBuildTimeout = std::chrono::minutes(10);
   for (;;) ::pause();
 }
 
+double process_cpu_seconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
 bool drop_page_cache() {
   ::sync();
   std::ofstream control("/proc/sys/vm/drop_caches");
@@ -96,9 +104,11 @@ RecoveryOpen timed_open(const RecoveryConfig& config, store::RecoveryMode expect
   store::Options options;
   options.segment_size_bytes = config.segment_size_bytes;
   options.max_entry_size_bytes = static_cast<std::uint32_t>(std::max<std::uint64_t>(config.entry_bytes, 4096));
+  const double cpu_before = process_cpu_seconds();
   const auto start = Clock::now();
   auto opened = store::CommitLog::open(config.dir, options);
   result.open_seconds = seconds_since(start);
+  result.open_cpu_seconds = process_cpu_seconds() - cpu_before;
   if (!opened.ok()) throw std::runtime_error("recovery open: " + opened.status().to_string());
   std::unique_ptr<store::CommitLog> log = std::move(opened).value();
   result.report = log->recovery_report();

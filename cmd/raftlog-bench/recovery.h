@@ -30,6 +30,9 @@ struct RecoveryConfig {
 struct RecoveryOpen {
   store::RecoveryReport report;
   double open_seconds = 0.0;  // wall time of CommitLog::open()
+  // CPU time (user + system, all threads) the process used during open(): with a shared, loaded
+  // machine this separates "recovery is slow" from "recovery did not get the CPU".
+  double open_cpu_seconds = 0.0;
   bool caches_dropped = false;
 };
 

@@ -134,6 +134,7 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
   store::Options options;
   options.flush_mode = config.mode;
   options.segment_size_bytes = config.segment_size_bytes;
+  options.zero_fill_segments = config.zero_fill_segments;
   options.max_entry_size_bytes = static_cast<std::uint32_t>(std::max<std::uint64_t>(config.entry_bytes, 4096));
   auto opened = store::CommitLog::open(config.dir, options);
   if (!opened.ok()) throw std::runtime_error("open " + config.dir + ": " + opened.status().to_string());

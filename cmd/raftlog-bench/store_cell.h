@@ -19,6 +19,7 @@ struct CellConfig {
   std::uint64_t entry_bytes = 1024;  // payload bytes per entry
   std::chrono::milliseconds duration{2000};
   std::uint64_t segment_size_bytes = 256ULL << 20;
+  bool zero_fill_segments = false;  // store::Options::zero_fill_segments
   // Bound on payload bytes appended in the cell (disk use); writers stop early when reached.
   std::uint64_t max_payload_bytes = 2ULL << 30;
 };

@@ -37,6 +37,7 @@ struct StorePlan {
   std::uint64_t repeat = 1;
   RawFor raw_for = RawFor::kAll;
   std::uint64_t segment_size_bytes = 256ULL << 20;
+  bool zero_fill_segments = false;
   std::uint64_t max_cell_bytes = 2ULL << 30;
   double recovery_gib = 0.0;
   std::uint64_t recovery_entry_bytes = 1024;
@@ -242,7 +243,8 @@ void print_recovery(std::ostream& out, const RecoveryResult& result, const Recov
     const auto& report = open.report;
     const double scanned_gib = static_cast<double>(report.bytes_scanned) / kGiB;
     const double recovery_seconds = static_cast<double>(report.duration.count()) / 1e6;
-    out << "  after " << shutdown << " shutdown: open() took " << fixed(open.open_seconds * 1000.0, 1) << " ms; "
+    out << "  after " << shutdown << " shutdown: open() took " << fixed(open.open_seconds * 1000.0, 1) << " ms ("
+        << fixed(open.open_cpu_seconds * 1000.0, 1) << " ms CPU); "
         << report.to_string() << '\n';
     out << ResultLine("recovery")
                .add("shutdown", shutdown)
@@ -253,6 +255,8 @@ void print_recovery(std::ostream& out, const RecoveryResult& result, const Recov
                .add("recovery_ms", recovery_seconds * 1000.0, 1)
                .add("bytes_scanned", report.bytes_scanned)
                .add("validate_gib_per_s", recovery_seconds > 0 ? scanned_gib / recovery_seconds : 0.0, 2)
+               .add("cpu_ms", open.open_cpu_seconds * 1000.0, 1)
+               .add("validate_gib_per_cpu_s", open.open_cpu_seconds > 0 ? scanned_gib / open.open_cpu_seconds : 0.0, 2)
                .add("cache", open.caches_dropped ? "cold" : "warm")
                .text()
         << '\n';
@@ -306,6 +310,7 @@ int run_plan(const StorePlan& plan, const cli::Io& io) {
         config.entry_bytes = entry_bytes;
         config.duration = to_duration(plan.cell_seconds);
         config.segment_size_bytes = plan.segment_size_bytes;
+        config.zero_fill_segments = plan.zero_fill_segments;
         config.max_payload_bytes = plan.max_cell_bytes;
         const bool wants_raw = plan.raw_for == RawFor::kAll ||
                                (plan.raw_for == RawFor::kSync && mode == store::FlushMode::kSync);
@@ -374,6 +379,8 @@ int run_store_command(std::string_view command_path, std::span<const std::string
                   "run each cell (and its raw-disk run) N times, alternating; figures are totals over the N");
   flags.string_flag("raw", &raw_for, "WHICH", "cells followed by a raw-disk run: all, sync or none");
   flags.bytes_flag("segment-bytes", &plan.segment_size_bytes, "BYTES", "segment size of the benchmark logs");
+  flags.bool_flag("zero-fill-segments", &plan.zero_fill_segments,
+                  "store option zero_fill_segments: write zeros over new segments ahead of use");
   flags.bytes_flag("max-cell-bytes", &plan.max_cell_bytes, "BYTES",
                    "payload bound per cell and raw file size bound (disk use)");
   flags.double_flag("recovery-gib", &plan.recovery_gib, "GIB", "size of the recovery log in GiB (0 = skip)");

@@ -105,13 +105,15 @@ void Server::shutdown() {
   const auto started = std::chrono::steady_clock::now();
   spdlog::info("node {}: shutting down", impl_->config.node_id);
   // Tails end first (clients resume elsewhere), then the node fails whatever is pending and closes
-  // the store cleanly; only then does the gRPC server stop, so no handler runs against a closed node.
+  // the store cleanly; only then does the gRPC server stop.
+  // The transport stops before the gRPC server: inbound peer streams never end by themselves, and
+  // Shutdown() would otherwise wait out its whole deadline for them.
   impl_->services->shutdown();
   impl_->node->stop();
-  impl_->grpc_server->Shutdown(std::chrono::system_clock::now() +
-                               std::chrono::milliseconds(impl_->config.shutdown_grace_ms));
   impl_->transport->stop();
   impl_->sender.transport = nullptr;
+  impl_->grpc_server->Shutdown(std::chrono::system_clock::now() +
+                               std::chrono::milliseconds(impl_->config.shutdown_grace_ms));
   const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   spdlog::info("node {}: shut down in {} ms", impl_->config.node_id, took_ms.count());
 }

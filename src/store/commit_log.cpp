@@ -451,6 +451,7 @@ void CommitLog::Impl::set_flush_listener(FlushListener listener) {
 
 void CommitLog::Impl::flusher_main() {
   const auto interval = std::chrono::milliseconds(options_.flush_interval_ms);
+  std::uint64_t last_reported = flushed_index_.load();
   for (;;) {
     bool stop = false;
     {
@@ -472,19 +473,26 @@ void CommitLog::Impl::flusher_main() {
       }
       if (!stop) maybe_checkpoint_locked();
     }
+    call_listener(&last_reported);
     if (stop) return;
   }
 }
 
-void CommitLog::Impl::notify_flushed(std::uint64_t old_flushed, std::uint64_t new_flushed) {
+void CommitLog::Impl::notify_flushed() {
   {
     std::lock_guard lock(flush_mu_);  // pairs with the predicate check in wait_flushed()
   }
   flushed_cv_.notify_all();
-  if (new_flushed > old_flushed) {
-    std::lock_guard lock(listener_mu_);
-    if (listener_) listener_(new_flushed);
-  }
+}
+
+void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
+  // Called by the flusher thread with no store lock held, so the listener may call any method.
+  const std::uint64_t flushed = flushed_index_.load();
+  if (flushed < *last_reported) *last_reported = flushed;  // lowered by a truncation
+  if (flushed == *last_reported) return;
+  *last_reported = flushed;
+  std::lock_guard lock(listener_mu_);
+  if (listener_) listener_(flushed);
 }
 
 Status CommitLog::Impl::flush_cycle_locked() {
@@ -551,7 +559,7 @@ Status CommitLog::Impl::flush_cycle_locked() {
       stats_.bytes_flushed += bytes;
     }
   }
-  notify_flushed(old_flushed, new_flushed);
+  notify_flushed();
   return Status();
 }
 
@@ -809,12 +817,13 @@ Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
   std::lock_guard write_lock(write_mu_);
   RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
   // Checkpoint first so that it never points into a segment deleted below.
+  std::uint64_t checkpointed = 0;
   {
     std::lock_guard cycle_lock(flush_cycle_mu_);
     RAFTLOG_RETURN_IF_ERROR(flush_cycle_locked());
     RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(0));
+    checkpointed = last_checkpoint_.flushed_index;
   }
-  const std::uint64_t checkpointed = last_checkpoint_.flushed_index;
   std::size_t removed = 0;
   for (;;) {
     std::shared_ptr<Segment> oldest;

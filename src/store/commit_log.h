@@ -148,8 +148,10 @@ struct FlushStats {
 
 class CommitLog {
  public:
-  // Called by the flusher thread with the new flushed index after each flush that advanced it. Must
-  // be quick and must not call back into the CommitLog's writer methods.
+  // Called by the flusher thread, holding no store lock, with the new flushed index after flushes
+  // that advanced it (successive calls see increasing values, except after truncate_suffix lowered
+  // the flushed index). Must be quick (it delays the next flush); it may call CommitLog methods except
+  // set_flush_listener() and close().
   using FlushListener = std::function<void(std::uint64_t flushed_index)>;
 
   // Opens (creating if needed) the log in `dir` and runs recovery. Fails with kCorruption (naming the

@@ -82,7 +82,8 @@ class CommitLog::Impl {
   void flusher_main();
   void fail(const Status& status);
   Status failure() const;
-  void notify_flushed(std::uint64_t old_flushed, std::uint64_t new_flushed);
+  void notify_flushed();
+  void call_listener(std::uint64_t* last_reported);
 
   // --- allocator (allocator.cpp) ---
   void allocator_main();

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "client/error_info.h"
-#include "local_cluster.h"
+#include "testing/local_cluster.h"
 #include "raftlog/v1/client.grpc.pb.h"
 
 namespace raftlog::testing {
@@ -37,6 +37,7 @@ class ApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     LocalClusterOptions options;
+    options.raftlogd_path = RAFTLOGD_PATH;
     options.max_entry_size_bytes = 1024;
     options.extra_flags = {"--max-entries-per-append", "8"};
     cluster_ = std::make_unique<LocalCluster>(options);

@@ -9,7 +9,7 @@
 #include <set>
 #include <thread>
 
-#include "local_cluster.h"
+#include "testing/local_cluster.h"
 
 namespace raftlog::testing {
 namespace {
@@ -24,6 +24,7 @@ struct Acked {
 
 LocalClusterOptions cluster_options(int nodes, std::uint64_t segment_size_bytes = 1 << 20) {
   LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
   options.nodes = nodes;
   options.segment_size_bytes = segment_size_bytes;
   return options;

@@ -1,6 +1,7 @@
-// LocalCluster: real raftlogd processes on 127.0.0.1 for integration tests. Each node runs in its own
-// process (fork + exec of the raftlogd binary) with its own data directory under a fresh temporary
-// directory, so kill -9, SIGSTOP and restarts are the real thing.
+// LocalCluster: real raftlogd processes on 127.0.0.1, for integration tests and for benchmarks that
+// kill nodes (raftlog-bench failover). Each node runs in its own process (fork + exec of the raftlogd
+// binary) with its own data directory under a fresh temporary directory, so kill -9, SIGSTOP and
+// restarts are the real thing. Ports are free loopback ports picked at construction.
 #pragma once
 
 #include <sys/types.h>
@@ -18,6 +19,7 @@
 namespace raftlog::testing {
 
 struct LocalClusterOptions {
+  std::string raftlogd_path;  // required: the raftlogd binary
   int nodes = 3;
   std::string flush_mode = "sync";
   std::uint64_t segment_size_bytes = 1 << 20;  // small segments exercise roll-over

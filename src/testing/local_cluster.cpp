@@ -1,4 +1,4 @@
-#include "local_cluster.h"
+#include "testing/local_cluster.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -7,16 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
-
-#ifndef RAFTLOGD_PATH
-#error "RAFTLOGD_PATH must name the raftlogd binary"
-#endif
 
 namespace raftlog::testing {
 
@@ -44,6 +41,9 @@ int free_loopback_port() {
 }  // namespace
 
 LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {
+  if (::access(options_.raftlogd_path.c_str(), X_OK) != 0) {
+    throw std::runtime_error("raftlogd binary not executable: " + options_.raftlogd_path);
+  }
   char pattern[] = "/tmp/raftlog-cluster-test.XXXXXX";
   const char* made = ::mkdtemp(pattern);
   if (made == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -82,7 +82,7 @@ void LocalCluster::start(int id) {
   std::string members;
   for (const auto& [member, port] : ports_) members += (members.empty() ? "" : ",") + std::to_string(member) + "=" + address(member);
   std::vector<std::string> args = {
-      RAFTLOGD_PATH,
+      options_.raftlogd_path,
       "--id", std::to_string(id),
       "--members", members,
       "--data-dir", data_dir(id),

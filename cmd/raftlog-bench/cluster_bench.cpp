@@ -1,0 +1,280 @@
+// `raftlog-bench cluster` and `raftlog-bench failover`: load against a running (or self-started)
+// raftlog cluster, and leader-kill failover time.
+#include "cluster_bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/flags.h"
+#include "client/client.h"
+#include "report.h"
+#include "testing/local_cluster.h"
+
+namespace raftlog::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::uint64_t kMaxClients = 1024;
+constexpr std::uint64_t kMaxDurationS = 3600;
+constexpr std::size_t kMaxSamplesPerClient = 4'000'000;  // bounds memory: 16 MB of latencies per client
+
+// raftlogd lives next to raftlog-bench in <build>/bin.
+std::string sibling_raftlogd() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "raftlogd";
+  return (self.parent_path() / "raftlogd").string();
+}
+
+double percentile_ms(const std::vector<std::uint32_t>& sorted_us, double p) {
+  if (sorted_us.empty()) return 0.0;
+  const auto rank = static_cast<std::size_t>(p * static_cast<double>(sorted_us.size() - 1) + 0.5);
+  return static_cast<double>(sorted_us[std::min(rank, sorted_us.size() - 1)]) / 1000.0;
+}
+
+// Starts a local cluster when no endpoints were given, so one command measures everything.
+struct ClusterSource {
+  std::unique_ptr<testing::LocalCluster> spawned;
+  std::vector<std::string> endpoints;
+};
+
+std::optional<ClusterSource> resolve_cluster(const std::string& endpoints_text, std::uint64_t nodes,
+                                             const std::string& flush_mode, const cli::Io& io) {
+  ClusterSource source;
+  if (!endpoints_text.empty()) {
+    auto parsed = client::parse_endpoints(endpoints_text);
+    if (!parsed.ok()) {
+      io.err << "--endpoints: " << parsed.status().message() << "\n";
+      return std::nullopt;
+    }
+    source.endpoints = parsed.value();
+    return source;
+  }
+  testing::LocalClusterOptions options;
+  options.raftlogd_path = sibling_raftlogd();
+  options.nodes = static_cast<int>(nodes);
+  options.flush_mode = flush_mode;
+  options.segment_size_bytes = 256ULL << 20;
+  options.max_entry_size_bytes = 4ULL << 20;
+  try {
+    source.spawned = std::make_unique<testing::LocalCluster>(options);
+  } catch (const std::exception& e) {
+    io.err << "cannot start a local cluster: " << e.what() << "\n";
+    return std::nullopt;
+  }
+  source.spawned->start_all();
+  if (source.spawned->wait_for_leader(std::chrono::seconds(15)) == 0) {
+    io.err << "the local cluster elected no leader:\n" << source.spawned->log_tail(1);
+    return std::nullopt;
+  }
+  for (int id = 1; id <= source.spawned->size(); ++id) source.endpoints.push_back(source.spawned->address(id));
+  io.err << "started a local " << nodes << "-node cluster (" << flush_mode << " flush) on "
+         << source.spawned->endpoints() << "\n";
+  return source;
+}
+
+}  // namespace
+
+int run_cluster_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  std::string endpoints;
+  std::uint64_t clients = 64;
+  std::uint64_t entry_size = 1024;
+  std::uint64_t batch = 1;
+  std::uint64_t duration_s = 10;
+  std::uint64_t nodes = 3;
+  std::string flush_mode = "sync";
+  cli::FlagSet flags(std::string(command_path),
+                     "Closed-loop append load: N clients, each appending batches of B entries of S bytes and "
+                     "waiting for each commit. Without --endpoints it starts its own local cluster.");
+  flags.string_flag("endpoints", &endpoints, "HOST:PORT,...", "an existing cluster (default: start one)");
+  flags.uint_flag("clients", &clients, "N", "concurrent clients, each with its own connection and client id");
+  flags.bytes_flag("entry-size", &entry_size, "BYTES", "payload bytes per entry");
+  flags.uint_flag("batch", &batch, "B", "entries per Append call");
+  flags.uint_flag("duration", &duration_s, "SECONDS", "how long to run");
+  flags.uint_flag("nodes", &nodes, "3|5", "size of the cluster started when --endpoints is not given");
+  flags.string_flag("flush-mode", &flush_mode, "sync|async", "flush mode of the cluster it starts");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (clients == 0 || clients > kMaxClients || batch == 0 || batch > 1024 || duration_s == 0 ||
+      duration_s > kMaxDurationS || (nodes != 3 && nodes != 5 && nodes != 1)) {
+    io.err << command_path << ": need 1 <= clients <= " << kMaxClients << ", 1 <= batch <= 1024, 1 <= duration <= "
+           << kMaxDurationS << ", nodes 1, 3 or 5\n";
+    return cli::kExitUsage;
+  }
+  auto source = resolve_cluster(endpoints, nodes, flush_mode, io);
+  if (!source) return cli::kExitFailure;
+
+  std::atomic<std::uint64_t> ops{0};
+  std::atomic<std::uint64_t> failures{0};
+  std::vector<std::vector<std::uint32_t>> latencies(clients);
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::seconds(duration_s);
+  std::atomic<std::uint64_t> last_ops{0};
+  std::vector<std::thread> threads;
+  {
+    ProgressTicker ticker(io.err, std::chrono::milliseconds(1000), [&] {
+      const std::uint64_t now_ops = ops.load();
+      const std::uint64_t delta = now_ops - last_ops.exchange(now_ops);
+      return "t=" + fixed(seconds_since(start), 1) + "s ops/s=" + std::to_string(delta) +
+             " entries/s=" + std::to_string(delta * batch) +
+             " MiB/s=" + fixed(static_cast<double>(delta * batch * entry_size) / kMiB, 1) +
+             " failures=" + std::to_string(failures.load());
+    });
+    for (std::uint64_t c = 0; c < clients; ++c) {
+      threads.emplace_back([&, c] {
+        client::Options options;
+        options.endpoints = source->endpoints;
+        options.retry_deadline_ms = 10000;
+        auto created = client::Client::create(options);
+        if (!created.ok()) {
+          failures.fetch_add(1);
+          return;
+        }
+        auto& cl = created.value();
+        std::vector<std::string> payloads(batch, std::string(entry_size, static_cast<char>('a' + c % 26)));
+        auto& mine = latencies[c];
+        mine.reserve(std::min<std::size_t>(kMaxSamplesPerClient, 1 << 16));
+        while (Clock::now() < deadline && mine.size() < kMaxSamplesPerClient) {
+          const auto t0 = Clock::now();
+          auto r = cl->append(payloads);
+          const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+          if (!r.ok()) {
+            failures.fetch_add(1);
+            continue;
+          }
+          mine.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(us, UINT32_MAX)));
+          ops.fetch_add(1);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  const double seconds = seconds_since(start);
+  std::vector<std::uint32_t> all;
+  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
+  std::sort(all.begin(), all.end());
+  const double ops_per_s = static_cast<double>(all.size()) / seconds;
+  io.out << ResultLine("cluster")
+                .add("clients", clients)
+                .add("entry_size_bytes", entry_size)
+                .add("batch", batch)
+                .add("flush_mode", endpoints.empty() ? flush_mode : std::string("external"))
+                .add("seconds", seconds)
+                .add("ops", static_cast<std::uint64_t>(all.size()))
+                .add("ops_per_s", ops_per_s, 0)
+                .add("entries_per_s", ops_per_s * static_cast<double>(batch), 0)
+                .add("mib_per_s", ops_per_s * static_cast<double>(batch * entry_size) / kMiB)
+                .add("p50_ms", percentile_ms(all, 0.50), 3)
+                .add("p99_ms", percentile_ms(all, 0.99), 3)
+                .add("p999_ms", percentile_ms(all, 0.999), 3)
+                .add("failures", failures.load())
+                .text()
+         << "\n";
+  return failures.load() == 0 ? cli::kExitOk : cli::kExitFailure;
+}
+
+int run_failover_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  std::uint64_t trials = 5;
+  std::uint64_t nodes = 3;
+  std::uint64_t writers = 4;
+  std::string flush_mode = "sync";
+  cli::FlagSet flags(std::string(command_path),
+                     "Leader kill -9 under a writer load: time from the kill until an append is acknowledged "
+                     "by the new leader. Starts its own local cluster; restarts the killed node between trials.");
+  flags.uint_flag("trials", &trials, "N", "number of leader kills (1..100)");
+  flags.uint_flag("nodes", &nodes, "3|5", "cluster size");
+  flags.uint_flag("writers", &writers, "N", "concurrent writers during each trial (1..64)");
+  flags.string_flag("flush-mode", &flush_mode, "sync|async", "flush mode of the cluster");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (trials == 0 || trials > 100 || (nodes != 3 && nodes != 5) || writers == 0 || writers > 64) {
+    io.err << command_path << ": need 1 <= trials <= 100, nodes 3 or 5, 1 <= writers <= 64\n";
+    return cli::kExitUsage;
+  }
+  auto source = resolve_cluster("", nodes, flush_mode, io);
+  if (!source) return cli::kExitFailure;
+  testing::LocalCluster& cluster = *source->spawned;
+
+  std::vector<double> failover_ms;
+  for (std::uint64_t trial = 0; trial < trials; ++trial) {
+    const int leader = cluster.wait_for_leader(std::chrono::seconds(15));
+    if (leader == 0) {
+      io.err << "trial " << trial << ": no leader\n";
+      return cli::kExitFailure;
+    }
+    const auto old = cluster.status(leader);
+    const std::uint64_t old_term = old ? old->term : 0;
+    std::atomic<bool> stop{false};
+    std::atomic<std::int64_t> recovered_at_ns{0};
+    std::atomic<std::int64_t> killed_at_ns{0};
+    std::vector<std::thread> threads;
+    for (std::uint64_t w = 0; w < writers; ++w) {
+      threads.emplace_back([&] {
+        client::Options options;
+        options.endpoints = source->endpoints;
+        options.call_timeout_ms = 300;
+        options.retry_deadline_ms = 600;
+        options.backoff_min_ms = 5;
+        options.backoff_max_ms = 25;  // fine-grained retries: the measurement is only as good as them
+        auto created = client::Client::create(options);
+        if (!created.ok()) return;
+        auto& cl = created.value();
+        // Bounded: the trial stops the writers within 15 s (see below).
+        while (!stop.load()) {
+          auto r = cl->append({"failover-probe"});
+          if (r.ok() && r->term > old_term && killed_at_ns.load() != 0) {
+            std::int64_t expected = 0;
+            const std::int64_t now = Clock::now().time_since_epoch().count();
+            recovered_at_ns.compare_exchange_strong(expected, now);
+          }
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    killed_at_ns.store(Clock::now().time_since_epoch().count());
+    cluster.kill(leader);
+    const auto give_up = Clock::now() + std::chrono::seconds(15);
+    while (recovered_at_ns.load() == 0 && Clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    stop.store(true);
+    for (auto& t : threads) t.join();
+    if (recovered_at_ns.load() == 0) {
+      io.err << "trial " << trial << ": writes did not resume within 15 s\n";
+      return cli::kExitFailure;
+    }
+    const double ms = static_cast<double>(recovered_at_ns.load() - killed_at_ns.load()) / 1e6;
+    failover_ms.push_back(ms);
+    io.err << "trial " << trial + 1 << "/" << trials << ": killed leader node " << leader << " (term " << old_term
+           << "), writes resumed after " << fixed(ms, 1) << " ms\n";
+    cluster.start(leader);
+    // Let the restarted node catch up before the next kill, so each trial starts from a full cluster.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  }
+  std::vector<double> sorted = failover_ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 == 1 ? sorted[sorted.size() / 2]
+                                                : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  io.out << ResultLine("failover")
+                .add("nodes", nodes)
+                .add("trials", trials)
+                .add("flush_mode", flush_mode)
+                .add("median_ms", median, 1)
+                .add("max_ms", sorted.back(), 1)
+                .add("min_ms", sorted.front(), 1)
+                .text()
+         << "\n";
+  return cli::kExitOk;
+}
+
+}  // namespace raftlog::bench

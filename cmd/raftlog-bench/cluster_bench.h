@@ -1,0 +1,16 @@
+// `raftlog-bench cluster`: closed-loop append throughput and latency against a cluster (its own local
+// one when no --endpoints are given). `raftlog-bench failover`: leader kill -9 -> writes resume time.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cli/commands.h"
+
+namespace raftlog::bench {
+
+int run_cluster_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_failover_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+
+}  // namespace raftlog::bench

@@ -1,0 +1,324 @@
+// `raftlogctl status|append|read|tail|transfer-leader|flush`: talk to a running cluster through the
+// client library (leader discovery, redirects, idempotent retries).
+#include "cluster_commands.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/flags.h"
+#include "client/client.h"
+#include "text_format.h"
+
+namespace raftlog::ctl {
+namespace {
+
+constexpr std::uint64_t kMaxAppendLines = 1'000'000;  // bound on one `append` from stdin
+constexpr std::uint64_t kMaxReadCount = 1'000'000;    // bound on one `read`'s output
+
+// The local cluster's endpoints (deploy/local/cluster writes them to cluster.env), else the default
+// local ports.
+std::string default_endpoints() {
+  const char* dir = std::getenv("RAFTLOG_CLUSTER_DIR");
+  std::ifstream env(std::string(dir != nullptr ? dir : "/tmp/raftlog-cluster") + "/cluster.env");
+  std::string line;
+  while (std::getline(env, line)) {
+    if (line.rfind("ENDPOINTS=", 0) == 0) return line.substr(10);
+  }
+  return "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
+}
+
+// Flags every cluster command shares.
+struct Common {
+  std::string endpoints = default_endpoints();
+  std::uint64_t timeout_ms = 10000;
+  bool json = false;
+
+  void add_to(cli::FlagSet& flags) {
+    flags.string_flag("endpoints", &endpoints, "HOST:PORT,...",
+                      "cluster client endpoints (default: the local cluster's, from $RAFTLOG_CLUSTER_DIR)");
+    flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long");
+    flags.bool_flag("json", &json, "machine-readable output (one JSON object per line)");
+  }
+
+  // nullptr (after printing why) when the endpoints are unusable.
+  std::unique_ptr<client::Client> connect(const cli::Io& io) const {
+    auto parsed = client::parse_endpoints(endpoints);
+    if (!parsed.ok()) {
+      io.err << "--endpoints: " << parsed.status().message() << "\n";
+      return nullptr;
+    }
+    client::Options options;
+    options.endpoints = parsed.value();
+    options.retry_deadline_ms = static_cast<std::uint32_t>(timeout_ms);
+    auto c = client::Client::create(options);
+    if (!c.ok()) {
+      io.err << c.status().message() << "\n";
+      return nullptr;
+    }
+    return std::move(c).value();
+  }
+};
+
+int fail(const cli::Io& io, std::string_view what, const client::Status& status) {
+  io.err << what << ": " << client::to_string(status.code()) << ": " << status.message() << "\n";
+  return cli::kExitFailure;
+}
+
+void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
+  if (json) {
+    io.out << "{\"index\":" << e.index << ",\"term\":" << e.term << ",\"client_id\":" << e.client_id
+           << ",\"sequence\":" << e.sequence << ",\"payload\":" << json_string(e.payload) << "}\n";
+  } else {
+    io.out << e.index << "\t" << e.term << "\t" << escape_text(e.payload) << "\n";
+  }
+}
+
+}  // namespace
+
+// --- status --------------------------------------------------------------------------------------
+int run_status(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  cli::FlagSet flags(std::string(command_path), "Show every member's view: role, term, leader, indexes, peer lag.");
+  common.add_to(flags);
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  const std::vector<client::EndpointStatus> all = c->status_all();
+  int unreachable = 0;
+  if (!common.json) {
+    io.out << std::left << std::setw(22) << "ENDPOINT" << std::setw(5) << "ID" << std::setw(11) << "ROLE"
+           << std::setw(7) << "TERM" << std::setw(7) << "LEADER" << std::setw(10) << "FIRST" << std::setw(10)
+           << "LAST" << std::setw(10) << "COMMIT" << std::setw(10) << "FLUSHED" << "MODE\n";
+  }
+  for (const client::EndpointStatus& e : all) {
+    if (!e.status.ok()) {
+      ++unreachable;
+      if (common.json) {
+        io.out << "{\"endpoint\":" << json_string(e.endpoint) << ",\"error\":"
+               << json_string(e.status.status().message()) << "}\n";
+      } else {
+        io.out << std::left << std::setw(22) << e.endpoint << "unreachable: " << e.status.status().message() << "\n";
+      }
+      continue;
+    }
+    const client::NodeStatus& s = e.status.value();
+    if (common.json) {
+      io.out << "{\"endpoint\":" << json_string(e.endpoint) << ",\"id\":" << s.node_id
+             << ",\"role\":" << json_string(client::to_string(s.role)) << ",\"term\":" << s.term
+             << ",\"leader_id\":" << s.leader_id << ",\"leader_address\":" << json_string(s.leader_address)
+             << ",\"first_index\":" << s.first_index << ",\"last_index\":" << s.last_index
+             << ",\"commit_index\":" << s.commit_index << ",\"flushed_index\":" << s.flushed_index
+             << ",\"flush_mode\":" << json_string(client::to_string(s.flush_mode)) << ",\"peers\":[";
+      for (std::size_t i = 0; i < s.peers.size(); ++i) {
+        const client::PeerStatus& p = s.peers[i];
+        io.out << (i == 0 ? "" : ",") << "{\"id\":" << p.id << ",\"match_index\":" << p.match_index
+               << ",\"lag_entries\":" << p.lag_entries << ",\"last_contact_ms\":" << p.last_contact_ms
+               << ",\"probing\":" << (p.probing ? "true" : "false") << "}";
+      }
+      io.out << "]}\n";
+      continue;
+    }
+    io.out << std::left << std::setw(22) << e.endpoint << std::setw(5) << s.node_id << std::setw(11)
+           << client::to_string(s.role) << std::setw(7) << s.term << std::setw(7) << s.leader_id << std::setw(10)
+           << s.first_index << std::setw(10) << s.last_index << std::setw(10) << s.commit_index << std::setw(10)
+           << s.flushed_index << client::to_string(s.flush_mode) << "\n";
+    for (const client::PeerStatus& p : s.peers) {
+      io.out << "    peer " << p.id << ": match " << p.match_index << ", lag " << p.lag_entries
+             << " entries, last contact " << p.last_contact_ms << " ms ago" << (p.probing ? ", probing" : "") << "\n";
+    }
+  }
+  return unreachable == static_cast<int>(all.size()) ? cli::kExitFailure : cli::kExitOk;
+}
+
+// --- append --------------------------------------------------------------------------------------
+int run_append(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  std::string value;
+  bool batch = false;
+  cli::FlagSet flags(std::string(command_path),
+                     "Append entries: --value TEXT, or one entry per line of standard input. Prints each "
+                     "entry's index once it is committed.");
+  common.add_to(flags);
+  flags.string_flag("value", &value, "TEXT", "append this one entry (otherwise read lines from stdin)");
+  flags.bool_flag("batch", &batch, "stdin: append all lines as one atomic batch instead of one append per line");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+
+  std::vector<std::string> lines;
+  if (flags.was_set("value")) {
+    lines.push_back(value);
+  } else {
+    std::string line;
+    while (lines.size() < kMaxAppendLines && std::getline(std::cin, line)) lines.push_back(line);
+  }
+  if (lines.empty()) {
+    io.err << command_path << ": nothing to append\n";
+    return cli::kExitUsage;
+  }
+  auto report = [&](const client::AppendResult& r) {
+    if (common.json) {
+      io.out << "{\"first_index\":" << r.first_index << ",\"last_index\":" << r.last_index << ",\"term\":" << r.term
+             << ",\"duplicate\":" << (r.duplicate ? "true" : "false") << "}\n";
+    } else if (r.first_index == r.last_index) {
+      io.out << "appended at index " << r.first_index << " (term " << r.term << ")\n";
+    } else {
+      io.out << "appended at indexes " << r.first_index << ".." << r.last_index << " (term " << r.term << ")\n";
+    }
+  };
+  if (batch) {
+    auto r = c->append(lines);
+    if (!r.ok()) return fail(io, "append", r.status());
+    report(r.value());
+    return cli::kExitOk;
+  }
+  for (const std::string& line : lines) {
+    auto r = c->append({line});
+    if (!r.ok()) return fail(io, "append", r.status());
+    report(r.value());
+  }
+  return cli::kExitOk;
+}
+
+// --- read ----------------------------------------------------------------------------------------
+int run_read(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  std::uint64_t from = 1;
+  std::uint64_t count = 100;
+  bool linearizable = false;
+  cli::FlagSet flags(std::string(command_path), "Print committed entries: index, term, payload (escaped).");
+  common.add_to(flags);
+  flags.uint_flag("from", &from, "INDEX", "first index to print");
+  flags.uint_flag("count", &count, "N", "most entries to print (at most 1000000)");
+  flags.bool_flag("linearizable", &linearizable, "read through the leader with ReadIndex (sees every completed append)");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (count > kMaxReadCount || from == 0) {
+    io.err << command_path << ": --from must be >= 1 and --count at most " << kMaxReadCount << "\n";
+    return cli::kExitUsage;
+  }
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  std::uint64_t printed = 0;
+  std::uint64_t next = from;
+  while (printed < count) {
+    const auto want = static_cast<std::uint32_t>(std::min<std::uint64_t>(count - printed, 1000));
+    auto r = c->read(next, want, 0, linearizable);
+    if (!r.ok()) return fail(io, "read", r.status());
+    if (r->entries.empty()) break;
+    for (const client::Entry& e : r->entries) {
+      print_entry(io, e, common.json);
+      ++printed;
+      next = e.index + 1;
+    }
+  }
+  return cli::kExitOk;
+}
+
+// --- tail ----------------------------------------------------------------------------------------
+int run_tail(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  std::uint64_t from = 1;
+  bool follow = false;
+  std::uint64_t duration_ms = 0;
+  cli::FlagSet flags(std::string(command_path),
+                     "Print committed entries from --from on; with -f keep following the log as it grows "
+                     "(surviving leader changes and node restarts).");
+  common.add_to(flags);
+  flags.uint_flag("from", &from, "INDEX", "first index to print");
+  flags.bool_flag("follow", &follow, "(or -f) keep printing new entries until interrupted (or --duration-ms)");
+  flags.uint_flag("duration-ms", &duration_ms, "MS", "with -f: stop after this long (0 = until interrupted)");
+  // `tail -f` is the habit every operator has; the flag parser knows only long names.
+  std::vector<std::string> normalized(args.begin(), args.end());
+  for (std::string& arg : normalized) {
+    if (arg == "-f") arg = "--follow";
+  }
+  if (int code = cli::parse_or_exit(flags, command_path, normalized, io); code >= 0) return code;
+  if (from == 0) {
+    io.err << command_path << ": --from must be >= 1\n";
+    return cli::kExitUsage;
+  }
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  if (!follow) {
+    // Without -f: everything committed now, then stop.
+    std::uint64_t next = from;
+    for (std::uint64_t round = 0; round < kMaxReadCount; ++round) {
+      auto r = c->read(next, 1000, 0, false);
+      if (!r.ok()) return fail(io, "tail", r.status());
+      if (r->entries.empty()) break;
+      for (const client::Entry& e : r->entries) print_entry(io, e, common.json);
+      next = r->entries.back().index + 1;
+    }
+    return cli::kExitOk;
+  }
+  client::TailOptions options;
+  options.from_index = from;
+  options.duration_ms = static_cast<std::uint32_t>(duration_ms);
+  auto r = c->tail(options, [&](const client::Entry& e) {
+    print_entry(io, e, common.json);
+    io.out.flush();
+    return true;
+  });
+  if (!r.ok()) return fail(io, "tail", r.status());
+  return cli::kExitOk;
+}
+
+// --- transfer-leader -----------------------------------------------------------------------------
+int run_transfer_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  std::uint64_t target = 0;
+  cli::FlagSet flags(std::string(command_path), "Hand leadership to node --to.");
+  common.add_to(flags);
+  flags.uint_flag("to", &target, "ID", "the node to become leader");
+  flags.require("to");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  auto r = c->transfer_leadership(target);
+  if (!r.ok()) return fail(io, "transfer-leader", r.status());
+  if (common.json) {
+    io.out << "{\"leader_id\":" << r->leader_id << ",\"term\":" << r->term << "}\n";
+  } else {
+    io.out << "node " << r->leader_id << " is leader (term " << r->term << ")\n";
+  }
+  return cli::kExitOk;
+}
+
+// --- flush ---------------------------------------------------------------------------------------
+int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  cli::FlagSet flags(std::string(command_path), "Force every node to flush what it has written; print each flushed index.");
+  common.add_to(flags);
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  auto parsed = client::parse_endpoints(common.endpoints);
+  if (!parsed.ok()) {
+    io.err << "--endpoints: " << parsed.status().message() << "\n";
+    return cli::kExitUsage;
+  }
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  int failures = 0;
+  for (const std::string& endpoint : parsed.value()) {
+    auto r = c->flush(endpoint);
+    if (!r.ok()) {
+      ++failures;
+      io.err << endpoint << ": " << client::to_string(r.status().code()) << ": " << r.status().message() << "\n";
+      continue;
+    }
+    if (common.json) {
+      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"flushed_index\":" << r.value() << "}\n";
+    } else {
+      io.out << endpoint << ": flushed through index " << r.value() << "\n";
+    }
+  }
+  return failures == 0 ? cli::kExitOk : cli::kExitFailure;
+}
+
+}  // namespace raftlog::ctl

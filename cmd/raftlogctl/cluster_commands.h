@@ -1,0 +1,21 @@
+// `raftlogctl status|append|read|tail|transfer-leader|flush`: commands against a running cluster,
+// through the client library. Each takes --endpoints (default: the local cluster started by
+// deploy/local/cluster), --timeout-ms and --json.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "cli/commands.h"
+
+namespace raftlog::ctl {
+
+int run_status(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_append(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_read(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_tail(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_transfer_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+
+}  // namespace raftlog::ctl
