@@ -66,7 +66,9 @@ void print_verify_text(std::ostream& out, const std::string& dir, const store::V
       << "abort marker:             "
       << (report.abort_marker_present ? "present (not closed cleanly, or open in a running process)" : "absent")
       << '\n';
-  if (report.ok) {
+  if (report.segments == 0) {
+    out << "NO LOG: no segment files in this directory\n";
+  } else if (report.ok) {
     out << "OK\n";
   } else {
     out << "CORRUPT: " << report.bad_file << " offset " << report.bad_offset << ": " << report.problem << '\n'
@@ -75,11 +77,12 @@ void print_verify_text(std::ostream& out, const std::string& dir, const store::V
 }
 
 void print_verify_json(std::ostream& out, const std::string& dir, const store::VerifyReport& report) {
-  out << "{\"dir\":" << json_string(dir) << ",\"ok\":" << (report.ok ? "true" : "false")
+  out << "{\"dir\":" << json_string(dir) << ",\"ok\":" << (report.ok && report.segments > 0 ? "true" : "false")
       << ",\"segments\":" << report.segments << ",\"entries\":" << report.entries << ",\"bytes\":" << report.bytes
       << ",\"first_index\":" << report.first_index << ",\"last_index\":" << report.last_index
       << ",\"checkpoint_flushed_index\":" << report.checkpoint_flushed_index
       << ",\"abort_marker_present\":" << (report.abort_marker_present ? "true" : "false");
+  if (report.segments == 0) out << ",\"problem\":\"no segment files in this directory\"";
   if (!report.ok) {
     out << ",\"bad_file\":" << json_string(report.bad_file) << ",\"bad_offset\":" << report.bad_offset
         << ",\"problem\":" << json_string(report.problem) << ",\"note\":" << json_string(tail_hint(report));
@@ -93,7 +96,8 @@ int run_verify(std::string_view command_path, std::span<const std::string> args,
   cli::FlagSet flags(std::string(command_path),
                      "Checks every entry of an OFFLINE log directory (segment headers, CRC32C, index continuity,\n"
                      "terms) without modifying it, and prints the first/last index and OK, or the first bad\n"
-                     "file and offset. Exit 0 when intact, 1 on corruption or an unreadable directory.");
+                     "file and offset. Exit 0 when intact; 1 on corruption, an unreadable directory or one without\n"
+                     "segment files.");
   flags.string_flag("dir", &dir, "DIR", "the log's data directory");
   flags.bool_flag("json", &json, "print one JSON object instead of text");
   flags.require("dir");
@@ -109,7 +113,8 @@ int run_verify(std::string_view command_path, std::span<const std::string> args,
   } else {
     print_verify_text(io.out, dir, *verified);
   }
-  return verified->ok ? cli::kExitOk : cli::kExitFailure;
+  // An empty or wrong directory is not "OK": an operator who mistyped the path must notice.
+  return verified->ok && verified->segments > 0 ? cli::kExitOk : cli::kExitFailure;
 }
 
 int run_dump(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {

@@ -14,6 +14,7 @@ namespace {
 // Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or the
 // log's first index, so its cost is bounded by the log length.
 ConfState load_conf(const Config& config, const LogReader& log) {
+  if (config.known_conf.has_value()) return *config.known_conf;
   constexpr Index kScanChunkEntries = 64;
   Index high = log.last_index();
   const Index first = log.first_index();
@@ -44,6 +45,9 @@ std::string validate_config(const Config& config) {
   if (config.id == kNoNode) return "Config::id must not be 0 (kNoNode)";
   if (!is_valid_conf(config.initial_conf)) {
     return "Config::initial_conf must list 1 to 64 voters, sorted, unique and non-zero";
+  }
+  if (config.known_conf.has_value() && !is_valid_conf(*config.known_conf)) {
+    return "Config::known_conf must list 1 to 64 voters, sorted, unique and non-zero";
   }
   if (config.heartbeat_ticks < 1) return "Config::heartbeat_ticks must be >= 1";
   if (config.election_ticks <= config.heartbeat_ticks) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ struct Config {
   NodeId id = kNoNode;
   // Voter set used when the log holds no kConfig entry (static bootstrap configuration).
   ConfState initial_conf;
+  // The voter set the driver knows to be current (e.g. persisted with its hard state). When set, the
+  // core uses it instead of scanning the log backwards for the newest kConfig entry — a scan whose
+  // cost grows with the log and which a node with a static configuration does not need.
+  std::optional<ConfState> known_conf;
 
   // Logical time. Election timeout is randomized in [election_ticks, 2 * election_ticks).
   int election_ticks = 10;

@@ -215,6 +215,8 @@ bool Node::Impl::open(NodeError* error) {
   raft::Config raft_config;
   raft_config.id = config_.node_id;
   for (const auto& [id, address] : config_.members) raft_config.initial_conf.voters.push_back(id);
+  // Membership is static (the configured members), so the core need not scan the log for it.
+  raft_config.known_conf = raft_config.initial_conf;
   raft_config.election_ticks = static_cast<int>(config_.election_ticks);
   raft_config.heartbeat_ticks = static_cast<int>(config_.heartbeat_ticks);
   raft_config.max_bytes_per_message = std::max<std::size_t>(1 << 20, config_.store.max_entry_size_bytes + 4096);

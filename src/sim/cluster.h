@@ -86,7 +86,12 @@ class Cluster {
   // Crashes `id`; it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
   void crash(raft::NodeId id, std::uint64_t down_ticks);
   void restart(raft::NodeId id);
-  void set_leader_strike(const LeaderStrike& strike) { strike_ = strike; }
+  // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults stop).
+  void set_leader_strike(const LeaderStrike& strike) {
+    strike_ = strike;
+    strike_target_ = raft::kNoNode;
+    strike_after_commit_ = false;
+  }
   void pause(raft::NodeId id, std::uint64_t ticks);
   void unpause_all();
 

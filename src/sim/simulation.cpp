@@ -14,6 +14,11 @@ namespace raftlog::sim {
 
 namespace {
 
+// Upper bound on one replication round trip once the network is calm: a message each way
+// (calm_network: at most kStepsPerTick steps) plus the slowest disk write (ClusterConfig: at most
+// 3 * kStepsPerTick steps), in ticks.
+constexpr std::uint64_t kCalmRoundTripTicks = 5;
+
 // Liveness-phase patience: a barrier proposal or read not done after this many ticks is retried (its
 // leader may have been replaced), well within the liveness bound.
 constexpr std::uint64_t kRetryAfterTicks = 30;
@@ -54,6 +59,21 @@ bool converged(const Cluster& cluster, raft::NodeId leader) {
     if (cluster.commit_index(id) != last) return false;
   }
   return true;
+}
+
+// Recovery time the configuration itself needs on top of the base bound: the most lagging node must
+// receive every entry it misses, at most entries_per_message * inflight entries per round trip.
+std::uint64_t catch_up_allowance_ticks(const Cluster& cluster, const ClusterConfig& config) {
+  raft::Index longest_log = 0;
+  raft::Index lowest_commit = UINT64_MAX;
+  for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
+    longest_log = std::max(longest_log, cluster.storage(id).last_index());
+    lowest_commit = std::min(lowest_commit, cluster.commit_index(id));
+  }
+  const std::uint64_t backlog_entries = longest_log > lowest_commit ? longest_log - lowest_commit : 0;
+  const std::uint64_t entries_per_round_trip =
+      std::max<std::uint64_t>(1, config.raft.max_entries_per_message * config.raft.max_inflight_messages);
+  return (backlog_entries + entries_per_round_trip - 1) / entries_per_round_trip * kCalmRoundTripTicks;
 }
 
 std::string describe_cluster(const Cluster& cluster) {
@@ -185,8 +205,10 @@ SimResult run_simulation(const SimOptions& options) {
     }
     if (!checker.failed()) {
       faults.stop_and_heal(cluster);
+      const std::uint64_t bound_ticks = options.liveness_ticks + catch_up_allowance_ticks(cluster, config);
+      trace.log("LIVENESS phase: recovery bound {} ticks", bound_ticks);
       LivenessPhase liveness(cluster, workload, checker, trace);
-      if (!checker.failed()) result.liveness_ticks = liveness.run(options.liveness_ticks);
+      if (!checker.failed()) result.liveness_ticks = liveness.run(bound_ticks);
     }
     if (!checker.failed()) checker.check_committed_prefixes();
 

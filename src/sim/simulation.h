@@ -18,7 +18,8 @@ struct SimOptions {
   std::uint64_t seed = 1;
   std::size_t node_count = 3;
   std::uint64_t fault_ticks = 500;     // ticks of faults and workload
-  std::uint64_t liveness_ticks = 250;  // bound on recovery once faults stop
+  std::uint64_t liveness_ticks = 250;  // bound on recovery once faults stop, plus a catch-up allowance
+                                       // for the entries the most lagging node misses
   std::size_t trace_tail_events = 120; // events printed with a failure
   bool full_trace = false;             // keep every event (for --trace)
   bool aggressive = false;             // always the stormiest fault profile

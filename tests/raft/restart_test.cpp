@@ -45,6 +45,22 @@ TEST(Restart, VoterSetComesFromTheNewestConfigEntry) {
   EXPECT_EQ(fresh.conf(), (ConfState{{1, 2, 3}}));
 }
 
+// A driver that knows the voter set (static membership) spares the core the log scan: a log whose
+// kConfig entry says otherwise is then not consulted at all.
+TEST(Restart, KnownConfSkipsTheLogScan) {
+  MemoryLog log;
+  std::vector<Entry> entries = make_entries(1, {1, 1});
+  entries[0].type = EntryType::kConfig;
+  entries[0].payload = encode_config(ConfState{{1, 2, 3, 4, 5}});
+  log.append(entries);
+  Config config = base_config(1);
+  config.known_conf = ConfState{{1, 2, 3}};
+  Raft raft(config, log, HardState{1, 0, 2});
+  EXPECT_EQ(raft.conf(), (ConfState{{1, 2, 3}}));
+  config.known_conf = ConfState{{3, 1}};  // not sorted: rejected by validate_config
+  EXPECT_FALSE(validate_config(config).empty());
+}
+
 TEST(RestartDeathTest, CorruptConfigEntryIsFatal) {
   MemoryLog log;
   std::vector<Entry> entries = make_entries(1, {1});

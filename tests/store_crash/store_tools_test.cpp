@@ -199,6 +199,12 @@ TEST(StoreToolsUsageTest, VerifyOfMissingDirectoryFails) {
   const CommandResult result = run(ctl("log verify --dir " + dir.sub("does-not-exist")));
   EXPECT_EQ(result.exit_code, 1) << result.output;
   EXPECT_FALSE(fs::exists(dir.sub("does-not-exist"))) << "verify created the directory";
+
+  // An existing directory without a log is not "OK" either (a mistyped --dir must be noticed).
+  const CommandResult empty = run(ctl("log verify --dir " + dir.path()));
+  EXPECT_EQ(empty.exit_code, 1) << empty.output;
+  EXPECT_NE(empty.output.find("NO LOG"), std::string::npos) << empty.output;
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "verify created files in an empty directory";
 }
 
 TEST(StoreBenchSmokeTest, TinyRunPrintsResultsAndCleansUp) {

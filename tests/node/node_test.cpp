@@ -1,0 +1,463 @@
+// The Node driven directly (no gRPC): a single-node cluster, and a two-node cluster whose second
+// member is played by the test's MessageSender (it grants votes and answers heartbeats, and
+// acknowledges appends only when told to, which is how a test keeps an append waiting for commit).
+#include "server/node.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "temp_dir.h"
+
+namespace raftlog::server {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::TempDir;
+
+constexpr auto kWait = 3s;  // longest any single step may take before the test fails
+
+// Plays every member other than node 1: votes for it, answers its heartbeats, and acknowledges its
+// appends while `ack_appends` is set. Records every message node 1 sends.
+class FakePeers final : public MessageSender {
+ public:
+  void send(raft::Message message) override {
+    Node* node = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      sent_.push_back(message);
+      node = node_;
+    }
+    if (node == nullptr) return;
+    raft::Message reply;
+    reply.from = message.to;
+    reply.to = message.from;
+    reply.term = message.term;
+    switch (message.type) {
+      case raft::MessageType::kPreVote: reply.type = raft::MessageType::kPreVoteResponse; break;
+      case raft::MessageType::kVote: reply.type = raft::MessageType::kVoteResponse; break;
+      case raft::MessageType::kHeartbeat:
+        reply.type = raft::MessageType::kHeartbeatResponse;
+        reply.context = message.context;
+        break;
+      case raft::MessageType::kAppend:
+        if (!ack_appends.load()) return;
+        reply.type = raft::MessageType::kAppendResponse;
+        reply.index = message.index + message.entries.size();
+        break;
+      default: return;
+    }
+    node->receive(std::move(reply));  // thread-safe: only queues an input
+  }
+
+  void attach(Node* node) {
+    std::lock_guard lock(mu_);
+    node_ = node;
+  }
+  std::vector<raft::Message> sent() const {
+    std::lock_guard lock(mu_);
+    return sent_;
+  }
+
+  std::atomic<bool> ack_appends{true};
+
+ private:
+  mutable std::mutex mu_;
+  Node* node_ = nullptr;
+  std::vector<raft::Message> sent_;
+};
+
+NodeConfig test_config(const std::string& dir, std::size_t members) {
+  NodeConfig config;
+  config.node_id = 1;
+  for (std::uint64_t id = 1; id <= members; ++id) config.members[id] = "127.0.0.1:" + std::to_string(40000 + id);
+  config.data_dir = dir + "/node1";
+  config.tick_ms = 10;
+  config.election_ticks = 5;  // 50-100 ms election timeout
+  config.heartbeat_ticks = 1;
+  config.store.segment_size_bytes = 1 << 20;
+  config.store.max_entry_size_bytes = 64 << 10;
+  config.store.preallocate_next_segment = false;
+  config.max_entries_per_append = 8;
+  config.max_append_bytes = 256 << 10;
+  return config;
+}
+
+std::unique_ptr<Node> open_node(const NodeConfig& config, MessageSender* sender) {
+  NodeError error;
+  std::unique_ptr<Node> node = Node::open(config, sender, &error);
+  EXPECT_NE(node, nullptr) << error.message;
+  return node;
+}
+
+bool wait_until(const std::function<bool()>& condition, std::chrono::milliseconds timeout = kWait) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+bool wait_for_leader(const Node& node) {
+  return wait_until([&] { return node.status().role == raft::Role::kLeader; });
+}
+
+// An append whose callback may run later; `calls` catches a second completion.
+struct AsyncAppend {
+  std::shared_ptr<std::promise<AppendResult>> promise = std::make_shared<std::promise<AppendResult>>();
+  std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
+  std::future<AppendResult> future = promise->get_future();
+
+  Node::AppendCallback callback() {
+    return [promise = promise, calls = calls](AppendResult result) {
+      if (calls->fetch_add(1) == 0) promise->set_value(std::move(result));
+    };
+  }
+  bool done() const { return future.wait_for(0s) == std::future_status::ready; }
+  AppendResult get() {
+    if (future.wait_for(kWait) != std::future_status::ready) {
+      ADD_FAILURE() << "append did not complete";
+      return AppendResult{};
+    }
+    return future.get();
+  }
+};
+
+AsyncAppend start_append(Node& node, std::vector<std::string> payloads, std::uint64_t client_id = 0,
+                         std::uint64_t sequence = 0) {
+  AsyncAppend append;
+  node.append(std::move(payloads), client_id, sequence, append.callback());
+  return append;
+}
+
+AppendResult append_and_wait(Node& node, std::vector<std::string> payloads, std::uint64_t client_id = 0,
+                             std::uint64_t sequence = 0) {
+  AsyncAppend append = start_append(node, std::move(payloads), client_id, sequence);
+  AppendResult result = append.get();
+  EXPECT_EQ(append.calls->load(), 1);
+  return result;
+}
+
+std::vector<raft::Entry> read_all(const Node& node, std::uint64_t from) {
+  std::vector<raft::Entry> entries;
+  const NodeError error = node.read_committed(from, 1000, 1 << 20, &entries);
+  EXPECT_TRUE(error.ok()) << error.message;
+  return entries;
+}
+
+TEST(Node, SingleNodeElectsItselfAndCommitsAppends) {
+  TempDir dir;
+  FakePeers sender;
+  auto node = open_node(test_config(dir.path(), 1), &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+
+  const AppendResult first = append_and_wait(*node, {"alpha", "beta"}, 7, 1);
+  ASSERT_TRUE(first.error.ok()) << first.error.message;
+  EXPECT_EQ(first.last_index, first.first_index + 1);
+  EXPECT_EQ(first.term, node->status().term);
+  EXPECT_FALSE(first.duplicate);
+  EXPECT_GE(node->commit_index(), first.last_index);
+
+  const AppendResult second = append_and_wait(*node, {"gamma"});
+  ASSERT_TRUE(second.error.ok()) << second.error.message;
+  EXPECT_EQ(second.first_index, first.last_index + 1);
+  EXPECT_EQ(second.last_index, second.first_index);
+
+  const std::vector<raft::Entry> entries = read_all(*node, first.first_index);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].payload, "alpha");
+  EXPECT_EQ(entries[0].client_id, 7u);
+  EXPECT_EQ(entries[0].sequence, 1u);
+  EXPECT_EQ(entries[1].payload, "beta");
+  EXPECT_EQ(entries[1].index, first.last_index);
+  EXPECT_EQ(entries[2].payload, "gamma");
+  EXPECT_EQ(entries[2].client_id, 0u);
+  for (const raft::Entry& entry : entries) EXPECT_EQ(entry.term, first.term);
+
+  // Sync flush mode: a committed entry of a single node is durable.
+  EXPECT_GE(node->flushed_index(), second.last_index);
+  const NodeStatus status = node->status();
+  EXPECT_EQ(status.leader_id, 1u);
+  EXPECT_EQ(status.leader_address, "127.0.0.1:40001");
+  EXPECT_GE(status.commit_index, second.last_index);
+  EXPECT_TRUE(status.peers.empty());
+  // A one-member cluster has nobody to talk to.
+  EXPECT_TRUE(sender.sent().empty());
+
+  // A linearizable read barrier covers every completed append.
+  std::promise<ReadIndexResult> read;
+  node->read_index([&read](ReadIndexResult result) { read.set_value(std::move(result)); });
+  auto read_future = read.get_future();
+  ASSERT_EQ(read_future.wait_for(kWait), std::future_status::ready);
+  const ReadIndexResult barrier = read_future.get();
+  ASSERT_TRUE(barrier.error.ok()) << barrier.error.message;
+  EXPECT_GE(barrier.read_index, second.last_index);
+}
+
+TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
+  TempDir dir;
+  FakePeers sender;
+  const NodeConfig config = test_config(dir.path(), 1);
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  ASSERT_TRUE(wait_until([&] { return node->commit_index() >= 1; }));  // the leader's no-op
+  const std::uint64_t last_before = node->status().last_index;
+
+  struct Case {
+    const char* name;
+    std::vector<std::string> payloads;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {"empty", {}, "EMPTY_APPEND"},
+      {"too many entries", std::vector<std::string>(config.max_entries_per_append + 1, "x"), "TOO_MANY_ENTRIES"},
+      {"entry too large", {"ok", std::string(config.store.max_entry_size_bytes + 1, 'x')}, "ENTRY_TOO_LARGE"},
+      // Each entry fits, the sum does not: 5 x 64 KiB > 256 KiB.
+      {"append too large", std::vector<std::string>(5, std::string(config.store.max_entry_size_bytes, 'x')),
+       "TOO_MANY_ENTRIES"},
+  };
+  for (const Case& test_case : cases) {
+    bool called = false;
+    AppendResult result;
+    node->append(test_case.payloads, 1, 1, [&](AppendResult r) {
+      called = true;
+      result = std::move(r);
+    });
+    ASSERT_TRUE(called) << test_case.name << ": the callback must run before append() returns";
+    EXPECT_EQ(result.error.code, ErrorCode::kInvalidArgument) << test_case.name;
+    EXPECT_EQ(result.error.reason, test_case.reason) << test_case.name;
+    EXPECT_FALSE(result.error.message.empty()) << test_case.name;
+  }
+  // Nothing reached the log, and the (client 1, sequence 1) of the refused calls is still free.
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(node->status().last_index, last_before);
+  const AppendResult accepted = append_and_wait(*node, {"after"}, 1, 1);
+  ASSERT_TRUE(accepted.error.ok()) << accepted.error.message;
+  EXPECT_FALSE(accepted.duplicate);
+  EXPECT_EQ(accepted.first_index, last_before + 1);
+}
+
+TEST(Node, ReadCommittedRejectsBadRanges) {
+  TempDir dir;
+  FakePeers sender;
+  auto node = open_node(test_config(dir.path(), 1), &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  const AppendResult appended = append_and_wait(*node, {"a", "b", "c"});
+  ASSERT_TRUE(appended.error.ok());
+  const std::uint64_t commit = node->commit_index();
+  ASSERT_GE(commit, appended.last_index);
+
+  std::vector<raft::Entry> entries{raft::Entry{}};
+  NodeError error = node->read_committed(0, 10, 1 << 20, &entries);
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(error.reason, "BAD_INDEX_RANGE");
+  EXPECT_TRUE(entries.empty());
+
+  error = node->read_committed(commit + 2, 10, 1 << 20, &entries);
+  EXPECT_EQ(error.code, ErrorCode::kOutOfRange);
+  EXPECT_EQ(error.reason, "BAD_INDEX_RANGE");
+  EXPECT_NE(error.message.find(std::to_string(commit)), std::string::npos) << error.message;
+
+  // The end of the committed log is not an error: there is just nothing yet.
+  error = node->read_committed(commit + 1, 10, 1 << 20, &entries);
+  EXPECT_TRUE(error.ok()) << error.message;
+  EXPECT_TRUE(entries.empty());
+
+  // Entry and byte limits; at least one entry even when it alone exceeds max_bytes.
+  error = node->read_committed(appended.first_index, 2, 1 << 20, &entries);
+  ASSERT_TRUE(error.ok());
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].payload, "a");
+  error = node->read_committed(appended.first_index, 10, 0, &entries);
+  ASSERT_TRUE(error.ok());
+  EXPECT_EQ(entries.size(), 1u);
+}
+
+TEST(Node, RetriedIdempotentAppendIsAnsweredWithTheOriginalIndexes) {
+  TempDir dir;
+  FakePeers sender;
+  auto node = open_node(test_config(dir.path(), 1), &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  const AppendResult original = append_and_wait(*node, {"one", "two"}, 42, 1);
+  ASSERT_TRUE(original.error.ok()) << original.error.message;
+  const std::uint64_t last_before = node->status().last_index;
+
+  const AppendResult retry = append_and_wait(*node, {"one", "two"}, 42, 1);
+  ASSERT_TRUE(retry.error.ok()) << retry.error.message;
+  EXPECT_TRUE(retry.duplicate);
+  EXPECT_EQ(retry.first_index, original.first_index);
+  EXPECT_EQ(retry.last_index, original.last_index);
+  EXPECT_EQ(retry.term, original.term);
+  std::this_thread::sleep_for(30ms);
+  EXPECT_EQ(node->status().last_index, last_before);  // nothing written twice
+
+  // Another sequence of the same client, and the same sequence of another client, are new appends.
+  const AppendResult next = append_and_wait(*node, {"three"}, 42, 2);
+  ASSERT_TRUE(next.error.ok());
+  EXPECT_FALSE(next.duplicate);
+  EXPECT_EQ(next.first_index, original.last_index + 1);
+  const AppendResult other = append_and_wait(*node, {"one"}, 43, 1);
+  ASSERT_TRUE(other.error.ok());
+  EXPECT_FALSE(other.duplicate);
+  EXPECT_EQ(other.first_index, next.last_index + 1);
+}
+
+TEST(Node, WithoutALeaderAppendsAreRefusedWithNoLeader) {
+  TempDir dir;
+  FakePeers sender;  // not attached: the other members never answer
+  auto node = open_node(test_config(dir.path(), 3), &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  const AppendResult result = append_and_wait(*node, {"x"});
+  EXPECT_EQ(result.error.code, ErrorCode::kNoLeader) << result.error.message;
+  EXPECT_NE(node->status().role, raft::Role::kLeader);
+  // It does campaign (pre-votes to both peers) once its election timeout passes.
+  EXPECT_TRUE(wait_until([&] {
+    for (const raft::Message& m : sender.sent()) {
+      if (m.type == raft::MessageType::kPreVote) return true;
+    }
+    return false;
+  }));
+}
+
+TEST(Node, UncommittedAppendTimesOutWithAnUnknownOutcome) {
+  TempDir dir;
+  FakePeers sender;
+  sender.ack_appends = false;
+  NodeConfig config = test_config(dir.path(), 2);
+  config.append_timeout_ms = 200;
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  sender.attach(node.get());
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  const auto started = std::chrono::steady_clock::now();
+  const AppendResult result = append_and_wait(*node, {"never acknowledged"}, 5, 1);
+  EXPECT_EQ(result.error.code, ErrorCode::kDeadlineExceeded) << result.error.message;
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 190ms);
+  sender.attach(nullptr);
+  node->stop();
+}
+
+TEST(Node, TransferToANonMemberIsRefused) {
+  TempDir dir;
+  FakePeers sender;
+  auto node = open_node(test_config(dir.path(), 1), &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  std::promise<TransferResult> done;
+  node->transfer_leadership(9, [&done](TransferResult result) { done.set_value(std::move(result)); });
+  auto future = done.get_future();
+  ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
+  EXPECT_EQ(future.get().error.code, ErrorCode::kInvalidArgument);
+}
+
+// Stop fails what is pending with UNAVAILABLE; Node::open on the same directory then recovers the
+// entries, the commit index, the term and the dedup table (including an append that was in the log
+// but not yet committed when the node stopped: the new term's no-op commits it, and the retry gets its
+// original indexes).
+TEST(Node, StopFailsPendingAndARestartRecoversLogHardStateAndDedup) {
+  TempDir dir;
+  const NodeConfig config = test_config(dir.path(), 2);
+  AppendResult committed;
+  AsyncAppend pending;
+  std::uint64_t term_before = 0;
+  std::uint64_t last_before = 0;
+  {
+    FakePeers sender;
+    auto node = open_node(config, &sender);
+    ASSERT_NE(node, nullptr);
+    sender.attach(node.get());
+    node->start();
+    ASSERT_TRUE(wait_for_leader(*node));
+    committed = append_and_wait(*node, {"kept-1", "kept-2"}, 42, 1);
+    ASSERT_TRUE(committed.error.ok()) << committed.error.message;
+
+    sender.ack_appends = false;  // from now on nothing commits
+    pending = start_append(*node, {"in-flight"}, 42, 2);
+    ASSERT_TRUE(wait_until([&] { return node->status().last_index > committed.last_index; }));
+    ASSERT_TRUE(wait_until([&] { return node->flushed_index() > committed.last_index; }));
+    std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(pending.done());
+    term_before = node->status().term;
+    last_before = node->status().last_index;
+
+    sender.attach(nullptr);
+    node->stop();
+    const AppendResult failed = pending.get();
+    EXPECT_EQ(failed.error.code, ErrorCode::kUnavailable) << failed.error.message;
+    EXPECT_EQ(failed.error.reason, "SHUTTING_DOWN");
+    EXPECT_EQ(pending.calls->load(), 1);
+
+    // After stop every request is refused at once.
+    bool called = false;
+    node->append({"late"}, 0, 0, [&](AppendResult result) {
+      called = true;
+      EXPECT_EQ(result.error.code, ErrorCode::kUnavailable);
+    });
+    EXPECT_TRUE(called);
+    EXPECT_TRUE(node->stopping());
+    EXPECT_FALSE(node->failed());
+    node->stop();  // idempotent
+  }
+  EXPECT_FALSE(std::filesystem::exists(config.data_dir + "/log/ABORT")) << "a clean stop removes the marker";
+
+  FakePeers sender;
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  // Before the loop runs: the durable state as recovered.
+  const NodeStatus recovered = node->status();
+  EXPECT_EQ(recovered.term, term_before);
+  EXPECT_EQ(recovered.last_index, last_before);
+  EXPECT_GE(node->commit_index(), committed.last_index);
+  EXPECT_LT(node->commit_index(), last_before) << "the in-flight append was never committed";
+  const std::vector<raft::Entry> kept = read_all(*node, committed.first_index);
+  ASSERT_GE(kept.size(), 2u);
+  EXPECT_EQ(kept[0].payload, "kept-1");
+  EXPECT_EQ(kept[1].payload, "kept-2");
+
+  sender.attach(node.get());
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  EXPECT_GT(node->status().term, term_before);
+
+  const AppendResult retry_committed = append_and_wait(*node, {"kept-1", "kept-2"}, 42, 1);
+  ASSERT_TRUE(retry_committed.error.ok()) << retry_committed.error.message;
+  EXPECT_TRUE(retry_committed.duplicate);
+  EXPECT_EQ(retry_committed.first_index, committed.first_index);
+  EXPECT_EQ(retry_committed.last_index, committed.last_index);
+  EXPECT_EQ(retry_committed.term, committed.term);
+
+  const AppendResult retry_in_flight = append_and_wait(*node, {"in-flight"}, 42, 2);
+  ASSERT_TRUE(retry_in_flight.error.ok()) << retry_in_flight.error.message;
+  EXPECT_TRUE(retry_in_flight.duplicate);
+  EXPECT_EQ(retry_in_flight.first_index, committed.last_index + 1);
+  EXPECT_EQ(retry_in_flight.last_index, committed.last_index + 1);
+  EXPECT_EQ(retry_in_flight.term, term_before);
+  const std::vector<raft::Entry> all = read_all(*node, committed.first_index);
+  ASSERT_GE(all.size(), 3u);
+  EXPECT_EQ(all[2].payload, "in-flight");
+  sender.attach(nullptr);
+  node->stop();
+}
+
+}  // namespace
+}  // namespace raftlog::server
