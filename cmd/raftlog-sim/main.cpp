@@ -2,7 +2,7 @@
 //
 //   raftlog-sim --seed S [--trace] [--nodes 3|5]            one seed; --trace prints every event
 //   raftlog-sim --seeds N --seed-start S [--nodes 3|5]      N seeds from S, ends with a RESULT line
-// Common options: --fault-ticks T, --liveness-ticks T, --aggressive (stormiest fault profile).
+// Common options: --fault-ticks T, --liveness-ticks T, --aggressive (leader-churn fault profile).
 // Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad arguments.
 // stdout is a pure function of the arguments (byte-identical every run); progress goes to stderr.
 #include <algorithm>
@@ -37,7 +37,8 @@ void print_usage(std::FILE* out) {
   std::fputs(
       "usage: raftlog-sim --seed S [--trace] [--nodes 3|5] [options]\n"
       "       raftlog-sim --seeds N [--seed-start S] [--nodes 3|5] [options]\n"
-      "options: --fault-ticks T (default 500)  --liveness-ticks T (default 250)  --aggressive\n",
+      "options: --fault-ticks T (default 500)  --liveness-ticks T (recovery bound before the catch-up\n"
+      "         allowance, default 250)  --aggressive (leader-churn fault profile for every seed)\n",
       out);
 }
 

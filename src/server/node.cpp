@@ -9,10 +9,13 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
+#include <sys/statvfs.h>
 #include <thread>
 #include <variant>
 
 #include "raft/raft.h"
+#include "server/check.h"
 #include "server/dedup_table.h"
 #include "server/hard_state_file.h"
 #include "server/store_log_reader.h"
@@ -56,6 +59,14 @@ constexpr const char* kReasonTooManyPending = "TOO_MANY_PENDING";
 constexpr const char* kReasonShuttingDown = "SHUTTING_DOWN";
 constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
 constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
+constexpr const char* kReasonAppendTooLarge = "APPEND_TOO_LARGE";
+constexpr const char* kReasonDiskFull = "DISK_FULL";
+
+// Bounds of the node's own queues (docs/configuration.md).
+constexpr std::uint64_t kMaxQueuedAppendBytes = 256ULL << 20;  // payload bytes waiting in the input queue
+constexpr std::size_t kMaxHeldBatches = 4096;  // Ready batches whose acknowledgements wait for a flush
+// How often the leader re-reads the file system's free space before proposing.
+constexpr auto kDiskCheckInterval = std::chrono::milliseconds(100);
 
 // --- inputs to the Raft loop ---------------------------------------------------------------------
 struct AppendInput {
@@ -96,11 +107,30 @@ struct PendingRead {
   Clock::time_point deadline;
 };
 
-// Messages that may leave only once the log is durable up to `required_index`.
+// Messages that may leave only once the log is durable up to `required_index`, whose entry must still
+// have `required_term` then: after a truncation the messages vouch for entries that no longer exist
+// and are dropped (Raft retransmits; a lost vote is re-requested).
 struct HeldMessages {
   std::uint64_t required_index = 0;
+  std::uint64_t required_term = 0;
   std::vector<raft::Message> messages;
 };
+
+// Answers an input that will never reach the loop (queue full, node stopped).
+void reject(Input& input, const NodeError& error) {
+  std::visit(
+      [&](auto& in) {
+        using T = std::decay_t<decltype(in)>;
+        if constexpr (std::is_same_v<T, AppendInput>) {
+          in.done(AppendResult{error, 0, 0, 0, false});
+        } else if constexpr (std::is_same_v<T, ReadIndexInput>) {
+          in.done(ReadIndexResult{error, 0});
+        } else if constexpr (std::is_same_v<T, TransferInput>) {
+          in.done(TransferResult{error, 0, 0});
+        }
+      },
+      input);
+}
 
 }  // namespace
 
@@ -123,11 +153,13 @@ class Node::Impl {
   void handle_append(AppendInput& in);
   void handle_read_index(ReadIndexInput& in);
   void handle_transfer(TransferInput& in);
-  void handle_flushed(std::uint64_t flushed_index);
+  void report_durability();
   void handle_ready(raft::Ready& ready);
   void deliver_commit(std::uint64_t commit);
   void expire_pending(Clock::time_point now);
-  void release_held(std::uint64_t flushed_index);
+  void release_held(std::uint64_t durable_index);
+  void fail_pending_appends(ErrorCode code, const std::string& message, const char* reason);
+  bool disk_has_room(std::uint64_t append_bytes, NodeError* error);
   void record_dedup(const std::vector<raft::Entry>& entries);
   void publish_status();
   void fail_all(ErrorCode code, const std::string& message);
@@ -154,6 +186,9 @@ class Node::Impl {
   std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index
   std::uint64_t next_read_id_ = 1;
   std::deque<HeldMessages> held_messages_;
+  std::uint64_t reported_durable_ = 0;  // highest index reported to the core via on_persisted
+  Clock::time_point disk_checked_at_{};
+  std::uint64_t disk_free_bytes_ = 0;
   std::optional<TransferInput> pending_transfer_;
   Clock::time_point transfer_deadline_;
   raft::SoftState soft_state_;
@@ -162,6 +197,11 @@ class Node::Impl {
   mutable std::mutex input_mu_;
   std::condition_variable input_cv_;
   std::deque<Input> inputs_;
+  std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
+
+  // The store is shared with gRPC threads (reads, flush); close() must not race with them.
+  mutable std::shared_mutex store_mu_;
+  bool store_closed_ = false;
 
   // Published state.
   mutable std::mutex status_mu_;
@@ -207,6 +247,20 @@ bool Node::Impl::open(NodeError* error) {
   }
   hard_state_file_ = std::move(hard_state_file).value();
   persisted_hard_state_ = hard_state_file_->current();
+  // Term and vote are persisted before any entry of that term is written, so a log entry of a term
+  // above the persisted one means HARDSTATE was lost or replaced: starting would risk a second vote
+  // in a term this node already voted in.
+  if (log_->last_index() >= log_->first_index()) {
+    auto last_term = log_->term_at(log_->last_index());
+    if (last_term.ok() && *last_term > persisted_hard_state_.term) {
+      *error = make_error(ErrorCode::kInternal,
+                          "hard state term " + std::to_string(persisted_hard_state_.term) +
+                              " is below the term " + std::to_string(*last_term) + " of log entry " +
+                              std::to_string(log_->last_index()) + ": " + config_.data_dir +
+                              "/HARDSTATE was lost or replaced; refusing to start (see docs/operations.md)");
+      return false;
+    }
+  }
   // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered (async
   // flush mode can lose a written tail); Raft re-learns the commit index from the leader.
   persisted_hard_state_.commit = std::min(log_->commit_index(), log_->last_index());
@@ -219,7 +273,10 @@ bool Node::Impl::open(NodeError* error) {
   raft_config.known_conf = raft_config.initial_conf;
   raft_config.election_ticks = static_cast<int>(config_.election_ticks);
   raft_config.heartbeat_ticks = static_cast<int>(config_.heartbeat_ticks);
-  raft_config.max_bytes_per_message = std::max<std::size_t>(1 << 20, config_.store.max_entry_size_bytes + 4096);
+  // One Append must fit one proposal and one AppendEntries message (the transport's limit follows).
+  raft_config.max_entries_per_message = std::max<std::size_t>(raft_config.max_entries_per_message,
+                                                              config_.max_entries_per_append);
+  raft_config.max_bytes_per_message = max_raft_message_bytes(config_);
   raft_config.random_seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
                             (config_.node_id * 0x9E3779B97F4A7C15ULL);
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
@@ -250,9 +307,11 @@ bool Node::Impl::open(NodeError* error) {
     from = batch->entries.back().meta.index + 1;
   }
   dedup_recorded_through_ = last;
+  reported_durable_ = last;  // recovered entries are durable (recovery flushed them)
   commit_.store(persisted_hard_state_.commit, std::memory_order_release);
 
-  // The flusher thread reports durability through the input queue, so the loop sees it in order.
+  // The flusher's notice only wakes the loop: the loop re-reads flushed_index() itself, because a
+  // notice's value may predate a truncation (report_durability()).
   log_->set_flush_listener([this](std::uint64_t flushed) { push(FlushedInput{flushed}, false); });
   publish_status();
   return true;
@@ -267,15 +326,33 @@ void Node::Impl::start() {
 void Node::Impl::stop() {
   if (stopped_) return;
   stopped_ = true;
-  stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(commit_mu_);  // so a wait_for_commit() cannot miss the wake-up
+    stopping_.store(true, std::memory_order_release);
+  }
+  commit_cv_.notify_all();
   {
     std::lock_guard lock(input_mu_);
     loop_exit_.store(true, std::memory_order_release);
   }
   input_cv_.notify_all();
-  if (loop_thread_.joinable()) loop_thread_.join();
-  commit_cv_.notify_all();
-  if (log_ != nullptr) {
+  if (loop_thread_.joinable()) {
+    loop_thread_.join();
+  } else if (raft_ != nullptr) {
+    fail_all(ErrorCode::kUnavailable, "node shutting down");  // never started: answer what is queued
+  }
+  // Inputs pushed between the loop's last drain and loop_exit_ are answered here.
+  {
+    std::deque<Input> rest;
+    {
+      std::lock_guard lock(input_mu_);
+      rest.swap(inputs_);
+    }
+    for (Input& input : rest) reject(input, make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown));
+  }
+  std::unique_lock store_lock(store_mu_);  // no gRPC thread is inside the store while it closes
+  if (log_ != nullptr && !store_closed_) {
+    store_closed_ = true;
     log_->set_flush_listener(nullptr);
     if (!failed_.load()) {
       // The checkpoint keeps the commit index so that a restart knows what was committed.
@@ -295,22 +372,6 @@ void Node::Impl::stop() {
 
 // --- the input queue -------------------------------------------------------------------------------
 
-// Answers an input that will never reach the loop (queue full, node stopped).
-static void reject(Input& input, const NodeError& error) {
-  std::visit(
-      [&](auto& in) {
-        using T = std::decay_t<decltype(in)>;
-        if constexpr (std::is_same_v<T, AppendInput>) {
-          in.done(AppendResult{error, 0, 0, 0, false});
-        } else if constexpr (std::is_same_v<T, ReadIndexInput>) {
-          in.done(ReadIndexResult{error, 0});
-        } else if constexpr (std::is_same_v<T, TransferInput>) {
-          in.done(TransferResult{error, 0, 0});
-        }
-      },
-      input);
-}
-
 void Node::Impl::push(Input input, bool droppable) {
   {
     std::unique_lock lock(input_mu_);
@@ -321,12 +382,21 @@ void Node::Impl::push(Input input, bool droppable) {
     }
     // Flush notices are never refused: they are bounded by the flusher's rate and carry durability.
     const bool flushed_notice = std::holds_alternative<FlushedInput>(input);
-    if (inputs_.size() >= config_.max_input_queue && !flushed_notice) {
+    std::uint64_t append_bytes = 0;
+    if (const auto* append = std::get_if<AppendInput>(&input)) {
+      for (const std::string& payload : append->payloads) append_bytes += payload.size();
+    }
+    if ((inputs_.size() >= config_.max_input_queue && !flushed_notice) ||
+        queued_append_bytes_ + append_bytes > kMaxQueuedAppendBytes) {
       lock.unlock();
       // Peer messages are dropped silently (Raft retransmits); client requests are told to back off.
-      if (!droppable) reject(input, make_error(ErrorCode::kResourceExhausted, "node input queue full; retry later", kReasonTooManyPending));
+      if (!droppable) {
+        reject(input, make_error(ErrorCode::kResourceExhausted, "node input queue full; retry later",
+                                 kReasonTooManyPending));
+      }
       return;
     }
+    queued_append_bytes_ += append_bytes;
     inputs_.push_back(std::move(input));
   }
   input_cv_.notify_one();
@@ -342,6 +412,7 @@ void Node::Impl::loop() {
       input_cv_.wait_until(lock, next_tick, [&] { return !inputs_.empty() || loop_exit_.load(); });
       if (loop_exit_.load()) break;
       batch.swap(inputs_);
+      queued_append_bytes_ = 0;
     }
     const auto now = Clock::now();
     if (now >= next_tick) {
@@ -356,10 +427,13 @@ void Node::Impl::loop() {
       if (failed_.load()) break;
     }
     batch.clear();
+    // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
+    report_durability();
     // Bounded: each Ready drains the core's pending output; a new one appears only from new work.
     for (int round = 0; round < 64 && raft_->has_ready() && !failed_.load(); ++round) {
       raft::Ready ready = raft_->ready();
       handle_ready(ready);
+      report_durability();
     }
     publish_status();
     if (failed_.load()) break;
@@ -380,7 +454,8 @@ void Node::Impl::handle_input(Input& input) {
         } else if constexpr (std::is_same_v<T, MessageInput>) {
           raft_->step(in.message);
         } else {
-          handle_flushed(in.flushed_index);
+          // A flush notice only wakes the loop; report_durability() reads the store itself.
+          static_assert(std::is_same_v<T, FlushedInput>);
         }
       },
       input);
@@ -410,6 +485,14 @@ void Node::Impl::handle_append(AppendInput& in) {
     in.done(AppendResult{not_leader_error(), 0, 0, 0, false});
     return;
   }
+  if (pending_appends_.size() >= config_.max_pending_appends) {
+    in.done(AppendResult{make_error(ErrorCode::kResourceExhausted,
+                                    "too many appends waiting for commit on this node (" +
+                                        std::to_string(config_.max_pending_appends) + "); retry later",
+                                    kReasonTooManyPending),
+                         0, 0, 0, false});
+    return;
+  }
   if (in.client_id != 0) {
     DedupTable::Range range;
     switch (dedup_.find(in.client_id, in.sequence, &range)) {
@@ -435,12 +518,10 @@ void Node::Impl::handle_append(AppendInput& in) {
         break;
     }
   }
-  if (pending_appends_.size() >= config_.max_pending_appends) {
-    in.done(AppendResult{make_error(ErrorCode::kResourceExhausted,
-                                    "too many appends waiting for commit on this node (" +
-                                        std::to_string(config_.max_pending_appends) + "); retry later",
-                                    kReasonTooManyPending),
-                         0, 0, 0, false});
+  std::uint64_t append_bytes = 0;
+  for (const std::string& payload : in.payloads) append_bytes += payload.size();
+  if (NodeError full; !disk_has_room(append_bytes, &full)) {
+    in.done(AppendResult{full, 0, 0, 0, false});
     return;
   }
   std::vector<raft::Entry> entries;
@@ -474,8 +555,11 @@ void Node::Impl::handle_append(AppendInput& in) {
     case raft::ProposeStatus::kEmpty:
     case raft::ProposeStatus::kTooLarge:
     case raft::ProposeStatus::kInvalidEntry:
+      // Node::append validates against limits the core is configured to accept (open()), so these
+      // mean a configuration mismatch; still answered precisely rather than asserted.
       in.done(AppendResult{make_error(ErrorCode::kInvalidArgument,
-                                      std::string("append refused by Raft: ") + raft::to_string(result.status)),
+                                      std::string("append refused by Raft: ") + raft::to_string(result.status),
+                                      kReasonAppendTooLarge),
                            0, 0, 0, false});
       return;
   }
@@ -548,18 +632,36 @@ void Node::Impl::handle_transfer(TransferInput& in) {
 
 // --- durability ------------------------------------------------------------------------------------
 
-void Node::Impl::handle_flushed(std::uint64_t flushed_index) {
-  const std::uint64_t durable = std::min(flushed_index, log_->last_index());
-  if (durable > 0) {
-    auto term = log_->term_at(durable);
-    if (term.ok()) raft_->on_persisted(durable, *term);
+// Tells the core how far the log is durable and releases the acknowledgements that waited for it.
+// It reads the store's flushed index rather than trusting a flush notice's value: the store lowers
+// flushed_index() on truncate_suffix (this thread is its only writer) and a flush cycle excludes a
+// truncation, so the current value always describes the current log. In async flush mode an entry
+// counts once written to the mapping (docs/durability.md).
+void Node::Impl::report_durability() {
+  const std::uint64_t last = log_->last_index();
+  const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
+  const std::uint64_t durable = async ? last : std::min(log_->flushed_index(), last);
+  if (durable != reported_durable_) {
+    reported_durable_ = durable;
+    if (durable > 0) {
+      auto term = log_->term_at(durable);
+      if (term.ok()) raft_->on_persisted(durable, *term);
+    }
   }
   release_held(durable);
 }
 
-void Node::Impl::release_held(std::uint64_t flushed_index) {
-  while (!held_messages_.empty() && held_messages_.front().required_index <= flushed_index) {
-    for (raft::Message& message : held_messages_.front().messages) sender_->send(std::move(message));
+void Node::Impl::release_held(std::uint64_t durable_index) {
+  while (!held_messages_.empty() && held_messages_.front().required_index <= durable_index) {
+    HeldMessages& held = held_messages_.front();
+    bool still_valid = held.required_index == 0;
+    if (!still_valid) {
+      auto term = log_->term_at(held.required_index);
+      still_valid = term.ok() && *term == held.required_term;
+    }
+    if (still_valid) {
+      for (raft::Message& message : held.messages) sender_->send(std::move(message));
+    }
     held_messages_.pop_front();
   }
 }
@@ -571,7 +673,16 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
       spdlog::info("node {}: term {}: role {} -> {}, leader {}", config_.node_id, next.term,
                    raft::to_string(soft_state_.role), raft::to_string(next.role), next.leader);
     }
+    const bool lost_leadership = soft_state_.role == raft::Role::kLeader && next.role != raft::Role::kLeader;
     soft_state_ = next;
+    if (lost_leadership) {
+      // Their entries may still commit under the new leader, but this node can no longer tell: the
+      // clients retry at once (same client_id/sequence) instead of waiting out append_timeout_ms.
+      fail_pending_appends(ErrorCode::kUnavailable,
+                           "leadership lost while the append was pending; the outcome is unknown: retry "
+                           "with the same client_id/sequence",
+                           kReasonLeadershipLost);
+    }
     if (pending_transfer_ && next.leader == pending_transfer_->target) {
       pending_transfer_->done(TransferResult{NodeError{}, next.leader, next.term});
       pending_transfer_.reset();
@@ -591,15 +702,20 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
 
   if (ready.truncate_from) {
     const std::uint64_t from = *ready.truncate_from;
-    assert(from > commit_.load());
+    RAFTLOG_CHECK(from > commit_.load(), "Raft asked to truncate committed entries");
     spdlog::warn("node {}: term {}: truncating uncommitted log tail from index {} (last {})",
                  config_.node_id, raft_->term(), from, log_->last_index());
-    if (store::Status st = log_->truncate_suffix(from); !st.ok()) {
+    // force: the check above already guarantees no committed entry is cut; the store's own commit
+    // index may be a stale checkpoint value above the recovered log (async mode after a power loss).
+    if (store::Status st = log_->truncate_suffix(from, /*force=*/true); !st.ok()) {
       fatal("truncating the log from " + std::to_string(from) + ": " + st.to_string());
       return;
     }
     dedup_.truncate_from(from);
     dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
+    reported_durable_ = std::min(reported_durable_, from - 1);
+    // Acknowledgements held for the removed suffix vouch for entries that no longer exist.
+    std::erase_if(held_messages_, [&](const HeldMessages& held) { return held.required_index >= from; });
     // Appends waiting for indexes that no longer exist learn it now rather than at their deadline.
     for (auto it = pending_appends_.lower_bound(from); it != pending_appends_.end();) {
       it->second.done(AppendResult{make_error(ErrorCode::kUnavailable,
@@ -627,16 +743,22 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
 
   for (raft::Message& message : ready.messages) sender_->send(std::move(message));
 
-  const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
-  const std::uint64_t last = log_->last_index();
-  if (async) {
-    // Async flush mode: an entry counts as durable once written to the mapped segment
-    // (docs/durability.md, the ACK matrix).
-    if (last > 0 && !ready.entries.empty()) raft_->on_persisted(last, ready.entries.back().term);
-    for (raft::Message& message : ready.messages_after_persist) sender_->send(std::move(message));
-  } else if (!ready.messages_after_persist.empty()) {
-    held_messages_.push_back(HeldMessages{last, std::move(ready.messages_after_persist)});
-    release_held(std::min(log_->flushed_index(), last));
+  // Acknowledgements and votes wait until everything written so far is durable; the caller's
+  // report_durability() releases them (at once in async mode).
+  if (!ready.messages_after_persist.empty()) {
+    const std::uint64_t last = log_->last_index();
+    std::uint64_t last_term = 0;
+    if (last > 0) {
+      auto term = log_->term_at(last);
+      if (term.ok()) last_term = *term;
+    }
+    if (held_messages_.size() >= kMaxHeldBatches) {
+      // Only when fsync stalls for long: dropping the oldest is safe (Raft retransmits and re-votes).
+      spdlog::warn("node {}: {} acknowledgement batches wait for a flush; dropping the oldest",
+                   config_.node_id, held_messages_.size());
+      held_messages_.pop_front();
+    }
+    held_messages_.push_back(HeldMessages{last, last_term, std::move(ready.messages_after_persist)});
   }
 
   if (ready.commit_index) deliver_commit(*ready.commit_index);
@@ -726,12 +848,8 @@ void Node::Impl::expire_pending(Clock::time_point now) {
 }
 
 void Node::Impl::fail_all(ErrorCode code, const std::string& message) {
-  for (auto& [last, pending] : pending_appends_) {
-    pending.done(AppendResult{make_error(code, message + "; the outcome is unknown: retry with the same client_id/sequence",
-                                         kReasonShuttingDown),
-                              0, 0, 0, false});
-  }
-  pending_appends_.clear();
+  fail_pending_appends(code, message + "; the outcome is unknown: retry with the same client_id/sequence",
+                       kReasonShuttingDown);
   for (auto& [id, read] : pending_reads_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
   pending_reads_.clear();
   for (auto& [index, read] : reads_awaiting_commit_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
@@ -752,7 +870,46 @@ void Node::Impl::fail_all(ErrorCode code, const std::string& message) {
 void Node::Impl::fatal(const std::string& what) {
   spdlog::critical("node {}: term {}: cannot continue: {}", config_.node_id, raft_->term(), what);
   failed_.store(true, std::memory_order_release);
-  stopping_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(commit_mu_);
+    stopping_.store(true, std::memory_order_release);
+  }
+  commit_cv_.notify_all();
+  std::lock_guard lock(input_mu_);  // from now on push() refuses: nothing can be left unanswered
+  loop_exit_.store(true, std::memory_order_release);
+}
+
+void Node::Impl::fail_pending_appends(ErrorCode code, const std::string& message, const char* reason) {
+  for (auto& [last, pending] : pending_appends_) {
+    pending.done(AppendResult{make_error(code, message, reason), 0, 0, 0, false});
+  }
+  pending_appends_.clear();
+}
+
+// The leader refuses an append the disk could not take, rather than accept it into Raft and then fail
+// to write it (which would stop the node): it needs the append plus a whole segment to spare, since a
+// roll-over preallocates the next segment in full. Followers cannot refuse what the leader sends; a
+// follower whose disk fills stops (docs/operations.md).
+bool Node::Impl::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
+  const auto now = Clock::now();
+  if (now - disk_checked_at_ >= kDiskCheckInterval) {
+    struct statvfs fs {};
+    if (::statvfs(config_.data_dir.c_str(), &fs) == 0) {
+      disk_free_bytes_ = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+    } else {
+      disk_free_bytes_ = UINT64_MAX;  // unknown: let the store decide
+    }
+    disk_checked_at_ = now;
+  }
+  const std::uint64_t needed = append_bytes + config_.store.segment_size_bytes;
+  if (disk_free_bytes_ >= needed) return true;
+  *error = make_error(ErrorCode::kResourceExhausted,
+                      "disk full on the leader: " + std::to_string(disk_free_bytes_) + " bytes free in " +
+                          config_.data_dir + ", " + std::to_string(needed) +
+                          " needed (the append plus one segment); free space and retry",
+                      kReasonDiskFull);
+  disk_free_bytes_ = 0;  // keep refusing until the next check
+  return false;
 }
 
 void Node::Impl::publish_status() {
@@ -791,6 +948,8 @@ void Node::Impl::publish_status() {
 NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_entries,
                                      std::size_t max_bytes, std::vector<raft::Entry>* out) const {
   out->clear();
+  std::shared_lock store_lock(store_mu_);
+  if (store_closed_) return make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown);
   const std::uint64_t commit = commit_.load(std::memory_order_acquire);
   const std::uint64_t first = log_->first_index();
   if (from_index == 0) return make_error(ErrorCode::kInvalidArgument, "indexes start at 1", kReasonBadIndexRange);
@@ -881,7 +1040,7 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id, st
     done(AppendResult{make_error(ErrorCode::kInvalidArgument,
                                  "append of " + std::to_string(bytes) + " bytes exceeds the per-append limit of " +
                                      std::to_string(config.max_append_bytes) + " bytes",
-                                 kReasonTooManyEntries),
+                                 kReasonAppendTooLarge),
                       0, 0, 0, false});
     return;
   }
@@ -929,8 +1088,16 @@ NodeStatus Node::status() const {
   return impl_->status_;
 }
 
-store::Status Node::flush_store() { return impl_->log_->flush(); }
-std::uint64_t Node::flushed_index() const { return impl_->log_->flushed_index(); }
+store::Status Node::flush_store() {
+  std::shared_lock store_lock(impl_->store_mu_);
+  if (impl_->store_closed_) return store::Status::closed("node shutting down");
+  return impl_->log_->flush();
+}
+
+std::uint64_t Node::flushed_index() const {
+  std::shared_lock store_lock(impl_->store_mu_);
+  return impl_->store_closed_ ? 0 : impl_->log_->flushed_index();
+}
 const NodeConfig& Node::config() const { return impl_->config_; }
 
 }  // namespace raftlog::server

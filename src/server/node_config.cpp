@@ -1,5 +1,9 @@
 #include "server/node_config.h"
 
+#include <algorithm>
+
+#include "raft/types.h"
+
 namespace raftlog::server {
 
 std::string validate(const NodeConfig& config) {
@@ -29,6 +33,12 @@ std::string validate(const NodeConfig& config) {
     return "dedup bounds must be positive";
   }
   return "";
+}
+
+std::size_t max_raft_message_bytes(const NodeConfig& config) {
+  const std::uint64_t entries = std::max<std::uint64_t>(config.max_entries_per_append, 256);
+  return static_cast<std::size_t>(std::max<std::uint64_t>(config.max_append_bytes, 1ULL << 20) +
+                                  entries * raft::Entry::kEntryOverheadBytes + (64ULL << 10));
 }
 
 }  // namespace raftlog::server

@@ -32,7 +32,7 @@ struct NodeConfig {
 
   // Client-facing bounds.
   std::uint32_t max_entries_per_append = 1024;       // entries in one Append call
-  std::uint64_t max_append_bytes = 16ULL << 20;      // payload bytes in one Append call
+  std::uint64_t max_append_bytes = 8ULL << 20;       // payload bytes in one Append call (>= max entry size)
   std::uint32_t max_read_entries = 1024;             // entries in one Read response
   std::uint64_t max_read_bytes = 4ULL << 20;         // payload bytes in one Read/Tail response
   std::uint32_t max_pending_appends = 16384;         // Append calls waiting for commit on this node
@@ -53,5 +53,10 @@ struct NodeConfig {
 
 // Empty when valid; otherwise a message naming the offending field.
 std::string validate(const NodeConfig& config);
+
+// The Raft core's bound on one AppendEntries message (and one proposal), derived so that the largest
+// Append the node accepts fits in one: payloads plus the core's per-entry overhead, plus slack. The
+// peer transport's message limit is derived from it in turn.
+std::size_t max_raft_message_bytes(const NodeConfig& config);
 
 }  // namespace raftlog::server

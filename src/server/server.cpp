@@ -55,6 +55,13 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   for (const auto& [id, address] : impl->config.members) {
     if (id != impl->config.node_id) transport_options.peers.emplace(id, address);
   }
+  // One AppendEntries carries at most the core's message bound (derived from the largest Append),
+  // plus protobuf framing per entry.
+  const std::uint64_t max_entries = std::max<std::uint64_t>(impl->config.max_entries_per_append, 256);
+  transport_options.limits.max_entries_per_message =
+      std::max<std::size_t>(transport_options.limits.max_entries_per_message, max_entries);
+  transport_options.limits.max_message_bytes = std::max<std::size_t>(
+      transport_options.limits.max_message_bytes, max_raft_message_bytes(impl->config) + max_entries * 64);
   // Stale messages are useless after a few election timeouts.
   transport_options.max_message_age_ms =
       std::max<std::uint32_t>(500, 2 * impl->config.election_ticks * impl->config.tick_ms);

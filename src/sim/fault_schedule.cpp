@@ -70,6 +70,8 @@ NetworkConditions calm_network() {
 FaultSchedule::FaultSchedule(const FaultProfile& profile, Prng& prng, Trace& trace)
     : profile_(profile), prng_(prng), trace_(trace) {}
 
+void FaultSchedule::start(Cluster& cluster) { cluster.set_leader_strike(profile_.leader_strike); }
+
 std::vector<raft::NodeId> FaultSchedule::shuffled_nodes(std::size_t node_count) {
   std::vector<raft::NodeId> ids(node_count);
   std::iota(ids.begin(), ids.end(), raft::NodeId{1});
@@ -79,10 +81,6 @@ std::vector<raft::NodeId> FaultSchedule::shuffled_nodes(std::size_t node_count) 
 
 void FaultSchedule::on_tick(Cluster& cluster) {
   const std::uint64_t now = cluster.now_tick();
-  if (!started_) {
-    started_ = true;
-    cluster.set_leader_strike(profile_.leader_strike);
-  }
   if (partition_ends_at_tick_ != 0 && partition_ends_at_tick_ <= now) {
     partition_ends_at_tick_ = 0;
     cluster.network().heal_all();

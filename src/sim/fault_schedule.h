@@ -1,4 +1,4 @@
-// Decides, tick by tick, which faults the cluster suffers: crashes and restarts, pauses, partitions of
+// Decides, tick by tick, which faults the cluster suffers: crashes (with timed restarts), pauses, partitions of
 // every shape, and the network's per-message weather (drop, duplication, delay). Each seed draws its own
 // profile, so the seed space covers calm runs, stormy runs and everything between.
 #pragma once
@@ -43,6 +43,8 @@ class FaultSchedule {
  public:
   FaultSchedule(const FaultProfile& profile, Prng& prng, Trace& trace);
 
+  // Arms the faults that the cluster triggers itself (leader strikes); call once before the first tick.
+  void start(Cluster& cluster);
   // Called once per tick of the fault phase, before the cluster ticks.
   void on_tick(Cluster& cluster);
   // Ends every fault: restarts crashed nodes, resumes paused ones, heals the network and calms it.
@@ -59,7 +61,6 @@ class FaultSchedule {
   FaultProfile profile_;
   Prng& prng_;
   Trace& trace_;
-  bool started_ = false;
   std::uint64_t partition_ends_at_tick_ = 0;    // 0 when the network is whole
   std::uint64_t partitions_started_ = 0;
 };

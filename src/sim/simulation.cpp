@@ -195,6 +195,7 @@ SimResult run_simulation(const SimOptions& options) {
                                                              config.raft.max_entries_per_message);
     Workload workload(rates, prng);
     cluster.network().set_conditions(calm_network());
+    faults.start(cluster);
 
     for (std::uint64_t tick = 0; tick < options.fault_ticks && !checker.failed(); ++tick) {
       faults.on_tick(cluster);
@@ -205,7 +206,8 @@ SimResult run_simulation(const SimOptions& options) {
     }
     if (!checker.failed()) {
       faults.stop_and_heal(cluster);
-      const std::uint64_t bound_ticks = options.liveness_ticks + catch_up_allowance_ticks(cluster, config);
+      const std::uint64_t bound_ticks =
+          options.liveness_ticks + (options.catch_up_allowance ? catch_up_allowance_ticks(cluster, config) : 0);
       trace.log("LIVENESS phase: recovery bound {} ticks", bound_ticks);
       LivenessPhase liveness(cluster, workload, checker, trace);
       if (!checker.failed()) result.liveness_ticks = liveness.run(bound_ticks);

@@ -20,9 +20,10 @@ struct SimOptions {
   std::uint64_t fault_ticks = 500;     // ticks of faults and workload
   std::uint64_t liveness_ticks = 250;  // bound on recovery once faults stop, plus a catch-up allowance
                                        // for the entries the most lagging node misses
+  bool catch_up_allowance = true;      // add the catch-up allowance to liveness_ticks
   std::size_t trace_tail_events = 120; // events printed with a failure
   bool full_trace = false;             // keep every event (for --trace)
-  bool aggressive = false;             // always the stormiest fault profile
+  bool aggressive = false;             // always the leader-churn fault profile (broken-rule hunting)
 };
 
 struct SimResult {

@@ -156,7 +156,7 @@ Status CommitLog::Impl::close() {
   {
     std::lock_guard cycle_lock(flush_cycle_mu_);
     if (failure().ok() && checkpoint_file_) {
-      Status status = flush_cycle_locked();
+      Status status = flush_cycle_locked(/*include_end_marker=*/true);
       if (status.ok()) status = write_checkpoint_locked(0);
       if (!status.ok()) {
         fail(status);
@@ -466,7 +466,7 @@ void CommitLog::Impl::flusher_main() {
     }
     {
       std::lock_guard cycle_lock(flush_cycle_mu_);
-      Status status = flush_cycle_locked();
+      Status status = flush_cycle_locked(/*include_end_marker=*/false);
       if (!status.ok()) {
         fail(status);
         return;
@@ -495,7 +495,7 @@ void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
   if (listener_) listener_(flushed);
 }
 
-Status CommitLog::Impl::flush_cycle_locked() {
+Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
   struct Range {
     std::shared_ptr<Segment> segment;
     std::uint64_t from = 0;
@@ -514,9 +514,13 @@ Status CommitLog::Impl::flush_cycle_locked() {
     for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
       Segment& segment = **it;
       if (segment.flushed_offset < segment.write_offset) {
-        // Include the end marker after the last entry (entry_format.h).
-        const std::uint64_t to = std::min(segment.size_bytes,
-                                          segment.write_offset + entry_format::kEndMarkerBytes);
+        // The end marker after the last entry (entry_format.h) is flushed only when no append can
+        // be writing the next entry over it (writer lock held); otherwise it reaches the disk with
+        // its page. Recovery does not depend on it (generations and segment headers do).
+        const std::uint64_t to =
+            include_end_marker
+                ? std::min(segment.size_bytes, segment.write_offset + entry_format::kEndMarkerBytes)
+                : segment.write_offset;
         ranges.push_back({*it, segment.flushed_offset, to, segment.write_offset});
       }
       if (segment.base_index <= old_flushed) break;
@@ -820,7 +824,7 @@ Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
   std::uint64_t checkpointed = 0;
   {
     std::lock_guard cycle_lock(flush_cycle_mu_);
-    RAFTLOG_RETURN_IF_ERROR(flush_cycle_locked());
+    RAFTLOG_RETURN_IF_ERROR(flush_cycle_locked(/*include_end_marker=*/true));
     RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(0));
     checkpointed = last_checkpoint_.flushed_index;
   }

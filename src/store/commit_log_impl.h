@@ -74,8 +74,9 @@ class CommitLog::Impl {
   Status check_writable_locked() const;  // write_mu_ held
   // Segment holding `index` (meta_mu_ held), or nullptr.
   std::shared_ptr<Segment> find_segment_locked(std::uint64_t index) const;
-  // One flush cycle: make everything published so far durable. flush_cycle_mu_ held.
-  Status flush_cycle_locked();
+  // One flush cycle: make everything published so far durable. flush_cycle_mu_ held. The end
+  // marker after the last entry is included only if no append can run concurrently (write_mu_ held).
+  Status flush_cycle_locked(bool include_end_marker);
   // Writes the checkpoint for the current flushed index (index files flushed first).
   Status write_checkpoint_locked(std::uint64_t truncate_from);
   void maybe_checkpoint_locked();

@@ -28,11 +28,81 @@ struct Tables {
 };
 constexpr Tables kTables;
 
+// Shifting a raw CRC register value over n zero bytes is linear in the register bits, so it is a
+// table lookup per register byte. Used to combine three independent crc32 instruction streams (the
+// instruction has 3-cycle latency but 1-cycle throughput: one dependent chain runs at a third of
+// the possible speed). Same technique as Mark Adler's crc32c.c.
+struct ShiftTable {
+  std::array<std::array<std::uint32_t, 256>, 4> t{};
+  explicit ShiftTable(std::size_t zero_bytes) {
+    std::array<std::uint32_t, 32> bit_shift{};
+    for (int bit = 0; bit < 32; ++bit) {
+      std::uint32_t crc = 1U << bit;
+      for (std::size_t i = 0; i < zero_bytes; ++i) crc = kTables.t[0][crc & 0xFFU] ^ (crc >> 8);
+      bit_shift[static_cast<std::size_t>(bit)] = crc;
+    }
+    for (std::size_t k = 0; k < 4; ++k) {
+      for (std::uint32_t b = 0; b < 256; ++b) {
+        std::uint32_t value = 0;
+        for (std::uint32_t j = 0; j < 8; ++j) {
+          if (b & (1U << j)) value ^= bit_shift[k * 8 + j];
+        }
+        t[k][b] = value;
+      }
+    }
+  }
+  std::uint32_t shift(std::uint32_t crc) const {
+    return t[0][crc & 0xFFU] ^ t[1][(crc >> 8) & 0xFFU] ^ t[2][(crc >> 16) & 0xFFU] ^ t[3][crc >> 24];
+  }
+};
+
+constexpr std::size_t kLongStreamBytes = 8192;
+constexpr std::size_t kShortStreamBytes = 256;
+
 #if defined(__x86_64__)
+const ShiftTable& long_shift() {
+  static const ShiftTable table(kLongStreamBytes);
+  return table;
+}
+const ShiftTable& short_shift() {
+  static const ShiftTable table(kShortStreamBytes);
+  return table;
+}
+
+// Three interleaved streams of `stream_bytes` each, combined by shifting.
+__attribute__((target("sse4.2"))) inline std::uint64_t crc_three_streams(
+    std::uint64_t c0, const unsigned char*& p, std::size_t& size, std::size_t stream_bytes,
+    const ShiftTable& shift) {
+  while (size >= 3 * stream_bytes) {
+    std::uint64_t c1 = 0;
+    std::uint64_t c2 = 0;
+    const unsigned char* end = p + stream_bytes;
+    while (p < end) {
+      std::uint64_t w0;
+      std::uint64_t w1;
+      std::uint64_t w2;
+      std::memcpy(&w0, p, 8);
+      std::memcpy(&w1, p + stream_bytes, 8);
+      std::memcpy(&w2, p + 2 * stream_bytes, 8);
+      c0 = _mm_crc32_u64(c0, w0);
+      c1 = _mm_crc32_u64(c1, w1);
+      c2 = _mm_crc32_u64(c2, w2);
+      p += 8;
+    }
+    c0 = shift.shift(static_cast<std::uint32_t>(c0)) ^ c1;
+    c0 = shift.shift(static_cast<std::uint32_t>(c0)) ^ c2;
+    p += 2 * stream_bytes;
+    size -= 3 * stream_bytes;
+  }
+  return c0;
+}
+
 __attribute__((target("sse4.2"))) std::uint32_t extend_sse42(std::uint32_t crc, const void* data,
                                                               std::size_t size) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint64_t c = ~crc;
+  c = crc_three_streams(c, p, size, kLongStreamBytes, long_shift());
+  c = crc_three_streams(c, p, size, kShortStreamBytes, short_shift());
   while (size >= 8) {
     std::uint64_t word;
     std::memcpy(&word, p, 8);

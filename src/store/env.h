@@ -39,7 +39,8 @@ class File {
   // Sets the file size (sparse growth or shrink).
   virtual Status truncate(std::uint64_t size_bytes) = 0;
   virtual Result<std::uint64_t> size() const = 0;
-  // Maps [0, length) shared and writable. The file must already be at least `length` bytes long.
+  // Maps [0, length) shared (writable unless opened with Env::open_read_only). The file must already
+  // be at least `length` bytes long.
   virtual Result<std::shared_ptr<Mapping>> map(std::uint64_t length) = 0;
   // fdatasync.
   virtual Status sync() = 0;
@@ -58,6 +59,10 @@ class Env {
   virtual bool exists(const std::string& path) const = 0;
   // Opens an existing file, or creates it when `create` is set (an existing file is then opened).
   virtual Result<std::unique_ptr<File>> open(const std::string& path, bool create) = 0;
+  // Opens an existing file read-only (O_RDONLY); its mappings are PROT_READ, so writing through
+  // Mapping::data() faults. The offline verifier uses it: it cannot modify a directory by construction
+  // and works on read-only copies.
+  virtual Result<std::unique_ptr<File>> open_read_only(const std::string& path) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;
   virtual Status remove(const std::string& path) = 0;  // OK if it does not exist
   // fsync on the directory: makes creations, renames and removals inside it durable.

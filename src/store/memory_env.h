@@ -9,7 +9,9 @@
 // crash() freezes the env (every later operation fails with kIo, so the abandoned CommitLog cannot
 // change anything) and snapshots both images. restart(options) then rebuilds the files from the
 // durable namespace, treating unflushed bytes (volatile != durable) per CrashMode. The abandoned
-// CommitLog must be destroyed between crash() and restart().
+// CommitLog must be destroyed between crash() and restart(). The snapshot copies mapped memory that
+// the abandoned log's threads may be writing at that instant: a deliberate race that models the
+// moment of power loss (ThreadSanitizer: suppress with tests/store/tsan.supp).
 //
 // Fault injection: a capacity limit (allocate() beyond it fails with kNoSpace, like ENOSPC) and
 // direct byte corruption of both images (bit rot).
@@ -52,6 +54,10 @@ class MemoryEnv final : public Env {
   Result<std::vector<std::string>> list_dir(const std::string& dir) const override;
   bool exists(const std::string& path) const override;
   Result<std::unique_ptr<File>> open(const std::string& path, bool create) override;
+  // Same as open(path, false): MemoryEnv does not enforce read-only mappings.
+  Result<std::unique_ptr<File>> open_read_only(const std::string& path) override {
+    return open(path, /*create=*/false);
+  }
   Status rename(const std::string& from, const std::string& to) override;
   Status remove(const std::string& path) override;
   Status sync_dir(const std::string& dir) override;

@@ -46,7 +46,8 @@ class PosixMapping final : public Mapping {
 
 class PosixFile final : public File {
  public:
-  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  PosixFile(int fd, std::string path, bool writable)
+      : fd_(fd), path_(std::move(path)), writable_(writable) {}
   ~PosixFile() override { ::close(fd_); }
   Status allocate(std::uint64_t offset, std::uint64_t length) override {
     const int rc = posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(length));
@@ -68,7 +69,8 @@ class PosixFile final : public File {
     auto current = size();
     if (!current.ok()) return current.status();
     if (*current < length) return Status::invalid_argument("map past end of " + path_);
-    void* data = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    const int protection = writable_ ? PROT_READ | PROT_WRITE : PROT_READ;
+    void* data = mmap(nullptr, length, protection, MAP_SHARED, fd_, 0);
     if (data == MAP_FAILED) return Status::from_errno(errno, "mmap " + path_);
     return std::shared_ptr<Mapping>(
         std::make_shared<PosixMapping>(static_cast<char*>(data), length, path_));
@@ -81,6 +83,7 @@ class PosixFile final : public File {
  private:
   int fd_;
   std::string path_;
+  bool writable_;
 };
 
 class PosixEnv final : public Env {
@@ -110,7 +113,12 @@ class PosixEnv final : public Env {
     const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
     const int fd = ::open(path.c_str(), flags, 0644);
     if (fd < 0) return Status::from_errno(errno, "open " + path);
-    return std::unique_ptr<File>(std::make_unique<PosixFile>(fd, path));
+    return std::unique_ptr<File>(std::make_unique<PosixFile>(fd, path, /*writable=*/true));
+  }
+  Result<std::unique_ptr<File>> open_read_only(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Status::from_errno(errno, "open " + path);
+    return std::unique_ptr<File>(std::make_unique<PosixFile>(fd, path, /*writable=*/false));
   }
   Status rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0) {

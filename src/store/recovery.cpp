@@ -38,6 +38,16 @@ std::string at(const Segment& segment, std::uint64_t offset) {
   return segment.data_path() + " offset " + std::to_string(offset);
 }
 
+// Rewrites the index record for a validated entry only when the stored one differs (usually it is
+// already right): saves the encoding and keeps clean index pages clean.
+Status ensure_index_record(Segment& segment, const entry_format::Decoded& entry, std::uint64_t offset) {
+  const IndexRecord expected{entry.meta.index, entry.meta.term, offset,
+                             static_cast<std::uint32_t>(entry.record_bytes)};
+  const auto stored = segment.index_record(entry.meta.index);
+  if (stored && *stored == expected) return Status();
+  return segment.write_index_record(expected);
+}
+
 }  // namespace
 
 Status CommitLog::Impl::remove_segments_from(std::size_t position) {
@@ -67,8 +77,7 @@ Status CommitLog::Impl::rebuild_segment_index(Segment& segment, std::uint64_t en
       segment.data_map->data(), std::min(segment.size_bytes, end_offset_limit), kSegmentHeaderBytes,
       segment.base_index, segment.prev_term, 0, max_index + 1, max_payload_bytes(segment),
       [&](const entry_format::Decoded& entry, std::uint64_t offset) {
-        write_status = segment.write_index_record(IndexRecord{
-            entry.meta.index, entry.meta.term, offset, static_cast<std::uint32_t>(entry.record_bytes)});
+        write_status = ensure_index_record(segment, entry, offset);
         return write_status.ok();
       });
   RAFTLOG_RETURN_IF_ERROR(write_status);
@@ -167,9 +176,7 @@ Status CommitLog::Impl::scan_tail(std::size_t position, std::uint64_t offset,
         segment.data_map->data(), segment.size_bytes, offset, expected_index, term, generation,
         cut_index,
         max_payload_bytes(segment), [&](const entry_format::Decoded& entry, std::uint64_t at_offset) {
-          write_status = segment.write_index_record(IndexRecord{entry.meta.index, entry.meta.term,
-                                                                at_offset,
-                                                                static_cast<std::uint32_t>(entry.record_bytes)});
+          write_status = ensure_index_record(segment, entry, at_offset);
           return write_status.ok();
         });
     RAFTLOG_RETURN_IF_ERROR(write_status);

@@ -52,7 +52,7 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
       report.problem = std::move(problem);
       return report;
     };
-    auto file = env->open(path, /*create=*/false);
+    auto file = env->open_read_only(path);
     if (!file.ok()) return file.status();
     auto size = (*file)->size();
     if (!size.ok()) return size.status();
@@ -98,7 +98,7 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
       const bool next_continues = [&] {
         const auto it = std::upper_bound(bases.begin(), bases.end(), base);
         if (it == bases.end() || *it != scan.next_index) return false;
-        auto next_file = env->open(join_path(dir, segment_format::segment_file_name(*it)), false);
+        auto next_file = env->open_read_only(join_path(dir, segment_format::segment_file_name(*it)));
         if (!next_file.ok()) return false;
         auto next_map = (*next_file)->map(segment_format::kSegmentHeaderBytes);
         if (!next_map.ok()) return false;

@@ -18,8 +18,11 @@ using testing::TempDir;
 std::string hard_state_path(const std::string& dir) { return dir + "/HARDSTATE"; }
 
 std::string read_file(const std::string& path) {
+  std::string bytes(std::filesystem::file_size(path), '\0');
   std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_TRUE(in.good()) << path;
+  return bytes;
 }
 
 void write_file(const std::string& path, const std::string& bytes) {

@@ -187,6 +187,8 @@ TEST(Node, SingleNodeElectsItselfAndCommitsAppends) {
 
   // Sync flush mode: a committed entry of a single node is durable.
   EXPECT_GE(node->flushed_index(), second.last_index);
+  // The status snapshot is published after each round of the loop, so it may trail a callback.
+  ASSERT_TRUE(wait_until([&] { return node->status().commit_index >= second.last_index; }));
   const NodeStatus status = node->status();
   EXPECT_EQ(status.leader_id, 1u);
   EXPECT_EQ(status.leader_address, "127.0.0.1:40001");
@@ -213,7 +215,7 @@ TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
   ASSERT_NE(node, nullptr);
   node->start();
   ASSERT_TRUE(wait_for_leader(*node));
-  ASSERT_TRUE(wait_until([&] { return node->commit_index() >= 1; }));  // the leader's no-op
+  ASSERT_TRUE(wait_until([&] { return node->status().commit_index >= 1; }));  // the leader's no-op
   const std::uint64_t last_before = node->status().last_index;
 
   struct Case {
@@ -297,7 +299,9 @@ TEST(Node, RetriedIdempotentAppendIsAnsweredWithTheOriginalIndexes) {
   ASSERT_TRUE(wait_for_leader(*node));
   const AppendResult original = append_and_wait(*node, {"one", "two"}, 42, 1);
   ASSERT_TRUE(original.error.ok()) << original.error.message;
+  ASSERT_TRUE(wait_until([&] { return node->status().last_index >= original.last_index; }));
   const std::uint64_t last_before = node->status().last_index;
+  EXPECT_EQ(last_before, original.last_index);
 
   const AppendResult retry = append_and_wait(*node, {"one", "two"}, 42, 1);
   ASSERT_TRUE(retry.error.ok()) << retry.error.message;
@@ -317,6 +321,53 @@ TEST(Node, RetriedIdempotentAppendIsAnsweredWithTheOriginalIndexes) {
   ASSERT_TRUE(other.error.ok());
   EXPECT_FALSE(other.duplicate);
   EXPECT_EQ(other.first_index, next.last_index + 1);
+}
+
+TEST(Node, ASequenceOlderThanTheDedupWindowIsRefused) {
+  TempDir dir;
+  FakePeers sender;
+  NodeConfig config = test_config(dir.path(), 1);
+  config.dedup_sequences_per_client = 2;
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  for (std::uint64_t sequence = 1; sequence <= 3; ++sequence) {
+    ASSERT_TRUE(append_and_wait(*node, {"s" + std::to_string(sequence)}, 9, sequence).error.ok());
+  }
+  const AppendResult too_old = append_and_wait(*node, {"s1"}, 9, 1);
+  EXPECT_EQ(too_old.error.code, ErrorCode::kFailedPrecondition) << too_old.error.message;
+  EXPECT_EQ(too_old.error.reason, "SEQUENCE_TOO_OLD");
+  const AppendResult remembered = append_and_wait(*node, {"s2"}, 9, 2);
+  ASSERT_TRUE(remembered.error.ok());
+  EXPECT_TRUE(remembered.duplicate);
+}
+
+TEST(Node, AsyncFlushModeCommitsAndSurvivesARestart) {
+  TempDir dir;
+  NodeConfig config = test_config(dir.path(), 1);
+  config.store.flush_mode = store::FlushMode::kAsync;
+  AppendResult appended;
+  {
+    FakePeers sender;
+    auto node = open_node(config, &sender);
+    ASSERT_NE(node, nullptr);
+    node->start();
+    ASSERT_TRUE(wait_for_leader(*node));
+    appended = append_and_wait(*node, {"x", "y"}, 3, 1);
+    ASSERT_TRUE(appended.error.ok()) << appended.error.message;
+    EXPECT_EQ(node->status().flush_mode, store::FlushMode::kAsync);
+    node->stop();  // flushes and checkpoints
+  }
+  FakePeers sender;
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  EXPECT_GE(node->commit_index(), appended.last_index);
+  EXPECT_GE(node->flushed_index(), appended.last_index);
+  const std::vector<raft::Entry> entries = read_all(*node, appended.first_index);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].payload, "x");
+  EXPECT_EQ(entries[1].payload, "y");
 }
 
 TEST(Node, WithoutALeaderAppendsAreRefusedWithNoLeader) {

@@ -84,7 +84,9 @@ TEST_F(StoreLogReaderTest, TermAtFirstMinusOneSurvivesAPrefixTrim) {
   ASSERT_LE(first, 150u);
   EXPECT_EQ(reader_->term_at(first - 1), make_entry(first - 1).term);
   EXPECT_EQ(reader_->term_at(first), make_entry(first).term);
-  if (first >= 2) EXPECT_EQ(reader_->term_at(first - 2), std::nullopt);  // gone with its segment
+  if (first >= 2) {
+    EXPECT_EQ(reader_->term_at(first - 2), std::nullopt);  // gone with its segment
+  }
   EXPECT_EQ(reader_->term_at(0), std::optional<raft::Term>(0));
 }
 

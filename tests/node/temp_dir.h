@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -19,6 +20,7 @@ class TempDir {
     path_ = pattern;
   }
   ~TempDir() {
+    if (std::getenv("RAFTLOG_KEEP_TEST_DIRS") != nullptr) return;  // for post-mortems of a failure
     std::error_code ignored;
     std::filesystem::remove_all(path_, ignored);
   }

@@ -8,8 +8,8 @@
 
 #include "sim/simulation.h"
 
-#ifndef RAFTLOG_BROKEN_RULE
-#error "define RAFTLOG_BROKEN_RULE to the name of the broken rule this binary is linked with"
+#if !defined(RAFTLOG_BROKEN_RULE) || !defined(RAFTLOG_BROKEN_SUITE)
+#error "define RAFTLOG_BROKEN_RULE (a name string) and RAFTLOG_BROKEN_SUITE (a test suite name)"
 #endif
 
 namespace raftlog::sim {
@@ -41,8 +41,9 @@ void expect_violation_within_bound(std::size_t nodes) {
   ADD_FAILURE() << RAFTLOG_BROKEN_RULE << ": no violation in " << kMaxSeeds << " seeds with " << nodes << " nodes";
 }
 
-TEST(BrokenRule, CaughtWithThreeNodes) { expect_violation_within_bound(3); }
-TEST(BrokenRule, CaughtWithFiveNodes) { expect_violation_within_bound(5); }
+// The suite name differs per linked variant so that ctest names stay unique.
+TEST(RAFTLOG_BROKEN_SUITE, CaughtWithThreeNodes) { expect_violation_within_bound(3); }
+TEST(RAFTLOG_BROKEN_SUITE, CaughtWithFiveNodes) { expect_violation_within_bound(5); }
 
 }  // namespace
 }  // namespace raftlog::sim

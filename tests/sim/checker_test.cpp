@@ -28,9 +28,9 @@ Entry make_entry(raft::Index index, raft::Term term, std::string payload) {
 }
 
 // Three nodes whose logs the test writes directly, as a driver would.
-class History : public ::testing::Test {
+class SimCheckerHistory : public ::testing::Test {
  protected:
-  History() : checker_(3) {
+  SimCheckerHistory() : checker_(3) {
     for (raft::NodeId id = 1; id <= 3; ++id) checker_.attach_log(id, &views_[id - 1]);
   }
 
@@ -65,7 +65,7 @@ class History : public ::testing::Test {
 
 // A legal history: leader 1 in term 1 replicates and commits, node 2 takes over in term 2 holding
 // everything committed, node 3 drops an uncommitted entry of a deposed leader.
-TEST_F(History, LegalHistoryHasNoViolation) {
+TEST_F(SimCheckerHistory, LegalHistoryHasNoViolation) {
   checker_.observe_role(1, 1, Role::kLeader);
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   checker_.observe_proposal(1, 1, 1, {"a", "b"});
@@ -92,7 +92,7 @@ TEST_F(History, LegalHistoryHasNoViolation) {
   EXPECT_EQ(checker_.committed_length(), 3U);
 }
 
-TEST_F(History, TwoLeadersInOneTermViolateElectionSafety) {
+TEST_F(SimCheckerHistory, TwoLeadersInOneTermViolateElectionSafety) {
   checker_.observe_role(1, 4, Role::kLeader);
   checker_.observe_role(2, 5, Role::kLeader);  // a later term: fine
   expect_ok();
@@ -100,24 +100,24 @@ TEST_F(History, TwoLeadersInOneTermViolateElectionSafety) {
   expect_violation("election-safety");
 }
 
-TEST_F(History, SameIndexAndTermWithDifferentContentViolatesLogMatching) {
+TEST_F(SimCheckerHistory, SameIndexAndTermWithDifferentContentViolatesLogMatching) {
   append(1, {make_entry(1, 1, "a")});
   append(2, {make_entry(1, 1, "not-a")});
   expect_violation("log-matching");
 }
 
-TEST_F(History, SameEntryAfterDifferentPredecessorViolatesLogMatching) {
+TEST_F(SimCheckerHistory, SameEntryAfterDifferentPredecessorViolatesLogMatching) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 3, "x")});
   append(2, {make_entry(1, 2, "b"), make_entry(2, 3, "x")});
   expect_violation("log-matching");
 }
 
-TEST_F(History, DecreasingTermsInALogViolateLogMatching) {
+TEST_F(SimCheckerHistory, DecreasingTermsInALogViolateLogMatching) {
   append(1, {make_entry(1, 3, "a"), make_entry(2, 2, "b")});
   expect_violation("log-matching");
 }
 
-TEST_F(History, LeaderWithoutACommittedEntryViolatesLeaderCompleteness) {
+TEST_F(SimCheckerHistory, LeaderWithoutACommittedEntryViolatesLeaderCompleteness) {
   append(1, {make_entry(1, 1, "a")});
   append(2, {make_entry(1, 1, "a")});
   commit(1, 1, 1);
@@ -126,7 +126,7 @@ TEST_F(History, LeaderWithoutACommittedEntryViolatesLeaderCompleteness) {
   expect_violation("leader-completeness");
 }
 
-TEST_F(History, CommitObservedAtALowerTermThanASittingLeaderViolatesLeaderCompleteness) {
+TEST_F(SimCheckerHistory, CommitObservedAtALowerTermThanASittingLeaderViolatesLeaderCompleteness) {
   append(3, {make_entry(1, 3, "c")});
   checker_.observe_role(3, 3, Role::kLeader);
   expect_ok();
@@ -135,7 +135,7 @@ TEST_F(History, CommitObservedAtALowerTermThanASittingLeaderViolatesLeaderComple
   expect_violation("leader-completeness");
 }
 
-TEST_F(History, TwoDifferentEntriesCommittedAtOneIndexViolateStateMachineSafety) {
+TEST_F(SimCheckerHistory, TwoDifferentEntriesCommittedAtOneIndexViolateStateMachineSafety) {
   append(1, {make_entry(1, 1, "a")});
   append(2, {make_entry(1, 2, "b")});
   commit(1, 1, 1);
@@ -143,7 +143,7 @@ TEST_F(History, TwoDifferentEntriesCommittedAtOneIndexViolateStateMachineSafety)
   expect_violation("state-machine-safety");
 }
 
-TEST_F(History, AcknowledgedProposalReplacedViolatesProposalDurability) {
+TEST_F(SimCheckerHistory, AcknowledgedProposalReplacedViolatesProposalDurability) {
   append(1, {make_entry(1, 1, "client-write")});
   checker_.observe_proposal(1, 1, 1, {"client-write"});
   commit(1, 1, 1);
@@ -153,7 +153,7 @@ TEST_F(History, AcknowledgedProposalReplacedViolatesProposalDurability) {
   expect_violation("proposal-durability");
 }
 
-TEST_F(History, AcknowledgedProposalLostInACrashViolatesProposalDurability) {
+TEST_F(SimCheckerHistory, AcknowledgedProposalLostInACrashViolatesProposalDurability) {
   append(1, {make_entry(1, 1, "client-write")});
   checker_.observe_proposal(1, 1, 1, {"client-write"});
   commit(1, 1, 1);
@@ -165,7 +165,7 @@ TEST_F(History, AcknowledgedProposalLostInACrashViolatesProposalDurability) {
   expect_violation("proposal-durability");
 }
 
-TEST_F(History, ProposalThatLostItsIndexIsCountedFailedNotViolated) {
+TEST_F(SimCheckerHistory, ProposalThatLostItsIndexIsCountedFailedNotViolated) {
   append(1, {make_entry(1, 1, "doomed")});
   checker_.observe_proposal(1, 1, 1, {"doomed"});
   append(2, {make_entry(1, 2, "winner")});
@@ -175,14 +175,14 @@ TEST_F(History, ProposalThatLostItsIndexIsCountedFailedNotViolated) {
   EXPECT_EQ(checker_.pending_proposals(), 0U);
 }
 
-TEST_F(History, CommitGoingBackwardsViolatesCommitIndex) {
+TEST_F(SimCheckerHistory, CommitGoingBackwardsViolatesCommitIndex) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   commit(1, 2, 1);
   commit(1, 1, 1);
   expect_violation("commit-index");
 }
 
-TEST_F(History, RestartBelowDurableCommitViolatesCommitIndex) {
+TEST_F(SimCheckerHistory, RestartBelowDurableCommitViolatesCommitIndex) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   commit(1, 2, 1);
   checker_.observe_durable_hard_state(1, HardState{1, 1, 2});
@@ -191,20 +191,20 @@ TEST_F(History, RestartBelowDurableCommitViolatesCommitIndex) {
   expect_violation("commit-index");
 }
 
-TEST_F(History, TruncatingCommittedEntriesViolatesCommitIndex) {
+TEST_F(SimCheckerHistory, TruncatingCommittedEntriesViolatesCommitIndex) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   commit(1, 2, 1);
   truncate(1, 2);
   expect_violation("commit-index");
 }
 
-TEST_F(History, CommitBeyondTheLogViolatesCommitIndex) {
+TEST_F(SimCheckerHistory, CommitBeyondTheLogViolatesCommitIndex) {
   append(1, {make_entry(1, 1, "a")});
   commit(1, 2, 1);
   expect_violation("commit-index");
 }
 
-TEST_F(History, StaleReadViolatesReadLinearizability) {
+TEST_F(SimCheckerHistory, StaleReadViolatesReadLinearizability) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   commit(1, 1, 1);
   append(2, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
@@ -214,7 +214,7 @@ TEST_F(History, StaleReadViolatesReadLinearizability) {
   expect_violation("read-linearizability");
 }
 
-TEST_F(History, ReadReleasedBeforeItsIndexCommittedViolatesReadLinearizability) {
+TEST_F(SimCheckerHistory, ReadReleasedBeforeItsIndexCommittedViolatesReadLinearizability) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   commit(1, 1, 1);
   checker_.observe_read_request(9);
@@ -222,7 +222,7 @@ TEST_F(History, ReadReleasedBeforeItsIndexCommittedViolatesReadLinearizability) 
   expect_violation("read-linearizability");
 }
 
-TEST_F(History, ReadReleasedTwiceViolatesReadLinearizability) {
+TEST_F(SimCheckerHistory, ReadReleasedTwiceViolatesReadLinearizability) {
   checker_.observe_read_request(5);
   checker_.observe_read_released(1, 5, 0);
   expect_ok();
@@ -230,25 +230,25 @@ TEST_F(History, ReadReleasedTwiceViolatesReadLinearizability) {
   expect_violation("read-linearizability");
 }
 
-TEST_F(History, ChangedVoteWithinATermViolatesVoteSafety) {
+TEST_F(SimCheckerHistory, ChangedVoteWithinATermViolatesVoteSafety) {
   checker_.observe_durable_hard_state(2, HardState{3, 1, 0});
   checker_.observe_durable_hard_state(2, HardState{3, 3, 0});
   expect_violation("vote-safety");
 }
 
-TEST_F(History, DurableTermGoingBackViolatesVoteSafety) {
+TEST_F(SimCheckerHistory, DurableTermGoingBackViolatesVoteSafety) {
   checker_.observe_durable_hard_state(2, HardState{3, 0, 0});
   checker_.observe_durable_hard_state(2, HardState{2, 0, 0});
   expect_violation("vote-safety");
 }
 
-TEST_F(History, ProposalNotWhereProposeSaidViolatesProposalResult) {
+TEST_F(SimCheckerHistory, ProposalNotWhereProposeSaidViolatesProposalResult) {
   append(1, {make_entry(1, 1, "x")});
   checker_.observe_proposal(1, 1, 1, {"y"});
   expect_violation("proposal-result");
 }
 
-TEST_F(History, AbandonedProposalsBeyondAConvergedLogFail) {
+TEST_F(SimCheckerHistory, AbandonedProposalsBeyondAConvergedLogFail) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   checker_.observe_proposal(1, 2, 1, {"b"});
   checker_.abandon_proposals_beyond(1);
@@ -257,7 +257,7 @@ TEST_F(History, AbandonedProposalsBeyondAConvergedLogFail) {
   expect_ok();
 }
 
-TEST_F(History, OnlyTheFirstViolationIsKept) {
+TEST_F(SimCheckerHistory, OnlyTheFirstViolationIsKept) {
   checker_.observe_role(1, 1, Role::kLeader);
   checker_.observe_role(2, 1, Role::kLeader);
   checker_.observe_durable_hard_state(2, HardState{3, 1, 0});
@@ -265,7 +265,7 @@ TEST_F(History, OnlyTheFirstViolationIsKept) {
   expect_violation("election-safety");
 }
 
-TEST(Describe, ShowsIndexTermTypeAndBoundedPayload) {
+TEST(SimCheckerDescribe, ShowsIndexTermTypeAndBoundedPayload) {
   Entry entry = make_entry(7, 3, std::string(100, 'z'));
   const std::string text = describe(entry);
   EXPECT_NE(text.find("7/t3"), std::string::npos);

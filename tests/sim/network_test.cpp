@@ -35,7 +35,7 @@ NetworkConditions fixed_delay(std::uint64_t steps) {
   return conditions;
 }
 
-TEST(Network, DeliversAfterTheDelayInSendOrder) {
+TEST(SimNetwork, DeliversAfterTheDelayInSendOrder) {
   Network network(3);
   Prng prng(1);
   network.set_conditions(fixed_delay(2));
@@ -52,7 +52,7 @@ TEST(Network, DeliversAfterTheDelayInSendOrder) {
   EXPECT_EQ(network.in_flight(), 0U);
 }
 
-TEST(Network, RandomDelaysReorder) {
+TEST(SimNetwork, RandomDelaysReorder) {
   Network network(2);
   Prng prng(3);
   NetworkConditions conditions;
@@ -69,7 +69,7 @@ TEST(Network, RandomDelaysReorder) {
   EXPECT_TRUE(reordered);
 }
 
-TEST(Network, DropAndDuplicateRates) {
+TEST(SimNetwork, DropAndDuplicateRates) {
   Network network(2);
   Prng prng(5);
   NetworkConditions all_dropped = fixed_delay(1);
@@ -85,7 +85,7 @@ TEST(Network, DropAndDuplicateRates) {
   EXPECT_EQ(network.in_flight(), 2U);
 }
 
-TEST(Network, SymmetricSplitCutsBothWaysOnly) {
+TEST(SimNetwork, SymmetricSplitCutsBothWaysOnly) {
   Network network(5);
   network.split({1, 2});
   EXPECT_FALSE(network.link_up(1, 3));
@@ -97,7 +97,7 @@ TEST(Network, SymmetricSplitCutsBothWaysOnly) {
   EXPECT_TRUE(network.fully_connected());
 }
 
-TEST(Network, PartitionDropsMessagesAtDeliveryTime) {
+TEST(SimNetwork, PartitionDropsMessagesAtDeliveryTime) {
   Network network(3);
   Prng prng(1);
   network.set_conditions(fixed_delay(1));
@@ -113,7 +113,7 @@ TEST(Network, PartitionDropsMessagesAtDeliveryTime) {
   EXPECT_EQ(delivered.size(), 2U);
 }
 
-TEST(Network, BridgeNodeSeesBothSides) {
+TEST(SimNetwork, BridgeNodeSeesBothSides) {
   Network network(5);
   network.bridge({2, 3}, {4, 5});
   EXPECT_FALSE(network.link_up(2, 4));
@@ -123,7 +123,7 @@ TEST(Network, BridgeNodeSeesBothSides) {
   EXPECT_TRUE(network.link_up(2, 3));
 }
 
-TEST(Network, HeldMessagesArriveAtTheirStep) {
+TEST(SimNetwork, HeldMessagesArriveAtTheirStep) {
   Network network(2);
   network.hold_until(message(1, 2, 9), 40);
   std::vector<raft::Message> delivered;

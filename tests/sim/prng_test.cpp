@@ -8,14 +8,14 @@
 namespace raftlog::sim {
 namespace {
 
-TEST(SplitMix64, MatchesTheReferenceSequence) {
+TEST(SimSplitMix64, MatchesTheReferenceSequence) {
   // Reference outputs of splitmix64 from state 0 (Vigna's published generator).
   std::uint64_t state = 0;
   EXPECT_EQ(splitmix64(state), 0xe220a8397b1dcdafULL);
   EXPECT_EQ(splitmix64(state), 0x6e789e6aa1b965f4ULL);
 }
 
-TEST(Prng, SameSeedSameSequenceDifferentSeedDifferentSequence) {
+TEST(SimPrng, SameSeedSameSequenceDifferentSeedDifferentSequence) {
   Prng a(42);
   Prng b(42);
   Prng c(43);
@@ -28,7 +28,7 @@ TEST(Prng, SameSeedSameSequenceDifferentSeedDifferentSequence) {
   EXPECT_GT(differences, 990);
 }
 
-TEST(Prng, BelowStaysInRangeAndCoversIt) {
+TEST(SimPrng, BelowStaysInRangeAndCoversIt) {
   Prng prng(7);
   std::array<int, 10> counts{};
   constexpr int kDraws = 100'000;
@@ -45,7 +45,7 @@ TEST(Prng, BelowStaysInRangeAndCoversIt) {
   EXPECT_EQ(prng.below(1), 0U);
 }
 
-TEST(Prng, BetweenIsInclusive) {
+TEST(SimPrng, BetweenIsInclusive) {
   Prng prng(9);
   bool saw_low = false;
   bool saw_high = false;
@@ -61,7 +61,7 @@ TEST(Prng, BetweenIsInclusive) {
   EXPECT_EQ(prng.between(3, 3), 3U);
 }
 
-TEST(Prng, ChanceHonoursItsExtremesAndRate) {
+TEST(SimPrng, ChanceHonoursItsExtremesAndRate) {
   Prng prng(11);
   int hits = 0;
   for (int i = 0; i < 100'000; ++i) {
@@ -73,7 +73,7 @@ TEST(Prng, ChanceHonoursItsExtremesAndRate) {
   EXPECT_LT(hits, 26'000);
 }
 
-TEST(Prng, DerivedSeedsAreDeterministicAndDistinct) {
+TEST(SimPrng, DerivedSeedsAreDeterministicAndDistinct) {
   Prng a(5);
   Prng b(5);
   const std::uint64_t first = a.derive_seed();

@@ -85,7 +85,7 @@ TEST(SimStorage, CrashLosesUnpersistedEntriesAndUndoesUnpersistedTruncation) {
   EXPECT_EQ(storage.durable_hard_state().term, 1U);
 }
 
-TEST(VectorLogView, ReadsAPlainVector) {
+TEST(SimVectorLogView, ReadsAPlainVector) {
   std::vector<raft::Entry> log = {entry(1, 1), entry(2, 2)};
   VectorLogView view(log);
   EXPECT_EQ(view.first_index(), 1U);

@@ -310,3 +310,24 @@ TEST(CommitLogPosix, RealFilesRoundTrip) {
 
 }  // namespace
 }  // namespace raftlog::store
+
+namespace raftlog::store {
+namespace {
+
+TEST(PosixEnvTest, ReadOnlyOpenCannotModify) {
+  testing::TempDir dir;
+  Env* env = Env::posix();
+  const std::string path = dir.path() + "/file";
+  ASSERT_TRUE(env->write_file(path, std::string(8192, 'a')).ok());
+  auto file = env->open_read_only(path);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  EXPECT_FALSE((*file)->allocate(0, 1 << 20).ok());  // O_RDONLY: EBADF
+  EXPECT_FALSE((*file)->truncate(0).ok());
+  auto map = (*file)->map(8192);
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ((*map)->data()[100], 'a');
+  EXPECT_FALSE(env->open_read_only(dir.path() + "/missing").ok());
+}
+
+}  // namespace
+}  // namespace raftlog::store

@@ -23,8 +23,10 @@ TEST(Crc32c, PortableAndHardwareAgreeOnVectorsAndRandomData) {
   EXPECT_EQ(crc32c::extend_portable(0, "123456789", 9), 0xE3069283U);
   EXPECT_EQ(crc32c::extend_hardware(0, "123456789", 9), 0xE3069283U);
   std::mt19937_64 rng(42);
-  for (int round = 0; round < 200; ++round) {
-    std::string data(rng() % 5000, '\0');
+  for (int round = 0; round < 300; ++round) {
+    // Sizes on both sides of the 3-stream thresholds (3 x 256 and 3 x 8192 bytes).
+    const std::size_t limit = round % 3 == 0 ? 100000 : (round % 3 == 1 ? 30000 : 2000);
+    std::string data(rng() % limit, '\0');
     for (char& c : data) c = static_cast<char>(rng());
     const std::size_t offset = data.empty() ? 0 : rng() % data.size();  // unaligned starts too
     const char* p = data.data() + offset;
