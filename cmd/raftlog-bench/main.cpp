@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cluster_bench.h"
 #include "store_command.h"
 
 namespace {
@@ -14,6 +15,10 @@ constexpr raftlog::cli::Command kCommands[] = {
      raftlog::bench::run_store_command, nullptr},
     {"raw", "only the raw disk limit: sequential write + fdatasync at one batch size",
      raftlog::bench::run_raw_command, nullptr},
+    {"cluster", "closed-loop append load against a cluster (its own local one unless --endpoints)",
+     raftlog::bench::run_cluster_command, nullptr},
+    {"failover", "kill -9 the leader under load; time until the new leader acknowledges writes",
+     raftlog::bench::run_failover_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

@@ -396,16 +396,7 @@ int run_store_command(std::string_view command_path, std::span<const std::string
   flags.bool_flag("keep", &plan.keep, "keep the logs and scratch files instead of deleting them");
   flags.bool_flag("verbose", &plan.verbose, "show the store's info log lines (recovery reports are printed anyway)");
   flags.require("dir");
-  switch (flags.parse(args)) {
-    case cli::ParseStatus::kHelp:
-      io.out << flags.usage();
-      return cli::kExitOk;
-    case cli::ParseStatus::kError:
-      io.err << command_path << ": " << flags.error() << "\n\n" << flags.usage();
-      return cli::kExitUsage;
-    case cli::ParseStatus::kOk:
-      break;
-  }
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   plan.quick = quick;
   if (quick) {  // explicit flags still win
     if (!flags.was_set("writers")) plan.writers = {1, 64};
@@ -469,16 +460,7 @@ int run_raw_command(std::string_view command_path, std::span<const std::string> 
   flags.bytes_flag("max-bytes", &max_bytes, "BYTES", "size bound of the scratch file");
   flags.bool_flag("keep", &keep, "keep the scratch directory");
   flags.require("dir");
-  switch (flags.parse(args)) {
-    case cli::ParseStatus::kHelp:
-      io.out << flags.usage();
-      return cli::kExitOk;
-    case cli::ParseStatus::kError:
-      io.err << command_path << ": " << flags.error() << "\n\n" << flags.usage();
-      return cli::kExitUsage;
-    case cli::ParseStatus::kOk:
-      break;
-  }
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (batch_bytes == 0 || batch_bytes > max_bytes || seconds <= 0 || seconds > kMaxCellSeconds) {
     io.err << command_path << ": need 0 < --batch-bytes <= --max-bytes and 0 < --seconds <= 600\n";
     return cli::kExitUsage;

@@ -14,22 +14,6 @@ namespace {
 constexpr std::uint64_t kMaxDumpCount = 1'000'000;     // bound on one dump's output
 constexpr std::uint64_t kMaxPreviewBytes = 64 << 10;  // bound on one entry's printed payload
 
-// Parses `args` into `flags`; returns -1 to continue, otherwise the exit code to return.
-int parse_or_exit(cli::FlagSet& flags, std::string_view command_path, std::span<const std::string> args,
-                  const cli::Io& io) {
-  switch (flags.parse(args)) {
-    case cli::ParseStatus::kHelp:
-      io.out << flags.usage();
-      return cli::kExitOk;
-    case cli::ParseStatus::kError:
-      io.err << command_path << ": " << flags.error() << "\n\n" << flags.usage();
-      return cli::kExitUsage;
-    case cli::ParseStatus::kOk:
-      return -1;
-  }
-  return cli::kExitUsage;
-}
-
 std::string type_name(store::EntryType type) {
   switch (type) {
     case store::EntryType::kNormal: return "normal";
@@ -101,7 +85,7 @@ int run_verify(std::string_view command_path, std::span<const std::string> args,
   flags.string_flag("dir", &dir, "DIR", "the log's data directory");
   flags.bool_flag("json", &json, "print one JSON object instead of text");
   flags.require("dir");
-  if (const int exit_code = parse_or_exit(flags, command_path, args, io); exit_code >= 0) return exit_code;
+  if (const int exit_code = cli::parse_or_exit(flags, command_path, args, io); exit_code >= 0) return exit_code;
 
   auto verified = store::verify_log_directory(dir);
   if (!verified.ok()) {
@@ -133,7 +117,7 @@ int run_dump(std::string_view command_path, std::span<const std::string> args, c
   flags.uint_flag("preview-bytes", &preview_bytes, "N", "payload bytes shown per entry (at most 65536)");
   flags.bool_flag("json", &json, "print one JSON object per line (JSON Lines)");
   flags.require("dir");
-  if (const int exit_code = parse_or_exit(flags, command_path, args, io); exit_code >= 0) return exit_code;
+  if (const int exit_code = cli::parse_or_exit(flags, command_path, args, io); exit_code >= 0) return exit_code;
   if (count == 0 || count > kMaxDumpCount || preview_bytes > kMaxPreviewBytes) {
     io.err << command_path << ": --count must be in [1, 1000000] and --preview-bytes at most 65536\n\n"
            << flags.usage();

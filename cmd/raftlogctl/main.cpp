@@ -1,15 +1,24 @@
-// raftlogctl: the operator's tool. One row per command group; each group lives in its own file
-// (log_commands.cpp today; status/append/read/tail/transfer-leader/flush join with the node).
+// raftlogctl: the operator's tool. One row per command; each group lives in its own file:
+// cluster_commands.cpp talks to a running cluster, log_commands.cpp inspects an offline data directory.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cluster_commands.h"
 #include "log_commands.h"
 
 namespace {
 
 constexpr raftlog::cli::Command kCommands[] = {
+    {"status", "show every member: role, term, leader, indexes, peer lag and last contact",
+     raftlog::ctl::run_status, nullptr},
+    {"append", "append entries (--value TEXT, or one per stdin line) and print their indexes",
+     raftlog::ctl::run_append, nullptr},
+    {"read", "print committed entries (--from, --count, --linearizable)", raftlog::ctl::run_read, nullptr},
+    {"tail", "print committed entries; -f keeps following the log", raftlog::ctl::run_tail, nullptr},
+    {"transfer-leader", "hand leadership to another node (--to ID)", raftlog::ctl::run_transfer_leader, nullptr},
+    {"flush", "make every node flush what it has written", raftlog::ctl::run_flush, nullptr},
     {"log", "inspect an offline CommitLog data directory (verify, dump)", nullptr, &raftlog::ctl::kLogCommands},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};

@@ -43,4 +43,18 @@ int dispatch(std::string_view command_path, std::string_view summary, const Comm
   return kExitUsage;
 }
 
+int parse_or_exit(FlagSet& flags, std::string_view command_path, std::span<const std::string> args, const Io& io) {
+  switch (flags.parse(args)) {
+    case ParseStatus::kHelp:
+      io.out << flags.usage();
+      return kExitOk;
+    case ParseStatus::kError:
+      io.err << command_path << ": " << flags.error() << "\n\n" << flags.usage();
+      return kExitUsage;
+    case ParseStatus::kOk:
+      return -1;
+  }
+  return kExitUsage;
+}
+
 }  // namespace raftlog::cli

@@ -41,6 +41,13 @@ struct Command {
 int dispatch(std::string_view command_path, std::string_view summary, const CommandTable& table,
              std::span<const std::string> args, const Io& io);
 
+class FlagSet;
+
+// Parses `args` into `flags` the way every tool does: -h prints usage to io.out (kExitOk), an error
+// prints the problem and usage to io.err (kExitUsage). Returns -1 when the caller should go on,
+// otherwise the exit code to return.
+int parse_or_exit(FlagSet& flags, std::string_view command_path, std::span<const std::string> args, const Io& io);
+
 // Usage text listing `table`'s commands.
 std::string table_usage(std::string_view command_path, std::string_view summary, const CommandTable& table);
 

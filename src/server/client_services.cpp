@@ -1,11 +1,15 @@
 #include "server/client_services.h"
 
 #include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <functional>
+#include <set>
 #include <mutex>
 #include <thread>
 
@@ -63,6 +67,57 @@ v1::Role to_proto(raft::Role role) {
   }
   return v1::ROLE_UNSPECIFIED;
 }
+
+// One worker thread with a bounded queue, for work that must leave the Raft loop thread (copying a
+// linearizable read's entries). submit() refuses when the queue is full or the executor stopped.
+class ReadExecutor {
+ public:
+  static constexpr std::size_t kMaxQueued = 4096;  // = the Raft core's bound on pending reads
+
+  ReadExecutor() : worker_([this] { run(); }) {}
+  ~ReadExecutor() { stop(); }
+
+  bool submit(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_ || queue_.size() >= kMaxQueued) return false;
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+    return true;
+  }
+
+  // Runs what is queued, then joins the worker. Idempotent.
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_one();
+    if (worker_.joinable()) worker_.join();
+  }
+
+ private:
+  void run() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stopped_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopped and drained
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopped_ = false;
+  std::thread worker_;  // last: starts after the members it uses
+};
 
 }  // namespace
 
@@ -123,14 +178,21 @@ class ClientServices::Impl {
         return reactor;
       }
       // ReadIndex: once the leader has confirmed its leadership and committed up to the read index,
-      // everything completed before this call is readable. The copy runs on the node's loop thread
-      // and is bounded by max_read_bytes.
-      node->read_index([context, reactor, serve](ReadIndexResult result) {
+      // everything completed before this call is readable. The copy is handed to the read executor:
+      // the callback runs on the node's Raft loop, which must not spend its time copying payloads.
+      ReadExecutor* executor = &owner_->read_executor_;
+      node->read_index([context, reactor, serve, executor](ReadIndexResult result) {
         if (!result.error.ok()) {
           reactor->Finish(to_grpc(context, result.error));
           return;
         }
-        serve();
+        if (!executor->submit(serve)) {
+          client::ErrorDetails details;
+          details.reason = "TOO_MANY_PENDING";
+          reactor->Finish(client::error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                               "too many linearizable reads queued, or shutting down; retry",
+                                               details));
+        }
       });
       return reactor;
     }
@@ -247,9 +309,19 @@ class ClientServices::Impl {
       Node* node = owner_->node_;
       const std::size_t max_entries = node->config().max_read_entries;
       const auto poll = std::chrono::milliseconds(owner_->limits_.tail_poll_ms);
+      // A client resuming here after a failover may ask for an index this node has not committed
+      // yet (it lags by a heartbeat, or it is a new leader before its first commit): wait a while
+      // for it rather than end the tail with OUT_OF_RANGE.
+      auto past_end_waited = std::chrono::milliseconds(0);
       while (!cancelled_.load() && !owner_->shutting_down_.load() && !node->stopping()) {
         std::vector<raft::Entry> entries;
         NodeError error = node->read_committed(next_index_, max_entries, max_bytes_, &entries);
+        if (error.code == ErrorCode::kOutOfRange && next_index_ > node->commit_index() + 1 &&
+            past_end_waited < kPastEndGrace) {
+          node->wait_for_commit(next_index_ - 2, Clock::now() + poll);
+          past_end_waited += poll;
+          continue;
+        }
         if (!error.ok()) {
           final_status = to_grpc(context_, error);
           break;
@@ -274,9 +346,14 @@ class ClientServices::Impl {
           if (!write_ok_) break;  // the client went away
         }
       }
+      // Unregister first and touch nothing of owner_ afterwards: once the registry is empty,
+      // ClientServices may be destroyed.
+      {
+        std::lock_guard lock(owner_->tails_mu_);
+        owner_->live_tails_.erase(this);
+        owner_->tails_cv_.notify_all();
+      }
       Finish(final_status);
-      owner_->active_tails_.fetch_sub(1);
-      owner_->tails_cv_.notify_all();
       release();
     }
 
@@ -284,6 +361,11 @@ class ClientServices::Impl {
       if (references_.fetch_sub(1) == 1) delete this;
     }
 
+   public:
+    grpc::CallbackServerContext* context() const { return context_; }
+
+   private:
+    static constexpr auto kPastEndGrace = std::chrono::seconds(5);
     Impl* owner_;
     grpc::CallbackServerContext* context_;
     std::uint64_t next_index_;
@@ -298,11 +380,16 @@ class ClientServices::Impl {
   };
 
   void shutdown() {
-    shutting_down_.store(true);
+    read_executor_.stop();
     std::unique_lock lock(tails_mu_);
-    // Every pump re-checks the flag at least every tail_poll_ms; allow ten rounds.
-    tails_cv_.wait_for(lock, std::chrono::milliseconds(10 * limits_.tail_poll_ms + 1000),
-                       [&] { return active_tails_.load() == 0; });
+    shutting_down_.store(true);
+    // Cancelling ends a write blocked on a slow reader (OnWriteDone(false)); every other wait in a
+    // pump lasts at most tail_poll_ms. So the registry empties promptly; the timeout only guards
+    // against a gRPC bug, and is logged.
+    for (TailReactor* tail : live_tails_) tail->context()->TryCancel();
+    if (!tails_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return live_tails_.empty(); })) {
+      spdlog::error("{} Tail streams did not end within 30 s of shutdown", live_tails_.size());
+    }
   }
 
   Node* node_;
@@ -310,9 +397,10 @@ class ClientServices::Impl {
   LogService log_;
   AdminService admin_;
   std::atomic<bool> shutting_down_{false};
-  std::atomic<std::size_t> active_tails_{0};
   std::mutex tails_mu_;
   std::condition_variable tails_cv_;
+  std::set<TailReactor*> live_tails_;  // guarded by tails_mu_; bounded by limits_.max_tail_streams
+  ReadExecutor read_executor_;
 };
 
 grpc::ServerWriteReactor<v1::TailResponse>* ClientServices::Impl::LogService::Tail(
@@ -323,31 +411,30 @@ grpc::ServerWriteReactor<v1::TailResponse>* ClientServices::Impl::LogService::Ta
                                     ? std::min<std::uint64_t>(1 << 20, config.max_read_bytes)
                                     : std::min<std::uint64_t>(request->max_bytes_per_message(), config.max_read_bytes);
   auto* reactor = new TailReactor(owner, context, request->from_index(), max_bytes);
-  if (owner->shutting_down_.load() || owner->node_->stopping()) {
+  // Refusals finish at once; OnDone() drops the reference the (never started) pump would hold.
+  auto refuse = [&](grpc::StatusCode code, const std::string& message, const char* reason) {
     client::ErrorDetails details;
-    details.reason = "SHUTTING_DOWN";
-    reactor->Finish(client::error_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", details));
-    reactor->OnDone();  // no pump: drop the pump's reference now
-    return reactor;
-  }
-  if (owner->active_tails_.fetch_add(1) >= owner->limits_.max_tail_streams) {
-    owner->active_tails_.fetch_sub(1);
-    client::ErrorDetails details;
-    details.reason = "TOO_MANY_PENDING";
-    reactor->Finish(client::error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                         "too many Tail streams on this node (" +
-                                             std::to_string(owner->limits_.max_tail_streams) + ")",
-                                         details));
+    details.reason = reason;
+    reactor->Finish(client::error_status(context, code, message, details));
     reactor->OnDone();
     return reactor;
-  }
+  };
   if (request->from_index() == 0) {
-    owner->active_tails_.fetch_sub(1);
-    client::ErrorDetails details;
-    details.reason = "BAD_INDEX_RANGE";
-    reactor->Finish(client::error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1", details));
-    reactor->OnDone();
-    return reactor;
+    return refuse(grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1", "BAD_INDEX_RANGE");
+  }
+  {
+    // Registration and shutdown() serialize on tails_mu_: a stream is either refused or registered
+    // before shutdown() cancels and waits for every registered one.
+    std::lock_guard lock(owner->tails_mu_);
+    if (owner->shutting_down_.load() || owner->node_->stopping()) {
+      return refuse(grpc::StatusCode::UNAVAILABLE, "node shutting down", "SHUTTING_DOWN");
+    }
+    if (owner->live_tails_.size() >= owner->limits_.max_tail_streams) {
+      return refuse(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                    "too many Tail streams on this node (" + std::to_string(owner->limits_.max_tail_streams) + ")",
+                    "TOO_MANY_PENDING");
+    }
+    owner->live_tails_.insert(reactor);
   }
   reactor->start();
   return reactor;

@@ -229,7 +229,7 @@ TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
       {"entry too large", {"ok", std::string(config.store.max_entry_size_bytes + 1, 'x')}, "ENTRY_TOO_LARGE"},
       // Each entry fits, the sum does not: 5 x 64 KiB > 256 KiB.
       {"append too large", std::vector<std::string>(5, std::string(config.store.max_entry_size_bytes, 'x')),
-       "TOO_MANY_ENTRIES"},
+       "APPEND_TOO_LARGE"},
   };
   for (const Case& test_case : cases) {
     bool called = false;
