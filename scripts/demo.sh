@@ -17,7 +17,8 @@ if [[ "${KEEP:-0}" != 1 ]]; then
 fi
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-leader_id() { "$ctl" status --json | grep '"role":"leader"' | head -n1 | sed 's/.*"id":\([0-9]*\).*/\1/'; }
+# The first "id" of a status line is the node's own (later ones are its peers').
+leader_id() { "$ctl" status --json | grep '"role":"leader"' | head -n1 | sed 's/^{"endpoint":"[^"]*","id":\([0-9]*\),.*/\1/'; }
 
 step "start a 3-node cluster (data in $RAFTLOG_CLUSTER_DIR)"
 "$cluster" up --nodes 3

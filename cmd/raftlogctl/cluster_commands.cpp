@@ -73,10 +73,13 @@ int fail(const cli::Io& io, std::string_view what, const client::Status& status)
 
 void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
   if (json) {
-    io.out << "{\"index\":" << e.index << ",\"term\":" << e.term << ",\"client_id\":" << e.client_id
+    io.out << "{\"index\":" << e.index << ",\"term\":" << e.term << ",\"type\":" << json_string(client::to_string(e.type))
+           << ",\"client_id\":" << e.client_id
            << ",\"sequence\":" << e.sequence << ",\"payload\":" << json_string(e.payload) << "}\n";
   } else {
-    io.out << e.index << "\t" << e.term << "\t" << escape_text(e.payload) << "\n";
+    io.out << e.index << "\t" << e.term << "\t"
+           << (e.type == client::EntryType::kNormal ? escape_text(e.payload) : "(" + std::string(client::to_string(e.type)) + ")")
+           << "\n";
   }
 }
 

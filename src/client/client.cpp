@@ -49,6 +49,15 @@ std::string Status::to_string() const {
   return std::string(client::to_string(code_)) + ": " + message_;
 }
 
+const char* to_string(EntryType type) {
+  switch (type) {
+    case EntryType::kNormal: return "normal";
+    case EntryType::kNoop: return "noop";
+    case EntryType::kConfig: return "config";
+  }
+  return "unknown";
+}
+
 const char* to_string(Role role) {
   switch (role) {
     case Role::kUnknown: return "unknown";
@@ -135,6 +144,11 @@ Entry from_wire(const pb::Entry& wire) {
   entry.index = wire.index();
   entry.term = wire.term();
   entry.payload = wire.payload();
+  switch (wire.type()) {
+    case pb::ENTRY_TYPE_NOOP: entry.type = EntryType::kNoop; break;
+    case pb::ENTRY_TYPE_CONFIG: entry.type = EntryType::kConfig; break;
+    default: entry.type = EntryType::kNormal; break;
+  }
   entry.client_id = wire.client_id();
   entry.sequence = wire.sequence();
   return entry;

@@ -135,9 +135,13 @@ struct AppendResult {
   std::uint64_t sequence = 0;  // the sequence number this append used
 };
 
+enum class EntryType { kNormal = 0, kNoop = 1, kConfig = 2 };
+const char* to_string(EntryType type);  // "normal", "noop", "config"
+
 struct Entry {
   std::uint64_t index = 0;
   std::uint64_t term = 0;
+  EntryType type = EntryType::kNormal;  // kNoop: a new leader's empty entry, not client data
   std::string payload;
   std::uint64_t client_id = 0;
   std::uint64_t sequence = 0;

@@ -56,6 +56,11 @@ void fill_entry(const raft::Entry& entry, v1::Entry* out) {
   out->set_payload(entry.payload);
   out->set_client_id(entry.client_id);
   out->set_sequence(entry.sequence);
+  switch (entry.type) {
+    case raft::EntryType::kNormal: out->set_type(v1::ENTRY_TYPE_NORMAL); break;
+    case raft::EntryType::kNoop: out->set_type(v1::ENTRY_TYPE_NOOP); break;
+    case raft::EntryType::kConfig: out->set_type(v1::ENTRY_TYPE_CONFIG); break;
+  }
 }
 
 v1::Role to_proto(raft::Role role) {
