@@ -82,14 +82,17 @@ class ReadExecutor {
   ReadExecutor() : worker_([this] { run(); }) {}
   ~ReadExecutor() { stop(); }
 
-  bool submit(std::function<void()> task) {
+  enum class Submit { kQueued, kFull, kStopped };
+
+  Submit submit(std::function<void()> task) {
     {
       std::lock_guard lock(mu_);
-      if (stopped_ || queue_.size() >= kMaxQueued) return false;
+      if (stopped_) return Submit::kStopped;
+      if (queue_.size() >= kMaxQueued) return Submit::kFull;
       queue_.push_back(std::move(task));
     }
     cv_.notify_one();
-    return true;
+    return Submit::kQueued;
   }
 
   // Runs what is queued, then joins the worker. Idempotent.
@@ -191,12 +194,23 @@ class ClientServices::Impl {
           reactor->Finish(to_grpc(context, result.error));
           return;
         }
-        if (!executor->submit(serve)) {
-          client::ErrorDetails details;
-          details.reason = "TOO_MANY_PENDING";
-          reactor->Finish(client::error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                               "too many linearizable reads queued, or shutting down; retry",
-                                               details));
+        switch (executor->submit(serve)) {
+          case ReadExecutor::Submit::kQueued:
+            return;
+          case ReadExecutor::Submit::kFull: {
+            client::ErrorDetails details;
+            details.reason = "TOO_MANY_PENDING";
+            reactor->Finish(client::error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                                 "too many linearizable reads queued; retry later", details));
+            return;
+          }
+          case ReadExecutor::Submit::kStopped: {
+            client::ErrorDetails details;
+            details.reason = "SHUTTING_DOWN";
+            reactor->Finish(client::error_status(context, grpc::StatusCode::UNAVAILABLE,
+                                                 "node shutting down", details));
+            return;
+          }
         }
       });
       return reactor;

@@ -36,9 +36,23 @@ store::Result<raft::HardState> HardStateFile::decode(const std::string& payload)
 store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::string& data_dir) {
   store::Env* env = store::Env::posix();
   RAFTLOG_RETURN_IF_ERROR(env->create_dir(data_dir));
-  auto file = store::DurableRecordFile::open(env, store::join_path(data_dir, "HARDSTATE"), data_dir);
+  const std::string path = store::join_path(data_dir, "HARDSTATE");
+  auto file = store::DurableRecordFile::open(env, path, data_dir);
   if (!file.ok()) return file.status();
   std::unique_ptr<HardStateFile> result(new HardStateFile(std::move(file).value()));
+  if (!result->file_->current().has_value()) {
+    // No valid slot. All zeros is a file created but never written (a crash during the first
+    // write); anything else is damage, and treating it as "term 0, no vote" could let this node
+    // vote twice in one term.
+    auto bytes = env->read_file(path, store::DurableRecordFile::kFileBytes);
+    if (!bytes.ok()) return bytes.status();
+    for (std::size_t i = 0; i < bytes->size(); ++i) {
+      if ((*bytes)[i] != '\0') {
+        return store::Status::corruption(path + ": neither hard state slot is valid (first non-zero byte at offset " +
+                                         std::to_string(i) + "); refusing to forget this node's term and vote");
+      }
+    }
+  }
   if (const auto& payload = result->file_->current(); payload.has_value()) {
     auto decoded = decode(*payload);
     if (!decoded.ok()) return decoded.status();
