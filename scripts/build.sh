@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${BUILD_DIR:-build}
+# ccache: hash paths relative to the checkout, so a fresh clone elsewhere (CI) reuses earlier objects.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
