@@ -4,6 +4,11 @@
 #include "server/node.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include <atomic>
 #include <chrono>
@@ -507,6 +512,69 @@ TEST(Node, StopFailsPendingAndARestartRecoversLogHardStateAndDedup) {
   ASSERT_GE(all.size(), 3u);
   EXPECT_EQ(all[2].payload, "in-flight");
   sender.attach(nullptr);
+  node->stop();
+}
+
+}  // namespace
+}  // namespace raftlog::server
+
+namespace raftlog::server {
+namespace {
+
+// A leader whose file system fills refuses appends with RESOURCE_EXHAUSTED/DISK_FULL instead of
+// failing, keeps serving reads, and accepts appends again once space is freed. Real ENOSPC from a
+// small tmpfs (needs root and mount permission; skipped otherwise).
+TEST(Node, DiskFullRefusesAppendsKeepsReadsAndRecoversWhenSpaceIsFreed) {
+  TempDir mount_point;
+  if (::mount("tmpfs", mount_point.path().c_str(), "tmpfs", 0, "size=2m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mount_point.path()};
+
+  FakePeers sender;
+  NodeConfig config = test_config(mount_point.path(), 1);
+  config.store.segment_size_bytes = 256 << 10;
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  const AppendResult before = append_and_wait(*node, {"before-full"});
+  ASSERT_TRUE(before.error.ok()) << before.error.message;
+
+  // Fill the file system with a scratch file until less than a segment is left.
+  const std::string filler = mount_point.path() + "/filler";
+  {
+    FILE* f = std::fopen(filler.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    const std::string block(64 << 10, 'x');
+    for (int i = 0; i < 64 && std::fwrite(block.data(), 1, block.size(), f) == block.size(); ++i) {
+    }
+    std::fclose(f);
+  }
+  // The free-space check is refreshed every 100 ms.
+  AppendResult refused;
+  ASSERT_TRUE(wait_until([&] {
+    refused = append_and_wait(*node, {"while-full"});
+    return !refused.error.ok();
+  }));
+  EXPECT_EQ(refused.error.code, ErrorCode::kResourceExhausted) << refused.error.message;
+  EXPECT_EQ(refused.error.reason, "DISK_FULL");
+  EXPECT_FALSE(node->failed());
+  // Reads keep working and nothing was lost.
+  const std::vector<raft::Entry> entries = read_all(*node, before.first_index);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.front().payload, "before-full");
+
+  ASSERT_EQ(std::remove(filler.c_str()), 0);
+  AppendResult after;
+  ASSERT_TRUE(wait_until([&] {
+    after = append_and_wait(*node, {"after-space-freed"});
+    return after.error.ok();
+  }));
+  EXPECT_GT(after.first_index, before.last_index);
   node->stop();
 }
 
