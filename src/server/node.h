@@ -1,5 +1,5 @@
 // Node: one raftlog replica. It owns the Raft core, the CommitLog and the Raft hard state, and drives
-// them from a single thread, the *Raft loop*. No gRPC here: the gRPC services (grpc_services.cpp) and
+// them from a single thread, the *Raft loop*. No gRPC here: the gRPC services (client_services.cpp) and
 // the peer transport call this class's thread-safe methods, and it sends Raft messages through the
 // MessageSender it is given.
 //
@@ -37,7 +37,7 @@
 
 namespace raftlog::server {
 
-// Outcome codes shared by every client-facing operation; grpc_services.cpp maps them to gRPC codes.
+// Outcome codes shared by every client-facing operation; client_services.cpp maps them to gRPC codes.
 enum class ErrorCode {
   kOk = 0,
   kInvalidArgument,    // empty append, too many entries, entry too large, bad range
