@@ -131,6 +131,12 @@ int LocalCluster::stop(int id, std::chrono::milliseconds timeout) {
   if (!running(id)) return -1;
   const pid_t pid = pids_[id];
   ::kill(pid, SIGCONT);
+  // A node that was just exec'd may not have installed its SIGTERM handler yet (it is still loading
+  // its libraries); the signal would then kill it outright. Wait (bounded) until it answers.
+  const auto up_deadline = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(5));
+  while (std::chrono::steady_clock::now() < up_deadline && !status(id).has_value()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   ::kill(pid, SIGTERM);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   int status = 0;

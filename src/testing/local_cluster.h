@@ -39,8 +39,8 @@ class LocalCluster {
   void kill(int id);     // SIGKILL, reaped
   void pause(int id);    // SIGSTOP
   void resume(int id);   // SIGCONT
-  // SIGTERM; returns the exit status (0 for a clean shutdown), or -1 if it had to be killed after
-  // `timeout`.
+  // SIGTERM once the node answers (a node still starting up has no handler yet); returns the exit
+  // status (0 for a clean shutdown), or -1 if it had to be killed after `timeout`.
   int stop(int id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   bool running(int id) const;
 
