@@ -40,14 +40,20 @@ grpc::StatusCode grpc_code(ErrorCode code) {
   return grpc::StatusCode::UNKNOWN;
 }
 
+// An error status carrying only a reason word in its ErrorInfo (no leader hint).
+grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code, const std::string& message,
+                           std::string reason) {
+  client::ErrorDetails details;
+  details.reason = std::move(reason);
+  return client::error_status(context, code, message, details);
+}
+
 grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error) {
   if (error.ok()) return grpc::Status::OK;
   if (error.code == ErrorCode::kNotLeader || error.code == ErrorCode::kNoLeader) {
     return client::not_leader_status(context, error.leader_id, error.leader_address);
   }
-  client::ErrorDetails details;
-  details.reason = error.reason;
-  return client::error_status(context, grpc_code(error.code), error.message, details);
+  return reason_status(context, grpc_code(error.code), error.message, error.reason);
 }
 
 void fill_entry(const raft::Entry& entry, v1::Entry* out) {
@@ -197,20 +203,14 @@ class ClientServices::Impl {
         switch (executor->submit(serve)) {
           case ReadExecutor::Submit::kQueued:
             return;
-          case ReadExecutor::Submit::kFull: {
-            client::ErrorDetails details;
-            details.reason = "TOO_MANY_PENDING";
-            reactor->Finish(client::error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                                 "too many linearizable reads queued; retry later", details));
+          case ReadExecutor::Submit::kFull:
+            reactor->Finish(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                          "too many linearizable reads queued; retry later", "TOO_MANY_PENDING"));
             return;
-          }
-          case ReadExecutor::Submit::kStopped: {
-            client::ErrorDetails details;
-            details.reason = "SHUTTING_DOWN";
-            reactor->Finish(client::error_status(context, grpc::StatusCode::UNAVAILABLE,
-                                                 "node shutting down", details));
+          case ReadExecutor::Submit::kStopped:
+            reactor->Finish(reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
+                                          "SHUTTING_DOWN"));
             return;
-          }
         }
       });
       return reactor;
@@ -280,10 +280,8 @@ class ClientServices::Impl {
       // A flush is one msync/fdatasync: short enough to run on the callback thread.
       store::Status st = owner_->node_->flush_store();
       if (!st.ok()) {
-        client::ErrorDetails details;
-        details.reason = st.code() == store::StatusCode::kNoSpace ? "DISK_FULL" : "";
-        reactor->Finish(client::error_status(context, grpc::StatusCode::INTERNAL, "flush failed: " + st.to_string(),
-                                             details));
+        reactor->Finish(reason_status(context, grpc::StatusCode::INTERNAL, "flush failed: " + st.to_string(),
+                                      st.code() == store::StatusCode::kNoSpace ? "DISK_FULL" : ""));
         return reactor;
       }
       response->set_flushed_index(owner_->node_->flushed_index());
@@ -432,9 +430,7 @@ grpc::ServerWriteReactor<v1::TailResponse>* ClientServices::Impl::LogService::Ta
   auto* reactor = new TailReactor(owner, context, request->from_index(), max_bytes);
   // Refusals finish at once; OnDone() drops the reference the (never started) pump would hold.
   auto refuse = [&](grpc::StatusCode code, const std::string& message, const char* reason) {
-    client::ErrorDetails details;
-    details.reason = reason;
-    reactor->Finish(client::error_status(context, code, message, details));
+    reactor->Finish(reason_status(context, code, message, reason));
     reactor->OnDone();
     return reactor;
   };

@@ -50,6 +50,9 @@ NodeError make_error(ErrorCode code, std::string message, std::string reason = "
   return error;
 }
 
+// An append that did not (or may not) happen: no indexes to report.
+AppendResult failed_append(NodeError error) { return AppendResult{std::move(error), 0, 0, 0, false}; }
+
 // Reason words, as the client library reads them (src/client/error_details.h).
 constexpr const char* kReasonEmptyAppend = "EMPTY_APPEND";
 constexpr const char* kReasonEntryTooLarge = "ENTRY_TOO_LARGE";
@@ -61,6 +64,14 @@ constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
 constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
 constexpr const char* kReasonAppendTooLarge = "APPEND_TOO_LARGE";
 constexpr const char* kReasonDiskFull = "DISK_FULL";
+
+// An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the client.
+AppendResult replaced_entry_error() {
+  return failed_append(make_error(ErrorCode::kUnavailable,
+                                  "the entry was replaced after a leadership change; retry with the same "
+                                  "client_id/sequence",
+                                  kReasonLeadershipLost));
+}
 
 // Bounds of the node's own queues (docs/configuration.md).
 constexpr std::uint64_t kMaxQueuedAppendBytes = 256ULL << 20;  // payload bytes waiting in the input queue
@@ -122,7 +133,7 @@ void reject(Input& input, const NodeError& error) {
       [&](auto& in) {
         using T = std::decay_t<decltype(in)>;
         if constexpr (std::is_same_v<T, AppendInput>) {
-          in.done(AppendResult{error, 0, 0, 0, false});
+          in.done(failed_append(error));
         } else if constexpr (std::is_same_v<T, ReadIndexInput>) {
           in.done(ReadIndexResult{error, 0});
         } else if constexpr (std::is_same_v<T, TransferInput>) {
@@ -482,15 +493,14 @@ NodeError Node::Impl::not_leader_error() const {
 
 void Node::Impl::handle_append(AppendInput& in) {
   if (raft_->role() != raft::Role::kLeader) {
-    in.done(AppendResult{not_leader_error(), 0, 0, 0, false});
+    in.done(failed_append(not_leader_error()));
     return;
   }
   if (pending_appends_.size() >= config_.max_pending_appends) {
-    in.done(AppendResult{make_error(ErrorCode::kResourceExhausted,
+    in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
                                     "too many appends waiting for commit on this node (" +
                                         std::to_string(config_.max_pending_appends) + "); retry later",
-                                    kReasonTooManyPending),
-                         0, 0, 0, false});
+                                    kReasonTooManyPending)));
     return;
   }
   if (in.client_id != 0) {
@@ -506,13 +516,11 @@ void Node::Impl::handle_append(AppendInput& in) {
         }
         return;
       case DedupTable::Lookup::kTooOld:
-        in.done(AppendResult{
-            make_error(ErrorCode::kFailedPrecondition,
+        in.done(failed_append(make_error(ErrorCode::kFailedPrecondition,
                        "sequence " + std::to_string(in.sequence) + " of client " +
                            std::to_string(in.client_id) +
                            " is older than the deduplication window; it cannot be retried safely",
-                       kReasonSequenceTooOld),
-            0, 0, 0, false});
+                       kReasonSequenceTooOld)));
         return;
       case DedupTable::Lookup::kUnknown:
         break;
@@ -521,7 +529,7 @@ void Node::Impl::handle_append(AppendInput& in) {
   std::uint64_t append_bytes = 0;
   for (const std::string& payload : in.payloads) append_bytes += payload.size();
   if (NodeError full; !disk_has_room(append_bytes, &full)) {
-    in.done(AppendResult{full, 0, 0, 0, false});
+    in.done(failed_append(full));
     return;
   }
   std::vector<raft::Entry> entries;
@@ -539,28 +547,25 @@ void Node::Impl::handle_append(AppendInput& in) {
     case raft::ProposeStatus::kOk:
       break;
     case raft::ProposeStatus::kNotLeader:
-      in.done(AppendResult{not_leader_error(), 0, 0, 0, false});
+      in.done(failed_append(not_leader_error()));
       return;
     case raft::ProposeStatus::kTransferring:
-      in.done(AppendResult{make_error(ErrorCode::kUnavailable,
+      in.done(failed_append(make_error(ErrorCode::kUnavailable,
                                       "leadership transfer in progress; retry on the new leader",
-                                      kReasonLeadershipLost),
-                           0, 0, 0, false});
+                                      kReasonLeadershipLost)));
       return;
     case raft::ProposeStatus::kTooManyPending:
-      in.done(AppendResult{make_error(ErrorCode::kResourceExhausted,
-                                      "too many uncommitted entries on the leader; retry later", kReasonTooManyPending),
-                           0, 0, 0, false});
+      in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
+                                      "too many uncommitted entries on the leader; retry later", kReasonTooManyPending)));
       return;
     case raft::ProposeStatus::kEmpty:
     case raft::ProposeStatus::kTooLarge:
     case raft::ProposeStatus::kInvalidEntry:
       // Node::append validates against limits the core is configured to accept (open()), so these
       // mean a configuration mismatch; still answered precisely rather than asserted.
-      in.done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+      in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                       std::string("append refused by Raft: ") + raft::to_string(result.status),
-                                      kReasonAppendTooLarge),
-                           0, 0, 0, false});
+                                      kReasonAppendTooLarge)));
       return;
   }
   // Recorded at once, not when the entries reach the store: a retry arriving in the same input batch
@@ -718,11 +723,7 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
     std::erase_if(held_messages_, [&](const HeldMessages& held) { return held.required_index >= from; });
     // Appends waiting for indexes that no longer exist learn it now rather than at their deadline.
     for (auto it = pending_appends_.lower_bound(from); it != pending_appends_.end();) {
-      it->second.done(AppendResult{make_error(ErrorCode::kUnavailable,
-                                              "the entry was replaced after a leadership change; "
-                                              "retry with the same client_id/sequence",
-                                              kReasonLeadershipLost),
-                                   0, 0, 0, false});
+      it->second.done(replaced_entry_error());
       it = pending_appends_.erase(it);
     }
   }
@@ -797,11 +798,7 @@ void Node::Impl::deliver_commit(std::uint64_t commit) {
     if (term.ok() && *term == pending.term) {
       pending.done(AppendResult{NodeError{}, pending.first, pending.last, pending.term, pending.duplicate});
     } else {
-      pending.done(AppendResult{make_error(ErrorCode::kUnavailable,
-                                           "the entry was replaced after a leadership change; "
-                                           "retry with the same client_id/sequence",
-                                           kReasonLeadershipLost),
-                                0, 0, 0, false});
+      pending.done(replaced_entry_error());
     }
     pending_appends_.erase(pending_appends_.begin());
   }
@@ -816,12 +813,11 @@ void Node::Impl::expire_pending(Clock::time_point now) {
   // Bounded by the number of pending requests (max_pending_appends / the core's read bound).
   for (auto it = pending_appends_.begin(); it != pending_appends_.end();) {
     if (it->second.deadline <= now) {
-      it->second.done(AppendResult{make_error(ErrorCode::kDeadlineExceeded,
+      it->second.done(failed_append(make_error(ErrorCode::kDeadlineExceeded,
                                               "not committed within " +
                                                   std::to_string(config_.append_timeout_ms) +
                                                   " ms; the outcome is unknown: retry with the same "
-                                                  "client_id/sequence"),
-                                   0, 0, 0, false});
+                                                  "client_id/sequence")));
       it = pending_appends_.erase(it);
     } else {
       ++it;
@@ -881,7 +877,7 @@ void Node::Impl::fatal(const std::string& what) {
 
 void Node::Impl::fail_pending_appends(ErrorCode code, const std::string& message, const char* reason) {
   for (auto& [last, pending] : pending_appends_) {
-    pending.done(AppendResult{make_error(code, message, reason), 0, 0, 0, false});
+    pending.done(failed_append(make_error(code, message, reason)));
   }
   pending_appends_.clear();
 }
@@ -1007,41 +1003,37 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id, st
                   AppendCallback done) {
   const NodeConfig& config = impl_->config_;
   if (impl_->stopping_.load()) {
-    done(AppendResult{make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown), 0, 0, 0, false});
+    done(failed_append(make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown)));
     return;
   }
   if (payloads.empty()) {
-    done(AppendResult{make_error(ErrorCode::kInvalidArgument, "empty append: at least one entry is required", kReasonEmptyAppend),
-                      0, 0, 0, false});
+    done(failed_append(make_error(ErrorCode::kInvalidArgument, "empty append: at least one entry is required", kReasonEmptyAppend)));
     return;
   }
   if (payloads.size() > config.max_entries_per_append) {
-    done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+    done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                  "too many entries: " + std::to_string(payloads.size()) + " > " +
                                      std::to_string(config.max_entries_per_append) + " per append",
-                                 kReasonTooManyEntries),
-                      0, 0, 0, false});
+                                 kReasonTooManyEntries)));
     return;
   }
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < payloads.size(); ++i) {
     if (payloads[i].size() > config.store.max_entry_size_bytes) {
-      done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+      done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                    "entry " + std::to_string(i) + " is " + std::to_string(payloads[i].size()) +
                                        " bytes, larger than the maximum entry size of " +
                                        std::to_string(config.store.max_entry_size_bytes) + " bytes",
-                                   kReasonEntryTooLarge),
-                        0, 0, 0, false});
+                                   kReasonEntryTooLarge)));
       return;
     }
     bytes += payloads[i].size();
   }
   if (bytes > config.max_append_bytes) {
-    done(AppendResult{make_error(ErrorCode::kInvalidArgument,
+    done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                  "append of " + std::to_string(bytes) + " bytes exceeds the per-append limit of " +
                                      std::to_string(config.max_append_bytes) + " bytes",
-                                 kReasonAppendTooLarge),
-                      0, 0, 0, false});
+                                 kReasonAppendTooLarge)));
     return;
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(config.append_timeout_ms);
