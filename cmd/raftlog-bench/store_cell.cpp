@@ -110,6 +110,9 @@ double CellResult::disk_mib_per_s() const {
   return per_second(bytes_per_entry * static_cast<double>(entries) / kMiB, seconds);
 }
 double CellResult::flushes_per_s() const { return per_second(static_cast<double>(flushes), seconds); }
+double CellResult::sync_busy_ratio() const {
+  return seconds <= 0.0 ? 0.0 : static_cast<double>(sync_duration_us) / 1e6 / seconds;
+}
 double CellResult::sync_calls_per_s() const { return per_second(static_cast<double>(sync_calls), seconds); }
 double CellResult::entries_per_flush() const {
   return flushes == 0 ? 0.0 : static_cast<double>(entries_flushed) / static_cast<double>(flushes);
@@ -193,6 +196,7 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
   result.sync_calls = after.sync_calls - before.sync_calls;
   result.entries_flushed = after.entries_flushed - before.entries_flushed;
   result.bytes_flushed = after.bytes_flushed - before.bytes_flushed;
+  result.sync_duration_us = after.sync_duration_us - before.sync_duration_us;
   std::vector<std::uint32_t> all_latencies;
   for (auto& samples : latencies) all_latencies.insert(all_latencies.end(), samples.begin(), samples.end());
   result.latency_p50_us = percentile_us(all_latencies, 0.50);

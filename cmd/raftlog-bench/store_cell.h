@@ -32,6 +32,7 @@ struct CellResult {
   std::uint64_t sync_calls = 0;    // msync/fdatasync calls those cycles issued
   std::uint64_t entries_flushed = 0;
   std::uint64_t bytes_flushed = 0;  // on-disk entry bytes (headers included) made durable
+  std::uint64_t sync_duration_us = 0;  // time the flush cycles spent inside msync/fdatasync
   double latency_p50_us = 0.0;     // per-append acknowledgement latency
   double latency_p99_us = 0.0;
   double final_flush_ms = 0.0;     // async mode: flush() of the remaining tail after the writers stopped
@@ -42,7 +43,10 @@ struct CellResult {
   double flushes_per_s() const;
   double sync_calls_per_s() const;
   double entries_per_flush() const;
-  std::uint64_t bytes_per_flush() const;  // the batch size handed to the raw loop (>= 1)
+  std::uint64_t bytes_per_flush() const;
+  // Share of the cell's wall time the flusher spent in sync calls: near 1 means the disk is the limit,
+  // well below 1 means time goes elsewhere (waking writers, appending, scheduling).
+  double sync_busy_ratio() const;  // the batch size handed to the raw loop (>= 1)
 };
 
 // Runs the cell, printing a progress line to `progress` every second. Throws std::runtime_error with

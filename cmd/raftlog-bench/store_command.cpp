@@ -150,6 +150,7 @@ void accumulate(CellResult& total, const CellResult& run, std::uint64_t repeat) 
   total.sync_calls += run.sync_calls;
   total.entries_flushed += run.entries_flushed;
   total.bytes_flushed += run.bytes_flushed;
+  total.sync_duration_us += run.sync_duration_us;
   total.latency_p50_us = (total.latency_p50_us * static_cast<double>(repeat) + run.latency_p50_us) /
                          static_cast<double>(repeat + 1);
   total.latency_p99_us = std::max(total.latency_p99_us, run.latency_p99_us);
@@ -198,6 +199,7 @@ void print_cell_result(std::ostream& out, const CellRow& row) {
              .add("sync_calls_per_s", r.sync_calls_per_s(), 0)
              .add("entries_per_fsync", r.entries_per_flush(), 1)
              .add("batch_bytes", r.bytes_per_flush())
+             .add("sync_busy", r.sync_busy_ratio(), 2)
              .add("p50_us", r.latency_p50_us, 0)
              .add("p99_us", r.latency_p99_us, 0)
              .text()

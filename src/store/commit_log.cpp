@@ -89,6 +89,9 @@ void CommitLog::request_flush() { impl_->request_flush(); }
 void CommitLog::set_flush_listener(FlushListener listener) {
   impl_->set_flush_listener(std::move(listener));
 }
+void CommitLog::set_flush_observer(FlushObserver observer) {
+  impl_->set_flush_observer(std::move(observer));
+}
 Status CommitLog::truncate_suffix(std::uint64_t from_index, bool force) {
   return impl_->truncate_suffix(from_index, force);
 }
@@ -171,7 +174,7 @@ Status CommitLog::Impl::close() {
     std::lock_guard lock(flush_mu_);
     flusher_running_ = false;
   }
-  flushed_cv_.notify_all();
+  flush_waiters_.release_all();
   if (result.ok() && abort_marker_written_) {
     // Clean shutdown: the next open may trust the checkpoint (normal recovery).
     result = env_->remove(join_path(dir_, segment_format::kAbortMarkerFileName));
@@ -194,7 +197,7 @@ void CommitLog::Impl::fail(const Status& status) {
                     status.to_string());
     }
   }
-  flushed_cv_.notify_all();
+  flush_waiters_.release_all();
 }
 
 Status CommitLog::Impl::failure() const {
@@ -335,12 +338,37 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
       }
     }
 
-    // Write. Only a failing rename can fail from here on; that fails the whole log.
+    // Write. Only a failing rename or pwrite can fail from here on; either fails the whole log.
+    // Entries are encoded into staging_ and reach the segment file with one pwrite per run of
+    // entries (at most kStagingBytes, or one record), not by stores into the mapping: on ext4, page
+    // faults on freshly cleaned mapped pages made every flush of mmap-written data about twice as
+    // slow as the same bytes written with pwrite (docs/benchmarks.md, "store"). Readers still use
+    // the mapping, which sees pwritten bytes at once.
     std::uint64_t offset = active ? active->write_offset : 0;
     std::uint64_t count = active ? active->entry_count : 0;
     std::uint64_t term = last_term;
     std::size_t next_prepared = 0;
     std::uint64_t bytes_written = 0;
+    std::uint64_t staged_offset = offset;  // file offset of staging_[0]
+    staging_.clear();
+    // Writes the staged run to `active`. With the end marker, the zero bytes after the last entry
+    // go along (entry_format.h): the run then ends the segment's written data.
+    auto write_staged = [&](bool with_end_marker) -> Status {
+      if (!active) return Status();
+      if (with_end_marker && !staging_.empty() &&
+          staged_offset + staging_.size() + entry_format::kEndMarkerBytes <= active->size_bytes) {
+        staging_.resize(staging_.size() + entry_format::kEndMarkerBytes, 0);
+      }
+      Status status;
+      if (!staging_.empty()) {
+        status = active->data_file->write_at(
+            staged_offset, std::string_view(staging_.data(), staging_.size()));
+      }
+      staging_.clear();
+      staged_offset = offset;
+      if (!status.ok()) fail(status);
+      return status;
+    };
     auto publish = [&](const std::shared_ptr<Segment>& segment) {
       if (!segment) return;
       std::unique_lock meta_lock(meta_mu_);
@@ -354,6 +382,7 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
       meta.index = first_index + i;
       const std::uint64_t bytes = entry_format::record_bytes(entry.payload.size());
       if (!active || offset + bytes > active->size_bytes) {
+        RAFTLOG_RETURN_IF_ERROR(write_staged(/*with_end_marker=*/true));
         publish(active);
         assert(next_prepared < prepared.size());
         auto segment = Segment::activate(env_, dir_, std::move(prepared[next_prepared++]),
@@ -377,12 +406,15 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
         }
         active = *segment;
         offset = kSegmentHeaderBytes;
+        staged_offset = offset;
         count = 0;
       }
-      entry_format::encode(meta, generation_, entry.payload, active->data_map->data() + offset);
-      if (offset + bytes + entry_format::kEndMarkerBytes <= active->size_bytes) {
-        std::memset(active->data_map->data() + offset + bytes, 0, entry_format::kEndMarkerBytes);
+      if (!staging_.empty() && staging_.size() + bytes > kStagingBytes) {
+        RAFTLOG_RETURN_IF_ERROR(write_staged(/*with_end_marker=*/false));
       }
+      const std::size_t at = staging_.size();
+      staging_.resize(at + bytes);
+      entry_format::encode(meta, generation_, entry.payload, staging_.data() + at);
       Status status = active->write_index_record(
           IndexRecord{meta.index, meta.term, offset, static_cast<std::uint32_t>(bytes)});
       assert(status.ok());  // blocks were reserved above
@@ -395,6 +427,8 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
       term = meta.term;
       bytes_written += bytes;
     }
+    RAFTLOG_RETURN_IF_ERROR(write_staged(/*with_end_marker=*/true));
+    if (staging_.capacity() > 4 * kStagingBytes) staging_ = {};  // after a huge entry
     publish(active);
     first = first_index;
     last = first_index + batch.size() - 1;
@@ -405,11 +439,7 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
   // Wake the flusher: sync mode always (someone waits), async mode when over the dirty threshold.
   if (wait_durable || options_.flush_mode == FlushMode::kSync ||
       unflushed_bytes_.load() >= options_.flush_dirty_bytes) {
-    {
-      std::lock_guard lock(flush_mu_);
-      flush_requested_ = true;
-    }
-    flush_cv_.notify_one();
+    request_flush();
   }
   if (wait_durable) RAFTLOG_RETURN_IF_ERROR(wait_flushed(last));
   return IndexRange{first, last};
@@ -419,20 +449,22 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
 // Flushing
 
 Status CommitLog::Impl::wait_flushed(std::uint64_t index) {
-  std::unique_lock lock(flush_mu_);
-  flushed_cv_.wait(lock, [&] {
-    return flushed_index_.load() >= index || !failure_.ok() || !flusher_running_;
-  });
+  flush_waiters_.wait(index, flushed_index_);
   if (flushed_index_.load() >= index) return Status();
+  std::lock_guard lock(flush_mu_);
   if (!failure_.ok()) return failure_;
+  // Released early only by release_all(), which follows a failure or the flusher's stop.
+  assert(!flusher_running_);
   return Status::closed("commit log " + dir_ + " closed before index " + std::to_string(index) +
                         " was flushed");
 }
 
 void CommitLog::Impl::request_flush() {
+  // Only the caller that raises the flag wakes the flusher; the others ride on that flush request
+  // (the flusher lowers the flag before it snapshots what to flush, so their entries are covered).
+  if (flush_requested_.exchange(true)) return;
   {
-    std::lock_guard lock(flush_mu_);
-    flush_requested_ = true;
+    std::lock_guard lock(flush_mu_);  // pairs with the predicate check in flusher_main()
   }
   flush_cv_.notify_one();
 }
@@ -449,6 +481,11 @@ void CommitLog::Impl::set_flush_listener(FlushListener listener) {
   listener_ = std::move(listener);
 }
 
+void CommitLog::Impl::set_flush_observer(FlushObserver observer) {
+  std::lock_guard lock(listener_mu_);
+  observer_ = std::move(observer);
+}
+
 void CommitLog::Impl::flusher_main() {
   const auto interval = std::chrono::milliseconds(options_.flush_interval_ms);
   std::uint64_t last_reported = flushed_index_.load();
@@ -457,10 +494,10 @@ void CommitLog::Impl::flusher_main() {
     {
       std::unique_lock lock(flush_mu_);
       flush_cv_.wait_for(lock, interval, [&] {
-        return stopping_ || flush_requested_ ||
+        return stopping_ || flush_requested_.load() ||
                unflushed_bytes_.load() >= options_.flush_dirty_bytes;
       });
-      flush_requested_ = false;
+      flush_requested_.store(false);
       stop = stopping_;
       if (!failure_.ok()) return;
     }
@@ -478,12 +515,7 @@ void CommitLog::Impl::flusher_main() {
   }
 }
 
-void CommitLog::Impl::notify_flushed() {
-  {
-    std::lock_guard lock(flush_mu_);  // pairs with the predicate check in wait_flushed()
-  }
-  flushed_cv_.notify_all();
-}
+void CommitLog::Impl::notify_flushed() { flush_waiters_.release_up_to(flushed_index_.load()); }
 
 void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
   // Called by the flusher thread with no store lock held, so the listener may call any method.
@@ -529,6 +561,7 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
   if (ranges.empty() && !sync_dir && target <= old_flushed) return Status();
   std::uint64_t bytes = 0;
   std::uint64_t sync_calls = 0;
+  const auto sync_start = std::chrono::steady_clock::now();
   for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {  // oldest first
     RAFTLOG_RETURN_IF_ERROR(it->segment->data_map->flush(it->from, it->to - it->from));
     ++sync_calls;
@@ -547,6 +580,8 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
     }
     ++sync_calls;
   }
+  const auto sync_duration = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - sync_start);
   for (const Range& range : ranges) range.segment->flushed_offset = range.written;
   const std::uint64_t counted = unflushed_bytes_.load();
   unflushed_bytes_.fetch_sub(std::min(counted, bytes));
@@ -557,6 +592,7 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
   {
     std::lock_guard lock(stats_mu_);
     stats_.sync_calls += sync_calls;
+    stats_.sync_duration_us += static_cast<std::uint64_t>(sync_duration.count());
     if (new_flushed > old_flushed) {
       ++stats_.flushes;
       stats_.entries_flushed += new_flushed - old_flushed;
@@ -564,6 +600,13 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
     }
   }
   notify_flushed();
+  if (sync_calls > 0) {
+    std::lock_guard lock(listener_mu_);
+    if (observer_) {
+      observer_(FlushCycle{new_flushed > old_flushed ? new_flushed - old_flushed : 0, bytes,
+                           sync_duration});
+    }
+  }
   return Status();
 }
 

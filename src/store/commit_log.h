@@ -141,6 +141,7 @@ struct FlushStats {
   std::uint64_t bytes_flushed = 0;    // entry bytes made durable
   std::uint64_t checkpoints_written = 0;
   std::uint64_t segments_created = 0;
+  std::uint64_t sync_duration_us = 0;  // wall time the flush cycles spent in their sync calls
   double entries_per_flush() const {
     return flushes == 0 ? 0.0 : static_cast<double>(entries_flushed) / static_cast<double>(flushes);
   }
@@ -153,6 +154,17 @@ class CommitLog {
   // the flushed index). Must be quick (it delays the next flush); it may call CommitLog methods except
   // set_flush_listener() and close().
   using FlushListener = std::function<void(std::uint64_t flushed_index)>;
+
+  // What one flush cycle did, for metrics (fsync latency, group-commit batch size).
+  struct FlushCycle {
+    std::uint64_t entries = 0;  // entries this cycle made durable
+    std::uint64_t bytes = 0;    // entry bytes it synced
+    std::chrono::microseconds sync_duration{0};  // time in msync/fdatasync/fsync-dir calls
+  };
+  // Called after every flush cycle that issued a sync call, by the thread that ran it (the flusher,
+  // or a truncate/close), with the store's flush-cycle lock held: it must be quick (an observation
+  // into a histogram) and must not call back into the CommitLog.
+  using FlushObserver = std::function<void(const FlushCycle& cycle)>;
 
   // Opens (creating if needed) the log in `dir` and runs recovery. Fails with kCorruption (naming the
   // file and offset) when data before the checkpointed flushed point is damaged, kInvalidArgument for
@@ -186,6 +198,8 @@ class CommitLog {
   void request_flush();
   // Registers the flush listener (replaces any previous one; nullptr removes it).
   void set_flush_listener(FlushListener listener);
+  // Registers the flush observer (replaces any previous one; nullptr removes it).
+  void set_flush_observer(FlushObserver observer);
 
   // Removes entries [from_index, last_index()]; the next append must carry from_index. Data, index
   // and checkpoint agree afterwards; crash-safe (see CRASH CASES 3). from_index == last_index() + 1 is

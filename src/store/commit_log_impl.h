@@ -7,7 +7,8 @@
 //                    Segment::flushed_offset/index_flushed_bytes and last_checkpoint_.
 //   meta_mu_         (shared) guards segments_ and each Segment's write_offset/entry_count/last_term
 //                    as seen by readers; writers take it exclusively only to publish.
-//   flush_mu_        guards the flusher's wake-up state and failure_; waiters sleep on flushed_cv_.
+//   flush_mu_        guards the flusher's wake-up state and failure_.
+//   (FlushWaiters has its own leaf locks: threads in wait_flushed() sleep there.)
 //   alloc_mu_        guards the allocator's prepared segments.
 //   listener_mu_, stats_mu_  leaf locks.
 #pragma once
@@ -26,6 +27,7 @@
 #include "store/checkpoint.h"
 #include "store/commit_log.h"
 #include "store/durable_record.h"
+#include "store/flush_waiters.h"
 #include "store/segment.h"
 
 namespace raftlog::store {
@@ -45,6 +47,7 @@ class CommitLog::Impl {
   Status flush();
   void request_flush();
   void set_flush_listener(FlushListener listener);
+  void set_flush_observer(FlushObserver observer);
   Status truncate_suffix(std::uint64_t from_index, bool force);
   Status truncate_prefix(std::uint64_t before_index);
   Status set_commit_index(std::uint64_t commit_index, bool persist);
@@ -103,15 +106,21 @@ class CommitLog::Impl {
   Status remove_segments_from(std::size_t position);
 
   std::mutex write_mu_;
+  // write_mu_: encoded entries on their way to the segment file (commit_log.cpp, append). Holds at
+  // most kStagingBytes, or one record when a single record is larger.
+  static constexpr std::size_t kStagingBytes = 1U << 20;
+  std::vector<char> staging_;
   std::mutex flush_cycle_mu_;
   mutable std::shared_mutex meta_mu_;
   std::vector<std::shared_ptr<Segment>> segments_;  // sorted by base_index; back() is active
   bool dir_dirty_ = false;                          // meta_mu_: a rename/creation awaits sync_dir
 
   mutable std::mutex flush_mu_;
-  std::condition_variable flush_cv_;    // wakes the flusher
-  std::condition_variable flushed_cv_;  // wakes wait_flushed()
-  bool flush_requested_ = false;
+  std::condition_variable flush_cv_;  // wakes the flusher
+  // Set by whoever wants a flush; only the one that flips it from false pays for the wake-up
+  // (taking flush_mu_ and signalling), so concurrent sync appenders do not queue on flush_mu_.
+  std::atomic<bool> flush_requested_{false};
+  FlushWaiters flush_waiters_;  // threads in wait_flushed()
   bool stopping_ = false;
   bool flusher_running_ = false;
   Status failure_;
@@ -134,6 +143,7 @@ class CommitLog::Impl {
 
   std::mutex listener_mu_;
   FlushListener listener_;
+  FlushObserver observer_;  // listener_mu_
 
   mutable std::mutex stats_mu_;
   FlushStats stats_;

@@ -42,6 +42,10 @@ class File {
   // Maps [0, length) shared (writable unless opened with Env::open_read_only). The file must already
   // be at least `length` bytes long.
   virtual Result<std::shared_ptr<Mapping>> map(std::uint64_t length) = 0;
+  // Writes `data` at `offset` through the page cache (pwrite). Writable mappings of the file see the
+  // bytes at once (Linux has one page cache for both). Not durable until a sync or a mapping flush
+  // of the range.
+  virtual Status write_at(std::uint64_t offset, std::string_view data) = 0;
   // fdatasync.
   virtual Status sync() = 0;
 };

@@ -101,6 +101,16 @@ class MemoryFile final : public File {
     ++inode_->map_count;
     return std::shared_ptr<Mapping>(std::make_shared<MemoryMapping>(env_, inode_, length));
   }
+  Status write_at(std::uint64_t offset, std::string_view data) override {
+    // Like a store through a mapping: lands in the volatile image only (and, after a simulated
+    // crash, in the orphaned image of the dead "process", where nobody reads it again).
+    std::lock_guard lock(env_->mu_);
+    if (offset + data.size() > inode_->data.size()) {
+      return Status::invalid_argument("write_at past end of " + path_);
+    }
+    std::memcpy(inode_->data.data() + offset, data.data(), data.size());
+    return Status();
+  }
   Status sync() override {
     std::lock_guard lock(env_->mu_);
     RAFTLOG_RETURN_IF_ERROR(check_locked());
