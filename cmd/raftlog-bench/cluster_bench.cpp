@@ -18,6 +18,8 @@
 
 #include "cli/flags.h"
 #include "client/client.h"
+#include "closed_loop.h"
+#include "proc_usage.h"
 #include "report.h"
 #include "testing/local_cluster.h"
 
@@ -26,22 +28,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kMaxClients = 1024;
-constexpr std::uint64_t kMaxDurationS = 3600;
-constexpr std::size_t kMaxSamplesPerClient = 4'000'000;  // bounds memory: 16 MB of latencies per client
-
 // raftlogd lives next to raftlog-bench in <build>/bin.
 std::string sibling_raftlogd() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "raftlogd";
   return (self.parent_path() / "raftlogd").string();
-}
-
-double percentile_ms(const std::vector<std::uint32_t>& sorted_us, double p) {
-  if (sorted_us.empty()) return 0.0;
-  const auto rank = static_cast<std::size_t>(p * static_cast<double>(sorted_us.size() - 1) + 0.5);
-  return static_cast<double>(sorted_us[std::min(rank, sorted_us.size() - 1)]) / 1000.0;
 }
 
 // Starts a local cluster when no endpoints were given, so one command measures everything.
@@ -89,6 +81,7 @@ std::optional<ClusterSource> resolve_cluster(const std::string& endpoints_text, 
 
 int run_cluster_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   std::string endpoints;
+  std::string server_pids_text;
   std::uint64_t clients = 64;
   std::uint64_t entry_size = 1024;
   std::uint64_t batch = 1;
@@ -99,89 +92,58 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
                      "Closed-loop append load: N clients, each appending batches of B entries of S bytes and "
                      "waiting for each commit. Without --endpoints it starts its own local cluster.");
   flags.string_flag("endpoints", &endpoints, "HOST:PORT,...", "an existing cluster (default: start one)");
-  flags.uint_flag("clients", &clients, "N", "concurrent clients, each with its own connection and client id");
+  flags.uint_flag("clients", &clients, "N", "concurrent clients, each with its own client object and client id");
   flags.bytes_flag("entry-size", &entry_size, "BYTES", "payload bytes per entry");
   flags.uint_flag("batch", &batch, "B", "entries per Append call");
   flags.uint_flag("duration", &duration_s, "SECONDS", "how long to run");
   flags.uint_flag("nodes", &nodes, "3|5", "size of the cluster started when --endpoints is not given");
   flags.string_flag("flush-mode", &flush_mode, "sync|async", "flush mode of the cluster it starts");
+  flags.string_flag("server-pids", &server_pids_text, "PID,...",
+                    "report CPU seconds and RSS of these server processes over the run (with --endpoints)");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
-  if (clients == 0 || clients > kMaxClients || batch == 0 || batch > 1024 || duration_s == 0 ||
-      duration_s > kMaxDurationS || (nodes != 3 && nodes != 5 && nodes != 1)) {
-    io.err << command_path << ": need 1 <= clients <= " << kMaxClients << ", 1 <= batch <= 1024, 1 <= duration <= "
-           << kMaxDurationS << ", nodes 1, 3 or 5\n";
+  if (clients == 0 || clients > kMaxLoadClients || batch == 0 || batch > 1024 || duration_s == 0 ||
+      duration_s > kMaxLoadDurationS || (nodes != 3 && nodes != 5 && nodes != 1)) {
+    io.err << command_path << ": need 1 <= clients <= " << kMaxLoadClients
+           << ", 1 <= batch <= 1024, 1 <= duration <= " << kMaxLoadDurationS << ", nodes 1, 3 or 5\n";
     return cli::kExitUsage;
+  }
+  ClosedLoopOptions load;
+  load.clients = clients;
+  load.duration = std::chrono::seconds(duration_s);
+  load.entries_per_call = batch;
+  load.payload_bytes_per_entry = entry_size;
+  if (!server_pids_text.empty()) {
+    std::string error;
+    auto pids = parse_pid_list(server_pids_text, &error);
+    if (!pids) {
+      io.err << command_path << ": --server-pids: " << error << "\n";
+      return cli::kExitUsage;
+    }
+    load.server_pids = std::move(*pids);
   }
   auto source = resolve_cluster(endpoints, nodes, flush_mode, io);
   if (!source) return cli::kExitFailure;
 
-  std::atomic<std::uint64_t> ops{0};
-  std::atomic<std::uint64_t> failures{0};
-  std::vector<std::vector<std::uint32_t>> latencies(clients);
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::seconds(duration_s);
-  std::atomic<std::uint64_t> last_ops{0};
-  std::vector<std::thread> threads;
-  {
-    ProgressTicker ticker(io.err, std::chrono::milliseconds(1000), [&] {
-      const std::uint64_t now_ops = ops.load();
-      const std::uint64_t delta = now_ops - last_ops.exchange(now_ops);
-      return "t=" + fixed(seconds_since(start), 1) + "s ops/s=" + std::to_string(delta) +
-             " entries/s=" + std::to_string(delta * batch) +
-             " MiB/s=" + fixed(static_cast<double>(delta * batch * entry_size) / kMiB, 1) +
-             " failures=" + std::to_string(failures.load());
-    });
-    for (std::uint64_t c = 0; c < clients; ++c) {
-      threads.emplace_back([&, c] {
+  const ClosedLoopResult result = run_closed_loop(
+      load,
+      [&](std::uint64_t c) -> ClientCall {
         client::Options options;
         options.endpoints = source->endpoints;
         options.retry_deadline_ms = 10000;
         auto created = client::Client::create(options);
-        if (!created.ok()) {
-          failures.fetch_add(1);
-          return;
-        }
-        auto& cl = created.value();
-        std::vector<std::string> payloads(batch, std::string(entry_size, static_cast<char>('a' + c % 26)));
-        auto& mine = latencies[c];
-        mine.reserve(std::min<std::size_t>(kMaxSamplesPerClient, 1 << 16));
-        while (Clock::now() < deadline && mine.size() < kMaxSamplesPerClient) {
-          const auto t0 = Clock::now();
-          auto r = cl->append(payloads);
-          const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
-          if (!r.ok()) {
-            failures.fetch_add(1);
-            continue;
-          }
-          mine.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(us, UINT32_MAX)));
-          ops.fetch_add(1);
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-  }
-  const double seconds = seconds_since(start);
-  std::vector<std::uint32_t> all;
-  for (auto& v : latencies) all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
-  const double ops_per_s = static_cast<double>(all.size()) / seconds;
-  io.out << ResultLine("cluster")
-                .add("clients", clients)
-                .add("entry_size_bytes", entry_size)
-                .add("batch", batch)
-                .add("flush_mode", endpoints.empty() ? flush_mode : std::string("external"))
-                .add("seconds", seconds)
-                .add("ops", static_cast<std::uint64_t>(all.size()))
-                .add("ops_per_s", ops_per_s, 0)
-                .add("entries_per_s", ops_per_s * static_cast<double>(batch), 0)
-                .add("mib_per_s", ops_per_s * static_cast<double>(batch * entry_size) / kMiB)
-                .add("p50_ms", percentile_ms(all, 0.50), 3)
-                .add("p99_ms", percentile_ms(all, 0.99), 3)
-                .add("p999_ms", percentile_ms(all, 0.999), 3)
-                .add("failures", failures.load())
-                .text()
-         << "\n";
-  return failures.load() == 0 ? cli::kExitOk : cli::kExitFailure;
+        if (!created.ok()) return {};
+        // Shared, so the call (a copyable std::function) owns the client; one thread uses it.
+        std::shared_ptr<client::Client> cl = std::move(created.value());
+        auto payloads = std::make_shared<std::vector<std::string>>(
+            batch, std::string(entry_size, static_cast<char>('a' + c % 26)));
+        return [cl, payloads] { return cl->append(*payloads).ok(); };
+      },
+      io.err);
+  ResultLine line("cluster");
+  add_closed_loop_fields(line, load, result);
+  line.add("flush_mode", endpoints.empty() ? flush_mode : std::string("external"));
+  io.out << line.text() << "\n";
+  return result.failures == 0 ? cli::kExitOk : cli::kExitFailure;
 }
 
 int run_failover_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cluster_bench.h"
+#include "etcd_bench.h"
 #include "store_command.h"
 
 namespace {
@@ -19,6 +20,10 @@ constexpr raftlog::cli::Command kCommands[] = {
      raftlog::bench::run_cluster_command, nullptr},
     {"failover", "kill -9 the leader under load; time until the new leader acknowledges writes",
      raftlog::bench::run_failover_command, nullptr},
+    {"etcd", "the same closed-loop load as `cluster`, as etcd v3 KV.Put calls (for bench/compare-etcd.sh)",
+     raftlog::bench::run_etcd_command, nullptr},
+    {"etcd-failover", "one etcd leader kill -9 under a Put load; time until a Put succeeds in a newer term",
+     raftlog::bench::run_etcd_failover_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <ostream>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -138,7 +140,7 @@ RawDiskResult measure_raw(const BenchDir& dir, std::uint64_t batch_bytes, double
     return "  [raw write+fdatasync batch=" + std::to_string(batch_bytes) + "B] " + fixed(elapsed, 1) +
            "s MiB/s=" + fixed(elapsed > 0 ? mib / elapsed : 0.0, 1);
   });
-  return measure_raw_write_fdatasync(options, &written);
+  return measure_raw_sync_loop(options, &written);
 }
 
 // Sums a repeat into the cell's totals. Latency: mean of the repeats' p50, max of their p99.
@@ -449,28 +451,88 @@ int run_store_command(std::string_view command_path, std::span<const std::string
 
 int run_raw_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   std::string dir_path;
+  std::string via = "write";
   std::uint64_t batch_bytes = 64 << 10;
+  std::uint64_t streams = 1;
   double seconds = 2.0;
   std::uint64_t max_bytes = 2ULL << 30;
   bool keep = false;
   cli::FlagSet flags(std::string(command_path),
-                     "Measures sequential pwrite + fdatasync of BYTES per batch into a preallocated file: the raw\n"
-                     "disk limit that `raftlog-bench store` compares the store with.");
+                     "Measures sequential writes of BYTES per batch, each made durable before the next, into a\n"
+                     "preallocated file: the raw disk limit that `raftlog-bench store` compares the store with.\n"
+                     "--streams N runs N such loops at once on N files (a 3-node cluster on one disk is 3 streams).");
   flags.string_flag("dir", &dir_path, "DIR", "scratch directory (created; must be empty if it exists)");
-  flags.bytes_flag("batch-bytes", &batch_bytes, "BYTES", "bytes written between two fdatasync calls");
+  flags.string_flag("via", &via, "write|mmap",
+                    "write: pwrite + fdatasync; mmap: memcpy into a shared mapping + msync, as the store does");
+  flags.bytes_flag("batch-bytes", &batch_bytes, "BYTES", "bytes written between two syncs");
+  flags.uint_flag("streams", &streams, "N", "concurrent loops, each on its own file (1..8)");
   flags.double_flag("seconds", &seconds, "S", "duration");
-  flags.bytes_flag("max-bytes", &max_bytes, "BYTES", "size bound of the scratch file");
+  flags.bytes_flag("max-bytes", &max_bytes, "BYTES", "size bound of each scratch file");
   flags.bool_flag("keep", &keep, "keep the scratch directory");
   flags.require("dir");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
-  if (batch_bytes == 0 || batch_bytes > max_bytes || seconds <= 0 || seconds > kMaxCellSeconds) {
-    io.err << command_path << ": need 0 < --batch-bytes <= --max-bytes and 0 < --seconds <= 600\n";
+  if (batch_bytes == 0 || batch_bytes > max_bytes || seconds <= 0 || seconds > kMaxCellSeconds || streams == 0 ||
+      streams > 8 || (via != "write" && via != "mmap")) {
+    io.err << command_path
+           << ": need 0 < --batch-bytes <= --max-bytes, 0 < --seconds <= 600, 1 <= --streams <= 8, --via write|mmap\n";
     return cli::kExitUsage;
   }
+  const RawSyncMethod method = via == "mmap" ? RawSyncMethod::kMmapMsync : RawSyncMethod::kWriteFdatasync;
   try {
     const BenchDir dir(dir_path, keep);
-    const RawDiskResult raw = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);
-    print_raw_result(io.out, raw, batch_bytes);
+    if (streams == 1 && method == RawSyncMethod::kWriteFdatasync) {
+      const RawDiskResult raw = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);
+      print_raw_result(io.out, raw, batch_bytes);
+      return cli::kExitOk;
+    }
+    std::vector<RawDiskResult> results(streams);
+    std::vector<std::string> errors(streams);
+    std::vector<std::atomic<std::uint64_t>> written(streams);
+    const auto start = std::chrono::steady_clock::now();
+    {
+      ProgressTicker ticker(io.err, std::chrono::seconds(1), [&] {
+        std::uint64_t bytes = 0;
+        for (const auto& w : written) bytes += w.load();
+        const double elapsed = seconds_since(start);
+        return "  [raw " + std::string(to_string(method)) + " x" + std::to_string(streams) + " batch=" +
+               std::to_string(batch_bytes) + "B] " + fixed(elapsed, 1) +
+               "s MiB/s=" + fixed(elapsed > 0 ? static_cast<double>(bytes) / kMiB / elapsed : 0.0, 1);
+      });
+      std::vector<std::thread> threads;
+      for (std::uint64_t i = 0; i < streams; ++i) {
+        threads.emplace_back([&, i] {
+          RawDiskOptions options;
+          options.file = dir.sub("raw-disk-" + std::to_string(i) + ".tmp");
+          options.batch_bytes = batch_bytes;
+          options.duration = to_duration(seconds);
+          options.max_file_bytes = std::max(batch_bytes, max_bytes / batch_bytes * batch_bytes);
+          options.method = method;
+          try {
+            results[i] = measure_raw_sync_loop(options, &written[i]);
+          } catch (const std::exception& error) {
+            errors[i] = error.what();
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+    }
+    double syncs_per_s = 0;
+    double mib_per_s = 0;
+    for (std::uint64_t i = 0; i < streams; ++i) {
+      if (!errors[i].empty()) throw std::runtime_error(errors[i]);
+      syncs_per_s += results[i].syncs_per_s();
+      mib_per_s += results[i].mib_per_s();
+    }
+    io.out << ResultLine("raw_streams")
+                  .add("method", to_string(method))
+                  .add("streams", streams)
+                  .add("batch_bytes", batch_bytes)
+                  .add("seconds", results.front().seconds)
+                  .add("syncs_per_s_per_stream", syncs_per_s / static_cast<double>(streams), 0)
+                  .add("mib_per_s_per_stream", mib_per_s / static_cast<double>(streams), 1)
+                  .add("mib_per_s_total", mib_per_s, 1)
+                  .text()
+           << '\n';
     return cli::kExitOk;
   } catch (const std::exception& error) {
     io.err << command_path << ": " << error.what() << '\n';

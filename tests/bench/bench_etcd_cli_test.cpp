@@ -1,0 +1,116 @@
+// The real raftlog-bench binary, run the way bench/compare-etcd.sh runs it, against no etcd at all.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run(const std::string& args) {
+  CommandResult result;
+  FILE* pipe = ::popen((std::string(RAFTLOG_BENCH_PATH) + " " + args + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+// A loopback port that is bound but not listening: connections to it are refused for as long as the
+// object lives, and no other process can take the port meanwhile.
+class RefusingPort {
+ public:
+  RefusingPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = 0;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    port_ = ntohs(address.sin_port);
+  }
+  ~RefusingPort() { ::close(fd_); }
+  RefusingPort(const RefusingPort&) = delete;
+  RefusingPort& operator=(const RefusingPort&) = delete;
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(BenchEtcdCli, HelpListsTheFlagsTheCompareScriptUses) {
+  const auto result = run("etcd --help");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  for (const char* flag : {"--endpoints", "--clients", "--value-size", "--duration", "--server-pids"}) {
+    EXPECT_NE(result.output.find(flag), std::string::npos) << flag << " missing from:\n" << result.output;
+  }
+  const auto failover = run("etcd-failover --help");
+  EXPECT_EQ(failover.exit_code, 0) << failover.output;
+  EXPECT_NE(failover.output.find("--leader-pid"), std::string::npos) << failover.output;
+}
+
+TEST(BenchEtcdCli, BadInputIsAUsageError) {
+  EXPECT_EQ(run("etcd").exit_code, 2);  // --endpoints is required
+  EXPECT_EQ(run("etcd --endpoints 127.0.0.1:2379 --clients 0").exit_code, 2);
+  EXPECT_EQ(run("etcd --endpoints 127.0.0.1:2379 --clients 2000").exit_code, 2);
+  EXPECT_EQ(run("etcd --endpoints 127.0.0.1:2379 --duration 0").exit_code, 2);
+  const auto pids = run("etcd --endpoints 127.0.0.1:2379 --server-pids 12,abc");
+  EXPECT_EQ(pids.exit_code, 2);
+  EXPECT_NE(pids.output.find("not a process id: 'abc'"), std::string::npos) << pids.output;
+  EXPECT_EQ(run("cluster --endpoints 127.0.0.1:2379 --server-pids 0").exit_code, 2);
+}
+
+TEST(BenchEtcdCli, UnreachableEtcdFailsWithAClearMessage) {
+  const RefusingPort port;
+  const auto result = run("etcd --endpoints " + port.endpoint() + " --clients 2 --duration 1");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_NE(result.output.find("cannot Put to etcd at " + port.endpoint()), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("RESULT"), std::string::npos) << "no figures without a server:\n" << result.output;
+}
+
+TEST(BenchEtcdCli, FailoverRefusesToKillAProcessThatIsNotEtcd) {
+  // This test process is alive and is not etcd: the tool must refuse before any load or kill.
+  const RefusingPort port;
+  const auto result =
+      run("etcd-failover --endpoints " + port.endpoint() + " --leader-pid " + std::to_string(::getpid()));
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("is not a running etcd (refusing to kill it)"), std::string::npos) << result.output;
+}
+
+// The raw loop the compare script takes the disk limit from, in both sync methods and with several
+// concurrent streams (as three replicas on one disk): a short real run that must report syncs.
+TEST(BenchRawCli, MmapAndStreamsReportSyncs) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("bench-raw-cli-" + std::to_string(::getpid()));
+  for (const char* via : {"write", "mmap"}) {
+    std::filesystem::remove_all(dir);
+    const auto result = run(std::string("raw --dir ") + dir + " --via " + via +
+                            " --streams 2 --batch-bytes 5000 --seconds 0.3 --max-bytes 4MiB");
+    EXPECT_EQ(result.exit_code, 0) << result.output;
+    const std::string method = std::string(via) == "mmap" ? "method=mmap_msync" : "method=write_fdatasync";
+    EXPECT_NE(result.output.find("RESULT bench=raw_streams " + method + " streams=2 batch_bytes=5000"),
+              std::string::npos)
+        << result.output;
+    EXPECT_EQ(result.output.find("syncs_per_s_per_stream=0 "), std::string::npos) << result.output;
+    EXPECT_FALSE(std::filesystem::exists(dir)) << "the scratch directory must be removed";
+  }
+  EXPECT_EQ(run("raw --dir " + dir + " --via pmem").exit_code, 2);
+  EXPECT_EQ(run("raw --dir " + dir + " --streams 9").exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
