@@ -1,15 +1,18 @@
-// `raftlogctl status|append|read|tail|transfer-leader|flush`: talk to a running cluster through the
+// `raftlogctl status|health|append|read|tail|transfer-leader|flush`: talk to a running cluster through the
 // client library (leader discovery, redirects, idempotent retries).
 #include "cluster_commands.h"
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/flags.h"
@@ -21,17 +24,25 @@ namespace {
 
 constexpr std::uint64_t kMaxAppendLines = 1'000'000;  // bound on one `append` from stdin
 constexpr std::uint64_t kMaxReadCount = 1'000'000;    // bound on one `read`'s output
+// `status --watch` refresh interval bounds: faster only loads the nodes, slower is not watching.
+constexpr std::uint64_t kMinWatchIntervalMs = 100;
+constexpr std::uint64_t kMaxWatchIntervalMs = 3'600'000;
 
-// The local cluster's endpoints (deploy/local/cluster writes them to cluster.env), else the default
-// local ports.
-std::string default_endpoints() {
+// A `NAME=value` line of the local cluster's cluster.env (deploy/local/cluster writes it), or "".
+std::string local_cluster_setting(const std::string& name) {
   const char* dir = std::getenv("RAFTLOG_CLUSTER_DIR");
   std::ifstream env(std::string(dir != nullptr ? dir : "/tmp/raftlog-cluster") + "/cluster.env");
   std::string line;
-  while (std::getline(env, line)) {
-    if (line.rfind("ENDPOINTS=", 0) == 0) return line.substr(10);
+  for (int lines = 0; lines < 1000 && std::getline(env, line); ++lines) {
+    if (line.rfind(name + "=", 0) == 0) return line.substr(name.size() + 1);
   }
-  return "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
+  return "";
+}
+
+// The local cluster's endpoints, else the default local ports.
+std::string default_endpoints() {
+  const std::string local = local_cluster_setting("ENDPOINTS");
+  return local.empty() ? "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003" : local;
 }
 
 // Flags every cluster command shares.
@@ -39,12 +50,18 @@ struct Common {
   std::string endpoints = default_endpoints();
   std::uint64_t timeout_ms = 10000;
   bool json = false;
+  std::string tls_ca = local_cluster_setting("TLS_CA");  // a local cluster started with --tls
+  std::string tls_cert;
+  std::string tls_key;
 
   void add_to(cli::FlagSet& flags) {
     flags.string_flag("endpoints", &endpoints, "HOST:PORT,...",
                       "cluster client endpoints (default: the local cluster's, from $RAFTLOG_CLUSTER_DIR)");
     flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long");
     flags.bool_flag("json", &json, "machine-readable output (one JSON object per line)");
+    flags.string_flag("tls-ca", &tls_ca, "FILE", "speak TLS; trust the nodes' certificates signed by this CA (default: a local cluster's, if up --tls)");
+    flags.string_flag("tls-cert", &tls_cert, "FILE", "speak TLS with this client certificate (nodes started with --tls-ca)");
+    flags.string_flag("tls-key", &tls_key, "FILE", "private key of --tls-cert");
   }
 
   // nullptr (after printing why) when the endpoints are unusable.
@@ -57,6 +74,10 @@ struct Common {
     client::Options options;
     options.endpoints = parsed.value();
     options.retry_deadline_ms = static_cast<std::uint32_t>(timeout_ms);
+    options.tls.enabled = !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty();
+    options.tls.ca_file = tls_ca;
+    options.tls.cert_file = tls_cert;
+    options.tls.key_file = tls_key;
     auto c = client::Client::create(options);
     if (!c.ok()) {
       io.err << c.status().message() << "\n";
@@ -86,14 +107,20 @@ void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
 }  // namespace
 
 // --- status --------------------------------------------------------------------------------------
-int run_status(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
-  Common common;
-  cli::FlagSet flags(std::string(command_path), "Show every member's view: role, term, leader, indexes, peer lag.");
-  common.add_to(flags);
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
-  auto c = common.connect(io);
-  if (c == nullptr) return cli::kExitUsage;
-  const std::vector<client::EndpointStatus> all = c->status_all();
+namespace {
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
+// One round of `status`: every endpoint's answer. Returns the number of unreachable endpoints.
+int print_status(client::Client& c, const Common& common, const cli::Io& io) {
+  const std::vector<client::EndpointStatus> all = c.status_all();
   int unreachable = 0;
   if (!common.json) {
     io.out << std::left << std::setw(22) << "ENDPOINT" << std::setw(5) << "ID" << std::setw(11) << "ROLE"
@@ -137,7 +164,75 @@ int run_status(std::string_view command_path, std::span<const std::string> args,
              << " entries, last contact " << p.last_contact_ms << " ms ago" << (p.probing ? ", probing" : "") << "\n";
     }
   }
-  return unreachable == static_cast<int>(all.size()) ? cli::kExitFailure : cli::kExitOk;
+  return unreachable;
+}
+
+}  // namespace
+
+int run_status(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  bool watch = false;
+  std::uint64_t interval_ms = 1000;
+  std::uint64_t count = 0;
+  cli::FlagSet flags(std::string(command_path),
+                     "Show every member's view: role, term, leader, indexes, per-peer lag and last contact.");
+  common.add_to(flags);
+  flags.bool_flag("watch", &watch, "refresh every --interval-ms until interrupted (or --count rounds)");
+  flags.uint_flag("interval-ms", &interval_ms, "MS",
+                  "with --watch: time between rounds (" + std::to_string(kMinWatchIntervalMs) + ".." +
+                      std::to_string(kMaxWatchIntervalMs) + ")");
+  flags.uint_flag("count", &count, "N", "with --watch: stop after N rounds (0 = until interrupted)");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (interval_ms < kMinWatchIntervalMs || interval_ms > kMaxWatchIntervalMs) {
+    io.err << "--interval-ms must be in [" << kMinWatchIntervalMs << ", " << kMaxWatchIntervalMs << "]\n";
+    return cli::kExitUsage;
+  }
+  if (!watch && (flags.was_set("interval-ms") || flags.was_set("count"))) {
+    io.err << "--interval-ms and --count need --watch\n";
+    return cli::kExitUsage;
+  }
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  const std::size_t endpoints = client::parse_endpoints(common.endpoints).value().size();
+  if (!watch) {
+    return print_status(*c, common, io) == static_cast<int>(endpoints) ? cli::kExitFailure : cli::kExitOk;
+  }
+  // Watching: rounds until interrupted (SIGINT ends the process) or `count` rounds; the exit code is
+  // that of the last round.
+  int unreachable = 0;
+  for (std::uint64_t round = 0; count == 0 || round < count; ++round) {
+    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    if (!common.json) io.out << "--- " << utc_now() << "\n";
+    unreachable = print_status(*c, common, io);
+    io.out.flush();
+  }
+  return unreachable == static_cast<int>(endpoints) ? cli::kExitFailure : cli::kExitOk;
+}
+
+// --- health --------------------------------------------------------------------------------------
+int run_health(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  std::string service;
+  cli::FlagSet flags(std::string(command_path),
+                     "Ask every endpoint's grpc.health.v1 service; exit 0 only if all are SERVING (for probes).");
+  common.add_to(flags);
+  flags.string_flag("service", &service, "NAME", "service to ask about: \"\" (the node) or raftlog.v1.Log");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  bool all_serving = true;
+  const std::vector<std::string> endpoints = client::parse_endpoints(common.endpoints).value();
+  for (const std::string& endpoint : endpoints) {
+    const client::Result<client::HealthState> state = c->health(endpoint, service);
+    const std::string text = state.ok() ? client::to_string(state.value()) : "unreachable: " + state.status().message();
+    all_serving = all_serving && state.ok() && state.value() == client::HealthState::kServing;
+    if (common.json) {
+      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"status\":" << json_string(text) << "}\n";
+    } else {
+      io.out << std::left << std::setw(22) << endpoint << text << "\n";
+    }
+  }
+  return all_serving ? cli::kExitOk : cli::kExitFailure;
 }
 
 // --- append --------------------------------------------------------------------------------------

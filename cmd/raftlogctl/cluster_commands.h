@@ -1,6 +1,6 @@
-// `raftlogctl status|append|read|tail|transfer-leader|flush`: commands against a running cluster,
-// through the client library. Each takes --endpoints (default: the local cluster started by
-// deploy/local/cluster), --timeout-ms and --json.
+// `raftlogctl status|health|append|read|tail|transfer-leader|flush`: commands against a running
+// cluster, through the client library. Each takes --endpoints (default: the local cluster started by
+// deploy/local/cluster), --timeout-ms, --json and the TLS flags --tls-ca/--tls-cert/--tls-key.
 #pragma once
 
 #include <span>
@@ -12,6 +12,7 @@
 namespace raftlog::ctl {
 
 int run_status(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_health(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_append(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_read(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_tail(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);

@@ -13,6 +13,8 @@ namespace {
 constexpr raftlog::cli::Command kCommands[] = {
     {"status", "show every member: role, term, leader, indexes, peer lag and last contact",
      raftlog::ctl::run_status, nullptr},
+    {"health", "ask each node's gRPC health service; exit 0 only if every node is SERVING",
+     raftlog::ctl::run_health, nullptr},
     {"append", "append entries (--value TEXT, or one per stdin line) and print their indexes",
      raftlog::ctl::run_append, nullptr},
     {"read", "print committed entries (--from, --count, --linearizable)", raftlog::ctl::run_read, nullptr},

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "server/node_tls.h"
 #include "server/server.h"
 
 namespace {
@@ -106,6 +107,11 @@ int main(int argc, char** argv) {
   std::uint64_t max_entries_per_append = config.max_entries_per_append;
   std::uint64_t append_timeout_ms = config.append_timeout_ms;
   std::uint64_t shutdown_grace_ms = config.shutdown_grace_ms;
+  std::uint64_t max_append_bytes = 0;  // 0: max(8 MiB, --max-entry-size)
+  std::uint64_t max_read_entries = config.max_read_entries;
+  std::uint64_t max_read_bytes = config.max_read_bytes;
+  std::uint64_t max_tail_streams = config.max_tail_streams;
+  std::uint64_t max_streams_per_connection = config.max_concurrent_streams_per_connection;
 
   FlagSet flags("raftlogd", "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
   flags.uint_flag("id", &node_id, "ID", "this node's id (non-zero, one of --members)");
@@ -125,9 +131,26 @@ int main(int argc, char** argv) {
   flags.bytes_flag("segment-size", &segment_size_bytes, "BYTES", "size of each segment file (64KiB..16GiB)");
   flags.bytes_flag("max-entry-size", &max_entry_size_bytes, "BYTES", "largest entry payload accepted");
   flags.uint_flag("max-entries-per-append", &max_entries_per_append, "N", "most entries in one Append call");
+  flags.bytes_flag("max-append-bytes", &max_append_bytes, "BYTES",
+                   "most payload bytes in one Append call (0: max(8MiB, --max-entry-size))");
+  flags.uint_flag("max-read-entries", &max_read_entries, "N", "most entries in one Read response or Tail message");
+  flags.bytes_flag("max-read-bytes", &max_read_bytes, "BYTES", "most payload bytes in one Read response or Tail message");
+  flags.uint_flag("max-tail-streams", &max_tail_streams, "N", "concurrent Tail streams on this node");
+  flags.uint_flag("max-streams-per-connection", &max_streams_per_connection, "N",
+                  "concurrent RPCs one client connection may have open (HTTP/2 streams)");
   flags.uint_flag("append-timeout-ms", &append_timeout_ms, "MS",
                   "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)");
   flags.uint_flag("shutdown-grace-ms", &shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
+  flags.string_flag("tls-cert", &config.client_tls.cert_path, "FILE",
+                    "PEM certificate the port presents (its SANs must name this node's --members host); enables TLS");
+  flags.string_flag("tls-key", &config.client_tls.key_path, "FILE", "PEM private key of --tls-cert");
+  flags.string_flag("tls-ca", &config.client_tls.ca_path, "FILE",
+                    "clients must present a certificate signed by this CA (mutual TLS for clients); optional");
+  flags.string_flag("peer-tls-cert", &config.peer_tls.cert_path, "FILE",
+                    "PEM certificate this node presents to its peers (mutual TLS between peers)");
+  flags.string_flag("peer-tls-key", &config.peer_tls.key_path, "FILE", "PEM private key of --peer-tls-cert");
+  flags.string_flag("peer-tls-ca", &config.peer_tls.ca_path, "FILE",
+                    "the cluster CA: peers whose certificate it did not sign are refused");
   flags.string_flag("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
   flags.string_flag("config", &config_path, "FILE", "read options from FILE (name = value lines)");
 
@@ -186,8 +209,24 @@ int main(int argc, char** argv) {
   config.max_entries_per_append = static_cast<std::uint32_t>(max_entries_per_append);
   config.append_timeout_ms = static_cast<std::uint32_t>(append_timeout_ms);
   config.shutdown_grace_ms = static_cast<std::uint32_t>(shutdown_grace_ms);
-  config.max_append_bytes = std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
+  config.max_append_bytes = max_append_bytes != 0
+                                ? max_append_bytes
+                                : std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
+  if (max_read_entries > UINT32_MAX || max_tail_streams > UINT32_MAX || max_streams_per_connection > INT32_MAX) {
+    std::cerr << "raftlogd: --max-read-entries, --max-tail-streams or --max-streams-per-connection is too large\n";
+    return raftlog::cli::kExitUsage;
+  }
+  config.max_read_entries = static_cast<std::uint32_t>(max_read_entries);
+  config.max_read_bytes = max_read_bytes;
+  config.max_tail_streams = static_cast<std::uint32_t>(max_tail_streams);
+  config.max_concurrent_streams_per_connection = static_cast<std::uint32_t>(max_streams_per_connection);
   if (std::string problem = raftlog::server::validate(config); !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  // Certificate problems are configuration errors too: report them before touching the data.
+  raftlog::server::NodeTls tls;
+  if (std::string problem = raftlog::server::load_node_tls(config, &tls); !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";
     return raftlog::cli::kExitUsage;
   }

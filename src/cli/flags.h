@@ -24,7 +24,7 @@ inline constexpr int kExitFailure = 1;  // the command ran and found a problem (
 inline constexpr int kExitUsage = 2;    // the command line itself was wrong
 
 // Upper bound on the flags one command can define; keeps usage text and lookups trivially small.
-inline constexpr std::size_t kMaxFlagsPerCommand = 32;
+inline constexpr std::size_t kMaxFlagsPerCommand = 64;
 
 enum class ParseStatus {
   kOk,

@@ -1,12 +1,16 @@
 #include "client/client.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
+#include <future>
 #include <map>
+#include <sstream>
 #include <mutex>
 #include <random>
 #include <set>
@@ -250,8 +254,92 @@ std::string validate_options(const Options& options) {
   if (options.max_message_bytes < 1024 || options.max_message_bytes > kMaxMessageBytesBound) {
     return "max_message_bytes must be in [1024, " + std::to_string(kMaxMessageBytesBound) + "]";
   }
+  if (!options.tls.enabled && (!options.tls.ca_file.empty() || !options.tls.cert_file.empty() ||
+                               !options.tls.key_file.empty())) {
+    return "TLS files are given but tls.enabled is false";
+  }
+  if (options.tls.cert_file.empty() != options.tls.key_file.empty()) {
+    return "a TLS client certificate needs both cert_file and key_file";
+  }
   return {};
 }
+
+const char* to_string(HealthState state) {
+  switch (state) {
+    case HealthState::kUnknown: return "UNKNOWN";
+    case HealthState::kServing: return "SERVING";
+    case HealthState::kNotServing: return "NOT_SERVING";
+    case HealthState::kServiceUnknown: return "SERVICE_UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+namespace {
+
+// A PEM file is small; a larger one is a mistake.
+constexpr std::size_t kMaxPemFileBytes = 1 << 20;
+
+Status read_pem_file(const std::string& what, const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status(StatusCode::kInvalidArgument, "cannot read TLS " + what + " file " + path);
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  *out = buffer.str();
+  if (out->size() > kMaxPemFileBytes || out->find("-----BEGIN") == std::string::npos) {
+    return Status(StatusCode::kInvalidArgument, "TLS " + what + " file " + path + " is not a PEM file");
+  }
+  return {};
+}
+
+Result<std::shared_ptr<grpc::ChannelCredentials>> channel_credentials(const TlsOptions& tls) {
+  if (!tls.enabled) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (!tls.ca_file.empty()) {
+    if (Status s = read_pem_file("CA", tls.ca_file, &ssl.pem_root_certs); !s.ok()) return s;
+  }
+  if (!tls.cert_file.empty()) {
+    if (Status s = read_pem_file("certificate", tls.cert_file, &ssl.pem_cert_chain); !s.ok()) return s;
+    if (Status s = read_pem_file("key", tls.key_file, &ssl.pem_private_key); !s.ok()) return s;
+  }
+  return grpc::SslCredentials(ssl);
+}
+
+// grpc.health.v1 messages, encoded by hand: HealthCheckRequest{string service = 1} and
+// HealthCheckResponse{ServingStatus status = 1}. Debian ships no generated code for health.proto.
+std::string encode_health_request(const std::string& service) {
+  std::string out;
+  if (service.empty()) return out;
+  out.push_back('\x0a');  // field 1, length-delimited
+  std::size_t length = service.size();
+  while (length >= 0x80) {
+    out.push_back(static_cast<char>((length & 0x7f) | 0x80));
+    length >>= 7;
+  }
+  out.push_back(static_cast<char>(length));
+  return out + service;
+}
+
+// The status field of a HealthCheckResponse (0 when absent, as proto3 omits defaults).
+bool decode_health_response(const std::string& bytes, std::uint64_t* status) {
+  *status = 0;
+  std::size_t at = 0;
+  // Bounded by the response size: every iteration consumes at least one byte.
+  while (at < bytes.size()) {
+    const auto tag = static_cast<unsigned char>(bytes[at++]);
+    if (tag != 0x08) return false;  // only field 1 (varint) is defined
+    std::uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (at >= bytes.size()) return false;
+      const auto byte = static_cast<unsigned char>(bytes[at++]);
+      value |= std::uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) break;
+    }
+    *status = value;
+  }
+  return true;
+}
+
+}  // namespace
 
 class Client::Impl {
  public:
@@ -275,6 +363,8 @@ class Client::Impl {
   std::vector<EndpointStatus> status_all();
   Result<TransferResult> transfer_leadership(std::uint64_t target_id);
   Result<std::uint64_t> flush(const std::string& endpoint);
+  Result<HealthState> health(const std::string& endpoint, const std::string& service);
+  void set_credentials(std::shared_ptr<grpc::ChannelCredentials> credentials) { credentials_ = std::move(credentials); }
 
  private:
   std::shared_ptr<grpc::Channel> channel(const std::string& endpoint);
@@ -293,6 +383,7 @@ class Client::Impl {
   Status call_with_retries(std::string_view what, Attempt&& attempt, std::string* served_by);
 
   const Options options_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;  // set once by create(), before any call
   const std::uint64_t client_id_;
   std::mutex append_mu_;  // one append in flight per client: the server sees sequences in order
 
@@ -335,7 +426,7 @@ std::shared_ptr<grpc::Channel> Client::Impl::channel(const std::string& endpoint
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_min_ms));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.backoff_max_ms));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.call_timeout_ms));
-  auto created = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+  auto created = grpc::CreateCustomChannel(endpoint, credentials_, args);
   channels_.emplace(endpoint, created);
   return created;
 }
@@ -628,11 +719,45 @@ Result<std::uint64_t> Client::Impl::flush(const std::string& endpoint) {
   return response.flushed_index();
 }
 
+Result<HealthState> Client::Impl::health(const std::string& endpoint, const std::string& service) {
+  if (std::string problem = endpoint_problem(endpoint); !problem.empty()) {
+    return Status(StatusCode::kInvalidArgument, std::move(problem));
+  }
+  grpc::ClientContext context;
+  set_call_deadline(context, Clock::now() + Milliseconds(options_.call_timeout_ms));
+  const std::string request_bytes = encode_health_request(service);
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  grpc::GenericStub stub(channel(endpoint));
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  // Bounded by the call deadline set above.
+  const grpc::Status result = done.get_future().get();
+  if (result.error_code() == grpc::StatusCode::NOT_FOUND) return HealthState::kServiceUnknown;
+  if (!result.ok()) return from_grpc(result, context, endpoint);
+  std::vector<grpc::Slice> slices;
+  std::string bytes;
+  if (response.Dump(&slices).ok()) {
+    for (const grpc::Slice& part : slices) bytes.append(reinterpret_cast<const char*>(part.begin()), part.size());
+  }
+  std::uint64_t state = 0;
+  if (!decode_health_response(bytes, &state) || state > 3) {
+    return Status(StatusCode::kInternal, endpoint + ": malformed grpc.health.v1 response");
+  }
+  return static_cast<HealthState>(state);
+}
+
 Result<std::unique_ptr<Client>> Client::create(Options options) {
   if (std::string problem = validate_options(options); !problem.empty()) {
     return Status(StatusCode::kInvalidArgument, std::move(problem));
   }
-  return std::unique_ptr<Client>(new Client(std::make_unique<Impl>(std::move(options))));
+  Result<std::shared_ptr<grpc::ChannelCredentials>> credentials = channel_credentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  auto impl = std::make_unique<Impl>(std::move(options));
+  impl->set_credentials(std::move(credentials).value());
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -654,5 +779,8 @@ Result<TransferResult> Client::transfer_leadership(std::uint64_t target_id) {
   return impl_->transfer_leadership(target_id);
 }
 Result<std::uint64_t> Client::flush(const std::string& endpoint) { return impl_->flush(endpoint); }
+Result<HealthState> Client::health(const std::string& endpoint, const std::string& service) {
+  return impl_->health(endpoint, service);
+}
 
 }  // namespace raftlog::client

@@ -113,6 +113,15 @@ inline constexpr std::size_t kMaxEndpoints = 64;
 // INVALID_ARGUMENT. IPv6 hosts are written in brackets: "[::1]:7001".
 Result<std::vector<std::string>> parse_endpoints(std::string_view text);
 
+// TLS towards the nodes (docs/security.md). The server's certificate must name the host of the
+// endpoint dialled (an IP SAN for an IP address).
+struct TlsOptions {
+  bool enabled = false;
+  std::string ca_file;    // PEM CA certificates that sign the nodes' certificates; "" = system roots
+  std::string cert_file;  // with key_file: a client certificate, for nodes started with --tls-ca
+  std::string key_file;
+};
+
 struct Options {
   std::vector<std::string> endpoints;      // "host:port" each (see parse_endpoints), 1..kMaxEndpoints
   std::uint32_t call_timeout_ms = 2000;     // one attempt (one RPC)
@@ -122,6 +131,7 @@ struct Options {
   std::uint64_t client_id = 0;              // 0: a random non-zero id (std::random_device)
   std::uint64_t first_sequence = 1;         // sequence number of this client's first append (>= 1)
   std::size_t max_message_bytes = (64u << 20) + (64u << 10);  // gRPC send/receive bound per message
+  TlsOptions tls;                           // plaintext unless tls.enabled
 };
 
 // Empty when usable, otherwise a sentence naming the first problem.
@@ -190,6 +200,10 @@ struct EndpointStatus {
   Result<NodeStatus> status;
 };
 
+// grpc.health.v1 answers (the numbers are the protocol's).
+enum class HealthState { kUnknown = 0, kServing = 1, kNotServing = 2, kServiceUnknown = 3 };
+const char* to_string(HealthState state);  // "SERVING", "NOT_SERVING", ...
+
 struct TransferResult {
   std::uint64_t leader_id = 0;
   std::uint64_t term = 0;
@@ -207,7 +221,7 @@ using TailCallback = std::function<bool(const Entry& entry)>;
 
 class Client {
  public:
-  // INVALID_ARGUMENT when validate_options fails.
+  // INVALID_ARGUMENT when validate_options fails or a TLS file cannot be read.
   static Result<std::unique_ptr<Client>> create(Options options);
   ~Client();
   Client(const Client&) = delete;
@@ -241,6 +255,9 @@ class Client {
   Result<TransferResult> transfer_leadership(std::uint64_t target_id);
   // Forces a flush on `endpoint`; returns that node's flushed index. No retries.
   Result<std::uint64_t> flush(const std::string& endpoint);
+  // One grpc.health.v1.Health/Check call to `endpoint` for `service` ("" = the whole node,
+  // "raftlog.v1.Log"). No retries. NOT_FOUND from the server comes back as kServiceUnknown.
+  Result<HealthState> health(const std::string& endpoint, const std::string& service);
 
  private:
   class Impl;

@@ -6,6 +6,31 @@
 
 namespace raftlog::server {
 
+namespace {
+
+// Which TLS flags go together (the files themselves are checked by load_tls_material at start-up).
+std::string validate_tls(const NodeConfig& config) {
+  const TlsFiles& client = config.client_tls;
+  const TlsFiles& peer = config.peer_tls;
+  if (client.any() && (client.cert_path.empty() || client.key_path.empty())) {
+    return "--tls-cert and --tls-key must be given together (--tls-ca is optional: it makes clients present certificates)";
+  }
+  if (peer.any() && (peer.cert_path.empty() || peer.key_path.empty() || peer.ca_path.empty())) {
+    return "mutual TLS between peers needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca";
+  }
+  if (peer.any() && !client.any()) {
+    return "--peer-tls-* needs --tls-cert and --tls-key too: clients and peers share one port, which then "
+           "speaks only TLS (the same certificate may be given to both)";
+  }
+  if (client.any() && !peer.any() && config.members.size() > 1) {
+    return "--tls-cert on a multi-node cluster needs --peer-tls-cert, --peer-tls-key and --peer-tls-ca: peers "
+           "dial the same TLS port";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string validate(const NodeConfig& config) {
   if (config.node_id == 0) return "node id must be non-zero";
   if (!config.members.contains(config.node_id)) {
@@ -28,11 +53,19 @@ std::string validate(const NodeConfig& config) {
     return "max_append_bytes must be at least the maximum entry size";
   }
   if (config.max_read_entries == 0 || config.max_read_bytes == 0) return "read limits must be positive";
+  // gRPC message sizes are ints, and the node's message bounds are derived from these two.
+  if (config.max_append_bytes > (1ULL << 30) || config.max_read_bytes > (1ULL << 30)) {
+    return "max_append_bytes and max_read_bytes must be at most 1 GiB";
+  }
   if (config.max_pending_appends == 0 || config.max_input_queue == 0) return "queue bounds must be positive";
+  if (config.max_tail_streams == 0 || config.max_tail_streams > 65536) return "max_tail_streams must be in [1, 65536]";
+  if (config.max_concurrent_streams_per_connection < 16) {
+    return "max_concurrent_streams_per_connection must be at least 16 (a node's peers need one stream each)";
+  }
   if (config.dedup_sequences_per_client == 0 || config.dedup_max_clients == 0) {
     return "dedup bounds must be positive";
   }
-  return "";
+  return validate_tls(config);
 }
 
 std::size_t max_raft_message_bytes(const NodeConfig& config) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "server/tls_files.h"
 #include "store/options.h"
 
 namespace raftlog::server {
@@ -38,6 +39,9 @@ struct NodeConfig {
   std::uint32_t max_pending_appends = 16384;         // Append calls waiting for commit on this node
   std::uint32_t append_timeout_ms = 5000;            // an Append not committed by then fails (unknown outcome)
   std::uint32_t max_input_queue = 65536;             // bounded queue into the Raft loop thread
+  std::uint32_t max_tail_streams = 256;              // concurrent Tail streams on this node (one thread each)
+  // HTTP/2 streams (concurrent RPCs) one client connection may have open; more wait for a free slot.
+  std::uint32_t max_concurrent_streams_per_connection = 1024;
 
   // Idempotent appends: per client, the most recent `dedup_sequences_per_client` appends are
   // remembered, for at most `dedup_max_clients` clients (least recently used evicted). On restart the
@@ -49,6 +53,15 @@ struct NodeConfig {
 
   // Graceful shutdown (SIGTERM): longest time spent finishing in-flight work before closing.
   std::uint32_t shutdown_grace_ms = 3000;
+
+  // TLS (docs/security.md). Clients and peers share the listen port, so TLS is all or nothing on it.
+  // client_tls: the certificate and key the port presents; with ca_path, every caller must present
+  // a certificate signed by that CA (mutual TLS for clients too). peer_tls: all three files; the
+  // node's certificate for outgoing peer streams, and the cluster CA that a peer's certificate (in
+  // both directions) must chain to. A multi-node cluster needs both or neither.
+  TlsFiles client_tls;
+  TlsFiles peer_tls;
+  bool tls_enabled() const { return client_tls.any(); }
 };
 
 // Empty when valid; otherwise a message naming the offending field.

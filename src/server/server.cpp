@@ -1,13 +1,17 @@
 #include "server/server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 
 #include "server/client_services.h"
+#include "server/health_reporter.h"
 #include "server/node.h"
+#include "server/node_tls.h"
 #include "server/transport.h"
 
 namespace raftlog::server {
@@ -23,6 +27,36 @@ class TransportSender final : public MessageSender {
   PeerTransport* transport = nullptr;
 };
 
+// The one listen port serves clients and peers. Without TLS: plaintext. With TLS: the node's
+// certificate; callers' certificates are checked against the cluster CA (peers) and the client CA
+// (when given, which also makes a certificate mandatory). Without a client CA a caller may connect
+// without a certificate; the Peer service then refuses its streams (transport.cpp).
+std::shared_ptr<grpc::ServerCredentials> server_credentials(const NodeTls& tls) {
+  if (!tls.enabled) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({tls.port.key_pem, tls.port.cert_pem});
+  std::string roots = tls.peers_enabled ? tls.peer.ca_pem : "";
+  if (!tls.port.ca_pem.empty()) roots += (roots.empty() || roots.back() == '\n' ? "" : "\n") + tls.port.ca_pem;
+  ssl.pem_root_certs = roots;
+  if (!tls.port.ca_pem.empty()) {
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  } else if (tls.peers_enabled) {
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+  } else {
+    ssl.client_certificate_request = GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+// For the start-up log line: what the port demands.
+std::string describe(const NodeTls& tls) {
+  if (!tls.enabled) return "plaintext";
+  std::string text = "TLS";
+  if (!tls.port.ca_pem.empty()) text += ", client certificates required";
+  if (tls.peers_enabled) text += ", mutual TLS between peers";
+  return text;
+}
+
 }  // namespace
 
 class Server::Impl {
@@ -33,6 +67,7 @@ class Server::Impl {
   std::unique_ptr<PeerTransport> transport;
   std::unique_ptr<ClientServices> services;
   std::unique_ptr<grpc::Server> grpc_server;
+  std::unique_ptr<HealthReporter> health;
   std::string bound_address;
   bool shut_down = false;
 };
@@ -41,6 +76,11 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (impl->config.listen_address.empty()) impl->config.listen_address = config.members.at(config.node_id);
+  NodeTls tls;
+  if (std::string problem = load_node_tls(impl->config, &tls); !problem.empty()) {
+    *error = problem;
+    return nullptr;
+  }
 
   NodeError node_error;
   impl->node = Node::open(impl->config, &impl->sender, &node_error);
@@ -62,6 +102,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
       std::max<std::size_t>(transport_options.limits.max_entries_per_message, max_entries);
   transport_options.limits.max_message_bytes = std::max<std::size_t>(
       transport_options.limits.max_message_bytes, max_raft_message_bytes(impl->config) + max_entries * 64);
+  if (tls.peers_enabled) transport_options.tls = PeerTlsOptions{tls.peer.cert_pem, tls.peer.key_pem, tls.peer.ca_pem};
   // Stale messages are useless after a few election timeouts.
   transport_options.max_message_age_ms =
       std::max<std::uint32_t>(500, 2 * impl->config.election_ticks * impl->config.tick_ms);
@@ -74,15 +115,23 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
       transport_options, [node](raft::Message message) { node->receive(std::move(message)); });
   impl->sender.transport = impl->transport.get();
 
-  impl->services = std::make_unique<ClientServices>(node, ClientServiceLimits{});
+  ClientServiceLimits service_limits;
+  service_limits.max_tail_streams = impl->config.max_tail_streams;
+  impl->services = std::make_unique<ClientServices>(node, service_limits);
 
+  // Both process-wide switches act on builders created afterwards; repeating them is harmless.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(impl->config.listen_address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(impl->config.listen_address, server_credentials(tls), &bound_port);
   const std::size_t max_receive =
       std::max<std::size_t>(impl->transport->max_receive_message_bytes(), impl->config.max_append_bytes + (1 << 20));
+  const std::size_t max_send = std::max<std::size_t>(max_receive, impl->config.max_read_bytes + (1 << 20));
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_receive));
-  builder.SetMaxSendMessageSize(static_cast<int>(std::max<std::size_t>(max_receive, impl->config.max_read_bytes + (1 << 20))));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_send));
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             static_cast<int>(impl->config.max_concurrent_streams_per_connection));
   builder.RegisterService(impl->transport->service());
   for (grpc::Service* service : impl->services->services()) builder.RegisterService(service);
   impl->grpc_server = builder.BuildAndStart();
@@ -91,14 +140,22 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     impl->node->stop();
     return nullptr;
   }
+  // At once: gRPC's default health service starts out SERVING for "", and the node knows no leader yet.
+  impl->health = std::make_unique<HealthReporter>(impl->config.node_id, impl->grpc_server->GetHealthCheckService(),
+                                                  [node] { return node->status().leader_id != 0; });
   const std::string host = impl->config.listen_address.substr(0, impl->config.listen_address.rfind(':'));
   impl->bound_address = host + ":" + std::to_string(bound_port);
 
+  spdlog::info("node {}: limits: gRPC messages {} bytes in / {} bytes out, {} streams per connection, {} Tail "
+               "streams, Append {} entries / {} bytes, Read {} entries / {} bytes",
+               impl->config.node_id, max_receive, max_send, impl->config.max_concurrent_streams_per_connection,
+               impl->config.max_tail_streams, impl->config.max_entries_per_append, impl->config.max_append_bytes,
+               impl->config.max_read_entries, impl->config.max_read_bytes);
   impl->transport->start();
   impl->node->start();
-  spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {})", impl->config.node_id,
+  spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {}, {})", impl->config.node_id,
                impl->bound_address, impl->config.cluster_id, impl->config.members.size(),
-               store::to_string(impl->config.store.flush_mode));
+               store::to_string(impl->config.store.flush_mode), describe(tls));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -115,6 +172,8 @@ void Server::shutdown() {
   // the store cleanly; only then does the gRPC server stop.
   // The transport stops before the gRPC server: inbound peer streams never end by themselves, and
   // Shutdown() would otherwise wait out its whole deadline for them.
+  // Probes fail first, so load balancers and Kubernetes stop sending work while the node drains.
+  impl_->health->stop();
   impl_->services->shutdown();
   impl_->node->stop();
   impl_->transport->stop();

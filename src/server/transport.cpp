@@ -16,6 +16,7 @@
 
 #include "raftlog/peer/v1/peer.grpc.pb.h"
 #include "server/check.h"
+#include "server/tls_files.h"
 
 namespace raftlog::server {
 
@@ -157,6 +158,9 @@ class PeerTransport::Impl {
     Impl* impl_;
   };
 
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials() const;
+  // "" when the caller may open a peer stream (always without TLS), else why not.
+  std::string authenticate_inbound(const grpc::ServerContext& context) const;
   void run_sender(PeerLink& link);
   bool wait_until_ready(PeerLink& link, std::string* error);
   bool pump_stream(PeerLink& link, std::string* error);
@@ -215,10 +219,35 @@ PeerTransport::Impl::Impl(PeerTransportOptions options, MessageHandler on_messag
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.connect_timeout_ms));
     // One connection per peer link, not shared process-wide (tests run several nodes in a process).
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    link->channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    link->channel = grpc::CreateCustomChannel(address, channel_credentials(), args);
     link->stub = pb::Peer::NewStub(link->channel);
     links_.emplace(id, std::move(link));
   }
+}
+
+std::shared_ptr<grpc::ChannelCredentials> PeerTransport::Impl::channel_credentials() const {
+  if (!options_.tls.has_value()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options_.tls->ca_pem;
+  ssl.pem_private_key = options_.tls->key_pem;
+  ssl.pem_cert_chain = options_.tls->cert_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+std::string PeerTransport::Impl::authenticate_inbound(const grpc::ServerContext& context) const {
+  if (!options_.tls.has_value()) return "";
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) {
+    return "peer streams need a TLS client certificate from the cluster CA; none was presented";
+  }
+  std::vector<grpc::string_ref> chain = auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME);
+  if (chain.empty()) chain = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  if (chain.empty()) return "peer streams need a TLS client certificate from the cluster CA; none was found";
+  const std::string pem(chain.front().data(), chain.front().size());
+  if (std::string problem = verify_certificate_chain(pem, options_.tls->ca_pem); !problem.empty()) {
+    return "the caller's certificate is not from the cluster CA (" + problem + ")";
+  }
+  return "";
 }
 
 void PeerTransport::Impl::start() {
@@ -532,6 +561,10 @@ grpc::Status PeerTransport::Impl::handle_stream(grpc::ServerContext* context,
     unregister_inbound(context, /*rejected=*/true);
     return grpc::Status(code, message);
   };
+
+  if (std::string problem = authenticate_inbound(*context); !problem.empty()) {
+    return reject(grpc::StatusCode::UNAUTHENTICATED, problem);
+  }
 
   pb::RaftMessage wire;
   raft::Message message;

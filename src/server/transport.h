@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,17 @@ class Service;
 }  // namespace grpc
 
 namespace raftlog::server {
+
+// Mutual TLS between peers (PEM contents, already checked by load_node_tls). Outgoing streams present
+// cert/key and accept only a peer whose certificate chains to ca and names the dialled host; an
+// inbound stream whose caller did not present a certificate chaining to ca ends with UNAUTHENTICATED
+// (the gRPC server's TLS handshake does the cryptography; this check makes sure a client certificate
+// from another CA trusted on the shared port cannot open a peer stream).
+struct PeerTlsOptions {
+  std::string cert_pem;
+  std::string key_pem;
+  std::string ca_pem;
+};
 
 struct PeerTransportOptions {
   std::string cluster_id;  // non-empty; stamped on every message and checked on every inbound one
@@ -65,6 +77,10 @@ struct PeerTransportOptions {
 
   // Inbound and outbound size and entry-count bounds for one message.
   MessageLimits limits;
+
+  // Plaintext when empty. With TLS the node's gRPC server must use TLS server credentials that
+  // request client certificates (server.cpp does).
+  std::optional<PeerTlsOptions> tls;
 
   // Reconnect backoff after a failed connect or a broken stream: doubles from min to max, with up to
   // 25% random jitter, and resets to min once a stream has delivered a message.

@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "testing/test_certificates.h"
+
 namespace raftlog::testing {
 
 namespace {
@@ -49,6 +51,53 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
   if (made == nullptr) throw std::runtime_error("mkdtemp failed");
   root_ = made;
   for (int id = 1; id <= options_.nodes; ++id) ports_[id] = free_loopback_port();
+  if (options_.tls) make_certificates();
+}
+
+void LocalCluster::make_certificates() {
+  std::filesystem::create_directories(tls_dir());
+  const CertificateFiles ca = make_certificate_authority(tls_dir(), "ca");
+  const CertificateFiles rogue_ca = make_certificate_authority(tls_dir(), "rogue-ca");
+  for (int id = 1; id <= options_.nodes; ++id) {
+    const bool rogue = std::find(options_.tls_rogue_nodes.begin(), options_.tls_rogue_nodes.end(), id) !=
+                       options_.tls_rogue_nodes.end();
+    make_signed_certificate(rogue ? rogue_ca : ca, tls_dir(), "node" + std::to_string(id));
+  }
+  make_signed_certificate(ca, tls_dir(), "client");
+  // A rogue node trusts both CAs: it can check the real nodes' certificates and dial them, but has
+  // no certificate the cluster CA signed.
+  std::ofstream bundle(tls_dir() + "/rogue-trust.crt");
+  for (const std::string& path : {rogue_ca.cert_path, ca.cert_path}) {
+    std::ifstream in(path);
+    bundle << in.rdbuf();
+  }
+}
+
+std::vector<std::string> LocalCluster::tls_flags(int id) const {
+  if (!options_.tls) return {};
+  const std::string node = tls_dir() + "/node" + std::to_string(id);
+  const bool rogue = std::find(options_.tls_rogue_nodes.begin(), options_.tls_rogue_nodes.end(), id) !=
+                     options_.tls_rogue_nodes.end();
+  std::vector<std::string> flags = {"--tls-cert", node + ".crt", "--tls-key", node + ".key",
+                                    "--peer-tls-cert", node + ".crt", "--peer-tls-key", node + ".key",
+                                    "--peer-tls-ca", tls_dir() + (rogue ? "/rogue-trust.crt" : "/ca.crt")};
+  if (options_.tls_client_certificates) {
+    flags.push_back("--tls-ca");
+    flags.push_back(tls_dir() + "/ca.crt");
+  }
+  return flags;
+}
+
+client::TlsOptions LocalCluster::client_tls() const {
+  client::TlsOptions tls;
+  if (!options_.tls) return tls;
+  tls.enabled = true;
+  tls.ca_file = tls_dir() + "/ca.crt";
+  if (options_.tls_client_certificates) {
+    tls.cert_file = tls_dir() + "/client.crt";
+    tls.key_file = tls_dir() + "/client.key";
+  }
+  return tls;
 }
 
 LocalCluster::~LocalCluster() {
@@ -90,6 +139,8 @@ void LocalCluster::start(int id) {
       "--segment-size", std::to_string(options_.segment_size_bytes),
       "--max-entry-size", std::to_string(options_.max_entry_size_bytes),
   };
+  const std::vector<std::string> tls = tls_flags(id);
+  args.insert(args.end(), tls.begin(), tls.end());
   args.insert(args.end(), options_.extra_flags.begin(), options_.extra_flags.end());
   const std::string log = log_file(id);
   const pid_t pid = ::fork();
@@ -155,6 +206,7 @@ std::optional<client::NodeStatus> LocalCluster::status(int id) {
   client::Options options;
   options.endpoints = {address(id)};
   options.call_timeout_ms = 500;
+  options.tls = client_tls();
   auto c = client::Client::create(options);
   if (!c.ok()) return std::nullopt;
   auto s = c.value()->status(address(id));
@@ -192,6 +244,7 @@ bool LocalCluster::wait_for_commit(int id, std::uint64_t index, std::chrono::mil
 
 std::unique_ptr<client::Client> LocalCluster::client(client::Options options, const std::vector<int>& only_ids) {
   options.endpoints.clear();
+  if (!options.tls.enabled) options.tls = client_tls();
   for (int id = 1; id <= options_.nodes; ++id) {
     if (only_ids.empty() || std::find(only_ids.begin(), only_ids.end(), id) != only_ids.end()) {
       options.endpoints.push_back(address(id));

@@ -25,6 +25,17 @@ struct LocalClusterOptions {
   std::uint64_t segment_size_bytes = 1 << 20;  // small segments exercise roll-over
   std::uint64_t max_entry_size_bytes = 16 << 10;  // must fit a segment
   std::vector<std::string> extra_flags;        // appended to every raftlogd command line
+
+  // TLS (docs/security.md): the cluster makes a CA ("ca") and one certificate per node with the
+  // openssl CLI, starts every node with --tls-cert/--tls-key and --peer-tls-*, and its own clients
+  // (status, wait_for_leader, client(), read_all) trust the CA.
+  bool tls = false;
+  // With tls: nodes also get --tls-ca, so every client must present a certificate; LocalCluster's
+  // own clients present tls_dir()/client.crt (signed by the CA).
+  bool tls_client_certificates = false;
+  // With tls: these nodes get a certificate from another CA ("rogue-ca") and trust both CAs
+  // (tls_dir()/rogue-trust.crt): they can dial the real nodes but must not be able to join.
+  std::vector<int> tls_rogue_nodes;
 };
 
 class LocalCluster {
@@ -49,6 +60,10 @@ class LocalCluster {
   std::string endpoints() const;  // every node, comma-separated
   std::string data_dir(int id) const;
   std::string log_file(int id) const;
+  // With options.tls: where the certificates are (ca.crt, rogue-ca.crt, rogue-trust.crt,
+  // node<N>.crt/.key, client.crt/.key), and the TLS options LocalCluster's own clients use.
+  std::string tls_dir() const { return root_ + "/tls"; }
+  client::TlsOptions client_tls() const;
 
   // Polls the running nodes until one is leader and a majority of nodes agree on it; returns its id
   // or 0 after `timeout`.
@@ -72,6 +87,9 @@ class LocalCluster {
   std::string root_;
   std::map<int, int> ports_;
   std::map<int, pid_t> pids_;
+
+  void make_certificates();
+  std::vector<std::string> tls_flags(int id) const;
 };
 
 }  // namespace raftlog::testing

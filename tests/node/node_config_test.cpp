@@ -58,6 +58,22 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
       {"input queue zero", [](NodeConfig& c) { c.max_input_queue = 0; }, "queue bounds"},
       {"dedup sequences zero", [](NodeConfig& c) { c.dedup_sequences_per_client = 0; }, "dedup"},
       {"dedup clients zero", [](NodeConfig& c) { c.dedup_max_clients = 0; }, "dedup"},
+      {"tail streams zero", [](NodeConfig& c) { c.max_tail_streams = 0; }, "max_tail_streams"},
+      {"streams per connection below peers", [](NodeConfig& c) { c.max_concurrent_streams_per_connection = 8; },
+       "max_concurrent_streams_per_connection"},
+      {"read bytes over 1 GiB", [](NodeConfig& c) { c.max_read_bytes = (1ULL << 30) + 1; }, "at most 1 GiB"},
+      {"tls cert without key", [](NodeConfig& c) { c.client_tls.cert_path = "a.crt"; }, "--tls-key"},
+      {"tls ca alone", [](NodeConfig& c) { c.client_tls.ca_path = "ca.crt"; }, "--tls-cert and --tls-key"},
+      {"peer tls without ca",
+       [](NodeConfig& c) {
+         c.client_tls = {"a.crt", "a.key", ""};
+         c.peer_tls = {"a.crt", "a.key", ""};
+       },
+       "all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca"},
+      {"peer tls without port tls", [](NodeConfig& c) { c.peer_tls = {"a.crt", "a.key", "ca.crt"}; },
+       "share one port"},
+      {"port tls on a cluster without peer tls", [](NodeConfig& c) { c.client_tls = {"a.crt", "a.key", ""}; },
+       "peers dial the same TLS port"},
   };
   for (const Case& test_case : cases) {
     NodeConfig config = valid_config();
@@ -66,6 +82,20 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
     EXPECT_NE(problem.find(test_case.expected_words), std::string::npos)
         << test_case.name << ": got \"" << problem << "\"";
   }
+}
+
+TEST(NodeConfigValidate, TlsCombinationsThatWorkAreAccepted) {
+  NodeConfig config = valid_config();
+  config.client_tls = {"a.crt", "a.key", ""};
+  config.peer_tls = {"a.crt", "a.key", "ca.crt"};
+  EXPECT_EQ(validate(config), "");
+  config.client_tls.ca_path = "clients-ca.crt";  // client certificates required too
+  EXPECT_EQ(validate(config), "");
+  NodeConfig single = valid_config();
+  single.node_id = 1;
+  single.members = {{1, "127.0.0.1:7001"}};
+  single.client_tls = {"a.crt", "a.key", ""};  // one node has no peers to dial it
+  EXPECT_EQ(validate(single), "");
 }
 
 TEST(NodeConfigValidate, BoundaryValuesAreAccepted) {

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -527,6 +528,51 @@ TEST(Endpoints, ParsesAndRejects) {
   options.backoff_min_ms = 100;
   options.backoff_max_ms = 10;
   EXPECT_FALSE(Client::create(options).ok());
+}
+
+TEST(Endpoints, TlsOptionsAreCheckedAtCreate) {
+  char pattern[] = "/tmp/raftlog-client-tls.XXXXXX";
+  const int fd = ::mkstemp(pattern);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "not a certificate\n", 18), 18);
+  ::close(fd);
+  const std::string not_pem = pattern;
+  Options options;
+  options.endpoints = {"127.0.0.1:1"};
+  options.tls.ca_file = not_pem;  // files without enabled: a mistake, not silently plaintext
+  auto created = Client::create(options);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.status().message().find("tls.enabled"), std::string::npos) << created.status().to_string();
+
+  options.tls.enabled = true;
+  options.tls.ca_file = "/nonexistent/ca.crt";
+  created = Client::create(options);
+  ASSERT_FALSE(created.ok());
+  EXPECT_EQ(created.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(created.status().message().find("cannot read TLS CA file /nonexistent/ca.crt"), std::string::npos)
+      << created.status().to_string();
+
+  options.tls.ca_file = not_pem;  // readable, but not PEM
+  created = Client::create(options);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.status().message().find("is not a PEM file"), std::string::npos) << created.status().to_string();
+
+  options.tls.ca_file.clear();  // system roots
+  options.tls.cert_file = "/nonexistent/client.crt";
+  created = Client::create(options);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.status().message().find("cert_file and key_file"), std::string::npos) << created.status().to_string();
+
+  options.tls.cert_file.clear();
+  EXPECT_TRUE(Client::create(options).ok());  // TLS with the system's roots
+  ::unlink(not_pem.c_str());
+}
+
+TEST(HealthState, NamesFollowTheProtocol) {
+  EXPECT_STREQ(to_string(HealthState::kServing), "SERVING");
+  EXPECT_STREQ(to_string(HealthState::kNotServing), "NOT_SERVING");
+  EXPECT_STREQ(to_string(HealthState::kServiceUnknown), "SERVICE_UNKNOWN");
+  EXPECT_EQ(static_cast<int>(HealthState::kNotServing), 2);  // grpc.health.v1 ServingStatus numbers
 }
 
 TEST(ErrorInfo, StatusToStringNamesTheCode) {

@@ -1,0 +1,53 @@
+// HealthReporter: keeps the standard gRPC health service (grpc.health.v1.Health) of a node in step
+// with the node's state. Meaning (docs/operations.md): a node is SERVING when it has finished
+// recovery (the gRPC server only starts after Node::open recovered the store) and knows a leader of
+// its current term (itself or another node); NOT_SERVING otherwise, and from the start of a graceful
+// shutdown on. The overall service "" and kServiceName carry the same status.
+//
+// A thread polls the node's status every poll_interval_ms (a status copy is cheap), so a change is
+// visible within that bound; probes never touch the Raft loop.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace grpc {
+class HealthCheckServiceInterface;
+}  // namespace grpc
+
+namespace raftlog::server {
+
+class HealthReporter {
+ public:
+  static constexpr const char* kServiceName = "raftlog.v1.Log";
+  static constexpr std::uint32_t kDefaultPollIntervalMs = 100;
+
+  // `serving` answers the question above; it is called from the reporter's thread. `health` is the
+  // server's default health service (must outlive the reporter).
+  HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health, std::function<bool()> serving,
+                 std::uint32_t poll_interval_ms = kDefaultPollIntervalMs);
+  ~HealthReporter();  // stop()
+  HealthReporter(const HealthReporter&) = delete;
+  HealthReporter& operator=(const HealthReporter&) = delete;
+
+  // Stops polling and marks every service NOT_SERVING for good (probes fail from now on). Idempotent.
+  void stop();
+
+ private:
+  void run(bool last);  // `last`: the status published so far
+  void publish(bool serving);
+
+  const std::uint64_t node_id_;  // for log lines
+  grpc::HealthCheckServiceInterface* const health_;
+  const std::function<bool()> serving_;
+  const std::uint32_t poll_interval_ms_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace raftlog::server
