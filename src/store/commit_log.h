@@ -233,6 +233,16 @@ class CommitLog {
   std::uint64_t flushed_index() const;
 
   FlushStats stats() const;
+  // Space the log takes: segment files count at their full (preallocated) size, index files at
+  // their allocated size. For metrics and retention.
+  struct DiskUsage {
+    std::uint64_t segments = 0;
+    std::uint64_t bytes = 0;
+  };
+  DiskUsage disk_usage() const;
+  // Bytes of the entries after `index` up to last_index() (record bytes: headers included). For
+  // replication lag in bytes. `index` below first_index() - 1 counts from the first entry.
+  std::uint64_t bytes_after(std::uint64_t index) const;
   const RecoveryReport& recovery_report() const;
   const std::string& dir() const;
   const Options& options() const;

@@ -55,6 +55,8 @@ class CommitLog::Impl {
   Result<std::uint64_t> term_at(std::uint64_t index) const;
   Status close();
   FlushStats stats() const;
+  DiskUsage disk_usage() const;
+  std::uint64_t bytes_after(std::uint64_t index) const;
 
   const std::string dir_;
   const Options options_;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <thread>
 
+#include "store/entry_format.h"
 #include "store/segment_format.h"
 #include "test_util.h"
 
@@ -327,6 +328,45 @@ TEST(PosixEnvTest, ReadOnlyOpenCannotModify) {
   ASSERT_TRUE(map.ok());
   EXPECT_EQ((*map)->data()[100], 'a');
   EXPECT_FALSE(env->open_read_only(dir.path() + "/missing").ok());
+}
+
+}  // namespace
+}  // namespace raftlog::store
+
+namespace raftlog::store {
+namespace {
+
+class CommitLogUsageTest : public ::testing::Test {
+ protected:
+  MemoryEnv env_;
+};
+
+TEST_F(CommitLogUsageTest, DiskUsageAndBytesAfterFollowTheLog) {
+  Options options = testing::small_options(&env_);
+  options.segment_size_bytes = Options::kMinSegmentSizeBytes;
+  auto opened = CommitLog::open("/log", options);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  auto log = std::move(opened).value();
+  EXPECT_EQ(log->bytes_after(0), 0U);
+  constexpr std::size_t kPayload = 1000;
+  const std::uint64_t record = entry_format::record_bytes(kPayload);
+  // 200 entries of ~1 KiB span several 64 KiB segments.
+  for (std::uint64_t first = 1; first <= 200; first += 20) {
+    auto batch = testing::make_batch(first, 20, 1, kPayload);
+    ASSERT_TRUE(log->append(batch.span()).ok());
+  }
+  const auto usage = log->disk_usage();
+  EXPECT_GE(usage.segments, 3U);
+  EXPECT_GE(usage.bytes, usage.segments * options.segment_size_bytes);
+  EXPECT_EQ(log->bytes_after(200), 0U);
+  EXPECT_EQ(log->bytes_after(199), record);
+  EXPECT_EQ(log->bytes_after(150), 50 * record);
+  EXPECT_EQ(log->bytes_after(0), 200 * record);  // across every segment
+  // Retention removes whole segments: usage shrinks, bytes_after counts from the first kept entry.
+  ASSERT_TRUE(log->truncate_prefix(150).ok());
+  const auto after_trim = log->disk_usage();
+  EXPECT_LT(after_trim.segments, usage.segments);
+  EXPECT_EQ(log->bytes_after(0), (200 - log->first_index() + 1) * record);
 }
 
 }  // namespace
