@@ -150,7 +150,9 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
         const client::PeerStatus& p = s.peers[i];
         io.out << (i == 0 ? "" : ",") << "{\"id\":" << p.id << ",\"match_index\":" << p.match_index
                << ",\"lag_entries\":" << p.lag_entries << ",\"last_contact_ms\":" << p.last_contact_ms
-               << ",\"probing\":" << (p.probing ? "true" : "false") << "}";
+               << ",\"probing\":" << (p.probing ? "true" : "false")
+               << ",\"lag_bytes\":" << p.lag_bytes
+               << ",\"behind_first_index\":" << (p.behind_first_index ? "true" : "false") << "}";
       }
       io.out << "]}\n";
       continue;
@@ -161,7 +163,8 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
            << s.flushed_index << client::to_string(s.flush_mode) << "\n";
     for (const client::PeerStatus& p : s.peers) {
       io.out << "    peer " << p.id << ": match " << p.match_index << ", lag " << p.lag_entries
-             << " entries, last contact " << p.last_contact_ms << " ms ago" << (p.probing ? ", probing" : "") << "\n";
+             << " entries, last contact " << p.last_contact_ms << " ms ago" << (p.probing ? ", probing" : "")
+             << (p.behind_first_index ? ", NEEDS TRIMMED ENTRIES: rebuild it (docs/operations.md)" : "") << "\n";
     }
   }
   return unreachable;
@@ -414,6 +417,47 @@ int run_flush(std::string_view command_path, std::span<const std::string> args, 
       io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"flushed_index\":" << r.value() << "}\n";
     } else {
       io.out << endpoint << ": flushed through index " << r.value() << "\n";
+    }
+  }
+  return failures == 0 ? cli::kExitOk : cli::kExitFailure;
+}
+
+// --- trim ----------------------------------------------------------------------------------------
+int run_trim(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  std::uint64_t before_index = 0;
+  cli::FlagSet flags(std::string(command_path),
+                     "Ask every node to delete its whole segments below INDEX, as far as its safety limit allows "
+                     "(committed entries only; the leader keeps what live followers need). Prints each node's "
+                     "first retained index.");
+  common.add_to(flags);
+  flags.uint_flag("before", &before_index, "INDEX", "delete entries below this index (required)");
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (before_index == 0) {
+    io.err << "--before INDEX is required (and must be at least 1)\n";
+    return cli::kExitUsage;
+  }
+  auto parsed = client::parse_endpoints(common.endpoints);
+  if (!parsed.ok()) {
+    io.err << "--endpoints: " << parsed.status().message() << "\n";
+    return cli::kExitUsage;
+  }
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  int failures = 0;
+  for (const std::string& endpoint : parsed.value()) {
+    auto r = c->trim(endpoint, before_index);
+    if (!r.ok()) {
+      ++failures;
+      io.err << endpoint << ": " << client::to_string(r.status().code()) << ": " << r.status().message() << "\n";
+      continue;
+    }
+    if (common.json) {
+      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"first_index\":" << r->first_index
+             << ",\"limit\":" << r->limit << "}\n";
+    } else {
+      io.out << endpoint << ": first retained index " << r->first_index << " (trim allowed below " << r->limit
+             << ")\n";
     }
   }
   return failures == 0 ? cli::kExitOk : cli::kExitFailure;

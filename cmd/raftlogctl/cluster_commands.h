@@ -18,5 +18,6 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
 int run_tail(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_transfer_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_trim(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 
 }  // namespace raftlog::ctl

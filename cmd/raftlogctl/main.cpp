@@ -21,6 +21,7 @@ constexpr raftlog::cli::Command kCommands[] = {
     {"tail", "print committed entries; -f keeps following the log", raftlog::ctl::run_tail, nullptr},
     {"transfer-leader", "hand leadership to another node (--to ID)", raftlog::ctl::run_transfer_leader, nullptr},
     {"flush", "make every node flush what it has written", raftlog::ctl::run_flush, nullptr},
+    {"trim", "delete every node's whole segments below an index (as far as safe)", raftlog::ctl::run_trim, nullptr},
     {"log", "inspect an offline CommitLog data directory (verify, dump)", nullptr, &raftlog::ctl::kLogCommands},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};

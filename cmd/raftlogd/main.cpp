@@ -112,6 +112,8 @@ int main(int argc, char** argv) {
   std::uint64_t max_entries_per_append = config.max_entries_per_append;
   std::uint64_t append_timeout_ms = config.append_timeout_ms;
   std::uint64_t shutdown_grace_ms = config.shutdown_grace_ms;
+  std::uint64_t retention_check_interval_ms = config.retention_check_interval_ms;
+  std::uint64_t retention_follower_grace_ms = config.retention_follower_grace_ms;
   std::uint64_t max_append_bytes = 0;  // 0: max(8 MiB, --max-entry-size)
   std::uint64_t max_read_entries = config.max_read_entries;
   std::uint64_t max_read_bytes = config.max_read_bytes;
@@ -146,6 +148,19 @@ int main(int argc, char** argv) {
   flags.uint_flag("append-timeout-ms", &append_timeout_ms, "MS",
                   "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)");
   flags.uint_flag("shutdown-grace-ms", &shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
+  flags.uint_flag("retention-max-age-s", &config.retention_max_age_s, "SECONDS",
+                  "delete committed segments older than this (0: keep)");
+  flags.uint_flag("retention-max-bytes", &config.retention_max_bytes, "BYTES",
+                  "delete the oldest committed segments while the log takes more (0: no limit)");
+  flags.uint_flag("retention-check-interval-ms", &retention_check_interval_ms, "MS", "how often retention runs");
+  flags.uint_flag("retention-follower-grace-ms", &retention_follower_grace_ms, "MS",
+                  "keep entries a follower needs unless it has been silent this long");
+  flags.string_flag("metrics-addr", &config.metrics_address, "HOST:PORT",
+                    "serve Prometheus metrics at http://HOST:PORT/metrics (default: off)");
+  flags.double_flag("disk-high-watermark", &config.disk_high_watermark, "FRACTION",
+                    "refuse appends while this much of the data disk is in use");
+  flags.double_flag("disk-low-watermark", &config.disk_low_watermark, "FRACTION",
+                    "accept appends again once disk use falls to this");
   flags.string_flag("tls-cert", &config.client_tls.cert_path, "FILE",
                     "PEM certificate the port presents (its SANs must name this node's --members host); enables TLS");
   flags.string_flag("tls-key", &config.client_tls.key_path, "FILE", "PEM private key of --tls-cert");
@@ -214,6 +229,8 @@ int main(int argc, char** argv) {
   config.max_entries_per_append = static_cast<std::uint32_t>(max_entries_per_append);
   config.append_timeout_ms = static_cast<std::uint32_t>(append_timeout_ms);
   config.shutdown_grace_ms = static_cast<std::uint32_t>(shutdown_grace_ms);
+  config.retention_check_interval_ms = static_cast<std::uint32_t>(std::min<std::uint64_t>(retention_check_interval_ms, UINT32_MAX));
+  config.retention_follower_grace_ms = static_cast<std::uint32_t>(std::min<std::uint64_t>(retention_follower_grace_ms, UINT32_MAX));
   config.max_append_bytes = max_append_bytes != 0
                                 ? max_append_bytes
                                 : std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);

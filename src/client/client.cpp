@@ -198,6 +198,8 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
     peer.lag_entries = peer_wire.lag_entries();
     peer.last_contact_ms = peer_wire.last_contact_ms();
     peer.probing = peer_wire.probing();
+    peer.behind_first_index = peer_wire.behind_first_index();
+    peer.lag_bytes = peer_wire.lag_bytes();
   }
   return status;
 }
@@ -363,6 +365,7 @@ class Client::Impl {
   std::vector<EndpointStatus> status_all();
   Result<TransferResult> transfer_leadership(std::uint64_t target_id);
   Result<std::uint64_t> flush(const std::string& endpoint);
+  Result<TrimResult> trim(const std::string& endpoint, std::uint64_t before_index);
   Result<HealthState> health(const std::string& endpoint, const std::string& service);
   void set_credentials(std::shared_ptr<grpc::ChannelCredentials> credentials) { credentials_ = std::move(credentials); }
 
@@ -719,6 +722,20 @@ Result<std::uint64_t> Client::Impl::flush(const std::string& endpoint) {
   return response.flushed_index();
 }
 
+Result<TrimResult> Client::Impl::trim(const std::string& endpoint, std::uint64_t before_index) {
+  if (std::string problem = endpoint_problem(endpoint); !problem.empty()) {
+    return Status(StatusCode::kInvalidArgument, std::move(problem));
+  }
+  grpc::ClientContext context;
+  set_call_deadline(context, Clock::now() + Milliseconds(options_.call_timeout_ms));
+  pb::TrimRequest request;
+  request.set_before_index(before_index);
+  pb::TrimResponse response;
+  const grpc::Status result = pb::Admin::NewStub(channel(endpoint))->Trim(&context, request, &response);
+  if (!result.ok()) return from_grpc(result, context, endpoint);
+  return TrimResult{response.first_index(), response.limit()};
+}
+
 Result<HealthState> Client::Impl::health(const std::string& endpoint, const std::string& service) {
   if (std::string problem = endpoint_problem(endpoint); !problem.empty()) {
     return Status(StatusCode::kInvalidArgument, std::move(problem));
@@ -779,6 +796,9 @@ Result<TransferResult> Client::transfer_leadership(std::uint64_t target_id) {
   return impl_->transfer_leadership(target_id);
 }
 Result<std::uint64_t> Client::flush(const std::string& endpoint) { return impl_->flush(endpoint); }
+Result<TrimResult> Client::trim(const std::string& endpoint, std::uint64_t before_index) {
+  return impl_->trim(endpoint, before_index);
+}
 Result<HealthState> Client::health(const std::string& endpoint, const std::string& service) {
   return impl_->health(endpoint, service);
 }

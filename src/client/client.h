@@ -167,6 +167,11 @@ struct ReadResult {
 
 enum class Role { kUnknown, kFollower, kPreCandidate, kCandidate, kLeader };
 enum class FlushMode { kUnknown, kSync, kAsync };
+
+struct TrimResult {
+  std::uint64_t first_index = 0;  // the node's first retained index afterwards
+  std::uint64_t limit = 0;        // the highest before_index it would accept at that moment
+};
 const char* to_string(Role role);            // "follower", "leader", ...
 const char* to_string(FlushMode flush_mode);  // "sync", "async", "unknown"
 
@@ -177,6 +182,8 @@ struct PeerStatus {
   std::uint64_t lag_entries = 0;
   std::uint64_t last_contact_ms = 0;
   bool probing = false;
+  bool behind_first_index = false;  // needs trimmed entries: must be rebuilt (docs/operations.md)
+  std::uint64_t lag_bytes = 0;
 };
 
 struct NodeStatus {
@@ -255,6 +262,9 @@ class Client {
   Result<TransferResult> transfer_leadership(std::uint64_t target_id);
   // Forces a flush on `endpoint`; returns that node's flushed index. No retries.
   Result<std::uint64_t> flush(const std::string& endpoint);
+  // Asks `endpoint` to delete its whole segments below `before_index` (as far as its safety limit
+  // allows; see proto Admin.Trim). No retries.
+  Result<TrimResult> trim(const std::string& endpoint, std::uint64_t before_index);
   // One grpc.health.v1.Health/Check call to `endpoint` for `service` ("" = the whole node,
   // "raftlog.v1.Log"). No retries. NOT_FOUND from the server comes back as kServiceUnknown.
   Result<HealthState> health(const std::string& endpoint, const std::string& service);

@@ -242,6 +242,8 @@ class ClientServices::Impl {
         out->set_lag_entries(peer.lag_entries);
         out->set_last_contact_ms(peer.last_contact_ms);
         out->set_probing(peer.probing);
+        out->set_behind_first_index(peer.behind_first_index);
+        out->set_lag_bytes(peer.lag_bytes);
       }
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       reactor->Finish(grpc::Status::OK);
@@ -286,6 +288,21 @@ class ClientServices::Impl {
       }
       response->set_flushed_index(owner_->node_->flushed_index());
       reactor->Finish(grpc::Status::OK);
+      return reactor;
+    }
+
+    grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context, const v1::TrimRequest* request,
+                                   v1::TrimResponse* response) override {
+      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      owner_->node_->trim(request->before_index(), [context, reactor, response](TrimResult result) {
+        if (!result.error.ok()) {
+          reactor->Finish(to_grpc(context, result.error));
+          return;
+        }
+        response->set_first_index(result.first_index);
+        response->set_limit(result.limit);
+        reactor->Finish(grpc::Status::OK);
+      });
       return reactor;
     }
 

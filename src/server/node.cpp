@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <sys/statvfs.h>
 #include <thread>
@@ -64,6 +65,7 @@ constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
 constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
 constexpr const char* kReasonAppendTooLarge = "APPEND_TOO_LARGE";
 constexpr const char* kReasonDiskFull = "DISK_FULL";
+constexpr const char* kReasonDiskWatermark = "DISK_WATERMARK";
 
 // An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the client.
 AppendResult replaced_entry_error() {
@@ -101,7 +103,11 @@ struct MessageInput {
 struct FlushedInput {
   std::uint64_t flushed_index = 0;
 };
-using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput>;
+struct TrimInput {
+  std::uint64_t before_index = 0;
+  Node::TrimCallback done;
+};
+using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput, TrimInput>;
 
 // An append (or a retry of one) waiting for its range to commit.
 struct PendingAppend {
@@ -111,6 +117,9 @@ struct PendingAppend {
   bool duplicate = false;
   Node::AppendCallback done;
   Clock::time_point deadline;
+  // For metrics: when it was proposed and how many payload bytes it carries (0 for a duplicate).
+  Clock::time_point proposed_at{};
+  std::uint64_t payload_bytes = 0;
 };
 
 struct PendingRead {
@@ -138,6 +147,8 @@ void reject(Input& input, const NodeError& error) {
           in.done(ReadIndexResult{error, 0});
         } else if constexpr (std::is_same_v<T, TransferInput>) {
           in.done(TransferResult{error, 0, 0});
+        } else if constexpr (std::is_same_v<T, TrimInput>) {
+          in.done(TrimResult{error, 0, 0});
         }
       },
       input);
@@ -147,9 +158,10 @@ void reject(Input& input, const NodeError& error) {
 
 class Node::Impl {
  public:
-  Impl(NodeConfig config, MessageSender* sender)
+  Impl(NodeConfig config, MessageSender* sender, NodeEvents* events)
       : config_(std::move(config)),
         sender_(sender),
+        events_(events),
         dedup_(config_.dedup_max_clients, config_.dedup_sequences_per_client) {}
 
   bool open(NodeError* error);
@@ -173,6 +185,11 @@ class Node::Impl {
   bool disk_has_room(std::uint64_t append_bytes, NodeError* error);
   void record_dedup(const std::vector<raft::Entry>& entries);
   void publish_status();
+  // Retention (loop thread): the highest `before_index` a trim may use now, and the trim itself.
+  std::uint64_t trim_limit() const;
+  TrimResult trim_before(std::uint64_t before_index, const char* why);
+  void apply_retention(Clock::time_point now);
+  void report_role_change(const raft::SoftState& before, const raft::SoftState& after);
   void fail_all(ErrorCode code, const std::string& message);
   void fatal(const std::string& what);
   NodeError not_leader_error() const;
@@ -183,6 +200,7 @@ class Node::Impl {
 
   NodeConfig config_;
   MessageSender* sender_;
+  NodeEvents* events_;  // nullable
   std::unique_ptr<store::CommitLog> log_;
   std::unique_ptr<HardStateFile> hard_state_file_;
   std::unique_ptr<StoreLogReader> reader_;
@@ -200,7 +218,11 @@ class Node::Impl {
   std::uint64_t reported_durable_ = 0;  // highest index reported to the core via on_persisted
   Clock::time_point disk_checked_at_{};
   std::uint64_t disk_free_bytes_ = 0;
+  double disk_used_ratio_ = 0.0;
+  std::atomic<bool> disk_watermark_exceeded_{false};  // read by metrics from any thread
   std::optional<TransferInput> pending_transfer_;
+  Clock::time_point retention_checked_at_{};
+  std::set<std::uint64_t> peers_behind_first_index_;  // warned about once each
   Clock::time_point transfer_deadline_;
   raft::SoftState soft_state_;
 
@@ -324,6 +346,11 @@ bool Node::Impl::open(NodeError* error) {
   // The flusher's notice only wakes the loop: the loop re-reads flushed_index() itself, because a
   // notice's value may predate a truncation (report_durability()).
   log_->set_flush_listener([this](std::uint64_t flushed) { push(FlushedInput{flushed}, false); });
+  if (events_ != nullptr) {
+    log_->set_flush_observer([events = events_](const store::CommitLog::FlushCycle& cycle) {
+      events->store_flushed(cycle);
+    });
+  }
   publish_status();
   return true;
 }
@@ -365,6 +392,7 @@ void Node::Impl::stop() {
   if (log_ != nullptr && !store_closed_) {
     store_closed_ = true;
     log_->set_flush_listener(nullptr);
+    log_->set_flush_observer(nullptr);
     if (!failed_.load()) {
       // The checkpoint keeps the commit index so that a restart knows what was committed.
       const std::uint64_t commit = std::min(commit_.load(), log_->last_index());
@@ -446,6 +474,7 @@ void Node::Impl::loop() {
       handle_ready(ready);
       report_durability();
     }
+    apply_retention(now);
     publish_status();
     if (failed_.load()) break;
   }
@@ -464,6 +493,8 @@ void Node::Impl::handle_input(Input& input) {
           handle_transfer(in);
         } else if constexpr (std::is_same_v<T, MessageInput>) {
           raft_->step(in.message);
+        } else if constexpr (std::is_same_v<T, TrimInput>) {
+          in.done(trim_before(in.before_index, "requested"));
         } else {
           // A flush notice only wakes the loop; report_durability() reads the store itself.
           static_assert(std::is_same_v<T, FlushedInput>);
@@ -578,7 +609,8 @@ void Node::Impl::handle_append(AppendInput& in) {
   dedup_recorded_through_ = std::max(dedup_recorded_through_, result.last_index);
   pending_appends_.emplace(result.last_index, PendingAppend{result.first_index, result.last_index,
                                                             result.term, false, std::move(in.done),
-                                                            in.deadline});
+                                                            in.deadline, Clock::now(), append_bytes});
+  if (events_ != nullptr) events_->append_proposed();
 }
 
 void Node::Impl::record_dedup(const std::vector<raft::Entry>& entries) {
@@ -679,6 +711,7 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
                    raft::to_string(soft_state_.role), raft::to_string(next.role), next.leader);
     }
     const bool lost_leadership = soft_state_.role == raft::Role::kLeader && next.role != raft::Role::kLeader;
+    if (events_ != nullptr) report_role_change(soft_state_, next);
     soft_state_ = next;
     if (lost_leadership) {
       // Their entries may still commit under the new leader, but this node can no longer tell: the
@@ -796,6 +829,10 @@ void Node::Impl::deliver_commit(std::uint64_t commit) {
     PendingAppend& pending = pending_appends_.begin()->second;
     auto term = log_->term_at(pending.last);
     if (term.ok() && *term == pending.term) {
+      if (events_ != nullptr && !pending.duplicate) {
+        events_->append_committed(pending.last - pending.first + 1, pending.payload_bytes,
+                                  Clock::now() - pending.proposed_at);
+      }
       pending.done(AppendResult{NodeError{}, pending.first, pending.last, pending.term, pending.duplicate});
     } else {
       pending.done(replaced_entry_error());
@@ -886,16 +923,46 @@ void Node::Impl::fail_pending_appends(ErrorCode code, const std::string& message
 // to write it (which would stop the node): it needs the append plus a whole segment to spare, since a
 // roll-over preallocates the next segment in full. Followers cannot refuse what the leader sends; a
 // follower whose disk fills stops (docs/operations.md).
+//
+// Before that hard limit comes the high watermark (config.disk_high_watermark of the file system in
+// use): appends are refused with reason DISK_WATERMARK, so that operators get a clear signal, room to
+// act (retention, trim, a bigger disk) and reads keep working. Hysteresis: appends resume only once
+// use falls to the low watermark, so that a disk hovering at the limit does not flap.
 bool Node::Impl::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
   const auto now = Clock::now();
   if (now - disk_checked_at_ >= kDiskCheckInterval) {
     struct statvfs fs {};
     if (::statvfs(config_.data_dir.c_str(), &fs) == 0) {
       disk_free_bytes_ = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+      disk_used_ratio_ =
+          fs.f_blocks == 0 ? 0.0 : 1.0 - static_cast<double>(fs.f_bavail) / static_cast<double>(fs.f_blocks);
     } else {
       disk_free_bytes_ = UINT64_MAX;  // unknown: let the store decide
+      disk_used_ratio_ = 0.0;
     }
     disk_checked_at_ = now;
+    const bool exceeded = disk_watermark_exceeded_.load();
+    // A high watermark of 1 turns the watermark off (the DISK_FULL check below still applies).
+    if (!exceeded && config_.disk_high_watermark < 1.0 && disk_used_ratio_ >= config_.disk_high_watermark) {
+      disk_watermark_exceeded_.store(true);
+      spdlog::warn("node {}: disk {:.1f}% used in {} (high watermark {:.1f}%): refusing appends until it falls "
+                   "to {:.1f}%",
+                   config_.node_id, disk_used_ratio_ * 100, config_.data_dir, config_.disk_high_watermark * 100,
+                   config_.disk_low_watermark * 100);
+    } else if (exceeded && disk_used_ratio_ <= config_.disk_low_watermark) {
+      disk_watermark_exceeded_.store(false);
+      spdlog::info("node {}: disk {:.1f}% used in {} (low watermark {:.1f}%): accepting appends again",
+                   config_.node_id, disk_used_ratio_ * 100, config_.data_dir, config_.disk_low_watermark * 100);
+    }
+  }
+  if (disk_watermark_exceeded_.load()) {
+    *error = make_error(ErrorCode::kResourceExhausted,
+                        fmt::format("disk {:.1f}% used on the leader ({}), above the high watermark {:.1f}%; "
+                                    "appends resume below {:.1f}% (free space or trim the log), reads keep working",
+                                    disk_used_ratio_ * 100, config_.data_dir, config_.disk_high_watermark * 100,
+                                    config_.disk_low_watermark * 100),
+                        kReasonDiskWatermark);
+    return false;
   }
   const std::uint64_t needed = append_bytes + config_.store.segment_size_bytes;
   if (disk_free_bytes_ >= needed) return true;
@@ -906,6 +973,85 @@ bool Node::Impl::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
                       kReasonDiskFull);
   disk_free_bytes_ = 0;  // keep refusing until the next check
   return false;
+}
+
+// --- retention -------------------------------------------------------------------------------------
+
+// Never past the commit index (an uncommitted tail may still be replaced). On the leader, never past
+// what a follower still needs, unless the follower has been silent longer than the grace period: it
+// could not be caught up anyway once it is that far gone, and keeping the log forever for a dead node
+// would fill the disk. Followers know only their own log; see docs/operations.md ("Retention").
+std::uint64_t Node::Impl::trim_limit() const {
+  std::uint64_t limit = commit_.load() + 1;
+  if (raft_->role() != raft::Role::kLeader) return limit;
+  for (const raft::PeerProgress& progress : raft_->progress()) {
+    if (progress.id == config_.node_id) continue;
+    const std::uint64_t silent_ms = progress.ticks_since_contact * config_.tick_ms;
+    if (silent_ms >= config_.retention_follower_grace_ms) continue;
+    limit = std::min<std::uint64_t>(limit, progress.match_index + 1);
+  }
+  return limit;
+}
+
+TrimResult Node::Impl::trim_before(std::uint64_t before_index, const char* why) {
+  const std::uint64_t limit = trim_limit();
+  const std::uint64_t target = std::min(before_index, limit);
+  const std::uint64_t first_before = log_->first_index();
+  const std::size_t segments_before = log_->segments().size();
+  if (target > first_before) {
+    if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
+      spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target, st.to_string());
+      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + st.to_string()), first_before, limit};
+    }
+  }
+  const std::uint64_t first_after = log_->first_index();
+  const std::size_t removed = segments_before - std::min(segments_before, log_->segments().size());
+  if (removed > 0) {
+    spdlog::info("node {}: {} trim before {} (allowed up to {}): {} segment(s) deleted, first index {} -> {}",
+                 config_.node_id, why, before_index, limit, removed, first_before, first_after);
+    if (events_ != nullptr) events_->segments_deleted(removed);
+  }
+  return TrimResult{NodeError{}, first_after, limit};
+}
+
+void Node::Impl::apply_retention(Clock::time_point now) {
+  if (config_.retention_max_age_s == 0 && config_.retention_max_bytes == 0) return;
+  if (now - retention_checked_at_ < std::chrono::milliseconds(config_.retention_check_interval_ms)) return;
+  retention_checked_at_ = now;
+  const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
+  std::uint64_t total_bytes = 0;
+  for (const auto& segment : segments) total_bytes += segment.disk_bytes;
+  const auto oldest_kept = std::filesystem::file_time_type::clock::now() -
+                           std::chrono::seconds(config_.retention_max_age_s);
+  std::uint64_t before = 0;
+  // Oldest first; stops at the first segment that may stay (retention deletes a prefix).
+  for (const auto& segment : segments) {
+    if (segment.active) break;
+    bool expired = false;
+    if (config_.retention_max_age_s != 0) {
+      std::error_code error;
+      const auto modified = std::filesystem::last_write_time(segment.data_path, error);
+      expired = !error && modified < oldest_kept;
+    }
+    const bool over_size = config_.retention_max_bytes != 0 && total_bytes > config_.retention_max_bytes;
+    if (!expired && !over_size) break;
+    before = segment.last_index + 1;
+    total_bytes -= std::min(total_bytes, segment.disk_bytes);
+  }
+  if (before > log_->first_index()) trim_before(before, "retention:");
+}
+
+// Leader changes and election outcomes, for metrics. An election is won when the node becomes
+// leader (a single-node cluster gets there in one step, without a visible candidate state), and lost
+// when a candidate becomes a follower or starts the next election in a higher term.
+void Node::Impl::report_role_change(const raft::SoftState& before, const raft::SoftState& after) {
+  if (before.leader != after.leader) events_->leader_changed();
+  if (after.role == raft::Role::kLeader && before.role != raft::Role::kLeader) {
+    events_->election_finished(true);
+  } else if (before.role == raft::Role::kCandidate &&
+             (after.role == raft::Role::kFollower || after.term > before.term)) {
+    events_->election_finished(false);
+  }
 }
 
 void Node::Impl::publish_status() {
@@ -933,8 +1079,26 @@ void Node::Impl::publish_status() {
     peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
     peer.probing = progress.probing;
     peer.inflight_messages = progress.inflight_messages;
+    peer.lag_bytes = peer.lag_entries == 0 ? 0 : log_->bytes_after(progress.match_index);
+    // A follower that needs entries this leader no longer holds cannot be caught up (there are no
+    // snapshots): it must be rebuilt from a copy of a healthy node (docs/operations.md).
+    // next_index is what the leader would send next (in probe state, its current guess): below the
+    // first index the core stops sending appends to that peer (raft_replication.cpp).
+    peer.behind_first_index = progress.next_index < status.first_index;
+    if (peer.behind_first_index && peers_behind_first_index_.insert(progress.id).second) {
+      spdlog::error("node {}: follower {} needs entries from {} but the first retained index is {}: it cannot "
+                    "catch up; rebuild it from a copy of a healthy node's data directory (docs/operations.md)",
+                    config_.node_id, progress.id, progress.next_index, status.first_index);
+    } else if (!peer.behind_first_index) {
+      peers_behind_first_index_.erase(progress.id);
+    }
     status.peers.push_back(std::move(peer));
   }
+  const store::CommitLog::DiskUsage usage = log_->disk_usage();
+  status.store_segments = usage.segments;
+  status.store_disk_bytes = usage.bytes;
+  status.recovery_mode = log_->recovery_report().mode;
+  status.recovery_duration = log_->recovery_report().duration;
   std::lock_guard lock(status_mu_);
   status_ = std::move(status);
 }
@@ -990,13 +1154,23 @@ Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Node::~Node() { stop(); }
 
-std::unique_ptr<Node> Node::open(const NodeConfig& config, MessageSender* sender, NodeError* error) {
-  auto impl = std::make_unique<Impl>(config, sender);
+std::unique_ptr<Node> Node::open(const NodeConfig& config, MessageSender* sender, NodeError* error,
+                                 NodeEvents* events) {
+  auto impl = std::make_unique<Impl>(config, sender, events);
   if (!impl->open(error)) return nullptr;
   return std::unique_ptr<Node>(new Node(std::move(impl)));
 }
 
 void Node::start() { impl_->start(); }
+void Node::trim(std::uint64_t before_index, TrimCallback done) {
+  if (impl_->stopping_.load()) {
+    done(TrimResult{make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown), 0, 0});
+    return;
+  }
+  impl_->push(TrimInput{before_index, std::move(done)}, /*droppable=*/false);
+}
+
+bool Node::disk_watermark_exceeded() const { return impl_->disk_watermark_exceeded_.load(); }
 void Node::stop() { impl_->stop(); }
 
 void Node::append(std::vector<std::string> payloads, std::uint64_t client_id, std::uint64_t sequence,

@@ -32,6 +32,7 @@
 
 #include "raft/types.h"
 #include "server/node_config.h"
+#include "server/node_events.h"
 #include "server/node_status.h"
 #include "store/commit_log.h"
 
@@ -76,6 +77,12 @@ struct TransferResult {
   std::uint64_t term = 0;       // the term it leads
 };
 
+struct TrimResult {
+  NodeError error;
+  std::uint64_t first_index = 0;  // the node's first retained index afterwards
+  std::uint64_t limit = 0;        // the highest before_index allowed at the time (see trim())
+};
+
 struct ReadIndexResult {
   NodeError error;
   std::uint64_t read_index = 0;  // every entry up to here is committed and readable on this node
@@ -93,10 +100,14 @@ class Node {
   using AppendCallback = std::function<void(AppendResult)>;
   using ReadIndexCallback = std::function<void(ReadIndexResult)>;
   using TransferCallback = std::function<void(TransferResult)>;
+  using TrimCallback = std::function<void(TrimResult)>;
 
   // Recovers the CommitLog and the hard state from config.data_dir and rebuilds the dedup table.
   // Does not start the loop.
-  static std::unique_ptr<Node> open(const NodeConfig& config, MessageSender* sender, NodeError* error);
+  // `events` (optional, not owned, must outlive the Node) hears about proposals, commits, elections
+  // and flushes, for metrics.
+  static std::unique_ptr<Node> open(const NodeConfig& config, MessageSender* sender, NodeError* error,
+                                    NodeEvents* events = nullptr);
   ~Node();  // stop()
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
@@ -116,6 +127,11 @@ class Node {
   void read_index(ReadIndexCallback done);
   // `done` runs once this node hears from `target` as leader, or fails after two election timeouts.
   void transfer_leadership(std::uint64_t target_id, TransferCallback done);
+  // Deletes whole segments whose entries all lie below min(before_index, limit), where the limit is
+  // commit + 1 and, on the leader, what every follower heard from within retention_follower_grace_ms
+  // still needs (docs/operations.md, "Retention"). The active segment is never deleted, so the first
+  // index may stay below before_index.
+  void trim(std::uint64_t before_index, TrimCallback done);
   // A Raft message from a peer (transport thread).
   void receive(raft::Message message);
 
@@ -135,6 +151,9 @@ class Node {
   bool failed() const;
 
   NodeStatus status() const;
+  // True while the leader refuses appends because disk use passed the high watermark (it is checked
+  // on the leader's append path at most every 100 ms).
+  bool disk_watermark_exceeded() const;
   store::Status flush_store();  // the manual flush trigger (Admin.Flush)
   std::uint64_t flushed_index() const;
 

@@ -59,6 +59,15 @@ std::string validate(const NodeConfig& config) {
   }
   if (config.max_pending_appends == 0 || config.max_input_queue == 0) return "queue bounds must be positive";
   if (config.max_tail_streams == 0 || config.max_tail_streams > 65536) return "max_tail_streams must be in [1, 65536]";
+  if (config.retention_check_interval_ms < 10 || config.retention_check_interval_ms > 3600000) {
+    return "retention_check_interval_ms must be in [10, 3600000]";
+  }
+  if (!(config.disk_high_watermark > 0.0 && config.disk_high_watermark <= 1.0)) {
+    return "disk_high_watermark must be in (0, 1]";
+  }
+  if (!(config.disk_low_watermark > 0.0 && config.disk_low_watermark < config.disk_high_watermark)) {
+    return "disk_low_watermark must be in (0, disk_high_watermark)";
+  }
   if (config.max_concurrent_streams_per_connection < 16) {
     return "max_concurrent_streams_per_connection must be at least 16 (a node's peers need one stream each)";
   }

@@ -54,6 +54,28 @@ struct NodeConfig {
   // Graceful shutdown (SIGTERM): longest time spent finishing in-flight work before closing.
   std::uint32_t shutdown_grace_ms = 3000;
 
+  // Retention (docs/operations.md, "Retention"): whole sealed segments are deleted, oldest first,
+  // once every entry in them is committed and they are older than retention_max_age_s (by the
+  // segment file's modification time, i.e. when its last entry was written) or the log takes more
+  // than retention_max_bytes on disk. 0 = no limit (keep everything). Checked every
+  // retention_check_interval_ms. The leader never deletes entries a follower still needs, unless it
+  // has not heard from that follower for retention_follower_grace_ms; such a follower can then no
+  // longer catch up and must be rebuilt from a copy of a healthy node (docs/operations.md).
+  std::uint64_t retention_max_age_s = 0;
+  std::uint64_t retention_max_bytes = 0;
+  std::uint32_t retention_check_interval_ms = 10000;
+  std::uint32_t retention_follower_grace_ms = 600000;
+
+  // Prometheus endpoint "host:port" (docs/metrics.md); empty = no metrics endpoint.
+  std::string metrics_address;
+
+  // Disk watermarks, as fractions of the data directory's file system in use. At or above the high
+  // watermark the leader refuses appends (RESOURCE_EXHAUSTED, reason DISK_WATERMARK) while reads go
+  // on; it accepts them again once use falls to the low watermark or below. 0 < low < high <= 1;
+  // high = 1 turns the watermark off (appends then stop only when the disk is actually full).
+  double disk_high_watermark = 0.90;
+  double disk_low_watermark = 0.80;
+
   // TLS (docs/security.md). Clients and peers share the listen port, so TLS is all or nothing on it.
   // client_tls: the certificate and key the port presents; with ca_path, every caller must present
   // a certificate signed by that CA (mutual TLS for clients too). peer_tls: all three files; the

@@ -2,11 +2,13 @@
 // loop after every batch of work; readers copy it under a mutex.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "raft/types.h"
+#include "store/commit_log.h"
 #include "store/options.h"
 
 namespace raftlog::server {
@@ -16,9 +18,11 @@ struct PeerStatus {
   std::string address;
   std::uint64_t match_index = 0;
   std::uint64_t lag_entries = 0;      // leader's last index - match_index
+  std::uint64_t lag_bytes = 0;        // log bytes (records) after match_index
   std::uint64_t last_contact_ms = 0;  // since the leader last heard from the peer
   bool probing = true;
   std::uint64_t inflight_messages = 0;
+  bool behind_first_index = false;    // needs entries the leader no longer holds (cannot catch up)
 };
 
 struct NodeStatus {
@@ -34,6 +38,11 @@ struct NodeStatus {
   std::uint64_t flushed_index = 0;
   store::FlushMode flush_mode = store::FlushMode::kSync;
   std::vector<PeerStatus> peers;  // leader only
+  // The store, for metrics.
+  std::uint64_t store_segments = 0;
+  std::uint64_t store_disk_bytes = 0;
+  store::RecoveryMode recovery_mode = store::RecoveryMode::kFresh;
+  std::chrono::microseconds recovery_duration{0};
 };
 
 }  // namespace raftlog::server

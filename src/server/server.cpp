@@ -10,6 +10,7 @@
 
 #include "server/client_services.h"
 #include "server/health_reporter.h"
+#include "server/metrics.h"
 #include "server/node.h"
 #include "server/node_tls.h"
 #include "server/transport.h"
@@ -61,6 +62,14 @@ std::string describe(const NodeTls& tls) {
 
 class Server::Impl {
  public:
+  // The metrics endpoint reads the node's status when scraped: cut that link before the node goes.
+  ~Impl() {
+    if (metrics != nullptr) {
+      metrics->set_status_source({});
+      metrics->set_watermark_source({});
+    }
+  }
+  std::unique_ptr<Metrics> metrics;  // before node: the node reports events into it until destroyed
   NodeConfig config;
   TransportSender sender;
   std::unique_ptr<Node> node;
@@ -82,8 +91,13 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     return nullptr;
   }
 
+  if (!impl->config.metrics_address.empty()) {
+    impl->metrics = Metrics::start(impl->config.node_id, impl->config.metrics_address, impl->config.data_dir, error);
+    if (impl->metrics == nullptr) return nullptr;
+  }
+
   NodeError node_error;
-  impl->node = Node::open(impl->config, &impl->sender, &node_error);
+  impl->node = Node::open(impl->config, &impl->sender, &node_error, impl->metrics.get());
   if (impl->node == nullptr) {
     *error = node_error.message;
     return nullptr;
@@ -132,6 +146,11 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   builder.SetMaxSendMessageSize(static_cast<int>(max_send));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(impl->config.max_concurrent_streams_per_connection));
+  if (impl->metrics != nullptr) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(impl->metrics->interceptor_factory());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   builder.RegisterService(impl->transport->service());
   for (grpc::Service* service : impl->services->services()) builder.RegisterService(service);
   impl->grpc_server = builder.BuildAndStart();
@@ -151,6 +170,11 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
                impl->config.node_id, max_receive, max_send, impl->config.max_concurrent_streams_per_connection,
                impl->config.max_tail_streams, impl->config.max_entries_per_append, impl->config.max_append_bytes,
                impl->config.max_read_entries, impl->config.max_read_bytes);
+  if (impl->metrics != nullptr) {
+    impl->metrics->set_status_source([node] { return node->status(); });
+    impl->metrics->set_watermark_source([node] { return node->disk_watermark_exceeded(); });
+    spdlog::info("node {}: metrics on http://{}/metrics", impl->config.node_id, impl->metrics->bound_address());
+  }
   impl->transport->start();
   impl->node->start();
   spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {}, {})", impl->config.node_id,
@@ -187,5 +211,9 @@ void Server::shutdown() {
 bool Server::failed() const { return impl_->node->failed(); }
 
 const std::string& Server::bound_address() const { return impl_->bound_address; }
+
+std::string Server::metrics_address() const {
+  return impl_->metrics == nullptr ? std::string() : impl_->metrics->bound_address();
+}
 
 }  // namespace raftlog::server

@@ -28,6 +28,8 @@ class Server {
   bool failed() const;
   // The address actually bound (resolves port 0).
   const std::string& bound_address() const;
+  // The metrics endpoint's address (resolves port 0); empty without --metrics-addr.
+  std::string metrics_address() const;
 
   class Impl;
 

@@ -112,6 +112,7 @@ std::uint64_t CommitLog::last_index() const { return impl_->last_index_.load(); 
 std::uint64_t CommitLog::flushed_index() const { return impl_->flushed_index_.load(); }
 FlushStats CommitLog::stats() const { return impl_->stats(); }
 CommitLog::DiskUsage CommitLog::disk_usage() const { return impl_->disk_usage(); }
+std::vector<CommitLog::SegmentInfo> CommitLog::segments() const { return impl_->segments(); }
 std::uint64_t CommitLog::bytes_after(std::uint64_t index) const { return impl_->bytes_after(index); }
 const RecoveryReport& CommitLog::recovery_report() const { return impl_->report_; }
 const std::string& CommitLog::dir() const { return impl_->dir_; }
@@ -227,6 +228,19 @@ CommitLog::DiskUsage CommitLog::Impl::disk_usage() const {
     usage.bytes += segment->size_bytes + segment->index_allocated_bytes;
   }
   return usage;
+}
+
+std::vector<CommitLog::SegmentInfo> CommitLog::Impl::segments() const {
+  std::shared_lock meta_lock(meta_mu_);
+  std::vector<SegmentInfo> infos;
+  infos.reserve(segments_.size());
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    const Segment& segment = *segments_[i];
+    infos.push_back(SegmentInfo{segment.base_index, segment.base_index + segment.entry_count - 1,
+                                segment.size_bytes + segment.index_allocated_bytes, segment.data_path(),
+                                i + 1 == segments_.size()});
+  }
+  return infos;
 }
 
 std::uint64_t CommitLog::Impl::bytes_after(std::uint64_t index) const {

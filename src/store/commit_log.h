@@ -240,6 +240,16 @@ class CommitLog {
     std::uint64_t bytes = 0;
   };
   DiskUsage disk_usage() const;
+  // The data segments, oldest first, for retention decisions (age from the file's modification
+  // time, which the caller reads: a sealed segment is last modified when its last entry was written).
+  struct SegmentInfo {
+    std::uint64_t base_index = 0;
+    std::uint64_t last_index = 0;  // base_index - 1 when empty
+    std::uint64_t disk_bytes = 0;  // data + index file
+    std::string data_path;
+    bool active = false;  // the segment appends go to; never removed by truncate_prefix
+  };
+  std::vector<SegmentInfo> segments() const;
   // Bytes of the entries after `index` up to last_index() (record bytes: headers included). For
   // replication lag in bytes. `index` below first_index() - 1 counts from the first entry.
   std::uint64_t bytes_after(std::uint64_t index) const;

@@ -56,6 +56,7 @@ class CommitLog::Impl {
   Status close();
   FlushStats stats() const;
   DiskUsage disk_usage() const;
+  std::vector<SegmentInfo> segments() const;
   std::uint64_t bytes_after(std::uint64_t index) const;
 
   const std::string dir_;

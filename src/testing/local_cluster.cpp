@@ -51,6 +51,9 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
   if (made == nullptr) throw std::runtime_error("mkdtemp failed");
   root_ = made;
   for (int id = 1; id <= options_.nodes; ++id) ports_[id] = free_loopback_port();
+  if (options_.metrics) {
+    for (int id = 1; id <= options_.nodes; ++id) metrics_ports_[id] = free_loopback_port();
+  }
   if (options_.tls) make_certificates();
 }
 
@@ -112,6 +115,9 @@ LocalCluster::~LocalCluster() {
 }
 
 std::string LocalCluster::address(int id) const { return "127.0.0.1:" + std::to_string(ports_.at(id)); }
+std::string LocalCluster::metrics_address(int id) const {
+  return "127.0.0.1:" + std::to_string(metrics_ports_.at(id));
+}
 
 std::string LocalCluster::endpoints() const {
   std::string out;
@@ -139,6 +145,9 @@ void LocalCluster::start(int id) {
       "--segment-size", std::to_string(options_.segment_size_bytes),
       "--max-entry-size", std::to_string(options_.max_entry_size_bytes),
   };
+  args.push_back("--disk-high-watermark=" + std::to_string(options_.disk_high_watermark));
+  args.push_back("--disk-low-watermark=" + std::to_string(options_.disk_low_watermark));
+  if (options_.metrics) args.push_back("--metrics-addr=" + metrics_address(id));
   const std::vector<std::string> tls = tls_flags(id);
   args.insert(args.end(), tls.begin(), tls.end());
   args.insert(args.end(), options_.extra_flags.begin(), options_.extra_flags.end());
@@ -260,7 +269,9 @@ std::vector<client::Entry> LocalCluster::read_all(int id) {
   options.retry_deadline_ms = 3000;
   auto c = client(options, {id});
   std::vector<client::Entry> out;
-  std::uint64_t next = 1;
+  // From the node's first retained index (retention may have trimmed the start).
+  const auto node_status = status(id);
+  std::uint64_t next = node_status.has_value() ? std::max<std::uint64_t>(1, node_status->first_index) : 1;
   // Bounded: each round returns at least one entry or stops.
   for (int round = 0; round < 100000; ++round) {
     auto r = c->read(next, 0, 0, false);

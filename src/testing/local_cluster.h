@@ -25,6 +25,12 @@ struct LocalClusterOptions {
   std::uint64_t segment_size_bytes = 1 << 20;  // small segments exercise roll-over
   std::uint64_t max_entry_size_bytes = 16 << 10;  // must fit a segment
   std::vector<std::string> extra_flags;        // appended to every raftlogd command line
+  // The machine's shared disk may be fuller than raftlogd's default 90 % high watermark; tests that
+  // exercise the watermark set their own (after these, in extra_flags).
+  double disk_high_watermark = 1.0;
+  double disk_low_watermark = 0.99;
+  // Every node serves Prometheus metrics on a free loopback port (metrics_address(id)).
+  bool metrics = false;
 
   // TLS (docs/security.md): the cluster makes a CA ("ca") and one certificate per node with the
   // openssl CLI, starts every node with --tls-cert/--tls-key and --peer-tls-*, and its own clients
@@ -57,6 +63,7 @@ class LocalCluster {
 
   int size() const { return options_.nodes; }
   std::string address(int id) const;
+  std::string metrics_address(int id) const;  // with options.metrics
   std::string endpoints() const;  // every node, comma-separated
   std::string data_dir(int id) const;
   std::string log_file(int id) const;
@@ -76,7 +83,8 @@ class LocalCluster {
 
   // A client over every node (or only `only_ids`).
   std::unique_ptr<client::Client> client(client::Options options = {}, const std::vector<int>& only_ids = {});
-  // Every committed entry of node `id`, read from that node alone (not linearizable).
+  // Every committed entry of node `id` from its first retained index, read from that node alone
+  // (not linearizable).
   std::vector<client::Entry> read_all(int id);
 
   // The last lines of a node's log, for failure messages.
@@ -86,6 +94,7 @@ class LocalCluster {
   LocalClusterOptions options_;
   std::string root_;
   std::map<int, int> ports_;
+  std::map<int, int> metrics_ports_;
   std::map<int, pid_t> pids_;
 
   void make_certificates();

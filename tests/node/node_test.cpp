@@ -93,6 +93,10 @@ NodeConfig test_config(const std::string& dir, std::size_t members) {
   config.store.preallocate_next_segment = false;
   config.max_entries_per_append = 8;
   config.max_append_bytes = 256 << 10;
+  // The shared disk these tests run on may be fuller than the default 90 % high watermark; only the
+  // watermark test sets its own.
+  config.disk_high_watermark = 1.0;
+  config.disk_low_watermark = 0.99;
   return config;
 }
 
@@ -575,6 +579,136 @@ TEST(Node, DiskFullRefusesAppendsKeepsReadsAndRecoversWhenSpaceIsFreed) {
     return after.error.ok();
   }));
   EXPECT_GT(after.first_index, before.last_index);
+  node->stop();
+}
+
+}  // namespace
+}  // namespace raftlog::server
+
+namespace raftlog::server {
+namespace {
+
+// Fills `path` with `bytes` of scratch data (replacing it).
+void write_filler(const std::string& path, std::size_t bytes) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  const std::string block(64 << 10, 'x');
+  for (std::size_t written = 0; written < bytes; written += block.size()) {
+    ASSERT_EQ(std::fwrite(block.data(), 1, block.size(), f), block.size());
+  }
+  ASSERT_EQ(std::fclose(f), 0);
+}
+
+// Above the high watermark the leader refuses appends with RESOURCE_EXHAUSTED/DISK_WATERMARK while
+// reads go on; between the watermarks it keeps refusing (hysteresis); at or below the low watermark it
+// accepts again. A real small tmpfs (needs root and mount permission; skipped otherwise).
+TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
+  TempDir mount_point;
+  if (::mount("tmpfs", mount_point.path().c_str(), "tmpfs", 0, "size=8m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mount_point.path()};
+
+  FakePeers sender;
+  NodeConfig config = test_config(mount_point.path(), 1);
+  config.store.segment_size_bytes = 256 << 10;
+  config.disk_high_watermark = 0.60;
+  config.disk_low_watermark = 0.30;
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  const AppendResult before = append_and_wait(*node, {"before-watermark"});
+  ASSERT_TRUE(before.error.ok()) << before.error.message;
+  EXPECT_FALSE(node->disk_watermark_exceeded());
+
+  const std::string filler = mount_point.path() + "/filler";
+  write_filler(filler, 6 << 20);  // ~75 % of 8 MiB with the log
+  AppendResult refused;
+  ASSERT_TRUE(wait_until([&] {
+    refused = append_and_wait(*node, {"above-high"});
+    return !refused.error.ok();
+  }));
+  EXPECT_EQ(refused.error.code, ErrorCode::kResourceExhausted) << refused.error.message;
+  EXPECT_EQ(refused.error.reason, "DISK_WATERMARK");
+  EXPECT_NE(refused.error.message.find("high watermark"), std::string::npos) << refused.error.message;
+  EXPECT_TRUE(node->disk_watermark_exceeded());
+  EXPECT_FALSE(node->failed());
+  // Reads keep working: the entry from before, then the appends accepted before the next check.
+  const std::vector<raft::Entry> entries = read_all(*node, before.first_index);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.front().payload, "before-watermark");
+  for (std::size_t i = 1; i < entries.size(); ++i) EXPECT_EQ(entries[i].payload, "above-high");
+
+  // Between the watermarks (~45 %): still refused, even after several checks.
+  write_filler(filler, 3 << 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  for (int i = 0; i < 3; ++i) {
+    const AppendResult between = append_and_wait(*node, {"between"});
+    EXPECT_EQ(between.error.reason, "DISK_WATERMARK") << between.error.message;
+    std::this_thread::sleep_for(std::chrono::milliseconds(110));
+  }
+
+  ASSERT_EQ(std::remove(filler.c_str()), 0);
+  AppendResult after;
+  ASSERT_TRUE(wait_until([&] {
+    after = append_and_wait(*node, {"below-low"});
+    return after.error.ok();
+  }));
+  EXPECT_FALSE(node->disk_watermark_exceeded());
+  EXPECT_GT(after.first_index, before.last_index);
+  node->stop();
+}
+
+// What the node reports to NodeEvents (the metrics' counters) matches what it did.
+class CountingEvents final : public NodeEvents {
+ public:
+  void append_proposed() override { ++proposed; }
+  void append_committed(std::uint64_t entries, std::uint64_t payload_bytes,
+                        std::chrono::steady_clock::duration latency) override {
+    committed_entries += entries;
+    committed_bytes += payload_bytes;
+    if (latency.count() > 0) ++positive_latencies;
+  }
+  void leader_changed() override { ++leader_changes; }
+  void election_finished(bool won) override { ++(won ? elections_won : elections_lost); }
+  void segments_deleted(std::uint64_t count) override { deleted_segments += count; }
+  void store_flushed(const store::CommitLog::FlushCycle& cycle) override {
+    flushed_entries += cycle.entries;
+    ++flush_cycles;
+  }
+  std::atomic<std::uint64_t> proposed{0}, committed_entries{0}, committed_bytes{0}, positive_latencies{0};
+  std::atomic<std::uint64_t> leader_changes{0}, elections_won{0}, elections_lost{0};
+  std::atomic<std::uint64_t> flushed_entries{0}, flush_cycles{0}, deleted_segments{0};
+};
+
+TEST(Node, ReportsProposalsCommitsElectionsAndFlushesToEvents) {
+  TempDir dir;
+  FakePeers sender;
+  CountingEvents events;
+  NodeConfig config = test_config(dir.path(), 1);
+  NodeError error;
+  auto node = Node::open(config, &sender, &error, &events);
+  ASSERT_NE(node, nullptr) << error.message;
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+  EXPECT_EQ(events.elections_won.load(), 1U);
+  EXPECT_EQ(events.leader_changes.load(), 1U);
+  const AppendResult first = append_and_wait(*node, {"abc", "de"});
+  ASSERT_TRUE(first.error.ok()) << first.error.message;
+  const AppendResult second = append_and_wait(*node, {"fghij"}, 9, 1);
+  ASSERT_TRUE(second.error.ok()) << second.error.message;
+  const AppendResult retry = append_and_wait(*node, {"fghij"}, 9, 1);  // a duplicate: not new work
+  ASSERT_TRUE(retry.error.ok() && retry.duplicate);
+  EXPECT_EQ(events.proposed.load(), 2U);
+  EXPECT_EQ(events.committed_entries.load(), 3U);
+  EXPECT_EQ(events.committed_bytes.load(), 10U);
+  EXPECT_EQ(events.positive_latencies.load(), 2U);
+  EXPECT_GE(events.flush_cycles.load(), 1U);
+  EXPECT_GE(events.flushed_entries.load(), 3U);  // the leader's no-op entry may be flushed too
   node->stop();
 }
 

@@ -1,0 +1,403 @@
+#include "server/metrics.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/support/server_interceptor.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <array>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "client/error_details.h"
+#include "raftlog/v1/client.pb.h"
+
+namespace raftlog::server {
+
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Counter;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// Exponential bucket bounds: start, start*factor, ... (count bounds).
+Histogram::BucketBoundaries exponential(double start, double factor, int count) {
+  Histogram::BucketBoundaries bounds;
+  double bound = start;
+  for (int i = 0; i < count; ++i, bound *= factor) bounds.push_back(bound);
+  return bounds;
+}
+
+const char* code_name(grpc::StatusCode code) {
+  static constexpr std::array<const char*, 17> kNames = {
+      "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",      "UNIMPLEMENTED",     "INTERNAL",         "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
+  const auto index = static_cast<std::size_t>(code);
+  return index < kNames.size() ? kNames[index] : "UNKNOWN";
+}
+
+const char* role_name(raft::Role role) {
+  switch (role) {
+    case raft::Role::kFollower: return "follower";
+    case raft::Role::kPreCandidate: return "pre_candidate";
+    case raft::Role::kCandidate: return "candidate";
+    case raft::Role::kLeader: return "leader";
+  }
+  return "unknown";
+}
+
+constexpr std::array<raft::Role, 4> kRoles = {raft::Role::kFollower, raft::Role::kPreCandidate,
+                                              raft::Role::kCandidate, raft::Role::kLeader};
+constexpr std::array<store::RecoveryMode, 3> kRecoveryModes = {
+    store::RecoveryMode::kFresh, store::RecoveryMode::kNormal, store::RecoveryMode::kAbnormal};
+
+// Process figures from /proc/self (prometheus-cpp exports none of its own).
+struct ProcessSample {
+  double cpu_seconds = 0;
+  double resident_bytes = 0;
+};
+ProcessSample sample_process() {
+  ProcessSample sample;
+  std::ifstream stat("/proc/self/stat");
+  std::string line;
+  if (std::getline(stat, line)) {
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    const auto close = line.rfind(')');
+    if (close != std::string::npos) {
+      std::istringstream rest(line.substr(close + 2));
+      std::string field;
+      double utime = 0, stime = 0;
+      for (int i = 3; i <= 15 && rest >> field; ++i) {
+        if (i == 14) utime = std::stod(field);
+        if (i == 15) stime = std::stod(field);
+      }
+      sample.cpu_seconds = (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    }
+  }
+  std::ifstream statm("/proc/self/statm");
+  double size_pages = 0, resident_pages = 0;
+  if (statm >> size_pages >> resident_pages) {
+    sample.resident_bytes = resident_pages * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  }
+  return sample;
+}
+
+}  // namespace
+
+class Metrics::Impl final : public prometheus::Collectable {
+ public:
+  Impl(std::uint64_t node_id, std::string data_dir)
+      : data_dir_(std::move(data_dir)), registry_(std::make_shared<prometheus::Registry>()) {
+    const prometheus::Labels node{{"node_id", std::to_string(node_id)}};
+    auto& r = *registry_;
+    auto gauge = [&](const char* name, const char* help) -> Gauge& {
+      return BuildGauge().Name(name).Help(help).Labels(node).Register(r).Add({});
+    };
+    auto counter = [&](const char* name, const char* help) -> Counter& {
+      return BuildCounter().Name(name).Help(help).Labels(node).Register(r).Add({});
+    };
+    term_ = &gauge("raftlog_raft_term", "Current Raft term.");
+    is_leader_ = &gauge("raftlog_raft_is_leader", "1 on the leader, 0 elsewhere.");
+    auto& roles = BuildGauge().Name("raftlog_raft_role").Help("1 for the node's current role.").Labels(node).Register(r);
+    for (raft::Role role : kRoles) role_[static_cast<std::size_t>(role)] = &roles.Add({{"role", role_name(role)}});
+    leader_id_ = &gauge("raftlog_raft_leader_id", "Raft id of the known leader, 0 when none is known.");
+    leader_changes_ = &counter("raftlog_raft_leader_changes_total", "Times this node saw the leader change.");
+    auto& elections = BuildCounter().Name("raftlog_raft_elections_total")
+                          .Help("Elections this node ran as a candidate, by outcome.").Labels(node).Register(r);
+    elections_won_ = &elections.Add({{"outcome", "won"}});
+    elections_lost_ = &elections.Add({{"outcome", "lost"}});
+    first_index_ = &gauge("raftlog_raft_first_index", "First retained log index.");
+    last_index_ = &gauge("raftlog_raft_last_index", "Last log index (written, maybe uncommitted).");
+    commit_index_ = &gauge("raftlog_raft_commit_index", "Highest index known committed.");
+
+    append_requests_ = &counter("raftlog_append_requests_total", "Append calls accepted into Raft by the leader.");
+    appended_entries_ = &counter("raftlog_appended_entries_total", "Client entries committed and acknowledged by this leader.");
+    appended_bytes_ = &counter("raftlog_appended_bytes_total", "Payload bytes of those entries.");
+    commit_latency_ = &BuildHistogram().Name("raftlog_commit_latency_seconds")
+                           .Help("Leader: from proposal to the append being acknowledged as committed.")
+                           .Labels(node).Register(r).Add({}, exponential(0.0005, 2, 15));
+    rejected_ = &BuildCounter().Name("raftlog_rejected_requests_total")
+                     .Help("Client requests answered with an error carrying a reason word, by reason.")
+                     .Labels(node).Register(r);
+
+    auto peer_gauge = [&](const char* name, const char* help) -> prometheus::Family<Gauge>* {
+      return &BuildGauge().Name(name).Help(help).Labels(node).Register(r);
+    };
+    peer_match_ = peer_gauge("raftlog_peer_match_index", "Highest index known replicated on the peer.");
+    peer_lag_entries_ = peer_gauge("raftlog_peer_lag_entries", "Leader's last index minus the peer's match index.");
+    peer_lag_bytes_ = peer_gauge("raftlog_peer_lag_bytes", "Log bytes after the peer's match index.");
+    peer_inflight_ = peer_gauge("raftlog_peer_inflight_messages", "Append messages sent and not yet acknowledged.");
+    peer_last_contact_ = peer_gauge("raftlog_peer_last_contact_seconds", "Seconds since the leader last heard from the peer.");
+    peer_behind_ = peer_gauge("raftlog_peer_behind_first_index",
+                              "1 when the peer needs entries the leader no longer holds (rebuild it).");
+
+    fsync_ = &BuildHistogram().Name("raftlog_store_fsync_duration_seconds")
+                  .Help("Duration of one flush cycle's sync calls.")
+                  .Labels(node).Register(r).Add({}, exponential(0.0001, 2, 16));
+    group_commit_ = &BuildHistogram().Name("raftlog_store_group_commit_entries")
+                         .Help("Entries made durable by one flush cycle.")
+                         .Labels(node).Register(r).Add({}, exponential(1, 2, 14));
+    written_index_ = &gauge("raftlog_store_written_index", "Last entry written to the segment.");
+    flushed_index_ = &gauge("raftlog_store_flushed_index", "Last entry known durable.");
+    segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");
+    disk_bytes_ = &gauge("raftlog_store_disk_bytes", "Bytes of segment and index files on disk.");
+    disk_free_ratio_ = &gauge("raftlog_store_disk_free_ratio", "Free space of the data directory's file system, 0..1.");
+    watermark_ = &gauge("raftlog_store_disk_watermark_exceeded",
+                        "1 while appends are refused because disk use passed the high watermark.");
+    segments_deleted_ = &counter("raftlog_store_segments_deleted_total", "Segments removed by retention or trim.");
+    recovery_duration_ = &gauge("raftlog_store_recovery_duration_seconds", "How long the start-up recovery took.");
+    auto& modes = BuildGauge().Name("raftlog_store_recovery_mode").Help("1 for the mode the last start-up used.")
+                      .Labels(node).Register(r);
+    for (store::RecoveryMode mode : kRecoveryModes) {
+      recovery_mode_[static_cast<std::size_t>(mode)] = &modes.Add({{"mode", store::to_string(mode)}});
+    }
+
+    grpc_requests_ = &BuildCounter().Name("raftlog_grpc_requests_total")
+                          .Help("Finished client RPCs by method and status code.").Labels(node).Register(r);
+    grpc_duration_ = &BuildHistogram().Name("raftlog_grpc_request_duration_seconds")
+                          .Help("Client RPC latency (streams: their lifetime).").Labels(node).Register(r);
+
+    resident_ = &gauge("raftlog_process_resident_memory_bytes", "Resident memory of the raftlogd process.");
+    cpu_ = &counter("raftlog_process_cpu_seconds_total", "User and system CPU time of the raftlogd process.");
+  }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    refresh();
+    return registry_->Collect();
+  }
+
+  void record_rpc(const std::string& method, grpc::StatusCode code, double latency_seconds,
+                  const std::string& reason) {
+    grpc_requests_->Add({{"method", method}, {"code", code_name(code)}}).Increment();
+    grpc_duration_->Add({{"method", method}}, exponential(0.0005, 2, 16)).Observe(latency_seconds);
+    if (!reason.empty()) rejected_->Add({{"reason", reason}}).Increment();
+  }
+
+  void refresh() const {
+    std::lock_guard lock(source_mu_);
+    const ProcessSample process = sample_process();
+    resident_->Set(process.resident_bytes);
+    if (process.cpu_seconds > cpu_->Value()) cpu_->Increment(process.cpu_seconds - cpu_->Value());
+    struct statvfs fs {};
+    if (::statvfs(data_dir_.c_str(), &fs) == 0 && fs.f_blocks > 0) {
+      disk_free_ratio_->Set(static_cast<double>(fs.f_bavail) / static_cast<double>(fs.f_blocks));
+    }
+    if (watermark_source_) watermark_->Set(watermark_source_() ? 1 : 0);
+    if (!status_source_) return;
+    const NodeStatus status = status_source_();
+    term_->Set(static_cast<double>(status.term));
+    is_leader_->Set(status.role == raft::Role::kLeader ? 1 : 0);
+    for (raft::Role role : kRoles) role_[static_cast<std::size_t>(role)]->Set(status.role == role ? 1 : 0);
+    leader_id_->Set(static_cast<double>(status.leader_id));
+    first_index_->Set(static_cast<double>(status.first_index));
+    last_index_->Set(static_cast<double>(status.last_index));
+    commit_index_->Set(static_cast<double>(status.commit_index));
+    written_index_->Set(static_cast<double>(status.last_index));
+    flushed_index_->Set(static_cast<double>(status.flushed_index));
+    segments_->Set(static_cast<double>(status.store_segments));
+    disk_bytes_->Set(static_cast<double>(status.store_disk_bytes));
+    recovery_duration_->Set(std::chrono::duration<double>(status.recovery_duration).count());
+    for (store::RecoveryMode mode : kRecoveryModes) {
+      recovery_mode_[static_cast<std::size_t>(mode)]->Set(status.recovery_mode == mode ? 1 : 0);
+    }
+    // Peer series exist only on the leader (a follower does not know its peers' progress).
+    std::set<std::string> current;
+    for (const PeerStatus& peer : status.peers) {
+      const std::string id = std::to_string(peer.id);
+      current.insert(id);
+      const prometheus::Labels labels{{"peer", id}};
+      peer_match_->Add(labels).Set(static_cast<double>(peer.match_index));
+      peer_lag_entries_->Add(labels).Set(static_cast<double>(peer.lag_entries));
+      peer_lag_bytes_->Add(labels).Set(static_cast<double>(peer.lag_bytes));
+      peer_inflight_->Add(labels).Set(static_cast<double>(peer.inflight_messages));
+      peer_last_contact_->Add(labels).Set(static_cast<double>(peer.last_contact_ms) / 1000.0);
+      peer_behind_->Add(labels).Set(peer.behind_first_index ? 1 : 0);
+    }
+    for (const std::string& id : exported_peers_) {
+      if (current.contains(id)) continue;
+      const prometheus::Labels labels{{"peer", id}};
+      for (auto* family : {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_, peer_last_contact_, peer_behind_}) {
+        family->Remove(&family->Add(labels));
+      }
+    }
+    exported_peers_ = std::move(current);
+  }
+
+  const std::string data_dir_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string bound_address_;
+
+  mutable std::mutex source_mu_;  // guards the sources and exported_peers_ (scrapes may run concurrently)
+  std::function<NodeStatus()> status_source_;
+  std::function<bool()> watermark_source_;
+  mutable std::set<std::string> exported_peers_;
+
+  Gauge* term_ = nullptr;
+  Gauge* is_leader_ = nullptr;
+  std::array<Gauge*, 4> role_{};
+  Gauge* leader_id_ = nullptr;
+  Counter* leader_changes_ = nullptr;
+  Counter* elections_won_ = nullptr;
+  Counter* elections_lost_ = nullptr;
+  Gauge* first_index_ = nullptr;
+  Gauge* last_index_ = nullptr;
+  Gauge* commit_index_ = nullptr;
+  Counter* append_requests_ = nullptr;
+  Counter* appended_entries_ = nullptr;
+  Counter* appended_bytes_ = nullptr;
+  Histogram* commit_latency_ = nullptr;
+  prometheus::Family<Counter>* rejected_ = nullptr;
+  prometheus::Family<Gauge>* peer_match_ = nullptr;
+  prometheus::Family<Gauge>* peer_lag_entries_ = nullptr;
+  prometheus::Family<Gauge>* peer_lag_bytes_ = nullptr;
+  prometheus::Family<Gauge>* peer_inflight_ = nullptr;
+  prometheus::Family<Gauge>* peer_last_contact_ = nullptr;
+  prometheus::Family<Gauge>* peer_behind_ = nullptr;
+  Histogram* fsync_ = nullptr;
+  Histogram* group_commit_ = nullptr;
+  Gauge* written_index_ = nullptr;
+  Gauge* flushed_index_ = nullptr;
+  Gauge* segments_ = nullptr;
+  Gauge* disk_bytes_ = nullptr;
+  Gauge* disk_free_ratio_ = nullptr;
+  Gauge* watermark_ = nullptr;
+  Counter* segments_deleted_ = nullptr;
+  Gauge* recovery_duration_ = nullptr;
+  std::array<Gauge*, 3> recovery_mode_{};
+  prometheus::Family<Counter>* grpc_requests_ = nullptr;
+  prometheus::Family<Histogram>* grpc_duration_ = nullptr;
+  Gauge* resident_ = nullptr;
+  Counter* cpu_ = nullptr;
+};
+
+namespace {
+
+// One per client RPC: remembers when it started and records the outcome when the status is sent.
+class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RpcMetricsInterceptor(Metrics::Impl* metrics, std::string method)
+      : metrics_(metrics), method_(std::move(method)), started_(std::chrono::steady_clock::now()) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const grpc::Status status = methods->GetSendStatus();
+      std::string reason;
+      if (!status.ok()) {
+        if (auto* trailing = methods->GetSendTrailingMetadata(); trailing != nullptr) {
+          const auto it = trailing->find(std::string(client::kErrorInfoMetadataKey));
+          raftlog::v1::ErrorInfo info;
+          if (it != trailing->end() && info.ParseFromString(it->second)) reason = info.reason();
+        }
+      }
+      metrics_->record_rpc(method_, status.error_code(), seconds(std::chrono::steady_clock::now() - started_),
+                           reason);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics::Impl* metrics_;
+  const std::string method_;
+  const std::chrono::steady_clock::time_point started_;
+};
+
+class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcMetricsFactory(Metrics::Impl* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    std::string_view method = info->method() == nullptr ? "" : info->method();
+    // Peer streams are replication, not client requests (their traffic shows in the peer gauges).
+    if (method.starts_with("/raftlog.peer.")) return nullptr;
+    if (method.starts_with('/')) method.remove_prefix(1);
+    return new RpcMetricsInterceptor(metrics_, std::string(method));
+  }
+
+ private:
+  Metrics::Impl* metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<Metrics> Metrics::start(std::uint64_t node_id, const std::string& listen_address,
+                                        const std::string& data_dir, std::string* error) {
+  auto impl = std::make_shared<Impl>(node_id, data_dir);
+  try {
+    // Two threads: a scrape is quick; a second serves a concurrent scraper.
+    impl->exposer_ = std::make_unique<prometheus::Exposer>(listen_address, 2);
+  } catch (const std::exception& e) {
+    *error = "cannot serve metrics on " + listen_address + ": " + e.what();
+    return nullptr;
+  }
+  const std::vector<int> ports = impl->exposer_->GetListeningPorts();
+  if (ports.empty()) {
+    *error = "cannot serve metrics on " + listen_address + " (address in use or invalid?)";
+    return nullptr;
+  }
+  impl->bound_address_ = listen_address.substr(0, listen_address.rfind(':')) + ":" + std::to_string(ports.front());
+  impl->exposer_->RegisterCollectable(impl);
+  return std::unique_ptr<Metrics>(new Metrics(std::move(impl)));
+}
+
+Metrics::Metrics(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Metrics::~Metrics() {
+  // Stop serving first: a scrape in progress must not outlive the sources it reads.
+  impl_->exposer_.reset();
+}
+
+void Metrics::set_status_source(std::function<NodeStatus()> source) {
+  std::lock_guard lock(impl_->source_mu_);
+  impl_->status_source_ = std::move(source);
+}
+
+void Metrics::set_watermark_source(std::function<bool()> source) {
+  std::lock_guard lock(impl_->source_mu_);
+  impl_->watermark_source_ = std::move(source);
+}
+
+const std::string& Metrics::bound_address() const { return impl_->bound_address_; }
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Metrics::interceptor_factory() {
+  return std::make_unique<RpcMetricsFactory>(impl_.get());
+}
+
+void Metrics::append_proposed() { impl_->append_requests_->Increment(); }
+
+void Metrics::append_committed(std::uint64_t entries, std::uint64_t payload_bytes,
+                               std::chrono::steady_clock::duration latency) {
+  impl_->appended_entries_->Increment(static_cast<double>(entries));
+  impl_->appended_bytes_->Increment(static_cast<double>(payload_bytes));
+  impl_->commit_latency_->Observe(seconds(latency));
+}
+
+void Metrics::leader_changed() { impl_->leader_changes_->Increment(); }
+
+void Metrics::election_finished(bool won) { (won ? impl_->elections_won_ : impl_->elections_lost_)->Increment(); }
+
+void Metrics::segments_deleted(std::uint64_t count) { impl_->segments_deleted_->Increment(static_cast<double>(count)); }
+
+void Metrics::store_flushed(const store::CommitLog::FlushCycle& cycle) {
+  impl_->fsync_->Observe(seconds(cycle.sync_duration));
+  if (cycle.entries > 0) impl_->group_commit_->Observe(static_cast<double>(cycle.entries));
+}
+
+}  // namespace raftlog::server

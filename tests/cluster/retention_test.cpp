@@ -1,0 +1,177 @@
+// Retention over a real 3-node cluster: `raftlogctl trim`/Admin.Trim and the size and age policies
+// delete only whole committed segments, reads below the first retained index are OUT_OF_RANGE, the
+// leader keeps what a live follower still needs (that follower catches up after a restart), and a
+// follower silent for longer than the grace period is reported as needing trimmed entries.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "testing/http_get.h"
+#include "testing/local_cluster.h"
+
+namespace raftlog::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+LocalClusterOptions small_segments() {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  options.segment_size_bytes = 64 << 10;  // 2 KiB entries: ~30 per segment
+  options.max_entry_size_bytes = 8 << 10;
+  return options;
+}
+
+// Appends `count` 2 KiB entries; returns the last index.
+std::uint64_t append_entries(client::Client& client, int count, const std::string& tag) {
+  std::uint64_t last = 0;
+  for (int i = 0; i < count; ++i) {
+    auto result = client.append({tag + "-" + std::to_string(i) + std::string(2000, 'r')});
+    EXPECT_TRUE(result.ok()) << result.status().message();
+    if (result.ok()) last = result->last_index;
+  }
+  return last;
+}
+
+// Waits until `predicate` holds (bounded).
+template <typename Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return predicate();
+}
+
+TEST(RetentionTest, TrimDeletesWholeCommittedSegmentsAndKeepsWhatALiveFollowerNeeds) {
+  LocalCluster cluster(small_segments());
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  auto client = cluster.client();
+  const std::uint64_t last = append_entries(*client, 200, "a");
+  ASSERT_GE(last, 200U);
+  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster.wait_for_commit(id, last));
+
+  // Trim every node below 150.
+  for (int id = 1; id <= 3; ++id) {
+    auto trimmed = client->trim(cluster.address(id), 150);
+    ASSERT_TRUE(trimmed.ok()) << trimmed.status().message();
+    EXPECT_GT(trimmed->first_index, 1U) << "node " << id;
+    EXPECT_LE(trimmed->first_index, 150U) << "node " << id;  // whole segments only
+    auto status = cluster.status(id);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->first_index, trimmed->first_index);
+    // Below the first retained index: OUT_OF_RANGE; from it on, the entries are intact.
+    auto only_this = cluster.client({}, {id});
+    auto below = only_this->read(trimmed->first_index - 1, 10, 1 << 20, false);
+    ASSERT_FALSE(below.ok()) << "node " << id;
+    EXPECT_EQ(below.status().code(), client::StatusCode::kOutOfRange) << below.status().message();
+    auto from_first = only_this->read(trimmed->first_index, 10, 1 << 20, false);
+    ASSERT_TRUE(from_first.ok()) << from_first.status().message();
+    ASSERT_FALSE(from_first->entries.empty());
+    EXPECT_EQ(from_first->entries.front().index, trimmed->first_index);
+  }
+  const auto leader_status = cluster.status(leader);
+  ASSERT_TRUE(leader_status.has_value());
+  auto entries = cluster.read_all(leader);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.front().index, leader_status->first_index);
+  EXPECT_EQ(entries.back().index, last);
+
+  // A follower goes down; the leader must keep what it needs, even when asked to trim everything.
+  const int follower = leader == 1 ? 2 : 1;
+  const std::uint64_t follower_has = cluster.status(follower)->last_index;
+  cluster.kill(follower);
+  const std::uint64_t later = append_entries(*client, 150, "b");
+  auto on_leader = client->trim(cluster.address(leader), later + 1);
+  ASSERT_TRUE(on_leader.ok()) << on_leader.status().message();
+  EXPECT_LE(on_leader->limit, follower_has + 1);
+  EXPECT_LE(on_leader->first_index, follower_has + 1);
+  cluster.start(follower);
+  ASSERT_TRUE(cluster.wait_for_commit(follower, later, 20s)) << cluster.log_tail(follower);
+  const auto follower_entries = cluster.read_all(follower);
+  ASSERT_FALSE(follower_entries.empty());
+  EXPECT_EQ(follower_entries.back().index, later);
+}
+
+TEST(RetentionTest, SizePolicyRunsByItself) {
+  LocalClusterOptions options = small_segments();
+  options.extra_flags = {"--retention-max-bytes=400000", "--retention-check-interval-ms=100"};
+  LocalCluster cluster(options);
+  cluster.start_all();
+  ASSERT_NE(cluster.wait_for_leader(), 0) << cluster.log_tail(1);
+  auto client = cluster.client();
+  const std::uint64_t last = append_entries(*client, 300, "s");  // ~600 KB of log
+  for (int id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(cluster.wait_for_commit(id, last));
+    EXPECT_TRUE(eventually([&] {
+      auto status = cluster.status(id);
+      return status.has_value() && status->first_index > 1;
+    })) << "node " << id << " never applied the size limit\n" << cluster.log_tail(id);
+  }
+  auto entries = cluster.read_all(1);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.back().index, last);
+}
+
+TEST(RetentionTest, AgePolicyRunsByItself) {
+  LocalClusterOptions options = small_segments();
+  options.nodes = 1;
+  options.extra_flags = {"--retention-max-age-s=2", "--retention-check-interval-ms=100"};
+  LocalCluster cluster(options);
+  cluster.start_all();
+  ASSERT_NE(cluster.wait_for_leader(), 0) << cluster.log_tail(1);
+  auto client = cluster.client();
+  const auto started = std::chrono::steady_clock::now();
+  const std::uint64_t last = append_entries(*client, 120, "t");
+  // Segments younger than the age limit stay (checked only when the appends were quick enough for
+  // the first segment to be surely younger than 2 s).
+  auto status = cluster.status(1);
+  ASSERT_TRUE(status.has_value());
+  if (std::chrono::steady_clock::now() - started < 1500ms) EXPECT_EQ(status->first_index, 1U);
+  EXPECT_TRUE(eventually([&] {
+    auto now = cluster.status(1);
+    return now.has_value() && now->first_index > 1;
+  })) << cluster.log_tail(1);
+  auto entries = cluster.read_all(1);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.back().index, last);  // the active segment always stays
+}
+
+TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries) {
+  LocalClusterOptions options = small_segments();
+  options.metrics = true;
+  options.extra_flags = {"--retention-follower-grace-ms=500"};
+  LocalCluster cluster(options);
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  auto client = cluster.client();
+  const int follower = leader == 1 ? 2 : 1;
+  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 10, "c")));
+  cluster.kill(follower);
+  std::this_thread::sleep_for(800ms);  // past the grace period
+  const std::uint64_t last = append_entries(*client, 150, "d");
+  auto trimmed = client->trim(cluster.address(leader), last + 1);
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status().message();
+  EXPECT_GT(trimmed->first_index, 20U);  // the silent follower no longer holds the log back
+  ASSERT_TRUE(eventually([&] {
+    auto status = cluster.status(leader);
+    if (!status.has_value()) return false;
+    for (const auto& peer : status->peers) {
+      if (peer.id == static_cast<std::uint64_t>(follower)) return peer.behind_first_index;
+    }
+    return false;
+  })) << cluster.log_tail(leader);
+  const auto metrics = http_get(cluster.metrics_address(leader), "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_NE(metrics->find("raftlog_peer_behind_first_index{node_id=\"" + std::to_string(leader) + "\",peer=\"" +
+                          std::to_string(follower) + "\"} 1"),
+            std::string::npos);
+  EXPECT_NE(cluster.log_tail(leader).find("cannot catch up"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace raftlog::testing
