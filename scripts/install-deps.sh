@@ -12,6 +12,8 @@ packages=(
   prometheus-cpp-dev
   python3 python3-grpcio python3-grpc-tools
   iproute2 procps psmisc
+  # deploy/ checks (scripts/check-deploy.sh): promtool, yamllint, shellcheck, the compose schema
+  prometheus yamllint python3-yaml shellcheck docker-compose
 )
 
 missing=()
