@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <ostream>
@@ -392,12 +393,15 @@ int run_transfer_leader(std::string_view command_path, std::span<const std::stri
   return cli::kExitOk;
 }
 
-// --- flush ---------------------------------------------------------------------------------------
-int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
-  Common common;
-  cli::FlagSet flags(std::string(command_path), "Force every node to flush what it has written; print each flushed index.");
-  common.add_to(flags);
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+// --- per-node admin commands (flush, trim) ------------------------------------------------------
+// Sends one call to every endpoint in --endpoints and prints each answer; errors go to stderr and
+// make the exit code 1. `call` returns the line to print (text and JSON) or the failed status.
+struct NodeAnswer {
+  std::string text;  // after "<endpoint>: "
+  std::string json;  // fields after {"endpoint":...,
+};
+int for_each_endpoint(const Common& common, const cli::Io& io,
+                      const std::function<client::Result<NodeAnswer>(client::Client&, const std::string&)>& call) {
   auto parsed = client::parse_endpoints(common.endpoints);
   if (!parsed.ok()) {
     io.err << "--endpoints: " << parsed.status().message() << "\n";
@@ -407,22 +411,34 @@ int run_flush(std::string_view command_path, std::span<const std::string> args, 
   if (c == nullptr) return cli::kExitUsage;
   int failures = 0;
   for (const std::string& endpoint : parsed.value()) {
-    auto r = c->flush(endpoint);
+    auto r = call(*c, endpoint);
     if (!r.ok()) {
       ++failures;
       io.err << endpoint << ": " << client::to_string(r.status().code()) << ": " << r.status().message() << "\n";
       continue;
     }
     if (common.json) {
-      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"flushed_index\":" << r.value() << "}\n";
+      io.out << "{\"endpoint\":" << json_string(endpoint) << "," << r->json << "}\n";
     } else {
-      io.out << endpoint << ": flushed through index " << r.value() << "\n";
+      io.out << endpoint << ": " << r->text << "\n";
     }
   }
   return failures == 0 ? cli::kExitOk : cli::kExitFailure;
 }
 
-// --- trim ----------------------------------------------------------------------------------------
+int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  cli::FlagSet flags(std::string(command_path), "Force every node to flush what it has written; print each flushed index.");
+  common.add_to(flags);
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  return for_each_endpoint(common, io, [](client::Client& c, const std::string& endpoint) -> client::Result<NodeAnswer> {
+    auto r = c.flush(endpoint);
+    if (!r.ok()) return r.status();
+    return NodeAnswer{"flushed through index " + std::to_string(r.value()),
+                      "\"flushed_index\":" + std::to_string(r.value())};
+  });
+}
+
 int run_trim(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   Common common;
   std::uint64_t before_index = 0;
@@ -437,30 +453,14 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
     io.err << "--before INDEX is required (and must be at least 1)\n";
     return cli::kExitUsage;
   }
-  auto parsed = client::parse_endpoints(common.endpoints);
-  if (!parsed.ok()) {
-    io.err << "--endpoints: " << parsed.status().message() << "\n";
-    return cli::kExitUsage;
-  }
-  auto c = common.connect(io);
-  if (c == nullptr) return cli::kExitUsage;
-  int failures = 0;
-  for (const std::string& endpoint : parsed.value()) {
-    auto r = c->trim(endpoint, before_index);
-    if (!r.ok()) {
-      ++failures;
-      io.err << endpoint << ": " << client::to_string(r.status().code()) << ": " << r.status().message() << "\n";
-      continue;
-    }
-    if (common.json) {
-      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"first_index\":" << r->first_index
-             << ",\"limit\":" << r->limit << "}\n";
-    } else {
-      io.out << endpoint << ": first retained index " << r->first_index << " (trim allowed below " << r->limit
-             << ")\n";
-    }
-  }
-  return failures == 0 ? cli::kExitOk : cli::kExitFailure;
+  return for_each_endpoint(common, io, [before_index](client::Client& c, const std::string& endpoint)
+                                           -> client::Result<NodeAnswer> {
+    auto r = c.trim(endpoint, before_index);
+    if (!r.ok()) return r.status();
+    return NodeAnswer{"first retained index " + std::to_string(r->first_index) + " (trim allowed below " +
+                          std::to_string(r->limit) + ")",
+                      "\"first_index\":" + std::to_string(r->first_index) + ",\"limit\":" + std::to_string(r->limit)};
+  });
 }
 
 }  // namespace raftlog::ctl

@@ -66,6 +66,14 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   CommandRun flush = run(ctl + "flush" + endpoints);
   EXPECT_EQ(flush.exit_code, 0) << flush.out;
   EXPECT_NE(flush.out.find("flushed through index"), std::string::npos) << flush.out;
+  // trim: every node answers with its first retained index (1: one segment, nothing to delete).
+  CommandRun trim = run(ctl + "trim --before 2" + endpoints);
+  EXPECT_EQ(trim.exit_code, 0) << trim.out;
+  EXPECT_NE(trim.out.find("first retained index 1"), std::string::npos) << trim.out;
+  CommandRun trim_json = run(ctl + "trim --before 2 --json" + endpoints);
+  EXPECT_EQ(trim_json.exit_code, 0) << trim_json.out;
+  EXPECT_NE(trim_json.out.find("\"first_index\":1"), std::string::npos) << trim_json.out;
+  EXPECT_EQ(run(ctl + "trim" + endpoints).exit_code, 2);  // --before is required
 
   // Usage errors exit 2; a refused request exits 1 with the server's reason.
   EXPECT_EQ(run(ctl + "read --bogus" + endpoints).exit_code, 2);

@@ -528,15 +528,29 @@ namespace {
 // A leader whose file system fills refuses appends with RESOURCE_EXHAUSTED/DISK_FULL instead of
 // failing, keeps serving reads, and accepts appends again once space is freed. Real ENOSPC from a
 // small tmpfs (needs root and mount permission; skipped otherwise).
-TEST(Node, DiskFullRefusesAppendsKeepsReadsAndRecoversWhenSpaceIsFreed) {
-  TempDir mount_point;
-  if (::mount("tmpfs", mount_point.path().c_str(), "tmpfs", 0, "size=2m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+// A small tmpfs mounted on a temp dir for the test's lifetime (needs root and mount permission).
+class ScopedTmpfs {
+ public:
+  explicit ScopedTmpfs(const char* size) {
+    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
+    if (!mounted_) error_ = std::strerror(errno);
   }
-  struct Unmount {
-    std::string path;
-    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount{mount_point.path()};
+  ~ScopedTmpfs() {
+    if (mounted_) ::umount2(dir_.path().c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& error() const { return error_; }
+  const std::string& path() const { return dir_.path(); }
+
+ private:
+  TempDir dir_;
+  bool mounted_ = false;
+  std::string error_;
+};
+
+TEST(Node, DiskFullRefusesAppendsKeepsReadsAndRecoversWhenSpaceIsFreed) {
+  ScopedTmpfs mount_point("2m");
+  if (!mount_point.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << mount_point.error();
 
   FakePeers sender;
   NodeConfig config = test_config(mount_point.path(), 1);
@@ -603,14 +617,8 @@ void write_filler(const std::string& path, std::size_t bytes) {
 // reads go on; between the watermarks it keeps refusing (hysteresis); at or below the low watermark it
 // accepts again. A real small tmpfs (needs root and mount permission; skipped otherwise).
 TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
-  TempDir mount_point;
-  if (::mount("tmpfs", mount_point.path().c_str(), "tmpfs", 0, "size=8m") != 0) {
-    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
-  }
-  struct Unmount {
-    std::string path;
-    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
-  } unmount{mount_point.path()};
+  ScopedTmpfs mount_point("8m");
+  if (!mount_point.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << mount_point.error();
 
   FakePeers sender;
   NodeConfig config = test_config(mount_point.path(), 1);
