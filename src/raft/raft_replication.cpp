@@ -45,7 +45,8 @@ bool Raft::Impl::send_append(NodeId peer, bool send_if_empty) {
   const Index previous_index = pr.next - 1;
   const std::optional<Term> previous_term = log_.term_at(previous_index);
   // The entries this peer needs were trimmed from our log; catching it up needs a snapshot, which this
-  // core does not implement yet (drivers only trim entries every voter holds; see docs/raft.md).
+  // core does not implement. It is re-probed at the first index on heartbeat answers
+  // (handle_heartbeat_response).
   if (!previous_term || pr.next < log_.first_index()) return false;
   Message m;
   m.type = MessageType::kAppend;
@@ -224,6 +225,14 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
   pr.ticks_since_contact = 0;
   pr.probe_sent = false;  // the peer is alive: allow the next probe
   if (pr.state == ReplicationState::kReplicate && pr.inflights.full()) pr.inflights.free_first();
+  // The peer needs entries trimmed from our log, and there are no snapshots. Probe it at our first
+  // index instead, once per heartbeat answer: a peer rebuilt from a copy of a healthy node's log
+  // (docs/operations.md, "Retention") accepts and catches up; any other rejects, its next index falls
+  // below our first again, and send_append() stays silent until the next heartbeat answer.
+  if (pr.next < log_.first_index()) {
+    pr.become_probe();
+    pr.next = log_.first_index();
+  }
   if (pr.match < log_.last_index()) send_append(m.from, /*send_if_empty=*/true);
   read_only_.record_ack(m.from, m.context);
   release_confirmed_reads();

@@ -1,9 +1,11 @@
 // Retention over a real 3-node cluster: `raftlogctl trim`/Admin.Trim and the size and age policies
 // delete only whole committed segments, reads below the first retained index are OUT_OF_RANGE, the
 // leader keeps what a live follower still needs (that follower catches up after a restart), and a
-// follower silent for longer than the grace period is reported as needing trimmed entries.
+// follower silent for longer than the grace period is reported as needing trimmed entries and is
+// rebuilt from a healthy follower's copy as docs/operations.md says.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "testing/http_get.h"
@@ -173,6 +175,40 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries
                           std::to_string(follower) + "\"} 1"),
             std::string::npos);
   EXPECT_NE(cluster.log_tail(leader).find("cannot catch up"), std::string::npos);
+
+  // The rebuild procedure of docs/operations.md ("Retention"): with the lagging node still down,
+  // stop a healthy follower cleanly, copy its whole data directory over the lagging node's, start
+  // both. The lagging node then catches up from the leader and holds the same entries.
+  const int healthy = 6 - leader - follower;
+  ASSERT_EQ(cluster.stop(healthy), 0) << cluster.log_tail(healthy);
+  std::filesystem::remove_all(cluster.data_dir(follower));
+  std::filesystem::copy(cluster.data_dir(healthy), cluster.data_dir(follower),
+                        std::filesystem::copy_options::recursive);
+  cluster.start(healthy);
+  cluster.start(follower);
+  const std::uint64_t after_rebuild = append_entries(*client, 5, "e");
+  ASSERT_TRUE(cluster.wait_for_commit(follower, after_rebuild, 20s)) << cluster.log_tail(follower);
+  const auto rebuilt = cluster.read_all(follower);
+  const auto reference = cluster.read_all(leader);
+  ASSERT_FALSE(rebuilt.empty());
+  EXPECT_EQ(rebuilt.back().index, after_rebuild);
+  for (const auto& entry : rebuilt) {
+    if (entry.index < reference.front().index) continue;
+    const auto& same = reference[entry.index - reference.front().index];
+    ASSERT_EQ(same.index, entry.index);
+    EXPECT_EQ(same.payload, entry.payload) << "index " << entry.index;
+  }
+  // Stopping the healthy follower cost the old leader its majority: ask whoever leads now.
+  const int leader_now = cluster.wait_for_leader();
+  ASSERT_NE(leader_now, 0);
+  ASSERT_TRUE(eventually([&] {
+    auto status = cluster.status(leader_now);
+    if (!status.has_value()) return false;
+    for (const auto& peer : status->peers) {
+      if (peer.id == static_cast<std::uint64_t>(follower)) return !peer.behind_first_index && peer.lag_entries == 0;
+    }
+    return false;
+  })) << cluster.log_tail(leader_now);
 }
 
 }  // namespace

@@ -303,3 +303,44 @@ TEST(Persistence, StaleReportAfterTruncationIsIgnored) {
 
 }  // namespace
 }  // namespace raftlog::raft
+
+namespace raftlog::raft {
+namespace {
+
+// A peer that needs entries the leader trimmed (no snapshots) is probed at the leader's first index
+// once per heartbeat answer, never in a tight loop; once it holds those entries (rebuilt from a copy
+// of a healthy node's log), the probe succeeds and it catches up.
+TEST(Replication, PeerBehindTheFirstIndexIsReprobedPerHeartbeatAndCatchesUpOnceRebuilt) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.isolate(3);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(c.raft(1).propose({payload_entry("e" + std::to_string(i))}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  const Index last = c.raft(1).commit_index();
+  ASSERT_EQ(last, 21u);
+  // The leader trims everything below 15 (retention); node 3 holds only the first no-op.
+  c.node(1).log.truncate_prefix(15);
+  c.node(1).durable_log.truncate_prefix(15);
+  c.heal();
+  const std::size_t delivered_before = c.delivered().size();
+  c.tick_all(10);  // 10 heartbeat rounds
+  std::size_t appends_to_3 = 0;
+  for (std::size_t i = delivered_before; i < c.delivered().size(); ++i) {
+    if (is_append_to(c.delivered()[i], 3)) ++appends_to_3;
+  }
+  EXPECT_GE(appends_to_3, 1u) << "the stranded peer is never probed";
+  EXPECT_LE(appends_to_3, 12u) << "probing faster than once per heartbeat";
+  EXPECT_EQ(c.node(3).log.last_index(), 1u);
+  EXPECT_LT(c.raft(1).progress()[2].next_index, 15u);
+
+  // Rebuild node 3 from node 2's log (as an operator copies a healthy follower's log/), restart it.
+  c.node(3).durable_log = c.node(2).durable_log;
+  c.crash_restart(3);
+  c.tick_all(5);
+  EXPECT_EQ(c.raft(1).progress()[2].match_index, last);
+  EXPECT_EQ(c.node(3).log.last_index(), last);
+  EXPECT_EQ(c.node(3).log.entry(last).payload, "e19");
+}
+
+}  // namespace
+}  // namespace raftlog::raft
