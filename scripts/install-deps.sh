@@ -12,6 +12,7 @@ packages=(
   prometheus-cpp-dev
   python3 python3-grpcio python3-grpc-tools
   iproute2 procps psmisc
+  iptables faketime python3-matplotlib
 )
 
 missing=()
