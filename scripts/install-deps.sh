@@ -14,6 +14,8 @@ packages=(
   iproute2 procps psmisc
   # deploy/ checks (scripts/check-deploy.sh): promtool, yamllint, shellcheck, the compose schema
   prometheus yamllint python3-yaml shellcheck docker-compose
+  # jepsen/ (fault injection): iptables rules in namespaces, libfaketime, plots
+  iptables faketime python3-matplotlib
 )
 
 missing=()

@@ -1,0 +1,1 @@
+"""raftlog's Jepsen-style fault-injection harness (see docs/jepsen.md)."""

@@ -1,0 +1,201 @@
+"""An independent Python gRPC client for raftlog (not the C++ client library), so the harness does
+not share the library's bugs. It implements leader redirects, idempotent append retries and the
+classification of every attempt's status into ok / definite failure / unknown.
+"""
+import threading
+import time
+
+import grpc
+
+ERROR_INFO_KEY = "raftlog-error-bin"
+
+# Reason words (proto/raftlog/v1/client.proto, src/server/node.cpp) whose status guarantees that this
+# attempt's append was never proposed: the node refused it before handing it to Raft.
+# UNAVAILABLE (LEADERSHIP_LOST / SHUTTING_DOWN), DEADLINE_EXCEEDED and transport errors are unknown.
+DEFINITE_FAILURE_REASONS = {
+    "NOT_LEADER", "NO_LEADER", "EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES",
+    "APPEND_TOO_LARGE", "SEQUENCE_TOO_OLD", "DISK_FULL", "TOO_MANY_PENDING",
+}
+# Reasons after which retrying the same (client_id, sequence) cannot help.
+FATAL_REASONS = {"EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES", "APPEND_TOO_LARGE",
+                 "SEQUENCE_TOO_OLD"}
+
+CHANNEL_OPTIONS = [
+    # gRPC's default reconnect backoff (1 s doubling to 120 s) would hide a restarted node for minutes.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+    # After a failed connection gRPC re-resolves the target, at most once per this interval (default
+    # 30 s); even for an IP literal that throttle kept a restarted node unreachable for ~5 s.
+    ("grpc.dns_min_time_between_resolutions_ms", 100),
+    ("grpc.max_receive_message_length", 64 << 20),
+]
+
+
+class Attempt:
+    def __init__(self, node, code, reason, message):
+        self.node, self.code, self.reason, self.message = node, code, reason, message
+
+    def definite_failure(self):
+        return self.reason in DEFINITE_FAILURE_REASONS
+
+    def to_json(self):
+        return {"node": self.node, "code": self.code, "reason": self.reason}
+
+
+class Cluster:
+    """Channels to every node, by node id; thread-safe."""
+
+    def __init__(self, pb2, pb2_grpc, addresses):
+        self.pb2, self.pb2_grpc = pb2, pb2_grpc
+        self.addresses = dict(addresses)  # node id -> "host:port"
+        self.by_address = {a: i for i, a in self.addresses.items()}
+        self._lock = threading.Lock()
+        self._channels = {}
+        self.leader_hint = None
+
+    def _channel(self, node):
+        with self._lock:
+            channel = self._channels.get(node)
+            if channel is None:
+                channel = grpc.insecure_channel(self.addresses[node], options=CHANNEL_OPTIONS)
+                self._channels[node] = channel
+            return channel
+
+    def log_stub(self, node):
+        return self.pb2_grpc.LogStub(self._channel(node))
+
+    def admin_stub(self, node):
+        return self.pb2_grpc.AdminStub(self._channel(node))
+
+    def close(self):
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+
+    def error_info(self, rpc_error):
+        """(reason, leader_node_or_None) from the raftlog-error-bin trailer of a failed call."""
+        try:
+            trailers = rpc_error.trailing_metadata() or ()
+        except Exception:  # a locally generated error has no trailers
+            trailers = ()
+        for key, value in trailers:
+            if key == ERROR_INFO_KEY:
+                info = self.pb2.ErrorInfo()
+                info.ParseFromString(value)
+                leader = self.by_address.get(info.leader_address) if info.leader_address else None
+                return info.reason, leader
+        return "", None
+
+    def status(self, node, timeout_s=0.5):
+        try:
+            return self.log_stub(node).Status(self.pb2.StatusRequest(), timeout=timeout_s)
+        except grpc.RpcError:
+            return None
+
+    def find_leader(self, nodes=None, timeout_s=0.5):
+        """The node id that says it is leader and that a majority of answering nodes agree on."""
+        named = {}
+        leaders = set()
+        for node in nodes or self.addresses:
+            st = self.status(node, timeout_s)
+            if st is None:
+                continue
+            if st.leader_id:
+                named[st.leader_id] = named.get(st.leader_id, 0) + 1
+            if st.role == self.pb2.ROLE_LEADER:
+                leaders.add(st.node_id)
+        for leader in leaders:
+            if named.get(leader, 0) > len(self.addresses) // 2:
+                return leader
+        return None
+
+
+def rpc_code_name(rpc_error):
+    try:
+        return rpc_error.code().name
+    except Exception:
+        return "UNKNOWN"
+
+
+def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeout_s=2.0, stop=None):
+    """Appends `values` (bytes) as one Append call with (client_id, sequence), retrying with the same pair
+    until ok, a fatal refusal, `deadline_s` (monotonic) or `stop` is set.
+    Returns (type, response_or_None, final_node, attempts)."""
+    attempts = []
+    node = cluster.leader_hint or rng.choice(sorted(cluster.addresses))
+    backoff_s = 0.02
+    request = cluster.pb2.AppendRequest(entries=list(values), client_id=client_id,
+                                        sequence=sequence)
+    for _ in range(1000):  # bound on attempts; the deadline normally ends the loop first
+        remaining = deadline_s - time.monotonic()
+        if remaining <= 0 or (stop is not None and stop.is_set() and attempts):
+            break
+        try:
+            response = cluster.log_stub(node).Append(request, timeout=min(attempt_timeout_s, remaining))
+            cluster.leader_hint = node
+            return "ok", response, node, attempts
+        except grpc.RpcError as e:
+            reason, leader = cluster.error_info(e)
+            attempt = Attempt(node, rpc_code_name(e), reason, e.details() if hasattr(e, "details") else "")
+            attempts.append(attempt)
+            if reason in FATAL_REASONS:
+                break
+            if reason == "NOT_LEADER" and leader is not None and leader != node:
+                node = leader  # one hop, no sleep
+                continue
+            if cluster.leader_hint == node:
+                cluster.leader_hint = None
+            time.sleep(min(backoff_s, max(0.0, deadline_s - time.monotonic())))
+            backoff_s = min(backoff_s * 2, 0.5) * (0.75 + 0.5 * rng.random())
+            node = rng.choice(sorted(cluster.addresses))
+    final_node = attempts[-1].node if attempts else node
+    if attempts and all(a.definite_failure() for a in attempts):
+        return "fail", None, final_node, attempts
+    return "info", None, final_node, attempts
+
+
+def read(cluster, node, from_index, max_entries, linearizable, timeout_s=2.0):
+    """One Read attempt on one node (a linearizable read follows at most one redirect)."""
+    request = cluster.pb2.ReadRequest(from_index=from_index, max_entries=max_entries, linearizable=linearizable)
+    for _ in range(2):
+        try:
+            return cluster.log_stub(node).Read(request, timeout=timeout_s), node, None
+        except grpc.RpcError as e:
+            reason, leader = cluster.error_info(e)
+            if reason == "NOT_LEADER" and leader is not None and leader != node:
+                node = leader
+                continue
+            return None, node, Attempt(node, rpc_code_name(e), reason, "")
+    return None, node, None
+
+
+def read_all(cluster, node, timeout_s=3.0, max_rounds=100000):
+    """Every entry of `node`'s committed log (non-linearizable reads), and its commit index."""
+    entries = []
+    commit_index = 0
+    next_index = 1
+    for _ in range(max_rounds):
+        try:
+            response = cluster.log_stub(node).Read(
+                cluster.pb2.ReadRequest(from_index=next_index, max_entries=1024, linearizable=False),
+                timeout=timeout_s)
+        except grpc.RpcError as e:
+            if rpc_code_name(e) == "OUT_OF_RANGE" and next_index == 1:
+                break  # nothing committed on this node
+            raise
+        commit_index = max(commit_index, response.commit_index)
+        if not response.entries:
+            break
+        entries.extend(response.entries)
+        next_index = entries[-1].index + 1
+        if next_index > response.commit_index:
+            break
+    return entries, commit_index
+
+
+def entry_to_json(entry):
+    return {"index": entry.index, "term": entry.term, "type": int(entry.type),
+            "client_id": entry.client_id, "sequence": entry.sequence,
+            "payload": entry.payload.decode("utf-8", errors="backslashreplace")}
