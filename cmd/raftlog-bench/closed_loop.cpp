@@ -120,4 +120,26 @@ void add_closed_loop_fields(ResultLine& line, const ClosedLoopOptions& options, 
       .add("server_rss_anon_total_kib", result.server_rss_anon_total_kib);
 }
 
+std::optional<ClosedLoopOptions> make_closed_loop_options(std::uint64_t clients, std::uint64_t duration_s,
+                                                          std::uint64_t entries_per_call,
+                                                          std::uint64_t payload_bytes_per_entry,
+                                                          const std::string& server_pids_text,
+                                                          std::string_view command_path, std::ostream& err) {
+  ClosedLoopOptions load;
+  load.clients = clients;
+  load.duration = std::chrono::seconds(duration_s);
+  load.entries_per_call = entries_per_call;
+  load.payload_bytes_per_entry = payload_bytes_per_entry;
+  if (!server_pids_text.empty()) {
+    std::string error;
+    auto pids = parse_pid_list(server_pids_text, &error);
+    if (!pids) {
+      err << command_path << ": --server-pids: " << error << "\n";
+      return std::nullopt;
+    }
+    load.server_pids = std::move(*pids);
+  }
+  return load;
+}
+
 }  // namespace raftlog::bench

@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "report.h"
@@ -27,6 +30,14 @@ struct ClosedLoopOptions {
   std::uint64_t payload_bytes_per_entry = 1024;
   std::vector<pid_t> server_pids;         // their CPU time and RSS over the run are reported (may be empty)
 };
+
+// The options both load commands (cluster, etcd) build from their flags. Nullopt, with a message on
+// `err`, when --server-pids does not parse.
+std::optional<ClosedLoopOptions> make_closed_loop_options(std::uint64_t clients, std::uint64_t duration_s,
+                                                          std::uint64_t entries_per_call,
+                                                          std::uint64_t payload_bytes_per_entry,
+                                                          const std::string& server_pids_text,
+                                                          std::string_view command_path, std::ostream& err);
 
 // One client's call: true when acknowledged. It runs only on that client's thread, one at a time.
 using ClientCall = std::function<bool()>;

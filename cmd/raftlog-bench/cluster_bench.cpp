@@ -19,7 +19,6 @@
 #include "cli/flags.h"
 #include "client/client.h"
 #include "closed_loop.h"
-#include "proc_usage.h"
 #include "report.h"
 #include "testing/local_cluster.h"
 
@@ -107,20 +106,10 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
            << ", 1 <= batch <= 1024, 1 <= duration <= " << kMaxLoadDurationS << ", nodes 1, 3 or 5\n";
     return cli::kExitUsage;
   }
-  ClosedLoopOptions load;
-  load.clients = clients;
-  load.duration = std::chrono::seconds(duration_s);
-  load.entries_per_call = batch;
-  load.payload_bytes_per_entry = entry_size;
-  if (!server_pids_text.empty()) {
-    std::string error;
-    auto pids = parse_pid_list(server_pids_text, &error);
-    if (!pids) {
-      io.err << command_path << ": --server-pids: " << error << "\n";
-      return cli::kExitUsage;
-    }
-    load.server_pids = std::move(*pids);
-  }
+  std::optional<ClosedLoopOptions> load_options =
+      make_closed_loop_options(clients, duration_s, batch, entry_size, server_pids_text, command_path, io.err);
+  if (!load_options) return cli::kExitUsage;
+  ClosedLoopOptions& load = *load_options;
   auto source = resolve_cluster(endpoints, nodes, flush_mode, io);
   if (!source) return cli::kExitFailure;
 

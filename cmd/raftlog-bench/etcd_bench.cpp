@@ -18,7 +18,6 @@
 #include "client/client.h"
 #include "closed_loop.h"
 #include "etcd/kv_put.grpc.pb.h"
-#include "proc_usage.h"
 #include "report.h"
 
 namespace raftlog::bench {
@@ -120,20 +119,10 @@ int run_etcd_command(std::string_view command_path, std::span<const std::string>
   }
   auto endpoints = parse_endpoints_or_complain(endpoints_text, command_path, io);
   if (!endpoints) return cli::kExitUsage;
-  ClosedLoopOptions load;
-  load.clients = clients;
-  load.duration = std::chrono::seconds(duration_s);
-  load.entries_per_call = 1;
-  load.payload_bytes_per_entry = value_size;
-  if (!server_pids_text.empty()) {
-    std::string error;
-    auto pids = parse_pid_list(server_pids_text, &error);
-    if (!pids) {
-      io.err << command_path << ": --server-pids: " << error << "\n";
-      return cli::kExitUsage;
-    }
-    load.server_pids = std::move(*pids);
-  }
+  std::optional<ClosedLoopOptions> load_options =
+      make_closed_loop_options(clients, duration_s, 1, value_size, server_pids_text, command_path, io.err);
+  if (!load_options) return cli::kExitUsage;
+  ClosedLoopOptions& load = *load_options;
   if (!probe(endpoints->front(), command_path, io)) return cli::kExitFailure;
 
   const auto timeout = std::chrono::milliseconds(call_timeout_ms);
