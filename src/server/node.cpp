@@ -997,7 +997,7 @@ TrimResult Node::Impl::trim_before(std::uint64_t before_index, const char* why) 
   const std::uint64_t limit = trim_limit();
   const std::uint64_t target = std::min(before_index, limit);
   const std::uint64_t first_before = log_->first_index();
-  const std::size_t segments_before = log_->segments().size();
+  const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before) {
     if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target, st.to_string());
@@ -1005,7 +1005,7 @@ TrimResult Node::Impl::trim_before(std::uint64_t before_index, const char* why) 
     }
   }
   const std::uint64_t first_after = log_->first_index();
-  const std::size_t removed = segments_before - std::min(segments_before, log_->segments().size());
+  const std::uint64_t removed = segments_before - std::min(segments_before, log_->disk_usage().segments);
   if (removed > 0) {
     spdlog::info("node {}: {} trim before {} (allowed up to {}): {} segment(s) deleted, first index {} -> {}",
                  config_.node_id, why, before_index, limit, removed, first_before, first_after);
@@ -1079,7 +1079,6 @@ void Node::Impl::publish_status() {
     peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
     peer.probing = progress.probing;
     peer.inflight_messages = progress.inflight_messages;
-    peer.lag_bytes = peer.lag_entries == 0 ? 0 : log_->bytes_after(progress.match_index);
     // A follower that needs entries this leader no longer holds cannot be caught up (there are no
     // snapshots): it must be rebuilt from a copy of a healthy node (docs/operations.md).
     // next_index is what the leader would send next (in probe state, its current guess): below the
@@ -1094,11 +1093,6 @@ void Node::Impl::publish_status() {
     }
     status.peers.push_back(std::move(peer));
   }
-  const store::CommitLog::DiskUsage usage = log_->disk_usage();
-  status.store_segments = usage.segments;
-  status.store_disk_bytes = usage.bytes;
-  status.recovery_mode = log_->recovery_report().mode;
-  status.recovery_duration = log_->recovery_report().duration;
   std::lock_guard lock(status_mu_);
   status_ = std::move(status);
 }
@@ -1250,8 +1244,25 @@ bool Node::stopping() const { return impl_->stopping_.load(std::memory_order_acq
 bool Node::failed() const { return impl_->failed_.load(std::memory_order_acquire); }
 
 NodeStatus Node::status() const {
-  std::lock_guard lock(impl_->status_mu_);
-  return impl_->status_;
+  NodeStatus status;
+  {
+    std::lock_guard lock(impl_->status_mu_);
+    status = impl_->status_;
+  }
+  // The store's figures are read when someone asks (Status RPC, a metrics scrape, the health
+  // poller), not by the Raft loop after every round of work.
+  std::shared_lock store_lock(impl_->store_mu_);
+  if (impl_->store_closed_) return status;
+  const store::CommitLog& log = *impl_->log_;
+  for (PeerStatus& peer : status.peers) {
+    peer.lag_bytes = peer.lag_entries == 0 ? 0 : log.bytes_after(peer.match_index);
+  }
+  const store::CommitLog::DiskUsage usage = log.disk_usage();
+  status.store_segments = usage.segments;
+  status.store_disk_bytes = usage.bytes;
+  status.recovery_mode = log.recovery_report().mode;
+  status.recovery_duration = log.recovery_report().duration;
+  return status;
 }
 
 store::Status Node::flush_store() {

@@ -1,4 +1,4 @@
-// A snapshot of a node's state for Status RPCs, the CLI and (later) metrics. Published by the Raft
+// A snapshot of a node's state for Status RPCs, the CLI and metrics. Published by the Raft
 // loop after every batch of work; readers copy it under a mutex.
 #pragma once
 
@@ -38,7 +38,7 @@ struct NodeStatus {
   std::uint64_t flushed_index = 0;
   store::FlushMode flush_mode = store::FlushMode::kSync;
   std::vector<PeerStatus> peers;  // leader only
-  // The store, for metrics.
+  // The store, for metrics (with lag_bytes: filled in by Node::status() from the store when asked).
   std::uint64_t store_segments = 0;
   std::uint64_t store_disk_bytes = 0;
   store::RecoveryMode recovery_mode = store::RecoveryMode::kFresh;
