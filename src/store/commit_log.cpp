@@ -567,7 +567,7 @@ void CommitLog::Impl::flusher_main() {
   }
 }
 
-void CommitLog::Impl::notify_flushed() { flush_waiters_.release_up_to(flushed_index_.load()); }
+void CommitLog::Impl::notify_flushed() { flush_waiters_.flushed_index_advanced(); }
 
 void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
   // Called by the flusher thread with no store lock held, so the listener may call any method.

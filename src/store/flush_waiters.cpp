@@ -15,16 +15,14 @@ void FlushWaiters::wait(std::uint64_t index, const std::atomic<std::uint64_t>& f
   }
 }
 
-void FlushWaiters::wake_all() {
+void FlushWaiters::flushed_index_advanced() {
   epoch_.fetch_add(1);
   epoch_.notify_all();
 }
 
-void FlushWaiters::release_up_to(std::uint64_t /*flushed_index*/) { wake_all(); }
-
 void FlushWaiters::release_all() {
   released_all_.store(true);
-  wake_all();
+  flushed_index_advanced();  // the same wake-up; every waiter then sees released_all_
 }
 
 }  // namespace raftlog::store

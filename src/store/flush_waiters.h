@@ -21,18 +21,16 @@ class FlushWaiters {
  public:
   // Returns once flushed_index >= index, or once release_all() was called (now or earlier); the
   // caller re-reads its own state to tell which. Whoever advances `flushed_index` must store it
-  // before calling release_up_to().
+  // before calling flushed_index_advanced().
   void wait(std::uint64_t index, const std::atomic<std::uint64_t>& flushed_index);
-  // Wakes the sleepers after `flushed_index` advanced (those not yet covered sleep again).
-  void release_up_to(std::uint64_t flushed_index);
+  // Wakes the sleepers after the flushed index advanced (those not yet covered sleep again).
+  void flushed_index_advanced();
   // Wakes every waiter, and makes every later wait() return at once (the log failed or closed).
   void release_all();
 
   std::uint32_t sleeping() const { return sleeping_.load(); }  // for tests and diagnostics
 
  private:
-  void wake_all();
-
   // Wraps around; only "changed since I looked" matters, and a waiter looks again after every wake.
   std::atomic<std::uint32_t> epoch_{0};
   std::atomic<bool> released_all_{false};

@@ -45,7 +45,7 @@ TEST(FlushWaitersTest, ReturnsOnlyWaitersTheFlushCovers) {
   }
   await_waiting(waiters, kThreads);
   flushed.store(3);
-  waiters.release_up_to(3);
+  waiters.flushed_index_advanced();
   await_waiting(waiters, kThreads - 3);  // the uncovered ones sleep again
   // Joined below; the three covered ones must have woken, the others not.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -54,7 +54,7 @@ TEST(FlushWaitersTest, ReturnsOnlyWaitersTheFlushCovers) {
   }
   EXPECT_EQ(woken_mask.load(), 0b111);
   flushed.store(kThreads);
-  waiters.release_up_to(kThreads);
+  waiters.flushed_index_advanced();
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(woken_mask.load(), (1 << kThreads) - 1);
   EXPECT_EQ(waiters.sleeping(), 0U);
@@ -83,7 +83,7 @@ TEST(FlushWaitersTest, ManyThreadsManyRoundsNoLostWakeup) {
     while (!done.load()) {
       const std::uint64_t next = flushed.load() + 1;
       flushed.store(next);
-      waiters.release_up_to(next);
+      waiters.flushed_index_advanced();
       std::this_thread::yield();
     }
   });
