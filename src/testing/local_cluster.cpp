@@ -270,11 +270,22 @@ std::vector<client::Entry> LocalCluster::read_all(int id) {
   auto c = client(options, {id});
   std::vector<client::Entry> out;
   // From the node's first retained index (retention may have trimmed the start).
-  const auto node_status = status(id);
-  std::uint64_t next = node_status.has_value() ? std::max<std::uint64_t>(1, node_status->first_index) : 1;
+  const auto first_retained = [&]() -> std::uint64_t {
+    const auto node_status = status(id);
+    return node_status.has_value() ? std::max<std::uint64_t>(1, node_status->first_index) : 1;
+  };
+  std::uint64_t next = first_retained();
+  // A retention pass on the node may trim past `next` between the status call and the first read:
+  // the read then answers OUT_OF_RANGE, and the read starts again from the new first index
+  // (a bounded number of times; each pass deletes at least one whole segment).
+  int restarts_left = 20;
   // Bounded: each round returns at least one entry or stops.
   for (int round = 0; round < 100000; ++round) {
     auto r = c->read(next, 0, 0, false);
+    if (!r.ok() && r.status().code() == client::StatusCode::kOutOfRange && out.empty() && restarts_left-- > 0) {
+      next = first_retained();
+      continue;
+    }
     if (!r.ok() || r->entries.empty()) break;
     for (auto& e : r->entries) out.push_back(std::move(e));
     next = out.back().index + 1;
