@@ -12,6 +12,8 @@
 #                      averages them, so slow drifts of a shared machine hit both systems alike
 #   --trials N         leader kill -9 trials per system, after the last round (default 5)
 #   --batch B          entries per Append in the batched raftlog cell (default 64), --batch-clients N (16)
+#   --producer-lanes L each raftlog cell runs a second time with the clients sharing one client::Producer
+#                      of L lanes (the library coalesces their one-entry appends; default 4, 0 = skip)
 #   --out DIR          where results.txt (every RESULT line), table.txt and compare-etcd.png (throughput
 #                      and p99 against clients) go (default /tmp/raftlog-compare-etcd-out)
 #   --keep             keep the work directory (server data and logs) instead of removing it
@@ -30,11 +32,12 @@ trials=5
 rounds=1
 batch=64
 batch_clients=16
+producer_lanes=4
 out=/tmp/raftlog-compare-etcd-out
 keep=0
 soak=0
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "compare-etcd: $*" >&2; exit 1; }
 log() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
 
@@ -46,6 +49,7 @@ while (($# > 0)); do
     --rounds) rounds=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
     --batch-clients) batch_clients=$2; shift 2 ;;
+    --producer-lanes) producer_lanes=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --soak) soak=$2; shift 2 ;;
@@ -58,6 +62,7 @@ in_range "$duration" 1 600 || die "--duration must be 1..600"
 in_range "$trials" 1 50 || die "--trials must be 1..50"
 in_range "$rounds" 1 10 || die "--rounds must be 1..10"
 in_range "$soak" 0 3600 || die "--soak must be 0..3600 seconds"
+in_range "$producer_lanes" 0 64 || die "--producer-lanes must be 0..64"
 [[ "$clients" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--clients must be a comma-separated list of numbers"
 for tool in raftlog-bench raftlogd raftlogctl; do
   [[ -x "$bin/$tool" ]] || die "no $bin/$tool: build first (BUILD_DIR=build bash scripts/build.sh)"
@@ -308,6 +313,11 @@ raftlog_loads() {
     "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients "$c" --entry-size 1KiB \
       --duration "$duration" --server-pids "$pids" | record || true
     if [[ "$c" == 64 ]]; then rss_line raftlog loaded "${raftlog_pids[@]}"; fi
+    if ((producer_lanes > 0)); then
+      log "raftlog: $c clients x 1 KiB append through one Producer of $producer_lanes lanes for ${duration} s"
+      "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients "$c" --entry-size 1KiB \
+        --duration "$duration" --server-pids "$pids" --producer-lanes "$producer_lanes" | record || true
+    fi
   done
   # The raw loop runs right before and right after the batched cell (the cluster idle), so the disk's
   # limit is taken in the same minute as the figure compared with it.

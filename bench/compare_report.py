@@ -54,25 +54,32 @@ def mean_row(rows):
     return merged
 
 
+# raftlog-producer: the same clients calling append() with one entry each, but sharing one
+# client::Producer that coalesces concurrent calls into shared Append RPCs (bench cluster
+# --producer-lanes L); raftlog: every client sends its own Append per call.
+SYSTEMS = ("etcd", "raftlog", "raftlog-producer")
+
+
 def unary_cells(rows):
     """{system: {clients: row}} for the unary 1-entry cells, averaged over rounds."""
-    lists = {"etcd": collections.defaultdict(list), "raftlog": collections.defaultdict(list)}
+    lists = {system: collections.defaultdict(list) for system in SYSTEMS}
     for row in rows:
         if row.get("bench") == "etcd":
             lists["etcd"][int(row["clients"])].append(row)
         elif row.get("bench") == "cluster" and row.get("batch") == "1":
-            lists["raftlog"][int(row["clients"])].append(row)
+            system = "raftlog" if row.get("producer_lanes", "0") == "0" else "raftlog-producer"
+            lists[system][int(row["clients"])].append(row)
     return {system: {c: mean_row(v) for c, v in cells.items()} for system, cells in lists.items()}
 
 
 def print_table(cells, out):
-    clients = sorted(set(cells["etcd"]) | set(cells["raftlog"]))
+    clients = sorted(set().union(*(set(cells[system]) for system in SYSTEMS)))
     header = ["clients", "system", "ops/s", "MiB/s", "p50 ms", "p99 ms", "p99.9 ms", "server CPU s",
               "CPU us/op", "failures"]
     lines = [header]
     for c in clients:
         pair = {}
-        for system in ("etcd", "raftlog"):
+        for system in SYSTEMS:
             row = cells[system].get(c)
             if row is None:
                 continue
@@ -81,11 +88,14 @@ def print_table(cells, out):
                           fmt(num(row, "p50_ms"), 2), fmt(num(row, "p99_ms"), 2), fmt(num(row, "p999_ms"), 2),
                           fmt(num(row, "server_cpu_s"), 2), fmt(num(row, "server_cpu_us_per_entry"), 0),
                           fmt(num(row, "failures"))])
-        if len(pair) == 2:
-            r, e = pair["raftlog"], pair["etcd"]
+        for system in SYSTEMS[1:]:
+            if system not in pair or "etcd" not in pair:
+                continue
+            r, e = pair[system], pair["etcd"]
             cols = ["ops_per_s", "mib_per_s", "p50_ms", "p99_ms", "p999_ms", "server_cpu_s", "server_cpu_us_per_entry"]
-            lines.append([str(c), "raftlog/etcd"] + [fmt(ratio(num(r, k), num(e, k)), 2) + "x" for k in cols] + [""])
-            print(f"RESULT bench=compare clients={c} ops_ratio={ratio(num(r, 'ops_per_s'), num(e, 'ops_per_s')):.2f} "
+            lines.append([str(c), system + "/etcd"] + [fmt(ratio(num(r, k), num(e, k)), 2) + "x" for k in cols] + [""])
+            print(f"RESULT bench=compare system={system} clients={c} "
+                  f"ops_ratio={ratio(num(r, 'ops_per_s'), num(e, 'ops_per_s')):.2f} "
                   f"p50_ratio={ratio(num(r, 'p50_ms'), num(e, 'p50_ms')):.2f} "
                   f"p99_ratio={ratio(num(r, 'p99_ms'), num(e, 'p99_ms')):.2f} "
                   f"cpu_per_op_ratio={ratio(num(r, 'server_cpu_us_per_entry'), num(e, 'server_cpu_us_per_entry')):.2f}",
@@ -167,13 +177,17 @@ def memory_summary(rows, out):
 def targets(cells, failover, batched_share, out):
     """The issue-7 targets, read from this run."""
     results = []
-    e64, r64 = cells["etcd"].get(64), cells["raftlog"].get(64)
-    if e64 and r64:
+    e64 = cells["etcd"].get(64)
+    for system, suffix in (("raftlog", ""), ("raftlog-producer", "_producer")):
+        r64 = cells[system].get(64)
+        if not (e64 and r64):
+            continue
         x = ratio(num(r64, "ops_per_s"), num(e64, "ops_per_s"))
-        results.append(("ops_64_clients_vs_etcd", f"{x:.2f}x", ">= 10x", x >= 10))
-        results.append(("p99_64_clients_vs_etcd", f"{num(r64, 'p99_ms'):.1f}ms_vs_{num(e64, 'p99_ms'):.1f}ms",
+        results.append(("ops_64_clients_vs_etcd" + suffix, f"{x:.2f}x", ">= 10x", x >= 10))
+        results.append(("p99_64_clients_vs_etcd" + suffix,
+                        f"{num(r64, 'p99_ms'):.1f}ms_vs_{num(e64, 'p99_ms'):.1f}ms",
                         "lower", num(r64, "p99_ms") < num(e64, "p99_ms")))
-        results.append(("ops_64_clients_vs_nats", f"{num(r64, 'ops_per_s'):.0f}", "> 8500",
+        results.append(("ops_64_clients_vs_nats" + suffix, f"{num(r64, 'ops_per_s'):.0f}", "> 8500",
                         num(r64, "ops_per_s") > 8500))
     e1, r1 = cells["etcd"].get(1), cells["raftlog"].get(1)
     if e1 and r1:
@@ -187,7 +201,7 @@ def targets(cells, failover, batched_share, out):
         results.append(("failover_max", f"{worst:.0f}ms", "<= 1000ms", worst <= 1000))
     print("\nIssue-7 targets on this run:", file=out)
     for name, value, goal, met in results:
-        print(f"  {name:30s} {value:24s} goal {goal:9s} {'met' if met else 'NOT met'}", file=out)
+        print(f"  {name:34s} {value:24s} goal {goal:9s} {'met' if met else 'NOT met'}", file=out)
         print(f"RESULT bench=target name={name} value={value} goal={goal.replace(' ', '')} "
               f"met={'true' if met else 'false'}", file=out)
 
@@ -200,8 +214,8 @@ def plot(cells, path):
     from matplotlib.ticker import NullFormatter
 
     fig, (ax_ops, ax_p99) = plt.subplots(1, 2, figsize=(11, 4.2))
-    all_clients = sorted(set(cells["etcd"]) | set(cells["raftlog"]))
-    for system, style in (("etcd", "o-"), ("raftlog", "s-")):
+    all_clients = sorted(set().union(*(set(cells[system]) for system in SYSTEMS)))
+    for system, style in (("etcd", "o-"), ("raftlog", "s-"), ("raftlog-producer", "^-")):
         clients = sorted(cells[system])
         if not clients:
             continue
@@ -231,7 +245,7 @@ def main():
     args = parser.parse_args()
     rows = parse(args.results)
     cells = unary_cells(rows)
-    if not cells["etcd"] and not cells["raftlog"]:
+    if not any(cells[system] for system in SYSTEMS):
         print("no bench=etcd or bench=cluster RESULT lines in " + args.results, file=sys.stderr)
         return 1
     out = sys.stdout

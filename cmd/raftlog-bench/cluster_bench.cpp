@@ -18,6 +18,7 @@
 
 #include "cli/flags.h"
 #include "client/client.h"
+#include "client/producer.h"
 #include "closed_loop.h"
 #include "report.h"
 #include "testing/local_cluster.h"
@@ -86,6 +87,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   std::uint64_t batch = 1;
   std::uint64_t duration_s = 10;
   std::uint64_t nodes = 3;
+  std::uint64_t producer_lanes = 0;
   std::string flush_mode = "sync";
   cli::FlagSet flags(std::string(command_path),
                      "Closed-loop append load: N clients, each appending batches of B entries of S bytes and "
@@ -99,11 +101,16 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   flags.string_flag("flush-mode", &flush_mode, "sync|async", "flush mode of the cluster it starts");
   flags.string_flag("server-pids", &server_pids_text, "PID,...",
                     "report CPU seconds and RSS of these server processes over the run (with --endpoints)");
+  flags.uint_flag("producer-lanes", &producer_lanes, "L",
+                  "0: each client has its own Client and sends its own Append per call; 1..64: the clients "
+                  "share one client::Producer with L lanes, which coalesces their one-entry appends (needs --batch 1)");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (clients == 0 || clients > kMaxLoadClients || batch == 0 || batch > 1024 || duration_s == 0 ||
-      duration_s > kMaxLoadDurationS || (nodes != 3 && nodes != 5 && nodes != 1)) {
+      duration_s > kMaxLoadDurationS || (nodes != 3 && nodes != 5 && nodes != 1) ||
+      producer_lanes > client::kMaxProducerLanes || (producer_lanes != 0 && batch != 1)) {
     io.err << command_path << ": need 1 <= clients <= " << kMaxLoadClients
-           << ", 1 <= batch <= 1024, 1 <= duration <= " << kMaxLoadDurationS << ", nodes 1, 3 or 5\n";
+           << ", 1 <= batch <= 1024, 1 <= duration <= " << kMaxLoadDurationS << ", nodes 1, 3 or 5, "
+           << "producer-lanes <= " << client::kMaxProducerLanes << " and only with batch 1\n";
     return cli::kExitUsage;
   }
   std::optional<ClosedLoopOptions> load_options =
@@ -113,9 +120,24 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   auto source = resolve_cluster(endpoints, nodes, flush_mode, io);
   if (!source) return cli::kExitFailure;
 
+  std::shared_ptr<client::Producer> producer;
+  if (producer_lanes != 0) {
+    client::ProducerOptions options;
+    options.client.endpoints = source->endpoints;
+    options.client.retry_deadline_ms = 10000;
+    options.lanes = producer_lanes;
+    auto created = client::Producer::create(options);
+    if (!created.ok()) {
+      io.err << command_path << ": " << created.status().to_string() << "\n";
+      return cli::kExitFailure;
+    }
+    producer = std::move(created).value();
+  }
   const ClosedLoopResult result = run_closed_loop(
       load,
       [&](std::uint64_t c) -> ClientCall {
+        const std::string payload(entry_size, static_cast<char>('a' + c % 26));
+        if (producer) return [producer, payload] { return producer->append(payload).ok(); };
         client::Options options;
         options.endpoints = source->endpoints;
         options.retry_deadline_ms = 10000;
@@ -131,6 +153,11 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   ResultLine line("cluster");
   add_closed_loop_fields(line, load, result);
   line.add("flush_mode", endpoints.empty() ? flush_mode : std::string("external"));
+  line.add("producer_lanes", producer_lanes);
+  if (producer) {
+    const client::Producer::Stats stats = producer->stats();
+    line.add("entries_per_rpc", stats.rpcs == 0 ? 0.0 : static_cast<double>(stats.entries) / stats.rpcs, 1);
+  }
   io.out << line.text() << "\n";
   return result.failures == 0 ? cli::kExitOk : cli::kExitFailure;
 }

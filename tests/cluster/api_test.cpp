@@ -4,7 +4,12 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+#include <thread>
+
 #include "client/error_info.h"
+#include "client/producer.h"
 #include "testing/local_cluster.h"
 #include "raftlog/v1/client.grpc.pb.h"
 
@@ -171,6 +176,60 @@ TEST_F(ApiTest, GracefulStopExitsZeroAndRestartsWithNormalRecovery) {
   ASSERT_TRUE(cluster_->wait_for_commit(follower, r->last_index)) << cluster_->log_tail(follower);
   EXPECT_NE(cluster_->log_tail(follower).find("mode=normal"), std::string::npos)
       << "a clean shutdown should recover in normal mode:\n" << cluster_->log_tail(follower);
+}
+
+// Twelve threads share one Producer against the real cluster, which accepts at most 8 entries per
+// Append: batches of up to 32 are refused as a whole (INVALID_ARGUMENT, nothing written) and resent
+// one by one, and one oversized entry fails alone. Every acknowledged entry is in the log, once, at
+// the index its caller was given.
+TEST_F(ApiTest, ProducerCoalescesConcurrentAppendsAndEveryAcknowledgedEntryIsInTheLog) {
+  client::ProducerOptions options;
+  auto endpoints = client::parse_endpoints(cluster_->endpoints());
+  ASSERT_TRUE(endpoints.ok());
+  options.client.endpoints = endpoints.value();
+  options.lanes = 2;
+  options.max_batch_entries = 32;
+  auto created = client::Producer::create(options);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  client::Producer& producer = *created.value();
+
+  constexpr int kThreads = 12;
+  constexpr int kAppendsPerThread = 20;
+  std::mutex mu;
+  std::map<std::uint64_t, std::string> acknowledged;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kAppendsPerThread; ++i) {
+        const bool oversized = t == 0 && i == 5;
+        const std::string payload =
+            oversized ? std::string(2000, 'X') : "p" + std::to_string(t) + "-" + std::to_string(i);
+        auto result = producer.append(payload);
+        if (oversized) {
+          EXPECT_FALSE(result.ok());
+          EXPECT_EQ(result.status().code(), client::StatusCode::kInvalidArgument) << result.status().to_string();
+          continue;
+        }
+        ASSERT_TRUE(result.ok()) << payload << ": " << result.status().to_string();
+        std::lock_guard lock(mu);
+        EXPECT_TRUE(acknowledged.emplace(result->first_index, payload).second) << "index given twice";
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  ASSERT_EQ(acknowledged.size(), static_cast<std::size_t>(kThreads * kAppendsPerThread - 1));
+  ASSERT_TRUE(cluster_->wait_for_commit(leader_, acknowledged.rbegin()->first));
+  std::map<std::uint64_t, std::string> in_log;
+  for (const client::Entry& entry : cluster_->read_all(leader_)) {
+    if (entry.type == client::EntryType::kNormal) in_log.emplace(entry.index, entry.payload);
+  }
+  for (const auto& [index, payload] : acknowledged) {
+    auto found = in_log.find(index);
+    ASSERT_NE(found, in_log.end()) << "acknowledged index " << index << " missing";
+    EXPECT_EQ(found->second, payload) << "index " << index;
+  }
+  EXPECT_EQ(in_log.size(), acknowledged.size());  // nothing else written: no duplicate, no oversized entry
+  EXPECT_GT(producer.stats().rpcs, 0u);
 }
 
 }  // namespace
