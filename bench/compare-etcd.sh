@@ -12,6 +12,8 @@
 #                      averages them, so slow drifts of a shared machine hit both systems alike
 #   --trials N         leader kill -9 trials per system, after the last round (default 5)
 #   --batch B          entries per Append in the batched raftlog cell (default 64), --batch-clients N (16)
+#   --no-nats          skip NATS JetStream (by default each round also runs the load cells against a
+#                      3-node JetStream cluster, stream with 3 replicas: the issue's second reference)
 #   --producer-lanes L each raftlog cell runs a second time with the clients sharing one client::Producer
 #                      of L lanes (the library coalesces their one-entry appends; default 4, 0 = skip)
 #   --out DIR          where results.txt (every RESULT line), table.txt and compare-etcd.png (throughput
@@ -33,11 +35,12 @@ rounds=1
 batch=64
 batch_clients=16
 producer_lanes=4
+nats=1
 out=/tmp/raftlog-compare-etcd-out
 keep=0
 soak=0
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "compare-etcd: $*" >&2; exit 1; }
 log() { echo "== $(date -u +%H:%M:%S) $*" >&2; }
 
@@ -50,6 +53,7 @@ while (($# > 0)); do
     --batch) batch=$2; shift 2 ;;
     --batch-clients) batch_clients=$2; shift 2 ;;
     --producer-lanes) producer_lanes=$2; shift 2 ;;
+    --no-nats) nats=0; shift ;;
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --soak) soak=$2; shift 2 ;;
@@ -78,6 +82,10 @@ apt_install() {
 if ((soak == 0)) && ! { command -v etcd && command -v etcdctl; } >/dev/null; then
   log "installing etcd 3.4 from Debian"
   apt_install etcd-server etcd-client
+fi
+if ((soak == 0 && nats)) && ! command -v nats-server >/dev/null; then
+  log "installing nats-server 2.9 from Debian"
+  apt_install nats-server
 fi
 if ! /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   log "installing python3-matplotlib for the plot"
@@ -335,6 +343,56 @@ raftlog_failovers() {
   "$bin/raftlog-bench" failover --trials "$trials" --writers 8 | record || true
 }
 
+# --- NATS JetStream --------------------------------------------------------------------------------------
+# Three nats-server processes in one cluster, JetStream on, file storage; the bench creates the stream
+# with 3 replicas. NATS 2.9 has no per-message fsync (`sync_interval` arrived in 2.10): an acknowledged
+# publish is in the page cache of a majority, not on disk, so its figures are an upper reference.
+nats_pids=()
+nats_client_ports=()
+
+start_nats() {
+  log "nats: starting 3 JetStream servers on loopback"
+  read -r -a ports <<<"$(free_ports 6)"
+  nats_client_ports=("${ports[@]:0:3}")
+  local route_ports=("${ports[@]:3:3}") i j routes
+  mkdir -p "$work/nats"
+  for i in 0 1 2; do
+    routes=()
+    for j in 0 1 2; do ((j == i)) || routes+=("nats-route://127.0.0.1:${route_ports[$j]}"); done
+    cat >"$work/nats/n$i.conf" <<EOF
+server_name: n$i
+listen: 127.0.0.1:${nats_client_ports[$i]}
+jetstream { store_dir: "$work/nats/n$i" }
+cluster { name: raftlog-bench, listen: 127.0.0.1:${route_ports[$i]}, routes: [$(join_by_comma "${routes[@]}")] }
+EOF
+    nats-server -c "$work/nats/n$i.conf" </dev/null >>"$work/nats/n$i.log" 2>&1 &
+    nats_pids[i]=$!
+    started_pids+=("$!")
+  done
+  sleep 2
+}
+
+stop_nats() {
+  local i
+  for i in 0 1 2; do kill -TERM "${nats_pids[$i]}" 2>/dev/null || true; done
+  for i in 0 1 2; do wait_gone "${nats_pids[$i]}" || kill -9 "${nats_pids[$i]}" 2>/dev/null || true; done
+  rm -rf "$work/nats"
+}
+
+nats_loads() {
+  local c pids endpoints
+  pids=$(join_by_comma "${nats_pids[@]}")
+  endpoints=$(join_by_comma "${nats_client_ports[@]/#/127.0.0.1:}")
+  rss_line nats idle "${nats_pids[@]}"
+  machine_line "nats_load_round_$1"
+  for c in ${clients//,/ }; do
+    log "nats: $c clients x 1 KiB JetStream publish (R3) for ${duration} s"
+    "$bin/raftlog-bench" nats --endpoints "$endpoints" --clients "$c" --entry-size 1KiB \
+      --duration "$duration" --server-pids "$pids" | record || true
+    if [[ "$c" == 64 ]]; then rss_line nats loaded "${nats_pids[@]}"; fi
+  done
+}
+
 # --- soak: RSS of a loaded raftlog cluster over a long run --------------------------------------------
 run_soak() {
   log "soak: 64 clients against raftlog for $soak s, RSS sampled every 10 s"
@@ -385,6 +443,11 @@ for round in $(seq 1 "$rounds"); do
   etcd_loads "$round"
   if ((round == rounds)); then etcd_failovers; fi
   stop_etcd
+  if ((nats)); then
+    start_nats
+    nats_loads "$round"
+    stop_nats
+  fi
   log "raftlog: starting 3 nodes on loopback (sync flush)"
   start_raftlog
   sleep 1

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cluster_bench.h"
 #include "etcd_bench.h"
+#include "nats_bench.h"
 #include "store_command.h"
 
 namespace {
@@ -24,6 +25,8 @@ constexpr raftlog::cli::Command kCommands[] = {
      raftlog::bench::run_etcd_command, nullptr},
     {"etcd-failover", "one etcd leader kill -9 under a Put load; time until a Put succeeds in a newer term",
      raftlog::bench::run_etcd_failover_command, nullptr},
+    {"nats", "the same closed-loop load as `cluster`, as NATS JetStream publishes with acknowledgement",
+     raftlog::bench::run_nats_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 
