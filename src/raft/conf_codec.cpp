@@ -2,8 +2,8 @@
 // who votes, so a torn or foreign payload must be rejected, never half-parsed.
 
 #include "raft/assert.h"
-#include "raft/crc32c.h"
 #include "raft/types.h"
+#include "util/crc32c.h"
 
 namespace raftlog::raft {
 namespace {
@@ -46,7 +46,7 @@ std::string encode_config(const ConfState& conf) {
   put_le(out, kConfigFormatVersion, kVersionBytes);
   put_le(out, conf.voters.size(), kCountBytes);
   for (NodeId voter : conf.voters) put_le(out, voter, kVoterBytes);
-  put_le(out, crc32c(out.data(), out.size()), kChecksumBytes);
+  put_le(out, util::crc32c::value(out.data(), out.size()), kChecksumBytes);
   return out;
 }
 
@@ -57,7 +57,9 @@ std::optional<ConfState> decode_config(const std::string& payload) {
   if (count == 0 || count > kMaxVoters) return std::nullopt;
   const std::size_t body_bytes = kVersionBytes + kCountBytes + kVoterBytes * count;
   if (payload.size() != body_bytes + kChecksumBytes) return std::nullopt;  // strict length: no trailing bytes
-  if (get_le(payload, body_bytes, kChecksumBytes) != crc32c(payload.data(), body_bytes)) return std::nullopt;
+  if (get_le(payload, body_bytes, kChecksumBytes) != util::crc32c::value(payload.data(), body_bytes)) {
+    return std::nullopt;
+  }
   ConfState conf;
   conf.voters.reserve(count);
   for (std::uint64_t i = 0; i < count; ++i) {

@@ -10,6 +10,11 @@
 namespace raftlog::raft {
 namespace {
 
+// Mixing the id in keeps nodes sharing one Config::random_seed from drawing identical timeouts.
+std::uint64_t election_prng_seed(const Config& config) {
+  return config.random_seed ^ (config.id * 0x9E3779B97F4A7C15ull);
+}
+
 // The voter set in force at start: the latest kConfig entry in the log, else the bootstrap config.
 // Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or the
 // log's first index, so its cost is bounded by the log length.
@@ -73,7 +78,7 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
     : config_(checked(config)),
       log_(log, hard_state.commit),
       conf_(load_conf(config, log)),
-      prng_(config.random_seed, config.id),
+      prng_(election_prng_seed(config)),
       term_(hard_state.term),
       vote_(hard_state.vote),
       read_only_(config.max_pending_reads) {

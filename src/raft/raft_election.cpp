@@ -141,6 +141,16 @@ void Raft::Impl::tick_heartbeat() {
   }
 }
 
+void Raft::Impl::won_votes() {
+  RAFT_ASSERT(role_ == Role::kPreCandidate || role_ == Role::kCandidate, "only a campaigning node wins votes");
+  // A won pre-vote only shows the real election can succeed; a won vote makes this node the leader.
+  if (role_ == Role::kPreCandidate) {
+    start_election(CampaignKind::kElection);
+  } else {
+    become_leader();
+  }
+}
+
 void Raft::Impl::start_election(CampaignKind kind) {
   const bool pre_vote = kind == CampaignKind::kPreElection;
   const bool transfer = kind == CampaignKind::kTransfer;
@@ -154,11 +164,7 @@ void Raft::Impl::start_election(CampaignKind kind) {
   }
   if (tally_votes(conf_.voters.size(), 1, 0) == VoteOutcome::kWon) {
     // Single voter: its own vote is a majority.
-    if (pre_vote) {
-      start_election(CampaignKind::kElection);
-    } else {
-      become_leader();
-    }
+    won_votes();
     return;
   }
   for (NodeId voter : conf_.voters) {
@@ -268,11 +274,7 @@ void Raft::Impl::handle_vote_response(const Message& m) {
   for (const auto& [voter, grant] : votes_) (grant ? granted : rejected) += 1;
   switch (tally_votes(conf_.voters.size(), granted, rejected)) {
     case VoteOutcome::kWon:
-      if (role_ == Role::kPreCandidate) {
-        start_election(CampaignKind::kElection);
-      } else {
-        become_leader();
-      }
+      won_votes();
       return;
     case VoteOutcome::kLost:
       become_follower(term_, kNoNode);

@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "raft/log_reader.h"
-#include "raft/prng.h"
 #include "raft/progress.h"
 #include "raft/raft.h"
 #include "raft/raft_log.h"
 #include "raft/read_only.h"
+#include "util/prng.h"
 
 namespace raftlog::raft {
 
@@ -74,6 +74,7 @@ class Raft::Impl {
     kTransfer,     // real election ordered by TimeoutNow: voters ignore their leader lease
   };
   void start_election(CampaignKind kind);
+  void won_votes();  // a majority granted this campaign (pre-vote or vote)
   void handle_vote_request(const Message& message);
   void handle_vote_response(const Message& message);
   // Returns false when the message must be dropped (stale term, or a vote request inside the lease).
@@ -105,7 +106,9 @@ class Raft::Impl {
   Config config_;
   RaftLog log_;
   ConfState conf_;
-  CorePrng prng_;
+  // Election-timeout jitter only. splitmix64, the core's generator since its first version: the same
+  // (random_seed, id) must keep giving the same timeouts so that a simulator seed keeps naming one run.
+  util::SplitMix64Prng prng_;
 
   Role role_ = Role::kFollower;
   Term term_ = 0;

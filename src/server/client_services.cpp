@@ -56,6 +56,21 @@ grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error) {
   return reason_status(context, grpc_code(error.code), error.message, error.reason);
 }
 
+// The Node callback of a unary RPC answered by one Node call: a failed result ends the RPC with its
+// status; a successful one fills the response through `fill(result)` and ends it with OK.
+template <typename Result, typename Fill>
+std::function<void(Result)> finish_unary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                                         Fill fill) {
+  return [context, reactor, fill = std::move(fill)](Result result) {
+    if (!result.error.ok()) {
+      reactor->Finish(to_grpc(context, result.error));
+      return;
+    }
+    fill(result);
+    reactor->Finish(grpc::Status::OK);
+  };
+}
+
 void fill_entry(const raft::Entry& entry, v1::Entry* out) {
   out->set_index(entry.index);
   out->set_term(entry.term);
@@ -150,17 +165,12 @@ class ClientServices::Impl {
       std::vector<std::string> payloads(request->entries().begin(), request->entries().end());
       // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread.
       owner_->node_->append(std::move(payloads), request->client_id(), request->sequence(),
-                            [context, reactor, response](AppendResult result) {
-                              if (!result.error.ok()) {
-                                reactor->Finish(to_grpc(context, result.error));
-                                return;
-                              }
+                            finish_unary<AppendResult>(context, reactor, [response](const AppendResult& result) {
                               response->set_first_index(result.first_index);
                               response->set_last_index(result.last_index);
                               response->set_term(result.term);
                               response->set_duplicate(result.duplicate);
-                              reactor->Finish(grpc::Status::OK);
-                            });
+                            }));
       return reactor;
     }
 
@@ -264,15 +274,11 @@ class ClientServices::Impl {
                                                  v1::TransferLeadershipResponse* response) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       Node* node = owner_->node_;
-      node->transfer_leadership(request->target_id(), [context, reactor, response](TransferResult result) {
-        if (!result.error.ok()) {
-          reactor->Finish(to_grpc(context, result.error));
-          return;
-        }
-        response->set_leader_id(result.leader_id);
-        response->set_term(result.term);
-        reactor->Finish(grpc::Status::OK);
-      });
+      node->transfer_leadership(request->target_id(),
+                                finish_unary<TransferResult>(context, reactor, [response](const TransferResult& result) {
+                                  response->set_leader_id(result.leader_id);
+                                  response->set_term(result.term);
+                                }));
       return reactor;
     }
 
@@ -294,15 +300,11 @@ class ClientServices::Impl {
     grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context, const v1::TrimRequest* request,
                                    v1::TrimResponse* response) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      owner_->node_->trim(request->before_index(), [context, reactor, response](TrimResult result) {
-        if (!result.error.ok()) {
-          reactor->Finish(to_grpc(context, result.error));
-          return;
-        }
-        response->set_first_index(result.first_index);
-        response->set_limit(result.limit);
-        reactor->Finish(grpc::Status::OK);
-      });
+      owner_->node_->trim(request->before_index(),
+                          finish_unary<TrimResult>(context, reactor, [response](const TrimResult& result) {
+                            response->set_first_index(result.first_index);
+                            response->set_limit(result.limit);
+                          }));
       return reactor;
     }
 

@@ -114,6 +114,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     auto counter = [&](const char* name, const char* help) -> Counter& {
       return BuildCounter().Name(name).Help(help).Labels(node).Register(r).Add({});
     };
+    auto histogram = [&](const char* name, const char* help, Histogram::BucketBoundaries buckets) -> Histogram& {
+      return BuildHistogram().Name(name).Help(help).Labels(node).Register(r).Add({}, std::move(buckets));
+    };
     term_ = &gauge("raftlog_raft_term", "Current Raft term.");
     is_leader_ = &gauge("raftlog_raft_is_leader", "1 on the leader, 0 elsewhere.");
     auto& roles = BuildGauge().Name("raftlog_raft_role").Help("1 for the node's current role.").Labels(node).Register(r);
@@ -131,9 +134,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     append_requests_ = &counter("raftlog_append_requests_total", "Append calls accepted into Raft by the leader.");
     appended_entries_ = &counter("raftlog_appended_entries_total", "Client entries committed and acknowledged by this leader.");
     appended_bytes_ = &counter("raftlog_appended_bytes_total", "Payload bytes of those entries.");
-    commit_latency_ = &BuildHistogram().Name("raftlog_commit_latency_seconds")
-                           .Help("Leader: from proposal to the append being acknowledged as committed.")
-                           .Labels(node).Register(r).Add({}, exponential(0.0005, 2, 15));
+    commit_latency_ = &histogram("raftlog_commit_latency_seconds",
+                                 "Leader: from proposal to the append being acknowledged as committed.",
+                                 exponential(0.0005, 2, 15));
     rejected_ = &BuildCounter().Name("raftlog_rejected_requests_total")
                      .Help("Client requests answered with an error carrying a reason word, by reason.")
                      .Labels(node).Register(r);
@@ -149,12 +152,10 @@ class Metrics::Impl final : public prometheus::Collectable {
     peer_behind_ = peer_gauge("raftlog_peer_behind_first_index",
                               "1 when the peer needs entries the leader no longer holds (rebuild it).");
 
-    fsync_ = &BuildHistogram().Name("raftlog_store_fsync_duration_seconds")
-                  .Help("Duration of one flush cycle's sync calls.")
-                  .Labels(node).Register(r).Add({}, exponential(0.0001, 2, 16));
-    group_commit_ = &BuildHistogram().Name("raftlog_store_group_commit_entries")
-                         .Help("Entries made durable by one flush cycle.")
-                         .Labels(node).Register(r).Add({}, exponential(1, 2, 14));
+    fsync_ = &histogram("raftlog_store_fsync_duration_seconds", "Duration of one flush cycle's sync calls.",
+                        exponential(0.0001, 2, 16));
+    group_commit_ = &histogram("raftlog_store_group_commit_entries", "Entries made durable by one flush cycle.",
+                               exponential(1, 2, 14));
     written_index_ = &gauge("raftlog_store_written_index", "Last entry written to the segment.");
     flushed_index_ = &gauge("raftlog_store_flushed_index", "Last entry known durable.");
     segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");

@@ -43,7 +43,7 @@ std::string describe_message(const raft::Message& m) {
 
 }  // namespace
 
-Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, Prng& prng, Checker& checker, Trace& trace)
+Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& prng, Checker& checker, Trace& trace)
     : config_(config), seed_(seed), prng_(prng), checker_(checker), trace_(trace), network_(config.node_count) {
   assert(config.node_count >= 1);
   assert(config.min_persist_delay_steps >= 1 && config.min_persist_delay_steps <= config.max_persist_delay_steps);

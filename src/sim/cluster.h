@@ -17,9 +17,9 @@
 #include "raft/types.h"
 #include "sim/checker.h"
 #include "sim/network.h"
-#include "sim/prng.h"
 #include "sim/sim_storage.h"
 #include "sim/trace.h"
+#include "util/prng.h"
 
 namespace raftlog::sim {
 
@@ -67,7 +67,7 @@ class Cluster {
   // Bound on reads a node holds waiting for its commit index (the core bounds its own pending reads).
   static constexpr std::size_t kMaxWaitingReads = 1 << 14;
 
-  Cluster(const ClusterConfig& config, std::uint64_t seed, Prng& prng, Checker& checker, Trace& trace);
+  Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& prng, Checker& checker, Trace& trace);
   ~Cluster();
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
@@ -143,7 +143,7 @@ class Cluster {
 
   ClusterConfig config_;
   std::uint64_t seed_;
-  Prng& prng_;
+  util::Prng& prng_;
   Checker& checker_;
   Trace& trace_;
   Network network_;

@@ -11,7 +11,7 @@ namespace {
 // stays down long enough for the others to elect someone else; background faults stay light because
 // noise (random crashes, long partitions) mostly interrupts the short-lived-leader histories instead of
 // creating them. Measured: a previous-term-commit bug shows up in 1 to 2 seeds in 100 (docs/testing.md).
-FaultProfile leader_churn_profile(Prng& prng) {
+FaultProfile leader_churn_profile(util::Prng& prng) {
   FaultProfile profile;
   profile.leader_churn = true;
   profile.crash_per_million = 2'000;
@@ -35,7 +35,7 @@ FaultProfile leader_churn_profile(Prng& prng) {
 
 }  // namespace
 
-FaultProfile draw_fault_profile(Prng& prng, bool aggressive) {
+FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive) {
   // A quarter of ordinary seeds are leader-churn seeds too, so plain sweeps also hunt commit-rule bugs.
   if (aggressive || prng.below(4) == 0) return leader_churn_profile(prng);
   FaultProfile profile;
@@ -67,7 +67,7 @@ NetworkConditions calm_network() {
   return calm;
 }
 
-FaultSchedule::FaultSchedule(const FaultProfile& profile, Prng& prng, Trace& trace)
+FaultSchedule::FaultSchedule(const FaultProfile& profile, util::Prng& prng, Trace& trace)
     : profile_(profile), prng_(prng), trace_(trace) {}
 
 void FaultSchedule::start(Cluster& cluster) { cluster.set_leader_strike(profile_.leader_strike); }

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "sim/cluster.h"
-#include "sim/prng.h"
 #include "sim/trace.h"
+#include "util/prng.h"
 
 namespace raftlog::sim {
 
@@ -34,14 +34,14 @@ struct FaultProfile {
 
 // `aggressive` always draws the leader-churn profile (used to show that broken rules are caught quickly);
 // otherwise a quarter of the seeds get it and the rest get a random storm intensity.
-FaultProfile draw_fault_profile(Prng& prng, bool aggressive);
+FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive);
 
 // Calm network: no loss, short delays (the liveness phase runs on it).
 NetworkConditions calm_network();
 
 class FaultSchedule {
  public:
-  FaultSchedule(const FaultProfile& profile, Prng& prng, Trace& trace);
+  FaultSchedule(const FaultProfile& profile, util::Prng& prng, Trace& trace);
 
   // Arms the faults that the cluster triggers itself (leader strikes); call once before the first tick.
   void start(Cluster& cluster);
@@ -59,7 +59,7 @@ class FaultSchedule {
   std::vector<raft::NodeId> shuffled_nodes(std::size_t node_count);
 
   FaultProfile profile_;
-  Prng& prng_;
+  util::Prng& prng_;
   Trace& trace_;
   std::uint64_t partition_ends_at_tick_ = 0;    // 0 when the network is whole
   std::uint64_t partitions_started_ = 0;

@@ -22,7 +22,7 @@ void Network::enqueue(const raft::Message& message, std::uint64_t due_step) {
   queue_.emplace(std::make_pair(due_step, next_sequence_++), message);
 }
 
-int Network::send(const raft::Message& message, std::uint64_t now_step, Prng& prng) {
+int Network::send(const raft::Message& message, std::uint64_t now_step, util::Prng& prng) {
   if (prng.chance_per_million(conditions_.drop_per_million)) return 0;
   const int copies = prng.chance_per_million(conditions_.duplicate_per_million) ? 2 : 1;
   for (int copy = 0; copy < copies; ++copy) {
@@ -47,7 +47,7 @@ std::optional<raft::Message> Network::pop_due(std::uint64_t step, bool& dropped_
   return message;
 }
 
-std::size_t Network::drop_in_flight_from(raft::NodeId from, std::uint32_t per_million, Prng& prng) {
+std::size_t Network::drop_in_flight_from(raft::NodeId from, std::uint32_t per_million, util::Prng& prng) {
   std::size_t dropped = 0;
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->second.from == from && prng.chance_per_million(per_million)) {

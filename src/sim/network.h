@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "raft/types.h"
-#include "sim/prng.h"
+#include "util/prng.h"
 
 namespace raftlog::sim {
 
@@ -35,7 +35,7 @@ class Network {
   explicit Network(std::size_t node_count);
 
   // Queues `message` (and maybe a duplicate) for delivery. Returns how many copies were queued (0: dropped).
-  int send(const raft::Message& message, std::uint64_t now_step, Prng& prng);
+  int send(const raft::Message& message, std::uint64_t now_step, util::Prng& prng);
   // Re-queues a message for delivery at `step` exactly (used to hold messages for a paused node).
   void hold_until(const raft::Message& message, std::uint64_t step);
   // The next message due at or before `step`, in (due step, send order) order; links that are down at
@@ -43,7 +43,7 @@ class Network {
   std::optional<raft::Message> pop_due(std::uint64_t step, bool& dropped_by_partition);
 
   // Drops each in-flight message sent by `from` with the given chance; returns how many were dropped.
-  std::size_t drop_in_flight_from(raft::NodeId from, std::uint32_t per_million, Prng& prng);
+  std::size_t drop_in_flight_from(raft::NodeId from, std::uint32_t per_million, util::Prng& prng);
 
   void set_conditions(const NetworkConditions& conditions);
   const NetworkConditions& conditions() const { return conditions_; }

@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "sim/fault_schedule.h"
-#include "sim/prng.h"
 #include "sim/trace.h"
 #include "sim/workload.h"
+#include "util/prng.h"
 
 namespace raftlog::sim {
 
@@ -23,7 +23,7 @@ constexpr std::uint64_t kCalmRoundTripTicks = 5;
 // leader may have been replaced), well within the liveness bound.
 constexpr std::uint64_t kRetryAfterTicks = 30;
 
-ClusterConfig draw_cluster_config(Prng& prng, std::size_t node_count, bool aggressive) {
+ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool aggressive) {
   ClusterConfig config;
   config.node_count = node_count;
   raft::Config& core = config.raft;
@@ -171,7 +171,7 @@ class LivenessPhase {
 }  // namespace
 
 SimResult run_simulation(const SimOptions& options) {
-  Prng prng(options.seed);
+  util::Prng prng(options.seed);
   Trace trace(options.trace_tail_events, options.full_trace);
   Checker checker(options.node_count);
   const ClusterConfig config = draw_cluster_config(prng, options.node_count, options.aggressive);

@@ -2,7 +2,7 @@
 
 namespace raftlog::sim {
 
-Workload::Workload(const WorkloadRates& rates, Prng& prng) : rates_(rates), prng_(prng) {}
+Workload::Workload(const WorkloadRates& rates, util::Prng& prng) : rates_(rates), prng_(prng) {}
 
 raft::NodeId Workload::random_running_node(Cluster& cluster) {
   const raft::NodeId start = prng_.between(1, cluster.size());

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "sim/cluster.h"
-#include "sim/prng.h"
+#include "util/prng.h"
 
 namespace raftlog::sim {
 
@@ -18,7 +18,7 @@ struct WorkloadRates {
 
 class Workload {
  public:
-  Workload(const WorkloadRates& rates, Prng& prng);
+  Workload(const WorkloadRates& rates, util::Prng& prng);
 
   void on_tick(Cluster& cluster);
 
@@ -32,7 +32,7 @@ class Workload {
   raft::NodeId random_running_node(Cluster& cluster);
 
   WorkloadRates rates_;
-  Prng& prng_;
+  util::Prng& prng_;
 };
 
 }  // namespace raftlog::sim

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "store/crc32c.h"
 #include "store/endian.h"
+#include "util/crc32c.h"
 
 namespace raftlog::store {
 namespace {
@@ -20,7 +20,7 @@ std::optional<DurableRecordFile::Slot> DurableRecordFile::decode_slot(const char
   if (payload_size > kMaxPayloadBytes || kSlotHeaderBytes + payload_size > available_bytes) {
     return std::nullopt;
   }
-  if (crc32c::value(bytes + 8, kSlotHeaderBytes - 8 + payload_size) != get_u32(bytes + 4)) {
+  if (util::crc32c::value(bytes + 8, kSlotHeaderBytes - 8 + payload_size) != get_u32(bytes + 4)) {
     return std::nullopt;
   }
   Slot slot;
@@ -72,7 +72,7 @@ Status DurableRecordFile::write(std::string_view payload) {
   put_u32(out + 12, static_cast<std::uint32_t>(payload.size()));
   put_u64(out + 16, sequence);
   if (!payload.empty()) std::memcpy(out + kSlotHeaderBytes, payload.data(), payload.size());
-  put_u32(out + 4, crc32c::value(out + 8, total - 8));
+  put_u32(out + 4, util::crc32c::value(out + 8, total - 8));
   put_u32(out, kMagic);
   Status status = mapping_->flush(static_cast<std::uint64_t>(slot) * kSlotStrideBytes, total);
   if (!status.ok()) return Status(status.code(), "writing " + path_ + ": " + status.message());

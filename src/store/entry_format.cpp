@@ -2,8 +2,8 @@
 
 #include <cstring>
 
-#include "store/crc32c.h"
 #include "store/endian.h"
+#include "util/crc32c.h"
 
 namespace raftlog::store::entry_format {
 
@@ -22,7 +22,7 @@ void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view pa
   const std::uint64_t total = record_bytes(payload_size);
   const std::uint64_t padding = total - kHeaderBytes - payload_size;
   if (padding > 0) std::memset(out + kHeaderBytes + payload_size, 0, padding);
-  put_u32(out + 4, crc32c::value(out + 8, kHeaderBytes - 8 + payload_size));
+  put_u32(out + 4, util::crc32c::value(out + 8, kHeaderBytes - 8 + payload_size));
   put_u32(out, kMagic);
 }
 
@@ -51,7 +51,7 @@ DecodeResult decode(const char* in, std::uint64_t available_bytes, std::uint32_t
   if (payload_size > max_payload_bytes) return DecodeResult::kBadSize;
   const std::uint64_t total = record_bytes(payload_size);
   if (total > available_bytes) return DecodeResult::kTruncated;
-  if (verify_crc && crc32c::value(in + 8, kHeaderBytes - 8 + payload_size) != get_u32(in + 4)) {
+  if (verify_crc && util::crc32c::value(in + 8, kHeaderBytes - 8 + payload_size) != get_u32(in + 4)) {
     return DecodeResult::kBadChecksum;
   }
   out->meta.type = static_cast<EntryType>(get_u8(in + 9));

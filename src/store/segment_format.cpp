@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "store/crc32c.h"
 #include "store/endian.h"
 #include "store/entry_format.h"
+#include "util/crc32c.h"
 
 namespace raftlog::store::segment_format {
 
@@ -16,13 +16,13 @@ void encode_segment_header(const SegmentHeader& header, char* out) {
   put_u64(out + 16, header.base_index);
   put_u64(out + 24, header.prev_term);
   put_u64(out + 32, header.segment_size_bytes);
-  put_u32(out + 4, crc32c::value(out + 8, kSegmentHeaderBytes - 8));
+  put_u32(out + 4, util::crc32c::value(out + 8, kSegmentHeaderBytes - 8));
   put_u32(out, kSegmentMagic);
 }
 
 std::optional<SegmentHeader> decode_segment_header(const char* in) {
   if (get_u32(in) != kSegmentMagic) return std::nullopt;
-  if (crc32c::value(in + 8, kSegmentHeaderBytes - 8) != get_u32(in + 4)) return std::nullopt;
+  if (util::crc32c::value(in + 8, kSegmentHeaderBytes - 8) != get_u32(in + 4)) return std::nullopt;
   if (get_u32(in + 8) != kVersion || get_u32(in + 12) != kSegmentHeaderBytes) return std::nullopt;
   SegmentHeader header;
   header.base_index = get_u64(in + 16);
@@ -38,13 +38,13 @@ void encode_index_header(const IndexHeader& header, char* out) {
   put_u32(out + 12, static_cast<std::uint32_t>(kIndexRecordBytes));
   put_u64(out + 16, header.base_index);
   put_u64(out + 24, header.capacity_records);
-  put_u32(out + 4, crc32c::value(out + 8, kIndexHeaderBytes - 8));
+  put_u32(out + 4, util::crc32c::value(out + 8, kIndexHeaderBytes - 8));
   put_u32(out, kIndexMagic);
 }
 
 std::optional<IndexHeader> decode_index_header(const char* in) {
   if (get_u32(in) != kIndexMagic) return std::nullopt;
-  if (crc32c::value(in + 8, kIndexHeaderBytes - 8) != get_u32(in + 4)) return std::nullopt;
+  if (util::crc32c::value(in + 8, kIndexHeaderBytes - 8) != get_u32(in + 4)) return std::nullopt;
   if (get_u32(in + 8) != kVersion || get_u32(in + 12) != kIndexRecordBytes) return std::nullopt;
   IndexHeader header;
   header.base_index = get_u64(in + 16);
@@ -57,11 +57,11 @@ void encode_index_record(const IndexRecord& record, char* out) {
   put_u64(out + 8, record.term);
   put_u64(out + 16, record.offset);
   put_u32(out + 24, record.record_bytes);
-  put_u32(out + 28, crc32c::value(out, 28));
+  put_u32(out + 28, util::crc32c::value(out, 28));
 }
 
 std::optional<IndexRecord> decode_index_record(const char* in) {
-  if (crc32c::value(in, 28) != get_u32(in + 28)) return std::nullopt;
+  if (util::crc32c::value(in, 28) != get_u32(in + 28)) return std::nullopt;
   IndexRecord record;
   record.index = get_u64(in);
   record.term = get_u64(in + 8);

@@ -120,6 +120,26 @@ bool wait_for_leader(const Node& node) {
   return wait_until([&] { return node.status().role == raft::Role::kLeader; });
 }
 
+// The setup most tests share: node 1 opened on FakePeers that play the other members. Members are
+// destroyed in reverse order, so the node goes before the peers it sends to.
+struct FakeCluster {
+  FakePeers sender;
+  std::unique_ptr<Node> node;
+
+  // Opens node 1, lets the fake peers answer it (a one-member cluster never sends them anything), starts
+  // it and waits until it leads. A fatal failure ends only this function: call it through
+  // ASSERT_NO_FATAL_FAILURE.
+  void start_leader(const NodeConfig& config, NodeEvents* events = nullptr) {
+    NodeError error;
+    node = Node::open(config, &sender, &error, events);
+    ASSERT_NE(node, nullptr) << error.message;
+    sender.attach(node.get());
+    node->start();
+    ASSERT_TRUE(wait_for_leader(*node));
+  }
+  ~FakeCluster() { sender.attach(nullptr); }  // no reply may reach a node that is being destroyed
+};
+
 // An append whose callback may run later; `calls` catches a second completion.
 struct AsyncAppend {
   std::shared_ptr<std::promise<AppendResult>> promise = std::make_shared<std::promise<AppendResult>>();
@@ -165,25 +185,23 @@ std::vector<raft::Entry> read_all(const Node& node, std::uint64_t from) {
 
 TEST(Node, SingleNodeElectsItselfAndCommitsAppends) {
   TempDir dir;
-  FakePeers sender;
-  auto node = open_node(test_config(dir.path(), 1), &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 1)));
+  Node& node = *cluster.node;
 
-  const AppendResult first = append_and_wait(*node, {"alpha", "beta"}, 7, 1);
+  const AppendResult first = append_and_wait(node, {"alpha", "beta"}, 7, 1);
   ASSERT_TRUE(first.error.ok()) << first.error.message;
   EXPECT_EQ(first.last_index, first.first_index + 1);
-  EXPECT_EQ(first.term, node->status().term);
+  EXPECT_EQ(first.term, node.status().term);
   EXPECT_FALSE(first.duplicate);
-  EXPECT_GE(node->commit_index(), first.last_index);
+  EXPECT_GE(node.commit_index(), first.last_index);
 
-  const AppendResult second = append_and_wait(*node, {"gamma"});
+  const AppendResult second = append_and_wait(node, {"gamma"});
   ASSERT_TRUE(second.error.ok()) << second.error.message;
   EXPECT_EQ(second.first_index, first.last_index + 1);
   EXPECT_EQ(second.last_index, second.first_index);
 
-  const std::vector<raft::Entry> entries = read_all(*node, first.first_index);
+  const std::vector<raft::Entry> entries = read_all(node, first.first_index);
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[0].payload, "alpha");
   EXPECT_EQ(entries[0].client_id, 7u);
@@ -195,20 +213,20 @@ TEST(Node, SingleNodeElectsItselfAndCommitsAppends) {
   for (const raft::Entry& entry : entries) EXPECT_EQ(entry.term, first.term);
 
   // Sync flush mode: a committed entry of a single node is durable.
-  EXPECT_GE(node->flushed_index(), second.last_index);
+  EXPECT_GE(node.flushed_index(), second.last_index);
   // The status snapshot is published after each round of the loop, so it may trail a callback.
-  ASSERT_TRUE(wait_until([&] { return node->status().commit_index >= second.last_index; }));
-  const NodeStatus status = node->status();
+  ASSERT_TRUE(wait_until([&] { return node.status().commit_index >= second.last_index; }));
+  const NodeStatus status = node.status();
   EXPECT_EQ(status.leader_id, 1u);
   EXPECT_EQ(status.leader_address, "127.0.0.1:40001");
   EXPECT_GE(status.commit_index, second.last_index);
   EXPECT_TRUE(status.peers.empty());
   // A one-member cluster has nobody to talk to.
-  EXPECT_TRUE(sender.sent().empty());
+  EXPECT_TRUE(cluster.sender.sent().empty());
 
   // A linearizable read barrier covers every completed append.
   std::promise<ReadIndexResult> read;
-  node->read_index([&read](ReadIndexResult result) { read.set_value(std::move(result)); });
+  node.read_index([&read](ReadIndexResult result) { read.set_value(std::move(result)); });
   auto read_future = read.get_future();
   ASSERT_EQ(read_future.wait_for(kWait), std::future_status::ready);
   const ReadIndexResult barrier = read_future.get();
@@ -218,14 +236,12 @@ TEST(Node, SingleNodeElectsItselfAndCommitsAppends) {
 
 TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
   TempDir dir;
-  FakePeers sender;
   const NodeConfig config = test_config(dir.path(), 1);
-  auto node = open_node(config, &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
-  ASSERT_TRUE(wait_until([&] { return node->status().commit_index >= 1; }));  // the leader's no-op
-  const std::uint64_t last_before = node->status().last_index;
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+  Node& node = *cluster.node;
+  ASSERT_TRUE(wait_until([&] { return node.status().commit_index >= 1; }));  // the leader's no-op
+  const std::uint64_t last_before = node.status().last_index;
 
   struct Case {
     const char* name;
@@ -243,7 +259,7 @@ TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
   for (const Case& test_case : cases) {
     bool called = false;
     AppendResult result;
-    node->append(test_case.payloads, 1, 1, [&](AppendResult r) {
+    node.append(test_case.payloads, 1, 1, [&](AppendResult r) {
       called = true;
       result = std::move(r);
     });
@@ -254,8 +270,8 @@ TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
   }
   // Nothing reached the log, and the (client 1, sequence 1) of the refused calls is still free.
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(node->status().last_index, last_before);
-  const AppendResult accepted = append_and_wait(*node, {"after"}, 1, 1);
+  EXPECT_EQ(node.status().last_index, last_before);
+  const AppendResult accepted = append_and_wait(node, {"after"}, 1, 1);
   ASSERT_TRUE(accepted.error.ok()) << accepted.error.message;
   EXPECT_FALSE(accepted.duplicate);
   EXPECT_EQ(accepted.first_index, last_before + 1);
@@ -263,70 +279,66 @@ TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
 
 TEST(Node, ReadCommittedRejectsBadRanges) {
   TempDir dir;
-  FakePeers sender;
-  auto node = open_node(test_config(dir.path(), 1), &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
-  const AppendResult appended = append_and_wait(*node, {"a", "b", "c"});
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 1)));
+  Node& node = *cluster.node;
+  const AppendResult appended = append_and_wait(node, {"a", "b", "c"});
   ASSERT_TRUE(appended.error.ok());
-  const std::uint64_t commit = node->commit_index();
+  const std::uint64_t commit = node.commit_index();
   ASSERT_GE(commit, appended.last_index);
 
   std::vector<raft::Entry> entries{raft::Entry{}};
-  NodeError error = node->read_committed(0, 10, 1 << 20, &entries);
+  NodeError error = node.read_committed(0, 10, 1 << 20, &entries);
   EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
   EXPECT_EQ(error.reason, "BAD_INDEX_RANGE");
   EXPECT_TRUE(entries.empty());
 
-  error = node->read_committed(commit + 2, 10, 1 << 20, &entries);
+  error = node.read_committed(commit + 2, 10, 1 << 20, &entries);
   EXPECT_EQ(error.code, ErrorCode::kOutOfRange);
   EXPECT_EQ(error.reason, "BAD_INDEX_RANGE");
   EXPECT_NE(error.message.find(std::to_string(commit)), std::string::npos) << error.message;
 
   // The end of the committed log is not an error: there is just nothing yet.
-  error = node->read_committed(commit + 1, 10, 1 << 20, &entries);
+  error = node.read_committed(commit + 1, 10, 1 << 20, &entries);
   EXPECT_TRUE(error.ok()) << error.message;
   EXPECT_TRUE(entries.empty());
 
   // Entry and byte limits; at least one entry even when it alone exceeds max_bytes.
-  error = node->read_committed(appended.first_index, 2, 1 << 20, &entries);
+  error = node.read_committed(appended.first_index, 2, 1 << 20, &entries);
   ASSERT_TRUE(error.ok());
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[0].payload, "a");
-  error = node->read_committed(appended.first_index, 10, 0, &entries);
+  error = node.read_committed(appended.first_index, 10, 0, &entries);
   ASSERT_TRUE(error.ok());
   EXPECT_EQ(entries.size(), 1u);
 }
 
 TEST(Node, RetriedIdempotentAppendIsAnsweredWithTheOriginalIndexes) {
   TempDir dir;
-  FakePeers sender;
-  auto node = open_node(test_config(dir.path(), 1), &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
-  const AppendResult original = append_and_wait(*node, {"one", "two"}, 42, 1);
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 1)));
+  Node& node = *cluster.node;
+  const AppendResult original = append_and_wait(node, {"one", "two"}, 42, 1);
   ASSERT_TRUE(original.error.ok()) << original.error.message;
-  ASSERT_TRUE(wait_until([&] { return node->status().last_index >= original.last_index; }));
-  const std::uint64_t last_before = node->status().last_index;
+  ASSERT_TRUE(wait_until([&] { return node.status().last_index >= original.last_index; }));
+  const std::uint64_t last_before = node.status().last_index;
   EXPECT_EQ(last_before, original.last_index);
 
-  const AppendResult retry = append_and_wait(*node, {"one", "two"}, 42, 1);
+  const AppendResult retry = append_and_wait(node, {"one", "two"}, 42, 1);
   ASSERT_TRUE(retry.error.ok()) << retry.error.message;
   EXPECT_TRUE(retry.duplicate);
   EXPECT_EQ(retry.first_index, original.first_index);
   EXPECT_EQ(retry.last_index, original.last_index);
   EXPECT_EQ(retry.term, original.term);
   std::this_thread::sleep_for(30ms);
-  EXPECT_EQ(node->status().last_index, last_before);  // nothing written twice
+  EXPECT_EQ(node.status().last_index, last_before);  // nothing written twice
 
   // Another sequence of the same client, and the same sequence of another client, are new appends.
-  const AppendResult next = append_and_wait(*node, {"three"}, 42, 2);
+  const AppendResult next = append_and_wait(node, {"three"}, 42, 2);
   ASSERT_TRUE(next.error.ok());
   EXPECT_FALSE(next.duplicate);
   EXPECT_EQ(next.first_index, original.last_index + 1);
-  const AppendResult other = append_and_wait(*node, {"one"}, 43, 1);
+  const AppendResult other = append_and_wait(node, {"one"}, 43, 1);
   ASSERT_TRUE(other.error.ok());
   EXPECT_FALSE(other.duplicate);
   EXPECT_EQ(other.first_index, next.last_index + 1);
@@ -334,20 +346,18 @@ TEST(Node, RetriedIdempotentAppendIsAnsweredWithTheOriginalIndexes) {
 
 TEST(Node, ASequenceOlderThanTheDedupWindowIsRefused) {
   TempDir dir;
-  FakePeers sender;
   NodeConfig config = test_config(dir.path(), 1);
   config.dedup_sequences_per_client = 2;
-  auto node = open_node(config, &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+  Node& node = *cluster.node;
   for (std::uint64_t sequence = 1; sequence <= 3; ++sequence) {
-    ASSERT_TRUE(append_and_wait(*node, {"s" + std::to_string(sequence)}, 9, sequence).error.ok());
+    ASSERT_TRUE(append_and_wait(node, {"s" + std::to_string(sequence)}, 9, sequence).error.ok());
   }
-  const AppendResult too_old = append_and_wait(*node, {"s1"}, 9, 1);
+  const AppendResult too_old = append_and_wait(node, {"s1"}, 9, 1);
   EXPECT_EQ(too_old.error.code, ErrorCode::kFailedPrecondition) << too_old.error.message;
   EXPECT_EQ(too_old.error.reason, "SEQUENCE_TOO_OLD");
-  const AppendResult remembered = append_and_wait(*node, {"s2"}, 9, 2);
+  const AppendResult remembered = append_and_wait(node, {"s2"}, 9, 2);
   ASSERT_TRUE(remembered.error.ok());
   EXPECT_TRUE(remembered.duplicate);
 }
@@ -358,15 +368,13 @@ TEST(Node, AsyncFlushModeCommitsAndSurvivesARestart) {
   config.store.flush_mode = store::FlushMode::kAsync;
   AppendResult appended;
   {
-    FakePeers sender;
-    auto node = open_node(config, &sender);
-    ASSERT_NE(node, nullptr);
-    node->start();
-    ASSERT_TRUE(wait_for_leader(*node));
-    appended = append_and_wait(*node, {"x", "y"}, 3, 1);
+    FakeCluster cluster;
+    ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+    Node& node = *cluster.node;
+    appended = append_and_wait(node, {"x", "y"}, 3, 1);
     ASSERT_TRUE(appended.error.ok()) << appended.error.message;
-    EXPECT_EQ(node->status().flush_mode, store::FlushMode::kAsync);
-    node->stop();  // flushes and checkpoints
+    EXPECT_EQ(node.status().flush_mode, store::FlushMode::kAsync);
+    node.stop();  // flushes and checkpoints
   }
   FakePeers sender;
   auto node = open_node(config, &sender);
@@ -399,32 +407,27 @@ TEST(Node, WithoutALeaderAppendsAreRefusedWithNoLeader) {
 
 TEST(Node, UncommittedAppendTimesOutWithAnUnknownOutcome) {
   TempDir dir;
-  FakePeers sender;
-  sender.ack_appends = false;
   NodeConfig config = test_config(dir.path(), 2);
   config.append_timeout_ms = 200;
-  auto node = open_node(config, &sender);
-  ASSERT_NE(node, nullptr);
-  sender.attach(node.get());
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
+  FakeCluster cluster;
+  cluster.sender.ack_appends = false;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+  Node& node = *cluster.node;
   const auto started = std::chrono::steady_clock::now();
-  const AppendResult result = append_and_wait(*node, {"never acknowledged"}, 5, 1);
+  const AppendResult result = append_and_wait(node, {"never acknowledged"}, 5, 1);
   EXPECT_EQ(result.error.code, ErrorCode::kDeadlineExceeded) << result.error.message;
   EXPECT_GE(std::chrono::steady_clock::now() - started, 190ms);
-  sender.attach(nullptr);
-  node->stop();
+  cluster.sender.attach(nullptr);
+  node.stop();
 }
 
 TEST(Node, TransferToANonMemberIsRefused) {
   TempDir dir;
-  FakePeers sender;
-  auto node = open_node(test_config(dir.path(), 1), &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 1)));
+  Node& node = *cluster.node;
   std::promise<TransferResult> done;
-  node->transfer_leadership(9, [&done](TransferResult result) { done.set_value(std::move(result)); });
+  node.transfer_leadership(9, [&done](TransferResult result) { done.set_value(std::move(result)); });
   auto future = done.get_future();
   ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
   EXPECT_EQ(future.get().error.code, ErrorCode::kInvalidArgument);
@@ -442,26 +445,23 @@ TEST(Node, StopFailsPendingAndARestartRecoversLogHardStateAndDedup) {
   std::uint64_t term_before = 0;
   std::uint64_t last_before = 0;
   {
-    FakePeers sender;
-    auto node = open_node(config, &sender);
-    ASSERT_NE(node, nullptr);
-    sender.attach(node.get());
-    node->start();
-    ASSERT_TRUE(wait_for_leader(*node));
-    committed = append_and_wait(*node, {"kept-1", "kept-2"}, 42, 1);
+    FakeCluster cluster;
+    ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+    Node& node = *cluster.node;
+    committed = append_and_wait(node, {"kept-1", "kept-2"}, 42, 1);
     ASSERT_TRUE(committed.error.ok()) << committed.error.message;
 
-    sender.ack_appends = false;  // from now on nothing commits
-    pending = start_append(*node, {"in-flight"}, 42, 2);
-    ASSERT_TRUE(wait_until([&] { return node->status().last_index > committed.last_index; }));
-    ASSERT_TRUE(wait_until([&] { return node->flushed_index() > committed.last_index; }));
+    cluster.sender.ack_appends = false;  // from now on nothing commits
+    pending = start_append(node, {"in-flight"}, 42, 2);
+    ASSERT_TRUE(wait_until([&] { return node.status().last_index > committed.last_index; }));
+    ASSERT_TRUE(wait_until([&] { return node.flushed_index() > committed.last_index; }));
     std::this_thread::sleep_for(50ms);
     EXPECT_FALSE(pending.done());
-    term_before = node->status().term;
-    last_before = node->status().last_index;
+    term_before = node.status().term;
+    last_before = node.status().last_index;
 
-    sender.attach(nullptr);
-    node->stop();
+    cluster.sender.attach(nullptr);
+    node.stop();
     const AppendResult failed = pending.get();
     EXPECT_EQ(failed.error.code, ErrorCode::kUnavailable) << failed.error.message;
     EXPECT_EQ(failed.error.reason, "SHUTTING_DOWN");
@@ -469,14 +469,14 @@ TEST(Node, StopFailsPendingAndARestartRecoversLogHardStateAndDedup) {
 
     // After stop every request is refused at once.
     bool called = false;
-    node->append({"late"}, 0, 0, [&](AppendResult result) {
+    node.append({"late"}, 0, 0, [&](AppendResult result) {
       called = true;
       EXPECT_EQ(result.error.code, ErrorCode::kUnavailable);
     });
     EXPECT_TRUE(called);
-    EXPECT_TRUE(node->stopping());
-    EXPECT_FALSE(node->failed());
-    node->stop();  // idempotent
+    EXPECT_TRUE(node.stopping());
+    EXPECT_FALSE(node.failed());
+    node.stop();  // idempotent
   }
   EXPECT_FALSE(std::filesystem::exists(config.data_dir + "/log/ABORT")) << "a clean stop removes the marker";
 
@@ -552,14 +552,12 @@ TEST(Node, DiskFullRefusesAppendsKeepsReadsAndRecoversWhenSpaceIsFreed) {
   ScopedTmpfs mount_point("2m");
   if (!mount_point.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << mount_point.error();
 
-  FakePeers sender;
   NodeConfig config = test_config(mount_point.path(), 1);
   config.store.segment_size_bytes = 256 << 10;
-  auto node = open_node(config, &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
-  const AppendResult before = append_and_wait(*node, {"before-full"});
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+  Node& node = *cluster.node;
+  const AppendResult before = append_and_wait(node, {"before-full"});
   ASSERT_TRUE(before.error.ok()) << before.error.message;
 
   // Fill the file system with a scratch file until less than a segment is left.
@@ -575,25 +573,25 @@ TEST(Node, DiskFullRefusesAppendsKeepsReadsAndRecoversWhenSpaceIsFreed) {
   // The free-space check is refreshed every 100 ms.
   AppendResult refused;
   ASSERT_TRUE(wait_until([&] {
-    refused = append_and_wait(*node, {"while-full"});
+    refused = append_and_wait(node, {"while-full"});
     return !refused.error.ok();
   }));
   EXPECT_EQ(refused.error.code, ErrorCode::kResourceExhausted) << refused.error.message;
   EXPECT_EQ(refused.error.reason, "DISK_FULL");
-  EXPECT_FALSE(node->failed());
+  EXPECT_FALSE(node.failed());
   // Reads keep working and nothing was lost.
-  const std::vector<raft::Entry> entries = read_all(*node, before.first_index);
+  const std::vector<raft::Entry> entries = read_all(node, before.first_index);
   ASSERT_FALSE(entries.empty());
   EXPECT_EQ(entries.front().payload, "before-full");
 
   ASSERT_EQ(std::remove(filler.c_str()), 0);
   AppendResult after;
   ASSERT_TRUE(wait_until([&] {
-    after = append_and_wait(*node, {"after-space-freed"});
+    after = append_and_wait(node, {"after-space-freed"});
     return after.error.ok();
   }));
   EXPECT_GT(after.first_index, before.last_index);
-  node->stop();
+  node.stop();
 }
 
 }  // namespace
@@ -620,33 +618,31 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
   ScopedTmpfs mount_point("8m");
   if (!mount_point.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << mount_point.error();
 
-  FakePeers sender;
   NodeConfig config = test_config(mount_point.path(), 1);
   config.store.segment_size_bytes = 256 << 10;
   config.disk_high_watermark = 0.60;
   config.disk_low_watermark = 0.30;
-  auto node = open_node(config, &sender);
-  ASSERT_NE(node, nullptr);
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
-  const AppendResult before = append_and_wait(*node, {"before-watermark"});
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+  Node& node = *cluster.node;
+  const AppendResult before = append_and_wait(node, {"before-watermark"});
   ASSERT_TRUE(before.error.ok()) << before.error.message;
-  EXPECT_FALSE(node->disk_watermark_exceeded());
+  EXPECT_FALSE(node.disk_watermark_exceeded());
 
   const std::string filler = mount_point.path() + "/filler";
   write_filler(filler, 6 << 20);  // ~75 % of 8 MiB with the log
   AppendResult refused;
   ASSERT_TRUE(wait_until([&] {
-    refused = append_and_wait(*node, {"above-high"});
+    refused = append_and_wait(node, {"above-high"});
     return !refused.error.ok();
   }));
   EXPECT_EQ(refused.error.code, ErrorCode::kResourceExhausted) << refused.error.message;
   EXPECT_EQ(refused.error.reason, "DISK_WATERMARK");
   EXPECT_NE(refused.error.message.find("high watermark"), std::string::npos) << refused.error.message;
-  EXPECT_TRUE(node->disk_watermark_exceeded());
-  EXPECT_FALSE(node->failed());
+  EXPECT_TRUE(node.disk_watermark_exceeded());
+  EXPECT_FALSE(node.failed());
   // Reads keep working: the entry from before, then the appends accepted before the next check.
-  const std::vector<raft::Entry> entries = read_all(*node, before.first_index);
+  const std::vector<raft::Entry> entries = read_all(node, before.first_index);
   ASSERT_FALSE(entries.empty());
   EXPECT_EQ(entries.front().payload, "before-watermark");
   for (std::size_t i = 1; i < entries.size(); ++i) EXPECT_EQ(entries[i].payload, "above-high");
@@ -655,7 +651,7 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
   write_filler(filler, 3 << 20);
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   for (int i = 0; i < 3; ++i) {
-    const AppendResult between = append_and_wait(*node, {"between"});
+    const AppendResult between = append_and_wait(node, {"between"});
     EXPECT_EQ(between.error.reason, "DISK_WATERMARK") << between.error.message;
     std::this_thread::sleep_for(std::chrono::milliseconds(110));
   }
@@ -663,12 +659,12 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
   ASSERT_EQ(std::remove(filler.c_str()), 0);
   AppendResult after;
   ASSERT_TRUE(wait_until([&] {
-    after = append_and_wait(*node, {"below-low"});
+    after = append_and_wait(node, {"below-low"});
     return after.error.ok();
   }));
-  EXPECT_FALSE(node->disk_watermark_exceeded());
+  EXPECT_FALSE(node.disk_watermark_exceeded());
   EXPECT_GT(after.first_index, before.last_index);
-  node->stop();
+  node.stop();
 }
 
 // What the node reports to NodeEvents (the metrics' counters) matches what it did.
@@ -695,21 +691,17 @@ class CountingEvents final : public NodeEvents {
 
 TEST(Node, ReportsProposalsCommitsElectionsAndFlushesToEvents) {
   TempDir dir;
-  FakePeers sender;
   CountingEvents events;
-  NodeConfig config = test_config(dir.path(), 1);
-  NodeError error;
-  auto node = Node::open(config, &sender, &error, &events);
-  ASSERT_NE(node, nullptr) << error.message;
-  node->start();
-  ASSERT_TRUE(wait_for_leader(*node));
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 1), &events));
+  Node& node = *cluster.node;
   EXPECT_EQ(events.elections_won.load(), 1U);
   EXPECT_EQ(events.leader_changes.load(), 1U);
-  const AppendResult first = append_and_wait(*node, {"abc", "de"});
+  const AppendResult first = append_and_wait(node, {"abc", "de"});
   ASSERT_TRUE(first.error.ok()) << first.error.message;
-  const AppendResult second = append_and_wait(*node, {"fghij"}, 9, 1);
+  const AppendResult second = append_and_wait(node, {"fghij"}, 9, 1);
   ASSERT_TRUE(second.error.ok()) << second.error.message;
-  const AppendResult retry = append_and_wait(*node, {"fghij"}, 9, 1);  // a duplicate: not new work
+  const AppendResult retry = append_and_wait(node, {"fghij"}, 9, 1);  // a duplicate: not new work
   ASSERT_TRUE(retry.error.ok() && retry.duplicate);
   EXPECT_EQ(events.proposed.load(), 2U);
   EXPECT_EQ(events.committed_entries.load(), 3U);
@@ -717,7 +709,7 @@ TEST(Node, ReportsProposalsCommitsElectionsAndFlushesToEvents) {
   EXPECT_EQ(events.positive_latencies.load(), 2U);
   EXPECT_GE(events.flush_cycles.load(), 1U);
   EXPECT_GE(events.flushed_entries.load(), 3U);  // the leader's no-op entry may be flushed too
-  node->stop();
+  node.stop();
 }
 
 }  // namespace

@@ -31,6 +31,22 @@ TEST(ConfCodec, RoundTripsAndRejectsEveryCorruption) {
   EXPECT_FALSE(decode_config("").has_value());
 }
 
+// ConfState payloads live in every node's log, so their bytes (checksum included) are a stored format:
+// these were recorded from the core's own CRC32C before it was replaced by src/util's.
+TEST(ConfCodec, EncodingOfKnownVoterSetsIsUnchanged) {
+  const std::string four_voters(
+      "\x01\x04\x00\x00\x00"
+      "\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00"
+      "\x03\x00\x00\x00\x00\x00\x00\x00\xFF\xFF\xFF\xFF\xFF\x00\x00\x00"
+      "\x9B\x9D\xC1\x54",
+      41);
+  EXPECT_EQ(encode_config(ConfState{{1, 2, 3, 0xFFFFFFFFFFull}}), four_voters);
+  EXPECT_EQ(decode_config(four_voters), (ConfState{{1, 2, 3, 0xFFFFFFFFFFull}}));
+  const std::string one_voter("\x01\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\xB5\x4C\xA1\x47", 17);
+  EXPECT_EQ(encode_config(ConfState{{7}}), one_voter);
+  EXPECT_EQ(decode_config(one_voter), ConfState{{7}});
+}
+
 TEST(ConfCodec, ValidatesVoterSets) {
   EXPECT_TRUE(is_valid_conf(ConfState{{1}}));
   EXPECT_FALSE(is_valid_conf(ConfState{{}}));

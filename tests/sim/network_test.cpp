@@ -37,7 +37,7 @@ NetworkConditions fixed_delay(std::uint64_t steps) {
 
 TEST(SimNetwork, DeliversAfterTheDelayInSendOrder) {
   Network network(3);
-  Prng prng(1);
+  util::Prng prng(1);
   network.set_conditions(fixed_delay(2));
   for (raft::Term term = 1; term <= 3; ++term) EXPECT_EQ(network.send(message(1, 2, term), 10, prng), 1);
   std::vector<raft::Message> delivered;
@@ -54,7 +54,7 @@ TEST(SimNetwork, DeliversAfterTheDelayInSendOrder) {
 
 TEST(SimNetwork, RandomDelaysReorder) {
   Network network(2);
-  Prng prng(3);
+  util::Prng prng(3);
   NetworkConditions conditions;
   conditions.min_delay_steps = 1;
   conditions.max_delay_steps = 20;
@@ -71,7 +71,7 @@ TEST(SimNetwork, RandomDelaysReorder) {
 
 TEST(SimNetwork, DropAndDuplicateRates) {
   Network network(2);
-  Prng prng(5);
+  util::Prng prng(5);
   NetworkConditions all_dropped = fixed_delay(1);
   all_dropped.drop_per_million = 1'000'000;
   network.set_conditions(all_dropped);
@@ -99,7 +99,7 @@ TEST(SimNetwork, SymmetricSplitCutsBothWaysOnly) {
 
 TEST(SimNetwork, PartitionDropsMessagesAtDeliveryTime) {
   Network network(3);
-  Prng prng(1);
+  util::Prng prng(1);
   network.set_conditions(fixed_delay(1));
   network.send(message(1, 2, 1), 0, prng);
   network.send(message(1, 3, 1), 0, prng);

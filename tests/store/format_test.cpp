@@ -51,6 +51,13 @@ TEST(EntryFormat, RoundTripAndLayout) {
   EXPECT_EQ(entry_format::record_bytes(1), 64U);
 }
 
+// The record checksum is part of the on-disk format: logs written before CRC32C moved to src/util must
+// still verify. The value was recorded from the store's own CRC32C before the move.
+TEST(EntryFormat, ChecksumOfAKnownRecordIsUnchanged) {
+  const auto buffer = encoded(sample_meta(), "hello, raftlog");
+  EXPECT_EQ(get_u32(buffer.data() + 4), 0x9D76A706U);
+}
+
 TEST(EntryFormat, DetectsEveryDamagedByte) {
   const std::string payload = "payload bytes";
   const auto good = encoded(sample_meta(), payload);

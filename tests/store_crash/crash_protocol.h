@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/prng.h"
+
 namespace raftlog::crash_test {
 
 struct AckRecord {
@@ -33,20 +35,13 @@ inline std::uint64_t fnv1a64(std::string_view bytes) {
   return hash;
 }
 
-inline std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
 // Payload of `index` for a run seeded with `seed`: 1..max_bytes pseudo-random bytes.
 inline std::string make_payload(std::uint64_t seed, std::uint64_t index, std::uint64_t max_bytes) {
   std::uint64_t state = seed * 0x100000001B3ULL ^ index;
-  const std::size_t size = 1 + static_cast<std::size_t>(splitmix64(state) % max_bytes);
+  const std::size_t size = 1 + static_cast<std::size_t>(util::splitmix64(state) % max_bytes);
   std::string payload(size, '\0');
   for (std::size_t i = 0; i < size; i += 8) {
-    const std::uint64_t word = splitmix64(state);
+    const std::uint64_t word = util::splitmix64(state);
     for (std::size_t b = 0; b < 8 && i + b < size; ++b) payload[i + b] = static_cast<char>(word >> (8 * b));
   }
   return payload;

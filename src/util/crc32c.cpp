@@ -1,4 +1,4 @@
-#include "store/crc32c.h"
+#include "util/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace raftlog::store::crc32c {
+namespace raftlog::util::crc32c {
 namespace {
 
 constexpr std::uint32_t kPolynomial = 0x82F63B78U;
@@ -169,4 +169,4 @@ std::uint32_t extend(std::uint32_t crc, const void* data, std::size_t size) {
   return kHardware ? extend_hardware(crc, data, size) : extend_portable(crc, data, size);
 }
 
-}  // namespace raftlog::store::crc32c
+}  // namespace raftlog::util::crc32c

@@ -1,13 +1,15 @@
-// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of every on-disk record.
-// Uses the SSE4.2 crc32 instruction when the CPU has it (checked once at startup), a slicing table
-// otherwise. Both paths give identical results (tested against known vectors).
+// CRC32C (Castagnoli, reflected polynomial 0x82F63B78): the checksum of every on-disk store record
+// (src/store) and of the Raft core's ConfState payloads (src/raft), one implementation for both so
+// the two can never disagree. Uses the SSE4.2 crc32 instruction when the CPU has it (checked once at
+// startup), a slicing-by-8 table otherwise. Both paths give identical results (tested against known
+// vectors and a bit-at-a-time reference).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-namespace raftlog::store::crc32c {
+namespace raftlog::util::crc32c {
 
 // Extends `crc` (the value returned for the preceding bytes, 0 to start) over `data`.
 std::uint32_t extend(std::uint32_t crc, const void* data, std::size_t size);
@@ -20,4 +22,4 @@ std::uint32_t extend_portable(std::uint32_t crc, const void* data, std::size_t s
 std::uint32_t extend_hardware(std::uint32_t crc, const void* data, std::size_t size);
 bool hardware_available();
 
-}  // namespace raftlog::store::crc32c
+}  // namespace raftlog::util::crc32c
