@@ -71,23 +71,25 @@ class FakeServer {
 
 TEST(NatsClient, HandshakePublishAndAReplyAfterPingsAndStaleMessages) {
   std::string seen;
-  FakeServer server([&](FakeServer& s, int fd) {
-    FakeServer::send_text(fd, "INFO {\"server_id\":\"fake\",\"max_payload\":1048576}\r\n");
-    s.read_until(fd, "PING\r\n");
-    FakeServer::send_text(fd, "+OK\r\nPONG\r\n");
-    s.read_until(fd, "hello\r\n");  // SUB and the PUB with its payload
-    FakeServer::send_text(fd, "PING\r\nMSG _INBOX.t.0 7 5\r\nstale\r\nMSG _INBOX.t.1 7 22\r\n"
-                              "{\"stream\":\"S\",\"seq\":9}\r\n");
-    seen = s.read_until(fd, "PONG\r\n");
-  });
-  std::string error;
-  auto connection = NatsConnection::connect(server.endpoint(), 2000ms, &error);
-  ASSERT_NE(connection, nullptr) << error;
-  ASSERT_TRUE(connection->subscribe("_INBOX.t.*", "7", &error)) << error;
-  std::string reply;
-  ASSERT_TRUE(connection->request("S", "_INBOX.t.1", "hello", 2000ms, &reply, &error)) << error;
-  EXPECT_EQ(reply, "{\"stream\":\"S\",\"seq\":9}");
-  connection.reset();
+  {  // the server thread has finished (joined) when this scope ends, so `seen` is complete
+    FakeServer server([&](FakeServer& s, int fd) {
+      FakeServer::send_text(fd, "INFO {\"server_id\":\"fake\",\"max_payload\":1048576}\r\n");
+      s.read_until(fd, "PING\r\n");
+      FakeServer::send_text(fd, "+OK\r\nPONG\r\n");
+      s.read_until(fd, "hello\r\n");  // SUB and the PUB with its payload
+      FakeServer::send_text(fd, "PING\r\nMSG _INBOX.t.0 7 5\r\nstale\r\nMSG _INBOX.t.1 7 22\r\n"
+                                "{\"stream\":\"S\",\"seq\":9}\r\n");
+      seen = s.read_until(fd, "PONG\r\n");
+    });
+    std::string error;
+    auto connection = NatsConnection::connect(server.endpoint(), 2000ms, &error);
+    ASSERT_NE(connection, nullptr) << error;
+    ASSERT_TRUE(connection->subscribe("_INBOX.t.*", "7", &error)) << error;
+    std::string reply;
+    ASSERT_TRUE(connection->request("S", "_INBOX.t.1", "hello", 2000ms, &reply, &error)) << error;
+    EXPECT_EQ(reply, "{\"stream\":\"S\",\"seq\":9}");
+    connection.reset();
+  }
   EXPECT_NE(seen.find("CONNECT {"), std::string::npos);
   EXPECT_NE(seen.find("SUB _INBOX.t.* 7\r\n"), std::string::npos);
   EXPECT_NE(seen.find("PUB S _INBOX.t.1 5\r\nhello\r\n"), std::string::npos);
