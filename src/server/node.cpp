@@ -229,6 +229,11 @@ class Node::Impl {
   // Input queue.
   mutable std::mutex input_mu_;
   std::condition_variable input_cv_;
+  // True while the Raft loop is blocked (or about to block) on input_cv_: push() notifies only then,
+  // so a busy loop costs its producers no futex wake-up per input. Set and read under input_mu_ only
+  // (see push() for why that rules out a lost wake-up); atomic so that a data race would be a
+  // harmless stale read rather than undefined behaviour if that rule were ever broken.
+  std::atomic<bool> loop_sleeping_{false};
   std::deque<Input> inputs_;
   std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
 
@@ -437,6 +442,15 @@ void Node::Impl::push(Input input, bool droppable) {
     }
     queued_append_bytes_ += append_bytes;
     inputs_.push_back(std::move(input));
+    // No lost wake-up: the loop sets loop_sleeping_ and checks inputs_ in one critical section
+    // under input_mu_, and the wait releases input_mu_ atomically with blocking. This push holds
+    // input_mu_, so it happens either before that section (the loop then sees the input and does
+    // not wait) or after the loop blocked with the flag set (this push sees the flag and notifies).
+    // A loop that is awake drains inputs_ at the top of its next round, so it needs no notify.
+    // Clearing the flag here makes the producers that follow skip the notify until the loop waits
+    // again; a notify after a timed-out wait, or a spurious wake-up, only costs one extra round.
+    if (!loop_sleeping_.load(std::memory_order_relaxed)) return;
+    loop_sleeping_.store(false, std::memory_order_relaxed);
   }
   input_cv_.notify_one();
 }
@@ -448,7 +462,13 @@ void Node::Impl::loop() {
   while (true) {
     {
       std::unique_lock lock(input_mu_);
-      input_cv_.wait_until(lock, next_tick, [&] { return !inputs_.empty() || loop_exit_.load(); });
+      // The flag protocol of push(): set loop_sleeping_ before every wait, in the same critical
+      // section as the check of inputs_. Bounded by next_tick: each pass waits at most until then.
+      while (inputs_.empty() && !loop_exit_.load() && Clock::now() < next_tick) {
+        loop_sleeping_.store(true, std::memory_order_relaxed);
+        input_cv_.wait_until(lock, next_tick);
+        loop_sleeping_.store(false, std::memory_order_relaxed);
+      }
       if (loop_exit_.load()) break;
       batch.swap(inputs_);
       queued_append_bytes_ = 0;

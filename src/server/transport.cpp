@@ -7,15 +7,15 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
-#include <set>
-#include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "raftlog/peer/v1/peer.grpc.pb.h"
 #include "server/check.h"
+#include "server/timer_thread.h"
 #include "server/tls_files.h"
 
 namespace raftlog::server {
@@ -28,8 +28,10 @@ namespace {
 // Queue accounting charges every message this much on top of its entries (entries already include
 // raft::Entry::kEntryOverheadBytes each): close to the encoded size of a message's fixed fields.
 constexpr std::size_t kMessageHeaderBytes = 64;
-// Messages a sender moves out of its queue per wakeup: bounds the batch it holds outside the lock.
-constexpr std::size_t kMaxBatchMessages = 64;
+// Messages per stream element (RaftMessageBatch); the receiver refuses more (peer.proto).
+constexpr int kMaxMessagesPerBatch = 64;
+// What repeated-field framing adds per message inside a batch, at most (tag + length varint).
+constexpr std::size_t kBatchFramingBytes = 6;
 // gRPC's size checks count the whole framed message; leave room above our own bound.
 constexpr std::size_t kGrpcHeadroomBytes = 64 * 1024;
 constexpr std::size_t kMaxClusterIdBytes = 256;
@@ -49,17 +51,6 @@ std::string describe(const grpc::Status& status) {
   if (status.ok()) return "stream ended by the peer";
   return "gRPC status " + std::to_string(static_cast<int>(status.error_code())) + ": " +
          status.error_message();
-}
-
-const char* state_name(grpc_connectivity_state state) {
-  switch (state) {
-    case GRPC_CHANNEL_IDLE: return "idle";
-    case GRPC_CHANNEL_CONNECTING: return "connecting";
-    case GRPC_CHANNEL_READY: return "ready";
-    case GRPC_CHANNEL_TRANSIENT_FAILURE: return "transient failure";
-    case GRPC_CHANNEL_SHUTDOWN: return "shut down";
-  }
-  return "unknown";
 }
 
 struct QueuedMessage {
@@ -102,27 +93,6 @@ std::string validate_options(const PeerTransportOptions& options) {
   return {};
 }
 
-// Everything the transport knows about one peer. The sender thread is the only one that touches the
-// stub and the stream; everything under `mu` is shared with send(), stop() and peer_stats().
-struct PeerLink {
-  raft::NodeId id = raft::kNoNode;
-  std::string address;
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<pb::Peer::Stub> stub;
-  std::minstd_rand jitter;  // sender thread only
-  std::thread thread;
-
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  std::deque<QueuedMessage> queue;       // bounded by max_queued_messages and max_queued_bytes
-  std::size_t queued_bytes = 0;
-  bool stopping = false;
-  grpc::ClientContext* active_context = nullptr;  // the open stream's context, for stop() to cancel
-  std::uint32_t consecutive_failures = 0;
-  bool up = false;  // the last stream was accepted and has not failed since (for log lines)
-  PeerStats stats;  // queued_* are filled in when a snapshot is taken
-};
-
 class PeerTransport::Impl {
  public:
   Impl(PeerTransportOptions options, MessageHandler on_message);
@@ -142,17 +112,50 @@ class PeerTransport::Impl {
   }
   std::uint64_t dropped_unknown_peer() const { return dropped_unknown_peer_.load(); }
 
-  grpc::Status handle_stream(grpc::ServerContext* context, grpc::ServerReader<pb::RaftMessage>* reader,
-                             pb::StreamSummary* summary);
-
  private:
-  class PeerService final : public pb::Peer::Service {
+  class OutboundStream;
+  class InboundStream;
+  template <typename Element>
+  class InboundReactor;
+
+  // Everything the transport knows about one peer. Fields under `mu` are shared by send() (the Raft
+  // loop), the stream's reactions (gRPC threads), the timer thread, stop() and peer_stats().
+  struct PeerLink {
+    raft::NodeId id = raft::kNoNode;
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<pb::Peer::Stub> stub;
+
+    mutable std::mutex mu;
+    std::minstd_rand jitter;
+    std::deque<QueuedMessage> queue;  // arrival order; requeued messages go back to the front
+    // The messages of the stream's current write (one batch, in queue order). Filled and emptied
+    // under `mu`; in between only the thread that claimed the write (OutboundStream::write_claimed)
+    // touches it, to encode it.
+    std::vector<QueuedMessage> writing;
+    // The first batch of a stream, written but not yet counted: the peer has not accepted the stream
+    // (handshake). Counted as sent on acceptance, requeued on refusal.
+    std::vector<QueuedMessage> unconfirmed;
+    // Bytes of queue + writing + unconfirmed. With held_messages() it is what the bounds limit, so a
+    // message that goes back to the queue always fits.
+    std::size_t held_bytes = 0;
+    OutboundStream* stream = nullptr;  // the open stream, or null (cleared in its OnDone)
+    bool stopping = false;
+    std::uint32_t backoff_ms = 0;  // the next reconnect delay, before jitter
+    std::uint32_t consecutive_failures = 0;
+    bool up = false;  // the last stream was accepted and has not failed since (for log lines)
+    PeerStats stats;  // queued_* are filled in when a snapshot is taken
+
+    std::size_t held_messages() const { return queue.size() + writing.size() + unconfirmed.size(); }
+  };
+
+  class PeerService final : public pb::Peer::CallbackService {
    public:
     explicit PeerService(Impl* impl) : impl_(impl) {}
-    grpc::Status Stream(grpc::ServerContext* context, grpc::ServerReader<pb::RaftMessage>* reader,
-                        pb::StreamSummary* summary) override {
-      return impl_->handle_stream(context, reader, summary);
-    }
+    grpc::ServerReadReactor<pb::RaftMessage>* Stream(grpc::CallbackServerContext* context,
+                                                     pb::StreamSummary* summary) override;
+    grpc::ServerReadReactor<pb::RaftMessageBatch>* StreamBatches(grpc::CallbackServerContext* context,
+                                                                 pb::StreamSummary* summary) override;
 
    private:
     Impl* impl_;
@@ -160,44 +163,190 @@ class PeerTransport::Impl {
 
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials() const;
   // "" when the caller may open a peer stream (always without TLS), else why not.
-  std::string authenticate_inbound(const grpc::ServerContext& context) const;
-  void run_sender(PeerLink& link);
-  bool wait_until_ready(PeerLink& link, std::string* error);
-  bool pump_stream(PeerLink& link, std::string* error);
-  void record_failure(PeerLink& link, const std::string& error);
-  void expire_stale(PeerLink& link);
-  void sleep_unless_stopping(PeerLink& link, std::uint32_t duration_ms);
-  static bool stopping(const PeerLink& link) {
-    std::lock_guard lock(link.mu);
-    return link.stopping;
-  }
+  std::string authenticate_inbound(const grpc::ServerContextBase& context) const;
+  // "" when `wire` may be delivered on a stream that so far carried messages from *stream_from
+  // (kNoNode before the first one), else why not; sets *code for the refusal.
+  std::string check_inbound(const pb::RaftMessage& wire, raft::NodeId* stream_from, grpc::StatusCode* code) const;
+
+  // Outbound. None of these is called with a PeerLink::mu held, and none calls into gRPC with one
+  // held: gRPC may run a reaction inline in the calling thread, and reactions take the lock.
+  void open_stream(PeerLink& link);
+  void pump(PeerLink& link);
+  void on_write_done(PeerLink& link, OutboundStream* stream, bool ok);
+  void on_initial_metadata(PeerLink& link, OutboundStream* stream, bool ok);
+  void on_stream_done(PeerLink& link, OutboundStream* stream, const grpc::Status& status);
+  // Under link.mu.
+  bool release_due_locked(OutboundStream* stream);
+  // Puts `items` (in queue order) back at the front of the queue and empties it.
+  void requeue_front_locked(PeerLink& link, std::vector<QueuedMessage>& items);
+  void count_sent_locked(PeerLink& link, std::vector<QueuedMessage>& items);  // and empties it
+  void expire_stale_locked(PeerLink& link, Clock::time_point now);
+  void record_failure_locked(PeerLink& link, const std::string& error);
+  void outbound_stream_ended();
 
   // Inbound bookkeeping: register/unregister a stream, and run the callback unless stopping.
-  bool register_inbound(grpc::ServerContext* context);
-  void unregister_inbound(grpc::ServerContext* context, bool rejected);
+  std::uint64_t register_inbound(InboundStream* stream);  // 0 when stopping
+  void unregister_inbound(std::uint64_t stream_id);
   bool deliver(raft::Message message);
 
   const PeerTransportOptions options_;
   const MessageHandler on_message_;
   std::map<raft::NodeId, std::unique_ptr<PeerLink>> links_;  // fixed after construction
   PeerService service_{this};
+  // Reconnect backoff of every peer: one thread, at most one pending reconnect per peer.
+  TimerThread reconnect_timer_;
   std::atomic<bool> started_{false};
   std::atomic<std::uint64_t> dropped_unknown_peer_{0};
 
-  std::mutex stop_mu_;  // serializes stop() calls
+  std::mutex stop_mu_;  // serializes start() and stop()
   bool stopped_ = false;
   bool stop_result_ = true;
+
+  std::mutex outbound_mu_;
+  std::condition_variable outbound_cv_;
+  std::size_t live_outbound_streams_ = 0;  // created and not yet past OnDone
 
   mutable std::mutex inbound_mu_;
   std::condition_variable inbound_cv_;
   bool inbound_stopping_ = false;
-  std::set<grpc::ServerContext*> inbound_contexts_;
+  std::map<std::uint64_t, InboundStream*> inbound_streams_;  // registered and not yet past OnDone
+  std::uint64_t next_inbound_id_ = 1;
   std::size_t callbacks_running_ = 0;
   InboundStats inbound_stats_;
 };
 
+// One outbound client-streaming call (raftlog.peer.v1.Peer/Stream) to a peer. Writes are started by
+// whoever finds the stream idle with a message queued: send() on the Raft loop, or the reaction to
+// the previous write, so no thread waits for messages. One write is in flight at a time.
+//
+// Lifetime: the reactor holds one hold (AddHold before StartCall), so gRPC cannot call OnDone, which
+// deletes it, before the hold is removed. The hold is removed exactly once, by whoever makes
+// release_due_locked() true: the stream is closing (a write failed, the peer refused the stream, or
+// stop()), no write is claimed, and stop() is not cancelling it. A thread other than a reaction of
+// this stream touches it only while link.stream points to it (under link.mu) or while it owns the
+// write claim or the cancel, since both keep the hold.
+class PeerTransport::Impl::OutboundStream final : public grpc::ClientWriteReactor<pb::RaftMessageBatch> {
+ public:
+  OutboundStream(Impl* impl, PeerLink* link) : impl_(impl), link_(link) {}
+
+  void OnWriteDone(bool ok) override { impl_->on_write_done(*link_, this, ok); }
+  void OnReadInitialMetadataDone(bool ok) override { impl_->on_initial_metadata(*link_, this, ok); }
+  void OnDone(const grpc::Status& status) override { impl_->on_stream_done(*link_, this, status); }
+
+  grpc::ClientContext context;
+  pb::StreamSummary summary;
+  pb::RaftMessageBatch batch;  // the batch being written; only the write claimant touches it
+
+  // Under link->mu.
+  bool started = false;            // StartCall returned
+  bool accepted = false;           // the peer checked our first message and said so (kPeerAcceptedKey)
+  bool reached_peer = false;       // the peer answered the call (initial metadata, accepting or not)
+  bool handshake_written = false;  // a first batch was written before acceptance: wait for it
+  bool write_claimed = false;      // a write is being prepared or is in flight
+  bool closing = false;            // no new writes; the hold goes once nothing else needs the stream
+  bool hold_released = false;
+  bool cancel_in_progress = false;  // stop() is calling TryCancel
+
+ private:
+  Impl* impl_;
+  PeerLink* link_;
+};
+
+// One inbound stream from a peer, the part shared by Stream (one message per element) and
+// StreamBatches (up to kMaxMessagesPerBatch). Reads one element at a time; its messages are checked,
+// then handed to on_message in order, before the next read starts, so one sender's messages arrive
+// in order.
+//
+// Lifetime: gRPC calls OnDone (which deletes the reactor) only after Finish. Finish is called once,
+// by the reaction that ends the stream, unless stop() has pinned the stream to cancel it: then the
+// reaction leaves its status in deferred_finish and stop() calls Finish after TryCancel. So
+// stop() can cancel any registered stream that is not finishing without racing its destruction.
+class PeerTransport::Impl::InboundStream {
+ public:
+  InboundStream(Impl* owner, grpc::CallbackServerContext* server_context, pb::StreamSummary* stream_summary)
+      : impl(owner), context(server_context), summary(stream_summary) {}
+  virtual ~InboundStream() = default;
+  InboundStream(const InboundStream&) = delete;
+  InboundStream& operator=(const InboundStream&) = delete;
+
+  // The reactor's operations.
+  virtual void start_read() = 0;
+  virtual void start_send_initial_metadata() = 0;
+  virtual void finish_call(grpc::Status status) = 0;
+
+  // From the reactor's constructor: registers, authenticates, starts the first read.
+  void begin();
+  // From OnReadDone: `messages` are the element's messages (at least one), in order.
+  void on_messages(const std::vector<const pb::RaftMessage*>& messages);
+  void on_read_failed();
+  // From OnDone, last: the reactor is gone.
+  static void ended(Impl* owner, std::uint64_t stream_id);
+
+  // Ends the stream with `status` (now, or after stop()'s cancel). Once per stream.
+  void finish(grpc::Status status);
+  void reject(grpc::StatusCode code, const std::string& message);
+
+  Impl* const impl;
+  grpc::CallbackServerContext* const context;
+  pb::StreamSummary* const summary;
+  std::uint64_t id = 0;  // 0: not registered (the transport was stopping)
+  raft::NodeId stream_from = raft::kNoNode;
+  std::uint64_t received = 0;
+
+  // Under impl->inbound_mu_.
+  bool finishing = false;
+  int cancel_pins = 0;
+  std::optional<grpc::Status> deferred_finish;
+};
+
+template <typename Element>
+class PeerTransport::Impl::InboundReactor final : public grpc::ServerReadReactor<Element>, public InboundStream {
+ public:
+  InboundReactor(Impl* owner, grpc::CallbackServerContext* server_context, pb::StreamSummary* stream_summary)
+      : InboundStream(owner, server_context, stream_summary) {
+    begin();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      on_read_failed();
+      return;
+    }
+    std::vector<const pb::RaftMessage*> messages;
+    if constexpr (std::is_same_v<Element, pb::RaftMessageBatch>) {
+      if (wire_.messages_size() == 0 || wire_.messages_size() > kMaxMessagesPerBatch) {
+        reject(grpc::StatusCode::INVALID_ARGUMENT, "a batch must hold 1 to " + std::to_string(kMaxMessagesPerBatch) +
+                                                       " messages, not " + std::to_string(wire_.messages_size()));
+        return;
+      }
+      messages.reserve(static_cast<std::size_t>(wire_.messages_size()));
+      for (const pb::RaftMessage& message : wire_.messages()) messages.push_back(&message);
+    } else {
+      messages.push_back(&wire_);
+    }
+    on_messages(messages);
+  }
+  void OnDone() override {
+    Impl* const owner = impl;
+    const std::uint64_t stream_id = id;
+    delete this;
+    ended(owner, stream_id);
+  }
+
+  void start_read() override { this->StartRead(&wire_); }
+  void start_send_initial_metadata() override { this->StartSendInitialMetadata(); }
+  void finish_call(grpc::Status status) override { this->Finish(std::move(status)); }
+
+ private:
+  Element wire_;
+};
+
 PeerTransport::Impl::Impl(PeerTransportOptions options, MessageHandler on_message)
-    : options_(std::move(options)), on_message_(std::move(on_message)) {
+    : options_(std::move(options)),
+      on_message_(std::move(on_message)),
+      // One pending reconnect per peer at most (only a stream's OnDone schedules one, and only the
+      // reconnect opens the next stream); twice that leaves room without hiding a leak.
+      reconnect_timer_(2 * options_.peers.size() + 2) {
   const std::string problem = validate_options(options_);
   RAFTLOG_CHECK(problem.empty(), problem.c_str());
   RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
@@ -209,6 +358,7 @@ PeerTransport::Impl::Impl(PeerTransportOptions options, MessageHandler on_messag
     link->stats.id = id;
     link->stats.address = address;
     link->jitter.seed(static_cast<std::minstd_rand::result_type>(options_.self_id * 1000003u + id));
+    link->backoff_ms = options_.reconnect_backoff_min_ms;
 
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(static_cast<int>(max_receive_message_bytes()));
@@ -234,7 +384,7 @@ std::shared_ptr<grpc::ChannelCredentials> PeerTransport::Impl::channel_credentia
   return grpc::SslCredentials(ssl);
 }
 
-std::string PeerTransport::Impl::authenticate_inbound(const grpc::ServerContext& context) const {
+std::string PeerTransport::Impl::authenticate_inbound(const grpc::ServerContextBase& context) const {
   if (!options_.tls.has_value()) return "";
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
@@ -252,14 +402,11 @@ std::string PeerTransport::Impl::authenticate_inbound(const grpc::ServerContext&
 
 void PeerTransport::Impl::start() {
   RAFTLOG_CHECK(!started_.exchange(true), "PeerTransport::start called twice");
-  {
-    std::lock_guard lock(stop_mu_);
-    if (stopped_) return;
-    for (auto& [id, link] : links_) {
-      PeerLink* raw = link.get();
-      raw->thread = std::thread([this, raw] { run_sender(*raw); });
-    }
-  }
+  std::lock_guard lock(stop_mu_);
+  if (stopped_) return;
+  reconnect_timer_.start();
+  // Connect at once, so the first messages do not wait for a connection.
+  for (auto& [id, link] : links_) open_stream(*link);
 }
 
 bool PeerTransport::Impl::stop() {
@@ -267,31 +414,89 @@ bool PeerTransport::Impl::stop() {
   if (stopped_) return stop_result_;
   stopped_ = true;
 
-  // Inbound first, so on_message stops as early as possible.
-  std::unique_lock lock(inbound_mu_);
-  inbound_stopping_ = true;
-  for (grpc::ServerContext* context : inbound_contexts_) context->TryCancel();
-  // A running callback is short by contract; it must finish before stop() returns.
-  inbound_cv_.wait(lock, [&] { return callbacks_running_ == 0; });
-  stop_result_ = inbound_cv_.wait_for(lock, std::chrono::milliseconds(options_.stop_timeout_ms),
-                                      [&] { return inbound_contexts_.empty(); });
-  lock.unlock();
+  // Inbound first, so on_message stops as early as possible. Pin every stream that is not already
+  // finishing, cancel it outside the lock (gRPC may run reactions inline), then finish the ones
+  // whose reaction deferred its Finish to us.
+  std::vector<InboundStream*> pinned;
+  {
+    std::lock_guard lock(inbound_mu_);
+    inbound_stopping_ = true;
+    for (auto& [id, stream] : inbound_streams_) {
+      if (stream->finishing) continue;
+      ++stream->cancel_pins;
+      pinned.push_back(stream);
+    }
+  }
+  for (InboundStream* stream : pinned) stream->context->TryCancel();
+  std::vector<std::pair<InboundStream*, grpc::Status>> deferred;
+  {
+    std::lock_guard lock(inbound_mu_);
+    for (InboundStream* stream : pinned) {
+      --stream->cancel_pins;
+      if (stream->cancel_pins == 0 && stream->deferred_finish.has_value()) {
+        deferred.emplace_back(stream, *stream->deferred_finish);
+        stream->deferred_finish.reset();
+      }
+    }
+  }
+  for (auto& [stream, status] : deferred) stream->finish_call(std::move(status));
+  {
+    std::unique_lock lock(inbound_mu_);
+    // A running callback is short by contract; it must finish before stop() returns.
+    inbound_cv_.wait(lock, [&] { return callbacks_running_ == 0; });
+    stop_result_ = inbound_cv_.wait_for(lock, std::chrono::milliseconds(options_.stop_timeout_ms),
+                                        [&] { return inbound_streams_.empty(); });
+  }
   if (!stop_result_) {
     spdlog::warn("node {}: peer transport stop: {} inbound stream(s) still open after {} ms", options_.self_id,
                  inbound_stats().open_streams, options_.stop_timeout_ms);
   }
 
+  // Outbound: no new streams (open_stream checks `stopping`, and the timer stops), then cancel the
+  // open ones and wait for their OnDone, since they point into links_.
   for (auto& [id, link] : links_) {
     std::lock_guard link_lock(link->mu);
     link->stopping = true;
-    if (link->active_context != nullptr) link->active_context->TryCancel();
-    link->cv.notify_all();
+  }
+  reconnect_timer_.stop();
+  for (auto& [id, link] : links_) {
+    OutboundStream* to_cancel = nullptr;
+    {
+      std::lock_guard link_lock(link->mu);
+      OutboundStream* stream = link->stream;
+      if (stream != nullptr && !stream->hold_released) {
+        stream->closing = true;
+        stream->cancel_in_progress = true;
+        to_cancel = stream;
+      }
+      link->stats.connected = false;
+    }
+    if (to_cancel == nullptr) continue;
+    to_cancel->context.TryCancel();
+    bool release = false;
+    {
+      std::lock_guard link_lock(link->mu);
+      to_cancel->cancel_in_progress = false;
+      release = release_due_locked(to_cancel);
+    }
+    if (release) to_cancel->RemoveHold();
+  }
+  {
+    std::unique_lock lock(outbound_mu_);
+    // Cancelled calls end promptly; the wait is not cut short because the reactors use links_.
+    // Bounded in practice by gRPC's cancellation; the log line shows a stall.
+    while (!outbound_cv_.wait_for(lock, std::chrono::milliseconds(options_.stop_timeout_ms),
+                                  [&] { return live_outbound_streams_ == 0; })) {
+      spdlog::warn("node {}: peer transport stop: {} outbound stream(s) not ended after {} ms", options_.self_id,
+                   live_outbound_streams_, options_.stop_timeout_ms);
+    }
   }
   for (auto& [id, link] : links_) {
-    if (link->thread.joinable()) link->thread.join();
     std::lock_guard link_lock(link->mu);
     link->queue.clear();
-    link->queued_bytes = 0;
+    link->writing.clear();
+    link->unconfirmed.clear();
+    link->held_bytes = 0;
   }
   return stop_result_;
 }
@@ -304,21 +509,29 @@ bool PeerTransport::Impl::send(raft::Message message) {
   }
   PeerLink& link = *found->second;
   const std::size_t bytes = estimate_bytes(message);
-  std::lock_guard lock(link.mu);
-  if (link.stopping) return false;
-  // The exact encoded size is checked by the sender; payloads alone over the bound cannot fit.
-  if (bytes - kMessageHeaderBytes > options_.limits.max_message_bytes) {
-    ++link.stats.dropped_oversize;
-    return false;
+  bool start_write = false;
+  {
+    std::lock_guard lock(link.mu);
+    if (link.stopping) return false;
+    // The exact encoded size is checked when the message is written; payloads alone over the bound
+    // cannot fit.
+    if (bytes - kMessageHeaderBytes > options_.limits.max_message_bytes) {
+      ++link.stats.dropped_oversize;
+      return false;
+    }
+    if (link.held_messages() >= options_.max_queued_messages ||
+        link.held_bytes + bytes > options_.max_queued_bytes) {
+      ++link.stats.dropped_queue_full;
+      return false;
+    }
+    link.queue.push_back(QueuedMessage{std::move(message), Clock::now(), bytes});
+    link.held_bytes += bytes;
+    // Only an idle stream needs a push; a write in flight picks the message up when it completes.
+    const OutboundStream* stream = link.stream;
+    start_write = stream != nullptr && stream->started && !stream->closing && !stream->write_claimed &&
+                  (stream->accepted || !stream->handshake_written);
   }
-  if (link.queue.size() >= options_.max_queued_messages ||
-      link.queued_bytes + bytes > options_.max_queued_bytes) {
-    ++link.stats.dropped_queue_full;
-    return false;
-  }
-  link.queue.push_back(QueuedMessage{std::move(message), Clock::now(), bytes});
-  link.queued_bytes += bytes;
-  link.cv.notify_one();
+  if (start_write) pump(link);
   return true;
 }
 
@@ -328,172 +541,290 @@ std::vector<PeerStats> PeerTransport::Impl::peer_stats() const {
   for (const auto& [id, link] : links_) {
     std::lock_guard lock(link->mu);
     PeerStats stats = link->stats;
-    stats.queued_messages = link->queue.size();
-    stats.queued_bytes = link->queued_bytes;
+    stats.queued_messages = link->held_messages();
+    stats.queued_bytes = link->held_bytes;
     result.push_back(std::move(stats));
   }
   return result;
 }
 
-void PeerTransport::Impl::run_sender(PeerLink& link) {
-  std::uint32_t backoff_ms = options_.reconnect_backoff_min_ms;
-  // Bounded by stop(): every wait below wakes within kPollIntervalMs or on the link's condition.
-  while (!stopping(link)) {
-    std::string error;
-    if (!wait_until_ready(link, &error)) {
-      if (stopping(link)) break;
-      // The channel spaces connection attempts by its own (configured) backoff: no extra sleep.
-      record_failure(link, error);
-      expire_stale(link);
+// --- outbound --------------------------------------------------------------------------------------
+
+void PeerTransport::Impl::open_stream(PeerLink& link) {
+  OutboundStream* stream = nullptr;
+  {
+    std::lock_guard lock(link.mu);
+    if (link.stopping || link.stream != nullptr) return;
+    expire_stale_locked(link, Clock::now());
+    stream = new OutboundStream(this, &link);
+    link.stream = stream;
+    ++link.stats.connects;
+  }
+  {
+    std::lock_guard lock(outbound_mu_);
+    ++live_outbound_streams_;
+  }
+  // Fail fast (the default): on a channel that cannot connect the call fails at once, or when the
+  // connection attempt does (connect_timeout_ms), and the reconnect timer tries again.
+  link.stub->async()->StreamBatches(&stream->context, &stream->summary, stream);
+  stream->AddHold();
+  stream->StartCall();
+  bool release = false;
+  {
+    std::lock_guard lock(link.mu);
+    stream->started = true;
+    // A reaction may already have closed the stream (StartCall can fail at once); it could not
+    // release the hold before `started`.
+    release = release_due_locked(stream);
+  }
+  if (release) {
+    stream->RemoveHold();
+    return;
+  }
+  pump(link);
+}
+
+void PeerTransport::Impl::pump(PeerLink& link) {
+  // Bounded: every pass starts a write and returns, or returns, or removes at least one message from
+  // the queue for good (an oversize batch of one), so at most max_queued_messages + 1 passes.
+  for (std::size_t pass = 0; pass <= options_.max_queued_messages; ++pass) {
+    OutboundStream* stream = nullptr;
+    {
+      std::lock_guard lock(link.mu);
+      stream = link.stream;
+      if (stream == nullptr || !stream->started || stream->closing || stream->write_claimed) return;
+      // Until the peer accepts the stream only its first batch is written (the handshake).
+      if (!stream->accepted && stream->handshake_written) return;
+      expire_stale_locked(link, Clock::now());
+      if (link.queue.empty()) return;
+      // Everything queued, up to a batch: what piled up while the previous write was in flight
+      // leaves in one element.
+      while (!link.queue.empty() && link.writing.size() < static_cast<std::size_t>(kMaxMessagesPerBatch)) {
+        link.writing.push_back(std::move(link.queue.front()));
+        link.queue.pop_front();
+      }
+      stream->write_claimed = true;
+    }
+    // The claim keeps the stream and the messages in `writing` ours: encode them outside the lock, so
+    // send() on the Raft loop never waits for an encoding. `writing` itself (read by peer_stats())
+    // changes only under the lock below.
+    stream->batch.Clear();
+    std::size_t batch_bytes = 0;
+    std::size_t kept = 0;
+    std::size_t overflow_from = link.writing.size();  // messages from here on wait for the next batch
+    std::vector<bool> oversize(link.writing.size(), false);
+    for (std::size_t i = 0; i < link.writing.size(); ++i) {
+      pb::RaftMessage* wire = stream->batch.add_messages();
+      encode_message(link.writing[i].message, options_.cluster_id, wire);
+      const std::size_t wire_bytes = wire->ByteSizeLong();
+      if (wire_bytes > options_.limits.max_message_bytes) {
+        stream->batch.mutable_messages()->RemoveLast();
+        oversize[i] = true;
+        continue;
+      }
+      // A batch stays within max_message_bytes, except one message alone (the receiver's gRPC limit
+      // has headroom above max_message_bytes for the framing).
+      if (kept > 0 && batch_bytes + wire_bytes + kBatchFramingBytes > options_.limits.max_message_bytes) {
+        stream->batch.mutable_messages()->RemoveLast();
+        overflow_from = i;
+        break;
+      }
+      batch_bytes += wire_bytes + kBatchFramingBytes;
+      ++kept;
+    }
+    bool release = false;
+    {
+      std::lock_guard lock(link.mu);
+      std::vector<QueuedMessage> batch_messages;
+      std::vector<QueuedMessage> overflow;
+      batch_messages.reserve(kept);
+      for (std::size_t i = 0; i < link.writing.size(); ++i) {
+        if (i >= overflow_from) {
+          overflow.push_back(std::move(link.writing[i]));
+        } else if (oversize[i]) {
+          ++link.stats.dropped_oversize;
+          link.held_bytes -= link.writing[i].bytes;
+        } else {
+          batch_messages.push_back(std::move(link.writing[i]));
+        }
+      }
+      link.writing = std::move(batch_messages);  // index for index with stream->batch
+      requeue_front_locked(link, overflow);
+      if (kept == 0) {
+        stream->write_claimed = false;
+        release = release_due_locked(stream);
+      } else if (!stream->accepted) {
+        stream->handshake_written = true;
+      }
+    }
+    if (kept == 0) {
+      if (release) stream->RemoveHold();
       continue;
     }
-    const bool delivered = pump_stream(link, &error);
-    if (stopping(link)) break;
-    record_failure(link, error);
-    expire_stale(link);
-    // The connection may be fine while the peer refuses our streams (wrong cluster id, a peer that
-    // is shutting down): back off so a refusing peer is not hammered.
-    if (delivered) backoff_ms = options_.reconnect_backoff_min_ms;
-    std::uniform_int_distribution<std::uint32_t> jitter_ms(0, backoff_ms / 4);
-    sleep_unless_stopping(link, backoff_ms + jitter_ms(link.jitter));
-    backoff_ms = std::min(backoff_ms * 2, options_.reconnect_backoff_max_ms);
+    // After StartWrite the stream is not ours any more: OnWriteDone may already be running.
+    stream->StartWrite(&stream->batch);
+    return;
   }
 }
 
-bool PeerTransport::Impl::wait_until_ready(PeerLink& link, std::string* error) {
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.connect_timeout_ms);
-  grpc_connectivity_state state = link.channel->GetState(/*try_to_connect=*/true);
-  while (state != GRPC_CHANNEL_READY) {
-    if (stopping(link)) return false;
-    const Clock::time_point now = Clock::now();
-    if (now >= deadline) {
-      *error = "not connected within " + std::to_string(options_.connect_timeout_ms) +
-               " ms (channel " + state_name(state) + ")";
-      return false;
+void PeerTransport::Impl::on_write_done(PeerLink& link, OutboundStream* stream, bool ok) {
+  bool write_next = false;
+  bool release = false;
+  {
+    std::lock_guard lock(link.mu);
+    RAFTLOG_CHECK(stream->write_claimed && !link.writing.empty(), "write completion without a write");
+    stream->write_claimed = false;
+    if (ok && stream->accepted) {
+      count_sent_locked(link, link.writing);
+      write_next = !stream->closing;
+    } else if (ok && !stream->closing) {
+      link.unconfirmed = std::move(link.writing);  // counted or requeued when the handshake answer comes
+      link.writing.clear();
+    } else {
+      // A failed write means the call had already ended, so the peer never processed the batch
+      // (likewise a first batch on a refused stream): it goes back to the front of the queue, still
+      // subject to the age limit, for the next stream.
+      requeue_front_locked(link, link.writing);
+      stream->closing = true;
+      link.stats.connected = false;
     }
-    const Clock::time_point poll_until =
-        std::min(deadline, now + std::chrono::milliseconds(PeerTransport::kPollIntervalMs));
-    link.channel->WaitForStateChange(state, std::chrono::system_clock::now() + (poll_until - now));
-    state = link.channel->GetState(/*try_to_connect=*/true);
+    release = release_due_locked(stream);
   }
+  if (release) {
+    stream->RemoveHold();  // OnDone runs after this reaction returns
+    return;
+  }
+  if (write_next) pump(link);
+}
+
+void PeerTransport::Impl::on_initial_metadata(PeerLink& link, OutboundStream* stream, bool ok) {
+  bool accepted = false;
+  if (ok) {
+    // Handshake: the peer answers our first message with initial metadata once it has checked the
+    // cluster id and node ids, or ends the call. Without this a refused stream would look healthy
+    // until the next write, and the refused messages would count as sent.
+    const auto& metadata = stream->context.GetServerInitialMetadata();
+    accepted = metadata.find(grpc::string_ref(kPeerAcceptedKey.data(), kPeerAcceptedKey.size())) != metadata.end();
+  }
+  bool write_next = false;
+  bool release = false;
+  {
+    std::lock_guard lock(link.mu);
+    stream->reached_peer = ok;
+    if (accepted) {
+      stream->accepted = true;
+      link.stats.connected = !stream->closing;
+      count_sent_locked(link, link.unconfirmed);
+      link.backoff_ms = options_.reconnect_backoff_min_ms;
+      link.consecutive_failures = 0;
+      if (!link.up) {
+        spdlog::info("node {}: peer {} ({}) up", options_.self_id, link.id, link.address);
+        link.up = true;
+      }
+      write_next = !stream->closing;
+    } else {
+      stream->closing = true;
+      link.stats.connected = false;
+      requeue_front_locked(link, link.unconfirmed);
+    }
+    release = release_due_locked(stream);
+  }
+  if (release) {
+    stream->RemoveHold();
+    return;
+  }
+  if (write_next) pump(link);
+}
+
+void PeerTransport::Impl::on_stream_done(PeerLink& link, OutboundStream* stream, const grpc::Status& status) {
+  std::optional<Clock::time_point> reconnect_at;
+  {
+    std::lock_guard lock(link.mu);
+    RAFTLOG_CHECK(link.stream == stream, "OnDone for a stream that is not the link's");
+    RAFTLOG_CHECK(!stream->write_claimed, "OnDone with a write claimed");
+    link.stream = nullptr;
+    link.stats.connected = false;
+    // Every write and the handshake answer completed before OnDone, so nothing is left in flight;
+    // requeue defensively all the same.
+    requeue_front_locked(link, link.unconfirmed);
+    if (!link.stopping) {
+      record_failure_locked(link, describe(status));
+      expire_stale_locked(link, Clock::now());
+      std::uint32_t delay_ms = options_.reconnect_backoff_min_ms;
+      if (stream->reached_peer) {
+        // The connection may be fine while the peer refuses our streams (wrong cluster id, a peer
+        // that is shutting down): back off so a refusing peer is not hammered. An accepted stream
+        // reset the backoff to the minimum.
+        delay_ms = link.backoff_ms;
+        link.backoff_ms = std::min(link.backoff_ms * 2, options_.reconnect_backoff_max_ms);
+      }
+      // Otherwise the call never reached the peer: the channel could not connect. The channel spaces
+      // its connection attempts by its own backoff (the same bounds), and a fail-fast call on a
+      // channel that is waiting to retry fails locally, so trying again after the minimum costs no
+      // traffic and opens the stream as soon as the channel is up (an extra doubling here would add
+      // up to reconnect_backoff_max_ms to every recovery).
+      std::uniform_int_distribution<std::uint32_t> jitter_ms(0, delay_ms / 4);
+      reconnect_at = Clock::now() + std::chrono::milliseconds(delay_ms + jitter_ms(link.jitter));
+    }
+  }
+  delete stream;
+  if (reconnect_at.has_value()) {
+    PeerLink* link_ptr = &link;
+    if (!reconnect_timer_.schedule(*reconnect_at, [this, link_ptr] { open_stream(*link_ptr); })) {
+      // Refused once stop() has begun (which opens no more streams anyway), or if the one-per-peer
+      // bound were broken: then the peer would never reconnect, so say so loudly.
+      std::lock_guard lock(link.mu);
+      if (!link.stopping) {
+        spdlog::error("node {}: peer {}: reconnect timer refused a reconnect; the peer stays down",
+                      options_.self_id, link.id);
+      }
+    }
+  }
+  outbound_stream_ended();  // last: stop() may destroy the transport once the count reaches zero
+}
+
+bool PeerTransport::Impl::release_due_locked(OutboundStream* stream) {
+  if (!stream->started || !stream->closing || stream->write_claimed || stream->hold_released ||
+      stream->cancel_in_progress) {
+    return false;
+  }
+  stream->hold_released = true;
   return true;
 }
 
-bool PeerTransport::Impl::pump_stream(PeerLink& link, std::string* error) {
-  grpc::ClientContext context;
-  {
-    std::lock_guard lock(link.mu);
-    if (link.stopping) return false;
-    link.active_context = &context;
+void PeerTransport::Impl::requeue_front_locked(PeerLink& link, std::vector<QueuedMessage>& items) {
+  // held_bytes and held_messages() already count the messages, so they fit within the bounds.
+  for (auto it = items.rbegin(); it != items.rend(); ++it) {
+    if (link.stopping) {
+      ++link.stats.dropped_send_failed;
+      link.held_bytes -= it->bytes;
+      continue;
+    }
+    link.queue.push_front(std::move(*it));
   }
-  pb::StreamSummary summary;
-  std::unique_ptr<grpc::ClientWriter<pb::RaftMessage>> writer = link.stub->Stream(&context, &summary);
-  {
-    std::lock_guard lock(link.mu);
-    ++link.stats.connects;
-  }
-
-  bool accepted = false;  // the peer checked our first message and said so (kPeerAcceptedKey)
-  bool broken = false;
-  std::vector<QueuedMessage> batch;
-  batch.reserve(kMaxBatchMessages);
-  std::vector<QueuedMessage> sendable;  // the part of the batch still worth sending...
-  std::vector<pb::RaftMessage> wires;   // ...and its encoding, index for index
-  sendable.reserve(kMaxBatchMessages);
-  wires.reserve(kMaxBatchMessages);
-  while (!broken) {
-    {
-      std::unique_lock lock(link.mu);
-      link.cv.wait(lock, [&] { return link.stopping || !link.queue.empty(); });
-      if (link.stopping) break;
-      while (!link.queue.empty() && batch.size() < kMaxBatchMessages) {
-        link.queued_bytes -= link.queue.front().bytes;
-        batch.push_back(std::move(link.queue.front()));
-        link.queue.pop_front();
-      }
-    }
-
-    const Clock::time_point now = Clock::now();
-    std::uint64_t expired = 0;
-    std::uint64_t oversize = 0;
-    sendable.clear();
-    wires.clear();
-    for (QueuedMessage& item : batch) {
-      if (now - item.enqueued_at > std::chrono::milliseconds(options_.max_message_age_ms)) {
-        ++expired;
-        continue;
-      }
-      pb::RaftMessage& wire = wires.emplace_back();
-      encode_message(item.message, options_.cluster_id, &wire);
-      if (wire.ByteSizeLong() > options_.limits.max_message_bytes) {
-        ++oversize;
-        wires.pop_back();
-        continue;
-      }
-      sendable.push_back(std::move(item));
-    }
-    batch.clear();
-
-    std::size_t sent = 0;
-    for (; sent < wires.size(); ++sent) {
-      grpc::WriteOptions write_options;
-      // Let gRPC coalesce a batch into fewer frames; the last write of the batch flushes it.
-      if (sent + 1 < wires.size()) write_options.set_buffer_hint();
-      if (!writer->Write(wires[sent], write_options)) {
-        broken = true;
-        break;
-      }
-    }
-    if (!accepted && sent > 0) {
-      // Handshake: the peer answers our first message with initial metadata once it has checked the
-      // cluster id and node ids, or ends the call. Without this a refused stream would look healthy
-      // until the next write, and the refused messages would count as sent.
-      writer->WaitForInitialMetadata();
-      const auto& metadata = context.GetServerInitialMetadata();
-      accepted = metadata.find(grpc::string_ref(kPeerAcceptedKey.data(), kPeerAcceptedKey.size())) != metadata.end();
-      if (!accepted) {
-        sent = 0;
-        broken = true;
-      }
-    }
-
-    std::lock_guard lock(link.mu);
-    link.stats.dropped_expired += expired;
-    link.stats.dropped_oversize += oversize;
-    link.stats.sent_messages += sent;
-    // A failed Write means the call had already ended, so the peer never processed that message or
-    // the ones after it (likewise everything on a refused stream): they go back to the front of the
-    // queue, still subject to the bounds and the age limit, for the next stream.
-    for (std::size_t i = sendable.size(); i > sent; --i) {
-      QueuedMessage& item = sendable[i - 1];
-      if (link.stopping || link.queue.size() >= options_.max_queued_messages ||
-          link.queued_bytes + item.bytes > options_.max_queued_bytes) {
-        ++link.stats.dropped_send_failed;
-        continue;
-      }
-      link.queued_bytes += item.bytes;
-      link.queue.push_front(std::move(item));
-    }
-    if (sent > 0) link.stats.last_send_ok = Clock::now();
-    link.stats.connected = accepted;
-    if (accepted && !link.up) {
-      spdlog::info("node {}: peer {} ({}) up", options_.self_id, link.id, link.address);
-      link.up = true;
-      link.consecutive_failures = 0;
-    }
-  }
-
-  // Broken or refused: Finish() returns the peer's status at once. Stopping: stop() cancelled the call.
-  const grpc::Status status = writer->Finish();
-  *error = describe(status);
-  std::lock_guard lock(link.mu);
-  link.active_context = nullptr;
-  link.stats.connected = false;
-  return accepted;
+  items.clear();
 }
 
-void PeerTransport::Impl::record_failure(PeerLink& link, const std::string& error) {
-  std::lock_guard lock(link.mu);
+void PeerTransport::Impl::count_sent_locked(PeerLink& link, std::vector<QueuedMessage>& items) {
+  if (items.empty()) return;
+  link.stats.sent_messages += items.size();
+  link.stats.last_send_ok = Clock::now();
+  for (const QueuedMessage& item : items) link.held_bytes -= item.bytes;
+  items.clear();
+}
+
+void PeerTransport::Impl::expire_stale_locked(PeerLink& link, Clock::time_point now) {
+  const Clock::time_point oldest_allowed = now - std::chrono::milliseconds(options_.max_message_age_ms);
+  // The queue is in arrival order (requeued messages are older than the rest), so the stale
+  // messages are a prefix.
+  while (!link.queue.empty() && link.queue.front().enqueued_at < oldest_allowed) {
+    link.held_bytes -= link.queue.front().bytes;
+    link.queue.pop_front();
+    ++link.stats.dropped_expired;
+  }
+}
+
+void PeerTransport::Impl::record_failure_locked(PeerLink& link, const std::string& error) {
   ++link.stats.connect_failures;
   link.stats.last_error = error;
   // One log line per outage, not one per attempt.
@@ -505,35 +836,133 @@ void PeerTransport::Impl::record_failure(PeerLink& link, const std::string& erro
   }
 }
 
-void PeerTransport::Impl::expire_stale(PeerLink& link) {
-  const Clock::time_point oldest_allowed = Clock::now() - std::chrono::milliseconds(options_.max_message_age_ms);
-  std::lock_guard lock(link.mu);
-  // The queue is in arrival order, so the stale messages are a prefix.
-  while (!link.queue.empty() && link.queue.front().enqueued_at < oldest_allowed) {
-    link.queued_bytes -= link.queue.front().bytes;
-    link.queue.pop_front();
-    ++link.stats.dropped_expired;
+void PeerTransport::Impl::outbound_stream_ended() {
+  std::lock_guard lock(outbound_mu_);
+  RAFTLOG_CHECK(live_outbound_streams_ > 0, "more outbound streams ended than started");
+  --live_outbound_streams_;
+  if (live_outbound_streams_ == 0) outbound_cv_.notify_all();
+}
+
+// --- inbound ---------------------------------------------------------------------------------------
+
+grpc::ServerReadReactor<pb::RaftMessage>* PeerTransport::Impl::PeerService::Stream(
+    grpc::CallbackServerContext* context, pb::StreamSummary* summary) {
+  return new InboundReactor<pb::RaftMessage>(impl_, context, summary);
+}
+
+grpc::ServerReadReactor<pb::RaftMessageBatch>* PeerTransport::Impl::PeerService::StreamBatches(
+    grpc::CallbackServerContext* context, pb::StreamSummary* summary) {
+  return new InboundReactor<pb::RaftMessageBatch>(impl_, context, summary);
+}
+
+void PeerTransport::Impl::InboundStream::begin() {
+  id = impl->register_inbound(this);
+  if (id == 0) {
+    finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"));
+    return;
   }
+  if (std::string problem = impl->authenticate_inbound(*context); !problem.empty()) {
+    reject(grpc::StatusCode::UNAUTHENTICATED, problem);
+    return;
+  }
+  start_read();
 }
 
-void PeerTransport::Impl::sleep_unless_stopping(PeerLink& link, std::uint32_t duration_ms) {
-  std::unique_lock lock(link.mu);
-  link.cv.wait_for(lock, std::chrono::milliseconds(duration_ms), [&] { return link.stopping; });
+void PeerTransport::Impl::InboundStream::on_read_failed() {
+  // The sender finished, the stream broke, or stop() cancelled it.
+  summary->set_messages_received(received);
+  finish(context->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK);
 }
 
-bool PeerTransport::Impl::register_inbound(grpc::ServerContext* context) {
+void PeerTransport::Impl::InboundStream::on_messages(const std::vector<const pb::RaftMessage*>& messages) {
+  // Every message of the element is checked before any is delivered.
+  std::vector<raft::Message> decoded(messages.size());
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    grpc::StatusCode code = grpc::StatusCode::OK;
+    if (std::string problem = impl->check_inbound(*messages[i], &stream_from, &code); !problem.empty()) {
+      reject(code, problem);
+      return;
+    }
+    if (std::string problem = decode_message(*messages[i], impl->options_.limits, &decoded[i]); !problem.empty()) {
+      reject(grpc::StatusCode::INVALID_ARGUMENT, problem);
+      return;
+    }
+  }
+  if (received == 0) {
+    context->AddInitialMetadata(std::string(kPeerAcceptedKey), "1");
+    start_send_initial_metadata();
+  }
+  for (raft::Message& message : decoded) {
+    if (!impl->deliver(std::move(message))) {
+      finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"));
+      return;
+    }
+    ++received;
+  }
+  start_read();  // the decoded messages no longer refer to the element being read into
+}
+
+void PeerTransport::Impl::InboundStream::ended(Impl* owner, std::uint64_t stream_id) {
+  if (stream_id != 0) owner->unregister_inbound(stream_id);  // last: stop() waits for it
+}
+
+void PeerTransport::Impl::InboundStream::reject(grpc::StatusCode code, const std::string& message) {
+  spdlog::warn("node {}: refused peer stream from {}: {}", impl->options_.self_id, context->peer(), message);
+  {
+    std::lock_guard lock(impl->inbound_mu_);
+    ++impl->inbound_stats_.rejected_streams;
+  }
+  finish(grpc::Status(code, message));
+}
+
+void PeerTransport::Impl::InboundStream::finish(grpc::Status status) {
+  if (id != 0) {
+    std::lock_guard lock(impl->inbound_mu_);
+    RAFTLOG_CHECK(!finishing, "inbound stream finished twice");
+    finishing = true;
+    if (cancel_pins > 0) {
+      deferred_finish = std::move(status);  // stop() is cancelling the call and finishes it after
+      return;
+    }
+  }
+  finish_call(std::move(status));
+}
+
+std::string PeerTransport::Impl::check_inbound(const pb::RaftMessage& wire, raft::NodeId* stream_from,
+                                               grpc::StatusCode* code) const {
+  *code = grpc::StatusCode::FAILED_PRECONDITION;
+  if (wire.cluster_id() != options_.cluster_id) {
+    return "cluster id \"" + wire.cluster_id() + "\" does not match this node's \"" + options_.cluster_id + "\"";
+  }
+  if (wire.to() != options_.self_id) {
+    return "message for node " + std::to_string(wire.to()) + " reached node " + std::to_string(options_.self_id) +
+           " (misconfigured peer address?)";
+  }
+  if (links_.find(wire.from()) == links_.end()) {
+    return "node " + std::to_string(wire.from()) + " is not a peer of node " + std::to_string(options_.self_id);
+  }
+  if (*stream_from == raft::kNoNode) *stream_from = wire.from();
+  if (wire.from() != *stream_from) {
+    return "stream from node " + std::to_string(*stream_from) + " carried a message from node " +
+           std::to_string(wire.from());
+  }
+  *code = grpc::StatusCode::OK;
+  return "";
+}
+
+std::uint64_t PeerTransport::Impl::register_inbound(InboundStream* stream) {
   std::lock_guard lock(inbound_mu_);
-  if (inbound_stopping_) return false;
-  inbound_contexts_.insert(context);
+  if (inbound_stopping_) return 0;
+  const std::uint64_t stream_id = next_inbound_id_++;
+  inbound_streams_.emplace(stream_id, stream);
   ++inbound_stats_.open_streams;
-  return true;
+  return stream_id;
 }
 
-void PeerTransport::Impl::unregister_inbound(grpc::ServerContext* context, bool rejected) {
+void PeerTransport::Impl::unregister_inbound(std::uint64_t stream_id) {
   std::lock_guard lock(inbound_mu_);
-  inbound_contexts_.erase(context);
+  RAFTLOG_CHECK(inbound_streams_.erase(stream_id) == 1, "unknown inbound stream");
   --inbound_stats_.open_streams;
-  if (rejected) ++inbound_stats_.rejected_streams;
   inbound_cv_.notify_all();
 }
 
@@ -549,63 +978,6 @@ bool PeerTransport::Impl::deliver(raft::Message message) {
   --callbacks_running_;
   if (callbacks_running_ == 0) inbound_cv_.notify_all();
   return true;
-}
-
-grpc::Status PeerTransport::Impl::handle_stream(grpc::ServerContext* context,
-                                                grpc::ServerReader<pb::RaftMessage>* reader,
-                                                pb::StreamSummary* summary) {
-  if (!register_inbound(context)) return {grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"};
-
-  const auto reject = [&](grpc::StatusCode code, const std::string& message) {
-    spdlog::warn("node {}: refused peer stream from {}: {}", options_.self_id, context->peer(), message);
-    unregister_inbound(context, /*rejected=*/true);
-    return grpc::Status(code, message);
-  };
-
-  if (std::string problem = authenticate_inbound(*context); !problem.empty()) {
-    return reject(grpc::StatusCode::UNAUTHENTICATED, problem);
-  }
-
-  pb::RaftMessage wire;
-  raft::Message message;
-  raft::NodeId stream_from = raft::kNoNode;
-  std::uint64_t received = 0;
-  // Bounded by the sender: the stream ends when it finishes, breaks, or stop() cancels it.
-  while (reader->Read(&wire)) {
-    if (wire.cluster_id() != options_.cluster_id) {
-      return reject(grpc::StatusCode::FAILED_PRECONDITION, "cluster id \"" + wire.cluster_id() +
-                                                               "\" does not match this node's \"" +
-                                                               options_.cluster_id + "\"");
-    }
-    if (wire.to() != options_.self_id) {
-      return reject(grpc::StatusCode::FAILED_PRECONDITION,
-                    "message for node " + std::to_string(wire.to()) + " reached node " +
-                        std::to_string(options_.self_id) + " (misconfigured peer address?)");
-    }
-    if (links_.find(wire.from()) == links_.end()) {
-      return reject(grpc::StatusCode::FAILED_PRECONDITION,
-                    "node " + std::to_string(wire.from()) + " is not a peer of node " +
-                        std::to_string(options_.self_id));
-    }
-    if (stream_from == raft::kNoNode) stream_from = wire.from();
-    if (wire.from() != stream_from) {
-      return reject(grpc::StatusCode::FAILED_PRECONDITION,
-                    "stream from node " + std::to_string(stream_from) + " carried a message from node " +
-                        std::to_string(wire.from()));
-    }
-    const std::string problem = decode_message(wire, options_.limits, &message);
-    if (!problem.empty()) return reject(grpc::StatusCode::INVALID_ARGUMENT, problem);
-    if (received == 0) {
-      context->AddInitialMetadata(std::string(kPeerAcceptedKey), "1");
-      reader->SendInitialMetadata();
-    }
-    if (!deliver(std::move(message))) break;
-    ++received;
-  }
-  summary->set_messages_received(received);
-  unregister_inbound(context, /*rejected=*/false);
-  if (context->IsCancelled()) return grpc::Status::CANCELLED;
-  return grpc::Status::OK;
 }
 
 PeerTransport::PeerTransport(PeerTransportOptions options, MessageHandler on_message)

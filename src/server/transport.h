@@ -1,26 +1,38 @@
 // PeerTransport: carries Raft messages between the nodes of one cluster over gRPC.
 //
-// Outbound, each peer has its own bounded queue and its own sender thread, which drains the queue into
-// one long-lived client-streaming RPC (raftlog.peer.v1.Peer/Stream) so AppendEntries are pipelined
-// without a round trip per batch. send() never blocks: when a peer's queue is full the message is
-// dropped and counted (Raft retransmits whatever matters), so a slow or dead peer never stalls the
-// raft loop or the other peers. A broken stream is reopened with exponential backoff; while a peer is
-// unreachable its queued messages age, and any message older than max_message_age_ms is dropped
-// before it is sent, so a vote request or an append from long ago is not delivered seconds later.
+// Outbound, each peer has its own bounded queue and one long-lived client-streaming RPC
+// (raftlog.peer.v1.Peer/StreamBatches) driven by gRPC's callback API (a grpc::ClientWriteReactor), so
+// AppendEntries are pipelined without a round trip per batch and without a thread per peer: send()
+// queues the message and, when the stream is idle, starts the write itself (on the caller's thread,
+// the node's Raft loop); each completed write starts the next one from gRPC's callback thread while
+// the queue is not empty. One write is in flight per peer, and it carries everything queued up to
+// 64 messages and limits.max_message_bytes (one RaftMessageBatch), so gRPC's cost per write is
+// shared by the messages that piled up while the previous write was in flight. send() never blocks: when a peer's queue
+// is full the message is dropped and counted (Raft retransmits whatever matters), so a slow or dead
+// peer never stalls the raft loop or the other peers. A broken stream is reopened with exponential
+// backoff, timed by one timer thread shared by all peers (TimerThread); while a peer is unreachable
+// its queued messages age, and any message older than max_message_age_ms is dropped before it is
+// sent, so a vote request or an append from long ago is not delivered seconds later.
 //
-// Inbound, service() is the Peer service the node registers on its gRPC server. Every message is
+// Inbound, service() is the Peer service (a callback service: one grpc::ServerReadReactor per stream,
+// no thread of its own; it serves StreamBatches and the older one-message Stream) the node registers
+// on its gRPC server. Every message is
 // checked (cluster id, sender, recipient, size, structure: see message_codec.h) before on_message
 // sees it; a stream that fails a check ends with FAILED_PRECONDITION (wrong cluster or node ids) or
 // INVALID_ARGUMENT (malformed or oversized message).
 //
 // Each stream starts with a handshake: the receiver answers the first message with initial metadata
-// once it passed the checks, so a refused stream is noticed at once. Messages a broken or refused
-// stream did not take go back to the front of the queue (still bounded and aged) for the next stream.
+// once it passed the checks, so a refused stream is noticed at once; until then only the stream's
+// first batch is written. Messages a broken or refused stream did not take go back to the front of
+// the queue (still bounded and aged) for the next stream; the bounds count a message while it is
+// being written, so it always fits back.
 // "sent" counts messages gRPC accepted for writing on an accepted stream; delivery is not confirmed
 // (Raft's own acknowledgements do that), and a message can be lost when a connection dies.
 //
-// Threads: one sender thread per peer (started by start(), joined by stop()); on_message runs on gRPC
-// server threads, concurrently for different senders, in order for one sender's stream.
+// Threads: one reconnect timer thread (started by start(), joined by stop()); everything else runs on
+// the caller of send() or on gRPC's callback threads. on_message runs on gRPC's callback threads,
+// concurrently for different senders, in order for one sender's stream (the next read of a stream
+// starts only after on_message returned).
 //
 // Using it from the node:
 //   1. construct with validated options and a cheap on_message (push into the node's bounded queue);
@@ -82,16 +94,19 @@ struct PeerTransportOptions {
   // request client certificates (server.cpp does).
   std::optional<PeerTlsOptions> tls;
 
-  // Reconnect backoff after a failed connect or a broken stream: doubles from min to max, with up to
-  // 25% random jitter, and resets to min once a stream has delivered a message.
+  // Reconnect backoff. The gRPC channel spaces its connection attempts by these bounds (doubling from
+  // min to max); a stream whose call could not connect is retried after min (+ up to 25% jitter),
+  // which fails locally until the channel is up again. A stream the peer refused or ended is retried
+  // after a delay that doubles from min to max, with up to 25% jitter, and resets to min once a
+  // stream has been accepted.
   std::uint32_t reconnect_backoff_min_ms = 50;
   std::uint32_t reconnect_backoff_max_ms = 1000;
   // How long one connection attempt may take before it counts as failed (a paused or firewalled
   // peer otherwise leaves the attempt pending for gRPC's 20 s default).
   std::uint32_t connect_timeout_ms = 1000;
 
-  // stop() waits at most this long for inbound streams to end (outbound threads are cancelled and
-  // joined; they wake at least every kPollIntervalMs).
+  // stop() waits at most this long for inbound streams to end (outbound streams are cancelled, and
+  // stop() waits for gRPC to end them, logging every stop_timeout_ms while it waits).
   std::uint32_t stop_timeout_ms = 2000;
 
   static constexpr std::size_t kMaxPeers = 64;
@@ -104,7 +119,7 @@ std::string validate_options(const PeerTransportOptions& options);
 struct PeerStats {
   raft::NodeId id = raft::kNoNode;
   std::string address;
-  std::size_t queued_messages = 0;
+  std::size_t queued_messages = 0;  // queued, plus the one being written or awaiting the handshake
   std::size_t queued_bytes = 0;
   std::uint64_t sent_messages = 0;
   std::uint64_t dropped_queue_full = 0;   // send() found the queue at a bound
@@ -143,9 +158,9 @@ class PeerTransport {
   // setting also covers the client API, so the node takes the larger of the two bounds).
   std::size_t max_receive_message_bytes() const;
 
-  // Starts one sender thread per peer. Call once.
+  // Starts the reconnect timer thread and opens one stream per peer. Call once.
   void start();
-  // Cancels every outbound and inbound stream, joins the sender threads and waits (up to
+  // Cancels every outbound and inbound stream, joins the timer thread and waits (up to
   // stop_timeout_ms) until no on_message call is running. After stop() returns on_message is never
   // called again and send() drops everything. Idempotent. Returns false if an inbound stream did not
   // end in time (on_message will still not be called again).
@@ -158,8 +173,6 @@ class PeerTransport {
   std::vector<PeerStats> peer_stats() const;
   InboundStats inbound_stats() const;
   std::uint64_t dropped_unknown_peer() const;
-
-  static constexpr std::uint32_t kPollIntervalMs = 50;
 
  private:
   class Impl;

@@ -387,6 +387,48 @@ TEST(Node, AsyncFlushModeCommitsAndSurvivesARestart) {
   EXPECT_EQ(entries[1].payload, "y");
 }
 
+TEST(Node, InputsWakeTheLoopWithoutWaitingForATick) {
+  // The loop is woken by push() only while it sleeps (the loop_sleeping_ flag). A lost wake-up
+  // would leave an input waiting for the next tick, here 250 ms: 400 appends that each need two
+  // inputs (the append, then the flush notice) would then take an average of half a tick each, over
+  // 10 s in all (measured with push() never notifying), instead of well under one.
+  TempDir dir;
+  NodeConfig config = test_config(dir.path(), 1);
+  config.tick_ms = 250;
+  config.election_ticks = 3;  // a single node still elects itself within 1.5 s
+  config.heartbeat_ticks = 1;
+  config.store.flush_mode = store::FlushMode::kAsync;  // no fsync per append: only the wake-ups count
+  FakePeers sender;
+  auto node = open_node(config, &sender);
+  ASSERT_NE(node, nullptr);
+  node->start();
+  ASSERT_TRUE(wait_for_leader(*node));
+
+  constexpr int kThreads = 4;
+  constexpr int kAppendsPerThread = 100;
+  std::atomic<int> slow_appends{0};  // took longer than 100 ms (a tick is 250 ms)
+  std::atomic<int> failed_appends{0};
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kAppendsPerThread; ++i) {
+        const auto append_started = std::chrono::steady_clock::now();
+        const AppendResult result = append_and_wait(*node, {"w" + std::to_string(t) + "-" + std::to_string(i)});
+        if (!result.error.ok()) failed_appends.fetch_add(1);
+        if (std::chrono::steady_clock::now() - append_started >= 100ms) slow_appends.fetch_add(1);
+      }
+    });
+  }
+  for (std::thread& writer : writers) writer.join();
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(failed_appends.load(), 0);
+  // A machine stall can make a few appends slow; lost wake-ups make most of them slow.
+  EXPECT_LT(slow_appends.load(), kThreads * kAppendsPerThread / 10);
+  EXPECT_LT(elapsed, 5s);
+  EXPECT_GE(node->commit_index(), static_cast<std::uint64_t>(kThreads * kAppendsPerThread));
+}
+
 TEST(Node, WithoutALeaderAppendsAreRefusedWithNoLeader) {
   TempDir dir;
   FakePeers sender;  // not attached: the other members never answer

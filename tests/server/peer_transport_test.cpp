@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -101,6 +102,14 @@ std::map<raft::NodeId, std::string> pick_addresses(std::initializer_list<raft::N
     addresses[id] = loopback_address(port);
   }
   return addresses;
+}
+
+// For failure messages: the counters that tell a stuck stream from one that keeps reconnecting.
+std::string describe(const PeerStats& stats) {
+  return "connects " + std::to_string(stats.connects) + ", failures " + std::to_string(stats.connect_failures) +
+         ", queued " + std::to_string(stats.queued_messages) + ", sent " + std::to_string(stats.sent_messages) +
+         ", expired " + std::to_string(stats.dropped_expired) + ", connected " + (stats.connected ? "yes" : "no") +
+         ", last error: " + stats.last_error;
 }
 
 int port_of(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
@@ -208,7 +217,8 @@ TEST(PeerTransport, DeadPeerDoesNotBlockOthersAndStaleMessagesExpireBeforeReconn
   std::this_thread::sleep_for(400ms);
   TestNode node3(test_options(3, addresses), port_of(addresses.at(3)));
   for (raft::Index n = 1001; n <= 1010; ++n) ASSERT_TRUE(node1.transport().send(heartbeat(1, 3, n)));
-  ASSERT_TRUE(eventually([&] { return node3.received_count() == 10; }, 5s)) << node3.received_count();
+  ASSERT_TRUE(eventually([&] { return node3.received_count() == 10; }, 5s))
+      << node3.received_count() << " received; " << describe(node1.stats_for(3));
   std::this_thread::sleep_for(50ms);
   const std::vector<raft::Message> received = node3.received();
   ASSERT_EQ(received.size(), 10u);
@@ -332,6 +342,23 @@ grpc::Status raw_stream(const std::string& address, const std::vector<pb::RaftMe
   return writer->Finish();
 }
 
+// Opens a raw Peer/StreamBatches to `address`, writes `batches`, and returns the final status.
+grpc::Status raw_batch_stream(const std::string& address, const std::vector<pb::RaftMessageBatch>& batches) {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(64 << 20);
+  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  auto stub = pb::Peer::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 3s);
+  pb::StreamSummary summary;
+  auto writer = stub->StreamBatches(&context, &summary);
+  for (const pb::RaftMessageBatch& batch : batches) {
+    if (!writer->Write(batch)) break;
+  }
+  writer->WritesDone();
+  return writer->Finish();
+}
+
 TEST(PeerTransport, InboundChecksRefuseBadStreams) {
   const auto addresses = pick_addresses({1, 2});
   PeerTransportOptions options = test_options(2, addresses);
@@ -420,6 +447,198 @@ TEST(PeerTransport, StopIsBoundedAndEndsCallbacks) {
   EXPECT_TRUE(node1.transport().stop());  // one peer refusing, one dead
   EXPECT_LT(std::chrono::steady_clock::now() - stop1_started, 1500ms);
   EXPECT_TRUE(node1.transport().stop());  // idempotent
+}
+
+TEST(PeerTransport, MessagesStayInOrderAcrossAReconnect) {
+  const auto addresses = pick_addresses({1, 2});
+  PeerTransportOptions options1 = test_options(1, addresses);
+  options1.max_message_age_ms = 60000;  // nothing may expire: every message queued while down arrives
+  TestNode node1(options1, port_of(addresses.at(1)));
+  auto node2 = std::make_unique<TestNode>(test_options(2, addresses), port_of(addresses.at(2)));
+  for (raft::Index n = 1; n <= 50; ++n) ASSERT_TRUE(node1.transport().send(heartbeat(1, 2, n)));
+  ASSERT_TRUE(eventually([&] { return node2->received_count() == 50; }, 3s));
+  ASSERT_TRUE(eventually([&] { return node1.stats_for(2).sent_messages == 50; }, 1s));
+
+  // Take node 2 down. Node 1 learns it when a write on the old stream fails; message 51 may be lost
+  // on the dead connection (gRPC took it), which the transport documents.
+  node2->shut_down();
+  node2.reset();
+  ASSERT_TRUE(node1.transport().send(heartbeat(1, 2, 51)));
+  ASSERT_TRUE(eventually([&] { return !node1.stats_for(2).connected; }, 3s));
+  // Queued while the peer is down, some of them while a reconnect attempt holds one in flight.
+  for (raft::Index n = 52; n <= 100; ++n) {
+    ASSERT_TRUE(node1.transport().send(heartbeat(1, 2, n)));
+    if (n % 10 == 0) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(eventually([&] { return node1.stats_for(2).connect_failures >= 2; }, 3s));
+
+  TestNode node2_again(test_options(2, addresses), port_of(addresses.at(2)));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const std::vector<raft::Message> received = node2_again.received();
+        return !received.empty() && received.back().context == 100;
+      },
+      5s));
+  const std::vector<raft::Message> received = node2_again.received();
+  std::set<raft::Index> seen;
+  raft::Index previous = 50;
+  for (const raft::Message& message : received) {
+    EXPECT_GT(message.context, previous) << "out of order or duplicated after the reconnect";
+    previous = message.context;
+    seen.insert(message.context);
+  }
+  for (raft::Index n = 52; n <= 100; ++n) EXPECT_EQ(seen.count(n), 1u) << "message " << n << " lost";
+  const PeerStats stats = node1.stats_for(2);
+  EXPECT_EQ(stats.dropped_expired + stats.dropped_queue_full + stats.dropped_send_failed, 0u);
+  EXPECT_TRUE(eventually([&] { return node1.stats_for(2).queued_messages == 0; }, 1s));
+  EXPECT_TRUE(node1.stats_for(2).connected);
+}
+
+TEST(PeerTransport, QueueBoundHoldsWhileThePeerIsDownAndReconnectsRetry) {
+  const auto addresses = pick_addresses({1, 2});  // node 2 starts late
+  PeerTransportOptions options = test_options(1, addresses);
+  options.max_queued_messages = 8;
+  options.max_message_age_ms = 60000;
+  TestNode node1(options, port_of(addresses.at(1)));
+  // Sends spread over several reconnect attempts: each attempt takes the first message out of the
+  // queue to write it and puts it back when the call fails, and the bound must count it all along.
+  std::uint64_t accepted = 0;
+  std::uint64_t attempts = 0;
+  for (raft::Index n = 1; n <= 200; ++n) {
+    accepted += node1.transport().send(heartbeat(1, 2, n)) ? 1 : 0;
+    const PeerStats stats = node1.stats_for(2);
+    ASSERT_LE(stats.queued_messages, 8u);
+    ASSERT_LE(stats.queued_bytes, 8u * 64u);  // a heartbeat costs 64 bytes of header, no entries
+    attempts = stats.connect_failures;
+    if (n % 20 == 0) std::this_thread::sleep_for(30ms);
+  }
+  EXPECT_EQ(accepted, 8u);
+  EXPECT_GE(attempts, 2u) << "the test meant to span several reconnect attempts";
+  PeerStats stats = node1.stats_for(2);
+  EXPECT_EQ(stats.queued_messages, 8u);
+  EXPECT_EQ(stats.dropped_queue_full, 192u);
+  EXPECT_EQ(stats.sent_messages, 0u);
+
+  // The peer comes up: the 8 queued messages arrive, first to last, exactly once.
+  TestNode node2(test_options(2, addresses), port_of(addresses.at(2)));
+  ASSERT_TRUE(eventually([&] { return node2.received_count() == 8; }, 5s));
+  std::this_thread::sleep_for(50ms);
+  const std::vector<raft::Message> received = node2.received();
+  ASSERT_EQ(received.size(), 8u);
+  for (std::size_t i = 0; i < received.size(); ++i) EXPECT_EQ(received[i].context, i + 1);
+  EXPECT_TRUE(eventually([&] { return node1.stats_for(2).sent_messages == 8; }, 1s));
+  stats = node1.stats_for(2);
+  EXPECT_EQ(stats.queued_messages, 0u);
+  EXPECT_EQ(stats.queued_bytes, 0u);
+}
+
+TEST(PeerTransport, SendFromManyThreadsWhileStoppingNeverDeliversAfterStop) {
+  const auto addresses = pick_addresses({1, 2});
+  TestNode node1(test_options(1, addresses), port_of(addresses.at(1)));
+  TestNode node2(test_options(2, addresses), port_of(addresses.at(2)));
+  std::atomic<bool> done{false};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < 3; ++t) {
+    senders.emplace_back([&, t] {
+      // Bounded: at most 20,000 sends per thread, ending early once stop() has run.
+      for (raft::Index n = 1; n <= 20000 && !done.load(); ++n) {
+        node1.transport().send(heartbeat(1, 2, static_cast<raft::Index>(t) * 100000 + n));
+        if (n % 256 == 0) std::this_thread::yield();
+      }
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return node2.received_count() > 500; }, 5s));
+  EXPECT_TRUE(node2.transport().stop());
+  const std::size_t after_stop = node2.received_count();
+  EXPECT_TRUE(node1.transport().stop());
+  done.store(true);
+  for (std::thread& sender : senders) sender.join();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(node2.received_count(), after_stop);
+  EXPECT_FALSE(node1.transport().send(heartbeat(1, 2, 1)));
+  const PeerStats stats = node1.stats_for(2);
+  EXPECT_EQ(stats.queued_messages, 0u);
+  EXPECT_FALSE(stats.connected);
+}
+
+TEST(PeerTransport, InboundBatchesAreCheckedWholeAndDeliveredInOrder) {
+  const auto addresses = pick_addresses({1, 2});
+  TestNode node2(test_options(2, addresses), port_of(addresses.at(2)));
+  auto message = [](raft::Index n) {
+    pb::RaftMessage wire;
+    encode_message(heartbeat(1, 2, n), "test-cluster", &wire);
+    return wire;
+  };
+  auto batch_of = [&](raft::Index first, int count) {
+    pb::RaftMessageBatch batch;
+    for (int i = 0; i < count; ++i) *batch.add_messages() = message(first + static_cast<raft::Index>(i));
+    return batch;
+  };
+  {
+    const grpc::Status status = raw_batch_stream(addresses.at(2), {batch_of(1, 3), batch_of(4, 64)});
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    const std::vector<raft::Message> received = node2.received();
+    ASSERT_EQ(received.size(), 67u);
+    for (std::size_t i = 0; i < received.size(); ++i) EXPECT_EQ(received[i].context, i + 1);
+  }
+  {
+    SCOPED_TRACE("a bad message anywhere in a batch: none of that batch is delivered");
+    pb::RaftMessageBatch bad = batch_of(100, 3);
+    bad.mutable_messages(2)->set_to(7);
+    const grpc::Status status = raw_batch_stream(addresses.at(2), {batch_of(98, 2), bad, batch_of(200, 1)});
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+    EXPECT_NE(status.error_message().find("message for node 7"), std::string::npos) << status.error_message();
+    EXPECT_EQ(node2.received_count(), 69u);  // the first batch only
+  }
+  {
+    SCOPED_TRACE("a batch's messages must all come from the stream's sender");
+    pb::RaftMessageBatch mixed = batch_of(300, 2);
+    mixed.mutable_messages(1)->set_from(3);
+    const grpc::Status status = raw_batch_stream(addresses.at(2), {mixed});
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
+  }
+  for (const int count : {0, 65}) {
+    SCOPED_TRACE("batch of " + std::to_string(count));
+    const grpc::Status status = raw_batch_stream(addresses.at(2), {batch_of(400, count)});
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_NE(status.error_message().find("a batch must hold 1 to 64 messages"), std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_EQ(node2.received_count(), 69u);
+  EXPECT_GE(node2.transport().inbound_stats().rejected_streams, 4u);
+}
+
+TEST(PeerTransport, BatchesStayWithinTheMessageSizeLimit) {
+  const auto addresses = pick_addresses({1, 2});
+  PeerTransportOptions options1 = test_options(1, addresses);
+  PeerTransportOptions options2 = test_options(2, addresses);
+  // Each append below encodes to a little over 3 KiB: two fit in a batch of 8 KiB, three do not.
+  // Without the sender's bound the first batch would hold all 40 (about 120 KiB), over the receiver's
+  // gRPC limit (8 KiB + 64 KiB of headroom): that stream would fail again and again and deliver nothing.
+  options1.limits.max_message_bytes = options2.limits.max_message_bytes = 8192;
+  options1.max_message_age_ms = options2.max_message_age_ms = 60000;
+  TestNode node1(options1, port_of(addresses.at(1)));
+  // Queue everything before the peer exists, so the first batches are as large as they can be.
+  constexpr raft::Index kMessages = 40;
+  for (raft::Index n = 1; n <= kMessages; ++n) {
+    raft::Message append = heartbeat(1, 2, n);
+    append.type = raft::MessageType::kAppend;
+    raft::Entry entry;
+    entry.index = n;
+    entry.term = 1;
+    entry.payload.assign(3000, 'p');
+    append.index = n - 1;
+    append.log_term = n == 1 ? 0 : 1;
+    append.entries.push_back(entry);
+    ASSERT_TRUE(node1.transport().send(std::move(append)));
+  }
+  TestNode node2(options2, port_of(addresses.at(2)));
+  ASSERT_TRUE(eventually([&] { return node2.received_count() == kMessages; }, 5s)) << node2.received_count();
+  const std::vector<raft::Message> received = node2.received();
+  for (std::size_t i = 0; i < received.size(); ++i) EXPECT_EQ(received[i].context, i + 1);
+  EXPECT_TRUE(eventually([&] { return node1.stats_for(2).sent_messages == kMessages; }, 1s));
+  EXPECT_EQ(node1.stats_for(2).dropped_oversize, 0u);
+  EXPECT_EQ(node2.transport().inbound_stats().rejected_streams, 0u);
 }
 
 }  // namespace
