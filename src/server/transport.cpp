@@ -49,6 +49,12 @@ std::size_t estimate_bytes(const raft::Message& message) {
 
 std::string describe(const grpc::Status& status) {
   if (status.ok()) return "stream ended by the peer";
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    // The one peer-protocol change so far: nodes built before batched peer streams lack the method.
+    return "the peer does not implement Peer/StreamBatches: it runs an older raftlogd; stop every node and "
+           "start them all with the same version (docs/operations.md, \"Upgrading\") (gRPC status 12: " +
+           status.error_message() + ")";
+  }
   return "gRPC status " + std::to_string(static_cast<int>(status.error_code())) + ": " +
          status.error_message();
 }
