@@ -129,6 +129,7 @@ CommitLog::Impl::~Impl() { (void)close(); }
 
 void CommitLog::Impl::start_threads() {
   started_ = true;
+  flush_waiters_.start_waker();
   {
     std::lock_guard lock(flush_mu_);
     flusher_running_ = true;
@@ -177,6 +178,7 @@ Status CommitLog::Impl::close() {
     std::lock_guard lock(flush_mu_);
     flusher_running_ = false;
   }
+  flush_waiters_.stop_waker();
   flush_waiters_.release_all();
   if (result.ok() && abort_marker_written_) {
     // Clean shutdown: the next open may trust the checkpoint (normal recovery).

@@ -14,8 +14,9 @@
 //     benchmark uses many concurrent appenders, whose sync-mode flushes are group-committed).
 //   - read()/term_at()/first_index()/last_index()/written_index()/flushed_index()/stats() may be
 //     called concurrently with each other and with writers from any number of threads.
-//   - A background flusher thread makes writes durable and calls the flush listener; a background
-//     allocator thread creates the next segment. Both stop in close().
+//   - A background flusher thread makes writes durable and calls the flush listener; a waker thread
+//     wakes wait_flushed() callers after a flush when many wait (flush_waiters.h); a background
+//     allocator thread creates the next segment. All stop in close().
 //   - EntryViews returned by read() point into mapped segment memory and stay valid while their
 //     ReadBatch lives, even if truncate_prefix() deletes the segment. truncate_suffix(i) zeroes the
 //     bytes of entries >= i, so a view of such an entry must not be used after that call (the Raft

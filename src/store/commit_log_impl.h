@@ -123,7 +123,7 @@ class CommitLog::Impl {
   // Set by whoever wants a flush; only the one that flips it from false pays for the wake-up
   // (taking flush_mu_ and signalling), so concurrent sync appenders do not queue on flush_mu_.
   std::atomic<bool> flush_requested_{false};
-  FlushWaiters flush_waiters_;  // threads in wait_flushed()
+  FlushWaiters flush_waiters_;  // threads in wait_flushed(); runs the waker thread
   bool stopping_ = false;
   bool flusher_running_ = false;
   Status failure_;

@@ -71,10 +71,11 @@ TEST(FlushWaitersTest, ReleaseAllFreesCurrentAndLaterWaiters) {
   EXPECT_EQ(flushed.load(), 0U);
 }
 
-TEST(FlushWaitersTest, ManyThreadsManyRoundsNoLostWakeup) {
+void many_threads_many_rounds(bool with_waker) {
   // Racing releases against registrations: every waiter must return (a lost wake-up hangs the test,
   // which ctest's timeout turns into a failure).
   FlushWaiters waiters;
+  if (with_waker) waiters.start_waker();
   std::atomic<std::uint64_t> flushed{0};
   constexpr int kThreads = 16;
   constexpr std::uint64_t kRounds = 2000;
@@ -101,6 +102,81 @@ TEST(FlushWaitersTest, ManyThreadsManyRoundsNoLostWakeup) {
   done.store(true);
   releaser.join();
   EXPECT_EQ(waiters.sleeping(), 0U);
+  waiters.stop_waker();
+}
+
+TEST(FlushWaitersTest, ManyThreadsManyRoundsNoLostWakeup) { many_threads_many_rounds(false); }
+
+TEST(FlushWaitersTest, ManyThreadsManyRoundsNoLostWakeupThroughTheWaker) {
+  many_threads_many_rounds(true);
+}
+
+TEST(FlushWaitersTest, WakerWakesCoveredWaitersOnly) {
+  // More sleepers than FlushWaiters wakes by itself, so the wake-up goes through the waker.
+  FlushWaiters waiters;
+  waiters.start_waker();
+  std::atomic<std::uint64_t> flushed{0};
+  constexpr int kCovered = 6;
+  std::atomic<int> woken{0};
+  std::vector<std::thread> covered;
+  for (int i = 0; i < kCovered; ++i) {
+    covered.emplace_back([&] {
+      waiters.wait(2, flushed);
+      woken.fetch_add(1);
+    });
+  }
+  std::thread uncovered([&] {
+    waiters.wait(5, flushed);
+    woken.fetch_add(1);
+  });
+  await_waiting(waiters, kCovered + 1);
+  const std::uint64_t rounds_before = waiters.wake_rounds();
+  flushed.store(3);
+  waiters.flushed_index_advanced();  // handed to the waker
+  await_waiting(waiters, 1);         // the covered ones returned; the other sleeps again
+  for (auto& thread : covered) thread.join();
+  EXPECT_EQ(woken.load(), kCovered);
+  EXPECT_GT(waiters.wake_rounds(), rounds_before);
+  // After the waker stopped, wake-ups are direct and still reach the sleeper.
+  waiters.stop_waker();
+  flushed.store(5);
+  waiters.flushed_index_advanced();
+  uncovered.join();
+  EXPECT_EQ(woken.load(), kCovered + 1);
+}
+
+TEST(FlushWaitersTest, FewSleepersAreWokenDirectlyEvenWithAWaker) {
+  FlushWaiters waiters;
+  waiters.start_waker();
+  std::atomic<std::uint64_t> flushed{0};
+  std::thread waiter([&] { waiters.wait(1, flushed); });
+  await_waiting(waiters, 1);
+  flushed.store(1);
+  waiters.flushed_index_advanced();
+  waiter.join();
+  waiters.stop_waker();
+}
+
+TEST(FlushWaitersTest, WakeUpHandedOverWhileTheWakerStopsIsNotLost) {
+  // The last flush of a log races with close(): its wake-up may reach the waker as it exits. Bounded:
+  // 100 rounds, each with enough waiters for the hand-over path.
+  constexpr int kWaiters = 6;
+  for (int round = 0; round < 100; ++round) {
+    FlushWaiters waiters;
+    waiters.start_waker();
+    std::atomic<std::uint64_t> flushed{0};
+    std::vector<std::thread> sleepers;
+    for (int i = 0; i < kWaiters; ++i) sleepers.emplace_back([&] { waiters.wait(1, flushed); });
+    await_waiting(waiters, kWaiters);
+    std::thread flusher([&] {
+      flushed.store(1);
+      waiters.flushed_index_advanced();
+    });
+    waiters.stop_waker();
+    flusher.join();
+    for (auto& thread : sleepers) thread.join();  // hangs (ctest timeout) if the wake-up was lost
+    ASSERT_EQ(waiters.sleeping(), 0U);
+  }
 }
 
 }  // namespace
