@@ -15,7 +15,7 @@
 #   --no-nats          skip NATS JetStream (by default each round also runs the load cells against a
 #                      3-node JetStream cluster, stream with 3 replicas: the second reference)
 #   --producer-lanes L each raftlog cell runs a second time with the clients sharing one client::Producer
-#                      of L lanes (the library coalesces their one-entry appends; default 4, 0 = skip)
+#                      of L lanes (the library coalesces their one-entry appends; default 1, 0 = skip)
 #   --out DIR          where results.txt (every RESULT line), table.txt and compare-etcd.png (throughput
 #                      and p99 against clients) go (default /tmp/raftlog-compare-etcd-out)
 #   --keep             keep the work directory (server data and logs) instead of removing it
@@ -34,7 +34,7 @@ trials=5
 rounds=1
 batch=64
 batch_clients=16
-producer_lanes=4
+producer_lanes=1
 nats=1
 out=/tmp/raftlog-compare-etcd-out
 keep=0
