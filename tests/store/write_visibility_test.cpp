@@ -69,6 +69,16 @@ bool file_has_record_at(const MemoryEnv& env, const std::string& path, std::uint
   return content->compare(offset, 4, std::string(4, '\0')) != 0;
 }
 
+// Crashes the environment (what survives depends on `crash`), drops the old log object and opens
+// the log again from what the "disk" kept.
+std::unique_ptr<CommitLog> crash_and_reopen(MemoryEnv& env, std::unique_ptr<CommitLog>& log, const Options& options,
+                                            const CrashOptions& crash) {
+  env.crash();
+  log.reset();
+  env.restart(crash);
+  return open_ok("/log", options);
+}
+
 TEST(WriteVisibility, SyncModeReadersSeeEntriesWrittenButNotFlushed) {
   MemoryEnv env;
   ASSERT_TRUE(env.create_dir("/log").ok());
@@ -107,10 +117,7 @@ TEST(WriteVisibility, SyncModeReadersSeeEntriesWrittenButNotFlushed) {
   expect_entries(*log, 1, 41, 1, kPayloadBytes);
   EXPECT_EQ(middle->entries[4].payload, testing::payload_for(24, 1, kPayloadBytes));
 
-  env.crash();
-  log.reset();
-  env.restart({CrashMode::kLoseUnflushed, 5});
-  auto reopened = open_ok("/log", options);
+  auto reopened = crash_and_reopen(env, log, options, {CrashMode::kLoseUnflushed, 5});
   ASSERT_TRUE(reopened);
   EXPECT_EQ(reopened->last_index(), 41U);
   expect_entries(*reopened, 1, 41, 1, kPayloadBytes);
@@ -136,10 +143,7 @@ TEST(WriteVisibility, AsyncAppendReturnsWithItsEntriesInTheFile) {
   const std::string path = log->segments().front().data_path;
   EXPECT_TRUE(file_has_record_at(env, path, offset_of(30)));
   // "Written" in async mode survives a process crash (the page cache outlives the process).
-  env.crash();
-  log.reset();
-  env.restart({CrashMode::kKeepAll, 1});
-  auto reopened = open_ok("/log", options);
+  auto reopened = crash_and_reopen(env, log, options, {CrashMode::kKeepAll, 1});
   ASSERT_TRUE(reopened);
   EXPECT_EQ(reopened->last_index(), 30U);
   expect_entries(*reopened, 1, 30, 1, kPayloadBytes);
@@ -166,10 +170,7 @@ TEST(WriteVisibility, TruncateSuffixRemovesUnflushedEntriesWhileTheFlusherIsHeld
   expect_entries(*log, 20, 25, 2, kPayloadBytes);
   gate.release();
   ASSERT_TRUE(log->wait_flushed(25).ok());
-  env.crash();
-  log.reset();
-  env.restart({CrashMode::kLoseUnflushed, 9});
-  auto reopened = open_ok("/log", options);
+  auto reopened = crash_and_reopen(env, log, options, {CrashMode::kLoseUnflushed, 9});
   ASSERT_TRUE(reopened);
   EXPECT_EQ(reopened->last_index(), 25U);
   expect_entries(*reopened, 1, 19, 1, kPayloadBytes);
