@@ -15,6 +15,7 @@
 
 #include "cli/flags.h"
 #include "raw_disk.h"
+#include "raw_group_commit.h"
 #include "recovery.h"
 #include "report.h"
 #include "store_cell.h"
@@ -157,6 +158,53 @@ void accumulate(CellResult& total, const CellResult& run, std::uint64_t repeat) 
                          static_cast<double>(repeat + 1);
   total.latency_p99_us = std::max(total.latency_p99_us, run.latency_p99_us);
   total.final_flush_ms = std::max(total.final_flush_ms, run.final_flush_ms);
+}
+
+void print_raw_result(std::ostream& out, const RawDiskResult& raw, std::uint64_t batch_bytes);
+
+// `raw --writers N`: the minimal group commit, then the one-thread loop at the bytes per sync the group
+// commit reached (rounded to whole records), and their ratio.
+int run_raw_group_commit(const BenchDir& dir, std::uint64_t writers, std::uint64_t record_bytes, double seconds,
+                         std::uint64_t max_bytes, const cli::Io& io) {
+  RawGroupCommitOptions options;
+  options.file = dir.sub("raw-group-commit.tmp");
+  options.writers = writers;
+  options.record_bytes = record_bytes;
+  options.duration = to_duration(seconds);
+  options.max_file_bytes = max_bytes;
+  std::atomic<std::uint64_t> durable_bytes{0};
+  RawGroupCommitResult group;
+  {
+    const auto start = std::chrono::steady_clock::now();
+    ProgressTicker ticker(io.err, std::chrono::seconds(1), [&] {
+      const double elapsed = seconds_since(start);
+      return "  [raw group commit x" + std::to_string(writers) + "] " + fixed(elapsed, 1) + "s MiB/s=" +
+             fixed(elapsed > 0 ? static_cast<double>(durable_bytes.load()) / kMiB / elapsed : 0.0, 1);
+    });
+    group = measure_raw_group_commit(options, &durable_bytes);
+  }
+  const double mib_per_s = group.seconds > 0 ? static_cast<double>(group.bytes) / kMiB / group.seconds : 0.0;
+  const std::uint64_t records_per_sync = group.syncs == 0 ? 1 : std::max<std::uint64_t>(1, group.records / group.syncs);
+  io.out << ResultLine("raw_group_commit")
+                .add("writers", writers)
+                .add("record_bytes", record_bytes)
+                .add("seconds", group.seconds)
+                .add("records", group.records)
+                .add("syncs_per_s", group.seconds > 0 ? static_cast<double>(group.syncs) / group.seconds : 0.0, 0)
+                .add("records_per_sync", static_cast<double>(group.records) / static_cast<double>(std::max<std::uint64_t>(1, group.syncs)), 1)
+                .add("mib_per_s", mib_per_s, 1)
+                .text()
+         << '\n';
+  const std::uint64_t batch_bytes = records_per_sync * record_bytes;
+  const RawDiskResult raw = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);
+  print_raw_result(io.out, raw, batch_bytes);
+  io.out << ResultLine("raw_group_commit_vs_raw")
+                .add("writers", writers)
+                .add("batch_bytes", batch_bytes)
+                .add("ratio", raw.mib_per_s() > 0 ? mib_per_s / raw.mib_per_s() : 0.0, 3)
+                .text()
+         << '\n';
+  return cli::kExitOk;
 }
 
 void print_raw_result(std::ostream& out, const RawDiskResult& raw, std::uint64_t batch_bytes) {
@@ -456,6 +504,8 @@ int run_raw_command(std::string_view command_path, std::span<const std::string> 
   std::uint64_t streams = 1;
   double seconds = 2.0;
   std::uint64_t max_bytes = 2ULL << 30;
+  std::uint64_t group_commit_writers = 0;
+  std::uint64_t record_bytes = 1024 + 56;  // a 1 KiB entry with its header
   bool keep = false;
   cli::FlagSet flags(std::string(command_path),
                      "Measures sequential writes of BYTES per batch, each made durable before the next, into a\n"
@@ -469,10 +519,15 @@ int run_raw_command(std::string_view command_path, std::span<const std::string> 
   flags.double_flag("seconds", &seconds, "S", "duration");
   flags.bytes_flag("max-bytes", &max_bytes, "BYTES", "size bound of each scratch file");
   flags.bool_flag("keep", &keep, "keep the scratch directory");
+  flags.uint_flag("writers", &group_commit_writers, "N",
+                  "0: the one-thread loop; 1..1024: a minimal group commit of N writer threads (one --record-bytes "
+                  "record each per sync round, one syncer thread), then the one-thread loop at its bytes per sync");
+  flags.bytes_flag("record-bytes", &record_bytes, "BYTES", "record size of each --writers write");
   flags.require("dir");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (batch_bytes == 0 || batch_bytes > max_bytes || seconds <= 0 || seconds > kMaxCellSeconds || streams == 0 ||
-      streams > 8 || (via != "write" && via != "mmap")) {
+      streams > 8 || (via != "write" && via != "mmap") || group_commit_writers > 1024 || record_bytes == 0 ||
+      record_bytes > max_bytes) {
     io.err << command_path
            << ": need 0 < --batch-bytes <= --max-bytes, 0 < --seconds <= 600, 1 <= --streams <= 8, --via write|mmap\n";
     return cli::kExitUsage;
@@ -480,6 +535,9 @@ int run_raw_command(std::string_view command_path, std::span<const std::string> 
   const RawSyncMethod method = via == "mmap" ? RawSyncMethod::kMmapMsync : RawSyncMethod::kWriteFdatasync;
   try {
     const BenchDir dir(dir_path, keep);
+    if (group_commit_writers > 0) {
+      return run_raw_group_commit(dir, group_commit_writers, record_bytes, seconds, max_bytes, io);
+    }
     if (streams == 1 && method == RawSyncMethod::kWriteFdatasync) {
       const RawDiskResult raw = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);
       print_raw_result(io.out, raw, batch_bytes);

@@ -113,4 +113,22 @@ TEST(BenchRawCli, MmapAndStreamsReportSyncs) {
   std::filesystem::remove_all(dir);
 }
 
+// The minimal group commit (`raw --writers N`): every record acknowledged was synced by a round, so
+// it reports records, at least one record per sync, and the one-thread loop at its batch size.
+TEST(BenchRawCli, GroupCommitReportsRecordsPerSyncAndTheRatio) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("bench-raw-gc-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto result =
+      run("raw --dir " + dir + " --writers 8 --record-bytes 1000 --seconds 0.3 --max-bytes 8MiB");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("RESULT bench=raw_group_commit writers=8 record_bytes=1000 "), std::string::npos)
+      << result.output;
+  EXPECT_EQ(result.output.find(" records=0 "), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("RESULT bench=raw_disk batch_bytes="), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("RESULT bench=raw_group_commit_vs_raw writers=8 "), std::string::npos) << result.output;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "the scratch directory must be removed";
+  EXPECT_EQ(run("raw --dir " + dir + " --writers 2000").exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
