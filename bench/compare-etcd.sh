@@ -227,12 +227,16 @@ start_etcd() {
   sleep 1
 }
 
-stop_etcd() {
-  local i
-  for i in 0 1 2; do kill -TERM "${etcd_pids[$i]}" 2>/dev/null || true; done
-  for i in 0 1 2; do wait_gone "${etcd_pids[$i]}" || kill -9 "${etcd_pids[$i]}" 2>/dev/null || true; done
-  rm -rf "$work/etcd"
+# stop_servers DIR PID...: SIGTERM, a bounded wait, SIGKILL for any that lingers, then remove DIR.
+stop_servers() {
+  local dir=$1 pid
+  shift
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "$@"; do wait_gone "$pid" || kill -9 "$pid" 2>/dev/null || true; done
+  rm -rf "$dir"
 }
+
+stop_etcd() { stop_servers "$work/etcd" "${etcd_pids[@]}"; }
 
 etcd_loads() {
   local c leader pids
@@ -372,12 +376,7 @@ EOF
   sleep 2
 }
 
-stop_nats() {
-  local i
-  for i in 0 1 2; do kill -TERM "${nats_pids[$i]}" 2>/dev/null || true; done
-  for i in 0 1 2; do wait_gone "${nats_pids[$i]}" || kill -9 "${nats_pids[$i]}" 2>/dev/null || true; done
-  rm -rf "$work/nats"
-}
+stop_nats() { stop_servers "$work/nats" "${nats_pids[@]}"; }
 
 nats_loads() {
   local c pids endpoints

@@ -325,8 +325,10 @@ TEST(PeerTransport, WrongClusterIdRefused) {
   EXPECT_GE(node2.transport().inbound_stats().rejected_streams, 1u);
 }
 
-// Opens a raw Peer/Stream to `address`, writes `messages`, and returns the final status.
-grpc::Status raw_stream(const std::string& address, const std::vector<pb::RaftMessage>& messages) {
+// Opens a raw client stream to `address` with `open` (Peer/Stream or Peer/StreamBatches), writes
+// `elements`, and returns the final status.
+template <typename Element, typename Open>
+grpc::Status write_raw(const std::string& address, const std::vector<Element>& elements, Open open) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(64 << 20);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
@@ -334,29 +336,22 @@ grpc::Status raw_stream(const std::string& address, const std::vector<pb::RaftMe
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 3s);
   pb::StreamSummary summary;
-  auto writer = stub->Stream(&context, &summary);
-  for (const pb::RaftMessage& message : messages) {
-    if (!writer->Write(message)) break;
+  auto writer = open(*stub, &context, &summary);
+  for (const Element& element : elements) {
+    if (!writer->Write(element)) break;
   }
   writer->WritesDone();
   return writer->Finish();
 }
 
-// Opens a raw Peer/StreamBatches to `address`, writes `batches`, and returns the final status.
+grpc::Status raw_stream(const std::string& address, const std::vector<pb::RaftMessage>& messages) {
+  return write_raw(address, messages, [](pb::Peer::Stub& stub, grpc::ClientContext* context,
+                                         pb::StreamSummary* summary) { return stub.Stream(context, summary); });
+}
+
 grpc::Status raw_batch_stream(const std::string& address, const std::vector<pb::RaftMessageBatch>& batches) {
-  grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
-  auto stub = pb::Peer::NewStub(channel);
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + 3s);
-  pb::StreamSummary summary;
-  auto writer = stub->StreamBatches(&context, &summary);
-  for (const pb::RaftMessageBatch& batch : batches) {
-    if (!writer->Write(batch)) break;
-  }
-  writer->WritesDone();
-  return writer->Finish();
+  return write_raw(address, batches, [](pb::Peer::Stub& stub, grpc::ClientContext* context,
+                                        pb::StreamSummary* summary) { return stub.StreamBatches(context, summary); });
 }
 
 TEST(PeerTransport, InboundChecksRefuseBadStreams) {

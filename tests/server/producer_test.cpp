@@ -8,8 +8,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -134,16 +136,41 @@ std::vector<std::string> numbered(const std::string& prefix, int count) {
   return out;
 }
 
+using Results = std::map<std::string, Result<AppendResult>>;
+
+// A one-lane Producer whose lane is held busy by a first append ("first") that the fake leader keeps
+// at its gate: what callers append next queues up, and the RPCs after the gate opens carry it.
+struct BusyLane {
+  GatedLeader leader{1};
+  std::unique_ptr<Producer> producer;
+  std::optional<Callers> first;
+
+  explicit BusyLane(const std::function<void(ProducerOptions&)>& adjust = {}) {
+    ProducerOptions options = producer_options(leader.node.address(), 1);
+    if (adjust) adjust(options);
+    producer = make_producer(options);
+    first.emplace(*producer, std::vector<std::string>{"first"});
+  }
+
+  // Appends each payload from its own thread behind the busy lane, asserts that all of them queued,
+  // opens the gate and collects every result (the first append's into *first_results, if given).
+  void release_with(const std::vector<std::string>& payloads, Results* results, Results* first_results = nullptr) {
+    ASSERT_TRUE(wait_until_calls(leader.node, 1));
+    Callers queued(*producer, payloads);
+    ASSERT_TRUE(wait_until_queued(*producer, payloads.size()));
+    leader.gate.open();
+    *results = queued.join();
+    Results first_done = first->join();
+    if (first_results != nullptr) *first_results = std::move(first_done);
+  }
+};
+
 TEST(Producer, AppendsThatArriveWhileTheLaneIsBusyShareTheNextRpc) {
-  GatedLeader leader(1);
-  auto producer = make_producer(producer_options(leader.node.address(), 1));
-  Callers first(*producer, {"first"});
-  ASSERT_TRUE(wait_until_calls(leader.node, 1));
-  Callers rest(*producer, numbered("e", 10));
-  ASSERT_TRUE(wait_until_queued(*producer, 10));
-  leader.gate.open();
-  const auto first_result = first.join();
-  const auto results = rest.join();
+  BusyLane busy;
+  Results results;
+  Results first_result;
+  ASSERT_NO_FATAL_FAILURE(busy.release_with(numbered("e", 10), &results, &first_result));
+  const GatedLeader& leader = busy.leader;
 
   ASSERT_TRUE(first_result.at("first").ok()) << first_result.at("first").status().to_string();
   EXPECT_EQ(first_result.at("first")->first_index, 1u);
@@ -161,48 +188,33 @@ TEST(Producer, AppendsThatArriveWhileTheLaneIsBusyShareTheNextRpc) {
     EXPECT_EQ(result->sequence, requests[1].sequence());
     EXPECT_EQ(result->term, 3u);
   }
-  const Producer::Stats stats = producer->stats();
+  const Producer::Stats stats = busy.producer->stats();
   EXPECT_EQ(stats.rpcs, 2u);
   EXPECT_EQ(stats.entries, 11u);
   EXPECT_EQ(stats.queued, 0u);
 }
 
 TEST(Producer, BatchesRespectTheEntryAndByteBounds) {
-  GatedLeader leader(1);
-  ProducerOptions options = producer_options(leader.node.address(), 1);
-  options.max_batch_entries = 3;
-  options.max_batch_bytes = 40;  // "b" + 19 bytes: two payloads of 20 bytes fit
-  auto producer = make_producer(options);
-  Callers first(*producer, {"first"});
-  ASSERT_TRUE(wait_until_calls(leader.node, 1));
-  Callers small(*producer, numbered("s", 7));
-  ASSERT_TRUE(wait_until_queued(*producer, 7));
-  leader.gate.open();
-  for (const auto& [payload, result] : small.join()) EXPECT_TRUE(result.ok()) << payload;
-  first.join();
-  auto requests = leader.node.log.appends();
+  BusyLane by_count([](ProducerOptions& o) {
+    o.max_batch_entries = 3;
+    o.max_batch_bytes = 40;  // "b" + 19 bytes: two payloads of 20 bytes fit
+  });
+  Results results;
+  ASSERT_NO_FATAL_FAILURE(by_count.release_with(numbered("s", 7), &results));
+  for (const auto& [payload, result] : results) EXPECT_TRUE(result.ok()) << payload;
+  auto requests = by_count.leader.node.log.appends();
   ASSERT_EQ(requests.size(), 4u);  // first, then 3 + 3 + 1
   EXPECT_EQ(requests[1].entries_size(), 3);
   EXPECT_EQ(requests[2].entries_size(), 3);
   EXPECT_EQ(requests[3].entries_size(), 1);
 
-  GatedLeader bytes_leader(1);
-  auto bytes_producer = make_producer([&] {
-    ProducerOptions o = producer_options(bytes_leader.node.address(), 1);
-    o.max_batch_bytes = 40;
-    return o;
-  }());
-  Callers blocker(*bytes_producer, {"first"});
-  ASSERT_TRUE(wait_until_calls(bytes_leader.node, 1));
+  BusyLane by_bytes([](ProducerOptions& o) { o.max_batch_bytes = 40; });
   std::vector<std::string> twenty_byte_payloads;
   for (int i = 0; i < 5; ++i) twenty_byte_payloads.push_back("b" + std::to_string(i) + std::string(18, 'x'));
   twenty_byte_payloads.push_back(std::string(100, 'L'));  // larger than the bound: goes alone
-  Callers sized(*bytes_producer, twenty_byte_payloads);
-  ASSERT_TRUE(wait_until_queued(*bytes_producer, 6));
-  bytes_leader.gate.open();
-  for (const auto& [payload, result] : sized.join()) EXPECT_TRUE(result.ok()) << payload.substr(0, 4);
-  blocker.join();
-  requests = bytes_leader.node.log.appends();
+  ASSERT_NO_FATAL_FAILURE(by_bytes.release_with(twenty_byte_payloads, &results));
+  for (const auto& [payload, result] : results) EXPECT_TRUE(result.ok()) << payload.substr(0, 4);
+  requests = by_bytes.leader.node.log.appends();
   std::size_t entries = 0;
   for (std::size_t i = 1; i < requests.size(); ++i) {
     std::size_t bytes = 0;
@@ -215,17 +227,11 @@ TEST(Producer, BatchesRespectTheEntryAndByteBounds) {
 }
 
 TEST(Producer, AnInvalidEntryFailsAloneAndTheRestOfItsBatchIsResentOneByOne) {
-  GatedLeader leader(1);
-  auto producer = make_producer(producer_options(leader.node.address(), 1));
-  Callers first(*producer, {"first"});
-  ASSERT_TRUE(wait_until_calls(leader.node, 1));
+  BusyLane busy;
   std::vector<std::string> payloads = numbered("ok", 4);
   payloads.push_back("too big");
-  Callers batch(*producer, payloads);
-  ASSERT_TRUE(wait_until_queued(*producer, 5));
-  leader.gate.open();
-  const auto results = batch.join();
-  first.join();
+  Results results;
+  ASSERT_NO_FATAL_FAILURE(busy.release_with(payloads, &results));
   std::set<std::uint64_t> indexes;
   for (const auto& [payload, result] : results) {
     if (payload == "too big") {
@@ -239,7 +245,7 @@ TEST(Producer, AnInvalidEntryFailsAloneAndTheRestOfItsBatchIsResentOneByOne) {
     }
   }
   EXPECT_EQ(indexes, (std::set<std::uint64_t>{2, 3, 4, 5}));  // the refused batch wrote nothing
-  const auto requests = leader.node.log.appends();
+  const auto requests = busy.leader.node.log.appends();
   ASSERT_EQ(requests.size(), 1u + 1u + 5u);  // first, the refused batch, five single resends
   EXPECT_EQ(requests[1].entries_size(), 5);
   for (std::size_t i = 2; i < requests.size(); ++i) {
@@ -249,21 +255,16 @@ TEST(Producer, AnInvalidEntryFailsAloneAndTheRestOfItsBatchIsResentOneByOne) {
 }
 
 TEST(Producer, AnyOtherFailureIsSharedByTheWholeBatch) {
-  GatedLeader leader(1);
-  auto producer = make_producer(producer_options(leader.node.address(), 1));
-  Callers first(*producer, {"first"});
-  ASSERT_TRUE(wait_until_calls(leader.node, 1));
+  BusyLane busy;
   std::vector<std::string> payloads = numbered("x", 3);
   payloads.push_back("disk full");
-  Callers batch(*producer, payloads);
-  ASSERT_TRUE(wait_until_queued(*producer, 4));
-  leader.gate.open();
-  for (const auto& [payload, result] : batch.join()) {
+  Results results;
+  ASSERT_NO_FATAL_FAILURE(busy.release_with(payloads, &results));
+  for (const auto& [payload, result] : results) {
     ASSERT_FALSE(result.ok()) << payload;
     EXPECT_EQ(result.status().code(), StatusCode::kResourceExhausted) << payload;
   }
-  first.join();
-  EXPECT_EQ(leader.node.log.append_calls(), 2u);  // no resend: the outcome is the batch's
+  EXPECT_EQ(busy.leader.node.log.append_calls(), 2u);  // no resend: the outcome is the batch's
 }
 
 TEST(Producer, LanesRunRpcsAtOnceEachWithItsOwnClientId) {
@@ -280,11 +281,9 @@ TEST(Producer, LanesRunRpcsAtOnceEachWithItsOwnClientId) {
 }
 
 TEST(Producer, AFullQueueRefusesWithoutWriting) {
-  GatedLeader leader(1);
-  ProducerOptions options = producer_options(leader.node.address(), 1);
-  options.max_queued_entries = 2;
-  auto producer = make_producer(options);
-  Callers first(*producer, {"first"});
+  BusyLane busy([](ProducerOptions& o) { o.max_queued_entries = 2; });
+  GatedLeader& leader = busy.leader;
+  Producer* producer = busy.producer.get();
   ASSERT_TRUE(wait_until_calls(leader.node, 1));
   Callers queued(*producer, {"q1", "q2"});
   ASSERT_TRUE(wait_until_queued(*producer, 2));
@@ -294,7 +293,7 @@ TEST(Producer, AFullQueueRefusesWithoutWriting) {
   EXPECT_NE(refused.status().message().find("producer queue full"), std::string::npos);
   leader.gate.open();
   for (const auto& [payload, result] : queued.join()) EXPECT_TRUE(result.ok()) << payload;
-  first.join();
+  busy.first->join();
   for (const pb::AppendRequest& request : leader.node.log.appends()) {
     for (const std::string& entry : request.entries()) EXPECT_NE(entry, "one too many");
   }
