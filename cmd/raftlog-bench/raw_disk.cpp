@@ -13,35 +13,10 @@
 #include <vector>
 
 #include "report.h"
+#include "scratch_file.h"
 
 namespace raftlog::bench {
 namespace {
-
-[[noreturn]] void throw_errno(int error, const std::string& what) {
-  throw std::system_error(error, std::generic_category(), what);
-}
-
-// Owns the descriptor and the file: both are gone however the measurement ends.
-class ScratchFile {
- public:
-  explicit ScratchFile(std::filesystem::path path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw_errno(errno, "raw disk: create " + path_.string());
-  }
-  ~ScratchFile() {
-    ::close(fd_);
-    std::error_code ignored;
-    std::filesystem::remove(path_, ignored);
-  }
-  ScratchFile(const ScratchFile&) = delete;
-  ScratchFile& operator=(const ScratchFile&) = delete;
-  int fd() const { return fd_; }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-  int fd_ = -1;
-};
 
 // The whole file mapped shared, unmapped however the measurement ends.
 class SharedMapping {
@@ -86,13 +61,7 @@ double RawDiskResult::syncs_per_s() const { return seconds > 0 ? static_cast<dou
 RawDiskResult measure_raw_sync_loop(const RawDiskOptions& options, std::atomic<std::uint64_t>* progress_bytes) {
   assert(options.batch_bytes > 0);
   assert(options.max_file_bytes >= options.batch_bytes);
-  ScratchFile file(options.file);
-  if (const int error = ::posix_fallocate(file.fd(), 0, static_cast<off_t>(options.max_file_bytes)); error != 0) {
-    throw_errno(error, "raw disk: fallocate " + std::to_string(options.max_file_bytes) + " bytes in " +
-                           file.path().string());
-  }
-  // Make the preallocation itself durable first so the loop measures data syncs, not the extent setup.
-  if (::fsync(file.fd()) != 0) throw_errno(errno, "raw disk: fsync " + file.path().string());
+  const ScratchFile file(options.file, options.max_file_bytes, "raw disk");
 
   // Non-zero, non-repeating-per-page content so that no layer can shortcut zero pages.
   std::vector<char> batch(options.batch_bytes);

@@ -14,13 +14,10 @@
 #include <vector>
 
 #include "report.h"
+#include "scratch_file.h"
 
 namespace raftlog::bench {
 namespace {
-
-[[noreturn]] void throw_errno(int error, const std::string& what) {
-  throw std::system_error(error, std::generic_category(), what);
-}
 
 // Sync rounds: a write that completed before round k started is durable once round k completes.
 struct SyncRounds {
@@ -39,21 +36,8 @@ struct SyncRounds {
 RawGroupCommitResult measure_raw_group_commit(const RawGroupCommitOptions& options,
                                               std::atomic<std::uint64_t>* progress_bytes) {
   assert(options.writers > 0 && options.record_bytes > 0 && options.max_file_bytes >= options.record_bytes);
-  const int fd = ::open(options.file.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
-  if (fd < 0) throw_errno(errno, "raw group commit: create " + options.file.string());
-  struct Cleanup {
-    int fd;
-    const std::filesystem::path& path;
-    ~Cleanup() {
-      ::close(fd);
-      std::error_code ignored;
-      std::filesystem::remove(path, ignored);
-    }
-  } cleanup{fd, options.file};
-  if (const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(options.max_file_bytes)); error != 0) {
-    throw_errno(error, "raw group commit: fallocate " + options.file.string());
-  }
-  if (::fsync(fd) != 0) throw_errno(errno, "raw group commit: fsync " + options.file.string());
+  const ScratchFile file(options.file, options.max_file_bytes, "raw group commit");
+  const int fd = file.fd();
 
   std::vector<char> record(options.record_bytes);
   for (std::size_t i = 0; i < record.size(); ++i) record[i] = static_cast<char>('a' + (i * 7) % 26);
