@@ -136,8 +136,11 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   const ClosedLoopResult result = run_closed_loop(
       load,
       [&](std::uint64_t c) -> ClientCall {
-        const std::string payload(entry_size, static_cast<char>('a' + c % 26));
-        if (producer) return [producer, payload] { return producer->append(payload).ok(); };
+        if (producer) {
+          return [producer, payload = std::string(entry_size, static_cast<char>('a' + c % 26))] {
+            return producer->append(payload).ok();
+          };
+        }
         client::Options options;
         options.endpoints = source->endpoints;
         options.retry_deadline_ms = 10000;
