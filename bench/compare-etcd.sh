@@ -14,7 +14,9 @@
 #   --batch B          entries per Append in the batched raftlog cell (default 64), --batch-clients N (16)
 #   --no-nats          skip NATS JetStream (by default each round also runs the load cells against a
 #                      3-node JetStream cluster, stream with 3 replicas: the second reference)
-#   --producer-lanes L each raftlog cell runs a second time with the clients sharing one client::Producer
+#   raftlog cells run twice: each client on its own AppendStream call (the client library's default)
+#   and each client sending unary Append calls (the per-call gRPC cost the stream avoids).
+#   --producer-lanes L each raftlog cell runs once more with the clients sharing one client::Producer
 #                      of L lanes (the library coalesces their one-entry appends; default 1, 0 = skip)
 #   --out DIR          where results.txt (every RESULT line), table.txt and compare-etcd.png (throughput
 #                      and p99 against clients) go (default /tmp/raftlog-compare-etcd-out)
@@ -321,10 +323,13 @@ raftlog_loads() {
   rss_line raftlog idle "${raftlog_pids[@]}"
   machine_line "raftlog_load_round_$1"
   for c in ${clients//,/ }; do
-    log "raftlog: $c clients x 1 KiB Append for ${duration} s"
+    log "raftlog: $c clients x 1 KiB append, one AppendStream each, for ${duration} s"
     "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients "$c" --entry-size 1KiB \
-      --duration "$duration" --server-pids "$pids" | record || true
+      --duration "$duration" --server-pids "$pids" --append-rpc stream | record || true
     if [[ "$c" == 64 ]]; then rss_line raftlog loaded "${raftlog_pids[@]}"; fi
+    log "raftlog: $c clients x 1 KiB append, one unary Append call each, for ${duration} s"
+    "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients "$c" --entry-size 1KiB \
+      --duration "$duration" --server-pids "$pids" --append-rpc unary | record || true
     if ((producer_lanes > 0)); then
       log "raftlog: $c clients x 1 KiB append through one Producer of $producer_lanes lanes for ${duration} s"
       "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients "$c" --entry-size 1KiB \

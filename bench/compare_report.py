@@ -54,12 +54,14 @@ def mean_row(rows):
     return merged
 
 
-# raftlog-producer: the same clients calling append() with one entry each, but sharing one
-# client::Producer that coalesces concurrent calls into shared Append RPCs (bench cluster
-# --producer-lanes L); raftlog: every client sends its own Append per call.
+# raftlog: every client appends one entry per request and waits for it, on its own AppendStream
+# call (the client library's default); raftlog-unary: the same, each request a unary Append call
+# (bench cluster --append-rpc unary); raftlog-producer: the same clients calling append() with one
+# entry each, but sharing one client::Producer that coalesces concurrent calls into shared
+# requests (bench cluster --producer-lanes L).
 # nats: NATS JetStream 2.9, stream of 3 replicas, which acknowledges before any fsync (bench nats).
-SYSTEMS = ("etcd", "raftlog", "raftlog-producer", "nats")
-RAFTLOG_SYSTEMS = ("raftlog", "raftlog-producer")
+SYSTEMS = ("etcd", "raftlog", "raftlog-unary", "raftlog-producer", "nats")
+RAFTLOG_SYSTEMS = ("raftlog", "raftlog-unary", "raftlog-producer")
 NATS_QUOTED_OPS_64 = 8500  # issue 7: NATS JetStream R3 with 64 clients, 7-8.5k publishes/s on this machine
 
 
@@ -70,7 +72,12 @@ def unary_cells(rows):
         if row.get("bench") in ("etcd", "nats"):
             lists[row["bench"]][int(row["clients"])].append(row)
         elif row.get("bench") == "cluster" and row.get("batch") == "1":
-            system = "raftlog" if row.get("producer_lanes", "0") == "0" else "raftlog-producer"
+            if row.get("producer_lanes", "0") != "0":
+                system = "raftlog-producer"
+            elif row.get("append_rpc") == "unary":
+                system = "raftlog-unary"
+            else:
+                system = "raftlog"
             lists[system][int(row["clients"])].append(row)
     return {system: {c: mean_row(v) for c, v in cells.items()} for system, cells in lists.items()}
 
@@ -184,7 +191,7 @@ def targets(cells, failover, batched_share, out):
     # The NATS reference: measured in this run when it ran, else the figure the issue quotes.
     nats_ops = num(n64, "ops_per_s") if n64 else NATS_QUOTED_OPS_64
     nats_goal = f"> {nats_ops:.0f}" + ("" if n64 else " (quoted)")
-    for system, suffix in (("raftlog", ""), ("raftlog-producer", "_producer")):
+    for system, suffix in (("raftlog", ""), ("raftlog-unary", "_unary"), ("raftlog-producer", "_producer")):
         r64 = cells[system].get(64)
         if not (e64 and r64):
             continue
@@ -221,7 +228,8 @@ def plot(cells, path):
 
     fig, (ax_ops, ax_p99) = plt.subplots(1, 2, figsize=(11, 4.2))
     all_clients = sorted(set().union(*(set(cells[system]) for system in SYSTEMS)))
-    for system, style in (("etcd", "o-"), ("raftlog", "s-"), ("raftlog-producer", "^-"), ("nats", "d--")):
+    for system, style in (("etcd", "o-"), ("raftlog", "s-"), ("raftlog-unary", "v:"), ("raftlog-producer", "^-"),
+                          ("nats", "d--")):
         clients = sorted(cells[system])
         if not clients:
             continue

@@ -89,6 +89,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   std::uint64_t nodes = 3;
   std::uint64_t producer_lanes = 0;
   std::string flush_mode = "sync";
+  std::string append_rpc = "stream";
   cli::FlagSet flags(std::string(command_path),
                      "Closed-loop append load: N clients, each appending batches of B entries of S bytes and "
                      "waiting for each commit. Without --endpoints it starts its own local cluster.");
@@ -104,7 +105,14 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   flags.uint_flag("producer-lanes", &producer_lanes, "L",
                   "0: each client has its own Client and sends its own Append per call; 1..64: the clients "
                   "share one client::Producer with L lanes, which coalesces their one-entry appends (needs --batch 1)");
+  flags.string_flag("append-rpc", &append_rpc, "stream|unary",
+                    "stream: each client sends its appends on one AppendStream call; unary: one Append call each");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (append_rpc != "stream" && append_rpc != "unary") {
+    io.err << command_path << ": --append-rpc must be stream or unary\n";
+    return cli::kExitUsage;
+  }
+  const bool use_stream = append_rpc == "stream";
   if (clients == 0 || clients > kMaxLoadClients || batch == 0 || batch > 1024 || duration_s == 0 ||
       duration_s > kMaxLoadDurationS || (nodes != 3 && nodes != 5 && nodes != 1) ||
       producer_lanes > client::kMaxProducerLanes || (producer_lanes != 0 && batch != 1)) {
@@ -125,6 +133,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
     client::ProducerOptions options;
     options.client.endpoints = source->endpoints;
     options.client.retry_deadline_ms = 10000;
+    options.client.append_stream = use_stream;
     options.lanes = producer_lanes;
     auto created = client::Producer::create(options);
     if (!created.ok()) {
@@ -144,6 +153,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
         client::Options options;
         options.endpoints = source->endpoints;
         options.retry_deadline_ms = 10000;
+        options.append_stream = use_stream;
         auto created = client::Client::create(options);
         if (!created.ok()) return {};
         // Shared, so the call (a copyable std::function) owns the client; one thread uses it.
@@ -157,6 +167,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   add_closed_loop_fields(line, load, result);
   line.add("flush_mode", endpoints.empty() ? flush_mode : std::string("external"));
   line.add("producer_lanes", producer_lanes);
+  line.add("append_rpc", append_rpc);
   if (producer) {
     const client::Producer::Stats stats = producer->stats();
     line.add("entries_per_rpc", stats.rpcs == 0 ? 0.0 : static_cast<double>(stats.entries) / stats.rpcs, 1);

@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
   std::uint64_t max_read_entries = config.max_read_entries;
   std::uint64_t max_read_bytes = config.max_read_bytes;
   std::uint64_t max_tail_streams = config.max_tail_streams;
+  std::uint64_t max_append_streams = config.max_append_streams;
+  std::uint64_t max_appends_per_stream = config.max_appends_per_stream;
   std::uint64_t max_streams_per_connection = config.max_concurrent_streams_per_connection;
 
   FlagSet flags("raftlogd", "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
@@ -143,6 +145,9 @@ int main(int argc, char** argv) {
   flags.uint_flag("max-read-entries", &max_read_entries, "N", "most entries in one Read response or Tail message");
   flags.bytes_flag("max-read-bytes", &max_read_bytes, "BYTES", "most payload bytes in one Read response or Tail message");
   flags.uint_flag("max-tail-streams", &max_tail_streams, "N", "concurrent Tail streams on this node");
+  flags.uint_flag("max-append-streams", &max_append_streams, "N", "concurrent AppendStream calls on this node");
+  flags.uint_flag("max-appends-per-stream", &max_appends_per_stream, "N",
+                  "appends one AppendStream may have unanswered before the node stops reading it");
   flags.uint_flag("max-streams-per-connection", &max_streams_per_connection, "N",
                   "concurrent RPCs one client connection may have open (HTTP/2 streams)");
   flags.uint_flag("append-timeout-ms", &append_timeout_ms, "MS",
@@ -234,13 +239,17 @@ int main(int argc, char** argv) {
   config.max_append_bytes = max_append_bytes != 0
                                 ? max_append_bytes
                                 : std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
-  if (max_read_entries > UINT32_MAX || max_tail_streams > UINT32_MAX || max_streams_per_connection > INT32_MAX) {
-    std::cerr << "raftlogd: --max-read-entries, --max-tail-streams or --max-streams-per-connection is too large\n";
+  if (max_read_entries > UINT32_MAX || max_tail_streams > UINT32_MAX || max_streams_per_connection > INT32_MAX ||
+      max_append_streams > UINT32_MAX || max_appends_per_stream > UINT32_MAX) {
+    std::cerr << "raftlogd: --max-read-entries, --max-tail-streams, --max-append-streams, --max-appends-per-stream "
+                 "or --max-streams-per-connection is too large\n";
     return raftlog::cli::kExitUsage;
   }
   config.max_read_entries = static_cast<std::uint32_t>(max_read_entries);
   config.max_read_bytes = max_read_bytes;
   config.max_tail_streams = static_cast<std::uint32_t>(max_tail_streams);
+  config.max_append_streams = static_cast<std::uint32_t>(max_append_streams);
+  config.max_appends_per_stream = static_cast<std::uint32_t>(max_appends_per_stream);
   config.max_concurrent_streams_per_connection = static_cast<std::uint32_t>(max_streams_per_connection);
   if (std::string problem = raftlog::server::validate(config); !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";

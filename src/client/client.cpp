@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "client/append_stream_call.h"
 #include "client/error_info.h"
 #include "raftlog/v1/client.grpc.pb.h"
 
@@ -379,7 +380,7 @@ class Client::Impl {
   Clock::duration jittered(std::uint32_t backoff_ms);
   void set_call_deadline(grpc::ClientContext& context, Clock::time_point overall_deadline) const;
 
-  // Runs attempt(endpoint, context) -> grpc::Status until it succeeds, fails with a non-retryable
+  // Runs attempt(endpoint, context) -> Status until it succeeds, fails with a non-retryable
   // status, or the retry deadline passes (see client.h). `served_by` receives the endpoint that
   // answered successfully.
   template <typename Attempt>
@@ -388,7 +389,15 @@ class Client::Impl {
   const Options options_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;  // set once by create(), before any call
   const std::uint64_t client_id_;
+  // Sends one append on the AppendStream call to `endpoint` (opening it if needed). nullopt: use a
+  // unary call for this attempt instead. Called with append_mu_ held.
+  std::optional<Status> append_on_stream(const std::string& endpoint, const grpc::ClientContext& context,
+                                         pb::AppendStreamRequest* request, pb::AppendResponse* response);
+
   std::mutex append_mu_;  // one append in flight per client: the server sees sequences in order
+  internal::CallWatchdog watchdog_;  // before append_stream_: outlives it
+  std::unique_ptr<internal::AppendStreamCall> append_stream_;  // guarded by append_mu_
+  std::set<std::string> unary_only_endpoints_;  // guarded by append_mu_; at most kMaxCachedChannels
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // bounded by kMaxCachedChannels
@@ -470,13 +479,13 @@ Status Client::Impl::call_with_retries(std::string_view what, Attempt&& attempt,
     ++attempts;
     grpc::ClientContext context;
     set_call_deadline(context, deadline);
-    const grpc::Status result = attempt(target, context);
+    Status result = attempt(target, context);
     if (result.ok()) {
       set_preferred(target);
       if (served_by != nullptr) *served_by = target;
       return {};
     }
-    last = from_grpc(result, context, target);
+    last = std::move(result);
     const bool leader_error = is_leader_error(last);
     if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kDeadlineExceeded && !leader_error) {
       return last;  // not retryable: the request itself is wrong or refused
@@ -515,7 +524,9 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
     std::lock_guard lock(mu_);
     sequence = next_sequence_++;
   }
-  pb::AppendRequest request;
+  // Built once, as the stream message; the unary fallback sends its inner AppendRequest.
+  pb::AppendStreamRequest stream_request;
+  pb::AppendRequest& request = *stream_request.mutable_append();
   request.mutable_entries()->Reserve(static_cast<int>(payloads.size()));
   for (const std::string& payload : payloads) request.add_entries(payload);
   request.set_client_id(client_id_);
@@ -524,9 +535,13 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
   pb::AppendResponse response;
   const Status status = call_with_retries(
       "append",
-      [&](const std::string& endpoint, grpc::ClientContext& context) {
+      [&](const std::string& endpoint, grpc::ClientContext& context) -> Status {
         response.Clear();
-        return pb::Log::NewStub(channel(endpoint))->Append(&context, request, &response);
+        if (options_.append_stream && unary_only_endpoints_.count(endpoint) == 0) {
+          std::optional<Status> answered = append_on_stream(endpoint, context, &stream_request, &response);
+          if (answered) return *std::move(answered);
+        }
+        return from_grpc(pb::Log::NewStub(channel(endpoint))->Append(&context, request, &response), context, endpoint);
       },
       nullptr);
   if (!status.ok()) return status;
@@ -545,6 +560,32 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
   return result;
 }
 
+std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint, const grpc::ClientContext& context,
+                                                     pb::AppendStreamRequest* request, pb::AppendResponse* response) {
+  if (append_stream_ == nullptr || append_stream_->endpoint() != endpoint || !append_stream_->usable()) {
+    append_stream_.reset();
+    append_stream_ = std::make_unique<internal::AppendStreamCall>(channel(endpoint), endpoint, &watchdog_);
+  }
+  // The attempt's deadline, as call_with_retries set it on the unary context.
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(context.deadline() - std::chrono::system_clock::now());
+  internal::StreamAppendOutcome outcome = append_stream_->append(request, deadline, response);
+  if (!outcome.stream_failed) return std::move(outcome.status);
+  switch (outcome.status.code()) {
+    case StatusCode::kUnimplemented:
+      // A node without AppendStream (an older version): unary calls from now on.
+      if (unary_only_endpoints_.size() >= kMaxCachedChannels) unary_only_endpoints_.clear();
+      unary_only_endpoints_.insert(endpoint);
+      return std::nullopt;
+    case StatusCode::kResourceExhausted:
+      // The node has too many streams open, or the message is over a size limit: the unary call
+      // gives the same answer the unary API always gave.
+      return std::nullopt;
+    default:
+      return std::move(outcome.status);  // UNAVAILABLE, DEADLINE_EXCEEDED, ...: retried as for unary calls
+  }
+}
+
 Result<ReadResult> Client::Impl::read(std::uint64_t from_index, std::uint32_t max_entries, std::uint64_t max_bytes,
                                       bool linearizable) {
   if (from_index == 0) return Status(StatusCode::kInvalidArgument, "read from index 0: indexes start at 1");
@@ -559,7 +600,7 @@ Result<ReadResult> Client::Impl::read(std::uint64_t from_index, std::uint32_t ma
       "read",
       [&](const std::string& endpoint, grpc::ClientContext& context) {
         response.Clear();
-        return pb::Log::NewStub(channel(endpoint))->Read(&context, request, &response);
+        return from_grpc(pb::Log::NewStub(channel(endpoint))->Read(&context, request, &response), context, endpoint);
       },
       &result.served_by);
   if (!status.ok()) return status;
@@ -703,7 +744,8 @@ Result<TransferResult> Client::Impl::transfer_leadership(std::uint64_t target_id
       "transfer-leadership",
       [&](const std::string& endpoint, grpc::ClientContext& context) {
         response.Clear();
-        return pb::Admin::NewStub(channel(endpoint))->TransferLeadership(&context, request, &response);
+        return from_grpc(pb::Admin::NewStub(channel(endpoint))->TransferLeadership(&context, request, &response),
+                         context, endpoint);
       },
       nullptr);
   if (!status.ok()) return status;

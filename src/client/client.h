@@ -13,7 +13,12 @@
 //
 // No exceptions cross this API: every call returns a Status or a Result<T>. A Client is thread-safe;
 // appends from one Client are serialized (one in flight at a time) so the server sees each client's
-// sequence numbers in increasing order. Use one Client per concurrent writer (raftlog-bench does).
+// sequence numbers in increasing order. Use one Client per concurrent writer (raftlog-bench does), or
+// a Producer (producer.h) to share Append calls between threads.
+//
+// Appends travel on one AppendStream call per Client (Options::append_stream), kept open to the
+// endpoint that last answered; a broken stream is reopened by the next attempt. Its threads: a
+// watchdog thread per Client, started by the first append, cancels a stream whose answer is late.
 #pragma once
 
 #include <cassert>
@@ -131,6 +136,10 @@ struct Options {
   std::uint64_t client_id = 0;              // 0: a random non-zero id (std::random_device)
   std::uint64_t first_sequence = 1;         // sequence number of this client's first append (>= 1)
   std::size_t max_message_bytes = (64u << 20) + (64u << 10);  // gRPC send/receive bound per message
+  // Send appends as messages on one long-lived AppendStream call (cheaper per append than a unary
+  // call) rather than as unary Append calls. A node that does not know AppendStream (UNIMPLEMENTED)
+  // or has too many streams open is sent unary calls instead; the behaviour is the same either way.
+  bool append_stream = true;
   TlsOptions tls;                           // plaintext unless tls.enabled
 };
 

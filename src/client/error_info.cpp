@@ -17,20 +17,26 @@ grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode cod
   return {code, std::move(message)};
 }
 
+ErrorAnswer not_leader_answer(std::uint64_t leader_id, std::string leader_address) {
+  ErrorAnswer answer;
+  answer.code = grpc::StatusCode::FAILED_PRECONDITION;
+  answer.details.leader_id = leader_id;
+  answer.details.leader_address = std::move(leader_address);
+  if (leader_id == 0) {
+    answer.details.reason = std::string(reason::kNoLeader);
+    answer.message = "no leader yet (an election is in progress); retry shortly";
+    return answer;
+  }
+  answer.details.reason = std::string(reason::kNotLeader);
+  answer.message = "not the leader; the leader is node " + std::to_string(leader_id);
+  if (!answer.details.leader_address.empty()) answer.message += " at " + answer.details.leader_address;
+  return answer;
+}
+
 grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t leader_id,
                                std::string leader_address) {
-  ErrorDetails details;
-  details.leader_id = leader_id;
-  details.leader_address = std::move(leader_address);
-  if (leader_id == 0) {
-    details.reason = std::string(reason::kNoLeader);
-    return error_status(context, grpc::StatusCode::FAILED_PRECONDITION,
-                        "no leader yet (an election is in progress); retry shortly", details);
-  }
-  details.reason = std::string(reason::kNotLeader);
-  std::string message = "not the leader; the leader is node " + std::to_string(leader_id);
-  if (!details.leader_address.empty()) message += " at " + details.leader_address;
-  return error_status(context, grpc::StatusCode::FAILED_PRECONDITION, std::move(message), details);
+  ErrorAnswer answer = not_leader_answer(leader_id, std::move(leader_address));
+  return error_status(context, answer.code, std::move(answer.message), answer.details);
 }
 
 std::optional<ErrorDetails> error_details(const grpc::ClientContext& context) {

@@ -21,13 +21,23 @@ class ServerContextBase;
 
 namespace raftlog::client {
 
+// A refusal as the server states it: the status code and message, plus the details for ErrorInfo.
+struct ErrorAnswer {
+  grpc::StatusCode code = grpc::StatusCode::UNKNOWN;
+  std::string message;
+  ErrorDetails details;
+};
+
+// The standard "not the leader" answer. leader_id 0 gives NO_LEADER, else NOT_LEADER naming the
+// leader; both FAILED_PRECONDITION, which the client library retries/redirects.
+ErrorAnswer not_leader_answer(std::uint64_t leader_id, std::string leader_address);
+
 // Server side: attaches `details` to the call's trailing metadata and returns the status to return
 // from the handler. Works for sync and callback handlers (both contexts derive ServerContextBase).
 grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code, std::string message,
                           const ErrorDetails& details);
 
-// Server side: the standard "not the leader" answer. leader_id 0 gives NO_LEADER, else NOT_LEADER
-// naming the leader; both FAILED_PRECONDITION, which the client library retries/redirects.
+// Server side: not_leader_answer() as the status of a call.
 grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t leader_id,
                                std::string leader_address);
 

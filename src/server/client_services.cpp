@@ -15,7 +15,9 @@
 
 #include "client/error_info.h"
 #include "raftlog/v1/client.grpc.pb.h"
+#include "server/append_stream.h"
 #include "server/node.h"
+#include "server/node_error_status.h"
 
 namespace raftlog::server {
 
@@ -23,38 +25,6 @@ namespace v1 = ::raftlog::v1;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-grpc::StatusCode grpc_code(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kOk: return grpc::StatusCode::OK;
-    case ErrorCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case ErrorCode::kNotLeader:
-    case ErrorCode::kNoLeader:
-    case ErrorCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::kOutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
-    case ErrorCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case ErrorCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
-    case ErrorCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case ErrorCode::kInternal: return grpc::StatusCode::INTERNAL;
-  }
-  return grpc::StatusCode::UNKNOWN;
-}
-
-// An error status carrying only a reason word in its ErrorInfo (no leader hint).
-grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code, const std::string& message,
-                           std::string reason) {
-  client::ErrorDetails details;
-  details.reason = std::move(reason);
-  return client::error_status(context, code, message, details);
-}
-
-grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error) {
-  if (error.ok()) return grpc::Status::OK;
-  if (error.code == ErrorCode::kNotLeader || error.code == ErrorCode::kNoLeader) {
-    return client::not_leader_status(context, error.leader_id, error.leader_address);
-  }
-  return reason_status(context, grpc_code(error.code), error.message, error.reason);
-}
 
 // The Node callback of a unary RPC answered by one Node call: a failed result ends the RPC with its
 // status; a successful one fills the response through `fill(result)` and ends it with OK.
@@ -152,7 +122,12 @@ class ReadExecutor {
 
 class ClientServices::Impl {
  public:
-  Impl(Node* node, ClientServiceLimits limits) : node_(node), limits_(limits), log_(this), admin_(this) {}
+  Impl(Node* node, ClientServiceLimits limits, ClientRequestObserver* observer)
+      : node_(node),
+        limits_(limits),
+        log_(this),
+        admin_(this),
+        append_streams_(node, limits.max_append_streams, limits.max_appends_per_stream, observer) {}
 
   // --- raftlog.v1.Log ----------------------------------------------------------------------------
   class LogService final : public v1::Log::CallbackService {
@@ -172,6 +147,11 @@ class ClientServices::Impl {
                               response->set_duplicate(result.duplicate);
                             }));
       return reactor;
+    }
+
+    grpc::ServerBidiReactor<v1::AppendStreamRequest, v1::AppendStreamResponse>* AppendStream(
+        grpc::CallbackServerContext* context) override {
+      return owner_->append_streams_.open(context);
     }
 
     grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context, const v1::ReadRequest* request,
@@ -416,6 +396,7 @@ class ClientServices::Impl {
   };
 
   void shutdown() {
+    append_streams_.shutdown();
     read_executor_.stop();
     std::unique_lock lock(tails_mu_);
     shutting_down_.store(true);
@@ -432,6 +413,7 @@ class ClientServices::Impl {
   ClientServiceLimits limits_;
   LogService log_;
   AdminService admin_;
+  AppendStreams append_streams_;
   std::atomic<bool> shutting_down_{false};
   std::mutex tails_mu_;
   std::condition_variable tails_cv_;
@@ -474,8 +456,8 @@ grpc::ServerWriteReactor<v1::TailResponse>* ClientServices::Impl::LogService::Ta
   return reactor;
 }
 
-ClientServices::ClientServices(Node* node, ClientServiceLimits limits)
-    : impl_(std::make_unique<Impl>(node, limits)) {}
+ClientServices::ClientServices(Node* node, ClientServiceLimits limits, ClientRequestObserver* observer)
+    : impl_(std::make_unique<Impl>(node, limits, observer)) {}
 
 ClientServices::~ClientServices() { shutdown(); }
 

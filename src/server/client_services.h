@@ -1,7 +1,7 @@
 // The public gRPC services of a node (raftlog.v1.Log and raftlog.v1.Admin), on gRPC's callback API so
 // no thread waits per request: an Append's reactor is finished by the Node's completion callback.
 //
-// Tail streams are the exception: each has its own pump thread that waits for the commit index to
+// AppendStream calls are reactors too (src/server/append_stream.h). Tail streams are the exception: each has its own pump thread that waits for the commit index to
 // move (bounded by max_tail_streams; one more is refused with RESOURCE_EXHAUSTED).
 //
 // Errors follow proto/raftlog/v1/client.proto: a gRPC status with a readable message plus
@@ -19,17 +19,21 @@ class Service;
 namespace raftlog::server {
 
 class Node;
+class ClientRequestObserver;
 
 struct ClientServiceLimits {
   std::size_t max_tail_streams = 256;
   // A Tail stream waits at most this long for new entries before re-checking for cancellation and
   // shutdown (so a stream ends within this bound after either).
   unsigned tail_poll_ms = 200;
+  std::size_t max_append_streams = 4096;
+  std::size_t max_appends_per_stream = 256;  // read ahead of the answers sent (see append_stream.h)
 };
 
 class ClientServices {
  public:
-  ClientServices(Node* node, ClientServiceLimits limits);
+  // `observer` (optional, not owned, must outlive this) hears of each append answered on a stream.
+  ClientServices(Node* node, ClientServiceLimits limits, ClientRequestObserver* observer = nullptr);
   ~ClientServices();  // shutdown()
   ClientServices(const ClientServices&) = delete;
   ClientServices& operator=(const ClientServices&) = delete;

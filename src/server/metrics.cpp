@@ -330,6 +330,9 @@ class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFact
     std::string_view method = info->method() == nullptr ? "" : info->method();
     // Peer streams are replication, not client requests (their traffic shows in the peer gauges).
     if (method.starts_with("/raftlog.peer.")) return nullptr;
+    // A long-lived call: each append on it is recorded as it is answered (request_answered), and
+    // the call's own end would put its lifetime into the request latency histogram.
+    if (method == "/raftlog.v1.Log/AppendStream") return nullptr;
     if (method.starts_with('/')) method.remove_prefix(1);
     return new RpcMetricsInterceptor(metrics_, std::string(method));
   }
@@ -401,6 +404,12 @@ void Metrics::segments_deleted(std::uint64_t count) { impl_->segments_deleted_->
 void Metrics::store_flushed(const store::CommitLog::FlushCycle& cycle) {
   impl_->fsync_->Observe(seconds(cycle.sync_duration));
   if (cycle.entries > 0) impl_->group_commit_->Observe(static_cast<double>(cycle.entries));
+}
+
+void Metrics::request_answered(std::string_view method, int grpc_code, std::chrono::steady_clock::duration latency,
+                               std::string_view reason) {
+  impl_->record_rpc(std::string(method), static_cast<grpc::StatusCode>(grpc_code), seconds(latency),
+                    std::string(reason));
 }
 
 }  // namespace raftlog::server

@@ -4,7 +4,8 @@
 //   - NodeEvents (this class implements it): counters and histograms updated where things happen
 //     (proposals, commits, elections, store flushes);
 //   - a gRPC server interceptor: client RPCs by method and status code, their latency, and
-//     refusals by the ErrorInfo reason word;
+//     refusals by the ErrorInfo reason word; for AppendStream, whose call the interceptor skips,
+//     ClientRequestObserver reports each append answered on the stream instead;
 //   - the node's status snapshot, read when Prometheus scrapes: gauges (role, term, indexes, peer
 //     lag, disk use), so a scrape always shows the state at that moment and the Raft loop does no
 //     metrics work for them.
@@ -16,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "server/client_request_observer.h"
 #include "server/node_events.h"
 #include "server/node_status.h"
 
@@ -25,7 +27,7 @@ class ServerInterceptorFactoryInterface;
 
 namespace raftlog::server {
 
-class Metrics final : public NodeEvents {
+class Metrics final : public NodeEvents, public ClientRequestObserver {
  public:
   // Serves http://<listen_address>/metrics ("host:port"; port 0 picks a free one). nullptr with
   // `error` set when the address cannot be bound.
@@ -56,6 +58,10 @@ class Metrics final : public NodeEvents {
   void election_finished(bool won) override;
   void segments_deleted(std::uint64_t count) override;
   void store_flushed(const store::CommitLog::FlushCycle& cycle) override;
+
+  // ClientRequestObserver
+  void request_answered(std::string_view method, int grpc_code, std::chrono::steady_clock::duration latency,
+                        std::string_view reason) override;
 
   class Impl;
 

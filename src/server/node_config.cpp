@@ -59,6 +59,12 @@ std::string validate(const NodeConfig& config) {
   }
   if (config.max_pending_appends == 0 || config.max_input_queue == 0) return "queue bounds must be positive";
   if (config.max_tail_streams == 0 || config.max_tail_streams > 65536) return "max_tail_streams must be in [1, 65536]";
+  if (config.max_append_streams == 0 || config.max_append_streams > 65536) {
+    return "max_append_streams must be in [1, 65536]";
+  }
+  if (config.max_appends_per_stream == 0 || config.max_appends_per_stream > 65536) {
+    return "max_appends_per_stream must be in [1, 65536]";
+  }
   if (config.retention_check_interval_ms < 10 || config.retention_check_interval_ms > 3600000) {
     return "retention_check_interval_ms must be in [10, 3600000]";
   }

@@ -40,6 +40,10 @@ struct NodeConfig {
   std::uint32_t append_timeout_ms = 5000;            // an Append not committed by then fails (unknown outcome)
   std::uint32_t max_input_queue = 65536;             // bounded queue into the Raft loop thread
   std::uint32_t max_tail_streams = 256;              // concurrent Tail streams on this node (one thread each)
+  std::uint32_t max_append_streams = 4096;           // concurrent AppendStream calls on this node (no thread each)
+  // Requests one AppendStream may have read but not yet answered; the node stops reading that
+  // stream until answers go out, so a fast sender is slowed by HTTP/2 flow control, not refused.
+  std::uint32_t max_appends_per_stream = 256;
   // HTTP/2 streams (concurrent RPCs) one client connection may have open; more wait for a free slot.
   std::uint32_t max_concurrent_streams_per_connection = 1024;
 

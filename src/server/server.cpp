@@ -131,7 +131,9 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
 
   ClientServiceLimits service_limits;
   service_limits.max_tail_streams = impl->config.max_tail_streams;
-  impl->services = std::make_unique<ClientServices>(node, service_limits);
+  service_limits.max_append_streams = impl->config.max_append_streams;
+  service_limits.max_appends_per_stream = impl->config.max_appends_per_stream;
+  impl->services = std::make_unique<ClientServices>(node, service_limits, impl->metrics.get());
 
   // Both process-wide switches act on builders created afterwards; repeating them is harmless.
   grpc::EnableDefaultHealthCheckService(true);
@@ -166,9 +168,10 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   impl->bound_address = host + ":" + std::to_string(bound_port);
 
   spdlog::info("node {}: limits: gRPC messages {} bytes in / {} bytes out, {} streams per connection, {} Tail "
-               "streams, Append {} entries / {} bytes, Read {} entries / {} bytes",
+               "streams, {} AppendStreams of {} unanswered appends each, Append {} entries / {} bytes, Read {} entries / {} bytes",
                impl->config.node_id, max_receive, max_send, impl->config.max_concurrent_streams_per_connection,
-               impl->config.max_tail_streams, impl->config.max_entries_per_append, impl->config.max_append_bytes,
+               impl->config.max_tail_streams, impl->config.max_append_streams, impl->config.max_appends_per_stream,
+               impl->config.max_entries_per_append, impl->config.max_append_bytes,
                impl->config.max_read_entries, impl->config.max_read_bytes);
   if (impl->metrics != nullptr) {
     impl->metrics->set_status_source([node] { return node->status(); });

@@ -87,8 +87,17 @@ TEST(MetricsTest, ClusterExposesDocumentedMetricsThatFollowTheWork) {
   EXPECT_EQ(sample(on_leader, "raftlog_appended_entries_total{" + node + "}"), kAppends);
   EXPECT_EQ(sample(on_leader, "raftlog_append_requests_total{" + node + "}"), kAppends);
   EXPECT_EQ(sample(on_leader, "raftlog_commit_latency_seconds_count{" + node + "}"), kAppends);
-  EXPECT_EQ(sample(on_leader, "raftlog_grpc_requests_total{" + node + ",code=\"OK\",method=\"raftlog.v1.Log/Append\"}"),
+  // The client library sends its appends on an AppendStream call: each append counts as it is
+  // answered, under that method (the long-lived call itself is not a request).
+  EXPECT_EQ(sample(on_leader, "raftlog_grpc_requests_total{" + node +
+                                  ",code=\"OK\",method=\"raftlog.v1.Log/AppendStream\"}"),
             kAppends);
+  EXPECT_EQ(sample(on_leader, "raftlog_grpc_requests_total{" + node +
+                                  ",code=\"INVALID_ARGUMENT\",method=\"raftlog.v1.Log/AppendStream\"}"),
+            1.0);
+  EXPECT_EQ(sample(on_leader, "raftlog_grpc_request_duration_seconds_count{" + node +
+                                  ",method=\"raftlog.v1.Log/AppendStream\"}"),
+            kAppends + 1);
   EXPECT_EQ(sample(on_leader, "raftlog_rejected_requests_total{" + node + ",reason=\"ENTRY_TOO_LARGE\"}"), 1.0);
   const auto commit = sample(on_leader, "raftlog_raft_commit_index{" + node + "}");
   ASSERT_TRUE(commit.has_value());

@@ -59,6 +59,8 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
       {"dedup sequences zero", [](NodeConfig& c) { c.dedup_sequences_per_client = 0; }, "dedup"},
       {"dedup clients zero", [](NodeConfig& c) { c.dedup_max_clients = 0; }, "dedup"},
       {"tail streams zero", [](NodeConfig& c) { c.max_tail_streams = 0; }, "max_tail_streams"},
+      {"append streams zero", [](NodeConfig& c) { c.max_append_streams = 0; }, "max_append_streams"},
+      {"appends per stream too many", [](NodeConfig& c) { c.max_appends_per_stream = 65537; }, "max_appends_per_stream"},
       {"streams per connection below peers", [](NodeConfig& c) { c.max_concurrent_streams_per_connection = 8; },
        "max_concurrent_streams_per_connection"},
       {"read bytes over 1 GiB", [](NodeConfig& c) { c.max_read_bytes = (1ULL << 30) + 1; }, "at most 1 GiB"},

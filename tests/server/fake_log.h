@@ -32,7 +32,13 @@ class FakeLog final : public pb::Log::Service {
   using TailHandler = std::function<grpc::Status(grpc::ServerContext*, int call, const pb::TailRequest&,
                                                  grpc::ServerWriter<pb::TailResponse>*)>;
 
+  using AppendStreamHandler = std::function<grpc::Status(
+      grpc::ServerContext*, int call, grpc::ServerReaderWriter<pb::AppendStreamResponse, pb::AppendStreamRequest>*)>;
+
   AppendHandler on_append;
+  // Unset: AppendStream answers UNIMPLEMENTED, like a node that predates it, and the client
+  // library falls back to unary Append calls (which on_append then answers).
+  AppendStreamHandler on_append_stream;
   ReadHandler on_read;
   TailHandler on_tail;
   std::uint64_t node_id = 0;
@@ -42,6 +48,13 @@ class FakeLog final : public pb::Log::Service {
     const int call = record(appends_, *request);
     if (!on_append) return {grpc::StatusCode::UNIMPLEMENTED, "no append handler"};
     return on_append(context, call, *request, response);
+  }
+  grpc::Status AppendStream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<pb::AppendStreamResponse, pb::AppendStreamRequest>* stream) override {
+    const int call = ++append_stream_calls_;
+    if (!on_append_stream) return {grpc::StatusCode::UNIMPLEMENTED, "no append stream handler"};
+    return on_append_stream(context, call, stream);
   }
   grpc::Status Read(grpc::ServerContext* context, const pb::ReadRequest* request, pb::ReadResponse* response) override {
     const int call = record(reads_, *request);
@@ -71,6 +84,7 @@ class FakeLog final : public pb::Log::Service {
   std::vector<pb::TailRequest> tails() const { return snapshot(tails_); }
   std::size_t append_calls() const { return appends().size(); }
   std::size_t read_calls() const { return snapshot(reads_).size(); }
+  int append_stream_calls() const { return append_stream_calls_.load(); }
 
  private:
   template <typename T>
@@ -89,6 +103,7 @@ class FakeLog final : public pb::Log::Service {
   std::vector<pb::AppendRequest> appends_;
   std::vector<pb::ReadRequest> reads_;
   std::vector<pb::TailRequest> tails_;
+  std::atomic<int> append_stream_calls_{0};
 };
 
 class FakeAdmin final : public pb::Admin::Service {

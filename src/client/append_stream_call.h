@@ -1,0 +1,96 @@
+// Internal to the client library: Client::append() over raftlog.v1.Log/AppendStream.
+//
+// A Client keeps one AppendStream call open to the endpoint it appends to and sends each append as
+// one message on it, waiting for its answer before the next (appends of one Client are serialized
+// anyway, see client.h). That saves the per-call cost of a unary RPC: a new HTTP/2 stream with
+// headers and trailers on both sides (docs/benchmarks.md measures the difference).
+//
+// The call uses gRPC's synchronous stream API, so the appending thread itself polls for the answer
+// (no hand-off to a gRPC thread and back). A synchronous Read has no deadline of its own, so a
+// CallWatchdog cancels the call when one append's deadline passes; the append then fails with
+// DEADLINE_EXCEEDED and the Client retries it, with the same sequence number, on a new call.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "client/client.h"
+#include "raftlog/v1/client.grpc.pb.h"
+
+namespace raftlog::client::internal {
+
+namespace pb = raftlog::v1;
+using Clock = std::chrono::steady_clock;
+
+// Cancels the armed call when its deadline passes. One thread, started on first use, that sleeps
+// until the armed deadline: a closed loop of appends re-arms with later deadlines without waking it,
+// so it wakes about once per call timeout, not once per append.
+class CallWatchdog {
+ public:
+  CallWatchdog() = default;
+  ~CallWatchdog();
+  CallWatchdog(const CallWatchdog&) = delete;
+  CallWatchdog& operator=(const CallWatchdog&) = delete;
+
+  // At most one call is armed at a time; `context` must stay valid until disarm().
+  void arm(grpc::ClientContext* context, Clock::time_point deadline);
+  // Returns true when the watchdog cancelled the call armed since the last arm().
+  bool disarm();
+
+ private:
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  grpc::ClientContext* armed_ = nullptr;  // guarded by mu_
+  Clock::time_point deadline_;            // guarded by mu_
+  bool fired_ = false;                    // guarded by mu_
+  bool idle_ = false;                     // guarded by mu_: the thread waits without a deadline
+  bool stopping_ = false;                 // guarded by mu_
+  std::thread thread_;                    // started by the first arm()
+};
+
+// What one append over the stream came to.
+struct StreamAppendOutcome {
+  Status status;                // the append's own answer, or why the stream failed
+  bool stream_failed = false;   // the stream is unusable: status is the call's, not the append's
+};
+
+// One AppendStream call to one endpoint, one append at a time.
+class AppendStreamCall {
+ public:
+  AppendStreamCall(const std::shared_ptr<grpc::Channel>& channel, std::string endpoint, CallWatchdog* watchdog);
+  ~AppendStreamCall();  // cancels the call if it is still open
+  AppendStreamCall(const AppendStreamCall&) = delete;
+  AppendStreamCall& operator=(const AppendStreamCall&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  bool usable() const { return !failed_; }
+
+  // Sends `request` (its request_id is set here) and waits for its answer until `deadline`.
+  // A server refusal (NOT_LEADER, INVALID_ARGUMENT, ...) leaves the stream usable. A broken stream
+  // reports the call's status: UNAVAILABLE (node gone or shutting down), UNIMPLEMENTED (a node
+  // without AppendStream), DEADLINE_EXCEEDED (no answer in time), ...; the call is then unusable.
+  StreamAppendOutcome append(pb::AppendStreamRequest* request, Clock::time_point deadline,
+                             pb::AppendResponse* response);
+
+ private:
+  StreamAppendOutcome fail(bool deadline_passed, std::uint32_t waited_ms);
+
+  const std::string endpoint_;
+  CallWatchdog* watchdog_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::AppendStreamRequest, pb::AppendStreamResponse>> stream_;
+  pb::AppendStreamResponse answer_;
+  std::uint64_t next_request_id_ = 1;
+  bool failed_ = false;
+};
+
+}  // namespace raftlog::client::internal

@@ -1,0 +1,320 @@
+#include "server/append_stream.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "server/check.h"
+#include "server/node.h"
+#include "server/node_error_status.h"
+
+namespace raftlog::server {
+
+namespace v1 = ::raftlog::v1;
+
+namespace {
+
+void fill_answer(const AppendResult& result, v1::AppendStreamResult* out) {
+  if (result.error.ok()) {
+    v1::AppendResponse* response = out->mutable_response();
+    response->set_first_index(result.first_index);
+    response->set_last_index(result.last_index);
+    response->set_term(result.term);
+    response->set_duplicate(result.duplicate);
+    return;
+  }
+  client::ErrorAnswer answer = error_answer(result.error);
+  out->set_code(static_cast<int>(answer.code));
+  out->set_message(std::move(answer.message));
+  v1::ErrorInfo* info = out->mutable_error_info();
+  info->set_leader_id(answer.details.leader_id);
+  info->set_leader_address(std::move(answer.details.leader_address));
+  info->set_reason(std::move(answer.details.reason));
+}
+
+}  // namespace
+
+// All state below mu_ is touched from gRPC's callback threads (reads, writes, cancellation) and the
+// Node's loop thread (answers). gRPC operations (StartRead, StartWrite, Finish) are started outside
+// mu_ because gRPC may run the matching On...Done inline on the calling thread.
+class AppendStreamReactor final : public AppendStreamServerReactor {
+ public:
+  AppendStreamReactor(AppendStreams* owner, Node* node, ClientRequestObserver* observer,
+                      grpc::CallbackServerContext* context, std::size_t max_in_flight)
+      : owner_(owner), node_(node), observer_(observer), context_(context), max_in_flight_(max_in_flight) {}
+
+  void start() { StartRead(&request_); }
+
+  // Shutdown: stop reading, drop answers still to come and finish UNAVAILABLE (SHUTTING_DOWN) as
+  // soon as no write is in flight; the client retries elsewhere with the same sequence numbers.
+  void shut_down() {
+    std::unique_lock lock(mu_);
+    shutting_down_ = true;
+    const Actions actions = next_actions(lock);
+    lock.unlock();
+    act(actions);
+  }
+
+  // Keeps the reactor alive across a call from outside gRPC and the Node (AppendStreams::shutdown).
+  void retain() { references_.fetch_add(1); }
+  void release() {
+    if (references_.fetch_sub(1) == 1) delete this;
+  }
+
+  // A reactor that never serves: finished at once with `status`, deleted by OnDone.
+  void refuse(const grpc::Status& status) {
+    {
+      std::lock_guard lock(mu_);
+      finished_ = true;
+      registered_ = false;
+    }
+    Finish(status);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // Half-close by the client, or the call is cancelled: no more requests.
+      std::unique_lock lock(mu_);
+      reads_done_ = true;
+      const Actions actions = next_actions(lock);
+      lock.unlock();
+      act(actions);
+      return;
+    }
+    // Everything is taken out of request_ before mu_ is released: once paused, an answer on
+    // another thread may start the next read into request_.
+    const std::uint64_t request_id = request_.request_id();
+    v1::AppendRequest* append = request_.mutable_append();
+    const std::uint64_t client_id = append->client_id();
+    const std::uint64_t sequence = append->sequence();
+    std::vector<std::string> payloads;  // moved, not copied
+    payloads.reserve(static_cast<std::size_t>(append->entries_size()));
+    for (std::string& payload : *append->mutable_entries()) payloads.push_back(std::move(payload));
+    bool read_next = false;
+    {
+      std::lock_guard lock(mu_);
+      if (stopped_locked()) return;  // cancelled meanwhile: nobody would see the answer
+      ++in_flight_;
+      read_next = in_flight_ < max_in_flight_;
+      read_paused_ = !read_next;
+      references_.fetch_add(1);
+    }
+    // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread
+    // or, for an immediate refusal, on this one.
+    node_->append(std::move(payloads), client_id, sequence,
+                  [this, request_id, read_at = std::chrono::steady_clock::now()](AppendResult result) {
+                    answer(request_id, result, read_at);
+                  });
+    if (read_next) StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::unique_lock lock(mu_);
+    RAFTLOG_CHECK(writing_ && in_flight_ >= written_, "a write completed that was not started");
+    writing_ = false;
+    in_flight_ -= written_;
+    written_ = 0;
+    if (!ok) broken_ = true;  // the client is gone: nothing more can be sent
+    const Actions actions = next_actions(lock);
+    lock.unlock();
+    act(actions);
+  }
+
+  void OnCancel() override {
+    std::unique_lock lock(mu_);
+    cancelled_ = true;
+    const Actions actions = next_actions(lock);
+    lock.unlock();
+    act(actions);
+  }
+
+  void OnDone() override {
+    bool registered = false;
+    {
+      std::lock_guard lock(mu_);
+      registered = registered_;
+    }
+    // Touch nothing of owner_ afterwards: once its registry is empty it may be destroyed.
+    if (registered) owner_->unregister(this);
+    release();
+  }
+
+ private:
+  struct Actions {
+    bool write = false;
+    bool read = false;
+    bool finish = false;
+    grpc::Status status;
+  };
+
+  bool stopped_locked() const { return cancelled_ || broken_ || shutting_down_ || finished_; }
+
+  // The Node's answer to one request.
+  void answer(std::uint64_t request_id, const AppendResult& result, std::chrono::steady_clock::time_point read_at) {
+    if (observer_ != nullptr) {
+      observer_->request_answered(kMetricsMethod, static_cast<int>(grpc_code(result.error.code)),
+                                  std::chrono::steady_clock::now() - read_at, result.error.reason);
+    }
+    std::unique_lock lock(mu_);
+    RAFTLOG_CHECK(in_flight_ > 0, "an answer for a request that is not in flight");
+    if (stopped_locked()) {
+      --in_flight_;  // nobody will read it; it no longer counts against the stream's bound
+    } else {
+      v1::AppendStreamResult& out = pending_.emplace_back();
+      out.set_request_id(request_id);
+      fill_answer(result, &out);
+    }
+    const Actions actions = next_actions(lock);
+    lock.unlock();
+    act(actions);
+    release();  // the reference this append held; `this` may be gone after it
+  }
+
+  // Decides, under mu_, which gRPC operations to start; act() starts them after unlocking.
+  Actions next_actions(std::unique_lock<std::mutex>& lock) {
+    RAFTLOG_CHECK(lock.owns_lock(), "next_actions needs mu_");
+    Actions actions;
+    if (finished_) return actions;
+    if (stopped_locked()) {
+      // Finish only once no write is outstanding; a cancelled write completes promptly.
+      if (!writing_) {
+        finished_ = true;
+        actions.finish = true;
+        if (shutting_down_ && !cancelled_ && !broken_) {
+          client::ErrorDetails details;
+          details.reason = std::string(client::reason::kShuttingDown);
+          actions.status = client::error_status(context_, grpc::StatusCode::UNAVAILABLE,
+                                                "node shutting down; retry on another node", details);
+        } else {
+          actions.status = grpc::Status(grpc::StatusCode::CANCELLED, "append stream cancelled");
+        }
+      }
+      return actions;
+    }
+    if (!writing_ && !pending_.empty()) {
+      response_.Clear();
+      for (v1::AppendStreamResult& result : pending_) response_.add_results()->Swap(&result);
+      written_ = pending_.size();
+      pending_.clear();
+      writing_ = true;
+      actions.write = true;
+    }
+    if (read_paused_ && in_flight_ < max_in_flight_ && !reads_done_) {
+      read_paused_ = false;
+      actions.read = true;
+    }
+    if (reads_done_ && in_flight_ == 0 && !writing_) {
+      finished_ = true;
+      actions.finish = true;
+      actions.status = grpc::Status::OK;
+    }
+    return actions;
+  }
+
+  // Called without mu_ (see the class comment).
+  void act(const Actions& actions) {
+    if (actions.write) StartWrite(&response_);
+    if (actions.read) StartRead(&request_);
+    if (actions.finish) Finish(actions.status);
+  }
+
+  static constexpr std::string_view kMetricsMethod = "raftlog.v1.Log/AppendStream";
+
+  AppendStreams* owner_;
+  Node* node_;
+  ClientRequestObserver* observer_;
+  grpc::CallbackServerContext* context_;
+  const std::size_t max_in_flight_;
+  v1::AppendStreamRequest request_;    // the read in progress (one at a time)
+  v1::AppendStreamResponse response_;  // the write in progress (one at a time)
+
+  std::mutex mu_;
+  std::vector<v1::AppendStreamResult> pending_;  // answers not yet written; bounded by max_in_flight_
+  std::size_t in_flight_ = 0;  // requests read and not yet answered on the wire (<= max_in_flight_)
+  std::size_t written_ = 0;    // answers in the write in progress
+  bool writing_ = false;
+  bool read_paused_ = false;   // at the bound: the next read starts when an answer is written
+  bool reads_done_ = false;
+  bool cancelled_ = false;
+  bool broken_ = false;        // a write failed
+  bool shutting_down_ = false;
+  bool finished_ = false;      // Finish was called
+  bool registered_ = true;     // in owner_'s registry (false for refused streams)
+  // gRPC (dropped in OnDone) plus one per append the Node has not answered yet.
+  std::atomic<std::size_t> references_{1};
+};
+
+AppendStreams::AppendStreams(Node* node, std::size_t max_streams, std::size_t max_appends_per_stream,
+                             ClientRequestObserver* observer)
+    : node_(node), observer_(observer), max_streams_(max_streams), max_appends_per_stream_(max_appends_per_stream) {
+  RAFTLOG_CHECK(max_streams_ > 0 && max_appends_per_stream_ > 0, "AppendStreams bounds must be positive");
+}
+
+AppendStreams::~AppendStreams() { shutdown(); }
+
+AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* context) {
+  auto* reactor = new AppendStreamReactor(this, node_, observer_, context, max_appends_per_stream_);
+  {
+    // Registration and shutdown() serialize on mu_: a stream is either refused or registered
+    // before shutdown() cancels and waits for every registered one.
+    std::lock_guard lock(mu_);
+    if (shutting_down_ || node_->stopping()) {
+      client::ErrorDetails details;
+      details.reason = std::string(client::reason::kShuttingDown);
+      reactor->refuse(client::error_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", details));
+      return reactor;
+    }
+    if (live_.size() >= max_streams_) {
+      client::ErrorDetails details;
+      details.reason = std::string(client::reason::kTooManyPending);
+      reactor->refuse(client::error_status(
+          context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "too many AppendStream calls on this node (" + std::to_string(max_streams_) + ")", details));
+      return reactor;
+    }
+    live_.insert(reactor);
+  }
+  reactor->start();
+  return reactor;
+}
+
+void AppendStreams::unregister(AppendStreamReactor* reactor) {
+  std::lock_guard lock(mu_);
+  live_.erase(reactor);
+  drained_.notify_all();
+}
+
+std::size_t AppendStreams::open_streams() const {
+  std::lock_guard lock(mu_);
+  return live_.size();
+}
+
+void AppendStreams::shutdown() {
+  std::vector<AppendStreamReactor*> streams;
+  {
+    // A registered reactor is alive while mu_ is held (OnDone unregisters before it releases).
+    std::lock_guard lock(mu_);
+    if (shutting_down_) return;
+    shutting_down_ = true;
+    streams.assign(live_.begin(), live_.end());
+    for (AppendStreamReactor* reactor : streams) reactor->retain();
+  }
+  // Outside mu_: finishing may run OnDone inline, which unregisters.
+  for (AppendStreamReactor* reactor : streams) {
+    reactor->shut_down();
+    reactor->release();
+  }
+  // A stream whose write waits on a client that stopped reading ends when the gRPC server's
+  // shutdown deadline cancels it; the Server keeps this object alive until then.
+  std::unique_lock lock(mu_);
+  if (!drained_.wait_for(lock, std::chrono::seconds(2), [&] { return live_.empty(); })) {
+    spdlog::info("{} AppendStream calls still writing to slow clients at shutdown; the gRPC server's deadline ends them",
+                 live_.size());
+  }
+}
+
+}  // namespace raftlog::server

@@ -1,0 +1,47 @@
+#include "server/node_error_status.h"
+
+#include <grpcpp/server_context.h>
+
+namespace raftlog::server {
+
+grpc::StatusCode grpc_code(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return grpc::StatusCode::OK;
+    case ErrorCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::kNotLeader:
+    case ErrorCode::kNoLeader:
+    case ErrorCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kOutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
+    case ErrorCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::kInternal: return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
+client::ErrorAnswer error_answer(const NodeError& error) {
+  if (error.code == ErrorCode::kNotLeader || error.code == ErrorCode::kNoLeader) {
+    return client::not_leader_answer(error.leader_id, error.leader_address);
+  }
+  client::ErrorAnswer answer;
+  answer.code = grpc_code(error.code);
+  answer.message = error.message;
+  answer.details.reason = error.reason;
+  return answer;
+}
+
+grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code, const std::string& message,
+                           std::string reason) {
+  client::ErrorDetails details;
+  details.reason = std::move(reason);
+  return client::error_status(context, code, message, details);
+}
+
+grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error) {
+  if (error.ok()) return grpc::Status::OK;
+  client::ErrorAnswer answer = error_answer(error);
+  return client::error_status(context, answer.code, std::move(answer.message), answer.details);
+}
+
+}  // namespace raftlog::server
