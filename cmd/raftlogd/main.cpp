@@ -137,6 +137,9 @@ int main(int argc, char** argv) {
   flags.string_flag("flush-mode", &flush_mode, "sync|async",
                     "sync: an entry counts toward commit once fsynced; async: once written to the mapped file");
   flags.uint_flag("flush-interval-ms", &flush_interval_ms, "MS", "async mode: longest time an entry stays unflushed");
+  flags.bool_flag("zero-fill-segments", &config.store.zero_fill_segments,
+                  "write zeros over each new segment ahead of use, so that flushes never convert unwritten "
+                  "extents (faster syncs; costs one extra sequential write of every segment)");
   flags.bytes_flag("segment-size", &segment_size_bytes, "BYTES", "size of each segment file (64KiB..16GiB)");
   flags.bytes_flag("max-entry-size", &max_entry_size_bytes, "BYTES", "largest entry payload accepted");
   flags.uint_flag("max-entries-per-append", &max_entries_per_append, "N", "most entries in one Append call");

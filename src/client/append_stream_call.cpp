@@ -15,46 +15,73 @@ CallWatchdog::~CallWatchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
+void CallWatchdog::wake_if_later_than(Clock::time_point when) {
+  if (!thread_.joinable()) {
+    thread_ = std::thread([this] { run(); });
+  } else if (sleeping_until_ > when) {
+    wake_.notify_one();
+  }
+}
+
 void CallWatchdog::arm(grpc::ClientContext* context, Clock::time_point deadline) {
   std::lock_guard lock(mu_);
   armed_ = context;
   deadline_ = deadline;
   fired_ = false;
-  if (!thread_.joinable()) {
-    thread_ = std::thread([this] { run(); });
-  } else if (idle_) {
-    wake_.notify_one();
-  }
-  // Otherwise the thread sleeps until an earlier deadline of this Client (each arm() comes after
-  // the previous disarm(), and deadlines are now + a fixed timeout), then re-reads deadline_.
-  // A deadline earlier than the one it sleeps to (a shorter overall retry budget) fires late by at
-  // most the difference: still bounded by the call timeout.
+  // In a closed loop the thread sleeps until an earlier append's deadline, which is earlier than
+  // this one: no wake-up. It is woken only when it would otherwise be late.
+  wake_if_later_than(deadline);
 }
 
 bool CallWatchdog::disarm() {
   std::lock_guard lock(mu_);
   armed_ = nullptr;
+  idle_since_ = Clock::now();
   return fired_;
+}
+
+void CallWatchdog::watch_idle(grpc::ClientContext* context) {
+  std::lock_guard lock(mu_);
+  idle_context_ = context;
+  idle_fired_ = false;
+  wake_if_later_than(idle_since_ + idle_close_);
+}
+
+bool CallWatchdog::end_idle_watch() {
+  std::lock_guard lock(mu_);
+  idle_context_ = nullptr;
+  const bool fired = idle_fired_;
+  idle_fired_ = false;
+  return fired;
 }
 
 void CallWatchdog::run() {
   std::unique_lock lock(mu_);
-  // One iteration per wake-up; ends when the Client is destroyed.
+  // One iteration per wake-up; ends when the Client is destroyed. Cancelling under mu_ means
+  // disarm()/end_idle_watch() cannot return (and the caller free the context) while it runs.
   while (!stopping_) {
-    if (armed_ == nullptr) {
-      idle_ = true;
-      wake_.wait(lock);
-      idle_ = false;
-      continue;
-    }
-    if (Clock::now() >= deadline_) {
-      // Under mu_: disarm() cannot return (and the caller free the context) while it runs.
+    const Clock::time_point now = Clock::now();
+    if (armed_ != nullptr && now >= deadline_) {
       armed_->TryCancel();
       armed_ = nullptr;
       fired_ = true;
       continue;
     }
-    wake_.wait_until(lock, deadline_);
+    if (armed_ == nullptr && idle_context_ != nullptr && now >= idle_since_ + idle_close_) {
+      idle_context_->TryCancel();
+      idle_context_ = nullptr;
+      idle_fired_ = true;
+      continue;
+    }
+    sleeping_until_ = Clock::time_point::max();
+    if (armed_ != nullptr) sleeping_until_ = deadline_;
+    if (armed_ == nullptr && idle_context_ != nullptr) sleeping_until_ = idle_since_ + idle_close_;
+    if (sleeping_until_ == Clock::time_point::max()) {
+      wake_.wait(lock);
+    } else {
+      wake_.wait_until(lock, sleeping_until_);
+    }
+    sleeping_until_ = Clock::time_point::max();
   }
 }
 
@@ -92,19 +119,23 @@ StreamAppendOutcome AppendStreamCall::append(pb::AppendStreamRequest* request, C
     context_.TryCancel();
     (void)stream_->Finish();
     failed_ = true;
-    return {Status(StatusCode::kInternal, endpoint_ + ": append stream answered " +
+    // A protocol error of this stream; a retry on a new stream is safe (same sequence number).
+    return {Status(StatusCode::kUnavailable, endpoint_ + ": append stream answered " +
                                               std::to_string(answer_.results_size()) +
                                               " result(s) not matching request " + std::to_string(request_id)),
             true};
   }
   pb::AppendStreamResult& result = *answer_.mutable_results(0);
   if (result.code() != 0) {
+    // A code outside gRPC's range (a foreign or broken server) is not trusted as one.
+    const int code = result.code() > 0 && result.code() <= static_cast<int>(StatusCode::kUnauthenticated)
+                         ? result.code()
+                         : static_cast<int>(StatusCode::kUnknown);
     ErrorDetails details;
     details.leader_id = result.error_info().leader_id();
     details.leader_address = result.error_info().leader_address();
     details.reason = result.error_info().reason();
-    return {Status(static_cast<StatusCode>(result.code()), endpoint_ + ": " + result.message(), std::move(details)),
-            false};
+    return {Status(static_cast<StatusCode>(code), endpoint_ + ": " + result.message(), std::move(details)), false};
   }
   response->Swap(result.mutable_response());
   return {Status(), false};
@@ -123,12 +154,20 @@ StreamAppendOutcome AppendStreamCall::fail(bool deadline_passed, std::uint32_t w
   if (status.ok()) {
     return {Status(StatusCode::kUnavailable, endpoint_ + ": the node closed the append stream"), true};
   }
-  if (status.error_code() == grpc::StatusCode::CANCELLED) {
-    // Cancelled by the node (e.g. its shutdown deadline passed): the append's outcome is unknown,
-    // which the Client handles like any UNAVAILABLE, by retrying it with the same sequence.
-    return {Status(StatusCode::kUnavailable, endpoint_ + ": the node cancelled the append stream: " + status.error_message(),
-                   error_details(context_)),
-            true};
+  switch (status.error_code()) {
+    case grpc::StatusCode::CANCELLED:  // by the node (e.g. its shutdown deadline passed)
+    case grpc::StatusCode::INTERNAL:   // a reset stream, a proxy in between
+    case grpc::StatusCode::UNKNOWN:
+      // The append's outcome is unknown and the stream is gone: the Client handles that like any
+      // UNAVAILABLE, by retrying with the same sequence number on a new stream.
+      return {Status(StatusCode::kUnavailable,
+                     endpoint_ + ": the append stream ended with " + client::to_string(static_cast<StatusCode>(
+                                                                         status.error_code())) +
+                         ": " + status.error_message(),
+                     error_details(context_)),
+              true};
+    default:
+      break;
   }
   return {Status(static_cast<StatusCode>(status.error_code()), endpoint_ + ": " + status.error_message(),
                  error_details(context_)),

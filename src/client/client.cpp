@@ -90,6 +90,9 @@ constexpr std::uint32_t kMaxAttemptsPerCall = 10000;
 // Endpoints learned from leader hints are cached too; past this many the cache is reset.
 constexpr std::size_t kMaxCachedChannels = 2 * kMaxEndpoints;
 constexpr std::size_t kMaxMessageBytesBound = std::size_t{1} << 30;
+// How long an endpoint gets unary Appends after refusing AppendStream (see append_on_stream).
+constexpr Clock::duration kUnaryAfterUnimplemented = std::chrono::seconds(60);
+constexpr Clock::duration kUnaryAfterStreamRefused = std::chrono::seconds(5);
 
 std::string_view trim(std::string_view text) {
   const auto first = text.find_first_not_of(" \t");
@@ -252,6 +255,7 @@ std::string validate_options(const Options& options) {
   if (options.call_timeout_ms == 0) return "call_timeout_ms must be positive";
   if (options.retry_deadline_ms == 0) return "retry_deadline_ms must be positive";
   if (options.backoff_min_ms == 0) return "backoff_min_ms must be positive";
+  if (options.append_stream_idle_ms == 0) return "append_stream_idle_ms must be positive";
   if (options.backoff_min_ms > options.backoff_max_ms) return "backoff_min_ms must not exceed backoff_max_ms";
   if (options.first_sequence == 0) return "first_sequence must be at least 1";
   if (options.max_message_bytes < 1024 || options.max_message_bytes > kMaxMessageBytesBound) {
@@ -397,7 +401,20 @@ class Client::Impl {
   std::mutex append_mu_;  // one append in flight per client: the server sees sequences in order
   internal::CallWatchdog watchdog_;  // before append_stream_: outlives it
   std::unique_ptr<internal::AppendStreamCall> append_stream_;  // guarded by append_mu_
-  std::set<std::string> unary_only_endpoints_;  // guarded by append_mu_; at most kMaxCachedChannels
+  // Endpoints sent unary Appends instead of streams, until the time given. Guarded by append_mu_;
+  // at most kMaxCachedChannels entries.
+  std::map<std::string, Clock::time_point> unary_until_;
+  bool unary_only(const std::string& endpoint) {
+    const auto found = unary_until_.find(endpoint);
+    if (found == unary_until_.end()) return false;
+    if (Clock::now() < found->second) return true;
+    unary_until_.erase(found);
+    return false;
+  }
+  void use_unary_for(const std::string& endpoint, Clock::duration how_long) {
+    if (unary_until_.size() >= kMaxCachedChannels) unary_until_.clear();
+    unary_until_[endpoint] = Clock::now() + how_long;
+  }
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // bounded by kMaxCachedChannels
@@ -422,6 +439,7 @@ std::uint64_t random_client_id() {
 Client::Impl::Impl(Options options)
     : options_(std::move(options)),
       client_id_(options_.client_id != 0 ? options_.client_id : random_client_id()),
+      watchdog_(Milliseconds(options_.append_stream_idle_ms)),
       preferred_(options_.endpoints.front()),
       next_sequence_(options_.first_sequence),
       jitter_(static_cast<std::minstd_rand::result_type>(client_id_)) {}
@@ -537,7 +555,7 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
       "append",
       [&](const std::string& endpoint, grpc::ClientContext& context) -> Status {
         response.Clear();
-        if (options_.append_stream && unary_only_endpoints_.count(endpoint) == 0) {
+        if (options_.append_stream && !unary_only(endpoint)) {
           std::optional<Status> answered = append_on_stream(endpoint, context, &stream_request, &response);
           if (answered) return *std::move(answered);
         }
@@ -562,6 +580,8 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
 
 std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint, const grpc::ClientContext& context,
                                                      pb::AppendStreamRequest* request, pb::AppendResponse* response) {
+  // Closed by the watchdog after being idle: open a new one rather than fail an attempt on it.
+  if (watchdog_.end_idle_watch()) append_stream_.reset();
   if (append_stream_ == nullptr || append_stream_->endpoint() != endpoint || !append_stream_->usable()) {
     append_stream_.reset();
     append_stream_ = std::make_unique<internal::AppendStreamCall>(channel(endpoint), endpoint, &watchdog_);
@@ -570,16 +590,19 @@ std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint
   const Clock::time_point deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(context.deadline() - std::chrono::system_clock::now());
   internal::StreamAppendOutcome outcome = append_stream_->append(request, deadline, response);
+  if (append_stream_->usable()) watchdog_.watch_idle(append_stream_->context());
   if (!outcome.stream_failed) return std::move(outcome.status);
   switch (outcome.status.code()) {
     case StatusCode::kUnimplemented:
-      // A node without AppendStream (an older version): unary calls from now on.
-      if (unary_only_endpoints_.size() >= kMaxCachedChannels) unary_only_endpoints_.clear();
-      unary_only_endpoints_.insert(endpoint);
+      // A node without AppendStream (an older version): unary calls to it for a while (it may be
+      // upgraded in place, so not for ever).
+      use_unary_for(endpoint, kUnaryAfterUnimplemented);
       return std::nullopt;
     case StatusCode::kResourceExhausted:
       // The node has too many streams open, or the message is over a size limit: the unary call
-      // gives the same answer the unary API always gave.
+      // gives the same answer the unary API always gave. Asking for a stream on every append of a
+      // saturated node would double its calls, so unary for a short while.
+      use_unary_for(endpoint, kUnaryAfterStreamRefused);
       return std::nullopt;
     default:
       return std::move(outcome.status);  // UNAVAILABLE, DEADLINE_EXCEEDED, ...: retried as for unary calls

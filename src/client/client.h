@@ -140,6 +140,9 @@ struct Options {
   // call) rather than as unary Append calls. A node that does not know AppendStream (UNIMPLEMENTED)
   // or has too many streams open is sent unary calls instead; the behaviour is the same either way.
   bool append_stream = true;
+  // A stream with no append for this long is closed (the next append opens a new one), so idle
+  // Clients do not hold stream slots of the connection all Clients of a process share.
+  std::uint32_t append_stream_idle_ms = 30000;
   TlsOptions tls;                           // plaintext unless tls.enabled
 };
 

@@ -109,6 +109,10 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
                   [this, request_id, read_at = std::chrono::steady_clock::now()](AppendResult result) {
                     answer(request_id, result, read_at);
                   });
+    // Harmless if a cancellation or shutdown finished the call meanwhile: this reaction keeps the
+    // call alive, and the read then fails (OnReadDone(false) finds finished_ and does nothing).
+    // Reads are only ever started from reactions (here and OnWriteDone), never from answer() on the
+    // Node's thread, which could race OnDone.
     if (read_next) StartRead(&request_);
   }
 

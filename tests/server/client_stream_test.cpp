@@ -175,3 +175,40 @@ TEST(ClientStream, AnInvalidAppendFailsAloneAndTheStreamCarriesOn) {
 
 }  // namespace
 }  // namespace raftlog::client
+
+namespace raftlog::client {
+namespace {
+
+TEST(ClientStream, AnIdleStreamIsClosedAndTheNextAppendOpensANewOneWithoutARetry) {
+  FakeNode node(1);
+  std::atomic<int> ended_by_client{0};
+  node.log.on_append_stream = [&](grpc::ServerContext* context, int, Stream* stream) {
+    pb::AppendStreamRequest request;
+    std::uint64_t next_index = 1;
+    while (stream->Read(&request)) {
+      if (!answer_ok(stream, request, next_index)) break;
+      ++next_index;
+    }
+    if (context->IsCancelled()) ++ended_by_client;
+    return grpc::Status::OK;
+  };
+  Options options = fast_options({node.address()});
+  options.append_stream_idle_ms = 150;
+  auto client = make_client(options);
+  ASSERT_TRUE(client->append({"a"}).ok());
+  ASSERT_TRUE(client->append({"b"}).ok());
+  EXPECT_EQ(node.log.append_stream_calls(), 1);  // back to back: one stream
+  // Idle for longer than append_stream_idle_ms: the watchdog cancels the stream by itself.
+  ASSERT_TRUE(raftlog::testing::eventually([&] { return ended_by_client.load() == 1; }, 2s));
+  const auto started = std::chrono::steady_clock::now();
+  auto after_idle = client->append({"c"});
+  ASSERT_TRUE(after_idle.ok()) << after_idle.status().to_string();
+  EXPECT_EQ(after_idle->first_index, 1u);  // a new stream (the fake counts per stream)
+  EXPECT_EQ(after_idle->sequence, 3u);
+  EXPECT_EQ(node.log.append_stream_calls(), 2);
+  // Not an attempt that failed on the closed stream and slept before retrying.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 100ms);
+}
+
+}  // namespace
+}  // namespace raftlog::client
