@@ -73,6 +73,14 @@ TEST(BenchEtcdCli, BadInputIsAUsageError) {
   EXPECT_EQ(pids.exit_code, 2);
   EXPECT_NE(pids.output.find("not a process id: 'abc'"), std::string::npos) << pids.output;
   EXPECT_EQ(run("cluster --endpoints 127.0.0.1:2379 --server-pids 0").exit_code, 2);
+  const auto rpc = run("cluster --endpoints 127.0.0.1:2379 --append-rpc carrier-pigeon");
+  EXPECT_EQ(rpc.exit_code, 2);
+  EXPECT_NE(rpc.output.find("--append-rpc must be stream or unary"), std::string::npos) << rpc.output;
+  const auto help = run("cluster --help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  for (const char* flag : {"--append-rpc", "--producer-lanes", "--server-pids"}) {
+    EXPECT_NE(help.output.find(flag), std::string::npos) << flag << " missing from:\n" << help.output;
+  }
 }
 
 TEST(BenchEtcdCli, UnreachableEtcdFailsWithAClearMessage) {
