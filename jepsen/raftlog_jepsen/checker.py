@@ -256,6 +256,23 @@ def check_nodes(history):
     return _result(len(exits), anomalies)
 
 
+def check_stream_protocol(history):
+    """No append saw an AppendStream answer that breaks the API's contract (append_stream.py: a wrong
+    request_id, several results for one request, code 0 without a response, a stream ending OK before
+    the client half-closed). Such an attempt is classified unknown for the other checkers; this one
+    reports it. Checks the appends made over AppendStream."""
+    anomalies = []
+    checked = 0
+    for op in ops_of(history, "append"):
+        if op.get("transport") == "stream":
+            checked += 1
+        if op.get("protocol_error_count"):
+            anomalies.append({"op": op.get("id"), "process": op.get("process"), "client_id": op.get("client_id"),
+                              "sequence": op.get("sequence"), "count": op["protocol_error_count"],
+                              "errors": op.get("protocol_errors", [])})
+    return _result(checked, anomalies)
+
+
 def check_all(history, final):
     ref = reference_log(final)
     return {
@@ -269,6 +286,7 @@ def check_all(history, final):
         "reads": check_reads(history, ref),
         "tails": check_tails(history, ref),
         "nodes": check_nodes(history),
+        "stream-protocol": check_stream_protocol(history),
     }
 
 
@@ -282,6 +300,13 @@ def outcome_counts(history):
                 key = ("linearizable-" if op.get("linearizable") else "ordinary-") + op["type"]
             counts.setdefault(f, {}).setdefault(key, 0)
             counts[f][key] += 1
+            if f == "append" and op.get("process") != "final":
+                # Per transport (ops recorded before the transport was recorded count as unary).
+                by_transport = counts.setdefault("append_by_transport", {}).setdefault(
+                    op.get("transport", "unary"), {})
+                by_transport[key] = by_transport.get(key, 0) + 1
+                if op.get("streams_opened"):
+                    counts["append_streams_opened"] = counts.get("append_streams_opened", 0) + op["streams_opened"]
         elif f == "nemesis" and op.get("phase") == "start":
             counts.setdefault("nemesis", {}).setdefault(op["kind"], 0)
             counts["nemesis"][op["kind"]] += 1

@@ -39,6 +39,9 @@ def parse_args(argv):
     p.add_argument("--writers", type=int, default=4, help="concurrent appending clients")
     p.add_argument("--interval-ms", type=float, default=20.0, help="mean pause between one client's ops")
     p.add_argument("--flush-mode", choices=["sync", "async"], default="sync")
+    p.add_argument("--append-rpc", choices=list(workload.APPEND_RPCS), default="mixed",
+                   help="how writers append: unary Log/Append, Log/AppendStream, or mixed (even writers "
+                        "stream, odd ones unary; the default)")
     p.add_argument("--overwrite", action="store_true", help="replace the results of an earlier run in --out")
     p.add_argument("--loopback", action="store_true", help="do not use network namespaces")
     p.add_argument("--cleanup", action="store_true", help="remove namespaces, links and mounts left by a dead run")
@@ -155,9 +158,12 @@ def main(argv):
 
     meta = {"seed": args.seed, "nodes": args.nodes, "time_limit_s": args.time_limit, "nemeses": kinds,
             "skipped_nemeses": skipped, "network": "netns" if use_netns else "loopback",
-            "flush_mode": args.flush_mode, "raftlogd": args.raftlogd}
-    log("jepsen: %d nodes, %.0f s, nemeses [%s], seed %d, out %s, network %s" % (
-        args.nodes, args.time_limit, ",".join(kinds), args.seed, out_dir, meta["network"]))
+            "flush_mode": args.flush_mode, "raftlogd": args.raftlogd, "append_rpc": args.append_rpc,
+            "writer_transports": {w: workload.writer_transport(args.append_rpc, w) for w in range(args.writers)}}
+    log("jepsen: %d nodes, %.0f s, nemeses [%s], seed %d, out %s, network %s, append rpc %s" % (
+        args.nodes, args.time_limit, ",".join(kinds), args.seed, out_dir, meta["network"], args.append_rpc))
+    if args.append_rpc == "mixed" and args.writers < 2:
+        log("note: --append-rpc mixed with one writer uses only AppendStream")
 
     rng = random.Random(args.seed)
     history = history_mod.History(os.path.join(out_dir, "history.jsonl"))
@@ -187,7 +193,8 @@ def main(argv):
         shared = workload.Shared()
         interval_s = args.interval_ms / 1000.0
         for w in range(args.writers):
-            threads.append(workload.Writer(w, client_cluster, history, rng.getrandbits(64), stop, shared, interval_s))
+            threads.append(workload.Writer(w, client_cluster, history, rng.getrandbits(64), stop, shared, interval_s,
+                                           transport=meta["writer_transports"][w]))
         threads.append(workload.Reader(100, client_cluster, history, rng.getrandbits(64), stop, shared, interval_s))
         tailer = workload.Tailer(200, client_cluster, history, rng.getrandbits(64), stop)
         threads.append(tailer)

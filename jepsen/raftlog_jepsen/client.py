@@ -1,6 +1,8 @@
 """An independent Python gRPC client for raftlog (not the C++ client library), so the harness does
 not share the library's bugs. It implements leader redirects, idempotent append retries and the
-classification of every attempt's status into ok / definite failure / unknown.
+classification of every attempt's status into ok / definite failure / unknown. An append attempt
+travels either as a unary Log/Append (UnaryTransport, here) or over a Log/AppendStream call
+(append_stream.StreamTransport); both yield an Outcome that is classified the same way.
 """
 import threading
 import time
@@ -14,7 +16,7 @@ ERROR_INFO_KEY = "raftlog-error-bin"
 # UNAVAILABLE (LEADERSHIP_LOST / SHUTTING_DOWN), DEADLINE_EXCEEDED and transport errors are unknown.
 DEFINITE_FAILURE_REASONS = {
     "NOT_LEADER", "NO_LEADER", "EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES",
-    "APPEND_TOO_LARGE", "SEQUENCE_TOO_OLD", "DISK_FULL", "TOO_MANY_PENDING",
+    "APPEND_TOO_LARGE", "SEQUENCE_TOO_OLD", "DISK_FULL", "DISK_WATERMARK", "TOO_MANY_PENDING",
 }
 # Reasons after which retrying the same (client_id, sequence) cannot help.
 FATAL_REASONS = {"EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES", "APPEND_TOO_LARGE",
@@ -119,10 +121,45 @@ def rpc_code_name(rpc_error):
         return "UNKNOWN"
 
 
-def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeout_s=2.0, stop=None):
-    """Appends `values` (bytes) as one Append call with (client_id, sequence), retrying with the same pair
-    until ok, a fatal refusal, `deadline_s` (monotonic) or `stop` is set.
+class Outcome:
+    """What one append attempt ended with, whichever RPC carried it: the response (ok), or the status
+    code name, reason word, leader hint (node id or None) and message of the refusal or failure.
+    `stream_broken` (AppendStream only): the call can carry no more appends and must be replaced."""
+
+    def __init__(self, response=None, code="OK", reason="", leader=None, message="", stream_broken=False):
+        self.response, self.code, self.reason, self.leader = response, code, reason, leader
+        self.message, self.stream_broken = message, stream_broken
+
+
+class UnaryTransport:
+    """Each attempt is one unary Log/Append call."""
+
+    name = "unary"
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+
+    def attempt(self, node, request, timeout_s):
+        try:
+            return Outcome(response=self.cluster.log_stub(node).Append(request, timeout=timeout_s))
+        except grpc.RpcError as e:
+            reason, leader = self.cluster.error_info(e)
+            return Outcome(code=rpc_code_name(e), reason=reason, leader=leader,
+                           message=e.details() if hasattr(e, "details") else "")
+
+    def close(self):
+        pass
+
+
+def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeout_s=2.0, stop=None,
+           transport=None):
+    """Appends `values` (bytes) as one append with (client_id, sequence), retrying with the same pair
+    until ok, a fatal refusal, `deadline_s` (monotonic) or `stop` is set. `transport` carries each
+    attempt (UnaryTransport by default, or append_stream.StreamTransport); the retry policy and the
+    classification of the attempts do not depend on it.
     Returns (type, response_or_None, final_node, attempts)."""
+    if transport is None:
+        transport = UnaryTransport(cluster)
     attempts = []
     node = cluster.leader_hint or rng.choice(sorted(cluster.addresses))
     backoff_s = 0.02
@@ -132,24 +169,23 @@ def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeou
         remaining = deadline_s - time.monotonic()
         if remaining <= 0 or (stop is not None and stop.is_set() and attempts):
             break
-        try:
-            response = cluster.log_stub(node).Append(request, timeout=min(attempt_timeout_s, remaining))
+        outcome = transport.attempt(node, request, min(attempt_timeout_s, remaining))
+        if outcome.response is not None:
             cluster.leader_hint = node
-            return "ok", response, node, attempts
-        except grpc.RpcError as e:
-            reason, leader = cluster.error_info(e)
-            attempt = Attempt(node, rpc_code_name(e), reason, e.details() if hasattr(e, "details") else "")
-            attempts.append(attempt)
-            if reason in FATAL_REASONS:
-                break
-            if reason == "NOT_LEADER" and leader is not None and leader != node:
-                node = leader  # one hop, no sleep
-                continue
-            if cluster.leader_hint == node:
-                cluster.leader_hint = None
-            time.sleep(min(backoff_s, max(0.0, deadline_s - time.monotonic())))
-            backoff_s = min(backoff_s * 2, 0.5) * (0.75 + 0.5 * rng.random())
-            node = rng.choice(sorted(cluster.addresses))
+            return "ok", outcome.response, node, attempts
+        attempt = Attempt(node, outcome.code, outcome.reason, outcome.message)
+        attempts.append(attempt)
+        reason, leader = outcome.reason, outcome.leader
+        if reason in FATAL_REASONS:
+            break
+        if reason == "NOT_LEADER" and leader is not None and leader != node:
+            node = leader  # one hop, no sleep
+            continue
+        if cluster.leader_hint == node:
+            cluster.leader_hint = None
+        time.sleep(min(backoff_s, max(0.0, deadline_s - time.monotonic())))
+        backoff_s = min(backoff_s * 2, 0.5) * (0.75 + 0.5 * rng.random())
+        node = rng.choice(sorted(cluster.addresses))
     final_node = attempts[-1].node if attempts else node
     if attempts and all(a.definite_failure() for a in attempts):
         return "fail", None, final_node, attempts

@@ -48,7 +48,8 @@ def collect(cluster_client, history, converge_timeout_s=30.0):
             cluster_client, random.Random(0), BARRIER_CLIENT_ID, 1, [payload], time.monotonic() + 10.0)
         op = {"f": "append", "process": "final", "client_id": BARRIER_CLIENT_ID, "sequence": 1, "values": values,
               "invoke": invoke, "complete": history.now(), "type": outcome, "node": node,
-              "attempts": [a.to_json() for a in attempts[-10:]], "attempt_count": len(attempts)}
+              "attempts": [a.to_json() for a in attempts[-10:]], "attempt_count": len(attempts),
+              "transport": "unary"}
         if response is not None:
             op.update(first_index=response.first_index, last_index=response.last_index, term=response.term,
                       duplicate=response.duplicate)

@@ -19,6 +19,7 @@ def main(argv):
     p.add_argument("--seed-start", type=int, default=1)
     p.add_argument("--out", default=os.path.join(os.path.dirname(RUN), "..", "build", "jepsen", "suite"))
     p.add_argument("--raftlogd", default=None)
+    p.add_argument("--append-rpc", choices=["unary", "stream", "mixed"], default="mixed")
     args = p.parse_args(argv)
     if not 1 <= args.runs <= MAX_RUNS:
         p.error("--runs must be in 1..%d" % MAX_RUNS)
@@ -32,7 +33,8 @@ def main(argv):
             nodes = node_counts[k % len(node_counts)]
             out = os.path.join(args.out, "seed%d-n%d" % (seed, nodes))
             cmd = [sys.executable, RUN, "--nodes", str(nodes), "--time-limit", str(args.time_limit),
-                   "--nemesis", args.nemesis, "--seed", str(seed), "--out", out, "--overwrite"]
+                   "--nemesis", args.nemesis, "--seed", str(seed), "--out", out, "--overwrite",
+                   "--append-rpc", args.append_rpc]
             if args.raftlogd:
                 cmd += ["--raftlogd", args.raftlogd]
             started = time.monotonic()
@@ -44,6 +46,7 @@ def main(argv):
                     results = json.load(f)
                 line["valid"] = results.get("valid")
                 line["appends"] = results.get("outcomes", {}).get("append", {})
+                line["appends_by_transport"] = results.get("outcomes", {}).get("append_by_transport", {})
                 line["nemeses"] = results.get("outcomes", {}).get("nemesis", {})
                 line["failed_checkers"] = [n for n, c in results.get("checkers", {}).items() if not c["valid"]]
             except (OSError, ValueError):

@@ -9,12 +9,14 @@ import zlib
 
 import grpc
 
-from . import client
+from . import append_stream, client
 
 OP_TIMEOUT_S = 8.0           # one append, all attempts (a real producer gives up eventually)
 READ_MAX_ENTRIES = 64
 TAIL_SESSION_S = (2.0, 6.0)  # a tail stream is cancelled and reopened on another node after this
 MAX_OPS_PER_PROCESS = 1_000_000
+APPEND_RPCS = ("unary", "stream", "mixed")
+MAX_PROTOCOL_ERRORS_KEPT = 10
 
 
 MAX_PADDING_BYTES = 2048     # payloads are padded so the log grows fast enough to roll segments
@@ -48,10 +50,25 @@ class Shared:
             self.max_acked_index = max(self.max_acked_index, index)
 
 
+def writer_transport(append_rpc, process):
+    """The RPC writer `process` appends with: `mixed` gives even writers AppendStream and odd ones
+    the unary Append, so a run with two or more writers covers both."""
+    if append_rpc == "mixed":
+        return "stream" if process % 2 == 0 else "unary"
+    if append_rpc not in ("unary", "stream"):
+        raise ValueError("append RPC must be one of %s" % ", ".join(APPEND_RPCS))
+    return append_rpc
+
+
+def make_transport(name, cluster):
+    return append_stream.StreamTransport(cluster) if name == "stream" else client.UnaryTransport(cluster)
+
+
 class Writer(threading.Thread):
-    def __init__(self, process, cluster, history, seed, stop, shared, interval_s):
+    def __init__(self, process, cluster, history, seed, stop, shared, interval_s, transport="unary"):
         super().__init__(name="writer-%d" % process, daemon=True)
         self.process = process
+        self.transport_name = transport
         self.cluster = cluster
         self.history = history
         self.rng = random.Random(seed)
@@ -61,6 +78,13 @@ class Writer(threading.Thread):
         self.interval_s = interval_s
 
     def run(self):
+        transport = make_transport(self.transport_name, self.cluster)
+        try:
+            self._run(transport)
+        finally:
+            transport.close()  # no stream or thread outlives the writer
+
+    def _run(self, transport):
         sequence = 0
         for _ in range(MAX_OPS_PER_PROCESS):
             if self.stop.is_set():
@@ -70,12 +94,20 @@ class Writer(threading.Thread):
                         for k in range(self.rng.choice([1, 1, 1, 2, 3]))]
             values = [compact(p) for p in payloads]
             invoke = self.history.now()
+            streams_before = getattr(transport, "streams_opened", 0)
             outcome, response, node, attempts = client.append(
                 self.cluster, self.rng, self.client_id, sequence, payloads, time.monotonic() + OP_TIMEOUT_S,
-                stop=self.stop)
+                stop=self.stop, transport=transport)
             op = {"f": "append", "process": self.process, "client_id": self.client_id, "sequence": sequence,
                   "values": values, "invoke": invoke, "complete": self.history.now(), "type": outcome,
-                  "node": node, "attempts": [a.to_json() for a in attempts[-10:]], "attempt_count": len(attempts)}
+                  "node": node, "attempts": [a.to_json() for a in attempts[-10:]], "attempt_count": len(attempts),
+                  "transport": transport.name}
+            if transport.name == "stream":
+                op["streams_opened"] = transport.streams_opened - streams_before
+            protocol_errors = [a.message for a in attempts if a.code == append_stream.PROTOCOL_ERROR]
+            if protocol_errors:
+                op.update(protocol_error_count=len(protocol_errors),
+                          protocol_errors=protocol_errors[:MAX_PROTOCOL_ERRORS_KEPT])
             if response is not None:
                 op.update(first_index=response.first_index, last_index=response.last_index,
                           term=response.term, duplicate=response.duplicate)
