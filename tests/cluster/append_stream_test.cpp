@@ -120,6 +120,15 @@ TEST_F(AppendStreamTest, PipelinedRequestsPastTheBoundAreEachAnsweredOnceAndAnIn
 
 TEST_F(AppendStreamTest, AFollowerAnswersEveryRequestWithTheLeaderAndKeepsTheStreamOpen) {
   const int follower = leader_ == 1 ? 2 : 1;
+  // Right after the election a follower may not have heard from the leader yet (it would answer
+  // NO_LEADER): wait, bounded, until it names the leader.
+  bool knows_leader = false;
+  for (int attempt = 0; attempt < 100 && !knows_leader; ++attempt) {
+    auto status = cluster_->status(follower);
+    knows_leader = status && status->leader_id == static_cast<std::uint64_t>(leader_);
+    if (!knows_leader) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(knows_leader) << cluster_->log_tail(follower);
   OpenStream open(cluster_->address(follower));
   for (std::uint64_t id = 1; id <= 3; ++id) {
     ASSERT_TRUE(open.send(id, {"x"}));
