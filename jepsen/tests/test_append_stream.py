@@ -70,6 +70,14 @@ class FakeNode(pb2_grpc.LogServicer):
         return pb2.AppendResponse(first_index=first, last_index=first + len(append.entries) - 1, term=1)
 
     @staticmethod
+    def _end(context, code, reason):
+        """Ends the stream: OK (code 0) by returning, else with `code` and the reason's ErrorInfo."""
+        if code == 0:
+            return
+        context.set_trailing_metadata(error_trailer(reason))
+        context.abort(code_enum(code), "ended: " + reason)
+
+    @staticmethod
     def _hang(context):
         deadline = time.monotonic() + HANG_LIMIT_S
         while context.is_active() and time.monotonic() < deadline:
@@ -116,10 +124,8 @@ class FakeNode(pb2_grpc.LogServicer):
                 return
             elif action[0] == "end":
                 _, code, reason = action
-                if code == 0:
-                    return
-                context.set_trailing_metadata(error_trailer(reason))
-                context.abort(code_enum(code), "ended: " + reason)
+                self._end(context, code, reason)
+                return
             elif action[0] == "wrong-id":
                 yield pb2.AppendStreamResponse(results=[pb2.AppendStreamResult(
                     request_id=rid + 7, response=self._response(request.append))])
@@ -131,10 +137,8 @@ class FakeNode(pb2_grpc.LogServicer):
                 yield pb2.AppendStreamResponse(results=[pb2.AppendStreamResult(
                     request_id=rid, response=self._response(request.append))])
                 _, code, reason = action
-                if code == 0:
-                    return
-                context.set_trailing_metadata(error_trailer(reason))
-                context.abort(code_enum(code), "ended: " + reason)
+                self._end(context, code, reason)
+                return
             elif action[0] == "ok-without-response":
                 yield pb2.AppendStreamResponse(results=[pb2.AppendStreamResult(request_id=rid)])
 
