@@ -351,6 +351,11 @@ bool decode_health_response(const std::string& bytes, std::uint64_t* status) {
 class Client::Impl {
  public:
   explicit Impl(Options options);
+  // The watchdog may be watching the idle stream: stop that before the stream goes.
+  ~Impl() {
+    watchdog_.end_idle_watch();
+    append_stream_.reset();
+  }
 
   std::uint64_t client_id() const { return client_id_; }
   std::uint64_t next_sequence() const {
