@@ -101,6 +101,10 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
       ++in_flight_;
       read_next = in_flight_ < max_in_flight_;
       read_paused_ = !read_next;
+      // No other read may start until this append is queued on the node: the node then proposes a
+      // stream's appends in the order they were sent (a paused read resumed by OnWriteDone on
+      // another thread could otherwise overtake this one).
+      handing_over_ = true;
       references_.fetch_add(1);
     }
     // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread
@@ -109,11 +113,15 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
                   [this, request_id, read_at = std::chrono::steady_clock::now()](AppendResult result) {
                     answer(request_id, result, read_at);
                   });
-    // Harmless if a cancellation or shutdown finished the call meanwhile: this reaction keeps the
-    // call alive, and the read then fails (OnReadDone(false) finds finished_ and does nothing).
+    std::unique_lock lock(mu_);
+    handing_over_ = false;
     // Reads are only ever started from reactions (here and OnWriteDone), never from answer() on the
-    // Node's thread, which could race OnDone.
-    if (read_next) StartRead(&request_);
+    // Node's thread, which could race OnDone. Starting one after a cancellation or shutdown finished
+    // the call is harmless: this reaction keeps the call alive and the read fails.
+    Actions actions = next_actions(lock);  // may resume a read paused at the bound meanwhile
+    if (read_next && !stopped_locked()) actions.read = true;
+    lock.unlock();
+    act(actions);
   }
 
   void OnWriteDone(bool ok) override {
@@ -207,7 +215,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
       writing_ = true;
       actions.write = true;
     }
-    if (read_paused_ && in_flight_ < max_in_flight_ && !reads_done_) {
+    if (read_paused_ && in_flight_ < max_in_flight_ && !reads_done_ && !handing_over_) {
       read_paused_ = false;
       actions.read = true;
     }
@@ -242,6 +250,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   std::size_t written_ = 0;    // answers in the write in progress
   bool writing_ = false;
   bool read_paused_ = false;   // at the bound: the next read starts when an answer is written
+  bool handing_over_ = false;  // OnReadDone is passing a request to the node: no read starts meanwhile
   bool reads_done_ = false;
   bool cancelled_ = false;
   bool broken_ = false;        // a write failed
