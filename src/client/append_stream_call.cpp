@@ -131,11 +131,8 @@ StreamAppendOutcome AppendStreamCall::append(pb::AppendStreamRequest* request, C
     const int code = result.code() > 0 && result.code() <= static_cast<int>(StatusCode::kUnauthenticated)
                          ? result.code()
                          : static_cast<int>(StatusCode::kUnknown);
-    ErrorDetails details;
-    details.leader_id = result.error_info().leader_id();
-    details.leader_address = result.error_info().leader_address();
-    details.reason = result.error_info().reason();
-    return {Status(static_cast<StatusCode>(code), endpoint_ + ": " + result.message(), std::move(details)), false};
+    return {Status(static_cast<StatusCode>(code), endpoint_ + ": " + result.message(), from_wire(result.error_info())),
+            false};
   }
   response->Swap(result.mutable_response());
   return {Status(), false};

@@ -7,12 +7,24 @@
 
 namespace raftlog::client {
 
+void to_wire(const ErrorDetails& details, raftlog::v1::ErrorInfo* out) {
+  out->set_leader_id(details.leader_id);
+  out->set_leader_address(details.leader_address);
+  out->set_reason(details.reason);
+}
+
+ErrorDetails from_wire(const raftlog::v1::ErrorInfo& info) {
+  ErrorDetails details;
+  details.leader_id = info.leader_id();
+  details.leader_address = info.leader_address();
+  details.reason = info.reason();
+  return details;
+}
+
 grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code, std::string message,
                           const ErrorDetails& details) {
   raftlog::v1::ErrorInfo info;
-  info.set_leader_id(details.leader_id);
-  info.set_leader_address(details.leader_address);
-  info.set_reason(details.reason);
+  to_wire(details, &info);
   context->AddTrailingMetadata(std::string(kErrorInfoMetadataKey), info.SerializeAsString());
   return {code, std::move(message)};
 }
@@ -45,11 +57,7 @@ std::optional<ErrorDetails> error_details(const grpc::ClientContext& context) {
   if (found == trailers.end()) return std::nullopt;
   raftlog::v1::ErrorInfo info;
   if (!info.ParseFromArray(found->second.data(), static_cast<int>(found->second.size()))) return std::nullopt;
-  ErrorDetails details;
-  details.leader_id = info.leader_id();
-  details.leader_address = info.leader_address();
-  details.reason = info.reason();
-  return details;
+  return from_wire(info);
 }
 
 }  // namespace raftlog::client

@@ -19,6 +19,10 @@ class ClientContext;
 class ServerContextBase;
 }  // namespace grpc
 
+namespace raftlog::v1 {
+class ErrorInfo;
+}  // namespace raftlog::v1
+
 namespace raftlog::client {
 
 // A refusal as the server states it: the status code and message, plus the details for ErrorInfo.
@@ -40,6 +44,11 @@ grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode cod
 // Server side: not_leader_answer() as the status of a call.
 grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t leader_id,
                                std::string leader_address);
+
+// ErrorDetails <-> raftlog.v1.ErrorInfo: the one mapping used for trailing metadata and for the
+// per-append answers of AppendStream.
+void to_wire(const ErrorDetails& details, raftlog::v1::ErrorInfo* out);
+ErrorDetails from_wire(const raftlog::v1::ErrorInfo& info);
 
 // Client side: the details of a finished call, or nullopt when the server attached none (or they do
 // not parse: a foreign or corrupt value is ignored rather than trusted).

@@ -30,10 +30,7 @@ void fill_answer(const AppendResult& result, v1::AppendStreamResult* out) {
   client::ErrorAnswer answer = error_answer(result.error);
   out->set_code(static_cast<int>(answer.code));
   out->set_message(std::move(answer.message));
-  v1::ErrorInfo* info = out->mutable_error_info();
-  info->set_leader_id(answer.details.leader_id);
-  info->set_leader_address(std::move(answer.details.leader_address));
-  info->set_reason(std::move(answer.details.reason));
+  client::to_wire(answer.details, out->mutable_error_info());
 }
 
 }  // namespace
