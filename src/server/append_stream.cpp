@@ -194,10 +194,9 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
         finished_ = true;
         actions.finish = true;
         if (shutting_down_ && !cancelled_ && !broken_) {
-          client::ErrorDetails details;
-          details.reason = std::string(client::reason::kShuttingDown);
-          actions.status = client::error_status(context_, grpc::StatusCode::UNAVAILABLE,
-                                                "node shutting down; retry on another node", details);
+          actions.status = reason_status(context_, grpc::StatusCode::UNAVAILABLE,
+                                         "node shutting down; retry on another node",
+                                         std::string(client::reason::kShuttingDown));
         } else {
           actions.status = grpc::Status(grpc::StatusCode::CANCELLED, "append stream cancelled");
         }
@@ -273,17 +272,14 @@ AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* cont
     // before shutdown() cancels and waits for every registered one.
     std::lock_guard lock(mu_);
     if (shutting_down_ || node_->stopping()) {
-      client::ErrorDetails details;
-      details.reason = std::string(client::reason::kShuttingDown);
-      reactor->refuse(client::error_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", details));
+      reactor->refuse(reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
+                                    std::string(client::reason::kShuttingDown)));
       return reactor;
     }
     if (live_.size() >= max_streams_) {
-      client::ErrorDetails details;
-      details.reason = std::string(client::reason::kTooManyPending);
-      reactor->refuse(client::error_status(
-          context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-          "too many AppendStream calls on this node (" + std::to_string(max_streams_) + ")", details));
+      reactor->refuse(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                    "too many AppendStream calls on this node (" + std::to_string(max_streams_) + ")",
+                                    std::string(client::reason::kTooManyPending)));
       return reactor;
     }
     live_.insert(reactor);
