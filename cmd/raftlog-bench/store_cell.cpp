@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <deque>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -24,14 +26,9 @@ constexpr std::size_t kMaxLatencySamples = 1 << 20;  // across all writers
 // State shared by the writers of one cell.
 struct Shared {
   store::CommitLog* log = nullptr;
-  bool sync_mode = true;
   std::uint64_t max_entries = 0;  // bound derived from max_payload_bytes
 
-  // Index assignment and append order: the store requires contiguous indexes, so a writer takes the
-  // next index and hands its entry to the log under this mutex, then waits for durability outside
-  // it — exactly the pattern that lets the store's flusher group-commit many writers at once.
-  std::mutex order_mutex;
-  std::uint64_t next_index = 1;
+  std::atomic<std::uint64_t> entries_taken{0};  // bounds the cell at max_entries
 
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> acked_entries{0};
@@ -56,35 +53,84 @@ void writer_loop(Shared& shared, std::uint64_t writer_id, std::uint64_t entry_by
   latencies_us.reserve(latency_capacity);
   while (!shared.stop.load(std::memory_order_relaxed)) {
     const auto started = Clock::now();
-    std::uint64_t index = 0;
-    {
-      std::lock_guard lock(shared.order_mutex);
-      if (shared.stop.load(std::memory_order_relaxed)) break;
-      if (shared.next_index > shared.max_entries) {
-        shared.stop.store(true);
-        break;
-      }
-      index = shared.next_index;
-      const store::EntryToAppend entry{
-          store::EntryMeta{index, 1, store::EntryType::kNormal, 0, writer_id + 1, ++sequence}, payload};
-      auto appended = shared.log->append_no_wait(std::span<const store::EntryToAppend>(&entry, 1));
-      if (!appended.ok()) {
-        shared.fail("append of index " + std::to_string(index) + " failed: " + appended.status().to_string());
-        return;
-      }
-      assert(appended->first == index && appended->last == index);
-      ++shared.next_index;
+    if (shared.entries_taken.fetch_add(1) >= shared.max_entries) {
+      shared.stop.store(true);
+      break;
     }
-    if (shared.sync_mode) {
-      if (const store::Status flushed = shared.log->wait_flushed(index); !flushed.ok()) {
-        shared.fail("wait_flushed(" + std::to_string(index) + ") failed: " + flushed.to_string());
-        return;
-      }
+    // Index 0: the log assigns the next index. Sync mode: append() returns once the entry is
+    // durable, and concurrent writers share both the write (the log's append group) and the flush
+    // (group commit). Async mode: returns once written.
+    const store::EntryToAppend entry{
+        store::EntryMeta{0, 1, store::EntryType::kNormal, 0, writer_id + 1, ++sequence}, payload};
+    auto appended = shared.log->append(std::span<const store::EntryToAppend>(&entry, 1));
+    if (!appended.ok()) {
+      shared.fail("append failed: " + appended.status().to_string());
+      return;
     }
+    assert(appended->first == appended->last);
     shared.acked_entries.fetch_add(1, std::memory_order_relaxed);
     if (latencies_us.size() < latency_capacity) {
       const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
       latencies_us.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(elapsed, UINT32_MAX)));
+    }
+  }
+}
+
+// WriterModel::kCompletion: every writer has at most one entry outstanding; the next one is appended
+// when the previous is acknowledged. Each writer's entry is its own append_no_wait() call (one
+// write each, no batching across writers); only the waiting is shared: one wait_flushed() for the
+// oldest outstanding entry, instead of one sleeping thread per writer.
+void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entry_bytes, bool sync_mode,
+                       std::size_t latency_capacity, std::vector<std::uint32_t>& latencies_us) {
+  struct Outstanding {
+    std::uint64_t index = 0;
+    std::uint64_t writer = 0;
+    Clock::time_point started;
+  };
+  std::vector<std::string> payloads;
+  for (std::uint64_t w = 0; w < writers; ++w) payloads.emplace_back(entry_bytes, static_cast<char>('A' + w % 26));
+  std::vector<std::uint64_t> sequences(writers, 0);
+  std::deque<Outstanding> outstanding;  // in index order; at most one per writer
+  std::vector<std::uint64_t> ready(writers);
+  for (std::uint64_t w = 0; w < writers; ++w) ready[w] = w;
+  latencies_us.reserve(latency_capacity);
+  // Bounded by the cell's deadline (stop) and by max_entries.
+  while (!shared.stop.load(std::memory_order_relaxed)) {
+    for (const std::uint64_t writer : ready) {
+      if (shared.entries_taken.fetch_add(1) >= shared.max_entries) {
+        shared.stop.store(true);
+        break;
+      }
+      const store::EntryToAppend entry{
+          store::EntryMeta{0, 1, store::EntryType::kNormal, 0, writer + 1, ++sequences[writer]}, payloads[writer]};
+      const auto started = Clock::now();
+      auto appended = shared.log->append_no_wait(std::span<const store::EntryToAppend>(&entry, 1));
+      if (!appended.ok()) {
+        shared.fail("append failed: " + appended.status().to_string());
+        return;
+      }
+      outstanding.push_back({appended->last, writer, started});
+    }
+    ready.clear();
+    if (outstanding.empty()) break;
+    if (sync_mode) {
+      if (const store::Status flushed = shared.log->wait_flushed(outstanding.front().index); !flushed.ok()) {
+        shared.fail("wait_flushed failed: " + flushed.to_string());
+        return;
+      }
+    }
+    // Async mode: an append is acknowledged once written, which it already is.
+    const std::uint64_t acknowledged = sync_mode ? shared.log->flushed_index() : UINT64_MAX;
+    const auto now = Clock::now();
+    while (!outstanding.empty() && outstanding.front().index <= acknowledged) {
+      const Outstanding& done = outstanding.front();
+      shared.acked_entries.fetch_add(1, std::memory_order_relaxed);
+      if (latencies_us.size() < latency_capacity) {
+        const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now - done.started).count();
+        latencies_us.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(elapsed, UINT32_MAX)));
+      }
+      ready.push_back(done.writer);
+      outstanding.pop_front();
     }
   }
 }
@@ -113,11 +159,16 @@ double CellResult::flushes_per_s() const { return per_second(static_cast<double>
 double CellResult::sync_busy_ratio() const {
   return seconds <= 0.0 ? 0.0 : static_cast<double>(sync_duration_us) / 1e6 / seconds;
 }
+double CellResult::appends_per_write() const {
+  return group_writes == 0 ? 0.0 : static_cast<double>(grouped_appends) / static_cast<double>(group_writes);
+}
 double CellResult::sync_calls_per_s() const { return per_second(static_cast<double>(sync_calls), seconds); }
 double CellResult::entries_per_flush() const {
   return flushes == 0 ? 0.0 : static_cast<double>(entries_flushed) / static_cast<double>(flushes);
 }
 std::uint64_t CellResult::bytes_per_flush() const { return flushes == 0 ? 1 : std::max<std::uint64_t>(1, bytes_flushed / flushes); }
+
+const char* to_string(WriterModel model) { return model == WriterModel::kThread ? "thread" : "completion"; }
 
 std::string size_label(std::uint64_t bytes) {
   if (bytes >= (1U << 20) && bytes % (1U << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
@@ -146,7 +197,6 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
 
   Shared shared;
   shared.log = log.get();
-  shared.sync_mode = config.mode == store::FlushMode::kSync;
   shared.max_entries = std::max<std::uint64_t>(1, config.max_payload_bytes / config.entry_bytes);
 
   const std::string label = cell_label(config.mode, config.writers, config.entry_bytes);
@@ -163,10 +213,15 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
              " flushes=" + std::to_string(stats.flushes - before.flushes);
     });
     std::vector<std::thread> threads;
-    threads.reserve(config.writers);
-    for (std::uint64_t w = 0; w < config.writers; ++w) {
-      threads.emplace_back(writer_loop, std::ref(shared), w, config.entry_bytes, latency_capacity,
-                           std::ref(latencies[w]));
+    if (config.writer_model == WriterModel::kCompletion) {
+      threads.emplace_back(completion_driver, std::ref(shared), config.writers, config.entry_bytes,
+                           config.mode == store::FlushMode::kSync, kMaxLatencySamples, std::ref(latencies[0]));
+    } else {
+      threads.reserve(config.writers);
+      for (std::uint64_t w = 0; w < config.writers; ++w) {
+        threads.emplace_back(writer_loop, std::ref(shared), w, config.entry_bytes, latency_capacity,
+                             std::ref(latencies[w]));
+      }
     }
     // Sleep in short steps so that a budget-limited or failed cell ends early.
     const auto deadline = start + config.duration;
@@ -197,6 +252,8 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
   result.entries_flushed = after.entries_flushed - before.entries_flushed;
   result.bytes_flushed = after.bytes_flushed - before.bytes_flushed;
   result.sync_duration_us = after.sync_duration_us - before.sync_duration_us;
+  result.grouped_appends = after.grouped_appends - before.grouped_appends;
+  result.group_writes = after.group_writes - before.group_writes;
   std::vector<std::uint32_t> all_latencies;
   for (auto& samples : latencies) all_latencies.insert(all_latencies.end(), samples.begin(), samples.end());
   result.latency_p50_us = percentile_us(all_latencies, 0.50);

@@ -35,6 +35,7 @@ struct StorePlan {
   std::string dir;
   std::vector<store::FlushMode> modes{store::FlushMode::kSync, store::FlushMode::kAsync};
   std::vector<std::uint64_t> writers{1, 16, 64};
+  WriterModel writer_model = WriterModel::kThread;
   std::vector<std::uint64_t> entry_sizes{128, 1024, 16384};
   double cell_seconds = 2.0;
   std::uint64_t repeat = 1;
@@ -58,6 +59,7 @@ struct CellRow {
   CellResult store;
   bool has_raw = false;
   RawDiskResult raw;
+  WriterModel writer_model = WriterModel::kThread;
   double ratio() const { return has_raw && raw.mib_per_s() > 0 ? store.disk_mib_per_s() / raw.mib_per_s() : 0.0; }
 };
 
@@ -154,6 +156,8 @@ void accumulate(CellResult& total, const CellResult& run, std::uint64_t repeat) 
   total.entries_flushed += run.entries_flushed;
   total.bytes_flushed += run.bytes_flushed;
   total.sync_duration_us += run.sync_duration_us;
+  total.grouped_appends += run.grouped_appends;
+  total.group_writes += run.group_writes;
   total.latency_p50_us = (total.latency_p50_us * static_cast<double>(repeat) + run.latency_p50_us) /
                          static_cast<double>(repeat + 1);
   total.latency_p99_us = std::max(total.latency_p99_us, run.latency_p99_us);
@@ -240,6 +244,7 @@ void print_cell_result(std::ostream& out, const CellRow& row) {
              .add("mode", store::to_string(row.mode))
              .add("writers", row.writers)
              .add("entry_bytes", row.entry_bytes)
+             .add("writer_model", to_string(row.writer_model))
              .add("seconds", r.seconds)
              .add("entries", r.entries)
              .add("entries_per_s", r.entries_per_s(), 0)
@@ -250,6 +255,7 @@ void print_cell_result(std::ostream& out, const CellRow& row) {
              .add("entries_per_fsync", r.entries_per_flush(), 1)
              .add("batch_bytes", r.bytes_per_flush())
              .add("sync_busy", r.sync_busy_ratio(), 2)
+             .add("appends_per_write", r.appends_per_write(), 2)
              .add("p50_us", r.latency_p50_us, 0)
              .add("p99_us", r.latency_p99_us, 0)
              .text()
@@ -326,6 +332,7 @@ void print_targets(std::ostream& out, const std::vector<CellRow>& rows, const Re
     if (row.mode == store::FlushMode::kSync && row.writers == 64 && row.entry_bytes == 1024 && row.has_raw) {
       out << ResultLine("target")
                  .add("name", "sync_64w_1KiB_vs_raw")
+                 .add("writer_model", to_string(row.writer_model))
                  .add("value", row.ratio(), 3)
                  .add("goal", ">=0.70")
                  .add("met", row.ratio() >= 0.70 ? "yes" : "no")
@@ -360,6 +367,7 @@ int run_plan(const StorePlan& plan, const cli::Io& io) {
         CellConfig config;
         config.mode = mode;
         config.writers = writers;
+        config.writer_model = plan.writer_model;
         config.entry_bytes = entry_bytes;
         config.duration = to_duration(plan.cell_seconds);
         config.segment_size_bytes = plan.segment_size_bytes;
@@ -368,7 +376,7 @@ int run_plan(const StorePlan& plan, const cli::Io& io) {
         const bool wants_raw = plan.raw_for == RawFor::kAll ||
                                (plan.raw_for == RawFor::kSync && mode == store::FlushMode::kSync);
         // Store and raw runs alternate so that slow drifts of a shared disk hit both alike.
-        CellRow row{mode, writers, entry_bytes, {}, false, {}};
+        CellRow row{mode, writers, entry_bytes, {}, false, {}, plan.writer_model};
         for (std::uint64_t repeat = 0; repeat < plan.repeat; ++repeat) {
           const std::string cell_dir = "cell-" + std::to_string(cell_number) + "-run-" + std::to_string(repeat + 1);
           config.dir = dir.sub(cell_dir);
@@ -420,6 +428,7 @@ int run_store_command(std::string_view command_path, std::span<const std::string
   std::string modes = "sync,async";
   std::string raw_for = "all";
   bool quick = false;
+  std::string writer_model = "thread";
   cli::FlagSet flags(std::string(command_path),
                      "Appends to a CommitLog with concurrent writers for every combination of flush mode, writer\n"
                      "count and entry size, measures the raw disk (write + fdatasync) at the batch size the store\n"
@@ -430,6 +439,10 @@ int run_store_command(std::string_view command_path, std::span<const std::string
                   "short demo (~10 s): sync+async, 1 and 64 writers, 1 KiB, 1 s cells, 64 MiB recovery log");
   flags.string_flag("modes", &modes, "LIST", "flush modes to run: sync, async or sync,async");
   flags.uint_list_flag("writers", &plan.writers, "LIST", "concurrent writer counts");
+  flags.string_flag("writer-model", &writer_model, "MODEL",
+                    "thread: one thread per writer, blocking in append() (default); completion: the writers are\n"
+                    "appenders with one entry outstanding each, driven from one thread by append_no_wait() and\n"
+                    "wait_flushed(), as raftlogd drives its log");
   flags.bytes_list_flag("sizes", &plan.entry_sizes, "LIST", "entry payload sizes, e.g. 128,1KiB,16KiB");
   flags.double_flag("seconds", &plan.cell_seconds, "S", "duration of each cell and of each raw-disk run");
   flags.uint_flag("repeat", &plan.repeat, "N",
@@ -461,6 +474,13 @@ int run_store_command(std::string_view command_path, std::span<const std::string
   }
   std::string problem;
   if (!parse_modes(modes, &plan.modes)) problem = "--modes expects sync, async or sync,async";
+  if (writer_model == "thread") {
+    plan.writer_model = WriterModel::kThread;
+  } else if (writer_model == "completion") {
+    plan.writer_model = WriterModel::kCompletion;
+  } else {
+    problem = "--writer-model expects thread or completion";
+  }
   if (raw_for == "all") {
     plan.raw_for = RawFor::kAll;
   } else if (raw_for == "sync") {

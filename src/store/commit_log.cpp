@@ -78,6 +78,9 @@ Result<std::unique_ptr<CommitLog>> CommitLog::open(const std::string& dir, const
 }
 
 Result<IndexRange> CommitLog::append(std::span<const EntryToAppend> batch) {
+  if (impl_->options_.flush_mode == FlushMode::kSync && !batch.empty() && batch[0].meta.index == 0) {
+    return impl_->append_grouped(batch);
+  }
   return impl_->append(batch, impl_->options_.flush_mode == FlushMode::kSync);
 }
 Result<IndexRange> CommitLog::append_no_wait(std::span<const EntryToAppend> batch) {
@@ -218,8 +221,14 @@ Status CommitLog::Impl::check_writable_locked() const {
 }
 
 FlushStats CommitLog::Impl::stats() const {
-  std::lock_guard lock(stats_mu_);
-  return stats_;
+  FlushStats stats;
+  {
+    std::lock_guard lock(stats_mu_);
+    stats = stats_;
+  }
+  stats.grouped_appends = append_group_.members();
+  stats.group_writes = append_group_.runs();
+  return stats;
 }
 
 CommitLog::DiskUsage CommitLog::Impl::disk_usage() const {
@@ -268,7 +277,7 @@ std::uint64_t CommitLog::Impl::bytes_after(std::uint64_t index) const {
 // ------------------------------------------------------------------------------------------------
 // Appending
 
-Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch, bool wait_durable) {
+Status CommitLog::Impl::validate_batch(std::span<const EntryToAppend> batch) const {
   if (batch.empty()) return Status::invalid_argument("append of an empty batch");
   if (batch.size() > options_.max_batch_entries) {
     return Status::invalid_argument("batch of " + std::to_string(batch.size()) +
@@ -297,6 +306,12 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
                                       std::to_string(meta.index));
     }
   }
+  return Status();
+}
+
+Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch, bool wait_durable) {
+  RAFTLOG_RETURN_IF_ERROR(validate_batch(batch));
+  const bool auto_index = batch[0].meta.index == 0;
 
   std::uint64_t first = 0;
   std::uint64_t last = 0;
@@ -569,8 +584,6 @@ void CommitLog::Impl::flusher_main() {
   }
 }
 
-void CommitLog::Impl::notify_flushed() { flush_waiters_.flushed_index_advanced(); }
-
 void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
   // Called by the flusher thread with no store lock held, so the listener may call any method.
   const std::uint64_t flushed = flushed_index_.load();
@@ -588,6 +601,18 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
     std::uint64_t to = 0;       // flush end (includes the end marker)
     std::uint64_t written = 0;  // write offset at the snapshot
   };
+  // Every exit ends the cycle: ending it is what wakes the waiters it covered (flush_waiters.h).
+  struct CycleScope {
+    FlushWaiters& waiters;
+    bool ended = false;
+    explicit CycleScope(FlushWaiters& w) : waiters(w) { waiters.begin_cycle(); }
+    ~CycleScope() { end(); }
+    void end() {
+      if (!std::exchange(ended, true)) waiters.end_cycle();
+    }
+    CycleScope(const CycleScope&) = delete;
+    CycleScope& operator=(const CycleScope&) = delete;
+  } cycle(flush_waiters_);
   std::vector<Range> ranges;
   std::uint64_t target = 0;
   bool sync_dir = false;
@@ -595,6 +620,7 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
   {
     std::shared_lock meta_lock(meta_mu_);
     target = last_index_.load();
+    flush_waiters_.set_cycle_target(target);
     sync_dir = dir_dirty_;
     // Newest first, back to the segment holding the flushed point (older ones are fully flushed).
     for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
@@ -653,7 +679,7 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
       stats_.bytes_flushed += bytes;
     }
   }
-  notify_flushed();
+  cycle.end();  // wake the covered waiters before calling the observer
   if (sync_calls > 0) {
     std::lock_guard lock(listener_mu_);
     if (observer_) {

@@ -143,6 +143,8 @@ struct FlushStats {
   std::uint64_t checkpoints_written = 0;
   std::uint64_t segments_created = 0;
   std::uint64_t sync_duration_us = 0;  // wall time the flush cycles spent in their sync calls
+  std::uint64_t grouped_appends = 0;   // sync appends of auto-indexed batches (append group)
+  std::uint64_t group_writes = 0;      // append calls that wrote them (each one pwrite per run)
   double entries_per_flush() const {
     return flushes == 0 ? 0.0 : static_cast<double>(entries_flushed) / static_cast<double>(flushes);
   }
@@ -180,7 +182,9 @@ class CommitLog {
   // Appends a batch. Indexes must be contiguous and continue the log (batch[0].meta.index ==
   // last_index() + 1; on an empty log any index >= 1 may start it). Alternatively every entry may
   // carry index 0: the log then assigns last_index() + 1, ... under its writer lock (for many
-  // independent concurrent appenders, e.g. the benchmark); the returned range tells which. Terms must
+  // independent concurrent appenders, e.g. the benchmark); the returned range tells which. In sync
+  // mode such batches from concurrent callers are written together by one of them, one write for
+  // the group (append_group.h), before each caller waits for its own range. Terms must
   // not decrease (kInvalidArgument). Payloads larger than
   // max_entry_size_bytes, an empty batch, or more than max_batch_entries entries are kInvalidArgument
   // and nothing is written. Sync mode: returns after the batch is durable (group commit). Async mode:

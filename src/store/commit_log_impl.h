@@ -1,5 +1,6 @@
 // CommitLog::Impl: the state and locks behind CommitLog. Split across commit_log.cpp (writing,
-// reading, flushing, truncation, close), recovery.cpp (open + recovery) and allocator.cpp.
+// reading, flushing, truncation, close), commit_log_group.cpp (grouped appends), recovery.cpp
+// (open + recovery) and allocator.cpp.
 //
 // LOCKS (acquire in this order; never the reverse):
 //   write_mu_        serializes writers: append, truncate_suffix/prefix, close.
@@ -8,7 +9,8 @@
 //   meta_mu_         (shared) guards segments_ and each Segment's write_offset/entry_count/last_term
 //                    as seen by readers; writers take it exclusively only to publish.
 //   flush_mu_        guards the flusher's wake-up state and failure_.
-//   (FlushWaiters has its own leaf locks: threads in wait_flushed() sleep there.)
+//   (FlushWaiters has its own leaf locks: threads in wait_flushed() sleep there. AppendGroup has
+//   no lock: a group leader calls append() and so takes write_mu_ like any writer.)
 //   alloc_mu_        guards the allocator's prepared segments.
 //   listener_mu_, stats_mu_  leaf locks.
 #pragma once
@@ -24,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/append_group.h"
 #include "store/checkpoint.h"
 #include "store/commit_log.h"
 #include "store/durable_record.h"
@@ -43,6 +46,11 @@ class CommitLog::Impl {
   // commit_log.cpp
   void start_threads();
   Result<IndexRange> append(std::span<const EntryToAppend> batch, bool wait_durable);
+  // commit_log_group.cpp: a sync-mode append of an auto-indexed batch, written together with the
+  // batches of other threads appending at the same time (append_group.h), then waited for.
+  Result<IndexRange> append_grouped(std::span<const EntryToAppend> batch);
+  // The checks that fail a batch on its own, before it is written or joins a group.
+  Status validate_batch(std::span<const EntryToAppend> batch) const;
   Status wait_flushed(std::uint64_t index);
   Status flush();
   void request_flush();
@@ -89,7 +97,6 @@ class CommitLog::Impl {
   void flusher_main();
   void fail(const Status& status);
   Status failure() const;
-  void notify_flushed();
   void call_listener(std::uint64_t* last_reported);
 
   // --- allocator (allocator.cpp) ---
@@ -124,6 +131,7 @@ class CommitLog::Impl {
   // (taking flush_mu_ and signalling), so concurrent sync appenders do not queue on flush_mu_.
   std::atomic<bool> flush_requested_{false};
   FlushWaiters flush_waiters_;  // threads in wait_flushed(); runs the waker thread
+  AppendGroup append_group_{options_.max_batch_entries};  // concurrent auto-indexed sync appends
   bool stopping_ = false;
   bool flusher_running_ = false;
   Status failure_;

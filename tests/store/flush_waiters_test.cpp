@@ -1,5 +1,5 @@
-// FlushWaiters: a waiter returns once the flushed index reaches its own index, never earlier, and
-// release_all() frees everyone, now and later.
+// FlushWaiters: a waiter returns once the flushed index reaches its own index, never earlier; a
+// flush cycle wakes only the waiters it can cover; release_all() frees everyone, now and later.
 #include "store/flush_waiters.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,14 @@ namespace raftlog::store {
 namespace {
 
 using namespace std::chrono_literals;
+
+// One flush cycle as the store runs it: begin, publish the target, store the flushed index, end.
+void flush_cycle(FlushWaiters& waiters, std::atomic<std::uint64_t>& flushed, std::uint64_t target) {
+  waiters.begin_cycle();
+  waiters.set_cycle_target(target);
+  flushed.store(target);
+  waiters.end_cycle();
+}
 
 // Waits (bounded) until `waiters` holds `count` sleeping threads.
 void await_waiting(const FlushWaiters& waiters, std::uint32_t count) {
@@ -44,8 +52,7 @@ TEST(FlushWaitersTest, ReturnsOnlyWaitersTheFlushCovers) {
     });
   }
   await_waiting(waiters, kThreads);
-  flushed.store(3);
-  waiters.flushed_index_advanced();
+  flush_cycle(waiters, flushed, 3);
   await_waiting(waiters, kThreads - 3);  // the uncovered ones sleep again
   // Joined below; the three covered ones must have woken, the others not.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -53,10 +60,51 @@ TEST(FlushWaitersTest, ReturnsOnlyWaitersTheFlushCovers) {
     std::this_thread::sleep_for(1ms);
   }
   EXPECT_EQ(woken_mask.load(), 0b111);
-  flushed.store(kThreads);
-  waiters.flushed_index_advanced();
+  flush_cycle(waiters, flushed, kThreads);
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(woken_mask.load(), (1 << kThreads) - 1);
+  EXPECT_EQ(waiters.sleeping(), 0U);
+}
+
+TEST(FlushWaitersTest, CoveringCycleIsTheCycleInFlightOnlyWhenItsTargetMayReachTheIndex) {
+  FlushWaiters waiters;
+  EXPECT_EQ(waiters.covering_cycle(7), 1U);  // nothing in flight: the next cycle
+  waiters.begin_cycle();                     // cycle 1, target not yet known
+  EXPECT_EQ(waiters.covering_cycle(7), 1U);
+  waiters.set_cycle_target(7);
+  EXPECT_EQ(waiters.covering_cycle(7), 1U);  // the target reaches 7
+  EXPECT_EQ(waiters.covering_cycle(8), 2U);  // it cannot: the next cycle
+  waiters.end_cycle();
+  EXPECT_EQ(waiters.covering_cycle(8), 2U);
+  waiters.begin_cycle();  // cycle 2: the previous target must not leak into it
+  EXPECT_EQ(waiters.covering_cycle(100), 2U);
+}
+
+TEST(FlushWaitersTest, WaitersBeyondTheCycleInFlightSleepThroughIt) {
+  // Appended after the sync in flight took its snapshot, these waiters sleep on the next cycle's bit:
+  // the end of the cycle in flight does not wake them only to send them back to sleep.
+  FlushWaiters waiters;
+  std::atomic<std::uint64_t> flushed{0};
+  waiters.begin_cycle();
+  waiters.set_cycle_target(3);
+  constexpr int kThreads = 8;
+  constexpr int kUncovered = kThreads - 3;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] { waiters.wait(static_cast<std::uint64_t>(i + 1), flushed); });
+  }
+  await_waiting(waiters, kThreads);
+  std::this_thread::sleep_for(50ms);  // let every sleeper reach the kernel
+  const std::uint64_t sleeps_before = waiters.sleeps();
+  flushed.store(3);
+  waiters.end_cycle();
+  await_waiting(waiters, kUncovered);
+  std::this_thread::sleep_for(50ms);
+  // With a wake-all, each uncovered waiter would have gone to sleep once more (kUncovered sleeps).
+  // A waiter that had not reached the kernel at end_cycle() returns from it and sleeps once more.
+  EXPECT_LT(waiters.sleeps() - sleeps_before, static_cast<std::uint64_t>(kUncovered));
+  flush_cycle(waiters, flushed, kThreads);
+  for (auto& thread : threads) thread.join();
   EXPECT_EQ(waiters.sleeping(), 0U);
 }
 
@@ -81,11 +129,16 @@ void many_threads_many_rounds(bool with_waker) {
   constexpr std::uint64_t kRounds = 2000;
   std::atomic<bool> done{false};
   std::thread releaser([&] {
-    while (!done.load()) {
-      const std::uint64_t next = flushed.load() + 1;
-      flushed.store(next);
-      waiters.flushed_index_advanced();
+    // Targets advance by 1 to 3, and every other cycle publishes its target only after a yield,
+    // so waiters also meet cycles whose target is not known yet.
+    for (std::uint64_t cycle = 0; !done.load(); ++cycle) {
+      const std::uint64_t next = flushed.load() + 1 + cycle % 3;
+      waiters.begin_cycle();
+      if (cycle % 2 == 0) std::this_thread::yield();
+      waiters.set_cycle_target(next);
       std::this_thread::yield();
+      flushed.store(next);
+      waiters.end_cycle();
     }
   });
   std::vector<std::thread> threads;
@@ -131,16 +184,14 @@ TEST(FlushWaitersTest, WakerWakesCoveredWaitersOnly) {
   });
   await_waiting(waiters, kCovered + 1);
   const std::uint64_t rounds_before = waiters.wake_rounds();
-  flushed.store(3);
-  waiters.flushed_index_advanced();  // handed to the waker
+  flush_cycle(waiters, flushed, 3);  // handed to the waker
   await_waiting(waiters, 1);         // the covered ones returned; the other sleeps again
   for (auto& thread : covered) thread.join();
   EXPECT_EQ(woken.load(), kCovered);
   EXPECT_GT(waiters.wake_rounds(), rounds_before);
   // After the waker stopped, wake-ups are direct and still reach the sleeper.
   waiters.stop_waker();
-  flushed.store(5);
-  waiters.flushed_index_advanced();
+  flush_cycle(waiters, flushed, 5);
   uncovered.join();
   EXPECT_EQ(woken.load(), kCovered + 1);
 }
@@ -151,8 +202,7 @@ TEST(FlushWaitersTest, FewSleepersAreWokenDirectlyEvenWithAWaker) {
   std::atomic<std::uint64_t> flushed{0};
   std::thread waiter([&] { waiters.wait(1, flushed); });
   await_waiting(waiters, 1);
-  flushed.store(1);
-  waiters.flushed_index_advanced();
+  flush_cycle(waiters, flushed, 1);
   waiter.join();
   waiters.stop_waker();
 }
@@ -168,10 +218,7 @@ TEST(FlushWaitersTest, WakeUpHandedOverWhileTheWakerStopsIsNotLost) {
     std::vector<std::thread> sleepers;
     for (int i = 0; i < kWaiters; ++i) sleepers.emplace_back([&] { waiters.wait(1, flushed); });
     await_waiting(waiters, kWaiters);
-    std::thread flusher([&] {
-      flushed.store(1);
-      waiters.flushed_index_advanced();
-    });
+    std::thread flusher([&] { flush_cycle(waiters, flushed, 1); });
     waiters.stop_waker();
     flusher.join();
     for (auto& thread : sleepers) thread.join();  // hangs (ctest timeout) if the wake-up was lost

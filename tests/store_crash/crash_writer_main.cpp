@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct WriterConfig {
   std::uint64_t seed = 1;
   std::uint64_t term = 1;
   std::uint64_t writers = 4;
+  bool grouped = false;
   std::uint64_t max_payload_bytes = 2048;
   std::uint64_t segment_size_bytes = 256 << 10;
   std::uint64_t report_fd = 3;
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
   flags.uint_flag("seed", &config.seed, "N", "payload seed");
   flags.uint_flag("term", &config.term, "N", "term of the appended entries");
   flags.uint_flag("writers", &config.writers, "N", "concurrent appending threads");
+  flags.bool_flag("grouped", &config.grouped,
+                  "append with index 0 and append() (the log's append group) instead of assigning indexes");
   flags.bytes_flag("max-payload-bytes", &config.max_payload_bytes, "BYTES", "payload sizes are 1..BYTES");
   flags.bytes_flag("segment-bytes", &config.segment_size_bytes, "BYTES", "segment size");
   flags.uint_flag("report-fd", &config.report_fd, "FD", "where AckRecords go");
@@ -84,7 +88,9 @@ int main(int argc, char** argv) {
   std::mutex order_mutex;  // indexes must be contiguous: assign and hand over under one lock
   std::atomic<std::uint64_t> appended{0};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(config.max_seconds);
-  auto writer = [&] {
+  // Explicit indexes: assigned and handed over under one lock, then waited for. Payload and
+  // sequence number are derived from the index.
+  auto writer_with_indexes = [&] {
     while (appended.fetch_add(1) < config.max_entries && std::chrono::steady_clock::now() < deadline) {
       std::uint64_t index = 0;
       std::string payload;
@@ -105,6 +111,25 @@ int main(int argc, char** argv) {
                                      static_cast<std::uint32_t>(payload.size()), raftlog::crash_test::kAckMagic});
     }
   };
+  // Grouped: the log assigns the index; concurrent threads' entries are written together by one of
+  // them. The payload is derived from the sequence number (unique in this process), which the entry
+  // carries, so the parent can check entries recovered without an acknowledgement too.
+  std::atomic<std::uint64_t> next_sequence{1};
+  auto grouped_writer = [&] {
+    while (appended.fetch_add(1) < config.max_entries && std::chrono::steady_clock::now() < deadline) {
+      const std::uint64_t sequence = next_sequence.fetch_add(1);
+      const std::string payload = raftlog::crash_test::make_payload(config.seed, sequence, config.max_payload_bytes);
+      const raftlog::store::EntryToAppend entry{
+          raftlog::store::EntryMeta{0, config.term, raftlog::store::EntryType::kNormal, 0, config.seed, sequence},
+          payload};
+      auto result = log->append(std::span<const raftlog::store::EntryToAppend>(&entry, 1));
+      if (!result.ok()) die("grouped append: " + result.status().to_string());
+      write_all(report_fd, AckRecord{result->last, config.term, raftlog::crash_test::fnv1a64(payload),
+                                     static_cast<std::uint32_t>(payload.size()), raftlog::crash_test::kAckMagic});
+    }
+  };
+  const std::function<void()> writer = config.grouped ? std::function<void()>(grouped_writer)
+                                                      : std::function<void()>(writer_with_indexes);
   std::vector<std::thread> threads;
   for (std::uint64_t i = 0; i < config.writers; ++i) threads.emplace_back(writer);
   for (auto& thread : threads) thread.join();

@@ -2,8 +2,9 @@
 // acknowledged (durable) index with its payload hash through a pipe; this test SIGKILLs it at a random
 // moment, reopens the log and checks that every acknowledged entry is present and intact, that the
 // indexes are contiguous, that the log accepts appends, and that the offline verifier agrees.
-// Several seeds x several rounds on one directory, so later rounds also recover logs that earlier
-// crashes and recoveries produced. Bounded: a round writes at most kMaxKillDelayMillis after its first ack.
+// Odd rounds append through the log's append group (index 0 from 8 threads), even rounds assign
+// indexes themselves. Several seeds x several rounds on one directory, so later rounds also recover
+// logs that earlier crashes and recoveries produced. Bounded: a round writes at most kMaxKillDelayMillis after its first ack.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -60,6 +61,7 @@ store::Options log_options() {
 // kill in the middle of steady appending), or `delay` after its start (kills during open/recovery).
 struct KillPlan {
   bool after_first_ack = true;
+  bool grouped = false;  // the writer appends through the log's append group (index 0, 8 threads)
   std::chrono::milliseconds delay{0};
 };
 
@@ -69,10 +71,11 @@ RoundOutcome run_writer_round(const std::string& dir, std::uint64_t seed, std::u
                               std::map<std::uint64_t, Expected>& expected) {
   int report_pipe[2];
   EXPECT_EQ(::pipe2(report_pipe, O_CLOEXEC), 0);
-  const std::vector<std::string> args = {STORE_CRASH_WRITER_PATH, "--dir", dir, "--seed", std::to_string(seed),
-                                         "--term", std::to_string(term), "--writers", "4",
-                                         "--max-payload-bytes", std::to_string(kMaxPayloadBytes),
-                                         "--segment-bytes", std::to_string(kSegmentSizeBytes), "--report-fd", "3"};
+  std::vector<std::string> args = {STORE_CRASH_WRITER_PATH, "--dir", dir, "--seed", std::to_string(seed),
+                                   "--term", std::to_string(term), "--writers", plan.grouped ? "8" : "4",
+                                   "--max-payload-bytes", std::to_string(kMaxPayloadBytes),
+                                   "--segment-bytes", std::to_string(kSegmentSizeBytes), "--report-fd", "3"};
+  if (plan.grouped) args.push_back("--grouped");
   std::vector<char*> argv;
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
@@ -164,7 +167,10 @@ void check_recovered_log(const std::string& dir, std::uint64_t seed, std::uint64
         ++verified;
       } else {
         // Not acknowledged (in flight at the kill) but recovered: must still be a whole, valid entry.
-        ASSERT_EQ(entry.payload, make_payload(entry.meta.client_id, next, kMaxPayloadBytes)) << "index " << next;
+        // Both writers derive the payload from the sequence number (equal to the index when the
+        // writer assigns indexes).
+        ASSERT_EQ(entry.payload, make_payload(entry.meta.client_id, entry.meta.sequence, kMaxPayloadBytes))
+            << "index " << next;
       }
       ++next;
     }
@@ -206,12 +212,14 @@ TEST_P(StoreCrashTest, AcknowledgedEntriesSurviveKillNine) {
     // One early kill per seed (in a random round), the others mid-appending.
     KillPlan plan;
     plan.after_first_ack = round != early_kill_round;
+    plan.grouped = round % 2 == 1;
     plan.delay = std::chrono::milliseconds(std::uniform_int_distribution<int>(
         0, plan.after_first_ack ? kMaxKillDelayMillis : kMaxEarlyKillMillis)(random));
     const std::uint64_t term = static_cast<std::uint64_t>(round) + 1;
     SCOPED_TRACE("seed " + std::to_string(seed) + " round " + std::to_string(round) + " kill " +
                  std::to_string(plan.delay.count()) + " ms after " +
-                 (plan.after_first_ack ? "the first acknowledgement" : "the start"));
+                 (plan.after_first_ack ? "the first acknowledgement" : "the start") +
+                 (plan.grouped ? ", grouped appends" : ""));
     const RoundOutcome outcome = run_writer_round(dir.path(), seed, term, plan, expected);
     if (HasFatalFailure()) return;
     total_acks += outcome.acks;

@@ -222,6 +222,19 @@ TEST(StoreBenchSmokeTest, TinyRunPrintsResultsAndCleansUp) {
   EXPECT_NE(result.output.find("RESULT bench=recovery shutdown=clean mode=normal "), std::string::npos);
   EXPECT_FALSE(fs::exists(bench_dir)) << "the benchmark left its directory behind";
 
+  // The same cell with the writers driven from one thread by completions: every writer's entry is
+  // acknowledged only once durable, so the cell reports its own flushes and latency.
+  const CommandResult completion =
+      run(std::string(RAFTLOG_BENCH_PATH) + " store --dir " + bench_dir +
+          " --modes sync --writers 4 --writer-model completion --sizes 128 --seconds 0.3 --raw none"
+          " --segment-bytes 1MiB --max-cell-bytes 8MiB");
+  ASSERT_EQ(completion.exit_code, 0) << completion.output;
+  EXPECT_NE(completion.output.find("RESULT bench=store mode=sync writers=4 entry_bytes=128 writer_model=completion "),
+            std::string::npos)
+      << completion.output;
+  EXPECT_EQ(run(std::string(RAFTLOG_BENCH_PATH) + " store --dir " + bench_dir + " --writer-model fibers").exit_code, 2);
+  EXPECT_FALSE(fs::exists(bench_dir));
+
   // A non-empty directory is refused, and left alone.
   fs::create_directories(bench_dir);
   std::ofstream(bench_dir + "/precious") << "data";

@@ -1,0 +1,118 @@
+#include "store/append_group.h"
+
+#include <cassert>
+#include <vector>
+
+namespace raftlog::store {
+namespace {
+
+static_assert(alignof(GroupMember) >= 2, "bit 0 of a member's address carries the leader bit");
+
+// The stack holds the newest member first; appends go oldest first (the order the callers came in).
+GroupMember* reverse(GroupMember* newest) {
+  GroupMember* oldest = nullptr;
+  // Bounded: one step per queued member, at most one per appending thread.
+  while (newest != nullptr) {
+    GroupMember* next = newest->next;
+    newest->next = oldest;
+    oldest = newest;
+    newest = next;
+  }
+  return oldest;
+}
+
+}  // namespace
+
+bool AppendGroup::join(GroupMember* member) {
+  assert(member->state.load() == GroupMember::kQueued);
+  std::uintptr_t head = head_.load();
+  // Bounded by contention: each failed compare-and-swap means another thread joined or a leader
+  // took the queue.
+  for (;;) {
+    if (head == 0) {
+      member->next = nullptr;
+      if (head_.compare_exchange_weak(head, kLeaderActive)) return true;
+      continue;
+    }
+    member->next = reinterpret_cast<GroupMember*>(head & ~kLeaderActive);
+    if (head_.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(member) | kLeaderActive)) {
+      return false;
+    }
+  }
+}
+
+void AppendGroup::lead(GroupMember* oldest, const AppendRun& append_run, const WakeAll& wake_all) {
+  for (std::uint32_t round = 1;; ++round) {
+    append_round(oldest, append_run, wake_all);
+    std::uintptr_t head = head_.load();
+    // Bounded by contention, as in join().
+    while (head == kLeaderActive) {
+      if (head_.compare_exchange_weak(head, 0)) return;  // nothing queued: leadership released
+    }
+    head = head_.exchange(kLeaderActive);  // take everything queued during the round
+    oldest = reverse(reinterpret_cast<GroupMember*>(head & ~kLeaderActive));
+    assert(oldest != nullptr);
+    if (round >= kMaxLeadRounds) {
+      // The head still says "leader active": the new leader takes over the queue with it.
+      oldest->state.store(GroupMember::kLeading);  // last access: the new leader owns the list now
+      wake_all();
+      return;
+    }
+  }
+}
+
+void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run, const WakeAll& wake_all) {
+  std::vector<EntryToAppend> run;
+  bool any_failed = false;
+  bool one_member_per_run = false;  // after a shared run was refused as invalid
+  GroupMember* member = oldest;
+  // Bounded: each pass resolves at least one member or switches to one member per run (once per
+  // refused shared run), and the round's list is finite.
+  while (member != nullptr) {
+    // A run: consecutive members while the run stays within max_run_entries (a member is never
+    // split) and terms do not decrease (the log refuses a batch whose terms decrease).
+    run.clear();
+    GroupMember* const first = member;
+    std::uint32_t members_in_run = 0;
+    while (member != nullptr) {
+      const auto& batch = member->batch;
+      assert(!batch.empty());
+      if (members_in_run > 0 && (one_member_per_run || run.size() + batch.size() > max_run_entries_ ||
+                                 batch.front().meta.term < run.back().meta.term)) {
+        break;
+      }
+      run.insert(run.end(), batch.begin(), batch.end());
+      ++members_in_run;
+      member = member->next;
+    }
+    Result<IndexRange> appended = append_run(run);
+    runs_.fetch_add(1, std::memory_order_relaxed);
+    if (!appended.ok() && members_in_run > 1 && appended.status().code() == StatusCode::kInvalidArgument) {
+      // One member's entries (say a term below the log's last term) must not fail the others':
+      // nothing was written, so append these members again one by one.
+      one_member_per_run = true;
+      member = first;
+      continue;
+    }
+    members_.fetch_add(members_in_run, std::memory_order_relaxed);
+    std::uint64_t next_index = appended.ok() ? appended->first : 0;
+    GroupMember* resolving = first;
+    for (std::uint32_t i = 0; i < members_in_run; ++i) {
+      GroupMember* const after = resolving->next;  // read before the member may go away
+      if (appended.ok()) {
+        resolving->range = IndexRange{next_index, next_index + resolving->batch.size() - 1};
+        next_index += resolving->batch.size();
+        resolving->state.store(GroupMember::kAppended);
+      } else {
+        resolving->status = appended.status();
+        resolving->state.store(GroupMember::kFailed);
+        any_failed = true;
+      }
+      resolving = after;
+    }
+    assert(!appended.ok() || next_index == appended->last + 1);
+  }
+  if (any_failed) wake_all();
+}
+
+}  // namespace raftlog::store

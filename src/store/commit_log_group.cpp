@@ -1,0 +1,54 @@
+// CommitLog::Impl::append_grouped: sync-mode appends of auto-indexed batches from many threads,
+// written together by one of them (append_group.h) and then waited for like any sync append.
+#include <cassert>
+
+#include "store/commit_log_impl.h"
+
+namespace raftlog::store {
+
+Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend> batch) {
+  assert(options_.flush_mode == FlushMode::kSync);
+  // Checked here, so that a bad batch fails alone and never joins a run with others.
+  RAFTLOG_RETURN_IF_ERROR(validate_batch(batch));
+  if (batch[0].meta.index != 0) return Status::invalid_argument("a grouped append takes index 0 only");
+
+  const auto lead = [this](GroupMember* oldest) {
+    append_group_.lead(
+        oldest,
+        // Written, not waited for: the members wait below, each for its own range. In sync mode
+        // append() also wakes the flusher.
+        [this](std::span<const EntryToAppend> run) { return append(run, /*wait_durable=*/false); },
+        [this] { flush_waiters_.wake_all(); });
+  };
+
+  GroupMember member(batch);
+  if (append_group_.join(&member)) lead(&member);
+  // Bounded by the flusher: every pass either returns or sleeps until a flush cycle, a failed
+  // append or a hand-over changed something (spurious wake-ups only re-check).
+  for (;;) {
+    // The epoch first, then the state (flush_waiters.h: no wake-up between the two is lost).
+    const std::uint32_t seen = flush_waiters_.epoch();
+    switch (member.state.load()) {
+      case GroupMember::kLeading:
+        lead(&member);
+        continue;
+      case GroupMember::kFailed:
+        return member.status;
+      case GroupMember::kAppended:
+        if (flushed_index_.load() >= member.range.last || flush_waiters_.released()) {
+          // Durable, or the log failed or closed: wait_flushed() returns at once and says which.
+          RAFTLOG_RETURN_IF_ERROR(wait_flushed(member.range.last));
+          return member.range;
+        }
+        flush_waiters_.sleep(seen, flush_waiters_.covering_cycle(member.range.last));
+        continue;
+      default:
+        // Queued: a leader will append the batch. Even if the log closes now, the member must stay
+        // until the leader resolved it (the leader reads it), so this waits regardless.
+        flush_waiters_.sleep(seen, flush_waiters_.covering_cycle_of_next_append());
+        continue;
+    }
+  }
+}
+
+}  // namespace raftlog::store
