@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/flags.h"
+#include "busy_threads.h"
 #include "raw_disk.h"
 #include "raw_group_commit.h"
 #include "recovery.h"
@@ -26,6 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kMaxCellSeconds = 600.0;   // one cell never runs longer than this
+constexpr std::uint64_t kMaxLoadPairs = 20;      // raw --busy-threads: alone/loaded pairs
 constexpr double kMaxRecoveryGiB = 64.0;    // bound on the recovery log size
 constexpr std::uint64_t kMaxEntryBytes = 4ULL << 20;  // the store's default max entry size
 
@@ -206,6 +208,50 @@ int run_raw_group_commit(const BenchDir& dir, std::uint64_t writers, std::uint64
                 .add("writers", writers)
                 .add("batch_bytes", batch_bytes)
                 .add("ratio", raw.mib_per_s() > 0 ? mib_per_s / raw.mib_per_s() : 0.0, 3)
+                .text()
+         << '\n';
+  return cli::kExitOk;
+}
+
+// `raw --busy-threads N --busy-us U`: the one-thread loop alone and under background CPU load
+// (busy_threads.h), alternating `pairs` times, and the ratio loaded / alone. The load's CPU use is
+// reported (CPUs busy on average), so it can be matched with what a store cell uses.
+int run_raw_under_load(const BenchDir& dir, std::uint64_t batch_bytes, double seconds, std::uint64_t max_bytes,
+                       std::uint64_t busy_threads, std::uint64_t busy_us, std::uint64_t pairs, const cli::Io& io) {
+  double alone_mib = 0.0;
+  double loaded_mib = 0.0;
+  double load_cpus = 0.0;
+  // Bounded: `pairs` (at most kMaxPairs) pairs of two timed runs.
+  for (std::uint64_t pair = 0; pair < pairs; ++pair) {
+    const RawDiskResult alone = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);
+    RawDiskResult loaded;
+    double cpu_seconds = 0.0;
+    {
+      BusyThreads load(busy_threads, busy_us);
+      loaded = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);
+      cpu_seconds = load.stop();
+    }
+    const double cpus = loaded.seconds > 0 ? cpu_seconds / loaded.seconds : 0.0;
+    io.out << ResultLine("raw_under_load")
+                  .add("batch_bytes", batch_bytes)
+                  .add("busy_threads", busy_threads)
+                  .add("busy_us", busy_us)
+                  .add("load_cpus", cpus, 2)
+                  .add("alone_mib_per_s", alone.mib_per_s(), 1)
+                  .add("loaded_mib_per_s", loaded.mib_per_s(), 1)
+                  .add("alone_fdatasyncs_per_s", alone.syncs_per_s(), 0)
+                  .add("loaded_fdatasyncs_per_s", loaded.syncs_per_s(), 0)
+                  .add("ratio", alone.mib_per_s() > 0 ? loaded.mib_per_s() / alone.mib_per_s() : 0.0, 3)
+                  .text()
+           << '\n';
+    alone_mib += alone.mib_per_s();
+    loaded_mib += loaded.mib_per_s();
+    load_cpus += cpus;
+  }
+  io.out << ResultLine("raw_under_load_total")
+                .add("pairs", pairs)
+                .add("load_cpus", load_cpus / static_cast<double>(pairs), 2)
+                .add("ratio", alone_mib > 0 ? loaded_mib / alone_mib : 0.0, 3)
                 .text()
          << '\n';
   return cli::kExitOk;
@@ -526,6 +572,9 @@ int run_raw_command(std::string_view command_path, std::span<const std::string> 
   std::uint64_t max_bytes = 2ULL << 30;
   std::uint64_t group_commit_writers = 0;
   std::uint64_t record_bytes = 1024 + 56;  // a 1 KiB entry with its header
+  std::uint64_t busy_threads = 0;
+  std::uint64_t busy_us = 10;
+  std::uint64_t pairs = 2;
   bool keep = false;
   cli::FlagSet flags(std::string(command_path),
                      "Measures sequential writes of BYTES per batch, each made durable before the next, into a\n"
@@ -543,13 +592,20 @@ int run_raw_command(std::string_view command_path, std::span<const std::string> 
                   "0: the one-thread loop; 1..1024: a minimal group commit of N writer threads (one --record-bytes "
                   "record each per sync round, one syncer thread), then the one-thread loop at its bytes per sync");
   flags.bytes_flag("record-bytes", &record_bytes, "BYTES", "record size of each --writers write");
+  flags.uint_flag("busy-threads", &busy_threads, "N",
+                  "0: no load; 1..1024: run the one-thread loop alone and with N background threads that each\n"
+                  "burn --busy-us of CPU per ~1 ms, alternating --pairs times, and print the ratio");
+  flags.uint_flag("busy-us", &busy_us, "US", "CPU microseconds each busy thread burns per ~1 ms (0..100000)");
+  flags.uint_flag("pairs", &pairs, "N", "alone/loaded pairs for --busy-threads (1..20)");
   flags.require("dir");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (batch_bytes == 0 || batch_bytes > max_bytes || seconds <= 0 || seconds > kMaxCellSeconds || streams == 0 ||
       streams > 8 || (via != "write" && via != "mmap") || group_commit_writers > 1024 || record_bytes == 0 ||
-      record_bytes > max_bytes) {
+      record_bytes > max_bytes || busy_threads > BusyThreads::kMaxThreads || busy_us > BusyThreads::kMaxBusyUs ||
+      pairs == 0 || pairs > kMaxLoadPairs || (busy_threads > 0 && group_commit_writers > 0)) {
     io.err << command_path
-           << ": need 0 < --batch-bytes <= --max-bytes, 0 < --seconds <= 600, 1 <= --streams <= 8, --via write|mmap\n";
+           << ": need 0 < --batch-bytes <= --max-bytes, 0 < --seconds <= 600, 1 <= --streams <= 8, --via write|mmap,\n"
+              "--busy-threads <= 1024, --busy-us <= 100000, 1 <= --pairs <= 20, not --busy-threads with --writers\n";
     return cli::kExitUsage;
   }
   const RawSyncMethod method = via == "mmap" ? RawSyncMethod::kMmapMsync : RawSyncMethod::kWriteFdatasync;
@@ -557,6 +613,9 @@ int run_raw_command(std::string_view command_path, std::span<const std::string> 
     const BenchDir dir(dir_path, keep);
     if (group_commit_writers > 0) {
       return run_raw_group_commit(dir, group_commit_writers, record_bytes, seconds, max_bytes, io);
+    }
+    if (busy_threads > 0) {
+      return run_raw_under_load(dir, batch_bytes, seconds, max_bytes, busy_threads, busy_us, pairs, io);
     }
     if (streams == 1 && method == RawSyncMethod::kWriteFdatasync) {
       const RawDiskResult raw = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);

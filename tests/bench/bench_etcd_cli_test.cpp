@@ -139,4 +139,26 @@ TEST(BenchRawCli, GroupCommitReportsRecordsPerSyncAndTheRatio) {
   std::filesystem::remove_all(dir);
 }
 
+// The one-thread loop alone and under background CPU load (`raw --busy-threads N`): one line per
+// pair with the load's measured CPU use, and a total; conflicting or out-of-range flags are refused.
+TEST(BenchRawCli, UnderLoadReportsBothLoopsTheLoadAndTheRatio) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("bench-raw-load-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto result = run("raw --dir " + dir +
+                          " --batch-bytes 8KiB --busy-threads 4 --busy-us 200 --pairs 2 --seconds 0.3 --max-bytes 8MiB");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("RESULT bench=raw_under_load batch_bytes=8192 busy_threads=4 busy_us=200 load_cpus="),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("RESULT bench=raw_under_load_total pairs=2 "), std::string::npos) << result.output;
+  // Four threads burning 200 us per ~1.2 ms use a measurable share of a CPU.
+  EXPECT_EQ(result.output.find("load_cpus=0.00"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("loaded_mib_per_s=0.0 "), std::string::npos) << result.output;
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "the scratch directory must be removed";
+  EXPECT_EQ(run("raw --dir " + dir + " --busy-threads 5000").exit_code, 2);
+  EXPECT_EQ(run("raw --dir " + dir + " --busy-threads 2 --pairs 0").exit_code, 2);
+  EXPECT_EQ(run("raw --dir " + dir + " --busy-threads 2 --writers 4").exit_code, 2);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
