@@ -41,9 +41,10 @@ bool AppendGroup::join(GroupMember* member) {
   }
 }
 
-void AppendGroup::lead(GroupMember* oldest, const AppendRun& append_run, const WakeAll& wake_all) {
+void AppendGroup::lead(GroupMember* oldest, const AppendRun& append_run, const AfterAppended& after_appended,
+                       const WakeAll& wake_all) {
   for (std::uint32_t round = 1;; ++round) {
-    append_round(oldest, append_run, wake_all);
+    append_round(oldest, append_run, after_appended, wake_all);
     std::uintptr_t head = head_.load();
     // Bounded by contention, as in join().
     while (head == kLeaderActive) {
@@ -61,7 +62,8 @@ void AppendGroup::lead(GroupMember* oldest, const AppendRun& append_run, const W
   }
 }
 
-void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run, const WakeAll& wake_all) {
+void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
+                               const AfterAppended& after_appended, const WakeAll& wake_all) {
   std::vector<EntryToAppend> run;
   bool any_failed = false;
   bool one_member_per_run = false;  // after a shared run was refused as invalid
@@ -111,6 +113,7 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
       resolving = after;
     }
     assert(!appended.ok() || next_index == appended->last + 1);
+    if (appended.ok()) after_appended(*appended);  // after every state store of the run
   }
   if (any_failed) wake_all();
 }

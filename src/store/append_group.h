@@ -63,6 +63,11 @@ class AppendGroup {
   // Called after members failed or leadership was handed over: those callers sleep on the log's
   // flush wait-queue and must be woken to see their new state.
   using WakeAll = std::function<void()>;
+  // Called after the members of a written run were told their ranges (their states stored), with the
+  // run's range. The members may have slept through the flush that already made the range durable
+  // (or the log may have closed), because their state said "queued" until now: the callee wakes
+  // them when the range is durable or the log stopped.
+  using AfterAppended = std::function<void(const IndexRange& run)>;
 
   static constexpr std::uint32_t kMaxLeadRounds = 8;
 
@@ -76,7 +81,8 @@ class AppendGroup {
   // Appends `oldest` and the members linked after it (oldest first), then every member queued
   // meanwhile, until the queue is empty (leadership released) or kMaxLeadRounds rounds passed
   // (leadership handed to the oldest queued member, which then sees kLeading).
-  void lead(GroupMember* oldest, const AppendRun& append_run, const WakeAll& wake_all);
+  void lead(GroupMember* oldest, const AppendRun& append_run, const AfterAppended& after_appended,
+            const WakeAll& wake_all);
 
   // For tests and diagnostics.
   std::uint64_t runs() const { return runs_.load(std::memory_order_relaxed); }
@@ -86,7 +92,8 @@ class AppendGroup {
   static constexpr std::uintptr_t kLeaderActive = 1;  // GroupMember is aligned, bit 0 is free
 
   // Appends the members of one round in runs; resolves each member (its last access to it).
-  void append_round(GroupMember* oldest, const AppendRun& append_run, const WakeAll& wake_all);
+  void append_round(GroupMember* oldest, const AppendRun& append_run, const AfterAppended& after_appended,
+                    const WakeAll& wake_all);
 
   const std::uint32_t max_run_entries_;
   std::atomic<std::uintptr_t> head_{0};

@@ -18,6 +18,12 @@ Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend
         // Written, not waited for: the members wait below, each for its own range. In sync mode
         // append() also wakes the flusher.
         [this](std::span<const EntryToAppend> run) { return append(run, /*wait_durable=*/false); },
+        // The run's members saw "queued" until just now and may sleep on a cycle that has passed:
+        // if the run is durable already, or the log stopped, wake them (the state stores come
+        // first, so a member that read "queued" also read the epoch this bumps).
+        [this](const IndexRange& run) {
+          if (flushed_index_.load() >= run.last || flush_waiters_.released()) flush_waiters_.wake_all();
+        },
         [this] { flush_waiters_.wake_all(); });
   };
 
@@ -26,26 +32,33 @@ Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend
   // Bounded by the flusher: every pass either returns or sleeps until a flush cycle, a failed
   // append or a hand-over changed something (spurious wake-ups only re-check).
   for (;;) {
-    // The epoch first, then the state (flush_waiters.h: no wake-up between the two is lost).
+    // In this order (flush_waiters.h): the epoch, the cycle guess for a batch not yet appended, the
+    // state, and for an appended batch its own guess before the flushed index. No wake-up between
+    // these reads is lost, and no guess is later than the cycle that covers the batch: a queued
+    // member guesses the cycle after the last completed one, and if that cycle or an earlier one made
+    // the batch durable before the member learned its range, the leader wakes it (above).
     const std::uint32_t seen = flush_waiters_.epoch();
+    const std::uint64_t queued_cycle = flush_waiters_.covering_cycle_of_next_append();
     switch (member.state.load()) {
       case GroupMember::kLeading:
         lead(&member);
         continue;
       case GroupMember::kFailed:
         return member.status;
-      case GroupMember::kAppended:
+      case GroupMember::kAppended: {
+        const std::uint64_t cycle = flush_waiters_.covering_cycle(member.range.last);
         if (flushed_index_.load() >= member.range.last || flush_waiters_.released()) {
           // Durable, or the log failed or closed: wait_flushed() returns at once and says which.
           RAFTLOG_RETURN_IF_ERROR(wait_flushed(member.range.last));
           return member.range;
         }
-        flush_waiters_.sleep(seen, flush_waiters_.covering_cycle(member.range.last));
+        flush_waiters_.sleep(seen, cycle);
         continue;
+      }
       default:
         // Queued: a leader will append the batch. Even if the log closes now, the member must stay
         // until the leader resolved it (the leader reads it), so this waits regardless.
-        flush_waiters_.sleep(seen, flush_waiters_.covering_cycle_of_next_append());
+        flush_waiters_.sleep(seen, queued_cycle);
         continue;
     }
   }

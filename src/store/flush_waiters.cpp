@@ -38,14 +38,20 @@ void futex_wake(std::atomic<std::uint32_t>& word, int count, std::uint32_t bits)
 
 void FlushWaiters::wait(std::uint64_t index, const std::atomic<std::uint64_t>& flushed_index) {
   for (;;) {
-    // Read the epoch BEFORE the condition and the cycle counters (all seq_cst): if the condition
+    // Read the epoch BEFORE the cycle counters and the condition (all seq_cst): if the condition
     // still looks false, a cycle that made it true has not bumped the epoch yet, so futex_wait(seen)
     // returns at once (the futex compares the value in the kernel). No wake-up can be lost.
     // sleeping_ is raised before the futex call: a waker that saw it zero bumped the epoch before,
     // so the wait returns at once too (see wake_completed_cycles()).
     const std::uint32_t seen = epoch_.load();
-    if (released_all_.load() || flushed_index.load() >= index) return;
-    sleep(seen, covering_cycle(index));
+    if (released_all_.load()) return;
+    // The guess BEFORE the flushed index: if the index still looks unflushed, the cycle that will
+    // flush it had not stored its flushed index when the counters were read, so it is not counted as
+    // completed there and the guess cannot be later than it. (Guessing after the flushed read could
+    // see that cycle completed and guess the next one, then sleep through its wake-up.)
+    const std::uint64_t cycle = covering_cycle(index);
+    if (flushed_index.load() >= index) return;
+    sleep(seen, cycle);
   }
 }
 
@@ -56,16 +62,7 @@ void FlushWaiters::sleep(std::uint32_t seen, std::uint64_t cycle) {
   sleeping_.fetch_sub(1);
 }
 
-std::uint64_t FlushWaiters::covering_cycle_of_next_append() const {
-  // A cycle in flight with a known target cannot cover an entry appended later (its index will be
-  // above that target); anything else: the earliest candidate, as in covering_cycle().
-  const std::uint64_t completed = cycles_completed_.load();
-  const std::uint64_t begun = cycles_begun_.load();
-  const std::uint64_t target = cycle_target_.load();
-  const bool same_cycle = cycles_begun_.load() == begun;
-  if (same_cycle && begun == completed + 1 && target != 0) return completed + 2;
-  return completed + 1;
-}
+std::uint64_t FlushWaiters::covering_cycle_of_next_append() const { return cycles_completed_.load() + 1; }
 
 std::uint64_t FlushWaiters::covering_cycle(std::uint64_t index) const {
   // Never later than the cycle that really covers `index` (the caller's entry is already appended):

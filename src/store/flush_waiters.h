@@ -68,9 +68,10 @@ class FlushWaiters {
   bool released() const { return released_all_.load(); }
 
   // The pieces wait() is made of, for callers that wait for more than an index (the append group:
-  // a member waits for its batch to be appended and then made durable). Read epoch() BEFORE the
-  // condition; if the condition is false, sleep(seen, cycle) with the cycle that can first make it
-  // true; re-check after every return.
+  // a member waits for its batch to be appended and then made durable). In this order: read
+  // epoch(), then compute the cycle (covering_cycle*), then check the condition; if it is false,
+  // sleep(seen, cycle); re-check after every return. Computing the cycle after the condition could
+  // guess one cycle too late (see wait()).
   std::uint32_t epoch() const { return epoch_.load(); }
   void sleep(std::uint32_t seen, std::uint64_t cycle);
   // Wakes every sleeper once (their state changed outside the flush cycle, e.g. an append failed).
@@ -82,7 +83,9 @@ class FlushWaiters {
   // The first cycle that can make `index` durable, from the cycle counters (see the class comment).
   // Public for tests; wait() is the only caller in the store.
   std::uint64_t covering_cycle(std::uint64_t index) const;
-  // The first cycle that can make durable an entry that is appended only after this call.
+  // The first cycle that can make durable an entry that is not appended yet: the one after the last
+  // completed cycle. (A cycle in flight may still cover the entry if it is appended before the
+  // cycle reads the last index, so this never skips it.)
   std::uint64_t covering_cycle_of_next_append() const;
   // Times sleepers were woken (one futex wake call each), for tests and diagnostics.
   std::uint64_t wake_rounds() const { return wake_rounds_.load(); }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -50,11 +51,19 @@ struct FakeLog {
 };
 
 struct Lead {
+  explicit Lead(FakeLog& fake) : log(fake) {}
   FakeLog& log;
   int wake_alls = 0;
+  std::vector<IndexRange> appended_runs;  // what after_appended was told, in order
+  std::function<void(const IndexRange&)> on_appended;  // optional check at that moment
   void operator()(AppendGroup& group, GroupMember* oldest) {
     group.lead(
-        oldest, [this](std::span<const EntryToAppend> run) { return log.append(run); }, [this] { ++wake_alls; });
+        oldest, [this](std::span<const EntryToAppend> run) { return log.append(run); },
+        [this](const IndexRange& run) {
+          appended_runs.push_back(run);
+          if (on_appended) on_appended(run);
+        },
+        [this] { ++wake_alls; });
   }
 };
 
@@ -91,6 +100,35 @@ TEST(AppendGroupTest, FirstCallerLeadsAndLaterCallersAreAppendedOldestFirstInOne
   GroupMember next({&a, 1});
   EXPECT_TRUE(group.join(&next));
   lead(group, &next);
+}
+
+TEST(AppendGroupTest, AfterAppendedHearsOfEachRunOnceItsMembersKnowTheirRanges) {
+  // A member that read "queued" may have slept through the flush of its own entries; the log wakes
+  // it from after_appended, which must therefore come after every state store of the run.
+  AppendGroup group(/*max_run_entries=*/100);
+  const EntryToAppend entry = entry_with_term(1, "e");
+  GroupMember leader({&entry, 1});
+  GroupMember second({&entry, 1});
+  GroupMember third({&entry, 1});
+  ASSERT_TRUE(group.join(&leader));
+  ASSERT_FALSE(group.join(&second));
+  ASSERT_FALSE(group.join(&third));
+  FakeLog log;
+  Lead lead{log};
+  std::vector<std::vector<std::uint32_t>> states_at_call;
+  lead.on_appended = [&](const IndexRange&) {
+    states_at_call.push_back({leader.state.load(), second.state.load(), third.state.load()});
+  };
+  lead(group, &leader);
+  ASSERT_EQ(lead.appended_runs.size(), 2U);
+  EXPECT_EQ(lead.appended_runs[0].first, 1U);
+  EXPECT_EQ(lead.appended_runs[0].last, 1U);
+  EXPECT_EQ(lead.appended_runs[1].first, 2U);
+  EXPECT_EQ(lead.appended_runs[1].last, 3U);
+  ASSERT_EQ(states_at_call.size(), 2U);
+  EXPECT_EQ(states_at_call[0][0], GroupMember::kAppended);
+  EXPECT_EQ(states_at_call[1], (std::vector<std::uint32_t>{GroupMember::kAppended, GroupMember::kAppended,
+                                                           GroupMember::kAppended}));
 }
 
 TEST(AppendGroupTest, RunsRespectTheEntryBoundAndNeverSplitAMember) {

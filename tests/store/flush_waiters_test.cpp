@@ -164,6 +164,44 @@ TEST(FlushWaitersTest, ManyThreadsManyRoundsNoLostWakeupThroughTheWaker) {
   many_threads_many_rounds(true);
 }
 
+TEST(FlushWaitersTest, NoWaiterSleepsPastTheLastCycleThatCoveredIt) {
+  // A waiter that guessed a cycle later than the one that covers it would sleep until some later
+  // cycle; here no later cycle comes, so it would stay asleep. Waiters join while cycles run (through
+  // the waker: more than 4 sleep), the cycles stop once every index is flushed, and every waiter must
+  // then return. Bounded: 100 rounds of 8 waiters, each round's wait bounded by 5 s.
+  constexpr int kWaiters = 8;
+  for (int round = 0; round < 100; ++round) {
+    FlushWaiters waiters;
+    waiters.start_waker();
+    std::atomic<std::uint64_t> flushed{0};
+    std::atomic<int> returned{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kWaiters; ++i) {
+      threads.emplace_back([&, i] {
+        waiters.wait(static_cast<std::uint64_t>(i + 1), flushed);
+        returned.fetch_add(1);
+      });
+    }
+    // Cycles of one index each, racing with the waiters going to sleep.
+    for (std::uint64_t target = 1; target <= kWaiters; ++target) {
+      waiters.begin_cycle();
+      waiters.set_cycle_target(target);
+      if (target % 2 == 0) std::this_thread::yield();
+      flushed.store(target);
+      waiters.end_cycle();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (returned.load() != kWaiters && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    const bool all_returned = returned.load() == kWaiters;
+    if (!all_returned) waiters.release_all();  // free the sleeper so the threads can be joined
+    for (auto& thread : threads) thread.join();
+    ASSERT_TRUE(all_returned) << "round " << round << ": a waiter slept past its cycle";
+    waiters.stop_waker();
+  }
+}
+
 TEST(FlushWaitersTest, WakerWakesCoveredWaitersOnly) {
   // More sleepers than FlushWaiters wakes by itself, so the wake-up goes through the waker.
   FlushWaiters waiters;
