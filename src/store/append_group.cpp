@@ -87,8 +87,26 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
       ++members_in_run;
       member = member->next;
     }
-    Result<IndexRange> appended = append_run(run);
+    // The members learn their ranges from inside the append (resolve_written), before the log makes
+    // the entries visible to its flusher: see "Why before the log publishes" in append_group.h.
+    // Resolving stores each member's final state, the group's last access to that member.
+    bool resolved = false;
+    const auto resolve_written = [&](const IndexRange& written) {
+      assert(!resolved && written.last - written.first + 1 == run.size());
+      resolved = true;
+      std::uint64_t next_index = written.first;
+      GroupMember* resolving = first;
+      for (std::uint32_t i = 0; i < members_in_run; ++i) {
+        GroupMember* const after = resolving->next;  // read before the member may go away
+        resolving->range = IndexRange{next_index, next_index + resolving->batch.size() - 1};
+        next_index += resolving->batch.size();
+        resolving->state.store(GroupMember::kAppended);
+        resolving = after;
+      }
+    };
+    Result<IndexRange> appended = append_run(run, resolve_written);
     runs_.fetch_add(1, std::memory_order_relaxed);
+    assert(appended.ok() == resolved && "the log resolves a run exactly when it writes it");
     if (!appended.ok() && members_in_run > 1 && appended.status().code() == StatusCode::kInvalidArgument) {
       // One member's entries (say a term below the log's last term) must not fail the others':
       // nothing was written, so append these members again one by one.
@@ -97,23 +115,18 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
       continue;
     }
     members_.fetch_add(members_in_run, std::memory_order_relaxed);
-    std::uint64_t next_index = appended.ok() ? appended->first : 0;
-    GroupMember* resolving = first;
-    for (std::uint32_t i = 0; i < members_in_run; ++i) {
-      GroupMember* const after = resolving->next;  // read before the member may go away
-      if (appended.ok()) {
-        resolving->range = IndexRange{next_index, next_index + resolving->batch.size() - 1};
-        next_index += resolving->batch.size();
-        resolving->state.store(GroupMember::kAppended);
-      } else {
-        resolving->status = appended.status();
-        resolving->state.store(GroupMember::kFailed);
-        any_failed = true;
-      }
-      resolving = after;
+    if (appended.ok()) {
+      after_appended(*appended);  // after every state store of the run
+      continue;
     }
-    assert(!appended.ok() || next_index == appended->last + 1);
-    if (appended.ok()) after_appended(*appended);  // after every state store of the run
+    GroupMember* failing = first;
+    for (std::uint32_t i = 0; i < members_in_run; ++i) {
+      GroupMember* const after = failing->next;  // read before the member may go away
+      failing->status = appended.status();
+      failing->state.store(GroupMember::kFailed);
+      failing = after;
+    }
+    any_failed = true;
   }
   if (any_failed) wake_all();
 }

@@ -22,6 +22,14 @@
 // at most kMaxLeadRounds rounds; if members are still queued then, it hands leadership to the oldest
 // of them, so no caller serves others forever.
 //
+// Why before the log publishes: a queued member that goes to sleep guesses the first flush cycle
+// that can cover its batch (flush_waiters.h). If a cycle is in flight and has read its target, the
+// guess is the cycle after it: the batch is not in that target. That holds only if the member's
+// "queued" state is still true whenever the log's last index can already include the batch, so the
+// leader stores the members' ranges and states while the log still hides the run (the log calls
+// back between writing the run and publishing its last index). A member that read "queued" thus
+// read it before any flush cycle could see its entries.
+//
 // Member lifetime: a member lives on its caller's stack. The leader reads everything it needs from a
 // member (its batch, its link to the next member) before it stores the member's final state; after
 // that store the caller may return, so the leader never touches the member again.
@@ -58,8 +66,13 @@ struct GroupMember {
 
 class AppendGroup {
  public:
-  // Appends one run: the concatenated batches of consecutive members, all or nothing.
-  using AppendRun = std::function<Result<IndexRange>(std::span<const EntryToAppend>)>;
+  // Called by the log with a run's range once the run is written and before the log publishes its
+  // new last index (under the log's writer lock); stores each member's range and state.
+  using ResolveWritten = std::function<void(const IndexRange& written)>;
+  // Appends one run: the concatenated batches of consecutive members, all or nothing. Must call
+  // `resolve_written` exactly once if (and only if) it writes the run.
+  using AppendRun =
+      std::function<Result<IndexRange>(std::span<const EntryToAppend> run, const ResolveWritten& resolve_written)>;
   // Called after members failed or leadership was handed over: those callers sleep on the log's
   // flush wait-queue and must be woken to see their new state.
   using WakeAll = std::function<void()>;

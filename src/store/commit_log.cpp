@@ -309,7 +309,8 @@ Status CommitLog::Impl::validate_batch(std::span<const EntryToAppend> batch) con
   return Status();
 }
 
-Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch, bool wait_durable) {
+Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch, bool wait_durable,
+                                           const AppendGroup::ResolveWritten* before_publish) {
   RAFTLOG_RETURN_IF_ERROR(validate_batch(batch));
   const bool auto_index = batch[0].meta.index == 0;
 
@@ -492,9 +493,11 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
     }
     RAFTLOG_RETURN_IF_ERROR(write_staged(/*with_end_marker=*/true));
     if (staging_.capacity() > 4 * kStagingBytes) staging_ = {};  // after a huge entry
-    publish(active);
     first = first_index;
     last = first_index + batch.size() - 1;
+    // Nothing below can fail: the batch is written and only becomes visible now.
+    if (before_publish != nullptr) (*before_publish)(IndexRange{first, last});
+    publish(active);
     last_index_.store(last);
     unflushed_bytes_.fetch_add(bytes_written);
   }

@@ -17,12 +17,14 @@ Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend
         oldest,
         // Written, not waited for: the members wait below, each for its own range. In sync mode
         // append() also wakes the flusher.
-        [this](std::span<const EntryToAppend> run) { return append(run, /*wait_durable=*/false); },
-        // The run's members saw "queued" until just now and may sleep on a cycle that has passed:
-        // if the run is durable already, or the log stopped, wake them (the state stores come
-        // first, so a member that read "queued" also read the epoch this bumps).
-        [this](const IndexRange& run) {
-          if (flushed_index_.load() >= run.last || flush_waiters_.released()) flush_waiters_.wake_all();
+        [this](std::span<const EntryToAppend> run, const AppendGroup::ResolveWritten& resolve_written) {
+          return append(run, /*wait_durable=*/false, &resolve_written);
+        },
+        // If the log stopped (closed or failed) while the run's members slept as "queued", no
+        // flush cycle will wake them to see their range: wake them here. The state stores come
+        // first, so a member that read "queued" also read the epoch this bumps.
+        [this](const IndexRange&) {
+          if (flush_waiters_.released()) flush_waiters_.wake_all();
         },
         [this] { flush_waiters_.wake_all(); });
   };
@@ -34,9 +36,9 @@ Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend
   for (;;) {
     // In this order (flush_waiters.h): the epoch, the cycle guess for a batch not yet appended, the
     // state, and for an appended batch its own guess before the flushed index. No wake-up between
-    // these reads is lost, and no guess is later than the cycle that covers the batch: a queued
-    // member guesses the cycle after the last completed one, and if that cycle or an earlier one made
-    // the batch durable before the member learned its range, the leader wakes it (above).
+    // these reads is lost, and no guess is later than the cycle that covers the batch: a member
+    // still reads "queued" only while no flush cycle can see its entries (append_group.h), so the
+    // guess made before that read holds.
     const std::uint32_t seen = flush_waiters_.epoch();
     const std::uint64_t queued_cycle = flush_waiters_.covering_cycle_of_next_append();
     switch (member.state.load()) {

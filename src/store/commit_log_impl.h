@@ -45,7 +45,11 @@ class CommitLog::Impl {
 
   // commit_log.cpp
   void start_threads();
-  Result<IndexRange> append(std::span<const EntryToAppend> batch, bool wait_durable);
+  // `before_publish` (may be null) is called with the batch's range once it is written and before
+  // the new last index is published (writer lock held): the append group tells its members their
+  // ranges there (append_group.h).
+  Result<IndexRange> append(std::span<const EntryToAppend> batch, bool wait_durable,
+                            const AppendGroup::ResolveWritten* before_publish = nullptr);
   // commit_log_group.cpp: a sync-mode append of an auto-indexed batch, written together with the
   // batches of other threads appending at the same time (append_group.h), then waited for.
   Result<IndexRange> append_grouped(std::span<const EntryToAppend> batch);

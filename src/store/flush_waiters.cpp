@@ -62,7 +62,16 @@ void FlushWaiters::sleep(std::uint32_t seen, std::uint64_t cycle) {
   sleeping_.fetch_sub(1);
 }
 
-std::uint64_t FlushWaiters::covering_cycle_of_next_append() const { return cycles_completed_.load() + 1; }
+std::uint64_t FlushWaiters::covering_cycle_of_next_append() const {
+  // A cycle in flight with a known target cannot cover an entry that becomes visible in the log
+  // only later (its index will be above that target); anything else: the earliest candidate.
+  const std::uint64_t completed = cycles_completed_.load();
+  const std::uint64_t begun = cycles_begun_.load();
+  const std::uint64_t target = cycle_target_.load();
+  const bool same_cycle = cycles_begun_.load() == begun;
+  if (same_cycle && begun == completed + 1 && target != 0) return completed + 2;
+  return completed + 1;
+}
 
 std::uint64_t FlushWaiters::covering_cycle(std::uint64_t index) const {
   // Never later than the cycle that really covers `index` (the caller's entry is already appended):

@@ -83,9 +83,9 @@ class FlushWaiters {
   // The first cycle that can make `index` durable, from the cycle counters (see the class comment).
   // Public for tests; wait() is the only caller in the store.
   std::uint64_t covering_cycle(std::uint64_t index) const;
-  // The first cycle that can make durable an entry that is not appended yet: the one after the last
-  // completed cycle. (A cycle in flight may still cover the entry if it is appended before the
-  // cycle reads the last index, so this never skips it.)
+  // The first cycle that can make durable an entry that becomes visible in the log (its last index)
+  // only after this call: the cycle after one in flight that already read its target, otherwise the
+  // next cycle to begin.
   std::uint64_t covering_cycle_of_next_append() const;
   // Times sleepers were woken (one futex wake call each), for tests and diagnostics.
   std::uint64_t wake_rounds() const { return wake_rounds_.load(); }

@@ -58,7 +58,12 @@ struct Lead {
   std::function<void(const IndexRange&)> on_appended;  // optional check at that moment
   void operator()(AppendGroup& group, GroupMember* oldest) {
     group.lead(
-        oldest, [this](std::span<const EntryToAppend> run) { return log.append(run); },
+        oldest,
+        [this](std::span<const EntryToAppend> run, const AppendGroup::ResolveWritten& resolve_written) {
+          auto appended = log.append(run);
+          if (appended.ok()) resolve_written(*appended);
+          return appended;
+        },
         [this](const IndexRange& run) {
           appended_runs.push_back(run);
           if (on_appended) on_appended(run);

@@ -80,6 +80,17 @@ TEST(FlushWaitersTest, CoveringCycleIsTheCycleInFlightOnlyWhenItsTargetMayReachT
   EXPECT_EQ(waiters.covering_cycle(100), 2U);
 }
 
+TEST(FlushWaitersTest, AnEntryNotYetInTheLogIsCoveredAfterTheCycleThatReadItsTarget) {
+  FlushWaiters waiters;
+  EXPECT_EQ(waiters.covering_cycle_of_next_append(), 1U);  // nothing in flight: the next cycle
+  waiters.begin_cycle();                                   // cycle 1 has not read its target yet
+  EXPECT_EQ(waiters.covering_cycle_of_next_append(), 1U);  // it may still read the entry
+  waiters.set_cycle_target(5);
+  EXPECT_EQ(waiters.covering_cycle_of_next_append(), 2U);  // it cannot: the entry comes later
+  waiters.end_cycle();
+  EXPECT_EQ(waiters.covering_cycle_of_next_append(), 2U);
+}
+
 TEST(FlushWaitersTest, WaitersBeyondTheCycleInFlightSleepThroughIt) {
   // Appended after the sync in flight took its snapshot, these waiters sleep on the next cycle's bit:
   // the end of the cycle in flight does not wake them only to send them back to sleep.
