@@ -302,10 +302,7 @@ TEST(GroupedAppendTest, AnInvalidBatchFailsAloneBeforeJoining) {
 
 TEST(GroupedAppendTest, CloseUnderConcurrentAppendsNeitherHangsNorLosesAnAcknowledgedEntry) {
   testing::TempDir dir;
-  Options options;
-  options.segment_size_bytes = 1 << 20;
-  options.max_entry_size_bytes = 4096;
-  options.flush_mode = FlushMode::kSync;
+  const Options options = testing::real_file_sync_options(1 << 20);
   auto log = open_ok(dir.path(), options);
   ASSERT_TRUE(log);
   constexpr int kThreads = 16;

@@ -121,10 +121,7 @@ TEST(FlushSync, NonBlockingPathWithWaiterAndListener) {
 // fdatasync/msync, so far fewer flushes than appends happen.
 TEST(FlushSync, GroupCommitWith64Writers) {
   testing::TempDir dir;
-  Options options;
-  options.segment_size_bytes = 4 << 20;
-  options.max_entry_size_bytes = 4096;
-  options.flush_mode = FlushMode::kSync;
+  const Options options = testing::real_file_sync_options(4 << 20);
   auto log = open_ok(dir.path(), options);
   ASSERT_TRUE(log);
   constexpr int kWriters = 64;

@@ -86,6 +86,15 @@ inline Options small_options(Env* env, FlushMode mode = FlushMode::kSync) {
   return options;
 }
 
+// Sync mode on real files (a TempDir), for tests that need the kernel's own write and sync paths.
+inline Options real_file_sync_options(std::uint64_t segment_size_bytes) {
+  Options options;
+  options.segment_size_bytes = segment_size_bytes;
+  options.max_entry_size_bytes = 4096;
+  options.flush_mode = FlushMode::kSync;
+  return options;
+}
+
 inline std::unique_ptr<CommitLog> open_ok(const std::string& dir, const Options& options) {
   auto log = CommitLog::open(dir, options);
   EXPECT_TRUE(log.ok()) << log.status().to_string();
