@@ -768,7 +768,9 @@ Status CommitLog::Impl::set_commit_index(std::uint64_t commit_index, bool persis
   commit_index_.store(commit_index);
   if (!persist) return Status();
   std::lock_guard cycle_lock(flush_cycle_mu_);
-  return write_checkpoint_locked(0);
+  Status status = write_checkpoint_locked(0);
+  if (!status.ok()) fail(status);  // a failed sync fails the log (storage-format.md)
+  return status;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -892,7 +894,10 @@ Status CommitLog::Impl::truncate_suffix(std::uint64_t from_index, bool force) {
 
   // 1. Durable intent, with the flushed point lowered below the cut (CRASH CASES 3).
   if (flushed_index_.load() >= from_index) flushed_index_.store(from_index - 1);
-  RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(from_index));
+  if (Status status = write_checkpoint_locked(from_index); !status.ok()) {
+    fail(status);  // a failed sync fails the log; the next open decides from what is on disk
+    return status;
+  }
 
   // 2. Unpublish: readers stop seeing the suffix before its bytes are zeroed.
   const std::uint64_t old_write_offset = cut_segment->write_offset;
@@ -950,8 +955,14 @@ Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
   std::uint64_t checkpointed = 0;
   {
     std::lock_guard cycle_lock(flush_cycle_mu_);
-    RAFTLOG_RETURN_IF_ERROR(flush_cycle_locked(/*include_end_marker=*/true));
-    RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(0));
+    Status status = flush_cycle_locked(/*include_end_marker=*/true);
+    if (status.ok()) status = write_checkpoint_locked(0);
+    if (!status.ok()) {
+      // After a failed sync the page cache's state is unknown: a later sync that succeeds proves
+      // nothing about the data this one failed to write, so the log fails for good.
+      fail(status);
+      return status;
+    }
     checkpointed = last_checkpoint_.flushed_index;
   }
   std::size_t removed = 0;

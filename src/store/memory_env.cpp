@@ -58,7 +58,7 @@ class MemoryMapping final : public Mapping {
     RAFTLOG_RETURN_IF_ERROR(env_->check_alive_locked());
     if (inode_->generation != env_->generation_) return Status::io("stale mapping after restart");
     if (offset + length > size_) return Status::invalid_argument("flush past mapping");
-    if (!env_->admit_sync_locked()) return Status::io("MemoryEnv: crashed during msync");
+    if (!env_->admit_sync_locked()) return Status::io("MemoryEnv: msync failed (simulated crash or I/O error)");
     std::memcpy(inode_->durable.data() + offset, inode_->data.data() + offset, length);
     ++env_->sync_calls_;
     return Status();
@@ -114,7 +114,7 @@ class MemoryFile final : public File {
   Status sync() override {
     std::lock_guard lock(env_->mu_);
     RAFTLOG_RETURN_IF_ERROR(check_locked());
-    if (!env_->admit_sync_locked()) return Status::io("MemoryEnv: crashed during fdatasync");
+    if (!env_->admit_sync_locked()) return Status::io("MemoryEnv: fdatasync failed (simulated crash or I/O error)");
     inode_->durable = inode_->data;
     ++env_->sync_calls_;
     return Status();
@@ -219,7 +219,7 @@ Status MemoryEnv::sync_dir(const std::string& dir) {
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   const std::string d = normalize_dir(dir);
-  if (!admit_sync_locked()) return Status::io("MemoryEnv: crashed during fsync of " + dir);
+  if (!admit_sync_locked()) return Status::io("MemoryEnv: fsync of " + dir + " failed (simulated crash or I/O error)");
   for (auto it = durable_names_.begin(); it != durable_names_.end();) {
     it = parent_dir(it->first) == d ? durable_names_.erase(it) : std::next(it);
   }
@@ -243,7 +243,7 @@ Status MemoryEnv::write_file(const std::string& path, std::string_view content) 
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   if (dirs_.count(parent_dir(path)) == 0) return Status::io("open " + path + ": no such directory");
-  if (!admit_sync_locked()) return Status::io("MemoryEnv: crashed during write of " + path);
+  if (!admit_sync_locked()) return Status::io("MemoryEnv: write of " + path + " failed (simulated crash or I/O error)");
   auto inode = std::make_shared<Inode>();
   inode->generation = generation_;
   inode->data.assign(content.begin(), content.end());
@@ -254,6 +254,10 @@ Status MemoryEnv::write_file(const std::string& path, std::string_view content) 
 }
 
 bool MemoryEnv::admit_sync_locked() {
+  if (failing_syncs_ > 0) {
+    --failing_syncs_;
+    return false;
+  }
   if (!crash_armed_) return true;
   if (syncs_until_crash_ > 0) {
     --syncs_until_crash_;
@@ -267,6 +271,11 @@ void MemoryEnv::crash_after_syncs(std::uint64_t syncs_before_crash) {
   std::lock_guard lock(mu_);
   crash_armed_ = true;
   syncs_until_crash_ = syncs_before_crash;
+}
+
+void MemoryEnv::fail_next_syncs(std::uint64_t count) {
+  std::lock_guard lock(mu_);
+  failing_syncs_ = count;
 }
 
 bool MemoryEnv::crashed() const {

@@ -70,6 +70,10 @@ class MemoryEnv final : public Env {
   // write_file) after `syncs_before_crash` more successful ones does not happen; the env crashes
   // instead (as crash()) and the call fails. Lets tests cut multi-step operations at every step.
   void crash_after_syncs(std::uint64_t syncs_before_crash);
+  // The next `count` sync-type calls fail with kIo without crashing and make nothing durable, like
+  // an fsync that reports a writeback error (after which Linux may drop the dirty data). Lets tests
+  // check that the log fails for good on the first sync error instead of trusting a later sync.
+  void fail_next_syncs(std::uint64_t count);
   bool crashed() const;
   void restart(const CrashOptions& options);
   // Total bytes all files may occupy; allocate() past it fails with kNoSpace. 0 = unlimited.
@@ -89,7 +93,8 @@ class MemoryEnv final : public Env {
  private:
   Status check_alive_locked() const;
   void crash_locked();
-  // Counts one sync-type call; false (and crashes) when an armed crash is due.
+  // Counts one sync-type call; false when it must fail: an armed crash is due (the env crashes) or
+  // an injected sync error is pending.
   bool admit_sync_locked();
   std::uint64_t used_bytes_locked() const;
 
@@ -97,6 +102,7 @@ class MemoryEnv final : public Env {
   bool crashed_ = false;
   bool crash_armed_ = false;
   std::uint64_t syncs_until_crash_ = 0;
+  std::uint64_t failing_syncs_ = 0;  // fail_next_syncs()
   std::uint64_t capacity_bytes_ = 0;
   std::uint64_t sync_calls_ = 0;
   std::uint64_t generation_ = 1;  // bumped by restart(); stale File/Mapping objects then fail
