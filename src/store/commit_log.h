@@ -210,6 +210,9 @@ class CommitLog {
   // and checkpoint agree afterwards; crash-safe (see CRASH CASES 3). from_index == last_index() + 1 is
   // a no-op. from_index <= commit_index() is kFailedPrecondition unless `force`; from_index below
   // first_index() or above last_index() + 1 is kOutOfRange. Lowers flushed_index() if needed.
+  // Not for use while sync appends or wait_flushed() calls for the removed indexes are in flight:
+  // they wait for an index, not for their entry, so later entries at the same indexes would
+  // acknowledge them. The Raft node truncates only from its own thread, with no such wait pending.
   Status truncate_suffix(std::uint64_t from_index, bool force = false);
   // Deletes every segment whose entries all lie below `before_index` (never the active segment).
   // first_index() becomes the base of the first remaining segment (<= before_index).
