@@ -90,13 +90,19 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
     // The members learn their ranges from inside the append (resolve_written), before the log makes
     // the entries visible to its flusher: see "Why before the log publishes" in append_group.h.
     // Resolving stores each member's final state, the group's last access to that member.
-    bool resolved = false;
-    const auto resolve_written = [&](const IndexRange& written) {
-      assert(!resolved && written.last - written.first + 1 == run.size());
-      resolved = true;
+    // One pointer captured, so the std::function needs no heap allocation per run.
+    struct RunToResolve {
+      GroupMember* first = nullptr;
+      std::uint32_t members = 0;
+      std::size_t entries = 0;
+      bool resolved = false;
+    } to_resolve{first, members_in_run, run.size(), false};
+    const auto resolve_written = [&to_resolve](const IndexRange& written) {
+      assert(!to_resolve.resolved && written.last - written.first + 1 == to_resolve.entries);
+      to_resolve.resolved = true;
       std::uint64_t next_index = written.first;
-      GroupMember* resolving = first;
-      for (std::uint32_t i = 0; i < members_in_run; ++i) {
+      GroupMember* resolving = to_resolve.first;
+      for (std::uint32_t i = 0; i < to_resolve.members; ++i) {
         GroupMember* const after = resolving->next;  // read before the member may go away
         resolving->range = IndexRange{next_index, next_index + resolving->batch.size() - 1};
         next_index += resolving->batch.size();
@@ -106,7 +112,7 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
     };
     Result<IndexRange> appended = append_run(run, resolve_written);
     runs_.fetch_add(1, std::memory_order_relaxed);
-    assert(appended.ok() == resolved && "the log resolves a run exactly when it writes it");
+    assert(appended.ok() == to_resolve.resolved && "the log resolves a run exactly when it writes it");
     if (!appended.ok() && members_in_run > 1 && appended.status().code() == StatusCode::kInvalidArgument) {
       // One member's entries (say a term below the log's last term) must not fail the others':
       // nothing was written, so append these members again one by one.
