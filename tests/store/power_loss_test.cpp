@@ -1,6 +1,7 @@
-// Power-loss tests: a random workload (appends in both flush modes, suffix and prefix truncations,
-// commit-index updates, explicit flushes) runs over MemoryEnv and is cut by a simulated power loss
-// at a random moment -- between operations or inside one (after a random number of sync calls).
+// Power-loss tests: a random workload (appends in both flush modes, with indexes given or assigned by
+// the log, suffix and prefix truncations, commit-index updates, explicit flushes) runs over
+// MemoryEnv and is cut by a simulated power loss at a random moment -- between operations or inside
+// one (after a random number of sync calls).
 // The restart loses, tears, partially keeps or bit-flips the unflushed bytes. After recovery:
 //   * every entry acknowledged as flushed is present and intact (unless a truncation removed it),
 //   * every entry present matches what was written at that index (nothing torn, nothing stale),
@@ -105,9 +106,12 @@ void run_seed(std::uint64_t seed) {
           batch.payloads.push_back(payload_for(first + i, model.next_term, size));
           model.entries[first + i] = {model.next_term, size};  // maybe written even if it fails
         }
+        // Half the batches leave the index to the log (index 0): in sync mode they go through the
+        // append group, whose leader tells the caller its range from inside the append.
+        const bool log_assigns_index = rng() % 2 == 0;
         for (std::size_t i = 0; i < count; ++i) {
           EntryToAppend entry;
-          entry.meta.index = first + i;
+          entry.meta.index = log_assigns_index ? 0 : first + i;
           entry.meta.term = model.next_term;
           entry.payload = batch.payloads[i];
           batch.entries.push_back(entry);
@@ -117,6 +121,8 @@ void run_seed(std::uint64_t seed) {
           ASSERT_TRUE(env.crashed()) << where << ": " << result.status().to_string();
           break;
         }
+        ASSERT_EQ(result->first, first) << where;  // one appending thread: the next index
+        ASSERT_EQ(result->last, first + count - 1) << where;
       } else if (choice < 80) {
         const std::uint64_t low = std::max(log->first_index(), log->commit_index() + 1);
         const std::uint64_t high = log->last_index() + 1;
