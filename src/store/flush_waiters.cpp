@@ -6,6 +6,7 @@
 
 #include <cassert>
 #include <climits>
+#include <cstdint>
 
 namespace raftlog::store {
 namespace {
@@ -63,14 +64,9 @@ void FlushWaiters::sleep(std::uint32_t seen, std::uint64_t cycle) {
 }
 
 std::uint64_t FlushWaiters::covering_cycle_of_next_append() const {
-  // A cycle in flight with a known target cannot cover an entry that becomes visible in the log
-  // only later (its index will be above that target); anything else: the earliest candidate.
-  const std::uint64_t completed = cycles_completed_.load();
-  const std::uint64_t begun = cycles_begun_.load();
-  const std::uint64_t target = cycle_target_.load();
-  const bool same_cycle = cycles_begun_.load() == begun;
-  if (same_cycle && begun == completed + 1 && target != 0) return completed + 2;
-  return completed + 1;
+  // Such an entry's index will be above the target of any cycle that has already read its target,
+  // which is covering_cycle() of an index above every target.
+  return covering_cycle(UINT64_MAX);
 }
 
 std::uint64_t FlushWaiters::covering_cycle(std::uint64_t index) const {
