@@ -4,10 +4,10 @@
 #include <atomic>
 #include <cassert>
 #include <deque>
-#include <string>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
