@@ -4,7 +4,8 @@
 #
 #   bench/compare-etcd.sh [--duration S] [--clients 1,16,64,256] [--rounds R] [--trials N] [--batch B]
 #                         [--batch-clients N] [--out DIR] [--keep]
-#   bench/compare-etcd.sh --soak SECONDS      (raftlog only: RSS over a long 64-client run)
+#   bench/compare-etcd.sh --soak SECONDS [--retention-max-bytes BYTES]
+#                                             (raftlog only: RSS over a long 64-client run)
 #
 #   --duration S       seconds per load cell (default 8)
 #   --clients LIST     concurrent closed-loop clients per cell (default 1,16,64,256)
@@ -21,6 +22,8 @@
 #   --out DIR          where results.txt (every RESULT line), table.txt and compare-etcd.png (throughput
 #                      and p99 against clients) go (default /tmp/raftlog-compare-etcd-out)
 #   --keep             keep the work directory (server data and logs) instead of removing it
+#   --retention-max-bytes BYTES  passed to every raftlogd (default 0: no limit), so that a long soak's
+#                      disk use stays bounded; --segment-bytes BYTES sets raftlogd's --segment-size
 #
 # Needs a build (BUILD_DIR, default build/). Installs etcd-server, etcd-client and python3-matplotlib
 # with apt-get when missing. Work directory: a fresh /tmp/raftlog-compare-etcd.XXXXXX.
@@ -41,6 +44,8 @@ nats=1
 out=/tmp/raftlog-compare-etcd-out
 keep=0
 soak=0
+retention_max_bytes=0
+segment_bytes=""
 
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "compare-etcd: $*" >&2; exit 1; }
@@ -59,6 +64,8 @@ while (($# > 0)); do
     --out) out=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --soak) soak=$2; shift 2 ;;
+    --retention-max-bytes) retention_max_bytes=$2; shift 2 ;;
+    --segment-bytes) segment_bytes=$2; shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
@@ -287,6 +294,7 @@ start_raftlog() {
   for i in 1 2 3; do
     # sync flush (the default, spelled out): an entry counts on a replica only once fsynced there.
     "$bin/raftlogd" --id "$i" --members "$members" --data-dir "$work/raftlog/n$i" --flush-mode sync \
+      --retention-max-bytes "$retention_max_bytes" ${segment_bytes:+--segment-size "$segment_bytes"} \
       --log-level warn </dev/null >>"$work/raftlog/n$i.log" 2>&1 &
     raftlog_pids[i - 1]=$!
     started_pids+=("$!")
