@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
   flags.uint_flag("shutdown-grace-ms", &shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
   flags.uint_flag("retention-max-age-s", &config.retention_max_age_s, "SECONDS",
                   "delete committed segments older than this (0: keep)");
-  flags.uint_flag("retention-max-bytes", &config.retention_max_bytes, "BYTES",
+  flags.bytes_flag("retention-max-bytes", &config.retention_max_bytes, "BYTES",
                   "delete the oldest committed segments while the log takes more (0: no limit)");
   flags.uint_flag("retention-check-interval-ms", &retention_check_interval_ms, "MS", "how often retention runs");
   flags.uint_flag("retention-follower-grace-ms", &retention_follower_grace_ms, "MS",
