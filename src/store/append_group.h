@@ -77,9 +77,9 @@ class AppendGroup {
   // flush wait-queue and must be woken to see their new state.
   using WakeAll = std::function<void()>;
   // Called after the members of a written run were told their ranges (their states stored), with the
-  // run's range. The members may have slept through the flush that already made the range durable
-  // (or the log may have closed), because their state said "queued" until now: the callee wakes
-  // them when the range is durable or the log stopped.
+  // run's range. A member that slept as "queued" is woken by the flush that covers its range (see
+  // "Why before the log publishes"), but no flush comes once the log closed or failed: the callee
+  // wakes the members then.
   using AfterAppended = std::function<void(const IndexRange& run)>;
 
   static constexpr std::uint32_t kMaxLeadRounds = 8;

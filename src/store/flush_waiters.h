@@ -81,7 +81,8 @@ class FlushWaiters {
   // Times a waiter went to sleep (futex wait calls), for tests and diagnostics.
   std::uint64_t sleeps() const { return sleeps_.load(); }
   // The first cycle that can make `index` durable, from the cycle counters (see the class comment).
-  // Public for tests; wait() is the only caller in the store.
+  // Used by wait() and by the append group's members (commit_log_group.cpp); public for them and for
+  // tests.
   std::uint64_t covering_cycle(std::uint64_t index) const;
   // The first cycle that can make durable an entry that becomes visible in the log (its last index)
   // only after this call: the cycle after one in flight that already read its target, otherwise the
