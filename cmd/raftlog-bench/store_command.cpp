@@ -221,7 +221,7 @@ int run_raw_under_load(const BenchDir& dir, std::uint64_t batch_bytes, double se
   double alone_mib = 0.0;
   double loaded_mib = 0.0;
   double load_cpus = 0.0;
-  // Bounded: `pairs` (at most kMaxPairs) pairs of two timed runs.
+  // Bounded: `pairs` (at most kMaxLoadPairs) pairs of two timed runs.
   for (std::uint64_t pair = 0; pair < pairs; ++pair) {
     const RawDiskResult alone = measure_raw(dir, batch_bytes, seconds, max_bytes, io.err);
     RawDiskResult loaded;
