@@ -45,11 +45,14 @@ class Gate {
 };
 
 // A leader that hands out consecutive indexes, holding the calls numbered <= held_calls at the gate.
+// It keeps where it placed each payload under the same lock that assigns the index: the order in which
+// FakeLog recorded concurrent calls is not the order in which they reach this lock.
 struct GatedLeader {
   FakeNode node{1};
   Gate gate;
   std::mutex mu;
   std::uint64_t next_index = 1;
+  std::map<std::uint64_t, std::string> placed;  // index -> payload, guarded by mu
 
   explicit GatedLeader(int held_calls) {
     node.log.on_append = [this, held_calls](grpc::ServerContext* context, int call, const pb::AppendRequest& request,
@@ -67,7 +70,7 @@ struct GatedLeader {
       }
       std::lock_guard lock(mu);
       const grpc::Status status = accept_append(request, response, next_index);
-      next_index += static_cast<std::uint64_t>(request.entries_size());
+      for (const std::string& entry : request.entries()) placed.emplace(next_index++, entry);
       return status;
     };
   }
@@ -324,12 +327,8 @@ TEST(Producer, ManyThreadsEachGetDistinctIndexesForEveryEntry) {
   for (auto& thread : threads) thread.join();
   ASSERT_EQ(by_index.size(), static_cast<std::size_t>(kThreads * kAppendsPerThread));
   // The index each caller got is where the fake leader placed exactly that payload.
-  std::map<std::uint64_t, std::string> placed;
-  std::uint64_t index = 1;
-  for (const pb::AppendRequest& request : leader.node.log.appends()) {
-    for (const std::string& entry : request.entries()) placed.emplace(index++, entry);
-  }
-  EXPECT_EQ(placed, by_index);
+  std::lock_guard lock(leader.mu);
+  EXPECT_EQ(leader.placed, by_index);
   EXPECT_EQ(producer->stats().entries, static_cast<std::uint64_t>(kThreads * kAppendsPerThread));
 }
 
