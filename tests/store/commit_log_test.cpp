@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "store/entry_format.h"
@@ -258,12 +259,14 @@ TEST_F(CommitLogTest, ConcurrentReadersWhileAppending) {
   std::atomic<std::uint64_t> checked{0};
   std::vector<std::thread> readers;
   for (int r = 0; r < 3; ++r) {
-    readers.emplace_back([&] {
+    readers.emplace_back([&, r] {
+      std::uint64_t step = static_cast<std::uint64_t>(r);
       while (!done.load()) {
         const std::uint64_t last = log->last_index();
         if (last == 0) continue;
-        const std::uint64_t from = log->first_index() + (last * 7919) % last;
-        auto batch = log->read(std::max(from, log->first_index()), 16, 1 << 20);
+        // A different start each time, anywhere in what has been written so far.
+        const std::uint64_t from = log->first_index() + (++step * 7919) % last;
+        auto batch = log->read(from, 16, 1 << 20);
         if (!batch.ok()) continue;  // raced with nothing: range only grows here
         for (const auto& entry : batch->entries) {
           ASSERT_EQ(entry.payload, payload_for(entry.meta.index, 1, 200));
@@ -272,10 +275,18 @@ TEST_F(CommitLogTest, ConcurrentReadersWhileAppending) {
       }
     });
   }
-  for (std::uint64_t i = 1; i <= 2000; i += 20) {
-    auto batch = make_batch(i, 20, 1, 200);
-    ASSERT_TRUE(log->append(batch.span()).ok());
-  }
+  auto append_range = [&](std::uint64_t first, std::uint64_t last) {
+    for (std::uint64_t i = first; i <= last; i += 20) {
+      auto batch = make_batch(i, 20, 1, 200);
+      ASSERT_TRUE(log->append(batch.span()).ok());
+    }
+  };
+  append_range(1, 1000);
+  // On a loaded machine the appends can finish before any reader ran: let the readers start
+  // (bounded) before the second half, so that reads and appends overlap.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (checked.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  append_range(1001, 2000);
   done.store(true);
   for (auto& t : readers) t.join();
   EXPECT_GT(checked.load(), 0U);
