@@ -97,7 +97,7 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
       std::size_t entries = 0;
       bool resolved = false;
     } to_resolve{first, members_in_run, run.size(), false};
-    const auto resolve_written = [&to_resolve](const IndexRange& written) {
+    const auto resolve_written = [&to_resolve](const IndexRange& written, std::uint64_t truncations_seen) {
       assert(!to_resolve.resolved && written.last - written.first + 1 == to_resolve.entries);
       to_resolve.resolved = true;
       std::uint64_t next_index = written.first;
@@ -105,6 +105,7 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
       for (std::uint32_t i = 0; i < to_resolve.members; ++i) {
         GroupMember* const after = resolving->next;  // read before the member may go away
         resolving->range = IndexRange{next_index, next_index + resolving->batch.size() - 1};
+        resolving->truncations_seen = truncations_seen;
         next_index += resolving->batch.size();
         resolving->state.store(GroupMember::kAppended);
         resolving = after;

@@ -60,6 +60,9 @@ struct GroupMember {
   const std::span<const EntryToAppend> batch;  // every entry with index 0 (the log assigns them)
   std::atomic<std::uint32_t> state{kQueued};
   IndexRange range;  // valid once kAppended
+  // The log's TruncationHistory::count() when the batch was written (truncation_history.h); valid
+  // once kAppended. The member waits for its range and checks no truncation since then removed it.
+  std::uint64_t truncations_seen = 0;
   Status status;     // valid once kFailed
   GroupMember* next = nullptr;  // owned by the group while kQueued (stack link, then list link)
 };
@@ -67,8 +70,9 @@ struct GroupMember {
 class AppendGroup {
  public:
   // Called by the log with a run's range once the run is written and before the log publishes its
-  // new last index (under the log's writer lock); stores each member's range and state.
-  using ResolveWritten = std::function<void(const IndexRange& written)>;
+  // new last index (under the log's writer lock), with the log's truncation count at that moment;
+  // stores each member's range, that count and its state.
+  using ResolveWritten = std::function<void(const IndexRange& written, std::uint64_t truncations_seen)>;
   // Appends one run: the concatenated batches of consecutive members, all or nothing. Must call
   // `resolve_written` exactly once if (and only if) it writes the run.
   using AppendRun =

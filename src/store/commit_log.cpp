@@ -316,9 +316,13 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
 
   std::uint64_t first = 0;
   std::uint64_t last = 0;
+  std::uint64_t truncations_seen = 0;
   {
     std::lock_guard write_lock(write_mu_);
     RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
+    // Under the writer lock, which truncate_suffix() holds while it records itself: any later
+    // truncation that removes this batch counts above this (truncation_history.h).
+    truncations_seen = truncations_.count();
     std::shared_ptr<Segment> active;
     std::uint64_t last_term = 0;
     {
@@ -496,7 +500,7 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
     first = first_index;
     last = first_index + batch.size() - 1;
     // Nothing below can fail: the batch is written and only becomes visible now.
-    if (before_publish != nullptr) (*before_publish)(IndexRange{first, last});
+    if (before_publish != nullptr) (*before_publish)(IndexRange{first, last}, truncations_seen);
     publish(active);
     last_index_.store(last);
     unflushed_bytes_.fetch_add(bytes_written);
@@ -507,7 +511,7 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
       unflushed_bytes_.load() >= options_.flush_dirty_bytes) {
     request_flush();
   }
-  if (wait_durable) RAFTLOG_RETURN_IF_ERROR(wait_flushed(last));
+  if (wait_durable) RAFTLOG_RETURN_IF_ERROR(wait_own_entries(last, truncations_seen));
   return IndexRange{first, last};
 }
 
@@ -517,6 +521,27 @@ Result<IndexRange> CommitLog::Impl::append(std::span<const EntryToAppend> batch,
 Status CommitLog::Impl::wait_flushed(std::uint64_t index) {
   flush_waiters_.wait(index, flushed_index_);
   if (flushed_index_.load() >= index) return Status();
+  return stopped_status(index);
+}
+
+Status CommitLog::Impl::wait_own_entries(std::uint64_t last, std::uint64_t truncations_seen) {
+  // Bounded by the flusher: every pass returns or sleeps until a flush cycle, a truncation or the
+  // log's stop bumped the epoch (spurious wake-ups only re-check). The reads are in the order of
+  // FlushWaiters::wait() (epoch, cycle guess, flushed index), and the truncation check comes after
+  // the flushed read, so a flush of a later entry at the same index is never taken for ours.
+  for (;;) {
+    const std::uint32_t seen = flush_waiters_.epoch();
+    const bool released = flush_waiters_.released();
+    const std::uint64_t cycle = flush_waiters_.covering_cycle(last);
+    const bool flushed = flushed_index_.load() >= last;
+    RAFTLOG_RETURN_IF_ERROR(truncations_.check(truncations_seen, last));
+    if (flushed) return Status();
+    if (released) return stopped_status(last);
+    flush_waiters_.sleep(seen, cycle);
+  }
+}
+
+Status CommitLog::Impl::stopped_status(std::uint64_t index) {
   std::lock_guard lock(flush_mu_);
   if (!failure_.ok()) return failure_;
   // Released early only by release_all(), which follows a failure or the flusher's stop.
@@ -537,9 +562,17 @@ void CommitLog::Impl::request_flush() {
 
 Status CommitLog::Impl::flush() {
   if (closed_.load()) return Status::closed("commit log " + dir_ + " is closed");
-  const std::uint64_t target = last_index_.load();
-  request_flush();
-  return wait_flushed(target);
+  // Bounded: a pass starts over only when a truncate_suffix() that ran meanwhile removed its
+  // target (waiting for that index would wait for an entry that may never come).
+  for (;;) {
+    // The target before the count: a truncation that lowered last_index_ after this read records
+    // itself after that, so the check sees it (truncation_history.h).
+    const std::uint64_t target = last_index_.load();
+    const std::uint64_t truncations_seen = truncations_.count();
+    request_flush();
+    Status status = wait_own_entries(target, truncations_seen);
+    if (status.code() != StatusCode::kTruncated) return status;
+  }
 }
 
 void CommitLog::Impl::set_flush_listener(FlushListener listener) {
@@ -943,6 +976,11 @@ Status CommitLog::Impl::truncate_suffix(std::uint64_t from_index, bool force) {
     fail(status);
     return status;
   }
+  // Before the writer lock is released, so before any new entry can take these indexes: sync
+  // appends still waiting for removed entries then learn it, and must be woken to (they may sleep
+  // for a cycle that no append will start).
+  truncations_.record(from_index);
+  flush_waiters_.wake_all();
   spdlog::info("raftlog store {}: truncated suffix from index {} ({} segment(s) removed)", dir_,
                from_index, doomed.size());
   return Status();

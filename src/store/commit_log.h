@@ -190,14 +190,20 @@ class CommitLog {
   // and nothing is written. Sync mode: returns after the batch is durable (group commit). Async mode:
   // returns after the batch is written to the mapping. kNoSpace when the disk is full (nothing of the
   // failed entry is visible; the log stays readable, and later appends succeed once space is freed).
+  // kTruncated (sync mode) when a truncate_suffix() removed some of the batch's entries before the
+  // batch was durable or before this call returned: those entries are not in the log, even if
+  // later entries at their indexes are durable (truncation_history.h).
   Result<IndexRange> append(std::span<const EntryToAppend> batch);
   // Like append() but never waits for durability, in either mode. In sync mode the flusher is woken
   // at once. Pair with wait_flushed() or the flush listener (the Raft node's non-blocking path).
   Result<IndexRange> append_no_wait(std::span<const EntryToAppend> batch);
   // Blocks until flushed_index() >= index (OK), the log fails (the flush error) or is closed (kClosed).
-  // `index` beyond written_index() waits for a later append.
+  // `index` beyond written_index() waits for a later append. It waits for an index, not for an entry:
+  // after a truncate_suffix() at or below `index`, a later entry at `index` satisfies it (sync
+  // append() instead checks for its own entries).
   Status wait_flushed(std::uint64_t index);
-  // Makes every entry written so far durable, then returns (explicit/manual flush trigger).
+  // Makes every entry written so far durable, then returns (explicit/manual flush trigger). When a
+  // truncate_suffix() removes entries meanwhile, it makes what is left durable instead.
   Status flush();
   // Asks the flusher to flush soon; does not wait.
   void request_flush();
@@ -210,9 +216,8 @@ class CommitLog {
   // and checkpoint agree afterwards; crash-safe (see CRASH CASES 3). from_index == last_index() + 1 is
   // a no-op. from_index <= commit_index() is kFailedPrecondition unless `force`; from_index below
   // first_index() or above last_index() + 1 is kOutOfRange. Lowers flushed_index() if needed.
-  // Not for use while sync appends or wait_flushed() calls for the removed indexes are in flight:
-  // they wait for an index, not for their entry, so later entries at the same indexes would
-  // acknowledge them. The Raft node truncates only from its own thread, with no such wait pending.
+  // Sync append() calls still waiting for removed entries fail with kTruncated; a wait_flushed()
+  // call for a removed index waits for a later entry there (see wait_flushed()).
   Status truncate_suffix(std::uint64_t from_index, bool force = false);
   // Deletes every segment whose entries all lie below `before_index` (never the active segment).
   // first_index() becomes the base of the first remaining segment (<= before_index).

@@ -35,10 +35,10 @@ Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend
   // append or a hand-over changed something (spurious wake-ups only re-check).
   for (;;) {
     // In this order (flush_waiters.h): the epoch, the cycle guess for a batch not yet appended, the
-    // state, and for an appended batch its own guess before the flushed index. No wake-up between
-    // these reads is lost, and no guess is later than the cycle that covers the batch: a member
-    // still reads "queued" only while no flush cycle can see its entries (append_group.h), so the
-    // guess made before that read holds.
+    // state (an appended batch then waits with guesses of its own). No wake-up between these reads
+    // is lost, and no guess is later than the cycle that covers the batch: a member still reads
+    // "queued" only while no flush cycle can see its entries (append_group.h), so the guess made
+    // before that read holds.
     const std::uint32_t seen = flush_waiters_.epoch();
     const std::uint64_t queued_cycle = flush_waiters_.covering_cycle_of_next_append();
     switch (member.state.load()) {
@@ -47,16 +47,10 @@ Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend
         continue;
       case GroupMember::kFailed:
         return member.status;
-      case GroupMember::kAppended: {
-        const std::uint64_t cycle = flush_waiters_.covering_cycle(member.range.last);
-        if (flushed_index_.load() >= member.range.last || flush_waiters_.released()) {
-          // Durable, or the log failed or closed: wait_flushed() returns at once and says which.
-          RAFTLOG_RETURN_IF_ERROR(wait_flushed(member.range.last));
-          return member.range;
-        }
-        flush_waiters_.sleep(seen, cycle);
-        continue;
-      }
+      case GroupMember::kAppended:
+        // Written: from here on it waits like any sync append, for its own entries.
+        RAFTLOG_RETURN_IF_ERROR(wait_own_entries(member.range.last, member.truncations_seen));
+        return member.range;
       default:
         // Queued: a leader will append the batch. Even if the log closes now, the member must stay
         // until the leader resolved it (the leader reads it), so this waits regardless.

@@ -32,6 +32,7 @@
 #include "store/durable_record.h"
 #include "store/flush_waiters.h"
 #include "store/segment.h"
+#include "store/truncation_history.h"
 
 namespace raftlog::store {
 
@@ -56,6 +57,10 @@ class CommitLog::Impl {
   // The checks that fail a batch on its own, before it is written or joins a group.
   Status validate_batch(std::span<const EntryToAppend> batch) const;
   Status wait_flushed(std::uint64_t index);
+  // Waits until the entries up to `last` that were written while truncations_.count() was
+  // `truncations_seen` are durable (OK), were removed by a truncate_suffix() since then
+  // (kTruncated), or the log failed or closed first (its failure, or kClosed).
+  Status wait_own_entries(std::uint64_t last, std::uint64_t truncations_seen);
   Status flush();
   void request_flush();
   void set_flush_listener(FlushListener listener);
@@ -101,6 +106,8 @@ class CommitLog::Impl {
   void flusher_main();
   void fail(const Status& status);
   Status failure() const;
+  // Why a wait for `index` ended without it being flushed: the log's failure, or kClosed.
+  Status stopped_status(std::uint64_t index);
   void call_listener(std::uint64_t* last_reported);
 
   // --- allocator (allocator.cpp) ---
@@ -135,6 +142,7 @@ class CommitLog::Impl {
   // (taking flush_mu_ and signalling), so concurrent sync appenders do not queue on flush_mu_.
   std::atomic<bool> flush_requested_{false};
   FlushWaiters flush_waiters_;  // threads in wait_flushed(); runs the waker thread
+  TruncationHistory truncations_;  // truncate_suffix() calls, for sync appends still waiting
   AppendGroup append_group_{options_.max_batch_entries};  // concurrent auto-indexed sync appends
   bool stopping_ = false;
   bool flusher_running_ = false;

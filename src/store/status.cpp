@@ -15,6 +15,7 @@ const char* to_string(StatusCode code) {
     case StatusCode::kIo: return "IO_ERROR";
     case StatusCode::kClosed: return "CLOSED";
     case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case StatusCode::kTruncated: return "TRUNCATED";
   }
   return "UNKNOWN";
 }

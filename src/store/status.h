@@ -19,6 +19,7 @@ enum class StatusCode {
   kIo,               // any other operating-system I/O failure
   kClosed,           // the log was closed (or failed and refuses further writes)
   kFailedPrecondition,  // e.g. truncating below the commit index without `force`
+  kTruncated,  // a sync append's entries were removed by truncate_suffix() before it returned
 };
 
 const char* to_string(StatusCode code);

@@ -31,7 +31,7 @@ EntryToAppend entry_with_term(std::uint64_t term, std::string_view payload) {
 
 // A log stand-in: assigns indexes from 1, records each run's payloads, refuses a run holding a
 // payload "bad" as invalid (nothing written, as the real log does), and can queue more members
-// during a run (arrivals while the leader writes).
+// during a run (arrivals while the leader writes). Its "truncation count" is 10 x the runs written.
 struct FakeLog {
   std::uint64_t last_index = 0;
   std::vector<std::vector<std::string>> runs;
@@ -61,7 +61,7 @@ struct Lead {
         oldest,
         [this](std::span<const EntryToAppend> run, const AppendGroup::ResolveWritten& resolve_written) {
           auto appended = log.append(run);
-          if (appended.ok()) resolve_written(*appended);
+          if (appended.ok()) resolve_written(*appended, 10 * log.runs.size());
           return appended;
         },
         [this](const IndexRange& run) {
@@ -98,6 +98,10 @@ TEST(AppendGroupTest, FirstCallerLeadsAndLaterCallersAreAppendedOldestFirstInOne
   EXPECT_EQ(second.range.last, 2U);
   EXPECT_EQ(third.range.first, 3U);
   EXPECT_EQ(third.range.last, 4U);
+  // Each member carries the log's truncation count of the run that wrote it.
+  EXPECT_EQ(leader.truncations_seen, 10U);
+  EXPECT_EQ(second.truncations_seen, 20U);
+  EXPECT_EQ(third.truncations_seen, 20U);
   EXPECT_EQ(group.runs(), 2U);
   EXPECT_EQ(group.members(), 3U);
   EXPECT_EQ(lead.wake_alls, 0);

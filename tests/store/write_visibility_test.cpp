@@ -6,11 +6,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "store/entry_format.h"
+#include "flusher_gate.h"
 #include "store/segment_format.h"
 #include "test_util.h"
 
@@ -19,42 +18,12 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::expect_entries;
+using testing::FlusherGate;
 using testing::make_batch;
 using testing::open_ok;
 using testing::small_options;
 
 constexpr std::size_t kPayloadBytes = 100;
-
-// Holds the flusher inside the flush listener (where it holds no store lock) once it reported a
-// flushed index, so that later sync-mode appends stay unflushed until release(). Bounded: the
-// listener waits at most 10 s.
-class FlusherGate {
- public:
-  void attach(CommitLog& log) {
-    log.set_flush_listener([this](std::uint64_t) {
-      std::unique_lock lock(mu_);
-      held_ = true;
-      cv_.notify_all();
-      cv_.wait_for(lock, 10s, [&] { return released_; });
-    });
-  }
-  bool wait_held() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, 10s, [&] { return held_; });
-  }
-  void release() {
-    std::lock_guard lock(mu_);
-    released_ = true;
-    cv_.notify_all();
-  }
-  ~FlusherGate() { release(); }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool held_ = false;
-  bool released_ = false;
-};
 
 // File offset of entry `index` in the first segment when every entry carries kPayloadBytes.
 std::uint64_t offset_of(std::uint64_t index) {
