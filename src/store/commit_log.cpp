@@ -565,10 +565,12 @@ Status CommitLog::Impl::flush() {
   // Bounded: a pass starts over only when a truncate_suffix() that ran meanwhile removed its
   // target (waiting for that index would wait for an entry that may never come).
   for (;;) {
-    // The target before the count: a truncation that lowered last_index_ after this read records
-    // itself after that, so the check sees it (truncation_history.h).
-    const std::uint64_t target = last_index_.load();
+    // The count before the target: a truncation lowers last_index_ before it records itself, so a
+    // target read before it lowered last_index_ comes with a count that the check finds it above
+    // (truncation_history.h). Read the other way round, a whole truncation could run between the
+    // two reads, and this would wait for a removed index.
     const std::uint64_t truncations_seen = truncations_.count();
+    const std::uint64_t target = last_index_.load();
     request_flush();
     Status status = wait_own_entries(target, truncations_seen);
     if (status.code() != StatusCode::kTruncated) return status;
@@ -602,6 +604,11 @@ void CommitLog::Impl::flusher_main() {
     }
     {
       std::lock_guard cycle_lock(flush_cycle_mu_);
+      // Checked again under the cycle lock: a truncate_suffix() that held it may have failed the
+      // log after its intent was durable, with the entries it was removing still published. A
+      // cycle now would make them "durable" (and acknowledge their waiters), and the next open
+      // would complete the truncation and remove them.
+      if (!failure().ok()) return;
       Status status = flush_cycle_locked(/*include_end_marker=*/false);
       if (!status.ok()) {
         fail(status);
@@ -615,6 +622,7 @@ void CommitLog::Impl::flusher_main() {
     if (stop) return;
     {
       std::lock_guard cycle_lock(flush_cycle_mu_);
+      if (!failure().ok()) return;  // a failed log writes no checkpoint: the next open decides
       maybe_checkpoint_locked();
     }
   }
@@ -938,7 +946,14 @@ Status CommitLog::Impl::truncate_suffix(std::uint64_t from_index, bool force) {
   std::uint64_t new_last_term = cut_segment->prev_term;
   if (from_index > cut_segment->base_index) {
     auto record = cut_segment->index_record(from_index - 1);
-    if (!record) return Status::corruption(cut_segment->index_path() + ": invalid index record");
+    if (!record) {
+      // The intent is durable already: the log must not take appends that the next open would
+      // cut away when it completes the truncation.
+      Status corrupt = Status::corruption(cut_segment->index_path() + ": invalid index record for index " +
+                                          std::to_string(from_index - 1));
+      fail(corrupt);
+      return corrupt;
+    }
     new_last_term = record->term;
   }
   {

@@ -106,6 +106,36 @@ TEST_F(TruncateTest, SuffixToEmptyKeepsNextIndexAndPrevTerm) {
   EXPECT_EQ(reopened->last_index(), 11U);
 }
 
+TEST_F(TruncateTest, ACorruptIndexRecordMetAfterTheIntentFailsTheLogAndTheNextOpenFinishesTheCut) {
+  // Async, and no flush but the explicit one: entries 4 to 10 stay unflushed, so the intent's
+  // checkpoint (for flushed index 3) does not read entry 5's index record; truncate_suffix(6) reads
+  // it only after the intent is durable.
+  Options options = small_options(&env_, FlushMode::kAsync);
+  options.flush_interval_ms = 60000;
+  options.checkpoint_interval_ms = 60000;
+  auto log = open_ok("/log", options);
+  ASSERT_TRUE(log);
+  auto flushed = make_batch(1, 3, 1, 100);
+  ASSERT_TRUE(log->append(flushed.span()).ok());
+  ASSERT_TRUE(log->flush().ok());
+  auto unflushed = make_batch(4, 7, 1, 100);
+  ASSERT_TRUE(log->append(unflushed.span()).ok());
+  ASSERT_EQ(log->flushed_index(), 3U);
+  const std::string index_path = "/log/" + segment_format::index_file_name(1);
+  ASSERT_TRUE(env_.corrupt_byte(index_path, segment_format::kIndexHeaderBytes + 4 * segment_format::kIndexRecordBytes + 3).ok());
+  const Status truncated = log->truncate_suffix(6);
+  EXPECT_EQ(truncated.code(), StatusCode::kCorruption) << truncated.to_string();
+  // The next open completes the cut at 6, so an append now (at 11) would be lost: refused instead.
+  auto later = make_batch(11, 1, 1, 100);
+  EXPECT_FALSE(log->append(later.span()).ok());
+  log.reset();
+  auto reopened = open_ok("/log", options);
+  ASSERT_TRUE(reopened);
+  EXPECT_TRUE(reopened->recovery_report().truncation_intent_completed) << reopened->recovery_report().to_string();
+  EXPECT_EQ(reopened->last_index(), 5U);
+  testing::expect_entries(*reopened, 1, 5, 1, 100);
+}
+
 TEST_F(TruncateTest, PrefixDeletesWholeSegmentsAndKeepsPrevTerm) {
   auto log = open_ok("/log", small_options(&env_));
   ASSERT_TRUE(log);
