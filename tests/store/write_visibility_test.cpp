@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
-#include "store/entry_format.h"
 #include "flusher_gate.h"
+#include "store/entry_format.h"
 #include "store/segment_format.h"
 #include "test_util.h"
 
