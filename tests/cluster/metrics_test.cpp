@@ -103,6 +103,14 @@ TEST(MetricsTest, ClusterExposesDocumentedMetricsThatFollowTheWork) {
   ASSERT_TRUE(commit.has_value());
   EXPECT_GE(*commit, kAppends);
   EXPECT_GE(sample(on_leader, "raftlog_store_fsync_duration_seconds_count{" + node + "}").value_or(0), 1.0);
+  // Process memory: a running node holds some heap, and its anonymous part is within its resident set.
+  const double resident = sample(on_leader, "raftlog_process_resident_memory_bytes{" + node + "}").value_or(0);
+  const double anonymous = sample(on_leader, "raftlog_process_anonymous_memory_bytes{" + node + "}").value_or(0);
+  const double heap_in_use = sample(on_leader, "raftlog_process_heap_in_use_bytes{" + node + "}").value_or(0);
+  EXPECT_GT(heap_in_use, 64.0 * 1024);
+  EXPECT_GT(anonymous, 0.0);
+  EXPECT_LE(anonymous, resident);
+  EXPECT_TRUE(sample(on_leader, "raftlog_process_heap_free_bytes{" + node + "}").has_value());
   // The leader exports one series per peer; the follower none.
   for (int peer = 1; peer <= 3; ++peer) {
     if (peer == leader) continue;
