@@ -46,6 +46,7 @@ keep=0
 soak=0
 retention_max_bytes=0
 segment_bytes=""
+raftlog_metrics_ports=()  # the soak's metrics endpoints, one per node
 
 usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "compare-etcd: $*" >&2; exit 1; }
@@ -142,6 +143,16 @@ status_kib() {  # status_kib PID FIELD: a kB field of /proc/PID/status, 0 if the
   echo "${value:-0}"
 }
 rss_kib() { status_kib "$1" VmRSS; }
+# heap_in_use_kib PORT: raftlog_process_heap_in_use_bytes of the node serving metrics on PORT, in KiB
+# (0 when it does not answer within 2 s).
+heap_in_use_kib() {
+  /usr/bin/python3 - "$1" <<'PY' 2>/dev/null || echo 0
+import sys, urllib.request
+body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=2).read().decode()
+values = [float(l.split()[-1]) for l in body.splitlines() if l.startswith("raftlog_process_heap_in_use_bytes{")]
+print(int(values[0] / 1024) if values else 0)
+PY
+}
 # bench=rss system=S state=idle|loaded: RSS of the largest process and of all of them, and the total split
 # into anonymous memory (heap, stacks: what a leak grows) and file pages (raftlog's mapped segments).
 rss_line() {
@@ -291,11 +302,15 @@ start_raftlog() {
     raftlog_endpoints+="${raftlog_endpoints:+,}127.0.0.1:${ports[$((i - 1))]}"
   done
   mkdir -p "$work/raftlog"
+  # The soak reads each node's heap figures from its metrics endpoint.
+  local metrics_flags=()
+  if ((soak > 0)); then read -r -a raftlog_metrics_ports <<<"$(free_ports 3)"; fi
   for i in 1 2 3; do
+    if ((soak > 0)); then metrics_flags=(--metrics-addr "127.0.0.1:${raftlog_metrics_ports[$((i - 1))]}"); fi
     # sync flush (the default, spelled out): an entry counts on a replica only once fsynced there.
     "$bin/raftlogd" --id "$i" --members "$members" --data-dir "$work/raftlog/n$i" --flush-mode sync \
       --retention-max-bytes "$retention_max_bytes" ${segment_bytes:+--segment-size "$segment_bytes"} \
-      --log-level warn </dev/null >>"$work/raftlog/n$i.log" 2>&1 &
+      "${metrics_flags[@]}" --log-level warn </dev/null >>"$work/raftlog/n$i.log" 2>&1 &
     raftlog_pids[i - 1]=$!
     started_pids+=("$!")
   done
@@ -414,19 +429,20 @@ run_soak() {
   rss_line raftlog idle "${raftlog_pids[@]}"
   "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients 64 --entry-size 1KiB \
     --duration "$soak" --server-pids "$pids" >"$work/soak.out" 2>"$work/soak.err" &
-  local load_pid=$! rss=() anon=() file=() elapsed=0 r a f pid
+  local load_pid=$! rss=() anon=() file=() heap=() elapsed=0 r a f h pid port
   # Bounded: at most soak/10 + 2 samples; stops when the load ends.
   while kill -0 "$load_pid" 2>/dev/null && ((elapsed <= soak + 10)); do
     sleep 10
     elapsed=$((elapsed + 10))
-    r=0 a=0 f=0
+    r=0 a=0 f=0 h=0
     for pid in "${raftlog_pids[@]}"; do
       r=$((r + $(rss_kib "$pid")))
       a=$((a + $(status_kib "$pid" RssAnon)))
       f=$((f + $(status_kib "$pid" RssFile)))
     done
-    rss+=("$r") anon+=("$a") file+=("$f")
-    echo "soak t=${elapsed}s rss_total_kib=$r anon_total_kib=$a file_total_kib=$f" >&2
+    for port in "${raftlog_metrics_ports[@]}"; do h=$((h + $(heap_in_use_kib "$port"))); done
+    rss+=("$r") anon+=("$a") file+=("$f") heap+=("$h")
+    echo "soak t=${elapsed}s rss_total_kib=$r anon_total_kib=$a file_total_kib=$f heap_in_use_total_kib=$h" >&2
   done
   wait "$load_pid" || true
   record <"$work/soak.out" || true
@@ -441,7 +457,10 @@ run_soak() {
   echo "RESULT bench=soak seconds=$soak samples=${#anon[@]} anon_after_warmup_kib=${anon[$q]}" \
     "anon_end_kib=${anon[-1]} anon_max_kib=$max" \
     "anon_growth_pct=$(awk -v a="${anon[$q]}" -v b="${anon[-1]}" 'BEGIN {printf "%.1f", (b - a) * 100 / a}')" \
-    "rss_after_warmup_kib=${rss[$q]} rss_end_kib=${rss[-1]} file_end_kib=${file[-1]}" | tee -a "$results"
+    "rss_after_warmup_kib=${rss[$q]} rss_end_kib=${rss[-1]} file_end_kib=${file[-1]}" \
+    "heap_in_use_after_warmup_kib=${heap[$q]} heap_in_use_end_kib=${heap[-1]}" \
+    "heap_growth_pct=$(awk -v a="${heap[$q]}" -v b="${heap[-1]}" 'BEGIN {printf "%.1f", (a > 0 ? (b - a) * 100 / a : 0)}')" |
+    tee -a "$results"
 }
 
 if ((soak > 0)); then
