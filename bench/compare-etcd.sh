@@ -143,14 +143,16 @@ status_kib() {  # status_kib PID FIELD: a kB field of /proc/PID/status, 0 if the
   echo "${value:-0}"
 }
 rss_kib() { status_kib "$1" VmRSS; }
-# heap_in_use_kib PORT: raftlog_process_heap_in_use_bytes of the node serving metrics on PORT, in KiB
-# (0 when it does not answer within 2 s).
-heap_in_use_kib() {
-  /usr/bin/python3 - "$1" <<'PY' 2>/dev/null || echo 0
+# heap_sample PORT: "KIB ROLE" for the node serving metrics on PORT: its
+# raftlog_process_heap_in_use_bytes in KiB and L (leader) or F ("0 ?" when it does not answer in 2 s).
+heap_sample() {
+  /usr/bin/python3 - "$1" <<'PY' 2>/dev/null || echo "0 ?"
 import sys, urllib.request
 body = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=2).read().decode()
-values = [float(l.split()[-1]) for l in body.splitlines() if l.startswith("raftlog_process_heap_in_use_bytes{")]
-print(int(values[0] / 1024) if values else 0)
+def value(name):
+    found = [float(l.split()[-1]) for l in body.splitlines() if l.startswith(name + "{")]
+    return found[0] if found else 0.0
+print(int(value("raftlog_process_heap_in_use_bytes") / 1024), "L" if value("raftlog_raft_is_leader") == 1 else "F")
 PY
 }
 # bench=rss system=S state=idle|loaded: RSS of the largest process and of all of them, and the total split
@@ -429,20 +431,27 @@ run_soak() {
   rss_line raftlog idle "${raftlog_pids[@]}"
   "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients 64 --entry-size 1KiB \
     --duration "$soak" --server-pids "$pids" >"$work/soak.out" 2>"$work/soak.err" &
-  local load_pid=$! rss=() anon=() file=() heap=() elapsed=0 r a f h pid port
+  local load_pid=$! rss=() anon=() file=() heap=() elapsed=0 r a f h pid port node_heap node_role per_node
+  local soak_started=$SECONDS
   # Bounded: at most soak/10 + 2 samples; stops when the load ends.
   while kill -0 "$load_pid" 2>/dev/null && ((elapsed <= soak + 10)); do
     sleep 10
-    elapsed=$((elapsed + 10))
+    elapsed=$((SECONDS - soak_started))  # wall time: sampling itself takes a while under load
     r=0 a=0 f=0 h=0
     for pid in "${raftlog_pids[@]}"; do
       r=$((r + $(rss_kib "$pid")))
       a=$((a + $(status_kib "$pid" RssAnon)))
       f=$((f + $(status_kib "$pid" RssFile)))
     done
-    for port in "${raftlog_metrics_ports[@]}"; do h=$((h + $(heap_in_use_kib "$port"))); done
+    per_node=""
+    for port in "${raftlog_metrics_ports[@]}"; do
+      read -r node_heap node_role <<<"$(heap_sample "$port")"
+      h=$((h + node_heap))
+      per_node+="${per_node:+/}$node_heap$node_role"
+    done
     rss+=("$r") anon+=("$a") file+=("$f") heap+=("$h")
-    echo "soak t=${elapsed}s rss_total_kib=$r anon_total_kib=$a file_total_kib=$f heap_in_use_total_kib=$h" >&2
+    echo "soak t=${elapsed}s rss_total_kib=$r anon_total_kib=$a file_total_kib=$f heap_in_use_total_kib=$h" \
+      "heap_in_use_kib_by_node=$per_node (L: leader)" >&2
   done
   wait "$load_pid" || true
   record <"$work/soak.out" || true

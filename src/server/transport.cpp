@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "raftlog/peer/v1/peer.grpc.pb.h"
+#include "server/batch_reuse.h"
 #include "server/check.h"
 #include "server/timer_thread.h"
 #include "server/tls_files.h"
@@ -38,6 +39,7 @@ constexpr std::size_t kMaxClusterIdBytes = 256;
 // Initial metadata a receiver sends once the first message of a stream passed its checks.
 constexpr std::string_view kPeerAcceptedKey = "raftlog-peer-accepted";
 constexpr std::size_t kMaxQueuedMessagesBound = 1u << 20;
+// Stream elements are reset with reset_for_reuse() (batch_reuse.h) between batches.
 // gRPC sizes are ints.
 constexpr std::size_t kMaxMessageBytesBound = (1u << 30);
 
@@ -339,7 +341,11 @@ class PeerTransport::Impl::InboundReactor final : public grpc::ServerReadReactor
     ended(owner, stream_id);
   }
 
-  void start_read() override { this->StartRead(&wire_); }
+  void start_read() override {
+    // The previous element's messages were decoded and delivered (on_messages) or refused.
+    reset_for_reuse(wire_);
+    this->StartRead(&wire_);
+  }
   void start_send_initial_metadata() override { this->StartSendInitialMetadata(); }
   void finish_call(grpc::Status status) override { this->Finish(std::move(status)); }
 
@@ -614,7 +620,7 @@ void PeerTransport::Impl::pump(PeerLink& link) {
     // The claim keeps the stream and the messages in `writing` ours: encode them outside the lock, so
     // send() on the Raft loop never waits for an encoding. `writing` itself (read by peer_stats())
     // changes only under the lock below.
-    stream->batch.Clear();
+    reset_for_reuse(stream->batch);
     std::size_t batch_bytes = 0;
     std::size_t kept = 0;
     std::size_t overflow_from = link.writing.size();  // messages from here on wait for the next batch
