@@ -39,7 +39,6 @@ constexpr std::size_t kMaxClusterIdBytes = 256;
 // Initial metadata a receiver sends once the first message of a stream passed its checks.
 constexpr std::string_view kPeerAcceptedKey = "raftlog-peer-accepted";
 constexpr std::size_t kMaxQueuedMessagesBound = 1u << 20;
-// Stream elements are reset with reset_for_reuse() (batch_reuse.h) between batches.
 // gRPC sizes are ints.
 constexpr std::size_t kMaxMessageBytesBound = (1u << 30);
 

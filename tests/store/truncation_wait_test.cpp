@@ -48,7 +48,8 @@ TEST(TruncationHistory, MoreTruncationsThanItRemembersAreAnUnknownOutcome) {
   EXPECT_TRUE(history.check(1, 10).ok());  // exactly kRemembered since: all known, all above
 }
 
-class TruncationWaitTest : public ::testing::TestWithParam<bool> {
+// A sync log whose flusher is held (FlusherGate) after entry 1 became durable.
+class TruncationWait : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(env_.create_dir("/log").ok());
@@ -62,6 +63,14 @@ class TruncationWaitTest : public ::testing::TestWithParam<bool> {
   }
   void TearDown() override { gate_.release(); }
 
+  MemoryEnv env_;
+  Options options_;
+  std::unique_ptr<CommitLog> log_;
+  FlusherGate gate_;
+};
+
+class TruncationWaitTest : public TruncationWait, public ::testing::WithParamInterface<bool> {
+ protected:
   // A sync append of `count` entries at index 2 (or, with GetParam(), at index 0: the append group
   // assigns it) from another thread; returns once its entries are in the log, waiting.
   std::future<Result<IndexRange>> start_waiting_append(std::size_t count) {
@@ -78,11 +87,6 @@ class TruncationWaitTest : public ::testing::TestWithParam<bool> {
     EXPECT_EQ(pending.wait_for(0ms), std::future_status::timeout) << "the append did not wait";
     return pending;
   }
-
-  MemoryEnv env_;
-  Options options_;
-  std::unique_ptr<CommitLog> log_;
-  FlusherGate gate_;
 };
 
 TEST_P(TruncationWaitTest, ASyncAppendWhoseEntriesAreTruncatedFailsEvenWhenTheirIndexesBecomeDurable) {
@@ -131,28 +135,19 @@ TEST_P(TruncationWaitTest, ATruncationAboveTheWaitingEntriesLeavesTheirAppendSuc
 INSTANTIATE_TEST_SUITE_P(ExplicitAndGroupedIndexes, TruncationWaitTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& param_info) { return param_info.param ? "grouped" : "explicit"; });
 
-TEST(TruncationWait, FlushReturnsWhenATruncationRemovedTheIndexItWaitedFor) {
-  MemoryEnv env;
-  ASSERT_TRUE(env.create_dir("/log").ok());
-  auto log = open_ok("/log", small_options(&env, FlushMode::kSync));
-  ASSERT_TRUE(log);
-  FlusherGate gate;
-  gate.attach(*log);
-  auto first = make_batch(1, 1, 1, kPayloadBytes);
-  ASSERT_TRUE(log->append(first.span()).ok());
-  ASSERT_TRUE(gate.wait_held());
+TEST_F(TruncationWait, FlushReturnsWhenATruncationRemovedTheIndexItWaitedFor) {
   auto unflushed = make_batch(2, 9, 1, kPayloadBytes);
-  ASSERT_TRUE(log->append_no_wait(unflushed.span()).ok());
-  auto flushing = std::async(std::launch::async, [&] { return log->flush(); });  // waits for 10
+  ASSERT_TRUE(log_->append_no_wait(unflushed.span()).ok());
+  auto flushing = std::async(std::launch::async, [&] { return log_->flush(); });  // waits for 10
   std::this_thread::sleep_for(20ms);  // let it start waiting (it must also work if it has not)
-  ASSERT_TRUE(log->truncate_suffix(5).ok());  // index 10 is gone, and nothing appends again
-  gate.release();
+  ASSERT_TRUE(log_->truncate_suffix(5).ok());  // index 10 is gone, and nothing appends again
+  gate_.release();
   const bool returned = flushing.wait_for(10s) == std::future_status::ready;
-  if (!returned) (void)log->close();  // wakes it (kClosed), so that a failing test does not hang
+  if (!returned) (void)log_->close();  // wakes it (kClosed), so that a failing test does not hang
   ASSERT_TRUE(returned) << "flush() waited for a removed index";
   EXPECT_TRUE(flushing.get().ok());
-  EXPECT_EQ(log->flushed_index(), 4U);
-  EXPECT_EQ(log->last_index(), 4U);
+  EXPECT_EQ(log_->flushed_index(), 4U);
+  EXPECT_EQ(log_->last_index(), 4U);
 }
 
 }  // namespace
