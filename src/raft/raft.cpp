@@ -71,6 +71,7 @@ std::string validate_config(const Config& config) {
     return "Config::max_uncommitted_bytes must be >= max_bytes_per_message (one full proposal fits)";
   }
   if (config.max_pending_reads < 1) return "Config::max_pending_reads must be >= 1";
+  if (config.promised_term > kMaxTerm) return "Config::promised_term must be <= kMaxTerm";
   return {};
 }
 
@@ -89,6 +90,7 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
     term_ = log_.last_term();
     vote_ = kNoNode;
   }
+  if (config.promised_index > 0) enter_catching_up(config.promised_index, config.promised_term);
   randomize_election_timeout();
   reported_soft_state_ = soft_state();
   reported_hard_state_ = hard_state;
@@ -168,5 +170,7 @@ SoftState Raft::soft_state() const { return impl_->soft_state(); }
 Index Raft::persisted_index() const { return impl_->persisted_index(); }
 NodeId Raft::transfer_target() const { return impl_->transfer_target(); }
 std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
+bool Raft::catching_up() const { return impl_->catching_up(); }
+Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
 
 }  // namespace raftlog::raft

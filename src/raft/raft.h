@@ -41,6 +41,18 @@ struct Config {
   std::size_t max_uncommitted_bytes = 64 << 20;
   std::size_t max_pending_reads = 4096;
 
+  // Catching up after lost durable state (docs/raft.md, "Storage faults"). The driver sets these when
+  // recovery removed entries this node may already have acknowledged (a corrupted or missing part of
+  // synced data): `promised_index` is the highest index it may have promised, `promised_term` the
+  // highest term it may have promised it in. While catching up the node neither campaigns nor grants
+  // (pre-)votes, and its append acknowledgements carry kCatchingUpContext so that leaders do not count
+  // them toward commit. It stops catching up once its durable log reaches promised_index, or holds an
+  // entry of a term above promised_term (a leader of a later term replaced what it had promised). The
+  // core also enters this state by itself when a heartbeat of its leader names a commit index beyond
+  // its log: the leader only does that after this node acknowledged that far.
+  Index promised_index = 0;
+  Term promised_term = 0;
+
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
   std::uint64_t random_seed = 1;
 };
@@ -98,7 +110,8 @@ class Raft {
 
   // Advance logical time by one tick.
   void tick();
-  // Handle a message from a peer. Messages for other nodes or from unknown nodes are ignored.
+  // Handle a message from a peer. Messages for other nodes, from unknown nodes, or naming a term above
+  // kMaxTerm are ignored; so is anything else that contradicts this node's state (never an abort).
   void step(const Message& message);
   // Leader only: append client entries (type, client_id, sequence and payload are taken from
   // `entries`; index and term are assigned).
@@ -132,6 +145,10 @@ class Raft {
   Index persisted_index() const;
   NodeId transfer_target() const;  // kNoNode unless a leadership transfer is in progress
   std::size_t pending_reads() const;  // ReadIndex requests not yet released or aborted
+  // True while the node catches up after lost durable state (Config::promised_index); the index it
+  // must reach is catching_up_to().
+  bool catching_up() const;
+  Index catching_up_to() const;
 
  private:
   class Impl;

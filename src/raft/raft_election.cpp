@@ -17,7 +17,8 @@ bool Raft::Impl::is_voter(NodeId node) const {
   return std::binary_search(conf_.voters.begin(), conf_.voters.end(), node);
 }
 
-bool Raft::Impl::promotable() const { return is_voter(id()); }
+// A node catching up after lost durable state must not lead: its log may lack entries it promised.
+bool Raft::Impl::promotable() const { return is_voter(id()) && !catching_up_; }
 
 bool Raft::Impl::in_leader_lease() const {
   return config_.check_quorum && leader_ != kNoNode && election_elapsed_ticks_ < config_.election_ticks;
@@ -47,6 +48,7 @@ void Raft::Impl::reset(Term term) {
     aborted_reads_.insert(aborted_reads_.end(), aborted.begin(), aborted.end());
   }
   leader_ = kNoNode;
+  leader_match_ = 0;
   election_elapsed_ticks_ = 0;
   heartbeat_elapsed_ticks_ = 0;
   randomize_election_timeout();
@@ -76,6 +78,7 @@ void Raft::Impl::become_pre_candidate() {
 
 void Raft::Impl::become_candidate() {
   RAFT_ASSERT(role_ != Role::kLeader, "a leader never campaigns");
+  RAFT_ASSERT(term_ < kMaxTerm, "campaigning past kMaxTerm (start_election checks it)");
   reset(term_ + 1);
   role_ = Role::kCandidate;
   vote_ = id();
@@ -152,6 +155,7 @@ void Raft::Impl::won_votes() {
 }
 
 void Raft::Impl::start_election(CampaignKind kind) {
+  if (term_ >= kMaxTerm) return;  // unreachable for honest terms; never overflow
   const bool pre_vote = kind == CampaignKind::kPreElection;
   const bool transfer = kind == CampaignKind::kTransfer;
   Term campaign_term = 0;
@@ -224,6 +228,7 @@ bool Raft::Impl::handle_term(const Message& m) {
 
 void Raft::Impl::step(const Message& m) {
   if (m.to != id() || m.from == id() || !is_voter(m.from)) return;  // not for us, or from a stranger
+  if (m.term > kMaxTerm) return;  // adopting it would leave no term to campaign at (kMaxTerm)
   if (!handle_term(m)) return;
   switch (m.type) {
     case MessageType::kPreVote:
@@ -245,7 +250,10 @@ void Raft::Impl::handle_vote_request(const Message& m) {
   const bool pre_vote = m.type == MessageType::kPreVote;
   // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know a
   // leader in this term, or, for a pre-vote, if it is about a later term than ours.
-  const bool can_vote = vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_);
+  // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
+  // so its "up to date" judgement could elect a leader without them.
+  const bool can_vote = !catching_up_ && (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) ||
+                                          (pre_vote && m.term > term_));
   const bool up_to_date = rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());
   Message reply;
   reply.type = pre_vote ? MessageType::kPreVoteResponse : MessageType::kVoteResponse;
@@ -281,6 +289,46 @@ void Raft::Impl::handle_vote_response(const Message& m) {
       return;
     case VoteOutcome::kPending:
       return;
+  }
+}
+
+}  // namespace raftlog::raft
+
+namespace raftlog::raft {
+
+void Raft::Impl::enter_catching_up(Index promised_index, Term promised_term) {
+  if (!catching_up_) {
+    catching_up_ = true;
+    promised_index_ = promised_index;
+    promised_term_ = promised_term;
+  } else {
+    promised_index_ = std::max(promised_index_, promised_index);
+    promised_term_ = std::max(promised_term_, promised_term);
+  }
+  maybe_finish_catching_up();
+}
+
+void Raft::Impl::maybe_finish_catching_up() {
+  if (!catching_up_) return;
+  const Index durable = log_.persisted_index();
+  const std::optional<Term> durable_term = log_.term_at(durable);
+  // Either the durable log again reaches everything the node may have promised, or it holds an entry
+  // a leader of a later term sent: that leader's log has every committed entry the node promised, and
+  // ours is a prefix of it up to there, exactly as after an ordinary conflicting append.
+  if (durable >= promised_index_ || (durable_term.has_value() && *durable_term > promised_term_)) {
+    catching_up_ = false;
+    promised_index_ = 0;
+    promised_term_ = 0;
+    // Our acknowledgements so far were marked: repeat the latest one unmarked, or the leader would
+    // not count us until its next append.
+    const Index acknowledged = std::min(leader_match_, durable);
+    if (role_ == Role::kFollower && leader_ != kNoNode && acknowledged > 0) {
+      Message ack;
+      ack.type = MessageType::kAppendResponse;
+      ack.to = leader_;
+      ack.index = acknowledged;
+      send(std::move(ack), /*after_persist=*/true);
+    }
   }
 }
 

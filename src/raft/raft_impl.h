@@ -53,6 +53,8 @@ class Raft::Impl {
   SoftState soft_state() const { return SoftState{role_, leader_, term_}; }
   NodeId transfer_target() const { return transfer_target_; }
   std::size_t pending_reads() const { return read_only_.pending(); }
+  bool catching_up() const { return catching_up_; }
+  Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
 
  private:
   // --- roles and elections (raft_election.cpp) ---
@@ -97,6 +99,10 @@ class Raft::Impl {
   void step_candidate(const Message& message);
   void step_follower(const Message& message);
 
+  // Storage-fault recovery: see Config::promised_index.
+  void enter_catching_up(Index promised_index, Term promised_term);
+  void maybe_finish_catching_up();
+
   // --- reads and transfer (raft_read_transfer.cpp) ---
   void release_confirmed_reads();
   void start_deferred_reads();
@@ -124,6 +130,16 @@ class Raft::Impl {
   std::map<NodeId, Progress> progress_;  // leader: every voter but itself
   NodeId transfer_target_ = kNoNode;
   ReadOnly read_only_;
+
+  // Follower: the highest index our log is known to share with the leader of this term (the end of
+  // its last append we matched). A heartbeat's commit is applied only up to it: the commit index it
+  // names is the leader's word, but which entries it covers is only known for what we matched.
+  Index leader_match_ = 0;
+
+  // Catching up after lost durable state (Config::promised_index).
+  bool catching_up_ = false;
+  Index promised_index_ = 0;
+  Term promised_term_ = 0;
 
   // Leader: entries it proposed in this term that are not committed yet, for the pending-proposal
   // bounds. Holds at most max_uncommitted_entries.

@@ -154,14 +154,17 @@ void Raft::Impl::handle_append(const Message& m) {
     const Index last_new_index = m.index + m.entries.size();
     const Index conflict = log_.find_conflict(m.entries);
     if (conflict != 0) {
-      // Overwrites only our uncommitted tail; RaftLog asserts that `conflict` is above commit.
-      RAFT_ASSERT(conflict > log_.committed(), "leader's entries conflict with a committed entry");
+      // A leader's entries never conflict with a committed entry: one that does comes from a forged
+      // or corrupted message (or a leader whose storage failed). Dropping it keeps our log intact.
+      if (conflict <= log_.committed()) return;
       std::vector<Entry> suffix(m.entries.begin() + static_cast<std::ptrdiff_t>(conflict - m.index - 1),
                                 m.entries.end());
       log_.append(suffix);
     }
+    leader_match_ = std::max(leader_match_, last_new_index);
     log_.commit_to(std::min(m.commit, last_new_index));
     reply.index = last_new_index;  // acknowledged only once durable (after persist)
+    if (catching_up_) reply.context = kCatchingUpContext;
     send(std::move(reply), /*after_persist=*/true);
     return;
   }
@@ -177,11 +180,21 @@ void Raft::Impl::handle_append(const Message& m) {
 }
 
 void Raft::Impl::handle_heartbeat(const Message& m) {
-  log_.commit_to(m.commit);
   Message reply;
   reply.type = MessageType::kHeartbeatResponse;
   reply.to = m.from;
   reply.context = m.context;
+  if (m.commit > log_.last_index()) {
+    // A leader names at most what we acknowledged (send_heartbeat), so our log lost entries it
+    // already vouched for (storage fault), or the message is forged. Commit what we hold, tell the
+    // leader where our log ends so it re-sends from there, and stop voting until we hold it again.
+    log_.commit_to(std::min(log_.last_index(), leader_match_));
+    enter_catching_up(m.commit, term_);
+    reply.reject = true;
+    reply.reject_hint = log_.last_index();
+  } else {
+    log_.commit_to(std::min(m.commit, leader_match_));
+  }
   send(std::move(reply), /*after_persist=*/false);
 }
 
@@ -199,8 +212,13 @@ void Raft::Impl::handle_append_response(const Message& m) {
     }
     return;
   }
+  // A node catching up after a storage fault has its acknowledgements tracked but not counted; the
+  // first unmarked one (possibly a repeat, see maybe_finish_catching_up) makes its match count.
+  const bool finished_catching_up = pr.catching_up && m.context != kCatchingUpContext;
+  pr.catching_up = m.context == kCatchingUpContext;
   const bool was_paused = pr.is_paused();
   const bool advanced = pr.on_ack(m.index);
+  if (finished_catching_up && !advanced && maybe_commit()) broadcast_append(/*send_if_empty=*/true);
   if (!advanced && !(pr.match == m.index && pr.state == ReplicationState::kProbe)) return;  // stale ack
   if (pr.state == ReplicationState::kProbe) {
     pr.become_replicate();
@@ -224,6 +242,12 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
   pr.recent_active = true;
   pr.ticks_since_contact = 0;
   pr.probe_sent = false;  // the peer is alive: allow the next probe
+  if (m.reject && m.reject_hint < pr.match) {
+    // The follower's log ends below what it acknowledged (it lost durable entries): lower our view of
+    // it and probe from its real end, or replication to it would wait forever for a gap it cannot see.
+    pr.match = m.reject_hint;
+    pr.become_probe();
+  }
   if (pr.state == ReplicationState::kReplicate && pr.inflights.full()) pr.inflights.free_first();
   // The peer needs entries trimmed from our log, and there are no snapshots. Probe it at our first
   // index instead, once per heartbeat answer: a peer rebuilt from a copy of a healthy node's log
@@ -246,7 +270,12 @@ bool Raft::Impl::maybe_commit() {
   durable_match.reserve(conf_.voters.size());
   for (NodeId voter : conf_.voters) {
     // The leader's own entries count only once durable, exactly like a follower's acknowledgement.
-    durable_match.push_back(voter == id() ? log_.persisted_index() : progress_.at(voter).match);
+    if (voter == id()) {
+      durable_match.push_back(log_.persisted_index());
+    } else {
+      const Progress& pr = progress_.at(voter);
+      durable_match.push_back(pr.catching_up ? 0 : pr.match);
+    }
   }
   const Index majority_index = quorum_value(std::move(durable_match));
   if (majority_index <= log_.committed()) return false;
@@ -268,6 +297,7 @@ void Raft::Impl::on_commit_advanced() {
 
 void Raft::Impl::on_persisted(Index index, Term term) {
   if (!log_.stable_to(index, term)) return;  // stale or unknown report
+  maybe_finish_catching_up();
   if (maybe_commit()) broadcast_append(/*send_if_empty=*/true);
 }
 

@@ -43,7 +43,8 @@ std::uint64_t ReadOnly::start_round(std::uint64_t request_id, Index commit_index
 std::uint64_t ReadOnly::latest_context() const { return rounds_.empty() ? 0 : rounds_.back().context; }
 
 void ReadOnly::record_ack(NodeId peer, std::uint64_t context) {
-  if (context == 0) return;
+  // A context we never issued (forged or corrupted) must not confirm a round that has not happened.
+  if (context == 0 || context >= next_context_) return;
   std::uint64_t& acked = acked_context_[peer];
   acked = std::max(acked, context);
 }

@@ -23,6 +23,17 @@ inline constexpr NodeId kNoNode = 0;
 // voters then grant even while they still hear from the current leader (they ignore their lease).
 inline constexpr std::uint64_t kTransferCampaignContext = 1;
 
+// Message::context of a successful kAppendResponse from a node that is catching up after a storage
+// fault (Raft::catching_up()): the leader tracks its progress but does not count its acknowledgement
+// toward commit until an answer comes without this mark.
+inline constexpr std::uint64_t kCatchingUpContext = 2;
+
+// The highest term the core accepts or reaches. A message naming a higher term is dropped (a forged or
+// corrupted term near 2^64 would otherwise be adopted and persisted, and the next election's term + 1
+// would overflow: the cluster could never elect again). Honest terms grow by one per election and
+// never come near it.
+inline constexpr Term kMaxTerm = Term{1} << 62;
+
 enum class EntryType : std::uint8_t {
   kNormal = 0,  // a client payload
   kNoop = 1,    // appended by a new leader at once so that earlier-term entries commit (Raft §5.4.2)
@@ -75,12 +86,15 @@ struct Message {
   std::vector<Entry> entries;  // kAppend only; bounded by Config::max_entries_per_message/max_bytes_per_message
   Index commit = 0;            // kAppend/kHeartbeat: the leader's commit index (clamped for heartbeats)
 
-  bool reject = false;     // responses: vote not granted / append did not match
-  Index reject_hint = 0;   // kAppendResponse reject: the follower's hint for fast backtracking (index)
+  bool reject = false;     // responses: vote not granted / append did not match; kHeartbeatResponse:
+                           // the heartbeat's commit was beyond the follower's log (it lost entries)
+  Index reject_hint = 0;   // kAppendResponse reject: the follower's hint for fast backtracking (index);
+                           // kHeartbeatResponse reject: the follower's last index
   Term hint_term = 0;      // kAppendResponse reject: the follower's term at reject_hint (0 if none)
 
   std::uint64_t context = 0;  // kHeartbeat/kHeartbeatResponse: ReadIndex round identifier (0 = none);
-                              // kVote: kTransferCampaignContext when the campaign follows a TimeoutNow
+                              // kVote: kTransferCampaignContext when the campaign follows a TimeoutNow;
+                              // kAppendResponse: kCatchingUpContext from a node catching up
 
   friend bool operator==(const Message&, const Message&) = default;
 };

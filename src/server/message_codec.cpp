@@ -99,6 +99,12 @@ std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limit
   if (in.to() == raft::kNoNode) return "message has no recipient (to = 0)";
   if (in.from() == in.to()) return "message from node " + std::to_string(in.from()) + " to itself";
 
+  // Terms near 2^64 are never honest and would leave no term to campaign at (raft::kMaxTerm).
+  if (in.term() > raft::kMaxTerm || in.log_term() > raft::kMaxTerm || in.hint_term() > raft::kMaxTerm) {
+    return "message from node " + std::to_string(in.from()) + " names a term above the limit of " +
+           std::to_string(raft::kMaxTerm);
+  }
+
   const std::size_t size_bytes = in.ByteSizeLong();
   if (size_bytes > limits.max_message_bytes) {
     return "message of " + std::to_string(size_bytes) + " bytes exceeds the limit of " +

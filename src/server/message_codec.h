@@ -34,6 +34,7 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
 // naming the first problem (and `out` is unspecified). Checked:
 //   - the type is one of the nine Raft message types (not UNSPECIFIED, not an unknown number);
 //   - `from` and `to` are non-zero and differ;
+//   - term, log_term and hint_term are at most raft::kMaxTerm (entry terms are bounded by `term`);
 //   - the encoded size is at most limits.max_message_bytes, the entry count at most
 //     limits.max_entries_per_message;
 //   - entries appear only in APPEND; each has a known type, indexes are contiguous starting at

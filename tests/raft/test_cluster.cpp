@@ -105,6 +105,7 @@ void TestCluster::deliver_at(std::size_t position) {
   Message m = network_[position];
   network_.erase(network_.begin() + static_cast<std::ptrdiff_t>(position));
   if (dropped(m)) return;
+  if (mutator_) mutator_(m);
   delivered_.push_back(m);
   raft(m.to).step(m);
   process(m.to);

@@ -91,6 +91,8 @@ class TestCluster {
     drop_rules_.clear();
   }
   void add_drop_rule(DropRule rule) { drop_rules_.push_back(std::move(rule)); }
+  // Every delivered message passes through `mutator` first (a faulty or hostile network); empty: none.
+  void set_mutator(std::function<void(Message&)> mutator) { mutator_ = std::move(mutator); }
 
   // Every message delivered (not dropped), in order.
   const std::vector<Message>& delivered() const { return delivered_; }
@@ -109,6 +111,7 @@ class TestCluster {
   std::vector<Message> delivered_;
   std::set<NodeId> isolated_;
   std::vector<DropRule> drop_rules_;
+  std::function<void(Message&)> mutator_;
 };
 
 // Entries [first, first + terms.size()) with the given terms (kNormal, payload "e<index>").
