@@ -37,6 +37,10 @@ std::string RecoveryReport::to_string() const {
          " segments_removed=" + std::to_string(segments_removed) +
          " index_files_rebuilt=" + std::to_string(index_files_rebuilt) +
          " truncation_completed=" + (truncation_intent_completed ? "true" : "false") +
+         " corrupted_flushed_data_truncated=" + (corrupted_flushed_data_truncated ? "true" : "false") +
+         " highest_index_seen=" + std::to_string(highest_index_seen) +
+         " valid_entries_after_cut=" + std::to_string(valid_entries_after_cut) +
+         " suspect_index=" + std::to_string(suspect_index) +
          " first_index=" + std::to_string(first_index) + " last_index=" + std::to_string(last_index) +
          " duration_us=" + std::to_string(duration.count());
 }
@@ -105,6 +109,7 @@ Status CommitLog::set_commit_index(std::uint64_t commit_index, bool persist) {
   return impl_->set_commit_index(commit_index, persist);
 }
 std::uint64_t CommitLog::commit_index() const { return impl_->commit_index_.load(); }
+Status CommitLog::mark_suspect(std::uint64_t index) { return impl_->mark_suspect(index); }
 Result<ReadBatch> CommitLog::read(std::uint64_t from_index, std::size_t max_entries,
                                   std::size_t max_bytes) const {
   return impl_->read(from_index, max_entries, max_bytes);

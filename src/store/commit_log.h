@@ -129,6 +129,14 @@ struct RecoveryReport {
   std::uint64_t index_files_rebuilt = 0;
   bool truncation_intent_completed = false;  // a crashed truncate_suffix was finished
   bool corrupted_flushed_data_truncated = false;  // only with allow_truncate_corrupted_flushed_data
+  // Highest index of any valid entry recovery saw, including entries it then dropped (after a bad
+  // entry, in removed segments): what the log may have held, hence acknowledged, before the crash.
+  std::uint64_t highest_index_seen = 0;
+  // Valid entries found (through their index records) after the entry where a scan cut the log. A
+  // process crash tears at most the entry being written, so these mean corruption rather than a torn
+  // tail (a power cut can tear pages out of order, which looks the same for unsynced data).
+  std::uint64_t valid_entries_after_cut = 0;
+  std::uint64_t suspect_index = 0;  // the suspect marker recovery found and checked (0 = none)
   std::uint64_t first_index = 0;  // after recovery
   std::uint64_t last_index = 0;
   std::chrono::microseconds duration{0};
@@ -227,6 +235,12 @@ class CommitLog {
   // once with persist = true). Must not decrease and must not exceed last_index().
   Status set_commit_index(std::uint64_t commit_index, bool persist = false);
   std::uint64_t commit_index() const;
+
+  // Records durably that a reader found the entry at `index` corrupt (read() answered kCorruption),
+  // so that the next open verifies its segment in full and, with
+  // Options::allow_truncate_corrupted_flushed_data, cuts the log at the first bad entry instead of
+  // trusting the segment (docs/storage-format.md, "Storage faults"). Changes nothing now.
+  Status mark_suspect(std::uint64_t index);
 
   // --- reading -------------------------------------------------------------------------------
   // Entries from `from_index` on, at most `max_entries`, stopping before the total payload bytes would

@@ -120,11 +120,29 @@ class CommitLog::Impl {
   // --- recovery pieces (recovery.cpp) ---
   Status scan_tail(std::size_t segment_position, std::uint64_t offset, std::uint64_t expected_index,
                    std::uint64_t prev_term, std::uint64_t prev_generation, std::uint64_t cut_index);
-  Status verify_sealed_segment(Segment& segment, std::uint64_t expected_count, bool abnormal);
+  // `full_scan`: verify every entry's CRC instead of spot-checking (the suspect marker names it).
+  Status verify_sealed_segment(Segment& segment, std::uint64_t expected_count, bool full_scan);
   Status rebuild_segment_index(Segment& segment, std::uint64_t end_offset_limit,
                                std::uint64_t max_index, std::uint64_t* end_offset,
                                std::uint64_t* entries, std::uint64_t* last_generation);
   Status remove_segments_from(std::size_t position);
+  // Highest index of a valid entry (CRC checked) found through the index records after the entry at
+  // which the scan of `segment` stopped: evidence that the cut was not a torn tail (RecoveryReport).
+  void note_entries_after_cut(const Segment& segment);
+
+  // --- suspect marker (suspect_marker.cpp) ---
+  Status load_suspect_marker();   // recovery, before the segments are verified
+  Status clear_suspect_marker();  // recovery, after the fresh checkpoint
+  bool holds_suspect(const Segment& segment, std::uint64_t entry_count) const {
+    return suspect_index_ >= segment.base_index && suspect_index_ < segment.base_index + entry_count;
+  }
+ public:
+  Status mark_suspect(std::uint64_t index);
+
+ private:
+  std::mutex suspect_mu_;  // serializes mark_suspect() calls
+  std::unique_ptr<DurableRecordFile> suspect_file_;
+  std::uint64_t suspect_index_ = 0;  // recovery: the marker's index (0 = none)
 
   std::mutex write_mu_;
   // write_mu_: encoded entries on their way to the segment file (commit_log.cpp, append). Holds at

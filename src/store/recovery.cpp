@@ -58,6 +58,10 @@ Status CommitLog::Impl::remove_segments_from(std::size_t position) {
         scan_entries(segment.data_map->data(), segment.size_bytes, kSegmentHeaderBytes,
                      segment.base_index, 0, 0, 0, max_payload_bytes(segment), nullptr);
     report_.entries_dropped += dropped.entries;
+    if (dropped.entries > 0) {
+      report_.highest_index_seen =
+          std::max(report_.highest_index_seen, segment.base_index + dropped.entries - 1);
+    }
     ++report_.segments_removed;
     spdlog::warn("raftlog store {}: recovery removes segment {} ({} valid-looking entries)", dir_,
                  segment.data_name, dropped.entries);
@@ -66,6 +70,24 @@ Status CommitLog::Impl::remove_segments_from(std::size_t position) {
   }
   segments_.resize(std::min(position, segments_.size()));
   return Status();
+}
+
+void CommitLog::Impl::note_entries_after_cut(const Segment& segment) {
+  // The entry at the cut is bad; look past it through the index records written at append time.
+  // Bounded by the segment's index capacity; stops at the first missing or invalid one.
+  const std::uint64_t capacity = segment_format::index_capacity_records(segment.size_bytes);
+  for (std::uint64_t position = segment.entry_count + 1; position < capacity; ++position) {
+    const std::uint64_t index = segment.base_index + position;
+    const auto record = segment.index_record(index);
+    if (!record || record->offset < kSegmentHeaderBytes || record->offset >= segment.size_bytes) return;
+    entry_format::Decoded decoded;
+    const auto result = entry_format::decode(segment.data_map->data() + record->offset,
+                                             segment.size_bytes - record->offset, max_payload_bytes(segment),
+                                             /*verify_crc=*/true, &decoded);
+    if (result != entry_format::DecodeResult::kOk || decoded.meta.index != index) return;
+    ++report_.valid_entries_after_cut;
+    report_.highest_index_seen = std::max(report_.highest_index_seen, index);
+  }
 }
 
 Status CommitLog::Impl::rebuild_segment_index(Segment& segment, std::uint64_t end_offset_limit,
@@ -96,10 +118,12 @@ Status CommitLog::Impl::rebuild_segment_index(Segment& segment, std::uint64_t en
 
 // A segment wholly before the checkpointed flushed point: expected to hold `expected_count` entries.
 Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t expected_count,
-                                              bool abnormal) {
-  (void)abnormal;  // sealed, flushed segments are trusted in both modes (spot-checked only)
+                                              bool full_scan) {
+  // Sealed, flushed segments are trusted in both modes (spot-checked only), unless the suspect
+  // marker says a reader found one of their entries corrupt: then every entry is checked.
   bool rebuilt = false;
   RAFTLOG_RETURN_IF_ERROR(segment.open_index(env_, &rebuilt));
+  if (full_scan) rebuilt = true;
   if (expected_count == 0) {
     segment.entry_count = 0;
     segment.write_offset = kSegmentHeaderBytes;
@@ -132,7 +156,7 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
     spdlog::warn("raftlog store {}: index {} inconsistent with its segment; rebuilding", dir_,
                  segment.index_name);
   }
-  ++report_.index_files_rebuilt;
+  if (!full_scan) ++report_.index_files_rebuilt;
   std::uint64_t end_offset = 0;
   std::uint64_t entries = 0;
   std::uint64_t last_generation = 0;
@@ -206,6 +230,7 @@ Status CommitLog::Impl::scan_tail(std::size_t position, std::uint64_t offset,
       spdlog::warn("raftlog store {}: torn or invalid tail at {}: {}; truncating there", dir_,
                    at(segment, scan.end_offset), scan.problem);
     }
+    if (scan.stop == ScanResult::Stop::kBad && cut) note_entries_after_cut(segment);
     if (cut) {
       // Zero the invalid bytes at the cut so the segment reads as ending there (for the verifier
       // and the next recovery). Garbage further on needs no zeroing: its generation is lower than
@@ -259,6 +284,7 @@ Status CommitLog::Impl::recover() {
     spdlog::warn("raftlog store {}: checkpoint has an unknown version; recovering without it", dir_);
   }
   const Checkpoint cp = checkpoint.value_or(Checkpoint{});
+  RAFTLOG_RETURN_IF_ERROR(load_suspect_marker());
   const bool abnormal = abort_present || (!checkpoint && !bases.empty());
   report_.mode = bases.empty() && !checkpoint
                      ? RecoveryMode::kFresh
@@ -330,8 +356,8 @@ Status CommitLog::Impl::recover() {
                        segments_.front()->prev_term, 0, cut_index);
   } else {
     for (std::size_t i = 0; i < checkpoint_position && status.ok(); ++i) {
-      status = verify_sealed_segment(*segments_[i],
-                                     segments_[i + 1]->base_index - segments_[i]->base_index, abnormal);
+      const std::uint64_t count = segments_[i + 1]->base_index - segments_[i]->base_index;
+      status = verify_sealed_segment(*segments_[i], count, holds_suspect(*segments_[i], count));
       if (!status.ok() && status.code() == StatusCode::kCorruption && !trust_flushed) {
         spdlog::error("raftlog store {}: {}; TRUNCATING DURABLE DATA there "
                       "(allow_truncate_corrupted_flushed_data)",
@@ -358,7 +384,9 @@ Status CommitLog::Impl::recover() {
       bool consistent = false;
       std::uint64_t last_term = segment.prev_term;
       std::uint64_t last_generation = 0;
-      if (status.ok() && !rebuilt && count > 0) {
+      // The suspect marker points below the checkpoint in this segment: check every entry up to it.
+      const bool suspect_here = holds_suspect(segment, count);
+      if (status.ok() && !rebuilt && count > 0 && !suspect_here) {
         auto record = segment.index_record(cp.flushed_index);
         if (record && record->offset + record->record_bytes == cp.flushed_offset) {
           entry_format::Decoded decoded;
@@ -378,8 +406,10 @@ Status CommitLog::Impl::recover() {
       }
       if (status.ok() && !consistent) {
         if (rebuilt) ++report_.index_files_rebuilt;
-        spdlog::warn("raftlog store {}: index {} does not match the checkpoint; rebuilding", dir_,
-                     segment.index_name);
+        if (!suspect_here) {
+          spdlog::warn("raftlog store {}: index {} does not match the checkpoint; rebuilding", dir_,
+                       segment.index_name);
+        }
         std::uint64_t end_offset = 0;
         std::uint64_t entries = 0;
         status = rebuild_segment_index(segment, cp.flushed_offset, cp.flushed_index, &end_offset,
@@ -441,8 +471,10 @@ Status CommitLog::Impl::recover() {
     std::lock_guard cycle_lock(flush_cycle_mu_);
     RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(0));
   }
+  RAFTLOG_RETURN_IF_ERROR(clear_suspect_marker());  // checked above: a mismatch was cut or refused
   report_.first_index = first_index_.load();
   report_.last_index = last_index_.load();
+  report_.highest_index_seen = std::max(report_.highest_index_seen, report_.last_index);
   report_.duration = std::chrono::duration_cast<std::chrono::microseconds>(
       std::chrono::steady_clock::now() - started);
   spdlog::info("raftlog store {}: recovered: {}", dir_, report_.to_string());

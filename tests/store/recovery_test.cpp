@@ -196,6 +196,66 @@ TEST_F(RecoveryTest, CorruptionFoundByIndexRebuildFailsUnlessOperatorAllowsTrunc
   testing::expect_entries(*log, 1, 9, 1, 1000);
 }
 
+// A reader found an entry of a sealed, checkpointed segment corrupt. Recovery only spot-checks such
+// segments, so without the suspect marker every later open trusted the segment and served the error
+// on every read; with it the next open verifies the segment in full.
+TEST_F(RecoveryTest, SuspectMarkerMakesTheNextOpenVerifyTheWholeSegment) {
+  {
+    auto log = open_ok("/log", small_options(env_.get()));
+    ASSERT_TRUE(log);
+    for (std::uint64_t i = 1; i <= 200; i += 10) {
+      auto batch = make_batch(i, 10, 1, 1000);
+      ASSERT_TRUE(log->append(batch.span()).ok());
+    }
+  }
+  const std::uint64_t record = entry_format::record_bytes(1000);
+  const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 9 * record;  // entry 10
+  ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 60, 1).ok());
+  {
+    auto log = open_ok("/log", small_options(env_.get()));  // the spot check does not see it
+    ASSERT_TRUE(log);
+    EXPECT_EQ(log->last_index(), 200U);
+    auto read = log->read(10, 1, 1 << 20);
+    ASSERT_FALSE(read.ok());
+    EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
+    ASSERT_TRUE(log->mark_suspect(10).ok());
+  }
+  auto failed = CommitLog::open("/log", small_options(env_.get()));
+  ASSERT_FALSE(failed.ok()) << "the marker must make recovery look at every entry of the segment";
+  EXPECT_EQ(failed.status().code(), StatusCode::kCorruption);
+
+  auto options = small_options(env_.get());
+  options.allow_truncate_corrupted_flushed_data = true;
+  {
+    auto log = open_ok("/log", options);
+    ASSERT_TRUE(log);
+    EXPECT_TRUE(log->recovery_report().corrupted_flushed_data_truncated);
+    EXPECT_EQ(log->recovery_report().suspect_index, 10U);
+    EXPECT_EQ(log->recovery_report().highest_index_seen, 200U) << "what the log held before the cut";
+    EXPECT_EQ(log->last_index(), 9U);
+    testing::expect_entries(*log, 1, 9, 1, 1000);
+  }
+  auto log = open_ok("/log", options);
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->recovery_report().suspect_index, 0U) << "checked once, then cleared";
+  EXPECT_FALSE(log->recovery_report().corrupted_flushed_data_truncated);
+}
+
+// A flipped byte in the middle of the unflushed tail after a process crash: the scan cuts there, and
+// the valid entries after the cut (which a process crash cannot leave behind a torn entry) are
+// reported, with the highest index the log held.
+TEST_F(RecoveryTest, ValidEntriesAfterACutAreReported) {
+  write_then_crash(10, 25, {CrashMode::kKeepAll, 1});
+  const std::uint64_t record = entry_format::record_bytes(700);
+  const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 14 * record;  // entry 15
+  ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 80, 1).ok());
+  auto log = open_ok("/log", quiet_async());
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->last_index(), 14U);
+  EXPECT_EQ(log->recovery_report().valid_entries_after_cut, 10U);
+  EXPECT_EQ(log->recovery_report().highest_index_seen, 25U);
+}
+
 TEST_F(RecoveryTest, InvalidOrDiscontinuousSegmentsAfterTheFlushedPointAreRemoved) {
   {
     auto log = open_ok("/log", small_options(env_.get()));
