@@ -146,7 +146,12 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"leader_id\":" << s.leader_id << ",\"leader_address\":" << json_string(s.leader_address)
              << ",\"first_index\":" << s.first_index << ",\"last_index\":" << s.last_index
              << ",\"commit_index\":" << s.commit_index << ",\"flushed_index\":" << s.flushed_index
-             << ",\"flush_mode\":" << json_string(client::to_string(s.flush_mode)) << ",\"peers\":[";
+             << ",\"flush_mode\":" << json_string(client::to_string(s.flush_mode))
+             << ",\"catching_up\":" << (s.catching_up ? "true" : "false")
+             << ",\"catching_up_to_index\":" << s.catching_up_to_index
+             << ",\"storage_fault\":" << json_string(s.storage_fault) << ",\"corrupt_index\":" << s.corrupt_index
+             << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified << ",\"scrub_passes\":" << s.scrub_passes
+             << ",\"peers\":[";
       for (std::size_t i = 0; i < s.peers.size(); ++i) {
         const client::PeerStatus& p = s.peers[i];
         io.out << (i == 0 ? "" : ",") << "{\"id\":" << p.id << ",\"match_index\":" << p.match_index
@@ -162,6 +167,14 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
            << client::to_string(s.role) << std::setw(7) << s.term << std::setw(7) << s.leader_id << std::setw(10)
            << s.first_index << std::setw(10) << s.last_index << std::setw(10) << s.commit_index << std::setw(10)
            << s.flushed_index << client::to_string(s.flush_mode) << "\n";
+    if (s.catching_up) {
+      io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
+             << s.storage_fault << "): not voting, not counted toward commit\n";
+    }
+    if (s.corrupt_index != 0) {
+      io.out << "    CORRUPT entry " << s.corrupt_index
+             << " found: not served; restart the node to repair it from its peers\n";
+    }
     for (const client::PeerStatus& p : s.peers) {
       io.out << "    peer " << p.id << ": match " << p.match_index << ", lag " << p.lag_entries
              << " entries, last contact " << p.last_contact_ms << " ms ago" << (p.probing ? ", probing" : "")

@@ -163,6 +163,10 @@ int main(int argc, char** argv) {
   flags.uint_flag("retention-check-interval-ms", &retention_check_interval_ms, "MS", "how often retention runs");
   flags.uint_flag("retention-follower-grace-ms", &retention_follower_grace_ms, "MS",
                   "keep entries a follower needs unless it has been silent this long");
+  flags.uint_flag("dedup-rebuild-entries", &config.dedup_rebuild_entries, "N",
+                  "at start, rebuild the idempotency table from the last N log entries (checked as they are read)");
+  flags.bytes_flag("scrub-bytes-per-second", &config.scrub_bytes_per_second, "BYTES",
+                   "re-read durable entries at this rate and verify their checksums (0: off)");
   flags.string_flag("metrics-addr", &config.metrics_address, "HOST:PORT",
                     "serve Prometheus metrics at http://HOST:PORT/metrics (default: off)");
   flags.double_flag("disk-high-watermark", &config.disk_high_watermark, "FRACTION",

@@ -194,6 +194,12 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.commit_index = wire.commit_index();
   status.flushed_index = wire.flushed_index();
   status.flush_mode = flush_mode_from_wire(wire.flush_mode());
+  status.catching_up = wire.catching_up();
+  status.catching_up_to_index = wire.catching_up_to_index();
+  status.storage_fault = wire.storage_fault();
+  status.corrupt_index = wire.corrupt_index();
+  status.scrub_bytes_verified = wire.scrub_bytes_verified();
+  status.scrub_passes = wire.scrub_passes();
   for (const pb::PeerStatus& peer_wire : wire.peers()) {
     PeerStatus& peer = status.peers.emplace_back();
     peer.id = peer_wire.id();

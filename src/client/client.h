@@ -212,6 +212,13 @@ struct NodeStatus {
   std::uint64_t flushed_index = 0;
   FlushMode flush_mode = FlushMode::kUnknown;
   std::vector<PeerStatus> peers;  // leader only
+  // Storage faults (client.proto's StatusResponse says what each means).
+  bool catching_up = false;
+  std::uint64_t catching_up_to_index = 0;
+  std::string storage_fault;
+  std::uint64_t corrupt_index = 0;
+  std::uint64_t scrub_bytes_verified = 0;
+  std::uint64_t scrub_passes = 0;
 };
 
 struct EndpointStatus {

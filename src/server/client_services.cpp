@@ -224,6 +224,12 @@ class ClientServices::Impl {
       response->set_flushed_index(status.flushed_index);
       response->set_flush_mode(status.flush_mode == store::FlushMode::kSync ? v1::FLUSH_MODE_SYNC
                                                                              : v1::FLUSH_MODE_ASYNC);
+      response->set_catching_up(status.catching_up);
+      response->set_catching_up_to_index(status.catching_up_to_index);
+      response->set_storage_fault(status.storage_fault);
+      response->set_corrupt_index(status.corrupt_index);
+      response->set_scrub_bytes_verified(status.scrub_bytes_verified);
+      response->set_scrub_passes(status.scrub_passes);
       for (const PeerStatus& peer : status.peers) {
         v1::PeerStatus* out = response->add_peers();
         out->set_id(peer.id);

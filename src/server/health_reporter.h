@@ -1,7 +1,8 @@
 // HealthReporter: keeps the standard gRPC health service (grpc.health.v1.Health) of a node in step
 // with the node's state. Meaning (docs/operations.md): a node is SERVING when it has finished
 // recovery (the gRPC server only starts after Node::open recovered the store) and knows a leader of
-// its current term (itself or another node); NOT_SERVING otherwise, and from the start of a graceful
+// its current term (itself or another node), and is a full replica (not catching up after a storage
+// fault, no corrupt entry found); NOT_SERVING otherwise, and from the start of a graceful
 // shutdown on. The overall service "" and kServiceName carry the same status.
 //
 // A thread polls the node's status every poll_interval_ms (a status copy is cheap), so a change is

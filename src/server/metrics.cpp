@@ -172,6 +172,12 @@ class Metrics::Impl final : public prometheus::Collectable {
                                exponential(1, 2, 14));
     written_index_ = &gauge("raftlog_store_written_index", "Last entry written to the segment.");
     flushed_index_ = &gauge("raftlog_store_flushed_index", "Last entry known durable.");
+    catching_up_ = &gauge("raftlog_node_catching_up",
+                          "1 while the node catches up after a storage fault (no votes, not counted for commit).");
+    corrupt_index_ = &gauge("raftlog_store_corrupt_index",
+                            "First entry found corrupt by the scrub or a read (0 = none).");
+    scrub_bytes_ = &gauge("raftlog_store_scrub_verified_bytes", "Durable bytes the background scrub verified.");
+    scrub_passes_ = &gauge("raftlog_store_scrub_passes", "Completed scrub passes over the durable log.");
     segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");
     disk_bytes_ = &gauge("raftlog_store_disk_bytes", "Bytes of segment and index files on disk.");
     disk_free_ratio_ = &gauge("raftlog_store_disk_free_ratio", "Free space of the data directory's file system, 0..1.");
@@ -235,6 +241,10 @@ class Metrics::Impl final : public prometheus::Collectable {
     commit_index_->Set(static_cast<double>(status.commit_index));
     written_index_->Set(static_cast<double>(status.last_index));
     flushed_index_->Set(static_cast<double>(status.flushed_index));
+    catching_up_->Set(status.catching_up ? 1 : 0);
+    corrupt_index_->Set(static_cast<double>(status.corrupt_index));
+    scrub_bytes_->Set(static_cast<double>(status.scrub_bytes_verified));
+    scrub_passes_->Set(static_cast<double>(status.scrub_passes));
     segments_->Set(static_cast<double>(status.store_segments));
     disk_bytes_->Set(static_cast<double>(status.store_disk_bytes));
     recovery_duration_->Set(std::chrono::duration<double>(status.recovery_duration).count());
@@ -301,6 +311,10 @@ class Metrics::Impl final : public prometheus::Collectable {
   Histogram* group_commit_ = nullptr;
   Gauge* written_index_ = nullptr;
   Gauge* flushed_index_ = nullptr;
+  Gauge* catching_up_ = nullptr;
+  Gauge* corrupt_index_ = nullptr;
+  Gauge* scrub_bytes_ = nullptr;
+  Gauge* scrub_passes_ = nullptr;
   Gauge* segments_ = nullptr;
   Gauge* disk_bytes_ = nullptr;
   Gauge* disk_free_ratio_ = nullptr;

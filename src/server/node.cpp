@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
@@ -19,6 +20,8 @@
 #include "server/check.h"
 #include "server/dedup_table.h"
 #include "server/hard_state_file.h"
+#include "server/scrubber.h"
+#include "server/storage_fault.h"
 #include "server/store_log_reader.h"
 
 namespace raftlog::server {
@@ -37,6 +40,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
     case ErrorCode::kFailedPrecondition: return "FAILED_PRECONDITION";
     case ErrorCode::kInternal: return "INTERNAL";
+    case ErrorCode::kDataLoss: return "DATA_LOSS";
   }
   return "UNKNOWN";
 }
@@ -66,6 +70,10 @@ constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
 constexpr const char* kReasonAppendTooLarge = "APPEND_TOO_LARGE";
 constexpr const char* kReasonDiskFull = "DISK_FULL";
 constexpr const char* kReasonDiskWatermark = "DISK_WATERMARK";
+constexpr const char* kReasonCorruptEntry = "CORRUPT_ENTRY";
+
+// The scrubber's pace: one chunk every interval (NodeConfig::scrub_bytes_per_second sets its size).
+constexpr std::uint32_t kScrubIntervalMs = 100;
 
 // An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the client.
 AppendResult replaced_entry_error() {
@@ -107,7 +115,13 @@ struct TrimInput {
   std::uint64_t before_index = 0;
   Node::TrimCallback done;
 };
-using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput, TrimInput>;
+// A reader or the scrubber found the durable entry at `index` corrupt.
+struct CorruptionInput {
+  std::uint64_t index = 0;
+  std::string message;
+};
+using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput, TrimInput,
+                           CorruptionInput>;
 
 // An append (or a retry of one) waiting for its range to commit.
 struct PendingAppend {
@@ -195,7 +209,16 @@ class Node::Impl {
   NodeError not_leader_error() const;
 
   NodeError read_committed(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes,
-                           std::vector<raft::Entry>* out) const;
+                           std::vector<raft::Entry>* out);
+  // Storage faults (storage_fault.h, scrubber.h).
+  bool open_store(const store::Options& store_options, NodeError* error);
+  bool rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem);
+  void assess_recovery(bool same_boot, raft::Config* raft_config);
+  ScrubChunk scrub_chunk(std::uint64_t from, std::uint64_t max_bytes);
+  // The first index in [from, from + count) whose read fails its check (store_mu_ held shared), or 0.
+  std::uint64_t find_corrupt_index(std::uint64_t from, std::uint64_t count) const;
+  void report_corruption(std::uint64_t index, std::string message);  // any thread
+  void handle_corruption(const CorruptionInput& in);                  // loop thread
   std::uint64_t wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const;
 
   NodeConfig config_;
@@ -225,6 +248,10 @@ class Node::Impl {
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once each
   Clock::time_point transfer_deadline_;
   raft::SoftState soft_state_;
+  std::string storage_fault_;  // why recovery started this node catching up ("" = it did not)
+  std::unique_ptr<Scrubber> scrubber_;
+  std::atomic<bool> corruption_reported_{false};  // one CorruptionInput is enough
+  std::atomic<std::uint64_t> corrupt_index_{0};
 
   // Input queue.
   mutable std::mutex input_mu_;
@@ -269,13 +296,14 @@ bool Node::Impl::open(NodeError* error) {
                                                   mkdir_error.message());
     return false;
   }
-  auto log = store::CommitLog::open(config_.data_dir + "/log", config_.store);
-  if (!log.ok()) {
-    *error = make_error(ErrorCode::kInternal, "opening the commit log failed: " + log.status().to_string());
-    return false;
-  }
-  log_ = std::move(log).value();
-  spdlog::info("node {}: store recovered: {}", config_.node_id, log_->recovery_report().to_string());
+  // Decided before the store's recovery writes anything: did the machine restart since the last open?
+  const bool same_boot = same_boot_as_last_open(config_.data_dir, current_boot_id());
+  store::Options store_options = config_.store;
+  // With peers to repair from, a corrupt durable entry cuts the log there (and the node catches up,
+  // below) instead of keeping the node down for good; a single node has no other copy, so it refuses.
+  store_options.allow_truncate_corrupted_flushed_data =
+      config_.members.size() > 1 && config_.store.flush_mode == store::FlushMode::kSync;
+  if (!open_store(store_options, error)) return false;
 
   auto hard_state_file = HardStateFile::open(config_.data_dir);
   if (!hard_state_file.ok()) {
@@ -299,8 +327,16 @@ bool Node::Impl::open(NodeError* error) {
       return false;
     }
   }
+  if (persisted_hard_state_.term > raft::kMaxTerm) {
+    *error = make_error(ErrorCode::kInternal, config_.data_dir + "/HARDSTATE: term " +
+                                                  std::to_string(persisted_hard_state_.term) +
+                                                  " is above the limit " + std::to_string(raft::kMaxTerm) +
+                                                  "; refusing to start (see docs/operations.md)");
+    return false;
+  }
   // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered (async
-  // flush mode can lose a written tail); Raft re-learns the commit index from the leader.
+  // flush mode can lose a written tail; a storage fault can remove entries, see assess_recovery());
+  // Raft re-learns the commit index from the leader.
   persisted_hard_state_.commit = std::min(log_->commit_index(), log_->last_index());
 
   reader_ = std::make_unique<StoreLogReader>(*log_);
@@ -317,6 +353,7 @@ bool Node::Impl::open(NodeError* error) {
   raft_config.max_bytes_per_message = max_raft_message_bytes(config_);
   raft_config.random_seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
                             (config_.node_id * 0x9E3779B97F4A7C15ULL);
+  assess_recovery(same_boot, &raft_config);
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
     return false;
@@ -326,25 +363,8 @@ bool Node::Impl::open(NodeError* error) {
                persisted_hard_state_.term, persisted_hard_state_.vote, persisted_hard_state_.commit,
                log_->first_index(), log_->last_index());
 
-  // Rebuild the dedup table from the tail of the log (its window is documented in node_config.h).
   const std::uint64_t last = log_->last_index();
-  std::uint64_t from = log_->first_index();
-  if (last >= config_.dedup_rebuild_entries && last - config_.dedup_rebuild_entries + 1 > from) {
-    from = last - config_.dedup_rebuild_entries + 1;
-  }
-  while (from <= last) {
-    auto batch = log_->read(from, 4096, 64ULL << 20);
-    if (!batch.ok() || batch->entries.empty()) {
-      *error = make_error(ErrorCode::kInternal, "rebuilding the dedup table failed at index " +
-                                                    std::to_string(from) + ": " + batch.status().to_string());
-      return false;
-    }
-    for (const store::EntryView& view : batch->entries) {
-      dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term);
-    }
-    from = batch->entries.back().meta.index + 1;
-  }
-  dedup_recorded_through_ = last;
+  dedup_recorded_through_ = last;  // open_store() rebuilt the dedup table from the log
   reported_durable_ = last;  // recovered entries are durable (recovery flushed them)
   commit_.store(persisted_hard_state_.commit, std::memory_order_release);
 
@@ -364,6 +384,11 @@ void Node::Impl::start() {
   assert(!started_);
   started_ = true;
   loop_thread_ = std::thread([this] { loop(); });
+  scrubber_ = std::make_unique<Scrubber>(
+      config_.scrub_bytes_per_second, kScrubIntervalMs,
+      [this](std::uint64_t from, std::uint64_t max_bytes) { return scrub_chunk(from, max_bytes); },
+      [this](std::uint64_t index, const std::string& message) { report_corruption(index, message); });
+  scrubber_->start();
 }
 
 void Node::Impl::stop() {
@@ -379,6 +404,7 @@ void Node::Impl::stop() {
     loop_exit_.store(true, std::memory_order_release);
   }
   input_cv_.notify_all();
+  if (scrubber_ != nullptr) scrubber_->stop();  // before the store closes under it
   if (loop_thread_.joinable()) {
     loop_thread_.join();
   } else if (raft_ != nullptr) {
@@ -515,6 +541,8 @@ void Node::Impl::handle_input(Input& input) {
           raft_->step(in.message);
         } else if constexpr (std::is_same_v<T, TrimInput>) {
           in.done(trim_before(in.before_index, "requested"));
+        } else if constexpr (std::is_same_v<T, CorruptionInput>) {
+          handle_corruption(in);
         } else {
           // A flush notice only wakes the loop; report_durability() reads the store itself.
           static_assert(std::is_same_v<T, FlushedInput>);
@@ -1089,6 +1117,15 @@ void Node::Impl::publish_status() {
   status.commit_index = commit_.load();
   status.flushed_index = log_->flushed_index();
   status.flush_mode = config_.store.flush_mode;
+  status.catching_up = raft_->catching_up();
+  status.catching_up_to_index = raft_->catching_up_to();
+  status.storage_fault = status.catching_up ? storage_fault_ : "";
+  status.corrupt_index = corrupt_index_.load();
+  if (scrubber_ != nullptr) {
+    const ScrubberStats scrub = scrubber_->stats();
+    status.scrub_bytes_verified = scrub.bytes_verified;
+    status.scrub_passes = scrub.passes_completed;
+  }
   for (const raft::PeerProgress& progress : raft_->progress()) {
     if (progress.id == config_.node_id) continue;
     PeerStatus peer;
@@ -1117,10 +1154,160 @@ void Node::Impl::publish_status() {
   status_ = std::move(status);
 }
 
+// --- storage faults --------------------------------------------------------------------------------
+
+bool Node::Impl::open_store(const store::Options& store_options, NodeError* error) {
+  // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
+  // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
+  // that segment in full and cuts the log at it (with peers to repair from: allow_truncate_...).
+  // Bounded: every round cuts the log below the previous cut.
+  constexpr int kMaxOpenRepairs = 8;
+  for (int attempt = 0;; ++attempt) {
+    auto log = store::CommitLog::open(config_.data_dir + "/log", store_options);
+    if (!log.ok()) {
+      *error = make_error(ErrorCode::kInternal, "opening the commit log failed: " + log.status().to_string());
+      return false;
+    }
+    log_ = std::move(log).value();
+    spdlog::info("node {}: store recovered: {}", config_.node_id, log_->recovery_report().to_string());
+    std::uint64_t corrupt_index = 0;
+    std::string problem;
+    if (rebuild_dedup(&corrupt_index, &problem)) return true;
+    if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data || attempt >= kMaxOpenRepairs) {
+      *error = make_error(ErrorCode::kInternal, "rebuilding the dedup table failed: " + problem);
+      return false;
+    }
+    spdlog::error("node {}: entry {} is corrupt ({}); reopening the log so that recovery cuts it there, to be "
+                  "repaired from the peers",
+                  config_.node_id, corrupt_index, problem);
+    if (store::Status st = log_->mark_suspect(corrupt_index); !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "marking entry " + std::to_string(corrupt_index) +
+                                                    " suspect failed: " + st.to_string());
+      return false;
+    }
+    if (store::Status st = log_->close(); !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "closing the commit log failed: " + st.to_string());
+      return false;
+    }
+    log_.reset();
+    dedup_ = DedupTable(config_.dedup_max_clients, config_.dedup_sequences_per_client);
+  }
+}
+
+bool Node::Impl::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) {
+  // The last dedup_rebuild_entries entries of the log (the window is documented in node_config.h).
+  const std::uint64_t last = log_->last_index();
+  std::uint64_t from = log_->first_index();
+  if (last >= config_.dedup_rebuild_entries && last - config_.dedup_rebuild_entries + 1 > from) {
+    from = last - config_.dedup_rebuild_entries + 1;
+  }
+  constexpr std::size_t kBatchEntries = 4096;
+  while (from <= last) {
+    auto batch = log_->read(from, kBatchEntries, 64ULL << 20);
+    if (!batch.ok() || batch->entries.empty()) {
+      if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
+        *corrupt_index = find_corrupt_index(from, kBatchEntries);
+      }
+      *problem = "at index " + std::to_string(from) + ": " + batch.status().to_string();
+      return false;
+    }
+    for (const store::EntryView& view : batch->entries) {
+      dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term);
+    }
+    from = batch->entries.back().meta.index + 1;
+  }
+  return true;
+}
+
+void Node::Impl::assess_recovery(bool same_boot, raft::Config* raft_config) {
+  RecoveryFacts facts;
+  facts.report = log_->recovery_report();
+  facts.checkpoint_commit_index = log_->commit_index();
+  facts.recovered_last_index = log_->last_index();
+  facts.hard_state_term = persisted_hard_state_.term;
+  if (log_->last_index() >= log_->first_index()) {
+    if (auto term = log_->term_at(log_->last_index()); term.ok()) facts.last_log_term = *term;
+  }
+  facts.sync_flush = config_.store.flush_mode == store::FlushMode::kSync;
+  facts.single_member = config_.members.size() == 1;
+  facts.same_boot = same_boot;
+  const StorageFault fault = assess_storage_fault(facts);
+  if (!fault.lost_durable_entries) return;
+  storage_fault_ = fault.description;
+  raft_config->promised_index = fault.promised_index;
+  raft_config->promised_term = fault.promised_term;
+  spdlog::error("node {}: storage fault: {}; this node may have acknowledged entries up to {} (term {}) that "
+                "it no longer holds: it catches up from the leader and neither votes nor counts toward "
+                "commit until its log reaches them (docs/operations.md, \"Storage faults\")",
+                config_.node_id, fault.description, fault.promised_index, fault.promised_term);
+}
+
+ScrubChunk Node::Impl::scrub_chunk(std::uint64_t from, std::uint64_t max_bytes) {
+  ScrubChunk chunk;
+  std::shared_lock store_lock(store_mu_);
+  if (store_closed_ || stopping_.load()) {
+    chunk.outcome = ScrubChunk::Outcome::kStopped;
+    return chunk;
+  }
+  const std::uint64_t first = log_->first_index();
+  const std::uint64_t durable_end = log_->flushed_index();  // only what the log vouches for
+  if (from < first) from = first;                             // 0, or trimmed meanwhile
+  if (from > durable_end) return chunk;                      // kAtEnd
+  constexpr std::size_t kMaxScrubEntries = 4096;
+  const std::size_t count = static_cast<std::size_t>(std::min<std::uint64_t>(durable_end - from + 1, kMaxScrubEntries));
+  auto batch = log_->read(from, count, static_cast<std::size_t>(max_bytes));
+  if (batch.ok() && !batch->entries.empty()) {
+    chunk.outcome = ScrubChunk::Outcome::kVerified;
+    for (const store::EntryView& view : batch->entries) chunk.bytes += view.payload.size();
+    chunk.entries = batch->entries.size();
+    chunk.next_index = batch->entries.back().meta.index + 1;
+    return chunk;
+  }
+  if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
+    chunk.outcome = ScrubChunk::Outcome::kCorrupt;
+    const std::uint64_t corrupt = find_corrupt_index(from, count);
+    chunk.corrupt_index = corrupt != 0 ? corrupt : from;
+    chunk.message = batch.status().message();
+  }
+  return chunk;  // an empty batch or another error (a truncation raced): start over next time
+}
+
+std::uint64_t Node::Impl::find_corrupt_index(std::uint64_t from, std::uint64_t count) const {
+  // Bounded by `count` (one read batch); each read is of one entry.
+  for (std::uint64_t index = from; index < from + count; ++index) {
+    auto one = log_->read(index, 1, std::numeric_limits<std::size_t>::max());
+    if (!one.ok() && one.status().code() == store::StatusCode::kCorruption) return index;
+    if (!one.ok()) return 0;
+  }
+  return 0;
+}
+
+void Node::Impl::report_corruption(std::uint64_t index, std::string message) {
+  if (corruption_reported_.exchange(true)) return;
+  corrupt_index_.store(index);
+  push(CorruptionInput{index, std::move(message)}, /*droppable=*/false);
+}
+
+void Node::Impl::handle_corruption(const CorruptionInput& in) {
+  // The entry is never served (reads of it fail with DATA_LOSS). The node cannot cut its log below
+  // the commit index while it runs, so it records the entry for the next open, which verifies that
+  // segment in full, cuts the log at the first bad entry and catches up from the leader
+  // (assess_recovery). Stopping makes a supervisor (systemd, Kubernetes) restart it.
+  std::string outcome = "marked for repair";
+  {
+    std::shared_lock store_lock(store_mu_);
+    if (store::Status st = log_->mark_suspect(in.index); !st.ok()) outcome = "NOT marked: " + st.to_string();
+  }
+  publish_status();
+  fatal("entry " + std::to_string(in.index) + " is corrupt (" + in.message + "); " + outcome +
+        ": restart the node and it re-fetches the entries from its peers (docs/operations.md, \"Storage "
+        "faults\")");
+}
+
 // --- committed reads (any thread) ------------------------------------------------------------------
 
 NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_entries,
-                                     std::size_t max_bytes, std::vector<raft::Entry>* out) const {
+                                     std::size_t max_bytes, std::vector<raft::Entry>* out) {
   out->clear();
   std::shared_lock store_lock(store_mu_);
   if (store_closed_) return make_error(ErrorCode::kUnavailable, "node shutting down", kReasonShuttingDown);
@@ -1143,6 +1330,16 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
   if (!batch.ok()) {
     if (batch.status().code() == store::StatusCode::kOutOfRange) {
       return make_error(ErrorCode::kOutOfRange, batch.status().message());
+    }
+    if (batch.status().code() == store::StatusCode::kCorruption) {
+      const std::uint64_t corrupt = find_corrupt_index(from_index, std::min(max_entries, available));
+      report_corruption(corrupt != 0 ? corrupt : from_index, batch.status().message());
+      return make_error(ErrorCode::kDataLoss,
+                        "entry " + std::to_string(corrupt != 0 ? corrupt : from_index) +
+                            " on this node failed its checksum; it is not served (read it from another "
+                            "node; this one repairs it from its peers after a restart): " +
+                            batch.status().message(),
+                        kReasonCorruptEntry);
     }
     return make_error(ErrorCode::kInternal, "reading the log: " + batch.status().to_string());
   }

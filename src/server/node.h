@@ -50,6 +50,7 @@ enum class ErrorCode {
   kDeadlineExceeded,   // not committed in time (outcome unknown: retry idempotently)
   kFailedPrecondition, // e.g. an idempotency sequence too old to be checked
   kInternal,           // a store error the node cannot continue from
+  kDataLoss,           // a stored entry failed its checksum (corrupt); it is never served
 };
 
 const char* to_string(ErrorCode code);

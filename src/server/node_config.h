@@ -70,6 +70,10 @@ struct NodeConfig {
   std::uint32_t retention_check_interval_ms = 10000;
   std::uint32_t retention_follower_grace_ms = 600000;
 
+  // Background scrub (docs/operations.md, "Storage faults"): durable entries are re-read and their
+  // CRCs verified at this rate, from the first index to the durable end and over again; 0 = off.
+  std::uint64_t scrub_bytes_per_second = 8ULL << 20;
+
   // Prometheus endpoint "host:port" (docs/metrics.md); empty = no metrics endpoint.
   std::string metrics_address;
 

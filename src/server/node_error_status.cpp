@@ -16,6 +16,7 @@ grpc::StatusCode grpc_code(ErrorCode code) {
     case ErrorCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
     case ErrorCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
     case ErrorCode::kInternal: return grpc::StatusCode::INTERNAL;
+    case ErrorCode::kDataLoss: return grpc::StatusCode::DATA_LOSS;
   }
   return grpc::StatusCode::UNKNOWN;
 }

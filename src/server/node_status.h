@@ -43,6 +43,17 @@ struct NodeStatus {
   std::uint64_t store_disk_bytes = 0;
   store::RecoveryMode recovery_mode = store::RecoveryMode::kFresh;
   std::chrono::microseconds recovery_duration{0};
+  // Storage faults (docs/storage-format.md, "Storage faults"). catching_up: this node lost durable
+  // entries it may have acknowledged and neither votes nor counts toward commit until its log reaches
+  // catching_up_to_index. storage_fault: why ("" when none was found at open).
+  bool catching_up = false;
+  std::uint64_t catching_up_to_index = 0;
+  std::string storage_fault;
+  // The background scrub (Scrubber): bytes verified so far, completed passes, and the first corrupt
+  // entry it (or a reader) found (0 = none; the node then stops, see docs/operations.md).
+  std::uint64_t scrub_bytes_verified = 0;
+  std::uint64_t scrub_passes = 0;
+  std::uint64_t corrupt_index = 0;
 };
 
 }  // namespace raftlog::server

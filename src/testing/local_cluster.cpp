@@ -151,6 +151,7 @@ void LocalCluster::start(int id) {
   const std::vector<std::string> tls = tls_flags(id);
   args.insert(args.end(), tls.begin(), tls.end());
   args.insert(args.end(), options_.extra_flags.begin(), options_.extra_flags.end());
+  if (auto it = node_flags_.find(id); it != node_flags_.end()) args.insert(args.end(), it->second.begin(), it->second.end());
   const std::string log = log_file(id);
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -170,6 +171,23 @@ void LocalCluster::start(int id) {
 bool LocalCluster::running(int id) const {
   auto it = pids_.find(id);
   return it != pids_.end() && it->second > 0;
+}
+
+void LocalCluster::set_node_flags(int id, std::vector<std::string> flags) { node_flags_[id] = std::move(flags); }
+
+std::optional<int> LocalCluster::wait_for_exit(int id, std::chrono::milliseconds timeout) {
+  if (!running(id)) return std::nullopt;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t done = ::waitpid(pids_[id], &status, WNOHANG);
+    if (done == pids_[id]) {
+      pids_[id] = 0;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void LocalCluster::kill(int id) {

@@ -60,6 +60,11 @@ class LocalCluster {
   // status (0 for a clean shutdown), or -1 if it had to be killed after `timeout`.
   int stop(int id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   bool running(int id) const;
+  // Flags added to node `id`'s command line from its next start() on (after extra_flags).
+  void set_node_flags(int id, std::vector<std::string> flags);
+  // Waits until node `id` exits by itself: its exit code (128 + signal when killed by one), or nullopt
+  // if it is still running after `timeout` (or was not running).
+  std::optional<int> wait_for_exit(int id, std::chrono::milliseconds timeout);
 
   int size() const { return options_.nodes; }
   std::string address(int id) const;
@@ -96,6 +101,7 @@ class LocalCluster {
   std::map<int, int> ports_;
   std::map<int, int> metrics_ports_;
   std::map<int, pid_t> pids_;
+  std::map<int, std::vector<std::string>> node_flags_;
 
   void make_certificates();
   std::vector<std::string> tls_flags(int id) const;

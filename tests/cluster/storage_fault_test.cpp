@@ -1,0 +1,162 @@
+// Storage faults on real processes (issue 13, item 4): a byte flipped in a follower's synced entries,
+// after it acknowledged them. Before, recovery cut the log there as a torn tail and the node aborted
+// on the leader's next heartbeat at every restart (commit index beyond the last log index); or,
+// with the flip mid-log behind many sealed entries, it started, reported SERVING and failed every read
+// covering the entry with INTERNAL. Now the node repairs the range from its peers: every acknowledged
+// entry is on every node afterwards, byte for byte.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "testing/local_cluster.h"
+
+namespace raftlog::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string payload_of(std::uint64_t i) { return "storage-fault-entry-" + std::to_string(i) + std::string(600, 'x'); }
+
+// Appends `count` entries through the leader; returns their indexes (acknowledged, so committed).
+std::vector<std::uint64_t> append_entries(LocalCluster& cluster, std::uint64_t count) {
+  auto client = cluster.client();
+  std::vector<std::uint64_t> indexes;
+  for (std::uint64_t i = 1; i <= count; ++i) {
+    auto result = client->append({payload_of(i)});
+    EXPECT_TRUE(result.ok()) << result.status().message();
+    if (!result.ok()) break;
+    indexes.push_back(result->first_index);
+  }
+  return indexes;
+}
+
+// Flips one payload byte of the entry holding `needle` in the node's segment files (the node is down).
+void flip_byte_of(const std::string& data_dir, const std::string& needle) {
+  for (const auto& file : std::filesystem::directory_iterator(data_dir + "/log")) {
+    if (file.path().extension() != ".seg") continue;
+    std::fstream io(file.path(), std::ios::in | std::ios::out | std::ios::binary);
+    std::string bytes(static_cast<std::size_t>(std::filesystem::file_size(file.path())), '\0');
+    io.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    const std::size_t at = bytes.find(needle + "x");  // the needle's own entry, not a longer number
+    if (at == std::string::npos) continue;
+    io.seekp(static_cast<std::streamoff>(at + needle.size() + 10));
+    io.put(static_cast<char>(bytes[at + needle.size() + 10] ^ 0x20));
+    return;
+  }
+  FAIL() << needle << " not found under " << data_dir;
+}
+
+// Every acknowledged entry, at its index, with its payload, on every node.
+void expect_every_node_holds(LocalCluster& cluster, const std::vector<std::uint64_t>& indexes) {
+  for (int id = 1; id <= cluster.size(); ++id) {
+    ASSERT_TRUE(cluster.wait_for_commit(id, indexes.back(), 20s)) << "node " << id << "\n" << cluster.log_tail(id);
+    const std::vector<client::Entry> log = cluster.read_all(id);
+    std::map<std::uint64_t, std::string> by_index;
+    for (const client::Entry& e : log) by_index[e.index] = e.payload;
+    for (std::size_t i = 0; i < indexes.size(); ++i) {
+      ASSERT_EQ(by_index[indexes[i]], payload_of(i + 1)) << "node " << id << " index " << indexes[i];
+    }
+  }
+}
+
+int a_follower(int leader) { return leader == 1 ? 2 : 1; }
+
+// The flipped entry lies in data recovery treats as the tail (not yet covered by a checkpoint) or
+// inside checkpointed data, depending on timing: both must end with the node repaired.
+void flipped_byte_in_acknowledged_entries(bool wait_for_checkpoint) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  LocalCluster cluster(options);
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0);
+  const std::vector<std::uint64_t> indexes = append_entries(cluster, 60);
+  ASSERT_EQ(indexes.size(), 60u);
+  const int follower = a_follower(leader);
+  ASSERT_TRUE(cluster.wait_for_commit(follower, indexes.back(), 10s));
+  if (wait_for_checkpoint) std::this_thread::sleep_for(1500ms);
+  cluster.kill(follower);
+  flip_byte_of(cluster.data_dir(follower), "storage-fault-entry-50");
+  cluster.start(follower);
+  // Before the fix the follower aborted here on the leader's first heartbeat.
+  std::this_thread::sleep_for(2s);
+  ASSERT_TRUE(cluster.running(follower) && !cluster.wait_for_exit(follower, 1ms).has_value())
+      << "the follower stopped\n" << cluster.log_tail(follower);
+  expect_every_node_holds(cluster, indexes);
+  const auto status = cluster.status(follower);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_FALSE(status->catching_up) << "caught up with the leader's log";
+  // New appends still commit with the repaired follower in the quorum.
+  const std::vector<std::uint64_t> more = append_entries(cluster, 5);
+  EXPECT_EQ(more.size(), 5u);
+}
+
+TEST(StorageFault, FlippedByteInTheTailAFollowerAcknowledgedIsRepairedFromTheLeader) {
+  flipped_byte_in_acknowledged_entries(/*wait_for_checkpoint=*/false);
+}
+
+TEST(StorageFault, FlippedByteInCheckpointedEntriesIsRepairedFromTheLeader) {
+  flipped_byte_in_acknowledged_entries(/*wait_for_checkpoint=*/true);
+}
+
+// A byte flipped in a sealed segment with many entries after it: recovery only spot-checks sealed
+// segments, so the node starts. A read covering the entry fails with DATA_LOSS (never the bad bytes),
+// the background scrub finds it too, and the node stops; the next start verifies that segment in full,
+// cuts the log there and repairs it from the leader.
+TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  options.segment_size_bytes = 64 << 10;  // about 90 entries per segment
+  options.max_entry_size_bytes = 8 << 10;
+  LocalCluster cluster(options);
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0);
+  const std::vector<std::uint64_t> indexes = append_entries(cluster, 400);
+  ASSERT_EQ(indexes.size(), 400u);
+  const int follower = a_follower(leader);
+  ASSERT_TRUE(cluster.wait_for_commit(follower, indexes.back(), 10s));
+  std::this_thread::sleep_for(1500ms);  // checkpointed: the first segments are sealed and trusted
+  cluster.kill(follower);
+  flip_byte_of(cluster.data_dir(follower), "storage-fault-entry-30");
+  // The start-up read of the idempotency window (checked) covers only the last 100 entries here, as
+  // the default million would leave entry 30 outside it in a longer log; the scrub is off for now.
+  cluster.set_node_flags(follower, {"--dedup-rebuild-entries=100", "--scrub-bytes-per-second=0"});
+  cluster.start(follower);
+  ASSERT_TRUE(cluster.wait_for_commit(follower, indexes.back(), 10s)) << cluster.log_tail(follower);
+
+  // A read of the corrupt entry from that node alone fails; the bad bytes are never served.
+  auto only_follower = cluster.client({}, {follower});
+  auto read = only_follower->read(indexes[29], 5, 0, /*linearizable=*/false);
+  ASSERT_FALSE(read.ok()) << "read " << read->entries.size() << " entries";
+  EXPECT_EQ(read.status().code(), client::StatusCode::kDataLoss) << read.status().message();
+  EXPECT_NE(read.status().message().find("checksum"), std::string::npos) << read.status().message();
+  only_follower.reset();
+  // The node stops itself (a supervisor restarts it) rather than keep a corrupt replica, and its next
+  // start cuts the log at the entry and repairs the rest from the leader.
+  const auto exit_code = cluster.wait_for_exit(follower, 10s);
+  ASSERT_TRUE(exit_code.has_value()) << cluster.log_tail(follower);
+  EXPECT_NE(*exit_code, 0);
+  cluster.start(follower);
+  expect_every_node_holds(cluster, indexes);
+
+  // The background scrub finds such an entry by itself.
+  std::this_thread::sleep_for(1500ms);
+  cluster.kill(follower);
+  flip_byte_of(cluster.data_dir(follower), "storage-fault-entry-200");
+  cluster.set_node_flags(follower, {"--dedup-rebuild-entries=100", "--scrub-bytes-per-second=64MiB"});
+  cluster.start(follower);
+  const auto scrub_exit = cluster.wait_for_exit(follower, 20s);
+  ASSERT_TRUE(scrub_exit.has_value()) << "the scrub did not find entry 200\n" << cluster.log_tail(follower);
+  EXPECT_NE(cluster.log_tail(follower).find("is corrupt"), std::string::npos) << cluster.log_tail(follower);
+
+  cluster.set_node_flags(follower, {});
+  cluster.start(follower);
+  expect_every_node_holds(cluster, indexes);
+  EXPECT_TRUE(cluster.running(follower)) << cluster.log_tail(follower);
+}
+
+}  // namespace
+}  // namespace raftlog::testing
