@@ -16,11 +16,12 @@ ERROR_INFO_KEY = "raftlog-error-bin"
 # UNAVAILABLE (LEADERSHIP_LOST / SHUTTING_DOWN), DEADLINE_EXCEEDED and transport errors are unknown.
 DEFINITE_FAILURE_REASONS = {
     "NOT_LEADER", "NO_LEADER", "EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES",
-    "APPEND_TOO_LARGE", "SEQUENCE_TOO_OLD", "DISK_FULL", "DISK_WATERMARK", "TOO_MANY_PENDING",
+    "APPEND_TOO_LARGE", "BAD_SEQUENCE", "SEQUENCE_TOO_OLD", "SEQUENCE_REUSED", "DISK_FULL",
+    "DISK_WATERMARK", "TOO_MANY_PENDING",
 }
 # Reasons after which retrying the same (client_id, sequence) cannot help.
 FATAL_REASONS = {"EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES", "APPEND_TOO_LARGE",
-                 "SEQUENCE_TOO_OLD"}
+                 "BAD_SEQUENCE", "SEQUENCE_TOO_OLD", "SEQUENCE_REUSED"}
 
 CHANNEL_OPTIONS = [
     # gRPC's default reconnect backoff (1 s doubling to 120 s) would hide a restarted node for minutes.

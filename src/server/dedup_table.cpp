@@ -1,9 +1,29 @@
 #include "server/dedup_table.h"
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 
+#include "util/crc32c.h"
+
 namespace raftlog::server {
+
+std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload) {
+  std::array<unsigned char, 8> length{};
+  std::uint64_t size = payload.size();
+  for (unsigned char& byte : length) {
+    byte = static_cast<unsigned char>(size & 0xFFU);
+    size >>= 8;
+  }
+  digest = util::crc32c::extend(digest, length.data(), length.size());
+  return util::crc32c::extend(digest, payload.data(), payload.size());
+}
+
+std::uint32_t append_digest(std::span<const std::string> payloads) {
+  std::uint32_t digest = 0;
+  for (const std::string& payload : payloads) digest = extend_append_digest(digest, payload);
+  return digest;
+}
 
 DedupTable::DedupTable(std::size_t max_clients, std::size_t sequences_per_client)
     : max_clients_(max_clients), sequences_per_client_(sequences_per_client) {
@@ -26,18 +46,8 @@ DedupTable::Client& DedupTable::touch(std::uint64_t client_id) {
   return lru_.front();
 }
 
-void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, std::uint64_t index,
-                              std::uint64_t term) {
-  if (client_id == 0) return;
-  Client& client = touch(client_id);
-  if (!client.recent.empty()) {
-    Remembered& newest = client.recent.back();
-    if (newest.sequence == sequence && newest.range.last + 1 == index && newest.range.term == term) {
-      newest.range.last = index;  // the next entry of the same append
-      return;
-    }
-  }
-  client.recent.push_back(Remembered{sequence, Range{index, index, term}});
+void DedupTable::remember(Client& client, const Remembered& append) {
+  client.recent.push_back(append);
   if (client.recent.size() > sequences_per_client_) {
     // Evict the lowest sequence remembered (appends of one client may land out of sequence order
     // when the client pipelines), and refuse anything at or below it from now on.
@@ -50,16 +60,41 @@ void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, s
   }
 }
 
-DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t sequence, Range* range) {
+void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, std::uint64_t index,
+                              std::uint64_t term, std::string_view payload) {
+  if (client_id == 0) return;
+  Client& client = touch(client_id);
+  if (!client.recent.empty()) {
+    Remembered& newest = client.recent.back();
+    if (newest.sequence == sequence && newest.range.last + 1 == index && newest.range.term == term) {
+      newest.range.last = index;  // the next entry of the same append
+      newest.digest = extend_append_digest(newest.digest, payload);
+      return;
+    }
+  }
+  remember(client, Remembered{sequence, Range{index, index, term}, extend_append_digest(0, payload)});
+}
+
+void DedupTable::record_append(std::uint64_t client_id, std::uint64_t sequence, const Range& range,
+                               std::uint32_t digest) {
+  if (client_id == 0) return;
+  remember(touch(client_id), Remembered{sequence, range, digest});
+}
+
+DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t sequence,
+                                    std::span<const std::string> payloads, Range* range) {
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return Lookup::kUnknown;
   Client& client = touch(client_id);
   // Newest first: a sequence recorded twice (after a truncation re-proposal) answers with the latest.
   for (auto r = client.recent.rbegin(); r != client.recent.rend(); ++r) {
-    if (r->sequence == sequence) {
-      *range = r->range;
-      return Lookup::kFound;
-    }
+    if (r->sequence != sequence) continue;
+    *range = r->range;
+    const std::uint64_t count = r->range.last - r->range.first + 1;
+    if (count == payloads.size() && r->digest == append_digest(payloads)) return Lookup::kFound;
+    // The remembered range may lack the first entries of its append: it cannot prove a reuse.
+    if (view_start_ > 1 && r->range.first == view_start_) return Lookup::kTooOld;
+    return Lookup::kReused;
   }
   if (sequence < client.forgotten_below) return Lookup::kTooOld;
   return Lookup::kUnknown;
@@ -70,6 +105,8 @@ void DedupTable::truncate_from(std::uint64_t from_index) {
   for (Client& client : lru_) {
     std::erase_if(client.recent, [&](const Remembered& r) { return r.range.last >= from_index; });
   }
+  // Entries recorded at or above the cut from now on are seen from their first one.
+  if (view_start_ >= from_index) view_start_ = 0;
 }
 
 }  // namespace raftlog::server

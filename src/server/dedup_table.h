@@ -7,10 +7,21 @@
 // forgets what it removed. A leader never truncates its own log, so everything a new leader's table
 // holds will commit under it: a retry that finds its range here only waits for that range to commit.
 //
+// Idempotency is exact: a retry must carry the same entries as the append it repeats. Each remembered
+// append keeps its entry count (the length of its range) and a digest of its payloads (append_digest
+// below), computed the same way from a proposal's payloads and from entries read back from the log
+// or replicated to a follower, however many batches they arrive in. A retry whose count or digest
+// differs is kReused, never an answer with the old range: its data would be silently dropped. The
+// comparison is against this node's log as it stands, committed or not; a range that holds only the
+// first entries of an append (a follower that became leader before the rest reached it) is
+// therefore not an exact match either.
+//
 // Bounds: at most `max_clients` clients (least recently used evicted) and per client the
 // `sequences_per_client` most recent sequences. A sequence below the lowest one still remembered for
 // that client is reported as too old (the caller refuses it rather than risk a duplicate). A client
-// evicted as a whole is forgotten entirely: docs/durability.md states the window.
+// evicted as a whole is forgotten entirely: docs/durability.md states the window. Memory: 40 bytes
+// per remembered append (sequence, first, last, term: 32; the digest: 4, padded to 8) plus the
+// deque's and the client's bookkeeping, so the digest costs 8 bytes per remembered append.
 //
 // Not thread-safe: owned by the node's Raft loop thread.
 #pragma once
@@ -19,10 +30,19 @@
 #include <cstdint>
 #include <deque>
 #include <list>
-#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 
 namespace raftlog::server {
+
+// The digest of an append's payloads: CRC32C (src/util/crc32c.h) chained over every payload in
+// index order, each preceded by its length as 8 little-endian bytes (so ["ab", "c"] and ["a", "bc"]
+// differ). Chaining lets a follower extend it entry by entry, across replication batches. Two
+// different appends with the same entry count collide with probability about 2^-32.
+std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload);
+std::uint32_t append_digest(std::span<const std::string> payloads);
 
 class DedupTable {
  public:
@@ -33,18 +53,33 @@ class DedupTable {
     friend bool operator==(const Range&, const Range&) = default;
   };
 
-  enum class Lookup { kUnknown, kFound, kTooOld };
+  // kFound: the retry carries exactly the remembered entries. kReused: the (client_id, sequence) is
+  // remembered for other entries (another count or digest). kTooOld: older than what is remembered
+  // for the client, or a mismatch against an append that may have begun before the table's view
+  // (see set_view_start). kUnknown: never seen (or forgotten with its whole client).
+  enum class Lookup { kUnknown, kFound, kReused, kTooOld };
 
   DedupTable(std::size_t max_clients, std::size_t sequences_per_client);
 
-  // Records that the log entry at `index` (of `term`) belongs to append (client_id, sequence).
-  // Entries of one append are contiguous and recorded in index order; a new sequence starts a new
-  // range. client_id 0 is ignored (not an idempotent append).
+  // Records that the log entry at `index` (of `term`, carrying `payload`) belongs to append
+  // (client_id, sequence). Entries of one append are contiguous and recorded in index order; a new
+  // sequence starts a new range. client_id 0 is ignored (not an idempotent append).
   void record_entry(std::uint64_t client_id, std::uint64_t sequence, std::uint64_t index,
-                    std::uint64_t term);
+                    std::uint64_t term, std::string_view payload);
 
-  // kFound fills `range`; kTooOld when the sequence is older than what is remembered for the client.
-  Lookup find(std::uint64_t client_id, std::uint64_t sequence, Range* range);
+  // Records a whole append at once (the leader's own proposal): `digest` is append_digest() of its
+  // payloads, so this remembers exactly what record_entry() over each of its entries would.
+  void record_append(std::uint64_t client_id, std::uint64_t sequence, const Range& range,
+                     std::uint32_t digest);
+
+  // Looks up a retry carrying `payloads`. kFound and kReused fill `range` with the remembered one.
+  Lookup find(std::uint64_t client_id, std::uint64_t sequence, std::span<const std::string> payloads,
+              Range* range);
+
+  // The table was (re)built from the log starting at `index`: a range that starts there may be the
+  // tail of an append whose first entries lie below, so a retry that does not match it exactly is
+  // kTooOld (the window cannot tell) rather than kReused. 0 or 1: the table saw the whole log.
+  void set_view_start(std::uint64_t index) { view_start_ = index; }
 
   // Forgets every append whose range reaches `from_index` or beyond (the log was cut there).
   void truncate_from(std::uint64_t from_index);
@@ -55,6 +90,7 @@ class DedupTable {
   struct Remembered {
     std::uint64_t sequence;
     Range range;
+    std::uint32_t digest;  // append_digest() of the range's payloads
   };
   struct Client {
     std::uint64_t client_id;
@@ -64,9 +100,11 @@ class DedupTable {
   using ClientList = std::list<Client>;  // most recently used first
 
   Client& touch(std::uint64_t client_id);
+  void remember(Client& client, const Remembered& append);
 
   std::size_t max_clients_;
   std::size_t sequences_per_client_;
+  std::uint64_t view_start_ = 0;
   ClientList lru_;
   std::unordered_map<std::uint64_t, ClientList::iterator> clients_;
 };

@@ -67,6 +67,8 @@ constexpr const char* kReasonTooManyPending = "TOO_MANY_PENDING";
 constexpr const char* kReasonShuttingDown = "SHUTTING_DOWN";
 constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
 constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
+constexpr const char* kReasonSequenceReused = "SEQUENCE_REUSED";
+constexpr const char* kReasonBadSequence = "BAD_SEQUENCE";
 constexpr const char* kReasonAppendTooLarge = "APPEND_TOO_LARGE";
 constexpr const char* kReasonDiskFull = "DISK_FULL";
 constexpr const char* kReasonDiskWatermark = "DISK_WATERMARK";
@@ -197,6 +199,7 @@ class Node::Impl {
   void release_held(std::uint64_t durable_index);
   void fail_pending_appends(ErrorCode code, const std::string& message, const char* reason);
   bool disk_has_room(std::uint64_t append_bytes, NodeError* error);
+  bool answer_from_dedup(AppendInput& in);
   void record_dedup(const std::vector<raft::Entry>& entries);
   void publish_status();
   // Retention (loop thread): the highest `before_index` a trim may use now, and the trim itself.
@@ -571,6 +574,16 @@ NodeError Node::Impl::not_leader_error() const {
 // --- appends ---------------------------------------------------------------------------------------
 
 void Node::Impl::handle_append(AppendInput& in) {
+  if (in.client_id != 0 && in.sequence == 0) {
+    // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default), and
+    // taking it would make every later append of that client a retry of the first.
+    in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
+                                    "sequence 0 with client_id " + std::to_string(in.client_id) +
+                                        ": an idempotent append needs a sequence of at least 1 "
+                                        "(client_id 0 appends without deduplication)",
+                                    kReasonBadSequence)));
+    return;
+  }
   if (raft_->role() != raft::Role::kLeader) {
     in.done(failed_append(not_leader_error()));
     return;
@@ -582,35 +595,15 @@ void Node::Impl::handle_append(AppendInput& in) {
                                     kReasonTooManyPending)));
     return;
   }
-  if (in.client_id != 0) {
-    DedupTable::Range range;
-    switch (dedup_.find(in.client_id, in.sequence, &range)) {
-      case DedupTable::Lookup::kFound:
-        if (range.last <= commit_.load()) {
-          in.done(AppendResult{NodeError{}, range.first, range.last, range.term, true});
-        } else {
-          // The original is in this leader's log and will commit under it: wait for that.
-          pending_appends_.emplace(range.last, PendingAppend{range.first, range.last, range.term, true,
-                                                             std::move(in.done), in.deadline});
-        }
-        return;
-      case DedupTable::Lookup::kTooOld:
-        in.done(failed_append(make_error(ErrorCode::kFailedPrecondition,
-                       "sequence " + std::to_string(in.sequence) + " of client " +
-                           std::to_string(in.client_id) +
-                           " is older than the deduplication window; it cannot be retried safely",
-                       kReasonSequenceTooOld)));
-        return;
-      case DedupTable::Lookup::kUnknown:
-        break;
-    }
-  }
+  if (in.client_id != 0 && answer_from_dedup(in)) return;
   std::uint64_t append_bytes = 0;
   for (const std::string& payload : in.payloads) append_bytes += payload.size();
   if (NodeError full; !disk_has_room(append_bytes, &full)) {
     in.done(failed_append(full));
     return;
   }
+  // Taken before the payloads move into the proposal; a retry is compared against it (find()).
+  const std::uint32_t digest = in.client_id != 0 ? append_digest(in.payloads) : 0;
   std::vector<raft::Entry> entries;
   entries.reserve(in.payloads.size());
   for (std::string& payload : in.payloads) {
@@ -650,9 +643,8 @@ void Node::Impl::handle_append(AppendInput& in) {
   // Recorded at once, not when the entries reach the store: a retry arriving in the same input batch
   // must already see this append.
   if (in.client_id != 0) {
-    for (raft::Index index = result.first_index; index <= result.last_index; ++index) {
-      dedup_.record_entry(in.client_id, in.sequence, index, result.term);
-    }
+    dedup_.record_append(in.client_id, in.sequence,
+                         DedupTable::Range{result.first_index, result.last_index, result.term}, digest);
   }
   dedup_recorded_through_ = std::max(dedup_recorded_through_, result.last_index);
   pending_appends_.emplace(result.last_index, PendingAppend{result.first_index, result.last_index,
@@ -661,10 +653,52 @@ void Node::Impl::handle_append(AppendInput& in) {
   if (events_ != nullptr) events_->append_proposed();
 }
 
+// A retry of an append this node's log holds (or one it can no longer judge) is answered from the
+// dedup table: true when `in` was answered (or now waits for the original's commit).
+bool Node::Impl::answer_from_dedup(AppendInput& in) {
+  DedupTable::Range range;
+  switch (dedup_.find(in.client_id, in.sequence, in.payloads, &range)) {
+    case DedupTable::Lookup::kFound:
+      if (range.last <= commit_.load()) {
+        in.done(AppendResult{NodeError{}, range.first, range.last, range.term, true});
+      } else {
+        // The original is in this leader's log and will commit under it: wait for that.
+        pending_appends_.emplace(range.last, PendingAppend{range.first, range.last, range.term, true,
+                                                           std::move(in.done), in.deadline});
+      }
+      return true;
+    case DedupTable::Lookup::kReused: {
+      // Answering with the old range would drop this request's entries without a word.
+      const std::uint64_t held = range.last - range.first + 1;
+      const std::string difference = held == in.payloads.size()
+                                         ? "this request's entries differ"
+                                         : "this request has " + std::to_string(in.payloads.size());
+      in.done(failed_append(make_error(
+          ErrorCode::kFailedPrecondition,
+          "sequence " + std::to_string(in.sequence) + " of client " + std::to_string(in.client_id) +
+              " already holds other entries (" + std::to_string(held) + " at indexes " +
+              std::to_string(range.first) + ".." + std::to_string(range.last) + "; " + difference +
+              "): a retry must carry the same entries, new data needs a new sequence",
+          kReasonSequenceReused)));
+      return true;
+    }
+    case DedupTable::Lookup::kTooOld:
+      in.done(failed_append(make_error(ErrorCode::kFailedPrecondition,
+                                      "sequence " + std::to_string(in.sequence) + " of client " +
+                                          std::to_string(in.client_id) +
+                                          " is older than the deduplication window; it cannot be retried safely",
+                                      kReasonSequenceTooOld)));
+      return true;
+    case DedupTable::Lookup::kUnknown:
+      break;
+  }
+  return false;
+}
+
 void Node::Impl::record_dedup(const std::vector<raft::Entry>& entries) {
   for (const raft::Entry& entry : entries) {
     if (entry.index <= dedup_recorded_through_) continue;
-    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term);
+    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term, entry.payload);
     dedup_recorded_through_ = entry.index;
   }
 }
@@ -1201,6 +1235,7 @@ bool Node::Impl::rebuild_dedup(std::uint64_t* corrupt_index, std::string* proble
   if (last >= config_.dedup_rebuild_entries && last - config_.dedup_rebuild_entries + 1 > from) {
     from = last - config_.dedup_rebuild_entries + 1;
   }
+  dedup_.set_view_start(from);  // an append that began below `from` is seen only in part
   constexpr std::size_t kBatchEntries = 4096;
   while (from <= last) {
     auto batch = log_->read(from, kBatchEntries, 64ULL << 20);
@@ -1212,7 +1247,8 @@ bool Node::Impl::rebuild_dedup(std::uint64_t* corrupt_index, std::string* proble
       return false;
     }
     for (const store::EntryView& view : batch->entries) {
-      dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term);
+      dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term,
+                          view.payload);
     }
     from = batch->entries.back().meta.index + 1;
   }

@@ -163,6 +163,76 @@ TEST_F(ApiTest, IdempotentRetryReturnsOriginalIndexesAcrossLeaderChangeAndRestar
   EXPECT_GT(next.first_index(), first.last_index());
 }
 
+// Idempotency is exact, through the public API: a retry with other entries (contents or count) is
+// FAILED_PRECONDITION / SEQUENCE_REUSED and writes nothing, on the leader that wrote the append and
+// on a new leader that holds it from replication; the exact retry is still OK, duplicate, same
+// range. A client library that restarts with a fixed client_id and sequence 1 is told, not fooled.
+TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
+  const std::uint64_t client_id = 0xD1FF;
+  auto leader = stub(cluster_->address(leader_));
+  v1::AppendResponse first;
+  ASSERT_TRUE(append(*leader, {"one", "two"}, client_id, 1, &first).ok());
+  auto expect_refused = [&](v1::Log::Stub& node, const std::vector<std::string>& entries) {
+    grpc::ClientContext ctx;
+    v1::AppendResponse response;
+    const grpc::Status st = append(node, entries, client_id, 1, &response, &ctx);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << entries.size() << ": " << st.error_message();
+    const auto details = client::error_details(ctx);
+    ASSERT_TRUE(details.has_value());
+    EXPECT_EQ(details->reason, client::reason::kSequenceReused);
+  };
+  auto expect_duplicate = [&](v1::Log::Stub& node) {
+    v1::AppendResponse retry;
+    const grpc::Status st = append(node, {"one", "two"}, client_id, 1, &retry);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_TRUE(retry.duplicate());
+    EXPECT_EQ(retry.first_index(), first.first_index());
+    EXPECT_EQ(retry.last_index(), first.last_index());
+  };
+  const std::vector<std::vector<std::string>> others{{"one", "TWO"}, {"one"}, {"one", "two", "three"}};
+  for (const auto& entries : others) expect_refused(*leader, entries);
+  expect_duplicate(*leader);
+
+  // Sequence 0 with a client_id is refused outright.
+  {
+    grpc::ClientContext ctx;
+    v1::AppendResponse response;
+    EXPECT_EQ(append(*leader, {"zero"}, client_id, 0, &response, &ctx).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+    const auto details = client::error_details(ctx);
+    ASSERT_TRUE(details.has_value());
+    EXPECT_EQ(details->reason, client::reason::kBadSequence);
+  }
+
+  // The library restarted with the same fixed id starts again at sequence 1, with new data: refused
+  // at once (not retried), where the old answer was "OK, duplicate" and the data was dropped.
+  client::Options options;
+  options.client_id = client_id;
+  auto restarted = cluster_->client(options);
+  auto reused = restarted->append({"new data"});
+  ASSERT_FALSE(reused.ok());
+  EXPECT_EQ(reused.status().code(), client::StatusCode::kFailedPrecondition) << reused.status().to_string();
+  ASSERT_TRUE(reused.status().details().has_value());
+  EXPECT_EQ(reused.status().details()->reason, client::reason::kSequenceReused);
+
+  // A new leader knows the append from replication (not from its own proposal) and compares as exactly.
+  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster_->wait_for_commit(id, first.last_index()));
+  const std::uint64_t last_before = last_index(leader_);
+  cluster_->kill(leader_);
+  const int new_leader = cluster_->wait_for_leader(10s, {leader_});
+  ASSERT_NE(new_leader, 0);
+  auto second = stub(cluster_->address(new_leader));
+  for (const auto& entries : others) expect_refused(*second, entries);
+  expect_duplicate(*second);
+  int copies = 0;
+  for (const client::Entry& e : cluster_->read_all(new_leader)) {
+    EXPECT_TRUE(e.payload != "TWO" && e.payload != "three" && e.payload != "new data" && e.payload != "zero");
+    copies += e.payload == "one" ? 1 : 0;
+  }
+  EXPECT_EQ(copies, 1);
+  EXPECT_LE(last_index(new_leader), last_before + 1) << "only the new leader's no-op was added";
+}
+
 TEST_F(ApiTest, GracefulStopExitsZeroAndRestartsWithNormalRecovery) {
   auto c = cluster_->client();
   auto r = c->append({"durable"});

@@ -120,6 +120,34 @@ TEST(Client, EveryAppendCallTakesTheNextSequence) {
   EXPECT_EQ(client->next_sequence(), 5u);  // refused locally, nothing sent, nothing consumed
 }
 
+// SEQUENCE_REUSED (this client's id and sequence already hold other entries, e.g. after a restart
+// with a fixed client_id) cannot be cured by retrying the same request: it is returned at once, and
+// the next append takes the next sequence.
+TEST(Client, SequenceReusedIsReturnedAtOnceNotRetried) {
+  FakeNode leader(1);
+  leader.log.on_append = [](grpc::ServerContext* context, int, const pb::AppendRequest& request,
+                            pb::AppendResponse* response) {
+    if (request.sequence() == 1) {
+      return error_status(context, grpc::StatusCode::FAILED_PRECONDITION, "sequence 1 already used",
+                          ErrorDetails{0, "", std::string(reason::kSequenceReused)});
+    }
+    return accept_append(request, response, 5);
+  };
+  Options options = fast_options({leader.address()});
+  options.client_id = 9;
+  auto client = make_client(options);
+  auto refused = client->append({"new data"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(refused.status().details().has_value());
+  EXPECT_EQ(refused.status().details()->reason, reason::kSequenceReused);
+  EXPECT_EQ(leader.log.append_calls(), 1u);
+  auto next = client->append({"new data"});
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_EQ(next->sequence, 2u);
+  EXPECT_EQ(leader.log.append_calls(), 2u);
+}
+
 TEST(Client, NoLeaderYetIsRetriedUntilALeaderAnswers) {
   FakeNode node(2);
   node.log.on_append = [](grpc::ServerContext* context, int call, const pb::AppendRequest& request,
