@@ -49,7 +49,7 @@ std::string default_endpoints() {
 // Flags every cluster command shares.
 struct Common {
   std::string endpoints = default_endpoints();
-  std::uint64_t timeout_ms = 10000;
+  std::uint32_t timeout_ms = 10000;
   bool json = false;
   std::string tls_ca = local_cluster_setting("TLS_CA");  // a local cluster started with --tls
   std::string tls_cert;
@@ -58,7 +58,7 @@ struct Common {
   void add_to(cli::FlagSet& flags) {
     flags.string_flag("endpoints", &endpoints, "HOST:PORT,...",
                       "cluster client endpoints (default: the local cluster's, from $RAFTLOG_CLUSTER_DIR)");
-    flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long");
+    flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long", {1, cli::kUint32Range.max});
     flags.bool_flag("json", &json, "machine-readable output (one JSON object per line)");
     flags.string_flag("tls-ca", &tls_ca, "FILE", "speak TLS; trust the nodes' certificates signed by this CA (default: a local cluster's, if up --tls)");
     flags.string_flag("tls-cert", &tls_cert, "FILE", "speak TLS with this client certificate (nodes started with --tls-ca)");
@@ -74,7 +74,7 @@ struct Common {
     }
     client::Options options;
     options.endpoints = parsed.value();
-    options.retry_deadline_ms = static_cast<std::uint32_t>(timeout_ms);
+    options.retry_deadline_ms = timeout_ms;
     options.tls.enabled = !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty();
     options.tls.ca_file = tls_ca;
     options.tls.cert_file = tls_cert;
@@ -341,7 +341,7 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
   Common common;
   std::uint64_t from = 1;
   bool follow = false;
-  std::uint64_t duration_ms = 0;
+  std::uint32_t duration_ms = 0;
   cli::FlagSet flags(std::string(command_path),
                      "Print committed entries from --from on; with -f keep following the log as it grows "
                      "(surviving leader changes and node restarts).");
@@ -375,7 +375,7 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
   }
   client::TailOptions options;
   options.from_index = from;
-  options.duration_ms = static_cast<std::uint32_t>(duration_ms);
+  options.duration_ms = duration_ms;
   auto r = c->tail(options, [&](const client::Entry& e) {
     print_entry(io, e, common.json);
     io.out.flush();

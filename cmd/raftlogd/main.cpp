@@ -8,11 +8,14 @@
 #include <absl/synchronization/mutex.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -97,78 +100,85 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   using raftlog::cli::FlagSet;
   using raftlog::cli::ParseStatus;
+  namespace limits = raftlog::server::config_limits;
+  constexpr std::uint32_t kUint32Max = std::numeric_limits<std::uint32_t>::max();
   raftlog::server::NodeConfig config;
-  std::uint64_t node_id = 0;
   std::string members_text;
   std::string config_path;
   std::string flush_mode = "sync";
   std::string log_level = "info";
-  std::uint64_t tick_ms = config.tick_ms;
-  std::uint64_t election_ticks = config.election_ticks;
-  std::uint64_t heartbeat_ticks = config.heartbeat_ticks;
-  std::uint64_t flush_interval_ms = config.store.flush_interval_ms;
-  std::uint64_t segment_size_bytes = config.store.segment_size_bytes;
-  std::uint64_t max_entry_size_bytes = config.store.max_entry_size_bytes;
-  std::uint64_t max_entries_per_append = config.max_entries_per_append;
-  std::uint64_t append_timeout_ms = config.append_timeout_ms;
-  std::uint64_t shutdown_grace_ms = config.shutdown_grace_ms;
-  std::uint64_t retention_check_interval_ms = config.retention_check_interval_ms;
-  std::uint64_t retention_follower_grace_ms = config.retention_follower_grace_ms;
   std::uint64_t max_append_bytes = 0;  // 0: max(8 MiB, --max-entry-size)
-  std::uint64_t max_read_entries = config.max_read_entries;
-  std::uint64_t max_read_bytes = config.max_read_bytes;
-  std::uint64_t max_tail_streams = config.max_tail_streams;
-  std::uint64_t max_append_streams = config.max_append_streams;
-  std::uint64_t max_appends_per_stream = config.max_appends_per_stream;
-  std::uint64_t max_streams_per_connection = config.max_concurrent_streams_per_connection;
 
+  // Every number is bound to its NodeConfig field with the field's own type and the range validate()
+  // accepts, so nothing is narrowed after parsing and a bad value is refused naming its flag.
   FlagSet flags("raftlogd", "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
-  flags.uint_flag("id", &node_id, "ID", "this node's id (non-zero, one of --members)");
+  flags.uint_flag("id", &config.node_id, "ID", "this node's id (non-zero, one of --members)",
+                  {1, std::numeric_limits<std::uint64_t>::max()});
+  flags.require("id");
   flags.string_flag("members", &members_text, "ID=HOST:PORT,...",
                     "every member of the cluster with the address it serves clients and peers on");
   flags.string_flag("data-dir", &config.data_dir, "DIR", "where this node keeps its log and hard state");
-  flags.string_flag("listen", &config.listen_address, "HOST:PORT",
-                    "address to bind (default: this node's address in --members)");
+  flags.host_port_flag("listen", &config.listen_address, "HOST:PORT",
+                       "address to bind (default: this node's address in --members)");
   flags.string_flag("cluster-id", &config.cluster_id, "NAME", "peers with another cluster id are refused");
-  flags.uint_flag("tick-ms", &tick_ms, "MS", "Raft tick length");
-  flags.uint_flag("election-ticks", &election_ticks, "N",
-                  "election timeout in ticks, randomized in [N, 2N) (default 10 x 20 ms = 200-400 ms)");
-  flags.uint_flag("heartbeat-ticks", &heartbeat_ticks, "N", "leader heartbeat interval in ticks");
+  flags.uint_flag("tick-ms", &config.tick_ms, "MS", "Raft tick length", {1, limits::kMaxTickMs});
+  flags.uint_flag("election-ticks", &config.election_ticks, "N",
+                  "election timeout in ticks, randomized in [N, 2N): 200-400 ms with the default ticks",
+                  {2, limits::kMaxElectionTicks});
+  flags.uint_flag("heartbeat-ticks", &config.heartbeat_ticks, "N",
+                  "leader heartbeat interval in ticks (below --election-ticks)", {1, limits::kMaxElectionTicks - 1});
   flags.string_flag("flush-mode", &flush_mode, "sync|async",
                     "sync: an entry counts toward commit once fsynced; async: once written to the mapped file");
-  flags.uint_flag("flush-interval-ms", &flush_interval_ms, "MS", "async mode: longest time an entry stays unflushed");
+  flags.uint_flag("flush-interval-ms", &config.store.flush_interval_ms, "MS",
+                  "async mode: longest time an entry stays unflushed", {1, kUint32Max});
   flags.bool_flag("zero-fill-segments", &config.store.zero_fill_segments,
                   "write zeros over each new segment ahead of use, so that flushes never convert unwritten "
                   "extents (faster syncs; costs one extra sequential write of every segment)");
-  flags.bytes_flag("segment-size", &segment_size_bytes, "BYTES", "size of each segment file (64KiB..16GiB)");
-  flags.bytes_flag("max-entry-size", &max_entry_size_bytes, "BYTES", "largest entry payload accepted");
-  flags.uint_flag("max-entries-per-append", &max_entries_per_append, "N", "most entries in one Append call");
+  flags.bytes_flag("segment-size", &config.store.segment_size_bytes, "BYTES",
+                   "size of each segment file (must hold the largest entry)",
+                   {raftlog::store::Options::kMinSegmentSizeBytes, raftlog::store::Options::kMaxSegmentSizeBytes});
+  flags.bytes_flag("max-entry-size", &config.store.max_entry_size_bytes, "BYTES", "largest entry payload accepted",
+                   {1, limits::kMaxAppendBytes});
+  flags.uint_flag("max-entries-per-append", &config.max_entries_per_append, "N", "most entries in one Append call",
+                  {1, limits::kMaxEntriesPerAppend});
   flags.bytes_flag("max-append-bytes", &max_append_bytes, "BYTES",
-                   "most payload bytes in one Append call (0: max(8MiB, --max-entry-size))");
-  flags.uint_flag("max-read-entries", &max_read_entries, "N", "most entries in one Read response or Tail message");
-  flags.bytes_flag("max-read-bytes", &max_read_bytes, "BYTES", "most payload bytes in one Read response or Tail message");
-  flags.uint_flag("max-tail-streams", &max_tail_streams, "N", "concurrent Tail streams on this node");
-  flags.uint_flag("max-append-streams", &max_append_streams, "N", "concurrent AppendStream calls on this node");
-  flags.uint_flag("max-appends-per-stream", &max_appends_per_stream, "N",
-                  "appends one AppendStream may have unanswered before the node stops reading it");
-  flags.uint_flag("max-streams-per-connection", &max_streams_per_connection, "N",
-                  "concurrent RPCs one client connection may have open (HTTP/2 streams)");
-  flags.uint_flag("append-timeout-ms", &append_timeout_ms, "MS",
-                  "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)");
-  flags.uint_flag("shutdown-grace-ms", &shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
+                   "most payload bytes in one Append call (0: max(8MiB, --max-entry-size))",
+                   {0, limits::kMaxAppendBytes});
+  flags.uint_flag("max-read-entries", &config.max_read_entries, "N",
+                  "most entries in one Read response or Tail message", {1, limits::kMaxReadEntries});
+  flags.bytes_flag("max-read-bytes", &config.max_read_bytes, "BYTES",
+                   "most payload bytes in one Read response or Tail message", {1, limits::kMaxReadBytes});
+  flags.uint_flag("max-tail-streams", &config.max_tail_streams, "N", "concurrent Tail streams on this node",
+                  {1, limits::kMaxStreams});
+  flags.uint_flag("max-append-streams", &config.max_append_streams, "N",
+                  "concurrent AppendStream calls on this node", {1, limits::kMaxStreams});
+  flags.uint_flag("max-appends-per-stream", &config.max_appends_per_stream, "N",
+                  "appends one AppendStream may have unanswered before the node stops reading it",
+                  {1, limits::kMaxStreams});
+  flags.uint_flag("max-streams-per-connection", &config.max_concurrent_streams_per_connection, "N",
+                  "concurrent RPCs one client connection may have open (HTTP/2 streams)",
+                  {limits::kMinStreamsPerConnection, limits::kMaxStreamsPerConnection});
+  flags.uint_flag("append-timeout-ms", &config.append_timeout_ms, "MS",
+                  "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)", {1, kUint32Max});
+  flags.uint_flag("shutdown-grace-ms", &config.shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
   flags.uint_flag("retention-max-age-s", &config.retention_max_age_s, "SECONDS",
-                  "delete committed segments older than this (0: keep)");
+                  "delete committed segments older than this (0: keep)", {0, limits::kMaxRetentionMaxAgeS});
   flags.bytes_flag("retention-max-bytes", &config.retention_max_bytes, "BYTES",
                   "delete the oldest committed segments while the log takes more (0: no limit)");
-  flags.uint_flag("retention-check-interval-ms", &retention_check_interval_ms, "MS", "how often retention runs");
-  flags.uint_flag("retention-follower-grace-ms", &retention_follower_grace_ms, "MS",
+  flags.uint_flag("retention-check-interval-ms", &config.retention_check_interval_ms, "MS",
+                  "how often retention runs",
+                  {limits::kMinRetentionCheckIntervalMs, limits::kMaxRetentionCheckIntervalMs});
+  flags.uint_flag("retention-follower-grace-ms", &config.retention_follower_grace_ms, "MS",
                   "keep entries a follower needs unless it has been silent this long");
   flags.uint_flag("dedup-rebuild-entries", &config.dedup_rebuild_entries, "N",
-                  "at start, rebuild the idempotency table from the last N log entries (checked as they are read)");
+                  "at start, rebuild the idempotency table from the last N log entries (checked as they are read)",
+                  {0, limits::kMaxDedupRebuildEntries});
   flags.bytes_flag("scrub-bytes-per-second", &config.scrub_bytes_per_second, "BYTES",
-                   "re-read durable entries at this rate and verify their checksums (0: off)");
-  flags.string_flag("metrics-addr", &config.metrics_address, "HOST:PORT",
-                    "serve Prometheus metrics at http://HOST:PORT/metrics (default: off)");
+                   "re-read durable entries at this rate and verify their checksums (0: off)",
+                   {0, limits::kMaxScrubBytesPerSecond});
+  flags.host_port_flag("metrics-addr", &config.metrics_address, "HOST:PORT",
+                       "serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0: any free port)",
+                       raftlog::util::PortZero::kAllowed);
   flags.double_flag("disk-high-watermark", &config.disk_high_watermark, "FRACTION",
                     "refuse appends while this much of the data disk is in use");
   flags.double_flag("disk-low-watermark", &config.disk_low_watermark, "FRACTION",
@@ -217,9 +227,14 @@ int main(int argc, char** argv) {
     return raftlog::cli::kExitUsage;
   }
 
+  // spdlog maps an unknown name to "off": a typo would silence the node.
+  static constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error"};
+  if (std::find(std::begin(kLogLevels), std::end(kLogLevels), log_level) == std::end(kLogLevels)) {
+    std::cerr << "raftlogd: --log-level must be one of trace, debug, info, warn, error (got '" << log_level << "')\n";
+    return raftlog::cli::kExitUsage;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
-  config.node_id = node_id;
   if (std::string problem = parse_members(members_text, &config.members); !problem.empty()) {
     std::cerr << "raftlogd: --members: " << problem << "\n";
     return raftlog::cli::kExitUsage;
@@ -232,32 +247,12 @@ int main(int argc, char** argv) {
     std::cerr << "raftlogd: --flush-mode must be sync or async\n";
     return raftlog::cli::kExitUsage;
   }
-  config.tick_ms = static_cast<std::uint32_t>(tick_ms);
-  config.election_ticks = static_cast<std::uint32_t>(election_ticks);
-  config.heartbeat_ticks = static_cast<std::uint32_t>(heartbeat_ticks);
-  config.store.flush_interval_ms = static_cast<std::uint32_t>(flush_interval_ms);
-  config.store.segment_size_bytes = segment_size_bytes;
-  config.store.max_entry_size_bytes = static_cast<std::uint32_t>(max_entry_size_bytes);
-  config.max_entries_per_append = static_cast<std::uint32_t>(max_entries_per_append);
-  config.append_timeout_ms = static_cast<std::uint32_t>(append_timeout_ms);
-  config.shutdown_grace_ms = static_cast<std::uint32_t>(shutdown_grace_ms);
-  config.retention_check_interval_ms = static_cast<std::uint32_t>(std::min<std::uint64_t>(retention_check_interval_ms, UINT32_MAX));
-  config.retention_follower_grace_ms = static_cast<std::uint32_t>(std::min<std::uint64_t>(retention_follower_grace_ms, UINT32_MAX));
   config.max_append_bytes = max_append_bytes != 0
                                 ? max_append_bytes
                                 : std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
-  if (max_read_entries > UINT32_MAX || max_tail_streams > UINT32_MAX || max_streams_per_connection > INT32_MAX ||
-      max_append_streams > UINT32_MAX || max_appends_per_stream > UINT32_MAX) {
-    std::cerr << "raftlogd: --max-read-entries, --max-tail-streams, --max-append-streams, --max-appends-per-stream "
-                 "or --max-streams-per-connection is too large\n";
-    return raftlog::cli::kExitUsage;
-  }
-  config.max_read_entries = static_cast<std::uint32_t>(max_read_entries);
-  config.max_read_bytes = max_read_bytes;
-  config.max_tail_streams = static_cast<std::uint32_t>(max_tail_streams);
-  config.max_append_streams = static_cast<std::uint32_t>(max_append_streams);
-  config.max_appends_per_stream = static_cast<std::uint32_t>(max_appends_per_stream);
-  config.max_concurrent_streams_per_connection = static_cast<std::uint32_t>(max_streams_per_connection);
+  // Everything Server::start would refuse for configuration reasons, including the store options
+  // (segment size vs entry size) and the derived Raft and transport settings, is refused here,
+  // before the data directory is created.
   if (std::string problem = raftlog::server::validate(config); !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";
     return raftlog::cli::kExitUsage;

@@ -53,6 +53,36 @@ std::string assign_list(std::string_view text, std::vector<std::uint64_t>* out, 
   return "";
 }
 
+enum class NumberParse { kOk, kMalformed, kTooLarge };
+
+// Like parse_uint/parse_bytes, but tells a well-formed number that does not fit 64 bits (a range
+// error for the user) from junk.
+NumberParse parse_number(std::string_view text, bool bytes, std::uint64_t* out) {
+  if (bytes ? parse_bytes(text, out) : parse_uint(text, out)) return NumberParse::kOk;
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0) return NumberParse::kMalformed;
+  std::uint64_t ignored = 0;
+  const std::string_view suffix = text.substr(digits);
+  // Digits that alone overflow, or digits times a valid suffix that overflows.
+  const bool suffix_ok = suffix.empty() || (bytes && parse_bytes("1" + std::string(suffix), &ignored));
+  return suffix_ok ? NumberParse::kTooLarge : NumberParse::kMalformed;
+}
+
+// 65536 -> "64KiB", 1 -> "1", 1000 -> "1000": the largest binary unit that divides `bytes`, so the
+// text can be typed back as a flag value.
+std::string bytes_flag_text(std::uint64_t bytes) {
+  static constexpr struct {
+    const char* suffix;
+    unsigned shift;
+  } kUnits[] = {{"GiB", 30}, {"MiB", 20}, {"KiB", 10}};
+  for (const auto& unit : kUnits) {
+    const std::uint64_t size = std::uint64_t{1} << unit.shift;
+    if (bytes >= size && bytes % size == 0) return std::to_string(bytes / size) + unit.suffix;
+  }
+  return std::to_string(bytes);
+}
+
 }  // namespace
 
 bool parse_uint(std::string_view text, std::uint64_t* out) {
@@ -134,25 +164,84 @@ void FlagSet::string_flag(std::string name, std::string* value, std::string valu
              if (text.empty()) return "expects a non-empty value";
              *value = std::string(text);
              return "";
-           }});
+           },
+           ""});
 }
 
-void FlagSet::uint_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help) {
-  assert(value != nullptr);
-  add(Flag{std::move(name), std::move(value_name), std::move(help), std::to_string(*value), false, false,
-           [value](std::string_view text) -> std::string {
-             return parse_uint(text, value) ? "" : "expects an unsigned integer, got '" + std::string(text) + "'";
-           }});
+void FlagSet::add_ranged(std::string name, std::string value_name, std::string help, std::uint64_t default_value,
+                         bool bytes, UintRange range, std::uint64_t type_max,
+                         std::function<void(std::uint64_t)> store) {
+  range.max = std::min(range.max, type_max);
+  assert(range.min <= range.max && "empty flag range");
+  auto number_text = [bytes](std::uint64_t number) { return bytes ? bytes_flag_text(number) : std::to_string(number); };
+  const std::string range_text = number_text(range.min) + ".." + number_text(range.max);
+  const bool narrower_than_type = range.min != 0 || range.max != type_max;
+  Flag flag{std::move(name), std::move(value_name), std::move(help),
+            bytes ? format_bytes(default_value) : std::to_string(default_value), false, false,
+            [bytes, range, range_text, store = std::move(store)](std::string_view text) -> std::string {
+              std::uint64_t number = 0;
+              const NumberParse parsed = parse_number(text, bytes, &number);
+              if (parsed == NumberParse::kMalformed) {
+                return bytes ? "expects a byte count such as 4096, 4KiB, 1MiB or 4GiB, got '" + std::string(text) + "'"
+                             : "expects an unsigned integer, got '" + std::string(text) + "'";
+              }
+              if (parsed == NumberParse::kTooLarge || number < range.min || number > range.max) {
+                const std::string given =
+                    parsed == NumberParse::kOk && bytes && text != std::to_string(number)
+                        ? "'" + std::string(text) + "' (" + std::to_string(number) + " bytes)"
+                        : "'" + std::string(text) + "'";
+                return "value " + given + " is out of range: allowed " + range_text;
+              }
+              store(number);
+              return "";
+            },
+            narrower_than_type ? range_text : ""};
+  add(std::move(flag));
 }
 
-void FlagSet::bytes_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help) {
+void FlagSet::uint_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
+                        UintRange range) {
   assert(value != nullptr);
-  add(Flag{std::move(name), std::move(value_name), std::move(help), format_bytes(*value), false, false,
-           [value](std::string_view text) -> std::string {
-             return parse_bytes(text, value) ? ""
-                                             : "expects a byte count such as 4096, 4KiB, 1MiB or 4GiB, got '" +
-                                                   std::string(text) + "'";
-           }});
+  add_ranged(std::move(name), std::move(value_name), std::move(help), *value, false, range,
+             std::numeric_limits<std::uint64_t>::max(), [value](std::uint64_t number) { *value = number; });
+}
+
+void FlagSet::uint_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
+                        UintRange range) {
+  assert(value != nullptr);
+  // add_ranged caps the range at the type's maximum, so the cast below never drops bits.
+  add_ranged(std::move(name), std::move(value_name), std::move(help), *value, false, range,
+             std::numeric_limits<std::uint32_t>::max(),
+             [value](std::uint64_t number) { *value = static_cast<std::uint32_t>(number); });
+}
+
+void FlagSet::bytes_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
+                         UintRange range) {
+  assert(value != nullptr);
+  add_ranged(std::move(name), std::move(value_name), std::move(help), *value, true, range,
+             std::numeric_limits<std::uint64_t>::max(), [value](std::uint64_t number) { *value = number; });
+}
+
+void FlagSet::bytes_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
+                         UintRange range) {
+  assert(value != nullptr);
+  add_ranged(std::move(name), std::move(value_name), std::move(help), *value, true, range,
+             std::numeric_limits<std::uint32_t>::max(),
+             [value](std::uint64_t number) { *value = static_cast<std::uint32_t>(number); });
+}
+
+void FlagSet::host_port_flag(std::string name, std::string* value, std::string value_name, std::string help,
+                             util::PortZero port_zero) {
+  assert(value != nullptr);
+  add(Flag{std::move(name), std::move(value_name), std::move(help), *value, false, false,
+           [value, port_zero](std::string_view text) -> std::string {
+             if (std::string problem = util::parse_host_port(text, port_zero, nullptr); !problem.empty()) {
+               return "value '" + std::string(text) + "' " + problem;
+             }
+             *value = std::string(text);
+             return "";
+           },
+           ""});
 }
 
 void FlagSet::double_flag(std::string name, double* value, std::string value_name, std::string help) {
@@ -162,21 +251,24 @@ void FlagSet::double_flag(std::string name, double* value, std::string value_nam
   add(Flag{std::move(name), std::move(value_name), std::move(help), default_text.str(), false, false,
            [value](std::string_view text) -> std::string {
              return parse_double(text, value) ? "" : "expects a number, got '" + std::string(text) + "'";
-           }});
+           },
+           ""});
 }
 
 void FlagSet::uint_list_flag(std::string name, std::vector<std::uint64_t>* value, std::string value_name,
                              std::string help) {
   assert(value != nullptr);
   add(Flag{std::move(name), std::move(value_name), std::move(help), join_uints(*value), false, false,
-           [value](std::string_view text) { return assign_list(text, value, parse_uint, "unsigned integers"); }});
+           [value](std::string_view text) { return assign_list(text, value, parse_uint, "unsigned integers"); },
+           ""});
 }
 
 void FlagSet::bytes_list_flag(std::string name, std::vector<std::uint64_t>* value, std::string value_name,
                               std::string help) {
   assert(value != nullptr);
   add(Flag{std::move(name), std::move(value_name), std::move(help), join_uints(*value), false, false,
-           [value](std::string_view text) { return assign_list(text, value, parse_bytes, "byte counts"); }});
+           [value](std::string_view text) { return assign_list(text, value, parse_bytes, "byte counts"); },
+           ""});
 }
 
 void FlagSet::bool_flag(std::string name, bool* value, std::string help) {
@@ -190,7 +282,8 @@ void FlagSet::bool_flag(std::string name, bool* value, std::string help) {
                return "expects true or false, got '" + std::string(text) + "'";
              }
              return "";
-           }});
+           },
+           ""});
 }
 
 void FlagSet::require(std::string_view name) {
@@ -290,6 +383,8 @@ std::string FlagSet::usage() const {
     text << "  " << left << std::string(width - left.size() + 2, ' ') << flag.help;
     if (flag.required) {
       text << " (required)";
+    } else if (!flag.range_text.empty()) {
+      text << " (" << flag.range_text << ", default " << flag.default_text << ")";
     } else if (!flag.default_text.empty()) {
       text << " (default " << flag.default_text << ")";
     }

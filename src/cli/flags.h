@@ -1,20 +1,27 @@
-// A small command-line flag parser shared by raftlogctl and raftlog-bench.
+// A small command-line flag parser shared by raftlogd, raftlogctl and raftlog-bench.
 //
 // Why our own: the tools need a handful of typed `--name value` flags, generated usage text and one
 // exit-code convention; absl flags are process-global (two subcommands could not define `--dir`
-// differently) and would pull Abseil's flag registry into every tool.
+// differently) and would pull Abseil's flag registry into every tool (docs/configuration.md).
 //
 // Accepted syntax: `--name value`, `--name=value`, boolean `--name` (or `--name=true|false`),
 // `-h`/`--help`. Anything else — unknown flag, missing or malformed value, stray positional
-// argument, a flag given twice — is a usage error.
+// argument, a flag given twice, a number outside the flag's range — is a usage error.
+//
+// Numbers are bound to variables of their real type with an allowed range: a 32-bit field gets a
+// 32-bit flag, so a value is never narrowed after parsing (`--tick-ms 4294967316` is refused, not
+// taken as 20). The range is shown in the usage text and named in the error.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "util/host_port.h"
 
 namespace raftlog::cli {
 
@@ -32,6 +39,13 @@ enum class ParseStatus {
   kError,  // print error() and usage() to stderr and exit kExitUsage
 };
 
+// Inclusive bounds of an unsigned flag. The defaults of each registration are its type's range.
+struct UintRange {
+  std::uint64_t min = 0;
+  std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+};
+inline constexpr UintRange kUint32Range{0, std::numeric_limits<std::uint32_t>::max()};
+
 class FlagSet {
  public:
   // `command_path` is the full invocation prefix shown in usage, e.g. "raftlogctl log verify".
@@ -40,9 +54,21 @@ class FlagSet {
   // Each registration binds a flag to a caller-owned variable, whose current value is the default.
   // `value_name` is shown in usage ("--dir DIR").
   void string_flag(std::string name, std::string* value, std::string value_name, std::string help);
-  void uint_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help);
+  // A value outside `range` is refused with a message naming the flag, the value and the range. For
+  // a std::uint32_t variable the range is further capped at 2^32-1.
+  void uint_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
+                 UintRange range = {});
+  void uint_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
+                 UintRange range = kUint32Range);
   // Accepts plain numbers and binary suffixes: 512, 4K, 4KiB, 1M, 1MiB, 4G, 4GiB (case-insensitive).
-  void bytes_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help);
+  void bytes_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
+                  UintRange range = {});
+  void bytes_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
+                  UintRange range = kUint32Range);
+  // A HOST:PORT address (IPv6 as [ADDR]:PORT) with a port in 1..65535, or 0..65535 with
+  // util::PortZero::kAllowed. An empty default means "not set"; an empty value given is refused.
+  void host_port_flag(std::string name, std::string* value, std::string value_name, std::string help,
+                      util::PortZero port_zero = util::PortZero::kRefused);
   void double_flag(std::string name, double* value, std::string value_name, std::string help);
   // Comma-separated unsigned values, e.g. `--writers 1,16,64`; an empty element is an error.
   void uint_list_flag(std::string name, std::vector<std::uint64_t>* value, std::string value_name,
@@ -72,9 +98,14 @@ class FlagSet {
     bool seen = false;
     // Parses and stores `text`; returns an error description or "" on success.
     std::function<std::string(std::string_view text)> assign;
+    std::string range_text;  // "1..10000" when narrower than the variable's type, else empty
   };
 
   void add(Flag flag);
+  // Shared by the uint/bytes registrations: parses with `parse` (strict, overflow-checked), checks
+  // `range`, then stores through `store`.
+  void add_ranged(std::string name, std::string value_name, std::string help, std::uint64_t default_value,
+                  bool bytes, UintRange range, std::uint64_t type_max, std::function<void(std::uint64_t)> store);
   Flag* find(std::string_view name);
   const Flag* find(std::string_view name) const;
 

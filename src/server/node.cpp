@@ -343,17 +343,7 @@ bool Node::Impl::open(NodeError* error) {
   persisted_hard_state_.commit = std::min(log_->commit_index(), log_->last_index());
 
   reader_ = std::make_unique<StoreLogReader>(*log_);
-  raft::Config raft_config;
-  raft_config.id = config_.node_id;
-  for (const auto& [id, address] : config_.members) raft_config.initial_conf.voters.push_back(id);
-  // Membership is static (the configured members), so the core need not scan the log for it.
-  raft_config.known_conf = raft_config.initial_conf;
-  raft_config.election_ticks = static_cast<int>(config_.election_ticks);
-  raft_config.heartbeat_ticks = static_cast<int>(config_.heartbeat_ticks);
-  // One Append must fit one proposal and one AppendEntries message (the transport's limit follows).
-  raft_config.max_entries_per_message = std::max<std::size_t>(raft_config.max_entries_per_message,
-                                                              config_.max_entries_per_append);
-  raft_config.max_bytes_per_message = max_raft_message_bytes(config_);
+  raft::Config raft_config = raft_config_for(config_);
   raft_config.random_seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
                             (config_.node_id * 0x9E3779B97F4A7C15ULL);
   assess_recovery(same_boot, &raft_config);

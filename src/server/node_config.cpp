@@ -1,8 +1,12 @@
 #include "server/node_config.h"
 
 #include <algorithm>
+#include <limits>
 
+#include "raft/raft.h"
 #include "raft/types.h"
+#include "server/transport.h"
+#include "util/host_port.h"
 
 namespace raftlog::server {
 
@@ -29,44 +33,95 @@ std::string validate_tls(const NodeConfig& config) {
   return "";
 }
 
-}  // namespace
-
-std::string validate(const NodeConfig& config) {
+// Member ids and addresses, the listen and metrics addresses.
+std::string validate_addresses(const NodeConfig& config) {
   if (config.node_id == 0) return "node id must be non-zero";
   if (!config.members.contains(config.node_id)) {
     return "node id " + std::to_string(config.node_id) + " is not among the members";
   }
   if (config.members.size() > 7) return "at most 7 members are supported";
+  std::map<std::string, std::uint64_t> ids_by_address;
   for (const auto& [id, address] : config.members) {
     if (id == 0) return "member ids must be non-zero";
-    if (address.empty() || address.find(':') == std::string::npos) {
-      return "member " + std::to_string(id) + " needs an address of the form host:port";
+    if (address.empty()) return "member " + std::to_string(id) + " needs an address of the form host:port";
+    if (std::string problem = util::parse_host_port(address, util::PortZero::kRefused, nullptr); !problem.empty()) {
+      return "member " + std::to_string(id) + " address '" + address + "' " + problem;
+    }
+    // Exact text: two spellings of one host ("localhost", "127.0.0.1") are not recognised.
+    if (const auto [it, inserted] = ids_by_address.emplace(address, id); !inserted) {
+      return "members " + std::to_string(it->second) + " and " + std::to_string(id) + " have the same address " +
+             address;
     }
   }
-  if (config.data_dir.empty()) return "a data directory is required";
-  if (config.cluster_id.empty()) return "cluster id must not be empty";
-  if (config.tick_ms == 0 || config.tick_ms > 10000) return "tick_ms must be in [1, 10000]";
+  util::HostPort listen;
+  const std::string& listen_address =
+      config.listen_address.empty() ? config.members.at(config.node_id) : config.listen_address;
+  if (std::string problem = util::parse_host_port(listen_address, util::PortZero::kRefused, &listen);
+      !problem.empty()) {
+    return "listen address '" + listen_address + "' " + problem;
+  }
+  if (!config.metrics_address.empty()) {
+    util::HostPort metrics;
+    if (std::string problem = util::parse_host_port(config.metrics_address, util::PortZero::kAllowed, &metrics);
+        !problem.empty()) {
+      return "metrics address '" + config.metrics_address + "' " + problem;
+    }
+    const bool same_host =
+        metrics.host == listen.host || util::is_wildcard_host(metrics.host) || util::is_wildcard_host(listen.host);
+    if (metrics.port == listen.port && same_host) {
+      return "metrics address '" + config.metrics_address + "' takes the port of the listen address '" +
+             listen_address + "'";
+    }
+  }
+  return "";
+}
+
+// Raft timing and every client-facing bound.
+std::string validate_bounds(const NodeConfig& config) {
+  using namespace config_limits;
+  if (config.tick_ms == 0 || config.tick_ms > kMaxTickMs) return "tick_ms must be in [1, 10000]";
   if (config.heartbeat_ticks == 0) return "heartbeat_ticks must be positive";
   if (config.election_ticks <= config.heartbeat_ticks) return "election_ticks must exceed heartbeat_ticks";
-  if (config.max_entries_per_append == 0) return "max_entries_per_append must be positive";
+  if (config.election_ticks > kMaxElectionTicks) {
+    return "election_ticks must be at most " + std::to_string(kMaxElectionTicks);
+  }
+  if (config.max_entries_per_append == 0 || config.max_entries_per_append > kMaxEntriesPerAppend ||
+      config.max_entries_per_append > config.store.max_batch_entries) {
+    return "max_entries_per_append must be in [1, " + std::to_string(kMaxEntriesPerAppend) +
+           "] and at most the store's max_batch_entries";
+  }
+  if (config.dedup_rebuild_entries > kMaxDedupRebuildEntries) {
+    return "dedup_rebuild_entries must be at most " + std::to_string(kMaxDedupRebuildEntries);
+  }
+  if (config.scrub_bytes_per_second > kMaxScrubBytesPerSecond) return "scrub_bytes_per_second must be at most 4 GiB";
+  if (config.store.max_entry_size_bytes == 0) return "the maximum entry size must be positive";
   if (config.max_append_bytes < config.store.max_entry_size_bytes) {
     return "max_append_bytes must be at least the maximum entry size";
   }
+  if (config.max_append_bytes > kMaxAppendBytes) return "max_append_bytes must be at most 512 MiB";
   if (config.max_read_entries == 0 || config.max_read_bytes == 0) return "read limits must be positive";
-  // gRPC message sizes are ints, and the node's message bounds are derived from these two.
-  if (config.max_append_bytes > (1ULL << 30) || config.max_read_bytes > (1ULL << 30)) {
-    return "max_append_bytes and max_read_bytes must be at most 1 GiB";
+  if (config.max_read_entries > kMaxReadEntries) {
+    return "max_read_entries must be at most " + std::to_string(kMaxReadEntries);
   }
+  // gRPC message sizes are ints, and the node's message bounds are derived from these two.
+  if (config.max_read_bytes > kMaxReadBytes) return "max_read_bytes must be at most 1 GiB";
+  if (config.append_timeout_ms == 0) return "append_timeout_ms must be positive";
   if (config.max_pending_appends == 0 || config.max_input_queue == 0) return "queue bounds must be positive";
-  if (config.max_tail_streams == 0 || config.max_tail_streams > 65536) return "max_tail_streams must be in [1, 65536]";
-  if (config.max_append_streams == 0 || config.max_append_streams > 65536) {
+  if (config.max_tail_streams == 0 || config.max_tail_streams > kMaxStreams) {
+    return "max_tail_streams must be in [1, 65536]";
+  }
+  if (config.max_append_streams == 0 || config.max_append_streams > kMaxStreams) {
     return "max_append_streams must be in [1, 65536]";
   }
-  if (config.max_appends_per_stream == 0 || config.max_appends_per_stream > 65536) {
+  if (config.max_appends_per_stream == 0 || config.max_appends_per_stream > kMaxStreams) {
     return "max_appends_per_stream must be in [1, 65536]";
   }
-  if (config.retention_check_interval_ms < 10 || config.retention_check_interval_ms > 3600000) {
+  if (config.retention_check_interval_ms < kMinRetentionCheckIntervalMs ||
+      config.retention_check_interval_ms > kMaxRetentionCheckIntervalMs) {
     return "retention_check_interval_ms must be in [10, 3600000]";
+  }
+  if (config.retention_max_age_s > kMaxRetentionMaxAgeS) {
+    return "retention_max_age_s must be at most " + std::to_string(kMaxRetentionMaxAgeS) + " (100 years)";
   }
   if (!(config.disk_high_watermark > 0.0 && config.disk_high_watermark <= 1.0)) {
     return "disk_high_watermark must be in (0, 1]";
@@ -74,13 +129,76 @@ std::string validate(const NodeConfig& config) {
   if (!(config.disk_low_watermark > 0.0 && config.disk_low_watermark < config.disk_high_watermark)) {
     return "disk_low_watermark must be in (0, disk_high_watermark)";
   }
-  if (config.max_concurrent_streams_per_connection < 16) {
-    return "max_concurrent_streams_per_connection must be at least 16 (a node's peers need one stream each)";
+  if (config.max_concurrent_streams_per_connection < kMinStreamsPerConnection ||
+      config.max_concurrent_streams_per_connection > kMaxStreamsPerConnection) {
+    return "max_concurrent_streams_per_connection must be in [16, 2147483647] (a node's peers need one stream each)";
   }
   if (config.dedup_sequences_per_client == 0 || config.dedup_max_clients == 0) {
     return "dedup bounds must be positive";
   }
-  return validate_tls(config);
+  return "";
+}
+
+}  // namespace
+
+std::string validate(const NodeConfig& config) {
+  if (std::string problem = validate_addresses(config); !problem.empty()) return problem;
+  if (config.data_dir.empty()) return "a data directory is required";
+  if (config.cluster_id.empty()) return "cluster id must not be empty";
+  if (std::string problem = validate_bounds(config); !problem.empty()) return problem;
+  if (std::string problem = store::validate_options(config.store); !problem.empty()) return "store: " + problem;
+  if (std::string problem = validate_tls(config); !problem.empty()) return problem;
+  // The rules above imply these; checking what the node will actually run with keeps a future rule
+  // of the core or the transport from surfacing only after the data directory was opened.
+  if (std::string problem = raft::validate_config(raft_config_for(config)); !problem.empty()) {
+    return "Raft configuration: " + problem;
+  }
+  if (std::string problem = validate_options(peer_transport_options_for(config)); !problem.empty()) {
+    return "peer transport: " + problem;
+  }
+  return "";
+}
+
+raft::Config raft_config_for(const NodeConfig& config) {
+  raft::Config raft_config;
+  raft_config.id = config.node_id;
+  for (const auto& [id, address] : config.members) raft_config.initial_conf.voters.push_back(id);
+  // Membership is static (the configured members), so the core need not scan the log for it.
+  raft_config.known_conf = raft_config.initial_conf;
+  // Capped, not wrapped: a value above the core's bound stays above it for raft::validate_config.
+  constexpr std::uint32_t kIntMax = std::numeric_limits<int>::max();
+  raft_config.election_ticks = static_cast<int>(std::min(config.election_ticks, kIntMax));
+  raft_config.heartbeat_ticks = static_cast<int>(std::min(config.heartbeat_ticks, kIntMax));
+  // One Append must fit one proposal and one AppendEntries message (the transport's limit follows),
+  // and the leader's bound on uncommitted proposals must hold at least one such proposal.
+  raft_config.max_entries_per_message =
+      std::max<std::size_t>(raft_config.max_entries_per_message, config.max_entries_per_append);
+  raft_config.max_bytes_per_message = max_raft_message_bytes(config);
+  raft_config.max_uncommitted_entries =
+      std::max(raft_config.max_uncommitted_entries, raft_config.max_entries_per_message);
+  raft_config.max_uncommitted_bytes = std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
+  return raft_config;
+}
+
+PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {
+  PeerTransportOptions options;
+  options.cluster_id = config.cluster_id;
+  options.self_id = config.node_id;
+  for (const auto& [id, address] : config.members) {
+    if (id != config.node_id) options.peers.emplace(id, address);
+  }
+  // One AppendEntries carries at most the core's message bound (derived from the largest Append),
+  // plus protobuf framing per entry.
+  const std::uint64_t max_entries = std::max<std::uint64_t>(config.max_entries_per_append, 256);
+  options.limits.max_entries_per_message = std::max<std::size_t>(options.limits.max_entries_per_message, max_entries);
+  options.limits.max_message_bytes =
+      std::max<std::size_t>(options.limits.max_message_bytes, max_raft_message_bytes(config) + max_entries * 64);
+  // Stale messages are useless after a few election timeouts. 64-bit arithmetic, capped: the ticks
+  // and the tick length are each bounded, their product is not.
+  const std::uint64_t two_election_timeouts_ms = 2ULL * config.election_ticks * config.tick_ms;
+  options.max_message_age_ms = static_cast<std::uint32_t>(
+      std::clamp<std::uint64_t>(two_election_timeouts_ms, 500, std::numeric_limits<std::uint32_t>::max()));
+  return options;
 }
 
 std::size_t max_raft_message_bytes(const NodeConfig& config) {

@@ -11,7 +11,41 @@
 #include "server/tls_files.h"
 #include "store/options.h"
 
+namespace raftlog::raft {
+struct Config;
+}  // namespace raftlog::raft
+
 namespace raftlog::server {
+
+struct PeerTransportOptions;
+
+// Bounds validate() enforces on single fields. raftlogd's flags take the same ones, so that a value
+// out of range is refused naming the flag; docs/configuration.md lists them. Rules between fields
+// (election_ticks > heartbeat_ticks, max_append_bytes >= max entry size, ...) are validate()'s alone.
+namespace config_limits {
+inline constexpr std::uint32_t kMaxTickMs = 10000;
+inline constexpr std::uint32_t kMaxElectionTicks = 1U << 20;  // the Raft core's bound
+// One Append becomes one store append (store::Options::max_batch_entries, 65536 by default).
+inline constexpr std::uint32_t kMaxEntriesPerAppend = 65536;
+// One Append, with the Raft core's per-entry overhead, must fit one peer message, whose bound is
+// 1 GiB (gRPC message sizes are ints): half of that leaves room for every entry count allowed.
+inline constexpr std::uint64_t kMaxAppendBytes = 512ULL << 20;
+inline constexpr std::uint64_t kMaxReadBytes = 1ULL << 30;
+// A Read response may exceed max_read_bytes by protobuf framing (about 55 bytes per entry) within
+// the 1 MiB of slack the node's gRPC send limit has.
+inline constexpr std::uint32_t kMaxReadEntries = 16384;
+inline constexpr std::uint32_t kMaxStreams = 65536;  // Tail streams, AppendStreams, appends per stream
+inline constexpr std::uint32_t kMinStreamsPerConnection = 16;  // a node's peers need one stream each
+inline constexpr std::uint32_t kMaxStreamsPerConnection = 2147483647;  // gRPC takes an int
+inline constexpr std::uint32_t kMinRetentionCheckIntervalMs = 10;
+inline constexpr std::uint32_t kMaxRetentionCheckIntervalMs = 3600000;
+// 100 years: "now - max age" must stay representable in the file clock's 64-bit nanoseconds.
+inline constexpr std::uint64_t kMaxRetentionMaxAgeS = 100ULL * 365 * 24 * 3600;
+// The start-up dedup rebuild reads this many entries at most (a bound on start-up time).
+inline constexpr std::uint64_t kMaxDedupRebuildEntries = 100000000;
+// Scrub rate: above a few GiB/s it would only compete with the node's own I/O.
+inline constexpr std::uint64_t kMaxScrubBytesPerSecond = 4ULL << 30;
+}  // namespace config_limits
 
 struct NodeConfig {
   std::uint64_t node_id = 0;  // required, non-zero, a key of `members`
@@ -94,8 +128,17 @@ struct NodeConfig {
   bool tls_enabled() const { return client_tls.any(); }
 };
 
-// Empty when valid; otherwise a message naming the offending field.
+// Empty when valid; otherwise a message naming the offending field. Covers everything Node::open and
+// Server::start would refuse for configuration reasons (the store options, the derived Raft and
+// peer transport configurations), so a caller can refuse a configuration before touching the disk.
+// What it cannot know (a port in use, a TLS file's contents) is checked where it is used.
 std::string validate(const NodeConfig& config);
+
+// The Raft core's configuration for this node, except random_seed (Node::open adds it), and the
+// peer transport's options, except TLS (Server::start adds it). One place derives them, so that
+// validate() checks exactly what the node will run with.
+raft::Config raft_config_for(const NodeConfig& config);
+PeerTransportOptions peer_transport_options_for(const NodeConfig& config);
 
 // The Raft core's bound on one AppendEntries message (and one proposal), derived so that the largest
 // Append the node accepts fits in one: payloads plus the core's per-entry overhead, plus slack. The

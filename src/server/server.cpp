@@ -82,6 +82,10 @@ class Server::Impl {
 };
 
 std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* error) {
+  if (std::string problem = validate(config); !problem.empty()) {
+    *error = "bad configuration: " + problem;
+    return nullptr;
+  }
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   if (impl->config.listen_address.empty()) impl->config.listen_address = config.members.at(config.node_id);
@@ -103,23 +107,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     return nullptr;
   }
 
-  PeerTransportOptions transport_options;
-  transport_options.cluster_id = impl->config.cluster_id;
-  transport_options.self_id = impl->config.node_id;
-  for (const auto& [id, address] : impl->config.members) {
-    if (id != impl->config.node_id) transport_options.peers.emplace(id, address);
-  }
-  // One AppendEntries carries at most the core's message bound (derived from the largest Append),
-  // plus protobuf framing per entry.
-  const std::uint64_t max_entries = std::max<std::uint64_t>(impl->config.max_entries_per_append, 256);
-  transport_options.limits.max_entries_per_message =
-      std::max<std::size_t>(transport_options.limits.max_entries_per_message, max_entries);
-  transport_options.limits.max_message_bytes = std::max<std::size_t>(
-      transport_options.limits.max_message_bytes, max_raft_message_bytes(impl->config) + max_entries * 64);
+  PeerTransportOptions transport_options = peer_transport_options_for(impl->config);
   if (tls.peers_enabled) transport_options.tls = PeerTlsOptions{tls.peer.cert_pem, tls.peer.key_pem, tls.peer.ca_pem};
-  // Stale messages are useless after a few election timeouts.
-  transport_options.max_message_age_ms =
-      std::max<std::uint32_t>(500, 2 * impl->config.election_ticks * impl->config.tick_ms);
   if (std::string problem = validate_options(transport_options); !problem.empty()) {
     *error = "peer transport: " + problem;
     return nullptr;

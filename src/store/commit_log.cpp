@@ -56,23 +56,8 @@ CommitLog::~CommitLog() {
 Result<std::unique_ptr<CommitLog>> CommitLog::open(const std::string& dir, const Options& options) {
   Options checked = options;
   if (checked.env == nullptr) checked.env = Env::posix();
-  if (checked.segment_size_bytes < Options::kMinSegmentSizeBytes ||
-      checked.segment_size_bytes > Options::kMaxSegmentSizeBytes) {
-    return Status::invalid_argument("segment_size_bytes " + std::to_string(checked.segment_size_bytes) +
-                                    " outside [" + std::to_string(Options::kMinSegmentSizeBytes) + ", " +
-                                    std::to_string(Options::kMaxSegmentSizeBytes) + "]");
-  }
-  if (entry_format::record_bytes(checked.max_entry_size_bytes) + kSegmentHeaderBytes >
-      checked.segment_size_bytes) {
-    return Status::invalid_argument("max_entry_size_bytes " +
-                                    std::to_string(checked.max_entry_size_bytes) +
-                                    " does not fit in one segment of " +
-                                    std::to_string(checked.segment_size_bytes) + " bytes");
-  }
-  if (checked.max_batch_entries == 0 || checked.flush_interval_ms == 0 ||
-      checked.checkpoint_interval_ms == 0) {
-    return Status::invalid_argument(
-        "max_batch_entries, flush_interval_ms and checkpoint_interval_ms must be positive");
+  if (std::string problem = validate_options(checked); !problem.empty()) {
+    return Status::invalid_argument(std::move(problem));
   }
   auto impl = std::make_unique<Impl>(dir, checked, checked.env);
   Status status = impl->recover();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace raftlog::store {
 
@@ -58,5 +59,10 @@ struct Options {
   static constexpr std::uint64_t kMinSegmentSizeBytes = 64ULL << 10;
   static constexpr std::uint64_t kMaxSegmentSizeBytes = 16ULL << 30;
 };
+
+// Empty when CommitLog::open accepts `options`, else the problem, naming the field. open() refuses
+// such options with kInvalidArgument; callers that must not touch the disk on a configuration error
+// (raftlogd) check first.
+std::string validate_options(const Options& options);
 
 }  // namespace raftlog::store

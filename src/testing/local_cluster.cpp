@@ -19,10 +19,6 @@
 
 namespace raftlog::testing {
 
-namespace {
-
-// A currently free loopback port (bound to port 0, then released). Another process could take it in
-// between; tests run with distinct ports per cluster and ctest's parallelism is small.
 int free_loopback_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("socket() failed");
@@ -39,8 +35,6 @@ int free_loopback_port() {
   ::close(fd);
   return ntohs(addr.sin_port);
 }
-
-}  // namespace
 
 LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {
   if (::access(options_.raftlogd_path.c_str(), X_OK) != 0) {

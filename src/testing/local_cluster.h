@@ -18,6 +18,10 @@
 
 namespace raftlog::testing {
 
+// A currently free loopback port (bound to port 0, then released). Another process could take it in
+// between; tests run with distinct ports per cluster and ctest's parallelism is small.
+int free_loopback_port();
+
 struct LocalClusterOptions {
   std::string raftlogd_path;  // required: the raftlogd binary
   int nodes = 3;

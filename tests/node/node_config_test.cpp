@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "server/node.h"
+#include "temp_dir.h"
 
 namespace raftlog::server {
 namespace {
@@ -76,6 +80,46 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
        "share one port"},
       {"port tls on a cluster without peer tls", [](NodeConfig& c) { c.client_tls = {"a.crt", "a.key", ""}; },
        "peers dial the same TLS port"},
+      // Addresses: ports are checked, not wrapped (99999 used to bind 34463), and no two members share one.
+      {"member port above 65535", [](NodeConfig& c) { c.members[3] = "127.0.0.1:99999"; }, "port 99999 out of range"},
+      {"member port 65536", [](NodeConfig& c) { c.members[3] = "127.0.0.1:65536"; }, "member 3 address"},
+      {"member port 0", [](NodeConfig& c) { c.members[3] = "127.0.0.1:0"; }, "port 0 out of range"},
+      {"member port not a number", [](NodeConfig& c) { c.members[3] = "127.0.0.1:70o1"; }, "not a number"},
+      {"member without host", [](NodeConfig& c) { c.members[3] = ":7003"; }, "has no host"},
+      {"two members, one address", [](NodeConfig& c) { c.members[3] = c.members[1]; },
+       "members 1 and 3 have the same address 127.0.0.1:7001"},
+      {"listen port above 65535", [](NodeConfig& c) { c.listen_address = "0.0.0.0:70000"; }, "listen address"},
+      {"metrics port above 65535", [](NodeConfig& c) { c.metrics_address = "127.0.0.1:65536"; }, "metrics address"},
+      {"metrics on the member port", [](NodeConfig& c) { c.metrics_address = "127.0.0.1:7002"; },
+       "takes the port of the listen address"},
+      {"metrics on the listen port", [](NodeConfig& c) {
+         c.listen_address = "0.0.0.0:9000";
+         c.metrics_address = "127.0.0.1:9000";
+       },
+       "takes the port of the listen address"},
+      // What Node::open and Server::start used to refuse only after creating the data directory.
+      {"segment smaller than the largest entry", [](NodeConfig& c) { c.store.segment_size_bytes = 64 << 10; },
+       "store: max_entry_size_bytes 4194304 does not fit in one segment of 65536 bytes"},
+      {"segment below the minimum", [](NodeConfig& c) { c.store.segment_size_bytes = 4096; },
+       "store: segment_size_bytes"},
+      {"flush interval zero", [](NodeConfig& c) { c.store.flush_interval_ms = 0; }, "flush_interval_ms"},
+      {"election ticks above the core's bound", [](NodeConfig& c) { c.election_ticks = (1U << 20) + 1; },
+       "election_ticks must be at most 1048576"},
+      {"cluster id too long", [](NodeConfig& c) { c.cluster_id = std::string(257, 'c'); },
+       "peer transport: cluster_id is longer than 256 bytes"},
+      {"streams per connection above int", [](NodeConfig& c) { c.max_concurrent_streams_per_connection = 1U << 31; },
+       "max_concurrent_streams_per_connection"},
+      // Bounds whose violation broke something later (a store append refused, a clock overflow, a send
+      // limit exceeded, an Append that times out at once).
+      {"entries per append above the store's batch", [](NodeConfig& c) { c.max_entries_per_append = 65537; },
+       "max_entries_per_append"},
+      {"append bytes above 512 MiB", [](NodeConfig& c) { c.max_append_bytes = (512ULL << 20) + 1; },
+       "max_append_bytes must be at most 512 MiB"},
+      {"entry size zero", [](NodeConfig& c) { c.store.max_entry_size_bytes = 0; }, "maximum entry size"},
+      {"read entries above 16384", [](NodeConfig& c) { c.max_read_entries = 16385; }, "max_read_entries"},
+      {"retention age beyond the clock", [](NodeConfig& c) { c.retention_max_age_s = 10000000000ULL; },
+       "retention_max_age_s"},
+      {"append timeout zero", [](NodeConfig& c) { c.append_timeout_ms = 0; }, "append_timeout_ms"},
   };
   for (const Case& test_case : cases) {
     NodeConfig config = valid_config();
@@ -98,6 +142,49 @@ TEST(NodeConfigValidate, TlsCombinationsThatWorkAreAccepted) {
   single.members = {{1, "127.0.0.1:7001"}};
   single.client_tls = {"a.crt", "a.key", ""};  // one node has no peers to dial it
   EXPECT_EQ(validate(single), "");
+}
+
+TEST(NodeConfigValidate, AddressesThatWorkAreAccepted) {
+  NodeConfig config = valid_config();
+  config.members = {{1, "[::1]:7001"}, {2, "db-2.example.com:65535"}, {3, "127.0.0.1:1"}};
+  config.node_id = 3;
+  config.listen_address = "0.0.0.0:7003";
+  config.metrics_address = "127.0.0.1:0";  // any free port: the bound one is logged
+  EXPECT_EQ(validate(config), "");
+  config.metrics_address = "127.0.0.1:9401";
+  EXPECT_EQ(validate(config), "");
+}
+
+// A node opened on the largest values validate() accepts: Node::open used to refuse some of them
+// (the Raft core's uncommitted bounds were smaller than one such Append) after creating the data
+// directory and opening the log.
+TEST(NodeConfigValidate, TheLargestAcceptedValuesOpenANode) {
+  testing::TempDir dir;
+  NodeConfig config;
+  config.node_id = 1;
+  config.members = {{1, "127.0.0.1:7001"}};
+  config.data_dir = dir.path() + "/node";
+  config.tick_ms = config_limits::kMaxTickMs;
+  config.election_ticks = config_limits::kMaxElectionTicks;
+  config.heartbeat_ticks = config_limits::kMaxElectionTicks - 1;
+  config.max_entries_per_append = config_limits::kMaxEntriesPerAppend;
+  config.max_append_bytes = config_limits::kMaxAppendBytes;
+  config.max_read_entries = config_limits::kMaxReadEntries;
+  config.max_read_bytes = config_limits::kMaxReadBytes;
+  config.retention_max_age_s = config_limits::kMaxRetentionMaxAgeS;
+  config.max_concurrent_streams_per_connection = config_limits::kMaxStreamsPerConnection;
+  config.store.segment_size_bytes = 8 << 20;  // small files: the test only opens the log
+  config.store.preallocate_next_segment = false;
+  config.disk_high_watermark = 1.0;
+  config.disk_low_watermark = 0.99;
+  ASSERT_EQ(validate(config), "");
+  struct NoPeers final : MessageSender {
+    void send(raft::Message) override {}
+  } no_peers;
+  NodeError error;
+  std::unique_ptr<Node> node = Node::open(config, &no_peers, &error);
+  ASSERT_NE(node, nullptr) << error.message;
+  node->stop();
 }
 
 TEST(NodeConfigValidate, BoundaryValuesAreAccepted) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "testing/local_cluster.h"
 #include "testing/test_certificates.h"
 #include "tls/command_run.h"
 
@@ -98,7 +99,7 @@ TEST_F(TlsConfigTest, ConfigFileTakesTheSameOptions) {
   const std::string single = dir_ + "/single.conf";
   {
     std::ofstream out(single);
-    out << "id = 1\nmembers = 1=127.0.0.1:0\ndata-dir = " << dir_ << "/single\n"
+    out << "id = 1\nmembers = 1=127.0.0.1:" << free_loopback_port() << "\ndata-dir = " << dir_ << "/single\n"
         << "tls-cert = " << node_.cert_path << "\ntls-key = " << node_.key_path << "\n";
   }
   CommandRun served =

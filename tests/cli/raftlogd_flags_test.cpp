@@ -1,0 +1,138 @@
+// The built raftlogd (and raftlogctl) with bad flags: every configuration error is exit code 2 with
+// a message on stderr naming the problem, and raftlogd has not created its data directory.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "testing/local_cluster.h"
+
+namespace raftlog::testing {
+namespace {
+
+struct ProcessRun {
+  int exit_code = -1;
+  std::string err;  // stderr only; stdout is discarded
+};
+
+// Runs `command` under `timeout`: a binary that wrongly accepts its flags starts serving, and is
+// killed after 5 s (exit code 137), which fails the test instead of hanging it.
+ProcessRun run_stderr(const std::string& command) {
+  ProcessRun result;
+  FILE* pipe = ::popen(("timeout -s KILL 5 " + command + " 2>&1 >/dev/null").c_str(), "r");
+  if (pipe == nullptr) return result;
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.err.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class RaftlogdFlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/raftlog-flags-test.XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    data_dir_ = dir_ + "/data";
+    port_ = free_loopback_port();
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string member() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // raftlogd as the only member, on a free port, with `flags` after the defaults (a repeated
+  // --members is not allowed, so cases that need their own pass `members`).
+  ProcessRun raftlogd(const std::string& flags, const std::string& members = "") const {
+    return run_stderr(std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " + data_dir_ + " --members " +
+                      (members.empty() ? "1=" + member() : members) + " " + flags);
+  }
+
+  void expect_refused(const ProcessRun& run, const std::string& message, const std::string& what) const {
+    EXPECT_EQ(run.exit_code, 2) << what << "\n" << run.err;
+    EXPECT_NE(run.err.find(message), std::string::npos) << what << ": expected \"" << message << "\" in:\n" << run.err;
+    EXPECT_FALSE(std::filesystem::exists(data_dir_)) << what << ": a refused configuration created --data-dir";
+    std::filesystem::remove_all(data_dir_);
+  }
+
+  std::string dir_;
+  std::string data_dir_;
+  int port_ = 0;
+};
+
+TEST_F(RaftlogdFlagsTest, OutOfRangeNumbersAreRefusedBeforeTheDataDirectoryExists) {
+  struct Case {
+    const char* flags;
+    const char* message;
+  };
+  const Case cases[] = {
+      // Each used to be narrowed to 32 bits: 0 (every append refused), 1, and 20.
+      {"--max-entry-size 4GiB", "flag '--max-entry-size' value '4GiB' (4294967296 bytes) is out of range"},
+      {"--max-entry-size 4294967297", "flag '--max-entry-size' value '4294967297' is out of range"},
+      {"--tick-ms 4294967316", "flag '--tick-ms' value '4294967316' is out of range: allowed 1..10000"},
+      {"--election-ticks 4294967306", "flag '--election-ticks' value '4294967306' is out of range"},
+      {"--flush-interval-ms 4294967306", "flag '--flush-interval-ms' value '4294967306' is out of range"},
+      {"--append-timeout-ms 4294967296", "flag '--append-timeout-ms' value '4294967296' is out of range"},
+      {"--max-entries-per-append 4294968320", "flag '--max-entries-per-append' value '4294968320' is out of range"},
+      // Used to be clamped silently to 2^32-1.
+      {"--retention-follower-grace-ms 4294967296", "flag '--retention-follower-grace-ms' value '4294967296'"},
+      // In range for its type, but the node would refuse it (or overflow on it) later.
+      {"--max-append-bytes 600MiB", "flag '--max-append-bytes' value '600MiB' (629145600 bytes) is out of range"},
+      {"--retention-max-age-s 10000000000", "flag '--retention-max-age-s' value '10000000000' is out of range"},
+      {"--max-read-entries 100000", "flag '--max-read-entries' value '100000' is out of range: allowed 1..16384"},
+      {"--segment-size 32KiB", "flag '--segment-size' value '32KiB' (32768 bytes) is out of range: allowed 64KiB..16GiB"},
+  };
+  for (const Case& c : cases) expect_refused(raftlogd(c.flags), c.message, c.flags);
+}
+
+TEST_F(RaftlogdFlagsTest, BadAddressesAreRefused) {
+  // 99999 used to be bound as 99999 mod 65536 = 34463.
+  expect_refused(raftlogd("", "1=127.0.0.1:99999"), "member 1 address '127.0.0.1:99999' has port 99999 out of range",
+                 "member port 99999");
+  expect_refused(raftlogd("", "1=127.0.0.1:0"), "has port 0 out of range (expected 1..65535)", "member port 0");
+  expect_refused(raftlogd("", "1=" + member() + ",2=" + member()),
+                 "members 1 and 2 have the same address " + member(), "duplicate member address");
+  expect_refused(raftlogd("--listen 127.0.0.1:70000"), "flag '--listen' value '127.0.0.1:70000' has port 70000",
+                 "listen port");
+  expect_refused(raftlogd("--metrics-addr 127.0.0.1:65536"), "flag '--metrics-addr' value '127.0.0.1:65536'",
+                 "metrics port");
+  expect_refused(raftlogd("--metrics-addr " + member()), "takes the port of the listen address", "metrics = listen");
+}
+
+TEST_F(RaftlogdFlagsTest, StoreAndOtherConfigurationErrorsAreRefused) {
+  // The default 4 MiB entry cannot fit a 64 KiB segment: CommitLog::open used to refuse it after the
+  // data directory had been created, with exit code 1.
+  expect_refused(raftlogd("--segment-size 64KiB"), "does not fit in one segment of 65536 bytes",
+                 "segment size below the entry size");
+  // spdlog reads an unknown level as "off".
+  expect_refused(raftlogd("--log-level verbose"), "--log-level must be one of", "log level");
+  expect_refused(raftlogd("--cluster-id " + std::string(300, 'c')), "cluster_id is longer than 256 bytes",
+                 "cluster id length");
+}
+
+TEST_F(RaftlogdFlagsTest, AValidConfigurationStillStartsAndStops) {
+  // The control: the same command line without a bad flag serves, creates its data directory and
+  // stops cleanly on SIGTERM.
+  const ProcessRun run = run_stderr("timeout --preserve-status -s TERM 1 " + std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " +
+                             data_dir_ + " --members 1=" + member() + " --segment-size 8MiB --max-entry-size 64KiB");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(std::filesystem::exists(data_dir_ + "/log"));
+}
+
+TEST(RaftlogctlFlags, TimeoutsAreRefusedNotTruncated) {
+  // --timeout-ms 4294967297 used to become a 1 ms retry deadline.
+  for (const char* flags : {"read --timeout-ms 4294967297", "tail --duration-ms 4294967296"}) {
+    const ProcessRun run = run_stderr(std::string(RAFTLOGCTL_PATH) + " " + flags + " --endpoints 127.0.0.1:1");
+    EXPECT_EQ(run.exit_code, 2) << flags << "\n" << run.err;
+    EXPECT_NE(run.err.find("is out of range"), std::string::npos) << flags << "\n" << run.err;
+  }
+}
+
+}  // namespace
+}  // namespace raftlog::testing
