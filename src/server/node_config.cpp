@@ -29,6 +29,27 @@ std::string validate_tls(const NodeConfig& config) {
   return "";
 }
 
+// The cluster id is written to IDENTITY files, logs and every peer message.
+constexpr std::size_t kMaxClusterIdBytes = 256;
+
+std::string validate_cluster_id(const NodeConfig& config) {
+  const std::string& id = config.cluster_id;
+  if (id.empty()) return "cluster id must not be empty";
+  if (id.size() > kMaxClusterIdBytes) {
+    return "--cluster-id is longer than " + std::to_string(kMaxClusterIdBytes) + " characters";
+  }
+  for (const char c : id) {
+    if (c < 0x21 || c > 0x7e) return "--cluster-id may hold only printable ASCII characters without spaces";
+  }
+  if (config.members.size() > 1 && id == NodeConfig::kSingleNodeDefaultClusterId) {
+    return "a multi-node cluster needs --cluster-id set to a token unique to it (e.g. the output of "
+           "`openssl rand -hex 16`): the default \"" + std::string(NodeConfig::kSingleNodeDefaultClusterId) +
+           "\" would be every cluster's, so nodes and data directories of different clusters could not be told "
+           "apart (docs/security.md)";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string validate(const NodeConfig& config) {
@@ -44,7 +65,7 @@ std::string validate(const NodeConfig& config) {
     }
   }
   if (config.data_dir.empty()) return "a data directory is required";
-  if (config.cluster_id.empty()) return "cluster id must not be empty";
+  if (std::string problem = validate_cluster_id(config); !problem.empty()) return problem;
   if (config.tick_ms == 0 || config.tick_ms > 10000) return "tick_ms must be in [1, 10000]";
   if (config.heartbeat_ticks == 0) return "heartbeat_ticks must be positive";
   if (config.election_ticks <= config.heartbeat_ticks) return "election_ticks must exceed heartbeat_ticks";
