@@ -304,6 +304,10 @@ start_raftlog() {
     raftlog_endpoints+="${raftlog_endpoints:+,}127.0.0.1:${ports[$((i - 1))]}"
   done
   mkdir -p "$work/raftlog"
+  # Plaintext peers authenticate with a shared secret (docs/security.md); each run is its own cluster.
+  [[ -s "$work/raftlog/peer-secret" ]] || (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/raftlog/peer-secret")
+  local cluster_id
+  cluster_id="bench-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
   # The soak reads each node's heap figures from its metrics endpoint.
   local metrics_flags=()
   if ((soak > 0)); then read -r -a raftlog_metrics_ports <<<"$(free_ports 3)"; fi
@@ -311,6 +315,7 @@ start_raftlog() {
     if ((soak > 0)); then metrics_flags=(--metrics-addr "127.0.0.1:${raftlog_metrics_ports[$((i - 1))]}"); fi
     # sync flush (the default, spelled out): an entry counts on a replica only once fsynced there.
     "$bin/raftlogd" --id "$i" --members "$members" --data-dir "$work/raftlog/n$i" --flush-mode sync \
+      --cluster-id "$cluster_id" --peer-secret-file "$work/raftlog/peer-secret" \
       --retention-max-bytes "$retention_max_bytes" ${segment_bytes:+--segment-size "$segment_bytes"} \
       "${metrics_flags[@]}" --log-level warn </dev/null >>"$work/raftlog/n$i.log" 2>&1 &
     raftlog_pids[i - 1]=$!

@@ -51,8 +51,12 @@ for x in s: x.bind(("127.0.0.1", 0))
 print(" ".join(str(x.getsockname()[1]) for x in s))')"
 members="1=127.0.0.1:${ports[0]},2=127.0.0.1:${ports[1]},3=127.0.0.1:${ports[2]}"
 endpoints="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
+# Plaintext peers authenticate with a shared secret (docs/security.md).
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/peer-secret")
+cluster_id="profile-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 for i in 1 2 3; do
   "$bin/raftlogd" --id "$i" --members "$members" --data-dir "$work/n$i" --flush-mode sync --log-level warn \
+    --cluster-id "$cluster_id" --peer-secret-file "$work/peer-secret" \
     </dev/null >"$work/n$i.log" 2>&1 &
   pids+=("$!")
 done

@@ -165,7 +165,9 @@ health_cases() {
   "$bin_dir/raftlogd" --id 1 --members "1=127.0.0.1:${ports[0]}" --data-dir "$work/health/leader" \
     --segment-size 1MiB --max-entry-size 64KiB >"$work/health/leader.log" 2>&1 </dev/null &
   pid_leader=$!; track_pid "$pid_leader"
+  (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/health/peer-secret")
   "$bin_dir/raftlogd" --id 1 --members "1=127.0.0.1:${ports[1]},2=127.0.0.1:${ports[2]},3=127.0.0.1:${ports[3]}" \
+    --cluster-id check-deploy-alone --peer-secret-file "$work/health/peer-secret" \
     --data-dir "$work/health/alone" --segment-size 1MiB --max-entry-size 64KiB >"$work/health/alone.log" 2>&1 </dev/null &
   pid_alone=$!; track_pid "$pid_alone"
   # Bounded waits (20 s each): the single node elects itself; the lone node answers status requests.
@@ -218,9 +220,12 @@ start_live_cluster() {
   read -r -a ports <<<"$(free_ports 6)"
   metrics_ports=("${ports[@]:3:3}")
   for id in 1 2 3; do members+="${members:+,}$id=127.0.0.1:${ports[$((id - 1))]}"; done
+  mkdir -p "$work/live"
+  (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/live/peer-secret")
   for id in 1 2 3; do
     mkdir -p "$work/live/n$id"
     "$bin_dir/raftlogd" --id "$id" --members "$members" --data-dir "$work/live/n$id" \
+      --cluster-id check-deploy-live --peer-secret-file "$work/live/peer-secret" \
       --metrics-addr "127.0.0.1:${metrics_ports[$((id - 1))]}" --segment-size 1MiB --max-entry-size 64KiB \
       >"$work/live/n$id.log" 2>&1 </dev/null &
     track_pid $!
@@ -231,7 +236,9 @@ start_live_cluster() {
 if ((${#metrics_urls[@]} == 0)) && ((live)); then
   if [[ ! -x "$bin_dir/raftlogd" ]]; then
     skip "live scrape" "no $bin_dir/raftlogd"
-  elif ! "$bin_dir/raftlogd" --help 2>&1 | grep -q -- '--metrics-addr'; then
+  # Not grep -q: it exits at the first match, raftlogd then dies of SIGPIPE, and pipefail made this
+  # branch skip the live scrape every time.
+  elif ! "$bin_dir/raftlogd" --help 2>&1 | grep -- '--metrics-addr' >/dev/null; then
     skip "live scrape" "$bin_dir/raftlogd has no --metrics-addr yet"
   else
     start_live_cluster

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cli/flags.h"
+#include "server/node_identity.h"
 #include "server/node_tls.h"
 #include "server/server.h"
 
@@ -120,7 +121,9 @@ int main(int argc, char** argv) {
   flags.string_flag("data-dir", &config.data_dir, "DIR", "where this node keeps its log and hard state");
   flags.host_port_flag("listen", &config.listen_address, "HOST:PORT",
                        "address to bind (default: this node's address in --members)");
-  flags.string_flag("cluster-id", &config.cluster_id, "NAME", "peers with another cluster id are refused");
+  flags.string_flag("cluster-id", &config.cluster_id, "TOKEN",
+                    "unique to this cluster (required with several members, e.g. `openssl rand -hex 16`); peers and "
+                    "data directories of another cluster are refused");
   flags.uint_flag("tick-ms", &config.tick_ms, "MS", "Raft tick length", {1, limits::kMaxTickMs});
   flags.uint_flag("election-ticks", &config.election_ticks, "N",
                   "election timeout in ticks, randomized in [N, 2N): 200-400 ms with the default ticks",
@@ -193,6 +196,9 @@ int main(int argc, char** argv) {
   flags.string_flag("peer-tls-key", &config.peer_tls.key_path, "FILE", "PEM private key of --peer-tls-cert");
   flags.string_flag("peer-tls-ca", &config.peer_tls.ca_path, "FILE",
                     "the cluster CA: peers whose certificate it did not sign are refused");
+  flags.string_flag("peer-secret-file", &config.peer_secret_path, "FILE",
+                    "the secret every member shares (16..4096 bytes, mode 600); peer streams without it are refused. "
+                    "Required by a multi-node cluster without --peer-tls-*");
   flags.string_flag("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
   flags.string_flag("config", &config_path, "FILE", "read options from FILE (name = value lines)");
 
@@ -260,6 +266,16 @@ int main(int argc, char** argv) {
   // Certificate problems are configuration errors too: report them before touching the data.
   raftlog::server::NodeTls tls;
   if (std::string problem = raftlog::server::load_node_tls(config, &tls); !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  std::string peer_secret;
+  if (std::string problem = raftlog::server::load_peer_secret(config, &peer_secret); !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  // Another cluster's or another node's data directory: refused before anything in it is opened.
+  if (std::string problem = raftlog::server::check_data_dir_identity(config); !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";
     return raftlog::cli::kExitUsage;
   }

@@ -352,7 +352,28 @@ def check_k8s() -> int:
                             for i in range(replicas or 0))
         if members != expected:
             problems.add(f"ConfigMap members {members!r} do not match {replicas} replicas; expected {expected!r}")
+        check_peer_authentication(parse_conf(conf), problems)
+        volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
+        secret_file = parse_conf(conf).get("peer-secret-file")
+        for c in containers if secret_file else []:
+            mount = next((m for m in c.get("volumeMounts", [])
+                          if secret_file.startswith(m["mountPath"].rstrip("/") + "/")), None)
+            secret = volumes.get(mount["name"], {}).get("secret") if mount else None
+            if secret is None:
+                problems.add(f"container {c['name']}: peer-secret-file {secret_file} is not in a mounted Secret volume")
+            elif secret.get("defaultMode", 0o644) & 0o007:
+                problems.add(f"Secret volume {mount['name']} has defaultMode {oct(secret.get('defaultMode', 0o644))}: "
+                             "raftlogd refuses a peer secret that other users can read")
     return problems.finish(f"{len(docs)} manifests, {replicas} replicas, members match the pod names")
+
+
+def check_peer_authentication(conf: dict[str, str], problems: Problems) -> None:
+    """raftlogd refuses to start a multi-node cluster without peer authentication or with the shared
+    default cluster id (docs/security.md)."""
+    if "peer-secret-file" not in conf and "peer-tls-ca" not in conf:
+        problems.add("raftlogd's config has neither peer-secret-file nor peer-tls-*: a multi-node node refuses to start")
+    if conf.get("cluster-id", "raftlog") == "raftlog":
+        problems.add("raftlogd's config keeps the default cluster-id, which a multi-node node refuses")
 
 
 def parse_conf(text: str) -> dict[str, str]:
@@ -386,11 +407,16 @@ def check_compose() -> int:
             problems.add(f"member {node_id} is {address}, but service {name} carries that id")
         if not any(str(v).endswith(":/var/lib/raftlog") for v in svc.get("volumes", [])):
             problems.add(f"service {name} keeps its data in no volume")
+        secret_file = conf.get("peer-secret-file")
+        mounts = [str(v).split(":")[1] for v in svc.get("volumes", []) if ":" in str(v)]
+        if secret_file and not any(secret_file.startswith(m.rstrip("/") + "/") for m in mounts):
+            problems.add(f"service {name} mounts no volume holding peer-secret-file {secret_file}")
     for name, svc in services.items():
         for volume in svc.get("volumes", []):
             source = str(volume).split(":", 1)[0]
             if source.startswith(".") and not (compose_dir / source).exists():
                 problems.add(f"service {name} mounts {source}, which does not exist")
+    check_peer_authentication(conf, problems)
     metrics_port = conf.get("metrics-addr", ":").rsplit(":", 1)[1]
     prometheus = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     job = next((j for j in prometheus["scrape_configs"] if j["job_name"] == "raftlog"), None)

@@ -4,8 +4,11 @@ In namespace mode each node runs in its own network namespace (`ip netns exec` e
 child's pid is raftlogd's own) and listens on 10.77.0.<id>:7001. In loopback mode (no root) every
 node listens on a free 127.0.0.1 port. With disk-full enabled (namespace mode only, it needs mount)
 each node's data directory is a small tmpfs mounted with the source name "rlj-tmpfs".
+Every run is its own cluster: a random --cluster-id, and a random --peer-secret-file (mode 600) that
+authenticates the plaintext peer streams (docs/security.md).
 """
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -59,6 +62,14 @@ class Cluster:
         self.lock = threading.RLock()
         self.mounted = []
         self.closed = False  # set by shutdown(): a nemesis healing late must not start a node again
+        self.cluster_id = "jepsen-" + secrets.token_hex(8)
+        self.peer_secret_file = os.path.join(root_dir, "peer-secret")
+        os.makedirs(root_dir, exist_ok=True)
+        # raftlogd refuses a secret file other users could read.
+        descriptor = os.open(self.peer_secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as secret:
+            secret.write(secrets.token_hex(32) + "\n")
+        os.chmod(self.peer_secret_file, 0o600)  # a file left by an earlier run kept its mode
         self.nodes = {}
         for node_id in node_ids:
             if network is not None:
@@ -99,7 +110,8 @@ class Cluster:
                 return
             assert not self.running(node_id), "node %d already running" % node_id
             args = [self.raftlogd, "--id", str(node_id), "--members", self.members(),
-                    "--data-dir", node.data_dir] + self.extra_flags
+                    "--data-dir", node.data_dir, "--cluster-id", self.cluster_id,
+                    "--peer-secret-file", self.peer_secret_file] + self.extra_flags
             if self.network is not None:
                 args = self.network.exec_prefix(node_id) + args
             env = dict(os.environ)

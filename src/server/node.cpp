@@ -20,6 +20,7 @@
 #include "server/check.h"
 #include "server/dedup_table.h"
 #include "server/hard_state_file.h"
+#include "server/node_identity.h"
 #include "server/scrubber.h"
 #include "server/storage_fault.h"
 #include "server/store_log_reader.h"
@@ -297,6 +298,11 @@ bool Node::Impl::open(NodeError* error) {
   if (mkdir_error) {
     *error = make_error(ErrorCode::kInternal, "cannot create data directory " + config_.data_dir + ": " +
                                                   mkdir_error.message());
+    return false;
+  }
+  // Before anything in the directory is opened: refuse another cluster's or another node's.
+  if (std::string problem = establish_data_dir_identity(config_); !problem.empty()) {
+    *error = make_error(ErrorCode::kFailedPrecondition, problem);
     return false;
   }
   // Decided before the store's recovery writes anything: did the machine restart since the last open?

@@ -33,6 +33,27 @@ std::string validate_tls(const NodeConfig& config) {
   return "";
 }
 
+// The cluster id is written to IDENTITY files, logs and every peer message.
+constexpr std::size_t kMaxClusterIdBytes = 256;
+
+std::string validate_cluster_id(const NodeConfig& config) {
+  const std::string& id = config.cluster_id;
+  if (id.empty()) return "cluster id must not be empty";
+  if (id.size() > kMaxClusterIdBytes) {
+    return "--cluster-id is longer than " + std::to_string(kMaxClusterIdBytes) + " characters";
+  }
+  for (const char c : id) {
+    if (c < 0x21 || c > 0x7e) return "--cluster-id may hold only printable ASCII characters without spaces";
+  }
+  if (config.members.size() > 1 && id == NodeConfig::kSingleNodeDefaultClusterId) {
+    return "a multi-node cluster needs --cluster-id set to a token unique to it (e.g. the output of "
+           "`openssl rand -hex 16`): the default \"" + std::string(NodeConfig::kSingleNodeDefaultClusterId) +
+           "\" would be every cluster's, so nodes and data directories of different clusters could not be told "
+           "apart (docs/security.md)";
+  }
+  return "";
+}
+
 // Member ids and addresses, the listen and metrics addresses.
 std::string validate_addresses(const NodeConfig& config) {
   if (config.node_id == 0) return "node id must be non-zero";
@@ -144,7 +165,7 @@ std::string validate_bounds(const NodeConfig& config) {
 std::string validate(const NodeConfig& config) {
   if (std::string problem = validate_addresses(config); !problem.empty()) return problem;
   if (config.data_dir.empty()) return "a data directory is required";
-  if (config.cluster_id.empty()) return "cluster id must not be empty";
+  if (std::string problem = validate_cluster_id(config); !problem.empty()) return problem;
   if (std::string problem = validate_bounds(config); !problem.empty()) return problem;
   if (std::string problem = store::validate_options(config.store); !problem.empty()) return "store: " + problem;
   if (std::string problem = validate_tls(config); !problem.empty()) return problem;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "server/tls_files.h"
 #include "store/options.h"
@@ -51,8 +52,13 @@ struct NodeConfig {
   std::uint64_t node_id = 0;  // required, non-zero, a key of `members`
   // Members of the (static) cluster: node id -> advertised peer/client address "host:port".
   std::map<std::uint64_t, std::string> members;
-  // Peers refuse streams whose cluster id differs: a node from another cluster cannot join by mistake.
-  std::string cluster_id = "raftlog";
+  // Names the cluster: stamped on every peer message (peers refuse another cluster's) and recorded
+  // in the data directory at its first start (DIR/IDENTITY, node_identity.h), after which the node
+  // refuses a directory of another cluster. It must be unique to the cluster: a multi-node cluster
+  // may not keep this default, which every cluster would share (validate()). 1..256 printable
+  // ASCII characters without spaces.
+  static constexpr std::string_view kSingleNodeDefaultClusterId = "raftlog";
+  std::string cluster_id = std::string(kSingleNodeDefaultClusterId);
   std::string listen_address;  // defaults to members[node_id]
   std::string data_dir;        // required
 
@@ -125,6 +131,9 @@ struct NodeConfig {
   // both directions) must chain to. A multi-node cluster needs both or neither.
   TlsFiles client_tls;
   TlsFiles peer_tls;
+  // The cluster's shared peer secret (docs/security.md, src/server/peer_auth.h): required by a
+  // multi-node cluster without peer TLS (load_peer_secret), optional with it (then checked too).
+  std::string peer_secret_path;
   bool tls_enabled() const { return client_tls.any(); }
 };
 

@@ -1,5 +1,7 @@
 #include "server/node_tls.h"
 
+#include "server/peer_auth.h"
+
 namespace raftlog::server {
 
 namespace {
@@ -40,7 +42,30 @@ std::string load_node_tls(const NodeConfig& config, NodeTls* out) {
     return "--peer-tls-cert: " + config.peer_tls.cert_path + " does not chain to the cluster CA in " +
            config.peer_tls.ca_path + " (" + problem + ")";
   }
+  std::uint64_t named = 0;
+  if (std::string problem = certificate_node_id(out->peer.cert_pem, &named); !problem.empty()) {
+    return "--peer-tls-cert: " + config.peer_tls.cert_path + " does not name this node: " + problem +
+           " (peers accept a certificate only for the node it names)";
+  }
+  if (named != config.node_id) {
+    return "--peer-tls-cert: " + config.peer_tls.cert_path + " names node " + std::to_string(named) +
+           ", but this is node " + std::to_string(config.node_id) +
+           " (peers accept a certificate only for the node it names)";
+  }
   return "";
+}
+
+std::string load_peer_secret(const NodeConfig& config, std::string* secret) {
+  secret->clear();
+  if (config.peer_secret_path.empty()) {
+    if (config.members.size() > 1 && !config.peer_tls.any()) {
+      return "a multi-node cluster without mutual TLS between peers needs --peer-secret-file (the same file on "
+             "every node, e.g. made with `openssl rand -hex 32 > FILE; chmod 600 FILE`): otherwise anyone who can "
+             "reach this port could send Raft messages as any member (docs/security.md)";
+    }
+    return "";
+  }
+  return read_peer_secret_file(config.peer_secret_path, secret);
 }
 
 }  // namespace raftlog::server

@@ -50,11 +50,11 @@ std::shared_ptr<grpc::ServerCredentials> server_credentials(const NodeTls& tls) 
 }
 
 // For the start-up log line: what the port demands.
-std::string describe(const NodeTls& tls) {
-  if (!tls.enabled) return "plaintext";
-  std::string text = "TLS";
-  if (!tls.port.ca_pem.empty()) text += ", client certificates required";
+std::string describe(const NodeTls& tls, bool peer_secret) {
+  std::string text = tls.enabled ? "TLS" : "plaintext";
+  if (tls.enabled && !tls.port.ca_pem.empty()) text += ", client certificates required";
   if (tls.peers_enabled) text += ", mutual TLS between peers";
+  if (peer_secret) text += ", peers authenticated by the peer secret";
   return text;
 }
 
@@ -94,6 +94,11 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     *error = problem;
     return nullptr;
   }
+  std::string peer_secret;
+  if (std::string problem = load_peer_secret(impl->config, &peer_secret); !problem.empty()) {
+    *error = problem;
+    return nullptr;
+  }
 
   if (!impl->config.metrics_address.empty()) {
     impl->metrics = Metrics::start(impl->config.node_id, impl->config.metrics_address, impl->config.data_dir, error);
@@ -109,6 +114,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
 
   PeerTransportOptions transport_options = peer_transport_options_for(impl->config);
   if (tls.peers_enabled) transport_options.tls = PeerTlsOptions{tls.peer.cert_pem, tls.peer.key_pem, tls.peer.ca_pem};
+  transport_options.peer_secret = peer_secret;
   if (std::string problem = validate_options(transport_options); !problem.empty()) {
     *error = "peer transport: " + problem;
     return nullptr;
@@ -182,7 +188,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   impl->node->start();
   spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {}, {})", impl->config.node_id,
                impl->bound_address, impl->config.cluster_id, impl->config.members.size(),
-               store::to_string(impl->config.store.flush_mode), describe(tls));
+               store::to_string(impl->config.store.flush_mode), describe(tls, !peer_secret.empty()));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 
+#include <charconv>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -149,6 +150,47 @@ std::string check_certificate_host(const std::string& cert_pem, const std::strin
   ERR_clear_error();
   if (matched == 1) return "";
   return std::string("the certificate has no subject alternative name ") + (is_ip ? "IP:" : "DNS:") + bare;
+}
+
+std::string certificate_node_id(const std::string& cert_pem, std::uint64_t* node_id) {
+  *node_id = 0;
+  std::vector<X509Ptr> chain = read_certificates(cert_pem);
+  if (chain.empty()) return "no certificate";
+  const X509_NAME* subject = X509_get_subject_name(chain.front().get());
+  std::string common_name;
+  int names = 0;
+  // Bounded by the entries of the subject (the certificate was parsed, so it is finite and small).
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i)) {
+    if (++names > 1) return "the certificate's subject has more than one common name (CN)";
+    const ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+    unsigned char* utf8 = nullptr;
+    const int length = ASN1_STRING_to_UTF8(&utf8, data);
+    if (length < 0) {
+      ERR_clear_error();
+      return "the certificate's common name (CN) cannot be read";
+    }
+    common_name.assign(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(length));
+    OPENSSL_free(utf8);
+  }
+  const std::string expected_form = std::string("CN=") + std::string(kNodeCommonNamePrefix) + "<id>";
+  if (names == 0) return "the certificate's subject has no common name; a peer certificate needs " + expected_form;
+  const std::string_view digits = std::string_view(common_name).substr(
+      common_name.rfind(kNodeCommonNamePrefix, 0) == 0 ? kNodeCommonNamePrefix.size() : common_name.size());
+  std::uint64_t id = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+  if (common_name.rfind(kNodeCommonNamePrefix, 0) != 0 || digits.empty() || digits.size() > 20 ||
+      (digits.size() > 1 && digits.front() == '0') || error != std::errc() || end != digits.data() + digits.size() ||
+      id == 0) {
+    // The name came from the network: shown bounded and printable.
+    std::string shown = common_name.substr(0, 80);
+    for (char& c : shown) {
+      if (c < 0x20 || c > 0x7e) c = '?';
+    }
+    return "the certificate's common name \"" + shown + "\" is not of the form " + expected_form;
+  }
+  *node_id = id;
+  return "";
 }
 
 }  // namespace raftlog::server

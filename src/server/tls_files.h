@@ -4,7 +4,9 @@
 // certificate. Free of gRPC headers.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace raftlog::server {
 
@@ -36,5 +38,12 @@ std::string verify_certificate_chain(const std::string& cert_pem, const std::str
 // "" when the first certificate of `cert_pem` is valid for `host` (an IP address is matched against
 // the IP SANs, a name against the DNS SANs); otherwise a sentence saying so.
 std::string check_certificate_host(const std::string& cert_pem, const std::string& host);
+
+// A peer certificate names the one node it speaks for in its subject: CN=raftlog-node-<id> (a decimal
+// id without leading zeros). Over mutual TLS a peer stream may carry messages only from that node.
+inline constexpr std::string_view kNodeCommonNamePrefix = "raftlog-node-";
+// "" and *node_id set when the first certificate of `cert_pem` has exactly one subject common name
+// and it has that form with a non-zero id; otherwise a sentence saying what it has instead.
+std::string certificate_node_id(const std::string& cert_pem, std::uint64_t* node_id);
 
 }  // namespace raftlog::server

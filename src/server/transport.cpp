@@ -16,6 +16,7 @@
 #include "raftlog/peer/v1/peer.grpc.pb.h"
 #include "server/batch_reuse.h"
 #include "server/check.h"
+#include "server/peer_auth.h"
 #include "server/timer_thread.h"
 #include "server/tls_files.h"
 
@@ -97,6 +98,11 @@ std::string validate_options(const PeerTransportOptions& options) {
   }
   if (options.connect_timeout_ms == 0) return "connect_timeout_ms must be positive";
   if (options.stop_timeout_ms == 0) return "stop_timeout_ms must be positive";
+  if (!options.peer_secret.empty() &&
+      (options.peer_secret.size() < kMinPeerSecretBytes || options.peer_secret.size() > kMaxPeerSecretBytes)) {
+    return "peer_secret must be " + std::to_string(kMinPeerSecretBytes) + " to " +
+           std::to_string(kMaxPeerSecretBytes) + " bytes";
+  }
   return {};
 }
 
@@ -169,11 +175,21 @@ class PeerTransport::Impl {
   };
 
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials() const;
-  // "" when the caller may open a peer stream (always without TLS), else why not.
-  std::string authenticate_inbound(const grpc::ServerContextBase& context) const;
-  // "" when `wire` may be delivered on a stream that so far carried messages from *stream_from
-  // (kNoNode before the first one), else why not; sets *code for the refusal.
-  std::string check_inbound(const pb::RaftMessage& wire, raft::NodeId* stream_from, grpc::StatusCode* code) const;
+  // With a peer secret: the authenticator an outgoing stream to `to` carries (peer_auth.h).
+  void add_peer_auth_metadata(grpc::ClientContext& context, raft::NodeId to) const;
+  // "" when the caller may open a peer stream, else why not. Sets *authenticated_from to the peer
+  // its certificate and/or authenticator names, or kNoNode when neither TLS nor a secret is
+  // configured (then any caller may open one).
+  std::string authenticate_inbound(const grpc::ServerContextBase& context, raft::NodeId* authenticated_from) const;
+  // Each: "" and *from set to the peer that the caller's certificate (mutual TLS) or authenticator
+  // (peer secret) names, else why not.
+  std::string authenticate_by_certificate(const grpc::ServerContextBase& context, raft::NodeId* from) const;
+  std::string authenticate_by_secret(const grpc::ServerContextBase& context, raft::NodeId* from) const;
+  // "" when `wire` may be delivered on a stream authenticated as `authenticated_from` (kNoNode: not
+  // authenticated) that so far carried messages from *stream_from (kNoNode before the first one),
+  // else why not; sets *code for the refusal.
+  std::string check_inbound(const pb::RaftMessage& wire, raft::NodeId authenticated_from, raft::NodeId* stream_from,
+                            grpc::StatusCode* code) const;
 
   // Outbound. None of these is called with a PeerLink::mu held, and none calls into gRPC with one
   // held: gRPC may run a reaction inline in the calling thread, and reactions take the lock.
@@ -297,6 +313,7 @@ class PeerTransport::Impl::InboundStream {
   grpc::CallbackServerContext* const context;
   pb::StreamSummary* const summary;
   std::uint64_t id = 0;  // 0: not registered (the transport was stopping)
+  raft::NodeId authenticated_from = raft::kNoNode;  // set by begin(): the peer the caller proved to be
   raft::NodeId stream_from = raft::kNoNode;
   std::uint64_t received = 0;
 
@@ -395,19 +412,84 @@ std::shared_ptr<grpc::ChannelCredentials> PeerTransport::Impl::channel_credentia
   return grpc::SslCredentials(ssl);
 }
 
-std::string PeerTransport::Impl::authenticate_inbound(const grpc::ServerContextBase& context) const {
-  if (!options_.tls.has_value()) return "";
+void PeerTransport::Impl::add_peer_auth_metadata(grpc::ClientContext& context, raft::NodeId to) const {
+  if (options_.peer_secret.empty()) return;
+  context.AddMetadata(std::string(kPeerAuthMetadataKey),
+                      peer_auth_token(options_.peer_secret, options_.cluster_id, options_.self_id, to));
+}
+
+std::string PeerTransport::Impl::authenticate_inbound(const grpc::ServerContextBase& context,
+                                                      raft::NodeId* authenticated_from) const {
+  *authenticated_from = raft::kNoNode;
+  raft::NodeId by_certificate = raft::kNoNode;
+  if (options_.tls.has_value()) {
+    if (std::string problem = authenticate_by_certificate(context, &by_certificate); !problem.empty()) return problem;
+    *authenticated_from = by_certificate;
+  }
+  if (!options_.peer_secret.empty()) {
+    raft::NodeId by_secret = raft::kNoNode;
+    if (std::string problem = authenticate_by_secret(context, &by_secret); !problem.empty()) return problem;
+    if (by_certificate != raft::kNoNode && by_secret != by_certificate) {
+      return "the caller's certificate names node " + std::to_string(by_certificate) +
+             " but its peer authenticator names node " + std::to_string(by_secret);
+    }
+    *authenticated_from = by_secret;
+  }
+  return "";
+}
+
+std::string PeerTransport::Impl::authenticate_by_certificate(const grpc::ServerContextBase& context,
+                                                             raft::NodeId* from) const {
   const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
   if (auth == nullptr || !auth->IsPeerAuthenticated()) {
     return "peer streams need a TLS client certificate from the cluster CA; none was presented";
   }
-  std::vector<grpc::string_ref> chain = auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME);
-  if (chain.empty()) chain = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
-  if (chain.empty()) return "peer streams need a TLS client certificate from the cluster CA; none was found";
-  const std::string pem(chain.front().data(), chain.front().size());
-  if (std::string problem = verify_certificate_chain(pem, options_.tls->ca_pem); !problem.empty()) {
+  // The caller's own certificate, and the chain gRPC verified, which need not start with it (gRPC
+  // 1.51 puts the root first): the chain only supplies intermediates for checking the certificate.
+  const std::vector<grpc::string_ref> leaf = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  if (leaf.empty()) return "peer streams need a TLS client certificate from the cluster CA; none was found";
+  const std::string certificate(leaf.front().data(), leaf.front().size());
+  std::string with_chain = certificate;
+  const std::vector<grpc::string_ref> chain = auth->FindPropertyValues(GRPC_X509_PEM_CERT_CHAIN_PROPERTY_NAME);
+  if (!chain.empty()) with_chain += "\n" + std::string(chain.front().data(), chain.front().size());
+  if (std::string problem = verify_certificate_chain(with_chain, options_.tls->ca_pem); !problem.empty()) {
     return "the caller's certificate is not from the cluster CA (" + problem + ")";
   }
+  // A certificate speaks for the one node it names, so one member's key cannot impersonate another.
+  std::uint64_t named = 0;
+  if (std::string problem = certificate_node_id(certificate, &named); !problem.empty()) {
+    return "the caller's certificate names no node: " + problem;
+  }
+  if (links_.find(named) == links_.end()) {
+    return "the caller's certificate names node " + std::to_string(named) + ", which is not a peer of node " +
+           std::to_string(options_.self_id);
+  }
+  *from = named;
+  return "";
+}
+
+std::string PeerTransport::Impl::authenticate_by_secret(const grpc::ServerContextBase& context,
+                                                        raft::NodeId* from) const {
+  const auto& metadata = context.client_metadata();
+  const grpc::string_ref key(kPeerAuthMetadataKey.data(), kPeerAuthMetadataKey.size());
+  const auto found = metadata.find(key);
+  if (found == metadata.end()) {
+    return "peer streams need the cluster's peer secret (--peer-secret-file): this one carried no " +
+           std::string(kPeerAuthMetadataKey) + " metadata";
+  }
+  if (metadata.count(key) != 1) return "the stream carried more than one " + std::string(kPeerAuthMetadataKey);
+  std::uint64_t named = 0;
+  const std::string_view token(found->second.data(), found->second.size());
+  if (std::string problem =
+          verify_peer_auth_token(token, options_.peer_secret, options_.cluster_id, options_.self_id, &named);
+      !problem.empty()) {
+    return problem;
+  }
+  if (links_.find(named) == links_.end()) {
+    return "the peer authenticator names node " + std::to_string(named) + ", which is not a peer of node " +
+           std::to_string(options_.self_id);
+  }
+  *from = named;
   return "";
 }
 
@@ -577,6 +659,7 @@ void PeerTransport::Impl::open_stream(PeerLink& link) {
   }
   // Fail fast (the default): on a channel that cannot connect the call fails at once, or when the
   // connection attempt does (connect_timeout_ms), and the reconnect timer tries again.
+  add_peer_auth_metadata(stream->context, link.id);
   link.stub->async()->StreamBatches(&stream->context, &stream->summary, stream);
   stream->AddHold();
   stream->StartCall();
@@ -872,7 +955,7 @@ void PeerTransport::Impl::InboundStream::begin() {
     finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"));
     return;
   }
-  if (std::string problem = impl->authenticate_inbound(*context); !problem.empty()) {
+  if (std::string problem = impl->authenticate_inbound(*context, &authenticated_from); !problem.empty()) {
     reject(grpc::StatusCode::UNAUTHENTICATED, problem);
     return;
   }
@@ -890,7 +973,8 @@ void PeerTransport::Impl::InboundStream::on_messages(const std::vector<const pb:
   std::vector<raft::Message> decoded(messages.size());
   for (std::size_t i = 0; i < messages.size(); ++i) {
     grpc::StatusCode code = grpc::StatusCode::OK;
-    if (std::string problem = impl->check_inbound(*messages[i], &stream_from, &code); !problem.empty()) {
+    if (std::string problem = impl->check_inbound(*messages[i], authenticated_from, &stream_from, &code);
+        !problem.empty()) {
       reject(code, problem);
       return;
     }
@@ -939,8 +1023,8 @@ void PeerTransport::Impl::InboundStream::finish(grpc::Status status) {
   finish_call(std::move(status));
 }
 
-std::string PeerTransport::Impl::check_inbound(const pb::RaftMessage& wire, raft::NodeId* stream_from,
-                                               grpc::StatusCode* code) const {
+std::string PeerTransport::Impl::check_inbound(const pb::RaftMessage& wire, raft::NodeId authenticated_from,
+                                               raft::NodeId* stream_from, grpc::StatusCode* code) const {
   *code = grpc::StatusCode::FAILED_PRECONDITION;
   if (wire.cluster_id() != options_.cluster_id) {
     return "cluster id \"" + wire.cluster_id() + "\" does not match this node's \"" + options_.cluster_id + "\"";
@@ -948,6 +1032,12 @@ std::string PeerTransport::Impl::check_inbound(const pb::RaftMessage& wire, raft
   if (wire.to() != options_.self_id) {
     return "message for node " + std::to_string(wire.to()) + " reached node " + std::to_string(options_.self_id) +
            " (misconfigured peer address?)";
+  }
+  if (authenticated_from != raft::kNoNode && wire.from() != authenticated_from) {
+    // A forged `from` (a member speaking for another, or an attacker replaying one's credential).
+    *code = grpc::StatusCode::PERMISSION_DENIED;
+    return "the caller authenticated as node " + std::to_string(authenticated_from) +
+           " but sent a message from node " + std::to_string(wire.from());
   }
   if (links_.find(wire.from()) == links_.end()) {
     return "node " + std::to_string(wire.from()) + " is not a peer of node " + std::to_string(options_.self_id);

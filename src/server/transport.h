@@ -19,7 +19,10 @@
 // on its gRPC server. Every message is
 // checked (cluster id, sender, recipient, size, structure: see message_codec.h) before on_message
 // sees it; a stream that fails a check ends with FAILED_PRECONDITION (wrong cluster or node ids) or
-// INVALID_ARGUMENT (malformed or oversized message).
+// INVALID_ARGUMENT (malformed or oversized message). Before any message is read, the caller is
+// authenticated (client certificate with mutual TLS, the authenticator of the shared peer secret
+// otherwise or as well) as one peer: UNAUTHENTICATED when it cannot be, PERMISSION_DENIED for a
+// message from any other node than that one.
 //
 // Each stream starts with a handshake: the receiver answers the first message with initial metadata
 // once it passed the checks, so a refused stream is noticed at once; until then only the stream's
@@ -65,9 +68,11 @@ namespace raftlog::server {
 
 // Mutual TLS between peers (PEM contents, already checked by load_node_tls). Outgoing streams present
 // cert/key and accept only a peer whose certificate chains to ca and names the dialled host; an
-// inbound stream whose caller did not present a certificate chaining to ca ends with UNAUTHENTICATED
-// (the gRPC server's TLS handshake does the cryptography; this check makes sure a client certificate
-// from another CA trusted on the shared port cannot open a peer stream).
+// inbound stream whose caller did not present a certificate chaining to ca, or whose certificate
+// names no peer (CN=raftlog-node-<id>, tls_files.h), ends with UNAUTHENTICATED (the gRPC server's
+// TLS handshake does the cryptography; this check makes sure a client certificate from another CA
+// trusted on the shared port cannot open a peer stream), and one whose messages come from another
+// node than the certificate names with PERMISSION_DENIED.
 struct PeerTlsOptions {
   std::string cert_pem;
   std::string key_pem;
@@ -93,6 +98,12 @@ struct PeerTransportOptions {
   // Plaintext when empty. With TLS the node's gRPC server must use TLS server credentials that
   // request client certificates (server.cpp does).
   std::optional<PeerTlsOptions> tls;
+  // The cluster's shared peer secret (peer_auth.h), or empty. With it, every outgoing stream carries
+  // an authenticator, and an inbound stream without a valid one for this node from a peer ends with
+  // UNAUTHENTICATED; its messages must then come from the node the authenticator names
+  // (PERMISSION_DENIED otherwise). Without TLS and without a secret any caller may speak for any
+  // peer: the node never runs a multi-node cluster so (load_peer_secret, node_tls.h).
+  std::string peer_secret;
 
   // Reconnect backoff. The gRPC channel spaces its connection attempts by these bounds (doubling from
   // min to max); a stream whose call could not connect is retried after min (+ up to 25% jitter),

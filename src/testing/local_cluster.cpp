@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -48,7 +50,30 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
   if (options_.metrics) {
     for (int id = 1; id <= options_.nodes; ++id) metrics_ports_[id] = free_loopback_port();
   }
+  make_cluster_identity();
   if (options_.tls) make_certificates();
+}
+
+void LocalCluster::make_cluster_identity() {
+  std::random_device random;
+  const auto hex = [&random](int words) {
+    std::string out;
+    char word[9];
+    for (int i = 0; i < words; ++i) {
+      std::snprintf(word, sizeof(word), "%08x", static_cast<unsigned>(random()));
+      out += word;
+    }
+    return out;
+  };
+  cluster_id_ = "local-" + hex(2);
+  const std::string secret_path = peer_secret_file();
+  {
+    std::ofstream secret(secret_path);
+    secret << hex(8) << "\n";
+    if (!secret) throw std::runtime_error("cannot write " + secret_path);
+  }
+  // raftlogd refuses a secret other users could read.
+  std::filesystem::permissions(secret_path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 void LocalCluster::make_certificates() {
@@ -58,7 +83,8 @@ void LocalCluster::make_certificates() {
   for (int id = 1; id <= options_.nodes; ++id) {
     const bool rogue = std::find(options_.tls_rogue_nodes.begin(), options_.tls_rogue_nodes.end(), id) !=
                        options_.tls_rogue_nodes.end();
-    make_signed_certificate(rogue ? rogue_ca : ca, tls_dir(), "node" + std::to_string(id));
+    make_signed_certificate(rogue ? rogue_ca : ca, tls_dir(), "node" + std::to_string(id),
+                            {"IP:127.0.0.1", "DNS:localhost"}, node_certificate_name(id));
   }
   make_signed_certificate(ca, tls_dir(), "client");
   // A rogue node trusts both CAs: it can check the real nodes' certificates and dial them, but has
@@ -138,7 +164,10 @@ void LocalCluster::start(int id) {
       "--flush-mode", options_.flush_mode,
       "--segment-size", std::to_string(options_.segment_size_bytes),
       "--max-entry-size", std::to_string(options_.max_entry_size_bytes),
+      "--cluster-id", cluster_id_,
   };
+  // With TLS the certificates authenticate the peers.
+  if (!options_.tls) args.insert(args.end(), {"--peer-secret-file", peer_secret_file()});
   args.push_back("--disk-high-watermark=" + std::to_string(options_.disk_high_watermark));
   args.push_back("--disk-low-watermark=" + std::to_string(options_.disk_low_watermark));
   if (options_.metrics) args.push_back("--metrics-addr=" + metrics_address(id));

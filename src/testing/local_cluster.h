@@ -1,7 +1,8 @@
 // LocalCluster: real raftlogd processes on 127.0.0.1, for integration tests and for benchmarks that
 // kill nodes (raftlog-bench failover). Each node runs in its own process (fork + exec of the raftlogd
 // binary) with its own data directory under a fresh temporary directory, so kill -9, SIGSTOP and
-// restarts are the real thing. Ports are free loopback ports picked at construction.
+// restarts are the real thing. Ports are free loopback ports picked at construction. Every cluster
+// gets a random --cluster-id and, without TLS, a random --peer-secret-file (docs/security.md).
 #pragma once
 
 #include <sys/types.h>
@@ -80,6 +81,9 @@ class LocalCluster {
   // node<N>.crt/.key, client.crt/.key), and the TLS options LocalCluster's own clients use.
   std::string tls_dir() const { return root_ + "/tls"; }
   client::TlsOptions client_tls() const;
+  // The --cluster-id every node runs with, and (without TLS) the --peer-secret-file.
+  const std::string& cluster_id() const { return cluster_id_; }
+  std::string peer_secret_file() const { return root_ + "/peer-secret"; }
 
   // Polls the running nodes until one is leader and a majority of nodes agree on it; returns its id
   // or 0 after `timeout`.
@@ -102,12 +106,14 @@ class LocalCluster {
  private:
   LocalClusterOptions options_;
   std::string root_;
+  std::string cluster_id_;
   std::map<int, int> ports_;
   std::map<int, int> metrics_ports_;
   std::map<int, pid_t> pids_;
   std::map<int, std::vector<std::string>> node_flags_;
 
   void make_certificates();
+  void make_cluster_identity();
   std::vector<std::string> tls_flags(int id) const;
 };
 

@@ -33,12 +33,13 @@ CertificateFiles make_certificate_authority(const std::string& dir, const std::s
 }
 
 CertificateFiles make_signed_certificate(const CertificateFiles& ca, const std::string& dir, const std::string& name,
-                                         const std::vector<std::string>& subject_alt_names) {
+                                         const std::vector<std::string>& subject_alt_names,
+                                         const std::string& common_name) {
   CertificateFiles leaf{dir + "/" + name + ".crt", dir + "/" + name + ".key"};
   const std::string csr = dir + "/" + name + ".csr";
   const std::string extensions = dir + "/" + name + ".ext";
   const std::string log = dir + "/" + name + ".openssl.log";
-  run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj " + quoted("/CN=" + name) +
+  run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj " + quoted("/CN=" + (common_name.empty() ? name : common_name)) +
           " -keyout " + quoted(leaf.key_path) + " -out " + quoted(csr),
       log);
   {
@@ -55,5 +56,7 @@ CertificateFiles make_signed_certificate(const CertificateFiles& ca, const std::
       log);
   return leaf;
 }
+
+std::string node_certificate_name(int id) { return "raftlog-node-" + std::to_string(id); }
 
 }  // namespace raftlog::testing

@@ -19,9 +19,14 @@ struct CertificateFiles {
 CertificateFiles make_certificate_authority(const std::string& dir, const std::string& name);
 
 // A leaf certificate dir/<name>.crt (+ .key) signed by `ca`, with the given subject alternative
-// names ("IP:127.0.0.1", "DNS:localhost").
+// names ("IP:127.0.0.1", "DNS:localhost") and subject CN=<common_name> (default: the name). A peer
+// certificate names its node as CN=raftlog-node-<id> (node_certificate_name).
 CertificateFiles make_signed_certificate(const CertificateFiles& ca, const std::string& dir, const std::string& name,
                                          const std::vector<std::string>& subject_alt_names = {"IP:127.0.0.1",
-                                                                                               "DNS:localhost"});
+                                                                                               "DNS:localhost"},
+                                         const std::string& common_name = "");
+
+// "raftlog-node-<id>": the common name that binds a peer certificate to node `id`.
+std::string node_certificate_name(int id);
 
 }  // namespace raftlog::testing

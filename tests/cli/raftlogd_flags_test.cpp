@@ -112,7 +112,7 @@ TEST_F(RaftlogdFlagsTest, StoreAndOtherConfigurationErrorsAreRefused) {
                  "segment size below the entry size");
   // spdlog reads an unknown level as "off".
   expect_refused(raftlogd("--log-level verbose"), "--log-level must be one of", "log level");
-  expect_refused(raftlogd("--cluster-id " + std::string(300, 'c')), "cluster_id is longer than 256 bytes",
+  expect_refused(raftlogd("--cluster-id " + std::string(300, 'c')), "--cluster-id is longer than 256 characters",
                  "cluster id length");
 }
 

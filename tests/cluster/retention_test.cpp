@@ -180,13 +180,16 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries
   EXPECT_NE(cluster.log_tail(leader).find("cannot catch up"), std::string::npos);
 
   // The rebuild procedure of docs/operations.md ("Retention"): with the lagging node still down,
-  // stop a healthy follower cleanly, copy its whole data directory over the lagging node's, start
-  // both. The lagging node then catches up from the leader and holds the same entries.
+  // stop a healthy follower cleanly, replace the lagging node's log/ and HARDSTATE with copies of
+  // the healthy follower's (keeping its own IDENTITY, which names its node id), start both. The
+  // lagging node then catches up from the leader and holds the same entries.
   const int healthy = 6 - leader - follower;
   ASSERT_EQ(cluster.stop(healthy), 0) << cluster.log_tail(healthy);
-  std::filesystem::remove_all(cluster.data_dir(follower));
-  std::filesystem::copy(cluster.data_dir(healthy), cluster.data_dir(follower),
-                        std::filesystem::copy_options::recursive);
+  for (const char* part : {"log", "HARDSTATE"}) {
+    std::filesystem::remove_all(cluster.data_dir(follower) + "/" + part);
+    std::filesystem::copy(cluster.data_dir(healthy) + "/" + part, cluster.data_dir(follower) + "/" + part,
+                          std::filesystem::copy_options::recursive);
+  }
   cluster.start(healthy);
   cluster.start(follower);
   const std::uint64_t after_rebuild = append_entries(*client, 5, "e");

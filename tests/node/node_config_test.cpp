@@ -17,6 +17,7 @@ NodeConfig valid_config() {
   config.node_id = 2;
   config.members = {{1, "127.0.0.1:7001"}, {2, "127.0.0.1:7002"}, {3, "127.0.0.1:7003"}};
   config.data_dir = "/tmp/raftlog-node-config-test";
+  config.cluster_id = "node-config-test-5f1e";
   return config;
 }
 
@@ -25,6 +26,9 @@ TEST(NodeConfigValidate, DefaultsWithIdMembersAndDirAreValid) {
   NodeConfig single = valid_config();
   single.node_id = 1;
   single.members = {{1, "localhost:1"}};
+  EXPECT_EQ(validate(single), "");
+  // A single node may keep the default cluster id (no peer can confuse it); several may not.
+  single.cluster_id = NodeConfig{}.cluster_id;
   EXPECT_EQ(validate(single), "");
 }
 
@@ -48,6 +52,11 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
       {"address without port", [](NodeConfig& c) { c.members[3] = "localhost"; }, "host:port"},
       {"no data dir", [](NodeConfig& c) { c.data_dir.clear(); }, "data directory"},
       {"no cluster id", [](NodeConfig& c) { c.cluster_id.clear(); }, "cluster id"},
+      {"the shared default cluster id on several nodes", [](NodeConfig& c) { c.cluster_id = "raftlog"; },
+       "a multi-node cluster needs --cluster-id set to a token unique to it"},
+      {"cluster id with a space", [](NodeConfig& c) { c.cluster_id = "my cluster"; }, "printable ASCII"},
+      {"cluster id with a control character", [](NodeConfig& c) { c.cluster_id = "a\nb"; }, "printable ASCII"},
+      {"cluster id too long", [](NodeConfig& c) { c.cluster_id = std::string(257, 'c'); }, "longer than 256"},
       {"tick zero", [](NodeConfig& c) { c.tick_ms = 0; }, "tick_ms"},
       {"tick too long", [](NodeConfig& c) { c.tick_ms = 10001; }, "tick_ms"},
       {"heartbeat zero", [](NodeConfig& c) { c.heartbeat_ticks = 0; }, "heartbeat_ticks"},
@@ -106,7 +115,7 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
       {"election ticks above the core's bound", [](NodeConfig& c) { c.election_ticks = (1U << 20) + 1; },
        "election_ticks must be at most 1048576"},
       {"cluster id too long", [](NodeConfig& c) { c.cluster_id = std::string(257, 'c'); },
-       "peer transport: cluster_id is longer than 256 bytes"},
+       "--cluster-id is longer than 256 characters"},
       {"streams per connection above int", [](NodeConfig& c) { c.max_concurrent_streams_per_connection = 1U << 31; },
        "max_concurrent_streams_per_connection"},
       // Bounds whose violation broke something later (a store append refused, a clock overflow, a send

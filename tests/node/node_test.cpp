@@ -85,6 +85,7 @@ NodeConfig test_config(const std::string& dir, std::size_t members) {
   config.node_id = 1;
   for (std::uint64_t id = 1; id <= members; ++id) config.members[id] = "127.0.0.1:" + std::to_string(40000 + id);
   config.data_dir = dir + "/node1";
+  config.cluster_id = "node-test";  // a multi-node cluster may not keep the shared default
   config.tick_ms = 10;
   config.election_ticks = 5;  // 50-100 ms election timeout
   config.heartbeat_ticks = 1;

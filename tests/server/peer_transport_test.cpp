@@ -14,6 +14,7 @@
 #include "loopback.h"
 #include "raftlog/peer/v1/peer.grpc.pb.h"
 #include "server/message_codec.h"
+#include "server/peer_auth.h"
 
 namespace raftlog::server {
 namespace {
@@ -23,6 +24,8 @@ using raftlog::testing::eventually;
 using raftlog::testing::loopback_address;
 using raftlog::testing::pick_free_loopback_port;
 using namespace std::chrono_literals;
+
+constexpr const char* kTestSecret = "a-test-peer-secret-of-32-bytes!!";
 
 // Options fast enough for tests: short backoff and connect timeout.
 PeerTransportOptions test_options(raft::NodeId self, const std::map<raft::NodeId, std::string>& addresses) {
@@ -130,6 +133,11 @@ TEST(PeerTransport, ValidatesOptions) {
   bad = options;
   bad.max_queued_messages = 0;
   EXPECT_NE(validate_options(bad), "");
+  bad = options;
+  bad.peer_secret = "too short";
+  EXPECT_NE(validate_options(bad).find("peer_secret"), std::string::npos);
+  bad.peer_secret = kTestSecret;
+  EXPECT_EQ(validate_options(bad), "");
 }
 
 TEST(PeerTransport, ThreeNodesExchangeMessagesInOrder) {
@@ -325,16 +333,18 @@ TEST(PeerTransport, WrongClusterIdRefused) {
   EXPECT_GE(node2.transport().inbound_stats().rejected_streams, 1u);
 }
 
-// Opens a raw client stream to `address` with `open` (Peer/Stream or Peer/StreamBatches), writes
-// `elements`, and returns the final status.
+// Opens a raw client stream to `address` with `open` (Peer/Stream or Peer/StreamBatches), with the
+// peer authenticator `auth` unless empty, writes `elements`, and returns the final status.
 template <typename Element, typename Open>
-grpc::Status write_raw(const std::string& address, const std::vector<Element>& elements, Open open) {
+grpc::Status write_raw(const std::string& address, const std::vector<Element>& elements, Open open,
+                       const std::string& auth = "") {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(64 << 20);
   auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
   auto stub = pb::Peer::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 3s);
+  if (!auth.empty()) context.AddMetadata(std::string(kPeerAuthMetadataKey), auth);
   pb::StreamSummary summary;
   auto writer = open(*stub, &context, &summary);
   for (const Element& element : elements) {
@@ -344,14 +354,97 @@ grpc::Status write_raw(const std::string& address, const std::vector<Element>& e
   return writer->Finish();
 }
 
-grpc::Status raw_stream(const std::string& address, const std::vector<pb::RaftMessage>& messages) {
-  return write_raw(address, messages, [](pb::Peer::Stub& stub, grpc::ClientContext* context,
-                                         pb::StreamSummary* summary) { return stub.Stream(context, summary); });
+grpc::Status raw_stream(const std::string& address, const std::vector<pb::RaftMessage>& messages,
+                        const std::string& auth = "") {
+  return write_raw(
+      address, messages,
+      [](pb::Peer::Stub& stub, grpc::ClientContext* context, pb::StreamSummary* summary) {
+        return stub.Stream(context, summary);
+      },
+      auth);
 }
 
-grpc::Status raw_batch_stream(const std::string& address, const std::vector<pb::RaftMessageBatch>& batches) {
-  return write_raw(address, batches, [](pb::Peer::Stub& stub, grpc::ClientContext* context,
-                                        pb::StreamSummary* summary) { return stub.StreamBatches(context, summary); });
+grpc::Status raw_batch_stream(const std::string& address, const std::vector<pb::RaftMessageBatch>& batches,
+                              const std::string& auth = "") {
+  return write_raw(
+      address, batches,
+      [](pb::Peer::Stub& stub, grpc::ClientContext* context, pb::StreamSummary* summary) {
+        return stub.StreamBatches(context, summary);
+      },
+      auth);
+}
+
+TEST(PeerTransport, PeerSecretAuthenticatesEveryInboundStream) {
+  const auto addresses = pick_addresses({1, 2, 3});
+  PeerTransportOptions options = test_options(2, addresses);
+  options.peer_secret = kTestSecret;
+  TestNode node2(options, port_of(addresses.at(2)));
+  // A forged heartbeat from node 1 carrying an absurd commit index.
+  auto forged = [](raft::NodeId from) {
+    raft::Message message = heartbeat(from, 2, 1);
+    message.commit = 1ULL << 60;
+    pb::RaftMessage wire;
+    encode_message(message, "test-cluster", &wire);
+    return wire;
+  };
+  struct Case {
+    const char* name;
+    std::string auth;
+    grpc::StatusCode expected;
+    const char* fragment;
+  };
+  const std::vector<Case> cases = {
+      {"no authenticator", "", grpc::StatusCode::UNAUTHENTICATED, "carried no raftlog-peer-auth"},
+      {"another secret", peer_auth_token("another-secret-of-some-length", "test-cluster", 1, 2),
+       grpc::StatusCode::UNAUTHENTICATED, "does not match"},
+      {"another cluster", peer_auth_token(kTestSecret, "other-cluster", 1, 2), grpc::StatusCode::UNAUTHENTICATED,
+       "does not match"},
+      {"another recipient", peer_auth_token(kTestSecret, "test-cluster", 1, 3), grpc::StatusCode::UNAUTHENTICATED,
+       "is for node 3"},
+      {"not a peer", peer_auth_token(kTestSecret, "test-cluster", 9, 2), grpc::StatusCode::UNAUTHENTICATED,
+       "not a peer"},
+      {"malformed", "v1 1 2 not-a-mac", grpc::StatusCode::UNAUTHENTICATED, "does not match"},
+      {"speaks for another peer", peer_auth_token(kTestSecret, "test-cluster", 3, 2),
+       grpc::StatusCode::PERMISSION_DENIED, "authenticated as node 3 but sent a message from node 1"},
+  };
+  for (const Case& test_case : cases) {
+    SCOPED_TRACE(test_case.name);
+    const grpc::Status status = raw_stream(addresses.at(2), {forged(1)}, test_case.auth);
+    EXPECT_EQ(status.error_code(), test_case.expected) << status.error_message();
+    EXPECT_NE(status.error_message().find(test_case.fragment), std::string::npos) << status.error_message();
+    pb::RaftMessageBatch batch;
+    *batch.add_messages() = forged(1);
+    const grpc::Status batched = raw_batch_stream(addresses.at(2), {batch}, test_case.auth);
+    EXPECT_EQ(batched.error_code(), test_case.expected) << batched.error_message();
+  }
+  EXPECT_EQ(node2.received_count(), 0u);
+  EXPECT_GE(node2.transport().inbound_stats().rejected_streams, 2 * cases.size());
+
+  const grpc::Status genuine = raw_stream(addresses.at(2), {forged(1)}, peer_auth_token(kTestSecret, "test-cluster", 1, 2));
+  EXPECT_TRUE(genuine.ok()) << genuine.error_message();
+  EXPECT_EQ(node2.received_count(), 1u);
+}
+
+TEST(PeerTransport, NodesSharingThePeerSecretTalkAndAnotherSecretIsRefused) {
+  const auto addresses = pick_addresses({1, 2, 3});
+  std::map<raft::NodeId, std::unique_ptr<TestNode>> nodes;
+  for (const auto& [id, address] : addresses) {
+    PeerTransportOptions options = test_options(id, addresses);
+    options.peer_secret = id == 3 ? "the-wrong-secret-for-node-3" : kTestSecret;
+    nodes[id] = std::make_unique<TestNode>(options, port_of(address));
+  }
+  for (raft::Index n = 1; n <= 3; ++n) {
+    ASSERT_TRUE(nodes[1]->transport().send(heartbeat(1, 2, n)));
+    ASSERT_TRUE(nodes[3]->transport().send(heartbeat(3, 2, n)));
+    ASSERT_TRUE(nodes[2]->transport().send(heartbeat(2, 1, n)));
+  }
+  ASSERT_TRUE(eventually([&] { return nodes[2]->received_count() == 3 && nodes[1]->received_count() == 3; }, 3s))
+      << describe(nodes[1]->stats_for(2));
+  ASSERT_TRUE(eventually([&] { return nodes[3]->stats_for(2).last_error.find("gRPC status 16") != std::string::npos; },
+                         3s))  // UNAUTHENTICATED
+      << describe(nodes[3]->stats_for(2));
+  EXPECT_EQ(nodes[3]->stats_for(2).sent_messages, 0u);
+  for (const raft::Message& message : nodes[2]->received()) EXPECT_EQ(message.from, 1u);
 }
 
 TEST(PeerTransport, InboundChecksRefuseBadStreams) {

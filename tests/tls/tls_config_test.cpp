@@ -20,7 +20,8 @@ class TlsConfigTest : public ::testing::Test {
     dir_ = ::mkdtemp(pattern);
     ca_ = make_certificate_authority(dir_, "ca");
     other_ca_ = make_certificate_authority(dir_, "other-ca");
-    node_ = make_signed_certificate(ca_, dir_, "node");
+    node_ = make_signed_certificate(ca_, dir_, "node", {"IP:127.0.0.1", "DNS:localhost"}, node_certificate_name(1));
+    node2_ = make_signed_certificate(ca_, dir_, "node2", {"IP:127.0.0.1", "DNS:localhost"}, node_certificate_name(2));
     second_ = make_signed_certificate(ca_, dir_, "second");
     elsewhere_ = make_signed_certificate(ca_, dir_, "elsewhere", {"DNS:db.example.com", "IP:10.1.2.3"});
     foreign_ = make_signed_certificate(other_ca_, dir_, "foreign");
@@ -31,7 +32,7 @@ class TlsConfigTest : public ::testing::Test {
   CommandRun start(const std::string& flags, const std::string& members = "1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3") {
     const std::string data = dir_ + "/data";
     CommandRun run = run_command(std::string(RAFTLOGD_PATH) + " --id 1 --members " + members + " --data-dir " + data +
-                                 " " + flags);
+                                 " --cluster-id tls-config-test " + flags);
     EXPECT_FALSE(std::filesystem::exists(data)) << "refused configuration touched the data directory";
     return run;
   }
@@ -43,7 +44,7 @@ class TlsConfigTest : public ::testing::Test {
   }
 
   static inline std::string dir_;
-  static inline CertificateFiles ca_, other_ca_, node_, second_, elsewhere_, foreign_;
+  static inline CertificateFiles ca_, other_ca_, node_, node2_, second_, elsewhere_, foreign_;
 };
 
 void expect_refused(const CommandRun& run, const std::string& message) {
@@ -82,6 +83,14 @@ TEST_F(TlsConfigTest, CertificatesThatPeersWouldRejectAreRefused) {
   expect_refused(start(node_tls() + " --peer-tls-cert " + foreign_.cert_path + " --peer-tls-key " + foreign_.key_path +
                        " --peer-tls-ca " + ca_.cert_path),
                  "--peer-tls-cert: " + foreign_.cert_path + " does not chain to the cluster CA");
+  // The peer certificate must name this node: peers accept it only for the node it names.
+  expect_refused(start(node_tls() + " --peer-tls-cert " + node2_.cert_path + " --peer-tls-key " + node2_.key_path +
+                       " --peer-tls-ca " + ca_.cert_path),
+                 "--peer-tls-cert: " + node2_.cert_path + " names node 2, but this is node 1");
+  expect_refused(start(node_tls() + " --peer-tls-cert " + second_.cert_path + " --peer-tls-key " + second_.key_path +
+                       " --peer-tls-ca " + ca_.cert_path),
+                 "--peer-tls-cert: " + second_.cert_path + " does not name this node: the certificate's common name "
+                 "\"second\" is not of the form CN=raftlog-node-<id>");
 }
 
 TEST_F(TlsConfigTest, ConfigFileTakesTheSameOptions) {
