@@ -121,6 +121,9 @@ int main(int argc, char** argv) {
   std::uint64_t max_append_streams = config.max_append_streams;
   std::uint64_t max_appends_per_stream = config.max_appends_per_stream;
   std::uint64_t max_streams_per_connection = config.max_concurrent_streams_per_connection;
+  std::uint64_t max_tail_streams_per_connection = config.max_tail_streams_per_connection;
+  std::uint64_t max_append_streams_per_connection = config.max_append_streams_per_connection;
+  std::uint64_t stream_stall_timeout_ms = config.stream_stall_timeout_ms;
 
   FlagSet flags("raftlogd", "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
   flags.uint_flag("id", &node_id, "ID", "this node's id (non-zero, one of --members)");
@@ -153,6 +156,12 @@ int main(int argc, char** argv) {
                   "appends one AppendStream may have unanswered before the node stops reading it");
   flags.uint_flag("max-streams-per-connection", &max_streams_per_connection, "N",
                   "concurrent RPCs one client connection may have open (HTTP/2 streams)");
+  flags.uint_flag("max-tail-streams-per-connection", &max_tail_streams_per_connection, "N",
+                  "Tail streams one client connection may hold");
+  flags.uint_flag("max-append-streams-per-connection", &max_append_streams_per_connection, "N",
+                  "AppendStream calls one client connection may hold");
+  flags.uint_flag("stream-stall-timeout-ms", &stream_stall_timeout_ms, "MS",
+                  "end a Tail or AppendStream whose reader has not taken a message for this long (100..3600000)");
   flags.uint_flag("append-timeout-ms", &append_timeout_ms, "MS",
                   "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)");
   flags.uint_flag("shutdown-grace-ms", &shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
@@ -248,12 +257,21 @@ int main(int argc, char** argv) {
                  "or --max-streams-per-connection is too large\n";
     return raftlog::cli::kExitUsage;
   }
+  if (max_tail_streams_per_connection > UINT32_MAX || max_append_streams_per_connection > UINT32_MAX ||
+      stream_stall_timeout_ms > UINT32_MAX) {
+    std::cerr << "raftlogd: --max-tail-streams-per-connection, --max-append-streams-per-connection or "
+                 "--stream-stall-timeout-ms is too large\n";
+    return raftlog::cli::kExitUsage;
+  }
   config.max_read_entries = static_cast<std::uint32_t>(max_read_entries);
   config.max_read_bytes = max_read_bytes;
   config.max_tail_streams = static_cast<std::uint32_t>(max_tail_streams);
   config.max_append_streams = static_cast<std::uint32_t>(max_append_streams);
   config.max_appends_per_stream = static_cast<std::uint32_t>(max_appends_per_stream);
   config.max_concurrent_streams_per_connection = static_cast<std::uint32_t>(max_streams_per_connection);
+  config.max_tail_streams_per_connection = static_cast<std::uint32_t>(max_tail_streams_per_connection);
+  config.max_append_streams_per_connection = static_cast<std::uint32_t>(max_append_streams_per_connection);
+  config.stream_stall_timeout_ms = static_cast<std::uint32_t>(stream_stall_timeout_ms);
   if (std::string problem = raftlog::server::validate(config); !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";
     return raftlog::cli::kExitUsage;

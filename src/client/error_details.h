@@ -21,6 +21,7 @@ inline constexpr std::string_view kTooManyEntries = "TOO_MANY_ENTRIES";  // INVA
 inline constexpr std::string_view kAppendTooLarge = "APPEND_TOO_LARGE";  // INVALID_ARGUMENT: total payload bytes
 inline constexpr std::string_view kSequenceTooOld = "SEQUENCE_TOO_OLD";  // FAILED_PRECONDITION: below the dedup window
 inline constexpr std::string_view kBadIndexRange = "BAD_INDEX_RANGE";  // INVALID_ARGUMENT / OUT_OF_RANGE
+inline constexpr std::string_view kMalformedRequest = "MALFORMED_REQUEST";  // INVALID_ARGUMENT: not a valid protobuf message
 inline constexpr std::string_view kDiskFull = "DISK_FULL";             // RESOURCE_EXHAUSTED
 inline constexpr std::string_view kDiskWatermark = "DISK_WATERMARK";   // RESOURCE_EXHAUSTED: disk use above the high watermark
 inline constexpr std::string_view kTooManyPending = "TOO_MANY_PENDING";  // RESOURCE_EXHAUSTED
