@@ -161,6 +161,13 @@ int main(int argc, char** argv) {
   flags.uint_flag("max-streams-per-connection", &config.max_concurrent_streams_per_connection, "N",
                   "concurrent RPCs one client connection may have open (HTTP/2 streams)",
                   {limits::kMinStreamsPerConnection, limits::kMaxStreamsPerConnection});
+  flags.uint_flag("max-tail-streams-per-connection", &config.max_tail_streams_per_connection, "N",
+                  "Tail streams one client connection may hold", {1, limits::kMaxStreams});
+  flags.uint_flag("max-append-streams-per-connection", &config.max_append_streams_per_connection, "N",
+                  "AppendStream calls one client connection may hold", {1, limits::kMaxStreams});
+  flags.uint_flag("stream-stall-timeout-ms", &config.stream_stall_timeout_ms, "MS",
+                  "end a Tail or AppendStream whose reader has not taken a message for this long",
+                  {100, 3600000});
   flags.uint_flag("append-timeout-ms", &config.append_timeout_ms, "MS",
                   "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)", {1, kUint32Max});
   flags.uint_flag("shutdown-grace-ms", &config.shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");

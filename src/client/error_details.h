@@ -23,6 +23,7 @@ inline constexpr std::string_view kSequenceTooOld = "SEQUENCE_TOO_OLD";  // FAIL
 inline constexpr std::string_view kSequenceReused = "SEQUENCE_REUSED";  // FAILED_PRECONDITION: sequence taken by other entries
 inline constexpr std::string_view kBadSequence = "BAD_SEQUENCE";  // INVALID_ARGUMENT: sequence 0 with a non-zero client_id
 inline constexpr std::string_view kBadIndexRange = "BAD_INDEX_RANGE";  // INVALID_ARGUMENT / OUT_OF_RANGE
+inline constexpr std::string_view kMalformedRequest = "MALFORMED_REQUEST";  // INVALID_ARGUMENT: not a valid protobuf message
 inline constexpr std::string_view kDiskFull = "DISK_FULL";             // RESOURCE_EXHAUSTED
 inline constexpr std::string_view kDiskWatermark = "DISK_WATERMARK";   // RESOURCE_EXHAUSTED: disk use above the high watermark
 inline constexpr std::string_view kTooManyPending = "TOO_MANY_PENDING";  // RESOURCE_EXHAUSTED

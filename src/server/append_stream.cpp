@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,10 +13,12 @@
 #include "server/check.h"
 #include "server/node.h"
 #include "server/node_error_status.h"
+#include "server/raw_messages.h"
 
 namespace raftlog::server {
 
 namespace v1 = ::raftlog::v1;
+using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -42,9 +46,42 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
  public:
   AppendStreamReactor(AppendStreams* owner, Node* node, ClientRequestObserver* observer,
                       grpc::CallbackServerContext* context, std::size_t max_in_flight)
-      : owner_(owner), node_(node), observer_(observer), context_(context), max_in_flight_(max_in_flight) {}
+      : owner_(owner),
+        node_(node),
+        observer_(observer),
+        context_(context),
+        connection_(context->peer()),
+        max_in_flight_(max_in_flight) {}
 
-  void start() { StartRead(&request_); }
+  void start() { StartRead(&request_bytes_); }
+
+  const std::string& connection() const { return connection_; }
+
+  // True when a write has been in flight for `timeout` or longer: the client reads no answers.
+  bool write_stalled(Clock::time_point now, std::chrono::milliseconds timeout) {
+    std::lock_guard lock(mu_);
+    return writing_ && !finished_ && !cancelling_ && now - write_started_ >= timeout;
+  }
+
+  // Ends a stalled stream (stream_limits.h). The call is cancelled outside mu_ (gRPC may run
+  // reactions on this thread); meanwhile cancelling_ holds back Finish, so OnDone cannot run and
+  // the context stays valid. The caller holds a reference (retain()).
+  void end_stalled(std::chrono::milliseconds timeout) {
+    {
+      std::lock_guard lock(mu_);
+      if (finished_ || !writing_ || cancelling_) return;  // it moved on meanwhile
+      cancelling_ = true;
+    }
+    spdlog::info("AppendStream from {}: its client has read no answer for {} ms; ending it", connection_,
+                 timeout.count());
+    grpc::Status stalled = end_stalled_stream(context_, "AppendStream", timeout);
+    std::unique_lock lock(mu_);
+    cancelling_ = false;
+    stalled_status_ = std::move(stalled);
+    const Actions actions = next_actions(lock);
+    lock.unlock();
+    act(actions);
+  }
 
   // Shutdown: stop reading, drop answers still to come and finish UNAVAILABLE (SHUTTING_DOWN) as
   // soon as no write is in flight; the client retries elsewhere with the same sequence numbers.
@@ -73,10 +110,13 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {
-      // Half-close by the client, or the call is cancelled: no more requests.
+    // A raw read fails only on the client's half-close or a cancelled call; a request that does not
+    // parse is caught here and ends the reading just as well, but the stream's status then says so.
+    const bool parsed = ok && parse_message(request_bytes_, &request_);
+    if (!parsed) {
       std::unique_lock lock(mu_);
       reads_done_ = true;
+      if (ok) malformed_request_number_ = requests_read_ + 1;
       const Actions actions = next_actions(lock);
       lock.unlock();
       act(actions);
@@ -95,6 +135,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     {
       std::lock_guard lock(mu_);
       if (stopped_locked()) return;  // cancelled meanwhile: nobody would see the answer
+      ++requests_read_;
       ++in_flight_;
       read_next = in_flight_ < max_in_flight_;
       read_paused_ = !read_next;
@@ -190,10 +231,12 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     if (finished_) return actions;
     if (stopped_locked()) {
       // Finish only once no write is outstanding; a cancelled write completes promptly.
-      if (!writing_) {
+      if (!writing_ && !cancelling_) {
         finished_ = true;
         actions.finish = true;
-        if (shutting_down_ && !cancelled_ && !broken_) {
+        if (stalled_status_) {
+          actions.status = *stalled_status_;  // not sent (the call is cancelled), but interceptors see it
+        } else if (shutting_down_ && !cancelled_ && !broken_) {
           actions.status = reason_status(context_, grpc::StatusCode::UNAVAILABLE,
                                          "node shutting down; retry on another node",
                                          std::string(client::reason::kShuttingDown));
@@ -209,24 +252,37 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
       written_ = pending_.size();
       pending_.clear();
       writing_ = true;
+      write_started_ = Clock::now();
       actions.write = true;
     }
     if (read_paused_ && in_flight_ < max_in_flight_ && !reads_done_ && !handing_over_) {
       read_paused_ = false;
       actions.read = true;
     }
-    if (reads_done_ && in_flight_ == 0 && !writing_) {
+    if (reads_done_ && in_flight_ == 0 && !writing_ && !cancelling_) {
       finished_ = true;
       actions.finish = true;
       actions.status = grpc::Status::OK;
+      if (malformed_request_number_ != 0) {
+        actions.status = malformed_request(
+            context_, "AppendStream request " + std::to_string(malformed_request_number_) + " (counting from 1)",
+            request_.GetTypeName(),
+            "neither it nor anything sent after it was read (the requests before it were answered)");
+      }
     }
     return actions;
   }
 
-  // Called without mu_ (see the class comment).
+  // Called without mu_ (see the class comment). response_ is only touched by the one write in
+  // flight, so it is serialized here; it is bounded by max_in_flight_ small answers, far below
+  // protobuf's 2 GiB limit, the only way serialization fails.
   void act(const Actions& actions) {
-    if (actions.write) StartWrite(&response_);
-    if (actions.read) StartRead(&request_);
+    if (actions.write) {
+      const grpc::Status serialized = serialize_message(response_, &response_bytes_);
+      RAFTLOG_CHECK(serialized.ok(), "an AppendStreamResponse did not serialize");
+      StartWrite(&response_bytes_);
+    }
+    if (actions.read) StartRead(&request_bytes_);
     if (actions.finish) Finish(actions.status);
   }
 
@@ -236,15 +292,23 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   Node* node_;
   ClientRequestObserver* observer_;
   grpc::CallbackServerContext* context_;
+  const std::string connection_;  // gRPC's peer string: the per-connection count's key
   const std::size_t max_in_flight_;
-  v1::AppendStreamRequest request_;    // the read in progress (one at a time)
+  grpc::ByteBuffer request_bytes_;     // the read in progress (one at a time)
+  v1::AppendStreamRequest request_;    // request_bytes_ parsed
   v1::AppendStreamResponse response_;  // the write in progress (one at a time)
+  grpc::ByteBuffer response_bytes_;    // response_ serialized
 
   std::mutex mu_;
   std::vector<v1::AppendStreamResult> pending_;  // answers not yet written; bounded by max_in_flight_
   std::size_t in_flight_ = 0;  // requests read and not yet answered on the wire (<= max_in_flight_)
   std::size_t written_ = 0;    // answers in the write in progress
   bool writing_ = false;
+  Clock::time_point write_started_;  // of the write in progress
+  bool cancelling_ = false;          // end_stalled is cancelling the call: do not Finish yet
+  std::optional<grpc::Status> stalled_status_;  // set once end_stalled cancelled the call
+  std::uint64_t requests_read_ = 0;  // parsed and handed to the node
+  std::uint64_t malformed_request_number_ = 0;  // 1-based; 0 = every request read parsed
   bool read_paused_ = false;   // at the bound: the next read starts when an answer is written
   bool handing_over_ = false;  // OnReadDone is passing a request to the node: no read starts meanwhile
   bool reads_done_ = false;
@@ -257,16 +321,18 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   std::atomic<std::size_t> references_{1};
 };
 
-AppendStreams::AppendStreams(Node* node, std::size_t max_streams, std::size_t max_appends_per_stream,
-                             ClientRequestObserver* observer)
-    : node_(node), observer_(observer), max_streams_(max_streams), max_appends_per_stream_(max_appends_per_stream) {
-  RAFTLOG_CHECK(max_streams_ > 0 && max_appends_per_stream_ > 0, "AppendStreams bounds must be positive");
+AppendStreams::AppendStreams(Node* node, AppendStreamLimits limits, ClientRequestObserver* observer)
+    : node_(node), observer_(observer), limits_(limits), per_connection_(limits.max_streams_per_connection) {
+  RAFTLOG_CHECK(limits_.max_streams > 0 && limits_.max_streams_per_connection > 0 &&
+                    limits_.max_appends_per_stream > 0 && limits_.stall_timeout.count() > 0,
+                "AppendStreams bounds must be positive");
+  watchdog_ = std::thread([this] { end_stalled_streams(); });
 }
 
 AppendStreams::~AppendStreams() { shutdown(); }
 
 AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* context) {
-  auto* reactor = new AppendStreamReactor(this, node_, observer_, context, max_appends_per_stream_);
+  auto* reactor = new AppendStreamReactor(this, node_, observer_, context, limits_.max_appends_per_stream);
   {
     // Registration and shutdown() serialize on mu_: a stream is either refused or registered
     // before shutdown() cancels and waits for every registered one.
@@ -276,9 +342,18 @@ AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* cont
                                     std::string(client::reason::kShuttingDown)));
       return reactor;
     }
-    if (live_.size() >= max_streams_) {
+    if (live_.size() >= limits_.max_streams) {
       reactor->refuse(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                    "too many AppendStream calls on this node (" + std::to_string(max_streams_) + ")",
+                                    "too many AppendStream calls on this node (" +
+                                        std::to_string(limits_.max_streams) + ")",
+                                    std::string(client::reason::kTooManyPending)));
+      return reactor;
+    }
+    if (!per_connection_.try_add(reactor->connection())) {
+      reactor->refuse(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                    "too many AppendStream calls on this connection (" +
+                                        std::to_string(limits_.max_streams_per_connection) +
+                                        ", --max-append-streams-per-connection); close one or use another connection",
                                     std::string(client::reason::kTooManyPending)));
       return reactor;
     }
@@ -291,7 +366,35 @@ AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* cont
 void AppendStreams::unregister(AppendStreamReactor* reactor) {
   std::lock_guard lock(mu_);
   live_.erase(reactor);
+  per_connection_.remove(reactor->connection());
   drained_.notify_all();
+}
+
+void AppendStreams::end_stalled_streams() {
+  const auto period = std::clamp<std::chrono::milliseconds>(limits_.stall_timeout / 4, std::chrono::milliseconds(10),
+                                                            std::chrono::milliseconds(1000));
+  std::unique_lock lock(mu_);
+  while (!shutting_down_) {
+    watchdog_wake_.wait_for(lock, period, [&] { return shutting_down_; });
+    if (shutting_down_) return;
+    // A registered reactor is alive while mu_ is held; the reference keeps it so afterwards.
+    std::vector<AppendStreamReactor*> stalled;
+    const Clock::time_point now = Clock::now();
+    for (AppendStreamReactor* reactor : live_) {
+      if (reactor->write_stalled(now, limits_.stall_timeout)) {
+        reactor->retain();
+        stalled.push_back(reactor);
+      }
+    }
+    if (stalled.empty()) continue;
+    // Outside mu_: cancelling may run reactions inline, and OnDone unregisters.
+    lock.unlock();
+    for (AppendStreamReactor* reactor : stalled) {
+      reactor->end_stalled(limits_.stall_timeout);
+      reactor->release();
+    }
+    lock.lock();
+  }
 }
 
 std::size_t AppendStreams::open_streams() const {
@@ -309,6 +412,8 @@ void AppendStreams::shutdown() {
     streams.assign(live_.begin(), live_.end());
     for (AppendStreamReactor* reactor : streams) reactor->retain();
   }
+  watchdog_wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   // Outside mu_: finishing may run OnDone inline, which unregisters.
   for (AppendStreamReactor* reactor : streams) {
     reactor->shut_down();

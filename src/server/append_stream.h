@@ -15,44 +15,63 @@
 //   - the stream ends OK once the client has half-closed and every answer is written; on
 //     cancellation (client gone, node shutting down) it ends at once and answers still to come
 //     from the Node are dropped. The reactor is deleted after gRPC's OnDone and the last pending
-//     Node callback, whichever comes later.
+//     Node callback, whichever comes later;
+//   - a request that is not a valid AppendStreamRequest (the stream is registered raw, see
+//     raw_messages.h) stops the reading: the requests read before it are answered, then the stream
+//     ends INVALID_ARGUMENT (MALFORMED_REQUEST) saying that it and everything after it were not read;
+//   - bounds against one client holding the node's slots (stream_limits.h): at most
+//     max_streams_per_connection streams per client connection, and a stream whose write has not
+//     completed for stall_timeout (its client reads no answers) is ended with RESOURCE_EXHAUSTED
+//     by a watchdog thread, one per node, that looks every stall_timeout / 4 (10 ms .. 1 s).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "raftlog/v1/client.grpc.pb.h"
 #include "server/client_request_observer.h"
+#include "server/stream_limits.h"
 
 namespace raftlog::server {
 
 class Node;
 class AppendStreamReactor;
 
-using AppendStreamServerReactor =
-    grpc::ServerBidiReactor<::raftlog::v1::AppendStreamRequest, ::raftlog::v1::AppendStreamResponse>;
+// Raw: requests are parsed by the reactor (raw_messages.h).
+using AppendStreamServerReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
+
+// Defaults as in NodeConfig (docs/configuration.md).
+struct AppendStreamLimits {
+  std::size_t max_streams = 4096;                  // on the node
+  std::size_t max_streams_per_connection = 1024;  // per client connection
+  std::size_t max_appends_per_stream = 256;        // read and not yet answered, per stream
+  std::chrono::milliseconds stall_timeout{10000};  // a write not completed by then ends the stream
+};
 
 // The open AppendStream calls of one node: bounded in number, all ended by shutdown(). Must
 // outlive the gRPC server it serves on (a reactor unregisters itself in OnDone).
 class AppendStreams {
  public:
   // `observer` (optional, not owned, must outlive this) hears of every append answered.
-  AppendStreams(Node* node, std::size_t max_streams, std::size_t max_appends_per_stream,
-                ClientRequestObserver* observer = nullptr);
+  AppendStreams(Node* node, AppendStreamLimits limits, ClientRequestObserver* observer = nullptr);
   ~AppendStreams();  // shutdown()
   AppendStreams(const AppendStreams&) = delete;
   AppendStreams& operator=(const AppendStreams&) = delete;
 
   // The reactor for a new call: a serving one, or one that has already finished with
-  // RESOURCE_EXHAUSTED (max_streams open) or UNAVAILABLE (shutting down).
+  // RESOURCE_EXHAUSTED (max_streams open on the node, or max_streams_per_connection on the
+  // caller's connection) or UNAVAILABLE (shutting down).
   AppendStreamServerReactor* open(grpc::CallbackServerContext* context);
 
   // Refuses new streams and ends the open ones with UNAVAILABLE (SHUTTING_DOWN): their clients
-  // retry elsewhere, idempotently. Waits up to 2 s for them to end. Idempotent.
+  // retry elsewhere, idempotently. Stops the stall watchdog; waits up to 2 s for the streams to
+  // end. Idempotent.
   void shutdown();
 
   std::size_t open_streams() const;
@@ -60,15 +79,19 @@ class AppendStreams {
  private:
   friend class AppendStreamReactor;
   void unregister(AppendStreamReactor* reactor);
+  // The watchdog thread: ends streams whose write has stalled, until shutdown().
+  void end_stalled_streams();
 
   Node* node_;
   ClientRequestObserver* observer_;
-  const std::size_t max_streams_;
-  const std::size_t max_appends_per_stream_;
+  const AppendStreamLimits limits_;
   mutable std::mutex mu_;
   std::condition_variable drained_;
-  bool shutting_down_ = false;           // guarded by mu_
-  std::set<AppendStreamReactor*> live_;  // guarded by mu_; at most max_streams_
+  std::condition_variable watchdog_wake_;       // shutdown() wakes the watchdog
+  bool shutting_down_ = false;                   // guarded by mu_
+  std::set<AppendStreamReactor*> live_;          // guarded by mu_; at most limits_.max_streams
+  ConnectionStreamCounts per_connection_;        // guarded by mu_
+  std::thread watchdog_;                         // last: runs end_stalled_streams over the members above
 };
 
 }  // namespace raftlog::server

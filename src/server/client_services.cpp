@@ -9,8 +9,10 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <set>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "client/error_info.h"
@@ -18,6 +20,8 @@
 #include "server/append_stream.h"
 #include "server/node.h"
 #include "server/node_error_status.h"
+#include "server/raw_messages.h"
+#include "server/stream_limits.h"
 
 namespace raftlog::server {
 
@@ -26,18 +30,42 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// The services, raw (see raw_messages.h): every request and response is a grpc::ByteBuffer.
+using RawLogService = v1::Log::WithRawCallbackMethod_Append<v1::Log::WithRawCallbackMethod_AppendStream<
+    v1::Log::WithRawCallbackMethod_Read<v1::Log::WithRawCallbackMethod_Tail<
+        v1::Log::WithRawCallbackMethod_Status<v1::Log::Service>>>>>;
+using RawAdminService = v1::Admin::WithRawCallbackMethod_TransferLeadership<
+    v1::Admin::WithRawCallbackMethod_Flush<v1::Admin::WithRawCallbackMethod_Trim<v1::Admin::Service>>>;
+
+// Parses a unary call's request; when it does not parse, finishes the call with INVALID_ARGUMENT
+// and returns false.
+template <typename Request>
+bool parse_unary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor, const grpc::ByteBuffer* bytes,
+                 Request* request) {
+  if (parse_message(*bytes, request)) return true;
+  reactor->Finish(malformed_request(context, "the request", request->GetTypeName(), "nothing was done"));
+  return false;
+}
+
+// Finishes a unary call with `response` (OK), or INTERNAL if it cannot be serialized.
+template <typename Response>
+void finish_ok(grpc::ServerUnaryReactor* reactor, const Response& response, grpc::ByteBuffer* out) {
+  reactor->Finish(serialize_message(response, out));
+}
+
 // The Node callback of a unary RPC answered by one Node call: a failed result ends the RPC with its
-// status; a successful one fills the response through `fill(result)` and ends it with OK.
-template <typename Result, typename Fill>
+// status; a successful one fills a Response through `fill(result, &response)` and ends it with OK.
+template <typename Result, typename Response, typename Fill>
 std::function<void(Result)> finish_unary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-                                         Fill fill) {
-  return [context, reactor, fill = std::move(fill)](Result result) {
+                                         grpc::ByteBuffer* out, Fill fill) {
+  return [context, reactor, out, fill = std::move(fill)](Result result) {
     if (!result.error.ok()) {
       reactor->Finish(to_grpc(context, result.error));
       return;
     }
-    fill(result);
-    reactor->Finish(grpc::Status::OK);
+    Response response;
+    fill(result, &response);
+    finish_ok(reactor, response, out);
   };
 }
 
@@ -127,111 +155,76 @@ class ClientServices::Impl {
         limits_(limits),
         log_(this),
         admin_(this),
-        append_streams_(node, limits.max_append_streams, limits.max_appends_per_stream, observer) {}
+        append_streams_(node,
+                        AppendStreamLimits{limits.max_append_streams, limits.max_append_streams_per_connection,
+                                           limits.max_appends_per_stream,
+                                           std::chrono::milliseconds(limits.stall_timeout_ms)},
+                        observer),
+        tails_per_connection_(limits.max_tail_streams_per_connection) {}
 
   // --- raftlog.v1.Log ----------------------------------------------------------------------------
-  class LogService final : public v1::Log::CallbackService {
+  class LogService final : public RawLogService {
    public:
     explicit LogService(Impl* owner) : owner_(owner) {}
 
-    grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* context, const v1::AppendRequest* request,
-                                     v1::AppendResponse* response) override {
+    grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      std::vector<std::string> payloads(request->entries().begin(), request->entries().end());
+      v1::AppendRequest request;
+      if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
+      std::vector<std::string> payloads;  // moved, not copied
+      payloads.reserve(static_cast<std::size_t>(request.entries_size()));
+      for (std::string& payload : *request.mutable_entries()) payloads.push_back(std::move(payload));
       // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread.
-      owner_->node_->append(std::move(payloads), request->client_id(), request->sequence(),
-                            finish_unary<AppendResult>(context, reactor, [response](const AppendResult& result) {
-                              response->set_first_index(result.first_index);
-                              response->set_last_index(result.last_index);
-                              response->set_term(result.term);
-                              response->set_duplicate(result.duplicate);
-                            }));
+      owner_->node_->append(std::move(payloads), request.client_id(), request.sequence(),
+                            finish_unary<AppendResult, v1::AppendResponse>(
+                                context, reactor, response_bytes,
+                                [](const AppendResult& result, v1::AppendResponse* response) {
+                                  response->set_first_index(result.first_index);
+                                  response->set_last_index(result.last_index);
+                                  response->set_term(result.term);
+                                  response->set_duplicate(result.duplicate);
+                                }));
       return reactor;
     }
 
-    grpc::ServerBidiReactor<v1::AppendStreamRequest, v1::AppendStreamResponse>* AppendStream(
-        grpc::CallbackServerContext* context) override {
+    AppendStreamServerReactor* AppendStream(grpc::CallbackServerContext* context) override {
       return owner_->append_streams_.open(context);
     }
 
-    grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context, const v1::ReadRequest* request,
-                                   v1::ReadResponse* response) override {
+    grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+                                   grpc::ByteBuffer* response_bytes) override;
+
+    grpc::ServerWriteReactor<grpc::ByteBuffer>* Tail(grpc::CallbackServerContext* context,
+                                                     const grpc::ByteBuffer* request_bytes) override;
+
+    grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      const NodeConfig& config = owner_->node_->config();
-      const std::size_t max_entries =
-          request->max_entries() == 0 ? config.max_read_entries
-                                      : std::min<std::size_t>(request->max_entries(), config.max_read_entries);
-      const std::size_t max_bytes =
-          request->max_bytes() == 0 ? config.max_read_bytes
-                                    : std::min<std::uint64_t>(request->max_bytes(), config.max_read_bytes);
-      const std::uint64_t from = request->from_index();
-      Node* node = owner_->node_;
-      auto serve = [node, context, reactor, response, from, max_entries, max_bytes]() {
-        std::vector<raft::Entry> entries;
-        NodeError error = node->read_committed(from, max_entries, max_bytes, &entries);
-        if (!error.ok()) {
-          reactor->Finish(to_grpc(context, error));
-          return;
-        }
-        for (const raft::Entry& entry : entries) fill_entry(entry, response->add_entries());
-        response->set_commit_index(node->commit_index());
-        reactor->Finish(grpc::Status::OK);
-      };
-      if (!request->linearizable()) {
-        serve();
-        return reactor;
-      }
-      // ReadIndex: once the leader has confirmed its leadership and committed up to the read index,
-      // everything completed before this call is readable. The copy is handed to the read executor:
-      // the callback runs on the node's Raft loop, which must not spend its time copying payloads.
-      ReadExecutor* executor = &owner_->read_executor_;
-      node->read_index([context, reactor, serve, executor](ReadIndexResult result) {
-        if (!result.error.ok()) {
-          reactor->Finish(to_grpc(context, result.error));
-          return;
-        }
-        switch (executor->submit(serve)) {
-          case ReadExecutor::Submit::kQueued:
-            return;
-          case ReadExecutor::Submit::kFull:
-            reactor->Finish(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                          "too many linearizable reads queued; retry later", "TOO_MANY_PENDING"));
-            return;
-          case ReadExecutor::Submit::kStopped:
-            reactor->Finish(reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
-                                          "SHUTTING_DOWN"));
-            return;
-        }
-      });
-      return reactor;
-    }
-
-    grpc::ServerWriteReactor<v1::TailResponse>* Tail(grpc::CallbackServerContext* context,
-                                                     const v1::TailRequest* request) override;
-
-    grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context, const v1::StatusRequest*,
-                                     v1::StatusResponse* response) override {
+      v1::StatusRequest request;
+      if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
       const NodeStatus status = owner_->node_->status();
-      response->set_node_id(status.node_id);
-      response->set_address(status.address);
-      response->set_role(to_proto(status.role));
-      response->set_term(status.term);
-      response->set_leader_id(status.leader_id);
-      response->set_leader_address(status.leader_address);
-      response->set_first_index(status.first_index);
-      response->set_last_index(status.last_index);
-      response->set_commit_index(status.commit_index);
-      response->set_flushed_index(status.flushed_index);
-      response->set_flush_mode(status.flush_mode == store::FlushMode::kSync ? v1::FLUSH_MODE_SYNC
+      v1::StatusResponse response;
+      response.set_node_id(status.node_id);
+      response.set_address(status.address);
+      response.set_role(to_proto(status.role));
+      response.set_term(status.term);
+      response.set_leader_id(status.leader_id);
+      response.set_leader_address(status.leader_address);
+      response.set_first_index(status.first_index);
+      response.set_last_index(status.last_index);
+      response.set_commit_index(status.commit_index);
+      response.set_flushed_index(status.flushed_index);
+      response.set_flush_mode(status.flush_mode == store::FlushMode::kSync ? v1::FLUSH_MODE_SYNC
                                                                              : v1::FLUSH_MODE_ASYNC);
-      response->set_catching_up(status.catching_up);
-      response->set_catching_up_to_index(status.catching_up_to_index);
-      response->set_storage_fault(status.storage_fault);
-      response->set_corrupt_index(status.corrupt_index);
-      response->set_scrub_bytes_verified(status.scrub_bytes_verified);
-      response->set_scrub_passes(status.scrub_passes);
+      response.set_catching_up(status.catching_up);
+      response.set_catching_up_to_index(status.catching_up_to_index);
+      response.set_storage_fault(status.storage_fault);
+      response.set_corrupt_index(status.corrupt_index);
+      response.set_scrub_bytes_verified(status.scrub_bytes_verified);
+      response.set_scrub_passes(status.scrub_passes);
       for (const PeerStatus& peer : status.peers) {
-        v1::PeerStatus* out = response->add_peers();
+        v1::PeerStatus* out = response.add_peers();
         out->set_id(peer.id);
         out->set_address(peer.address);
         out->set_match_index(peer.match_index);
@@ -241,8 +234,7 @@ class ClientServices::Impl {
         out->set_behind_first_index(peer.behind_first_index);
         out->set_lag_bytes(peer.lag_bytes);
       }
-      grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      reactor->Finish(grpc::Status::OK);
+      finish_ok(reactor, response, response_bytes);
       return reactor;
     }
 
@@ -251,26 +243,31 @@ class ClientServices::Impl {
   };
 
   // --- raftlog.v1.Admin --------------------------------------------------------------------------
-  class AdminService final : public v1::Admin::CallbackService {
+  class AdminService final : public RawAdminService {
    public:
     explicit AdminService(Impl* owner) : owner_(owner) {}
 
     grpc::ServerUnaryReactor* TransferLeadership(grpc::CallbackServerContext* context,
-                                                 const v1::TransferLeadershipRequest* request,
-                                                 v1::TransferLeadershipResponse* response) override {
+                                                 const grpc::ByteBuffer* request_bytes,
+                                                 grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      Node* node = owner_->node_;
-      node->transfer_leadership(request->target_id(),
-                                finish_unary<TransferResult>(context, reactor, [response](const TransferResult& result) {
-                                  response->set_leader_id(result.leader_id);
-                                  response->set_term(result.term);
-                                }));
+      v1::TransferLeadershipRequest request;
+      if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
+      owner_->node_->transfer_leadership(request.target_id(),
+                                         finish_unary<TransferResult, v1::TransferLeadershipResponse>(
+                                             context, reactor, response_bytes,
+                                             [](const TransferResult& result, v1::TransferLeadershipResponse* response) {
+                                               response->set_leader_id(result.leader_id);
+                                               response->set_term(result.term);
+                                             }));
       return reactor;
     }
 
-    grpc::ServerUnaryReactor* Flush(grpc::CallbackServerContext* context, const v1::FlushRequest*,
-                                    v1::FlushResponse* response) override {
+    grpc::ServerUnaryReactor* Flush(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+                                    grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+      v1::FlushRequest request;
+      if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
       // A flush is one msync/fdatasync: short enough to run on the callback thread.
       store::Status st = owner_->node_->flush_store();
       if (!st.ok()) {
@@ -278,19 +275,23 @@ class ClientServices::Impl {
                                       st.code() == store::StatusCode::kNoSpace ? "DISK_FULL" : ""));
         return reactor;
       }
-      response->set_flushed_index(owner_->node_->flushed_index());
-      reactor->Finish(grpc::Status::OK);
+      v1::FlushResponse response;
+      response.set_flushed_index(owner_->node_->flushed_index());
+      finish_ok(reactor, response, response_bytes);
       return reactor;
     }
 
-    grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context, const v1::TrimRequest* request,
-                                   v1::TrimResponse* response) override {
+    grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+                                   grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-      owner_->node_->trim(request->before_index(),
-                          finish_unary<TrimResult>(context, reactor, [response](const TrimResult& result) {
-                            response->set_first_index(result.first_index);
-                            response->set_limit(result.limit);
-                          }));
+      v1::TrimRequest request;
+      if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
+      owner_->node_->trim(request.before_index(),
+                          finish_unary<TrimResult, v1::TrimResponse>(context, reactor, response_bytes,
+                                                                     [](const TrimResult& result, v1::TrimResponse* response) {
+                                                                       response->set_first_index(result.first_index);
+                                                                       response->set_limit(result.limit);
+                                                                     }));
       return reactor;
     }
 
@@ -300,12 +301,12 @@ class ClientServices::Impl {
 
   // --- Tail ----------------------------------------------------------------------------------------
   // One pump thread per stream: read committed entries, write one message, wait for the write to
-  // complete, repeat; wait for the commit index when caught up. The reactor is deleted by whichever of
-  // the pump thread and OnDone finishes last.
-  class TailReactor final : public grpc::ServerWriteReactor<v1::TailResponse> {
+  // complete (at most stall_timeout_ms, see await_write), repeat; wait for the commit index when
+  // caught up. The reactor is deleted by whichever of the pump thread and OnDone finishes last.
+  class TailReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
    public:
     TailReactor(Impl* owner, grpc::CallbackServerContext* context, std::uint64_t from, std::size_t max_bytes)
-        : owner_(owner), context_(context), next_index_(from), max_bytes_(max_bytes) {}
+        : owner_(owner), context_(context), connection_(context->peer()), next_index_(from), max_bytes_(max_bytes) {}
 
     void start() {
       std::thread([this] { pump(); }).detach();
@@ -324,6 +325,9 @@ class ClientServices::Impl {
       cv_.notify_all();
     }
     void OnDone() override { release(); }
+
+    grpc::CallbackServerContext* context() const { return context_; }
+    const std::string& connection() const { return connection_; }
 
    private:
     void pump() {
@@ -356,43 +360,62 @@ class ClientServices::Impl {
         for (const raft::Entry& entry : entries) fill_entry(entry, response_.add_entries());
         response_.set_commit_index(node->commit_index());
         next_index_ = entries.back().index + 1;
+        if (grpc::Status serialized = serialize_message(response_, &out_); !serialized.ok()) {
+          final_status = serialized;
+          break;
+        }
         {
           std::lock_guard lock(mu_);
           write_pending_ = true;
         }
         // Not under mu_: gRPC may run OnWriteDone on this very thread.
-        StartWrite(&response_);
-        {
-          std::unique_lock lock(mu_);
-          cv_.wait(lock, [&] { return !write_pending_; });
-          if (!write_ok_) break;  // the client went away
+        StartWrite(&out_);
+        if (std::optional<grpc::Status> ended = await_write()) {  // the client went away, or takes nothing
+          final_status = *ended;
+          break;
         }
       }
       // Unregister first and touch nothing of owner_ afterwards: once the registry is empty,
       // ClientServices may be destroyed.
-      {
-        std::lock_guard lock(owner_->tails_mu_);
-        owner_->live_tails_.erase(this);
-        owner_->tails_cv_.notify_all();
-      }
+      owner_->unregister_tail(this);
       Finish(final_status);
       release();
+    }
+
+    // Waits for the write in flight; nullopt when it completed, else the status to end the stream
+    // with. A reader that takes nothing leaves the write pending for good (HTTP/2 flow control)
+    // while its connection stays up and answers keepalive pings: after the stall timeout the call
+    // is cancelled with RESOURCE_EXHAUSTED, which completes the write (ok = false) and so frees
+    // this thread and the stream's slot. Finish() has not been called yet, so the context is valid
+    // for the cancel.
+    std::optional<grpc::Status> await_write() {
+      const auto timeout = std::chrono::milliseconds(owner_->limits_.stall_timeout_ms);
+      std::unique_lock lock(mu_);
+      if (cv_.wait_for(lock, timeout, [&] { return !write_pending_; })) {
+        if (write_ok_) return std::nullopt;
+        return grpc::Status::OK;  // the client is gone: nobody reads the status
+      }
+      lock.unlock();
+      spdlog::info("Tail stream from {} at index {}: its reader took nothing for {} ms; ending it", connection_,
+                   next_index_, timeout.count());
+      grpc::Status stalled = end_stalled_stream(context_, "Tail stream", timeout);
+      lock.lock();
+      cv_.wait(lock, [&] { return !write_pending_; });  // a cancelled write completes promptly
+      return stalled;
     }
 
     void release() {
       if (references_.fetch_sub(1) == 1) delete this;
     }
 
-   public:
-    grpc::CallbackServerContext* context() const { return context_; }
-
-   private:
     static constexpr auto kPastEndGrace = std::chrono::seconds(5);
     Impl* owner_;
     grpc::CallbackServerContext* context_;
+    const std::string connection_;  // gRPC's peer string: the per-connection count's key
     std::uint64_t next_index_;
     std::size_t max_bytes_;
     v1::TailResponse response_;
+    grpc::ByteBuffer out_;  // response_ serialized: the write in flight
     std::mutex mu_;
     std::condition_variable cv_;
     bool write_pending_ = false;
@@ -400,6 +423,38 @@ class ClientServices::Impl {
     std::atomic<bool> cancelled_{false};
     std::atomic<int> references_{2};  // the pump thread and gRPC's OnDone
   };
+
+  // Registers a new Tail stream, or returns why it is refused (the node's bound, the connection's
+  // bound, shutdown). Registration and shutdown() serialize on tails_mu_: a stream is either
+  // refused or registered before shutdown() cancels and waits for every registered one.
+  std::optional<grpc::Status> register_tail(TailReactor* tail) {
+    std::lock_guard lock(tails_mu_);
+    grpc::CallbackServerContext* context = tail->context();
+    if (shutting_down_.load() || node_->stopping()) {
+      return reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", "SHUTTING_DOWN");
+    }
+    if (live_tails_.size() >= limits_.max_tail_streams) {
+      return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           "too many Tail streams on this node (" + std::to_string(limits_.max_tail_streams) + ")",
+                           "TOO_MANY_PENDING");
+    }
+    if (!tails_per_connection_.try_add(tail->connection())) {
+      return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                           "too many Tail streams on this connection (" +
+                               std::to_string(tails_per_connection_.max_per_connection()) +
+                               ", --max-tail-streams-per-connection); close one or use another connection",
+                           "TOO_MANY_PENDING");
+    }
+    live_tails_.insert(tail);
+    return std::nullopt;
+  }
+
+  void unregister_tail(TailReactor* tail) {
+    std::lock_guard lock(tails_mu_);
+    live_tails_.erase(tail);
+    tails_per_connection_.remove(tail->connection());
+    tails_cv_.notify_all();
+  }
 
   void shutdown() {
     append_streams_.shutdown();
@@ -424,40 +479,88 @@ class ClientServices::Impl {
   std::mutex tails_mu_;
   std::condition_variable tails_cv_;
   std::set<TailReactor*> live_tails_;  // guarded by tails_mu_; bounded by limits_.max_tail_streams
+  ConnectionStreamCounts tails_per_connection_;  // guarded by tails_mu_
   ReadExecutor read_executor_;
 };
 
-grpc::ServerWriteReactor<v1::TailResponse>* ClientServices::Impl::LogService::Tail(
-    grpc::CallbackServerContext* context, const v1::TailRequest* request) {
+grpc::ServerUnaryReactor* ClientServices::Impl::LogService::Read(grpc::CallbackServerContext* context,
+                                                                 const grpc::ByteBuffer* request_bytes,
+                                                                 grpc::ByteBuffer* response_bytes) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::ReadRequest request;
+  if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
+  const NodeConfig& config = owner_->node_->config();
+  const std::size_t max_entries = request.max_entries() == 0
+                                      ? config.max_read_entries
+                                      : std::min<std::size_t>(request.max_entries(), config.max_read_entries);
+  const std::size_t max_bytes = request.max_bytes() == 0
+                                    ? config.max_read_bytes
+                                    : std::min<std::uint64_t>(request.max_bytes(), config.max_read_bytes);
+  const std::uint64_t from = request.from_index();
+  Node* node = owner_->node_;
+  auto serve = [node, context, reactor, response_bytes, from, max_entries, max_bytes]() {
+    std::vector<raft::Entry> entries;
+    NodeError error = node->read_committed(from, max_entries, max_bytes, &entries);
+    if (!error.ok()) {
+      reactor->Finish(to_grpc(context, error));
+      return;
+    }
+    v1::ReadResponse response;
+    for (const raft::Entry& entry : entries) fill_entry(entry, response.add_entries());
+    response.set_commit_index(node->commit_index());
+    finish_ok(reactor, response, response_bytes);
+  };
+  if (!request.linearizable()) {
+    serve();
+    return reactor;
+  }
+  // ReadIndex: once the leader has confirmed its leadership and committed up to the read index,
+  // everything completed before this call is readable. The copy is handed to the read executor:
+  // the callback runs on the node's Raft loop, which must not spend its time copying payloads.
+  ReadExecutor* executor = &owner_->read_executor_;
+  node->read_index([context, reactor, serve, executor](ReadIndexResult result) {
+    if (!result.error.ok()) {
+      reactor->Finish(to_grpc(context, result.error));
+      return;
+    }
+    switch (executor->submit(serve)) {
+      case ReadExecutor::Submit::kQueued:
+        return;
+      case ReadExecutor::Submit::kFull:
+        reactor->Finish(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                      "too many linearizable reads queued; retry later", "TOO_MANY_PENDING"));
+        return;
+      case ReadExecutor::Submit::kStopped:
+        reactor->Finish(reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", "SHUTTING_DOWN"));
+        return;
+    }
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* ClientServices::Impl::LogService::Tail(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes) {
   Impl* owner = owner_;
   const NodeConfig& config = owner->node_->config();
-  const std::size_t max_bytes = request->max_bytes_per_message() == 0
+  v1::TailRequest request;
+  const bool parsed = parse_message(*request_bytes, &request);
+  const std::size_t max_bytes = request.max_bytes_per_message() == 0
                                     ? std::min<std::uint64_t>(1 << 20, config.max_read_bytes)
-                                    : std::min<std::uint64_t>(request->max_bytes_per_message(), config.max_read_bytes);
-  auto* reactor = new TailReactor(owner, context, request->from_index(), max_bytes);
+                                    : std::min<std::uint64_t>(request.max_bytes_per_message(), config.max_read_bytes);
+  auto* reactor = new TailReactor(owner, context, request.from_index(), max_bytes);
   // Refusals finish at once; OnDone() drops the reference the (never started) pump would hold.
-  auto refuse = [&](grpc::StatusCode code, const std::string& message, const char* reason) {
-    reactor->Finish(reason_status(context, code, message, reason));
+  auto refuse = [&](const grpc::Status& status) {
+    reactor->Finish(status);
     reactor->OnDone();
     return reactor;
   };
-  if (request->from_index() == 0) {
-    return refuse(grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1", "BAD_INDEX_RANGE");
+  if (!parsed) {
+    return refuse(malformed_request(context, "the request", request.GetTypeName(), "no stream was opened"));
   }
-  {
-    // Registration and shutdown() serialize on tails_mu_: a stream is either refused or registered
-    // before shutdown() cancels and waits for every registered one.
-    std::lock_guard lock(owner->tails_mu_);
-    if (owner->shutting_down_.load() || owner->node_->stopping()) {
-      return refuse(grpc::StatusCode::UNAVAILABLE, "node shutting down", "SHUTTING_DOWN");
-    }
-    if (owner->live_tails_.size() >= owner->limits_.max_tail_streams) {
-      return refuse(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                    "too many Tail streams on this node (" + std::to_string(owner->limits_.max_tail_streams) + ")",
-                    "TOO_MANY_PENDING");
-    }
-    owner->live_tails_.insert(reactor);
+  if (request.from_index() == 0) {
+    return refuse(reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1", "BAD_INDEX_RANGE"));
   }
+  if (std::optional<grpc::Status> refused = owner->register_tail(reactor)) return refuse(*refused);
   reactor->start();
   return reactor;
 }

@@ -1,8 +1,14 @@
 // The public gRPC services of a node (raftlog.v1.Log and raftlog.v1.Admin), on gRPC's callback API so
 // no thread waits per request: an Append's reactor is finished by the Node's completion callback.
 //
-// AppendStream calls are reactors too (src/server/append_stream.h). Tail streams are the exception: each has its own pump thread that waits for the commit index to
-// move (bounded by max_tail_streams; one more is refused with RESOURCE_EXHAUSTED).
+// AppendStream calls are reactors too (src/server/append_stream.h). Tail streams are the exception:
+// each has its own pump thread that waits for the commit index to move (bounded by
+// max_tail_streams on the node and max_tail_streams_per_connection per client connection; one more
+// is refused with RESOURCE_EXHAUSTED). A Tail whose reader takes nothing for stall_timeout_ms is
+// ended (RESOURCE_EXHAUSTED), which frees its slot and its thread (src/server/stream_limits.h).
+//
+// Every method is registered raw and parses its own requests, so a request that is not a valid
+// protobuf message gets INVALID_ARGUMENT rather than gRPC's UNIMPLEMENTED (src/server/raw_messages.h).
 //
 // Errors follow proto/raftlog/v1/client.proto: a gRPC status with a readable message plus
 // raftlog.v1.ErrorInfo in the trailing metadata (leader hint, reason word).
@@ -21,13 +27,18 @@ namespace raftlog::server {
 class Node;
 class ClientRequestObserver;
 
+// Defaults as in NodeConfig (docs/configuration.md).
 struct ClientServiceLimits {
   std::size_t max_tail_streams = 256;
+  std::size_t max_tail_streams_per_connection = 64;
   // A Tail stream waits at most this long for new entries before re-checking for cancellation and
   // shutdown (so a stream ends within this bound after either).
   unsigned tail_poll_ms = 200;
   std::size_t max_append_streams = 4096;
+  std::size_t max_append_streams_per_connection = 1024;
   std::size_t max_appends_per_stream = 256;  // read ahead of the answers sent (see append_stream.h)
+  // A Tail or AppendStream write not completed for this long ends its stream (RESOURCE_EXHAUSTED).
+  unsigned stall_timeout_ms = 10000;
 };
 
 class ClientServices {

@@ -137,6 +137,13 @@ std::string validate_bounds(const NodeConfig& config) {
   if (config.max_appends_per_stream == 0 || config.max_appends_per_stream > kMaxStreams) {
     return "max_appends_per_stream must be in [1, 65536]";
   }
+  if (config.max_tail_streams_per_connection == 0 || config.max_tail_streams_per_connection > 65536 ||
+      config.max_append_streams_per_connection == 0 || config.max_append_streams_per_connection > 65536) {
+    return "max_tail_streams_per_connection and max_append_streams_per_connection must be in [1, 65536]";
+  }
+  if (config.stream_stall_timeout_ms < 100 || config.stream_stall_timeout_ms > 3600000) {
+    return "stream_stall_timeout_ms must be in [100, 3600000]";
+  }
   if (config.retention_check_interval_ms < kMinRetentionCheckIntervalMs ||
       config.retention_check_interval_ms > kMaxRetentionCheckIntervalMs) {
     return "retention_check_interval_ms must be in [10, 3600000]";

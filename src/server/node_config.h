@@ -86,6 +86,16 @@ struct NodeConfig {
   std::uint32_t max_appends_per_stream = 256;
   // HTTP/2 streams (concurrent RPCs) one client connection may have open; more wait for a free slot.
   std::uint32_t max_concurrent_streams_per_connection = 1024;
+  // Tail streams and AppendStream calls one client connection (gRPC's peer address:port) may hold;
+  // one more is refused with RESOURCE_EXHAUSTED. A quarter of the node's bound each, so a single
+  // connection cannot take every slot (a client that needs more opens more connections).
+  std::uint32_t max_tail_streams_per_connection = 64;
+  std::uint32_t max_append_streams_per_connection = 1024;
+  // A Tail or AppendStream write (one message) that has not completed for this long ends the stream
+  // with RESOURCE_EXHAUSTED: its reader stopped reading, HTTP/2 flow control holds the write back,
+  // and the stream would otherwise keep its slot (and a Tail its thread) while the connection lives
+  // (keepalive cannot tell: the client still answers pings).
+  std::uint32_t stream_stall_timeout_ms = 10000;
 
   // Idempotent appends: per client, the most recent `dedup_sequences_per_client` appends are
   // remembered, for at most `dedup_max_clients` clients (least recently used evicted). On restart the

@@ -126,8 +126,11 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
 
   ClientServiceLimits service_limits;
   service_limits.max_tail_streams = impl->config.max_tail_streams;
+  service_limits.max_tail_streams_per_connection = impl->config.max_tail_streams_per_connection;
   service_limits.max_append_streams = impl->config.max_append_streams;
+  service_limits.max_append_streams_per_connection = impl->config.max_append_streams_per_connection;
   service_limits.max_appends_per_stream = impl->config.max_appends_per_stream;
+  service_limits.stall_timeout_ms = impl->config.stream_stall_timeout_ms;
   impl->services = std::make_unique<ClientServices>(node, service_limits, impl->metrics.get());
 
   // Both process-wide switches act on builders created afterwards; repeating them is harmless.
@@ -145,7 +148,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
                              static_cast<int>(impl->config.max_concurrent_streams_per_connection));
   // Ping every connection with calls open once a minute (gRPC's default is two hours) and drop it
   // when 20 s pass without an answer: a client that vanished without closing its TCP connection
-  // (a dropped NAT, a pulled cable) then frees its AppendStream and Tail slots within 80 s.
+  // (a dropped NAT, a pulled cable) then frees its AppendStream and Tail slots within 80 s. A client
+  // that answers pings but reads nothing is the stream stall timeout's (stream_limits.h).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   if (impl->metrics != nullptr) {
@@ -174,9 +178,12 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   impl->bound_address = host + ":" + std::to_string(bound_port);
 
   spdlog::info("node {}: limits: gRPC messages {} bytes in / {} bytes out, {} streams per connection, {} Tail "
-               "streams, {} AppendStreams of {} unanswered appends each, Append {} entries / {} bytes, Read {} entries / {} bytes",
+               "streams ({} per connection), {} AppendStreams ({} per connection) of {} unanswered appends each, "
+               "streams stalled for {} ms are ended, Append {} entries / {} bytes, Read {} entries / {} bytes",
                impl->config.node_id, max_receive, max_send, impl->config.max_concurrent_streams_per_connection,
-               impl->config.max_tail_streams, impl->config.max_append_streams, impl->config.max_appends_per_stream,
+               impl->config.max_tail_streams, impl->config.max_tail_streams_per_connection,
+               impl->config.max_append_streams, impl->config.max_append_streams_per_connection,
+               impl->config.max_appends_per_stream, impl->config.stream_stall_timeout_ms,
                impl->config.max_entries_per_append, impl->config.max_append_bytes,
                impl->config.max_read_entries, impl->config.max_read_bytes);
   if (impl->metrics != nullptr) {

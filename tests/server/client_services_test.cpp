@@ -1,0 +1,438 @@
+// The client-facing services of a real node, in process (server::Server on a one-node cluster,
+// 127.0.0.1 only), against clients that misbehave: Tail readers that never read, one connection
+// that wants every stream slot, and requests that are not valid protobuf messages.
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "node/temp_dir.h"
+#include "raftlog/v1/client.grpc.pb.h"
+#include "loopback.h"
+#include "server/server.h"
+
+namespace raftlog::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace v1 = ::raftlog::v1;
+
+// A one-node cluster served in this process; it elects itself at once.
+class InProcessNode {
+ public:
+  explicit InProcessNode(const std::function<void(server::NodeConfig&)>& adjust) {
+    config_.node_id = 1;
+    config_.members[1] = loopback_address(pick_free_loopback_port());
+    config_.data_dir = dir_.path();
+    config_.store.flush_mode = store::FlushMode::kAsync;  // nothing here is about durability
+    config_.store.segment_size_bytes = 64ULL << 20;
+    // The shared test machine's disk may be fuller than the default high watermark.
+    config_.disk_high_watermark = 1.0;
+    config_.disk_low_watermark = 0.99;
+    adjust(config_);
+    std::string error;
+    server_ = server::Server::start(config_, &error);
+    EXPECT_NE(server_, nullptr) << error;
+    if (server_ != nullptr) {
+      EXPECT_TRUE(eventually([&] { return is_leader(); }, 10s)) << "no election in 10 s";
+    }
+  }
+  ~InProcessNode() {
+    if (server_ != nullptr) server_->shutdown();
+  }
+
+  bool started() const { return server_ != nullptr; }
+  const std::string& address() const { return server_->bound_address(); }
+  // A channel on a TCP connection of its own: gRPC otherwise shares one connection between
+  // channels with equal arguments.
+  std::shared_ptr<grpc::Channel> new_connection(grpc::ChannelArguments args = {}) const {
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxSendMessageSize(64 << 20);
+    return grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), args);
+  }
+  bool is_leader() const {
+    auto stub = v1::Log::NewStub(new_connection());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 1s);
+    v1::StatusResponse response;
+    return stub->Status(&context, v1::StatusRequest(), &response).ok() && response.role() == v1::ROLE_LEADER;
+  }
+  // Appends `count` entries of `bytes` bytes each, `per_call` per Append; the last index or 0.
+  std::uint64_t append(std::size_t count, std::size_t bytes, std::size_t per_call = 1) {
+    auto stub = v1::Log::NewStub(new_connection());
+    std::uint64_t last = 0;
+    for (std::size_t done = 0; done < count;) {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() + 10s);
+      v1::AppendRequest request;
+      for (std::size_t i = 0; i < per_call && done < count; ++i, ++done) request.add_entries(std::string(bytes, 'e'));
+      v1::AppendResponse response;
+      const grpc::Status status = stub->Append(&context, request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      if (!status.ok()) return 0;
+      last = response.last_index();
+    }
+    return last;
+  }
+
+ private:
+  server::testing::TempDir dir_;
+  server::NodeConfig config_;
+  std::unique_ptr<server::Server> server_;
+};
+
+// One Tail call on a channel, read or not as the test pleases.
+struct TailCall {
+  TailCall(const std::shared_ptr<grpc::Channel>& channel, std::uint64_t from_index) : stub(v1::Log::NewStub(channel)) {
+    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    v1::TailRequest request;
+    request.set_from_index(from_index);
+    reader = stub->Tail(&context, request);
+  }
+  // Reads whatever is left, then the status the stream ended with.
+  grpc::Status drain_and_finish() {
+    v1::TailResponse ignored;
+    while (reader->Read(&ignored)) {
+    }
+    return reader->Finish();
+  }
+  std::unique_ptr<v1::Log::Stub> stub;
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::TailResponse>> reader;
+};
+
+// --- Tail readers that never read -----------------------------------------------------------------
+
+TEST(TailStall, StreamsWhoseReaderTakesNothingAreEndedAfterTheStallTimeoutAndFreeTheirSlots) {
+  constexpr int kSlots = 3;
+  InProcessNode node([](server::NodeConfig& c) {
+    c.max_tail_streams = kSlots;
+    c.stream_stall_timeout_ms = 500;
+  });
+  ASSERT_TRUE(node.started());
+  // More than the readers' HTTP/2 windows hold, so a stream that is not read has a write
+  // outstanding that cannot complete. gRPC's BDP probing would grow the windows to several MiB per
+  // stream on loopback (seen: 7 MiB), which only takes more data to fill; the hog turns it off so
+  // its windows stay at 64 KiB and a few MiB suffice.
+  constexpr std::size_t kEntries = 8;
+  ASSERT_NE(node.append(kEntries, 1 << 20, 8), 0u);
+
+  grpc::ChannelArguments no_window_growth;
+  no_window_growth.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto hog = node.new_connection(no_window_growth);
+  std::vector<std::unique_ptr<TailCall>> stalled;
+  for (int i = 0; i < kSlots; ++i) stalled.push_back(std::make_unique<TailCall>(hog, 1));
+  // Every slot is taken: a reader on another connection is refused until the stalled ones end.
+  const auto started = std::chrono::steady_clock::now();
+  bool served = false;
+  while (!served && std::chrono::steady_clock::now() - started < 10s) {
+    TailCall reader(node.new_connection(), kEntries);
+    v1::TailResponse first;
+    served = reader.reader->Read(&first) && first.entries_size() > 0;
+    reader.context.TryCancel();
+    (void)reader.drain_and_finish();
+    if (!served) std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(served) << "no Tail slot came free within 10 s of the readers stalling";
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 400ms) << "a stream was ended before its stall timeout";
+  for (auto& call : stalled) {
+    const grpc::Status status = call->drain_and_finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+    EXPECT_NE(status.error_message().find("not reading"), std::string::npos) << status.error_message();
+  }
+}
+
+TEST(AppendStreamStall, AStreamWhoseClientReadsNoAnswersIsEndedAfterTheStallTimeoutAndFreesItsSlot) {
+  InProcessNode node([](server::NodeConfig& c) {
+    c.max_append_streams = 1;
+    c.max_appends_per_stream = 16;
+    c.stream_stall_timeout_ms = 500;
+  });
+  ASSERT_TRUE(node.started());
+  grpc::ChannelArguments no_window_growth;  // as in TailStall: the answers fill 64 KiB windows
+  no_window_growth.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stub = v1::Log::NewStub(node.new_connection(no_window_growth));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 30s);
+  auto hog = stub->AppendStream(&context);
+  // Empty appends are refused at once, each answer carrying a message: a few thousand fill the
+  // windows. The writer stops when the node stops reading (flow control) and the stream ends.
+  std::thread writer([&] {
+    v1::AppendStreamRequest empty;
+    for (std::uint64_t id = 1; id <= 20000; ++id) {
+      empty.set_request_id(id);
+      empty.mutable_append();
+      if (!hog->Write(empty)) return;
+    }
+  });
+  const auto appends_on_a_new_stream = [&] {
+    auto other_stub = v1::Log::NewStub(node.new_connection());
+    grpc::ClientContext other_context;
+    other_context.set_deadline(std::chrono::system_clock::now() + 5s);
+    auto other = other_stub->AppendStream(&other_context);
+    v1::AppendStreamRequest request;
+    request.set_request_id(1);
+    request.mutable_append()->add_entries("x");
+    v1::AppendStreamResponse response;
+    const bool answered = other->Write(request) && other->Read(&response) && response.results_size() == 1;
+    other_context.TryCancel();
+    (void)other->Finish();
+    return answered;
+  };
+  EXPECT_TRUE(eventually(appends_on_a_new_stream, 10000ms)) << "the stalled stream kept the node's only slot";
+  writer.join();
+  v1::AppendStreamResponse ignored;
+  while (hog->Read(&ignored)) {
+  }
+  const grpc::Status status = hog->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
+  EXPECT_NE(status.error_message().find("not reading"), std::string::npos) << status.error_message();
+}
+
+// --- One connection cannot take every slot ---------------------------------------------------------
+
+TEST(PerConnectionCaps, ATailStreamPastTheConnectionsCapIsRefusedWhileAnotherConnectionGetsOne) {
+  InProcessNode node([](server::NodeConfig& c) {
+    c.max_tail_streams = 8;
+    c.max_tail_streams_per_connection = 2;
+  });
+  ASSERT_TRUE(node.started());
+  ASSERT_NE(node.append(1, 10), 0u);
+  auto greedy = node.new_connection();
+  std::vector<std::unique_ptr<TailCall>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<TailCall>(greedy, 1));
+    v1::TailResponse first;
+    ASSERT_TRUE(held.back()->reader->Read(&first)) << "tail " << i;
+  }
+  TailCall third(greedy, 1);
+  const grpc::Status refused = third.drain_and_finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("on this connection (2,"), std::string::npos) << refused.error_message();
+
+  TailCall other(node.new_connection(), 1);
+  v1::TailResponse first;
+  EXPECT_TRUE(other.reader->Read(&first));
+  other.context.TryCancel();
+  (void)other.drain_and_finish();
+  for (auto& call : held) {
+    call->context.TryCancel();
+    (void)call->drain_and_finish();
+  }
+}
+
+TEST(PerConnectionCaps, AnAppendStreamPastTheConnectionsCapIsRefusedWhileAnotherConnectionGetsOne) {
+  InProcessNode node([](server::NodeConfig& c) { c.max_append_streams_per_connection = 2; });
+  ASSERT_TRUE(node.started());
+  struct Stream {
+    explicit Stream(const std::shared_ptr<grpc::Channel>& channel) : stub(v1::Log::NewStub(channel)) {
+      context.set_deadline(std::chrono::system_clock::now() + 30s);
+      call = stub->AppendStream(&context);
+    }
+    bool append_one() {
+      v1::AppendStreamRequest request;
+      request.set_request_id(1);
+      request.mutable_append()->add_entries("s");
+      v1::AppendStreamResponse response;
+      return call->Write(request) && call->Read(&response) && response.results_size() == 1 &&
+             response.results(0).code() == 0;
+    }
+    grpc::Status close() {
+      call->WritesDone();
+      v1::AppendStreamResponse ignored;
+      while (call->Read(&ignored)) {
+      }
+      return call->Finish();
+    }
+    std::unique_ptr<v1::Log::Stub> stub;
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>> call;
+  };
+  auto greedy = node.new_connection();
+  Stream first(greedy), second(greedy), third(greedy);
+  ASSERT_TRUE(first.append_one());
+  ASSERT_TRUE(second.append_one());
+  EXPECT_FALSE(third.append_one());
+  const grpc::Status refused = third.close();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("on this connection (2,"), std::string::npos) << refused.error_message();
+
+  Stream other(node.new_connection());
+  EXPECT_TRUE(other.append_one());
+  EXPECT_TRUE(other.close().ok());
+  EXPECT_TRUE(first.close().ok());
+  EXPECT_TRUE(second.close().ok());
+}
+
+// --- Requests that are not valid protobuf -----------------------------------------------------------
+
+grpc::ByteBuffer bytes_of(const std::string& data) {
+  grpc::Slice slice(data);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+// Field 1 as a length-delimited field claiming 5 bytes, followed by 2: truncated.
+const std::string kTruncatedField = std::string("\x0a\x05" "ab", 4);
+// Field 1 as a varint whose last byte still says "more follows": truncated.
+const std::string kTruncatedVarint = std::string("\x08\xff", 2);
+
+grpc::Status raw_unary(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                       const std::string& request_bytes) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 10s);
+  const grpc::ByteBuffer request = bytes_of(request_bytes);
+  grpc::ByteBuffer response;
+  std::promise<grpc::Status> done;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                 [&done](grpc::Status status) { done.set_value(std::move(status)); });
+  return done.get_future().get();
+}
+
+// A streaming call of raw messages through the generic stub (one operation at a time).
+class RawStream {
+ public:
+  RawStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& method) : stub_(channel) {
+    context_.set_deadline(std::chrono::system_clock::now() + 10s);
+    call_ = stub_.PrepareCall(&context_, method, &cq_);
+    call_->StartCall(this);
+    started_ = await();
+  }
+  ~RawStream() {
+    cq_.Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (cq_.Next(&tag, &ok)) {
+    }
+  }
+  bool started() const { return started_; }
+  bool write(const std::string& data) {
+    call_->Write(bytes_of(data), this);
+    return await();
+  }
+  bool writes_done() {
+    call_->WritesDone(this);
+    return await();
+  }
+  std::optional<grpc::ByteBuffer> read() {
+    grpc::ByteBuffer buffer;
+    call_->Read(&buffer, this);
+    if (!await()) return std::nullopt;
+    return buffer;
+  }
+  grpc::Status finish() {
+    grpc::Status status;
+    call_->Finish(&status, this);
+    if (!await()) return grpc::Status(grpc::StatusCode::INTERNAL, "the test's Finish did not complete");
+    return status;
+  }
+
+ private:
+  bool await() {
+    void* tag = nullptr;
+    bool ok = false;
+    const auto deadline = std::chrono::system_clock::now() + 15s;
+    return cq_.AsyncNext(&tag, &ok, deadline) == grpc::CompletionQueue::GOT_EVENT && ok;
+  }
+
+  grpc::GenericStub stub_;
+  grpc::ClientContext context_;
+  grpc::CompletionQueue cq_;
+  std::unique_ptr<grpc::GenericClientAsyncReaderWriter> call_;
+  bool started_ = false;
+};
+
+std::string serialized_append(std::uint64_t request_id, const std::string& payload) {
+  v1::AppendStreamRequest request;
+  request.set_request_id(request_id);
+  request.mutable_append()->add_entries(payload);
+  return request.SerializeAsString();
+}
+
+class MalformedRequests : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    node_ = std::make_unique<InProcessNode>([](server::NodeConfig&) {});
+    ASSERT_TRUE(node_->started());
+    ASSERT_NE(node_->append(1, 10), 0u);  // elected and serving
+  }
+  std::uint64_t last_index() {
+    auto stub = v1::Log::NewStub(node_->new_connection());
+    grpc::ClientContext context;
+    v1::StatusRequest request;
+    v1::StatusResponse response;
+    EXPECT_TRUE(stub->Status(&context, request, &response).ok());
+    return response.last_index();
+  }
+  std::unique_ptr<InProcessNode> node_;
+};
+
+TEST_F(MalformedRequests, EveryUnaryMethodAnswersInvalidArgumentWithAMessage) {
+  auto channel = node_->new_connection();
+  const std::uint64_t before = last_index();
+  for (const char* method : {"/raftlog.v1.Log/Append", "/raftlog.v1.Log/Read", "/raftlog.v1.Log/Status",
+                             "/raftlog.v1.Admin/TransferLeadership", "/raftlog.v1.Admin/Flush",
+                             "/raftlog.v1.Admin/Trim"}) {
+    for (const std::string& garbage : {kTruncatedField, kTruncatedVarint}) {
+      const grpc::Status status = raw_unary(channel, method, garbage);
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << status.error_message();
+      EXPECT_FALSE(status.error_message().empty()) << method;
+    }
+  }
+  EXPECT_EQ(last_index(), before);
+  EXPECT_NE(node_->append(1, 10), 0u);  // and the node keeps serving
+}
+
+TEST_F(MalformedRequests, ATailRequestThatDoesNotParseIsRefusedWithInvalidArgument) {
+  RawStream tail(node_->new_connection(), "/raftlog.v1.Log/Tail");
+  ASSERT_TRUE(tail.started());
+  tail.write(kTruncatedVarint);
+  tail.writes_done();
+  while (tail.read()) {
+  }
+  const grpc::Status status = tail.finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_FALSE(status.error_message().empty());
+}
+
+TEST_F(MalformedRequests, AnAppendStreamRequestThatDoesNotParseEndsTheStreamWithInvalidArgument) {
+  const std::uint64_t before = last_index();
+  RawStream stream(node_->new_connection(), "/raftlog.v1.Log/AppendStream");
+  ASSERT_TRUE(stream.started());
+  ASSERT_TRUE(stream.write(serialized_append(7, "good")));
+  auto answer = stream.read();
+  ASSERT_TRUE(answer.has_value());
+  v1::AppendStreamResponse response;
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(answer->Dump(&slices).ok());
+  std::string joined;
+  for (const grpc::Slice& slice : slices) joined.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  ASSERT_TRUE(response.ParseFromString(joined));
+  ASSERT_EQ(response.results_size(), 1);
+  EXPECT_EQ(response.results(0).request_id(), 7u);
+  EXPECT_EQ(response.results(0).code(), 0) << response.results(0).message();
+
+  // The bad message, then a good one the node must not read.
+  (void)stream.write(kTruncatedField);
+  (void)stream.write(serialized_append(8, "after the bad one"));
+  (void)stream.writes_done();
+  int further_answers = 0;
+  while (stream.read()) ++further_answers;
+  const grpc::Status status = stream.finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+  EXPECT_NE(status.error_message().find("nor anything sent after it was read"), std::string::npos) << status.error_message();
+  EXPECT_EQ(further_answers, 0);
+  EXPECT_EQ(last_index(), before + 1);  // request 7 only
+}
+
+}  // namespace
+}  // namespace raftlog::testing
