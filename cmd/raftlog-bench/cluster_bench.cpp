@@ -24,17 +24,17 @@
 #include "testing/local_cluster.h"
 
 namespace raftlog::bench {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// raftlogd lives next to raftlog-bench in <build>/bin.
 std::string sibling_raftlogd() {
   std::error_code ec;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "raftlogd";
   return (self.parent_path() / "raftlogd").string();
 }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
 
 // Starts a local cluster when no endpoints were given, so one command measures everything.
 struct ClusterSource {

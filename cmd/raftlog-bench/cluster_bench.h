@@ -10,6 +10,9 @@
 
 namespace raftlog::bench {
 
+// raftlogd lives next to raftlog-bench in <build>/bin: its path, or "raftlogd" if unknown.
+std::string sibling_raftlogd();
+
 int run_cluster_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_failover_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 

@@ -8,6 +8,7 @@
 #include "cluster_bench.h"
 #include "etcd_bench.h"
 #include "nats_bench.h"
+#include "stability_bench.h"
 #include "store_command.h"
 
 namespace {
@@ -27,6 +28,8 @@ constexpr raftlog::cli::Command kCommands[] = {
      raftlog::bench::run_etcd_failover_command, nullptr},
     {"nats", "the same closed-loop load as `cluster`, as NATS JetStream publishes with acknowledgement",
      raftlog::bench::run_nats_command, nullptr},
+    {"leader-stability", "large appends while busy threads hold the CPUs; counts leader changes (goal: 0)",
+     raftlog::bench::run_leader_stability_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

@@ -187,6 +187,8 @@ class Node::Impl {
 
   void push(Input input, bool droppable);
   void loop();
+  // Ticks the core for the tick period(s) due at `now` and advances *next_tick.
+  void tick_due(Clock::time_point now, Clock::time_point* next_tick);
 
   // Loop-thread handlers.
   void handle_input(Input& input);
@@ -500,10 +502,7 @@ void Node::Impl::loop() {
     }
     const auto now = Clock::now();
     if (now >= next_tick) {
-      raft_->tick();
-      next_tick += tick;
-      // After a long stall (a paused process), do not replay the missed ticks in a burst.
-      if (next_tick < now) next_tick = now + tick;
+      tick_due(now, &next_tick);
       expire_pending(now);
     }
     for (Input& input : batch) {
@@ -524,6 +523,25 @@ void Node::Impl::loop() {
     if (failed_.load()) break;
   }
   fail_all(ErrorCode::kUnavailable, failed_.load() ? "node failed; see its log" : "node shutting down");
+}
+
+void Node::Impl::tick_due(Clock::time_point now, Clock::time_point* next_tick) {
+  const auto tick = std::chrono::milliseconds(config_.tick_ms);
+  // Ticks missed while this loop was away (a long round, a machine too busy to run it, a paused
+  // process) are not replayed in a burst, with one exception. A follower or candidate gets one tick:
+  // the leader's heartbeats that arrived meanwhile wait in the input queue, which this round steps
+  // next, and a burst of ticks would fire the election timer first. A leader gets up to
+  // heartbeat_ticks of them, so a heartbeat that fell due during the stall leaves in this round
+  // rather than heartbeat_ticks rounds later while the followers' timers kept running. A leader still
+  // never ticks faster than the clock, so check_quorum waits at least an election timeout.
+  std::uint64_t due = 1 + static_cast<std::uint64_t>((now - *next_tick) / tick);
+  due = raft_->role() == raft::Role::kLeader ? std::min<std::uint64_t>(due, config_.heartbeat_ticks) : 1;
+  for (std::uint64_t i = 0; i < due; ++i) {
+    raft_->tick();
+    if (raft_->role() != raft::Role::kLeader) break;  // stepped down (check_quorum): no follower burst
+  }
+  *next_tick += tick * static_cast<std::int64_t>(due);
+  if (*next_tick < now) *next_tick = now + tick;
 }
 
 void Node::Impl::handle_input(Input& input) {
@@ -839,6 +857,11 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
     }
   }
 
+  // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
+  // heartbeats and a leader's appends of this round leave before its own write of a large batch,
+  // which holds this loop for milliseconds, far longer on a loaded machine.
+  for (raft::Message& message : ready.messages) sender_->send(std::move(message));
+
   if (!ready.entries.empty()) {
     std::vector<store::EntryToAppend> batch;
     batch.reserve(ready.entries.size());
@@ -852,8 +875,6 @@ void Node::Impl::handle_ready(raft::Ready& ready) {
     }
     record_dedup(ready.entries);
   }
-
-  for (raft::Message& message : ready.messages) sender_->send(std::move(message));
 
   // Acknowledgements and votes wait until everything written so far is durable; the caller's
   // report_durability() releases them (at once in async mode).

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -36,9 +37,16 @@ constexpr int kMaxMessagesPerBatch = 64;
 constexpr std::size_t kBatchFramingBytes = 6;
 // gRPC's size checks count the whole framed message; leave room above our own bound.
 constexpr std::size_t kGrpcHeadroomBytes = 64 * 1024;
+// A batch whose queued messages account for more than this is encoded by the encoder thread, not by
+// whoever found the stream idle (transport.h, "the encoder thread"): at this size the encoding costs
+// far more than the hand-off to another thread, and at 4-8 MiB it held the Raft loop for hundreds of
+// milliseconds on a loaded machine. Smaller batches, the common case, keep the hand-off free path.
+constexpr std::size_t kInlineEncodeMaxBytes = 256 * 1024;
 constexpr std::size_t kMaxClusterIdBytes = 256;
 // Initial metadata a receiver sends once the first message of a stream passed its checks.
 constexpr std::string_view kPeerAcceptedKey = "raftlog-peer-accepted";
+// Client metadata naming an outbound stream's lane ("control" or "append"), for the receiver's logs.
+constexpr std::string_view kPeerLaneKey = "raftlog-peer-lane";
 constexpr std::size_t kMaxQueuedMessagesBound = 1u << 20;
 // gRPC sizes are ints.
 constexpr std::size_t kMaxMessageBytesBound = (1u << 30);
@@ -59,6 +67,39 @@ std::string describe(const grpc::Status& status) {
   }
   return "gRPC status " + std::to_string(static_cast<int>(status.error_code())) + ": " +
          status.error_message();
+}
+
+// The two outbound streams of a peer (transport.h, "lanes"): entry-carrying appends, and everything
+// else, so a heartbeat or a vote never waits behind a multi-MiB batch.
+enum class Lane : std::uint8_t { kControl = 0, kAppend = 1 };
+constexpr std::size_t kLaneCount = 2;
+constexpr std::array<Lane, kLaneCount> kLanes = {Lane::kControl, Lane::kAppend};
+
+const char* lane_name(Lane lane) { return lane == Lane::kAppend ? "append" : "control"; }
+
+// Any message with entries goes on the append lane, so the control lane's messages are all
+// kMessageHeaderBytes in the accounting and its message bound bounds its bytes too.
+Lane lane_for(const raft::Message& message) {
+  return message.type == raft::MessageType::kAppend || !message.entries.empty() ? Lane::kAppend : Lane::kControl;
+}
+
+// Adds one lane's counters into a peer's totals (see PeerStats).
+void add_lane_stats(const LaneStats& lane, LaneStats* total) {
+  total->queued_messages += lane.queued_messages;
+  total->queued_bytes += lane.queued_bytes;
+  total->sent_messages += lane.sent_messages;
+  total->dropped_queue_full += lane.dropped_queue_full;
+  total->dropped_expired += lane.dropped_expired;
+  total->dropped_oversize += lane.dropped_oversize;
+  total->dropped_send_failed += lane.dropped_send_failed;
+  total->connects += lane.connects;
+  total->connect_failures += lane.connect_failures;
+  total->connected = total->connected || lane.connected;
+  total->last_send_ok = std::max(total->last_send_ok, lane.last_send_ok);
+  if (!lane.last_error.empty() && (total->last_error.empty() || lane.last_error_at > total->last_error_at)) {
+    total->last_error = lane.last_error;
+    total->last_error_at = lane.last_error_at;
+  }
 }
 
 struct QueuedMessage {
@@ -87,6 +128,9 @@ std::string validate_options(const PeerTransportOptions& options) {
     return "max_queued_messages must be in [1, " + std::to_string(kMaxQueuedMessagesBound) + "]";
   }
   if (options.max_queued_bytes == 0) return "max_queued_bytes must be positive";
+  if (options.max_queued_control_messages == 0 || options.max_queued_control_messages > kMaxQueuedMessagesBound) {
+    return "max_queued_control_messages must be in [1, " + std::to_string(kMaxQueuedMessagesBound) + "]";
+  }
   if (options.max_message_age_ms == 0) return "max_message_age_ms must be positive";
   if (options.limits.max_message_bytes < 1024 || options.limits.max_message_bytes > kMaxMessageBytesBound) {
     return "limits.max_message_bytes must be in [1024, " + std::to_string(kMaxMessageBytesBound) + "]";
@@ -131,11 +175,15 @@ class PeerTransport::Impl {
   template <typename Element>
   class InboundReactor;
 
-  // Everything the transport knows about one peer. Fields under `mu` are shared by send() (the Raft
-  // loop), the stream's reactions (gRPC threads), the timer thread, stop() and peer_stats().
+  // Everything the transport knows about one lane to one peer (its own channel, queue and stream).
+  // Fields under `mu` are shared by send() (the Raft loop), the stream's reactions (gRPC threads),
+  // the timer thread, stop() and peer_stats().
   struct PeerLink {
     raft::NodeId id = raft::kNoNode;
     std::string address;
+    Lane lane = Lane::kControl;
+    std::size_t max_messages = 0;  // this lane's queue bounds (PeerTransportOptions)
+    std::size_t max_bytes = 0;
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<pb::Peer::Stub> stub;
 
@@ -154,12 +202,21 @@ class PeerTransport::Impl {
     std::size_t held_bytes = 0;
     OutboundStream* stream = nullptr;  // the open stream, or null (cleared in its OnDone)
     bool stopping = false;
+    // A pump of this lane waits for the encoder thread; until it runs, other threads leave the
+    // lane's writes to it (so at most one pending encoder job per lane).
+    bool encoder_scheduled = false;
     std::uint32_t backoff_ms = 0;  // the next reconnect delay, before jitter
     std::uint32_t consecutive_failures = 0;
     bool up = false;  // the last stream was accepted and has not failed since (for log lines)
-    PeerStats stats;  // queued_* are filled in when a snapshot is taken
+    LaneStats stats;  // queued_* are filled in when a snapshot is taken
 
     std::size_t held_messages() const { return queue.size() + writing.size() + unconfirmed.size(); }
+  };
+
+  // One peer's lanes, indexed by Lane.
+  struct PeerLanes {
+    std::array<PeerLink, kLaneCount> lanes;
+    PeerLink& lane(Lane which) { return lanes[static_cast<std::size_t>(which)]; }
   };
 
   class PeerService final : public pb::Peer::CallbackService {
@@ -194,18 +251,29 @@ class PeerTransport::Impl {
   // Outbound. None of these is called with a PeerLink::mu held, and none calls into gRPC with one
   // held: gRPC may run a reaction inline in the calling thread, and reactions take the lock.
   void open_stream(PeerLink& link);
-  void pump(PeerLink& link);
+  // Who runs a pump: a caller (send() on the Raft loop, a gRPC reaction, open_stream) writes small
+  // batches itself and leaves large ones to the encoder thread, which writes whatever is queued.
+  enum class PumpThread : std::uint8_t { kCaller, kEncoder };
+  void pump(PeerLink& link, PumpThread thread = PumpThread::kCaller);
   void on_write_done(PeerLink& link, OutboundStream* stream, bool ok);
   void on_initial_metadata(PeerLink& link, OutboundStream* stream, bool ok);
   void on_stream_done(PeerLink& link, OutboundStream* stream, const grpc::Status& status);
   // Under link.mu.
   bool release_due_locked(OutboundStream* stream);
+  // Moves the next batch into link.writing and claims the stream's write, or returns null: nothing
+  // to write, the stream cannot take a write now, or the encoder thread writes it (*hand_to_encoder:
+  // and the caller must schedule that).
+  OutboundStream* claim_write_locked(PeerLink& link, PumpThread thread, bool* hand_to_encoder);
+  bool next_batch_is_large_locked(const PeerLink& link) const;
+  void schedule_encoder(PeerLink& link);  // not under link.mu
   // Puts `items` (in queue order) back at the front of the queue and empties it.
   void requeue_front_locked(PeerLink& link, std::vector<QueuedMessage>& items);
   void count_sent_locked(PeerLink& link, std::vector<QueuedMessage>& items);  // and empties it
   void expire_stale_locked(PeerLink& link, Clock::time_point now);
   void record_failure_locked(PeerLink& link, const std::string& error);
   void outbound_stream_ended();
+  // From stop(), once no new stream can open: cancels the lane's open stream, if any.
+  void cancel_outbound(PeerLink& link);
 
   // Inbound bookkeeping: register/unregister a stream, and run the callback unless stopping.
   std::uint64_t register_inbound(InboundStream* stream);  // 0 when stopping
@@ -214,10 +282,13 @@ class PeerTransport::Impl {
 
   const PeerTransportOptions options_;
   const MessageHandler on_message_;
-  std::map<raft::NodeId, std::unique_ptr<PeerLink>> links_;  // fixed after construction
+  std::map<raft::NodeId, std::unique_ptr<PeerLanes>> links_;  // fixed after construction
   PeerService service_{this};
-  // Reconnect backoff of every peer: one thread, at most one pending reconnect per peer.
+  // Reconnect backoff of every lane: one thread, at most one pending reconnect per lane.
   TimerThread reconnect_timer_;
+  // Encodes and starts the writes of large batches (kInlineEncodeMaxBytes) off the Raft loop and
+  // gRPC's callback threads: one thread, at most one pending job per lane.
+  TimerThread append_encoder_;
   std::atomic<bool> started_{false};
   std::atomic<std::uint64_t> dropped_unknown_peer_{0};
 
@@ -372,34 +443,47 @@ class PeerTransport::Impl::InboundReactor final : public grpc::ServerReadReactor
 PeerTransport::Impl::Impl(PeerTransportOptions options, MessageHandler on_message)
     : options_(std::move(options)),
       on_message_(std::move(on_message)),
-      // One pending reconnect per peer at most (only a stream's OnDone schedules one, and only the
+      // One pending reconnect per lane at most (only a stream's OnDone schedules one, and only the
       // reconnect opens the next stream); twice that leaves room without hiding a leak.
-      reconnect_timer_(2 * options_.peers.size() + 2) {
+      reconnect_timer_(2 * kLaneCount * options_.peers.size() + 2),
+      append_encoder_(kLaneCount * options_.peers.size() + 2) {
   const std::string problem = validate_options(options_);
   RAFTLOG_CHECK(problem.empty(), problem.c_str());
   RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
 
   for (const auto& [id, address] : options_.peers) {
-    auto link = std::make_unique<PeerLink>();
-    link->id = id;
-    link->address = address;
-    link->stats.id = id;
-    link->stats.address = address;
-    link->jitter.seed(static_cast<std::minstd_rand::result_type>(options_.self_id * 1000003u + id));
-    link->backoff_ms = options_.reconnect_backoff_min_ms;
+    auto lanes = std::make_unique<PeerLanes>();
+    for (const Lane lane : kLanes) {
+      PeerLink& link = lanes->lane(lane);
+      link.id = id;
+      link.address = address;
+      link.lane = lane;
+      if (lane == Lane::kAppend) {
+        link.max_messages = options_.max_queued_messages;
+        link.max_bytes = options_.max_queued_bytes;
+      } else {
+        link.max_messages = options_.max_queued_control_messages;
+        link.max_bytes = options_.max_queued_control_messages * kMessageHeaderBytes;
+      }
+      link.jitter.seed(static_cast<std::minstd_rand::result_type>(options_.self_id * 1000003u + id * 2u +
+                                                                  static_cast<unsigned>(lane)));
+      link.backoff_ms = options_.reconnect_backoff_min_ms;
 
-    grpc::ChannelArguments args;
-    args.SetMaxSendMessageSize(static_cast<int>(max_receive_message_bytes()));
-    // gRPC's channel owns connection backoff; these make it follow our bounds instead of its
-    // defaults (1 s initial, 120 s max, 20 s connect timeout), which would delay failover.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_min_ms));
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_max_ms));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.connect_timeout_ms));
-    // One connection per peer link, not shared process-wide (tests run several nodes in a process).
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    link->channel = grpc::CreateCustomChannel(address, channel_credentials(), args);
-    link->stub = pb::Peer::NewStub(link->channel);
-    links_.emplace(id, std::move(link));
+      grpc::ChannelArguments args;
+      args.SetMaxSendMessageSize(static_cast<int>(max_receive_message_bytes()));
+      // gRPC's channel owns connection backoff; these make it follow our bounds instead of its
+      // defaults (1 s initial, 120 s max, 20 s connect timeout), which would delay failover.
+      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_min_ms));
+      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_max_ms));
+      args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.connect_timeout_ms));
+      // One connection per lane, not shared with the other lane or process-wide (tests run several
+      // nodes in a process): a control message never waits behind a batch in HTTP/2 flow control or
+      // in the TCP connection.
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      link.channel = grpc::CreateCustomChannel(address, channel_credentials(), args);
+      link.stub = pb::Peer::NewStub(link.channel);
+    }
+    links_.emplace(id, std::move(lanes));
   }
 }
 
@@ -498,8 +582,11 @@ void PeerTransport::Impl::start() {
   std::lock_guard lock(stop_mu_);
   if (stopped_) return;
   reconnect_timer_.start();
+  append_encoder_.start();
   // Connect at once, so the first messages do not wait for a connection.
-  for (auto& [id, link] : links_) open_stream(*link);
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) open_stream(link);
+  }
 }
 
 bool PeerTransport::Impl::stop() {
@@ -547,33 +634,18 @@ bool PeerTransport::Impl::stop() {
 
   // Outbound: no new streams (open_stream checks `stopping`, and the timer stops), then cancel the
   // open ones and wait for their OnDone, since they point into links_.
-  for (auto& [id, link] : links_) {
-    std::lock_guard link_lock(link->mu);
-    link->stopping = true;
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) {
+      std::lock_guard link_lock(link.mu);
+      link.stopping = true;
+    }
   }
   reconnect_timer_.stop();
-  for (auto& [id, link] : links_) {
-    OutboundStream* to_cancel = nullptr;
-    {
-      std::lock_guard link_lock(link->mu);
-      OutboundStream* stream = link->stream;
-      if (stream != nullptr && !stream->hold_released) {
-        stream->closing = true;
-        stream->cancel_in_progress = true;
-        to_cancel = stream;
-      }
-      link->stats.connected = false;
-    }
-    if (to_cancel == nullptr) continue;
-    to_cancel->context.TryCancel();
-    bool release = false;
-    {
-      std::lock_guard link_lock(link->mu);
-      to_cancel->cancel_in_progress = false;
-      release = release_due_locked(to_cancel);
-    }
-    if (release) to_cancel->RemoveHold();
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) cancel_outbound(link);
   }
+  // A pending encoder job is dropped (its streams are cancelled); a running one finishes first.
+  append_encoder_.stop();
   {
     std::unique_lock lock(outbound_mu_);
     // Cancelled calls end promptly; the wait is not cut short because the reactors use links_.
@@ -584,14 +656,39 @@ bool PeerTransport::Impl::stop() {
                    live_outbound_streams_, options_.stop_timeout_ms);
     }
   }
-  for (auto& [id, link] : links_) {
-    std::lock_guard link_lock(link->mu);
-    link->queue.clear();
-    link->writing.clear();
-    link->unconfirmed.clear();
-    link->held_bytes = 0;
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) {
+      std::lock_guard link_lock(link.mu);
+      link.queue.clear();
+      link.writing.clear();
+      link.unconfirmed.clear();
+      link.held_bytes = 0;
+    }
   }
   return stop_result_;
+}
+
+void PeerTransport::Impl::cancel_outbound(PeerLink& link) {
+  OutboundStream* to_cancel = nullptr;
+  {
+    std::lock_guard link_lock(link.mu);
+    OutboundStream* stream = link.stream;
+    if (stream != nullptr && !stream->hold_released) {
+      stream->closing = true;
+      stream->cancel_in_progress = true;
+      to_cancel = stream;
+    }
+    link.stats.connected = false;
+  }
+  if (to_cancel == nullptr) return;
+  to_cancel->context.TryCancel();
+  bool release = false;
+  {
+    std::lock_guard link_lock(link.mu);
+    to_cancel->cancel_in_progress = false;
+    release = release_due_locked(to_cancel);
+  }
+  if (release) to_cancel->RemoveHold();
 }
 
 bool PeerTransport::Impl::send(raft::Message message) {
@@ -600,7 +697,7 @@ bool PeerTransport::Impl::send(raft::Message message) {
     dropped_unknown_peer_.fetch_add(1);
     return false;
   }
-  PeerLink& link = *found->second;
+  PeerLink& link = found->second->lane(lane_for(message));
   const std::size_t bytes = estimate_bytes(message);
   bool start_write = false;
   {
@@ -612,8 +709,7 @@ bool PeerTransport::Impl::send(raft::Message message) {
       ++link.stats.dropped_oversize;
       return false;
     }
-    if (link.held_messages() >= options_.max_queued_messages ||
-        link.held_bytes + bytes > options_.max_queued_bytes) {
+    if (link.held_messages() >= link.max_messages || link.held_bytes + bytes > link.max_bytes) {
       ++link.stats.dropped_queue_full;
       return false;
     }
@@ -631,11 +727,19 @@ bool PeerTransport::Impl::send(raft::Message message) {
 std::vector<PeerStats> PeerTransport::Impl::peer_stats() const {
   std::vector<PeerStats> result;
   result.reserve(links_.size());
-  for (const auto& [id, link] : links_) {
-    std::lock_guard lock(link->mu);
-    PeerStats stats = link->stats;
-    stats.queued_messages = link->held_messages();
-    stats.queued_bytes = link->held_bytes;
+  for (const auto& [id, lanes] : links_) {
+    PeerStats stats;
+    stats.id = id;
+    for (PeerLink& link : lanes->lanes) {
+      std::lock_guard lock(link.mu);
+      stats.address = link.address;
+      LaneStats& lane = link.lane == Lane::kAppend ? stats.append : stats.control;
+      lane = link.stats;
+      lane.queued_messages = link.held_messages();
+      lane.queued_bytes = link.held_bytes;
+    }
+    add_lane_stats(stats.control, &stats);
+    add_lane_stats(stats.append, &stats);
     result.push_back(std::move(stats));
   }
   return result;
@@ -657,6 +761,7 @@ void PeerTransport::Impl::open_stream(PeerLink& link) {
     std::lock_guard lock(outbound_mu_);
     ++live_outbound_streams_;
   }
+  stream->context.AddMetadata(std::string(kPeerLaneKey), lane_name(link.lane));
   // Fail fast (the default): on a channel that cannot connect the call fails at once, or when the
   // connection attempt does (connect_timeout_ms), and the reconnect timer tries again.
   add_peer_auth_metadata(stream->context, link.id);
@@ -678,27 +783,18 @@ void PeerTransport::Impl::open_stream(PeerLink& link) {
   pump(link);
 }
 
-void PeerTransport::Impl::pump(PeerLink& link) {
+void PeerTransport::Impl::pump(PeerLink& link, PumpThread thread) {
   // Bounded: every pass starts a write and returns, or returns, or removes at least one message from
-  // the queue for good (an oversize batch of one), so at most max_queued_messages + 1 passes.
-  for (std::size_t pass = 0; pass <= options_.max_queued_messages; ++pass) {
+  // the queue for good (an oversize batch of one), so at most the lane's max_messages + 1 passes.
+  for (std::size_t pass = 0; pass <= link.max_messages; ++pass) {
     OutboundStream* stream = nullptr;
+    bool hand_to_encoder = false;
     {
       std::lock_guard lock(link.mu);
-      stream = link.stream;
-      if (stream == nullptr || !stream->started || stream->closing || stream->write_claimed) return;
-      // Until the peer accepts the stream only its first batch is written (the handshake).
-      if (!stream->accepted && stream->handshake_written) return;
-      expire_stale_locked(link, Clock::now());
-      if (link.queue.empty()) return;
-      // Everything queued, up to a batch: what piled up while the previous write was in flight
-      // leaves in one element.
-      while (!link.queue.empty() && link.writing.size() < static_cast<std::size_t>(kMaxMessagesPerBatch)) {
-        link.writing.push_back(std::move(link.queue.front()));
-        link.queue.pop_front();
-      }
-      stream->write_claimed = true;
+      stream = claim_write_locked(link, thread, &hand_to_encoder);
     }
+    if (hand_to_encoder) schedule_encoder(link);
+    if (stream == nullptr) return;
     // The claim keeps the stream and the messages in `writing` ours: encode them outside the lock, so
     // send() on the Raft loop never waits for an encoding. `writing` itself (read by peer_stats())
     // changes only under the lock below.
@@ -761,6 +857,57 @@ void PeerTransport::Impl::pump(PeerLink& link) {
   }
 }
 
+PeerTransport::Impl::OutboundStream* PeerTransport::Impl::claim_write_locked(PeerLink& link, PumpThread thread,
+                                                                           bool* hand_to_encoder) {
+  if (thread == PumpThread::kEncoder) link.encoder_scheduled = false;
+  OutboundStream* stream = link.stream;
+  if (stream == nullptr || !stream->started || stream->closing || stream->write_claimed) return nullptr;
+  // Until the peer accepts the stream only its first batch is written (the handshake).
+  if (!stream->accepted && stream->handshake_written) return nullptr;
+  expire_stale_locked(link, Clock::now());
+  if (link.queue.empty()) return nullptr;
+  if (thread == PumpThread::kCaller && (link.encoder_scheduled || next_batch_is_large_locked(link))) {
+    // Encoding a batch of MiBs (and gRPC's serialization of it, inside StartWrite) would hold the
+    // Raft loop or a gRPC callback thread for milliseconds, far longer on a loaded machine, while
+    // ticks, heartbeats and their answers wait: the encoder thread writes it instead.
+    *hand_to_encoder = !link.encoder_scheduled;
+    link.encoder_scheduled = true;
+    return nullptr;
+  }
+  // Everything queued, up to a batch: what piled up while the previous write was in flight leaves in
+  // one element.
+  while (!link.queue.empty() && link.writing.size() < static_cast<std::size_t>(kMaxMessagesPerBatch)) {
+    link.writing.push_back(std::move(link.queue.front()));
+    link.queue.pop_front();
+  }
+  stream->write_claimed = true;
+  return stream;
+}
+
+bool PeerTransport::Impl::next_batch_is_large_locked(const PeerLink& link) const {
+  std::size_t bytes = 0;
+  std::size_t messages = 0;
+  for (const QueuedMessage& item : link.queue) {
+    bytes += item.bytes;
+    if (bytes > kInlineEncodeMaxBytes) return true;
+    if (++messages == static_cast<std::size_t>(kMaxMessagesPerBatch)) break;
+  }
+  return false;
+}
+
+void PeerTransport::Impl::schedule_encoder(PeerLink& link) {
+  PeerLink* link_ptr = &link;
+  if (append_encoder_.schedule(Clock::now(), [this, link_ptr] { pump(*link_ptr, PumpThread::kEncoder); })) return;
+  // Refused once stop() has begun, or if the one-per-lane bound were broken: then the lane would
+  // wait for the next send(), so say so loudly.
+  std::lock_guard lock(link.mu);
+  link.encoder_scheduled = false;
+  if (!link.stopping) {
+    spdlog::error("node {}: peer {} {} lane: the encoder thread refused a batch; it waits for the next message",
+                  options_.self_id, link.id, lane_name(link.lane));
+  }
+}
+
 void PeerTransport::Impl::on_write_done(PeerLink& link, OutboundStream* stream, bool ok) {
   bool write_next = false;
   bool release = false;
@@ -812,7 +959,8 @@ void PeerTransport::Impl::on_initial_metadata(PeerLink& link, OutboundStream* st
       link.backoff_ms = options_.reconnect_backoff_min_ms;
       link.consecutive_failures = 0;
       if (!link.up) {
-        spdlog::info("node {}: peer {} ({}) up", options_.self_id, link.id, link.address);
+        spdlog::info("node {}: peer {} ({}) up ({} lane)", options_.self_id, link.id, link.address,
+                     lane_name(link.lane));
         link.up = true;
       }
       write_next = !stream->closing;
@@ -869,8 +1017,8 @@ void PeerTransport::Impl::on_stream_done(PeerLink& link, OutboundStream* stream,
       // bound were broken: then the peer would never reconnect, so say so loudly.
       std::lock_guard lock(link.mu);
       if (!link.stopping) {
-        spdlog::error("node {}: peer {}: reconnect timer refused a reconnect; the peer stays down",
-                      options_.self_id, link.id);
+        spdlog::error("node {}: peer {} {} lane: reconnect timer refused a reconnect; the lane stays down",
+                      options_.self_id, link.id, lane_name(link.lane));
       }
     }
   }
@@ -921,12 +1069,14 @@ void PeerTransport::Impl::expire_stale_locked(PeerLink& link, Clock::time_point 
 void PeerTransport::Impl::record_failure_locked(PeerLink& link, const std::string& error) {
   ++link.stats.connect_failures;
   link.stats.last_error = error;
+  link.stats.last_error_at = Clock::now();
   // One log line per outage, not one per attempt.
   const bool log_it = link.up || link.consecutive_failures == 0;
   link.up = false;
   ++link.consecutive_failures;
   if (log_it) {
-    spdlog::warn("node {}: peer {} ({}) down: {}", options_.self_id, link.id, link.address, error);
+    spdlog::warn("node {}: peer {} ({}) down: {} lane: {}", options_.self_id, link.id, link.address,
+                 lane_name(link.lane), error);
   }
 }
 

@@ -1,18 +1,37 @@
 // PeerTransport: carries Raft messages between the nodes of one cluster over gRPC.
 //
-// Outbound, each peer has its own bounded queue and one long-lived client-streaming RPC
-// (raftlog.peer.v1.Peer/StreamBatches) driven by gRPC's callback API (a grpc::ClientWriteReactor), so
-// AppendEntries are pipelined without a round trip per batch and without a thread per peer: send()
-// queues the message and, when the stream is idle, starts the write itself (on the caller's thread,
-// the node's Raft loop); each completed write starts the next one from gRPC's callback thread while
-// the queue is not empty. One write is in flight per peer, and it carries everything queued up to
-// 64 messages and limits.max_message_bytes (one RaftMessageBatch), so gRPC's cost per write is
-// shared by the messages that piled up while the previous write was in flight. send() never blocks: when a peer's queue
-// is full the message is dropped and counted (Raft retransmits whatever matters), so a slow or dead
-// peer never stalls the raft loop or the other peers. A broken stream is reopened with exponential
-// backoff, timed by one timer thread shared by all peers (TimerThread); while a peer is unreachable
-// its queued messages age, and any message older than max_message_age_ms is dropped before it is
-// sent, so a vote request or an append from long ago is not delivered seconds later.
+// Outbound, each peer has two lanes, and each lane its own bounded queue, its own gRPC channel (so its
+// own TCP connection) and one long-lived client-streaming RPC (raftlog.peer.v1.Peer/StreamBatches)
+// driven by gRPC's callback API (a grpc::ClientWriteReactor):
+//   - the append lane carries APPEND (and any message with entries): batches of up to
+//     limits.max_message_bytes, bounded by max_queued_messages and max_queued_bytes;
+//   - the control lane carries everything else, which is small and entry-less: heartbeats, (pre-)votes,
+//     their responses, append responses and TimeoutNow, bounded by max_queued_control_messages (and so
+//     by that many times the 64 bytes each is accounted).
+// A heartbeat or a vote therefore never waits behind a multi-MiB batch — neither in the queue, nor in
+// gRPC's write of the batch, nor in HTTP/2 flow control or the TCP connection, nor on the receiver,
+// which reads each stream with its own reactor — and a full append queue never drops one (issue 13:
+// heartbeats queued behind 4-8 MiB appends cost leadership on a loaded machine). The price: the two
+// lanes are not ordered with respect to each other (Raft needs no order across messages, and a
+// heartbeat's commit index never exceeds what the follower is known to hold).
+//
+// Within a lane appends are pipelined without a round trip per batch and without a thread per peer:
+// send() queues the message and, when the lane's stream is idle, starts the write itself (on the
+// caller's thread, the node's Raft loop); each completed write starts the next one from gRPC's
+// callback thread while the queue is not empty. One write is in flight per lane, and it carries
+// everything queued up to 64 messages and limits.max_message_bytes (one RaftMessageBatch), so gRPC's
+// cost per write is shared by the messages that piled up while the previous write was in flight.
+// A batch of more than 256 KiB (as accounted in the queue) is encoded and started by the encoder
+// thread instead: copying MiBs into protobuf and gRPC's buffers took the Raft loop hundreds of
+// milliseconds on a loaded machine, ticks and heartbeats included, and would hold a gRPC callback
+// thread that inbound messages need as long. Below that size the hand-off would cost more than the
+// encoding it moves.
+// send() never blocks: when a lane's queue is full the message is dropped and counted (Raft
+// retransmits whatever matters), so a slow or dead peer never stalls the raft loop or the other peers.
+// A broken stream is reopened with exponential backoff, timed by one timer thread shared by all lanes
+// (TimerThread); while a peer is unreachable its queued messages age, and any message older than
+// max_message_age_ms is dropped before it is sent, so a vote request or an append from long ago is
+// not delivered seconds later.
 //
 // Inbound, service() is the Peer service (a callback service: one grpc::ServerReadReactor per stream,
 // no thread of its own; it serves StreamBatches and the older one-message Stream) the node registers
@@ -26,14 +45,17 @@
 //
 // Each stream starts with a handshake: the receiver answers the first message with initial metadata
 // once it passed the checks, so a refused stream is noticed at once; until then only the stream's
-// first batch is written. Messages a broken or refused stream did not take go back to the front of
-// the queue (still bounded and aged) for the next stream; the bounds count a message while it is
-// being written, so it always fits back.
+// first batch is written (a lane that has sent nothing yet has an open, unconfirmed stream). Messages
+// a broken or refused stream did not take go back to the front of their lane's queue (still bounded
+// and aged) for the next stream; the bounds count a message while it is being written, so it always
+// fits back. Outbound streams name their lane in client metadata "raftlog-peer-lane" (control or
+// append), for the receiver's logs; the receiver treats both alike.
 // "sent" counts messages gRPC accepted for writing on an accepted stream; delivery is not confirmed
 // (Raft's own acknowledgements do that), and a message can be lost when a connection dies.
 //
-// Threads: one reconnect timer thread (started by start(), joined by stop()); everything else runs on
-// the caller of send() or on gRPC's callback threads. on_message runs on gRPC's callback threads,
+// Threads: one reconnect timer thread and one encoder thread (both TimerThreads, started by start(),
+// joined by stop(); at most one pending job per lane each); everything else runs on the caller of
+// send() or on gRPC's callback threads. on_message runs on gRPC's callback threads,
 // concurrently for different senders, in order for one sender's stream (the next read of a stream
 // starts only after on_message returned).
 //
@@ -85,9 +107,15 @@ struct PeerTransportOptions {
   // Every other voter: id -> "host:port". Must not contain self_id. Bound: kMaxPeers.
   std::map<raft::NodeId, std::string> peers;
 
-  // Outbound queue bounds, per peer. Whichever is hit first drops the new message.
+  // Outbound queue bounds of each peer's append lane (APPEND messages). Whichever is hit first drops
+  // the new message.
   std::size_t max_queued_messages = 4096;
   std::size_t max_queued_bytes = 64u << 20;
+  // The bound of each peer's control lane (every other message: heartbeats, votes, responses,
+  // TimeoutNow; none carries entries, so each is accounted 64 bytes). Small: a leader sends a peer a
+  // heartbeat per heartbeat interval and a reply per message received, and what waits longer than
+  // max_message_age_ms is dropped anyway.
+  std::size_t max_queued_control_messages = 1024;
   // A queued message older than this is dropped instead of sent (stale votes/appends are useless and
   // only confuse a peer that just came back). Several election timeouts.
   std::uint32_t max_message_age_ms = 2000;
@@ -126,11 +154,9 @@ struct PeerTransportOptions {
 // Returns an empty string when `options` is usable, otherwise a sentence naming the first problem.
 std::string validate_options(const PeerTransportOptions& options);
 
-// One peer's counters, as seen by the local node. Times are std::chrono::steady_clock.
-struct PeerStats {
-  raft::NodeId id = raft::kNoNode;
-  std::string address;
-  std::size_t queued_messages = 0;  // queued, plus the one being written or awaiting the handshake
+// One lane's counters, as seen by the local node. Times are std::chrono::steady_clock.
+struct LaneStats {
+  std::size_t queued_messages = 0;  // queued, plus those being written or awaiting the handshake
   std::size_t queued_bytes = 0;
   std::uint64_t sent_messages = 0;
   std::uint64_t dropped_queue_full = 0;   // send() found the queue at a bound
@@ -142,6 +168,16 @@ struct PeerStats {
   bool connected = false;                 // a stream is open and the peer accepted it
   std::chrono::steady_clock::time_point last_send_ok{};  // epoch (zero) if never
   std::string last_error;                 // last connect/stream error ("" if none)
+  std::chrono::steady_clock::time_point last_error_at{};
+};
+
+// One peer: the inherited fields are the sums over its two lanes, except `connected` (either lane
+// is), last_send_ok and last_error (the latest of the two).
+struct PeerStats : LaneStats {
+  raft::NodeId id = raft::kNoNode;
+  std::string address;
+  LaneStats control;  // heartbeats, votes, responses, TimeoutNow
+  LaneStats append;   // APPEND
 };
 
 struct InboundStats {
@@ -169,7 +205,7 @@ class PeerTransport {
   // setting also covers the client API, so the node takes the larger of the two bounds).
   std::size_t max_receive_message_bytes() const;
 
-  // Starts the reconnect timer thread and opens one stream per peer. Call once.
+  // Starts the reconnect timer thread and opens one stream per lane of every peer. Call once.
   void start();
   // Cancels every outbound and inbound stream, joins the timer thread and waits (up to
   // stop_timeout_ms) until no on_message call is running. After stop() returns on_message is never
@@ -177,8 +213,9 @@ class PeerTransport {
   // end in time (on_message will still not be called again).
   bool stop();
 
-  // Queues `message` for message.to. Never blocks. Returns false (and counts it) when the message is
-  // dropped: unknown recipient, queue at a bound, oversize, or stopped.
+  // Queues `message` for message.to on its lane (APPEND or any message with entries: the append
+  // lane; anything else: the control lane). Never blocks. Returns false (and counts it) when the
+  // message is dropped: unknown recipient, its lane's queue at a bound, oversize, or stopped.
   bool send(raft::Message message);
 
   std::vector<PeerStats> peer_stats() const;

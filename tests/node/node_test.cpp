@@ -841,5 +841,43 @@ TEST(Node, ReportsProposalsCommitsElectionsAndFlushesToEvents) {
   node.stop();
 }
 
+TEST(Node, ALeaderBackFromAStalledLoopSendsItsHeartbeatAtOnce) {
+  // The loop runs its ticks at most once per round. A leader whose loop was held up (a round that
+  // wrote a large batch, a machine too busy to run it) used to get one tick per stall, so with
+  // heartbeat_ticks = 8 its heartbeats went out only every 8th stall while the followers' election
+  // timers kept running. Now it makes up to heartbeat_ticks of the missed ticks: one heartbeat per
+  // stall longer than a heartbeat interval. Each stall here is an append's completion callback, which
+  // runs on the loop thread, sleeping for 15 ticks.
+  TempDir dir;
+  NodeConfig config = test_config(dir.path(), 2);
+  config.tick_ms = 10;
+  config.heartbeat_ticks = 8;
+  config.election_ticks = 20;
+  config.store.flush_mode = store::FlushMode::kAsync;  // an append commits within a few short rounds
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
+
+  constexpr int kStalls = 8;
+  std::vector<std::size_t> sent_after_stall;  // how many messages had been sent when each stall ended
+  for (int stall = 0; stall < kStalls; ++stall) {
+    auto ended = std::make_shared<std::promise<std::size_t>>();
+    std::future<std::size_t> ended_future = ended->get_future();
+    cluster.node->append({"stall " + std::to_string(stall)}, 0, 0, [&cluster, ended](AppendResult result) {
+      EXPECT_TRUE(result.error.ok()) << result.error.message;
+      std::this_thread::sleep_for(150ms);
+      ended->set_value(cluster.sender.sent().size());
+    });
+    ASSERT_EQ(ended_future.wait_for(kWait), std::future_status::ready);
+    sent_after_stall.push_back(ended_future.get());
+  }
+  const std::vector<raft::Message> sent = cluster.sender.sent();
+  int heartbeats = 0;
+  for (std::size_t i = sent_after_stall.front(); i < sent_after_stall.back(); ++i) {
+    if (sent[i].type == raft::MessageType::kHeartbeat) ++heartbeats;
+  }
+  EXPECT_GE(heartbeats, kStalls - 1) << "heartbeats between the end of the first and of the last stall";
+  EXPECT_EQ(cluster.node->status().role, raft::Role::kLeader);
+}
+
 }  // namespace
 }  // namespace raftlog::server

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -52,11 +54,15 @@ raft::Message heartbeat(raft::NodeId from, raft::NodeId to, raft::Index sequence
   return message;
 }
 
+// Runs on a gRPC thread for every message a TestNode receives, before it is recorded.
+using ReceiveHook = std::function<void(const raft::Message&)>;
+
 // A transport plus the gRPC server its Peer service runs on, recording what it receives.
 class TestNode {
  public:
-  TestNode(PeerTransportOptions options, int port) {
+  TestNode(PeerTransportOptions options, int port, ReceiveHook hook = {}) : hook_(std::move(hook)) {
     transport_ = std::make_unique<PeerTransport>(std::move(options), [this](raft::Message message) {
+      if (hook_) hook_(message);
       std::lock_guard lock(mu_);
       received_.push_back(std::move(message));
     });
@@ -91,6 +97,7 @@ class TestNode {
   }
 
  private:
+  const ReceiveHook hook_;
   std::unique_ptr<PeerTransport> transport_;
   raftlog::testing::StartedServer server_;
   mutable std::mutex mu_;
@@ -134,13 +141,16 @@ TEST(PeerTransport, ValidatesOptions) {
   bad.max_queued_messages = 0;
   EXPECT_NE(validate_options(bad), "");
   bad = options;
+  bad.max_queued_control_messages = 0;
+  EXPECT_NE(validate_options(bad).find("max_queued_control_messages"), std::string::npos);
+  bad.max_queued_control_messages = 1024;
   bad.peer_secret = "too short";
   EXPECT_NE(validate_options(bad).find("peer_secret"), std::string::npos);
   bad.peer_secret = kTestSecret;
   EXPECT_EQ(validate_options(bad), "");
 }
 
-TEST(PeerTransport, ThreeNodesExchangeMessagesInOrder) {
+TEST(PeerTransport, ThreeNodesExchangeMessagesInOrderWithinEachLane) {
   const auto addresses = pick_addresses({1, 2, 3});
   std::map<raft::NodeId, std::unique_ptr<TestNode>> nodes;
   for (const auto& [id, address] : addresses) {
@@ -174,12 +184,16 @@ TEST(PeerTransport, ThreeNodesExchangeMessagesInOrder) {
         << "node " << id << " received " << raw->received_count();
   }
   for (const auto& [id, node] : nodes) {
-    std::map<raft::NodeId, raft::Index> last_seen;
+    // Appends and heartbeats travel on different lanes: each lane keeps its own order.
+    std::map<std::pair<raft::NodeId, bool>, raft::Index> last_seen;  // (from, append) -> context
     for (const raft::Message& message : node->received()) {
       EXPECT_EQ(message.to, id);
-      EXPECT_EQ(message.context, last_seen[message.from] + 1) << "out of order from node " << message.from;
-      last_seen[message.from] = message.context;
-      if (message.type == raft::MessageType::kAppend) {
+      const bool append = message.type == raft::MessageType::kAppend;
+      raft::Index& last = last_seen[{message.from, append}];
+      const raft::Index expected = append ? last + 10 : last + 1 + ((last + 1) % 10 == 0 ? 1 : 0);
+      EXPECT_EQ(message.context, expected) << "out of order from node " << message.from;
+      last = message.context;
+      if (append) {
         ASSERT_EQ(message.entries.size(), 1u);
         EXPECT_EQ(message.entries[0].payload, "entry " + std::to_string(message.context));
       }
@@ -224,33 +238,153 @@ TEST(PeerTransport, DeadPeerDoesNotBlockOthersAndStaleMessagesExpireBeforeReconn
   // Let the queued messages go stale, then bring node 3 up: only fresh messages reach it.
   std::this_thread::sleep_for(400ms);
   TestNode node3(test_options(3, addresses), port_of(addresses.at(3)));
-  for (raft::Index n = 1001; n <= 1010; ++n) ASSERT_TRUE(node1.transport().send(heartbeat(1, 3, n)));
-  ASSERT_TRUE(eventually([&] { return node3.received_count() == 10; }, 5s))
+  // Fresh messages, one every 20 ms until ten arrived: the reconnect can take longer than the 300 ms
+  // age bound on a loaded machine, and then the first fresh ones expire as well.
+  raft::Index next = 1001;
+  auto last_send = std::chrono::steady_clock::now() - 1s;
+  ASSERT_TRUE(eventually(
+      [&] {
+        if (node3.received_count() >= 10) return true;
+        if (next <= 1250 && std::chrono::steady_clock::now() - last_send >= 20ms) {
+          EXPECT_TRUE(node1.transport().send(heartbeat(1, 3, next++)));
+          last_send = std::chrono::steady_clock::now();
+        }
+        return false;
+      },
+      5s))
       << node3.received_count() << " received; " << describe(node1.stats_for(3));
   std::this_thread::sleep_for(50ms);
   const std::vector<raft::Message> received = node3.received();
-  ASSERT_EQ(received.size(), 10u);
-  for (std::size_t i = 0; i < received.size(); ++i) EXPECT_EQ(received[i].context, 1001 + i);
-  EXPECT_TRUE(eventually([&] { return node1.stats_for(3).sent_messages == 10; }, 1s));
+  raft::Index previous = 1000;  // no stale message (1..100) may arrive, and the fresh ones in order
+  for (const raft::Message& message : received) {
+    EXPECT_GT(message.context, previous);
+    previous = message.context;
+  }
+  EXPECT_TRUE(eventually([&] { return node1.stats_for(3).sent_messages == node3.received_count(); }, 1s));
   const PeerStats stats = node1.stats_for(3);
-  EXPECT_EQ(stats.dropped_expired, 100u);
-  EXPECT_EQ(stats.sent_messages, 10u);
+  EXPECT_GE(stats.dropped_expired, 100u);
+  EXPECT_EQ(stats.dropped_expired + stats.sent_messages + stats.queued_messages, 100u + (next - 1001));
   EXPECT_TRUE(stats.connected);
 }
 
-TEST(PeerTransport, FullQueueDropsAndCounts) {
+raft::Message empty_append(raft::NodeId from, raft::NodeId to, raft::Index sequence_number) {
+  raft::Message message = heartbeat(from, to, sequence_number);
+  message.type = raft::MessageType::kAppend;
+  return message;
+}
+
+TEST(PeerTransport, FullQueueDropsAndCountsPerLane) {
   const auto addresses = pick_addresses({1, 2});  // node 2 never starts
   PeerTransportOptions options = test_options(1, addresses);
   options.max_queued_messages = 8;
+  options.max_queued_control_messages = 5;
   options.max_message_age_ms = 60000;
   TestNode node1(options, port_of(addresses.at(1)));
-  int accepted = 0;
-  for (raft::Index n = 1; n <= 100; ++n) accepted += node1.transport().send(heartbeat(1, 2, n)) ? 1 : 0;
-  EXPECT_EQ(accepted, 8);
+  int accepted_appends = 0;
+  int accepted_heartbeats = 0;
+  for (raft::Index n = 1; n <= 100; ++n) {
+    accepted_appends += node1.transport().send(empty_append(1, 2, n)) ? 1 : 0;
+    accepted_heartbeats += node1.transport().send(heartbeat(1, 2, n)) ? 1 : 0;
+  }
+  EXPECT_EQ(accepted_appends, 8);
+  EXPECT_EQ(accepted_heartbeats, 5);
   const PeerStats stats = node1.stats_for(2);
-  EXPECT_EQ(stats.queued_messages, 8u);
-  EXPECT_EQ(stats.dropped_queue_full, 92u);
+  EXPECT_EQ(stats.append.queued_messages, 8u);
+  EXPECT_EQ(stats.append.dropped_queue_full, 92u);
+  EXPECT_EQ(stats.control.queued_messages, 5u);
+  EXPECT_EQ(stats.control.queued_bytes, 5u * 64u);
+  EXPECT_EQ(stats.control.dropped_queue_full, 95u);
+  EXPECT_EQ(stats.queued_messages, 13u);
+  EXPECT_EQ(stats.dropped_queue_full, 187u);
   EXPECT_EQ(stats.sent_messages, 0u);
+}
+
+TEST(PeerTransport, AFullAppendLaneDoesNotStopHeartbeatsOrVotes) {
+  const auto addresses = pick_addresses({1, 2});  // node 2 starts late
+  PeerTransportOptions options = test_options(1, addresses);
+  options.max_queued_messages = 4;
+  options.max_message_age_ms = 60000;
+  TestNode node1(options, port_of(addresses.at(1)));
+  for (raft::Index n = 1; n <= 4; ++n) ASSERT_TRUE(node1.transport().send(empty_append(1, 2, n)));
+  EXPECT_FALSE(node1.transport().send(empty_append(1, 2, 5)));  // the append lane is full
+  // Before lanes, these shared the full queue and were dropped.
+  EXPECT_TRUE(node1.transport().send(heartbeat(1, 2, 100)));
+  raft::Message vote = heartbeat(1, 2, 101);
+  vote.type = raft::MessageType::kVote;
+  EXPECT_TRUE(node1.transport().send(vote));
+
+  TestNode node2(test_options(2, addresses), port_of(addresses.at(2)));
+  ASSERT_TRUE(eventually([&] { return node2.received_count() == 6; }, 5s)) << node2.received_count();
+  std::set<raft::Index> contexts;
+  for (const raft::Message& message : node2.received()) contexts.insert(message.context);
+  EXPECT_EQ(contexts, (std::set<raft::Index>{1, 2, 3, 4, 100, 101}));
+}
+
+TEST(PeerTransport, HeartbeatsOvertakeLargeAppendsTheReceiverIsStillTaking) {
+  // Node 2 holds on to the first append (its handler blocks), so that stream stops reading and node
+  // 1's large appends back up behind it, in gRPC's buffers and in node 1's queue. A heartbeat sent
+  // after them must still arrive: on one stream it would wait until every append ahead of it was
+  // taken.
+  const auto addresses = pick_addresses({1, 2});
+  std::mutex gate_mu;
+  std::condition_variable gate_cv;
+  bool gate_open = false;
+  std::atomic<bool> first_append_held{false};
+  auto hold_first_append = [&](const raft::Message& message) {
+    if (message.type != raft::MessageType::kAppend || message.context != 1) return;
+    first_append_held.store(true);
+    std::unique_lock lock(gate_mu);
+    gate_cv.wait_for(lock, 10s, [&] { return gate_open; });  // bounded even if the test fails early
+  };
+  auto open_gate = [&] {
+    {
+      std::lock_guard lock(gate_mu);
+      gate_open = true;
+    }
+    gate_cv.notify_all();
+  };
+  TestNode node2(test_options(2, addresses), port_of(addresses.at(2)), hold_first_append);
+  TestNode node1(test_options(1, addresses), port_of(addresses.at(1)));
+
+  constexpr raft::Index kAppends = 6;
+  for (raft::Index n = 1; n <= kAppends; ++n) {
+    raft::Message append = empty_append(1, 2, n);
+    append.index = n - 1;
+    append.log_term = n == 1 ? 0 : 1;
+    raft::Entry entry;
+    entry.index = n;
+    entry.term = 1;
+    entry.payload.assign(1u << 20, 'a');  // above the inline-encoding size: the encoder thread writes it
+    append.entries.push_back(std::move(entry));
+    ASSERT_TRUE(node1.transport().send(std::move(append)));
+  }
+  ASSERT_TRUE(eventually([&] { return first_append_held.load(); }, 5s));
+  ASSERT_TRUE(node1.transport().send(heartbeat(1, 2, 1000)));
+  const bool heartbeat_arrived = eventually(
+      [&] {
+        for (const raft::Message& message : node2.received()) {
+          if (message.type == raft::MessageType::kHeartbeat && message.context == 1000) return true;
+        }
+        return false;
+      },
+      3s);
+  const std::size_t appends_before_release = node2.received_count() - (heartbeat_arrived ? 1 : 0);
+  open_gate();
+  EXPECT_TRUE(heartbeat_arrived) << "the heartbeat waited behind the appends";
+  EXPECT_EQ(appends_before_release, 0u) << "the first append is still held, and the others are behind it";
+  ASSERT_TRUE(eventually([&] { return node2.received_count() == kAppends + 1; }, 10s)) << node2.received_count();
+  raft::Index previous = 0;
+  for (const raft::Message& message : node2.received()) {
+    if (message.type != raft::MessageType::kAppend) continue;
+    EXPECT_EQ(message.context, previous + 1) << "appends out of order";
+    previous = message.context;
+    ASSERT_EQ(message.entries.size(), 1u);
+    EXPECT_EQ(message.entries[0].payload.size(), 1u << 20);
+  }
+  EXPECT_TRUE(eventually([&] { return node1.stats_for(2).append.sent_messages == kAppends; }, 2s));
+  EXPECT_EQ(node1.stats_for(2).control.sent_messages, 1u);
+  EXPECT_TRUE(node1.stats_for(2).append.connected);
+  EXPECT_TRUE(node1.stats_for(2).control.connected);
 }
 
 TEST(PeerTransport, QueueByteBoundDropsAndCounts) {
@@ -585,7 +719,7 @@ TEST(PeerTransport, MessagesStayInOrderAcrossAReconnect) {
 TEST(PeerTransport, QueueBoundHoldsWhileThePeerIsDownAndReconnectsRetry) {
   const auto addresses = pick_addresses({1, 2});  // node 2 starts late
   PeerTransportOptions options = test_options(1, addresses);
-  options.max_queued_messages = 8;
+  options.max_queued_control_messages = 8;  // heartbeats travel on the control lane
   options.max_message_age_ms = 60000;
   TestNode node1(options, port_of(addresses.at(1)));
   // Sends spread over several reconnect attempts: each attempt takes the first message out of the
