@@ -238,18 +238,25 @@ def check_tails(history, ref):
 
 
 def check_nodes(history):
-    """Nodes exit only when the harness stops them, or with exit 1 while their disk is full."""
+    """Nodes exit only when the harness stops them, or with exit 1 while their disk is full or after
+    the corrupt nemesis damaged one of their entries."""
     windows = {}
     for op in history:
         if op.get("f") == "nemesis" and op.get("kind") == "disk-full":
             windows.setdefault(op["window"], {})[op["phase"]] = op
     disk_full = [(w["start"]["detail"].get("node"), w["start"]["invoke"], w.get("end", {}).get("complete", 1e18))
                  for w in windows.values() if "start" in w]
+    # A node the corrupt nemesis damaged exits 1 when it finds the entry while running (the scrub or a
+    # read): any time after the damage, which stays latent until found.
+    corrupted = [(op["detail"].get("node"), op["invoke"]) for op in history
+                 if op.get("f") == "nemesis" and op.get("kind") == "corrupt" and op.get("phase") == "start"
+                 and "skipped" not in op.get("detail", {}).get("flip", {"skipped": True})]
     anomalies = []
     exits = [op for op in history if op.get("f") == "node-exit" and not op.get("expected")]
     for op in exits:
-        explained = op.get("returncode") == 1 and any(
-            node == op["node"] and start <= op["invoke"] <= end + 1.0 for node, start, end in disk_full)
+        explained = op.get("returncode") == 1 and (
+            any(node == op["node"] and start <= op["invoke"] <= end + 1.0 for node, start, end in disk_full)
+            or any(node == op["node"] and start <= op["invoke"] for node, start in corrupted))
         if not explained:
             anomalies.append({"kind": "unexpected-exit", "node": op["node"], "returncode": op.get("returncode"),
                               "time": op["invoke"]})

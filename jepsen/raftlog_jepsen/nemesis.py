@@ -13,9 +13,9 @@ import time
 
 import grpc
 
-from . import torn_write
+from . import corrupt, torn_write
 
-ALL = ["kill", "pause", "partition", "loss", "torn-write", "disk-full", "clock", "leader-transfer"]
+ALL = ["kill", "pause", "partition", "loss", "torn-write", "disk-full", "clock", "leader-transfer", "corrupt"]
 # "delay" is not offered: tc netem is absent on these kernels and a delaying proxy is not built yet.
 NEEDS_NAMESPACES = {"partition", "loss", "disk-full"}
 TICK_S = 0.25
@@ -29,6 +29,60 @@ class Context:
         self.history = history
         self.rng = rng
         self.held = set()  # nodes held by an open node-level fault
+        self.corrupted = {}  # node -> scrub bytes through the entry the corrupt nemesis damaged, until repaired
+        self.last_restart = {}  # node -> monotonic time of the watchdog's last restart
+
+    def restart_exited(self, log=print):
+        """The watchdog (a supervisor's Restart=on-failure): restarts every node that exited by itself
+        and that no open fault holds, and records it. The exit stays in the history (node-exit,
+        expected false), so the nodes checker still judges it. At most one restart per node a second."""
+        cluster = self.cluster
+        cluster.reap()
+        restarted = []
+        with cluster.lock:
+            for node_id, node in sorted(cluster.nodes.items()):
+                if cluster.closed or node_id in self.held or node.process is None or cluster.running(node_id):
+                    continue
+                if not node.exits or node.exits[-1][2]:
+                    continue  # the harness stopped it; whoever did restarts it
+                if time.monotonic() - self.last_restart.get(node_id, -1e9) < 1.0:
+                    continue
+                self.last_restart[node_id] = time.monotonic()
+                returncode = node.process.returncode
+                t0 = self.history.now()
+                cluster.start(node_id)
+                self.history.record({"f": "node-restart", "node": node_id, "invoke": t0,
+                                     "complete": self.history.now(), "type": "info", "reason": "watchdog",
+                                     "after_returncode": returncode})
+                log("t=%6.1fs watchdog: node %d exited with %s by itself, restarted" % (t0, node_id, returncode))
+                restarted.append(node_id)
+        return restarted
+
+    def repaired(self, node_id):
+        """True once a corrupted node runs, is not catching up, reports no corrupt entry and its scrub
+        has verified, since it started, at least the log's bytes up to the damaged entry (a full pass
+        may never end while the log grows). A node not in `corrupted` is repaired."""
+        if node_id not in self.corrupted:
+            return True
+        if not self.cluster.running(node_id) or self.cluster.nodes[node_id].paused:
+            return False
+        st = self.client.status(node_id)
+        return (st is not None and not st.catching_up and st.corrupt_index == 0
+                and (st.scrub_passes >= 1 or st.scrub_bytes_verified >= self.corrupted[node_id]))
+
+    def forget_repaired(self):
+        for node_id in sorted(self.corrupted):
+            if self.repaired(node_id):
+                del self.corrupted[node_id]
+        return sorted(self.corrupted)
+
+    def wait_corrupt_repaired(self, timeout_s, log=print):
+        """Before the final reads: a latent corrupt entry would make a node exit under them."""
+        deadline = time.monotonic() + timeout_s
+        while self.forget_repaired() and time.monotonic() < deadline:
+            self.restart_exited(log)
+            time.sleep(TICK_S)
+        return sorted(self.corrupted)
 
     def leader(self):
         return self.client.find_leader(self.cluster.live_ids(), timeout_s=0.3)
@@ -88,6 +142,53 @@ class TornWrite(Kill):
         described["torn"] = torn_write.tear(os.path.join(self.ctx.cluster.nodes[self.node].data_dir, "log"),
                                             self.ctx.rng)
         return described
+
+
+class Corrupt(Nemesis):
+    """SIGKILLs one node, XORs one payload byte of an entry it made durable (corrupt.py), restarts it.
+    Only one node carries corruption at a time: the nemesis does nothing while an earlier victim has
+    not shown it is repaired (Context.repaired), so a majority always holds intact copies. A node that
+    then finds the entry corrupt while running exits 1; the watchdog (or heal) restarts it."""
+    kind = "corrupt"
+
+    def start(self):
+        pending = self.ctx.forget_repaired()
+        if pending:
+            return None
+        self.node = self.ctx.pick_node()
+        if self.node is None or not self.ctx.cluster.kill(self.node):
+            return None
+        self.ctx.held.add(self.node)
+        described = {"node": self.node}
+        described["flip"] = corrupt.flip(os.path.join(self.ctx.cluster.nodes[self.node].data_dir, "log"),
+                                         self.ctx.rng)
+        if "skipped" not in described["flip"]:
+            self.ctx.corrupted[self.node] = described["flip"]["scrub_bytes_through"]
+        self.ctx.cluster.start(self.node)
+        return described
+
+    restarts = 0
+
+    def _restart_if_exited(self, reason):
+        """It found the entry corrupt while running and exited 1: restart it (recorded)."""
+        self.ctx.cluster.reap()
+        if self.ctx.cluster.running(self.node) or self.ctx.cluster.closed:
+            return
+        node = self.ctx.cluster.nodes[self.node]
+        t0 = self.ctx.history.now()
+        self.ctx.cluster.start(self.node)
+        self.restarts += 1
+        self.ctx.history.record({"f": "node-restart", "node": self.node, "invoke": t0,
+                                 "complete": self.ctx.history.now(), "type": "info", "reason": reason,
+                                 "after_returncode": node.exits[-1][1] if node.exits else None})
+
+    def tick(self):
+        self._restart_if_exited("corrupt-tick")
+
+    def heal(self):
+        self._restart_if_exited("corrupt-heal")
+        self.ctx.held.discard(self.node)
+        return {"node": self.node, "restarts": self.restarts, "repaired": self.ctx.repaired(self.node)}
 
 
 class Pause(Nemesis):
@@ -270,7 +371,7 @@ class LeaderTransfer(Nemesis):
 
 
 KINDS = {"kill": Kill, "pause": Pause, "partition": Partition, "loss": Loss, "torn-write": TornWrite,
-         "disk-full": DiskFull, "clock": Clock, "leader-transfer": LeaderTransfer}
+         "disk-full": DiskFull, "clock": Clock, "leader-transfer": LeaderTransfer, "corrupt": Corrupt}
 
 
 class Scheduler(threading.Thread):
@@ -302,7 +403,7 @@ class Scheduler(threading.Thread):
         while not self.stop_event.is_set() and self.ctx.history.now() < min(deadline, self.end_at):
             for nemesis, _ in ticking:
                 nemesis.tick()
-            self.ctx.cluster.reap()
+            self.ctx.restart_exited(self.log)
             time.sleep(TICK_S)
 
     def _run(self):
