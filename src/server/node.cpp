@@ -1385,10 +1385,11 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
       return make_error(ErrorCode::kOutOfRange, batch.status().message());
     }
     if (batch.status().code() == store::StatusCode::kCorruption) {
-      const std::uint64_t corrupt = find_corrupt_index(from_index, std::min(max_entries, available));
-      report_corruption(corrupt != 0 ? corrupt : from_index, batch.status().message());
+      std::uint64_t corrupt = find_corrupt_index(from_index, std::min(max_entries, available));
+      if (corrupt == 0) corrupt = from_index;  // the batch failed its check, one read alone did not
+      report_corruption(corrupt, batch.status().message());
       return make_error(ErrorCode::kDataLoss,
-                        "entry " + std::to_string(corrupt != 0 ? corrupt : from_index) +
+                        "entry " + std::to_string(corrupt) +
                             " on this node failed its checksum; it is not served (read it from another "
                             "node; this one repairs it from its peers after a restart): " +
                             batch.status().message(),

@@ -38,28 +38,27 @@ bool Scrubber::step() {
     from = stats_.position;
   }
   const ScrubChunk chunk = read_(from, std::max<std::uint64_t>(chunk_bytes_, 1));
-  std::lock_guard lock(mu_);
-  switch (chunk.outcome) {
-    case ScrubChunk::Outcome::kVerified:
-      stats_.bytes_verified += chunk.bytes;
-      stats_.entries_verified += chunk.entries;
-      stats_.position = chunk.next_index;
-      return true;
-    case ScrubChunk::Outcome::kAtEnd:
-      if (from != 0) ++stats_.passes_completed;
-      stats_.position = 0;
-      return true;
-    case ScrubChunk::Outcome::kCorrupt:
-      stats_.corrupt_index = chunk.corrupt_index;
-      break;
-    case ScrubChunk::Outcome::kStopped:
-      return false;
+  {
+    std::lock_guard lock(mu_);
+    switch (chunk.outcome) {
+      case ScrubChunk::Outcome::kVerified:
+        stats_.bytes_verified += chunk.bytes;
+        stats_.entries_verified += chunk.entries;
+        stats_.position = chunk.next_index;
+        return true;
+      case ScrubChunk::Outcome::kAtEnd:
+        if (from != 0) ++stats_.passes_completed;
+        stats_.position = 0;
+        return true;
+      case ScrubChunk::Outcome::kStopped:
+        return false;
+      case ScrubChunk::Outcome::kCorrupt:
+        stats_.corrupt_index = chunk.corrupt_index;  // recorded before the callback sees it
+        break;
+    }
   }
-  // Outside the switch so the callback runs once, with the finding recorded first.
-  const std::uint64_t index = stats_.corrupt_index;
-  mu_.unlock();
-  on_corruption_(index, chunk.message);
-  mu_.lock();
+  // Unlocked: the callback may read stats(). Once: every later step() returns at the check above.
+  on_corruption_(chunk.corrupt_index, chunk.message);
   return false;
 }
 

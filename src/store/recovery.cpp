@@ -123,7 +123,6 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
   // marker says a reader found one of their entries corrupt: then every entry is checked.
   bool rebuilt = false;
   RAFTLOG_RETURN_IF_ERROR(segment.open_index(env_, &rebuilt));
-  if (full_scan) rebuilt = true;
   if (expected_count == 0) {
     segment.entry_count = 0;
     segment.write_offset = kSegmentHeaderBytes;
@@ -131,7 +130,7 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
     return Status();
   }
   const std::uint64_t last = segment.base_index + expected_count - 1;
-  if (!rebuilt) {
+  if (!rebuilt && !full_scan) {
     auto first_record = segment.index_record(segment.base_index);
     auto last_record = segment.index_record(last);
     if (first_record && last_record && first_record->offset == kSegmentHeaderBytes &&
@@ -156,7 +155,7 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
     spdlog::warn("raftlog store {}: index {} inconsistent with its segment; rebuilding", dir_,
                  segment.index_name);
   }
-  if (!full_scan) ++report_.index_files_rebuilt;
+  if (rebuilt || !full_scan) ++report_.index_files_rebuilt;  // not when only the marker asked for it
   std::uint64_t end_offset = 0;
   std::uint64_t entries = 0;
   std::uint64_t last_generation = 0;

@@ -61,7 +61,27 @@ void expect_every_node_holds(LocalCluster& cluster, const std::vector<std::uint6
   }
 }
 
-int a_follower(int leader) { return leader == 1 ? 2 : 1; }
+// Starts the cluster, appends `count` entries, waits until a follower holds them all; returns that
+// follower (0 on failure, with the test failed).
+int fill_and_pick_follower(LocalCluster& cluster, std::uint64_t count, std::vector<std::uint64_t>* indexes) {
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  EXPECT_NE(leader, 0);
+  if (leader == 0) return 0;
+  *indexes = append_entries(cluster, count);
+  EXPECT_EQ(indexes->size(), count);
+  const int follower = leader == 1 ? 2 : 1;
+  EXPECT_TRUE(!indexes->empty() && cluster.wait_for_commit(follower, indexes->back(), 10s));
+  return ::testing::Test::HasFailure() ? 0 : follower;
+}
+
+// Stops the follower with kill -9 and flips a byte of the entry holding `needle` in its segments;
+// with `wait_for_checkpoint` first lets a checkpoint (every second) cover everything it holds.
+void kill_and_flip(LocalCluster& cluster, int follower, const std::string& needle, bool wait_for_checkpoint) {
+  if (wait_for_checkpoint) std::this_thread::sleep_for(1500ms);
+  cluster.kill(follower);
+  flip_byte_of(cluster.data_dir(follower), needle);
+}
 
 // The flipped entry lies in data recovery treats as the tail (not yet covered by a checkpoint) or
 // inside checkpointed data, depending on timing: both must end with the node repaired.
@@ -69,16 +89,10 @@ void flipped_byte_in_acknowledged_entries(bool wait_for_checkpoint) {
   LocalClusterOptions options;
   options.raftlogd_path = RAFTLOGD_PATH;
   LocalCluster cluster(options);
-  cluster.start_all();
-  const int leader = cluster.wait_for_leader();
-  ASSERT_NE(leader, 0);
-  const std::vector<std::uint64_t> indexes = append_entries(cluster, 60);
-  ASSERT_EQ(indexes.size(), 60u);
-  const int follower = a_follower(leader);
-  ASSERT_TRUE(cluster.wait_for_commit(follower, indexes.back(), 10s));
-  if (wait_for_checkpoint) std::this_thread::sleep_for(1500ms);
-  cluster.kill(follower);
-  flip_byte_of(cluster.data_dir(follower), "storage-fault-entry-50");
+  std::vector<std::uint64_t> indexes;
+  const int follower = fill_and_pick_follower(cluster, 60, &indexes);
+  ASSERT_NE(follower, 0);
+  ASSERT_NO_FATAL_FAILURE(kill_and_flip(cluster, follower, "storage-fault-entry-50", wait_for_checkpoint));
   cluster.start(follower);
   // Before the fix the follower aborted here on the leader's first heartbeat.
   std::this_thread::sleep_for(2s);
@@ -111,16 +125,11 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   options.segment_size_bytes = 64 << 10;  // about 90 entries per segment
   options.max_entry_size_bytes = 8 << 10;
   LocalCluster cluster(options);
-  cluster.start_all();
-  const int leader = cluster.wait_for_leader();
-  ASSERT_NE(leader, 0);
-  const std::vector<std::uint64_t> indexes = append_entries(cluster, 400);
-  ASSERT_EQ(indexes.size(), 400u);
-  const int follower = a_follower(leader);
-  ASSERT_TRUE(cluster.wait_for_commit(follower, indexes.back(), 10s));
-  std::this_thread::sleep_for(1500ms);  // checkpointed: the first segments are sealed and trusted
-  cluster.kill(follower);
-  flip_byte_of(cluster.data_dir(follower), "storage-fault-entry-30");
+  std::vector<std::uint64_t> indexes;
+  const int follower = fill_and_pick_follower(cluster, 400, &indexes);
+  ASSERT_NE(follower, 0);
+  // Checkpointed: the first segments are sealed and trusted.
+  ASSERT_NO_FATAL_FAILURE(kill_and_flip(cluster, follower, "storage-fault-entry-30", /*wait_for_checkpoint=*/true));
   // The start-up read of the idempotency window (checked) covers only the last 100 entries here, as
   // the default million would leave entry 30 outside it in a longer log; the scrub is off for now.
   cluster.set_node_flags(follower, {"--dedup-rebuild-entries=100", "--scrub-bytes-per-second=0"});
@@ -143,9 +152,7 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   expect_every_node_holds(cluster, indexes);
 
   // The background scrub finds such an entry by itself.
-  std::this_thread::sleep_for(1500ms);
-  cluster.kill(follower);
-  flip_byte_of(cluster.data_dir(follower), "storage-fault-entry-200");
+  ASSERT_NO_FATAL_FAILURE(kill_and_flip(cluster, follower, "storage-fault-entry-200", /*wait_for_checkpoint=*/true));
   cluster.set_node_flags(follower, {"--dedup-rebuild-entries=100", "--scrub-bytes-per-second=64MiB"});
   cluster.start(follower);
   const auto scrub_exit = cluster.wait_for_exit(follower, 20s);

@@ -48,6 +48,21 @@ class RecoveryTest : public ::testing::Test {
     env_->restart(crash);
   }
 
+  // Entries 1..200 of 1000 bytes, closed cleanly (all checkpointed, the first segments sealed), then
+  // one payload byte of entry 10 flipped; `offset` is that entry's record offset in segment 1.
+  void write_200_entries_and_corrupt_entry_10(std::uint64_t* offset) {
+    {
+      auto log = open_ok("/log", small_options(env_.get()));
+      ASSERT_TRUE(log);
+      for (std::uint64_t i = 1; i <= 200; i += 10) {
+        auto batch = make_batch(i, 10, 1, 1000);
+        ASSERT_TRUE(log->append(batch.span()).ok());
+      }
+    }
+    *offset = segment_format::kSegmentHeaderBytes + 9 * entry_format::record_bytes(1000);
+    ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), *offset + 60, 1).ok());
+  }
+
   std::vector<std::uint64_t> segment_bases() {
     std::vector<std::uint64_t> bases;
     auto names = env_->list_dir("/log");
@@ -163,18 +178,8 @@ TEST_F(RecoveryTest, CorruptionOfCheckpointedEntryFailsOpenNamingFileAndOffset) 
 }
 
 TEST_F(RecoveryTest, CorruptionFoundByIndexRebuildFailsUnlessOperatorAllowsTruncation) {
-  {
-    auto log = open_ok("/log", small_options(env_.get()));
-    ASSERT_TRUE(log);
-    for (std::uint64_t i = 1; i <= 200; i += 10) {
-      auto batch = make_batch(i, 10, 1, 1000);
-      ASSERT_TRUE(log->append(batch.span()).ok());
-    }
-  }
-  const std::uint64_t record = entry_format::record_bytes(1000);
-  const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 9 * record;  // entry 10
-  const std::string segment = "/log/" + segment_format::segment_file_name(1);
-  ASSERT_TRUE(env_->corrupt_byte(segment, offset + 60, 1).ok());
+  std::uint64_t offset = 0;
+  ASSERT_NO_FATAL_FAILURE(write_200_entries_and_corrupt_entry_10(&offset));
   ASSERT_TRUE(env_->remove("/log/" + segment_format::index_file_name(1)).ok());  // forces a scan
 
   auto failed = CommitLog::open("/log", small_options(env_.get()));
@@ -200,17 +205,8 @@ TEST_F(RecoveryTest, CorruptionFoundByIndexRebuildFailsUnlessOperatorAllowsTrunc
 // segments, so without the suspect marker every later open trusted the segment and served the error
 // on every read; with it the next open verifies the segment in full.
 TEST_F(RecoveryTest, SuspectMarkerMakesTheNextOpenVerifyTheWholeSegment) {
-  {
-    auto log = open_ok("/log", small_options(env_.get()));
-    ASSERT_TRUE(log);
-    for (std::uint64_t i = 1; i <= 200; i += 10) {
-      auto batch = make_batch(i, 10, 1, 1000);
-      ASSERT_TRUE(log->append(batch.span()).ok());
-    }
-  }
-  const std::uint64_t record = entry_format::record_bytes(1000);
-  const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 9 * record;  // entry 10
-  ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 60, 1).ok());
+  std::uint64_t offset = 0;
+  ASSERT_NO_FATAL_FAILURE(write_200_entries_and_corrupt_entry_10(&offset));
   {
     auto log = open_ok("/log", small_options(env_.get()));  // the spot check does not see it
     ASSERT_TRUE(log);
