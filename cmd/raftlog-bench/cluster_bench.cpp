@@ -32,6 +32,17 @@ std::string sibling_raftlogd() {
   return (self.parent_path() / "raftlogd").string();
 }
 
+ClientCall append_call(const client::Options& options, std::size_t batch, std::size_t entry_size,
+                       std::uint64_t client_index) {
+  auto created = client::Client::create(options);
+  if (!created.ok()) return {};
+  // Shared, so the call (a copyable std::function) owns the client; one thread uses it.
+  std::shared_ptr<client::Client> cl = std::move(created.value());
+  auto payloads = std::make_shared<std::vector<std::string>>(
+      batch, std::string(entry_size, static_cast<char>('a' + client_index % 26)));
+  return [cl, payloads] { return cl->append(*payloads).ok(); };
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -154,13 +165,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
         options.endpoints = source->endpoints;
         options.retry_deadline_ms = 10000;
         options.append_stream = use_stream;
-        auto created = client::Client::create(options);
-        if (!created.ok()) return {};
-        // Shared, so the call (a copyable std::function) owns the client; one thread uses it.
-        std::shared_ptr<client::Client> cl = std::move(created.value());
-        auto payloads = std::make_shared<std::vector<std::string>>(
-            batch, std::string(entry_size, static_cast<char>('a' + c % 26)));
-        return [cl, payloads] { return cl->append(*payloads).ok(); };
+        return append_call(options, batch, entry_size, c);
       },
       io.err);
   ResultLine line("cluster");

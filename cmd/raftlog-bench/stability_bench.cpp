@@ -232,12 +232,7 @@ int run_leader_stability_command(std::string_view command_path, std::span<const 
         client_options.endpoints = endpoints;
         client_options.retry_deadline_ms = 10000;
         client_options.call_timeout_ms = 10000;
-        auto created = client::Client::create(client_options);
-        if (!created.ok()) return {};
-        std::shared_ptr<client::Client> cl = std::move(created.value());
-        auto payloads = std::make_shared<std::vector<std::string>>(
-            batch, std::string(entry_size, static_cast<char>('a' + c % 26)));
-        return [cl, payloads] { return cl->append(*payloads).ok(); };
+        return append_call(client_options, batch, entry_size, c);
       },
       io.err);
   watch.stop();
