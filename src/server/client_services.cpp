@@ -449,6 +449,11 @@ class ClientServices::Impl {
     return std::nullopt;
   }
 
+  std::size_t open_tail_streams() {
+    std::lock_guard lock(tails_mu_);
+    return live_tails_.size();
+  }
+
   void unregister_tail(TailReactor* tail) {
     std::lock_guard lock(tails_mu_);
     live_tails_.erase(tail);
@@ -573,5 +578,9 @@ ClientServices::~ClientServices() { shutdown(); }
 std::vector<grpc::Service*> ClientServices::services() { return {&impl_->log_, &impl_->admin_}; }
 
 void ClientServices::shutdown() { impl_->shutdown(); }
+
+std::size_t ClientServices::open_tail_streams() const { return impl_->open_tail_streams(); }
+
+std::size_t ClientServices::open_append_streams() const { return impl_->append_streams_.open_streams(); }
 
 }  // namespace raftlog::server

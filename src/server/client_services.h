@@ -54,6 +54,9 @@ class ClientServices {
   // Ends every Tail stream cleanly (OK status after the entries already sent) and refuses new ones.
   // Call before shutting the gRPC server down.
   void shutdown();
+  // Streams holding one of the node's max_tail_streams / max_append_streams slots now.
+  std::size_t open_tail_streams() const;
+  std::size_t open_append_streams() const;
 
   class Impl;
 

@@ -232,4 +232,8 @@ std::string Server::metrics_address() const {
   return impl_->metrics == nullptr ? std::string() : impl_->metrics->bound_address();
 }
 
+std::size_t Server::open_tail_streams() const { return impl_->services->open_tail_streams(); }
+
+std::size_t Server::open_append_streams() const { return impl_->services->open_append_streams(); }
+
 }  // namespace raftlog::server

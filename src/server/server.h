@@ -30,6 +30,9 @@ class Server {
   const std::string& bound_address() const;
   // The metrics endpoint's address (resolves port 0); empty without --metrics-addr.
   std::string metrics_address() const;
+  // Streams holding one of the node's --max-tail-streams / --max-append-streams slots now.
+  std::size_t open_tail_streams() const;
+  std::size_t open_append_streams() const;
 
   class Impl;
 

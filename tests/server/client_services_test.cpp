@@ -51,6 +51,8 @@ class InProcessNode {
 
   bool started() const { return server_ != nullptr; }
   const std::string& address() const { return server_->bound_address(); }
+  std::size_t open_tail_streams() const { return server_->open_tail_streams(); }
+  std::size_t open_append_streams() const { return server_->open_append_streams(); }
   // A channel on a TCP connection of its own: gRPC otherwise shares one connection between
   // channels with equal arguments.
   std::shared_ptr<grpc::Channel> new_connection(grpc::ChannelArguments args = {}) const {
@@ -113,7 +115,7 @@ struct TailCall {
 // --- Tail readers that never read -----------------------------------------------------------------
 
 TEST(TailStall, StreamsWhoseReaderTakesNothingAreEndedAfterTheStallTimeoutAndFreeTheirSlots) {
-  constexpr int kSlots = 3;
+  constexpr std::size_t kSlots = 3;
   InProcessNode node([](server::NodeConfig& c) {
     c.max_tail_streams = kSlots;
     c.stream_stall_timeout_ms = 500;
@@ -129,10 +131,15 @@ TEST(TailStall, StreamsWhoseReaderTakesNothingAreEndedAfterTheStallTimeoutAndFre
   grpc::ChannelArguments no_window_growth;
   no_window_growth.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   auto hog = node.new_connection(no_window_growth);
-  std::vector<std::unique_ptr<TailCall>> stalled;
-  for (int i = 0; i < kSlots; ++i) stalled.push_back(std::make_unique<TailCall>(hog, 1));
-  // Every slot is taken: a reader on another connection is refused until the stalled ones end.
+  // No stream can have stalled for its timeout before this instant.
   const auto started = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<TailCall>> stalled;
+  for (std::size_t i = 0; i < kSlots; ++i) stalled.push_back(std::make_unique<TailCall>(hog, 1));
+  // A call whose request was sent may not hold its slot yet (a loaded machine runs the handler
+  // later); a reader let in before it would take the slot and leave that call refused.
+  ASSERT_TRUE(eventually([&] { return node.open_tail_streams() == kSlots; }, 10s))
+      << node.open_tail_streams() << " of " << kSlots << " stalled readers hold a slot";
+  // Every slot is taken: a reader on another connection is refused until the stalled ones end.
   bool served = false;
   while (!served && std::chrono::steady_clock::now() - started < 10s) {
     TailCall reader(node.new_connection(), kEntries);
@@ -164,6 +171,8 @@ TEST(AppendStreamStall, AStreamWhoseClientReadsNoAnswersIsEndedAfterTheStallTime
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 30s);
   auto hog = stub->AppendStream(&context);
+  // As in TailStall: a stream let in before the hog holds its slot would leave the hog refused.
+  ASSERT_TRUE(eventually([&] { return node.open_append_streams() == 1; }, 10s)) << "the hog holds no slot";
   // Empty appends are refused at once, each answer carrying a message: a few thousand fill the
   // windows. The writer stops when the node stops reading (flow control) and the stream ends.
   std::thread writer([&] {
