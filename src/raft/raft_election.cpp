@@ -90,21 +90,41 @@ void Raft::Impl::become_leader() {
   reset(term_);
   role_ = Role::kLeader;
   leader_ = id();
+  // A no-op of the new term lets entries of earlier terms commit through it (Raft §5.4.2).
+  Entry noop;
+  noop.index = noop_index_after_unfinished_proposal();
+  noop.term = term_;
+  noop.type = EntryType::kNoop;
   for (NodeId voter : conf_.voters) {
     if (voter == id()) continue;
     Progress pr(config_.max_inflight_messages);
-    pr.next = log_.last_index() + 1;
+    pr.next = noop.index;
     pr.recent_active = true;  // give every peer a full election timeout before check-quorum judges it
     progress_.emplace(voter, std::move(pr));
   }
-  // A no-op of the new term lets entries of earlier terms commit through it (Raft §5.4.2).
-  Entry noop;
-  noop.index = log_.last_index() + 1;
-  noop.term = term_;
-  noop.type = EntryType::kNoop;
-  log_.append({noop});
+  log_.append({noop});  // cuts the unfinished proposal, if any, from the no-op's index on
   broadcast_append(false);
   maybe_commit();  // a single-voter cluster commits as soon as its own log is durable
+}
+
+// Where this leader's no-op goes: after its log, or in place of an unfinished proposal at the log's
+// end. A log whose last entries say more of their proposal follows (Entry::proposal_continues) holds
+// only the first entries of a client's append: its old leader was lost before the rest reached us,
+// and the no-op would commit them, leaving the append committed in part. None of them is committed
+// anywhere: a commit index stops only at a proposal's end (rules::commit_may_stop_at), and a
+// committed end would be in this leader's log (leader completeness) at or below its last index, yet
+// every entry there continues. So they may go, as if they had never reached us; the no-op takes the
+// place of the first. Never below the commit index. At most max_entries_per_message entries are
+// read back, one proposal's worth: longer runs (not written by an honest leader) are cut that far.
+Index Raft::Impl::noop_index_after_unfinished_proposal() const {
+  const Index last = log_.last_index();
+  Index first_unfinished = last + 1;
+  for (Index index = last; index > log_.committed() && last - index < config_.max_entries_per_message; --index) {
+    const std::vector<Entry> entry = log_.entries(index, index, 0);
+    if (entry.empty() || entry.front().index != index || !entry.front().proposal_continues) break;
+    first_unfinished = index;
+  }
+  return first_unfinished;
 }
 
 void Raft::Impl::tick() {

@@ -63,6 +63,7 @@ class Raft::Impl {
   void become_pre_candidate();
   void become_candidate();
   void become_leader();
+  Index noop_index_after_unfinished_proposal() const;
   void randomize_election_timeout();
   bool promotable() const;
   bool is_voter(NodeId node) const;
@@ -93,6 +94,7 @@ class Raft::Impl {
   void handle_append_response(const Message& message);
   void handle_heartbeat_response(const Message& message);
   bool maybe_commit();
+  Index highest_commit_point(Index majority_index) const;
   void on_commit_advanced();
   bool own_term_committed() const;
   void step_leader(const Message& message);
@@ -146,6 +148,7 @@ class Raft::Impl {
   struct Uncommitted {
     Index index = 0;
     std::size_t bytes = 0;
+    bool proposal_continues = false;  // Entry::proposal_continues of the entry at `index`
   };
   std::deque<Uncommitted> uncommitted_;
   std::size_t uncommitted_bytes_ = 0;

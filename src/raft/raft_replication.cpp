@@ -277,7 +277,7 @@ bool Raft::Impl::maybe_commit() {
       durable_match.push_back(pr.catching_up ? 0 : pr.match);
     }
   }
-  const Index majority_index = quorum_value(std::move(durable_match));
+  const Index majority_index = highest_commit_point(quorum_value(std::move(durable_match)));
   if (majority_index <= log_.committed()) return false;
   const std::optional<Term> majority_term = log_.term_at(majority_index);
   RAFT_ASSERT(majority_term.has_value(), "an index above commit has a known term");
@@ -285,6 +285,22 @@ bool Raft::Impl::maybe_commit() {
   log_.commit_to(majority_index);
   on_commit_advanced();
   return true;
+}
+
+// The highest index <= majority_index at which a proposal ends. Only this leader's own proposals are
+// looked at: a commit by count lands on an entry of its own term (leader_may_commit_by_count), and
+// every such entry but the no-op is in uncommitted_, whose indexes only grow. Steps back at most one
+// proposal (max_entries_per_message entries).
+Index Raft::Impl::highest_commit_point(Index majority_index) const {
+  auto it = std::upper_bound(uncommitted_.begin(), uncommitted_.end(), majority_index,
+                             [](Index index, const Uncommitted& u) { return index < u.index; });
+  Index point = majority_index;
+  while (it != uncommitted_.begin()) {
+    --it;
+    if (it->index != point || rules::commit_may_stop_at(it->proposal_continues)) break;
+    --point;
+  }
+  return point;
 }
 
 void Raft::Impl::on_commit_advanced() {
@@ -337,7 +353,8 @@ ProposeResult Raft::Impl::propose(std::vector<Entry> entries) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     entries[i].index = result.first_index + i;
     entries[i].term = term_;
-    uncommitted_.push_back(Uncommitted{entries[i].index, entries[i].byte_size()});
+    entries[i].proposal_continues = i + 1 < entries.size();
+    uncommitted_.push_back(Uncommitted{entries[i].index, entries[i].byte_size(), entries[i].proposal_continues});
   }
   uncommitted_bytes_ += batch_bytes;
   log_.append(entries);

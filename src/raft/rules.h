@@ -1,4 +1,4 @@
-// The two Raft safety rules that the simulator's self-test deliberately breaks.
+// The Raft safety rules that the simulator's self-test deliberately breaks.
 //
 // This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link rules.cpp;
 // the test-only targets raftlog_raft_broken_vote / raftlog_raft_broken_commit link the same core objects
@@ -17,5 +17,8 @@ bool vote_log_is_up_to_date(Term candidate_last_term, Index candidate_last_index
 // Raft §5.4.2: a leader commits by counting replicas only entries of its own term; earlier entries
 // commit indirectly, through a later own-term entry.
 bool leader_may_commit_by_count(Term entry_term, Term leader_term);
+// Proposals are atomic: a commit index may stop at an entry only if no entry of the same proposal
+// follows it (Entry::proposal_continues is false).
+bool commit_may_stop_at(bool entry_continues_proposal);
 
 }  // namespace raftlog::raft::rules

@@ -48,6 +48,10 @@ struct Entry {
   EntryType type = EntryType::kNormal;
   std::uint64_t client_id = 0;
   std::uint64_t sequence = 0;
+  // The next entry belongs to the same proposal (one propose() call, one client Append): a commit
+  // index never stops at this entry, so a proposal commits whole or not at all. Set by propose() on
+  // every entry but a proposal's last; replicated and stored with the entry.
+  bool proposal_continues = false;
   std::string payload;
 
   // Bytes this entry counts for in message and proposal bounds (payload plus a fixed header cost).

@@ -83,6 +83,7 @@ void encode_message(const raft::Message& message, std::string_view cluster_id, p
     wire->set_type(entry_type_to_wire(entry.type));
     wire->set_client_id(entry.client_id);
     wire->set_sequence(entry.sequence);
+    wire->set_proposal_continues(entry.proposal_continues);
     wire->set_payload(entry.payload);
   }
   out->set_commit(message.commit);
@@ -156,6 +157,7 @@ std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limit
     entry.type = *entry_type;
     entry.client_id = wire.client_id();
     entry.sequence = wire.sequence();
+    entry.proposal_continues = wire.proposal_continues();
     entry.payload = wire.payload();
   }
   return {};

@@ -48,6 +48,7 @@ raft::Entry to_raft_entry(const store::EntryView& view) {
   entry.type = static_cast<raft::EntryType>(view.meta.type);
   entry.client_id = view.meta.client_id;
   entry.sequence = view.meta.sequence;
+  entry.proposal_continues = (view.meta.flags & kEntryFlagProposalContinues) != 0;
   entry.payload.assign(view.payload.data(), view.payload.size());
   return entry;
 }
@@ -59,6 +60,7 @@ store::EntryToAppend to_store_entry(const raft::Entry& entry) {
   out.meta.type = static_cast<store::EntryType>(entry.type);
   out.meta.client_id = entry.client_id;
   out.meta.sequence = entry.sequence;
+  out.meta.flags = entry.proposal_continues ? kEntryFlagProposalContinues : 0;
   out.payload = entry.payload;
   return out;
 }

@@ -23,6 +23,9 @@ class StoreLogReader final : public raft::LogReader {
   const store::CommitLog& log_;
 };
 
+// The store's entry flags (opaque to it) as the node uses them: docs/storage-format.md.
+inline constexpr std::uint16_t kEntryFlagProposalContinues = 1;
+
 // Conversions between the two layers' entry types (they agree on the numeric entry types).
 raft::Entry to_raft_entry(const store::EntryView& view);
 store::EntryToAppend to_store_entry(const raft::Entry& entry);

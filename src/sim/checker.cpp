@@ -46,8 +46,9 @@ std::string describe(const raft::Entry& entry) {
   for (char& c : payload) {
     if (c < 0x20 || c > 0x7e) c = '.';
   }
-  return fmt::format("({}/t{} {} \"{}\"{})", entry.index, entry.term, type_name(entry.type), payload,
-                     entry.payload.size() > kMaxShownPayloadBytes ? "..." : "");
+  return fmt::format("({}/t{} {} \"{}\"{}{})", entry.index, entry.term, type_name(entry.type), payload,
+                     entry.payload.size() > kMaxShownPayloadBytes ? "..." : "",
+                     entry.proposal_continues ? " +more" : "");
 }
 
 Checker::Checker(std::size_t node_count)
@@ -168,6 +169,17 @@ void Checker::record_committed(raft::NodeId node, raft::Index index, const raft:
     return;
   }
   assert(index == committed_.size() + 1);
+  if (index > 1) {
+    // Entries of one proposal share its term and nothing else comes between them.
+    const raft::Entry& previous = committed_[index - 2].entry;
+    if (previous.proposal_continues && (entry.term != previous.term || entry.type != previous.type)) {
+      report("proposal-atomicity",
+             fmt::format("node {} commits {} at index {}, but the entry before it, {}, says its proposal "
+                         "continues: that proposal committed only in part",
+                         node, describe(entry), index, describe(previous)));
+      return;
+    }
+  }
   committed_.push_back(CommittedEntry{entry, node_term, false});
   resolve_proposals_at(index);
   // Every current leader of a later term must already hold it.
@@ -262,6 +274,12 @@ void Checker::observe_proposal(raft::NodeId node, raft::Index first, raft::Term 
     if (!entry || entry->term != term || entry->payload != payloads[offset]) {
       report("proposal-result", fmt::format("node {} accepted a proposal at index {} term {}, but its log holds {}",
                                             node, index, term, entry ? describe(*entry) : std::string("nothing")));
+      return;
+    }
+    if (entry->proposal_continues != (offset + 1 < payloads.size())) {
+      report("proposal-result", fmt::format("node {} placed entry {} of a {}-entry proposal at index {} with "
+                                            "proposal_continues = {}", node, offset + 1, payloads.size(), index,
+                                            entry->proposal_continues));
       return;
     }
     pending_proposals_.emplace(index, PendingProposal{node, term, payloads[offset]});

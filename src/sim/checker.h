@@ -13,6 +13,8 @@
 //                         of a term > C
 //   state-machine-safety  no index is ever committed with two different entries
 //   proposal-durability   an acknowledged (committed) proposal is never replaced, even across crashes
+//   proposal-atomicity    a proposal commits whole or not at all: an entry whose proposal continues is
+//                         followed, in the committed history, by the next entry of the same proposal
 //   commit-index          per node, commit never decreases (within a run, and across a restart never
 //                         below the durable commit), never exceeds the log, never truncated
 //   read-linearizability  a read released at index c, requested after index i was committed, has c >= i

@@ -32,6 +32,7 @@ raft::Entry make_entry(raft::Index index) {
   entry.type = index % 7 == 0 ? raft::EntryType::kNoop : raft::EntryType::kNormal;
   entry.client_id = index % 3 == 0 ? 0 : 1000 + index % 5;
   entry.sequence = entry.client_id == 0 ? 0 : index * 11;
+  entry.proposal_continues = index % 4 != 0;
   entry.payload = std::string(kPayloadBytes, static_cast<char>('a' + index % 26));
   entry.payload[0] = static_cast<char>(index & 0xFF);
   return entry;
@@ -136,8 +137,10 @@ TEST(StoreEntryConversion, RaftToStoreAndBack) {
   entry.type = raft::EntryType::kConfig;
   entry.client_id = 0xFFFFFFFFFFFFFFFFULL;
   entry.sequence = 123456789;
+  entry.proposal_continues = true;
   entry.payload = std::string("\0binary\xff", 8);
   const store::EntryToAppend stored = to_store_entry(entry);
+  EXPECT_EQ(stored.meta.flags, kEntryFlagProposalContinues);
   EXPECT_EQ(stored.meta.index, 42u);
   EXPECT_EQ(stored.meta.term, 9u);
   EXPECT_EQ(stored.meta.type, store::EntryType::kConfig);

@@ -218,8 +218,10 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
   for (std::uint64_t seed = 1; seed <= 40; ++seed) {
     TestCluster c({1, 2, 3});
     util::SplitMix64Prng prng(seed);
-    c.set_mutator([&prng](Message& m) {
+    int mutations = 0;  // the sweep means nothing unless messages really were mutated
+    c.set_mutator([&prng, &mutations](Message& m) {
       if (prng.below(4) != 0) return;
+      ++mutations;
       switch (prng.below(6)) {
         case 0: m.commit = kHuge - prng.below(3); break;
         case 1: m.term = kMaxTerm + 1 + prng.below(1000); break;
@@ -267,6 +269,7 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
       ASSERT_GE(holders, 2u) << "seed " << seed << ": commit " << top_commit << " beyond what a majority holds";
     }
     EXPECT_GT(proposals, 0) << "seed " << seed;
+    EXPECT_GT(mutations, 0) << "seed " << seed;
   }
 }
 

@@ -163,6 +163,7 @@ std::size_t TestCluster::deliver_all(std::size_t max_messages) {
       network_.clear();
       break;
     }
+    if (mutator_) mutator_(m);
     delivered_.push_back(m);
     raft(m.to).step(m);
     process(m.to);

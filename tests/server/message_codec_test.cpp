@@ -45,6 +45,7 @@ raft::Message full_message(raft::MessageType type) {
       entry.type = entry_types[i];
       entry.client_id = 1000 + static_cast<std::uint64_t>(i);
       entry.sequence = 2000 + static_cast<std::uint64_t>(i);
+      entry.proposal_continues = i == 0;
       entry.payload = std::string("payload\0with\xffzero", 17) + std::to_string(i);
       message.entries.push_back(entry);
     }

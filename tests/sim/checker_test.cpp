@@ -27,6 +27,12 @@ Entry make_entry(raft::Index index, raft::Term term, std::string payload) {
   return entry;
 }
 
+// An entry of a proposal that goes on after it (Entry::proposal_continues).
+Entry continuing(Entry entry) {
+  entry.proposal_continues = true;
+  return entry;
+}
+
 // Three nodes whose logs the test writes directly, as a driver would.
 class SimCheckerHistory : public ::testing::Test {
  protected:
@@ -67,10 +73,10 @@ class SimCheckerHistory : public ::testing::Test {
 // everything committed, node 3 drops an uncommitted entry of a deposed leader.
 TEST_F(SimCheckerHistory, LegalHistoryHasNoViolation) {
   checker_.observe_role(1, 1, Role::kLeader);
-  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  append(1, {continuing(make_entry(1, 1, "a")), make_entry(2, 1, "b")});
   checker_.observe_proposal(1, 1, 1, {"a", "b"});
-  append(2, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
-  append(3, {make_entry(1, 1, "a")});
+  append(2, {continuing(make_entry(1, 1, "a")), make_entry(2, 1, "b")});
+  append(3, {continuing(make_entry(1, 1, "a"))});  // a follower may learn a commit inside a proposal
   commit(1, 2, 1);
   commit(2, 2, 1);
   commit(3, 1, 1);
@@ -90,6 +96,28 @@ TEST_F(SimCheckerHistory, LegalHistoryHasNoViolation) {
   checker_.check_committed_prefixes();
   expect_ok();
   EXPECT_EQ(checker_.committed_length(), 3U);
+}
+
+// Leader 1 commits the first entry of a two-entry proposal and is lost; leader 2's no-op follows it.
+TEST_F(SimCheckerHistory, AProposalCommittedInPartViolatesProposalAtomicity) {
+  checker_.observe_role(1, 1, Role::kLeader);
+  append(1, {continuing(make_entry(1, 1, "a")), make_entry(2, 1, "b")});
+  checker_.observe_proposal(1, 1, 1, {"a", "b"});
+  append(2, {continuing(make_entry(1, 1, "a"))});
+  commit(1, 1, 1);
+  expect_ok();
+  checker_.observe_crash(1);
+  checker_.observe_role(2, 2, Role::kLeader);
+  append(2, {make_entry(2, 2, "noop")});
+  commit(2, 2, 2);
+  expect_violation("proposal-atomicity");
+}
+
+TEST_F(SimCheckerHistory, AProposalWhoseEntriesDoNotSayTheyContinueViolatesProposalResult) {
+  checker_.observe_role(1, 1, Role::kLeader);
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  checker_.observe_proposal(1, 1, 1, {"a", "b"});
+  expect_violation("proposal-result");
 }
 
 TEST_F(SimCheckerHistory, TwoLeadersInOneTermViolateElectionSafety) {

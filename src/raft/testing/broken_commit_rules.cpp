@@ -13,4 +13,6 @@ bool vote_log_is_up_to_date(Term candidate_last_term, Index candidate_last_index
 
 bool leader_may_commit_by_count(Term, Term) { return true; }
 
+bool commit_may_stop_at(bool entry_continues_proposal) { return !entry_continues_proposal; }
+
 }  // namespace raftlog::raft::rules
