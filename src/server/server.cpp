@@ -31,7 +31,7 @@ class TransportSender final : public MessageSender {
 // The one listen port serves clients and peers. Without TLS: plaintext. With TLS: the node's
 // certificate; callers' certificates are checked against the cluster CA (peers) and the client CA
 // (when given, which also makes a certificate mandatory). Without a client CA a caller may connect
-// without a certificate; the Peer service then refuses its streams (transport.cpp).
+// without a certificate; the Peer service then refuses its streams (peer_stream_auth.cpp).
 std::shared_ptr<grpc::ServerCredentials> server_credentials(const NodeTls& tls) {
   if (!tls.enabled) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions ssl;

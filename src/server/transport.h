@@ -67,6 +67,11 @@
 //      end on their own, so a Shutdown() that comes first waits its whole deadline for them; stop()
 //      cancels them at once and guarantees on_message is not called afterwards. Destroy the transport
 //      only after the server has shut down (its service object lives in the transport).
+//
+// Inside, the transport is its parts (docs/design.md, "Where the code lives"): peer_queue.h, the
+// queueing policy without gRPC (lanes, bounds, drops, batches); peer_outbound.h, which drives those
+// queues over gRPC streams; peer_inbound.h, the Peer service; peer_stream_auth.h, who a stream
+// speaks for.
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,307 @@
+#include "server/peer_inbound.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "server/batch_reuse.h"
+#include "server/check.h"
+#include "server/message_codec.h"
+#include "server/peer_protocol.h"
+
+namespace raftlog::server {
+
+namespace pb = raftlog::peer::v1;
+
+// One inbound stream from a peer, the part shared by Stream (one message per element) and
+// StreamBatches (up to kMaxMessagesPerBatch). Reads one element at a time; its messages are checked,
+// then handed to on_message in order, before the next read starts, so one sender's messages arrive
+// in order.
+//
+// Lifetime: gRPC calls OnDone (which deletes the reactor) only after Finish. Finish is called once,
+// by the reaction that ends the stream, unless stop() has pinned the stream to cancel it: then the
+// reaction leaves its status in deferred_finish and stop() calls Finish after TryCancel. So
+// stop() can cancel any registered stream that is not finishing without racing its destruction.
+class PeerInbound::InboundStream {
+ public:
+  InboundStream(PeerInbound* owner, grpc::CallbackServerContext* server_context, pb::StreamSummary* stream_summary)
+      : inbound(owner), context(server_context), summary(stream_summary) {}
+  virtual ~InboundStream() = default;
+  InboundStream(const InboundStream&) = delete;
+  InboundStream& operator=(const InboundStream&) = delete;
+
+  // The reactor's operations.
+  virtual void start_read() = 0;
+  virtual void start_send_initial_metadata() = 0;
+  virtual void finish_call(grpc::Status status) = 0;
+
+  // From the reactor's constructor: registers, authenticates, starts the first read.
+  void begin();
+  // From OnReadDone: `messages` are the element's messages (at least one), in order.
+  void on_messages(const std::vector<const pb::RaftMessage*>& messages);
+  void on_read_failed();
+  // From OnDone, last: the reactor is gone.
+  static void ended(PeerInbound* owner, std::uint64_t stream_id);
+
+  // Ends the stream with `status` (now, or after stop()'s cancel). Once per stream.
+  void finish(grpc::Status status);
+  void reject(grpc::StatusCode code, const std::string& message);
+
+  PeerInbound* const inbound;
+  grpc::CallbackServerContext* const context;
+  pb::StreamSummary* const summary;
+  std::uint64_t id = 0;  // 0: not registered (the transport was stopping)
+  raft::NodeId authenticated_from = raft::kNoNode;  // set by begin(): the peer the caller proved to be
+  raft::NodeId stream_from = raft::kNoNode;
+  std::uint64_t received = 0;
+
+  // Under inbound->mu_.
+  bool finishing = false;
+  int cancel_pins = 0;
+  std::optional<grpc::Status> deferred_finish;
+};
+
+template <typename Element>
+class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element>, public InboundStream {
+ public:
+  InboundReactor(PeerInbound* owner, grpc::CallbackServerContext* server_context, pb::StreamSummary* stream_summary)
+      : InboundStream(owner, server_context, stream_summary) {
+    begin();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      on_read_failed();
+      return;
+    }
+    std::vector<const pb::RaftMessage*> messages;
+    if constexpr (std::is_same_v<Element, pb::RaftMessageBatch>) {
+      const auto count = static_cast<std::size_t>(wire_.messages_size());
+      if (count == 0 || count > kMaxMessagesPerBatch) {
+        reject(grpc::StatusCode::INVALID_ARGUMENT, "a batch must hold 1 to " + std::to_string(kMaxMessagesPerBatch) +
+                                                       " messages, not " + std::to_string(count));
+        return;
+      }
+      messages.reserve(count);
+      for (const pb::RaftMessage& message : wire_.messages()) messages.push_back(&message);
+    } else {
+      messages.push_back(&wire_);
+    }
+    on_messages(messages);
+  }
+  void OnDone() override {
+    PeerInbound* const owner = inbound;
+    const std::uint64_t stream_id = id;
+    delete this;
+    ended(owner, stream_id);
+  }
+
+  void start_read() override {
+    // The previous element's messages were decoded and delivered (on_messages) or refused.
+    reset_for_reuse(wire_);
+    this->StartRead(&wire_);
+  }
+  void start_send_initial_metadata() override { this->StartSendInitialMetadata(); }
+  void finish_call(grpc::Status status) override { this->Finish(std::move(status)); }
+
+ private:
+  Element wire_;
+};
+
+PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
+                         PeerTransport::MessageHandler on_message)
+    : options_(options), auth_(auth), on_message_(std::move(on_message)) {
+  RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
+}
+
+bool PeerInbound::stop() {
+  // Pin every stream that is not already finishing, cancel it outside the lock (gRPC may run
+  // reactions inline), then finish the ones whose reaction deferred its Finish to us.
+  std::vector<InboundStream*> pinned;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (auto& [id, stream] : streams_) {
+      if (stream->finishing) continue;
+      ++stream->cancel_pins;
+      pinned.push_back(stream);
+    }
+  }
+  for (InboundStream* stream : pinned) stream->context->TryCancel();
+  std::vector<std::pair<InboundStream*, grpc::Status>> deferred;
+  {
+    std::lock_guard lock(mu_);
+    for (InboundStream* stream : pinned) {
+      --stream->cancel_pins;
+      if (stream->cancel_pins == 0 && stream->deferred_finish.has_value()) {
+        deferred.emplace_back(stream, *stream->deferred_finish);
+        stream->deferred_finish.reset();
+      }
+    }
+  }
+  for (auto& [stream, status] : deferred) stream->finish_call(std::move(status));
+  bool ended_in_time = false;
+  {
+    std::unique_lock lock(mu_);
+    // A running callback is short by contract; it must finish before stop() returns.
+    cv_.wait(lock, [&] { return callbacks_running_ == 0; });
+    ended_in_time = cv_.wait_for(lock, std::chrono::milliseconds(options_.stop_timeout_ms),
+                                 [&] { return streams_.empty(); });
+  }
+  if (!ended_in_time) {
+    spdlog::warn("node {}: peer transport stop: {} inbound stream(s) still open after {} ms", options_.self_id,
+                 stats().open_streams, options_.stop_timeout_ms);
+  }
+  return ended_in_time;
+}
+
+grpc::ServerReadReactor<pb::RaftMessage>* PeerInbound::PeerService::Stream(grpc::CallbackServerContext* context,
+                                                                          pb::StreamSummary* summary) {
+  return new InboundReactor<pb::RaftMessage>(inbound_, context, summary);
+}
+
+grpc::ServerReadReactor<pb::RaftMessageBatch>* PeerInbound::PeerService::StreamBatches(
+    grpc::CallbackServerContext* context, pb::StreamSummary* summary) {
+  return new InboundReactor<pb::RaftMessageBatch>(inbound_, context, summary);
+}
+
+void PeerInbound::InboundStream::begin() {
+  id = inbound->register_stream(this);
+  if (id == 0) {
+    finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"));
+    return;
+  }
+  if (std::string problem = inbound->auth_.authenticate(*context, &authenticated_from); !problem.empty()) {
+    reject(grpc::StatusCode::UNAUTHENTICATED, problem);
+    return;
+  }
+  start_read();
+}
+
+void PeerInbound::InboundStream::on_read_failed() {
+  // The sender finished, the stream broke, or stop() cancelled it.
+  summary->set_messages_received(received);
+  finish(context->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK);
+}
+
+void PeerInbound::InboundStream::on_messages(const std::vector<const pb::RaftMessage*>& messages) {
+  // Every message of the element is checked before any is delivered.
+  std::vector<raft::Message> decoded(messages.size());
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    grpc::StatusCode code = grpc::StatusCode::OK;
+    if (std::string problem = inbound->check(*messages[i], authenticated_from, &stream_from, &code);
+        !problem.empty()) {
+      reject(code, problem);
+      return;
+    }
+    if (std::string problem = decode_message(*messages[i], inbound->options_.limits, &decoded[i]);
+        !problem.empty()) {
+      reject(grpc::StatusCode::INVALID_ARGUMENT, problem);
+      return;
+    }
+  }
+  if (received == 0) {
+    context->AddInitialMetadata(std::string(kPeerAcceptedKey), "1");
+    start_send_initial_metadata();
+  }
+  for (raft::Message& message : decoded) {
+    if (!inbound->deliver(std::move(message))) {
+      finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"));
+      return;
+    }
+    ++received;
+  }
+  start_read();  // the decoded messages no longer refer to the element being read into
+}
+
+void PeerInbound::InboundStream::ended(PeerInbound* owner, std::uint64_t stream_id) {
+  if (stream_id != 0) owner->unregister_stream(stream_id);  // last: stop() waits for it
+}
+
+void PeerInbound::InboundStream::reject(grpc::StatusCode code, const std::string& message) {
+  spdlog::warn("node {}: refused peer stream from {}: {}", inbound->options_.self_id, context->peer(), message);
+  inbound->count_rejected();
+  finish(grpc::Status(code, message));
+}
+
+void PeerInbound::InboundStream::finish(grpc::Status status) {
+  if (id != 0) {
+    std::lock_guard lock(inbound->mu_);
+    RAFTLOG_CHECK(!finishing, "inbound stream finished twice");
+    finishing = true;
+    if (cancel_pins > 0) {
+      deferred_finish = std::move(status);  // stop() is cancelling the call and finishes it after
+      return;
+    }
+  }
+  finish_call(std::move(status));
+}
+
+std::string PeerInbound::check(const pb::RaftMessage& wire, raft::NodeId authenticated_from,
+                               raft::NodeId* stream_from, grpc::StatusCode* code) const {
+  *code = grpc::StatusCode::FAILED_PRECONDITION;
+  if (wire.cluster_id() != options_.cluster_id) {
+    return "cluster id \"" + wire.cluster_id() + "\" does not match this node's \"" + options_.cluster_id + "\"";
+  }
+  if (wire.to() != options_.self_id) {
+    return "message for node " + std::to_string(wire.to()) + " reached node " + std::to_string(options_.self_id) +
+           " (misconfigured peer address?)";
+  }
+  if (authenticated_from != raft::kNoNode && wire.from() != authenticated_from) {
+    // A forged `from` (a member speaking for another, or an attacker replaying one's credential).
+    *code = grpc::StatusCode::PERMISSION_DENIED;
+    return "the caller authenticated as node " + std::to_string(authenticated_from) +
+           " but sent a message from node " + std::to_string(wire.from());
+  }
+  if (options_.peers.find(wire.from()) == options_.peers.end()) {
+    return "node " + std::to_string(wire.from()) + " is not a peer of node " + std::to_string(options_.self_id);
+  }
+  if (*stream_from == raft::kNoNode) *stream_from = wire.from();
+  if (wire.from() != *stream_from) {
+    return "stream from node " + std::to_string(*stream_from) + " carried a message from node " +
+           std::to_string(wire.from());
+  }
+  *code = grpc::StatusCode::OK;
+  return "";
+}
+
+std::uint64_t PeerInbound::register_stream(InboundStream* stream) {
+  std::lock_guard lock(mu_);
+  if (stopping_) return 0;
+  const std::uint64_t stream_id = next_stream_id_++;
+  streams_.emplace(stream_id, stream);
+  ++stats_.open_streams;
+  return stream_id;
+}
+
+void PeerInbound::unregister_stream(std::uint64_t stream_id) {
+  std::lock_guard lock(mu_);
+  RAFTLOG_CHECK(streams_.erase(stream_id) == 1, "unknown inbound stream");
+  --stats_.open_streams;
+  cv_.notify_all();
+}
+
+bool PeerInbound::deliver(raft::Message message) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return false;
+    ++callbacks_running_;
+    ++stats_.received_messages;
+  }
+  on_message_(std::move(message));
+  std::lock_guard lock(mu_);
+  --callbacks_running_;
+  if (callbacks_running_ == 0) cv_.notify_all();
+  return true;
+}
+
+void PeerInbound::count_rejected() {
+  std::lock_guard lock(mu_);
+  ++stats_.rejected_streams;
+}
+
+}  // namespace raftlog::server

@@ -1,0 +1,79 @@
+// PeerInbound: the receiving side of the peer transport — the Peer service (a callback service, one
+// grpc::ServerReadReactor per stream, no thread of its own; it serves StreamBatches and the older
+// one-message Stream), the checks every inbound message passes before on_message sees it, and the
+// shutdown of inbound streams (transport.h describes the contract).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "raftlog/peer/v1/peer.grpc.pb.h"
+#include "server/peer_stream_auth.h"
+#include "server/transport.h"
+
+namespace raftlog::server {
+
+class PeerInbound {
+ public:
+  // `options` and `auth` must outlive this (the transport owns all three).
+  PeerInbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
+              PeerTransport::MessageHandler on_message);
+  PeerInbound(const PeerInbound&) = delete;
+  PeerInbound& operator=(const PeerInbound&) = delete;
+
+  grpc::Service* service() { return &service_; }
+  // Cancels every stream, waits until no on_message call runs (none starts afterwards) and then up
+  // to stop_timeout_ms for the streams to end. Returns false if one did not end in time. Once.
+  bool stop();
+  InboundStats stats() const {
+    std::lock_guard lock(mu_);
+    return stats_;
+  }
+
+ private:
+  class InboundStream;
+  template <typename Element>
+  class InboundReactor;
+
+  class PeerService final : public raftlog::peer::v1::Peer::CallbackService {
+   public:
+    explicit PeerService(PeerInbound* inbound) : inbound_(inbound) {}
+    grpc::ServerReadReactor<raftlog::peer::v1::RaftMessage>* Stream(
+        grpc::CallbackServerContext* context, raftlog::peer::v1::StreamSummary* summary) override;
+    grpc::ServerReadReactor<raftlog::peer::v1::RaftMessageBatch>* StreamBatches(
+        grpc::CallbackServerContext* context, raftlog::peer::v1::StreamSummary* summary) override;
+
+   private:
+    PeerInbound* inbound_;
+  };
+
+  // "" when `wire` may be delivered on a stream authenticated as `authenticated_from` (kNoNode: not
+  // authenticated) that so far carried messages from *stream_from (kNoNode before the first one),
+  // else why not; sets *code for the refusal.
+  std::string check(const raftlog::peer::v1::RaftMessage& wire, raft::NodeId authenticated_from,
+                    raft::NodeId* stream_from, grpc::StatusCode* code) const;
+
+  // Stream bookkeeping: register/unregister a stream, and run the callback unless stopping.
+  std::uint64_t register_stream(InboundStream* stream);  // 0 when stopping
+  void unregister_stream(std::uint64_t stream_id);
+  bool deliver(raft::Message message);
+  void count_rejected();
+
+  const PeerTransportOptions& options_;
+  const PeerStreamAuth& auth_;
+  const PeerTransport::MessageHandler on_message_;
+  PeerService service_{this};
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::map<std::uint64_t, InboundStream*> streams_;  // registered and not yet past OnDone
+  std::uint64_t next_stream_id_ = 1;
+  std::size_t callbacks_running_ = 0;
+  InboundStats stats_;
+};
+
+}  // namespace raftlog::server

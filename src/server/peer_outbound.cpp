@@ -1,0 +1,542 @@
+#include "server/peer_outbound.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <utility>
+
+#include "server/batch_reuse.h"
+#include "server/check.h"
+#include "server/message_codec.h"
+#include "server/peer_protocol.h"
+
+namespace raftlog::server {
+
+namespace pb = raftlog::peer::v1;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A batch whose queued messages account for more than this is encoded by the encoder thread, not by
+// whoever found the stream idle (transport.h, "the encoder thread"): at this size the encoding costs
+// far more than the hand-off to another thread, and at 4-8 MiB it held the Raft loop for hundreds of
+// milliseconds on a loaded machine. Smaller batches, the common case, keep the hand-off free path.
+constexpr std::size_t kInlineEncodeMaxBytes = 256 * 1024;
+
+std::string describe(const grpc::Status& status) {
+  if (status.ok()) return "stream ended by the peer";
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    // The one peer-protocol change so far: nodes built before batched peer streams lack the method.
+    return "the peer does not implement Peer/StreamBatches: it runs an older raftlogd; stop every node and "
+           "start them all with the same version (docs/operations.md, \"Upgrading\") (gRPC status 12: " +
+           status.error_message() + ")";
+  }
+  return "gRPC status " + std::to_string(static_cast<int>(status.error_code())) + ": " +
+         status.error_message();
+}
+
+// Adds one lane's counters into a peer's totals (see PeerStats).
+void add_lane_stats(const LaneStats& lane, LaneStats* total) {
+  total->queued_messages += lane.queued_messages;
+  total->queued_bytes += lane.queued_bytes;
+  total->sent_messages += lane.sent_messages;
+  total->dropped_queue_full += lane.dropped_queue_full;
+  total->dropped_expired += lane.dropped_expired;
+  total->dropped_oversize += lane.dropped_oversize;
+  total->dropped_send_failed += lane.dropped_send_failed;
+  total->connects += lane.connects;
+  total->connect_failures += lane.connect_failures;
+  total->connected = total->connected || lane.connected;
+  total->last_send_ok = std::max(total->last_send_ok, lane.last_send_ok);
+  if (!lane.last_error.empty() && (total->last_error.empty() || lane.last_error_at > total->last_error_at)) {
+    total->last_error = lane.last_error;
+    total->last_error_at = lane.last_error_at;
+  }
+}
+
+// A lane's stats: its stream's counters and its queue's.
+LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
+  LaneStats lane = stream_stats;
+  const LaneQueueCounters& counters = queue.counters();
+  lane.queued_messages = queue.held_messages();
+  lane.queued_bytes = queue.held_bytes();
+  lane.sent_messages = counters.sent_messages;
+  lane.dropped_queue_full = counters.dropped_queue_full;
+  lane.dropped_expired = counters.dropped_expired;
+  lane.dropped_oversize = counters.dropped_oversize;
+  lane.dropped_send_failed = counters.dropped_send_failed;
+  lane.last_send_ok = counters.last_send_ok;
+  return lane;
+}
+
+}  // namespace
+
+// One outbound client-streaming call (raftlog.peer.v1.Peer/StreamBatches) to a peer. Writes are
+// started by whoever finds the stream idle with a message queued: send() on the Raft loop, or the
+// reaction to the previous write, so no thread waits for messages. One write is in flight at a time.
+//
+// Lifetime: the reactor holds one hold (AddHold before StartCall), so gRPC cannot call OnDone, which
+// deletes it, before the hold is removed. The hold is removed exactly once, by whoever makes
+// release_due_locked() true: the stream is closing (a write failed, the peer refused the stream, or
+// stop()), no write is claimed, and stop() is not cancelling it. A thread other than a reaction of
+// this stream touches it only while link.stream points to it (under link.mu) or while it owns the
+// write claim or the cancel, since both keep the hold.
+class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::RaftMessageBatch> {
+ public:
+  OutboundStream(PeerOutbound* outbound, PeerLink* link) : outbound_(outbound), link_(link) {}
+
+  void OnWriteDone(bool ok) override { outbound_->on_write_done(*link_, this, ok); }
+  void OnReadInitialMetadataDone(bool ok) override { outbound_->on_initial_metadata(*link_, this, ok); }
+  void OnDone(const grpc::Status& status) override { outbound_->on_stream_done(*link_, this, status); }
+
+  // Under link->mu: whether a write may start now (until the peer accepts the stream, only its first
+  // batch is written: the handshake).
+  bool can_take_write() const {
+    return started && !closing && !write_claimed && (accepted || !handshake_written);
+  }
+
+  grpc::ClientContext context;
+  pb::StreamSummary summary;
+  pb::RaftMessageBatch batch;  // the batch being written; only the write claimant touches it
+
+  // Under link->mu.
+  bool started = false;            // StartCall returned
+  bool accepted = false;           // the peer checked our first message and said so (kPeerAcceptedKey)
+  bool reached_peer = false;       // the peer answered the call (initial metadata, accepting or not)
+  bool handshake_written = false;  // a first batch was written before acceptance: wait for it
+  bool write_claimed = false;      // a write is being prepared or is in flight
+  bool closing = false;            // no new writes; the hold goes once nothing else needs the stream
+  bool hold_released = false;
+  bool cancel_in_progress = false;  // stop() is calling TryCancel
+
+ private:
+  PeerOutbound* outbound_;
+  PeerLink* link_;
+};
+
+PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStreamAuth& auth)
+    : options_(options),
+      auth_(auth),
+      // One pending reconnect per lane at most (only a stream's OnDone schedules one, and only the
+      // reconnect opens the next stream); twice that leaves room without hiding a leak.
+      reconnect_timer_(2 * kLaneCount * options.peers.size() + 2),
+      append_encoder_(kLaneCount * options.peers.size() + 2) {
+  for (const auto& [id, address] : options_.peers) {
+    auto lanes = std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
+    for (PeerLink& link : lanes->lanes) connect(link, id, address);
+    links_.emplace(id, std::move(lanes));
+  }
+}
+
+LaneQueueLimits PeerOutbound::lane_limits(Lane lane) const {
+  LaneQueueLimits limits;
+  if (lane == Lane::kAppend) {
+    limits.max_messages = options_.max_queued_messages;
+    limits.max_bytes = options_.max_queued_bytes;
+  } else {
+    limits.max_messages = options_.max_queued_control_messages;
+    limits.max_bytes = control_lane_max_bytes(options_.max_queued_control_messages);
+  }
+  limits.max_message_bytes = options_.limits.max_message_bytes;
+  limits.max_batch_messages = kMaxMessagesPerBatch;
+  limits.batch_framing_bytes = kBatchFramingBytes;
+  limits.max_age = std::chrono::milliseconds(options_.max_message_age_ms);
+  return limits;
+}
+
+void PeerOutbound::connect(PeerLink& link, raft::NodeId id, const std::string& address) {
+  link.id = id;
+  link.address = address;
+  link.jitter.seed(static_cast<std::minstd_rand::result_type>(options_.self_id * 1000003u + id * 2u +
+                                                              static_cast<unsigned>(link.lane)));
+  link.backoff_ms = options_.reconnect_backoff_min_ms;
+
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(static_cast<int>(options_.limits.max_message_bytes + kGrpcHeadroomBytes));
+  // gRPC's channel owns connection backoff; these make it follow our bounds instead of its defaults
+  // (1 s initial, 120 s max, 20 s connect timeout), which would delay failover.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_min_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_max_ms));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.connect_timeout_ms));
+  // One connection per lane, not shared with the other lane or process-wide (tests run several nodes
+  // in a process): a control message never waits behind a batch in HTTP/2 flow control or in the TCP
+  // connection.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  link.channel = grpc::CreateCustomChannel(address, auth_.channel_credentials(), args);
+  link.stub = pb::Peer::NewStub(link.channel);
+}
+
+void PeerOutbound::start() {
+  reconnect_timer_.start();
+  append_encoder_.start();
+  // Connect at once, so the first messages do not wait for a connection.
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) open_stream(link);
+  }
+}
+
+void PeerOutbound::stop() {
+  // No new streams (open_stream checks stopping(), and the timer stops), then cancel the open ones
+  // and wait for their OnDone, since they point into links_.
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) {
+      std::lock_guard link_lock(link.mu);
+      link.queue.close();
+    }
+  }
+  reconnect_timer_.stop();
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) cancel(link);
+  }
+  // A pending encoder job is dropped (its streams are cancelled); a running one finishes first.
+  append_encoder_.stop();
+  {
+    std::unique_lock lock(streams_mu_);
+    // Cancelled calls end promptly; the wait is not cut short because the reactors use links_.
+    // Bounded in practice by gRPC's cancellation; the log line shows a stall.
+    while (!streams_cv_.wait_for(lock, std::chrono::milliseconds(options_.stop_timeout_ms),
+                                 [&] { return live_streams_ == 0; })) {
+      spdlog::warn("node {}: peer transport stop: {} outbound stream(s) not ended after {} ms", options_.self_id,
+                   live_streams_, options_.stop_timeout_ms);
+    }
+  }
+  for (auto& [id, lanes] : links_) {
+    for (PeerLink& link : lanes->lanes) {
+      std::lock_guard link_lock(link.mu);
+      link.queue.clear();
+    }
+  }
+}
+
+void PeerOutbound::cancel(PeerLink& link) {
+  OutboundStream* to_cancel = nullptr;
+  {
+    std::lock_guard link_lock(link.mu);
+    OutboundStream* stream = link.stream;
+    if (stream != nullptr && !stream->hold_released) {
+      stream->closing = true;
+      stream->cancel_in_progress = true;
+      to_cancel = stream;
+    }
+    link.stats.connected = false;
+  }
+  if (to_cancel == nullptr) return;
+  to_cancel->context.TryCancel();
+  bool release = false;
+  {
+    std::lock_guard link_lock(link.mu);
+    to_cancel->cancel_in_progress = false;
+    release = release_due_locked(to_cancel);
+  }
+  if (release) to_cancel->RemoveHold();
+}
+
+bool PeerOutbound::send(raft::Message message) {
+  const auto found = links_.find(message.to);
+  if (found == links_.end()) {
+    dropped_unknown_peer_.fetch_add(1);
+    return false;
+  }
+  PeerLink& link = found->second->lane(lane_for(message));
+  bool start_write = false;
+  {
+    std::lock_guard lock(link.mu);
+    if (link.queue.push(std::move(message), Clock::now()) != LaneQueue::Admission::kQueued) return false;
+    // Only an idle stream needs a push; a write in flight picks the message up when it completes.
+    start_write = link.stream != nullptr && link.stream->can_take_write();
+  }
+  if (start_write) pump(link);
+  return true;
+}
+
+std::vector<PeerStats> PeerOutbound::peer_stats() const {
+  std::vector<PeerStats> result;
+  result.reserve(links_.size());
+  for (const auto& [id, lanes] : links_) {
+    PeerStats stats;
+    stats.id = id;
+    for (const PeerLink& link : lanes->lanes) {
+      std::lock_guard lock(link.mu);
+      stats.address = link.address;
+      (link.lane == Lane::kAppend ? stats.append : stats.control) = lane_snapshot(link.stats, link.queue);
+    }
+    add_lane_stats(stats.control, &stats);
+    add_lane_stats(stats.append, &stats);
+    result.push_back(std::move(stats));
+  }
+  return result;
+}
+
+void PeerOutbound::open_stream(PeerLink& link) {
+  OutboundStream* stream = nullptr;
+  {
+    std::lock_guard lock(link.mu);
+    if (link.stopping() || link.stream != nullptr) return;
+    link.queue.expire(Clock::now());
+    stream = new OutboundStream(this, &link);
+    link.stream = stream;
+    ++link.stats.connects;
+  }
+  {
+    std::lock_guard lock(streams_mu_);
+    ++live_streams_;
+  }
+  stream->context.AddMetadata(std::string(kPeerLaneKey), lane_name(link.lane));
+  // Fail fast (the default): on a channel that cannot connect the call fails at once, or when the
+  // connection attempt does (connect_timeout_ms), and the reconnect timer tries again.
+  auth_.add_stream_metadata(stream->context, link.id);
+  link.stub->async()->StreamBatches(&stream->context, &stream->summary, stream);
+  stream->AddHold();
+  stream->StartCall();
+  bool release = false;
+  {
+    std::lock_guard lock(link.mu);
+    stream->started = true;
+    // A reaction may already have closed the stream (StartCall can fail at once); it could not
+    // release the hold before `started`.
+    release = release_due_locked(stream);
+  }
+  if (release) {
+    stream->RemoveHold();
+    return;
+  }
+  pump(link);
+}
+
+void PeerOutbound::pump(PeerLink& link, PumpThread thread) {
+  // Bounded: every pass starts a write and returns, or returns, or removes at least one message from
+  // the queue for good (an oversize batch of one), so at most the lane's max_messages + 1 passes.
+  for (std::size_t pass = 0; pass <= link.queue.limits().max_messages; ++pass) {
+    OutboundStream* stream = nullptr;
+    bool hand_to_encoder = false;
+    {
+      std::lock_guard lock(link.mu);
+      stream = claim_write_locked(link, thread, &hand_to_encoder);
+    }
+    if (hand_to_encoder) schedule_encoder(link);
+    if (stream == nullptr) return;
+    // The claim keeps the stream and the taken batch ours: encode it outside the lock, so send() on
+    // the Raft loop never waits for an encoding. The queue itself changes only under the lock below.
+    const BatchPlan plan = encode_batch(link.queue, stream->batch);
+    bool release = false;
+    {
+      std::lock_guard lock(link.mu);
+      link.queue.settle_batch(plan);  // writing() is now, index for index, stream->batch
+      if (plan.kept() == 0) {
+        stream->write_claimed = false;
+        release = release_due_locked(stream);
+      } else if (!stream->accepted) {
+        stream->handshake_written = true;
+      }
+    }
+    if (plan.kept() == 0) {
+      if (release) stream->RemoveHold();
+      continue;
+    }
+    // After StartWrite the stream is not ours any more: OnWriteDone may already be running.
+    stream->StartWrite(&stream->batch);
+    return;
+  }
+}
+
+BatchPlan PeerOutbound::encode_batch(const LaneQueue& queue, pb::RaftMessageBatch& batch) const {
+  reset_for_reuse(batch);
+  BatchPlan plan(queue.limits());
+  for (const QueuedMessage& item : queue.writing()) {
+    pb::RaftMessage* wire = batch.add_messages();
+    encode_message(item.message, options_.cluster_id, wire);
+    const BatchPlan::Verdict verdict = plan.add(wire->ByteSizeLong());
+    if (verdict == BatchPlan::Verdict::kAdd) continue;
+    batch.mutable_messages()->RemoveLast();
+    if (verdict == BatchPlan::Verdict::kFull) break;  // it and the rest wait for the next write
+  }
+  return plan;
+}
+
+PeerOutbound::OutboundStream* PeerOutbound::claim_write_locked(PeerLink& link, PumpThread thread,
+                                                               bool* hand_to_encoder) {
+  if (thread == PumpThread::kEncoder) link.encoder_scheduled = false;
+  OutboundStream* stream = link.stream;
+  if (stream == nullptr || !stream->can_take_write()) return nullptr;
+  link.queue.expire(Clock::now());
+  if (!link.queue.has_queued()) return nullptr;
+  if (thread == PumpThread::kCaller && (link.encoder_scheduled || link.queue.next_batch_exceeds(kInlineEncodeMaxBytes))) {
+    // Encoding a batch of MiBs (and gRPC's serialization of it, inside StartWrite) would hold the
+    // Raft loop or a gRPC callback thread for milliseconds, far longer on a loaded machine, while
+    // ticks, heartbeats and their answers wait: the encoder thread writes it instead.
+    *hand_to_encoder = !link.encoder_scheduled;
+    link.encoder_scheduled = true;
+    return nullptr;
+  }
+  link.queue.take_batch();
+  stream->write_claimed = true;
+  return stream;
+}
+
+void PeerOutbound::schedule_encoder(PeerLink& link) {
+  PeerLink* link_ptr = &link;
+  if (append_encoder_.schedule(Clock::now(), [this, link_ptr] { pump(*link_ptr, PumpThread::kEncoder); })) return;
+  // Refused once stop() has begun, or if the one-per-lane bound were broken: then the lane would
+  // wait for the next send(), so say so loudly.
+  std::lock_guard lock(link.mu);
+  link.encoder_scheduled = false;
+  if (!link.stopping()) {
+    spdlog::error("node {}: peer {} {} lane: the encoder thread refused a batch; it waits for the next message",
+                  options_.self_id, link.id, lane_name(link.lane));
+  }
+}
+
+void PeerOutbound::on_write_done(PeerLink& link, OutboundStream* stream, bool ok) {
+  bool write_next = false;
+  bool release = false;
+  {
+    std::lock_guard lock(link.mu);
+    RAFTLOG_CHECK(stream->write_claimed && !link.queue.writing().empty(), "write completion without a write");
+    stream->write_claimed = false;
+    if (ok && stream->accepted) {
+      link.queue.write_sent(Clock::now());
+      write_next = !stream->closing;
+    } else if (ok && !stream->closing) {
+      link.queue.write_unconfirmed();  // counted or requeued when the handshake answer comes
+    } else {
+      // A failed write means the call had already ended, so the peer never processed the batch
+      // (likewise a first batch on a refused stream): it goes back to the front of the queue, still
+      // subject to the age limit, for the next stream.
+      link.queue.write_failed();
+      stream->closing = true;
+      link.stats.connected = false;
+    }
+    release = release_due_locked(stream);
+  }
+  if (release) {
+    stream->RemoveHold();  // OnDone runs after this reaction returns
+    return;
+  }
+  if (write_next) pump(link);
+}
+
+void PeerOutbound::on_initial_metadata(PeerLink& link, OutboundStream* stream, bool ok) {
+  bool accepted = false;
+  if (ok) {
+    // Handshake: the peer answers our first message with initial metadata once it has checked the
+    // cluster id and node ids, or ends the call. Without this a refused stream would look healthy
+    // until the next write, and the refused messages would count as sent.
+    const auto& metadata = stream->context.GetServerInitialMetadata();
+    accepted = metadata.find(grpc::string_ref(kPeerAcceptedKey.data(), kPeerAcceptedKey.size())) != metadata.end();
+  }
+  bool write_next = false;
+  bool release = false;
+  {
+    std::lock_guard lock(link.mu);
+    stream->reached_peer = ok;
+    if (accepted) {
+      stream->accepted = true;
+      link.stats.connected = !stream->closing;
+      link.queue.unconfirmed_sent(Clock::now());
+      link.backoff_ms = options_.reconnect_backoff_min_ms;
+      link.consecutive_failures = 0;
+      if (!link.up) {
+        spdlog::info("node {}: peer {} ({}) up ({} lane)", options_.self_id, link.id, link.address,
+                     lane_name(link.lane));
+        link.up = true;
+      }
+      write_next = !stream->closing;
+    } else {
+      stream->closing = true;
+      link.stats.connected = false;
+      link.queue.unconfirmed_failed();
+    }
+    release = release_due_locked(stream);
+  }
+  if (release) {
+    stream->RemoveHold();
+    return;
+  }
+  if (write_next) pump(link);
+}
+
+void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream, const grpc::Status& status) {
+  std::optional<Clock::time_point> reconnect_at;
+  {
+    std::lock_guard lock(link.mu);
+    RAFTLOG_CHECK(link.stream == stream, "OnDone for a stream that is not the link's");
+    RAFTLOG_CHECK(!stream->write_claimed, "OnDone with a write claimed");
+    link.stream = nullptr;
+    link.stats.connected = false;
+    // Every write and the handshake answer completed before OnDone, so nothing is left in flight;
+    // requeue defensively all the same.
+    link.queue.unconfirmed_failed();
+    if (!link.stopping()) {
+      record_failure_locked(link, describe(status));
+      link.queue.expire(Clock::now());
+      reconnect_at = Clock::now() + std::chrono::milliseconds(reconnect_delay_locked(link, *stream));
+    }
+  }
+  delete stream;
+  if (reconnect_at.has_value()) schedule_reconnect(link, *reconnect_at);
+  stream_ended();  // last: stop() may destroy the transport once the count reaches zero
+}
+
+std::uint32_t PeerOutbound::reconnect_delay_locked(PeerLink& link, const OutboundStream& ended) {
+  std::uint32_t delay_ms = options_.reconnect_backoff_min_ms;
+  if (ended.reached_peer) {
+    // The connection may be fine while the peer refuses our streams (wrong cluster id, a peer that is
+    // shutting down): back off so a refusing peer is not hammered. An accepted stream reset the
+    // backoff to the minimum.
+    delay_ms = link.backoff_ms;
+    link.backoff_ms = std::min(link.backoff_ms * 2, options_.reconnect_backoff_max_ms);
+  }
+  // Otherwise the call never reached the peer: the channel could not connect. The channel spaces its
+  // connection attempts by its own backoff (the same bounds), and a fail-fast call on a channel that
+  // is waiting to retry fails locally, so trying again after the minimum costs no traffic and opens
+  // the stream as soon as the channel is up (an extra doubling here would add up to
+  // reconnect_backoff_max_ms to every recovery).
+  std::uniform_int_distribution<std::uint32_t> jitter_ms(0, delay_ms / 4);
+  return delay_ms + jitter_ms(link.jitter);
+}
+
+void PeerOutbound::schedule_reconnect(PeerLink& link, Clock::time_point when) {
+  PeerLink* link_ptr = &link;
+  if (reconnect_timer_.schedule(when, [this, link_ptr] { open_stream(*link_ptr); })) return;
+  // Refused once stop() has begun (which opens no more streams anyway), or if the one-per-peer bound
+  // were broken: then the peer would never reconnect, so say so loudly.
+  std::lock_guard lock(link.mu);
+  if (!link.stopping()) {
+    spdlog::error("node {}: peer {} {} lane: reconnect timer refused a reconnect; the lane stays down",
+                  options_.self_id, link.id, lane_name(link.lane));
+  }
+}
+
+bool PeerOutbound::release_due_locked(OutboundStream* stream) {
+  if (!stream->started || !stream->closing || stream->write_claimed || stream->hold_released ||
+      stream->cancel_in_progress) {
+    return false;
+  }
+  stream->hold_released = true;
+  return true;
+}
+
+void PeerOutbound::record_failure_locked(PeerLink& link, const std::string& error) {
+  ++link.stats.connect_failures;
+  link.stats.last_error = error;
+  link.stats.last_error_at = Clock::now();
+  // One log line per outage, not one per attempt.
+  const bool log_it = link.up || link.consecutive_failures == 0;
+  link.up = false;
+  ++link.consecutive_failures;
+  if (log_it) {
+    spdlog::warn("node {}: peer {} ({}) down: {} lane: {}", options_.self_id, link.id, link.address,
+                 lane_name(link.lane), error);
+  }
+}
+
+void PeerOutbound::stream_ended() {
+  std::lock_guard lock(streams_mu_);
+  RAFTLOG_CHECK(live_streams_ > 0, "more outbound streams ended than started");
+  --live_streams_;
+  if (live_streams_ == 0) streams_cv_.notify_all();
+}
+
+}  // namespace raftlog::server

@@ -1,0 +1,133 @@
+// PeerOutbound: the sending side of the peer transport — per peer two lanes, each a LaneQueue
+// (peer_queue.h: what is held, dropped and batched) with its own gRPC channel and one
+// client-streaming call driven by the callback API; who writes a batch and when (the caller of
+// send(), a write's completion, or the encoder thread for large batches), the handshake, reconnects
+// with backoff, and the shutdown of outbound streams. transport.h describes the behaviour.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "raftlog/peer/v1/peer.grpc.pb.h"
+#include "server/peer_queue.h"
+#include "server/peer_stream_auth.h"
+#include "server/timer_thread.h"
+#include "server/transport.h"
+
+namespace raftlog::server {
+
+class PeerOutbound {
+ public:
+  // `options` and `auth` must outlive this (the transport owns all three).
+  PeerOutbound(const PeerTransportOptions& options, const PeerStreamAuth& auth);
+  PeerOutbound(const PeerOutbound&) = delete;
+  PeerOutbound& operator=(const PeerOutbound&) = delete;
+
+  // Starts the reconnect timer and the encoder threads and opens one stream per lane of every peer.
+  void start();
+  // Refuses new messages and streams, cancels the open streams and waits until gRPC has ended them
+  // (their reactors point into this), then forgets every queued message. Once.
+  void stop();
+
+  bool send(raft::Message message);  // PeerTransport::send
+  std::vector<PeerStats> peer_stats() const;
+  std::uint64_t dropped_unknown_peer() const { return dropped_unknown_peer_.load(); }
+
+ private:
+  class OutboundStream;
+
+  // Everything the transport knows about one lane to one peer (its own channel, queue and stream).
+  // Fields under `mu` are shared by send() (the Raft loop), the stream's reactions (gRPC threads),
+  // the timer threads, stop() and peer_stats().
+  struct PeerLink {
+    PeerLink(Lane link_lane, const LaneQueueLimits& limits) : lane(link_lane), queue(limits) {}
+
+    raft::NodeId id = raft::kNoNode;
+    std::string address;
+    const Lane lane;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<raftlog::peer::v1::Peer::Stub> stub;
+
+    mutable std::mutex mu;
+    std::minstd_rand jitter;
+    // The lane's messages. Its writing() is read without `mu` by the thread that claimed the write
+    // (OutboundStream::write_claimed), to encode it (peer_queue.h).
+    LaneQueue queue;
+    OutboundStream* stream = nullptr;  // the open stream, or null (cleared in its OnDone)
+    // A pump of this lane waits for the encoder thread; until it runs, other threads leave the
+    // lane's writes to it (so at most one pending encoder job per lane).
+    bool encoder_scheduled = false;
+    std::uint32_t backoff_ms = 0;  // the next reconnect delay, before jitter
+    std::uint32_t consecutive_failures = 0;
+    bool up = false;  // the last stream was accepted and has not failed since (for log lines)
+    // The stream's counters; the queue's are added when a snapshot is taken.
+    LaneStats stats;
+
+    bool stopping() const { return queue.closed(); }  // under mu
+  };
+
+  // One peer's lanes, indexed by Lane.
+  struct PeerLanes {
+    PeerLanes(const LaneQueueLimits& control, const LaneQueueLimits& append)
+        : lanes{PeerLink(Lane::kControl, control), PeerLink(Lane::kAppend, append)} {}
+    std::array<PeerLink, kLaneCount> lanes;
+    PeerLink& lane(Lane which) { return lanes[static_cast<std::size_t>(which)]; }
+  };
+
+  LaneQueueLimits lane_limits(Lane lane) const;
+  void connect(PeerLink& link, raft::NodeId id, const std::string& address);
+
+  // None of these is called with a PeerLink::mu held, and none calls into gRPC with one held: gRPC
+  // may run a reaction inline in the calling thread, and reactions take the lock.
+  void open_stream(PeerLink& link);
+  // Who runs a pump: a caller (send() on the Raft loop, a gRPC reaction, open_stream) writes small
+  // batches itself and leaves large ones to the encoder thread, which writes whatever is queued.
+  enum class PumpThread : std::uint8_t { kCaller, kEncoder };
+  void pump(PeerLink& link, PumpThread thread = PumpThread::kCaller);
+  // Encodes the lane's taken batch into `batch`, as much of it as one write carries.
+  BatchPlan encode_batch(const LaneQueue& queue, raftlog::peer::v1::RaftMessageBatch& batch) const;
+  void on_write_done(PeerLink& link, OutboundStream* stream, bool ok);
+  void on_initial_metadata(PeerLink& link, OutboundStream* stream, bool ok);
+  void on_stream_done(PeerLink& link, OutboundStream* stream, const grpc::Status& status);
+  // Under link.mu: the delay before the next stream of a lane whose stream just ended.
+  std::uint32_t reconnect_delay_locked(PeerLink& link, const OutboundStream& ended);
+  void schedule_reconnect(PeerLink& link, std::chrono::steady_clock::time_point when);
+  // Under link.mu.
+  bool release_due_locked(OutboundStream* stream);
+  // Takes the next batch from the lane's queue and claims the stream's write, or returns null:
+  // nothing to write, the stream cannot take a write now, or the encoder thread writes it
+  // (*hand_to_encoder: and the caller must schedule that).
+  OutboundStream* claim_write_locked(PeerLink& link, PumpThread thread, bool* hand_to_encoder);
+  void schedule_encoder(PeerLink& link);  // not under link.mu
+  void record_failure_locked(PeerLink& link, const std::string& error);
+  void stream_ended();
+  // From stop(), once no new stream can open: cancels the lane's open stream, if any.
+  void cancel(PeerLink& link);
+
+  const PeerTransportOptions& options_;
+  const PeerStreamAuth& auth_;
+  std::map<raft::NodeId, std::unique_ptr<PeerLanes>> links_;  // fixed after construction
+  // Reconnect backoff of every lane: one thread, at most one pending reconnect per lane.
+  TimerThread reconnect_timer_;
+  // Encodes and starts the writes of large batches (kInlineEncodeMaxBytes) off the Raft loop and
+  // gRPC's callback threads: one thread, at most one pending job per lane.
+  TimerThread append_encoder_;
+  std::atomic<std::uint64_t> dropped_unknown_peer_{0};
+
+  std::mutex streams_mu_;
+  std::condition_variable streams_cv_;
+  std::size_t live_streams_ = 0;  // created and not yet past OnDone
+};
+
+}  // namespace raftlog::server

@@ -1,0 +1,170 @@
+// The outbound queueing policy of the peer transport, without gRPC: which lane a message takes, what
+// a lane's queue holds and drops, and what its next write carries (transport.h has the why of lanes,
+// bounds, age and batches; docs/design.md, "Transport").
+//
+// A LaneQueue has custody of the messages of one lane to one peer from send() until they are counted
+// as sent or dropped, in three stages:
+//   queued      waiting, in arrival order (messages that come back go to the front);
+//   writing     the batch of the lane's one write in flight, taken from the front of the queue;
+//   unconfirmed a stream's first batch, written, until the peer accepts the stream (handshake).
+// The bounds count all three, so a message that comes back to the queue always fits. Every message
+// leaves through exactly one counter: sent, or dropped (queue full, expired, oversize, send failed).
+//
+// Not synchronized: the transport guards each lane's queue with that lane's lock. The one exception
+// is writing(): between take_batch() and the call that settles the write, nothing changes it, so the
+// thread that owns the write may read it (to encode it) without the lock.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "raft/types.h"
+
+namespace raftlog::server {
+
+// The two outbound streams of a peer: entry-carrying appends, and everything else, so a heartbeat or
+// a vote never waits behind (or is dropped because of) a multi-MiB batch.
+enum class Lane : std::uint8_t { kControl = 0, kAppend = 1 };
+inline constexpr std::size_t kLaneCount = 2;
+
+// Any message with entries goes on the append lane, so every control message is accounted
+// kQueuedMessageHeaderBytes and the control lane's message bound bounds its bytes too.
+Lane lane_for(const raft::Message& message);
+const char* lane_name(Lane lane);  // "control" or "append"
+
+// Queue accounting charges every message this much on top of its entries (entries already include
+// raft::Entry::kEntryOverheadBytes each): close to the encoded size of a message's fixed fields.
+inline constexpr std::size_t kQueuedMessageHeaderBytes = 64;
+// What a message counts against its lane's byte bound.
+std::size_t queued_bytes(const raft::Message& message);
+// The control lane's byte bound for a bound of `max_messages`: entry-less messages, each accounted
+// kQueuedMessageHeaderBytes.
+std::size_t control_lane_max_bytes(std::size_t max_messages);
+
+struct QueuedMessage {
+  raft::Message message;
+  std::chrono::steady_clock::time_point enqueued_at;
+  std::size_t bytes = 0;  // queued_bytes(message)
+};
+
+// What a lane's queue has done with the messages it was given.
+struct LaneQueueCounters {
+  std::uint64_t sent_messages = 0;
+  std::uint64_t dropped_queue_full = 0;   // push() found the queue at a bound
+  std::uint64_t dropped_expired = 0;      // older than max_age when its turn came
+  std::uint64_t dropped_oversize = 0;     // larger than max_message_bytes (payload, or encoded)
+  std::uint64_t dropped_send_failed = 0;  // came back from a failed write after close()
+  std::chrono::steady_clock::time_point last_send_ok{};  // epoch (zero) if never
+};
+
+struct LaneQueueLimits {
+  std::size_t max_messages = 0;  // held: queued + writing + unconfirmed; at least 1
+  std::size_t max_bytes = 0;     // held, as queued_bytes() counts them
+  // One write: its encoded messages plus batch_framing_bytes each stay within it, except a single
+  // message; a message that alone encodes larger (or whose entries alone are larger) is dropped.
+  std::size_t max_message_bytes = 0;
+  std::size_t max_batch_messages = 0;  // messages per write; at least 1
+  std::size_t batch_framing_bytes = 0;
+  std::chrono::milliseconds max_age{0};  // a queued message older than this is dropped, not sent
+};
+
+// Decides, one encoded message at a time in batch order, which messages of a taken batch its write
+// carries (LaneQueueLimits::max_message_bytes). Once one does not fit, it and every later message of
+// the batch wait for the next write: stop adding.
+class BatchPlan {
+ public:
+  enum class Verdict : std::uint8_t {
+    kAdd,       // in this write
+    kOversize,  // dropped: it alone exceeds max_message_bytes
+    kFull,      // the write is full: this message and the rest go back to the front of the queue
+  };
+
+  explicit BatchPlan(const LaneQueueLimits& limits)
+      : max_message_bytes_(limits.max_message_bytes), framing_bytes_(limits.batch_framing_bytes) {}
+
+  Verdict add(std::size_t encoded_bytes);
+  std::size_t kept() const { return kept_; }
+  // One per add(), in order.
+  const std::vector<Verdict>& verdicts() const { return verdicts_; }
+
+ private:
+  std::size_t max_message_bytes_;
+  std::size_t framing_bytes_;
+  std::size_t batch_bytes_ = 0;
+  std::size_t kept_ = 0;
+  std::vector<Verdict> verdicts_;
+};
+
+class LaneQueue {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  enum class Admission : std::uint8_t {
+    kQueued,
+    kOversize,  // its entries alone exceed max_message_bytes (counted)
+    kFull,      // a bound would be exceeded (counted)
+    kClosed,    // after close() (not counted: the transport is stopping)
+  };
+
+  explicit LaneQueue(const LaneQueueLimits& limits);
+
+  const LaneQueueLimits& limits() const { return limits_; }
+
+  // Queues `message` at the back, unless it is refused (see Admission).
+  Admission push(raft::Message message, Clock::time_point now);
+  // Drops (counts as expired) the queued messages older than max_age at `now`.
+  void expire(Clock::time_point now);
+
+  bool has_queued() const { return !queue_.empty(); }
+  // Whether the next batch (the first max_batch_messages queued) accounts for more than `bytes`.
+  bool next_batch_exceeds(std::size_t bytes) const;
+
+  // Moves the next batch (everything queued, up to max_batch_messages) into the write. Requires no
+  // write: writing() empty.
+  const std::vector<QueuedMessage>& take_batch();
+  const std::vector<QueuedMessage>& writing() const { return writing_; }
+  // After encoding writing() message by message into `plan`: drops the oversize ones and puts the
+  // ones the write did not take (kFull and after) back at the front; writing() is then, index for
+  // index, what the write carries (maybe nothing).
+  void settle_batch(const BatchPlan& plan);
+
+  // The ends of a write: the peer has accepted the stream (the write is sent); the stream's first
+  // write, the peer has not answered yet (it becomes unconfirmed); or the write failed (its
+  // messages go back to the front of the queue).
+  void write_sent(Clock::time_point now);
+  void write_unconfirmed();
+  void write_failed();
+  // The ends of the handshake: the peer accepted the stream (the unconfirmed batch is sent), or
+  // refused it or the stream ended (it goes back to the front).
+  void unconfirmed_sent(Clock::time_point now);
+  void unconfirmed_failed();
+
+  // From now on push() refuses and messages that come back are dropped (counted as send failed).
+  void close();
+  bool closed() const { return closed_; }
+  // Forgets every held message (uncounted). After close(), once no write can end any more.
+  void clear();
+
+  std::size_t held_messages() const { return queue_.size() + writing_.size() + unconfirmed_.size(); }
+  std::size_t held_bytes() const { return held_bytes_; }
+  const LaneQueueCounters& counters() const { return counters_; }
+
+ private:
+  // Puts `items` (in queue order) back at the front of the queue, or drops them once closed; empties
+  // `items`.
+  void requeue_front(std::vector<QueuedMessage>& items);
+  void count_sent(std::vector<QueuedMessage>& items, Clock::time_point now);  // and empties it
+
+  const LaneQueueLimits limits_;
+  std::deque<QueuedMessage> queue_;  // arrival order; requeued messages go back to the front
+  std::vector<QueuedMessage> writing_;
+  std::vector<QueuedMessage> unconfirmed_;
+  std::size_t held_bytes_ = 0;  // of queue_ + writing_ + unconfirmed_
+  bool closed_ = false;
+  LaneQueueCounters counters_;
+};
+
+}  // namespace raftlog::server
