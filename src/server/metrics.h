@@ -18,8 +18,7 @@
 #include <string>
 
 #include "server/client_request_observer.h"
-#include "server/node_events.h"
-#include "server/node_status.h"
+#include "server/node_types.h"
 
 namespace grpc::experimental {
 class ServerInterceptorFactoryInterface;

@@ -1,11 +1,13 @@
-// Node: one raftlog replica. It owns the Raft core, the CommitLog and the Raft hard state, and drives
-// them from a single thread, the *Raft loop*. No gRPC here: the gRPC services (client_services.cpp) and
+// Node: one raftlog replica as raftlogd runs it. The replica's logic (Raft core, CommitLog, hard
+// state, dedup, durability rules) is src/replica/replica.h, single-threaded; Node is its shell: it
+// runs the replica on a thread of its own, the *Raft loop*, feeds it from a bounded input queue and
+// publishes what other threads may read. No gRPC here: the gRPC services (client_services.cpp) and
 // the peer transport call this class's thread-safe methods, and it sends Raft messages through the
 // MessageSender it is given.
 //
 // THREADS
-//   - Raft loop thread: the only thread that touches the Raft core, the dedup table, the pending
-//     appends and reads, and the only writer of the CommitLog. It sleeps on the input queue until an
+//   - Raft loop thread: the only thread that touches the replica (the Raft core, the dedup table, the
+//     pending appends and reads), and so the only writer of the CommitLog. It sleeps on the input queue until an
 //     input arrives or the next tick is due.
 //   - Any thread: append(), read_index(), transfer_leadership(), receive() push an input into the
 //     bounded input queue (full queue => the call fails at once with kResourceExhausted / the message
@@ -15,12 +17,7 @@
 //   Completion callbacks run on the Raft loop thread and must be quick (they hand the result to a gRPC
 //   reactor; they never call back into the Node synchronously).
 //
-// DURABILITY (docs/durability.md)
-//   Hard state (term, vote) is written durably before any message that depends on it leaves.
-//   Entries are appended to the CommitLog without waiting; in sync flush mode a message that
-//   acknowledges them (a follower's append response, a vote) is held until the store reports them
-//   flushed, and the leader counts its own entries toward the quorum only once flushed. In async mode
-//   an entry counts as soon as it is written to the mapped segment.
+// DURABILITY: see src/replica/replica.h and docs/durability.md.
 #pragma once
 
 #include <chrono>
@@ -32,69 +29,10 @@
 
 #include "raft/types.h"
 #include "server/node_config.h"
-#include "server/node_events.h"
-#include "server/node_status.h"
+#include "server/node_types.h"
 #include "store/commit_log.h"
 
 namespace raftlog::server {
-
-// Outcome codes shared by every client-facing operation; client_services.cpp maps them to gRPC codes.
-enum class ErrorCode {
-  kOk = 0,
-  kInvalidArgument,    // empty append, too many entries, entry too large, bad range
-  kNotLeader,          // leader_id/leader_address name the leader when known
-  kNoLeader,           // no leader known yet (election in progress)
-  kOutOfRange,         // read below the first retained index or past the committed end
-  kResourceExhausted,  // too many pending requests, input queue full, disk full
-  kUnavailable,        // shutting down, or leadership lost with the outcome unknown (retry idempotently)
-  kDeadlineExceeded,   // not committed in time (outcome unknown: retry idempotently)
-  kFailedPrecondition, // e.g. an idempotency sequence too old to be checked
-  kInternal,           // a store error the node cannot continue from
-  kDataLoss,           // a stored entry failed its checksum (corrupt); it is never served
-};
-
-const char* to_string(ErrorCode code);
-
-struct NodeError {
-  ErrorCode code = ErrorCode::kOk;
-  std::string message;
-  std::string reason;           // machine-readable word (client/error_details.h), "" when none
-  std::uint64_t leader_id = 0;  // for kNotLeader
-  std::string leader_address;
-  bool ok() const { return code == ErrorCode::kOk; }
-};
-
-struct AppendResult {
-  NodeError error;
-  std::uint64_t first_index = 0;
-  std::uint64_t last_index = 0;
-  std::uint64_t term = 0;
-  bool duplicate = false;  // answered from the dedup table: nothing new was written
-};
-
-struct TransferResult {
-  NodeError error;
-  std::uint64_t leader_id = 0;  // on success: the new leader (the target)
-  std::uint64_t term = 0;       // the term it leads
-};
-
-struct TrimResult {
-  NodeError error;
-  std::uint64_t first_index = 0;  // the node's first retained index afterwards
-  std::uint64_t limit = 0;        // the highest before_index allowed at the time (see trim())
-};
-
-struct ReadIndexResult {
-  NodeError error;
-  std::uint64_t read_index = 0;  // every entry up to here is committed and readable on this node
-};
-
-class MessageSender {
- public:
-  virtual ~MessageSender() = default;
-  // Non-blocking; may drop (Raft retransmits).
-  virtual void send(raft::Message message) = 0;
-};
 
 class Node {
  public:

@@ -5,6 +5,7 @@
 
 #include "raft/raft.h"
 #include "raft/types.h"
+#include "replica/replica.h"
 #include "server/transport.h"
 #include "util/host_port.h"
 
@@ -206,6 +207,29 @@ raft::Config raft_config_for(const NodeConfig& config) {
       std::max(raft_config.max_uncommitted_entries, raft_config.max_entries_per_message);
   raft_config.max_uncommitted_bytes = std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
   return raft_config;
+}
+
+replica::ReplicaConfig replica_config_for(const NodeConfig& config) {
+  replica::ReplicaConfig out;
+  out.node_id = config.node_id;
+  out.members = config.members;
+  out.data_dir = config.data_dir;
+  out.tick_ms = config.tick_ms;
+  out.election_ticks = config.election_ticks;
+  out.store = config.store;
+  out.max_pending_appends = config.max_pending_appends;
+  out.append_timeout_ms = config.append_timeout_ms;
+  out.dedup_sequences_per_client = config.dedup_sequences_per_client;
+  out.dedup_max_clients = config.dedup_max_clients;
+  out.dedup_rebuild_entries = config.dedup_rebuild_entries;
+  out.retention_max_age_s = config.retention_max_age_s;
+  out.retention_max_bytes = config.retention_max_bytes;
+  out.retention_check_interval_ms = config.retention_check_interval_ms;
+  out.retention_follower_grace_ms = config.retention_follower_grace_ms;
+  out.disk_high_watermark = config.disk_high_watermark;
+  out.disk_low_watermark = config.disk_low_watermark;
+  out.raft = raft_config_for(config);
+  return out;
 }
 
 PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {

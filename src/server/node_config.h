@@ -16,6 +16,10 @@ namespace raftlog::raft {
 struct Config;
 }  // namespace raftlog::raft
 
+namespace raftlog::replica {
+struct ReplicaConfig;
+}  // namespace raftlog::replica
+
 namespace raftlog::server {
 
 struct PeerTransportOptions;
@@ -158,6 +162,9 @@ std::string validate(const NodeConfig& config);
 // validate() checks exactly what the node will run with.
 raft::Config raft_config_for(const NodeConfig& config);
 PeerTransportOptions peer_transport_options_for(const NodeConfig& config);
+// The replica's settings (src/replica/replica.h), except what Node::open adds: the Raft core's
+// random seed and whether the machine restarted since the last open.
+replica::ReplicaConfig replica_config_for(const NodeConfig& config);
 
 // The Raft core's bound on one AppendEntries message (and one proposal), derived so that the largest
 // Append the node accepts fits in one: payloads plus the core's per-entry overhead, plus slack. The

@@ -1,11 +1,11 @@
-#include "server/dedup_table.h"
+#include "replica/dedup_table.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace raftlog::server {
+namespace raftlog::replica {
 namespace {
 
 using Lookup = DedupTable::Lookup;
@@ -224,4 +224,4 @@ TEST(DedupTable, AMismatchAtTheStartOfTheViewIsTooOldNotAReuse) {
 }
 
 }  // namespace
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

@@ -1,4 +1,4 @@
-#include "server/hard_state_file.h"
+#include "replica/hard_state_file.h"
 
 #include <gtest/gtest.h>
 
@@ -10,10 +10,10 @@
 #include "store/env.h"
 #include "temp_dir.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 namespace {
 
-using testing::TempDir;
+using server::testing::TempDir;
 
 std::string hard_state_path(const std::string& dir) { return dir + "/HARDSTATE"; }
 
@@ -135,4 +135,4 @@ TEST(HardStateFile, AValidRecordWithAnUnknownPayloadFailsOpen) {
 }
 
 }  // namespace
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

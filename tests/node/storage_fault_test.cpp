@@ -1,7 +1,7 @@
 // assess_storage_fault(): which recoveries mean lost durable entries (the node then catches up without
 // voting), and which do not (a torn unsynced tail, async mode, a single node). And the Scrubber's
 // pacing, wrap-around and single report.
-#include "server/storage_fault.h"
+#include "replica/storage_fault.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +14,10 @@
 
 namespace raftlog::server {
 namespace {
+
+using replica::assess_storage_fault;
+using replica::RecoveryFacts;
+using replica::StorageFault;
 
 RecoveryFacts healthy() {
   RecoveryFacts facts;

@@ -1,4 +1,4 @@
-#include "server/store_log_reader.h"
+#include "replica/store_log_reader.h"
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 
 #include "temp_dir.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 namespace {
 
-using testing::TempDir;
+using server::testing::TempDir;
 
 constexpr std::size_t kPayloadBytes = 1000;
 
@@ -152,4 +152,4 @@ TEST(StoreEntryConversion, RaftToStoreAndBack) {
 }
 
 }  // namespace
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

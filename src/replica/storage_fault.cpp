@@ -1,4 +1,4 @@
-#include "server/storage_fault.h"
+#include "replica/storage_fault.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,7 +9,7 @@
 #include "store/endian.h"
 #include "store/env.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 StorageFault assess_storage_fault(const RecoveryFacts& facts) {
   StorageFault fault;
@@ -65,4 +65,4 @@ bool same_boot_as_last_open(const std::string& data_dir, const std::string& boot
   return same;
 }
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

@@ -11,7 +11,7 @@
 
 #include "store/commit_log.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 class NodeEvents {
  public:
@@ -32,4 +32,4 @@ class NodeEvents {
   virtual void store_flushed(const store::CommitLog::FlushCycle& cycle) = 0;
 };
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

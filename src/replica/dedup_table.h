@@ -35,7 +35,7 @@
 #include <string_view>
 #include <unordered_map>
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 // The digest of an append's payloads: CRC32C (src/util/crc32c.h) chained over every payload in
 // index order, each preceded by its length as 8 little-endian bytes (so ["ab", "c"] and ["a", "bc"]
@@ -109,4 +109,4 @@ class DedupTable {
   std::unordered_map<std::uint64_t, ClientList::iterator> clients_;
 };
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

@@ -1,9 +1,9 @@
-#include "server/hard_state_file.h"
+#include "replica/hard_state_file.h"
 
 #include "store/endian.h"
 #include "store/env.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 namespace {
 constexpr std::uint32_t kFormatVersion = 1;
@@ -68,4 +68,4 @@ store::Status HardStateFile::write(const raft::HardState& hard_state) {
   return store::Status();
 }
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

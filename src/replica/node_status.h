@@ -11,7 +11,7 @@
 #include "store/commit_log.h"
 #include "store/options.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 struct PeerStatus {
   std::uint64_t id = 0;
@@ -56,4 +56,4 @@ struct NodeStatus {
   std::uint64_t corrupt_index = 0;
 };
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

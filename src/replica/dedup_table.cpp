@@ -1,4 +1,4 @@
-#include "server/dedup_table.h"
+#include "replica/dedup_table.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 
 #include "util/crc32c.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload) {
   std::array<unsigned char, 8> length{};
@@ -109,4 +109,4 @@ void DedupTable::truncate_from(std::uint64_t from_index) {
   if (view_start_ >= from_index) view_start_ = 0;
 }
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

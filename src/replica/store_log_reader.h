@@ -7,7 +7,7 @@
 #include "raft/log_reader.h"
 #include "store/commit_log.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 class StoreLogReader final : public raft::LogReader {
  public:
@@ -30,4 +30,4 @@ inline constexpr std::uint16_t kEntryFlagProposalContinues = 1;
 raft::Entry to_raft_entry(const store::EntryView& view);
 store::EntryToAppend to_store_entry(const raft::Entry& entry);
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

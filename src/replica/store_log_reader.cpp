@@ -1,8 +1,8 @@
-#include "server/store_log_reader.h"
+#include "replica/store_log_reader.h"
 
 #include <cassert>
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 static_assert(static_cast<int>(raft::EntryType::kNormal) == static_cast<int>(store::EntryType::kNormal));
 static_assert(static_cast<int>(raft::EntryType::kNoop) == static_cast<int>(store::EntryType::kNoop));
@@ -65,4 +65,4 @@ store::EntryToAppend to_store_entry(const raft::Entry& entry) {
   return out;
 }
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

@@ -19,7 +19,7 @@
 
 #include "store/commit_log.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 struct RecoveryFacts {
   store::RecoveryReport report;
@@ -53,4 +53,4 @@ std::string current_boot_id();
 // boot" (the conservative answer: no fault is then inferred from a torn-looking tail).
 bool same_boot_as_last_open(const std::string& data_dir, const std::string& boot_id);
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

@@ -13,7 +13,7 @@
 #include "store/durable_record.h"
 #include "store/status.h"
 
-namespace raftlog::server {
+namespace raftlog::replica {
 
 class HardStateFile {
  public:
@@ -34,4 +34,4 @@ class HardStateFile {
   raft::HardState current_;
 };
 
-}  // namespace raftlog::server
+}  // namespace raftlog::replica

@@ -1,0 +1,228 @@
+// Replica: one raftlog replica's logic, single-threaded and free of gRPC, sockets and threads of its
+// own. It owns the Raft core, the CommitLog, the hard state and the dedup table, and decides
+// everything durability depends on: hard state before entries, acknowledgements held until a flush
+// covers them, truncation and the waiters it cuts, commit delivery, retention, read index, transfer.
+//
+// Its caller (raftlogd's Node, src/server/node.h) gives it one input at a time from one thread, then
+// calls process() to drive the core's Ready batches; completion callbacks run inside those calls.
+// What it needs from the world comes in through ReplicaDeps: where messages go, the time, the disk's
+// free space, and observers. (The store's flusher thread and the retention's file times are still
+// the store's own: docs/design.md, "The replica".)
+//
+// DURABILITY (docs/durability.md)
+//   Hard state (term, vote) is written durably before any message that depends on it leaves.
+//   Entries are appended to the CommitLog without waiting; in sync flush mode a message that
+//   acknowledges them (a follower's append response, a vote) is held until the store reports them
+//   flushed, and the leader counts its own entries toward the quorum only once flushed. In async mode
+//   an entry counts as soon as it is written to the mapped segment.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "raft/raft.h"
+#include "replica/dedup_table.h"
+#include "replica/disk_probe.h"
+#include "replica/hard_state_file.h"
+#include "replica/node_events.h"
+#include "replica/node_status.h"
+#include "replica/results.h"
+#include "replica/store_log_reader.h"
+#include "store/commit_log.h"
+
+namespace raftlog::replica {
+
+using Clock = std::chrono::steady_clock;
+
+// The settings the replica acts on (raftlogd derives them from its NodeConfig: server/node_config.h
+// documents each field and its bounds, which the caller has validated).
+struct ReplicaConfig {
+  std::uint64_t node_id = 0;
+  std::map<std::uint64_t, std::string> members;  // node id -> address, for "the leader is at ..."
+  std::string data_dir;                           // the log lives in data_dir/log, HARDSTATE next to it
+  std::uint32_t tick_ms = 20;
+  std::uint32_t election_ticks = 10;
+  store::Options store;
+  std::uint32_t max_pending_appends = 16384;
+  std::uint32_t append_timeout_ms = 5000;
+  std::uint32_t dedup_sequences_per_client = 64;
+  std::uint32_t dedup_max_clients = 100000;
+  std::uint64_t dedup_rebuild_entries = 1000000;
+  std::uint64_t retention_max_age_s = 0;
+  std::uint64_t retention_max_bytes = 0;
+  std::uint32_t retention_check_interval_ms = 10000;
+  std::uint32_t retention_follower_grace_ms = 600000;
+  double disk_high_watermark = 0.90;
+  double disk_low_watermark = 0.80;
+  raft::Config raft;        // complete, random_seed included (the replica adds what recovery found)
+  bool same_boot = false;   // the machine did not restart since the data directory's last open
+};
+
+struct ReplicaDeps {
+  MessageSender* sender = nullptr;  // required
+  DiskProbe* disk = nullptr;        // required
+  NodeEvents* events = nullptr;     // optional
+  std::function<Clock::time_point()> clock = [] { return Clock::now(); };
+  // Called with the new commit index before any waiter learns of it, so that what a waiter's
+  // caller does next (a read of its own entry) sees the index published.
+  std::function<void(std::uint64_t commit)> commit_advanced;
+};
+
+class Replica {
+ public:
+  using AppendCallback = std::function<void(AppendResult)>;
+  using ReadIndexCallback = std::function<void(ReadIndexResult)>;
+  using TransferCallback = std::function<void(TransferResult)>;
+
+  struct AppendRequest {
+    std::vector<std::string> payloads;  // validated by the caller (count, sizes)
+    std::uint64_t client_id = 0;
+    std::uint64_t sequence = 0;
+    AppendCallback done;
+    Clock::time_point deadline;
+  };
+  struct ReadIndexRequest {
+    ReadIndexCallback done;
+    Clock::time_point deadline;
+  };
+  struct TransferRequest {
+    std::uint64_t target = 0;
+    TransferCallback done;
+  };
+
+  // Recovers the CommitLog and the hard state from config.data_dir and rebuilds the dedup table.
+  // nullptr with `error` set when the directory cannot be served.
+  static std::unique_ptr<Replica> open(ReplicaConfig config, ReplicaDeps deps, NodeError* error);
+  ~Replica();
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  // --- inputs --------------------------------------------------------------------------------
+  void append(AppendRequest request);
+  void read_index(ReadIndexRequest request);
+  void transfer_leadership(TransferRequest request);
+  void step(const raft::Message& message);
+  void tick();
+  // See Node::trim (src/server/node.h).
+  TrimResult trim(std::uint64_t before_index, const char* why);
+  // The entry at `index` failed its check: recorded for the next open (a full check of its
+  // segment), then fatal. The caller holds off concurrent readers of the store.
+  void mark_corrupt(std::uint64_t index, const std::string& message);
+
+  // --- driving -------------------------------------------------------------------------------
+  // Reports durability, then drives the core's Ready batches until it has none (bounded).
+  void process();
+  void expire_pending(Clock::time_point now);
+  void apply_retention(Clock::time_point now);
+  // Fails every waiting append, read and transfer with `code`.
+  void fail_all(ErrorCode code, const std::string& message);
+  // Saves the commit index in the checkpoint (unless failed) and closes the store.
+  void close();
+
+  // --- state ---------------------------------------------------------------------------------
+  // True once an error it cannot continue from happened (logged); the caller stops feeding it.
+  bool failed() const { return failed_; }
+  bool disk_watermark_exceeded() const { return disk_.exceeded(); }  // any thread
+  raft::Role role() const { return raft_->role(); }
+  std::uint64_t commit_index() const { return commit_; }
+  // Status as of now, without what only the caller knows (scrubber, corrupt index).
+  NodeStatus status();
+  // The store, for the caller's concurrent readers (reads, scrub, flush) and its flush listener.
+  store::CommitLog& log() { return *log_; }
+  const store::CommitLog& log() const { return *log_; }
+  const ReplicaConfig& config() const { return config_; }
+
+ private:
+  // An append (or a retry of one) waiting for its range to commit.
+  struct PendingAppend {
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+    std::uint64_t term = 0;
+    bool duplicate = false;
+    AppendCallback done;
+    Clock::time_point deadline;
+    // For metrics: when it was proposed and how many payload bytes it carries (0 for a duplicate).
+    Clock::time_point proposed_at{};
+    std::uint64_t payload_bytes = 0;
+  };
+  struct PendingRead {
+    ReadIndexCallback done;
+    Clock::time_point deadline;
+  };
+  // Messages that may leave only once the log is durable up to `required_index`, whose entry must
+  // still have `required_term` then: after a truncation the messages vouch for entries that no
+  // longer exist and are dropped (Raft retransmits; a lost vote is re-requested).
+  struct HeldMessages {
+    std::uint64_t required_index = 0;
+    std::uint64_t required_term = 0;
+    std::vector<raft::Message> messages;
+  };
+
+  Replica(ReplicaConfig config, ReplicaDeps deps);
+
+  // Opening (replica_open.cpp).
+  bool open_store(const store::Options& store_options, NodeError* error);
+  bool rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem);
+  void assess_recovery(raft::Config* raft_config);
+  bool open_hard_state(NodeError* error);
+  std::uint64_t find_corrupt_index(std::uint64_t from, std::uint64_t count) const;
+
+  // Requests (replica_requests.cpp).
+  bool answer_from_dedup(AppendRequest& in);
+  bool disk_has_room(std::uint64_t append_bytes, NodeError* error);
+  NodeError not_leader_error() const;
+  void fail_pending_appends(ErrorCode code, const std::string& message, const char* reason);
+
+  // The Ready driver (replica_ready.cpp).
+  void handle_ready(raft::Ready& ready);
+  void note_soft_state(const raft::SoftState& next);
+  void truncate_log_from(std::uint64_t from);
+  void hold_until_durable(std::vector<raft::Message> messages);
+  void report_durability();
+  void release_held(std::uint64_t durable_index);
+  void deliver_commit(std::uint64_t commit);
+  void deliver_read_states(const raft::Ready& ready);
+  void record_dedup(const std::vector<raft::Entry>& entries);
+  void fatal(const std::string& what);
+
+  // Retention (replica_retention.cpp).
+  std::uint64_t trim_limit() const;
+
+  ReplicaConfig config_;
+  ReplicaDeps deps_;
+  std::unique_ptr<store::CommitLog> log_;
+  std::unique_ptr<HardStateFile> hard_state_file_;
+  std::unique_ptr<StoreLogReader> reader_;
+  std::unique_ptr<raft::Raft> raft_;
+  raft::HardState persisted_hard_state_;
+  bool failed_ = false;
+  bool closed_ = false;
+  std::uint64_t commit_ = 0;
+
+  DedupTable dedup_;
+  std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
+  std::multimap<std::uint64_t, PendingAppend> pending_appends_;      // by last index
+  std::map<std::uint64_t, PendingRead> pending_reads_;               // by read request id
+  std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index
+  std::uint64_t next_read_id_ = 1;
+  std::deque<HeldMessages> held_messages_;
+  std::uint64_t reported_durable_ = 0;  // highest index reported to the core via on_persisted
+  std::optional<TransferRequest> pending_transfer_;
+  Clock::time_point transfer_deadline_{};
+  raft::SoftState soft_state_;
+  std::string storage_fault_;  // why recovery started this node catching up ("" = it did not)
+
+  DiskWatermark disk_;
+  Clock::time_point retention_checked_at_{};
+  std::set<std::uint64_t> peers_behind_first_index_;  // warned about once each
+};
+
+}  // namespace raftlog::replica

@@ -1,0 +1,295 @@
+// Replica: opening (recovery of the store and the hard state, the dedup rebuild, the storage-fault
+// assessment), closing, and the status snapshot.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "replica/replica.h"
+#include "replica/storage_fault.h"
+
+namespace raftlog::replica {
+
+const char* to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "OK";
+    case ErrorCode::kInvalidArgument: return "INVALID_ARGUMENT";
+    case ErrorCode::kNotLeader: return "NOT_LEADER";
+    case ErrorCode::kNoLeader: return "NO_LEADER";
+    case ErrorCode::kOutOfRange: return "OUT_OF_RANGE";
+    case ErrorCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
+    case ErrorCode::kUnavailable: return "UNAVAILABLE";
+    case ErrorCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
+    case ErrorCode::kFailedPrecondition: return "FAILED_PRECONDITION";
+    case ErrorCode::kInternal: return "INTERNAL";
+    case ErrorCode::kDataLoss: return "DATA_LOSS";
+  }
+  return "UNKNOWN";
+}
+
+NodeError make_error(ErrorCode code, std::string message, std::string reason) {
+  NodeError error;
+  error.code = code;
+  error.message = std::move(message);
+  error.reason = std::move(reason);
+  return error;
+}
+
+Replica::Replica(ReplicaConfig config, ReplicaDeps deps)
+    : config_(std::move(config)),
+      deps_(std::move(deps)),
+      dedup_(config_.dedup_max_clients, config_.dedup_sequences_per_client),
+      disk_(config_.node_id, config_.data_dir, config_.disk_high_watermark, config_.disk_low_watermark) {}
+
+Replica::~Replica() { close(); }
+
+std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, NodeError* error) {
+  if (deps.sender == nullptr || deps.disk == nullptr || !deps.clock) {
+    *error = make_error(ErrorCode::kInvalidArgument, "a replica needs a message sender, a disk probe and a clock");
+    return nullptr;
+  }
+  std::unique_ptr<Replica> replica(new Replica(std::move(config), std::move(deps)));
+  const ReplicaConfig& c = replica->config_;
+  store::Options store_options = c.store;
+  // With peers to repair from, a corrupt durable entry cuts the log there (and the node catches up,
+  // below) instead of keeping the node down for good; a single node has no other copy, so it refuses.
+  store_options.allow_truncate_corrupted_flushed_data =
+      c.members.size() > 1 && c.store.flush_mode == store::FlushMode::kSync;
+  if (!replica->open_store(store_options, error)) return nullptr;
+  if (!replica->open_hard_state(error)) return nullptr;
+
+  store::CommitLog& log = *replica->log_;
+  replica->reader_ = std::make_unique<StoreLogReader>(log);
+  raft::Config raft_config = c.raft;
+  replica->assess_recovery(&raft_config);
+  if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
+    *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
+    return nullptr;
+  }
+  replica->raft_ = std::make_unique<raft::Raft>(raft_config, *replica->reader_, replica->persisted_hard_state_);
+  const raft::HardState& hs = replica->persisted_hard_state_;
+  spdlog::info("node {}: restored term {} vote {} commit {}, log [{}, {}]", c.node_id, hs.term, hs.vote, hs.commit,
+               log.first_index(), log.last_index());
+  replica->dedup_recorded_through_ = log.last_index();  // open_store() rebuilt the dedup table from the log
+  replica->reported_durable_ = log.last_index();        // recovered entries are durable (recovery flushed them)
+  replica->commit_ = hs.commit;
+  if (replica->deps_.events != nullptr) {
+    log.set_flush_observer([events = replica->deps_.events](const store::CommitLog::FlushCycle& cycle) {
+      events->store_flushed(cycle);
+    });
+  }
+  return replica;
+}
+
+bool Replica::open_hard_state(NodeError* error) {
+  auto hard_state_file = HardStateFile::open(config_.data_dir);
+  if (!hard_state_file.ok()) {
+    *error = make_error(ErrorCode::kInternal, "opening the hard state failed: " + hard_state_file.status().to_string());
+    return false;
+  }
+  hard_state_file_ = std::move(hard_state_file).value();
+  persisted_hard_state_ = hard_state_file_->current();
+  // Term and vote are persisted before any entry of that term is written, so a log entry of a term
+  // above the persisted one means HARDSTATE was lost or replaced: starting would risk a second vote
+  // in a term this node already voted in.
+  if (log_->last_index() >= log_->first_index()) {
+    auto last_term = log_->term_at(log_->last_index());
+    if (last_term.ok() && *last_term > persisted_hard_state_.term) {
+      *error = make_error(ErrorCode::kInternal,
+                          "hard state term " + std::to_string(persisted_hard_state_.term) + " is below the term " +
+                              std::to_string(*last_term) + " of log entry " + std::to_string(log_->last_index()) +
+                              ": " + config_.data_dir +
+                              "/HARDSTATE was lost or replaced; refusing to start (see docs/operations.md)");
+      return false;
+    }
+  }
+  if (persisted_hard_state_.term > raft::kMaxTerm) {
+    *error = make_error(ErrorCode::kInternal, config_.data_dir + "/HARDSTATE: term " +
+                                                  std::to_string(persisted_hard_state_.term) + " is above the limit " +
+                                                  std::to_string(raft::kMaxTerm) +
+                                                  "; refusing to start (see docs/operations.md)");
+    return false;
+  }
+  // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered (async
+  // flush mode can lose a written tail; a storage fault can remove entries, see assess_recovery());
+  // Raft re-learns the commit index from the leader.
+  persisted_hard_state_.commit = std::min(log_->commit_index(), log_->last_index());
+  return true;
+}
+
+bool Replica::open_store(const store::Options& store_options, NodeError* error) {
+  // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
+  // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
+  // that segment in full and cuts the log at it (with peers to repair from: allow_truncate_...).
+  // Bounded: every round cuts the log below the previous cut.
+  constexpr int kMaxOpenRepairs = 8;
+  for (int attempt = 0;; ++attempt) {
+    auto log = store::CommitLog::open(config_.data_dir + "/log", store_options);
+    if (!log.ok()) {
+      *error = make_error(ErrorCode::kInternal, "opening the commit log failed: " + log.status().to_string());
+      return false;
+    }
+    log_ = std::move(log).value();
+    spdlog::info("node {}: store recovered: {}", config_.node_id, log_->recovery_report().to_string());
+    std::uint64_t corrupt_index = 0;
+    std::string problem;
+    if (rebuild_dedup(&corrupt_index, &problem)) return true;
+    if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data || attempt >= kMaxOpenRepairs) {
+      *error = make_error(ErrorCode::kInternal, "rebuilding the dedup table failed: " + problem);
+      return false;
+    }
+    spdlog::error("node {}: entry {} is corrupt ({}); reopening the log so that recovery cuts it there, to be "
+                  "repaired from the peers",
+                  config_.node_id, corrupt_index, problem);
+    if (store::Status st = log_->mark_suspect(corrupt_index); !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "marking entry " + std::to_string(corrupt_index) +
+                                                    " suspect failed: " + st.to_string());
+      return false;
+    }
+    if (store::Status st = log_->close(); !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "closing the commit log failed: " + st.to_string());
+      return false;
+    }
+    log_.reset();
+    dedup_ = DedupTable(config_.dedup_max_clients, config_.dedup_sequences_per_client);
+  }
+}
+
+bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) {
+  // The last dedup_rebuild_entries entries of the log (the window is documented in node_config.h).
+  const std::uint64_t last = log_->last_index();
+  std::uint64_t from = log_->first_index();
+  if (last >= config_.dedup_rebuild_entries && last - config_.dedup_rebuild_entries + 1 > from) {
+    from = last - config_.dedup_rebuild_entries + 1;
+  }
+  dedup_.set_view_start(from);  // an append that began below `from` is seen only in part
+  constexpr std::size_t kBatchEntries = 4096;
+  while (from <= last) {
+    auto batch = log_->read(from, kBatchEntries, 64ULL << 20);
+    if (!batch.ok() || batch->entries.empty()) {
+      if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
+        *corrupt_index = find_corrupt_index(from, kBatchEntries);
+      }
+      *problem = "at index " + std::to_string(from) + ": " + batch.status().to_string();
+      return false;
+    }
+    for (const store::EntryView& view : batch->entries) {
+      dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term,
+                          view.payload);
+    }
+    from = batch->entries.back().meta.index + 1;
+  }
+  return true;
+}
+
+void Replica::assess_recovery(raft::Config* raft_config) {
+  RecoveryFacts facts;
+  facts.report = log_->recovery_report();
+  facts.checkpoint_commit_index = log_->commit_index();
+  facts.recovered_last_index = log_->last_index();
+  facts.hard_state_term = persisted_hard_state_.term;
+  if (log_->last_index() >= log_->first_index()) {
+    if (auto term = log_->term_at(log_->last_index()); term.ok()) facts.last_log_term = *term;
+  }
+  facts.sync_flush = config_.store.flush_mode == store::FlushMode::kSync;
+  facts.single_member = config_.members.size() == 1;
+  facts.same_boot = config_.same_boot;
+  const StorageFault fault = assess_storage_fault(facts);
+  if (!fault.lost_durable_entries) return;
+  storage_fault_ = fault.description;
+  raft_config->promised_index = fault.promised_index;
+  raft_config->promised_term = fault.promised_term;
+  spdlog::error("node {}: storage fault: {}; this node may have acknowledged entries up to {} (term {}) that "
+                "it no longer holds: it catches up from the leader and neither votes nor counts toward "
+                "commit until its log reaches them (docs/operations.md, \"Storage faults\")",
+                config_.node_id, fault.description, fault.promised_index, fault.promised_term);
+}
+
+std::uint64_t Replica::find_corrupt_index(std::uint64_t from, std::uint64_t count) const {
+  // Bounded by `count` (one read batch); each read is of one entry.
+  for (std::uint64_t index = from; index < from + count; ++index) {
+    auto one = log_->read(index, 1, std::numeric_limits<std::size_t>::max());
+    if (!one.ok() && one.status().code() == store::StatusCode::kCorruption) return index;
+    if (!one.ok()) return 0;
+  }
+  return 0;
+}
+
+
+void Replica::mark_corrupt(std::uint64_t index, const std::string& message) {
+  // The entry is never served (reads of it fail with DATA_LOSS). The node cannot cut its log below
+  // the commit index while it runs, so it records the entry for the next open, which verifies that
+  // segment in full, cuts the log at the first bad entry and catches up from the leader
+  // (assess_recovery). Stopping makes a supervisor (systemd, Kubernetes) restart it.
+  std::string outcome = "marked for repair";
+  if (store::Status st = log_->mark_suspect(index); !st.ok()) outcome = "NOT marked: " + st.to_string();
+  fatal("entry " + std::to_string(index) + " is corrupt (" + message + "); " + outcome +
+        ": restart the node and it re-fetches the entries from its peers (docs/operations.md, \"Storage "
+        "faults\")");
+}
+
+void Replica::close() {
+  if (closed_ || log_ == nullptr) return;
+  closed_ = true;
+  log_->set_flush_listener(nullptr);
+  log_->set_flush_observer(nullptr);
+  if (!failed_) {
+    // The checkpoint keeps the commit index so that a restart knows what was committed.
+    const std::uint64_t commit = std::min(commit_, log_->last_index());
+    if (commit > log_->commit_index()) {
+      if (auto st = log_->set_commit_index(commit); !st.ok()) {
+        spdlog::error("node {}: saving commit index {}: {}", config_.node_id, commit, st.to_string());
+      }
+    }
+  }
+  store::Status st = log_->close();
+  if (!st.ok()) spdlog::error("node {}: closing the store: {}", config_.node_id, st.to_string());
+  spdlog::info("node {}: stopped (commit {}, last {})", config_.node_id, commit_, log_->last_index());
+}
+
+NodeStatus Replica::status() {
+  NodeStatus status;
+  status.node_id = config_.node_id;
+  status.address = config_.members.at(config_.node_id);
+  status.role = raft_->role();
+  status.term = raft_->term();
+  status.leader_id = raft_->leader();
+  if (auto it = config_.members.find(status.leader_id); it != config_.members.end()) {
+    status.leader_address = it->second;
+  }
+  status.first_index = log_->first_index();
+  status.last_index = log_->last_index();
+  status.commit_index = commit_;
+  status.flushed_index = log_->flushed_index();
+  status.flush_mode = config_.store.flush_mode;
+  status.catching_up = raft_->catching_up();
+  status.catching_up_to_index = raft_->catching_up_to();
+  status.storage_fault = status.catching_up ? storage_fault_ : "";
+  for (const raft::PeerProgress& progress : raft_->progress()) {
+    if (progress.id == config_.node_id) continue;
+    PeerStatus peer;
+    peer.id = progress.id;
+    if (auto it = config_.members.find(progress.id); it != config_.members.end()) peer.address = it->second;
+    peer.match_index = progress.match_index;
+    peer.lag_entries = status.last_index > progress.match_index ? status.last_index - progress.match_index : 0;
+    peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
+    peer.probing = progress.probing;
+    peer.inflight_messages = progress.inflight_messages;
+    // A follower that needs entries this leader no longer holds cannot be caught up (there are no
+    // snapshots): it must be rebuilt from a copy of a healthy node (docs/operations.md).
+    // next_index is what the leader would send next (in probe state, its current guess): below the
+    // first index the core stops sending appends to that peer (raft_replication.cpp).
+    peer.behind_first_index = progress.next_index < status.first_index;
+    if (peer.behind_first_index && peers_behind_first_index_.insert(progress.id).second) {
+      spdlog::error("node {}: follower {} needs entries from {} but the first retained index is {}: it cannot "
+                    "catch up; rebuild it from a copy of a healthy node's data directory (docs/operations.md)",
+                    config_.node_id, progress.id, progress.next_index, status.first_index);
+    } else if (!peer.behind_first_index) {
+      peers_behind_first_index_.erase(progress.id);
+    }
+    status.peers.push_back(std::move(peer));
+  }
+  return status;
+}
+
+}  // namespace raftlog::replica

@@ -1,0 +1,257 @@
+// Replica: the Ready driver — persist, send, apply — and durability reports, held
+// acknowledgements and commit delivery.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "replica/replica.h"
+
+namespace raftlog::replica {
+namespace {
+
+// Ready batches whose acknowledgements may wait for a flush at once (docs/configuration.md).
+constexpr std::size_t kMaxHeldBatches = 4096;
+// Ready rounds per process() call: each drains the core's pending output; a new one appears only
+// from new work, so more rounds than this means the core keeps producing on its own.
+constexpr int kMaxReadyRoundsPerProcess = 64;
+
+// An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the client.
+AppendResult replaced_entry_error() {
+  return failed_append(make_error(ErrorCode::kUnavailable,
+                                  "the entry was replaced after a leadership change; retry with the same "
+                                  "client_id/sequence",
+                                  kReasonLeadershipLost));
+}
+
+// Leader changes and election outcomes, for metrics. An election is won when the node becomes
+// leader (a single-node cluster gets there in one step, without a visible candidate state), and lost
+// when a candidate becomes a follower or starts the next election in a higher term.
+void report_role_change(NodeEvents& events, const raft::SoftState& before, const raft::SoftState& after) {
+  if (before.leader != after.leader) events.leader_changed();
+  if (after.role == raft::Role::kLeader && before.role != raft::Role::kLeader) {
+    events.election_finished(true);
+  } else if (before.role == raft::Role::kCandidate && (after.role == raft::Role::kFollower || after.term > before.term)) {
+    events.election_finished(false);
+  }
+}
+
+}  // namespace
+
+void Replica::process() {
+  // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
+  report_durability();
+  for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_; ++round) {
+    raft::Ready ready = raft_->ready();
+    handle_ready(ready);
+    report_durability();
+  }
+}
+
+// One Ready batch, in the order its contract (raft/types.h) and durability need:
+//   1. persist: hard state (term, vote) before anything that depends on it; the log's truncation;
+//   2. send: the messages that need not wait, before this batch's own (possibly large) write;
+//   3. persist: the new entries, without waiting for their flush;
+//   4. hold: acknowledgements and votes, until everything written so far is durable;
+//   5. apply: the commit index and the reads it releases.
+void Replica::handle_ready(raft::Ready& ready) {
+  if (ready.soft_state) note_soft_state(*ready.soft_state);
+
+  if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
+                           ready.hard_state->vote != persisted_hard_state_.vote)) {
+    if (store::Status st = hard_state_file_->write(*ready.hard_state); !st.ok()) {
+      fatal("persisting hard state: " + st.to_string());
+      return;
+    }
+    persisted_hard_state_.term = ready.hard_state->term;
+    persisted_hard_state_.vote = ready.hard_state->vote;
+  }
+  if (ready.truncate_from) {
+    truncate_log_from(*ready.truncate_from);
+    if (failed_) return;
+  }
+
+  // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
+  // heartbeats and a leader's appends of this round leave before its own write of a large batch,
+  // which holds this loop for milliseconds, far longer on a loaded machine.
+  for (raft::Message& message : ready.messages) deps_.sender->send(std::move(message));
+
+  if (!ready.entries.empty()) {
+    std::vector<store::EntryToAppend> batch;
+    batch.reserve(ready.entries.size());
+    for (const raft::Entry& entry : ready.entries) batch.push_back(to_store_entry(entry));
+    auto appended = log_->append_no_wait(batch);
+    if (!appended.ok()) {
+      // Raft already counts these entries as part of this node's log: continuing would diverge.
+      fatal("appending entries " + std::to_string(ready.entries.front().index) + ".." +
+            std::to_string(ready.entries.back().index) + ": " + appended.status().to_string());
+      return;
+    }
+    record_dedup(ready.entries);
+  }
+
+  // The caller's next report_durability() releases them (at once in async mode).
+  if (!ready.messages_after_persist.empty()) hold_until_durable(std::move(ready.messages_after_persist));
+
+  if (ready.commit_index) deliver_commit(*ready.commit_index);
+  deliver_read_states(ready);
+}
+
+void Replica::note_soft_state(const raft::SoftState& next) {
+  if (next.role != soft_state_.role || next.leader != soft_state_.leader) {
+    spdlog::info("node {}: term {}: role {} -> {}, leader {}", config_.node_id, next.term,
+                 raft::to_string(soft_state_.role), raft::to_string(next.role), next.leader);
+  }
+  const bool lost_leadership = soft_state_.role == raft::Role::kLeader && next.role != raft::Role::kLeader;
+  if (deps_.events != nullptr) report_role_change(*deps_.events, soft_state_, next);
+  soft_state_ = next;
+  if (lost_leadership) {
+    // Their entries may still commit under the new leader, but this node can no longer tell: the
+    // clients retry at once (same client_id/sequence) instead of waiting out append_timeout_ms.
+    fail_pending_appends(ErrorCode::kUnavailable,
+                         "leadership lost while the append was pending; the outcome is unknown: retry "
+                         "with the same client_id/sequence",
+                         kReasonLeadershipLost);
+  }
+  if (pending_transfer_ && next.leader == pending_transfer_->target) {
+    pending_transfer_->done(TransferResult{NodeError{}, next.leader, next.term});
+    pending_transfer_.reset();
+  }
+}
+
+void Replica::truncate_log_from(std::uint64_t from) {
+  if (from <= commit_) {
+    fatal("Raft asked to truncate committed entries from " + std::to_string(from) + " (commit " +
+          std::to_string(commit_) + ")");
+    return;
+  }
+  spdlog::warn("node {}: term {}: truncating uncommitted log tail from index {} (last {})", config_.node_id,
+               raft_->term(), from, log_->last_index());
+  // force: the check above already guarantees no committed entry is cut; the store's own commit
+  // index may be a stale checkpoint value above the recovered log (async mode after a power loss).
+  if (store::Status st = log_->truncate_suffix(from, /*force=*/true); !st.ok()) {
+    fatal("truncating the log from " + std::to_string(from) + ": " + st.to_string());
+    return;
+  }
+  dedup_.truncate_from(from);
+  dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
+  reported_durable_ = std::min(reported_durable_, from - 1);
+  // Acknowledgements held for the removed suffix vouch for entries that no longer exist.
+  std::erase_if(held_messages_, [&](const HeldMessages& held) { return held.required_index >= from; });
+  // Appends waiting for indexes that no longer exist learn it now rather than at their deadline.
+  for (auto it = pending_appends_.lower_bound(from); it != pending_appends_.end();) {
+    it->second.done(replaced_entry_error());
+    it = pending_appends_.erase(it);
+  }
+}
+
+void Replica::hold_until_durable(std::vector<raft::Message> messages) {
+  const std::uint64_t last = log_->last_index();
+  std::uint64_t last_term = 0;
+  if (last > 0) {
+    auto term = log_->term_at(last);
+    if (term.ok()) last_term = *term;
+  }
+  if (held_messages_.size() >= kMaxHeldBatches) {
+    // Only when fsync stalls for long: dropping the oldest is safe (Raft retransmits and re-votes).
+    spdlog::warn("node {}: {} acknowledgement batches wait for a flush; dropping the oldest", config_.node_id,
+                 held_messages_.size());
+    held_messages_.pop_front();
+  }
+  held_messages_.push_back(HeldMessages{last, last_term, std::move(messages)});
+}
+
+void Replica::deliver_read_states(const raft::Ready& ready) {
+  for (const raft::ReadState& read : ready.read_states) {
+    auto it = pending_reads_.find(read.request_id);
+    if (it == pending_reads_.end()) continue;  // expired already
+    if (read.index <= commit_) {
+      it->second.done(ReadIndexResult{NodeError{}, read.index});
+    } else {
+      reads_awaiting_commit_.emplace(read.index, std::move(it->second));
+    }
+    pending_reads_.erase(it);
+  }
+  for (std::uint64_t id : ready.aborted_reads) {
+    auto it = pending_reads_.find(id);
+    if (it == pending_reads_.end()) continue;
+    it->second.done(ReadIndexResult{not_leader_error(), 0});
+    pending_reads_.erase(it);
+  }
+}
+
+// Tells the core how far the log is durable and releases the acknowledgements that waited for it.
+// It reads the store's flushed index rather than trusting a flush notice's value: the store lowers
+// flushed_index() on truncate_suffix (this thread is its only writer) and a flush cycle excludes a
+// truncation, so the current value always describes the current log. In async flush mode an entry
+// counts once written to the mapping (docs/durability.md).
+void Replica::report_durability() {
+  const std::uint64_t last = log_->last_index();
+  const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
+  const std::uint64_t durable = async ? last : std::min(log_->flushed_index(), last);
+  if (durable != reported_durable_) {
+    reported_durable_ = durable;
+    if (durable > 0) {
+      auto term = log_->term_at(durable);
+      if (term.ok()) raft_->on_persisted(durable, *term);
+    }
+  }
+  release_held(durable);
+}
+
+void Replica::release_held(std::uint64_t durable_index) {
+  while (!held_messages_.empty() && held_messages_.front().required_index <= durable_index) {
+    HeldMessages& held = held_messages_.front();
+    bool still_valid = held.required_index == 0;
+    if (!still_valid) {
+      auto term = log_->term_at(held.required_index);
+      still_valid = term.ok() && *term == held.required_term;
+    }
+    if (still_valid) {
+      for (raft::Message& message : held.messages) deps_.sender->send(std::move(message));
+    }
+    held_messages_.pop_front();
+  }
+}
+
+void Replica::deliver_commit(std::uint64_t commit) {
+  if (commit <= commit_) return;
+  commit_ = commit;
+  if (deps_.commit_advanced) deps_.commit_advanced(commit);
+  if (store::Status st = log_->set_commit_index(commit); !st.ok()) {
+    spdlog::warn("node {}: recording commit index {}: {}", config_.node_id, commit, st.to_string());
+  }
+  while (!pending_appends_.empty() && pending_appends_.begin()->first <= commit) {
+    PendingAppend& pending = pending_appends_.begin()->second;
+    auto term = log_->term_at(pending.last);
+    if (term.ok() && *term == pending.term) {
+      if (deps_.events != nullptr && !pending.duplicate) {
+        deps_.events->append_committed(pending.last - pending.first + 1, pending.payload_bytes,
+                                  deps_.clock() - pending.proposed_at);
+      }
+      pending.done(AppendResult{NodeError{}, pending.first, pending.last, pending.term, pending.duplicate});
+    } else {
+      pending.done(replaced_entry_error());
+    }
+    pending_appends_.erase(pending_appends_.begin());
+  }
+  while (!reads_awaiting_commit_.empty() && reads_awaiting_commit_.begin()->first <= commit) {
+    auto first = reads_awaiting_commit_.begin();
+    first->second.done(ReadIndexResult{NodeError{}, first->first});
+    reads_awaiting_commit_.erase(first);
+  }
+}
+
+void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
+  for (const raft::Entry& entry : entries) {
+    if (entry.index <= dedup_recorded_through_) continue;
+    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term, entry.payload);
+    dedup_recorded_through_ = entry.index;
+  }
+}
+
+void Replica::fatal(const std::string& what) {
+  spdlog::critical("node {}: term {}: cannot continue: {}", config_.node_id, raft_->term(), what);
+  failed_ = true;
+}
+
+}  // namespace raftlog::replica

@@ -1,0 +1,262 @@
+// Replica: the inputs that ask for something (appends, reads, transfers), their bounds and answers,
+// and their expiry.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "replica/replica.h"
+
+namespace raftlog::replica {
+
+NodeError Replica::not_leader_error() const {
+  const raft::NodeId leader = raft_->leader();
+  if (leader == raft::kNoNode) {
+    return make_error(ErrorCode::kNoLeader, "no leader known yet (election in progress); retry shortly");
+  }
+  NodeError error = make_error(ErrorCode::kNotLeader, "node " + std::to_string(config_.node_id) +
+                                                          " is not the leader; the leader is node " +
+                                                          std::to_string(leader));
+  error.leader_id = leader;
+  auto it = config_.members.find(leader);
+  if (it != config_.members.end()) {
+    error.leader_address = it->second;
+    error.message += " at " + it->second;
+  }
+  return error;
+}
+
+
+void Replica::append(AppendRequest in) {
+  if (in.client_id != 0 && in.sequence == 0) {
+    // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default), and
+    // taking it would make every later append of that client a retry of the first.
+    in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
+                                    "sequence 0 with client_id " + std::to_string(in.client_id) +
+                                        ": an idempotent append needs a sequence of at least 1 "
+                                        "(client_id 0 appends without deduplication)",
+                                    kReasonBadSequence)));
+    return;
+  }
+  if (raft_->role() != raft::Role::kLeader) {
+    in.done(failed_append(not_leader_error()));
+    return;
+  }
+  if (pending_appends_.size() >= config_.max_pending_appends) {
+    in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
+                                    "too many appends waiting for commit on this node (" +
+                                        std::to_string(config_.max_pending_appends) + "); retry later",
+                                    kReasonTooManyPending)));
+    return;
+  }
+  if (in.client_id != 0 && answer_from_dedup(in)) return;
+  std::uint64_t append_bytes = 0;
+  for (const std::string& payload : in.payloads) append_bytes += payload.size();
+  if (NodeError full; !disk_has_room(append_bytes, &full)) {
+    in.done(failed_append(full));
+    return;
+  }
+  // Taken before the payloads move into the proposal; a retry is compared against it (find()).
+  const std::uint32_t digest = in.client_id != 0 ? append_digest(in.payloads) : 0;
+  std::vector<raft::Entry> entries;
+  entries.reserve(in.payloads.size());
+  for (std::string& payload : in.payloads) {
+    raft::Entry entry;
+    entry.type = raft::EntryType::kNormal;
+    entry.client_id = in.client_id;
+    entry.sequence = in.sequence;
+    entry.payload = std::move(payload);
+    entries.push_back(std::move(entry));
+  }
+  const raft::ProposeResult result = raft_->propose(std::move(entries));
+  switch (result.status) {
+    case raft::ProposeStatus::kOk:
+      break;
+    case raft::ProposeStatus::kNotLeader:
+      in.done(failed_append(not_leader_error()));
+      return;
+    case raft::ProposeStatus::kTransferring:
+      in.done(failed_append(make_error(ErrorCode::kUnavailable,
+                                      "leadership transfer in progress; retry on the new leader",
+                                      kReasonLeadershipLost)));
+      return;
+    case raft::ProposeStatus::kTooManyPending:
+      in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
+                                      "too many uncommitted entries on the leader; retry later", kReasonTooManyPending)));
+      return;
+    case raft::ProposeStatus::kEmpty:
+    case raft::ProposeStatus::kTooLarge:
+    case raft::ProposeStatus::kInvalidEntry:
+      // Node::append validates against limits the core is configured to accept (open()), so these
+      // mean a configuration mismatch; still answered precisely rather than asserted.
+      in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
+                                      std::string("append refused by Raft: ") + raft::to_string(result.status),
+                                      kReasonAppendTooLarge)));
+      return;
+  }
+  // Recorded at once, not when the entries reach the store: a retry arriving in the same input batch
+  // must already see this append.
+  if (in.client_id != 0) {
+    dedup_.record_append(in.client_id, in.sequence,
+                         DedupTable::Range{result.first_index, result.last_index, result.term}, digest);
+  }
+  dedup_recorded_through_ = std::max(dedup_recorded_through_, result.last_index);
+  pending_appends_.emplace(result.last_index, PendingAppend{result.first_index, result.last_index,
+                                                            result.term, false, std::move(in.done),
+                                                            in.deadline, deps_.clock(), append_bytes});
+  if (deps_.events != nullptr) deps_.events->append_proposed();
+}
+
+// A retry of an append this node's log holds (or one it can no longer judge) is answered from the
+// dedup table: true when `in` was answered (or now waits for the original's commit).
+bool Replica::answer_from_dedup(AppendRequest& in) {
+  DedupTable::Range range;
+  switch (dedup_.find(in.client_id, in.sequence, in.payloads, &range)) {
+    case DedupTable::Lookup::kFound:
+      if (range.last <= commit_) {
+        in.done(AppendResult{NodeError{}, range.first, range.last, range.term, true});
+      } else {
+        // The original is in this leader's log and will commit under it: wait for that.
+        pending_appends_.emplace(range.last, PendingAppend{range.first, range.last, range.term, true,
+                                                           std::move(in.done), in.deadline});
+      }
+      return true;
+    case DedupTable::Lookup::kReused: {
+      // Answering with the old range would drop this request's entries without a word.
+      const std::uint64_t held = range.last - range.first + 1;
+      const std::string difference = held == in.payloads.size()
+                                         ? "this request's entries differ"
+                                         : "this request has " + std::to_string(in.payloads.size());
+      in.done(failed_append(make_error(
+          ErrorCode::kFailedPrecondition,
+          "sequence " + std::to_string(in.sequence) + " of client " + std::to_string(in.client_id) +
+              " already holds other entries (" + std::to_string(held) + " at indexes " +
+              std::to_string(range.first) + ".." + std::to_string(range.last) + "; " + difference +
+              "): a retry must carry the same entries, new data needs a new sequence",
+          kReasonSequenceReused)));
+      return true;
+    }
+    case DedupTable::Lookup::kTooOld:
+      in.done(failed_append(make_error(ErrorCode::kFailedPrecondition,
+                                      "sequence " + std::to_string(in.sequence) + " of client " +
+                                          std::to_string(in.client_id) +
+                                          " is older than the deduplication window; it cannot be retried safely",
+                                      kReasonSequenceTooOld)));
+      return true;
+    case DedupTable::Lookup::kUnknown:
+      break;
+  }
+  return false;
+}
+
+
+void Replica::read_index(ReadIndexRequest in) {
+  const std::uint64_t id = next_read_id_++;
+  switch (raft_->read_index(id)) {
+    case raft::ReadIndexStatus::kOk:
+      pending_reads_.emplace(id, PendingRead{std::move(in.done), in.deadline});
+      return;
+    case raft::ReadIndexStatus::kNotLeader:
+      in.done(ReadIndexResult{not_leader_error(), 0});
+      return;
+    case raft::ReadIndexStatus::kTooManyPending:
+      in.done(ReadIndexResult{
+          make_error(ErrorCode::kResourceExhausted, "too many linearizable reads pending; retry later", kReasonTooManyPending), 0});
+      return;
+  }
+}
+
+void Replica::transfer_leadership(TransferRequest in) {
+  if (!config_.members.contains(in.target)) {
+    in.done(TransferResult{make_error(ErrorCode::kInvalidArgument, "node " + std::to_string(in.target) +
+                                                        " is not a member of the cluster"), 0, 0});
+    return;
+  }
+  switch (raft_->transfer_leadership(in.target)) {
+    case raft::TransferStatus::kOk:
+      break;
+    case raft::TransferStatus::kAlreadyLeader:
+      in.done(TransferResult{NodeError{}, config_.node_id, raft_->term()});
+      return;
+    case raft::TransferStatus::kNotLeader:
+      in.done(TransferResult{not_leader_error(), 0, 0});
+      return;
+    case raft::TransferStatus::kUnknownTarget:
+      in.done(TransferResult{make_error(ErrorCode::kInvalidArgument, "unknown transfer target " + std::to_string(in.target)), 0, 0});
+      return;
+    case raft::TransferStatus::kInProgress:
+      in.done(TransferResult{make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress"), 0, 0});
+      return;
+  }
+  if (pending_transfer_) pending_transfer_->done(TransferResult{make_error(ErrorCode::kUnavailable, "superseded"), 0, 0});
+  pending_transfer_ = std::move(in);
+  // The core aborts a transfer after an election timeout; allow two before reporting failure.
+  transfer_deadline_ = deps_.clock() + std::chrono::milliseconds(4ULL * config_.election_ticks * config_.tick_ms);
+}
+
+
+void Replica::expire_pending(Clock::time_point now) {
+  // Bounded by the number of pending requests (max_pending_appends / the core's read bound).
+  for (auto it = pending_appends_.begin(); it != pending_appends_.end();) {
+    if (it->second.deadline <= now) {
+      it->second.done(failed_append(make_error(ErrorCode::kDeadlineExceeded,
+                                              "not committed within " +
+                                                  std::to_string(config_.append_timeout_ms) +
+                                                  " ms; the outcome is unknown: retry with the same "
+                                                  "client_id/sequence")));
+      it = pending_appends_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto expire_reads = [&](auto& reads) {
+    for (auto it = reads.begin(); it != reads.end();) {
+      if (it->second.deadline <= now) {
+        it->second.done(ReadIndexResult{
+            make_error(ErrorCode::kDeadlineExceeded, "leadership could not be confirmed in time"), 0});
+        it = reads.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  };
+  expire_reads(pending_reads_);
+  expire_reads(reads_awaiting_commit_);
+  if (pending_transfer_ && transfer_deadline_ <= now) {
+    pending_transfer_->done(
+        TransferResult{make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time"), 0, 0});
+    pending_transfer_.reset();
+  }
+}
+
+
+void Replica::fail_all(ErrorCode code, const std::string& message) {
+  fail_pending_appends(code, message + "; the outcome is unknown: retry with the same client_id/sequence",
+                       kReasonShuttingDown);
+  for (auto& [id, read] : pending_reads_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
+  pending_reads_.clear();
+  for (auto& [index, read] : reads_awaiting_commit_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
+  reads_awaiting_commit_.clear();
+  if (pending_transfer_) {
+    pending_transfer_->done(TransferResult{make_error(code, message, kReasonShuttingDown), 0, 0});
+    pending_transfer_.reset();
+  }
+}
+
+
+void Replica::fail_pending_appends(ErrorCode code, const std::string& message, const char* reason) {
+  for (auto& [last, pending] : pending_appends_) {
+    pending.done(failed_append(make_error(code, message, reason)));
+  }
+  pending_appends_.clear();
+}
+
+
+bool Replica::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
+  return disk_.has_room(*deps_.disk, deps_.clock(), append_bytes, config_.store.segment_size_bytes, error);
+}
+
+void Replica::step(const raft::Message& message) { raft_->step(message); }
+
+void Replica::tick() { raft_->tick(); }
+
+}  // namespace raftlog::replica

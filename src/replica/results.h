@@ -1,0 +1,92 @@
+// What the replica answers its callers with: outcome codes and results of every client-facing
+// operation (the server maps them to gRPC statuses, src/server/node_error_status.h), and the sink
+// through which it sends Raft messages.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "raft/types.h"
+
+namespace raftlog::replica {
+
+enum class ErrorCode {
+  kOk = 0,
+  kInvalidArgument,    // empty append, too many entries, entry too large, bad range
+  kNotLeader,          // leader_id/leader_address name the leader when known
+  kNoLeader,           // no leader known yet (election in progress)
+  kOutOfRange,         // read below the first retained index or past the committed end
+  kResourceExhausted,  // too many pending requests, input queue full, disk full
+  kUnavailable,        // shutting down, or leadership lost with the outcome unknown (retry idempotently)
+  kDeadlineExceeded,   // not committed in time (outcome unknown: retry idempotently)
+  kFailedPrecondition, // e.g. an idempotency sequence too old to be checked
+  kInternal,           // a store error the node cannot continue from
+  kDataLoss,           // a stored entry failed its checksum (corrupt); it is never served
+};
+
+const char* to_string(ErrorCode code);
+
+struct NodeError {
+  ErrorCode code = ErrorCode::kOk;
+  std::string message;
+  std::string reason;           // machine-readable word (client/error_details.h), "" when none
+  std::uint64_t leader_id = 0;  // for kNotLeader
+  std::string leader_address;
+  bool ok() const { return code == ErrorCode::kOk; }
+};
+
+NodeError make_error(ErrorCode code, std::string message, std::string reason = "");
+
+struct AppendResult {
+  NodeError error;
+  std::uint64_t first_index = 0;
+  std::uint64_t last_index = 0;
+  std::uint64_t term = 0;
+  bool duplicate = false;  // answered from the dedup table: nothing new was written
+};
+
+// An append that did not (or may not) happen: no indexes to report.
+inline AppendResult failed_append(NodeError error) { return AppendResult{std::move(error), 0, 0, 0, false}; }
+
+struct TransferResult {
+  NodeError error;
+  std::uint64_t leader_id = 0;  // on success: the new leader (the target)
+  std::uint64_t term = 0;       // the term it leads
+};
+
+struct TrimResult {
+  NodeError error;
+  std::uint64_t first_index = 0;  // the node's first retained index afterwards
+  std::uint64_t limit = 0;        // the highest before_index allowed at the time (see Replica::trim)
+};
+
+struct ReadIndexResult {
+  NodeError error;
+  std::uint64_t read_index = 0;  // every entry up to here is committed and readable on this node
+};
+
+// Reason words, as the client library reads them (src/client/error_details.h).
+inline constexpr const char* kReasonEmptyAppend = "EMPTY_APPEND";
+inline constexpr const char* kReasonEntryTooLarge = "ENTRY_TOO_LARGE";
+inline constexpr const char* kReasonTooManyEntries = "TOO_MANY_ENTRIES";
+inline constexpr const char* kReasonBadIndexRange = "BAD_INDEX_RANGE";
+inline constexpr const char* kReasonTooManyPending = "TOO_MANY_PENDING";
+inline constexpr const char* kReasonShuttingDown = "SHUTTING_DOWN";
+inline constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
+inline constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
+inline constexpr const char* kReasonSequenceReused = "SEQUENCE_REUSED";
+inline constexpr const char* kReasonBadSequence = "BAD_SEQUENCE";
+inline constexpr const char* kReasonAppendTooLarge = "APPEND_TOO_LARGE";
+inline constexpr const char* kReasonDiskFull = "DISK_FULL";
+inline constexpr const char* kReasonDiskWatermark = "DISK_WATERMARK";
+inline constexpr const char* kReasonCorruptEntry = "CORRUPT_ENTRY";
+
+// Where the replica's Raft messages go (the peer transport; the simulator's network).
+class MessageSender {
+ public:
+  virtual ~MessageSender() = default;
+  // Non-blocking; may drop (Raft retransmits).
+  virtual void send(raft::Message message) = 0;
+};
+
+}  // namespace raftlog::replica

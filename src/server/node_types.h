@@ -1,0 +1,23 @@
+// The replica's result, status and event types (src/replica/), as the server's code names them.
+#pragma once
+
+#include "replica/node_events.h"
+#include "replica/node_status.h"
+#include "replica/results.h"
+
+namespace raftlog::server {
+
+using replica::AppendResult;
+using replica::ErrorCode;
+using replica::failed_append;
+using replica::make_error;
+using replica::MessageSender;
+using replica::NodeError;
+using replica::NodeEvents;
+using replica::NodeStatus;
+using replica::PeerStatus;
+using replica::ReadIndexResult;
+using replica::TransferResult;
+using replica::TrimResult;
+
+}  // namespace raftlog::server
