@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "client/append_stream_call.h"
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 #include "raftlog/v1/client.grpc.pb.h"
 
 namespace raftlog::client {
@@ -138,7 +138,7 @@ std::chrono::system_clock::time_point to_system(Clock::time_point deadline) {
 
 Status from_grpc(const grpc::Status& status, const grpc::ClientContext& context, const std::string& endpoint) {
   return Status(static_cast<StatusCode>(status.error_code()), endpoint + ": " + status.error_message(),
-                error_details(context));
+                api_errors::error_details(context));
 }
 
 bool is_leader_error(const Status& status) {

@@ -59,7 +59,7 @@ NodeError make_error(ErrorCode code, std::string message, std::string reason = "
 // An append that did not (or may not) happen: no indexes to report.
 AppendResult failed_append(NodeError error) { return AppendResult{std::move(error), 0, 0, 0, false}; }
 
-// Reason words, as the client library reads them (src/client/error_details.h).
+// Reason words, as the client library reads them (src/api_errors/error_details.h).
 constexpr const char* kReasonEmptyAppend = "EMPTY_APPEND";
 constexpr const char* kReasonEntryTooLarge = "ENTRY_TOO_LARGE";
 constexpr const char* kReasonTooManyEntries = "TOO_MANY_ENTRIES";

@@ -58,7 +58,7 @@ const char* to_string(ErrorCode code);
 struct NodeError {
   ErrorCode code = ErrorCode::kOk;
   std::string message;
-  std::string reason;           // machine-readable word (client/error_details.h), "" when none
+  std::string reason;           // machine-readable word (api_errors/error_details.h), "" when none
   std::uint64_t leader_id = 0;  // for kNotLeader
   std::string leader_address;
   bool ok() const { return code == ErrorCode::kOk; }

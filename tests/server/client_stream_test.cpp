@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "client/client.h"
-#include "client/error_details.h"
 #include "fake_log.h"
 #include "loopback.h"
 
