@@ -16,8 +16,8 @@
 
 #include "api_errors/error_info.h"
 #include "fake_log.h"
-#include "loopback.h"
 #include "raftlog/v1/client.grpc.pb.h"
+#include "shared/loopback.h"
 
 namespace raftlog::client {
 namespace {

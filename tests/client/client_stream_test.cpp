@@ -13,7 +13,7 @@
 
 #include "client/client.h"
 #include "fake_log.h"
-#include "loopback.h"
+#include "shared/loopback.h"
 
 namespace raftlog::client {
 namespace {
