@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 
 namespace raftlog::client::internal {
 
@@ -131,7 +131,8 @@ StreamAppendOutcome AppendStreamCall::append(pb::AppendStreamRequest* request, C
     const int code = result.code() > 0 && result.code() <= static_cast<int>(StatusCode::kUnauthenticated)
                          ? result.code()
                          : static_cast<int>(StatusCode::kUnknown);
-    return {Status(static_cast<StatusCode>(code), endpoint_ + ": " + result.message(), from_wire(result.error_info())),
+    return {Status(static_cast<StatusCode>(code), endpoint_ + ": " + result.message(),
+                   api_errors::from_wire(result.error_info())),
             false};
   }
   response->Swap(result.mutable_response());
@@ -161,13 +162,13 @@ StreamAppendOutcome AppendStreamCall::fail(bool deadline_passed, std::uint32_t w
                      endpoint_ + ": the append stream ended with " + client::to_string(static_cast<StatusCode>(
                                                                          status.error_code())) +
                          ": " + status.error_message(),
-                     error_details(context_)),
+                     api_errors::error_details(context_)),
               true};
     default:
       break;
   }
   return {Status(static_cast<StatusCode>(status.error_code()), endpoint_ + ": " + status.error_message(),
-                 error_details(context_)),
+                 api_errors::error_details(context_)),
           true};
 }
 

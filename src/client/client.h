@@ -32,9 +32,14 @@
 #include <utility>
 #include <vector>
 
-#include "client/error_details.h"
+#include "api_errors/error_details.h"
 
 namespace raftlog::client {
+
+// The error vocabulary the client shares with the server (src/api_errors), under the client's own
+// names: Status::details() is an ErrorDetails whose reason is one of the reason:: words.
+using ErrorDetails = api_errors::ErrorDetails;
+namespace reason = api_errors::reason;
 
 // The gRPC status codes, numerically identical (so callers need no gRPC header).
 enum class StatusCode : int {

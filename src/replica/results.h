@@ -29,7 +29,7 @@ const char* to_string(ErrorCode code);
 struct NodeError {
   ErrorCode code = ErrorCode::kOk;
   std::string message;
-  std::string reason;           // machine-readable word (client/error_details.h), "" when none
+  std::string reason;           // machine-readable word (api_errors/error_details.h), "" when none
   std::uint64_t leader_id = 0;  // for kNotLeader
   std::string leader_address;
   bool ok() const { return code == ErrorCode::kOk; }
@@ -65,7 +65,7 @@ struct ReadIndexResult {
   std::uint64_t read_index = 0;  // every entry up to here is committed and readable on this node
 };
 
-// Reason words, as the client library reads them (src/client/error_details.h).
+// Reason words, as the client library reads them (src/api_errors/error_details.h).
 inline constexpr const char* kReasonEmptyAppend = "EMPTY_APPEND";
 inline constexpr const char* kReasonEntryTooLarge = "ENTRY_TOO_LARGE";
 inline constexpr const char* kReasonTooManyEntries = "TOO_MANY_ENTRIES";

@@ -31,10 +31,10 @@ void fill_answer(const AppendResult& result, v1::AppendStreamResult* out) {
     response->set_duplicate(result.duplicate);
     return;
   }
-  client::ErrorAnswer answer = error_answer(result.error);
+  api_errors::ErrorAnswer answer = error_answer(result.error);
   out->set_code(static_cast<int>(answer.code));
   out->set_message(std::move(answer.message));
-  client::to_wire(answer.details, out->mutable_error_info());
+  api_errors::to_wire(answer.details, out->mutable_error_info());
 }
 
 }  // namespace
@@ -239,7 +239,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
         } else if (shutting_down_ && !cancelled_ && !broken_) {
           actions.status = reason_status(context_, grpc::StatusCode::UNAVAILABLE,
                                          "node shutting down; retry on another node",
-                                         std::string(client::reason::kShuttingDown));
+                                         std::string(api_errors::reason::kShuttingDown));
         } else {
           actions.status = grpc::Status(grpc::StatusCode::CANCELLED, "append stream cancelled");
         }
@@ -339,14 +339,14 @@ AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* cont
     std::lock_guard lock(mu_);
     if (shutting_down_ || node_->stopping()) {
       reactor->refuse(reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
-                                    std::string(client::reason::kShuttingDown)));
+                                    std::string(api_errors::reason::kShuttingDown)));
       return reactor;
     }
     if (live_.size() >= limits_.max_streams) {
       reactor->refuse(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
                                     "too many AppendStream calls on this node (" +
                                         std::to_string(limits_.max_streams) + ")",
-                                    std::string(client::reason::kTooManyPending)));
+                                    std::string(api_errors::reason::kTooManyPending)));
       return reactor;
     }
     if (!per_connection_.try_add(reactor->connection())) {
@@ -354,7 +354,7 @@ AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* cont
                                     "too many AppendStream calls on this connection (" +
                                         std::to_string(limits_.max_streams_per_connection) +
                                         ", --max-append-streams-per-connection); close one or use another connection",
-                                    std::string(client::reason::kTooManyPending)));
+                                    std::string(api_errors::reason::kTooManyPending)));
       return reactor;
     }
     live_.insert(reactor);

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 #include "raftlog/v1/client.grpc.pb.h"
 #include "server/append_stream.h"
 #include "server/node.h"

@@ -20,7 +20,7 @@
 #include <set>
 #include <sstream>
 
-#include "client/error_details.h"
+#include "api_errors/error_details.h"
 #include "raftlog/v1/client.pb.h"
 
 namespace raftlog::server {
@@ -345,7 +345,7 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
       std::string reason;
       if (!status.ok()) {
         if (auto* trailing = methods->GetSendTrailingMetadata(); trailing != nullptr) {
-          const auto it = trailing->find(std::string(client::kErrorInfoMetadataKey));
+          const auto it = trailing->find(std::string(api_errors::kErrorInfoMetadataKey));
           raftlog::v1::ErrorInfo info;
           if (it != trailing->end() && info.ParseFromString(it->second)) reason = info.reason();
         }

@@ -21,11 +21,11 @@ grpc::StatusCode grpc_code(ErrorCode code) {
   return grpc::StatusCode::UNKNOWN;
 }
 
-client::ErrorAnswer error_answer(const NodeError& error) {
+api_errors::ErrorAnswer error_answer(const NodeError& error) {
   if (error.code == ErrorCode::kNotLeader || error.code == ErrorCode::kNoLeader) {
-    return client::not_leader_answer(error.leader_id, error.leader_address);
+    return api_errors::not_leader_answer(error.leader_id, error.leader_address);
   }
-  client::ErrorAnswer answer;
+  api_errors::ErrorAnswer answer;
   answer.code = grpc_code(error.code);
   answer.message = error.message;
   answer.details.reason = error.reason;
@@ -34,15 +34,15 @@ client::ErrorAnswer error_answer(const NodeError& error) {
 
 grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code, const std::string& message,
                            std::string reason) {
-  client::ErrorDetails details;
+  api_errors::ErrorDetails details;
   details.reason = std::move(reason);
-  return client::error_status(context, code, message, details);
+  return api_errors::error_status(context, code, message, details);
 }
 
 grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error) {
   if (error.ok()) return grpc::Status::OK;
-  client::ErrorAnswer answer = error_answer(error);
-  return client::error_status(context, answer.code, std::move(answer.message), answer.details);
+  api_errors::ErrorAnswer answer = error_answer(error);
+  return api_errors::error_status(context, answer.code, std::move(answer.message), answer.details);
 }
 
 }  // namespace raftlog::server

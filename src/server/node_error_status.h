@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 #include "server/node.h"
 
 namespace grpc {
@@ -20,7 +20,7 @@ grpc::StatusCode grpc_code(ErrorCode code);
 
 // The answer for a failed outcome (error.ok() must be false): NOT_LEADER/NO_LEADER with the leader
 // hint, every other code with its reason word.
-client::ErrorAnswer error_answer(const NodeError& error);
+api_errors::ErrorAnswer error_answer(const NodeError& error);
 
 // An error status carrying only a reason word in its ErrorInfo (no leader hint).
 grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code, const std::string& message,

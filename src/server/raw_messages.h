@@ -44,7 +44,7 @@ inline grpc::Status malformed_request(grpc::ServerContextBase* context, const st
                                       const std::string& type_name, const std::string& consequence) {
   return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT,
                        what + " is not a valid " + type_name + " (it does not parse as protobuf); " + consequence,
-                       std::string(client::reason::kMalformedRequest));
+                       std::string(api_errors::reason::kMalformedRequest));
 }
 
 }  // namespace raftlog::server

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 #include "client/producer.h"
 #include "testing/local_cluster.h"
 #include "raftlog/v1/client.grpc.pb.h"
@@ -98,7 +98,7 @@ TEST_F(ApiTest, BadRequestsGetSpecificStatusesAndChangeNothing) {
   grpc::ClientContext ctx;
   grpc::Status redirected = append(*f, {"x"}, 0, 0, &response, &ctx);
   EXPECT_EQ(redirected.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  auto details = client::error_details(ctx);
+  auto details = api_errors::error_details(ctx);
   ASSERT_TRUE(details.has_value());
   EXPECT_EQ(details->leader_id, static_cast<std::uint64_t>(leader_));
   EXPECT_EQ(details->leader_address, cluster_->address(leader_));
@@ -177,9 +177,9 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
     v1::AppendResponse response;
     const grpc::Status st = append(node, entries, client_id, 1, &response, &ctx);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << entries.size() << ": " << st.error_message();
-    const auto details = client::error_details(ctx);
+    const auto details = api_errors::error_details(ctx);
     ASSERT_TRUE(details.has_value());
-    EXPECT_EQ(details->reason, client::reason::kSequenceReused);
+    EXPECT_EQ(details->reason, api_errors::reason::kSequenceReused);
   };
   auto expect_duplicate = [&](v1::Log::Stub& node) {
     v1::AppendResponse retry;
@@ -199,9 +199,9 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
     v1::AppendResponse response;
     EXPECT_EQ(append(*leader, {"zero"}, client_id, 0, &response, &ctx).error_code(),
               grpc::StatusCode::INVALID_ARGUMENT);
-    const auto details = client::error_details(ctx);
+    const auto details = api_errors::error_details(ctx);
     ASSERT_TRUE(details.has_value());
-    EXPECT_EQ(details->reason, client::reason::kBadSequence);
+    EXPECT_EQ(details->reason, api_errors::reason::kBadSequence);
   }
 
   // The library restarted with the same fixed id starts again at sequence 1, with new data: refused
@@ -213,7 +213,7 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
   ASSERT_FALSE(reused.ok());
   EXPECT_EQ(reused.status().code(), client::StatusCode::kFailedPrecondition) << reused.status().to_string();
   ASSERT_TRUE(reused.status().details().has_value());
-  EXPECT_EQ(reused.status().details()->reason, client::reason::kSequenceReused);
+  EXPECT_EQ(reused.status().details()->reason, api_errors::reason::kSequenceReused);
 
   // A new leader knows the append from replication (not from its own proposal) and compares as exactly.
   for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster_->wait_for_commit(id, first.last_index()));

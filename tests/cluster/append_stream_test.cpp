@@ -9,8 +9,8 @@
 #include <map>
 #include <thread>
 
-#include "client/error_details.h"
-#include "client/error_info.h"
+#include "api_errors/error_details.h"
+#include "api_errors/error_info.h"
 #include "raftlog/v1/client.grpc.pb.h"
 #include "testing/local_cluster.h"
 
@@ -98,7 +98,7 @@ TEST_F(AppendStreamTest, PipelinedRequestsPastTheBoundAreEachAnsweredOnceAndAnIn
 
   const v1::AppendStreamResult& invalid = answers.at(kInvalid);
   EXPECT_EQ(invalid.code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
-  EXPECT_EQ(invalid.error_info().reason(), client::reason::kEmptyAppend);
+  EXPECT_EQ(invalid.error_info().reason(), api_errors::reason::kEmptyAppend);
   EXPECT_FALSE(invalid.message().empty());
 
   // Every other request committed, in the order it was sent (one stream, one proposal order).
@@ -136,7 +136,7 @@ TEST_F(AppendStreamTest, AFollowerAnswersEveryRequestWithTheLeaderAndKeepsTheStr
     ASSERT_TRUE(answer.has_value()) << "request " << id;
     EXPECT_EQ(answer->request_id(), id);
     EXPECT_EQ(answer->code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
-    EXPECT_EQ(answer->error_info().reason(), client::reason::kNotLeader);
+    EXPECT_EQ(answer->error_info().reason(), api_errors::reason::kNotLeader);
     EXPECT_EQ(answer->error_info().leader_id(), static_cast<std::uint64_t>(leader_));
     EXPECT_EQ(answer->error_info().leader_address(), cluster_->address(leader_));
   }
@@ -161,9 +161,9 @@ TEST_F(AppendStreamTest, StreamsPastTheNodesBoundAreRefusedUntilOneCloses) {
     EXPECT_FALSE(answered);
     const grpc::Status status = refused->stream->Finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-    auto details = client::error_details(refused->context);
+    auto details = api_errors::error_details(refused->context);
     ASSERT_TRUE(details.has_value());
-    EXPECT_EQ(details->reason, client::reason::kTooManyPending);
+    EXPECT_EQ(details->reason, api_errors::reason::kTooManyPending);
   }
   streams.front()->stream->WritesDone();
   ASSERT_TRUE(streams.front()->stream->Finish().ok());
@@ -196,9 +196,9 @@ TEST_F(AppendStreamTest, AGracefulStopEndsOpenStreamsWithUnavailableAtOnce) {
   const auto took = std::chrono::steady_clock::now() - started;
   stopper.join();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
-  auto details = client::error_details(open.context);
+  auto details = api_errors::error_details(open.context);
   ASSERT_TRUE(details.has_value());
-  EXPECT_EQ(details->reason, client::reason::kShuttingDown);
+  EXPECT_EQ(details->reason, api_errors::reason::kShuttingDown);
   // Well inside the node's 3 s shutdown grace, which would end the stream (CANCELLED) otherwise.
   EXPECT_LT(took, 1000ms);
 }

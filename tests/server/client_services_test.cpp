@@ -16,8 +16,8 @@
 
 #include "node/temp_dir.h"
 #include "raftlog/v1/client.grpc.pb.h"
-#include "loopback.h"
 #include "server/server.h"
+#include "shared/loopback.h"
 
 namespace raftlog::testing {
 namespace {

@@ -13,10 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "loopback.h"
 #include "raftlog/peer/v1/peer.grpc.pb.h"
 #include "server/message_codec.h"
 #include "server/peer_auth.h"
+#include "shared/loopback.h"
 
 namespace raftlog::server {
 namespace {

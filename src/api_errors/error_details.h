@@ -1,13 +1,13 @@
-// The machine-readable part of a raftlog error (a plain mirror of raftlog.v1.ErrorInfo), kept free of
-// gRPC and protobuf headers so client.h users do not compile them. error_info.h moves it on and off
-// the wire.
+// The machine-readable part of a raftlog error (a plain mirror of raftlog.v1.ErrorInfo) and the
+// reason words it carries, kept free of gRPC and protobuf headers so client.h users do not compile
+// them. error_info.h moves it on and off the wire.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
 
-namespace raftlog::client {
+namespace raftlog::api_errors {
 
 inline constexpr std::string_view kErrorInfoMetadataKey = "raftlog-error-bin";
 
@@ -40,4 +40,4 @@ struct ErrorDetails {
   friend bool operator==(const ErrorDetails&, const ErrorDetails&) = default;
 };
 
-}  // namespace raftlog::client
+}  // namespace raftlog::api_errors

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "client/error_details.h"
+#include "api_errors/error_details.h"
 
 namespace grpc {
 class ClientContext;
@@ -23,7 +23,7 @@ namespace raftlog::v1 {
 class ErrorInfo;
 }  // namespace raftlog::v1
 
-namespace raftlog::client {
+namespace raftlog::api_errors {
 
 // A refusal as the server states it: the status code and message, plus the details for ErrorInfo.
 struct ErrorAnswer {
@@ -54,4 +54,4 @@ ErrorDetails from_wire(const raftlog::v1::ErrorInfo& info);
 // not parse: a foreign or corrupt value is ignored rather than trusted).
 std::optional<ErrorDetails> error_details(const grpc::ClientContext& context);
 
-}  // namespace raftlog::client
+}  // namespace raftlog::api_errors

@@ -14,14 +14,17 @@
 #include <thread>
 #include <vector>
 
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 #include "fake_log.h"
-#include "loopback.h"
 #include "raftlog/v1/client.grpc.pb.h"
+#include "shared/loopback.h"
 
 namespace raftlog::client {
 namespace {
 
+// The fake nodes refuse calls as raftlogd does, through the ErrorInfo mapping both sides share.
+using api_errors::error_status;
+using api_errors::not_leader_status;
 using raftlog::testing::loopback_address;
 using raftlog::testing::pick_free_loopback_port;
 using namespace std::chrono_literals;

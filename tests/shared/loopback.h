@@ -1,4 +1,5 @@
-// Loopback helpers for the gRPC tests: free ports on 127.0.0.1 and a started grpc::Server.
+// Loopback helpers for the gRPC tests (tests/server, tests/client): free ports on 127.0.0.1 and a
+// started grpc::Server.
 #pragma once
 
 #include <arpa/inet.h>

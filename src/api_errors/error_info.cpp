@@ -1,11 +1,11 @@
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 
 #include <grpcpp/client_context.h>
 #include <grpcpp/server_context.h>
 
 #include "raftlog/v1/client.pb.h"
 
-namespace raftlog::client {
+namespace raftlog::api_errors {
 
 void to_wire(const ErrorDetails& details, raftlog::v1::ErrorInfo* out) {
   out->set_leader_id(details.leader_id);
@@ -60,4 +60,4 @@ std::optional<ErrorDetails> error_details(const grpc::ClientContext& context) {
   return from_wire(info);
 }
 
-}  // namespace raftlog::client
+}  // namespace raftlog::api_errors

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "client/client.h"
-#include "loopback.h"
 #include "raftlog/v1/client.grpc.pb.h"
+#include "shared/loopback.h"
 
 namespace raftlog::client {
 

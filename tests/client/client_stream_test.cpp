@@ -12,9 +12,8 @@
 #include <vector>
 
 #include "client/client.h"
-#include "client/error_details.h"
 #include "fake_log.h"
-#include "loopback.h"
+#include "shared/loopback.h"
 
 namespace raftlog::client {
 namespace {

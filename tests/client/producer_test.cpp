@@ -17,12 +17,14 @@
 #include <thread>
 #include <vector>
 
-#include "client/error_info.h"
+#include "api_errors/error_info.h"
 #include "fake_log.h"
 
 namespace raftlog::client {
 namespace {
 
+// The fake node refuses appends as raftlogd does, through the ErrorInfo mapping both sides share.
+using api_errors::error_status;
 using namespace std::chrono_literals;
 
 // Holds Append handlers until opened (bounded wait, so a broken test cannot hang).

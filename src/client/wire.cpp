@@ -1,0 +1,118 @@
+#include "client/wire.h"
+
+#include "api_errors/error_info.h"
+
+namespace raftlog::client::internal {
+
+namespace {
+
+Role role_from_wire(pb::Role role) {
+  switch (role) {
+    case pb::ROLE_FOLLOWER: return Role::kFollower;
+    case pb::ROLE_PRE_CANDIDATE: return Role::kPreCandidate;
+    case pb::ROLE_CANDIDATE: return Role::kCandidate;
+    case pb::ROLE_LEADER: return Role::kLeader;
+    default: return Role::kUnknown;
+  }
+}
+
+FlushMode flush_mode_from_wire(pb::FlushMode mode) {
+  switch (mode) {
+    case pb::FLUSH_MODE_SYNC: return FlushMode::kSync;
+    case pb::FLUSH_MODE_ASYNC: return FlushMode::kAsync;
+    default: return FlushMode::kUnknown;
+  }
+}
+
+PeerStatus peer_from_wire(const pb::PeerStatus& wire) {
+  PeerStatus peer;
+  peer.id = wire.id();
+  peer.address = wire.address();
+  peer.match_index = wire.match_index();
+  peer.lag_entries = wire.lag_entries();
+  peer.last_contact_ms = wire.last_contact_ms();
+  peer.probing = wire.probing();
+  peer.behind_first_index = wire.behind_first_index();
+  peer.lag_bytes = wire.lag_bytes();
+  return peer;
+}
+
+}  // namespace
+
+Status from_grpc(const grpc::Status& status, const grpc::ClientContext& context, const std::string& endpoint) {
+  return Status(static_cast<StatusCode>(status.error_code()), endpoint + ": " + status.error_message(),
+                api_errors::error_details(context));
+}
+
+Entry entry_from_wire(const pb::Entry& wire) {
+  Entry entry;
+  entry.index = wire.index();
+  entry.term = wire.term();
+  entry.payload = wire.payload();
+  switch (wire.type()) {
+    case pb::ENTRY_TYPE_NOOP: entry.type = EntryType::kNoop; break;
+    case pb::ENTRY_TYPE_CONFIG: entry.type = EntryType::kConfig; break;
+    default: entry.type = EntryType::kNormal; break;
+  }
+  entry.client_id = wire.client_id();
+  entry.sequence = wire.sequence();
+  return entry;
+}
+
+NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& endpoint) {
+  NodeStatus status;
+  status.endpoint = endpoint;
+  status.node_id = wire.node_id();
+  status.address = wire.address();
+  status.role = role_from_wire(wire.role());
+  status.term = wire.term();
+  status.leader_id = wire.leader_id();
+  status.leader_address = wire.leader_address();
+  status.first_index = wire.first_index();
+  status.last_index = wire.last_index();
+  status.commit_index = wire.commit_index();
+  status.flushed_index = wire.flushed_index();
+  status.flush_mode = flush_mode_from_wire(wire.flush_mode());
+  status.catching_up = wire.catching_up();
+  status.catching_up_to_index = wire.catching_up_to_index();
+  status.storage_fault = wire.storage_fault();
+  status.corrupt_index = wire.corrupt_index();
+  status.scrub_bytes_verified = wire.scrub_bytes_verified();
+  status.scrub_passes = wire.scrub_passes();
+  for (const pb::PeerStatus& peer_wire : wire.peers()) status.peers.push_back(peer_from_wire(peer_wire));
+  return status;
+}
+
+std::string encode_health_request(const std::string& service) {
+  std::string out;
+  if (service.empty()) return out;
+  out.push_back('\x0a');  // field 1, length-delimited
+  std::size_t length = service.size();
+  while (length >= 0x80) {
+    out.push_back(static_cast<char>((length & 0x7f) | 0x80));
+    length >>= 7;
+  }
+  out.push_back(static_cast<char>(length));
+  return out + service;
+}
+
+bool decode_health_response(const std::string& bytes, std::uint64_t* status) {
+  *status = 0;
+  std::size_t at = 0;
+  // Bounded by the response size: every iteration consumes at least one byte.
+  while (at < bytes.size()) {
+    const auto tag = static_cast<unsigned char>(bytes[at++]);
+    if (tag != 0x08) return false;  // only field 1 (varint) is defined
+    std::uint64_t value = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (at >= bytes.size()) return false;
+      const auto byte = static_cast<unsigned char>(bytes[at++]);
+      value |= std::uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) break;
+    }
+    *status = value;
+  }
+  return true;
+}
+
+}  // namespace raftlog::client::internal
