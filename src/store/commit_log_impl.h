@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -194,11 +195,51 @@ class CommitLog::Impl {
   void return_prepared_segment(PreparedSegment prepared);
   void stop_allocator();
 
-  // --- recovery pieces (recovery.cpp) ---
-  Status scan_tail(std::size_t segment_position, std::uint64_t offset, std::uint64_t expected_index,
-                   std::uint64_t prev_term, std::uint64_t prev_generation, std::uint64_t cut_index);
+  // --- recovery (recovery.cpp): one function per step of docs/storage-format.md's algorithm ---
+  // 1. Deletes prealloc-* files and index files without a segment; the segments' bases, sorted.
+  Result<std::vector<std::uint64_t>> remove_leftovers();
+  // 2. Reads the checkpoint (a default one when there is none or it has an unknown version), loads
+  // the suspect marker, selects the recovery mode and writes the abort marker.
+  Result<Checkpoint> read_checkpoint_and_select_mode(bool segments_exist);
+  // 3. Opens the segments `bases` (those at or below a truncation intent's cut) into segments_. A bad
+  // header after the flushed point removes that segment and every later one.
+  Status open_segments(std::span<const std::uint64_t> bases, const Checkpoint& cp);
+  // 4. Removes the segments above a crashed truncate_suffix's cut (`cut_index`, 0 = none).
+  Status complete_truncation_intent(std::span<const std::uint64_t> bases_above_cut,
+                                    std::uint64_t cut_index);
+  Status remove_segment_files(std::span<const std::uint64_t> bases);
+  // Where step 6 starts: the first entry the checkpoint does not vouch for.
+  struct TailStart {
+    std::size_t position = 0;  // in segments_
+    std::uint64_t offset = 0;  // in that segment
+    std::uint64_t expected_index = 0;
+    std::uint64_t prev_term = 0;
+    std::uint64_t prev_generation = 0;
+  };
+  // 5. Spot-checks what the checkpoint vouches for: the segments before the checkpoint's segment
+  // and the checkpoint's own entry. A mismatch is kCorruption, or, with
+  // allow_truncate_corrupted_flushed_data, the cut: step 6 then starts at that segment.
+  Result<TailStart> spot_check_flushed_segments(const Checkpoint& cp);
   // `full_scan`: verify every entry's CRC instead of spot-checking (the suspect marker names it).
   Status verify_sealed_segment(Segment& segment, std::uint64_t expected_count, bool full_scan);
+  Result<TailStart> verify_checkpoint_segment(std::size_t position, const Checkpoint& cp);
+  // The checkpoint segment's entries up to the flushed point: the checkpoint's entry spot-checked,
+  // or (index rebuilt, a mismatch, or the suspect marker here) every one of them checked.
+  Status verify_flushed_prefix(Segment& segment, const Checkpoint& cp, bool rebuilt,
+                               std::uint64_t* last_term, std::uint64_t* last_generation);
+  bool spot_check_checkpoint_entry(const Segment& segment, const Checkpoint& cp,
+                                   std::uint64_t* last_term, std::uint64_t* last_generation);
+  // `status` from a check of flushed data in segments_[position]: returned as it is, unless it is
+  // kCorruption and allow_truncate_corrupted_flushed_data is set; then step 6 starts at the segment.
+  Result<TailStart> cut_at_corrupted_flushed_data(std::size_t position, const Status& status);
+  // 6. Validates every entry from `start` on and cuts the log at the first invalid one (or stops
+  // at `cut_index`, a truncation intent's cut, when not 0).
+  Status scan_tail(const TailStart& start, std::uint64_t cut_index);
+  // first_index_/last_index_ from the recovered segments.
+  void publish_recovered_range();
+  // 7. Flushes what was recovered, syncs the directory, picks the new generation, writes a fresh
+  // checkpoint (clearing any intent) and clears the suspect marker.
+  Status make_recovery_durable(const Checkpoint& cp);
   Status rebuild_segment_index(Segment& segment, std::uint64_t end_offset_limit,
                                std::uint64_t max_index, std::uint64_t* end_offset,
                                std::uint64_t* entries, std::uint64_t* last_generation);
