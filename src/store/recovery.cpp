@@ -402,7 +402,14 @@ Result<CommitLog::Impl::TailStart> CommitLog::Impl::cut_at_corrupted_flushed_dat
                 "(allow_truncate_corrupted_flushed_data)",
                 dir_, status.message());
   report_.corrupted_flushed_data_truncated = true;
-  const Segment& segment = *segments_[position];
+  Segment& segment = *segments_[position];
+  if (!segment.index_map) {
+    // The check failed before it opened the index (the segment does not continue the log); the
+    // scan rewrites the index records, so it needs it.
+    bool rebuilt = false;
+    RAFTLOG_RETURN_IF_ERROR(segment.open_index(env_, &rebuilt));
+    if (rebuilt) ++report_.index_files_rebuilt;
+  }
   return TailStart{position, kSegmentHeaderBytes, segment.base_index, segment.prev_term, 0};
 }
 

@@ -172,6 +172,12 @@ std::optional<IndexRecord> Segment::index_record(std::uint64_t idx) const {
   if (offset + kIndexRecordBytes > index_map->size()) return std::nullopt;
   auto record = segment_format::decode_index_record(index_map->data() + offset);
   if (!record || record->index != idx) return std::nullopt;
+  // Inside the segment's entry area: a record pointing elsewhere passes its CRC only in a crafted
+  // or buggy file, and following it would decode outside the mapping.
+  if (record->offset < kSegmentHeaderBytes || record->offset > size_bytes ||
+      record->record_bytes > size_bytes - record->offset) {
+    return std::nullopt;
+  }
   return record;
 }
 
