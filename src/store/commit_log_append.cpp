@@ -2,10 +2,10 @@
 // are encoded and written, and only then is it published. Grouped appends are in
 // commit_log_group.cpp.
 #include <algorithm>
-#include <cassert>
 
 #include "store/commit_log_impl.h"
 #include "store/entry_format.h"
+#include "util/check.h"
 
 namespace raftlog::store {
 
@@ -157,6 +157,11 @@ Result<std::vector<PreparedSegment>> CommitLog::Impl::reserve_for_batch_locked(
     const std::uint64_t index_bytes =
         segment_format::kIndexHeaderBytes + entries * segment_format::kIndexRecordBytes;
     Status status = segment->index_file->allocate(0, index_bytes);
+    if (status.ok()) {
+      // Recorded, so that the segment once active knows the blocks are there (write_batch_locked
+      // relies on it).
+      segment->index_allocated_bytes = std::max(segment->index_allocated_bytes, index_bytes);
+    }
     prepared.push_back(std::move(*segment));
     if (!status.ok()) {
       give_back();
@@ -200,7 +205,7 @@ Result<std::uint64_t> CommitLog::Impl::write_batch_locked(std::span<const EntryT
     meta.index = first_index + i;
     const std::uint64_t bytes = entry_format::record_bytes(entry.payload.size());
     if (!cursor->active || cursor->offset + bytes > cursor->active->size_bytes) {
-      assert(next_prepared < prepared.size());
+      RAFTLOG_CHECK(next_prepared < prepared.size(), "an append rolls only into segments it reserved");
       RAFTLOG_RETURN_IF_ERROR(roll_segment_locked(std::move(prepared[next_prepared++]), meta.index,
                                                   cursor));
     }
@@ -210,13 +215,12 @@ Result<std::uint64_t> CommitLog::Impl::write_batch_locked(std::span<const EntryT
     const std::size_t at = staging_.size();
     staging_.resize(at + bytes);
     entry_format::encode(meta, generation_, entry.payload, staging_.data() + at);
-    Status status = cursor->active->write_index_record(
+    // Cannot fail: reserve_for_batch_locked() allocated the index blocks of all the batch's
+    // records (so no allocation is left to fail), and no segment holds more records than its
+    // index's capacity (every record is at least 56 bytes).
+    const Status status = cursor->active->write_index_record(
         IndexRecord{meta.index, meta.term, cursor->offset, static_cast<std::uint32_t>(bytes)});
-    assert(status.ok());  // blocks were reserved above
-    if (!status.ok()) {
-      fail(status);
-      return status;
-    }
+    RAFTLOG_CHECK(status.ok(), "an append writes index records only into blocks it reserved");
     cursor->offset += bytes;
     ++cursor->count;
     cursor->term = meta.term;

@@ -1,12 +1,12 @@
 // CommitLog::Impl, flushing (group commit): the flusher thread, its flush cycles, and the waits for
 // durability (wait_flushed, a sync append's wait for its own entries, flush()).
 #include <algorithm>
-#include <cassert>
 #include <chrono>
 #include <utility>
 
 #include "store/commit_log_impl.h"
 #include "store/entry_format.h"
+#include "util/check.h"
 
 namespace raftlog::store {
 namespace {
@@ -57,7 +57,7 @@ Status CommitLog::Impl::stopped_status(std::uint64_t index) {
   std::lock_guard lock(flush_mu_);
   if (!failure_.ok()) return failure_;
   // Released early only by release_all(), which follows a failure or the flusher's stop.
-  assert(!flusher_running_);
+  RAFTLOG_CHECK(!flusher_running_, "waiters are released early only after a failure or the flusher's stop");
   return Status::closed("commit log " + dir_ + " closed before index " + std::to_string(index) +
                         " was flushed");
 }

@@ -21,6 +21,7 @@
 
 #include "store/commit_log_impl.h"
 #include "store/entry_scan.h"
+#include "util/check.h"
 
 namespace raftlog::store {
 
@@ -172,6 +173,9 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
 
 Status CommitLog::Impl::scan_tail(const TailStart& start, std::uint64_t cut_index) {
   const std::size_t position = start.position;
+  // The scan rewrites index records; it opens the index of every later segment itself.
+  RAFTLOG_CHECK(position >= segments_.size() || segments_[position]->index_map,
+                "the tail scan starts in a segment whose index is open");
   std::uint64_t offset = start.offset;
   std::uint64_t expected_index = start.expected_index;
   std::uint64_t term = start.prev_term;

@@ -32,6 +32,7 @@ struct PreparedSegment {
   std::unique_ptr<File> index_file;
   std::shared_ptr<Mapping> data_map;
   std::shared_ptr<Mapping> index_map;
+  std::uint64_t index_allocated_bytes = 0;  // index file blocks reserved from offset 0
 };
 
 // Creates prealloc files `<dir>/prealloc-<sequence>.seg/.idx` of the right sizes and maps them.
