@@ -1,7 +1,8 @@
 #include "store/append_group.h"
 
-#include <cassert>
 #include <vector>
+
+#include "util/check.h"
 
 namespace raftlog::store {
 namespace {
@@ -24,7 +25,7 @@ GroupMember* reverse(GroupMember* newest) {
 }  // namespace
 
 bool AppendGroup::join(GroupMember* member) {
-  assert(member->state.load() == GroupMember::kQueued);
+  RAFTLOG_CHECK(member->state.load() == GroupMember::kQueued, "a member joins the group once");
   std::uintptr_t head = head_.load();
   // Bounded by contention: each failed compare-and-swap means another thread joined or a leader
   // took the queue.
@@ -52,7 +53,7 @@ void AppendGroup::lead(GroupMember* oldest, const AppendRun& append_run, const A
     }
     head = head_.exchange(kLeaderActive);  // take everything queued during the round
     oldest = reverse(reinterpret_cast<GroupMember*>(head & ~kLeaderActive));
-    assert(oldest != nullptr);
+    RAFTLOG_CHECK(oldest != nullptr, "a queue the leader takes over holds a member");
     if (round >= kMaxLeadRounds) {
       // The head still says "leader active": the new leader takes over the queue with it.
       oldest->state.store(GroupMember::kLeading);  // last access: the new leader owns the list now
@@ -78,7 +79,7 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
     std::uint32_t members_in_run = 0;
     while (member != nullptr) {
       const auto& batch = member->batch;
-      assert(!batch.empty());
+      RAFTLOG_CHECK(!batch.empty(), "a member's batch was validated (not empty) before it joined");
       if (members_in_run > 0 && (one_member_per_run || run.size() + batch.size() > max_run_entries_ ||
                                  batch.front().meta.term < run.back().meta.term)) {
         break;
@@ -98,7 +99,8 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
       bool resolved = false;
     } to_resolve{first, members_in_run, run.size(), false};
     const auto resolve_written = [&to_resolve](const IndexRange& written, std::uint64_t truncations_seen) {
-      assert(!to_resolve.resolved && written.last - written.first + 1 == to_resolve.entries);
+      RAFTLOG_CHECK(!to_resolve.resolved && written.last - written.first + 1 == to_resolve.entries,
+                    "a run is resolved once, with a range of its own size");
       to_resolve.resolved = true;
       std::uint64_t next_index = written.first;
       GroupMember* resolving = to_resolve.first;
@@ -113,7 +115,7 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
     };
     Result<IndexRange> appended = append_run(run, resolve_written);
     runs_.fetch_add(1, std::memory_order_relaxed);
-    assert(appended.ok() == to_resolve.resolved && "the log resolves a run exactly when it writes it");
+    RAFTLOG_CHECK(appended.ok() == to_resolve.resolved, "the log resolves a run exactly when it writes it");
     if (!appended.ok() && members_in_run > 1 && appended.status().code() == StatusCode::kInvalidArgument) {
       // One member's entries (say a term below the log's last term) must not fail the others':
       // nothing was written, so append these members again one by one.

@@ -28,6 +28,7 @@ struct Checkpoint {
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };
 
+// Checks (always on) that the payload decodes back to `checkpoint`.
 std::string encode_checkpoint(const Checkpoint& checkpoint);
 // nullopt when the payload has the wrong size or version.
 std::optional<Checkpoint> decode_checkpoint(std::string_view payload);

@@ -1,13 +1,12 @@
 // CommitLog::Impl::append_grouped: sync-mode appends of auto-indexed batches from many threads,
 // written together by one of them (append_group.h) and then waited for like any sync append.
-#include <cassert>
-
 #include "store/commit_log_impl.h"
+#include "util/check.h"
 
 namespace raftlog::store {
 
 Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend> batch) {
-  assert(options_.flush_mode == FlushMode::kSync);
+  RAFTLOG_CHECK(options_.flush_mode == FlushMode::kSync, "only sync-mode appends are grouped");
   // Checked here, so that a bad batch fails alone and never joins a run with others.
   RAFTLOG_RETURN_IF_ERROR(validate_batch(batch));
   if (batch[0].meta.index != 0) return Status::invalid_argument("a grouped append takes index 0 only");

@@ -1,6 +1,8 @@
-// CommitLog::Impl: the state and locks behind CommitLog. Split across commit_log.cpp (writing,
-// reading, flushing, truncation, close), commit_log_group.cpp (grouped appends), recovery.cpp
-// (open + recovery) and allocator.cpp.
+// CommitLog::Impl: the state and locks behind CommitLog. One job a file: commit_log.cpp (the public
+// class, thread start, close, failure), commit_log_append.cpp, commit_log_group.cpp (grouped
+// appends), commit_log_flush.cpp (the flusher and the waits for durability),
+// commit_log_checkpoint.cpp, commit_log_read.cpp, commit_log_truncate.cpp (suffix and prefix),
+// recovery.cpp (open), allocator.cpp (segment preallocation) and suspect_marker.cpp.
 //
 // LOCKS (acquire in this order; never the reverse):
 //   write_mu_        serializes writers: append, truncate_suffix/prefix, close.
@@ -22,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +49,7 @@ class CommitLog::Impl {
 
   // commit_log.cpp
   void start_threads();
+  // commit_log_append.cpp
   // `before_publish` (may be null) is called with the batch's range once it is written and before
   // the new last index is published (writer lock held): the append group tells its members their
   // ranges there (append_group.h).
@@ -56,6 +60,7 @@ class CommitLog::Impl {
   Result<IndexRange> append_grouped(std::span<const EntryToAppend> batch);
   // The checks that fail a batch on its own, before it is written or joins a group.
   Status validate_batch(std::span<const EntryToAppend> batch) const;
+  // commit_log_flush.cpp
   Status wait_flushed(std::uint64_t index);
   // Waits until the entries up to `last` that were written while truncations_.count() was
   // `truncations_seen` are durable (OK), were removed by a truncate_suffix() since then
@@ -65,12 +70,17 @@ class CommitLog::Impl {
   void request_flush();
   void set_flush_listener(FlushListener listener);
   void set_flush_observer(FlushObserver observer);
+  // commit_log_truncate.cpp
   Status truncate_suffix(std::uint64_t from_index, bool force);
   Status truncate_prefix(std::uint64_t before_index);
+  // commit_log_checkpoint.cpp
   Status set_commit_index(std::uint64_t commit_index, bool persist);
+  // commit_log_read.cpp
   Result<ReadBatch> read(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes) const;
   Result<std::uint64_t> term_at(std::uint64_t index) const;
+  // commit_log.cpp
   Status close();
+  // commit_log_read.cpp
   FlushStats stats() const;
   DiskUsage disk_usage() const;
   std::vector<SegmentInfo> segments() const;
@@ -93,22 +103,90 @@ class CommitLog::Impl {
  private:
   friend class CommitLog;
 
-  // --- helpers (commit_log.cpp) ---
+  // --- lifecycle (commit_log.cpp) ---
   Status check_writable_locked() const;  // write_mu_ held
-  // Segment holding `index` (meta_mu_ held), or nullptr.
-  std::shared_ptr<Segment> find_segment_locked(std::uint64_t index) const;
+  void fail(const Status& status);
+  Status failure() const;
+
+  // --- appending (commit_log_append.cpp); write_mu_ held ---
+  // An append in progress: the segment it writes and how far its entries reach.
+  struct AppendCursor {
+    std::shared_ptr<Segment> active;  // the log's last segment; null before the first one
+    std::uint64_t offset = 0;         // end of the entries written to `active` so far
+    std::uint64_t count = 0;          // entries in `active`
+    std::uint64_t term = 0;           // term of the last entry
+    std::uint64_t staged_offset = 0;  // file offset of staging_[0]
+  };
+  AppendCursor append_cursor_locked() const;
+  // kInvalidArgument when a batch starting at `first_index` does not continue the log.
+  Status check_continues_log_locked(std::span<const EntryToAppend> batch, const AppendCursor& cursor,
+                                    std::uint64_t first_index) const;
+  // Everything the batch needs before a byte is written: a prepared segment for every roll inside
+  // it and index blocks for all its records. Nothing is kept on failure (kNoSpace on a full disk).
+  Result<std::vector<PreparedSegment>> reserve_for_batch_locked(std::span<const EntryToAppend> batch,
+                                                                const AppendCursor& cursor);
+  // Encodes and writes the batch (not yet published); returns the record bytes written. Fails the
+  // log when it fails.
+  Result<std::uint64_t> write_batch_locked(std::span<const EntryToAppend> batch,
+                                           std::uint64_t first_index,
+                                           std::vector<PreparedSegment>& prepared,
+                                           AppendCursor* cursor);
+  // Ends `cursor`'s segment (its staged run written and published) and activates `prepared` as
+  // the new last segment, starting at `base_index`.
+  Status roll_segment_locked(PreparedSegment prepared, std::uint64_t base_index, AppendCursor* cursor);
+  // Writes the staged run to the cursor's segment (with the end marker after it if asked).
+  Status write_staged_locked(bool with_end_marker, AppendCursor* cursor);
+  // Makes the cursor's position visible to readers and the flusher.
+  void publish_locked(const AppendCursor& cursor);
+
+  // --- flushing (commit_log_flush.cpp) ---
   // One flush cycle: make everything published so far durable. flush_cycle_mu_ held. The end
   // marker after the last entry is included only if no append can run concurrently (write_mu_ held).
   Status flush_cycle_locked(bool include_end_marker);
-  // Writes the checkpoint for the current flushed index (index files flushed first).
-  Status write_checkpoint_locked(std::uint64_t truncate_from);
-  void maybe_checkpoint_locked();
+  // What one flush cycle makes durable.
+  struct FlushRange {
+    std::shared_ptr<Segment> segment;
+    std::uint64_t from = 0;
+    std::uint64_t to = 0;       // flush end (includes the end marker)
+    std::uint64_t written = 0;  // write offset at the snapshot
+  };
+  struct FlushSnapshot {
+    std::vector<FlushRange> ranges;  // newest segment first
+    std::uint64_t target = 0;        // the last index when the snapshot was taken
+    bool sync_dir = false;           // a segment was created or renamed since the last cycle
+  };
+  FlushSnapshot snapshot_unflushed_locked(bool include_end_marker, std::uint64_t old_flushed);
+  // Syncs the snapshot's ranges (oldest first) and the directory if it needs it; counts the bytes
+  // and the sync calls.
+  Status sync_snapshot_locked(const FlushSnapshot& snapshot, std::uint64_t* bytes,
+                              std::uint64_t* sync_calls);
   void flusher_main();
-  void fail(const Status& status);
-  Status failure() const;
   // Why a wait for `index` ended without it being flushed: the log's failure, or kClosed.
   Status stopped_status(std::uint64_t index);
   void call_listener(std::uint64_t* last_reported);
+
+  // --- checkpoints (commit_log_checkpoint.cpp); flush_cycle_mu_ held ---
+  // Writes the checkpoint for the current flushed index (index files flushed first).
+  Status write_checkpoint_locked(std::uint64_t truncate_from);
+  void maybe_checkpoint_locked();
+
+  // --- reading (commit_log_read.cpp) ---
+  // Segment holding `index` (meta_mu_ held), or nullptr.
+  std::shared_ptr<Segment> find_segment_locked(std::uint64_t index) const;
+
+  // --- truncate_suffix (commit_log_truncate.cpp); write_mu_ and flush_cycle_mu_ held ---
+  struct SuffixCut {
+    std::shared_ptr<Segment> segment;  // holds the first entry removed
+    std::uint64_t offset = 0;          // of that entry in `segment`
+    std::vector<std::shared_ptr<Segment>> doomed;  // every later segment
+    std::uint64_t old_write_offset = 0;  // `segment`'s shape before the cut
+    std::uint64_t old_count = 0;
+  };
+  Result<SuffixCut> locate_suffix_cut_locked(std::uint64_t from_index) const;
+  // Step 2 of CRASH CASES 3: readers stop seeing the suffix. Fails the log when it fails.
+  Status unpublish_suffix_locked(std::uint64_t from_index, SuffixCut* cut);
+  // Steps 3-5: zero the cut segment's tail, delete the later segments, clear the intent.
+  Status erase_suffix_locked(const SuffixCut& cut);
 
   // --- allocator (allocator.cpp) ---
   void allocator_main();
@@ -117,11 +195,51 @@ class CommitLog::Impl {
   void return_prepared_segment(PreparedSegment prepared);
   void stop_allocator();
 
-  // --- recovery pieces (recovery.cpp) ---
-  Status scan_tail(std::size_t segment_position, std::uint64_t offset, std::uint64_t expected_index,
-                   std::uint64_t prev_term, std::uint64_t prev_generation, std::uint64_t cut_index);
+  // --- recovery (recovery.cpp): one function per step of docs/storage-format.md's algorithm ---
+  // 1. Deletes prealloc-* files and index files without a segment; the segments' bases, sorted.
+  Result<std::vector<std::uint64_t>> remove_leftovers();
+  // 2. Reads the checkpoint (a default one when there is none or it has an unknown version), loads
+  // the suspect marker, selects the recovery mode and writes the abort marker.
+  Result<Checkpoint> read_checkpoint_and_select_mode(bool segments_exist);
+  // 3. Opens the segments `bases` (those at or below a truncation intent's cut) into segments_. A bad
+  // header after the flushed point removes that segment and every later one.
+  Status open_segments(std::span<const std::uint64_t> bases, const Checkpoint& cp);
+  // 4. Removes the segments above a crashed truncate_suffix's cut (`cut_index`, 0 = none).
+  Status complete_truncation_intent(std::span<const std::uint64_t> bases_above_cut,
+                                    std::uint64_t cut_index);
+  Status remove_segment_files(std::span<const std::uint64_t> bases);
+  // Where step 6 starts: the first entry the checkpoint does not vouch for.
+  struct TailStart {
+    std::size_t position = 0;  // in segments_
+    std::uint64_t offset = 0;  // in that segment
+    std::uint64_t expected_index = 0;
+    std::uint64_t prev_term = 0;
+    std::uint64_t prev_generation = 0;
+  };
+  // 5. Spot-checks what the checkpoint vouches for: the segments before the checkpoint's segment
+  // and the checkpoint's own entry. A mismatch is kCorruption, or, with
+  // allow_truncate_corrupted_flushed_data, the cut: step 6 then starts at that segment.
+  Result<TailStart> spot_check_flushed_segments(const Checkpoint& cp);
   // `full_scan`: verify every entry's CRC instead of spot-checking (the suspect marker names it).
   Status verify_sealed_segment(Segment& segment, std::uint64_t expected_count, bool full_scan);
+  Result<TailStart> verify_checkpoint_segment(std::size_t position, const Checkpoint& cp);
+  // The checkpoint segment's entries up to the flushed point: the checkpoint's entry spot-checked,
+  // or (index rebuilt, a mismatch, or the suspect marker here) every one of them checked.
+  Status verify_flushed_prefix(Segment& segment, const Checkpoint& cp, bool rebuilt,
+                               std::uint64_t* last_term, std::uint64_t* last_generation);
+  bool spot_check_checkpoint_entry(const Segment& segment, const Checkpoint& cp,
+                                   std::uint64_t* last_term, std::uint64_t* last_generation);
+  // `status` from a check of flushed data in segments_[position]: returned as it is, unless it is
+  // kCorruption and allow_truncate_corrupted_flushed_data is set; then step 6 starts at the segment.
+  Result<TailStart> cut_at_corrupted_flushed_data(std::size_t position, const Status& status);
+  // 6. Validates every entry from `start` on and cuts the log at the first invalid one (or stops
+  // at `cut_index`, a truncation intent's cut, when not 0).
+  Status scan_tail(const TailStart& start, std::uint64_t cut_index);
+  // first_index_/last_index_ from the recovered segments.
+  void publish_recovered_range();
+  // 7. Flushes what was recovered, syncs the directory, picks the new generation, writes a fresh
+  // checkpoint (clearing any intent) and clears the suspect marker.
+  Status make_recovery_durable(const Checkpoint& cp);
   Status rebuild_segment_index(Segment& segment, std::uint64_t end_offset_limit,
                                std::uint64_t max_index, std::uint64_t* end_offset,
                                std::uint64_t* entries, std::uint64_t* last_generation);
@@ -145,7 +263,7 @@ class CommitLog::Impl {
   std::uint64_t suspect_index_ = 0;  // recovery: the marker's index (0 = none)
 
   std::mutex write_mu_;
-  // write_mu_: encoded entries on their way to the segment file (commit_log.cpp, append). Holds at
+  // write_mu_: encoded entries on their way to the segment file (commit_log_append.cpp). Holds at
   // most kStagingBytes, or one record when a single record is larger.
   static constexpr std::size_t kStagingBytes = 1U << 20;
   std::vector<char> staging_;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "store/endian.h"
+#include "util/check.h"
 #include "util/crc32c.h"
 
 namespace raftlog::store {
@@ -74,6 +75,11 @@ Status DurableRecordFile::write(std::string_view payload) {
   if (!payload.empty()) std::memcpy(out + kSlotHeaderBytes, payload.data(), payload.size());
   put_u32(out + 4, util::crc32c::value(out + 8, total - 8));
   put_u32(out, kMagic);
+  // Paired with decode_slot() (at most 1 KiB, and a write costs a sync anyway): the slot reads back
+  // as the newest record before it is made durable.
+  const auto written = decode_slot(out, kSlotStrideBytes);
+  RAFTLOG_CHECK(written && written->sequence == sequence && written->payload == payload,
+                "a written durable record slot decodes back to its record");
   Status status = mapping_->flush(static_cast<std::uint64_t>(slot) * kSlotStrideBytes, total);
   if (!status.ok()) return Status(status.code(), "writing " + path_ + ": " + status.message());
   current_slot_ = slot;

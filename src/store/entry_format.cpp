@@ -3,11 +3,13 @@
 #include <cstring>
 
 #include "store/endian.h"
+#include "util/check.h"
 #include "util/crc32c.h"
 
 namespace raftlog::store::entry_format {
 
 void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out) {
+  RAFTLOG_CHECK(payload.size() <= UINT32_MAX, "an entry's payload size fits its 32-bit field");
   const auto payload_size = static_cast<std::uint32_t>(payload.size());
   put_u8(out + 8, kVersion);
   put_u8(out + 9, static_cast<std::uint8_t>(meta.type));
@@ -24,6 +26,14 @@ void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view pa
   if (padding > 0) std::memset(out + kHeaderBytes + payload_size, 0, padding);
   put_u32(out + 4, util::crc32c::value(out + 8, kHeaderBytes - 8 + payload_size));
   put_u32(out, kMagic);
+  // Paired with decode(): the record reads back as what was encoded. Without a second CRC pass (on
+  // the append path): the CRC was computed over these bytes just above.
+  Decoded written;
+  RAFTLOG_CHECK(total % kAlignmentBytes == 0 &&
+                    decode(out, total, payload_size, /*verify_crc=*/false, &written) == DecodeResult::kOk &&
+                    written.meta == meta && written.generation == generation &&
+                    written.record_bytes == total && written.payload.size() == payload_size,
+                "an encoded entry decodes back to the entry encoded");
 }
 
 const char* to_string(DecodeResult result) {
@@ -63,6 +73,10 @@ DecodeResult decode(const char* in, std::uint64_t available_bytes, std::uint32_t
   out->generation = get_u64(in + 48);
   out->payload = std::string_view(in + kHeaderBytes, payload_size);
   out->record_bytes = total;
+  // Holds for any input bytes (validated above), so a reader never steps outside its input.
+  RAFTLOG_CHECK(out->record_bytes <= available_bytes && out->record_bytes % kAlignmentBytes == 0 &&
+                    kHeaderBytes + out->payload.size() <= out->record_bytes,
+                "a decoded entry lies within its input and is aligned");
   return DecodeResult::kOk;
 }
 

@@ -46,7 +46,8 @@ constexpr std::uint64_t record_bytes(std::uint64_t payload_size) {
 
 // Writes the record for (meta, payload) at `out`, which must have record_bytes(payload.size()) bytes.
 // The magic is written LAST, after header and payload, so a record whose magic is present had its
-// other bytes written first (within one process; power loss is covered by the CRC).
+// other bytes written first (within one process; power loss is covered by the CRC). Checks (always
+// on) that the record decodes back to (meta, generation, payload size).
 void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out);
 
 enum class DecodeResult {
@@ -69,6 +70,7 @@ struct Decoded {
 
 // Validates and decodes the record at `in` (`available_bytes` readable). Verifies the CRC unless
 // `verify_crc` is false (used only after the data was already verified, e.g. reads via the index).
+// Bad bytes are a DecodeResult, never a failed check; on kOk the record lies within the input.
 DecodeResult decode(const char* in, std::uint64_t available_bytes, std::uint32_t max_payload_bytes,
                     bool verify_crc, Decoded* out);
 

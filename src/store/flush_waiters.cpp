@@ -4,9 +4,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <cassert>
 #include <climits>
 #include <cstdint>
+
+#include "util/check.h"
 
 namespace raftlog::store {
 namespace {
@@ -88,14 +89,13 @@ void FlushWaiters::begin_cycle() {
   // reads either "unknown" or this cycle's own target, never the previous cycle's.
   cycle_target_.store(0);
   const std::uint64_t begun = cycles_begun_.fetch_add(1) + 1;
-  assert(begun == cycles_completed_.load() + 1 && "flush cycles overlap");
-  (void)begun;
+  RAFTLOG_CHECK(begun == cycles_completed_.load() + 1, "flush cycles overlap");
 }
 
 void FlushWaiters::set_cycle_target(std::uint64_t target) { cycle_target_.store(target); }
 
 void FlushWaiters::end_cycle() {
-  assert(cycles_begun_.load() == cycles_completed_.load() + 1 && "end_cycle without begin_cycle");
+  RAFTLOG_CHECK(cycles_begun_.load() == cycles_completed_.load() + 1, "end_cycle without begin_cycle");
   cycles_completed_.fetch_add(1);
   hand_over_or_wake();
 }

@@ -1,29 +1,27 @@
-// Opening a log directory: recovery (see CRASH CASES in commit_log.h, and docs/storage-format.md).
+// Opening a log directory: recovery (CRASH CASES in commit_log.h; the algorithm and its steps are
+// docs/storage-format.md, "Recovery algorithm"). recover() runs one function per step:
 //
-//   1. Remove leftovers: prealloc-* files, index files without a segment.
-//   2. Read the checkpoint; the abort marker's presence selects ABNORMAL mode. Write the marker.
-//   3. Open every segment (header CRC). A bad header after the flushed point => delete it and all
-//      later segments (crash mid-roll); before the flushed point => kCorruption.
-//   4. Truncation intent in the checkpoint => segments above the cut are deleted and the scan below
-//      stops at the cut (completing the crashed truncate_suffix).
-//   5. Segments below the checkpoint's segment are trusted: O(1) spot check of their index (last
-//      record + its entry's CRC); a missing/inconsistent index is rebuilt by scanning that segment.
-//      The checkpoint's own entry is checked the same way.
-//   6. From the checkpoint's position on, every entry is validated (CRC, continuity, terms) and its
-//      index record rewritten; the first invalid record is the cut: the segment's tail is zeroed and
-//      later segments are deleted. In ABNORMAL mode every segment's tail after its last entry is also
-//      checked for stray non-zero bytes (unflushed garbage), which are zeroed.
-//   7. Flush what was recovered, write a fresh checkpoint (clearing any intent), sync the directory.
-// After a clean shutdown the checkpoint is at the end of the log, so step 6 reads one zero word and
+//   1. remove_leftovers                    prealloc-* files, index files without a segment
+//   2. read_checkpoint_and_select_mode     the checkpoint, the mode, the abort marker written
+//   3. open_segments                       every segment's header; a bad one after the flushed point
+//                                          goes, with every later segment
+//   4. complete_truncation_intent          segments above a crashed truncate_suffix's cut go
+//   5. spot_check_flushed_segments         what the checkpoint vouches for, spot-checked
+//                                          (verify_sealed_segment, verify_checkpoint_segment)
+//   6. scan_tail                           every entry after the checkpoint validated; the cut
+//   7. make_recovery_durable               flush, sync, new generation, fresh checkpoint
+// After a clean shutdown the checkpoint is at the end of the log, so step 6 reads one end marker and
 // recovery time does not grow with the log size.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <span>
 
 #include "store/commit_log_impl.h"
 #include "store/entry_scan.h"
+#include "util/check.h"
 
 namespace raftlog::store {
 
@@ -173,11 +171,15 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
   return status;
 }
 
-Status CommitLog::Impl::scan_tail(std::size_t position, std::uint64_t offset,
-                                  std::uint64_t expected_index, std::uint64_t prev_term,
-                                  std::uint64_t prev_generation, std::uint64_t cut_index) {
-  std::uint64_t term = prev_term;
-  std::uint64_t generation = prev_generation;
+Status CommitLog::Impl::scan_tail(const TailStart& start, std::uint64_t cut_index) {
+  const std::size_t position = start.position;
+  // The scan rewrites index records; it opens the index of every later segment itself.
+  RAFTLOG_CHECK(position >= segments_.size() || segments_[position]->index_map,
+                "the tail scan starts in a segment whose index is open");
+  std::uint64_t offset = start.offset;
+  std::uint64_t expected_index = start.expected_index;
+  std::uint64_t term = start.prev_term;
+  std::uint64_t generation = start.prev_generation;
   for (std::size_t i = position; i < segments_.size(); ++i) {
     Segment& segment = *segments_[i];
     if (i > position) {
@@ -248,10 +250,35 @@ Status CommitLog::Impl::scan_tail(std::size_t position, std::uint64_t offset,
 Status CommitLog::Impl::recover() {
   const auto started = std::chrono::steady_clock::now();
   RAFTLOG_RETURN_IF_ERROR(env_->create_dir(dir_));
+  auto bases = remove_leftovers();  // 1
+  if (!bases.ok()) return bases.status();
+  auto checkpoint = read_checkpoint_and_select_mode(!bases->empty());  // 2
+  if (!checkpoint.ok()) return checkpoint.status();
+  const Checkpoint& cp = *checkpoint;
+  // The bases are sorted: the segments above a crashed truncation's cut are the last ones.
+  const std::span<const std::uint64_t> all_bases(*bases);
+  const auto above_cut = cp.truncate_from == 0
+                             ? all_bases.end()
+                             : std::upper_bound(all_bases.begin(), all_bases.end(), cp.truncate_from);
+  RAFTLOG_RETURN_IF_ERROR(open_segments({all_bases.begin(), above_cut}, cp));  // 3
+  RAFTLOG_RETURN_IF_ERROR(complete_truncation_intent({above_cut, all_bases.end()}, cp.truncate_from));  // 4
+  auto tail = spot_check_flushed_segments(cp);  // 5
+  if (!tail.ok()) return tail.status();
+  RAFTLOG_RETURN_IF_ERROR(scan_tail(*tail, cp.truncate_from));  // 6
+  publish_recovered_range();
+  RAFTLOG_RETURN_IF_ERROR(make_recovery_durable(cp));  // 7
+  report_.first_index = first_index_.load();
+  report_.last_index = last_index_.load();
+  report_.highest_index_seen = std::max(report_.highest_index_seen, report_.last_index);
+  report_.duration = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::steady_clock::now() - started);
+  spdlog::info("raftlog store {}: recovered: {}", dir_, report_.to_string());
+  return Status();
+}
+
+Result<std::vector<std::uint64_t>> CommitLog::Impl::remove_leftovers() {
   auto names = env_->list_dir(dir_);
   if (!names.ok()) return names.status();
-
-  // 1. Leftovers.
   std::vector<std::uint64_t> bases;
   std::set<std::uint64_t> index_bases;
   for (const std::string& name : *names) {
@@ -269,8 +296,10 @@ Status CommitLog::Impl::recover() {
       RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(index_base))));
     }
   }
+  return bases;
+}
 
-  // 2. Checkpoint, mode, abort marker.
+Result<Checkpoint> CommitLog::Impl::read_checkpoint_and_select_mode(bool segments_exist) {
   const std::string abort_path = join_path(dir_, segment_format::kAbortMarkerFileName);
   const bool abort_present = env_->exists(abort_path);
   auto checkpoint_file = DurableRecordFile::open(
@@ -284,12 +313,12 @@ Status CommitLog::Impl::recover() {
   }
   const Checkpoint cp = checkpoint.value_or(Checkpoint{});
   RAFTLOG_RETURN_IF_ERROR(load_suspect_marker());
-  const bool abnormal = abort_present || (!checkpoint && !bases.empty());
-  report_.mode = bases.empty() && !checkpoint
+  const bool abnormal = abort_present || (!checkpoint && segments_exist);
+  report_.mode = !segments_exist && !checkpoint
                      ? RecoveryMode::kFresh
                      : (abnormal ? RecoveryMode::kAbnormal : RecoveryMode::kNormal);
   report_.checkpoint_flushed_index = cp.flushed_index;
-  if (bases.empty() && cp.flushed_index > 0 && !options_.allow_truncate_corrupted_flushed_data) {
+  if (!segments_exist && cp.flushed_index > 0 && !options_.allow_truncate_corrupted_flushed_data) {
     return Status::corruption(join_path(dir_, segment_format::kCheckpointFileName) +
                               " offset 0: checkpoint says entries up to " +
                               std::to_string(cp.flushed_index) +
@@ -299,145 +328,169 @@ Status CommitLog::Impl::recover() {
   RAFTLOG_RETURN_IF_ERROR(env_->sync_dir(dir_));
   abort_marker_written_ = true;
   commit_index_.store(cp.commit_index);
-  const std::uint64_t cut_index = cp.truncate_from;
-  const bool trust_flushed = !options_.allow_truncate_corrupted_flushed_data;
+  return cp;
+}
 
-  // 3. Segments.
+Status CommitLog::Impl::open_segments(std::span<const std::uint64_t> bases, const Checkpoint& cp) {
+  const bool trust_flushed = !options_.allow_truncate_corrupted_flushed_data;
   for (std::size_t i = 0; i < bases.size(); ++i) {
-    const std::uint64_t base = bases[i];
-    if (cut_index != 0 && base > cut_index) {
-      // 4. Above a crashed truncation's cut: finish deleting it.
-      RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::segment_file_name(base))));
-      RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(base))));
-      ++report_.segments_removed;
+    auto segment = Segment::open_existing(env_, dir_, bases[i]);
+    if (segment.ok()) {
+      segments_.push_back(std::move(*segment));
       continue;
     }
-    auto segment = Segment::open_existing(env_, dir_, base);
-    if (!segment.ok()) {
-      const bool before_flushed = cp.flushed_index >= base;
-      if (segment.status().code() != StatusCode::kCorruption || (before_flushed && trust_flushed)) {
-        return segment.status();
-      }
-      spdlog::error("raftlog store {}: {}; removing it and every later segment{}", dir_,
-                    segment.status().message(),
-                    before_flushed ? " (DISCARDING DURABLE DATA: allow_truncate_corrupted_flushed_data)" : "");
-      if (before_flushed) report_.corrupted_flushed_data_truncated = true;
-      for (std::size_t j = i; j < bases.size(); ++j) {
-        RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::segment_file_name(bases[j]))));
-        RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(bases[j]))));
-        ++report_.segments_removed;
-      }
-      break;
+    const bool before_flushed = cp.flushed_index >= bases[i];
+    if (segment.status().code() != StatusCode::kCorruption || (before_flushed && trust_flushed)) {
+      return segment.status();
     }
-    segments_.push_back(std::move(*segment));
+    spdlog::error("raftlog store {}: {}; removing it and every later segment{}", dir_,
+                  segment.status().message(),
+                  before_flushed ? " (DISCARDING DURABLE DATA: allow_truncate_corrupted_flushed_data)" : "");
+    if (before_flushed) report_.corrupted_flushed_data_truncated = true;
+    return remove_segment_files(bases.subspan(i));
   }
-  if (cut_index != 0) report_.truncation_intent_completed = true;
+  return Status();
+}
 
-  // 5./6. Validate.
+Status CommitLog::Impl::complete_truncation_intent(std::span<const std::uint64_t> bases_above_cut,
+                                                   std::uint64_t cut_index) {
+  RAFTLOG_RETURN_IF_ERROR(remove_segment_files(bases_above_cut));
+  // The rest of the truncation is step 6's: its scan stops at the cut (scan_tail's cut_index).
+  if (cut_index != 0) report_.truncation_intent_completed = true;
+  return Status();
+}
+
+Status CommitLog::Impl::remove_segment_files(std::span<const std::uint64_t> bases) {
+  for (const std::uint64_t base : bases) {
+    RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::segment_file_name(base))));
+    RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(base))));
+    ++report_.segments_removed;
+  }
+  return Status();
+}
+
+Result<CommitLog::Impl::TailStart> CommitLog::Impl::spot_check_flushed_segments(const Checkpoint& cp) {
+  if (segments_.empty()) return TailStart{};  // an empty log: nothing to scan
   std::size_t checkpoint_position = segments_.size();
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     if (segments_[i]->base_index == cp.flushed_segment_base) checkpoint_position = i;
   }
-  Status status;
-  if (segments_.empty()) {
-    // Empty log.
-  } else if (cp.flushed_segment_base == 0 || checkpoint_position == segments_.size()) {
-    if (cp.flushed_index >= segments_.front()->base_index && trust_flushed) {
+  if (cp.flushed_segment_base == 0 || checkpoint_position == segments_.size()) {
+    // Nothing vouched for: step 6 validates every entry, from the first segment on.
+    Segment& first = *segments_.front();
+    if (cp.flushed_index >= first.base_index && !options_.allow_truncate_corrupted_flushed_data) {
       return Status::corruption(join_path(dir_, segment_format::kCheckpointFileName) +
                                 " offset 0: checkpoint points into segment " +
                                 segment_format::segment_file_name(cp.flushed_segment_base) +
                                 " which is missing or invalid");
     }
     bool rebuilt = false;
-    RAFTLOG_RETURN_IF_ERROR(segments_.front()->open_index(env_, &rebuilt));
+    RAFTLOG_RETURN_IF_ERROR(first.open_index(env_, &rebuilt));
     if (rebuilt) ++report_.index_files_rebuilt;
-    status = scan_tail(0, kSegmentHeaderBytes, segments_.front()->base_index,
-                       segments_.front()->prev_term, 0, cut_index);
-  } else {
-    for (std::size_t i = 0; i < checkpoint_position && status.ok(); ++i) {
-      const std::uint64_t count = segments_[i + 1]->base_index - segments_[i]->base_index;
-      status = verify_sealed_segment(*segments_[i], count, holds_suspect(*segments_[i], count));
-      if (!status.ok() && status.code() == StatusCode::kCorruption && !trust_flushed) {
-        spdlog::error("raftlog store {}: {}; TRUNCATING DURABLE DATA there "
-                      "(allow_truncate_corrupted_flushed_data)",
-                      dir_, status.message());
-        report_.corrupted_flushed_data_truncated = true;
-        status = scan_tail(i, kSegmentHeaderBytes, segments_[i]->base_index, segments_[i]->prev_term,
-                           0, cut_index);
-        checkpoint_position = segments_.size();  // done
-        break;
-      }
-    }
-    if (status.ok() && checkpoint_position < segments_.size()) {
-      Segment& segment = *segments_[checkpoint_position];
-      const std::uint64_t count = cp.flushed_index + 1 - segment.base_index;  // entries before the point
-      // The segment before must end right where this one starts.
-      if (checkpoint_position > 0) {
-        const Segment& previous = *segments_[checkpoint_position - 1];
-        if (previous.last_index() + 1 != segment.base_index || previous.last_term > segment.prev_term) {
-          status = Status::corruption(at(segment, 0) + ": does not continue segment " + previous.data_name);
-        }
-      }
-      bool rebuilt = false;
-      if (status.ok()) status = segment.open_index(env_, &rebuilt);
-      bool consistent = false;
-      std::uint64_t last_term = segment.prev_term;
-      std::uint64_t last_generation = 0;
-      // The suspect marker points below the checkpoint in this segment: check every entry up to it.
-      const bool suspect_here = holds_suspect(segment, count);
-      if (status.ok() && !rebuilt && count > 0 && !suspect_here) {
-        auto record = segment.index_record(cp.flushed_index);
-        if (record && record->offset + record->record_bytes == cp.flushed_offset) {
-          entry_format::Decoded decoded;
-          const auto result = entry_format::decode(
-              segment.data_map->data() + record->offset, segment.size_bytes - record->offset,
-              max_payload_bytes(segment), /*verify_crc=*/true, &decoded);
-          consistent = result == entry_format::DecodeResult::kOk &&
-                       decoded.meta.index == cp.flushed_index && decoded.meta.term == record->term;
-          last_term = record->term;
-          last_generation = decoded.generation;
-          max_generation_seen_ = std::max(max_generation_seen_, decoded.generation);
-          report_.bytes_scanned += record->record_bytes;
-          ++report_.entries_scanned;
-        }
-      } else if (status.ok() && count == 0) {
-        consistent = cp.flushed_offset == kSegmentHeaderBytes;
-      }
-      if (status.ok() && !consistent) {
-        if (rebuilt) ++report_.index_files_rebuilt;
-        if (!suspect_here) {
-          spdlog::warn("raftlog store {}: index {} does not match the checkpoint; rebuilding", dir_,
-                       segment.index_name);
-        }
-        std::uint64_t end_offset = 0;
-        std::uint64_t entries = 0;
-        status = rebuild_segment_index(segment, cp.flushed_offset, cp.flushed_index, &end_offset,
-                                       &entries, &last_generation);
-        if (status.ok() && (entries != count || end_offset != cp.flushed_offset)) {
-          status = Status::corruption(at(segment, end_offset) + ": checkpoint says " +
-                                      std::to_string(count) + " durable entries ending at offset " +
-                                      std::to_string(cp.flushed_offset) + ", found " +
-                                      std::to_string(entries));
-        }
-        last_term = segment.last_term;
-      }
-      if (status.ok()) {
-        segment.index_flushed_bytes = rebuilt || !consistent ? 0 : segment.index_bytes_for(count);
-        status = scan_tail(checkpoint_position, cp.flushed_offset, cp.flushed_index + 1, last_term,
-                           last_generation, cut_index);
-      } else if (status.code() == StatusCode::kCorruption && !trust_flushed) {
-        spdlog::error("raftlog store {}: {}; TRUNCATING DURABLE DATA there "
-                      "(allow_truncate_corrupted_flushed_data)",
-                      dir_, status.message());
-        report_.corrupted_flushed_data_truncated = true;
-        status = scan_tail(checkpoint_position, kSegmentHeaderBytes, segment.base_index,
-                           segment.prev_term, 0, cut_index);
-      }
+    return TailStart{0, kSegmentHeaderBytes, first.base_index, first.prev_term, 0};
+  }
+  for (std::size_t i = 0; i < checkpoint_position; ++i) {
+    const std::uint64_t count = segments_[i + 1]->base_index - segments_[i]->base_index;
+    Status status = verify_sealed_segment(*segments_[i], count, holds_suspect(*segments_[i], count));
+    if (!status.ok()) return cut_at_corrupted_flushed_data(i, status);
+  }
+  return verify_checkpoint_segment(checkpoint_position, cp);
+}
+
+Result<CommitLog::Impl::TailStart> CommitLog::Impl::cut_at_corrupted_flushed_data(std::size_t position,
+                                                                                  const Status& status) {
+  if (status.code() != StatusCode::kCorruption || !options_.allow_truncate_corrupted_flushed_data) {
+    return status;
+  }
+  spdlog::error("raftlog store {}: {}; TRUNCATING DURABLE DATA there "
+                "(allow_truncate_corrupted_flushed_data)",
+                dir_, status.message());
+  report_.corrupted_flushed_data_truncated = true;
+  Segment& segment = *segments_[position];
+  if (!segment.index_map) {
+    // The check failed before it opened the index (the segment does not continue the log); the
+    // scan rewrites the index records, so it needs it.
+    bool rebuilt = false;
+    RAFTLOG_RETURN_IF_ERROR(segment.open_index(env_, &rebuilt));
+    if (rebuilt) ++report_.index_files_rebuilt;
+  }
+  return TailStart{position, kSegmentHeaderBytes, segment.base_index, segment.prev_term, 0};
+}
+
+Result<CommitLog::Impl::TailStart> CommitLog::Impl::verify_checkpoint_segment(std::size_t position,
+                                                                              const Checkpoint& cp) {
+  Segment& segment = *segments_[position];
+  Status status;
+  // The segment before must end right where this one starts.
+  if (position > 0) {
+    const Segment& previous = *segments_[position - 1];
+    if (previous.last_index() + 1 != segment.base_index || previous.last_term > segment.prev_term) {
+      status = Status::corruption(at(segment, 0) + ": does not continue segment " + previous.data_name);
     }
   }
-  if (!status.ok()) return status;
+  bool rebuilt = false;
+  if (status.ok()) status = segment.open_index(env_, &rebuilt);
+  TailStart start{position, cp.flushed_offset, cp.flushed_index + 1, segment.prev_term, 0};
+  if (status.ok()) {
+    status = verify_flushed_prefix(segment, cp, rebuilt, &start.prev_term, &start.prev_generation);
+  }
+  if (!status.ok()) return cut_at_corrupted_flushed_data(position, status);
+  return start;
+}
 
-  // Publish the recovered shape.
+Status CommitLog::Impl::verify_flushed_prefix(Segment& segment, const Checkpoint& cp, bool rebuilt,
+                                              std::uint64_t* last_term,
+                                              std::uint64_t* last_generation) {
+  const std::uint64_t count = cp.flushed_index + 1 - segment.base_index;  // entries before the point
+  // The suspect marker points below the checkpoint in this segment: check every entry up to it.
+  const bool suspect_here = holds_suspect(segment, count);
+  bool consistent = false;
+  if (!rebuilt && count > 0 && !suspect_here) {
+    consistent = spot_check_checkpoint_entry(segment, cp, last_term, last_generation);
+  } else if (count == 0) {
+    consistent = cp.flushed_offset == kSegmentHeaderBytes;
+  }
+  if (!consistent) {
+    if (rebuilt) ++report_.index_files_rebuilt;
+    if (!suspect_here) {
+      spdlog::warn("raftlog store {}: index {} does not match the checkpoint; rebuilding", dir_,
+                   segment.index_name);
+    }
+    std::uint64_t end_offset = 0;
+    std::uint64_t entries = 0;
+    RAFTLOG_RETURN_IF_ERROR(rebuild_segment_index(segment, cp.flushed_offset, cp.flushed_index,
+                                                  &end_offset, &entries, last_generation));
+    if (entries != count || end_offset != cp.flushed_offset) {
+      return Status::corruption(at(segment, end_offset) + ": checkpoint says " +
+                                std::to_string(count) + " durable entries ending at offset " +
+                                std::to_string(cp.flushed_offset) + ", found " +
+                                std::to_string(entries));
+    }
+    *last_term = segment.last_term;
+  }
+  segment.index_flushed_bytes = rebuilt || !consistent ? 0 : segment.index_bytes_for(count);
+  return Status();
+}
+
+bool CommitLog::Impl::spot_check_checkpoint_entry(const Segment& segment, const Checkpoint& cp,
+                                                  std::uint64_t* last_term,
+                                                  std::uint64_t* last_generation) {
+  auto record = segment.index_record(cp.flushed_index);
+  if (!record || record->offset + record->record_bytes != cp.flushed_offset) return false;
+  entry_format::Decoded decoded;
+  const auto result = entry_format::decode(
+      segment.data_map->data() + record->offset, segment.size_bytes - record->offset,
+      max_payload_bytes(segment), /*verify_crc=*/true, &decoded);
+  *last_term = record->term;
+  *last_generation = decoded.generation;
+  max_generation_seen_ = std::max(max_generation_seen_, decoded.generation);
+  report_.bytes_scanned += record->record_bytes;
+  ++report_.entries_scanned;
+  return result == entry_format::DecodeResult::kOk && decoded.meta.index == cp.flushed_index &&
+         decoded.meta.term == record->term;
+}
+
+void CommitLog::Impl::publish_recovered_range() {
   if (segments_.empty()) {
     first_index_.store(1);
     last_index_.store(0);
@@ -449,8 +502,9 @@ Status CommitLog::Impl::recover() {
     spdlog::warn("raftlog store {}: checkpointed commit index {} is above the recovered last index {}",
                  dir_, commit_index_.load(), last_index_.load());
   }
+}
 
-  // 7. Make the recovered state durable and record it.
+Status CommitLog::Impl::make_recovery_durable(const Checkpoint& cp) {
   for (const auto& segment : segments_) {
     if (segment->flushed_offset < segment->write_offset) {
       // Entries found on disk may have been in the page cache only (process crash): flush them
@@ -470,14 +524,8 @@ Status CommitLog::Impl::recover() {
     std::lock_guard cycle_lock(flush_cycle_mu_);
     RAFTLOG_RETURN_IF_ERROR(write_checkpoint_locked(0));
   }
-  RAFTLOG_RETURN_IF_ERROR(clear_suspect_marker());  // checked above: a mismatch was cut or refused
-  report_.first_index = first_index_.load();
-  report_.last_index = last_index_.load();
-  report_.highest_index_seen = std::max(report_.highest_index_seen, report_.last_index);
-  report_.duration = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::steady_clock::now() - started);
-  spdlog::info("raftlog store {}: recovered: {}", dir_, report_.to_string());
-  return Status();
+  // Checked by steps 5 and 6: a mismatch there was cut or refused.
+  return clear_suspect_marker();
 }
 
 }  // namespace raftlog::store

@@ -52,6 +52,7 @@ Result<PreparedSegment> prepare_segment(Env* env, const std::string& dir, std::u
   if (!status.ok()) return fail(status);
   status = prepared.index_file->allocate(0, std::min(index_bytes, kIndexChunkBytes));
   if (!status.ok()) return fail(status);
+  prepared.index_allocated_bytes = std::min(index_bytes, kIndexChunkBytes);
   auto index_mapping = prepared.index_file->map(index_bytes);
   if (!index_mapping.ok()) return fail(index_mapping.status());
   prepared.index_map = std::move(*index_mapping);
@@ -83,8 +84,7 @@ Result<std::shared_ptr<Segment>> Segment::activate(Env* env, const std::string& 
   segment->index_file = std::move(prepared.index_file);
   segment->data_map = std::move(prepared.data_map);
   segment->index_map = std::move(prepared.index_map);
-  segment->index_allocated_bytes =
-      std::min(segment_format::index_file_bytes(segment_size_bytes), kIndexChunkBytes);
+  segment->index_allocated_bytes = prepared.index_allocated_bytes;
   return segment;
 }
 
@@ -172,6 +172,12 @@ std::optional<IndexRecord> Segment::index_record(std::uint64_t idx) const {
   if (offset + kIndexRecordBytes > index_map->size()) return std::nullopt;
   auto record = segment_format::decode_index_record(index_map->data() + offset);
   if (!record || record->index != idx) return std::nullopt;
+  // Inside the segment's entry area: a record pointing elsewhere passes its CRC only in a crafted
+  // or buggy file, and following it would decode outside the mapping.
+  if (record->offset < kSegmentHeaderBytes || record->offset > size_bytes ||
+      record->record_bytes > size_bytes - record->offset) {
+    return std::nullopt;
+  }
   return record;
 }
 

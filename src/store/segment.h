@@ -32,6 +32,7 @@ struct PreparedSegment {
   std::unique_ptr<File> index_file;
   std::shared_ptr<Mapping> data_map;
   std::shared_ptr<Mapping> index_map;
+  std::uint64_t index_allocated_bytes = 0;  // index file blocks reserved from offset 0
 };
 
 // Creates prealloc files `<dir>/prealloc-<sequence>.seg/.idx` of the right sizes and maps them.
@@ -93,7 +94,8 @@ class Segment {
   // Writes the index record for `record.index` (allocating index file blocks first; kNoSpace if the
   // disk is full).
   Status write_index_record(const segment_format::IndexRecord& record);
-  // The index record for `index`, nullopt when invalid (unwritten, torn) or out of the file.
+  // The index record for `index`, nullopt when invalid (unwritten, torn, pointing outside the
+  // segment) or out of the file.
   std::optional<segment_format::IndexRecord> index_record(std::uint64_t index) const;
   // Zeroes index records for entries [first_entry, last_entry_exclusive) (by position in segment).
   void clear_index_records(std::uint64_t first_entry, std::uint64_t end_entry);

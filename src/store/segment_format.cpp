@@ -5,6 +5,7 @@
 
 #include "store/endian.h"
 #include "store/entry_format.h"
+#include "util/check.h"
 #include "util/crc32c.h"
 
 namespace raftlog::store::segment_format {
@@ -18,6 +19,8 @@ void encode_segment_header(const SegmentHeader& header, char* out) {
   put_u64(out + 32, header.segment_size_bytes);
   put_u32(out + 4, util::crc32c::value(out + 8, kSegmentHeaderBytes - 8));
   put_u32(out, kSegmentMagic);
+  // Once per segment: a full decode, CRC included. Also refuses base index 0, which no decode accepts.
+  RAFTLOG_CHECK(decode_segment_header(out) == header, "an encoded segment header decodes back to itself");
 }
 
 std::optional<SegmentHeader> decode_segment_header(const char* in) {
@@ -40,6 +43,7 @@ void encode_index_header(const IndexHeader& header, char* out) {
   put_u64(out + 24, header.capacity_records);
   put_u32(out + 4, util::crc32c::value(out + 8, kIndexHeaderBytes - 8));
   put_u32(out, kIndexMagic);
+  RAFTLOG_CHECK(decode_index_header(out) == header, "an encoded index header decodes back to itself");
 }
 
 std::optional<IndexHeader> decode_index_header(const char* in) {
@@ -52,22 +56,30 @@ std::optional<IndexHeader> decode_index_header(const char* in) {
   return header;
 }
 
-void encode_index_record(const IndexRecord& record, char* out) {
-  put_u64(out, record.index);
-  put_u64(out + 8, record.term);
-  put_u64(out + 16, record.offset);
-  put_u32(out + 24, record.record_bytes);
-  put_u32(out + 28, util::crc32c::value(out, 28));
-}
-
-std::optional<IndexRecord> decode_index_record(const char* in) {
-  if (util::crc32c::value(in, 28) != get_u32(in + 28)) return std::nullopt;
+namespace {
+IndexRecord index_record_fields(const char* in) {
   IndexRecord record;
   record.index = get_u64(in);
   record.term = get_u64(in + 8);
   record.offset = get_u64(in + 16);
   record.record_bytes = get_u32(in + 24);
   return record;
+}
+}  // namespace
+
+void encode_index_record(const IndexRecord& record, char* out) {
+  put_u64(out, record.index);
+  put_u64(out + 8, record.term);
+  put_u64(out + 16, record.offset);
+  put_u32(out + 24, record.record_bytes);
+  put_u32(out + 28, util::crc32c::value(out, 28));
+  // One record per appended entry: the fields read back without a second CRC pass.
+  RAFTLOG_CHECK(index_record_fields(out) == record, "an encoded index record decodes back to itself");
+}
+
+std::optional<IndexRecord> decode_index_record(const char* in) {
+  if (util::crc32c::value(in, 28) != get_u32(in + 28)) return std::nullopt;
+  return index_record_fields(in);
 }
 
 std::uint64_t index_capacity_records(std::uint64_t segment_size_bytes) {

@@ -34,13 +34,17 @@ struct SegmentHeader {
   std::uint64_t base_index = 0;
   std::uint64_t prev_term = 0;
   std::uint64_t segment_size_bytes = 0;
+  friend bool operator==(const SegmentHeader&, const SegmentHeader&) = default;
 };
-void encode_segment_header(const SegmentHeader& header, char* out);  // 64 bytes
+// Each encode_* checks (always on) that what it wrote decodes back to its input; the decode_*
+// functions refuse bad bytes with nullopt.
+void encode_segment_header(const SegmentHeader& header, char* out);  // 64 bytes; base_index > 0
 std::optional<SegmentHeader> decode_segment_header(const char* in);  // nullopt if invalid
 
 struct IndexHeader {
   std::uint64_t base_index = 0;
   std::uint64_t capacity_records = 0;
+  friend bool operator==(const IndexHeader&, const IndexHeader&) = default;
 };
 void encode_index_header(const IndexHeader& header, char* out);
 std::optional<IndexHeader> decode_index_header(const char* in);

@@ -3,10 +3,11 @@
 // whenever there is one (operators read these messages, so they must be specific).
 #pragma once
 
-#include <cassert>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "util/check.h"
 
 namespace raftlog::store {
 
@@ -59,21 +60,21 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
-    assert(!status_.ok() && "Result constructed from an OK status without a value");
+    RAFTLOG_CHECK(!status_.ok(), "Result constructed from an OK status without a value");
   }
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
   T& value() & {
-    assert(ok());
+    RAFTLOG_CHECK(ok(), "value() of a Result that holds an error");
     return *value_;
   }
   const T& value() const& {
-    assert(ok());
+    RAFTLOG_CHECK(ok(), "value() of a Result that holds an error");
     return *value_;
   }
   T&& value() && {
-    assert(ok());
+    RAFTLOG_CHECK(ok(), "value() of a Result that holds an error");
     return std::move(*value_);
   }
   T* operator->() { return &value(); }

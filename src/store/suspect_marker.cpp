@@ -4,6 +4,7 @@
 
 #include "store/commit_log_impl.h"
 #include "store/endian.h"
+#include "util/check.h"
 
 namespace raftlog::store {
 namespace {
@@ -18,6 +19,8 @@ std::string encode_suspect_marker(std::uint64_t suspect_index) {
   put_u32(payload.data(), kSuspectMarkerVersion);
   put_u32(payload.data() + 4, 0);
   put_u64(payload.data() + 8, suspect_index);
+  RAFTLOG_CHECK(decode_suspect_marker(payload) == suspect_index,
+                "an encoded suspect marker decodes back to its index");
   return payload;
 }
 

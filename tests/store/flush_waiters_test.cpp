@@ -275,5 +275,14 @@ TEST(FlushWaitersTest, WakeUpHandedOverWhileTheWakerStopsIsNotLost) {
   }
 }
 
+// Flush cycles are serialized by the log (flush_cycle_mu_); the waiters check it, in release builds.
+TEST(FlushWaitersTest, CyclesThatOverlapOrEndWithoutBeginningStop) {
+  FlushWaiters waiters;
+  EXPECT_DEATH(waiters.end_cycle(), "end_cycle without begin_cycle");
+  waiters.begin_cycle();
+  EXPECT_DEATH(waiters.begin_cycle(), "flush cycles overlap");
+  waiters.end_cycle();
+}
+
 }  // namespace
 }  // namespace raftlog::store

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "store/checkpoint.h"
+#include "store/durable_record.h"
 #include "store/endian.h"
 #include "store/entry_format.h"
 #include "store/segment_format.h"
@@ -130,6 +133,60 @@ TEST(CheckpointFormat, RoundTrip) {
   ASSERT_TRUE(decoded);
   EXPECT_EQ(*decoded, checkpoint);
   EXPECT_FALSE(decode_checkpoint("short"));
+}
+
+// Bytes from the disk are refused or decoded, never met with a failed check (the store's checks stay
+// on in release builds and are for programmer errors only): seeded damage to valid records and
+// random bytes, through every decoder. A record decoded from damaged bytes still lies in its input.
+TEST(StoreFormats, DamagedBytesAreRefusedOrDecodedNeverAFailedCheck) {
+  std::mt19937_64 rng(14);
+  const std::string payload(300, 'p');
+  const auto valid_entry = encoded(sample_meta(), payload);
+  char valid_header[64];
+  segment_format::encode_segment_header({1000, 17, 1 << 20}, valid_header);
+  std::size_t decoded_entries = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::vector<char> bytes = valid_entry;
+    if (round % 4 == 0) {
+      for (char& byte : bytes) byte = static_cast<char>(rng());
+    } else {
+      for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips) {
+        bytes[rng() % bytes.size()] = static_cast<char>(rng());
+      }
+      if (round % 2 == 0) put_u32(bytes.data(), entry_format::kMagic);  // reach the size checks
+      if (round % 3 == 0) put_u32(bytes.data() + 12, static_cast<std::uint32_t>(rng()));
+    }
+    const std::uint64_t available = rng() % (bytes.size() + 1);
+    entry_format::Decoded decoded;
+    const bool verify_crc = round % 5 != 0;
+    if (entry_format::decode(bytes.data(), available, static_cast<std::uint32_t>(rng()), verify_crc,
+                             &decoded) == DecodeResult::kOk) {
+      ++decoded_entries;
+      EXPECT_LE(decoded.record_bytes, available);
+    }
+    char header[64];
+    std::memcpy(header, valid_header, sizeof(header));
+    std::memcpy(header + rng() % 60, bytes.data(), 4);
+    (void)segment_format::decode_segment_header(header);
+    (void)segment_format::decode_index_header(bytes.data());
+    (void)segment_format::decode_index_record(bytes.data());
+    (void)decode_checkpoint(std::string_view(bytes.data(), rng() % 64));
+    (void)DurableRecordFile::decode_slot(bytes.data(), available);
+  }
+  EXPECT_GT(decoded_entries, 0U);  // the damage reached the decoder's success path too
+}
+
+// The checks are active in this (release) build, not compiled out like <cassert>.
+TEST(StoreChecks, AResultWithoutAValueOrErrorStops) {
+  EXPECT_DEATH(Result<int>{Status()}, "Result constructed from an OK status");
+  const Result<int> failed = Status::io("disk gone");
+  EXPECT_DEATH((void)failed.value(), "value\\(\\) of a Result that holds an error");
+}
+
+TEST(StoreChecks, EncodingASegmentHeaderNoDecoderAcceptsStops) {
+  char header[64];
+  EXPECT_DEATH(segment_format::encode_segment_header({0, 0, 1 << 20}, header),
+               "segment header decodes back");
 }
 
 }  // namespace

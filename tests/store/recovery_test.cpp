@@ -63,6 +63,16 @@ class RecoveryTest : public ::testing::Test {
     ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), *offset + 60, 1).ok());
   }
 
+  // Entries 1..100 of 1000 bytes in `term`, in two segments, closed cleanly (all checkpointed).
+  void write_100_entries_and_close(std::uint64_t term) {
+    auto log = open_ok("/log", small_options(env_.get()));
+    ASSERT_TRUE(log);
+    for (std::uint64_t i = 1; i <= 100; i += 10) {
+      auto batch = make_batch(i, 10, term, 1000);
+      ASSERT_TRUE(log->append(batch.span()).ok());
+    }
+  }
+
   std::vector<std::uint64_t> segment_bases() {
     std::vector<std::uint64_t> bases;
     auto names = env_->list_dir("/log");
@@ -283,15 +293,60 @@ TEST_F(RecoveryTest, InvalidOrDiscontinuousSegmentsAfterTheFlushedPointAreRemove
   testing::expect_entries(*log, 21, 120, 1, 1000);
 }
 
-TEST_F(RecoveryTest, LostCheckpointMeansFullValidation) {
+// The checkpoint's segment must continue the one before it. When it does not, open() refuses, or,
+// if the operator allows cutting durable data, recovery cuts there and scans that segment from its
+// start (its index opened for the scan, although the check failed before it was opened).
+TEST_F(RecoveryTest, CheckpointSegmentThatDoesNotContinueTheLogIsCutOnlyWhenAllowed) {
+  write_100_entries_and_close(2);
+  const std::vector<std::uint64_t> bases = segment_bases();
+  ASSERT_EQ(bases.size(), 2U);
+  // The second (checkpoint) segment's header claims a previous term below the first one's last term.
   {
-    auto log = open_ok("/log", small_options(env_.get()));
-    ASSERT_TRUE(log);
-    for (std::uint64_t i = 1; i <= 100; i += 10) {
-      auto batch = make_batch(i, 10, 1, 1000);
-      ASSERT_TRUE(log->append(batch.span()).ok());
-    }
+    std::string header(segment_format::kSegmentHeaderBytes, '\0');
+    segment_format::encode_segment_header({bases[1], 1, 64 << 10}, header.data());
+    ASSERT_TRUE(env_->overwrite("/log/" + segment_format::segment_file_name(bases[1]), 0, header).ok());
   }
+  auto refused = CommitLog::open("/log", small_options(env_.get()));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(refused.status().message().find("does not continue segment"), std::string::npos)
+      << refused.status().to_string();
+
+  auto options = small_options(env_.get());
+  options.allow_truncate_corrupted_flushed_data = true;
+  auto log = open_ok("/log", options);
+  ASSERT_TRUE(log);
+  EXPECT_TRUE(log->recovery_report().corrupted_flushed_data_truncated) << log->recovery_report().to_string();
+  // Its entries (term 2, not below the header's 1) are valid: the scan keeps them all.
+  EXPECT_EQ(log->last_index(), 100U);
+  testing::expect_entries(*log, 1, 100, 2, 1000);
+}
+
+// An index record is derived data with a CRC; one that passes it but points outside its segment
+// (a crafted or buggy file) is invalid like a torn one, never followed out of the mapping.
+TEST_F(RecoveryTest, IndexRecordPointingOutsideItsSegmentIsInvalid) {
+  write_100_entries_and_close(1);
+  // Entry 5 of the first (sealed, spot-checked) segment: its record says offset 64 KiB + 4 KiB.
+  char record[segment_format::kIndexRecordBytes];
+  segment_format::encode_index_record(
+      {5, 1, (64 << 10) + 4096, static_cast<std::uint32_t>(entry_format::record_bytes(1000))}, record);
+  ASSERT_TRUE(env_->overwrite("/log/" + segment_format::index_file_name(1),
+                              segment_format::kIndexHeaderBytes + 4 * segment_format::kIndexRecordBytes,
+                              std::string(record, sizeof(record)))
+                  .ok());
+  auto log = open_ok("/log", small_options(env_.get()));
+  ASSERT_TRUE(log);
+  auto read = log->read(5, 1, 1 << 20);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(read.status().message().find("invalid index record for index 5"), std::string::npos)
+      << read.status().to_string();
+  EXPECT_FALSE(log->term_at(5).ok());
+  testing::expect_entries(*log, 6, 100, 1, 1000);
+}
+
+TEST_F(RecoveryTest, LostCheckpointMeansFullValidation) {
+  write_100_entries_and_close(1);
   ASSERT_TRUE(env_->remove("/log/CHECKPOINT").ok());
   auto log = open_ok("/log", small_options(env_.get()));
   ASSERT_TRUE(log);
