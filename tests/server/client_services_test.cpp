@@ -151,6 +151,9 @@ TEST(TailStall, StreamsWhoseReaderTakesNothingAreEndedAfterTheStallTimeoutAndFre
   }
   ASSERT_TRUE(served) << "no Tail slot came free within 10 s of the readers stalling";
   EXPECT_GE(std::chrono::steady_clock::now() - started, 400ms) << "a stream was ended before its stall timeout";
+  // Reading a stalled stream before the node ended it would let its write complete: wait for all.
+  ASSERT_TRUE(eventually([&] { return node.open_tail_streams() == 0; }, 10s))
+      << node.open_tail_streams() << " stalled readers still hold a slot";
   for (auto& call : stalled) {
     const grpc::Status status = call->drain_and_finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
