@@ -1,0 +1,199 @@
+// The replica driven directly, as its shell (raftlogd's Node) or the simulator drives it: one input
+// at a time, then process(). Its dependencies are scripted: a clock that moves only when the test
+// says, a disk probe whose answer the test sets, and a sink that keeps every message sent.
+#include "replica/replica.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "node/temp_dir.h"
+
+namespace raftlog::replica {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct RecordingSender final : MessageSender {
+  void send(raft::Message message) override { sent.push_back(std::move(message)); }
+  std::vector<raft::Message> sent;
+};
+
+struct ScriptedDisk final : DiskProbe {
+  std::optional<DiskSpace> probe() override {
+    ++probes;
+    return space;
+  }
+  std::optional<DiskSpace> space = DiskSpace{1ULL << 40, 0.10};
+  int probes = 0;
+};
+
+// One single-voter replica in a temporary directory, async flush mode (an entry counts once written,
+// so nothing here waits for the store's flusher).
+class ReplicaTest : public ::testing::Test {
+ protected:
+  ReplicaConfig config() const {
+    ReplicaConfig c;
+    c.node_id = 1;
+    c.members = {{1, "127.0.0.1:1"}};
+    c.data_dir = dir_.path();
+    c.store.flush_mode = store::FlushMode::kAsync;
+    c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
+    c.store.preallocate_next_segment = false;
+    c.store.max_entry_size_bytes = 16 << 10;
+    c.raft.id = 1;
+    c.raft.initial_conf.voters = {1};
+    c.raft.known_conf = c.raft.initial_conf;
+    return c;
+  }
+  void open() {
+    ReplicaDeps deps;
+    deps.sender = &sender_;
+    deps.disk = &disk_;
+    deps.clock = [this] { return now_; };
+    deps.commit_advanced = [this](std::uint64_t commit) { published_commits_.push_back(commit); };
+    NodeError error;
+    replica_ = Replica::open(config(), std::move(deps), &error);
+    ASSERT_NE(replica_, nullptr) << error.message;
+  }
+  void become_leader() {
+    for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) {
+      replica_->tick();
+      replica_->process();
+    }
+    ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+  }
+  // Appends `payloads` and returns the answer once process() produced it (nullopt: still pending).
+  std::optional<AppendResult> append(std::vector<std::string> payloads, std::uint64_t client_id = 0,
+                                     std::uint64_t sequence = 0) {
+    std::optional<AppendResult> answer;
+    replica_->append(Replica::AppendRequest{std::move(payloads), client_id, sequence,
+                                            [&answer](AppendResult result) { answer = std::move(result); },
+                                            now_ + milliseconds(5000)});
+    replica_->process();
+    return answer;
+  }
+
+  server::testing::TempDir dir_;
+  RecordingSender sender_;
+  ScriptedDisk disk_;
+  Clock::time_point now_ = Clock::time_point() + std::chrono::hours(1);
+  std::vector<std::uint64_t> published_commits_;
+  std::unique_ptr<Replica> replica_;
+};
+
+TEST_F(ReplicaTest, ASingleVoterCommitsAnAppendAndPublishesTheCommitBeforeAnswering) {
+  open();
+  become_leader();
+  const std::size_t published_before = published_commits_.size();
+  std::optional<std::uint64_t> published_when_answered;
+  replica_->append(Replica::AppendRequest{{"a", "b", "c"}, 0, 0,
+                                          [&](AppendResult result) {
+                                            ASSERT_TRUE(result.error.ok()) << result.error.message;
+                                            published_when_answered = published_commits_.back();
+                                            EXPECT_EQ(result.last_index - result.first_index, 2u);
+                                          },
+                                          now_ + milliseconds(5000)});
+  replica_->process();
+  ASSERT_TRUE(published_when_answered.has_value()) << "the append was not answered";
+  EXPECT_GT(published_commits_.size(), published_before);
+  EXPECT_EQ(*published_when_answered, replica_->commit_index()) << "a waiter heard of a commit not yet published";
+  EXPECT_TRUE(sender_.sent.empty()) << "a single voter has no one to send to";
+}
+
+TEST_F(ReplicaTest, AFullDiskRefusesAppendsUntilTheNextProbeAfterTheCheckInterval) {
+  open();
+  become_leader();
+  disk_.space = DiskSpace{1000, 0.10};  // less than a segment to spare
+  now_ += DiskWatermark::kCheckInterval;
+  std::optional<AppendResult> refused = append({"x"});
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->error.code, ErrorCode::kResourceExhausted);
+  EXPECT_EQ(refused->error.reason, kReasonDiskFull);
+  // Space comes back, but the probe is not read again before the interval has passed on the clock.
+  disk_.space = DiskSpace{1ULL << 40, 0.10};
+  const int probes = disk_.probes;
+  now_ += DiskWatermark::kCheckInterval / 2;
+  EXPECT_EQ(append({"y"})->error.reason, kReasonDiskFull);
+  EXPECT_EQ(disk_.probes, probes);
+  now_ += DiskWatermark::kCheckInterval;
+  std::optional<AppendResult> accepted = append({"z"});
+  ASSERT_TRUE(accepted.has_value());
+  EXPECT_TRUE(accepted->error.ok()) << accepted->error.message;
+}
+
+TEST_F(ReplicaTest, TheWatermarkRefusesAboveHighAndResumesOnlyAtLow) {
+  open();
+  become_leader();
+  const auto append_at_use = [&](double used) {
+    disk_.space = DiskSpace{1ULL << 40, used};
+    now_ += DiskWatermark::kCheckInterval;
+    return append({"w"});
+  };
+  EXPECT_EQ(append_at_use(0.95)->error.reason, kReasonDiskWatermark);
+  EXPECT_TRUE(replica_->disk_watermark_exceeded());
+  EXPECT_EQ(append_at_use(0.85)->error.reason, kReasonDiskWatermark) << "between the marks: still refused";
+  EXPECT_TRUE(append_at_use(0.79)->error.ok());
+  EXPECT_FALSE(replica_->disk_watermark_exceeded());
+}
+
+TEST_F(ReplicaTest, ARetryAfterARestartIsAnsweredWithTheOriginalIndexes) {
+  open();
+  become_leader();
+  std::optional<AppendResult> first = append({"p", "q"}, /*client_id=*/7, /*sequence=*/1);
+  ASSERT_TRUE(first.has_value() && first->error.ok());
+  replica_->close();
+  replica_.reset();
+  open();
+  EXPECT_EQ(replica_->commit_index(), first->last_index) << "the checkpoint keeps the commit index";
+  become_leader();
+  std::optional<AppendResult> retry = append({"p", "q"}, 7, 1);
+  ASSERT_TRUE(retry.has_value() && retry->error.ok()) << (retry ? retry->error.message : "unanswered");
+  EXPECT_TRUE(retry->duplicate);
+  EXPECT_EQ(retry->first_index, first->first_index);
+  EXPECT_EQ(retry->last_index, first->last_index);
+  std::optional<AppendResult> reused = append({"other"}, 7, 1);
+  EXPECT_EQ(reused->error.reason, kReasonSequenceReused);
+}
+
+TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
+  ReplicaConfig three = config();
+  three.members = {{1, "a:1"}, {2, "b:2"}, {3, "c:3"}};
+  three.raft.initial_conf.voters = {1, 2, 3};
+  three.raft.known_conf = three.raft.initial_conf;
+  ReplicaDeps deps;
+  deps.sender = &sender_;
+  deps.disk = &disk_;
+  deps.clock = [this] { return now_; };
+  NodeError error;
+  replica_ = Replica::open(three, std::move(deps), &error);
+  ASSERT_NE(replica_, nullptr) << error.message;
+  EXPECT_EQ(append({"x"})->error.code, ErrorCode::kNoLeader);
+  std::optional<ReadIndexResult> read;
+  replica_->read_index(Replica::ReadIndexRequest{[&](ReadIndexResult r) { read = r; }, now_ + milliseconds(100)});
+  ASSERT_TRUE(read.has_value());
+  EXPECT_EQ(read->error.code, ErrorCode::kNoLeader);
+  // Its election timer runs on ticks only: a campaign sends pre-vote requests to both peers.
+  for (int tick = 0; tick < 40; ++tick) {
+    replica_->tick();
+    replica_->process();
+  }
+  std::size_t pre_votes = 0;
+  for (const raft::Message& m : sender_.sent) pre_votes += m.type == raft::MessageType::kPreVote ? 1 : 0;
+  EXPECT_GE(pre_votes, 2u);
+}
+
+TEST(ReplicaOpen, RefusesMissingDependencies) {
+  server::testing::TempDir dir;
+  ReplicaConfig config;
+  config.node_id = 1;
+  config.data_dir = dir.path();
+  NodeError error;
+  EXPECT_EQ(Replica::open(config, ReplicaDeps{}, &error), nullptr);
+  EXPECT_EQ(error.code, ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace raftlog::replica
