@@ -38,13 +38,31 @@ ConfState load_conf(const Config& config, const LogReader& log) {
   return config.initial_conf;
 }
 
-const Config& checked(const Config& config) {
+const Config& checked(const Config& config, const HardState& hard_state, const LogReader& log) {
   const std::string problem = validate_config(config);
   RAFT_ASSERT(problem.empty(), problem.c_str());
+  const std::string restart = restart_problem(hard_state, log);
+  RAFT_ASSERT(restart.empty(), restart.c_str());
   return config;
 }
 
 }  // namespace
+
+std::string restart_problem(const HardState& hard_state, const LogReader& log) {
+  const Index last = log.last_index();
+  if (hard_state.commit > last) {
+    return "hard state commit " + std::to_string(hard_state.commit) + " is beyond the recovered log (last index " +
+           std::to_string(last) + "): the log lost committed entries";
+  }
+  if (last == 0 || last < log.first_index()) return "";
+  const std::optional<Term> last_term = log.term_at(last);
+  if (last_term && *last_term > hard_state.term) {
+    return "hard state term " + std::to_string(hard_state.term) + " is below the term " + std::to_string(*last_term) +
+           " of log entry " + std::to_string(last) +
+           ": the hard state was lost or replaced, and starting could vote twice in one term";
+  }
+  return "";
+}
 
 std::string validate_config(const Config& config) {
   if (config.id == kNoNode) return "Config::id must not be 0 (kNoNode)";
@@ -76,20 +94,13 @@ std::string validate_config(const Config& config) {
 }
 
 Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& hard_state)
-    : config_(checked(config)),
+    : config_(checked(config, hard_state, log)),
       log_(log, hard_state.commit),
       conf_(load_conf(config, log)),
       prng_(election_prng_seed(config)),
       term_(hard_state.term),
       vote_(hard_state.vote),
       read_only_(config.max_pending_reads) {
-  // A crash between making entries durable and making the hard state durable can leave the log ahead
-  // of the persisted term. Adopting the log's term with no vote is safe: no vote of that term was ever
-  // sent, because vote grants leave only after their hard state is durable.
-  if (log_.last_term() > term_) {
-    term_ = log_.last_term();
-    vote_ = kNoNode;
-  }
   if (config.promised_index > 0) enter_catching_up(config.promised_index, config.promised_term);
   randomize_election_timeout();
   reported_soft_state_ = soft_state();

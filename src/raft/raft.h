@@ -89,6 +89,15 @@ const char* to_string(TransferStatus status);
 // usable, otherwise a sentence naming the first problem. The Raft constructor aborts on a bad config.
 std::string validate_config(const Config& config);
 
+// The restart rule, in one place: empty when a core may start from this hard state over this log,
+// otherwise why not. A log entry of a term above the hard state's term is refused: the driver makes
+// term and vote durable before any entry of that term (Ready's contract: hard state, then log, then
+// messages after persist), so such a log means the hard state was lost or replaced by an older one,
+// and starting would let this node vote a second time in a term it may have voted in already. A
+// commit index beyond the log is refused too (committed entries are missing). The driver checks
+// this first and refuses to start with the reason; the Raft constructor aborts on it.
+std::string restart_problem(const HardState& hard_state, const LogReader& log);
+
 // Observability for status pages and metrics: a leader's view of one follower.
 struct PeerProgress {
   NodeId id = kNoNode;

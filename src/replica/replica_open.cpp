@@ -89,19 +89,16 @@ bool Replica::open_hard_state(NodeError* error) {
   }
   hard_state_file_ = std::move(hard_state_file).value();
   persisted_hard_state_ = hard_state_file_->current();
-  // Term and vote are persisted before any entry of that term is written, so a log entry of a term
-  // above the persisted one means HARDSTATE was lost or replaced: starting would risk a second vote
-  // in a term this node already voted in.
-  if (log_->last_index() >= log_->first_index()) {
-    auto last_term = log_->term_at(log_->last_index());
-    if (last_term.ok() && *last_term > persisted_hard_state_.term) {
-      *error = make_error(ErrorCode::kInternal,
-                          "hard state term " + std::to_string(persisted_hard_state_.term) + " is below the term " +
-                              std::to_string(*last_term) + " of log entry " + std::to_string(log_->last_index()) +
-                              ": " + config_.data_dir +
-                              "/HARDSTATE was lost or replaced; refusing to start (see docs/operations.md)");
-      return false;
-    }
+  // The restart rule is the core's (raft::restart_problem), checked here so that the node refuses to
+  // start with the reason instead of aborting. The checkpoint's commit index is not part of it: it
+  // may be ahead of what the log recovered (below).
+  StoreLogReader reader(*log_);
+  raft::HardState without_commit = persisted_hard_state_;
+  without_commit.commit = 0;
+  if (std::string problem = raft::restart_problem(without_commit, reader); !problem.empty()) {
+    *error = make_error(ErrorCode::kInternal, config_.data_dir + "/HARDSTATE: " + problem +
+                                                  "; refusing to start (see docs/operations.md)");
+    return false;
   }
   if (persisted_hard_state_.term > raft::kMaxTerm) {
     *error = make_error(ErrorCode::kInternal, config_.data_dir + "/HARDSTATE: term " +

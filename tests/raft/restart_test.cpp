@@ -1,5 +1,5 @@
 // Restart: the core resumes from the durable hard state and log, takes its voter set from the newest
-// kConfig entry, and never trusts a log newer than the persisted term's vote.
+// kConfig entry, and refuses a log newer than the persisted term (restart_problem).
 #include <gtest/gtest.h>
 
 #include "raft/memory_log.h"
@@ -82,16 +82,23 @@ TEST(RestartDeathTest, InvalidConfigIsFatalWithItsReason) {
   EXPECT_DEATH(Raft(config, MemoryLog{}, HardState{}), "heartbeat_ticks");
 }
 
-TEST(Restart, LogAheadOfThePersistedTermAdoptsItWithoutAVote) {
+// The restart rule (raft.h, restart_problem): the driver checks it and refuses to start; the core
+// aborts rather than guess. Adopting the log's term with no vote, as the core once did, would let a
+// node whose hard state was replaced by an older copy vote a second time in a term it voted in.
+TEST(Restart, ALogAheadOfThePersistedTermIsARestartProblem) {
   MemoryLog log;
   log.append(make_entries(1, {1, 4}));
-  Raft raft(base_config(3), log, HardState{2, 1, 1});
-  EXPECT_EQ(raft.term(), 4u);
-  EXPECT_EQ(raft.hard_state().vote, kNoNode);
-  ASSERT_TRUE(raft.has_ready());
-  Ready rd = raft.ready();
-  ASSERT_TRUE(rd.hard_state.has_value());
-  EXPECT_TRUE(rd.must_sync);
+  const std::string problem = restart_problem(HardState{2, 1, 1}, log);
+  EXPECT_NE(problem.find("below the term 4 of log entry 2"), std::string::npos) << problem;
+  EXPECT_EQ(restart_problem(HardState{4, 1, 1}, log), "");
+  EXPECT_EQ(restart_problem(HardState{0, 0, 0}, MemoryLog()), "");
+  EXPECT_NE(restart_problem(HardState{4, 1, 3}, log).find("lost committed entries"), std::string::npos);
+}
+
+TEST(RestartDeathTest, ALogAheadOfThePersistedTermIsFatal) {
+  MemoryLog log;
+  log.append(make_entries(1, {1, 4}));
+  EXPECT_DEATH(Raft(base_config(3), log, HardState{2, 1, 1}), "vote twice");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -183,6 +184,23 @@ TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
   std::size_t pre_votes = 0;
   for (const raft::Message& m : sender_.sent) pre_votes += m.type == raft::MessageType::kPreVote ? 1 : 0;
   EXPECT_GE(pre_votes, 2u);
+}
+
+// The restart rule (raft::restart_problem) is checked at open: a data directory whose HARDSTATE is
+// gone (or an older copy) but whose log holds entries of a later term is refused, not adopted.
+TEST_F(ReplicaTest, ALogAheadOfItsHardStateIsRefusedAtOpen) {
+  open();
+  become_leader();
+  ASSERT_TRUE(append({"a"})->error.ok());
+  replica_->close();
+  replica_.reset();
+  ASSERT_TRUE(std::filesystem::remove(dir_.path() + "/HARDSTATE"));
+  ReplicaDeps deps;
+  deps.sender = &sender_;
+  deps.disk = &disk_;
+  NodeError error;
+  EXPECT_EQ(Replica::open(config(), std::move(deps), &error), nullptr);
+  EXPECT_NE(error.message.find("vote twice"), std::string::npos) << error.message;
 }
 
 TEST(ReplicaOpen, RefusesMissingDependencies) {
