@@ -13,16 +13,12 @@
 namespace raftlog::raft {
 namespace {
 
+using testing::payload_entry;
 using testing::TestCluster;
 using testing::TestNode;
 
 constexpr std::uint64_t kHuge = std::numeric_limits<std::uint64_t>::max();
 
-Entry payload_entry(const std::string& payload) {
-  Entry e;
-  e.payload = payload;
-  return e;
-}
 
 // A 3-node cluster with leader 1 and `count` committed client entries (indexes 2..count+1).
 void elect_and_commit(TestCluster& c, int count) {

@@ -11,13 +11,9 @@ namespace raftlog::raft {
 namespace {
 
 using testing::make_entries;
+using testing::payload_entry;
 using testing::TestCluster;
 
-Entry payload_entry(const std::string& payload) {
-  Entry e;
-  e.payload = payload;
-  return e;
-}
 
 TEST(ProposalAtomicity, EveryEntryButAProposalsLastSaysItContinues) {
   TestCluster c({1, 2, 3});

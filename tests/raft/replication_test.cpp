@@ -8,14 +8,10 @@ namespace raftlog::raft {
 namespace {
 
 using testing::make_entries;
+using testing::payload_entry;
 using testing::TestCluster;
 using testing::TestNode;
 
-Entry payload_entry(const std::string& payload) {
-  Entry e;
-  e.payload = payload;
-  return e;
-}
 
 bool is_append_to(const Message& m, NodeId to) { return m.type == MessageType::kAppend && m.to == to; }
 

@@ -6,6 +6,12 @@
 
 namespace raftlog::raft::testing {
 
+Entry payload_entry(const std::string& payload) {
+  Entry e;
+  e.payload = payload;
+  return e;
+}
+
 std::vector<Entry> make_entries(Index first, const std::vector<Term>& terms) {
   std::vector<Entry> out;
   for (std::size_t i = 0; i < terms.size(); ++i) {

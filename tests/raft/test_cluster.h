@@ -116,5 +116,7 @@ class TestCluster {
 
 // Entries [first, first + terms.size()) with the given terms (kNormal, payload "e<index>").
 std::vector<Entry> make_entries(Index first, const std::vector<Term>& terms);
+// A kNormal entry carrying `payload`, for propose() (which assigns index and term).
+Entry payload_entry(const std::string& payload);
 
 }  // namespace raftlog::raft::testing

@@ -7,13 +7,9 @@
 namespace raftlog::raft {
 namespace {
 
+using testing::payload_entry;
 using testing::TestCluster;
 
-Entry payload_entry(const std::string& payload) {
-  Entry e;
-  e.payload = payload;
-  return e;
-}
 
 TEST(Transfer, LaggingFollowerIsCaughtUpThenTakesOver) {
   TestCluster c({1, 2, 3});

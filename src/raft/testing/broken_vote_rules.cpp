@@ -7,8 +7,4 @@ namespace raftlog::raft::rules {
 
 bool vote_log_is_up_to_date(Term, Index, Term, Index) { return true; }
 
-bool leader_may_commit_by_count(Term entry_term, Term leader_term) { return entry_term == leader_term; }
-
-bool commit_may_stop_at(bool entry_continues_proposal) { return !entry_continues_proposal; }
-
 }  // namespace raftlog::raft::rules
