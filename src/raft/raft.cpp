@@ -78,6 +78,10 @@ std::string validate_config(const Config& config) {
   }
   if (config.election_ticks > (1 << 20)) return "Config::election_ticks must be <= 2^20";
   if (config.max_entries_per_message < 1) return "Config::max_entries_per_message must be >= 1";
+  if (config.max_entries_per_message > kMaxProposalEntries) {
+    return "Config::max_entries_per_message must be <= " + std::to_string(kMaxProposalEntries) +
+           " (kMaxProposalEntries)";
+  }
   if (config.max_bytes_per_message < Entry::kEntryOverheadBytes) {
     return "Config::max_bytes_per_message must hold at least one empty entry";
   }

@@ -114,14 +114,15 @@ void Raft::Impl::become_leader() {
 // anywhere: a commit index stops only at a proposal's end (rules::commit_may_stop_at), and a
 // committed end would be in this leader's log (leader completeness) at or below its last index, yet
 // every entry there continues. So they may go, as if they had never reached us; the no-op takes the
-// place of the first. Never below the commit index. At most max_entries_per_message entries are
-// read back, one proposal's worth: longer runs (not written by an honest leader) are cut that far.
+// place of the first. Never below the commit index. At most kMaxProposalEntries entries are read
+// back, the largest proposal any node may have made (whatever this node's own max_entries_per_message):
+// longer runs (not written by an honest leader) are cut that far.
 Index Raft::Impl::noop_index_after_unfinished_proposal() const {
   const Index last = log_.last_index();
   Index first_unfinished = last + 1;
-  for (Index index = last; index > log_.committed() && last - index < config_.max_entries_per_message; --index) {
+  for (Index index = last; index > log_.committed() && last - index < kMaxProposalEntries; --index) {
     const std::vector<Entry> entry = log_.entries(index, index, 0);
-    if (entry.empty() || entry.front().index != index || !entry.front().proposal_continues) break;
+    if (!entry.front().proposal_continues) break;
     first_unfinished = index;
   }
   return first_unfinished;

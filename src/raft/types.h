@@ -33,6 +33,10 @@ inline constexpr std::uint64_t kCatchingUpContext = 2;
 // would overflow: the cluster could never elect again). Honest terms grow by one per election and
 // never come near it.
 inline constexpr Term kMaxTerm = Term{1} << 62;
+// The most entries one proposal may hold, on any node of any configuration (Config::
+// max_entries_per_message may not exceed it): a new leader looks this far back for an unfinished
+// proposal, however the node that proposed it was configured.
+inline constexpr std::size_t kMaxProposalEntries = 65536;
 
 enum class EntryType : std::uint8_t {
   kNormal = 0,  // a client payload

@@ -4,8 +4,10 @@
 //
 // It mirrors the node's LOG, not only its committed prefix: every batch written to the store (a
 // leader's proposals and a follower's replicated entries alike) is recorded, and a suffix truncation
-// forgets what it removed. A leader never truncates its own log, so everything a new leader's table
-// holds will commit under it: a retry that finds its range here only waits for that range to commit.
+// forgets what it removed. A leader truncates its own log only as it becomes leader, before its first
+// proposal (an unfinished proposal at its log's end: docs/durability.md, "Atomic appends"), and the
+// replica hands that truncation out before it looks up any retry; so everything a leader's table holds
+// will commit under it: a retry that finds its range here only waits for that range to commit.
 //
 // Idempotency is exact: a retry must carry the same entries as the append it repeats. Each remembered
 // append keeps its entry count (the length of its range) and a digest of its payloads (append_digest

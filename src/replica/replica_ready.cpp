@@ -137,8 +137,15 @@ void Replica::truncate_log_from(std::uint64_t from) {
   reported_durable_ = std::min(reported_durable_, from - 1);
   // Acknowledgements held for the removed suffix vouch for entries that no longer exist.
   std::erase_if(held_messages_, [&](const HeldMessages& held) { return held.required_index >= from; });
-  // Appends waiting for indexes that no longer exist learn it now rather than at their deadline.
+  // Appends waiting for indexes that no longer exist learn it now rather than at their deadline. A
+  // leader's own proposals of its term are never cut (the core cuts only older terms' entries, and
+  // only before its first proposal): a pending append of this term and leadership is rewritten by
+  // this very Ready, not lost.
   for (auto it = pending_appends_.lower_bound(from); it != pending_appends_.end();) {
+    if (raft_->role() == raft::Role::kLeader && it->second.term == raft_->term()) {
+      ++it;
+      continue;
+    }
     it->second.done(replaced_entry_error());
     it = pending_appends_.erase(it);
   }

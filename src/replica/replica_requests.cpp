@@ -27,6 +27,12 @@ NodeError Replica::not_leader_error() const {
 
 
 void Replica::append(AppendRequest in) {
+  // This node just became leader in a step() of this input batch, and the core may already have cut
+  // an unfinished proposal from its log (noop_index_after_unfinished_proposal): hand that out
+  // first, so that the dedup table forgets the cut entries before a retry is looked up in it, and
+  // so that the cut fails no append proposed after it. Once per leadership: the Ready carries the
+  // soft state that makes soft_state_ a leader.
+  if (raft_->role() == raft::Role::kLeader && soft_state_.role != raft::Role::kLeader) process();
   if (in.client_id != 0 && in.sequence == 0) {
     // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default), and
     // taking it would make every later append of that client a retry of the first.

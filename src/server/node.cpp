@@ -189,11 +189,12 @@ bool Node::Impl::open(NodeError* error) {
 void Node::Impl::start() {
   assert(!started_);
   started_ = true;
-  loop_thread_ = std::thread([this] { loop(); });
+  // Made before the loop thread starts: the loop reads scrubber_ (publish_status).
   scrubber_ = std::make_unique<Scrubber>(
       config_.scrub_bytes_per_second, kScrubIntervalMs,
       [this](std::uint64_t from, std::uint64_t max_bytes) { return scrub_chunk(from, max_bytes); },
       [this](std::uint64_t index, const std::string& message) { report_corruption(index, message); });
+  loop_thread_ = std::thread([this] { loop(); });
   scrubber_->start();
 }
 
@@ -318,8 +319,11 @@ void Node::Impl::loop() {
       replica_->expire_pending(now);
     }
     for (Input& input : batch) {
+      if (replica_->failed()) {  // the rest of the batch is answered, as every input must be
+        reject(input, make_error(ErrorCode::kUnavailable, "node failed; see its log", replica::kReasonShuttingDown));
+        continue;
+      }
       handle_input(input);
-      if (replica_->failed()) break;
     }
     batch.clear();
     if (!replica_->failed()) replica_->process();

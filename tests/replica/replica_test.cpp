@@ -186,6 +186,45 @@ TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
   EXPECT_GE(pre_votes, 2u);
 }
 
+// A restart after a torn three-entry append: the log holds its first two entries, both saying more
+// follows. The single voter elects itself in a tick, and a retry of that append arrives in the same
+// input batch, before any process(): it must be a fresh append of all three entries (the torn two
+// are dropped and forgotten by the dedup table), neither refused as a reused sequence nor failed
+// as replaced when the drop is handed out.
+TEST_F(ReplicaTest, ARetryOfATornAppendRightAfterTheElectionIsAppendedWhole) {
+  {
+    auto log = store::CommitLog::open(dir_.path() + "/log", config().store);
+    ASSERT_TRUE(log.ok()) << log.status().to_string();
+    const std::vector<raft::Entry> torn = [] {
+      std::vector<raft::Entry> entries(3);
+      entries[0].index = 1, entries[0].term = 1, entries[0].type = raft::EntryType::kNoop;
+      for (raft::Index i = 2; i <= 3; ++i) {
+        raft::Entry& e = entries[i - 1];
+        e.index = i, e.term = 1, e.client_id = 7, e.sequence = 1, e.proposal_continues = true;
+        e.payload = i == 2 ? "p" : "q";
+      }
+      return entries;
+    }();
+    std::vector<store::EntryToAppend> batch;
+    for (const raft::Entry& e : torn) batch.push_back(to_store_entry(e));
+    ASSERT_TRUE((*log)->append(batch).ok());
+    ASSERT_TRUE((*log)->close().ok());
+    auto hard_state = HardStateFile::open(dir_.path());
+    ASSERT_TRUE(hard_state.ok());
+    ASSERT_TRUE((*hard_state)->write(raft::HardState{1, 1, 1}).ok());
+  }
+  open();
+  for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) replica_->tick();
+  ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+  std::optional<AppendResult> retry = append({"p", "q", "r"}, /*client_id=*/7, /*sequence=*/1);
+  ASSERT_TRUE(retry.has_value()) << "the retry was not answered";
+  ASSERT_TRUE(retry->error.ok()) << retry->error.reason << ": " << retry->error.message;
+  EXPECT_FALSE(retry->duplicate);
+  EXPECT_EQ(retry->first_index, 3u) << "after the new leader's no-op at index 2";
+  EXPECT_EQ(retry->last_index, 5u);
+  EXPECT_EQ(replica_->commit_index(), 5u);
+}
+
 // The restart rule (raft::restart_problem) is checked at open: a data directory whose HARDSTATE is
 // gone (or an older copy) but whose log holds entries of a later term is refused, not adopted.
 TEST_F(ReplicaTest, ALogAheadOfItsHardStateIsRefusedAtOpen) {
