@@ -157,6 +157,8 @@ TEST(GoldenFormat, ACommandWithoutSeparatorIsRefused) {
 TEST(GoldenFormat, ScriptMistakesAreErrorsNotOutput) {
   Interaction interaction;
   EXPECT_THROW(interaction.run("status", {}), ScriptError) << "add-nodes must come first";
+  EXPECT_THROW(Interaction().run("add-nodes 2", {"1 log=1,2 term=1"}), ScriptError) << "a log term past the hard state";
+  EXPECT_THROW(Interaction().run("add-nodes 2", {"3 log=1"}), ScriptError) << "no node 3";
   interaction.run("add-nodes 3", {});
   EXPECT_THROW(interaction.run("campain 1", {}), ScriptError);
   EXPECT_THROW(interaction.run("campaign 4", {}), ScriptError);

@@ -177,7 +177,11 @@ void Interaction::add_nodes(const CommandLine& command, const std::vector<std::s
     if (restore.options.count("vote") != 0) n.hard_state.vote = parse_number(restore.options.at("vote"), "vote");
     if (restore.options.count("commit") != 0) n.hard_state.commit = parse_number(restore.options.at("commit"), "commit");
   }
-  for (auto& [id, n] : nodes_) n->raft = std::make_unique<Raft>(n->config, n->log, n->hard_state);
+  for (auto& [id, n] : nodes_) {
+    const std::string problem = restart_problem(n->hard_state, n->log);  // the core would abort on it
+    if (!problem.empty()) throw ScriptError(fmt::format("add-nodes: n{}: {}", id, problem));
+    n->raft = std::make_unique<Raft>(n->config, n->log, n->hard_state);
+  }
   print_status(all_ids(), out);
 }
 
