@@ -167,7 +167,9 @@ TEST(GoldenFormat, ScriptMistakesAreErrorsNotOutput) {
   EXPECT_THROW(interaction.run("campaign 4", {}), ScriptError);
   EXPECT_THROW(interaction.run("tick 1 x", {}), ScriptError);
   EXPECT_THROW(interaction.run("deliver-msgs type=Apend", {}), ScriptError);
-  EXPECT_THROW(interaction.run("stabilize 1 colour=red", {}), ScriptError);
+  EXPECT_THROW(interaction.run("stabilize 1", {}), ScriptError);
+  EXPECT_THROW(interaction.run("stabilize colour=red", {}), ScriptError);
+  EXPECT_THROW(interaction.run("status 1", {"input"}), ScriptError);
 }
 
 #else  // RAFTLOG_GOLDEN_BROKEN_SCENARIO

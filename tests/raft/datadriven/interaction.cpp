@@ -120,6 +120,7 @@ Lines Interaction::run(const std::string& command_line, const std::vector<std::s
     move_messages(message_filter(command), command.name == "deliver-msgs", out);
   } else if (command.name == "stabilize") {
     check_arg_count(command, 0, 0);
+    check_options(command, {});
     stabilize(out);
   } else if (command.name == "isolate") {
     check_arg_count(command, 1, SIZE_MAX);
@@ -127,13 +128,16 @@ Lines Interaction::run(const std::string& command_line, const std::vector<std::s
     for (NodeId id : node_ids(command.args, 0)) isolated_.insert(id);
   } else if (command.name == "heal") {
     check_arg_count(command, 0, 0);
+    check_options(command, {});
     isolated_.clear();
   } else if (command.name == "crash-restart") {
     crash_restart(command, out);
   } else if (command.name == "status") {
+    check_options(command, {});
     print_status(node_ids(command.args, 0), out);
   } else if (command.name == "log") {
     check_arg_count(command, 1, 1);
+    check_options(command, {});
     print_log(node_id(command.args[0]), out);
   } else {
     throw ScriptError(fmt::format("unknown command '{}'", command.name));
