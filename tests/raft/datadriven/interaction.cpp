@@ -1,0 +1,389 @@
+#include "interaction.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+#include "sim/checker.h"
+
+namespace raftlog::raft::golden {
+
+namespace {
+
+// Bounds that turn a core that never quiets down into a script error instead of a hang.
+constexpr int kMaxReadyBatchesPerNode = 100;
+constexpr int kMaxStabilizeRounds = 1000;
+constexpr std::size_t kMaxNodes = 9;
+
+std::uint64_t parse_number(const std::string& word, const char* what) {
+  std::uint64_t value = 0;
+  const char* end = word.data() + word.size();
+  const auto [ptr, error] = std::from_chars(word.data(), end, value);
+  if (word.empty() || error != std::errc() || ptr != end) {
+    throw ScriptError(fmt::format("{} must be a number, not '{}'", what, word));
+  }
+  return value;
+}
+
+int parse_ticks(const std::string& word, const char* what) {
+  constexpr std::uint64_t kMaxTicks = 1000;
+  const std::uint64_t ticks = parse_number(word, what);
+  if (ticks == 0 || ticks > kMaxTicks) throw ScriptError(fmt::format("{} must be 1 to {}", what, kMaxTicks));
+  return static_cast<int>(ticks);
+}
+
+bool parse_bool(const std::string& word, const char* what) {
+  if (word == "true") return true;
+  if (word == "false") return false;
+  throw ScriptError(fmt::format("{} must be true or false, not '{}'", what, word));
+}
+
+MessageType parse_message_type(const std::string& word) {
+  for (int t = static_cast<int>(MessageType::kPreVote); t <= static_cast<int>(MessageType::kTimeoutNow); ++t) {
+    const auto type = static_cast<MessageType>(t);
+    if (word == to_string(type)) return type;
+  }
+  throw ScriptError(fmt::format("unknown message type '{}'", word));
+}
+
+void check_options(const CommandLine& command, const std::set<std::string>& known) {
+  for (const auto& [key, value] : command.options) {
+    if (known.count(key) == 0) throw ScriptError(fmt::format("{}: unknown option '{}'", command.name, key));
+  }
+}
+
+void check_arg_count(const CommandLine& command, std::size_t min, std::size_t max) {
+  if (command.args.size() < min || command.args.size() > max) {
+    throw ScriptError(fmt::format("{}: takes {} to {} arguments, got {}", command.name, min, max, command.args.size()));
+  }
+}
+
+// "log=1,1,2": entries 1..3 with those terms (kNormal, empty payload).
+std::vector<Entry> parse_log(const std::string& terms) {
+  std::vector<Entry> entries;
+  std::stringstream stream(terms);
+  std::string term;
+  while (std::getline(stream, term, ',')) {
+    Entry entry;
+    entry.index = entries.size() + 1;
+    entry.term = parse_number(term, "a log term");
+    entries.push_back(entry);
+  }
+  return entries;
+}
+
+std::string role_and_term(const Raft& raft) {
+  return fmt::format("{} term={}", to_string(raft.role()), raft.term());
+}
+
+}  // namespace
+
+CommandLine parse_command_line(const std::string& line) {
+  CommandLine command;
+  std::stringstream stream(line);
+  std::string word;
+  stream >> command.name;
+  while (stream >> word) {
+    const std::size_t equals = word.find('=');
+    if (equals == std::string::npos) {
+      command.args.push_back(word);
+    } else if (!command.options.emplace(word.substr(0, equals), word.substr(equals + 1)).second) {
+      throw ScriptError(fmt::format("option '{}' given twice", word.substr(0, equals)));
+    }
+  }
+  return command;
+}
+
+Lines Interaction::run(const std::string& command_line, const std::vector<std::string>& input) {
+  const CommandLine command = parse_command_line(command_line);
+  if (command.name != "add-nodes" && !input.empty()) throw ScriptError(command.name + ": takes no input lines");
+  if (command.name != "add-nodes" && nodes_.empty()) throw ScriptError("add-nodes must come first");
+  Lines out;
+  if (command.name == "add-nodes") {
+    add_nodes(command, input, out);
+  } else if (command.name == "campaign") {
+    campaign(command, out);
+  } else if (command.name == "tick") {
+    tick(command, out);
+  } else if (command.name == "propose") {
+    propose(command, out);
+  } else if (command.name == "read-index") {
+    read_index(command, out);
+  } else if (command.name == "transfer-leadership") {
+    transfer_leadership(command, out);
+  } else if (command.name == "process-ready") {
+    check_options(command, {});
+    for (NodeId id : node_ids(command.args, 0)) process_ready(id, out);
+  } else if (command.name == "deliver-msgs" || command.name == "drop-msgs") {
+    move_messages(message_filter(command), command.name == "deliver-msgs", out);
+  } else if (command.name == "stabilize") {
+    check_arg_count(command, 0, 0);
+    check_options(command, {});
+    stabilize(out);
+  } else if (command.name == "isolate") {
+    check_arg_count(command, 1, SIZE_MAX);
+    check_options(command, {});
+    for (NodeId id : node_ids(command.args, 0)) isolated_.insert(id);
+  } else if (command.name == "heal") {
+    check_arg_count(command, 0, 0);
+    check_options(command, {});
+    isolated_.clear();
+  } else if (command.name == "crash-restart") {
+    crash_restart(command, out);
+  } else if (command.name == "status") {
+    check_options(command, {});
+    print_status(node_ids(command.args, 0), out);
+  } else if (command.name == "log") {
+    check_arg_count(command, 1, 1);
+    check_options(command, {});
+    print_log(node_id(command.args[0]), out);
+  } else {
+    throw ScriptError(fmt::format("unknown command '{}'", command.name));
+  }
+  if (out.empty()) out.push_back("ok");
+  return out;
+}
+
+void Interaction::add_nodes(const CommandLine& command, const std::vector<std::string>& input, Lines& out) {
+  if (!nodes_.empty()) throw ScriptError("add-nodes: the cluster exists already");
+  check_arg_count(command, 1, 1);
+  check_options(command,
+                {"pre-vote", "check-quorum", "election-ticks", "heartbeat-ticks", "max-entries", "max-inflight"});
+  const std::uint64_t count = parse_number(command.args[0], "the node count");
+  if (count == 0 || count > kMaxNodes) throw ScriptError(fmt::format("add-nodes: 1 to {} nodes", kMaxNodes));
+  Config base;
+  for (NodeId id = 1; id <= count; ++id) base.initial_conf.voters.push_back(id);
+  for (const auto& [key, value] : command.options) {
+    if (key == "pre-vote") base.pre_vote = parse_bool(value, key.c_str());
+    if (key == "check-quorum") base.check_quorum = parse_bool(value, key.c_str());
+    if (key == "election-ticks") base.election_ticks = parse_ticks(value, key.c_str());
+    if (key == "heartbeat-ticks") base.heartbeat_ticks = parse_ticks(value, key.c_str());
+    if (key == "max-entries") base.max_entries_per_message = parse_number(value, key.c_str());
+    if (key == "max-inflight") base.max_inflight_messages = parse_number(value, key.c_str());
+  }
+  for (NodeId id = 1; id <= count; ++id) {
+    auto node = std::make_unique<Node>();
+    node->config = base;
+    node->config.id = id;
+    node->config.random_seed = id;
+    const std::string problem = validate_config(node->config);
+    if (!problem.empty()) throw ScriptError("add-nodes: " + problem);
+    nodes_.emplace(id, std::move(node));
+  }
+  for (const std::string& line : input) {
+    const CommandLine restore = parse_command_line(line);
+    check_options(restore, {"log", "term", "vote", "commit"});
+    Node& n = node(node_id(restore.name));
+    if (restore.options.count("log") != 0) n.log.append(parse_log(restore.options.at("log")));
+    if (restore.options.count("term") != 0) n.hard_state.term = parse_number(restore.options.at("term"), "term");
+    if (restore.options.count("vote") != 0) n.hard_state.vote = parse_number(restore.options.at("vote"), "vote");
+    if (restore.options.count("commit") != 0) n.hard_state.commit = parse_number(restore.options.at("commit"), "commit");
+  }
+  for (auto& [id, n] : nodes_) {
+    const std::string problem = restart_problem(n->hard_state, n->log);  // the core would abort on it
+    if (!problem.empty()) throw ScriptError(fmt::format("add-nodes: n{}: {}", id, problem));
+    n->raft = std::make_unique<Raft>(n->config, n->log, n->hard_state);
+  }
+  print_status(all_ids(), out);
+}
+
+void Interaction::campaign(const CommandLine& command, Lines& out) {
+  check_arg_count(command, 1, 1);
+  check_options(command, {});
+  const NodeId id = node_id(command.args[0]);
+  Raft& raft = *node(id).raft;
+  if (raft.role() == Role::kLeader) throw ScriptError(fmt::format("campaign: n{} leads already", id));
+  // Only an election timeout makes a non-leader's tick produce output: that is how we see it fire.
+  if (raft.has_ready()) throw ScriptError(fmt::format("campaign: n{} has a Ready to process first", id));
+  // A randomized timeout lies in [election_ticks, 2 * election_ticks).
+  const int bound = 2 * node(id).config.election_ticks;
+  for (int ticks = 1; ticks <= bound; ++ticks) {
+    raft.tick();
+    if (raft.has_ready()) {
+      out.push_back(fmt::format("n{} times out after {} ticks: {}", id, ticks, role_and_term(raft)));
+      return;
+    }
+  }
+  throw ScriptError(fmt::format("campaign: n{} did not time out within {} ticks", id, bound));
+}
+
+void Interaction::tick(const CommandLine& command, Lines& out) {
+  check_arg_count(command, 1, 2);
+  check_options(command, {});
+  const NodeId id = node_id(command.args[0]);
+  const std::uint64_t times = command.args.size() == 2 ? parse_number(command.args[1], "the tick count") : 1;
+  Raft& raft = *node(id).raft;
+  for (std::uint64_t i = 0; i < times; ++i) raft.tick();
+  out.push_back(fmt::format("n{} ticks {} time{}: {}", id, times, times == 1 ? "" : "s", role_and_term(raft)));
+}
+
+void Interaction::propose(const CommandLine& command, Lines& out) {
+  check_arg_count(command, 2, SIZE_MAX);
+  check_options(command, {});
+  const NodeId id = node_id(command.args[0]);
+  std::vector<Entry> entries;
+  for (std::size_t i = 1; i < command.args.size(); ++i) {
+    Entry entry;
+    entry.payload = command.args[i];
+    entries.push_back(entry);
+  }
+  const ProposeResult result = node(id).raft->propose(std::move(entries));
+  if (result.status == ProposeStatus::kOk) {
+    out.push_back(fmt::format("n{} proposes: Ok indexes {}..{} term={}", id, result.first_index, result.last_index,
+                              result.term));
+  } else {
+    out.push_back(fmt::format("n{} proposes: {} leader-hint=n{}", id, to_string(result.status), result.leader_hint));
+  }
+}
+
+void Interaction::read_index(const CommandLine& command, Lines& out) {
+  check_arg_count(command, 2, 2);
+  check_options(command, {});
+  const NodeId id = node_id(command.args[0]);
+  const std::uint64_t request = parse_number(command.args[1], "the request id");
+  out.push_back(fmt::format("n{} read-index request={}: {}", id, request, to_string(node(id).raft->read_index(request))));
+}
+
+void Interaction::transfer_leadership(const CommandLine& command, Lines& out) {
+  check_arg_count(command, 2, 2);
+  check_options(command, {});
+  const NodeId from = node_id(command.args[0]);
+  const NodeId to = node_id(command.args[1]);
+  out.push_back(
+      fmt::format("n{} transfers leadership to n{}: {}", from, to, to_string(node(from).raft->transfer_leadership(to))));
+}
+
+void Interaction::stabilize(Lines& out) {
+  const MessageFilter everything;
+  for (int round = 0; round < kMaxStabilizeRounds; ++round) {
+    bool progressed = false;
+    for (NodeId id : all_ids()) progressed = process_ready(id, out) || progressed;
+    progressed = move_messages(everything, /*deliver=*/true, out) || progressed;
+    if (!progressed) return;
+  }
+  throw ScriptError(fmt::format("stabilize: still busy after {} rounds", kMaxStabilizeRounds));
+}
+
+void Interaction::crash_restart(const CommandLine& command, Lines& out) {
+  check_arg_count(command, 1, 1);
+  check_options(command, {});
+  const NodeId id = node_id(command.args[0]);
+  Node& n = node(id);
+  n.raft.reset();  // its unhanded outputs go with it: they were never persisted nor sent
+  n.raft = std::make_unique<Raft>(n.config, n.log, n.hard_state);
+  print_status({id}, out);
+}
+
+void Interaction::print_status(const std::vector<NodeId>& ids, Lines& out) const {
+  for (NodeId id : ids) {
+    const Node& n = node(id);
+    std::string log;
+    for (Index index = n.log.first_index(); index <= n.log.last_index(); ++index) {
+      log += fmt::format("{}{}/t{}", log.empty() ? "" : " ", index, *n.log.term_at(index));
+    }
+    out.push_back(fmt::format("n{}: {} vote=n{} leader=n{} commit={} log=[{}]{}", id, role_and_term(*n.raft),
+                              n.raft->hard_state().vote, n.raft->leader(), n.raft->commit_index(), log,
+                              isolated_.count(id) != 0 ? " (isolated)" : ""));
+  }
+}
+
+void Interaction::print_log(NodeId id, Lines& out) const {
+  const MemoryLog& log = node(id).log;
+  if (log.last_index() == 0) out.push_back(fmt::format("n{}: empty log", id));
+  for (Index index = log.first_index(); index <= log.last_index(); ++index) out.push_back(sim::describe(log.entry(index)));
+}
+
+bool Interaction::process_ready(NodeId id, Lines& out) {
+  Node& n = node(id);
+  int batches = 0;
+  while (n.raft->has_ready()) {
+    if (++batches > kMaxReadyBatchesPerNode) {
+      throw ScriptError(fmt::format("n{} produced more than {} Ready batches in a row", id, kMaxReadyBatchesPerNode));
+    }
+    const Ready ready = n.raft->ready();
+    print_ready(id, ready, out);
+    n.log.apply(ready);
+    network_.insert(network_.end(), ready.messages.begin(), ready.messages.end());
+    if (ready.hard_state) n.hard_state = *ready.hard_state;
+    if (ready.truncate_from || !ready.entries.empty()) {
+      const Index last = n.log.last_index();
+      n.raft->on_persisted(last, n.log.term_at(last).value_or(0));
+    }
+    network_.insert(network_.end(), ready.messages_after_persist.begin(), ready.messages_after_persist.end());
+  }
+  return batches > 0;
+}
+
+bool Interaction::move_messages(const MessageFilter& filter, bool deliver, Lines& out) {
+  bool moved_any = false;
+  for (NodeId id : all_ids()) {
+    if (!filter.recipients.empty() && filter.recipients.count(id) == 0) continue;
+    std::vector<Message> taken;
+    for (auto it = network_.begin(); it != network_.end() && taken.size() < filter.per_node;) {
+      if (it->to == id && (!filter.type || it->type == *filter.type)) {
+        taken.push_back(std::move(*it));
+        it = network_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (taken.empty()) continue;
+    moved_any = true;
+    std::vector<Message> received;
+    std::vector<Message> lost;
+    for (Message& m : taken) {
+      const bool cut_off = !deliver || isolated_.count(m.from) != 0 || isolated_.count(m.to) != 0;
+      (cut_off ? lost : received).push_back(std::move(m));
+    }
+    if (!received.empty()) out.push_back(fmt::format("> n{} receives", id));
+    for (const Message& m : received) print_message(m, "  ", out);
+    if (!lost.empty()) out.push_back(fmt::format("> n{} loses ({})", id, deliver ? "isolated" : "dropped"));
+    for (const Message& m : lost) print_message(m, "  ", out);
+    for (const Message& m : received) node(id).raft->step(m);
+  }
+  return moved_any;
+}
+
+Interaction::Node& Interaction::node(NodeId id) {
+  const auto it = nodes_.find(id);
+  if (it == nodes_.end()) throw ScriptError(fmt::format("no node n{}", id));
+  return *it->second;
+}
+
+const Interaction::Node& Interaction::node(NodeId id) const {
+  const auto it = nodes_.find(id);
+  if (it == nodes_.end()) throw ScriptError(fmt::format("no node n{}", id));
+  return *it->second;
+}
+
+NodeId Interaction::node_id(const std::string& word) const {
+  const NodeId id = parse_number(word, "a node id");
+  if (nodes_.count(id) == 0) throw ScriptError(fmt::format("no node n{}", id));
+  return id;
+}
+
+std::vector<NodeId> Interaction::node_ids(const std::vector<std::string>& words, std::size_t from) const {
+  if (words.size() <= from) return all_ids();
+  std::vector<NodeId> ids;
+  for (std::size_t i = from; i < words.size(); ++i) ids.push_back(node_id(words[i]));
+  return ids;
+}
+
+std::vector<NodeId> Interaction::all_ids() const {
+  std::vector<NodeId> ids;
+  for (const auto& [id, n] : nodes_) ids.push_back(id);
+  return ids;
+}
+
+Interaction::MessageFilter Interaction::message_filter(const CommandLine& command) const {
+  check_options(command, {"type", "count"});
+  MessageFilter filter;
+  for (NodeId id : node_ids(command.args, 0)) filter.recipients.insert(id);
+  if (command.options.count("type") != 0) filter.type = parse_message_type(command.options.at("type"));
+  if (command.options.count("count") != 0) filter.per_node = parse_number(command.options.at("count"), "count");
+  return filter;
+}
+
+}  // namespace raftlog::raft::golden
