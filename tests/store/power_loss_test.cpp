@@ -189,40 +189,33 @@ std::uint64_t env_or(const char* name, std::uint64_t fallback) {
   return value == nullptr ? fallback : std::strtoull(value, nullptr, 10);
 }
 
-// Longer hunts: RAFTLOG_POWER_LOSS_SEEDS=20000 RAFTLOG_POWER_LOSS_SEED_START=1000
-// RAFTLOG_POWER_LOSS_SECONDS=600 ./store_recovery_test --gtest_filter=PowerLoss.*
-TEST(PowerLoss, RandomWorkloadsOverManySeeds) {
+// Runs the seeds of RAFTLOG_POWER_LOSS_SEED_START/_SEEDS, bounded in time as well as in count
+// (RAFTLOG_POWER_LOSS_SECONDS), so the suite stays fast on slow machines.
+void run_seeds(BackgroundWork work) {
   const auto started = std::chrono::steady_clock::now();
   const std::uint64_t first_seed = env_or("RAFTLOG_POWER_LOSS_SEED_START", 1);
   const std::uint64_t seed_count = env_or("RAFTLOG_POWER_LOSS_SEEDS", 300);
   const auto time_limit = std::chrono::seconds(env_or("RAFTLOG_POWER_LOSS_SECONDS", 15));
   std::uint64_t seeds = 0;
   for (std::uint64_t seed = first_seed; seed < first_seed + seed_count; ++seed) {
-    run_seed(seed);
+    run_seed(seed, work);
     ++seeds;
-    if (HasFatalFailure()) {
-      ADD_FAILURE() << "failing seed: " << seed;
+    if (::testing::Test::HasFatalFailure()) {
+      ADD_FAILURE() << "failing seed: " << seed << " (" << to_string(work) << ")";
       return;
     }
-    // Bounded in time as well as in count, so the suite stays fast on slow machines.
     if (std::chrono::steady_clock::now() - started > time_limit) break;
   }
-  std::printf("power-loss seeds run: %llu\n", static_cast<unsigned long long>(seeds));
+  std::printf("power-loss seeds run (%s): %llu\n", to_string(work), static_cast<unsigned long long>(seeds));
   EXPECT_GE(seeds, std::min<std::uint64_t>(seed_count, 50));
 }
 
+// Longer hunts: RAFTLOG_POWER_LOSS_SEEDS=20000 RAFTLOG_POWER_LOSS_SEED_START=1000
+// RAFTLOG_POWER_LOSS_SECONDS=600 ./store_recovery_test --gtest_filter=PowerLoss.*
+TEST(PowerLoss, RandomWorkloadsOverManySeeds) { run_seeds(BackgroundWork::kThreads); }
+
 // The same workloads with no thread in the log: only the workload's steps make anything durable.
-TEST(PowerLoss, SteppedRandomWorkloadsOverManySeeds) {
-  const std::uint64_t first_seed = env_or("RAFTLOG_POWER_LOSS_SEED_START", 1);
-  const std::uint64_t seed_count = env_or("RAFTLOG_POWER_LOSS_SEEDS", 300);
-  for (std::uint64_t seed = first_seed; seed < first_seed + seed_count; ++seed) {
-    run_seed(seed, BackgroundWork::kStepped);
-    if (HasFatalFailure()) {
-      ADD_FAILURE() << "failing seed: " << seed;
-      return;
-    }
-  }
-}
+TEST(PowerLoss, SteppedRandomWorkloadsOverManySeeds) { run_seeds(BackgroundWork::kStepped); }
 
 }  // namespace
 }  // namespace raftlog::store
