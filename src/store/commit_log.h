@@ -39,7 +39,8 @@
 //     flush mode is refused with kFailedPrecondition (nothing written; use append_no_wait() and
 //     run_flush_cycle()), and so is wait_flushed() for an index not flushed yet. An append never
 //     flushes by itself: every durability point is a step the owner took.
-//   - The methods stay thread-safe as above; the steps are serialized with each other.
+//   - The methods stay thread-safe as above; run_flush_cycle() calls are serialized, listener
+//     call included.
 //   run_flush_cycle() and run_checkpoint() are refused (kFailedPrecondition) with the log's own
 //   threads, which take those steps themselves.
 //

@@ -6,8 +6,8 @@
 // recovery.cpp (open), allocator.cpp (segment preallocation) and suspect_marker.cpp.
 //
 // LOCKS (acquire in this order; never the reverse):
-//   step_mu_         stepped mode only: serializes the owner's steps (run_flush_cycle,
-//                    run_checkpoint), so that listener calls come in the order of their cycles.
+//   step_mu_         stepped mode only: serializes run_flush_cycle() calls (their cycle and
+//                    listener call), so that listener calls come in the order of their cycles.
 //   write_mu_        serializes writers: append, truncate_suffix/prefix, close.
 //   flush_cycle_mu_  held for a whole flush cycle, checkpoint write or truncation; owns
 //                    Segment::flushed_offset/index_flushed_bytes and last_checkpoint_.

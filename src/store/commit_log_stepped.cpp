@@ -27,7 +27,7 @@ Status CommitLog::Impl::run_flush_cycle() {
 
 Status CommitLog::Impl::run_checkpoint() {
   if (!stepped_) return threads_take_steps(dir_, "run_checkpoint()");
-  std::lock_guard step_lock(step_mu_);
+  // No step lock: the cycle lock serializes it with the flush cycles, and the listener may call it.
   if (closed_.load()) return Status::closed("commit log " + dir_ + " is closed");
   std::lock_guard cycle_lock(flush_cycle_mu_);
   // A failed log writes no checkpoint: the next open decides from what is on disk (as the flusher).

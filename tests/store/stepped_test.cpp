@@ -138,6 +138,29 @@ TEST_F(SteppedLogTest, TheListenerHearsOnlyInStepsOnTheCallersThread) {
   EXPECT_EQ(cycles[2].entries, 3U);
 }
 
+// The listener runs inside the owner's step but holds no store lock: it may write and checkpoint.
+TEST_F(SteppedLogTest, TheListenerMayAppendAndCheckpoint) {
+  auto log = open_ok("/log", stepped_options(&env_));
+  ASSERT_TRUE(log);
+  std::vector<Status> from_listener;
+  log->set_flush_listener([&](std::uint64_t flushed) {
+    from_listener.push_back(log->run_checkpoint());
+    const auto next = make_batch(flushed + 1, 1, 1, 100);
+    from_listener.push_back(log->append_no_wait(next.span()).status());
+  });
+  append_entries(*log, 1, 3, 1);
+  ASSERT_TRUE(log->run_flush_cycle().ok());
+  ASSERT_EQ(from_listener.size(), 2U);
+  for (const Status& status : from_listener) EXPECT_TRUE(status.ok()) << status.to_string();
+  EXPECT_EQ(log->last_index(), 4U);
+  EXPECT_EQ(log->flushed_index(), 3U) << "the listener's append waits for the next step";
+  log->set_flush_listener(nullptr);
+  log = lose_power_and_reopen(env_, std::move(log));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->recovery_report().checkpoint_flushed_index, 3U) << "the listener's checkpoint";
+  EXPECT_EQ(log->last_index(), 3U);
+}
+
 TEST_F(SteppedLogTest, RefusesToWaitForAFlushNobodyWouldRun) {
   auto log = open_ok("/log", stepped_options(&env_));
   ASSERT_TRUE(log);
