@@ -1,7 +1,6 @@
 #include "replica/hard_state_file.h"
 
 #include "store/endian.h"
-#include "store/env.h"
 
 namespace raftlog::replica {
 
@@ -33,8 +32,8 @@ store::Result<raft::HardState> HardStateFile::decode(const std::string& payload)
   return hard_state;
 }
 
-store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::string& data_dir) {
-  store::Env* env = store::Env::posix();
+store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::string& data_dir, store::Env* env) {
+  if (env == nullptr) env = store::Env::posix();
   RAFTLOG_RETURN_IF_ERROR(env->create_dir(data_dir));
   const std::string path = store::join_path(data_dir, "HARDSTATE");
   auto file = store::DurableRecordFile::open(env, path, data_dir);

@@ -4,6 +4,10 @@
 // before it returns), so a crash mid-write leaves the previous hard state readable. Payload layout
 // (little-endian): u32 format version (1), u64 term, u64 vote. The commit index is NOT kept here:
 // it is a hint only, recorded in the store's checkpoint without an extra fsync per commit.
+//
+// Every file operation goes through a store::Env, so that the hard state can live where the log
+// lives: on disk (PosixEnv) in raftlogd, in a MemoryEnv in the simulator, whose power loss then
+// treats it like the log (a write is durable once write() returned, not before).
 #pragma once
 
 #include <memory>
@@ -11,13 +15,18 @@
 
 #include "raft/types.h"
 #include "store/durable_record.h"
+#include "store/env.h"
 #include "store/status.h"
 
 namespace raftlog::replica {
 
 class HardStateFile {
  public:
-  static store::Result<std::unique_ptr<HardStateFile>> open(const std::string& data_dir);
+  // Opens or creates <data_dir>/HARDSTATE through `env` (nullptr: the process-wide PosixEnv; not
+  // owned, must outlive the HardStateFile). kCorruption when the file holds neither a valid record
+  // nor only zeros (see hard_state_file.cpp).
+  static store::Result<std::unique_ptr<HardStateFile>> open(const std::string& data_dir,
+                                                            store::Env* env = nullptr);
 
   // The last hard state written (term 0, no vote for a new node). `commit` is always 0.
   raft::HardState current() const { return current_; }

@@ -1,7 +1,8 @@
 // CommitLog: the public class (a thin layer over CommitLog::Impl), open, the start of the
 // background threads, close and failure. The rest of Impl, one job a file (commit_log_impl.h):
-// commit_log_append.cpp, commit_log_group.cpp, commit_log_flush.cpp, commit_log_checkpoint.cpp,
-// commit_log_read.cpp, commit_log_truncate.cpp, recovery.cpp, allocator.cpp, suspect_marker.cpp.
+// commit_log_append.cpp, commit_log_group.cpp, commit_log_flush.cpp, commit_log_stepped.cpp,
+// commit_log_checkpoint.cpp, commit_log_read.cpp, commit_log_truncate.cpp, recovery.cpp,
+// allocator.cpp, suspect_marker.cpp.
 #include "store/commit_log.h"
 
 #include <spdlog/spdlog.h>
@@ -11,6 +12,8 @@
 namespace raftlog::store {
 
 const char* to_string(FlushMode mode) { return mode == FlushMode::kSync ? "sync" : "async"; }
+
+const char* to_string(BackgroundWork work) { return work == BackgroundWork::kThreads ? "threads" : "stepped"; }
 
 const char* to_string(RecoveryMode mode) {
   switch (mode) {
@@ -56,11 +59,12 @@ Result<std::unique_ptr<CommitLog>> CommitLog::open(const std::string& dir, const
   auto impl = std::make_unique<Impl>(dir, checked, checked.env);
   Status status = impl->recover();
   if (!status.ok()) return status;
-  impl->start_threads();
+  impl->start_background_work();
   return std::unique_ptr<CommitLog>(new CommitLog(std::move(impl)));
 }
 
 Result<IndexRange> CommitLog::append(std::span<const EntryToAppend> batch) {
+  if (impl_->stepped_ && impl_->options_.flush_mode == FlushMode::kSync) return impl_->refuse_sync_append();
   if (impl_->options_.flush_mode == FlushMode::kSync && !batch.empty() && batch[0].meta.index == 0) {
     return impl_->append_grouped(batch);
   }
@@ -72,6 +76,8 @@ Result<IndexRange> CommitLog::append_no_wait(std::span<const EntryToAppend> batc
 Status CommitLog::wait_flushed(std::uint64_t index) { return impl_->wait_flushed(index); }
 Status CommitLog::flush() { return impl_->flush(); }
 void CommitLog::request_flush() { impl_->request_flush(); }
+Status CommitLog::run_flush_cycle() { return impl_->run_flush_cycle(); }
+Status CommitLog::run_checkpoint() { return impl_->run_checkpoint(); }
 void CommitLog::set_flush_listener(FlushListener listener) {
   impl_->set_flush_listener(std::move(listener));
 }
@@ -110,18 +116,27 @@ Status CommitLog::close() { return impl_->close(); }
 // Impl: lifecycle
 
 CommitLog::Impl::Impl(std::string dir, Options options, Env* env)
-    : dir_(std::move(dir)), options_(options), env_(env) {}
+    : dir_(std::move(dir)),
+      options_(options),
+      env_(env),
+      stepped_(options.background_work == BackgroundWork::kStepped) {}
 
 CommitLog::Impl::~Impl() { (void)close(); }
 
-void CommitLog::Impl::start_threads() {
+void CommitLog::Impl::start_background_work() {
   started_ = true;
+  last_checkpoint_time_ = std::chrono::steady_clock::now();
+  if (stepped_) {
+    // No thread: the owner's steps do the work (commit_log_stepped.cpp). The listener has heard of
+    // nothing yet, and recovery made everything it kept durable.
+    stepped_reported_ = flushed_index_.load();
+    return;
+  }
   flush_waiters_.start_waker();
   {
     std::lock_guard lock(flush_mu_);
     flusher_running_ = true;
   }
-  last_checkpoint_time_ = std::chrono::steady_clock::now();
   flusher_ = std::thread([this] { flusher_main(); });
   if (options_.preallocate_next_segment) {
     {

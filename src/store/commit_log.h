@@ -16,12 +16,33 @@
 //     called concurrently with each other and with writers from any number of threads.
 //   - A background flusher thread makes writes durable and calls the flush listener; a waker thread
 //     wakes wait_flushed() callers after a flush when many wait (flush_waiters.h); a background
-//     allocator thread creates the next segment. All stop in close().
+//     allocator thread creates the next segment. All stop in close(). (Stepped mode has none of
+//     them; see STEPPED MODE.)
 //   - EntryViews returned by read() point into mapped segment memory and stay valid while their
 //     ReadBatch lives, even if truncate_prefix() deletes the segment. truncate_suffix(i) zeroes the
 //     bytes of entries >= i, so a view of such an entry must not be used after that call (the Raft
 //     layer never reads entries it is about to truncate; copy if unsure).
 //   - close() must not race with other calls (the owner stops its threads first).
+//
+// STEPPED MODE (Options::background_work = BackgroundWork::kStepped: the replica in the simulator)
+//   open() starts no thread: no flusher, no waker, no allocator. The log changes only inside the
+//   calls its owner makes, so the same calls give the same files, flushed indexes and listener calls.
+//   - Nothing written becomes durable until the owner asks: run_flush_cycle() (or flush(), the same
+//     step) runs one flush cycle on the caller's thread and then calls the flush listener there. As
+//     with threads, close() and truncate_prefix() flush what was written first, and recovery
+//     flushes what it kept.
+//   - The periodic checkpoint is the owner's step too: run_checkpoint() (checkpoint_interval_ms has
+//     no effect). set_commit_index(c, true), truncations, recovery and close() write it as with
+//     threads.
+//   - A roll to a new segment creates that segment inline (preallocate_next_segment has no effect).
+//   - Nothing waits for durability, since no other thread would ever provide it: append() in sync
+//     flush mode is refused with kFailedPrecondition (nothing written; use append_no_wait() and
+//     run_flush_cycle()), and so is wait_flushed() for an index not flushed yet. An append never
+//     flushes by itself: every durability point is a step the owner took.
+//   - The methods stay thread-safe as above; run_flush_cycle() calls are serialized, listener
+//     call included.
+//   run_flush_cycle() and run_checkpoint() are refused (kFailedPrecondition) with the log's own
+//   threads, which take those steps themselves.
 //
 // DURABILITY
 //   written_index(): last entry written to the mapping (visible to readers, not yet crash-safe).
@@ -160,10 +181,11 @@ struct FlushStats {
 
 class CommitLog {
  public:
-  // Called by the flusher thread, holding no store lock, with the new flushed index after flushes
-  // that advanced it (successive calls see increasing values, except after truncate_suffix lowered
-  // the flushed index). Must be quick (it delays the next flush); it may call CommitLog methods except
-  // set_flush_listener() and close().
+  // Called by the flusher thread (stepped mode: by run_flush_cycle() on its caller's thread), holding
+  // no store lock, with the new flushed index after flushes that advanced it (successive calls see
+  // increasing values, except after truncate_suffix lowered the flushed index). Must be quick (it
+  // delays the next flush); it may call CommitLog methods except set_flush_listener(), close(),
+  // flush() and run_flush_cycle().
   using FlushListener = std::function<void(std::uint64_t flushed_index)>;
 
   // What one flush cycle did, for metrics (fsync latency, group-commit batch size).
@@ -173,7 +195,7 @@ class CommitLog {
     std::chrono::microseconds sync_duration{0};  // time in msync/fdatasync/fsync-dir calls
   };
   // Called after every flush cycle that issued a sync call, by the thread that ran it (the flusher,
-  // or a truncate/close), with the store's flush-cycle lock held: it must be quick (an observation
+  // run_flush_cycle()'s caller, or a truncate/close), with the store's flush-cycle lock held: it must be quick (an observation
   // into a histogram) and must not call back into the CommitLog.
   using FlushObserver = std::function<void(const FlushCycle& cycle)>;
 
@@ -195,8 +217,9 @@ class CommitLog {
   // the group (append_group.h), before each caller waits for its own range. Terms must
   // not decrease (kInvalidArgument). Payloads larger than
   // max_entry_size_bytes, an empty batch, or more than max_batch_entries entries are kInvalidArgument
-  // and nothing is written. Sync mode: returns after the batch is durable (group commit). Async mode:
-  // returns after the batch is written to the mapping. kNoSpace when the disk is full (nothing of the
+  // and nothing is written. Sync mode: returns after the batch is durable (group commit); refused
+  // with kFailedPrecondition in stepped mode (STEPPED MODE). Async mode: returns after the batch is
+  // written to the mapping. kNoSpace when the disk is full (nothing of the
   // failed entry is visible; the log stays readable, and later appends succeed once space is freed).
   // kTruncated (sync mode) when a truncate_suffix() removed some of the batch's entries before the
   // batch was durable or before this call returned: those entries are not in the log, even if
@@ -206,14 +229,16 @@ class CommitLog {
   // at once. Pair with wait_flushed() or the flush listener (the Raft node's non-blocking path).
   Result<IndexRange> append_no_wait(std::span<const EntryToAppend> batch);
   // Blocks until flushed_index() >= index (OK), the log fails (the flush error) or is closed (kClosed).
+  // Stepped mode: never blocks; kFailedPrecondition when flushed_index() < index (run a flush step).
   // `index` beyond written_index() waits for a later append. It waits for an index, not for an entry:
   // after a truncate_suffix() at or below `index`, a later entry at `index` satisfies it (sync
   // append() instead checks for its own entries).
   Status wait_flushed(std::uint64_t index);
   // Makes every entry written so far durable, then returns (explicit/manual flush trigger). When a
-  // truncate_suffix() removes entries meanwhile, it makes what is left durable instead.
+  // truncate_suffix() removes entries meanwhile, it makes what is left durable instead. Stepped
+  // mode: run_flush_cycle().
   Status flush();
-  // Asks the flusher to flush soon; does not wait.
+  // Asks the flusher to flush soon; does not wait. Stepped mode: does nothing (the owner steps).
   void request_flush();
   // Registers the flush listener (replaces any previous one; nullptr removes it).
   void set_flush_listener(FlushListener listener);
@@ -241,6 +266,20 @@ class CommitLog {
   // Options::allow_truncate_corrupted_flushed_data, cuts the log at the first bad entry instead of
   // trusting the segment (docs/storage-format.md, "Storage faults"). Changes nothing now.
   Status mark_suspect(std::uint64_t index);
+
+  // --- steps (stepped mode only; kFailedPrecondition with the log's own threads) ----------------
+  // One flush cycle on the caller's thread, the one the flusher runs: makes every entry written so
+  // far durable (its data, then the directory when a segment was created), advances
+  // flushed_index() and calls the flush observer; then, holding no store lock, it calls the flush
+  // listener if the flushed index moved since the listener last heard (a truncate_prefix() or a
+  // truncate_suffix() since the last step may have moved it too). Writes no checkpoint. A failed
+  // sync fails the log, as in the flusher, and is returned; a failed log returns its failure;
+  // kClosed after close().
+  Status run_flush_cycle();
+  // Writes the checkpoint when the flushed or the commit index moved since the last one, as the
+  // flusher does every checkpoint_interval_ms: it bounds what recovery rescans after a crash and
+  // persists the commit index. Fails like run_flush_cycle().
+  Status run_checkpoint();
 
   // --- reading -------------------------------------------------------------------------------
   // Entries from `from_index` on, at most `max_entries`, stopping before the total payload bytes would

@@ -11,13 +11,18 @@ using segment_format::kSegmentHeaderBytes;
 void CommitLog::Impl::maybe_checkpoint_locked() {
   const auto now = std::chrono::steady_clock::now();
   if (now - last_checkpoint_time_ < std::chrono::milliseconds(options_.checkpoint_interval_ms)) return;
+  last_checkpoint_time_ = now;  // a write below sets it again
+  (void)checkpoint_if_changed_locked();  // a failure fails the log; the flusher then stops
+}
+
+Status CommitLog::Impl::checkpoint_if_changed_locked() {
   if (last_checkpoint_.flushed_index == flushed_index_.load() &&
       last_checkpoint_.commit_index == commit_index_.load()) {
-    last_checkpoint_time_ = now;
-    return;
+    return Status();
   }
   Status status = write_checkpoint_locked(0);
   if (!status.ok()) fail(status);
+  return status;
 }
 
 Status CommitLog::Impl::write_checkpoint_locked(std::uint64_t truncate_from) {

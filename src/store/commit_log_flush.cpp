@@ -1,5 +1,6 @@
 // CommitLog::Impl, flushing (group commit): the flusher thread, its flush cycles, and the waits for
-// durability (wait_flushed, a sync append's wait for its own entries, flush()).
+// durability (wait_flushed, a sync append's wait for its own entries, flush()). Stepped mode runs the
+// same cycles from its owner's calls (commit_log_stepped.cpp).
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -31,6 +32,7 @@ class FlushCycleScope {
 }  // namespace
 
 Status CommitLog::Impl::wait_flushed(std::uint64_t index) {
+  if (stepped_) return check_flushed_stepped(index);
   flush_waiters_.wait(index, flushed_index_);
   if (flushed_index_.load() >= index) return Status();
   return stopped_status(index);
@@ -63,6 +65,7 @@ Status CommitLog::Impl::stopped_status(std::uint64_t index) {
 }
 
 void CommitLog::Impl::request_flush() {
+  if (stepped_) return;  // nobody to wake: the owner runs the flush cycles
   // Only the caller that raises the flag wakes the flusher; the others ride on that flush request
   // (the flusher lowers the flag before it snapshots what to flush, so their entries are covered).
   if (flush_requested_.exchange(true)) return;
@@ -73,6 +76,7 @@ void CommitLog::Impl::request_flush() {
 }
 
 Status CommitLog::Impl::flush() {
+  if (stepped_) return run_flush_cycle();
   if (closed_.load()) return Status::closed("commit log " + dir_ + " is closed");
   // Bounded: a pass starts over only when a truncate_suffix() that ran meanwhile removed its
   // target (waiting for that index would wait for an entry that may never come).
@@ -114,19 +118,7 @@ void CommitLog::Impl::flusher_main() {
       stop = stopping_;
       if (!failure_.ok()) return;
     }
-    {
-      std::lock_guard cycle_lock(flush_cycle_mu_);
-      // Checked again under the cycle lock: a truncate_suffix() that held it may have failed the
-      // log after its intent was durable, with the entries it was removing still published. A
-      // cycle now would make them "durable" (and acknowledge their waiters), and the next open
-      // would complete the truncation and remove them.
-      if (!failure().ok()) return;
-      Status status = flush_cycle_locked(/*include_end_marker=*/false);
-      if (!status.ok()) {
-        fail(status);
-        return;
-      }
-    }
+    if (!run_flusher_cycle().ok()) return;
     // The listener hears about the flush before the periodic checkpoint runs: a checkpoint costs
     // two more syncs (index records, checkpoint file), and making the Raft node wait for them
     // delayed about 1 % of acknowledgements (the p99.9 of docs/benchmarks.md, "raftlog vs etcd").
@@ -140,8 +132,21 @@ void CommitLog::Impl::flusher_main() {
   }
 }
 
+Status CommitLog::Impl::run_flusher_cycle() {
+  std::lock_guard cycle_lock(flush_cycle_mu_);
+  // Checked again under the cycle lock: a truncate_suffix() that held it may have failed the log
+  // after its intent was durable, with the entries it was removing still published. A cycle now
+  // would make them "durable" (and acknowledge their waiters), and the next open would complete the
+  // truncation and remove them.
+  if (Status failed = failure(); !failed.ok()) return failed;
+  Status status = flush_cycle_locked(/*include_end_marker=*/false);
+  if (!status.ok()) fail(status);
+  return status;
+}
+
 void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
-  // Called by the flusher thread with no store lock held, so the listener may call any method.
+  // Called by the flusher thread (or a stepped log's owner) with no store lock held, so the listener
+  // may call any method.
   const std::uint64_t flushed = flushed_index_.load();
   if (flushed < *last_reported) *last_reported = flushed;  // lowered by a truncation
   if (flushed == *last_reported) return;

@@ -1,10 +1,13 @@
 // CommitLog::Impl: the state and locks behind CommitLog. One job a file: commit_log.cpp (the public
 // class, thread start, close, failure), commit_log_append.cpp, commit_log_group.cpp (grouped
 // appends), commit_log_flush.cpp (the flusher and the waits for durability),
+// commit_log_stepped.cpp (stepped mode: the owner's flush and checkpoint steps),
 // commit_log_checkpoint.cpp, commit_log_read.cpp, commit_log_truncate.cpp (suffix and prefix),
 // recovery.cpp (open), allocator.cpp (segment preallocation) and suspect_marker.cpp.
 //
 // LOCKS (acquire in this order; never the reverse):
+//   step_mu_         stepped mode only: serializes run_flush_cycle() calls (their cycle and
+//                    listener call), so that listener calls come in the order of their cycles.
 //   write_mu_        serializes writers: append, truncate_suffix/prefix, close.
 //   flush_cycle_mu_  held for a whole flush cycle, checkpoint write or truncation; owns
 //                    Segment::flushed_offset/index_flushed_bytes and last_checkpoint_.
@@ -47,8 +50,8 @@ class CommitLog::Impl {
   // recovery.cpp
   Status recover();
 
-  // commit_log.cpp
-  void start_threads();
+  // commit_log.cpp: the flusher, waker and allocator threads, or none in stepped mode.
+  void start_background_work();
   // commit_log_append.cpp
   // `before_publish` (may be null) is called with the batch's range once it is written and before
   // the new last index is published (writer lock held): the append group tells its members their
@@ -70,6 +73,13 @@ class CommitLog::Impl {
   void request_flush();
   void set_flush_listener(FlushListener listener);
   void set_flush_observer(FlushObserver observer);
+  // commit_log_stepped.cpp (Options::background_work == kStepped; commit_log.h, STEPPED MODE)
+  Status run_flush_cycle();
+  Status run_checkpoint();
+  // What a sync-mode append() gets in stepped mode.
+  Status refuse_sync_append() const;
+  // wait_flushed() in stepped mode: answers at once.
+  Status check_flushed_stepped(std::uint64_t index) const;
   // commit_log_truncate.cpp
   Status truncate_suffix(std::uint64_t from_index, bool force);
   Status truncate_prefix(std::uint64_t before_index);
@@ -89,6 +99,7 @@ class CommitLog::Impl {
   const std::string dir_;
   const Options options_;
   Env* const env_;
+  const bool stepped_;  // Options::background_work == BackgroundWork::kStepped
 
   std::atomic<std::uint64_t> first_index_{1};
   std::atomic<std::uint64_t> last_index_{0};
@@ -161,6 +172,9 @@ class CommitLog::Impl {
   Status sync_snapshot_locked(const FlushSnapshot& snapshot, std::uint64_t* bytes,
                               std::uint64_t* sync_calls);
   void flusher_main();
+  // One flush cycle as the flusher runs it (without the end marker: appends may run concurrently),
+  // unless the log failed (then its failure). A failed cycle fails the log.
+  Status run_flusher_cycle();
   // Why a wait for `index` ended without it being flushed: the log's failure, or kClosed.
   Status stopped_status(std::uint64_t index);
   void call_listener(std::uint64_t* last_reported);
@@ -168,7 +182,11 @@ class CommitLog::Impl {
   // --- checkpoints (commit_log_checkpoint.cpp); flush_cycle_mu_ held ---
   // Writes the checkpoint for the current flushed index (index files flushed first).
   Status write_checkpoint_locked(std::uint64_t truncate_from);
+  // The flusher's periodic checkpoint: every checkpoint_interval_ms, when it changed.
   void maybe_checkpoint_locked();
+  // Writes the checkpoint if the flushed or commit index moved since the last one; a failed write
+  // fails the log.
+  Status checkpoint_if_changed_locked();
 
   // --- reading (commit_log_read.cpp) ---
   // Segment holding `index` (meta_mu_ held), or nullptr.
@@ -262,6 +280,9 @@ class CommitLog::Impl {
   std::unique_ptr<DurableRecordFile> suspect_file_;
   std::uint64_t suspect_index_ = 0;  // recovery: the marker's index (0 = none)
 
+  std::mutex step_mu_;
+  std::uint64_t stepped_reported_ = 0;  // step_mu_: the flushed index the listener last heard of
+
   std::mutex write_mu_;
   // write_mu_: encoded entries on their way to the segment file (commit_log_append.cpp). Holds at
   // most kStagingBytes, or one record when a single record is larger.
@@ -309,7 +330,7 @@ class CommitLog::Impl {
 
   std::atomic<bool> closed_{false};
   bool abort_marker_written_ = false;
-  bool started_ = false;  // set once recovery succeeded and the threads run
+  bool started_ = false;  // set once recovery succeeded (and the threads run, unless stepped)
 };
 
 }  // namespace raftlog::store

@@ -18,6 +18,10 @@ std::string validate_options(const Options& options) {
            std::to_string(entry_format::kHeaderBytes) + "-byte header and the segment's " +
            std::to_string(segment_format::kSegmentHeaderBytes) + "-byte header)";
   }
+  if (options.background_work != BackgroundWork::kThreads && options.background_work != BackgroundWork::kStepped) {
+    return "background_work " + std::to_string(static_cast<int>(options.background_work)) +
+           " is neither threads nor stepped";
+  }
   if (options.max_batch_entries == 0 || options.flush_interval_ms == 0 || options.checkpoint_interval_ms == 0) {
     return "max_batch_entries, flush_interval_ms and checkpoint_interval_ms must be positive";
   }

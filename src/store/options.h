@@ -20,6 +20,23 @@ enum class FlushMode : std::uint8_t {
 
 const char* to_string(FlushMode mode);
 
+// Who runs the log's background work: flush cycles, the periodic checkpoint, segment preallocation.
+enum class BackgroundWork : std::uint8_t {
+  // The log's own threads: a flusher (group commit), a waker for many waiters, a segment allocator.
+  // raftlogd runs this way.
+  kThreads = 0,
+  // No thread at all, so that a deterministic simulator can run the log on its own thread: the owner
+  // calls CommitLog::run_flush_cycle() and CommitLog::run_checkpoint() when it decides to, and a
+  // segment roll creates its segment inline. Nothing waits for durability: append() in sync flush
+  // mode and wait_flushed() for an unflushed index are refused (kFailedPrecondition); the owner uses
+  // append_no_wait() and the flush listener, which run_flush_cycle() calls on the caller's thread.
+  // flush_interval_ms, flush_dirty_bytes, checkpoint_interval_ms and preallocate_next_segment have
+  // no effect (commit_log.h, "STEPPED MODE").
+  kStepped = 1,
+};
+
+const char* to_string(BackgroundWork work);
+
 struct Options {
   // Bytes per segment file (including its header). Every segment is preallocated to this size.
   // Allowed: [kMinSegmentSizeBytes, kMaxSegmentSizeBytes].
@@ -31,6 +48,7 @@ struct Options {
   std::uint32_t max_batch_entries = 65536;
 
   FlushMode flush_mode = FlushMode::kSync;
+  BackgroundWork background_work = BackgroundWork::kThreads;
   // Async mode: longest time written entries stay unflushed (the flusher's period).
   std::uint32_t flush_interval_ms = 10;
   // Async mode: flush early once this many written bytes are unflushed.

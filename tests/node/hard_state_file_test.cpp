@@ -8,6 +8,7 @@
 
 #include "store/durable_record.h"
 #include "store/env.h"
+#include "store/memory_env.h"
 #include "temp_dir.h"
 
 namespace raftlog::replica {
@@ -132,6 +133,93 @@ TEST(HardStateFile, AValidRecordWithAnUnknownPayloadFailsOpen) {
   auto file = HardStateFile::open(dir.path());
   ASSERT_FALSE(file.ok());
   EXPECT_EQ(file.status().code(), store::StatusCode::kCorruption);
+}
+
+// --- through a MemoryEnv: the hard state lives where the simulator's log lives ----------------------
+
+// A directory that exists only inside the MemoryEnv (checked absent on the real file system).
+constexpr const char* kMemoryOnlyDir = "/raftlog-hard-state-test-memory-only";
+
+TEST(HardStateFileMemoryEnv, EveryOperationGoesThroughTheGivenEnv) {
+  store::MemoryEnv env;
+  auto file = HardStateFile::open(kMemoryOnlyDir, &env);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_TRUE((*file)->write(raft::HardState{5, 3, 0}).ok());
+  EXPECT_TRUE(env.exists(hard_state_path(kMemoryOnlyDir)));
+  EXPECT_FALSE(std::filesystem::exists(kMemoryOnlyDir)) << "the hard state reached the real disk";
+  auto bytes = env.content(hard_state_path(kMemoryOnlyDir));
+  ASSERT_TRUE(bytes.ok());
+  auto slot = store::DurableRecordFile::decode_slot(bytes->data(), bytes->size());
+  auto other = store::DurableRecordFile::decode_slot(bytes->data() + store::DurableRecordFile::kSlotStrideBytes,
+                                                     store::DurableRecordFile::kSlotStrideBytes);
+  ASSERT_TRUE(slot.has_value() || other.has_value());
+  const std::string payload = slot.has_value() ? slot->payload : other->payload;
+  EXPECT_EQ(payload, HardStateFile::encode(raft::HardState{5, 3, 0}));
+}
+
+// write() returns once the record is durable: a power loss right after it keeps it.
+TEST(HardStateFileMemoryEnv, AWrittenHardStateSurvivesPowerLoss) {
+  store::MemoryEnv env;
+  {
+    auto file = HardStateFile::open(kMemoryOnlyDir, &env);
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    ASSERT_TRUE((*file)->write(raft::HardState{2, 1, 0}).ok());
+    ASSERT_TRUE((*file)->write(raft::HardState{3, 2, 0}).ok());
+    env.crash();
+  }
+  env.restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
+  auto reopened = HardStateFile::open(kMemoryOnlyDir, &env);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
+  EXPECT_EQ((*reopened)->current(), (raft::HardState{3, 2, 0}));
+}
+
+// A power loss inside a write, in every way the unsynced bytes can come back: the previous or the
+// new hard state, never garbage and never a refusal to open.
+TEST(HardStateFileMemoryEnv, APowerLossDuringAWriteKeepsTheOldOrTheNewHardState) {
+  const raft::HardState older{6, 2, 0};
+  const raft::HardState newer{7, 3, 0};
+  for (const store::CrashMode mode : {store::CrashMode::kLoseUnflushed, store::CrashMode::kTornWrite,
+                                      store::CrashMode::kKeepRandomSectors, store::CrashMode::kFlipBits,
+                                      store::CrashMode::kKeepAll}) {
+    for (std::uint64_t seed = 1; seed <= 8; ++seed) {
+      SCOPED_TRACE(std::string(store::to_string(mode)) + " seed " + std::to_string(seed));
+      store::MemoryEnv env;
+      {
+        auto file = HardStateFile::open(kMemoryOnlyDir, &env);
+        ASSERT_TRUE(file.ok()) << file.status().to_string();
+        ASSERT_TRUE((*file)->write(older).ok());
+        env.crash_after_syncs(0);  // the next write's sync does not happen: power is lost there
+        EXPECT_FALSE((*file)->write(newer).ok());
+        ASSERT_TRUE(env.crashed());
+      }
+      env.restart(store::CrashOptions{mode, seed});
+      auto reopened = HardStateFile::open(kMemoryOnlyDir, &env);
+      ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
+      const raft::HardState recovered = (*reopened)->current();
+      EXPECT_TRUE(recovered == older || recovered == newer) << recovered.term << "/" << recovered.vote;
+      if (mode == store::CrashMode::kLoseUnflushed) {
+        EXPECT_EQ(recovered, older);
+      }
+    }
+  }
+}
+
+// A power loss at each sync of the file's creation leaves a file (or none) that opens as a new node.
+TEST(HardStateFileMemoryEnv, APowerLossDuringCreationOpensAsANewNode) {
+  for (std::uint64_t syncs = 0; syncs < 3; ++syncs) {
+    SCOPED_TRACE("crash after " + std::to_string(syncs) + " syncs");
+    store::MemoryEnv env;
+    env.crash_after_syncs(syncs);
+    {
+      auto file = HardStateFile::open(kMemoryOnlyDir, &env);
+      if (file.ok()) (void)(*file)->write(raft::HardState{1, 1, 0});  // meets the crash if open did not
+    }
+    ASSERT_TRUE(env.crashed());
+    env.restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
+    auto reopened = HardStateFile::open(kMemoryOnlyDir, &env);
+    ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
+    EXPECT_EQ((*reopened)->current(), (raft::HardState{0, 0, 0}));
+  }
 }
 
 }  // namespace

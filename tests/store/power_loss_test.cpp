@@ -1,5 +1,6 @@
 // Power-loss tests: a random workload (appends in both flush modes, with indexes given or assigned by
-// the log, suffix and prefix truncations, commit-index updates, explicit flushes) runs over
+// the log, suffix and prefix truncations, commit-index updates, explicit flushes; with the log's
+// threads, or stepped: no thread, flush and checkpoint steps taken by the workload) runs over
 // MemoryEnv and is cut by a simulated power loss at a random moment -- between operations or inside
 // one (after a random number of sync calls).
 // The restart loses, tears, partially keeps or bit-flips the unflushed bytes. After recovery:
@@ -73,11 +74,15 @@ void check_recovered(const CommitLog& log, const Model& model, std::uint64_t dur
   EXPECT_EQ(log.recovery_report().last_index, last) << where;
 }
 
-void run_seed(std::uint64_t seed) {
+// `work`: with kStepped no thread flushes; the workload's own flush steps (run_flush_cycle(),
+// flush(), run_checkpoint()) are the only ones, and appends never wait (append_no_wait()).
+void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads) {
   std::mt19937_64 rng(seed);
   MemoryEnv env;
   ASSERT_TRUE(env.create_dir("/log").ok());
+  const bool stepped = work == BackgroundWork::kStepped;
   Options options = testing::small_options(&env, rng() % 2 == 0 ? FlushMode::kSync : FlushMode::kAsync);
+  options.background_work = work;
   options.max_entry_size_bytes = 4096;
   options.flush_interval_ms = 1 + static_cast<std::uint32_t>(rng() % 5);
   options.flush_dirty_bytes = 4096 + rng() % 65536;
@@ -89,7 +94,7 @@ void run_seed(std::uint64_t seed) {
 
   for (int round = 0; round < 3; ++round) {
     const std::string where = "seed " + std::to_string(seed) + " round " + std::to_string(round) +
-                              " mode " + to_string(options.flush_mode);
+                              " mode " + to_string(options.flush_mode) + " " + to_string(work);
     const bool crash_inside = rng() % 2 == 0;
     if (crash_inside) env.crash_after_syncs(rng() % 60);
     std::uint64_t pending_truncation = 0;
@@ -116,7 +121,7 @@ void run_seed(std::uint64_t seed) {
           entry.payload = batch.payloads[i];
           batch.entries.push_back(entry);
         }
-        auto result = log->append(batch.span());
+        auto result = stepped ? log->append_no_wait(batch.span()) : log->append(batch.span());
         if (!result.ok()) {
           ASSERT_TRUE(env.crashed()) << where << ": " << result.status().to_string();
           break;
@@ -137,7 +142,8 @@ void run_seed(std::uint64_t seed) {
         model.entries.erase(model.entries.lower_bound(from), model.entries.end());
         ++model.next_term;  // a new leader's entries follow a truncation
       } else if (choice < 88) {
-        const Status status = log->flush();
+        const int step = stepped ? static_cast<int>(rng() % 3) : 0;
+        const Status status = step == 0 ? log->flush() : step == 1 ? log->run_flush_cycle() : log->run_checkpoint();
         if (!status.ok()) {
           ASSERT_TRUE(env.crashed()) << where << ": " << status.to_string();
         }
@@ -183,27 +189,33 @@ std::uint64_t env_or(const char* name, std::uint64_t fallback) {
   return value == nullptr ? fallback : std::strtoull(value, nullptr, 10);
 }
 
-// Longer hunts: RAFTLOG_POWER_LOSS_SEEDS=20000 RAFTLOG_POWER_LOSS_SEED_START=1000
-// RAFTLOG_POWER_LOSS_SECONDS=600 ./store_recovery_test --gtest_filter=PowerLoss.*
-TEST(PowerLoss, RandomWorkloadsOverManySeeds) {
+// Runs the seeds of RAFTLOG_POWER_LOSS_SEED_START/_SEEDS, bounded in time as well as in count
+// (RAFTLOG_POWER_LOSS_SECONDS), so the suite stays fast on slow machines.
+void run_seeds(BackgroundWork work) {
   const auto started = std::chrono::steady_clock::now();
   const std::uint64_t first_seed = env_or("RAFTLOG_POWER_LOSS_SEED_START", 1);
   const std::uint64_t seed_count = env_or("RAFTLOG_POWER_LOSS_SEEDS", 300);
   const auto time_limit = std::chrono::seconds(env_or("RAFTLOG_POWER_LOSS_SECONDS", 15));
   std::uint64_t seeds = 0;
   for (std::uint64_t seed = first_seed; seed < first_seed + seed_count; ++seed) {
-    run_seed(seed);
+    run_seed(seed, work);
     ++seeds;
-    if (HasFatalFailure()) {
-      ADD_FAILURE() << "failing seed: " << seed;
+    if (::testing::Test::HasFatalFailure()) {
+      ADD_FAILURE() << "failing seed: " << seed << " (" << to_string(work) << ")";
       return;
     }
-    // Bounded in time as well as in count, so the suite stays fast on slow machines.
     if (std::chrono::steady_clock::now() - started > time_limit) break;
   }
-  std::printf("power-loss seeds run: %llu\n", static_cast<unsigned long long>(seeds));
+  std::printf("power-loss seeds run (%s): %llu\n", to_string(work), static_cast<unsigned long long>(seeds));
   EXPECT_GE(seeds, std::min<std::uint64_t>(seed_count, 50));
 }
+
+// Longer hunts: RAFTLOG_POWER_LOSS_SEEDS=20000 RAFTLOG_POWER_LOSS_SEED_START=1000
+// RAFTLOG_POWER_LOSS_SECONDS=600 ./store_recovery_test --gtest_filter=PowerLoss.*
+TEST(PowerLoss, RandomWorkloadsOverManySeeds) { run_seeds(BackgroundWork::kThreads); }
+
+// The same workloads with no thread in the log: only the workload's steps make anything durable.
+TEST(PowerLoss, SteppedRandomWorkloadsOverManySeeds) { run_seeds(BackgroundWork::kStepped); }
 
 }  // namespace
 }  // namespace raftlog::store
