@@ -82,7 +82,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
 }
 
 bool Replica::open_hard_state(NodeError* error) {
-  auto hard_state_file = HardStateFile::open(config_.data_dir);
+  auto hard_state_file = HardStateFile::open(config_.data_dir, config_.store.env);
   if (!hard_state_file.ok()) {
     *error = make_error(ErrorCode::kInternal, "opening the hard state failed: " + hard_state_file.status().to_string());
     return false;
