@@ -3,6 +3,7 @@
 #include <grpcpp/client_context.h>
 #include <grpcpp/server_context.h>
 
+#include "api_errors/status_details.h"
 #include "raftlog/v1/client.pb.h"
 
 namespace raftlog::api_errors {
@@ -26,7 +27,9 @@ grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode cod
   raftlog::v1::ErrorInfo info;
   to_wire(details, &info);
   context->AddTrailingMetadata(std::string(kErrorInfoMetadataKey), info.SerializeAsString());
-  return {code, std::move(message)};
+  // gRPC sends a status's error_details as the grpc-status-details-bin trailer.
+  std::string standard = status_details(code, message, details);
+  return {code, std::move(message), std::move(standard)};
 }
 
 ErrorAnswer not_leader_answer(std::uint64_t leader_id, std::string leader_address) {
@@ -53,6 +56,13 @@ grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t l
 
 std::optional<ErrorDetails> error_details(const grpc::ClientContext& context) {
   const auto& trailers = context.GetServerTrailingMetadata();
+  const auto standard =
+      trailers.find(grpc::string_ref(kStatusDetailsMetadataKey.data(), kStatusDetailsMetadataKey.size()));
+  if (standard != trailers.end()) {
+    const std::string_view bytes(standard->second.data(), standard->second.size());
+    if (auto details = details_from_status_details(bytes)) return details;
+  }
+  // A server from before the standard trailer, or one whose details are not raftlog's.
   const auto found = trailers.find(grpc::string_ref(kErrorInfoMetadataKey.data(), kErrorInfoMetadataKey.size()));
   if (found == trailers.end()) return std::nullopt;
   raftlog::v1::ErrorInfo info;

@@ -74,7 +74,7 @@ class [[nodiscard]] Status {
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
-  // The server's ErrorInfo, when it attached one (leader hint, reason word).
+  // The server's ErrorInfo, when it attached one (leader hint, reason word, index hints).
   const std::optional<ErrorDetails>& details() const { return details_; }
   // "OK" or "<CODE>: <message>".
   std::string to_string() const;

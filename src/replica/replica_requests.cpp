@@ -174,7 +174,8 @@ void Replica::read_index(ReadIndexRequest in) {
 void Replica::transfer_leadership(TransferRequest in) {
   if (!config_.members.contains(in.target)) {
     in.done(TransferResult{make_error(ErrorCode::kInvalidArgument, "node " + std::to_string(in.target) +
-                                                        " is not a member of the cluster"), 0, 0});
+                                                        " is not a member of the cluster",
+                                      kReasonTransferTargetUnknown), 0, 0});
     return;
   }
   switch (raft_->transfer_leadership(in.target)) {
@@ -187,13 +188,19 @@ void Replica::transfer_leadership(TransferRequest in) {
       in.done(TransferResult{not_leader_error(), 0, 0});
       return;
     case raft::TransferStatus::kUnknownTarget:
-      in.done(TransferResult{make_error(ErrorCode::kInvalidArgument, "unknown transfer target " + std::to_string(in.target)), 0, 0});
+      in.done(TransferResult{make_error(ErrorCode::kInvalidArgument,
+                                        "unknown transfer target " + std::to_string(in.target),
+                                        kReasonTransferTargetUnknown), 0, 0});
       return;
     case raft::TransferStatus::kInProgress:
-      in.done(TransferResult{make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress"), 0, 0});
+      in.done(TransferResult{make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress",
+                                        kReasonTransferInProgress), 0, 0});
       return;
   }
-  if (pending_transfer_) pending_transfer_->done(TransferResult{make_error(ErrorCode::kUnavailable, "superseded"), 0, 0});
+  if (pending_transfer_) {
+    pending_transfer_->done(
+        TransferResult{make_error(ErrorCode::kUnavailable, "superseded", kReasonTransferSuperseded), 0, 0});
+  }
   pending_transfer_ = std::move(in);
   // The core aborts a transfer after an election timeout; allow two before reporting failure.
   transfer_deadline_ = deps_.clock() + std::chrono::milliseconds(4ULL * config_.election_ticks * config_.tick_ms);
@@ -208,7 +215,8 @@ void Replica::expire_pending(Clock::time_point now) {
                                               "not committed within " +
                                                   std::to_string(config_.append_timeout_ms) +
                                                   " ms; the outcome is unknown: retry with the same "
-                                                  "client_id/sequence")));
+                                                  "client_id/sequence",
+                                              kReasonCommitTimeout)));
       it = pending_appends_.erase(it);
     } else {
       ++it;
@@ -218,7 +226,8 @@ void Replica::expire_pending(Clock::time_point now) {
     for (auto it = reads.begin(); it != reads.end();) {
       if (it->second.deadline <= now) {
         it->second.done(ReadIndexResult{
-            make_error(ErrorCode::kDeadlineExceeded, "leadership could not be confirmed in time"), 0});
+            make_error(ErrorCode::kDeadlineExceeded, "leadership could not be confirmed in time",
+                       kReasonReadIndexTimeout), 0});
         it = reads.erase(it);
       } else {
         ++it;
@@ -229,7 +238,8 @@ void Replica::expire_pending(Clock::time_point now) {
   expire_reads(reads_awaiting_commit_);
   if (pending_transfer_ && transfer_deadline_ <= now) {
     pending_transfer_->done(
-        TransferResult{make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time"), 0, 0});
+        TransferResult{make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time",
+                                  kReasonTransferTimeout), 0, 0});
     pending_transfer_.reset();
   }
 }

@@ -32,7 +32,8 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   if (target > first_before) {
     if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target, st.to_string());
-      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + st.to_string()), first_before, limit};
+      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + st.to_string(), kReasonStorageError),
+                        first_before, limit};
     }
   }
   const std::uint64_t first_after = log_->first_index();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "raft/types.h"
@@ -12,7 +13,7 @@ namespace raftlog::replica {
 
 enum class ErrorCode {
   kOk = 0,
-  kInvalidArgument,    // empty append, too many entries, entry too large, bad range
+  kInvalidArgument,    // empty append, too many entries, entry too large, index 0
   kNotLeader,          // leader_id/leader_address name the leader when known
   kNoLeader,           // no leader known yet (election in progress)
   kOutOfRange,         // read below the first retained index or past the committed end
@@ -29,9 +30,13 @@ const char* to_string(ErrorCode code);
 struct NodeError {
   ErrorCode code = ErrorCode::kOk;
   std::string message;
-  std::string reason;           // machine-readable word (api_errors/error_details.h), "" when none
+  std::string reason;           // machine-readable word (api_errors/error_details.h); every refusal has one
   std::uint64_t leader_id = 0;  // for kNotLeader
   std::string leader_address;
+  // For the index reasons (INDEX_TRIMMED, INDEX_NOT_YET_COMMITTED): the indexes the read was judged
+  // against, so a client learns where the log starts and ends without another call.
+  std::optional<std::uint64_t> first_index;
+  std::optional<std::uint64_t> commit_index;
   bool ok() const { return code == ErrorCode::kOk; }
 };
 
@@ -69,7 +74,9 @@ struct ReadIndexResult {
 inline constexpr const char* kReasonEmptyAppend = "EMPTY_APPEND";
 inline constexpr const char* kReasonEntryTooLarge = "ENTRY_TOO_LARGE";
 inline constexpr const char* kReasonTooManyEntries = "TOO_MANY_ENTRIES";
-inline constexpr const char* kReasonBadIndexRange = "BAD_INDEX_RANGE";
+inline constexpr const char* kReasonBadIndexRange = "BAD_INDEX_RANGE";  // index 0
+inline constexpr const char* kReasonIndexTrimmed = "INDEX_TRIMMED";
+inline constexpr const char* kReasonIndexNotYetCommitted = "INDEX_NOT_YET_COMMITTED";
 inline constexpr const char* kReasonTooManyPending = "TOO_MANY_PENDING";
 inline constexpr const char* kReasonShuttingDown = "SHUTTING_DOWN";
 inline constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
@@ -80,6 +87,13 @@ inline constexpr const char* kReasonAppendTooLarge = "APPEND_TOO_LARGE";
 inline constexpr const char* kReasonDiskFull = "DISK_FULL";
 inline constexpr const char* kReasonDiskWatermark = "DISK_WATERMARK";
 inline constexpr const char* kReasonCorruptEntry = "CORRUPT_ENTRY";
+inline constexpr const char* kReasonStorageError = "STORAGE_ERROR";
+inline constexpr const char* kReasonCommitTimeout = "COMMIT_TIMEOUT";
+inline constexpr const char* kReasonReadIndexTimeout = "READ_INDEX_TIMEOUT";
+inline constexpr const char* kReasonTransferTargetUnknown = "TRANSFER_TARGET_UNKNOWN";
+inline constexpr const char* kReasonTransferInProgress = "TRANSFER_IN_PROGRESS";
+inline constexpr const char* kReasonTransferSuperseded = "TRANSFER_SUPERSEDED";
+inline constexpr const char* kReasonTransferTimeout = "TRANSFER_TIMEOUT";
 
 // Where the replica's Raft messages go (the peer transport; the simulator's network).
 class MessageSender {

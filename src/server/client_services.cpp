@@ -271,8 +271,10 @@ class ClientServices::Impl {
       // A flush is one msync/fdatasync: short enough to run on the callback thread.
       store::Status st = owner_->node_->flush_store();
       if (!st.ok()) {
+        const std::string_view reason = st.code() == store::StatusCode::kNoSpace ? api_errors::reason::kDiskFull
+                                                                                  : api_errors::reason::kStorageError;
         reactor->Finish(reason_status(context, grpc::StatusCode::INTERNAL, "flush failed: " + st.to_string(),
-                                      st.code() == store::StatusCode::kNoSpace ? "DISK_FULL" : ""));
+                                      std::string(reason)));
         return reactor;
       }
       v1::FlushResponse response;
@@ -342,8 +344,7 @@ class ClientServices::Impl {
       while (!cancelled_.load() && !owner_->shutting_down_.load() && !node->stopping()) {
         std::vector<raft::Entry> entries;
         NodeError error = node->read_committed(next_index_, max_entries, max_bytes_, &entries);
-        if (error.code == ErrorCode::kOutOfRange && next_index_ > node->commit_index() + 1 &&
-            past_end_waited < kPastEndGrace) {
+        if (error.reason == api_errors::reason::kIndexNotYetCommitted && past_end_waited < kPastEndGrace) {
           node->wait_for_commit(next_index_ - 2, Clock::now() + poll);
           past_end_waited += poll;
           continue;
@@ -431,19 +432,20 @@ class ClientServices::Impl {
     std::lock_guard lock(tails_mu_);
     grpc::CallbackServerContext* context = tail->context();
     if (shutting_down_.load() || node_->stopping()) {
-      return reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", "SHUTTING_DOWN");
+      return reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
+                           std::string(api_errors::reason::kShuttingDown));
     }
     if (live_tails_.size() >= limits_.max_tail_streams) {
       return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
                            "too many Tail streams on this node (" + std::to_string(limits_.max_tail_streams) + ")",
-                           "TOO_MANY_PENDING");
+                           std::string(api_errors::reason::kTooManyPending));
     }
     if (!tails_per_connection_.try_add(tail->connection())) {
       return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
                            "too many Tail streams on this connection (" +
                                std::to_string(tails_per_connection_.max_per_connection()) +
                                ", --max-tail-streams-per-connection); close one or use another connection",
-                           "TOO_MANY_PENDING");
+                           std::string(api_errors::reason::kTooManyPending));
     }
     live_tails_.insert(tail);
     return std::nullopt;
@@ -533,10 +535,12 @@ grpc::ServerUnaryReactor* ClientServices::Impl::LogService::Read(grpc::CallbackS
         return;
       case ReadExecutor::Submit::kFull:
         reactor->Finish(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                      "too many linearizable reads queued; retry later", "TOO_MANY_PENDING"));
+                                      "too many linearizable reads queued; retry later",
+                                      std::string(api_errors::reason::kTooManyPending)));
         return;
       case ReadExecutor::Submit::kStopped:
-        reactor->Finish(reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down", "SHUTTING_DOWN"));
+        reactor->Finish(reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
+                                      std::string(api_errors::reason::kShuttingDown)));
         return;
     }
   });
@@ -563,7 +567,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClientServices::Impl::LogService::Ta
     return refuse(malformed_request(context, "the request", request.GetTypeName(), "no stream was opened"));
   }
   if (request.from_index() == 0) {
-    return refuse(reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1", "BAD_INDEX_RANGE"));
+    return refuse(reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1",
+                                std::string(api_errors::reason::kBadIndexRange)));
   }
   if (std::optional<grpc::Status> refused = owner->register_tail(reactor)) return refuse(*refused);
   reactor->start();

@@ -458,22 +458,33 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
   const std::uint64_t commit = commit_.load(std::memory_order_acquire);
   const std::uint64_t first = log_->first_index();
   if (from_index == 0) return make_error(ErrorCode::kInvalidArgument, "indexes start at 1", replica::kReasonBadIndexRange);
+  // Two OUT_OF_RANGE reasons, because a client does opposite things about them: an index below the
+  // first retained one is gone for good, one past the committed end may exist soon.
+  auto out_of_range = [&](std::string message, const char* reason) {
+    NodeError error = make_error(ErrorCode::kOutOfRange, std::move(message), reason);
+    error.first_index = log_->first_index();
+    error.commit_index = commit;
+    return error;
+  };
   if (from_index < first) {
-    return make_error(ErrorCode::kOutOfRange, "index " + std::to_string(from_index) +
-                                                  " is below the first retained index " + std::to_string(first),
-                      replica::kReasonBadIndexRange);
+    return out_of_range("index " + std::to_string(from_index) + " is below the first retained index " +
+                            std::to_string(first) + " (trimmed)",
+                        replica::kReasonIndexTrimmed);
   }
   if (from_index > commit + 1) {
-    return make_error(ErrorCode::kOutOfRange, "index " + std::to_string(from_index) +
-                                                  " is past the committed end " + std::to_string(commit),
-                      replica::kReasonBadIndexRange);
+    return out_of_range("index " + std::to_string(from_index) + " is past the committed end " +
+                            std::to_string(commit) + "; retry once it is committed",
+                        replica::kReasonIndexNotYetCommitted);
   }
   if (from_index == commit + 1) return NodeError{};
   const std::size_t available = static_cast<std::size_t>(commit - from_index + 1);
   auto batch = log_->read(from_index, std::min(max_entries, available), max_bytes);
   if (!batch.ok()) {
     if (batch.status().code() == store::StatusCode::kOutOfRange) {
-      return make_error(ErrorCode::kOutOfRange, batch.status().message());
+      // A trim between the checks above and the read (committed entries are never cut from the end).
+      const bool trimmed = from_index < log_->first_index();
+      return out_of_range(batch.status().message(),
+                          trimmed ? replica::kReasonIndexTrimmed : replica::kReasonIndexNotYetCommitted);
     }
     if (batch.status().code() == store::StatusCode::kCorruption) {
       std::uint64_t corrupt = find_corrupt_index(from_index, std::min(max_entries, available));
@@ -486,7 +497,8 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
                             batch.status().message(),
                         replica::kReasonCorruptEntry);
     }
-    return make_error(ErrorCode::kInternal, "reading the log: " + batch.status().to_string());
+    return make_error(ErrorCode::kInternal, "reading the log: " + batch.status().to_string(),
+                      replica::kReasonStorageError);
   }
   out->reserve(batch->entries.size());
   for (const store::EntryView& view : batch->entries) {

@@ -29,6 +29,8 @@ api_errors::ErrorAnswer error_answer(const NodeError& error) {
   answer.code = grpc_code(error.code);
   answer.message = error.message;
   answer.details.reason = error.reason;
+  answer.details.first_index = error.first_index;
+  answer.details.commit_index = error.commit_index;
   return answer;
 }
 

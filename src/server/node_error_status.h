@@ -19,7 +19,7 @@ namespace raftlog::server {
 grpc::StatusCode grpc_code(ErrorCode code);
 
 // The answer for a failed outcome (error.ok() must be false): NOT_LEADER/NO_LEADER with the leader
-// hint, every other code with its reason word.
+// hint, every other code with its reason word (and, for the index reasons, the node's indexes).
 api_errors::ErrorAnswer error_answer(const NodeError& error);
 
 // An error status carrying only a reason word in its ErrorInfo (no leader hint).

@@ -91,8 +91,9 @@ TEST(Client, EveryAppendCallTakesTheNextSequence) {
   leader.log.on_append = [](grpc::ServerContext* context, int, const pb::AppendRequest& request,
                             pb::AppendResponse* response) {
     if (request.entries(0) == "too big") {
-      return error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "entry of 9 bytes exceeds 8",
-                          ErrorDetails{0, "", std::string(reason::kEntryTooLarge)});
+      ErrorDetails details;
+      details.reason = std::string(reason::kEntryTooLarge);
+      return error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "entry of 9 bytes exceeds 8", details);
     }
     return accept_append(request, response, request.sequence() * 100);
   };
@@ -131,8 +132,9 @@ TEST(Client, SequenceReusedIsReturnedAtOnceNotRetried) {
   leader.log.on_append = [](grpc::ServerContext* context, int, const pb::AppendRequest& request,
                             pb::AppendResponse* response) {
     if (request.sequence() == 1) {
-      return error_status(context, grpc::StatusCode::FAILED_PRECONDITION, "sequence 1 already used",
-                          ErrorDetails{0, "", std::string(reason::kSequenceReused)});
+      ErrorDetails details;
+      details.reason = std::string(reason::kSequenceReused);
+      return error_status(context, grpc::StatusCode::FAILED_PRECONDITION, "sequence 1 already used", details);
     }
     return accept_append(request, response, 5);
   };

@@ -62,12 +62,14 @@ struct GatedLeader {
       if (call <= held_calls) gate.wait();
       for (const std::string& entry : request.entries()) {
         if (entry == "too big") {
-          return error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "entry exceeds the limit",
-                              ErrorDetails{0, "", std::string(reason::kEntryTooLarge)});
+          ErrorDetails details;
+          details.reason = std::string(reason::kEntryTooLarge);
+          return error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "entry exceeds the limit", details);
         }
         if (entry == "disk full") {
-          return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED, "disk full on the leader",
-                              ErrorDetails{0, "", "DISK_FULL"});
+          ErrorDetails details;
+          details.reason = "DISK_FULL";
+          return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED, "disk full on the leader", details);
         }
       }
       std::lock_guard lock(mu);

@@ -92,8 +92,10 @@ TEST_F(ApiTest, BadRequestsGetSpecificStatusesAndChangeNothing) {
     EXPECT_NE(st.error_message().find("past the committed end"), std::string::npos) << st.error_message();
   }
 
-  // A follower refuses writes and names the leader, in the message and in ErrorInfo.
+  // A follower refuses writes and names the leader, in the message and in ErrorInfo (once it has
+  // heard from the leader: until then it says NO_LEADER).
   const int follower = leader_ == 1 ? 2 : 1;
+  ASSERT_TRUE(cluster_->wait_for_commit(follower, ok_response.last_index())) << cluster_->log_tail(follower);
   auto f = stub(cluster_->address(follower));
   grpc::ClientContext ctx;
   grpc::Status redirected = append(*f, {"x"}, 0, 0, &response, &ctx);

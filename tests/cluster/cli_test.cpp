@@ -2,33 +2,13 @@
 // their --json output.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <string>
-#include <sys/wait.h>
 
+#include "shared/command_run.h"
 #include "testing/local_cluster.h"
 
 namespace raftlog::testing {
 namespace {
-
-struct CommandRun {
-  int exit_code = -1;
-  std::string out;
-};
-
-// Runs a shell command line (stdout captured, stderr merged), bounded by `timeout`.
-CommandRun run(const std::string& command) {
-  CommandRun result;
-  FILE* pipe = ::popen(("timeout 30 " + command + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer{};
-  std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.out.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
 
 TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   LocalClusterOptions options;
@@ -40,49 +20,49 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
   const std::string endpoints = " --endpoints " + cluster.endpoints();
 
-  CommandRun status = run(ctl + "status --json" + endpoints);
+  CommandRun status = run_command(ctl + "status --json" + endpoints);
   ASSERT_EQ(status.exit_code, 0) << status.out;
   EXPECT_NE(status.out.find("\"role\":\"leader\""), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("\"id\":" + std::to_string(leader)), std::string::npos) << status.out;
 
-  CommandRun append = run("printf 'one\\ntwo\\n' | " + ctl + "append --json" + endpoints);
+  CommandRun append = run_command("printf 'one\\ntwo\\n' | " + ctl + "append --json" + endpoints);
   ASSERT_EQ(append.exit_code, 0) << append.out;
   EXPECT_NE(append.out.find("\"first_index\":2"), std::string::npos) << append.out;  // 1 is the no-op
   EXPECT_NE(append.out.find("\"first_index\":3"), std::string::npos) << append.out;
 
-  CommandRun read = run(ctl + "read --from 1 --linearizable" + endpoints);
+  CommandRun read = run_command(ctl + "read --from 1 --linearizable" + endpoints);
   ASSERT_EQ(read.exit_code, 0) << read.out;
   EXPECT_EQ(read.out, "1\t1\t(noop)\n2\t1\tone\n3\t1\ttwo\n");
 
-  CommandRun tail = run(ctl + "tail --from 2 --json" + endpoints);
+  CommandRun tail = run_command(ctl + "tail --from 2 --json" + endpoints);
   ASSERT_EQ(tail.exit_code, 0) << tail.out;
   EXPECT_NE(tail.out.find("\"payload\":\"two\""), std::string::npos) << tail.out;
 
   const int target = leader == 3 ? 1 : leader + 1;
-  CommandRun transfer = run(ctl + "transfer-leader --to " + std::to_string(target) + endpoints);
+  CommandRun transfer = run_command(ctl + "transfer-leader --to " + std::to_string(target) + endpoints);
   ASSERT_EQ(transfer.exit_code, 0) << transfer.out;
   EXPECT_NE(transfer.out.find("node " + std::to_string(target) + " is leader"), std::string::npos) << transfer.out;
 
-  CommandRun flush = run(ctl + "flush" + endpoints);
+  CommandRun flush = run_command(ctl + "flush" + endpoints);
   EXPECT_EQ(flush.exit_code, 0) << flush.out;
   EXPECT_NE(flush.out.find("flushed through index"), std::string::npos) << flush.out;
   // trim: every node answers with its first retained index (1: one segment, nothing to delete).
-  CommandRun trim = run(ctl + "trim --before 2" + endpoints);
+  CommandRun trim = run_command(ctl + "trim --before 2" + endpoints);
   EXPECT_EQ(trim.exit_code, 0) << trim.out;
   EXPECT_NE(trim.out.find("first retained index 1"), std::string::npos) << trim.out;
-  CommandRun trim_json = run(ctl + "trim --before 2 --json" + endpoints);
+  CommandRun trim_json = run_command(ctl + "trim --before 2 --json" + endpoints);
   EXPECT_EQ(trim_json.exit_code, 0) << trim_json.out;
   EXPECT_NE(trim_json.out.find("\"first_index\":1"), std::string::npos) << trim_json.out;
-  EXPECT_EQ(run(ctl + "trim" + endpoints).exit_code, 2);  // --before is required
+  EXPECT_EQ(run_command(ctl + "trim" + endpoints).exit_code, 2);  // --before is required
 
   // Usage errors exit 2; a refused request exits 1 with the server's reason.
-  EXPECT_EQ(run(ctl + "read --bogus" + endpoints).exit_code, 2);
-  EXPECT_EQ(run(ctl + "transfer-leader" + endpoints).exit_code, 2);
-  CommandRun past_end = run(ctl + "read --from 1000" + endpoints);
+  EXPECT_EQ(run_command(ctl + "read --bogus" + endpoints).exit_code, 2);
+  EXPECT_EQ(run_command(ctl + "transfer-leader" + endpoints).exit_code, 2);
+  CommandRun past_end = run_command(ctl + "read --from 1000" + endpoints);
   EXPECT_EQ(past_end.exit_code, 1) << past_end.out;
   EXPECT_NE(past_end.out.find("OUT_OF_RANGE"), std::string::npos) << past_end.out;
   EXPECT_NE(past_end.out.find("past the committed end"), std::string::npos) << past_end.out;
-  CommandRun unknown_target = run(ctl + "transfer-leader --to 9" + endpoints);
+  CommandRun unknown_target = run_command(ctl + "transfer-leader --to 9" + endpoints);
   EXPECT_EQ(unknown_target.exit_code, 1) << unknown_target.out;
   EXPECT_NE(unknown_target.out.find("INVALID_ARGUMENT"), std::string::npos) << unknown_target.out;
 }

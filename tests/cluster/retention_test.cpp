@@ -1,8 +1,8 @@
 // Retention over a real 3-node cluster: `raftlogctl trim`/Admin.Trim and the size and age policies
-// delete only whole committed segments, reads below the first retained index are OUT_OF_RANGE, the
-// leader keeps what a live follower still needs (that follower catches up after a restart), and a
-// follower silent for longer than the grace period is reported as needing trimmed entries and is
-// rebuilt from a healthy follower's copy as docs/operations.md says.
+// delete only whole committed segments, reads below the first retained index are OUT_OF_RANGE
+// (reason INDEX_TRIMMED), the leader keeps what a live follower still needs (that follower catches
+// up after a restart), and a follower silent for longer than the grace period is reported as
+// needing trimmed entries and is rebuilt from a healthy follower's copy as docs/operations.md says.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -73,6 +73,10 @@ TEST(RetentionTest, TrimDeletesWholeCommittedSegmentsAndKeepsWhatALiveFollowerNe
     auto below = only_this->read(trimmed->first_index - 1, 10, 1 << 20, false);
     ASSERT_FALSE(below.ok()) << "node " << id;
     EXPECT_EQ(below.status().code(), client::StatusCode::kOutOfRange) << below.status().message();
+    // Gone for good, not "not yet": the reason says which, and where the log now starts.
+    ASSERT_TRUE(below.status().details().has_value()) << "node " << id;
+    EXPECT_EQ(below.status().details()->reason, client::reason::kIndexTrimmed) << "node " << id;
+    EXPECT_EQ(below.status().details()->first_index, trimmed->first_index) << "node " << id;
     auto from_first = only_this->read(trimmed->first_index, 10, 1 << 20, false);
     ASSERT_TRUE(from_first.ok()) << from_first.status().message();
     ASSERT_FALSE(from_first->entries.empty());

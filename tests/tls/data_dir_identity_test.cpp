@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "shared/command_run.h"
 #include "testing/local_cluster.h"
-#include "tls/command_run.h"
 
 namespace raftlog::testing {
 namespace {

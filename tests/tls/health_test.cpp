@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
+#include "shared/command_run.h"
 #include "testing/local_cluster.h"
-#include "tls/command_run.h"
 
 namespace raftlog::testing {
 namespace {

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "raftlog/peer/v1/peer.grpc.pb.h"
+#include "shared/command_run.h"
 #include "testing/local_cluster.h"
-#include "tls/command_run.h"
 
 namespace raftlog::testing {
 namespace {

@@ -6,9 +6,9 @@
 #include <fstream>
 #include <string>
 
+#include "shared/command_run.h"
 #include "testing/local_cluster.h"
 #include "testing/test_certificates.h"
-#include "tls/command_run.h"
 
 namespace raftlog::testing {
 namespace {
