@@ -123,12 +123,64 @@ client::TlsOptions LocalCluster::client_tls() const {
   return tls;
 }
 
+namespace {
+
+// The start of an AddressSanitizer, LeakSanitizer or UndefinedBehaviorSanitizer report in a node's
+// log (a sanitizer writes to the process's stderr, which is the log), up to `max_bytes`; empty if
+// there is none. No raftlogd message contains these phrases.
+std::string sanitizer_report_in(const std::string& log_path, std::size_t max_bytes = 6000) {
+  std::ifstream in(log_path);
+  std::stringstream contents;
+  contents << in.rdbuf();
+  const std::string log = contents.str();
+  std::size_t first = std::string::npos;
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: "}) {
+    first = std::min(first, log.find(marker));
+  }
+  if (first == std::string::npos) return "";
+  const std::size_t line_start = log.rfind('\n', first);
+  return log.substr(line_start == std::string::npos ? 0 : line_start + 1, max_bytes);
+}
+
+// LeakSanitizer checks a process only when it exits by itself, never after kill -9: in an ASan build
+// (RAFTLOG_SANITIZE, which builds raftlogd alike) the nodes still running at the end are stopped with
+// SIGTERM, so every test's nodes are checked for leaks and for errors on the shutdown path.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kStopNodesGracefullyAtTheEnd = true;
+#else
+constexpr bool kStopNodesGracefullyAtTheEnd = false;
+#endif
+
+}  // namespace
+
 LocalCluster::~LocalCluster() {
   for (auto& [id, pid] : pids_) {
+    if (pid > 0 && kStopNodesGracefullyAtTheEnd) {
+      try {
+        stop(id);  // kills the node if it does not stop in time
+      } catch (...) {
+        // No status client could be made: the node is killed below.
+      }
+    }
     if (pid > 0) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
     }
+  }
+  // A sanitizer report in a node must fail the run, as one in the test process itself would: the
+  // node may have died without the test noticing (a follower, or a node the test kills anyway), and
+  // removing the directory would lose the report. The directory is kept for the whole log.
+  bool reported = false;
+  for (int id = 1; id <= options_.nodes; ++id) {
+    const std::string report = sanitizer_report_in(log_file(id));
+    if (report.empty()) continue;
+    std::fprintf(stderr, "LocalCluster: node %d's log %s holds a sanitizer report:\n%s\n", id, log_file(id).c_str(),
+                 report.c_str());
+    reported = true;
+  }
+  if (reported) {
+    std::fprintf(stderr, "LocalCluster: kept %s for the full logs\n", root_.c_str());
+    std::abort();
   }
   std::error_code ignored;
   std::filesystem::remove_all(root_, ignored);

@@ -52,7 +52,10 @@ struct LocalClusterOptions {
 class LocalCluster {
  public:
   explicit LocalCluster(LocalClusterOptions options);
-  ~LocalCluster();  // kill -9 every node, remove the directory
+  // kill -9 every node (in an ASan build: SIGTERM, so LeakSanitizer checks it), remove the
+  // directory; but if a node's log holds a sanitizer report, print it, keep the directory and abort,
+  // so the report fails the test.
+  ~LocalCluster();
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
 

@@ -302,21 +302,30 @@ TEST(Client, TailEndsOnStopRequestAndOnDuration) {
   TailOptions options;
   options.from_index = 3;
   options.stop = stop.get_token();
+  // The stop comes once the entry was delivered (the first call's set-up may take longer than a
+  // fixed delay under the sanitizers): from then on the stream is idle and only the stop ends it.
+  std::atomic<bool> delivered{false};
+  std::chrono::steady_clock::time_point stop_requested;
   std::thread stopper([&] {
+    (void)raftlog::testing::eventually([&] { return delivered.load(); }, 10s);
     std::this_thread::sleep_for(100ms);
+    stop_requested = std::chrono::steady_clock::now();
     stop.request_stop();
   });
-  auto started = std::chrono::steady_clock::now();
-  auto next = client->tail(options, [](const Entry&) { return true; });
+  auto next = client->tail(options, [&](const Entry&) {
+    delivered = true;
+    return true;
+  });
+  const auto stopped = std::chrono::steady_clock::now();
   stopper.join();
   ASSERT_TRUE(next.ok()) << next.status().to_string();
   EXPECT_EQ(next.value(), 4u);
-  EXPECT_LT(std::chrono::steady_clock::now() - started, 1000ms);
+  EXPECT_LT(stopped - stop_requested, 1000ms);
 
   TailOptions timed;
   timed.from_index = 8;
   timed.duration_ms = 150;
-  started = std::chrono::steady_clock::now();
+  const auto started = std::chrono::steady_clock::now();
   next = client->tail(timed, [](const Entry&) { return true; });
   ASSERT_TRUE(next.ok()) << next.status().to_string();
   EXPECT_EQ(next.value(), 9u);

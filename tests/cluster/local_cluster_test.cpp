@@ -1,0 +1,80 @@
+// LocalCluster itself: a sanitizer report in a node's log fails the test process instead of being
+// removed with the cluster's directory. A shell script stands in for raftlogd (no real node runs).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "testing/local_cluster.h"
+
+namespace raftlog::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A stand-in for raftlogd that writes `stderr_text` to its stderr and exits 1.
+class FakeNode : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove(script_, ignored);
+  }
+
+  std::string write_script(const std::string& stderr_text) {
+    script_ = std::filesystem::temp_directory_path() /
+              ("raftlog-fake-node-" + std::to_string(::getpid()) + "-" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".sh");
+    std::ofstream(script_) << "#!/bin/sh\nprintf '%s\\n' '" << stderr_text << "' >&2\nexit 1\n";
+    std::filesystem::permissions(script_, std::filesystem::perms::owner_all);
+    return script_.string();
+  }
+
+  // Starts one node of `script`, waits until it exits and destroys the cluster; returns the
+  // cluster's directory.
+  static std::string run_one_node(const std::string& script) {
+    LocalClusterOptions options;
+    options.raftlogd_path = script;
+    options.nodes = 1;
+    LocalCluster cluster(options);
+    cluster.start(1);
+    if (!cluster.wait_for_exit(1, 10s).has_value()) return "";
+    return std::filesystem::path(cluster.data_dir(1)).parent_path().string();
+  }
+
+  std::filesystem::path script_;
+};
+
+TEST_F(FakeNode, LogWithoutSanitizerReportIsRemovedWithTheCluster) {
+  const std::string root = run_one_node(write_script("raftlogd: cannot start: some ordinary error"));
+  ASSERT_FALSE(root.empty()) << "the fake node did not exit";
+  EXPECT_FALSE(std::filesystem::exists(root));
+}
+
+// Removes the directories the aborted clusters kept: those whose node log holds `token`.
+void remove_kept_cluster_directories(const std::string& token) {
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp")) {
+    if (entry.path().filename().string().rfind("raftlog-cluster-test.", 0) != 0) continue;
+    std::ifstream log(entry.path() / "n1.log");
+    std::stringstream contents;
+    contents << log.rdbuf();
+    if (contents.str().find(token) != std::string::npos) std::filesystem::remove_all(entry.path());
+  }
+}
+
+TEST_F(FakeNode, SanitizerReportInANodeLogAbortsTheTestProcess) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Not the pid: the threadsafe death test runs this body again in a re-executed child.
+  const std::string token = "fake-report-of-local_cluster_test";
+  const std::string asan = write_script("==42==ERROR: AddressSanitizer: heap-use-after-free " + token);
+  EXPECT_DEATH(run_one_node(asan), "node 1's log .* holds a sanitizer report:\n==42==ERROR: AddressSanitizer");
+  const std::string ubsan = write_script("src/x.cpp:1:2: runtime error: signed integer overflow " + token);
+  EXPECT_DEATH(run_one_node(ubsan), "sanitizer report:\nsrc/x.cpp:1:2: runtime error: signed integer overflow");
+  remove_kept_cluster_directories(token);
+}
+
+}  // namespace
+}  // namespace raftlog::testing
