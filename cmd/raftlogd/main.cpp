@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "allocator_policy.h"
 #include "cli/flags.h"
 #include "server/node_identity.h"
 #include "server/node_tls.h"
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   std::string flush_mode = "sync";
   std::string log_level = "info";
   std::uint64_t max_append_bytes = 0;  // 0: max(8 MiB, --max-entry-size)
+  std::uint64_t allocator_retain_bytes = std::uint64_t{256} << 20;
 
   // Every number is bound to its NodeConfig field with the field's own type and the range validate()
   // accepts, so nothing is narrowed after parsing and a bad value is refused naming its flag.
@@ -206,6 +208,10 @@ int main(int argc, char** argv) {
   flags.string_flag("peer-secret-file", &config.peer_secret_path, "FILE",
                     "the secret every member shares (16..4096 bytes, mode 600); peer streams without it are refused. "
                     "Required by a multi-node cluster without --peer-tls-*");
+  flags.bytes_flag("allocator-retain-bytes", &allocator_retain_bytes, "BYTES",
+                   "freed heap kept for reuse (large buffers come from the heap, not fresh mmaps); 0: glibc's "
+                   "defaults (docs/operations.md, memory)",
+                   {0, raftlog::raftlogd::kMaxRetainBytes});
   flags.string_flag("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
   flags.string_flag("config", &config_path, "FILE", "read options from FILE (name = value lines)");
 
@@ -287,6 +293,10 @@ int main(int argc, char** argv) {
     return raftlog::cli::kExitUsage;
   }
 
+  // Before Server::start creates the threads whose buffers it governs.
+  if (std::string problem = raftlog::raftlogd::apply_allocator_policy(allocator_retain_bytes); !problem.empty()) {
+    spdlog::warn("node {}: --allocator-retain-bytes: {}; glibc's defaults stay", config.node_id, problem);
+  }
   std::string error;
   auto server = raftlog::server::Server::start(config, &error);
   if (server == nullptr) {

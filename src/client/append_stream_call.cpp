@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "api_errors/error_info.h"
+#include "util/thread_name.h"
 
 namespace raftlog::client::internal {
 
@@ -17,7 +18,10 @@ CallWatchdog::~CallWatchdog() {
 
 void CallWatchdog::wake_if_later_than(Clock::time_point when) {
   if (!thread_.joinable()) {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      util::name_this_thread("client-stream");
+      run();
+    });
   } else if (sleeping_until_ > when) {
     wake_.notify_one();
   }

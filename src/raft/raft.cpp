@@ -165,7 +165,7 @@ Raft::Raft(const Config& config, const LogReader& log, const HardState& hard_sta
 Raft::~Raft() = default;
 
 void Raft::tick() { impl_->tick(); }
-void Raft::step(const Message& message) { impl_->step(message); }
+void Raft::step(Message message) { impl_->step(message); }
 ProposeResult Raft::propose(std::vector<Entry> entries) { return impl_->propose(std::move(entries)); }
 ReadIndexStatus Raft::read_index(std::uint64_t request_id) { return impl_->read_index(request_id); }
 TransferStatus Raft::transfer_leadership(NodeId target) { return impl_->transfer_leadership(target); }

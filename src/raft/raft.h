@@ -121,7 +121,9 @@ class Raft {
   void tick();
   // Handle a message from a peer. Messages for other nodes, from unknown nodes, or naming a term above
   // kMaxTerm are ignored; so is anything else that contradicts this node's state (never an abort).
-  void step(const Message& message);
+  // Taken by value: the entries of an append are moved into the log, not copied (a caller that
+  // keeps its message passes a copy).
+  void step(Message message);
   // Leader only: append client entries (type, client_id, sequence and payload are taken from
   // `entries`; index and term are assigned).
   ProposeResult propose(std::vector<Entry> entries);

@@ -247,7 +247,7 @@ bool Raft::Impl::handle_term(const Message& m) {
   return true;
 }
 
-void Raft::Impl::step(const Message& m) {
+void Raft::Impl::step(Message& m) {
   if (m.to != id() || m.from == id() || !is_voter(m.from)) return;  // not for us, or from a stranger
   if (m.term > kMaxTerm) return;  // adopting it would leave no term to campaign at (kMaxTerm)
   if (!handle_term(m)) return;

@@ -29,7 +29,8 @@ class Raft::Impl {
 
   // Inputs.
   void tick();
-  void step(const Message& message);
+  // `message` is the core's own (Raft::step took it by value): an append's entries are moved out.
+  void step(Message& message);
   ProposeResult propose(std::vector<Entry> entries);
   ReadIndexStatus read_index(std::uint64_t request_id);
   TransferStatus transfer_leadership(NodeId target);
@@ -89,7 +90,7 @@ class Raft::Impl {
   void broadcast_append(bool send_if_empty);
   void send_heartbeat(NodeId peer, std::uint64_t context);
   void broadcast_heartbeat(std::uint64_t context);
-  void handle_append(const Message& message);
+  void handle_append(Message& message);  // moves the entries it appends out of `message`
   void handle_heartbeat(const Message& message);
   void handle_append_response(const Message& message);
   void handle_heartbeat_response(const Message& message);
@@ -98,8 +99,8 @@ class Raft::Impl {
   void on_commit_advanced();
   bool own_term_committed() const;
   void step_leader(const Message& message);
-  void step_candidate(const Message& message);
-  void step_follower(const Message& message);
+  void step_candidate(Message& message);
+  void step_follower(Message& message);
 
   // Storage-fault recovery: see Config::promised_index.
   void enter_catching_up(Index promised_index, Term promised_term);

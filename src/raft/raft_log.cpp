@@ -81,15 +81,17 @@ void RaftLog::truncate_from(Index index) {
   }
 }
 
-void RaftLog::append(const std::vector<Entry>& new_entries) {
+void RaftLog::append(const std::vector<Entry>& new_entries) { append(std::vector<Entry>(new_entries)); }
+
+void RaftLog::append(std::vector<Entry>&& new_entries) {
   if (new_entries.empty()) return;
   const Index first_new = new_entries.front().index;
   RAFT_ASSERT(first_new >= 1 && first_new <= last_index() + 1, "append would leave a gap in the log");
   if (first_new <= last_index()) truncate_from(first_new);
-  for (const Entry& e : new_entries) {
+  for (Entry& e : new_entries) {
     RAFT_ASSERT(e.index == last_index() + 1, "appended entries must be contiguous");
     RAFT_ASSERT(e.term >= last_term(), "terms never decrease along a log");
-    unstable_.push_back(e);
+    unstable_.push_back(std::move(e));
   }
 }
 

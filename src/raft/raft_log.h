@@ -43,6 +43,7 @@ class RaftLog {
   // Appends entries that continue the log or overwrite its uncommitted tail from entries[0].index
   // (asserted > committed()). Entries must be contiguous.
   void append(const std::vector<Entry>& new_entries);
+  void append(std::vector<Entry>&& new_entries);  // the same, moving the entries in
   // First index among `incoming` (contiguous) whose term differs from ours or that we lack; 0 if none.
   Index find_conflict(const std::vector<Entry>& incoming) const;
   // Largest index <= `index` whose term is <= `term`, with that term (fast backtracking). Stops at the

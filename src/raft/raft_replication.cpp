@@ -87,7 +87,7 @@ void Raft::Impl::broadcast_heartbeat(std::uint64_t context) {
   for (auto& [peer, pr] : progress_) send_heartbeat(peer, context);
 }
 
-void Raft::Impl::step_follower(const Message& m) {
+void Raft::Impl::step_follower(Message& m) {
   switch (m.type) {
     case MessageType::kAppend:
       election_elapsed_ticks_ = 0;
@@ -107,7 +107,7 @@ void Raft::Impl::step_follower(const Message& m) {
   }
 }
 
-void Raft::Impl::step_candidate(const Message& m) {
+void Raft::Impl::step_candidate(Message& m) {
   switch (m.type) {
     case MessageType::kAppend:
       become_follower(m.term, m.from);  // someone won this term
@@ -139,7 +139,7 @@ void Raft::Impl::step_leader(const Message& m) {
   }
 }
 
-void Raft::Impl::handle_append(const Message& m) {
+void Raft::Impl::handle_append(Message& m) {
   if (!well_formed_append(m)) return;
   Message reply;
   reply.type = MessageType::kAppendResponse;
@@ -157,9 +157,11 @@ void Raft::Impl::handle_append(const Message& m) {
       // A leader's entries never conflict with a committed entry: one that does comes from a forged
       // or corrupted message (or a leader whose storage failed). Dropping it keeps our log intact.
       if (conflict <= log_.committed()) return;
-      std::vector<Entry> suffix(m.entries.begin() + static_cast<std::ptrdiff_t>(conflict - m.index - 1),
-                                m.entries.end());
-      log_.append(suffix);
+      // Moved, not copied: a multi-MiB append would otherwise be copied twice more on the loop thread.
+      std::vector<Entry> suffix(
+          std::make_move_iterator(m.entries.begin() + static_cast<std::ptrdiff_t>(conflict - m.index - 1)),
+          std::make_move_iterator(m.entries.end()));
+      log_.append(std::move(suffix));
     }
     leader_match_ = std::max(leader_match_, last_new_index);
     log_.commit_to(std::min(m.commit, last_new_index));
@@ -357,7 +359,7 @@ ProposeResult Raft::Impl::propose(std::vector<Entry> entries) {
     uncommitted_.push_back(Uncommitted{entries[i].index, entries[i].byte_size(), entries[i].proposal_continues});
   }
   uncommitted_bytes_ += batch_bytes;
-  log_.append(entries);
+  log_.append(std::move(entries));
   result.status = ProposeStatus::kOk;
   result.last_index = log_.last_index();
   result.term = term_;

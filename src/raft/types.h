@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "raft/payload.h"
+
 namespace raftlog::raft {
 
 using NodeId = std::uint64_t;  // 0 is "no node" (no leader known, no vote cast).
@@ -56,7 +58,7 @@ struct Entry {
   // index never stops at this entry, so a proposal commits whole or not at all. Set by propose() on
   // every entry but a proposal's last; replicated and stored with the entry.
   bool proposal_continues = false;
-  std::string payload;
+  Payload payload;  // shared by every copy of the entry (raft/payload.h)
 
   // Bytes this entry counts for in message and proposal bounds (payload plus a fixed header cost).
   std::size_t byte_size() const { return payload.size() + kEntryOverheadBytes; }

@@ -109,7 +109,7 @@ class Replica {
   void append(AppendRequest request);
   void read_index(ReadIndexRequest request);
   void transfer_leadership(TransferRequest request);
-  void step(const raft::Message& message);
+  void step(raft::Message message);  // by value: an append's entries move into the core
   void tick();
   // See Node::trim (src/server/node.h).
   TrimResult trim(std::uint64_t before_index, const char* why);

@@ -251,7 +251,7 @@ void Replica::deliver_commit(std::uint64_t commit) {
 void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
   for (const raft::Entry& entry : entries) {
     if (entry.index <= dedup_recorded_through_) continue;
-    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term, entry.payload);
+    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term, entry.payload.view());
     dedup_recorded_through_ = entry.index;
   }
 }

@@ -271,7 +271,7 @@ bool Replica::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
   return disk_.has_room(*deps_.disk, deps_.clock(), append_bytes, config_.store.segment_size_bytes, error);
 }
 
-void Replica::step(const raft::Message& message) { raft_->step(message); }
+void Replica::step(raft::Message message) { raft_->step(std::move(message)); }
 
 void Replica::tick() { raft_->tick(); }
 

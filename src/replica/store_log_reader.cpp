@@ -49,7 +49,7 @@ raft::Entry to_raft_entry(const store::EntryView& view) {
   entry.client_id = view.meta.client_id;
   entry.sequence = view.meta.sequence;
   entry.proposal_continues = (view.meta.flags & kEntryFlagProposalContinues) != 0;
-  entry.payload.assign(view.payload.data(), view.payload.size());
+  entry.payload = std::string(view.payload);
   return entry;
 }
 
@@ -61,7 +61,7 @@ store::EntryToAppend to_store_entry(const raft::Entry& entry) {
   out.meta.client_id = entry.client_id;
   out.meta.sequence = entry.sequence;
   out.meta.flags = entry.proposal_continues ? kEntryFlagProposalContinues : 0;
-  out.payload = entry.payload;
+  out.payload = entry.payload.view();  // shares the entry's bytes: `entry` must outlive `out`
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "server/node.h"
 #include "server/node_error_status.h"
 #include "server/raw_messages.h"
+#include "util/thread_name.h"
 
 namespace raftlog::server {
 
@@ -326,7 +327,10 @@ AppendStreams::AppendStreams(Node* node, AppendStreamLimits limits, ClientReques
   RAFTLOG_CHECK(limits_.max_streams > 0 && limits_.max_streams_per_connection > 0 &&
                     limits_.max_appends_per_stream > 0 && limits_.stall_timeout.count() > 0,
                 "AppendStreams bounds must be positive");
-  watchdog_ = std::thread([this] { end_stalled_streams(); });
+  watchdog_ = std::thread([this] {
+    util::name_this_thread("stream-watchdog");
+    end_stalled_streams();
+  });
 }
 
 AppendStreams::~AppendStreams() { shutdown(); }

@@ -22,6 +22,7 @@
 #include "server/node_error_status.h"
 #include "server/raw_messages.h"
 #include "server/stream_limits.h"
+#include "util/thread_name.h"
 
 namespace raftlog::server {
 
@@ -311,7 +312,10 @@ class ClientServices::Impl {
         : owner_(owner), context_(context), connection_(context->peer()), next_index_(from), max_bytes_(max_bytes) {}
 
     void start() {
-      std::thread([this] { pump(); }).detach();
+      std::thread([this] {
+        util::name_this_thread("tail-pump");
+        pump();
+      }).detach();
     }
 
     void OnWriteDone(bool ok) override {

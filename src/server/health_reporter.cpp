@@ -1,4 +1,5 @@
 #include "server/health_reporter.h"
+#include "util/thread_name.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -14,7 +15,10 @@ HealthReporter::HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceIn
       health_(health), serving_(std::move(serving)), poll_interval_ms_(poll_interval_ms) {
   const bool serving_now = serving_();
   publish(serving_now);
-  thread_ = std::thread([this, serving_now] { run(serving_now); });
+  thread_ = std::thread([this, serving_now] {
+    util::name_this_thread("health");
+    run(serving_now);
+  });
 }
 
 HealthReporter::~HealthReporter() { stop(); }

@@ -93,7 +93,11 @@ void encode_message(const raft::Message& message, std::string_view cluster_id, p
   out->set_context(message.context);
 }
 
-std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limits, raft::Message* out) {
+namespace {
+
+// `movable`: the same message as `in`, whose payloads may be moved out; null to copy them.
+std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limits, raft::Message* out,
+                           pb::RaftMessage* movable) {
   const std::optional<raft::MessageType> type = from_wire(in.type());
   if (!type) return "unknown message type " + std::to_string(in.type());
   if (in.from() == raft::kNoNode) return "message has no sender (from = 0)";
@@ -158,9 +162,23 @@ std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limit
     entry.client_id = wire.client_id();
     entry.sequence = wire.sequence();
     entry.proposal_continues = wire.proposal_continues();
-    entry.payload = wire.payload();
+    if (movable != nullptr) {
+      entry.payload = std::move(*movable->mutable_entries(position)->mutable_payload());
+    } else {
+      entry.payload = wire.payload();
+    }
   }
   return {};
+}
+
+}  // namespace
+
+std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limits, raft::Message* out) {
+  return decode_checked(in, limits, out, nullptr);
+}
+
+std::string decode_message(pb::RaftMessage&& in, const MessageLimits& limits, raft::Message* out) {
+  return decode_checked(in, limits, out, &in);
 }
 
 std::string_view message_type_name(raft::MessageType type) {

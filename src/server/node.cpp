@@ -21,6 +21,7 @@
 #include "replica/store_log_reader.h"
 #include "server/node_identity.h"
 #include "server/scrubber.h"
+#include "util/thread_name.h"
 
 namespace raftlog::server {
 
@@ -194,7 +195,10 @@ void Node::Impl::start() {
       config_.scrub_bytes_per_second, kScrubIntervalMs,
       [this](std::uint64_t from, std::uint64_t max_bytes) { return scrub_chunk(from, max_bytes); },
       [this](std::uint64_t index, const std::string& message) { report_corruption(index, message); });
-  loop_thread_ = std::thread([this] { loop(); });
+  loop_thread_ = std::thread([this] {
+    util::name_this_thread("raft-loop");
+    loop();
+  });
   scrubber_->start();
 }
 
@@ -367,7 +371,7 @@ void Node::Impl::handle_input(Input& input) {
         } else if constexpr (std::is_same_v<T, TransferInput>) {
           replica_->transfer_leadership(std::move(in));
         } else if constexpr (std::is_same_v<T, MessageInput>) {
-          replica_->step(in.message);
+          replica_->step(std::move(in.message));
         } else if constexpr (std::is_same_v<T, TrimInput>) {
           in.done(replica_->trim(in.before_index, "requested"));
         } else if constexpr (std::is_same_v<T, CorruptionInput>) {

@@ -42,7 +42,8 @@ class PeerInbound::InboundStream {
   // From the reactor's constructor: registers, authenticates, starts the first read.
   void begin();
   // From OnReadDone: `messages` are the element's messages (at least one), in order.
-  void on_messages(const std::vector<const pb::RaftMessage*>& messages);
+  // The messages point into the element just read; their payloads are moved out while decoding.
+  void on_messages(const std::vector<pb::RaftMessage*>& messages);
   void on_read_failed();
   // From OnDone, last: the reactor is gone.
   static void ended(PeerInbound* owner, std::uint64_t stream_id);
@@ -78,7 +79,7 @@ class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element
       on_read_failed();
       return;
     }
-    std::vector<const pb::RaftMessage*> messages;
+    std::vector<pb::RaftMessage*> messages;
     if constexpr (std::is_same_v<Element, pb::RaftMessageBatch>) {
       const auto count = static_cast<std::size_t>(wire_.messages_size());
       if (count == 0 || count > kMaxMessagesPerBatch) {
@@ -87,7 +88,7 @@ class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element
         return;
       }
       messages.reserve(count);
-      for (const pb::RaftMessage& message : wire_.messages()) messages.push_back(&message);
+      for (pb::RaftMessage& message : *wire_.mutable_messages()) messages.push_back(&message);
     } else {
       messages.push_back(&wire_);
     }
@@ -188,7 +189,7 @@ void PeerInbound::InboundStream::on_read_failed() {
   finish(context->IsCancelled() ? grpc::Status::CANCELLED : grpc::Status::OK);
 }
 
-void PeerInbound::InboundStream::on_messages(const std::vector<const pb::RaftMessage*>& messages) {
+void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>& messages) {
   // Every message of the element is checked before any is delivered.
   std::vector<raft::Message> decoded(messages.size());
   for (std::size_t i = 0; i < messages.size(); ++i) {
@@ -198,7 +199,7 @@ void PeerInbound::InboundStream::on_messages(const std::vector<const pb::RaftMes
       reject(code, problem);
       return;
     }
-    if (std::string problem = decode_message(*messages[i], inbound->options_.limits, &decoded[i]);
+    if (std::string problem = decode_message(std::move(*messages[i]), inbound->options_.limits, &decoded[i]);
         !problem.empty()) {
       reject(grpc::StatusCode::INVALID_ARGUMENT, problem);
       return;

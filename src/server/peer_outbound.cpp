@@ -121,8 +121,8 @@ PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStream
       auth_(auth),
       // One pending reconnect per lane at most (only a stream's OnDone schedules one, and only the
       // reconnect opens the next stream); twice that leaves room without hiding a leak.
-      reconnect_timer_(2 * kLaneCount * options.peers.size() + 2),
-      append_encoder_(kLaneCount * options.peers.size() + 2) {
+      reconnect_timer_("peer-reconnect", 2 * kLaneCount * options.peers.size() + 2),
+      append_encoder_("peer-encoder", kLaneCount * options.peers.size() + 2) {
   for (const auto& [id, address] : options_.peers) {
     auto lanes = std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
     for (PeerLink& link : lanes->lanes) connect(link, id, address);

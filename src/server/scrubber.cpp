@@ -1,4 +1,5 @@
 #include "server/scrubber.h"
+#include "util/thread_name.h"
 
 #include <algorithm>
 
@@ -18,7 +19,10 @@ Scrubber::~Scrubber() { stop(); }
 
 void Scrubber::start() {
   if (chunk_bytes_ == 0 || thread_.joinable()) return;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    util::name_this_thread("scrubber");
+    run();
+  });
 }
 
 void Scrubber::stop() {

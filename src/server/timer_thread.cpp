@@ -3,10 +3,12 @@
 #include <utility>
 
 #include "server/check.h"
+#include "util/thread_name.h"
 
 namespace raftlog::server {
 
-TimerThread::TimerThread(std::size_t max_pending) : max_pending_(max_pending) {
+TimerThread::TimerThread(const char* thread_name, std::size_t max_pending)
+    : thread_name_(thread_name), max_pending_(max_pending) {
   RAFTLOG_CHECK(max_pending_ > 0, "TimerThread needs room for at least one callback");
 }
 
@@ -16,7 +18,10 @@ void TimerThread::start() {
   std::lock_guard lock(mu_);
   RAFTLOG_CHECK(!thread_.joinable(), "TimerThread::start called twice");
   if (stopping_) return;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    util::name_this_thread(thread_name_);
+    run();
+  });
 }
 
 bool TimerThread::schedule(Clock::time_point when, std::function<void()> callback) {

@@ -23,7 +23,8 @@ class TimerThread {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit TimerThread(std::size_t max_pending);
+  // `thread_name`: what the thread is called (util/thread_name.h), at most 15 characters.
+  TimerThread(const char* thread_name, std::size_t max_pending);
   ~TimerThread();  // calls stop()
   TimerThread(const TimerThread&) = delete;
   TimerThread& operator=(const TimerThread&) = delete;
@@ -42,6 +43,7 @@ class TimerThread {
  private:
   void run();
 
+  const char* const thread_name_;
   const std::size_t max_pending_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -22,7 +22,7 @@ std::uint64_t content_digest(const raft::Entry& entry) {
   mix(entry.client_id);
   mix(entry.sequence);
   mix(entry.payload.size());
-  for (char c : entry.payload) {
+  for (char c : entry.payload.view()) {
     hash ^= static_cast<unsigned char>(c);
     hash *= 0x100000001b3ULL;
   }
@@ -42,7 +42,7 @@ const char* type_name(raft::EntryType type) {
 
 std::string describe(const raft::Entry& entry) {
   constexpr std::size_t kMaxShownPayloadBytes = 24;
-  std::string payload = entry.payload.substr(0, kMaxShownPayloadBytes);
+  std::string payload = entry.payload.str().substr(0, kMaxShownPayloadBytes);
   for (char& c : payload) {
     if (c < 0x20 || c > 0x7e) c = '.';
   }

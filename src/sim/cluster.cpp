@@ -379,8 +379,9 @@ raft::ProposeResult Cluster::propose(raft::NodeId target, std::size_t entry_coun
   payloads->clear();
   for (raft::Entry& entry : entries) {
     // Unique per run: the checker tells proposals apart by payload.
-    entry.payload = fmt::format("s{}p{}", seed_, next_payload_++);
-    entry.payload.append(prng_.below(config_.payload_padding_max_bytes + 1), '.');
+    std::string payload = fmt::format("s{}p{}", seed_, next_payload_++);
+    payload.append(prng_.below(config_.payload_padding_max_bytes + 1), '.');
+    entry.payload = std::move(payload);
     payloads->push_back(entry.payload);
   }
   raft::ProposeResult result = n.raft->propose(std::move(entries));

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "store/commit_log_impl.h"
+#include "util/thread_name.h"
 
 namespace raftlog::store {
 
@@ -137,13 +138,19 @@ void CommitLog::Impl::start_background_work() {
     std::lock_guard lock(flush_mu_);
     flusher_running_ = true;
   }
-  flusher_ = std::thread([this] { flusher_main(); });
+  flusher_ = std::thread([this] {
+    util::name_this_thread("store-flusher");
+    flusher_main();
+  });
   if (options_.preallocate_next_segment) {
     {
       std::lock_guard lock(alloc_mu_);
       alloc_wanted_ = true;
     }
-    allocator_ = std::thread([this] { allocator_main(); });
+    allocator_ = std::thread([this] {
+      util::name_this_thread("store-allocator");
+      allocator_main();
+    });
   }
 }
 

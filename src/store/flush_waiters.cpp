@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "util/check.h"
+#include "util/thread_name.h"
 
 namespace raftlog::store {
 namespace {
@@ -106,7 +107,10 @@ void FlushWaiters::start_waker() {
   if (waker_.joinable()) return;
   waker_stop_.store(false);
   waker_running_.store(true);
-  waker_ = std::thread([this] { waker_main(); });
+  waker_ = std::thread([this] {
+    util::name_this_thread("flush-waker");
+    waker_main();
+  });
 }
 
 void FlushWaiters::stop_waker() {

@@ -31,6 +31,36 @@ TEST(Replication, ProposalCommitsOnEveryNode) {
   }
 }
 
+// A large entry is not copied on the loop thread: the Ready's entries to persist and the appends to
+// both followers share the proposed bytes (raft/payload.h), and a follower appends the bytes it was
+// sent without copying them again.
+TEST(Replication, ALargeEntrySharesOneBufferFromProposalToPersistAndSend) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  Entry big;
+  big.payload = std::string(16 << 10, 'z');  // within the test config's message bound
+  const Payload proposed = big.payload;
+  ASSERT_EQ(c.raft(1).propose({big}).status, ProposeStatus::kOk);
+  const Ready leader_ready = c.raft(1).ready();
+  ASSERT_EQ(leader_ready.entries.size(), 1u);
+  EXPECT_TRUE(leader_ready.entries[0].payload.shares_bytes_with(proposed));
+  std::size_t appends = 0;
+  for (const Message& m : leader_ready.messages) {
+    if (m.type != MessageType::kAppend || m.entries.empty()) continue;
+    ++appends;
+    EXPECT_TRUE(m.entries.back().payload.shares_bytes_with(proposed)) << "append to node " << m.to;
+  }
+  EXPECT_EQ(appends, 2u);
+  for (const Message& m : leader_ready.messages) {
+    if (m.type != MessageType::kAppend || m.to != 2) continue;
+    c.raft(2).step(m);
+    const Ready follower_ready = c.raft(2).ready();
+    ASSERT_FALSE(follower_ready.entries.empty());
+    EXPECT_TRUE(follower_ready.entries.back().payload.shares_bytes_with(proposed));
+  }
+}
+
 TEST(Replication, LeadersOwnUnpersistedEntriesDoNotCountTowardQuorum) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));

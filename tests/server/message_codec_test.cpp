@@ -74,6 +74,24 @@ TEST(MessageCodec, EveryMessageTypeRoundTrips) {
   }
 }
 
+// The receiving transport decodes the element it just read with the moving overload: the result is
+// the same, and the payloads are taken from the wire message rather than copied (a multi-MiB
+// append costs one copy less on the receiver).
+TEST(MessageCodec, DecodingAnRvalueGivesTheSameMessageAndTakesThePayloads) {
+  const raft::Message original = full_message(raft::MessageType::kAppend);
+  pb::RaftMessage wire;
+  encode_message(original, "cluster-a", &wire);
+  const std::string large(1 << 20, 'x');
+  wire.mutable_entries(1)->set_payload(large);
+  const char* const large_bytes = wire.entries(1).payload().data();
+  raft::Message expected = original;
+  expected.entries[1].payload = large;
+  raft::Message decoded;
+  ASSERT_EQ(decode_message(std::move(wire), MessageLimits(), &decoded), "");
+  EXPECT_EQ(decoded, expected);
+  EXPECT_EQ(decoded.entries[1].payload.data(), large_bytes) << "the payload was copied, not moved";
+}
+
 TEST(MessageCodec, EmptyAppendProbeAndDefaultsRoundTrip) {
   raft::Message probe;
   probe.type = raft::MessageType::kAppend;

@@ -45,7 +45,7 @@ raft::Message append_message(std::uint64_t context, std::size_t payload_bytes = 
   raft::Entry entry;
   entry.index = 1;
   entry.term = 1;
-  entry.payload.assign(payload_bytes, 'x');
+  entry.payload = std::string(payload_bytes, 'x');
   message.entries.push_back(std::move(entry));
   return message;
 }

@@ -354,7 +354,7 @@ TEST(PeerTransport, HeartbeatsOvertakeLargeAppendsTheReceiverIsStillTaking) {
     raft::Entry entry;
     entry.index = n;
     entry.term = 1;
-    entry.payload.assign(1u << 20, 'a');  // above the inline-encoding size: the encoder thread writes it
+    entry.payload = std::string(1u << 20, 'a');  // above the inline-encoding size: the encoder thread writes it
     append.entries.push_back(std::move(entry));
     ASSERT_TRUE(node1.transport().send(std::move(append)));
   }
@@ -400,7 +400,7 @@ TEST(PeerTransport, QueueByteBoundDropsAndCounts) {
     raft::Entry entry;
     entry.index = 1;
     entry.term = 1;
-    entry.payload.assign(1000, 'x');
+    entry.payload = std::string(1000, 'x');
     message.entries.push_back(entry);
     accepted += node1.transport().send(std::move(message)) ? 1 : 0;
   }
@@ -433,7 +433,7 @@ TEST(PeerTransport, OversizeOutboundMessageDroppedAndCounted) {
     raft::Entry entry;
     entry.index = 1;
     entry.term = 1;
-    entry.payload.assign(payload_bytes, 'y');
+    entry.payload = std::string(payload_bytes, 'y');
     message.entries.push_back(entry);
     return message;
   };
@@ -848,7 +848,7 @@ TEST(PeerTransport, BatchesStayWithinTheMessageSizeLimit) {
     raft::Entry entry;
     entry.index = n;
     entry.term = 1;
-    entry.payload.assign(3000, 'p');
+    entry.payload = std::string(3000, 'p');
     append.index = n - 1;
     append.log_term = n == 1 ? 0 : 1;
     append.entries.push_back(entry);

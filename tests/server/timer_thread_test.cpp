@@ -25,7 +25,7 @@ bool eventually(const std::function<bool()>& condition, std::chrono::millisecond
 }
 
 TEST(TimerThread, RunsCallbacksInDeadlineOrderNotBeforeTheirTime) {
-  TimerThread timer(8);
+  TimerThread timer("test-timer", 8);
   timer.start();
   std::mutex mu;
   std::vector<int> order;
@@ -51,7 +51,7 @@ TEST(TimerThread, RunsCallbacksInDeadlineOrderNotBeforeTheirTime) {
 }
 
 TEST(TimerThread, BoundsPendingCallbacks) {
-  TimerThread timer(2);  // not started: nothing runs, so pending callbacks stay
+  TimerThread timer("test-timer", 2);  // not started: nothing runs, so pending callbacks stay
   std::atomic<int> runs{0};
   const auto later = Clock::now() + 10s;
   EXPECT_TRUE(timer.schedule(later, [&] { runs.fetch_add(1); }));
@@ -63,7 +63,7 @@ TEST(TimerThread, BoundsPendingCallbacks) {
 }
 
 TEST(TimerThread, StopDropsPendingAndRefusesNewCallbacks) {
-  TimerThread timer(4);
+  TimerThread timer("test-timer", 4);
   timer.start();
   std::atomic<int> runs{0};
   ASSERT_TRUE(timer.schedule(Clock::now() + 5s, [&] { runs.fetch_add(1); }));
@@ -78,7 +78,7 @@ TEST(TimerThread, StopDropsPendingAndRefusesNewCallbacks) {
 }
 
 TEST(TimerThread, CallbackMayScheduleAgain) {
-  TimerThread timer(1);
+  TimerThread timer("test-timer", 1);
   timer.start();
   std::atomic<int> runs{0};
   std::function<void()> again = [&] {
