@@ -1,0 +1,76 @@
+"""Fake raftlog nodes: in-process gRPC servers on 127.0.0.1 whose Log methods answer from a script,
+so the client's retry, redirect and classification rules can be tested without a cluster. Refusals
+carry the details the way a real node sends them (docs/errors.md): grpc-status-details-bin with a
+google.rpc.Status holding an ErrorInfo, and raftlog-error-bin."""
+import concurrent.futures
+import threading
+
+import grpc
+
+from raftlog.v1 import client_pb2, client_pb2_grpc, error_model_pb2
+
+
+def status_details(code, message, reason, metadata):
+    info = error_model_pb2.ErrorInfo(reason=reason, domain="raftlog.v1", metadata=metadata)
+    status = error_model_pb2.Status(code=code.value[0], message=message)
+    status.details.add().Pack(info)
+    return status.SerializeToString()
+
+
+class Refusal:
+    def __init__(self, code, reason, metadata=None, message="refused", legacy_only=False):
+        self.code, self.reason, self.metadata, self.message = code, reason, dict(metadata or {}), message
+        self.legacy_only = legacy_only
+
+    def abort(self, context):
+        legacy = client_pb2.ErrorInfo(reason=self.reason, leader_address=self.metadata.get("leader_address", ""),
+                                      leader_id=int(self.metadata.get("leader_id", "0")))
+        trailers = [("raftlog-error-bin", legacy.SerializeToString())]
+        if not self.legacy_only:
+            trailers.append(("grpc-status-details-bin",
+                             status_details(self.code, self.message, self.reason, self.metadata)))
+        context.set_trailing_metadata(trailers)
+        context.abort(self.code, self.message)
+
+
+class FakeNode(client_pb2_grpc.LogServicer):
+    """answers: a list consumed one per Append call; each a Refusal, an AppendResponse, or a callable
+    (request, context) -> AppendResponse. When exhausted, the last one repeats."""
+
+    def __init__(self, answers=None):
+        self.answers = list(answers or [])
+        self.requests = []  # every AppendRequest received, in order
+        self.lock = threading.Lock()
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
+        client_pb2_grpc.add_LogServicer_to_server(self, self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.address = "127.0.0.1:%d" % self.port
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(grace=None)
+
+    def _next(self):
+        with self.lock:
+            if len(self.answers) > 1:
+                return self.answers.pop(0)
+            return self.answers[0]
+
+    def _answer(self, request, context):
+        with self.lock:
+            self.requests.append(request)
+        answer = self._next()
+        if callable(answer):
+            answer = answer(request, context)
+        if isinstance(answer, Refusal):
+            answer.abort(context)
+        return answer
+
+    def Append(self, request, context):
+        return self._answer(request, context)
+
+    def Read(self, request, context):
+        return self._answer(request, context)
+
+    def Status(self, request, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake has no Status")
