@@ -79,10 +79,12 @@ class Client:
     retry_deadline   seconds all attempts of one call may take together
     backoff_min/max  seconds slept between attempts: doubling from min to max, plus up to 25% jitter
     credentials      grpc.ChannelCredentials for TLS (docs/security.md); None: plaintext
+    discover_leader  before the first call that needs the leader, ask each endpoint's Status which node
+                     leads (saves that call a redirect); False: start at the first endpoint
     """
 
     def __init__(self, endpoints, client_id=None, first_sequence=1, call_timeout=2.0, retry_deadline=10.0,
-                 backoff_min=0.02, backoff_max=0.5, credentials=None):
+                 backoff_min=0.02, backoff_max=0.5, credentials=None, discover_leader=True):
         if client_id is None:
             client_id = random.SystemRandom().randrange(1, 1 << 64)
         if not 0 <= client_id < 1 << 64:
@@ -101,7 +103,7 @@ class Client:
         self._append_lock = threading.Lock()  # one append in flight per client_id
         self._sequence_lock = threading.Lock()
         self._next_sequence = first_sequence
-        self._discovered = False
+        self._discovered = not discover_leader
         self._rng = random.Random(client_id)
 
     # -- plumbing ----------------------------------------------------------------------------------
@@ -118,6 +120,9 @@ class Client:
 
     def log_stub(self, endpoint):
         return client_pb2_grpc.LogStub(self.channel(endpoint))
+
+    def admin_stub(self, endpoint):
+        return client_pb2_grpc.AdminStub(self.channel(endpoint))
 
     def close(self):
         with self._channels_lock:
@@ -138,9 +143,10 @@ class Client:
         return _retry.run(what, attempt, self.endpoints, self.call_timeout, self.retry_deadline, self._backoff(),
                           on_error)
 
-    def _unary(self, endpoint, method, request, timeout):
+    def _unary(self, endpoint, method, request, timeout, admin=False):
+        stub = self.admin_stub(endpoint) if admin else self.log_stub(endpoint)
         try:
-            return getattr(self.log_stub(endpoint), method)(request, timeout=timeout)
+            return getattr(stub, method)(request, timeout=timeout)
         except grpc.RpcError as error:
             raise errors.from_rpc_error(error, endpoint) from None
 
@@ -289,3 +295,27 @@ class Client:
                 return status
         raise errors.NoLeaderError(grpc.StatusCode.FAILED_PRECONDITION, "no configured node says it is the leader",
                                    "NO_LEADER")
+
+    # -- admin -------------------------------------------------------------------------------------
+    def transfer_leadership(self, target_id):
+        """Asks the leader (found by redirects) to hand leadership to node `target_id`; returns
+        (leader_id, term). A TRANSFER_* refusal is raised, not retried: leadership may have moved
+        anyway (docs/client-protocol.md, "Admin"); read status() before trying again."""
+        if target_id < 1:
+            raise ValueError("target_id must be a node id (>= 1)")
+        self._discover_leader()
+        request = client_pb2.TransferLeadershipRequest(target_id=target_id)
+        response = self._run("transfer-leadership", lambda endpoint, timeout: self._unary(
+            endpoint, "TransferLeadership", request, timeout, admin=True))
+        return response.leader_id, response.term
+
+    def flush(self, endpoint):
+        """Forces a flush on `endpoint`; returns its flushed index. No retries."""
+        return self._unary(endpoint, "Flush", client_pb2.FlushRequest(), self.call_timeout, admin=True).flushed_index
+
+    def trim(self, endpoint, before_index):
+        """Asks `endpoint` to delete its whole segments below `before_index`, as far as its safety
+        limit allows; returns (first_index, limit). Each node trims its own log. No retries."""
+        response = self._unary(endpoint, "Trim", client_pb2.TrimRequest(before_index=before_index),
+                               self.call_timeout, admin=True)
+        return response.first_index, response.limit
