@@ -1,6 +1,9 @@
 """The Python client against a real 3-node cluster of raftlogd processes on 127.0.0.1 (local_cluster.py):
 appends, reads and tails, redirects from a follower, typed errors, idempotent retries, and a leader
 kill -9 during appends and under a tail."""
+import os
+import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -146,6 +149,22 @@ class ClusterTest(unittest.TestCase):
                 on_follower.read(1)
             self.assertEqual(raised.exception.first_index, first_index)
             self.assertEqual(on_follower.read(first_index, count=1).entries[0].index, first_index)
+
+    def test_examples(self):
+        examples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+        endpoints = ",".join(self.cluster.endpoints)
+
+        def run(script, *args):
+            done = subprocess.run([sys.executable, os.path.join(examples, script), "--endpoints", endpoints] + list(args),
+                                  capture_output=True, text=True, timeout=60)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            return done.stdout
+        out = run("append_and_read.py", "ex-a", "ex-b")
+        self.assertRegex(out, r"appended at (\d+)\.\.(\d+)")
+        first = int(out.split("appended at ")[1].split("..")[0])
+        self.assertIn("%d\tex-a\n%d\tex-b" % (first, first + 1), out)
+        self.assertIn("%d\tex-a" % first, run("tail.py", "--from", str(first), "--count", "2"))
+        self.assertIn("200 entries", run("producer.py", "--entries", "200", "--threads", "4"))
 
     def test_zz_leader_kill_during_appends_and_tail(self):
         leader = self.cluster.leader(self.client)
