@@ -18,9 +18,9 @@ def status_details(code, message, reason, metadata):
 
 
 class Refusal:
-    def __init__(self, code, reason, metadata=None, message="refused", legacy_only=False):
+    def __init__(self, code, reason, metadata=None, message="refused", legacy_only=False, ends_stream=False):
         self.code, self.reason, self.metadata, self.message = code, reason, dict(metadata or {}), message
-        self.legacy_only = legacy_only
+        self.legacy_only, self.ends_stream = legacy_only, ends_stream
 
     def abort(self, context):
         legacy = client_pb2.ErrorInfo(reason=self.reason, leader_address=self.metadata.get("leader_address", ""),
@@ -37,8 +37,10 @@ class FakeNode(client_pb2_grpc.LogServicer):
     """answers: a list consumed one per Append call; each a Refusal, an AppendResponse, or a callable
     (request, context) -> AppendResponse. When exhausted, the last one repeats."""
 
-    def __init__(self, answers=None):
+    def __init__(self, answers=None, stream_answers=None):
         self.answers = list(answers or [])
+        self.stream_answers = list(stream_answers or [])
+        self.streams_opened = 0
         self.requests = []  # every AppendRequest received, in order
         self.lock = threading.Lock()
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
@@ -71,6 +73,30 @@ class FakeNode(client_pb2_grpc.LogServicer):
 
     def Read(self, request, context):
         return self._answer(request, context)
+
+    def AppendStream(self, request_iterator, context):
+        """Each request is answered from the same script as Append: a Refusal becomes an
+        AppendStreamResult with its code and ErrorInfo, unless it is `ends_stream`, which ends the
+        whole call with it (a broken stream); no stream_answers: UNIMPLEMENTED, as an older node."""
+        with self.lock:
+            self.streams_opened += 1
+        if not self.stream_answers:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake has no AppendStream")
+        for stream_request in request_iterator:
+            with self.lock:
+                self.requests.append(stream_request.append)
+                answer = self.stream_answers.pop(0) if len(self.stream_answers) > 1 else self.stream_answers[0]
+            result = client_pb2.AppendStreamResult(request_id=stream_request.request_id)
+            if isinstance(answer, Refusal):
+                if answer.ends_stream:
+                    answer.abort(context)
+                result.code = answer.code.value[0]
+                result.message = answer.message
+                result.error_info.reason = answer.reason
+                result.error_info.leader_address = answer.metadata.get("leader_address", "")
+            else:
+                result.response.CopyFrom(answer)
+            yield client_pb2.AppendStreamResponse(results=[result])
 
     def Status(self, request, context):
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake has no Status")

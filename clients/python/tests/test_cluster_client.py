@@ -110,7 +110,7 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(raised.exception.code, grpc.StatusCode.OUT_OF_RANGE)
         self.assertEqual(raised.exception.reason, "INDEX_NOT_YET_COMMITTED")
         self.assertGreaterEqual(raised.exception.commit_index, last)
-        self.assertEqual(raised.exception.first_index, 1)
+        self.assertGreaterEqual(raised.exception.first_index, 1)
         with self.assertRaises(raftlog.InvalidRequestError) as raised:
             self.client.append([b"y" * (17 << 10)])  # the cluster's --max-entry-size is 16 KiB
         self.assertEqual(raised.exception.reason, "ENTRY_TOO_LARGE")

@@ -20,7 +20,7 @@ def ok(first, count=1, duplicate=False):
     return client_pb2.AppendResponse(first_index=first, last_index=first + count - 1, term=3, duplicate=duplicate)
 
 
-class RetryTest(unittest.TestCase):
+class FakeNodeTest(unittest.TestCase):
     def setUp(self):
         self.nodes = []
 
@@ -28,8 +28,8 @@ class RetryTest(unittest.TestCase):
         for node in self.nodes:
             node.stop()
 
-    def node(self, answers):
-        node = FakeNode(answers)
+    def node(self, answers=(), stream_answers=()):
+        node = FakeNode(answers, stream_answers)
         self.nodes.append(node)
         return node
 
@@ -40,6 +40,8 @@ class RetryTest(unittest.TestCase):
         self.addCleanup(client.close)
         return client
 
+
+class RetryTest(FakeNodeTest):
     def test_follows_the_leader_hint_in_one_hop(self):
         leader = self.node([ok(7)])
         follower = self.node([Refusal(FP, "NOT_LEADER", {"leader_id": "2", "leader_address": leader.address})])
@@ -164,6 +166,52 @@ class RetryTest(unittest.TestCase):
                 sent[first + offset] = payload
         self.assertEqual(sent, {index: b"p%d" % i for i, index in indexes.items()})
         self.assertEqual(len({r.sequence for r in node.requests}), len(node.requests))
+
+
+class StreamTest(FakeNodeTest):
+    def test_stream_refusal_redirects_and_the_stream_carries_on(self):
+        leader = self.node(stream_answers=[ok(3), ok(4)])
+        follower = self.node(stream_answers=[Refusal(FP, "NOT_LEADER", {"leader_address": leader.address})])
+        client = self.client([follower], discover_leader=False)
+        with client.append_stream() as stream:
+            first = stream.append([b"a"])
+            second = stream.append([b"b"])
+        self.assertEqual((first.first_index, first.endpoint, first.sequence), (3, leader.address, 1))
+        self.assertEqual((second.first_index, second.sequence), (4, 2))
+        self.assertEqual(leader.streams_opened, 1)  # both appends on one stream
+        self.assertEqual(len(follower.requests), 1)
+
+    def test_a_broken_stream_is_retried_on_a_new_one_with_the_same_pair(self):
+        node = self.node(stream_answers=[Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN", ends_stream=True),
+                                         ok(8, duplicate=True)])
+        client = self.client([node], discover_leader=False)
+        with client.append_stream() as stream:
+            result = stream.append([b"x"])
+        self.assertTrue(result.duplicate)
+        self.assertEqual(node.streams_opened, 2)
+        self.assertEqual([(r.sequence, tuple(r.entries)) for r in node.requests], [(1, (b"x",))] * 2)
+
+    def test_a_broken_stream_then_refusals_is_unknown(self):
+        node = self.node(stream_answers=[Refusal(grpc.StatusCode.INTERNAL, "", ends_stream=True),
+                                         Refusal(FP, "NO_LEADER")])
+        with self.client([node], discover_leader=False, retry_deadline=0.3).append_stream() as stream:
+            with self.assertRaises(raftlog.AppendOutcomeUnknownError):
+                stream.append([b"x"])
+
+    def test_a_stream_refusal_that_is_definite_is_raised_typed(self):
+        node = self.node(stream_answers=[Refusal(grpc.StatusCode.INVALID_ARGUMENT, "TOO_MANY_ENTRIES")])
+        with self.client([node], discover_leader=False).append_stream() as stream:
+            with self.assertRaises(raftlog.InvalidRequestError) as raised:
+                stream.append([b"x"])
+        self.assertEqual(raised.exception.reason, "TOO_MANY_ENTRIES")
+        self.assertEqual(len(node.requests), 1)
+
+    def test_a_node_without_streams_gets_unary_calls(self):
+        node = self.node(answers=[ok(2)])
+        with self.client([node], discover_leader=False).append_stream() as stream:
+            self.assertEqual(stream.append([b"x"]).first_index, 2)
+            self.assertEqual(stream.append([b"y"]).first_index, 2)
+        self.assertEqual(node.streams_opened, 1)  # not asked again for a while
 
 
 class RulesTest(unittest.TestCase):
