@@ -41,6 +41,9 @@ class FakeNode(client_pb2_grpc.LogServicer):
         self.answers = list(answers or [])
         self.stream_answers = list(stream_answers or [])
         self.streams_opened = 0
+        self.status = None       # a StatusResponse to answer Status with (None: UNIMPLEMENTED)
+        self.tails = []          # one script per Tail call (see Tail)
+        self.tail_requests = []
         self.requests = []  # every AppendRequest received, in order
         self.lock = threading.Lock()
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
@@ -99,4 +102,17 @@ class FakeNode(client_pb2_grpc.LogServicer):
             yield client_pb2.AppendStreamResponse(results=[result])
 
     def Status(self, request, context):
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake has no Status")
+        if self.status is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake has no Status")
+        return self.status
+
+    def Tail(self, request, context):
+        """Streams the entries of the next script in tails (a list of TailResponse, then an optional
+        final Refusal that ends the stream); a script-less stream ends UNAVAILABLE."""
+        with self.lock:
+            self.tail_requests.append(request)
+            script = self.tails.pop(0) if self.tails else [Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")]
+        for item in script:
+            if isinstance(item, Refusal):
+                item.abort(context)
+            yield item

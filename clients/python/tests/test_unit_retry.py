@@ -214,6 +214,62 @@ class StreamTest(FakeNodeTest):
         self.assertEqual(node.streams_opened, 1)  # not asked again for a while
 
 
+def tail_message(*indexes):
+    return client_pb2.TailResponse(entries=[client_pb2.Entry(index=i, term=1, payload=b"e%d" % i) for i in indexes])
+
+
+class DiscoveryAndTailTest(FakeNodeTest):
+    def test_discovery_sends_the_first_append_to_the_leader_a_follower_names(self):
+        leader = self.node([ok(1)])
+        follower = self.node([Refusal(FP, "NOT_LEADER", {"leader_address": leader.address})])
+        follower.status = client_pb2.StatusResponse(node_id=1, role=client_pb2.ROLE_FOLLOWER, leader_id=2,
+                                                    leader_address=leader.address)
+        result = self.client([follower]).append([b"x"])
+        self.assertEqual(result.endpoint, leader.address)
+        self.assertEqual(len(follower.requests), 0)  # no redirect needed
+
+    def test_tail_resumes_on_the_next_node_at_the_next_index_skipping_the_overlap(self):
+        a = self.node()
+        b = self.node()
+        a.tails = [[tail_message(1, 2), tail_message(3), Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")]]
+        b.tails = [[tail_message(3, 4, 5)]]
+        tail = self.client([a, b]).tail(1)
+        got = []
+        for entry in tail:
+            got.append(entry.index)
+            if entry.index == 5:
+                break
+        tail.close()
+        self.assertEqual(got, [1, 2, 3, 4, 5])
+        self.assertEqual([r.from_index for r in b.tail_requests], [4])
+        self.assertEqual(tail.next_index, 6)
+
+    def test_tail_refuses_a_gap(self):
+        node = self.node()
+        node.tails = [[tail_message(1, 2, 4)]]
+        got = []
+        with self.assertRaises(raftlog.ProtocolError):
+            for entry in self.client([node]).tail(1):
+                got.append(entry.index)
+        self.assertEqual(got, [1, 2])
+
+    def test_tail_ends_typed_on_a_trimmed_range(self):
+        node = self.node()
+        node.tails = [[Refusal(grpc.StatusCode.OUT_OF_RANGE, "INDEX_TRIMMED", {"first_index": "40"})]]
+        with self.assertRaises(raftlog.IndexTrimmedError) as raised:
+            list(self.client([node]).tail(1))
+        self.assertEqual(raised.exception.first_index, 40)
+        self.assertEqual(len(node.tail_requests), 1)
+
+    def test_tail_gives_up_when_no_node_serves_it(self):
+        node = self.node()  # every stream ends UNAVAILABLE at once
+        started = time.monotonic()
+        with self.assertRaises(raftlog.UnavailableError) as raised:
+            list(self.client([node], retry_deadline=0.3).tail(7))
+        self.assertLess(time.monotonic() - started, 3)
+        self.assertIn("no node served index 7", raised.exception.message)
+
+
 class RulesTest(unittest.TestCase):
     def test_classification(self):
         def error(code, reason=""):
