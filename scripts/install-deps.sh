@@ -10,7 +10,7 @@ packages=(
   libabsl-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev
   prometheus-cpp-dev
-  python3 python3-grpcio python3-grpc-tools
+  python3 python3-grpcio python3-protobuf python3-grpc-tools
   iproute2 procps psmisc
   # deploy/ checks (scripts/check-deploy.sh): promtool, yamllint, shellcheck, the compose schema
   prometheus yamllint python3-yaml shellcheck docker-compose

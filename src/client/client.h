@@ -6,9 +6,10 @@
 // client's (client_id, sequence) pair and every retry of that call reuses it, so a retry after a lost
 // answer or a leader change returns the original indexes instead of writing twice.
 //
-// Retried: UNAVAILABLE, DEADLINE_EXCEEDED, and FAILED_PRECONDITION whose ErrorInfo reason is
-// NOT_LEADER or NO_LEADER. Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, RESOURCE_EXHAUSTED, ...)
-// is returned at once. When the retry deadline runs out the call returns DEADLINE_EXCEEDED whose
+// Retried: UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION whose ErrorInfo reason is
+// NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a backoff;
+// docs/client-protocol.md). Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, DISK_FULL, ...) is
+// returned at once. When the retry deadline runs out the call returns DEADLINE_EXCEEDED whose
 // message names the attempts made and the last error seen.
 //
 // No exceptions cross this API: every call returns a Status or a Result<T>. A Client is thread-safe;

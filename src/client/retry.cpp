@@ -7,6 +7,13 @@
 namespace raftlog::client::internal {
 
 namespace {
+// RESOURCE_EXHAUSTED with TOO_MANY_PENDING: a bound on the node's pending work, refused before anything
+// was proposed; the same request succeeds once the node has caught up (docs/client-protocol.md).
+bool is_too_many_pending(const Status& status) {
+  return status.code() == StatusCode::kResourceExhausted && status.details() &&
+         status.details()->reason == reason::kTooManyPending;
+}
+
 // Hard cap on attempts of one call, in case the deadline is huge and every attempt fails at once.
 constexpr std::uint32_t kMaxAttemptsPerCall = 10000;
 }  // namespace
@@ -61,7 +68,7 @@ Status RetryEngine::run(std::string_view what, const Attempt& attempt, std::stri
     }
     last = std::move(result);
     if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kDeadlineExceeded &&
-        !is_leader_error(last)) {
+        !is_leader_error(last) && !is_too_many_pending(last)) {
       return last;  // not retryable: the request itself is wrong or refused
     }
     std::string leader = redirect_target(last, target);

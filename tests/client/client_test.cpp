@@ -166,6 +166,33 @@ TEST(Client, NoLeaderYetIsRetriedUntilALeaderAnswers) {
   EXPECT_EQ(node.log.append_calls(), 3u);
 }
 
+TEST(Client, TooManyPendingIsRetriedButDiskFullIsNot) {
+  FakeNode node(2);
+  node.log.on_append = [](grpc::ServerContext* context, int call, const pb::AppendRequest& request,
+                          pb::AppendResponse* response) {
+    ErrorDetails details;
+    if (request.entries(0) == "full") {
+      details.reason = std::string(reason::kDiskFull);
+      return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED, "disk full", details);
+    }
+    if (call <= 2) {
+      details.reason = std::string(reason::kTooManyPending);
+      return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED, "too many pending", details);
+    }
+    return accept_append(request, response, 1);
+  };
+  Options options = fast_options({node.address()});
+  options.append_stream = false;  // count unary calls only
+  auto client = make_client(options);
+  auto result = client->append({"x"});
+  ASSERT_TRUE(result.ok()) << result.status().to_string();
+  EXPECT_EQ(node.log.append_calls(), 3u);
+  auto full = client->append({"full"});
+  ASSERT_FALSE(full.ok());
+  EXPECT_EQ(full.status().details()->reason, reason::kDiskFull);
+  EXPECT_EQ(node.log.append_calls(), 4u);
+}
+
 TEST(Client, GivesUpAtTheRetryDeadlineWithAClearStatus) {
   FakeNode down(2);
   down.log.on_append = [](grpc::ServerContext*, int, const pb::AppendRequest&, pb::AppendResponse*) {

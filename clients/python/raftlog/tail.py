@@ -1,0 +1,103 @@
+"""Tail: follows the log from an index on, across node failures (docs/client-protocol.md, section 6).
+
+It keeps `next_index`, the next index not yet delivered. When a stream ends for a reason another node
+(or a moment) can fix, it opens Tail(next_index) on the next endpoint after a backoff; an entry below
+next_index is skipped, one above it is a gap: ProtocolError, never delivered. It ends with the error
+when the range is refused (INDEX_TRIMMED, BAD_INDEX_RANGE, ...) or when no node made progress for the
+client's retry_deadline.
+"""
+import threading
+import time
+
+import grpc
+
+from . import errors
+from ._stubs import client_pb2
+from .types import Entry
+
+# Stream ends worth another stream, on another node (the C++ library's list, client/tail.cpp).
+_RESUMED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED,
+                            grpc.StatusCode.ABORTED, grpc.StatusCode.RESOURCE_EXHAUSTED})
+MAX_STREAMS_PER_TAIL = 1_000_000  # a bound on reconnects; the stall deadline ends a dead cluster's tail first
+
+
+def worth_resuming(error):
+    return error.code in _RESUMED_CODES or isinstance(error, errors.LeaderError)
+
+
+class Tail:
+    """Iterable of Entry. Thread-safe close(); `next_index` is where a new tail would resume."""
+
+    def __init__(self, client, from_index, max_bytes_per_message=0):
+        if from_index < 1:
+            raise errors.InvalidRequestError(grpc.StatusCode.INVALID_ARGUMENT, "indexes start at 1", "BAD_INDEX_RANGE")
+        self._client = client
+        self.next_index = from_index
+        self._max_bytes = max_bytes_per_message
+        self._lock = threading.Lock()
+        self._call = None
+        self._closed = threading.Event()
+        self.streams_opened = 0  # for tests and diagnostics: how many Tail calls this tail made
+        self.endpoint = ""       # the node of the current (or last) stream
+
+    def close(self):
+        self._closed.set()
+        with self._lock:
+            if self._call is not None:
+                self._call.cancel()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __iter__(self):
+        client = self._client
+        target = client.endpoints.preferred
+        backoff = client._backoff()
+        last_progress = time.monotonic()
+        for _ in range(MAX_STREAMS_PER_TAIL):
+            if self._closed.is_set():
+                return
+            progressed = False
+            ended = None
+            self.endpoint = target
+            call = client.log_stub(target).Tail(
+                client_pb2.TailRequest(from_index=self.next_index, max_bytes_per_message=self._max_bytes))
+            with self._lock:
+                self._call = call
+            self.streams_opened += 1
+            try:
+                for message in call:
+                    for wire in message.entries:
+                        if wire.index < self.next_index:
+                            continue  # delivered before the reconnect
+                        if wire.index > self.next_index:
+                            raise errors.ProtocolError(grpc.StatusCode.DATA_LOSS, "tail jumped from index %d to %d"
+                                                       % (self.next_index, wire.index), endpoint=target)
+                        self.next_index += 1
+                        progressed = True
+                        yield Entry.from_wire(wire)
+                ended = errors.UnavailableError(grpc.StatusCode.UNAVAILABLE, "the server ended the tail stream",
+                                                endpoint=target)
+            except grpc.RpcError as error:
+                ended = errors.from_rpc_error(error, target)
+            finally:
+                with self._lock:
+                    self._call = None
+                call.cancel()
+            if self._closed.is_set():
+                return
+            if progressed:
+                last_progress = time.monotonic()
+                backoff.reset()
+                client.endpoints.prefer(target)
+            if not worth_resuming(ended):
+                raise ended
+            stalled = time.monotonic() - last_progress
+            if stalled > client.retry_deadline:
+                raise ended.with_message("tail: no node served index %d for %.0f ms; last error: %s"
+                                         % (self.next_index, stalled * 1000, ended))
+            target = client.endpoints.next_after(target)
+            self._closed.wait(backoff.next_sleep())

@@ -1,0 +1,80 @@
+"""What the client returns: plain values, independent of the generated protobuf classes."""
+import dataclasses
+import typing
+
+ENTRY_TYPES = {0: "normal", 1: "noop", 2: "config"}
+ROLES = {0: "unknown", 1: "follower", 2: "pre-candidate", 3: "candidate", 4: "leader"}
+FLUSH_MODES = {0: "unknown", 1: "sync", 2: "async"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    index: int
+    term: int
+    payload: bytes
+    type: str = "normal"  # "noop": a new leader's empty entry; "config": membership (internal payload)
+    client_id: int = 0
+    sequence: int = 0
+
+    @staticmethod
+    def from_wire(entry):
+        return Entry(entry.index, entry.term, bytes(entry.payload), ENTRY_TYPES.get(int(entry.type), "unknown"),
+                     entry.client_id, entry.sequence)
+
+
+@dataclasses.dataclass(frozen=True)
+class AppendResult:
+    first_index: int
+    last_index: int
+    term: int
+    duplicate: bool  # answered from the dedup table: an earlier attempt of this append committed
+    sequence: int    # the sequence number the append used
+    endpoint: str    # the node that answered
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadResult:
+    entries: typing.List[Entry]
+    commit_index: int  # the serving node's commit index when it answered
+    endpoint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerStatus:
+    id: int
+    address: str
+    match_index: int
+    lag_entries: int
+    last_contact_ms: int
+    probing: bool
+    behind_first_index: bool
+    lag_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeStatus:
+    endpoint: str
+    node_id: int
+    address: str
+    role: str
+    term: int
+    leader_id: int  # 0: no leader known
+    leader_address: str
+    first_index: int
+    last_index: int
+    commit_index: int
+    flushed_index: int
+    flush_mode: str
+    peers: typing.List[PeerStatus]  # leader only
+    catching_up: bool
+    storage_fault: str
+    corrupt_index: int
+
+    @staticmethod
+    def from_wire(endpoint, s):
+        peers = [PeerStatus(p.id, p.address, p.match_index, p.lag_entries, p.last_contact_ms, p.probing,
+                            p.behind_first_index, p.lag_bytes) for p in s.peers]
+        return NodeStatus(endpoint, s.node_id, s.address, ROLES.get(int(s.role), "unknown"), s.term, s.leader_id,
+                          s.leader_address, s.first_index, s.last_index, s.commit_index, s.flushed_index,
+                          FLUSH_MODES.get(int(s.flush_mode), "unknown"), peers, s.catching_up, s.storage_fault,
+                          s.corrupt_index)
