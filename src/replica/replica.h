@@ -192,6 +192,21 @@ class Replica {
   void deliver_read_states(const raft::Ready& ready);
   void record_dedup(const std::vector<raft::Entry>& entries);
   void fatal(const std::string& what);
+  // Runs `call`, which calls into the core. The core reads persisted entries through reader_; one
+  // that cannot be read (UnreadableEntry: a storage fault) is marked for repair and stops the
+  // replica (mark_corrupt) rather than abort the process. The core is never called again after a
+  // failure (its state may be half-changed): false then, and for every later call.
+  template <typename Call>
+  bool guard_core(Call&& call) {
+    if (failed_) return false;
+    try {
+      call();
+      return true;
+    } catch (const UnreadableEntry& unreadable) {
+      mark_corrupt(unreadable.index(), unreadable.what());
+      return false;
+    }
+  }
 
   // Retention (replica_retention.cpp).
   std::uint64_t trim_limit() const;

@@ -39,12 +39,14 @@ void report_role_change(NodeEvents& events, const raft::SoftState& before, const
 
 void Replica::process() {
   // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
-  report_durability();
-  for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_; ++round) {
-    raft::Ready ready = raft_->ready();
-    handle_ready(ready);
+  (void)guard_core([&] {
     report_durability();
-  }
+    for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_; ++round) {
+      raft::Ready ready = raft_->ready();
+      handle_ready(ready);
+      report_durability();
+    }
+  });
 }
 
 // One Ready batch, in the order its contract (raft/types.h) and durability need:

@@ -73,7 +73,12 @@ void Replica::append(AppendRequest in) {
     entry.payload = std::move(payload);
     entries.push_back(std::move(entry));
   }
-  const raft::ProposeResult result = raft_->propose(std::move(entries));
+  raft::ProposeResult result;
+  if (!guard_core([&] { result = raft_->propose(std::move(entries)); })) {
+    in.done(failed_append(make_error(ErrorCode::kInternal, "this node stopped on a storage fault; retry on another",
+                                    kReasonStorageError)));
+    return;
+  }
   switch (result.status) {
     case raft::ProposeStatus::kOk:
       break;
@@ -178,7 +183,13 @@ void Replica::transfer_leadership(TransferRequest in) {
                                       kReasonTransferTargetUnknown), 0, 0});
     return;
   }
-  switch (raft_->transfer_leadership(in.target)) {
+  raft::TransferStatus transfer = raft::TransferStatus::kNotLeader;
+  if (!guard_core([&] { transfer = raft_->transfer_leadership(in.target); })) {
+    in.done(TransferResult{make_error(ErrorCode::kInternal, "this node stopped on a storage fault",
+                                      kReasonStorageError), 0, 0});
+    return;
+  }
+  switch (transfer) {
     case raft::TransferStatus::kOk:
       break;
     case raft::TransferStatus::kAlreadyLeader:
@@ -271,8 +282,12 @@ bool Replica::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
   return disk_.has_room(*deps_.disk, deps_.clock(), append_bytes, config_.store.segment_size_bytes, error);
 }
 
-void Replica::step(raft::Message message) { raft_->step(std::move(message)); }
+void Replica::step(raft::Message message) {
+  (void)guard_core([&] { raft_->step(std::move(message)); });
+}
 
-void Replica::tick() { raft_->tick(); }
+void Replica::tick() {
+  (void)guard_core([&] { raft_->tick(); });
+}
 
 }  // namespace raftlog::replica

@@ -1,6 +1,7 @@
 #include "replica/store_log_reader.h"
 
 #include <cassert>
+#include <limits>
 
 namespace raftlog::replica {
 
@@ -19,6 +20,16 @@ std::optional<raft::Term> StoreLogReader::term_at(raft::Index index) const {
   return *term;
 }
 
+void StoreLogReader::throw_unreadable(raft::Index from, raft::Index to, const store::Status& failure) const {
+  // A batch read fails as a whole: find the entry that fails alone, so that the one recorded for
+  // repair is the bad one. Bounded by the range asked for (one message's worth).
+  for (raft::Index index = from; index <= to; ++index) {
+    auto one = log_.read(index, 1, std::numeric_limits<std::size_t>::max());
+    if (!one.ok()) throw UnreadableEntry(index, one.status().to_string());
+  }
+  throw UnreadableEntry(from, failure.to_string());  // failed only as a batch: name its start
+}
+
 std::vector<raft::Entry> StoreLogReader::entries(raft::Index from, raft::Index to,
                                                  std::size_t max_bytes) const {
   std::vector<raft::Entry> out;
@@ -27,7 +38,8 @@ std::vector<raft::Entry> StoreLogReader::entries(raft::Index from, raft::Index t
   while (from <= to) {
     const std::size_t want = static_cast<std::size_t>(to - from + 1);
     auto batch = log_.read(from, want, max_bytes);
-    if (!batch.ok() || batch->entries.empty()) break;
+    if (!batch.ok()) throw_unreadable(from, to, batch.status());
+    if (batch->entries.empty()) throw UnreadableEntry(from, "the store returned no entry");
     for (const store::EntryView& view : batch->entries) {
       raft::Entry entry = to_raft_entry(view);
       if (!out.empty() && bytes + entry.byte_size() > max_bytes) return out;

@@ -4,10 +4,28 @@
 // mapped segments; entries() copies payloads into raft::Entry because messages outlive the read.
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
 #include "raft/log_reader.h"
 #include "store/commit_log.h"
 
 namespace raftlog::replica {
+
+// Thrown by StoreLogReader::entries when the store cannot return an entry the core asked for (its
+// CRC check failed, or the read failed): the core has no way to go on without it (LogReader
+// promises at least one entry), so the Replica catches this around every call into the core,
+// records the entry for repair and stops (Replica::mark_corrupt) instead of letting the core
+// abort on a storage fault and crash-loop at every restart. The core is not used again after it.
+class UnreadableEntry : public std::runtime_error {
+ public:
+  UnreadableEntry(std::uint64_t index, const std::string& problem)
+      : std::runtime_error(problem), index_(index) {}
+  std::uint64_t index() const { return index_; }
+
+ private:
+  std::uint64_t index_;
+};
 
 class StoreLogReader final : public raft::LogReader {
  public:
@@ -16,10 +34,13 @@ class StoreLogReader final : public raft::LogReader {
   raft::Index first_index() const override;
   raft::Index last_index() const override;
   std::optional<raft::Term> term_at(raft::Index index) const override;
+  // Throws UnreadableEntry when an entry in [from, to] cannot be read.
   std::vector<raft::Entry> entries(raft::Index from, raft::Index to,
                                    std::size_t max_bytes) const override;
 
  private:
+  [[noreturn]] void throw_unreadable(raft::Index from, raft::Index to, const store::Status& failure) const;
+
   const store::CommitLog& log_;
 };
 

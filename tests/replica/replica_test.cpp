@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -223,6 +225,79 @@ TEST_F(ReplicaTest, ARetryOfATornAppendRightAfterTheElectionIsAppendedWhole) {
   EXPECT_EQ(retry->first_index, 3u) << "after the new leader's no-op at index 2";
   EXPECT_EQ(retry->last_index, 5u);
   EXPECT_EQ(replica_->commit_index(), 5u);
+}
+
+// Flips one byte of `needle` in whichever file under `dir` holds it (the segment); false if none does.
+bool flip_byte_of(const std::string& dir, const std::string& needle) {
+  for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!file.is_regular_file()) continue;
+    std::ostringstream read;
+    read << std::ifstream(file.path(), std::ios::binary).rdbuf();
+    const std::string contents = read.str();
+    const std::size_t at = contents.find(needle);
+    if (at == std::string::npos) continue;
+    std::fstream stream(file.path(), std::ios::in | std::ios::out | std::ios::binary);
+    stream.seekp(static_cast<std::streamoff>(at));
+    stream.put(static_cast<char>(contents[at] ^ 0x20));
+    return static_cast<bool>(stream.flush());
+  }
+  return false;
+}
+
+// A leader that must re-read a persisted entry for a follower and finds it corrupt (a storage fault
+// after the write) records it for repair and stops; it does not abort the process (the core's
+// LogReader contract promises an entry, so the read used to end in a RAFT_ASSERT abort, before any
+// record of the bad entry, and the node crash-looped on every restart).
+TEST_F(ReplicaTest, ACorruptEntryReadForAFollowerStopsTheNodeForRepairInsteadOfAborting) {
+  ReplicaConfig two = config();
+  two.members = {{1, "a:1"}, {2, "b:2"}};
+  two.raft.initial_conf.voters = {1, 2};
+  two.raft.known_conf = two.raft.initial_conf;
+  ReplicaDeps deps;
+  deps.sender = &sender_;
+  deps.disk = &disk_;
+  deps.clock = [this] { return now_; };
+  NodeError error;
+  replica_ = Replica::open(two, std::move(deps), &error);
+  ASSERT_NE(replica_, nullptr) << error.message;
+  // Node 2 grants every (pre-)vote node 1 asks for.
+  for (int tick = 0; tick < 200 && replica_->role() != raft::Role::kLeader; ++tick) {
+    replica_->tick();
+    replica_->process();
+    std::vector<raft::Message> requests;
+    requests.swap(sender_.sent);
+    for (const raft::Message& m : requests) {
+      if (m.type != raft::MessageType::kPreVote && m.type != raft::MessageType::kVote) continue;
+      raft::Message grant;
+      grant.type = m.type == raft::MessageType::kPreVote ? raft::MessageType::kPreVoteResponse
+                                                          : raft::MessageType::kVoteResponse;
+      grant.from = 2;
+      grant.to = 1;
+      grant.term = m.term;
+      replica_->step(grant);
+      replica_->process();
+    }
+  }
+  ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+  const raft::Term term = replica_->status().term;
+  // Not committed (node 2 has not acknowledged them), but written and durable on node 1.
+  const std::string victim = "the-entry-whose-byte-flips";
+  EXPECT_FALSE(append({"a", victim, "c"}).has_value());
+  ASSERT_TRUE(flip_byte_of(dir_.path(), victim));
+  // Node 2 acknowledges the no-op: the leader now sends it entries 2..4, read from its store.
+  raft::Message ack;
+  ack.type = raft::MessageType::kAppendResponse;
+  ack.from = 2;
+  ack.to = 1;
+  ack.term = term;
+  ack.index = 1;
+  replica_->step(ack);
+  replica_->process();
+  EXPECT_TRUE(replica_->failed()) << "the corrupt entry was sent or skipped";
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/log/SUSPECT")) << "the entry was not recorded for repair";
+  for (const raft::Message& m : sender_.sent) {
+    for (const raft::Entry& e : m.entries) EXPECT_NE(e.index, 3u) << "the corrupt entry was sent";
+  }
 }
 
 // The restart rule (raft::restart_problem) is checked at open: a data directory whose HARDSTATE is
