@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "replica/durability_rules.h"
 #include "replica/replica.h"
 
 namespace raftlog::replica {
@@ -54,6 +55,12 @@ void Replica::process() {
 //   4. hold: acknowledgements and votes, until everything written so far is durable;
 //   5. apply: the commit index and the reads it releases.
 void Replica::handle_ready(raft::Ready& ready) {
+  if (deps_.observer != nullptr) deps_.observer->before_ready(ready);
+  apply_ready(ready);
+  if (deps_.observer != nullptr && !failed_) deps_.observer->after_ready(ready);
+}
+
+void Replica::apply_ready(raft::Ready& ready) {
   if (ready.soft_state) note_soft_state(*ready.soft_state);
 
   if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
@@ -194,7 +201,7 @@ void Replica::deliver_read_states(const raft::Ready& ready) {
 void Replica::report_durability() {
   const std::uint64_t last = log_->last_index();
   const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
-  const std::uint64_t durable = async ? last : std::min(log_->flushed_index(), last);
+  const std::uint64_t durable = rules::persisted_index_for_core(last, log_->flushed_index(), async);
   if (durable != reported_durable_) {
     reported_durable_ = durable;
     if (durable > 0) {
@@ -206,7 +213,7 @@ void Replica::report_durability() {
 }
 
 void Replica::release_held(std::uint64_t durable_index) {
-  while (!held_messages_.empty() && held_messages_.front().required_index <= durable_index) {
+  while (!held_messages_.empty() && rules::may_release_held(held_messages_.front().required_index, durable_index)) {
     HeldMessages& held = held_messages_.front();
     bool still_valid = held.required_index == 0;
     if (!still_valid) {
@@ -259,6 +266,7 @@ void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
 void Replica::fatal(const std::string& what) {
   spdlog::critical("node {}: term {}: cannot continue: {}", config_.node_id, raft_->term(), what);
   failed_ = true;
+  if (failure_.empty()) failure_ = what;
 }
 
 }  // namespace raftlog::replica
