@@ -217,6 +217,7 @@ class Replica {
   void report_durability();
   void release_held(std::uint64_t durable_index);
   void deliver_commit(std::uint64_t commit);
+  void record_commit_in_store();
   void deliver_read_states(const raft::Ready& ready);
   void record_dedup(const std::vector<raft::Entry>& entries);
   void fatal(const std::string& what);

@@ -208,6 +208,7 @@ void Replica::report_durability() {
       auto term = log_->term_at(durable);
       if (term.ok()) raft_->on_persisted(durable, *term);
     }
+    record_commit_in_store();
   }
   release_held(durable);
 }
@@ -231,9 +232,7 @@ void Replica::deliver_commit(std::uint64_t commit) {
   if (commit <= commit_) return;
   commit_ = commit;
   if (deps_.commit_advanced) deps_.commit_advanced(commit);
-  if (store::Status st = log_->set_commit_index(commit); !st.ok()) {
-    spdlog::warn("node {}: recording commit index {}: {}", config_.node_id, commit, st.to_string());
-  }
+  record_commit_in_store();
   while (!pending_appends_.empty() && pending_appends_.begin()->first <= commit) {
     PendingAppend& pending = pending_appends_.begin()->second;
     auto term = log_->term_at(pending.last);
@@ -252,6 +251,23 @@ void Replica::deliver_commit(std::uint64_t commit) {
     auto first = reads_awaiting_commit_.begin();
     first->second.done(ReadIndexResult{NodeError{}, first->first});
     reads_awaiting_commit_.erase(first);
+  }
+}
+
+// The store's checkpoint keeps the commit index for the next open, which takes a log that ends below
+// it for lost durable data (a storage fault: the node then neither votes nor counts toward commit
+// until it has caught up, storage_fault.h). A follower learns commit indexes beyond what its own flush
+// covers; recording those would make an ordinary power cut look like such a fault — and a cluster
+// whose followers all lost power at once would have no voter left. So the store records the commit
+// index only as far as this node's log is durable (the simulator found this: docs/testing.md).
+void Replica::record_commit_in_store() {
+  const std::uint64_t last = log_->last_index();
+  const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
+  const std::uint64_t durable = async ? last : std::min(log_->flushed_index(), last);
+  const std::uint64_t commit = std::min(commit_, durable);
+  if (commit <= log_->commit_index()) return;
+  if (store::Status st = log_->set_commit_index(commit); !st.ok()) {
+    spdlog::warn("node {}: recording commit index {}: {}", config_.node_id, commit, st.to_string());
   }
 }
 

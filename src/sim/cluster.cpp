@@ -187,6 +187,15 @@ bool Cluster::open_replica(Node& n) {
   n.last_hard_state = raft::HardState{status.term, n.durable_hard_state.vote, n.commit};
   n.flush_at_step = 0;
   n.sync_will_fail = false;
+  if (status.catching_up) {
+    // Recovery judged that this node may have lost entries it acknowledged (replica/storage_fault.h):
+    // it would neither vote nor count toward commit until it holds them again. The simulator damages
+    // no durable byte, so a power cut alone must never look like that.
+    ++stats_.restarts_catching_up;
+    checker_.report("recovery", fmt::format("node {} reopened suspecting a storage fault after a power cut: {}",
+                                            n.id, status.storage_fault));
+    return false;
+  }
   return true;
 }
 
@@ -501,13 +510,26 @@ replica::Replica::AppendPlacement Cluster::append(raft::NodeId target, ClientApp
   in.client_id = request.client_id;
   in.sequence = request.sequence;
   in.deadline = now_time() + std::chrono::milliseconds(n.replica->config().append_timeout_ms);
-  in.done = [this, done = std::move(done)](replica::AppendResult result) {
-    completions_.push_back([done, result = std::move(result)] { done(result); });
+  in.done = [this, target, client = request.client_id, sequence = request.sequence,
+             done = std::move(done)](replica::AppendResult result) {
+    completions_.push_back([this, target, client, sequence, done, result = std::move(result)] {
+      if (result.error.ok()) {
+        trace_.log("n{} acknowledges c{} q{}: [{}..{}] t{}{}", target, client, sequence, result.first_index,
+                   result.last_index, result.term, result.duplicate ? " (duplicate)" : "");
+        if (result.duplicate) ++stats_.duplicate_answers;
+      } else {
+        trace_.log("n{} refuses c{} q{}: {}", target, client, sequence, replica::to_string(result.error.code));
+      }
+      done(result);
+    });
   };
   const replica::Replica::AppendPlacement placement = n.replica->append(std::move(in));
-  trace_.log("n{} append c{} q{} x{} -> {} [{}..{}] t{}", target, request.client_id, request.sequence, entry_count,
-             placement.proposed ? "proposed" : "answered or waiting", placement.first, placement.last,
-             placement.term);
+  if (placement.proposed) {
+    trace_.log("n{} append c{} q{} x{} proposed at [{}..{}] t{}", target, request.client_id, request.sequence,
+               entry_count, placement.first, placement.last, placement.term);
+  } else {
+    trace_.log("n{} append c{} q{} x{} not proposed", target, request.client_id, request.sequence, entry_count);
+  }
   // The entries reach the log in the Ready batch the proposal produced.
   process(n);
   if (!placement.proposed) {

@@ -72,6 +72,8 @@ struct ClusterStats {
   std::uint64_t pauses = 0;
   std::uint64_t flush_cycles = 0;
   std::uint64_t sync_failures = 0;
+  std::uint64_t restarts_catching_up = 0;  // reopened with a suspected storage fault
+  std::uint64_t duplicate_answers = 0;     // appends answered from the dedup table
   std::uint64_t proposals_accepted = 0;
   std::uint64_t proposals_refused = 0;
   std::uint64_t reads_requested = 0;
