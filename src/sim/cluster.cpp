@@ -44,14 +44,16 @@ std::string describe_message(const raft::Message& m) {
   return text;
 }
 
-// How a power cut treats the bytes the store wrote but did not sync (store::CrashMode): lost, torn at
-// a random byte, or kept sector by sector at random. (A process crash that keeps the page cache is the
-// mild case of all three; bit flips in unsynced bytes are the store's own tests' concern.)
+// What a crash does to the bytes the store wrote but did not sync (store::CrashMode): a power cut
+// loses them, tears them at a random byte or keeps them sector by sector at random; a process crash
+// (kill -9, the machine stays up) keeps them all. Bit flips in unsynced bytes are the store's own
+// tests' concern.
 store::CrashMode draw_crash_mode(util::Prng& prng) {
-  switch (prng.below(3)) {
+  switch (prng.below(4)) {
     case 0: return store::CrashMode::kLoseUnflushed;
     case 1: return store::CrashMode::kTornWrite;
-    default: return store::CrashMode::kKeepRandomSectors;
+    case 2: return store::CrashMode::kKeepRandomSectors;
+    default: return store::CrashMode::kKeepAll;
   }
 }
 
@@ -166,6 +168,7 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   for (const Node& n : nodes_) c.raft.initial_conf.voters.push_back(n.id);
   c.raft.known_conf = c.raft.initial_conf;
   c.raft.random_seed = prng_.derive_seed();
+  c.same_boot = node(id).same_boot;
   return c;
 }
 
@@ -457,6 +460,8 @@ void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
   n.replica.reset();
   run_completions();
   n.env->restart(store::CrashOptions{mode, prng_.derive_seed()});
+  // The replica's recovery judges a cut log differently when the machine did not reboot.
+  n.same_boot = mode == store::CrashMode::kKeepAll;
   n.soft = raft::SoftState{};
   n.paused_until_tick = 0;
   n.flush_at_step = 0;

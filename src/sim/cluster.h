@@ -108,8 +108,8 @@ class Cluster {
   bool is_up(raft::NodeId id) const { return node(id).replica != nullptr; }
   bool is_paused(raft::NodeId id) const { return node(id).paused_until_tick > tick_; }
   bool is_running(raft::NodeId id) const { return is_up(id) && !is_paused(id); }
-  // Cuts the power of `id`: every byte its store did not sync is lost (or torn, per the drawn crash
-  // mode); it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
+  // Crashes `id`: a power cut (every byte its store did not sync is lost, torn or kept by sector, per
+  // the drawn crash mode) or a process crash (the page cache survives); it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
   void crash(raft::NodeId id, std::uint64_t down_ticks);
   void restart(raft::NodeId id);
   // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults stop).
@@ -172,6 +172,7 @@ class Cluster {
     std::uint64_t restart_at_tick = 0;   // 0: not scheduled
     std::uint64_t flush_at_step = 0;     // 0: no flush cycle scheduled
     bool sync_will_fail = false;         // the scheduled flush cycle's sync reports an error
+    bool same_boot = false;              // the last crash was a process crash (the machine stayed up)
     std::uint64_t checkpoint_phase = 0;  // ticks where tick % checkpoint_every_ticks == phase
   };
 
