@@ -48,18 +48,19 @@ void Replica::process() {
   }
 }
 
-// One Ready batch, in the order its contract (raft/types.h) and durability need:
-//   1. persist: hard state (term, vote) before anything that depends on it; the log's truncation;
-//   2. send: the messages that need not wait, before this batch's own (possibly large) write;
-//   3. persist: the new entries, without waiting for their flush;
-//   4. hold: acknowledgements and votes, until everything written so far is durable;
-//   5. apply: the commit index and the reads it releases.
+// One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.
 void Replica::handle_ready(raft::Ready& ready) {
   if (deps_.observer != nullptr) deps_.observer->before_ready(ready);
   apply_ready(ready);
   if (deps_.observer != nullptr && !failed_) deps_.observer->after_ready(ready);
 }
 
+// One Ready batch, in the order its contract (raft/types.h) and durability need:
+//   1. persist: hard state (term, vote) before anything that depends on it; the log's truncation;
+//   2. send: the messages that need not wait, before this batch's own (possibly large) write;
+//   3. persist: the new entries, without waiting for their flush;
+//   4. hold: acknowledgements and votes, until everything written so far is durable;
+//   5. apply: the commit index and the reads it releases.
 void Replica::apply_ready(raft::Ready& ready) {
   if (ready.soft_state) note_soft_state(*ready.soft_state);
 
