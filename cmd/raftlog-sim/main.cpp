@@ -98,11 +98,13 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
 
 std::string summary(const raftlog::sim::SimResult& r) {
   return fmt::format(
-      "ticks={} liveness_ticks={} leaders={} committed={} acked={} lost={} reads={} crashes={} pauses={} "
-      "partitions={} sent={} dropped={}",
+      "ticks={} liveness_ticks={} leaders={} committed={} acked={} lost={} appends_acked={} dedup_answers={} "
+      "reads={} crashes={} sync_failures={} flush_cycles={} catching_up={} pauses={} partitions={} sent={} "
+      "dropped={}",
       r.ticks, r.liveness_ticks, r.leaders_elected, r.committed_entries, r.proposals_acknowledged,
-      r.proposals_failed, r.reads_released, r.cluster.crashes, r.cluster.pauses, r.partitions,
-      r.cluster.messages_sent, r.cluster.messages_dropped);
+      r.proposals_failed, r.appends_acknowledged, r.cluster.duplicate_answers, r.reads_released, r.cluster.crashes,
+      r.cluster.sync_failures, r.cluster.flush_cycles, r.cluster.restarts_catching_up, r.cluster.pauses,
+      r.partitions, r.cluster.messages_sent, r.cluster.messages_dropped);
 }
 
 int run_one(const Arguments& args) {
@@ -128,6 +130,10 @@ int run_many(const Arguments& args) {
   std::uint64_t acked = 0;
   std::uint64_t reads = 0;
   std::uint64_t crashes = 0;
+  std::uint64_t appends_acked = 0;
+  std::uint64_t dedup_answers = 0;
+  std::uint64_t sync_failures = 0;
+  std::uint64_t catching_up = 0;
   std::uint64_t max_liveness_ticks = 0;
   const std::uint64_t progress_every = std::max<std::uint64_t>(*args.seeds / 10, 1);
   for (std::uint64_t i = 0; i < *args.seeds; ++i) {
@@ -138,6 +144,10 @@ int run_many(const Arguments& args) {
     acked += result.proposals_acknowledged;
     reads += result.reads_released;
     crashes += result.cluster.crashes;
+    appends_acked += result.appends_acknowledged;
+    dedup_answers += result.cluster.duplicate_answers;
+    sync_failures += result.cluster.sync_failures;
+    catching_up += result.cluster.restarts_catching_up;
     max_liveness_ticks = std::max(max_liveness_ticks, result.liveness_ticks);
     if (!result.ok()) {
       const std::uint64_t failures = violations + liveness_failures;
@@ -163,9 +173,18 @@ int run_many(const Arguments& args) {
     }
   }
   std::fputs(fmt::format("RESULT seeds={} violations={} liveness_failures={} ticks={} nodes={} seed_start={} "
-                         "acked_proposals={} reads={} crashes={} max_liveness_ticks={}\n",
+                         "acked_proposals={} appends_acked={} dedup_answers={} reads={} crashes={} sync_failures={} "
+                         "restarts_catching_up={} max_liveness_ticks={}\n",
                          *args.seeds, violations, liveness_failures, ticks, args.options.node_count, args.seed_start,
-                         acked, reads, crashes, max_liveness_ticks)
+                         acked, appends_acked, dedup_answers, reads, crashes, sync_failures, catching_up,
+                         max_liveness_ticks)
+                 .c_str(),
+             stdout);
+  // Apart from the RESULT line, which depends on the seeds only.
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::fputs(fmt::format("RATE seeds={} wall_s={:.1f} seeds_per_s={:.1f}\n", *args.seeds, elapsed_s,
+                         elapsed_s > 0 ? static_cast<double>(*args.seeds) / elapsed_s : 0.0)
                  .c_str(),
              stdout);
   return violations + liveness_failures == 0 ? 0 : 1;

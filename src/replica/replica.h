@@ -6,8 +6,9 @@
 // Its caller (raftlogd's Node, src/server/node.h) gives it one input at a time from one thread, then
 // calls process() to drive the core's Ready batches; completion callbacks run inside those calls.
 // What it needs from the world comes in through ReplicaDeps: where messages go, the time, the disk's
-// free space, and observers. (The store's flusher thread and the retention's file times are still
-// the store's own: docs/design.md, "The replica".)
+// free space, and observers. Its store comes in through ReplicaConfig::store: raftlogd's runs its own
+// flusher thread over the POSIX file system; the simulator's is stepped (Options::background_work)
+// over a store::MemoryEnv, and the simulator takes each flush cycle itself (docs/design.md).
 //
 // DURABILITY (docs/durability.md)
 //   Hard state (term, vote) is written durably before any message that depends on it leaves.
@@ -66,6 +67,19 @@ struct ReplicaConfig {
   bool same_boot = false;   // the machine did not restart since the data directory's last open
 };
 
+// What a harness that checks the driver (the simulator, src/sim) observes of each Ready batch.
+// raftlogd sets none. Both calls run inside process() on the replica's thread; they must not call
+// back into the replica.
+class ReadyObserver {
+ public:
+  virtual ~ReadyObserver() = default;
+  // Before anything of the batch is applied: the log still holds what a truncation will cut.
+  virtual void before_ready(const raft::Ready& ready) = 0;
+  // After the whole batch is applied (hard state, log, commit, reads; completion callbacks of this
+  // batch have run). Its messages have been moved out (sent or held); the rest is intact.
+  virtual void after_ready(const raft::Ready& ready) = 0;
+};
+
 struct ReplicaDeps {
   MessageSender* sender = nullptr;  // required
   DiskProbe* disk = nullptr;        // required
@@ -74,6 +88,7 @@ struct ReplicaDeps {
   // Called with the new commit index before any waiter learns of it, so that what a waiter's
   // caller does next (a read of its own entry) sees the index published.
   std::function<void(std::uint64_t commit)> commit_advanced;
+  ReadyObserver* observer = nullptr;  // optional (the simulator's checker)
 };
 
 class Replica {
@@ -105,8 +120,17 @@ class Replica {
   Replica(const Replica&) = delete;
   Replica& operator=(const Replica&) = delete;
 
+  // Where an accepted append's entries were proposed (the answer itself still comes through `done`,
+  // once they commit): for observers that check placement against the log (the simulator).
+  struct AppendPlacement {
+    bool proposed = false;  // false: answered already, or a retry waiting for its original
+    std::uint64_t first = 0;
+    std::uint64_t last = 0;
+    std::uint64_t term = 0;
+  };
+
   // --- inputs --------------------------------------------------------------------------------
-  void append(AppendRequest request);
+  AppendPlacement append(AppendRequest request);
   void read_index(ReadIndexRequest request);
   void transfer_leadership(TransferRequest request);
   void step(raft::Message message);  // by value: an append's entries move into the core
@@ -130,6 +154,7 @@ class Replica {
   // --- state ---------------------------------------------------------------------------------
   // True once an error it cannot continue from happened (logged); the caller stops feeding it.
   bool failed() const { return failed_; }
+  const std::string& failure_reason() const { return failure_; }  // what failed() stopped on
   bool disk_watermark_exceeded() const { return disk_.exceeded(); }  // any thread
   raft::Role role() const { return raft_->role(); }
   std::uint64_t commit_index() const { return commit_; }
@@ -139,6 +164,8 @@ class Replica {
   store::CommitLog& log() { return *log_; }
   const store::CommitLog& log() const { return *log_; }
   const ReplicaConfig& config() const { return config_; }
+  // The log as the Raft core reads it (the simulator's checker reads the same view).
+  const raft::LogReader& log_reader() const { return *reader_; }
 
  private:
   // An append (or a retry of one) waiting for its range to commit.
@@ -182,13 +209,15 @@ class Replica {
   void fail_pending_appends(ErrorCode code, const std::string& message, const char* reason);
 
   // The Ready driver (replica_ready.cpp).
-  void handle_ready(raft::Ready& ready);
+  void handle_ready(raft::Ready& ready);  // observed, around apply_ready()
+  void apply_ready(raft::Ready& ready);
   void note_soft_state(const raft::SoftState& next);
   void truncate_log_from(std::uint64_t from);
   void hold_until_durable(std::vector<raft::Message> messages);
   void report_durability();
   void release_held(std::uint64_t durable_index);
   void deliver_commit(std::uint64_t commit);
+  void record_commit_in_store();
   void deliver_read_states(const raft::Ready& ready);
   void record_dedup(const std::vector<raft::Entry>& entries);
   void fatal(const std::string& what);
@@ -219,6 +248,7 @@ class Replica {
   std::unique_ptr<raft::Raft> raft_;
   raft::HardState persisted_hard_state_;
   bool failed_ = false;
+  std::string failure_;
   bool closed_ = false;
   std::uint64_t commit_ = 0;
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "replica/durability_rules.h"
 #include "replica/replica.h"
 
 namespace raftlog::replica {
@@ -49,13 +50,20 @@ void Replica::process() {
   });
 }
 
+// One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.
+void Replica::handle_ready(raft::Ready& ready) {
+  if (deps_.observer != nullptr) deps_.observer->before_ready(ready);
+  apply_ready(ready);
+  if (deps_.observer != nullptr && !failed_) deps_.observer->after_ready(ready);
+}
+
 // One Ready batch, in the order its contract (raft/types.h) and durability need:
 //   1. persist: hard state (term, vote) before anything that depends on it; the log's truncation;
 //   2. send: the messages that need not wait, before this batch's own (possibly large) write;
 //   3. persist: the new entries, without waiting for their flush;
 //   4. hold: acknowledgements and votes, until everything written so far is durable;
 //   5. apply: the commit index and the reads it releases.
-void Replica::handle_ready(raft::Ready& ready) {
+void Replica::apply_ready(raft::Ready& ready) {
   if (ready.soft_state) note_soft_state(*ready.soft_state);
 
   if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
@@ -196,19 +204,20 @@ void Replica::deliver_read_states(const raft::Ready& ready) {
 void Replica::report_durability() {
   const std::uint64_t last = log_->last_index();
   const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
-  const std::uint64_t durable = async ? last : std::min(log_->flushed_index(), last);
+  const std::uint64_t durable = rules::persisted_index_for_core(last, log_->flushed_index(), async);
   if (durable != reported_durable_) {
     reported_durable_ = durable;
     if (durable > 0) {
       auto term = log_->term_at(durable);
       if (term.ok()) raft_->on_persisted(durable, *term);
     }
+    record_commit_in_store();
   }
   release_held(durable);
 }
 
 void Replica::release_held(std::uint64_t durable_index) {
-  while (!held_messages_.empty() && held_messages_.front().required_index <= durable_index) {
+  while (!held_messages_.empty() && rules::may_release_held(held_messages_.front().required_index, durable_index)) {
     HeldMessages& held = held_messages_.front();
     bool still_valid = held.required_index == 0;
     if (!still_valid) {
@@ -226,9 +235,7 @@ void Replica::deliver_commit(std::uint64_t commit) {
   if (commit <= commit_) return;
   commit_ = commit;
   if (deps_.commit_advanced) deps_.commit_advanced(commit);
-  if (store::Status st = log_->set_commit_index(commit); !st.ok()) {
-    spdlog::warn("node {}: recording commit index {}: {}", config_.node_id, commit, st.to_string());
-  }
+  record_commit_in_store();
   while (!pending_appends_.empty() && pending_appends_.begin()->first <= commit) {
     PendingAppend& pending = pending_appends_.begin()->second;
     auto term = log_->term_at(pending.last);
@@ -250,6 +257,23 @@ void Replica::deliver_commit(std::uint64_t commit) {
   }
 }
 
+// The store's checkpoint keeps the commit index for the next open, which takes a log that ends below
+// it for lost durable data (a storage fault: the node then neither votes nor counts toward commit
+// until it has caught up, storage_fault.h). A follower learns commit indexes beyond what its own flush
+// covers; recording those would make an ordinary power cut look like such a fault — and a cluster
+// whose followers all lost power at once would have no voter left. So the store records the commit
+// index only as far as this node's log is durable (the simulator found this: docs/testing.md).
+void Replica::record_commit_in_store() {
+  const std::uint64_t last = log_->last_index();
+  const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
+  const std::uint64_t durable = async ? last : std::min(log_->flushed_index(), last);
+  const std::uint64_t commit = std::min(commit_, durable);
+  if (commit <= log_->commit_index()) return;
+  if (store::Status st = log_->set_commit_index(commit); !st.ok()) {
+    spdlog::warn("node {}: recording commit index {}: {}", config_.node_id, commit, st.to_string());
+  }
+}
+
 void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
   for (const raft::Entry& entry : entries) {
     if (entry.index <= dedup_recorded_through_) continue;
@@ -261,6 +285,7 @@ void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
 void Replica::fatal(const std::string& what) {
   spdlog::critical("node {}: term {}: cannot continue: {}", config_.node_id, raft_->term(), what);
   failed_ = true;
+  if (failure_.empty()) failure_ = what;
 }
 
 }  // namespace raftlog::replica

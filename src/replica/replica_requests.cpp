@@ -26,7 +26,7 @@ NodeError Replica::not_leader_error() const {
 }
 
 
-void Replica::append(AppendRequest in) {
+Replica::AppendPlacement Replica::append(AppendRequest in) {
   // This node just became leader in a step() of this input batch, and the core may already have cut
   // an unfinished proposal from its log (noop_index_after_unfinished_proposal): hand that out
   // first, so that the dedup table forgets the cut entries before a retry is looked up in it, and
@@ -41,25 +41,25 @@ void Replica::append(AppendRequest in) {
                                         ": an idempotent append needs a sequence of at least 1 "
                                         "(client_id 0 appends without deduplication)",
                                     kReasonBadSequence)));
-    return;
+    return {};
   }
   if (raft_->role() != raft::Role::kLeader) {
     in.done(failed_append(not_leader_error()));
-    return;
+    return {};
   }
   if (pending_appends_.size() >= config_.max_pending_appends) {
     in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
                                     "too many appends waiting for commit on this node (" +
                                         std::to_string(config_.max_pending_appends) + "); retry later",
                                     kReasonTooManyPending)));
-    return;
+    return {};
   }
-  if (in.client_id != 0 && answer_from_dedup(in)) return;
+  if (in.client_id != 0 && answer_from_dedup(in)) return {};
   std::uint64_t append_bytes = 0;
   for (const std::string& payload : in.payloads) append_bytes += payload.size();
   if (NodeError full; !disk_has_room(append_bytes, &full)) {
     in.done(failed_append(full));
-    return;
+    return {};
   }
   // Taken before the payloads move into the proposal; a retry is compared against it (find()).
   const std::uint32_t digest = in.client_id != 0 ? append_digest(in.payloads) : 0;
@@ -77,23 +77,23 @@ void Replica::append(AppendRequest in) {
   if (!guard_core([&] { result = raft_->propose(std::move(entries)); })) {
     in.done(failed_append(make_error(ErrorCode::kInternal, "this node stopped on a storage fault; retry on another",
                                     kReasonStorageError)));
-    return;
+    return {};
   }
   switch (result.status) {
     case raft::ProposeStatus::kOk:
       break;
     case raft::ProposeStatus::kNotLeader:
       in.done(failed_append(not_leader_error()));
-      return;
+      return {};
     case raft::ProposeStatus::kTransferring:
       in.done(failed_append(make_error(ErrorCode::kUnavailable,
                                       "leadership transfer in progress; retry on the new leader",
                                       kReasonLeadershipLost)));
-      return;
+      return {};
     case raft::ProposeStatus::kTooManyPending:
       in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
                                       "too many uncommitted entries on the leader; retry later", kReasonTooManyPending)));
-      return;
+      return {};
     case raft::ProposeStatus::kEmpty:
     case raft::ProposeStatus::kTooLarge:
     case raft::ProposeStatus::kInvalidEntry:
@@ -102,7 +102,7 @@ void Replica::append(AppendRequest in) {
       in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                       std::string("append refused by Raft: ") + raft::to_string(result.status),
                                       kReasonAppendTooLarge)));
-      return;
+      return {};
   }
   // Recorded at once, not when the entries reach the store: a retry arriving in the same input batch
   // must already see this append.
@@ -115,6 +115,7 @@ void Replica::append(AppendRequest in) {
                                                             result.term, false, std::move(in.done),
                                                             in.deadline, deps_.clock(), append_bytes});
   if (deps_.events != nullptr) deps_.events->append_proposed();
+  return AppendPlacement{true, result.first_index, result.last_index, result.term};
 }
 
 // A retry of an append this node's log holds (or one it can no longer judge) is answered from the

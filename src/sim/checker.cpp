@@ -163,6 +163,13 @@ void Checker::record_committed(raft::NodeId node, raft::Index index, const raft:
   if (index <= committed_.size()) {
     const CommittedEntry& known = committed_[index - 1];
     if (known.entry == entry) return;
+    if (known.acknowledged_to_client) {
+      report("append-durability", fmt::format("node {} commits {} at index {}, where {} was committed and "
+                                              "acknowledged to client {} (sequence {})",
+                                              node, describe(entry), index, describe(known.entry),
+                                              known.entry.client_id, known.entry.sequence));
+      return;
+    }
     report(known.acknowledged ? "proposal-durability" : "state-machine-safety",
            fmt::format("node {} commits {} at index {}, where {} was committed before{}", node, describe(entry), index,
                        describe(known.entry), known.acknowledged ? " and acknowledged to its client" : ""));
@@ -180,7 +187,7 @@ void Checker::record_committed(raft::NodeId node, raft::Index index, const raft:
       return;
     }
   }
-  committed_.push_back(CommittedEntry{entry, node_term, false});
+  committed_.push_back(CommittedEntry{entry, node_term, false, false});
   resolve_proposals_at(index);
   // Every current leader of a later term must already hold it.
   for (raft::NodeId leader = 1; leader <= node_count_ && !failed(); ++leader) {
@@ -262,6 +269,44 @@ void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
     record_committed(node, index, *entry, durable_[node].term);
   }
   commit_[node] = commit;
+  // The rest of the recovered log (not committed, maybe about to be cut) must still be entries some
+  // log really held at those (index, term)s: recovery may lose a tail, never invent or mix one.
+  const raft::LogReader& log = log_of(node);
+  if (!failed() && log.last_index() >= log.first_index()) observe_append(node, log.first_index(), log.last_index());
+}
+
+void Checker::observe_acknowledged_append(std::uint64_t client_id, std::uint64_t sequence, raft::Index first,
+                                          raft::Index last, raft::Term term,
+                                          const std::vector<std::string>& payloads) {
+  if (failed()) return;
+  const AcknowledgedAppend answer{first, last, term};
+  auto [it, inserted] = acknowledged_appends_.emplace(std::make_pair(client_id, sequence), answer);
+  if (!inserted && (it->second.first != first || it->second.last != last || it->second.term != term)) {
+    report("dedup-consistency", fmt::format("client {} sequence {} was acknowledged with [{}..{}] t{}, later with "
+                                            "[{}..{}] t{}",
+                                            client_id, sequence, it->second.first, it->second.last, it->second.term,
+                                            first, last, term));
+    return;
+  }
+  assert(acknowledged_appends_.size() <= kMaxTrackedAcknowledgements);
+  if (last < first || last - first + 1 != payloads.size()) {
+    report("append-durability", fmt::format("client {} sequence {} of {} entries was acknowledged with [{}..{}]",
+                                            client_id, sequence, payloads.size(), first, last));
+    return;
+  }
+  for (raft::Index index = first; index <= last; ++index) {
+    const raft::Entry* committed = committed_entry(index);
+    const std::string& payload = payloads[index - first];
+    if (committed == nullptr || committed->term != term || committed->payload != payload ||
+        committed->client_id != client_id || committed->sequence != sequence) {
+      report("append-durability",
+             fmt::format("client {} sequence {} was acknowledged at index {} term {}, but {} is committed there",
+                         client_id, sequence, index, term,
+                         committed != nullptr ? describe(*committed) : std::string("nothing")));
+      return;
+    }
+    committed_[index - 1].acknowledged_to_client = true;
+  }
 }
 
 void Checker::observe_proposal(raft::NodeId node, raft::Index first, raft::Term term,
@@ -340,6 +385,24 @@ void Checker::check_committed_prefixes() {
       }
       record_committed(node, index, *entry, 0);
     }
+  }
+  if (!failed()) check_exactly_once();
+}
+
+void Checker::check_exactly_once() {
+  // One append's entries are contiguous, and its last one ends the proposal (proposal_continues is
+  // false): the same (client_id, sequence) after that is a retry that was committed a second time.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<raft::Index, bool>> seen;  // first index, ended
+  for (raft::Index index = 1; index <= committed_.size(); ++index) {
+    const raft::Entry& entry = committed_[index - 1].entry;
+    if (entry.client_id == 0 || entry.type != raft::EntryType::kNormal) continue;
+    auto [it, inserted] = seen.emplace(std::make_pair(entry.client_id, entry.sequence), std::make_pair(index, false));
+    if (!inserted && it->second.second) {
+      report("dedup-consistency", fmt::format("client {} sequence {} is committed at index {} and again at {}",
+                                              entry.client_id, entry.sequence, it->second.first, index));
+      return;
+    }
+    if (!entry.proposal_continues) it->second.second = true;
   }
 }
 

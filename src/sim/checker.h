@@ -19,6 +19,13 @@
 //                         below the durable commit), never exceeds the log, never truncated
 //   read-linearizability  a read released at index c, requested after index i was committed, has c >= i
 //   proposal-result       a successful propose() placed the entries where it said, with its term
+//   append-durability     an append acknowledged to its client (the replica's answer) is committed at
+//                         the indexes and term it was given, with its payloads, and stays so through
+//                         every power loss
+//   dedup-consistency     every answer for one (client_id, sequence) names the same indexes, across
+//                         restarts and leaders, and no (client_id, sequence) is committed twice
+//   recovery              a restarted replica opens its data directory, and its whole recovered log
+//                         (committed or not) matches what every log held at those (index, term)s
 #pragma once
 
 #include <cstddef>
@@ -45,6 +52,8 @@ class Checker {
   static constexpr std::size_t kMaxTrackedReads = 1 << 16;
   // Bound on outstanding proposals tracked at once.
   static constexpr std::size_t kMaxTrackedProposals = 1 << 16;
+  // Bound on acknowledged appends remembered (one per (client_id, sequence)).
+  static constexpr std::size_t kMaxTrackedAcknowledgements = 1 << 16;
 
   explicit Checker(std::size_t node_count);
 
@@ -68,6 +77,11 @@ class Checker {
   // The node restarted from durable state with commit index `commit`; its attached log is the durable log.
   void observe_restart(raft::NodeId node, raft::Index commit);
 
+  // A client's append (client_id, sequence) was acknowledged with [first, last] in `term`. Call once
+  // the acknowledging node's commit was observed.
+  void observe_acknowledged_append(std::uint64_t client_id, std::uint64_t sequence, raft::Index first,
+                                   raft::Index last, raft::Term term, const std::vector<std::string>& payloads);
+
   // A client's propose() at `node` succeeded, placing `payloads` at [first, first + n) in `term`.
   void observe_proposal(raft::NodeId node, raft::Index first, raft::Term term, const std::vector<std::string>& payloads);
   // A client asked for a linearizable read (whichever node it went to).
@@ -79,7 +93,8 @@ class Checker {
   // When every node's log is identical and fully committed up to `last_index`, a pending proposal beyond
   // it exists in no log anymore: it failed (legitimately: its leader lost it before a quorum had it).
   void abandon_proposals_beyond(raft::Index last_index);
-  // Full sweep: every node's committed prefix equals the committed history.
+  // Full sweep: every node's committed prefix equals the committed history, and no (client_id,
+  // sequence) is committed twice.
   void check_committed_prefixes();
 
   // Records an externally detected failure (e.g. liveness) unless one is already recorded.
@@ -92,6 +107,7 @@ class Checker {
   std::uint64_t acknowledged_proposals() const { return acknowledged_proposals_; }
   std::uint64_t failed_proposals() const { return failed_proposals_; }
   std::uint64_t released_reads() const { return released_reads_; }
+  std::uint64_t acknowledged_appends() const { return acknowledged_appends_.size(); }
   raft::Index committed_length() const { return committed_.size(); }
   std::uint64_t leaders_elected() const { return leader_by_term_.size(); }
   bool is_acknowledged(raft::Index index) const;
@@ -103,6 +119,12 @@ class Checker {
     raft::Entry entry;
     raft::Term observed_term = 0;  // term of the first node that reported it committed
     bool acknowledged = false;     // a client proposal at this index was acknowledged
+    bool acknowledged_to_client = false;  // the replica answered an append with this index
+  };
+  struct AcknowledgedAppend {
+    raft::Index first = 0;
+    raft::Index last = 0;
+    raft::Term term = 0;
   };
   struct EntryIdentity {
     raft::Term previous_term = 0;
@@ -118,6 +140,7 @@ class Checker {
   std::optional<raft::Entry> entry_at(raft::NodeId node, raft::Index index) const;
   void record_committed(raft::NodeId node, raft::Index index, const raft::Entry& entry, raft::Term node_term);
   void check_leader_has(raft::NodeId leader, raft::Term leader_term, raft::Index index);
+  void check_exactly_once();
   void resolve_proposals_at(raft::Index index);
 
   std::size_t node_count_;
@@ -129,6 +152,7 @@ class Checker {
   std::map<std::pair<raft::Index, raft::Term>, EntryIdentity> identities_;
   std::vector<CommittedEntry> committed_;          // committed_[i - 1] is the entry committed at i
   std::multimap<raft::Index, PendingProposal> pending_proposals_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, AcknowledgedAppend> acknowledged_appends_;  // (client, seq)
   std::map<std::uint64_t, raft::Index> read_required_;  // request id -> committed length at request time
   std::uint64_t acknowledged_proposals_ = 0;
   std::uint64_t failed_proposals_ = 0;

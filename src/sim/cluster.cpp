@@ -1,7 +1,10 @@
 #include "sim/cluster.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cassert>
+#include <memory>
 #include <numeric>
 #include <utility>
 
@@ -41,31 +44,91 @@ std::string describe_message(const raft::Message& m) {
   return text;
 }
 
+// What a crash does to the bytes the store wrote but did not sync (store::CrashMode): a power cut
+// loses them, tears them at a random byte or keeps them sector by sector at random; a process crash
+// (kill -9, the machine stays up) keeps them all. Bit flips in unsynced bytes are the store's own
+// tests' concern.
+store::CrashMode draw_crash_mode(util::Prng& prng) {
+  switch (prng.below(4)) {
+    case 0: return store::CrashMode::kLoseUnflushed;
+    case 1: return store::CrashMode::kTornWrite;
+    case 2: return store::CrashMode::kKeepRandomSectors;
+    default: return store::CrashMode::kKeepAll;
+  }
+}
+
 }  // namespace
+
+// The node's log as the checker and the liveness phase read it: the replica's own view, or an empty
+// log while the node is down.
+class Cluster::ReplicaLogView final : public raft::LogReader {
+ public:
+  explicit ReplicaLogView(const Node& node) : node_(node) {}
+  raft::Index first_index() const override { return up() ? reader().first_index() : 1; }
+  raft::Index last_index() const override { return up() ? reader().last_index() : 0; }
+  std::optional<raft::Term> term_at(raft::Index index) const override {
+    if (!up()) return index == 0 ? std::optional<raft::Term>(0) : std::nullopt;
+    return reader().term_at(index);
+  }
+  std::vector<raft::Entry> entries(raft::Index from, raft::Index to, std::size_t max_bytes) const override {
+    return up() ? reader().entries(from, to, max_bytes) : std::vector<raft::Entry>{};
+  }
+
+ private:
+  bool up() const { return node_.replica != nullptr; }
+  const raft::LogReader& reader() const { return node_.replica->log_reader(); }
+  const Node& node_;
+};
+
+class Cluster::NodeSender final : public replica::MessageSender {
+ public:
+  NodeSender(Cluster& cluster, raft::NodeId id) : cluster_(cluster), id_(id) {}
+  void send(raft::Message message) override { cluster_.send(cluster_.node(id_), std::move(message)); }
+
+ private:
+  Cluster& cluster_;
+  raft::NodeId id_;
+};
+
+class Cluster::NodeObserver final : public replica::ReadyObserver {
+ public:
+  NodeObserver(Cluster& cluster, raft::NodeId id) : cluster_(cluster), id_(id) {}
+  void before_ready(const raft::Ready& ready) override { cluster_.before_ready(cluster_.node(id_), ready); }
+  void after_ready(const raft::Ready& ready) override { cluster_.after_ready(cluster_.node(id_), ready); }
+
+ private:
+  Cluster& cluster_;
+  raft::NodeId id_;
+};
 
 Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& prng, Checker& checker, Trace& trace)
     : config_(config), seed_(seed), prng_(prng), checker_(checker), trace_(trace), network_(config.node_count) {
   assert(config.node_count >= 1);
-  assert(config.min_persist_delay_steps >= 1 && config.min_persist_delay_steps <= config.max_persist_delay_steps);
+  assert(config.min_flush_delay_steps >= 1 && config.min_flush_delay_steps <= config.max_flush_delay_steps);
+  assert(config.checkpoint_every_ticks >= 1);
+  // The replicas' log lines would drown the trace (and cost time); the trace says what happened.
+  spdlog::set_level(spdlog::level::off);
   nodes_.resize(config.node_count);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     Node& n = nodes_[i];
     n.id = i + 1;
-    n.storage = std::make_unique<SimStorage>();
-    checker_.attach_log(n.id, n.storage.get());
+    n.env = std::make_unique<store::MemoryEnv>();
+    n.log_view = std::make_unique<ReplicaLogView>(n);
+    n.sender = std::make_unique<NodeSender>(*this, n.id);
+    n.observer = std::make_unique<NodeObserver>(*this, n.id);
+    n.checkpoint_phase = prng_.below(config_.checkpoint_every_ticks);
+    checker_.attach_log(n.id, n.log_view.get());
   }
   for (Node& n : nodes_) {
-    n.raft = std::make_unique<raft::Raft>(config_for(n.id), *n.storage, n.storage->durable_hard_state());
-    n.soft = raft::SoftState{n.raft->role(), n.raft->leader(), n.raft->term()};
-    n.commit = n.raft->commit_index();
+    if (!open_replica(n)) return;
     checker_.observe_restart(n.id, n.commit);
   }
-  for (Node& n : nodes_) drain_ready(n);
+  for (Node& n : nodes_) process(n);
 }
 
 Cluster::~Cluster() {
-  // Cores hold references into their storage: destroy them first.
-  for (Node& n : nodes_) n.raft.reset();
+  // The replicas call back into this object while they close.
+  for (Node& n : nodes_) n.replica.reset();
 }
 
 Cluster::Node& Cluster::node(raft::NodeId id) {
@@ -78,13 +141,65 @@ const Cluster::Node& Cluster::node(raft::NodeId id) const {
   return nodes_[id - 1];
 }
 
-raft::Config Cluster::config_for(raft::NodeId id) {
-  raft::Config config = config_.raft;
-  config.id = id;
-  config.initial_conf.voters.clear();
-  for (const Node& n : nodes_) config.initial_conf.voters.push_back(n.id);
-  config.random_seed = prng_.derive_seed();
-  return config;
+const raft::LogReader& Cluster::log(raft::NodeId id) const { return *node(id).log_view; }
+
+replica::Clock::time_point Cluster::now_time() const {
+  return replica::Clock::time_point(std::chrono::microseconds(now_step() * (kTickMs * 1000 / kStepsPerTick)));
+}
+
+replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
+  replica::ReplicaConfig c;
+  c.node_id = id;
+  for (const Node& n : nodes_) c.members[n.id] = fmt::format("n{}", n.id);
+  c.data_dir = "/data";  // each node has its own Env
+  c.tick_ms = kTickMs;
+  c.election_ticks = static_cast<std::uint32_t>(config_.raft.election_ticks);
+  c.store.flush_mode = store::FlushMode::kSync;
+  c.store.background_work = store::BackgroundWork::kStepped;
+  c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;  // rolls happen in every run
+  c.store.max_entry_size_bytes = 8 << 10;
+  c.store.preallocate_next_segment = false;
+  c.store.env = node(id).env.get();
+  // An append not committed within 100 ticks fails (its client retries), well inside a run.
+  c.append_timeout_ms = 100 * kTickMs;
+  c.raft = config_.raft;
+  c.raft.id = id;
+  c.raft.initial_conf.voters.clear();
+  for (const Node& n : nodes_) c.raft.initial_conf.voters.push_back(n.id);
+  c.raft.known_conf = c.raft.initial_conf;
+  c.raft.random_seed = prng_.derive_seed();
+  c.same_boot = node(id).same_boot;
+  return c;
+}
+
+bool Cluster::open_replica(Node& n) {
+  replica::ReplicaDeps deps;
+  deps.sender = n.sender.get();
+  deps.disk = &n.disk;
+  deps.clock = [this] { return now_time(); };
+  deps.observer = n.observer.get();
+  replica::NodeError error;
+  n.replica = replica::Replica::open(replica_config_for(n.id), std::move(deps), &error);
+  if (n.replica == nullptr) {
+    checker_.report("recovery", fmt::format("node {} cannot reopen its data directory: {}", n.id, error.message));
+    return false;
+  }
+  const replica::NodeStatus status = n.replica->status();
+  n.soft = raft::SoftState{status.role, status.leader_id, status.term};
+  n.commit = n.replica->commit_index();
+  n.last_hard_state = raft::HardState{status.term, n.durable_hard_state.vote, n.commit};
+  n.flush_at_step = 0;
+  n.sync_will_fail = false;
+  if (status.catching_up) {
+    // Recovery judged that this node may have lost entries it acknowledged (replica/storage_fault.h):
+    // it would neither vote nor count toward commit until it holds them again. The simulator damages
+    // no durable byte, so a power cut alone must never look like that.
+    ++stats_.restarts_catching_up;
+    checker_.report("recovery", fmt::format("node {} reopened suspecting a storage fault after a power cut: {}",
+                                            n.id, status.storage_fault));
+    return false;
+  }
+  return true;
 }
 
 void Cluster::set_clock(std::uint64_t step_in_tick) {
@@ -112,6 +227,7 @@ void Cluster::run_tick() {
     if (n.restart_at_tick != 0 && n.restart_at_tick <= tick_) restart(n.id);
     if (checker_.failed()) return;
   }
+  run_checkpoints();
   // Nodes tick in a random order each time, so no node is systematically first to time out.
   std::vector<raft::NodeId> order(nodes_.size());
   std::iota(order.begin(), order.end(), raft::NodeId{1});
@@ -120,16 +236,96 @@ void Cluster::run_tick() {
     if (checker_.failed()) return;
     Node& n = node(id);
     if (!is_running(id)) continue;
-    n.raft->tick();
-    drain_ready(n);
+    n.replica->expire_pending(now_time());
+    n.replica->tick();
+    process(n);
   }
   for (std::uint64_t step = 0; step < kStepsPerTick && !checker_.failed(); ++step) {
     set_clock(step);
     run_due_strike();
     deliver_due_messages();
-    for (Node& n : nodes_) {
-      if (checker_.failed()) return;
-      complete_due_writes(n);
+    if (checker_.failed()) return;
+    run_due_flushes();
+  }
+}
+
+void Cluster::process(Node& n) {
+  if (checker_.failed() || !n.replica) return;
+  n.replica->process();
+  run_completions();
+  if (checker_.failed() || !n.replica) return;
+  if (n.replica->failed()) {
+    stop_failed(n, n.replica->failure_reason());
+    return;
+  }
+  schedule_flush(n);
+}
+
+void Cluster::run_completions() {
+  // Bounded: each completion answers one pending request, and a completion adds none.
+  while (!completions_.empty()) {
+    std::function<void()> completion = std::move(completions_.front());
+    completions_.pop_front();
+    completion();
+  }
+}
+
+void Cluster::stop_failed(Node& n, const std::string& why) {
+  // Nothing the simulator injects outside a sync failure may stop a replica: a fatal error is a bug.
+  checker_.report("replica-failed", fmt::format("node {} stopped: {}", n.id, why));
+}
+
+void Cluster::schedule_flush(Node& n) {
+  if (n.flush_at_step != 0 || !n.replica) return;
+  const store::CommitLog& log = n.replica->log();
+  if (log.flushed_index() >= log.last_index()) return;
+  std::uint64_t delay = prng_.between(config_.min_flush_delay_steps, config_.max_flush_delay_steps);
+  if (config_.slow_flush_per_million != 0 && prng_.chance_per_million(config_.slow_flush_per_million)) {
+    delay += prng_.between(1, config_.slow_flush_max_steps);
+  }
+  n.flush_at_step = now_step() + delay;
+  n.sync_will_fail =
+      config_.failing_sync_per_million != 0 && prng_.chance_per_million(config_.failing_sync_per_million);
+}
+
+void Cluster::run_due_flushes() {
+  for (Node& n : nodes_) {
+    if (checker_.failed()) return;
+    if (!is_running(n.id) || n.flush_at_step == 0 || n.flush_at_step > now_step()) continue;
+    n.flush_at_step = 0;
+    store::CommitLog& log = n.replica->log();
+    if (n.sync_will_fail) {
+      n.sync_will_fail = false;
+      n.env->fail_next_syncs(1);
+    }
+    ++stats_.flush_cycles;
+    if (store::Status st = log.run_flush_cycle(); !st.ok()) {
+      // The store fails for good on a sync error; the process stops and its supervisor restarts it.
+      ++stats_.sync_failures;
+      trace_.log("n{} SYNC FAILED ({}): the node stops", n.id, st.to_string());
+      crash(n.id, prng_.between(1, 10));
+      continue;
+    }
+    trace_.log("n{} flushed to {}", n.id, log.flushed_index());
+    process(n);
+  }
+}
+
+void Cluster::run_checkpoints() {
+  for (Node& n : nodes_) {
+    if (checker_.failed()) return;
+    if (!is_running(n.id) || tick_ % config_.checkpoint_every_ticks != n.checkpoint_phase) continue;
+    store::CommitLog& log = n.replica->log();
+    if (store::Status st = log.run_checkpoint(); !st.ok()) {
+      stop_failed(n, "checkpoint: " + st.to_string());
+      return;
+    }
+    // The checkpoint vouches for the commit index as far as the log it recorded is durable (a follower
+    // may commit beyond its own flush): a restart never comes back below that.
+    const raft::Index durable_commit = std::min(log.commit_index(), log.flushed_index());
+    if (durable_commit > n.durable_hard_state.commit) {
+      n.durable_hard_state.commit = durable_commit;
+      checker_.observe_durable_hard_state(n.id, n.durable_hard_state);
     }
   }
 }
@@ -143,7 +339,7 @@ void Cluster::deliver_due_messages() {
     Node& to = node(message->to);
     if (dropped_by_partition || !is_up(to.id)) {
       ++stats_.messages_dropped;
-      trace_.log("lost {} ({})", describe_message(*message), dropped_by_partition ? "partition" : "node down");
+      if (trace_.enabled()) trace_.log("lost {} ({})", describe_message(*message), dropped_by_partition ? "partition" : "node down");
       continue;
     }
     if (is_paused(to.id)) {
@@ -152,13 +348,13 @@ void Cluster::deliver_due_messages() {
       continue;
     }
     ++stats_.messages_delivered;
-    trace_.log("recv {}", describe_message(*message));
-    to.raft->step(*message);
-    drain_ready(to);
+    if (trace_.enabled()) trace_.log("recv {}", describe_message(*message));
+    to.replica->step(*message);
+    process(to);
   }
 }
 
-void Cluster::send(Node& from, const raft::Message& message) {
+void Cluster::send(Node& from, raft::Message message) {
   if (message.from != from.id || message.to < 1 || message.to > nodes_.size() || message.to == from.id) {
     contract_violation(from, fmt::format("emitted a misaddressed message: {}", describe_message(message)));
     return;
@@ -166,25 +362,15 @@ void Cluster::send(Node& from, const raft::Message& message) {
   ++stats_.messages_sent;
   const int copies = network_.send(message, now_step(), prng_);
   if (copies == 0) ++stats_.messages_dropped;
-  trace_.log("send {}{}", describe_message(message), copies == 0 ? " DROPPED" : (copies == 2 ? " DUPLICATED" : ""));
+  if (trace_.enabled()) trace_.log("send {}{}", describe_message(message), copies == 0 ? " DROPPED" : (copies == 2 ? " DUPLICATED" : ""));
 }
 
 void Cluster::contract_violation(const Node& n, const std::string& what) {
   checker_.report("ready-contract", fmt::format("node {} {}", n.id, what));
 }
 
-void Cluster::drain_ready(Node& n) {
-  for (int batch = 0; batch < kMaxReadyBatchesPerDrain; ++batch) {
-    if (checker_.failed() || !n.raft || !n.raft->has_ready()) return;
-    raft::Ready ready = n.raft->ready();
-    handle_ready(n, ready);
-  }
-  contract_violation(n, "kept producing Ready batches without new input");
-}
-
-void Cluster::handle_ready(Node& n, raft::Ready& ready) {
-  SimStorage& storage = *n.storage;
-
+void Cluster::before_ready(Node& n, const raft::Ready& ready) {
+  if (checker_.failed()) return;
   // must_sync must cover every change of term, vote or log.
   const bool log_changes = ready.truncate_from.has_value() || !ready.entries.empty();
   const bool vote_changes = ready.hard_state && (ready.hard_state->term != n.last_hard_state.term ||
@@ -194,58 +380,35 @@ void Cluster::handle_ready(Node& n, raft::Ready& ready) {
     return;
   }
   if (ready.hard_state) n.last_hard_state = *ready.hard_state;
-
-  // 1 and 2: truncate, then append, on the volatile log.
   if (ready.truncate_from) {
     trace_.log("n{} truncate from {}", n.id, *ready.truncate_from);
     checker_.observe_truncate(n.id, *ready.truncate_from);
   }
-  const raft::Index last_before = storage.last_index();
-  if (!storage.apply_volatile(ready.truncate_from, ready.entries)) {
-    contract_violation(n, fmt::format("gave a batch that does not fit its log (last {}, truncate {}, first entry {})",
-                                      last_before, ready.truncate_from.value_or(0),
-                                      ready.entries.empty() ? 0 : ready.entries.front().index));
-    return;
+}
+
+void Cluster::after_ready(Node& n, const raft::Ready& ready) {
+  if (checker_.failed()) return;
+  // The replica wrote term and vote before anything else of the batch (or failed, and this is not
+  // called).
+  if (ready.hard_state && (ready.hard_state->term != n.durable_hard_state.term ||
+                           ready.hard_state->vote != n.durable_hard_state.vote)) {
+    n.durable_hard_state.term = ready.hard_state->term;
+    n.durable_hard_state.vote = ready.hard_state->vote;
+    trace_.log("n{} hard state t{} v{}", n.id, n.durable_hard_state.term, n.durable_hard_state.vote);
+    checker_.observe_durable_hard_state(n.id, n.durable_hard_state);
   }
   if (!ready.entries.empty()) {
-    trace_.log("n{} append [{}..{}] last {}", n.id, ready.entries.front().index, ready.entries.back().index,
+    if (trace_.enabled()) trace_.log("n{} append [{}..{}] last {}", n.id, ready.entries.front().index, ready.entries.back().index,
                describe(ready.entries.back()));
     checker_.observe_append(n.id, ready.entries.front().index, ready.entries.back().index);
   }
-
   if (ready.soft_state) {
     n.soft = *ready.soft_state;
     trace_.log("n{} is {} of term {} (leader n{})", n.id, raft::to_string(n.soft.role), n.soft.term, n.soft.leader);
     checker_.observe_role(n.id, n.soft.term, n.soft.role);
     if (n.soft.role == raft::Role::kLeader) maybe_schedule_strike(n);
   }
-
-  // 3: messages that need not wait for this batch to be durable.
-  for (const raft::Message& message : ready.messages) send(n, message);
-
-  // 4: queue the durable write; it completes after a random delay, in order with earlier writes.
-  if (ready.hard_state || log_changes || !ready.messages_after_persist.empty()) {
-    PersistJob job;
-    job.truncate_from = ready.truncate_from;
-    job.entries = std::move(ready.entries);
-    job.hard_state = ready.hard_state;
-    job.must_sync = ready.must_sync;
-    job.messages_after_persist = std::move(ready.messages_after_persist);
-    job.last_index = storage.last_index();
-    job.last_term = storage.term_at(job.last_index).value_or(0);
-    job.log_changed = log_changes;
-    const std::uint64_t delay =
-        prng_.between(config_.min_persist_delay_steps, config_.max_persist_delay_steps);
-    job.complete_at_step = std::max(now_step() + delay, storage.last_queued_completion_step());
-    if (storage.pending_jobs() >= SimStorage::kMaxPendingJobs) {
-      contract_violation(n, "outran its disk: too many unpersisted batches");
-      return;
-    }
-    n.storage->enqueue(std::move(job));
-  }
-
-  // 5: committed entries are delivered; reads wait for their index.
-  if (ready.commit_index) {
+  if (ready.commit_index && *ready.commit_index > n.commit) {
     n.commit = *ready.commit_index;
     trace_.log("n{} commit {}", n.id, n.commit);
     checker_.observe_commit(n.id, n.commit, n.soft.term);
@@ -254,55 +417,8 @@ void Cluster::handle_ready(Node& n, raft::Ready& ready) {
       strike_at_step_ = now_step() + prng_.between(0, strike_.max_delay_steps);
     }
   }
-  for (const raft::ReadState& read : ready.read_states) {
-    if (n.waiting_reads.size() >= kMaxWaitingReads) {
-      contract_violation(n, "confirmed more reads than any bound allows");
-      return;
-    }
-    n.waiting_reads.push_back(read);
-  }
-  release_reads(n);
-
-  // 6.
-  for (std::uint64_t request_id : ready.aborted_reads) {
-    ++stats_.reads_aborted;
-    trace_.log("n{} read {} aborted", n.id, request_id);
-    checker_.observe_read_aborted(request_id);
-  }
-}
-
-void Cluster::release_reads(Node& n) {
-  auto ready_end = std::stable_partition(n.waiting_reads.begin(), n.waiting_reads.end(),
-                                         [&n](const raft::ReadState& read) { return read.index <= n.commit; });
-  for (auto it = n.waiting_reads.begin(); it != ready_end; ++it) {
-    trace_.log("n{} read {} released at {}", n.id, it->request_id, it->index);
-    checker_.observe_read_released(n.id, it->request_id, it->index);
-  }
-  n.waiting_reads.erase(n.waiting_reads.begin(), ready_end);
-}
-
-void Cluster::abort_waiting_reads(Node& n) {
-  for (const raft::ReadState& read : n.waiting_reads) {
-    ++stats_.reads_aborted;
-    checker_.observe_read_aborted(read.request_id);
-  }
-  n.waiting_reads.clear();
-}
-
-void Cluster::complete_due_writes(Node& n) {
-  // Bounded by the storage's own bound on queued writes: each iteration completes one.
-  for (std::size_t budget = SimStorage::kMaxPendingJobs + 1; budget > 0; --budget) {
-    if (checker_.failed() || !is_running(n.id) || !n.storage->has_due_job(now_step())) return;
-    PersistJob job = n.storage->complete_oldest();
-    trace_.log("n{} durable up to {}/t{}{}", n.id, job.last_index, job.last_term,
-               job.hard_state ? fmt::format(" hs(t{} v{} c{})", job.hard_state->term, job.hard_state->vote,
-                                            job.hard_state->commit)
-                              : std::string());
-    if (job.hard_state) checker_.observe_durable_hard_state(n.id, *job.hard_state);
-    if (job.log_changed) n.raft->on_persisted(job.last_index, job.last_term);
-    for (const raft::Message& message : job.messages_after_persist) send(n, message);
-    drain_ready(n);
-  }
+  // Acknowledgements and released reads of this batch, now that the checker saw its commit.
+  run_completions();
 }
 
 void Cluster::maybe_schedule_strike(const Node& n) {
@@ -328,35 +444,41 @@ void Cluster::run_due_strike() {
 
 void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
   Node& n = node(id);
-  if (!n.raft) return;
+  if (!n.replica) return;
   ++stats_.crashes;
   const std::size_t lost_messages =
       network_.drop_in_flight_from(id, config_.crash_loses_outgoing_per_million, prng_);
   n.restart_at_tick = down_ticks == 0 ? 0 : tick_ + down_ticks;
-  trace_.log("n{} CRASH (loses {} unpersisted writes, {} unsent messages; down for {} ticks)", id,
-             n.storage->pending_jobs(), lost_messages, down_ticks);
-  abort_waiting_reads(n);
-  n.raft.reset();
-  n.storage->crash();
+  const store::CommitLog& log = n.replica->log();
+  const store::CrashMode mode = draw_crash_mode(prng_);
+  trace_.log("n{} CRASH {} (log {} flushed {}; loses {} unsent messages; down for {} ticks)", id,
+             store::to_string(mode), log.last_index(), log.flushed_index(), lost_messages, down_ticks);
+  // The power goes first: nothing the dying replica does afterwards reaches the disk.
+  n.env->crash();
+  // Its clients see their connections drop: every waiting request's outcome is unknown to them.
+  n.replica->fail_all(replica::ErrorCode::kUnavailable, "the node crashed");
+  n.replica.reset();
+  run_completions();
+  n.env->restart(store::CrashOptions{mode, prng_.derive_seed()});
+  // The replica's recovery judges a cut log differently when the machine did not reboot.
+  n.same_boot = mode == store::CrashMode::kKeepAll;
   n.soft = raft::SoftState{};
   n.paused_until_tick = 0;
+  n.flush_at_step = 0;
+  n.sync_will_fail = false;
   checker_.observe_crash(id);
 }
 
 void Cluster::restart(raft::NodeId id) {
   Node& n = node(id);
   n.restart_at_tick = 0;
-  if (n.raft) return;
-  const raft::HardState& durable = n.storage->durable_hard_state();
-  n.raft = std::make_unique<raft::Raft>(config_for(id), *n.storage, durable);
-  n.last_hard_state = durable;
-  n.soft = raft::SoftState{n.raft->role(), n.raft->leader(), n.raft->term()};
-  n.commit = n.raft->commit_index();
-  trace_.log("n{} RESTART term {} vote {} commit {} log {}", id, durable.term, durable.vote, n.commit,
-             n.storage->last_index());
+  if (n.replica) return;
+  if (!open_replica(n)) return;
+  trace_.log("n{} RESTART term {} vote {} commit {} log {}", id, n.soft.term, n.durable_hard_state.vote, n.commit,
+             n.log_view->last_index());
   checker_.observe_restart(id, n.commit);
   checker_.observe_role(id, n.soft.term, n.soft.role);
-  drain_ready(n);
+  process(n);
 }
 
 void Cluster::pause(raft::NodeId id, std::uint64_t ticks) {
@@ -371,59 +493,104 @@ void Cluster::unpause_all() {
   for (Node& n : nodes_) n.paused_until_tick = 0;
 }
 
-raft::ProposeResult Cluster::propose(raft::NodeId target, std::size_t entry_count, std::vector<std::string>* payloads) {
-  assert(entry_count >= 1);
-  Node& n = node(target);
-  if (!is_running(target)) return raft::ProposeResult{};
-  std::vector<raft::Entry> entries(entry_count);
-  payloads->clear();
-  for (raft::Entry& entry : entries) {
-    // Unique per run: the checker tells proposals apart by payload.
-    std::string payload = fmt::format("s{}p{}", seed_, next_payload_++);
-    payload.append(prng_.below(config_.payload_padding_max_bytes + 1), '.');
-    entry.payload = std::move(payload);
-    payloads->push_back(entry.payload);
+std::vector<std::string> Cluster::make_payloads(std::uint64_t client_id, std::uint64_t sequence, std::size_t count) {
+  std::vector<std::string> payloads(count);
+  for (std::size_t k = 0; k < count; ++k) {
+    payloads[k] = fmt::format("s{}c{}q{}e{}", seed_, client_id, sequence, k);
+    payloads[k].append(prng_.below(config_.payload_padding_max_bytes + 1), '.');
   }
-  raft::ProposeResult result = n.raft->propose(std::move(entries));
-  trace_.log("n{} propose x{} -> {} [{}..{}] t{} hint n{}", target, entry_count, raft::to_string(result.status),
-             result.first_index, result.last_index, result.term, result.leader_hint);
-  if (result.status != raft::ProposeStatus::kOk) {
-    ++stats_.proposals_refused;
-    return result;
-  }
-  ++stats_.proposals_accepted;
-  drain_ready(n);
-  if (checker_.failed()) return result;
-  if (result.last_index + 1 - result.first_index != entry_count) {
-    contract_violation(n, fmt::format("accepted {} entries but reported indexes [{}..{}]", entry_count,
-                                      result.first_index, result.last_index));
-    return result;
-  }
-  checker_.observe_proposal(target, result.first_index, result.term, *payloads);
-  return result;
+  return payloads;
 }
 
-raft::ReadIndexStatus Cluster::request_read(raft::NodeId target) {
+replica::Replica::AppendPlacement Cluster::append(raft::NodeId target, ClientAppend request, AppendDone done) {
   Node& n = node(target);
-  if (!is_running(target)) return raft::ReadIndexStatus::kNotLeader;
+  if (!is_running(target)) {
+    done(replica::failed_append(replica::make_error(replica::ErrorCode::kUnavailable, "node down")));
+    return {};
+  }
+  const std::size_t entry_count = request.payloads.size();
+  std::vector<std::string> payloads = request.payloads;
+  replica::Replica::AppendRequest in;
+  in.payloads = std::move(request.payloads);
+  in.client_id = request.client_id;
+  in.sequence = request.sequence;
+  in.deadline = now_time() + std::chrono::milliseconds(n.replica->config().append_timeout_ms);
+  in.done = [this, target, client = request.client_id, sequence = request.sequence,
+             done = std::move(done)](replica::AppendResult result) {
+    completions_.push_back([this, target, client, sequence, done, result = std::move(result)] {
+      if (result.error.ok()) {
+        trace_.log("n{} acknowledges c{} q{}: [{}..{}] t{}{}", target, client, sequence, result.first_index,
+                   result.last_index, result.term, result.duplicate ? " (duplicate)" : "");
+        if (result.duplicate) ++stats_.duplicate_answers;
+      } else {
+        trace_.log("n{} refuses c{} q{}: {}", target, client, sequence, replica::to_string(result.error.code));
+      }
+      done(result);
+    });
+  };
+  const replica::Replica::AppendPlacement placement = n.replica->append(std::move(in));
+  if (placement.proposed) {
+    trace_.log("n{} append c{} q{} x{} proposed at [{}..{}] t{}", target, request.client_id, request.sequence,
+               entry_count, placement.first, placement.last, placement.term);
+  } else {
+    trace_.log("n{} append c{} q{} x{} not proposed", target, request.client_id, request.sequence, entry_count);
+  }
+  // The entries reach the log in the Ready batch the proposal produced.
+  process(n);
+  if (!placement.proposed) {
+    ++stats_.proposals_refused;
+    return placement;
+  }
+  ++stats_.proposals_accepted;
+  if (checker_.failed() || !n.replica) return placement;
+  if (placement.last + 1 - placement.first != entry_count) {
+    contract_violation(n, fmt::format("accepted {} entries but reported indexes [{}..{}]", entry_count,
+                                      placement.first, placement.last));
+  } else {
+    checker_.observe_proposal(target, placement.first, placement.term, payloads);
+  }
+  return placement;
+}
+
+bool Cluster::request_read(raft::NodeId target) {
+  Node& n = node(target);
+  if (!is_running(target)) return false;
   const std::uint64_t request_id = next_read_id_++;
   ++stats_.reads_requested;
   checker_.observe_read_request(request_id);
-  const raft::ReadIndexStatus status = n.raft->read_index(request_id);
-  trace_.log("n{} read {} requested -> {}", target, request_id, status == raft::ReadIndexStatus::kOk ? "ok" : "refused");
-  if (status != raft::ReadIndexStatus::kOk) checker_.observe_read_aborted(request_id);
-  drain_ready(n);
-  return status;
+  auto refused = std::make_shared<bool>(false);
+  replica::Replica::ReadIndexRequest in;
+  in.deadline = now_time() + std::chrono::milliseconds(50 * kTickMs);
+  in.done = [this, target, request_id, refused](replica::ReadIndexResult result) {
+    if (!result.error.ok()) *refused = true;
+    completions_.push_back([this, target, request_id, result] {
+      if (result.error.ok()) {
+        trace_.log("n{} read {} released at {}", target, request_id, result.read_index);
+        checker_.observe_read_released(target, request_id, result.read_index);
+      } else {
+        ++stats_.reads_aborted;
+        trace_.log("n{} read {} aborted ({})", target, request_id, replica::to_string(result.error.code));
+        checker_.observe_read_aborted(request_id);
+      }
+    });
+  };
+  n.replica->read_index(std::move(in));
+  const bool accepted = !*refused;  // a refusal is answered within read_index()
+  trace_.log("n{} read {} requested -> {}", target, request_id, accepted ? "ok" : "refused");
+  process(n);
+  return accepted;
 }
 
-raft::TransferStatus Cluster::transfer_leadership(raft::NodeId leader_id, raft::NodeId target) {
+void Cluster::transfer_leadership(raft::NodeId leader_id, raft::NodeId target) {
   Node& n = node(leader_id);
-  if (!is_running(leader_id)) return raft::TransferStatus::kNotLeader;
-  const raft::TransferStatus status = n.raft->transfer_leadership(target);
-  trace_.log("n{} transfer leadership to n{} -> {}", leader_id, target, raft::to_string(status));
-  if (status == raft::TransferStatus::kOk) ++stats_.transfers_started;
-  drain_ready(n);
-  return status;
+  if (!is_running(leader_id)) return;
+  replica::Replica::TransferRequest in;
+  in.target = target;
+  in.done = [](const replica::TransferResult&) {};
+  n.replica->transfer_leadership(std::move(in));
+  trace_.log("n{} transfer leadership to n{}", leader_id, target);
+  ++stats_.transfers_started;
+  process(n);
 }
 
 }  // namespace raftlog::sim

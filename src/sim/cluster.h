@@ -1,35 +1,53 @@
-// A simulated cluster: N real Raft cores, each with simulated storage, joined by the simulated network.
-// The Cluster is the driver of every core (it applies Ready batches exactly as types.h prescribes) and
-// the only place that advances simulated time. Everything it observes goes to the Checker; everything it
-// does goes to the Trace. Fault and workload decisions are made by callers (fault_schedule, workload).
+// A simulated cluster: N production replicas (replica::Replica, the driver raftlogd runs), each over
+// its own simulated disk (a store::MemoryEnv holding a stepped CommitLog and the hard state file),
+// joined by the simulated network. The Cluster feeds each replica its inputs exactly as raftlogd's
+// Node does (ticks, messages, client appends and reads, then process()), takes every flush cycle and
+// checkpoint of the stepped stores itself (so sync timing and sync failures are seeded faults), and is
+// the only place that advances simulated time. What the replicas do goes to the Checker (through a
+// ReadyObserver per replica) and to the Trace. Fault and workload decisions are made by callers
+// (fault_schedule, workload).
 //
-// Time: one tick is kStepsPerTick steps. Messages and disk writes take whole steps, so a message can
+// Time: one tick is kStepsPerTick steps. Messages and flush cycles take whole steps, so a message can
 // arrive between two ticks, and several messages can be delivered between two ticks.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "raft/raft.h"
 #include "raft/types.h"
+#include "replica/replica.h"
 #include "sim/checker.h"
 #include "sim/network.h"
-#include "sim/sim_storage.h"
 #include "sim/trace.h"
+#include "store/memory_env.h"
 #include "util/prng.h"
 
 namespace raftlog::sim {
 
 inline constexpr std::uint64_t kStepsPerTick = 4;
+// The replicas' clock: a tick is tick_ms of simulated time.
+inline constexpr std::uint32_t kTickMs = 20;
 
 struct ClusterConfig {
   std::size_t node_count = 3;
   raft::Config raft;  // template for every node: id, initial_conf and random_seed are filled per node
-  std::uint64_t min_persist_delay_steps = 1;
-  std::uint64_t max_persist_delay_steps = 6;
+  // A flush cycle runs this many steps after a write left the log unflushed (the fsync's latency; the
+  // writes that arrive meanwhile join it, as in group commit).
+  std::uint64_t min_flush_delay_steps = 1;
+  std::uint64_t max_flush_delay_steps = 6;
+  // A slow sync: with this chance a flush cycle takes up to slow_flush_max_steps longer.
+  std::uint32_t slow_flush_per_million = 0;
+  std::uint64_t slow_flush_max_steps = 0;
+  // A failing sync: with this chance a flush cycle's sync reports an error. The store fails for good
+  // (it never trusts a later sync), so the node stops and restarts from what was durable.
+  std::uint32_t failing_sync_per_million = 0;
+  // Each node writes its store's checkpoint (which persists the commit index) every this many ticks.
+  std::uint64_t checkpoint_every_ticks = 10;
   std::size_t payload_padding_max_bytes = 32;
   // A crash also loses each of the node's messages still in flight with this chance: packets still in
   // the dead machine's socket buffers never leave it.
@@ -52,6 +70,10 @@ struct ClusterStats {
   std::uint64_t crashes = 0;
   std::uint64_t leader_strikes = 0;
   std::uint64_t pauses = 0;
+  std::uint64_t flush_cycles = 0;
+  std::uint64_t sync_failures = 0;
+  std::uint64_t restarts_catching_up = 0;  // reopened with a suspected storage fault
+  std::uint64_t duplicate_answers = 0;     // appends answered from the dedup table
   std::uint64_t proposals_accepted = 0;
   std::uint64_t proposals_refused = 0;
   std::uint64_t reads_requested = 0;
@@ -59,13 +81,16 @@ struct ClusterStats {
   std::uint64_t transfers_started = 0;
 };
 
+// One client append as the Replica's API takes it: (client_id, sequence) make it idempotent.
+struct ClientAppend {
+  std::uint64_t client_id = 0;
+  std::uint64_t sequence = 0;
+  std::vector<std::string> payloads;
+};
+
 class Cluster {
  public:
-  // Bound on Ready batches drained in one go for one node; a core that never stops producing output
-  // after one input is a bug.
-  static constexpr int kMaxReadyBatchesPerDrain = 10'000;
-  // Bound on reads a node holds waiting for its commit index (the core bounds its own pending reads).
-  static constexpr std::size_t kMaxWaitingReads = 1 << 14;
+  using AppendDone = std::function<void(const replica::AppendResult&)>;
 
   Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& prng, Checker& checker, Trace& trace);
   ~Cluster();
@@ -76,14 +101,15 @@ class Cluster {
   std::uint64_t now_tick() const { return tick_; }
 
   // Advances time by one tick: every running node ticks, then kStepsPerTick steps of message delivery
-  // and disk completions follow.
+  // and flush cycles follow.
   void run_tick();
 
   // Node faults.
-  bool is_up(raft::NodeId id) const { return node(id).raft != nullptr; }
+  bool is_up(raft::NodeId id) const { return node(id).replica != nullptr; }
   bool is_paused(raft::NodeId id) const { return node(id).paused_until_tick > tick_; }
   bool is_running(raft::NodeId id) const { return is_up(id) && !is_paused(id); }
-  // Crashes `id`; it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
+  // Crashes `id`: a power cut (every byte its store did not sync is lost, torn or kept by sector, per
+  // the drawn crash mode) or a process crash (the page cache survives); it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
   void crash(raft::NodeId id, std::uint64_t down_ticks);
   void restart(raft::NodeId id);
   // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults stop).
@@ -92,51 +118,87 @@ class Cluster {
     strike_target_ = raft::kNoNode;
     strike_after_commit_ = false;
   }
+  // Stops the slow and failing syncs (the liveness phase).
+  void calm_disks() {
+    config_.slow_flush_per_million = 0;
+    config_.failing_sync_per_million = 0;
+    for (Node& n : nodes_) n.sync_will_fail = false;
+  }
   void pause(raft::NodeId id, std::uint64_t ticks);
   void unpause_all();
 
   Network& network() { return network_; }
 
-  // Client operations, sent to `target` (a client does not know who leads; see leader_hint).
-  raft::ProposeResult propose(raft::NodeId target, std::size_t entry_count, std::vector<std::string>* payloads);
-  raft::ReadIndexStatus request_read(raft::NodeId target);
-  raft::TransferStatus transfer_leadership(raft::NodeId leader, raft::NodeId target);
+  // Client operations, sent to `target` (a client does not know who leads). The answer comes through
+  // `done`, possibly within this call (a refusal); an accepted append's placement is returned (and
+  // checked against the log).
+  replica::Replica::AppendPlacement append(raft::NodeId target, ClientAppend request, AppendDone done);
+  bool request_read(raft::NodeId target);
+  void transfer_leadership(raft::NodeId leader, raft::NodeId target);
+  // Fresh, run-unique payloads for a new append (the checker tells entries apart by payload).
+  std::vector<std::string> make_payloads(std::uint64_t client_id, std::uint64_t sequence, std::size_t count);
 
-  // What the driver sees of each node.
+  // What a deployment sees of each node.
   const raft::SoftState& soft_state(raft::NodeId id) const { return node(id).soft; }
   raft::Index commit_index(raft::NodeId id) const { return node(id).commit; }
-  const SimStorage& storage(raft::NodeId id) const { return *node(id).storage; }
+  // The node's log as its core reads it (an empty log while it is down).
+  const raft::LogReader& log(raft::NodeId id) const;
   // A running node that reports itself leader, the one with the highest term; kNoNode if none.
   raft::NodeId leader() const;
 
   const ClusterStats& stats() const { return stats_; }
 
  private:
+  class ReplicaLogView;
+  class NodeSender;
+  class NodeObserver;
+  struct NoLimitDisk final : replica::DiskProbe {
+    std::optional<replica::DiskSpace> probe() override { return replica::DiskSpace{1ULL << 40, 0.01}; }
+  };
+
   struct Node {
     raft::NodeId id = raft::kNoNode;
-    std::unique_ptr<SimStorage> storage;
-    std::unique_ptr<raft::Raft> raft;  // null while crashed
+    std::unique_ptr<store::MemoryEnv> env;
+    std::unique_ptr<ReplicaLogView> log_view;
+    std::unique_ptr<NodeSender> sender;
+    std::unique_ptr<NodeObserver> observer;
+    NoLimitDisk disk;
+    std::unique_ptr<replica::Replica> replica;  // null while crashed
     raft::SoftState soft;
-    raft::HardState last_hard_state;  // last one the core emitted (to check must_sync)
+    raft::HardState last_hard_state;     // the last one its core emitted (to check must_sync)
+    raft::HardState durable_hard_state;  // term and vote written; commit as far as a checkpoint vouches
     raft::Index commit = 0;
     std::uint64_t paused_until_tick = 0;
-    std::uint64_t restart_at_tick = 0;  // 0: not scheduled
-    std::vector<raft::ReadState> waiting_reads;  // confirmed, waiting for commit to reach their index
+    std::uint64_t restart_at_tick = 0;   // 0: not scheduled
+    std::uint64_t flush_at_step = 0;     // 0: no flush cycle scheduled
+    bool sync_will_fail = false;         // the scheduled flush cycle's sync reports an error
+    bool same_boot = false;              // the last crash was a process crash (the machine stayed up)
+    std::uint64_t checkpoint_phase = 0;  // ticks where tick % checkpoint_every_ticks == phase
   };
 
   Node& node(raft::NodeId id);
   const Node& node(raft::NodeId id) const;
   std::uint64_t now_step() const { return tick_ * kStepsPerTick + step_in_tick_; }
+  replica::Clock::time_point now_time() const;
   void set_clock(std::uint64_t step_in_tick);
-  raft::Config config_for(raft::NodeId id);
+  replica::ReplicaConfig replica_config_for(raft::NodeId id);
+  bool open_replica(Node& n);
 
-  void drain_ready(Node& n);
-  void handle_ready(Node& n, raft::Ready& ready);
-  void send(Node& from, const raft::Message& message);
+  // After every input: the replica's Ready batches, then deferred completions, a flush to schedule,
+  // and a fatal error to judge.
+  void process(Node& n);
+  void run_completions();
+  void schedule_flush(Node& n);
+  void run_due_flushes();
+  void run_checkpoints();
+  void stop_failed(Node& n, const std::string& why);
+
+  // ReadyObserver and MessageSender of each node.
+  void before_ready(Node& n, const raft::Ready& ready);
+  void after_ready(Node& n, const raft::Ready& ready);
+  void send(Node& from, raft::Message message);
+
   void deliver_due_messages();
-  void complete_due_writes(Node& n);
-  void release_reads(Node& n);
-  void abort_waiting_reads(Node& n);
   void contract_violation(const Node& n, const std::string& what);
   void maybe_schedule_strike(const Node& n);
   void run_due_strike();
@@ -150,8 +212,11 @@ class Cluster {
   std::vector<Node> nodes_;  // nodes_[id - 1]
   std::uint64_t tick_ = 0;
   std::uint64_t step_in_tick_ = 0;
-  std::uint64_t next_payload_ = 0;
   std::uint64_t next_read_id_ = 1;
+  // Completion callbacks of the replicas, run once the Ready batch that produced them is observed
+  // (the checker must have seen the commit an acknowledgement or a read depends on). Bounded by the
+  // replicas' own bounds on pending requests.
+  std::deque<std::function<void()>> completions_;
   LeaderStrike strike_;
   raft::NodeId strike_target_ = raft::kNoNode;  // at most one strike pending
   raft::Term strike_term_ = 0;

@@ -1,6 +1,7 @@
 #include "sim/simulation.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <utility>
@@ -15,8 +16,8 @@ namespace raftlog::sim {
 namespace {
 
 // Upper bound on one replication round trip once the network is calm: a message each way
-// (calm_network: at most kStepsPerTick steps) plus the slowest disk write (ClusterConfig: at most
-// 3 * kStepsPerTick steps), in ticks.
+// (calm_network: at most kStepsPerTick steps) plus the slowest flush cycle once the disks are calm
+// (ClusterConfig::max_flush_delay_steps: at most 3 * kStepsPerTick steps), in ticks.
 constexpr std::uint64_t kCalmRoundTripTicks = 5;
 
 // Liveness-phase patience: a barrier proposal or read not done after this many ticks is retried (its
@@ -40,21 +41,27 @@ ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool
   core.max_uncommitted_entries = prng.between(16, 256);
   core.max_uncommitted_bytes = 1 << 20;
   core.max_pending_reads = prng.between(4, 64);
-  config.min_persist_delay_steps = 1;
-  config.max_persist_delay_steps = prng.between(1, 3 * kStepsPerTick);
+  // The disk: how long an fsync takes, how often one stalls or fails, how often the checkpoint is
+  // written (all in simulated time, drawn per seed).
+  config.min_flush_delay_steps = 1;
+  config.max_flush_delay_steps = prng.between(1, 3 * kStepsPerTick);
+  config.slow_flush_per_million = static_cast<std::uint32_t>(prng.below(3) * 20'000);
+  config.slow_flush_max_steps = prng.between(kStepsPerTick, 20 * kStepsPerTick);
+  config.failing_sync_per_million = prng.below(4) == 0 ? 2'000 : 0;
+  config.checkpoint_every_ticks = prng.between(1, 30);
   config.payload_padding_max_bytes = 32;
   return config;
 }
 
 // All nodes running, agreeing on one leader and term, with identical, fully committed logs.
 bool converged(const Cluster& cluster, raft::NodeId leader) {
-  const SimStorage& leader_log = cluster.storage(leader);
+  const raft::LogReader& leader_log = cluster.log(leader);
   const raft::Index last = leader_log.last_index();
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
     if (!cluster.is_running(id)) return false;
     const raft::SoftState& soft = cluster.soft_state(id);
     if (soft.leader != leader || soft.term != cluster.soft_state(leader).term) return false;
-    const SimStorage& log = cluster.storage(id);
+    const raft::LogReader& log = cluster.log(id);
     if (log.last_index() != last || log.term_at(last) != leader_log.term_at(last)) return false;
     if (cluster.commit_index(id) != last) return false;
   }
@@ -67,7 +74,7 @@ std::uint64_t catch_up_allowance_ticks(const Cluster& cluster, const ClusterConf
   raft::Index longest_log = 0;
   raft::Index lowest_commit = UINT64_MAX;
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
-    longest_log = std::max(longest_log, cluster.storage(id).last_index());
+    longest_log = std::max(longest_log, cluster.log(id).last_index());
     lowest_commit = std::min(lowest_commit, cluster.commit_index(id));
   }
   const std::uint64_t backlog_entries = longest_log > lowest_commit ? longest_log - lowest_commit : 0;
@@ -80,7 +87,7 @@ std::string describe_cluster(const Cluster& cluster) {
   std::string text;
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
     const raft::SoftState& soft = cluster.soft_state(id);
-    const SimStorage& log = cluster.storage(id);
+    const raft::LogReader& log = cluster.log(id);
     text += fmt::format(" n{}:{}{} t{} leader=n{} last={}/t{} commit={};", id, cluster.is_up(id) ? "" : "DOWN ",
                         raft::to_string(soft.role), soft.term, soft.leader, log.last_index(),
                         log.term_at(log.last_index()).value_or(0), cluster.commit_index(id));
@@ -118,9 +125,9 @@ class LivenessPhase {
       waiting_for_ = "a proposal to commit";
       if (!barrier_index_ || tick >= barrier_tick_ + kRetryAfterTicks || barrier_failed()) {
         std::vector<std::string> payloads;
-        raft::ProposeResult result = workload_.propose(cluster_, 1, &payloads);
-        if (result.status == raft::ProposeStatus::kOk) {
-          barrier_index_ = result.first_index;
+        const replica::Replica::AppendPlacement placement = workload_.propose(cluster_, 1, &payloads);
+        if (placement.proposed) {
+          barrier_index_ = placement.first;
           barrier_payload_ = payloads[0];
           barrier_tick_ = tick;
         }
@@ -132,7 +139,7 @@ class LivenessPhase {
       return false;
     }
     // Converged: nothing beyond the common log can ever commit.
-    checker_.abandon_proposals_beyond(cluster_.storage(leader).last_index());
+    checker_.abandon_proposals_beyond(cluster_.log(leader).last_index());
     if (checker_.pending_proposals() != 0) {
       checker_.report("liveness", fmt::format("{} proposals neither committed nor lost after convergence",
                                               checker_.pending_proposals()));
@@ -142,7 +149,7 @@ class LivenessPhase {
     waiting_for_ = "a linearizable read to be released";
     if (read_tick_ == 0 || tick >= read_tick_ + kRetryAfterTicks) {
       if (read_tick_ == 0) reads_before_ = checker_.released_reads();
-      if (cluster_.request_read(leader) == raft::ReadIndexStatus::kOk) read_tick_ = tick;
+      if (cluster_.request_read(leader)) read_tick_ = tick;
     }
     return false;
   }
@@ -170,18 +177,56 @@ class LivenessPhase {
 
 }  // namespace
 
+namespace {
+
+SimResult run_traced(const SimOptions& options, Trace& trace);
+
+}  // namespace
+
 SimResult run_simulation(const SimOptions& options) {
+  // Every crash frees and every restart allocates the simulated disks' file images (64 KiB segments
+  // and their index files): glibc would hand the top of the heap back to the kernel each time and
+  // fault it in again, which cost a fifth of a run. Keep freed memory in the process instead.
+  static const bool heap_kept = [] {
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    return true;
+  }();
+  (void)heap_kept;
+  if (options.full_trace) {
+    Trace trace(options.trace_tail_events, true);
+    return run_traced(options, trace);
+  }
+  // Formatting the trace is a quarter of a run's time and only a failure report reads it: run without
+  // it, and rerun a failing seed (the same history, event for event) with its tail kept.
+  Trace untraced = Trace::off();
+  SimResult result = run_traced(options, untraced);
+  if (result.ok()) return result;
+  Trace tail(options.trace_tail_events, false);
+  SimResult traced = run_traced(options, tail);
+  if (!traced.violation || traced.violation->invariant != result.violation->invariant ||
+      traced.violation->detail != result.violation->detail) {
+    traced.violation = Violation{"determinism", fmt::format("the untraced run found {} ({}); the traced rerun found {}",
+                                                            result.violation->invariant, result.violation->detail,
+                                                            traced.violation ? traced.violation->detail : "nothing")};
+  }
+  return traced;
+}
+
+namespace {
+
+SimResult run_traced(const SimOptions& options, Trace& trace) {
   util::Prng prng(options.seed);
-  Trace trace(options.trace_tail_events, options.full_trace);
   Checker checker(options.node_count);
   const ClusterConfig config = draw_cluster_config(prng, options.node_count, options.aggressive);
   const FaultProfile profile = draw_fault_profile(prng, options.aggressive);
   trace.log("seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} uncommitted {} "
-            "reads {} disk 1..{} steps",
+            "reads {} flush 1..{} steps (slow {}/M up to {}, failing {}/M) checkpoint every {} ticks",
             options.seed, options.node_count, config.raft.heartbeat_ticks, config.raft.election_ticks,
             config.raft.max_entries_per_message, config.raft.max_bytes_per_message,
             config.raft.max_inflight_messages, config.raft.max_uncommitted_entries, config.raft.max_pending_reads,
-            config.max_persist_delay_steps);
+            config.max_flush_delay_steps, config.slow_flush_per_million, config.slow_flush_max_steps,
+            config.failing_sync_per_million, config.checkpoint_every_ticks);
 
   SimResult result;
   result.seed = options.seed;
@@ -193,7 +238,7 @@ SimResult run_simulation(const SimOptions& options) {
     // Clients respect the server's batch limit (a larger batch is refused with kTooLarge).
     rates.max_entries_per_proposal = std::min<std::uint64_t>(rates.max_entries_per_proposal,
                                                              config.raft.max_entries_per_message);
-    Workload workload(rates, prng);
+    Workload workload(rates, prng, checker);
     cluster.network().set_conditions(calm_network());
     faults.start(cluster);
 
@@ -206,6 +251,7 @@ SimResult run_simulation(const SimOptions& options) {
     }
     if (!checker.failed()) {
       faults.stop_and_heal(cluster);
+      cluster.calm_disks();
       const std::uint64_t bound_ticks =
           options.liveness_ticks + (options.catch_up_allowance ? catch_up_allowance_ticks(cluster, config) : 0);
       trace.log("LIVENESS phase: recovery bound {} ticks", bound_ticks);
@@ -222,6 +268,7 @@ SimResult run_simulation(const SimOptions& options) {
   result.proposals_acknowledged = checker.acknowledged_proposals();
   result.proposals_failed = checker.failed_proposals();
   result.reads_released = checker.released_reads();
+  result.appends_acknowledged = checker.acknowledged_appends();
   result.leaders_elected = checker.leaders_elected();
   result.committed_entries = checker.committed_length();
   if (result.violation) {
@@ -231,6 +278,8 @@ SimResult run_simulation(const SimOptions& options) {
   if (options.full_trace) result.full_trace = trace.full();
   return result;
 }
+
+}  // namespace
 
 std::string format_failure(const SimResult& result) {
   if (!result.violation) return {};

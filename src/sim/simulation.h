@@ -35,6 +35,7 @@ struct SimResult {
   std::uint64_t proposals_acknowledged = 0;
   std::uint64_t proposals_failed = 0;
   std::uint64_t reads_released = 0;
+  std::uint64_t appends_acknowledged = 0;  // client appends the replicas acknowledged ((client, seq) pairs)
   std::uint64_t leaders_elected = 0;
   std::uint64_t committed_entries = 0;
   std::uint64_t partitions = 0;

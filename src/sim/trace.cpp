@@ -28,6 +28,7 @@ void Trace::finish_line(std::string& line) {
 }
 
 std::vector<std::string> Trace::tail() const {
+  if (!enabled()) return {};
   std::vector<std::string> lines;
   const std::size_t count = event_count_ < ring_.size() ? static_cast<std::size_t>(event_count_) : ring_.size();
   lines.reserve(count);

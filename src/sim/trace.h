@@ -1,6 +1,10 @@
 // The run's event trace: always a bounded ring of the most recent events (printed with a violation), and
 // optionally every event (`raftlog-sim --trace`). Lines carry simulated time only, never wall-clock time
 // or addresses, so one seed always produces byte-identical traces.
+//
+// A trace can also be off (Trace::off()): it then records nothing, and callers skip building costly
+// arguments (check enabled()). A run is traced only when its trace is wanted: the seed sweeps run
+// untraced and, since a seed names one history, rerun a failing seed with the trace on for its report.
 #pragma once
 
 #include <fmt/format.h>
@@ -22,6 +26,10 @@ class Trace {
 
   // `tail_capacity` recent events are kept; with `keep_all`, every event is also appended to full().
   Trace(std::size_t tail_capacity, bool keep_all);
+  // A trace that records nothing.
+  static Trace off() { return Trace(); }
+
+  bool enabled() const { return !ring_.empty(); }
 
   // The simulated clock stamped on following lines: tick and sub-tick step.
   void set_clock(std::uint64_t tick, std::uint64_t step_in_tick) {
@@ -31,6 +39,7 @@ class Trace {
 
   template <typename... Args>
   void log(fmt::format_string<Args...> format, Args&&... args) {
+    if (!enabled()) return;
     std::string& line = next_line();
     fmt::format_to(std::back_inserter(line), "[{:>5}.{}] ", tick_, step_in_tick_);
     fmt::format_to(std::back_inserter(line), format, std::forward<Args>(args)...);
@@ -44,6 +53,7 @@ class Trace {
   std::uint64_t event_count() const { return event_count_; }
 
  private:
+  Trace() : keep_all_(false) {}
   std::string& next_line();
   void finish_line(std::string& line);
 

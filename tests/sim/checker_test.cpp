@@ -8,10 +8,35 @@
 #include <string>
 #include <vector>
 
-#include "sim/sim_storage.h"
-
 namespace raftlog::sim {
 namespace {
+
+// A LogReader over a plain vector (entry i at position i - 1): the logs these histories write.
+class VectorLogView final : public raft::LogReader {
+ public:
+  explicit VectorLogView(const std::vector<raft::Entry>& log) : log_(log) {}
+  raft::Index first_index() const override { return 1; }
+  raft::Index last_index() const override { return log_.size(); }
+  std::optional<raft::Term> term_at(raft::Index index) const override {
+    if (index == 0) return raft::Term{0};
+    if (index > log_.size()) return std::nullopt;
+    return log_[index - 1].term;
+  }
+  std::vector<raft::Entry> entries(raft::Index from, raft::Index to, std::size_t max_bytes) const override {
+    std::vector<raft::Entry> result;
+    std::size_t total_bytes = 0;
+    for (raft::Index index = from; index <= to && index <= log_.size(); ++index) {
+      const raft::Entry& entry = log_[index - 1];
+      if (!result.empty() && total_bytes + entry.byte_size() > max_bytes) break;
+      total_bytes += entry.byte_size();
+      result.push_back(entry);
+    }
+    return result;
+  }
+
+ private:
+  const std::vector<raft::Entry>& log_;
+};
 
 using raft::Entry;
 using raft::EntryType;
@@ -24,6 +49,15 @@ Entry make_entry(raft::Index index, raft::Term term, std::string payload) {
   entry.term = term;
   entry.type = EntryType::kNormal;
   entry.payload = std::move(payload);
+  return entry;
+}
+
+// An entry of an idempotent client append (client_id, sequence).
+Entry client_entry(raft::Index index, raft::Term term, std::string payload, std::uint64_t client,
+                   std::uint64_t sequence) {
+  Entry entry = make_entry(index, term, std::move(payload));
+  entry.client_id = client;
+  entry.sequence = sequence;
   return entry;
 }
 
@@ -191,6 +225,59 @@ TEST_F(SimCheckerHistory, AcknowledgedProposalLostInACrashViolatesProposalDurabi
   logs_[0] = {make_entry(1, 1, "torn")};
   checker_.observe_restart(1, 1);
   expect_violation("proposal-durability");
+}
+
+TEST_F(SimCheckerHistory, AppendAcknowledgedBeforeItCommittedViolatesAppendDurability) {
+  append(1, {client_entry(1, 1, "w", 7, 1)});
+  append(2, {client_entry(1, 1, "w", 7, 1)});
+  checker_.observe_acknowledged_append(7, 1, 1, 1, 1, {"w"});
+  expect_violation("append-durability");
+}
+
+TEST_F(SimCheckerHistory, AppendAcknowledgedAtTheWrongIndexViolatesAppendDurability) {
+  append(1, {client_entry(1, 1, "v", 7, 1), client_entry(2, 1, "w", 7, 2)});
+  commit(1, 2, 1);
+  checker_.observe_acknowledged_append(7, 2, 1, 1, 1, {"w"});
+  expect_violation("append-durability");
+}
+
+TEST_F(SimCheckerHistory, AcknowledgedAppendLostInAPowerLossViolatesAppendDurability) {
+  append(1, {client_entry(1, 1, "w", 7, 1)});
+  append(2, {client_entry(1, 1, "w", 7, 1)});
+  commit(1, 1, 1);
+  checker_.observe_acknowledged_append(7, 1, 1, 1, 1, {"w"});
+  expect_ok();
+  // Node 1's disk came back holding something else at index 1, below its durable commit.
+  checker_.observe_crash(1);
+  logs_[0] = {make_entry(1, 1, "torn")};
+  checker_.observe_restart(1, 1);
+  expect_violation("append-durability");
+}
+
+TEST_F(SimCheckerHistory, TwoAnswersForOneSequenceViolateDedupConsistency) {
+  append(1, {client_entry(1, 1, "w", 7, 1), make_entry(2, 1, "x")});
+  commit(1, 2, 1);
+  checker_.observe_acknowledged_append(7, 1, 1, 1, 1, {"w"});
+  expect_ok();
+  checker_.observe_acknowledged_append(7, 1, 2, 2, 1, {"w"});
+  expect_violation("dedup-consistency");
+}
+
+TEST_F(SimCheckerHistory, ASequenceCommittedTwiceViolatesDedupConsistency) {
+  append(1, {client_entry(1, 1, "w", 7, 1), make_entry(2, 1, "x"), client_entry(3, 1, "w", 7, 1)});
+  commit(1, 3, 1);
+  expect_ok();
+  checker_.check_committed_prefixes();
+  expect_violation("dedup-consistency");
+}
+
+TEST_F(SimCheckerHistory, RecoveredTailNoLogHeldViolatesLogMatching) {
+  append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
+  commit(1, 1, 1);
+  checker_.observe_crash(1);
+  logs_[0][1] = make_entry(2, 1, "mixed");  // an uncommitted entry recovery made up from two writes
+  checker_.observe_restart(1, 1);
+  expect_violation("log-matching");
 }
 
 TEST_F(SimCheckerHistory, ProposalThatLostItsIndexIsCountedFailedNotViolated) {

@@ -39,8 +39,10 @@ TEST(SimDeterminism, RunsDoWorkAndRecover) {
   EXPECT_GT(result.leaders_elected, 0U);
   EXPECT_GT(result.committed_entries, 10U);
   EXPECT_GT(result.proposals_acknowledged, 0U);
+  EXPECT_GT(result.appends_acknowledged, 0U) << "no client append was acknowledged through the replica";
   EXPECT_GT(result.reads_released, 0U);
   EXPECT_GT(result.cluster.messages_sent, 100U);
+  EXPECT_GT(result.cluster.flush_cycles, 0U);
   EXPECT_GT(result.liveness_ticks, 0U);
 }
 
@@ -60,6 +62,8 @@ TEST(SimRun, EveryKindOfFaultHappens) {
     total.messages_dropped += result.cluster.messages_dropped;
     total.transfers_started += result.cluster.transfers_started;
     total.reads_aborted += result.cluster.reads_aborted;
+    total.sync_failures += result.cluster.sync_failures;
+    total.duplicate_answers += result.cluster.duplicate_answers;
     partitions += result.partitions;
   }
   EXPECT_GT(total.crashes, 0U);
@@ -68,6 +72,8 @@ TEST(SimRun, EveryKindOfFaultHappens) {
   EXPECT_GT(total.messages_dropped, 0U);
   EXPECT_GT(total.transfers_started, 0U);
   EXPECT_GT(partitions, 0U);
+  EXPECT_GT(total.sync_failures, 0U) << "no injected sync failure";
+  EXPECT_GT(total.duplicate_answers, 0U) << "no retry was answered from the dedup table";
 }
 
 TEST(SimRun, RecoveryThatTakesTooLongIsALivenessFailure) {
