@@ -85,6 +85,8 @@ struct ReplicaDeps {
   DiskProbe* disk = nullptr;        // required
   NodeEvents* events = nullptr;     // optional
   std::function<Clock::time_point()> clock = [] { return Clock::now(); };
+  // Wall-clock time, compared with the store's file times by age-based retention.
+  std::function<std::chrono::system_clock::time_point()> wall_clock = [] { return std::chrono::system_clock::now(); };
   // Called with the new commit index before any waiter learns of it, so that what a waiter's
   // caller does next (a read of its own entry) sees the index published.
   std::function<void(std::uint64_t commit)> commit_advanced;

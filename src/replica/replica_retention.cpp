@@ -53,17 +53,18 @@ void Replica::apply_retention(Clock::time_point now) {
   const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
   std::uint64_t total_bytes = 0;
   for (const auto& segment : segments) total_bytes += segment.disk_bytes;
-  const auto oldest_kept = std::filesystem::file_time_type::clock::now() -
-                           std::chrono::seconds(config_.retention_max_age_s);
+  // File times through the store's Env, on the injected wall clock (the simulator's MemoryEnv and
+  // clock agree with each other, as a real file system and the system clock do).
+  store::Env* const env = config_.store.env != nullptr ? config_.store.env : store::Env::posix();
+  const auto oldest_kept = deps_.wall_clock() - std::chrono::seconds(config_.retention_max_age_s);
   std::uint64_t before = 0;
   // Oldest first; stops at the first segment that may stay (retention deletes a prefix).
   for (const auto& segment : segments) {
     if (segment.active) break;
     bool expired = false;
     if (config_.retention_max_age_s != 0) {
-      std::error_code error;
-      const auto modified = std::filesystem::last_write_time(segment.data_path, error);
-      expired = !error && modified < oldest_kept;
+      const auto modified = env->modified_at(segment.data_path);
+      expired = modified.ok() && *modified < oldest_kept;
     }
     const bool over_size = config_.retention_max_bytes != 0 && total_bytes > config_.retention_max_bytes;
     if (!expired && !over_size) break;

@@ -6,6 +6,8 @@
 // All methods are thread-safe.
 #pragma once
 
+#include <chrono>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -75,6 +77,8 @@ class Env {
   virtual Result<std::string> read_file(const std::string& path, std::size_t max_bytes) const = 0;
   // Creates/replaces `path` with `content` and fdatasyncs it (the directory is not synced).
   virtual Status write_file(const std::string& path, std::string_view content) = 0;
+  // When the file's content last changed (its mtime), for age-based retention.
+  virtual Result<std::chrono::system_clock::time_point> modified_at(const std::string& path) const = 0;
 };
 
 inline std::string join_path(const std::string& dir, const std::string& name) {

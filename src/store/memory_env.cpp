@@ -11,6 +11,7 @@ struct MemoryEnv::Inode {
   std::vector<char> durable;  // durable image (same size: sizes are journaled metadata)
   int map_count = 0;
   std::uint64_t generation = 0;
+  std::chrono::system_clock::time_point modified;  // by MemoryEnv::clock_
 };
 
 namespace {
@@ -128,6 +129,7 @@ class MemoryFile final : public File {
       return Status::invalid_argument("write_at past end of " + path_);
     }
     std::memcpy(inode_->data.data() + offset, data.data(), data.size());
+    inode_->modified = env_->clock_();
     return Status();
   }
   Status sync() override {
@@ -154,6 +156,7 @@ class MemoryFile final : public File {
         env_->used_bytes_locked() + (size_bytes - inode_->data.size()) > env_->capacity_bytes_) {
       return Status::no_space("allocate " + path_ + ": No space left on device (simulated)");
     }
+    if (size_bytes != inode_->data.size()) inode_->modified = env_->clock_();
     inode_->data.resize(size_bytes, 0);
     inode_->durable.resize(size_bytes, 0);
     return Status();
@@ -211,6 +214,7 @@ Result<std::unique_ptr<File>> MemoryEnv::open(const std::string& path, bool crea
     if (dirs_.count(parent_dir(path)) == 0) return Status::io("open " + path + ": no such directory");
     auto inode = std::make_shared<Inode>();
     inode->generation = generation_;
+    inode->modified = clock_();
     it = volatile_names_.emplace(path, std::move(inode)).first;
   }
   return std::unique_ptr<File>(std::make_unique<MemoryFile>(this, it->second, path));
@@ -258,6 +262,19 @@ Result<std::string> MemoryEnv::read_file(const std::string& path, std::size_t ma
   return std::string(it->second->data.begin(), it->second->data.end());
 }
 
+Result<std::chrono::system_clock::time_point> MemoryEnv::modified_at(const std::string& path) const {
+  std::lock_guard lock(mu_);
+  RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
+  auto it = volatile_names_.find(path);
+  if (it == volatile_names_.end()) return Status::io("stat " + path + ": No such file or directory");
+  return it->second->modified;
+}
+
+void MemoryEnv::set_clock(std::function<std::chrono::system_clock::time_point()> clock) {
+  std::lock_guard lock(mu_);
+  clock_ = std::move(clock);
+}
+
 Status MemoryEnv::write_file(const std::string& path, std::string_view content) {
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
@@ -265,6 +282,7 @@ Status MemoryEnv::write_file(const std::string& path, std::string_view content) 
   if (!admit_sync_locked()) return Status::io("MemoryEnv: write of " + path + " failed (simulated crash or I/O error)");
   auto inode = std::make_shared<Inode>();
   inode->generation = generation_;
+  inode->modified = clock_();
   inode->data.assign(content.begin(), content.end());
   inode->durable = inode->data;
   volatile_names_[path] = std::move(inode);
@@ -369,6 +387,7 @@ void MemoryEnv::restart(const CrashOptions& options) {
     }
     auto inode = std::make_shared<Inode>();
     inode->generation = generation_;
+    inode->modified = clock_();
     inode->data = result;
     inode->durable = std::move(result);
     volatile_names_[path] = inode;

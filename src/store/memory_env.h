@@ -19,6 +19,10 @@
 // Thread-safe (one mutex). Files are bounded by memory: use small segments.
 #pragma once
 
+#include <functional>
+
+#include <chrono>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,6 +67,13 @@ class MemoryEnv final : public Env {
   Status sync_dir(const std::string& dir) override;
   Result<std::string> read_file(const std::string& path, std::size_t max_bytes) const override;
   Status write_file(const std::string& path, std::string_view content) override;
+  // The time of the last write, resize or creation by this env's clock (a file recreated by restart()
+  // counts as modified then).
+  Result<std::chrono::system_clock::time_point> modified_at(const std::string& path) const override;
+
+  // The clock that stamps modifications (default: a fixed instant, so runs stay deterministic). The
+  // simulator and tests set it to their own clock.
+  void set_clock(std::function<std::chrono::system_clock::time_point()> clock);
 
   // --- simulation controls ---
   void crash();
@@ -99,6 +110,7 @@ class MemoryEnv final : public Env {
   std::uint64_t used_bytes_locked() const;
 
   mutable std::mutex mu_;
+  std::function<std::chrono::system_clock::time_point()> clock_ = [] { return std::chrono::system_clock::time_point(); };
   bool crashed_ = false;
   bool crash_armed_ = false;
   std::uint64_t syncs_until_crash_ = 0;

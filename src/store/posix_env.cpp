@@ -124,6 +124,13 @@ class PosixEnv final : public Env {
     struct stat st {};
     return stat(path.c_str(), &st) == 0;
   }
+  Result<std::chrono::system_clock::time_point> modified_at(const std::string& path) const override {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return Status::from_errno(errno, "stat " + path);
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+  }
   Result<std::unique_ptr<File>> open(const std::string& path, bool create) override {
     const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
     const int fd = ::open(path.c_str(), flags, 0644);

@@ -318,6 +318,64 @@ TEST_F(ReplicaTest, ALogAheadOfItsHardStateIsRefusedAtOpen) {
   EXPECT_NE(error.message.find("vote twice"), std::string::npos) << error.message;
 }
 
+// Age-based retention reads segment file times through the store's Env and compares them with the
+// injected wall clock: over a MemoryEnv whose clock the test moves, segments expire exactly when the
+// test says, with no real file and no real time involved (as the simulator runs it).
+TEST(ReplicaRetention, SegmentAgesComeFromTheEnvAndTheInjectedWallClock) {
+  store::MemoryEnv env;
+  std::chrono::system_clock::time_point wall = std::chrono::system_clock::time_point() + std::chrono::hours(24);
+  env.set_clock([&wall] { return wall; });
+  ReplicaConfig c;
+  c.node_id = 1;
+  c.members = {{1, "n1"}};
+  c.data_dir = "/data";
+  c.store.flush_mode = store::FlushMode::kAsync;
+  c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
+  c.store.preallocate_next_segment = false;
+  c.store.max_entry_size_bytes = 16 << 10;
+  c.store.env = &env;
+  c.raft.id = 1;
+  c.raft.initial_conf.voters = {1};
+  c.raft.known_conf = c.raft.initial_conf;
+  c.retention_max_age_s = 60;
+  c.retention_check_interval_ms = 10;
+  RecordingSender sender;
+  ScriptedDisk disk;
+  Clock::time_point now = Clock::time_point() + std::chrono::hours(1);
+  ReplicaDeps deps;
+  deps.sender = &sender;
+  deps.disk = &disk;
+  deps.clock = [&now] { return now; };
+  deps.wall_clock = [&wall] { return wall; };
+  NodeError error;
+  std::unique_ptr<Replica> replica = Replica::open(c, std::move(deps), &error);
+  ASSERT_NE(replica, nullptr) << error.message;
+  for (int tick = 0; tick < 100 && replica->role() != raft::Role::kLeader; ++tick) {
+    replica->tick();
+    replica->process();
+  }
+  ASSERT_EQ(replica->role(), raft::Role::kLeader);
+  // Enough 12 KiB entries to fill several 64 KiB segments, all committed at once (a single voter).
+  for (int i = 0; i < 24; ++i) {
+    replica->append(Replica::AppendRequest{{std::string(12 << 10, 'r')}, 0, 0, [](AppendResult) {},
+                                           now + milliseconds(5000)});
+    replica->process();
+  }
+  ASSERT_GE(replica->log().segments().size(), 3u);
+  ASSERT_EQ(replica->log().first_index(), 1u);
+  // 59 s later nothing is old enough.
+  wall += std::chrono::seconds(59);
+  now += milliseconds(100);
+  replica->apply_retention(now);
+  EXPECT_EQ(replica->log().first_index(), 1u) << "a segment younger than the maximum age was deleted";
+  // Past the maximum age every sealed segment goes; the active one stays.
+  wall += std::chrono::seconds(2);
+  now += milliseconds(100);
+  replica->apply_retention(now);
+  EXPECT_GT(replica->log().first_index(), 1u) << "expired segments were kept";
+  EXPECT_EQ(replica->log().segments().size(), 1u);
+}
+
 // A follower of a 3-node cluster over a stepped store on a MemoryEnv: nothing it writes is durable
 // until the test runs a flush cycle, and a power cut loses the rest.
 class SteppedFollowerTest : public ::testing::Test {
