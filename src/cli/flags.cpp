@@ -354,11 +354,15 @@ ParseStatus FlagSet::parse(std::span<const std::string> args) {
       return ParseStatus::kError;
     }
   }
+  // Every missing one at once: a first run without flags learns the whole minimal command line.
+  std::vector<std::string> missing;
   for (const Flag& flag : flags_) {
-    if (flag.required && !flag.seen) {
-      error_ = "missing required flag '--" + flag.name + " " + flag.value_name + "'";
-      return ParseStatus::kError;
-    }
+    if (flag.required && !flag.seen) missing.push_back("'--" + flag.name + " " + flag.value_name + "'");
+  }
+  if (!missing.empty()) {
+    error_ = missing.size() == 1 ? "missing required flag " : "missing required flags ";
+    for (std::size_t i = 0; i < missing.size(); ++i) error_ += (i == 0 ? "" : ", ") + missing[i];
+    return ParseStatus::kError;
   }
   return ParseStatus::kOk;
 }
@@ -381,8 +385,13 @@ std::string FlagSet::usage() const {
   for (const Flag& flag : flags_) {
     const std::string left = left_column(flag);
     text << "  " << left << std::string(width - left.size() + 2, ' ') << flag.help;
+    // A help text that explains its own default ("(default: the local cluster's)") is not followed
+    // by the variable's initial value as a second default.
+    const bool help_names_default = flag.help.find("(default") != std::string::npos;
     if (flag.required) {
       text << " (required)";
+    } else if (help_names_default) {
+      if (!flag.range_text.empty()) text << " (" << flag.range_text << ")";
     } else if (!flag.range_text.empty()) {
       text << " (" << flag.range_text << ", default " << flag.default_text << ")";
     } else if (!flag.default_text.empty()) {
