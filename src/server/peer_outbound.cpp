@@ -531,7 +531,13 @@ void PeerOutbound::record_failure_locked(PeerLink& link, const std::string& erro
   ++link.consecutive_failures;
   const Clock::time_point now = Clock::now();
   if (!link.ever_up) {
-    // Not reached since start: normal while the cluster's nodes come up (kPeerStartupGrace).
+    // Not reached since start: normal while the cluster's nodes come up (kPeerStartupGrace), so the
+    // first failure is an info line (the cause stays visible: a refused TLS handshake, a wrong
+    // address) and only a peer still unreachable after the grace is a warning.
+    if (link.consecutive_failures == 1) {
+      spdlog::info("node {}: peer {} ({}) not reachable yet: {} lane: {}", options_.self_id, link.id, link.address,
+                   lane_name(link.lane), error);
+    }
     if (!link.startup_reported && now - started_at_ >= kPeerStartupGrace) {
       link.startup_reported = true;
       spdlog::warn("node {}: peer {} ({}) unreachable since start ({} s): {} lane: {}", options_.self_id, link.id,
