@@ -10,6 +10,8 @@
 #include <sstream>
 #include <utility>
 
+#include "util/check.h"
+
 namespace raftlog::cli {
 namespace {
 
@@ -288,7 +290,8 @@ void FlagSet::bool_flag(std::string name, bool* value, std::string help) {
 
 void FlagSet::require(std::string_view name) {
   Flag* flag = find(name);
-  assert(flag != nullptr && "require() of an unregistered flag");
+  // Always checked (not an assert): a Release build would otherwise write through a null pointer.
+  RAFTLOG_CHECK(flag != nullptr, "require() of an unregistered flag");
   flag->required = true;
 }
 
