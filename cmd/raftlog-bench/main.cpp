@@ -38,6 +38,6 @@ constexpr raftlog::cli::CommandTable kTable{kCommands};
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   const raftlog::cli::Io io{std::cout, std::cerr};
-  return raftlog::cli::dispatch("raftlog-bench", "Benchmarks for raftlog. Every figure ends in a RESULT line.", kTable,
+  return raftlog::cli::run_tool("raftlog-bench", "Benchmarks for raftlog. Every figure ends in a RESULT line.", kTable,
                                 args, io);
 }

@@ -3,6 +3,7 @@
 //   raftlog-sim --seed S [--trace] [--nodes 3|5]            one seed; --trace prints every event
 //   raftlog-sim --seeds N --seed-start S [--nodes 3|5]      N seeds from S, ends with a RESULT line
 // Common options: --fault-ticks T, --liveness-ticks T, --aggressive (leader-churn fault profile).
+// --version prints the version and git revision.
 // Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad arguments.
 // stdout is a pure function of the arguments (byte-identical every run); progress goes to stderr.
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "sim/simulation.h"
+#include "util/build_info.h"
 
 namespace {
 
@@ -38,7 +40,8 @@ void print_usage(std::FILE* out) {
       "usage: raftlog-sim --seed S [--trace] [--nodes 3|5] [options]\n"
       "       raftlog-sim --seeds N [--seed-start S] [--nodes 3|5] [options]\n"
       "options: --fault-ticks T (default 500)  --liveness-ticks T (recovery bound before the catch-up\n"
-      "         allowance, default 250)  --aggressive (leader-churn fault profile for every seed)\n",
+      "         allowance, default 250)  --aggressive (leader-churn fault profile for every seed)\n"
+      "       raftlog-sim --version\n",
       out);
 }
 
@@ -85,6 +88,9 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
       args.options.liveness_ticks = *number;
     } else if (flag == "--help" || flag == "-h") {
       print_usage(stdout);
+      std::exit(0);
+    } else if (flag == "--version") {
+      std::puts(raftlog::util::version_line("raftlog-sim").c_str());
       std::exit(0);
     } else {
       return fmt::format("unknown argument '{}'", flag);

@@ -29,10 +29,18 @@ constexpr std::uint64_t kMaxReadCount = 1'000'000;    // bound on one `read`'s o
 constexpr std::uint64_t kMinWatchIntervalMs = 100;
 constexpr std::uint64_t kMaxWatchIntervalMs = 3'600'000;
 
-// A `NAME=value` line of the local cluster's cluster.env (deploy/local/cluster writes it), or "".
-std::string local_cluster_setting(const std::string& name) {
+constexpr const char* kDefaultClusterDir = "/tmp/raftlog-cluster";  // deploy/local/cluster's default
+constexpr const char* kDefaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
+
+// $RAFTLOG_CLUSTER_DIR, else deploy/local/cluster's default directory.
+std::string default_cluster_dir() {
   const char* dir = std::getenv("RAFTLOG_CLUSTER_DIR");
-  std::ifstream env(std::string(dir != nullptr ? dir : "/tmp/raftlog-cluster") + "/cluster.env");
+  return dir != nullptr && *dir != '\0' ? dir : kDefaultClusterDir;
+}
+
+// A `NAME=value` line of a local cluster's cluster.env (deploy/local/cluster writes it), or "".
+std::string local_cluster_setting(const std::string& cluster_dir, const std::string& name) {
+  std::ifstream env(cluster_dir + "/cluster.env");
   std::string line;
   for (int lines = 0; lines < 1000 && std::getline(env, line); ++lines) {
     if (line.rfind(name + "=", 0) == 0) return line.substr(name.size() + 1);
@@ -40,30 +48,47 @@ std::string local_cluster_setting(const std::string& name) {
   return "";
 }
 
-// The local cluster's endpoints, else the default local ports.
-std::string default_endpoints() {
-  const std::string local = local_cluster_setting("ENDPOINTS");
-  return local.empty() ? "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003" : local;
-}
-
 // Flags every cluster command shares.
 struct Common {
-  std::string endpoints = default_endpoints();
+  std::string endpoints;  // "": the local cluster's (resolve())
+  std::string cluster_dir = default_cluster_dir();
   std::uint32_t timeout_ms = 10000;
   bool json = false;
-  std::string tls_ca = local_cluster_setting("TLS_CA");  // a local cluster started with --tls
+  bool no_headers = false;
+  std::string tls_ca;  // "": a local cluster's CA when it was started with --tls (resolve())
   std::string tls_cert;
   std::string tls_key;
 
   void add_to(cli::FlagSet& flags) {
     flags.string_flag("endpoints", &endpoints, "HOST:PORT,...",
-                      "cluster client endpoints (default: the local cluster's, from $RAFTLOG_CLUSTER_DIR)");
+                      "cluster client endpoints (default: the local cluster's in --cluster-dir, else " +
+                          std::string(kDefaultEndpoints) + ")");
+    flags.string_flag("cluster-dir", &cluster_dir, "DIR",
+                      "a local cluster started by deploy/local/cluster (default: $RAFTLOG_CLUSTER_DIR, else " +
+                          std::string(kDefaultClusterDir) + ")");
     flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long", {1, cli::kUint32Range.max});
     flags.bool_flag("json", &json, "machine-readable output (one JSON object per line)");
+    flags.bool_flag("no-headers", &no_headers, "text output without the column header line");
     flags.string_flag("tls-ca", &tls_ca, "FILE", "speak TLS; trust the nodes' certificates signed by this CA (default: a local cluster's, if up --tls)");
     flags.string_flag("tls-cert", &tls_cert, "FILE", "speak TLS with this client certificate (nodes started with --tls-ca)");
     flags.string_flag("tls-key", &tls_key, "FILE", "private key of --tls-cert");
   }
+
+  // After parsing: what was not given comes from the local cluster's cluster.env. A --cluster-dir
+  // given explicitly must hold one (a typo would otherwise talk to the default ports).
+  bool resolve(const cli::FlagSet& flags, const cli::Io& io) {
+    const std::string local_endpoints = local_cluster_setting(cluster_dir, "ENDPOINTS");
+    if (flags.was_set("cluster-dir") && local_endpoints.empty()) {
+      io.err << "--cluster-dir: no local cluster in " << cluster_dir << " (no ENDPOINTS in " << cluster_dir
+             << "/cluster.env; start one with deploy/local/cluster up --dir " << cluster_dir << ")\n";
+      return false;
+    }
+    if (endpoints.empty()) endpoints = local_endpoints.empty() ? kDefaultEndpoints : local_endpoints;
+    if (!flags.was_set("endpoints") && !flags.was_set("tls-ca")) tls_ca = local_cluster_setting(cluster_dir, "TLS_CA");
+    return true;
+  }
+
+  bool headers() const { return !json && !no_headers; }
 
   // nullptr (after printing why) when the endpoints are unusable.
   std::unique_ptr<client::Client> connect(const cli::Io& io) const {
@@ -88,6 +113,19 @@ struct Common {
   }
 };
 
+// parse_or_exit() plus Common::resolve(): -1 when the command should go on, else its exit code.
+int parse_command(cli::FlagSet& flags, Common& common, std::string_view command_path,
+                  std::span<const std::string> args, const cli::Io& io) {
+  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  return common.resolve(flags, io) ? -1 : cli::kExitUsage;
+}
+
+// An endpoint that did not answer, in words: "DOWN (connection refused)" rather than gRPC's
+// "failed to connect to all addresses; last error: UNKNOWN: ipv4:...: Connection refused".
+std::string unreachable_text(const client::Status& status) {
+  return "DOWN (" + describe_unreachable(client::to_string(status.code()), status.message()) + ")";
+}
+
 int fail(const cli::Io& io, std::string_view what, const client::Status& status) {
   io.err << what << ": " << client::to_string(status.code()) << ": " << status.message() << "\n";
   return cli::kExitFailure;
@@ -104,6 +142,9 @@ void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
            << "\n";
   }
 }
+
+// The header of print_entry()'s text lines.
+void print_entry_header(const cli::Io& io) { io.out << "INDEX\tTERM\tPAYLOAD\n"; }
 
 }  // namespace
 
@@ -123,19 +164,23 @@ std::string utc_now() {
 int print_status(client::Client& c, const Common& common, const cli::Io& io) {
   const std::vector<client::EndpointStatus> all = c.status_all();
   int unreachable = 0;
-  if (!common.json) {
+  if (common.headers()) {
     io.out << std::left << std::setw(22) << "ENDPOINT" << std::setw(5) << "ID" << std::setw(11) << "ROLE"
            << std::setw(7) << "TERM" << std::setw(7) << "LEADER" << std::setw(10) << "FIRST" << std::setw(10)
-           << "LAST" << std::setw(10) << "COMMIT" << std::setw(10) << "FLUSHED" << "MODE\n";
+           << "LAST" << std::setw(10) << "COMMIT" << std::setw(10) << "FLUSHED" << std::setw(7) << "MODE"
+           << "VERSION\n";
   }
   for (const client::EndpointStatus& e : all) {
     if (!e.status.ok()) {
       ++unreachable;
       if (common.json) {
         io.out << "{\"endpoint\":" << json_string(e.endpoint) << ",\"error\":"
-               << json_string(e.status.status().message()) << "}\n";
+               << json_string(e.status.status().message()) << ",\"down\":"
+               << json_string(describe_unreachable(client::to_string(e.status.status().code()),
+                                                   e.status.status().message()))
+               << "}\n";
       } else {
-        io.out << std::left << std::setw(22) << e.endpoint << "unreachable: " << e.status.status().message() << "\n";
+        io.out << std::left << std::setw(22) << e.endpoint << unreachable_text(e.status.status()) << "\n";
       }
       continue;
     }
@@ -151,6 +196,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"catching_up_to_index\":" << s.catching_up_to_index
              << ",\"storage_fault\":" << json_string(s.storage_fault) << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified << ",\"scrub_passes\":" << s.scrub_passes
+             << ",\"version\":" << json_string(s.version) << ",\"revision\":" << json_string(s.revision)
              << ",\"peers\":[";
       for (std::size_t i = 0; i < s.peers.size(); ++i) {
         const client::PeerStatus& p = s.peers[i];
@@ -166,7 +212,8 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
     io.out << std::left << std::setw(22) << e.endpoint << std::setw(5) << s.node_id << std::setw(11)
            << client::to_string(s.role) << std::setw(7) << s.term << std::setw(7) << s.leader_id << std::setw(10)
            << s.first_index << std::setw(10) << s.last_index << std::setw(10) << s.commit_index << std::setw(10)
-           << s.flushed_index << client::to_string(s.flush_mode) << "\n";
+           << s.flushed_index << std::setw(7) << client::to_string(s.flush_mode)
+           << (s.version.empty() ? std::string("-") : s.version + " (" + s.revision + ")") << "\n";
     if (s.catching_up) {
       io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
              << s.storage_fault << "): not voting, not counted toward commit\n";
@@ -199,7 +246,7 @@ int run_status(std::string_view command_path, std::span<const std::string> args,
                   "with --watch: time between rounds (" + std::to_string(kMinWatchIntervalMs) + ".." +
                       std::to_string(kMaxWatchIntervalMs) + ")");
   flags.uint_flag("count", &count, "N", "with --watch: stop after N rounds (0 = until interrupted)");
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   if (interval_ms < kMinWatchIntervalMs || interval_ms > kMaxWatchIntervalMs) {
     io.err << "--interval-ms must be in [" << kMinWatchIntervalMs << ", " << kMaxWatchIntervalMs << "]\n";
     return cli::kExitUsage;
@@ -226,6 +273,47 @@ int run_status(std::string_view command_path, std::span<const std::string> args,
   return unreachable == static_cast<int>(endpoints) ? cli::kExitFailure : cli::kExitOk;
 }
 
+// --- leader --------------------------------------------------------------------------------------
+int run_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Common common;
+  cli::FlagSet flags(std::string(command_path),
+                     "Print the leader's id and address, as the node that calls itself leader (or, failing that, the "
+                     "other members) reports it. Exit 1 when no reachable node knows a leader.");
+  common.add_to(flags);
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
+  auto c = common.connect(io);
+  if (c == nullptr) return cli::kExitUsage;
+  const std::vector<client::EndpointStatus> all = c->status_all();
+  // The self-declared leader with the highest term wins; else the highest-term follower's hint.
+  const client::NodeStatus* best = nullptr;
+  auto better = [&best](const client::NodeStatus& s) {
+    if (s.leader_id == 0) return false;
+    if (best == nullptr) return true;
+    const bool self = s.role == client::Role::kLeader;
+    const bool best_self = best->role == client::Role::kLeader;
+    return s.term > best->term || (s.term == best->term && self && !best_self);
+  };
+  int reachable = 0;
+  for (const client::EndpointStatus& e : all) {
+    if (!e.status.ok()) continue;
+    ++reachable;
+    if (better(e.status.value())) best = &e.status.value();
+  }
+  if (best == nullptr) {
+    io.err << command_path << ": no leader known (" << reachable << " of " << all.size()
+           << " endpoints answered; run 'raftlogctl status')\n";
+    return cli::kExitFailure;
+  }
+  const std::string address = best->role == client::Role::kLeader ? best->address : best->leader_address;
+  if (common.json) {
+    io.out << "{\"leader_id\":" << best->leader_id << ",\"leader_address\":" << json_string(address)
+           << ",\"term\":" << best->term << ",\"reported_by\":" << best->node_id << "}\n";
+  } else {
+    io.out << "node " << best->leader_id << " at " << address << " (term " << best->term << ")\n";
+  }
+  return cli::kExitOk;
+}
+
 // --- health --------------------------------------------------------------------------------------
 int run_health(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   Common common;
@@ -234,14 +322,15 @@ int run_health(std::string_view command_path, std::span<const std::string> args,
                      "Ask every endpoint's grpc.health.v1 service; exit 0 only if all are SERVING (for probes).");
   common.add_to(flags);
   flags.string_flag("service", &service, "NAME", "service to ask about: \"\" (the node) or raftlog.v1.Log");
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   auto c = common.connect(io);
   if (c == nullptr) return cli::kExitUsage;
   bool all_serving = true;
   const std::vector<std::string> endpoints = client::parse_endpoints(common.endpoints).value();
+  if (common.headers()) io.out << std::left << std::setw(22) << "ENDPOINT" << "HEALTH\n";
   for (const std::string& endpoint : endpoints) {
     const client::Result<client::HealthState> state = c->health(endpoint, service);
-    const std::string text = state.ok() ? client::to_string(state.value()) : "unreachable: " + state.status().message();
+    const std::string text = state.ok() ? client::to_string(state.value()) : unreachable_text(state.status());
     all_serving = all_serving && state.ok() && state.value() == client::HealthState::kServing;
     if (common.json) {
       io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"status\":" << json_string(text) << "}\n";
@@ -263,7 +352,7 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
   common.add_to(flags);
   flags.string_flag("value", &value, "TEXT", "append this one entry (otherwise read lines from stdin)");
   flags.bool_flag("batch", &batch, "stdin: append all lines as one atomic batch instead of one append per line");
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   auto c = common.connect(io);
   if (c == nullptr) return cli::kExitUsage;
 
@@ -313,7 +402,7 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
   flags.uint_flag("from", &from, "INDEX", "first index to print");
   flags.uint_flag("count", &count, "N", "most entries to print (at most 1000000)");
   flags.bool_flag("linearizable", &linearizable, "read through the leader with ReadIndex (sees every completed append)");
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   if (count > kMaxReadCount || from == 0) {
     io.err << command_path << ": --from must be >= 1 and --count at most " << kMaxReadCount << "\n";
     return cli::kExitUsage;
@@ -322,16 +411,24 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
   if (c == nullptr) return cli::kExitUsage;
   std::uint64_t printed = 0;
   std::uint64_t next = from;
+  std::uint64_t commit_index = 0;  // as of the last answer
+  if (common.headers()) print_entry_header(io);
   while (printed < count) {
     const auto want = static_cast<std::uint32_t>(std::min<std::uint64_t>(count - printed, 1000));
     auto r = c->read(next, want, 0, linearizable);
     if (!r.ok()) return fail(io, "read", r.status());
+    commit_index = r->commit_index;
     if (r->entries.empty()) break;
     for (const client::Entry& e : r->entries) {
       print_entry(io, e, common.json);
       ++printed;
       next = e.index + 1;
     }
+  }
+  // Stopped by --count with committed entries left: say so (on stderr, so the output stays data).
+  if (printed == count && commit_index >= next) {
+    io.err << (commit_index - next + 1) << " more entries (through index " << commit_index
+           << "); use --count or --from " << next << "\n";
   }
   return cli::kExitOk;
 }
@@ -354,7 +451,7 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
   for (std::string& arg : normalized) {
     if (arg == "-f") arg = "--follow";
   }
-  if (int code = cli::parse_or_exit(flags, command_path, normalized, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, normalized, io); code >= 0) return code;
   if (from == 0) {
     io.err << command_path << ": --from must be >= 1\n";
     return cli::kExitUsage;
@@ -364,6 +461,7 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
   if (!follow) {
     // Without -f: everything committed now, then stop.
     std::uint64_t next = from;
+    if (common.headers()) print_entry_header(io);
     for (std::uint64_t round = 0; round < kMaxReadCount; ++round) {
       auto r = c->read(next, 1000, 0, false);
       if (!r.ok()) return fail(io, "tail", r.status());
@@ -373,6 +471,7 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
     }
     return cli::kExitOk;
   }
+  if (common.headers()) print_entry_header(io);
   client::TailOptions options;
   options.from_index = from;
   options.duration_ms = duration_ms;
@@ -393,7 +492,7 @@ int run_transfer_leader(std::string_view command_path, std::span<const std::stri
   common.add_to(flags);
   flags.uint_flag("to", &target, "ID", "the node to become leader");
   flags.require("to");
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   auto c = common.connect(io);
   if (c == nullptr) return cli::kExitUsage;
   auto r = c->transfer_leadership(target);
@@ -443,7 +542,7 @@ int run_flush(std::string_view command_path, std::span<const std::string> args, 
   Common common;
   cli::FlagSet flags(std::string(command_path), "Force every node to flush what it has written; print each flushed index.");
   common.add_to(flags);
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   return for_each_endpoint(common, io, [](client::Client& c, const std::string& endpoint) -> client::Result<NodeAnswer> {
     auto r = c.flush(endpoint);
     if (!r.ok()) return r.status();
@@ -461,7 +560,7 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
                      "first retained index.");
   common.add_to(flags);
   flags.uint_flag("before", &before_index, "INDEX", "delete entries below this index (required)");
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   if (before_index == 0) {
     io.err << "--before INDEX is required (and must be at least 1)\n";
     return cli::kExitUsage;

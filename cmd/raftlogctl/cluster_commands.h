@@ -1,6 +1,7 @@
-// `raftlogctl status|health|append|read|tail|transfer-leader|flush`: commands against a running
-// cluster, through the client library. Each takes --endpoints (default: the local cluster started by
-// deploy/local/cluster), --timeout-ms, --json and the TLS flags --tls-ca/--tls-cert/--tls-key.
+// `raftlogctl status|leader|health|append|read|tail|transfer-leader|flush|trim`: commands against a
+// running cluster, through the client library. Each takes --endpoints (default: the local cluster
+// started by deploy/local/cluster, found through --cluster-dir / $RAFTLOG_CLUSTER_DIR), --timeout-ms,
+// --json, --no-headers and the TLS flags --tls-ca/--tls-cert/--tls-key.
 #pragma once
 
 #include <span>
@@ -12,6 +13,7 @@
 namespace raftlog::ctl {
 
 int run_status(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_health(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_append(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_read(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);

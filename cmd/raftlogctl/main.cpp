@@ -2,6 +2,7 @@
 // cluster_commands.cpp talks to a running cluster, log_commands.cpp inspects an offline data directory.
 #include <iostream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/commands.h"
@@ -13,6 +14,8 @@ namespace {
 constexpr raftlog::cli::Command kCommands[] = {
     {"status", "show every member: role, term, leader, indexes, peer lag and last contact",
      raftlog::ctl::run_status, nullptr},
+    {"leader", "print the current leader's id and address (exit 1 when no node knows one)",
+     raftlog::ctl::run_leader, nullptr},
     {"health", "ask each node's gRPC health service; exit 0 only if every node is SERVING",
      raftlog::ctl::run_health, nullptr},
     {"append", "append entries (--value TEXT, or one per stdin line) and print their indexes",
@@ -26,11 +29,20 @@ constexpr raftlog::cli::Command kCommands[] = {
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 
+// The cluster commands' shared flags (cluster_commands.h), also accepted before the command word.
+constexpr std::string_view kGlobalValueFlags[] = {"endpoints", "cluster-dir", "timeout-ms", "tls-ca", "tls-cert",
+                                                  "tls-key"};
+constexpr std::string_view kGlobalBoolFlags[] = {"json"};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> args(argv + 1, argv + argc);
+  const std::vector<std::string> given(argv + 1, argv + argc);
+  const std::vector<std::string> args = raftlog::cli::hoist_leading_flags(given, kGlobalValueFlags, kGlobalBoolFlags);
   const raftlog::cli::Io io{std::cout, std::cerr};
-  return raftlog::cli::dispatch("raftlogctl", "Operator tool for raftlog. Exit codes: 0 ok, 1 failure or corruption, 2 usage error.",
+  return raftlog::cli::run_tool("raftlogctl",
+                                "Operator tool for raftlog. Exit codes: 0 ok, 1 failure or corruption, 2 usage error.\n"
+                                "The cluster commands' flags (--endpoints, --cluster-dir, --timeout-ms, --json, --tls-*) "
+                                "may also come before the command.",
                                 kTable, args, io);
 }

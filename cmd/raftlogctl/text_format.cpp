@@ -45,4 +45,31 @@ std::string json_string(std::string_view bytes) {
   return out;
 }
 
+std::string describe_unreachable(std::string_view code_name, std::string_view message) {
+  struct Known {
+    std::string_view fragment;  // in gRPC's (or the kernel's) words
+    std::string_view words;
+  };
+  static constexpr Known kKnown[] = {
+      {"Connection refused", "connection refused: no node listening"},
+      {"Connection reset", "connection reset"},
+      {"No route to host", "no route to host"},
+      {"Network is unreachable", "network unreachable"},
+      {"Handshake failed", "TLS handshake failed"},
+      {"handshake", "TLS handshake failed"},
+      {"Deadline Exceeded", "no answer in time"},
+      {"DNS resolution failed", "host name not resolved"},
+  };
+  for (const Known& known : kKnown) {
+    if (message.find(known.fragment) != std::string_view::npos) return std::string(known.words);
+  }
+  if (code_name == "DEADLINE_EXCEEDED") return "no answer in time";
+  constexpr std::size_t kMaxClause = 120;
+  std::string_view clause = message;
+  if (const std::size_t colon = clause.rfind(": "); colon != std::string_view::npos) clause = clause.substr(colon + 2);
+  std::string out(code_name);
+  if (!clause.empty()) out += ": " + escape_text(clause.substr(0, kMaxClause));
+  return out;
+}
+
 }  // namespace raftlog::ctl

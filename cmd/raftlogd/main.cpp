@@ -26,6 +26,7 @@
 #include "server/node_identity.h"
 #include "server/node_tls.h"
 #include "server/server.h"
+#include "util/build_info.h"
 
 namespace {
 
@@ -120,7 +121,9 @@ int main(int argc, char** argv) {
   flags.require("id");
   flags.string_flag("members", &members_text, "ID=HOST:PORT,...",
                     "every member of the cluster with the address it serves clients and peers on");
+  flags.require("members");
   flags.string_flag("data-dir", &config.data_dir, "DIR", "where this node keeps its log and hard state");
+  flags.require("data-dir");
   flags.host_port_flag("listen", &config.listen_address, "HOST:PORT",
                        "address to bind (default: this node's address in --members)");
   flags.string_flag("cluster-id", &config.cluster_id, "TOKEN",
@@ -213,11 +216,19 @@ int main(int argc, char** argv) {
                    "defaults (docs/operations.md, memory)",
                    {0, raftlog::raftlogd::kMaxRetainBytes});
   flags.string_flag("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
-  flags.string_flag("config", &config_path, "FILE", "read options from FILE (name = value lines)");
+  flags.string_flag("config", &config_path, "FILE",
+                    "read options from FILE (name = value lines; required flags may come from it too)");
+  bool show_version = false;
+  flags.bool_flag("version", &show_version, "print the version and git revision, then exit");
 
   // The config file is found first (by hand), so the file's options and the command line are parsed
   // together, in one pass, with the command line winning.
   std::vector<std::string> args(argv + 1, argv + argc);
+  // --version answers alone, before the required flags are checked (as --help does).
+  if (std::find(args.begin(), args.end(), "--version") != args.end()) {
+    std::cout << raftlog::util::version_line("raftlogd") << "\n";
+    return raftlog::cli::kExitOk;
+  }
   std::set<std::string> given_on_command_line;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -242,7 +253,13 @@ int main(int argc, char** argv) {
     return raftlog::cli::kExitOk;
   }
   if (status == ParseStatus::kError) {
-    std::cerr << "raftlogd: " << flags.error() << "\n\n" << flags.usage();
+    // The problem and where to look, not 50 lines of usage that push it off the screen.
+    std::cerr << "raftlogd: " << flags.error() << "\n";
+    if (merged.empty()) {
+      std::cerr << "A node needs at least: raftlogd --id 1 --members 1=127.0.0.1:7001 --data-dir /var/lib/raftlog/1\n"
+                   "(or --config FILE with those options; docs/configuration.md).\n";
+    }
+    std::cerr << "Run 'raftlogd --help' for every flag.\n";
     return raftlog::cli::kExitUsage;
   }
 
@@ -293,6 +310,7 @@ int main(int argc, char** argv) {
     return raftlog::cli::kExitUsage;
   }
 
+  spdlog::info("{}: starting node {}", raftlog::util::version_line("raftlogd"), config.node_id);
   // Before Server::start creates the threads whose buffers it governs.
   if (std::string problem = raftlog::raftlogd::apply_allocator_policy(allocator_retain_bytes); !problem.empty()) {
     spdlog::warn("node {}: --allocator-retain-bytes: {}; glibc's defaults stay", config.node_id, problem);

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace raftlog::cli {
 
@@ -40,6 +41,20 @@ struct Command {
 //   -h / --help / help         -> usage on io.out, kExitOk
 int dispatch(std::string_view command_path, std::string_view summary, const CommandTable& table,
              std::span<const std::string> args, const Io& io);
+
+// A tool's entry point: `--version` (or `version`) prints util::version_line(program) to io.out and
+// returns kExitOk; anything else goes to dispatch().
+int run_tool(std::string_view program, std::string_view summary, const CommandTable& table,
+             std::span<const std::string> args, const Io& io);
+
+// Global flags before the command word (`raftlogctl --endpoints X status`, as etcdctl and kubectl
+// take them): moves every leading `--name[=value]` / `--name value` that names one of
+// `value_flags` or `bool_flags` to the end of the arguments, so the command's own FlagSet parses
+// it. `--help`, `--version` and unknown leading flags are left in place (dispatch() then answers
+// or refuses them); a value flag missing its value is left in place too.
+std::vector<std::string> hoist_leading_flags(std::span<const std::string> args,
+                                             std::span<const std::string_view> value_flags,
+                                             std::span<const std::string_view> bool_flags);
 
 class FlagSet;
 

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <utility>
 
+#include "util/check.h"
+
 namespace raftlog::cli {
 namespace {
 
@@ -288,7 +290,8 @@ void FlagSet::bool_flag(std::string name, bool* value, std::string help) {
 
 void FlagSet::require(std::string_view name) {
   Flag* flag = find(name);
-  assert(flag != nullptr && "require() of an unregistered flag");
+  // Always checked (not an assert): a Release build would otherwise write through a null pointer.
+  RAFTLOG_CHECK(flag != nullptr, "require() of an unregistered flag");
   flag->required = true;
 }
 
@@ -354,11 +357,15 @@ ParseStatus FlagSet::parse(std::span<const std::string> args) {
       return ParseStatus::kError;
     }
   }
+  // Every missing one at once: a first run without flags learns the whole minimal command line.
+  std::vector<std::string> missing;
   for (const Flag& flag : flags_) {
-    if (flag.required && !flag.seen) {
-      error_ = "missing required flag '--" + flag.name + " " + flag.value_name + "'";
-      return ParseStatus::kError;
-    }
+    if (flag.required && !flag.seen) missing.push_back("'--" + flag.name + " " + flag.value_name + "'");
+  }
+  if (!missing.empty()) {
+    error_ = missing.size() == 1 ? "missing required flag " : "missing required flags ";
+    for (std::size_t i = 0; i < missing.size(); ++i) error_ += (i == 0 ? "" : ", ") + missing[i];
+    return ParseStatus::kError;
   }
   return ParseStatus::kOk;
 }
@@ -381,8 +388,13 @@ std::string FlagSet::usage() const {
   for (const Flag& flag : flags_) {
     const std::string left = left_column(flag);
     text << "  " << left << std::string(width - left.size() + 2, ' ') << flag.help;
+    // A help text that explains its own default ("(default: the local cluster's)") is not followed
+    // by the variable's initial value as a second default.
+    const bool help_names_default = flag.help.find("(default") != std::string::npos;
     if (flag.required) {
       text << " (required)";
+    } else if (help_names_default) {
+      if (!flag.range_text.empty()) text << " (" << flag.range_text << ")";
     } else if (!flag.range_text.empty()) {
       text << " (" << flag.range_text << ", default " << flag.default_text << ")";
     } else if (!flag.default_text.empty()) {

@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "api_errors/error_info.h"
-#include "util/thread_name.h"
 
 namespace raftlog::client::internal {
 
@@ -18,10 +17,7 @@ CallWatchdog::~CallWatchdog() {
 
 void CallWatchdog::wake_if_later_than(Clock::time_point when) {
   if (!thread_.joinable()) {
-    thread_ = std::thread([this] {
-      util::name_this_thread("client-stream");
-      run();
-    });
+    thread_ = std::thread([this] { run(); });
   } else if (sleeping_until_ > when) {
     wake_.notify_one();
   }

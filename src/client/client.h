@@ -225,6 +225,9 @@ struct NodeStatus {
   std::uint64_t corrupt_index = 0;
   std::uint64_t scrub_bytes_verified = 0;
   std::uint64_t scrub_passes = 0;
+  // The node's raftlogd version and git revision; empty from a node that predates them.
+  std::string version;
+  std::string revision;
 };
 
 struct EndpointStatus {

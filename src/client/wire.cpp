@@ -79,6 +79,8 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();
   status.scrub_passes = wire.scrub_passes();
+  status.version = wire.version();
+  status.revision = wire.revision();
   for (const pb::PeerStatus& peer_wire : wire.peers()) status.peers.push_back(peer_from_wire(peer_wire));
   return status;
 }

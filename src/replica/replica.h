@@ -38,6 +38,7 @@
 #include "replica/results.h"
 #include "replica/store_log_reader.h"
 #include "store/commit_log.h"
+#include "util/rate_limit.h"
 
 namespace raftlog::replica {
 
@@ -269,7 +270,11 @@ class Replica {
 
   DiskWatermark disk_;
   Clock::time_point retention_checked_at_{};
-  std::set<std::uint64_t> peers_behind_first_index_;  // warned about once each
+  std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
+  // A follower whose progress flaps across the first index would start an episode per probe: its
+  // "cannot catch up" line is printed at most once per kBehindFirstIndexLogInterval.
+  static constexpr std::chrono::minutes kBehindFirstIndexLogInterval{5};
+  std::map<std::uint64_t, util::RateLimit> behind_first_index_log_;
 };
 
 }  // namespace raftlog::replica

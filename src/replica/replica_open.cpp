@@ -278,9 +278,14 @@ NodeStatus Replica::status() {
     // first index the core stops sending appends to that peer (raft_replication.cpp).
     peer.behind_first_index = progress.next_index < status.first_index;
     if (peer.behind_first_index && peers_behind_first_index_.insert(progress.id).second) {
-      spdlog::error("node {}: follower {} needs entries from {} but the first retained index is {}: it cannot "
-                    "catch up; rebuild it from a copy of a healthy node's data directory (docs/operations.md)",
-                    config_.node_id, progress.id, progress.next_index, status.first_index);
+      auto limit = behind_first_index_log_.try_emplace(progress.id, kBehindFirstIndexLogInterval).first;
+      if (const std::optional<std::uint64_t> held_back = limit->second.admit(util::RateLimit::Clock::now())) {
+        spdlog::error("node {}: follower {} needs entries from {} but the first retained index is {}: it cannot "
+                      "catch up; rebuild it from a copy of a healthy node's data directory (docs/operations.md){}",
+                      config_.node_id, progress.id, progress.next_index, status.first_index,
+                      *held_back == 0 ? std::string()
+                                      : " (" + std::to_string(*held_back) + " more such report(s) not logged)");
+      }
     } else if (!peer.behind_first_index) {
       peers_behind_first_index_.erase(progress.id);
     }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string>
 
 #include "replica/durability_rules.h"
 #include "replica/replica.h"
@@ -106,10 +107,53 @@ void Replica::apply_ready(raft::Ready& ready) {
   deliver_read_states(ready);
 }
 
+namespace {
+
+// One log line per role or leader change that says what happened and why, in words an operator can
+// act on. The Raft core reports only the new state; the reason follows from the transition (the core
+// runs with pre-vote, so a follower's own timeout always goes through pre-candidate first, and a
+// follower that becomes candidate directly was told to by a leadership transfer).
+std::string describe_transition(const raft::SoftState& prev, const raft::SoftState& next,
+                                std::uint64_t election_timeout_ms) {
+  using raft::Role;
+  const std::string was_leader = prev.leader != raft::kNoNode ? "leader " + std::to_string(prev.leader) : "a leader";
+  switch (next.role) {
+    case Role::kPreCandidate:
+      return "election timeout: no message from " + was_leader + " for " + std::to_string(election_timeout_ms) +
+             "+ ms; asking for pre-votes (term stays " + std::to_string(next.term) + ")";
+    case Role::kCandidate:
+      if (prev.role == Role::kPreCandidate) {
+        return "pre-vote won: starting the election for term " + std::to_string(next.term);
+      }
+      return "leadership transfer: " + was_leader + " handed over; starting the election for term " +
+             std::to_string(next.term);
+    case Role::kLeader:
+      return "won the election: leader for term " + std::to_string(next.term);
+    case Role::kFollower:
+      break;
+  }
+  if (prev.role == Role::kLeader) {
+    return next.term == prev.term
+               ? "stepping down: no contact with a majority within the election timeout (check quorum)"
+               : "stepping down: another node is in the newer term " + std::to_string(next.term);
+  }
+  if (next.leader != raft::kNoNode) return "following leader " + std::to_string(next.leader) + " in term " + std::to_string(next.term);
+  if (prev.role != Role::kFollower) return "campaign ended without a leader (term " + std::to_string(next.term) + ")";
+  return "no leader known in term " + std::to_string(next.term) + " (was " + was_leader + ")";
+}
+
+}  // namespace
+
 void Replica::note_soft_state(const raft::SoftState& next) {
   if (next.role != soft_state_.role || next.leader != soft_state_.leader) {
-    spdlog::info("node {}: term {}: role {} -> {}, leader {}", config_.node_id, next.term,
-                 raft::to_string(soft_state_.role), raft::to_string(next.role), next.leader);
+    const std::string why =
+        describe_transition(soft_state_, next, static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms);
+    if (next.role != soft_state_.role) {
+      spdlog::info("node {}: role {} -> {}: {}", config_.node_id, raft::to_string(soft_state_.role),
+                   raft::to_string(next.role), why);
+    } else {
+      spdlog::info("node {}: {}", config_.node_id, why);  // same role, new leader: no "Follower -> Follower"
+    }
   }
   const bool lost_leadership = soft_state_.role == raft::Role::kLeader && next.role != raft::Role::kLeader;
   if (deps_.events != nullptr) report_role_change(*deps_.events, soft_state_, next);

@@ -23,6 +23,7 @@
 #include "server/raw_messages.h"
 #include "server/stream_limits.h"
 #include "util/thread_name.h"
+#include "util/build_info.h"
 
 namespace raftlog::server {
 
@@ -224,6 +225,8 @@ class ClientServices::Impl {
       response.set_corrupt_index(status.corrupt_index);
       response.set_scrub_bytes_verified(status.scrub_bytes_verified);
       response.set_scrub_passes(status.scrub_passes);
+      response.set_version(std::string(util::build_version()));
+      response.set_revision(std::string(util::build_revision()));
       for (const PeerStatus& peer : status.peers) {
         v1::PeerStatus* out = response.add_peers();
         out->set_id(peer.id);

@@ -169,6 +169,7 @@ void PeerOutbound::connect(PeerLink& link, raft::NodeId id, const std::string& a
 }
 
 void PeerOutbound::start() {
+  started_at_ = Clock::now();
   reconnect_timer_.start();
   append_encoder_.start();
   // Connect at once, so the first messages do not wait for a connection.
@@ -441,6 +442,7 @@ void PeerOutbound::on_initial_metadata(PeerLink& link, OutboundStream* stream, b
         spdlog::info("node {}: peer {} ({}) up ({} lane)", options_.self_id, link.id, link.address,
                      lane_name(link.lane));
         link.up = true;
+        link.ever_up = true;
       }
       write_next = !stream->closing;
     } else {
@@ -522,13 +524,38 @@ void PeerOutbound::record_failure_locked(PeerLink& link, const std::string& erro
   ++link.stats.connect_failures;
   link.stats.last_error = error;
   link.stats.last_error_at = Clock::now();
-  // One log line per outage, not one per attempt.
-  const bool log_it = link.up || link.consecutive_failures == 0;
+  // One log line per outage, not one per attempt; a lane that flaps logs at most one per
+  // kPeerDownLogInterval.
+  const bool new_outage = link.up || link.consecutive_failures == 0;
   link.up = false;
   ++link.consecutive_failures;
-  if (log_it) {
-    spdlog::warn("node {}: peer {} ({}) down: {} lane: {}", options_.self_id, link.id, link.address,
-                 lane_name(link.lane), error);
+  const Clock::time_point now = Clock::now();
+  if (!link.ever_up) {
+    // Not reached since start: normal while the cluster's nodes come up (kPeerStartupGrace), so the
+    // first failure is an info line (the cause stays visible: a refused TLS handshake, a wrong
+    // address) and only a peer still unreachable after the grace is a warning.
+    if (link.consecutive_failures == 1) {
+      spdlog::info("node {}: peer {} ({}) not reachable yet: {} lane: {}", options_.self_id, link.id, link.address,
+                   lane_name(link.lane), error);
+    }
+    if (!link.startup_reported && now - started_at_ >= kPeerStartupGrace) {
+      link.startup_reported = true;
+      spdlog::warn("node {}: peer {} ({}) unreachable since start ({} s): {} lane: {}", options_.self_id, link.id,
+                   link.address, std::chrono::duration_cast<std::chrono::seconds>(now - started_at_).count(),
+                   lane_name(link.lane), error);
+    }
+    return;
+  }
+  if (!new_outage) return;
+  if (const std::optional<std::uint64_t> held_back = link.down_log.admit(now)) {
+    if (*held_back == 0) {
+      spdlog::warn("node {}: peer {} ({}) down: {} lane: {}", options_.self_id, link.id, link.address,
+                   lane_name(link.lane), error);
+    } else {
+      spdlog::warn("node {}: peer {} ({}) down: {} lane: {} ({} more outage(s) in the last {} s not logged)",
+                   options_.self_id, link.id, link.address, lane_name(link.lane), error, *held_back,
+                   kPeerDownLogInterval.count());
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -24,8 +25,16 @@
 #include "server/peer_stream_auth.h"
 #include "server/timer_thread.h"
 #include "server/transport.h"
+#include "util/rate_limit.h"
 
 namespace raftlog::server {
+
+// Peers start at different moments: a peer not reachable yet this long after start() is not an
+// outage worth a warning (a normal cluster start would print one per peer and lane); past it, one
+// "unreachable since start" line per lane.
+inline constexpr std::chrono::seconds kPeerStartupGrace{10};
+// A flapping lane logs "down" at most once per this interval, with the count of outages held back.
+inline constexpr std::chrono::seconds kPeerDownLogInterval{30};
 
 class PeerOutbound {
  public:
@@ -71,6 +80,10 @@ class PeerOutbound {
     std::uint32_t backoff_ms = 0;  // the next reconnect delay, before jitter
     std::uint32_t consecutive_failures = 0;
     bool up = false;  // the last stream was accepted and has not failed since (for log lines)
+    bool ever_up = false;           // some stream of this lane was accepted since start()
+    bool startup_reported = false;  // "unreachable since start" was logged
+    // "peer down" lines of a flapping lane: at most one per kPeerDownLogInterval.
+    util::RateLimit down_log{kPeerDownLogInterval};
     // The stream's counters; the queue's are added when a snapshot is taken.
     LaneStats stats;
 
@@ -118,6 +131,7 @@ class PeerOutbound {
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
   std::map<raft::NodeId, std::unique_ptr<PeerLanes>> links_;  // fixed after construction
+  std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();  // set by start()
   // Reconnect backoff of every lane: one thread, at most one pending reconnect per lane.
   TimerThread reconnect_timer_;
   // Encodes and starts the writes of large batches (kInlineEncodeMaxBytes) off the Raft loop and

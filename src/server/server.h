@@ -38,6 +38,9 @@ class Server {
 
  private:
   explicit Server(std::unique_ptr<Impl> impl);
+  // Part of shutdown(): gRPC's Shutdown within --shutdown-grace-ms, ending as soon as no call is in
+  // flight (idle client connections do not hold it up).
+  void stop_grpc_server();
   std::unique_ptr<Impl> impl_;
 };
 

@@ -193,7 +193,12 @@ std::string LocalCluster::metrics_address(int id) const {
 
 std::string LocalCluster::endpoints() const {
   std::string out;
-  for (const auto& [id, port] : ports_) out += (out.empty() ? "" : ",") + address(id);
+  // Appended piece by piece: `const char* + std::string&&` trips GCC 12's -Wrestrict false positive at
+  // -O3 (GCC bug 105651), which would fail a Release build.
+  for (const auto& [id, port] : ports_) {
+    if (!out.empty()) out += ',';
+    out += address(id);
+  }
   return out;
 }
 

@@ -2,9 +2,13 @@
 // counts with suffixes, HOST:PORT flags, and the messages and usage text they produce.
 #include "cli/flags.h"
 
+#include "cli/commands.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <sstream>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -174,6 +178,84 @@ TEST(HostPort, ParsesHostAndPort) {
   EXPECT_TRUE(util::is_wildcard_host("0.0.0.0"));
   EXPECT_TRUE(util::is_wildcard_host("::"));
   EXPECT_FALSE(util::is_wildcard_host("127.0.0.1"));
+}
+
+TEST(FlagSetRequired, EveryMissingRequiredFlagIsNamedAtOnce) {
+  std::uint64_t id = 0;
+  std::string members;
+  std::string dir;
+  FlagSet flags("tool", "test");
+  flags.uint_flag("id", &id, "ID", "id");
+  flags.require("id");
+  flags.string_flag("members", &members, "LIST", "members");
+  flags.require("members");
+  flags.string_flag("data-dir", &dir, "DIR", "dir");
+  flags.require("data-dir");
+  EXPECT_EQ(parse(flags, {}), "missing required flags '--id ID', '--members LIST', '--data-dir DIR'");
+  FlagSet one("tool", "test");
+  one.uint_flag("id", &id, "ID", "id");
+  one.require("id");
+  one.string_flag("members", &members, "LIST", "members");
+  EXPECT_EQ(parse(one, {"--members", "x"}), "missing required flag '--id ID'");
+  const std::string usage = flags.usage();
+  EXPECT_TRUE(contains(usage, "Usage: tool --id ID --members LIST --data-dir DIR")) << usage;
+  EXPECT_TRUE(contains(usage, "members (required)")) << usage;
+}
+
+TEST(FlagSetUsage, AHelpThatExplainsItsDefaultGetsNoSecondOne) {
+  std::string endpoints = "127.0.0.1:7001";
+  std::uint32_t tick_ms = 20;
+  FlagSet flags("tool", "test");
+  flags.string_flag("endpoints", &endpoints, "LIST", "where (default: the local cluster's)");
+  flags.uint_flag("tick-ms", &tick_ms, "MS", "tick (default: 20 ms)", {1, 10000});
+  const std::string usage = flags.usage();
+  EXPECT_TRUE(contains(usage, "where (default: the local cluster's)\n")) << usage;
+  EXPECT_FALSE(contains(usage, "(default 127.0.0.1:7001)")) << usage;
+  EXPECT_TRUE(contains(usage, "tick (default: 20 ms) (1..10000)\n")) << usage;  // the range stays
+}
+
+std::vector<std::string> hoist(std::vector<std::string> args) {
+  static constexpr std::string_view kValues[] = {"endpoints", "timeout-ms"};
+  static constexpr std::string_view kBools[] = {"json"};
+  return hoist_leading_flags(args, kValues, kBools);
+}
+
+TEST(HoistLeadingFlags, GlobalFlagsBeforeTheCommandMoveBehindIt) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(hoist({"--endpoints", "h:1", "status"}), (V{"status", "--endpoints", "h:1"}));
+  EXPECT_EQ(hoist({"--json", "--endpoints=h:1", "read", "--from", "2"}),
+            (V{"read", "--from", "2", "--json", "--endpoints=h:1"}));
+  EXPECT_EQ(hoist({"status", "--json"}), (V{"status", "--json"}));  // already after: unchanged
+  // Not global, --help/--version, or a value flag without its value: left for dispatch() to answer.
+  EXPECT_EQ(hoist({"--dir", "x", "log"}), (V{"--dir", "x", "log"}));
+  EXPECT_EQ(hoist({"--version"}), (V{"--version"}));
+  EXPECT_EQ(hoist({"--json", "--help"}), (V{"--help", "--json"}));
+  EXPECT_EQ(hoist({"--endpoints"}), (V{"--endpoints"}));
+}
+
+int table_handler(std::string_view, std::span<const std::string> args, const Io& io) {
+  io.out << "ran with " << args.size() << "\n";
+  return kExitOk;
+}
+
+TEST(RunTool, VersionIsAnsweredAtTheTopLevelOnly) {
+  static constexpr Command kCommands[] = {{"go", "run it", table_handler, nullptr}};
+  static constexpr CommandTable kTable{kCommands};
+  std::ostringstream out;
+  std::ostringstream err;
+  const Io io{out, err};
+  const std::vector<std::string> version{"--version"};
+  EXPECT_EQ(run_tool("tool", "a tool", kTable, version, io), kExitOk);
+  EXPECT_EQ(out.str().rfind("tool ", 0), 0U) << out.str();
+  EXPECT_TRUE(contains(out.str(), "(revision ")) << out.str();
+  out.str("");
+  const std::vector<std::string> help{"--help"};
+  EXPECT_EQ(run_tool("tool", "a tool", kTable, help, io), kExitOk);
+  EXPECT_TRUE(contains(out.str(), "'tool --version' for its version")) << out.str();
+  out.str("");
+  const std::vector<std::string> command{"go", "--version"};  // the command's own business
+  EXPECT_EQ(run_tool("tool", "a tool", kTable, command, io), kExitOk);
+  EXPECT_EQ(out.str(), "ran with 1\n");
 }
 
 }  // namespace

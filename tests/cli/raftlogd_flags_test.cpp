@@ -125,6 +125,38 @@ TEST_F(RaftlogdFlagsTest, AValidConfigurationStillStartsAndStops) {
   EXPECT_TRUE(std::filesystem::exists(data_dir_ + "/log"));
 }
 
+TEST(RaftlogdFlags, NoFlagsNamesEveryRequiredFlagAndAnExample) {
+  const ProcessRun run = run_stderr(RAFTLOGD_PATH);
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  EXPECT_NE(run.err.find("missing required flags '--id ID', '--members ID=HOST:PORT,...', '--data-dir DIR'"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("A node needs at least: raftlogd --id 1 --members"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("Run 'raftlogd --help' for every flag."), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("Flags:"), std::string::npos) << "the whole usage buries the message:\n" << run.err;
+}
+
+// stdout of `command` (stderr discarded) and its exit code.
+ProcessRun run_stdout(const std::string& command) {
+  return run_stderr("sh -c '" + command + " 1>&2 2>/dev/null'");
+}
+
+TEST(AllTools, VersionPrintsTheVersionAndRevision) {
+  for (const char* tool : {RAFTLOGD_PATH, RAFTLOGCTL_PATH, RAFTLOG_BENCH_PATH, RAFTLOG_SIM_PATH}) {
+    const ProcessRun run = run_stdout(std::string(tool) + " --version");
+    EXPECT_EQ(run.exit_code, 0) << tool << ": " << run.err;
+    const std::string name = std::filesystem::path(tool).filename().string();
+    EXPECT_EQ(run.err.rfind(name + " " + RAFTLOG_PROJECT_VERSION + " (revision ", 0), 0U) << tool << ": " << run.err;
+  }
+  // raftlogd answers --version before it checks the required flags, wherever it appears.
+  const ProcessRun late = run_stdout(std::string(RAFTLOGD_PATH) + " --log-level info --version");
+  EXPECT_EQ(late.exit_code, 0) << late.err;
+  const ProcessRun help = run_stdout(std::string(RAFTLOGD_PATH) + " --help");
+  EXPECT_NE(help.err.find("clients and peers on (required)\n"), std::string::npos) << help.err;
+  EXPECT_NE(help.err.find("where this node keeps its log and hard state (required)\n"), std::string::npos)
+      << help.err;
+}
+
 TEST(RaftlogctlFlags, TimeoutsAreRefusedNotTruncated) {
   // --timeout-ms 4294967297 used to become a 1 ms retry deadline.
   for (const char* flags : {"read --timeout-ms 4294967297", "tail --duration-ms 4294967296"}) {

@@ -32,7 +32,27 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
 
   CommandRun read = run_command(ctl + "read --from 1 --linearizable" + endpoints);
   ASSERT_EQ(read.exit_code, 0) << read.out;
-  EXPECT_EQ(read.out, "1\t1\t(noop)\n2\t1\tone\n3\t1\ttwo\n");
+  EXPECT_EQ(read.out, "INDEX\tTERM\tPAYLOAD\n1\t1\t(noop)\n2\t1\tone\n3\t1\ttwo\n");
+  CommandRun bare = run_command(ctl + "read --from 1 --linearizable --no-headers" + endpoints);
+  EXPECT_EQ(bare.out, "1\t1\t(noop)\n2\t1\tone\n3\t1\ttwo\n");
+  // Stopped by --count with more committed: a hint (on stderr; run_command merges it).
+  CommandRun first_two = run_command(ctl + "read --from 1 --count 2 --linearizable --no-headers" + endpoints);
+  ASSERT_EQ(first_two.exit_code, 0) << first_two.out;
+  EXPECT_EQ(first_two.out, "1\t1\t(noop)\n2\t1\tone\n1 more entries (through index 3); use --count or --from 3\n");
+  CommandRun all_three = run_command(ctl + "read --from 1 --count 3 --linearizable --no-headers" + endpoints);
+  EXPECT_EQ(all_three.out.find("more entries"), std::string::npos) << all_three.out;
+
+  // Global flags before the command, and `leader`.
+  CommandRun leader_line = run_command(ctl + endpoints + " --json leader");
+  ASSERT_EQ(leader_line.exit_code, 0) << leader_line.out;
+  EXPECT_NE(leader_line.out.find("\"leader_id\":" + std::to_string(leader)), std::string::npos) << leader_line.out;
+  EXPECT_NE(leader_line.out.find("\"leader_address\":\"" + cluster.address(leader) + "\""), std::string::npos)
+      << leader_line.out;
+  CommandRun version = run_command(ctl + "--version");
+  EXPECT_EQ(version.exit_code, 0) << version.out;
+  EXPECT_EQ(version.out.rfind("raftlogctl ", 0), 0U) << version.out;
+  EXPECT_NE(status.out.find("\"version\":\""), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("\"revision\":\""), std::string::npos) << status.out;
 
   CommandRun tail = run_command(ctl + "tail --from 2 --json" + endpoints);
   ASSERT_EQ(tail.exit_code, 0) << tail.out;
@@ -65,6 +85,37 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   CommandRun unknown_target = run_command(ctl + "transfer-leader --to 9" + endpoints);
   EXPECT_EQ(unknown_target.exit_code, 1) << unknown_target.out;
   EXPECT_NE(unknown_target.out.find("INVALID_ARGUMENT"), std::string::npos) << unknown_target.out;
+}
+
+TEST(CliTest, ADownNodeIsShownInWordsAndLeaderNeedsOneNodeThatKnows) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  LocalCluster cluster(options);
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0);
+  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
+  const int down = leader == 3 ? 1 : 3;
+  cluster.kill(down);
+  CommandRun status = run_command(ctl + "status --timeout-ms 2000 --endpoints " + cluster.endpoints());
+  EXPECT_EQ(status.exit_code, 0) << status.out;  // the other nodes answered
+  EXPECT_NE(status.out.find(cluster.address(down) + " "), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("DOWN (connection refused: no node listening)"), std::string::npos) << status.out;
+  EXPECT_EQ(status.out.find("failed to connect to all addresses"), std::string::npos) << status.out;
+  CommandRun health = run_command(ctl + "health --timeout-ms 2000 --endpoints " + cluster.address(down));
+  EXPECT_EQ(health.exit_code, 1) << health.out;
+  EXPECT_NE(health.out.find("ENDPOINT"), std::string::npos) << health.out;  // column header
+  EXPECT_NE(health.out.find("DOWN (connection refused"), std::string::npos) << health.out;
+  // `leader` through the dead node plus a live one: the live one knows.
+  const int live = down == 1 ? 2 : 1;
+  CommandRun found = run_command(ctl + "leader --timeout-ms 2000 --endpoints " + cluster.address(down) + "," +
+                                 cluster.address(live));
+  EXPECT_EQ(found.exit_code, 0) << found.out;
+  EXPECT_EQ(found.out.rfind("node " + std::to_string(leader) + " at " + cluster.address(leader) + " (term ", 0), 0U)
+      << found.out;
+  CommandRun none = run_command(ctl + "leader --timeout-ms 1000 --endpoints " + cluster.address(down));
+  EXPECT_EQ(none.exit_code, 1) << none.out;
+  EXPECT_NE(none.out.find("no leader known (0 of 1 endpoints answered"), std::string::npos) << none.out;
 }
 
 }  // namespace
