@@ -107,12 +107,18 @@ class FakeNode(client_pb2_grpc.LogServicer):
         return self.status
 
     def Tail(self, request, context):
-        """Streams the entries of the next script in tails (a list of TailResponse, then an optional
-        final Refusal that ends the stream); a script-less stream ends UNAVAILABLE."""
+        """Streams the entries of the next script in tails (a list of TailResponse or of float seconds
+        to stay idle, then an optional final Refusal that ends the stream); a script-less stream ends
+        UNAVAILABLE."""
         with self.lock:
             self.tail_requests.append(request)
             script = self.tails.pop(0) if self.tails else [Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")]
         for item in script:
+            if isinstance(item, float):
+                context_done = threading.Event()
+                context.add_callback(context_done.set)
+                context_done.wait(item)  # an idle stream on a quiet log, until the client cancels
+                continue
             if isinstance(item, Refusal):
                 item.abort(context)
             yield item

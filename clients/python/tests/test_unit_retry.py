@@ -261,6 +261,18 @@ class DiscoveryAndTailTest(FakeNodeTest):
         self.assertEqual(raised.exception.first_index, 40)
         self.assertEqual(len(node.tail_requests), 1)
 
+    def test_tail_on_a_quiet_log_resumes_when_its_node_fails(self):
+        quiet = self.node()
+        survivor = self.node()
+        # A stream idle for over twice the retry deadline was healthy: its end starts the stall clock.
+        quiet.tails = [[0.7, Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")]]
+        survivor.tails = [[tail_message(7)]]
+        tail = self.client([quiet, survivor], retry_deadline=0.3, call_timeout=0.1).tail(7)
+        got = [next(iter(tail)).index]
+        tail.close()
+        self.assertEqual(got, [7])
+        self.assertEqual([r.from_index for r in survivor.tail_requests], [7])
+
     def test_tail_gives_up_when_no_node_serves_it(self):
         node = self.node()  # every stream ends UNAVAILABLE at once
         started = time.monotonic()
