@@ -79,6 +79,15 @@ class RetryTest(FakeNodeTest):
         self.assertEqual(self.client([leader]).append([b"x"]).first_index, 9)
         self.assertEqual(len(leader.requests), 2)
 
+    def test_too_many_pending_is_retried_on_the_same_node(self):
+        # The leader asks for a pause: another node would only redirect back to it.
+        leader = self.node([Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_PENDING"), ok(9)])
+        follower = self.node([Refusal(FP, "NOT_LEADER", {"leader_address": leader.address})])
+        result = self.client([leader, follower], discover_leader=False).append([b"x"])
+        self.assertEqual((result.first_index, result.endpoint), (9, leader.address))
+        self.assertEqual(len(leader.requests), 2)
+        self.assertEqual(len(follower.requests), 0)
+
     def test_a_bad_request_is_raised_at_once_with_its_error_info(self):
         leader = self.node([Refusal(grpc.StatusCode.INVALID_ARGUMENT, "ENTRY_TOO_LARGE", message="too big")])
         client = self.client([leader])
