@@ -177,6 +177,52 @@ class RetryTest(FakeNodeTest):
         self.assertEqual(len({r.sequence for r in node.requests}), len(node.requests))
 
 
+class ProducerCloseTest(FakeNodeTest):
+    def test_a_send_that_races_close_is_resolved_not_left_waiting(self):
+        node = self.node([ok(1)])
+        producer = raftlog.Producer(self.client([node]), use_stream=False)
+        real_put = producer._queue.put
+        passed_check, release = threading.Event(), threading.Event()
+
+        def late_put(item, *args, **kwargs):
+            if item is not raftlog.producer._STOP and item[0] == b"late":
+                passed_check.set()  # past the _closed check, its put not done: close() runs now
+                release.wait(5)
+            return real_put(item, *args, **kwargs)
+        producer._queue.put = late_put
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(producer.send, b"late")
+            self.assertTrue(passed_check.wait(5))
+            producer.close(timeout=0.3)  # the worker waits for the sender's put
+            release.set()
+            future = sent.result(5)
+        with self.assertRaises(RuntimeError):
+            future.result(5)
+        self.assertTrue(producer.flush(5))
+
+    def test_close_with_a_full_queue_returns_within_its_timeout(self):
+        answered = threading.Event()
+
+        def slow(request, context):
+            answered.wait(3)  # an append that takes long: the worker is busy, the queue stays full
+            return ok(1, len(request.entries))
+        node = self.node([slow])
+        producer = raftlog.Producer(self.client([node]), max_queued_entries=1, linger=0, use_stream=False)
+        first = producer.send(b"a")
+        deadline = time.monotonic() + 5
+        while len(node.requests) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)  # wait for the worker to be inside the first append
+        second = producer.send(b"b", timeout=5)  # fills the queue
+        started = time.monotonic()
+        producer.close(timeout=0.3)
+        self.assertLess(time.monotonic() - started, 1.5)
+        answered.set()
+        self.assertEqual(first.result(5), 1)
+        self.assertEqual(second.result(5), 1)  # the worker still appends what was queued, then stops
+        producer._worker.join(5)
+        self.assertFalse(producer._worker.is_alive())
+
+
 class StreamTest(FakeNodeTest):
     def test_stream_refusal_redirects_and_the_stream_carries_on(self):
         leader = self.node(stream_answers=[ok(3), ok(4)])
