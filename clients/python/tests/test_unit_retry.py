@@ -261,6 +261,17 @@ class StreamTest(FakeNodeTest):
         self.assertEqual(raised.exception.reason, "TOO_MANY_ENTRIES")
         self.assertEqual(len(node.requests), 1)
 
+    def test_the_unary_fallback_after_a_stream_end_gets_only_the_time_left(self):
+        # The stream is refused after 0.3 s of a 0.5 s attempt: the unary call that replaces it must
+        # not get a fresh 0.5 s, or the attempt overruns its timeout (and the retry deadline).
+        busy = Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_PENDING", ends_stream=True, delay=0.3)
+        node = self.node([ok(3)], stream_answers=[busy])
+        with self.client([node], call_timeout=0.5).append_stream() as stream:
+            result = stream.append([b"x"])
+        self.assertEqual(result.first_index, 3)
+        self.assertEqual(len(node.unary_time_remaining), 1)
+        self.assertLess(node.unary_time_remaining[0], 0.35)
+
     def test_a_node_without_streams_gets_unary_calls(self):
         node = self.node(answers=[ok(2)])
         with self.client([node], discover_leader=False).append_stream() as stream:
