@@ -8,8 +8,7 @@
 //
 // Retried: UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION whose ErrorInfo reason is
 // NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a backoff,
-// on the same node;
-// docs/client-protocol.md). Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, DISK_FULL, ...) is
+// on the same node; docs/client-protocol.md). Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, DISK_FULL, ...) is
 // returned at once. When the retry deadline runs out the call returns DEADLINE_EXCEEDED whose
 // message names the attempts made and the last error seen.
 //
