@@ -262,15 +262,15 @@ class StreamTest(FakeNodeTest):
         self.assertEqual(len(node.requests), 1)
 
     def test_the_unary_fallback_after_a_stream_end_gets_only_the_time_left(self):
-        # The stream is refused after 0.3 s of a 0.5 s attempt: the unary call that replaces it must
-        # not get a fresh 0.5 s, or the attempt overruns its timeout (and the retry deadline).
-        busy = Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_PENDING", ends_stream=True, delay=0.3)
+        # The stream is refused after 0.5 s of a 2 s attempt: the unary call that replaces it must
+        # not get a fresh 2 s, or the attempt overruns its timeout (and the retry deadline).
+        busy = Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_PENDING", ends_stream=True, delay=0.5)
         node = self.node([ok(3)], stream_answers=[busy])
-        with self.client([node], call_timeout=0.5).append_stream() as stream:
+        with self.client([node], call_timeout=2.0).append_stream() as stream:
             result = stream.append([b"x"])
         self.assertEqual(result.first_index, 3)
         self.assertEqual(len(node.unary_time_remaining), 1)
-        self.assertLess(node.unary_time_remaining[0], 0.35)
+        self.assertLess(node.unary_time_remaining[0], 1.6)
 
     def test_a_node_without_streams_gets_unary_calls(self):
         node = self.node(answers=[ok(2)])
