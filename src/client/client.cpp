@@ -97,7 +97,7 @@ class Client::Impl {
   Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries, std::uint64_t max_bytes,
                           bool linearizable);
   Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry) {
-    return internal::follow_log(options, on_entry, {endpoints_, channels_, retry_, options_.retry_deadline_ms});
+    return internal::follow_log(options, on_entry, {endpoints_, channels_, retry_, options_.retry_deadline_ms, options_.call_timeout_ms});
   }
   Result<NodeStatus> status(const std::string& endpoint);
   std::vector<EndpointStatus> status_all();

@@ -7,8 +7,8 @@
 // answer or a leader change returns the original indexes instead of writing twice.
 //
 // Retried: UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION whose ErrorInfo reason is
-// NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a backoff;
-// docs/client-protocol.md). Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, DISK_FULL, ...) is
+// NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a backoff,
+// on the same node; docs/client-protocol.md). Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, DISK_FULL, ...) is
 // returned at once. When the retry deadline runs out the call returns DEADLINE_EXCEEDED whose
 // message names the attempts made and the last error seen.
 //
@@ -280,7 +280,8 @@ class Client {
   // skipping any entry it already delivered. Returns the next index not yet delivered when the tail
   // ends normally (stop requested, duration elapsed, callback returned false); an error when the
   // server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it sends a gap,
-  // or when no node served it for retry_deadline_ms.
+  // or when no node served it for retry_deadline_ms, counted from the end of its last working stream
+  // (one that delivered an entry or stayed open for call_timeout_ms: an idle stream on a quiet log).
   Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry);
   // One node's view (no retries; `endpoint` need not be in the endpoint list).
   Result<NodeStatus> status(const std::string& endpoint);

@@ -80,9 +80,11 @@ Status RetryEngine::run(std::string_view what, const Attempt& attempt, std::stri
         previous_was_redirect = true;
         continue;  // one hop straight to the named leader, no sleep
       }
-    } else {
+    } else if (!is_too_many_pending(last)) {
       target = endpoints_.next_after(target);
     }
+    // TOO_MANY_PENDING keeps the target: it is the leader asking for a pause, and another node would
+    // cost a NOT_LEADER round trip back to it (and, for appends, a new AppendStream).
     previous_was_redirect = redirect;
     const Clock::duration remaining = deadline - Clock::now();
     std::this_thread::sleep_for(std::min(jittered(backoff_ms), remaining));

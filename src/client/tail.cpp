@@ -51,7 +51,7 @@ class TailFollower {
         end_at_(Clock::now() + Milliseconds(options.duration_ms)),
         next_(options.from_index),
         target_(resources.endpoints.preferred()),
-        last_progress_(Clock::now()),
+        stall_since_(Clock::now()),
         backoff_ms_(resources.retry.first_backoff_ms()) {}
 
   Result<std::uint64_t> run();
@@ -61,6 +61,7 @@ class TailFollower {
   struct StreamEnd {
     std::optional<Status> verdict;  // set when the tail must end for a reason found while reading
     bool progressed = false;        // delivered at least one entry
+    bool established = false;       // delivered an entry or stayed open past the call timeout
     Status ended;                   // why the stream ended (when no verdict)
   };
 
@@ -74,27 +75,31 @@ class TailFollower {
   const Clock::time_point end_at_;
   std::uint64_t next_;  // the next index to deliver
   std::string target_;
-  Clock::time_point last_progress_;
+  // When the tail last had a working stream: a stream's start, its last entry, or the end of an
+  // established stream. The give-up deadline counts from here, so a stream idle on a quiet log for
+  // longer than the deadline still resumes elsewhere when its node fails (docs/client-protocol.md, 6).
+  Clock::time_point stall_since_;
   std::uint32_t backoff_ms_;
 };
 
 Result<std::uint64_t> TailFollower::run() {
-  // Ends when stopped, when the duration elapses, on a terminal error, or when no node has made
-  // progress for retry_deadline_ms; an unbounded tail of a healthy cluster runs until stopped.
+  // Ends when stopped, when the duration elapses, on a terminal error, or when the tail has had no
+  // working stream for retry_deadline_ms (stall_since_); an unbounded tail of a healthy cluster
+  // runs until stopped.
   while (!finished()) {
     StreamEnd stream = follow_one_stream();
     if (stream.verdict) {
       if (stream.verdict->ok()) return next_;
       return *stream.verdict;
     }
+    if (stream.established) stall_since_ = Clock::now();
     if (stream.progressed) {
-      last_progress_ = Clock::now();
       backoff_ms_ = resources_.retry.first_backoff_ms();
       resources_.endpoints.set_preferred(target_);
     }
     if (finished()) break;
     if (!worth_reconnecting(stream.ended)) return stream.ended;
-    const auto stalled = Clock::now() - last_progress_;
+    const auto stalled = Clock::now() - stall_since_;
     if (stalled > Milliseconds(resources_.retry_deadline_ms)) {
       return Status(StatusCode::kUnavailable,
                     "tail: no node served index " + std::to_string(next_) + " for " +
@@ -121,6 +126,7 @@ TailFollower::StreamEnd TailFollower::follow_one_stream() {
   auto stub = pb::Log::NewStub(resources_.channels.get(target_));
   std::unique_ptr<grpc::ClientReader<pb::TailResponse>> reader = stub->Tail(&context, request);
 
+  const Clock::time_point opened = Clock::now();
   StreamEnd end;
   pb::TailResponse response;
   while (!end.verdict && reader->Read(&response)) {
@@ -141,6 +147,10 @@ TailFollower::StreamEnd TailFollower::follow_one_stream() {
   }
   if (end.verdict) context.TryCancel();
   const grpc::Status finish = reader->Finish();
+  // A node that is down or unreachable fails a stream within the connect timeout, which
+  // Channels bounds by the call timeout: a stream open longer than that was accepted, even when
+  // the log was quiet and it delivered nothing.
+  end.established = end.progressed || Clock::now() - opened >= Milliseconds(resources_.call_timeout_ms);
   if (!end.verdict) {
     end.ended = finish.ok() ? Status(StatusCode::kUnavailable, target_ + ": the server ended the tail stream")
                             : from_grpc(finish, context, target_);

@@ -17,7 +17,8 @@ struct TailResources {
   Endpoints& endpoints;
   Channels& channels;
   RetryEngine& retry;
-  std::uint32_t retry_deadline_ms;  // no progress from any node for this long ends the tail
+  std::uint32_t retry_deadline_ms;  // no working stream on any node for this long ends the tail
+  std::uint32_t call_timeout_ms;    // a stream open this long counts as established (tail.cpp)
 };
 
 Result<std::uint64_t> follow_log(const TailOptions& options, const TailCallback& on_entry,

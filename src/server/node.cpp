@@ -33,8 +33,9 @@ namespace {
 // The scrubber's pace: one chunk every interval (NodeConfig::scrub_bytes_per_second sets its size).
 constexpr std::uint32_t kScrubIntervalMs = 100;
 
-// Bounds of the node's own queue (docs/configuration.md).
-constexpr std::uint64_t kMaxQueuedAppendBytes = 256ULL << 20;  // payload bytes waiting in the input queue
+// Bounds of the node's own queue (docs/configuration.md): payload bytes waiting in the input queue.
+// validate() caps max_append_bytes at it, so an append the node accepts fits an empty queue.
+constexpr std::uint64_t kMaxQueuedAppendBytes = config_limits::kMaxQueuedAppendBytes;
 
 // --- inputs to the Raft loop ---------------------------------------------------------------------
 using AppendInput = Replica::AppendRequest;

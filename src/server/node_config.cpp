@@ -120,7 +120,10 @@ std::string validate_bounds(const NodeConfig& config) {
   if (config.max_append_bytes < config.store.max_entry_size_bytes) {
     return "max_append_bytes must be at least the maximum entry size";
   }
-  if (config.max_append_bytes > kMaxAppendBytes) return "max_append_bytes must be at most 512 MiB";
+  if (config.max_append_bytes > kMaxAppendBytes) {
+    return "max_append_bytes must be at most 256 MiB, the node's bound on queued append bytes (a larger append "
+           "would be refused TOO_MANY_PENDING even on an idle node)";
+  }
   if (config.max_read_entries == 0 || config.max_read_bytes == 0) return "read limits must be positive";
   if (config.max_read_entries > kMaxReadEntries) {
     return "max_read_entries must be at most " + std::to_string(kMaxReadEntries);

@@ -32,9 +32,12 @@ inline constexpr std::uint32_t kMaxTickMs = 10000;
 inline constexpr std::uint32_t kMaxElectionTicks = 1U << 20;  // the Raft core's bound
 // One Append becomes one store append (store::Options::max_batch_entries, 65536 by default).
 inline constexpr std::uint32_t kMaxEntriesPerAppend = 65536;
-// One Append, with the Raft core's per-entry overhead, must fit one peer message, whose bound is
-// 1 GiB (gRPC message sizes are ints): half of that leaves room for every entry count allowed.
-inline constexpr std::uint64_t kMaxAppendBytes = 512ULL << 20;
+// Payload bytes of the appends waiting in a node's input queue for the Raft loop (node.cpp).
+inline constexpr std::uint64_t kMaxQueuedAppendBytes = 256ULL << 20;
+// One Append must fit that queue when it is empty: a larger one would be refused TOO_MANY_PENDING
+// every time, and clients retry that until their deadline. (It must also fit one peer message with
+// the Raft core's per-entry overhead, whose bound is 1 GiB: this leaves room for every entry count.)
+inline constexpr std::uint64_t kMaxAppendBytes = kMaxQueuedAppendBytes;
 inline constexpr std::uint64_t kMaxReadBytes = 1ULL << 30;
 // A Read response may exceed max_read_bytes by protobuf framing (about 55 bytes per entry) within
 // the 1 MiB of slack the node's gRPC send limit has.

@@ -84,6 +84,9 @@ TEST_F(RaftlogdFlagsTest, OutOfRangeNumbersAreRefusedBeforeTheDataDirectoryExist
       {"--retention-follower-grace-ms 4294967296", "flag '--retention-follower-grace-ms' value '4294967296'"},
       // In range for its type, but the node would refuse it (or overflow on it) later.
       {"--max-append-bytes 600MiB", "flag '--max-append-bytes' value '600MiB' (629145600 bytes) is out of range"},
+      // Over the node's queued-bytes bound: refused TOO_MANY_PENDING forever, even on an idle node.
+      {"--max-append-bytes 300MiB",
+       "flag '--max-append-bytes' value '300MiB' (314572800 bytes) is out of range: allowed 0..256MiB"},
       {"--retention-max-age-s 10000000000", "flag '--retention-max-age-s' value '10000000000' is out of range"},
       {"--max-read-entries 100000", "flag '--max-read-entries' value '100000' is out of range: allowed 1..16384"},
       {"--segment-size 32KiB", "flag '--segment-size' value '32KiB' (32768 bytes) is out of range: allowed 64KiB..16GiB"},

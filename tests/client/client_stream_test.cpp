@@ -138,6 +138,58 @@ TEST(ClientStream, ARefusalOnTheStreamRedirectsAndANodeWithoutStreamsGetsUnaryCa
   EXPECT_EQ(old_leader.log.append_calls(), 2u);
 }
 
+// TOO_MANY_PENDING is the leader asking for a pause: the retry stays on it, on the same stream,
+// rather than moving to a follower that would only redirect back (and cost a new stream).
+TEST(ClientStream, TooManyPendingIsRetriedOnTheSameNodeAndStream) {
+  FakeNode leader(1);
+  FakeNode follower(2);
+  const std::string leader_address = leader.address();
+  SeenSequences seen;
+  std::atomic<int> answered{0};  // over all of the leader's streams
+  leader.log.on_append_stream = [&](grpc::ServerContext*, int, Stream* stream) {
+    pb::AppendStreamRequest request;
+    while (stream->Read(&request)) {
+      seen.add(request);
+      if (++answered == 1) {
+        pb::AppendStreamResponse answer;
+        pb::AppendStreamResult* result = answer.add_results();
+        result->set_request_id(request.request_id());
+        result->set_code(static_cast<int>(grpc::StatusCode::RESOURCE_EXHAUSTED));
+        result->set_message("node input queue full; retry later");
+        result->mutable_error_info()->set_reason(std::string(reason::kTooManyPending));
+        if (!stream->Write(answer)) break;
+      } else if (!answer_ok(stream, request, 30)) {
+        break;
+      }
+    }
+    return grpc::Status::OK;
+  };
+  std::atomic<int> redirects{0};
+  follower.log.on_append_stream = [&](grpc::ServerContext*, int, Stream* stream) {
+    pb::AppendStreamRequest request;
+    while (stream->Read(&request)) {
+      ++redirects;
+      pb::AppendStreamResponse answer;
+      pb::AppendStreamResult* result = answer.add_results();
+      result->set_request_id(request.request_id());
+      result->set_code(static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION));
+      result->set_message("not the leader");
+      result->mutable_error_info()->set_leader_address(leader_address);
+      result->mutable_error_info()->set_reason(std::string(reason::kNotLeader));
+      if (!stream->Write(answer)) break;
+    }
+    return grpc::Status::OK;
+  };
+  auto client = make_client(fast_options({leader.address(), follower.address()}));
+  auto appended = client->append({"a"});
+  ASSERT_TRUE(appended.ok()) << appended.status().to_string();
+  EXPECT_EQ(appended->first_index, 30u);
+  EXPECT_EQ(seen.get(), (std::vector<std::uint64_t>{1, 1}));
+  EXPECT_EQ(leader.log.append_stream_calls(), 1);
+  EXPECT_EQ(follower.log.append_stream_calls(), 0);
+  EXPECT_EQ(redirects.load(), 0);
+}
+
 TEST(ClientStream, AnInvalidAppendFailsAloneAndTheStreamCarriesOn) {
   FakeNode node(1);
   node.log.on_append_stream = [](grpc::ServerContext*, int, Stream* stream) {

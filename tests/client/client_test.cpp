@@ -385,6 +385,44 @@ TEST(Client, TailReportsAGapAndARefusedRange) {
   EXPECT_EQ(refused.status().code(), StatusCode::kOutOfRange);
 }
 
+// A stream idle on a quiet log for longer than the retry deadline was healthy: when its node fails,
+// the tail resumes on another node instead of giving up at once (the stall clock restarts at the
+// end of an established stream).
+TEST(Client, TailOnAQuietLogResumesWhenItsNodeFails) {
+  FakeNode quiet(1);
+  FakeNode survivor(2);
+  quiet.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest&,
+                         grpc::ServerWriter<pb::TailResponse>*) {
+    const auto until = std::chrono::steady_clock::now() + 700ms;  // idle for over twice the deadline
+    while (std::chrono::steady_clock::now() < until && !context->IsCancelled()) std::this_thread::sleep_for(5ms);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "node shutting down");
+  };
+  survivor.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest& request,
+                            grpc::ServerWriter<pb::TailResponse>* writer) {
+    pb::TailResponse response;
+    *response.add_entries() = wire_entry(request.from_index());
+    writer->Write(response);
+    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
+    return grpc::Status::OK;
+  };
+  Options options = fast_options({quiet.address(), survivor.address()});
+  options.call_timeout_ms = 100;
+  options.retry_deadline_ms = 300;
+  auto client = make_client(options);
+  TailOptions from_seven;
+  from_seven.from_index = 7;
+  std::vector<std::uint64_t> delivered;
+  auto next = client->tail(from_seven, [&](const Entry& entry) {
+    delivered.push_back(entry.index);
+    return false;
+  });
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_EQ(next.value(), 8u);
+  EXPECT_EQ(delivered, (std::vector<std::uint64_t>{7}));
+  ASSERT_EQ(survivor.log.tails().size(), 1u);
+  EXPECT_EQ(survivor.log.tails()[0].from_index(), 7u);
+}
+
 TEST(Client, TailGivesUpWhenNoNodeServesIt) {
   const std::string dead = loopback_address(pick_free_loopback_port());
   Options options = fast_options({dead});

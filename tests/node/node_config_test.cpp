@@ -128,7 +128,15 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
       {"entries per append above the store's batch", [](NodeConfig& c) { c.max_entries_per_append = 65537; },
        "max_entries_per_append"},
       {"append bytes above 512 MiB", [](NodeConfig& c) { c.max_append_bytes = (512ULL << 20) + 1; },
-       "max_append_bytes must be at most 512 MiB"},
+       "max_append_bytes must be at most 256 MiB"},
+      // An append over the node's queued-bytes bound is refused TOO_MANY_PENDING even on an idle node,
+      // which clients retry until their deadline: such a bound must be refused at start-up.
+      {"append bytes above the queued-bytes bound",
+       [](NodeConfig& c) {
+         c.store.max_entry_size_bytes = 4 << 20;
+         c.max_append_bytes = (256ULL << 20) + 1;
+       },
+       "max_append_bytes must be at most 256 MiB, the node's bound on queued append bytes"},
       {"entry size zero", [](NodeConfig& c) { c.store.max_entry_size_bytes = 0; }, "maximum entry size"},
       {"read entries above 16384", [](NodeConfig& c) { c.max_read_entries = 16385; }, "max_read_entries"},
       {"retention age beyond the clock", [](NodeConfig& c) { c.retention_max_age_s = 10000000000ULL; },

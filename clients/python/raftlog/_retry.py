@@ -98,7 +98,8 @@ class Backoff:
 def run(what, attempt, endpoints, call_timeout, retry_deadline, backoff, on_error=None, sleep=time.sleep):
     """Runs attempt(endpoint, timeout_s) until it returns, raises an error that is not retried, or
     `retry_deadline` seconds pass; follows a NOT_LEADER hint at once (one hop; a second redirect in a
-    row sleeps first), moves to the next endpoint otherwise. `on_error(error)` sees every failed
+    row sleeps first), stays on the same endpoint after TOO_MANY_PENDING, moves to the next one
+    otherwise. `on_error(error)` sees every failed
     attempt. Raises the last error, its message naming the attempts, when the deadline passes."""
     started = time.monotonic()
     deadline = started + retry_deadline
@@ -129,8 +130,10 @@ def run(what, attempt, endpoints, call_timeout, retry_deadline, backoff, on_erro
             if not previous_was_redirect:
                 previous_was_redirect = True
                 continue
-        else:
+        elif last.reason != "TOO_MANY_PENDING":
             target = endpoints.next_after(target)
+        # TOO_MANY_PENDING keeps the target: it is the leader asking for a pause, and another node
+        # would cost a NOT_LEADER round trip back to it.
         previous_was_redirect = leader is not None
         sleep(max(0.0, min(backoff.next_sleep(), deadline - time.monotonic())))
     if last is None:

@@ -37,6 +37,7 @@ class Producer:
         self._queue = queue.Queue(maxsize=max_queued_entries)
         self._idle = threading.Condition()
         self._unfinished = 0  # sent and not yet resolved; guarded by _idle
+        self._putting = 0     # senders past the _closed check whose put has not returned; guarded by _idle
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="raftlog-producer", daemon=True)
         self._worker.start()
@@ -50,12 +51,17 @@ class Producer:
             if self._closed:
                 raise RuntimeError("the producer is closed")
             self._unfinished += 1
+            self._putting += 1
         try:
             self._queue.put((bytes(payload), future), timeout=timeout)
         except queue.Full:
             self._resolved(1)
             raise errors.TooManyPendingError(grpc.StatusCode.RESOURCE_EXHAUSTED, "the producer's queue is full (%d "
                                              "entries)" % self._queue.maxsize, "TOO_MANY_PENDING") from None
+        finally:
+            with self._idle:
+                self._putting -= 1
+                self._idle.notify_all()  # the worker's final drain waits for the last put
         return future
 
     def flush(self, timeout=None):
@@ -64,13 +70,20 @@ class Producer:
             return self._idle.wait_for(lambda: self._unfinished == 0, timeout)
 
     def close(self, timeout=None):
-        """Stops taking entries, resolves the queued ones, ends the worker and the stream."""
+        """Stops taking entries, resolves the queued ones, ends the worker and the stream; waits at
+        most `timeout` seconds (None: until the worker ended) for the queued entries' appends."""
+        ends = None if timeout is None else time.monotonic() + timeout
         with self._idle:
             if self._closed:
                 return
             self._closed = True
-        self._queue.put(_STOP)
-        self._worker.join(timeout)
+        try:
+            # A full queue means the worker is busy, not waiting: it stops by itself once the queue
+            # is empty and the producer closed (_take_batch), so the sentinel only wakes an idle one.
+            self._queue.put(_STOP, timeout=None if ends is None else max(0.0, ends - time.monotonic()))
+        except queue.Full:
+            pass
+        self._worker.join(None if ends is None else max(0.0, ends - time.monotonic()))
         if self._session is not None:
             self._session.close()
 
@@ -89,6 +102,10 @@ class Producer:
     def _take_batch(self, carried):
         """(batch, carried over to the next batch, stopped): blocks for the first entry unless one was
         carried over, then takes more until the batch is full or `linger` passed."""
+        if carried is None:
+            with self._idle:
+                if self._closed and self._queue.empty():
+                    return [], None, True
         first = carried if carried is not None else self._queue.get()
         if first is _STOP:
             return [], None, True
@@ -115,15 +132,23 @@ class Producer:
             stopped = stopped or stopped_now
             if batch:
                 self._append(batch)
-        # Anything sent after close() raced in: fail it rather than leave it waiting.
+        # Anything sent after close() raced in: fail it rather than leave it waiting. A sender that
+        # passed the _closed check may not have put its entry yet: wait for its put to return (no new
+        # sender can start, and each put either lands or times out; a blocked one gets room here).
         while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if item is not _STOP:
-                item[1].set_exception(RuntimeError("the producer was closed"))
-                self._resolved(1)
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP:
+                    item[1].set_exception(RuntimeError("the producer was closed"))
+                    self._resolved(1)
+            with self._idle:
+                if self._putting == 0 and self._queue.empty():
+                    return
+                if self._queue.empty():
+                    self._idle.wait(0.1)  # notified when a put returns; the timeout is a safety net
 
     def _append(self, batch):
         payloads = [payload for payload, _ in batch]

@@ -128,6 +128,7 @@ class AppendStream:
             self._stream = None
 
     def _attempt(self, endpoint, request, timeout, maybe_applied):
+        started = time.monotonic()
         if self._unary_until.get(endpoint, 0) > time.monotonic():
             return self._client._unary(endpoint, "Append", request, timeout), endpoint
         if self._stream is not None and (self._stream.endpoint != endpoint or self._stream.ended):
@@ -156,7 +157,11 @@ class AppendStream:
                 if error.code == grpc.StatusCode.RESOURCE_EXHAUSTED and error.reason != "TOO_MANY_PENDING":
                     maybe_applied.append(error)
                 self._unary_until[endpoint] = time.monotonic() + UNARY_FALLBACK_S
-                return self._client._unary(endpoint, "Append", request, timeout), endpoint
+                # The fallback is part of this attempt: only the time left of its timeout.
+                remaining = timeout - (time.monotonic() - started)
+                if remaining <= 0:
+                    raise _stream_ended(error)
+                return self._client._unary(endpoint, "Append", request, remaining), endpoint
             raise _stream_ended(error)
         results = list(answer.results)
         if len(results) != 1 or results[0].request_id != request_id:

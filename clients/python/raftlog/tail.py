@@ -3,8 +3,11 @@
 It keeps `next_index`, the next index not yet delivered. When a stream ends for a reason another node
 (or a moment) can fix, it opens Tail(next_index) on the next endpoint after a backoff; an entry below
 next_index is skipped, one above it is a gap: ProtocolError, never delivered. It ends with the error
-when the range is refused (INDEX_TRIMMED, BAD_INDEX_RANGE, ...) or when no node made progress for the
-client's retry_deadline.
+when the range is refused (INDEX_TRIMMED, BAD_INDEX_RANGE, ...) or when it has had no working stream
+for the client's retry_deadline: the clock restarts at each entry and at the end of an established
+stream (one that delivered an entry or stayed open for call_timeout, since a node that is down or
+unreachable fails a stream within the connect timeout), so a stream idle on a quiet log for longer
+than the deadline still resumes elsewhere when its node fails.
 """
 import threading
 import time
@@ -56,7 +59,7 @@ class Tail:
         client = self._client
         target = client.endpoints.preferred
         backoff = client._backoff()
-        last_progress = time.monotonic()
+        stall_since = time.monotonic()  # when the tail last had a working stream
         for _ in range(MAX_STREAMS_PER_TAIL):
             if self._closed.is_set():
                 return
@@ -68,6 +71,7 @@ class Tail:
             with self._lock:
                 self._call = call
             self.streams_opened += 1
+            opened = time.monotonic()
             try:
                 for message in call:
                     for wire in message.entries:
@@ -89,13 +93,14 @@ class Tail:
                 call.cancel()
             if self._closed.is_set():
                 return
+            if progressed or time.monotonic() - opened >= client.call_timeout:
+                stall_since = time.monotonic()  # an established stream ended: the first failure
             if progressed:
-                last_progress = time.monotonic()
                 backoff.reset()
                 client.endpoints.prefer(target)
             if not worth_resuming(ended):
                 raise ended
-            stalled = time.monotonic() - last_progress
+            stalled = time.monotonic() - stall_since
             if stalled > client.retry_deadline:
                 raise ended.with_message("tail: no node served index %d for %.0f ms; last error: %s"
                                          % (self.next_index, stalled * 1000, ended))

@@ -4,6 +4,7 @@ carry the details the way a real node sends them (docs/errors.md): grpc-status-d
 google.rpc.Status holding an ErrorInfo, and raftlog-error-bin."""
 import concurrent.futures
 import threading
+import time
 
 import grpc
 
@@ -18,9 +19,11 @@ def status_details(code, message, reason, metadata):
 
 
 class Refusal:
-    def __init__(self, code, reason, metadata=None, message="refused", legacy_only=False, ends_stream=False):
+    def __init__(self, code, reason, metadata=None, message="refused", legacy_only=False, ends_stream=False,
+                 delay=0.0):
         self.code, self.reason, self.metadata, self.message = code, reason, dict(metadata or {}), message
         self.legacy_only, self.ends_stream = legacy_only, ends_stream
+        self.delay = delay  # seconds an ends_stream refusal waits before ending the stream
 
     def abort(self, context):
         legacy = client_pb2.ErrorInfo(reason=self.reason, leader_address=self.metadata.get("leader_address", ""),
@@ -45,6 +48,7 @@ class FakeNode(client_pb2_grpc.LogServicer):
         self.tails = []          # one script per Tail call (see Tail)
         self.tail_requests = []
         self.requests = []  # every AppendRequest received, in order
+        self.unary_time_remaining = []  # seconds left until each unary call's deadline, on arrival
         self.lock = threading.Lock()
         self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
         client_pb2_grpc.add_LogServicer_to_server(self, self.server)
@@ -64,6 +68,7 @@ class FakeNode(client_pb2_grpc.LogServicer):
     def _answer(self, request, context):
         with self.lock:
             self.requests.append(request)
+            self.unary_time_remaining.append(context.time_remaining())
         answer = self._next()
         if callable(answer):
             answer = answer(request, context)
@@ -92,6 +97,7 @@ class FakeNode(client_pb2_grpc.LogServicer):
             result = client_pb2.AppendStreamResult(request_id=stream_request.request_id)
             if isinstance(answer, Refusal):
                 if answer.ends_stream:
+                    time.sleep(answer.delay)
                     answer.abort(context)
                 result.code = answer.code.value[0]
                 result.message = answer.message
@@ -107,12 +113,18 @@ class FakeNode(client_pb2_grpc.LogServicer):
         return self.status
 
     def Tail(self, request, context):
-        """Streams the entries of the next script in tails (a list of TailResponse, then an optional
-        final Refusal that ends the stream); a script-less stream ends UNAVAILABLE."""
+        """Streams the entries of the next script in tails (a list of TailResponse or of float seconds
+        to stay idle, then an optional final Refusal that ends the stream); a script-less stream ends
+        UNAVAILABLE."""
         with self.lock:
             self.tail_requests.append(request)
             script = self.tails.pop(0) if self.tails else [Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")]
         for item in script:
+            if isinstance(item, float):
+                context_done = threading.Event()
+                context.add_callback(context_done.set)
+                context_done.wait(item)  # an idle stream on a quiet log, until the client cancels
+                continue
             if isinstance(item, Refusal):
                 item.abort(context)
             yield item

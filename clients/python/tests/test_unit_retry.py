@@ -79,6 +79,15 @@ class RetryTest(FakeNodeTest):
         self.assertEqual(self.client([leader]).append([b"x"]).first_index, 9)
         self.assertEqual(len(leader.requests), 2)
 
+    def test_too_many_pending_is_retried_on_the_same_node(self):
+        # The leader asks for a pause: another node would only redirect back to it.
+        leader = self.node([Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_PENDING"), ok(9)])
+        follower = self.node([Refusal(FP, "NOT_LEADER", {"leader_address": leader.address})])
+        result = self.client([leader, follower], discover_leader=False).append([b"x"])
+        self.assertEqual((result.first_index, result.endpoint), (9, leader.address))
+        self.assertEqual(len(leader.requests), 2)
+        self.assertEqual(len(follower.requests), 0)
+
     def test_a_bad_request_is_raised_at_once_with_its_error_info(self):
         leader = self.node([Refusal(grpc.StatusCode.INVALID_ARGUMENT, "ENTRY_TOO_LARGE", message="too big")])
         client = self.client([leader])
@@ -168,6 +177,52 @@ class RetryTest(FakeNodeTest):
         self.assertEqual(len({r.sequence for r in node.requests}), len(node.requests))
 
 
+class ProducerCloseTest(FakeNodeTest):
+    def test_a_send_that_races_close_is_resolved_not_left_waiting(self):
+        node = self.node([ok(1)])
+        producer = raftlog.Producer(self.client([node]), use_stream=False)
+        real_put = producer._queue.put
+        passed_check, release = threading.Event(), threading.Event()
+
+        def late_put(item, *args, **kwargs):
+            if item is not raftlog.producer._STOP and item[0] == b"late":
+                passed_check.set()  # past the _closed check, its put not done: close() runs now
+                release.wait(5)
+            return real_put(item, *args, **kwargs)
+        producer._queue.put = late_put
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            sent = pool.submit(producer.send, b"late")
+            self.assertTrue(passed_check.wait(5))
+            producer.close(timeout=0.3)  # the worker waits for the sender's put
+            release.set()
+            future = sent.result(5)
+        with self.assertRaises(RuntimeError):
+            future.result(5)
+        self.assertTrue(producer.flush(5))
+
+    def test_close_with_a_full_queue_returns_within_its_timeout(self):
+        answered = threading.Event()
+
+        def slow(request, context):
+            answered.wait(3)  # an append that takes long: the worker is busy, the queue stays full
+            return ok(1, len(request.entries))
+        node = self.node([slow])
+        producer = raftlog.Producer(self.client([node]), max_queued_entries=1, linger=0, use_stream=False)
+        first = producer.send(b"a")
+        deadline = time.monotonic() + 5
+        while len(node.requests) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)  # wait for the worker to be inside the first append
+        second = producer.send(b"b", timeout=5)  # fills the queue
+        started = time.monotonic()
+        producer.close(timeout=0.3)
+        self.assertLess(time.monotonic() - started, 1.5)
+        answered.set()
+        self.assertEqual(first.result(5), 1)
+        self.assertEqual(second.result(5), 1)  # the worker still appends what was queued, then stops
+        producer._worker.join(5)
+        self.assertFalse(producer._worker.is_alive())
+
+
 class StreamTest(FakeNodeTest):
     def test_stream_refusal_redirects_and_the_stream_carries_on(self):
         leader = self.node(stream_answers=[ok(3), ok(4)])
@@ -205,6 +260,17 @@ class StreamTest(FakeNodeTest):
                 stream.append([b"x"])
         self.assertEqual(raised.exception.reason, "TOO_MANY_ENTRIES")
         self.assertEqual(len(node.requests), 1)
+
+    def test_the_unary_fallback_after_a_stream_end_gets_only_the_time_left(self):
+        # The stream is refused after 0.5 s of a 2 s attempt: the unary call that replaces it must
+        # not get a fresh 2 s, or the attempt overruns its timeout (and the retry deadline).
+        busy = Refusal(grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_PENDING", ends_stream=True, delay=0.5)
+        node = self.node([ok(3)], stream_answers=[busy])
+        with self.client([node], call_timeout=2.0).append_stream() as stream:
+            result = stream.append([b"x"])
+        self.assertEqual(result.first_index, 3)
+        self.assertEqual(len(node.unary_time_remaining), 1)
+        self.assertLess(node.unary_time_remaining[0], 1.6)
 
     def test_a_node_without_streams_gets_unary_calls(self):
         node = self.node(answers=[ok(2)])
@@ -260,6 +326,18 @@ class DiscoveryAndTailTest(FakeNodeTest):
             list(self.client([node]).tail(1))
         self.assertEqual(raised.exception.first_index, 40)
         self.assertEqual(len(node.tail_requests), 1)
+
+    def test_tail_on_a_quiet_log_resumes_when_its_node_fails(self):
+        quiet = self.node()
+        survivor = self.node()
+        # A stream idle for over twice the retry deadline was healthy: its end starts the stall clock.
+        quiet.tails = [[0.7, Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")]]
+        survivor.tails = [[tail_message(7)]]
+        tail = self.client([quiet, survivor], retry_deadline=0.3, call_timeout=0.1).tail(7)
+        got = [next(iter(tail)).index]
+        tail.close()
+        self.assertEqual(got, [7])
+        self.assertEqual([r.from_index for r in survivor.tail_requests], [7])
 
     def test_tail_gives_up_when_no_node_serves_it(self):
         node = self.node()  # every stream ends UNAVAILABLE at once
