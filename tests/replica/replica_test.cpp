@@ -52,14 +52,19 @@ class ReplicaTest : public ::testing::Test {
     c.raft.known_conf = c.raft.initial_conf;
     return c;
   }
-  void open() {
+  void open() { open_as_member_of(config()); }
+  // Opens node 1 with `c`; voters: the members of `c` (the others are only messages in and out).
+  void open_as_member_of(ReplicaConfig c) {
+    c.raft.initial_conf.voters.clear();
+    for (const auto& [id, address] : c.members) c.raft.initial_conf.voters.push_back(id);
+    c.raft.known_conf = c.raft.initial_conf;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
     deps.clock = [this] { return now_; };
     deps.commit_advanced = [this](std::uint64_t commit) { published_commits_.push_back(commit); };
     NodeError error;
-    replica_ = Replica::open(config(), std::move(deps), &error);
+    replica_ = Replica::open(std::move(c), std::move(deps), &error);
     ASSERT_NE(replica_, nullptr) << error.message;
   }
   void become_leader() {
@@ -165,15 +170,7 @@ TEST_F(ReplicaTest, ARetryAfterARestartIsAnsweredWithTheOriginalIndexes) {
 TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
   ReplicaConfig three = config();
   three.members = {{1, "a:1"}, {2, "b:2"}, {3, "c:3"}};
-  three.raft.initial_conf.voters = {1, 2, 3};
-  three.raft.known_conf = three.raft.initial_conf;
-  ReplicaDeps deps;
-  deps.sender = &sender_;
-  deps.disk = &disk_;
-  deps.clock = [this] { return now_; };
-  NodeError error;
-  replica_ = Replica::open(three, std::move(deps), &error);
-  ASSERT_NE(replica_, nullptr) << error.message;
+  open_as_member_of(three);
   EXPECT_EQ(append({"x"})->error.code, ErrorCode::kNoLeader);
   std::optional<ReadIndexResult> read;
   replica_->read_index(Replica::ReadIndexRequest{[&](ReadIndexResult r) { read = r; }, now_ + milliseconds(100)});
@@ -252,15 +249,7 @@ bool flip_byte_of(const std::string& dir, const std::string& needle) {
 TEST_F(ReplicaTest, ACorruptEntryReadForAFollowerStopsTheNodeForRepairInsteadOfAborting) {
   ReplicaConfig two = config();
   two.members = {{1, "a:1"}, {2, "b:2"}};
-  two.raft.initial_conf.voters = {1, 2};
-  two.raft.known_conf = two.raft.initial_conf;
-  ReplicaDeps deps;
-  deps.sender = &sender_;
-  deps.disk = &disk_;
-  deps.clock = [this] { return now_; };
-  NodeError error;
-  replica_ = Replica::open(two, std::move(deps), &error);
-  ASSERT_NE(replica_, nullptr) << error.message;
+  open_as_member_of(two);
   // Node 2 grants every (pre-)vote node 1 asks for.
   for (int tick = 0; tick < 200 && replica_->role() != raft::Role::kLeader; ++tick) {
     replica_->tick();
