@@ -22,7 +22,6 @@ class Payload {
   Payload(std::string bytes)  // NOLINT(google-explicit-constructor): a payload is its bytes
       : bytes_(bytes.empty() ? nullptr : std::make_shared<const std::string>(std::move(bytes))) {}
   Payload(const char* bytes) : Payload(std::string(bytes)) {}  // NOLINT(google-explicit-constructor)
-  Payload(const char* bytes, std::size_t size) : Payload(std::string(bytes, size)) {}
 
   const std::string& str() const { return bytes_ ? *bytes_ : empty_string(); }
   operator const std::string&() const { return str(); }  // NOLINT(google-explicit-constructor)

@@ -203,7 +203,6 @@ class Replica {
   bool rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem);
   void assess_recovery(raft::Config* raft_config);
   bool open_hard_state(NodeError* error);
-  std::uint64_t find_corrupt_index(std::uint64_t from, std::uint64_t count) const;
 
   // Requests (replica_requests.cpp).
   bool answer_from_dedup(AppendRequest& in);

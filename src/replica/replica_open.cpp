@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
 
 #include "replica/replica.h"
 #include "replica/storage_fault.h"
@@ -165,7 +164,7 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
     auto batch = log_->read(from, kBatchEntries, 64ULL << 20);
     if (!batch.ok() || batch->entries.empty()) {
       if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
-        *corrupt_index = find_corrupt_index(from, kBatchEntries);
+        *corrupt_index = first_corrupt_index(*log_, from, kBatchEntries);
       }
       *problem = "at index " + std::to_string(from) + ": " + batch.status().to_string();
       return false;
@@ -200,16 +199,6 @@ void Replica::assess_recovery(raft::Config* raft_config) {
                 "it no longer holds: it catches up from the leader and neither votes nor counts toward "
                 "commit until its log reaches them (docs/operations.md, \"Storage faults\")",
                 config_.node_id, fault.description, fault.promised_index, fault.promised_term);
-}
-
-std::uint64_t Replica::find_corrupt_index(std::uint64_t from, std::uint64_t count) const {
-  // Bounded by `count` (one read batch); each read is of one entry.
-  for (std::uint64_t index = from; index < from + count; ++index) {
-    auto one = log_->read(index, 1, std::numeric_limits<std::size_t>::max());
-    if (!one.ok() && one.status().code() == store::StatusCode::kCorruption) return index;
-    if (!one.ok()) return 0;
-  }
-  return 0;
 }
 
 

@@ -20,12 +20,23 @@ std::optional<raft::Term> StoreLogReader::term_at(raft::Index index) const {
   return *term;
 }
 
+std::optional<FailedRead> first_failed_read(const store::CommitLog& log, std::uint64_t from, std::uint64_t count) {
+  for (std::uint64_t index = from; index < from + count; ++index) {
+    auto one = log.read(index, 1, std::numeric_limits<std::size_t>::max());
+    if (!one.ok()) return FailedRead{index, one.status()};
+  }
+  return std::nullopt;
+}
+
+std::uint64_t first_corrupt_index(const store::CommitLog& log, std::uint64_t from, std::uint64_t count) {
+  const std::optional<FailedRead> failed = first_failed_read(log, from, count);
+  return failed && failed->status.code() == store::StatusCode::kCorruption ? failed->index : 0;
+}
+
 void StoreLogReader::throw_unreadable(raft::Index from, raft::Index to, const store::Status& failure) const {
-  // A batch read fails as a whole: find the entry that fails alone, so that the one recorded for
-  // repair is the bad one. Bounded by the range asked for (one message's worth).
-  for (raft::Index index = from; index <= to; ++index) {
-    auto one = log_.read(index, 1, std::numeric_limits<std::size_t>::max());
-    if (!one.ok()) throw UnreadableEntry(index, one.status().to_string());
+  // So that the entry recorded for repair is the bad one, not the start of the batch.
+  if (const std::optional<FailedRead> failed = first_failed_read(log_, from, to - from + 1)) {
+    throw UnreadableEntry(failed->index, failed->status.to_string());
   }
   throw UnreadableEntry(from, failure.to_string());  // failed only as a batch: name its start
 }

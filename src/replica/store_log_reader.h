@@ -4,6 +4,7 @@
 // mapped segments; entries() copies payloads into raft::Entry because messages outlive the read.
 #pragma once
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +47,18 @@ class StoreLogReader final : public raft::LogReader {
 
 // The store's entry flags (opaque to it) as the node uses them: docs/storage-format.md.
 inline constexpr std::uint16_t kEntryFlagProposalContinues = 1;
+
+// The first entry in [from, from + count) whose read alone fails, with why; nullopt when each one
+// reads. A batch read fails as a whole, so this names the entry to blame. Bounded by `count`
+// (one read batch's worth); it stops at the first failure.
+struct FailedRead {
+  std::uint64_t index = 0;
+  store::Status status;
+};
+std::optional<FailedRead> first_failed_read(const store::CommitLog& log, std::uint64_t from, std::uint64_t count);
+// The index first_failed_read finds if that read failed its check (kCorruption), else 0 (every read
+// succeeded, or the first failure was not corruption, such as a truncation that raced).
+std::uint64_t first_corrupt_index(const store::CommitLog& log, std::uint64_t from, std::uint64_t count);
 
 // Conversions between the two layers' entry types (they agree on the numeric entry types).
 raft::Entry to_raft_entry(const store::EntryView& view);

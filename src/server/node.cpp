@@ -10,7 +10,6 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <limits>
 #include <mutex>
 #include <shared_mutex>
 #include <thread>
@@ -103,8 +102,6 @@ class Node::Impl {
   NodeError read_committed(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes,
                            std::vector<raft::Entry>* out);
   ScrubChunk scrub_chunk(std::uint64_t from, std::uint64_t max_bytes);
-  // The first index in [from, from + count) whose read fails its check (store_mu_ held shared), or 0.
-  std::uint64_t find_corrupt_index(std::uint64_t from, std::uint64_t count) const;
   void report_corruption(std::uint64_t index, std::string message);  // any thread
   std::uint64_t wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const;
 
@@ -430,21 +427,11 @@ ScrubChunk Node::Impl::scrub_chunk(std::uint64_t from, std::uint64_t max_bytes) 
   }
   if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
     chunk.outcome = ScrubChunk::Outcome::kCorrupt;
-    const std::uint64_t corrupt = find_corrupt_index(from, count);
+    const std::uint64_t corrupt = replica::first_corrupt_index(*log_, from, count);
     chunk.corrupt_index = corrupt != 0 ? corrupt : from;
     chunk.message = batch.status().message();
   }
   return chunk;  // an empty batch or another error (a truncation raced): start over next time
-}
-
-std::uint64_t Node::Impl::find_corrupt_index(std::uint64_t from, std::uint64_t count) const {
-  // Bounded by `count` (one read batch); each read is of one entry.
-  for (std::uint64_t index = from; index < from + count; ++index) {
-    auto one = log_->read(index, 1, std::numeric_limits<std::size_t>::max());
-    if (!one.ok() && one.status().code() == store::StatusCode::kCorruption) return index;
-    if (!one.ok()) return 0;
-  }
-  return 0;
 }
 
 void Node::Impl::report_corruption(std::uint64_t index, std::string message) {
@@ -492,7 +479,7 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
                           trimmed ? replica::kReasonIndexTrimmed : replica::kReasonIndexNotYetCommitted);
     }
     if (batch.status().code() == store::StatusCode::kCorruption) {
-      std::uint64_t corrupt = find_corrupt_index(from_index, std::min(max_entries, available));
+      std::uint64_t corrupt = replica::first_corrupt_index(*log_, from_index, std::min(max_entries, available));
       if (corrupt == 0) corrupt = from_index;  // the batch failed its check, one read alone did not
       report_corruption(corrupt, batch.status().message());
       return make_error(ErrorCode::kDataLoss,
