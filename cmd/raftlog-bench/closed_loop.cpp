@@ -26,15 +26,17 @@ double ClosedLoopResult::ops_per_s() const {
 
 double ClosedLoopResult::percentile_ms(double fraction) const {
   if (sorted_latencies_us.empty()) return 0.0;
-  const auto rank =
-      static_cast<std::size_t>(fraction * static_cast<double>(sorted_latencies_us.size() - 1) + 0.5);
-  return static_cast<double>(sorted_latencies_us[std::min(rank, sorted_latencies_us.size() - 1)]) / 1000.0;
+  const auto rank = static_cast<std::size_t>(
+      fraction * static_cast<double>(sorted_latencies_us.size() - 1) + 0.5);
+  return static_cast<double>(sorted_latencies_us[std::min(rank, sorted_latencies_us.size() - 1)]) /
+         1000.0;
 }
 
 ClosedLoopResult run_closed_loop(const ClosedLoopOptions& options, const ClientFactory& make_client,
                                  std::ostream& progress) {
   assert(options.clients >= 1 && options.clients <= kMaxLoadClients);
-  assert(options.duration.count() >= 1 && static_cast<std::uint64_t>(options.duration.count()) <= kMaxLoadDurationS);
+  assert(options.duration.count() >= 1 &&
+         static_cast<std::uint64_t>(options.duration.count()) <= kMaxLoadDurationS);
   std::atomic<std::uint64_t> ops{0};
   std::atomic<std::uint64_t> failures{0};
   std::atomic<std::uint64_t> last_ops{0};
@@ -48,7 +50,9 @@ ClosedLoopResult run_closed_loop(const ClosedLoopOptions& options, const ClientF
       const std::uint64_t delta = now_ops - last_ops.exchange(now_ops);
       return "t=" + fixed(seconds_since(start), 1) + "s ops/s=" + std::to_string(delta) +
              " entries/s=" + std::to_string(delta * options.entries_per_call) + " MiB/s=" +
-             fixed(static_cast<double>(delta * options.entries_per_call * options.payload_bytes_per_entry) / kMiB,
+             fixed(static_cast<double>(delta * options.entries_per_call *
+                                       options.payload_bytes_per_entry) /
+                       kMiB,
                    1) +
              " failures=" + std::to_string(failures.load());
     });
@@ -66,7 +70,8 @@ ClosedLoopResult run_closed_loop(const ClosedLoopOptions& options, const ClientF
         while (Clock::now() < deadline && mine.size() < kMaxSamplesPerClient) {
           const auto t0 = Clock::now();
           const bool acknowledged = call();
-          const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+          const auto us =
+              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
           if (!acknowledged) {
             failures.fetch_add(1);
             std::this_thread::sleep_for(kPauseAfterFailure);
@@ -82,7 +87,8 @@ ClosedLoopResult run_closed_loop(const ClosedLoopOptions& options, const ClientF
   ClosedLoopResult result;
   result.seconds = seconds_since(start);
   result.failures = failures.load();
-  for (auto& v : latencies) result.sorted_latencies_us.insert(result.sorted_latencies_us.end(), v.begin(), v.end());
+  for (auto& v : latencies)
+    result.sorted_latencies_us.insert(result.sorted_latencies_us.end(), v.begin(), v.end());
   std::sort(result.sorted_latencies_us.begin(), result.sorted_latencies_us.end());
   if (!usage.empty()) {
     const auto totals = usage.finish();
@@ -95,7 +101,8 @@ ClosedLoopResult run_closed_loop(const ClosedLoopOptions& options, const ClientF
   return result;
 }
 
-void add_closed_loop_fields(ResultLine& line, const ClosedLoopOptions& options, const ClosedLoopResult& result) {
+void add_closed_loop_fields(ResultLine& line, const ClosedLoopOptions& options,
+                            const ClosedLoopResult& result) {
   const double entries_per_s = result.ops_per_s() * static_cast<double>(options.entries_per_call);
   line.add("clients", options.clients)
       .add("entry_size_bytes", options.payload_bytes_per_entry)
@@ -120,11 +127,10 @@ void add_closed_loop_fields(ResultLine& line, const ClosedLoopOptions& options, 
       .add("server_rss_anon_total_kib", result.server_rss_anon_total_kib);
 }
 
-std::optional<ClosedLoopOptions> make_closed_loop_options(std::uint64_t clients, std::uint64_t duration_s,
-                                                          std::uint64_t entries_per_call,
-                                                          std::uint64_t payload_bytes_per_entry,
-                                                          const std::string& server_pids_text,
-                                                          std::string_view command_path, std::ostream& err) {
+std::optional<ClosedLoopOptions> make_closed_loop_options(
+    std::uint64_t clients, std::uint64_t duration_s, std::uint64_t entries_per_call,
+    std::uint64_t payload_bytes_per_entry, const std::string& server_pids_text,
+    std::string_view command_path, std::ostream& err) {
   ClosedLoopOptions load;
   load.clients = clients;
   load.duration = std::chrono::seconds(duration_s);

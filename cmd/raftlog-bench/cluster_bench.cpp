@@ -82,7 +82,8 @@ std::optional<ClusterSource> resolve_cluster(const std::string& endpoints_text, 
     io.err << "the local cluster elected no leader:\n" << source.spawned->log_tail(1);
     return std::nullopt;
   }
-  for (int id = 1; id <= source.spawned->size(); ++id) source.endpoints.push_back(source.spawned->address(id));
+  for (int id = 1; id <= source.spawned->size(); ++id)
+    source.endpoints.push_back(source.spawned->address(id));
   io.err << "started a local " << nodes << "-node cluster (" << flush_mode << " flush) on "
          << source.spawned->endpoints() << "\n";
   return source;
@@ -90,7 +91,8 @@ std::optional<ClusterSource> resolve_cluster(const std::string& endpoints_text, 
 
 }  // namespace
 
-int run_cluster_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_cluster_command(std::string_view command_path, std::span<const std::string> args,
+                        const cli::Io& io) {
   std::string endpoints;
   std::string server_pids_text;
   std::uint64_t clients = 64;
@@ -101,23 +103,31 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   std::uint64_t producer_lanes = 0;
   std::string flush_mode = "sync";
   std::string append_rpc = "stream";
-  cli::FlagSet flags(std::string(command_path),
-                     "Closed-loop append load: N clients, each appending batches of B entries of S bytes and "
-                     "waiting for each commit. Without --endpoints it starts its own local cluster.");
-  flags.string_flag("endpoints", &endpoints, "HOST:PORT,...", "an existing cluster (default: start one)");
-  flags.uint_flag("clients", &clients, "N", "concurrent clients, each with its own client object and client id");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Closed-loop append load: N clients, each appending batches of B entries of S bytes and "
+      "waiting for each commit. Without --endpoints it starts its own local cluster.");
+  flags.string_flag("endpoints", &endpoints, "HOST:PORT,...",
+                    "an existing cluster (default: start one)");
+  flags.uint_flag("clients", &clients, "N",
+                  "concurrent clients, each with its own client object and client id");
   flags.bytes_flag("entry-size", &entry_size, "BYTES", "payload bytes per entry");
   flags.uint_flag("batch", &batch, "B", "entries per Append call");
   flags.uint_flag("duration", &duration_s, "SECONDS", "how long to run");
-  flags.uint_flag("nodes", &nodes, "3|5", "size of the cluster started when --endpoints is not given");
+  flags.uint_flag("nodes", &nodes, "3|5",
+                  "size of the cluster started when --endpoints is not given");
   flags.string_flag("flush-mode", &flush_mode, "sync|async", "flush mode of the cluster it starts");
-  flags.string_flag("server-pids", &server_pids_text, "PID,...",
-                    "report CPU seconds and RSS of these server processes over the run (with --endpoints)");
-  flags.uint_flag("producer-lanes", &producer_lanes, "L",
-                  "0: each client has its own Client and sends its own Append per call; 1..64: the clients "
-                  "share one client::Producer with L lanes, which coalesces their one-entry appends (needs --batch 1)");
+  flags.string_flag(
+      "server-pids", &server_pids_text, "PID,...",
+      "report CPU seconds and RSS of these server processes over the run (with --endpoints)");
+  flags.uint_flag(
+      "producer-lanes", &producer_lanes, "L",
+      "0: each client has its own Client and sends its own Append per call; 1..64: the clients "
+      "share one client::Producer with L lanes, which coalesces their one-entry appends (needs "
+      "--batch 1)");
   flags.string_flag("append-rpc", &append_rpc, "stream|unary",
-                    "stream: each client sends its appends on one AppendStream call; unary: one Append call each");
+                    "stream: each client sends its appends on one AppendStream call; unary: one "
+                    "Append call each");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (append_rpc != "stream" && append_rpc != "unary") {
     io.err << command_path << ": --append-rpc must be stream or unary\n";
@@ -128,12 +138,13 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
       duration_s > kMaxLoadDurationS || (nodes != 3 && nodes != 5 && nodes != 1) ||
       producer_lanes > client::kMaxProducerLanes || (producer_lanes != 0 && batch != 1)) {
     io.err << command_path << ": need 1 <= clients <= " << kMaxLoadClients
-           << ", 1 <= batch <= 1024, 1 <= duration <= " << kMaxLoadDurationS << ", nodes 1, 3 or 5, "
+           << ", 1 <= batch <= 1024, 1 <= duration <= " << kMaxLoadDurationS
+           << ", nodes 1, 3 or 5, "
            << "producer-lanes <= " << client::kMaxProducerLanes << " and only with batch 1\n";
     return cli::kExitUsage;
   }
-  std::optional<ClosedLoopOptions> load_options =
-      make_closed_loop_options(clients, duration_s, batch, entry_size, server_pids_text, command_path, io.err);
+  std::optional<ClosedLoopOptions> load_options = make_closed_loop_options(
+      clients, duration_s, batch, entry_size, server_pids_text, command_path, io.err);
   if (!load_options) return cli::kExitUsage;
   ClosedLoopOptions& load = *load_options;
   auto source = resolve_cluster(endpoints, nodes, flush_mode, io);
@@ -175,20 +186,23 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   line.add("append_rpc", append_rpc);
   if (producer) {
     const client::Producer::Stats stats = producer->stats();
-    line.add("entries_per_rpc", stats.rpcs == 0 ? 0.0 : static_cast<double>(stats.entries) / stats.rpcs, 1);
+    line.add("entries_per_rpc",
+             stats.rpcs == 0 ? 0.0 : static_cast<double>(stats.entries) / stats.rpcs, 1);
   }
   io.out << line.text() << "\n";
   return result.failures == 0 ? cli::kExitOk : cli::kExitFailure;
 }
 
-int run_failover_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_failover_command(std::string_view command_path, std::span<const std::string> args,
+                         const cli::Io& io) {
   std::uint64_t trials = 5;
   std::uint64_t nodes = 3;
   std::uint64_t writers = 4;
   std::string flush_mode = "sync";
-  cli::FlagSet flags(std::string(command_path),
-                     "Leader kill -9 under a writer load: time from the kill until an append is acknowledged "
-                     "by the new leader. Starts its own local cluster; restarts the killed node between trials.");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Leader kill -9 under a writer load: time from the kill until an append is acknowledged "
+      "by the new leader. Starts its own local cluster; restarts the killed node between trials.");
   flags.uint_flag("trials", &trials, "N", "number of leader kills (1..100)");
   flags.uint_flag("nodes", &nodes, "3|5", "cluster size");
   flags.uint_flag("writers", &writers, "N", "concurrent writers during each trial (1..64)");
@@ -222,7 +236,8 @@ int run_failover_command(std::string_view command_path, std::span<const std::str
         options.call_timeout_ms = 300;
         options.retry_deadline_ms = 600;
         options.backoff_min_ms = 5;
-        options.backoff_max_ms = 25;  // fine-grained retries: the measurement is only as good as them
+        options.backoff_max_ms =
+            25;  // fine-grained retries: the measurement is only as good as them
         auto created = client::Client::create(options);
         if (!created.ok()) return;
         auto& cl = created.value();
@@ -252,16 +267,18 @@ int run_failover_command(std::string_view command_path, std::span<const std::str
     }
     const double ms = static_cast<double>(recovered_at_ns.load() - killed_at_ns.load()) / 1e6;
     failover_ms.push_back(ms);
-    io.err << "trial " << trial + 1 << "/" << trials << ": killed leader node " << leader << " (term " << old_term
-           << "), writes resumed after " << fixed(ms, 1) << " ms\n";
+    io.err << "trial " << trial + 1 << "/" << trials << ": killed leader node " << leader
+           << " (term " << old_term << "), writes resumed after " << fixed(ms, 1) << " ms\n";
     cluster.start(leader);
-    // Let the restarted node catch up before the next kill, so each trial starts from a full cluster.
+    // Let the restarted node catch up before the next kill, so each trial starts from a full
+    // cluster.
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
   std::vector<double> sorted = failover_ms;
   std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 == 1 ? sorted[sorted.size() / 2]
-                                                : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  const double median = sorted.size() % 2 == 1
+                            ? sorted[sorted.size() / 2]
+                            : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
   io.out << ResultLine("failover")
                 .add("nodes", nodes)
                 .add("trials", trials)

@@ -35,11 +35,12 @@ constexpr std::chrono::seconds kProbeTimeout{5};
 class EtcdKv {
  public:
   explicit EtcdKv(const std::string& endpoint)
-      : stub_(etcdserverpb::KV::NewStub(grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()))) {}
+      : stub_(etcdserverpb::KV::NewStub(
+            grpc::CreateChannel(endpoint, grpc::InsecureChannelCredentials()))) {}
 
   // The response header on success, or the gRPC status.
-  grpc::Status put(const std::string& key, const std::string& value, std::chrono::milliseconds timeout,
-                   etcdserverpb::ResponseHeader* header) {
+  grpc::Status put(const std::string& key, const std::string& value,
+                   std::chrono::milliseconds timeout, etcdserverpb::ResponseHeader* header) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + timeout);
     etcdserverpb::PutRequest request;
@@ -56,10 +57,12 @@ class EtcdKv {
 };
 
 std::string describe(const grpc::Status& status) {
-  return "gRPC status " + std::to_string(static_cast<int>(status.error_code())) + ": " + status.error_message();
+  return "gRPC status " + std::to_string(static_cast<int>(status.error_code())) + ": " +
+         status.error_message();
 }
 
-std::optional<std::vector<std::string>> parse_endpoints_or_complain(const std::string& text, std::string_view command,
+std::optional<std::vector<std::string>> parse_endpoints_or_complain(const std::string& text,
+                                                                    std::string_view command,
                                                                     const cli::Io& io) {
   auto parsed = client::parse_endpoints(text);
   if (!parsed.ok()) {
@@ -69,8 +72,8 @@ std::optional<std::vector<std::string>> parse_endpoints_or_complain(const std::s
   return parsed.value();
 }
 
-// One Put before the load, so an unreachable or non-etcd endpoint fails with a clear message instead
-// of a run full of failures.
+// One Put before the load, so an unreachable or non-etcd endpoint fails with a clear message
+// instead of a run full of failures.
 bool probe(const std::string& endpoint, std::string_view command, const cli::Io& io) {
   EtcdKv kv(endpoint);
   const grpc::Status status = kv.put("raftlog-bench/probe", "probe", kProbeTimeout, nullptr);
@@ -89,18 +92,21 @@ bool is_etcd_process(pid_t pid) {
 
 }  // namespace
 
-int run_etcd_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_etcd_command(std::string_view command_path, std::span<const std::string> args,
+                     const cli::Io& io) {
   std::string endpoints_text;
   std::string server_pids_text;
   std::uint64_t clients = 64;
   std::uint64_t value_size = 1024;
   std::uint64_t duration_s = 10;
   std::uint64_t call_timeout_ms = 10'000;
-  cli::FlagSet flags(std::string(command_path),
-                     "Closed-loop etcd v3 KV.Put load, the same loop as `raftlog-bench cluster`: N clients, each "
-                     "putting a VALUE-byte value under its own key and waiting for the answer. Client i talks to "
-                     "endpoint i mod (number of endpoints); give only the leader to avoid follower forwarding.");
-  flags.string_flag("endpoints", &endpoints_text, "HOST:PORT,...", "etcd client URLs without http://");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Closed-loop etcd v3 KV.Put load, the same loop as `raftlog-bench cluster`: N clients, each "
+      "putting a VALUE-byte value under its own key and waiting for the answer. Client i talks to "
+      "endpoint i mod (number of endpoints); give only the leader to avoid follower forwarding.");
+  flags.string_flag("endpoints", &endpoints_text, "HOST:PORT,...",
+                    "etcd client URLs without http://");
   flags.uint_flag("clients", &clients, "N", "concurrent clients, each with its own stub and key");
   flags.bytes_flag("value-size", &value_size, "BYTES", "value bytes per Put");
   flags.uint_flag("duration", &duration_s, "SECONDS", "how long to run");
@@ -112,15 +118,16 @@ int run_etcd_command(std::string_view command_path, std::span<const std::string>
   if (clients == 0 || clients > kMaxLoadClients || value_size == 0 || value_size > kMaxValueBytes ||
       duration_s == 0 || duration_s > kMaxLoadDurationS || call_timeout_ms == 0 ||
       call_timeout_ms > kMaxCallTimeoutMs) {
-    io.err << command_path << ": need 1 <= clients <= " << kMaxLoadClients << ", 1 <= value-size <= "
-           << kMaxValueBytes << ", 1 <= duration <= " << kMaxLoadDurationS << ", 1 <= call-timeout-ms <= "
-           << kMaxCallTimeoutMs << "\n";
+    io.err << command_path << ": need 1 <= clients <= " << kMaxLoadClients
+           << ", 1 <= value-size <= " << kMaxValueBytes
+           << ", 1 <= duration <= " << kMaxLoadDurationS
+           << ", 1 <= call-timeout-ms <= " << kMaxCallTimeoutMs << "\n";
     return cli::kExitUsage;
   }
   auto endpoints = parse_endpoints_or_complain(endpoints_text, command_path, io);
   if (!endpoints) return cli::kExitUsage;
-  std::optional<ClosedLoopOptions> load_options =
-      make_closed_loop_options(clients, duration_s, 1, value_size, server_pids_text, command_path, io.err);
+  std::optional<ClosedLoopOptions> load_options = make_closed_loop_options(
+      clients, duration_s, 1, value_size, server_pids_text, command_path, io.err);
   if (!load_options) return cli::kExitUsage;
   ClosedLoopOptions& load = *load_options;
   if (!probe(endpoints->front(), command_path, io)) return cli::kExitFailure;
@@ -131,7 +138,8 @@ int run_etcd_command(std::string_view command_path, std::span<const std::string>
       [&](std::uint64_t c) -> ClientCall {
         auto kv = std::make_shared<EtcdKv>((*endpoints)[c % endpoints->size()]);
         auto key = std::make_shared<const std::string>("raftlog-bench/client-" + std::to_string(c));
-        auto value = std::make_shared<const std::string>(value_size, static_cast<char>('a' + c % 26));
+        auto value =
+            std::make_shared<const std::string>(value_size, static_cast<char>('a' + c % 26));
         return [kv, key, value, timeout] { return kv->put(*key, *value, timeout, nullptr).ok(); };
       },
       io.err);
@@ -142,21 +150,25 @@ int run_etcd_command(std::string_view command_path, std::span<const std::string>
   return result.failures == 0 ? cli::kExitOk : cli::kExitFailure;
 }
 
-int run_etcd_failover_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_etcd_failover_command(std::string_view command_path, std::span<const std::string> args,
+                              const cli::Io& io) {
   std::string endpoints_text;
   std::uint64_t leader_pid = 0;
   std::uint64_t writers = 8;
   std::uint64_t call_timeout_ms = 200;
   std::uint64_t warmup_ms = 500;
   std::uint64_t give_up_s = 15;
-  cli::FlagSet flags(std::string(command_path),
-                     "One failover trial against a running etcd cluster: W writers Put through every endpoint "
-                     "(moving to the next one on any error); after the warm-up the process --leader-pid is "
-                     "killed with SIGKILL, and the time until a Put is acknowledged in a newer Raft term is "
-                     "reported. Restarting the killed member is the caller's job.");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "One failover trial against a running etcd cluster: W writers Put through every endpoint "
+      "(moving to the next one on any error); after the warm-up the process --leader-pid is "
+      "killed with SIGKILL, and the time until a Put is acknowledged in a newer Raft term is "
+      "reported. Restarting the killed member is the caller's job.");
   flags.string_flag("endpoints", &endpoints_text, "HOST:PORT,...", "every member's client address");
-  flags.uint_flag("leader-pid", &leader_pid, "PID", "the etcd leader's process id (must be an `etcd` process)");
-  flags.uint_flag("writers", &writers, "N", "concurrent writers (1..64); their staggered retries set the resolution");
+  flags.uint_flag("leader-pid", &leader_pid, "PID",
+                  "the etcd leader's process id (must be an `etcd` process)");
+  flags.uint_flag("writers", &writers, "N",
+                  "concurrent writers (1..64); their staggered retries set the resolution");
   flags.uint_flag("call-timeout-ms", &call_timeout_ms, "MS", "deadline of one Put attempt");
   flags.uint_flag("warmup-ms", &warmup_ms, "MS", "load before the kill");
   flags.uint_flag("give-up", &give_up_s, "SECONDS", "fail if writes have not resumed by then");
@@ -164,8 +176,10 @@ int run_etcd_failover_command(std::string_view command_path, std::span<const std
   flags.require("leader-pid");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (writers == 0 || writers > 64 || call_timeout_ms == 0 || call_timeout_ms > kMaxCallTimeoutMs ||
-      warmup_ms > 60'000 || give_up_s == 0 || give_up_s > 600 || leader_pid == 0 || leader_pid > INT32_MAX) {
-    io.err << command_path << ": need 1 <= writers <= 64, 1 <= call-timeout-ms <= " << kMaxCallTimeoutMs
+      warmup_ms > 60'000 || give_up_s == 0 || give_up_s > 600 || leader_pid == 0 ||
+      leader_pid > INT32_MAX) {
+    io.err << command_path
+           << ": need 1 <= writers <= 64, 1 <= call-timeout-ms <= " << kMaxCallTimeoutMs
            << ", warmup-ms <= 60000, 1 <= give-up <= 600 and a valid --leader-pid\n";
     return cli::kExitUsage;
   }
@@ -173,13 +187,14 @@ int run_etcd_failover_command(std::string_view command_path, std::span<const std
   if (!endpoints) return cli::kExitUsage;
   const auto pid = static_cast<pid_t>(leader_pid);
   if (!is_etcd_process(pid)) {
-    io.err << command_path << ": process " << pid << " is not a running etcd (refusing to kill it)\n";
+    io.err << command_path << ": process " << pid
+           << " is not a running etcd (refusing to kill it)\n";
     return cli::kExitUsage;
   }
   if (!probe(endpoints->front(), command_path, io)) return cli::kExitFailure;
 
   std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> term_before_kill{0};   // highest term acknowledged before the kill
+  std::atomic<std::uint64_t> term_before_kill{0};  // highest term acknowledged before the kill
   std::atomic<std::int64_t> killed_at_ns{0};
   std::atomic<std::int64_t> recovered_at_ns{0};
   std::atomic<std::uint64_t> recovered_term{0};
@@ -207,11 +222,13 @@ int run_etcd_failover_command(std::string_view command_path, std::span<const std
         acknowledged.fetch_add(1);
         if (before_kill) {
           std::uint64_t seen = term_before_kill.load();
-          while (header.raft_term() > seen && !term_before_kill.compare_exchange_weak(seen, header.raft_term())) {
+          while (header.raft_term() > seen &&
+                 !term_before_kill.compare_exchange_weak(seen, header.raft_term())) {
           }
         } else if (header.raft_term() > term_before_kill.load()) {
           std::int64_t expected = 0;
-          if (recovered_at_ns.compare_exchange_strong(expected, Clock::now().time_since_epoch().count())) {
+          if (recovered_at_ns.compare_exchange_strong(expected,
+                                                      Clock::now().time_since_epoch().count())) {
             recovered_term.store(header.raft_term());
           }
         }
@@ -222,7 +239,8 @@ int run_etcd_failover_command(std::string_view command_path, std::span<const std
   const std::uint64_t acknowledged_before_kill = acknowledged.load();
   int exit_code = cli::kExitOk;
   if (acknowledged_before_kill == 0 || term_before_kill.load() == 0) {
-    io.err << command_path << ": no Put was acknowledged during the warm-up; not killing anything\n";
+    io.err << command_path
+           << ": no Put was acknowledged during the warm-up; not killing anything\n";
     exit_code = cli::kExitFailure;
   } else if (!is_etcd_process(pid)) {
     io.err << command_path << ": process " << pid << " is gone before the kill\n";
@@ -243,8 +261,9 @@ int run_etcd_failover_command(std::string_view command_path, std::span<const std
     return cli::kExitFailure;
   }
   const double ms = static_cast<double>(recovered_at_ns.load() - killed_at_ns.load()) / 1e6;
-  io.err << "killed etcd leader (pid " << pid << ", term " << term_before_kill.load() << "), writes resumed after "
-         << fixed(ms, 1) << " ms in term " << recovered_term.load() << "\n";
+  io.err << "killed etcd leader (pid " << pid << ", term " << term_before_kill.load()
+         << "), writes resumed after " << fixed(ms, 1) << " ms in term " << recovered_term.load()
+         << "\n";
   io.out << ResultLine("etcd_failover")
                 .add("writers", writers)
                 .add("call_timeout_ms", call_timeout_ms)

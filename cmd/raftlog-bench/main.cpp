@@ -1,5 +1,5 @@
-// raftlog-bench: prints performance figures (it is a program, not a timed test). Every figure ends in
-// a `RESULT bench=... key=value ...` line on stdout; progress lines go to stderr.
+// raftlog-bench: prints performance figures (it is a program, not a timed test). Every figure ends
+// in a `RESULT bench=... key=value ...` line on stdout; progress lines go to stderr.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -14,7 +14,8 @@
 namespace {
 
 constexpr raftlog::cli::Command kCommands[] = {
-    {"store", "append throughput (writers x entry sizes x flush modes) vs the raw disk, and recovery time",
+    {"store",
+     "append throughput (writers x entry sizes x flush modes) vs the raw disk, and recovery time",
      raftlog::bench::run_store_command, nullptr},
     {"raw", "only the raw disk limit: sequential write + fdatasync at one batch size",
      raftlog::bench::run_raw_command, nullptr},
@@ -22,13 +23,17 @@ constexpr raftlog::cli::Command kCommands[] = {
      raftlog::bench::run_cluster_command, nullptr},
     {"failover", "kill -9 the leader under load; time until the new leader acknowledges writes",
      raftlog::bench::run_failover_command, nullptr},
-    {"etcd", "the same closed-loop load as `cluster`, as etcd v3 KV.Put calls (for bench/compare-etcd.sh)",
+    {"etcd",
+     "the same closed-loop load as `cluster`, as etcd v3 KV.Put calls (for bench/compare-etcd.sh)",
      raftlog::bench::run_etcd_command, nullptr},
-    {"etcd-failover", "one etcd leader kill -9 under a Put load; time until a Put succeeds in a newer term",
+    {"etcd-failover",
+     "one etcd leader kill -9 under a Put load; time until a Put succeeds in a newer term",
      raftlog::bench::run_etcd_failover_command, nullptr},
-    {"nats", "the same closed-loop load as `cluster`, as NATS JetStream publishes with acknowledgement",
+    {"nats",
+     "the same closed-loop load as `cluster`, as NATS JetStream publishes with acknowledgement",
      raftlog::bench::run_nats_command, nullptr},
-    {"leader-stability", "large appends while busy threads hold the CPUs; counts leader changes (goal: 0)",
+    {"leader-stability",
+     "large appends while busy threads hold the CPUs; counts leader changes (goal: 0)",
      raftlog::bench::run_leader_stability_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
@@ -38,6 +43,7 @@ constexpr raftlog::cli::CommandTable kTable{kCommands};
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   const raftlog::cli::Io io{std::cout, std::cerr};
-  return raftlog::cli::run_tool("raftlog-bench", "Benchmarks for raftlog. Every figure ends in a RESULT line.", kTable,
-                                args, io);
+  return raftlog::cli::run_tool("raftlog-bench",
+                                "Benchmarks for raftlog. Every figure ends in a RESULT line.",
+                                kTable, args, io);
 }

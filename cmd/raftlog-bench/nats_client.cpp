@@ -37,7 +37,8 @@ bool starts_with(std::string_view text, std::string_view prefix) {
 
 }  // namespace
 
-std::unique_ptr<NatsConnection> NatsConnection::connect(const std::string& endpoint, std::chrono::milliseconds timeout,
+std::unique_ptr<NatsConnection> NatsConnection::connect(const std::string& endpoint,
+                                                        std::chrono::milliseconds timeout,
                                                         std::string* error) {
   const std::size_t colon = endpoint.rfind(':');
   if (colon == std::string::npos) {
@@ -48,11 +49,12 @@ std::unique_ptr<NatsConnection> NatsConnection::connect(const std::string& endpo
   if (host == "localhost") host = "127.0.0.1";
   int port = 0;
   const std::string port_text = endpoint.substr(colon + 1);
-  auto [end, parse_error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  auto [end, parse_error] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  if (parse_error != std::errc() || end != port_text.data() + port_text.size() || port <= 0 || port > 65535 ||
-      inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+  if (parse_error != std::errc() || end != port_text.data() + port_text.size() || port <= 0 ||
+      port > 65535 || inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
     *error = "endpoint " + endpoint + " needs an IPv4 address and a port";
     return nullptr;
   }
@@ -73,7 +75,8 @@ std::unique_ptr<NatsConnection> NatsConnection::connect(const std::string& endpo
   std::string line;
   if (!connection->read_line(deadline, &line, error)) return nullptr;
   if (!starts_with(line, "INFO ")) {
-    *error = endpoint + " did not greet with INFO (is a NATS server listening there?): " + line.substr(0, 80);
+    *error = endpoint +
+             " did not greet with INFO (is a NATS server listening there?): " + line.substr(0, 80);
     return nullptr;
   }
   const std::string hello =
@@ -100,8 +103,8 @@ bool NatsConnection::subscribe(std::string_view subject, std::string_view sid, s
   return send_all(command, error);
 }
 
-bool NatsConnection::publish(std::string_view subject, std::string_view reply_to, std::string_view payload,
-                             std::string* error) {
+bool NatsConnection::publish(std::string_view subject, std::string_view reply_to,
+                             std::string_view payload, std::string* error) {
   std::string command = "PUB ";
   command.append(subject);
   if (!reply_to.empty()) command.append(" ").append(reply_to);
@@ -110,7 +113,8 @@ bool NatsConnection::publish(std::string_view subject, std::string_view reply_to
   return send_all(command, error);
 }
 
-bool NatsConnection::next_message(std::chrono::milliseconds timeout, NatsMessage* message, std::string* error) {
+bool NatsConnection::next_message(std::chrono::milliseconds timeout, NatsMessage* message,
+                                  std::string* error) {
   const auto deadline = Clock::now() + timeout;
   std::string line;
   // Bounded by the deadline: every read_line waits at most until then.
@@ -133,7 +137,8 @@ bool NatsConnection::next_message(std::chrono::milliseconds timeout, NatsMessage
     const std::vector<std::string_view> parts = split_spaces(line);
     std::size_t size = 0;
     const std::string_view size_text = parts.back();
-    auto [end, parse_error] = std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
+    auto [end, parse_error] =
+        std::from_chars(size_text.data(), size_text.data() + size_text.size(), size);
     if ((parts.size() != 4 && parts.size() != 5) || parse_error != std::errc() ||
         end != size_text.data() + size_text.size() || size > kMaxIncomingBytes) {
       *error = "malformed MSG line: " + line.substr(0, 80);
@@ -152,16 +157,19 @@ bool NatsConnection::next_message(std::chrono::milliseconds timeout, NatsMessage
   }
 }
 
-bool NatsConnection::request(std::string_view subject, std::string_view inbox, std::string_view payload,
-                             std::chrono::milliseconds timeout, std::string* reply, std::string* error) {
+bool NatsConnection::request(std::string_view subject, std::string_view inbox,
+                             std::string_view payload, std::chrono::milliseconds timeout,
+                             std::string* reply, std::string* error) {
   const auto deadline = Clock::now() + timeout;
   if (!publish(subject, inbox, payload, error)) return false;
   NatsMessage message;
   // Bounded by the deadline; replies to earlier (timed-out) requests are skipped.
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) {
-      *error = "no reply on " + std::string(inbox) + " within " + std::to_string(timeout.count()) + " ms";
+      *error = "no reply on " + std::string(inbox) + " within " + std::to_string(timeout.count()) +
+               " ms";
       return false;
     }
     if (!next_message(left, &message, error)) return false;
@@ -191,7 +199,8 @@ bool NatsConnection::fill(Clock::time_point deadline, std::string* error) {
     *error = "incoming protocol data exceeds " + std::to_string(kMaxIncomingBytes) + " bytes";
     return false;
   }
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) {
     *error = "timed out waiting for the server";
     return false;

@@ -42,7 +42,8 @@ std::optional<std::uint64_t> status_kib(pid_t pid, std::string_view field) {
   std::string line;
   // Bounded: /proc/<pid>/status has about 60 lines.
   for (int i = 0; i < 200 && std::getline(in, line); ++i) {
-    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 && line[field.size()] == ':') {
+    if (line.size() > field.size() && line.compare(0, field.size(), field) == 0 &&
+        line[field.size()] == ':') {
       std::istringstream value(line.substr(field.size() + 1));
       std::uint64_t kib = 0;
       if (value >> kib) return kib;

@@ -12,9 +12,10 @@
 namespace raftlog::bench {
 
 struct ProcessUsage {
-  double cpu_s = 0.0;          // user + system time of every thread of the process so far
-  std::uint64_t rss_kib = 0;   // resident set size now
-  std::uint64_t rss_anon_kib = 0;  // of which anonymous (heap, stacks); the rest is mostly mapped files
+  double cpu_s = 0.0;         // user + system time of every thread of the process so far
+  std::uint64_t rss_kib = 0;  // resident set size now
+  std::uint64_t rss_anon_kib =
+      0;  // of which anonymous (heap, stacks); the rest is mostly mapped files
 };
 
 // Reads /proc/<pid>/stat (utime + stime) and /proc/<pid>/status (VmRSS, RssAnon); nullopt if the
@@ -34,7 +35,8 @@ class ServerUsageWindow {
     double cpu_s = 0.0;               // summed over the processes
     std::uint64_t rss_total_kib = 0;  // at finish(), summed
     std::uint64_t rss_max_kib = 0;    // at finish(), the largest process
-    std::uint64_t rss_anon_total_kib = 0;  // at finish(), anonymous memory summed (what a leak grows)
+    std::uint64_t rss_anon_total_kib =
+        0;  // at finish(), anonymous memory summed (what a leak grows)
   };
   Totals finish() const;
   bool empty() const { return pids_.empty(); }

@@ -36,11 +36,12 @@ class SharedMapping {
   std::uint64_t bytes_ = 0;
 };
 
-void write_batch(int fd, const std::vector<char>& batch, std::uint64_t offset, const std::filesystem::path& path) {
+void write_batch(int fd, const std::vector<char>& batch, std::uint64_t offset,
+                 const std::filesystem::path& path) {
   std::uint64_t written = 0;
   while (written < batch.size()) {
-    const ssize_t n =
-        ::pwrite(fd, batch.data() + written, batch.size() - written, static_cast<off_t>(offset + written));
+    const ssize_t n = ::pwrite(fd, batch.data() + written, batch.size() - written,
+                               static_cast<off_t>(offset + written));
     if (n < 0) {
       if (errno == EINTR) continue;
       throw_errno(errno, "raw disk: write " + path.string());
@@ -55,20 +56,27 @@ const char* to_string(RawSyncMethod method) {
   return method == RawSyncMethod::kMmapMsync ? "mmap_msync" : "write_fdatasync";
 }
 
-double RawDiskResult::mib_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / kMiB / seconds : 0.0; }
-double RawDiskResult::syncs_per_s() const { return seconds > 0 ? static_cast<double>(syncs) / seconds : 0.0; }
+double RawDiskResult::mib_per_s() const {
+  return seconds > 0 ? static_cast<double>(bytes) / kMiB / seconds : 0.0;
+}
+double RawDiskResult::syncs_per_s() const {
+  return seconds > 0 ? static_cast<double>(syncs) / seconds : 0.0;
+}
 
-RawDiskResult measure_raw_sync_loop(const RawDiskOptions& options, std::atomic<std::uint64_t>* progress_bytes) {
+RawDiskResult measure_raw_sync_loop(const RawDiskOptions& options,
+                                    std::atomic<std::uint64_t>* progress_bytes) {
   assert(options.batch_bytes > 0);
   assert(options.max_file_bytes >= options.batch_bytes);
   const ScratchFile file(options.file, options.max_file_bytes, "raw disk");
 
   // Non-zero, non-repeating-per-page content so that no layer can shortcut zero pages.
   std::vector<char> batch(options.batch_bytes);
-  for (std::size_t i = 0; i < batch.size(); ++i) batch[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
+  for (std::size_t i = 0; i < batch.size(); ++i)
+    batch[i] = static_cast<char>('a' + (i * 7 + i / 4096) % 26);
 
   std::optional<SharedMapping> mapping;
-  if (options.method == RawSyncMethod::kMmapMsync) mapping.emplace(file.fd(), options.max_file_bytes, file.path());
+  if (options.method == RawSyncMethod::kMmapMsync)
+    mapping.emplace(file.fd(), options.max_file_bytes, file.path());
   const auto page_bytes = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 
   RawDiskResult result;
@@ -78,15 +86,17 @@ RawDiskResult measure_raw_sync_loop(const RawDiskOptions& options, std::atomic<s
   while (result.syncs < max_syncs && std::chrono::steady_clock::now() < deadline) {
     if (mapping) {
       std::memcpy(mapping->data() + result.bytes, batch.data(), batch.size());
-      // msync needs a page-aligned start: the page holding the batch's first byte (which the previous
-      // batch may have ended in, as a store flush starts where the last one ended).
+      // msync needs a page-aligned start: the page holding the batch's first byte (which the
+      // previous batch may have ended in, as a store flush starts where the last one ended).
       const std::uint64_t from = result.bytes / page_bytes * page_bytes;
-      if (::msync(mapping->data() + from, result.bytes + options.batch_bytes - from, MS_SYNC) != 0) {
+      if (::msync(mapping->data() + from, result.bytes + options.batch_bytes - from, MS_SYNC) !=
+          0) {
         throw_errno(errno, "raw disk: msync " + file.path().string());
       }
     } else {
       write_batch(file.fd(), batch, result.bytes, file.path());
-      if (::fdatasync(file.fd()) != 0) throw_errno(errno, "raw disk: fdatasync " + file.path().string());
+      if (::fdatasync(file.fd()) != 0)
+        throw_errno(errno, "raw disk: fdatasync " + file.path().string());
     }
     result.bytes += options.batch_bytes;
     ++result.syncs;

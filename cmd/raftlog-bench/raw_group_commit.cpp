@@ -35,7 +35,8 @@ struct SyncRounds {
 
 RawGroupCommitResult measure_raw_group_commit(const RawGroupCommitOptions& options,
                                               std::atomic<std::uint64_t>* progress_bytes) {
-  assert(options.writers > 0 && options.record_bytes > 0 && options.max_file_bytes >= options.record_bytes);
+  assert(options.writers > 0 && options.record_bytes > 0 &&
+         options.max_file_bytes >= options.record_bytes);
   const ScratchFile file(options.file, options.max_file_bytes, "raw group commit");
   const int fd = file.fd();
 
@@ -57,7 +58,8 @@ RawGroupCommitResult measure_raw_group_commit(const RawGroupCommitOptions& optio
       lock.unlock();
       const int rc = ::fdatasync(fd);
       lock.lock();
-      if (rc != 0 && rounds.error.empty()) rounds.error = "fdatasync: " + std::string(std::strerror(errno));
+      if (rc != 0 && rounds.error.empty())
+        rounds.error = "fdatasync: " + std::string(std::strerror(errno));
       rounds.completed = round;
       rounds.synced.notify_all();
     }
@@ -76,15 +78,18 @@ RawGroupCommitResult measure_raw_group_commit(const RawGroupCommitOptions& optio
           return;
         }
         std::unique_lock lock(rounds.mu);
-        const std::uint64_t needed = rounds.started + 1;  // the first round that starts after our write
+        const std::uint64_t needed =
+            rounds.started + 1;  // the first round that starts after our write
         ++rounds.waiting;
         rounds.pending.notify_one();
-        rounds.synced.wait(lock, [&] { return rounds.completed >= needed || !rounds.error.empty(); });
+        rounds.synced.wait(lock,
+                           [&] { return rounds.completed >= needed || !rounds.error.empty(); });
         --rounds.waiting;
         if (!rounds.error.empty()) return;
         lock.unlock();
         const std::uint64_t done = durable_records.fetch_add(1) + 1;
-        if (progress_bytes != nullptr) progress_bytes->store(done * options.record_bytes, std::memory_order_relaxed);
+        if (progress_bytes != nullptr)
+          progress_bytes->store(done * options.record_bytes, std::memory_order_relaxed);
       }
     });
   }
@@ -97,7 +102,8 @@ RawGroupCommitResult measure_raw_group_commit(const RawGroupCommitOptions& optio
     rounds.pending.notify_one();
   }
   syncer.join();
-  if (!rounds.error.empty()) throw std::system_error(EIO, std::generic_category(), "raw group commit: " + rounds.error);
+  if (!rounds.error.empty())
+    throw std::system_error(EIO, std::generic_category(), "raw group commit: " + rounds.error);
   result.syncs = rounds.completed;
   result.records = durable_records.load();
   result.bytes = result.records * options.record_bytes;

@@ -3,11 +3,12 @@
 // recovery trusts the checkpoint; must not grow with the log size).
 //
 // The log is built by a forked child process that appends until the target size, makes everything
-// durable with flush(), reports its last index through a pipe and is then killed with SIGKILL by the
-// parent — a real unclean shutdown: the abort marker stays and the checkpoint is stale. The child
-// runs with a checkpoint interval longer than the build, so the checkpoint still describes the empty
-// log and the whole log lies after it: abnormal recovery has to validate all of it (the worst case).
-// The parent then opens the log (abnormal), closes it cleanly, and opens it again (normal).
+// durable with flush(), reports its last index through a pipe and is then killed with SIGKILL by
+// the parent — a real unclean shutdown: the abort marker stays and the checkpoint is stale. The
+// child runs with a checkpoint interval longer than the build, so the checkpoint still describes
+// the empty log and the whole log lies after it: abnormal recovery has to validate all of it (the
+// worst case). The parent then opens the log (abnormal), closes it cleanly, and opens it again
+// (normal).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 namespace raftlog::bench {
 
 struct RecoveryConfig {
-  std::string dir;                   // fresh directory (created, removed by the caller)
+  std::string dir;                      // fresh directory (created, removed by the caller)
   std::uint64_t log_payload_bytes = 0;  // payload to append before the crash
   std::uint64_t entry_bytes = 1024;
   std::uint64_t segment_size_bytes = 1ULL << 30;
@@ -37,7 +38,7 @@ struct RecoveryOpen {
 };
 
 struct RecoveryResult {
-  std::uint64_t last_index = 0;        // acknowledged (flushed) by the child before the kill
+  std::uint64_t last_index = 0;  // acknowledged (flushed) by the child before the kill
   double build_seconds = 0.0;
   RecoveryOpen unclean;
   RecoveryOpen clean;

@@ -7,7 +7,9 @@
 
 namespace raftlog::bench {
 
-ResultLine::ResultLine(std::string_view bench_name) : text_("RESULT bench=") { text_ += bench_name; }
+ResultLine::ResultLine(std::string_view bench_name) : text_("RESULT bench=") {
+  text_ += bench_name;
+}
 
 ResultLine& ResultLine::add(std::string_view key, std::string_view value) {
   // Values are single tokens so that `key=value` pairs split on whitespace.
@@ -20,7 +22,9 @@ ResultLine& ResultLine::add(std::string_view key, std::string_view value) {
   return *this;
 }
 
-ResultLine& ResultLine::add(std::string_view key, std::uint64_t value) { return add(key, std::to_string(value)); }
+ResultLine& ResultLine::add(std::string_view key, std::uint64_t value) {
+  return add(key, std::to_string(value));
+}
 
 ResultLine& ResultLine::add(std::string_view key, double value, int decimals) {
   return add(key, fixed(value, decimals));

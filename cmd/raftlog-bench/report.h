@@ -1,9 +1,11 @@
-// Output helpers for raftlog-bench: machine-readable RESULT lines and a once-a-second progress line.
+// Output helpers for raftlog-bench: machine-readable RESULT lines and a once-a-second progress
+// line.
 //
 // Every figure the benchmark produces ends in exactly one line
 //   RESULT bench=<name> key=value key=value ...
-// on stdout (keys in snake_case with units last: entries_per_s, mib_per_s, seconds). Progress goes to
-// stderr so that `raftlog-bench ... | grep RESULT` stays clean while a terminal still shows both.
+// on stdout (keys in snake_case with units last: entries_per_s, mib_per_s, seconds). Progress goes
+// to stderr so that `raftlog-bench ... | grep RESULT` stays clean while a terminal still shows
+// both.
 #pragma once
 
 #include <chrono>
@@ -22,7 +24,9 @@ class ResultLine {
  public:
   explicit ResultLine(std::string_view bench_name);
   ResultLine& add(std::string_view key, std::string_view value);
-  ResultLine& add(std::string_view key, const char* value) { return add(key, std::string_view(value)); }
+  ResultLine& add(std::string_view key, const char* value) {
+    return add(key, std::string_view(value));
+  }
   ResultLine& add(std::string_view key, std::uint64_t value);
   ResultLine& add(std::string_view key, double value, int decimals = 2);
   const std::string& text() const { return text_; }
@@ -35,7 +39,8 @@ class ResultLine {
 // line, until destroyed. The callback must only read thread-safe state (atomics).
 class ProgressTicker {
  public:
-  ProgressTicker(std::ostream& out, std::chrono::milliseconds interval, std::function<std::string()> make_line);
+  ProgressTicker(std::ostream& out, std::chrono::milliseconds interval,
+                 std::function<std::string()> make_line);
   ~ProgressTicker();
   ProgressTicker(const ProgressTicker&) = delete;
   ProgressTicker& operator=(const ProgressTicker&) = delete;

@@ -26,9 +26,11 @@ class ScratchFile {
       : path_(std::move(path)), what_(std::move(what)) {
     fd_ = ::open(path_.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644);
     if (fd_ < 0) throw_errno(errno, what_ + ": create " + path_.string());
-    if (const int error = ::posix_fallocate(fd_, 0, static_cast<off_t>(preallocate_bytes)); error != 0) {
+    if (const int error = ::posix_fallocate(fd_, 0, static_cast<off_t>(preallocate_bytes));
+        error != 0) {
       cleanup();
-      throw_errno(error, what_ + ": fallocate " + std::to_string(preallocate_bytes) + " bytes in " + path_.string());
+      throw_errno(error, what_ + ": fallocate " + std::to_string(preallocate_bytes) + " bytes in " +
+                             path_.string());
     }
     if (::fsync(fd_) != 0) {
       const int error = errno;

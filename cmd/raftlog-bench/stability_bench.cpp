@@ -1,5 +1,5 @@
-// `raftlog-bench leader-stability`: closed-loop appends of large entries against a local cluster while
-// busy threads hold the CPUs, and how often the cluster changed its leader meanwhile.
+// `raftlog-bench leader-stability`: closed-loop appends of large entries against a local cluster
+// while busy threads hold the CPUs, and how often the cluster changed its leader meanwhile.
 #include "stability_bench.h"
 
 #include <algorithm>
@@ -68,7 +68,9 @@ class LeaderWatch {
   }
 
   // After stop().
-  std::uint64_t elections() const { return max_term_ - initial_term_; }  // every real campaign bumps the term
+  std::uint64_t elections() const {
+    return max_term_ - initial_term_;
+  }  // every real campaign bumps the term
   std::uint64_t leader_changes() const { return leader_changes_; }
   std::uint64_t unanswered_samples() const { return unanswered_; }
   std::uint64_t max_term() const { return max_term_; }
@@ -139,15 +141,17 @@ void keep_logs(const testing::LocalCluster& cluster, const std::string& dir, std
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   for (int id = 1; id <= cluster.size() && !ec; ++id) {
-    std::filesystem::copy_file(cluster.log_file(id), std::filesystem::path(dir) / ("n" + std::to_string(id) + ".log"),
+    std::filesystem::copy_file(cluster.log_file(id),
+                               std::filesystem::path(dir) / ("n" + std::to_string(id) + ".log"),
                                std::filesystem::copy_options::overwrite_existing, ec);
   }
   if (ec) err << "--keep-logs " << dir << ": " << ec.message() << "\n";
 }
 
-// A local 3-node cluster within the default limits, its log bounded by retention, with a leader; null
-// (and why, on io.err) if it did not come up.
-std::unique_ptr<testing::LocalCluster> start_cluster(const std::string& flush_mode, std::uint64_t election_ticks,
+// A local 3-node cluster within the default limits, its log bounded by retention, with a leader;
+// null (and why, on io.err) if it did not come up.
+std::unique_ptr<testing::LocalCluster> start_cluster(const std::string& flush_mode,
+                                                     std::uint64_t election_ticks,
                                                      const cli::Io& io) {
   testing::LocalClusterOptions options;
   options.raftlogd_path = sibling_raftlogd();
@@ -189,33 +193,40 @@ int run_leader_stability_command(std::string_view command_path, std::span<const 
   std::uint64_t election_ticks = 0;
   std::string flush_mode = "sync";
   std::string keep_logs_dir;
-  cli::FlagSet flags(std::string(command_path),
-                     "Closed-loop appends of B entries of S bytes by N clients against a local 3-node cluster "
-                     "while busy threads hold the CPUs; prints how many times the leader changed (the goal is "
-                     "zero). Entries and appends stay within the default limits (4 MiB, 8 MiB).");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Closed-loop appends of B entries of S bytes by N clients against a local 3-node cluster "
+      "while busy threads hold the CPUs; prints how many times the leader changed (the goal is "
+      "zero). Entries and appends stay within the default limits (4 MiB, 8 MiB).");
   flags.bytes_flag("entry-size", &entry_size, "BYTES", "payload bytes per entry (at most 4MiB)");
-  flags.uint_flag("batch", &batch, "B", "entries per Append call (batch x entry-size at most 8MiB)");
+  flags.uint_flag("batch", &batch, "B",
+                  "entries per Append call (batch x entry-size at most 8MiB)");
   flags.uint_flag("clients", &clients, "N", "concurrent clients (1..64)");
   flags.uint_flag("duration", &duration_s, "SECONDS", "how long to append (1..3600)");
   flags.uint_flag("busy-threads", &busy_threads, "N", "threads that burn CPU meanwhile (0..64)");
-  flags.uint_flag("busy-us", &busy_us, "US", "CPU each busy thread burns before sleeping ~1 ms (1..100000)");
-  flags.uint_flag("election-ticks", &election_ticks, "N", "the nodes' --election-ticks (0: raftlogd's default)");
+  flags.uint_flag("busy-us", &busy_us, "US",
+                  "CPU each busy thread burns before sleeping ~1 ms (1..100000)");
+  flags.uint_flag("election-ticks", &election_ticks, "N",
+                  "the nodes' --election-ticks (0: raftlogd's default)");
   flags.string_flag("flush-mode", &flush_mode, "sync|async", "flush mode of the cluster");
   flags.string_flag("keep-logs", &keep_logs_dir, "DIR", "copy the nodes' logs into DIR at the end");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
-  if (entry_size == 0 || entry_size > kDefaultMaxEntryBytes || batch == 0 || batch * entry_size > kDefaultMaxAppendBytes ||
-      clients == 0 || clients > 64 || duration_s == 0 || duration_s > kMaxLoadDurationS || busy_threads > 64 ||
-      busy_us == 0 || busy_us > BusyThreads::kMaxBusyUs || (flush_mode != "sync" && flush_mode != "async")) {
-    io.err << command_path << ": need 1 <= entry-size <= 4MiB, batch x entry-size <= 8MiB, 1 <= clients <= 64, "
-           << "1 <= duration <= " << kMaxLoadDurationS << ", busy-threads <= 64, 1 <= busy-us <= "
-           << BusyThreads::kMaxBusyUs << ", flush-mode sync or async\n";
+  if (entry_size == 0 || entry_size > kDefaultMaxEntryBytes || batch == 0 ||
+      batch * entry_size > kDefaultMaxAppendBytes || clients == 0 || clients > 64 ||
+      duration_s == 0 || duration_s > kMaxLoadDurationS || busy_threads > 64 || busy_us == 0 ||
+      busy_us > BusyThreads::kMaxBusyUs || (flush_mode != "sync" && flush_mode != "async")) {
+    io.err << command_path
+           << ": need 1 <= entry-size <= 4MiB, batch x entry-size <= 8MiB, 1 <= clients <= 64, "
+           << "1 <= duration <= " << kMaxLoadDurationS
+           << ", busy-threads <= 64, 1 <= busy-us <= " << BusyThreads::kMaxBusyUs
+           << ", flush-mode sync or async\n";
     return cli::kExitUsage;
   }
 
   std::unique_ptr<testing::LocalCluster> cluster = start_cluster(flush_mode, election_ticks, io);
   if (!cluster) return cli::kExitFailure;
-  io.err << "started a local 3-node cluster (" << flush_mode << " flush) on " << cluster->endpoints() << "; "
-         << busy_threads << " busy threads\n";
+  io.err << "started a local 3-node cluster (" << flush_mode << " flush) on "
+         << cluster->endpoints() << "; " << busy_threads << " busy threads\n";
 
   std::optional<ClosedLoopOptions> load =
       make_closed_loop_options(clients, duration_s, batch, entry_size, "", command_path, io.err);
@@ -243,7 +254,8 @@ int run_leader_stability_command(std::string_view command_path, std::span<const 
   ResultLine line("leader_stability");
   add_closed_loop_fields(line, *load, result);
   line.add("flush_mode", flush_mode)
-      .add("election_ticks", election_ticks == 0 ? std::string("default") : std::to_string(election_ticks))
+      .add("election_ticks",
+           election_ticks == 0 ? std::string("default") : std::to_string(election_ticks))
       .add("busy_threads", busy_threads)
       .add("busy_cpu_s", busy_cpu_s, 1)
       .add("append_mib", static_cast<double>(batch * entry_size) / static_cast<double>(1 << 20), 2)

@@ -45,8 +45,8 @@ struct Shared {
   }
 };
 
-void writer_loop(Shared& shared, std::uint64_t writer_id, std::uint64_t entry_bytes, std::size_t latency_capacity,
-                 std::vector<std::uint32_t>& latencies_us) {
+void writer_loop(Shared& shared, std::uint64_t writer_id, std::uint64_t entry_bytes,
+                 std::size_t latency_capacity, std::vector<std::uint32_t>& latencies_us) {
   // Distinct, non-zero payload per writer so that nothing can shortcut zero pages.
   const std::string payload(entry_bytes, static_cast<char>('A' + writer_id % 26));
   std::uint64_t sequence = 0;
@@ -70,25 +70,29 @@ void writer_loop(Shared& shared, std::uint64_t writer_id, std::uint64_t entry_by
     assert(appended->first == appended->last);
     shared.acked_entries.fetch_add(1, std::memory_order_relaxed);
     if (latencies_us.size() < latency_capacity) {
-      const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
-      latencies_us.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(elapsed, UINT32_MAX)));
+      const auto elapsed =
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
+      latencies_us.push_back(
+          static_cast<std::uint32_t>(std::min<std::int64_t>(elapsed, UINT32_MAX)));
     }
   }
 }
 
-// WriterModel::kCompletion: every writer has at most one entry outstanding; the next one is appended
-// when the previous is acknowledged. Each writer's entry is its own append_no_wait() call (one
-// write each, no batching across writers); only the waiting is shared: one wait_flushed() for the
-// oldest outstanding entry, instead of one sleeping thread per writer.
-void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entry_bytes, bool sync_mode,
-                       std::size_t latency_capacity, std::vector<std::uint32_t>& latencies_us) {
+// WriterModel::kCompletion: every writer has at most one entry outstanding; the next one is
+// appended when the previous is acknowledged. Each writer's entry is its own append_no_wait() call
+// (one write each, no batching across writers); only the waiting is shared: one wait_flushed() for
+// the oldest outstanding entry, instead of one sleeping thread per writer.
+void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entry_bytes,
+                       bool sync_mode, std::size_t latency_capacity,
+                       std::vector<std::uint32_t>& latencies_us) {
   struct Outstanding {
     std::uint64_t index = 0;
     std::uint64_t writer = 0;
     Clock::time_point started;
   };
   std::vector<std::string> payloads;
-  for (std::uint64_t w = 0; w < writers; ++w) payloads.emplace_back(entry_bytes, static_cast<char>('A' + w % 26));
+  for (std::uint64_t w = 0; w < writers; ++w)
+    payloads.emplace_back(entry_bytes, static_cast<char>('A' + w % 26));
   std::vector<std::uint64_t> sequences(writers, 0);
   std::deque<Outstanding> outstanding;  // in index order; at most one per writer
   std::vector<std::uint64_t> ready(writers);
@@ -102,7 +106,8 @@ void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entr
         break;
       }
       const store::EntryToAppend entry{
-          store::EntryMeta{0, 1, store::EntryType::kNormal, 0, writer + 1, ++sequences[writer]}, payloads[writer]};
+          store::EntryMeta{0, 1, store::EntryType::kNormal, 0, writer + 1, ++sequences[writer]},
+          payloads[writer]};
       const auto started = Clock::now();
       auto appended = shared.log->append_no_wait(std::span<const store::EntryToAppend>(&entry, 1));
       if (!appended.ok()) {
@@ -114,7 +119,8 @@ void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entr
     ready.clear();
     if (outstanding.empty()) break;
     if (sync_mode) {
-      if (const store::Status flushed = shared.log->wait_flushed(outstanding.front().index); !flushed.ok()) {
+      if (const store::Status flushed = shared.log->wait_flushed(outstanding.front().index);
+          !flushed.ok()) {
         shared.fail("wait_flushed failed: " + flushed.to_string());
         return;
       }
@@ -126,8 +132,10 @@ void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entr
       const Outstanding& done = outstanding.front();
       shared.acked_entries.fetch_add(1, std::memory_order_relaxed);
       if (latencies_us.size() < latency_capacity) {
-        const auto elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now - done.started).count();
-        latencies_us.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(elapsed, UINT32_MAX)));
+        const auto elapsed =
+            std::chrono::duration_cast<std::chrono::microseconds>(now - done.started).count();
+        latencies_us.push_back(
+            static_cast<std::uint32_t>(std::min<std::int64_t>(elapsed, UINT32_MAX)));
       }
       ready.push_back(done.writer);
       outstanding.pop_front();
@@ -137,8 +145,10 @@ void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entr
 
 double percentile_us(std::vector<std::uint32_t>& samples, double fraction) {
   if (samples.empty()) return 0.0;
-  const std::size_t rank = std::min(samples.size() - 1, static_cast<std::size_t>(fraction * static_cast<double>(samples.size())));
-  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(rank), samples.end());
+  const std::size_t rank = std::min(
+      samples.size() - 1, static_cast<std::size_t>(fraction * static_cast<double>(samples.size())));
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(rank),
+                   samples.end());
   return static_cast<double>(samples[rank]);
 }
 
@@ -146,29 +156,44 @@ double per_second(double count, double seconds) { return seconds > 0 ? count / s
 
 }  // namespace
 
-double CellResult::entries_per_s() const { return per_second(static_cast<double>(entries), seconds); }
-double CellResult::payload_mib_per_s() const { return per_second(static_cast<double>(payload_bytes) / kMiB, seconds); }
+double CellResult::entries_per_s() const {
+  return per_second(static_cast<double>(entries), seconds);
+}
+double CellResult::payload_mib_per_s() const {
+  return per_second(static_cast<double>(payload_bytes) / kMiB, seconds);
+}
 double CellResult::disk_mib_per_s() const {
   // bytes_flushed may include entries acknowledged only after the writers stopped (async tail);
   // scale to the acknowledged entries so that sync and async compare like with like.
   if (entries_flushed == 0) return 0.0;
-  const double bytes_per_entry = static_cast<double>(bytes_flushed) / static_cast<double>(entries_flushed);
+  const double bytes_per_entry =
+      static_cast<double>(bytes_flushed) / static_cast<double>(entries_flushed);
   return per_second(bytes_per_entry * static_cast<double>(entries) / kMiB, seconds);
 }
-double CellResult::flushes_per_s() const { return per_second(static_cast<double>(flushes), seconds); }
+double CellResult::flushes_per_s() const {
+  return per_second(static_cast<double>(flushes), seconds);
+}
 double CellResult::sync_busy_ratio() const {
   return seconds <= 0.0 ? 0.0 : static_cast<double>(sync_duration_us) / 1e6 / seconds;
 }
 double CellResult::appends_per_write() const {
-  return group_writes == 0 ? 0.0 : static_cast<double>(grouped_appends) / static_cast<double>(group_writes);
+  return group_writes == 0
+             ? 0.0
+             : static_cast<double>(grouped_appends) / static_cast<double>(group_writes);
 }
-double CellResult::sync_calls_per_s() const { return per_second(static_cast<double>(sync_calls), seconds); }
+double CellResult::sync_calls_per_s() const {
+  return per_second(static_cast<double>(sync_calls), seconds);
+}
 double CellResult::entries_per_flush() const {
   return flushes == 0 ? 0.0 : static_cast<double>(entries_flushed) / static_cast<double>(flushes);
 }
-std::uint64_t CellResult::bytes_per_flush() const { return flushes == 0 ? 1 : std::max<std::uint64_t>(1, bytes_flushed / flushes); }
+std::uint64_t CellResult::bytes_per_flush() const {
+  return flushes == 0 ? 1 : std::max<std::uint64_t>(1, bytes_flushed / flushes);
+}
 
-const char* to_string(WriterModel model) { return model == WriterModel::kThread ? "thread" : "completion"; }
+const char* to_string(WriterModel model) {
+  return model == WriterModel::kThread ? "thread" : "completion";
+}
 
 std::string size_label(std::uint64_t bytes) {
   if (bytes >= (1U << 20) && bytes % (1U << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
@@ -177,7 +202,8 @@ std::string size_label(std::uint64_t bytes) {
 }
 
 std::string cell_label(store::FlushMode mode, std::uint64_t writers, std::uint64_t entry_bytes) {
-  return std::string(store::to_string(mode)) + " w=" + std::to_string(writers) + " " + size_label(entry_bytes);
+  return std::string(store::to_string(mode)) + " w=" + std::to_string(writers) + " " +
+         size_label(entry_bytes);
 }
 
 CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
@@ -189,9 +215,11 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
   options.flush_mode = config.mode;
   options.segment_size_bytes = config.segment_size_bytes;
   options.zero_fill_segments = config.zero_fill_segments;
-  options.max_entry_size_bytes = static_cast<std::uint32_t>(std::max<std::uint64_t>(config.entry_bytes, 4096));
+  options.max_entry_size_bytes =
+      static_cast<std::uint32_t>(std::max<std::uint64_t>(config.entry_bytes, 4096));
   auto opened = store::CommitLog::open(config.dir, options);
-  if (!opened.ok()) throw std::runtime_error("open " + config.dir + ": " + opened.status().to_string());
+  if (!opened.ok())
+    throw std::runtime_error("open " + config.dir + ": " + opened.status().to_string());
   std::unique_ptr<store::CommitLog> log = std::move(opened).value();
   const store::FlushStats before = log->stats();
 
@@ -215,7 +243,8 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
     std::vector<std::thread> threads;
     if (config.writer_model == WriterModel::kCompletion) {
       threads.emplace_back(completion_driver, std::ref(shared), config.writers, config.entry_bytes,
-                           config.mode == store::FlushMode::kSync, kMaxLatencySamples, std::ref(latencies[0]));
+                           config.mode == store::FlushMode::kSync, kMaxLatencySamples,
+                           std::ref(latencies[0]));
     } else {
       threads.reserve(config.writers);
       for (std::uint64_t w = 0; w < config.writers; ++w) {
@@ -226,7 +255,8 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
     // Sleep in short steps so that a budget-limited or failed cell ends early.
     const auto deadline = start + config.duration;
     while (Clock::now() < deadline && !shared.stop.load()) {
-      std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(20), deadline - Clock::now()));
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(std::chrono::milliseconds(20), deadline - Clock::now()));
     }
     shared.stop.store(true);
     for (std::thread& thread : threads) thread.join();
@@ -255,7 +285,8 @@ CellResult run_store_cell(const CellConfig& config, std::ostream& progress) {
   result.grouped_appends = after.grouped_appends - before.grouped_appends;
   result.group_writes = after.group_writes - before.group_writes;
   std::vector<std::uint32_t> all_latencies;
-  for (auto& samples : latencies) all_latencies.insert(all_latencies.end(), samples.begin(), samples.end());
+  for (auto& samples : latencies)
+    all_latencies.insert(all_latencies.end(), samples.begin(), samples.end());
   result.latency_p50_us = percentile_us(all_latencies, 0.50);
   result.latency_p99_us = percentile_us(all_latencies, 0.99);
   return result;

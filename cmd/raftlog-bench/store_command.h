@@ -9,7 +9,9 @@
 
 namespace raftlog::bench {
 
-int run_store_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
-int run_raw_command(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_store_command(std::string_view command_path, std::span<const std::string> args,
+                      const cli::Io& io);
+int run_raw_command(std::string_view command_path, std::span<const std::string> args,
+                    const cli::Io& io);
 
 }  // namespace raftlog::bench

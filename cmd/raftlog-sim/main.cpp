@@ -4,8 +4,9 @@
 //   raftlog-sim --seeds N --seed-start S [--nodes 3|5]      N seeds from S, ends with a RESULT line
 // Common options: --fault-ticks T, --liveness-ticks T, --aggressive (leader-churn fault profile).
 // --version prints the version and git revision.
-// Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad arguments.
-// stdout is a pure function of the arguments (byte-identical every run); progress goes to stderr.
+// Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad
+// arguments. stdout is a pure function of the arguments (byte-identical every run); progress goes
+// to stderr.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -39,7 +40,8 @@ void print_usage(std::FILE* out) {
   std::fputs(
       "usage: raftlog-sim --seed S [--trace] [--nodes 3|5] [options]\n"
       "       raftlog-sim --seeds N [--seed-start S] [--nodes 3|5] [options]\n"
-      "options: --fault-ticks T (default 500)  --liveness-ticks T (recovery bound before the catch-up\n"
+      "options: --fault-ticks T (default 500)  --liveness-ticks T (recovery bound before the "
+      "catch-up\n"
       "         allowance, default 250)  --aggressive (leader-churn fault profile for every seed)\n"
       "       raftlog-sim --version\n",
       out);
@@ -72,7 +74,8 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
       if (!(number = value(UINT64_MAX))) return "--seed needs a number";
       args.seed = number;
     } else if (flag == "--seeds") {
-      if (!(number = value(kMaxSeedsPerRun)) || *number == 0) return "--seeds needs a count in [1, 100000000]";
+      if (!(number = value(kMaxSeedsPerRun)) || *number == 0)
+        return "--seeds needs a count in [1, 100000000]";
       args.seeds = number;
     } else if (flag == "--seed-start") {
       if (!(number = value(UINT64_MAX))) return "--seed-start needs a number";
@@ -84,7 +87,8 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
       if (!(number = value(kMaxTicks))) return "--fault-ticks needs a number <= 1000000";
       args.options.fault_ticks = *number;
     } else if (flag == "--liveness-ticks") {
-      if (!(number = value(kMaxTicks)) || *number == 0) return "--liveness-ticks needs a number in [1, 1000000]";
+      if (!(number = value(kMaxTicks)) || *number == 0)
+        return "--liveness-ticks needs a number in [1, 1000000]";
       args.options.liveness_ticks = *number;
     } else if (flag == "--help" || flag == "-h") {
       print_usage(stdout);
@@ -96,7 +100,8 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
       return fmt::format("unknown argument '{}'", flag);
     }
   }
-  if (args.seed.has_value() == args.seeds.has_value()) return "give exactly one of --seed and --seeds";
+  if (args.seed.has_value() == args.seeds.has_value())
+    return "give exactly one of --seed and --seeds";
   if (args.trace && args.seeds) return "--trace is for a single --seed";
   if (args.seeds && *args.seeds - 1 > UINT64_MAX - args.seed_start) return "seed range overflows";
   return std::nullopt;
@@ -104,13 +109,16 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
 
 std::string summary(const raftlog::sim::SimResult& r) {
   return fmt::format(
-      "ticks={} liveness_ticks={} leaders={} committed={} acked={} lost={} appends_acked={} dedup_answers={} "
-      "reads={} crashes={} sync_failures={} flush_cycles={} catching_up={} pauses={} partitions={} sent={} "
+      "ticks={} liveness_ticks={} leaders={} committed={} acked={} lost={} appends_acked={} "
+      "dedup_answers={} "
+      "reads={} crashes={} sync_failures={} flush_cycles={} catching_up={} pauses={} partitions={} "
+      "sent={} "
       "dropped={}",
       r.ticks, r.liveness_ticks, r.leaders_elected, r.committed_entries, r.proposals_acknowledged,
-      r.proposals_failed, r.appends_acknowledged, r.cluster.duplicate_answers, r.reads_released, r.cluster.crashes,
-      r.cluster.sync_failures, r.cluster.flush_cycles, r.cluster.restarts_catching_up, r.cluster.pauses,
-      r.partitions, r.cluster.messages_sent, r.cluster.messages_dropped);
+      r.proposals_failed, r.appends_acknowledged, r.cluster.duplicate_answers, r.reads_released,
+      r.cluster.crashes, r.cluster.sync_failures, r.cluster.flush_cycles,
+      r.cluster.restarts_catching_up, r.cluster.pauses, r.partitions, r.cluster.messages_sent,
+      r.cluster.messages_dropped);
 }
 
 int run_one(const Arguments& args) {
@@ -120,11 +128,13 @@ int run_one(const Arguments& args) {
   const raftlog::sim::SimResult result = raftlog::sim::run_simulation(options);
   if (args.trace) std::fputs(result.full_trace.c_str(), stdout);
   if (!result.ok()) std::fputs(raftlog::sim::format_failure(result).c_str(), stdout);
-  std::fputs(fmt::format("SEED seed={} nodes={} {} {}\n", result.seed, options.node_count,
-                         result.ok() ? "ok" : (result.liveness_failure() ? "LIVENESS_FAILURE" : "VIOLATION"),
-                         summary(result))
-                 .c_str(),
-             stdout);
+  std::fputs(
+      fmt::format(
+          "SEED seed={} nodes={} {} {}\n", result.seed, options.node_count,
+          result.ok() ? "ok" : (result.liveness_failure() ? "LIVENESS_FAILURE" : "VIOLATION"),
+          summary(result))
+          .c_str(),
+      stdout);
   return result.ok() ? 0 : 1;
 }
 
@@ -165,27 +175,34 @@ int run_many(const Arguments& args) {
       if (failures < kFullReportsInSweep) {
         std::fputs(raftlog::sim::format_failure(result).c_str(), stdout);
       } else {
-        std::fputs(fmt::format("FAILURE seed={} invariant={}\n", result.seed, result.violation->invariant).c_str(),
-                   stdout);
+        std::fputs(
+            fmt::format("FAILURE seed={} invariant={}\n", result.seed, result.violation->invariant)
+                .c_str(),
+            stdout);
       }
       std::fflush(stdout);
     }
     if ((i + 1) % progress_every == 0) {
-      const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+      const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - started);
       std::fprintf(stderr, "raftlog-sim: %llu/%llu seeds, %llu failures, %lld ms\n",
-                   static_cast<unsigned long long>(i + 1), static_cast<unsigned long long>(*args.seeds),
+                   static_cast<unsigned long long>(i + 1),
+                   static_cast<unsigned long long>(*args.seeds),
                    static_cast<unsigned long long>(violations + liveness_failures),
                    static_cast<long long>(elapsed.count()));
     }
   }
-  std::fputs(fmt::format("RESULT seeds={} violations={} liveness_failures={} ticks={} nodes={} seed_start={} "
-                         "acked_proposals={} appends_acked={} dedup_answers={} reads={} crashes={} sync_failures={} "
-                         "restarts_catching_up={} max_liveness_ticks={}\n",
-                         *args.seeds, violations, liveness_failures, ticks, args.options.node_count, args.seed_start,
-                         acked, appends_acked, dedup_answers, reads, crashes, sync_failures, catching_up,
-                         max_liveness_ticks)
-                 .c_str(),
-             stdout);
+  std::fputs(
+      fmt::format(
+          "RESULT seeds={} violations={} liveness_failures={} ticks={} nodes={} seed_start={} "
+          "acked_proposals={} appends_acked={} dedup_answers={} reads={} crashes={} "
+          "sync_failures={} "
+          "restarts_catching_up={} max_liveness_ticks={}\n",
+          *args.seeds, violations, liveness_failures, ticks, args.options.node_count,
+          args.seed_start, acked, appends_acked, dedup_answers, reads, crashes, sync_failures,
+          catching_up, max_liveness_ticks)
+          .c_str(),
+      stdout);
   // Apart from the RESULT line, which depends on the seeds only.
   const double elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -1,5 +1,5 @@
-// `raftlogctl status|health|append|read|tail|transfer-leader|flush`: talk to a running cluster through the
-// client library (leader discovery, redirects, idempotent retries).
+// `raftlogctl status|health|append|read|tail|transfer-leader|flush`: talk to a running cluster
+// through the client library (leader discovery, redirects, idempotent retries).
 #include "cluster_commands.h"
 
 #include <chrono>
@@ -29,7 +29,8 @@ constexpr std::uint64_t kMaxReadCount = 1'000'000;    // bound on one `read`'s o
 constexpr std::uint64_t kMinWatchIntervalMs = 100;
 constexpr std::uint64_t kMaxWatchIntervalMs = 3'600'000;
 
-constexpr const char* kDefaultClusterDir = "/tmp/raftlog-cluster";  // deploy/local/cluster's default
+constexpr const char* kDefaultClusterDir =
+    "/tmp/raftlog-cluster";  // deploy/local/cluster's default
 constexpr const char* kDefaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
 
 // $RAFTLOG_CLUSTER_DIR, else deploy/local/cluster's default directory.
@@ -60,17 +61,23 @@ struct Common {
   std::string tls_key;
 
   void add_to(cli::FlagSet& flags) {
-    flags.string_flag("endpoints", &endpoints, "HOST:PORT,...",
-                      "cluster client endpoints (default: the local cluster's in --cluster-dir, else " +
-                          std::string(kDefaultEndpoints) + ")");
-    flags.string_flag("cluster-dir", &cluster_dir, "DIR",
-                      "a local cluster started by deploy/local/cluster (default: $RAFTLOG_CLUSTER_DIR, else " +
-                          std::string(kDefaultClusterDir) + ")");
-    flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long", {1, cli::kUint32Range.max});
+    flags.string_flag(
+        "endpoints", &endpoints, "HOST:PORT,...",
+        "cluster client endpoints (default: the local cluster's in --cluster-dir, else " +
+            std::string(kDefaultEndpoints) + ")");
+    flags.string_flag(
+        "cluster-dir", &cluster_dir, "DIR",
+        "a local cluster started by deploy/local/cluster (default: $RAFTLOG_CLUSTER_DIR, else " +
+            std::string(kDefaultClusterDir) + ")");
+    flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long",
+                    {1, cli::kUint32Range.max});
     flags.bool_flag("json", &json, "machine-readable output (one JSON object per line)");
     flags.bool_flag("no-headers", &no_headers, "text output without the column header line");
-    flags.string_flag("tls-ca", &tls_ca, "FILE", "speak TLS; trust the nodes' certificates signed by this CA (default: a local cluster's, if up --tls)");
-    flags.string_flag("tls-cert", &tls_cert, "FILE", "speak TLS with this client certificate (nodes started with --tls-ca)");
+    flags.string_flag("tls-ca", &tls_ca, "FILE",
+                      "speak TLS; trust the nodes' certificates signed by this CA (default: a "
+                      "local cluster's, if up --tls)");
+    flags.string_flag("tls-cert", &tls_cert, "FILE",
+                      "speak TLS with this client certificate (nodes started with --tls-ca)");
     flags.string_flag("tls-key", &tls_key, "FILE", "private key of --tls-cert");
   }
 
@@ -79,12 +86,15 @@ struct Common {
   bool resolve(const cli::FlagSet& flags, const cli::Io& io) {
     const std::string local_endpoints = local_cluster_setting(cluster_dir, "ENDPOINTS");
     if (flags.was_set("cluster-dir") && local_endpoints.empty()) {
-      io.err << "--cluster-dir: no local cluster in " << cluster_dir << " (no ENDPOINTS in " << cluster_dir
-             << "/cluster.env; start one with deploy/local/cluster up --dir " << cluster_dir << ")\n";
+      io.err << "--cluster-dir: no local cluster in " << cluster_dir << " (no ENDPOINTS in "
+             << cluster_dir << "/cluster.env; start one with deploy/local/cluster up --dir "
+             << cluster_dir << ")\n";
       return false;
     }
-    if (endpoints.empty()) endpoints = local_endpoints.empty() ? kDefaultEndpoints : local_endpoints;
-    if (!flags.was_set("endpoints") && !flags.was_set("tls-ca")) tls_ca = local_cluster_setting(cluster_dir, "TLS_CA");
+    if (endpoints.empty())
+      endpoints = local_endpoints.empty() ? kDefaultEndpoints : local_endpoints;
+    if (!flags.was_set("endpoints") && !flags.was_set("tls-ca"))
+      tls_ca = local_cluster_setting(cluster_dir, "TLS_CA");
     return true;
   }
 
@@ -133,12 +143,15 @@ int fail(const cli::Io& io, std::string_view what, const client::Status& status)
 
 void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
   if (json) {
-    io.out << "{\"index\":" << e.index << ",\"term\":" << e.term << ",\"type\":" << json_string(client::to_string(e.type))
-           << ",\"client_id\":" << e.client_id
-           << ",\"sequence\":" << e.sequence << ",\"payload\":" << json_string(e.payload) << "}\n";
+    io.out << "{\"index\":" << e.index << ",\"term\":" << e.term
+           << ",\"type\":" << json_string(client::to_string(e.type))
+           << ",\"client_id\":" << e.client_id << ",\"sequence\":" << e.sequence
+           << ",\"payload\":" << json_string(e.payload) << "}\n";
   } else {
     io.out << e.index << "\t" << e.term << "\t"
-           << (e.type == client::EntryType::kNormal ? escape_text(e.payload) : "(" + std::string(client::to_string(e.type)) + ")")
+           << (e.type == client::EntryType::kNormal
+                   ? escape_text(e.payload)
+                   : "(" + std::string(client::to_string(e.type)) + ")")
            << "\n";
   }
 }
@@ -165,22 +178,24 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
   const std::vector<client::EndpointStatus> all = c.status_all();
   int unreachable = 0;
   if (common.headers()) {
-    io.out << std::left << std::setw(22) << "ENDPOINT" << std::setw(5) << "ID" << std::setw(11) << "ROLE"
-           << std::setw(7) << "TERM" << std::setw(7) << "LEADER" << std::setw(10) << "FIRST" << std::setw(10)
-           << "LAST" << std::setw(10) << "COMMIT" << std::setw(10) << "FLUSHED" << std::setw(7) << "MODE"
+    io.out << std::left << std::setw(22) << "ENDPOINT" << std::setw(5) << "ID" << std::setw(11)
+           << "ROLE" << std::setw(7) << "TERM" << std::setw(7) << "LEADER" << std::setw(10)
+           << "FIRST" << std::setw(10) << "LAST" << std::setw(10) << "COMMIT" << std::setw(10)
+           << "FLUSHED" << std::setw(7) << "MODE"
            << "VERSION\n";
   }
   for (const client::EndpointStatus& e : all) {
     if (!e.status.ok()) {
       ++unreachable;
       if (common.json) {
-        io.out << "{\"endpoint\":" << json_string(e.endpoint) << ",\"error\":"
-               << json_string(e.status.status().message()) << ",\"down\":"
+        io.out << "{\"endpoint\":" << json_string(e.endpoint)
+               << ",\"error\":" << json_string(e.status.status().message()) << ",\"down\":"
                << json_string(describe_unreachable(client::to_string(e.status.status().code()),
                                                    e.status.status().message()))
                << "}\n";
       } else {
-        io.out << std::left << std::setw(22) << e.endpoint << unreachable_text(e.status.status()) << "\n";
+        io.out << std::left << std::setw(22) << e.endpoint << unreachable_text(e.status.status())
+               << "\n";
       }
       continue;
     }
@@ -188,20 +203,23 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
     if (common.json) {
       io.out << "{\"endpoint\":" << json_string(e.endpoint) << ",\"id\":" << s.node_id
              << ",\"role\":" << json_string(client::to_string(s.role)) << ",\"term\":" << s.term
-             << ",\"leader_id\":" << s.leader_id << ",\"leader_address\":" << json_string(s.leader_address)
+             << ",\"leader_id\":" << s.leader_id
+             << ",\"leader_address\":" << json_string(s.leader_address)
              << ",\"first_index\":" << s.first_index << ",\"last_index\":" << s.last_index
              << ",\"commit_index\":" << s.commit_index << ",\"flushed_index\":" << s.flushed_index
              << ",\"flush_mode\":" << json_string(client::to_string(s.flush_mode))
              << ",\"catching_up\":" << (s.catching_up ? "true" : "false")
              << ",\"catching_up_to_index\":" << s.catching_up_to_index
-             << ",\"storage_fault\":" << json_string(s.storage_fault) << ",\"corrupt_index\":" << s.corrupt_index
-             << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified << ",\"scrub_passes\":" << s.scrub_passes
-             << ",\"version\":" << json_string(s.version) << ",\"revision\":" << json_string(s.revision)
-             << ",\"peers\":[";
+             << ",\"storage_fault\":" << json_string(s.storage_fault)
+             << ",\"corrupt_index\":" << s.corrupt_index
+             << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
+             << ",\"scrub_passes\":" << s.scrub_passes << ",\"version\":" << json_string(s.version)
+             << ",\"revision\":" << json_string(s.revision) << ",\"peers\":[";
       for (std::size_t i = 0; i < s.peers.size(); ++i) {
         const client::PeerStatus& p = s.peers[i];
         io.out << (i == 0 ? "" : ",") << "{\"id\":" << p.id << ",\"match_index\":" << p.match_index
-               << ",\"lag_entries\":" << p.lag_entries << ",\"last_contact_ms\":" << p.last_contact_ms
+               << ",\"lag_entries\":" << p.lag_entries
+               << ",\"last_contact_ms\":" << p.last_contact_ms
                << ",\"probing\":" << (p.probing ? "true" : "false")
                << ",\"lag_bytes\":" << p.lag_bytes
                << ",\"behind_first_index\":" << (p.behind_first_index ? "true" : "false") << "}";
@@ -210,9 +228,10 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
       continue;
     }
     io.out << std::left << std::setw(22) << e.endpoint << std::setw(5) << s.node_id << std::setw(11)
-           << client::to_string(s.role) << std::setw(7) << s.term << std::setw(7) << s.leader_id << std::setw(10)
-           << s.first_index << std::setw(10) << s.last_index << std::setw(10) << s.commit_index << std::setw(10)
-           << s.flushed_index << std::setw(7) << client::to_string(s.flush_mode)
+           << client::to_string(s.role) << std::setw(7) << s.term << std::setw(7) << s.leader_id
+           << std::setw(10) << s.first_index << std::setw(10) << s.last_index << std::setw(10)
+           << s.commit_index << std::setw(10) << s.flushed_index << std::setw(7)
+           << client::to_string(s.flush_mode)
            << (s.version.empty() ? std::string("-") : s.version + " (" + s.revision + ")") << "\n";
     if (s.catching_up) {
       io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
@@ -224,8 +243,11 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
     }
     for (const client::PeerStatus& p : s.peers) {
       io.out << "    peer " << p.id << ": match " << p.match_index << ", lag " << p.lag_entries
-             << " entries, last contact " << p.last_contact_ms << " ms ago" << (p.probing ? ", probing" : "")
-             << (p.behind_first_index ? ", NEEDS TRIMMED ENTRIES: rebuild it (docs/operations.md)" : "") << "\n";
+             << " entries, last contact " << p.last_contact_ms << " ms ago"
+             << (p.probing ? ", probing" : "")
+             << (p.behind_first_index ? ", NEEDS TRIMMED ENTRIES: rebuild it (docs/operations.md)"
+                                      : "")
+             << "\n";
     }
   }
   return unreachable;
@@ -233,22 +255,27 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
 
 }  // namespace
 
-int run_status(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_status(std::string_view command_path, std::span<const std::string> args,
+               const cli::Io& io) {
   Common common;
   bool watch = false;
   std::uint64_t interval_ms = 1000;
   std::uint64_t count = 0;
-  cli::FlagSet flags(std::string(command_path),
-                     "Show every member's view: role, term, leader, indexes, per-peer lag and last contact.");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Show every member's view: role, term, leader, indexes, per-peer lag and last contact.");
   common.add_to(flags);
-  flags.bool_flag("watch", &watch, "refresh every --interval-ms until interrupted (or --count rounds)");
+  flags.bool_flag("watch", &watch,
+                  "refresh every --interval-ms until interrupted (or --count rounds)");
   flags.uint_flag("interval-ms", &interval_ms, "MS",
-                  "with --watch: time between rounds (" + std::to_string(kMinWatchIntervalMs) + ".." +
-                      std::to_string(kMaxWatchIntervalMs) + ")");
-  flags.uint_flag("count", &count, "N", "with --watch: stop after N rounds (0 = until interrupted)");
+                  "with --watch: time between rounds (" + std::to_string(kMinWatchIntervalMs) +
+                      ".." + std::to_string(kMaxWatchIntervalMs) + ")");
+  flags.uint_flag("count", &count, "N",
+                  "with --watch: stop after N rounds (0 = until interrupted)");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   if (interval_ms < kMinWatchIntervalMs || interval_ms > kMaxWatchIntervalMs) {
-    io.err << "--interval-ms must be in [" << kMinWatchIntervalMs << ", " << kMaxWatchIntervalMs << "]\n";
+    io.err << "--interval-ms must be in [" << kMinWatchIntervalMs << ", " << kMaxWatchIntervalMs
+           << "]\n";
     return cli::kExitUsage;
   }
   if (!watch && (flags.was_set("interval-ms") || flags.was_set("count"))) {
@@ -259,10 +286,11 @@ int run_status(std::string_view command_path, std::span<const std::string> args,
   if (c == nullptr) return cli::kExitUsage;
   const std::size_t endpoints = client::parse_endpoints(common.endpoints).value().size();
   if (!watch) {
-    return print_status(*c, common, io) == static_cast<int>(endpoints) ? cli::kExitFailure : cli::kExitOk;
+    return print_status(*c, common, io) == static_cast<int>(endpoints) ? cli::kExitFailure
+                                                                       : cli::kExitOk;
   }
-  // Watching: rounds until interrupted (SIGINT ends the process) or `count` rounds; the exit code is
-  // that of the last round.
+  // Watching: rounds until interrupted (SIGINT ends the process) or `count` rounds; the exit code
+  // is that of the last round.
   int unreachable = 0;
   for (std::uint64_t round = 0; count == 0 || round < count; ++round) {
     if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
@@ -274,10 +302,12 @@ int run_status(std::string_view command_path, std::span<const std::string> args,
 }
 
 // --- leader --------------------------------------------------------------------------------------
-int run_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_leader(std::string_view command_path, std::span<const std::string> args,
+               const cli::Io& io) {
   Common common;
   cli::FlagSet flags(std::string(command_path),
-                     "Print the leader's id and address, as the node that calls itself leader (or, failing that, the "
+                     "Print the leader's id and address, as the node that calls itself leader (or, "
+                     "failing that, the "
                      "other members) reports it. Exit 1 when no reachable node knows a leader.");
   common.add_to(flags);
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
@@ -304,7 +334,8 @@ int run_leader(std::string_view command_path, std::span<const std::string> args,
            << " endpoints answered; run 'raftlogctl status')\n";
     return cli::kExitFailure;
   }
-  const std::string address = best->role == client::Role::kLeader ? best->address : best->leader_address;
+  const std::string address =
+      best->role == client::Role::kLeader ? best->address : best->leader_address;
   if (common.json) {
     io.out << "{\"leader_id\":" << best->leader_id << ",\"leader_address\":" << json_string(address)
            << ",\"term\":" << best->term << ",\"reported_by\":" << best->node_id << "}\n";
@@ -315,25 +346,32 @@ int run_leader(std::string_view command_path, std::span<const std::string> args,
 }
 
 // --- health --------------------------------------------------------------------------------------
-int run_health(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_health(std::string_view command_path, std::span<const std::string> args,
+               const cli::Io& io) {
   Common common;
   std::string service;
-  cli::FlagSet flags(std::string(command_path),
-                     "Ask every endpoint's grpc.health.v1 service; exit 0 only if all are SERVING (for probes).");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Ask every endpoint's grpc.health.v1 service; exit 0 only if all are SERVING (for probes).");
   common.add_to(flags);
-  flags.string_flag("service", &service, "NAME", "service to ask about: \"\" (the node) or raftlog.v1.Log");
+  flags.string_flag("service", &service, "NAME",
+                    "service to ask about: \"\" (the node) or raftlog.v1.Log");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   auto c = common.connect(io);
   if (c == nullptr) return cli::kExitUsage;
   bool all_serving = true;
   const std::vector<std::string> endpoints = client::parse_endpoints(common.endpoints).value();
-  if (common.headers()) io.out << std::left << std::setw(22) << "ENDPOINT" << "HEALTH\n";
+  if (common.headers())
+    io.out << std::left << std::setw(22) << "ENDPOINT"
+           << "HEALTH\n";
   for (const std::string& endpoint : endpoints) {
     const client::Result<client::HealthState> state = c->health(endpoint, service);
-    const std::string text = state.ok() ? client::to_string(state.value()) : unreachable_text(state.status());
+    const std::string text =
+        state.ok() ? client::to_string(state.value()) : unreachable_text(state.status());
     all_serving = all_serving && state.ok() && state.value() == client::HealthState::kServing;
     if (common.json) {
-      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"status\":" << json_string(text) << "}\n";
+      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"status\":" << json_string(text)
+             << "}\n";
     } else {
       io.out << std::left << std::setw(22) << endpoint << text << "\n";
     }
@@ -342,16 +380,20 @@ int run_health(std::string_view command_path, std::span<const std::string> args,
 }
 
 // --- append --------------------------------------------------------------------------------------
-int run_append(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_append(std::string_view command_path, std::span<const std::string> args,
+               const cli::Io& io) {
   Common common;
   std::string value;
   bool batch = false;
-  cli::FlagSet flags(std::string(command_path),
-                     "Append entries: --value TEXT, or one entry per line of standard input. Prints each "
-                     "entry's index once it is committed.");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Append entries: --value TEXT, or one entry per line of standard input. Prints each "
+      "entry's index once it is committed.");
   common.add_to(flags);
-  flags.string_flag("value", &value, "TEXT", "append this one entry (otherwise read lines from stdin)");
-  flags.bool_flag("batch", &batch, "stdin: append all lines as one atomic batch instead of one append per line");
+  flags.string_flag("value", &value, "TEXT",
+                    "append this one entry (otherwise read lines from stdin)");
+  flags.bool_flag("batch", &batch,
+                  "stdin: append all lines as one atomic batch instead of one append per line");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   auto c = common.connect(io);
   if (c == nullptr) return cli::kExitUsage;
@@ -369,12 +411,14 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
   }
   auto report = [&](const client::AppendResult& r) {
     if (common.json) {
-      io.out << "{\"first_index\":" << r.first_index << ",\"last_index\":" << r.last_index << ",\"term\":" << r.term
-             << ",\"duplicate\":" << (r.duplicate ? "true" : "false") << "}\n";
+      io.out << "{\"first_index\":" << r.first_index << ",\"last_index\":" << r.last_index
+             << ",\"term\":" << r.term << ",\"duplicate\":" << (r.duplicate ? "true" : "false")
+             << "}\n";
     } else if (r.first_index == r.last_index) {
       io.out << "appended at index " << r.first_index << " (term " << r.term << ")\n";
     } else {
-      io.out << "appended at indexes " << r.first_index << ".." << r.last_index << " (term " << r.term << ")\n";
+      io.out << "appended at indexes " << r.first_index << ".." << r.last_index << " (term "
+             << r.term << ")\n";
     }
   };
   if (batch) {
@@ -397,11 +441,13 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
   std::uint64_t from = 1;
   std::uint64_t count = 100;
   bool linearizable = false;
-  cli::FlagSet flags(std::string(command_path), "Print committed entries: index, term, payload (escaped).");
+  cli::FlagSet flags(std::string(command_path),
+                     "Print committed entries: index, term, payload (escaped).");
   common.add_to(flags);
   flags.uint_flag("from", &from, "INDEX", "first index to print");
   flags.uint_flag("count", &count, "N", "most entries to print (at most 1000000)");
-  flags.bool_flag("linearizable", &linearizable, "read through the leader with ReadIndex (sees every completed append)");
+  flags.bool_flag("linearizable", &linearizable,
+                  "read through the leader with ReadIndex (sees every completed append)");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   if (count > kMaxReadCount || from == 0) {
     io.err << command_path << ": --from must be >= 1 and --count at most " << kMaxReadCount << "\n";
@@ -439,13 +485,16 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
   std::uint64_t from = 1;
   bool follow = false;
   std::uint32_t duration_ms = 0;
-  cli::FlagSet flags(std::string(command_path),
-                     "Print committed entries from --from on; with -f keep following the log as it grows "
-                     "(surviving leader changes and node restarts).");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Print committed entries from --from on; with -f keep following the log as it grows "
+      "(surviving leader changes and node restarts).");
   common.add_to(flags);
   flags.uint_flag("from", &from, "INDEX", "first index to print");
-  flags.bool_flag("follow", &follow, "(or -f) keep printing new entries until interrupted (or --duration-ms)");
-  flags.uint_flag("duration-ms", &duration_ms, "MS", "with -f: stop after this long (0 = until interrupted)");
+  flags.bool_flag("follow", &follow,
+                  "(or -f) keep printing new entries until interrupted (or --duration-ms)");
+  flags.uint_flag("duration-ms", &duration_ms, "MS",
+                  "with -f: stop after this long (0 = until interrupted)");
   // `tail -f` is the habit every operator has; the flag parser knows only long names.
   std::vector<std::string> normalized(args.begin(), args.end());
   for (std::string& arg : normalized) {
@@ -485,7 +534,8 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
 }
 
 // --- transfer-leader -----------------------------------------------------------------------------
-int run_transfer_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+int run_transfer_leader(std::string_view command_path, std::span<const std::string> args,
+                        const cli::Io& io) {
   Common common;
   std::uint64_t target = 0;
   cli::FlagSet flags(std::string(command_path), "Hand leadership to node --to.");
@@ -512,8 +562,9 @@ struct NodeAnswer {
   std::string text;  // after "<endpoint>: "
   std::string json;  // fields after {"endpoint":...,
 };
-int for_each_endpoint(const Common& common, const cli::Io& io,
-                      const std::function<client::Result<NodeAnswer>(client::Client&, const std::string&)>& call) {
+int for_each_endpoint(
+    const Common& common, const cli::Io& io,
+    const std::function<client::Result<NodeAnswer>(client::Client&, const std::string&)>& call) {
   auto parsed = client::parse_endpoints(common.endpoints);
   if (!parsed.ok()) {
     io.err << "--endpoints: " << parsed.status().message() << "\n";
@@ -526,7 +577,8 @@ int for_each_endpoint(const Common& common, const cli::Io& io,
     auto r = call(*c, endpoint);
     if (!r.ok()) {
       ++failures;
-      io.err << endpoint << ": " << client::to_string(r.status().code()) << ": " << r.status().message() << "\n";
+      io.err << endpoint << ": " << client::to_string(r.status().code()) << ": "
+             << r.status().message() << "\n";
       continue;
     }
     if (common.json) {
@@ -540,24 +592,27 @@ int for_each_endpoint(const Common& common, const cli::Io& io,
 
 int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   Common common;
-  cli::FlagSet flags(std::string(command_path), "Force every node to flush what it has written; print each flushed index.");
+  cli::FlagSet flags(std::string(command_path),
+                     "Force every node to flush what it has written; print each flushed index.");
   common.add_to(flags);
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
-  return for_each_endpoint(common, io, [](client::Client& c, const std::string& endpoint) -> client::Result<NodeAnswer> {
-    auto r = c.flush(endpoint);
-    if (!r.ok()) return r.status();
-    return NodeAnswer{"flushed through index " + std::to_string(r.value()),
-                      "\"flushed_index\":" + std::to_string(r.value())};
-  });
+  return for_each_endpoint(
+      common, io, [](client::Client& c, const std::string& endpoint) -> client::Result<NodeAnswer> {
+        auto r = c.flush(endpoint);
+        if (!r.ok()) return r.status();
+        return NodeAnswer{"flushed through index " + std::to_string(r.value()),
+                          "\"flushed_index\":" + std::to_string(r.value())};
+      });
 }
 
 int run_trim(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   Common common;
   std::uint64_t before_index = 0;
-  cli::FlagSet flags(std::string(command_path),
-                     "Ask every node to delete its whole segments below INDEX, as far as its safety limit allows "
-                     "(committed entries only; the leader keeps what live followers need). Prints each node's "
-                     "first retained index.");
+  cli::FlagSet flags(
+      std::string(command_path),
+      "Ask every node to delete its whole segments below INDEX, as far as its safety limit allows "
+      "(committed entries only; the leader keeps what live followers need). Prints each node's "
+      "first retained index.");
   common.add_to(flags);
   flags.uint_flag("before", &before_index, "INDEX", "delete entries below this index (required)");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
@@ -565,14 +620,16 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
     io.err << "--before INDEX is required (and must be at least 1)\n";
     return cli::kExitUsage;
   }
-  return for_each_endpoint(common, io, [before_index](client::Client& c, const std::string& endpoint)
-                                           -> client::Result<NodeAnswer> {
-    auto r = c.trim(endpoint, before_index);
-    if (!r.ok()) return r.status();
-    return NodeAnswer{"first retained index " + std::to_string(r->first_index) + " (trim allowed below " +
-                          std::to_string(r->limit) + ")",
-                      "\"first_index\":" + std::to_string(r->first_index) + ",\"limit\":" + std::to_string(r->limit)};
-  });
+  return for_each_endpoint(
+      common, io,
+      [before_index](client::Client& c, const std::string& endpoint) -> client::Result<NodeAnswer> {
+        auto r = c.trim(endpoint, before_index);
+        if (!r.ok()) return r.status();
+        return NodeAnswer{"first retained index " + std::to_string(r->first_index) +
+                              " (trim allowed below " + std::to_string(r->limit) + ")",
+                          "\"first_index\":" + std::to_string(r->first_index) +
+                              ",\"limit\":" + std::to_string(r->limit)};
+      });
 }
 
 }  // namespace raftlog::ctl

@@ -1,6 +1,7 @@
 // `raftlogctl status|leader|health|append|read|tail|transfer-leader|flush|trim`: commands against a
 // running cluster, through the client library. Each takes --endpoints (default: the local cluster
-// started by deploy/local/cluster, found through --cluster-dir / $RAFTLOG_CLUSTER_DIR), --timeout-ms,
+// started by deploy/local/cluster, found through --cluster-dir / $RAFTLOG_CLUSTER_DIR),
+// --timeout-ms,
 // --json, --no-headers and the TLS flags --tls-ca/--tls-cert/--tls-key.
 #pragma once
 
@@ -18,7 +19,8 @@ int run_health(std::string_view command_path, std::span<const std::string> args,
 int run_append(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_read(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_tail(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
-int run_transfer_leader(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+int run_transfer_leader(std::string_view command_path, std::span<const std::string> args,
+                        const cli::Io& io);
 int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_trim(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 

@@ -5,17 +5,27 @@ namespace {
 
 constexpr char kHexDigits[] = "0123456789abcdef";
 
-// Printable ASCII as is, the usual backslash escapes, and every other byte as `hex_prefix` + two hex
-// digits. Text and JSON differ only in that prefix (\x vs \u00).
+// Printable ASCII as is, the usual backslash escapes, and every other byte as `hex_prefix` + two
+// hex digits. Text and JSON differ only in that prefix (\x vs \u00).
 void append_escaped(std::string& out, std::string_view bytes, const char* hex_prefix) {
   for (const char c : bytes) {
     const auto byte = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (byte >= 0x20 && byte < 0x7F) {
           out += c;
@@ -66,7 +76,8 @@ std::string describe_unreachable(std::string_view code_name, std::string_view me
   if (code_name == "DEADLINE_EXCEEDED") return "no answer in time";
   constexpr std::size_t kMaxClause = 120;
   std::string_view clause = message;
-  if (const std::size_t colon = clause.rfind(": "); colon != std::string_view::npos) clause = clause.substr(colon + 2);
+  if (const std::size_t colon = clause.rfind(": "); colon != std::string_view::npos)
+    clause = clause.substr(colon + 2);
   std::string out(code_name);
   if (!clause.empty()) out += ": " + escape_text(clause.substr(0, kMaxClause));
   return out;

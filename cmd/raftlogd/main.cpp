@@ -1,6 +1,7 @@
 // raftlogd: one node of a raftlog cluster.
 //
-//   raftlogd --id 1 --members 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --data-dir /var/lib/raftlog/1
+//   raftlogd --id 1 --members 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --data-dir
+//   /var/lib/raftlog/1
 //
 // Every option can also come from a config file (--config FILE): one `name = value` per line, the
 // names of the flags below without the leading dashes; `#` starts a comment. A flag given on the
@@ -39,14 +40,16 @@ std::string parse_members(const std::string& text, std::map<std::uint64_t, std::
   std::size_t start = 0;
   while (start <= text.size()) {
     const std::size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const std::size_t eq = item.find('=');
     std::uint64_t id = 0;
     if (eq == std::string::npos || !raftlog::cli::parse_uint(item.substr(0, eq), &id) || id == 0 ||
         item.size() == eq + 1) {
       return "bad member '" + item + "': expected ID=HOST:PORT with a non-zero ID";
     }
-    if (!members->emplace(id, item.substr(eq + 1)).second) return "member id " + std::to_string(id) + " given twice";
+    if (!members->emplace(id, item.substr(eq + 1)).second)
+      return "member id " + std::to_string(id) + " given twice";
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -113,51 +116,62 @@ int main(int argc, char** argv) {
   std::uint64_t max_append_bytes = 0;  // 0: max(8 MiB, --max-entry-size)
   std::uint64_t allocator_retain_bytes = std::uint64_t{256} << 20;
 
-  // Every number is bound to its NodeConfig field with the field's own type and the range validate()
-  // accepts, so nothing is narrowed after parsing and a bad value is refused naming its flag.
-  FlagSet flags("raftlogd", "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
+  // Every number is bound to its NodeConfig field with the field's own type and the range
+  // validate() accepts, so nothing is narrowed after parsing and a bad value is refused naming its
+  // flag.
+  FlagSet flags("raftlogd",
+                "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
   flags.uint_flag("id", &config.node_id, "ID", "this node's id (non-zero, one of --members)",
                   {1, std::numeric_limits<std::uint64_t>::max()});
   flags.require("id");
   flags.string_flag("members", &members_text, "ID=HOST:PORT,...",
                     "every member of the cluster with the address it serves clients and peers on");
   flags.require("members");
-  flags.string_flag("data-dir", &config.data_dir, "DIR", "where this node keeps its log and hard state");
+  flags.string_flag("data-dir", &config.data_dir, "DIR",
+                    "where this node keeps its log and hard state");
   flags.require("data-dir");
   flags.host_port_flag("listen", &config.listen_address, "HOST:PORT",
                        "address to bind (default: this node's address in --members)");
   flags.string_flag("cluster-id", &config.cluster_id, "TOKEN",
-                    "unique to this cluster (required with several members, e.g. `openssl rand -hex 16`); peers and "
+                    "unique to this cluster (required with several members, e.g. `openssl rand "
+                    "-hex 16`); peers and "
                     "data directories of another cluster are refused");
   flags.uint_flag("tick-ms", &config.tick_ms, "MS", "Raft tick length", {1, limits::kMaxTickMs});
-  flags.uint_flag("election-ticks", &config.election_ticks, "N",
-                  "election timeout in ticks, randomized in [N, 2N): 200-400 ms with the default ticks",
-                  {2, limits::kMaxElectionTicks});
+  flags.uint_flag(
+      "election-ticks", &config.election_ticks, "N",
+      "election timeout in ticks, randomized in [N, 2N): 200-400 ms with the default ticks",
+      {2, limits::kMaxElectionTicks});
   flags.uint_flag("heartbeat-ticks", &config.heartbeat_ticks, "N",
-                  "leader heartbeat interval in ticks (below --election-ticks)", {1, limits::kMaxElectionTicks - 1});
-  flags.string_flag("flush-mode", &flush_mode, "sync|async",
-                    "sync: an entry counts toward commit once fsynced; async: once written to the mapped file");
+                  "leader heartbeat interval in ticks (below --election-ticks)",
+                  {1, limits::kMaxElectionTicks - 1});
+  flags.string_flag(
+      "flush-mode", &flush_mode, "sync|async",
+      "sync: an entry counts toward commit once fsynced; async: once written to the mapped file");
   flags.uint_flag("flush-interval-ms", &config.store.flush_interval_ms, "MS",
                   "async mode: longest time an entry stays unflushed", {1, kUint32Max});
-  flags.bool_flag("zero-fill-segments", &config.store.zero_fill_segments,
-                  "write zeros over each new segment ahead of use, so that flushes never convert unwritten "
-                  "extents (faster syncs; costs one extra sequential write of every segment)");
+  flags.bool_flag(
+      "zero-fill-segments", &config.store.zero_fill_segments,
+      "write zeros over each new segment ahead of use, so that flushes never convert unwritten "
+      "extents (faster syncs; costs one extra sequential write of every segment)");
   flags.bytes_flag("segment-size", &config.store.segment_size_bytes, "BYTES",
                    "size of each segment file (must hold the largest entry)",
-                   {raftlog::store::Options::kMinSegmentSizeBytes, raftlog::store::Options::kMaxSegmentSizeBytes});
-  flags.bytes_flag("max-entry-size", &config.store.max_entry_size_bytes, "BYTES", "largest entry payload accepted",
-                   {1, limits::kMaxAppendBytes});
-  flags.uint_flag("max-entries-per-append", &config.max_entries_per_append, "N", "most entries in one Append call",
-                  {1, limits::kMaxEntriesPerAppend});
+                   {raftlog::store::Options::kMinSegmentSizeBytes,
+                    raftlog::store::Options::kMaxSegmentSizeBytes});
+  flags.bytes_flag("max-entry-size", &config.store.max_entry_size_bytes, "BYTES",
+                   "largest entry payload accepted", {1, limits::kMaxAppendBytes});
+  flags.uint_flag("max-entries-per-append", &config.max_entries_per_append, "N",
+                  "most entries in one Append call", {1, limits::kMaxEntriesPerAppend});
   flags.bytes_flag("max-append-bytes", &max_append_bytes, "BYTES",
                    "most payload bytes in one Append call (0: max(8MiB, --max-entry-size))",
                    {0, limits::kMaxAppendBytes});
   flags.uint_flag("max-read-entries", &config.max_read_entries, "N",
-                  "most entries in one Read response or Tail message", {1, limits::kMaxReadEntries});
+                  "most entries in one Read response or Tail message",
+                  {1, limits::kMaxReadEntries});
   flags.bytes_flag("max-read-bytes", &config.max_read_bytes, "BYTES",
-                   "most payload bytes in one Read response or Tail message", {1, limits::kMaxReadBytes});
-  flags.uint_flag("max-tail-streams", &config.max_tail_streams, "N", "concurrent Tail streams on this node",
-                  {1, limits::kMaxStreams});
+                   "most payload bytes in one Read response or Tail message",
+                   {1, limits::kMaxReadBytes});
+  flags.uint_flag("max-tail-streams", &config.max_tail_streams, "N",
+                  "concurrent Tail streams on this node", {1, limits::kMaxStreams});
   flags.uint_flag("max-append-streams", &config.max_append_streams, "N",
                   "concurrent AppendStream calls on this node", {1, limits::kMaxStreams});
   flags.uint_flag("max-appends-per-stream", &config.max_appends_per_stream, "N",
@@ -168,56 +182,69 @@ int main(int argc, char** argv) {
                   {limits::kMinStreamsPerConnection, limits::kMaxStreamsPerConnection});
   flags.uint_flag("max-tail-streams-per-connection", &config.max_tail_streams_per_connection, "N",
                   "Tail streams one client connection may hold", {1, limits::kMaxStreams});
-  flags.uint_flag("max-append-streams-per-connection", &config.max_append_streams_per_connection, "N",
-                  "AppendStream calls one client connection may hold", {1, limits::kMaxStreams});
+  flags.uint_flag("max-append-streams-per-connection", &config.max_append_streams_per_connection,
+                  "N", "AppendStream calls one client connection may hold",
+                  {1, limits::kMaxStreams});
   flags.uint_flag("stream-stall-timeout-ms", &config.stream_stall_timeout_ms, "MS",
                   "end a Tail or AppendStream whose reader has not taken a message for this long",
                   {100, 3600000});
   flags.uint_flag("append-timeout-ms", &config.append_timeout_ms, "MS",
-                  "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)", {1, kUint32Max});
-  flags.uint_flag("shutdown-grace-ms", &config.shutdown_grace_ms, "MS", "longest graceful shutdown on SIGTERM");
+                  "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)",
+                  {1, kUint32Max});
+  flags.uint_flag("shutdown-grace-ms", &config.shutdown_grace_ms, "MS",
+                  "longest graceful shutdown on SIGTERM");
   flags.uint_flag("retention-max-age-s", &config.retention_max_age_s, "SECONDS",
-                  "delete committed segments older than this (0: keep)", {0, limits::kMaxRetentionMaxAgeS});
+                  "delete committed segments older than this (0: keep)",
+                  {0, limits::kMaxRetentionMaxAgeS});
   flags.bytes_flag("retention-max-bytes", &config.retention_max_bytes, "BYTES",
-                  "delete the oldest committed segments while the log takes more (0: no limit)");
+                   "delete the oldest committed segments while the log takes more (0: no limit)");
   flags.uint_flag("retention-check-interval-ms", &config.retention_check_interval_ms, "MS",
                   "how often retention runs",
                   {limits::kMinRetentionCheckIntervalMs, limits::kMaxRetentionCheckIntervalMs});
   flags.uint_flag("retention-follower-grace-ms", &config.retention_follower_grace_ms, "MS",
                   "keep entries a follower needs unless it has been silent this long");
   flags.uint_flag("dedup-rebuild-entries", &config.dedup_rebuild_entries, "N",
-                  "at start, rebuild the idempotency table from the last N log entries (checked as they are read)",
+                  "at start, rebuild the idempotency table from the last N log entries (checked as "
+                  "they are read)",
                   {0, limits::kMaxDedupRebuildEntries});
   flags.bytes_flag("scrub-bytes-per-second", &config.scrub_bytes_per_second, "BYTES",
                    "re-read durable entries at this rate and verify their checksums (0: off)",
                    {0, limits::kMaxScrubBytesPerSecond});
-  flags.host_port_flag("metrics-addr", &config.metrics_address, "HOST:PORT",
-                       "serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0: any free port)",
-                       raftlog::util::PortZero::kAllowed);
+  flags.host_port_flag(
+      "metrics-addr", &config.metrics_address, "HOST:PORT",
+      "serve Prometheus metrics at http://HOST:PORT/metrics (default: off; port 0: any free port)",
+      raftlog::util::PortZero::kAllowed);
   flags.double_flag("disk-high-watermark", &config.disk_high_watermark, "FRACTION",
                     "refuse appends while this much of the data disk is in use");
   flags.double_flag("disk-low-watermark", &config.disk_low_watermark, "FRACTION",
                     "accept appends again once disk use falls to this");
   flags.string_flag("tls-cert", &config.client_tls.cert_path, "FILE",
-                    "PEM certificate the port presents (its SANs must name this node's --members host); enables TLS");
-  flags.string_flag("tls-key", &config.client_tls.key_path, "FILE", "PEM private key of --tls-cert");
-  flags.string_flag("tls-ca", &config.client_tls.ca_path, "FILE",
-                    "clients must present a certificate signed by this CA (mutual TLS for clients); optional");
+                    "PEM certificate the port presents (its SANs must name this node's --members "
+                    "host); enables TLS");
+  flags.string_flag("tls-key", &config.client_tls.key_path, "FILE",
+                    "PEM private key of --tls-cert");
+  flags.string_flag(
+      "tls-ca", &config.client_tls.ca_path, "FILE",
+      "clients must present a certificate signed by this CA (mutual TLS for clients); optional");
   flags.string_flag("peer-tls-cert", &config.peer_tls.cert_path, "FILE",
                     "PEM certificate this node presents to its peers (mutual TLS between peers)");
-  flags.string_flag("peer-tls-key", &config.peer_tls.key_path, "FILE", "PEM private key of --peer-tls-cert");
+  flags.string_flag("peer-tls-key", &config.peer_tls.key_path, "FILE",
+                    "PEM private key of --peer-tls-cert");
   flags.string_flag("peer-tls-ca", &config.peer_tls.ca_path, "FILE",
                     "the cluster CA: peers whose certificate it did not sign are refused");
   flags.string_flag("peer-secret-file", &config.peer_secret_path, "FILE",
-                    "the secret every member shares (16..4096 bytes, mode 600); peer streams without it are refused. "
+                    "the secret every member shares (16..4096 bytes, mode 600); peer streams "
+                    "without it are refused. "
                     "Required by a multi-node cluster without --peer-tls-*");
-  flags.bytes_flag("allocator-retain-bytes", &allocator_retain_bytes, "BYTES",
-                   "freed heap kept for reuse (large buffers come from the heap, not fresh mmaps); 0: glibc's "
-                   "defaults (docs/operations.md, memory)",
-                   {0, raftlog::raftlogd::kMaxRetainBytes});
+  flags.bytes_flag(
+      "allocator-retain-bytes", &allocator_retain_bytes, "BYTES",
+      "freed heap kept for reuse (large buffers come from the heap, not fresh mmaps); 0: glibc's "
+      "defaults (docs/operations.md, memory)",
+      {0, raftlog::raftlogd::kMaxRetainBytes});
   flags.string_flag("log-level", &log_level, "LEVEL", "trace, debug, info, warn, error");
-  flags.string_flag("config", &config_path, "FILE",
-                    "read options from FILE (name = value lines; required flags may come from it too)");
+  flags.string_flag(
+      "config", &config_path, "FILE",
+      "read options from FILE (name = value lines; required flags may come from it too)");
   bool show_version = false;
   flags.bool_flag("version", &show_version, "print the version and git revision, then exit");
 
@@ -236,7 +263,9 @@ int main(int argc, char** argv) {
     const std::size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     given_on_command_line.insert(name);
-    if (name == "config") config_path = eq == std::string::npos ? (i + 1 < args.size() ? args[i + 1] : "") : arg.substr(eq + 1);
+    if (name == "config")
+      config_path =
+          eq == std::string::npos ? (i + 1 < args.size() ? args[i + 1] : "") : arg.substr(eq + 1);
   }
   std::vector<std::string> merged;
   if (!config_path.empty()) {
@@ -256,7 +285,8 @@ int main(int argc, char** argv) {
     // The problem and where to look, not 50 lines of usage that push it off the screen.
     std::cerr << "raftlogd: " << flags.error() << "\n";
     if (merged.empty()) {
-      std::cerr << "A node needs at least: raftlogd --id 1 --members 1=127.0.0.1:7001 --data-dir /var/lib/raftlog/1\n"
+      std::cerr << "A node needs at least: raftlogd --id 1 --members 1=127.0.0.1:7001 --data-dir "
+                   "/var/lib/raftlog/1\n"
                    "(or --config FILE with those options; docs/configuration.md).\n";
     }
     std::cerr << "Run 'raftlogd --help' for every flag.\n";
@@ -266,7 +296,8 @@ int main(int argc, char** argv) {
   // spdlog maps an unknown name to "off": a typo would silence the node.
   static constexpr const char* kLogLevels[] = {"trace", "debug", "info", "warn", "error"};
   if (std::find(std::begin(kLogLevels), std::end(kLogLevels), log_level) == std::end(kLogLevels)) {
-    std::cerr << "raftlogd: --log-level must be one of trace, debug, info, warn, error (got '" << log_level << "')\n";
+    std::cerr << "raftlogd: --log-level must be one of trace, debug, info, warn, error (got '"
+              << log_level << "')\n";
     return raftlog::cli::kExitUsage;
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -283,9 +314,10 @@ int main(int argc, char** argv) {
     std::cerr << "raftlogd: --flush-mode must be sync or async\n";
     return raftlog::cli::kExitUsage;
   }
-  config.max_append_bytes = max_append_bytes != 0
-                                ? max_append_bytes
-                                : std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
+  config.max_append_bytes =
+      max_append_bytes != 0
+          ? max_append_bytes
+          : std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
   // Everything Server::start would refuse for configuration reasons, including the store options
   // (segment size vs entry size) and the derived Raft and transport settings, is refused here,
   // before the data directory is created.
@@ -300,7 +332,8 @@ int main(int argc, char** argv) {
     return raftlog::cli::kExitUsage;
   }
   std::string peer_secret;
-  if (std::string problem = raftlog::server::load_peer_secret(config, &peer_secret); !problem.empty()) {
+  if (std::string problem = raftlog::server::load_peer_secret(config, &peer_secret);
+      !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";
     return raftlog::cli::kExitUsage;
   }
@@ -312,8 +345,10 @@ int main(int argc, char** argv) {
 
   spdlog::info("{}: starting node {}", raftlog::util::version_line("raftlogd"), config.node_id);
   // Before Server::start creates the threads whose buffers it governs.
-  if (std::string problem = raftlog::raftlogd::apply_allocator_policy(allocator_retain_bytes); !problem.empty()) {
-    spdlog::warn("node {}: --allocator-retain-bytes: {}; glibc's defaults stay", config.node_id, problem);
+  if (std::string problem = raftlog::raftlogd::apply_allocator_policy(allocator_retain_bytes);
+      !problem.empty()) {
+    spdlog::warn("node {}: --allocator-retain-bytes: {}; glibc's defaults stay", config.node_id,
+                 problem);
   }
   std::string error;
   auto server = raftlog::server::Server::start(config, &error);

@@ -12,8 +12,10 @@ namespace raftlog::api_errors {
 
 // The trailers a refusal carries (error_info.h attaches and reads them):
 //   grpc-status-details-bin  the standard google.rpc.Status with a google.rpc.ErrorInfo (domain
-//                            kErrorDomain, metadata keys below); what non-C++ clients and tools read
-//   raftlog-error-bin        a raftlog.v1.ErrorInfo (leader hint, reason), kept for existing clients
+//                            kErrorDomain, metadata keys below); what non-C++ clients and tools
+//                            read
+//   raftlog-error-bin        a raftlog.v1.ErrorInfo (leader hint, reason), kept for existing
+//   clients
 inline constexpr std::string_view kErrorInfoMetadataKey = "raftlog-error-bin";
 inline constexpr std::string_view kStatusDetailsMetadataKey = "grpc-status-details-bin";
 inline constexpr std::string_view kErrorDomain = "raftlog.v1";
@@ -30,34 +32,49 @@ inline constexpr std::string_view kCommitIndex = "commit_index";
 // ErrorInfo.reason words (proto/raftlog/v1/client.proto lists which status code goes with each,
 // docs/errors.md what a client does about each). Every refusal of the server carries one.
 namespace reason {
-inline constexpr std::string_view kNotLeader = "NOT_LEADER";          // FAILED_PRECONDITION, leader named
-inline constexpr std::string_view kNoLeader = "NO_LEADER";            // FAILED_PRECONDITION, election running
-inline constexpr std::string_view kEmptyAppend = "EMPTY_APPEND";      // INVALID_ARGUMENT
-inline constexpr std::string_view kEntryTooLarge = "ENTRY_TOO_LARGE";  // INVALID_ARGUMENT
+inline constexpr std::string_view kNotLeader = "NOT_LEADER";  // FAILED_PRECONDITION, leader named
+inline constexpr std::string_view kNoLeader = "NO_LEADER";  // FAILED_PRECONDITION, election running
+inline constexpr std::string_view kEmptyAppend = "EMPTY_APPEND";         // INVALID_ARGUMENT
+inline constexpr std::string_view kEntryTooLarge = "ENTRY_TOO_LARGE";    // INVALID_ARGUMENT
 inline constexpr std::string_view kTooManyEntries = "TOO_MANY_ENTRIES";  // INVALID_ARGUMENT
-inline constexpr std::string_view kAppendTooLarge = "APPEND_TOO_LARGE";  // INVALID_ARGUMENT: total payload bytes
-inline constexpr std::string_view kSequenceTooOld = "SEQUENCE_TOO_OLD";  // FAILED_PRECONDITION: below the dedup window
-inline constexpr std::string_view kSequenceReused = "SEQUENCE_REUSED";  // FAILED_PRECONDITION: sequence taken by other entries
-inline constexpr std::string_view kBadSequence = "BAD_SEQUENCE";  // INVALID_ARGUMENT: sequence 0 with a non-zero client_id
+inline constexpr std::string_view kAppendTooLarge =
+    "APPEND_TOO_LARGE";  // INVALID_ARGUMENT: total payload bytes
+inline constexpr std::string_view kSequenceTooOld =
+    "SEQUENCE_TOO_OLD";  // FAILED_PRECONDITION: below the dedup window
+inline constexpr std::string_view kSequenceReused =
+    "SEQUENCE_REUSED";  // FAILED_PRECONDITION: sequence taken by other entries
+inline constexpr std::string_view kBadSequence =
+    "BAD_SEQUENCE";  // INVALID_ARGUMENT: sequence 0 with a non-zero client_id
 // INVALID_ARGUMENT: index 0. Before INDEX_TRIMMED and INDEX_NOT_YET_COMMITTED existed it also named
 // both OUT_OF_RANGE reads (docs/errors.md).
 inline constexpr std::string_view kBadIndexRange = "BAD_INDEX_RANGE";
-inline constexpr std::string_view kIndexTrimmed = "INDEX_TRIMMED";  // OUT_OF_RANGE: below the first retained index, gone
-inline constexpr std::string_view kIndexNotYetCommitted = "INDEX_NOT_YET_COMMITTED";  // OUT_OF_RANGE: past the end, retry later
-inline constexpr std::string_view kMalformedRequest = "MALFORMED_REQUEST";  // INVALID_ARGUMENT: not a valid protobuf message
-inline constexpr std::string_view kDiskFull = "DISK_FULL";             // RESOURCE_EXHAUSTED
-inline constexpr std::string_view kDiskWatermark = "DISK_WATERMARK";   // RESOURCE_EXHAUSTED: disk use above the high watermark
+inline constexpr std::string_view kIndexTrimmed =
+    "INDEX_TRIMMED";  // OUT_OF_RANGE: below the first retained index, gone
+inline constexpr std::string_view kIndexNotYetCommitted =
+    "INDEX_NOT_YET_COMMITTED";  // OUT_OF_RANGE: past the end, retry later
+inline constexpr std::string_view kMalformedRequest =
+    "MALFORMED_REQUEST";  // INVALID_ARGUMENT: not a valid protobuf message
+inline constexpr std::string_view kDiskFull = "DISK_FULL";  // RESOURCE_EXHAUSTED
+inline constexpr std::string_view kDiskWatermark =
+    "DISK_WATERMARK";  // RESOURCE_EXHAUSTED: disk use above the high watermark
 inline constexpr std::string_view kTooManyPending = "TOO_MANY_PENDING";  // RESOURCE_EXHAUSTED
-inline constexpr std::string_view kShuttingDown = "SHUTTING_DOWN";     // UNAVAILABLE
-inline constexpr std::string_view kLeadershipLost = "LEADERSHIP_LOST";  // UNAVAILABLE, outcome unknown
-inline constexpr std::string_view kCommitTimeout = "COMMIT_TIMEOUT";    // DEADLINE_EXCEEDED, outcome unknown
-inline constexpr std::string_view kReadIndexTimeout = "READ_INDEX_TIMEOUT";  // DEADLINE_EXCEEDED: leadership unconfirmed
-inline constexpr std::string_view kTransferTargetUnknown = "TRANSFER_TARGET_UNKNOWN";  // INVALID_ARGUMENT
+inline constexpr std::string_view kShuttingDown = "SHUTTING_DOWN";       // UNAVAILABLE
+inline constexpr std::string_view kLeadershipLost =
+    "LEADERSHIP_LOST";  // UNAVAILABLE, outcome unknown
+inline constexpr std::string_view kCommitTimeout =
+    "COMMIT_TIMEOUT";  // DEADLINE_EXCEEDED, outcome unknown
+inline constexpr std::string_view kReadIndexTimeout =
+    "READ_INDEX_TIMEOUT";  // DEADLINE_EXCEEDED: leadership unconfirmed
+inline constexpr std::string_view kTransferTargetUnknown =
+    "TRANSFER_TARGET_UNKNOWN";                                                   // INVALID_ARGUMENT
 inline constexpr std::string_view kTransferInProgress = "TRANSFER_IN_PROGRESS";  // UNAVAILABLE
-inline constexpr std::string_view kTransferSuperseded = "TRANSFER_SUPERSEDED";  // UNAVAILABLE: a newer transfer replaced it
+inline constexpr std::string_view kTransferSuperseded =
+    "TRANSFER_SUPERSEDED";  // UNAVAILABLE: a newer transfer replaced it
 inline constexpr std::string_view kTransferTimeout = "TRANSFER_TIMEOUT";  // UNAVAILABLE
-inline constexpr std::string_view kCorruptEntry = "CORRUPT_ENTRY";      // DATA_LOSS: never served; read another node
-inline constexpr std::string_view kStorageError = "STORAGE_ERROR";      // INTERNAL: the node's store failed
+inline constexpr std::string_view kCorruptEntry =
+    "CORRUPT_ENTRY";  // DATA_LOSS: never served; read another node
+inline constexpr std::string_view kStorageError =
+    "STORAGE_ERROR";  // INTERNAL: the node's store failed
 }  // namespace reason
 
 // The machine-readable part of a refusal: what raftlog.v1.ErrorInfo carries, plus the index hints

@@ -22,8 +22,8 @@ ErrorDetails from_wire(const raftlog::v1::ErrorInfo& info) {
   return details;
 }
 
-grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code, std::string message,
-                          const ErrorDetails& details) {
+grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code,
+                          std::string message, const ErrorDetails& details) {
   raftlog::v1::ErrorInfo info;
   to_wire(details, &info);
   context->AddTrailingMetadata(std::string(kErrorInfoMetadataKey), info.SerializeAsString());
@@ -44,7 +44,8 @@ ErrorAnswer not_leader_answer(std::uint64_t leader_id, std::string leader_addres
   }
   answer.details.reason = std::string(reason::kNotLeader);
   answer.message = "not the leader; the leader is node " + std::to_string(leader_id);
-  if (!answer.details.leader_address.empty()) answer.message += " at " + answer.details.leader_address;
+  if (!answer.details.leader_address.empty())
+    answer.message += " at " + answer.details.leader_address;
   return answer;
 }
 
@@ -56,17 +57,19 @@ grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t l
 
 std::optional<ErrorDetails> error_details(const grpc::ClientContext& context) {
   const auto& trailers = context.GetServerTrailingMetadata();
-  const auto standard =
-      trailers.find(grpc::string_ref(kStatusDetailsMetadataKey.data(), kStatusDetailsMetadataKey.size()));
+  const auto standard = trailers.find(
+      grpc::string_ref(kStatusDetailsMetadataKey.data(), kStatusDetailsMetadataKey.size()));
   if (standard != trailers.end()) {
     const std::string_view bytes(standard->second.data(), standard->second.size());
     if (auto details = details_from_status_details(bytes)) return details;
   }
   // A server from before the standard trailer, or one whose details are not raftlog's.
-  const auto found = trailers.find(grpc::string_ref(kErrorInfoMetadataKey.data(), kErrorInfoMetadataKey.size()));
+  const auto found =
+      trailers.find(grpc::string_ref(kErrorInfoMetadataKey.data(), kErrorInfoMetadataKey.size()));
   if (found == trailers.end()) return std::nullopt;
   raftlog::v1::ErrorInfo info;
-  if (!info.ParseFromArray(found->second.data(), static_cast<int>(found->second.size()))) return std::nullopt;
+  if (!info.ParseFromArray(found->second.data(), static_cast<int>(found->second.size())))
+    return std::nullopt;
   return from_wire(info);
 }
 

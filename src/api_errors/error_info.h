@@ -44,8 +44,8 @@ ErrorAnswer not_leader_answer(std::uint64_t leader_id, std::string leader_addres
 // Server side: attaches `details` to the call's trailing metadata (raftlog-error-bin) and returns
 // the status to return from the handler, whose error_details gRPC sends as grpc-status-details-bin.
 // Works for sync and callback handlers (both contexts derive ServerContextBase).
-grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code, std::string message,
-                          const ErrorDetails& details);
+grpc::Status error_status(grpc::ServerContextBase* context, grpc::StatusCode code,
+                          std::string message, const ErrorDetails& details);
 
 // Server side: not_leader_answer() as the status of a call.
 grpc::Status not_leader_status(grpc::ServerContextBase* context, std::uint64_t leader_id,

@@ -28,15 +28,20 @@ std::optional<std::uint64_t> number_at(const Metadata& metadata, std::string_vie
 
 }  // namespace
 
-std::string status_details(grpc::StatusCode code, const std::string& message, const ErrorDetails& details) {
+std::string status_details(grpc::StatusCode code, const std::string& message,
+                           const ErrorDetails& details) {
   google::rpc::ErrorInfo info;
   info.set_reason(details.reason);
   info.set_domain(std::string(kErrorDomain));
   Metadata* metadata = info.mutable_metadata();
-  if (details.leader_id != 0) put(metadata, metadata_key::kLeaderId, std::to_string(details.leader_id));
-  if (!details.leader_address.empty()) put(metadata, metadata_key::kLeaderAddress, details.leader_address);
-  if (details.first_index) put(metadata, metadata_key::kFirstIndex, std::to_string(*details.first_index));
-  if (details.commit_index) put(metadata, metadata_key::kCommitIndex, std::to_string(*details.commit_index));
+  if (details.leader_id != 0)
+    put(metadata, metadata_key::kLeaderId, std::to_string(details.leader_id));
+  if (!details.leader_address.empty())
+    put(metadata, metadata_key::kLeaderAddress, details.leader_address);
+  if (details.first_index)
+    put(metadata, metadata_key::kFirstIndex, std::to_string(*details.first_index));
+  if (details.commit_index)
+    put(metadata, metadata_key::kCommitIndex, std::to_string(*details.commit_index));
 
   google::rpc::Status status;
   status.set_code(static_cast<int>(code));
@@ -48,7 +53,8 @@ std::string status_details(grpc::StatusCode code, const std::string& message, co
 
 std::optional<ErrorDetails> details_from_status_details(std::string_view serialized) {
   google::rpc::Status status;
-  if (!status.ParseFromArray(serialized.data(), static_cast<int>(serialized.size()))) return std::nullopt;
+  if (!status.ParseFromArray(serialized.data(), static_cast<int>(serialized.size())))
+    return std::nullopt;
   for (const google::protobuf::Any& detail : status.details()) {
     google::rpc::ErrorInfo info;
     if (detail.type_url() != kErrorInfoTypeUrl || !detail.UnpackTo(&info)) continue;

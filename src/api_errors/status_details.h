@@ -17,7 +17,8 @@ namespace raftlog::api_errors {
 // The serialized google.rpc.Status for a refusal: `code` and `message` as the call's status, the
 // ErrorInfo's reason from `details` and metadata for the hints it holds (leader_id when non-zero,
 // leader_address when non-empty, first_index / commit_index when set).
-std::string status_details(grpc::StatusCode code, const std::string& message, const ErrorDetails& details);
+std::string status_details(grpc::StatusCode code, const std::string& message,
+                           const ErrorDetails& details);
 
 // The ErrorDetails in a serialized google.rpc.Status: from its first ErrorInfo of domain
 // "raftlog.v1". nullopt when the bytes do not parse or hold no such ErrorInfo (another service's

@@ -9,17 +9,20 @@
 
 namespace raftlog::cli {
 
-std::string table_usage(std::string_view command_path, std::string_view summary, const CommandTable& table) {
+std::string table_usage(std::string_view command_path, std::string_view summary,
+                        const CommandTable& table) {
   std::ostringstream text;
   text << "Usage: " << command_path << " <command> [flags]\n\n" << summary << "\n\nCommands:\n";
   std::size_t width = 0;
   for (const Command& command : table.commands) width = std::max(width, command.name.size());
   for (const Command& command : table.commands) {
-    text << "  " << command.name << std::string(width - command.name.size() + 2, ' ') << command.summary << '\n';
+    text << "  " << command.name << std::string(width - command.name.size() + 2, ' ')
+         << command.summary << '\n';
   }
   text << "\nRun '" << command_path << " <command> --help' for a command's flags";
   // Only the tool itself (no command word yet) answers --version (run_tool).
-  if (command_path.find(' ') == std::string_view::npos) text << ", '" << command_path << " --version' for its version";
+  if (command_path.find(' ') == std::string_view::npos)
+    text << ", '" << command_path << " --version' for its version";
   text << ".\n";
   return text.str();
 }
@@ -43,11 +46,13 @@ int dispatch(std::string_view command_path, std::string_view summary, const Comm
     }
     return command.handler(nested_path, args.subspan(1), io);
   }
-  io.err << command_path << ": unknown command '" << word << "'\n\n" << table_usage(command_path, summary, table);
+  io.err << command_path << ": unknown command '" << word << "'\n\n"
+         << table_usage(command_path, summary, table);
   return kExitUsage;
 }
 
-int parse_or_exit(FlagSet& flags, std::string_view command_path, std::span<const std::string> args, const Io& io) {
+int parse_or_exit(FlagSet& flags, std::string_view command_path, std::span<const std::string> args,
+                  const Io& io) {
   switch (flags.parse(args)) {
     case ParseStatus::kHelp:
       io.out << flags.usage();
@@ -81,7 +86,8 @@ std::vector<std::string> hoist_leading_flags(std::span<const std::string> args,
   while (i < args.size() && args[i].starts_with("--")) {
     const std::string_view arg = args[i];
     const std::size_t eq = arg.find('=');
-    const std::string_view name = arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2);
+    const std::string_view name =
+        arg.substr(2, eq == std::string_view::npos ? std::string_view::npos : eq - 2);
     if (names(bool_flags, name) || (names(value_flags, name) && eq != std::string_view::npos)) {
       hoisted.push_back(args[i]);
       i += 1;

@@ -21,7 +21,8 @@ struct Io {
 
 // `args` excludes the command words themselves: for `raftlogctl log verify --dir x` the verify
 // handler receives {"--dir", "x"}. `command_path` is "raftlogctl log verify" (for usage text).
-using Handler = int (*)(std::string_view command_path, std::span<const std::string> args, const Io& io);
+using Handler = int (*)(std::string_view command_path, std::span<const std::string> args,
+                        const Io& io);
 
 struct Command;
 
@@ -32,7 +33,7 @@ struct CommandTable {
 struct Command {
   std::string_view name;
   std::string_view summary;
-  Handler handler = nullptr;          // exactly one of handler / subcommands is set
+  Handler handler = nullptr;  // exactly one of handler / subcommands is set
   const CommandTable* subcommands = nullptr;
 };
 
@@ -61,9 +62,11 @@ class FlagSet;
 // Parses `args` into `flags` the way every tool does: -h prints usage to io.out (kExitOk), an error
 // prints the problem and usage to io.err (kExitUsage). Returns -1 when the caller should go on,
 // otherwise the exit code to return.
-int parse_or_exit(FlagSet& flags, std::string_view command_path, std::span<const std::string> args, const Io& io);
+int parse_or_exit(FlagSet& flags, std::string_view command_path, std::span<const std::string> args,
+                  const Io& io);
 
 // Usage text listing `table`'s commands.
-std::string table_usage(std::string_view command_path, std::string_view summary, const CommandTable& table);
+std::string table_usage(std::string_view command_path, std::string_view summary,
+                        const CommandTable& table);
 
 }  // namespace raftlog::cli

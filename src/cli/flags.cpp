@@ -17,8 +17,9 @@ namespace {
 
 std::string lower(std::string_view text) {
   std::string result(text);
-  std::transform(result.begin(), result.end(), result.begin(),
-                 [](unsigned char c) { return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c); });
+  std::transform(result.begin(), result.end(), result.begin(), [](unsigned char c) {
+    return static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  });
   return result;
 }
 
@@ -41,11 +42,12 @@ std::string assign_list(std::string_view text, std::vector<std::uint64_t>* out, 
   while (true) {
     if (parsed.size() == kMaxListElements) return "too many list elements (max 64)";
     const std::size_t comma = text.find(',', start);
-    const std::string_view element =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view element = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     std::uint64_t value = 0;
     if (!parse_one(element, &value)) {
-      return "expected a comma-separated list of " + std::string(what) + ", got '" + std::string(text) + "'";
+      return "expected a comma-separated list of " + std::string(what) + ", got '" +
+             std::string(text) + "'";
     }
     parsed.push_back(value);
     if (comma == std::string_view::npos) break;
@@ -67,7 +69,8 @@ NumberParse parse_number(std::string_view text, bool bytes, std::uint64_t* out) 
   std::uint64_t ignored = 0;
   const std::string_view suffix = text.substr(digits);
   // Digits that alone overflow, or digits times a valid suffix that overflows.
-  const bool suffix_ok = suffix.empty() || (bytes && parse_bytes("1" + std::string(suffix), &ignored));
+  const bool suffix_ok =
+      suffix.empty() || (bytes && parse_bytes("1" + std::string(suffix), &ignored));
   return suffix_ok ? NumberParse::kTooLarge : NumberParse::kMalformed;
 }
 
@@ -153,13 +156,15 @@ FlagSet::FlagSet(std::string command_path, std::string summary)
     : command_path_(std::move(command_path)), summary_(std::move(summary)) {}
 
 void FlagSet::add(Flag flag) {
-  assert(!flag.name.empty() && flag.name.rfind("--", 0) != 0 && "register flags without the leading --");
+  assert(!flag.name.empty() && flag.name.rfind("--", 0) != 0 &&
+         "register flags without the leading --");
   assert(find(flag.name) == nullptr && "flag registered twice");
   assert(flags_.size() < kMaxFlagsPerCommand);
   flags_.push_back(std::move(flag));
 }
 
-void FlagSet::string_flag(std::string name, std::string* value, std::string value_name, std::string help) {
+void FlagSet::string_flag(std::string name, std::string* value, std::string value_name,
+                          std::string help) {
   assert(value != nullptr);
   add(Flag{std::move(name), std::move(value_name), std::move(help), *value, false, false,
            [value](std::string_view text) -> std::string {
@@ -170,46 +175,55 @@ void FlagSet::string_flag(std::string name, std::string* value, std::string valu
            ""});
 }
 
-void FlagSet::add_ranged(std::string name, std::string value_name, std::string help, std::uint64_t default_value,
-                         bool bytes, UintRange range, std::uint64_t type_max,
-                         std::function<void(std::uint64_t)> store) {
+void FlagSet::add_ranged(std::string name, std::string value_name, std::string help,
+                         std::uint64_t default_value, bool bytes, UintRange range,
+                         std::uint64_t type_max, std::function<void(std::uint64_t)> store) {
   range.max = std::min(range.max, type_max);
   assert(range.min <= range.max && "empty flag range");
-  auto number_text = [bytes](std::uint64_t number) { return bytes ? bytes_flag_text(number) : std::to_string(number); };
+  auto number_text = [bytes](std::uint64_t number) {
+    return bytes ? bytes_flag_text(number) : std::to_string(number);
+  };
   const std::string range_text = number_text(range.min) + ".." + number_text(range.max);
   const bool narrower_than_type = range.min != 0 || range.max != type_max;
-  Flag flag{std::move(name), std::move(value_name), std::move(help),
-            bytes ? format_bytes(default_value) : std::to_string(default_value), false, false,
-            [bytes, range, range_text, store = std::move(store)](std::string_view text) -> std::string {
-              std::uint64_t number = 0;
-              const NumberParse parsed = parse_number(text, bytes, &number);
-              if (parsed == NumberParse::kMalformed) {
-                return bytes ? "expects a byte count such as 4096, 4KiB, 1MiB or 4GiB, got '" + std::string(text) + "'"
-                             : "expects an unsigned integer, got '" + std::string(text) + "'";
-              }
-              if (parsed == NumberParse::kTooLarge || number < range.min || number > range.max) {
-                const std::string given =
-                    parsed == NumberParse::kOk && bytes && text != std::to_string(number)
-                        ? "'" + std::string(text) + "' (" + std::to_string(number) + " bytes)"
-                        : "'" + std::string(text) + "'";
-                return "value " + given + " is out of range: allowed " + range_text;
-              }
-              store(number);
-              return "";
-            },
-            narrower_than_type ? range_text : ""};
+  Flag flag{
+      std::move(name),
+      std::move(value_name),
+      std::move(help),
+      bytes ? format_bytes(default_value) : std::to_string(default_value),
+      false,
+      false,
+      [bytes, range, range_text, store = std::move(store)](std::string_view text) -> std::string {
+        std::uint64_t number = 0;
+        const NumberParse parsed = parse_number(text, bytes, &number);
+        if (parsed == NumberParse::kMalformed) {
+          return bytes ? "expects a byte count such as 4096, 4KiB, 1MiB or 4GiB, got '" +
+                             std::string(text) + "'"
+                       : "expects an unsigned integer, got '" + std::string(text) + "'";
+        }
+        if (parsed == NumberParse::kTooLarge || number < range.min || number > range.max) {
+          const std::string given =
+              parsed == NumberParse::kOk && bytes && text != std::to_string(number)
+                  ? "'" + std::string(text) + "' (" + std::to_string(number) + " bytes)"
+                  : "'" + std::string(text) + "'";
+          return "value " + given + " is out of range: allowed " + range_text;
+        }
+        store(number);
+        return "";
+      },
+      narrower_than_type ? range_text : ""};
   add(std::move(flag));
 }
 
-void FlagSet::uint_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
-                        UintRange range) {
+void FlagSet::uint_flag(std::string name, std::uint64_t* value, std::string value_name,
+                        std::string help, UintRange range) {
   assert(value != nullptr);
   add_ranged(std::move(name), std::move(value_name), std::move(help), *value, false, range,
-             std::numeric_limits<std::uint64_t>::max(), [value](std::uint64_t number) { *value = number; });
+             std::numeric_limits<std::uint64_t>::max(),
+             [value](std::uint64_t number) { *value = number; });
 }
 
-void FlagSet::uint_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
-                        UintRange range) {
+void FlagSet::uint_flag(std::string name, std::uint32_t* value, std::string value_name,
+                        std::string help, UintRange range) {
   assert(value != nullptr);
   // add_ranged caps the range at the type's maximum, so the cast below never drops bits.
   add_ranged(std::move(name), std::move(value_name), std::move(help), *value, false, range,
@@ -217,27 +231,29 @@ void FlagSet::uint_flag(std::string name, std::uint32_t* value, std::string valu
              [value](std::uint64_t number) { *value = static_cast<std::uint32_t>(number); });
 }
 
-void FlagSet::bytes_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
-                         UintRange range) {
+void FlagSet::bytes_flag(std::string name, std::uint64_t* value, std::string value_name,
+                         std::string help, UintRange range) {
   assert(value != nullptr);
   add_ranged(std::move(name), std::move(value_name), std::move(help), *value, true, range,
-             std::numeric_limits<std::uint64_t>::max(), [value](std::uint64_t number) { *value = number; });
+             std::numeric_limits<std::uint64_t>::max(),
+             [value](std::uint64_t number) { *value = number; });
 }
 
-void FlagSet::bytes_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
-                         UintRange range) {
+void FlagSet::bytes_flag(std::string name, std::uint32_t* value, std::string value_name,
+                         std::string help, UintRange range) {
   assert(value != nullptr);
   add_ranged(std::move(name), std::move(value_name), std::move(help), *value, true, range,
              std::numeric_limits<std::uint32_t>::max(),
              [value](std::uint64_t number) { *value = static_cast<std::uint32_t>(number); });
 }
 
-void FlagSet::host_port_flag(std::string name, std::string* value, std::string value_name, std::string help,
-                             util::PortZero port_zero) {
+void FlagSet::host_port_flag(std::string name, std::string* value, std::string value_name,
+                             std::string help, util::PortZero port_zero) {
   assert(value != nullptr);
   add(Flag{std::move(name), std::move(value_name), std::move(help), *value, false, false,
            [value, port_zero](std::string_view text) -> std::string {
-             if (std::string problem = util::parse_host_port(text, port_zero, nullptr); !problem.empty()) {
+             if (std::string problem = util::parse_host_port(text, port_zero, nullptr);
+                 !problem.empty()) {
                return "value '" + std::string(text) + "' " + problem;
              }
              *value = std::string(text);
@@ -246,36 +262,45 @@ void FlagSet::host_port_flag(std::string name, std::string* value, std::string v
            ""});
 }
 
-void FlagSet::double_flag(std::string name, double* value, std::string value_name, std::string help) {
+void FlagSet::double_flag(std::string name, double* value, std::string value_name,
+                          std::string help) {
   assert(value != nullptr);
   std::ostringstream default_text;
   default_text << *value;
-  add(Flag{std::move(name), std::move(value_name), std::move(help), default_text.str(), false, false,
-           [value](std::string_view text) -> std::string {
-             return parse_double(text, value) ? "" : "expects a number, got '" + std::string(text) + "'";
+  add(Flag{
+      std::move(name), std::move(value_name), std::move(help), default_text.str(), false, false,
+      [value](std::string_view text) -> std::string {
+        return parse_double(text, value) ? "" : "expects a number, got '" + std::string(text) + "'";
+      },
+      ""});
+}
+
+void FlagSet::uint_list_flag(std::string name, std::vector<std::uint64_t>* value,
+                             std::string value_name, std::string help) {
+  assert(value != nullptr);
+  add(Flag{std::move(name), std::move(value_name), std::move(help), join_uints(*value), false,
+           false,
+           [value](std::string_view text) {
+             return assign_list(text, value, parse_uint, "unsigned integers");
            },
            ""});
 }
 
-void FlagSet::uint_list_flag(std::string name, std::vector<std::uint64_t>* value, std::string value_name,
-                             std::string help) {
+void FlagSet::bytes_list_flag(std::string name, std::vector<std::uint64_t>* value,
+                              std::string value_name, std::string help) {
   assert(value != nullptr);
-  add(Flag{std::move(name), std::move(value_name), std::move(help), join_uints(*value), false, false,
-           [value](std::string_view text) { return assign_list(text, value, parse_uint, "unsigned integers"); },
-           ""});
-}
-
-void FlagSet::bytes_list_flag(std::string name, std::vector<std::uint64_t>* value, std::string value_name,
-                              std::string help) {
-  assert(value != nullptr);
-  add(Flag{std::move(name), std::move(value_name), std::move(help), join_uints(*value), false, false,
-           [value](std::string_view text) { return assign_list(text, value, parse_bytes, "byte counts"); },
+  add(Flag{std::move(name), std::move(value_name), std::move(help), join_uints(*value), false,
+           false,
+           [value](std::string_view text) {
+             return assign_list(text, value, parse_bytes, "byte counts");
+           },
            ""});
 }
 
 void FlagSet::bool_flag(std::string name, bool* value, std::string help) {
   assert(value != nullptr);
-  add(Flag{std::move(name), "", std::move(help), "", false, false, [value](std::string_view text) -> std::string {
+  add(Flag{std::move(name), "", std::move(help), "", false, false,
+           [value](std::string_view text) -> std::string {
              if (text == "true" || text == "1") {
                *value = true;
              } else if (text == "false" || text == "0") {
@@ -360,7 +385,8 @@ ParseStatus FlagSet::parse(std::span<const std::string> args) {
   // Every missing one at once: a first run without flags learns the whole minimal command line.
   std::vector<std::string> missing;
   for (const Flag& flag : flags_) {
-    if (flag.required && !flag.seen) missing.push_back("'--" + flag.name + " " + flag.value_name + "'");
+    if (flag.required && !flag.seen)
+      missing.push_back("'--" + flag.name + " " + flag.value_name + "'");
   }
   if (!missing.empty()) {
     error_ = missing.size() == 1 ? "missing required flag " : "missing required flags ";

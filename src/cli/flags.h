@@ -60,15 +60,16 @@ class FlagSet {
                  UintRange range = {});
   void uint_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
                  UintRange range = kUint32Range);
-  // Accepts plain numbers and binary suffixes: 512, 4K, 4KiB, 1M, 1MiB, 4G, 4GiB (case-insensitive).
+  // Accepts plain numbers and binary suffixes: 512, 4K, 4KiB, 1M, 1MiB, 4G, 4GiB
+  // (case-insensitive).
   void bytes_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
                   UintRange range = {});
   void bytes_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
                   UintRange range = kUint32Range);
   // A HOST:PORT address (IPv6 as [ADDR]:PORT) with a port in 1..65535, or 0..65535 with
   // util::PortZero::kAllowed. An empty default means "not set"; an empty value given is refused.
-  void host_port_flag(std::string name, std::string* value, std::string value_name, std::string help,
-                      util::PortZero port_zero = util::PortZero::kRefused);
+  void host_port_flag(std::string name, std::string* value, std::string value_name,
+                      std::string help, util::PortZero port_zero = util::PortZero::kRefused);
   void double_flag(std::string name, double* value, std::string value_name, std::string help);
   // Comma-separated unsigned values, e.g. `--writers 1,16,64`; an empty element is an error.
   void uint_list_flag(std::string name, std::vector<std::uint64_t>* value, std::string value_name,
@@ -104,8 +105,9 @@ class FlagSet {
   void add(Flag flag);
   // Shared by the uint/bytes registrations: parses with `parse` (strict, overflow-checked), checks
   // `range`, then stores through `store`.
-  void add_ranged(std::string name, std::string value_name, std::string help, std::uint64_t default_value,
-                  bool bytes, UintRange range, std::uint64_t type_max, std::function<void(std::uint64_t)> store);
+  void add_ranged(std::string name, std::string value_name, std::string help,
+                  std::uint64_t default_value, bool bytes, UintRange range, std::uint64_t type_max,
+                  std::function<void(std::uint64_t)> store);
   Flag* find(std::string_view name);
   const Flag* find(std::string_view name) const;
 

@@ -85,8 +85,8 @@ void CallWatchdog::run() {
   }
 }
 
-AppendStreamCall::AppendStreamCall(const std::shared_ptr<grpc::Channel>& channel, std::string endpoint,
-                                   CallWatchdog* watchdog)
+AppendStreamCall::AppendStreamCall(const std::shared_ptr<grpc::Channel>& channel,
+                                   std::string endpoint, CallWatchdog* watchdog)
     : endpoint_(std::move(endpoint)), watchdog_(watchdog) {
   // The call's headers go out with its first message rather than in a packet of their own.
   context_.set_initial_metadata_corked(true);
@@ -102,17 +102,19 @@ AppendStreamCall::~AppendStreamCall() {
   }
 }
 
-StreamAppendOutcome AppendStreamCall::append(pb::AppendStreamRequest* request, Clock::time_point deadline,
+StreamAppendOutcome AppendStreamCall::append(pb::AppendStreamRequest* request,
+                                             Clock::time_point deadline,
                                              pb::AppendResponse* response) {
-  if (failed_) return {Status(StatusCode::kUnavailable, endpoint_ + ": append stream already failed"), true};
+  if (failed_)
+    return {Status(StatusCode::kUnavailable, endpoint_ + ": append stream already failed"), true};
   const std::uint64_t request_id = next_request_id_++;
   request->set_request_id(request_id);
   const Clock::time_point started = Clock::now();
   watchdog_->arm(&context_, deadline);
   const bool exchanged = stream_->Write(*request) && stream_->Read(&answer_);
   const bool deadline_passed = watchdog_->disarm();
-  const auto waited_ms =
-      static_cast<std::uint32_t>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+  const auto waited_ms = static_cast<std::uint32_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
   if (!exchanged || deadline_passed) return fail(deadline_passed, waited_ms);
   // One append in flight, so the answer holds exactly its result.
   if (answer_.results_size() != 1 || answer_.results(0).request_id() != request_id) {
@@ -120,17 +122,19 @@ StreamAppendOutcome AppendStreamCall::append(pb::AppendStreamRequest* request, C
     (void)stream_->Finish();
     failed_ = true;
     // A protocol error of this stream; a retry on a new stream is safe (same sequence number).
-    return {Status(StatusCode::kUnavailable, endpoint_ + ": append stream answered " +
-                                              std::to_string(answer_.results_size()) +
-                                              " result(s) not matching request " + std::to_string(request_id)),
-            true};
+    return {
+        Status(StatusCode::kUnavailable,
+               endpoint_ + ": append stream answered " + std::to_string(answer_.results_size()) +
+                   " result(s) not matching request " + std::to_string(request_id)),
+        true};
   }
   pb::AppendStreamResult& result = *answer_.mutable_results(0);
   if (result.code() != 0) {
     // A code outside gRPC's range (a foreign or broken server) is not trusted as one.
-    const int code = result.code() > 0 && result.code() <= static_cast<int>(StatusCode::kUnauthenticated)
-                         ? result.code()
-                         : static_cast<int>(StatusCode::kUnknown);
+    const int code =
+        result.code() > 0 && result.code() <= static_cast<int>(StatusCode::kUnauthenticated)
+            ? result.code()
+            : static_cast<int>(StatusCode::kUnknown);
     return {Status(static_cast<StatusCode>(code), endpoint_ + ": " + result.message(),
                    api_errors::from_wire(result.error_info())),
             false};
@@ -143,14 +147,16 @@ StreamAppendOutcome AppendStreamCall::fail(bool deadline_passed, std::uint32_t w
   failed_ = true;
   if (deadline_passed) {
     (void)stream_->Finish();
-    return {Status(StatusCode::kDeadlineExceeded,
-                   endpoint_ + ": no answer on the append stream within " + std::to_string(waited_ms) + " ms"),
+    return {Status(StatusCode::kDeadlineExceeded, endpoint_ +
+                                                      ": no answer on the append stream within " +
+                                                      std::to_string(waited_ms) + " ms"),
             true};
   }
   // The server ended the call (or the connection broke): its status says why.
   const grpc::Status status = stream_->Finish();
   if (status.ok()) {
-    return {Status(StatusCode::kUnavailable, endpoint_ + ": the node closed the append stream"), true};
+    return {Status(StatusCode::kUnavailable, endpoint_ + ": the node closed the append stream"),
+            true};
   }
   switch (status.error_code()) {
     case grpc::StatusCode::CANCELLED:  // by the node (e.g. its shutdown deadline passed)
@@ -159,16 +165,16 @@ StreamAppendOutcome AppendStreamCall::fail(bool deadline_passed, std::uint32_t w
       // The append's outcome is unknown and the stream is gone: the Client handles that like any
       // UNAVAILABLE, by retrying with the same sequence number on a new stream.
       return {Status(StatusCode::kUnavailable,
-                     endpoint_ + ": the append stream ended with " + client::to_string(static_cast<StatusCode>(
-                                                                         status.error_code())) +
-                         ": " + status.error_message(),
+                     endpoint_ + ": the append stream ended with " +
+                         client::to_string(static_cast<StatusCode>(status.error_code())) + ": " +
+                         status.error_message(),
                      api_errors::error_details(context_)),
               true};
     default:
       break;
   }
-  return {Status(static_cast<StatusCode>(status.error_code()), endpoint_ + ": " + status.error_message(),
-                 api_errors::error_details(context_)),
+  return {Status(static_cast<StatusCode>(status.error_code()),
+                 endpoint_ + ": " + status.error_message(), api_errors::error_details(context_)),
           true};
 }
 

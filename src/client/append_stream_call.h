@@ -30,10 +30,12 @@ namespace pb = raftlog::v1;
 using Clock = std::chrono::steady_clock;
 
 // The per-Client watchdog thread, started on first use. Two jobs:
-//   - cancels the armed call when one append's deadline passes (a synchronous Read has no deadline);
-//   - closes the Client's stream once it has been idle for `idle_close` (Options::append_stream_idle_ms), so idle Clients do not
-//     hold HTTP/2 stream slots of a connection that every Client of the process shares (gRPC's global
-//     subchannel pool; one connection per Client measured 30-45 % slower).
+//   - cancels the armed call when one append's deadline passes (a synchronous Read has no
+//   deadline);
+//   - closes the Client's stream once it has been idle for `idle_close`
+//   (Options::append_stream_idle_ms), so idle Clients do not
+//     hold HTTP/2 stream slots of a connection that every Client of the process shares (gRPC's
+//     global subchannel pool; one connection per Client measured 30-45 % slower).
 // It sleeps until the earliest of these; a closed loop of appends re-arms with later deadlines
 // without waking it, so it wakes about once per call timeout, not once per append.
 class CallWatchdog {
@@ -61,27 +63,28 @@ class CallWatchdog {
   const Clock::duration idle_close_;
   std::mutex mu_;
   std::condition_variable wake_;
-  grpc::ClientContext* armed_ = nullptr;       // guarded by mu_
-  Clock::time_point deadline_;                 // guarded by mu_
-  bool fired_ = false;                         // guarded by mu_
-  grpc::ClientContext* idle_context_ = nullptr;  // guarded by mu_
-  Clock::time_point idle_since_;               // guarded by mu_
-  bool idle_fired_ = false;                    // guarded by mu_
+  grpc::ClientContext* armed_ = nullptr;                         // guarded by mu_
+  Clock::time_point deadline_;                                   // guarded by mu_
+  bool fired_ = false;                                           // guarded by mu_
+  grpc::ClientContext* idle_context_ = nullptr;                  // guarded by mu_
+  Clock::time_point idle_since_;                                 // guarded by mu_
+  bool idle_fired_ = false;                                      // guarded by mu_
   Clock::time_point sleeping_until_ = Clock::time_point::max();  // guarded by mu_
-  bool stopping_ = false;                      // guarded by mu_
-  std::thread thread_;                         // started by the first arm()
+  bool stopping_ = false;                                        // guarded by mu_
+  std::thread thread_;                                           // started by the first arm()
 };
 
 // What one append over the stream came to.
 struct StreamAppendOutcome {
-  Status status;                // the append's own answer, or why the stream failed
-  bool stream_failed = false;   // the stream is unusable: status is the call's, not the append's
+  Status status;               // the append's own answer, or why the stream failed
+  bool stream_failed = false;  // the stream is unusable: status is the call's, not the append's
 };
 
 // One AppendStream call to one endpoint, one append at a time.
 class AppendStreamCall {
  public:
-  AppendStreamCall(const std::shared_ptr<grpc::Channel>& channel, std::string endpoint, CallWatchdog* watchdog);
+  AppendStreamCall(const std::shared_ptr<grpc::Channel>& channel, std::string endpoint,
+                   CallWatchdog* watchdog);
   ~AppendStreamCall();  // cancels the call if it is still open
   AppendStreamCall(const AppendStreamCall&) = delete;
   AppendStreamCall& operator=(const AppendStreamCall&) = delete;
@@ -103,7 +106,8 @@ class AppendStreamCall {
   const std::string endpoint_;
   CallWatchdog* watchdog_;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<pb::AppendStreamRequest, pb::AppendStreamResponse>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::AppendStreamRequest, pb::AppendStreamResponse>>
+      stream_;
   pb::AppendStreamResponse answer_;
   std::uint64_t next_request_id_ = 1;
   bool failed_ = false;

@@ -18,7 +18,8 @@ Status read_pem_file(const std::string& what, const std::string& path, std::stri
   buffer << in.rdbuf();
   *out = buffer.str();
   if (out->size() > kMaxPemFileBytes || out->find("-----BEGIN") == std::string::npos) {
-    return Status(StatusCode::kInvalidArgument, "TLS " + what + " file " + path + " is not a PEM file");
+    return Status(StatusCode::kInvalidArgument,
+                  "TLS " + what + " file " + path + " is not a PEM file");
   }
   return {};
 }
@@ -32,7 +33,8 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> channel_credentials(const TlsO
     if (Status s = read_pem_file("CA", tls.ca_file, &ssl.pem_root_certs); !s.ok()) return s;
   }
   if (!tls.cert_file.empty()) {
-    if (Status s = read_pem_file("certificate", tls.cert_file, &ssl.pem_cert_chain); !s.ok()) return s;
+    if (Status s = read_pem_file("certificate", tls.cert_file, &ssl.pem_cert_chain); !s.ok())
+      return s;
     if (Status s = read_pem_file("key", tls.key_file, &ssl.pem_private_key); !s.ok()) return s;
   }
   return grpc::SslCredentials(ssl);
@@ -44,7 +46,8 @@ Channels::Channels(const Options& options, std::shared_ptr<grpc::ChannelCredenti
   arguments_.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   // Follow our backoff bounds rather than gRPC's (1 s initial, 120 s max, 20 s connect timeout), so
   // a restarted node is found again quickly.
-  arguments_.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_min_ms));
+  arguments_.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                    static_cast<int>(options.backoff_min_ms));
   arguments_.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_max_ms));
   arguments_.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options.call_timeout_ms));
 }

@@ -31,7 +31,8 @@ class Channels {
   const std::shared_ptr<grpc::ChannelCredentials> credentials_;
   grpc::ChannelArguments arguments_;  // the same for every channel
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by mu_; at most kMaxCachedChannels
+  std::map<std::string, std::shared_ptr<grpc::Channel>>
+      channels_;  // guarded by mu_; at most kMaxCachedChannels
 };
 
 }  // namespace raftlog::client::internal

@@ -1,6 +1,6 @@
-// Client: each call builds its request, hands its attempts to the retry engine (retry.h) or asks one
-// node once, and checks the answer. Appends go on the AppendStream call (append_stream_call.h) or
-// as unary calls; the address list, the connections, the wire conversions and the tail live in
+// Client: each call builds its request, hands its attempts to the retry engine (retry.h) or asks
+// one node once, and checks the answer. Appends go on the AppendStream call (append_stream_call.h)
+// or as unary calls; the address list, the connections, the wire conversions and the tail live in
 // endpoints.h, channels.h, wire.h and tail.h.
 #include "client/client.h"
 
@@ -26,9 +26,9 @@
 namespace raftlog::client {
 
 using internal::Clock;
-using internal::Milliseconds;
-using internal::from_grpc;
 using internal::endpoint_problem;
+using internal::from_grpc;
+using internal::Milliseconds;
 namespace pb = raftlog::v1;
 
 namespace {
@@ -52,7 +52,8 @@ std::uint64_t random_client_id() {
 
 std::string validate_options(const Options& options) {
   if (options.endpoints.empty()) return "no endpoints given";
-  if (options.endpoints.size() > kMaxEndpoints) return "more than " + std::to_string(kMaxEndpoints) + " endpoints";
+  if (options.endpoints.size() > kMaxEndpoints)
+    return "more than " + std::to_string(kMaxEndpoints) + " endpoints";
   std::set<std::string> seen;
   for (const std::string& endpoint : options.endpoints) {
     if (std::string problem = endpoint_problem(endpoint); !problem.empty()) return problem;
@@ -62,7 +63,8 @@ std::string validate_options(const Options& options) {
   if (options.retry_deadline_ms == 0) return "retry_deadline_ms must be positive";
   if (options.backoff_min_ms == 0) return "backoff_min_ms must be positive";
   if (options.append_stream_idle_ms == 0) return "append_stream_idle_ms must be positive";
-  if (options.backoff_min_ms > options.backoff_max_ms) return "backoff_min_ms must not exceed backoff_max_ms";
+  if (options.backoff_min_ms > options.backoff_max_ms)
+    return "backoff_min_ms must not exceed backoff_max_ms";
   if (options.first_sequence == 0) return "first_sequence must be at least 1";
   if (options.max_message_bytes < 1024 || options.max_message_bytes > kMaxMessageBytesBound) {
     return "max_message_bytes must be in [1024, " + std::to_string(kMaxMessageBytesBound) + "]";
@@ -94,10 +96,12 @@ class Client::Impl {
   std::string preferred_endpoint() const { return endpoints_.preferred(); }
 
   Result<AppendResult> append(const std::vector<std::string>& payloads);
-  Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries, std::uint64_t max_bytes,
-                          bool linearizable);
+  Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries,
+                          std::uint64_t max_bytes, bool linearizable);
   Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry) {
-    return internal::follow_log(options, on_entry, {endpoints_, channels_, retry_, options_.retry_deadline_ms, options_.call_timeout_ms});
+    return internal::follow_log(
+        options, on_entry,
+        {endpoints_, channels_, retry_, options_.retry_deadline_ms, options_.call_timeout_ms});
   }
   Result<NodeStatus> status(const std::string& endpoint);
   std::vector<EndpointStatus> status_all();
@@ -114,8 +118,10 @@ class Client::Impl {
 
   // Sends one append on the AppendStream call to `endpoint` (opening it if needed). nullopt: use a
   // unary call for this attempt instead. Called with append_mu_ held.
-  std::optional<Status> append_on_stream(const std::string& endpoint, const grpc::ClientContext& context,
-                                         pb::AppendStreamRequest* request, pb::AppendResponse* response);
+  std::optional<Status> append_on_stream(const std::string& endpoint,
+                                         const grpc::ClientContext& context,
+                                         pb::AppendStreamRequest* request,
+                                         pb::AppendResponse* response);
   bool unary_only(const std::string& endpoint) {
     const auto found = unary_until_.find(endpoint);
     if (found == unary_until_.end()) return false;
@@ -135,7 +141,7 @@ class Client::Impl {
   internal::RetryEngine retry_;
 
   std::mutex append_mu_;  // one append in flight per client: the server sees sequences in order
-  internal::CallWatchdog watchdog_;  // before append_stream_: outlives it
+  internal::CallWatchdog watchdog_;                            // before append_stream_: outlives it
   std::unique_ptr<internal::AppendStreamCall> append_stream_;  // guarded by append_mu_
   // Endpoints sent unary Appends instead of streams, until the time given. Guarded by append_mu_;
   // at most kMaxCachedChannels entries.
@@ -155,7 +161,8 @@ Client::Impl::Impl(Options options, std::shared_ptr<grpc::ChannelCredentials> cr
       next_sequence_(options_.first_sequence) {}
 
 Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloads) {
-  if (payloads.empty()) return Status(StatusCode::kInvalidArgument, "append needs at least one entry");
+  if (payloads.empty())
+    return Status(StatusCode::kInvalidArgument, "append needs at least one entry");
   std::lock_guard append_lock(append_mu_);
   std::uint64_t sequence = 0;
   {
@@ -176,19 +183,22 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
       [&](const std::string& endpoint, grpc::ClientContext& context) -> Status {
         response.Clear();
         if (options_.append_stream && !unary_only(endpoint)) {
-          std::optional<Status> answered = append_on_stream(endpoint, context, &stream_request, &response);
+          std::optional<Status> answered =
+              append_on_stream(endpoint, context, &stream_request, &response);
           if (answered) return *std::move(answered);
         }
-        return from_grpc(pb::Log::NewStub(channels_.get(endpoint))->Append(&context, request, &response), context,
-                         endpoint);
+        return from_grpc(
+            pb::Log::NewStub(channels_.get(endpoint))->Append(&context, request, &response),
+            context, endpoint);
       },
       nullptr);
   if (!status.ok()) return status;
   if (response.first_index() == 0 || response.last_index() < response.first_index() ||
       response.last_index() - response.first_index() + 1 != payloads.size()) {
-    return Status(StatusCode::kInternal, "server answered an append of " + std::to_string(payloads.size()) +
-                                             " entries with indexes " + std::to_string(response.first_index()) +
-                                             ".." + std::to_string(response.last_index()));
+    return Status(StatusCode::kInternal,
+                  "server answered an append of " + std::to_string(payloads.size()) +
+                      " entries with indexes " + std::to_string(response.first_index()) + ".." +
+                      std::to_string(response.last_index()));
   }
   AppendResult result;
   result.first_index = response.first_index();
@@ -199,17 +209,22 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
   return result;
 }
 
-std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint, const grpc::ClientContext& context,
-                                                     pb::AppendStreamRequest* request, pb::AppendResponse* response) {
+std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint,
+                                                     const grpc::ClientContext& context,
+                                                     pb::AppendStreamRequest* request,
+                                                     pb::AppendResponse* response) {
   // Closed by the watchdog after being idle: open a new one rather than fail an attempt on it.
   if (watchdog_.end_idle_watch()) append_stream_.reset();
-  if (append_stream_ == nullptr || append_stream_->endpoint() != endpoint || !append_stream_->usable()) {
+  if (append_stream_ == nullptr || append_stream_->endpoint() != endpoint ||
+      !append_stream_->usable()) {
     append_stream_.reset();
-    append_stream_ = std::make_unique<internal::AppendStreamCall>(channels_.get(endpoint), endpoint, &watchdog_);
+    append_stream_ =
+        std::make_unique<internal::AppendStreamCall>(channels_.get(endpoint), endpoint, &watchdog_);
   }
   // The attempt's deadline, as the retry engine set it on the unary context.
   const Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(context.deadline() - std::chrono::system_clock::now());
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(context.deadline() -
+                                                                 std::chrono::system_clock::now());
   internal::StreamAppendOutcome outcome = append_stream_->append(request, deadline, response);
   if (append_stream_->usable()) watchdog_.watch_idle(append_stream_->context());
   if (!outcome.stream_failed) return std::move(outcome.status);
@@ -226,13 +241,15 @@ std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint
       use_unary_for(endpoint, kUnaryAfterStreamRefused);
       return std::nullopt;
     default:
-      return std::move(outcome.status);  // UNAVAILABLE, DEADLINE_EXCEEDED, ...: retried as for unary calls
+      return std::move(
+          outcome.status);  // UNAVAILABLE, DEADLINE_EXCEEDED, ...: retried as for unary calls
   }
 }
 
-Result<ReadResult> Client::Impl::read(std::uint64_t from_index, std::uint32_t max_entries, std::uint64_t max_bytes,
-                                      bool linearizable) {
-  if (from_index == 0) return Status(StatusCode::kInvalidArgument, "read from index 0: indexes start at 1");
+Result<ReadResult> Client::Impl::read(std::uint64_t from_index, std::uint32_t max_entries,
+                                      std::uint64_t max_bytes, bool linearizable) {
+  if (from_index == 0)
+    return Status(StatusCode::kInvalidArgument, "read from index 0: indexes start at 1");
   pb::ReadRequest request;
   request.set_from_index(from_index);
   request.set_max_entries(max_entries);
@@ -244,8 +261,9 @@ Result<ReadResult> Client::Impl::read(std::uint64_t from_index, std::uint32_t ma
       "read",
       [&](const std::string& endpoint, grpc::ClientContext& context) {
         response.Clear();
-        return from_grpc(pb::Log::NewStub(channels_.get(endpoint))->Read(&context, request, &response), context,
-                         endpoint);
+        return from_grpc(
+            pb::Log::NewStub(channels_.get(endpoint))->Read(&context, request, &response), context,
+            endpoint);
       },
       &result.served_by);
   if (!status.ok()) return status;
@@ -253,8 +271,9 @@ Result<ReadResult> Client::Impl::read(std::uint64_t from_index, std::uint32_t ma
   std::uint64_t expected = from_index;
   for (const pb::Entry& wire : response.entries()) {
     if (wire.index() != expected) {
-      return Status(StatusCode::kInternal, result.served_by + ": read returned index " + std::to_string(wire.index()) +
-                                               " where " + std::to_string(expected) + " was expected");
+      return Status(StatusCode::kInternal, result.served_by + ": read returned index " +
+                                               std::to_string(wire.index()) + " where " +
+                                               std::to_string(expected) + " was expected");
     }
     result.entries.push_back(internal::entry_from_wire(wire));
     ++expected;
@@ -282,7 +301,8 @@ std::vector<EndpointStatus> Client::Impl::status_all() {
   std::vector<std::thread> threads;  // at most kMaxEndpoints
   threads.reserve(endpoints.size());
   for (std::size_t i = 0; i < endpoints.size(); ++i) {
-    threads.emplace_back([this, &answers, &endpoints, i] { answers[i].emplace(status(endpoints[i])); });
+    threads.emplace_back(
+        [this, &answers, &endpoints, i] { answers[i].emplace(status(endpoints[i])); });
   }
   for (std::thread& thread : threads) thread.join();
   std::vector<EndpointStatus> result;
@@ -294,7 +314,8 @@ std::vector<EndpointStatus> Client::Impl::status_all() {
 }
 
 Result<TransferResult> Client::Impl::transfer_leadership(std::uint64_t target_id) {
-  if (target_id == 0) return Status(StatusCode::kInvalidArgument, "transfer target must be a node id (not 0)");
+  if (target_id == 0)
+    return Status(StatusCode::kInvalidArgument, "transfer target must be a node id (not 0)");
   pb::TransferLeadershipRequest request;
   request.set_target_id(target_id);
   pb::TransferLeadershipResponse response;
@@ -302,9 +323,9 @@ Result<TransferResult> Client::Impl::transfer_leadership(std::uint64_t target_id
       "transfer-leadership",
       [&](const std::string& endpoint, grpc::ClientContext& context) {
         response.Clear();
-        return from_grpc(
-            pb::Admin::NewStub(channels_.get(endpoint))->TransferLeadership(&context, request, &response), context,
-            endpoint);
+        return from_grpc(pb::Admin::NewStub(channels_.get(endpoint))
+                             ->TransferLeadership(&context, request, &response),
+                         context, endpoint);
       },
       nullptr);
   if (!status.ok()) return status;
@@ -333,7 +354,8 @@ Result<TrimResult> Client::Impl::trim(const std::string& endpoint, std::uint64_t
   pb::TrimRequest request;
   request.set_before_index(before_index);
   pb::TrimResponse response;
-  const grpc::Status result = pb::Admin::NewStub(channels_.get(endpoint))->Trim(&context, request, &response);
+  const grpc::Status result =
+      pb::Admin::NewStub(channels_.get(endpoint))->Trim(&context, request, &response);
   if (!result.ok()) return from_grpc(result, context, endpoint);
   return TrimResult{response.first_index(), response.limit()};
 }
@@ -359,7 +381,8 @@ Result<HealthState> Client::Impl::health(const std::string& endpoint, const std:
   std::vector<grpc::Slice> slices;
   std::string bytes;
   if (response.Dump(&slices).ok()) {
-    for (const grpc::Slice& part : slices) bytes.append(reinterpret_cast<const char*>(part.begin()), part.size());
+    for (const grpc::Slice& part : slices)
+      bytes.append(reinterpret_cast<const char*>(part.begin()), part.size());
   }
   std::uint64_t state = 0;
   if (!internal::decode_health_response(bytes, &state) || state > 3) {
@@ -372,7 +395,8 @@ Result<std::unique_ptr<Client>> Client::create(Options options) {
   if (std::string problem = validate_options(options); !problem.empty()) {
     return Status(StatusCode::kInvalidArgument, std::move(problem));
   }
-  Result<std::shared_ptr<grpc::ChannelCredentials>> credentials = internal::channel_credentials(options.tls);
+  Result<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      internal::channel_credentials(options.tls);
   if (!credentials.ok()) return credentials.status();
   auto impl = std::make_unique<Impl>(std::move(options), std::move(credentials).value());
   return std::unique_ptr<Client>(new Client(std::move(impl)));
@@ -383,9 +407,11 @@ Client::~Client() = default;
 std::uint64_t Client::client_id() const { return impl_->client_id(); }
 std::uint64_t Client::next_sequence() const { return impl_->next_sequence(); }
 std::string Client::preferred_endpoint() const { return impl_->preferred_endpoint(); }
-Result<AppendResult> Client::append(const std::vector<std::string>& payloads) { return impl_->append(payloads); }
-Result<ReadResult> Client::read(std::uint64_t from_index, std::uint32_t max_entries, std::uint64_t max_bytes,
-                                bool linearizable) {
+Result<AppendResult> Client::append(const std::vector<std::string>& payloads) {
+  return impl_->append(payloads);
+}
+Result<ReadResult> Client::read(std::uint64_t from_index, std::uint32_t max_entries,
+                                std::uint64_t max_bytes, bool linearizable) {
   return impl_->read(from_index, max_entries, max_bytes, linearizable);
 }
 Result<std::uint64_t> Client::tail(const TailOptions& options, const TailCallback& on_entry) {

@@ -2,20 +2,20 @@
 //
 // Bootstraps from any subset of the cluster's client endpoints, finds the leader (following the
 // leader named in a NOT_LEADER error in one hop), and retries with exponential backoff within an
-// overall deadline. Appends are idempotent: each append() call takes the next sequence number of this
-// client's (client_id, sequence) pair and every retry of that call reuses it, so a retry after a lost
-// answer or a leader change returns the original indexes instead of writing twice.
+// overall deadline. Appends are idempotent: each append() call takes the next sequence number of
+// this client's (client_id, sequence) pair and every retry of that call reuses it, so a retry after
+// a lost answer or a leader change returns the original indexes instead of writing twice.
 //
 // Retried: UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION whose ErrorInfo reason is
-// NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a backoff,
-// on the same node; docs/client-protocol.md). Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, DISK_FULL, ...) is
-// returned at once. When the retry deadline runs out the call returns DEADLINE_EXCEEDED whose
-// message names the attempts made and the last error seen.
+// NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a
+// backoff, on the same node; docs/client-protocol.md). Everything else (INVALID_ARGUMENT,
+// OUT_OF_RANGE, DISK_FULL, ...) is returned at once. When the retry deadline runs out the call
+// returns DEADLINE_EXCEEDED whose message names the attempts made and the last error seen.
 //
-// No exceptions cross this API: every call returns a Status or a Result<T>. A Client is thread-safe;
-// appends from one Client are serialized (one in flight at a time) so the server sees each client's
-// sequence numbers in increasing order. Use one Client per concurrent writer (raftlog-bench does), or
-// a Producer (producer.h) to share Append calls between threads.
+// No exceptions cross this API: every call returns a Status or a Result<T>. A Client is
+// thread-safe; appends from one Client are serialized (one in flight at a time) so the server sees
+// each client's sequence numbers in increasing order. Use one Client per concurrent writer
+// (raftlog-bench does), or a Producer (producer.h) to share Append calls between threads.
 //
 // Appends travel on one AppendStream call per Client (Options::append_stream), kept open to the
 // endpoint that last answered; a broken stream is reopened by the next attempt. Its threads: a
@@ -90,7 +90,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.ok() && "Result constructed from an OK status without a value");
   }
@@ -128,19 +128,19 @@ Result<std::vector<std::string>> parse_endpoints(std::string_view text);
 // endpoint dialled (an IP SAN for an IP address).
 struct TlsOptions {
   bool enabled = false;
-  std::string ca_file;    // PEM CA certificates that sign the nodes' certificates; "" = system roots
+  std::string ca_file;  // PEM CA certificates that sign the nodes' certificates; "" = system roots
   std::string cert_file;  // with key_file: a client certificate, for nodes started with --tls-ca
   std::string key_file;
 };
 
 struct Options {
-  std::vector<std::string> endpoints;      // "host:port" each (see parse_endpoints), 1..kMaxEndpoints
-  std::uint32_t call_timeout_ms = 2000;     // one attempt (one RPC)
+  std::vector<std::string> endpoints;    // "host:port" each (see parse_endpoints), 1..kMaxEndpoints
+  std::uint32_t call_timeout_ms = 2000;  // one attempt (one RPC)
   std::uint32_t retry_deadline_ms = 10000;  // all attempts of one call together
   std::uint32_t backoff_min_ms = 20;        // sleep between attempts: doubles from min to max,
-  std::uint32_t backoff_max_ms = 500;       // plus up to 25% jitter; a one-hop redirect does not sleep
-  std::uint64_t client_id = 0;              // 0: a random non-zero id (std::random_device)
-  std::uint64_t first_sequence = 1;         // sequence number of this client's first append (>= 1)
+  std::uint32_t backoff_max_ms = 500;  // plus up to 25% jitter; a one-hop redirect does not sleep
+  std::uint64_t client_id = 0;         // 0: a random non-zero id (std::random_device)
+  std::uint64_t first_sequence = 1;    // sequence number of this client's first append (>= 1)
   std::size_t max_message_bytes = (64u << 20) + (64u << 10);  // gRPC send/receive bound per message
   // Send appends as messages on one long-lived AppendStream call (cheaper per append than a unary
   // call) rather than as unary Append calls. A node that does not know AppendStream (UNIMPLEMENTED)
@@ -149,7 +149,7 @@ struct Options {
   // A stream with no append for this long is closed (the next append opens a new one), so idle
   // Clients do not hold stream slots of the connection all Clients of a process share.
   std::uint32_t append_stream_idle_ms = 30000;
-  TlsOptions tls;                           // plaintext unless tls.enabled
+  TlsOptions tls;  // plaintext unless tls.enabled
 };
 
 // Empty when usable, otherwise a sentence naming the first problem.
@@ -159,7 +159,8 @@ struct AppendResult {
   std::uint64_t first_index = 0;
   std::uint64_t last_index = 0;
   std::uint64_t term = 0;
-  bool duplicate = false;     // the server answered from its dedup table (an earlier attempt committed)
+  bool duplicate =
+      false;  // the server answered from its dedup table (an earlier attempt committed)
   std::uint64_t sequence = 0;  // the sequence number this append used
 };
 
@@ -190,7 +191,7 @@ struct TrimResult {
   std::uint64_t first_index = 0;  // the node's first retained index afterwards
   std::uint64_t limit = 0;        // the highest before_index it would accept at that moment
 };
-const char* to_string(Role role);            // "follower", "leader", ...
+const char* to_string(Role role);             // "follower", "leader", ...
 const char* to_string(FlushMode flush_mode);  // "sync", "async", "unknown"
 
 struct PeerStatus {
@@ -245,10 +246,10 @@ struct TransferResult {
 };
 
 struct TailOptions {
-  std::uint64_t from_index = 1;              // >= 1
-  std::stop_token stop;                      // request_stop() ends the tail promptly (cancels the RPC)
-  std::uint32_t duration_ms = 0;             // 0: until stopped; else the tail ends (OK) after this long
-  std::uint64_t max_bytes_per_message = 0;   // 0: server default
+  std::uint64_t from_index = 1;   // >= 1
+  std::stop_token stop;           // request_stop() ends the tail promptly (cancels the RPC)
+  std::uint32_t duration_ms = 0;  // 0: until stopped; else the tail ends (OK) after this long
+  std::uint64_t max_bytes_per_message = 0;  // 0: server default
 };
 
 // Called for each entry, in index order, each index exactly once. Return false to end the tail.
@@ -264,7 +265,8 @@ class Client {
 
   std::uint64_t client_id() const;
   // The sequence number the next append() will use. Every append() call takes one, even one that
-  // fails: a call that gave up may still commit later, so its number is never reused for other data.
+  // fails: a call that gave up may still commit later, so its number is never reused for other
+  // data.
   std::uint64_t next_sequence() const;
   // The endpoint calls go to first: the last one that answered or that was named as leader.
   std::string preferred_endpoint() const;
@@ -273,15 +275,16 @@ class Client {
   Result<AppendResult> append(const std::vector<std::string>& payloads);
   // Committed entries from `from_index`. max_entries/max_bytes 0 = server defaults. linearizable
   // reads go to the leader (redirected); others are served by whichever node answers.
-  Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries, std::uint64_t max_bytes,
-                          bool linearizable);
+  Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries,
+                          std::uint64_t max_bytes, bool linearizable);
   // Follows the log from options.from_index, calling on_entry for each entry. When a stream breaks
-  // (node down, node shutting down) it reconnects to the next endpoint and resumes at the next index,
-  // skipping any entry it already delivered. Returns the next index not yet delivered when the tail
-  // ends normally (stop requested, duration elapsed, callback returned false); an error when the
-  // server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it sends a gap,
-  // or when no node served it for retry_deadline_ms, counted from the end of its last working stream
-  // (one that delivered an entry or stayed open for call_timeout_ms: an idle stream on a quiet log).
+  // (node down, node shutting down) it reconnects to the next endpoint and resumes at the next
+  // index, skipping any entry it already delivered. Returns the next index not yet delivered when
+  // the tail ends normally (stop requested, duration elapsed, callback returned false); an error
+  // when the server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it
+  // sends a gap, or when no node served it for retry_deadline_ms, counted from the end of its last
+  // working stream (one that delivered an entry or stayed open for call_timeout_ms: an idle stream
+  // on a quiet log).
   Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry);
   // One node's view (no retries; `endpoint` need not be in the endpoint list).
   Result<NodeStatus> status(const std::string& endpoint);

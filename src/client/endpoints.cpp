@@ -37,10 +37,12 @@ std::string endpoint_problem(std::string_view item) {
     if (colon == std::string_view::npos) return quoted + " has no port (expected host:port)";
     host = item.substr(0, colon);
     port = item.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) return quoted + ": write IPv6 hosts as [addr]:port";
+    if (host.find(':') != std::string_view::npos)
+      return quoted + ": write IPv6 hosts as [addr]:port";
   }
   if (host.empty()) return quoted + " has no host";
-  if (host.find_first_of(" \t,/") != std::string_view::npos) return quoted + " has a malformed host";
+  if (host.find_first_of(" \t,/") != std::string_view::npos)
+    return quoted + " has a malformed host";
   std::uint32_t number = 0;
   const auto [end, error] = std::from_chars(port.data(), port.data() + port.size(), number);
   if (port.empty() || error != std::errc() || end != port.data() + port.size() || number == 0 ||
@@ -79,7 +81,8 @@ std::string Endpoints::next_after(const std::string& endpoint) {
   const auto found = std::find(configured_.begin(), configured_.end(), endpoint);
   std::lock_guard lock(mu_);
   if (found != configured_.end()) {
-    return configured_[(static_cast<std::size_t>(found - configured_.begin()) + 1) % configured_.size()];
+    return configured_[(static_cast<std::size_t>(found - configured_.begin()) + 1) %
+                       configured_.size()];
   }
   return configured_[round_robin_cursor_++ % configured_.size()];
 }
@@ -88,22 +91,28 @@ std::string Endpoints::next_after(const std::string& endpoint) {
 
 Result<std::vector<std::string>> parse_endpoints(std::string_view text) {
   std::vector<std::string> endpoints;
-  if (trim(text).empty()) return Status(StatusCode::kInvalidArgument, "no endpoints given (expected host:port,...)");
+  if (trim(text).empty())
+    return Status(StatusCode::kInvalidArgument, "no endpoints given (expected host:port,...)");
   std::set<std::string> seen;
   std::size_t start = 0;
   // One iteration per comma-separated item; bounded by kMaxEndpoints.
   while (true) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view item = trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
-    if (item.empty()) return Status(StatusCode::kInvalidArgument, "empty item in endpoint list \"" + std::string(text) + "\"");
+    const std::string_view item =
+        trim(text.substr(start, comma == std::string_view::npos ? text.npos : comma - start));
+    if (item.empty())
+      return Status(StatusCode::kInvalidArgument,
+                    "empty item in endpoint list \"" + std::string(text) + "\"");
     if (std::string problem = internal::endpoint_problem(item); !problem.empty()) {
       return Status(StatusCode::kInvalidArgument, std::move(problem));
     }
     if (!seen.insert(std::string(item)).second) {
-      return Status(StatusCode::kInvalidArgument, "endpoint \"" + std::string(item) + "\" is listed twice");
+      return Status(StatusCode::kInvalidArgument,
+                    "endpoint \"" + std::string(item) + "\" is listed twice");
     }
     if (endpoints.size() == kMaxEndpoints) {
-      return Status(StatusCode::kInvalidArgument, "more than " + std::to_string(kMaxEndpoints) + " endpoints");
+      return Status(StatusCode::kInvalidArgument,
+                    "more than " + std::to_string(kMaxEndpoints) + " endpoints");
     }
     endpoints.emplace_back(item);
     if (comma == std::string_view::npos) break;

@@ -1,5 +1,6 @@
 // Producer: see producer.h for the contract. This file is the combining queue: callers queue a
-// Waiter on their own stack, and whichever caller finds a free lane sends the oldest queued entries.
+// Waiter on their own stack, and whichever caller finds a free lane sends the oldest queued
+// entries.
 #include "client/producer.h"
 
 #include <cassert>
@@ -20,7 +21,8 @@ constexpr std::size_t kMaxQueuedEntries = 1u << 20;
 std::string validate_producer_options(const ProducerOptions& options) {
   if (std::string problem = validate_options(options.client); !problem.empty()) return problem;
   if (options.client.client_id != 0) {
-    return "the producer's client_id must be 0: each lane draws its own id (two lanes sharing one id "
+    return "the producer's client_id must be 0: each lane draws its own id (two lanes sharing one "
+           "id "
            "would break the server's per-client sequence order)";
   }
   if (options.lanes == 0 || options.lanes > kMaxProducerLanes) {
@@ -70,7 +72,8 @@ class Producer::Impl {
   void send_one_batch(std::unique_lock<std::mutex>& lock, const Waiter* self);
   // The RPC(s) for `batch` on `lane`, without mu_. Fills every waiter's result; returns RPCs made.
   std::uint64_t send(Client& lane, const std::vector<Waiter*>& batch);
-  // Wakes the oldest queued caller other than `self` when a lane is free, so it sends the next batch.
+  // Wakes the oldest queued caller other than `self` when a lane is free, so it sends the next
+  // batch.
   void hand_free_lane_to_queue(const Waiter* self) {
     if (free_lanes_.empty()) return;
     for (Waiter* waiter : queue_) {
@@ -84,7 +87,7 @@ class Producer::Impl {
   const std::vector<std::unique_ptr<Client>> lanes_;
 
   mutable std::mutex mu_;
-  std::deque<Waiter*> queue_;          // not yet taken, oldest first; <= max_queued_entries
+  std::deque<Waiter*> queue_;            // not yet taken, oldest first; <= max_queued_entries
   std::vector<std::size_t> free_lanes_;  // <= lanes_.size()
   Stats stats_;
 };
@@ -95,13 +98,15 @@ Result<AppendResult> Producer::Impl::append(std::string payload) {
   std::unique_lock lock(mu_);
   if (queue_.size() >= options_.max_queued_entries) {
     return Status(StatusCode::kResourceExhausted,
-                  "producer queue full: " + std::to_string(queue_.size()) + " entries wait for a lane (bound " +
+                  "producer queue full: " + std::to_string(queue_.size()) +
+                      " entries wait for a lane (bound " +
                       std::to_string(options_.max_queued_entries) + "); nothing was written");
   }
   queue_.push_back(&me);
   // Bounded: every pass either sends a batch (an RPC bounded by the lane's retry deadline, and it
   // removes at least one entry from the queue) or sleeps until a batch completes or a lane frees;
-  // the entries ahead of ours are finite, so ours is taken and completed after finitely many passes.
+  // the entries ahead of ours are finite, so ours is taken and completed after finitely many
+  // passes.
   while (!me.done) {
     if (!me.taken && !free_lanes_.empty()) {
       send_one_batch(lock, &me);
@@ -180,13 +185,16 @@ Result<std::unique_ptr<Producer>> Producer::create(ProducerOptions options) {
     if (!created.ok()) return created.status();
     lanes.push_back(std::move(created).value());
   }
-  return std::unique_ptr<Producer>(new Producer(std::make_unique<Impl>(std::move(options), std::move(lanes))));
+  return std::unique_ptr<Producer>(
+      new Producer(std::make_unique<Impl>(std::move(options), std::move(lanes))));
 }
 
 Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Producer::~Producer() = default;
 
-Result<AppendResult> Producer::append(std::string payload) { return impl_->append(std::move(payload)); }
+Result<AppendResult> Producer::append(std::string payload) {
+  return impl_->append(std::move(payload));
+}
 
 Producer::Stats Producer::stats() const { return impl_->stats(); }
 

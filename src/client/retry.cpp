@@ -7,8 +7,9 @@
 namespace raftlog::client::internal {
 
 namespace {
-// RESOURCE_EXHAUSTED with TOO_MANY_PENDING: a bound on the node's pending work, refused before anything
-// was proposed; the same request succeeds once the node has caught up (docs/client-protocol.md).
+// RESOURCE_EXHAUSTED with TOO_MANY_PENDING: a bound on the node's pending work, refused before
+// anything was proposed; the same request succeeds once the node has caught up
+// (docs/client-protocol.md).
 bool is_too_many_pending(const Status& status) {
   return status.code() == StatusCode::kResourceExhausted && status.details() &&
          status.details()->reason == reason::kTooManyPending;
@@ -31,7 +32,8 @@ RetryEngine::RetryEngine(const Options& options, Endpoints* endpoints, std::uint
       endpoints_(*endpoints),
       jitter_(static_cast<std::minstd_rand::result_type>(jitter_seed)) {}
 
-void RetryEngine::set_call_deadline(grpc::ClientContext& context, Clock::time_point overall_deadline) const {
+void RetryEngine::set_call_deadline(grpc::ClientContext& context,
+                                    Clock::time_point overall_deadline) const {
   const Clock::time_point call_deadline = Clock::now() + Milliseconds(call_timeout_ms_);
   context.set_deadline(to_system(std::min(call_deadline, overall_deadline)));
 }
@@ -83,8 +85,8 @@ Status RetryEngine::run(std::string_view what, const Attempt& attempt, std::stri
     } else if (!is_too_many_pending(last)) {
       target = endpoints_.next_after(target);
     }
-    // TOO_MANY_PENDING keeps the target: it is the leader asking for a pause, and another node would
-    // cost a NOT_LEADER round trip back to it (and, for appends, a new AppendStream).
+    // TOO_MANY_PENDING keeps the target: it is the leader asking for a pause, and another node
+    // would cost a NOT_LEADER round trip back to it (and, for appends, a new AppendStream).
     previous_was_redirect = redirect;
     const Clock::duration remaining = deadline - Clock::now();
     std::this_thread::sleep_for(std::min(jittered(backoff_ms), remaining));
@@ -92,9 +94,9 @@ Status RetryEngine::run(std::string_view what, const Attempt& attempt, std::stri
   }
   const auto elapsed_ms = std::chrono::duration_cast<Milliseconds>(Clock::now() - started).count();
   return Status(StatusCode::kDeadlineExceeded,
-                std::string(what) + ": gave up after " + std::to_string(attempts) + " attempt(s) in " +
-                    std::to_string(elapsed_ms) + " ms (retry deadline " + std::to_string(retry_deadline_ms_) +
-                    " ms); last error: " + last.to_string(),
+                std::string(what) + ": gave up after " + std::to_string(attempts) +
+                    " attempt(s) in " + std::to_string(elapsed_ms) + " ms (retry deadline " +
+                    std::to_string(retry_deadline_ms_) + " ms); last error: " + last.to_string(),
                 last.details());
 }
 

@@ -43,7 +43,8 @@ bool worth_reconnecting(const Status& ended) {
 // One tail call: the state that carries over from one stream to the next.
 class TailFollower {
  public:
-  TailFollower(const TailOptions& options, const TailCallback& on_entry, const TailResources& resources)
+  TailFollower(const TailOptions& options, const TailCallback& on_entry,
+               const TailResources& resources)
       : options_(options),
         on_entry_(on_entry),
         resources_(resources),
@@ -65,7 +66,9 @@ class TailFollower {
     Status ended;                   // why the stream ended (when no verdict)
   };
 
-  bool finished() const { return options_.stop.stop_requested() || (bounded_ && Clock::now() >= end_at_); }
+  bool finished() const {
+    return options_.stop.stop_requested() || (bounded_ && Clock::now() >= end_at_);
+  }
   StreamEnd follow_one_stream();
 
   const TailOptions& options_;
@@ -77,7 +80,8 @@ class TailFollower {
   std::string target_;
   // When the tail last had a working stream: a stream's start, its last entry, or the end of an
   // established stream. The give-up deadline counts from here, so a stream idle on a quiet log for
-  // longer than the deadline still resumes elsewhere when its node fails (docs/client-protocol.md, 6).
+  // longer than the deadline still resumes elsewhere when its node fails (docs/client-protocol.md,
+  // 6).
   Clock::time_point stall_since_;
   std::uint32_t backoff_ms_;
 };
@@ -109,7 +113,8 @@ Result<std::uint64_t> TailFollower::run() {
     }
     target_ = resources_.endpoints.next_after(target_);
     Clock::duration pause = resources_.retry.jittered(backoff_ms_);
-    if (bounded_) pause = std::min(pause, std::max(Clock::duration::zero(), end_at_ - Clock::now()));
+    if (bounded_)
+      pause = std::min(pause, std::max(Clock::duration::zero(), end_at_ - Clock::now()));
     if (!sleep_unless_stopped(pause, options_.stop)) break;
     backoff_ms_ = resources_.retry.next_backoff_ms(backoff_ms_);
   }
@@ -133,8 +138,9 @@ TailFollower::StreamEnd TailFollower::follow_one_stream() {
     for (const pb::Entry& wire : response.entries()) {
       if (wire.index() < next_) continue;  // delivered before the reconnect: skip the overlap
       if (wire.index() > next_) {
-        end.verdict = Status(StatusCode::kDataLoss, target_ + ": tail jumped from index " + std::to_string(next_) +
-                                                        " to " + std::to_string(wire.index()));
+        end.verdict = Status(StatusCode::kDataLoss, target_ + ": tail jumped from index " +
+                                                        std::to_string(next_) + " to " +
+                                                        std::to_string(wire.index()));
         break;
       }
       ++next_;
@@ -150,9 +156,11 @@ TailFollower::StreamEnd TailFollower::follow_one_stream() {
   // A node that is down or unreachable fails a stream within the connect timeout, which
   // Channels bounds by the call timeout: a stream open longer than that was accepted, even when
   // the log was quiet and it delivered nothing.
-  end.established = end.progressed || Clock::now() - opened >= Milliseconds(resources_.call_timeout_ms);
+  end.established =
+      end.progressed || Clock::now() - opened >= Milliseconds(resources_.call_timeout_ms);
   if (!end.verdict) {
-    end.ended = finish.ok() ? Status(StatusCode::kUnavailable, target_ + ": the server ended the tail stream")
+    end.ended = finish.ok() ? Status(StatusCode::kUnavailable,
+                                     target_ + ": the server ended the tail stream")
                             : from_grpc(finish, context, target_);
   }
   return end;
@@ -162,7 +170,8 @@ TailFollower::StreamEnd TailFollower::follow_one_stream() {
 
 Result<std::uint64_t> follow_log(const TailOptions& options, const TailCallback& on_entry,
                                  const TailResources& resources) {
-  if (options.from_index == 0) return Status(StatusCode::kInvalidArgument, "tail from index 0: indexes start at 1");
+  if (options.from_index == 0)
+    return Status(StatusCode::kInvalidArgument, "tail from index 0: indexes start at 1");
   if (!on_entry) return Status(StatusCode::kInvalidArgument, "tail needs a callback");
   return TailFollower(options, on_entry, resources).run();
 }

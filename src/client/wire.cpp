@@ -8,19 +8,27 @@ namespace {
 
 Role role_from_wire(pb::Role role) {
   switch (role) {
-    case pb::ROLE_FOLLOWER: return Role::kFollower;
-    case pb::ROLE_PRE_CANDIDATE: return Role::kPreCandidate;
-    case pb::ROLE_CANDIDATE: return Role::kCandidate;
-    case pb::ROLE_LEADER: return Role::kLeader;
-    default: return Role::kUnknown;
+    case pb::ROLE_FOLLOWER:
+      return Role::kFollower;
+    case pb::ROLE_PRE_CANDIDATE:
+      return Role::kPreCandidate;
+    case pb::ROLE_CANDIDATE:
+      return Role::kCandidate;
+    case pb::ROLE_LEADER:
+      return Role::kLeader;
+    default:
+      return Role::kUnknown;
   }
 }
 
 FlushMode flush_mode_from_wire(pb::FlushMode mode) {
   switch (mode) {
-    case pb::FLUSH_MODE_SYNC: return FlushMode::kSync;
-    case pb::FLUSH_MODE_ASYNC: return FlushMode::kAsync;
-    default: return FlushMode::kUnknown;
+    case pb::FLUSH_MODE_SYNC:
+      return FlushMode::kSync;
+    case pb::FLUSH_MODE_ASYNC:
+      return FlushMode::kAsync;
+    default:
+      return FlushMode::kUnknown;
   }
 }
 
@@ -39,9 +47,10 @@ PeerStatus peer_from_wire(const pb::PeerStatus& wire) {
 
 }  // namespace
 
-Status from_grpc(const grpc::Status& status, const grpc::ClientContext& context, const std::string& endpoint) {
-  return Status(static_cast<StatusCode>(status.error_code()), endpoint + ": " + status.error_message(),
-                api_errors::error_details(context));
+Status from_grpc(const grpc::Status& status, const grpc::ClientContext& context,
+                 const std::string& endpoint) {
+  return Status(static_cast<StatusCode>(status.error_code()),
+                endpoint + ": " + status.error_message(), api_errors::error_details(context));
 }
 
 Entry entry_from_wire(const pb::Entry& wire) {
@@ -50,9 +59,15 @@ Entry entry_from_wire(const pb::Entry& wire) {
   entry.term = wire.term();
   entry.payload = wire.payload();
   switch (wire.type()) {
-    case pb::ENTRY_TYPE_NOOP: entry.type = EntryType::kNoop; break;
-    case pb::ENTRY_TYPE_CONFIG: entry.type = EntryType::kConfig; break;
-    default: entry.type = EntryType::kNormal; break;
+    case pb::ENTRY_TYPE_NOOP:
+      entry.type = EntryType::kNoop;
+      break;
+    case pb::ENTRY_TYPE_CONFIG:
+      entry.type = EntryType::kConfig;
+      break;
+    default:
+      entry.type = EntryType::kNormal;
+      break;
   }
   entry.client_id = wire.client_id();
   entry.sequence = wire.sequence();
@@ -81,7 +96,8 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.scrub_passes = wire.scrub_passes();
   status.version = wire.version();
   status.revision = wire.revision();
-  for (const pb::PeerStatus& peer_wire : wire.peers()) status.peers.push_back(peer_from_wire(peer_wire));
+  for (const pb::PeerStatus& peer_wire : wire.peers())
+    status.peers.push_back(peer_from_wire(peer_wire));
   return status;
 }
 

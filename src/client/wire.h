@@ -15,7 +15,8 @@ namespace raftlog::client::internal {
 namespace pb = raftlog::v1;
 
 // The call's status, its message prefixed with the endpoint, with the server's ErrorInfo if any.
-Status from_grpc(const grpc::Status& status, const grpc::ClientContext& context, const std::string& endpoint);
+Status from_grpc(const grpc::Status& status, const grpc::ClientContext& context,
+                 const std::string& endpoint);
 
 // An unknown entry type reads as kNormal, an unknown role or flush mode as kUnknown.
 Entry entry_from_wire(const pb::Entry& wire);

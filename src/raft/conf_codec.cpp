@@ -1,5 +1,5 @@
-// ConfState <-> kConfig entry payload. Versioned and checksummed: a config read back from a log decides
-// who votes, so a torn or foreign payload must be rejected, never half-parsed.
+// ConfState <-> kConfig entry payload. Versioned and checksummed: a config read back from a log
+// decides who votes, so a torn or foreign payload must be rejected, never half-parsed.
 
 #include "raft/assert.h"
 #include "raft/types.h"
@@ -56,14 +56,17 @@ std::optional<ConfState> decode_config(const std::string& payload) {
   const std::uint64_t count = get_le(payload, kVersionBytes, kCountBytes);
   if (count == 0 || count > kMaxVoters) return std::nullopt;
   const std::size_t body_bytes = kVersionBytes + kCountBytes + kVoterBytes * count;
-  if (payload.size() != body_bytes + kChecksumBytes) return std::nullopt;  // strict length: no trailing bytes
-  if (get_le(payload, body_bytes, kChecksumBytes) != util::crc32c::value(payload.data(), body_bytes)) {
+  if (payload.size() != body_bytes + kChecksumBytes)
+    return std::nullopt;  // strict length: no trailing bytes
+  if (get_le(payload, body_bytes, kChecksumBytes) !=
+      util::crc32c::value(payload.data(), body_bytes)) {
     return std::nullopt;
   }
   ConfState conf;
   conf.voters.reserve(count);
   for (std::uint64_t i = 0; i < count; ++i) {
-    conf.voters.push_back(get_le(payload, kVersionBytes + kCountBytes + kVoterBytes * i, kVoterBytes));
+    conf.voters.push_back(
+        get_le(payload, kVersionBytes + kCountBytes + kVoterBytes * i, kVoterBytes));
   }
   if (!is_valid_conf(conf)) return std::nullopt;
   return conf;

@@ -15,7 +15,8 @@ std::optional<Term> MemoryLog::term_at(Index index) const {
 }
 
 std::vector<Entry> MemoryLog::entries(Index from, Index to, std::size_t max_bytes) const {
-  RAFT_ASSERT(from >= first_index() && to <= last_index(), "MemoryLog::entries range outside the log");
+  RAFT_ASSERT(from >= first_index() && to <= last_index(),
+              "MemoryLog::entries range outside the log");
   std::vector<Entry> out;
   std::size_t total_bytes = 0;
   for (Index index = from; index <= to; ++index) {
@@ -37,7 +38,8 @@ void MemoryLog::append(const std::vector<Entry>& new_entries) {
 }
 
 void MemoryLog::truncate_suffix(Index from) {
-  RAFT_ASSERT(from > trim_index_, "MemoryLog::truncate_suffix cannot cut at or below the trim point");
+  RAFT_ASSERT(from > trim_index_,
+              "MemoryLog::truncate_suffix cannot cut at or below the trim point");
   if (from > last_index()) return;
   entries_.resize(from - first_index());
 }
@@ -48,7 +50,8 @@ void MemoryLog::truncate_prefix(Index before) {
   if (before == first_index()) return;
   const Index new_trim_index = before - 1;
   const Term new_trim_term = *term_at(new_trim_index);
-  entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(before - first_index()));
+  entries_.erase(entries_.begin(),
+                 entries_.begin() + static_cast<std::ptrdiff_t>(before - first_index()));
   trim_index_ = new_trim_index;
   trim_term_ = new_trim_term;
 }
@@ -59,7 +62,8 @@ void MemoryLog::apply(const Ready& ready) {
 }
 
 const Entry& MemoryLog::entry(Index index) const {
-  RAFT_ASSERT(index >= first_index() && index <= last_index(), "MemoryLog::entry index outside the log");
+  RAFT_ASSERT(index >= first_index() && index <= last_index(),
+              "MemoryLog::entry index outside the log");
   return entries_[index - first_index()];
 }
 

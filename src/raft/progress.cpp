@@ -12,7 +12,8 @@ Inflights::Inflights(std::size_t capacity) : capacity_(capacity) {
 
 void Inflights::add(Index last_index) {
   RAFT_ASSERT(!full(), "in-flight window overflow: the caller must check is_paused() first");
-  RAFT_ASSERT(last_indexes_.empty() || last_indexes_.back() < last_index, "in-flight appends must advance");
+  RAFT_ASSERT(last_indexes_.empty() || last_indexes_.back() < last_index,
+              "in-flight appends must advance");
   last_indexes_.push_back(last_index);
 }
 
@@ -64,15 +65,18 @@ void Progress::on_entries_sent(Index last_sent_index) {
 
 bool Progress::on_reject(Index rejected_index, Index match_hint) {
   if (state == ReplicationState::kReplicate) {
-    if (rejected_index <= match) return false;  // stale: answers an append sent before match advanced
+    if (rejected_index <= match)
+      return false;  // stale: answers an append sent before match advanced
     next = match + 1;
     return true;
   }
-  if (next == 0 || next - 1 != rejected_index) return false;  // stale: not the probe outstanding now
+  if (next == 0 || next - 1 != rejected_index)
+    return false;  // stale: not the probe outstanding now
   const Index new_next = std::max(std::min(rejected_index, match_hint + 1), match + 1);
-  // Rejected at our own match point: the follower contradicts an acknowledgement it made, which only a
-  // broken safety rule or lost durable state can cause. Resending at once would ping-pong forever; the
-  // probe stays outstanding and the next heartbeat answer retries at heartbeat pace instead.
+  // Rejected at our own match point: the follower contradicts an acknowledgement it made, which
+  // only a broken safety rule or lost durable state can cause. Resending at once would ping-pong
+  // forever; the probe stays outstanding and the next heartbeat answer retries at heartbeat pace
+  // instead.
   if (new_next == next) return false;
   next = new_next;
   probe_sent = false;

@@ -16,8 +16,8 @@ std::uint64_t election_prng_seed(const Config& config) {
 }
 
 // The voter set in force at start: the latest kConfig entry in the log, else the bootstrap config.
-// Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or the
-// log's first index, so its cost is bounded by the log length.
+// Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or
+// the log's first index, so its cost is bounded by the log length.
 ConfState load_conf(const Config& config, const LogReader& log) {
   if (config.known_conf.has_value()) return *config.known_conf;
   constexpr Index kScanChunkEntries = 64;
@@ -25,12 +25,15 @@ ConfState load_conf(const Config& config, const LogReader& log) {
   const Index first = log.first_index();
   while (high >= first && high > 0) {
     const Index low = high - first + 1 > kScanChunkEntries ? high - kScanChunkEntries + 1 : first;
-    const std::vector<Entry> chunk = log.entries(low, high, std::numeric_limits<std::size_t>::max());
-    RAFT_ASSERT(chunk.size() == high - low + 1, "LogReader::entries ignored an unlimited byte budget");
+    const std::vector<Entry> chunk =
+        log.entries(low, high, std::numeric_limits<std::size_t>::max());
+    RAFT_ASSERT(chunk.size() == high - low + 1,
+                "LogReader::entries ignored an unlimited byte budget");
     for (auto it = chunk.rbegin(); it != chunk.rend(); ++it) {
       if (it->type != EntryType::kConfig) continue;
       std::optional<ConfState> conf = decode_config(it->payload);
-      RAFT_ASSERT(conf.has_value(), "a kConfig entry in the log does not decode: the log is corrupt");
+      RAFT_ASSERT(conf.has_value(),
+                  "a kConfig entry in the log does not decode: the log is corrupt");
       return *conf;
     }
     high = low - 1;
@@ -51,14 +54,15 @@ const Config& checked(const Config& config, const HardState& hard_state, const L
 std::string restart_problem(const HardState& hard_state, const LogReader& log) {
   const Index last = log.last_index();
   if (hard_state.commit > last) {
-    return "hard state commit " + std::to_string(hard_state.commit) + " is beyond the recovered log (last index " +
-           std::to_string(last) + "): the log lost committed entries";
+    return "hard state commit " + std::to_string(hard_state.commit) +
+           " is beyond the recovered log (last index " + std::to_string(last) +
+           "): the log lost committed entries";
   }
   if (last == 0 || last < log.first_index()) return "";
   const std::optional<Term> last_term = log.term_at(last);
   if (last_term && *last_term > hard_state.term) {
-    return "hard state term " + std::to_string(hard_state.term) + " is below the term " + std::to_string(*last_term) +
-           " of log entry " + std::to_string(last) +
+    return "hard state term " + std::to_string(hard_state.term) + " is below the term " +
+           std::to_string(*last_term) + " of log entry " + std::to_string(last) +
            ": the hard state was lost or replaced, and starting could vote twice in one term";
   }
   return "";
@@ -87,10 +91,12 @@ std::string validate_config(const Config& config) {
   }
   if (config.max_inflight_messages < 1) return "Config::max_inflight_messages must be >= 1";
   if (config.max_uncommitted_entries < config.max_entries_per_message) {
-    return "Config::max_uncommitted_entries must be >= max_entries_per_message (one full proposal fits)";
+    return "Config::max_uncommitted_entries must be >= max_entries_per_message (one full proposal "
+           "fits)";
   }
   if (config.max_uncommitted_bytes < config.max_bytes_per_message) {
-    return "Config::max_uncommitted_bytes must be >= max_bytes_per_message (one full proposal fits)";
+    return "Config::max_uncommitted_bytes must be >= max_bytes_per_message (one full proposal "
+           "fits)";
   }
   if (config.max_pending_reads < 1) return "Config::max_pending_reads must be >= 1";
   if (config.promised_term > kMaxTerm) return "Config::promised_term must be <= kMaxTerm";
@@ -119,14 +125,15 @@ std::vector<PeerProgress> Raft::Impl::progress() const {
     out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state == ReplicationState::kProbe,
                                pr.inflights.count(), pr.ticks_since_contact});
   }
-  std::sort(out.begin(), out.end(), [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });
+  std::sort(out.begin(), out.end(),
+            [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });
   return out;
 }
 
 bool Raft::Impl::has_ready() const {
-  return soft_state() != reported_soft_state_ || hard_state() != reported_hard_state_ || log_.has_handout() ||
-         !messages_.empty() || !messages_after_persist_.empty() || !read_states_.empty() ||
-         !aborted_reads_.empty();
+  return soft_state() != reported_soft_state_ || hard_state() != reported_hard_state_ ||
+         log_.has_handout() || !messages_.empty() || !messages_after_persist_.empty() ||
+         !read_states_.empty() || !aborted_reads_.empty();
 }
 
 Ready Raft::Impl::ready() {
@@ -139,7 +146,8 @@ Ready Raft::Impl::ready() {
   const HardState hard = hard_state();
   if (hard != reported_hard_state_) {
     rd.hard_state = hard;
-    if (hard.term != reported_hard_state_.term || hard.vote != reported_hard_state_.vote) rd.must_sync = true;
+    if (hard.term != reported_hard_state_.term || hard.vote != reported_hard_state_.vote)
+      rd.must_sync = true;
     if (hard.commit > reported_hard_state_.commit) rd.commit_index = hard.commit;
     reported_hard_state_ = hard;
   }
@@ -166,9 +174,13 @@ Raft::~Raft() = default;
 
 void Raft::tick() { impl_->tick(); }
 void Raft::step(Message message) { impl_->step(message); }
-ProposeResult Raft::propose(std::vector<Entry> entries) { return impl_->propose(std::move(entries)); }
+ProposeResult Raft::propose(std::vector<Entry> entries) {
+  return impl_->propose(std::move(entries));
+}
 ReadIndexStatus Raft::read_index(std::uint64_t request_id) { return impl_->read_index(request_id); }
-TransferStatus Raft::transfer_leadership(NodeId target) { return impl_->transfer_leadership(target); }
+TransferStatus Raft::transfer_leadership(NodeId target) {
+  return impl_->transfer_leadership(target);
+}
 void Raft::on_persisted(Index index, Term term) { impl_->on_persisted(index, term); }
 bool Raft::has_ready() const { return impl_->has_ready(); }
 Ready Raft::ready() { return impl_->ready(); }

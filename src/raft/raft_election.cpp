@@ -21,7 +21,8 @@ bool Raft::Impl::is_voter(NodeId node) const {
 bool Raft::Impl::promotable() const { return is_voter(id()) && !catching_up_; }
 
 bool Raft::Impl::in_leader_lease() const {
-  return config_.check_quorum && leader_ != kNoNode && election_elapsed_ticks_ < config_.election_ticks;
+  return config_.check_quorum && leader_ != kNoNode &&
+         election_elapsed_ticks_ < config_.election_ticks;
 }
 
 bool Raft::Impl::quorum_recently_active() const {
@@ -99,7 +100,8 @@ void Raft::Impl::become_leader() {
     if (voter == id()) continue;
     Progress pr(config_.max_inflight_messages);
     pr.next = noop.index;
-    pr.recent_active = true;  // give every peer a full election timeout before check-quorum judges it
+    pr.recent_active =
+        true;  // give every peer a full election timeout before check-quorum judges it
     progress_.emplace(voter, std::move(pr));
   }
   log_.append({noop});  // cuts the unfinished proposal, if any, from the no-op's index on
@@ -108,19 +110,20 @@ void Raft::Impl::become_leader() {
 }
 
 // Where this leader's no-op goes: after its log, or in place of an unfinished proposal at the log's
-// end. A log whose last entries say more of their proposal follows (Entry::proposal_continues) holds
-// only the first entries of a client's append: its old leader was lost before the rest reached us,
-// and the no-op would commit them, leaving the append committed in part. None of them is committed
-// anywhere: a commit index stops only at a proposal's end (rules::commit_may_stop_at), and a
-// committed end would be in this leader's log (leader completeness) at or below its last index, yet
-// every entry there continues. So they may go, as if they had never reached us; the no-op takes the
-// place of the first. Never below the commit index. At most kMaxProposalEntries entries are read
-// back, the largest proposal any node may have made (whatever this node's own max_entries_per_message):
-// longer runs (not written by an honest leader) are cut that far.
+// end. A log whose last entries say more of their proposal follows (Entry::proposal_continues)
+// holds only the first entries of a client's append: its old leader was lost before the rest
+// reached us, and the no-op would commit them, leaving the append committed in part. None of them
+// is committed anywhere: a commit index stops only at a proposal's end (rules::commit_may_stop_at),
+// and a committed end would be in this leader's log (leader completeness) at or below its last
+// index, yet every entry there continues. So they may go, as if they had never reached us; the
+// no-op takes the place of the first. Never below the commit index. At most kMaxProposalEntries
+// entries are read back, the largest proposal any node may have made (whatever this node's own
+// max_entries_per_message): longer runs (not written by an honest leader) are cut that far.
 Index Raft::Impl::noop_index_after_unfinished_proposal() const {
   const Index last = log_.last_index();
   Index first_unfinished = last + 1;
-  for (Index index = last; index > log_.committed() && last - index < kMaxProposalEntries; --index) {
+  for (Index index = last; index > log_.committed() && last - index < kMaxProposalEntries;
+       --index) {
     const std::vector<Entry> entry = log_.entries(index, index, 0);
     if (!entry.front().proposal_continues) break;
     first_unfinished = index;
@@ -166,7 +169,8 @@ void Raft::Impl::tick_heartbeat() {
 }
 
 void Raft::Impl::won_votes() {
-  RAFT_ASSERT(role_ == Role::kPreCandidate || role_ == Role::kCandidate, "only a campaigning node wins votes");
+  RAFT_ASSERT(role_ == Role::kPreCandidate || role_ == Role::kCandidate,
+              "only a campaigning node wins votes");
   // A won pre-vote only shows the real election can succeed; a won vote makes this node the leader.
   if (role_ == Role::kPreCandidate) {
     start_election(CampaignKind::kElection);
@@ -210,8 +214,9 @@ bool Raft::Impl::handle_term(const Message& m) {
   if (m.term > term_) {
     if (m.type == MessageType::kPreVote || m.type == MessageType::kVote) {
       const bool forced = m.type == MessageType::kVote && m.context == kTransferCampaignContext;
-      // Leader lease: while we still hear from a leader, a (pre-)candidate is either partitioned-and-
-      // rejoining or too impatient; ignoring it keeps it from deposing a healthy leader.
+      // Leader lease: while we still hear from a leader, a (pre-)candidate is either
+      // partitioned-and- rejoining or too impatient; ignoring it keeps it from deposing a healthy
+      // leader.
       if (!forced && in_leader_lease()) return false;
     }
     if (m.type == MessageType::kPreVote) {
@@ -228,8 +233,9 @@ bool Raft::Impl::handle_term(const Message& m) {
   if (m.term < term_) {
     if ((config_.check_quorum || config_.pre_vote) &&
         (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat)) {
-      // A stale leader (e.g. back from a partition) learns our term from this and steps down. Without
-      // it, with pre-vote, a node that advanced its term could never be heard by that leader.
+      // A stale leader (e.g. back from a partition) learns our term from this and steps down.
+      // Without it, with pre-vote, a node that advanced its term could never be heard by that
+      // leader.
       Message reply;
       reply.type = MessageType::kAppendResponse;
       reply.to = m.from;
@@ -248,7 +254,8 @@ bool Raft::Impl::handle_term(const Message& m) {
 }
 
 void Raft::Impl::step(Message& m) {
-  if (m.to != id() || m.from == id() || !is_voter(m.from)) return;  // not for us, or from a stranger
+  if (m.to != id() || m.from == id() || !is_voter(m.from))
+    return;                       // not for us, or from a stranger
   if (m.term > kMaxTerm) return;  // adopting it would leave no term to campaign at (kMaxTerm)
   if (!handle_term(m)) return;
   switch (m.type) {
@@ -260,22 +267,30 @@ void Raft::Impl::step(Message& m) {
       break;
   }
   switch (role_) {
-    case Role::kLeader: step_leader(m); return;
+    case Role::kLeader:
+      step_leader(m);
+      return;
     case Role::kPreCandidate:
-    case Role::kCandidate: step_candidate(m); return;
-    case Role::kFollower: step_follower(m); return;
+    case Role::kCandidate:
+      step_candidate(m);
+      return;
+    case Role::kFollower:
+      step_follower(m);
+      return;
   }
 }
 
 void Raft::Impl::handle_vote_request(const Message& m) {
   const bool pre_vote = m.type == MessageType::kPreVote;
-  // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know a
-  // leader in this term, or, for a pre-vote, if it is about a later term than ours.
-  // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
-  // so its "up to date" judgement could elect a leader without them.
-  const bool can_vote = !catching_up_ && (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) ||
-                                          (pre_vote && m.term > term_));
-  const bool up_to_date = rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());
+  // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know
+  // a leader in this term, or, for a pre-vote, if it is about a later term than ours. A node
+  // catching up after lost durable state grants nothing: its log may lack entries it promised, so
+  // its "up to date" judgement could elect a leader without them.
+  const bool can_vote =
+      !catching_up_ &&
+      (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
+  const bool up_to_date =
+      rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());
   Message reply;
   reply.type = pre_vote ? MessageType::kPreVoteResponse : MessageType::kVoteResponse;
   reply.to = m.from;
@@ -289,7 +304,8 @@ void Raft::Impl::handle_vote_request(const Message& m) {
     reply.term = term_;
     reply.reject = true;
   }
-  // A vote grant must survive a crash (or we might vote twice in one term): it leaves after persist.
+  // A vote grant must survive a crash (or we might vote twice in one term): it leaves after
+  // persist.
   send(std::move(reply), /*after_persist=*/!pre_vote);
 }
 
@@ -333,9 +349,10 @@ void Raft::Impl::maybe_finish_catching_up() {
   if (!catching_up_) return;
   const Index durable = log_.persisted_index();
   const std::optional<Term> durable_term = log_.term_at(durable);
-  // Either the durable log again reaches everything the node may have promised, or it holds an entry
-  // a leader of a later term sent: that leader's log has every committed entry the node promised, and
-  // ours is a prefix of it up to there, exactly as after an ordinary conflicting append.
+  // Either the durable log again reaches everything the node may have promised, or it holds an
+  // entry a leader of a later term sent: that leader's log has every committed entry the node
+  // promised, and ours is a prefix of it up to there, exactly as after an ordinary conflicting
+  // append.
   if (durable >= promised_index_ || (durable_term.has_value() && *durable_term > promised_term_)) {
     catching_up_ = false;
     promised_index_ = 0;

@@ -13,7 +13,8 @@ RaftLog::RaftLog(const LogReader& reader, Index committed)
       driver_last_(reader.last_index()) {
   RAFT_ASSERT(committed_ <= reader_.last_index(),
               "hard state commit is beyond the recovered log: the log lost committed entries");
-  RAFT_ASSERT(reader_.term_at(reader_.last_index()).has_value(), "the log's last term must be known");
+  RAFT_ASSERT(reader_.term_at(reader_.last_index()).has_value(),
+              "the log's last term must be known");
 }
 
 Index RaftLog::first_index() const { return std::min(reader_.first_index(), offset_); }
@@ -39,16 +40,19 @@ bool RaftLog::matches(Index index, Term term) const {
 }
 
 std::vector<Entry> RaftLog::entries(Index from, Index to, std::size_t max_bytes) const {
-  RAFT_ASSERT(from >= first_index() && to <= last_index(), "RaftLog::entries range outside the log");
+  RAFT_ASSERT(from >= first_index() && to <= last_index(),
+              "RaftLog::entries range outside the log");
   std::vector<Entry> out;
   if (from > to) return out;
   std::size_t total_bytes = 0;
   if (from < offset_) {
     const Index stable_to_index = std::min(to, offset_ - 1);
     out = reader_.entries(from, stable_to_index, max_bytes);
-    RAFT_ASSERT(!out.empty() && out.front().index == from, "LogReader::entries returned a wrong range");
+    RAFT_ASSERT(!out.empty() && out.front().index == from,
+                "LogReader::entries returned a wrong range");
     for (const Entry& e : out) total_bytes += e.byte_size();
-    if (out.back().index < stable_to_index) return out;  // byte limit reached inside the stable part
+    if (out.back().index < stable_to_index)
+      return out;  // byte limit reached inside the stable part
     from = stable_to_index + 1;
   }
   for (Index index = std::max(from, offset_); index <= to; ++index) {
@@ -81,12 +85,15 @@ void RaftLog::truncate_from(Index index) {
   }
 }
 
-void RaftLog::append(const std::vector<Entry>& new_entries) { append(std::vector<Entry>(new_entries)); }
+void RaftLog::append(const std::vector<Entry>& new_entries) {
+  append(std::vector<Entry>(new_entries));
+}
 
 void RaftLog::append(std::vector<Entry>&& new_entries) {
   if (new_entries.empty()) return;
   const Index first_new = new_entries.front().index;
-  RAFT_ASSERT(first_new >= 1 && first_new <= last_index() + 1, "append would leave a gap in the log");
+  RAFT_ASSERT(first_new >= 1 && first_new <= last_index() + 1,
+              "append would leave a gap in the log");
   if (first_new <= last_index()) truncate_from(first_new);
   for (Entry& e : new_entries) {
     RAFT_ASSERT(e.index == last_index() + 1, "appended entries must be contiguous");
@@ -114,14 +121,18 @@ std::pair<Index, Term> RaftLog::find_conflict_by_term(Index index, Term term) co
 }
 
 bool RaftLog::stable_to(Index index, Term term) {
-  if (index < offset_ || index > driver_last_) return false;  // already durable, or never handed out
-  if (!matches(index, term)) return false;                   // stale: that entry was replaced
-  unstable_.erase(unstable_.begin(), unstable_.begin() + static_cast<std::ptrdiff_t>(index - offset_ + 1));
+  if (index < offset_ || index > driver_last_)
+    return false;                           // already durable, or never handed out
+  if (!matches(index, term)) return false;  // stale: that entry was replaced
+  unstable_.erase(unstable_.begin(),
+                  unstable_.begin() + static_cast<std::ptrdiff_t>(index - offset_ + 1));
   offset_ = index + 1;
   return true;
 }
 
-bool RaftLog::has_handout() const { return pending_truncate_.has_value() || driver_last_ < last_index(); }
+bool RaftLog::has_handout() const {
+  return pending_truncate_.has_value() || driver_last_ < last_index();
+}
 
 RaftLog::Handout RaftLog::take_handout() {
   Handout handout;

@@ -47,7 +47,8 @@ TransferStatus Raft::Impl::transfer_leadership(NodeId target) {
   if (pr.match == log_.last_index()) {
     send_timeout_now(target);
   } else {
-    send_append(target, /*send_if_empty=*/true);  // catch the target up; its ack triggers TimeoutNow
+    send_append(target,
+                /*send_if_empty=*/true);  // catch the target up; its ack triggers TimeoutNow
   }
   return TransferStatus::kOk;
 }

@@ -40,7 +40,9 @@ std::uint64_t ReadOnly::start_round(std::uint64_t request_id, Index commit_index
   return rounds_.back().context;
 }
 
-std::uint64_t ReadOnly::latest_context() const { return rounds_.empty() ? 0 : rounds_.back().context; }
+std::uint64_t ReadOnly::latest_context() const {
+  return rounds_.empty() ? 0 : rounds_.back().context;
+}
 
 void ReadOnly::record_ack(NodeId peer, std::uint64_t context) {
   // A context we never issued (forged or corrupted) must not confirm a round that has not happened.
@@ -64,7 +66,8 @@ std::vector<ReadState> ReadOnly::release(const std::vector<NodeId>& voters, Node
   }
   const std::uint64_t confirmed = quorum_value(std::move(acked));
   while (!rounds_.empty() && rounds_.front().context <= confirmed) {
-    for (std::uint64_t id : rounds_.front().request_ids) released.push_back(ReadState{id, rounds_.front().index});
+    for (std::uint64_t id : rounds_.front().request_ids)
+      released.push_back(ReadState{id, rounds_.front().index});
     pending_ -= rounds_.front().request_ids.size();
     rounds_.pop_front();
   }
@@ -84,7 +87,8 @@ std::vector<ReadState> ReadOnly::release_all() {
 std::vector<std::uint64_t> ReadOnly::abort_all() {
   std::vector<std::uint64_t> aborted = std::move(deferred_);
   deferred_.clear();
-  for (const Round& round : rounds_) aborted.insert(aborted.end(), round.request_ids.begin(), round.request_ids.end());
+  for (const Round& round : rounds_)
+    aborted.insert(aborted.end(), round.request_ids.begin(), round.request_ids.end());
   rounds_.clear();
   acked_context_.clear();
   pending_ = 0;

@@ -1,8 +1,9 @@
 // The Raft safety rules that the simulator's self-test deliberately breaks.
 //
-// This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link rules_*.cpp;
-// the test-only targets raftlog_raft_broken_{vote,commit,atomicity} link the same core objects with
-// one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path can select a broken rule.
+// This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link
+// rules_*.cpp; the test-only targets raftlog_raft_broken_{vote,commit,atomicity} link the same core
+// objects with one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path
+// can select a broken rule.
 #pragma once
 
 #include "raft/types.h"
@@ -11,8 +12,8 @@ namespace raftlog::raft::rules {
 
 // Raft §5.4.1 election restriction: grant a (pre-)vote only if the candidate's log is at least as
 // up-to-date as the voter's (higher last term, or same last term and last index >= the voter's).
-bool vote_log_is_up_to_date(Term candidate_last_term, Index candidate_last_index, Term voter_last_term,
-                            Index voter_last_index);
+bool vote_log_is_up_to_date(Term candidate_last_term, Index candidate_last_index,
+                            Term voter_last_term, Index voter_last_index);
 
 // Raft §5.4.2: a leader commits by counting replicas only entries of its own term; earlier entries
 // commit indirectly, through a later own-term entry.

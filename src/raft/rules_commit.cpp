@@ -3,6 +3,8 @@
 
 namespace raftlog::raft::rules {
 
-bool leader_may_commit_by_count(Term entry_term, Term leader_term) { return entry_term == leader_term; }
+bool leader_may_commit_by_count(Term entry_term, Term leader_term) {
+  return entry_term == leader_term;
+}
 
 }  // namespace raftlog::raft::rules

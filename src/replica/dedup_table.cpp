@@ -51,10 +51,9 @@ void DedupTable::remember(Client& client, const Remembered& append) {
   if (client.recent.size() > sequences_per_client_) {
     // Evict the lowest sequence remembered (appends of one client may land out of sequence order
     // when the client pipelines), and refuse anything at or below it from now on.
-    auto lowest = std::min_element(client.recent.begin(), client.recent.end(),
-                                   [](const Remembered& a, const Remembered& b) {
-                                     return a.sequence < b.sequence;
-                                   });
+    auto lowest = std::min_element(
+        client.recent.begin(), client.recent.end(),
+        [](const Remembered& a, const Remembered& b) { return a.sequence < b.sequence; });
     client.forgotten_below = std::max(client.forgotten_below, lowest->sequence + 1);
     client.recent.erase(lowest);
   }
@@ -66,13 +65,15 @@ void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, s
   Client& client = touch(client_id);
   if (!client.recent.empty()) {
     Remembered& newest = client.recent.back();
-    if (newest.sequence == sequence && newest.range.last + 1 == index && newest.range.term == term) {
+    if (newest.sequence == sequence && newest.range.last + 1 == index &&
+        newest.range.term == term) {
       newest.range.last = index;  // the next entry of the same append
       newest.digest = extend_append_digest(newest.digest, payload);
       return;
     }
   }
-  remember(client, Remembered{sequence, Range{index, index, term}, extend_append_digest(0, payload)});
+  remember(client,
+           Remembered{sequence, Range{index, index, term}, extend_append_digest(0, payload)});
 }
 
 void DedupTable::record_append(std::uint64_t client_id, std::uint64_t sequence, const Range& range,
@@ -86,7 +87,8 @@ DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t seque
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return Lookup::kUnknown;
   Client& client = touch(client_id);
-  // Newest first: a sequence recorded twice (after a truncation re-proposal) answers with the latest.
+  // Newest first: a sequence recorded twice (after a truncation re-proposal) answers with the
+  // latest.
   for (auto r = client.recent.rbegin(); r != client.recent.rend(); ++r) {
     if (r->sequence != sequence) continue;
     *range = r->range;

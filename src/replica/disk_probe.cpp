@@ -13,7 +13,8 @@ std::optional<DiskSpace> StatvfsDiskProbe::probe() {
   DiskSpace space;
   space.free_bytes = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
   space.used_ratio =
-      fs.f_blocks == 0 ? 0.0 : 1.0 - static_cast<double>(fs.f_bavail) / static_cast<double>(fs.f_blocks);
+      fs.f_blocks == 0 ? 0.0
+                       : 1.0 - static_cast<double>(fs.f_bavail) / static_cast<double>(fs.f_blocks);
   return space;
 }
 
@@ -28,35 +29,41 @@ void DiskWatermark::refresh(DiskProbe& probe) {
   const bool exceeded = exceeded_.load();
   if (!exceeded && high_ < 1.0 && used_ratio_ >= high_) {
     exceeded_.store(true);
-    spdlog::warn("node {}: disk {:.1f}% used in {} (high watermark {:.1f}%): refusing appends until it falls "
-                 "to {:.1f}%",
-                 node_id_, used_ratio_ * 100, data_dir_, high_ * 100, low_ * 100);
+    spdlog::warn(
+        "node {}: disk {:.1f}% used in {} (high watermark {:.1f}%): refusing appends until it "
+        "falls "
+        "to {:.1f}%",
+        node_id_, used_ratio_ * 100, data_dir_, high_ * 100, low_ * 100);
   } else if (exceeded && used_ratio_ <= low_) {
     exceeded_.store(false);
-    spdlog::info("node {}: disk {:.1f}% used in {} (low watermark {:.1f}%): accepting appends again", node_id_,
-                 used_ratio_ * 100, data_dir_, low_ * 100);
+    spdlog::info(
+        "node {}: disk {:.1f}% used in {} (low watermark {:.1f}%): accepting appends again",
+        node_id_, used_ratio_ * 100, data_dir_, low_ * 100);
   }
 }
 
 bool DiskWatermark::has_room(DiskProbe& probe, std::chrono::steady_clock::time_point now,
-                             std::uint64_t append_bytes, std::uint64_t segment_bytes, NodeError* error) {
+                             std::uint64_t append_bytes, std::uint64_t segment_bytes,
+                             NodeError* error) {
   if (now - checked_at_ >= kCheckInterval) {
     refresh(probe);
     checked_at_ = now;
   }
   if (exceeded_.load()) {
-    *error = make_error(ErrorCode::kResourceExhausted,
-                        fmt::format("disk {:.1f}% used on the leader ({}), above the high watermark {:.1f}%; "
-                                    "appends resume below {:.1f}% (free space or trim the log), reads keep working",
-                                    used_ratio_ * 100, data_dir_, high_ * 100, low_ * 100),
-                        kReasonDiskWatermark);
+    *error = make_error(
+        ErrorCode::kResourceExhausted,
+        fmt::format("disk {:.1f}% used on the leader ({}), above the high watermark {:.1f}%; "
+                    "appends resume below {:.1f}% (free space or trim the log), reads keep working",
+                    used_ratio_ * 100, data_dir_, high_ * 100, low_ * 100),
+        kReasonDiskWatermark);
     return false;
   }
   const std::uint64_t needed = append_bytes + segment_bytes;
   if (free_bytes_ >= needed) return true;
   *error = make_error(ErrorCode::kResourceExhausted,
-                      "disk full on the leader: " + std::to_string(free_bytes_) + " bytes free in " + data_dir_ +
-                          ", " + std::to_string(needed) + " needed (the append plus one segment); free space and retry",
+                      "disk full on the leader: " + std::to_string(free_bytes_) +
+                          " bytes free in " + data_dir_ + ", " + std::to_string(needed) +
+                          " needed (the append plus one segment); free space and retry",
                       kReasonDiskFull);
   free_bytes_ = 0;  // keep refusing until the next check
   return false;

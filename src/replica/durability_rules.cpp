@@ -5,7 +5,8 @@
 
 namespace raftlog::replica::rules {
 
-std::uint64_t persisted_index_for_core(std::uint64_t written_index, std::uint64_t flushed_index, bool async) {
+std::uint64_t persisted_index_for_core(std::uint64_t written_index, std::uint64_t flushed_index,
+                                       bool async) {
   return async ? written_index : std::min(flushed_index, written_index);
 }
 

@@ -24,7 +24,8 @@ store::Result<raft::HardState> HardStateFile::decode(const std::string& payload)
   }
   const std::uint32_t version = store::get_u32(payload.data());
   if (version != kFormatVersion) {
-    return store::Status::corruption("hard state record has unknown format version " + std::to_string(version));
+    return store::Status::corruption("hard state record has unknown format version " +
+                                     std::to_string(version));
   }
   raft::HardState hard_state;
   hard_state.term = store::get_u64(payload.data() + 4);
@@ -32,7 +33,8 @@ store::Result<raft::HardState> HardStateFile::decode(const std::string& payload)
   return hard_state;
 }
 
-store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::string& data_dir, store::Env* env) {
+store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::string& data_dir,
+                                                                  store::Env* env) {
   if (env == nullptr) env = store::Env::posix();
   RAFTLOG_RETURN_IF_ERROR(env->create_dir(data_dir));
   const std::string path = store::join_path(data_dir, "HARDSTATE");
@@ -47,8 +49,9 @@ store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::str
     if (!bytes.ok()) return bytes.status();
     for (std::size_t i = 0; i < bytes->size(); ++i) {
       if ((*bytes)[i] != '\0') {
-        return store::Status::corruption(path + ": neither hard state slot is valid (first non-zero byte at offset " +
-                                         std::to_string(i) + "); refusing to forget this node's term and vote");
+        return store::Status::corruption(
+            path + ": neither hard state slot is valid (first non-zero byte at offset " +
+            std::to_string(i) + "); refusing to forget this node's term and vote");
       }
     }
   }

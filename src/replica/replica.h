@@ -1,21 +1,23 @@
-// Replica: one raftlog replica's logic, single-threaded and free of gRPC, sockets and threads of its
-// own. It owns the Raft core, the CommitLog, the hard state and the dedup table, and decides
+// Replica: one raftlog replica's logic, single-threaded and free of gRPC, sockets and threads of
+// its own. It owns the Raft core, the CommitLog, the hard state and the dedup table, and decides
 // everything durability depends on: hard state before entries, acknowledgements held until a flush
-// covers them, truncation and the waiters it cuts, commit delivery, retention, read index, transfer.
+// covers them, truncation and the waiters it cuts, commit delivery, retention, read index,
+// transfer.
 //
-// Its caller (raftlogd's Node, src/server/node.h) gives it one input at a time from one thread, then
-// calls process() to drive the core's Ready batches; completion callbacks run inside those calls.
-// What it needs from the world comes in through ReplicaDeps: where messages go, the time, the disk's
-// free space, and observers. Its store comes in through ReplicaConfig::store: raftlogd's runs its own
-// flusher thread over the POSIX file system; the simulator's is stepped (Options::background_work)
-// over a store::MemoryEnv, and the simulator takes each flush cycle itself (docs/design.md).
+// Its caller (raftlogd's Node, src/server/node.h) gives it one input at a time from one thread,
+// then calls process() to drive the core's Ready batches; completion callbacks run inside those
+// calls. What it needs from the world comes in through ReplicaDeps: where messages go, the time,
+// the disk's free space, and observers. Its store comes in through ReplicaConfig::store: raftlogd's
+// runs its own flusher thread over the POSIX file system; the simulator's is stepped
+// (Options::background_work) over a store::MemoryEnv, and the simulator takes each flush cycle
+// itself (docs/design.md).
 //
 // DURABILITY (docs/durability.md)
 //   Hard state (term, vote) is written durably before any message that depends on it leaves.
 //   Entries are appended to the CommitLog without waiting; in sync flush mode a message that
 //   acknowledges them (a follower's append response, a vote) is held until the store reports them
-//   flushed, and the leader counts its own entries toward the quorum only once flushed. In async mode
-//   an entry counts as soon as it is written to the mapped segment.
+//   flushed, and the leader counts its own entries toward the quorum only once flushed. In async
+//   mode an entry counts as soon as it is written to the mapped segment.
 #pragma once
 
 #include <chrono>
@@ -49,7 +51,7 @@ using Clock = std::chrono::steady_clock;
 struct ReplicaConfig {
   std::uint64_t node_id = 0;
   std::map<std::uint64_t, std::string> members;  // node id -> address, for "the leader is at ..."
-  std::string data_dir;                           // the log lives in data_dir/log, HARDSTATE next to it
+  std::string data_dir;  // the log lives in data_dir/log, HARDSTATE next to it
   std::uint32_t tick_ms = 20;
   std::uint32_t election_ticks = 10;
   store::Options store;
@@ -64,8 +66,8 @@ struct ReplicaConfig {
   std::uint32_t retention_follower_grace_ms = 600000;
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
-  raft::Config raft;        // complete, random_seed included (the replica adds what recovery found)
-  bool same_boot = false;   // the machine did not restart since the data directory's last open
+  raft::Config raft;       // complete, random_seed included (the replica adds what recovery found)
+  bool same_boot = false;  // the machine did not restart since the data directory's last open
 };
 
 // What a harness that checks the driver (the simulator, src/sim) observes of each Ready batch.
@@ -87,7 +89,9 @@ struct ReplicaDeps {
   NodeEvents* events = nullptr;     // optional
   std::function<Clock::time_point()> clock = [] { return Clock::now(); };
   // Wall-clock time, compared with the store's file times by age-based retention.
-  std::function<std::chrono::system_clock::time_point()> wall_clock = [] { return std::chrono::system_clock::now(); };
+  std::function<std::chrono::system_clock::time_point()> wall_clock = [] {
+    return std::chrono::system_clock::now();
+  };
   // Called with the new commit index before any waiter learns of it, so that what a waiter's
   // caller does next (a read of its own entry) sees the index published.
   std::function<void(std::uint64_t commit)> commit_advanced;
@@ -157,7 +161,7 @@ class Replica {
   // --- state ---------------------------------------------------------------------------------
   // True once an error it cannot continue from happened (logged); the caller stops feeding it.
   bool failed() const { return failed_; }
-  const std::string& failure_reason() const { return failure_; }  // what failed() stopped on
+  const std::string& failure_reason() const { return failure_; }     // what failed() stopped on
   bool disk_watermark_exceeded() const { return disk_.exceeded(); }  // any thread
   raft::Role role() const { return raft_->role(); }
   std::uint64_t commit_index() const { return commit_; }

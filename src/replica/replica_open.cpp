@@ -11,17 +11,28 @@ namespace raftlog::replica {
 
 const char* to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "OK";
-    case ErrorCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case ErrorCode::kNotLeader: return "NOT_LEADER";
-    case ErrorCode::kNoLeader: return "NO_LEADER";
-    case ErrorCode::kOutOfRange: return "OUT_OF_RANGE";
-    case ErrorCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case ErrorCode::kUnavailable: return "UNAVAILABLE";
-    case ErrorCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case ErrorCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case ErrorCode::kInternal: return "INTERNAL";
-    case ErrorCode::kDataLoss: return "DATA_LOSS";
+    case ErrorCode::kOk:
+      return "OK";
+    case ErrorCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case ErrorCode::kNotLeader:
+      return "NOT_LEADER";
+    case ErrorCode::kNoLeader:
+      return "NO_LEADER";
+    case ErrorCode::kOutOfRange:
+      return "OUT_OF_RANGE";
+    case ErrorCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case ErrorCode::kUnavailable:
+      return "UNAVAILABLE";
+    case ErrorCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case ErrorCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case ErrorCode::kInternal:
+      return "INTERNAL";
+    case ErrorCode::kDataLoss:
+      return "DATA_LOSS";
   }
   return "UNKNOWN";
 }
@@ -38,20 +49,23 @@ Replica::Replica(ReplicaConfig config, ReplicaDeps deps)
     : config_(std::move(config)),
       deps_(std::move(deps)),
       dedup_(config_.dedup_max_clients, config_.dedup_sequences_per_client),
-      disk_(config_.node_id, config_.data_dir, config_.disk_high_watermark, config_.disk_low_watermark) {}
+      disk_(config_.node_id, config_.data_dir, config_.disk_high_watermark,
+            config_.disk_low_watermark) {}
 
 Replica::~Replica() { close(); }
 
 std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, NodeError* error) {
   if (deps.sender == nullptr || deps.disk == nullptr || !deps.clock) {
-    *error = make_error(ErrorCode::kInvalidArgument, "a replica needs a message sender, a disk probe and a clock");
+    *error = make_error(ErrorCode::kInvalidArgument,
+                        "a replica needs a message sender, a disk probe and a clock");
     return nullptr;
   }
   std::unique_ptr<Replica> replica(new Replica(std::move(config), std::move(deps)));
   const ReplicaConfig& c = replica->config_;
   store::Options store_options = c.store;
   // With peers to repair from, a corrupt durable entry cuts the log there (and the node catches up,
-  // below) instead of keeping the node down for good; a single node has no other copy, so it refuses.
+  // below) instead of keeping the node down for good; a single node has no other copy, so it
+  // refuses.
   store_options.allow_truncate_corrupted_flushed_data =
       c.members.size() > 1 && c.store.flush_mode == store::FlushMode::kSync;
   if (!replica->open_store(store_options, error)) return nullptr;
@@ -65,17 +79,21 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
     return nullptr;
   }
-  replica->raft_ = std::make_unique<raft::Raft>(raft_config, *replica->reader_, replica->persisted_hard_state_);
+  replica->raft_ =
+      std::make_unique<raft::Raft>(raft_config, *replica->reader_, replica->persisted_hard_state_);
   const raft::HardState& hs = replica->persisted_hard_state_;
-  spdlog::info("node {}: restored term {} vote {} commit {}, log [{}, {}]", c.node_id, hs.term, hs.vote, hs.commit,
-               log.first_index(), log.last_index());
-  replica->dedup_recorded_through_ = log.last_index();  // open_store() rebuilt the dedup table from the log
-  replica->reported_durable_ = log.last_index();        // recovered entries are durable (recovery flushed them)
+  spdlog::info("node {}: restored term {} vote {} commit {}, log [{}, {}]", c.node_id, hs.term,
+               hs.vote, hs.commit, log.first_index(), log.last_index());
+  replica->dedup_recorded_through_ =
+      log.last_index();  // open_store() rebuilt the dedup table from the log
+  replica->reported_durable_ =
+      log.last_index();  // recovered entries are durable (recovery flushed them)
   replica->commit_ = hs.commit;
   if (replica->deps_.events != nullptr) {
-    log.set_flush_observer([events = replica->deps_.events](const store::CommitLog::FlushCycle& cycle) {
-      events->store_flushed(cycle);
-    });
+    log.set_flush_observer(
+        [events = replica->deps_.events](const store::CommitLog::FlushCycle& cycle) {
+          events->store_flushed(cycle);
+        });
   }
   return replica;
 }
@@ -83,14 +101,15 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
 bool Replica::open_hard_state(NodeError* error) {
   auto hard_state_file = HardStateFile::open(config_.data_dir, config_.store.env);
   if (!hard_state_file.ok()) {
-    *error = make_error(ErrorCode::kInternal, "opening the hard state failed: " + hard_state_file.status().to_string());
+    *error = make_error(ErrorCode::kInternal,
+                        "opening the hard state failed: " + hard_state_file.status().to_string());
     return false;
   }
   hard_state_file_ = std::move(hard_state_file).value();
   persisted_hard_state_ = hard_state_file_->current();
-  // The restart rule is the core's (raft::restart_problem), checked here so that the node refuses to
-  // start with the reason instead of aborting. The checkpoint's commit index is not part of it: it
-  // may be ahead of what the log recovered (below).
+  // The restart rule is the core's (raft::restart_problem), checked here so that the node refuses
+  // to start with the reason instead of aborting. The checkpoint's commit index is not part of it:
+  // it may be ahead of what the log recovered (below).
   StoreLogReader reader(*log_);
   raft::HardState without_commit = persisted_hard_state_;
   without_commit.commit = 0;
@@ -101,42 +120,48 @@ bool Replica::open_hard_state(NodeError* error) {
   }
   if (persisted_hard_state_.term > raft::kMaxTerm) {
     *error = make_error(ErrorCode::kInternal, config_.data_dir + "/HARDSTATE: term " +
-                                                  std::to_string(persisted_hard_state_.term) + " is above the limit " +
+                                                  std::to_string(persisted_hard_state_.term) +
+                                                  " is above the limit " +
                                                   std::to_string(raft::kMaxTerm) +
                                                   "; refusing to start (see docs/operations.md)");
     return false;
   }
-  // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered (async
-  // flush mode can lose a written tail; a storage fault can remove entries, see assess_recovery());
-  // Raft re-learns the commit index from the leader.
+  // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered
+  // (async flush mode can lose a written tail; a storage fault can remove entries, see
+  // assess_recovery()); Raft re-learns the commit index from the leader.
   persisted_hard_state_.commit = std::min(log_->commit_index(), log_->last_index());
   return true;
 }
 
 bool Replica::open_store(const store::Options& store_options, NodeError* error) {
-  // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
-  // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
-  // that segment in full and cuts the log at it (with peers to repair from: allow_truncate_...).
-  // Bounded: every round cuts the log below the previous cut.
+  // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of
+  // the log. A corrupt entry found there is marked suspect and the log reopened, so that recovery
+  // checks that segment in full and cuts the log at it (with peers to repair from:
+  // allow_truncate_...). Bounded: every round cuts the log below the previous cut.
   constexpr int kMaxOpenRepairs = 8;
   for (int attempt = 0;; ++attempt) {
     auto log = store::CommitLog::open(config_.data_dir + "/log", store_options);
     if (!log.ok()) {
-      *error = make_error(ErrorCode::kInternal, "opening the commit log failed: " + log.status().to_string());
+      *error = make_error(ErrorCode::kInternal,
+                          "opening the commit log failed: " + log.status().to_string());
       return false;
     }
     log_ = std::move(log).value();
-    spdlog::info("node {}: store recovered: {}", config_.node_id, log_->recovery_report().to_string());
+    spdlog::info("node {}: store recovered: {}", config_.node_id,
+                 log_->recovery_report().to_string());
     std::uint64_t corrupt_index = 0;
     std::string problem;
     if (rebuild_dedup(&corrupt_index, &problem)) return true;
-    if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data || attempt >= kMaxOpenRepairs) {
+    if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
+        attempt >= kMaxOpenRepairs) {
       *error = make_error(ErrorCode::kInternal, "rebuilding the dedup table failed: " + problem);
       return false;
     }
-    spdlog::error("node {}: entry {} is corrupt ({}); reopening the log so that recovery cuts it there, to be "
-                  "repaired from the peers",
-                  config_.node_id, corrupt_index, problem);
+    spdlog::error(
+        "node {}: entry {} is corrupt ({}); reopening the log so that recovery cuts it there, to "
+        "be "
+        "repaired from the peers",
+        config_.node_id, corrupt_index, problem);
     if (store::Status st = log_->mark_suspect(corrupt_index); !st.ok()) {
       *error = make_error(ErrorCode::kInternal, "marking entry " + std::to_string(corrupt_index) +
                                                     " suspect failed: " + st.to_string());
@@ -195,12 +220,12 @@ void Replica::assess_recovery(raft::Config* raft_config) {
   storage_fault_ = fault.description;
   raft_config->promised_index = fault.promised_index;
   raft_config->promised_term = fault.promised_term;
-  spdlog::error("node {}: storage fault: {}; this node may have acknowledged entries up to {} (term {}) that "
-                "it no longer holds: it catches up from the leader and neither votes nor counts toward "
-                "commit until its log reaches them (docs/operations.md, \"Storage faults\")",
-                config_.node_id, fault.description, fault.promised_index, fault.promised_term);
+  spdlog::error(
+      "node {}: storage fault: {}; this node may have acknowledged entries up to {} (term {}) that "
+      "it no longer holds: it catches up from the leader and neither votes nor counts toward "
+      "commit until its log reaches them (docs/operations.md, \"Storage faults\")",
+      config_.node_id, fault.description, fault.promised_index, fault.promised_term);
 }
-
 
 void Replica::mark_corrupt(std::uint64_t index, const std::string& message) {
   // The entry is never served (reads of it fail with DATA_LOSS). The node cannot cut its log below
@@ -208,9 +233,11 @@ void Replica::mark_corrupt(std::uint64_t index, const std::string& message) {
   // segment in full, cuts the log at the first bad entry and catches up from the leader
   // (assess_recovery). Stopping makes a supervisor (systemd, Kubernetes) restart it.
   std::string outcome = "marked for repair";
-  if (store::Status st = log_->mark_suspect(index); !st.ok()) outcome = "NOT marked: " + st.to_string();
+  if (store::Status st = log_->mark_suspect(index); !st.ok())
+    outcome = "NOT marked: " + st.to_string();
   fatal("entry " + std::to_string(index) + " is corrupt (" + message + "); " + outcome +
-        ": restart the node and it re-fetches the entries from its peers (docs/operations.md, \"Storage "
+        ": restart the node and it re-fetches the entries from its peers (docs/operations.md, "
+        "\"Storage "
         "faults\")");
 }
 
@@ -224,13 +251,15 @@ void Replica::close() {
     const std::uint64_t commit = std::min(commit_, log_->last_index());
     if (commit > log_->commit_index()) {
       if (auto st = log_->set_commit_index(commit); !st.ok()) {
-        spdlog::error("node {}: saving commit index {}: {}", config_.node_id, commit, st.to_string());
+        spdlog::error("node {}: saving commit index {}: {}", config_.node_id, commit,
+                      st.to_string());
       }
     }
   }
   store::Status st = log_->close();
   if (!st.ok()) spdlog::error("node {}: closing the store: {}", config_.node_id, st.to_string());
-  spdlog::info("node {}: stopped (commit {}, last {})", config_.node_id, commit_, log_->last_index());
+  spdlog::info("node {}: stopped (commit {}, last {})", config_.node_id, commit_,
+               log_->last_index());
 }
 
 NodeStatus Replica::status() {
@@ -255,9 +284,11 @@ NodeStatus Replica::status() {
     if (progress.id == config_.node_id) continue;
     PeerStatus peer;
     peer.id = progress.id;
-    if (auto it = config_.members.find(progress.id); it != config_.members.end()) peer.address = it->second;
+    if (auto it = config_.members.find(progress.id); it != config_.members.end())
+      peer.address = it->second;
     peer.match_index = progress.match_index;
-    peer.lag_entries = status.last_index > progress.match_index ? status.last_index - progress.match_index : 0;
+    peer.lag_entries =
+        status.last_index > progress.match_index ? status.last_index - progress.match_index : 0;
     peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
     peer.probing = progress.probing;
     peer.inflight_messages = progress.inflight_messages;
@@ -267,13 +298,19 @@ NodeStatus Replica::status() {
     // first index the core stops sending appends to that peer (raft_replication.cpp).
     peer.behind_first_index = progress.next_index < status.first_index;
     if (peer.behind_first_index && peers_behind_first_index_.insert(progress.id).second) {
-      auto limit = behind_first_index_log_.try_emplace(progress.id, kBehindFirstIndexLogInterval).first;
-      if (const std::optional<std::uint64_t> held_back = limit->second.admit(util::RateLimit::Clock::now())) {
-        spdlog::error("node {}: follower {} needs entries from {} but the first retained index is {}: it cannot "
-                      "catch up; rebuild it from a copy of a healthy node's data directory (docs/operations.md){}",
-                      config_.node_id, progress.id, progress.next_index, status.first_index,
-                      *held_back == 0 ? std::string()
-                                      : " (" + std::to_string(*held_back) + " more such report(s) not logged)");
+      auto limit =
+          behind_first_index_log_.try_emplace(progress.id, kBehindFirstIndexLogInterval).first;
+      if (const std::optional<std::uint64_t> held_back =
+              limit->second.admit(util::RateLimit::Clock::now())) {
+        spdlog::error(
+            "node {}: follower {} needs entries from {} but the first retained index is {}: it "
+            "cannot "
+            "catch up; rebuild it from a copy of a healthy node's data directory "
+            "(docs/operations.md){}",
+            config_.node_id, progress.id, progress.next_index, status.first_index,
+            *held_back == 0
+                ? std::string()
+                : " (" + std::to_string(*held_back) + " more such report(s) not logged)");
       }
     } else if (!peer.behind_first_index) {
       peers_behind_first_index_.erase(progress.id);

@@ -17,22 +17,26 @@ constexpr std::size_t kMaxHeldBatches = 4096;
 // from new work, so more rounds than this means the core keeps producing on its own.
 constexpr int kMaxReadyRoundsPerProcess = 64;
 
-// An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the client.
+// An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the
+// client.
 AppendResult replaced_entry_error() {
-  return failed_append(make_error(ErrorCode::kUnavailable,
-                                  "the entry was replaced after a leadership change; retry with the same "
-                                  "client_id/sequence",
-                                  kReasonLeadershipLost));
+  return failed_append(
+      make_error(ErrorCode::kUnavailable,
+                 "the entry was replaced after a leadership change; retry with the same "
+                 "client_id/sequence",
+                 kReasonLeadershipLost));
 }
 
 // Leader changes and election outcomes, for metrics. An election is won when the node becomes
-// leader (a single-node cluster gets there in one step, without a visible candidate state), and lost
-// when a candidate becomes a follower or starts the next election in a higher term.
-void report_role_change(NodeEvents& events, const raft::SoftState& before, const raft::SoftState& after) {
+// leader (a single-node cluster gets there in one step, without a visible candidate state), and
+// lost when a candidate becomes a follower or starts the next election in a higher term.
+void report_role_change(NodeEvents& events, const raft::SoftState& before,
+                        const raft::SoftState& after) {
   if (before.leader != after.leader) events.leader_changed();
   if (after.role == raft::Role::kLeader && before.role != raft::Role::kLeader) {
     events.election_finished(true);
-  } else if (before.role == raft::Role::kCandidate && (after.role == raft::Role::kFollower || after.term > before.term)) {
+  } else if (before.role == raft::Role::kCandidate &&
+             (after.role == raft::Role::kFollower || after.term > before.term)) {
     events.election_finished(false);
   }
 }
@@ -43,7 +47,8 @@ void Replica::process() {
   // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
   (void)guard_core([&] {
     report_durability();
-    for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_; ++round) {
+    for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_;
+         ++round) {
       raft::Ready ready = raft_->ready();
       handle_ready(ready);
       report_durability();
@@ -101,7 +106,8 @@ void Replica::apply_ready(raft::Ready& ready) {
   }
 
   // The caller's next report_durability() releases them (at once in async mode).
-  if (!ready.messages_after_persist.empty()) hold_until_durable(std::move(ready.messages_after_persist));
+  if (!ready.messages_after_persist.empty())
+    hold_until_durable(std::move(ready.messages_after_persist));
 
   if (ready.commit_index) deliver_commit(*ready.commit_index);
   deliver_read_states(ready);
@@ -110,23 +116,25 @@ void Replica::apply_ready(raft::Ready& ready) {
 namespace {
 
 // One log line per role or leader change that says what happened and why, in words an operator can
-// act on. The Raft core reports only the new state; the reason follows from the transition (the core
-// runs with pre-vote, so a follower's own timeout always goes through pre-candidate first, and a
-// follower that becomes candidate directly was told to by a leadership transfer).
+// act on. The Raft core reports only the new state; the reason follows from the transition (the
+// core runs with pre-vote, so a follower's own timeout always goes through pre-candidate first, and
+// a follower that becomes candidate directly was told to by a leadership transfer).
 std::string describe_transition(const raft::SoftState& prev, const raft::SoftState& next,
                                 std::uint64_t election_timeout_ms) {
   using raft::Role;
-  const std::string was_leader = prev.leader != raft::kNoNode ? "leader " + std::to_string(prev.leader) : "a leader";
+  const std::string was_leader =
+      prev.leader != raft::kNoNode ? "leader " + std::to_string(prev.leader) : "a leader";
   switch (next.role) {
     case Role::kPreCandidate:
-      return "election timeout: no message from " + was_leader + " for " + std::to_string(election_timeout_ms) +
-             "+ ms; asking for pre-votes (term stays " + std::to_string(next.term) + ")";
+      return "election timeout: no message from " + was_leader + " for " +
+             std::to_string(election_timeout_ms) + "+ ms; asking for pre-votes (term stays " +
+             std::to_string(next.term) + ")";
     case Role::kCandidate:
       if (prev.role == Role::kPreCandidate) {
         return "pre-vote won: starting the election for term " + std::to_string(next.term);
       }
-      return "leadership transfer: " + was_leader + " handed over; starting the election for term " +
-             std::to_string(next.term);
+      return "leadership transfer: " + was_leader +
+             " handed over; starting the election for term " + std::to_string(next.term);
     case Role::kLeader:
       return "won the election: leader for term " + std::to_string(next.term);
     case Role::kFollower:
@@ -134,11 +142,15 @@ std::string describe_transition(const raft::SoftState& prev, const raft::SoftSta
   }
   if (prev.role == Role::kLeader) {
     return next.term == prev.term
-               ? "stepping down: no contact with a majority within the election timeout (check quorum)"
+               ? "stepping down: no contact with a majority within the election timeout (check "
+                 "quorum)"
                : "stepping down: another node is in the newer term " + std::to_string(next.term);
   }
-  if (next.leader != raft::kNoNode) return "following leader " + std::to_string(next.leader) + " in term " + std::to_string(next.term);
-  if (prev.role != Role::kFollower) return "campaign ended without a leader (term " + std::to_string(next.term) + ")";
+  if (next.leader != raft::kNoNode)
+    return "following leader " + std::to_string(next.leader) + " in term " +
+           std::to_string(next.term);
+  if (prev.role != Role::kFollower)
+    return "campaign ended without a leader (term " + std::to_string(next.term) + ")";
   return "no leader known in term " + std::to_string(next.term) + " (was " + was_leader + ")";
 }
 
@@ -146,25 +158,28 @@ std::string describe_transition(const raft::SoftState& prev, const raft::SoftSta
 
 void Replica::note_soft_state(const raft::SoftState& next) {
   if (next.role != soft_state_.role || next.leader != soft_state_.leader) {
-    const std::string why =
-        describe_transition(soft_state_, next, static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms);
+    const std::string why = describe_transition(
+        soft_state_, next, static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms);
     if (next.role != soft_state_.role) {
       spdlog::info("node {}: role {} -> {}: {}", config_.node_id, raft::to_string(soft_state_.role),
                    raft::to_string(next.role), why);
     } else {
-      spdlog::info("node {}: {}", config_.node_id, why);  // same role, new leader: no "Follower -> Follower"
+      spdlog::info("node {}: {}", config_.node_id,
+                   why);  // same role, new leader: no "Follower -> Follower"
     }
   }
-  const bool lost_leadership = soft_state_.role == raft::Role::kLeader && next.role != raft::Role::kLeader;
+  const bool lost_leadership =
+      soft_state_.role == raft::Role::kLeader && next.role != raft::Role::kLeader;
   if (deps_.events != nullptr) report_role_change(*deps_.events, soft_state_, next);
   soft_state_ = next;
   if (lost_leadership) {
     // Their entries may still commit under the new leader, but this node can no longer tell: the
     // clients retry at once (same client_id/sequence) instead of waiting out append_timeout_ms.
-    fail_pending_appends(ErrorCode::kUnavailable,
-                         "leadership lost while the append was pending; the outcome is unknown: retry "
-                         "with the same client_id/sequence",
-                         kReasonLeadershipLost);
+    fail_pending_appends(
+        ErrorCode::kUnavailable,
+        "leadership lost while the append was pending; the outcome is unknown: retry "
+        "with the same client_id/sequence",
+        kReasonLeadershipLost);
   }
   if (pending_transfer_ && next.leader == pending_transfer_->target) {
     pending_transfer_->done(TransferResult{NodeError{}, next.leader, next.term});
@@ -178,8 +193,8 @@ void Replica::truncate_log_from(std::uint64_t from) {
           std::to_string(commit_) + ")");
     return;
   }
-  spdlog::warn("node {}: term {}: truncating uncommitted log tail from index {} (last {})", config_.node_id,
-               raft_->term(), from, log_->last_index());
+  spdlog::warn("node {}: term {}: truncating uncommitted log tail from index {} (last {})",
+               config_.node_id, raft_->term(), from, log_->last_index());
   // force: the check above already guarantees no committed entry is cut; the store's own commit
   // index may be a stale checkpoint value above the recovered log (async mode after a power loss).
   if (store::Status st = log_->truncate_suffix(from, /*force=*/true); !st.ok()) {
@@ -190,7 +205,8 @@ void Replica::truncate_log_from(std::uint64_t from) {
   dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
   reported_durable_ = std::min(reported_durable_, from - 1);
   // Acknowledgements held for the removed suffix vouch for entries that no longer exist.
-  std::erase_if(held_messages_, [&](const HeldMessages& held) { return held.required_index >= from; });
+  std::erase_if(held_messages_,
+                [&](const HeldMessages& held) { return held.required_index >= from; });
   // Appends waiting for indexes that no longer exist learn it now rather than at their deadline. A
   // leader's own proposals of its term are never cut (the core cuts only older terms' entries, and
   // only before its first proposal): a pending append of this term and leadership is rewritten by
@@ -214,8 +230,8 @@ void Replica::hold_until_durable(std::vector<raft::Message> messages) {
   }
   if (held_messages_.size() >= kMaxHeldBatches) {
     // Only when fsync stalls for long: dropping the oldest is safe (Raft retransmits and re-votes).
-    spdlog::warn("node {}: {} acknowledgement batches wait for a flush; dropping the oldest", config_.node_id,
-                 held_messages_.size());
+    spdlog::warn("node {}: {} acknowledgement batches wait for a flush; dropping the oldest",
+                 config_.node_id, held_messages_.size());
     held_messages_.pop_front();
   }
   held_messages_.push_back(HeldMessages{last, last_term, std::move(messages)});
@@ -261,7 +277,8 @@ void Replica::report_durability() {
 }
 
 void Replica::release_held(std::uint64_t durable_index) {
-  while (!held_messages_.empty() && rules::may_release_held(held_messages_.front().required_index, durable_index)) {
+  while (!held_messages_.empty() &&
+         rules::may_release_held(held_messages_.front().required_index, durable_index)) {
     HeldMessages& held = held_messages_.front();
     bool still_valid = held.required_index == 0;
     if (!still_valid) {
@@ -286,9 +303,10 @@ void Replica::deliver_commit(std::uint64_t commit) {
     if (term.ok() && *term == pending.term) {
       if (deps_.events != nullptr && !pending.duplicate) {
         deps_.events->append_committed(pending.last - pending.first + 1, pending.payload_bytes,
-                                  deps_.clock() - pending.proposed_at);
+                                       deps_.clock() - pending.proposed_at);
       }
-      pending.done(AppendResult{NodeError{}, pending.first, pending.last, pending.term, pending.duplicate});
+      pending.done(
+          AppendResult{NodeError{}, pending.first, pending.last, pending.term, pending.duplicate});
     } else {
       pending.done(replaced_entry_error());
     }
@@ -301,12 +319,13 @@ void Replica::deliver_commit(std::uint64_t commit) {
   }
 }
 
-// The store's checkpoint keeps the commit index for the next open, which takes a log that ends below
-// it for lost durable data (a storage fault: the node then neither votes nor counts toward commit
-// until it has caught up, storage_fault.h). A follower learns commit indexes beyond what its own flush
-// covers; recording those would make an ordinary power cut look like such a fault — and a cluster
-// whose followers all lost power at once would have no voter left. So the store records the commit
-// index only as far as this node's log is durable (the simulator found this: docs/testing.md).
+// The store's checkpoint keeps the commit index for the next open, which takes a log that ends
+// below it for lost durable data (a storage fault: the node then neither votes nor counts toward
+// commit until it has caught up, storage_fault.h). A follower learns commit indexes beyond what its
+// own flush covers; recording those would make an ordinary power cut look like such a fault — and a
+// cluster whose followers all lost power at once would have no voter left. So the store records the
+// commit index only as far as this node's log is durable (the simulator found this:
+// docs/testing.md).
 void Replica::record_commit_in_store() {
   const std::uint64_t last = log_->last_index();
   const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
@@ -321,7 +340,8 @@ void Replica::record_commit_in_store() {
 void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
   for (const raft::Entry& entry : entries) {
     if (entry.index <= dedup_recorded_through_) continue;
-    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term, entry.payload.view());
+    dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term,
+                        entry.payload.view());
     dedup_recorded_through_ = entry.index;
   }
 }

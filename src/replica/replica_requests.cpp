@@ -11,11 +11,13 @@ namespace raftlog::replica {
 NodeError Replica::not_leader_error() const {
   const raft::NodeId leader = raft_->leader();
   if (leader == raft::kNoNode) {
-    return make_error(ErrorCode::kNoLeader, "no leader known yet (election in progress); retry shortly");
+    return make_error(ErrorCode::kNoLeader,
+                      "no leader known yet (election in progress); retry shortly");
   }
-  NodeError error = make_error(ErrorCode::kNotLeader, "node " + std::to_string(config_.node_id) +
-                                                          " is not the leader; the leader is node " +
-                                                          std::to_string(leader));
+  NodeError error =
+      make_error(ErrorCode::kNotLeader, "node " + std::to_string(config_.node_id) +
+                                            " is not the leader; the leader is node " +
+                                            std::to_string(leader));
   error.leader_id = leader;
   auto it = config_.members.find(leader);
   if (it != config_.members.end()) {
@@ -25,7 +27,6 @@ NodeError Replica::not_leader_error() const {
   return error;
 }
 
-
 Replica::AppendPlacement Replica::append(AppendRequest in) {
   // This node just became leader in a step() of this input batch, and the core may already have cut
   // an unfinished proposal from its log (noop_index_after_unfinished_proposal): hand that out
@@ -34,13 +35,13 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
   // soft state that makes soft_state_ a leader.
   if (raft_->role() == raft::Role::kLeader && soft_state_.role != raft::Role::kLeader) process();
   if (in.client_id != 0 && in.sequence == 0) {
-    // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default), and
-    // taking it would make every later append of that client a retry of the first.
+    // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default),
+    // and taking it would make every later append of that client a retry of the first.
     in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                    "sequence 0 with client_id " + std::to_string(in.client_id) +
-                                        ": an idempotent append needs a sequence of at least 1 "
-                                        "(client_id 0 appends without deduplication)",
-                                    kReasonBadSequence)));
+                                     "sequence 0 with client_id " + std::to_string(in.client_id) +
+                                         ": an idempotent append needs a sequence of at least 1 "
+                                         "(client_id 0 appends without deduplication)",
+                                     kReasonBadSequence)));
     return {};
   }
   if (raft_->role() != raft::Role::kLeader) {
@@ -48,10 +49,11 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
     return {};
   }
   if (pending_appends_.size() >= config_.max_pending_appends) {
-    in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
-                                    "too many appends waiting for commit on this node (" +
-                                        std::to_string(config_.max_pending_appends) + "); retry later",
-                                    kReasonTooManyPending)));
+    in.done(
+        failed_append(make_error(ErrorCode::kResourceExhausted,
+                                 "too many appends waiting for commit on this node (" +
+                                     std::to_string(config_.max_pending_appends) + "); retry later",
+                                 kReasonTooManyPending)));
     return {};
   }
   if (in.client_id != 0 && answer_from_dedup(in)) return {};
@@ -75,8 +77,9 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
   }
   raft::ProposeResult result;
   if (!guard_core([&] { result = raft_->propose(std::move(entries)); })) {
-    in.done(failed_append(make_error(ErrorCode::kInternal, "this node stopped on a storage fault; retry on another",
-                                    kReasonStorageError)));
+    in.done(failed_append(make_error(ErrorCode::kInternal,
+                                     "this node stopped on a storage fault; retry on another",
+                                     kReasonStorageError)));
     return {};
   }
   switch (result.status) {
@@ -87,33 +90,37 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
       return {};
     case raft::ProposeStatus::kTransferring:
       in.done(failed_append(make_error(ErrorCode::kUnavailable,
-                                      "leadership transfer in progress; retry on the new leader",
-                                      kReasonLeadershipLost)));
+                                       "leadership transfer in progress; retry on the new leader",
+                                       kReasonLeadershipLost)));
       return {};
     case raft::ProposeStatus::kTooManyPending:
       in.done(failed_append(make_error(ErrorCode::kResourceExhausted,
-                                      "too many uncommitted entries on the leader; retry later", kReasonTooManyPending)));
+                                       "too many uncommitted entries on the leader; retry later",
+                                       kReasonTooManyPending)));
       return {};
     case raft::ProposeStatus::kEmpty:
     case raft::ProposeStatus::kTooLarge:
     case raft::ProposeStatus::kInvalidEntry:
       // Node::append validates against limits the core is configured to accept (open()), so these
       // mean a configuration mismatch; still answered precisely rather than asserted.
-      in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                      std::string("append refused by Raft: ") + raft::to_string(result.status),
-                                      kReasonAppendTooLarge)));
+      in.done(failed_append(
+          make_error(ErrorCode::kInvalidArgument,
+                     std::string("append refused by Raft: ") + raft::to_string(result.status),
+                     kReasonAppendTooLarge)));
       return {};
   }
-  // Recorded at once, not when the entries reach the store: a retry arriving in the same input batch
-  // must already see this append.
+  // Recorded at once, not when the entries reach the store: a retry arriving in the same input
+  // batch must already see this append.
   if (in.client_id != 0) {
     dedup_.record_append(in.client_id, in.sequence,
-                         DedupTable::Range{result.first_index, result.last_index, result.term}, digest);
+                         DedupTable::Range{result.first_index, result.last_index, result.term},
+                         digest);
   }
   dedup_recorded_through_ = std::max(dedup_recorded_through_, result.last_index);
-  pending_appends_.emplace(result.last_index, PendingAppend{result.first_index, result.last_index,
-                                                            result.term, false, std::move(in.done),
-                                                            in.deadline, deps_.clock(), append_bytes});
+  pending_appends_.emplace(
+      result.last_index,
+      PendingAppend{result.first_index, result.last_index, result.term, false, std::move(in.done),
+                    in.deadline, deps_.clock(), append_bytes});
   if (deps_.events != nullptr) deps_.events->append_proposed();
   return AppendPlacement{true, result.first_index, result.last_index, result.term};
 }
@@ -128,8 +135,8 @@ bool Replica::answer_from_dedup(AppendRequest& in) {
         in.done(AppendResult{NodeError{}, range.first, range.last, range.term, true});
       } else {
         // The original is in this leader's log and will commit under it: wait for that.
-        pending_appends_.emplace(range.last, PendingAppend{range.first, range.last, range.term, true,
-                                                           std::move(in.done), in.deadline});
+        pending_appends_.emplace(range.last, PendingAppend{range.first, range.last, range.term,
+                                                           true, std::move(in.done), in.deadline});
       }
       return true;
     case DedupTable::Lookup::kReused: {
@@ -148,18 +155,17 @@ bool Replica::answer_from_dedup(AppendRequest& in) {
       return true;
     }
     case DedupTable::Lookup::kTooOld:
-      in.done(failed_append(make_error(ErrorCode::kFailedPrecondition,
-                                      "sequence " + std::to_string(in.sequence) + " of client " +
-                                          std::to_string(in.client_id) +
-                                          " is older than the deduplication window; it cannot be retried safely",
-                                      kReasonSequenceTooOld)));
+      in.done(failed_append(make_error(
+          ErrorCode::kFailedPrecondition,
+          "sequence " + std::to_string(in.sequence) + " of client " + std::to_string(in.client_id) +
+              " is older than the deduplication window; it cannot be retried safely",
+          kReasonSequenceTooOld)));
       return true;
     case DedupTable::Lookup::kUnknown:
       break;
   }
   return false;
 }
-
 
 void Replica::read_index(ReadIndexRequest in) {
   const std::uint64_t id = next_read_id_++;
@@ -172,22 +178,27 @@ void Replica::read_index(ReadIndexRequest in) {
       return;
     case raft::ReadIndexStatus::kTooManyPending:
       in.done(ReadIndexResult{
-          make_error(ErrorCode::kResourceExhausted, "too many linearizable reads pending; retry later", kReasonTooManyPending), 0});
+          make_error(ErrorCode::kResourceExhausted,
+                     "too many linearizable reads pending; retry later", kReasonTooManyPending),
+          0});
       return;
   }
 }
 
 void Replica::transfer_leadership(TransferRequest in) {
   if (!config_.members.contains(in.target)) {
-    in.done(TransferResult{make_error(ErrorCode::kInvalidArgument, "node " + std::to_string(in.target) +
-                                                        " is not a member of the cluster",
-                                      kReasonTransferTargetUnknown), 0, 0});
+    in.done(TransferResult{
+        make_error(ErrorCode::kInvalidArgument,
+                   "node " + std::to_string(in.target) + " is not a member of the cluster",
+                   kReasonTransferTargetUnknown),
+        0, 0});
     return;
   }
   raft::TransferStatus transfer = raft::TransferStatus::kNotLeader;
   if (!guard_core([&] { transfer = raft_->transfer_leadership(in.target); })) {
     in.done(TransferResult{make_error(ErrorCode::kInternal, "this node stopped on a storage fault",
-                                      kReasonStorageError), 0, 0});
+                                      kReasonStorageError),
+                           0, 0});
     return;
   }
   switch (transfer) {
@@ -202,33 +213,36 @@ void Replica::transfer_leadership(TransferRequest in) {
     case raft::TransferStatus::kUnknownTarget:
       in.done(TransferResult{make_error(ErrorCode::kInvalidArgument,
                                         "unknown transfer target " + std::to_string(in.target),
-                                        kReasonTransferTargetUnknown), 0, 0});
+                                        kReasonTransferTargetUnknown),
+                             0, 0});
       return;
     case raft::TransferStatus::kInProgress:
-      in.done(TransferResult{make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress",
-                                        kReasonTransferInProgress), 0, 0});
+      in.done(TransferResult{
+          make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress",
+                     kReasonTransferInProgress),
+          0, 0});
       return;
   }
   if (pending_transfer_) {
-    pending_transfer_->done(
-        TransferResult{make_error(ErrorCode::kUnavailable, "superseded", kReasonTransferSuperseded), 0, 0});
+    pending_transfer_->done(TransferResult{
+        make_error(ErrorCode::kUnavailable, "superseded", kReasonTransferSuperseded), 0, 0});
   }
   pending_transfer_ = std::move(in);
   // The core aborts a transfer after an election timeout; allow two before reporting failure.
-  transfer_deadline_ = deps_.clock() + std::chrono::milliseconds(4ULL * config_.election_ticks * config_.tick_ms);
+  transfer_deadline_ =
+      deps_.clock() + std::chrono::milliseconds(4ULL * config_.election_ticks * config_.tick_ms);
 }
-
 
 void Replica::expire_pending(Clock::time_point now) {
   // Bounded by the number of pending requests (max_pending_appends / the core's read bound).
   for (auto it = pending_appends_.begin(); it != pending_appends_.end();) {
     if (it->second.deadline <= now) {
-      it->second.done(failed_append(make_error(ErrorCode::kDeadlineExceeded,
-                                              "not committed within " +
-                                                  std::to_string(config_.append_timeout_ms) +
-                                                  " ms; the outcome is unknown: retry with the same "
-                                                  "client_id/sequence",
-                                              kReasonCommitTimeout)));
+      it->second.done(failed_append(
+          make_error(ErrorCode::kDeadlineExceeded,
+                     "not committed within " + std::to_string(config_.append_timeout_ms) +
+                         " ms; the outcome is unknown: retry with the same "
+                         "client_id/sequence",
+                     kReasonCommitTimeout)));
       it = pending_appends_.erase(it);
     } else {
       ++it;
@@ -239,7 +253,8 @@ void Replica::expire_pending(Clock::time_point now) {
       if (it->second.deadline <= now) {
         it->second.done(ReadIndexResult{
             make_error(ErrorCode::kDeadlineExceeded, "leadership could not be confirmed in time",
-                       kReasonReadIndexTimeout), 0});
+                       kReasonReadIndexTimeout),
+            0});
         it = reads.erase(it);
       } else {
         ++it;
@@ -249,27 +264,29 @@ void Replica::expire_pending(Clock::time_point now) {
   expire_reads(pending_reads_);
   expire_reads(reads_awaiting_commit_);
   if (pending_transfer_ && transfer_deadline_ <= now) {
-    pending_transfer_->done(
-        TransferResult{make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time",
-                                  kReasonTransferTimeout), 0, 0});
+    pending_transfer_->done(TransferResult{
+        make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time",
+                   kReasonTransferTimeout),
+        0, 0});
     pending_transfer_.reset();
   }
 }
 
-
 void Replica::fail_all(ErrorCode code, const std::string& message) {
-  fail_pending_appends(code, message + "; the outcome is unknown: retry with the same client_id/sequence",
+  fail_pending_appends(code,
+                       message + "; the outcome is unknown: retry with the same client_id/sequence",
                        kReasonShuttingDown);
-  for (auto& [id, read] : pending_reads_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
+  for (auto& [id, read] : pending_reads_)
+    read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
   pending_reads_.clear();
-  for (auto& [index, read] : reads_awaiting_commit_) read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
+  for (auto& [index, read] : reads_awaiting_commit_)
+    read.done(ReadIndexResult{make_error(code, message, kReasonShuttingDown), 0});
   reads_awaiting_commit_.clear();
   if (pending_transfer_) {
     pending_transfer_->done(TransferResult{make_error(code, message, kReasonShuttingDown), 0, 0});
     pending_transfer_.reset();
   }
 }
-
 
 void Replica::fail_pending_appends(ErrorCode code, const std::string& message, const char* reason) {
   for (auto& [last, pending] : pending_appends_) {
@@ -278,9 +295,9 @@ void Replica::fail_pending_appends(ErrorCode code, const std::string& message, c
   pending_appends_.clear();
 }
 
-
 bool Replica::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
-  return disk_.has_room(*deps_.disk, deps_.clock(), append_bytes, config_.store.segment_size_bytes, error);
+  return disk_.has_room(*deps_.disk, deps_.clock(), append_bytes, config_.store.segment_size_bytes,
+                        error);
 }
 
 void Replica::step(raft::Message message) {

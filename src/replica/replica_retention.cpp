@@ -8,10 +8,11 @@
 
 namespace raftlog::replica {
 
-// Never past the commit index (an uncommitted tail may still be replaced). On the leader, never past
-// what a follower still needs, unless the follower has been silent longer than the grace period: it
-// could not be caught up anyway once it is that far gone, and keeping the log forever for a dead node
-// would fill the disk. Followers know only their own log; see docs/operations.md ("Retention").
+// Never past the commit index (an uncommitted tail may still be replaced). On the leader, never
+// past what a follower still needs, unless the follower has been silent longer than the grace
+// period: it could not be caught up anyway once it is that far gone, and keeping the log forever
+// for a dead node would fill the disk. Followers know only their own log; see docs/operations.md
+// ("Retention").
 std::uint64_t Replica::trim_limit() const {
   std::uint64_t limit = commit_ + 1;
   if (raft_->role() != raft::Role::kLeader) return limit;
@@ -31,16 +32,21 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before) {
     if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
-      spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target, st.to_string());
-      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + st.to_string(), kReasonStorageError),
-                        first_before, limit};
+      spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
+                    st.to_string());
+      return TrimResult{
+          make_error(ErrorCode::kInternal, "trim failed: " + st.to_string(), kReasonStorageError),
+          first_before, limit};
     }
   }
   const std::uint64_t first_after = log_->first_index();
-  const std::uint64_t removed = segments_before - std::min(segments_before, log_->disk_usage().segments);
+  const std::uint64_t removed =
+      segments_before - std::min(segments_before, log_->disk_usage().segments);
   if (removed > 0) {
-    spdlog::info("node {}: {} trim before {} (allowed up to {}): {} segment(s) deleted, first index {} -> {}",
-                 config_.node_id, why, before_index, limit, removed, first_before, first_after);
+    spdlog::info(
+        "node {}: {} trim before {} (allowed up to {}): {} segment(s) deleted, first index {} -> "
+        "{}",
+        config_.node_id, why, before_index, limit, removed, first_before, first_after);
     if (deps_.events != nullptr) deps_.events->segments_deleted(removed);
   }
   return TrimResult{NodeError{}, first_after, limit};
@@ -48,7 +54,8 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
 
 void Replica::apply_retention(Clock::time_point now) {
   if (config_.retention_max_age_s == 0 && config_.retention_max_bytes == 0) return;
-  if (now - retention_checked_at_ < std::chrono::milliseconds(config_.retention_check_interval_ms)) return;
+  if (now - retention_checked_at_ < std::chrono::milliseconds(config_.retention_check_interval_ms))
+    return;
   retention_checked_at_ = now;
   const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
   std::uint64_t total_bytes = 0;
@@ -66,7 +73,8 @@ void Replica::apply_retention(Clock::time_point now) {
       const auto modified = env->modified_at(segment.data_path);
       expired = modified.ok() && *modified < oldest_kept;
     }
-    const bool over_size = config_.retention_max_bytes != 0 && total_bytes > config_.retention_max_bytes;
+    const bool over_size =
+        config_.retention_max_bytes != 0 && total_bytes > config_.retention_max_bytes;
     if (!expired && !over_size) break;
     before = segment.last_index + 1;
     total_bytes -= std::min(total_bytes, segment.disk_bytes);

@@ -18,11 +18,11 @@ enum class ErrorCode {
   kNoLeader,           // no leader known yet (election in progress)
   kOutOfRange,         // read below the first retained index or past the committed end
   kResourceExhausted,  // too many pending requests, input queue full, disk full
-  kUnavailable,        // shutting down, or leadership lost with the outcome unknown (retry idempotently)
-  kDeadlineExceeded,   // not committed in time (outcome unknown: retry idempotently)
-  kFailedPrecondition, // e.g. an idempotency sequence too old to be checked
-  kInternal,           // a store error the node cannot continue from
-  kDataLoss,           // a stored entry failed its checksum (corrupt); it is never served
+  kUnavailable,  // shutting down, or leadership lost with the outcome unknown (retry idempotently)
+  kDeadlineExceeded,    // not committed in time (outcome unknown: retry idempotently)
+  kFailedPrecondition,  // e.g. an idempotency sequence too old to be checked
+  kInternal,            // a store error the node cannot continue from
+  kDataLoss,            // a stored entry failed its checksum (corrupt); it is never served
 };
 
 const char* to_string(ErrorCode code);
@@ -30,7 +30,7 @@ const char* to_string(ErrorCode code);
 struct NodeError {
   ErrorCode code = ErrorCode::kOk;
   std::string message;
-  std::string reason;           // machine-readable word (api_errors/error_details.h); every refusal has one
+  std::string reason;  // machine-readable word (api_errors/error_details.h); every refusal has one
   std::uint64_t leader_id = 0;  // for kNotLeader
   std::string leader_address;
   // For the index reasons (INDEX_TRIMMED, INDEX_NOT_YET_COMMITTED): the indexes the read was judged
@@ -51,7 +51,9 @@ struct AppendResult {
 };
 
 // An append that did not (or may not) happen: no indexes to report.
-inline AppendResult failed_append(NodeError error) { return AppendResult{std::move(error), 0, 0, 0, false}; }
+inline AppendResult failed_append(NodeError error) {
+  return AppendResult{std::move(error), 0, 0, 0, false};
+}
 
 struct TransferResult {
   NodeError error;
@@ -62,7 +64,7 @@ struct TransferResult {
 struct TrimResult {
   NodeError error;
   std::uint64_t first_index = 0;  // the node's first retained index afterwards
-  std::uint64_t limit = 0;        // the highest before_index allowed at the time (see Replica::trim)
+  std::uint64_t limit = 0;  // the highest before_index allowed at the time (see Replica::trim)
 };
 
 struct ReadIndexResult {

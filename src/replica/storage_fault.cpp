@@ -51,8 +51,8 @@ bool same_boot_as_last_open(const std::string& data_dir, const std::string& boot
     return false;
   }
   bool same = false;
-  if (const auto& payload = (*file)->current(); payload && payload->size() >= 4 &&
-                                                store::get_u32(payload->data()) == kBootRecordVersion) {
+  if (const auto& payload = (*file)->current();
+      payload && payload->size() >= 4 && store::get_u32(payload->data()) == kBootRecordVersion) {
     same = !boot_id.empty() && payload->substr(4) == boot_id;
   }
   if (boot_id.empty() || boot_id.size() > 64) return false;

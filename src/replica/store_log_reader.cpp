@@ -5,9 +5,12 @@
 
 namespace raftlog::replica {
 
-static_assert(static_cast<int>(raft::EntryType::kNormal) == static_cast<int>(store::EntryType::kNormal));
-static_assert(static_cast<int>(raft::EntryType::kNoop) == static_cast<int>(store::EntryType::kNoop));
-static_assert(static_cast<int>(raft::EntryType::kConfig) == static_cast<int>(store::EntryType::kConfig));
+static_assert(static_cast<int>(raft::EntryType::kNormal) ==
+              static_cast<int>(store::EntryType::kNormal));
+static_assert(static_cast<int>(raft::EntryType::kNoop) ==
+              static_cast<int>(store::EntryType::kNoop));
+static_assert(static_cast<int>(raft::EntryType::kConfig) ==
+              static_cast<int>(store::EntryType::kConfig));
 
 raft::Index StoreLogReader::first_index() const { return log_.first_index(); }
 
@@ -20,7 +23,8 @@ std::optional<raft::Term> StoreLogReader::term_at(raft::Index index) const {
   return *term;
 }
 
-std::optional<FailedRead> first_failed_read(const store::CommitLog& log, std::uint64_t from, std::uint64_t count) {
+std::optional<FailedRead> first_failed_read(const store::CommitLog& log, std::uint64_t from,
+                                            std::uint64_t count) {
   for (std::uint64_t index = from; index < from + count; ++index) {
     auto one = log.read(index, 1, std::numeric_limits<std::size_t>::max());
     if (!one.ok()) return FailedRead{index, one.status()};
@@ -28,12 +32,14 @@ std::optional<FailedRead> first_failed_read(const store::CommitLog& log, std::ui
   return std::nullopt;
 }
 
-std::uint64_t first_corrupt_index(const store::CommitLog& log, std::uint64_t from, std::uint64_t count) {
+std::uint64_t first_corrupt_index(const store::CommitLog& log, std::uint64_t from,
+                                  std::uint64_t count) {
   const std::optional<FailedRead> failed = first_failed_read(log, from, count);
   return failed && failed->status.code() == store::StatusCode::kCorruption ? failed->index : 0;
 }
 
-void StoreLogReader::throw_unreadable(raft::Index from, raft::Index to, const store::Status& failure) const {
+void StoreLogReader::throw_unreadable(raft::Index from, raft::Index to,
+                                      const store::Status& failure) const {
   // So that the entry recorded for repair is the bad one, not the start of the batch.
   if (const std::optional<FailedRead> failed = first_failed_read(log_, from, to - from + 1)) {
     throw UnreadableEntry(failed->index, failed->status.to_string());

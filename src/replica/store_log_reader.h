@@ -40,7 +40,8 @@ class StoreLogReader final : public raft::LogReader {
                                    std::size_t max_bytes) const override;
 
  private:
-  [[noreturn]] void throw_unreadable(raft::Index from, raft::Index to, const store::Status& failure) const;
+  [[noreturn]] void throw_unreadable(raft::Index from, raft::Index to,
+                                     const store::Status& failure) const;
 
   const store::CommitLog& log_;
 };
@@ -55,10 +56,12 @@ struct FailedRead {
   std::uint64_t index = 0;
   store::Status status;
 };
-std::optional<FailedRead> first_failed_read(const store::CommitLog& log, std::uint64_t from, std::uint64_t count);
+std::optional<FailedRead> first_failed_read(const store::CommitLog& log, std::uint64_t from,
+                                            std::uint64_t count);
 // The index first_failed_read finds if that read failed its check (kCorruption), else 0 (every read
 // succeeded, or the first failure was not corruption, such as a truncation that raced).
-std::uint64_t first_corrupt_index(const store::CommitLog& log, std::uint64_t from, std::uint64_t count);
+std::uint64_t first_corrupt_index(const store::CommitLog& log, std::uint64_t from,
+                                  std::uint64_t count);
 
 // Conversions between the two layers' entry types (they agree on the numeric entry types).
 raft::Entry to_raft_entry(const store::EntryView& view);

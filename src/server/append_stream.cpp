@@ -73,8 +73,8 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
       if (finished_ || !writing_ || cancelling_) return;  // it moved on meanwhile
       cancelling_ = true;
     }
-    spdlog::info("AppendStream from {}: its client has read no answer for {} ms; ending it", connection_,
-                 timeout.count());
+    spdlog::info("AppendStream from {}: its client has read no answer for {} ms; ending it",
+                 connection_, timeout.count());
     grpc::Status stalled = end_stalled_stream(context_, "AppendStream", timeout);
     std::unique_lock lock(mu_);
     cancelling_ = false;
@@ -149,14 +149,13 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread
     // or, for an immediate refusal, on this one.
     node_->append(std::move(payloads), client_id, sequence,
-                  [this, request_id, read_at = std::chrono::steady_clock::now()](AppendResult result) {
-                    answer(request_id, result, read_at);
-                  });
+                  [this, request_id, read_at = std::chrono::steady_clock::now()](
+                      AppendResult result) { answer(request_id, result, read_at); });
     std::unique_lock lock(mu_);
     handing_over_ = false;
     // Reads are only ever started from reactions (here and OnWriteDone), never from answer() on the
-    // Node's thread, which could race OnDone. Starting one after a cancellation or shutdown finished
-    // the call is harmless: this reaction keeps the call alive and the read fails.
+    // Node's thread, which could race OnDone. Starting one after a cancellation or shutdown
+    // finished the call is harmless: this reaction keeps the call alive and the read fails.
     Actions actions = next_actions(lock);  // may resume a read paused at the bound meanwhile
     if (read_next && !stopped_locked()) actions.read = true;
     lock.unlock();
@@ -205,7 +204,8 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   bool stopped_locked() const { return cancelled_ || broken_ || shutting_down_ || finished_; }
 
   // The Node's answer to one request.
-  void answer(std::uint64_t request_id, const AppendResult& result, std::chrono::steady_clock::time_point read_at) {
+  void answer(std::uint64_t request_id, const AppendResult& result,
+              std::chrono::steady_clock::time_point read_at) {
     if (observer_ != nullptr) {
       observer_->request_answered(kMetricsMethod, static_cast<int>(grpc_code(result.error.code)),
                                   std::chrono::steady_clock::now() - read_at, result.error.reason);
@@ -236,7 +236,8 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
         finished_ = true;
         actions.finish = true;
         if (stalled_status_) {
-          actions.status = *stalled_status_;  // not sent (the call is cancelled), but interceptors see it
+          actions.status =
+              *stalled_status_;  // not sent (the call is cancelled), but interceptors see it
         } else if (shutting_down_ && !cancelled_ && !broken_) {
           actions.status = reason_status(context_, grpc::StatusCode::UNAVAILABLE,
                                          "node shutting down; retry on another node",
@@ -265,10 +266,13 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
       actions.finish = true;
       actions.status = grpc::Status::OK;
       if (malformed_request_number_ != 0) {
-        actions.status = malformed_request(
-            context_, "AppendStream request " + std::to_string(malformed_request_number_) + " (counting from 1)",
-            request_.GetTypeName(),
-            "neither it nor anything sent after it was read (the requests before it were answered)");
+        actions.status =
+            malformed_request(context_,
+                              "AppendStream request " + std::to_string(malformed_request_number_) +
+                                  " (counting from 1)",
+                              request_.GetTypeName(),
+                              "neither it nor anything sent after it was read (the requests before "
+                              "it were answered)");
       }
     }
     return actions;
@@ -301,29 +305,34 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   grpc::ByteBuffer response_bytes_;    // response_ serialized
 
   std::mutex mu_;
-  std::vector<v1::AppendStreamResult> pending_;  // answers not yet written; bounded by max_in_flight_
+  std::vector<v1::AppendStreamResult>
+      pending_;                // answers not yet written; bounded by max_in_flight_
   std::size_t in_flight_ = 0;  // requests read and not yet answered on the wire (<= max_in_flight_)
   std::size_t written_ = 0;    // answers in the write in progress
   bool writing_ = false;
   Clock::time_point write_started_;  // of the write in progress
   bool cancelling_ = false;          // end_stalled is cancelling the call: do not Finish yet
   std::optional<grpc::Status> stalled_status_;  // set once end_stalled cancelled the call
-  std::uint64_t requests_read_ = 0;  // parsed and handed to the node
+  std::uint64_t requests_read_ = 0;             // parsed and handed to the node
   std::uint64_t malformed_request_number_ = 0;  // 1-based; 0 = every request read parsed
-  bool read_paused_ = false;   // at the bound: the next read starts when an answer is written
-  bool handing_over_ = false;  // OnReadDone is passing a request to the node: no read starts meanwhile
+  bool read_paused_ = false;  // at the bound: the next read starts when an answer is written
+  bool handing_over_ =
+      false;  // OnReadDone is passing a request to the node: no read starts meanwhile
   bool reads_done_ = false;
   bool cancelled_ = false;
-  bool broken_ = false;        // a write failed
+  bool broken_ = false;  // a write failed
   bool shutting_down_ = false;
-  bool finished_ = false;      // Finish was called
-  bool registered_ = true;     // in owner_'s registry (false for refused streams)
+  bool finished_ = false;   // Finish was called
+  bool registered_ = true;  // in owner_'s registry (false for refused streams)
   // gRPC (dropped in OnDone) plus one per append the Node has not answered yet.
   std::atomic<std::size_t> references_{1};
 };
 
 AppendStreams::AppendStreams(Node* node, AppendStreamLimits limits, ClientRequestObserver* observer)
-    : node_(node), observer_(observer), limits_(limits), per_connection_(limits.max_streams_per_connection) {
+    : node_(node),
+      observer_(observer),
+      limits_(limits),
+      per_connection_(limits.max_streams_per_connection) {
   RAFTLOG_CHECK(limits_.max_streams > 0 && limits_.max_streams_per_connection > 0 &&
                     limits_.max_appends_per_stream > 0 && limits_.stall_timeout.count() > 0,
                 "AppendStreams bounds must be positive");
@@ -336,7 +345,8 @@ AppendStreams::AppendStreams(Node* node, AppendStreamLimits limits, ClientReques
 AppendStreams::~AppendStreams() { shutdown(); }
 
 AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* context) {
-  auto* reactor = new AppendStreamReactor(this, node_, observer_, context, limits_.max_appends_per_stream);
+  auto* reactor =
+      new AppendStreamReactor(this, node_, observer_, context, limits_.max_appends_per_stream);
   {
     // Registration and shutdown() serialize on mu_: a stream is either refused or registered
     // before shutdown() cancels and waits for every registered one.
@@ -347,18 +357,19 @@ AppendStreamServerReactor* AppendStreams::open(grpc::CallbackServerContext* cont
       return reactor;
     }
     if (live_.size() >= limits_.max_streams) {
-      reactor->refuse(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                    "too many AppendStream calls on this node (" +
-                                        std::to_string(limits_.max_streams) + ")",
-                                    std::string(api_errors::reason::kTooManyPending)));
+      reactor->refuse(reason_status(
+          context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "too many AppendStream calls on this node (" + std::to_string(limits_.max_streams) + ")",
+          std::string(api_errors::reason::kTooManyPending)));
       return reactor;
     }
     if (!per_connection_.try_add(reactor->connection())) {
-      reactor->refuse(reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                    "too many AppendStream calls on this connection (" +
-                                        std::to_string(limits_.max_streams_per_connection) +
-                                        ", --max-append-streams-per-connection); close one or use another connection",
-                                    std::string(api_errors::reason::kTooManyPending)));
+      reactor->refuse(reason_status(
+          context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "too many AppendStream calls on this connection (" +
+              std::to_string(limits_.max_streams_per_connection) +
+              ", --max-append-streams-per-connection); close one or use another connection",
+          std::string(api_errors::reason::kTooManyPending)));
       return reactor;
     }
     live_.insert(reactor);
@@ -375,8 +386,8 @@ void AppendStreams::unregister(AppendStreamReactor* reactor) {
 }
 
 void AppendStreams::end_stalled_streams() {
-  const auto period = std::clamp<std::chrono::milliseconds>(limits_.stall_timeout / 4, std::chrono::milliseconds(10),
-                                                            std::chrono::milliseconds(1000));
+  const auto period = std::clamp<std::chrono::milliseconds>(
+      limits_.stall_timeout / 4, std::chrono::milliseconds(10), std::chrono::milliseconds(1000));
   std::unique_lock lock(mu_);
   while (!shutting_down_) {
     watchdog_wake_.wait_for(lock, period, [&] { return shutting_down_; });
@@ -427,8 +438,10 @@ void AppendStreams::shutdown() {
   // shutdown deadline cancels it; the Server keeps this object alive until then.
   std::unique_lock lock(mu_);
   if (!drained_.wait_for(lock, std::chrono::seconds(2), [&] { return live_.empty(); })) {
-    spdlog::info("{} AppendStream calls still writing to slow clients at shutdown; the gRPC server's deadline ends them",
-                 live_.size());
+    spdlog::info(
+        "{} AppendStream calls still writing to slow clients at shutdown; the gRPC server's "
+        "deadline ends them",
+        live_.size());
   }
 }
 

@@ -18,7 +18,8 @@
 //     Node callback, whichever comes later;
 //   - a request that is not a valid AppendStreamRequest (the stream is registered raw, see
 //     raw_messages.h) stops the reading: the requests read before it are answered, then the stream
-//     ends INVALID_ARGUMENT (MALFORMED_REQUEST) saying that it and everything after it were not read;
+//     ends INVALID_ARGUMENT (MALFORMED_REQUEST) saying that it and everything after it were not
+//     read;
 //   - bounds against one client holding the node's slots (stream_limits.h): at most
 //     max_streams_per_connection streams per client connection, and a stream whose write has not
 //     completed for stall_timeout (its client reads no answers) is ended with RESOURCE_EXHAUSTED
@@ -49,7 +50,7 @@ using AppendStreamServerReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
 // Defaults as in NodeConfig (docs/configuration.md).
 struct AppendStreamLimits {
   std::size_t max_streams = 4096;                  // on the node
-  std::size_t max_streams_per_connection = 1024;  // per client connection
+  std::size_t max_streams_per_connection = 1024;   // per client connection
   std::size_t max_appends_per_stream = 256;        // read and not yet answered, per stream
   std::chrono::milliseconds stall_timeout{10000};  // a write not completed by then ends the stream
 };
@@ -87,11 +88,11 @@ class AppendStreams {
   const AppendStreamLimits limits_;
   mutable std::mutex mu_;
   std::condition_variable drained_;
-  std::condition_variable watchdog_wake_;       // shutdown() wakes the watchdog
-  bool shutting_down_ = false;                   // guarded by mu_
-  std::set<AppendStreamReactor*> live_;          // guarded by mu_; at most limits_.max_streams
-  ConnectionStreamCounts per_connection_;        // guarded by mu_
-  std::thread watchdog_;                         // last: runs end_stalled_streams over the members above
+  std::condition_variable watchdog_wake_;  // shutdown() wakes the watchdog
+  bool shutting_down_ = false;             // guarded by mu_
+  std::set<AppendStreamReactor*> live_;    // guarded by mu_; at most limits_.max_streams
+  ConnectionStreamCounts per_connection_;  // guarded by mu_
+  std::thread watchdog_;                   // last: runs end_stalled_streams over the members above
 };
 
 }  // namespace raftlog::server

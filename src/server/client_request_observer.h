@@ -15,7 +15,8 @@ class ClientRequestObserver {
   virtual ~ClientRequestObserver() = default;
   // `method` as the metrics label ("raftlog.v1.Log/AppendStream"), `grpc_code` a grpc::StatusCode
   // value, `reason` the ErrorInfo reason word ("" when none), `latency` from read to answer.
-  virtual void request_answered(std::string_view method, int grpc_code, std::chrono::steady_clock::duration latency,
+  virtual void request_answered(std::string_view method, int grpc_code,
+                                std::chrono::steady_clock::duration latency,
                                 std::string_view reason) = 0;
 };
 

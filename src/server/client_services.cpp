@@ -33,19 +33,22 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // The services, raw (see raw_messages.h): every request and response is a grpc::ByteBuffer.
-using RawLogService = v1::Log::WithRawCallbackMethod_Append<v1::Log::WithRawCallbackMethod_AppendStream<
-    v1::Log::WithRawCallbackMethod_Read<v1::Log::WithRawCallbackMethod_Tail<
-        v1::Log::WithRawCallbackMethod_Status<v1::Log::Service>>>>>;
-using RawAdminService = v1::Admin::WithRawCallbackMethod_TransferLeadership<
-    v1::Admin::WithRawCallbackMethod_Flush<v1::Admin::WithRawCallbackMethod_Trim<v1::Admin::Service>>>;
+using RawLogService =
+    v1::Log::WithRawCallbackMethod_Append<v1::Log::WithRawCallbackMethod_AppendStream<
+        v1::Log::WithRawCallbackMethod_Read<v1::Log::WithRawCallbackMethod_Tail<
+            v1::Log::WithRawCallbackMethod_Status<v1::Log::Service>>>>>;
+using RawAdminService =
+    v1::Admin::WithRawCallbackMethod_TransferLeadership<v1::Admin::WithRawCallbackMethod_Flush<
+        v1::Admin::WithRawCallbackMethod_Trim<v1::Admin::Service>>>;
 
 // Parses a unary call's request; when it does not parse, finishes the call with INVALID_ARGUMENT
 // and returns false.
 template <typename Request>
-bool parse_unary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor, const grpc::ByteBuffer* bytes,
-                 Request* request) {
+bool parse_unary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                 const grpc::ByteBuffer* bytes, Request* request) {
   if (parse_message(*bytes, request)) return true;
-  reactor->Finish(malformed_request(context, "the request", request->GetTypeName(), "nothing was done"));
+  reactor->Finish(
+      malformed_request(context, "the request", request->GetTypeName(), "nothing was done"));
   return false;
 }
 
@@ -58,8 +61,9 @@ void finish_ok(grpc::ServerUnaryReactor* reactor, const Response& response, grpc
 // The Node callback of a unary RPC answered by one Node call: a failed result ends the RPC with its
 // status; a successful one fills a Response through `fill(result, &response)` and ends it with OK.
 template <typename Result, typename Response, typename Fill>
-std::function<void(Result)> finish_unary(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
-                                         grpc::ByteBuffer* out, Fill fill) {
+std::function<void(Result)> finish_unary(grpc::CallbackServerContext* context,
+                                         grpc::ServerUnaryReactor* reactor, grpc::ByteBuffer* out,
+                                         Fill fill) {
   return [context, reactor, out, fill = std::move(fill)](Result result) {
     if (!result.error.ok()) {
       reactor->Finish(to_grpc(context, result.error));
@@ -78,18 +82,28 @@ void fill_entry(const raft::Entry& entry, v1::Entry* out) {
   out->set_client_id(entry.client_id);
   out->set_sequence(entry.sequence);
   switch (entry.type) {
-    case raft::EntryType::kNormal: out->set_type(v1::ENTRY_TYPE_NORMAL); break;
-    case raft::EntryType::kNoop: out->set_type(v1::ENTRY_TYPE_NOOP); break;
-    case raft::EntryType::kConfig: out->set_type(v1::ENTRY_TYPE_CONFIG); break;
+    case raft::EntryType::kNormal:
+      out->set_type(v1::ENTRY_TYPE_NORMAL);
+      break;
+    case raft::EntryType::kNoop:
+      out->set_type(v1::ENTRY_TYPE_NOOP);
+      break;
+    case raft::EntryType::kConfig:
+      out->set_type(v1::ENTRY_TYPE_CONFIG);
+      break;
   }
 }
 
 v1::Role to_proto(raft::Role role) {
   switch (role) {
-    case raft::Role::kFollower: return v1::ROLE_FOLLOWER;
-    case raft::Role::kPreCandidate: return v1::ROLE_PRE_CANDIDATE;
-    case raft::Role::kCandidate: return v1::ROLE_CANDIDATE;
-    case raft::Role::kLeader: return v1::ROLE_LEADER;
+    case raft::Role::kFollower:
+      return v1::ROLE_FOLLOWER;
+    case raft::Role::kPreCandidate:
+      return v1::ROLE_PRE_CANDIDATE;
+    case raft::Role::kCandidate:
+      return v1::ROLE_CANDIDATE;
+    case raft::Role::kLeader:
+      return v1::ROLE_LEADER;
   }
   return v1::ROLE_UNSPECIFIED;
 }
@@ -157,11 +171,12 @@ class ClientServices::Impl {
         limits_(limits),
         log_(this),
         admin_(this),
-        append_streams_(node,
-                        AppendStreamLimits{limits.max_append_streams, limits.max_append_streams_per_connection,
-                                           limits.max_appends_per_stream,
-                                           std::chrono::milliseconds(limits.stall_timeout_ms)},
-                        observer),
+        append_streams_(
+            node,
+            AppendStreamLimits{limits.max_append_streams, limits.max_append_streams_per_connection,
+                               limits.max_appends_per_stream,
+                               std::chrono::milliseconds(limits.stall_timeout_ms)},
+            observer),
         tails_per_connection_(limits.max_tail_streams_per_connection) {}
 
   // --- raftlog.v1.Log ----------------------------------------------------------------------------
@@ -169,15 +184,18 @@ class ClientServices::Impl {
    public:
     explicit LogService(Impl* owner) : owner_(owner) {}
 
-    grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ServerUnaryReactor* Append(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request_bytes,
                                      grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       v1::AppendRequest request;
       if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
       std::vector<std::string> payloads;  // moved, not copied
       payloads.reserve(static_cast<std::size_t>(request.entries_size()));
-      for (std::string& payload : *request.mutable_entries()) payloads.push_back(std::move(payload));
-      // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread.
+      for (std::string& payload : *request.mutable_entries())
+        payloads.push_back(std::move(payload));
+      // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop
+      // thread.
       owner_->node_->append(std::move(payloads), request.client_id(), request.sequence(),
                             finish_unary<AppendResult, v1::AppendResponse>(
                                 context, reactor, response_bytes,
@@ -194,13 +212,15 @@ class ClientServices::Impl {
       return owner_->append_streams_.open(context);
     }
 
-    grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ServerUnaryReactor* Read(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request_bytes,
                                    grpc::ByteBuffer* response_bytes) override;
 
-    grpc::ServerWriteReactor<grpc::ByteBuffer>* Tail(grpc::CallbackServerContext* context,
-                                                     const grpc::ByteBuffer* request_bytes) override;
+    grpc::ServerWriteReactor<grpc::ByteBuffer>* Tail(
+        grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes) override;
 
-    grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request_bytes,
                                      grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       v1::StatusRequest request;
@@ -218,7 +238,7 @@ class ClientServices::Impl {
       response.set_commit_index(status.commit_index);
       response.set_flushed_index(status.flushed_index);
       response.set_flush_mode(status.flush_mode == store::FlushMode::kSync ? v1::FLUSH_MODE_SYNC
-                                                                             : v1::FLUSH_MODE_ASYNC);
+                                                                           : v1::FLUSH_MODE_ASYNC);
       response.set_catching_up(status.catching_up);
       response.set_catching_up_to_index(status.catching_up_to_index);
       response.set_storage_fault(status.storage_fault);
@@ -257,17 +277,19 @@ class ClientServices::Impl {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       v1::TransferLeadershipRequest request;
       if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
-      owner_->node_->transfer_leadership(request.target_id(),
-                                         finish_unary<TransferResult, v1::TransferLeadershipResponse>(
-                                             context, reactor, response_bytes,
-                                             [](const TransferResult& result, v1::TransferLeadershipResponse* response) {
-                                               response->set_leader_id(result.leader_id);
-                                               response->set_term(result.term);
-                                             }));
+      owner_->node_->transfer_leadership(
+          request.target_id(),
+          finish_unary<TransferResult, v1::TransferLeadershipResponse>(
+              context, reactor, response_bytes,
+              [](const TransferResult& result, v1::TransferLeadershipResponse* response) {
+                response->set_leader_id(result.leader_id);
+                response->set_term(result.term);
+              }));
       return reactor;
     }
 
-    grpc::ServerUnaryReactor* Flush(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ServerUnaryReactor* Flush(grpc::CallbackServerContext* context,
+                                    const grpc::ByteBuffer* request_bytes,
                                     grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       v1::FlushRequest request;
@@ -275,10 +297,11 @@ class ClientServices::Impl {
       // A flush is one msync/fdatasync: short enough to run on the callback thread.
       store::Status st = owner_->node_->flush_store();
       if (!st.ok()) {
-        const std::string_view reason = st.code() == store::StatusCode::kNoSpace ? api_errors::reason::kDiskFull
-                                                                                  : api_errors::reason::kStorageError;
-        reactor->Finish(reason_status(context, grpc::StatusCode::INTERNAL, "flush failed: " + st.to_string(),
-                                      std::string(reason)));
+        const std::string_view reason = st.code() == store::StatusCode::kNoSpace
+                                            ? api_errors::reason::kDiskFull
+                                            : api_errors::reason::kStorageError;
+        reactor->Finish(reason_status(context, grpc::StatusCode::INTERNAL,
+                                      "flush failed: " + st.to_string(), std::string(reason)));
         return reactor;
       }
       v1::FlushResponse response;
@@ -287,17 +310,19 @@ class ClientServices::Impl {
       return reactor;
     }
 
-    grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ServerUnaryReactor* Trim(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request_bytes,
                                    grpc::ByteBuffer* response_bytes) override {
       grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
       v1::TrimRequest request;
       if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
       owner_->node_->trim(request.before_index(),
-                          finish_unary<TrimResult, v1::TrimResponse>(context, reactor, response_bytes,
-                                                                     [](const TrimResult& result, v1::TrimResponse* response) {
-                                                                       response->set_first_index(result.first_index);
-                                                                       response->set_limit(result.limit);
-                                                                     }));
+                          finish_unary<TrimResult, v1::TrimResponse>(
+                              context, reactor, response_bytes,
+                              [](const TrimResult& result, v1::TrimResponse* response) {
+                                response->set_first_index(result.first_index);
+                                response->set_limit(result.limit);
+                              }));
       return reactor;
     }
 
@@ -305,14 +330,20 @@ class ClientServices::Impl {
     Impl* owner_;
   };
 
-  // --- Tail ----------------------------------------------------------------------------------------
-  // One pump thread per stream: read committed entries, write one message, wait for the write to
+  // --- Tail
+  // ---------------------------------------------------------------------------------------- One
+  // pump thread per stream: read committed entries, write one message, wait for the write to
   // complete (at most stall_timeout_ms, see await_write), repeat; wait for the commit index when
   // caught up. The reactor is deleted by whichever of the pump thread and OnDone finishes last.
   class TailReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
    public:
-    TailReactor(Impl* owner, grpc::CallbackServerContext* context, std::uint64_t from, std::size_t max_bytes)
-        : owner_(owner), context_(context), connection_(context->peer()), next_index_(from), max_bytes_(max_bytes) {}
+    TailReactor(Impl* owner, grpc::CallbackServerContext* context, std::uint64_t from,
+                std::size_t max_bytes)
+        : owner_(owner),
+          context_(context),
+          connection_(context->peer()),
+          next_index_(from),
+          max_bytes_(max_bytes) {}
 
     void start() {
       std::thread([this] {
@@ -351,7 +382,8 @@ class ClientServices::Impl {
       while (!cancelled_.load() && !owner_->shutting_down_.load() && !node->stopping()) {
         std::vector<raft::Entry> entries;
         NodeError error = node->read_committed(next_index_, max_entries, max_bytes_, &entries);
-        if (error.reason == api_errors::reason::kIndexNotYetCommitted && past_end_waited < kPastEndGrace) {
+        if (error.reason == api_errors::reason::kIndexNotYetCommitted &&
+            past_end_waited < kPastEndGrace) {
           node->wait_for_commit(next_index_ - 2, Clock::now() + poll);
           past_end_waited += poll;
           continue;
@@ -378,7 +410,8 @@ class ClientServices::Impl {
         }
         // Not under mu_: gRPC may run OnWriteDone on this very thread.
         StartWrite(&out_);
-        if (std::optional<grpc::Status> ended = await_write()) {  // the client went away, or takes nothing
+        if (std::optional<grpc::Status> ended =
+                await_write()) {  // the client went away, or takes nothing
           final_status = *ended;
           break;
         }
@@ -404,8 +437,8 @@ class ClientServices::Impl {
         return grpc::Status::OK;  // the client is gone: nobody reads the status
       }
       lock.unlock();
-      spdlog::info("Tail stream from {} at index {}: its reader took nothing for {} ms; ending it", connection_,
-                   next_index_, timeout.count());
+      spdlog::info("Tail stream from {} at index {}: its reader took nothing for {} ms; ending it",
+                   connection_, next_index_, timeout.count());
       grpc::Status stalled = end_stalled_stream(context_, "Tail stream", timeout);
       lock.lock();
       cv_.wait(lock, [&] { return !write_pending_; });  // a cancelled write completes promptly
@@ -443,16 +476,18 @@ class ClientServices::Impl {
                            std::string(api_errors::reason::kShuttingDown));
     }
     if (live_tails_.size() >= limits_.max_tail_streams) {
-      return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                           "too many Tail streams on this node (" + std::to_string(limits_.max_tail_streams) + ")",
-                           std::string(api_errors::reason::kTooManyPending));
+      return reason_status(
+          context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "too many Tail streams on this node (" + std::to_string(limits_.max_tail_streams) + ")",
+          std::string(api_errors::reason::kTooManyPending));
     }
     if (!tails_per_connection_.try_add(tail->connection())) {
-      return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                           "too many Tail streams on this connection (" +
-                               std::to_string(tails_per_connection_.max_per_connection()) +
-                               ", --max-tail-streams-per-connection); close one or use another connection",
-                           std::string(api_errors::reason::kTooManyPending));
+      return reason_status(
+          context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "too many Tail streams on this connection (" +
+              std::to_string(tails_per_connection_.max_per_connection()) +
+              ", --max-tail-streams-per-connection); close one or use another connection",
+          std::string(api_errors::reason::kTooManyPending));
     }
     live_tails_.insert(tail);
     return std::nullopt;
@@ -497,19 +532,21 @@ class ClientServices::Impl {
   ReadExecutor read_executor_;
 };
 
-grpc::ServerUnaryReactor* ClientServices::Impl::LogService::Read(grpc::CallbackServerContext* context,
-                                                                 const grpc::ByteBuffer* request_bytes,
-                                                                 grpc::ByteBuffer* response_bytes) {
+grpc::ServerUnaryReactor* ClientServices::Impl::LogService::Read(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::ReadRequest request;
   if (!parse_unary(context, reactor, request_bytes, &request)) return reactor;
   const NodeConfig& config = owner_->node_->config();
-  const std::size_t max_entries = request.max_entries() == 0
-                                      ? config.max_read_entries
-                                      : std::min<std::size_t>(request.max_entries(), config.max_read_entries);
-  const std::size_t max_bytes = request.max_bytes() == 0
-                                    ? config.max_read_bytes
-                                    : std::min<std::uint64_t>(request.max_bytes(), config.max_read_bytes);
+  const std::size_t max_entries =
+      request.max_entries() == 0
+          ? config.max_read_entries
+          : std::min<std::size_t>(request.max_entries(), config.max_read_entries);
+  const std::size_t max_bytes =
+      request.max_bytes() == 0
+          ? config.max_read_bytes
+          : std::min<std::uint64_t>(request.max_bytes(), config.max_read_bytes);
   const std::uint64_t from = request.from_index();
   Node* node = owner_->node_;
   auto serve = [node, context, reactor, response_bytes, from, max_entries, max_bytes]() {
@@ -560,9 +597,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClientServices::Impl::LogService::Ta
   const NodeConfig& config = owner->node_->config();
   v1::TailRequest request;
   const bool parsed = parse_message(*request_bytes, &request);
-  const std::size_t max_bytes = request.max_bytes_per_message() == 0
-                                    ? std::min<std::uint64_t>(1 << 20, config.max_read_bytes)
-                                    : std::min<std::uint64_t>(request.max_bytes_per_message(), config.max_read_bytes);
+  const std::size_t max_bytes =
+      request.max_bytes_per_message() == 0
+          ? std::min<std::uint64_t>(1 << 20, config.max_read_bytes)
+          : std::min<std::uint64_t>(request.max_bytes_per_message(), config.max_read_bytes);
   auto* reactor = new TailReactor(owner, context, request.from_index(), max_bytes);
   // Refusals finish at once; OnDone() drops the reference the (never started) pump would hold.
   auto refuse = [&](const grpc::Status& status) {
@@ -571,7 +609,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClientServices::Impl::LogService::Ta
     return reactor;
   };
   if (!parsed) {
-    return refuse(malformed_request(context, "the request", request.GetTypeName(), "no stream was opened"));
+    return refuse(
+        malformed_request(context, "the request", request.GetTypeName(), "no stream was opened"));
   }
   if (request.from_index() == 0) {
     return refuse(reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, "indexes start at 1",
@@ -582,7 +621,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClientServices::Impl::LogService::Ta
   return reactor;
 }
 
-ClientServices::ClientServices(Node* node, ClientServiceLimits limits, ClientRequestObserver* observer)
+ClientServices::ClientServices(Node* node, ClientServiceLimits limits,
+                               ClientRequestObserver* observer)
     : impl_(std::make_unique<Impl>(node, limits, observer)) {}
 
 ClientServices::~ClientServices() { shutdown(); }
@@ -593,6 +633,8 @@ void ClientServices::shutdown() { impl_->shutdown(); }
 
 std::size_t ClientServices::open_tail_streams() const { return impl_->open_tail_streams(); }
 
-std::size_t ClientServices::open_append_streams() const { return impl_->append_streams_.open_streams(); }
+std::size_t ClientServices::open_append_streams() const {
+  return impl_->append_streams_.open_streams();
+}
 
 }  // namespace raftlog::server

@@ -12,7 +12,9 @@ namespace raftlog::server {
 HealthReporter::HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health,
                                std::function<bool()> serving, std::uint32_t poll_interval_ms)
     : node_id_(node_id),
-      health_(health), serving_(std::move(serving)), poll_interval_ms_(poll_interval_ms) {
+      health_(health),
+      serving_(std::move(serving)),
+      poll_interval_ms_(poll_interval_ms) {
   const bool serving_now = serving_();
   publish(serving_now);
   thread_ = std::thread([this, serving_now] {
@@ -43,12 +45,14 @@ void HealthReporter::publish(bool serving) {
 void HealthReporter::run(bool last) {
   std::unique_lock lock(mu_);
   // Bounded by stop(): every wait ends after poll_interval_ms or when stopping.
-  while (!cv_.wait_for(lock, std::chrono::milliseconds(poll_interval_ms_), [&] { return stopping_; })) {
+  while (!cv_.wait_for(lock, std::chrono::milliseconds(poll_interval_ms_),
+                       [&] { return stopping_; })) {
     lock.unlock();
     const bool now = serving_();
     if (now != last) {
       publish(now);
-      spdlog::info("node {}: health: {}", node_id_, now ? "SERVING (a leader is known)" : "NOT_SERVING (no leader known)");
+      spdlog::info("node {}: health: {}", node_id_,
+                   now ? "SERVING (a leader is known)" : "NOT_SERVING (no leader known)");
       last = now;
     }
     lock.lock();

@@ -28,13 +28,15 @@ class HealthReporter {
 
   // `serving` answers the question above; it is called from the reporter's thread. `health` is the
   // server's default health service (must outlive the reporter).
-  HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health, std::function<bool()> serving,
+  HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health,
+                 std::function<bool()> serving,
                  std::uint32_t poll_interval_ms = kDefaultPollIntervalMs);
   ~HealthReporter();  // stop()
   HealthReporter(const HealthReporter&) = delete;
   HealthReporter& operator=(const HealthReporter&) = delete;
 
-  // Stops polling and marks every service NOT_SERVING for good (probes fail from now on). Idempotent.
+  // Stops polling and marks every service NOT_SERVING for good (probes fail from now on).
+  // Idempotent.
   void stop();
 
  private:

@@ -12,15 +12,24 @@ namespace pb = raftlog::peer::v1;
 
 pb::MessageType to_wire(raft::MessageType type) {
   switch (type) {
-    case raft::MessageType::kPreVote: return pb::PRE_VOTE;
-    case raft::MessageType::kPreVoteResponse: return pb::PRE_VOTE_RESPONSE;
-    case raft::MessageType::kVote: return pb::VOTE;
-    case raft::MessageType::kVoteResponse: return pb::VOTE_RESPONSE;
-    case raft::MessageType::kAppend: return pb::APPEND;
-    case raft::MessageType::kAppendResponse: return pb::APPEND_RESPONSE;
-    case raft::MessageType::kHeartbeat: return pb::HEARTBEAT;
-    case raft::MessageType::kHeartbeatResponse: return pb::HEARTBEAT_RESPONSE;
-    case raft::MessageType::kTimeoutNow: return pb::TIMEOUT_NOW;
+    case raft::MessageType::kPreVote:
+      return pb::PRE_VOTE;
+    case raft::MessageType::kPreVoteResponse:
+      return pb::PRE_VOTE_RESPONSE;
+    case raft::MessageType::kVote:
+      return pb::VOTE;
+    case raft::MessageType::kVoteResponse:
+      return pb::VOTE_RESPONSE;
+    case raft::MessageType::kAppend:
+      return pb::APPEND;
+    case raft::MessageType::kAppendResponse:
+      return pb::APPEND_RESPONSE;
+    case raft::MessageType::kHeartbeat:
+      return pb::HEARTBEAT;
+    case raft::MessageType::kHeartbeatResponse:
+      return pb::HEARTBEAT_RESPONSE;
+    case raft::MessageType::kTimeoutNow:
+      return pb::TIMEOUT_NOW;
   }
   return pb::MESSAGE_TYPE_UNSPECIFIED;  // unreachable for a valid enum value
 }
@@ -28,34 +37,51 @@ pb::MessageType to_wire(raft::MessageType type) {
 // The wire enum is open (proto3): any int32 may arrive, so the raw number is mapped, not cast.
 std::optional<raft::MessageType> from_wire(int type) {
   switch (type) {
-    case pb::PRE_VOTE: return raft::MessageType::kPreVote;
-    case pb::PRE_VOTE_RESPONSE: return raft::MessageType::kPreVoteResponse;
-    case pb::VOTE: return raft::MessageType::kVote;
-    case pb::VOTE_RESPONSE: return raft::MessageType::kVoteResponse;
-    case pb::APPEND: return raft::MessageType::kAppend;
-    case pb::APPEND_RESPONSE: return raft::MessageType::kAppendResponse;
-    case pb::HEARTBEAT: return raft::MessageType::kHeartbeat;
-    case pb::HEARTBEAT_RESPONSE: return raft::MessageType::kHeartbeatResponse;
-    case pb::TIMEOUT_NOW: return raft::MessageType::kTimeoutNow;
-    default: return std::nullopt;
+    case pb::PRE_VOTE:
+      return raft::MessageType::kPreVote;
+    case pb::PRE_VOTE_RESPONSE:
+      return raft::MessageType::kPreVoteResponse;
+    case pb::VOTE:
+      return raft::MessageType::kVote;
+    case pb::VOTE_RESPONSE:
+      return raft::MessageType::kVoteResponse;
+    case pb::APPEND:
+      return raft::MessageType::kAppend;
+    case pb::APPEND_RESPONSE:
+      return raft::MessageType::kAppendResponse;
+    case pb::HEARTBEAT:
+      return raft::MessageType::kHeartbeat;
+    case pb::HEARTBEAT_RESPONSE:
+      return raft::MessageType::kHeartbeatResponse;
+    case pb::TIMEOUT_NOW:
+      return raft::MessageType::kTimeoutNow;
+    default:
+      return std::nullopt;
   }
 }
 
 pb::EntryType entry_type_to_wire(raft::EntryType type) {
   switch (type) {
-    case raft::EntryType::kNormal: return pb::ENTRY_TYPE_NORMAL;
-    case raft::EntryType::kNoop: return pb::ENTRY_TYPE_NOOP;
-    case raft::EntryType::kConfig: return pb::ENTRY_TYPE_CONFIG;
+    case raft::EntryType::kNormal:
+      return pb::ENTRY_TYPE_NORMAL;
+    case raft::EntryType::kNoop:
+      return pb::ENTRY_TYPE_NOOP;
+    case raft::EntryType::kConfig:
+      return pb::ENTRY_TYPE_CONFIG;
   }
   return pb::ENTRY_TYPE_NORMAL;  // unreachable for a valid enum value
 }
 
 std::optional<raft::EntryType> entry_type_from_wire(int type) {
   switch (type) {
-    case pb::ENTRY_TYPE_NORMAL: return raft::EntryType::kNormal;
-    case pb::ENTRY_TYPE_NOOP: return raft::EntryType::kNoop;
-    case pb::ENTRY_TYPE_CONFIG: return raft::EntryType::kConfig;
-    default: return std::nullopt;
+    case pb::ENTRY_TYPE_NORMAL:
+      return raft::EntryType::kNormal;
+    case pb::ENTRY_TYPE_NOOP:
+      return raft::EntryType::kNoop;
+    case pb::ENTRY_TYPE_CONFIG:
+      return raft::EntryType::kConfig;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -66,7 +92,8 @@ std::string entry_problem(const pb::RaftMessage& in, int position, const char* w
 
 }  // namespace
 
-void encode_message(const raft::Message& message, std::string_view cluster_id, pb::RaftMessage* out) {
+void encode_message(const raft::Message& message, std::string_view cluster_id,
+                    pb::RaftMessage* out) {
   out->Clear();
   out->set_cluster_id(std::string(cluster_id));
   out->set_type(to_wire(message.type));
@@ -96,8 +123,8 @@ void encode_message(const raft::Message& message, std::string_view cluster_id, p
 namespace {
 
 // `movable`: the same message as `in`, whose payloads may be moved out; null to copy them.
-std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limits, raft::Message* out,
-                           pb::RaftMessage* movable) {
+std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limits,
+                           raft::Message* out, pb::RaftMessage* movable) {
   const std::optional<raft::MessageType> type = from_wire(in.type());
   if (!type) return "unknown message type " + std::to_string(in.type());
   if (in.from() == raft::kNoNode) return "message has no sender (from = 0)";
@@ -105,7 +132,8 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   if (in.from() == in.to()) return "message from node " + std::to_string(in.from()) + " to itself";
 
   // Terms near 2^64 are never honest and would leave no term to campaign at (raft::kMaxTerm).
-  if (in.term() > raft::kMaxTerm || in.log_term() > raft::kMaxTerm || in.hint_term() > raft::kMaxTerm) {
+  if (in.term() > raft::kMaxTerm || in.log_term() > raft::kMaxTerm ||
+      in.hint_term() > raft::kMaxTerm) {
     return "message from node " + std::to_string(in.from()) + " names a term above the limit of " +
            std::to_string(raft::kMaxTerm);
   }
@@ -148,11 +176,14 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
     if (!entry_type) return entry_problem(in, position, "unknown entry type");
     const raft::Index expected_index = in.index() + 1 + static_cast<raft::Index>(position);
     if (wire.index() != expected_index) {
-      return entry_problem(in, position, ("index " + std::to_string(wire.index()) + ", expected " +
-                                          std::to_string(expected_index)).c_str());
+      return entry_problem(
+          in, position,
+          ("index " + std::to_string(wire.index()) + ", expected " + std::to_string(expected_index))
+              .c_str());
     }
     if (wire.term() < previous_term) return entry_problem(in, position, "term goes backwards");
-    if (wire.term() > in.term()) return entry_problem(in, position, "term above the message's term");
+    if (wire.term() > in.term())
+      return entry_problem(in, position, "term above the message's term");
     previous_term = wire.term();
 
     raft::Entry& entry = out->entries.emplace_back();
@@ -173,7 +204,8 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
 
 }  // namespace
 
-std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limits, raft::Message* out) {
+std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limits,
+                           raft::Message* out) {
   return decode_checked(in, limits, out, nullptr);
 }
 
@@ -183,15 +215,24 @@ std::string decode_message(pb::RaftMessage&& in, const MessageLimits& limits, ra
 
 std::string_view message_type_name(raft::MessageType type) {
   switch (type) {
-    case raft::MessageType::kPreVote: return "pre_vote";
-    case raft::MessageType::kPreVoteResponse: return "pre_vote_response";
-    case raft::MessageType::kVote: return "vote";
-    case raft::MessageType::kVoteResponse: return "vote_response";
-    case raft::MessageType::kAppend: return "append";
-    case raft::MessageType::kAppendResponse: return "append_response";
-    case raft::MessageType::kHeartbeat: return "heartbeat";
-    case raft::MessageType::kHeartbeatResponse: return "heartbeat_response";
-    case raft::MessageType::kTimeoutNow: return "timeout_now";
+    case raft::MessageType::kPreVote:
+      return "pre_vote";
+    case raft::MessageType::kPreVoteResponse:
+      return "pre_vote_response";
+    case raft::MessageType::kVote:
+      return "vote";
+    case raft::MessageType::kVoteResponse:
+      return "vote_response";
+    case raft::MessageType::kAppend:
+      return "append";
+    case raft::MessageType::kAppendResponse:
+      return "append_response";
+    case raft::MessageType::kHeartbeat:
+      return "heartbeat";
+    case raft::MessageType::kHeartbeatResponse:
+      return "heartbeat_response";
+    case raft::MessageType::kTimeoutNow:
+      return "timeout_now";
   }
   return "unknown";
 }

@@ -45,7 +45,8 @@ std::string decode_message(const peer::v1::RaftMessage& in, const MessageLimits&
                            raft::Message* out);
 // The same checks; the entries' payloads are moved out of `in` rather than copied (a multi-MiB
 // append is not copied once more). `in` is left valid but its payloads unspecified.
-std::string decode_message(peer::v1::RaftMessage&& in, const MessageLimits& limits, raft::Message* out);
+std::string decode_message(peer::v1::RaftMessage&& in, const MessageLimits& limits,
+                           raft::Message* out);
 
 // Stable lower-case name of a message type for logs ("append", "vote_response", ...).
 std::string_view message_type_name(raft::MessageType type);

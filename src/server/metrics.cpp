@@ -54,21 +54,37 @@ Histogram::BucketBoundaries exponential(double start, double factor, int count) 
 }
 
 const char* code_name(grpc::StatusCode code) {
-  static constexpr std::array<const char*, 17> kNames = {
-      "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
-      "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-      "ABORTED",   "OUT_OF_RANGE",      "UNIMPLEMENTED",     "INTERNAL",         "UNAVAILABLE",
-      "DATA_LOSS", "UNAUTHENTICATED"};
+  static constexpr std::array<const char*, 17> kNames = {"OK",
+                                                         "CANCELLED",
+                                                         "UNKNOWN",
+                                                         "INVALID_ARGUMENT",
+                                                         "DEADLINE_EXCEEDED",
+                                                         "NOT_FOUND",
+                                                         "ALREADY_EXISTS",
+                                                         "PERMISSION_DENIED",
+                                                         "RESOURCE_EXHAUSTED",
+                                                         "FAILED_PRECONDITION",
+                                                         "ABORTED",
+                                                         "OUT_OF_RANGE",
+                                                         "UNIMPLEMENTED",
+                                                         "INTERNAL",
+                                                         "UNAVAILABLE",
+                                                         "DATA_LOSS",
+                                                         "UNAUTHENTICATED"};
   const auto index = static_cast<std::size_t>(code);
   return index < kNames.size() ? kNames[index] : "UNKNOWN";
 }
 
 const char* role_name(raft::Role role) {
   switch (role) {
-    case raft::Role::kFollower: return "follower";
-    case raft::Role::kPreCandidate: return "pre_candidate";
-    case raft::Role::kCandidate: return "candidate";
-    case raft::Role::kLeader: return "leader";
+    case raft::Role::kFollower:
+      return "follower";
+    case raft::Role::kPreCandidate:
+      return "pre_candidate";
+    case raft::Role::kCandidate:
+      return "candidate";
+    case raft::Role::kLeader:
+      return "leader";
   }
   return "unknown";
 }
@@ -82,7 +98,8 @@ constexpr std::array<store::RecoveryMode, 3> kRecoveryModes = {
 struct ProcessSample {
   double cpu_seconds = 0;
   double resident_bytes = 0;
-  double anonymous_bytes = 0;  // resident minus file-backed pages (the mapped segments are file-backed)
+  double anonymous_bytes =
+      0;  // resident minus file-backed pages (the mapped segments are file-backed)
   double heap_in_use_bytes = 0;
   double heap_free_bytes = 0;
 };
@@ -113,8 +130,8 @@ ProcessSample sample_process() {
   }
   // glibc's view of the heap: what the program holds (small chunks in the arenas plus chunks it
   // mmapped on its own), and what the arenas keep free for reuse. Growing anonymous memory with a
-  // flat in-use figure is the allocator keeping memory, not a leak (docs/operations.md). mallinfo2()
-  // walks every arena under its lock; a scrape every few seconds costs microseconds.
+  // flat in-use figure is the allocator keeping memory, not a leak (docs/operations.md).
+  // mallinfo2() walks every arena under its lock; a scrape every few seconds costs microseconds.
   const struct mallinfo2 heap = ::mallinfo2();
   sample.heap_in_use_bytes = static_cast<double>(heap.uordblks + heap.hblkhd);
   sample.heap_free_bytes = static_cast<double>(heap.fordblks);
@@ -135,87 +152,135 @@ class Metrics::Impl final : public prometheus::Collectable {
     auto counter = [&](const char* name, const char* help) -> Counter& {
       return BuildCounter().Name(name).Help(help).Labels(node).Register(r).Add({});
     };
-    auto histogram = [&](const char* name, const char* help, Histogram::BucketBoundaries buckets) -> Histogram& {
-      return BuildHistogram().Name(name).Help(help).Labels(node).Register(r).Add({}, std::move(buckets));
+    auto histogram = [&](const char* name, const char* help,
+                         Histogram::BucketBoundaries buckets) -> Histogram& {
+      return BuildHistogram().Name(name).Help(help).Labels(node).Register(r).Add(
+          {}, std::move(buckets));
     };
     // The usual Prometheus build-info idiom: a constant 1 whose labels say what is running, so a
     // dashboard or an upgrade check can group nodes by version (`count by (version)`).
-    BuildGauge().Name("raftlog_build_info").Help("Always 1; the labels name the raftlogd version and git revision.")
-        .Labels(node).Register(r)
-        .Add({{"version", std::string(util::build_version())}, {"revision", std::string(util::build_revision())}})
+    BuildGauge()
+        .Name("raftlog_build_info")
+        .Help("Always 1; the labels name the raftlogd version and git revision.")
+        .Labels(node)
+        .Register(r)
+        .Add({{"version", std::string(util::build_version())},
+              {"revision", std::string(util::build_revision())}})
         .Set(1);
     term_ = &gauge("raftlog_raft_term", "Current Raft term.");
     is_leader_ = &gauge("raftlog_raft_is_leader", "1 on the leader, 0 elsewhere.");
-    auto& roles = BuildGauge().Name("raftlog_raft_role").Help("1 for the node's current role.").Labels(node).Register(r);
-    for (raft::Role role : kRoles) role_[static_cast<std::size_t>(role)] = &roles.Add({{"role", role_name(role)}});
-    leader_id_ = &gauge("raftlog_raft_leader_id", "Raft id of the known leader, 0 when none is known.");
-    leader_changes_ = &counter("raftlog_raft_leader_changes_total", "Times this node saw the leader change.");
-    auto& elections = BuildCounter().Name("raftlog_raft_elections_total")
-                          .Help("Elections this node ran as a candidate, by outcome.").Labels(node).Register(r);
+    auto& roles = BuildGauge()
+                      .Name("raftlog_raft_role")
+                      .Help("1 for the node's current role.")
+                      .Labels(node)
+                      .Register(r);
+    for (raft::Role role : kRoles)
+      role_[static_cast<std::size_t>(role)] = &roles.Add({{"role", role_name(role)}});
+    leader_id_ =
+        &gauge("raftlog_raft_leader_id", "Raft id of the known leader, 0 when none is known.");
+    leader_changes_ =
+        &counter("raftlog_raft_leader_changes_total", "Times this node saw the leader change.");
+    auto& elections = BuildCounter()
+                          .Name("raftlog_raft_elections_total")
+                          .Help("Elections this node ran as a candidate, by outcome.")
+                          .Labels(node)
+                          .Register(r);
     elections_won_ = &elections.Add({{"outcome", "won"}});
     elections_lost_ = &elections.Add({{"outcome", "lost"}});
     first_index_ = &gauge("raftlog_raft_first_index", "First retained log index.");
     last_index_ = &gauge("raftlog_raft_last_index", "Last log index (written, maybe uncommitted).");
     commit_index_ = &gauge("raftlog_raft_commit_index", "Highest index known committed.");
 
-    append_requests_ = &counter("raftlog_append_requests_total", "Append calls accepted into Raft by the leader.");
-    appended_entries_ = &counter("raftlog_appended_entries_total", "Client entries committed and acknowledged by this leader.");
+    append_requests_ =
+        &counter("raftlog_append_requests_total", "Append calls accepted into Raft by the leader.");
+    appended_entries_ = &counter("raftlog_appended_entries_total",
+                                 "Client entries committed and acknowledged by this leader.");
     appended_bytes_ = &counter("raftlog_appended_bytes_total", "Payload bytes of those entries.");
-    commit_latency_ = &histogram("raftlog_commit_latency_seconds",
-                                 "Leader: from proposal to the append being acknowledged as committed.",
-                                 exponential(0.0005, 2, 15));
-    rejected_ = &BuildCounter().Name("raftlog_rejected_requests_total")
-                     .Help("Client requests answered with an error carrying a reason word, by reason.")
-                     .Labels(node).Register(r);
+    commit_latency_ =
+        &histogram("raftlog_commit_latency_seconds",
+                   "Leader: from proposal to the append being acknowledged as committed.",
+                   exponential(0.0005, 2, 15));
+    rejected_ =
+        &BuildCounter()
+             .Name("raftlog_rejected_requests_total")
+             .Help("Client requests answered with an error carrying a reason word, by reason.")
+             .Labels(node)
+             .Register(r);
 
     auto peer_gauge = [&](const char* name, const char* help) -> prometheus::Family<Gauge>* {
       return &BuildGauge().Name(name).Help(help).Labels(node).Register(r);
     };
-    peer_match_ = peer_gauge("raftlog_peer_match_index", "Highest index known replicated on the peer.");
-    peer_lag_entries_ = peer_gauge("raftlog_peer_lag_entries", "Leader's last index minus the peer's match index.");
-    peer_lag_bytes_ = peer_gauge("raftlog_peer_lag_bytes", "Log bytes after the peer's match index.");
-    peer_inflight_ = peer_gauge("raftlog_peer_inflight_messages", "Append messages sent and not yet acknowledged.");
-    peer_last_contact_ = peer_gauge("raftlog_peer_last_contact_seconds", "Seconds since the leader last heard from the peer.");
-    peer_behind_ = peer_gauge("raftlog_peer_behind_first_index",
-                              "1 when the peer needs entries the leader no longer holds (rebuild it).");
+    peer_match_ =
+        peer_gauge("raftlog_peer_match_index", "Highest index known replicated on the peer.");
+    peer_lag_entries_ =
+        peer_gauge("raftlog_peer_lag_entries", "Leader's last index minus the peer's match index.");
+    peer_lag_bytes_ =
+        peer_gauge("raftlog_peer_lag_bytes", "Log bytes after the peer's match index.");
+    peer_inflight_ = peer_gauge("raftlog_peer_inflight_messages",
+                                "Append messages sent and not yet acknowledged.");
+    peer_last_contact_ = peer_gauge("raftlog_peer_last_contact_seconds",
+                                    "Seconds since the leader last heard from the peer.");
+    peer_behind_ =
+        peer_gauge("raftlog_peer_behind_first_index",
+                   "1 when the peer needs entries the leader no longer holds (rebuild it).");
 
-    fsync_ = &histogram("raftlog_store_fsync_duration_seconds", "Duration of one flush cycle's sync calls.",
-                        exponential(0.0001, 2, 16));
-    group_commit_ = &histogram("raftlog_store_group_commit_entries", "Entries made durable by one flush cycle.",
-                               exponential(1, 2, 14));
+    fsync_ = &histogram("raftlog_store_fsync_duration_seconds",
+                        "Duration of one flush cycle's sync calls.", exponential(0.0001, 2, 16));
+    group_commit_ = &histogram("raftlog_store_group_commit_entries",
+                               "Entries made durable by one flush cycle.", exponential(1, 2, 14));
     written_index_ = &gauge("raftlog_store_written_index", "Last entry written to the segment.");
     flushed_index_ = &gauge("raftlog_store_flushed_index", "Last entry known durable.");
-    catching_up_ = &gauge("raftlog_node_catching_up",
-                          "1 while the node catches up after a storage fault (no votes, not counted for commit).");
+    catching_up_ = &gauge(
+        "raftlog_node_catching_up",
+        "1 while the node catches up after a storage fault (no votes, not counted for commit).");
     corrupt_index_ = &gauge("raftlog_store_corrupt_index",
                             "First entry found corrupt by the scrub or a read (0 = none).");
-    scrub_bytes_ = &gauge("raftlog_store_scrub_verified_bytes", "Durable bytes the background scrub verified.");
-    scrub_passes_ = &gauge("raftlog_store_scrub_passes", "Completed scrub passes over the durable log.");
+    scrub_bytes_ = &gauge("raftlog_store_scrub_verified_bytes",
+                          "Durable bytes the background scrub verified.");
+    scrub_passes_ =
+        &gauge("raftlog_store_scrub_passes", "Completed scrub passes over the durable log.");
     segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");
     disk_bytes_ = &gauge("raftlog_store_disk_bytes", "Bytes of segment and index files on disk.");
-    disk_free_ratio_ = &gauge("raftlog_store_disk_free_ratio", "Free space of the data directory's file system, 0..1.");
+    disk_free_ratio_ = &gauge("raftlog_store_disk_free_ratio",
+                              "Free space of the data directory's file system, 0..1.");
     watermark_ = &gauge("raftlog_store_disk_watermark_exceeded",
                         "1 while appends are refused because disk use passed the high watermark.");
-    segments_deleted_ = &counter("raftlog_store_segments_deleted_total", "Segments removed by retention or trim.");
-    recovery_duration_ = &gauge("raftlog_store_recovery_duration_seconds", "How long the start-up recovery took.");
-    auto& modes = BuildGauge().Name("raftlog_store_recovery_mode").Help("1 for the mode the last start-up used.")
-                      .Labels(node).Register(r);
+    segments_deleted_ =
+        &counter("raftlog_store_segments_deleted_total", "Segments removed by retention or trim.");
+    recovery_duration_ =
+        &gauge("raftlog_store_recovery_duration_seconds", "How long the start-up recovery took.");
+    auto& modes = BuildGauge()
+                      .Name("raftlog_store_recovery_mode")
+                      .Help("1 for the mode the last start-up used.")
+                      .Labels(node)
+                      .Register(r);
     for (store::RecoveryMode mode : kRecoveryModes) {
-      recovery_mode_[static_cast<std::size_t>(mode)] = &modes.Add({{"mode", store::to_string(mode)}});
+      recovery_mode_[static_cast<std::size_t>(mode)] =
+          &modes.Add({{"mode", store::to_string(mode)}});
     }
 
-    grpc_requests_ = &BuildCounter().Name("raftlog_grpc_requests_total")
-                          .Help("Finished client RPCs by method and status code.").Labels(node).Register(r);
-    grpc_duration_ = &BuildHistogram().Name("raftlog_grpc_request_duration_seconds")
-                          .Help("Client RPC latency (streams: their lifetime).").Labels(node).Register(r);
+    grpc_requests_ = &BuildCounter()
+                          .Name("raftlog_grpc_requests_total")
+                          .Help("Finished client RPCs by method and status code.")
+                          .Labels(node)
+                          .Register(r);
+    grpc_duration_ = &BuildHistogram()
+                          .Name("raftlog_grpc_request_duration_seconds")
+                          .Help("Client RPC latency (streams: their lifetime).")
+                          .Labels(node)
+                          .Register(r);
 
-    resident_ = &gauge("raftlog_process_resident_memory_bytes", "Resident memory of the raftlogd process.");
-    anonymous_ = &gauge("raftlog_process_anonymous_memory_bytes",
-                        "Resident memory that is not file-backed (heap, stacks; not the mapped segments).");
-    heap_in_use_ = &gauge("raftlog_process_heap_in_use_bytes", "Heap bytes the process holds (glibc mallinfo2).");
+    resident_ =
+        &gauge("raftlog_process_resident_memory_bytes", "Resident memory of the raftlogd process.");
+    anonymous_ =
+        &gauge("raftlog_process_anonymous_memory_bytes",
+               "Resident memory that is not file-backed (heap, stacks; not the mapped segments).");
+    heap_in_use_ = &gauge("raftlog_process_heap_in_use_bytes",
+                          "Heap bytes the process holds (glibc mallinfo2).");
     heap_free_ = &gauge("raftlog_process_heap_free_bytes",
                         "Free heap bytes glibc's arenas keep for reuse (mallinfo2 fordblks).");
-    cpu_ = &counter("raftlog_process_cpu_seconds_total", "User and system CPU time of the raftlogd process.");
+    cpu_ = &counter("raftlog_process_cpu_seconds_total",
+                    "User and system CPU time of the raftlogd process.");
   }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
@@ -247,7 +312,8 @@ class Metrics::Impl final : public prometheus::Collectable {
     const NodeStatus status = status_source_();
     term_->Set(static_cast<double>(status.term));
     is_leader_->Set(status.role == raft::Role::kLeader ? 1 : 0);
-    for (raft::Role role : kRoles) role_[static_cast<std::size_t>(role)]->Set(status.role == role ? 1 : 0);
+    for (raft::Role role : kRoles)
+      role_[static_cast<std::size_t>(role)]->Set(status.role == role ? 1 : 0);
     leader_id_->Set(static_cast<double>(status.leader_id));
     first_index_->Set(static_cast<double>(status.first_index));
     last_index_->Set(static_cast<double>(status.last_index));
@@ -280,7 +346,8 @@ class Metrics::Impl final : public prometheus::Collectable {
     for (const std::string& id : exported_peers_) {
       if (current.contains(id)) continue;
       const prometheus::Labels labels{{"peer", id}};
-      for (auto* family : {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_, peer_last_contact_, peer_behind_}) {
+      for (auto* family : {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_,
+                           peer_last_contact_, peer_behind_}) {
         family->Remove(&family->Add(labels));
       }
     }
@@ -294,7 +361,8 @@ class Metrics::Impl final : public prometheus::Collectable {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string bound_address_;
 
-  mutable std::mutex source_mu_;  // guards the sources and exported_peers_ (scrapes may run concurrently)
+  mutable std::mutex
+      source_mu_;  // guards the sources and exported_peers_ (scrapes may run concurrently)
   std::function<NodeStatus()> status_source_;
   std::function<bool()> watermark_source_;
   mutable std::set<std::string> exported_peers_;
@@ -353,7 +421,8 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
       : metrics_(metrics), method_(std::move(method)), started_(std::chrono::steady_clock::now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
       const grpc::Status status = methods->GetSendStatus();
       std::string reason;
       if (!status.ok()) {
@@ -363,8 +432,8 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
           if (it != trailing->end() && info.ParseFromString(it->second)) reason = info.reason();
         }
       }
-      metrics_->record_rpc(method_, status.error_code(), seconds(std::chrono::steady_clock::now() - started_),
-                           reason);
+      metrics_->record_rpc(method_, status.error_code(),
+                           seconds(std::chrono::steady_clock::now() - started_), reason);
     }
     methods->Proceed();
   }
@@ -378,7 +447,8 @@ class RpcMetricsInterceptor final : public grpc::experimental::Interceptor {
 class RpcMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit RpcMetricsFactory(Metrics::Impl* metrics) : metrics_(metrics) {}
-  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
     std::string_view method = info->method() == nullptr ? "" : info->method();
     // Peer streams are replication, not client requests (their traffic shows in the peer gauges).
     if (method.starts_with("/raftlog.peer.")) return nullptr;
@@ -410,7 +480,8 @@ std::unique_ptr<Metrics> Metrics::start(std::uint64_t node_id, const std::string
     *error = "cannot serve metrics on " + listen_address + " (address in use or invalid?)";
     return nullptr;
   }
-  impl->bound_address_ = listen_address.substr(0, listen_address.rfind(':')) + ":" + std::to_string(ports.front());
+  impl->bound_address_ =
+      listen_address.substr(0, listen_address.rfind(':')) + ":" + std::to_string(ports.front());
   impl->exposer_->RegisterCollectable(impl);
   return std::unique_ptr<Metrics>(new Metrics(std::move(impl)));
 }
@@ -419,7 +490,8 @@ Metrics::Metrics(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 namespace {
 
-// One connection to the metrics listener, closed at once (its only purpose is to wake the listener).
+// One connection to the metrics listener, closed at once (its only purpose is to wake the
+// listener).
 void connect_once(const util::HostPort& address) {
   std::string host(address.host);
   if (host == "0.0.0.0") host = "127.0.0.1";  // a wildcard listener: reach it over loopback
@@ -449,13 +521,14 @@ void connect_once(const util::HostPort& address) {
 
 Metrics::~Metrics() {
   // Stop serving first: a scrape in progress must not outlive the sources it reads.
-  // civetweb's mg_stop() (inside the Exposer's destructor) waits for its listener thread, which sees
-  // the stop only when its poll() returns: up to 2 s later without a new connection (civetweb's
-  // SOCKET_TIMEOUT_QUANTUM), which made every SIGTERM of a node with --metrics-addr take ~2 s. A
-  // thread connects every 20 ms until the destructor has returned (at most ~100 connections), so
-  // the listener wakes, sees the stop and exits at once.
+  // civetweb's mg_stop() (inside the Exposer's destructor) waits for its listener thread, which
+  // sees the stop only when its poll() returns: up to 2 s later without a new connection
+  // (civetweb's SOCKET_TIMEOUT_QUANTUM), which made every SIGTERM of a node with --metrics-addr
+  // take ~2 s. A thread connects every 20 ms until the destructor has returned (at most ~100
+  // connections), so the listener wakes, sees the stop and exits at once.
   util::HostPort address;
-  const bool parsed = util::parse_host_port(impl_->bound_address_, util::PortZero::kRefused, &address).empty();
+  const bool parsed =
+      util::parse_host_port(impl_->bound_address_, util::PortZero::kRefused, &address).empty();
   std::atomic<bool> stopped{false};
   std::thread waker;
   if (parsed) {
@@ -484,7 +557,8 @@ void Metrics::set_watermark_source(std::function<bool()> source) {
 
 const std::string& Metrics::bound_address() const { return impl_->bound_address_; }
 
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> Metrics::interceptor_factory() {
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+Metrics::interceptor_factory() {
   return std::make_unique<RpcMetricsFactory>(impl_.get());
 }
 
@@ -499,16 +573,21 @@ void Metrics::append_committed(std::uint64_t entries, std::uint64_t payload_byte
 
 void Metrics::leader_changed() { impl_->leader_changes_->Increment(); }
 
-void Metrics::election_finished(bool won) { (won ? impl_->elections_won_ : impl_->elections_lost_)->Increment(); }
+void Metrics::election_finished(bool won) {
+  (won ? impl_->elections_won_ : impl_->elections_lost_)->Increment();
+}
 
-void Metrics::segments_deleted(std::uint64_t count) { impl_->segments_deleted_->Increment(static_cast<double>(count)); }
+void Metrics::segments_deleted(std::uint64_t count) {
+  impl_->segments_deleted_->Increment(static_cast<double>(count));
+}
 
 void Metrics::store_flushed(const store::CommitLog::FlushCycle& cycle) {
   impl_->fsync_->Observe(seconds(cycle.sync_duration));
   if (cycle.entries > 0) impl_->group_commit_->Observe(static_cast<double>(cycle.entries));
 }
 
-void Metrics::request_answered(std::string_view method, int grpc_code, std::chrono::steady_clock::duration latency,
+void Metrics::request_answered(std::string_view method, int grpc_code,
+                               std::chrono::steady_clock::duration latency,
                                std::string_view reason) {
   impl_->record_rpc(std::string(method), static_cast<grpc::StatusCode>(grpc_code), seconds(latency),
                     std::string(reason));

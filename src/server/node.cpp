@@ -55,8 +55,8 @@ struct CorruptionInput {
   std::uint64_t index = 0;
   std::string message;
 };
-using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput, TrimInput,
-                           CorruptionInput>;
+using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput,
+                           TrimInput, CorruptionInput>;
 
 // Answers an input that will never reach the loop (queue full, node stopped).
 void reject(Input& input, const NodeError& error) {
@@ -81,7 +81,10 @@ void reject(Input& input, const NodeError& error) {
 class Node::Impl {
  public:
   Impl(NodeConfig config, MessageSender* sender, NodeEvents* events)
-      : config_(std::move(config)), sender_(sender), events_(events), disk_probe_(config_.data_dir) {}
+      : config_(std::move(config)),
+        sender_(sender),
+        events_(events),
+        disk_probe_(config_.data_dir) {}
 
   bool open(NodeError* error);
   void start();
@@ -119,10 +122,10 @@ class Node::Impl {
   // Input queue.
   mutable std::mutex input_mu_;
   std::condition_variable input_cv_;
-  // True while the Raft loop is blocked (or about to block) on input_cv_: push() notifies only then,
-  // so a busy loop costs its producers no futex wake-up per input. Set and read under input_mu_ only
-  // (see push() for why that rules out a lost wake-up); atomic so that a data race would be a
-  // harmless stale read rather than undefined behaviour if that rule were ever broken.
+  // True while the Raft loop is blocked (or about to block) on input_cv_: push() notifies only
+  // then, so a busy loop costs its producers no futex wake-up per input. Set and read under
+  // input_mu_ only (see push() for why that rules out a lost wake-up); atomic so that a data race
+  // would be a harmless stale read rather than undefined behaviour if that rule were ever broken.
   std::atomic<bool> loop_sleeping_{false};
   std::deque<Input> inputs_;
   std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
@@ -145,7 +148,8 @@ class Node::Impl {
   std::thread loop_thread_;
 };
 
-// --- opening and stopping --------------------------------------------------------------------------
+// --- opening and stopping
+// --------------------------------------------------------------------------
 
 bool Node::Impl::open(NodeError* error) {
   if (std::string problem = validate(config_); !problem.empty()) {
@@ -155,8 +159,8 @@ bool Node::Impl::open(NodeError* error) {
   std::error_code mkdir_error;
   std::filesystem::create_directories(config_.data_dir, mkdir_error);
   if (mkdir_error) {
-    *error = make_error(ErrorCode::kInternal, "cannot create data directory " + config_.data_dir + ": " +
-                                                  mkdir_error.message());
+    *error = make_error(ErrorCode::kInternal, "cannot create data directory " + config_.data_dir +
+                                                  ": " + mkdir_error.message());
     return false;
   }
   // Before anything in the directory is opened: refuse another cluster's or another node's.
@@ -165,10 +169,13 @@ bool Node::Impl::open(NodeError* error) {
     return false;
   }
   replica::ReplicaConfig replica_config = replica_config_for(config_);
-  // Decided before the store's recovery writes anything: did the machine restart since the last open?
-  replica_config.same_boot = replica::same_boot_as_last_open(config_.data_dir, replica::current_boot_id());
-  replica_config.raft.random_seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
-                                    (config_.node_id * 0x9E3779B97F4A7C15ULL);
+  // Decided before the store's recovery writes anything: did the machine restart since the last
+  // open?
+  replica_config.same_boot =
+      replica::same_boot_as_last_open(config_.data_dir, replica::current_boot_id());
+  replica_config.raft.random_seed =
+      static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+      (config_.node_id * 0x9E3779B97F4A7C15ULL);
   replica::ReplicaDeps deps;
   deps.sender = sender_;
   deps.disk = &disk_probe_;
@@ -178,8 +185,8 @@ bool Node::Impl::open(NodeError* error) {
   if (replica_ == nullptr) return false;
   log_ = &replica_->log();
   commit_.store(replica_->commit_index(), std::memory_order_release);
-  // The flusher's notice only wakes the loop: the replica re-reads flushed_index() itself, because a
-  // notice's value may predate a truncation (Replica::report_durability).
+  // The flusher's notice only wakes the loop: the replica re-reads flushed_index() itself, because
+  // a notice's value may predate a truncation (Replica::report_durability).
   log_->set_flush_listener([this](std::uint64_t flushed) { push(FlushedInput{flushed}, false); });
   publish_status();
   return true;
@@ -192,7 +199,9 @@ void Node::Impl::start() {
   scrubber_ = std::make_unique<Scrubber>(
       config_.scrub_bytes_per_second, kScrubIntervalMs,
       [this](std::uint64_t from, std::uint64_t max_bytes) { return scrub_chunk(from, max_bytes); },
-      [this](std::uint64_t index, const std::string& message) { report_corruption(index, message); });
+      [this](std::uint64_t index, const std::string& message) {
+        report_corruption(index, message);
+      });
   loop_thread_ = std::thread([this] {
     util::name_this_thread("raft-loop");
     loop();
@@ -256,14 +265,16 @@ void Node::Impl::publish_commit(std::uint64_t commit) {
   commit_cv_.notify_all();
 }
 
-// --- the input queue and the loop ------------------------------------------------------------------
+// --- the input queue and the loop
+// ------------------------------------------------------------------
 
 void Node::Impl::push(Input input, bool droppable) {
   {
     std::unique_lock lock(input_mu_);
     if (loop_exit_.load()) {
       lock.unlock();
-      reject(input, make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown));
+      reject(input, make_error(ErrorCode::kUnavailable, "node shutting down",
+                               replica::kReasonShuttingDown));
       return;
     }
     // Flush notices are never refused: they are bounded by the flusher's rate and carry durability.
@@ -275,10 +286,12 @@ void Node::Impl::push(Input input, bool droppable) {
     if ((inputs_.size() >= config_.max_input_queue && !flushed_notice) ||
         queued_append_bytes_ + append_bytes > kMaxQueuedAppendBytes) {
       lock.unlock();
-      // Peer messages are dropped silently (Raft retransmits); client requests are told to back off.
+      // Peer messages are dropped silently (Raft retransmits); client requests are told to back
+      // off.
       if (!droppable) {
-        reject(input, make_error(ErrorCode::kResourceExhausted, "node input queue full; retry later",
-                                 replica::kReasonTooManyPending));
+        reject(input,
+               make_error(ErrorCode::kResourceExhausted, "node input queue full; retry later",
+                          replica::kReasonTooManyPending));
       }
       return;
     }
@@ -322,7 +335,8 @@ void Node::Impl::loop() {
     }
     for (Input& input : batch) {
       if (replica_->failed()) {  // the rest of the batch is answered, as every input must be
-        reject(input, make_error(ErrorCode::kUnavailable, "node failed; see its log", replica::kReasonShuttingDown));
+        reject(input, make_error(ErrorCode::kUnavailable, "node failed; see its log",
+                                 replica::kReasonShuttingDown));
         continue;
       }
       handle_input(input);
@@ -342,17 +356,20 @@ void Node::Impl::loop() {
 void Node::Impl::tick_due(Clock::time_point now, Clock::time_point* next_tick) {
   const auto tick = std::chrono::milliseconds(config_.tick_ms);
   // Ticks missed while this loop was away (a long round, a machine too busy to run it, a paused
-  // process) are not replayed in a burst, with one exception. A follower or candidate gets one tick:
-  // the leader's heartbeats that arrived meanwhile wait in the input queue, which this round steps
-  // next, and a burst of ticks would fire the election timer first. A leader gets up to
+  // process) are not replayed in a burst, with one exception. A follower or candidate gets one
+  // tick: the leader's heartbeats that arrived meanwhile wait in the input queue, which this round
+  // steps next, and a burst of ticks would fire the election timer first. A leader gets up to
   // heartbeat_ticks of them, so a heartbeat that fell due during the stall leaves in this round
-  // rather than heartbeat_ticks rounds later while the followers' timers kept running. A leader still
-  // never ticks faster than the clock, so check_quorum waits at least an election timeout.
+  // rather than heartbeat_ticks rounds later while the followers' timers kept running. A leader
+  // still never ticks faster than the clock, so check_quorum waits at least an election timeout.
   std::uint64_t due = 1 + static_cast<std::uint64_t>((now - *next_tick) / tick);
-  due = replica_->role() == raft::Role::kLeader ? std::min<std::uint64_t>(due, config_.heartbeat_ticks) : 1;
+  due = replica_->role() == raft::Role::kLeader
+            ? std::min<std::uint64_t>(due, config_.heartbeat_ticks)
+            : 1;
   for (std::uint64_t i = 0; i < due; ++i) {
     replica_->tick();
-    if (replica_->role() != raft::Role::kLeader) break;  // stepped down (check_quorum): no follower burst
+    if (replica_->role() != raft::Role::kLeader)
+      break;  // stepped down (check_quorum): no follower burst
   }
   *next_tick += tick * static_cast<std::int64_t>(due);
   if (*next_tick < now) *next_tick = now + tick;
@@ -402,7 +419,8 @@ void Node::Impl::publish_status() {
   status_ = std::move(status);
 }
 
-// --- storage faults found by readers and the scrubber ----------------------------------------------
+// --- storage faults found by readers and the scrubber
+// ----------------------------------------------
 
 ScrubChunk Node::Impl::scrub_chunk(std::uint64_t from, std::uint64_t max_bytes) {
   ScrubChunk chunk;
@@ -413,10 +431,11 @@ ScrubChunk Node::Impl::scrub_chunk(std::uint64_t from, std::uint64_t max_bytes) 
   }
   const std::uint64_t first = log_->first_index();
   const std::uint64_t durable_end = log_->flushed_index();  // only what the log vouches for
-  if (from < first) from = first;                             // 0, or trimmed meanwhile
-  if (from > durable_end) return chunk;                      // kAtEnd
+  if (from < first) from = first;                           // 0, or trimmed meanwhile
+  if (from > durable_end) return chunk;                     // kAtEnd
   constexpr std::size_t kMaxScrubEntries = 4096;
-  const std::size_t count = static_cast<std::size_t>(std::min<std::uint64_t>(durable_end - from + 1, kMaxScrubEntries));
+  const std::size_t count =
+      static_cast<std::size_t>(std::min<std::uint64_t>(durable_end - from + 1, kMaxScrubEntries));
   auto batch = log_->read(from, count, static_cast<std::size_t>(max_bytes));
   if (batch.ok() && !batch->entries.empty()) {
     chunk.outcome = ScrubChunk::Outcome::kVerified;
@@ -440,16 +459,20 @@ void Node::Impl::report_corruption(std::uint64_t index, std::string message) {
   push(CorruptionInput{index, std::move(message)}, /*droppable=*/false);
 }
 
-// --- committed reads (any thread) ------------------------------------------------------------------
+// --- committed reads (any thread)
+// ------------------------------------------------------------------
 
 NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_entries,
                                      std::size_t max_bytes, std::vector<raft::Entry>* out) {
   out->clear();
   std::shared_lock store_lock(store_mu_);
-  if (store_closed_) return make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown);
+  if (store_closed_)
+    return make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown);
   const std::uint64_t commit = commit_.load(std::memory_order_acquire);
   const std::uint64_t first = log_->first_index();
-  if (from_index == 0) return make_error(ErrorCode::kInvalidArgument, "indexes start at 1", replica::kReasonBadIndexRange);
+  if (from_index == 0)
+    return make_error(ErrorCode::kInvalidArgument, "indexes start at 1",
+                      replica::kReasonBadIndexRange);
   // Two OUT_OF_RANGE reasons, because a client does opposite things about them: an index below the
   // first retained one is gone for good, one past the committed end may exist soon.
   auto out_of_range = [&](std::string message, const char* reason) {
@@ -459,8 +482,9 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
     return error;
   };
   if (from_index < first) {
-    return out_of_range("index " + std::to_string(from_index) + " is below the first retained index " +
-                            std::to_string(first) + " (trimmed)",
+    return out_of_range("index " + std::to_string(from_index) +
+                            " is below the first retained index " + std::to_string(first) +
+                            " (trimmed)",
                         replica::kReasonIndexTrimmed);
   }
   if (from_index > commit + 1) {
@@ -473,21 +497,24 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
   auto batch = log_->read(from_index, std::min(max_entries, available), max_bytes);
   if (!batch.ok()) {
     if (batch.status().code() == store::StatusCode::kOutOfRange) {
-      // A trim between the checks above and the read (committed entries are never cut from the end).
+      // A trim between the checks above and the read (committed entries are never cut from the
+      // end).
       const bool trimmed = from_index < log_->first_index();
-      return out_of_range(batch.status().message(),
-                          trimmed ? replica::kReasonIndexTrimmed : replica::kReasonIndexNotYetCommitted);
+      return out_of_range(batch.status().message(), trimmed ? replica::kReasonIndexTrimmed
+                                                            : replica::kReasonIndexNotYetCommitted);
     }
     if (batch.status().code() == store::StatusCode::kCorruption) {
-      std::uint64_t corrupt = replica::first_corrupt_index(*log_, from_index, std::min(max_entries, available));
+      std::uint64_t corrupt =
+          replica::first_corrupt_index(*log_, from_index, std::min(max_entries, available));
       if (corrupt == 0) corrupt = from_index;  // the batch failed its check, one read alone did not
       report_corruption(corrupt, batch.status().message());
-      return make_error(ErrorCode::kDataLoss,
-                        "entry " + std::to_string(corrupt) +
-                            " on this node failed its checksum; it is not served (read it from another "
-                            "node; this one repairs it from its peers after a restart): " +
-                            batch.status().message(),
-                        replica::kReasonCorruptEntry);
+      return make_error(
+          ErrorCode::kDataLoss,
+          "entry " + std::to_string(corrupt) +
+              " on this node failed its checksum; it is not served (read it from another "
+              "node; this one repairs it from its peers after a restart): " +
+              batch.status().message(),
+          replica::kReasonCorruptEntry);
     }
     return make_error(ErrorCode::kInternal, "reading the log: " + batch.status().to_string(),
                       replica::kReasonStorageError);
@@ -500,15 +527,16 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
   return NodeError{};
 }
 
-std::uint64_t Node::Impl::wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const {
+std::uint64_t Node::Impl::wait_for_commit(std::uint64_t after_index,
+                                          Clock::time_point deadline) const {
   std::unique_lock lock(commit_mu_);
-  commit_cv_.wait_until(lock, deadline, [&] {
-    return commit_.load() > after_index || stopping_.load();
-  });
+  commit_cv_.wait_until(lock, deadline,
+                        [&] { return commit_.load() > after_index || stopping_.load(); });
   return commit_.load();
 }
 
-// --- Node ------------------------------------------------------------------------------------------
+// --- Node
+// ------------------------------------------------------------------------------------------
 
 Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -524,7 +552,9 @@ std::unique_ptr<Node> Node::open(const NodeConfig& config, MessageSender* sender
 void Node::start() { impl_->start(); }
 void Node::trim(std::uint64_t before_index, TrimCallback done) {
   if (impl_->stopping_.load()) {
-    done(TrimResult{make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0, 0});
+    done(TrimResult{
+        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0,
+        0});
     return;
   }
   impl_->push(TrimInput{before_index, std::move(done)}, /*droppable=*/false);
@@ -533,50 +563,58 @@ void Node::trim(std::uint64_t before_index, TrimCallback done) {
 bool Node::disk_watermark_exceeded() const { return impl_->replica_->disk_watermark_exceeded(); }
 void Node::stop() { impl_->stop(); }
 
-void Node::append(std::vector<std::string> payloads, std::uint64_t client_id, std::uint64_t sequence,
-                  AppendCallback done) {
+void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
+                  std::uint64_t sequence, AppendCallback done) {
   const NodeConfig& config = impl_->config_;
   if (impl_->stopping_.load()) {
-    done(failed_append(make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown)));
+    done(failed_append(
+        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown)));
     return;
   }
   if (payloads.empty()) {
-    done(failed_append(make_error(ErrorCode::kInvalidArgument, "empty append: at least one entry is required", replica::kReasonEmptyAppend)));
+    done(failed_append(make_error(ErrorCode::kInvalidArgument,
+                                  "empty append: at least one entry is required",
+                                  replica::kReasonEmptyAppend)));
     return;
   }
   if (payloads.size() > config.max_entries_per_append) {
     done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                 "too many entries: " + std::to_string(payloads.size()) + " > " +
-                                     std::to_string(config.max_entries_per_append) + " per append",
-                                 replica::kReasonTooManyEntries)));
+                                  "too many entries: " + std::to_string(payloads.size()) + " > " +
+                                      std::to_string(config.max_entries_per_append) + " per append",
+                                  replica::kReasonTooManyEntries)));
     return;
   }
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < payloads.size(); ++i) {
     if (payloads[i].size() > config.store.max_entry_size_bytes) {
-      done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                   "entry " + std::to_string(i) + " is " + std::to_string(payloads[i].size()) +
-                                       " bytes, larger than the maximum entry size of " +
-                                       std::to_string(config.store.max_entry_size_bytes) + " bytes",
-                                   replica::kReasonEntryTooLarge)));
+      done(failed_append(
+          make_error(ErrorCode::kInvalidArgument,
+                     "entry " + std::to_string(i) + " is " + std::to_string(payloads[i].size()) +
+                         " bytes, larger than the maximum entry size of " +
+                         std::to_string(config.store.max_entry_size_bytes) + " bytes",
+                     replica::kReasonEntryTooLarge)));
       return;
     }
     bytes += payloads[i].size();
   }
   if (bytes > config.max_append_bytes) {
     done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                 "append of " + std::to_string(bytes) + " bytes exceeds the per-append limit of " +
-                                     std::to_string(config.max_append_bytes) + " bytes",
-                                 replica::kReasonAppendTooLarge)));
+                                  "append of " + std::to_string(bytes) +
+                                      " bytes exceeds the per-append limit of " +
+                                      std::to_string(config.max_append_bytes) + " bytes",
+                                  replica::kReasonAppendTooLarge)));
     return;
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(config.append_timeout_ms);
-  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline}, false);
+  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline},
+              false);
 }
 
 void Node::read_index(ReadIndexCallback done) {
   if (impl_->stopping_.load()) {
-    done(ReadIndexResult{make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0});
+    done(ReadIndexResult{
+        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown),
+        0});
     return;
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(impl_->config_.append_timeout_ms);
@@ -585,7 +623,9 @@ void Node::read_index(ReadIndexCallback done) {
 
 void Node::transfer_leadership(std::uint64_t target_id, TransferCallback done) {
   if (impl_->stopping_.load()) {
-    done(TransferResult{make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0, 0});
+    done(TransferResult{
+        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0,
+        0});
     return;
   }
   impl_->push(TransferInput{target_id, std::move(done)}, false);
@@ -596,8 +636,8 @@ void Node::receive(raft::Message message) {
   impl_->push(MessageInput{std::move(message)}, true);
 }
 
-NodeError Node::read_committed(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes,
-                               std::vector<raft::Entry>* out) const {
+NodeError Node::read_committed(std::uint64_t from_index, std::size_t max_entries,
+                               std::size_t max_bytes, std::vector<raft::Entry>* out) const {
   return impl_->read_committed(from_index, max_entries, max_bytes, out);
 }
 

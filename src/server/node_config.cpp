@@ -18,17 +18,21 @@ std::string validate_tls(const NodeConfig& config) {
   const TlsFiles& client = config.client_tls;
   const TlsFiles& peer = config.peer_tls;
   if (client.any() && (client.cert_path.empty() || client.key_path.empty())) {
-    return "--tls-cert and --tls-key must be given together (--tls-ca is optional: it makes clients present certificates)";
+    return "--tls-cert and --tls-key must be given together (--tls-ca is optional: it makes "
+           "clients present certificates)";
   }
   if (peer.any() && (peer.cert_path.empty() || peer.key_path.empty() || peer.ca_path.empty())) {
-    return "mutual TLS between peers needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca";
+    return "mutual TLS between peers needs all of --peer-tls-cert, --peer-tls-key and "
+           "--peer-tls-ca";
   }
   if (peer.any() && !client.any()) {
-    return "--peer-tls-* needs --tls-cert and --tls-key too: clients and peers share one port, which then "
+    return "--peer-tls-* needs --tls-cert and --tls-key too: clients and peers share one port, "
+           "which then "
            "speaks only TLS (the same certificate may be given to both)";
   }
   if (client.any() && !peer.any() && config.members.size() > 1) {
-    return "--tls-cert on a multi-node cluster needs --peer-tls-cert, --peer-tls-key and --peer-tls-ca: peers "
+    return "--tls-cert on a multi-node cluster needs --peer-tls-cert, --peer-tls-key and "
+           "--peer-tls-ca: peers "
            "dial the same TLS port";
   }
   return "";
@@ -44,12 +48,16 @@ std::string validate_cluster_id(const NodeConfig& config) {
     return "--cluster-id is longer than " + std::to_string(kMaxClusterIdBytes) + " characters";
   }
   for (const char c : id) {
-    if (c < 0x21 || c > 0x7e) return "--cluster-id may hold only printable ASCII characters without spaces";
+    if (c < 0x21 || c > 0x7e)
+      return "--cluster-id may hold only printable ASCII characters without spaces";
   }
   if (config.members.size() > 1 && id == NodeConfig::kSingleNodeDefaultClusterId) {
-    return "a multi-node cluster needs --cluster-id set to a token unique to it (e.g. the output of "
-           "`openssl rand -hex 16`): the default \"" + std::string(NodeConfig::kSingleNodeDefaultClusterId) +
-           "\" would be every cluster's, so nodes and data directories of different clusters could not be told "
+    return "a multi-node cluster needs --cluster-id set to a token unique to it (e.g. the output "
+           "of "
+           "`openssl rand -hex 16`): the default \"" +
+           std::string(NodeConfig::kSingleNodeDefaultClusterId) +
+           "\" would be every cluster's, so nodes and data directories of different clusters could "
+           "not be told "
            "apart (docs/security.md)";
   }
   return "";
@@ -65,34 +73,38 @@ std::string validate_addresses(const NodeConfig& config) {
   std::map<std::string, std::uint64_t> ids_by_address;
   for (const auto& [id, address] : config.members) {
     if (id == 0) return "member ids must be non-zero";
-    if (address.empty()) return "member " + std::to_string(id) + " needs an address of the form host:port";
-    if (std::string problem = util::parse_host_port(address, util::PortZero::kRefused, nullptr); !problem.empty()) {
+    if (address.empty())
+      return "member " + std::to_string(id) + " needs an address of the form host:port";
+    if (std::string problem = util::parse_host_port(address, util::PortZero::kRefused, nullptr);
+        !problem.empty()) {
       return "member " + std::to_string(id) + " address '" + address + "' " + problem;
     }
     // Exact text: two spellings of one host ("localhost", "127.0.0.1") are not recognised.
     if (const auto [it, inserted] = ids_by_address.emplace(address, id); !inserted) {
-      return "members " + std::to_string(it->second) + " and " + std::to_string(id) + " have the same address " +
-             address;
+      return "members " + std::to_string(it->second) + " and " + std::to_string(id) +
+             " have the same address " + address;
     }
   }
   util::HostPort listen;
   const std::string& listen_address =
       config.listen_address.empty() ? config.members.at(config.node_id) : config.listen_address;
-  if (std::string problem = util::parse_host_port(listen_address, util::PortZero::kRefused, &listen);
+  if (std::string problem =
+          util::parse_host_port(listen_address, util::PortZero::kRefused, &listen);
       !problem.empty()) {
     return "listen address '" + listen_address + "' " + problem;
   }
   if (!config.metrics_address.empty()) {
     util::HostPort metrics;
-    if (std::string problem = util::parse_host_port(config.metrics_address, util::PortZero::kAllowed, &metrics);
+    if (std::string problem =
+            util::parse_host_port(config.metrics_address, util::PortZero::kAllowed, &metrics);
         !problem.empty()) {
       return "metrics address '" + config.metrics_address + "' " + problem;
     }
-    const bool same_host =
-        metrics.host == listen.host || util::is_wildcard_host(metrics.host) || util::is_wildcard_host(listen.host);
+    const bool same_host = metrics.host == listen.host || util::is_wildcard_host(metrics.host) ||
+                           util::is_wildcard_host(listen.host);
     if (metrics.port == listen.port && same_host) {
-      return "metrics address '" + config.metrics_address + "' takes the port of the listen address '" +
-             listen_address + "'";
+      return "metrics address '" + config.metrics_address +
+             "' takes the port of the listen address '" + listen_address + "'";
     }
   }
   return "";
@@ -103,7 +115,8 @@ std::string validate_bounds(const NodeConfig& config) {
   using namespace config_limits;
   if (config.tick_ms == 0 || config.tick_ms > kMaxTickMs) return "tick_ms must be in [1, 10000]";
   if (config.heartbeat_ticks == 0) return "heartbeat_ticks must be positive";
-  if (config.election_ticks <= config.heartbeat_ticks) return "election_ticks must exceed heartbeat_ticks";
+  if (config.election_ticks <= config.heartbeat_ticks)
+    return "election_ticks must exceed heartbeat_ticks";
   if (config.election_ticks > kMaxElectionTicks) {
     return "election_ticks must be at most " + std::to_string(kMaxElectionTicks);
   }
@@ -115,23 +128,27 @@ std::string validate_bounds(const NodeConfig& config) {
   if (config.dedup_rebuild_entries > kMaxDedupRebuildEntries) {
     return "dedup_rebuild_entries must be at most " + std::to_string(kMaxDedupRebuildEntries);
   }
-  if (config.scrub_bytes_per_second > kMaxScrubBytesPerSecond) return "scrub_bytes_per_second must be at most 4 GiB";
+  if (config.scrub_bytes_per_second > kMaxScrubBytesPerSecond)
+    return "scrub_bytes_per_second must be at most 4 GiB";
   if (config.store.max_entry_size_bytes == 0) return "the maximum entry size must be positive";
   if (config.max_append_bytes < config.store.max_entry_size_bytes) {
     return "max_append_bytes must be at least the maximum entry size";
   }
   if (config.max_append_bytes > kMaxAppendBytes) {
-    return "max_append_bytes must be at most 256 MiB, the node's bound on queued append bytes (a larger append "
+    return "max_append_bytes must be at most 256 MiB, the node's bound on queued append bytes (a "
+           "larger append "
            "would be refused TOO_MANY_PENDING even on an idle node)";
   }
-  if (config.max_read_entries == 0 || config.max_read_bytes == 0) return "read limits must be positive";
+  if (config.max_read_entries == 0 || config.max_read_bytes == 0)
+    return "read limits must be positive";
   if (config.max_read_entries > kMaxReadEntries) {
     return "max_read_entries must be at most " + std::to_string(kMaxReadEntries);
   }
   // gRPC message sizes are ints, and the node's message bounds are derived from these two.
   if (config.max_read_bytes > kMaxReadBytes) return "max_read_bytes must be at most 1 GiB";
   if (config.append_timeout_ms == 0) return "append_timeout_ms must be positive";
-  if (config.max_pending_appends == 0 || config.max_input_queue == 0) return "queue bounds must be positive";
+  if (config.max_pending_appends == 0 || config.max_input_queue == 0)
+    return "queue bounds must be positive";
   if (config.max_tail_streams == 0 || config.max_tail_streams > kMaxStreams) {
     return "max_tail_streams must be in [1, 65536]";
   }
@@ -141,9 +158,12 @@ std::string validate_bounds(const NodeConfig& config) {
   if (config.max_appends_per_stream == 0 || config.max_appends_per_stream > kMaxStreams) {
     return "max_appends_per_stream must be in [1, 65536]";
   }
-  if (config.max_tail_streams_per_connection == 0 || config.max_tail_streams_per_connection > 65536 ||
-      config.max_append_streams_per_connection == 0 || config.max_append_streams_per_connection > 65536) {
-    return "max_tail_streams_per_connection and max_append_streams_per_connection must be in [1, 65536]";
+  if (config.max_tail_streams_per_connection == 0 ||
+      config.max_tail_streams_per_connection > 65536 ||
+      config.max_append_streams_per_connection == 0 ||
+      config.max_append_streams_per_connection > 65536) {
+    return "max_tail_streams_per_connection and max_append_streams_per_connection must be in [1, "
+           "65536]";
   }
   if (config.stream_stall_timeout_ms < 100 || config.stream_stall_timeout_ms > 3600000) {
     return "stream_stall_timeout_ms must be in [100, 3600000]";
@@ -153,17 +173,20 @@ std::string validate_bounds(const NodeConfig& config) {
     return "retention_check_interval_ms must be in [10, 3600000]";
   }
   if (config.retention_max_age_s > kMaxRetentionMaxAgeS) {
-    return "retention_max_age_s must be at most " + std::to_string(kMaxRetentionMaxAgeS) + " (100 years)";
+    return "retention_max_age_s must be at most " + std::to_string(kMaxRetentionMaxAgeS) +
+           " (100 years)";
   }
   if (!(config.disk_high_watermark > 0.0 && config.disk_high_watermark <= 1.0)) {
     return "disk_high_watermark must be in (0, 1]";
   }
-  if (!(config.disk_low_watermark > 0.0 && config.disk_low_watermark < config.disk_high_watermark)) {
+  if (!(config.disk_low_watermark > 0.0 &&
+        config.disk_low_watermark < config.disk_high_watermark)) {
     return "disk_low_watermark must be in (0, disk_high_watermark)";
   }
   if (config.max_concurrent_streams_per_connection < kMinStreamsPerConnection ||
       config.max_concurrent_streams_per_connection > kMaxStreamsPerConnection) {
-    return "max_concurrent_streams_per_connection must be in [16, 2147483647] (a node's peers need one stream each)";
+    return "max_concurrent_streams_per_connection must be in [16, 2147483647] (a node's peers need "
+           "one stream each)";
   }
   if (config.dedup_sequences_per_client == 0 || config.dedup_max_clients == 0) {
     return "dedup bounds must be positive";
@@ -178,14 +201,16 @@ std::string validate(const NodeConfig& config) {
   if (config.data_dir.empty()) return "a data directory is required";
   if (std::string problem = validate_cluster_id(config); !problem.empty()) return problem;
   if (std::string problem = validate_bounds(config); !problem.empty()) return problem;
-  if (std::string problem = store::validate_options(config.store); !problem.empty()) return "store: " + problem;
+  if (std::string problem = store::validate_options(config.store); !problem.empty())
+    return "store: " + problem;
   if (std::string problem = validate_tls(config); !problem.empty()) return problem;
   // The rules above imply these; checking what the node will actually run with keeps a future rule
   // of the core or the transport from surfacing only after the data directory was opened.
   if (std::string problem = raft::validate_config(raft_config_for(config)); !problem.empty()) {
     return "Raft configuration: " + problem;
   }
-  if (std::string problem = validate_options(peer_transport_options_for(config)); !problem.empty()) {
+  if (std::string problem = validate_options(peer_transport_options_for(config));
+      !problem.empty()) {
     return "peer transport: " + problem;
   }
   return "";
@@ -208,7 +233,8 @@ raft::Config raft_config_for(const NodeConfig& config) {
   raft_config.max_bytes_per_message = max_raft_message_bytes(config);
   raft_config.max_uncommitted_entries =
       std::max(raft_config.max_uncommitted_entries, raft_config.max_entries_per_message);
-  raft_config.max_uncommitted_bytes = std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
+  raft_config.max_uncommitted_bytes =
+      std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
   return raft_config;
 }
 
@@ -245,14 +271,15 @@ PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {
   // One AppendEntries carries at most the core's message bound (derived from the largest Append),
   // plus protobuf framing per entry.
   const std::uint64_t max_entries = std::max<std::uint64_t>(config.max_entries_per_append, 256);
-  options.limits.max_entries_per_message = std::max<std::size_t>(options.limits.max_entries_per_message, max_entries);
-  options.limits.max_message_bytes =
-      std::max<std::size_t>(options.limits.max_message_bytes, max_raft_message_bytes(config) + max_entries * 64);
+  options.limits.max_entries_per_message =
+      std::max<std::size_t>(options.limits.max_entries_per_message, max_entries);
+  options.limits.max_message_bytes = std::max<std::size_t>(
+      options.limits.max_message_bytes, max_raft_message_bytes(config) + max_entries * 64);
   // Stale messages are useless after a few election timeouts. 64-bit arithmetic, capped: the ticks
   // and the tick length are each bounded, their product is not.
   const std::uint64_t two_election_timeouts_ms = 2ULL * config.election_ticks * config.tick_ms;
-  options.max_message_age_ms = static_cast<std::uint32_t>(
-      std::clamp<std::uint64_t>(two_election_timeouts_ms, 500, std::numeric_limits<std::uint32_t>::max()));
+  options.max_message_age_ms = static_cast<std::uint32_t>(std::clamp<std::uint64_t>(
+      two_election_timeouts_ms, 500, std::numeric_limits<std::uint32_t>::max()));
   return options;
 }
 

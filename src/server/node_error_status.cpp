@@ -6,17 +6,26 @@ namespace raftlog::server {
 
 grpc::StatusCode grpc_code(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return grpc::StatusCode::OK;
-    case ErrorCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::kOk:
+      return grpc::StatusCode::OK;
+    case ErrorCode::kInvalidArgument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
     case ErrorCode::kNotLeader:
     case ErrorCode::kNoLeader:
-    case ErrorCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
-    case ErrorCode::kOutOfRange: return grpc::StatusCode::OUT_OF_RANGE;
-    case ErrorCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case ErrorCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
-    case ErrorCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case ErrorCode::kInternal: return grpc::StatusCode::INTERNAL;
-    case ErrorCode::kDataLoss: return grpc::StatusCode::DATA_LOSS;
+    case ErrorCode::kFailedPrecondition:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case ErrorCode::kOutOfRange:
+      return grpc::StatusCode::OUT_OF_RANGE;
+    case ErrorCode::kResourceExhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::kUnavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::kDeadlineExceeded:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::kInternal:
+      return grpc::StatusCode::INTERNAL;
+    case ErrorCode::kDataLoss:
+      return grpc::StatusCode::DATA_LOSS;
   }
   return grpc::StatusCode::UNKNOWN;
 }
@@ -34,8 +43,8 @@ api_errors::ErrorAnswer error_answer(const NodeError& error) {
   return answer;
 }
 
-grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code, const std::string& message,
-                           std::string reason) {
+grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code,
+                           const std::string& message, std::string reason) {
   api_errors::ErrorDetails details;
   details.reason = std::move(reason);
   return api_errors::error_status(context, code, message, details);

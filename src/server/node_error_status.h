@@ -23,8 +23,8 @@ grpc::StatusCode grpc_code(ErrorCode code);
 api_errors::ErrorAnswer error_answer(const NodeError& error);
 
 // An error status carrying only a reason word in its ErrorInfo (no leader hint).
-grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code, const std::string& message,
-                           std::string reason);
+grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code,
+                           const std::string& message, std::string reason);
 
 // OK for an ok() error, else error_answer() as a call's status with its ErrorInfo attached.
 grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error);

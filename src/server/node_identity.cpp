@@ -64,7 +64,8 @@ bool directory_exists(const std::string& path, std::string* problem) {
     *problem = "cannot stat data directory " + path + ": " + std::strerror(errno);
     return false;
   }
-  if (!S_ISDIR(info.st_mode)) *problem = "data directory " + path + " exists but is not a directory";
+  if (!S_ISDIR(info.st_mode))
+    *problem = "data directory " + path + " exists but is not a directory";
   return true;
 }
 
@@ -83,8 +84,10 @@ std::string read_identity(const NodeConfig& config, bool* found, DataDirIdentity
   auto decoded = decode_identity(*bytes);
   if (!decoded.ok()) {
     return path + " is damaged (" + decoded.status().message() +
-           "); it records which cluster and node the directory belongs to. Restore it from a backup of this "
-           "node, or, if this directory certainly is this node's, delete it: the next start records this "
+           "); it records which cluster and node the directory belongs to. Restore it from a "
+           "backup of this "
+           "node, or, if this directory certainly is this node's, delete it: the next start "
+           "records this "
            "node's identity again (docs/operations.md)";
   }
   *identity = std::move(decoded).value();
@@ -94,13 +97,15 @@ std::string read_identity(const NodeConfig& config, bool* found, DataDirIdentity
 }  // namespace
 
 std::string encode_identity(const DataDirIdentity& identity) {
-  std::string covered = std::string(kMagicLine) + std::to_string(kFormatVersion) + "\n" + std::string(kClusterIdKey) +
-                        identity.cluster_id + "\n" + std::string(kNodeIdKey) + std::to_string(identity.node_id) + "\n";
+  std::string covered = std::string(kMagicLine) + std::to_string(kFormatVersion) + "\n" +
+                        std::string(kClusterIdKey) + identity.cluster_id + "\n" +
+                        std::string(kNodeIdKey) + std::to_string(identity.node_id) + "\n";
   return covered + std::string(kCrcKey) + crc_hex(covered) + "\n";
 }
 
 store::Result<DataDirIdentity> decode_identity(std::string_view bytes) {
-  if (bytes.size() > kMaxIdentityFileBytes) return store::Status::corruption("larger than an identity file can be");
+  if (bytes.size() > kMaxIdentityFileBytes)
+    return store::Status::corruption("larger than an identity file can be");
   std::string_view rest = bytes;
   std::string_view magic;
   if (!take_line(&rest, &magic) || magic.substr(0, kMagicLine.size()) != kMagicLine) {
@@ -117,12 +122,13 @@ store::Result<DataDirIdentity> decode_identity(std::string_view bytes) {
   std::string_view cluster_line;
   std::string_view node_line;
   std::string_view crc_line;
-  if (!take_line(&rest, &cluster_line) || !take_line(&rest, &node_line) || !take_line(&rest, &crc_line) ||
-      !rest.empty()) {
+  if (!take_line(&rest, &cluster_line) || !take_line(&rest, &node_line) ||
+      !take_line(&rest, &crc_line) || !rest.empty()) {
     return store::Status::corruption("it does not have exactly four lines");
   }
   if (cluster_line.substr(0, kClusterIdKey.size()) != kClusterIdKey ||
-      node_line.substr(0, kNodeIdKey.size()) != kNodeIdKey || crc_line.substr(0, kCrcKey.size()) != kCrcKey) {
+      node_line.substr(0, kNodeIdKey.size()) != kNodeIdKey ||
+      crc_line.substr(0, kCrcKey.size()) != kCrcKey) {
     return store::Status::corruption("its lines are not cluster-id, node-id, crc32c");
   }
   const std::string_view covered = bytes.substr(0, bytes.size() - crc_line.size() - 1);
@@ -135,7 +141,8 @@ store::Result<DataDirIdentity> decode_identity(std::string_view bytes) {
     return store::Status::corruption("its cluster id is empty, too long or not printable");
   }
   identity.cluster_id = std::string(cluster_id);
-  if (!parse_decimal(node_line.substr(kNodeIdKey.size()), &identity.node_id) || identity.node_id == 0) {
+  if (!parse_decimal(node_line.substr(kNodeIdKey.size()), &identity.node_id) ||
+      identity.node_id == 0) {
     return store::Status::corruption("its node id is not a non-zero number");
   }
   return identity;
@@ -144,19 +151,23 @@ store::Result<DataDirIdentity> decode_identity(std::string_view bytes) {
 std::string check_data_dir_identity(const NodeConfig& config) {
   bool found = false;
   DataDirIdentity identity;
-  if (std::string problem = read_identity(config, &found, &identity); !problem.empty()) return problem;
+  if (std::string problem = read_identity(config, &found, &identity); !problem.empty())
+    return problem;
   if (!found) return "";
   const std::string path = identity_path(config);
   if (identity.cluster_id != config.cluster_id) {
-    return "data directory " + config.data_dir + " belongs to cluster \"" + identity.cluster_id + "\" (" + path +
-           "), but this node runs with --cluster-id \"" + config.cluster_id +
-           "\": it is another cluster's directory, or the cluster id is mistyped; refusing to start, nothing was "
+    return "data directory " + config.data_dir + " belongs to cluster \"" + identity.cluster_id +
+           "\" (" + path + "), but this node runs with --cluster-id \"" + config.cluster_id +
+           "\": it is another cluster's directory, or the cluster id is mistyped; refusing to "
+           "start, nothing was "
            "changed";
   }
   if (identity.node_id != config.node_id) {
-    return "data directory " + config.data_dir + " belongs to node " + std::to_string(identity.node_id) +
-           " of this cluster (" + path + "), but this is node " + std::to_string(config.node_id) +
-           "; refusing to start, nothing was changed. Rebuilding a node from another member's copy means copying "
+    return "data directory " + config.data_dir + " belongs to node " +
+           std::to_string(identity.node_id) + " of this cluster (" + path + "), but this is node " +
+           std::to_string(config.node_id) +
+           "; refusing to start, nothing was changed. Rebuilding a node from another member's copy "
+           "means copying "
            "only log/ and HARDSTATE and keeping this node's own IDENTITY (docs/operations.md)";
   }
   return "";
@@ -165,7 +176,8 @@ std::string check_data_dir_identity(const NodeConfig& config) {
 std::string establish_data_dir_identity(const NodeConfig& config) {
   bool found = false;
   DataDirIdentity existing;
-  if (std::string problem = read_identity(config, &found, &existing); !problem.empty()) return problem;
+  if (std::string problem = read_identity(config, &found, &existing); !problem.empty())
+    return problem;
   if (found) return check_data_dir_identity(config);
 
   store::Env* env = store::Env::posix();
@@ -175,9 +187,11 @@ std::string establish_data_dir_identity(const NodeConfig& config) {
   const bool has_data = env->exists(store::join_path(config.data_dir, "log")) ||
                         env->exists(store::join_path(config.data_dir, "HARDSTATE"));
   if (has_data) {
-    spdlog::warn("node {}: data directory {} has data but no {} (a raftlogd from before identity files): recording "
-                 "it as node {} of cluster \"{}\"; check that this is the right directory",
-                 config.node_id, config.data_dir, kIdentityFileName, config.node_id, config.cluster_id);
+    spdlog::warn(
+        "node {}: data directory {} has data but no {} (a raftlogd from before identity files): "
+        "recording "
+        "it as node {} of cluster \"{}\"; check that this is the right directory",
+        config.node_id, config.data_dir, kIdentityFileName, config.node_id, config.cluster_id);
   }
   const std::string path = identity_path(config);
   const std::string temporary = path + ".tmp";
@@ -186,8 +200,8 @@ std::string establish_data_dir_identity(const NodeConfig& config) {
   if (status.ok()) status = env->rename(temporary, path);
   if (status.ok()) status = env->sync_dir(config.data_dir);
   if (!status.ok()) return "cannot write " + path + ": " + status.message();
-  spdlog::info("node {}: recorded the data directory's identity in {} (cluster \"{}\", node {})", config.node_id,
-               path, config.cluster_id, config.node_id);
+  spdlog::info("node {}: recorded the data directory's identity in {} (cluster \"{}\", node {})",
+               config.node_id, path, config.cluster_id, config.node_id);
   return "";
 }
 

@@ -24,7 +24,8 @@ void append_u64(std::string* out, std::uint64_t value) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
 }
 
-std::string mac_hex(const std::string& secret, const std::string& cluster_id, std::uint64_t from, std::uint64_t to) {
+std::string mac_hex(const std::string& secret, const std::string& cluster_id, std::uint64_t from,
+                    std::uint64_t to) {
   std::string input(kMacDomain);
   append_u64(&input, cluster_id.size());
   input += cluster_id;
@@ -33,7 +34,8 @@ std::string mac_hex(const std::string& secret, const std::string& cluster_id, st
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_size = 0;
   if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-           reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &mac_size) == nullptr) {
+           reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac,
+           &mac_size) == nullptr) {
     return "";  // never matches a received MAC (verify compares against kMacHexDigits digits)
   }
   static constexpr char kHex[] = "0123456789abcdef";
@@ -87,7 +89,8 @@ std::string read_peer_secret_file(const std::string& path, std::string* secret) 
     // Other users of the machine must not learn or change the cluster's credential.
     char mode[8];
     std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info.st_mode & 07777));
-    problem = path + " has mode " + mode + ": other users could read or change it; make it readable only by "
+    problem = path + " has mode " + mode +
+              ": other users could read or change it; make it readable only by "
               "raftlogd's user (chmod 600, or 440 with a group)";
   } else if (static_cast<std::uint64_t>(info.st_size) > kMaxPeerSecretBytes) {
     problem = path + " is larger than " + std::to_string(kMaxPeerSecretBytes) + " bytes";
@@ -111,8 +114,9 @@ std::string read_peer_secret_file(const std::string& path, std::string* secret) 
     }
     while (!bytes.empty() && (bytes.back() == '\n' || bytes.back() == '\r')) bytes.pop_back();
     if (problem.empty() && bytes.size() < kMinPeerSecretBytes) {
-      problem = path + " holds " + std::to_string(bytes.size()) + " bytes; a peer secret needs at least " +
-                std::to_string(kMinPeerSecretBytes) + " (e.g. openssl rand -hex 32 > " + path + ")";
+      problem = path + " holds " + std::to_string(bytes.size()) +
+                " bytes; a peer secret needs at least " + std::to_string(kMinPeerSecretBytes) +
+                " (e.g. openssl rand -hex 32 > " + path + ")";
     }
     if (problem.empty()) *secret = std::move(bytes);
   }
@@ -120,14 +124,15 @@ std::string read_peer_secret_file(const std::string& path, std::string* secret) 
   return problem.empty() ? "" : flag + problem;
 }
 
-std::string peer_auth_token(const std::string& secret, const std::string& cluster_id, std::uint64_t from,
-                            std::uint64_t to) {
+std::string peer_auth_token(const std::string& secret, const std::string& cluster_id,
+                            std::uint64_t from, std::uint64_t to) {
   return std::string(kTokenVersion) + " " + std::to_string(from) + " " + std::to_string(to) + " " +
          mac_hex(secret, cluster_id, from, to);
 }
 
-std::string verify_peer_auth_token(std::string_view token, const std::string& secret, const std::string& cluster_id,
-                                   std::uint64_t self, std::uint64_t* from) {
+std::string verify_peer_auth_token(std::string_view token, const std::string& secret,
+                                   const std::string& cluster_id, std::uint64_t self,
+                                   std::uint64_t* from) {
   *from = 0;
   if (token.size() > kMaxPeerAuthTokenBytes) return "the peer authenticator is too long";
   std::string_view fields[4];
@@ -135,16 +140,19 @@ std::string verify_peer_auth_token(std::string_view token, const std::string& se
   if (fields[0] != kTokenVersion) return "the peer authenticator has an unknown version";
   std::uint64_t sender = 0;
   std::uint64_t recipient = 0;
-  if (!parse_id(fields[1], &sender) || !parse_id(fields[2], &recipient) || sender == 0 || recipient == 0) {
+  if (!parse_id(fields[1], &sender) || !parse_id(fields[2], &recipient) || sender == 0 ||
+      recipient == 0) {
     return "the peer authenticator is malformed";
   }
   if (recipient != self) {
-    return "the peer authenticator is for node " + std::to_string(recipient) + ", not node " + std::to_string(self);
+    return "the peer authenticator is for node " + std::to_string(recipient) + ", not node " +
+           std::to_string(self);
   }
   const std::string expected = mac_hex(secret, cluster_id, sender, recipient);
   if (fields[3].size() != kMacHexDigits || expected.size() != kMacHexDigits ||
       CRYPTO_memcmp(fields[3].data(), expected.data(), kMacHexDigits) != 0) {
-    return "the peer authenticator does not match this cluster's peer secret (a different --peer-secret-file or "
+    return "the peer authenticator does not match this cluster's peer secret (a different "
+           "--peer-secret-file or "
            "--cluster-id?)";
   }
   *from = sender;

@@ -18,9 +18,9 @@ namespace raftlog::server {
 namespace pb = raftlog::peer::v1;
 
 // One inbound stream from a peer, the part shared by Stream (one message per element) and
-// StreamBatches (up to kMaxMessagesPerBatch). Reads one element at a time; its messages are checked,
-// then handed to on_message in order, before the next read starts, so one sender's messages arrive
-// in order.
+// StreamBatches (up to kMaxMessagesPerBatch). Reads one element at a time; its messages are
+// checked, then handed to on_message in order, before the next read starts, so one sender's
+// messages arrive in order.
 //
 // Lifetime: gRPC calls OnDone (which deletes the reactor) only after Finish. Finish is called once,
 // by the reaction that ends the stream, unless stop() has pinned the stream to cancel it: then the
@@ -28,7 +28,8 @@ namespace pb = raftlog::peer::v1;
 // stop() can cancel any registered stream that is not finishing without racing its destruction.
 class PeerInbound::InboundStream {
  public:
-  InboundStream(PeerInbound* owner, grpc::CallbackServerContext* server_context, pb::StreamSummary* stream_summary)
+  InboundStream(PeerInbound* owner, grpc::CallbackServerContext* server_context,
+                pb::StreamSummary* stream_summary)
       : inbound(owner), context(server_context), summary(stream_summary) {}
   virtual ~InboundStream() = default;
   InboundStream(const InboundStream&) = delete;
@@ -56,7 +57,8 @@ class PeerInbound::InboundStream {
   grpc::CallbackServerContext* const context;
   pb::StreamSummary* const summary;
   std::uint64_t id = 0;  // 0: not registered (the transport was stopping)
-  raft::NodeId authenticated_from = raft::kNoNode;  // set by begin(): the peer the caller proved to be
+  raft::NodeId authenticated_from =
+      raft::kNoNode;  // set by begin(): the peer the caller proved to be
   raft::NodeId stream_from = raft::kNoNode;
   std::uint64_t received = 0;
 
@@ -67,9 +69,11 @@ class PeerInbound::InboundStream {
 };
 
 template <typename Element>
-class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element>, public InboundStream {
+class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element>,
+                                          public InboundStream {
  public:
-  InboundReactor(PeerInbound* owner, grpc::CallbackServerContext* server_context, pb::StreamSummary* stream_summary)
+  InboundReactor(PeerInbound* owner, grpc::CallbackServerContext* server_context,
+                 pb::StreamSummary* stream_summary)
       : InboundStream(owner, server_context, stream_summary) {
     begin();
   }
@@ -83,7 +87,8 @@ class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element
     if constexpr (std::is_same_v<Element, pb::RaftMessageBatch>) {
       const auto count = static_cast<std::size_t>(wire_.messages_size());
       if (count == 0 || count > kMaxMessagesPerBatch) {
-        reject(grpc::StatusCode::INVALID_ARGUMENT, "a batch must hold 1 to " + std::to_string(kMaxMessagesPerBatch) +
+        reject(grpc::StatusCode::INVALID_ARGUMENT, "a batch must hold 1 to " +
+                                                       std::to_string(kMaxMessagesPerBatch) +
                                                        " messages, not " + std::to_string(count));
         return;
       }
@@ -154,14 +159,14 @@ bool PeerInbound::stop() {
                                  [&] { return streams_.empty(); });
   }
   if (!ended_in_time) {
-    spdlog::warn("node {}: peer transport stop: {} inbound stream(s) still open after {} ms", options_.self_id,
-                 stats().open_streams, options_.stop_timeout_ms);
+    spdlog::warn("node {}: peer transport stop: {} inbound stream(s) still open after {} ms",
+                 options_.self_id, stats().open_streams, options_.stop_timeout_ms);
   }
   return ended_in_time;
 }
 
-grpc::ServerReadReactor<pb::RaftMessage>* PeerInbound::PeerService::Stream(grpc::CallbackServerContext* context,
-                                                                          pb::StreamSummary* summary) {
+grpc::ServerReadReactor<pb::RaftMessage>* PeerInbound::PeerService::Stream(
+    grpc::CallbackServerContext* context, pb::StreamSummary* summary) {
   return new InboundReactor<pb::RaftMessage>(inbound_, context, summary);
 }
 
@@ -176,7 +181,8 @@ void PeerInbound::InboundStream::begin() {
     finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"));
     return;
   }
-  if (std::string problem = inbound->auth_.authenticate(*context, &authenticated_from); !problem.empty()) {
+  if (std::string problem = inbound->auth_.authenticate(*context, &authenticated_from);
+      !problem.empty()) {
     reject(grpc::StatusCode::UNAUTHENTICATED, problem);
     return;
   }
@@ -199,7 +205,8 @@ void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>
       reject(code, problem);
       return;
     }
-    if (std::string problem = decode_message(std::move(*messages[i]), inbound->options_.limits, &decoded[i]);
+    if (std::string problem =
+            decode_message(std::move(*messages[i]), inbound->options_.limits, &decoded[i]);
         !problem.empty()) {
       reject(grpc::StatusCode::INVALID_ARGUMENT, problem);
       return;
@@ -224,7 +231,8 @@ void PeerInbound::InboundStream::ended(PeerInbound* owner, std::uint64_t stream_
 }
 
 void PeerInbound::InboundStream::reject(grpc::StatusCode code, const std::string& message) {
-  spdlog::warn("node {}: refused peer stream from {}: {}", inbound->options_.self_id, context->peer(), message);
+  spdlog::warn("node {}: refused peer stream from {}: {}", inbound->options_.self_id,
+               context->peer(), message);
   inbound->count_rejected();
   finish(grpc::Status(code, message));
 }
@@ -246,11 +254,12 @@ std::string PeerInbound::check(const pb::RaftMessage& wire, raft::NodeId authent
                                raft::NodeId* stream_from, grpc::StatusCode* code) const {
   *code = grpc::StatusCode::FAILED_PRECONDITION;
   if (wire.cluster_id() != options_.cluster_id) {
-    return "cluster id \"" + wire.cluster_id() + "\" does not match this node's \"" + options_.cluster_id + "\"";
+    return "cluster id \"" + wire.cluster_id() + "\" does not match this node's \"" +
+           options_.cluster_id + "\"";
   }
   if (wire.to() != options_.self_id) {
-    return "message for node " + std::to_string(wire.to()) + " reached node " + std::to_string(options_.self_id) +
-           " (misconfigured peer address?)";
+    return "message for node " + std::to_string(wire.to()) + " reached node " +
+           std::to_string(options_.self_id) + " (misconfigured peer address?)";
   }
   if (authenticated_from != raft::kNoNode && wire.from() != authenticated_from) {
     // A forged `from` (a member speaking for another, or an attacker replaying one's credential).
@@ -259,7 +268,8 @@ std::string PeerInbound::check(const pb::RaftMessage& wire, raft::NodeId authent
            " but sent a message from node " + std::to_string(wire.from());
   }
   if (options_.peers.find(wire.from()) == options_.peers.end()) {
-    return "node " + std::to_string(wire.from()) + " is not a peer of node " + std::to_string(options_.self_id);
+    return "node " + std::to_string(wire.from()) + " is not a peer of node " +
+           std::to_string(options_.self_id);
   }
   if (*stream_from == raft::kNoNode) *stream_from = wire.from();
   if (wire.from() != *stream_from) {

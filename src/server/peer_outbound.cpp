@@ -20,17 +20,20 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // A batch whose queued messages account for more than this is encoded by the encoder thread, not by
-// whoever found the stream idle (transport.h, "the encoder thread"): at this size the encoding costs
-// far more than the hand-off to another thread, and at 4-8 MiB it held the Raft loop for hundreds of
-// milliseconds on a loaded machine. Smaller batches, the common case, keep the hand-off free path.
+// whoever found the stream idle (transport.h, "the encoder thread"): at this size the encoding
+// costs far more than the hand-off to another thread, and at 4-8 MiB it held the Raft loop for
+// hundreds of milliseconds on a loaded machine. Smaller batches, the common case, keep the hand-off
+// free path.
 constexpr std::size_t kInlineEncodeMaxBytes = 256 * 1024;
 
 std::string describe(const grpc::Status& status) {
   if (status.ok()) return "stream ended by the peer";
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     // The one peer-protocol change so far: nodes built before batched peer streams lack the method.
-    return "the peer does not implement Peer/StreamBatches: it runs an older raftlogd; stop every node and "
-           "start them all with the same version (docs/operations.md, \"Upgrading\") (gRPC status 12: " +
+    return "the peer does not implement Peer/StreamBatches: it runs an older raftlogd; stop every "
+           "node and "
+           "start them all with the same version (docs/operations.md, \"Upgrading\") (gRPC status "
+           "12: " +
            status.error_message() + ")";
   }
   return "gRPC status " + std::to_string(static_cast<int>(status.error_code())) + ": " +
@@ -50,7 +53,8 @@ void add_lane_stats(const LaneStats& lane, LaneStats* total) {
   total->connect_failures += lane.connect_failures;
   total->connected = total->connected || lane.connected;
   total->last_send_ok = std::max(total->last_send_ok, lane.last_send_ok);
-  if (!lane.last_error.empty() && (total->last_error.empty() || lane.last_error_at > total->last_error_at)) {
+  if (!lane.last_error.empty() &&
+      (total->last_error.empty() || lane.last_error_at > total->last_error_at)) {
     total->last_error = lane.last_error;
     total->last_error_at = lane.last_error_at;
   }
@@ -75,10 +79,11 @@ LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
 
 // One outbound client-streaming call (raftlog.peer.v1.Peer/StreamBatches) to a peer. Writes are
 // started by whoever finds the stream idle with a message queued: send() on the Raft loop, or the
-// reaction to the previous write, so no thread waits for messages. One write is in flight at a time.
+// reaction to the previous write, so no thread waits for messages. One write is in flight at a
+// time.
 //
-// Lifetime: the reactor holds one hold (AddHold before StartCall), so gRPC cannot call OnDone, which
-// deletes it, before the hold is removed. The hold is removed exactly once, by whoever makes
+// Lifetime: the reactor holds one hold (AddHold before StartCall), so gRPC cannot call OnDone,
+// which deletes it, before the hold is removed. The hold is removed exactly once, by whoever makes
 // release_due_locked() true: the stream is closing (a write failed, the peer refused the stream, or
 // stop()), no write is claimed, and stop() is not cancelling it. A thread other than a reaction of
 // this stream touches it only while link.stream points to it (under link.mu) or while it owns the
@@ -88,11 +93,15 @@ class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::R
   OutboundStream(PeerOutbound* outbound, PeerLink* link) : outbound_(outbound), link_(link) {}
 
   void OnWriteDone(bool ok) override { outbound_->on_write_done(*link_, this, ok); }
-  void OnReadInitialMetadataDone(bool ok) override { outbound_->on_initial_metadata(*link_, this, ok); }
-  void OnDone(const grpc::Status& status) override { outbound_->on_stream_done(*link_, this, status); }
+  void OnReadInitialMetadataDone(bool ok) override {
+    outbound_->on_initial_metadata(*link_, this, ok);
+  }
+  void OnDone(const grpc::Status& status) override {
+    outbound_->on_stream_done(*link_, this, status);
+  }
 
-  // Under link->mu: whether a write may start now (until the peer accepts the stream, only its first
-  // batch is written: the handshake).
+  // Under link->mu: whether a write may start now (until the peer accepts the stream, only its
+  // first batch is written: the handshake).
   bool can_take_write() const {
     return started && !closing && !write_claimed && (accepted || !handshake_written);
   }
@@ -102,12 +111,12 @@ class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::R
   pb::RaftMessageBatch batch;  // the batch being written; only the write claimant touches it
 
   // Under link->mu.
-  bool started = false;            // StartCall returned
-  bool accepted = false;           // the peer checked our first message and said so (kPeerAcceptedKey)
-  bool reached_peer = false;       // the peer answered the call (initial metadata, accepting or not)
+  bool started = false;       // StartCall returned
+  bool accepted = false;      // the peer checked our first message and said so (kPeerAcceptedKey)
+  bool reached_peer = false;  // the peer answered the call (initial metadata, accepting or not)
   bool handshake_written = false;  // a first batch was written before acceptance: wait for it
   bool write_claimed = false;      // a write is being prepared or is in flight
-  bool closing = false;            // no new writes; the hold goes once nothing else needs the stream
+  bool closing = false;  // no new writes; the hold goes once nothing else needs the stream
   bool hold_released = false;
   bool cancel_in_progress = false;  // stop() is calling TryCancel
 
@@ -124,7 +133,8 @@ PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStream
       reconnect_timer_("peer-reconnect", 2 * kLaneCount * options.peers.size() + 2),
       append_encoder_("peer-encoder", kLaneCount * options.peers.size() + 2) {
   for (const auto& [id, address] : options_.peers) {
-    auto lanes = std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
+    auto lanes =
+        std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
     for (PeerLink& link : lanes->lanes) connect(link, id, address);
     links_.emplace(id, std::move(lanes));
   }
@@ -149,20 +159,23 @@ LaneQueueLimits PeerOutbound::lane_limits(Lane lane) const {
 void PeerOutbound::connect(PeerLink& link, raft::NodeId id, const std::string& address) {
   link.id = id;
   link.address = address;
-  link.jitter.seed(static_cast<std::minstd_rand::result_type>(options_.self_id * 1000003u + id * 2u +
-                                                              static_cast<unsigned>(link.lane)));
+  link.jitter.seed(static_cast<std::minstd_rand::result_type>(
+      options_.self_id * 1000003u + id * 2u + static_cast<unsigned>(link.lane)));
   link.backoff_ms = options_.reconnect_backoff_min_ms;
 
   grpc::ChannelArguments args;
-  args.SetMaxSendMessageSize(static_cast<int>(options_.limits.max_message_bytes + kGrpcHeadroomBytes));
+  args.SetMaxSendMessageSize(
+      static_cast<int>(options_.limits.max_message_bytes + kGrpcHeadroomBytes));
   // gRPC's channel owns connection backoff; these make it follow our bounds instead of its defaults
   // (1 s initial, 120 s max, 20 s connect timeout), which would delay failover.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_min_ms));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options_.reconnect_backoff_max_ms));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(options_.reconnect_backoff_min_ms));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(options_.reconnect_backoff_max_ms));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.connect_timeout_ms));
-  // One connection per lane, not shared with the other lane or process-wide (tests run several nodes
-  // in a process): a control message never waits behind a batch in HTTP/2 flow control or in the TCP
-  // connection.
+  // One connection per lane, not shared with the other lane or process-wide (tests run several
+  // nodes in a process): a control message never waits behind a batch in HTTP/2 flow control or in
+  // the TCP connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   link.channel = grpc::CreateCustomChannel(address, auth_.channel_credentials(), args);
   link.stub = pb::Peer::NewStub(link.channel);
@@ -199,8 +212,8 @@ void PeerOutbound::stop() {
     // Bounded in practice by gRPC's cancellation; the log line shows a stall.
     while (!streams_cv_.wait_for(lock, std::chrono::milliseconds(options_.stop_timeout_ms),
                                  [&] { return live_streams_ == 0; })) {
-      spdlog::warn("node {}: peer transport stop: {} outbound stream(s) not ended after {} ms", options_.self_id,
-                   live_streams_, options_.stop_timeout_ms);
+      spdlog::warn("node {}: peer transport stop: {} outbound stream(s) not ended after {} ms",
+                   options_.self_id, live_streams_, options_.stop_timeout_ms);
     }
   }
   for (auto& [id, lanes] : links_) {
@@ -244,7 +257,8 @@ bool PeerOutbound::send(raft::Message message) {
   bool start_write = false;
   {
     std::lock_guard lock(link.mu);
-    if (link.queue.push(std::move(message), Clock::now()) != LaneQueue::Admission::kQueued) return false;
+    if (link.queue.push(std::move(message), Clock::now()) != LaneQueue::Admission::kQueued)
+      return false;
     // Only an idle stream needs a push; a write in flight picks the message up when it completes.
     start_write = link.stream != nullptr && link.stream->can_take_write();
   }
@@ -261,7 +275,8 @@ std::vector<PeerStats> PeerOutbound::peer_stats() const {
     for (const PeerLink& link : lanes->lanes) {
       std::lock_guard lock(link.mu);
       stats.address = link.address;
-      (link.lane == Lane::kAppend ? stats.append : stats.control) = lane_snapshot(link.stats, link.queue);
+      (link.lane == Lane::kAppend ? stats.append : stats.control) =
+          lane_snapshot(link.stats, link.queue);
     }
     add_lane_stats(stats.control, &stats);
     add_lane_stats(stats.append, &stats);
@@ -307,8 +322,9 @@ void PeerOutbound::open_stream(PeerLink& link) {
 }
 
 void PeerOutbound::pump(PeerLink& link, PumpThread thread) {
-  // Bounded: every pass starts a write and returns, or returns, or removes at least one message from
-  // the queue for good (an oversize batch of one), so at most the lane's max_messages + 1 passes.
+  // Bounded: every pass starts a write and returns, or returns, or removes at least one message
+  // from the queue for good (an oversize batch of one), so at most the lane's max_messages + 1
+  // passes.
   for (std::size_t pass = 0; pass <= link.queue.limits().max_messages; ++pass) {
     OutboundStream* stream = nullptr;
     bool hand_to_encoder = false;
@@ -319,7 +335,8 @@ void PeerOutbound::pump(PeerLink& link, PumpThread thread) {
     if (hand_to_encoder) schedule_encoder(link);
     if (stream == nullptr) return;
     // The claim keeps the stream and the taken batch ours: encode it outside the lock, so send() on
-    // the Raft loop never waits for an encoding. The queue itself changes only under the lock below.
+    // the Raft loop never waits for an encoding. The queue itself changes only under the lock
+    // below.
     const BatchPlan plan = encode_batch(link.queue, stream->batch);
     bool release = false;
     {
@@ -363,7 +380,8 @@ PeerOutbound::OutboundStream* PeerOutbound::claim_write_locked(PeerLink& link, P
   if (stream == nullptr || !stream->can_take_write()) return nullptr;
   link.queue.expire(Clock::now());
   if (!link.queue.has_queued()) return nullptr;
-  if (thread == PumpThread::kCaller && (link.encoder_scheduled || link.queue.next_batch_exceeds(kInlineEncodeMaxBytes))) {
+  if (thread == PumpThread::kCaller &&
+      (link.encoder_scheduled || link.queue.next_batch_exceeds(kInlineEncodeMaxBytes))) {
     // Encoding a batch of MiBs (and gRPC's serialization of it, inside StartWrite) would hold the
     // Raft loop or a gRPC callback thread for milliseconds, far longer on a loaded machine, while
     // ticks, heartbeats and their answers wait: the encoder thread writes it instead.
@@ -378,14 +396,18 @@ PeerOutbound::OutboundStream* PeerOutbound::claim_write_locked(PeerLink& link, P
 
 void PeerOutbound::schedule_encoder(PeerLink& link) {
   PeerLink* link_ptr = &link;
-  if (append_encoder_.schedule(Clock::now(), [this, link_ptr] { pump(*link_ptr, PumpThread::kEncoder); })) return;
+  if (append_encoder_.schedule(Clock::now(),
+                               [this, link_ptr] { pump(*link_ptr, PumpThread::kEncoder); }))
+    return;
   // Refused once stop() has begun, or if the one-per-lane bound were broken: then the lane would
   // wait for the next send(), so say so loudly.
   std::lock_guard lock(link.mu);
   link.encoder_scheduled = false;
   if (!link.stopping()) {
-    spdlog::error("node {}: peer {} {} lane: the encoder thread refused a batch; it waits for the next message",
-                  options_.self_id, link.id, lane_name(link.lane));
+    spdlog::error(
+        "node {}: peer {} {} lane: the encoder thread refused a batch; it waits for the next "
+        "message",
+        options_.self_id, link.id, lane_name(link.lane));
   }
 }
 
@@ -394,7 +416,8 @@ void PeerOutbound::on_write_done(PeerLink& link, OutboundStream* stream, bool ok
   bool release = false;
   {
     std::lock_guard lock(link.mu);
-    RAFTLOG_CHECK(stream->write_claimed && !link.queue.writing().empty(), "write completion without a write");
+    RAFTLOG_CHECK(stream->write_claimed && !link.queue.writing().empty(),
+                  "write completion without a write");
     stream->write_claimed = false;
     if (ok && stream->accepted) {
       link.queue.write_sent(Clock::now());
@@ -425,7 +448,8 @@ void PeerOutbound::on_initial_metadata(PeerLink& link, OutboundStream* stream, b
     // cluster id and node ids, or ends the call. Without this a refused stream would look healthy
     // until the next write, and the refused messages would count as sent.
     const auto& metadata = stream->context.GetServerInitialMetadata();
-    accepted = metadata.find(grpc::string_ref(kPeerAcceptedKey.data(), kPeerAcceptedKey.size())) != metadata.end();
+    accepted = metadata.find(grpc::string_ref(kPeerAcceptedKey.data(), kPeerAcceptedKey.size())) !=
+               metadata.end();
   }
   bool write_next = false;
   bool release = false;
@@ -459,7 +483,8 @@ void PeerOutbound::on_initial_metadata(PeerLink& link, OutboundStream* stream, b
   if (write_next) pump(link);
 }
 
-void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream, const grpc::Status& status) {
+void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream,
+                                  const grpc::Status& status) {
   std::optional<Clock::time_point> reconnect_at;
   {
     std::lock_guard lock(link.mu);
@@ -473,7 +498,8 @@ void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream, const 
     if (!link.stopping()) {
       record_failure_locked(link, describe(status));
       link.queue.expire(Clock::now());
-      reconnect_at = Clock::now() + std::chrono::milliseconds(reconnect_delay_locked(link, *stream));
+      reconnect_at =
+          Clock::now() + std::chrono::milliseconds(reconnect_delay_locked(link, *stream));
     }
   }
   delete stream;
@@ -484,16 +510,16 @@ void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream, const 
 std::uint32_t PeerOutbound::reconnect_delay_locked(PeerLink& link, const OutboundStream& ended) {
   std::uint32_t delay_ms = options_.reconnect_backoff_min_ms;
   if (ended.reached_peer) {
-    // The connection may be fine while the peer refuses our streams (wrong cluster id, a peer that is
-    // shutting down): back off so a refusing peer is not hammered. An accepted stream reset the
+    // The connection may be fine while the peer refuses our streams (wrong cluster id, a peer that
+    // is shutting down): back off so a refusing peer is not hammered. An accepted stream reset the
     // backoff to the minimum.
     delay_ms = link.backoff_ms;
     link.backoff_ms = std::min(link.backoff_ms * 2, options_.reconnect_backoff_max_ms);
   }
-  // Otherwise the call never reached the peer: the channel could not connect. The channel spaces its
-  // connection attempts by its own backoff (the same bounds), and a fail-fast call on a channel that
-  // is waiting to retry fails locally, so trying again after the minimum costs no traffic and opens
-  // the stream as soon as the channel is up (an extra doubling here would add up to
+  // Otherwise the call never reached the peer: the channel could not connect. The channel spaces
+  // its connection attempts by its own backoff (the same bounds), and a fail-fast call on a channel
+  // that is waiting to retry fails locally, so trying again after the minimum costs no traffic and
+  // opens the stream as soon as the channel is up (an extra doubling here would add up to
   // reconnect_backoff_max_ms to every recovery).
   std::uniform_int_distribution<std::uint32_t> jitter_ms(0, delay_ms / 4);
   return delay_ms + jitter_ms(link.jitter);
@@ -502,12 +528,13 @@ std::uint32_t PeerOutbound::reconnect_delay_locked(PeerLink& link, const Outboun
 void PeerOutbound::schedule_reconnect(PeerLink& link, Clock::time_point when) {
   PeerLink* link_ptr = &link;
   if (reconnect_timer_.schedule(when, [this, link_ptr] { open_stream(*link_ptr); })) return;
-  // Refused once stop() has begun (which opens no more streams anyway), or if the one-per-peer bound
-  // were broken: then the peer would never reconnect, so say so loudly.
+  // Refused once stop() has begun (which opens no more streams anyway), or if the one-per-peer
+  // bound were broken: then the peer would never reconnect, so say so loudly.
   std::lock_guard lock(link.mu);
   if (!link.stopping()) {
-    spdlog::error("node {}: peer {} {} lane: reconnect timer refused a reconnect; the lane stays down",
-                  options_.self_id, link.id, lane_name(link.lane));
+    spdlog::error(
+        "node {}: peer {} {} lane: reconnect timer refused a reconnect; the lane stays down",
+        options_.self_id, link.id, lane_name(link.lane));
   }
 }
 
@@ -535,13 +562,14 @@ void PeerOutbound::record_failure_locked(PeerLink& link, const std::string& erro
     // first failure is an info line (the cause stays visible: a refused TLS handshake, a wrong
     // address) and only a peer still unreachable after the grace is a warning.
     if (link.consecutive_failures == 1) {
-      spdlog::info("node {}: peer {} ({}) not reachable yet: {} lane: {}", options_.self_id, link.id, link.address,
-                   lane_name(link.lane), error);
+      spdlog::info("node {}: peer {} ({}) not reachable yet: {} lane: {}", options_.self_id,
+                   link.id, link.address, lane_name(link.lane), error);
     }
     if (!link.startup_reported && now - started_at_ >= kPeerStartupGrace) {
       link.startup_reported = true;
-      spdlog::warn("node {}: peer {} ({}) unreachable since start ({} s): {} lane: {}", options_.self_id, link.id,
-                   link.address, std::chrono::duration_cast<std::chrono::seconds>(now - started_at_).count(),
+      spdlog::warn("node {}: peer {} ({}) unreachable since start ({} s): {} lane: {}",
+                   options_.self_id, link.id, link.address,
+                   std::chrono::duration_cast<std::chrono::seconds>(now - started_at_).count(),
                    lane_name(link.lane), error);
     }
     return;
@@ -549,12 +577,13 @@ void PeerOutbound::record_failure_locked(PeerLink& link, const std::string& erro
   if (!new_outage) return;
   if (const std::optional<std::uint64_t> held_back = link.down_log.admit(now)) {
     if (*held_back == 0) {
-      spdlog::warn("node {}: peer {} ({}) down: {} lane: {}", options_.self_id, link.id, link.address,
-                   lane_name(link.lane), error);
+      spdlog::warn("node {}: peer {} ({}) down: {} lane: {}", options_.self_id, link.id,
+                   link.address, lane_name(link.lane), error);
     } else {
-      spdlog::warn("node {}: peer {} ({}) down: {} lane: {} ({} more outage(s) in the last {} s not logged)",
-                   options_.self_id, link.id, link.address, lane_name(link.lane), error, *held_back,
-                   kPeerDownLogInterval.count());
+      spdlog::warn(
+          "node {}: peer {} ({}) down: {} lane: {} ({} more outage(s) in the last {} s not logged)",
+          options_.self_id, link.id, link.address, lane_name(link.lane), error, *held_back,
+          kPeerDownLogInterval.count());
     }
   }
 }

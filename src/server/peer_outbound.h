@@ -79,8 +79,8 @@ class PeerOutbound {
     bool encoder_scheduled = false;
     std::uint32_t backoff_ms = 0;  // the next reconnect delay, before jitter
     std::uint32_t consecutive_failures = 0;
-    bool up = false;  // the last stream was accepted and has not failed since (for log lines)
-    bool ever_up = false;           // some stream of this lane was accepted since start()
+    bool up = false;       // the last stream was accepted and has not failed since (for log lines)
+    bool ever_up = false;  // some stream of this lane was accepted since start()
     bool startup_reported = false;  // "unreachable since start" was logged
     // "peer down" lines of a flapping lane: at most one per kPeerDownLogInterval.
     util::RateLimit down_log{kPeerDownLogInterval};
@@ -131,7 +131,8 @@ class PeerOutbound {
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
   std::map<raft::NodeId, std::unique_ptr<PeerLanes>> links_;  // fixed after construction
-  std::chrono::steady_clock::time_point started_at_ = std::chrono::steady_clock::now();  // set by start()
+  std::chrono::steady_clock::time_point started_at_ =
+      std::chrono::steady_clock::now();  // set by start()
   // Reconnect backoff of every lane: one thread, at most one pending reconnect per lane.
   TimerThread reconnect_timer_;
   // Encodes and starts the writes of large batches (kInlineEncodeMaxBytes) off the Raft loop and

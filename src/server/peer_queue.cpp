@@ -7,7 +7,8 @@
 namespace raftlog::server {
 
 Lane lane_for(const raft::Message& message) {
-  return message.type == raft::MessageType::kAppend || !message.entries.empty() ? Lane::kAppend : Lane::kControl;
+  return message.type == raft::MessageType::kAppend || !message.entries.empty() ? Lane::kAppend
+                                                                                : Lane::kControl;
 }
 
 const char* lane_name(Lane lane) { return lane == Lane::kAppend ? "append" : "control"; }
@@ -18,16 +19,19 @@ std::size_t queued_bytes(const raft::Message& message) {
   return bytes;
 }
 
-std::size_t control_lane_max_bytes(std::size_t max_messages) { return max_messages * kQueuedMessageHeaderBytes; }
+std::size_t control_lane_max_bytes(std::size_t max_messages) {
+  return max_messages * kQueuedMessageHeaderBytes;
+}
 
 BatchPlan::Verdict BatchPlan::add(std::size_t encoded_bytes) {
-  RAFTLOG_CHECK(verdicts_.empty() || verdicts_.back() != Verdict::kFull, "BatchPlan::add after the batch was full");
+  RAFTLOG_CHECK(verdicts_.empty() || verdicts_.back() != Verdict::kFull,
+                "BatchPlan::add after the batch was full");
   Verdict verdict = Verdict::kAdd;
   if (encoded_bytes > max_message_bytes_) {
     verdict = Verdict::kOversize;
   } else if (kept_ > 0 && batch_bytes_ + encoded_bytes + framing_bytes_ > max_message_bytes_) {
-    // A write stays within max_message_bytes, except one message alone (the receiver's gRPC limit has
-    // headroom above max_message_bytes for the framing).
+    // A write stays within max_message_bytes, except one message alone (the receiver's gRPC limit
+    // has headroom above max_message_bytes for the framing).
     verdict = Verdict::kFull;
   } else {
     batch_bytes_ += encoded_bytes + framing_bytes_;
@@ -38,7 +42,8 @@ BatchPlan::Verdict BatchPlan::add(std::size_t encoded_bytes) {
 }
 
 LaneQueue::LaneQueue(const LaneQueueLimits& limits) : limits_(limits) {
-  RAFTLOG_CHECK(limits_.max_messages > 0 && limits_.max_batch_messages > 0, "LaneQueue needs positive bounds");
+  RAFTLOG_CHECK(limits_.max_messages > 0 && limits_.max_batch_messages > 0,
+                "LaneQueue needs positive bounds");
 }
 
 LaneQueue::Admission LaneQueue::push(raft::Message message, Clock::time_point now) {
@@ -61,8 +66,8 @@ LaneQueue::Admission LaneQueue::push(raft::Message message, Clock::time_point no
 
 void LaneQueue::expire(Clock::time_point now) {
   const Clock::time_point oldest_allowed = now - limits_.max_age;
-  // The queue is in arrival order (requeued messages are older than the rest), so the stale messages
-  // are a prefix.
+  // The queue is in arrival order (requeued messages are older than the rest), so the stale
+  // messages are a prefix.
   while (!queue_.empty() && queue_.front().enqueued_at < oldest_allowed) {
     held_bytes_ -= queue_.front().bytes;
     queue_.pop_front();
@@ -83,8 +88,8 @@ bool LaneQueue::next_batch_exceeds(std::size_t bytes) const {
 
 const std::vector<QueuedMessage>& LaneQueue::take_batch() {
   RAFTLOG_CHECK(writing_.empty(), "LaneQueue::take_batch with a write in progress");
-  // Everything queued, up to a batch: what piled up while the previous write was in flight leaves in
-  // one write.
+  // Everything queued, up to a batch: what piled up while the previous write was in flight leaves
+  // in one write.
   while (!queue_.empty() && writing_.size() < limits_.max_batch_messages) {
     writing_.push_back(std::move(queue_.front()));
     queue_.pop_front();
@@ -94,7 +99,8 @@ const std::vector<QueuedMessage>& LaneQueue::take_batch() {
 
 void LaneQueue::settle_batch(const BatchPlan& plan) {
   const std::vector<BatchPlan::Verdict>& verdicts = plan.verdicts();
-  RAFTLOG_CHECK(verdicts.size() <= writing_.size(), "a batch plan with more verdicts than messages");
+  RAFTLOG_CHECK(verdicts.size() <= writing_.size(),
+                "a batch plan with more verdicts than messages");
   std::vector<QueuedMessage> carried;
   std::vector<QueuedMessage> overflow;
   carried.reserve(plan.kept());

@@ -41,10 +41,12 @@ grpc::Status serialize_message(const Message& message, grpc::ByteBuffer* out) {
 
 // INVALID_ARGUMENT, reason MALFORMED_REQUEST: `what` did not parse as a `type_name` message.
 inline grpc::Status malformed_request(grpc::ServerContextBase* context, const std::string& what,
-                                      const std::string& type_name, const std::string& consequence) {
-  return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT,
-                       what + " is not a valid " + type_name + " (it does not parse as protobuf); " + consequence,
-                       std::string(api_errors::reason::kMalformedRequest));
+                                      const std::string& type_name,
+                                      const std::string& consequence) {
+  return reason_status(
+      context, grpc::StatusCode::INVALID_ARGUMENT,
+      what + " is not a valid " + type_name + " (it does not parse as protobuf); " + consequence,
+      std::string(api_errors::reason::kMalformedRequest));
 }
 
 }  // namespace raftlog::server

@@ -9,8 +9,9 @@ Scrubber::Scrubber(std::uint64_t bytes_per_second, std::uint32_t interval_ms, Re
                    OnCorruption on_corruption)
     : chunk_bytes_(bytes_per_second == 0
                        ? 0
-                       : std::clamp<std::uint64_t>(bytes_per_second / 1000 * std::max<std::uint32_t>(interval_ms, 1),
-                                                   1, kMaxChunkBytes)),
+                       : std::clamp<std::uint64_t>(
+                             bytes_per_second / 1000 * std::max<std::uint32_t>(interval_ms, 1), 1,
+                             kMaxChunkBytes)),
       interval_ms_(std::max<std::uint32_t>(interval_ms, 1)),
       read_(std::move(read)),
       on_corruption_(std::move(on_corruption)) {}

@@ -3,10 +3,11 @@
 // spot-checked at open) is found while the node runs, not when a reader or a lagging follower needs
 // it years later (docs/storage-format.md, "Storage faults").
 //
-// The node supplies the read (under its store lock, within [first_index, flushed_index]) and what to
-// do on a finding; the scrubber owns only the pacing and its position. It walks from the first index
-// to the durable end, then starts over, one chunk per interval: chunk bytes = bytes_per_second *
-// interval_ms / 1000, at most kMaxChunkBytes. GRPC-free and clock-injected for the tests.
+// The node supplies the read (under its store lock, within [first_index, flushed_index]) and what
+// to do on a finding; the scrubber owns only the pacing and its position. It walks from the first
+// index to the durable end, then starts over, one chunk per interval: chunk bytes =
+// bytes_per_second * interval_ms / 1000, at most kMaxChunkBytes. GRPC-free and clock-injected for
+// the tests.
 #pragma once
 
 #include <atomic>
@@ -28,9 +29,9 @@ struct ScrubChunk {
     kStopped,   // the log is closing: stop scrubbing
   };
   Outcome outcome = Outcome::kAtEnd;
-  std::uint64_t next_index = 0;    // kVerified: where the next chunk starts
-  std::uint64_t bytes = 0;         // kVerified: payload bytes verified
-  std::uint64_t entries = 0;       // kVerified: entries verified
+  std::uint64_t next_index = 0;     // kVerified: where the next chunk starts
+  std::uint64_t bytes = 0;          // kVerified: payload bytes verified
+  std::uint64_t entries = 0;        // kVerified: entries verified
   std::uint64_t corrupt_index = 0;  // kCorrupt
   std::string message;              // kCorrupt
 };
@@ -47,13 +48,15 @@ class Scrubber {
  public:
   static constexpr std::uint64_t kMaxChunkBytes = 4ULL << 20;
 
-  // `read(from, max_bytes)` verifies entries from `from` (0: the first index) up to about max_bytes.
+  // `read(from, max_bytes)` verifies entries from `from` (0: the first index) up to about
+  // max_bytes.
   using ReadChunk = std::function<ScrubChunk(std::uint64_t from, std::uint64_t max_bytes)>;
   // Called once, from the scrubber's thread, on the first corrupt entry; scrubbing stops after it.
   using OnCorruption = std::function<void(std::uint64_t index, const std::string& message)>;
 
   // bytes_per_second == 0 disables scrubbing (start() does nothing).
-  Scrubber(std::uint64_t bytes_per_second, std::uint32_t interval_ms, ReadChunk read, OnCorruption on_corruption);
+  Scrubber(std::uint64_t bytes_per_second, std::uint32_t interval_ms, ReadChunk read,
+           OnCorruption on_corruption);
   ~Scrubber();  // stop()
   Scrubber(const Scrubber&) = delete;
   Scrubber& operator=(const Scrubber&) = delete;

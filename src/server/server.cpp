@@ -41,7 +41,8 @@ std::shared_ptr<grpc::ServerCredentials> server_credentials(const NodeTls& tls) 
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({tls.port.key_pem, tls.port.cert_pem});
   std::string roots = tls.peers_enabled ? tls.peer.ca_pem : "";
-  if (!tls.port.ca_pem.empty()) roots += (roots.empty() || roots.back() == '\n' ? "" : "\n") + tls.port.ca_pem;
+  if (!tls.port.ca_pem.empty())
+    roots += (roots.empty() || roots.back() == '\n' ? "" : "\n") + tls.port.ca_pem;
   ssl.pem_root_certs = roots;
   if (!tls.port.ca_pem.empty()) {
     ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
@@ -68,7 +69,9 @@ class CallCounter final : public grpc::experimental::Interceptor {
  public:
   explicit CallCounter(std::atomic<std::int64_t>* live) : live_(live) { live_->fetch_add(1); }
   ~CallCounter() override { live_->fetch_sub(1); }
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override { methods->Proceed(); }
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    methods->Proceed();
+  }
 
  private:
   std::atomic<std::int64_t>* live_;
@@ -77,7 +80,8 @@ class CallCounter final : public grpc::experimental::Interceptor {
 class CallCounterFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit CallCounterFactory(std::atomic<std::int64_t>* live) : live_(live) {}
-  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo*) override {
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo*) override {
     return new CallCounter(live_);
   }
 
@@ -116,7 +120,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   }
   auto impl = std::make_unique<Impl>();
   impl->config = config;
-  if (impl->config.listen_address.empty()) impl->config.listen_address = config.members.at(config.node_id);
+  if (impl->config.listen_address.empty())
+    impl->config.listen_address = config.members.at(config.node_id);
   NodeTls tls;
   if (std::string problem = load_node_tls(impl->config, &tls); !problem.empty()) {
     *error = problem;
@@ -129,7 +134,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   }
 
   if (!impl->config.metrics_address.empty()) {
-    impl->metrics = Metrics::start(impl->config.node_id, impl->config.metrics_address, impl->config.data_dir, error);
+    impl->metrics = Metrics::start(impl->config.node_id, impl->config.metrics_address,
+                                   impl->config.data_dir, error);
     if (impl->metrics == nullptr) return nullptr;
   }
 
@@ -141,7 +147,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   }
 
   PeerTransportOptions transport_options = peer_transport_options_for(impl->config);
-  if (tls.peers_enabled) transport_options.tls = PeerTlsOptions{tls.peer.cert_pem, tls.peer.key_pem, tls.peer.ca_pem};
+  if (tls.peers_enabled)
+    transport_options.tls = PeerTlsOptions{tls.peer.cert_pem, tls.peer.key_pem, tls.peer.ca_pem};
   transport_options.peer_secret = peer_secret;
   if (std::string problem = validate_options(transport_options); !problem.empty()) {
     *error = "peer transport: " + problem;
@@ -167,17 +174,18 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(impl->config.listen_address, server_credentials(tls), &bound_port);
-  const std::size_t max_receive =
-      std::max<std::size_t>(impl->transport->max_receive_message_bytes(), impl->config.max_append_bytes + (1 << 20));
-  const std::size_t max_send = std::max<std::size_t>(max_receive, impl->config.max_read_bytes + (1 << 20));
+  const std::size_t max_receive = std::max<std::size_t>(
+      impl->transport->max_receive_message_bytes(), impl->config.max_append_bytes + (1 << 20));
+  const std::size_t max_send =
+      std::max<std::size_t>(max_receive, impl->config.max_read_bytes + (1 << 20));
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_receive));
   builder.SetMaxSendMessageSize(static_cast<int>(max_send));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(impl->config.max_concurrent_streams_per_connection));
   // Ping every connection with calls open once a minute (gRPC's default is two hours) and drop it
   // when 20 s pass without an answer: a client that vanished without closing its TCP connection
-  // (a dropped NAT, a pulled cable) then frees its AppendStream and Tail slots within 80 s. A client
-  // that answers pings but reads nothing is the stream stall timeout's (stream_limits.h).
+  // (a dropped NAT, a pulled cable) then frees its AppendStream and Tail slots within 80 s. A
+  // client that answers pings but reads nothing is the stream stall timeout's (stream_limits.h).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -192,37 +200,44 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     impl->node->stop();
     return nullptr;
   }
-  // At once: gRPC's default health service starts out SERVING for "", and the node knows no leader yet.
-  impl->health = std::make_unique<HealthReporter>(impl->config.node_id, impl->grpc_server->GetHealthCheckService(),
-                                                  [node] {
-                                                    // A node catching up after a storage fault, or
-                                                    // holding a corrupt entry, is not a full replica.
-                                                    const NodeStatus status = node->status();
-                                                    return status.leader_id != 0 && !status.catching_up &&
-                                                           status.corrupt_index == 0;
-                                                  });
-  const std::string host = impl->config.listen_address.substr(0, impl->config.listen_address.rfind(':'));
+  // At once: gRPC's default health service starts out SERVING for "", and the node knows no leader
+  // yet.
+  impl->health = std::make_unique<HealthReporter>(
+      impl->config.node_id, impl->grpc_server->GetHealthCheckService(), [node] {
+        // A node catching up after a storage fault, or
+        // holding a corrupt entry, is not a full replica.
+        const NodeStatus status = node->status();
+        return status.leader_id != 0 && !status.catching_up && status.corrupt_index == 0;
+      });
+  const std::string host =
+      impl->config.listen_address.substr(0, impl->config.listen_address.rfind(':'));
   impl->bound_address = host + ":" + std::to_string(bound_port);
 
-  spdlog::info("node {}: limits: gRPC messages {} bytes in / {} bytes out, {} streams per connection, {} Tail "
-               "streams ({} per connection), {} AppendStreams ({} per connection) of {} unanswered appends each, "
-               "streams stalled for {} ms are ended, Append {} entries / {} bytes, Read {} entries / {} bytes",
-               impl->config.node_id, max_receive, max_send, impl->config.max_concurrent_streams_per_connection,
-               impl->config.max_tail_streams, impl->config.max_tail_streams_per_connection,
-               impl->config.max_append_streams, impl->config.max_append_streams_per_connection,
-               impl->config.max_appends_per_stream, impl->config.stream_stall_timeout_ms,
-               impl->config.max_entries_per_append, impl->config.max_append_bytes,
-               impl->config.max_read_entries, impl->config.max_read_bytes);
+  spdlog::info(
+      "node {}: limits: gRPC messages {} bytes in / {} bytes out, {} streams per connection, {} "
+      "Tail "
+      "streams ({} per connection), {} AppendStreams ({} per connection) of {} unanswered appends "
+      "each, "
+      "streams stalled for {} ms are ended, Append {} entries / {} bytes, Read {} entries / {} "
+      "bytes",
+      impl->config.node_id, max_receive, max_send,
+      impl->config.max_concurrent_streams_per_connection, impl->config.max_tail_streams,
+      impl->config.max_tail_streams_per_connection, impl->config.max_append_streams,
+      impl->config.max_append_streams_per_connection, impl->config.max_appends_per_stream,
+      impl->config.stream_stall_timeout_ms, impl->config.max_entries_per_append,
+      impl->config.max_append_bytes, impl->config.max_read_entries, impl->config.max_read_bytes);
   if (impl->metrics != nullptr) {
     impl->metrics->set_status_source([node] { return node->status(); });
     impl->metrics->set_watermark_source([node] { return node->disk_watermark_exceeded(); });
-    spdlog::info("node {}: metrics on http://{}/metrics", impl->config.node_id, impl->metrics->bound_address());
+    spdlog::info("node {}: metrics on http://{}/metrics", impl->config.node_id,
+                 impl->metrics->bound_address());
   }
   impl->transport->start();
   impl->node->start();
-  spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {}, {})", impl->config.node_id,
-               impl->bound_address, impl->config.cluster_id, impl->config.members.size(),
-               store::to_string(impl->config.store.flush_mode), describe(tls, !peer_secret.empty()));
+  spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {}, {})",
+               impl->config.node_id, impl->bound_address, impl->config.cluster_id,
+               impl->config.members.size(), store::to_string(impl->config.store.flush_mode),
+               describe(tls, !peer_secret.empty()));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -246,19 +261,22 @@ void Server::shutdown() {
   impl_->transport->stop();
   impl_->sender.transport = nullptr;
   stop_grpc_server();
-  const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
   spdlog::info("node {}: shut down in {} ms", impl_->config.node_id, took_ms.count());
 }
 
 void Server::stop_grpc_server() {
-  // grpc::Server::Shutdown(deadline) returns once every call has finished *and* every connection has
-  // closed; a client that keeps an idle connection answers the closing GOAWAY's ping only when it
-  // next polls, so an idle channel held every SIGTERM up for the whole grace (3,026 ms measured).
-  // Shutdown runs on its own thread; once no call is alive (CallCounter: all in-flight calls are
-  // answered) the remaining connections are closed (grpc_server_cancel_all_calls, which only
-  // closes connections then), repeated every 20 ms because a connection may still be accepted until
-  // Shutdown has begun. The grace still bounds everything: at the deadline gRPC cancels what is left.
-  const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(impl_->config.shutdown_grace_ms);
+  // grpc::Server::Shutdown(deadline) returns once every call has finished *and* every connection
+  // has closed; a client that keeps an idle connection answers the closing GOAWAY's ping only when
+  // it next polls, so an idle channel held every SIGTERM up for the whole grace (3,026 ms
+  // measured). Shutdown runs on its own thread; once no call is alive (CallCounter: all in-flight
+  // calls are answered) the remaining connections are closed (grpc_server_cancel_all_calls, which
+  // only closes connections then), repeated every 20 ms because a connection may still be accepted
+  // until Shutdown has begun. The grace still bounds everything: at the deadline gRPC cancels what
+  // is left.
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(impl_->config.shutdown_grace_ms);
   std::atomic<bool> finished{false};
   std::thread shutter([this, deadline, &finished] {
     impl_->grpc_server->Shutdown(deadline);
@@ -266,7 +284,8 @@ void Server::stop_grpc_server() {
   });
   while (!finished.load() && std::chrono::system_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (!finished.load() && impl_->live_calls.load() == 0) grpc_server_cancel_all_calls(impl_->grpc_server->c_server());
+    if (!finished.load() && impl_->live_calls.load() == 0)
+      grpc_server_cancel_all_calls(impl_->grpc_server->c_server());
   }
   shutter.join();
 }

@@ -21,7 +21,8 @@ namespace raftlog::server {
 // holds a stream (at most the registry's own stream bound).
 class ConnectionStreamCounts {
  public:
-  explicit ConnectionStreamCounts(std::size_t max_per_connection) : max_per_connection_(max_per_connection) {}
+  explicit ConnectionStreamCounts(std::size_t max_per_connection)
+      : max_per_connection_(max_per_connection) {}
 
   // Counts one more stream for `connection`; false (and nothing counted) at the bound.
   bool try_add(const std::string& connection) {
@@ -60,10 +61,12 @@ class ConnectionStreamCounts {
 // (gRPC may run OnCancel or OnWriteDone on this thread).
 inline grpc::Status end_stalled_stream(grpc::ServerContextBase* context, const std::string& stream,
                                        std::chrono::milliseconds timeout) {
-  const std::string message = stream + " ended: its reader is not reading (no message taken for " +
-                              std::to_string(timeout.count()) +
-                              " ms, --stream-stall-timeout-ms); read faster or resume where it stopped";
-  (void)grpc_call_cancel_with_status(context->c_call(), GRPC_STATUS_RESOURCE_EXHAUSTED, message.c_str(), nullptr);
+  const std::string message =
+      stream + " ended: its reader is not reading (no message taken for " +
+      std::to_string(timeout.count()) +
+      " ms, --stream-stall-timeout-ms); read faster or resume where it stopped";
+  (void)grpc_call_cancel_with_status(context->c_call(), GRPC_STATUS_RESOURCE_EXHAUSTED,
+                                     message.c_str(), nullptr);
   return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, message);
 }
 

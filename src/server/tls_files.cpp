@@ -81,7 +81,8 @@ bool read_file(const std::string& path, std::string* out, std::string* error) {
   buffer << in.rdbuf();
   *out = buffer.str();
   if (out->size() > kMaxPemFileBytes) {
-    *error = path + " is larger than " + std::to_string(kMaxPemFileBytes) + " bytes: not a PEM file";
+    *error =
+        path + " is larger than " + std::to_string(kMaxPemFileBytes) + " bytes: not a PEM file";
     return false;
   }
   return true;
@@ -89,7 +90,8 @@ bool read_file(const std::string& path, std::string* out, std::string* error) {
 
 }  // namespace
 
-std::string load_tls_material(const TlsFiles& files, const std::string& flag_prefix, TlsMaterial* out) {
+std::string load_tls_material(const TlsFiles& files, const std::string& flag_prefix,
+                              TlsMaterial* out) {
   std::string error;
   if (!read_file(files.cert_path, &out->cert_pem, &error)) return flag_prefix + "-cert: " + error;
   if (!read_file(files.key_path, &out->key_pem, &error)) return flag_prefix + "-key: " + error;
@@ -101,13 +103,17 @@ std::string load_tls_material(const TlsFiles& files, const std::string& flag_pre
   std::vector<X509Ptr> chain = read_certificates(out->cert_pem);
   if (chain.empty()) return flag_prefix + "-cert: " + files.cert_path + " holds no PEM certificate";
   BioPtr key_bio = memory_bio(out->key_pem);
-  KeyPtr key(key_bio == nullptr ? nullptr : PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  KeyPtr key(key_bio == nullptr
+                 ? nullptr
+                 : PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   if (key == nullptr) {
-    return flag_prefix + "-key: " + files.key_path + " holds no (unencrypted) PEM private key: " + openssl_error();
+    return flag_prefix + "-key: " + files.key_path +
+           " holds no (unencrypted) PEM private key: " + openssl_error();
   }
   if (X509_check_private_key(chain.front().get(), key.get()) != 1) {
     ERR_clear_error();
-    return flag_prefix + "-key: " + files.key_path + " does not match the certificate in " + files.cert_path;
+    return flag_prefix + "-key: " + files.key_path + " does not match the certificate in " +
+           files.cert_path;
   }
   if (!files.ca_path.empty() && read_certificates(out->ca_pem).empty()) {
     return flag_prefix + "-ca: " + files.ca_path + " holds no PEM certificate";
@@ -142,14 +148,18 @@ std::string check_certificate_host(const std::string& cert_pem, const std::strin
   std::vector<X509Ptr> chain = read_certificates(cert_pem);
   if (chain.empty()) return "no certificate";
   std::string bare = host;
-  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']')
+    bare = bare.substr(1, bare.size() - 2);
   unsigned char ip[16];
-  const bool is_ip = inet_pton(AF_INET, bare.c_str(), ip) == 1 || inet_pton(AF_INET6, bare.c_str(), ip) == 1;
-  const int matched = is_ip ? X509_check_ip_asc(chain.front().get(), bare.c_str(), 0)
-                            : X509_check_host(chain.front().get(), bare.data(), bare.size(), 0, nullptr);
+  const bool is_ip =
+      inet_pton(AF_INET, bare.c_str(), ip) == 1 || inet_pton(AF_INET6, bare.c_str(), ip) == 1;
+  const int matched =
+      is_ip ? X509_check_ip_asc(chain.front().get(), bare.c_str(), 0)
+            : X509_check_host(chain.front().get(), bare.data(), bare.size(), 0, nullptr);
   ERR_clear_error();
   if (matched == 1) return "";
-  return std::string("the certificate has no subject alternative name ") + (is_ip ? "IP:" : "DNS:") + bare;
+  return std::string("the certificate has no subject alternative name ") +
+         (is_ip ? "IP:" : "DNS:") + bare;
 }
 
 std::string certificate_node_id(const std::string& cert_pem, std::uint64_t* node_id) {
@@ -173,15 +183,20 @@ std::string certificate_node_id(const std::string& cert_pem, std::uint64_t* node
     common_name.assign(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(length));
     OPENSSL_free(utf8);
   }
-  const std::string expected_form = std::string("CN=") + std::string(kNodeCommonNamePrefix) + "<id>";
-  if (names == 0) return "the certificate's subject has no common name; a peer certificate needs " + expected_form;
-  const std::string_view digits = std::string_view(common_name).substr(
-      common_name.rfind(kNodeCommonNamePrefix, 0) == 0 ? kNodeCommonNamePrefix.size() : common_name.size());
+  const std::string expected_form =
+      std::string("CN=") + std::string(kNodeCommonNamePrefix) + "<id>";
+  if (names == 0)
+    return "the certificate's subject has no common name; a peer certificate needs " +
+           expected_form;
+  const std::string_view digits =
+      std::string_view(common_name)
+          .substr(common_name.rfind(kNodeCommonNamePrefix, 0) == 0 ? kNodeCommonNamePrefix.size()
+                                                                   : common_name.size());
   std::uint64_t id = 0;
   const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
   if (common_name.rfind(kNodeCommonNamePrefix, 0) != 0 || digits.empty() || digits.size() > 20 ||
-      (digits.size() > 1 && digits.front() == '0') || error != std::errc() || end != digits.data() + digits.size() ||
-      id == 0) {
+      (digits.size() > 1 && digits.front() == '0') || error != std::errc() ||
+      end != digits.data() + digits.size() || id == 0) {
     // The name came from the network: shown bounded and printable.
     std::string shown = common_name.substr(0, 80);
     for (char& c : shown) {

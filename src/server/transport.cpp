@@ -33,29 +33,35 @@ std::string validate_options(const PeerTransportOptions& options) {
   }
   for (const auto& [id, address] : options.peers) {
     if (id == raft::kNoNode) return "peer id 0 is not allowed";
-    if (id == options.self_id) return "the peer list contains this node's own id " + std::to_string(id);
+    if (id == options.self_id)
+      return "the peer list contains this node's own id " + std::to_string(id);
     if (address.empty()) return "peer " + std::to_string(id) + " has an empty address";
   }
   if (options.max_queued_messages == 0 || options.max_queued_messages > kMaxQueuedMessagesBound) {
     return "max_queued_messages must be in [1, " + std::to_string(kMaxQueuedMessagesBound) + "]";
   }
   if (options.max_queued_bytes == 0) return "max_queued_bytes must be positive";
-  if (options.max_queued_control_messages == 0 || options.max_queued_control_messages > kMaxQueuedMessagesBound) {
-    return "max_queued_control_messages must be in [1, " + std::to_string(kMaxQueuedMessagesBound) + "]";
+  if (options.max_queued_control_messages == 0 ||
+      options.max_queued_control_messages > kMaxQueuedMessagesBound) {
+    return "max_queued_control_messages must be in [1, " + std::to_string(kMaxQueuedMessagesBound) +
+           "]";
   }
   if (options.max_message_age_ms == 0) return "max_message_age_ms must be positive";
-  if (options.limits.max_message_bytes < 1024 || options.limits.max_message_bytes > kMaxMessageBytesBound) {
-    return "limits.max_message_bytes must be in [1024, " + std::to_string(kMaxMessageBytesBound) + "]";
+  if (options.limits.max_message_bytes < 1024 ||
+      options.limits.max_message_bytes > kMaxMessageBytesBound) {
+    return "limits.max_message_bytes must be in [1024, " + std::to_string(kMaxMessageBytesBound) +
+           "]";
   }
-  if (options.limits.max_entries_per_message == 0) return "limits.max_entries_per_message must be positive";
+  if (options.limits.max_entries_per_message == 0)
+    return "limits.max_entries_per_message must be positive";
   if (options.reconnect_backoff_min_ms == 0) return "reconnect_backoff_min_ms must be positive";
   if (options.reconnect_backoff_min_ms > options.reconnect_backoff_max_ms) {
     return "reconnect_backoff_min_ms must not exceed reconnect_backoff_max_ms";
   }
   if (options.connect_timeout_ms == 0) return "connect_timeout_ms must be positive";
   if (options.stop_timeout_ms == 0) return "stop_timeout_ms must be positive";
-  if (!options.peer_secret.empty() &&
-      (options.peer_secret.size() < kMinPeerSecretBytes || options.peer_secret.size() > kMaxPeerSecretBytes)) {
+  if (!options.peer_secret.empty() && (options.peer_secret.size() < kMinPeerSecretBytes ||
+                                       options.peer_secret.size() > kMaxPeerSecretBytes)) {
     return "peer_secret must be " + std::to_string(kMinPeerSecretBytes) + " to " +
            std::to_string(kMaxPeerSecretBytes) + " bytes";
   }
@@ -74,7 +80,9 @@ class PeerTransport::Impl {
   ~Impl() { stop(); }
 
   grpc::Service* service() { return inbound_.service(); }
-  std::size_t max_receive_message_bytes() const { return options_.limits.max_message_bytes + kGrpcHeadroomBytes; }
+  std::size_t max_receive_message_bytes() const {
+    return options_.limits.max_message_bytes + kGrpcHeadroomBytes;
+  }
 
   void start() {
     RAFTLOG_CHECK(!started_.exchange(true), "PeerTransport::start called twice");
@@ -120,7 +128,9 @@ PeerTransport::PeerTransport(PeerTransportOptions options, MessageHandler on_mes
     : impl_(std::make_unique<Impl>(std::move(options), std::move(on_message))) {}
 PeerTransport::~PeerTransport() = default;
 grpc::Service* PeerTransport::service() { return impl_->service(); }
-std::size_t PeerTransport::max_receive_message_bytes() const { return impl_->max_receive_message_bytes(); }
+std::size_t PeerTransport::max_receive_message_bytes() const {
+  return impl_->max_receive_message_bytes();
+}
 void PeerTransport::start() { impl_->start(); }
 bool PeerTransport::stop() { return impl_->stop(); }
 bool PeerTransport::send(raft::Message message) { return impl_->send(std::move(message)); }

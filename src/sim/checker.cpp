@@ -31,9 +31,12 @@ std::uint64_t content_digest(const raft::Entry& entry) {
 
 const char* type_name(raft::EntryType type) {
   switch (type) {
-    case raft::EntryType::kNormal: return "normal";
-    case raft::EntryType::kNoop: return "noop";
-    case raft::EntryType::kConfig: return "config";
+    case raft::EntryType::kNormal:
+      return "normal";
+    case raft::EntryType::kNoop:
+      return "noop";
+    case raft::EntryType::kConfig:
+      return "config";
   }
   return "?";
 }
@@ -46,8 +49,8 @@ std::string describe(const raft::Entry& entry) {
   for (char& c : payload) {
     if (c < 0x20 || c > 0x7e) c = '.';
   }
-  return fmt::format("({}/t{} {} \"{}\"{}{})", entry.index, entry.term, type_name(entry.type), payload,
-                     entry.payload.size() > kMaxShownPayloadBytes ? "..." : "",
+  return fmt::format("({}/t{} {} \"{}\"{}{})", entry.index, entry.term, type_name(entry.type),
+                     payload, entry.payload.size() > kMaxShownPayloadBytes ? "..." : "",
                      entry.proposal_continues ? " +more" : "");
 }
 
@@ -100,7 +103,8 @@ void Checker::observe_role(raft::NodeId node, raft::Term term, raft::Role role) 
   }
   auto [it, inserted] = leader_by_term_.emplace(term, node);
   if (!inserted && it->second != node) {
-    report("election-safety", fmt::format("node {} and node {} are both leader of term {}", it->second, node, term));
+    report("election-safety",
+           fmt::format("node {} and node {} are both leader of term {}", it->second, node, term));
     return;
   }
   leader_term_[node] = term;
@@ -115,9 +119,10 @@ void Checker::check_leader_has(raft::NodeId leader, raft::Term leader_term, raft
   std::optional<raft::Entry> held = entry_at(leader, index);
   if (!held || *held != committed.entry) {
     report("leader-completeness",
-           fmt::format("leader {} of term {} holds {} at index {}, but {} was committed there at term {}", leader,
-                       leader_term, held ? describe(*held) : std::string("nothing"), index,
-                       describe(committed.entry), committed.observed_term));
+           fmt::format(
+               "leader {} of term {} holds {} at index {}, but {} was committed there at term {}",
+               leader, leader_term, held ? describe(*held) : std::string("nothing"), index,
+               describe(committed.entry), committed.observed_term));
   }
 }
 
@@ -128,25 +133,29 @@ void Checker::observe_append(raft::NodeId node, raft::Index first, raft::Index l
     std::optional<raft::Entry> entry = entry_at(node, index);
     std::optional<raft::Term> previous_term = log.term_at(index - 1);
     if (!entry || !previous_term) {
-      report("log-matching", fmt::format("node {} reported an append at {} that its log does not hold", node, index));
+      report(
+          "log-matching",
+          fmt::format("node {} reported an append at {} that its log does not hold", node, index));
       return;
     }
     if (entry->term < *previous_term) {
-      report("log-matching", fmt::format("node {}: entry {} follows an entry of later term {}", node,
-                                         describe(*entry), *previous_term));
+      report("log-matching", fmt::format("node {}: entry {} follows an entry of later term {}",
+                                         node, describe(*entry), *previous_term));
       return;
     }
     const EntryIdentity identity{*previous_term, content_digest(*entry)};
     auto [it, inserted] = identities_.emplace(std::make_pair(index, entry->term), identity);
     if (inserted) continue;
     if (it->second.digest != identity.digest) {
-      report("log-matching", fmt::format("node {} holds {} but another log held different content at index {} "
-                                         "term {}",
-                                         node, describe(*entry), index, entry->term));
+      report("log-matching",
+             fmt::format("node {} holds {} but another log held different content at index {} "
+                         "term {}",
+                         node, describe(*entry), index, entry->term));
     } else if (it->second.previous_term != identity.previous_term) {
       report("log-matching",
-             fmt::format("node {} holds {} after an entry of term {}, another log had it after term {}", node,
-                         describe(*entry), identity.previous_term, it->second.previous_term));
+             fmt::format(
+                 "node {} holds {} after an entry of term {}, another log had it after term {}",
+                 node, describe(*entry), identity.previous_term, it->second.previous_term));
     }
   }
 }
@@ -154,36 +163,42 @@ void Checker::observe_append(raft::NodeId node, raft::Index first, raft::Index l
 void Checker::observe_truncate(raft::NodeId node, raft::Index from) {
   if (failed()) return;
   if (from <= commit_[node]) {
-    report("commit-index", fmt::format("node {} truncates its log from {} although its commit index is {}", node,
-                                       from, commit_[node]));
+    report("commit-index",
+           fmt::format("node {} truncates its log from {} although its commit index is {}", node,
+                       from, commit_[node]));
   }
 }
 
-void Checker::record_committed(raft::NodeId node, raft::Index index, const raft::Entry& entry, raft::Term node_term) {
+void Checker::record_committed(raft::NodeId node, raft::Index index, const raft::Entry& entry,
+                               raft::Term node_term) {
   if (index <= committed_.size()) {
     const CommittedEntry& known = committed_[index - 1];
     if (known.entry == entry) return;
     if (known.acknowledged_to_client) {
-      report("append-durability", fmt::format("node {} commits {} at index {}, where {} was committed and "
-                                              "acknowledged to client {} (sequence {})",
-                                              node, describe(entry), index, describe(known.entry),
-                                              known.entry.client_id, known.entry.sequence));
+      report("append-durability",
+             fmt::format("node {} commits {} at index {}, where {} was committed and "
+                         "acknowledged to client {} (sequence {})",
+                         node, describe(entry), index, describe(known.entry), known.entry.client_id,
+                         known.entry.sequence));
       return;
     }
     report(known.acknowledged ? "proposal-durability" : "state-machine-safety",
-           fmt::format("node {} commits {} at index {}, where {} was committed before{}", node, describe(entry), index,
-                       describe(known.entry), known.acknowledged ? " and acknowledged to its client" : ""));
+           fmt::format("node {} commits {} at index {}, where {} was committed before{}", node,
+                       describe(entry), index, describe(known.entry),
+                       known.acknowledged ? " and acknowledged to its client" : ""));
     return;
   }
   assert(index == committed_.size() + 1);
   if (index > 1) {
     // Entries of one proposal share its term and nothing else comes between them.
     const raft::Entry& previous = committed_[index - 2].entry;
-    if (previous.proposal_continues && (entry.term != previous.term || entry.type != previous.type)) {
+    if (previous.proposal_continues &&
+        (entry.term != previous.term || entry.type != previous.type)) {
       report("proposal-atomicity",
-             fmt::format("node {} commits {} at index {}, but the entry before it, {}, says its proposal "
-                         "continues: that proposal committed only in part",
-                         node, describe(entry), index, describe(previous)));
+             fmt::format(
+                 "node {} commits {} at index {}, but the entry before it, {}, says its proposal "
+                 "continues: that proposal committed only in part",
+                 node, describe(entry), index, describe(previous)));
       return;
     }
   }
@@ -215,12 +230,13 @@ void Checker::observe_commit(raft::NodeId node, raft::Index commit, raft::Term n
   if (failed()) return;
   const raft::Index previous = commit_[node];
   if (commit < previous) {
-    report("commit-index", fmt::format("node {} commit index went back from {} to {}", node, previous, commit));
+    report("commit-index",
+           fmt::format("node {} commit index went back from {} to {}", node, previous, commit));
     return;
   }
   if (commit > log_of(node).last_index()) {
-    report("commit-index", fmt::format("node {} commits up to {} but its log ends at {}", node, commit,
-                                       log_of(node).last_index()));
+    report("commit-index", fmt::format("node {} commits up to {} but its log ends at {}", node,
+                                       commit, log_of(node).last_index()));
     return;
   }
   for (raft::Index index = previous + 1; index <= commit && !failed(); ++index) {
@@ -235,14 +251,15 @@ void Checker::observe_durable_hard_state(raft::NodeId node, const raft::HardStat
   if (failed()) return;
   const raft::HardState& before = durable_[node];
   if (hard_state.term < before.term) {
-    report("vote-safety", fmt::format("node {} durable term went back from {} to {}", node, before.term,
-                                      hard_state.term));
-  } else if (hard_state.term == before.term && before.vote != raft::kNoNode && hard_state.vote != before.vote) {
-    report("vote-safety", fmt::format("node {} changed its durable vote in term {} from {} to {}", node,
-                                      hard_state.term, before.vote, hard_state.vote));
+    report("vote-safety", fmt::format("node {} durable term went back from {} to {}", node,
+                                      before.term, hard_state.term));
+  } else if (hard_state.term == before.term && before.vote != raft::kNoNode &&
+             hard_state.vote != before.vote) {
+    report("vote-safety", fmt::format("node {} changed its durable vote in term {} from {} to {}",
+                                      node, hard_state.term, before.vote, hard_state.vote));
   } else if (hard_state.commit < before.commit) {
-    report("commit-index", fmt::format("node {} durable commit went back from {} to {}", node, before.commit,
-                                       hard_state.commit));
+    report("commit-index", fmt::format("node {} durable commit went back from {} to {}", node,
+                                       before.commit, hard_state.commit));
   }
   durable_[node] = hard_state;
 }
@@ -253,16 +270,19 @@ void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
   if (failed()) return;
   leader_term_[node] = 0;
   if (commit < durable_[node].commit) {
-    report("commit-index", fmt::format("node {} restarted with commit {} below its durable commit {}", node, commit,
-                                       durable_[node].commit));
+    report("commit-index",
+           fmt::format("node {} restarted with commit {} below its durable commit {}", node, commit,
+                       durable_[node].commit));
     return;
   }
   if (commit > log_of(node).last_index()) {
-    report("commit-index", fmt::format("node {} restarted with commit {} but its durable log ends at {}", node,
-                                       commit, log_of(node).last_index()));
+    report("commit-index",
+           fmt::format("node {} restarted with commit {} but its durable log ends at {}", node,
+                       commit, log_of(node).last_index()));
     return;
   }
-  // The durable committed prefix must be the committed history (a crash must not lose committed entries).
+  // The durable committed prefix must be the committed history (a crash must not lose committed
+  // entries).
   for (raft::Index index = 1; index <= commit && !failed(); ++index) {
     std::optional<raft::Entry> entry = entry_at(node, index);
     assert(entry.has_value());
@@ -272,26 +292,30 @@ void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
   // The rest of the recovered log (not committed, maybe about to be cut) must still be entries some
   // log really held at those (index, term)s: recovery may lose a tail, never invent or mix one.
   const raft::LogReader& log = log_of(node);
-  if (!failed() && log.last_index() >= log.first_index()) observe_append(node, log.first_index(), log.last_index());
+  if (!failed() && log.last_index() >= log.first_index())
+    observe_append(node, log.first_index(), log.last_index());
 }
 
-void Checker::observe_acknowledged_append(std::uint64_t client_id, std::uint64_t sequence, raft::Index first,
-                                          raft::Index last, raft::Term term,
+void Checker::observe_acknowledged_append(std::uint64_t client_id, std::uint64_t sequence,
+                                          raft::Index first, raft::Index last, raft::Term term,
                                           const std::vector<std::string>& payloads) {
   if (failed()) return;
   const AcknowledgedAppend answer{first, last, term};
   auto [it, inserted] = acknowledged_appends_.emplace(std::make_pair(client_id, sequence), answer);
-  if (!inserted && (it->second.first != first || it->second.last != last || it->second.term != term)) {
-    report("dedup-consistency", fmt::format("client {} sequence {} was acknowledged with [{}..{}] t{}, later with "
-                                            "[{}..{}] t{}",
-                                            client_id, sequence, it->second.first, it->second.last, it->second.term,
-                                            first, last, term));
+  if (!inserted &&
+      (it->second.first != first || it->second.last != last || it->second.term != term)) {
+    report("dedup-consistency",
+           fmt::format("client {} sequence {} was acknowledged with [{}..{}] t{}, later with "
+                       "[{}..{}] t{}",
+                       client_id, sequence, it->second.first, it->second.last, it->second.term,
+                       first, last, term));
     return;
   }
   assert(acknowledged_appends_.size() <= kMaxTrackedAcknowledgements);
   if (last < first || last - first + 1 != payloads.size()) {
-    report("append-durability", fmt::format("client {} sequence {} of {} entries was acknowledged with [{}..{}]",
-                                            client_id, sequence, payloads.size(), first, last));
+    report("append-durability",
+           fmt::format("client {} sequence {} of {} entries was acknowledged with [{}..{}]",
+                       client_id, sequence, payloads.size(), first, last));
     return;
   }
   for (raft::Index index = first; index <= last; ++index) {
@@ -300,7 +324,8 @@ void Checker::observe_acknowledged_append(std::uint64_t client_id, std::uint64_t
     if (committed == nullptr || committed->term != term || committed->payload != payload ||
         committed->client_id != client_id || committed->sequence != sequence) {
       report("append-durability",
-             fmt::format("client {} sequence {} was acknowledged at index {} term {}, but {} is committed there",
+             fmt::format("client {} sequence {} was acknowledged at index {} term {}, but {} is "
+                         "committed there",
                          client_id, sequence, index, term,
                          committed != nullptr ? describe(*committed) : std::string("nothing")));
       return;
@@ -317,14 +342,16 @@ void Checker::observe_proposal(raft::NodeId node, raft::Index first, raft::Term 
     const raft::Index index = first + offset;
     std::optional<raft::Entry> entry = entry_at(node, index);
     if (!entry || entry->term != term || entry->payload != payloads[offset]) {
-      report("proposal-result", fmt::format("node {} accepted a proposal at index {} term {}, but its log holds {}",
-                                            node, index, term, entry ? describe(*entry) : std::string("nothing")));
+      report("proposal-result",
+             fmt::format("node {} accepted a proposal at index {} term {}, but its log holds {}",
+                         node, index, term, entry ? describe(*entry) : std::string("nothing")));
       return;
     }
     if (entry->proposal_continues != (offset + 1 < payloads.size())) {
-      report("proposal-result", fmt::format("node {} placed entry {} of a {}-entry proposal at index {} with "
-                                            "proposal_continues = {}", node, offset + 1, payloads.size(), index,
-                                            entry->proposal_continues));
+      report("proposal-result",
+             fmt::format("node {} placed entry {} of a {}-entry proposal at index {} with "
+                         "proposal_continues = {}",
+                         node, offset + 1, payloads.size(), index, entry->proposal_continues));
       return;
     }
     pending_proposals_.emplace(index, PendingProposal{node, term, payloads[offset]});
@@ -338,25 +365,29 @@ void Checker::observe_read_request(std::uint64_t request_id) {
   read_required_[request_id] = committed_.size();
 }
 
-void Checker::observe_read_released(raft::NodeId node, std::uint64_t request_id, raft::Index read_index) {
+void Checker::observe_read_released(raft::NodeId node, std::uint64_t request_id,
+                                    raft::Index read_index) {
   if (failed()) return;
   auto it = read_required_.find(request_id);
   if (it == read_required_.end()) {
-    report("read-linearizability", fmt::format("node {} released read {} that was never requested (or twice)", node,
-                                               request_id));
+    report("read-linearizability",
+           fmt::format("node {} released read {} that was never requested (or twice)", node,
+                       request_id));
     return;
   }
   const raft::Index required = it->second;
   read_required_.erase(it);
   ++released_reads_;
   if (read_index < required) {
-    report("read-linearizability", fmt::format("node {} released read {} at index {}, but index {} was committed "
-                                               "before the read was requested",
-                                               node, request_id, read_index, required));
+    report("read-linearizability",
+           fmt::format("node {} released read {} at index {}, but index {} was committed "
+                       "before the read was requested",
+                       node, request_id, read_index, required));
   } else if (read_index > commit_[node]) {
-    report("read-linearizability", fmt::format("node {} released read {} at index {} before committing it (commit "
-                                               "{})",
-                                               node, request_id, read_index, commit_[node]));
+    report("read-linearizability",
+           fmt::format("node {} released read {} at index {} before committing it (commit "
+                       "{})",
+                       node, request_id, read_index, commit_[node]));
   }
 }
 
@@ -364,7 +395,8 @@ void Checker::observe_read_aborted(std::uint64_t request_id) { read_required_.er
 
 void Checker::abandon_proposals_beyond(raft::Index last_index) {
   auto first_abandoned = pending_proposals_.upper_bound(last_index);
-  failed_proposals_ += static_cast<std::uint64_t>(std::distance(first_abandoned, pending_proposals_.end()));
+  failed_proposals_ +=
+      static_cast<std::uint64_t>(std::distance(first_abandoned, pending_proposals_.end()));
   pending_proposals_.erase(first_abandoned, pending_proposals_.end());
 }
 
@@ -374,13 +406,14 @@ void Checker::check_committed_prefixes() {
     for (raft::Index index = 1; index <= commit_[node] && !failed(); ++index) {
       std::optional<raft::Entry> entry = entry_at(node, index);
       if (!entry) {
-        report("commit-index", fmt::format("node {} committed {} but no longer holds index {}", node, commit_[node],
-                                           index));
+        report("commit-index", fmt::format("node {} committed {} but no longer holds index {}",
+                                           node, commit_[node], index));
         return;
       }
       if (index > committed_.size()) {
-        report("commit-index", fmt::format("node {} committed index {} that was never reported committed", node,
-                                           index));
+        report("commit-index",
+               fmt::format("node {} committed index {} that was never reported committed", node,
+                           index));
         return;
       }
       record_committed(node, index, *entry, 0);
@@ -392,14 +425,17 @@ void Checker::check_committed_prefixes() {
 void Checker::check_exactly_once() {
   // One append's entries are contiguous, and its last one ends the proposal (proposal_continues is
   // false): the same (client_id, sequence) after that is a retry that was committed a second time.
-  std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<raft::Index, bool>> seen;  // first index, ended
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::pair<raft::Index, bool>>
+      seen;  // first index, ended
   for (raft::Index index = 1; index <= committed_.size(); ++index) {
     const raft::Entry& entry = committed_[index - 1].entry;
     if (entry.client_id == 0 || entry.type != raft::EntryType::kNormal) continue;
-    auto [it, inserted] = seen.emplace(std::make_pair(entry.client_id, entry.sequence), std::make_pair(index, false));
+    auto [it, inserted] =
+        seen.emplace(std::make_pair(entry.client_id, entry.sequence), std::make_pair(index, false));
     if (!inserted && it->second.second) {
-      report("dedup-consistency", fmt::format("client {} sequence {} is committed at index {} and again at {}",
-                                              entry.client_id, entry.sequence, it->second.first, index));
+      report("dedup-consistency",
+             fmt::format("client {} sequence {} is committed at index {} and again at {}",
+                         entry.client_id, entry.sequence, it->second.first, index));
       return;
     }
     if (!entry.proposal_continues) it->second.second = true;

@@ -16,13 +16,15 @@ std::string describe_message(const raft::Message& m) {
   std::string text = fmt::format("n{}->n{} {} t{}", m.from, m.to, raft::to_string(m.type), m.term);
   switch (m.type) {
     case raft::MessageType::kAppend:
-      text += fmt::format(" prev={}/t{} +{} commit={}", m.index, m.log_term, m.entries.size(), m.commit);
-      if (!m.entries.empty()) text += fmt::format(" [{}..{}]", m.entries.front().index, m.entries.back().index);
+      text += fmt::format(" prev={}/t{} +{} commit={}", m.index, m.log_term, m.entries.size(),
+                          m.commit);
+      if (!m.entries.empty())
+        text += fmt::format(" [{}..{}]", m.entries.front().index, m.entries.back().index);
       break;
     case raft::MessageType::kAppendResponse:
-      text += fmt::format(" index={}{}", m.index, m.reject ? fmt::format(" REJECT hint={}/t{}", m.reject_hint,
-                                                                          m.hint_term)
-                                                           : std::string());
+      text += fmt::format(" index={}{}", m.index,
+                          m.reject ? fmt::format(" REJECT hint={}/t{}", m.reject_hint, m.hint_term)
+                                   : std::string());
       break;
     case raft::MessageType::kVote:
     case raft::MessageType::kPreVote:
@@ -50,10 +52,14 @@ std::string describe_message(const raft::Message& m) {
 // tests' concern.
 store::CrashMode draw_crash_mode(util::Prng& prng) {
   switch (prng.below(4)) {
-    case 0: return store::CrashMode::kLoseUnflushed;
-    case 1: return store::CrashMode::kTornWrite;
-    case 2: return store::CrashMode::kKeepRandomSectors;
-    default: return store::CrashMode::kKeepAll;
+    case 0:
+      return store::CrashMode::kLoseUnflushed;
+    case 1:
+      return store::CrashMode::kTornWrite;
+    case 2:
+      return store::CrashMode::kKeepRandomSectors;
+    default:
+      return store::CrashMode::kKeepAll;
   }
 }
 
@@ -70,7 +76,8 @@ class Cluster::ReplicaLogView final : public raft::LogReader {
     if (!up()) return index == 0 ? std::optional<raft::Term>(0) : std::nullopt;
     return reader().term_at(index);
   }
-  std::vector<raft::Entry> entries(raft::Index from, raft::Index to, std::size_t max_bytes) const override {
+  std::vector<raft::Entry> entries(raft::Index from, raft::Index to,
+                                   std::size_t max_bytes) const override {
     return up() ? reader().entries(from, to, max_bytes) : std::vector<raft::Entry>{};
   }
 
@@ -83,7 +90,9 @@ class Cluster::ReplicaLogView final : public raft::LogReader {
 class Cluster::NodeSender final : public replica::MessageSender {
  public:
   NodeSender(Cluster& cluster, raft::NodeId id) : cluster_(cluster), id_(id) {}
-  void send(raft::Message message) override { cluster_.send(cluster_.node(id_), std::move(message)); }
+  void send(raft::Message message) override {
+    cluster_.send(cluster_.node(id_), std::move(message));
+  }
 
  private:
   Cluster& cluster_;
@@ -93,18 +102,29 @@ class Cluster::NodeSender final : public replica::MessageSender {
 class Cluster::NodeObserver final : public replica::ReadyObserver {
  public:
   NodeObserver(Cluster& cluster, raft::NodeId id) : cluster_(cluster), id_(id) {}
-  void before_ready(const raft::Ready& ready) override { cluster_.before_ready(cluster_.node(id_), ready); }
-  void after_ready(const raft::Ready& ready) override { cluster_.after_ready(cluster_.node(id_), ready); }
+  void before_ready(const raft::Ready& ready) override {
+    cluster_.before_ready(cluster_.node(id_), ready);
+  }
+  void after_ready(const raft::Ready& ready) override {
+    cluster_.after_ready(cluster_.node(id_), ready);
+  }
 
  private:
   Cluster& cluster_;
   raft::NodeId id_;
 };
 
-Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& prng, Checker& checker, Trace& trace)
-    : config_(config), seed_(seed), prng_(prng), checker_(checker), trace_(trace), network_(config.node_count) {
+Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& prng,
+                 Checker& checker, Trace& trace)
+    : config_(config),
+      seed_(seed),
+      prng_(prng),
+      checker_(checker),
+      trace_(trace),
+      network_(config.node_count) {
   assert(config.node_count >= 1);
-  assert(config.min_flush_delay_steps >= 1 && config.min_flush_delay_steps <= config.max_flush_delay_steps);
+  assert(config.min_flush_delay_steps >= 1 &&
+         config.min_flush_delay_steps <= config.max_flush_delay_steps);
   assert(config.checkpoint_every_ticks >= 1);
   // The replicas' log lines would drown the trace (and cost time); the trace says what happened.
   spdlog::set_level(spdlog::level::off);
@@ -144,7 +164,8 @@ const Cluster::Node& Cluster::node(raft::NodeId id) const {
 const raft::LogReader& Cluster::log(raft::NodeId id) const { return *node(id).log_view; }
 
 replica::Clock::time_point Cluster::now_time() const {
-  return replica::Clock::time_point(std::chrono::microseconds(now_step() * (kTickMs * 1000 / kStepsPerTick)));
+  return replica::Clock::time_point(
+      std::chrono::microseconds(now_step() * (kTickMs * 1000 / kStepsPerTick)));
 }
 
 replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
@@ -181,7 +202,8 @@ bool Cluster::open_replica(Node& n) {
   replica::NodeError error;
   n.replica = replica::Replica::open(replica_config_for(n.id), std::move(deps), &error);
   if (n.replica == nullptr) {
-    checker_.report("recovery", fmt::format("node {} cannot reopen its data directory: {}", n.id, error.message));
+    checker_.report("recovery", fmt::format("node {} cannot reopen its data directory: {}", n.id,
+                                            error.message));
     return false;
   }
   const replica::NodeStatus status = n.replica->status();
@@ -191,12 +213,13 @@ bool Cluster::open_replica(Node& n) {
   n.flush_at_step = 0;
   n.sync_will_fail = false;
   if (status.catching_up) {
-    // Recovery judged that this node may have lost entries it acknowledged (replica/storage_fault.h):
-    // it would neither vote nor count toward commit until it holds them again. The simulator damages
-    // no durable byte, so a power cut alone must never look like that.
+    // Recovery judged that this node may have lost entries it acknowledged
+    // (replica/storage_fault.h): it would neither vote nor count toward commit until it holds them
+    // again. The simulator damages no durable byte, so a power cut alone must never look like that.
     ++stats_.restarts_catching_up;
-    checker_.report("recovery", fmt::format("node {} reopened suspecting a storage fault after a power cut: {}",
-                                            n.id, status.storage_fault));
+    checker_.report("recovery",
+                    fmt::format("node {} reopened suspecting a storage fault after a power cut: {}",
+                                n.id, status.storage_fault));
     return false;
   }
   return true;
@@ -271,7 +294,8 @@ void Cluster::run_completions() {
 }
 
 void Cluster::stop_failed(Node& n, const std::string& why) {
-  // Nothing the simulator injects outside a sync failure may stop a replica: a fatal error is a bug.
+  // Nothing the simulator injects outside a sync failure may stop a replica: a fatal error is a
+  // bug.
   checker_.report("replica-failed", fmt::format("node {} stopped: {}", n.id, why));
 }
 
@@ -280,12 +304,13 @@ void Cluster::schedule_flush(Node& n) {
   const store::CommitLog& log = n.replica->log();
   if (log.flushed_index() >= log.last_index()) return;
   std::uint64_t delay = prng_.between(config_.min_flush_delay_steps, config_.max_flush_delay_steps);
-  if (config_.slow_flush_per_million != 0 && prng_.chance_per_million(config_.slow_flush_per_million)) {
+  if (config_.slow_flush_per_million != 0 &&
+      prng_.chance_per_million(config_.slow_flush_per_million)) {
     delay += prng_.between(1, config_.slow_flush_max_steps);
   }
   n.flush_at_step = now_step() + delay;
-  n.sync_will_fail =
-      config_.failing_sync_per_million != 0 && prng_.chance_per_million(config_.failing_sync_per_million);
+  n.sync_will_fail = config_.failing_sync_per_million != 0 &&
+                     prng_.chance_per_million(config_.failing_sync_per_million);
 }
 
 void Cluster::run_due_flushes() {
@@ -320,8 +345,8 @@ void Cluster::run_checkpoints() {
       stop_failed(n, "checkpoint: " + st.to_string());
       return;
     }
-    // The checkpoint vouches for the commit index as far as the log it recorded is durable (a follower
-    // may commit beyond its own flush): a restart never comes back below that.
+    // The checkpoint vouches for the commit index as far as the log it recorded is durable (a
+    // follower may commit beyond its own flush): a restart never comes back below that.
     const raft::Index durable_commit = std::min(log.commit_index(), log.flushed_index());
     if (durable_commit > n.durable_hard_state.commit) {
       n.durable_hard_state.commit = durable_commit;
@@ -339,12 +364,15 @@ void Cluster::deliver_due_messages() {
     Node& to = node(message->to);
     if (dropped_by_partition || !is_up(to.id)) {
       ++stats_.messages_dropped;
-      if (trace_.enabled()) trace_.log("lost {} ({})", describe_message(*message), dropped_by_partition ? "partition" : "node down");
+      if (trace_.enabled())
+        trace_.log("lost {} ({})", describe_message(*message),
+                   dropped_by_partition ? "partition" : "node down");
       continue;
     }
     if (is_paused(to.id)) {
       // A paused process does not read its socket; the message waits for it.
-      network_.hold_until(*message, to.paused_until_tick * kStepsPerTick + prng_.below(kStepsPerTick));
+      network_.hold_until(*message,
+                          to.paused_until_tick * kStepsPerTick + prng_.below(kStepsPerTick));
       continue;
     }
     ++stats_.messages_delivered;
@@ -355,14 +383,18 @@ void Cluster::deliver_due_messages() {
 }
 
 void Cluster::send(Node& from, raft::Message message) {
-  if (message.from != from.id || message.to < 1 || message.to > nodes_.size() || message.to == from.id) {
-    contract_violation(from, fmt::format("emitted a misaddressed message: {}", describe_message(message)));
+  if (message.from != from.id || message.to < 1 || message.to > nodes_.size() ||
+      message.to == from.id) {
+    contract_violation(
+        from, fmt::format("emitted a misaddressed message: {}", describe_message(message)));
     return;
   }
   ++stats_.messages_sent;
   const int copies = network_.send(message, now_step(), prng_);
   if (copies == 0) ++stats_.messages_dropped;
-  if (trace_.enabled()) trace_.log("send {}{}", describe_message(message), copies == 0 ? " DROPPED" : (copies == 2 ? " DUPLICATED" : ""));
+  if (trace_.enabled())
+    trace_.log("send {}{}", describe_message(message),
+               copies == 0 ? " DROPPED" : (copies == 2 ? " DUPLICATED" : ""));
 }
 
 void Cluster::contract_violation(const Node& n, const std::string& what) {
@@ -394,17 +426,20 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
                            ready.hard_state->vote != n.durable_hard_state.vote)) {
     n.durable_hard_state.term = ready.hard_state->term;
     n.durable_hard_state.vote = ready.hard_state->vote;
-    trace_.log("n{} hard state t{} v{}", n.id, n.durable_hard_state.term, n.durable_hard_state.vote);
+    trace_.log("n{} hard state t{} v{}", n.id, n.durable_hard_state.term,
+               n.durable_hard_state.vote);
     checker_.observe_durable_hard_state(n.id, n.durable_hard_state);
   }
   if (!ready.entries.empty()) {
-    if (trace_.enabled()) trace_.log("n{} append [{}..{}] last {}", n.id, ready.entries.front().index, ready.entries.back().index,
-               describe(ready.entries.back()));
+    if (trace_.enabled())
+      trace_.log("n{} append [{}..{}] last {}", n.id, ready.entries.front().index,
+                 ready.entries.back().index, describe(ready.entries.back()));
     checker_.observe_append(n.id, ready.entries.front().index, ready.entries.back().index);
   }
   if (ready.soft_state) {
     n.soft = *ready.soft_state;
-    trace_.log("n{} is {} of term {} (leader n{})", n.id, raft::to_string(n.soft.role), n.soft.term, n.soft.leader);
+    trace_.log("n{} is {} of term {} (leader n{})", n.id, raft::to_string(n.soft.role), n.soft.term,
+               n.soft.leader);
     checker_.observe_role(n.id, n.soft.term, n.soft.role);
     if (n.soft.role == raft::Role::kLeader) maybe_schedule_strike(n);
   }
@@ -426,17 +461,20 @@ void Cluster::maybe_schedule_strike(const Node& n) {
   if (!prng_.chance_per_million(strike_.per_million)) return;
   strike_target_ = n.id;
   strike_term_ = n.soft.term;
-  // Half the strikes land at once (the new leader's first messages die with it); the other half land
-  // right after the leader's first commit (its followers have not all heard of it yet).
+  // Half the strikes land at once (the new leader's first messages die with it); the other half
+  // land right after the leader's first commit (its followers have not all heard of it yet).
   strike_after_commit_ = prng_.below(2) == 0;
-  strike_at_step_ = strike_after_commit_ ? UINT64_MAX : now_step() + prng_.between(0, strike_.max_delay_steps);
+  strike_at_step_ =
+      strike_after_commit_ ? UINT64_MAX : now_step() + prng_.between(0, strike_.max_delay_steps);
 }
 
 void Cluster::run_due_strike() {
   if (strike_target_ == raft::kNoNode || strike_at_step_ > now_step()) return;
   const Node& target = node(strike_target_);
   strike_target_ = raft::kNoNode;
-  if (!is_running(target.id) || target.soft.role != raft::Role::kLeader || target.soft.term != strike_term_) return;
+  if (!is_running(target.id) || target.soft.role != raft::Role::kLeader ||
+      target.soft.term != strike_term_)
+    return;
   ++stats_.leader_strikes;
   trace_.log("STRIKE new leader n{} of term {}", target.id, strike_term_);
   crash(target.id, prng_.between(1, strike_.max_down_ticks));
@@ -452,7 +490,8 @@ void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
   const store::CommitLog& log = n.replica->log();
   const store::CrashMode mode = draw_crash_mode(prng_);
   trace_.log("n{} CRASH {} (log {} flushed {}; loses {} unsent messages; down for {} ticks)", id,
-             store::to_string(mode), log.last_index(), log.flushed_index(), lost_messages, down_ticks);
+             store::to_string(mode), log.last_index(), log.flushed_index(), lost_messages,
+             down_ticks);
   // The power goes first: nothing the dying replica does afterwards reaches the disk.
   n.env->crash();
   // Its clients see their connections drop: every waiting request's outcome is unknown to them.
@@ -474,8 +513,8 @@ void Cluster::restart(raft::NodeId id) {
   n.restart_at_tick = 0;
   if (n.replica) return;
   if (!open_replica(n)) return;
-  trace_.log("n{} RESTART term {} vote {} commit {} log {}", id, n.soft.term, n.durable_hard_state.vote, n.commit,
-             n.log_view->last_index());
+  trace_.log("n{} RESTART term {} vote {} commit {} log {}", id, n.soft.term,
+             n.durable_hard_state.vote, n.commit, n.log_view->last_index());
   checker_.observe_restart(id, n.commit);
   checker_.observe_role(id, n.soft.term, n.soft.role);
   process(n);
@@ -493,7 +532,8 @@ void Cluster::unpause_all() {
   for (Node& n : nodes_) n.paused_until_tick = 0;
 }
 
-std::vector<std::string> Cluster::make_payloads(std::uint64_t client_id, std::uint64_t sequence, std::size_t count) {
+std::vector<std::string> Cluster::make_payloads(std::uint64_t client_id, std::uint64_t sequence,
+                                                std::size_t count) {
   std::vector<std::string> payloads(count);
   for (std::size_t k = 0; k < count; ++k) {
     payloads[k] = fmt::format("s{}c{}q{}e{}", seed_, client_id, sequence, k);
@@ -502,10 +542,12 @@ std::vector<std::string> Cluster::make_payloads(std::uint64_t client_id, std::ui
   return payloads;
 }
 
-replica::Replica::AppendPlacement Cluster::append(raft::NodeId target, ClientAppend request, AppendDone done) {
+replica::Replica::AppendPlacement Cluster::append(raft::NodeId target, ClientAppend request,
+                                                  AppendDone done) {
   Node& n = node(target);
   if (!is_running(target)) {
-    done(replica::failed_append(replica::make_error(replica::ErrorCode::kUnavailable, "node down")));
+    done(
+        replica::failed_append(replica::make_error(replica::ErrorCode::kUnavailable, "node down")));
     return {};
   }
   const std::size_t entry_count = request.payloads.size();
@@ -519,21 +561,24 @@ replica::Replica::AppendPlacement Cluster::append(raft::NodeId target, ClientApp
              done = std::move(done)](replica::AppendResult result) {
     completions_.push_back([this, target, client, sequence, done, result = std::move(result)] {
       if (result.error.ok()) {
-        trace_.log("n{} acknowledges c{} q{}: [{}..{}] t{}{}", target, client, sequence, result.first_index,
-                   result.last_index, result.term, result.duplicate ? " (duplicate)" : "");
+        trace_.log("n{} acknowledges c{} q{}: [{}..{}] t{}{}", target, client, sequence,
+                   result.first_index, result.last_index, result.term,
+                   result.duplicate ? " (duplicate)" : "");
         if (result.duplicate) ++stats_.duplicate_answers;
       } else {
-        trace_.log("n{} refuses c{} q{}: {}", target, client, sequence, replica::to_string(result.error.code));
+        trace_.log("n{} refuses c{} q{}: {}", target, client, sequence,
+                   replica::to_string(result.error.code));
       }
       done(result);
     });
   };
   const replica::Replica::AppendPlacement placement = n.replica->append(std::move(in));
   if (placement.proposed) {
-    trace_.log("n{} append c{} q{} x{} proposed at [{}..{}] t{}", target, request.client_id, request.sequence,
-               entry_count, placement.first, placement.last, placement.term);
+    trace_.log("n{} append c{} q{} x{} proposed at [{}..{}] t{}", target, request.client_id,
+               request.sequence, entry_count, placement.first, placement.last, placement.term);
   } else {
-    trace_.log("n{} append c{} q{} x{} not proposed", target, request.client_id, request.sequence, entry_count);
+    trace_.log("n{} append c{} q{} x{} not proposed", target, request.client_id, request.sequence,
+               entry_count);
   }
   // The entries reach the log in the Ready batch the proposal produced.
   process(n);
@@ -544,8 +589,8 @@ replica::Replica::AppendPlacement Cluster::append(raft::NodeId target, ClientApp
   ++stats_.proposals_accepted;
   if (checker_.failed() || !n.replica) return placement;
   if (placement.last + 1 - placement.first != entry_count) {
-    contract_violation(n, fmt::format("accepted {} entries but reported indexes [{}..{}]", entry_count,
-                                      placement.first, placement.last));
+    contract_violation(n, fmt::format("accepted {} entries but reported indexes [{}..{}]",
+                                      entry_count, placement.first, placement.last));
   } else {
     checker_.observe_proposal(target, placement.first, placement.term, payloads);
   }
@@ -569,7 +614,8 @@ bool Cluster::request_read(raft::NodeId target) {
         checker_.observe_read_released(target, request_id, result.read_index);
       } else {
         ++stats_.reads_aborted;
-        trace_.log("n{} read {} aborted ({})", target, request_id, replica::to_string(result.error.code));
+        trace_.log("n{} read {} aborted ({})", target, request_id,
+                   replica::to_string(result.error.code));
         checker_.observe_read_aborted(request_id);
       }
     });

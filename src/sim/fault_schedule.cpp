@@ -7,10 +7,11 @@ namespace raftlog::sim {
 
 namespace {
 
-// The broken-rule hunt: nearly every new leader is struck, at once or right after its first commit, and
-// stays down long enough for the others to elect someone else; background faults stay light because
-// noise (random crashes, long partitions) mostly interrupts the short-lived-leader histories instead of
-// creating them. Measured: a previous-term-commit bug shows up in 1 to 2 seeds in 100 (docs/testing.md).
+// The broken-rule hunt: nearly every new leader is struck, at once or right after its first commit,
+// and stays down long enough for the others to elect someone else; background faults stay light
+// because noise (random crashes, long partitions) mostly interrupts the short-lived-leader
+// histories instead of creating them. Measured: a previous-term-commit bug shows up in 1 to 2 seeds
+// in 100 (docs/testing.md).
 FaultProfile leader_churn_profile(util::Prng& prng) {
   FaultProfile profile;
   profile.leader_churn = true;
@@ -36,7 +37,8 @@ FaultProfile leader_churn_profile(util::Prng& prng) {
 }  // namespace
 
 FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive) {
-  // A quarter of ordinary seeds are leader-churn seeds too, so plain sweeps also hunt commit-rule bugs.
+  // A quarter of ordinary seeds are leader-churn seeds too, so plain sweeps also hunt commit-rule
+  // bugs.
   if (aggressive || prng.below(4) == 0) return leader_churn_profile(prng);
   FaultProfile profile;
   // Intensity 0..3 scales every rate, so the seed space spans calm runs to stormy ones.
@@ -87,8 +89,10 @@ void FaultSchedule::on_tick(Cluster& cluster) {
     trace_.log("network HEALED");
   }
 
-  if (prng_.chance_per_million(profile_.crash_per_million)) crash_for_a_while(cluster, prng_.between(1, cluster.size()));
-  if (prng_.chance_per_million(profile_.crash_leader_per_million)) crash_for_a_while(cluster, cluster.leader());
+  if (prng_.chance_per_million(profile_.crash_per_million))
+    crash_for_a_while(cluster, prng_.between(1, cluster.size()));
+  if (prng_.chance_per_million(profile_.crash_leader_per_million))
+    crash_for_a_while(cluster, cluster.leader());
   if (prng_.chance_per_million(profile_.pause_per_million)) {
     cluster.pause(prng_.between(1, cluster.size()), prng_.between(1, profile_.max_pause_ticks));
   }
@@ -118,7 +122,8 @@ void FaultSchedule::start_partition(Cluster& cluster) {
     }
     case 1: {  // minority | majority
       const std::size_t minority = prng_.between(1, (n - 1) / 2 > 0 ? (n - 1) / 2 : 1);
-      std::vector<raft::NodeId> group(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(minority));
+      std::vector<raft::NodeId> group(ids.begin(),
+                                      ids.begin() + static_cast<std::ptrdiff_t>(minority));
       network.split(group);
       trace_.log("PARTITION split minority of {} starting n{}", minority, group[0]);
       break;
@@ -151,10 +156,13 @@ void FaultSchedule::start_partition(Cluster& cluster) {
     case 4: {  // bridge: ids[0] sees both sides, the sides do not see each other
       if (n < 3) return;
       const std::size_t side_a_size = prng_.between(1, n - 2);
-      std::vector<raft::NodeId> side_a(ids.begin() + 1, ids.begin() + 1 + static_cast<std::ptrdiff_t>(side_a_size));
-      std::vector<raft::NodeId> side_b(ids.begin() + 1 + static_cast<std::ptrdiff_t>(side_a_size), ids.end());
+      std::vector<raft::NodeId> side_a(ids.begin() + 1,
+                                       ids.begin() + 1 + static_cast<std::ptrdiff_t>(side_a_size));
+      std::vector<raft::NodeId> side_b(ids.begin() + 1 + static_cast<std::ptrdiff_t>(side_a_size),
+                                       ids.end());
       network.bridge(side_a, side_b);
-      trace_.log("PARTITION bridge n{} between {} and {} nodes", ids[0], side_a.size(), side_b.size());
+      trace_.log("PARTITION bridge n{} between {} and {} nodes", ids[0], side_a.size(),
+                 side_b.size());
       break;
     }
     default: {  // majority split that leaves the leader in the minority
@@ -177,15 +185,19 @@ void FaultSchedule::start_partition(Cluster& cluster) {
 
 void FaultSchedule::change_weather(Cluster& cluster) {
   NetworkConditions weather;
-  weather.drop_per_million = static_cast<std::uint32_t>(prng_.between(0, profile_.max_drop_per_million));
-  weather.duplicate_per_million = static_cast<std::uint32_t>(prng_.between(0, profile_.max_duplicate_per_million));
+  weather.drop_per_million =
+      static_cast<std::uint32_t>(prng_.between(0, profile_.max_drop_per_million));
+  weather.duplicate_per_million =
+      static_cast<std::uint32_t>(prng_.between(0, profile_.max_duplicate_per_million));
   weather.min_delay_steps = 1;
   weather.max_delay_steps = prng_.between(1, profile_.max_delay_steps);
-  weather.long_delay_per_million = static_cast<std::uint32_t>(prng_.between(0, profile_.max_long_delay_per_million));
+  weather.long_delay_per_million =
+      static_cast<std::uint32_t>(prng_.between(0, profile_.max_long_delay_per_million));
   weather.long_delay_max_steps = profile_.long_delay_max_steps;
   cluster.network().set_conditions(weather);
-  trace_.log("WEATHER drop {}ppm dup {}ppm delay 1..{} steps stragglers {}ppm", weather.drop_per_million,
-             weather.duplicate_per_million, weather.max_delay_steps, weather.long_delay_per_million);
+  trace_.log("WEATHER drop {}ppm dup {}ppm delay 1..{} steps stragglers {}ppm",
+             weather.drop_per_million, weather.duplicate_per_million, weather.max_delay_steps,
+             weather.long_delay_per_million);
 }
 
 void FaultSchedule::stop_and_heal(Cluster& cluster) {

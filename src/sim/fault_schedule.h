@@ -1,6 +1,7 @@
-// Decides, tick by tick, which faults the cluster suffers: crashes (with timed restarts), pauses, partitions of
-// every shape, and the network's per-message weather (drop, duplication, delay). Each seed draws its own
-// profile, so the seed space covers calm runs, stormy runs and everything between.
+// Decides, tick by tick, which faults the cluster suffers: crashes (with timed restarts), pauses,
+// partitions of every shape, and the network's per-message weather (drop, duplication, delay). Each
+// seed draws its own profile, so the seed space covers calm runs, stormy runs and everything
+// between.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +16,11 @@ namespace raftlog::sim {
 struct FaultProfile {
   bool leader_churn = false;  // the broken-rule hunting profile (see fault_schedule.cpp)
   // Chances per tick, in millionths.
-  std::uint32_t crash_per_million = 0;         // a random running node crashes
-  std::uint32_t crash_leader_per_million = 0;  // the leader crashes (drives elections and Figure-8 histories)
+  std::uint32_t crash_per_million = 0;  // a random running node crashes
+  std::uint32_t crash_leader_per_million =
+      0;  // the leader crashes (drives elections and Figure-8 histories)
   std::uint32_t pause_per_million = 0;
-  std::uint32_t partition_per_million = 0;     // a new partition starts (when none is active)
+  std::uint32_t partition_per_million = 0;  // a new partition starts (when none is active)
   std::uint32_t weather_change_per_million = 0;
   LeaderStrike leader_strike;  // new leaders crashing at once (see cluster.h)
   std::uint64_t max_down_ticks = 1;
@@ -32,8 +34,8 @@ struct FaultProfile {
   std::uint64_t long_delay_max_steps = 0;
 };
 
-// `aggressive` always draws the leader-churn profile (used to show that broken rules are caught quickly);
-// otherwise a quarter of the seeds get it and the rest get a random storm intensity.
+// `aggressive` always draws the leader-churn profile (used to show that broken rules are caught
+// quickly); otherwise a quarter of the seeds get it and the rest get a random storm intensity.
 FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive);
 
 // Calm network: no loss, short delays (the liveness phase runs on it).
@@ -43,7 +45,8 @@ class FaultSchedule {
  public:
   FaultSchedule(const FaultProfile& profile, util::Prng& prng, Trace& trace);
 
-  // Arms the faults that the cluster triggers itself (leader strikes); call once before the first tick.
+  // Arms the faults that the cluster triggers itself (leader strikes); call once before the first
+  // tick.
   void start(Cluster& cluster);
   // Called once per tick of the fault phase, before the cluster ticks.
   void on_tick(Cluster& cluster);
@@ -61,7 +64,7 @@ class FaultSchedule {
   FaultProfile profile_;
   util::Prng& prng_;
   Trace& trace_;
-  std::uint64_t partition_ends_at_tick_ = 0;    // 0 when the network is whole
+  std::uint64_t partition_ends_at_tick_ = 0;  // 0 when the network is whole
   std::uint64_t partitions_started_ = 0;
 };
 

@@ -5,7 +5,8 @@
 
 namespace raftlog::sim {
 
-Network::Network(std::size_t node_count) : node_count_(node_count), links_up_(node_count * node_count, true) {
+Network::Network(std::size_t node_count)
+    : node_count_(node_count), links_up_(node_count * node_count, true) {
   assert(node_count > 0);
 }
 
@@ -27,7 +28,8 @@ int Network::send(const raft::Message& message, std::uint64_t now_step, util::Pr
   const int copies = prng.chance_per_million(conditions_.duplicate_per_million) ? 2 : 1;
   for (int copy = 0; copy < copies; ++copy) {
     std::uint64_t delay = prng.between(conditions_.min_delay_steps, conditions_.max_delay_steps);
-    if (conditions_.long_delay_max_steps > 0 && prng.chance_per_million(conditions_.long_delay_per_million)) {
+    if (conditions_.long_delay_max_steps > 0 &&
+        prng.chance_per_million(conditions_.long_delay_per_million)) {
       delay += prng.between(1, conditions_.long_delay_max_steps);
     }
     enqueue(message, now_step + std::max<std::uint64_t>(delay, 1));
@@ -35,7 +37,9 @@ int Network::send(const raft::Message& message, std::uint64_t now_step, util::Pr
   return copies;
 }
 
-void Network::hold_until(const raft::Message& message, std::uint64_t step) { enqueue(message, step); }
+void Network::hold_until(const raft::Message& message, std::uint64_t step) {
+  enqueue(message, step);
+}
 
 std::optional<raft::Message> Network::pop_due(std::uint64_t step, bool& dropped_by_partition) {
   dropped_by_partition = false;
@@ -47,7 +51,8 @@ std::optional<raft::Message> Network::pop_due(std::uint64_t step, bool& dropped_
   return message;
 }
 
-std::size_t Network::drop_in_flight_from(raft::NodeId from, std::uint32_t per_million, util::Prng& prng) {
+std::size_t Network::drop_in_flight_from(raft::NodeId from, std::uint32_t per_million,
+                                         util::Prng& prng) {
   std::size_t dropped = 0;
   for (auto it = queue_.begin(); it != queue_.end();) {
     if (it->second.from == from && prng.chance_per_million(per_million)) {
@@ -61,7 +66,8 @@ std::size_t Network::drop_in_flight_from(raft::NodeId from, std::uint32_t per_mi
 }
 
 void Network::set_conditions(const NetworkConditions& conditions) {
-  assert(conditions.min_delay_steps >= 1 && conditions.min_delay_steps <= conditions.max_delay_steps);
+  assert(conditions.min_delay_steps >= 1 &&
+         conditions.min_delay_steps <= conditions.max_delay_steps);
   conditions_ = conditions;
 }
 
@@ -70,7 +76,9 @@ bool Network::link_up(raft::NodeId from, raft::NodeId to) const {
   return links_up_[slot(from, to)];
 }
 
-void Network::set_link(raft::NodeId from, raft::NodeId to, bool up) { links_up_[slot(from, to)] = up; }
+void Network::set_link(raft::NodeId from, raft::NodeId to, bool up) {
+  links_up_[slot(from, to)] = up;
+}
 
 void Network::heal_all() { std::fill(links_up_.begin(), links_up_.end(), true); }
 
@@ -84,7 +92,8 @@ void Network::split(const std::vector<raft::NodeId>& group) {
   }
 }
 
-void Network::bridge(const std::vector<raft::NodeId>& side_a, const std::vector<raft::NodeId>& side_b) {
+void Network::bridge(const std::vector<raft::NodeId>& side_a,
+                     const std::vector<raft::NodeId>& side_b) {
   for (raft::NodeId a : side_a) {
     for (raft::NodeId b : side_b) {
       set_link(a, b, false);

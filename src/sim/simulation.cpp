@@ -20,8 +20,8 @@ namespace {
 // (ClusterConfig::max_flush_delay_steps: at most 3 * kStepsPerTick steps), in ticks.
 constexpr std::uint64_t kCalmRoundTripTicks = 5;
 
-// Liveness-phase patience: a barrier proposal or read not done after this many ticks is retried (its
-// leader may have been replaced), well within the liveness bound.
+// Liveness-phase patience: a barrier proposal or read not done after this many ticks is retried
+// (its leader may have been replaced), well within the liveness bound.
 constexpr std::uint64_t kRetryAfterTicks = 30;
 
 ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool aggressive) {
@@ -77,10 +77,12 @@ std::uint64_t catch_up_allowance_ticks(const Cluster& cluster, const ClusterConf
     longest_log = std::max(longest_log, cluster.log(id).last_index());
     lowest_commit = std::min(lowest_commit, cluster.commit_index(id));
   }
-  const std::uint64_t backlog_entries = longest_log > lowest_commit ? longest_log - lowest_commit : 0;
-  const std::uint64_t entries_per_round_trip =
-      std::max<std::uint64_t>(1, config.raft.max_entries_per_message * config.raft.max_inflight_messages);
-  return (backlog_entries + entries_per_round_trip - 1) / entries_per_round_trip * kCalmRoundTripTicks;
+  const std::uint64_t backlog_entries =
+      longest_log > lowest_commit ? longest_log - lowest_commit : 0;
+  const std::uint64_t entries_per_round_trip = std::max<std::uint64_t>(
+      1, config.raft.max_entries_per_message * config.raft.max_inflight_messages);
+  return (backlog_entries + entries_per_round_trip - 1) / entries_per_round_trip *
+         kCalmRoundTripTicks;
 }
 
 std::string describe_cluster(const Cluster& cluster) {
@@ -88,9 +90,10 @@ std::string describe_cluster(const Cluster& cluster) {
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
     const raft::SoftState& soft = cluster.soft_state(id);
     const raft::LogReader& log = cluster.log(id);
-    text += fmt::format(" n{}:{}{} t{} leader=n{} last={}/t{} commit={};", id, cluster.is_up(id) ? "" : "DOWN ",
-                        raft::to_string(soft.role), soft.term, soft.leader, log.last_index(),
-                        log.term_at(log.last_index()).value_or(0), cluster.commit_index(id));
+    text += fmt::format(" n{}:{}{} t{} leader=n{} last={}/t{} commit={};", id,
+                        cluster.is_up(id) ? "" : "DOWN ", raft::to_string(soft.role), soft.term,
+                        soft.leader, log.last_index(), log.term_at(log.last_index()).value_or(0),
+                        cluster.commit_index(id));
   }
   return text;
 }
@@ -108,8 +111,9 @@ class LivenessPhase {
       if (step(tick)) return tick;
       if (checker_.failed()) return tick;
     }
-    checker_.report("liveness", fmt::format("not recovered {} ticks after faults stopped: {}; cluster:{}", bound_ticks,
-                                            waiting_for_, describe_cluster(cluster_)));
+    checker_.report("liveness",
+                    fmt::format("not recovered {} ticks after faults stopped: {}; cluster:{}",
+                                bound_ticks, waiting_for_, describe_cluster(cluster_)));
     return bound_ticks;
   }
 
@@ -125,7 +129,8 @@ class LivenessPhase {
       waiting_for_ = "a proposal to commit";
       if (!barrier_index_ || tick >= barrier_tick_ + kRetryAfterTicks || barrier_failed()) {
         std::vector<std::string> payloads;
-        const replica::Replica::AppendPlacement placement = workload_.propose(cluster_, 1, &payloads);
+        const replica::Replica::AppendPlacement placement =
+            workload_.propose(cluster_, 1, &payloads);
         if (placement.proposed) {
           barrier_index_ = placement.first;
           barrier_payload_ = payloads[0];
@@ -141,8 +146,9 @@ class LivenessPhase {
     // Converged: nothing beyond the common log can ever commit.
     checker_.abandon_proposals_beyond(cluster_.log(leader).last_index());
     if (checker_.pending_proposals() != 0) {
-      checker_.report("liveness", fmt::format("{} proposals neither committed nor lost after convergence",
-                                              checker_.pending_proposals()));
+      checker_.report("liveness",
+                      fmt::format("{} proposals neither committed nor lost after convergence",
+                                  checker_.pending_proposals()));
       return true;
     }
     if (checker_.released_reads() > reads_before_) return true;
@@ -197,8 +203,8 @@ SimResult run_simulation(const SimOptions& options) {
     Trace trace(options.trace_tail_events, true);
     return run_traced(options, trace);
   }
-  // Formatting the trace is a quarter of a run's time and only a failure report reads it: run without
-  // it, and rerun a failing seed (the same history, event for event) with its tail kept.
+  // Formatting the trace is a quarter of a run's time and only a failure report reads it: run
+  // without it, and rerun a failing seed (the same history, event for event) with its tail kept.
   Trace untraced = Trace::off();
   SimResult result = run_traced(options, untraced);
   if (result.ok()) return result;
@@ -206,9 +212,10 @@ SimResult run_simulation(const SimOptions& options) {
   SimResult traced = run_traced(options, tail);
   if (!traced.violation || traced.violation->invariant != result.violation->invariant ||
       traced.violation->detail != result.violation->detail) {
-    traced.violation = Violation{"determinism", fmt::format("the untraced run found {} ({}); the traced rerun found {}",
-                                                            result.violation->invariant, result.violation->detail,
-                                                            traced.violation ? traced.violation->detail : "nothing")};
+    traced.violation = Violation{
+        "determinism", fmt::format("the untraced run found {} ({}); the traced rerun found {}",
+                                   result.violation->invariant, result.violation->detail,
+                                   traced.violation ? traced.violation->detail : "nothing")};
   }
   return traced;
 }
@@ -220,13 +227,15 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
   Checker checker(options.node_count);
   const ClusterConfig config = draw_cluster_config(prng, options.node_count, options.aggressive);
   const FaultProfile profile = draw_fault_profile(prng, options.aggressive);
-  trace.log("seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} uncommitted {} "
-            "reads {} flush 1..{} steps (slow {}/M up to {}, failing {}/M) checkpoint every {} ticks",
-            options.seed, options.node_count, config.raft.heartbeat_ticks, config.raft.election_ticks,
-            config.raft.max_entries_per_message, config.raft.max_bytes_per_message,
-            config.raft.max_inflight_messages, config.raft.max_uncommitted_entries, config.raft.max_pending_reads,
-            config.max_flush_delay_steps, config.slow_flush_per_million, config.slow_flush_max_steps,
-            config.failing_sync_per_million, config.checkpoint_every_ticks);
+  trace.log(
+      "seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} "
+      "uncommitted {} "
+      "reads {} flush 1..{} steps (slow {}/M up to {}, failing {}/M) checkpoint every {} ticks",
+      options.seed, options.node_count, config.raft.heartbeat_ticks, config.raft.election_ticks,
+      config.raft.max_entries_per_message, config.raft.max_bytes_per_message,
+      config.raft.max_inflight_messages, config.raft.max_uncommitted_entries,
+      config.raft.max_pending_reads, config.max_flush_delay_steps, config.slow_flush_per_million,
+      config.slow_flush_max_steps, config.failing_sync_per_million, config.checkpoint_every_ticks);
 
   SimResult result;
   result.seed = options.seed;
@@ -253,7 +262,8 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
       faults.stop_and_heal(cluster);
       cluster.calm_disks();
       const std::uint64_t bound_ticks =
-          options.liveness_ticks + (options.catch_up_allowance ? catch_up_allowance_ticks(cluster, config) : 0);
+          options.liveness_ticks +
+          (options.catch_up_allowance ? catch_up_allowance_ticks(cluster, config) : 0);
       trace.log("LIVENESS phase: recovery bound {} ticks", bound_ticks);
       LivenessPhase liveness(cluster, workload, checker, trace);
       if (!checker.failed()) result.liveness_ticks = liveness.run(bound_ticks);
@@ -283,8 +293,9 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
 
 std::string format_failure(const SimResult& result) {
   if (!result.violation) return {};
-  std::string text = fmt::format("FAILURE seed={} invariant={}\n  {}\n  last {} events:\n", result.seed,
-                                 result.violation->invariant, result.violation->detail, result.trace_tail.size());
+  std::string text =
+      fmt::format("FAILURE seed={} invariant={}\n  {}\n  last {} events:\n", result.seed,
+                  result.violation->invariant, result.violation->detail, result.trace_tail.size());
   for (const std::string& line : result.trace_tail) {
     text += "    ";
     text += line;

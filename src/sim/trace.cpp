@@ -30,10 +30,12 @@ void Trace::finish_line(std::string& line) {
 std::vector<std::string> Trace::tail() const {
   if (!enabled()) return {};
   std::vector<std::string> lines;
-  const std::size_t count = event_count_ < ring_.size() ? static_cast<std::size_t>(event_count_) : ring_.size();
+  const std::size_t count =
+      event_count_ < ring_.size() ? static_cast<std::size_t>(event_count_) : ring_.size();
   lines.reserve(count);
   const std::size_t start = (next_slot_ + ring_.size() - count) % ring_.size();
-  for (std::size_t offset = 0; offset < count; ++offset) lines.push_back(ring_[(start + offset) % ring_.size()]);
+  for (std::size_t offset = 0; offset < count; ++offset)
+    lines.push_back(ring_[(start + offset) % ring_.size()]);
   return lines;
 }
 

@@ -30,14 +30,16 @@ replica::Replica::AppendPlacement Workload::propose(Cluster& cluster, std::size_
   // The first try plus one redirect to the hinted leader.
   for (int attempt = 0; attempt < 2 && target != raft::kNoNode; ++attempt) {
     auto refusal = std::make_shared<std::optional<replica::AppendResult>>();
-    placement = cluster.append(target, ClientAppend{0, 0, *payloads}, [refusal](const replica::AppendResult& result) {
-      if (!result.error.ok()) *refusal = result;
-    });
+    placement = cluster.append(target, ClientAppend{0, 0, *payloads},
+                               [refusal](const replica::AppendResult& result) {
+                                 if (!result.error.ok()) *refusal = result;
+                               });
     // A refusal is answered within append(); a later answer (the commit) changes nothing here.
     if (placement.proposed || !refusal->has_value()) break;
     const replica::NodeError& error = (*refusal)->error;
     if (error.code != replica::ErrorCode::kNotLeader || error.leader_id == target ||
-        error.leader_id == raft::kNoNode || error.leader_id > cluster.size() || !cluster.is_running(error.leader_id)) {
+        error.leader_id == raft::kNoNode || error.leader_id > cluster.size() ||
+        !cluster.is_running(error.leader_id)) {
       break;
     }
     target = error.leader_id;
@@ -48,7 +50,8 @@ replica::Replica::AppendPlacement Workload::propose(Cluster& cluster, std::size_
 void Workload::send_attempt(Cluster& cluster, std::size_t client_index) {
   Client& client = clients_[client_index];
   raft::NodeId target = client.hint;
-  if (target == raft::kNoNode || target > cluster.size() || !cluster.is_running(target) || prng_.below(8) == 0) {
+  if (target == raft::kNoNode || target > cluster.size() || !cluster.is_running(target) ||
+      prng_.below(8) == 0) {
     target = random_running_node(cluster);
   }
   if (target == raft::kNoNode) {
@@ -66,18 +69,19 @@ void Workload::send_attempt(Cluster& cluster, std::size_t client_index) {
                  });
 }
 
-void Workload::on_answer(Cluster& cluster, std::size_t client_index, std::uint64_t attempt, std::uint64_t sequence,
-                         const std::vector<std::string>& payloads, const replica::AppendResult& result) {
+void Workload::on_answer(Cluster& cluster, std::size_t client_index, std::uint64_t attempt,
+                         std::uint64_t sequence, const std::vector<std::string>& payloads,
+                         const replica::AppendResult& result) {
   Client& client = clients_[client_index];
   if (result.error.ok()) {
     // Every answer counts, a late one of an older attempt too: all must agree.
-    checker_.observe_acknowledged_append(client.id, sequence, result.first_index, result.last_index, result.term,
-                                         payloads);
+    checker_.observe_acknowledged_append(client.id, sequence, result.first_index, result.last_index,
+                                         result.term, payloads);
   } else if (result.error.code == replica::ErrorCode::kFailedPrecondition ||
              result.error.code == replica::ErrorCode::kInvalidArgument) {
     // A retry carries the same entries and a sequence inside the window: the replica must find it.
-    checker_.report("dedup-consistency", fmt::format("client {} sequence {} refused: {}", client.id, sequence,
-                                                     result.error.message));
+    checker_.report("dedup-consistency", fmt::format("client {} sequence {} refused: {}", client.id,
+                                                     sequence, result.error.message));
     return;
   }
   if (attempt != client.attempt || sequence != client.sequence) return;  // a late answer
@@ -114,7 +118,8 @@ void Workload::on_tick(Cluster& cluster) {
     if (!client.busy) {
       client.busy = true;
       ++client.sequence;
-      client.payloads = cluster.make_payloads(client.id, client.sequence, prng_.between(1, rates_.max_entries_per_proposal));
+      client.payloads = cluster.make_payloads(client.id, client.sequence,
+                                              prng_.between(1, rates_.max_entries_per_proposal));
       client.ack_lost_once = false;
       client.attempts_of_sequence = 0;
       send_attempt(cluster, index);
@@ -122,7 +127,8 @@ void Workload::on_tick(Cluster& cluster) {
   }
   for (std::size_t index = 0; index < clients_.size(); ++index) {
     Client& client = clients_[index];
-    if (client.busy && !client.waiting && client.retry_at_tick <= cluster.now_tick()) send_attempt(cluster, index);
+    if (client.busy && !client.waiting && client.retry_at_tick <= cluster.now_tick())
+      send_attempt(cluster, index);
   }
   if (prng_.chance_per_million(rates_.read_per_million)) read(cluster);
   if (prng_.chance_per_million(rates_.transfer_per_million)) {

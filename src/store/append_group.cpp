@@ -36,14 +36,15 @@ bool AppendGroup::join(GroupMember* member) {
       continue;
     }
     member->next = reinterpret_cast<GroupMember*>(head & ~kLeaderActive);
-    if (head_.compare_exchange_weak(head, reinterpret_cast<std::uintptr_t>(member) | kLeaderActive)) {
+    if (head_.compare_exchange_weak(head,
+                                    reinterpret_cast<std::uintptr_t>(member) | kLeaderActive)) {
       return false;
     }
   }
 }
 
-void AppendGroup::lead(GroupMember* oldest, const AppendRun& append_run, const AfterAppended& after_appended,
-                       const WakeAll& wake_all) {
+void AppendGroup::lead(GroupMember* oldest, const AppendRun& append_run,
+                       const AfterAppended& after_appended, const WakeAll& wake_all) {
   for (std::uint32_t round = 1;; ++round) {
     append_round(oldest, append_run, after_appended, wake_all);
     std::uintptr_t head = head_.load();
@@ -80,8 +81,9 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
     while (member != nullptr) {
       const auto& batch = member->batch;
       RAFTLOG_CHECK(!batch.empty(), "a member's batch was validated (not empty) before it joined");
-      if (members_in_run > 0 && (one_member_per_run || run.size() + batch.size() > max_run_entries_ ||
-                                 batch.front().meta.term < run.back().meta.term)) {
+      if (members_in_run > 0 &&
+          (one_member_per_run || run.size() + batch.size() > max_run_entries_ ||
+           batch.front().meta.term < run.back().meta.term)) {
         break;
       }
       run.insert(run.end(), batch.begin(), batch.end());
@@ -98,7 +100,8 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
       std::size_t entries = 0;
       bool resolved = false;
     } to_resolve{first, members_in_run, run.size(), false};
-    const auto resolve_written = [&to_resolve](const IndexRange& written, std::uint64_t truncations_seen) {
+    const auto resolve_written = [&to_resolve](const IndexRange& written,
+                                               std::uint64_t truncations_seen) {
       RAFTLOG_CHECK(!to_resolve.resolved && written.last - written.first + 1 == to_resolve.entries,
                     "a run is resolved once, with a range of its own size");
       to_resolve.resolved = true;
@@ -115,8 +118,10 @@ void AppendGroup::append_round(GroupMember* oldest, const AppendRun& append_run,
     };
     Result<IndexRange> appended = append_run(run, resolve_written);
     runs_.fetch_add(1, std::memory_order_relaxed);
-    RAFTLOG_CHECK(appended.ok() == to_resolve.resolved, "the log resolves a run exactly when it writes it");
-    if (!appended.ok() && members_in_run > 1 && appended.status().code() == StatusCode::kInvalidArgument) {
+    RAFTLOG_CHECK(appended.ok() == to_resolve.resolved,
+                  "the log resolves a run exactly when it writes it");
+    if (!appended.ok() && members_in_run > 1 &&
+        appended.status().code() == StatusCode::kInvalidArgument) {
       // One member's entries (say a term below the log's last term) must not fail the others':
       // nothing was written, so append these members again one by one.
       one_member_per_run = true;

@@ -19,7 +19,8 @@ std::string encode_checkpoint(const Checkpoint& checkpoint) {
   put_u64(p + 32, checkpoint.commit_index);
   put_u64(p + 40, checkpoint.truncate_from);
   put_u64(p + 48, checkpoint.generation);
-  RAFTLOG_CHECK(decode_checkpoint(out) == checkpoint, "an encoded checkpoint decodes back to itself");
+  RAFTLOG_CHECK(decode_checkpoint(out) == checkpoint,
+                "an encoded checkpoint decodes back to itself");
   return out;
 }
 

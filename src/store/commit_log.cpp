@@ -14,13 +14,18 @@ namespace raftlog::store {
 
 const char* to_string(FlushMode mode) { return mode == FlushMode::kSync ? "sync" : "async"; }
 
-const char* to_string(BackgroundWork work) { return work == BackgroundWork::kThreads ? "threads" : "stepped"; }
+const char* to_string(BackgroundWork work) {
+  return work == BackgroundWork::kThreads ? "threads" : "stepped";
+}
 
 const char* to_string(RecoveryMode mode) {
   switch (mode) {
-    case RecoveryMode::kFresh: return "fresh";
-    case RecoveryMode::kNormal: return "normal";
-    case RecoveryMode::kAbnormal: return "abnormal";
+    case RecoveryMode::kFresh:
+      return "fresh";
+    case RecoveryMode::kNormal:
+      return "normal";
+    case RecoveryMode::kAbnormal:
+      return "abnormal";
   }
   return "unknown";
 }
@@ -35,11 +40,13 @@ std::string RecoveryReport::to_string() const {
          " segments_removed=" + std::to_string(segments_removed) +
          " index_files_rebuilt=" + std::to_string(index_files_rebuilt) +
          " truncation_completed=" + (truncation_intent_completed ? "true" : "false") +
-         " corrupted_flushed_data_truncated=" + (corrupted_flushed_data_truncated ? "true" : "false") +
+         " corrupted_flushed_data_truncated=" +
+         (corrupted_flushed_data_truncated ? "true" : "false") +
          " highest_index_seen=" + std::to_string(highest_index_seen) +
          " valid_entries_after_cut=" + std::to_string(valid_entries_after_cut) +
          " suspect_index=" + std::to_string(suspect_index) +
-         " first_index=" + std::to_string(first_index) + " last_index=" + std::to_string(last_index) +
+         " first_index=" + std::to_string(first_index) +
+         " last_index=" + std::to_string(last_index) +
          " duration_us=" + std::to_string(duration.count());
 }
 
@@ -65,8 +72,10 @@ Result<std::unique_ptr<CommitLog>> CommitLog::open(const std::string& dir, const
 }
 
 Result<IndexRange> CommitLog::append(std::span<const EntryToAppend> batch) {
-  if (impl_->stepped_ && impl_->options_.flush_mode == FlushMode::kSync) return impl_->refuse_sync_append();
-  if (impl_->options_.flush_mode == FlushMode::kSync && !batch.empty() && batch[0].meta.index == 0) {
+  if (impl_->stepped_ && impl_->options_.flush_mode == FlushMode::kSync)
+    return impl_->refuse_sync_append();
+  if (impl_->options_.flush_mode == FlushMode::kSync && !batch.empty() &&
+      batch[0].meta.index == 0) {
     return impl_->append_grouped(batch);
   }
   return impl_->append(batch, impl_->options_.flush_mode == FlushMode::kSync);
@@ -100,14 +109,18 @@ Result<ReadBatch> CommitLog::read(std::uint64_t from_index, std::size_t max_entr
                                   std::size_t max_bytes) const {
   return impl_->read(from_index, max_entries, max_bytes);
 }
-Result<std::uint64_t> CommitLog::term_at(std::uint64_t index) const { return impl_->term_at(index); }
+Result<std::uint64_t> CommitLog::term_at(std::uint64_t index) const {
+  return impl_->term_at(index);
+}
 std::uint64_t CommitLog::first_index() const { return impl_->first_index_.load(); }
 std::uint64_t CommitLog::last_index() const { return impl_->last_index_.load(); }
 std::uint64_t CommitLog::flushed_index() const { return impl_->flushed_index_.load(); }
 FlushStats CommitLog::stats() const { return impl_->stats(); }
 CommitLog::DiskUsage CommitLog::disk_usage() const { return impl_->disk_usage(); }
 std::vector<CommitLog::SegmentInfo> CommitLog::segments() const { return impl_->segments(); }
-std::uint64_t CommitLog::bytes_after(std::uint64_t index) const { return impl_->bytes_after(index); }
+std::uint64_t CommitLog::bytes_after(std::uint64_t index) const {
+  return impl_->bytes_after(index);
+}
 const RecoveryReport& CommitLog::recovery_report() const { return impl_->report_; }
 const std::string& CommitLog::dir() const { return impl_->dir_; }
 const Options& CommitLog::options() const { return impl_->options_; }

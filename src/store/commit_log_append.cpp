@@ -205,9 +205,10 @@ Result<std::uint64_t> CommitLog::Impl::write_batch_locked(std::span<const EntryT
     meta.index = first_index + i;
     const std::uint64_t bytes = entry_format::record_bytes(entry.payload.size());
     if (!cursor->active || cursor->offset + bytes > cursor->active->size_bytes) {
-      RAFTLOG_CHECK(next_prepared < prepared.size(), "an append rolls only into segments it reserved");
-      RAFTLOG_RETURN_IF_ERROR(roll_segment_locked(std::move(prepared[next_prepared++]), meta.index,
-                                                  cursor));
+      RAFTLOG_CHECK(next_prepared < prepared.size(),
+                    "an append rolls only into segments it reserved");
+      RAFTLOG_RETURN_IF_ERROR(
+          roll_segment_locked(std::move(prepared[next_prepared++]), meta.index, cursor));
     }
     if (!staging_.empty() && staging_.size() + bytes > kStagingBytes) {
       RAFTLOG_RETURN_IF_ERROR(write_staged_locked(/*with_end_marker=*/false, cursor));
@@ -267,7 +268,8 @@ Status CommitLog::Impl::write_staged_locked(bool with_end_marker, AppendCursor* 
   const std::shared_ptr<Segment>& active = cursor->active;
   if (!active) return Status();
   if (with_end_marker && !staging_.empty() &&
-      cursor->staged_offset + staging_.size() + entry_format::kEndMarkerBytes <= active->size_bytes) {
+      cursor->staged_offset + staging_.size() + entry_format::kEndMarkerBytes <=
+          active->size_bytes) {
     staging_.resize(staging_.size() + entry_format::kEndMarkerBytes, 0);
   }
   Status status;

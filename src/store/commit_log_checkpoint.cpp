@@ -1,5 +1,5 @@
-// CommitLog::Impl, checkpoints: what the CHECKPOINT file vouches for (checkpoint.h), when the flusher
-// rewrites it, and the commit index the upper layer stores in it.
+// CommitLog::Impl, checkpoints: what the CHECKPOINT file vouches for (checkpoint.h), when the
+// flusher rewrites it, and the commit index the upper layer stores in it.
 #include <algorithm>
 
 #include "store/commit_log_impl.h"
@@ -10,8 +10,9 @@ using segment_format::kSegmentHeaderBytes;
 
 void CommitLog::Impl::maybe_checkpoint_locked() {
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_checkpoint_time_ < std::chrono::milliseconds(options_.checkpoint_interval_ms)) return;
-  last_checkpoint_time_ = now;  // a write below sets it again
+  if (now - last_checkpoint_time_ < std::chrono::milliseconds(options_.checkpoint_interval_ms))
+    return;
+  last_checkpoint_time_ = now;           // a write below sets it again
   (void)checkpoint_if_changed_locked();  // a failure fails the log; the flusher then stops
 }
 
@@ -44,14 +45,15 @@ Status CommitLog::Impl::write_checkpoint_locked(std::uint64_t truncate_from) {
       const std::uint64_t needed = segment->index_bytes_for(entries);
       if (segment->index_flushed_bytes < needed) {
         RAFTLOG_RETURN_IF_ERROR(segment->index_map->flush(segment->index_flushed_bytes,
-                                                      needed - segment->index_flushed_bytes));
+                                                          needed - segment->index_flushed_bytes));
         segment->index_flushed_bytes = needed;
         ++sync_calls;
       }
       if (segment->holds(flushed)) {
         auto record = segment->index_record(flushed);
         if (!record) {
-          return Status::corruption(segment->index_path() + ": missing index record for flushed index " +
+          return Status::corruption(segment->index_path() +
+                                    ": missing index record for flushed index " +
                                     std::to_string(flushed));
         }
         checkpoint.flushed_segment_base = segment->base_index;

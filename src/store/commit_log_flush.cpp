@@ -1,6 +1,6 @@
 // CommitLog::Impl, flushing (group commit): the flusher thread, its flush cycles, and the waits for
-// durability (wait_flushed, a sync append's wait for its own entries, flush()). Stepped mode runs the
-// same cycles from its owner's calls (commit_log_stepped.cpp).
+// durability (wait_flushed, a sync append's wait for its own entries, flush()). Stepped mode runs
+// the same cycles from its owner's calls (commit_log_stepped.cpp).
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -59,7 +59,8 @@ Status CommitLog::Impl::stopped_status(std::uint64_t index) {
   std::lock_guard lock(flush_mu_);
   if (!failure_.ok()) return failure_;
   // Released early only by release_all(), which follows a failure or the flusher's stop.
-  RAFTLOG_CHECK(!flusher_running_, "waiters are released early only after a failure or the flusher's stop");
+  RAFTLOG_CHECK(!flusher_running_,
+                "waiters are released early only after a failure or the flusher's stop");
   return Status::closed("commit log " + dir_ + " closed before index " + std::to_string(index) +
                         " was flushed");
 }
@@ -145,8 +146,8 @@ Status CommitLog::Impl::run_flusher_cycle() {
 }
 
 void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
-  // Called by the flusher thread (or a stepped log's owner) with no store lock held, so the listener
-  // may call any method.
+  // Called by the flusher thread (or a stepped log's owner) with no store lock held, so the
+  // listener may call any method.
   const std::uint64_t flushed = flushed_index_.load();
   if (flushed < *last_reported) *last_reported = flushed;  // lowered by a truncation
   if (flushed == *last_reported) return;
@@ -159,7 +160,8 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
   FlushCycleScope cycle(flush_waiters_);
   const std::uint64_t old_flushed = flushed_index_.load();
   const FlushSnapshot snapshot = snapshot_unflushed_locked(include_end_marker, old_flushed);
-  if (snapshot.ranges.empty() && !snapshot.sync_dir && snapshot.target <= old_flushed) return Status();
+  if (snapshot.ranges.empty() && !snapshot.sync_dir && snapshot.target <= old_flushed)
+    return Status();
   std::uint64_t bytes = 0;
   std::uint64_t sync_calls = 0;
   const auto sync_start = std::chrono::steady_clock::now();
@@ -194,8 +196,8 @@ Status CommitLog::Impl::flush_cycle_locked(bool include_end_marker) {
   return Status();
 }
 
-CommitLog::Impl::FlushSnapshot CommitLog::Impl::snapshot_unflushed_locked(bool include_end_marker,
-                                                                          std::uint64_t old_flushed) {
+CommitLog::Impl::FlushSnapshot CommitLog::Impl::snapshot_unflushed_locked(
+    bool include_end_marker, std::uint64_t old_flushed) {
   FlushSnapshot snapshot;
   std::shared_lock meta_lock(meta_mu_);
   snapshot.target = last_index_.load();

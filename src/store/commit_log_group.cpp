@@ -9,14 +9,16 @@ Result<IndexRange> CommitLog::Impl::append_grouped(std::span<const EntryToAppend
   RAFTLOG_CHECK(options_.flush_mode == FlushMode::kSync, "only sync-mode appends are grouped");
   // Checked here, so that a bad batch fails alone and never joins a run with others.
   RAFTLOG_RETURN_IF_ERROR(validate_batch(batch));
-  if (batch[0].meta.index != 0) return Status::invalid_argument("a grouped append takes index 0 only");
+  if (batch[0].meta.index != 0)
+    return Status::invalid_argument("a grouped append takes index 0 only");
 
   const auto lead = [this](GroupMember* oldest) {
     append_group_.lead(
         oldest,
         // Written, not waited for: the members wait below, each for its own range. In sync mode
         // append() also wakes the flusher.
-        [this](std::span<const EntryToAppend> run, const AppendGroup::ResolveWritten& resolve_written) {
+        [this](std::span<const EntryToAppend> run,
+               const AppendGroup::ResolveWritten& resolve_written) {
           return append(run, /*wait_durable=*/false, &resolve_written);
         },
         // If the log stopped (closed or failed) while the run's members slept as "queued", no

@@ -11,7 +11,8 @@
 //   write_mu_        serializes writers: append, truncate_suffix/prefix, close.
 //   flush_cycle_mu_  held for a whole flush cycle, checkpoint write or truncation; owns
 //                    Segment::flushed_offset/index_flushed_bytes and last_checkpoint_.
-//   meta_mu_         (shared) guards segments_ and each Segment's write_offset/entry_count/last_term
+//   meta_mu_         (shared) guards segments_ and each Segment's
+//   write_offset/entry_count/last_term
 //                    as seen by readers; writers take it exclusively only to publish.
 //   flush_mu_        guards the flusher's wake-up state and failure_.
 //   (FlushWaiters has its own leaf locks: threads in wait_flushed() sleep there. AppendGroup has
@@ -86,7 +87,8 @@ class CommitLog::Impl {
   // commit_log_checkpoint.cpp
   Status set_commit_index(std::uint64_t commit_index, bool persist);
   // commit_log_read.cpp
-  Result<ReadBatch> read(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes) const;
+  Result<ReadBatch> read(std::uint64_t from_index, std::size_t max_entries,
+                         std::size_t max_bytes) const;
   Result<std::uint64_t> term_at(std::uint64_t index) const;
   // commit_log.cpp
   Status close();
@@ -130,12 +132,12 @@ class CommitLog::Impl {
   };
   AppendCursor append_cursor_locked() const;
   // kInvalidArgument when a batch starting at `first_index` does not continue the log.
-  Status check_continues_log_locked(std::span<const EntryToAppend> batch, const AppendCursor& cursor,
-                                    std::uint64_t first_index) const;
+  Status check_continues_log_locked(std::span<const EntryToAppend> batch,
+                                    const AppendCursor& cursor, std::uint64_t first_index) const;
   // Everything the batch needs before a byte is written: a prepared segment for every roll inside
   // it and index blocks for all its records. Nothing is kept on failure (kNoSpace on a full disk).
-  Result<std::vector<PreparedSegment>> reserve_for_batch_locked(std::span<const EntryToAppend> batch,
-                                                                const AppendCursor& cursor);
+  Result<std::vector<PreparedSegment>> reserve_for_batch_locked(
+      std::span<const EntryToAppend> batch, const AppendCursor& cursor);
   // Encodes and writes the batch (not yet published); returns the record bytes written. Fails the
   // log when it fails.
   Result<std::uint64_t> write_batch_locked(std::span<const EntryToAppend> batch,
@@ -144,7 +146,8 @@ class CommitLog::Impl {
                                            AppendCursor* cursor);
   // Ends `cursor`'s segment (its staged run written and published) and activates `prepared` as
   // the new last segment, starting at `base_index`.
-  Status roll_segment_locked(PreparedSegment prepared, std::uint64_t base_index, AppendCursor* cursor);
+  Status roll_segment_locked(PreparedSegment prepared, std::uint64_t base_index,
+                             AppendCursor* cursor);
   // Writes the staged run to the cursor's segment (with the end marker after it if asked).
   Status write_staged_locked(bool with_end_marker, AppendCursor* cursor);
   // Makes the cursor's position visible to readers and the flusher.
@@ -152,7 +155,8 @@ class CommitLog::Impl {
 
   // --- flushing (commit_log_flush.cpp) ---
   // One flush cycle: make everything published so far durable. flush_cycle_mu_ held. The end
-  // marker after the last entry is included only if no append can run concurrently (write_mu_ held).
+  // marker after the last entry is included only if no append can run concurrently (write_mu_
+  // held).
   Status flush_cycle_locked(bool include_end_marker);
   // What one flush cycle makes durable.
   struct FlushRange {
@@ -194,10 +198,10 @@ class CommitLog::Impl {
 
   // --- truncate_suffix (commit_log_truncate.cpp); write_mu_ and flush_cycle_mu_ held ---
   struct SuffixCut {
-    std::shared_ptr<Segment> segment;  // holds the first entry removed
-    std::uint64_t offset = 0;          // of that entry in `segment`
+    std::shared_ptr<Segment> segment;              // holds the first entry removed
+    std::uint64_t offset = 0;                      // of that entry in `segment`
     std::vector<std::shared_ptr<Segment>> doomed;  // every later segment
-    std::uint64_t old_write_offset = 0;  // `segment`'s shape before the cut
+    std::uint64_t old_write_offset = 0;            // `segment`'s shape before the cut
     std::uint64_t old_count = 0;
   };
   Result<SuffixCut> locate_suffix_cut_locked(std::uint64_t from_index) const;
@@ -219,8 +223,8 @@ class CommitLog::Impl {
   // 2. Reads the checkpoint (a default one when there is none or it has an unknown version), loads
   // the suspect marker, selects the recovery mode and writes the abort marker.
   Result<Checkpoint> read_checkpoint_and_select_mode(bool segments_exist);
-  // 3. Opens the segments `bases` (those at or below a truncation intent's cut) into segments_. A bad
-  // header after the flushed point removes that segment and every later one.
+  // 3. Opens the segments `bases` (those at or below a truncation intent's cut) into segments_. A
+  // bad header after the flushed point removes that segment and every later one.
   Status open_segments(std::span<const std::uint64_t> bases, const Checkpoint& cp);
   // 4. Removes the segments above a crashed truncate_suffix's cut (`cut_index`, 0 = none).
   Status complete_truncation_intent(std::span<const std::uint64_t> bases_above_cut,
@@ -248,7 +252,8 @@ class CommitLog::Impl {
   bool spot_check_checkpoint_entry(const Segment& segment, const Checkpoint& cp,
                                    std::uint64_t* last_term, std::uint64_t* last_generation);
   // `status` from a check of flushed data in segments_[position]: returned as it is, unless it is
-  // kCorruption and allow_truncate_corrupted_flushed_data is set; then step 6 starts at the segment.
+  // kCorruption and allow_truncate_corrupted_flushed_data is set; then step 6 starts at the
+  // segment.
   Result<TailStart> cut_at_corrupted_flushed_data(std::size_t position, const Status& status);
   // 6. Validates every entry from `start` on and cuts the log at the first invalid one (or stops
   // at `cut_index`, a truncation intent's cut, when not 0).
@@ -263,15 +268,18 @@ class CommitLog::Impl {
                                std::uint64_t* entries, std::uint64_t* last_generation);
   Status remove_segments_from(std::size_t position);
   // Highest index of a valid entry (CRC checked) found through the index records after the entry at
-  // which the scan of `segment` stopped: evidence that the cut was not a torn tail (RecoveryReport).
+  // which the scan of `segment` stopped: evidence that the cut was not a torn tail
+  // (RecoveryReport).
   void note_entries_after_cut(const Segment& segment);
 
   // --- suspect marker (suspect_marker.cpp) ---
   Status load_suspect_marker();   // recovery, before the segments are verified
   Status clear_suspect_marker();  // recovery, after the fresh checkpoint
   bool holds_suspect(const Segment& segment, std::uint64_t entry_count) const {
-    return suspect_index_ >= segment.base_index && suspect_index_ < segment.base_index + entry_count;
+    return suspect_index_ >= segment.base_index &&
+           suspect_index_ < segment.base_index + entry_count;
   }
+
  public:
   Status mark_suspect(std::uint64_t index);
 
@@ -298,7 +306,7 @@ class CommitLog::Impl {
   // Set by whoever wants a flush; only the one that flips it from false pays for the wake-up
   // (taking flush_mu_ and signalling), so concurrent sync appenders do not queue on flush_mu_.
   std::atomic<bool> flush_requested_{false};
-  FlushWaiters flush_waiters_;  // threads in wait_flushed(); runs the waker thread
+  FlushWaiters flush_waiters_;     // threads in wait_flushed(); runs the waker thread
   TruncationHistory truncations_;  // truncate_suffix() calls, for sync appends still waiting
   AppendGroup append_group_{options_.max_batch_entries};  // concurrent auto-indexed sync appends
   bool stopping_ = false;

@@ -34,7 +34,8 @@ Result<ReadBatch> CommitLog::Impl::read(std::uint64_t from_index, std::size_t ma
   if (max_entries == 0) return batch;
   std::shared_ptr<Segment> segment = find_segment_locked(from_index);
   std::size_t bytes = 0;
-  for (std::uint64_t index = from_index; index <= last && batch.entries.size() < max_entries; ++index) {
+  for (std::uint64_t index = from_index; index <= last && batch.entries.size() < max_entries;
+       ++index) {
     if (!segment || !segment->holds(index)) {
       segment = find_segment_locked(index);
       if (!segment) return Status::corruption("no segment holds index " + std::to_string(index));
@@ -48,11 +49,10 @@ Result<ReadBatch> CommitLog::Impl::read(std::uint64_t from_index, std::size_t ma
                                 std::to_string(index));
     }
     entry_format::Decoded decoded;
-    const auto result = entry_format::decode(segment->data_map->data() + record->offset,
-                                             segment->size_bytes - record->offset,
-                                             max_payload_bytes(*segment),
-                                             /*verify_crc=*/true,
-                                             &decoded);
+    const auto result =
+        entry_format::decode(segment->data_map->data() + record->offset,
+                             segment->size_bytes - record->offset, max_payload_bytes(*segment),
+                             /*verify_crc=*/true, &decoded);
     if (result != entry_format::DecodeResult::kOk || decoded.meta.index != index) {
       return Status::corruption(segment->data_path() + " offset " + std::to_string(record->offset) +
                                 ": " + entry_format::to_string(result) + " reading index " +
@@ -70,7 +70,8 @@ Result<std::uint64_t> CommitLog::Impl::term_at(std::uint64_t index) const {
   const std::uint64_t first = first_index_.load();
   const std::uint64_t last = last_index_.load();
   if (index == 0) return std::uint64_t{0};
-  if (index + 1 == first) return segments_.empty() ? std::uint64_t{0} : segments_.front()->prev_term;
+  if (index + 1 == first)
+    return segments_.empty() ? std::uint64_t{0} : segments_.front()->prev_term;
   if (index < first || index > last) {
     return Status::out_of_range("term_at(" + std::to_string(index) + ") outside [" +
                                 std::to_string(first == 0 ? 0 : first - 1) + ", " +
@@ -114,8 +115,8 @@ std::vector<CommitLog::SegmentInfo> CommitLog::Impl::segments() const {
   for (std::size_t i = 0; i < segments_.size(); ++i) {
     const Segment& segment = *segments_[i];
     infos.push_back(SegmentInfo{segment.base_index, segment.base_index + segment.entry_count - 1,
-                                segment.size_bytes + segment.index_allocated_bytes, segment.data_path(),
-                                i + 1 == segments_.size()});
+                                segment.size_bytes + segment.index_allocated_bytes,
+                                segment.data_path(), i + 1 == segments_.size()});
   }
   return infos;
 }
@@ -123,7 +124,8 @@ std::vector<CommitLog::SegmentInfo> CommitLog::Impl::segments() const {
 std::uint64_t CommitLog::Impl::bytes_after(std::uint64_t index) const {
   std::shared_lock meta_lock(meta_mu_);
   std::uint64_t bytes = 0;
-  // Newest first: a follower's lag usually lies in the active segment. Bounded by the segment count.
+  // Newest first: a follower's lag usually lies in the active segment. Bounded by the segment
+  // count.
   for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
     const Segment& segment = **it;
     if (segment.entry_count == 0) continue;

@@ -1,15 +1,17 @@
-// CommitLog::Impl, stepped mode (Options::background_work == BackgroundWork::kStepped): no thread of
-// the log's own; its owner takes the flusher's steps, on its own thread and when it chooses to, so
-// that a deterministic simulator decides every flush and every crash point (commit_log.h, STEPPED
-// MODE). The steps are the flusher's own pieces (commit_log_flush.cpp, commit_log_checkpoint.cpp).
+// CommitLog::Impl, stepped mode (Options::background_work == BackgroundWork::kStepped): no thread
+// of the log's own; its owner takes the flusher's steps, on its own thread and when it chooses to,
+// so that a deterministic simulator decides every flush and every crash point (commit_log.h,
+// STEPPED MODE). The steps are the flusher's own pieces (commit_log_flush.cpp,
+// commit_log_checkpoint.cpp).
 #include "store/commit_log_impl.h"
 
 namespace raftlog::store {
 namespace {
 
 Status threads_take_steps(const std::string& dir, const char* step) {
-  return Status::failed_precondition(std::string(step) + " on commit log " + dir +
-                                     ", which runs its own flusher (Options::background_work is threads)");
+  return Status::failed_precondition(
+      std::string(step) + " on commit log " + dir +
+      ", which runs its own flusher (Options::background_work is threads)");
 }
 
 }  // namespace
@@ -36,20 +38,22 @@ Status CommitLog::Impl::run_checkpoint() {
 }
 
 Status CommitLog::Impl::refuse_sync_append() const {
-  return Status::failed_precondition(
-      "append() on commit log " + dir_ +
-      " would wait for a flush, but the log is stepped (no flusher thread; Options::background_work): use "
-      "append_no_wait() and run_flush_cycle()");
+  return Status::failed_precondition("append() on commit log " + dir_ +
+                                     " would wait for a flush, but the log is stepped (no flusher "
+                                     "thread; Options::background_work): use "
+                                     "append_no_wait() and run_flush_cycle()");
 }
 
 Status CommitLog::Impl::check_flushed_stepped(std::uint64_t index) const {
   if (flushed_index_.load() >= index) return Status();
   if (Status failed = failure(); !failed.ok()) return failed;
   if (closed_.load()) {
-    return Status::closed("commit log " + dir_ + " closed before index " + std::to_string(index) + " was flushed");
+    return Status::closed("commit log " + dir_ + " closed before index " + std::to_string(index) +
+                          " was flushed");
   }
-  return Status::failed_precondition("wait_flushed(" + std::to_string(index) + ") on stepped commit log " + dir_ +
-                                     ": flushed index is " + std::to_string(flushed_index_.load()) +
+  return Status::failed_precondition("wait_flushed(" + std::to_string(index) +
+                                     ") on stepped commit log " + dir_ + ": flushed index is " +
+                                     std::to_string(flushed_index_.load()) +
                                      ", and only run_flush_cycle() advances it");
 }
 

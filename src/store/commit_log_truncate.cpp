@@ -52,12 +52,14 @@ Status CommitLog::Impl::truncate_suffix(std::uint64_t from_index, bool force) {
   return Status();
 }
 
-Result<CommitLog::Impl::SuffixCut> CommitLog::Impl::locate_suffix_cut_locked(std::uint64_t from_index) const {
+Result<CommitLog::Impl::SuffixCut> CommitLog::Impl::locate_suffix_cut_locked(
+    std::uint64_t from_index) const {
   // The segment holding from_index, the entry's offset in it, and the segments after it.
   SuffixCut cut;
   std::shared_lock meta_lock(meta_mu_);
   cut.segment = find_segment_locked(from_index);
-  if (!cut.segment) return Status::corruption("no segment holds index " + std::to_string(from_index));
+  if (!cut.segment)
+    return Status::corruption("no segment holds index " + std::to_string(from_index));
   auto record = cut.segment->index_record(from_index);
   if (!record) {
     return Status::corruption(cut.segment->index_path() + ": invalid index record for index " +
@@ -81,8 +83,9 @@ Status CommitLog::Impl::unpublish_suffix_locked(std::uint64_t from_index, Suffix
     if (!record) {
       // The intent is durable already: the log must not take appends that the next open would
       // cut away when it completes the truncation.
-      Status corrupt = Status::corruption(segment.index_path() + ": invalid index record for index " +
-                                          std::to_string(from_index - 1));
+      Status corrupt =
+          Status::corruption(segment.index_path() + ": invalid index record for index " +
+                             std::to_string(from_index - 1));
       fail(corrupt);
       return corrupt;
     }
@@ -170,8 +173,9 @@ Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
       fail(status);
       return status;
     }
-    spdlog::info("raftlog store {}: truncated prefix before {}: {} segment(s) removed, first index {}",
-                 dir_, before_index, removed, first_index_.load());
+    spdlog::info(
+        "raftlog store {}: truncated prefix before {}: {} segment(s) removed, first index {}", dir_,
+        before_index, removed, first_index_.load());
   }
   return Status();
 }

@@ -13,8 +13,8 @@ constexpr std::uint32_t kVersion = 1;
 constexpr std::uint64_t kSlotHeaderBytes = 24;
 }  // namespace
 
-std::optional<DurableRecordFile::Slot> DurableRecordFile::decode_slot(const char* bytes,
-                                                                      std::uint64_t available_bytes) {
+std::optional<DurableRecordFile::Slot> DurableRecordFile::decode_slot(
+    const char* bytes, std::uint64_t available_bytes) {
   if (available_bytes < kSlotHeaderBytes) return std::nullopt;
   if (get_u32(bytes) != kMagic || get_u32(bytes + 8) != kVersion) return std::nullopt;
   const std::uint32_t payload_size = get_u32(bytes + 12);
@@ -33,8 +33,8 @@ std::optional<DurableRecordFile::Slot> DurableRecordFile::decode_slot(const char
 DurableRecordFile::DurableRecordFile(std::string path, std::shared_ptr<Mapping> mapping)
     : path_(std::move(path)), mapping_(std::move(mapping)) {}
 
-Result<std::unique_ptr<DurableRecordFile>> DurableRecordFile::open(Env* env, const std::string& path,
-                                                                   const std::string& dir_for_sync) {
+Result<std::unique_ptr<DurableRecordFile>> DurableRecordFile::open(
+    Env* env, const std::string& path, const std::string& dir_for_sync) {
   const bool existed = env->exists(path);
   auto file = env->open(path, /*create=*/true);
   if (!file.ok()) return file.status();
@@ -50,7 +50,8 @@ Result<std::unique_ptr<DurableRecordFile>> DurableRecordFile::open(Env* env, con
   if (!mapping.ok()) return mapping.status();
   std::unique_ptr<DurableRecordFile> record(new DurableRecordFile(path, std::move(*mapping)));
   for (int slot = 0; slot < 2; ++slot) {
-    auto decoded = decode_slot(record->mapping_->data() + slot * kSlotStrideBytes, kSlotStrideBytes);
+    auto decoded =
+        decode_slot(record->mapping_->data() + slot * kSlotStrideBytes, kSlotStrideBytes);
     if (decoded && (record->current_slot_ < 0 || decoded->sequence > record->current_sequence_)) {
       record->current_slot_ = slot;
       record->current_sequence_ = decoded->sequence;

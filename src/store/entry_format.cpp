@@ -29,22 +29,30 @@ void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view pa
   // Paired with decode(): the record reads back as what was encoded. Without a second CRC pass (on
   // the append path): the CRC was computed over these bytes just above.
   Decoded written;
-  RAFTLOG_CHECK(total % kAlignmentBytes == 0 &&
-                    decode(out, total, payload_size, /*verify_crc=*/false, &written) == DecodeResult::kOk &&
-                    written.meta == meta && written.generation == generation &&
-                    written.record_bytes == total && written.payload.size() == payload_size,
-                "an encoded entry decodes back to the entry encoded");
+  RAFTLOG_CHECK(
+      total % kAlignmentBytes == 0 &&
+          decode(out, total, payload_size, /*verify_crc=*/false, &written) == DecodeResult::kOk &&
+          written.meta == meta && written.generation == generation &&
+          written.record_bytes == total && written.payload.size() == payload_size,
+      "an encoded entry decodes back to the entry encoded");
 }
 
 const char* to_string(DecodeResult result) {
   switch (result) {
-    case DecodeResult::kOk: return "ok";
-    case DecodeResult::kEnd: return "end of data (zero magic)";
-    case DecodeResult::kTruncated: return "record extends past the end of the segment";
-    case DecodeResult::kBadMagic: return "bad entry magic";
-    case DecodeResult::kBadVersion: return "unknown entry format version";
-    case DecodeResult::kBadSize: return "payload size above the maximum entry size";
-    case DecodeResult::kBadChecksum: return "entry CRC32C mismatch";
+    case DecodeResult::kOk:
+      return "ok";
+    case DecodeResult::kEnd:
+      return "end of data (zero magic)";
+    case DecodeResult::kTruncated:
+      return "record extends past the end of the segment";
+    case DecodeResult::kBadMagic:
+      return "bad entry magic";
+    case DecodeResult::kBadVersion:
+      return "unknown entry format version";
+    case DecodeResult::kBadSize:
+      return "payload size above the maximum entry size";
+    case DecodeResult::kBadChecksum:
+      return "entry CRC32C mismatch";
   }
   return "unknown";
 }
@@ -61,7 +69,8 @@ DecodeResult decode(const char* in, std::uint64_t available_bytes, std::uint32_t
   if (payload_size > max_payload_bytes) return DecodeResult::kBadSize;
   const std::uint64_t total = record_bytes(payload_size);
   if (total > available_bytes) return DecodeResult::kTruncated;
-  if (verify_crc && util::crc32c::value(in + 8, kHeaderBytes - 8 + payload_size) != get_u32(in + 4)) {
+  if (verify_crc &&
+      util::crc32c::value(in + 8, kHeaderBytes - 8 + payload_size) != get_u32(in + 4)) {
     return DecodeResult::kBadChecksum;
   }
   out->meta.type = static_cast<EntryType>(get_u8(in + 9));

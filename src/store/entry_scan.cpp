@@ -4,9 +4,8 @@ namespace raftlog::store {
 
 ScanResult scan_entries(const char* data, std::uint64_t size_bytes, std::uint64_t offset,
                         std::uint64_t expected_index, std::uint64_t prev_term,
-                        std::uint64_t prev_generation,
-                        std::uint64_t stop_before_index, std::uint32_t max_payload_bytes,
-                        const ScanVisitor& visitor) {
+                        std::uint64_t prev_generation, std::uint64_t stop_before_index,
+                        std::uint32_t max_payload_bytes, const ScanVisitor& visitor) {
   ScanResult result;
   result.next_index = expected_index;
   result.last_term = prev_term;

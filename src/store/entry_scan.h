@@ -18,12 +18,14 @@ struct ScanResult {
     kBad,    // an invalid record at end_offset (problem says why)
   };
   Stop stop = Stop::kEnd;
-  std::uint64_t end_offset = 0;  // offset just past the last valid entry (= the bad record's offset)
-  std::uint64_t entries = 0;     // valid entries visited
-  std::uint64_t bytes = 0;       // record bytes of those entries
+  std::uint64_t end_offset =
+      0;                      // offset just past the last valid entry (= the bad record's offset)
+  std::uint64_t entries = 0;  // valid entries visited
+  std::uint64_t bytes = 0;    // record bytes of those entries
   std::uint64_t next_index = 0;  // index the next entry would carry
   std::uint64_t last_term = 0;   // term of the last valid entry (prev_term if none)
-  std::uint64_t last_generation = 0;  // generation of the last valid entry (prev_generation if none)
+  std::uint64_t last_generation =
+      0;  // generation of the last valid entry (prev_generation if none)
   std::string problem;
 };
 
@@ -32,8 +34,7 @@ using ScanVisitor = std::function<bool(const entry_format::Decoded& entry, std::
 
 ScanResult scan_entries(const char* data, std::uint64_t size_bytes, std::uint64_t offset,
                         std::uint64_t expected_index, std::uint64_t prev_term,
-                        std::uint64_t prev_generation,
-                        std::uint64_t stop_before_index, std::uint32_t max_payload_bytes,
-                        const ScanVisitor& visitor);
+                        std::uint64_t prev_generation, std::uint64_t stop_before_index,
+                        std::uint32_t max_payload_bytes, const ScanVisitor& visitor);
 
 }  // namespace raftlog::store

@@ -35,10 +35,11 @@ std::string normalize_dir(std::string dir) {
 // simulated power cut can come at any instant). The kernel's msync or a real power cut reads such
 // pages mid-store too, and the store must survive any torn result, so the race is what the test
 // means. It is kept out of ThreadSanitizer's view on purpose (no_sanitize; a byte loop through a
-// volatile pointer, since TSan intercepts memcpy and the compiler would turn a plain loop into one).
-// Only MemoryEnv's sync and crash paths use it; every other access to the images is under mu_.
-__attribute__((no_sanitize("thread"))) void copy_bytes_racing_stores(const char* from, std::size_t count,
-                                                                    char* to) {
+// volatile pointer, since TSan intercepts memcpy and the compiler would turn a plain loop into
+// one). Only MemoryEnv's sync and crash paths use it; every other access to the images is under
+// mu_.
+__attribute__((no_sanitize("thread"))) void copy_bytes_racing_stores(const char* from,
+                                                                     std::size_t count, char* to) {
   const volatile char* source = from;
   for (std::size_t i = 0; i < count; ++i) to[i] = source[i];
 }
@@ -53,11 +54,16 @@ std::vector<char> copy_image_racing_stores(const std::vector<char>& image) {
 
 const char* to_string(CrashMode mode) {
   switch (mode) {
-    case CrashMode::kLoseUnflushed: return "lose-unflushed";
-    case CrashMode::kTornWrite: return "torn-write";
-    case CrashMode::kKeepRandomSectors: return "keep-random-sectors";
-    case CrashMode::kFlipBits: return "flip-bits";
-    case CrashMode::kKeepAll: return "keep-all";
+    case CrashMode::kLoseUnflushed:
+      return "lose-unflushed";
+    case CrashMode::kTornWrite:
+      return "torn-write";
+    case CrashMode::kKeepRandomSectors:
+      return "keep-random-sectors";
+    case CrashMode::kFlipBits:
+      return "flip-bits";
+    case CrashMode::kKeepAll:
+      return "keep-all";
   }
   return "unknown";
 }
@@ -78,7 +84,8 @@ class MemoryMapping final : public Mapping {
     RAFTLOG_RETURN_IF_ERROR(env_->check_alive_locked());
     if (inode_->generation != env_->generation_) return Status::io("stale mapping after restart");
     if (offset + length > size_) return Status::invalid_argument("flush past mapping");
-    if (!env_->admit_sync_locked()) return Status::io("MemoryEnv: msync failed (simulated crash or I/O error)");
+    if (!env_->admit_sync_locked())
+      return Status::io("MemoryEnv: msync failed (simulated crash or I/O error)");
     copy_bytes_racing_stores(inode_->data.data() + offset, length, inode_->durable.data() + offset);
     ++env_->sync_calls_;
     return Status();
@@ -135,7 +142,8 @@ class MemoryFile final : public File {
   Status sync() override {
     std::lock_guard lock(env_->mu_);
     RAFTLOG_RETURN_IF_ERROR(check_locked());
-    if (!env_->admit_sync_locked()) return Status::io("MemoryEnv: fdatasync failed (simulated crash or I/O error)");
+    if (!env_->admit_sync_locked())
+      return Status::io("MemoryEnv: fdatasync failed (simulated crash or I/O error)");
     inode_->durable = copy_image_racing_stores(inode_->data);
     ++env_->sync_calls_;
     return Status();
@@ -144,7 +152,8 @@ class MemoryFile final : public File {
  private:
   Status check_locked() const {
     RAFTLOG_RETURN_IF_ERROR(env_->check_alive_locked());
-    if (inode_->generation != env_->generation_) return Status::io("stale file after restart: " + path_);
+    if (inode_->generation != env_->generation_)
+      return Status::io("stale file after restart: " + path_);
     return Status();
   }
   Status resize_locked(std::uint64_t size_bytes) {
@@ -211,7 +220,8 @@ Result<std::unique_ptr<File>> MemoryEnv::open(const std::string& path, bool crea
   auto it = volatile_names_.find(path);
   if (it == volatile_names_.end()) {
     if (!create) return Status::io("open " + path + ": No such file or directory");
-    if (dirs_.count(parent_dir(path)) == 0) return Status::io("open " + path + ": no such directory");
+    if (dirs_.count(parent_dir(path)) == 0)
+      return Status::io("open " + path + ": no such directory");
     auto inode = std::make_shared<Inode>();
     inode->generation = generation_;
     inode->modified = clock_();
@@ -242,7 +252,8 @@ Status MemoryEnv::sync_dir(const std::string& dir) {
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   const std::string d = normalize_dir(dir);
-  if (!admit_sync_locked()) return Status::io("MemoryEnv: fsync of " + dir + " failed (simulated crash or I/O error)");
+  if (!admit_sync_locked())
+    return Status::io("MemoryEnv: fsync of " + dir + " failed (simulated crash or I/O error)");
   for (auto it = durable_names_.begin(); it != durable_names_.end();) {
     it = parent_dir(it->first) == d ? durable_names_.erase(it) : std::next(it);
   }
@@ -257,16 +268,19 @@ Result<std::string> MemoryEnv::read_file(const std::string& path, std::size_t ma
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   auto it = volatile_names_.find(path);
-  if (it == volatile_names_.end()) return Status::io("open " + path + ": No such file or directory");
+  if (it == volatile_names_.end())
+    return Status::io("open " + path + ": No such file or directory");
   if (it->second->data.size() > max_bytes) return Status::invalid_argument(path + " too large");
   return std::string(it->second->data.begin(), it->second->data.end());
 }
 
-Result<std::chrono::system_clock::time_point> MemoryEnv::modified_at(const std::string& path) const {
+Result<std::chrono::system_clock::time_point> MemoryEnv::modified_at(
+    const std::string& path) const {
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   auto it = volatile_names_.find(path);
-  if (it == volatile_names_.end()) return Status::io("stat " + path + ": No such file or directory");
+  if (it == volatile_names_.end())
+    return Status::io("stat " + path + ": No such file or directory");
   return it->second->modified;
 }
 
@@ -279,7 +293,8 @@ Status MemoryEnv::write_file(const std::string& path, std::string_view content) 
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   if (dirs_.count(parent_dir(path)) == 0) return Status::io("open " + path + ": no such directory");
-  if (!admit_sync_locked()) return Status::io("MemoryEnv: write of " + path + " failed (simulated crash or I/O error)");
+  if (!admit_sync_locked())
+    return Status::io("MemoryEnv: write of " + path + " failed (simulated crash or I/O error)");
   auto inode = std::make_shared<Inode>();
   inode->generation = generation_;
   inode->modified = clock_();
@@ -354,7 +369,8 @@ void MemoryEnv::restart(const CrashOptions& options) {
     }
     if (first_diff < durable.size()) {
       switch (options.mode) {
-        case CrashMode::kLoseUnflushed: break;
+        case CrashMode::kLoseUnflushed:
+          break;
         case CrashMode::kTornWrite: {
           const std::size_t cut = first_diff + rng() % (last_diff - first_diff + 2);
           std::copy(seen.begin() + static_cast<std::ptrdiff_t>(first_diff),
@@ -382,7 +398,9 @@ void MemoryEnv::restart(const CrashOptions& options) {
           }
           break;
         }
-        case CrashMode::kKeepAll: result = seen; break;
+        case CrashMode::kKeepAll:
+          result = seen;
+          break;
       }
     }
     auto inode = std::make_shared<Inode>();
@@ -419,7 +437,8 @@ Status MemoryEnv::corrupt_byte(const std::string& path, std::uint64_t offset, in
   return Status();
 }
 
-Status MemoryEnv::overwrite(const std::string& path, std::uint64_t offset, const std::string& bytes) {
+Status MemoryEnv::overwrite(const std::string& path, std::uint64_t offset,
+                            const std::string& bytes) {
   std::lock_guard lock(mu_);
   auto it = volatile_names_.find(path);
   if (it == volatile_names_.end() || offset + bytes.size() > it->second->data.size()) {

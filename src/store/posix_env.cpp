@@ -28,7 +28,8 @@ class PosixMapping final : public Mapping {
   std::size_t size() const override { return size_; }
   Status flush(std::uint64_t offset, std::uint64_t length) override {
     if (length == 0) return Status();
-    if (offset + length > size_) return Status::invalid_argument("flush range past mapping of " + path_);
+    if (offset + length > size_)
+      return Status::invalid_argument("flush range past mapping of " + path_);
     const std::uint64_t page = page_size_bytes();
     const std::uint64_t start = offset / page * page;
     const std::uint64_t end = offset + length;
@@ -79,8 +80,8 @@ class PosixFile final : public File {
     // Bounded: every pass writes at least one byte or fails; EINTR retries do not advance.
     std::size_t done = 0;
     while (done < data.size()) {
-      const ssize_t n = ::pwrite(fd_, data.data() + done, data.size() - done,
-                                 static_cast<off_t>(offset + done));
+      const ssize_t n =
+          ::pwrite(fd_, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
       if (n < 0) {
         if (errno == EINTR) continue;
         return Status::from_errno(errno, "pwrite " + path_);
@@ -124,12 +125,14 @@ class PosixEnv final : public Env {
     struct stat st {};
     return stat(path.c_str(), &st) == 0;
   }
-  Result<std::chrono::system_clock::time_point> modified_at(const std::string& path) const override {
+  Result<std::chrono::system_clock::time_point> modified_at(
+      const std::string& path) const override {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0) return Status::from_errno(errno, "stat " + path);
     return std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(
-            std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
+            std::chrono::seconds(st.st_mtim.tv_sec) +
+            std::chrono::nanoseconds(st.st_mtim.tv_nsec)));
   }
   Result<std::unique_ptr<File>> open(const std::string& path, bool create) override {
     const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
@@ -149,7 +152,8 @@ class PosixEnv final : public Env {
     return Status();
   }
   Status remove(const std::string& path) override {
-    if (unlink(path.c_str()) != 0 && errno != ENOENT) return Status::from_errno(errno, "unlink " + path);
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      return Status::from_errno(errno, "unlink " + path);
     return Status();
   }
   Status sync_dir(const std::string& dir) override {
@@ -178,7 +182,8 @@ class PosixEnv final : public Env {
       content.append(buffer, static_cast<std::size_t>(n));
       if (content.size() > max_bytes) {
         ::close(fd);
-        return Status::invalid_argument(path + " is larger than " + std::to_string(max_bytes) + " bytes");
+        return Status::invalid_argument(path + " is larger than " + std::to_string(max_bytes) +
+                                        " bytes");
       }
     }
     ::close(fd);

@@ -3,15 +3,16 @@
 //
 //   1. remove_leftovers                    prealloc-* files, index files without a segment
 //   2. read_checkpoint_and_select_mode     the checkpoint, the mode, the abort marker written
-//   3. open_segments                       every segment's header; a bad one after the flushed point
+//   3. open_segments                       every segment's header; a bad one after the flushed
+//   point
 //                                          goes, with every later segment
 //   4. complete_truncation_intent          segments above a crashed truncate_suffix's cut go
 //   5. spot_check_flushed_segments         what the checkpoint vouches for, spot-checked
 //                                          (verify_sealed_segment, verify_checkpoint_segment)
 //   6. scan_tail                           every entry after the checkpoint validated; the cut
 //   7. make_recovery_durable               flush, sync, new generation, fresh checkpoint
-// After a clean shutdown the checkpoint is at the end of the log, so step 6 reads one end marker and
-// recovery time does not grow with the log size.
+// After a clean shutdown the checkpoint is at the end of the log, so step 6 reads one end marker
+// and recovery time does not grow with the log size.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -38,7 +39,8 @@ std::string at(const Segment& segment, std::uint64_t offset) {
 
 // Rewrites the index record for a validated entry only when the stored one differs (usually it is
 // already right): saves the encoding and keeps clean index pages clean.
-Status ensure_index_record(Segment& segment, const entry_format::Decoded& entry, std::uint64_t offset) {
+Status ensure_index_record(Segment& segment, const entry_format::Decoded& entry,
+                           std::uint64_t offset) {
   const IndexRecord expected{entry.meta.index, entry.meta.term, offset,
                              static_cast<std::uint32_t>(entry.record_bytes)};
   const auto stored = segment.index_record(entry.meta.index);
@@ -77,11 +79,13 @@ void CommitLog::Impl::note_entries_after_cut(const Segment& segment) {
   for (std::uint64_t position = segment.entry_count + 1; position < capacity; ++position) {
     const std::uint64_t index = segment.base_index + position;
     const auto record = segment.index_record(index);
-    if (!record || record->offset < kSegmentHeaderBytes || record->offset >= segment.size_bytes) return;
+    if (!record || record->offset < kSegmentHeaderBytes || record->offset >= segment.size_bytes)
+      return;
     entry_format::Decoded decoded;
-    const auto result = entry_format::decode(segment.data_map->data() + record->offset,
-                                             segment.size_bytes - record->offset, max_payload_bytes(segment),
-                                             /*verify_crc=*/true, &decoded);
+    const auto result =
+        entry_format::decode(segment.data_map->data() + record->offset,
+                             segment.size_bytes - record->offset, max_payload_bytes(segment),
+                             /*verify_crc=*/true, &decoded);
     if (result != entry_format::DecodeResult::kOk || decoded.meta.index != index) return;
     ++report_.valid_entries_after_cut;
     report_.highest_index_seen = std::max(report_.highest_index_seen, index);
@@ -114,7 +118,8 @@ Status CommitLog::Impl::rebuild_segment_index(Segment& segment, std::uint64_t en
   return Status();
 }
 
-// A segment wholly before the checkpointed flushed point: expected to hold `expected_count` entries.
+// A segment wholly before the checkpointed flushed point: expected to hold `expected_count`
+// entries.
 Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t expected_count,
                                               bool full_scan) {
   // Sealed, flushed segments are trusted in both modes (spot-checked only), unless the suspect
@@ -138,7 +143,8 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
           segment.data_map->data() + last_record->offset, segment.size_bytes - last_record->offset,
           max_payload_bytes(segment), /*verify_crc=*/true, &decoded);
       if (result == entry_format::DecodeResult::kOk && decoded.meta.index == last &&
-          decoded.meta.term == last_record->term && decoded.record_bytes == last_record->record_bytes) {
+          decoded.meta.term == last_record->term &&
+          decoded.record_bytes == last_record->record_bytes) {
         report_.bytes_scanned += decoded.record_bytes;
         ++report_.entries_scanned;
         max_generation_seen_ = std::max(max_generation_seen_, decoded.generation);
@@ -153,16 +159,17 @@ Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t ex
     spdlog::warn("raftlog store {}: index {} inconsistent with its segment; rebuilding", dir_,
                  segment.index_name);
   }
-  if (rebuilt || !full_scan) ++report_.index_files_rebuilt;  // not when only the marker asked for it
+  if (rebuilt || !full_scan)
+    ++report_.index_files_rebuilt;  // not when only the marker asked for it
   std::uint64_t end_offset = 0;
   std::uint64_t entries = 0;
   std::uint64_t last_generation = 0;
-  Status status =
-      rebuild_segment_index(segment, segment.size_bytes, last, &end_offset, &entries, &last_generation);
+  Status status = rebuild_segment_index(segment, segment.size_bytes, last, &end_offset, &entries,
+                                        &last_generation);
   if (status.ok() && entries != expected_count) {
-    status = Status::corruption(at(segment, end_offset) + ": segment ends after " +
-                                std::to_string(entries) + " entries but the next segment starts at " +
-                                std::to_string(last + 1));
+    status = Status::corruption(
+        at(segment, end_offset) + ": segment ends after " + std::to_string(entries) +
+        " entries but the next segment starts at " + std::to_string(last + 1));
   }
   segment.entry_count = entries;
   segment.write_offset = end_offset;
@@ -197,21 +204,21 @@ Status CommitLog::Impl::scan_tail(const TailStart& start, std::uint64_t cut_inde
     }
     segment.flushed_offset = offset;  // bytes before the scan start are already durable
     Status write_status;
-    const ScanResult scan = scan_entries(
-        segment.data_map->data(), segment.size_bytes, offset, expected_index, term, generation,
-        cut_index,
-        max_payload_bytes(segment), [&](const entry_format::Decoded& entry, std::uint64_t at_offset) {
-          write_status = ensure_index_record(segment, entry, at_offset);
-          return write_status.ok();
-        });
+    const ScanResult scan =
+        scan_entries(segment.data_map->data(), segment.size_bytes, offset, expected_index, term,
+                     generation, cut_index, max_payload_bytes(segment),
+                     [&](const entry_format::Decoded& entry, std::uint64_t at_offset) {
+                       write_status = ensure_index_record(segment, entry, at_offset);
+                       return write_status.ok();
+                     });
     RAFTLOG_RETURN_IF_ERROR(write_status);
     report_.bytes_scanned += scan.bytes;
     report_.entries_scanned += scan.entries;
     segment.entry_count = scan.next_index - segment.base_index;
     segment.write_offset = scan.end_offset;
     segment.last_term = scan.last_term;
-    segment.index_flushed_bytes = std::min(segment.index_flushed_bytes,
-                                           segment.index_bytes_for(expected_index - segment.base_index));
+    segment.index_flushed_bytes = std::min(
+        segment.index_flushed_bytes, segment.index_bytes_for(expected_index - segment.base_index));
     expected_index = scan.next_index;
     term = scan.last_term;
     generation = scan.last_generation;
@@ -223,9 +230,10 @@ Status CommitLog::Impl::scan_tail(const TailStart& start, std::uint64_t cut_inde
       // The next segment's header says this one ended right here (it was rolled after this entry):
       // the bytes after are unused tail, not a torn entry. Defense in depth: the end marker written
       // after every entry normally makes the scan stop with kEnd.
-      spdlog::warn("raftlog store {}: ignoring invalid bytes after the last entry of {} at offset {} "
-                   "({}): the next segment continues at index {}",
-                   dir_, segment.data_name, scan.end_offset, scan.problem, expected_index);
+      spdlog::warn(
+          "raftlog store {}: ignoring invalid bytes after the last entry of {} at offset {} "
+          "({}): the next segment continues at index {}",
+          dir_, segment.data_name, scan.end_offset, scan.problem, expected_index);
       cut = false;
     } else if (scan.stop == ScanResult::Stop::kBad) {
       spdlog::warn("raftlog store {}: torn or invalid tail at {}: {}; truncating there", dir_,
@@ -257,12 +265,14 @@ Status CommitLog::Impl::recover() {
   const Checkpoint& cp = *checkpoint;
   // The bases are sorted: the segments above a crashed truncation's cut are the last ones.
   const std::span<const std::uint64_t> all_bases(*bases);
-  const auto above_cut = cp.truncate_from == 0
-                             ? all_bases.end()
-                             : std::upper_bound(all_bases.begin(), all_bases.end(), cp.truncate_from);
+  const auto above_cut =
+      cp.truncate_from == 0
+          ? all_bases.end()
+          : std::upper_bound(all_bases.begin(), all_bases.end(), cp.truncate_from);
   RAFTLOG_RETURN_IF_ERROR(open_segments({all_bases.begin(), above_cut}, cp));  // 3
-  RAFTLOG_RETURN_IF_ERROR(complete_truncation_intent({above_cut, all_bases.end()}, cp.truncate_from));  // 4
-  auto tail = spot_check_flushed_segments(cp);  // 5
+  RAFTLOG_RETURN_IF_ERROR(
+      complete_truncation_intent({above_cut, all_bases.end()}, cp.truncate_from));  // 4
+  auto tail = spot_check_flushed_segments(cp);                                      // 5
   if (!tail.ok()) return tail.status();
   RAFTLOG_RETURN_IF_ERROR(scan_tail(*tail, cp.truncate_from));  // 6
   publish_recovered_range();
@@ -293,7 +303,8 @@ Result<std::vector<std::uint64_t>> CommitLog::Impl::remove_leftovers() {
   std::sort(bases.begin(), bases.end());
   for (std::uint64_t index_base : index_bases) {
     if (!std::binary_search(bases.begin(), bases.end(), index_base)) {
-      RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, segment_format::index_file_name(index_base))));
+      RAFTLOG_RETURN_IF_ERROR(
+          env_->remove(join_path(dir_, segment_format::index_file_name(index_base))));
     }
   }
   return bases;
@@ -302,14 +313,15 @@ Result<std::vector<std::uint64_t>> CommitLog::Impl::remove_leftovers() {
 Result<Checkpoint> CommitLog::Impl::read_checkpoint_and_select_mode(bool segments_exist) {
   const std::string abort_path = join_path(dir_, segment_format::kAbortMarkerFileName);
   const bool abort_present = env_->exists(abort_path);
-  auto checkpoint_file = DurableRecordFile::open(
-      env_, join_path(dir_, segment_format::kCheckpointFileName), dir_);
+  auto checkpoint_file =
+      DurableRecordFile::open(env_, join_path(dir_, segment_format::kCheckpointFileName), dir_);
   if (!checkpoint_file.ok()) return checkpoint_file.status();
   checkpoint_file_ = std::move(*checkpoint_file);
   std::optional<Checkpoint> checkpoint;
   if (checkpoint_file_->current()) checkpoint = decode_checkpoint(*checkpoint_file_->current());
   if (checkpoint_file_->current() && !checkpoint) {
-    spdlog::warn("raftlog store {}: checkpoint has an unknown version; recovering without it", dir_);
+    spdlog::warn("raftlog store {}: checkpoint has an unknown version; recovering without it",
+                 dir_);
   }
   const Checkpoint cp = checkpoint.value_or(Checkpoint{});
   RAFTLOG_RETURN_IF_ERROR(load_suspect_marker());
@@ -343,9 +355,10 @@ Status CommitLog::Impl::open_segments(std::span<const std::uint64_t> bases, cons
     if (segment.status().code() != StatusCode::kCorruption || (before_flushed && trust_flushed)) {
       return segment.status();
     }
-    spdlog::error("raftlog store {}: {}; removing it and every later segment{}", dir_,
-                  segment.status().message(),
-                  before_flushed ? " (DISCARDING DURABLE DATA: allow_truncate_corrupted_flushed_data)" : "");
+    spdlog::error(
+        "raftlog store {}: {}; removing it and every later segment{}", dir_,
+        segment.status().message(),
+        before_flushed ? " (DISCARDING DURABLE DATA: allow_truncate_corrupted_flushed_data)" : "");
     if (before_flushed) report_.corrupted_flushed_data_truncated = true;
     return remove_segment_files(bases.subspan(i));
   }
@@ -369,7 +382,8 @@ Status CommitLog::Impl::remove_segment_files(std::span<const std::uint64_t> base
   return Status();
 }
 
-Result<CommitLog::Impl::TailStart> CommitLog::Impl::spot_check_flushed_segments(const Checkpoint& cp) {
+Result<CommitLog::Impl::TailStart> CommitLog::Impl::spot_check_flushed_segments(
+    const Checkpoint& cp) {
   if (segments_.empty()) return TailStart{};  // an empty log: nothing to scan
   std::size_t checkpoint_position = segments_.size();
   for (std::size_t i = 0; i < segments_.size(); ++i) {
@@ -391,20 +405,22 @@ Result<CommitLog::Impl::TailStart> CommitLog::Impl::spot_check_flushed_segments(
   }
   for (std::size_t i = 0; i < checkpoint_position; ++i) {
     const std::uint64_t count = segments_[i + 1]->base_index - segments_[i]->base_index;
-    Status status = verify_sealed_segment(*segments_[i], count, holds_suspect(*segments_[i], count));
+    Status status =
+        verify_sealed_segment(*segments_[i], count, holds_suspect(*segments_[i], count));
     if (!status.ok()) return cut_at_corrupted_flushed_data(i, status);
   }
   return verify_checkpoint_segment(checkpoint_position, cp);
 }
 
-Result<CommitLog::Impl::TailStart> CommitLog::Impl::cut_at_corrupted_flushed_data(std::size_t position,
-                                                                                  const Status& status) {
+Result<CommitLog::Impl::TailStart> CommitLog::Impl::cut_at_corrupted_flushed_data(
+    std::size_t position, const Status& status) {
   if (status.code() != StatusCode::kCorruption || !options_.allow_truncate_corrupted_flushed_data) {
     return status;
   }
-  spdlog::error("raftlog store {}: {}; TRUNCATING DURABLE DATA there "
-                "(allow_truncate_corrupted_flushed_data)",
-                dir_, status.message());
+  spdlog::error(
+      "raftlog store {}: {}; TRUNCATING DURABLE DATA there "
+      "(allow_truncate_corrupted_flushed_data)",
+      dir_, status.message());
   report_.corrupted_flushed_data_truncated = true;
   Segment& segment = *segments_[position];
   if (!segment.index_map) {
@@ -417,15 +433,16 @@ Result<CommitLog::Impl::TailStart> CommitLog::Impl::cut_at_corrupted_flushed_dat
   return TailStart{position, kSegmentHeaderBytes, segment.base_index, segment.prev_term, 0};
 }
 
-Result<CommitLog::Impl::TailStart> CommitLog::Impl::verify_checkpoint_segment(std::size_t position,
-                                                                              const Checkpoint& cp) {
+Result<CommitLog::Impl::TailStart> CommitLog::Impl::verify_checkpoint_segment(
+    std::size_t position, const Checkpoint& cp) {
   Segment& segment = *segments_[position];
   Status status;
   // The segment before must end right where this one starts.
   if (position > 0) {
     const Segment& previous = *segments_[position - 1];
     if (previous.last_index() + 1 != segment.base_index || previous.last_term > segment.prev_term) {
-      status = Status::corruption(at(segment, 0) + ": does not continue segment " + previous.data_name);
+      status =
+          Status::corruption(at(segment, 0) + ": does not continue segment " + previous.data_name);
     }
   }
   bool rebuilt = false;
@@ -441,7 +458,8 @@ Result<CommitLog::Impl::TailStart> CommitLog::Impl::verify_checkpoint_segment(st
 Status CommitLog::Impl::verify_flushed_prefix(Segment& segment, const Checkpoint& cp, bool rebuilt,
                                               std::uint64_t* last_term,
                                               std::uint64_t* last_generation) {
-  const std::uint64_t count = cp.flushed_index + 1 - segment.base_index;  // entries before the point
+  const std::uint64_t count =
+      cp.flushed_index + 1 - segment.base_index;  // entries before the point
   // The suspect marker points below the checkpoint in this segment: check every entry up to it.
   const bool suspect_here = holds_suspect(segment, count);
   bool consistent = false;
@@ -499,8 +517,9 @@ void CommitLog::Impl::publish_recovered_range() {
     last_index_.store(segments_.back()->last_index());
   }
   if (commit_index_.load() > last_index_.load()) {
-    spdlog::warn("raftlog store {}: checkpointed commit index {} is above the recovered last index {}",
-                 dir_, commit_index_.load(), last_index_.load());
+    spdlog::warn(
+        "raftlog store {}: checkpointed commit index {} is above the recovered last index {}", dir_,
+        commit_index_.load(), last_index_.load());
   }
 }
 

@@ -69,7 +69,8 @@ Segment::Segment(std::uint64_t base, std::uint64_t prev, std::uint64_t size, std
       last_term(prev) {}
 
 Result<std::shared_ptr<Segment>> Segment::activate(Env* env, const std::string& dir,
-                                                   PreparedSegment prepared, std::uint64_t base_index,
+                                                   PreparedSegment prepared,
+                                                   std::uint64_t base_index,
                                                    std::uint64_t prev_term,
                                                    std::uint64_t segment_size_bytes) {
   auto segment = std::make_shared<Segment>(base_index, prev_term, segment_size_bytes, dir);
@@ -142,7 +143,8 @@ Status Segment::open_index(Env* env, bool* rebuilt) {
   if (!header || header->base_index != base_index ||
       header->capacity_records != segment_format::index_capacity_records(size_bytes)) {
     *rebuilt = true;
-    std::memset(index_map->data(), 0, std::min<std::uint64_t>(index_allocated_bytes, index_map->size()));
+    std::memset(index_map->data(), 0,
+                std::min<std::uint64_t>(index_allocated_bytes, index_map->size()));
     segment_format::encode_index_header(
         {base_index, segment_format::index_capacity_records(size_bytes)}, index_map->data());
   }
@@ -157,8 +159,10 @@ Status Segment::write_index_record(const IndexRecord& record) {
                               std::to_string(record.index));
   }
   if (offset + kIndexRecordBytes > index_allocated_bytes) {
-    const std::uint64_t new_end = std::min<std::uint64_t>(index_map->size(), offset + kIndexChunkBytes);
-    RAFTLOG_RETURN_IF_ERROR(index_file->allocate(index_allocated_bytes, new_end - index_allocated_bytes));
+    const std::uint64_t new_end =
+        std::min<std::uint64_t>(index_map->size(), offset + kIndexChunkBytes);
+    RAFTLOG_RETURN_IF_ERROR(
+        index_file->allocate(index_allocated_bytes, new_end - index_allocated_bytes));
     index_allocated_bytes = new_end;
   }
   segment_format::encode_index_record(record, index_map->data() + offset);

@@ -19,8 +19,10 @@ void encode_segment_header(const SegmentHeader& header, char* out) {
   put_u64(out + 32, header.segment_size_bytes);
   put_u32(out + 4, util::crc32c::value(out + 8, kSegmentHeaderBytes - 8));
   put_u32(out, kSegmentMagic);
-  // Once per segment: a full decode, CRC included. Also refuses base index 0, which no decode accepts.
-  RAFTLOG_CHECK(decode_segment_header(out) == header, "an encoded segment header decodes back to itself");
+  // Once per segment: a full decode, CRC included. Also refuses base index 0, which no decode
+  // accepts.
+  RAFTLOG_CHECK(decode_segment_header(out) == header,
+                "an encoded segment header decodes back to itself");
 }
 
 std::optional<SegmentHeader> decode_segment_header(const char* in) {
@@ -43,7 +45,8 @@ void encode_index_header(const IndexHeader& header, char* out) {
   put_u64(out + 24, header.capacity_records);
   put_u32(out + 4, util::crc32c::value(out + 8, kIndexHeaderBytes - 8));
   put_u32(out, kIndexMagic);
-  RAFTLOG_CHECK(decode_index_header(out) == header, "an encoded index header decodes back to itself");
+  RAFTLOG_CHECK(decode_index_header(out) == header,
+                "an encoded index header decodes back to itself");
 }
 
 std::optional<IndexHeader> decode_index_header(const char* in) {
@@ -74,7 +77,8 @@ void encode_index_record(const IndexRecord& record, char* out) {
   put_u32(out + 24, record.record_bytes);
   put_u32(out + 28, util::crc32c::value(out, 28));
   // One record per appended entry: the fields read back without a second CRC pass.
-  RAFTLOG_CHECK(index_record_fields(out) == record, "an encoded index record decodes back to itself");
+  RAFTLOG_CHECK(index_record_fields(out) == record,
+                "an encoded index record decodes back to itself");
 }
 
 std::optional<IndexRecord> decode_index_record(const char* in) {
@@ -99,7 +103,8 @@ std::string numbered_name(std::uint64_t base_index, const char* suffix) {
 }
 std::optional<std::uint64_t> parse_numbered_name(const std::string& name, const char* suffix) {
   const std::size_t suffix_len = std::strlen(suffix);
-  if (name.size() != 20 + suffix_len || name.compare(20, suffix_len, suffix) != 0) return std::nullopt;
+  if (name.size() != 20 + suffix_len || name.compare(20, suffix_len, suffix) != 0)
+    return std::nullopt;
   std::uint64_t value = 0;
   for (std::size_t i = 0; i < 20; ++i) {
     const char c = name[i];
@@ -113,7 +118,9 @@ std::optional<std::uint64_t> parse_numbered_name(const std::string& name, const 
 }
 }  // namespace
 
-std::string segment_file_name(std::uint64_t base_index) { return numbered_name(base_index, ".seg"); }
+std::string segment_file_name(std::uint64_t base_index) {
+  return numbered_name(base_index, ".seg");
+}
 std::string index_file_name(std::uint64_t base_index) { return numbered_name(base_index, ".idx"); }
 std::optional<std::uint64_t> parse_segment_file_name(const std::string& name) {
   return parse_numbered_name(name, ".seg");

@@ -7,15 +7,24 @@ namespace raftlog::store {
 
 const char* to_string(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
-    case StatusCode::kCorruption: return "CORRUPTION";
-    case StatusCode::kNoSpace: return "NO_SPACE";
-    case StatusCode::kIo: return "IO_ERROR";
-    case StatusCode::kClosed: return "CLOSED";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kTruncated: return "TRUNCATED";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
+    case StatusCode::kCorruption:
+      return "CORRUPTION";
+    case StatusCode::kNoSpace:
+      return "NO_SPACE";
+    case StatusCode::kIo:
+      return "IO_ERROR";
+    case StatusCode::kClosed:
+      return "CLOSED";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kTruncated:
+      return "TRUNCATED";
   }
   return "UNKNOWN";
 }

@@ -14,11 +14,11 @@ namespace raftlog::store {
 enum class StatusCode {
   kOk = 0,
   kInvalidArgument,  // caller error: empty batch, non-contiguous index, oversized entry, bad option
-  kOutOfRange,       // index outside [first_index - 1, last_index] (or the requested range is empty)
-  kCorruption,       // a checksum, magic or continuity check failed on data that must be intact
-  kNoSpace,          // ENOSPC or a failed preallocation/mapping: nothing was written, retry later
-  kIo,               // any other operating-system I/O failure
-  kClosed,           // the log was closed (or failed and refuses further writes)
+  kOutOfRange,  // index outside [first_index - 1, last_index] (or the requested range is empty)
+  kCorruption,  // a checksum, magic or continuity check failed on data that must be intact
+  kNoSpace,     // ENOSPC or a failed preallocation/mapping: nothing was written, retry later
+  kIo,          // any other operating-system I/O failure
+  kClosed,      // the log was closed (or failed and refuses further writes)
   kFailedPrecondition,  // e.g. truncating below the commit index without `force`
   kTruncated,  // a sync append's entries were removed by truncate_suffix() before it returned
 };
@@ -31,7 +31,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status ok_status() { return Status(); }
-  static Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status invalid_argument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status out_of_range(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
   static Status corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
   static Status no_space(std::string m) { return {StatusCode::kNoSpace, std::move(m)}; }
@@ -40,7 +42,8 @@ class [[nodiscard]] Status {
   static Status failed_precondition(std::string m) {
     return {StatusCode::kFailedPrecondition, std::move(m)};
   }
-  // Maps an errno value from a failed system call to a Status (ENOSPC/EDQUOT -> kNoSpace, else kIo).
+  // Maps an errno value from a failed system call to a Status (ENOSPC/EDQUOT -> kNoSpace, else
+  // kIo).
   static Status from_errno(int error_number, const std::string& what);
 
   bool ok() const { return code_ == StatusCode::kOk; }
@@ -58,7 +61,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     RAFTLOG_CHECK(!status_.ok(), "Result constructed from an OK status without a value");
   }
@@ -90,8 +93,8 @@ class [[nodiscard]] Result {
 }  // namespace raftlog::store
 
 // Propagates a non-OK Status from an expression returning Status.
-#define RAFTLOG_RETURN_IF_ERROR(expr)            \
-  do {                                           \
-    ::raftlog::store::Status _st = (expr);       \
-    if (!_st.ok()) return _st;                   \
+#define RAFTLOG_RETURN_IF_ERROR(expr)      \
+  do {                                     \
+    ::raftlog::store::Status _st = (expr); \
+    if (!_st.ok()) return _st;             \
   } while (0)

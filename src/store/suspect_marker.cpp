@@ -41,13 +41,16 @@ Status CommitLog::Impl::load_suspect_marker() {
     if (auto index = decode_suspect_marker(*payload)) {
       suspect_index_ = *index;
     } else {
-      spdlog::warn("raftlog store {}: {} has an unknown version; ignoring it", dir_, kSuspectFileName);
+      spdlog::warn("raftlog store {}: {} has an unknown version; ignoring it", dir_,
+                   kSuspectFileName);
     }
   }
   report_.suspect_index = suspect_index_;
   if (suspect_index_ != 0) {
-    spdlog::warn("raftlog store {}: entry {} was found corrupt while the log ran; verifying its segment "
-                 "in full", dir_, suspect_index_);
+    spdlog::warn(
+        "raftlog store {}: entry {} was found corrupt while the log ran; verifying its segment "
+        "in full",
+        dir_, suspect_index_);
   }
   return Status();
 }

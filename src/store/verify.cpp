@@ -29,7 +29,8 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
       for (std::uint64_t slot = 0; slot < 2; ++slot) {
         const std::uint64_t start = slot * DurableRecordFile::kSlotStrideBytes;
         if (content->size() <= start) continue;
-        auto decoded = DurableRecordFile::decode_slot(content->data() + start, content->size() - start);
+        auto decoded =
+            DurableRecordFile::decode_slot(content->data() + start, content->size() - start);
         if (!decoded || decoded->sequence < best_sequence) continue;
         if (auto checkpoint = decode_checkpoint(decoded->payload)) {
           best_sequence = decoded->sequence;
@@ -56,7 +57,8 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
     if (!file.ok()) return file.status();
     auto size = (*file)->size();
     if (!size.ok()) return size.status();
-    if (*size < segment_format::kSegmentHeaderBytes) return bad(0, "file shorter than a segment header");
+    if (*size < segment_format::kSegmentHeaderBytes)
+      return bad(0, "file shorter than a segment header");
     auto mapping = (*file)->map(*size);
     if (!mapping.ok()) return mapping.status();
     const char* data = (*mapping)->data();
@@ -74,8 +76,8 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
     ++report.segments;
     bool stopped = false;
     const ScanResult scan = scan_entries(
-        data, *size, segment_format::kSegmentHeaderBytes, base, header->prev_term, last_generation, 0,
-        static_cast<std::uint32_t>(std::min<std::uint64_t>(*size, UINT32_MAX)),
+        data, *size, segment_format::kSegmentHeaderBytes, base, header->prev_term, last_generation,
+        0, static_cast<std::uint32_t>(std::min<std::uint64_t>(*size, UINT32_MAX)),
         [&](const entry_format::Decoded& entry, std::uint64_t offset) {
           if (visitor) {
             EntryLocation location{name, offset, static_cast<std::uint32_t>(entry.record_bytes)};
@@ -98,7 +100,8 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
       const bool next_continues = [&] {
         const auto it = std::upper_bound(bases.begin(), bases.end(), base);
         if (it == bases.end() || *it != scan.next_index) return false;
-        auto next_file = env->open_read_only(join_path(dir, segment_format::segment_file_name(*it)));
+        auto next_file =
+            env->open_read_only(join_path(dir, segment_format::segment_file_name(*it)));
         if (!next_file.ok()) return false;
         auto next_map = (*next_file)->map(segment_format::kSegmentHeaderBytes);
         if (!next_map.ok()) return false;

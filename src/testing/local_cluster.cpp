@@ -73,7 +73,8 @@ void LocalCluster::make_cluster_identity() {
     if (!secret) throw std::runtime_error("cannot write " + secret_path);
   }
   // raftlogd refuses a secret other users could read.
-  std::filesystem::permissions(secret_path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::permissions(
+      secret_path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 void LocalCluster::make_certificates() {
@@ -81,8 +82,8 @@ void LocalCluster::make_certificates() {
   const CertificateFiles ca = make_certificate_authority(tls_dir(), "ca");
   const CertificateFiles rogue_ca = make_certificate_authority(tls_dir(), "rogue-ca");
   for (int id = 1; id <= options_.nodes; ++id) {
-    const bool rogue = std::find(options_.tls_rogue_nodes.begin(), options_.tls_rogue_nodes.end(), id) !=
-                       options_.tls_rogue_nodes.end();
+    const bool rogue = std::find(options_.tls_rogue_nodes.begin(), options_.tls_rogue_nodes.end(),
+                                 id) != options_.tls_rogue_nodes.end();
     make_signed_certificate(rogue ? rogue_ca : ca, tls_dir(), "node" + std::to_string(id),
                             {"IP:127.0.0.1", "DNS:localhost"}, node_certificate_name(id));
   }
@@ -99,11 +100,14 @@ void LocalCluster::make_certificates() {
 std::vector<std::string> LocalCluster::tls_flags(int id) const {
   if (!options_.tls) return {};
   const std::string node = tls_dir() + "/node" + std::to_string(id);
-  const bool rogue = std::find(options_.tls_rogue_nodes.begin(), options_.tls_rogue_nodes.end(), id) !=
-                     options_.tls_rogue_nodes.end();
-  std::vector<std::string> flags = {"--tls-cert", node + ".crt", "--tls-key", node + ".key",
-                                    "--peer-tls-cert", node + ".crt", "--peer-tls-key", node + ".key",
-                                    "--peer-tls-ca", tls_dir() + (rogue ? "/rogue-trust.crt" : "/ca.crt")};
+  const bool rogue = std::find(options_.tls_rogue_nodes.begin(), options_.tls_rogue_nodes.end(),
+                               id) != options_.tls_rogue_nodes.end();
+  std::vector<std::string> flags = {
+      "--tls-cert",      node + ".crt",
+      "--tls-key",       node + ".key",
+      "--peer-tls-cert", node + ".crt",
+      "--peer-tls-key",  node + ".key",
+      "--peer-tls-ca",   tls_dir() + (rogue ? "/rogue-trust.crt" : "/ca.crt")};
   if (options_.tls_client_certificates) {
     flags.push_back("--tls-ca");
     flags.push_back(tls_dir() + "/ca.crt");
@@ -134,7 +138,8 @@ std::string sanitizer_report_in(const std::string& log_path, std::size_t max_byt
   contents << in.rdbuf();
   const std::string log = contents.str();
   std::size_t first = std::string::npos;
-  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: "}) {
+  for (const char* marker :
+       {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: "}) {
     first = std::min(first, log.find(marker));
   }
   if (first == std::string::npos) return "";
@@ -142,9 +147,10 @@ std::string sanitizer_report_in(const std::string& log_path, std::size_t max_byt
   return log.substr(line_start == std::string::npos ? 0 : line_start + 1, max_bytes);
 }
 
-// LeakSanitizer checks a process only when it exits by itself, never after kill -9: in an ASan build
-// (RAFTLOG_SANITIZE, which builds raftlogd alike) the nodes still running at the end are stopped with
-// SIGTERM, so every test's nodes are checked for leaks and for errors on the shutdown path.
+// LeakSanitizer checks a process only when it exits by itself, never after kill -9: in an ASan
+// build (RAFTLOG_SANITIZE, which builds raftlogd alike) the nodes still running at the end are
+// stopped with SIGTERM, so every test's nodes are checked for leaks and for errors on the shutdown
+// path.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kStopNodesGracefullyAtTheEnd = true;
 #else
@@ -174,8 +180,8 @@ LocalCluster::~LocalCluster() {
   for (int id = 1; id <= options_.nodes; ++id) {
     const std::string report = sanitizer_report_in(log_file(id));
     if (report.empty()) continue;
-    std::fprintf(stderr, "LocalCluster: node %d's log %s holds a sanitizer report:\n%s\n", id, log_file(id).c_str(),
-                 report.c_str());
+    std::fprintf(stderr, "LocalCluster: node %d's log %s holds a sanitizer report:\n%s\n", id,
+                 log_file(id).c_str(), report.c_str());
     reported = true;
   }
   if (reported) {
@@ -186,15 +192,17 @@ LocalCluster::~LocalCluster() {
   std::filesystem::remove_all(root_, ignored);
 }
 
-std::string LocalCluster::address(int id) const { return "127.0.0.1:" + std::to_string(ports_.at(id)); }
+std::string LocalCluster::address(int id) const {
+  return "127.0.0.1:" + std::to_string(ports_.at(id));
+}
 std::string LocalCluster::metrics_address(int id) const {
   return "127.0.0.1:" + std::to_string(metrics_ports_.at(id));
 }
 
 std::string LocalCluster::endpoints() const {
   std::string out;
-  // Appended piece by piece: `const char* + std::string&&` trips GCC 12's -Wrestrict false positive at
-  // -O3 (GCC bug 105651), which would fail a Release build.
+  // Appended piece by piece: `const char* + std::string&&` trips GCC 12's -Wrestrict false positive
+  // at -O3 (GCC bug 105651), which would fail a Release build.
   for (const auto& [id, port] : ports_) {
     if (!out.empty()) out += ',';
     out += address(id);
@@ -203,7 +211,9 @@ std::string LocalCluster::endpoints() const {
 }
 
 std::string LocalCluster::data_dir(int id) const { return root_ + "/n" + std::to_string(id); }
-std::string LocalCluster::log_file(int id) const { return root_ + "/n" + std::to_string(id) + ".log"; }
+std::string LocalCluster::log_file(int id) const {
+  return root_ + "/n" + std::to_string(id) + ".log";
+}
 
 void LocalCluster::start_all() {
   for (int id = 1; id <= options_.nodes; ++id) start(id);
@@ -212,16 +222,24 @@ void LocalCluster::start_all() {
 void LocalCluster::start(int id) {
   if (running(id)) throw std::runtime_error("node already running");
   std::string members;
-  for (const auto& [member, port] : ports_) members += (members.empty() ? "" : ",") + std::to_string(member) + "=" + address(member);
+  for (const auto& [member, port] : ports_)
+    members += (members.empty() ? "" : ",") + std::to_string(member) + "=" + address(member);
   std::vector<std::string> args = {
       options_.raftlogd_path,
-      "--id", std::to_string(id),
-      "--members", members,
-      "--data-dir", data_dir(id),
-      "--flush-mode", options_.flush_mode,
-      "--segment-size", std::to_string(options_.segment_size_bytes),
-      "--max-entry-size", std::to_string(options_.max_entry_size_bytes),
-      "--cluster-id", cluster_id_,
+      "--id",
+      std::to_string(id),
+      "--members",
+      members,
+      "--data-dir",
+      data_dir(id),
+      "--flush-mode",
+      options_.flush_mode,
+      "--segment-size",
+      std::to_string(options_.segment_size_bytes),
+      "--max-entry-size",
+      std::to_string(options_.max_entry_size_bytes),
+      "--cluster-id",
+      cluster_id_,
   };
   // With TLS the certificates authenticate the peers.
   if (!options_.tls) args.insert(args.end(), {"--peer-secret-file", peer_secret_file()});
@@ -231,7 +249,8 @@ void LocalCluster::start(int id) {
   const std::vector<std::string> tls = tls_flags(id);
   args.insert(args.end(), tls.begin(), tls.end());
   args.insert(args.end(), options_.extra_flags.begin(), options_.extra_flags.end());
-  if (auto it = node_flags_.find(id); it != node_flags_.end()) args.insert(args.end(), it->second.begin(), it->second.end());
+  if (auto it = node_flags_.find(id); it != node_flags_.end())
+    args.insert(args.end(), it->second.begin(), it->second.end());
   const std::string log = log_file(id);
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
@@ -253,7 +272,9 @@ bool LocalCluster::running(int id) const {
   return it != pids_.end() && it->second > 0;
 }
 
-void LocalCluster::set_node_flags(int id, std::vector<std::string> flags) { node_flags_[id] = std::move(flags); }
+void LocalCluster::set_node_flags(int id, std::vector<std::string> flags) {
+  node_flags_[id] = std::move(flags);
+}
 
 std::optional<int> LocalCluster::wait_for_exit(int id, std::chrono::milliseconds timeout) {
   if (!running(id)) return std::nullopt;
@@ -291,7 +312,8 @@ int LocalCluster::stop(int id, std::chrono::milliseconds timeout) {
   ::kill(pid, SIGCONT);
   // A node that was just exec'd may not have installed its SIGTERM handler yet (it is still loading
   // its libraries); the signal would then kill it outright. Wait (bounded) until it answers.
-  const auto up_deadline = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(5));
+  const auto up_deadline = std::chrono::steady_clock::now() +
+                           std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(5));
   while (std::chrono::steady_clock::now() < up_deadline && !status(id).has_value()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -321,19 +343,22 @@ std::optional<client::NodeStatus> LocalCluster::status(int id) {
   return s.value();
 }
 
-int LocalCluster::wait_for_leader(std::chrono::milliseconds timeout, const std::vector<int>& excluding) {
+int LocalCluster::wait_for_leader(std::chrono::milliseconds timeout,
+                                  const std::vector<int>& excluding) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::map<std::uint64_t, int> votes;  // leader id -> nodes naming it
     std::uint64_t self_leader = 0;
     for (int id = 1; id <= options_.nodes; ++id) {
-      if (!running(id) || std::find(excluding.begin(), excluding.end(), id) != excluding.end()) continue;
+      if (!running(id) || std::find(excluding.begin(), excluding.end(), id) != excluding.end())
+        continue;
       auto s = status(id);
       if (!s) continue;
       if (s->leader_id != 0) ++votes[s->leader_id];
       if (s->role == client::Role::kLeader) self_leader = s->node_id;
     }
-    if (self_leader != 0 && votes[self_leader] > options_.nodes / 2) return static_cast<int>(self_leader);
+    if (self_leader != 0 && votes[self_leader] > options_.nodes / 2)
+      return static_cast<int>(self_leader);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return 0;
@@ -349,7 +374,8 @@ bool LocalCluster::wait_for_commit(int id, std::uint64_t index, std::chrono::mil
   return false;
 }
 
-std::unique_ptr<client::Client> LocalCluster::client(client::Options options, const std::vector<int>& only_ids) {
+std::unique_ptr<client::Client> LocalCluster::client(client::Options options,
+                                                     const std::vector<int>& only_ids) {
   options.endpoints.clear();
   if (!options.tls.enabled) options.tls = client_tls();
   for (int id = 1; id <= options_.nodes; ++id) {
@@ -380,7 +406,8 @@ std::vector<client::Entry> LocalCluster::read_all(int id) {
   // Bounded: each round returns at least one entry or stops.
   for (int round = 0; round < 100000; ++round) {
     auto r = c->read(next, 0, 0, false);
-    if (!r.ok() && r.status().code() == client::StatusCode::kOutOfRange && out.empty() && restarts_left-- > 0) {
+    if (!r.ok() && r.status().code() == client::StatusCode::kOutOfRange && out.empty() &&
+        restarts_left-- > 0) {
       next = first_retained();
       continue;
     }

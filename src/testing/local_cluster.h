@@ -1,8 +1,9 @@
 // LocalCluster: real raftlogd processes on 127.0.0.1, for integration tests and for benchmarks that
-// kill nodes (raftlog-bench failover). Each node runs in its own process (fork + exec of the raftlogd
-// binary) with its own data directory under a fresh temporary directory, so kill -9, SIGSTOP and
-// restarts are the real thing. Ports are free loopback ports picked at construction. Every cluster
-// gets a random --cluster-id and, without TLS, a random --peer-secret-file (docs/security.md).
+// kill nodes (raftlog-bench failover). Each node runs in its own process (fork + exec of the
+// raftlogd binary) with its own data directory under a fresh temporary directory, so kill -9,
+// SIGSTOP and restarts are the real thing. Ports are free loopback ports picked at construction.
+// Every cluster gets a random --cluster-id and, without TLS, a random --peer-secret-file
+// (docs/security.md).
 #pragma once
 
 #include <sys/types.h>
@@ -27,9 +28,9 @@ struct LocalClusterOptions {
   std::string raftlogd_path;  // required: the raftlogd binary
   int nodes = 3;
   std::string flush_mode = "sync";
-  std::uint64_t segment_size_bytes = 1 << 20;  // small segments exercise roll-over
+  std::uint64_t segment_size_bytes = 1 << 20;     // small segments exercise roll-over
   std::uint64_t max_entry_size_bytes = 16 << 10;  // must fit a segment
-  std::vector<std::string> extra_flags;        // appended to every raftlogd command line
+  std::vector<std::string> extra_flags;           // appended to every raftlogd command line
   // The machine's shared disk may be fuller than raftlogd's default 90 % high watermark; tests that
   // exercise the watermark set their own (after these, in extra_flags).
   double disk_high_watermark = 1.0;
@@ -53,31 +54,31 @@ class LocalCluster {
  public:
   explicit LocalCluster(LocalClusterOptions options);
   // kill -9 every node (in an ASan build: SIGTERM, so LeakSanitizer checks it), remove the
-  // directory; but if a node's log holds a sanitizer report, print it, keep the directory and abort,
-  // so the report fails the test.
+  // directory; but if a node's log holds a sanitizer report, print it, keep the directory and
+  // abort, so the report fails the test.
   ~LocalCluster();
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
 
   void start_all();
   void start(int id);
-  void kill(int id);     // SIGKILL, reaped
-  void pause(int id);    // SIGSTOP
-  void resume(int id);   // SIGCONT
+  void kill(int id);    // SIGKILL, reaped
+  void pause(int id);   // SIGSTOP
+  void resume(int id);  // SIGCONT
   // SIGTERM once the node answers (a node still starting up has no handler yet); returns the exit
   // status (0 for a clean shutdown), or -1 if it had to be killed after `timeout`.
   int stop(int id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   bool running(int id) const;
   // Flags added to node `id`'s command line from its next start() on (after extra_flags).
   void set_node_flags(int id, std::vector<std::string> flags);
-  // Waits until node `id` exits by itself: its exit code (128 + signal when killed by one), or nullopt
-  // if it is still running after `timeout` (or was not running).
+  // Waits until node `id` exits by itself: its exit code (128 + signal when killed by one), or
+  // nullopt if it is still running after `timeout` (or was not running).
   std::optional<int> wait_for_exit(int id, std::chrono::milliseconds timeout);
 
   int size() const { return options_.nodes; }
   std::string address(int id) const;
   std::string metrics_address(int id) const;  // with options.metrics
-  std::string endpoints() const;  // every node, comma-separated
+  std::string endpoints() const;              // every node, comma-separated
   std::string data_dir(int id) const;
   std::string log_file(int id) const;
   // With options.tls: where the certificates are (ca.crt, rogue-ca.crt, rogue-trust.crt,
@@ -95,10 +96,12 @@ class LocalCluster {
   // A node's own view, or nullopt if it does not answer.
   std::optional<client::NodeStatus> status(int id);
   // Waits until node `id` has committed at least `index`.
-  bool wait_for_commit(int id, std::uint64_t index, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  bool wait_for_commit(int id, std::uint64_t index,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   // A client over every node (or only `only_ids`).
-  std::unique_ptr<client::Client> client(client::Options options = {}, const std::vector<int>& only_ids = {});
+  std::unique_ptr<client::Client> client(client::Options options = {},
+                                         const std::vector<int>& only_ids = {});
   // Every committed entry of node `id` from its first retained index, read from that node alone
   // (not linearizable).
   std::vector<client::Entry> read_all(int id);

@@ -16,7 +16,8 @@ void run(const std::string& command, const std::string& log) {
     std::ifstream in(log);
     std::stringstream output;
     output << in.rdbuf();
-    throw std::runtime_error("`" + command + "` failed (status " + std::to_string(status) + "): " + output.str());
+    throw std::runtime_error("`" + command + "` failed (status " + std::to_string(status) +
+                             "): " + output.str());
   }
 }
 
@@ -27,20 +28,23 @@ std::string quoted(const std::string& text) { return "'" + text + "'"; }
 CertificateFiles make_certificate_authority(const std::string& dir, const std::string& name) {
   CertificateFiles ca{dir + "/" + name + ".crt", dir + "/" + name + ".key"};
   run("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj " +
-          quoted("/CN=raftlog test " + name) + " -keyout " + quoted(ca.key_path) + " -out " + quoted(ca.cert_path),
+          quoted("/CN=raftlog test " + name) + " -keyout " + quoted(ca.key_path) + " -out " +
+          quoted(ca.cert_path),
       dir + "/" + name + ".openssl.log");
   return ca;
 }
 
-CertificateFiles make_signed_certificate(const CertificateFiles& ca, const std::string& dir, const std::string& name,
+CertificateFiles make_signed_certificate(const CertificateFiles& ca, const std::string& dir,
+                                         const std::string& name,
                                          const std::vector<std::string>& subject_alt_names,
                                          const std::string& common_name) {
   CertificateFiles leaf{dir + "/" + name + ".crt", dir + "/" + name + ".key"};
   const std::string csr = dir + "/" + name + ".csr";
   const std::string extensions = dir + "/" + name + ".ext";
   const std::string log = dir + "/" + name + ".openssl.log";
-  run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj " + quoted("/CN=" + (common_name.empty() ? name : common_name)) +
-          " -keyout " + quoted(leaf.key_path) + " -out " + quoted(csr),
+  run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj " +
+          quoted("/CN=" + (common_name.empty() ? name : common_name)) + " -keyout " +
+          quoted(leaf.key_path) + " -out " + quoted(csr),
       log);
   {
     std::ofstream ext(extensions);
@@ -51,8 +55,9 @@ CertificateFiles make_signed_certificate(const CertificateFiles& ca, const std::
         << "extendedKeyUsage=serverAuth,clientAuth\n";
     if (!sans.empty()) ext << "subjectAltName=" << sans << "\n";
   }
-  run("openssl x509 -req -in " + quoted(csr) + " -CA " + quoted(ca.cert_path) + " -CAkey " + quoted(ca.key_path) +
-          " -CAcreateserial -days 30 -extfile " + quoted(extensions) + " -out " + quoted(leaf.cert_path),
+  run("openssl x509 -req -in " + quoted(csr) + " -CA " + quoted(ca.cert_path) + " -CAkey " +
+          quoted(ca.key_path) + " -CAcreateserial -days 30 -extfile " + quoted(extensions) +
+          " -out " + quoted(leaf.cert_path),
       log);
   return leaf;
 }

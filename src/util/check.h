@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define RAFTLOG_CHECK(condition, message)                                                       \
-  do {                                                                                          \
-    if (!(condition)) {                                                                         \
+#define RAFTLOG_CHECK(condition, message)                                                    \
+  do {                                                                                       \
+    if (!(condition)) {                                                                      \
       std::fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #condition, \
-                   (message));                                                                  \
-      std::abort();                                                                             \
-    }                                                                                           \
+                   (message));                                                               \
+      std::abort();                                                                          \
+    }                                                                                        \
   } while (false)

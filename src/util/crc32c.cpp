@@ -52,7 +52,8 @@ struct ShiftTable {
     }
   }
   std::uint32_t shift(std::uint32_t crc) const {
-    return t[0][crc & 0xFFU] ^ t[1][(crc >> 8) & 0xFFU] ^ t[2][(crc >> 16) & 0xFFU] ^ t[3][crc >> 24];
+    return t[0][crc & 0xFFU] ^ t[1][(crc >> 8) & 0xFFU] ^ t[2][(crc >> 16) & 0xFFU] ^
+           t[3][crc >> 24];
   }
 };
 
@@ -70,9 +71,11 @@ const ShiftTable& short_shift() {
 }
 
 // Three interleaved streams of `stream_bytes` each, combined by shifting.
-__attribute__((target("sse4.2"))) inline std::uint64_t crc_three_streams(
-    std::uint64_t c0, const unsigned char*& p, std::size_t& size, std::size_t stream_bytes,
-    const ShiftTable& shift) {
+__attribute__((target("sse4.2"))) inline std::uint64_t crc_three_streams(std::uint64_t c0,
+                                                                         const unsigned char*& p,
+                                                                         std::size_t& size,
+                                                                         std::size_t stream_bytes,
+                                                                         const ShiftTable& shift) {
   while (size >= 3 * stream_bytes) {
     std::uint64_t c1 = 0;
     std::uint64_t c2 = 0;
@@ -98,7 +101,7 @@ __attribute__((target("sse4.2"))) inline std::uint64_t crc_three_streams(
 }
 
 __attribute__((target("sse4.2"))) std::uint32_t extend_sse42(std::uint32_t crc, const void* data,
-                                                              std::size_t size) {
+                                                             std::size_t size) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint64_t c = ~crc;
   c = crc_three_streams(c, p, size, kLongStreamBytes, long_shift());

@@ -11,14 +11,17 @@ std::uint64_t splitmix64(std::uint64_t& state) {
 }
 
 namespace {
-std::uint64_t rotate_left(std::uint64_t value, int bits) { return (value << bits) | (value >> (64 - bits)); }
+std::uint64_t rotate_left(std::uint64_t value, int bits) {
+  return (value << bits) | (value >> (64 - bits));
+}
 }  // namespace
 
 Xoshiro256Bits::Xoshiro256Bits(std::uint64_t seed) {
   std::uint64_t mixer = seed;
   for (std::uint64_t& word : state_) word = splitmix64(mixer);
   // xoshiro's one forbidden state is all zeros; splitmix64 never yields four zero words in a row.
-  RAFTLOG_CHECK((state_[0] | state_[1] | state_[2] | state_[3]) != 0, "xoshiro256** state is all zeros");
+  RAFTLOG_CHECK((state_[0] | state_[1] | state_[2] | state_[3]) != 0,
+                "xoshiro256** state is all zeros");
 }
 
 std::uint64_t Xoshiro256Bits::next_u64() {

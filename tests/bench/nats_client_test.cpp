@@ -1,6 +1,7 @@
 // raftlog-bench's minimal NATS client against a scripted fake server on 127.0.0.1: the handshake
 // (INFO, CONNECT, PING/PONG), SUB/PUB framing, MSG parsing with the server's PINGs in between,
-// skipping replies meant for other inboxes, and clear errors for -ERR, a non-NATS peer and timeouts.
+// skipping replies meant for other inboxes, and clear errors for -ERR, a non-NATS peer and
+// timeouts.
 #include "nats_client.h"
 
 #include <arpa/inet.h>
@@ -48,12 +49,14 @@ class FakeServer {
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
 
   static void send_text(int fd, const std::string& text) {
-    ASSERT_EQ(::send(fd, text.data(), text.size(), MSG_NOSIGNAL), static_cast<ssize_t>(text.size()));
+    ASSERT_EQ(::send(fd, text.data(), text.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(text.size()));
   }
   // Reads until `marker` has been received (bounded by 5 s); returns everything read so far.
   std::string read_until(int fd, const std::string& marker) {
     const auto deadline = std::chrono::steady_clock::now() + 5s;
-    while (received_.find(marker) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    while (received_.find(marker) == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
       char chunk[4096];
       const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
       if (n <= 0) break;
@@ -77,8 +80,9 @@ TEST(NatsClient, HandshakePublishAndAReplyAfterPingsAndStaleMessages) {
       s.read_until(fd, "PING\r\n");
       FakeServer::send_text(fd, "+OK\r\nPONG\r\n");
       s.read_until(fd, "hello\r\n");  // SUB and the PUB with its payload
-      FakeServer::send_text(fd, "PING\r\nMSG _INBOX.t.0 7 5\r\nstale\r\nMSG _INBOX.t.1 7 22\r\n"
-                                "{\"stream\":\"S\",\"seq\":9}\r\n");
+      FakeServer::send_text(fd,
+                            "PING\r\nMSG _INBOX.t.0 7 5\r\nstale\r\nMSG _INBOX.t.1 7 22\r\n"
+                            "{\"stream\":\"S\",\"seq\":9}\r\n");
       seen = s.read_until(fd, "PONG\r\n");
     });
     std::string error;
@@ -108,7 +112,8 @@ TEST(NatsClient, RefusedConnectAndNonNatsPeerGiveClearErrors) {
     EXPECT_NE(error.find("Authorization Violation"), std::string::npos) << error;
   }
   {
-    FakeServer server([](FakeServer&, int fd) { FakeServer::send_text(fd, "HTTP/1.1 400 Bad Request\r\n"); });
+    FakeServer server(
+        [](FakeServer&, int fd) { FakeServer::send_text(fd, "HTTP/1.1 400 Bad Request\r\n"); });
     std::string error;
     EXPECT_EQ(NatsConnection::connect(server.endpoint(), 2000ms, &error), nullptr);
     EXPECT_NE(error.find("did not greet with INFO"), std::string::npos) << error;
@@ -124,7 +129,8 @@ TEST(NatsClient, ARequestWithoutReplyTimesOut) {
     s.read_until(fd, "PING\r\n");
     FakeServer::send_text(fd, "PONG\r\n");
     s.read_until(fd, "never answered\r\n");
-    s.read_until(fd, "no such marker");  // holds the connection until the client gives up and closes
+    s.read_until(fd,
+                 "no such marker");  // holds the connection until the client gives up and closes
   });
   std::string error;
   auto connection = NatsConnection::connect(server.endpoint(), 2000ms, &error);

@@ -24,7 +24,9 @@ std::string parse(FlagSet& flags, const std::vector<std::string>& args) {
   return status == ParseStatus::kError ? flags.error() : "help";
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(FlagSetUint32, ValuesAboveTheTypeAreRefusedNotTruncated) {
   // The bug this guards: 4294967316 = 2^32 + 20 used to become 20 after a static_cast.
@@ -44,8 +46,12 @@ TEST(FlagSetUint32, ValuesAboveTheTypeAreRefusedNotTruncated) {
 }
 
 TEST(FlagSetUint32, RangeBoundsAreInclusiveAndNamedInTheError) {
-  for (const auto& [text, accepted] : std::vector<std::pair<std::string, bool>>{
-           {"0", false}, {"1", true}, {"10000", true}, {"10001", false}, {"99999999999999999999999", false}}) {
+  for (const auto& [text, accepted] :
+       std::vector<std::pair<std::string, bool>>{{"0", false},
+                                                 {"1", true},
+                                                 {"10000", true},
+                                                 {"10001", false},
+                                                 {"99999999999999999999999", false}}) {
     std::uint32_t value = 7;
     FlagSet flags("tool", "test");
     flags.uint_flag("tick-ms", &value, "MS", "tick", {1, 10000});
@@ -54,7 +60,8 @@ TEST(FlagSetUint32, RangeBoundsAreInclusiveAndNamedInTheError) {
       EXPECT_EQ(error, "") << text;
       EXPECT_EQ(std::to_string(value), text);
     } else {
-      EXPECT_EQ(error, "flag '--tick-ms' value '" + text + "' is out of range: allowed 1..10000") << text;
+      EXPECT_EQ(error, "flag '--tick-ms' value '" + text + "' is out of range: allowed 1..10000")
+          << text;
       EXPECT_EQ(value, 7u) << text;
     }
   }
@@ -72,14 +79,17 @@ TEST(FlagSetUint64, OverflowIsARangeErrorAndJunkIsNot) {
   std::uint64_t value = 5;
   FlagSet flags("tool", "test");
   flags.uint_flag("id", &value, "ID", "id", {1, UINT64_MAX});
-  EXPECT_TRUE(contains(parse(flags, {"--id", "18446744073709551616"}), "is out of range: allowed 1..18446744073709551615"));
+  EXPECT_TRUE(contains(parse(flags, {"--id", "18446744073709551616"}),
+                       "is out of range: allowed 1..18446744073709551615"));
   FlagSet zero("tool", "test");
   zero.uint_flag("id", &value, "ID", "id", {1, UINT64_MAX});
   EXPECT_TRUE(contains(parse(zero, {"--id", "0"}), "'0' is out of range"));
   for (const char* junk : {"", "-1", "+1", "1x", "0x10", " 1", "1.5"}) {
     FlagSet flags_junk("tool", "test");
     flags_junk.uint_flag("id", &value, "ID", "id");
-    EXPECT_TRUE(contains(parse(flags_junk, {std::string("--id=") + junk}), "expects an unsigned integer")) << junk;
+    EXPECT_TRUE(
+        contains(parse(flags_junk, {std::string("--id=") + junk}), "expects an unsigned integer"))
+        << junk;
   }
   EXPECT_EQ(value, 5u);
 }
@@ -91,7 +101,8 @@ TEST(FlagSetBytes, A32BitFieldRefusesFourGibibytesInsteadOfWrappingToZero) {
     FlagSet flags("tool", "test");
     flags.bytes_flag("max-entry-size", &max_entry, "BYTES", "largest entry", {1, 512ULL << 20});
     const std::string error = parse(flags, {"--max-entry-size", text});
-    EXPECT_TRUE(contains(error, "flag '--max-entry-size' value '" + std::string(text) + "'")) << error;
+    EXPECT_TRUE(contains(error, "flag '--max-entry-size' value '" + std::string(text) + "'"))
+        << error;
     EXPECT_TRUE(contains(error, "out of range: allowed 1..512MiB")) << error;
     EXPECT_EQ(max_entry, 4u << 20) << text;
   }
@@ -106,11 +117,13 @@ TEST(FlagSetBytes, TheErrorShowsTheValueInBytesAndTheRangeWithSuffixes) {
   std::uint64_t segment = 1ULL << 30;
   FlagSet flags("tool", "test");
   flags.bytes_flag("segment-size", &segment, "BYTES", "segment", {64ULL << 10, 16ULL << 30});
-  EXPECT_EQ(parse(flags, {"--segment-size", "32KiB"}),
-            "flag '--segment-size' value '32KiB' (32768 bytes) is out of range: allowed 64KiB..16GiB");
+  EXPECT_EQ(
+      parse(flags, {"--segment-size", "32KiB"}),
+      "flag '--segment-size' value '32KiB' (32768 bytes) is out of range: allowed 64KiB..16GiB");
   FlagSet overflow("tool", "test");
   overflow.bytes_flag("segment-size", &segment, "BYTES", "segment", {64ULL << 10, 16ULL << 30});
-  EXPECT_TRUE(contains(parse(overflow, {"--segment-size", "99999999999GiB"}), "out of range: allowed 64KiB..16GiB"));
+  EXPECT_TRUE(contains(parse(overflow, {"--segment-size", "99999999999GiB"}),
+                       "out of range: allowed 64KiB..16GiB"));
   FlagSet junk("tool", "test");
   junk.bytes_flag("segment-size", &segment, "BYTES", "segment", {64ULL << 10, 16ULL << 30});
   EXPECT_TRUE(contains(parse(junk, {"--segment-size", "12XB"}), "expects a byte count"));
@@ -127,18 +140,21 @@ TEST(FlagSetUsage, NarrowRangesAreShownWithTheDefault) {
   flags.bytes_flag("segment-size", &segment, "BYTES", "segment", {64ULL << 10, 16ULL << 30});
   const std::string usage = flags.usage();
   EXPECT_TRUE(contains(usage, "tick (1..10000, default 20)")) << usage;
-  EXPECT_TRUE(contains(usage, "grace (default 3000)")) << usage;  // the type's own range is not news
+  EXPECT_TRUE(contains(usage, "grace (default 3000)"))
+      << usage;  // the type's own range is not news
   EXPECT_TRUE(contains(usage, "segment (64KiB..16GiB, default 1.00 GiB)")) << usage;
 }
 
 TEST(FlagSetHostPort, PortsOutsideTheRangeAreRefused) {
-  for (const char* bad : {"127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:0", "127.0.0.1:", "127.0.0.1", ":7001",
-                          "127.0.0.1:70x1", "::1:7001", "[::1]7001", "bad host:1", "127.0.0.1:-1"}) {
+  for (const char* bad :
+       {"127.0.0.1:99999", "127.0.0.1:65536", "127.0.0.1:0", "127.0.0.1:", "127.0.0.1", ":7001",
+        "127.0.0.1:70x1", "::1:7001", "[::1]7001", "bad host:1", "127.0.0.1:-1"}) {
     std::string listen;
     FlagSet flags("tool", "test");
     flags.host_port_flag("listen", &listen, "HOST:PORT", "bind");
     const std::string error = parse(flags, {"--listen", bad});
-    EXPECT_TRUE(contains(error, "flag '--listen' value '" + std::string(bad) + "'")) << bad << ": " << error;
+    EXPECT_TRUE(contains(error, "flag '--listen' value '" + std::string(bad) + "'"))
+        << bad << ": " << error;
     EXPECT_EQ(listen, "") << bad;
   }
   for (const char* good : {"127.0.0.1:1", "localhost:65535", "[::1]:7001", "0.0.0.0:7001"}) {
@@ -158,7 +174,8 @@ TEST(FlagSetHostPort, PortZeroOnlyWhereAllowed) {
   EXPECT_EQ(metrics, "127.0.0.1:0");
   FlagSet again("tool", "test");
   again.host_port_flag("metrics-addr", &metrics, "HOST:PORT", "metrics", util::PortZero::kAllowed);
-  EXPECT_TRUE(contains(parse(again, {"--metrics-addr", "127.0.0.1:65536"}), "out of range (expected 0..65535)"));
+  EXPECT_TRUE(contains(parse(again, {"--metrics-addr", "127.0.0.1:65536"}),
+                       "out of range (expected 0..65535)"));
 }
 
 TEST(HostPort, ParsesHostAndPort) {
@@ -191,7 +208,8 @@ TEST(FlagSetRequired, EveryMissingRequiredFlagIsNamedAtOnce) {
   flags.require("members");
   flags.string_flag("data-dir", &dir, "DIR", "dir");
   flags.require("data-dir");
-  EXPECT_EQ(parse(flags, {}), "missing required flags '--id ID', '--members LIST', '--data-dir DIR'");
+  EXPECT_EQ(parse(flags, {}),
+            "missing required flags '--id ID', '--members LIST', '--data-dir DIR'");
   FlagSet one("tool", "test");
   one.uint_flag("id", &id, "ID", "id");
   one.require("id");

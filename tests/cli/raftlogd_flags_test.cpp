@@ -28,7 +28,8 @@ ProcessRun run_stderr(const std::string& command) {
   if (pipe == nullptr) return result;
   std::array<char, 4096> buffer{};
   std::size_t n = 0;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.err.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.err.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
@@ -50,14 +51,18 @@ class RaftlogdFlagsTest : public ::testing::Test {
   // raftlogd as the only member, on a free port, with `flags` after the defaults (a repeated
   // --members is not allowed, so cases that need their own pass `members`).
   ProcessRun raftlogd(const std::string& flags, const std::string& members = "") const {
-    return run_stderr(std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " + data_dir_ + " --members " +
-                      (members.empty() ? "1=" + member() : members) + " " + flags);
+    return run_stderr(std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " + data_dir_ +
+                      " --members " + (members.empty() ? "1=" + member() : members) + " " + flags);
   }
 
-  void expect_refused(const ProcessRun& run, const std::string& message, const std::string& what) const {
+  void expect_refused(const ProcessRun& run, const std::string& message,
+                      const std::string& what) const {
     EXPECT_EQ(run.exit_code, 2) << what << "\n" << run.err;
-    EXPECT_NE(run.err.find(message), std::string::npos) << what << ": expected \"" << message << "\" in:\n" << run.err;
-    EXPECT_FALSE(std::filesystem::exists(data_dir_)) << what << ": a refused configuration created --data-dir";
+    EXPECT_NE(run.err.find(message), std::string::npos)
+        << what << ": expected \"" << message << "\" in:\n"
+        << run.err;
+    EXPECT_FALSE(std::filesystem::exists(data_dir_))
+        << what << ": a refused configuration created --data-dir";
     std::filesystem::remove_all(data_dir_);
   }
 
@@ -73,57 +78,72 @@ TEST_F(RaftlogdFlagsTest, OutOfRangeNumbersAreRefusedBeforeTheDataDirectoryExist
   };
   const Case cases[] = {
       // Each used to be narrowed to 32 bits: 0 (every append refused), 1, and 20.
-      {"--max-entry-size 4GiB", "flag '--max-entry-size' value '4GiB' (4294967296 bytes) is out of range"},
+      {"--max-entry-size 4GiB",
+       "flag '--max-entry-size' value '4GiB' (4294967296 bytes) is out of range"},
       {"--max-entry-size 4294967297", "flag '--max-entry-size' value '4294967297' is out of range"},
-      {"--tick-ms 4294967316", "flag '--tick-ms' value '4294967316' is out of range: allowed 1..10000"},
+      {"--tick-ms 4294967316",
+       "flag '--tick-ms' value '4294967316' is out of range: allowed 1..10000"},
       {"--election-ticks 4294967306", "flag '--election-ticks' value '4294967306' is out of range"},
-      {"--flush-interval-ms 4294967306", "flag '--flush-interval-ms' value '4294967306' is out of range"},
-      {"--append-timeout-ms 4294967296", "flag '--append-timeout-ms' value '4294967296' is out of range"},
-      {"--max-entries-per-append 4294968320", "flag '--max-entries-per-append' value '4294968320' is out of range"},
+      {"--flush-interval-ms 4294967306",
+       "flag '--flush-interval-ms' value '4294967306' is out of range"},
+      {"--append-timeout-ms 4294967296",
+       "flag '--append-timeout-ms' value '4294967296' is out of range"},
+      {"--max-entries-per-append 4294968320",
+       "flag '--max-entries-per-append' value '4294968320' is out of range"},
       // Used to be clamped silently to 2^32-1.
-      {"--retention-follower-grace-ms 4294967296", "flag '--retention-follower-grace-ms' value '4294967296'"},
+      {"--retention-follower-grace-ms 4294967296",
+       "flag '--retention-follower-grace-ms' value '4294967296'"},
       // In range for its type, but the node would refuse it (or overflow on it) later.
-      {"--max-append-bytes 600MiB", "flag '--max-append-bytes' value '600MiB' (629145600 bytes) is out of range"},
+      {"--max-append-bytes 600MiB",
+       "flag '--max-append-bytes' value '600MiB' (629145600 bytes) is out of range"},
       // Over the node's queued-bytes bound: refused TOO_MANY_PENDING forever, even on an idle node.
       {"--max-append-bytes 300MiB",
-       "flag '--max-append-bytes' value '300MiB' (314572800 bytes) is out of range: allowed 0..256MiB"},
-      {"--retention-max-age-s 10000000000", "flag '--retention-max-age-s' value '10000000000' is out of range"},
-      {"--max-read-entries 100000", "flag '--max-read-entries' value '100000' is out of range: allowed 1..16384"},
-      {"--segment-size 32KiB", "flag '--segment-size' value '32KiB' (32768 bytes) is out of range: allowed 64KiB..16GiB"},
+       "flag '--max-append-bytes' value '300MiB' (314572800 bytes) is out of range: allowed "
+       "0..256MiB"},
+      {"--retention-max-age-s 10000000000",
+       "flag '--retention-max-age-s' value '10000000000' is out of range"},
+      {"--max-read-entries 100000",
+       "flag '--max-read-entries' value '100000' is out of range: allowed 1..16384"},
+      {"--segment-size 32KiB",
+       "flag '--segment-size' value '32KiB' (32768 bytes) is out of range: allowed 64KiB..16GiB"},
   };
   for (const Case& c : cases) expect_refused(raftlogd(c.flags), c.message, c.flags);
 }
 
 TEST_F(RaftlogdFlagsTest, BadAddressesAreRefused) {
   // 99999 used to be bound as 99999 mod 65536 = 34463.
-  expect_refused(raftlogd("", "1=127.0.0.1:99999"), "member 1 address '127.0.0.1:99999' has port 99999 out of range",
+  expect_refused(raftlogd("", "1=127.0.0.1:99999"),
+                 "member 1 address '127.0.0.1:99999' has port 99999 out of range",
                  "member port 99999");
-  expect_refused(raftlogd("", "1=127.0.0.1:0"), "has port 0 out of range (expected 1..65535)", "member port 0");
+  expect_refused(raftlogd("", "1=127.0.0.1:0"), "has port 0 out of range (expected 1..65535)",
+                 "member port 0");
   expect_refused(raftlogd("", "1=" + member() + ",2=" + member()),
                  "members 1 and 2 have the same address " + member(), "duplicate member address");
-  expect_refused(raftlogd("--listen 127.0.0.1:70000"), "flag '--listen' value '127.0.0.1:70000' has port 70000",
-                 "listen port");
-  expect_refused(raftlogd("--metrics-addr 127.0.0.1:65536"), "flag '--metrics-addr' value '127.0.0.1:65536'",
-                 "metrics port");
-  expect_refused(raftlogd("--metrics-addr " + member()), "takes the port of the listen address", "metrics = listen");
+  expect_refused(raftlogd("--listen 127.0.0.1:70000"),
+                 "flag '--listen' value '127.0.0.1:70000' has port 70000", "listen port");
+  expect_refused(raftlogd("--metrics-addr 127.0.0.1:65536"),
+                 "flag '--metrics-addr' value '127.0.0.1:65536'", "metrics port");
+  expect_refused(raftlogd("--metrics-addr " + member()), "takes the port of the listen address",
+                 "metrics = listen");
 }
 
 TEST_F(RaftlogdFlagsTest, StoreAndOtherConfigurationErrorsAreRefused) {
-  // The default 4 MiB entry cannot fit a 64 KiB segment: CommitLog::open used to refuse it after the
-  // data directory had been created, with exit code 1.
+  // The default 4 MiB entry cannot fit a 64 KiB segment: CommitLog::open used to refuse it after
+  // the data directory had been created, with exit code 1.
   expect_refused(raftlogd("--segment-size 64KiB"), "does not fit in one segment of 65536 bytes",
                  "segment size below the entry size");
   // spdlog reads an unknown level as "off".
   expect_refused(raftlogd("--log-level verbose"), "--log-level must be one of", "log level");
-  expect_refused(raftlogd("--cluster-id " + std::string(300, 'c')), "--cluster-id is longer than 256 characters",
-                 "cluster id length");
+  expect_refused(raftlogd("--cluster-id " + std::string(300, 'c')),
+                 "--cluster-id is longer than 256 characters", "cluster id length");
 }
 
 TEST_F(RaftlogdFlagsTest, AValidConfigurationStillStartsAndStops) {
   // The control: the same command line without a bad flag serves, creates its data directory and
   // stops cleanly on SIGTERM.
-  const ProcessRun run = run_stderr("timeout --preserve-status -s TERM 1 " + std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " +
-                             data_dir_ + " --members 1=" + member() + " --segment-size 8MiB --max-entry-size 64KiB");
+  const ProcessRun run = run_stderr(
+      "timeout --preserve-status -s TERM 1 " + std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " +
+      data_dir_ + " --members 1=" + member() + " --segment-size 8MiB --max-entry-size 64KiB");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(std::filesystem::exists(data_dir_ + "/log"));
 }
@@ -131,12 +151,15 @@ TEST_F(RaftlogdFlagsTest, AValidConfigurationStillStartsAndStops) {
 TEST(RaftlogdFlags, NoFlagsNamesEveryRequiredFlagAndAnExample) {
   const ProcessRun run = run_stderr(RAFTLOGD_PATH);
   EXPECT_EQ(run.exit_code, 2) << run.err;
-  EXPECT_NE(run.err.find("missing required flags '--id ID', '--members ID=HOST:PORT,...', '--data-dir DIR'"),
+  EXPECT_NE(run.err.find(
+                "missing required flags '--id ID', '--members ID=HOST:PORT,...', '--data-dir DIR'"),
             std::string::npos)
       << run.err;
-  EXPECT_NE(run.err.find("A node needs at least: raftlogd --id 1 --members"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("A node needs at least: raftlogd --id 1 --members"), std::string::npos)
+      << run.err;
   EXPECT_NE(run.err.find("Run 'raftlogd --help' for every flag."), std::string::npos) << run.err;
-  EXPECT_EQ(run.err.find("Flags:"), std::string::npos) << "the whole usage buries the message:\n" << run.err;
+  EXPECT_EQ(run.err.find("Flags:"), std::string::npos) << "the whole usage buries the message:\n"
+                                                       << run.err;
 }
 
 // stdout of `command` (stderr discarded) and its exit code.
@@ -149,21 +172,24 @@ TEST(AllTools, VersionPrintsTheVersionAndRevision) {
     const ProcessRun run = run_stdout(std::string(tool) + " --version");
     EXPECT_EQ(run.exit_code, 0) << tool << ": " << run.err;
     const std::string name = std::filesystem::path(tool).filename().string();
-    EXPECT_EQ(run.err.rfind(name + " " + RAFTLOG_PROJECT_VERSION + " (revision ", 0), 0U) << tool << ": " << run.err;
+    EXPECT_EQ(run.err.rfind(name + " " + RAFTLOG_PROJECT_VERSION + " (revision ", 0), 0U)
+        << tool << ": " << run.err;
   }
   // raftlogd answers --version before it checks the required flags, wherever it appears.
   const ProcessRun late = run_stdout(std::string(RAFTLOGD_PATH) + " --log-level info --version");
   EXPECT_EQ(late.exit_code, 0) << late.err;
   const ProcessRun help = run_stdout(std::string(RAFTLOGD_PATH) + " --help");
   EXPECT_NE(help.err.find("clients and peers on (required)\n"), std::string::npos) << help.err;
-  EXPECT_NE(help.err.find("where this node keeps its log and hard state (required)\n"), std::string::npos)
+  EXPECT_NE(help.err.find("where this node keeps its log and hard state (required)\n"),
+            std::string::npos)
       << help.err;
 }
 
 TEST(RaftlogctlFlags, TimeoutsAreRefusedNotTruncated) {
   // --timeout-ms 4294967297 used to become a 1 ms retry deadline.
   for (const char* flags : {"read --timeout-ms 4294967297", "tail --duration-ms 4294967296"}) {
-    const ProcessRun run = run_stderr(std::string(RAFTLOGCTL_PATH) + " " + flags + " --endpoints 127.0.0.1:1");
+    const ProcessRun run =
+        run_stderr(std::string(RAFTLOGCTL_PATH) + " " + flags + " --endpoints 127.0.0.1:1");
     EXPECT_EQ(run.exit_code, 2) << flags << "\n" << run.err;
     EXPECT_NE(run.err.find("is out of range"), std::string::npos) << flags << "\n" << run.err;
   }

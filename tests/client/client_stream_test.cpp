@@ -40,7 +40,8 @@ bool answer_ok(Stream* stream, const pb::AppendStreamRequest& request, std::uint
   pb::AppendStreamResult* result = answer.add_results();
   result->set_request_id(request.request_id());
   result->mutable_response()->set_first_index(first_index);
-  result->mutable_response()->set_last_index(first_index + static_cast<std::uint64_t>(request.append().entries_size()) - 1);
+  result->mutable_response()->set_last_index(
+      first_index + static_cast<std::uint64_t>(request.append().entries_size()) - 1);
   result->mutable_response()->set_term(5);
   return stream->Write(answer);
 }
@@ -217,7 +218,8 @@ TEST(ClientStream, AnInvalidAppendFailsAloneAndTheStreamCarriesOn) {
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);  // not retried
   ASSERT_TRUE(refused.status().details().has_value());
   EXPECT_EQ(refused.status().details()->reason, reason::kEntryTooLarge);
-  EXPECT_NE(refused.status().message().find("exceeds 4"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("exceeds 4"), std::string::npos)
+      << refused.status().message();
   auto accepted = client->append({"1234"});
   ASSERT_TRUE(accepted.ok()) << accepted.status().to_string();
   EXPECT_EQ(accepted->first_index, 1u);

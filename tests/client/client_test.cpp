@@ -35,8 +35,8 @@ TEST(Client, RedirectsToTheNamedLeaderInOneHop) {
   FakeNode leader(1);
   const std::string leader_address = leader.address();
   for (FakeNode* follower : {&follower_a, &follower_b}) {
-    follower->log.on_append = [leader_address](grpc::ServerContext* context, int, const pb::AppendRequest&,
-                                               pb::AppendResponse*) {
+    follower->log.on_append = [leader_address](grpc::ServerContext* context, int,
+                                               const pb::AppendRequest&, pb::AppendResponse*) {
       return not_leader_status(context, 1, leader_address);
     };
   }
@@ -45,7 +45,8 @@ TEST(Client, RedirectsToTheNamedLeaderInOneHop) {
     return accept_append(request, response, 10 * static_cast<std::uint64_t>(call));
   };
 
-  auto client = make_client(fast_options({follower_a.address(), follower_b.address(), leader.address()}));
+  auto client =
+      make_client(fast_options({follower_a.address(), follower_b.address(), leader.address()}));
   auto first = client->append({"a", "b"});
   ASSERT_TRUE(first.ok()) << first.status().to_string();
   EXPECT_EQ(first->first_index, 10u);
@@ -66,8 +67,10 @@ TEST(Client, RetryAfterUnavailableReusesClientIdAndSequence) {
   FakeNode leader(1);
   leader.log.on_append = [](grpc::ServerContext*, int call, const pb::AppendRequest& request,
                             pb::AppendResponse* response) {
-    if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "leadership lost; outcome unknown");
-    if (call == 2) return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "not committed in time");
+    if (call == 1)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "leadership lost; outcome unknown");
+    if (call == 2)
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "not committed in time");
     response->set_duplicate(call == 3);
     return accept_append(request, response, 7);
   };
@@ -93,7 +96,8 @@ TEST(Client, EveryAppendCallTakesTheNextSequence) {
     if (request.entries(0) == "too big") {
       ErrorDetails details;
       details.reason = std::string(reason::kEntryTooLarge);
-      return error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "entry of 9 bytes exceeds 8", details);
+      return error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "entry of 9 bytes exceeds 8",
+                          details);
     }
     return accept_append(request, response, request.sequence() * 100);
   };
@@ -134,7 +138,8 @@ TEST(Client, SequenceReusedIsReturnedAtOnceNotRetried) {
     if (request.sequence() == 1) {
       ErrorDetails details;
       details.reason = std::string(reason::kSequenceReused);
-      return error_status(context, grpc::StatusCode::FAILED_PRECONDITION, "sequence 1 already used", details);
+      return error_status(context, grpc::StatusCode::FAILED_PRECONDITION, "sequence 1 already used",
+                          details);
     }
     return accept_append(request, response, 5);
   };
@@ -177,7 +182,8 @@ TEST(Client, TooManyPendingIsRetriedButDiskFullIsNot) {
     }
     if (call <= 2) {
       details.reason = std::string(reason::kTooManyPending);
-      return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED, "too many pending", details);
+      return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED, "too many pending",
+                          details);
     }
     return accept_append(request, response, 1);
   };
@@ -195,7 +201,8 @@ TEST(Client, TooManyPendingIsRetriedButDiskFullIsNot) {
 
 TEST(Client, GivesUpAtTheRetryDeadlineWithAClearStatus) {
   FakeNode down(2);
-  down.log.on_append = [](grpc::ServerContext*, int, const pb::AppendRequest&, pb::AppendResponse*) {
+  down.log.on_append = [](grpc::ServerContext*, int, const pb::AppendRequest&,
+                          pb::AppendResponse*) {
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "shutting down");
   };
   const std::string dead = loopback_address(pick_free_loopback_port());  // nothing listens there
@@ -208,18 +215,22 @@ TEST(Client, GivesUpAtTheRetryDeadlineWithAClearStatus) {
   const auto elapsed = std::chrono::steady_clock::now() - started;
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), StatusCode::kDeadlineExceeded);
-  EXPECT_NE(result.status().message().find("gave up after"), std::string::npos) << result.status().message();
-  EXPECT_NE(result.status().message().find("UNAVAILABLE"), std::string::npos) << result.status().message();
+  EXPECT_NE(result.status().message().find("gave up after"), std::string::npos)
+      << result.status().message();
+  EXPECT_NE(result.status().message().find("UNAVAILABLE"), std::string::npos)
+      << result.status().message();
   EXPECT_GE(elapsed, 290ms);
   EXPECT_LT(elapsed, 1000ms);
   EXPECT_GE(down.log.append_calls(), 2u);  // it kept trying within the deadline
   const auto requests = down.log.appends();
-  for (const pb::AppendRequest& request : requests) EXPECT_EQ(request.sequence(), requests.front().sequence());
+  for (const pb::AppendRequest& request : requests)
+    EXPECT_EQ(request.sequence(), requests.front().sequence());
 }
 
 TEST(Client, SlowServerIsCutOffByTheCallTimeoutAndRetriedIdempotently) {
   FakeNode slow(1);
-  slow.log.on_append = [](grpc::ServerContext* context, int, const pb::AppendRequest&, pb::AppendResponse*) {
+  slow.log.on_append = [](grpc::ServerContext* context, int, const pb::AppendRequest&,
+                          pb::AppendResponse*) {
     // Never answers in time: waits until the client gives up on this attempt.
     for (int i = 0; i < 200 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "not committed in time");
@@ -246,10 +257,14 @@ TEST(Client, LinearizableReadFollowsRedirectAndChecksContiguity) {
   FakeNode leader(1);
   const std::string leader_address = leader.address();
   follower.log.on_read = [leader_address](grpc::ServerContext* context, int, const pb::ReadRequest&,
-                                          pb::ReadResponse*) { return not_leader_status(context, 1, leader_address); };
-  leader.log.on_read = [](grpc::ServerContext*, int call, const pb::ReadRequest& request, pb::ReadResponse* response) {
+                                          pb::ReadResponse*) {
+    return not_leader_status(context, 1, leader_address);
+  };
+  leader.log.on_read = [](grpc::ServerContext*, int call, const pb::ReadRequest& request,
+                          pb::ReadResponse* response) {
     EXPECT_TRUE(request.linearizable());
-    for (std::uint64_t i = 0; i < 3; ++i) *response->add_entries() = wire_entry(request.from_index() + i);
+    for (std::uint64_t i = 0; i < 3; ++i)
+      *response->add_entries() = wire_entry(request.from_index() + i);
     if (call == 2) response->mutable_entries(1)->set_index(99);  // a broken answer
     response->set_commit_index(50);
     return grpc::Status::OK;
@@ -320,7 +335,8 @@ TEST(Client, TailEndsOnStopRequestAndOnDuration) {
     pb::TailResponse response;
     *response.add_entries() = wire_entry(request.from_index());
     writer->Write(response);
-    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);  // idle log
+    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i)
+      std::this_thread::sleep_for(5ms);  // idle log
     return grpc::Status::OK;
   };
   auto client = make_client(fast_options({node.address()}));
@@ -364,7 +380,9 @@ TEST(Client, TailReportsAGapAndARefusedRange) {
   FakeNode node(1);
   node.log.on_tail = [](grpc::ServerContext*, int call, const pb::TailRequest&,
                         grpc::ServerWriter<pb::TailResponse>* writer) {
-    if (call == 2) return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "index 1 is below the first retained index 50");
+    if (call == 2)
+      return grpc::Status(grpc::StatusCode::OUT_OF_RANGE,
+                          "index 1 is below the first retained index 50");
     pb::TailResponse response;
     *response.add_entries() = wire_entry(1);
     *response.add_entries() = wire_entry(2);
@@ -379,7 +397,8 @@ TEST(Client, TailReportsAGapAndARefusedRange) {
     return true;
   });
   EXPECT_EQ(gap.status().code(), StatusCode::kDataLoss);
-  EXPECT_NE(gap.status().message().find("from index 3 to 4"), std::string::npos) << gap.status().message();
+  EXPECT_NE(gap.status().message().find("from index 3 to 4"), std::string::npos)
+      << gap.status().message();
   EXPECT_EQ(delivered, (std::vector<std::uint64_t>{1, 2}));
   auto refused = client->tail(TailOptions{}, [](const Entry&) { return true; });
   EXPECT_EQ(refused.status().code(), StatusCode::kOutOfRange);
@@ -393,8 +412,10 @@ TEST(Client, TailOnAQuietLogResumesWhenItsNodeFails) {
   FakeNode survivor(2);
   quiet.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest&,
                          grpc::ServerWriter<pb::TailResponse>*) {
-    const auto until = std::chrono::steady_clock::now() + 700ms;  // idle for over twice the deadline
-    while (std::chrono::steady_clock::now() < until && !context->IsCancelled()) std::this_thread::sleep_for(5ms);
+    const auto until =
+        std::chrono::steady_clock::now() + 700ms;  // idle for over twice the deadline
+    while (std::chrono::steady_clock::now() < until && !context->IsCancelled())
+      std::this_thread::sleep_for(5ms);
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "node shutting down");
   };
   survivor.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest& request,
@@ -440,7 +461,8 @@ TEST(Client, StatusAllFlushAndTransfer) {
   FakeNode follower(2);
   const std::string dead = loopback_address(pick_free_loopback_port());
   const std::string leader_address = leader.address();
-  follower.admin.on_transfer = [leader_address](grpc::ServerContext* context, const pb::TransferLeadershipRequest&,
+  follower.admin.on_transfer = [leader_address](grpc::ServerContext* context,
+                                                const pb::TransferLeadershipRequest&,
                                                 pb::TransferLeadershipResponse*) {
     return not_leader_status(context, 1, leader_address);
   };
@@ -480,15 +502,17 @@ TEST(Client, StatusAllFlushAndTransfer) {
 TEST(Endpoints, ParsesAndRejects) {
   auto good = parse_endpoints(" 127.0.0.1:7001, localhost:7002,[::1]:7003 ");
   ASSERT_TRUE(good.ok()) << good.status().to_string();
-  EXPECT_EQ(good.value(), (std::vector<std::string>{"127.0.0.1:7001", "localhost:7002", "[::1]:7003"}));
-  for (const char* bad : {"", "  ", "host", "host:", ":7001", "h:0", "h:65536", "h:12x", "a:1,,b:2", "a:1,",
-                          "a:1,a:1", "::1:7001", "[::1]7001", "bad host:1"}) {
+  EXPECT_EQ(good.value(),
+            (std::vector<std::string>{"127.0.0.1:7001", "localhost:7002", "[::1]:7003"}));
+  for (const char* bad : {"", "  ", "host", "host:", ":7001", "h:0", "h:65536", "h:12x", "a:1,,b:2",
+                          "a:1,", "a:1,a:1", "::1:7001", "[::1]7001", "bad host:1"}) {
     auto parsed = parse_endpoints(bad);
     EXPECT_FALSE(parsed.ok()) << "accepted \"" << bad << "\"";
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
   }
   std::string too_many;
-  for (int i = 1; i <= 65; ++i) too_many += (i > 1 ? "," : "") + std::string("h:") + std::to_string(i);
+  for (int i = 1; i <= 65; ++i)
+    too_many += (i > 1 ? "," : "") + std::string("h:") + std::to_string(i);
   EXPECT_FALSE(parse_endpoints(too_many).ok());
 
   Options options;
@@ -517,26 +541,30 @@ TEST(Endpoints, TlsOptionsAreCheckedAtCreate) {
   options.tls.ca_file = not_pem;  // files without enabled: a mistake, not silently plaintext
   auto created = Client::create(options);
   ASSERT_FALSE(created.ok());
-  EXPECT_NE(created.status().message().find("tls.enabled"), std::string::npos) << created.status().to_string();
+  EXPECT_NE(created.status().message().find("tls.enabled"), std::string::npos)
+      << created.status().to_string();
 
   options.tls.enabled = true;
   options.tls.ca_file = "/nonexistent/ca.crt";
   created = Client::create(options);
   ASSERT_FALSE(created.ok());
   EXPECT_EQ(created.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(created.status().message().find("cannot read TLS CA file /nonexistent/ca.crt"), std::string::npos)
+  EXPECT_NE(created.status().message().find("cannot read TLS CA file /nonexistent/ca.crt"),
+            std::string::npos)
       << created.status().to_string();
 
   options.tls.ca_file = not_pem;  // readable, but not PEM
   created = Client::create(options);
   ASSERT_FALSE(created.ok());
-  EXPECT_NE(created.status().message().find("is not a PEM file"), std::string::npos) << created.status().to_string();
+  EXPECT_NE(created.status().message().find("is not a PEM file"), std::string::npos)
+      << created.status().to_string();
 
   options.tls.ca_file.clear();  // system roots
   options.tls.cert_file = "/nonexistent/client.crt";
   created = Client::create(options);
   ASSERT_FALSE(created.ok());
-  EXPECT_NE(created.status().message().find("cert_file and key_file"), std::string::npos) << created.status().to_string();
+  EXPECT_NE(created.status().message().find("cert_file and key_file"), std::string::npos)
+      << created.status().to_string();
 
   options.tls.cert_file.clear();
   EXPECT_TRUE(Client::create(options).ok());  // TLS with the system's roots
@@ -552,7 +580,8 @@ TEST(HealthState, NamesFollowTheProtocol) {
 
 TEST(ErrorInfo, StatusToStringNamesTheCode) {
   EXPECT_EQ(Status().to_string(), "OK");
-  EXPECT_EQ(Status(StatusCode::kFailedPrecondition, "not the leader").to_string(), "FAILED_PRECONDITION: not the leader");
+  EXPECT_EQ(Status(StatusCode::kFailedPrecondition, "not the leader").to_string(),
+            "FAILED_PRECONDITION: not the leader");
 }
 
 }  // namespace

@@ -25,15 +25,17 @@ namespace pb = raftlog::v1;
 // A scriptable node: each handler decides the answer from the call number and the request.
 class FakeLog final : public pb::Log::Service {
  public:
-  using AppendHandler =
-      std::function<grpc::Status(grpc::ServerContext*, int call, const pb::AppendRequest&, pb::AppendResponse*)>;
-  using ReadHandler =
-      std::function<grpc::Status(grpc::ServerContext*, int call, const pb::ReadRequest&, pb::ReadResponse*)>;
-  using TailHandler = std::function<grpc::Status(grpc::ServerContext*, int call, const pb::TailRequest&,
-                                                 grpc::ServerWriter<pb::TailResponse>*)>;
+  using AppendHandler = std::function<grpc::Status(grpc::ServerContext*, int call,
+                                                   const pb::AppendRequest&, pb::AppendResponse*)>;
+  using ReadHandler = std::function<grpc::Status(grpc::ServerContext*, int call,
+                                                 const pb::ReadRequest&, pb::ReadResponse*)>;
+  using TailHandler =
+      std::function<grpc::Status(grpc::ServerContext*, int call, const pb::TailRequest&,
+                                 grpc::ServerWriter<pb::TailResponse>*)>;
 
   using AppendStreamHandler = std::function<grpc::Status(
-      grpc::ServerContext*, int call, grpc::ServerReaderWriter<pb::AppendStreamResponse, pb::AppendStreamRequest>*)>;
+      grpc::ServerContext*, int call,
+      grpc::ServerReaderWriter<pb::AppendStreamResponse, pb::AppendStreamRequest>*)>;
 
   AppendHandler on_append;
   // Unset: AppendStream answers UNIMPLEMENTED, like a node that predates it, and the client
@@ -49,14 +51,15 @@ class FakeLog final : public pb::Log::Service {
     if (!on_append) return {grpc::StatusCode::UNIMPLEMENTED, "no append handler"};
     return on_append(context, call, *request, response);
   }
-  grpc::Status AppendStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<pb::AppendStreamResponse, pb::AppendStreamRequest>* stream) override {
+  grpc::Status AppendStream(grpc::ServerContext* context,
+                            grpc::ServerReaderWriter<pb::AppendStreamResponse,
+                                                     pb::AppendStreamRequest>* stream) override {
     const int call = ++append_stream_calls_;
     if (!on_append_stream) return {grpc::StatusCode::UNIMPLEMENTED, "no append stream handler"};
     return on_append_stream(context, call, stream);
   }
-  grpc::Status Read(grpc::ServerContext* context, const pb::ReadRequest* request, pb::ReadResponse* response) override {
+  grpc::Status Read(grpc::ServerContext* context, const pb::ReadRequest* request,
+                    pb::ReadResponse* response) override {
     const int call = record(reads_, *request);
     if (!on_read) return {grpc::StatusCode::UNIMPLEMENTED, "no read handler"};
     return on_read(context, call, *request, response);
@@ -67,7 +70,8 @@ class FakeLog final : public pb::Log::Service {
     if (!on_tail) return {grpc::StatusCode::UNIMPLEMENTED, "no tail handler"};
     return on_tail(context, call, *request, writer);
   }
-  grpc::Status Status(grpc::ServerContext*, const pb::StatusRequest*, pb::StatusResponse* response) override {
+  grpc::Status Status(grpc::ServerContext*, const pb::StatusRequest*,
+                      pb::StatusResponse* response) override {
     response->set_node_id(node_id);
     response->set_role(node_id == 1 ? pb::ROLE_LEADER : pb::ROLE_FOLLOWER);
     response->set_term(4);
@@ -113,13 +117,15 @@ class FakeAdmin final : public pb::Admin::Service {
       on_transfer;
   std::atomic<int> transfer_calls{0};
 
-  grpc::Status TransferLeadership(grpc::ServerContext* context, const pb::TransferLeadershipRequest* request,
+  grpc::Status TransferLeadership(grpc::ServerContext* context,
+                                  const pb::TransferLeadershipRequest* request,
                                   pb::TransferLeadershipResponse* response) override {
     ++transfer_calls;
     if (!on_transfer) return {grpc::StatusCode::UNIMPLEMENTED, "no transfer handler"};
     return on_transfer(context, *request, response);
   }
-  grpc::Status Flush(grpc::ServerContext*, const pb::FlushRequest*, pb::FlushResponse* response) override {
+  grpc::Status Flush(grpc::ServerContext*, const pb::FlushRequest*,
+                     pb::FlushResponse* response) override {
     response->set_flushed_index(1234);
     return grpc::Status::OK;
   }
@@ -154,7 +160,8 @@ inline std::unique_ptr<Client> make_client(Options options) {
   return std::move(created).value();
 }
 
-inline grpc::Status accept_append(const pb::AppendRequest& request, pb::AppendResponse* response, std::uint64_t first) {
+inline grpc::Status accept_append(const pb::AppendRequest& request, pb::AppendResponse* response,
+                                  std::uint64_t first) {
   response->set_first_index(first);
   response->set_last_index(first + static_cast<std::uint64_t>(request.entries_size()) - 1);
   response->set_term(3);

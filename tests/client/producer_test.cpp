@@ -1,6 +1,7 @@
-// The Producer against a fake Log service on 127.0.0.1: appends that arrive while every lane is busy
-// share the next RPC, each caller gets its own entry's index, batch bounds hold, an invalid entry fails
-// alone, other failures are shared by the batch, and the queue bound refuses without writing.
+// The Producer against a fake Log service on 127.0.0.1: appends that arrive while every lane is
+// busy share the next RPC, each caller gets its own entry's index, batch bounds hold, an invalid
+// entry fails alone, other failures are shared by the batch, and the queue bound refuses without
+// writing.
 #include "client/producer.h"
 
 #include <grpcpp/grpcpp.h>
@@ -46,9 +47,9 @@ class Gate {
   bool open_ = false;
 };
 
-// A leader that hands out consecutive indexes, holding the calls numbered <= held_calls at the gate.
-// It keeps where it placed each payload under the same lock that assigns the index: the order in which
-// FakeLog recorded concurrent calls is not the order in which they reach this lock.
+// A leader that hands out consecutive indexes, holding the calls numbered <= held_calls at the
+// gate. It keeps where it placed each payload under the same lock that assigns the index: the order
+// in which FakeLog recorded concurrent calls is not the order in which they reach this lock.
 struct GatedLeader {
   FakeNode node{1};
   Gate gate;
@@ -57,19 +58,22 @@ struct GatedLeader {
   std::map<std::uint64_t, std::string> placed;  // index -> payload, guarded by mu
 
   explicit GatedLeader(int held_calls) {
-    node.log.on_append = [this, held_calls](grpc::ServerContext* context, int call, const pb::AppendRequest& request,
+    node.log.on_append = [this, held_calls](grpc::ServerContext* context, int call,
+                                            const pb::AppendRequest& request,
                                             pb::AppendResponse* response) {
       if (call <= held_calls) gate.wait();
       for (const std::string& entry : request.entries()) {
         if (entry == "too big") {
           ErrorDetails details;
           details.reason = std::string(reason::kEntryTooLarge);
-          return error_status(context, grpc::StatusCode::INVALID_ARGUMENT, "entry exceeds the limit", details);
+          return error_status(context, grpc::StatusCode::INVALID_ARGUMENT,
+                              "entry exceeds the limit", details);
         }
         if (entry == "disk full") {
           ErrorDetails details;
           details.reason = "DISK_FULL";
-          return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED, "disk full on the leader", details);
+          return error_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "disk full on the leader", details);
         }
       }
       std::lock_guard lock(mu);
@@ -145,8 +149,9 @@ std::vector<std::string> numbered(const std::string& prefix, int count) {
 
 using Results = std::map<std::string, Result<AppendResult>>;
 
-// A one-lane Producer whose lane is held busy by a first append ("first") that the fake leader keeps
-// at its gate: what callers append next queues up, and the RPCs after the gate opens carry it.
+// A one-lane Producer whose lane is held busy by a first append ("first") that the fake leader
+// keeps at its gate: what callers append next queues up, and the RPCs after the gate opens carry
+// it.
 struct BusyLane {
   GatedLeader leader{1};
   std::unique_ptr<Producer> producer;
@@ -161,7 +166,8 @@ struct BusyLane {
 
   // Appends each payload from its own thread behind the busy lane, asserts that all of them queued,
   // opens the gate and collects every result (the first append's into *first_results, if given).
-  void release_with(const std::vector<std::string>& payloads, Results* results, Results* first_results = nullptr) {
+  void release_with(const std::vector<std::string>& payloads, Results* results,
+                    Results* first_results = nullptr) {
     ASSERT_TRUE(wait_until_calls(leader.node, 1));
     Callers queued(*producer, payloads);
     ASSERT_TRUE(wait_until_queued(*producer, payloads.size()));
@@ -217,7 +223,8 @@ TEST(Producer, BatchesRespectTheEntryAndByteBounds) {
 
   BusyLane by_bytes([](ProducerOptions& o) { o.max_batch_bytes = 40; });
   std::vector<std::string> twenty_byte_payloads;
-  for (int i = 0; i < 5; ++i) twenty_byte_payloads.push_back("b" + std::to_string(i) + std::string(18, 'x'));
+  for (int i = 0; i < 5; ++i)
+    twenty_byte_payloads.push_back("b" + std::to_string(i) + std::string(18, 'x'));
   twenty_byte_payloads.push_back(std::string(100, 'L'));  // larger than the bound: goes alone
   ASSERT_NO_FATAL_FAILURE(by_bytes.release_with(twenty_byte_payloads, &results));
   for (const auto& [payload, result] : results) EXPECT_TRUE(result.ok()) << payload.substr(0, 4);
@@ -226,11 +233,13 @@ TEST(Producer, BatchesRespectTheEntryAndByteBounds) {
   for (std::size_t i = 1; i < requests.size(); ++i) {
     std::size_t bytes = 0;
     for (const std::string& entry : requests[i].entries()) bytes += entry.size();
-    EXPECT_TRUE(bytes <= 40 || requests[i].entries_size() == 1) << "request " << i << " carries " << bytes;
+    EXPECT_TRUE(bytes <= 40 || requests[i].entries_size() == 1)
+        << "request " << i << " carries " << bytes;
     entries += static_cast<std::size_t>(requests[i].entries_size());
   }
   EXPECT_EQ(entries, 6u);
-  EXPECT_GE(requests.size(), 1u + 4u);  // 2 + 2 + 1 twenty-byte payloads in some order, and the large one
+  EXPECT_GE(requests.size(),
+            1u + 4u);  // 2 + 2 + 1 twenty-byte payloads in some order, and the large one
 }
 
 TEST(Producer, AnInvalidEntryFailsAloneAndTheRestOfItsBatchIsResentOneByOne) {
@@ -257,7 +266,8 @@ TEST(Producer, AnInvalidEntryFailsAloneAndTheRestOfItsBatchIsResentOneByOne) {
   EXPECT_EQ(requests[1].entries_size(), 5);
   for (std::size_t i = 2; i < requests.size(); ++i) {
     EXPECT_EQ(requests[i].entries_size(), 1);
-    EXPECT_EQ(requests[i].sequence(), requests[i - 1].sequence() + 1);  // each resend its own sequence
+    EXPECT_EQ(requests[i].sequence(),
+              requests[i - 1].sequence() + 1);  // each resend its own sequence
   }
 }
 
@@ -344,13 +354,19 @@ TEST(Producer, OptionsAreChecked) {
     change(changed);
     return validate_producer_options(changed);
   };
-  EXPECT_NE(with([](ProducerOptions& o) { o.client.client_id = 5; }).find("client_id must be 0"), std::string::npos);
+  EXPECT_NE(with([](ProducerOptions& o) { o.client.client_id = 5; }).find("client_id must be 0"),
+            std::string::npos);
   EXPECT_NE(with([](ProducerOptions& o) { o.lanes = 0; }).find("lanes"), std::string::npos);
-  EXPECT_NE(with([](ProducerOptions& o) { o.lanes = kMaxProducerLanes + 1; }).find("lanes"), std::string::npos);
-  EXPECT_NE(with([](ProducerOptions& o) { o.max_batch_entries = 0; }).find("max_batch_entries"), std::string::npos);
-  EXPECT_NE(with([](ProducerOptions& o) { o.max_batch_entries = 1025; }).find("max_batch_entries"), std::string::npos);
-  EXPECT_NE(with([](ProducerOptions& o) { o.max_batch_bytes = 0; }).find("max_batch_bytes"), std::string::npos);
-  EXPECT_NE(with([](ProducerOptions& o) { o.max_queued_entries = 0; }).find("max_queued_entries"), std::string::npos);
+  EXPECT_NE(with([](ProducerOptions& o) { o.lanes = kMaxProducerLanes + 1; }).find("lanes"),
+            std::string::npos);
+  EXPECT_NE(with([](ProducerOptions& o) { o.max_batch_entries = 0; }).find("max_batch_entries"),
+            std::string::npos);
+  EXPECT_NE(with([](ProducerOptions& o) { o.max_batch_entries = 1025; }).find("max_batch_entries"),
+            std::string::npos);
+  EXPECT_NE(with([](ProducerOptions& o) { o.max_batch_bytes = 0; }).find("max_batch_bytes"),
+            std::string::npos);
+  EXPECT_NE(with([](ProducerOptions& o) { o.max_queued_entries = 0; }).find("max_queued_entries"),
+            std::string::npos);
   EXPECT_NE(with([](ProducerOptions& o) { o.client.endpoints.clear(); }), "");
   auto refused = Producer::create([&] {
     ProducerOptions o = options;

@@ -1,5 +1,5 @@
-// The standard grpc-status-details-bin payload (src/api_errors/status_details.h) on its own: what the
-// server puts in it, and what the client library accepts back from bytes it cannot trust.
+// The standard grpc-status-details-bin payload (src/api_errors/status_details.h) on its own: what
+// the server puts in it, and what the client library accepts back from bytes it cannot trust.
 #include "api_errors/status_details.h"
 
 #include <gtest/gtest.h>
@@ -28,8 +28,8 @@ std::string status_with(const google::rpc::ErrorInfo& info,
 
 TEST(StatusDetails, IsAStandardStatusWithOneRaftlogErrorInfo) {
   google::rpc::Status status;
-  ASSERT_TRUE(status.ParseFromString(
-      status_details(grpc::StatusCode::FAILED_PRECONDITION, "not the leader", not_leader_details())));
+  ASSERT_TRUE(status.ParseFromString(status_details(grpc::StatusCode::FAILED_PRECONDITION,
+                                                    "not the leader", not_leader_details())));
   EXPECT_EQ(status.code(), 9);
   EXPECT_EQ(status.message(), "not the leader");
   ASSERT_EQ(status.details_size(), 1);
@@ -49,7 +49,8 @@ TEST(StatusDetails, MetadataHoldsOnlyTheHintsThatAreKnown) {
   details.first_index = 1;
   details.commit_index = 0;  // an empty log: zero is a value, not "unknown"
   google::rpc::Status status;
-  ASSERT_TRUE(status.ParseFromString(status_details(grpc::StatusCode::OUT_OF_RANGE, "past the end", details)));
+  ASSERT_TRUE(status.ParseFromString(
+      status_details(grpc::StatusCode::OUT_OF_RANGE, "past the end", details)));
   google::rpc::ErrorInfo info;
   ASSERT_TRUE(status.details(0).UnpackTo(&info));
   ASSERT_EQ(info.metadata_size(), 2);
@@ -58,7 +59,8 @@ TEST(StatusDetails, MetadataHoldsOnlyTheHintsThatAreKnown) {
 
   details = ErrorDetails{};
   details.reason = std::string(reason::kNoLeader);
-  ASSERT_TRUE(status.ParseFromString(status_details(grpc::StatusCode::FAILED_PRECONDITION, "no leader", details)));
+  ASSERT_TRUE(status.ParseFromString(
+      status_details(grpc::StatusCode::FAILED_PRECONDITION, "no leader", details)));
   ASSERT_TRUE(status.details(0).UnpackTo(&info));
   EXPECT_EQ(info.reason(), "NO_LEADER");
   EXPECT_TRUE(info.metadata().empty());
@@ -66,12 +68,16 @@ TEST(StatusDetails, MetadataHoldsOnlyTheHintsThatAreKnown) {
 
 TEST(StatusDetails, ReadsBackWhatTheServerWrote) {
   ErrorDetails details = not_leader_details();
-  EXPECT_EQ(details_from_status_details(status_details(grpc::StatusCode::FAILED_PRECONDITION, "m", details)), details);
+  EXPECT_EQ(details_from_status_details(
+                status_details(grpc::StatusCode::FAILED_PRECONDITION, "m", details)),
+            details);
   details = ErrorDetails{};
   details.reason = std::string(reason::kIndexTrimmed);
   details.first_index = 129;
   details.commit_index = 400;
-  EXPECT_EQ(details_from_status_details(status_details(grpc::StatusCode::OUT_OF_RANGE, "m", details)), details);
+  EXPECT_EQ(
+      details_from_status_details(status_details(grpc::StatusCode::OUT_OF_RANGE, "m", details)),
+      details);
 }
 
 TEST(StatusDetails, IgnoresWhatIsNotRaftlogs) {

@@ -23,11 +23,13 @@ std::unique_ptr<v1::Log::Stub> stub(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(64 << 20);
   args.SetMaxReceiveMessageSize(64 << 20);
-  return v1::Log::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  return v1::Log::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }
 
-grpc::Status append(v1::Log::Stub& s, const std::vector<std::string>& entries, std::uint64_t client_id,
-                    std::uint64_t sequence, v1::AppendResponse* response, grpc::ClientContext* context = nullptr) {
+grpc::Status append(v1::Log::Stub& s, const std::vector<std::string>& entries,
+                    std::uint64_t client_id, std::uint64_t sequence, v1::AppendResponse* response,
+                    grpc::ClientContext* context = nullptr) {
   grpc::ClientContext local;
   grpc::ClientContext* ctx = context != nullptr ? context : &local;
   ctx->set_deadline(std::chrono::system_clock::now() + 5s);
@@ -69,10 +71,12 @@ TEST_F(ApiTest, BadRequestsGetSpecificStatusesAndChangeNothing) {
   EXPECT_EQ(append(*leader, {}, 0, 0, &response).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   grpc::Status too_large = append(*leader, {std::string(1025, 'x')}, 0, 0, &response);
   EXPECT_EQ(too_large.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(too_large.error_message().find("maximum entry size"), std::string::npos) << too_large.error_message();
+  EXPECT_NE(too_large.error_message().find("maximum entry size"), std::string::npos)
+      << too_large.error_message();
   grpc::Status too_many = append(*leader, std::vector<std::string>(9, "e"), 0, 0, &response);
   EXPECT_EQ(too_many.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(too_many.error_message().find("too many entries"), std::string::npos) << too_many.error_message();
+  EXPECT_NE(too_many.error_message().find("too many entries"), std::string::npos)
+      << too_many.error_message();
 
   // Reads: index 0, past the end.
   {
@@ -89,13 +93,15 @@ TEST_F(ApiTest, BadRequestsGetSpecificStatusesAndChangeNothing) {
     v1::ReadResponse read;
     grpc::Status st = leader->Read(&ctx, request, &read);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::OUT_OF_RANGE);
-    EXPECT_NE(st.error_message().find("past the committed end"), std::string::npos) << st.error_message();
+    EXPECT_NE(st.error_message().find("past the committed end"), std::string::npos)
+        << st.error_message();
   }
 
   // A follower refuses writes and names the leader, in the message and in ErrorInfo (once it has
   // heard from the leader: until then it says NO_LEADER).
   const int follower = leader_ == 1 ? 2 : 1;
-  ASSERT_TRUE(cluster_->wait_for_commit(follower, ok_response.last_index())) << cluster_->log_tail(follower);
+  ASSERT_TRUE(cluster_->wait_for_commit(follower, ok_response.last_index()))
+      << cluster_->log_tail(follower);
   auto f = stub(cluster_->address(follower));
   grpc::ClientContext ctx;
   grpc::Status redirected = append(*f, {"x"}, 0, 0, &response, &ctx);
@@ -155,7 +161,8 @@ TEST_F(ApiTest, IdempotentRetryReturnsOriginalIndexesAcrossLeaderChangeAndRestar
 
   // Exactly one copy in the log.
   int copies = 0;
-  for (const client::Entry& e : cluster_->read_all(third_leader)) copies += e.payload == "once-a" ? 1 : 0;
+  for (const client::Entry& e : cluster_->read_all(third_leader))
+    copies += e.payload == "once-a" ? 1 : 0;
   EXPECT_EQ(copies, 1);
 
   // A new sequence is a new append.
@@ -178,7 +185,8 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
     grpc::ClientContext ctx;
     v1::AppendResponse response;
     const grpc::Status st = append(node, entries, client_id, 1, &response, &ctx);
-    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << entries.size() << ": " << st.error_message();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+        << entries.size() << ": " << st.error_message();
     const auto details = api_errors::error_details(ctx);
     ASSERT_TRUE(details.has_value());
     EXPECT_EQ(details->reason, api_errors::reason::kSequenceReused);
@@ -191,7 +199,8 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
     EXPECT_EQ(retry.first_index(), first.first_index());
     EXPECT_EQ(retry.last_index(), first.last_index());
   };
-  const std::vector<std::vector<std::string>> others{{"one", "TWO"}, {"one"}, {"one", "two", "three"}};
+  const std::vector<std::vector<std::string>> others{
+      {"one", "TWO"}, {"one"}, {"one", "two", "three"}};
   for (const auto& entries : others) expect_refused(*leader, entries);
   expect_duplicate(*leader);
 
@@ -213,11 +222,13 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
   auto restarted = cluster_->client(options);
   auto reused = restarted->append({"new data"});
   ASSERT_FALSE(reused.ok());
-  EXPECT_EQ(reused.status().code(), client::StatusCode::kFailedPrecondition) << reused.status().to_string();
+  EXPECT_EQ(reused.status().code(), client::StatusCode::kFailedPrecondition)
+      << reused.status().to_string();
   ASSERT_TRUE(reused.status().details().has_value());
   EXPECT_EQ(reused.status().details()->reason, api_errors::reason::kSequenceReused);
 
-  // A new leader knows the append from replication (not from its own proposal) and compares as exactly.
+  // A new leader knows the append from replication (not from its own proposal) and compares as
+  // exactly.
   for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster_->wait_for_commit(id, first.last_index()));
   const std::uint64_t last_before = last_index(leader_);
   cluster_->kill(leader_);
@@ -228,7 +239,8 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
   expect_duplicate(*second);
   int copies = 0;
   for (const client::Entry& e : cluster_->read_all(new_leader)) {
-    EXPECT_TRUE(e.payload != "TWO" && e.payload != "three" && e.payload != "new data" && e.payload != "zero");
+    EXPECT_TRUE(e.payload != "TWO" && e.payload != "three" && e.payload != "new data" &&
+                e.payload != "zero");
     copies += e.payload == "one" ? 1 : 0;
   }
   EXPECT_EQ(copies, 1);
@@ -247,7 +259,8 @@ TEST_F(ApiTest, GracefulStopExitsZeroAndRestartsWithNormalRecovery) {
   cluster_->start(follower);
   ASSERT_TRUE(cluster_->wait_for_commit(follower, r->last_index)) << cluster_->log_tail(follower);
   EXPECT_NE(cluster_->log_tail(follower).find("mode=normal"), std::string::npos)
-      << "a clean shutdown should recover in normal mode:\n" << cluster_->log_tail(follower);
+      << "a clean shutdown should recover in normal mode:\n"
+      << cluster_->log_tail(follower);
 }
 
 // Twelve threads share one Producer against the real cluster, which accepts at most 8 entries per
@@ -279,12 +292,14 @@ TEST_F(ApiTest, ProducerCoalescesConcurrentAppendsAndEveryAcknowledgedEntryIsInT
         auto result = producer.append(payload);
         if (oversized) {
           EXPECT_FALSE(result.ok());
-          EXPECT_EQ(result.status().code(), client::StatusCode::kInvalidArgument) << result.status().to_string();
+          EXPECT_EQ(result.status().code(), client::StatusCode::kInvalidArgument)
+              << result.status().to_string();
           continue;
         }
         ASSERT_TRUE(result.ok()) << payload << ": " << result.status().to_string();
         std::lock_guard lock(mu);
-        EXPECT_TRUE(acknowledged.emplace(result->first_index, payload).second) << "index given twice";
+        EXPECT_TRUE(acknowledged.emplace(result->first_index, payload).second)
+            << "index given twice";
       }
     });
   }
@@ -300,7 +315,8 @@ TEST_F(ApiTest, ProducerCoalescesConcurrentAppendsAndEveryAcknowledgedEntryIsInT
     ASSERT_NE(found, in_log.end()) << "acknowledged index " << index << " missing";
     EXPECT_EQ(found->second, payload) << "index " << index;
   }
-  EXPECT_EQ(in_log.size(), acknowledged.size());  // nothing else written: no duplicate, no oversized entry
+  EXPECT_EQ(in_log.size(),
+            acknowledged.size());  // nothing else written: no duplicate, no oversized entry
   EXPECT_GT(producer.stats().rpcs, 0u);
 }
 

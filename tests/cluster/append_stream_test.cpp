@@ -1,7 +1,7 @@
-// Log/AppendStream over a real 3-node cluster, through the raw gRPC API: pipelined requests past the
-// per-stream bound are each answered exactly once and land in the log in order, a refused request
-// fails alone, a follower answers every request with the leader's address, the stream count is
-// bounded, and a graceful stop ends open streams with UNAVAILABLE at once.
+// Log/AppendStream over a real 3-node cluster, through the raw gRPC API: pipelined requests past
+// the per-stream bound are each answered exactly once and land in the log in order, a refused
+// request fails alone, a follower answers every request with the leader's address, the stream count
+// is bounded, and a graceful stop ends open streams with UNAVAILABLE at once.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -31,8 +31,8 @@ struct OpenStream {
     context.set_deadline(std::chrono::system_clock::now() + 30s);
     stream = stub->AppendStream(&context);
   }
-  bool send(std::uint64_t request_id, const std::vector<std::string>& entries, std::uint64_t client_id = 0,
-            std::uint64_t sequence = 0) {
+  bool send(std::uint64_t request_id, const std::vector<std::string>& entries,
+            std::uint64_t client_id = 0, std::uint64_t sequence = 0) {
     v1::AppendStreamRequest request;
     request.set_request_id(request_id);
     for (const std::string& entry : entries) request.mutable_append()->add_entries(entry);
@@ -49,7 +49,8 @@ struct OpenStream {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Log::Stub> stub;
   grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>> stream;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>>
+      stream;
 };
 
 class AppendStreamTest : public ::testing::Test {
@@ -58,8 +59,8 @@ class AppendStreamTest : public ::testing::Test {
     LocalClusterOptions options;
     options.raftlogd_path = RAFTLOGD_PATH;
     options.max_entry_size_bytes = 1024;
-    options.extra_flags = {"--max-appends-per-stream", std::to_string(kAppendsPerStream), "--max-append-streams",
-                           std::to_string(kMaxStreams)};
+    options.extra_flags = {"--max-appends-per-stream", std::to_string(kAppendsPerStream),
+                           "--max-append-streams", std::to_string(kMaxStreams)};
     cluster_ = std::make_unique<LocalCluster>(options);
     cluster_->start_all();
     leader_ = cluster_->wait_for_leader();
@@ -69,9 +70,11 @@ class AppendStreamTest : public ::testing::Test {
   int leader_ = 0;
 };
 
-TEST_F(AppendStreamTest, PipelinedRequestsPastTheBoundAreEachAnsweredOnceAndAnInvalidOneFailsAlone) {
-  constexpr int kRequests = 40;  // ten times the per-stream bound: the node must pause and resume reading
-  constexpr int kInvalid = 17;   // an empty append
+TEST_F(AppendStreamTest,
+       PipelinedRequestsPastTheBoundAreEachAnsweredOnceAndAnInvalidOneFailsAlone) {
+  constexpr int kRequests =
+      40;  // ten times the per-stream bound: the node must pause and resume reading
+  constexpr int kInvalid = 17;  // an empty append
   OpenStream open(cluster_->address(leader_));
   // The writer does not wait for answers; the node's bound holds it back through flow control.
   std::thread writer([&] {
@@ -114,8 +117,10 @@ TEST_F(AppendStreamTest, PipelinedRequestsPastTheBoundAreEachAnsweredOnceAndAnIn
   }
   ASSERT_TRUE(cluster_->wait_for_commit(leader_, previous_index));
   std::map<std::uint64_t, std::string> in_log;
-  for (const client::Entry& entry : cluster_->read_all(leader_)) in_log[entry.index] = entry.payload;
-  for (const auto& [index, payload] : expected_at) EXPECT_EQ(in_log[index], payload) << "index " << index;
+  for (const client::Entry& entry : cluster_->read_all(leader_))
+    in_log[entry.index] = entry.payload;
+  for (const auto& [index, payload] : expected_at)
+    EXPECT_EQ(in_log[index], payload) << "index " << index;
 }
 
 TEST_F(AppendStreamTest, AFollowerAnswersEveryRequestWithTheLeaderAndKeepsTheStreamOpen) {

@@ -27,7 +27,8 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
 
   CommandRun append = run_command("printf 'one\\ntwo\\n' | " + ctl + "append --json" + endpoints);
   ASSERT_EQ(append.exit_code, 0) << append.out;
-  EXPECT_NE(append.out.find("\"first_index\":2"), std::string::npos) << append.out;  // 1 is the no-op
+  EXPECT_NE(append.out.find("\"first_index\":2"), std::string::npos)
+      << append.out;  // 1 is the no-op
   EXPECT_NE(append.out.find("\"first_index\":3"), std::string::npos) << append.out;
 
   CommandRun read = run_command(ctl + "read --from 1 --linearizable" + endpoints);
@@ -36,17 +37,22 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   CommandRun bare = run_command(ctl + "read --from 1 --linearizable --no-headers" + endpoints);
   EXPECT_EQ(bare.out, "1\t1\t(noop)\n2\t1\tone\n3\t1\ttwo\n");
   // Stopped by --count with more committed: a hint (on stderr; run_command merges it).
-  CommandRun first_two = run_command(ctl + "read --from 1 --count 2 --linearizable --no-headers" + endpoints);
+  CommandRun first_two =
+      run_command(ctl + "read --from 1 --count 2 --linearizable --no-headers" + endpoints);
   ASSERT_EQ(first_two.exit_code, 0) << first_two.out;
-  EXPECT_EQ(first_two.out, "1\t1\t(noop)\n2\t1\tone\n1 more entries (through index 3); use --count or --from 3\n");
-  CommandRun all_three = run_command(ctl + "read --from 1 --count 3 --linearizable --no-headers" + endpoints);
+  EXPECT_EQ(first_two.out,
+            "1\t1\t(noop)\n2\t1\tone\n1 more entries (through index 3); use --count or --from 3\n");
+  CommandRun all_three =
+      run_command(ctl + "read --from 1 --count 3 --linearizable --no-headers" + endpoints);
   EXPECT_EQ(all_three.out.find("more entries"), std::string::npos) << all_three.out;
 
   // Global flags before the command, and `leader`.
   CommandRun leader_line = run_command(ctl + endpoints + " --json leader");
   ASSERT_EQ(leader_line.exit_code, 0) << leader_line.out;
-  EXPECT_NE(leader_line.out.find("\"leader_id\":" + std::to_string(leader)), std::string::npos) << leader_line.out;
-  EXPECT_NE(leader_line.out.find("\"leader_address\":\"" + cluster.address(leader) + "\""), std::string::npos)
+  EXPECT_NE(leader_line.out.find("\"leader_id\":" + std::to_string(leader)), std::string::npos)
+      << leader_line.out;
+  EXPECT_NE(leader_line.out.find("\"leader_address\":\"" + cluster.address(leader) + "\""),
+            std::string::npos)
       << leader_line.out;
   CommandRun version = run_command(ctl + "--version");
   EXPECT_EQ(version.exit_code, 0) << version.out;
@@ -59,9 +65,11 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   EXPECT_NE(tail.out.find("\"payload\":\"two\""), std::string::npos) << tail.out;
 
   const int target = leader == 3 ? 1 : leader + 1;
-  CommandRun transfer = run_command(ctl + "transfer-leader --to " + std::to_string(target) + endpoints);
+  CommandRun transfer =
+      run_command(ctl + "transfer-leader --to " + std::to_string(target) + endpoints);
   ASSERT_EQ(transfer.exit_code, 0) << transfer.out;
-  EXPECT_NE(transfer.out.find("node " + std::to_string(target) + " is leader"), std::string::npos) << transfer.out;
+  EXPECT_NE(transfer.out.find("node " + std::to_string(target) + " is leader"), std::string::npos)
+      << transfer.out;
 
   CommandRun flush = run_command(ctl + "flush" + endpoints);
   EXPECT_EQ(flush.exit_code, 0) << flush.out;
@@ -97,25 +105,32 @@ TEST(CliTest, ADownNodeIsShownInWordsAndLeaderNeedsOneNodeThatKnows) {
   const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
   const int down = leader == 3 ? 1 : 3;
   cluster.kill(down);
-  CommandRun status = run_command(ctl + "status --timeout-ms 2000 --endpoints " + cluster.endpoints());
+  CommandRun status =
+      run_command(ctl + "status --timeout-ms 2000 --endpoints " + cluster.endpoints());
   EXPECT_EQ(status.exit_code, 0) << status.out;  // the other nodes answered
   EXPECT_NE(status.out.find(cluster.address(down) + " "), std::string::npos) << status.out;
-  EXPECT_NE(status.out.find("DOWN (connection refused: no node listening)"), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("DOWN (connection refused: no node listening)"), std::string::npos)
+      << status.out;
   EXPECT_EQ(status.out.find("failed to connect to all addresses"), std::string::npos) << status.out;
-  CommandRun health = run_command(ctl + "health --timeout-ms 2000 --endpoints " + cluster.address(down));
+  CommandRun health =
+      run_command(ctl + "health --timeout-ms 2000 --endpoints " + cluster.address(down));
   EXPECT_EQ(health.exit_code, 1) << health.out;
   EXPECT_NE(health.out.find("ENDPOINT"), std::string::npos) << health.out;  // column header
   EXPECT_NE(health.out.find("DOWN (connection refused"), std::string::npos) << health.out;
   // `leader` through the dead node plus a live one: the live one knows.
   const int live = down == 1 ? 2 : 1;
-  CommandRun found = run_command(ctl + "leader --timeout-ms 2000 --endpoints " + cluster.address(down) + "," +
-                                 cluster.address(live));
+  CommandRun found = run_command(ctl + "leader --timeout-ms 2000 --endpoints " +
+                                 cluster.address(down) + "," + cluster.address(live));
   EXPECT_EQ(found.exit_code, 0) << found.out;
-  EXPECT_EQ(found.out.rfind("node " + std::to_string(leader) + " at " + cluster.address(leader) + " (term ", 0), 0U)
+  EXPECT_EQ(found.out.rfind(
+                "node " + std::to_string(leader) + " at " + cluster.address(leader) + " (term ", 0),
+            0U)
       << found.out;
-  CommandRun none = run_command(ctl + "leader --timeout-ms 1000 --endpoints " + cluster.address(down));
+  CommandRun none =
+      run_command(ctl + "leader --timeout-ms 1000 --endpoints " + cluster.address(down));
   EXPECT_EQ(none.exit_code, 1) << none.out;
-  EXPECT_NE(none.out.find("no leader known (0 of 1 endpoints answered"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("no leader known (0 of 1 endpoints answered"), std::string::npos)
+      << none.out;
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
-// Integration tests over real raftlogd processes on 127.0.0.1 (issue 4's list): election, replication,
-// kill -9 of the leader under load, catch-up across many segments, truncation of an old leader's
-// uncommitted tail, idempotent retries across a leader change and restarts.
+// Integration tests over real raftlogd processes on 127.0.0.1 (issue 4's list): election,
+// replication, kill -9 of the leader under load, catch-up across many segments, truncation of an
+// old leader's uncommitted tail, idempotent retries across a leader change and restarts.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -34,8 +34,9 @@ void expect_all_nodes_hold(LocalCluster& cluster, const std::vector<Acked>& acke
   std::uint64_t max_index = 0;
   for (const Acked& a : acked) max_index = std::max(max_index, a.index);
   for (int id = 1; id <= cluster.size(); ++id) {
-    ASSERT_TRUE(cluster.wait_for_commit(id, max_index, 15s)) << "node " << id << " did not catch up\n"
-                                                           << cluster.log_tail(id);
+    ASSERT_TRUE(cluster.wait_for_commit(id, max_index, 15s))
+        << "node " << id << " did not catch up\n"
+        << cluster.log_tail(id);
     const std::vector<client::Entry> log = cluster.read_all(id);
     std::map<std::uint64_t, const client::Entry*> by_index;
     std::multiset<std::string> payloads;
@@ -47,7 +48,8 @@ void expect_all_nodes_hold(LocalCluster& cluster, const std::vector<Acked>& acke
       auto it = by_index.find(a.index);
       ASSERT_NE(it, by_index.end()) << "node " << id << " lacks acknowledged index " << a.index;
       EXPECT_EQ(it->second->payload, a.payload) << "node " << id << " index " << a.index;
-      EXPECT_EQ(payloads.count(a.payload), 1u) << "payload " << a.payload << " not exactly once on node " << id;
+      EXPECT_EQ(payloads.count(a.payload), 1u)
+          << "payload " << a.payload << " not exactly once on node " << id;
     }
     // Indexes are contiguous from 1.
     for (std::size_t i = 0; i < log.size(); ++i) ASSERT_EQ(log[i].index, i + 1);
@@ -73,7 +75,8 @@ TEST(ClusterTest, ThreeNodesElectReplicateAndServeReadsEverywhere) {
   auto batch = c->append({"b0", "b1", "b2"});
   ASSERT_TRUE(batch.ok()) << batch.status().message();
   EXPECT_EQ(batch->last_index, batch->first_index + 2);
-  for (int i = 0; i < 3; ++i) acked.push_back({batch->first_index + static_cast<std::uint64_t>(i), "b" + std::to_string(i)});
+  for (int i = 0; i < 3; ++i)
+    acked.push_back({batch->first_index + static_cast<std::uint64_t>(i), "b" + std::to_string(i)});
 
   expect_all_nodes_hold(cluster, acked);
 
@@ -198,8 +201,8 @@ TEST(ClusterTest, OldLeaderUncommittedTailIsTruncatedAndReplaced) {
   }
   ASSERT_TRUE(cluster.wait_for_commit(followers[0], acked.back().index));
   ASSERT_TRUE(cluster.wait_for_commit(followers[1], acked.back().index));
-  // Isolate the leader: its followers die, so what it appends now cannot commit. (Pausing them would
-  // not do: the appends would wait in their socket buffers and be accepted when they resume.)
+  // Isolate the leader: its followers die, so what it appends now cannot commit. (Pausing them
+  // would not do: the appends would wait in their socket buffers and be accepted when they resume.)
   for (int id : followers) cluster.kill(id);
   {
     client::Options options;
@@ -213,7 +216,8 @@ TEST(ClusterTest, OldLeaderUncommittedTailIsTruncatedAndReplaced) {
   }
   auto before = cluster.status(old_leader);
   ASSERT_TRUE(before.has_value());
-  EXPECT_GT(before->last_index, acked.back().index) << "the isolated leader holds no uncommitted tail";
+  EXPECT_GT(before->last_index, acked.back().index)
+      << "the isolated leader holds no uncommitted tail";
   // The old leader goes down with its tail; the others come back, elect a leader and move on.
   cluster.kill(old_leader);
   for (int id : followers) cluster.start(id);
@@ -229,9 +233,11 @@ TEST(ClusterTest, OldLeaderUncommittedTailIsTruncatedAndReplaced) {
   cluster.start(old_leader);
   expect_all_nodes_hold(cluster, acked);
   for (const client::Entry& e : cluster.read_all(old_leader)) {
-    EXPECT_EQ(e.payload.rfind("orphan-", 0), std::string::npos) << "uncommitted entry survived at " << e.index;
+    EXPECT_EQ(e.payload.rfind("orphan-", 0), std::string::npos)
+        << "uncommitted entry survived at " << e.index;
   }
-  EXPECT_NE(cluster.log_tail(old_leader, 100000).find("truncating uncommitted log tail"), std::string::npos)
+  EXPECT_NE(cluster.log_tail(old_leader, 100000).find("truncating uncommitted log tail"),
+            std::string::npos)
       << cluster.log_tail(old_leader);
 }
 

@@ -36,7 +36,8 @@ std::string trailer(const grpc::ClientContext& context, const std::string& key) 
 // The ErrorInfo of a refused call, checked to be standard: the trailer parses as google.rpc.Status,
 // repeats the call's code and message, and holds exactly one Any of ErrorInfo's standard type URL
 // with domain raftlog.v1. The older trailer names the same reason.
-google::rpc::ErrorInfo standard_error_info(const grpc::ClientContext& context, const grpc::Status& status) {
+google::rpc::ErrorInfo standard_error_info(const grpc::ClientContext& context,
+                                           const grpc::Status& status) {
   google::rpc::ErrorInfo info;
   const std::string bytes = trailer(context, "grpc-status-details-bin");
   EXPECT_FALSE(bytes.empty()) << "no grpc-status-details-bin on: " << status.error_message();
@@ -57,11 +58,14 @@ google::rpc::ErrorInfo standard_error_info(const grpc::ClientContext& context, c
   return info;
 }
 
-Metadata metadata_of(const google::rpc::ErrorInfo& info) { return {info.metadata().begin(), info.metadata().end()}; }
+Metadata metadata_of(const google::rpc::ErrorInfo& info) {
+  return {info.metadata().begin(), info.metadata().end()};
+}
 
 // read_status_details.py's `key=value` lines, or nullopt (with the reason in *why) when this
 // machine's python3 lacks grpcio or protobuf.
-std::optional<std::map<std::string, std::string>> python_view(const std::string& arguments, std::string* why) {
+std::optional<std::map<std::string, std::string>> python_view(const std::string& arguments,
+                                                              std::string* why) {
   const CommandRun run = run_command(std::string(RAFTLOG_TEST_PYTHON) + " " + RAFTLOG_SOURCE_DIR +
                                      "/tests/cluster/read_status_details.py --proto-dir " +
                                      RAFTLOG_PYTHON_PROTO_DIR + " " + arguments);
@@ -161,7 +165,8 @@ TEST_F(ErrorModelTest, ALeadershipTransferToAnUnknownNodeHasAReason) {
 
 TEST_F(ErrorModelTest, PythonsGrpcReadsTheStandardDetails) {
   std::string why;
-  auto not_leader = python_view("--address " + cluster_->address(follower_) + " --call append", &why);
+  auto not_leader =
+      python_view("--address " + cluster_->address(follower_) + " --call append", &why);
   if (!not_leader) GTEST_SKIP() << why;
   EXPECT_EQ((*not_leader)["code"], "FAILED_PRECONDITION") << why;
   EXPECT_EQ((*not_leader)["status_code_matches"], "True") << why;
@@ -175,8 +180,8 @@ TEST_F(ErrorModelTest, PythonsGrpcReadsTheStandardDetails) {
   EXPECT_EQ((*not_leader)["metadata.leader_address"], cluster_->address(leader_)) << why;
   EXPECT_EQ((*not_leader)["raftlog_error_bin"], "True") << why;
 
-  auto past_end = python_view("--address " + cluster_->address(leader_) + " --call read --from-index " +
-                                  std::to_string(seed_index_ + 100),
+  auto past_end = python_view("--address " + cluster_->address(leader_) +
+                                  " --call read --from-index " + std::to_string(seed_index_ + 100),
                               &why);
   ASSERT_TRUE(past_end.has_value()) << why;
   EXPECT_EQ((*past_end)["code"], "OUT_OF_RANGE") << why;

@@ -49,7 +49,8 @@ class FakeNode : public ::testing::Test {
 };
 
 TEST_F(FakeNode, LogWithoutSanitizerReportIsRemovedWithTheCluster) {
-  const std::string root = run_one_node(write_script("raftlogd: cannot start: some ordinary error"));
+  const std::string root =
+      run_one_node(write_script("raftlogd: cannot start: some ordinary error"));
   ASSERT_FALSE(root.empty()) << "the fake node did not exit";
   EXPECT_FALSE(std::filesystem::exists(root));
 }
@@ -69,10 +70,14 @@ TEST_F(FakeNode, SanitizerReportInANodeLogAbortsTheTestProcess) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // Not the pid: the threadsafe death test runs this body again in a re-executed child.
   const std::string token = "fake-report-of-local_cluster_test";
-  const std::string asan = write_script("==42==ERROR: AddressSanitizer: heap-use-after-free " + token);
-  EXPECT_DEATH(run_one_node(asan), "node 1's log .* holds a sanitizer report:\n==42==ERROR: AddressSanitizer");
-  const std::string ubsan = write_script("src/x.cpp:1:2: runtime error: signed integer overflow " + token);
-  EXPECT_DEATH(run_one_node(ubsan), "sanitizer report:\nsrc/x.cpp:1:2: runtime error: signed integer overflow");
+  const std::string asan =
+      write_script("==42==ERROR: AddressSanitizer: heap-use-after-free " + token);
+  EXPECT_DEATH(run_one_node(asan),
+               "node 1's log .* holds a sanitizer report:\n==42==ERROR: AddressSanitizer");
+  const std::string ubsan =
+      write_script("src/x.cpp:1:2: runtime error: signed integer overflow " + token);
+  EXPECT_DEATH(run_one_node(ubsan),
+               "sanitizer report:\nsrc/x.cpp:1:2: runtime error: signed integer overflow");
   remove_kept_cluster_directories(token);
 }
 

@@ -20,7 +20,9 @@ std::string whole_log(const LocalCluster& cluster, int id) {
   return text.str();
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
 
 TEST(LogsTest, ANormalStartIsQuietAndElectionsSayWhy) {
   LocalClusterOptions options;
@@ -31,19 +33,27 @@ TEST(LogsTest, ANormalStartIsQuietAndElectionsSayWhy) {
   const int leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0);
   // Every node has replicated the leader's no-op, so every lane to every peer has been up.
-  for (int id = 1; id <= cluster.size(); ++id) ASSERT_TRUE(cluster.wait_for_commit(id, 1)) << cluster.log_tail(id);
+  for (int id = 1; id <= cluster.size(); ++id)
+    ASSERT_TRUE(cluster.wait_for_commit(id, 1)) << cluster.log_tail(id);
 
   const std::string leader_log = whole_log(cluster, leader);
-  EXPECT_TRUE(contains(leader_log, "role PreCandidate -> Candidate: pre-vote won: starting the election for term"))
+  EXPECT_TRUE(contains(
+      leader_log, "role PreCandidate -> Candidate: pre-vote won: starting the election for term"))
       << leader_log;
-  EXPECT_TRUE(contains(leader_log, "role Candidate -> Leader: won the election: leader for term")) << leader_log;
-  EXPECT_TRUE(contains(leader_log, "role Follower -> PreCandidate: election timeout: no message from")) << leader_log;
+  EXPECT_TRUE(contains(leader_log, "role Candidate -> Leader: won the election: leader for term"))
+      << leader_log;
+  EXPECT_TRUE(
+      contains(leader_log, "role Follower -> PreCandidate: election timeout: no message from"))
+      << leader_log;
   for (int id = 1; id <= cluster.size(); ++id) {
     const std::string log = whole_log(cluster, id);
     EXPECT_FALSE(contains(log, "Follower -> Follower")) << "node " << id << ":\n" << log;
-    EXPECT_FALSE(contains(log, ") down: ")) << "node " << id << ": a peer-down warning on a normal start\n" << log;
+    EXPECT_FALSE(contains(log, ") down: "))
+        << "node " << id << ": a peer-down warning on a normal start\n"
+        << log;
     EXPECT_FALSE(contains(log, "unreachable since start")) << "node " << id << ":\n" << log;
-    EXPECT_TRUE(contains(log, "raftlogd ") && contains(log, "(revision ")) << "node " << id << ": no version line";
+    EXPECT_TRUE(contains(log, "raftlogd ") && contains(log, "(revision "))
+        << "node " << id << ": no version line";
     if (id != leader) {
       EXPECT_TRUE(contains(log, "following leader " + std::to_string(leader))) << log;
     }
@@ -56,8 +66,8 @@ TEST(LogsTest, ANormalStartIsQuietAndElectionsSayWhy) {
   ASSERT_TRUE(moved.ok()) << moved.status().message();
   ASSERT_EQ(cluster.wait_for_leader(), target);
   const std::string target_log = whole_log(cluster, target);
-  EXPECT_TRUE(contains(target_log, "role Follower -> Candidate: leadership transfer: leader " + std::to_string(leader) +
-                                       " handed over"))
+  EXPECT_TRUE(contains(target_log, "role Follower -> Candidate: leadership transfer: leader " +
+                                       std::to_string(leader) + " handed over"))
       << target_log;
 
   // SIGTERM with no call in flight: the node (metrics listener included) exits well within its 3 s
@@ -68,7 +78,8 @@ TEST(LogsTest, ANormalStartIsQuietAndElectionsSayWhy) {
   EXPECT_EQ(cluster.stop(stopping), 0) << cluster.log_tail(stopping);
   const auto took = std::chrono::steady_clock::now() - started;
   EXPECT_LT(took, std::chrono::milliseconds(1500)) << cluster.log_tail(stopping);
-  EXPECT_TRUE(contains(whole_log(cluster, stopping), "shut down in ")) << cluster.log_tail(stopping);
+  EXPECT_TRUE(contains(whole_log(cluster, stopping), "shut down in "))
+      << cluster.log_tail(stopping);
 }
 
 TEST(LogsTest, SigtermDoesNotWaitForAnIdleClientConnection) {

@@ -1,6 +1,6 @@
 // Prometheus metrics of a real 3-node cluster (docs/metrics.md): every documented family is served,
-// the values follow what the cluster did, peer series exist only on the leader, refusals are counted
-// by reason, and `promtool check metrics` accepts the output.
+// the values follow what the cluster did, peer series exist only on the leader, refusals are
+// counted by reason, and `promtool check metrics` accepts the output.
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -19,7 +19,8 @@ using namespace std::chrono_literals;
 
 std::string scrape(const LocalCluster& cluster, int id) {
   const auto body = http_get(cluster.metrics_address(id), "/metrics");
-  EXPECT_TRUE(body.has_value()) << "no metrics from node " << id << " at " << cluster.metrics_address(id);
+  EXPECT_TRUE(body.has_value()) << "no metrics from node " << id << " at "
+                                << cluster.metrics_address(id);
   return body.value_or("");
 }
 
@@ -28,7 +29,8 @@ std::optional<double> sample(const std::string& text, const std::string& series)
   std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ') {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ') {
       return std::stod(line.substr(series.size() + 1));
     }
   }
@@ -92,24 +94,33 @@ TEST(MetricsTest, ClusterExposesDocumentedMetricsThatFollowTheWork) {
   EXPECT_EQ(sample(on_leader, "raftlog_grpc_requests_total{" + node +
                                   ",code=\"OK\",method=\"raftlog.v1.Log/AppendStream\"}"),
             kAppends);
-  EXPECT_EQ(sample(on_leader, "raftlog_grpc_requests_total{" + node +
-                                  ",code=\"INVALID_ARGUMENT\",method=\"raftlog.v1.Log/AppendStream\"}"),
-            1.0);
+  EXPECT_EQ(
+      sample(on_leader, "raftlog_grpc_requests_total{" + node +
+                            ",code=\"INVALID_ARGUMENT\",method=\"raftlog.v1.Log/AppendStream\"}"),
+      1.0);
   EXPECT_EQ(sample(on_leader, "raftlog_grpc_request_duration_seconds_count{" + node +
                                   ",method=\"raftlog.v1.Log/AppendStream\"}"),
             kAppends + 1);
-  EXPECT_EQ(sample(on_leader, "raftlog_rejected_requests_total{" + node + ",reason=\"ENTRY_TOO_LARGE\"}"), 1.0);
+  EXPECT_EQ(
+      sample(on_leader, "raftlog_rejected_requests_total{" + node + ",reason=\"ENTRY_TOO_LARGE\"}"),
+      1.0);
   const auto commit = sample(on_leader, "raftlog_raft_commit_index{" + node + "}");
   ASSERT_TRUE(commit.has_value());
   EXPECT_GE(*commit, kAppends);
-  EXPECT_GE(sample(on_leader, "raftlog_store_fsync_duration_seconds_count{" + node + "}").value_or(0), 1.0);
-  // Process memory: a running node holds some heap, and its anonymous part is within its resident set.
-  const double resident = sample(on_leader, "raftlog_process_resident_memory_bytes{" + node + "}").value_or(0);
-  const double anonymous = sample(on_leader, "raftlog_process_anonymous_memory_bytes{" + node + "}").value_or(0);
-  // Under AddressSanitizer (RAFTLOG_SANITIZE, which builds this test and raftlogd alike) the heap is
-  // ASan's allocator, not glibc's arenas, and mallinfo2() reports 0 bytes in use.
+  EXPECT_GE(
+      sample(on_leader, "raftlog_store_fsync_duration_seconds_count{" + node + "}").value_or(0),
+      1.0);
+  // Process memory: a running node holds some heap, and its anonymous part is within its resident
+  // set.
+  const double resident =
+      sample(on_leader, "raftlog_process_resident_memory_bytes{" + node + "}").value_or(0);
+  const double anonymous =
+      sample(on_leader, "raftlog_process_anonymous_memory_bytes{" + node + "}").value_or(0);
+  // Under AddressSanitizer (RAFTLOG_SANITIZE, which builds this test and raftlogd alike) the heap
+  // is ASan's allocator, not glibc's arenas, and mallinfo2() reports 0 bytes in use.
 #if !defined(__SANITIZE_ADDRESS__)
-  EXPECT_GT(sample(on_leader, "raftlog_process_heap_in_use_bytes{" + node + "}").value_or(0), 64.0 * 1024);
+  EXPECT_GT(sample(on_leader, "raftlog_process_heap_in_use_bytes{" + node + "}").value_or(0),
+            64.0 * 1024);
 #endif
   EXPECT_GT(anonymous, 0.0);
   EXPECT_LE(anonymous, resident);
@@ -132,7 +143,8 @@ TEST(MetricsTest, ClusterExposesDocumentedMetricsThatFollowTheWork) {
     std::ofstream out(file);
     out << on_leader;
   }
-  const int rc = std::system(("promtool check metrics < " + file + " > " + file + ".lint 2>&1").c_str());
+  const int rc =
+      std::system(("promtool check metrics < " + file + " > " + file + ".lint 2>&1").c_str());
   std::ifstream lint(file + ".lint");
   std::stringstream lint_text;
   lint_text << lint.rdbuf();

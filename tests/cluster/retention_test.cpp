@@ -67,7 +67,8 @@ TEST(RetentionTest, TrimDeletesWholeCommittedSegmentsAndKeepsWhatALiveFollowerNe
     EXPECT_TRUE(eventually([&] {
       auto status = cluster.status(id);
       return status.has_value() && status->first_index == trimmed->first_index;
-    })) << "node " << id;
+    })) << "node "
+        << id;
     // Below the first retained index: OUT_OF_RANGE; from it on, the entries are intact.
     auto only_this = cluster.client({}, {id});
     auto below = only_this->read(trimmed->first_index - 1, 10, 1 << 20, false);
@@ -118,7 +119,9 @@ TEST(RetentionTest, SizePolicyRunsByItself) {
     EXPECT_TRUE(eventually([&] {
       auto status = cluster.status(id);
       return status.has_value() && status->first_index > 1;
-    })) << "node " << id << " never applied the size limit\n" << cluster.log_tail(id);
+    })) << "node "
+        << id << " never applied the size limit\n"
+        << cluster.log_tail(id);
   }
   auto entries = cluster.read_all(1);
   ASSERT_FALSE(entries.empty());
@@ -178,8 +181,8 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries
   })) << cluster.log_tail(leader);
   const auto metrics = http_get(cluster.metrics_address(leader), "/metrics");
   ASSERT_TRUE(metrics.has_value());
-  EXPECT_NE(metrics->find("raftlog_peer_behind_first_index{node_id=\"" + std::to_string(leader) + "\",peer=\"" +
-                          std::to_string(follower) + "\"} 1"),
+  EXPECT_NE(metrics->find("raftlog_peer_behind_first_index{node_id=\"" + std::to_string(leader) +
+                          "\",peer=\"" + std::to_string(follower) + "\"} 1"),
             std::string::npos);
   EXPECT_NE(cluster.log_tail(leader).find("cannot catch up"), std::string::npos);
 
@@ -191,7 +194,8 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries
   ASSERT_EQ(cluster.stop(healthy), 0) << cluster.log_tail(healthy);
   for (const char* part : {"log", "HARDSTATE"}) {
     std::filesystem::remove_all(cluster.data_dir(follower) + "/" + part);
-    std::filesystem::copy(cluster.data_dir(healthy) + "/" + part, cluster.data_dir(follower) + "/" + part,
+    std::filesystem::copy(cluster.data_dir(healthy) + "/" + part,
+                          cluster.data_dir(follower) + "/" + part,
                           std::filesystem::copy_options::recursive);
   }
   cluster.start(healthy);

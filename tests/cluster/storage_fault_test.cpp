@@ -1,9 +1,9 @@
-// Storage faults on real processes (issue 13, item 4): a byte flipped in a follower's synced entries,
-// after it acknowledged them. Before, recovery cut the log there as a torn tail and the node aborted
-// on the leader's next heartbeat at every restart (commit index beyond the last log index); or,
-// with the flip mid-log behind many sealed entries, it started, reported SERVING and failed every read
-// covering the entry with INTERNAL. Now the node repairs the range from its peers: every acknowledged
-// entry is on every node afterwards, byte for byte.
+// Storage faults on real processes (issue 13, item 4): a byte flipped in a follower's synced
+// entries, after it acknowledged them. Before, recovery cut the log there as a torn tail and the
+// node aborted on the leader's next heartbeat at every restart (commit index beyond the last log
+// index); or, with the flip mid-log behind many sealed entries, it started, reported SERVING and
+// failed every read covering the entry with INTERNAL. Now the node repairs the range from its
+// peers: every acknowledged entry is on every node afterwards, byte for byte.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -17,7 +17,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string payload_of(std::uint64_t i) { return "storage-fault-entry-" + std::to_string(i) + std::string(600, 'x'); }
+std::string payload_of(std::uint64_t i) {
+  return "storage-fault-entry-" + std::to_string(i) + std::string(600, 'x');
+}
 
 // Appends `count` entries through the leader; returns their indexes (acknowledged, so committed).
 std::vector<std::uint64_t> append_entries(LocalCluster& cluster, std::uint64_t count) {
@@ -32,7 +34,8 @@ std::vector<std::uint64_t> append_entries(LocalCluster& cluster, std::uint64_t c
   return indexes;
 }
 
-// Flips one payload byte of the entry holding `needle` in the node's segment files (the node is down).
+// Flips one payload byte of the entry holding `needle` in the node's segment files (the node is
+// down).
 void flip_byte_of(const std::string& data_dir, const std::string& needle) {
   for (const auto& file : std::filesystem::directory_iterator(data_dir + "/log")) {
     if (file.path().extension() != ".seg") continue;
@@ -51,19 +54,22 @@ void flip_byte_of(const std::string& data_dir, const std::string& needle) {
 // Every acknowledged entry, at its index, with its payload, on every node.
 void expect_every_node_holds(LocalCluster& cluster, const std::vector<std::uint64_t>& indexes) {
   for (int id = 1; id <= cluster.size(); ++id) {
-    ASSERT_TRUE(cluster.wait_for_commit(id, indexes.back(), 20s)) << "node " << id << "\n" << cluster.log_tail(id);
+    ASSERT_TRUE(cluster.wait_for_commit(id, indexes.back(), 20s)) << "node " << id << "\n"
+                                                                  << cluster.log_tail(id);
     const std::vector<client::Entry> log = cluster.read_all(id);
     std::map<std::uint64_t, std::string> by_index;
     for (const client::Entry& e : log) by_index[e.index] = e.payload;
     for (std::size_t i = 0; i < indexes.size(); ++i) {
-      ASSERT_EQ(by_index[indexes[i]], payload_of(i + 1)) << "node " << id << " index " << indexes[i];
+      ASSERT_EQ(by_index[indexes[i]], payload_of(i + 1))
+          << "node " << id << " index " << indexes[i];
     }
   }
 }
 
 // Starts the cluster, appends `count` entries, waits until a follower holds them all; returns that
 // follower (0 on failure, with the test failed).
-int fill_and_pick_follower(LocalCluster& cluster, std::uint64_t count, std::vector<std::uint64_t>* indexes) {
+int fill_and_pick_follower(LocalCluster& cluster, std::uint64_t count,
+                           std::vector<std::uint64_t>* indexes) {
   cluster.start_all();
   const int leader = cluster.wait_for_leader();
   EXPECT_NE(leader, 0);
@@ -77,7 +83,8 @@ int fill_and_pick_follower(LocalCluster& cluster, std::uint64_t count, std::vect
 
 // Stops the follower with kill -9 and flips a byte of the entry holding `needle` in its segments;
 // with `wait_for_checkpoint` first lets a checkpoint (every second) cover everything it holds.
-void kill_and_flip(LocalCluster& cluster, int follower, const std::string& needle, bool wait_for_checkpoint) {
+void kill_and_flip(LocalCluster& cluster, int follower, const std::string& needle,
+                   bool wait_for_checkpoint) {
   if (wait_for_checkpoint) std::this_thread::sleep_for(1500ms);
   cluster.kill(follower);
   flip_byte_of(cluster.data_dir(follower), needle);
@@ -92,12 +99,14 @@ void flipped_byte_in_acknowledged_entries(bool wait_for_checkpoint) {
   std::vector<std::uint64_t> indexes;
   const int follower = fill_and_pick_follower(cluster, 60, &indexes);
   ASSERT_NE(follower, 0);
-  ASSERT_NO_FATAL_FAILURE(kill_and_flip(cluster, follower, "storage-fault-entry-50", wait_for_checkpoint));
+  ASSERT_NO_FATAL_FAILURE(
+      kill_and_flip(cluster, follower, "storage-fault-entry-50", wait_for_checkpoint));
   cluster.start(follower);
   // Before the fix the follower aborted here on the leader's first heartbeat.
   std::this_thread::sleep_for(2s);
   ASSERT_TRUE(cluster.running(follower) && !cluster.wait_for_exit(follower, 1ms).has_value())
-      << "the follower stopped\n" << cluster.log_tail(follower);
+      << "the follower stopped\n"
+      << cluster.log_tail(follower);
   expect_every_node_holds(cluster, indexes);
   const auto status = cluster.status(follower);
   ASSERT_TRUE(status.has_value());
@@ -116,9 +125,9 @@ TEST(StorageFault, FlippedByteInCheckpointedEntriesIsRepairedFromTheLeader) {
 }
 
 // A byte flipped in a sealed segment with many entries after it: recovery only spot-checks sealed
-// segments, so the node starts. A read covering the entry fails with DATA_LOSS (never the bad bytes),
-// the background scrub finds it too, and the node stops; the next start verifies that segment in full,
-// cuts the log there and repairs it from the leader.
+// segments, so the node starts. A read covering the entry fails with DATA_LOSS (never the bad
+// bytes), the background scrub finds it too, and the node stops; the next start verifies that
+// segment in full, cuts the log there and repairs it from the leader.
 TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   LocalClusterOptions options;
   options.raftlogd_path = RAFTLOGD_PATH;
@@ -129,7 +138,8 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   const int follower = fill_and_pick_follower(cluster, 400, &indexes);
   ASSERT_NE(follower, 0);
   // Checkpointed: the first segments are sealed and trusted.
-  ASSERT_NO_FATAL_FAILURE(kill_and_flip(cluster, follower, "storage-fault-entry-30", /*wait_for_checkpoint=*/true));
+  ASSERT_NO_FATAL_FAILURE(
+      kill_and_flip(cluster, follower, "storage-fault-entry-30", /*wait_for_checkpoint=*/true));
   // The start-up read of the idempotency window (checked) covers only the last 100 entries here, as
   // the default million would leave entry 30 outside it in a longer log; the scrub is off for now.
   cluster.set_node_flags(follower, {"--dedup-rebuild-entries=100", "--scrub-bytes-per-second=0"});
@@ -143,8 +153,8 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   EXPECT_EQ(read.status().code(), client::StatusCode::kDataLoss) << read.status().message();
   EXPECT_NE(read.status().message().find("checksum"), std::string::npos) << read.status().message();
   only_follower.reset();
-  // The node stops itself (a supervisor restarts it) rather than keep a corrupt replica, and its next
-  // start cuts the log at the entry and repairs the rest from the leader.
+  // The node stops itself (a supervisor restarts it) rather than keep a corrupt replica, and its
+  // next start cuts the log at the entry and repairs the rest from the leader.
   const auto exit_code = cluster.wait_for_exit(follower, 10s);
   ASSERT_TRUE(exit_code.has_value()) << cluster.log_tail(follower);
   EXPECT_NE(*exit_code, 0);
@@ -152,12 +162,16 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   expect_every_node_holds(cluster, indexes);
 
   // The background scrub finds such an entry by itself.
-  ASSERT_NO_FATAL_FAILURE(kill_and_flip(cluster, follower, "storage-fault-entry-200", /*wait_for_checkpoint=*/true));
-  cluster.set_node_flags(follower, {"--dedup-rebuild-entries=100", "--scrub-bytes-per-second=64MiB"});
+  ASSERT_NO_FATAL_FAILURE(
+      kill_and_flip(cluster, follower, "storage-fault-entry-200", /*wait_for_checkpoint=*/true));
+  cluster.set_node_flags(follower,
+                         {"--dedup-rebuild-entries=100", "--scrub-bytes-per-second=64MiB"});
   cluster.start(follower);
   const auto scrub_exit = cluster.wait_for_exit(follower, 20s);
-  ASSERT_TRUE(scrub_exit.has_value()) << "the scrub did not find entry 200\n" << cluster.log_tail(follower);
-  EXPECT_NE(cluster.log_tail(follower).find("is corrupt"), std::string::npos) << cluster.log_tail(follower);
+  ASSERT_TRUE(scrub_exit.has_value()) << "the scrub did not find entry 200\n"
+                                      << cluster.log_tail(follower);
+  EXPECT_NE(cluster.log_tail(follower).find("is corrupt"), std::string::npos)
+      << cluster.log_tail(follower);
 
   cluster.set_node_flags(follower, {});
   cluster.start(follower);

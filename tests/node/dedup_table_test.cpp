@@ -78,7 +78,8 @@ TEST(DedupTable, OutOfOrderSequencesEvictTheLowestNotTheOldest) {
   DedupTable table(8, 2);
   table.record_entry(7, 5, 1, 1, "p");
   table.record_entry(7, 3, 2, 1, "p");
-  table.record_entry(7, 4, 3, 1, "p");  // over the bound: sequence 3 (lowest) goes, 5 (oldest) stays
+  table.record_entry(7, 4, 3, 1,
+                     "p");  // over the bound: sequence 3 (lowest) goes, 5 (oldest) stays
   Range range;
   ASSERT_EQ(table.find(7, 5, entries(1), &range), Lookup::kFound);
   EXPECT_EQ(range, (Range{1, 1, 1}));
@@ -94,10 +95,12 @@ TEST(DedupTable, EvictsTheLeastRecentlyUsedClientWhole) {
   table.record_entry(1, 1, 1, 1, "p");
   table.record_entry(2, 1, 2, 1, "p");
   Range range;
-  ASSERT_EQ(table.find(1, 1, entries(1), &range), Lookup::kFound);  // client 1 is now the most recently used
-  table.record_entry(3, 1, 3, 1, "p");                                // evicts client 2
+  ASSERT_EQ(table.find(1, 1, entries(1), &range),
+            Lookup::kFound);            // client 1 is now the most recently used
+  table.record_entry(3, 1, 3, 1, "p");  // evicts client 2
   EXPECT_EQ(table.clients(), 2u);
-  EXPECT_EQ(table.find(2, 1, entries(1), &range), Lookup::kUnknown);  // forgotten entirely, not "too old"
+  EXPECT_EQ(table.find(2, 1, entries(1), &range),
+            Lookup::kUnknown);  // forgotten entirely, not "too old"
   ASSERT_EQ(table.find(1, 1, entries(1), &range), Lookup::kFound);
   EXPECT_EQ(range, (Range{1, 1, 1}));
   ASSERT_EQ(table.find(3, 1, entries(1), &range), Lookup::kFound);
@@ -157,7 +160,8 @@ TEST(DedupTable, ARetryWithOtherContentsIsAReuseNotADuplicate) {
   EXPECT_EQ(table.find(7, 1, std::vector<std::string>{"alpha", "beta"}, &range), Lookup::kFound);
   EXPECT_EQ(range, (Range{5, 6, 2}));
   // One byte changed, the same entries in another order, the bytes split differently between the
-  // entries (the length prefix tells ["ab", "c"] from ["a", "bc"]), an empty entry for a missing one.
+  // entries (the length prefix tells ["ab", "c"] from ["a", "bc"]), an empty entry for a missing
+  // one.
   for (const std::vector<std::string>& other :
        {std::vector<std::string>{"alpha", "betA"}, std::vector<std::string>{"beta", "alpha"},
         std::vector<std::string>{"alph", "abeta"}, std::vector<std::string>{"alphabeta", ""}}) {
@@ -179,7 +183,8 @@ TEST(DedupTable, ARetryWithAnotherEntryCountIsAReuse) {
   EXPECT_EQ(table.find(7, 2, std::vector<std::string>{"a"}, &range), Lookup::kReused);
   // Only the first entries of an append in this log (a follower that became leader before the rest
   // reached it): the retry of the whole append is not an exact match either.
-  EXPECT_EQ(table.find(7, 2, std::vector<std::string>{"a", "b", "c", "d"}, &range), Lookup::kReused);
+  EXPECT_EQ(table.find(7, 2, std::vector<std::string>{"a", "b", "c", "d"}, &range),
+            Lookup::kReused);
   EXPECT_EQ(table.find(7, 2, std::vector<std::string>{"a", "b", "c"}, &range), Lookup::kFound);
   EXPECT_EQ(range, (Range{6, 8, 2}));
 }
@@ -189,20 +194,24 @@ TEST(DedupTable, ADigestAccumulatedEntryByEntryEqualsTheProposalsDigest) {
   // records its proposal whole. Both must answer the same retries the same way.
   const std::vector<std::string> payloads{"first", "", std::string(5000, 'z'), "last"};
   DedupTable follower(8, 8);
-  for (std::size_t i = 0; i < payloads.size(); ++i) follower.record_entry(7, 1, 10 + i, 3, payloads[i]);
+  for (std::size_t i = 0; i < payloads.size(); ++i)
+    follower.record_entry(7, 1, 10 + i, 3, payloads[i]);
   DedupTable leader(8, 8);
   leader.record_append(7, 1, Range{10, 13, 3}, append_digest(payloads));
   for (DedupTable* table : {&follower, &leader}) {
     Range range;
     EXPECT_EQ(table->find(7, 1, payloads, &range), Lookup::kFound);
     EXPECT_EQ(range, (Range{10, 13, 3}));
-    EXPECT_EQ(table->find(7, 1, std::vector<std::string>{"first", "", "last"}, &range), Lookup::kReused);
+    EXPECT_EQ(table->find(7, 1, std::vector<std::string>{"first", "", "last"}, &range),
+              Lookup::kReused);
   }
   std::uint32_t chained = 0;
   for (const std::string& payload : payloads) chained = extend_append_digest(chained, payload);
   EXPECT_EQ(chained, append_digest(payloads));
-  EXPECT_NE(append_digest(std::vector<std::string>{"ab", "c"}), append_digest(std::vector<std::string>{"a", "bc"}));
-  EXPECT_NE(append_digest(std::vector<std::string>{""}), append_digest(std::vector<std::string>{"", ""}));
+  EXPECT_NE(append_digest(std::vector<std::string>{"ab", "c"}),
+            append_digest(std::vector<std::string>{"a", "bc"}));
+  EXPECT_NE(append_digest(std::vector<std::string>{""}),
+            append_digest(std::vector<std::string>{"", ""}));
 }
 
 TEST(DedupTable, AMismatchAtTheStartOfTheViewIsTooOldNotAReuse) {
@@ -216,7 +225,8 @@ TEST(DedupTable, AMismatchAtTheStartOfTheViewIsTooOldNotAReuse) {
   Range range;
   EXPECT_EQ(table.find(7, 1, std::vector<std::string>{"a", "b", "c"}, &range), Lookup::kTooOld);
   EXPECT_EQ(table.find(7, 1, std::vector<std::string>{"b", "c"}, &range), Lookup::kFound);
-  EXPECT_EQ(table.find(7, 2, std::vector<std::string>{"x"}, &range), Lookup::kReused);  // seen whole
+  EXPECT_EQ(table.find(7, 2, std::vector<std::string>{"x"}, &range),
+            Lookup::kReused);  // seen whole
   // A cut at or below the view's start: what is recorded there afterwards is seen from its start.
   table.truncate_from(100);
   table.record_entry(7, 1, 100, 3, "b");

@@ -77,8 +77,8 @@ TEST(HardStateFile, WriteThenReopenKeepsTermAndVoteButNotCommit) {
   EXPECT_EQ((*reopened)->current(), (raft::HardState{5, 3, 0}));
 }
 
-// The two slots alternate: whichever one a crash tears, the other still holds a complete hard state,
-// so a reopen yields either the latest or the previous value and never garbage.
+// The two slots alternate: whichever one a crash tears, the other still holds a complete hard
+// state, so a reopen yields either the latest or the previous value and never garbage.
 TEST(HardStateFile, ATornSlotFallsBackToTheOtherWrite) {
   TempDir dir;
   const raft::HardState older{6, 2, 0};
@@ -95,7 +95,8 @@ TEST(HardStateFile, ATornSlotFallsBackToTheOtherWrite) {
   for (std::uint64_t slot = 0; slot < 2; ++slot) {
     std::string torn = original;
     const std::uint64_t start = slot * store::DurableRecordFile::kSlotStrideBytes;
-    for (std::uint64_t i = start + 8; i < start + 40; ++i) torn[i] = static_cast<char>(torn[i] ^ 0x5A);
+    for (std::uint64_t i = start + 8; i < start + 40; ++i)
+      torn[i] = static_cast<char>(torn[i] ^ 0x5A);
     write_file(hard_state_path(dir.path()), torn);
     auto reopened = HardStateFile::open(dir.path());
     ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
@@ -119,12 +120,13 @@ TEST(HardStateFile, AShortFileFromACrashedCreationOpensEmpty) {
   EXPECT_EQ((*reopened)->current(), (raft::HardState{2, 1, 0}));
 }
 
-// A record that passes the slot CRC but carries a payload this version does not understand must stop
-// the node rather than be read as term 0.
+// A record that passes the slot CRC but carries a payload this version does not understand must
+// stop the node rather than be read as term 0.
 TEST(HardStateFile, AValidRecordWithAnUnknownPayloadFailsOpen) {
   TempDir dir;
   {
-    auto record = store::DurableRecordFile::open(store::Env::posix(), hard_state_path(dir.path()), dir.path());
+    auto record = store::DurableRecordFile::open(store::Env::posix(), hard_state_path(dir.path()),
+                                                 dir.path());
     ASSERT_TRUE(record.ok());
     std::string payload = HardStateFile::encode(raft::HardState{9, 1, 0});
     payload[0] = 7;  // unknown version
@@ -135,7 +137,8 @@ TEST(HardStateFile, AValidRecordWithAnUnknownPayloadFailsOpen) {
   EXPECT_EQ(file.status().code(), store::StatusCode::kCorruption);
 }
 
-// --- through a MemoryEnv: the hard state lives where the simulator's log lives ----------------------
+// --- through a MemoryEnv: the hard state lives where the simulator's log lives
+// ----------------------
 
 // A directory that exists only inside the MemoryEnv (checked absent on the real file system).
 constexpr const char* kMemoryOnlyDir = "/raftlog-hard-state-test-memory-only";
@@ -150,8 +153,9 @@ TEST(HardStateFileMemoryEnv, EveryOperationGoesThroughTheGivenEnv) {
   auto bytes = env.content(hard_state_path(kMemoryOnlyDir));
   ASSERT_TRUE(bytes.ok());
   auto slot = store::DurableRecordFile::decode_slot(bytes->data(), bytes->size());
-  auto other = store::DurableRecordFile::decode_slot(bytes->data() + store::DurableRecordFile::kSlotStrideBytes,
-                                                     store::DurableRecordFile::kSlotStrideBytes);
+  auto other = store::DurableRecordFile::decode_slot(
+      bytes->data() + store::DurableRecordFile::kSlotStrideBytes,
+      store::DurableRecordFile::kSlotStrideBytes);
   ASSERT_TRUE(slot.has_value() || other.has_value());
   const std::string payload = slot.has_value() ? slot->payload : other->payload;
   EXPECT_EQ(payload, HardStateFile::encode(raft::HardState{5, 3, 0}));
@@ -178,9 +182,10 @@ TEST(HardStateFileMemoryEnv, AWrittenHardStateSurvivesPowerLoss) {
 TEST(HardStateFileMemoryEnv, APowerLossDuringAWriteKeepsTheOldOrTheNewHardState) {
   const raft::HardState older{6, 2, 0};
   const raft::HardState newer{7, 3, 0};
-  for (const store::CrashMode mode : {store::CrashMode::kLoseUnflushed, store::CrashMode::kTornWrite,
-                                      store::CrashMode::kKeepRandomSectors, store::CrashMode::kFlipBits,
-                                      store::CrashMode::kKeepAll}) {
+  for (const store::CrashMode mode :
+       {store::CrashMode::kLoseUnflushed, store::CrashMode::kTornWrite,
+        store::CrashMode::kKeepRandomSectors, store::CrashMode::kFlipBits,
+        store::CrashMode::kKeepAll}) {
     for (std::uint64_t seed = 1; seed <= 8; ++seed) {
       SCOPED_TRACE(std::string(store::to_string(mode)) + " seed " + std::to_string(seed));
       store::MemoryEnv env;
@@ -196,7 +201,8 @@ TEST(HardStateFileMemoryEnv, APowerLossDuringAWriteKeepsTheOldOrTheNewHardState)
       auto reopened = HardStateFile::open(kMemoryOnlyDir, &env);
       ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
       const raft::HardState recovered = (*reopened)->current();
-      EXPECT_TRUE(recovered == older || recovered == newer) << recovered.term << "/" << recovered.vote;
+      EXPECT_TRUE(recovered == older || recovered == newer)
+          << recovered.term << "/" << recovered.vote;
       if (mode == store::CrashMode::kLoseUnflushed) {
         EXPECT_EQ(recovered, older);
       }
@@ -204,7 +210,8 @@ TEST(HardStateFileMemoryEnv, APowerLossDuringAWriteKeepsTheOldOrTheNewHardState)
   }
 }
 
-// A power loss at each sync of the file's creation leaves a file (or none) that opens as a new node.
+// A power loss at each sync of the file's creation leaves a file (or none) that opens as a new
+// node.
 TEST(HardStateFileMemoryEnv, APowerLossDuringCreationOpensAsANewNode) {
   for (std::uint64_t syncs = 0; syncs < 3; ++syncs) {
     SCOPED_TRACE("crash after " + std::to_string(syncs) + " syncs");
@@ -212,7 +219,8 @@ TEST(HardStateFileMemoryEnv, APowerLossDuringCreationOpensAsANewNode) {
     env.crash_after_syncs(syncs);
     {
       auto file = HardStateFile::open(kMemoryOnlyDir, &env);
-      if (file.ok()) (void)(*file)->write(raft::HardState{1, 1, 0});  // meets the crash if open did not
+      if (file.ok())
+        (void)(*file)->write(raft::HardState{1, 1, 0});  // meets the crash if open did not
     }
     ASSERT_TRUE(env.crashed());
     env.restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});

@@ -24,7 +24,8 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-NodeConfig config_for(const std::string& dir, const std::string& cluster_id, std::uint64_t node_id) {
+NodeConfig config_for(const std::string& dir, const std::string& cluster_id,
+                      std::uint64_t node_id) {
   NodeConfig config;
   config.node_id = node_id;
   config.members = {{1, "127.0.0.1:1"}, {2, "127.0.0.1:2"}, {3, "127.0.0.1:3"}};
@@ -37,7 +38,8 @@ NodeConfig config_for(const std::string& dir, const std::string& cluster_id, std
 std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    files[entry.path().string()] = entry.is_regular_file() ? read_file(entry.path().string()) : "<dir>";
+    files[entry.path().string()] =
+        entry.is_regular_file() ? read_file(entry.path().string()) : "<dir>";
   }
   return files;
 }
@@ -45,7 +47,8 @@ std::map<std::string, std::string> snapshot(const std::string& dir) {
 TEST(NodeIdentity, EncodingRoundTripsAndIsReadable) {
   const DataDirIdentity identity{"prod-7f3a9c", 3};
   const std::string bytes = encode_identity(identity);
-  EXPECT_EQ(bytes.rfind("raftlog-identity 1\ncluster-id prod-7f3a9c\nnode-id 3\ncrc32c ", 0), 0u) << bytes;
+  EXPECT_EQ(bytes.rfind("raftlog-identity 1\ncluster-id prod-7f3a9c\nnode-id 3\ncrc32c ", 0), 0u)
+      << bytes;
   auto decoded = decode_identity(bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_EQ(*decoded, identity);
@@ -76,7 +79,8 @@ TEST(NodeIdentity, DecodeRefusesAnythingElse) {
     ASSERT_FALSE(decoded.ok());
     EXPECT_EQ(decoded.status().code(), store::StatusCode::kCorruption);
   }
-  EXPECT_NE(decode_identity(newer).status().message().find("unknown format version 2"), std::string::npos);
+  EXPECT_NE(decode_identity(newer).status().message().find("unknown format version 2"),
+            std::string::npos);
 }
 
 TEST(NodeIdentity, FreshDirectoryGetsAnIdentityAndIsAcceptedAfterwards) {
@@ -101,8 +105,10 @@ TEST(NodeIdentity, AnotherClustersOrNodesDirectoryIsRefusedUnchanged) {
 
   const NodeConfig other_cluster = config_for(dir.path(), "cluster-b", 2);
   const std::string cluster_problem = check_data_dir_identity(other_cluster);
-  EXPECT_NE(cluster_problem.find("belongs to cluster \"cluster-a\""), std::string::npos) << cluster_problem;
-  EXPECT_NE(cluster_problem.find("--cluster-id \"cluster-b\""), std::string::npos) << cluster_problem;
+  EXPECT_NE(cluster_problem.find("belongs to cluster \"cluster-a\""), std::string::npos)
+      << cluster_problem;
+  EXPECT_NE(cluster_problem.find("--cluster-id \"cluster-b\""), std::string::npos)
+      << cluster_problem;
   EXPECT_EQ(establish_data_dir_identity(other_cluster), cluster_problem);
 
   const NodeConfig other_node = config_for(dir.path(), "cluster-a", 3);
@@ -132,10 +138,12 @@ TEST(NodeIdentity, DamagedIdentityIsRefusedUnchanged) {
   TempDir dir;
   const NodeConfig config = config_for(dir.path(), "cluster-a", 1);
   std::filesystem::create_directories(config.data_dir);
-  std::ofstream(config.data_dir + "/IDENTITY") << "raftlog-identity 1\ncluster-id cluster-a\nnode-id 1\ncrc32c 00000000\n";
+  std::ofstream(config.data_dir + "/IDENTITY")
+      << "raftlog-identity 1\ncluster-id cluster-a\nnode-id 1\ncrc32c 00000000\n";
   const auto before = snapshot(dir.path());
   const std::string problem = check_data_dir_identity(config);
-  EXPECT_NE(problem.find("IDENTITY is damaged (its checksum does not match)"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("IDENTITY is damaged (its checksum does not match)"), std::string::npos)
+      << problem;
   EXPECT_EQ(establish_data_dir_identity(config), problem);
   EXPECT_EQ(snapshot(dir.path()), before);
   // A data "directory" that is a file is refused too.

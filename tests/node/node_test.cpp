@@ -47,8 +47,12 @@ class FakePeers final : public MessageSender {
     reply.to = message.from;
     reply.term = message.term;
     switch (message.type) {
-      case raft::MessageType::kPreVote: reply.type = raft::MessageType::kPreVoteResponse; break;
-      case raft::MessageType::kVote: reply.type = raft::MessageType::kVoteResponse; break;
+      case raft::MessageType::kPreVote:
+        reply.type = raft::MessageType::kPreVoteResponse;
+        break;
+      case raft::MessageType::kVote:
+        reply.type = raft::MessageType::kVoteResponse;
+        break;
       case raft::MessageType::kHeartbeat:
         reply.type = raft::MessageType::kHeartbeatResponse;
         reply.context = message.context;
@@ -58,7 +62,8 @@ class FakePeers final : public MessageSender {
         reply.type = raft::MessageType::kAppendResponse;
         reply.index = message.index + message.entries.size();
         break;
-      default: return;
+      default:
+        return;
     }
     node->receive(std::move(reply));  // thread-safe: only queues an input
   }
@@ -83,7 +88,8 @@ class FakePeers final : public MessageSender {
 NodeConfig test_config(const std::string& dir, std::size_t members) {
   NodeConfig config;
   config.node_id = 1;
-  for (std::uint64_t id = 1; id <= members; ++id) config.members[id] = "127.0.0.1:" + std::to_string(40000 + id);
+  for (std::uint64_t id = 1; id <= members; ++id)
+    config.members[id] = "127.0.0.1:" + std::to_string(40000 + id);
   config.data_dir = dir + "/node1";
   config.cluster_id = "node-test";  // a multi-node cluster may not keep the shared default
   config.tick_ms = 10;
@@ -127,8 +133,8 @@ struct FakeCluster {
   FakePeers sender;
   std::unique_ptr<Node> node;
 
-  // Opens node 1, lets the fake peers answer it (a one-member cluster never sends them anything), starts
-  // it and waits until it leads. A fatal failure ends only this function: call it through
+  // Opens node 1, lets the fake peers answer it (a one-member cluster never sends them anything),
+  // starts it and waits until it leads. A fatal failure ends only this function: call it through
   // ASSERT_NO_FATAL_FAILURE.
   void start_leader(const NodeConfig& config, NodeEvents* events = nullptr) {
     NodeError error;
@@ -143,7 +149,8 @@ struct FakeCluster {
 
 // An append whose callback may run later; `calls` catches a second completion.
 struct AsyncAppend {
-  std::shared_ptr<std::promise<AppendResult>> promise = std::make_shared<std::promise<AppendResult>>();
+  std::shared_ptr<std::promise<AppendResult>> promise =
+      std::make_shared<std::promise<AppendResult>>();
   std::shared_ptr<std::atomic<int>> calls = std::make_shared<std::atomic<int>>(0);
   std::future<AppendResult> future = promise->get_future();
 
@@ -169,8 +176,8 @@ AsyncAppend start_append(Node& node, std::vector<std::string> payloads, std::uin
   return append;
 }
 
-AppendResult append_and_wait(Node& node, std::vector<std::string> payloads, std::uint64_t client_id = 0,
-                             std::uint64_t sequence = 0) {
+AppendResult append_and_wait(Node& node, std::vector<std::string> payloads,
+                             std::uint64_t client_id = 0, std::uint64_t sequence = 0) {
   AsyncAppend append = start_append(node, std::move(payloads), client_id, sequence);
   AppendResult result = append.get();
   EXPECT_EQ(append.calls->load(), 1);
@@ -251,10 +258,14 @@ TEST(Node, InvalidAppendsFailSynchronouslyAndWriteNothing) {
   };
   const Case cases[] = {
       {"empty", {}, "EMPTY_APPEND"},
-      {"too many entries", std::vector<std::string>(config.max_entries_per_append + 1, "x"), "TOO_MANY_ENTRIES"},
-      {"entry too large", {"ok", std::string(config.store.max_entry_size_bytes + 1, 'x')}, "ENTRY_TOO_LARGE"},
+      {"too many entries", std::vector<std::string>(config.max_entries_per_append + 1, "x"),
+       "TOO_MANY_ENTRIES"},
+      {"entry too large",
+       {"ok", std::string(config.store.max_entry_size_bytes + 1, 'x')},
+       "ENTRY_TOO_LARGE"},
       // Each entry fits, the sum does not: 5 x 64 KiB > 256 KiB.
-      {"append too large", std::vector<std::string>(5, std::string(config.store.max_entry_size_bytes, 'x')),
+      {"append too large",
+       std::vector<std::string>(5, std::string(config.store.max_entry_size_bytes, 'x')),
        "APPEND_TOO_LARGE"},
   };
   for (const Case& test_case : cases) {
@@ -372,7 +383,8 @@ TEST(Node, ASequenceOlderThanTheDedupWindowIsRefused) {
 TEST(Node, ARetryMustCarryTheSameEntriesAlsoAfterTheTableIsRebuiltFromTheLog) {
   TempDir dir;
   const NodeConfig config = test_config(dir.path(), 1);
-  const std::vector<std::vector<std::string>> not_the_same{{"a", "x"}, {"a"}, {"a", "b", "c"}, {"b", "a"}};
+  const std::vector<std::vector<std::string>> not_the_same{
+      {"a", "x"}, {"a"}, {"a", "b", "c"}, {"b", "a"}};
   auto expect_reused = [&](Node& node, const AppendResult& original) {
     ASSERT_TRUE(wait_until([&] { return node.commit_index() == node.status().last_index; }));
     const std::uint64_t last_before = node.status().last_index;
@@ -487,7 +499,8 @@ TEST(Node, InputsWakeTheLoopWithoutWaitingForATick) {
   config.tick_ms = 250;
   config.election_ticks = 3;  // a single node still elects itself within 1.5 s
   config.heartbeat_ticks = 1;
-  config.store.flush_mode = store::FlushMode::kAsync;  // no fsync per append: only the wake-ups count
+  config.store.flush_mode =
+      store::FlushMode::kAsync;  // no fsync per append: only the wake-ups count
   FakePeers sender;
   auto node = open_node(config, &sender);
   ASSERT_NE(node, nullptr);
@@ -504,7 +517,8 @@ TEST(Node, InputsWakeTheLoopWithoutWaitingForATick) {
     writers.emplace_back([&, t] {
       for (int i = 0; i < kAppendsPerThread; ++i) {
         const auto append_started = std::chrono::steady_clock::now();
-        const AppendResult result = append_and_wait(*node, {"w" + std::to_string(t) + "-" + std::to_string(i)});
+        const AppendResult result =
+            append_and_wait(*node, {"w" + std::to_string(t) + "-" + std::to_string(i)});
         if (!result.error.ok()) failed_appends.fetch_add(1);
         if (std::chrono::steady_clock::now() - append_started >= 100ms) slow_appends.fetch_add(1);
       }
@@ -559,7 +573,8 @@ TEST(Node, TransferToANonMemberIsRefused) {
   ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 1)));
   Node& node = *cluster.node;
   std::promise<TransferResult> done;
-  node.transfer_leadership(9, [&done](TransferResult result) { done.set_value(std::move(result)); });
+  node.transfer_leadership(9,
+                           [&done](TransferResult result) { done.set_value(std::move(result)); });
   auto future = done.get_future();
   ASSERT_EQ(future.wait_for(kWait), std::future_status::ready);
   EXPECT_EQ(future.get().error.code, ErrorCode::kInvalidArgument);
@@ -567,8 +582,8 @@ TEST(Node, TransferToANonMemberIsRefused) {
 
 // Stop fails what is pending with UNAVAILABLE; Node::open on the same directory then recovers the
 // entries, the commit index, the term and the dedup table (including an append that was in the log
-// but not yet committed when the node stopped: the new term's no-op commits it, and the retry gets its
-// original indexes).
+// but not yet committed when the node stopped: the new term's no-op commits it, and the retry gets
+// its original indexes).
 TEST(Node, StopFailsPendingAndARestartRecoversLogHardStateAndDedup) {
   TempDir dir;
   const NodeConfig config = test_config(dir.path(), 2);
@@ -610,7 +625,8 @@ TEST(Node, StopFailsPendingAndARestartRecoversLogHardStateAndDedup) {
     EXPECT_FALSE(node.failed());
     node.stop();  // idempotent
   }
-  EXPECT_FALSE(std::filesystem::exists(config.data_dir + "/log/ABORT")) << "a clean stop removes the marker";
+  EXPECT_FALSE(std::filesystem::exists(config.data_dir + "/log/ABORT"))
+      << "a clean stop removes the marker";
 
   FakePeers sender;
   auto node = open_node(config, &sender);
@@ -664,7 +680,8 @@ namespace {
 class ScopedTmpfs {
  public:
   explicit ScopedTmpfs(const char* size) {
-    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0, (std::string("size=") + size).c_str()) == 0;
+    mounted_ = ::mount("tmpfs", dir_.path().c_str(), "tmpfs", 0,
+                       (std::string("size=") + size).c_str()) == 0;
     if (!mounted_) error_ = std::strerror(errno);
   }
   ~ScopedTmpfs() {
@@ -744,8 +761,8 @@ void write_filler(const std::string& path, std::size_t bytes) {
 }
 
 // Above the high watermark the leader refuses appends with RESOURCE_EXHAUSTED/DISK_WATERMARK while
-// reads go on; between the watermarks it keeps refusing (hysteresis); at or below the low watermark it
-// accepts again. A real small tmpfs (needs root and mount permission; skipped otherwise).
+// reads go on; between the watermarks it keeps refusing (hysteresis); at or below the low watermark
+// it accepts again. A real small tmpfs (needs root and mount permission; skipped otherwise).
 TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
   ScopedTmpfs mount_point("8m");
   if (!mount_point.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << mount_point.error();
@@ -770,7 +787,8 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
   }));
   EXPECT_EQ(refused.error.code, ErrorCode::kResourceExhausted) << refused.error.message;
   EXPECT_EQ(refused.error.reason, "DISK_WATERMARK");
-  EXPECT_NE(refused.error.message.find("high watermark"), std::string::npos) << refused.error.message;
+  EXPECT_NE(refused.error.message.find("high watermark"), std::string::npos)
+      << refused.error.message;
   EXPECT_TRUE(node.disk_watermark_exceeded());
   EXPECT_FALSE(node.failed());
   // Reads keep working: the entry from before, then the appends accepted before the next check.
@@ -816,7 +834,8 @@ class CountingEvents final : public NodeEvents {
     flushed_entries += cycle.entries;
     ++flush_cycles;
   }
-  std::atomic<std::uint64_t> proposed{0}, committed_entries{0}, committed_bytes{0}, positive_latencies{0};
+  std::atomic<std::uint64_t> proposed{0}, committed_entries{0}, committed_bytes{0},
+      positive_latencies{0};
   std::atomic<std::uint64_t> leader_changes{0}, elections_won{0}, elections_lost{0};
   std::atomic<std::uint64_t> flushed_entries{0}, flush_cycles{0}, deleted_segments{0};
 };
@@ -849,27 +868,30 @@ TEST(Node, ALeaderBackFromAStalledLoopSendsItsHeartbeatAtOnce) {
   // wrote a large batch, a machine too busy to run it) used to get one tick per stall, so with
   // heartbeat_ticks = 8 its heartbeats went out only every 8th stall while the followers' election
   // timers kept running. Now it makes up to heartbeat_ticks of the missed ticks: one heartbeat per
-  // stall longer than a heartbeat interval. Each stall here is an append's completion callback, which
-  // runs on the loop thread, sleeping for 15 ticks.
+  // stall longer than a heartbeat interval. Each stall here is an append's completion callback,
+  // which runs on the loop thread, sleeping for 15 ticks.
   TempDir dir;
   NodeConfig config = test_config(dir.path(), 2);
   config.tick_ms = 10;
   config.heartbeat_ticks = 8;
   config.election_ticks = 20;
-  config.store.flush_mode = store::FlushMode::kAsync;  // an append commits within a few short rounds
+  config.store.flush_mode =
+      store::FlushMode::kAsync;  // an append commits within a few short rounds
   FakeCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.start_leader(config));
 
   constexpr int kStalls = 8;
-  std::vector<std::size_t> sent_after_stall;  // how many messages had been sent when each stall ended
+  std::vector<std::size_t>
+      sent_after_stall;  // how many messages had been sent when each stall ended
   for (int stall = 0; stall < kStalls; ++stall) {
     auto ended = std::make_shared<std::promise<std::size_t>>();
     std::future<std::size_t> ended_future = ended->get_future();
-    cluster.node->append({"stall " + std::to_string(stall)}, 0, 0, [&cluster, ended](AppendResult result) {
-      EXPECT_TRUE(result.error.ok()) << result.error.message;
-      std::this_thread::sleep_for(150ms);
-      ended->set_value(cluster.sender.sent().size());
-    });
+    cluster.node->append({"stall " + std::to_string(stall)}, 0, 0,
+                         [&cluster, ended](AppendResult result) {
+                           EXPECT_TRUE(result.error.ok()) << result.error.message;
+                           std::this_thread::sleep_for(150ms);
+                           ended->set_value(cluster.sender.sent().size());
+                         });
     ASSERT_EQ(ended_future.wait_for(kWait), std::future_status::ready);
     sent_after_stall.push_back(ended_future.get());
   }
@@ -878,7 +900,8 @@ TEST(Node, ALeaderBackFromAStalledLoopSendsItsHeartbeatAtOnce) {
   for (std::size_t i = sent_after_stall.front(); i < sent_after_stall.back(); ++i) {
     if (sent[i].type == raft::MessageType::kHeartbeat) ++heartbeats;
   }
-  EXPECT_GE(heartbeats, kStalls - 1) << "heartbeats between the end of the first and of the last stall";
+  EXPECT_GE(heartbeats, kStalls - 1)
+      << "heartbeats between the end of the first and of the last stall";
   EXPECT_EQ(cluster.node->status().role, raft::Role::kLeader);
 }
 

@@ -1,6 +1,6 @@
-// assess_storage_fault(): which recoveries mean lost durable entries (the node then catches up without
-// voting), and which do not (a torn unsynced tail, async mode, a single node). And the Scrubber's
-// pacing, wrap-around and single report.
+// assess_storage_fault(): which recoveries mean lost durable entries (the node then catches up
+// without voting), and which do not (a torn unsynced tail, async mode, a single node). And the
+// Scrubber's pacing, wrap-around and single report.
 #include "replica/storage_fault.h"
 
 #include <gtest/gtest.h>
@@ -106,8 +106,9 @@ TEST(Scrubber, WalksTheLogInPacedChunksAndStartsOver) {
   FakeLog log;
   std::vector<std::uint64_t> reported;
   // 3000 bytes/s at 100 ms per chunk: 300 bytes, three entries a chunk.
-  Scrubber scrubber(3000, 100, [&](std::uint64_t from, std::uint64_t max) { return log.read(from, max); },
-                    [&](std::uint64_t index, const std::string&) { reported.push_back(index); });
+  Scrubber scrubber(
+      3000, 100, [&](std::uint64_t from, std::uint64_t max) { return log.read(from, max); },
+      [&](std::uint64_t index, const std::string&) { reported.push_back(index); });
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(scrubber.step());  // 1-3, 4-6, 7-9, 10, end
   EXPECT_EQ(scrubber.stats().entries_verified, 10u);
   EXPECT_EQ(scrubber.stats().bytes_verified, 1000u);
@@ -121,8 +122,9 @@ TEST(Scrubber, ReportsTheFirstCorruptEntryOnceAndStops) {
   FakeLog log;
   log.corrupt = 7;
   std::vector<std::uint64_t> reported;
-  Scrubber scrubber(3000, 100, [&](std::uint64_t from, std::uint64_t max) { return log.read(from, max); },
-                    [&](std::uint64_t index, const std::string&) { reported.push_back(index); });
+  Scrubber scrubber(
+      3000, 100, [&](std::uint64_t from, std::uint64_t max) { return log.read(from, max); },
+      [&](std::uint64_t index, const std::string&) { reported.push_back(index); });
   EXPECT_TRUE(scrubber.step());
   EXPECT_TRUE(scrubber.step());
   EXPECT_FALSE(scrubber.step());
@@ -135,18 +137,25 @@ TEST(Scrubber, ARunningThreadFindsCorruptionByItself) {
   FakeLog log;
   log.corrupt = 9;
   std::atomic<std::uint64_t> reported{0};
-  Scrubber scrubber(1 << 20, 1, [&](std::uint64_t from, std::uint64_t max) { return log.read(from, max); },
-                    [&](std::uint64_t index, const std::string&) { reported = index; });
+  Scrubber scrubber(
+      1 << 20, 1, [&](std::uint64_t from, std::uint64_t max) { return log.read(from, max); },
+      [&](std::uint64_t index, const std::string&) { reported = index; });
   scrubber.start();
-  for (int i = 0; i < 500 && reported == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 500 && reported == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   scrubber.stop();
   EXPECT_EQ(reported.load(), 9u);
 }
 
 TEST(Scrubber, ZeroRateMeansOff) {
   int reads = 0;
-  Scrubber scrubber(0, 1, [&](std::uint64_t, std::uint64_t) { ++reads; return ScrubChunk{}; },
-                    [](std::uint64_t, const std::string&) {});
+  Scrubber scrubber(
+      0, 1,
+      [&](std::uint64_t, std::uint64_t) {
+        ++reads;
+        return ScrubChunk{};
+      },
+      [](std::uint64_t, const std::string&) {});
   scrubber.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   scrubber.stop();

@@ -1,5 +1,5 @@
-// Unit tests for the core's building blocks: config codec, MemoryLog, quorum arithmetic, progress and
-// in-flight window, the unstable tail (RaftLog), and Config validation.
+// Unit tests for the core's building blocks: config codec, MemoryLog, quorum arithmetic, progress
+// and in-flight window, the unstable tail (RaftLog), and Config validation.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -24,15 +24,16 @@ TEST(ConfCodec, RoundTripsAndRejectsEveryCorruption) {
   for (std::size_t i = 0; i < encoded.size(); ++i) {
     std::string corrupt = encoded;
     corrupt[i] = static_cast<char>(corrupt[i] ^ 0x01);
-    EXPECT_FALSE(decode_config(corrupt).has_value()) << "flipped bit in byte " << i << " went unnoticed";
+    EXPECT_FALSE(decode_config(corrupt).has_value())
+        << "flipped bit in byte " << i << " went unnoticed";
   }
   EXPECT_FALSE(decode_config(encoded.substr(0, encoded.size() - 1)).has_value());
   EXPECT_FALSE(decode_config(encoded + "x").has_value());
   EXPECT_FALSE(decode_config("").has_value());
 }
 
-// ConfState payloads live in every node's log, so their bytes (checksum included) are a stored format:
-// these were recorded from the core's own CRC32C before it was replaced by src/util's.
+// ConfState payloads live in every node's log, so their bytes (checksum included) are a stored
+// format: these were recorded from the core's own CRC32C before it was replaced by src/util's.
 TEST(ConfCodec, EncodingOfKnownVoterSetsIsUnchanged) {
   const std::string four_voters(
       "\x01\x04\x00\x00\x00"
@@ -42,7 +43,8 @@ TEST(ConfCodec, EncodingOfKnownVoterSetsIsUnchanged) {
       41);
   EXPECT_EQ(encode_config(ConfState{{1, 2, 3, 0xFFFFFFFFFFull}}), four_voters);
   EXPECT_EQ(decode_config(four_voters), (ConfState{{1, 2, 3, 0xFFFFFFFFFFull}}));
-  const std::string one_voter("\x01\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\xB5\x4C\xA1\x47", 17);
+  const std::string one_voter(
+      "\x01\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\xB5\x4C\xA1\x47", 17);
   EXPECT_EQ(encode_config(ConfState{{7}}), one_voter);
   EXPECT_EQ(decode_config(one_voter), ConfState{{7}});
 }

@@ -1,8 +1,8 @@
-// A small randomized stress test of the core through the test driver: random message delivery order,
-// drops, duplicates, partitions, delayed persistence, crash-restarts (losing unpersisted state),
-// proposals, reads and transfers, with the Raft safety properties checked after every step and a
-// liveness check once faults stop. The full simulator (src/sim) goes much further; this suite exists so
-// that core regressions fail close to the core. Bounded: fixed seeds, fixed step counts.
+// A small randomized stress test of the core through the test driver: random message delivery
+// order, drops, duplicates, partitions, delayed persistence, crash-restarts (losing unpersisted
+// state), proposals, reads and transfers, with the Raft safety properties checked after every step
+// and a liveness check once faults stop. The full simulator (src/sim) goes much further; this suite
+// exists so that core regressions fail close to the core. Bounded: fixed seeds, fixed step counts.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -38,8 +38,10 @@ class SafetyChecker {
           was_leader_term_[id] = raft.term();
           for (const auto& [index, committed] : committed_) {
             if (committed.commit_term >= raft.term()) continue;
-            ASSERT_LE(index, node.log.last_index()) << "leader " << id << " lacks committed index " << index;
-            ASSERT_EQ(node.log.entry(index), committed.entry) << "leader " << id << " differs at " << index;
+            ASSERT_LE(index, node.log.last_index())
+                << "leader " << id << " lacks committed index " << index;
+            ASSERT_EQ(node.log.entry(index), committed.entry)
+                << "leader " << id << " differs at " << index;
           }
         }
       }
@@ -48,7 +50,8 @@ class SafetyChecker {
         ASSERT_LE(index, node.log.last_index());
         const Entry& entry = node.log.entry(index);
         const auto [it, inserted] = committed_.emplace(index, Committed{entry, raft.term()});
-        ASSERT_EQ(it->second.entry, entry) << "node " << id << " committed a different entry at " << index;
+        ASSERT_EQ(it->second.entry, entry)
+            << "node " << id << " committed a different entry at " << index;
       }
       checked_commit_[id] = node.delivered_commit;
     }
@@ -136,8 +139,8 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
     if (::testing::Test::HasFatalFailure()) return;
   }
 
-  // Liveness: faults stop, the network heals, persistence catches up; a leader must emerge and every
-  // node must converge on one commit index covering everything committed so far.
+  // Liveness: faults stop, the network heals, persistence catches up; a leader must emerge and
+  // every node must converge on one commit index covering everything committed so far.
   c.heal();
   for (NodeId id : ids) {
     c.node(id).hold_persistence = false;
@@ -157,18 +160,22 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
   c.tick_all(20);
   checker.check();
   for (NodeId id : ids) {
-    EXPECT_EQ(c.raft(id).commit_index(), c.raft(leader).last_index()) << "node " << id << " did not converge";
+    EXPECT_EQ(c.raft(id).commit_index(), c.raft(leader).last_index())
+        << "node " << id << " did not converge";
   }
   EXPECT_GE(c.raft(leader).commit_index(), checker.max_committed());
   if (std::getenv("CHAOS_STATS") != nullptr) {
-    std::printf("seed %llu nodes %zu: commit %llu term %llu delivered %zu\n", static_cast<unsigned long long>(seed),
-                node_count, static_cast<unsigned long long>(c.raft(leader).commit_index()),
+    std::printf("seed %llu nodes %zu: commit %llu term %llu delivered %zu\n",
+                static_cast<unsigned long long>(seed), node_count,
+                static_cast<unsigned long long>(c.raft(leader).commit_index()),
                 static_cast<unsigned long long>(c.raft(leader).term()), c.delivered().size());
   }
 }
 
 TEST(Chaos, ThreeNodesStaySafeAndLive) {
-  const std::uint64_t seeds = std::getenv("CHAOS_SEEDS") != nullptr ? std::strtoull(std::getenv("CHAOS_SEEDS"), nullptr, 10) : 120;
+  const std::uint64_t seeds = std::getenv("CHAOS_SEEDS") != nullptr
+                                  ? std::strtoull(std::getenv("CHAOS_SEEDS"), nullptr, 10)
+                                  : 120;
   for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     run_chaos(seed, 3);
@@ -177,7 +184,9 @@ TEST(Chaos, ThreeNodesStaySafeAndLive) {
 }
 
 TEST(Chaos, FiveNodesStaySafeAndLive) {
-  const std::uint64_t seeds = std::getenv("CHAOS_SEEDS") != nullptr ? std::strtoull(std::getenv("CHAOS_SEEDS"), nullptr, 10) : 80;
+  const std::uint64_t seeds = std::getenv("CHAOS_SEEDS") != nullptr
+                                  ? std::strtoull(std::getenv("CHAOS_SEEDS"), nullptr, 10)
+                                  : 80;
   for (std::uint64_t seed = 1; seed <= seeds; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     run_chaos(seed, 5);

@@ -61,7 +61,9 @@ TEST(Election, TimeoutIsRandomizedWithinOneToTwoElectionTimeouts) {
 TEST(Election, HeartbeatsEveryHeartbeatTicks) {
   TestCluster c({1, 2, 3}, [](Config& config) { config.heartbeat_ticks = 3; });
   ASSERT_TRUE(c.campaign_until_leader(1));
-  auto heartbeats = [&] { return c.count_delivered([](const Message& m) { return is_type(m, MessageType::kHeartbeat); }); };
+  auto heartbeats = [&] {
+    return c.count_delivered([](const Message& m) { return is_type(m, MessageType::kHeartbeat); });
+  };
   const std::size_t before = heartbeats();
   c.tick(1, 2);
   c.deliver_all();

@@ -1,8 +1,8 @@
 // Hostile and faulty inputs: messages that contradict the receiver's state (commit beyond its log,
-// terms near overflow, entries conflicting with committed ones, contexts never issued) are neutralised
-// instead of reaching an assertion, and a node that lost durable entries it had acknowledged catches up
-// without voting or counting toward commit (Config::promised_index). Each test here aborted or lost
-// safety before the core checked these inputs.
+// terms near overflow, entries conflicting with committed ones, contexts never issued) are
+// neutralised instead of reaching an assertion, and a node that lost durable entries it had
+// acknowledged catches up without voting or counting toward commit (Config::promised_index). Each
+// test here aborted or lost safety before the core checked these inputs.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -19,12 +19,12 @@ using testing::TestNode;
 
 constexpr std::uint64_t kHuge = std::numeric_limits<std::uint64_t>::max();
 
-
 // A 3-node cluster with leader 1 and `count` committed client entries (indexes 2..count+1).
 void elect_and_commit(TestCluster& c, int count) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   for (int i = 0; i < count; ++i) {
-    ASSERT_EQ(c.raft(1).propose({payload_entry("p" + std::to_string(i))}).status, ProposeStatus::kOk);
+    ASSERT_EQ(c.raft(1).propose({payload_entry("p" + std::to_string(i))}).status,
+              ProposeStatus::kOk);
     c.deliver_all();
   }
 }
@@ -51,7 +51,8 @@ TEST(HostileInput, HeartbeatCommitBeyondTheLogIsClampedNotFatal) {
   bool answered = false;
   for (const Ready& rd : c.node(2).readies) {
     for (const Message& m : rd.messages) {
-      if (m.type == MessageType::kHeartbeatResponse && m.reject && m.reject_hint == last) answered = true;
+      if (m.type == MessageType::kHeartbeatResponse && m.reject && m.reject_hint == last)
+        answered = true;
     }
   }
   EXPECT_TRUE(answered);
@@ -185,7 +186,8 @@ TEST(HostileInput, CatchingUpNodesAcknowledgementsDoNotCountTowardCommit) {
   c.isolate(3);
   ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);  // index 2
   c.deliver_all();
-  EXPECT_EQ(c.raft(1).commit_index(), 1u) << "node 2's acknowledgement counted while it was catching up";
+  EXPECT_EQ(c.raft(1).commit_index(), 1u)
+      << "node 2's acknowledgement counted while it was catching up";
   for (int i = 0; i < 4; ++i) {
     ASSERT_EQ(c.raft(1).propose({payload_entry("b")}).status, ProposeStatus::kOk);  // up to index 6
     c.deliver_all();
@@ -219,17 +221,27 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
       if (prng.below(4) != 0) return;
       ++mutations;
       switch (prng.below(6)) {
-        case 0: m.commit = kHuge - prng.below(3); break;
-        case 1: m.term = kMaxTerm + 1 + prng.below(1000); break;
+        case 0:
+          m.commit = kHuge - prng.below(3);
+          break;
+        case 1:
+          m.term = kMaxTerm + 1 + prng.below(1000);
+          break;
         case 2:
           if (m.type == MessageType::kAppendResponse || m.type == MessageType::kHeartbeatResponse) {
             m.index = kHuge;
             m.reject_hint = kHuge;
           }
           break;
-        case 3: m.context = kHuge; break;
-        case 4: m.reject_hint = kHuge, m.hint_term = kHuge; break;
-        default: m.commit = m.commit + 1000 + prng.below(1000); break;
+        case 3:
+          m.context = kHuge;
+          break;
+        case 4:
+          m.reject_hint = kHuge, m.hint_term = kHuge;
+          break;
+        default:
+          m.commit = m.commit + 1000 + prng.below(1000);
+          break;
       }
     });
     int proposals = 0;
@@ -243,7 +255,8 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
         }
       }
       c.deliver_all();
-      // Committed prefixes agree: every node's committed entries match the node with the highest commit.
+      // Committed prefixes agree: every node's committed entries match the node with the highest
+      // commit.
       NodeId top = 1;
       for (NodeId id : c.ids()) {
         ASSERT_LE(c.raft(id).commit_index(), c.raft(id).last_index()) << "seed " << seed;
@@ -255,14 +268,17 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
       for (NodeId id : c.ids()) {
         for (Index i = 1; i <= c.raft(id).commit_index(); ++i) {
           ASSERT_EQ(c.node(id).log.entry(i).term, c.node(top).log.entry(i).term) << "seed " << seed;
-          ASSERT_EQ(c.node(id).log.entry(i).payload, c.node(top).log.entry(i).payload) << "seed " << seed;
+          ASSERT_EQ(c.node(id).log.entry(i).payload, c.node(top).log.entry(i).payload)
+              << "seed " << seed;
         }
         if (c.node(id).durable_log.last_index() >= top_commit &&
-            (top_commit == 0 || c.node(id).durable_log.term_at(top_commit) == c.node(top).log.term_at(top_commit))) {
+            (top_commit == 0 ||
+             c.node(id).durable_log.term_at(top_commit) == c.node(top).log.term_at(top_commit))) {
           ++holders;
         }
       }
-      ASSERT_GE(holders, 2u) << "seed " << seed << ": commit " << top_commit << " beyond what a majority holds";
+      ASSERT_GE(holders, 2u) << "seed " << seed << ": commit " << top_commit
+                             << " beyond what a majority holds";
     }
     EXPECT_GT(proposals, 0) << "seed " << seed;
     EXPECT_GT(mutations, 0) << "seed " << seed;

@@ -1,6 +1,7 @@
-// A proposal (one client Append of several entries) commits whole or not at all, however its entries
-// are split across messages and whoever leads next. Also linked against the broken-atomicity seam
-// (RAFTLOG_EXPECT_BROKEN_ATOMICITY), where the commit-point test must see the rule broken.
+// A proposal (one client Append of several entries) commits whole or not at all, however its
+// entries are split across messages and whoever leads next. Also linked against the
+// broken-atomicity seam (RAFTLOG_EXPECT_BROKEN_ATOMICITY), where the commit-point test must see the
+// rule broken.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +14,6 @@ namespace {
 using testing::make_entries;
 using testing::payload_entry;
 using testing::TestCluster;
-
 
 TEST(ProposalAtomicity, EveryEntryButAProposalsLastSaysItContinues) {
   TestCluster c({1, 2, 3});
@@ -43,15 +43,18 @@ TEST(ProposalAtomicity, AQuorumInsideAProposalCommitsNothingOfIt) {
   c.set_mutator([](Message& m) {
     if (m.type == MessageType::kAppendResponse && !m.reject) m.index = std::min<Index>(m.index, 3);
   });
-  const ProposeResult result = c.raft(1).propose({payload_entry("a"), payload_entry("b"), payload_entry("c")});
+  const ProposeResult result =
+      c.raft(1).propose({payload_entry("a"), payload_entry("b"), payload_entry("c")});
   ASSERT_EQ(result.status, ProposeStatus::kOk);
   ASSERT_EQ(result.last_index, 4u);
   c.deliver_all();
   EXPECT_EQ(c.raft(1).progress()[1].match_index, 3u);
 #ifdef RAFTLOG_EXPECT_BROKEN_ATOMICITY
-  EXPECT_EQ(c.raft(1).commit_index(), 3u) << "the broken seam lets the commit stop inside the proposal";
+  EXPECT_EQ(c.raft(1).commit_index(), 3u)
+      << "the broken seam lets the commit stop inside the proposal";
 #else
-  EXPECT_EQ(c.raft(1).commit_index(), 1u) << "two of three entries committed: the append would be cut";
+  EXPECT_EQ(c.raft(1).commit_index(), 1u)
+      << "two of three entries committed: the append would be cut";
   // The rest of the acknowledgements arrive: all three commit together.
   c.set_mutator({});
   c.tick(1, 2);
@@ -62,9 +65,9 @@ TEST(ProposalAtomicity, AQuorumInsideAProposalCommitsNothingOfIt) {
 
 #ifndef RAFTLOG_EXPECT_BROKEN_ATOMICITY
 
-// Node 2 holds the first two entries of a four-entry proposal of term 1 (index 3 says more follows);
-// the leader that had the rest is gone. Node 2 wins term 2: its no-op takes index 2's place, so the
-// partial append never commits, and the followers' copies of it are overwritten.
+// Node 2 holds the first two entries of a four-entry proposal of term 1 (index 3 says more
+// follows); the leader that had the rest is gone. Node 2 wins term 2: its no-op takes index 2's
+// place, so the partial append never commits, and the followers' copies of it are overwritten.
 TEST(ProposalAtomicity, ANewLeaderDropsTheUnfinishedProposalAtItsLogsEnd) {
   std::vector<Entry> partial = make_entries(1, {1, 1, 1});
   partial[1].proposal_continues = true;
@@ -107,7 +110,8 @@ TEST(ProposalAtomicity, CommittedEntriesStayEvenWhenTheySayMoreFollows) {
   std::vector<Entry> log = make_entries(1, {1, 1, 1});
   log[1].proposal_continues = true;
   log[2].proposal_continues = true;
-  TestCluster c({1, 2, 3}, {log, log, log}, {HardState{1, 0, 3}, HardState{1, 0, 3}, HardState{1, 0, 3}});
+  TestCluster c({1, 2, 3}, {log, log, log},
+                {HardState{1, 0, 3}, HardState{1, 0, 3}, HardState{1, 0, 3}});
   ASSERT_TRUE(c.campaign_until_leader(2));
   c.deliver_all();
   EXPECT_EQ(c.node(2).log.last_index(), 4u);

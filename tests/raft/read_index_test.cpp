@@ -52,7 +52,8 @@ TEST(ReadIndex, DeferredUntilTheLeaderCommitsAnEntryOfItsTerm) {
   ASSERT_EQ(c.raft(1).read_index(9), ReadIndexStatus::kOk);
   c.tick(1, 3);
   c.deliver_all();
-  EXPECT_TRUE(c.node(1).read_states.empty()) << "heartbeats alone cannot release a read before own-term commit";
+  EXPECT_TRUE(c.node(1).read_states.empty())
+      << "heartbeats alone cannot release a read before own-term commit";
   c.heal();
   c.tick(1, 2);
   c.deliver_all();

@@ -1,5 +1,5 @@
-// Replication: commit by durable majority, conflict truncation, fast backtracking, bounded batches and
-// in-flight windows, proposal bounds and results, stale durability reports.
+// Replication: commit by durable majority, conflict truncation, fast backtracking, bounded batches
+// and in-flight windows, proposal bounds and results, stale durability reports.
 #include <gtest/gtest.h>
 
 #include "test_cluster.h"
@@ -12,8 +12,9 @@ using testing::payload_entry;
 using testing::TestCluster;
 using testing::TestNode;
 
-
-bool is_append_to(const Message& m, NodeId to) { return m.type == MessageType::kAppend && m.to == to; }
+bool is_append_to(const Message& m, NodeId to) {
+  return m.type == MessageType::kAppend && m.to == to;
+}
 
 TEST(Replication, ProposalCommitsOnEveryNode) {
   TestCluster c({1, 2, 3});
@@ -68,7 +69,8 @@ TEST(Replication, LeadersOwnUnpersistedEntriesDoNotCountTowardQuorum) {
   c.node(1).hold_persistence = true;
   ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);
   c.deliver_all();
-  // Node 2 acknowledged index 2, but the leader itself has not made it durable: 1 of 3 is no majority.
+  // Node 2 acknowledged index 2, but the leader itself has not made it durable: 1 of 3 is no
+  // majority.
   EXPECT_EQ(c.raft(1).progress()[1].match_index, 2u);
   EXPECT_EQ(c.raft(1).persisted_index(), 1u);
   EXPECT_EQ(c.raft(1).commit_index(), 1u);
@@ -94,8 +96,10 @@ TEST(Replication, FollowerAcksOnlyAfterPersisting) {
 
 TEST(Replication, ConflictTruncatesOnlyTheUncommittedTail) {
   // Follower 2 has a stale tail (indexes 3-4, term 1) that leader 1 (term 2) never had.
-  TestCluster c({1, 2, 3}, {make_entries(1, {1, 1, 2}), make_entries(1, {1, 1, 1, 1}), make_entries(1, {1, 1, 2})},
-                {HardState{2, 0, 2}, HardState{1, 0, 2}, HardState{2, 0, 2}});
+  TestCluster c(
+      {1, 2, 3},
+      {make_entries(1, {1, 1, 2}), make_entries(1, {1, 1, 1, 1}), make_entries(1, {1, 1, 2})},
+      {HardState{2, 0, 2}, HardState{1, 0, 2}, HardState{2, 0, 2}});
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.deliver_all();
   const TestNode& follower = c.node(2);
@@ -219,10 +223,14 @@ TEST(Replication, InflightWindowBoundsUnacknowledgedAppends) {
   ASSERT_FALSE(c.raft(1).progress()[1].probing) << "node 2 acked the no-op: replicate state";
   // Node 2's answers are lost from now on.
   c.add_drop_rule([](const Message& m) { return m.from == 2; });
-  const std::size_t before = c.count_delivered([](const Message& m) { return is_append_to(m, 2) && !m.entries.empty(); });
-  for (int i = 0; i < 10; ++i) ASSERT_EQ(c.raft(1).propose({payload_entry("p")}).status, ProposeStatus::kOk);
+  const std::size_t before =
+      c.count_delivered([](const Message& m) { return is_append_to(m, 2) && !m.entries.empty(); });
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(c.raft(1).propose({payload_entry("p")}).status, ProposeStatus::kOk);
   c.deliver_all();
-  const std::size_t sent = c.count_delivered([](const Message& m) { return is_append_to(m, 2) && !m.entries.empty(); }) - before;
+  const std::size_t sent = c.count_delivered([](const Message& m) {
+    return is_append_to(m, 2) && !m.entries.empty();
+  }) - before;
   EXPECT_EQ(sent, 2u) << "only max_inflight_messages appends may be unacknowledged";
   EXPECT_EQ(c.raft(1).progress()[1].inflight_messages, 2u);
   EXPECT_EQ(c.raft(1).commit_index(), 11u) << "node 3 keeps the majority going";
@@ -230,9 +238,11 @@ TEST(Replication, InflightWindowBoundsUnacknowledgedAppends) {
 
 TEST(Replication, ProbeStateSendsOneAppendUntilAnswered) {
   TestCluster c({1, 2, 3});
-  c.isolate(2);  // node 2 never answers: its progress stays in probe with the first append outstanding
+  c.isolate(
+      2);  // node 2 never answers: its progress stays in probe with the first append outstanding
   ASSERT_TRUE(c.campaign_until_leader(1));
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(c.raft(1).propose({payload_entry("p")}).status, ProposeStatus::kOk);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(c.raft(1).propose({payload_entry("p")}).status, ProposeStatus::kOk);
   std::size_t appends_to_2 = 0;
   while (c.raft(1).has_ready()) {
     for (const Message& m : c.raft(1).ready().messages) appends_to_2 += is_append_to(m, 2) ? 1 : 0;
@@ -256,7 +266,8 @@ TEST(Proposals, ResultsForEveryRefusal) {
   config_entry.type = EntryType::kConfig;
   config_entry.payload = encode_config(ConfState{{1, 2}});
   EXPECT_EQ(c.raft(1).propose({config_entry}).status, ProposeStatus::kInvalidEntry);
-  EXPECT_EQ(c.raft(1).propose({payload_entry(std::string(1000, 'x'))}).status, ProposeStatus::kTooLarge);
+  EXPECT_EQ(c.raft(1).propose({payload_entry(std::string(1000, 'x'))}).status,
+            ProposeStatus::kTooLarge);
   std::vector<Entry> five(5, payload_entry("x"));
   EXPECT_EQ(c.raft(1).propose(five).status, ProposeStatus::kTooLarge);
   EXPECT_EQ(c.raft(1).last_index(), 1u) << "refused proposals append nothing";
@@ -297,7 +308,8 @@ TEST(Proposals, UncommittedByteBound) {
 }
 
 TEST(Persistence, StaleReportAfterTruncationIsIgnored) {
-  TestCluster c({1, 2, 3}, {make_entries(1, {1, 1, 2}), make_entries(1, {1, 1}), make_entries(1, {1, 1, 2})},
+  TestCluster c({1, 2, 3},
+                {make_entries(1, {1, 1, 2}), make_entries(1, {1, 1}), make_entries(1, {1, 1, 2})},
                 {HardState{2, 0, 2}, HardState{1, 0, 2}, HardState{2, 0, 2}});
   // Node 2 receives entries 3-4 of term 1 from an old leader, holds them unpersisted...
   c.node(2).hold_persistence = true;
@@ -334,13 +346,15 @@ namespace raftlog::raft {
 namespace {
 
 // A peer that needs entries the leader trimmed (no snapshots) is probed at the leader's first index
-// once per heartbeat answer, never in a tight loop; once it holds those entries (rebuilt from a copy
-// of a healthy node's log), the probe succeeds and it catches up.
+// once per heartbeat answer, never in a tight loop; once it holds those entries (rebuilt from a
+// copy of a healthy node's log), the probe succeeds and it catches up.
 TEST(Replication, PeerBehindTheFirstIndexIsReprobedPerHeartbeatAndCatchesUpOnceRebuilt) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(3);
-  for (int i = 0; i < 20; ++i) ASSERT_EQ(c.raft(1).propose({payload_entry("e" + std::to_string(i))}).status, ProposeStatus::kOk);
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(c.raft(1).propose({payload_entry("e" + std::to_string(i))}).status,
+              ProposeStatus::kOk);
   c.deliver_all();
   const Index last = c.raft(1).commit_index();
   ASSERT_EQ(last, 21u);

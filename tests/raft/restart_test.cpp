@@ -1,5 +1,5 @@
-// Restart: the core resumes from the durable hard state and log, takes its voter set from the newest
-// kConfig entry, and refuses a log newer than the persisted term (restart_problem).
+// Restart: the core resumes from the durable hard state and log, takes its voter set from the
+// newest kConfig entry, and refuses a log newer than the persisted term (restart_problem).
 #include <gtest/gtest.h>
 
 #include "raft/memory_log.h"
@@ -92,7 +92,8 @@ TEST(Restart, ALogAheadOfThePersistedTermIsARestartProblem) {
   EXPECT_NE(problem.find("below the term 4 of log entry 2"), std::string::npos) << problem;
   EXPECT_EQ(restart_problem(HardState{4, 1, 1}, log), "");
   EXPECT_EQ(restart_problem(HardState{0, 0, 0}, MemoryLog()), "");
-  EXPECT_NE(restart_problem(HardState{4, 1, 3}, log).find("lost committed entries"), std::string::npos);
+  EXPECT_NE(restart_problem(HardState{4, 1, 3}, log).find("lost committed entries"),
+            std::string::npos);
 }
 
 TEST(RestartDeathTest, ALogAheadOfThePersistedTermIsFatal) {

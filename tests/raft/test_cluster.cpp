@@ -28,9 +28,11 @@ TestCluster::TestCluster(const std::vector<NodeId>& ids, const Tweak& tweak) {
   for (NodeId id : ids) add_node(id, ids, {}, HardState{}, tweak);
 }
 
-TestCluster::TestCluster(const std::vector<NodeId>& ids, const std::vector<std::vector<Entry>>& logs,
+TestCluster::TestCluster(const std::vector<NodeId>& ids,
+                         const std::vector<std::vector<Entry>>& logs,
                          const std::vector<HardState>& hard_states, const Tweak& tweak) {
-  for (std::size_t i = 0; i < ids.size(); ++i) add_node(ids[i], ids, logs[i], hard_states[i], tweak);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    add_node(ids[i], ids, logs[i], hard_states[i], tweak);
 }
 
 void TestCluster::add_node(NodeId id, const std::vector<NodeId>& ids, const std::vector<Entry>& log,
@@ -65,13 +67,15 @@ void TestCluster::process(NodeId id) {
     if (rd.hard_state) n.hard_state = *rd.hard_state;
     for (Message& m : rd.messages) network_.push_back(m);
     if (rd.commit_index) {
-      EXPECT_GE(*rd.commit_index, n.delivered_commit) << "commit index went backwards on node " << id;
+      EXPECT_GE(*rd.commit_index, n.delivered_commit)
+          << "commit index went backwards on node " << id;
       n.delivered_commit = *rd.commit_index;
     }
     n.read_states.insert(n.read_states.end(), rd.read_states.begin(), rd.read_states.end());
     n.aborted_reads.insert(n.aborted_reads.end(), rd.aborted_reads.begin(), rd.aborted_reads.end());
-    TestNode::HeldBatch batch{n.log.last_index(), *n.log.term_at(n.log.last_index()), rd.truncate_from,
-                              rd.entries, rd.hard_state, rd.messages_after_persist};
+    TestNode::HeldBatch batch{n.log.last_index(), *n.log.term_at(n.log.last_index()),
+                              rd.truncate_from,   rd.entries,
+                              rd.hard_state,      rd.messages_after_persist};
     n.readies.push_back(std::move(rd));
     n.unpersisted.push_back(std::move(batch));
     if (!n.hold_persistence) persist_all(id);
@@ -157,15 +161,18 @@ std::size_t TestCluster::deliver_all(std::size_t max_messages) {
     if (dropped(m)) continue;
     if (++count > max_messages) {
       std::string last;
-      for (std::size_t i = delivered_.size() >= 6 ? delivered_.size() - 6 : 0; i < delivered_.size(); ++i) {
+      for (std::size_t i = delivered_.size() >= 6 ? delivered_.size() - 6 : 0;
+           i < delivered_.size(); ++i) {
         const Message& d = delivered_[i];
         last += std::string("\n  ") + to_string(d.type) + " " + std::to_string(d.from) + "->" +
-                std::to_string(d.to) + " term=" + std::to_string(d.term) + " index=" + std::to_string(d.index) +
-                " log_term=" + std::to_string(d.log_term) + " entries=" + std::to_string(d.entries.size()) +
-                " reject=" + std::to_string(d.reject) + " hint=" + std::to_string(d.reject_hint) + "/" +
-                std::to_string(d.hint_term);
+                std::to_string(d.to) + " term=" + std::to_string(d.term) +
+                " index=" + std::to_string(d.index) + " log_term=" + std::to_string(d.log_term) +
+                " entries=" + std::to_string(d.entries.size()) +
+                " reject=" + std::to_string(d.reject) + " hint=" + std::to_string(d.reject_hint) +
+                "/" + std::to_string(d.hint_term);
       }
-      ADD_FAILURE() << "network did not quiesce within " << max_messages << " messages; last ones:" << last;
+      ADD_FAILURE() << "network did not quiesce within " << max_messages
+                    << " messages; last ones:" << last;
       network_.clear();
       break;
     }

@@ -10,17 +10,19 @@ namespace {
 using testing::payload_entry;
 using testing::TestCluster;
 
-
 TEST(Transfer, LaggingFollowerIsCaughtUpThenTakesOver) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(3);
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(c.raft(1).propose({payload_entry("p")}).status, ProposeStatus::kOk);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(c.raft(1).propose({payload_entry("p")}).status, ProposeStatus::kOk);
   c.deliver_all();
   ASSERT_EQ(c.raft(1).commit_index(), 6u);
   ASSERT_EQ(c.node(3).log.last_index(), 1u) << "node 3 lags";
   c.heal();
-  auto pre_votes = [&] { return c.count_delivered([](const Message& m) { return m.type == MessageType::kPreVote; }); };
+  auto pre_votes = [&] {
+    return c.count_delivered([](const Message& m) { return m.type == MessageType::kPreVote; });
+  };
   const std::size_t pre_votes_before = pre_votes();
   ASSERT_EQ(c.raft(1).transfer_leadership(3), TransferStatus::kOk);
   EXPECT_EQ(c.raft(1).transfer_target(), 3u);
@@ -32,7 +34,8 @@ TEST(Transfer, LaggingFollowerIsCaughtUpThenTakesOver) {
   EXPECT_EQ(c.raft(1).role(), Role::kFollower);
   EXPECT_EQ(c.raft(1).leader(), 3u);
   EXPECT_GE(c.raft(3).commit_index(), 6u);
-  EXPECT_EQ(c.count_delivered([](const Message& m) { return m.type == MessageType::kTimeoutNow; }), 1u);
+  EXPECT_EQ(c.count_delivered([](const Message& m) { return m.type == MessageType::kTimeoutNow; }),
+            1u);
   EXPECT_EQ(pre_votes(), pre_votes_before) << "the target skips pre-vote";
 }
 

@@ -1,8 +1,8 @@
 // The election restriction (Raft §5.4.1): a vote needs a log at least as up to date as the voter's.
 //
-// Compiled twice: against raftlog_raft (the voter refuses) and against raftlog_raft_broken_vote with
-// RAFTLOG_EXPECT_BROKEN_VOTE defined (the same requests are granted), proving the test can fail and that
-// the link-time seam swaps the rule.
+// Compiled twice: against raftlog_raft (the voter refuses) and against raftlog_raft_broken_vote
+// with RAFTLOG_EXPECT_BROKEN_VOTE defined (the same requests are granted), proving the test can
+// fail and that the link-time seam swaps the rule.
 #include <gtest/gtest.h>
 
 #include "test_cluster.h"
@@ -38,11 +38,13 @@ bool granted(Raft& raft) {
 
 TEST(VoteRule, LogUpToDateCheck) {
   // Node 2 ends at term 2; node 1's log is longer but ends at term 1; node 3 holds only index 1.
-  TestCluster c({1, 2, 3}, {make_entries(1, {1, 1, 1}), make_entries(1, {1, 2}), make_entries(1, {1})},
+  TestCluster c({1, 2, 3},
+                {make_entries(1, {1, 1, 1}), make_entries(1, {1, 2}), make_entries(1, {1})},
                 {HardState{2, 0, 0}, HardState{2, 0, 0}, HardState{2, 0, 0}},
                 [](Config& config) { config.pre_vote = false; });
   c.raft(2).step(vote_request(1, 2, 3, 3, 1));
-  EXPECT_EQ(granted(c.raft(2)), kBrokenVoteRule) << "a lower last term loses despite the longer log";
+  EXPECT_EQ(granted(c.raft(2)), kBrokenVoteRule)
+      << "a lower last term loses despite the longer log";
   EXPECT_EQ(c.raft(2).hard_state().vote, kBrokenVoteRule ? 1u : kNoNode);
 
   c.raft(3).step(vote_request(1, 3, 3, 3, 1));

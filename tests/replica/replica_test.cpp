@@ -34,8 +34,8 @@ struct ScriptedDisk final : DiskProbe {
   int probes = 0;
 };
 
-// One single-voter replica in a temporary directory, async flush mode (an entry counts once written,
-// so nothing here waits for the store's flusher).
+// One single-voter replica in a temporary directory, async flush mode (an entry counts once
+// written, so nothing here waits for the store's flusher).
 class ReplicaTest : public ::testing::Test {
  protected:
   ReplicaConfig config() const {
@@ -78,9 +78,9 @@ class ReplicaTest : public ::testing::Test {
   std::optional<AppendResult> append(std::vector<std::string> payloads, std::uint64_t client_id = 0,
                                      std::uint64_t sequence = 0) {
     std::optional<AppendResult> answer;
-    replica_->append(Replica::AppendRequest{std::move(payloads), client_id, sequence,
-                                            [&answer](AppendResult result) { answer = std::move(result); },
-                                            now_ + milliseconds(5000)});
+    replica_->append(Replica::AppendRequest{
+        std::move(payloads), client_id, sequence,
+        [&answer](AppendResult result) { answer = std::move(result); }, now_ + milliseconds(5000)});
     replica_->process();
     return answer;
   }
@@ -98,7 +98,9 @@ TEST_F(ReplicaTest, ASingleVoterCommitsAnAppendAndPublishesTheCommitBeforeAnswer
   become_leader();
   const std::size_t published_before = published_commits_.size();
   std::optional<std::uint64_t> published_when_answered;
-  replica_->append(Replica::AppendRequest{{"a", "b", "c"}, 0, 0,
+  replica_->append(Replica::AppendRequest{{"a", "b", "c"},
+                                          0,
+                                          0,
                                           [&](AppendResult result) {
                                             ASSERT_TRUE(result.error.ok()) << result.error.message;
                                             published_when_answered = published_commits_.back();
@@ -108,7 +110,8 @@ TEST_F(ReplicaTest, ASingleVoterCommitsAnAppendAndPublishesTheCommitBeforeAnswer
   replica_->process();
   ASSERT_TRUE(published_when_answered.has_value()) << "the append was not answered";
   EXPECT_GT(published_commits_.size(), published_before);
-  EXPECT_EQ(*published_when_answered, replica_->commit_index()) << "a waiter heard of a commit not yet published";
+  EXPECT_EQ(*published_when_answered, replica_->commit_index())
+      << "a waiter heard of a commit not yet published";
   EXPECT_TRUE(sender_.sent.empty()) << "a single voter has no one to send to";
 }
 
@@ -143,7 +146,8 @@ TEST_F(ReplicaTest, TheWatermarkRefusesAboveHighAndResumesOnlyAtLow) {
   };
   EXPECT_EQ(append_at_use(0.95)->error.reason, kReasonDiskWatermark);
   EXPECT_TRUE(replica_->disk_watermark_exceeded());
-  EXPECT_EQ(append_at_use(0.85)->error.reason, kReasonDiskWatermark) << "between the marks: still refused";
+  EXPECT_EQ(append_at_use(0.85)->error.reason, kReasonDiskWatermark)
+      << "between the marks: still refused";
   EXPECT_TRUE(append_at_use(0.79)->error.ok());
   EXPECT_FALSE(replica_->disk_watermark_exceeded());
 }
@@ -159,7 +163,8 @@ TEST_F(ReplicaTest, ARetryAfterARestartIsAnsweredWithTheOriginalIndexes) {
   EXPECT_EQ(replica_->commit_index(), first->last_index) << "the checkpoint keeps the commit index";
   become_leader();
   std::optional<AppendResult> retry = append({"p", "q"}, 7, 1);
-  ASSERT_TRUE(retry.has_value() && retry->error.ok()) << (retry ? retry->error.message : "unanswered");
+  ASSERT_TRUE(retry.has_value() && retry->error.ok())
+      << (retry ? retry->error.message : "unanswered");
   EXPECT_TRUE(retry->duplicate);
   EXPECT_EQ(retry->first_index, first->first_index);
   EXPECT_EQ(retry->last_index, first->last_index);
@@ -173,7 +178,8 @@ TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
   open_as_member_of(three);
   EXPECT_EQ(append({"x"})->error.code, ErrorCode::kNoLeader);
   std::optional<ReadIndexResult> read;
-  replica_->read_index(Replica::ReadIndexRequest{[&](ReadIndexResult r) { read = r; }, now_ + milliseconds(100)});
+  replica_->read_index(
+      Replica::ReadIndexRequest{[&](ReadIndexResult r) { read = r; }, now_ + milliseconds(100)});
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(read->error.code, ErrorCode::kNoLeader);
   // Its election timer runs on ticks only: a campaign sends pre-vote requests to both peers.
@@ -182,7 +188,8 @@ TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
     replica_->process();
   }
   std::size_t pre_votes = 0;
-  for (const raft::Message& m : sender_.sent) pre_votes += m.type == raft::MessageType::kPreVote ? 1 : 0;
+  for (const raft::Message& m : sender_.sent)
+    pre_votes += m.type == raft::MessageType::kPreVote ? 1 : 0;
   EXPECT_GE(pre_votes, 2u);
 }
 
@@ -214,7 +221,8 @@ TEST_F(ReplicaTest, ARetryOfATornAppendRightAfterTheElectionIsAppendedWhole) {
     ASSERT_TRUE((*hard_state)->write(raft::HardState{1, 1, 1}).ok());
   }
   open();
-  for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) replica_->tick();
+  for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick)
+    replica_->tick();
   ASSERT_EQ(replica_->role(), raft::Role::kLeader);
   std::optional<AppendResult> retry = append({"p", "q", "r"}, /*client_id=*/7, /*sequence=*/1);
   ASSERT_TRUE(retry.has_value()) << "the retry was not answered";
@@ -225,7 +233,8 @@ TEST_F(ReplicaTest, ARetryOfATornAppendRightAfterTheElectionIsAppendedWhole) {
   EXPECT_EQ(replica_->commit_index(), 5u);
 }
 
-// Flips one byte of `needle` in whichever file under `dir` holds it (the segment); false if none does.
+// Flips one byte of `needle` in whichever file under `dir` holds it (the segment); false if none
+// does.
 bool flip_byte_of(const std::string& dir, const std::string& needle) {
   for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
     if (!file.is_regular_file()) continue;
@@ -260,7 +269,7 @@ TEST_F(ReplicaTest, ACorruptEntryReadForAFollowerStopsTheNodeForRepairInsteadOfA
       if (m.type != raft::MessageType::kPreVote && m.type != raft::MessageType::kVote) continue;
       raft::Message grant;
       grant.type = m.type == raft::MessageType::kPreVote ? raft::MessageType::kPreVoteResponse
-                                                          : raft::MessageType::kVoteResponse;
+                                                         : raft::MessageType::kVoteResponse;
       grant.from = 2;
       grant.to = 1;
       grant.term = m.term;
@@ -284,7 +293,8 @@ TEST_F(ReplicaTest, ACorruptEntryReadForAFollowerStopsTheNodeForRepairInsteadOfA
   replica_->step(ack);
   replica_->process();
   EXPECT_TRUE(replica_->failed()) << "the corrupt entry was sent or skipped";
-  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/log/SUSPECT")) << "the entry was not recorded for repair";
+  EXPECT_TRUE(std::filesystem::exists(dir_.path() + "/log/SUSPECT"))
+      << "the entry was not recorded for repair";
   for (const raft::Message& m : sender_.sent) {
     for (const raft::Entry& e : m.entries) EXPECT_NE(e.index, 3u) << "the corrupt entry was sent";
   }
@@ -308,11 +318,12 @@ TEST_F(ReplicaTest, ALogAheadOfItsHardStateIsRefusedAtOpen) {
 }
 
 // Age-based retention reads segment file times through the store's Env and compares them with the
-// injected wall clock: over a MemoryEnv whose clock the test moves, segments expire exactly when the
-// test says, with no real file and no real time involved (as the simulator runs it).
+// injected wall clock: over a MemoryEnv whose clock the test moves, segments expire exactly when
+// the test says, with no real file and no real time involved (as the simulator runs it).
 TEST(ReplicaRetention, SegmentAgesComeFromTheEnvAndTheInjectedWallClock) {
   store::MemoryEnv env;
-  std::chrono::system_clock::time_point wall = std::chrono::system_clock::time_point() + std::chrono::hours(24);
+  std::chrono::system_clock::time_point wall =
+      std::chrono::system_clock::time_point() + std::chrono::hours(24);
   env.set_clock([&wall] { return wall; });
   ReplicaConfig c;
   c.node_id = 1;
@@ -346,8 +357,8 @@ TEST(ReplicaRetention, SegmentAgesComeFromTheEnvAndTheInjectedWallClock) {
   ASSERT_EQ(replica->role(), raft::Role::kLeader);
   // Enough 12 KiB entries to fill several 64 KiB segments, all committed at once (a single voter).
   for (int i = 0; i < 24; ++i) {
-    replica->append(Replica::AppendRequest{{std::string(12 << 10, 'r')}, 0, 0, [](AppendResult) {},
-                                           now + milliseconds(5000)});
+    replica->append(Replica::AppendRequest{
+        {std::string(12 << 10, 'r')}, 0, 0, [](AppendResult) {}, now + milliseconds(5000)});
     replica->process();
   }
   ASSERT_GE(replica->log().segments().size(), 3u);
@@ -356,7 +367,8 @@ TEST(ReplicaRetention, SegmentAgesComeFromTheEnvAndTheInjectedWallClock) {
   wall += std::chrono::seconds(59);
   now += milliseconds(100);
   replica->apply_retention(now);
-  EXPECT_EQ(replica->log().first_index(), 1u) << "a segment younger than the maximum age was deleted";
+  EXPECT_EQ(replica->log().first_index(), 1u)
+      << "a segment younger than the maximum age was deleted";
   // Past the maximum age every sealed segment goes; the active one stays.
   wall += std::chrono::seconds(2);
   now += milliseconds(100);
@@ -422,8 +434,9 @@ class SteppedFollowerTest : public ::testing::Test {
 };
 
 // A follower learns a commit index beyond its own flush. If its checkpoint recorded that index, a
-// power cut would leave the log ending below it, which the next open takes for lost durable data (and
-// the node would neither vote nor count toward commit until caught up). The simulator found this.
+// power cut would leave the log ending below it, which the next open takes for lost durable data
+// (and the node would neither vote nor count toward commit until caught up). The simulator found
+// this.
 TEST_F(SteppedFollowerTest, APowerCutBeforeTheFlushIsNotTakenForAStorageFault) {
   open();
   receive_committed_entries();
@@ -439,7 +452,8 @@ TEST_F(SteppedFollowerTest, APowerCutBeforeTheFlushIsNotTakenForAStorageFault) {
   EXPECT_FALSE(replica_->status().catching_up) << replica_->status().storage_fault;
 }
 
-// Once the flush covers the entries, the checkpoint records the commit index and a restart keeps it.
+// Once the flush covers the entries, the checkpoint records the commit index and a restart keeps
+// it.
 TEST_F(SteppedFollowerTest, TheCheckpointRecordsTheCommitIndexTheFlushCovers) {
   open();
   receive_committed_entries();

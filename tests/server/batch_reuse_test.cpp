@@ -15,7 +15,8 @@ namespace pb = raftlog::peer::v1;
 void fill(pb::RaftMessageBatch& batch, int messages, int entries_each, std::size_t payload_bytes) {
   for (int m = 0; m < messages; ++m) {
     pb::RaftMessage* message = batch.add_messages();
-    for (int e = 0; e < entries_each; ++e) message->add_entries()->set_payload(std::string(payload_bytes, 'p'));
+    for (int e = 0; e < entries_each; ++e)
+      message->add_entries()->set_payload(std::string(payload_bytes, 'p'));
   }
 }
 
@@ -32,7 +33,8 @@ TEST(BatchReuse, ALargeBatchIsReplacedAndItsMemoryFreed) {
   pb::RaftMessageBatch cleared;
   fill(cleared, 64, 64, 1024);
   cleared.Clear();
-  EXPECT_GT(cleared.SpaceUsedLong(), 4U << 20) << "protobuf no longer keeps cleared objects: the bound is moot";
+  EXPECT_GT(cleared.SpaceUsedLong(), 4U << 20)
+      << "protobuf no longer keeps cleared objects: the bound is moot";
 }
 
 TEST(BatchReuse, ASmallBatchIsClearedAndKeepsItsObjectsForTheNextUse) {

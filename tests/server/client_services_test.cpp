@@ -66,7 +66,8 @@ class InProcessNode {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + 1s);
     v1::StatusResponse response;
-    return stub->Status(&context, v1::StatusRequest(), &response).ok() && response.role() == v1::ROLE_LEADER;
+    return stub->Status(&context, v1::StatusRequest(), &response).ok() &&
+           response.role() == v1::ROLE_LEADER;
   }
   // Appends `count` entries of `bytes` bytes each, `per_call` per Append; the last index or 0.
   std::uint64_t append(std::size_t count, std::size_t bytes, std::size_t per_call = 1) {
@@ -76,7 +77,8 @@ class InProcessNode {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + 10s);
       v1::AppendRequest request;
-      for (std::size_t i = 0; i < per_call && done < count; ++i, ++done) request.add_entries(std::string(bytes, 'e'));
+      for (std::size_t i = 0; i < per_call && done < count; ++i, ++done)
+        request.add_entries(std::string(bytes, 'e'));
       v1::AppendResponse response;
       const grpc::Status status = stub->Append(&context, request, &response);
       EXPECT_TRUE(status.ok()) << status.error_message();
@@ -94,7 +96,8 @@ class InProcessNode {
 
 // One Tail call on a channel, read or not as the test pleases.
 struct TailCall {
-  TailCall(const std::shared_ptr<grpc::Channel>& channel, std::uint64_t from_index) : stub(v1::Log::NewStub(channel)) {
+  TailCall(const std::shared_ptr<grpc::Channel>& channel, std::uint64_t from_index)
+      : stub(v1::Log::NewStub(channel)) {
     context.set_deadline(std::chrono::system_clock::now() + 30s);
     v1::TailRequest request;
     request.set_from_index(from_index);
@@ -112,7 +115,8 @@ struct TailCall {
   std::unique_ptr<grpc::ClientReader<v1::TailResponse>> reader;
 };
 
-// --- Tail readers that never read -----------------------------------------------------------------
+// --- Tail readers that never read
+// -----------------------------------------------------------------
 
 TEST(TailStall, StreamsWhoseReaderTakesNothingAreEndedAfterTheStallTimeoutAndFreeTheirSlots) {
   constexpr std::size_t kSlots = 3;
@@ -150,18 +154,21 @@ TEST(TailStall, StreamsWhoseReaderTakesNothingAreEndedAfterTheStallTimeoutAndFre
     if (!served) std::this_thread::sleep_for(50ms);
   }
   ASSERT_TRUE(served) << "no Tail slot came free within 10 s of the readers stalling";
-  EXPECT_GE(std::chrono::steady_clock::now() - started, 400ms) << "a stream was ended before its stall timeout";
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 400ms)
+      << "a stream was ended before its stall timeout";
   // Reading a stalled stream before the node ended it would let its write complete: wait for all.
   ASSERT_TRUE(eventually([&] { return node.open_tail_streams() == 0; }, 10s))
       << node.open_tail_streams() << " stalled readers still hold a slot";
   for (auto& call : stalled) {
     const grpc::Status status = call->drain_and_finish();
     EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-    EXPECT_NE(status.error_message().find("not reading"), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find("not reading"), std::string::npos)
+        << status.error_message();
   }
 }
 
-TEST(AppendStreamStall, AStreamWhoseClientReadsNoAnswersIsEndedAfterTheStallTimeoutAndFreesItsSlot) {
+TEST(AppendStreamStall,
+     AStreamWhoseClientReadsNoAnswersIsEndedAfterTheStallTimeoutAndFreesItsSlot) {
   InProcessNode node([](server::NodeConfig& c) {
     c.max_append_streams = 1;
     c.max_appends_per_stream = 16;
@@ -175,7 +182,8 @@ TEST(AppendStreamStall, AStreamWhoseClientReadsNoAnswersIsEndedAfterTheStallTime
   context.set_deadline(std::chrono::system_clock::now() + 30s);
   auto hog = stub->AppendStream(&context);
   // As in TailStall: a stream let in before the hog holds its slot would leave the hog refused.
-  ASSERT_TRUE(eventually([&] { return node.open_append_streams() == 1; }, 10s)) << "the hog holds no slot";
+  ASSERT_TRUE(eventually([&] { return node.open_append_streams() == 1; }, 10s))
+      << "the hog holds no slot";
   // Empty appends are refused at once, each answer carrying a message: a few thousand fill the
   // windows. The writer stops when the node stops reading (flow control) and the stream ends.
   std::thread writer([&] {
@@ -195,22 +203,26 @@ TEST(AppendStreamStall, AStreamWhoseClientReadsNoAnswersIsEndedAfterTheStallTime
     request.set_request_id(1);
     request.mutable_append()->add_entries("x");
     v1::AppendStreamResponse response;
-    const bool answered = other->Write(request) && other->Read(&response) && response.results_size() == 1;
+    const bool answered =
+        other->Write(request) && other->Read(&response) && response.results_size() == 1;
     other_context.TryCancel();
     (void)other->Finish();
     return answered;
   };
-  EXPECT_TRUE(eventually(appends_on_a_new_stream, 10000ms)) << "the stalled stream kept the node's only slot";
+  EXPECT_TRUE(eventually(appends_on_a_new_stream, 10000ms))
+      << "the stalled stream kept the node's only slot";
   writer.join();
   v1::AppendStreamResponse ignored;
   while (hog->Read(&ignored)) {
   }
   const grpc::Status status = hog->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << status.error_message();
-  EXPECT_NE(status.error_message().find("not reading"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("not reading"), std::string::npos)
+      << status.error_message();
 }
 
-// --- One connection cannot take every slot ---------------------------------------------------------
+// --- One connection cannot take every slot
+// ---------------------------------------------------------
 
 TEST(PerConnectionCaps, ATailStreamPastTheConnectionsCapIsRefusedWhileAnotherConnectionGetsOne) {
   InProcessNode node([](server::NodeConfig& c) {
@@ -229,7 +241,8 @@ TEST(PerConnectionCaps, ATailStreamPastTheConnectionsCapIsRefusedWhileAnotherCon
   TailCall third(greedy, 1);
   const grpc::Status refused = third.drain_and_finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
-  EXPECT_NE(refused.error_message().find("on this connection (2,"), std::string::npos) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("on this connection (2,"), std::string::npos)
+      << refused.error_message();
 
   TailCall other(node.new_connection(), 1);
   v1::TailResponse first;
@@ -246,7 +259,8 @@ TEST(PerConnectionCaps, AnAppendStreamPastTheConnectionsCapIsRefusedWhileAnother
   InProcessNode node([](server::NodeConfig& c) { c.max_append_streams_per_connection = 2; });
   ASSERT_TRUE(node.started());
   struct Stream {
-    explicit Stream(const std::shared_ptr<grpc::Channel>& channel) : stub(v1::Log::NewStub(channel)) {
+    explicit Stream(const std::shared_ptr<grpc::Channel>& channel)
+        : stub(v1::Log::NewStub(channel)) {
       context.set_deadline(std::chrono::system_clock::now() + 30s);
       call = stub->AppendStream(&context);
     }
@@ -267,7 +281,8 @@ TEST(PerConnectionCaps, AnAppendStreamPastTheConnectionsCapIsRefusedWhileAnother
     }
     std::unique_ptr<v1::Log::Stub> stub;
     grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>> call;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>>
+        call;
   };
   auto greedy = node.new_connection();
   // One at a time: streams opened together reach the node's handlers in any order, and the third
@@ -280,7 +295,8 @@ TEST(PerConnectionCaps, AnAppendStreamPastTheConnectionsCapIsRefusedWhileAnother
   EXPECT_FALSE(third.append_one());
   const grpc::Status refused = third.close();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
-  EXPECT_NE(refused.error_message().find("on this connection (2,"), std::string::npos) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("on this connection (2,"), std::string::npos)
+      << refused.error_message();
 
   Stream other(node.new_connection());
   EXPECT_TRUE(other.append_one());
@@ -289,7 +305,8 @@ TEST(PerConnectionCaps, AnAppendStreamPastTheConnectionsCapIsRefusedWhileAnother
   EXPECT_TRUE(second.close().ok());
 }
 
-// --- Requests that are not valid protobuf -----------------------------------------------------------
+// --- Requests that are not valid protobuf
+// -----------------------------------------------------------
 
 grpc::ByteBuffer bytes_of(const std::string& data) {
   grpc::Slice slice(data);
@@ -297,7 +314,10 @@ grpc::ByteBuffer bytes_of(const std::string& data) {
 }
 
 // Field 1 as a length-delimited field claiming 5 bytes, followed by 2: truncated.
-const std::string kTruncatedField = std::string("\x0a\x05" "ab", 4);
+const std::string kTruncatedField = std::string(
+    "\x0a\x05"
+    "ab",
+    4);
 // Field 1 as a varint whose last byte still says "more follows": truncated.
 const std::string kTruncatedVarint = std::string("\x08\xff", 2);
 
@@ -317,7 +337,8 @@ grpc::Status raw_unary(const std::shared_ptr<grpc::Channel>& channel, const std:
 // A streaming call of raw messages through the generic stub (one operation at a time).
 class RawStream {
  public:
-  RawStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& method) : stub_(channel) {
+  RawStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& method)
+      : stub_(channel) {
     context_.set_deadline(std::chrono::system_clock::now() + 10s);
     call_ = stub_.PrepareCall(&context_, method, &cq_);
     call_->StartCall(this);
@@ -348,7 +369,8 @@ class RawStream {
   grpc::Status finish() {
     grpc::Status status;
     call_->Finish(&status, this);
-    if (!await()) return grpc::Status(grpc::StatusCode::INTERNAL, "the test's Finish did not complete");
+    if (!await())
+      return grpc::Status(grpc::StatusCode::INTERNAL, "the test's Finish did not complete");
     return status;
   }
 
@@ -382,7 +404,8 @@ class MalformedRequests : public ::testing::Test {
     ASSERT_NE(node_->append(1, 10), 0u);  // elected and serving
     // The status a test counts from is published after the loop round that answered the append:
     // wait until it shows the no-op and that entry.
-    ASSERT_TRUE(eventually([&] { return last_index() >= 2; }, 5s)) << "the status never showed index 2";
+    ASSERT_TRUE(eventually([&] { return last_index() >= 2; }, 5s))
+        << "the status never showed index 2";
   }
   std::uint64_t last_index() {
     auto stub = v1::Log::NewStub(node_->new_connection());
@@ -398,12 +421,13 @@ class MalformedRequests : public ::testing::Test {
 TEST_F(MalformedRequests, EveryUnaryMethodAnswersInvalidArgumentWithAMessage) {
   auto channel = node_->new_connection();
   const std::uint64_t before = last_index();
-  for (const char* method : {"/raftlog.v1.Log/Append", "/raftlog.v1.Log/Read", "/raftlog.v1.Log/Status",
-                             "/raftlog.v1.Admin/TransferLeadership", "/raftlog.v1.Admin/Flush",
-                             "/raftlog.v1.Admin/Trim"}) {
+  for (const char* method : {"/raftlog.v1.Log/Append", "/raftlog.v1.Log/Read",
+                             "/raftlog.v1.Log/Status", "/raftlog.v1.Admin/TransferLeadership",
+                             "/raftlog.v1.Admin/Flush", "/raftlog.v1.Admin/Trim"}) {
     for (const std::string& garbage : {kTruncatedField, kTruncatedVarint}) {
       const grpc::Status status = raw_unary(channel, method, garbage);
-      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": " << status.error_message();
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+          << method << ": " << status.error_message();
       EXPECT_FALSE(status.error_message().empty()) << method;
     }
   }
@@ -434,7 +458,8 @@ TEST_F(MalformedRequests, AnAppendStreamRequestThatDoesNotParseEndsTheStreamWith
   std::vector<grpc::Slice> slices;
   ASSERT_TRUE(answer->Dump(&slices).ok());
   std::string joined;
-  for (const grpc::Slice& slice : slices) joined.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  for (const grpc::Slice& slice : slices)
+    joined.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   ASSERT_TRUE(response.ParseFromString(joined));
   ASSERT_EQ(response.results_size(), 1);
   EXPECT_EQ(response.results(0).request_id(), 7u);
@@ -448,7 +473,8 @@ TEST_F(MalformedRequests, AnAppendStreamRequestThatDoesNotParseEndsTheStreamWith
   while (stream.read()) ++further_answers;
   const grpc::Status status = stream.finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
-  EXPECT_NE(status.error_message().find("nor anything sent after it was read"), std::string::npos) << status.error_message();
+  EXPECT_NE(status.error_message().find("nor anything sent after it was read"), std::string::npos)
+      << status.error_message();
   EXPECT_EQ(further_answers, 0);
   EXPECT_EQ(last_index(), before + 1);  // request 7 only
 }

@@ -17,9 +17,11 @@ namespace {
 namespace pb = raftlog::peer::v1;
 
 constexpr raft::MessageType kAllTypes[] = {
-    raft::MessageType::kPreVote,   raft::MessageType::kPreVoteResponse, raft::MessageType::kVote,
-    raft::MessageType::kVoteResponse, raft::MessageType::kAppend,      raft::MessageType::kAppendResponse,
-    raft::MessageType::kHeartbeat, raft::MessageType::kHeartbeatResponse, raft::MessageType::kTimeoutNow,
+    raft::MessageType::kPreVote,    raft::MessageType::kPreVoteResponse,
+    raft::MessageType::kVote,       raft::MessageType::kVoteResponse,
+    raft::MessageType::kAppend,     raft::MessageType::kAppendResponse,
+    raft::MessageType::kHeartbeat,  raft::MessageType::kHeartbeatResponse,
+    raft::MessageType::kTimeoutNow,
 };
 
 // A message with every field set to a distinct non-default value.
@@ -37,7 +39,8 @@ raft::Message full_message(raft::MessageType type) {
   message.hint_term = 6;
   message.context = 0xfeedfacecafebeefULL;
   if (type == raft::MessageType::kAppend) {
-    const raft::EntryType entry_types[] = {raft::EntryType::kNormal, raft::EntryType::kNoop, raft::EntryType::kConfig};
+    const raft::EntryType entry_types[] = {raft::EntryType::kNormal, raft::EntryType::kNoop,
+                                           raft::EntryType::kConfig};
     for (int i = 0; i < 3; ++i) {
       raft::Entry entry;
       entry.index = 101 + static_cast<raft::Index>(i);
@@ -200,7 +203,8 @@ TEST_F(MalformedMessage, IndexOverflowRejected) {
 }
 
 TEST_F(MalformedMessage, TermsAboveTheLimitRejected) {
-  // 2^64-1 was adopted and persisted by every node, and no election could follow (term + 1 overflows).
+  // 2^64-1 was adopted and persisted by every node, and no election could follow (term + 1
+  // overflows).
   for (int field = 0; field < 3; ++field) {
     SetUp();
     for (int i = 0; i < wire_.entries_size(); ++i) wire_.mutable_entries(i)->set_term(wire_.term());
@@ -212,10 +216,10 @@ TEST_F(MalformedMessage, TermsAboveTheLimitRejected) {
   }
 }
 
-// Seeded mutation of encoded messages: random bytes flipped, truncated or appended. Whatever parses and
-// passes the codec goes on into a Raft core (as a follower, a candidate and a leader), which must
-// never abort on it: the codec and the core together are the only guard between the network and the
-// core's invariants.
+// Seeded mutation of encoded messages: random bytes flipped, truncated or appended. Whatever parses
+// and passes the codec goes on into a Raft core (as a follower, a candidate and a leader), which
+// must never abort on it: the codec and the core together are the only guard between the network
+// and the core's invariants.
 TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
   raft::MemoryLog log;
   std::vector<raft::Entry> entries;
@@ -247,7 +251,8 @@ TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
       base.log_term = std::min<raft::Term>(prng.below(3), base.term);
       for (std::size_t i = 0; i < base.entries.size(); ++i) {
         base.entries[i].index = base.index + 1 + i;
-        base.entries[i].term = std::max(base.log_term, std::min<raft::Term>(base.term, 1 + prng.below(5)));
+        base.entries[i].term =
+            std::max(base.log_term, std::min<raft::Term>(base.term, 1 + prng.below(5)));
         if (i > 0) base.entries[i].term = std::max(base.entries[i].term, base.entries[i - 1].term);
         base.entries[i].type = raft::EntryType::kNormal;
       }
@@ -258,9 +263,15 @@ TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
     const std::uint64_t flips = 1 + prng.below(4);
     for (std::uint64_t f = 0; f < flips && !bytes.empty(); ++f) {
       switch (prng.below(3)) {
-        case 0: bytes[prng.below(bytes.size())] ^= static_cast<char>(1 + prng.below(255)); break;
-        case 1: bytes.resize(prng.below(bytes.size())); break;
-        default: bytes.push_back(static_cast<char>(prng.below(256))); break;
+        case 0:
+          bytes[prng.below(bytes.size())] ^= static_cast<char>(1 + prng.below(255));
+          break;
+        case 1:
+          bytes.resize(prng.below(bytes.size()));
+          break;
+        default:
+          bytes.push_back(static_cast<char>(prng.below(256)));
+          break;
       }
     }
     pb::RaftMessage parsed;

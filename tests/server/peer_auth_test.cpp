@@ -52,13 +52,18 @@ TEST_F(PeerSecretFile, ReadsTheSecretWithoutItsTrailingNewline) {
 }
 
 TEST_F(PeerSecretFile, RefusesFilesOthersCouldReadOrChangeAndBadSizes) {
-  EXPECT_NE(refusal(write("world", "0123456789abcdef0123", 0644)).find("has mode 0644"), std::string::npos);
-  EXPECT_NE(refusal(write("other-write", "0123456789abcdef0123", 0602)).find("has mode 0602"), std::string::npos);
-  EXPECT_NE(refusal(write("group-write", "0123456789abcdef0123", 0620)).find("has mode 0620"), std::string::npos);
-  EXPECT_NE(refusal(write("short", "0123456789abcde\n")).find("holds 15 bytes; a peer secret needs at least 16"),
+  EXPECT_NE(refusal(write("world", "0123456789abcdef0123", 0644)).find("has mode 0644"),
+            std::string::npos);
+  EXPECT_NE(refusal(write("other-write", "0123456789abcdef0123", 0602)).find("has mode 0602"),
+            std::string::npos);
+  EXPECT_NE(refusal(write("group-write", "0123456789abcdef0123", 0620)).find("has mode 0620"),
+            std::string::npos);
+  EXPECT_NE(refusal(write("short", "0123456789abcde\n"))
+                .find("holds 15 bytes; a peer secret needs at least 16"),
             std::string::npos);
   EXPECT_NE(refusal(write("empty", "")).find("holds 0 bytes"), std::string::npos);
-  EXPECT_NE(refusal(write("large", std::string(4097, 'x'))).find("larger than 4096 bytes"), std::string::npos);
+  EXPECT_NE(refusal(write("large", std::string(4097, 'x'))).find("larger than 4096 bytes"),
+            std::string::npos);
   EXPECT_NE(refusal(dir_ + "/missing").find("cannot open"), std::string::npos);
   EXPECT_NE(refusal(dir_).find("not a regular file"), std::string::npos);
   // A FIFO would block a plain open() until a writer comes: refused at once instead.
@@ -92,10 +97,10 @@ TEST(PeerAuthToken, VerifiesOnlyTheSenderRecipientClusterAndSecretItWasMadeFor) 
   std::string tampered = token;
   tampered.back() = tampered.back() == '0' ? '1' : '0';
   EXPECT_NE(verify_peer_auth_token(tampered, secret, "cluster-a", 1, &from), "");
-  for (const std::string& bad : {std::string(""), std::string("v1"), std::string("v2 3 1 00"),
-                                "v1 03 1 " + token.substr(7), "v1 3 1 " + token.substr(7) + " extra",
-                                "v1 0 1 " + token.substr(7), "v1 -3 1 " + token.substr(7),
-                                std::string(kMaxPeerAuthTokenBytes + 1, 'v')}) {
+  for (const std::string& bad :
+       {std::string(""), std::string("v1"), std::string("v2 3 1 00"), "v1 03 1 " + token.substr(7),
+        "v1 3 1 " + token.substr(7) + " extra", "v1 0 1 " + token.substr(7),
+        "v1 -3 1 " + token.substr(7), std::string(kMaxPeerAuthTokenBytes + 1, 'v')}) {
     SCOPED_TRACE(bad);
     EXPECT_NE(verify_peer_auth_token(bad, secret, "cluster-a", 1, &from), "");
     EXPECT_EQ(from, 0u);

@@ -81,12 +81,15 @@ std::vector<std::uint64_t> drain(LaneQueue& queue) {
 TEST(PeerQueueLanes, EntryLessMessagesTakeTheControlLaneAndAnythingWithEntriesTheAppendLane) {
   for (const raft::MessageType type :
        {raft::MessageType::kPreVote, raft::MessageType::kPreVoteResponse, raft::MessageType::kVote,
-        raft::MessageType::kVoteResponse, raft::MessageType::kAppendResponse, raft::MessageType::kHeartbeat,
-        raft::MessageType::kHeartbeatResponse, raft::MessageType::kTimeoutNow}) {
-    EXPECT_EQ(lane_for(control_message(type, 1)), Lane::kControl) << "type " << static_cast<int>(type);
+        raft::MessageType::kVoteResponse, raft::MessageType::kAppendResponse,
+        raft::MessageType::kHeartbeat, raft::MessageType::kHeartbeatResponse,
+        raft::MessageType::kTimeoutNow}) {
+    EXPECT_EQ(lane_for(control_message(type, 1)), Lane::kControl)
+        << "type " << static_cast<int>(type);
     raft::Message with_entries = control_message(type, 1);
     with_entries.entries.push_back(raft::Entry{});
-    EXPECT_EQ(lane_for(with_entries), Lane::kAppend) << "type " << static_cast<int>(type) << " with entries";
+    EXPECT_EQ(lane_for(with_entries), Lane::kAppend)
+        << "type " << static_cast<int>(type) << " with entries";
   }
   // A probe (an append without entries) is still an append.
   EXPECT_EQ(lane_for(control_message(raft::MessageType::kAppend, 1)), Lane::kAppend);
@@ -113,15 +116,18 @@ TEST(PeerQueueLanes, ControlMessagesNeverWaitBehindOrAreDroppedForAFullAppendLan
   // Every control message is accounted one header, so the control lane takes exactly its message
   // bound of them, whatever else waits.
   const std::vector<raft::MessageType> types = {
-      raft::MessageType::kHeartbeat,     raft::MessageType::kVote,           raft::MessageType::kPreVote,
-      raft::MessageType::kVoteResponse,  raft::MessageType::kAppendResponse, raft::MessageType::kHeartbeatResponse,
-      raft::MessageType::kTimeoutNow,    raft::MessageType::kPreVoteResponse};
+      raft::MessageType::kHeartbeat,      raft::MessageType::kVote,
+      raft::MessageType::kPreVote,        raft::MessageType::kVoteResponse,
+      raft::MessageType::kAppendResponse, raft::MessageType::kHeartbeatResponse,
+      raft::MessageType::kTimeoutNow,     raft::MessageType::kPreVoteResponse};
   ASSERT_EQ(types.size(), kControlBound);
   for (std::size_t i = 0; i < types.size(); ++i) {
     const raft::Message message = control_message(types[i], 100 + i);
-    EXPECT_EQ(route(message).push(message, kT0), Admission::kQueued) << "type " << static_cast<int>(types[i]);
+    EXPECT_EQ(route(message).push(message, kT0), Admission::kQueued)
+        << "type " << static_cast<int>(types[i]);
   }
-  EXPECT_EQ(control.push(control_message(raft::MessageType::kHeartbeat, 200), kT0), Admission::kFull);
+  EXPECT_EQ(control.push(control_message(raft::MessageType::kHeartbeat, 200), kT0),
+            Admission::kFull);
   EXPECT_EQ(control.counters().dropped_queue_full, 1u);
   EXPECT_EQ(append.counters().dropped_queue_full, 1u);  // only the append that did not fit
 
@@ -132,10 +138,12 @@ TEST(PeerQueueLanes, ControlMessagesNeverWaitBehindOrAreDroppedForAFullAppendLan
 
 TEST(LaneQueue, CountBoundIncludesTheWriteInFlightAndTheUnconfirmedBatch) {
   LaneQueue queue(test_limits(6));
-  for (std::uint64_t i = 1; i <= 2; ++i) ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
+  for (std::uint64_t i = 1; i <= 2; ++i)
+    ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
   ASSERT_EQ(take_and_settle(queue), (std::vector<std::uint64_t>{1, 2}));
   queue.write_unconfirmed();  // a stream's first write, not yet accepted
-  for (std::uint64_t i = 3; i <= 6; ++i) ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
+  for (std::uint64_t i = 3; i <= 6; ++i)
+    ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
   EXPECT_EQ(queue.held_messages(), 6u);
   EXPECT_EQ(queue.push(append_message(7), kT0), Admission::kFull);
 
@@ -143,7 +151,8 @@ TEST(LaneQueue, CountBoundIncludesTheWriteInFlightAndTheUnconfirmedBatch) {
   EXPECT_EQ(queue.counters().sent_messages, 2u);
   EXPECT_EQ(queue.counters().last_send_ok, kT0 + 1ms);
   ASSERT_EQ(take_and_settle(queue), (std::vector<std::uint64_t>{3, 4}));
-  for (std::uint64_t i = 8; i <= 9; ++i) ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
+  for (std::uint64_t i = 8; i <= 9; ++i)
+    ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
   EXPECT_EQ(queue.push(append_message(10), kT0), Admission::kFull);  // 3, 4 are being written
   EXPECT_EQ(queue.counters().dropped_queue_full, 2u);
 
@@ -192,9 +201,9 @@ TEST(BatchPlan, AWriteStaysWithinTheMessageSizeUnlessOneMessageAloneIsLarger) {
   limits.max_message_bytes = 100;
   limits.batch_framing_bytes = 6;
   BatchPlan two(limits);
-  EXPECT_EQ(two.add(44), Verdict::kAdd);   // 50 with framing
-  EXPECT_EQ(two.add(44), Verdict::kAdd);   // 100: exactly the bound
-  EXPECT_EQ(two.add(0), Verdict::kFull);   // 106
+  EXPECT_EQ(two.add(44), Verdict::kAdd);  // 50 with framing
+  EXPECT_EQ(two.add(44), Verdict::kAdd);  // 100: exactly the bound
+  EXPECT_EQ(two.add(0), Verdict::kFull);  // 106
   EXPECT_EQ(two.kept(), 2u);
 
   BatchPlan alone(limits);
@@ -202,7 +211,8 @@ TEST(BatchPlan, AWriteStaysWithinTheMessageSizeUnlessOneMessageAloneIsLarger) {
   EXPECT_EQ(alone.add(100), Verdict::kAdd);       // alone it may exceed the bound by its framing
   EXPECT_EQ(alone.add(1), Verdict::kFull);
   EXPECT_EQ(alone.kept(), 1u);
-  EXPECT_EQ(alone.verdicts(), (std::vector<Verdict>{Verdict::kOversize, Verdict::kAdd, Verdict::kFull}));
+  EXPECT_EQ(alone.verdicts(),
+            (std::vector<Verdict>{Verdict::kOversize, Verdict::kAdd, Verdict::kFull}));
 }
 
 TEST(LaneQueue, SettlingABatchDropsTheOversizeAndPutsTheRestBackInOrder) {
@@ -210,14 +220,15 @@ TEST(LaneQueue, SettlingABatchDropsTheOversizeAndPutsTheRestBackInOrder) {
   limits.max_batch_messages = 5;
   limits.max_message_bytes = 1000;
   LaneQueue queue(limits);
-  for (std::uint64_t i = 1; i <= 6; ++i) ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
+  for (std::uint64_t i = 1; i <= 6; ++i)
+    ASSERT_EQ(queue.push(append_message(i), kT0), Admission::kQueued);
   const std::size_t held_before = queue.held_bytes();
   ASSERT_EQ(contexts(queue.take_batch()), (std::vector<std::uint64_t>{1, 2, 3, 4, 5}));
   BatchPlan plan(queue.limits());
-  ASSERT_EQ(plan.add(400), Verdict::kAdd);       // 1
+  ASSERT_EQ(plan.add(400), Verdict::kAdd);        // 1
   ASSERT_EQ(plan.add(5000), Verdict::kOversize);  // 2: encoded larger than a message may be
-  ASSERT_EQ(plan.add(400), Verdict::kAdd);       // 3
-  ASSERT_EQ(plan.add(400), Verdict::kFull);      // 4, and 5 unread, wait for the next write
+  ASSERT_EQ(plan.add(400), Verdict::kAdd);        // 3
+  ASSERT_EQ(plan.add(400), Verdict::kFull);       // 4, and 5 unread, wait for the next write
   queue.settle_batch(plan);
   EXPECT_EQ(contexts(queue.writing()), (std::vector<std::uint64_t>{1, 3}));
   EXPECT_EQ(queue.counters().dropped_oversize, 1u);

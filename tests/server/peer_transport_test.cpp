@@ -30,7 +30,8 @@ using namespace std::chrono_literals;
 constexpr const char* kTestSecret = "a-test-peer-secret-of-32-bytes!!";
 
 // Options fast enough for tests: short backoff and connect timeout.
-PeerTransportOptions test_options(raft::NodeId self, const std::map<raft::NodeId, std::string>& addresses) {
+PeerTransportOptions test_options(raft::NodeId self,
+                                  const std::map<raft::NodeId, std::string>& addresses) {
   PeerTransportOptions options;
   options.cluster_id = "test-cluster";
   options.self_id = self;
@@ -66,8 +67,8 @@ class TestNode {
       std::lock_guard lock(mu_);
       received_.push_back(std::move(message));
     });
-    server_ = raftlog::testing::start_server({transport_->service()}, port,
-                                             static_cast<int>(transport_->max_receive_message_bytes()));
+    server_ = raftlog::testing::start_server(
+        {transport_->service()}, port, static_cast<int>(transport_->max_receive_message_bytes()));
     transport_->start();
   }
   ~TestNode() { shut_down(); }
@@ -116,13 +117,16 @@ std::map<raft::NodeId, std::string> pick_addresses(std::initializer_list<raft::N
 
 // For failure messages: the counters that tell a stuck stream from one that keeps reconnecting.
 std::string describe(const PeerStats& stats) {
-  return "connects " + std::to_string(stats.connects) + ", failures " + std::to_string(stats.connect_failures) +
-         ", queued " + std::to_string(stats.queued_messages) + ", sent " + std::to_string(stats.sent_messages) +
-         ", expired " + std::to_string(stats.dropped_expired) + ", connected " + (stats.connected ? "yes" : "no") +
-         ", last error: " + stats.last_error;
+  return "connects " + std::to_string(stats.connects) + ", failures " +
+         std::to_string(stats.connect_failures) + ", queued " +
+         std::to_string(stats.queued_messages) + ", sent " + std::to_string(stats.sent_messages) +
+         ", expired " + std::to_string(stats.dropped_expired) + ", connected " +
+         (stats.connected ? "yes" : "no") + ", last error: " + stats.last_error;
 }
 
-int port_of(const std::string& address) { return std::stoi(address.substr(address.rfind(':') + 1)); }
+int port_of(const std::string& address) {
+  return std::stoi(address.substr(address.rfind(':') + 1));
+}
 
 TEST(PeerTransport, ValidatesOptions) {
   PeerTransportOptions options = test_options(1, {{2, "127.0.0.1:1"}});
@@ -238,8 +242,8 @@ TEST(PeerTransport, DeadPeerDoesNotBlockOthersAndStaleMessagesExpireBeforeReconn
   // Let the queued messages go stale, then bring node 3 up: only fresh messages reach it.
   std::this_thread::sleep_for(400ms);
   TestNode node3(test_options(3, addresses), port_of(addresses.at(3)));
-  // Fresh messages, one every 20 ms until ten arrived: the reconnect can take longer than the 300 ms
-  // age bound on a loaded machine, and then the first fresh ones expire as well.
+  // Fresh messages, one every 20 ms until ten arrived: the reconnect can take longer than the 300
+  // ms age bound on a loaded machine, and then the first fresh ones expire as well.
   raft::Index next = 1001;
   auto last_send = std::chrono::steady_clock::now() - 1s;
   ASSERT_TRUE(eventually(
@@ -260,10 +264,12 @@ TEST(PeerTransport, DeadPeerDoesNotBlockOthersAndStaleMessagesExpireBeforeReconn
     EXPECT_GT(message.context, previous);
     previous = message.context;
   }
-  EXPECT_TRUE(eventually([&] { return node1.stats_for(3).sent_messages == node3.received_count(); }, 1s));
+  EXPECT_TRUE(
+      eventually([&] { return node1.stats_for(3).sent_messages == node3.received_count(); }, 1s));
   const PeerStats stats = node1.stats_for(3);
   EXPECT_GE(stats.dropped_expired, 100u);
-  EXPECT_EQ(stats.dropped_expired + stats.sent_messages + stats.queued_messages, 100u + (next - 1001));
+  EXPECT_EQ(stats.dropped_expired + stats.sent_messages + stats.queued_messages,
+            100u + (next - 1001));
   EXPECT_TRUE(stats.connected);
 }
 
@@ -314,7 +320,8 @@ TEST(PeerTransport, AFullAppendLaneDoesNotStopHeartbeatsOrVotes) {
   EXPECT_TRUE(node1.transport().send(vote));
 
   TestNode node2(test_options(2, addresses), port_of(addresses.at(2)));
-  ASSERT_TRUE(eventually([&] { return node2.received_count() == 6; }, 5s)) << node2.received_count();
+  ASSERT_TRUE(eventually([&] { return node2.received_count() == 6; }, 5s))
+      << node2.received_count();
   std::set<raft::Index> contexts;
   for (const raft::Message& message : node2.received()) contexts.insert(message.context);
   EXPECT_EQ(contexts, (std::set<raft::Index>{1, 2, 3, 4, 100, 101}));
@@ -354,7 +361,8 @@ TEST(PeerTransport, HeartbeatsOvertakeLargeAppendsTheReceiverIsStillTaking) {
     raft::Entry entry;
     entry.index = n;
     entry.term = 1;
-    entry.payload = std::string(1u << 20, 'a');  // above the inline-encoding size: the encoder thread writes it
+    entry.payload =
+        std::string(1u << 20, 'a');  // above the inline-encoding size: the encoder thread writes it
     append.entries.push_back(std::move(entry));
     ASSERT_TRUE(node1.transport().send(std::move(append)));
   }
@@ -371,8 +379,10 @@ TEST(PeerTransport, HeartbeatsOvertakeLargeAppendsTheReceiverIsStillTaking) {
   const std::size_t appends_before_release = node2.received_count() - (heartbeat_arrived ? 1 : 0);
   open_gate();
   EXPECT_TRUE(heartbeat_arrived) << "the heartbeat waited behind the appends";
-  EXPECT_EQ(appends_before_release, 0u) << "the first append is still held, and the others are behind it";
-  ASSERT_TRUE(eventually([&] { return node2.received_count() == kAppends + 1; }, 10s)) << node2.received_count();
+  EXPECT_EQ(appends_before_release, 0u)
+      << "the first append is still held, and the others are behind it";
+  ASSERT_TRUE(eventually([&] { return node2.received_count() == kAppends + 1; }, 10s))
+      << node2.received_count();
   raft::Index previous = 0;
   for (const raft::Message& message : node2.received()) {
     if (message.type != raft::MessageType::kAppend) continue;
@@ -457,7 +467,8 @@ TEST(PeerTransport, WrongClusterIdRefused) {
   TestNode node1(options1, port_of(addresses.at(1)));
   TestNode node2(options2, port_of(addresses.at(2)));
   for (raft::Index n = 1; n <= 5; ++n) ASSERT_TRUE(node1.transport().send(heartbeat(1, 2, n)));
-  ASSERT_TRUE(eventually([&] { return node1.stats_for(2).last_error.find("cluster id") != std::string::npos; }, 3s))
+  ASSERT_TRUE(eventually(
+      [&] { return node1.stats_for(2).last_error.find("cluster id") != std::string::npos; }, 3s))
       << node1.stats_for(2).last_error;
   const PeerStats stats = node1.stats_for(2);
   EXPECT_NE(stats.last_error.find("gRPC status 9"), std::string::npos);  // FAILED_PRECONDITION
@@ -498,7 +509,8 @@ grpc::Status raw_stream(const std::string& address, const std::vector<pb::RaftMe
       auth);
 }
 
-grpc::Status raw_batch_stream(const std::string& address, const std::vector<pb::RaftMessageBatch>& batches,
+grpc::Status raw_batch_stream(const std::string& address,
+                              const std::vector<pb::RaftMessageBatch>& batches,
                               const std::string& auth = "") {
   return write_raw(
       address, batches,
@@ -531,21 +543,23 @@ TEST(PeerTransport, PeerSecretAuthenticatesEveryInboundStream) {
       {"no authenticator", "", grpc::StatusCode::UNAUTHENTICATED, "carried no raftlog-peer-auth"},
       {"another secret", peer_auth_token("another-secret-of-some-length", "test-cluster", 1, 2),
        grpc::StatusCode::UNAUTHENTICATED, "does not match"},
-      {"another cluster", peer_auth_token(kTestSecret, "other-cluster", 1, 2), grpc::StatusCode::UNAUTHENTICATED,
-       "does not match"},
-      {"another recipient", peer_auth_token(kTestSecret, "test-cluster", 1, 3), grpc::StatusCode::UNAUTHENTICATED,
-       "is for node 3"},
-      {"not a peer", peer_auth_token(kTestSecret, "test-cluster", 9, 2), grpc::StatusCode::UNAUTHENTICATED,
-       "not a peer"},
+      {"another cluster", peer_auth_token(kTestSecret, "other-cluster", 1, 2),
+       grpc::StatusCode::UNAUTHENTICATED, "does not match"},
+      {"another recipient", peer_auth_token(kTestSecret, "test-cluster", 1, 3),
+       grpc::StatusCode::UNAUTHENTICATED, "is for node 3"},
+      {"not a peer", peer_auth_token(kTestSecret, "test-cluster", 9, 2),
+       grpc::StatusCode::UNAUTHENTICATED, "not a peer"},
       {"malformed", "v1 1 2 not-a-mac", grpc::StatusCode::UNAUTHENTICATED, "does not match"},
       {"speaks for another peer", peer_auth_token(kTestSecret, "test-cluster", 3, 2),
-       grpc::StatusCode::PERMISSION_DENIED, "authenticated as node 3 but sent a message from node 1"},
+       grpc::StatusCode::PERMISSION_DENIED,
+       "authenticated as node 3 but sent a message from node 1"},
   };
   for (const Case& test_case : cases) {
     SCOPED_TRACE(test_case.name);
     const grpc::Status status = raw_stream(addresses.at(2), {forged(1)}, test_case.auth);
     EXPECT_EQ(status.error_code(), test_case.expected) << status.error_message();
-    EXPECT_NE(status.error_message().find(test_case.fragment), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find(test_case.fragment), std::string::npos)
+        << status.error_message();
     pb::RaftMessageBatch batch;
     *batch.add_messages() = forged(1);
     const grpc::Status batched = raw_batch_stream(addresses.at(2), {batch}, test_case.auth);
@@ -554,7 +568,8 @@ TEST(PeerTransport, PeerSecretAuthenticatesEveryInboundStream) {
   EXPECT_EQ(node2.received_count(), 0u);
   EXPECT_GE(node2.transport().inbound_stats().rejected_streams, 2 * cases.size());
 
-  const grpc::Status genuine = raw_stream(addresses.at(2), {forged(1)}, peer_auth_token(kTestSecret, "test-cluster", 1, 2));
+  const grpc::Status genuine =
+      raw_stream(addresses.at(2), {forged(1)}, peer_auth_token(kTestSecret, "test-cluster", 1, 2));
   EXPECT_TRUE(genuine.ok()) << genuine.error_message();
   EXPECT_EQ(node2.received_count(), 1u);
 }
@@ -572,10 +587,12 @@ TEST(PeerTransport, NodesSharingThePeerSecretTalkAndAnotherSecretIsRefused) {
     ASSERT_TRUE(nodes[3]->transport().send(heartbeat(3, 2, n)));
     ASSERT_TRUE(nodes[2]->transport().send(heartbeat(2, 1, n)));
   }
-  ASSERT_TRUE(eventually([&] { return nodes[2]->received_count() == 3 && nodes[1]->received_count() == 3; }, 3s))
+  ASSERT_TRUE(eventually(
+      [&] { return nodes[2]->received_count() == 3 && nodes[1]->received_count() == 3; }, 3s))
       << describe(nodes[1]->stats_for(2));
-  ASSERT_TRUE(eventually([&] { return nodes[3]->stats_for(2).last_error.find("gRPC status 16") != std::string::npos; },
-                         3s))  // UNAUTHENTICATED
+  ASSERT_TRUE(eventually(
+      [&] { return nodes[3]->stats_for(2).last_error.find("gRPC status 16") != std::string::npos; },
+      3s))  // UNAUTHENTICATED
       << describe(nodes[3]->stats_for(2));
   EXPECT_EQ(nodes[3]->stats_for(2).sent_messages, 0u);
   for (const raft::Message& message : nodes[2]->received()) EXPECT_EQ(message.from, 1u);
@@ -604,15 +621,16 @@ TEST(PeerTransport, InboundChecksRefuseBadStreams) {
     const char* fragment;
   };
   const std::vector<Case> cases = {
-      {"wrong cluster", [](pb::RaftMessage& m) { m.set_cluster_id("other"); }, grpc::StatusCode::FAILED_PRECONDITION,
-       "cluster id"},
-      {"wrong recipient", [](pb::RaftMessage& m) { m.set_to(7); }, grpc::StatusCode::FAILED_PRECONDITION,
-       "message for node 7"},
-      {"unknown sender", [](pb::RaftMessage& m) { m.set_from(9); }, grpc::StatusCode::FAILED_PRECONDITION,
-       "not a peer"},
+      {"wrong cluster", [](pb::RaftMessage& m) { m.set_cluster_id("other"); },
+       grpc::StatusCode::FAILED_PRECONDITION, "cluster id"},
+      {"wrong recipient", [](pb::RaftMessage& m) { m.set_to(7); },
+       grpc::StatusCode::FAILED_PRECONDITION, "message for node 7"},
+      {"unknown sender", [](pb::RaftMessage& m) { m.set_from(9); },
+       grpc::StatusCode::FAILED_PRECONDITION, "not a peer"},
       {"unknown type", [](pb::RaftMessage& m) { m.set_type(static_cast<pb::MessageType>(77)); },
        grpc::StatusCode::INVALID_ARGUMENT, "unknown message type"},
-      {"oversize", [](pb::RaftMessage& m) {
+      {"oversize",
+       [](pb::RaftMessage& m) {
          m.set_type(pb::APPEND);
          pb::LogEntry* entry = m.add_entries();
          entry->set_index(1);
@@ -620,7 +638,8 @@ TEST(PeerTransport, InboundChecksRefuseBadStreams) {
          entry->set_payload(std::string(20 * 1024, 'z'));
        },
        grpc::StatusCode::INVALID_ARGUMENT, "exceeds the limit"},
-      {"beyond the gRPC receive limit", [](pb::RaftMessage& m) {
+      {"beyond the gRPC receive limit",
+       [](pb::RaftMessage& m) {
          m.set_type(pb::APPEND);
          pb::LogEntry* entry = m.add_entries();
          entry->set_index(1);
@@ -636,7 +655,8 @@ TEST(PeerTransport, InboundChecksRefuseBadStreams) {
     // A valid message first: the check applies to every message, not only the first.
     const grpc::Status status = raw_stream(addresses.at(2), {valid(), bad, valid()});
     EXPECT_EQ(status.error_code(), test_case.expected) << status.error_message();
-    EXPECT_NE(status.error_message().find(test_case.fragment), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find(test_case.fragment), std::string::npos)
+        << status.error_message();
   }
   // Each bad stream delivered only its leading valid message.
   EXPECT_EQ(node2.received_count(), 2u + cases.size());
@@ -652,7 +672,8 @@ TEST(PeerTransport, StopIsBoundedAndEndsCallbacks) {
     ASSERT_TRUE(node1.transport().send(heartbeat(1, 3, n)));
     ASSERT_TRUE(node2.transport().send(heartbeat(2, 1, n)));
   }
-  ASSERT_TRUE(eventually([&] { return node1.received_count() == 50 && node2.received_count() == 50; }, 3s));
+  ASSERT_TRUE(
+      eventually([&] { return node1.received_count() == 50 && node2.received_count() == 50; }, 3s));
 
   // Node 2's inbound stream from node 1 is open; stopping node 2 must end it and its callbacks.
   const auto stop_started = std::chrono::steady_clock::now();
@@ -674,7 +695,8 @@ TEST(PeerTransport, StopIsBoundedAndEndsCallbacks) {
 TEST(PeerTransport, MessagesStayInOrderAcrossAReconnect) {
   const auto addresses = pick_addresses({1, 2});
   PeerTransportOptions options1 = test_options(1, addresses);
-  options1.max_message_age_ms = 60000;  // nothing may expire: every message queued while down arrives
+  options1.max_message_age_ms =
+      60000;  // nothing may expire: every message queued while down arrives
   TestNode node1(options1, port_of(addresses.at(1)));
   auto node2 = std::make_unique<TestNode>(test_options(2, addresses), port_of(addresses.at(2)));
   for (raft::Index n = 1; n <= 50; ++n) ASSERT_TRUE(node1.transport().send(heartbeat(1, 2, n)));
@@ -709,7 +731,8 @@ TEST(PeerTransport, MessagesStayInOrderAcrossAReconnect) {
     previous = message.context;
     seen.insert(message.context);
   }
-  for (raft::Index n = 52; n <= 100; ++n) EXPECT_EQ(seen.count(n), 1u) << "message " << n << " lost";
+  for (raft::Index n = 52; n <= 100; ++n)
+    EXPECT_EQ(seen.count(n), 1u) << "message " << n << " lost";
   const PeerStats stats = node1.stats_for(2);
   EXPECT_EQ(stats.dropped_expired + stats.dropped_queue_full + stats.dropped_send_failed, 0u);
   EXPECT_TRUE(eventually([&] { return node1.stats_for(2).queued_messages == 0; }, 1s));
@@ -793,11 +816,13 @@ TEST(PeerTransport, InboundBatchesAreCheckedWholeAndDeliveredInOrder) {
   };
   auto batch_of = [&](raft::Index first, int count) {
     pb::RaftMessageBatch batch;
-    for (int i = 0; i < count; ++i) *batch.add_messages() = message(first + static_cast<raft::Index>(i));
+    for (int i = 0; i < count; ++i)
+      *batch.add_messages() = message(first + static_cast<raft::Index>(i));
     return batch;
   };
   {
-    const grpc::Status status = raw_batch_stream(addresses.at(2), {batch_of(1, 3), batch_of(4, 64)});
+    const grpc::Status status =
+        raw_batch_stream(addresses.at(2), {batch_of(1, 3), batch_of(4, 64)});
     EXPECT_TRUE(status.ok()) << status.error_message();
     const std::vector<raft::Message> received = node2.received();
     ASSERT_EQ(received.size(), 67u);
@@ -807,9 +832,11 @@ TEST(PeerTransport, InboundBatchesAreCheckedWholeAndDeliveredInOrder) {
     SCOPED_TRACE("a bad message anywhere in a batch: none of that batch is delivered");
     pb::RaftMessageBatch bad = batch_of(100, 3);
     bad.mutable_messages(2)->set_to(7);
-    const grpc::Status status = raw_batch_stream(addresses.at(2), {batch_of(98, 2), bad, batch_of(200, 1)});
+    const grpc::Status status =
+        raw_batch_stream(addresses.at(2), {batch_of(98, 2), bad, batch_of(200, 1)});
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << status.error_message();
-    EXPECT_NE(status.error_message().find("message for node 7"), std::string::npos) << status.error_message();
+    EXPECT_NE(status.error_message().find("message for node 7"), std::string::npos)
+        << status.error_message();
     EXPECT_EQ(node2.received_count(), 69u);  // the first batch only
   }
   {
@@ -835,8 +862,9 @@ TEST(PeerTransport, BatchesStayWithinTheMessageSizeLimit) {
   PeerTransportOptions options1 = test_options(1, addresses);
   PeerTransportOptions options2 = test_options(2, addresses);
   // Each append below encodes to a little over 3 KiB: two fit in a batch of 8 KiB, three do not.
-  // Without the sender's bound the first batch would hold all 40 (about 120 KiB), over the receiver's
-  // gRPC limit (8 KiB + 64 KiB of headroom): that stream would fail again and again and deliver nothing.
+  // Without the sender's bound the first batch would hold all 40 (about 120 KiB), over the
+  // receiver's gRPC limit (8 KiB + 64 KiB of headroom): that stream would fail again and again and
+  // deliver nothing.
   options1.limits.max_message_bytes = options2.limits.max_message_bytes = 8192;
   options1.max_message_age_ms = options2.max_message_age_ms = 60000;
   TestNode node1(options1, port_of(addresses.at(1)));
@@ -855,7 +883,8 @@ TEST(PeerTransport, BatchesStayWithinTheMessageSizeLimit) {
     ASSERT_TRUE(node1.transport().send(std::move(append)));
   }
   TestNode node2(options2, port_of(addresses.at(2)));
-  ASSERT_TRUE(eventually([&] { return node2.received_count() == kMessages; }, 5s)) << node2.received_count();
+  ASSERT_TRUE(eventually([&] { return node2.received_count() == kMessages; }, 5s))
+      << node2.received_count();
   const std::vector<raft::Message> received = node2.received();
   for (std::size_t i = 0; i < received.size(); ++i) EXPECT_EQ(received[i].context, i + 1);
   EXPECT_TRUE(eventually([&] { return node1.stats_for(2).sent_messages == kMessages; }, 1s));

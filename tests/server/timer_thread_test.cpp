@@ -40,10 +40,12 @@ TEST(TimerThread, RunsCallbacksInDeadlineOrderNotBeforeTheirTime) {
       lateness.push_back(Clock::now() - when);
     }));
   }
-  ASSERT_TRUE(eventually([&] {
-    std::lock_guard lock(mu);
-    return order.size() == 4;
-  }, 2000ms));
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::lock_guard lock(mu);
+        return order.size() == 4;
+      },
+      2000ms));
   std::lock_guard lock(mu);
   EXPECT_EQ(order, (std::vector<int>{5, 20, 40, 60}));
   for (const Clock::duration late : lateness) EXPECT_GE(late, Clock::duration::zero());

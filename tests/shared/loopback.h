@@ -19,8 +19,8 @@
 
 namespace raftlog::testing {
 
-// A port on 127.0.0.1 that was free a moment ago: bound to port 0, read back, closed. Used where the
-// address must be known before the server exists (peer lists, a peer that starts later, a dead
+// A port on 127.0.0.1 that was free a moment ago: bound to port 0, read back, closed. Used where
+// the address must be known before the server exists (peer lists, a peer that starts later, a dead
 // endpoint: nothing listens there, so connections are refused).
 inline int pick_free_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -32,7 +32,8 @@ inline int pick_free_loopback_port() {
   int port = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
     socklen_t length = sizeof(address);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) port = ntohs(address.sin_port);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+      port = ntohs(address.sin_port);
   }
   ::close(fd);
   return port;
@@ -58,7 +59,8 @@ inline StartedServer start_server(const std::vector<grpc::Service*>& services, i
                                   int max_receive_bytes = 0) {
   grpc::ServerBuilder builder;
   StartedServer started;
-  builder.AddListeningPort(loopback_address(port), grpc::InsecureServerCredentials(), &started.port);
+  builder.AddListeningPort(loopback_address(port), grpc::InsecureServerCredentials(),
+                           &started.port);
   if (max_receive_bytes > 0) builder.SetMaxReceiveMessageSize(max_receive_bytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();

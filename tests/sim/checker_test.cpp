@@ -1,6 +1,6 @@
-// The checker must report every kind of violation. Each test feeds it a small handcrafted history that
-// breaks exactly one invariant (and a control history that breaks none), through the same observation
-// calls the simulator makes.
+// The checker must report every kind of violation. Each test feeds it a small handcrafted history
+// that breaks exactly one invariant (and a control history that breaks none), through the same
+// observation calls the simulator makes.
 #include "sim/checker.h"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,8 @@ class VectorLogView final : public raft::LogReader {
     if (index > log_.size()) return std::nullopt;
     return log_[index - 1].term;
   }
-  std::vector<raft::Entry> entries(raft::Index from, raft::Index to, std::size_t max_bytes) const override {
+  std::vector<raft::Entry> entries(raft::Index from, raft::Index to,
+                                   std::size_t max_bytes) const override {
     std::vector<raft::Entry> result;
     std::size_t total_bytes = 0;
     for (raft::Index index = from; index <= to && index <= log_.size(); ++index) {
@@ -74,7 +75,8 @@ class SimCheckerHistory : public ::testing::Test {
     for (raft::NodeId id = 1; id <= 3; ++id) checker_.attach_log(id, &views_[id - 1]);
   }
 
-  // Appends entries to `node`'s log and tells the checker, as the driver does after applying a Ready.
+  // Appends entries to `node`'s log and tells the checker, as the driver does after applying a
+  // Ready.
   void append(raft::NodeId node, std::vector<Entry> entries) {
     std::vector<Entry>& log = logs_[node - 1];
     const raft::Index first = entries.front().index;
@@ -87,7 +89,9 @@ class SimCheckerHistory : public ::testing::Test {
     checker_.observe_truncate(node, from);
     logs_[node - 1].resize(from - 1);
   }
-  void commit(raft::NodeId node, raft::Index index, raft::Term term) { checker_.observe_commit(node, index, term); }
+  void commit(raft::NodeId node, raft::Index index, raft::Term term) {
+    checker_.observe_commit(node, index, term);
+  }
 
   void expect_violation(const std::string& invariant) {
     ASSERT_TRUE(checker_.failed()) << "expected a " << invariant << " violation";
@@ -95,11 +99,13 @@ class SimCheckerHistory : public ::testing::Test {
     EXPECT_FALSE(checker_.violation()->detail.empty());
   }
   void expect_ok() {
-    EXPECT_FALSE(checker_.failed()) << checker_.violation()->invariant << ": " << checker_.violation()->detail;
+    EXPECT_FALSE(checker_.failed())
+        << checker_.violation()->invariant << ": " << checker_.violation()->detail;
   }
 
   std::vector<Entry> logs_[3];
-  VectorLogView views_[3] = {VectorLogView(logs_[0]), VectorLogView(logs_[1]), VectorLogView(logs_[2])};
+  VectorLogView views_[3] = {VectorLogView(logs_[0]), VectorLogView(logs_[1]),
+                             VectorLogView(logs_[2])};
   Checker checker_;
 };
 
@@ -110,7 +116,8 @@ TEST_F(SimCheckerHistory, LegalHistoryHasNoViolation) {
   append(1, {continuing(make_entry(1, 1, "a")), make_entry(2, 1, "b")});
   checker_.observe_proposal(1, 1, 1, {"a", "b"});
   append(2, {continuing(make_entry(1, 1, "a")), make_entry(2, 1, "b")});
-  append(3, {continuing(make_entry(1, 1, "a"))});  // a follower may learn a commit inside a proposal
+  append(3,
+         {continuing(make_entry(1, 1, "a"))});  // a follower may learn a commit inside a proposal
   commit(1, 2, 1);
   commit(2, 2, 1);
   commit(3, 1, 1);
@@ -132,7 +139,8 @@ TEST_F(SimCheckerHistory, LegalHistoryHasNoViolation) {
   EXPECT_EQ(checker_.committed_length(), 3U);
 }
 
-// Leader 1 commits the first entry of a two-entry proposal and is lost; leader 2's no-op follows it.
+// Leader 1 commits the first entry of a two-entry proposal and is lost; leader 2's no-op follows
+// it.
 TEST_F(SimCheckerHistory, AProposalCommittedInPartViolatesProposalAtomicity) {
   checker_.observe_role(1, 1, Role::kLeader);
   append(1, {continuing(make_entry(1, 1, "a")), make_entry(2, 1, "b")});
@@ -323,7 +331,7 @@ TEST_F(SimCheckerHistory, StaleReadViolatesReadLinearizability) {
   append(1, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
   commit(1, 1, 1);
   append(2, {make_entry(1, 1, "a"), make_entry(2, 1, "b")});
-  commit(2, 2, 1);  // index 2 is committed (somewhere) ...
+  commit(2, 2, 1);                    // index 2 is committed (somewhere) ...
   checker_.observe_read_request(42);  // ... before the read starts
   checker_.observe_read_released(1, 42, 1);
   expect_violation("read-linearizability");

@@ -39,7 +39,8 @@ TEST(SimDeterminism, RunsDoWorkAndRecover) {
   EXPECT_GT(result.leaders_elected, 0U);
   EXPECT_GT(result.committed_entries, 10U);
   EXPECT_GT(result.proposals_acknowledged, 0U);
-  EXPECT_GT(result.appends_acknowledged, 0U) << "no client append was acknowledged through the replica";
+  EXPECT_GT(result.appends_acknowledged, 0U)
+      << "no client append was acknowledged through the replica";
   EXPECT_GT(result.reads_released, 0U);
   EXPECT_GT(result.cluster.messages_sent, 100U);
   EXPECT_GT(result.cluster.flush_cycles, 0U);

@@ -39,7 +39,8 @@ TEST(SimNetwork, DeliversAfterTheDelayInSendOrder) {
   Network network(3);
   util::Prng prng(1);
   network.set_conditions(fixed_delay(2));
-  for (raft::Term term = 1; term <= 3; ++term) EXPECT_EQ(network.send(message(1, 2, term), 10, prng), 1);
+  for (raft::Term term = 1; term <= 3; ++term)
+    EXPECT_EQ(network.send(message(1, 2, term), 10, prng), 1);
   std::vector<raft::Message> delivered;
   std::vector<raft::Message> cut;
   drain(network, 11, &delivered, &cut);
@@ -65,7 +66,8 @@ TEST(SimNetwork, RandomDelaysReorder) {
   drain(network, 100, &delivered, &cut);
   ASSERT_EQ(delivered.size(), 50U);
   bool reordered = false;
-  for (std::size_t i = 1; i < delivered.size(); ++i) reordered |= delivered[i].term < delivered[i - 1].term;
+  for (std::size_t i = 1; i < delivered.size(); ++i)
+    reordered |= delivered[i].term < delivered[i - 1].term;
   EXPECT_TRUE(reordered);
 }
 

@@ -54,12 +54,13 @@ struct Lead {
   explicit Lead(FakeLog& fake) : log(fake) {}
   FakeLog& log;
   int wake_alls = 0;
-  std::vector<IndexRange> appended_runs;  // what after_appended was told, in order
+  std::vector<IndexRange> appended_runs;               // what after_appended was told, in order
   std::function<void(const IndexRange&)> on_appended;  // optional check at that moment
   void operator()(AppendGroup& group, GroupMember* oldest) {
     group.lead(
         oldest,
-        [this](std::span<const EntryToAppend> run, const AppendGroup::ResolveWritten& resolve_written) {
+        [this](std::span<const EntryToAppend> run,
+               const AppendGroup::ResolveWritten& resolve_written) {
           auto appended = log.append(run);
           if (appended.ok()) resolve_written(*appended, 10 * log.runs.size());
           return appended;
@@ -80,8 +81,8 @@ TEST(AppendGroupTest, FirstCallerLeadsAndLaterCallersAreAppendedOldestFirstInOne
   GroupMember leader({&a, 1});
   GroupMember second({&b, 1});
   GroupMember third({c, 2});
-  ASSERT_TRUE(group.join(&leader));    // nobody leads: the caller does
-  ASSERT_FALSE(group.join(&second));   // queued behind the active leader
+  ASSERT_TRUE(group.join(&leader));   // nobody leads: the caller does
+  ASSERT_FALSE(group.join(&second));  // queued behind the active leader
   ASSERT_FALSE(group.join(&third));
   FakeLog log;
   Lead lead{log};
@@ -136,15 +137,17 @@ TEST(AppendGroupTest, AfterAppendedHearsOfEachRunOnceItsMembersKnowTheirRanges) 
   EXPECT_EQ(lead.appended_runs[1].last, 3U);
   ASSERT_EQ(states_at_call.size(), 2U);
   EXPECT_EQ(states_at_call[0][0], GroupMember::kAppended);
-  EXPECT_EQ(states_at_call[1], (std::vector<std::uint32_t>{GroupMember::kAppended, GroupMember::kAppended,
-                                                           GroupMember::kAppended}));
+  EXPECT_EQ(states_at_call[1],
+            (std::vector<std::uint32_t>{GroupMember::kAppended, GroupMember::kAppended,
+                                        GroupMember::kAppended}));
 }
 
 TEST(AppendGroupTest, RunsRespectTheEntryBoundAndNeverSplitAMember) {
   AppendGroup group(/*max_run_entries=*/3);
   const EntryToAppend lead_entry = entry_with_term(1, "l");
   const EntryToAppend pair[2] = {entry_with_term(1, "p1"), entry_with_term(1, "p2")};
-  const EntryToAppend triple[3] = {entry_with_term(1, "t1"), entry_with_term(1, "t2"), entry_with_term(1, "t3")};
+  const EntryToAppend triple[3] = {entry_with_term(1, "t1"), entry_with_term(1, "t2"),
+                                   entry_with_term(1, "t3")};
   GroupMember leader({&lead_entry, 1});
   GroupMember first_pair({pair, 2});
   GroupMember whole_triple({triple, 3});
@@ -252,7 +255,8 @@ TEST(GroupedAppendTest, ConcurrentSyncAppendsGetDisjointDurableRangesOfTheirOwnE
         const std::size_t count = 1 + static_cast<std::size_t>(i % 3);
         std::vector<std::string> payloads;
         for (std::size_t k = 0; k < count; ++k) {
-          payloads.push_back("t" + std::to_string(t) + "-" + std::to_string(i) + "-" + std::to_string(k));
+          payloads.push_back("t" + std::to_string(t) + "-" + std::to_string(i) + "-" +
+                             std::to_string(k));
         }
         std::vector<EntryToAppend> batch;
         for (const std::string& payload : payloads) batch.push_back(entry_with_term(1, payload));
@@ -270,7 +274,8 @@ TEST(GroupedAppendTest, ConcurrentSyncAppendsGetDisjointDurableRangesOfTheirOwnE
   EXPECT_EQ(failures.load(), 0);
   std::map<std::uint64_t, std::string> all;
   for (const auto& mine : expected) {
-    for (const auto& [index, payload] : mine) EXPECT_TRUE(all.emplace(index, payload).second) << "index " << index;
+    for (const auto& [index, payload] : mine)
+      EXPECT_TRUE(all.emplace(index, payload).second) << "index " << index;
   }
   ASSERT_EQ(all.size(), log->last_index());
   for (std::uint64_t index = 1; index <= log->last_index();) {
@@ -333,7 +338,8 @@ TEST(GroupedAppendTest, CloseUnderConcurrentAppendsNeitherHangsNorLosesAnAcknowl
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_TRUE(log->close().ok());
   stop.store(true);
-  for (auto& thread : threads) thread.join();  // a member left behind would hang here (ctest timeout)
+  for (auto& thread : threads)
+    thread.join();  // a member left behind would hang here (ctest timeout)
   EXPECT_EQ(unexpected.load(), 0);
   log.reset();
   auto reopened = open_ok(dir.path(), options);
@@ -341,7 +347,8 @@ TEST(GroupedAppendTest, CloseUnderConcurrentAppendsNeitherHangsNorLosesAnAcknowl
   std::size_t total = 0;
   for (const auto& mine : acknowledged) {
     total += mine.size();
-    for (std::uint64_t index : mine) ASSERT_LE(index, reopened->last_index()) << "acknowledged entry lost";
+    for (std::uint64_t index : mine)
+      ASSERT_LE(index, reopened->last_index()) << "acknowledged entry lost";
   }
   EXPECT_GT(total, 0U);
 }

@@ -285,7 +285,8 @@ TEST_F(CommitLogTest, ConcurrentReadersWhileAppending) {
   // On a loaded machine the appends can finish before any reader ran: let the readers start
   // (bounded) before the second half, so that reads and appends overlap.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (checked.load() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  while (checked.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
   append_range(1001, 2000);
   done.store(true);
   for (auto& t : readers) t.join();

@@ -30,8 +30,8 @@ TEST(FlushAsync, AppendReturnsBeforeFlushAndExplicitFlushPersists) {
   MemoryEnv env;
   ASSERT_TRUE(env.create_dir("/log").ok());
   auto options = small_options(&env, FlushMode::kAsync);
-  options.flush_interval_ms = 60000;         // the timer never fires during this test
-  options.flush_dirty_bytes = 1ULL << 40;    // nor the dirty-bytes trigger
+  options.flush_interval_ms = 60000;       // the timer never fires during this test
+  options.flush_dirty_bytes = 1ULL << 40;  // nor the dirty-bytes trigger
   options.checkpoint_interval_ms = 60000;
   auto log = open_ok("/log", options);
   ASSERT_TRUE(log);
@@ -80,7 +80,7 @@ TEST(FlushAsync, DirtyBytesThresholdTriggersFlush) {
   auto small = make_batch(1, 1, 1, 100);
   ASSERT_TRUE(log->append(small.span()).ok());
   std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(log->flushed_index(), 0U);  // below the threshold, timer far away
+  EXPECT_EQ(log->flushed_index(), 0U);    // below the threshold, timer far away
   auto big = make_batch(2, 10, 1, 1000);  // > 4096 unflushed bytes
   ASSERT_TRUE(log->append(big.span()).ok());
   EXPECT_TRUE(eventually([&] { return log->flushed_index() == 11; }));

@@ -44,7 +44,8 @@ TEST(EntryFormat, RoundTripAndLayout) {
   EXPECT_EQ(get_u64(buffer.data() + 16), 42U);
   EXPECT_EQ(get_u64(buffer.data() + 24), 7U);
   entry_format::Decoded decoded;
-  ASSERT_EQ(entry_format::decode(buffer.data(), buffer.size(), 1024, true, &decoded), DecodeResult::kOk);
+  ASSERT_EQ(entry_format::decode(buffer.data(), buffer.size(), 1024, true, &decoded),
+            DecodeResult::kOk);
   EXPECT_EQ(decoded.meta, sample_meta());
   EXPECT_EQ(decoded.generation, 5U);
   EXPECT_EQ(get_u64(buffer.data() + 48), 5U);
@@ -54,8 +55,8 @@ TEST(EntryFormat, RoundTripAndLayout) {
   EXPECT_EQ(entry_format::record_bytes(1), 64U);
 }
 
-// The record checksum is part of the on-disk format: logs written before CRC32C moved to src/util must
-// still verify. The value was recorded from the store's own CRC32C before the move.
+// The record checksum is part of the on-disk format: logs written before CRC32C moved to src/util
+// must still verify. The value was recorded from the store's own CRC32C before the move.
 TEST(EntryFormat, ChecksumOfAKnownRecordIsUnchanged) {
   const auto buffer = encoded(sample_meta(), "hello, raftlog");
   EXPECT_EQ(get_u32(buffer.data() + 4), 0x9D76A706U);
@@ -65,7 +66,8 @@ TEST(EntryFormat, DetectsEveryDamagedByte) {
   const std::string payload = "payload bytes";
   const auto good = encoded(sample_meta(), payload);
   const std::size_t record = entry_format::record_bytes(payload.size());
-  const std::size_t covered = entry_format::kHeaderBytes + payload.size();  // padding is not covered
+  const std::size_t covered =
+      entry_format::kHeaderBytes + payload.size();  // padding is not covered
   for (std::size_t i = 0; i < covered; ++i) {
     auto bad = good;
     bad[i] = static_cast<char>(bad[i] ^ 0x10);
@@ -78,11 +80,14 @@ TEST(EntryFormat, DetectsEveryDamagedByte) {
 TEST(EntryFormat, EndTruncatedAndOversized) {
   std::vector<char> zeros(128, '\0');
   entry_format::Decoded decoded;
-  EXPECT_EQ(entry_format::decode(zeros.data(), zeros.size(), 1024, true, &decoded), DecodeResult::kEnd);
+  EXPECT_EQ(entry_format::decode(zeros.data(), zeros.size(), 1024, true, &decoded),
+            DecodeResult::kEnd);
   const std::string payload(100, 'x');
   auto buffer = encoded(sample_meta(), payload);
-  EXPECT_EQ(entry_format::decode(buffer.data(), 100, 1024, true, &decoded), DecodeResult::kTruncated);
-  EXPECT_EQ(entry_format::decode(buffer.data(), buffer.size(), 50, true, &decoded), DecodeResult::kBadSize);
+  EXPECT_EQ(entry_format::decode(buffer.data(), 100, 1024, true, &decoded),
+            DecodeResult::kTruncated);
+  EXPECT_EQ(entry_format::decode(buffer.data(), buffer.size(), 50, true, &decoded),
+            DecodeResult::kBadSize);
   buffer[8] = 9;  // unknown version
   EXPECT_EQ(entry_format::decode(buffer.data(), buffer.size(), 1024, true, &decoded),
             DecodeResult::kBadVersion);
@@ -135,8 +140,8 @@ TEST(CheckpointFormat, RoundTrip) {
   EXPECT_FALSE(decode_checkpoint("short"));
 }
 
-// Bytes from the disk are refused or decoded, never met with a failed check (the store's checks stay
-// on in release builds and are for programmer errors only): seeded damage to valid records and
+// Bytes from the disk are refused or decoded, never met with a failed check (the store's checks
+// stay on in release builds and are for programmer errors only): seeded damage to valid records and
 // random bytes, through every decoder. A record decoded from damaged bytes still lies in its input.
 TEST(StoreFormats, DamagedBytesAreRefusedOrDecodedNeverAFailedCheck) {
   std::mt19937_64 rng(14);

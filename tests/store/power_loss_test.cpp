@@ -1,5 +1,5 @@
-// Power-loss tests: a random workload (appends in both flush modes, with indexes given or assigned by
-// the log, suffix and prefix truncations, commit-index updates, explicit flushes; with the log's
+// Power-loss tests: a random workload (appends in both flush modes, with indexes given or assigned
+// by the log, suffix and prefix truncations, commit-index updates, explicit flushes; with the log's
 // threads, or stepped: no thread, flush and checkpoint steps taken by the workload) runs over
 // MemoryEnv and is cut by a simulated power loss at a random moment -- between operations or inside
 // one (after a random number of sync calls).
@@ -81,7 +81,8 @@ void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads
   MemoryEnv env;
   ASSERT_TRUE(env.create_dir("/log").ok());
   const bool stepped = work == BackgroundWork::kStepped;
-  Options options = testing::small_options(&env, rng() % 2 == 0 ? FlushMode::kSync : FlushMode::kAsync);
+  Options options =
+      testing::small_options(&env, rng() % 2 == 0 ? FlushMode::kSync : FlushMode::kAsync);
   options.background_work = work;
   options.max_entry_size_bytes = 4096;
   options.flush_interval_ms = 1 + static_cast<std::uint32_t>(rng() % 5);
@@ -143,7 +144,9 @@ void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads
         ++model.next_term;  // a new leader's entries follow a truncation
       } else if (choice < 88) {
         const int step = stepped ? static_cast<int>(rng() % 3) : 0;
-        const Status status = step == 0 ? log->flush() : step == 1 ? log->run_flush_cycle() : log->run_checkpoint();
+        const Status status = step == 0   ? log->flush()
+                              : step == 1 ? log->run_flush_cycle()
+                                          : log->run_checkpoint();
         if (!status.ok()) {
           ASSERT_TRUE(env.crashed()) << where << ": " << status.to_string();
         }
@@ -156,8 +159,8 @@ void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads
         if (last > 0) {
           const Status status = log->truncate_prefix(1 + rng() % last);
           if (!status.ok()) {
-          ASSERT_TRUE(env.crashed()) << where << ": " << status.to_string();
-        }
+            ASSERT_TRUE(env.crashed()) << where << ": " << status.to_string();
+          }
         }
       }
     }
@@ -206,7 +209,8 @@ void run_seeds(BackgroundWork work) {
     }
     if (std::chrono::steady_clock::now() - started > time_limit) break;
   }
-  std::printf("power-loss seeds run (%s): %llu\n", to_string(work), static_cast<unsigned long long>(seeds));
+  std::printf("power-loss seeds run (%s): %llu\n", to_string(work),
+              static_cast<unsigned long long>(seeds));
   EXPECT_GE(seeds, std::min<std::uint64_t>(seed_count, 50));
 }
 

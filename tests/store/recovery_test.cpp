@@ -48,8 +48,8 @@ class RecoveryTest : public ::testing::Test {
     env_->restart(crash);
   }
 
-  // Entries 1..200 of 1000 bytes, closed cleanly (all checkpointed, the first segments sealed), then
-  // one payload byte of entry 10 flipped; `offset` is that entry's record offset in segment 1.
+  // Entries 1..200 of 1000 bytes, closed cleanly (all checkpointed, the first segments sealed),
+  // then one payload byte of entry 10 flipped; `offset` is that entry's record offset in segment 1.
   void write_200_entries_and_corrupt_entry_10(std::uint64_t* offset) {
     {
       auto log = open_ok("/log", small_options(env_.get()));
@@ -60,7 +60,8 @@ class RecoveryTest : public ::testing::Test {
       }
     }
     *offset = segment_format::kSegmentHeaderBytes + 9 * entry_format::record_bytes(1000);
-    ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), *offset + 60, 1).ok());
+    ASSERT_TRUE(
+        env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), *offset + 60, 1).ok());
   }
 
   // Entries 1..100 of 1000 bytes in `term`, in two segments, closed cleanly (all checkpointed).
@@ -171,7 +172,8 @@ TEST_F(RecoveryTest, CorruptionOfCheckpointedEntryFailsOpenNamingFileAndOffset) 
   // Entry 20 is the checkpointed one: flip a payload byte.
   const std::uint64_t record = entry_format::record_bytes(500);
   const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 19 * record;
-  ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 100).ok());
+  ASSERT_TRUE(
+      env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 100).ok());
   auto failed = CommitLog::open("/log", small_options(env_.get()));
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), StatusCode::kCorruption);
@@ -237,7 +239,8 @@ TEST_F(RecoveryTest, SuspectMarkerMakesTheNextOpenVerifyTheWholeSegment) {
     ASSERT_TRUE(log);
     EXPECT_TRUE(log->recovery_report().corrupted_flushed_data_truncated);
     EXPECT_EQ(log->recovery_report().suspect_index, 10U);
-    EXPECT_EQ(log->recovery_report().highest_index_seen, 200U) << "what the log held before the cut";
+    EXPECT_EQ(log->recovery_report().highest_index_seen, 200U)
+        << "what the log held before the cut";
     EXPECT_EQ(log->last_index(), 9U);
     testing::expect_entries(*log, 1, 9, 1, 1000);
   }
@@ -247,14 +250,15 @@ TEST_F(RecoveryTest, SuspectMarkerMakesTheNextOpenVerifyTheWholeSegment) {
   EXPECT_FALSE(log->recovery_report().corrupted_flushed_data_truncated);
 }
 
-// A flipped byte in the middle of the unflushed tail after a process crash: the scan cuts there, and
-// the valid entries after the cut (which a process crash cannot leave behind a torn entry) are
+// A flipped byte in the middle of the unflushed tail after a process crash: the scan cuts there,
+// and the valid entries after the cut (which a process crash cannot leave behind a torn entry) are
 // reported, with the highest index the log held.
 TEST_F(RecoveryTest, ValidEntriesAfterACutAreReported) {
   write_then_crash(10, 25, {CrashMode::kKeepAll, 1});
   const std::uint64_t record = entry_format::record_bytes(700);
   const std::uint64_t offset = segment_format::kSegmentHeaderBytes + 14 * record;  // entry 15
-  ASSERT_TRUE(env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 80, 1).ok());
+  ASSERT_TRUE(
+      env_->corrupt_byte("/log/" + segment_format::segment_file_name(1), offset + 80, 1).ok());
   auto log = open_ok("/log", quiet_async());
   ASSERT_TRUE(log);
   EXPECT_EQ(log->last_index(), 14U);
@@ -300,11 +304,13 @@ TEST_F(RecoveryTest, CheckpointSegmentThatDoesNotContinueTheLogIsCutOnlyWhenAllo
   write_100_entries_and_close(2);
   const std::vector<std::uint64_t> bases = segment_bases();
   ASSERT_EQ(bases.size(), 2U);
-  // The second (checkpoint) segment's header claims a previous term below the first one's last term.
+  // The second (checkpoint) segment's header claims a previous term below the first one's last
+  // term.
   {
     std::string header(segment_format::kSegmentHeaderBytes, '\0');
     segment_format::encode_segment_header({bases[1], 1, 64 << 10}, header.data());
-    ASSERT_TRUE(env_->overwrite("/log/" + segment_format::segment_file_name(bases[1]), 0, header).ok());
+    ASSERT_TRUE(
+        env_->overwrite("/log/" + segment_format::segment_file_name(bases[1]), 0, header).ok());
   }
   auto refused = CommitLog::open("/log", small_options(env_.get()));
   ASSERT_FALSE(refused.ok());
@@ -316,7 +322,8 @@ TEST_F(RecoveryTest, CheckpointSegmentThatDoesNotContinueTheLogIsCutOnlyWhenAllo
   options.allow_truncate_corrupted_flushed_data = true;
   auto log = open_ok("/log", options);
   ASSERT_TRUE(log);
-  EXPECT_TRUE(log->recovery_report().corrupted_flushed_data_truncated) << log->recovery_report().to_string();
+  EXPECT_TRUE(log->recovery_report().corrupted_flushed_data_truncated)
+      << log->recovery_report().to_string();
   // Its entries (term 2, not below the header's 1) are valid: the scan keeps them all.
   EXPECT_EQ(log->last_index(), 100U);
   testing::expect_entries(*log, 1, 100, 2, 1000);
@@ -329,11 +336,13 @@ TEST_F(RecoveryTest, IndexRecordPointingOutsideItsSegmentIsInvalid) {
   // Entry 5 of the first (sealed, spot-checked) segment: its record says offset 64 KiB + 4 KiB.
   char record[segment_format::kIndexRecordBytes];
   segment_format::encode_index_record(
-      {5, 1, (64 << 10) + 4096, static_cast<std::uint32_t>(entry_format::record_bytes(1000))}, record);
-  ASSERT_TRUE(env_->overwrite("/log/" + segment_format::index_file_name(1),
-                              segment_format::kIndexHeaderBytes + 4 * segment_format::kIndexRecordBytes,
-                              std::string(record, sizeof(record)))
-                  .ok());
+      {5, 1, (64 << 10) + 4096, static_cast<std::uint32_t>(entry_format::record_bytes(1000))},
+      record);
+  ASSERT_TRUE(
+      env_->overwrite("/log/" + segment_format::index_file_name(1),
+                      segment_format::kIndexHeaderBytes + 4 * segment_format::kIndexRecordBytes,
+                      std::string(record, sizeof(record)))
+          .ok());
   auto log = open_ok("/log", small_options(env_.get()));
   ASSERT_TRUE(log);
   auto read = log->read(5, 1, 1 << 20);

@@ -31,7 +31,8 @@ Options stepped_options(MemoryEnv* env, FlushMode mode = FlushMode::kSync) {
 
 std::size_t threads_in_process() {
   std::size_t threads = 0;
-  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) ++threads;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task"))
+    ++threads;
   return threads;
 }
 
@@ -86,7 +87,7 @@ TEST_F(SteppedLogTest, StartsNoThreadWhereADefaultLogStartsThree) {
 TEST_F(SteppedLogTest, NothingIsDurableWithoutAFlushStep) {
   auto log = open_ok("/log", stepped_options(&env_));
   ASSERT_TRUE(log);
-  append_entries(*log, 1, 100, 1);  // into a second segment
+  append_entries(*log, 1, 100, 1);                             // into a second segment
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // 10 flush intervals: nobody flushes
   EXPECT_EQ(log->last_index(), 100U);
   EXPECT_EQ(log->flushed_index(), 0U);
@@ -167,7 +168,8 @@ TEST_F(SteppedLogTest, RefusesToWaitForAFlushNobodyWouldRun) {
   const auto explicit_index = make_batch(1, 3, 1, 100);
   auto appended = log->append(explicit_index.span());
   ASSERT_FALSE(appended.ok());
-  EXPECT_EQ(appended.status().code(), StatusCode::kFailedPrecondition) << appended.status().to_string();
+  EXPECT_EQ(appended.status().code(), StatusCode::kFailedPrecondition)
+      << appended.status().to_string();
   auto auto_index = make_batch(1, 3, 1, 100);
   for (EntryToAppend& entry : auto_index.entries) entry.meta.index = 0;
   appended = log->append(auto_index.span());
@@ -221,7 +223,7 @@ TEST_F(SteppedLogTest, OnlyTheCheckpointStepMovesTheCheckpoint) {
   log = lose_power_and_reopen(env_, std::move(log));
   ASSERT_TRUE(log);
   EXPECT_EQ(log->recovery_report().checkpoint_flushed_index, 0U);
-  EXPECT_EQ(log->last_index(), 50U);  // flushed, found by the scan from the old checkpoint
+  EXPECT_EQ(log->last_index(), 50U);   // flushed, found by the scan from the old checkpoint
   EXPECT_EQ(log->commit_index(), 0U);  // never checkpointed
 
   append_entries(*log, 51, 20, 1);
@@ -268,7 +270,8 @@ TEST_F(SteppedLogTest, RollsAndTruncationsAcrossSegmentsWithoutThreads) {
   expect_entries(*log, std::max<std::uint64_t>(first, 80), 229, 2, kPayloadBytes);
   auto report = verify_log_directory("/log", &env_);
   ASSERT_TRUE(report.ok());
-  EXPECT_TRUE(report->ok) << report->bad_file << " @" << report->bad_offset << ": " << report->problem;
+  EXPECT_TRUE(report->ok) << report->bad_file << " @" << report->bad_offset << ": "
+                          << report->problem;
 }
 
 TEST_F(SteppedLogTest, AFailedSyncInAStepFailsTheLog) {
@@ -278,7 +281,8 @@ TEST_F(SteppedLogTest, AFailedSyncInAStepFailsTheLog) {
   env_.fail_next_syncs(1);
   EXPECT_EQ(log->run_flush_cycle().code(), StatusCode::kIo);
   EXPECT_EQ(log->flushed_index(), 0U);
-  EXPECT_EQ(log->run_flush_cycle().code(), StatusCode::kIo) << "a later sync must not vouch for the lost one";
+  EXPECT_EQ(log->run_flush_cycle().code(), StatusCode::kIo)
+      << "a later sync must not vouch for the lost one";
   EXPECT_EQ(log->run_checkpoint().code(), StatusCode::kIo);
   const auto next = make_batch(6, 1, 1, 100);
   EXPECT_EQ(log->append_no_wait(next.span()).status().code(), StatusCode::kIo);
@@ -290,10 +294,12 @@ std::vector<std::string> run_workload(MemoryEnv& env) {
   std::vector<std::string> trace;
   auto log = open_ok("/log", stepped_options(&env));
   if (!log) return {"open failed"};
-  log->set_flush_listener([&](std::uint64_t flushed) { trace.push_back("listener " + std::to_string(flushed)); });
+  log->set_flush_listener(
+      [&](std::uint64_t flushed) { trace.push_back("listener " + std::to_string(flushed)); });
   const auto step = [&](const char* what, const Status& status) {
     trace.push_back(std::string(what) + " " + status.to_string() + " flushed " +
-                    std::to_string(log->flushed_index()) + " last " + std::to_string(log->last_index()));
+                    std::to_string(log->flushed_index()) + " last " +
+                    std::to_string(log->last_index()));
   };
   std::uint64_t next = 1;
   for (int round = 0; round < 12; ++round) {
@@ -319,15 +325,19 @@ std::vector<std::string> run_workload(MemoryEnv& env) {
   const RecoveryReport& report = log->recovery_report();  // its duration is wall time: left out
   trace.push_back("recovered " + std::string(to_string(report.mode)) + " checkpoint " +
                   std::to_string(report.checkpoint_flushed_index) + " scanned " +
-                  std::to_string(report.entries_scanned) + " zeroed " + std::to_string(report.bytes_truncated) +
-                  " first " + std::to_string(log->first_index()) + " last " + std::to_string(log->last_index()));
+                  std::to_string(report.entries_scanned) + " zeroed " +
+                  std::to_string(report.bytes_truncated) + " first " +
+                  std::to_string(log->first_index()) + " last " +
+                  std::to_string(log->last_index()));
   EXPECT_TRUE(log->close().ok());
   auto names = env.list_dir("/log");
   if (!names.ok()) return {"list failed"};
   std::sort(names->begin(), names->end());
   for (const std::string& name : *names) {
     auto content = env.content("/log/" + name);
-    trace.push_back(name + " " + (content.ok() ? std::to_string(std::hash<std::string>{}(*content)) : "unreadable"));
+    trace.push_back(
+        name + " " +
+        (content.ok() ? std::to_string(std::hash<std::string>{}(*content)) : "unreadable"));
   }
   return trace;
 }

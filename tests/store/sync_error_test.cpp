@@ -1,7 +1,8 @@
-// A failed sync fails the log for good: whichever operation meets the error (a sync append, flush(),
-// truncate_prefix, truncate_suffix, a persisted commit index), later appends are refused even when
-// syncs work again. After an fsync error the kernel may have dropped the dirty data, so a later
-// successful sync proves nothing about it; only reopening (recovery from what is on disk) is safe.
+// A failed sync fails the log for good: whichever operation meets the error (a sync append,
+// flush(), truncate_prefix, truncate_suffix, a persisted commit index), later appends are refused
+// even when syncs work again. After an fsync error the kernel may have dropped the dirty data, so a
+// later successful sync proves nothing about it; only reopening (recovery from what is on disk) is
+// safe.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -29,7 +30,8 @@ void expect_failed_for_good(const Case& c) {
   ASSERT_TRUE(env.create_dir("/log").ok());
   auto log = open_ok("/log", small_options(&env));  // 64 KiB segments
   ASSERT_TRUE(log);
-  const auto batch = make_batch(1, 150, 1, 1000);  // three segments, so truncate_prefix has work to do
+  const auto batch =
+      make_batch(1, 150, 1, 1000);  // three segments, so truncate_prefix has work to do
   ASSERT_TRUE(log->append(batch.span()).ok());
   ASSERT_TRUE(log->set_commit_index(100).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // let periodic checkpoints settle
@@ -52,13 +54,15 @@ void expect_failed_for_good(const Case& c) {
 
 TEST(SyncError, FailsTheLogForGoodWhicheverOperationMeetsIt) {
   const std::vector<Case> cases = {
-      {"sync append", [](CommitLog& log) {
+      {"sync append",
+       [](CommitLog& log) {
          const auto batch = make_batch(151, 1, 1, 100);
          return log.append(batch.span()).status();
        }},
       {"truncate_prefix", [](CommitLog& log) { return log.truncate_prefix(100); }},
       {"truncate_suffix", [](CommitLog& log) { return log.truncate_suffix(120); }},
-      {"persisted commit index", [](CommitLog& log) { return log.set_commit_index(110, /*persist=*/true); }},
+      {"persisted commit index",
+       [](CommitLog& log) { return log.set_commit_index(110, /*persist=*/true); }},
   };
   for (const Case& c : cases) expect_failed_for_good(c);
 }

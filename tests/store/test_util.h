@@ -20,7 +20,8 @@ namespace raftlog::store::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "raftlog-store-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "raftlog-store-XXXXXX").string();
     char* made = mkdtemp(pattern.data());
     EXPECT_NE(made, nullptr);
     path_ = pattern;

@@ -17,9 +17,9 @@ using testing::small_options;
 std::size_t count_segments(MemoryEnv& env) {
   auto names = env.list_dir("/log");
   if (!names.ok()) return 0;
-  return static_cast<std::size_t>(std::count_if(names->begin(), names->end(), [](const std::string& n) {
-    return segment_format::parse_segment_file_name(n).has_value();
-  }));
+  return static_cast<std::size_t>(std::count_if(
+      names->begin(), names->end(),
+      [](const std::string& n) { return segment_format::parse_segment_file_name(n).has_value(); }));
 }
 
 // 200 entries of term 1, 1000-byte payloads: about 4 segments of 64 KiB.
@@ -122,7 +122,9 @@ TEST_F(TruncateTest, ACorruptIndexRecordMetAfterTheIntentFailsTheLogAndTheNextOp
   ASSERT_TRUE(log->append(unflushed.span()).ok());
   ASSERT_EQ(log->flushed_index(), 3U);
   const std::string index_path = "/log/" + segment_format::index_file_name(1);
-  ASSERT_TRUE(env_.corrupt_byte(index_path, segment_format::kIndexHeaderBytes + 4 * segment_format::kIndexRecordBytes + 3).ok());
+  ASSERT_TRUE(env_.corrupt_byte(index_path, segment_format::kIndexHeaderBytes +
+                                                4 * segment_format::kIndexRecordBytes + 3)
+                  .ok());
   const Status truncated = log->truncate_suffix(6);
   EXPECT_EQ(truncated.code(), StatusCode::kCorruption) << truncated.to_string();
   // The next open completes the cut at 6, so an append now (at 11) would be lost: refused instead.
@@ -131,7 +133,8 @@ TEST_F(TruncateTest, ACorruptIndexRecordMetAfterTheIntentFailsTheLogAndTheNextOp
   log.reset();
   auto reopened = open_ok("/log", options);
   ASSERT_TRUE(reopened);
-  EXPECT_TRUE(reopened->recovery_report().truncation_intent_completed) << reopened->recovery_report().to_string();
+  EXPECT_TRUE(reopened->recovery_report().truncation_intent_completed)
+      << reopened->recovery_report().to_string();
   EXPECT_EQ(reopened->last_index(), 5U);
   testing::expect_entries(*reopened, 1, 5, 1, 100);
 }

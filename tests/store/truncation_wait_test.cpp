@@ -40,7 +40,8 @@ TEST(TruncationHistory, OnlyACutAtOrBelowTheLastIndexSinceTheCountSeenCounts) {
 
 TEST(TruncationHistory, MoreTruncationsThanItRemembersAreAnUnknownOutcome) {
   TruncationHistory history;
-  for (std::uint64_t i = 0; i <= TruncationHistory::kRememberedTruncations; ++i) history.record(1000 + i);
+  for (std::uint64_t i = 0; i <= TruncationHistory::kRememberedTruncations; ++i)
+    history.record(1000 + i);
   // Every remembered cut is above 10, but the first one is forgotten: it may have been anything.
   const Status unknown = history.check(0, 10);
   EXPECT_EQ(unknown.code(), StatusCode::kTruncated);
@@ -78,7 +79,8 @@ class TruncationWaitTest : public TruncationWait, public ::testing::WithParamInt
     if (GetParam()) {
       for (EntryToAppend& entry : batch->entries) entry.meta.index = 0;
     }
-    auto pending = std::async(std::launch::async, [this, batch] { return log_->append(batch->span()); });
+    auto pending =
+        std::async(std::launch::async, [this, batch] { return log_->append(batch->span()); });
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (log_->last_index() < 1 + count && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(1ms);
@@ -89,7 +91,8 @@ class TruncationWaitTest : public TruncationWait, public ::testing::WithParamInt
   }
 };
 
-TEST_P(TruncationWaitTest, ASyncAppendWhoseEntriesAreTruncatedFailsEvenWhenTheirIndexesBecomeDurable) {
+TEST_P(TruncationWaitTest,
+       ASyncAppendWhoseEntriesAreTruncatedFailsEvenWhenTheirIndexesBecomeDurable) {
   auto pending = start_waiting_append(2);  // entries 2 and 3, term 1
   ASSERT_TRUE(log_->truncate_suffix(3).ok());
   // New entries (term 2) at indexes 3 and 4; once flushed, index 3 is durable, but not as ours.
@@ -133,7 +136,9 @@ TEST_P(TruncationWaitTest, ATruncationAboveTheWaitingEntriesLeavesTheirAppendSuc
 }
 
 INSTANTIATE_TEST_SUITE_P(ExplicitAndGroupedIndexes, TruncationWaitTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& param_info) { return param_info.param ? "grouped" : "explicit"; });
+                         [](const ::testing::TestParamInfo<bool>& param_info) {
+                           return param_info.param ? "grouped" : "explicit";
+                         });
 
 TEST_F(TruncationWait, FlushReturnsWhenATruncationRemovedTheIndexItWaitedFor) {
   auto unflushed = make_batch(2, 9, 1, kPayloadBytes);

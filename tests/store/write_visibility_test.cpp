@@ -27,7 +27,8 @@ constexpr std::size_t kPayloadBytes = 100;
 
 // File offset of entry `index` in the first segment when every entry carries kPayloadBytes.
 std::uint64_t offset_of(std::uint64_t index) {
-  return segment_format::kSegmentHeaderBytes + (index - 1) * entry_format::record_bytes(kPayloadBytes);
+  return segment_format::kSegmentHeaderBytes +
+         (index - 1) * entry_format::record_bytes(kPayloadBytes);
 }
 
 // Whether the segment file (MemoryEnv's volatile image: the page cache) holds a record at `offset`.
@@ -40,8 +41,8 @@ bool file_has_record_at(const MemoryEnv& env, const std::string& path, std::uint
 
 // Crashes the environment (what survives depends on `crash`), drops the old log object and opens
 // the log again from what the "disk" kept.
-std::unique_ptr<CommitLog> crash_and_reopen(MemoryEnv& env, std::unique_ptr<CommitLog>& log, const Options& options,
-                                            const CrashOptions& crash) {
+std::unique_ptr<CommitLog> crash_and_reopen(MemoryEnv& env, std::unique_ptr<CommitLog>& log,
+                                            const Options& options, const CrashOptions& crash) {
   env.crash();
   log.reset();
   env.restart(crash);
@@ -146,9 +147,9 @@ TEST(WriteVisibility, TruncateSuffixRemovesUnflushedEntriesWhileTheFlusherIsHeld
   expect_entries(*reopened, 20, 25, 2, kPayloadBytes);
 }
 
-// A writer appends (sync mode, non-blocking path, real files, segments rolling) while a reader keeps
-// reading the newest entries and the flusher syncs them: every read must return exactly what was
-// appended. Bounded by kEntries and 20 s.
+// A writer appends (sync mode, non-blocking path, real files, segments rolling) while a reader
+// keeps reading the newest entries and the flusher syncs them: every read must return exactly what
+// was appended. Bounded by kEntries and 20 s.
 TEST(WriteVisibility, ReadersRacingWithAppendsAndFlushesReadWhatWasAppended) {
   testing::TempDir dir;
   Options options;

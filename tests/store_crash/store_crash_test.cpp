@@ -1,10 +1,11 @@
 // Real crash test: a child process (store_crash_writer) appends with sync flush and reports every
-// acknowledged (durable) index with its payload hash through a pipe; this test SIGKILLs it at a random
-// moment, reopens the log and checks that every acknowledged entry is present and intact, that the
-// indexes are contiguous, that the log accepts appends, and that the offline verifier agrees.
-// Odd rounds append through the log's append group (index 0 from 8 threads), even rounds assign
-// indexes themselves. Several seeds x several rounds on one directory, so later rounds also recover
-// logs that earlier crashes and recoveries produced. Bounded: a round writes at most kMaxKillDelayMillis after its first ack.
+// acknowledged (durable) index with its payload hash through a pipe; this test SIGKILLs it at a
+// random moment, reopens the log and checks that every acknowledged entry is present and intact,
+// that the indexes are contiguous, that the log accepts appends, and that the offline verifier
+// agrees. Odd rounds append through the log's append group (index 0 from 8 threads), even rounds
+// assign indexes themselves. Several seeds x several rounds on one directory, so later rounds also
+// recover logs that earlier crashes and recoveries produced. Bounded: a round writes at most
+// kMaxKillDelayMillis after its first ack.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -33,7 +34,8 @@ using store::CommitLog;
 
 constexpr int kRoundsPerSeed = 5;
 constexpr int kMaxKillDelayMillis = 400;  // after the first acknowledgement
-constexpr int kMaxEarlyKillMillis = 60;  // after the start: lands in process start-up, open() or recovery
+constexpr int kMaxEarlyKillMillis =
+    60;  // after the start: lands in process start-up, open() or recovery
 constexpr std::chrono::milliseconds kFirstAckTimeout{10000};
 constexpr std::uint64_t kMaxPayloadBytes = 2048;
 constexpr std::uint64_t kSegmentSizeBytes = 256 << 10;  // small: rounds cross segment roll-overs
@@ -57,8 +59,9 @@ store::Options log_options() {
   return options;
 }
 
-// When the parent kills the writer: `delay` after the writer's first acknowledgement (most rounds: a
-// kill in the middle of steady appending), or `delay` after its start (kills during open/recovery).
+// When the parent kills the writer: `delay` after the writer's first acknowledgement (most rounds:
+// a kill in the middle of steady appending), or `delay` after its start (kills during
+// open/recovery).
 struct KillPlan {
   bool after_first_ack = true;
   bool grouped = false;  // the writer appends through the log's append group (index 0, 8 threads)
@@ -67,14 +70,25 @@ struct KillPlan {
 
 // Starts the writer with its report pipe on fd 3, kills it as `plan` says, and collects every
 // acknowledgement it managed to send.
-RoundOutcome run_writer_round(const std::string& dir, std::uint64_t seed, std::uint64_t term, const KillPlan& plan,
-                              std::map<std::uint64_t, Expected>& expected) {
+RoundOutcome run_writer_round(const std::string& dir, std::uint64_t seed, std::uint64_t term,
+                              const KillPlan& plan, std::map<std::uint64_t, Expected>& expected) {
   int report_pipe[2];
   EXPECT_EQ(::pipe2(report_pipe, O_CLOEXEC), 0);
-  std::vector<std::string> args = {STORE_CRASH_WRITER_PATH, "--dir", dir, "--seed", std::to_string(seed),
-                                   "--term", std::to_string(term), "--writers", plan.grouped ? "8" : "4",
-                                   "--max-payload-bytes", std::to_string(kMaxPayloadBytes),
-                                   "--segment-bytes", std::to_string(kSegmentSizeBytes), "--report-fd", "3"};
+  std::vector<std::string> args = {STORE_CRASH_WRITER_PATH,
+                                   "--dir",
+                                   dir,
+                                   "--seed",
+                                   std::to_string(seed),
+                                   "--term",
+                                   std::to_string(term),
+                                   "--writers",
+                                   plan.grouped ? "8" : "4",
+                                   "--max-payload-bytes",
+                                   std::to_string(kMaxPayloadBytes),
+                                   "--segment-bytes",
+                                   std::to_string(kSegmentSizeBytes),
+                                   "--report-fd",
+                                   "3"};
   if (plan.grouped) args.push_back("--grouped");
   std::vector<char*> argv;
   for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
@@ -92,12 +106,17 @@ RoundOutcome run_writer_round(const std::string& dir, std::uint64_t seed, std::u
   RoundOutcome outcome;
   AckRecord record;
   std::size_t filled = 0;
-  auto consume = [&](bool until_eof, std::chrono::steady_clock::time_point deadline, bool stop_at_first_ack) {
+  auto consume = [&](bool until_eof, std::chrono::steady_clock::time_point deadline,
+                     bool stop_at_first_ack) {
     while (!(stop_at_first_ack && outcome.acks > 0)) {
       const auto now = std::chrono::steady_clock::now();
       if (!until_eof && now >= deadline) return;
-      const int wait_ms = until_eof ? 5000 : static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                                   deadline - now).count()) + 1;
+      const int wait_ms =
+          until_eof
+              ? 5000
+              : static_cast<int>(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()) +
+                    1;
       pollfd poll_fd{report_pipe[0], POLLIN, 0};
       const int ready = ::poll(&poll_fd, 1, wait_ms);
       if (ready < 0 && errno == EINTR) continue;
@@ -106,7 +125,8 @@ RoundOutcome run_writer_round(const std::string& dir, std::uint64_t seed, std::u
         if (until_eof) return;
         continue;
       }
-      const ssize_t n = ::read(report_pipe[0], reinterpret_cast<char*>(&record) + filled, sizeof(record) - filled);
+      const ssize_t n = ::read(report_pipe[0], reinterpret_cast<char*>(&record) + filled,
+                               sizeof(record) - filled);
       if (n <= 0) return;  // EOF: the child is gone
       filled += static_cast<std::size_t>(n);
       if (filled < sizeof(record)) continue;
@@ -115,17 +135,20 @@ RoundOutcome run_writer_round(const std::string& dir, std::uint64_t seed, std::u
       const Expected entry{record.term, record.payload_hash, record.payload_size};
       const auto [it, inserted] = expected.emplace(record.index, entry);
       // An index acknowledged twice means a durable entry was lost and its index reused.
-      ASSERT_TRUE(inserted) << "index " << record.index << " acknowledged twice (an earlier durable entry was lost)";
+      ASSERT_TRUE(inserted) << "index " << record.index
+                            << " acknowledged twice (an earlier durable entry was lost)";
       ++outcome.acks;
     }
   };
   if (plan.after_first_ack) {
     consume(false, std::chrono::steady_clock::now() + kFirstAckTimeout, /*stop_at_first_ack=*/true);
-    EXPECT_GT(outcome.acks, 0U) << "the writer acknowledged nothing within " << kFirstAckTimeout.count() << " ms";
+    EXPECT_GT(outcome.acks, 0U) << "the writer acknowledged nothing within "
+                                << kFirstAckTimeout.count() << " ms";
   }
   consume(false, std::chrono::steady_clock::now() + plan.delay, false);
   ::kill(child, SIGKILL);
-  consume(true, {}, false);  // acknowledgements already in the pipe count: the child made them durable
+  consume(true, {},
+          false);  // acknowledgements already in the pipe count: the child made them durable
   ::close(report_pipe[0]);
   int status = 0;
   EXPECT_EQ(::waitpid(child, &status, 0), child);
@@ -135,16 +158,18 @@ RoundOutcome run_writer_round(const std::string& dir, std::uint64_t seed, std::u
 }
 
 // Reopens the crashed log and checks everything the writer acknowledged, then appends once more.
-void check_recovered_log(const std::string& dir, std::uint64_t seed, std::uint64_t term, const RoundOutcome& round,
-                         std::map<std::uint64_t, Expected>& expected) {
+void check_recovered_log(const std::string& dir, std::uint64_t seed, std::uint64_t term,
+                         const RoundOutcome& round, std::map<std::uint64_t, Expected>& expected) {
   auto opened = CommitLog::open(dir, log_options());
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   auto log = std::move(opened).value();
   if (round.acks > 0) {
-    EXPECT_EQ(log->recovery_report().mode, store::RecoveryMode::kAbnormal) << log->recovery_report().to_string();
+    EXPECT_EQ(log->recovery_report().mode, store::RecoveryMode::kAbnormal)
+        << log->recovery_report().to_string();
   }
   if (!expected.empty()) {
-    ASSERT_GE(log->last_index(), expected.rbegin()->first) << "acknowledged entries lost at the tail";
+    ASSERT_GE(log->last_index(), expected.rbegin()->first)
+        << "acknowledged entries lost at the tail";
     ASSERT_LE(log->first_index(), expected.begin()->first);
   }
 
@@ -163,13 +188,15 @@ void check_recovered_log(const std::string& dir, std::uint64_t seed, std::uint64
       if (auto it = expected.find(next); it != expected.end()) {
         ASSERT_EQ(entry.meta.term, it->second.term) << "index " << next;
         ASSERT_EQ(entry.payload.size(), it->second.size) << "index " << next;
-        ASSERT_EQ(fnv1a64(entry.payload), it->second.hash) << "index " << next << " payload changed";
+        ASSERT_EQ(fnv1a64(entry.payload), it->second.hash)
+            << "index " << next << " payload changed";
         ++verified;
       } else {
-        // Not acknowledged (in flight at the kill) but recovered: must still be a whole, valid entry.
-        // Both writers derive the payload from the sequence number (equal to the index when the
-        // writer assigns indexes).
-        ASSERT_EQ(entry.payload, make_payload(entry.meta.client_id, entry.meta.sequence, kMaxPayloadBytes))
+        // Not acknowledged (in flight at the kill) but recovered: must still be a whole, valid
+        // entry. Both writers derive the payload from the sequence number (equal to the index when
+        // the writer assigns indexes).
+        ASSERT_EQ(entry.payload,
+                  make_payload(entry.meta.client_id, entry.meta.sequence, kMaxPayloadBytes))
             << "index " << next;
       }
       ++next;
@@ -180,18 +207,21 @@ void check_recovered_log(const std::string& dir, std::uint64_t seed, std::uint64
   // The log accepts further appends at last_index() + 1.
   const std::uint64_t index = log->last_index() + 1;
   const std::string payload = make_payload(seed, index, kMaxPayloadBytes);
-  const store::EntryToAppend entry{store::EntryMeta{index, term, store::EntryType::kNormal, 0, seed, index}, payload};
+  const store::EntryToAppend entry{
+      store::EntryMeta{index, term, store::EntryType::kNormal, 0, seed, index}, payload};
   auto appended = log->append(std::span<const store::EntryToAppend>(&entry, 1));
   ASSERT_TRUE(appended.ok()) << appended.status().to_string();
   EXPECT_GE(log->flushed_index(), index);
-  expected.emplace(index, Expected{term, fnv1a64(payload), static_cast<std::uint32_t>(payload.size())});
+  expected.emplace(index,
+                   Expected{term, fnv1a64(payload), static_cast<std::uint32_t>(payload.size())});
   const std::uint64_t first = log->first_index();
   ASSERT_TRUE(log->close().ok());
 
   // The offline verifier (raftlogctl log verify) agrees with what recovery left behind.
   auto report = store::verify_log_directory(dir);
   ASSERT_TRUE(report.ok()) << report.status().to_string();
-  EXPECT_TRUE(report->ok) << report->bad_file << " offset " << report->bad_offset << ": " << report->problem;
+  EXPECT_TRUE(report->ok) << report->bad_file << " offset " << report->bad_offset << ": "
+                          << report->problem;
   EXPECT_EQ(report->first_index, first);
   EXPECT_EQ(report->last_index, index);
   EXPECT_EQ(report->entries, index - first + 1);

@@ -31,7 +31,8 @@ CommandResult run(const std::string& command) {
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
   if (pipe == nullptr) return result;
   char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;) result.output.append(buffer, n);
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
+    result.output.append(buffer, n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
@@ -53,7 +54,8 @@ std::map<std::string, std::pair<std::uintmax_t, std::uint64_t>> snapshot(const s
     std::string content;
     if (FILE* file = std::fopen(item.path().c_str(), "rb"); file != nullptr) {
       char buffer[1 << 16];
-      for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;) content.append(buffer, n);
+      for (std::size_t n; (n = std::fread(buffer, 1, sizeof(buffer), file)) > 0;)
+        content.append(buffer, n);
       std::fclose(file);
     }
     files[item.path().filename().string()] = {item.file_size(), fnv1a64(content)};
@@ -62,7 +64,8 @@ std::map<std::string, std::pair<std::uintmax_t, std::uint64_t>> snapshot(const s
 }
 
 constexpr std::uint64_t kEntries = 60;
-constexpr std::uint64_t kSegmentSizeBytes = 64 << 10;  // the minimum: 60 entries of ~2 KiB span segments
+constexpr std::uint64_t kSegmentSizeBytes =
+    64 << 10;  // the minimum: 60 entries of ~2 KiB span segments
 
 // A closed log of kEntries entries; entry 7 has a payload that needs escaping.
 void build_log(const std::string& dir) {
@@ -73,7 +76,8 @@ void build_log(const std::string& dir) {
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   auto log = std::move(opened).value();
   for (std::uint64_t index = 1; index <= kEntries; ++index) {
-    const std::string payload = index == 7 ? std::string("a\n\"\x01", 4) : make_payload(9, index, 2048);
+    const std::string payload =
+        index == 7 ? std::string("a\n\"\x01", 4) : make_payload(9, index, 2048);
     const store::EntryToAppend entry{
         store::EntryMeta{index, 1 + index / 30, store::EntryType::kNormal, 0, 42, index}, payload};
     ASSERT_TRUE(log->append(std::span<const store::EntryToAppend>(&entry, 1)).ok());
@@ -96,29 +100,34 @@ TEST_F(StoreToolsTest, VerifyPrintsRangeAndOkAndChangesNothing) {
   const auto before = snapshot(log_dir_);
   const CommandResult result = run(ctl("log verify --dir " + log_dir_));
   EXPECT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("first index:              1\n"), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("last index:               60\n"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("first index:              1\n"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("last index:               60\n"), std::string::npos)
+      << result.output;
   EXPECT_NE(result.output.find("\nOK\n"), std::string::npos) << result.output;
   EXPECT_EQ(snapshot(log_dir_), before) << "verify modified the directory";
 
   const CommandResult json = run(ctl("log verify --json --dir=" + log_dir_));
   EXPECT_EQ(json.exit_code, 0) << json.output;
   EXPECT_NE(json.output.find("\"ok\":true"), std::string::npos) << json.output;
-  EXPECT_NE(json.output.find("\"first_index\":1,\"last_index\":60"), std::string::npos) << json.output;
+  EXPECT_NE(json.output.find("\"first_index\":1,\"last_index\":60"), std::string::npos)
+      << json.output;
   EXPECT_NE(json.output.find("\"abort_marker_present\":false"), std::string::npos) << json.output;
 }
 
 TEST_F(StoreToolsTest, VerifyNamesFirstBadFileAndOffset) {
   // Find where entry 25 lives and flip one byte in the middle of its record.
   store::EntryLocation target;
-  auto scanned = store::verify_log_directory(log_dir_, nullptr, [&](const store::EntryView& entry, const store::EntryLocation& at) {
-    if (entry.meta.index == 25) target = at;
-    return entry.meta.index < 25;
-  });
+  auto scanned = store::verify_log_directory(
+      log_dir_, nullptr, [&](const store::EntryView& entry, const store::EntryLocation& at) {
+        if (entry.meta.index == 25) target = at;
+        return entry.meta.index < 25;
+      });
   ASSERT_TRUE(scanned.ok());
   ASSERT_FALSE(target.segment_file.empty());
   {
-    std::fstream file(log_dir_ + "/" + target.segment_file, std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream file(log_dir_ + "/" + target.segment_file,
+                      std::ios::in | std::ios::out | std::ios::binary);
     const auto position = static_cast<std::streamoff>(target.offset + target.record_bytes / 2);
     file.seekg(position);
     const char original = static_cast<char>(file.get());
@@ -128,16 +137,19 @@ TEST_F(StoreToolsTest, VerifyNamesFirstBadFileAndOffset) {
   const auto before = snapshot(log_dir_);
   const CommandResult result = run(ctl("log verify --dir " + log_dir_));
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(result.output.find("CORRUPT: " + target.segment_file + " offset " + std::to_string(target.offset) + ":"),
+  EXPECT_NE(result.output.find("CORRUPT: " + target.segment_file + " offset " +
+                               std::to_string(target.offset) + ":"),
             std::string::npos)
       << result.output;
-  EXPECT_NE(result.output.find("last index:               24\n"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("last index:               24\n"), std::string::npos)
+      << result.output;
   EXPECT_EQ(snapshot(log_dir_), before) << "verify modified a corrupt directory";
 
   const CommandResult json = run(ctl("log verify --json --dir " + log_dir_));
   EXPECT_EQ(json.exit_code, 1);
   EXPECT_NE(json.output.find("\"ok\":false"), std::string::npos) << json.output;
-  EXPECT_NE(json.output.find("\"bad_offset\":" + std::to_string(target.offset)), std::string::npos) << json.output;
+  EXPECT_NE(json.output.find("\"bad_offset\":" + std::to_string(target.offset)), std::string::npos)
+      << json.output;
 
   // dump stops at the bad entry with exit 1 when asked for entries past it, but works before it.
   EXPECT_EQ(run(ctl("log dump --dir " + log_dir_ + " --from 20 --count 10")).exit_code, 1);
@@ -146,21 +158,30 @@ TEST_F(StoreToolsTest, VerifyNamesFirstBadFileAndOffset) {
 
 TEST_F(StoreToolsTest, DumpPrintsRequestedEntriesEscaped) {
   const auto before = snapshot(log_dir_);
-  const CommandResult result = run(ctl("log dump --dir " + log_dir_ + " --from 6 --count 3 --preview-bytes 8"));
+  const CommandResult result =
+      run(ctl("log dump --dir " + log_dir_ + " --from 6 --count 3 --preview-bytes 8"));
   ASSERT_EQ(result.exit_code, 0) << result.output;
   const auto lines = lines_of(result.output);
   ASSERT_EQ(lines.size(), 3U) << result.output;
   EXPECT_EQ(lines[0].rfind("index=6 term=1 type=normal size=", 0), 0U) << lines[0];
   EXPECT_NE(lines[0].find(" client=42 seq=6 "), std::string::npos) << lines[0];
-  EXPECT_NE(lines[1].find("index=7 term=1 type=normal size=4 client=42 seq=7 at="), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("index=7 term=1 type=normal size=4 client=42 seq=7 at="),
+            std::string::npos)
+      << lines[1];
   EXPECT_NE(lines[1].find(" payload=\"a\\n\\\"\\x01\""), std::string::npos) << lines[1];
   EXPECT_EQ(lines[2].rfind("index=8 ", 0), 0U) << lines[2];
 
   const CommandResult json = run(ctl("log dump --json --dir " + log_dir_ + " --from 7 --count 1"));
   ASSERT_EQ(json.exit_code, 0) << json.output;
-  EXPECT_EQ(json.output.rfind("{\"index\":7,\"term\":1,\"type\":\"normal\",\"flags\":0,\"size\":4,\"client_id\":42,", 0), 0U)
+  EXPECT_EQ(
+      json.output.rfind(
+          "{\"index\":7,\"term\":1,\"type\":\"normal\",\"flags\":0,\"size\":4,\"client_id\":42,",
+          0),
+      0U)
       << json.output;
-  EXPECT_NE(json.output.find("\"payload_preview\":\"a\\n\\\"\\u0001\",\"payload_truncated\":false}"), std::string::npos)
+  EXPECT_NE(
+      json.output.find("\"payload_preview\":\"a\\n\\\"\\u0001\",\"payload_truncated\":false}"),
+      std::string::npos)
       << json.output;
 
   const CommandResult tail = run(ctl("log dump --dir " + log_dir_ + " --from 59"));
@@ -210,16 +231,21 @@ TEST(StoreToolsUsageTest, VerifyOfMissingDirectoryFails) {
 TEST(StoreBenchSmokeTest, TinyRunPrintsResultsAndCleansUp) {
   const TestDir dir("store_bench");
   const std::string bench_dir = dir.sub("bench");
-  const CommandResult result =
-      run(std::string(RAFTLOG_BENCH_PATH) + " store --dir " + bench_dir +
-          " --modes sync,async --writers 4 --sizes 128 --seconds 0.3 --raw sync --segment-bytes 1MiB"
-          " --max-cell-bytes 8MiB --recovery-gib 0.004 --recovery-segment-bytes 1MiB");
+  const CommandResult result = run(
+      std::string(RAFTLOG_BENCH_PATH) + " store --dir " + bench_dir +
+      " --modes sync,async --writers 4 --sizes 128 --seconds 0.3 --raw sync --segment-bytes 1MiB"
+      " --max-cell-bytes 8MiB --recovery-gib 0.004 --recovery-segment-bytes 1MiB");
   ASSERT_EQ(result.exit_code, 0) << result.output;
-  EXPECT_NE(result.output.find("RESULT bench=store mode=sync writers=4 entry_bytes=128 "), std::string::npos) << result.output;
-  EXPECT_NE(result.output.find("RESULT bench=store mode=async writers=4 entry_bytes=128 "), std::string::npos);
+  EXPECT_NE(result.output.find("RESULT bench=store mode=sync writers=4 entry_bytes=128 "),
+            std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("RESULT bench=store mode=async writers=4 entry_bytes=128 "),
+            std::string::npos);
   EXPECT_NE(result.output.find("RESULT bench=store_vs_raw mode=sync "), std::string::npos);
-  EXPECT_NE(result.output.find("RESULT bench=recovery shutdown=unclean mode=abnormal "), std::string::npos);
-  EXPECT_NE(result.output.find("RESULT bench=recovery shutdown=clean mode=normal "), std::string::npos);
+  EXPECT_NE(result.output.find("RESULT bench=recovery shutdown=unclean mode=abnormal "),
+            std::string::npos);
+  EXPECT_NE(result.output.find("RESULT bench=recovery shutdown=clean mode=normal "),
+            std::string::npos);
   EXPECT_FALSE(fs::exists(bench_dir)) << "the benchmark left its directory behind";
 
   // The same cell with the writers driven from one thread by completions: every writer's entry is
@@ -229,16 +255,21 @@ TEST(StoreBenchSmokeTest, TinyRunPrintsResultsAndCleansUp) {
           " --modes sync --writers 4 --writer-model completion --sizes 128 --seconds 0.3 --raw none"
           " --segment-bytes 1MiB --max-cell-bytes 8MiB");
   ASSERT_EQ(completion.exit_code, 0) << completion.output;
-  EXPECT_NE(completion.output.find("RESULT bench=store mode=sync writers=4 entry_bytes=128 writer_model=completion "),
+  EXPECT_NE(completion.output.find(
+                "RESULT bench=store mode=sync writers=4 entry_bytes=128 writer_model=completion "),
             std::string::npos)
       << completion.output;
-  EXPECT_EQ(run(std::string(RAFTLOG_BENCH_PATH) + " store --dir " + bench_dir + " --writer-model fibers").exit_code, 2);
+  EXPECT_EQ(
+      run(std::string(RAFTLOG_BENCH_PATH) + " store --dir " + bench_dir + " --writer-model fibers")
+          .exit_code,
+      2);
   EXPECT_FALSE(fs::exists(bench_dir));
 
   // A non-empty directory is refused, and left alone.
   fs::create_directories(bench_dir);
   std::ofstream(bench_dir + "/precious") << "data";
-  EXPECT_EQ(run(std::string(RAFTLOG_BENCH_PATH) + " store --quick --dir " + bench_dir).exit_code, 1);
+  EXPECT_EQ(run(std::string(RAFTLOG_BENCH_PATH) + " store --quick --dir " + bench_dir).exit_code,
+            1);
   EXPECT_TRUE(fs::exists(bench_dir + "/precious"));
 }
 

@@ -20,10 +20,12 @@ std::unique_ptr<v1::Log::Stub> stub(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(64 << 20);
   args.SetMaxReceiveMessageSize(64 << 20);
-  return v1::Log::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  return v1::Log::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }
 
-grpc::Status append(v1::Log::Stub& s, const std::vector<std::string>& entries, v1::AppendResponse* response) {
+grpc::Status append(v1::Log::Stub& s, const std::vector<std::string>& entries,
+                    v1::AppendResponse* response) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 10s);
   v1::AppendRequest request;
@@ -38,7 +40,8 @@ class LimitsTest : public ::testing::Test {
     options.raftlogd_path = RAFTLOGD_PATH;
     options.nodes = 1;
     options.max_entry_size_bytes = 1024;
-    options.extra_flags = {"--max-append-bytes", "4KiB", "--max-read-entries", "3", "--max-tail-streams", "2"};
+    options.extra_flags = {"--max-append-bytes", "4KiB", "--max-read-entries", "3",
+                           "--max-tail-streams", "2"};
     cluster_ = std::make_unique<LocalCluster>(options);
     cluster_->start_all();
     ASSERT_EQ(cluster_->wait_for_leader(), 1) << cluster_->log_tail(1);
@@ -58,9 +61,11 @@ TEST_F(LimitsTest, AppendBytesAndGrpcMessageSizeAreBounded) {
   const std::uint64_t before = last_index();
 
   // Five entries of 1000 bytes each fit the entry size but not the 4 KiB per-append bound.
-  grpc::Status too_large = append(*log_, std::vector<std::string>(5, std::string(1000, 'x')), &response);
+  grpc::Status too_large =
+      append(*log_, std::vector<std::string>(5, std::string(1000, 'x')), &response);
   EXPECT_EQ(too_large.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(too_large.error_message().find("exceeds the per-append limit of 4096 bytes"), std::string::npos)
+  EXPECT_NE(too_large.error_message().find("exceeds the per-append limit of 4096 bytes"),
+            std::string::npos)
       << too_large.error_message();
   // Four fit.
   ASSERT_TRUE(append(*log_, std::vector<std::string>(4, std::string(1000, 'y')), &response).ok());
@@ -68,9 +73,11 @@ TEST_F(LimitsTest, AppendBytesAndGrpcMessageSizeAreBounded) {
 
   // A message larger than the server's gRPC receive bound (logged at start-up; about 9 MiB by
   // default) is refused by gRPC before the node sees it.
-  EXPECT_NE(cluster_->log_tail(1).find("limits: gRPC messages"), std::string::npos) << cluster_->log_tail(1);
+  EXPECT_NE(cluster_->log_tail(1).find("limits: gRPC messages"), std::string::npos)
+      << cluster_->log_tail(1);
   grpc::Status oversized = append(*log_, {std::string(16 << 20, 'z')}, &response);
-  EXPECT_EQ(oversized.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << oversized.error_message();
+  EXPECT_EQ(oversized.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << oversized.error_message();
   EXPECT_EQ(last_index(), before + 4);
   EXPECT_TRUE(append(*log_, {"after"}, &response).ok());
 }
@@ -111,7 +118,8 @@ TEST_F(LimitsTest, ReadEntriesAndTailStreamsAreBounded) {
   }
   const grpc::Status refused = third->Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << refused.error_message();
-  EXPECT_NE(refused.error_message().find("too many Tail streams on this node (2)"), std::string::npos)
+  EXPECT_NE(refused.error_message().find("too many Tail streams on this node (2)"),
+            std::string::npos)
       << refused.error_message();
 
   for (auto& context : contexts) context->TryCancel();

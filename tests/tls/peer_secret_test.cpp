@@ -32,7 +32,8 @@ std::string read_file(const std::string& path) {
 
 // One StreamBatches call to `address` with `auth` as the peer authenticator (none when empty)
 // carrying `message`; returns how it ended.
-grpc::Status send_raw(const std::string& address, const pb::RaftMessage& message, const std::string& auth) {
+grpc::Status send_raw(const std::string& address, const pb::RaftMessage& message,
+                      const std::string& auth) {
   auto stub = pb::Peer::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + 5s);
@@ -59,24 +60,30 @@ TEST(PeerSecret, MultiNodeNodeWithoutPeerAuthenticationRefusesToStart) {
   char pattern[] = "/tmp/raftlog-peer-secret.XXXXXX";
   const std::string dir = ::mkdtemp(pattern);
   const std::string data = dir + "/data";
-  const std::string node = std::string(RAFTLOGD_PATH) + " --id 1 --members 1=127.0.0.1:1,2=127.0.0.1:2 --data-dir " +
-                           data + " ";
+  const std::string node = std::string(RAFTLOGD_PATH) +
+                           " --id 1 --members 1=127.0.0.1:1,2=127.0.0.1:2 --data-dir " + data + " ";
   const auto expect_refused = [&](const std::string& flags, const std::string& message) {
     SCOPED_TRACE(flags);
     const CommandRun run = run_command(node + flags);
     EXPECT_EQ(run.exit_code, 2) << run.out;
-    EXPECT_NE(run.out.find(message), std::string::npos) << "expected \"" << message << "\" in:\n" << run.out;
-    EXPECT_FALSE(std::filesystem::exists(data)) << "a refused configuration touched the data directory";
+    EXPECT_NE(run.out.find(message), std::string::npos) << "expected \"" << message << "\" in:\n"
+                                                        << run.out;
+    EXPECT_FALSE(std::filesystem::exists(data))
+        << "a refused configuration touched the data directory";
   };
   expect_refused("--cluster-id test-7b2e", "needs --peer-secret-file");
   const std::string secret = dir + "/secret";
   std::ofstream(secret) << "0123456789abcdef0123456789abcdef\n";
-  std::filesystem::permissions(secret, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+  std::filesystem::permissions(secret, std::filesystem::perms::owner_read |
+                                           std::filesystem::perms::owner_write |
                                            std::filesystem::perms::others_read);
   expect_refused("--cluster-id test-7b2e --peer-secret-file " + secret, "has mode 0604");
-  std::filesystem::permissions(secret, std::filesystem::perms::others_read, std::filesystem::perm_options::remove);
-  expect_refused("--peer-secret-file " + secret, "a multi-node cluster needs --cluster-id set to a token unique to it");
-  expect_refused("--cluster-id test-7b2e --peer-secret-file " + dir + "/missing", "--peer-secret-file: cannot open");
+  std::filesystem::permissions(secret, std::filesystem::perms::others_read,
+                               std::filesystem::perm_options::remove);
+  expect_refused("--peer-secret-file " + secret,
+                 "a multi-node cluster needs --cluster-id set to a token unique to it");
+  expect_refused("--cluster-id test-7b2e --peer-secret-file " + dir + "/missing",
+                 "--peer-secret-file: cannot open");
   std::filesystem::remove_all(dir);
 }
 
@@ -103,14 +110,17 @@ TEST(PeerSecret, PlaintextNodeRefusesForgedPeerStreams) {
   forged.set_commit(1ULL << 40);
   const grpc::Status anonymous = send_raw(cluster.address(1), forged, "");
   EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED) << anonymous.error_message();
-  EXPECT_NE(anonymous.error_message().find("peer secret"), std::string::npos) << anonymous.error_message();
+  EXPECT_NE(anonymous.error_message().find("peer secret"), std::string::npos)
+      << anonymous.error_message();
   const grpc::Status guessed =
-      send_raw(cluster.address(1), forged, server::peer_auth_token("a-guessed-secret-1234", cluster.cluster_id(), 2, 1));
+      send_raw(cluster.address(1), forged,
+               server::peer_auth_token("a-guessed-secret-1234", cluster.cluster_id(), 2, 1));
   EXPECT_EQ(guessed.error_code(), grpc::StatusCode::UNAUTHENTICATED) << guessed.error_message();
   // Node 3's credential does not let it speak for node 2.
-  const grpc::Status impersonating =
-      send_raw(cluster.address(1), forged, server::peer_auth_token(secret, cluster.cluster_id(), 3, 1));
-  EXPECT_EQ(impersonating.error_code(), grpc::StatusCode::PERMISSION_DENIED) << impersonating.error_message();
+  const grpc::Status impersonating = send_raw(
+      cluster.address(1), forged, server::peer_auth_token(secret, cluster.cluster_id(), 3, 1));
+  EXPECT_EQ(impersonating.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+      << impersonating.error_message();
 
   const auto status = cluster.status(1);
   ASSERT_TRUE(status.has_value());
@@ -124,8 +134,8 @@ TEST(PeerSecret, PlaintextNodeRefusesForgedPeerStreams) {
   pre_vote.set_from(2);
   pre_vote.set_to(1);
   pre_vote.set_term(1);
-  const grpc::Status genuine =
-      send_raw(cluster.address(1), pre_vote, server::peer_auth_token(secret, cluster.cluster_id(), 2, 1));
+  const grpc::Status genuine = send_raw(
+      cluster.address(1), pre_vote, server::peer_auth_token(secret, cluster.cluster_id(), 2, 1));
   EXPECT_TRUE(genuine.ok()) << genuine.error_message();
   EXPECT_NE(cluster.log_tail(1).find("refused peer stream"), std::string::npos);
 }

@@ -59,7 +59,8 @@ TEST(TlsClusterTest, ElectsLeaderAndServesAppendsAndReadsOverTls) {
   cluster.start_all();
   const int leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0) << cluster.log_tail(1);
-  EXPECT_NE(cluster.log_tail(leader).find("mutual TLS between peers"), std::string::npos) << cluster.log_tail(leader);
+  EXPECT_NE(cluster.log_tail(leader).find("mutual TLS between peers"), std::string::npos)
+      << cluster.log_tail(leader);
 
   auto writer = cluster.client();
   std::uint64_t last = 0;
@@ -82,7 +83,8 @@ TEST(TlsClusterTest, ElectsLeaderAndServesAppendsAndReadsOverTls) {
   // raftlogctl speaks TLS with --tls-ca, and fails without it.
   const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
   const std::string endpoints = " --endpoints " + cluster.endpoints() + " --timeout-ms 1500";
-  CommandRun status = run_command(ctl + "status --json --tls-ca " + cluster.tls_dir() + "/ca.crt" + endpoints);
+  CommandRun status =
+      run_command(ctl + "status --json --tls-ca " + cluster.tls_dir() + "/ca.crt" + endpoints);
   EXPECT_EQ(status.exit_code, 0) << status.out;
   EXPECT_NE(status.out.find("\"role\":\"leader\""), std::string::npos) << status.out;
   CommandRun plaintext = run_command(ctl + "status --json" + endpoints);
@@ -100,7 +102,8 @@ TEST(TlsClusterTest, RefusesPlaintextClientsWrongCaAndCertificatelessPeers) {
   auto plaintext = single_client(endpoint, client::TlsOptions{});
   auto status = plaintext->status(endpoint);
   ASSERT_FALSE(status.ok());
-  EXPECT_EQ(status.status().code(), client::StatusCode::kUnavailable) << status.status().to_string();
+  EXPECT_EQ(status.status().code(), client::StatusCode::kUnavailable)
+      << status.status().to_string();
   EXPECT_FALSE(plaintext->append({"plaintext"}).ok());
 
   client::TlsOptions wrong_ca;
@@ -109,7 +112,8 @@ TEST(TlsClusterTest, RefusesPlaintextClientsWrongCaAndCertificatelessPeers) {
   auto distrusting = single_client(endpoint, wrong_ca);
   status = distrusting->status(endpoint);
   ASSERT_FALSE(status.ok());
-  EXPECT_EQ(status.status().code(), client::StatusCode::kUnavailable) << status.status().to_string();
+  EXPECT_EQ(status.status().code(), client::StatusCode::kUnavailable)
+      << status.status().to_string();
   EXPECT_FALSE(distrusting->append({"wrong ca"}).ok());
 
   // A TLS caller without a certificate reaches the port (clients need none) but not the Peer
@@ -130,7 +134,8 @@ TEST(TlsClusterTest, RefusesPlaintextClientsWrongCaAndCertificatelessPeers) {
   writer->WritesDone();
   const grpc::Status refused = writer->Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
-  EXPECT_NE(refused.error_message().find("cluster CA"), std::string::npos) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("cluster CA"), std::string::npos)
+      << refused.error_message();
 
   // None of this disturbed the cluster.
   auto appended = cluster.client()->append({"still fine"});
@@ -157,10 +162,11 @@ TEST(TlsClusterTest, ClientCertificatesRequiredWithTlsCa) {
 
   // A certificate from another CA is refused too.
   const std::string rogue = cluster.tls_dir() + "/node-from-rogue";
-  CommandRun made = run_command("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=rogue -keyout " +
-                                rogue + ".key -out " + rogue + ".csr && openssl x509 -req -in " + rogue + ".csr -CA " +
-                                cluster.tls_dir() + "/rogue-ca.crt -CAkey " + cluster.tls_dir() +
-                                "/rogue-ca.key -CAcreateserial -days 1 -out " + rogue + ".crt");
+  CommandRun made = run_command(
+      "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=rogue -keyout " +
+      rogue + ".key -out " + rogue + ".csr && openssl x509 -req -in " + rogue + ".csr -CA " +
+      cluster.tls_dir() + "/rogue-ca.crt -CAkey " + cluster.tls_dir() +
+      "/rogue-ca.key -CAcreateserial -days 1 -out " + rogue + ".crt");
   ASSERT_EQ(made.exit_code, 0) << made.out;
   client::TlsOptions rogue_certificate = no_certificate;
   rogue_certificate.cert_file = rogue + ".crt";
@@ -195,7 +201,8 @@ TEST(TlsClusterTest, NodeWithCertificateFromRogueCaNeverJoins) {
   rogue_trust.ca_file = cluster.tls_dir() + "/rogue-ca.crt";
   auto rogue_client = single_client(cluster.address(3), rogue_trust);
   auto rogue_status = rogue_client->status(cluster.address(3));
-  ASSERT_TRUE(rogue_status.ok()) << rogue_status.status().to_string() << "\n" << cluster.log_tail(3);
+  ASSERT_TRUE(rogue_status.ok()) << rogue_status.status().to_string() << "\n"
+                                 << cluster.log_tail(3);
   EXPECT_EQ(rogue_status->last_index, 0u);
   EXPECT_EQ(rogue_status->commit_index, 0u);
   EXPECT_EQ(rogue_status->leader_id, 0u);
@@ -214,7 +221,9 @@ TEST(TlsClusterTest, NodeWithCertificateFromRogueCaNeverJoins) {
   // ... and node 3 saw its streams fail (TLS handshake refused), not silently succeed. Its peers
   // were never reachable, which before kPeerStartupGrace is an info line, not a "down" warning.
   const std::string log = cluster.log_tail(3, 100000);
-  EXPECT_TRUE(log.find(") not reachable yet:") != std::string::npos || log.find(") down:") != std::string::npos) << log;
+  EXPECT_TRUE(log.find(") not reachable yet:") != std::string::npos ||
+              log.find(") down:") != std::string::npos)
+      << log;
 }
 
 }  // namespace

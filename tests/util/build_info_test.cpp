@@ -1,6 +1,6 @@
 // util/build_info.h: the version is the project's; the revision is the commit the binary was built
-// from (a commit of the checkout, HEAD or an ancestor, when git can tell), and both are safe in a string
-// literal and a Prometheus label.
+// from (a commit of the checkout, HEAD or an ancestor, when git can tell), and both are safe in a
+// string literal and a Prometheus label.
 #include "util/build_info.h"
 
 #include <gtest/gtest.h>
@@ -15,7 +15,8 @@ namespace {
 
 // `git ARGS` in the checkout: its stdout ("" when git fails or is missing).
 std::string git(const std::string& args) {
-  const std::string command = "git -C '" + std::string(RAFTLOG_SOURCE_DIR) + "' " + args + " 2>/dev/null";
+  const std::string command =
+      "git -C '" + std::string(RAFTLOG_SOURCE_DIR) + "' " + args + " 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return "";
   std::array<char, 64> buffer{};
@@ -40,12 +41,15 @@ TEST(BuildInfo, VersionIsTheProjectsAndTheRevisionTheCheckoutsHead) {
     // A commit of this checkout (HEAD when built after the last commit; an ancestor of it if
     // commits were made since the build), abbreviated as rev-parse abbreviates.
     std::smatch commit;
-    ASSERT_TRUE(std::regex_match(revision, commit, std::regex("([0-9a-f]{12})(-dirty)?"))) << revision;
-    EXPECT_EQ(git("rev-parse --short=12 " + commit[1].str() + "^{commit}"), commit[1].str()) << revision;
+    ASSERT_TRUE(std::regex_match(revision, commit, std::regex("([0-9a-f]{12})(-dirty)?")))
+        << revision;
+    EXPECT_EQ(git("rev-parse --short=12 " + commit[1].str() + "^{commit}"), commit[1].str())
+        << revision;
     EXPECT_EQ(git("merge-base --is-ancestor " + commit[1].str() + " HEAD && echo yes"), "yes")
         << revision << " is not HEAD " << head << " or an ancestor of it";
   }
-  EXPECT_EQ(version_line("raftlogd"), "raftlogd " + std::string(build_version()) + " (revision " + revision + ")");
+  EXPECT_EQ(version_line("raftlogd"),
+            "raftlogd " + std::string(build_version()) + " (revision " + revision + ")");
 }
 
 }  // namespace

@@ -10,9 +10,9 @@
 namespace raftlog::util {
 namespace {
 
-// The Raft core's former private CRC32C (src/raft/crc32c.cpp before the merge, byte-at-a-time table),
-// kept as the reference: ConfState payloads already in logs were checksummed with it, so the shared
-// implementation must give the same value for every input, on both of its paths.
+// The Raft core's former private CRC32C (src/raft/crc32c.cpp before the merge, byte-at-a-time
+// table), kept as the reference: ConfState payloads already in logs were checksummed with it, so
+// the shared implementation must give the same value for every input, on both of its paths.
 std::uint32_t former_raft_crc32c(const void* data, std::size_t size_bytes) {
   static const std::array<std::uint32_t, 256> table = [] {
     std::array<std::uint32_t, 256> made{};
@@ -54,14 +54,16 @@ TEST(Crc32c, PortableAndHardwareAgreeOnVectorsAndRandomData) {
     const std::size_t n = data.size() - offset;
     ASSERT_EQ(crc32c::extend_portable(0, p, n), crc32c::extend_hardware(0, p, n)) << round;
   }
-  std::printf("SSE4.2 crc32 instruction available: %s\n", crc32c::hardware_available() ? "yes" : "no");
+  std::printf("SSE4.2 crc32 instruction available: %s\n",
+              crc32c::hardware_available() ? "yes" : "no");
 }
 
 TEST(Crc32c, MatchesTheRaftCoresFormerImplementationOnEveryPath) {
   EXPECT_EQ(former_raft_crc32c("123456789", 9), 0xE3069283U);  // the reference itself is right
   std::mt19937_64 rng(7);
   for (int round = 0; round < 200; ++round) {
-    // Short config-sized payloads and lengths past the 3-stream thresholds (3 x 256 and 3 x 8192 bytes).
+    // Short config-sized payloads and lengths past the 3-stream thresholds (3 x 256 and 3 x 8192
+    // bytes).
     const std::size_t limit = round % 2 == 0 ? 200 : 30000;
     std::string data(rng() % limit, '\0');
     for (char& c : data) c = static_cast<char>(rng());

@@ -1,7 +1,7 @@
 // Golden, datadriven tests of the Raft core (after etcd-io/raft's testdata/*.txt): each file under
-// testdata/ is a scenario whose whole Ready stream, command by command, must match the output written
-// below each command. RAFTLOG_REWRITE_GOLDEN=1 rewrites the files from the actual output instead
-// (docs/testing.md); review the diff before committing it.
+// testdata/ is a scenario whose whole Ready stream, command by command, must match the output
+// written below each command. RAFTLOG_REWRITE_GOLDEN=1 rewrites the files from the actual output
+// instead (docs/testing.md); review the diff before committing it.
 //
 // Also compiled against a broken-rule core (RAFTLOG_GOLDEN_BROKEN_SCENARIO names the scenario that
 // rule must change): there the file must no longer match, which shows that these files can fail.
@@ -30,9 +30,9 @@ std::string read_file(const std::filesystem::path& path) {
 }
 
 struct ScenarioRun {
-  Script actual;                     // the script with every directive's output replaced by the actual one
+  Script actual;  // the script with every directive's output replaced by the actual one
   std::vector<Mismatch> mismatches;
-  std::string error;                 // a script error: the line and the problem (the run stops there)
+  std::string error;  // a script error: the line and the problem (the run stops there)
 };
 
 // With `stop_at_first_mismatch` the run ends at the first directive whose output differs (a broken
@@ -47,7 +47,8 @@ ScenarioRun run_scenario(const Script& script, bool stop_at_first_mismatch = fal
     try {
       output = interaction.run(directive->command, directive->input);
     } catch (const ScriptError& error) {
-      run.error = fmt::format("line {}: '{}': {}", directive->line, directive->command, error.what());
+      run.error =
+          fmt::format("line {}: '{}': {}", directive->line, directive->command, error.what());
       return run;
     }
     std::optional<Mismatch> mismatch = compare_output(*directive, output);
@@ -93,8 +94,10 @@ TEST_P(Golden, WholeReadyStreamMatchesItsFile) {
     if (!run.mismatches.empty()) std::cout << "rewrote " << path.string() << "\n";
     return;
   }
-  for (const Mismatch& mismatch : run.mismatches) ADD_FAILURE() << path.string() << ":" << mismatch.report;
-  // Every output matched: what is left to differ is layout (e.g. extra blank lines), which a rewrite fixes.
+  for (const Mismatch& mismatch : run.mismatches)
+    ADD_FAILURE() << path.string() << ":" << mismatch.report;
+  // Every output matched: what is left to differ is layout (e.g. extra blank lines), which a
+  // rewrite fixes.
   if (run.mismatches.empty()) {
     EXPECT_TRUE(render_script(run.actual) == read_file(path))
         << path.string() << " is not in canonical form: rerun with RAFTLOG_REWRITE_GOLDEN=1";
@@ -110,9 +113,10 @@ INSTANTIATE_TEST_SUITE_P(Scenarios, Golden, ::testing::ValuesIn(scenario_names()
 
 TEST(GoldenFiles, EveryRequiredScenarioIsThere) {
   const std::vector<std::string> names = scenario_names();
-  for (const char* required : {"election", "figure8", "conflict_truncation", "leadership_transfer", "read_index",
-                               "proposal_atomicity"}) {
-    EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required << ".txt is missing";
+  for (const char* required : {"election", "figure8", "conflict_truncation", "leadership_transfer",
+                               "read_index", "proposal_atomicity"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), required), names.end())
+        << required << ".txt is missing";
   }
 }
 
@@ -135,12 +139,14 @@ TEST(GoldenFiles, AChangedExpectedLineIsReported) {
   ASSERT_TRUE(run.error.empty()) << run.error;
   ASSERT_EQ(run.mismatches.size(), 1u);
   EXPECT_EQ(run.mismatches[0].line, changed->line);
-  EXPECT_NE(run.mismatches[0].report.find(" (edited)"), std::string::npos) << run.mismatches[0].report;
+  EXPECT_NE(run.mismatches[0].report.find(" (edited)"), std::string::npos)
+      << run.mismatches[0].report;
 }
 
 TEST(GoldenFormat, CanonicalTextRendersToItself) {
   const std::string text =
-      "# a comment\n\nadd-nodes 2\n2 log=1 term=1\n----\nline one\nline two\n\n# next\nstatus 1\n----\nok\n";
+      "# a comment\n\nadd-nodes 2\n2 log=1 term=1\n----\nline one\nline two\n\n# next\nstatus "
+      "1\n----\nok\n";
   const ParseResult parsed = parse_script(text);
   ASSERT_TRUE(parsed.script.has_value()) << parsed.error;
   ASSERT_EQ(parsed.script->items.size(), 5u);
@@ -160,7 +166,8 @@ TEST(GoldenFormat, ACommandWithoutSeparatorIsRefused) {
 TEST(GoldenFormat, ScriptMistakesAreErrorsNotOutput) {
   Interaction interaction;
   EXPECT_THROW(interaction.run("status", {}), ScriptError) << "add-nodes must come first";
-  EXPECT_THROW(Interaction().run("add-nodes 2", {"1 log=1,2 term=1"}), ScriptError) << "a log term past the hard state";
+  EXPECT_THROW(Interaction().run("add-nodes 2", {"1 log=1,2 term=1"}), ScriptError)
+      << "a log term past the hard state";
   EXPECT_THROW(Interaction().run("add-nodes 2", {"3 log=1"}), ScriptError) << "no node 3";
   interaction.run("add-nodes 3", {});
   EXPECT_THROW(interaction.run("campain 1", {}), ScriptError);
@@ -185,12 +192,16 @@ TEST_P(GoldenBrokenCore, ScenarioNoLongerMatches) {
   const ScenarioRun run = run_scenario(*parsed.script, /*stop_at_first_mismatch=*/true);
   ASSERT_TRUE(run.error.empty()) << path.string() << ": " << run.error;
   ASSERT_FALSE(run.mismatches.empty()) << "the broken rule left " << path.string() << " unchanged";
-  std::cout << "first difference, as expected with the broken rule:\n" << run.mismatches.front().report;
+  std::cout << "first difference, as expected with the broken rule:\n"
+            << run.mismatches.front().report;
 }
 
 // The scenario names the test, so the variants' ctest names differ.
-INSTANTIATE_TEST_SUITE_P(BrokenRule, GoldenBrokenCore, ::testing::Values(std::string(RAFTLOG_GOLDEN_BROKEN_SCENARIO)),
-                         [](const ::testing::TestParamInfo<std::string>& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(BrokenRule, GoldenBrokenCore,
+                         ::testing::Values(std::string(RAFTLOG_GOLDEN_BROKEN_SCENARIO)),
+                         [](const ::testing::TestParamInfo<std::string>& param_info) {
+                           return param_info.param;
+                         });
 
 #endif
 

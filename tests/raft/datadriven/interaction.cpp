@@ -30,7 +30,8 @@ std::uint64_t parse_number(const std::string& word, const char* what) {
 int parse_ticks(const std::string& word, const char* what) {
   constexpr std::uint64_t kMaxTicks = 1000;
   const std::uint64_t ticks = parse_number(word, what);
-  if (ticks == 0 || ticks > kMaxTicks) throw ScriptError(fmt::format("{} must be 1 to {}", what, kMaxTicks));
+  if (ticks == 0 || ticks > kMaxTicks)
+    throw ScriptError(fmt::format("{} must be 1 to {}", what, kMaxTicks));
   return static_cast<int>(ticks);
 }
 
@@ -41,7 +42,8 @@ bool parse_bool(const std::string& word, const char* what) {
 }
 
 MessageType parse_message_type(const std::string& word) {
-  for (int t = static_cast<int>(MessageType::kPreVote); t <= static_cast<int>(MessageType::kTimeoutNow); ++t) {
+  for (int t = static_cast<int>(MessageType::kPreVote);
+       t <= static_cast<int>(MessageType::kTimeoutNow); ++t) {
     const auto type = static_cast<MessageType>(t);
     if (word == to_string(type)) return type;
   }
@@ -50,13 +52,15 @@ MessageType parse_message_type(const std::string& word) {
 
 void check_options(const CommandLine& command, const std::set<std::string>& known) {
   for (const auto& [key, value] : command.options) {
-    if (known.count(key) == 0) throw ScriptError(fmt::format("{}: unknown option '{}'", command.name, key));
+    if (known.count(key) == 0)
+      throw ScriptError(fmt::format("{}: unknown option '{}'", command.name, key));
   }
 }
 
 void check_arg_count(const CommandLine& command, std::size_t min, std::size_t max) {
   if (command.args.size() < min || command.args.size() > max) {
-    throw ScriptError(fmt::format("{}: takes {} to {} arguments, got {}", command.name, min, max, command.args.size()));
+    throw ScriptError(fmt::format("{}: takes {} to {} arguments, got {}", command.name, min, max,
+                                  command.args.size()));
   }
 }
 
@@ -98,7 +102,8 @@ CommandLine parse_command_line(const std::string& line) {
 
 Lines Interaction::run(const std::string& command_line, const std::vector<std::string>& input) {
   const CommandLine command = parse_command_line(command_line);
-  if (command.name != "add-nodes" && !input.empty()) throw ScriptError(command.name + ": takes no input lines");
+  if (command.name != "add-nodes" && !input.empty())
+    throw ScriptError(command.name + ": takes no input lines");
   if (command.name != "add-nodes" && nodes_.empty()) throw ScriptError("add-nodes must come first");
   Lines out;
   if (command.name == "add-nodes") {
@@ -146,13 +151,15 @@ Lines Interaction::run(const std::string& command_line, const std::vector<std::s
   return out;
 }
 
-void Interaction::add_nodes(const CommandLine& command, const std::vector<std::string>& input, Lines& out) {
+void Interaction::add_nodes(const CommandLine& command, const std::vector<std::string>& input,
+                            Lines& out) {
   if (!nodes_.empty()) throw ScriptError("add-nodes: the cluster exists already");
   check_arg_count(command, 1, 1);
-  check_options(command,
-                {"pre-vote", "check-quorum", "election-ticks", "heartbeat-ticks", "max-entries", "max-inflight"});
+  check_options(command, {"pre-vote", "check-quorum", "election-ticks", "heartbeat-ticks",
+                          "max-entries", "max-inflight"});
   const std::uint64_t count = parse_number(command.args[0], "the node count");
-  if (count == 0 || count > kMaxNodes) throw ScriptError(fmt::format("add-nodes: 1 to {} nodes", kMaxNodes));
+  if (count == 0 || count > kMaxNodes)
+    throw ScriptError(fmt::format("add-nodes: 1 to {} nodes", kMaxNodes));
   Config base;
   for (NodeId id = 1; id <= count; ++id) base.initial_conf.voters.push_back(id);
   for (const auto& [key, value] : command.options) {
@@ -177,12 +184,16 @@ void Interaction::add_nodes(const CommandLine& command, const std::vector<std::s
     check_options(restore, {"log", "term", "vote", "commit"});
     Node& n = node(node_id(restore.name));
     if (restore.options.count("log") != 0) n.log.append(parse_log(restore.options.at("log")));
-    if (restore.options.count("term") != 0) n.hard_state.term = parse_number(restore.options.at("term"), "term");
-    if (restore.options.count("vote") != 0) n.hard_state.vote = parse_number(restore.options.at("vote"), "vote");
-    if (restore.options.count("commit") != 0) n.hard_state.commit = parse_number(restore.options.at("commit"), "commit");
+    if (restore.options.count("term") != 0)
+      n.hard_state.term = parse_number(restore.options.at("term"), "term");
+    if (restore.options.count("vote") != 0)
+      n.hard_state.vote = parse_number(restore.options.at("vote"), "vote");
+    if (restore.options.count("commit") != 0)
+      n.hard_state.commit = parse_number(restore.options.at("commit"), "commit");
   }
   for (auto& [id, n] : nodes_) {
-    const std::string problem = restart_problem(n->hard_state, n->log);  // the core would abort on it
+    const std::string problem =
+        restart_problem(n->hard_state, n->log);  // the core would abort on it
     if (!problem.empty()) throw ScriptError(fmt::format("add-nodes: n{}: {}", id, problem));
     n->raft = std::make_unique<Raft>(n->config, n->log, n->hard_state);
   }
@@ -194,15 +205,18 @@ void Interaction::campaign(const CommandLine& command, Lines& out) {
   check_options(command, {});
   const NodeId id = node_id(command.args[0]);
   Raft& raft = *node(id).raft;
-  if (raft.role() == Role::kLeader) throw ScriptError(fmt::format("campaign: n{} leads already", id));
+  if (raft.role() == Role::kLeader)
+    throw ScriptError(fmt::format("campaign: n{} leads already", id));
   // Only an election timeout makes a non-leader's tick produce output: that is how we see it fire.
-  if (raft.has_ready()) throw ScriptError(fmt::format("campaign: n{} has a Ready to process first", id));
+  if (raft.has_ready())
+    throw ScriptError(fmt::format("campaign: n{} has a Ready to process first", id));
   // A randomized timeout lies in [election_ticks, 2 * election_ticks).
   const int bound = 2 * node(id).config.election_ticks;
   for (int ticks = 1; ticks <= bound; ++ticks) {
     raft.tick();
     if (raft.has_ready()) {
-      out.push_back(fmt::format("n{} times out after {} ticks: {}", id, ticks, role_and_term(raft)));
+      out.push_back(
+          fmt::format("n{} times out after {} ticks: {}", id, ticks, role_and_term(raft)));
       return;
     }
   }
@@ -213,10 +227,12 @@ void Interaction::tick(const CommandLine& command, Lines& out) {
   check_arg_count(command, 1, 2);
   check_options(command, {});
   const NodeId id = node_id(command.args[0]);
-  const std::uint64_t times = command.args.size() == 2 ? parse_number(command.args[1], "the tick count") : 1;
+  const std::uint64_t times =
+      command.args.size() == 2 ? parse_number(command.args[1], "the tick count") : 1;
   Raft& raft = *node(id).raft;
   for (std::uint64_t i = 0; i < times; ++i) raft.tick();
-  out.push_back(fmt::format("n{} ticks {} time{}: {}", id, times, times == 1 ? "" : "s", role_and_term(raft)));
+  out.push_back(fmt::format("n{} ticks {} time{}: {}", id, times, times == 1 ? "" : "s",
+                            role_and_term(raft)));
 }
 
 void Interaction::propose(const CommandLine& command, Lines& out) {
@@ -231,10 +247,11 @@ void Interaction::propose(const CommandLine& command, Lines& out) {
   }
   const ProposeResult result = node(id).raft->propose(std::move(entries));
   if (result.status == ProposeStatus::kOk) {
-    out.push_back(fmt::format("n{} proposes: Ok indexes {}..{} term={}", id, result.first_index, result.last_index,
-                              result.term));
+    out.push_back(fmt::format("n{} proposes: Ok indexes {}..{} term={}", id, result.first_index,
+                              result.last_index, result.term));
   } else {
-    out.push_back(fmt::format("n{} proposes: {} leader-hint=n{}", id, to_string(result.status), result.leader_hint));
+    out.push_back(fmt::format("n{} proposes: {} leader-hint=n{}", id, to_string(result.status),
+                              result.leader_hint));
   }
 }
 
@@ -243,7 +260,8 @@ void Interaction::read_index(const CommandLine& command, Lines& out) {
   check_options(command, {});
   const NodeId id = node_id(command.args[0]);
   const std::uint64_t request = parse_number(command.args[1], "the request id");
-  out.push_back(fmt::format("n{} read-index request={}: {}", id, request, to_string(node(id).raft->read_index(request))));
+  out.push_back(fmt::format("n{} read-index request={}: {}", id, request,
+                            to_string(node(id).raft->read_index(request))));
 }
 
 void Interaction::transfer_leadership(const CommandLine& command, Lines& out) {
@@ -251,8 +269,8 @@ void Interaction::transfer_leadership(const CommandLine& command, Lines& out) {
   check_options(command, {});
   const NodeId from = node_id(command.args[0]);
   const NodeId to = node_id(command.args[1]);
-  out.push_back(
-      fmt::format("n{} transfers leadership to n{}: {}", from, to, to_string(node(from).raft->transfer_leadership(to))));
+  out.push_back(fmt::format("n{} transfers leadership to n{}: {}", from, to,
+                            to_string(node(from).raft->transfer_leadership(to))));
 }
 
 void Interaction::stabilize(Lines& out) {
@@ -283,8 +301,9 @@ void Interaction::print_status(const std::vector<NodeId>& ids, Lines& out) const
     for (Index index = n.log.first_index(); index <= n.log.last_index(); ++index) {
       log += fmt::format("{}{}/t{}", log.empty() ? "" : " ", index, *n.log.term_at(index));
     }
-    out.push_back(fmt::format("n{}: {} vote=n{} leader=n{} commit={} log=[{}]{}", id, role_and_term(*n.raft),
-                              n.raft->hard_state().vote, n.raft->leader(), n.raft->commit_index(), log,
+    out.push_back(fmt::format("n{}: {} vote=n{} leader=n{} commit={} log=[{}]{}", id,
+                              role_and_term(*n.raft), n.raft->hard_state().vote, n.raft->leader(),
+                              n.raft->commit_index(), log,
                               isolated_.count(id) != 0 ? " (isolated)" : ""));
   }
 }
@@ -292,7 +311,8 @@ void Interaction::print_status(const std::vector<NodeId>& ids, Lines& out) const
 void Interaction::print_log(NodeId id, Lines& out) const {
   const MemoryLog& log = node(id).log;
   if (log.last_index() == 0) out.push_back(fmt::format("n{}: empty log", id));
-  for (Index index = log.first_index(); index <= log.last_index(); ++index) out.push_back(sim::describe(log.entry(index)));
+  for (Index index = log.first_index(); index <= log.last_index(); ++index)
+    out.push_back(sim::describe(log.entry(index)));
 }
 
 bool Interaction::process_ready(NodeId id, Lines& out) {
@@ -300,7 +320,8 @@ bool Interaction::process_ready(NodeId id, Lines& out) {
   int batches = 0;
   while (n.raft->has_ready()) {
     if (++batches > kMaxReadyBatchesPerNode) {
-      throw ScriptError(fmt::format("n{} produced more than {} Ready batches in a row", id, kMaxReadyBatchesPerNode));
+      throw ScriptError(fmt::format("n{} produced more than {} Ready batches in a row", id,
+                                    kMaxReadyBatchesPerNode));
     }
     const Ready ready = n.raft->ready();
     print_ready(id, ready, out);
@@ -311,7 +332,8 @@ bool Interaction::process_ready(NodeId id, Lines& out) {
       const Index last = n.log.last_index();
       n.raft->on_persisted(last, n.log.term_at(last).value_or(0));
     }
-    network_.insert(network_.end(), ready.messages_after_persist.begin(), ready.messages_after_persist.end());
+    network_.insert(network_.end(), ready.messages_after_persist.begin(),
+                    ready.messages_after_persist.end());
   }
   return batches > 0;
 }
@@ -339,7 +361,8 @@ bool Interaction::move_messages(const MessageFilter& filter, bool deliver, Lines
     }
     if (!received.empty()) out.push_back(fmt::format("> n{} receives", id));
     for (const Message& m : received) print_message(m, "  ", out);
-    if (!lost.empty()) out.push_back(fmt::format("> n{} loses ({})", id, deliver ? "isolated" : "dropped"));
+    if (!lost.empty())
+      out.push_back(fmt::format("> n{} loses ({})", id, deliver ? "isolated" : "dropped"));
     for (const Message& m : lost) print_message(m, "  ", out);
     for (const Message& m : received) node(id).raft->step(m);
   }
@@ -364,7 +387,8 @@ NodeId Interaction::node_id(const std::string& word) const {
   return id;
 }
 
-std::vector<NodeId> Interaction::node_ids(const std::vector<std::string>& words, std::size_t from) const {
+std::vector<NodeId> Interaction::node_ids(const std::vector<std::string>& words,
+                                          std::size_t from) const {
   if (words.size() <= from) return all_ids();
   std::vector<NodeId> ids;
   for (std::size_t i = from; i < words.size(); ++i) ids.push_back(node_id(words[i]));
@@ -381,8 +405,10 @@ Interaction::MessageFilter Interaction::message_filter(const CommandLine& comman
   check_options(command, {"type", "count"});
   MessageFilter filter;
   for (NodeId id : node_ids(command.args, 0)) filter.recipients.insert(id);
-  if (command.options.count("type") != 0) filter.type = parse_message_type(command.options.at("type"));
-  if (command.options.count("count") != 0) filter.per_node = parse_number(command.options.at("count"), "count");
+  if (command.options.count("type") != 0)
+    filter.type = parse_message_type(command.options.at("type"));
+  if (command.options.count("count") != 0)
+    filter.per_node = parse_number(command.options.at("count"), "count");
   return filter;
 }
 

@@ -74,26 +74,31 @@ std::string render_script(const Script& script) {
 
 // The report is a small diff: the lines both outputs share at the start and at the end are left out
 // but for a few lines of context; what differs in between is shown as "- expected" and "+ actual".
-std::optional<Mismatch> compare_output(const Directive& directive, const std::vector<std::string>& actual) {
+std::optional<Mismatch> compare_output(const Directive& directive,
+                                       const std::vector<std::string>& actual) {
   const std::vector<std::string>& expected = directive.output;
   if (expected == actual) return std::nullopt;
   constexpr std::size_t kContextLines = 3;
   std::size_t prefix = 0;
-  while (prefix < expected.size() && prefix < actual.size() && expected[prefix] == actual[prefix]) ++prefix;
+  while (prefix < expected.size() && prefix < actual.size() && expected[prefix] == actual[prefix])
+    ++prefix;
   std::size_t suffix = 0;
   while (suffix < expected.size() - prefix && suffix < actual.size() - prefix &&
          expected[expected.size() - 1 - suffix] == actual[actual.size() - 1 - suffix]) {
     ++suffix;
   }
-  std::string report = fmt::format("line {}: '{}': the output differs from its line {} on\n", directive.line,
-                                   directive.command, prefix + 1);
+  std::string report = fmt::format("line {}: '{}': the output differs from its line {} on\n",
+                                   directive.line, directive.command, prefix + 1);
   for (std::size_t i = prefix > kContextLines ? prefix - kContextLines : 0; i < prefix; ++i) {
     report += "  " + expected[i] + "\n";
   }
-  for (std::size_t i = prefix; i < expected.size() - suffix; ++i) report += "- " + expected[i] + "\n";
+  for (std::size_t i = prefix; i < expected.size() - suffix; ++i)
+    report += "- " + expected[i] + "\n";
   for (std::size_t i = prefix; i < actual.size() - suffix; ++i) report += "+ " + actual[i] + "\n";
-  const std::size_t context_end = std::min(expected.size(), expected.size() - suffix + kContextLines);
-  for (std::size_t i = expected.size() - suffix; i < context_end; ++i) report += "  " + expected[i] + "\n";
+  const std::size_t context_end =
+      std::min(expected.size(), expected.size() - suffix + kContextLines);
+  for (std::size_t i = expected.size() - suffix; i < context_end; ++i)
+    report += "  " + expected[i] + "\n";
   return Mismatch{directive.line, std::move(report)};
 }
 
