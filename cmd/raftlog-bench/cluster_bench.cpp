@@ -270,8 +270,7 @@ int run_failover_command(std::string_view command_path, std::span<const std::str
     io.err << "trial " << trial + 1 << "/" << trials << ": killed leader node " << leader
            << " (term " << old_term << "), writes resumed after " << fixed(ms, 1) << " ms\n";
     cluster.start(leader);
-    // Let the restarted node catch up before the next kill, so each trial starts from a full
-    // cluster.
+    // Let the restarted node catch up before the next kill, so each trial starts from a full cluster.
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   }
   std::vector<double> sorted = failover_ms;

@@ -72,8 +72,8 @@ std::optional<std::vector<std::string>> parse_endpoints_or_complain(const std::s
   return parsed.value();
 }
 
-// One Put before the load, so an unreachable or non-etcd endpoint fails with a clear message
-// instead of a run full of failures.
+// One Put before the load, so an unreachable or non-etcd endpoint fails with a clear message instead
+// of a run full of failures.
 bool probe(const std::string& endpoint, std::string_view command, const cli::Io& io) {
   EtcdKv kv(endpoint);
   const grpc::Status status = kv.put("raftlog-bench/probe", "probe", kProbeTimeout, nullptr);

@@ -1,8 +1,7 @@
-// `raftlog-bench etcd`: the same closed-loop load as `raftlog-bench cluster`, as etcd v3 KV.Put
-// calls over gRPC, so raftlog and etcd are compared with one load generator
-// (bench/compare-etcd.sh). `raftlog-bench etcd-failover`: one leader kill -9 under a Put load; time
-// until a Put is acknowledged in a newer Raft term. The caller (the compare script) starts etcd and
-// restarts the killed member.
+// `raftlog-bench etcd`: the same closed-loop load as `raftlog-bench cluster`, as etcd v3 KV.Put calls
+// over gRPC, so raftlog and etcd are compared with one load generator (bench/compare-etcd.sh).
+// `raftlog-bench etcd-failover`: one leader kill -9 under a Put load; time until a Put is acknowledged
+// in a newer Raft term. The caller (the compare script) starts etcd and restarts the killed member.
 #pragma once
 
 #include <span>

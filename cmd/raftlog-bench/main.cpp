@@ -1,5 +1,5 @@
-// raftlog-bench: prints performance figures (it is a program, not a timed test). Every figure ends
-// in a `RESULT bench=... key=value ...` line on stdout; progress lines go to stderr.
+// raftlog-bench: prints performance figures (it is a program, not a timed test). Every figure ends in
+// a `RESULT bench=... key=value ...` line on stdout; progress lines go to stderr.
 #include <iostream>
 #include <string>
 #include <vector>

@@ -22,8 +22,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kMaxPayloadBytes = 1 << 20;  // NATS's default max_payload
 constexpr std::uint64_t kMaxCallTimeoutMs = 60'000;
 constexpr std::chrono::milliseconds kConnectTimeout{5000};
-// A fresh JetStream cluster needs a few seconds to elect its meta leader; stream creation is
-// retried until then.
+// A fresh JetStream cluster needs a few seconds to elect its meta leader; stream creation is retried
+// until then.
 constexpr std::chrono::seconds kStreamCreateDeadline{30};
 
 bool is_stream_name(const std::string& name) {

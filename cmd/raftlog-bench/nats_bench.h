@@ -1,8 +1,7 @@
-// `raftlog-bench nats`: the same closed-loop load as `raftlog-bench cluster`, as JetStream
-// publishes (PUB with a reply inbox, wait for the stream's {"seq":N} acknowledgement) to a NATS
-// cluster, so the issue-7 comparison can measure NATS JetStream on this machine too
-// (bench/compare-etcd.sh --nats). It creates the stream (file storage, R replicas) first; an
-// existing stream of that name is reused.
+// `raftlog-bench nats`: the same closed-loop load as `raftlog-bench cluster`, as JetStream publishes
+// (PUB with a reply inbox, wait for the stream's {"seq":N} acknowledgement) to a NATS cluster, so the
+// issue-7 comparison can measure NATS JetStream on this machine too (bench/compare-etcd.sh --nats).
+// It creates the stream (file storage, R replicas) first; an existing stream of that name is reused.
 #pragma once
 
 #include <span>

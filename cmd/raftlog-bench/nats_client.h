@@ -1,9 +1,8 @@
-// A minimal NATS client (the text protocol over TCP: INFO, CONNECT, PING/PONG, SUB, PUB, MSG,
-// -ERR), enough for `raftlog-bench nats` to publish to a JetStream stream and wait for each
-// publish's acknowledgement, the way a JetStream producer does. Blocking sockets, one thread per
-// connection; every wait has a deadline. Not a general client: no TLS, no headers (HMSG), no
-// reconnects. Why our own: Debian 12 packages no C NATS client, and the comparison must not depend
-// on one.
+// A minimal NATS client (the text protocol over TCP: INFO, CONNECT, PING/PONG, SUB, PUB, MSG, -ERR),
+// enough for `raftlog-bench nats` to publish to a JetStream stream and wait for each publish's
+// acknowledgement, the way a JetStream producer does. Blocking sockets, one thread per connection;
+// every wait has a deadline. Not a general client: no TLS, no headers (HMSG), no reconnects.
+// Why our own: Debian 12 packages no C NATS client, and the comparison must not depend on one.
 #pragma once
 
 #include <chrono>
@@ -25,9 +24,8 @@ class NatsConnection {
   // read buffer; a JetStream ack is about 50 bytes).
   static constexpr std::size_t kMaxIncomingBytes = 1 << 20;
 
-  // Connects to "host:port" (an IPv4 address or "localhost"), reads INFO, sends CONNECT and a PING
-  // and waits for the PONG (so a server that refuses the CONNECT is noticed here). Null with *error
-  // set.
+  // Connects to "host:port" (an IPv4 address or "localhost"), reads INFO, sends CONNECT and a PING and
+  // waits for the PONG (so a server that refuses the CONNECT is noticed here). Null with *error set.
   static std::unique_ptr<NatsConnection> connect(const std::string& endpoint,
                                                  std::chrono::milliseconds timeout,
                                                  std::string* error);

@@ -86,8 +86,8 @@ RawDiskResult measure_raw_sync_loop(const RawDiskOptions& options,
   while (result.syncs < max_syncs && std::chrono::steady_clock::now() < deadline) {
     if (mapping) {
       std::memcpy(mapping->data() + result.bytes, batch.data(), batch.size());
-      // msync needs a page-aligned start: the page holding the batch's first byte (which the
-      // previous batch may have ended in, as a store flush starts where the last one ended).
+      // msync needs a page-aligned start: the page holding the batch's first byte (which the previous
+      // batch may have ended in, as a store flush starts where the last one ended).
       const std::uint64_t from = result.bytes / page_bytes * page_bytes;
       if (::msync(mapping->data() + from, result.bytes + options.batch_bytes - from, MS_SYNC) !=
           0) {

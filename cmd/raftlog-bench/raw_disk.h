@@ -1,8 +1,7 @@
 // The raw disk limit the store is compared with: one thread doing sequential pwrite() of a batch
 // followed by fdatasync(), in a loop, on a file preallocated with fallocate() (as a store segment
-// is preallocated ahead of use). This is the best any write-ahead log that makes every batch
-// durable can do on this file system at that batch size; the store's sync mode is reported as a
-// ratio of it.
+// is preallocated ahead of use). This is the best any write-ahead log that makes every batch durable
+// can do on this file system at that batch size; the store's sync mode is reported as a ratio of it.
 #pragma once
 
 #include <atomic>
@@ -38,9 +37,8 @@ struct RawDiskResult {
   double syncs_per_s() const;
 };
 
-// Runs the loop (`options.method`); `progress_bytes` (may be null) is advanced after every
-// fdatasync for a progress line. Throws std::system_error on any I/O failure (after removing the
-// file).
+// Runs the loop (`options.method`); `progress_bytes` (may be null) is advanced after every fdatasync for a progress line.
+// Throws std::system_error on any I/O failure (after removing the file).
 RawDiskResult measure_raw_sync_loop(const RawDiskOptions& options,
                                     std::atomic<std::uint64_t>* progress_bytes);
 

@@ -1,9 +1,9 @@
-// A minimal group commit, the baseline for what 64 writer threads cost the kernel: N writer threads
-// each pwrite() one record at its own offset of a preallocated file and wait until an fdatasync()
-// that started after their write has completed; one syncer thread runs fdatasync() back to back
-// while anyone waits. No encoding, no checksum, no index, no checkpoint. `raftlog-bench raw
-// --writers N` runs it next to the one-thread loop at the same bytes per sync, to tell what 64
-// concurrent writers cost the kernel from what the store adds on top (docs/benchmarks.md, issue 2).
+// A minimal group commit, the baseline for what 64 writer threads cost the kernel: N writer threads each pwrite() one record at
+// its own offset of a preallocated file and wait until an fdatasync() that started after their write
+// has completed; one syncer thread runs fdatasync() back to back while anyone waits. No encoding, no
+// checksum, no index, no checkpoint. `raftlog-bench raw --writers N` runs it next to the one-thread
+// loop at the same bytes per sync, to tell what 64 concurrent writers cost the kernel from what the
+// store adds on top (docs/benchmarks.md, issue 2).
 #pragma once
 
 #include <atomic>

@@ -3,12 +3,11 @@
 // recovery trusts the checkpoint; must not grow with the log size).
 //
 // The log is built by a forked child process that appends until the target size, makes everything
-// durable with flush(), reports its last index through a pipe and is then killed with SIGKILL by
-// the parent — a real unclean shutdown: the abort marker stays and the checkpoint is stale. The
-// child runs with a checkpoint interval longer than the build, so the checkpoint still describes
-// the empty log and the whole log lies after it: abnormal recovery has to validate all of it (the
-// worst case). The parent then opens the log (abnormal), closes it cleanly, and opens it again
-// (normal).
+// durable with flush(), reports its last index through a pipe and is then killed with SIGKILL by the
+// parent — a real unclean shutdown: the abort marker stays and the checkpoint is stale. The child
+// runs with a checkpoint interval longer than the build, so the checkpoint still describes the empty
+// log and the whole log lies after it: abnormal recovery has to validate all of it (the worst case).
+// The parent then opens the log (abnormal), closes it cleanly, and opens it again (normal).
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,9 @@
-// Output helpers for raftlog-bench: machine-readable RESULT lines and a once-a-second progress
-// line.
+// Output helpers for raftlog-bench: machine-readable RESULT lines and a once-a-second progress line.
 //
 // Every figure the benchmark produces ends in exactly one line
 //   RESULT bench=<name> key=value key=value ...
-// on stdout (keys in snake_case with units last: entries_per_s, mib_per_s, seconds). Progress goes
-// to stderr so that `raftlog-bench ... | grep RESULT` stays clean while a terminal still shows
-// both.
+// on stdout (keys in snake_case with units last: entries_per_s, mib_per_s, seconds). Progress goes to
+// stderr so that `raftlog-bench ... | grep RESULT` stays clean while a terminal still shows both.
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,5 @@
-// `raftlog-bench leader-stability`: closed-loop appends of large entries against a local cluster
-// while busy threads hold the CPUs, and how often the cluster changed its leader meanwhile.
+// `raftlog-bench leader-stability`: closed-loop appends of large entries against a local cluster while
+// busy threads hold the CPUs, and how often the cluster changed its leader meanwhile.
 #include "stability_bench.h"
 
 #include <algorithm>
@@ -148,8 +148,8 @@ void keep_logs(const testing::LocalCluster& cluster, const std::string& dir, std
   if (ec) err << "--keep-logs " << dir << ": " << ec.message() << "\n";
 }
 
-// A local 3-node cluster within the default limits, its log bounded by retention, with a leader;
-// null (and why, on io.err) if it did not come up.
+// A local 3-node cluster within the default limits, its log bounded by retention, with a leader; null
+// (and why, on io.err) if it did not come up.
 std::unique_ptr<testing::LocalCluster> start_cluster(const std::string& flush_mode,
                                                      std::uint64_t election_ticks,
                                                      const cli::Io& io) {

@@ -1,6 +1,6 @@
-// `raftlog-bench leader-stability`: large appends against a local cluster while busy threads hold
-// the CPUs, counting the leader changes (issue 13, "Large entries never cost leadership"). A soak
-// that prints a count, not a timed test.
+// `raftlog-bench leader-stability`: large appends against a local cluster while busy threads hold the
+// CPUs, counting the leader changes (issue 13, "Large entries never cost leadership"). A soak that
+// prints a count, not a timed test.
 #pragma once
 
 #include <span>

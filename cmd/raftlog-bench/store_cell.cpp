@@ -78,10 +78,10 @@ void writer_loop(Shared& shared, std::uint64_t writer_id, std::uint64_t entry_by
   }
 }
 
-// WriterModel::kCompletion: every writer has at most one entry outstanding; the next one is
-// appended when the previous is acknowledged. Each writer's entry is its own append_no_wait() call
-// (one write each, no batching across writers); only the waiting is shared: one wait_flushed() for
-// the oldest outstanding entry, instead of one sleeping thread per writer.
+// WriterModel::kCompletion: every writer has at most one entry outstanding; the next one is appended
+// when the previous is acknowledged. Each writer's entry is its own append_no_wait() call (one
+// write each, no batching across writers); only the waiting is shared: one wait_flushed() for the
+// oldest outstanding entry, instead of one sleeping thread per writer.
 void completion_driver(Shared& shared, std::uint64_t writers, std::uint64_t entry_bytes,
                        bool sync_mode, std::size_t latency_capacity,
                        std::vector<std::uint32_t>& latencies_us) {

@@ -1,6 +1,6 @@
 // One cell of the store benchmark matrix: N concurrent writers appending entries of one size to a
-// fresh CommitLog in one flush mode for a bounded time, then the raw-disk loop at the batch size
-// the store achieved.
+// fresh CommitLog in one flush mode for a bounded time, then the raw-disk loop at the batch size the
+// store achieved.
 #pragma once
 
 #include <chrono>
@@ -59,14 +59,14 @@ struct CellResult {
   double sync_calls_per_s() const;
   double entries_per_flush() const;
   std::uint64_t bytes_per_flush() const;  // the batch size handed to the raw loop (>= 1)
-  // Share of the cell's wall time the flusher spent in sync calls: near 1 means the disk is the
-  // limit, well below 1 means time goes elsewhere (waking writers, appending, scheduling).
+  // Share of the cell's wall time the flusher spent in sync calls: near 1 means the disk is the limit,
+  // well below 1 means time goes elsewhere (waking writers, appending, scheduling).
   double sync_busy_ratio() const;
   double appends_per_write() const;  // grouped appends per group write (1.0 = no sharing)
 };
 
-// Runs the cell, printing a progress line to `progress` every second. Throws std::runtime_error
-// with the store's message when the store fails.
+// Runs the cell, printing a progress line to `progress` every second. Throws std::runtime_error with
+// the store's message when the store fails.
 CellResult run_store_cell(const CellConfig& config, std::ostream& progress);
 
 // "1KiB", "128B", "16KiB": exact, compact sizes for labels.

@@ -173,8 +173,8 @@ void accumulate(CellResult& total, const CellResult& run, std::uint64_t repeat) 
 
 void print_raw_result(std::ostream& out, const RawDiskResult& raw, std::uint64_t batch_bytes);
 
-// `raw --writers N`: the minimal group commit, then the one-thread loop at the bytes per sync the
-// group commit reached (rounded to whole records), and their ratio.
+// `raw --writers N`: the minimal group commit, then the one-thread loop at the bytes per sync the group
+// commit reached (rounded to whole records), and their ratio.
 int run_raw_group_commit(const BenchDir& dir, std::uint64_t writers, std::uint64_t record_bytes,
                          double seconds, std::uint64_t max_bytes, const cli::Io& io) {
   RawGroupCommitOptions options;
@@ -394,8 +394,7 @@ void print_recovery(std::ostream& out, const RecoveryResult& result, const Recov
   emit("clean", result.clean);
 }
 
-// One line per issue-2 target that this run measured; "met" is only a reading of this run's
-// figures.
+// One line per issue-2 target that this run measured; "met" is only a reading of this run's figures.
 void print_targets(std::ostream& out, const std::vector<CellRow>& rows,
                    const RecoveryResult* recovery) {
   for (const CellRow& row : rows) {

@@ -4,9 +4,8 @@
 //   raftlog-sim --seeds N --seed-start S [--nodes 3|5]      N seeds from S, ends with a RESULT line
 // Common options: --fault-ticks T, --liveness-ticks T, --aggressive (leader-churn fault profile).
 // --version prints the version and git revision.
-// Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad
-// arguments. stdout is a pure function of the arguments (byte-identical every run); progress goes
-// to stderr.
+// Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad arguments.
+// stdout is a pure function of the arguments (byte-identical every run); progress goes to stderr.
 #include <algorithm>
 #include <charconv>
 #include <chrono>

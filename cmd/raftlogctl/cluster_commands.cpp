@@ -1,5 +1,5 @@
-// `raftlogctl status|health|append|read|tail|transfer-leader|flush`: talk to a running cluster
-// through the client library (leader discovery, redirects, idempotent retries).
+// `raftlogctl status|health|append|read|tail|transfer-leader|flush`: talk to a running cluster through the
+// client library (leader discovery, redirects, idempotent retries).
 #include "cluster_commands.h"
 
 #include <chrono>
@@ -289,8 +289,8 @@ int run_status(std::string_view command_path, std::span<const std::string> args,
     return print_status(*c, common, io) == static_cast<int>(endpoints) ? cli::kExitFailure
                                                                        : cli::kExitOk;
   }
-  // Watching: rounds until interrupted (SIGINT ends the process) or `count` rounds; the exit code
-  // is that of the last round.
+  // Watching: rounds until interrupted (SIGINT ends the process) or `count` rounds; the exit code is
+  // that of the last round.
   int unreachable = 0;
   for (std::uint64_t round = 0; count == 0 || round < count; ++round) {
     if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));

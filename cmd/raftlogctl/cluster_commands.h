@@ -1,7 +1,6 @@
 // `raftlogctl status|leader|health|append|read|tail|transfer-leader|flush|trim`: commands against a
 // running cluster, through the client library. Each takes --endpoints (default: the local cluster
-// started by deploy/local/cluster, found through --cluster-dir / $RAFTLOG_CLUSTER_DIR),
-// --timeout-ms,
+// started by deploy/local/cluster, found through --cluster-dir / $RAFTLOG_CLUSTER_DIR), --timeout-ms,
 // --json, --no-headers and the TLS flags --tls-ca/--tls-cert/--tls-key.
 #pragma once
 

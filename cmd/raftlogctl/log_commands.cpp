@@ -26,8 +26,7 @@ std::string type_name(store::EntryType type) {
   return "unknown(" + std::to_string(static_cast<unsigned>(type)) + ")";
 }
 
-// Why a failure may be harmless: a crashed process leaves an unflushed tail that recovery
-// truncates.
+// Why a failure may be harmless: a crashed process leaves an unflushed tail that recovery truncates.
 std::string tail_hint(const store::VerifyReport& report) {
   if (report.ok) return "";
   if (report.last_index >= report.checkpoint_flushed_index) {

@@ -1,6 +1,5 @@
 // raftlogctl: the operator's tool. One row per command; each group lives in its own file:
-// cluster_commands.cpp talks to a running cluster, log_commands.cpp inspects an offline data
-// directory.
+// cluster_commands.cpp talks to a running cluster, log_commands.cpp inspects an offline data directory.
 #include <iostream>
 #include <string>
 #include <string_view>

@@ -5,8 +5,8 @@ namespace {
 
 constexpr char kHexDigits[] = "0123456789abcdef";
 
-// Printable ASCII as is, the usual backslash escapes, and every other byte as `hex_prefix` + two
-// hex digits. Text and JSON differ only in that prefix (\x vs \u00).
+// Printable ASCII as is, the usual backslash escapes, and every other byte as `hex_prefix` + two hex
+// digits. Text and JSON differ only in that prefix (\x vs \u00).
 void append_escaped(std::string& out, std::string_view bytes, const char* hex_prefix) {
   for (const char c : bytes) {
     const auto byte = static_cast<unsigned char>(c);

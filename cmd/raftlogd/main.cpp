@@ -1,7 +1,6 @@
 // raftlogd: one node of a raftlog cluster.
 //
-//   raftlogd --id 1 --members 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --data-dir
-//   /var/lib/raftlog/1
+//   raftlogd --id 1 --members 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003 --data-dir /var/lib/raftlog/1
 //
 // Every option can also come from a config file (--config FILE): one `name = value` per line, the
 // names of the flags below without the leading dashes; `#` starts a comment. A flag given on the
@@ -116,9 +115,8 @@ int main(int argc, char** argv) {
   std::uint64_t max_append_bytes = 0;  // 0: max(8 MiB, --max-entry-size)
   std::uint64_t allocator_retain_bytes = std::uint64_t{256} << 20;
 
-  // Every number is bound to its NodeConfig field with the field's own type and the range
-  // validate() accepts, so nothing is narrowed after parsing and a bad value is refused naming its
-  // flag.
+  // Every number is bound to its NodeConfig field with the field's own type and the range validate()
+  // accepts, so nothing is narrowed after parsing and a bad value is refused naming its flag.
   FlagSet flags("raftlogd",
                 "One node of a raftlog cluster: a Raft-replicated, durable, append-only log.");
   flags.uint_flag("id", &config.node_id, "ID", "this node's id (non-zero, one of --members)",

@@ -12,10 +12,8 @@ namespace raftlog::api_errors {
 
 // The trailers a refusal carries (error_info.h attaches and reads them):
 //   grpc-status-details-bin  the standard google.rpc.Status with a google.rpc.ErrorInfo (domain
-//                            kErrorDomain, metadata keys below); what non-C++ clients and tools
-//                            read
-//   raftlog-error-bin        a raftlog.v1.ErrorInfo (leader hint, reason), kept for existing
-//   clients
+//                            kErrorDomain, metadata keys below); what non-C++ clients and tools read
+//   raftlog-error-bin        a raftlog.v1.ErrorInfo (leader hint, reason), kept for existing clients
 inline constexpr std::string_view kErrorInfoMetadataKey = "raftlog-error-bin";
 inline constexpr std::string_view kStatusDetailsMetadataKey = "grpc-status-details-bin";
 inline constexpr std::string_view kErrorDomain = "raftlog.v1";

@@ -60,8 +60,7 @@ class FlagSet {
                  UintRange range = {});
   void uint_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,
                  UintRange range = kUint32Range);
-  // Accepts plain numbers and binary suffixes: 512, 4K, 4KiB, 1M, 1MiB, 4G, 4GiB
-  // (case-insensitive).
+  // Accepts plain numbers and binary suffixes: 512, 4K, 4KiB, 1M, 1MiB, 4G, 4GiB (case-insensitive).
   void bytes_flag(std::string name, std::uint64_t* value, std::string value_name, std::string help,
                   UintRange range = {});
   void bytes_flag(std::string name, std::uint32_t* value, std::string value_name, std::string help,

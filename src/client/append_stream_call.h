@@ -30,12 +30,10 @@ namespace pb = raftlog::v1;
 using Clock = std::chrono::steady_clock;
 
 // The per-Client watchdog thread, started on first use. Two jobs:
-//   - cancels the armed call when one append's deadline passes (a synchronous Read has no
-//   deadline);
-//   - closes the Client's stream once it has been idle for `idle_close`
-//   (Options::append_stream_idle_ms), so idle Clients do not
-//     hold HTTP/2 stream slots of a connection that every Client of the process shares (gRPC's
-//     global subchannel pool; one connection per Client measured 30-45 % slower).
+//   - cancels the armed call when one append's deadline passes (a synchronous Read has no deadline);
+//   - closes the Client's stream once it has been idle for `idle_close` (Options::append_stream_idle_ms), so idle Clients do not
+//     hold HTTP/2 stream slots of a connection that every Client of the process shares (gRPC's global
+//     subchannel pool; one connection per Client measured 30-45 % slower).
 // It sleeps until the earliest of these; a closed loop of appends re-arms with later deadlines
 // without waking it, so it wakes about once per call timeout, not once per append.
 class CallWatchdog {

@@ -1,6 +1,6 @@
-// Client: each call builds its request, hands its attempts to the retry engine (retry.h) or asks
-// one node once, and checks the answer. Appends go on the AppendStream call (append_stream_call.h)
-// or as unary calls; the address list, the connections, the wire conversions and the tail live in
+// Client: each call builds its request, hands its attempts to the retry engine (retry.h) or asks one
+// node once, and checks the answer. Appends go on the AppendStream call (append_stream_call.h) or
+// as unary calls; the address list, the connections, the wire conversions and the tail live in
 // endpoints.h, channels.h, wire.h and tail.h.
 #include "client/client.h"
 

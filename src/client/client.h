@@ -2,20 +2,20 @@
 //
 // Bootstraps from any subset of the cluster's client endpoints, finds the leader (following the
 // leader named in a NOT_LEADER error in one hop), and retries with exponential backoff within an
-// overall deadline. Appends are idempotent: each append() call takes the next sequence number of
-// this client's (client_id, sequence) pair and every retry of that call reuses it, so a retry after
-// a lost answer or a leader change returns the original indexes instead of writing twice.
+// overall deadline. Appends are idempotent: each append() call takes the next sequence number of this
+// client's (client_id, sequence) pair and every retry of that call reuses it, so a retry after a lost
+// answer or a leader change returns the original indexes instead of writing twice.
 //
 // Retried: UNAVAILABLE, DEADLINE_EXCEEDED, FAILED_PRECONDITION whose ErrorInfo reason is
-// NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a
-// backoff, on the same node; docs/client-protocol.md). Everything else (INVALID_ARGUMENT,
-// OUT_OF_RANGE, DISK_FULL, ...) is returned at once. When the retry deadline runs out the call
-// returns DEADLINE_EXCEEDED whose message names the attempts made and the last error seen.
+// NOT_LEADER or NO_LEADER, and RESOURCE_EXHAUSTED whose reason is TOO_MANY_PENDING (after a backoff,
+// on the same node; docs/client-protocol.md). Everything else (INVALID_ARGUMENT, OUT_OF_RANGE, DISK_FULL, ...) is
+// returned at once. When the retry deadline runs out the call returns DEADLINE_EXCEEDED whose
+// message names the attempts made and the last error seen.
 //
-// No exceptions cross this API: every call returns a Status or a Result<T>. A Client is
-// thread-safe; appends from one Client are serialized (one in flight at a time) so the server sees
-// each client's sequence numbers in increasing order. Use one Client per concurrent writer
-// (raftlog-bench does), or a Producer (producer.h) to share Append calls between threads.
+// No exceptions cross this API: every call returns a Status or a Result<T>. A Client is thread-safe;
+// appends from one Client are serialized (one in flight at a time) so the server sees each client's
+// sequence numbers in increasing order. Use one Client per concurrent writer (raftlog-bench does), or
+// a Producer (producer.h) to share Append calls between threads.
 //
 // Appends travel on one AppendStream call per Client (Options::append_stream), kept open to the
 // endpoint that last answered; a broken stream is reopened by the next attempt. Its threads: a
@@ -265,8 +265,7 @@ class Client {
 
   std::uint64_t client_id() const;
   // The sequence number the next append() will use. Every append() call takes one, even one that
-  // fails: a call that gave up may still commit later, so its number is never reused for other
-  // data.
+  // fails: a call that gave up may still commit later, so its number is never reused for other data.
   std::uint64_t next_sequence() const;
   // The endpoint calls go to first: the last one that answered or that was named as leader.
   std::string preferred_endpoint() const;
@@ -278,13 +277,12 @@ class Client {
   Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries,
                           std::uint64_t max_bytes, bool linearizable);
   // Follows the log from options.from_index, calling on_entry for each entry. When a stream breaks
-  // (node down, node shutting down) it reconnects to the next endpoint and resumes at the next
-  // index, skipping any entry it already delivered. Returns the next index not yet delivered when
-  // the tail ends normally (stop requested, duration elapsed, callback returned false); an error
-  // when the server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it
-  // sends a gap, or when no node served it for retry_deadline_ms, counted from the end of its last
-  // working stream (one that delivered an entry or stayed open for call_timeout_ms: an idle stream
-  // on a quiet log).
+  // (node down, node shutting down) it reconnects to the next endpoint and resumes at the next index,
+  // skipping any entry it already delivered. Returns the next index not yet delivered when the tail
+  // ends normally (stop requested, duration elapsed, callback returned false); an error when the
+  // server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it sends a gap,
+  // or when no node served it for retry_deadline_ms, counted from the end of its last working stream
+  // (one that delivered an entry or stayed open for call_timeout_ms: an idle stream on a quiet log).
   Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry);
   // One node's view (no retries; `endpoint` need not be in the endpoint list).
   Result<NodeStatus> status(const std::string& endpoint);

@@ -1,6 +1,5 @@
 // Producer: see producer.h for the contract. This file is the combining queue: callers queue a
-// Waiter on their own stack, and whichever caller finds a free lane sends the oldest queued
-// entries.
+// Waiter on their own stack, and whichever caller finds a free lane sends the oldest queued entries.
 #include "client/producer.h"
 
 #include <cassert>
@@ -72,8 +71,7 @@ class Producer::Impl {
   void send_one_batch(std::unique_lock<std::mutex>& lock, const Waiter* self);
   // The RPC(s) for `batch` on `lane`, without mu_. Fills every waiter's result; returns RPCs made.
   std::uint64_t send(Client& lane, const std::vector<Waiter*>& batch);
-  // Wakes the oldest queued caller other than `self` when a lane is free, so it sends the next
-  // batch.
+  // Wakes the oldest queued caller other than `self` when a lane is free, so it sends the next batch.
   void hand_free_lane_to_queue(const Waiter* self) {
     if (free_lanes_.empty()) return;
     for (Waiter* waiter : queue_) {
@@ -105,8 +103,7 @@ Result<AppendResult> Producer::Impl::append(std::string payload) {
   queue_.push_back(&me);
   // Bounded: every pass either sends a batch (an RPC bounded by the lane's retry deadline, and it
   // removes at least one entry from the queue) or sleeps until a batch completes or a lane frees;
-  // the entries ahead of ours are finite, so ours is taken and completed after finitely many
-  // passes.
+  // the entries ahead of ours are finite, so ours is taken and completed after finitely many passes.
   while (!me.done) {
     if (!me.taken && !free_lanes_.empty()) {
       send_one_batch(lock, &me);

@@ -7,9 +7,8 @@
 namespace raftlog::client::internal {
 
 namespace {
-// RESOURCE_EXHAUSTED with TOO_MANY_PENDING: a bound on the node's pending work, refused before
-// anything was proposed; the same request succeeds once the node has caught up
-// (docs/client-protocol.md).
+// RESOURCE_EXHAUSTED with TOO_MANY_PENDING: a bound on the node's pending work, refused before anything
+// was proposed; the same request succeeds once the node has caught up (docs/client-protocol.md).
 bool is_too_many_pending(const Status& status) {
   return status.code() == StatusCode::kResourceExhausted && status.details() &&
          status.details()->reason == reason::kTooManyPending;
@@ -85,8 +84,8 @@ Status RetryEngine::run(std::string_view what, const Attempt& attempt, std::stri
     } else if (!is_too_many_pending(last)) {
       target = endpoints_.next_after(target);
     }
-    // TOO_MANY_PENDING keeps the target: it is the leader asking for a pause, and another node
-    // would cost a NOT_LEADER round trip back to it (and, for appends, a new AppendStream).
+    // TOO_MANY_PENDING keeps the target: it is the leader asking for a pause, and another node would
+    // cost a NOT_LEADER round trip back to it (and, for appends, a new AppendStream).
     previous_was_redirect = redirect;
     const Clock::duration remaining = deadline - Clock::now();
     std::this_thread::sleep_for(std::min(jittered(backoff_ms), remaining));

@@ -34,10 +34,9 @@ class RetryEngine {
   RetryEngine(const Options& options, Endpoints* endpoints, std::uint64_t jitter_seed);
 
   // Starts at the preferred endpoint and retries UNAVAILABLE, DEADLINE_EXCEEDED, NOT_LEADER /
-  // NO_LEADER and TOO_MANY_PENDING (after a backoff); returns any other failure at once, and
-  // DEADLINE_EXCEEDED naming the attempts when the retry deadline passes. On success the endpoint
-  // that answered becomes the preferred one and is stored in `served_by` (may be null). `what`
-  // names the call in the give-up message.
+  // NO_LEADER and TOO_MANY_PENDING (after a backoff); returns any other failure at once, and DEADLINE_EXCEEDED naming the attempts when the
+  // retry deadline passes. On success the endpoint that answered becomes the preferred one and is
+  // stored in `served_by` (may be null). `what` names the call in the give-up message.
   Status run(std::string_view what, const Attempt& attempt, std::string* served_by);
 
   // call_timeout_ms from now, but not past `overall_deadline`.

@@ -80,8 +80,7 @@ class TailFollower {
   std::string target_;
   // When the tail last had a working stream: a stream's start, its last entry, or the end of an
   // established stream. The give-up deadline counts from here, so a stream idle on a quiet log for
-  // longer than the deadline still resumes elsewhere when its node fails (docs/client-protocol.md,
-  // 6).
+  // longer than the deadline still resumes elsewhere when its node fails (docs/client-protocol.md, 6).
   Clock::time_point stall_since_;
   std::uint32_t backoff_ms_;
 };

@@ -1,6 +1,5 @@
-// Always-on invariant checks for the Raft core. Unlike <cassert> these stay active in release
-// builds: a violated Raft invariant means the cluster may lose or fork data, so stopping is the
-// only safe move.
+// Always-on invariant checks for the Raft core. Unlike <cassert> these stay active in release builds:
+// a violated Raft invariant means the cluster may lose or fork data, so stopping is the only safe move.
 #pragma once
 
 namespace raftlog::raft::detail {

@@ -1,5 +1,5 @@
-// ConfState <-> kConfig entry payload. Versioned and checksummed: a config read back from a log
-// decides who votes, so a torn or foreign payload must be rejected, never half-parsed.
+// ConfState <-> kConfig entry payload. Versioned and checksummed: a config read back from a log decides
+// who votes, so a torn or foreign payload must be rejected, never half-parsed.
 
 #include "raft/assert.h"
 #include "raft/types.h"

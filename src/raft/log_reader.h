@@ -24,12 +24,11 @@ class LogReader {
   virtual Index last_index() const = 0;
   // Term of the entry at `index`; term 0 for index 0; nullopt if `index` is outside
   // [first_index() - 1, last_index()] or unknown (trimmed). The term of first_index() - 1 is known
-  // when the log was trimmed (kept as the "trim point"), so that AppendEntries can match against
-  // it.
+  // when the log was trimmed (kept as the "trim point"), so that AppendEntries can match against it.
   virtual std::optional<Term> term_at(Index index) const = 0;
-  // Entries in [from, to] (inclusive), stopping early once `max_bytes` (by Entry::byte_size) would
-  // be exceeded, but always at least one entry when from <= to. Precondition: first_index() <= from
-  // and to <= last_index().
+  // Entries in [from, to] (inclusive), stopping early once `max_bytes` (by Entry::byte_size) would be
+  // exceeded, but always at least one entry when from <= to. Precondition: first_index() <= from and
+  // to <= last_index().
   virtual std::vector<Entry> entries(Index from, Index to, std::size_t max_bytes) const = 0;
 };
 

@@ -1,6 +1,6 @@
-// An in-memory LogReader for tests and the simulator, with the mutators a driver needs to apply
-// Ready batches. Entries live in one vector starting at first_index(); a trim keeps the trim
-// point's term so that AppendEntries can still match against the entry just before first_index().
+// An in-memory LogReader for tests and the simulator, with the mutators a driver needs to apply Ready
+// batches. Entries live in one vector starting at first_index(); a trim keeps the trim point's term so
+// that AppendEntries can still match against the entry just before first_index().
 #pragma once
 
 #include <cstddef>
@@ -21,11 +21,10 @@ class MemoryLog final : public LogReader {
   std::optional<Term> term_at(Index index) const override;
   std::vector<Entry> entries(Index from, Index to, std::size_t max_bytes) const override;
 
-  // Appends entries that must continue the log: the first has index last_index() + 1 and indexes
-  // are contiguous; terms never decrease. Asserted.
+  // Appends entries that must continue the log: the first has index last_index() + 1 and indexes are
+  // contiguous; terms never decrease. Asserted.
   void append(const std::vector<Entry>& new_entries);
-  // Drops every entry with index >= from. `from` must be > first_index() - 1 (cannot cut the trim
-  // point).
+  // Drops every entry with index >= from. `from` must be > first_index() - 1 (cannot cut the trim point).
   void truncate_suffix(Index from);
   // Drops every entry with index < before, remembering the term of before - 1. `before` must be in
   // [first_index(), last_index() + 1].

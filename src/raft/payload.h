@@ -2,10 +2,10 @@
 //
 // Why: a multi-MiB entry is held at once by the core's unstable log, the Ready batch handed to the
 // driver, and every append message to a follower. With a plain std::string each of those was a copy
-// on the Raft loop thread (and each copy page-faulted fresh memory in), which under load delayed
-// the loop's ticks and heartbeats for long enough to cost leadership (docs/benchmarks.md, "Large
-// entries and leadership"). A Payload is immutable once made, so copies share one buffer and are
-// safe to read from any thread; making one from a std::string&& moves the bytes in.
+// on the Raft loop thread (and each copy page-faulted fresh memory in), which under load delayed the
+// loop's ticks and heartbeats for long enough to cost leadership (docs/benchmarks.md, "Large entries
+// and leadership"). A Payload is immutable once made, so copies share one buffer and are safe to read
+// from any thread; making one from a std::string&& moves the bytes in.
 #pragma once
 
 #include <cstddef>

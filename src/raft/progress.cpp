@@ -73,10 +73,9 @@ bool Progress::on_reject(Index rejected_index, Index match_hint) {
   if (next == 0 || next - 1 != rejected_index)
     return false;  // stale: not the probe outstanding now
   const Index new_next = std::max(std::min(rejected_index, match_hint + 1), match + 1);
-  // Rejected at our own match point: the follower contradicts an acknowledgement it made, which
-  // only a broken safety rule or lost durable state can cause. Resending at once would ping-pong
-  // forever; the probe stays outstanding and the next heartbeat answer retries at heartbeat pace
-  // instead.
+  // Rejected at our own match point: the follower contradicts an acknowledgement it made, which only a
+  // broken safety rule or lost durable state can cause. Resending at once would ping-pong forever; the
+  // probe stays outstanding and the next heartbeat answer retries at heartbeat pace instead.
   if (new_next == next) return false;
   next = new_next;
   probe_sent = false;

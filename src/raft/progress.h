@@ -1,9 +1,8 @@
 // A leader's replication state for one follower, with its bounded window of in-flight appends.
 //
-// Probe: the match point is unknown; at most one append is outstanding (`probe_sent`) until the
-// follower answers (or a heartbeat response shows it is alive). Replicate: the match point is
-// known; appends are pipelined optimistically (`next` runs ahead of `match`) up to
-// max_inflight_messages outstanding.
+// Probe: the match point is unknown; at most one append is outstanding (`probe_sent`) until the follower
+// answers (or a heartbeat response shows it is alive). Replicate: the match point is known; appends are
+// pipelined optimistically (`next` runs ahead of `match`) up to max_inflight_messages outstanding.
 #pragma once
 
 #include <cstddef>
@@ -20,14 +19,13 @@ class Inflights {
   explicit Inflights(std::size_t capacity);
   bool full() const { return last_indexes_.size() >= capacity_; }
   std::size_t count() const { return last_indexes_.size(); }
-  // Records an append whose last entry is `last_index` (increasing; asserted). Precondition:
-  // !full().
+  // Records an append whose last entry is `last_index` (increasing; asserted). Precondition: !full().
   void add(Index last_index);
   // Forgets every append acknowledged by an ack of `index` (those ending at or below it).
   void free_up_to(Index index);
-  // Forgets the oldest append. A heartbeat response frees one slot of a full window so that a
-  // window whose acknowledgements were all lost cannot stall replication: the next append then
-  // exposes the gap and the follower's rejection moves the peer back to probe.
+  // Forgets the oldest append. A heartbeat response frees one slot of a full window so that a window
+  // whose acknowledgements were all lost cannot stall replication: the next append then exposes the gap
+  // and the follower's rejection moves the peer back to probe.
   void free_first();
   void reset() { last_indexes_.clear(); }
 
@@ -58,9 +56,9 @@ struct Progress {
   bool on_ack(Index index);
   // An append carrying entries up to `last_sent_index` was sent.
   void on_entries_sent(Index last_sent_index);
-  // A rejection of the append whose previous index was `rejected_index`; `match_hint` is the
-  // leader's estimate (from the follower's conflict hint) of the highest index that may match.
-  // Returns false for stale rejections (answers to appends the leader has already moved past).
+  // A rejection of the append whose previous index was `rejected_index`; `match_hint` is the leader's
+  // estimate (from the follower's conflict hint) of the highest index that may match. Returns false for
+  // stale rejections (answers to appends the leader has already moved past).
   bool on_reject(Index rejected_index, Index match_hint);
 };
 

@@ -17,8 +17,7 @@ std::uint64_t quorum_value(std::vector<std::uint64_t> values);
 
 enum class VoteOutcome : std::uint8_t { kPending, kWon, kLost };
 
-// Outcome of an election with `voter_count` voters of whom `granted` granted and `rejected`
-// rejected.
+// Outcome of an election with `voter_count` voters of whom `granted` granted and `rejected` rejected.
 VoteOutcome tally_votes(std::size_t voter_count, std::size_t granted, std::size_t rejected);
 
 }  // namespace raftlog::raft

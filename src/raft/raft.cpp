@@ -16,8 +16,8 @@ std::uint64_t election_prng_seed(const Config& config) {
 }
 
 // The voter set in force at start: the latest kConfig entry in the log, else the bootstrap config.
-// Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or
-// the log's first index, so its cost is bounded by the log length.
+// Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or the
+// log's first index, so its cost is bounded by the log length.
 ConfState load_conf(const Config& config, const LogReader& log) {
   if (config.known_conf.has_value()) return *config.known_conf;
   constexpr Index kScanChunkEntries = 64;

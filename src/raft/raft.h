@@ -22,9 +22,9 @@ struct Config {
   NodeId id = kNoNode;
   // Voter set used when the log holds no kConfig entry (static bootstrap configuration).
   ConfState initial_conf;
-  // The voter set the driver knows to be current (e.g. persisted with its hard state). When set,
-  // the core uses it instead of scanning the log backwards for the newest kConfig entry — a scan
-  // whose cost grows with the log and which a node with a static configuration does not need.
+  // The voter set the driver knows to be current (e.g. persisted with its hard state). When set, the
+  // core uses it instead of scanning the log backwards for the newest kConfig entry — a scan whose
+  // cost grows with the log and which a node with a static configuration does not need.
   std::optional<ConfState> known_conf;
 
   // Logical time. Election timeout is randomized in [election_ticks, 2 * election_ticks).
@@ -42,16 +42,15 @@ struct Config {
   std::size_t max_uncommitted_bytes = 64 << 20;
   std::size_t max_pending_reads = 4096;
 
-  // Catching up after lost durable state (docs/raft.md, "Storage faults"). The driver sets these
-  // when recovery removed entries this node may already have acknowledged (a corrupted or missing
-  // part of synced data): `promised_index` is the highest index it may have promised,
-  // `promised_term` the highest term it may have promised it in. While catching up the node neither
-  // campaigns nor grants (pre-)votes, and its append acknowledgements carry kCatchingUpContext so
-  // that leaders do not count them toward commit. It stops catching up once its durable log reaches
-  // promised_index, or holds an entry of a term above promised_term (a leader of a later term
-  // replaced what it had promised). The core also enters this state by itself when a heartbeat of
-  // its leader names a commit index beyond its log: the leader only does that after this node
-  // acknowledged that far.
+  // Catching up after lost durable state (docs/raft.md, "Storage faults"). The driver sets these when
+  // recovery removed entries this node may already have acknowledged (a corrupted or missing part of
+  // synced data): `promised_index` is the highest index it may have promised, `promised_term` the
+  // highest term it may have promised it in. While catching up the node neither campaigns nor grants
+  // (pre-)votes, and its append acknowledgements carry kCatchingUpContext so that leaders do not count
+  // them toward commit. It stops catching up once its durable log reaches promised_index, or holds an
+  // entry of a term above promised_term (a leader of a later term replaced what it had promised). The
+  // core also enters this state by itself when a heartbeat of its leader names a commit index beyond
+  // its log: the leader only does that after this node acknowledged that far.
   Index promised_index = 0;
   Term promised_term = 0;
 
@@ -66,8 +65,7 @@ enum class ProposeStatus : std::uint8_t {
   kTooManyPending,  // max_uncommitted_entries/bytes would be exceeded; back off
   kEmpty,           // no entries given
   kTooLarge,        // one batch larger than max_bytes_per_message or max_entries_per_message
-  kInvalidEntry,  // an entry type that cannot be proposed (kConfig: static configurations only for
-                  // now)
+  kInvalidEntry,  // an entry type that cannot be proposed (kConfig: static configurations only for now)
 };
 
 const char* to_string(ProposeStatus status);
@@ -95,8 +93,7 @@ const char* to_string(ReadIndexStatus status);
 const char* to_string(TransferStatus status);
 
 // Checks every Config bound and the initial voter set. Returns an empty string when the config is
-// usable, otherwise a sentence naming the first problem. The Raft constructor aborts on a bad
-// config.
+// usable, otherwise a sentence naming the first problem. The Raft constructor aborts on a bad config.
 std::string validate_config(const Config& config);
 
 // The restart rule, in one place: empty when a core may start from this hard state over this log,
@@ -129,27 +126,26 @@ class Raft {
 
   // Advance logical time by one tick.
   void tick();
-  // Handle a message from a peer. Messages for other nodes, from unknown nodes, or naming a term
-  // above kMaxTerm are ignored; so is anything else that contradicts this node's state (never an
-  // abort). Taken by value: the entries of an append are moved into the log, not copied (a caller
-  // that keeps its message passes a copy).
+  // Handle a message from a peer. Messages for other nodes, from unknown nodes, or naming a term above
+  // kMaxTerm are ignored; so is anything else that contradicts this node's state (never an abort).
+  // Taken by value: the entries of an append are moved into the log, not copied (a caller that
+  // keeps its message passes a copy).
   void step(Message message);
   // Leader only: append client entries (type, client_id, sequence and payload are taken from
   // `entries`; index and term are assigned).
   ProposeResult propose(std::vector<Entry> entries);
   // Leader only: start a linearizable read; its ReadState (or abort) appears in a later Ready.
   ReadIndexStatus read_index(std::uint64_t request_id);
-  // Leader only: hand leadership to `target` (stops accepting proposals until done or aborted after
-  // an election timeout).
+  // Leader only: hand leadership to `target` (stops accepting proposals until done or aborted after an
+  // election timeout).
   TransferStatus transfer_leadership(NodeId target);
   // The driver reports that every entry up to `index` is durable and that the entry at `index` has
-  // `term` (stale reports after a truncation are ignored by the term check). Only durable entries
-  // count toward a quorum, on the leader too.
+  // `term` (stale reports after a truncation are ignored by the term check). Only durable entries count
+  // toward a quorum, on the leader too.
   void on_persisted(Index index, Term term);
 
   bool has_ready() const;
-  // Drains the pending outputs. The caller must handle the batch as types.h describes before the
-  // next one.
+  // Drains the pending outputs. The caller must handle the batch as types.h describes before the next one.
   Ready ready();
 
   // Read-only views.
@@ -163,8 +159,7 @@ class Raft {
   std::vector<PeerProgress> progress() const;  // empty unless leader
   HardState hard_state() const;
   SoftState soft_state() const;
-  // Highest index known durable locally (entries present at construction or reported by
-  // on_persisted).
+  // Highest index known durable locally (entries present at construction or reported by on_persisted).
   Index persisted_index() const;
   NodeId transfer_target() const;     // kNoNode unless a leadership transfer is in progress
   std::size_t pending_reads() const;  // ReadIndex requests not yet released or aborted

@@ -110,15 +110,15 @@ void Raft::Impl::become_leader() {
 }
 
 // Where this leader's no-op goes: after its log, or in place of an unfinished proposal at the log's
-// end. A log whose last entries say more of their proposal follows (Entry::proposal_continues)
-// holds only the first entries of a client's append: its old leader was lost before the rest
-// reached us, and the no-op would commit them, leaving the append committed in part. None of them
-// is committed anywhere: a commit index stops only at a proposal's end (rules::commit_may_stop_at),
-// and a committed end would be in this leader's log (leader completeness) at or below its last
-// index, yet every entry there continues. So they may go, as if they had never reached us; the
-// no-op takes the place of the first. Never below the commit index. At most kMaxProposalEntries
-// entries are read back, the largest proposal any node may have made (whatever this node's own
-// max_entries_per_message): longer runs (not written by an honest leader) are cut that far.
+// end. A log whose last entries say more of their proposal follows (Entry::proposal_continues) holds
+// only the first entries of a client's append: its old leader was lost before the rest reached us,
+// and the no-op would commit them, leaving the append committed in part. None of them is committed
+// anywhere: a commit index stops only at a proposal's end (rules::commit_may_stop_at), and a
+// committed end would be in this leader's log (leader completeness) at or below its last index, yet
+// every entry there continues. So they may go, as if they had never reached us; the no-op takes the
+// place of the first. Never below the commit index. At most kMaxProposalEntries entries are read
+// back, the largest proposal any node may have made (whatever this node's own max_entries_per_message):
+// longer runs (not written by an honest leader) are cut that far.
 Index Raft::Impl::noop_index_after_unfinished_proposal() const {
   const Index last = log_.last_index();
   Index first_unfinished = last + 1;
@@ -214,9 +214,8 @@ bool Raft::Impl::handle_term(const Message& m) {
   if (m.term > term_) {
     if (m.type == MessageType::kPreVote || m.type == MessageType::kVote) {
       const bool forced = m.type == MessageType::kVote && m.context == kTransferCampaignContext;
-      // Leader lease: while we still hear from a leader, a (pre-)candidate is either
-      // partitioned-and- rejoining or too impatient; ignoring it keeps it from deposing a healthy
-      // leader.
+      // Leader lease: while we still hear from a leader, a (pre-)candidate is either partitioned-and-
+      // rejoining or too impatient; ignoring it keeps it from deposing a healthy leader.
       if (!forced && in_leader_lease()) return false;
     }
     if (m.type == MessageType::kPreVote) {
@@ -233,9 +232,8 @@ bool Raft::Impl::handle_term(const Message& m) {
   if (m.term < term_) {
     if ((config_.check_quorum || config_.pre_vote) &&
         (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat)) {
-      // A stale leader (e.g. back from a partition) learns our term from this and steps down.
-      // Without it, with pre-vote, a node that advanced its term could never be heard by that
-      // leader.
+      // A stale leader (e.g. back from a partition) learns our term from this and steps down. Without
+      // it, with pre-vote, a node that advanced its term could never be heard by that leader.
       Message reply;
       reply.type = MessageType::kAppendResponse;
       reply.to = m.from;
@@ -282,10 +280,10 @@ void Raft::Impl::step(Message& m) {
 
 void Raft::Impl::handle_vote_request(const Message& m) {
   const bool pre_vote = m.type == MessageType::kPreVote;
-  // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know
-  // a leader in this term, or, for a pre-vote, if it is about a later term than ours. A node
-  // catching up after lost durable state grants nothing: its log may lack entries it promised, so
-  // its "up to date" judgement could elect a leader without them.
+  // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know a
+  // leader in this term, or, for a pre-vote, if it is about a later term than ours.
+  // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
+  // so its "up to date" judgement could elect a leader without them.
   const bool can_vote =
       !catching_up_ &&
       (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
@@ -304,8 +302,7 @@ void Raft::Impl::handle_vote_request(const Message& m) {
     reply.term = term_;
     reply.reject = true;
   }
-  // A vote grant must survive a crash (or we might vote twice in one term): it leaves after
-  // persist.
+  // A vote grant must survive a crash (or we might vote twice in one term): it leaves after persist.
   send(std::move(reply), /*after_persist=*/!pre_vote);
 }
 
@@ -349,10 +346,9 @@ void Raft::Impl::maybe_finish_catching_up() {
   if (!catching_up_) return;
   const Index durable = log_.persisted_index();
   const std::optional<Term> durable_term = log_.term_at(durable);
-  // Either the durable log again reaches everything the node may have promised, or it holds an
-  // entry a leader of a later term sent: that leader's log has every committed entry the node
-  // promised, and ours is a prefix of it up to there, exactly as after an ordinary conflicting
-  // append.
+  // Either the durable log again reaches everything the node may have promised, or it holds an entry
+  // a leader of a later term sent: that leader's log has every committed entry the node promised, and
+  // ours is a prefix of it up to there, exactly as after an ordinary conflicting append.
   if (durable >= promised_index_ || (durable_term.has_value() && *durable_term > promised_term_)) {
     catching_up_ = false;
     promised_index_ = 0;

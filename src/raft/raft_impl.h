@@ -1,7 +1,6 @@
 // Private: the Raft core's state and the declarations of its handlers. The definitions are split by
 // job: raft.cpp (construction, public forwarding, Ready), raft_election.cpp (roles, ticks, votes),
-// raft_replication.cpp (appends, commit, persistence), raft_read_transfer.cpp (ReadIndex,
-// transfer).
+// raft_replication.cpp (appends, commit, persistence), raft_read_transfer.cpp (ReadIndex, transfer).
 #pragma once
 
 #include <cstddef>
@@ -19,10 +18,9 @@
 
 namespace raftlog::raft {
 
-// Upper bound on messages queued between two ready() calls. Each input queues O(voters) messages
-// (one broadcast, plus at most max_inflight_messages appends to the peer that answered), so a
-// driver that drains after every input stays far below it; reaching it means the driver stopped
-// draining.
+// Upper bound on messages queued between two ready() calls. Each input queues O(voters) messages (one
+// broadcast, plus at most max_inflight_messages appends to the peer that answered), so a driver that
+// drains after every input stays far below it; reaching it means the driver stopped draining.
 inline constexpr std::size_t kMaxOutboxMessages = 1 << 16;
 
 class Raft::Impl {
@@ -83,8 +81,7 @@ class Raft::Impl {
   void won_votes();  // a majority granted this campaign (pre-vote or vote)
   void handle_vote_request(const Message& message);
   void handle_vote_response(const Message& message);
-  // Returns false when the message must be dropped (stale term, or a vote request inside the
-  // lease).
+  // Returns false when the message must be dropped (stale term, or a vote request inside the lease).
   bool handle_term(const Message& message);
 
   // --- replication and commit (raft_replication.cpp) ---
@@ -118,9 +115,8 @@ class Raft::Impl {
   Config config_;
   RaftLog log_;
   ConfState conf_;
-  // Election-timeout jitter only. splitmix64, the core's generator since its first version: the
-  // same (random_seed, id) must keep giving the same timeouts so that a simulator seed keeps naming
-  // one run.
+  // Election-timeout jitter only. splitmix64, the core's generator since its first version: the same
+  // (random_seed, id) must keep giving the same timeouts so that a simulator seed keeps naming one run.
   util::SplitMix64Prng prng_;
 
   Role role_ = Role::kFollower;
@@ -128,8 +124,9 @@ class Raft::Impl {
   NodeId vote_ = kNoNode;
   NodeId leader_ = kNoNode;
 
-  int election_elapsed_ticks_ = 0;  // followers/candidates: since the last leader contact or
-                                    // campaign; leaders: since the last check-quorum round
+  int election_elapsed_ticks_ =
+      0;  // followers/candidates: since the last leader contact or campaign;
+          // leaders: since the last check-quorum round
   int heartbeat_elapsed_ticks_ = 0;    // leaders only
   int randomized_election_ticks_ = 0;  // in [election_ticks, 2 * election_ticks)
 

@@ -1,10 +1,10 @@
-// The core's view of its log: the driver's LogReader below `offset`, and the core's own unstable
-// tail (entries it produced that are not yet reported durable) from `offset` on.
+// The core's view of its log: the driver's LogReader below `offset`, and the core's own unstable tail
+// (entries it produced that are not yet reported durable) from `offset` on.
 //
-// Rule (see also types.h, "Log timing"): entries stay in the unstable tail until on_persisted()
-// covers them; only then are they read through the LogReader. Entries the driver has been handed
-// but not yet reported durable are shadowed by the tail, so the driver may apply a Ready's log
-// changes late, as long as it applies them before reporting them durable.
+// Rule (see also types.h, "Log timing"): entries stay in the unstable tail until on_persisted() covers
+// them; only then are they read through the LogReader. Entries the driver has been handed but not yet
+// reported durable are shadowed by the tail, so the driver may apply a Ready's log changes late, as long
+// as it applies them before reporting them durable.
 //
 //   reader:   [first .......... offset-1]  (durable, read through LogReader)
 //   unstable:                   [offset ... driver_last | ... last]
@@ -28,16 +28,14 @@ class RaftLog {
   Index first_index() const;
   Index last_index() const;
   Term last_term() const;
-  // Term at `index`; 0 for index 0; nullopt outside [first_index() - 1, last_index()] or if
-  // trimmed.
+  // Term at `index`; 0 for index 0; nullopt outside [first_index() - 1, last_index()] or if trimmed.
   std::optional<Term> term_at(Index index) const;
   bool matches(Index index, Term term) const;
   // Entries in [from, to], byte-bounded like LogReader::entries (at least one when from <= to).
   std::vector<Entry> entries(Index from, Index to, std::size_t max_bytes) const;
 
   Index committed() const { return committed_; }
-  // Advances the commit index (never backwards: smaller values are ignored). Asserts to <=
-  // last_index().
+  // Advances the commit index (never backwards: smaller values are ignored). Asserts to <= last_index().
   void commit_to(Index to);
   // Highest index known durable locally.
   Index persisted_index() const { return offset_ - 1; }
@@ -46,15 +44,14 @@ class RaftLog {
   // (asserted > committed()). Entries must be contiguous.
   void append(const std::vector<Entry>& new_entries);
   void append(std::vector<Entry>&& new_entries);  // the same, moving the entries in
-  // First index among `incoming` (contiguous) whose term differs from ours or that we lack; 0 if
-  // none.
+  // First index among `incoming` (contiguous) whose term differs from ours or that we lack; 0 if none.
   Index find_conflict(const std::vector<Entry>& incoming) const;
-  // Largest index <= `index` whose term is <= `term`, with that term (fast backtracking). Stops at
-  // the first unknown (trimmed) term, returning it with term 0.
+  // Largest index <= `index` whose term is <= `term`, with that term (fast backtracking). Stops at the
+  // first unknown (trimmed) term, returning it with term 0.
   std::pair<Index, Term> find_conflict_by_term(Index index, Term term) const;
 
-  // on_persisted(index, term): drops the durable prefix of the unstable tail. Returns false for a
-  // stale or unknown report (ignored).
+  // on_persisted(index, term): drops the durable prefix of the unstable tail. Returns false for a stale
+  // or unknown report (ignored).
   bool stable_to(Index index, Term term);
 
   // Log changes not yet handed to the driver.

@@ -1,5 +1,5 @@
-// Log replication: sending and answering AppendEntries and heartbeats, fast backtracking, the
-// commit rule, durability reports and proposals.
+// Log replication: sending and answering AppendEntries and heartbeats, fast backtracking, the commit
+// rule, durability reports and proposals.
 #include <algorithm>
 
 #include "raft/assert.h"
@@ -31,8 +31,7 @@ bool well_formed_append(const Message& m) {
 
 void Raft::Impl::send(Message m, bool after_persist) {
   m.from = id();
-  // Vote traffic names its term explicitly (a pre-vote asks about term + 1); everything else is
-  // ours.
+  // Vote traffic names its term explicitly (a pre-vote asks about term + 1); everything else is ours.
   if (!is_vote_message(m.type)) m.term = term_;
   std::vector<Message>& queue = after_persist ? messages_after_persist_ : messages_;
   RAFT_ASSERT(messages_.size() + messages_after_persist_.size() < kMaxOutboxMessages,
@@ -45,8 +44,8 @@ bool Raft::Impl::send_append(NodeId peer, bool send_if_empty) {
   if (pr.is_paused()) return false;
   const Index previous_index = pr.next - 1;
   const std::optional<Term> previous_term = log_.term_at(previous_index);
-  // The entries this peer needs were trimmed from our log; catching it up needs a snapshot, which
-  // this core does not implement. It is re-probed at the first index on heartbeat answers
+  // The entries this peer needs were trimmed from our log; catching it up needs a snapshot, which this
+  // core does not implement. It is re-probed at the first index on heartbeat answers
   // (handle_heartbeat_response).
   if (!previous_term || pr.next < log_.first_index()) return false;
   Message m;
@@ -78,8 +77,8 @@ void Raft::Impl::send_heartbeat(NodeId peer, std::uint64_t context) {
   Message m;
   m.type = MessageType::kHeartbeat;
   m.to = peer;
-  // Never tell a follower to commit beyond what it is known to hold: its tail past `match` may
-  // still be a stale leader's entries.
+  // Never tell a follower to commit beyond what it is known to hold: its tail past `match` may still
+  // be a stale leader's entries.
   m.commit = std::min(progress_.at(peer).match, log_.committed());
   m.context = context;
   send(std::move(m), /*after_persist=*/false);
@@ -159,8 +158,7 @@ void Raft::Impl::handle_append(Message& m) {
       // A leader's entries never conflict with a committed entry: one that does comes from a forged
       // or corrupted message (or a leader whose storage failed). Dropping it keeps our log intact.
       if (conflict <= log_.committed()) return;
-      // Moved, not copied: a multi-MiB append would otherwise be copied twice more on the loop
-      // thread.
+      // Moved, not copied: a multi-MiB append would otherwise be copied twice more on the loop thread.
       std::vector<Entry> suffix(
           std::make_move_iterator(m.entries.begin() +
                                   static_cast<std::ptrdiff_t>(conflict - m.index - 1)),
@@ -250,17 +248,16 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
   pr.ticks_since_contact = 0;
   pr.probe_sent = false;  // the peer is alive: allow the next probe
   if (m.reject && m.reject_hint < pr.match) {
-    // The follower's log ends below what it acknowledged (it lost durable entries): lower our view
-    // of it and probe from its real end, or replication to it would wait forever for a gap it
-    // cannot see.
+    // The follower's log ends below what it acknowledged (it lost durable entries): lower our view of
+    // it and probe from its real end, or replication to it would wait forever for a gap it cannot see.
     pr.match = m.reject_hint;
     pr.become_probe();
   }
   if (pr.state == ReplicationState::kReplicate && pr.inflights.full()) pr.inflights.free_first();
   // The peer needs entries trimmed from our log, and there are no snapshots. Probe it at our first
   // index instead, once per heartbeat answer: a peer rebuilt from a copy of a healthy node's log
-  // (docs/operations.md, "Retention") accepts and catches up; any other rejects, its next index
-  // falls below our first again, and send_append() stays silent until the next heartbeat answer.
+  // (docs/operations.md, "Retention") accepts and catches up; any other rejects, its next index falls
+  // below our first again, and send_append() stays silent until the next heartbeat answer.
   if (pr.next < log_.first_index()) {
     pr.become_probe();
     pr.next = log_.first_index();
@@ -295,10 +292,10 @@ bool Raft::Impl::maybe_commit() {
   return true;
 }
 
-// The highest index <= majority_index at which a proposal ends. Only this leader's own proposals
-// are looked at: a commit by count lands on an entry of its own term (leader_may_commit_by_count),
-// and every such entry but the no-op is in uncommitted_, whose indexes only grow. Steps back at
-// most one proposal (max_entries_per_message entries).
+// The highest index <= majority_index at which a proposal ends. Only this leader's own proposals are
+// looked at: a commit by count lands on an entry of its own term (leader_may_commit_by_count), and
+// every such entry but the no-op is in uncommitted_, whose indexes only grow. Steps back at most one
+// proposal (max_entries_per_message entries).
 Index Raft::Impl::highest_commit_point(Index majority_index) const {
   auto it = std::upper_bound(uncommitted_.begin(), uncommitted_.end(), majority_index,
                              [](Index index, const Uncommitted& u) { return index < u.index; });

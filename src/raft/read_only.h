@@ -1,10 +1,10 @@
 // ReadIndex bookkeeping on a leader (etcd's "safe" read-only mode).
 //
-// A read is answered with the commit index at the time it started, once a majority has acknowledged
-// a heartbeat sent after that moment (so the leader was still the leader then). Heartbeats carry a
-// round `context`, increasing per leader: an acknowledgement of context c also vouches for every
-// earlier round. Reads arriving before the leader committed an entry of its own term are deferred:
-// until then its commit index may lag behind entries committed by earlier leaders.
+// A read is answered with the commit index at the time it started, once a majority has acknowledged a
+// heartbeat sent after that moment (so the leader was still the leader then). Heartbeats carry a round
+// `context`, increasing per leader: an acknowledgement of context c also vouches for every earlier round.
+// Reads arriving before the leader committed an entry of its own term are deferred: until then its
+// commit index may lag behind entries committed by earlier leaders.
 #pragma once
 
 #include <cstddef>
@@ -32,8 +32,8 @@ class ReadOnly {
   // Starts a round for one read at `commit_index`; returns the context heartbeats must carry.
   // Precondition: !full().
   std::uint64_t start_round(std::uint64_t request_id, Index commit_index);
-  // Context of the newest unreleased round, 0 if none (regular heartbeats carry it, so a round
-  // whose own heartbeats were lost still completes).
+  // Context of the newest unreleased round, 0 if none (regular heartbeats carry it, so a round whose
+  // own heartbeats were lost still completes).
   std::uint64_t latest_context() const;
 
   // `peer` answered a heartbeat carrying `context`.

@@ -1,9 +1,8 @@
 // The Raft safety rules that the simulator's self-test deliberately breaks.
 //
-// This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link
-// rules_*.cpp; the test-only targets raftlog_raft_broken_{vote,commit,atomicity} link the same core
-// objects with one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path
-// can select a broken rule.
+// This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link rules_*.cpp;
+// the test-only targets raftlog_raft_broken_{vote,commit,atomicity} link the same core objects with
+// one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path can select a broken rule.
 #pragma once
 
 #include "raft/types.h"

@@ -1,9 +1,8 @@
 // Value types shared by the Raft core, its drivers (the server node and the simulator) and tests.
 //
-// The core is a pure state machine: it never touches a clock, a thread, a socket or a file.
-// Everything it needs arrives through these types, and everything it wants done leaves through
-// `Ready`. Indexes start at 1; index 0 and term 0 mean "none" (the empty log's last index is 0 with
-// term 0).
+// The core is a pure state machine: it never touches a clock, a thread, a socket or a file. Everything
+// it needs arrives through these types, and everything it wants done leaves through `Ready`.
+// Indexes start at 1; index 0 and term 0 mean "none" (the empty log's last index is 0 with term 0).
 #pragma once
 
 #include <cstddef>
@@ -22,20 +21,19 @@ using Index = std::uint64_t;
 
 inline constexpr NodeId kNoNode = 0;
 
-// Message::context of a kVote sent by a node campaigning because of kTimeoutNow (leadership
-// transfer): voters then grant even while they still hear from the current leader (they ignore
-// their lease).
+// Message::context of a kVote sent by a node campaigning because of kTimeoutNow (leadership transfer):
+// voters then grant even while they still hear from the current leader (they ignore their lease).
 inline constexpr std::uint64_t kTransferCampaignContext = 1;
 
 // Message::context of a successful kAppendResponse from a node that is catching up after a storage
-// fault (Raft::catching_up()): the leader tracks its progress but does not count its
-// acknowledgement toward commit until an answer comes without this mark.
+// fault (Raft::catching_up()): the leader tracks its progress but does not count its acknowledgement
+// toward commit until an answer comes without this mark.
 inline constexpr std::uint64_t kCatchingUpContext = 2;
 
-// The highest term the core accepts or reaches. A message naming a higher term is dropped (a forged
-// or corrupted term near 2^64 would otherwise be adopted and persisted, and the next election's
-// term + 1 would overflow: the cluster could never elect again). Honest terms grow by one per
-// election and never come near it.
+// The highest term the core accepts or reaches. A message naming a higher term is dropped (a forged or
+// corrupted term near 2^64 would otherwise be adopted and persisted, and the next election's term + 1
+// would overflow: the cluster could never elect again). Honest terms grow by one per election and
+// never come near it.
 inline constexpr Term kMaxTerm = Term{1} << 62;
 // The most entries one proposal may hold, on any node of any configuration (Config::
 // max_entries_per_message may not exceed it): a new leader looks this far back for an unfinished
@@ -45,8 +43,8 @@ inline constexpr std::size_t kMaxProposalEntries = 65536;
 enum class EntryType : std::uint8_t {
   kNormal = 0,  // a client payload
   kNoop = 1,  // appended by a new leader at once so that earlier-term entries commit (Raft §5.4.2)
-  kConfig = 2,  // a voter set, encoded by encode_config(); part of the log so membership changes
-                // are ordered
+  kConfig =
+      2,  // a voter set, encoded by encode_config(); part of the log so membership changes are ordered
 };
 
 // One log entry. `client_id`/`sequence` are opaque to Raft: the server uses them for idempotent
@@ -84,8 +82,7 @@ enum class MessageType : std::uint8_t {
 
 const char* to_string(MessageType type);
 
-// A flat message, in the style of etcd/raft's raftpb.Message: every type uses a subset of the
-// fields.
+// A flat message, in the style of etcd/raft's raftpb.Message: every type uses a subset of the fields.
 struct Message {
   MessageType type = MessageType::kAppend;
   NodeId from = kNoNode;
@@ -101,10 +98,11 @@ struct Message {
       entries;  // kAppend only; bounded by Config::max_entries_per_message/max_bytes_per_message
   Index commit = 0;  // kAppend/kHeartbeat: the leader's commit index (clamped for heartbeats)
 
-  bool reject = false;    // responses: vote not granted / append did not match; kHeartbeatResponse:
-                          // the heartbeat's commit was beyond the follower's log (it lost entries)
-  Index reject_hint = 0;  // kAppendResponse reject: the follower's hint for fast backtracking
-                          // (index); kHeartbeatResponse reject: the follower's last index
+  bool reject = false;  // responses: vote not granted / append did not match; kHeartbeatResponse:
+                        // the heartbeat's commit was beyond the follower's log (it lost entries)
+  Index reject_hint =
+      0;               // kAppendResponse reject: the follower's hint for fast backtracking (index);
+                       // kHeartbeatResponse reject: the follower's last index
   Term hint_term = 0;  // kAppendResponse reject: the follower's term at reject_hint (0 if none)
 
   std::uint64_t context =
@@ -159,8 +157,8 @@ inline constexpr std::size_t kMaxVoters = 64;
 // True when `conf` satisfies the ConfState rules above.
 bool is_valid_conf(const ConfState& conf);
 
-// Encoding (version 1, little endian): u8 version, u32 voter count, count x u64 voter ids, u32
-// CRC-32C of every preceding byte. Precondition: is_valid_conf(conf).
+// Encoding (version 1, little endian): u8 version, u32 voter count, count x u64 voter ids, u32 CRC-32C
+// of every preceding byte. Precondition: is_valid_conf(conf).
 std::string encode_config(const ConfState& conf);
 // Returns nullopt for a payload that is not a well-formed encoded ConfState.
 std::optional<ConfState> decode_config(const std::string& payload);
@@ -170,28 +168,23 @@ std::optional<ConfState> decode_config(const std::string& payload);
 //   2. append `entries` (contiguous, starting right after the log's last index after step 1);
 //   3. send `messages` now (they do not depend on this batch being durable: e.g. a leader's appends
 //      go out while its own flush runs);
-//   4. persist `hard_state` if set (durably when `must_sync`) and make the entries durable, then
-//   call
+//   4. persist `hard_state` if set (durably when `must_sync`) and make the entries durable, then call
 //      Raft::on_persisted(last_index, last_term) for the highest durable entry and only then send
-//      `messages_after_persist` (vote grants, append acknowledgements, a candidate's vote
-//      requests);
-//   5. deliver entries up to `commit_index` to readers (they are committed), and release
-//   `read_states`
+//      `messages_after_persist` (vote grants, append acknowledgements, a candidate's vote requests);
+//   5. deliver entries up to `commit_index` to readers (they are committed), and release `read_states`
 //      once that delivery has reached each ReadState::index;
 //   6. fail the `aborted_reads` (leadership lost or timed out: the caller should retry elsewhere).
 // Batches must be handled in order: batch N's messages_after_persist go before batch N+1's.
 //
-// Log timing (the "unstable tail" rule): the core keeps every entry it produced in its own unstable
-// tail until on_persisted() covers it, and reads the LogReader only below that tail (entries
-// reported durable, or present when the Raft object was constructed). The driver may therefore
-// apply steps 1-2 whenever it likes, but must have applied them (visible through the LogReader)
-// before it reports those entries with on_persisted(). Only durable entries count toward a quorum.
-// The driver never trims entries above commit.
+// Log timing (the "unstable tail" rule): the core keeps every entry it produced in its own unstable tail
+// until on_persisted() covers it, and reads the LogReader only below that tail (entries reported durable,
+// or present when the Raft object was constructed). The driver may therefore apply steps 1-2 whenever it
+// likes, but must have applied them (visible through the LogReader) before it reports those entries with
+// on_persisted(). Only durable entries count toward a quorum. The driver never trims entries above commit.
 //
-// Which messages wait for persistence: vote requests, vote grants/rejections and append
-// acknowledgements (they vouch for durable term/vote/log state). Appends, heartbeats and their
-// responses, pre-votes and their responses and TimeoutNow go at once: they vouch for nothing that
-// could be lost in a crash.
+// Which messages wait for persistence: vote requests, vote grants/rejections and append acknowledgements
+// (they vouch for durable term/vote/log state). Appends, heartbeats and their responses, pre-votes and
+// their responses and TimeoutNow go at once: they vouch for nothing that could be lost in a crash.
 struct Ready {
   std::optional<SoftState> soft_state;  // set when role, leader or term changed
   std::optional<HardState> hard_state;  // set when term, vote or commit changed

@@ -87,8 +87,7 @@ DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t seque
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return Lookup::kUnknown;
   Client& client = touch(client_id);
-  // Newest first: a sequence recorded twice (after a truncation re-proposal) answers with the
-  // latest.
+  // Newest first: a sequence recorded twice (after a truncation re-proposal) answers with the latest.
   for (auto r = client.recent.rbegin(); r != client.recent.rend(); ++r) {
     if (r->sequence != sequence) continue;
     *range = r->range;

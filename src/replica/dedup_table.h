@@ -3,28 +3,27 @@
 // written twice.
 //
 // It mirrors the node's LOG, not only its committed prefix: every batch written to the store (a
-// leader's proposals and a follower's replicated entries alike) is recorded, and a suffix
-// truncation forgets what it removed. A leader truncates its own log only as it becomes leader,
-// before its first proposal (an unfinished proposal at its log's end: docs/durability.md, "Atomic
-// appends"), and the replica hands that truncation out before it looks up any retry; so everything
-// a leader's table holds will commit under it: a retry that finds its range here only waits for
-// that range to commit.
+// leader's proposals and a follower's replicated entries alike) is recorded, and a suffix truncation
+// forgets what it removed. A leader truncates its own log only as it becomes leader, before its first
+// proposal (an unfinished proposal at its log's end: docs/durability.md, "Atomic appends"), and the
+// replica hands that truncation out before it looks up any retry; so everything a leader's table holds
+// will commit under it: a retry that finds its range here only waits for that range to commit.
 //
-// Idempotency is exact: a retry must carry the same entries as the append it repeats. Each
-// remembered append keeps its entry count (the length of its range) and a digest of its payloads
-// (append_digest below), computed the same way from a proposal's payloads and from entries read
-// back from the log or replicated to a follower, however many batches they arrive in. A retry whose
-// count or digest differs is kReused, never an answer with the old range: its data would be
-// silently dropped. The comparison is against this node's log as it stands, committed or not; a
-// range that holds only the first entries of an append (a follower that became leader before the
-// rest reached it) is therefore not an exact match either.
+// Idempotency is exact: a retry must carry the same entries as the append it repeats. Each remembered
+// append keeps its entry count (the length of its range) and a digest of its payloads (append_digest
+// below), computed the same way from a proposal's payloads and from entries read back from the log
+// or replicated to a follower, however many batches they arrive in. A retry whose count or digest
+// differs is kReused, never an answer with the old range: its data would be silently dropped. The
+// comparison is against this node's log as it stands, committed or not; a range that holds only the
+// first entries of an append (a follower that became leader before the rest reached it) is
+// therefore not an exact match either.
 //
 // Bounds: at most `max_clients` clients (least recently used evicted) and per client the
-// `sequences_per_client` most recent sequences. A sequence below the lowest one still remembered
-// for that client is reported as too old (the caller refuses it rather than risk a duplicate). A
-// client evicted as a whole is forgotten entirely: docs/durability.md states the window. Memory: 40
-// bytes per remembered append (sequence, first, last, term: 32; the digest: 4, padded to 8) plus
-// the deque's and the client's bookkeeping, so the digest costs 8 bytes per remembered append.
+// `sequences_per_client` most recent sequences. A sequence below the lowest one still remembered for
+// that client is reported as too old (the caller refuses it rather than risk a duplicate). A client
+// evicted as a whole is forgotten entirely: docs/durability.md states the window. Memory: 40 bytes
+// per remembered append (sequence, first, last, term: 32; the digest: 4, padded to 8) plus the
+// deque's and the client's bookkeeping, so the digest costs 8 bytes per remembered append.
 //
 // Not thread-safe: owned by the node's Raft loop thread.
 #pragma once

@@ -34,10 +34,10 @@ class StatvfsDiskProbe final : public DiskProbe {
   std::string path_;
 };
 
-// The leader refuses an append the disk could not take, rather than accept it into Raft and then
-// fail to write it (which would stop the node): it needs the append plus a whole segment to spare,
-// since a roll-over preallocates the next segment in full. Followers cannot refuse what the leader
-// sends; a follower whose disk fills stops (docs/operations.md).
+// The leader refuses an append the disk could not take, rather than accept it into Raft and then fail
+// to write it (which would stop the node): it needs the append plus a whole segment to spare, since a
+// roll-over preallocates the next segment in full. Followers cannot refuse what the leader sends; a
+// follower whose disk fills stops (docs/operations.md).
 //
 // Before that hard limit comes the high watermark (a fraction of the file system in use): appends
 // are refused with reason DISK_WATERMARK, so that operators get a clear signal, room to act
@@ -52,8 +52,7 @@ class DiskWatermark {
   DiskWatermark(std::uint64_t node_id, std::string data_dir, double high, double low)
       : node_id_(node_id), data_dir_(std::move(data_dir)), high_(high), low_(low) {}
 
-  // Whether an append of `append_bytes` may go ahead; otherwise `error` says why
-  // (kResourceExhausted).
+  // Whether an append of `append_bytes` may go ahead; otherwise `error` says why (kResourceExhausted).
   bool has_room(DiskProbe& probe, std::chrono::steady_clock::time_point now,
                 std::uint64_t append_bytes, std::uint64_t segment_bytes, NodeError* error);
   // Any thread (metrics).

@@ -10,9 +10,9 @@
 
 namespace raftlog::replica::rules {
 
-// The index up to which the core may count this node's own log as persisted (on a leader: toward
-// the quorum that commits, and so acknowledges, an append). Sync flush mode: only what a flush
-// covers. Async flush mode: what is written to the mapping (docs/durability.md).
+// The index up to which the core may count this node's own log as persisted (on a leader: toward the
+// quorum that commits, and so acknowledges, an append). Sync flush mode: only what a flush covers.
+// Async flush mode: what is written to the mapping (docs/durability.md).
 std::uint64_t persisted_index_for_core(std::uint64_t written_index, std::uint64_t flushed_index,
                                        bool async);
 

@@ -44,8 +44,8 @@ struct NodeStatus {
   store::RecoveryMode recovery_mode = store::RecoveryMode::kFresh;
   std::chrono::microseconds recovery_duration{0};
   // Storage faults (docs/storage-format.md, "Storage faults"). catching_up: this node lost durable
-  // entries it may have acknowledged and neither votes nor counts toward commit until its log
-  // reaches catching_up_to_index. storage_fault: why ("" when none was found at open).
+  // entries it may have acknowledged and neither votes nor counts toward commit until its log reaches
+  // catching_up_to_index. storage_fault: why ("" when none was found at open).
   bool catching_up = false;
   std::uint64_t catching_up_to_index = 0;
   std::string storage_fault;

@@ -1,23 +1,21 @@
-// Replica: one raftlog replica's logic, single-threaded and free of gRPC, sockets and threads of
-// its own. It owns the Raft core, the CommitLog, the hard state and the dedup table, and decides
+// Replica: one raftlog replica's logic, single-threaded and free of gRPC, sockets and threads of its
+// own. It owns the Raft core, the CommitLog, the hard state and the dedup table, and decides
 // everything durability depends on: hard state before entries, acknowledgements held until a flush
-// covers them, truncation and the waiters it cuts, commit delivery, retention, read index,
-// transfer.
+// covers them, truncation and the waiters it cuts, commit delivery, retention, read index, transfer.
 //
-// Its caller (raftlogd's Node, src/server/node.h) gives it one input at a time from one thread,
-// then calls process() to drive the core's Ready batches; completion callbacks run inside those
-// calls. What it needs from the world comes in through ReplicaDeps: where messages go, the time,
-// the disk's free space, and observers. Its store comes in through ReplicaConfig::store: raftlogd's
-// runs its own flusher thread over the POSIX file system; the simulator's is stepped
-// (Options::background_work) over a store::MemoryEnv, and the simulator takes each flush cycle
-// itself (docs/design.md).
+// Its caller (raftlogd's Node, src/server/node.h) gives it one input at a time from one thread, then
+// calls process() to drive the core's Ready batches; completion callbacks run inside those calls.
+// What it needs from the world comes in through ReplicaDeps: where messages go, the time, the disk's
+// free space, and observers. Its store comes in through ReplicaConfig::store: raftlogd's runs its own
+// flusher thread over the POSIX file system; the simulator's is stepped (Options::background_work)
+// over a store::MemoryEnv, and the simulator takes each flush cycle itself (docs/design.md).
 //
 // DURABILITY (docs/durability.md)
 //   Hard state (term, vote) is written durably before any message that depends on it leaves.
 //   Entries are appended to the CommitLog without waiting; in sync flush mode a message that
 //   acknowledges them (a follower's append response, a vote) is held until the store reports them
-//   flushed, and the leader counts its own entries toward the quorum only once flushed. In async
-//   mode an entry counts as soon as it is written to the mapped segment.
+//   flushed, and the leader counts its own entries toward the quorum only once flushed. In async mode
+//   an entry counts as soon as it is written to the mapped segment.
 #pragma once
 
 #include <chrono>

@@ -64,8 +64,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   const ReplicaConfig& c = replica->config_;
   store::Options store_options = c.store;
   // With peers to repair from, a corrupt durable entry cuts the log there (and the node catches up,
-  // below) instead of keeping the node down for good; a single node has no other copy, so it
-  // refuses.
+  // below) instead of keeping the node down for good; a single node has no other copy, so it refuses.
   store_options.allow_truncate_corrupted_flushed_data =
       c.members.size() > 1 && c.store.flush_mode == store::FlushMode::kSync;
   if (!replica->open_store(store_options, error)) return nullptr;
@@ -107,9 +106,9 @@ bool Replica::open_hard_state(NodeError* error) {
   }
   hard_state_file_ = std::move(hard_state_file).value();
   persisted_hard_state_ = hard_state_file_->current();
-  // The restart rule is the core's (raft::restart_problem), checked here so that the node refuses
-  // to start with the reason instead of aborting. The checkpoint's commit index is not part of it:
-  // it may be ahead of what the log recovered (below).
+  // The restart rule is the core's (raft::restart_problem), checked here so that the node refuses to
+  // start with the reason instead of aborting. The checkpoint's commit index is not part of it: it
+  // may be ahead of what the log recovered (below).
   StoreLogReader reader(*log_);
   raft::HardState without_commit = persisted_hard_state_;
   without_commit.commit = 0;
@@ -126,18 +125,18 @@ bool Replica::open_hard_state(NodeError* error) {
                                                   "; refusing to start (see docs/operations.md)");
     return false;
   }
-  // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered
-  // (async flush mode can lose a written tail; a storage fault can remove entries, see
-  // assess_recovery()); Raft re-learns the commit index from the leader.
+  // The commit index lives in the store's checkpoint. It may be ahead of what the log recovered (async
+  // flush mode can lose a written tail; a storage fault can remove entries, see assess_recovery());
+  // Raft re-learns the commit index from the leader.
   persisted_hard_state_.commit = std::min(log_->commit_index(), log_->last_index());
   return true;
 }
 
 bool Replica::open_store(const store::Options& store_options, NodeError* error) {
-  // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of
-  // the log. A corrupt entry found there is marked suspect and the log reopened, so that recovery
-  // checks that segment in full and cuts the log at it (with peers to repair from:
-  // allow_truncate_...). Bounded: every round cuts the log below the previous cut.
+  // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
+  // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
+  // that segment in full and cuts the log at it (with peers to repair from: allow_truncate_...).
+  // Bounded: every round cuts the log below the previous cut.
   constexpr int kMaxOpenRepairs = 8;
   for (int attempt = 0;; ++attempt) {
     auto log = store::CommitLog::open(config_.data_dir + "/log", store_options);

@@ -17,8 +17,7 @@ constexpr std::size_t kMaxHeldBatches = 4096;
 // from new work, so more rounds than this means the core keeps producing on its own.
 constexpr int kMaxReadyRoundsPerProcess = 64;
 
-// An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the
-// client.
+// An append whose entry was cut or overwritten by a new leader: its outcome is unknown to the client.
 AppendResult replaced_entry_error() {
   return failed_append(
       make_error(ErrorCode::kUnavailable,
@@ -28,8 +27,8 @@ AppendResult replaced_entry_error() {
 }
 
 // Leader changes and election outcomes, for metrics. An election is won when the node becomes
-// leader (a single-node cluster gets there in one step, without a visible candidate state), and
-// lost when a candidate becomes a follower or starts the next election in a higher term.
+// leader (a single-node cluster gets there in one step, without a visible candidate state), and lost
+// when a candidate becomes a follower or starts the next election in a higher term.
 void report_role_change(NodeEvents& events, const raft::SoftState& before,
                         const raft::SoftState& after) {
   if (before.leader != after.leader) events.leader_changed();
@@ -116,9 +115,9 @@ void Replica::apply_ready(raft::Ready& ready) {
 namespace {
 
 // One log line per role or leader change that says what happened and why, in words an operator can
-// act on. The Raft core reports only the new state; the reason follows from the transition (the
-// core runs with pre-vote, so a follower's own timeout always goes through pre-candidate first, and
-// a follower that becomes candidate directly was told to by a leadership transfer).
+// act on. The Raft core reports only the new state; the reason follows from the transition (the core
+// runs with pre-vote, so a follower's own timeout always goes through pre-candidate first, and a
+// follower that becomes candidate directly was told to by a leadership transfer).
 std::string describe_transition(const raft::SoftState& prev, const raft::SoftState& next,
                                 std::uint64_t election_timeout_ms) {
   using raft::Role;
@@ -319,13 +318,12 @@ void Replica::deliver_commit(std::uint64_t commit) {
   }
 }
 
-// The store's checkpoint keeps the commit index for the next open, which takes a log that ends
-// below it for lost durable data (a storage fault: the node then neither votes nor counts toward
-// commit until it has caught up, storage_fault.h). A follower learns commit indexes beyond what its
-// own flush covers; recording those would make an ordinary power cut look like such a fault — and a
-// cluster whose followers all lost power at once would have no voter left. So the store records the
-// commit index only as far as this node's log is durable (the simulator found this:
-// docs/testing.md).
+// The store's checkpoint keeps the commit index for the next open, which takes a log that ends below
+// it for lost durable data (a storage fault: the node then neither votes nor counts toward commit
+// until it has caught up, storage_fault.h). A follower learns commit indexes beyond what its own flush
+// covers; recording those would make an ordinary power cut look like such a fault — and a cluster
+// whose followers all lost power at once would have no voter left. So the store records the commit
+// index only as far as this node's log is durable (the simulator found this: docs/testing.md).
 void Replica::record_commit_in_store() {
   const std::uint64_t last = log_->last_index();
   const bool async = config_.store.flush_mode == store::FlushMode::kAsync;

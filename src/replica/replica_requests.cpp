@@ -35,8 +35,8 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
   // soft state that makes soft_state_ a leader.
   if (raft_->role() == raft::Role::kLeader && soft_state_.role != raft::Role::kLeader) process();
   if (in.client_id != 0 && in.sequence == 0) {
-    // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default),
-    // and taking it would make every later append of that client a retry of the first.
+    // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default), and
+    // taking it would make every later append of that client a retry of the first.
     in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                      "sequence 0 with client_id " + std::to_string(in.client_id) +
                                          ": an idempotent append needs a sequence of at least 1 "
@@ -109,8 +109,8 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
                      kReasonAppendTooLarge)));
       return {};
   }
-  // Recorded at once, not when the entries reach the store: a retry arriving in the same input
-  // batch must already see this append.
+  // Recorded at once, not when the entries reach the store: a retry arriving in the same input batch
+  // must already see this append.
   if (in.client_id != 0) {
     dedup_.record_append(in.client_id, in.sequence,
                          DedupTable::Range{result.first_index, result.last_index, result.term},

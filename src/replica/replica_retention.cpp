@@ -8,11 +8,10 @@
 
 namespace raftlog::replica {
 
-// Never past the commit index (an uncommitted tail may still be replaced). On the leader, never
-// past what a follower still needs, unless the follower has been silent longer than the grace
-// period: it could not be caught up anyway once it is that far gone, and keeping the log forever
-// for a dead node would fill the disk. Followers know only their own log; see docs/operations.md
-// ("Retention").
+// Never past the commit index (an uncommitted tail may still be replaced). On the leader, never past
+// what a follower still needs, unless the follower has been silent longer than the grace period: it
+// could not be caught up anyway once it is that far gone, and keeping the log forever for a dead node
+// would fill the disk. Followers know only their own log; see docs/operations.md ("Retention").
 std::uint64_t Replica::trim_limit() const {
   std::uint64_t limit = commit_ + 1;
   if (raft_->role() != raft::Role::kLeader) return limit;

@@ -154,8 +154,8 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     std::unique_lock lock(mu_);
     handing_over_ = false;
     // Reads are only ever started from reactions (here and OnWriteDone), never from answer() on the
-    // Node's thread, which could race OnDone. Starting one after a cancellation or shutdown
-    // finished the call is harmless: this reaction keeps the call alive and the read fails.
+    // Node's thread, which could race OnDone. Starting one after a cancellation or shutdown finished
+    // the call is harmless: this reaction keeps the call alive and the read fails.
     Actions actions = next_actions(lock);  // may resume a read paused at the bound meanwhile
     if (read_next && !stopped_locked()) actions.read = true;
     lock.unlock();

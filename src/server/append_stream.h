@@ -18,8 +18,7 @@
 //     Node callback, whichever comes later;
 //   - a request that is not a valid AppendStreamRequest (the stream is registered raw, see
 //     raw_messages.h) stops the reading: the requests read before it are answered, then the stream
-//     ends INVALID_ARGUMENT (MALFORMED_REQUEST) saying that it and everything after it were not
-//     read;
+//     ends INVALID_ARGUMENT (MALFORMED_REQUEST) saying that it and everything after it were not read;
 //   - bounds against one client holding the node's slots (stream_limits.h): at most
 //     max_streams_per_connection streams per client connection, and a stream whose write has not
 //     completed for stall_timeout (its client reads no answers) is ended with RESOURCE_EXHAUSTED

@@ -194,8 +194,7 @@ class ClientServices::Impl {
       payloads.reserve(static_cast<std::size_t>(request.entries_size()));
       for (std::string& payload : *request.mutable_entries())
         payloads.push_back(std::move(payload));
-      // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop
-      // thread.
+      // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread.
       owner_->node_->append(std::move(payloads), request.client_id(), request.sequence(),
                             finish_unary<AppendResult, v1::AppendResponse>(
                                 context, reactor, response_bytes,
@@ -330,9 +329,8 @@ class ClientServices::Impl {
     Impl* owner_;
   };
 
-  // --- Tail
-  // ---------------------------------------------------------------------------------------- One
-  // pump thread per stream: read committed entries, write one message, wait for the write to
+  // --- Tail ----------------------------------------------------------------------------------------
+  // One pump thread per stream: read committed entries, write one message, wait for the write to
   // complete (at most stall_timeout_ms, see await_write), repeat; wait for the commit index when
   // caught up. The reactor is deleted by whichever of the pump thread and OnDone finishes last.
   class TailReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {

@@ -1,6 +1,5 @@
-// The public gRPC services of a node (raftlog.v1.Log and raftlog.v1.Admin), on gRPC's callback API
-// so no thread waits per request: an Append's reactor is finished by the Node's completion
-// callback.
+// The public gRPC services of a node (raftlog.v1.Log and raftlog.v1.Admin), on gRPC's callback API so
+// no thread waits per request: an Append's reactor is finished by the Node's completion callback.
 //
 // AppendStream calls are reactors too (src/server/append_stream.h). Tail streams are the exception:
 // each has its own pump thread that waits for the commit index to move (bounded by
@@ -9,8 +8,7 @@
 // ended (RESOURCE_EXHAUSTED), which frees its slot and its thread (src/server/stream_limits.h).
 //
 // Every method is registered raw and parses its own requests, so a request that is not a valid
-// protobuf message gets INVALID_ARGUMENT rather than gRPC's UNIMPLEMENTED
-// (src/server/raw_messages.h).
+// protobuf message gets INVALID_ARGUMENT rather than gRPC's UNIMPLEMENTED (src/server/raw_messages.h).
 //
 // Errors follow proto/raftlog/v1/client.proto: a gRPC status with a readable message plus
 // raftlog.v1.ErrorInfo in the trailing metadata (leader hint, reason word).

@@ -35,8 +35,7 @@ class HealthReporter {
   HealthReporter(const HealthReporter&) = delete;
   HealthReporter& operator=(const HealthReporter&) = delete;
 
-  // Stops polling and marks every service NOT_SERVING for good (probes fail from now on).
-  // Idempotent.
+  // Stops polling and marks every service NOT_SERVING for good (probes fail from now on). Idempotent.
   void stop();
 
  private:

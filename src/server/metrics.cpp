@@ -130,8 +130,8 @@ ProcessSample sample_process() {
   }
   // glibc's view of the heap: what the program holds (small chunks in the arenas plus chunks it
   // mmapped on its own), and what the arenas keep free for reuse. Growing anonymous memory with a
-  // flat in-use figure is the allocator keeping memory, not a leak (docs/operations.md).
-  // mallinfo2() walks every arena under its lock; a scrape every few seconds costs microseconds.
+  // flat in-use figure is the allocator keeping memory, not a leak (docs/operations.md). mallinfo2()
+  // walks every arena under its lock; a scrape every few seconds costs microseconds.
   const struct mallinfo2 heap = ::mallinfo2();
   sample.heap_in_use_bytes = static_cast<double>(heap.uordblks + heap.hblkhd);
   sample.heap_free_bytes = static_cast<double>(heap.fordblks);
@@ -490,8 +490,7 @@ Metrics::Metrics(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 namespace {
 
-// One connection to the metrics listener, closed at once (its only purpose is to wake the
-// listener).
+// One connection to the metrics listener, closed at once (its only purpose is to wake the listener).
 void connect_once(const util::HostPort& address) {
   std::string host(address.host);
   if (host == "0.0.0.0") host = "127.0.0.1";  // a wildcard listener: reach it over loopback
@@ -521,11 +520,11 @@ void connect_once(const util::HostPort& address) {
 
 Metrics::~Metrics() {
   // Stop serving first: a scrape in progress must not outlive the sources it reads.
-  // civetweb's mg_stop() (inside the Exposer's destructor) waits for its listener thread, which
-  // sees the stop only when its poll() returns: up to 2 s later without a new connection
-  // (civetweb's SOCKET_TIMEOUT_QUANTUM), which made every SIGTERM of a node with --metrics-addr
-  // take ~2 s. A thread connects every 20 ms until the destructor has returned (at most ~100
-  // connections), so the listener wakes, sees the stop and exits at once.
+  // civetweb's mg_stop() (inside the Exposer's destructor) waits for its listener thread, which sees
+  // the stop only when its poll() returns: up to 2 s later without a new connection (civetweb's
+  // SOCKET_TIMEOUT_QUANTUM), which made every SIGTERM of a node with --metrics-addr take ~2 s. A
+  // thread connects every 20 ms until the destructor has returned (at most ~100 connections), so
+  // the listener wakes, sees the stop and exits at once.
   util::HostPort address;
   const bool parsed =
       util::parse_host_port(impl_->bound_address_, util::PortZero::kRefused, &address).empty();

@@ -1,5 +1,4 @@
-// Metrics: raftlogd's Prometheus endpoint (`--metrics-addr`), every metric named in
-// docs/metrics.md.
+// Metrics: raftlogd's Prometheus endpoint (`--metrics-addr`), every metric named in docs/metrics.md.
 //
 // Three sources feed it:
 //   - NodeEvents (this class implements it): counters and histograms updated where things happen
@@ -40,8 +39,7 @@ class Metrics final : public NodeEvents, public ClientRequestObserver {
   // Where the status gauges come from at scrape time. Until set (and after set_status_source({}))
   // a scrape shows only counters and histograms. The function must stay callable while set.
   void set_status_source(std::function<NodeStatus()> source);
-  // Whether appends are refused above the disk watermark, for
-  // raftlog_store_disk_watermark_exceeded.
+  // Whether appends are refused above the disk watermark, for raftlog_store_disk_watermark_exceeded.
   void set_watermark_source(std::function<bool()> source);
 
   // "host:port" actually bound.

@@ -122,10 +122,10 @@ class Node::Impl {
   // Input queue.
   mutable std::mutex input_mu_;
   std::condition_variable input_cv_;
-  // True while the Raft loop is blocked (or about to block) on input_cv_: push() notifies only
-  // then, so a busy loop costs its producers no futex wake-up per input. Set and read under
-  // input_mu_ only (see push() for why that rules out a lost wake-up); atomic so that a data race
-  // would be a harmless stale read rather than undefined behaviour if that rule were ever broken.
+  // True while the Raft loop is blocked (or about to block) on input_cv_: push() notifies only then,
+  // so a busy loop costs its producers no futex wake-up per input. Set and read under input_mu_ only
+  // (see push() for why that rules out a lost wake-up); atomic so that a data race would be a
+  // harmless stale read rather than undefined behaviour if that rule were ever broken.
   std::atomic<bool> loop_sleeping_{false};
   std::deque<Input> inputs_;
   std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
@@ -148,8 +148,7 @@ class Node::Impl {
   std::thread loop_thread_;
 };
 
-// --- opening and stopping
-// --------------------------------------------------------------------------
+// --- opening and stopping --------------------------------------------------------------------------
 
 bool Node::Impl::open(NodeError* error) {
   if (std::string problem = validate(config_); !problem.empty()) {
@@ -169,8 +168,7 @@ bool Node::Impl::open(NodeError* error) {
     return false;
   }
   replica::ReplicaConfig replica_config = replica_config_for(config_);
-  // Decided before the store's recovery writes anything: did the machine restart since the last
-  // open?
+  // Decided before the store's recovery writes anything: did the machine restart since the last open?
   replica_config.same_boot =
       replica::same_boot_as_last_open(config_.data_dir, replica::current_boot_id());
   replica_config.raft.random_seed =
@@ -185,8 +183,8 @@ bool Node::Impl::open(NodeError* error) {
   if (replica_ == nullptr) return false;
   log_ = &replica_->log();
   commit_.store(replica_->commit_index(), std::memory_order_release);
-  // The flusher's notice only wakes the loop: the replica re-reads flushed_index() itself, because
-  // a notice's value may predate a truncation (Replica::report_durability).
+  // The flusher's notice only wakes the loop: the replica re-reads flushed_index() itself, because a
+  // notice's value may predate a truncation (Replica::report_durability).
   log_->set_flush_listener([this](std::uint64_t flushed) { push(FlushedInput{flushed}, false); });
   publish_status();
   return true;
@@ -265,8 +263,7 @@ void Node::Impl::publish_commit(std::uint64_t commit) {
   commit_cv_.notify_all();
 }
 
-// --- the input queue and the loop
-// ------------------------------------------------------------------
+// --- the input queue and the loop ------------------------------------------------------------------
 
 void Node::Impl::push(Input input, bool droppable) {
   {
@@ -286,8 +283,7 @@ void Node::Impl::push(Input input, bool droppable) {
     if ((inputs_.size() >= config_.max_input_queue && !flushed_notice) ||
         queued_append_bytes_ + append_bytes > kMaxQueuedAppendBytes) {
       lock.unlock();
-      // Peer messages are dropped silently (Raft retransmits); client requests are told to back
-      // off.
+      // Peer messages are dropped silently (Raft retransmits); client requests are told to back off.
       if (!droppable) {
         reject(input,
                make_error(ErrorCode::kResourceExhausted, "node input queue full; retry later",
@@ -356,12 +352,12 @@ void Node::Impl::loop() {
 void Node::Impl::tick_due(Clock::time_point now, Clock::time_point* next_tick) {
   const auto tick = std::chrono::milliseconds(config_.tick_ms);
   // Ticks missed while this loop was away (a long round, a machine too busy to run it, a paused
-  // process) are not replayed in a burst, with one exception. A follower or candidate gets one
-  // tick: the leader's heartbeats that arrived meanwhile wait in the input queue, which this round
-  // steps next, and a burst of ticks would fire the election timer first. A leader gets up to
+  // process) are not replayed in a burst, with one exception. A follower or candidate gets one tick:
+  // the leader's heartbeats that arrived meanwhile wait in the input queue, which this round steps
+  // next, and a burst of ticks would fire the election timer first. A leader gets up to
   // heartbeat_ticks of them, so a heartbeat that fell due during the stall leaves in this round
-  // rather than heartbeat_ticks rounds later while the followers' timers kept running. A leader
-  // still never ticks faster than the clock, so check_quorum waits at least an election timeout.
+  // rather than heartbeat_ticks rounds later while the followers' timers kept running. A leader still
+  // never ticks faster than the clock, so check_quorum waits at least an election timeout.
   std::uint64_t due = 1 + static_cast<std::uint64_t>((now - *next_tick) / tick);
   due = replica_->role() == raft::Role::kLeader
             ? std::min<std::uint64_t>(due, config_.heartbeat_ticks)
@@ -419,8 +415,7 @@ void Node::Impl::publish_status() {
   status_ = std::move(status);
 }
 
-// --- storage faults found by readers and the scrubber
-// ----------------------------------------------
+// --- storage faults found by readers and the scrubber ----------------------------------------------
 
 ScrubChunk Node::Impl::scrub_chunk(std::uint64_t from, std::uint64_t max_bytes) {
   ScrubChunk chunk;
@@ -459,8 +454,7 @@ void Node::Impl::report_corruption(std::uint64_t index, std::string message) {
   push(CorruptionInput{index, std::move(message)}, /*droppable=*/false);
 }
 
-// --- committed reads (any thread)
-// ------------------------------------------------------------------
+// --- committed reads (any thread) ------------------------------------------------------------------
 
 NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_entries,
                                      std::size_t max_bytes, std::vector<raft::Entry>* out) {
@@ -497,8 +491,7 @@ NodeError Node::Impl::read_committed(std::uint64_t from_index, std::size_t max_e
   auto batch = log_->read(from_index, std::min(max_entries, available), max_bytes);
   if (!batch.ok()) {
     if (batch.status().code() == store::StatusCode::kOutOfRange) {
-      // A trim between the checks above and the read (committed entries are never cut from the
-      // end).
+      // A trim between the checks above and the read (committed entries are never cut from the end).
       const bool trimmed = from_index < log_->first_index();
       return out_of_range(batch.status().message(), trimmed ? replica::kReasonIndexTrimmed
                                                             : replica::kReasonIndexNotYetCommitted);
@@ -535,8 +528,7 @@ std::uint64_t Node::Impl::wait_for_commit(std::uint64_t after_index,
   return commit_.load();
 }
 
-// --- Node
-// ------------------------------------------------------------------------------------------
+// --- Node ------------------------------------------------------------------------------------------
 
 Node::Node(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 

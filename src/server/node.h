@@ -6,17 +6,16 @@
 // MessageSender it is given.
 //
 // THREADS
-//   - Raft loop thread: the only thread that touches the replica (the Raft core, the dedup table,
-//   the
-//     pending appends and reads), and so the only writer of the CommitLog. It sleeps on the input
-//     queue until an input arrives or the next tick is due.
+//   - Raft loop thread: the only thread that touches the replica (the Raft core, the dedup table, the
+//     pending appends and reads), and so the only writer of the CommitLog. It sleeps on the input queue until an
+//     input arrives or the next tick is due.
 //   - Any thread: append(), read_index(), transfer_leadership(), receive() push an input into the
-//     bounded input queue (full queue => the call fails at once with kResourceExhausted / the
-//     message is dropped, which Raft tolerates). read_committed(), wait_for_commit(), status() read
-//     state published by the loop under a mutex or atomics.
+//     bounded input queue (full queue => the call fails at once with kResourceExhausted / the message
+//     is dropped, which Raft tolerates). read_committed(), wait_for_commit(), status() read state
+//     published by the loop under a mutex or atomics.
 //   - The store's flusher thread calls back with the new flushed index; that too becomes an input.
-//   Completion callbacks run on the Raft loop thread and must be quick (they hand the result to a
-//   gRPC reactor; they never call back into the Node synchronously).
+//   Completion callbacks run on the Raft loop thread and must be quick (they hand the result to a gRPC
+//   reactor; they never call back into the Node synchronously).
 //
 // DURABILITY: see src/replica/replica.h and docs/durability.md.
 #pragma once
@@ -62,15 +61,15 @@ class Node {
   // failed). client_id 0 disables deduplication.
   void append(std::vector<std::string> payloads, std::uint64_t client_id, std::uint64_t sequence,
               AppendCallback done);
-  // Linearizable read barrier: `done` gets an index such that every append completed before this
-  // call is at or below it, once this node has committed up to it.
+  // Linearizable read barrier: `done` gets an index such that every append completed before this call
+  // is at or below it, once this node has committed up to it.
   void read_index(ReadIndexCallback done);
   // `done` runs once this node hears from `target` as leader, or fails after two election timeouts.
   void transfer_leadership(std::uint64_t target_id, TransferCallback done);
   // Deletes whole segments whose entries all lie below min(before_index, limit), where the limit is
-  // commit + 1 and, on the leader, what every follower heard from within
-  // retention_follower_grace_ms still needs (docs/operations.md, "Retention"). The active segment
-  // is never deleted, so the first index may stay below before_index.
+  // commit + 1 and, on the leader, what every follower heard from within retention_follower_grace_ms
+  // still needs (docs/operations.md, "Retention"). The active segment is never deleted, so the first
+  // index may stay below before_index.
   void trim(std::uint64_t before_index, TrimCallback done);
   // A Raft message from a peer (transport thread).
   void receive(raft::Message message);

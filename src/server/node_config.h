@@ -26,8 +26,7 @@ struct PeerTransportOptions;
 
 // Bounds validate() enforces on single fields. raftlogd's flags take the same ones, so that a value
 // out of range is refused naming the flag; docs/configuration.md lists them. Rules between fields
-// (election_ticks > heartbeat_ticks, max_append_bytes >= max entry size, ...) are validate()'s
-// alone.
+// (election_ticks > heartbeat_ticks, max_append_bytes >= max entry size, ...) are validate()'s alone.
 namespace config_limits {
 inline constexpr std::uint32_t kMaxTickMs = 10000;
 inline constexpr std::uint32_t kMaxElectionTicks = 1U << 20;  // the Raft core's bound
@@ -37,8 +36,7 @@ inline constexpr std::uint32_t kMaxEntriesPerAppend = 65536;
 inline constexpr std::uint64_t kMaxQueuedAppendBytes = 256ULL << 20;
 // One Append must fit that queue when it is empty: a larger one would be refused TOO_MANY_PENDING
 // every time, and clients retry that until their deadline. (It must also fit one peer message with
-// the Raft core's per-entry overhead, whose bound is 1 GiB: this leaves room for every entry
-// count.)
+// the Raft core's per-entry overhead, whose bound is 1 GiB: this leaves room for every entry count.)
 inline constexpr std::uint64_t kMaxAppendBytes = kMaxQueuedAppendBytes;
 inline constexpr std::uint64_t kMaxReadBytes = 1ULL << 30;
 // A Read response may exceed max_read_bytes by protobuf framing (about 55 bytes per entry) within
@@ -98,8 +96,7 @@ struct NodeConfig {
   // Requests one AppendStream may have read but not yet answered; the node stops reading that
   // stream until answers go out, so a fast sender is slowed by HTTP/2 flow control, not refused.
   std::uint32_t max_appends_per_stream = 256;
-  // HTTP/2 streams (concurrent RPCs) one client connection may have open; more wait for a free
-  // slot.
+  // HTTP/2 streams (concurrent RPCs) one client connection may have open; more wait for a free slot.
   std::uint32_t max_concurrent_streams_per_connection = 1024;
   // Tail streams and AppendStream calls one client connection (gRPC's peer address:port) may hold;
   // one more is refused with RESOURCE_EXHAUSTED. A quarter of the node's bound each, so a single
@@ -113,9 +110,9 @@ struct NodeConfig {
   std::uint32_t stream_stall_timeout_ms = 10000;
 
   // Idempotent appends: per client, the most recent `dedup_sequences_per_client` appends are
-  // remembered, for at most `dedup_max_clients` clients (least recently used evicted). On restart
-  // the table is rebuilt from the last `dedup_rebuild_entries` entries of the log. A retry older
-  // than that window is not recognised (documented in docs/durability.md).
+  // remembered, for at most `dedup_max_clients` clients (least recently used evicted). On restart the
+  // table is rebuilt from the last `dedup_rebuild_entries` entries of the log. A retry older than that
+  // window is not recognised (documented in docs/durability.md).
   std::uint32_t dedup_sequences_per_client = 64;
   std::uint32_t dedup_max_clients = 100000;
   std::uint64_t dedup_rebuild_entries = 1000000;
@@ -149,11 +146,11 @@ struct NodeConfig {
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
 
-  // TLS (docs/security.md). Clients and peers share the listen port, so TLS is all or nothing on
-  // it. client_tls: the certificate and key the port presents; with ca_path, every caller must
-  // present a certificate signed by that CA (mutual TLS for clients too). peer_tls: all three
-  // files; the node's certificate for outgoing peer streams, and the cluster CA that a peer's
-  // certificate (in both directions) must chain to. A multi-node cluster needs both or neither.
+  // TLS (docs/security.md). Clients and peers share the listen port, so TLS is all or nothing on it.
+  // client_tls: the certificate and key the port presents; with ca_path, every caller must present
+  // a certificate signed by that CA (mutual TLS for clients too). peer_tls: all three files; the
+  // node's certificate for outgoing peer streams, and the cluster CA that a peer's certificate (in
+  // both directions) must chain to. A multi-node cluster needs both or neither.
   TlsFiles client_tls;
   TlsFiles peer_tls;
   // The cluster's shared peer secret (docs/security.md, src/server/peer_auth.h): required by a
@@ -162,8 +159,8 @@ struct NodeConfig {
   bool tls_enabled() const { return client_tls.any(); }
 };
 
-// Empty when valid; otherwise a message naming the offending field. Covers everything Node::open
-// and Server::start would refuse for configuration reasons (the store options, the derived Raft and
+// Empty when valid; otherwise a message naming the offending field. Covers everything Node::open and
+// Server::start would refuse for configuration reasons (the store options, the derived Raft and
 // peer transport configurations), so a caller can refuse a configuration before touching the disk.
 // What it cannot know (a port in use, a TLS file's contents) is checked where it is used.
 std::string validate(const NodeConfig& config);
@@ -177,9 +174,9 @@ PeerTransportOptions peer_transport_options_for(const NodeConfig& config);
 // random seed and whether the machine restarted since the last open.
 replica::ReplicaConfig replica_config_for(const NodeConfig& config);
 
-// The Raft core's bound on one AppendEntries message (and one proposal), derived so that the
-// largest Append the node accepts fits in one: payloads plus the core's per-entry overhead, plus
-// slack. The peer transport's message limit is derived from it in turn.
+// The Raft core's bound on one AppendEntries message (and one proposal), derived so that the largest
+// Append the node accepts fits in one: payloads plus the core's per-entry overhead, plus slack. The
+// peer transport's message limit is derived from it in turn.
 std::size_t max_raft_message_bytes(const NodeConfig& config);
 
 }  // namespace raftlog::server

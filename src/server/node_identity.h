@@ -1,8 +1,7 @@
-// Which cluster and which node a data directory belongs to: DIR/IDENTITY, written at the
-// directory's first start and checked at every start before anything else in the directory is
-// opened, so a node given another cluster's directory (or another member's) refuses to start
-// instead of serving that cluster's entries or voting with another node's term and vote.
-// docs/storage-format.md
+// Which cluster and which node a data directory belongs to: DIR/IDENTITY, written at the directory's
+// first start and checked at every start before anything else in the directory is opened, so a node
+// given another cluster's directory (or another member's) refuses to start instead of serving that
+// cluster's entries or voting with another node's term and vote. docs/storage-format.md
 // ("IDENTITY") describes the file, docs/security.md why the cluster id is the operator's token.
 //
 // The file is small text, so `cat DIR/IDENTITY` tells an operator whose directory it is:
@@ -39,15 +38,15 @@ std::string encode_identity(const DataDirIdentity& identity);
 store::Result<DataDirIdentity> decode_identity(std::string_view bytes);
 
 // Read-only: "" when config.node_id may use config.data_dir (it does not exist, holds no IDENTITY
-// yet, or its IDENTITY names config.cluster_id and config.node_id); otherwise a sentence saying
-// whose directory it is or why IDENTITY cannot be read. raftlogd calls it before starting, to exit
-// 2 with the directory untouched.
+// yet, or its IDENTITY names config.cluster_id and config.node_id); otherwise a sentence saying whose
+// directory it is or why IDENTITY cannot be read. raftlogd calls it before starting, to exit 2 with
+// the directory untouched.
 std::string check_data_dir_identity(const NodeConfig& config);
 
 // check_data_dir_identity(), then, when the directory has no IDENTITY, writes one for this cluster
-// and node: a fresh directory, or one from a raftlogd that predates identity files (it holds log/
-// or HARDSTATE; that is logged as a warning, since it is adopted unchecked). Node::open calls it
-// before opening the store. Returns "" or the problem.
+// and node: a fresh directory, or one from a raftlogd that predates identity files (it holds log/ or
+// HARDSTATE; that is logged as a warning, since it is adopted unchecked). Node::open calls it before
+// opening the store. Returns "" or the problem.
 std::string establish_data_dir_identity(const NodeConfig& config);
 
 }  // namespace raftlog::server

@@ -19,14 +19,13 @@ struct NodeTls {
 // certificate; the port's certificate names this node's advertised host (the address peers and
 // clients dial) and, with peer TLS, chains to the cluster CA, as does the peer certificate.
 // Returns "" or a sentence naming the flag and the problem.
-// With peer TLS, --peer-tls-cert must also name this node (CN=raftlog-node-<id>, tls_files.h):
-// peers accept a certificate only for the node it names.
+// With peer TLS, --peer-tls-cert must also name this node (CN=raftlog-node-<id>, tls_files.h): peers
+// accept a certificate only for the node it names.
 std::string load_node_tls(const NodeConfig& config, NodeTls* out);
 
 // Reads --peer-secret-file (read_peer_secret_file, peer_auth.h) into *secret, empty when none is
-// given. A multi-node cluster without peer TLS must have one: otherwise anyone who can reach the
-// port could send Raft messages as any member. Returns "" or a sentence naming the flag and the
-// problem.
+// given. A multi-node cluster without peer TLS must have one: otherwise anyone who can reach the port
+// could send Raft messages as any member. Returns "" or a sentence naming the flag and the problem.
 std::string load_peer_secret(const NodeConfig& config, std::string* secret);
 
 }  // namespace raftlog::server

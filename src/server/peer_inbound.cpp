@@ -18,9 +18,9 @@ namespace raftlog::server {
 namespace pb = raftlog::peer::v1;
 
 // One inbound stream from a peer, the part shared by Stream (one message per element) and
-// StreamBatches (up to kMaxMessagesPerBatch). Reads one element at a time; its messages are
-// checked, then handed to on_message in order, before the next read starts, so one sender's
-// messages arrive in order.
+// StreamBatches (up to kMaxMessagesPerBatch). Reads one element at a time; its messages are checked,
+// then handed to on_message in order, before the next read starts, so one sender's messages arrive
+// in order.
 //
 // Lifetime: gRPC calls OnDone (which deletes the reactor) only after Finish. Finish is called once,
 // by the reaction that ends the stream, unless stop() has pinned the stream to cancel it: then the

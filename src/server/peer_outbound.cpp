@@ -20,10 +20,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // A batch whose queued messages account for more than this is encoded by the encoder thread, not by
-// whoever found the stream idle (transport.h, "the encoder thread"): at this size the encoding
-// costs far more than the hand-off to another thread, and at 4-8 MiB it held the Raft loop for
-// hundreds of milliseconds on a loaded machine. Smaller batches, the common case, keep the hand-off
-// free path.
+// whoever found the stream idle (transport.h, "the encoder thread"): at this size the encoding costs
+// far more than the hand-off to another thread, and at 4-8 MiB it held the Raft loop for hundreds of
+// milliseconds on a loaded machine. Smaller batches, the common case, keep the hand-off free path.
 constexpr std::size_t kInlineEncodeMaxBytes = 256 * 1024;
 
 std::string describe(const grpc::Status& status) {
@@ -79,11 +78,10 @@ LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
 
 // One outbound client-streaming call (raftlog.peer.v1.Peer/StreamBatches) to a peer. Writes are
 // started by whoever finds the stream idle with a message queued: send() on the Raft loop, or the
-// reaction to the previous write, so no thread waits for messages. One write is in flight at a
-// time.
+// reaction to the previous write, so no thread waits for messages. One write is in flight at a time.
 //
-// Lifetime: the reactor holds one hold (AddHold before StartCall), so gRPC cannot call OnDone,
-// which deletes it, before the hold is removed. The hold is removed exactly once, by whoever makes
+// Lifetime: the reactor holds one hold (AddHold before StartCall), so gRPC cannot call OnDone, which
+// deletes it, before the hold is removed. The hold is removed exactly once, by whoever makes
 // release_due_locked() true: the stream is closing (a write failed, the peer refused the stream, or
 // stop()), no write is claimed, and stop() is not cancelling it. A thread other than a reaction of
 // this stream touches it only while link.stream points to it (under link.mu) or while it owns the
@@ -100,8 +98,8 @@ class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::R
     outbound_->on_stream_done(*link_, this, status);
   }
 
-  // Under link->mu: whether a write may start now (until the peer accepts the stream, only its
-  // first batch is written: the handshake).
+  // Under link->mu: whether a write may start now (until the peer accepts the stream, only its first
+  // batch is written: the handshake).
   bool can_take_write() const {
     return started && !closing && !write_claimed && (accepted || !handshake_written);
   }
@@ -173,9 +171,9 @@ void PeerOutbound::connect(PeerLink& link, raft::NodeId id, const std::string& a
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(options_.reconnect_backoff_max_ms));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options_.connect_timeout_ms));
-  // One connection per lane, not shared with the other lane or process-wide (tests run several
-  // nodes in a process): a control message never waits behind a batch in HTTP/2 flow control or in
-  // the TCP connection.
+  // One connection per lane, not shared with the other lane or process-wide (tests run several nodes
+  // in a process): a control message never waits behind a batch in HTTP/2 flow control or in the TCP
+  // connection.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   link.channel = grpc::CreateCustomChannel(address, auth_.channel_credentials(), args);
   link.stub = pb::Peer::NewStub(link.channel);
@@ -322,9 +320,8 @@ void PeerOutbound::open_stream(PeerLink& link) {
 }
 
 void PeerOutbound::pump(PeerLink& link, PumpThread thread) {
-  // Bounded: every pass starts a write and returns, or returns, or removes at least one message
-  // from the queue for good (an oversize batch of one), so at most the lane's max_messages + 1
-  // passes.
+  // Bounded: every pass starts a write and returns, or returns, or removes at least one message from
+  // the queue for good (an oversize batch of one), so at most the lane's max_messages + 1 passes.
   for (std::size_t pass = 0; pass <= link.queue.limits().max_messages; ++pass) {
     OutboundStream* stream = nullptr;
     bool hand_to_encoder = false;
@@ -335,8 +332,7 @@ void PeerOutbound::pump(PeerLink& link, PumpThread thread) {
     if (hand_to_encoder) schedule_encoder(link);
     if (stream == nullptr) return;
     // The claim keeps the stream and the taken batch ours: encode it outside the lock, so send() on
-    // the Raft loop never waits for an encoding. The queue itself changes only under the lock
-    // below.
+    // the Raft loop never waits for an encoding. The queue itself changes only under the lock below.
     const BatchPlan plan = encode_batch(link.queue, stream->batch);
     bool release = false;
     {
@@ -510,16 +506,16 @@ void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream,
 std::uint32_t PeerOutbound::reconnect_delay_locked(PeerLink& link, const OutboundStream& ended) {
   std::uint32_t delay_ms = options_.reconnect_backoff_min_ms;
   if (ended.reached_peer) {
-    // The connection may be fine while the peer refuses our streams (wrong cluster id, a peer that
-    // is shutting down): back off so a refusing peer is not hammered. An accepted stream reset the
+    // The connection may be fine while the peer refuses our streams (wrong cluster id, a peer that is
+    // shutting down): back off so a refusing peer is not hammered. An accepted stream reset the
     // backoff to the minimum.
     delay_ms = link.backoff_ms;
     link.backoff_ms = std::min(link.backoff_ms * 2, options_.reconnect_backoff_max_ms);
   }
-  // Otherwise the call never reached the peer: the channel could not connect. The channel spaces
-  // its connection attempts by its own backoff (the same bounds), and a fail-fast call on a channel
-  // that is waiting to retry fails locally, so trying again after the minimum costs no traffic and
-  // opens the stream as soon as the channel is up (an extra doubling here would add up to
+  // Otherwise the call never reached the peer: the channel could not connect. The channel spaces its
+  // connection attempts by its own backoff (the same bounds), and a fail-fast call on a channel that
+  // is waiting to retry fails locally, so trying again after the minimum costs no traffic and opens
+  // the stream as soon as the channel is up (an extra doubling here would add up to
   // reconnect_backoff_max_ms to every recovery).
   std::uniform_int_distribution<std::uint32_t> jitter_ms(0, delay_ms / 4);
   return delay_ms + jitter_ms(link.jitter);
@@ -528,8 +524,8 @@ std::uint32_t PeerOutbound::reconnect_delay_locked(PeerLink& link, const Outboun
 void PeerOutbound::schedule_reconnect(PeerLink& link, Clock::time_point when) {
   PeerLink* link_ptr = &link;
   if (reconnect_timer_.schedule(when, [this, link_ptr] { open_stream(*link_ptr); })) return;
-  // Refused once stop() has begun (which opens no more streams anyway), or if the one-per-peer
-  // bound were broken: then the peer would never reconnect, so say so loudly.
+  // Refused once stop() has begun (which opens no more streams anyway), or if the one-per-peer bound
+  // were broken: then the peer would never reconnect, so say so loudly.
   std::lock_guard lock(link.mu);
   if (!link.stopping()) {
     spdlog::error(

@@ -16,8 +16,7 @@ inline constexpr std::size_t kBatchFramingBytes = 6;
 inline constexpr std::size_t kGrpcHeadroomBytes = 64 * 1024;
 // Initial metadata a receiver sends once the first message of a stream passed its checks.
 inline constexpr std::string_view kPeerAcceptedKey = "raftlog-peer-accepted";
-// Client metadata naming an outbound stream's lane ("control" or "append"), for the receiver's
-// logs.
+// Client metadata naming an outbound stream's lane ("control" or "append"), for the receiver's logs.
 inline constexpr std::string_view kPeerLaneKey = "raftlog-peer-lane";
 
 }  // namespace raftlog::server

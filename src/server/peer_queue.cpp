@@ -30,8 +30,8 @@ BatchPlan::Verdict BatchPlan::add(std::size_t encoded_bytes) {
   if (encoded_bytes > max_message_bytes_) {
     verdict = Verdict::kOversize;
   } else if (kept_ > 0 && batch_bytes_ + encoded_bytes + framing_bytes_ > max_message_bytes_) {
-    // A write stays within max_message_bytes, except one message alone (the receiver's gRPC limit
-    // has headroom above max_message_bytes for the framing).
+    // A write stays within max_message_bytes, except one message alone (the receiver's gRPC limit has
+    // headroom above max_message_bytes for the framing).
     verdict = Verdict::kFull;
   } else {
     batch_bytes_ += encoded_bytes + framing_bytes_;
@@ -66,8 +66,8 @@ LaneQueue::Admission LaneQueue::push(raft::Message message, Clock::time_point no
 
 void LaneQueue::expire(Clock::time_point now) {
   const Clock::time_point oldest_allowed = now - limits_.max_age;
-  // The queue is in arrival order (requeued messages are older than the rest), so the stale
-  // messages are a prefix.
+  // The queue is in arrival order (requeued messages are older than the rest), so the stale messages
+  // are a prefix.
   while (!queue_.empty() && queue_.front().enqueued_at < oldest_allowed) {
     held_bytes_ -= queue_.front().bytes;
     queue_.pop_front();
@@ -88,8 +88,8 @@ bool LaneQueue::next_batch_exceeds(std::size_t bytes) const {
 
 const std::vector<QueuedMessage>& LaneQueue::take_batch() {
   RAFTLOG_CHECK(writing_.empty(), "LaneQueue::take_batch with a write in progress");
-  // Everything queued, up to a batch: what piled up while the previous write was in flight leaves
-  // in one write.
+  // Everything queued, up to a batch: what piled up while the previous write was in flight leaves in
+  // one write.
   while (!queue_.empty() && writing_.size() < limits_.max_batch_messages) {
     writing_.push_back(std::move(queue_.front()));
     queue_.pop_front();

@@ -1,19 +1,18 @@
-// The outbound queueing policy of the peer transport, without gRPC: which lane a message takes,
-// what a lane's queue holds and drops, and what its next write carries (transport.h has the why of
-// lanes, bounds, age and batches; docs/design.md, "Transport").
+// The outbound queueing policy of the peer transport, without gRPC: which lane a message takes, what
+// a lane's queue holds and drops, and what its next write carries (transport.h has the why of lanes,
+// bounds, age and batches; docs/design.md, "Transport").
 //
-// A LaneQueue has custody of the messages of one lane to one peer from send() until they are
-// counted as sent or dropped, in three stages:
+// A LaneQueue has custody of the messages of one lane to one peer from send() until they are counted
+// as sent or dropped, in three stages:
 //   queued      waiting, in arrival order (messages that come back go to the front);
 //   writing     the batch of the lane's one write in flight, taken from the front of the queue;
 //   unconfirmed a stream's first batch, written, until the peer accepts the stream (handshake).
 // The bounds count all three, so a message that comes back to the queue always fits. Every message
-// leaves through exactly one counter: sent, or dropped (queue full, expired, oversize, send
-// failed).
+// leaves through exactly one counter: sent, or dropped (queue full, expired, oversize, send failed).
 //
 // Not synchronized: the transport guards each lane's queue with that lane's lock. The one exception
-// is writing(): between take_batch() and the call that settles the write, nothing changes it, so
-// the thread that owns the write may read it (to encode it) without the lock.
+// is writing(): between take_batch() and the call that settles the write, nothing changes it, so the
+// thread that owns the write may read it (to encode it) without the lock.
 #pragma once
 
 #include <chrono>
@@ -26,8 +25,8 @@
 
 namespace raftlog::server {
 
-// The two outbound streams of a peer: entry-carrying appends, and everything else, so a heartbeat
-// or a vote never waits behind (or is dropped because of) a multi-MiB batch.
+// The two outbound streams of a peer: entry-carrying appends, and everything else, so a heartbeat or
+// a vote never waits behind (or is dropped because of) a multi-MiB batch.
 enum class Lane : std::uint8_t { kControl = 0, kAppend = 1 };
 inline constexpr std::size_t kLaneCount = 2;
 
@@ -73,8 +72,8 @@ struct LaneQueueLimits {
 };
 
 // Decides, one encoded message at a time in batch order, which messages of a taken batch its write
-// carries (LaneQueueLimits::max_message_bytes). Once one does not fit, it and every later message
-// of the batch wait for the next write: stop adding.
+// carries (LaneQueueLimits::max_message_bytes). Once one does not fit, it and every later message of
+// the batch wait for the next write: stop adding.
 class BatchPlan {
  public:
   enum class Verdict : std::uint8_t {
@@ -156,8 +155,8 @@ class LaneQueue {
   const LaneQueueCounters& counters() const { return counters_; }
 
  private:
-  // Puts `items` (in queue order) back at the front of the queue, or drops them once closed;
-  // empties `items`.
+  // Puts `items` (in queue order) back at the front of the queue, or drops them once closed; empties
+  // `items`.
   void requeue_front(std::vector<QueuedMessage>& items);
   void count_sent(std::vector<QueuedMessage>& items, Clock::time_point now);  // and empties it
 

@@ -1,7 +1,7 @@
 // PeerStreamAuth: who a peer stream speaks for, both ways. Outbound, the credentials of a peer
-// channel (mutual TLS or plaintext) and the authenticator a stream carries (peer secret,
-// peer_auth.h); inbound, which peer a caller proved to be, by its client certificate, its
-// authenticator, or both (transport.h, PeerTlsOptions and peer_secret, say what each requires).
+// channel (mutual TLS or plaintext) and the authenticator a stream carries (peer secret, peer_auth.h);
+// inbound, which peer a caller proved to be, by its client certificate, its authenticator, or both
+// (transport.h, PeerTlsOptions and peer_secret, say what each requires).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -25,8 +25,8 @@ class PeerStreamAuth {
   void add_stream_metadata(grpc::ClientContext& context, raft::NodeId to) const;
 
   // Inbound: "" when the caller may open a peer stream, else why not. Sets *authenticated_from to
-  // the peer its certificate and/or authenticator names, or kNoNode when neither TLS nor a secret
-  // is configured (then any caller may open one).
+  // the peer its certificate and/or authenticator names, or kNoNode when neither TLS nor a secret is
+  // configured (then any caller may open one).
   std::string authenticate(const grpc::ServerContextBase& context,
                            raft::NodeId* authenticated_from) const;
 

@@ -3,11 +3,10 @@
 // spot-checked at open) is found while the node runs, not when a reader or a lagging follower needs
 // it years later (docs/storage-format.md, "Storage faults").
 //
-// The node supplies the read (under its store lock, within [first_index, flushed_index]) and what
-// to do on a finding; the scrubber owns only the pacing and its position. It walks from the first
-// index to the durable end, then starts over, one chunk per interval: chunk bytes =
-// bytes_per_second * interval_ms / 1000, at most kMaxChunkBytes. GRPC-free and clock-injected for
-// the tests.
+// The node supplies the read (under its store lock, within [first_index, flushed_index]) and what to
+// do on a finding; the scrubber owns only the pacing and its position. It walks from the first index
+// to the durable end, then starts over, one chunk per interval: chunk bytes = bytes_per_second *
+// interval_ms / 1000, at most kMaxChunkBytes. GRPC-free and clock-injected for the tests.
 #pragma once
 
 #include <atomic>
@@ -48,8 +47,7 @@ class Scrubber {
  public:
   static constexpr std::uint64_t kMaxChunkBytes = 4ULL << 20;
 
-  // `read(from, max_bytes)` verifies entries from `from` (0: the first index) up to about
-  // max_bytes.
+  // `read(from, max_bytes)` verifies entries from `from` (0: the first index) up to about max_bytes.
   using ReadChunk = std::function<ScrubChunk(std::uint64_t from, std::uint64_t max_bytes)>;
   // Called once, from the scrubber's thread, on the first corrupt entry; scrubbing stops after it.
   using OnCorruption = std::function<void(std::uint64_t index, const std::string& message)>;

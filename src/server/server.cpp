@@ -184,8 +184,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
                              static_cast<int>(impl->config.max_concurrent_streams_per_connection));
   // Ping every connection with calls open once a minute (gRPC's default is two hours) and drop it
   // when 20 s pass without an answer: a client that vanished without closing its TCP connection
-  // (a dropped NAT, a pulled cable) then frees its AppendStream and Tail slots within 80 s. A
-  // client that answers pings but reads nothing is the stream stall timeout's (stream_limits.h).
+  // (a dropped NAT, a pulled cable) then frees its AppendStream and Tail slots within 80 s. A client
+  // that answers pings but reads nothing is the stream stall timeout's (stream_limits.h).
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20000);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
@@ -200,8 +200,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     impl->node->stop();
     return nullptr;
   }
-  // At once: gRPC's default health service starts out SERVING for "", and the node knows no leader
-  // yet.
+  // At once: gRPC's default health service starts out SERVING for "", and the node knows no leader yet.
   impl->health = std::make_unique<HealthReporter>(
       impl->config.node_id, impl->grpc_server->GetHealthCheckService(), [node] {
         // A node catching up after a storage fault, or
@@ -267,14 +266,13 @@ void Server::shutdown() {
 }
 
 void Server::stop_grpc_server() {
-  // grpc::Server::Shutdown(deadline) returns once every call has finished *and* every connection
-  // has closed; a client that keeps an idle connection answers the closing GOAWAY's ping only when
-  // it next polls, so an idle channel held every SIGTERM up for the whole grace (3,026 ms
-  // measured). Shutdown runs on its own thread; once no call is alive (CallCounter: all in-flight
-  // calls are answered) the remaining connections are closed (grpc_server_cancel_all_calls, which
-  // only closes connections then), repeated every 20 ms because a connection may still be accepted
-  // until Shutdown has begun. The grace still bounds everything: at the deadline gRPC cancels what
-  // is left.
+  // grpc::Server::Shutdown(deadline) returns once every call has finished *and* every connection has
+  // closed; a client that keeps an idle connection answers the closing GOAWAY's ping only when it
+  // next polls, so an idle channel held every SIGTERM up for the whole grace (3,026 ms measured).
+  // Shutdown runs on its own thread; once no call is alive (CallCounter: all in-flight calls are
+  // answered) the remaining connections are closed (grpc_server_cancel_all_calls, which only
+  // closes connections then), repeated every 20 ms because a connection may still be accepted until
+  // Shutdown has begun. The grace still bounds everything: at the deadline gRPC cancels what is left.
   const auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(impl_->config.shutdown_grace_ms);
   std::atomic<bool> finished{false};

@@ -1,8 +1,7 @@
 // Server: one running raftlogd — the Node, its peer transport and its gRPC server on one address.
-// Clients and peers share the port: raftlog.v1.Log/Admin for clients, raftlog.peer.v1.Peer for
-// peers, plus grpc.health.v1.Health (HealthReporter) and server reflection. With TLS configured the
-// port speaks only TLS and peers authenticate with certificates from the cluster CA
-// (docs/security.md).
+// Clients and peers share the port: raftlog.v1.Log/Admin for clients, raftlog.peer.v1.Peer for peers,
+// plus grpc.health.v1.Health (HealthReporter) and server reflection. With TLS configured the port
+// speaks only TLS and peers authenticate with certificates from the cluster CA (docs/security.md).
 #pragma once
 
 #include <memory>

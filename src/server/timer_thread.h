@@ -4,9 +4,9 @@
 // due at once, to encode large batches off the Raft loop.
 //
 // Bounds: at most max_pending callbacks are scheduled at once (schedule() refuses more; the
-// transport schedules at most one per lane of each peer on each). Callbacks run one at a time on
-// the timer thread, in deadline order, without the timer's lock held (so they may call schedule());
-// they must be short, since the next deadline waits for them.
+// transport schedules at most one per lane of each peer on each). Callbacks run one at a time on the timer thread, in
+// deadline order, without the timer's lock held (so they may call schedule()); they must be short,
+// since the next deadline waits for them.
 #pragma once
 
 #include <chrono>
@@ -31,8 +31,8 @@ class TimerThread {
 
   // Starts the thread. Call once; schedule() before start() queues the callback.
   void start();
-  // Runs `callback` on the timer thread at `when` (or soon after). Returns false, and never runs
-  // it, when the timer is stopped or max_pending callbacks are already waiting.
+  // Runs `callback` on the timer thread at `when` (or soon after). Returns false, and never runs it,
+  // when the timer is stopped or max_pending callbacks are already waiting.
   bool schedule(Clock::time_point when, std::function<void()> callback);
   // Drops the callbacks not yet run, waits for a running one to return and joins the thread. After
   // stop() returns no callback runs again. Idempotent; must not be called from a callback.

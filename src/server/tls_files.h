@@ -1,7 +1,7 @@
-// TLS material for raftlogd: reading the PEM files named by --tls-* / --peer-tls-* and checking
-// them at start-up (OpenSSL), so a bad file is a clear error before the node serves anything
-// instead of a handshake failure much later. Also the chain check the Peer service applies to a
-// caller's certificate. Free of gRPC headers.
+// TLS material for raftlogd: reading the PEM files named by --tls-* / --peer-tls-* and checking them
+// at start-up (OpenSSL), so a bad file is a clear error before the node serves anything instead of a
+// handshake failure much later. Also the chain check the Peer service applies to a caller's
+// certificate. Free of gRPC headers.
 #pragma once
 
 #include <cstdint>
@@ -40,9 +40,8 @@ std::string verify_certificate_chain(const std::string& cert_pem, const std::str
 // the IP SANs, a name against the DNS SANs); otherwise a sentence saying so.
 std::string check_certificate_host(const std::string& cert_pem, const std::string& host);
 
-// A peer certificate names the one node it speaks for in its subject: CN=raftlog-node-<id> (a
-// decimal id without leading zeros). Over mutual TLS a peer stream may carry messages only from
-// that node.
+// A peer certificate names the one node it speaks for in its subject: CN=raftlog-node-<id> (a decimal
+// id without leading zeros). Over mutual TLS a peer stream may carry messages only from that node.
 inline constexpr std::string_view kNodeCommonNamePrefix = "raftlog-node-";
 // "" and *node_id set when the first certificate of `cert_pem` has exactly one subject common name
 // and it has that form with a non-zero id; otherwise a sentence saying what it has instead.

@@ -1,73 +1,72 @@
 // PeerTransport: carries Raft messages between the nodes of one cluster over gRPC.
 //
-// Outbound, each peer has two lanes, and each lane its own bounded queue, its own gRPC channel (so
-// its own TCP connection) and one long-lived client-streaming RPC
-// (raftlog.peer.v1.Peer/StreamBatches) driven by gRPC's callback API (a grpc::ClientWriteReactor):
+// Outbound, each peer has two lanes, and each lane its own bounded queue, its own gRPC channel (so its
+// own TCP connection) and one long-lived client-streaming RPC (raftlog.peer.v1.Peer/StreamBatches)
+// driven by gRPC's callback API (a grpc::ClientWriteReactor):
 //   - the append lane carries APPEND (and any message with entries): batches of up to
 //     limits.max_message_bytes, bounded by max_queued_messages and max_queued_bytes;
-//   - the control lane carries everything else, which is small and entry-less: heartbeats,
-//   (pre-)votes,
-//     their responses, append responses and TimeoutNow, bounded by max_queued_control_messages (and
-//     so by that many times the 64 bytes each is accounted).
-// A heartbeat or a vote therefore never waits behind a multi-MiB batch — neither in the queue, nor
-// in gRPC's write of the batch, nor in HTTP/2 flow control or the TCP connection, nor on the
-// receiver, which reads each stream with its own reactor — and a full append queue never drops one
-// (issue 13: heartbeats queued behind 4-8 MiB appends cost leadership on a loaded machine). The
-// price: the two lanes are not ordered with respect to each other (Raft needs no order across
-// messages, and a heartbeat's commit index never exceeds what the follower is known to hold).
+//   - the control lane carries everything else, which is small and entry-less: heartbeats, (pre-)votes,
+//     their responses, append responses and TimeoutNow, bounded by max_queued_control_messages (and so
+//     by that many times the 64 bytes each is accounted).
+// A heartbeat or a vote therefore never waits behind a multi-MiB batch — neither in the queue, nor in
+// gRPC's write of the batch, nor in HTTP/2 flow control or the TCP connection, nor on the receiver,
+// which reads each stream with its own reactor — and a full append queue never drops one (issue 13:
+// heartbeats queued behind 4-8 MiB appends cost leadership on a loaded machine). The price: the two
+// lanes are not ordered with respect to each other (Raft needs no order across messages, and a
+// heartbeat's commit index never exceeds what the follower is known to hold).
 //
 // Within a lane appends are pipelined without a round trip per batch and without a thread per peer:
 // send() queues the message and, when the lane's stream is idle, starts the write itself (on the
 // caller's thread, the node's Raft loop); each completed write starts the next one from gRPC's
 // callback thread while the queue is not empty. One write is in flight per lane, and it carries
-// everything queued up to 64 messages and limits.max_message_bytes (one RaftMessageBatch), so
-// gRPC's cost per write is shared by the messages that piled up while the previous write was in
-// flight. A batch of more than 256 KiB (as accounted in the queue) is encoded and started by the
-// encoder thread instead: copying MiBs into protobuf and gRPC's buffers took the Raft loop hundreds
-// of milliseconds on a loaded machine, ticks and heartbeats included, and would hold a gRPC
-// callback thread that inbound messages need as long. Below that size the hand-off would cost more
-// than the encoding it moves. send() never blocks: when a lane's queue is full the message is
-// dropped and counted (Raft retransmits whatever matters), so a slow or dead peer never stalls the
-// raft loop or the other peers. A broken stream is reopened with exponential backoff, timed by one
-// timer thread shared by all lanes (TimerThread); while a peer is unreachable its queued messages
-// age, and any message older than max_message_age_ms is dropped before it is sent, so a vote
-// request or an append from long ago is not delivered seconds later.
+// everything queued up to 64 messages and limits.max_message_bytes (one RaftMessageBatch), so gRPC's
+// cost per write is shared by the messages that piled up while the previous write was in flight.
+// A batch of more than 256 KiB (as accounted in the queue) is encoded and started by the encoder
+// thread instead: copying MiBs into protobuf and gRPC's buffers took the Raft loop hundreds of
+// milliseconds on a loaded machine, ticks and heartbeats included, and would hold a gRPC callback
+// thread that inbound messages need as long. Below that size the hand-off would cost more than the
+// encoding it moves.
+// send() never blocks: when a lane's queue is full the message is dropped and counted (Raft
+// retransmits whatever matters), so a slow or dead peer never stalls the raft loop or the other peers.
+// A broken stream is reopened with exponential backoff, timed by one timer thread shared by all lanes
+// (TimerThread); while a peer is unreachable its queued messages age, and any message older than
+// max_message_age_ms is dropped before it is sent, so a vote request or an append from long ago is
+// not delivered seconds later.
 //
-// Inbound, service() is the Peer service (a callback service: one grpc::ServerReadReactor per
-// stream, no thread of its own; it serves StreamBatches and the older one-message Stream) the node
-// registers on its gRPC server. Every message is checked (cluster id, sender, recipient, size,
-// structure: see message_codec.h) before on_message sees it; a stream that fails a check ends with
-// FAILED_PRECONDITION (wrong cluster or node ids) or INVALID_ARGUMENT (malformed or oversized
-// message). Before any message is read, the caller is authenticated (client certificate with mutual
-// TLS, the authenticator of the shared peer secret otherwise or as well) as one peer:
-// UNAUTHENTICATED when it cannot be, PERMISSION_DENIED for a message from any other node than that
-// one.
+// Inbound, service() is the Peer service (a callback service: one grpc::ServerReadReactor per stream,
+// no thread of its own; it serves StreamBatches and the older one-message Stream) the node registers
+// on its gRPC server. Every message is
+// checked (cluster id, sender, recipient, size, structure: see message_codec.h) before on_message
+// sees it; a stream that fails a check ends with FAILED_PRECONDITION (wrong cluster or node ids) or
+// INVALID_ARGUMENT (malformed or oversized message). Before any message is read, the caller is
+// authenticated (client certificate with mutual TLS, the authenticator of the shared peer secret
+// otherwise or as well) as one peer: UNAUTHENTICATED when it cannot be, PERMISSION_DENIED for a
+// message from any other node than that one.
 //
 // Each stream starts with a handshake: the receiver answers the first message with initial metadata
 // once it passed the checks, so a refused stream is noticed at once; until then only the stream's
-// first batch is written (a lane that has sent nothing yet has an open, unconfirmed stream).
-// Messages a broken or refused stream did not take go back to the front of their lane's queue
-// (still bounded and aged) for the next stream; the bounds count a message while it is being
-// written, so it always fits back. Outbound streams name their lane in client metadata
-// "raftlog-peer-lane" (control or append), for the receiver's logs; the receiver treats both alike.
+// first batch is written (a lane that has sent nothing yet has an open, unconfirmed stream). Messages
+// a broken or refused stream did not take go back to the front of their lane's queue (still bounded
+// and aged) for the next stream; the bounds count a message while it is being written, so it always
+// fits back. Outbound streams name their lane in client metadata "raftlog-peer-lane" (control or
+// append), for the receiver's logs; the receiver treats both alike.
 // "sent" counts messages gRPC accepted for writing on an accepted stream; delivery is not confirmed
 // (Raft's own acknowledgements do that), and a message can be lost when a connection dies.
 //
-// Threads: one reconnect timer thread and one encoder thread (both TimerThreads, started by
-// start(), joined by stop(); at most one pending job per lane each); everything else runs on the
-// caller of send() or on gRPC's callback threads. on_message runs on gRPC's callback threads,
+// Threads: one reconnect timer thread and one encoder thread (both TimerThreads, started by start(),
+// joined by stop(); at most one pending job per lane each); everything else runs on the caller of
+// send() or on gRPC's callback threads. on_message runs on gRPC's callback threads,
 // concurrently for different senders, in order for one sender's stream (the next read of a stream
 // starts only after on_message returned).
 //
 // Using it from the node:
-//   1. construct with validated options and a cheap on_message (push into the node's bounded
-//   queue);
+//   1. construct with validated options and a cheap on_message (push into the node's bounded queue);
 //   2. builder.RegisterService(transport.service()) and SetMaxReceiveMessageSize(at least
 //      max_receive_message_bytes()) on the node's grpc::ServerBuilder; BuildAndStart(); start();
 //   3. shutting down: transport.stop() BEFORE grpc::Server::Shutdown(). Inbound peer streams never
 //      end on their own, so a Shutdown() that comes first waits its whole deadline for them; stop()
-//      cancels them at once and guarantees on_message is not called afterwards. Destroy the
-//      transport only after the server has shut down (its service object lives in the transport).
+//      cancels them at once and guarantees on_message is not called afterwards. Destroy the transport
+//      only after the server has shut down (its service object lives in the transport).
 //
 // Inside, the transport is its parts (docs/design.md, "Where the code lives"): peer_queue.h, the
 // queueing policy without gRPC (lanes, bounds, drops, batches); peer_outbound.h, which drives those
@@ -94,13 +93,13 @@ class Service;
 
 namespace raftlog::server {
 
-// Mutual TLS between peers (PEM contents, already checked by load_node_tls). Outgoing streams
-// present cert/key and accept only a peer whose certificate chains to ca and names the dialled
-// host; an inbound stream whose caller did not present a certificate chaining to ca, or whose
-// certificate names no peer (CN=raftlog-node-<id>, tls_files.h), ends with UNAUTHENTICATED (the
-// gRPC server's TLS handshake does the cryptography; this check makes sure a client certificate
-// from another CA trusted on the shared port cannot open a peer stream), and one whose messages
-// come from another node than the certificate names with PERMISSION_DENIED.
+// Mutual TLS between peers (PEM contents, already checked by load_node_tls). Outgoing streams present
+// cert/key and accept only a peer whose certificate chains to ca and names the dialled host; an
+// inbound stream whose caller did not present a certificate chaining to ca, or whose certificate
+// names no peer (CN=raftlog-node-<id>, tls_files.h), ends with UNAUTHENTICATED (the gRPC server's
+// TLS handshake does the cryptography; this check makes sure a client certificate from another CA
+// trusted on the shared port cannot open a peer stream), and one whose messages come from another
+// node than the certificate names with PERMISSION_DENIED.
 struct PeerTlsOptions {
   std::string cert_pem;
   std::string key_pem;
@@ -113,17 +112,17 @@ struct PeerTransportOptions {
   // Every other voter: id -> "host:port". Must not contain self_id. Bound: kMaxPeers.
   std::map<raft::NodeId, std::string> peers;
 
-  // Outbound queue bounds of each peer's append lane (APPEND messages). Whichever is hit first
-  // drops the new message.
+  // Outbound queue bounds of each peer's append lane (APPEND messages). Whichever is hit first drops
+  // the new message.
   std::size_t max_queued_messages = 4096;
   std::size_t max_queued_bytes = 64u << 20;
   // The bound of each peer's control lane (every other message: heartbeats, votes, responses,
-  // TimeoutNow; none carries entries, so each is accounted 64 bytes). Small: a leader sends a peer
-  // a heartbeat per heartbeat interval and a reply per message received, and what waits longer than
+  // TimeoutNow; none carries entries, so each is accounted 64 bytes). Small: a leader sends a peer a
+  // heartbeat per heartbeat interval and a reply per message received, and what waits longer than
   // max_message_age_ms is dropped anyway.
   std::size_t max_queued_control_messages = 1024;
-  // A queued message older than this is dropped instead of sent (stale votes/appends are useless
-  // and only confuse a peer that just came back). Several election timeouts.
+  // A queued message older than this is dropped instead of sent (stale votes/appends are useless and
+  // only confuse a peer that just came back). Several election timeouts.
   std::uint32_t max_message_age_ms = 2000;
 
   // Inbound and outbound size and entry-count bounds for one message.
@@ -132,18 +131,18 @@ struct PeerTransportOptions {
   // Plaintext when empty. With TLS the node's gRPC server must use TLS server credentials that
   // request client certificates (server.cpp does).
   std::optional<PeerTlsOptions> tls;
-  // The cluster's shared peer secret (peer_auth.h), or empty. With it, every outgoing stream
-  // carries an authenticator, and an inbound stream without a valid one for this node from a peer
-  // ends with UNAUTHENTICATED; its messages must then come from the node the authenticator names
+  // The cluster's shared peer secret (peer_auth.h), or empty. With it, every outgoing stream carries
+  // an authenticator, and an inbound stream without a valid one for this node from a peer ends with
+  // UNAUTHENTICATED; its messages must then come from the node the authenticator names
   // (PERMISSION_DENIED otherwise). Without TLS and without a secret any caller may speak for any
   // peer: the node never runs a multi-node cluster so (load_peer_secret, node_tls.h).
   std::string peer_secret;
 
-  // Reconnect backoff. The gRPC channel spaces its connection attempts by these bounds (doubling
-  // from min to max); a stream whose call could not connect is retried after min (+ up to 25%
-  // jitter), which fails locally until the channel is up again. A stream the peer refused or ended
-  // is retried after a delay that doubles from min to max, with up to 25% jitter, and resets to min
-  // once a stream has been accepted.
+  // Reconnect backoff. The gRPC channel spaces its connection attempts by these bounds (doubling from
+  // min to max); a stream whose call could not connect is retried after min (+ up to 25% jitter),
+  // which fails locally until the channel is up again. A stream the peer refused or ended is retried
+  // after a delay that doubles from min to max, with up to 25% jitter, and resets to min once a
+  // stream has been accepted.
   std::uint32_t reconnect_backoff_min_ms = 50;
   std::uint32_t reconnect_backoff_max_ms = 1000;
   // How long one connection attempt may take before it counts as failed (a paused or firewalled
@@ -215,8 +214,8 @@ class PeerTransport {
   void start();
   // Cancels every outbound and inbound stream, joins the timer thread and waits (up to
   // stop_timeout_ms) until no on_message call is running. After stop() returns on_message is never
-  // called again and send() drops everything. Idempotent. Returns false if an inbound stream did
-  // not end in time (on_message will still not be called again).
+  // called again and send() drops everything. Idempotent. Returns false if an inbound stream did not
+  // end in time (on_message will still not be called again).
   bool stop();
 
   // Queues `message` for message.to on its lane (APPEND or any message with entries: the append

@@ -281,8 +281,7 @@ void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
                        commit, log_of(node).last_index()));
     return;
   }
-  // The durable committed prefix must be the committed history (a crash must not lose committed
-  // entries).
+  // The durable committed prefix must be the committed history (a crash must not lose committed entries).
   for (raft::Index index = 1; index <= commit && !failed(); ++index) {
     std::optional<raft::Entry> entry = entry_at(node, index);
     assert(entry.has_value());

@@ -1,32 +1,27 @@
-// The safety checker: an observer that sees only what a Raft deployment could see from outside the
-// core (roles and terms reported in Ready::soft_state, the logs the driver holds, commit indexes,
-// durable hard states, proposal results and released reads) and reports the first broken invariant.
+// The safety checker: an observer that sees only what a Raft deployment could see from outside the core
+// (roles and terms reported in Ready::soft_state, the logs the driver holds, commit indexes, durable
+// hard states, proposal results and released reads) and reports the first broken invariant.
 //
-// It knows nothing of the core's internals, so the same checker judges a correct core and a broken
-// one, and handcrafted histories can be fed to it directly (tests/sim/checker_test.cpp).
+// It knows nothing of the core's internals, so the same checker judges a correct core and a broken one,
+// and handcrafted histories can be fed to it directly (tests/sim/checker_test.cpp).
 //
 // Invariants (docs/testing.md explains each):
 //   election-safety       at most one leader per term
 //   vote-safety           a durable vote never changes within a term; durable terms never decrease
 //   log-matching          an (index, term) pair names one entry and one predecessor term, ever
-//   leader-completeness   an entry committed while its observer was at term C is in every leader's
-//   log
+//   leader-completeness   an entry committed while its observer was at term C is in every leader's log
 //                         of a term > C
 //   state-machine-safety  no index is ever committed with two different entries
-//   proposal-durability   an acknowledged (committed) proposal is never replaced, even across
-//   crashes proposal-atomicity    a proposal commits whole or not at all: an entry whose proposal
-//   continues is
-//                         followed, in the committed history, by the next entry of the same
-//                         proposal
-//   commit-index          per node, commit never decreases (within a run, and across a restart
-//   never
+//   proposal-durability   an acknowledged (committed) proposal is never replaced, even across crashes
+//   proposal-atomicity    a proposal commits whole or not at all: an entry whose proposal continues is
+//                         followed, in the committed history, by the next entry of the same proposal
+//   commit-index          per node, commit never decreases (within a run, and across a restart never
 //                         below the durable commit), never exceeds the log, never truncated
-//   read-linearizability  a read released at index c, requested after index i was committed, has c
-//   >= i proposal-result       a successful propose() placed the entries where it said, with its
-//   term append-durability     an append acknowledged to its client (the replica's answer) is
-//   committed at
-//                         the indexes and term it was given, with its payloads, and stays so
-//                         through every power loss
+//   read-linearizability  a read released at index c, requested after index i was committed, has c >= i
+//   proposal-result       a successful propose() placed the entries where it said, with its term
+//   append-durability     an append acknowledged to its client (the replica's answer) is committed at
+//                         the indexes and term it was given, with its payloads, and stays so through
+//                         every power loss
 //   dedup-consistency     every answer for one (client_id, sequence) names the same indexes, across
 //                         restarts and leaders, and no (client_id, sequence) is committed twice
 //   recovery              a restarted replica opens its data directory, and its whole recovered log
@@ -66,14 +61,12 @@ class Checker {
   // The pointer must stay valid; the checker only reads through it.
   void attach_log(raft::NodeId node, const raft::LogReader* log);
 
-  // The node reported (term, role), e.g. through Ready::soft_state. Call after the driver applied
-  // the batch's log changes, so that a new leader's log is complete.
+  // The node reported (term, role), e.g. through Ready::soft_state. Call after the driver applied the
+  // batch's log changes, so that a new leader's log is complete.
   void observe_role(raft::NodeId node, raft::Term term, raft::Role role);
-  // Entries [first, last] were just appended to node's log (after any truncation of the same
-  // batch).
+  // Entries [first, last] were just appended to node's log (after any truncation of the same batch).
   void observe_append(raft::NodeId node, raft::Index first, raft::Index last);
-  // The node is about to cut its log at `from` (called before the cut, so the checker sees what
-  // goes).
+  // The node is about to cut its log at `from` (called before the cut, so the checker sees what goes).
   void observe_truncate(raft::NodeId node, raft::Index from);
   // The node's commit index is now `commit`, while its term is `node_term`.
   void observe_commit(raft::NodeId node, raft::Index commit, raft::Term node_term);
@@ -81,12 +74,11 @@ class Checker {
   void observe_durable_hard_state(raft::NodeId node, const raft::HardState& hard_state);
   // The node crashed (it is no longer leader of anything).
   void observe_crash(raft::NodeId node);
-  // The node restarted from durable state with commit index `commit`; its attached log is the
-  // durable log.
+  // The node restarted from durable state with commit index `commit`; its attached log is the durable log.
   void observe_restart(raft::NodeId node, raft::Index commit);
 
-  // A client's append (client_id, sequence) was acknowledged with [first, last] in `term`. Call
-  // once the acknowledging node's commit was observed.
+  // A client's append (client_id, sequence) was acknowledged with [first, last] in `term`. Call once
+  // the acknowledging node's commit was observed.
   void observe_acknowledged_append(std::uint64_t client_id, std::uint64_t sequence,
                                    raft::Index first, raft::Index last, raft::Term term,
                                    const std::vector<std::string>& payloads);
@@ -100,9 +92,8 @@ class Checker {
   void observe_read_released(raft::NodeId node, std::uint64_t request_id, raft::Index read_index);
   void observe_read_aborted(std::uint64_t request_id);
 
-  // When every node's log is identical and fully committed up to `last_index`, a pending proposal
-  // beyond it exists in no log anymore: it failed (legitimately: its leader lost it before a quorum
-  // had it).
+  // When every node's log is identical and fully committed up to `last_index`, a pending proposal beyond
+  // it exists in no log anymore: it failed (legitimately: its leader lost it before a quorum had it).
   void abandon_proposals_beyond(raft::Index last_index);
   // Full sweep: every node's committed prefix equals the committed history, and no (client_id,
   // sequence) is committed twice.

@@ -213,9 +213,9 @@ bool Cluster::open_replica(Node& n) {
   n.flush_at_step = 0;
   n.sync_will_fail = false;
   if (status.catching_up) {
-    // Recovery judged that this node may have lost entries it acknowledged
-    // (replica/storage_fault.h): it would neither vote nor count toward commit until it holds them
-    // again. The simulator damages no durable byte, so a power cut alone must never look like that.
+    // Recovery judged that this node may have lost entries it acknowledged (replica/storage_fault.h):
+    // it would neither vote nor count toward commit until it holds them again. The simulator damages
+    // no durable byte, so a power cut alone must never look like that.
     ++stats_.restarts_catching_up;
     checker_.report("recovery",
                     fmt::format("node {} reopened suspecting a storage fault after a power cut: {}",
@@ -294,8 +294,7 @@ void Cluster::run_completions() {
 }
 
 void Cluster::stop_failed(Node& n, const std::string& why) {
-  // Nothing the simulator injects outside a sync failure may stop a replica: a fatal error is a
-  // bug.
+  // Nothing the simulator injects outside a sync failure may stop a replica: a fatal error is a bug.
   checker_.report("replica-failed", fmt::format("node {} stopped: {}", n.id, why));
 }
 
@@ -345,8 +344,8 @@ void Cluster::run_checkpoints() {
       stop_failed(n, "checkpoint: " + st.to_string());
       return;
     }
-    // The checkpoint vouches for the commit index as far as the log it recorded is durable (a
-    // follower may commit beyond its own flush): a restart never comes back below that.
+    // The checkpoint vouches for the commit index as far as the log it recorded is durable (a follower
+    // may commit beyond its own flush): a restart never comes back below that.
     const raft::Index durable_commit = std::min(log.commit_index(), log.flushed_index());
     if (durable_commit > n.durable_hard_state.commit) {
       n.durable_hard_state.commit = durable_commit;
@@ -461,8 +460,8 @@ void Cluster::maybe_schedule_strike(const Node& n) {
   if (!prng_.chance_per_million(strike_.per_million)) return;
   strike_target_ = n.id;
   strike_term_ = n.soft.term;
-  // Half the strikes land at once (the new leader's first messages die with it); the other half
-  // land right after the leader's first commit (its followers have not all heard of it yet).
+  // Half the strikes land at once (the new leader's first messages die with it); the other half land
+  // right after the leader's first commit (its followers have not all heard of it yet).
   strike_after_commit_ = prng_.below(2) == 0;
   strike_at_step_ =
       strike_after_commit_ ? UINT64_MAX : now_step() + prng_.between(0, strike_.max_delay_steps);

@@ -1,14 +1,14 @@
-// A simulated cluster: N production replicas (replica::Replica, the driver raftlogd runs), each
-// over its own simulated disk (a store::MemoryEnv holding a stepped CommitLog and the hard state
-// file), joined by the simulated network. The Cluster feeds each replica its inputs exactly as
-// raftlogd's Node does (ticks, messages, client appends and reads, then process()), takes every
-// flush cycle and checkpoint of the stepped stores itself (so sync timing and sync failures are
-// seeded faults), and is the only place that advances simulated time. What the replicas do goes to
-// the Checker (through a ReadyObserver per replica) and to the Trace. Fault and workload decisions
-// are made by callers (fault_schedule, workload).
+// A simulated cluster: N production replicas (replica::Replica, the driver raftlogd runs), each over
+// its own simulated disk (a store::MemoryEnv holding a stepped CommitLog and the hard state file),
+// joined by the simulated network. The Cluster feeds each replica its inputs exactly as raftlogd's
+// Node does (ticks, messages, client appends and reads, then process()), takes every flush cycle and
+// checkpoint of the stepped stores itself (so sync timing and sync failures are seeded faults), and is
+// the only place that advances simulated time. What the replicas do goes to the Checker (through a
+// ReadyObserver per replica) and to the Trace. Fault and workload decisions are made by callers
+// (fault_schedule, workload).
 //
-// Time: one tick is kStepsPerTick steps. Messages and flush cycles take whole steps, so a message
-// can arrive between two ticks, and several messages can be delivered between two ticks.
+// Time: one tick is kStepsPerTick steps. Messages and flush cycles take whole steps, so a message can
+// arrive between two ticks, and several messages can be delivered between two ticks.
 #pragma once
 
 #include <cstddef>
@@ -37,29 +37,27 @@ struct ClusterConfig {
   std::size_t node_count = 3;
   raft::Config
       raft;  // template for every node: id, initial_conf and random_seed are filled per node
-  // A flush cycle runs this many steps after a write left the log unflushed (the fsync's latency;
-  // the writes that arrive meanwhile join it, as in group commit).
+  // A flush cycle runs this many steps after a write left the log unflushed (the fsync's latency; the
+  // writes that arrive meanwhile join it, as in group commit).
   std::uint64_t min_flush_delay_steps = 1;
   std::uint64_t max_flush_delay_steps = 6;
   // A slow sync: with this chance a flush cycle takes up to slow_flush_max_steps longer.
   std::uint32_t slow_flush_per_million = 0;
   std::uint64_t slow_flush_max_steps = 0;
-  // A failing sync: with this chance a flush cycle's sync reports an error. The store fails for
-  // good (it never trusts a later sync), so the node stops and restarts from what was durable.
+  // A failing sync: with this chance a flush cycle's sync reports an error. The store fails for good
+  // (it never trusts a later sync), so the node stops and restarts from what was durable.
   std::uint32_t failing_sync_per_million = 0;
-  // Each node writes its store's checkpoint (which persists the commit index) every this many
-  // ticks.
+  // Each node writes its store's checkpoint (which persists the commit index) every this many ticks.
   std::uint64_t checkpoint_every_ticks = 10;
   std::size_t payload_padding_max_bytes = 32;
-  // A crash also loses each of the node's messages still in flight with this chance: packets still
-  // in the dead machine's socket buffers never leave it.
+  // A crash also loses each of the node's messages still in flight with this chance: packets still in
+  // the dead machine's socket buffers never leave it.
   std::uint32_t crash_loses_outgoing_per_million = 900'000;
 };
 
-// Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at
-// once, or right after its first commit, each within max_delay_steps) and stays down up to
-// max_down_ticks. Short-lived leaders leave half-replicated tails of many terms behind, the ground
-// on which commit-rule bugs (Raft Figure 8) turn into lost entries.
+// Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at once,
+// or right after its first commit, each within max_delay_steps) and stays down up to max_down_ticks. Short-lived leaders leave half-replicated tails
+// of many terms behind, the ground on which commit-rule bugs (Raft Figure 8) turn into lost entries.
 struct LeaderStrike {
   std::uint32_t per_million = 0;  // 0 disables
   std::uint64_t max_delay_steps = 0;
@@ -104,21 +102,19 @@ class Cluster {
   std::size_t size() const { return nodes_.size(); }
   std::uint64_t now_tick() const { return tick_; }
 
-  // Advances time by one tick: every running node ticks, then kStepsPerTick steps of message
-  // delivery and flush cycles follow.
+  // Advances time by one tick: every running node ticks, then kStepsPerTick steps of message delivery
+  // and flush cycles follow.
   void run_tick();
 
   // Node faults.
   bool is_up(raft::NodeId id) const { return node(id).replica != nullptr; }
   bool is_paused(raft::NodeId id) const { return node(id).paused_until_tick > tick_; }
   bool is_running(raft::NodeId id) const { return is_up(id) && !is_paused(id); }
-  // Crashes `id`: a power cut (every byte its store did not sync is lost, torn or kept by sector,
-  // per the drawn crash mode) or a process crash (the page cache survives); it restarts by itself
-  // after `down_ticks` ticks (0: only when restart() is called).
+  // Crashes `id`: a power cut (every byte its store did not sync is lost, torn or kept by sector, per
+  // the drawn crash mode) or a process crash (the page cache survives); it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
   void crash(raft::NodeId id, std::uint64_t down_ticks);
   void restart(raft::NodeId id);
-  // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults
-  // stop).
+  // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults stop).
   void set_leader_strike(const LeaderStrike& strike) {
     strike_ = strike;
     strike_target_ = raft::kNoNode;
@@ -135,9 +131,9 @@ class Cluster {
 
   Network& network() { return network_; }
 
-  // Client operations, sent to `target` (a client does not know who leads). The answer comes
-  // through `done`, possibly within this call (a refusal); an accepted append's placement is
-  // returned (and checked against the log).
+  // Client operations, sent to `target` (a client does not know who leads). The answer comes through
+  // `done`, possibly within this call (a refusal); an accepted append's placement is returned (and
+  // checked against the log).
   replica::Replica::AppendPlacement append(raft::NodeId target, ClientAppend request,
                                            AppendDone done);
   bool request_read(raft::NodeId target);

@@ -7,11 +7,10 @@ namespace raftlog::sim {
 
 namespace {
 
-// The broken-rule hunt: nearly every new leader is struck, at once or right after its first commit,
-// and stays down long enough for the others to elect someone else; background faults stay light
-// because noise (random crashes, long partitions) mostly interrupts the short-lived-leader
-// histories instead of creating them. Measured: a previous-term-commit bug shows up in 1 to 2 seeds
-// in 100 (docs/testing.md).
+// The broken-rule hunt: nearly every new leader is struck, at once or right after its first commit, and
+// stays down long enough for the others to elect someone else; background faults stay light because
+// noise (random crashes, long partitions) mostly interrupts the short-lived-leader histories instead of
+// creating them. Measured: a previous-term-commit bug shows up in 1 to 2 seeds in 100 (docs/testing.md).
 FaultProfile leader_churn_profile(util::Prng& prng) {
   FaultProfile profile;
   profile.leader_churn = true;
@@ -37,8 +36,7 @@ FaultProfile leader_churn_profile(util::Prng& prng) {
 }  // namespace
 
 FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive) {
-  // A quarter of ordinary seeds are leader-churn seeds too, so plain sweeps also hunt commit-rule
-  // bugs.
+  // A quarter of ordinary seeds are leader-churn seeds too, so plain sweeps also hunt commit-rule bugs.
   if (aggressive || prng.below(4) == 0) return leader_churn_profile(prng);
   FaultProfile profile;
   // Intensity 0..3 scales every rate, so the seed space spans calm runs to stormy ones.

@@ -1,7 +1,6 @@
-// Decides, tick by tick, which faults the cluster suffers: crashes (with timed restarts), pauses,
-// partitions of every shape, and the network's per-message weather (drop, duplication, delay). Each
-// seed draws its own profile, so the seed space covers calm runs, stormy runs and everything
-// between.
+// Decides, tick by tick, which faults the cluster suffers: crashes (with timed restarts), pauses, partitions of
+// every shape, and the network's per-message weather (drop, duplication, delay). Each seed draws its own
+// profile, so the seed space covers calm runs, stormy runs and everything between.
 #pragma once
 
 #include <cstdint>
@@ -34,8 +33,8 @@ struct FaultProfile {
   std::uint64_t long_delay_max_steps = 0;
 };
 
-// `aggressive` always draws the leader-churn profile (used to show that broken rules are caught
-// quickly); otherwise a quarter of the seeds get it and the rest get a random storm intensity.
+// `aggressive` always draws the leader-churn profile (used to show that broken rules are caught quickly);
+// otherwise a quarter of the seeds get it and the rest get a random storm intensity.
 FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive);
 
 // Calm network: no loss, short delays (the liveness phase runs on it).
@@ -45,8 +44,7 @@ class FaultSchedule {
  public:
   FaultSchedule(const FaultProfile& profile, util::Prng& prng, Trace& trace);
 
-  // Arms the faults that the cluster triggers itself (leader strikes); call once before the first
-  // tick.
+  // Arms the faults that the cluster triggers itself (leader strikes); call once before the first tick.
   void start(Cluster& cluster);
   // Called once per tick of the fault phase, before the cluster ticks.
   void on_tick(Cluster& cluster);

@@ -1,8 +1,8 @@
-// The simulated network: every message in flight, with per-message faults (drop, duplication, delay
-// and thereby reordering) and a link matrix for partitions. Time is counted in simulator steps.
+// The simulated network: every message in flight, with per-message faults (drop, duplication, delay and
+// thereby reordering) and a link matrix for partitions. Time is counted in simulator steps.
 //
-// Partitions are applied when a message would be delivered: a link that is down at that moment
-// loses the message, as a real network loses packets sent into a cut.
+// Partitions are applied when a message would be delivered: a link that is down at that moment loses
+// the message, as a real network loses packets sent into a cut.
 #pragma once
 
 #include <cstddef>
@@ -29,23 +29,20 @@ struct NetworkConditions {
 
 class Network {
  public:
-  // Bound on messages in flight; beyond it new messages are dropped (a full router queue) and
-  // counted.
+  // Bound on messages in flight; beyond it new messages are dropped (a full router queue) and counted.
   static constexpr std::size_t kMaxInFlight = 1 << 16;
 
   explicit Network(std::size_t node_count);
 
-  // Queues `message` (and maybe a duplicate) for delivery. Returns how many copies were queued (0:
-  // dropped).
+  // Queues `message` (and maybe a duplicate) for delivery. Returns how many copies were queued (0: dropped).
   int send(const raft::Message& message, std::uint64_t now_step, util::Prng& prng);
   // Re-queues a message for delivery at `step` exactly (used to hold messages for a paused node).
   void hold_until(const raft::Message& message, std::uint64_t step);
-  // The next message due at or before `step`, in (due step, send order) order; links that are down
-  // at that moment drop it (reported through `dropped_by_partition`).
+  // The next message due at or before `step`, in (due step, send order) order; links that are down at
+  // that moment drop it (reported through `dropped_by_partition`).
   std::optional<raft::Message> pop_due(std::uint64_t step, bool& dropped_by_partition);
 
-  // Drops each in-flight message sent by `from` with the given chance; returns how many were
-  // dropped.
+  // Drops each in-flight message sent by `from` with the given chance; returns how many were dropped.
   std::size_t drop_in_flight_from(raft::NodeId from, std::uint32_t per_million, util::Prng& prng);
 
   void set_conditions(const NetworkConditions& conditions);

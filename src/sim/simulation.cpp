@@ -20,8 +20,8 @@ namespace {
 // (ClusterConfig::max_flush_delay_steps: at most 3 * kStepsPerTick steps), in ticks.
 constexpr std::uint64_t kCalmRoundTripTicks = 5;
 
-// Liveness-phase patience: a barrier proposal or read not done after this many ticks is retried
-// (its leader may have been replaced), well within the liveness bound.
+// Liveness-phase patience: a barrier proposal or read not done after this many ticks is retried (its
+// leader may have been replaced), well within the liveness bound.
 constexpr std::uint64_t kRetryAfterTicks = 30;
 
 ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool aggressive) {
@@ -203,8 +203,8 @@ SimResult run_simulation(const SimOptions& options) {
     Trace trace(options.trace_tail_events, true);
     return run_traced(options, trace);
   }
-  // Formatting the trace is a quarter of a run's time and only a failure report reads it: run
-  // without it, and rerun a failing seed (the same history, event for event) with its tail kept.
+  // Formatting the trace is a quarter of a run's time and only a failure report reads it: run without
+  // it, and rerun a failing seed (the same history, event for event) with its tail kept.
   Trace untraced = Trace::off();
   SimResult result = run_traced(options, untraced);
   if (result.ok()) return result;

@@ -1,6 +1,6 @@
-// One simulated run, start to finish: draw a configuration and fault profile from the seed, run the
-// fault phase with a random workload, then stop every fault and require the cluster to recover
-// (liveness). The same options always produce the same result and the same trace.
+// One simulated run, start to finish: draw a configuration and fault profile from the seed, run the fault
+// phase with a random workload, then stop every fault and require the cluster to recover (liveness).
+// The same options always produce the same result and the same trace.
 #pragma once
 
 #include <cstddef>
@@ -17,10 +17,11 @@ namespace raftlog::sim {
 struct SimOptions {
   std::uint64_t seed = 1;
   std::size_t node_count = 3;
-  std::uint64_t fault_ticks = 500;     // ticks of faults and workload
-  std::uint64_t liveness_ticks = 250;  // bound on recovery once faults stop, plus a catch-up
-                                       // allowance for the entries the most lagging node misses
-  bool catch_up_allowance = true;       // add the catch-up allowance to liveness_ticks
+  std::uint64_t fault_ticks = 500;  // ticks of faults and workload
+  std::uint64_t liveness_ticks =
+      250;                         // bound on recovery once faults stop, plus a catch-up allowance
+                                   // for the entries the most lagging node misses
+  bool catch_up_allowance = true;  // add the catch-up allowance to liveness_ticks
   std::size_t trace_tail_events = 120;  // events printed with a failure
   bool full_trace = false;              // keep every event (for --trace)
   bool aggressive = false;  // always the leader-churn fault profile (broken-rule hunting)

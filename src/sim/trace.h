@@ -1,11 +1,10 @@
-// The run's event trace: always a bounded ring of the most recent events (printed with a
-// violation), and optionally every event (`raftlog-sim --trace`). Lines carry simulated time only,
-// never wall-clock time or addresses, so one seed always produces byte-identical traces.
+// The run's event trace: always a bounded ring of the most recent events (printed with a violation), and
+// optionally every event (`raftlog-sim --trace`). Lines carry simulated time only, never wall-clock time
+// or addresses, so one seed always produces byte-identical traces.
 //
 // A trace can also be off (Trace::off()): it then records nothing, and callers skip building costly
 // arguments (check enabled()). A run is traced only when its trace is wanted: the seed sweeps run
-// untraced and, since a seed names one history, rerun a failing seed with the trace on for its
-// report.
+// untraced and, since a seed names one history, rerun a failing seed with the trace on for its report.
 #pragma once
 
 #include <fmt/format.h>
@@ -25,8 +24,7 @@ class Trace {
   static constexpr std::size_t kMaxTailEvents = 100'000;
   static constexpr std::size_t kMaxLineBytes = 240;
 
-  // `tail_capacity` recent events are kept; with `keep_all`, every event is also appended to
-  // full().
+  // `tail_capacity` recent events are kept; with `keep_all`, every event is also appended to full().
   Trace(std::size_t tail_capacity, bool keep_all);
   // A trace that records nothing.
   static Trace off() { return Trace(); }

@@ -2,10 +2,10 @@
 // sequences, as raftlog's client library does: an append whose outcome is unknown (refused by a
 // follower, timed out, its node crashed, its leader lost) is retried with the same (client_id,
 // sequence) and payloads until a node acknowledges it; an acknowledgement is sometimes "lost in
-// transit" and retried as well, so that the dedup table's answer for an acknowledged append is put
-// to the test across restarts and leaders. Every answer goes to the checker. A client does not know
-// the leader; it asks a random running node and then follows the leader hints. ReadIndex requests
-// and leadership transfers come now and then.
+// transit" and retried as well, so that the dedup table's answer for an acknowledged append is put to
+// the test across restarts and leaders. Every answer goes to the checker. A client does not know the
+// leader; it asks a random running node and then follows the leader hints. ReadIndex requests and
+// leadership transfers come now and then.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +36,9 @@ class Workload {
 
   void on_tick(Cluster& cluster);
 
-  // One append of `entry_count` fresh entries without a client id (no dedup), with one redirect to
-  // a hinted leader: the liveness phase's barrier. Returns where it was proposed (proposed = false
-  // if refused); `payloads` receives the entries.
+  // One append of `entry_count` fresh entries without a client id (no dedup), with one redirect to a
+  // hinted leader: the liveness phase's barrier. Returns where it was proposed (proposed = false if
+  // refused); `payloads` receives the entries.
   replica::Replica::AppendPlacement propose(Cluster& cluster, std::size_t entry_count,
                                             std::vector<std::string>* payloads);
   // One read through the client path; true when a node took it.

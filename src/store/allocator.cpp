@@ -1,5 +1,5 @@
-// The segment allocator: keeps one PreparedSegment ready so that rolling to a new segment only
-// costs two renames, never file creation or preallocation (which can take long for 1 GiB files).
+// The segment allocator: keeps one PreparedSegment ready so that rolling to a new segment only costs
+// two renames, never file creation or preallocation (which can take long for 1 GiB files).
 #include <spdlog/spdlog.h>
 
 #include "store/commit_log_impl.h"

@@ -2,25 +2,25 @@
 //
 // Why: with 64 threads each appending one entry and waiting for it to be durable (sync mode), every
 // flush woke about 30 of them at once, and each then queued on the writer lock: a thread switch to
-// sleep on the lock, another to wake up, one pwrite per entry, and the flush wait after that. On
-// two cores those switches and system calls were most of the CPU an append cost, and a busy CPU
-// slows this machine's own fdatasync (docs/benchmarks.md, run 12). The group-commit idea applied to
-// the write itself (as RocksDB's write groups do): a thread that finds a writer active queues its
-// batch and goes straight to waiting for durability; the active writer (the leader) appends every
-// queued batch with one append call, one pwrite, and tells each member its indexes.
+// sleep on the lock, another to wake up, one pwrite per entry, and the flush wait after that. On two
+// cores those switches and system calls were most of the CPU an append cost, and a busy CPU slows
+// this machine's own fdatasync (docs/benchmarks.md, run 12). The group-commit idea applied to the
+// write itself (as RocksDB's write groups do): a thread that finds a writer active queues its batch
+// and goes straight to waiting for durability; the active writer (the leader) appends every queued
+// batch with one append call, one pwrite, and tells each member its indexes.
 //
 // The queue is a lock-free stack whose head word also carries a "leader active" bit:
 //   0                   no leader, queue empty
 //   kLeaderActive       a leader is appending, queue empty
 //   member | kLeaderActive  a leader is appending, members queued (newest first)
 // join() on 0 makes the caller the leader; otherwise it pushes. A leader, after each round, takes
-// everything queued meanwhile (appending it oldest first) or, when nothing is queued, clears the
-// word to 0 with one compare-and-swap. So a queued member always has a leader that will take it.
+// everything queued meanwhile (appending it oldest first) or, when nothing is queued, clears the word
+// to 0 with one compare-and-swap. So a queued member always has a leader that will take it.
 //
-// Bounds: a member is one caller's batch (at most max_batch_entries), so the queue holds at most
-// one member per appending thread. A round appends runs of at most max_run_entries entries. A
-// leader leads at most kMaxLeadRounds rounds; if members are still queued then, it hands leadership
-// to the oldest of them, so no caller serves others forever.
+// Bounds: a member is one caller's batch (at most max_batch_entries), so the queue holds at most one
+// member per appending thread. A round appends runs of at most max_run_entries entries. A leader leads
+// at most kMaxLeadRounds rounds; if members are still queued then, it hands leadership to the oldest
+// of them, so no caller serves others forever.
 //
 // Why before the log publishes: a queued member that goes to sleep guesses the first flush cycle
 // that can cover its batch (flush_waiters.h). If a cycle is in flight and has read its target, the
@@ -30,9 +30,9 @@
 // back between writing the run and publishing its last index). A member that read "queued" thus
 // read it before any flush cycle could see its entries.
 //
-// Member lifetime: a member lives on its caller's stack. The leader reads everything it needs from
-// a member (its batch, its link to the next member) before it stores the member's final state;
-// after that store the caller may return, so the leader never touches the member again.
+// Member lifetime: a member lives on its caller's stack. The leader reads everything it needs from a
+// member (its batch, its link to the next member) before it stores the member's final state; after
+// that store the caller may return, so the leader never touches the member again.
 #pragma once
 
 #include <atomic>
@@ -81,10 +81,10 @@ class AppendGroup {
   // Called after members failed or leadership was handed over: those callers sleep on the log's
   // flush wait-queue and must be woken to see their new state.
   using WakeAll = std::function<void()>;
-  // Called after the members of a written run were told their ranges (their states stored), with
-  // the run's range. A member that slept as "queued" is woken by the flush that covers its range
-  // (see "Why before the log publishes"), but no flush comes once the log closed or failed: the
-  // callee wakes the members then.
+  // Called after the members of a written run were told their ranges (their states stored), with the
+  // run's range. A member that slept as "queued" is woken by the flush that covers its range (see
+  // "Why before the log publishes"), but no flush comes once the log closed or failed: the callee
+  // wakes the members then.
   using AfterAppended = std::function<void(const IndexRange& run)>;
 
   static constexpr std::uint32_t kMaxLeadRounds = 8;

@@ -1,15 +1,14 @@
-// The checkpoint: where the log was known durable, the upper layer's commit index, and an
-// in-progress suffix truncation. Stored in CHECKPOINT through DurableRecordFile (two CRC'd slots).
+// The checkpoint: where the log was known durable, the upper layer's commit index, and an in-progress
+// suffix truncation. Stored in CHECKPOINT through DurableRecordFile (two CRC'd slots).
 //
 // Payload layout (little-endian, 56 bytes):
 //   0 u32 checkpoint version (1)   4 u32 reserved (0)
-//   8 u64 flushed_index            every entry <= flushed_index is durable, and so are their index
-//   records 16 u64 flushed_segment_base    base index of the segment holding flushed_index (0 if
-//   none) 24 u64 flushed_offset          byte offset just past entry flushed_index in that segment
+//   8 u64 flushed_index            every entry <= flushed_index is durable, and so are their index records
+//   16 u64 flushed_segment_base    base index of the segment holding flushed_index (0 if none)
+//   24 u64 flushed_offset          byte offset just past entry flushed_index in that segment
 //   32 u64 commit_index            set by the upper layer (Raft), opaque to the store
 //   40 u64 truncate_from           0, or the from_index of a truncate_suffix in progress
-//   48 u64 generation              generation of the log instance that wrote it (see
-//   entry_format.h)
+//   48 u64 generation              generation of the log instance that wrote it (see entry_format.h)
 #pragma once
 
 #include <cstdint>

@@ -1,12 +1,12 @@
-// CommitLog: the segmented, memory-mapped, checksummed log that is raftlog's single source of
-// truth. It knows nothing of Raft; the Raft node stores its log entries here.
+// CommitLog: the segmented, memory-mapped, checksummed log that is raftlog's single source of truth.
+// It knows nothing of Raft; the Raft node stores its log entries here.
 //
 // On disk (one directory; exact byte layouts in docs/storage-format.md):
 //   <20-digit base index>.seg   data segment: header (base index, term of base-1) + entries
 //   <20-digit base index>.idx   index for that segment: fixed-width records, derived data
 //   prealloc-<n>.seg            next segment, created ahead of time, renamed when activated
-//   CHECKPOINT                  two-slot durable record: flushed position, commit index, truncation
-//   intent ABORT                       abort marker: exists while the log is open
+//   CHECKPOINT                  two-slot durable record: flushed position, commit index, truncation intent
+//   ABORT                       abort marker: exists while the log is open
 //
 // THREADING CONTRACT
 //   - append()/append_no_wait()/truncate_suffix()/truncate_prefix() may be called from any threads;
@@ -26,8 +26,7 @@
 //
 // STEPPED MODE (Options::background_work = BackgroundWork::kStepped: the replica in the simulator)
 //   open() starts no thread: no flusher, no waker, no allocator. The log changes only inside the
-//   calls its owner makes, so the same calls give the same files, flushed indexes and listener
-//   calls.
+//   calls its owner makes, so the same calls give the same files, flushed indexes and listener calls.
 //   - Nothing written becomes durable until the owner asks: run_flush_cycle() (or flush(), the same
 //     step) runs one flush cycle on the caller's thread and then calls the flush listener there. As
 //     with threads, close() and truncate_prefix() flush what was written first, and recovery
@@ -51,33 +50,29 @@
 //   A sync-mode append() returns after flushed_index() >= its last index.
 //
 // CRASH CASES (what recovery sees after a crash or power loss at any point)
-//   1. Mid-append: the tail after the flushed point may be missing, torn at any byte, zero-filled
-//   or
+//   1. Mid-append: the tail after the flushed point may be missing, torn at any byte, zero-filled or
 //      contain flipped bits (unflushed pages). Recovery scans from the checkpoint, validates each
 //      entry (magic, version, CRC32C, index continuity, neither term nor generation decreasing) and
 //      truncates at the first invalid one: the invalid run there is zeroed and later segments are
 //      deleted. Bytes further on (unflushed sectors that survived past a lost one) are left alone:
-//      every open() writes a higher generation and an end marker after each entry, so they can
-//      never be read as a continuation (see entry_format.h). Recovery cost is thus independent of
-//      the (preallocated) segment size.
-//   2. Mid-roll: the new segment may be missing (its rename was not durable), may hold entries
-//   while
+//      every open() writes a higher generation and an end marker after each entry, so they can never
+//      be read as a continuation (see entry_format.h). Recovery cost is thus independent of the
+//      (preallocated) segment size.
+//   2. Mid-roll: the new segment may be missing (its rename was not durable), may hold entries while
 //      the previous segment's tail was lost, or may have a torn header. Segments whose header is
 //      invalid or whose base index does not continue the previous segment are deleted, if they lie
 //      after the flushed point.
-//   3. Mid-truncate_suffix(i): the truncation intent (i) is written to the checkpoint durably
-//   BEFORE
-//      any byte is changed. Recovery finding an intent completes the truncation (idempotent), so
-//      the result is "after". A crash before the intent is durable leaves everything "before".
-//   4. Mid-truncate_prefix: whole segments are unlinked oldest first; a crash leaves a prefix of
-//   them
+//   3. Mid-truncate_suffix(i): the truncation intent (i) is written to the checkpoint durably BEFORE
+//      any byte is changed. Recovery finding an intent completes the truncation (idempotent), so the
+//      result is "after". A crash before the intent is durable leaves everything "before".
+//   4. Mid-truncate_prefix: whole segments are unlinked oldest first; a crash leaves a prefix of them
 //      deleted, which is a valid (shorter) log. The first remaining segment's header keeps the term
 //      of the entry before it, so term_at(first_index() - 1) stays known.
 //   5. Mid-checkpoint: two alternating slots; a torn slot fails its CRC and the other one is used.
 //   6. Index files are derived: missing, short, torn or inconsistent index files are rebuilt from
 //      the segment they describe (before the flushed point any bad entry then is kCorruption).
-//   Corruption found before the checkpointed flushed point makes open() fail with kCorruption
-//   naming file and offset, unless Options::allow_truncate_corrupted_flushed_data is set.
+//   Corruption found before the checkpointed flushed point makes open() fail with kCorruption naming
+//   file and offset, unless Options::allow_truncate_corrupted_flushed_data is set.
 #pragma once
 
 #include <chrono>
@@ -160,8 +155,8 @@ struct RecoveryReport {
   // entry, in removed segments): what the log may have held, hence acknowledged, before the crash.
   std::uint64_t highest_index_seen = 0;
   // Valid entries found (through their index records) after the entry where a scan cut the log. A
-  // process crash tears at most the entry being written, so these mean corruption rather than a
-  // torn tail (a power cut can tear pages out of order, which looks the same for unsynced data).
+  // process crash tears at most the entry being written, so these mean corruption rather than a torn
+  // tail (a power cut can tear pages out of order, which looks the same for unsynced data).
   std::uint64_t valid_entries_after_cut = 0;
   std::uint64_t suspect_index = 0;  // the suspect marker recovery found and checked (0 = none)
   std::uint64_t first_index = 0;    // after recovery
@@ -187,11 +182,11 @@ struct FlushStats {
 
 class CommitLog {
  public:
-  // Called by the flusher thread (stepped mode: by run_flush_cycle() on its caller's thread),
-  // holding no store lock, with the new flushed index after flushes that advanced it (successive
-  // calls see increasing values, except after truncate_suffix lowered the flushed index). Must be
-  // quick (it delays the next flush); it may call CommitLog methods except set_flush_listener(),
-  // close(), flush() and run_flush_cycle().
+  // Called by the flusher thread (stepped mode: by run_flush_cycle() on its caller's thread), holding
+  // no store lock, with the new flushed index after flushes that advanced it (successive calls see
+  // increasing values, except after truncate_suffix lowered the flushed index). Must be quick (it
+  // delays the next flush); it may call CommitLog methods except set_flush_listener(), close(),
+  // flush() and run_flush_cycle().
   using FlushListener = std::function<void(std::uint64_t flushed_index)>;
 
   // What one flush cycle did, for metrics (fsync latency, group-commit batch size).
@@ -201,13 +196,13 @@ class CommitLog {
     std::chrono::microseconds sync_duration{0};  // time in msync/fdatasync/fsync-dir calls
   };
   // Called after every flush cycle that issued a sync call, by the thread that ran it (the flusher,
-  // run_flush_cycle()'s caller, or a truncate/close), with the store's flush-cycle lock held: it
-  // must be quick (an observation into a histogram) and must not call back into the CommitLog.
+  // run_flush_cycle()'s caller, or a truncate/close), with the store's flush-cycle lock held: it must be quick (an observation
+  // into a histogram) and must not call back into the CommitLog.
   using FlushObserver = std::function<void(const FlushCycle& cycle)>;
 
-  // Opens (creating if needed) the log in `dir` and runs recovery. Fails with kCorruption (naming
-  // the file and offset) when data before the checkpointed flushed point is damaged,
-  // kInvalidArgument for bad options, kIo/kNoSpace for file-system errors.
+  // Opens (creating if needed) the log in `dir` and runs recovery. Fails with kCorruption (naming the
+  // file and offset) when data before the checkpointed flushed point is damaged, kInvalidArgument for
+  // bad options, kIo/kNoSpace for file-system errors.
   static Result<std::unique_ptr<CommitLog>> open(const std::string& dir, const Options& options);
 
   ~CommitLog();  // calls close()
@@ -222,23 +217,23 @@ class CommitLog {
   // mode such batches from concurrent callers are written together by one of them, one write for
   // the group (append_group.h), before each caller waits for its own range. Terms must
   // not decrease (kInvalidArgument). Payloads larger than
-  // max_entry_size_bytes, an empty batch, or more than max_batch_entries entries are
-  // kInvalidArgument and nothing is written. Sync mode: returns after the batch is durable (group
-  // commit); refused with kFailedPrecondition in stepped mode (STEPPED MODE). Async mode: returns
-  // after the batch is written to the mapping. kNoSpace when the disk is full (nothing of the
-  // failed entry is visible; the log stays readable, and later appends succeed once space is
-  // freed). kTruncated (sync mode) when a truncate_suffix() removed some of the batch's entries
-  // before the batch was durable or before this call returned: those entries are not in the log,
-  // even if later entries at their indexes are durable (truncation_history.h).
+  // max_entry_size_bytes, an empty batch, or more than max_batch_entries entries are kInvalidArgument
+  // and nothing is written. Sync mode: returns after the batch is durable (group commit); refused
+  // with kFailedPrecondition in stepped mode (STEPPED MODE). Async mode: returns after the batch is
+  // written to the mapping. kNoSpace when the disk is full (nothing of the
+  // failed entry is visible; the log stays readable, and later appends succeed once space is freed).
+  // kTruncated (sync mode) when a truncate_suffix() removed some of the batch's entries before the
+  // batch was durable or before this call returned: those entries are not in the log, even if
+  // later entries at their indexes are durable (truncation_history.h).
   Result<IndexRange> append(std::span<const EntryToAppend> batch);
   // Like append() but never waits for durability, in either mode. In sync mode the flusher is woken
   // at once. Pair with wait_flushed() or the flush listener (the Raft node's non-blocking path).
   Result<IndexRange> append_no_wait(std::span<const EntryToAppend> batch);
-  // Blocks until flushed_index() >= index (OK), the log fails (the flush error) or is closed
-  // (kClosed). Stepped mode: never blocks; kFailedPrecondition when flushed_index() < index (run a
-  // flush step). `index` beyond written_index() waits for a later append. It waits for an index,
-  // not for an entry: after a truncate_suffix() at or below `index`, a later entry at `index`
-  // satisfies it (sync append() instead checks for its own entries).
+  // Blocks until flushed_index() >= index (OK), the log fails (the flush error) or is closed (kClosed).
+  // Stepped mode: never blocks; kFailedPrecondition when flushed_index() < index (run a flush step).
+  // `index` beyond written_index() waits for a later append. It waits for an index, not for an entry:
+  // after a truncate_suffix() at or below `index`, a later entry at `index` satisfies it (sync
+  // append() instead checks for its own entries).
   Status wait_flushed(std::uint64_t index);
   // Makes every entry written so far durable, then returns (explicit/manual flush trigger). When a
   // truncate_suffix() removes entries meanwhile, it makes what is left durable instead. Stepped
@@ -252,9 +247,9 @@ class CommitLog {
   void set_flush_observer(FlushObserver observer);
 
   // Removes entries [from_index, last_index()]; the next append must carry from_index. Data, index
-  // and checkpoint agree afterwards; crash-safe (see CRASH CASES 3). from_index == last_index() + 1
-  // is a no-op. from_index <= commit_index() is kFailedPrecondition unless `force`; from_index
-  // below first_index() or above last_index() + 1 is kOutOfRange. Lowers flushed_index() if needed.
+  // and checkpoint agree afterwards; crash-safe (see CRASH CASES 3). from_index == last_index() + 1 is
+  // a no-op. from_index <= commit_index() is kFailedPrecondition unless `force`; from_index below
+  // first_index() or above last_index() + 1 is kOutOfRange. Lowers flushed_index() if needed.
   // Sync append() calls still waiting for removed entries fail with kTruncated; a wait_flushed()
   // call for a removed index waits for a later entry there (see wait_flushed()).
   Status truncate_suffix(std::uint64_t from_index, bool force = false);
@@ -288,11 +283,10 @@ class CommitLog {
   Status run_checkpoint();
 
   // --- reading -------------------------------------------------------------------------------
-  // Entries from `from_index` on, at most `max_entries`, stopping before the total payload bytes
-  // would exceed `max_bytes` (but always at least one entry). kOutOfRange when from_index is
-  // outside [first_index(), last_index()]. Every entry's CRC32C is verified (kCorruption naming
-  // file and offset on a mismatch); payloads are not copied. max_entries == 0 returns an empty
-  // batch.
+  // Entries from `from_index` on, at most `max_entries`, stopping before the total payload bytes would
+  // exceed `max_bytes` (but always at least one entry). kOutOfRange when from_index is outside
+  // [first_index(), last_index()]. Every entry's CRC32C is verified (kCorruption naming file and
+  // offset on a mismatch); payloads are not copied. max_entries == 0 returns an empty batch.
   Result<ReadBatch> read(std::uint64_t from_index, std::size_t max_entries,
                          std::size_t max_bytes) const;
   // Term of the entry at `index`; term_at(first_index() - 1) is the term of the entry before the
@@ -314,8 +308,7 @@ class CommitLog {
   };
   DiskUsage disk_usage() const;
   // The data segments, oldest first, for retention decisions (age from the file's modification
-  // time, which the caller reads: a sealed segment is last modified when its last entry was
-  // written).
+  // time, which the caller reads: a sealed segment is last modified when its last entry was written).
   struct SegmentInfo {
     std::uint64_t base_index = 0;
     std::uint64_t last_index = 0;  // base_index - 1 when empty

@@ -1,5 +1,5 @@
-// CommitLog::Impl, checkpoints: what the CHECKPOINT file vouches for (checkpoint.h), when the
-// flusher rewrites it, and the commit index the upper layer stores in it.
+// CommitLog::Impl, checkpoints: what the CHECKPOINT file vouches for (checkpoint.h), when the flusher
+// rewrites it, and the commit index the upper layer stores in it.
 #include <algorithm>
 
 #include "store/commit_log_impl.h"

@@ -1,6 +1,6 @@
 // CommitLog::Impl, flushing (group commit): the flusher thread, its flush cycles, and the waits for
-// durability (wait_flushed, a sync append's wait for its own entries, flush()). Stepped mode runs
-// the same cycles from its owner's calls (commit_log_stepped.cpp).
+// durability (wait_flushed, a sync append's wait for its own entries, flush()). Stepped mode runs the
+// same cycles from its owner's calls (commit_log_stepped.cpp).
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -146,8 +146,8 @@ Status CommitLog::Impl::run_flusher_cycle() {
 }
 
 void CommitLog::Impl::call_listener(std::uint64_t* last_reported) {
-  // Called by the flusher thread (or a stepped log's owner) with no store lock held, so the
-  // listener may call any method.
+  // Called by the flusher thread (or a stepped log's owner) with no store lock held, so the listener
+  // may call any method.
   const std::uint64_t flushed = flushed_index_.load();
   if (flushed < *last_reported) *last_reported = flushed;  // lowered by a truncation
   if (flushed == *last_reported) return;

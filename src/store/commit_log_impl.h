@@ -11,8 +11,7 @@
 //   write_mu_        serializes writers: append, truncate_suffix/prefix, close.
 //   flush_cycle_mu_  held for a whole flush cycle, checkpoint write or truncation; owns
 //                    Segment::flushed_offset/index_flushed_bytes and last_checkpoint_.
-//   meta_mu_         (shared) guards segments_ and each Segment's
-//   write_offset/entry_count/last_term
+//   meta_mu_         (shared) guards segments_ and each Segment's write_offset/entry_count/last_term
 //                    as seen by readers; writers take it exclusively only to publish.
 //   flush_mu_        guards the flusher's wake-up state and failure_.
 //   (FlushWaiters has its own leaf locks: threads in wait_flushed() sleep there. AppendGroup has
@@ -155,8 +154,7 @@ class CommitLog::Impl {
 
   // --- flushing (commit_log_flush.cpp) ---
   // One flush cycle: make everything published so far durable. flush_cycle_mu_ held. The end
-  // marker after the last entry is included only if no append can run concurrently (write_mu_
-  // held).
+  // marker after the last entry is included only if no append can run concurrently (write_mu_ held).
   Status flush_cycle_locked(bool include_end_marker);
   // What one flush cycle makes durable.
   struct FlushRange {
@@ -223,8 +221,8 @@ class CommitLog::Impl {
   // 2. Reads the checkpoint (a default one when there is none or it has an unknown version), loads
   // the suspect marker, selects the recovery mode and writes the abort marker.
   Result<Checkpoint> read_checkpoint_and_select_mode(bool segments_exist);
-  // 3. Opens the segments `bases` (those at or below a truncation intent's cut) into segments_. A
-  // bad header after the flushed point removes that segment and every later one.
+  // 3. Opens the segments `bases` (those at or below a truncation intent's cut) into segments_. A bad
+  // header after the flushed point removes that segment and every later one.
   Status open_segments(std::span<const std::uint64_t> bases, const Checkpoint& cp);
   // 4. Removes the segments above a crashed truncate_suffix's cut (`cut_index`, 0 = none).
   Status complete_truncation_intent(std::span<const std::uint64_t> bases_above_cut,
@@ -252,8 +250,7 @@ class CommitLog::Impl {
   bool spot_check_checkpoint_entry(const Segment& segment, const Checkpoint& cp,
                                    std::uint64_t* last_term, std::uint64_t* last_generation);
   // `status` from a check of flushed data in segments_[position]: returned as it is, unless it is
-  // kCorruption and allow_truncate_corrupted_flushed_data is set; then step 6 starts at the
-  // segment.
+  // kCorruption and allow_truncate_corrupted_flushed_data is set; then step 6 starts at the segment.
   Result<TailStart> cut_at_corrupted_flushed_data(std::size_t position, const Status& status);
   // 6. Validates every entry from `start` on and cuts the log at the first invalid one (or stops
   // at `cut_index`, a truncation intent's cut, when not 0).
@@ -268,8 +265,7 @@ class CommitLog::Impl {
                                std::uint64_t* entries, std::uint64_t* last_generation);
   Status remove_segments_from(std::size_t position);
   // Highest index of a valid entry (CRC checked) found through the index records after the entry at
-  // which the scan of `segment` stopped: evidence that the cut was not a torn tail
-  // (RecoveryReport).
+  // which the scan of `segment` stopped: evidence that the cut was not a torn tail (RecoveryReport).
   void note_entries_after_cut(const Segment& segment);
 
   // --- suspect marker (suspect_marker.cpp) ---

@@ -124,8 +124,7 @@ std::vector<CommitLog::SegmentInfo> CommitLog::Impl::segments() const {
 std::uint64_t CommitLog::Impl::bytes_after(std::uint64_t index) const {
   std::shared_lock meta_lock(meta_mu_);
   std::uint64_t bytes = 0;
-  // Newest first: a follower's lag usually lies in the active segment. Bounded by the segment
-  // count.
+  // Newest first: a follower's lag usually lies in the active segment. Bounded by the segment count.
   for (auto it = segments_.rbegin(); it != segments_.rend(); ++it) {
     const Segment& segment = **it;
     if (segment.entry_count == 0) continue;

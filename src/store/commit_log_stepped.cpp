@@ -1,8 +1,7 @@
-// CommitLog::Impl, stepped mode (Options::background_work == BackgroundWork::kStepped): no thread
-// of the log's own; its owner takes the flusher's steps, on its own thread and when it chooses to,
-// so that a deterministic simulator decides every flush and every crash point (commit_log.h,
-// STEPPED MODE). The steps are the flusher's own pieces (commit_log_flush.cpp,
-// commit_log_checkpoint.cpp).
+// CommitLog::Impl, stepped mode (Options::background_work == BackgroundWork::kStepped): no thread of
+// the log's own; its owner takes the flusher's steps, on its own thread and when it chooses to, so
+// that a deterministic simulator decides every flush and every crash point (commit_log.h, STEPPED
+// MODE). The steps are the flusher's own pieces (commit_log_flush.cpp, commit_log_checkpoint.cpp).
 #include "store/commit_log_impl.h"
 
 namespace raftlog::store {

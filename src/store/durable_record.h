@@ -1,8 +1,8 @@
-// DurableRecordFile: a small record (at most kMaxPayloadBytes) replaced atomically on disk, using
-// two alternating checksummed slots in one file. A write goes to the slot NOT holding the newest
-// valid record and is made durable before write() returns; a crash mid-write tears at most that
-// slot, whose CRC then fails, so read() returns the previous record. The store uses it for its
-// checkpoint; the server reuses it for Raft hard state (term, vote).
+// DurableRecordFile: a small record (at most kMaxPayloadBytes) replaced atomically on disk, using two
+// alternating checksummed slots in one file. A write goes to the slot NOT holding the newest valid
+// record and is made durable before write() returns; a crash mid-write tears at most that slot, whose
+// CRC then fails, so read() returns the previous record. The store uses it for its checkpoint; the
+// server reuses it for Raft hard state (term, vote).
 //
 // Layout (little-endian): two slots at offsets 0 and kSlotStrideBytes (separate pages, so one torn
 // page never damages both). Slot: u32 magic "RLDR", u32 crc32c over bytes [8, 24 + payload_size),

@@ -15,15 +15,15 @@
 //   56     n    payload
 //   56+n   pad  zero bytes up to a multiple of 8 (records stay 8-byte aligned)
 //
-// A record whose first 4 bytes are zero marks the end of the written part of a segment (segments
-// are preallocated and zero-filled, so unused space reads as zeros). The writer also stores such an
-// END MARKER (4 zero bytes) right after every entry it appends, flushed together with the entry, so
-// the end stays explicit even where a previous life left bytes behind a recovery cut.
+// A record whose first 4 bytes are zero marks the end of the written part of a segment (segments are
+// preallocated and zero-filled, so unused space reads as zeros). The writer also stores such an END
+// MARKER (4 zero bytes) right after every entry it appends, flushed together with the entry, so the
+// end stays explicit even where a previous life left bytes behind a recovery cut.
 //
 // Generations never decrease along the log. Every open() starts a new, higher generation, so bytes
-// left behind a recovery cut by an earlier life (valid-looking entries after a lost sector) can
-// never be taken for a continuation of entries written later: their generation is lower. This is
-// what lets recovery avoid zeroing (and reading) the whole preallocated tail of a segment.
+// left behind a recovery cut by an earlier life (valid-looking entries after a lost sector) can never
+// be taken for a continuation of entries written later: their generation is lower. This is what lets
+// recovery avoid zeroing (and reading) the whole preallocated tail of a segment.
 #pragma once
 
 #include <cstddef>
@@ -44,10 +44,10 @@ constexpr std::uint64_t record_bytes(std::uint64_t payload_size) {
   return (kHeaderBytes + payload_size + kAlignmentBytes - 1) / kAlignmentBytes * kAlignmentBytes;
 }
 
-// Writes the record for (meta, payload) at `out`, which must have record_bytes(payload.size())
-// bytes. The magic is written LAST, after header and payload, so a record whose magic is present
-// had its other bytes written first (within one process; power loss is covered by the CRC). Checks
-// (always on) that the record decodes back to (meta, generation, payload size).
+// Writes the record for (meta, payload) at `out`, which must have record_bytes(payload.size()) bytes.
+// The magic is written LAST, after header and payload, so a record whose magic is present had its
+// other bytes written first (within one process; power loss is covered by the CRC). Checks (always
+// on) that the record decodes back to (meta, generation, payload size).
 void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out);
 
 enum class DecodeResult {

@@ -13,11 +13,11 @@
 namespace raftlog::store {
 namespace {
 
-// Plain futex calls instead of std::atomic::wait/notify: libstdc++'s wait first spins and then
-// calls sched_yield() four times before it sleeps. With 64 sync appenders on 2 cores every flush
-// turned into a storm of yields: the writers spent most of their time runnable, queued behind each
-// other and behind the flusher (docs/benchmarks.md, run 8). A std::atomic<std::uint32_t> has the
-// size and representation of a std::uint32_t (lock-free), which is what the futex word must be.
+// Plain futex calls instead of std::atomic::wait/notify: libstdc++'s wait first spins and then calls
+// sched_yield() four times before it sleeps. With 64 sync appenders on 2 cores every flush turned
+// into a storm of yields: the writers spent most of their time runnable, queued behind each other
+// and behind the flusher (docs/benchmarks.md, run 8). A std::atomic<std::uint32_t> has the size and
+// representation of a std::uint32_t (lock-free), which is what the futex word must be.
 static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
 
@@ -42,16 +42,16 @@ void futex_wake(std::atomic<std::uint32_t>& word, int count, std::uint32_t bits)
 void FlushWaiters::wait(std::uint64_t index, const std::atomic<std::uint64_t>& flushed_index) {
   for (;;) {
     // Read the epoch BEFORE the cycle counters and the condition (all seq_cst): if the condition
-    // still looks false, a cycle that made it true has not bumped the epoch yet, so
-    // futex_wait(seen) returns at once (the futex compares the value in the kernel). No wake-up can
-    // be lost. sleeping_ is raised before the futex call: a waker that saw it zero bumped the epoch
-    // before, so the wait returns at once too (see wake_completed_cycles()).
+    // still looks false, a cycle that made it true has not bumped the epoch yet, so futex_wait(seen)
+    // returns at once (the futex compares the value in the kernel). No wake-up can be lost.
+    // sleeping_ is raised before the futex call: a waker that saw it zero bumped the epoch before,
+    // so the wait returns at once too (see wake_completed_cycles()).
     const std::uint32_t seen = epoch_.load();
     if (released_all_.load()) return;
     // The guess BEFORE the flushed index: if the index still looks unflushed, the cycle that will
-    // flush it had not stored its flushed index when the counters were read, so it is not counted
-    // as completed there and the guess cannot be later than it. (Guessing after the flushed read
-    // could see that cycle completed and guess the next one, then sleep through its wake-up.)
+    // flush it had not stored its flushed index when the counters were read, so it is not counted as
+    // completed there and the guess cannot be later than it. (Guessing after the flushed read could
+    // see that cycle completed and guess the next one, then sleep through its wake-up.)
     const std::uint64_t cycle = covering_cycle(index);
     if (flushed_index.load() >= index) return;
     sleep(seen, cycle);

@@ -19,9 +19,9 @@
 // target was not yet published) is woken by that cycle, finds itself uncovered and sleeps again
 // with the next cycle's bit; it never guesses too late, so no wake-up is missed.
 //
-// The waker thread (start_waker()), used when more than kMaxDirectWakeSleepers threads sleep:
-// waking 64 sleepers is 64 wake-ups in the kernel, done by the flusher before it could start its
-// next write and sync. With a waker, end_cycle() only hands the wake-up over (one futex wake;
+// The waker thread (start_waker()), used when more than kMaxDirectWakeSleepers threads sleep: waking
+// 64 sleepers is 64 wake-ups in the kernel, done by the flusher before it could start its next write
+// and sync. With a waker, end_cycle() only hands the wake-up over (one futex wake;
 // requests made while the waker is busy coalesce) and the flusher goes on with its next cycle; the
 // waker wakes the sleepers while the flusher waits for the disk (docs/benchmarks.md, run 8).
 //
@@ -81,8 +81,8 @@ class FlushWaiters {
   // Times a waiter went to sleep (futex wait calls), for tests and diagnostics.
   std::uint64_t sleeps() const { return sleeps_.load(); }
   // The first cycle that can make `index` durable, from the cycle counters (see the class comment).
-  // Used by wait() and by the append group's members (commit_log_group.cpp); public for them and
-  // for tests.
+  // Used by wait() and by the append group's members (commit_log_group.cpp); public for them and for
+  // tests.
   std::uint64_t covering_cycle(std::uint64_t index) const;
   // The first cycle that can make durable an entry that becomes visible in the log (its last index)
   // only after this call: the cycle after one in flight that already read its target, otherwise the

@@ -35,9 +35,8 @@ std::string normalize_dir(std::string dir) {
 // simulated power cut can come at any instant). The kernel's msync or a real power cut reads such
 // pages mid-store too, and the store must survive any torn result, so the race is what the test
 // means. It is kept out of ThreadSanitizer's view on purpose (no_sanitize; a byte loop through a
-// volatile pointer, since TSan intercepts memcpy and the compiler would turn a plain loop into
-// one). Only MemoryEnv's sync and crash paths use it; every other access to the images is under
-// mu_.
+// volatile pointer, since TSan intercepts memcpy and the compiler would turn a plain loop into one).
+// Only MemoryEnv's sync and crash paths use it; every other access to the images is under mu_.
 __attribute__((no_sanitize("thread"))) void copy_bytes_racing_stores(const char* from,
                                                                      std::size_t count, char* to) {
   const volatile char* source = from;

@@ -1,10 +1,10 @@
 // MemoryEnv: an in-memory Env that simulates power loss, for the store's tests and crash tools.
 //
 // Every file (inode) keeps two images: the VOLATILE one (what the process sees; mappings point into
-// it) and the DURABLE one (what survives power loss). Mapping::flush and File::sync copy ranges
-// from volatile to durable. The directory namespace is also kept twice: creations, renames and
-// removals become durable only at sync_dir() of their directory (file sizes are treated as
-// journaled metadata: allocate/truncate apply to both images at once).
+// it) and the DURABLE one (what survives power loss). Mapping::flush and File::sync copy ranges from
+// volatile to durable. The directory namespace is also kept twice: creations, renames and removals
+// become durable only at sync_dir() of their directory (file sizes are treated as journaled
+// metadata: allocate/truncate apply to both images at once).
 //
 // crash() freezes the env (every later operation fails with kIo, so the abandoned CommitLog cannot
 // change anything) and snapshots both images. restart(options) then rebuilds the files from the
@@ -67,8 +67,8 @@ class MemoryEnv final : public Env {
   Status sync_dir(const std::string& dir) override;
   Result<std::string> read_file(const std::string& path, std::size_t max_bytes) const override;
   Status write_file(const std::string& path, std::string_view content) override;
-  // The time of the last write, resize or creation by this env's clock (a file recreated by
-  // restart() counts as modified then).
+  // The time of the last write, resize or creation by this env's clock (a file recreated by restart()
+  // counts as modified then).
   Result<std::chrono::system_clock::time_point> modified_at(const std::string& path) const override;
 
   // The clock that stamps modifications (default: a fixed instant, so runs stay deterministic). The
@@ -77,10 +77,9 @@ class MemoryEnv final : public Env {
 
   // --- simulation controls ---
   void crash();
-  // Arms a crash inside a later operation: the sync-type call (Mapping::flush, File::sync,
-  // sync_dir, write_file) after `syncs_before_crash` more successful ones does not happen; the env
-  // crashes instead (as crash()) and the call fails. Lets tests cut multi-step operations at every
-  // step.
+  // Arms a crash inside a later operation: the sync-type call (Mapping::flush, File::sync, sync_dir,
+  // write_file) after `syncs_before_crash` more successful ones does not happen; the env crashes
+  // instead (as crash()) and the call fails. Lets tests cut multi-step operations at every step.
   void crash_after_syncs(std::uint64_t syncs_before_crash);
   // The next `count` sync-type calls fail with kIo without crashing and make nothing durable, like
   // an fsync that reports a writeback error (after which Linux may drop the dirty data). Lets tests

@@ -25,12 +25,10 @@ enum class BackgroundWork : std::uint8_t {
   // The log's own threads: a flusher (group commit), a waker for many waiters, a segment allocator.
   // raftlogd runs this way.
   kThreads = 0,
-  // No thread at all, so that a deterministic simulator can run the log on its own thread: the
-  // owner
+  // No thread at all, so that a deterministic simulator can run the log on its own thread: the owner
   // calls CommitLog::run_flush_cycle() and CommitLog::run_checkpoint() when it decides to, and a
   // segment roll creates its segment inline. Nothing waits for durability: append() in sync flush
-  // mode and wait_flushed() for an unflushed index are refused (kFailedPrecondition); the owner
-  // uses
+  // mode and wait_flushed() for an unflushed index are refused (kFailedPrecondition); the owner uses
   // append_no_wait() and the flush listener, which run_flush_cycle() calls on the caller's thread.
   // flush_interval_ms, flush_dirty_bytes, checkpoint_interval_ms and preallocate_next_segment have
   // no effect (commit_log.h, "STEPPED MODE").
@@ -60,18 +58,17 @@ struct Options {
   // flusher when it changed, and always on close() and after a truncation.
   std::uint32_t checkpoint_interval_ms = 1000;
 
-  // Create the next segment in the background as soon as the active one is opened, so that an
-  // append never waits for file creation and preallocation. (Disabled only by tests that count
-  // files.)
+  // Create the next segment in the background as soon as the active one is opened, so that an append
+  // never waits for file creation and preallocation. (Disabled only by tests that count files.)
   bool preallocate_next_segment = true;
-  // Additionally write zeros over a new segment after preallocation (RocketMQ's "warm mapped
-  // file"): later flushes then only write data, never convert unwritten extents. Costs one
-  // sequential write of segment_size_bytes per segment, done in the background.
+  // Additionally write zeros over a new segment after preallocation (RocketMQ's "warm mapped file"):
+  // later flushes then only write data, never convert unwritten extents. Costs one sequential write
+  // of segment_size_bytes per segment, done in the background.
   bool zero_fill_segments = false;
 
   // Recovery: when corruption is found BEFORE the checkpointed flushed point, open() fails with
-  // kCorruption naming the file and offset. With this set, the log is instead truncated at the
-  // first bad entry (loudly logged at error level). Operator use only: it discards durable data.
+  // kCorruption naming the file and offset. With this set, the log is instead truncated at the first
+  // bad entry (loudly logged at error level). Operator use only: it discards durable data.
   bool allow_truncate_corrupted_flushed_data = false;
 
   // File layer; nullptr means the process-wide PosixEnv. Not owned; must outlive the CommitLog.

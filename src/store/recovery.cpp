@@ -3,16 +3,15 @@
 //
 //   1. remove_leftovers                    prealloc-* files, index files without a segment
 //   2. read_checkpoint_and_select_mode     the checkpoint, the mode, the abort marker written
-//   3. open_segments                       every segment's header; a bad one after the flushed
-//   point
+//   3. open_segments                       every segment's header; a bad one after the flushed point
 //                                          goes, with every later segment
 //   4. complete_truncation_intent          segments above a crashed truncate_suffix's cut go
 //   5. spot_check_flushed_segments         what the checkpoint vouches for, spot-checked
 //                                          (verify_sealed_segment, verify_checkpoint_segment)
 //   6. scan_tail                           every entry after the checkpoint validated; the cut
 //   7. make_recovery_durable               flush, sync, new generation, fresh checkpoint
-// After a clean shutdown the checkpoint is at the end of the log, so step 6 reads one end marker
-// and recovery time does not grow with the log size.
+// After a clean shutdown the checkpoint is at the end of the log, so step 6 reads one end marker and
+// recovery time does not grow with the log size.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -118,8 +117,7 @@ Status CommitLog::Impl::rebuild_segment_index(Segment& segment, std::uint64_t en
   return Status();
 }
 
-// A segment wholly before the checkpointed flushed point: expected to hold `expected_count`
-// entries.
+// A segment wholly before the checkpointed flushed point: expected to hold `expected_count` entries.
 Status CommitLog::Impl::verify_sealed_segment(Segment& segment, std::uint64_t expected_count,
                                               bool full_scan) {
   // Sealed, flushed segments are trusted in both modes (spot-checked only), unless the suspect

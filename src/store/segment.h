@@ -2,14 +2,13 @@
 //
 // A segment is born as a PreparedSegment (files "prealloc-<n>.seg/.idx", fully preallocated and
 // mapped, created ahead of time by the allocator thread) and becomes a Segment when activated: its
-// headers are written and both files are renamed to "<base>.seg/.idx". The data file is
-// preallocated in full (posix_fallocate), so writing into its mapping can never hit SIGBUS on a
-// full disk; the index file is sparse and allocated in kIndexChunkBytes steps before records are
-// written into it.
+// headers are written and both files are renamed to "<base>.seg/.idx". The data file is preallocated
+// in full (posix_fallocate), so writing into its mapping can never hit SIGBUS on a full disk; the
+// index file is sparse and allocated in kIndexChunkBytes steps before records are written into it.
 //
-// Field ownership (enforced by CommitLog's locks, documented there): the immutable fields are set
-// at construction; write_offset/entry_count/last_term change under the writer lock and are
-// published under the metadata lock; flushed_offset/index_flushed_bytes belong to the flush cycle.
+// Field ownership (enforced by CommitLog's locks, documented there): the immutable fields are set at
+// construction; write_offset/entry_count/last_term change under the writer lock and are published
+// under the metadata lock; flushed_offset/index_flushed_bytes belong to the flush cycle.
 #pragma once
 
 #include <algorithm>
@@ -44,21 +43,19 @@ Result<PreparedSegment> prepare_segment(Env* env, const std::string& dir, std::u
 class Segment {
  public:
   // Writes both headers into a prepared segment and renames its files to their final names. The
-  // directory is NOT synced (the flusher does that before claiming entries of this segment
-  // durable).
+  // directory is NOT synced (the flusher does that before claiming entries of this segment durable).
   static Result<std::shared_ptr<Segment>> activate(Env* env, const std::string& dir,
                                                    PreparedSegment prepared,
                                                    std::uint64_t base_index,
                                                    std::uint64_t prev_term,
                                                    std::uint64_t segment_size_bytes);
 
-  // Opens an existing segment file for recovery: maps it and validates its header. The index file
-  // is opened (or created) separately by open_index(). Fails with kCorruption when the header is
-  // invalid.
+  // Opens an existing segment file for recovery: maps it and validates its header. The index file is
+  // opened (or created) separately by open_index(). Fails with kCorruption when the header is invalid.
   static Result<std::shared_ptr<Segment>> open_existing(Env* env, const std::string& dir,
                                                         std::uint64_t base_index);
-  // Opens/creates the index file and maps it. Sets `rebuilt` when the file was missing or its
-  // header was invalid (then it is recreated empty and all records must be rewritten).
+  // Opens/creates the index file and maps it. Sets `rebuilt` when the file was missing or its header
+  // was invalid (then it is recreated empty and all records must be rewritten).
   Status open_index(Env* env, bool* rebuilt);
 
   Segment(std::uint64_t base_index, std::uint64_t prev_term, std::uint64_t size_bytes,
@@ -105,10 +102,9 @@ class Segment {
   void clear_index_records(std::uint64_t first_entry, std::uint64_t end_entry);
 
   // Zeroes the run of non-zero data starting at `from_offset`: up to the first 4 KiB-aligned block
-  // that is already all zero (or the segment end), and flushes what it changed. Returns the number
-  // of bytes that were non-zero. Cost is proportional to the garbage, not to the segment size;
-  // anything beyond the run can never be read as data because of the generation rule
-  // (entry_format.h).
+  // that is already all zero (or the segment end), and flushes what it changed. Returns the number of
+  // bytes that were non-zero. Cost is proportional to the garbage, not to the segment size; anything
+  // beyond the run can never be read as data because of the generation rule (entry_format.h).
   Result<std::uint64_t> zero_data_run(std::uint64_t from_offset);
   // Zeroes [from_offset, to_offset) unconditionally and flushes it.
   Status zero_data_range(std::uint64_t from_offset, std::uint64_t to_offset);

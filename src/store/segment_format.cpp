@@ -19,8 +19,7 @@ void encode_segment_header(const SegmentHeader& header, char* out) {
   put_u64(out + 32, header.segment_size_bytes);
   put_u32(out + 4, util::crc32c::value(out + 8, kSegmentHeaderBytes - 8));
   put_u32(out, kSegmentMagic);
-  // Once per segment: a full decode, CRC included. Also refuses base index 0, which no decode
-  // accepts.
+  // Once per segment: a full decode, CRC included. Also refuses base index 0, which no decode accepts.
   RAFTLOG_CHECK(decode_segment_header(out) == header,
                 "an encoded segment header decodes back to itself");
 }

@@ -8,8 +8,8 @@
 //   24 u64 prev_term: term of entry base_index - 1 (0 if none)
 //   32 u64 segment_size_bytes            40..63 reserved, zero
 //
-// Index file <base>.idx: header (64 bytes) then one fixed-width record per entry of the segment,
-// the record for index i at offset 64 + (i - base_index) * 32:
+// Index file <base>.idx: header (64 bytes) then one fixed-width record per entry of the segment, the
+// record for index i at offset 64 + (i - base_index) * 32:
 //   header: 0 u32 magic 0x58494C52 ("RLIX"), 4 u32 crc32c over [8, 64), 8 u32 version (1),
 //           12 u32 record size (32), 16 u64 base_index, 24 u64 capacity_records, 32..63 zero
 //   record: 0 u64 index, 8 u64 term, 16 u64 offset of the entry in the segment,

@@ -42,8 +42,7 @@ class [[nodiscard]] Status {
   static Status failed_precondition(std::string m) {
     return {StatusCode::kFailedPrecondition, std::move(m)};
   }
-  // Maps an errno value from a failed system call to a Status (ENOSPC/EDQUOT -> kNoSpace, else
-  // kIo).
+  // Maps an errno value from a failed system call to a Status (ENOSPC/EDQUOT -> kNoSpace, else kIo).
   static Status from_errno(int error_number, const std::string& what);
 
   bool ok() const { return code_ == StatusCode::kOk; }

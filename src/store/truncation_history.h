@@ -3,17 +3,16 @@
 //
 // Why: flushed_index() says how far the log is durable by index. If truncate_suffix(j) removes an
 // entry that a sync append() wrote at index i >= j while that append waits, and a later append
-// writes a new entry at i, the flush of the new entry raises flushed_index() past i. Waiting by
-// index alone, the first append would then return OK for an entry that is no longer in the log: an
+// writes a new entry at i, the flush of the new entry raises flushed_index() past i. Waiting by index
+// alone, the first append would then return OK for an entry that is no longer in the log: an
 // acknowledged entry lost. Instead a sync append notes count() while it writes its entries (under
-// the writer lock, which truncate_suffix() holds too) and, each time it wakes, asks check() whether
-// a truncation since then cut at or below its last index.
+// the writer lock, which truncate_suffix() holds too) and, each time it wakes, asks check() whether a
+// truncation since then cut at or below its last index.
 //
-// Ordering (what makes the lock-free fast path sound): truncate_suffix() calls record() after it
-// has removed the entries and before it releases the writer lock, so before any later append can
-// write new entries at those indexes, let alone flush them. A waiter that reads the flushed index
-// first and count() after it therefore sees every truncation that happened before the flush it
-// read.
+// Ordering (what makes the lock-free fast path sound): truncate_suffix() calls record() after it has
+// removed the entries and before it releases the writer lock, so before any later append can write
+// new entries at those indexes, let alone flush them. A waiter that reads the flushed index first
+// and count() after it therefore sees every truncation that happened before the flush it read.
 //
 // Bound: the cut points of the last kRememberedTruncations truncations, in a ring. A waiter that
 // slept through more than that many truncations gets kTruncated with "outcome unknown": it cannot
@@ -41,10 +40,9 @@ class TruncationHistory {
   // A truncate_suffix(from_index) completed (the caller holds the log's writer lock).
   void record(std::uint64_t from_index);
 
-  // OK when no truncation recorded after `count_seen` cut at or below `last_index`, i.e. the
-  // entries up to last_index written while count() was count_seen are still the log's. Otherwise
-  // kTruncated, naming the cut (or saying the outcome is unknown when more than
-  // kRememberedTruncations passed).
+  // OK when no truncation recorded after `count_seen` cut at or below `last_index`, i.e. the entries
+  // up to last_index written while count() was count_seen are still the log's. Otherwise kTruncated,
+  // naming the cut (or saying the outcome is unknown when more than kRememberedTruncations passed).
   Status check(std::uint64_t count_seen, std::uint64_t last_index) const;
 
  private:

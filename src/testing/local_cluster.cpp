@@ -147,10 +147,9 @@ std::string sanitizer_report_in(const std::string& log_path, std::size_t max_byt
   return log.substr(line_start == std::string::npos ? 0 : line_start + 1, max_bytes);
 }
 
-// LeakSanitizer checks a process only when it exits by itself, never after kill -9: in an ASan
-// build (RAFTLOG_SANITIZE, which builds raftlogd alike) the nodes still running at the end are
-// stopped with SIGTERM, so every test's nodes are checked for leaks and for errors on the shutdown
-// path.
+// LeakSanitizer checks a process only when it exits by itself, never after kill -9: in an ASan build
+// (RAFTLOG_SANITIZE, which builds raftlogd alike) the nodes still running at the end are stopped with
+// SIGTERM, so every test's nodes are checked for leaks and for errors on the shutdown path.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kStopNodesGracefullyAtTheEnd = true;
 #else
@@ -201,8 +200,8 @@ std::string LocalCluster::metrics_address(int id) const {
 
 std::string LocalCluster::endpoints() const {
   std::string out;
-  // Appended piece by piece: `const char* + std::string&&` trips GCC 12's -Wrestrict false positive
-  // at -O3 (GCC bug 105651), which would fail a Release build.
+  // Appended piece by piece: `const char* + std::string&&` trips GCC 12's -Wrestrict false positive at
+  // -O3 (GCC bug 105651), which would fail a Release build.
   for (const auto& [id, port] : ports_) {
     if (!out.empty()) out += ',';
     out += address(id);

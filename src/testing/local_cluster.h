@@ -1,9 +1,8 @@
 // LocalCluster: real raftlogd processes on 127.0.0.1, for integration tests and for benchmarks that
-// kill nodes (raftlog-bench failover). Each node runs in its own process (fork + exec of the
-// raftlogd binary) with its own data directory under a fresh temporary directory, so kill -9,
-// SIGSTOP and restarts are the real thing. Ports are free loopback ports picked at construction.
-// Every cluster gets a random --cluster-id and, without TLS, a random --peer-secret-file
-// (docs/security.md).
+// kill nodes (raftlog-bench failover). Each node runs in its own process (fork + exec of the raftlogd
+// binary) with its own data directory under a fresh temporary directory, so kill -9, SIGSTOP and
+// restarts are the real thing. Ports are free loopback ports picked at construction. Every cluster
+// gets a random --cluster-id and, without TLS, a random --peer-secret-file (docs/security.md).
 #pragma once
 
 #include <sys/types.h>
@@ -54,8 +53,8 @@ class LocalCluster {
  public:
   explicit LocalCluster(LocalClusterOptions options);
   // kill -9 every node (in an ASan build: SIGTERM, so LeakSanitizer checks it), remove the
-  // directory; but if a node's log holds a sanitizer report, print it, keep the directory and
-  // abort, so the report fails the test.
+  // directory; but if a node's log holds a sanitizer report, print it, keep the directory and abort,
+  // so the report fails the test.
   ~LocalCluster();
   LocalCluster(const LocalCluster&) = delete;
   LocalCluster& operator=(const LocalCluster&) = delete;
@@ -71,8 +70,8 @@ class LocalCluster {
   bool running(int id) const;
   // Flags added to node `id`'s command line from its next start() on (after extra_flags).
   void set_node_flags(int id, std::vector<std::string> flags);
-  // Waits until node `id` exits by itself: its exit code (128 + signal when killed by one), or
-  // nullopt if it is still running after `timeout` (or was not running).
+  // Waits until node `id` exits by itself: its exit code (128 + signal when killed by one), or nullopt
+  // if it is still running after `timeout` (or was not running).
   std::optional<int> wait_for_exit(int id, std::chrono::milliseconds timeout);
 
   int size() const { return options_.nodes; }

@@ -1,7 +1,7 @@
-// Test certificates made on the fly with the `openssl` command-line tool (Debian package
-// `openssl`), the same commands docs/security.md shows operators: an EC P-256 CA, and leaf
-// certificates signed by it that are valid for serverAuth and clientAuth. For loopback tests the
-// SANs are IP:127.0.0.1 and DNS:localhost.
+// Test certificates made on the fly with the `openssl` command-line tool (Debian package `openssl`),
+// the same commands docs/security.md shows operators: an EC P-256 CA, and leaf certificates signed
+// by it that are valid for serverAuth and clientAuth. For loopback tests the SANs are IP:127.0.0.1
+// and DNS:localhost.
 #pragma once
 
 #include <string>

@@ -1,10 +1,9 @@
 // The version and git revision this binary was built from: `--version` on every tool, the
 // `version`/`revision` fields of Status and the raftlog_build_info metric.
 //
-// The version is the CMake project version (CMakeLists.txt); the revision is computed on every
-// build by cmake/build_info.cmake (a 12-digit commit, "-dirty" when the checkout had changes,
-// "unknown" without git; -DRAFTLOG_GIT_REVISION=... overrides it). Both contain only
-// [A-Za-z0-9._+-].
+// The version is the CMake project version (CMakeLists.txt); the revision is computed on every build
+// by cmake/build_info.cmake (a 12-digit commit, "-dirty" when the checkout had changes, "unknown"
+// without git; -DRAFTLOG_GIT_REVISION=... overrides it). Both contain only [A-Za-z0-9._+-].
 #pragma once
 
 #include <string>

@@ -1,8 +1,8 @@
 // CRC32C (Castagnoli, reflected polynomial 0x82F63B78): the checksum of every on-disk store record
 // (src/store) and of the Raft core's ConfState payloads (src/raft), one implementation for both so
-// the two can never disagree. Uses the SSE4.2 crc32 instruction when the CPU has it (checked once
-// at startup), a slicing-by-8 table otherwise. Both paths give identical results (tested against
-// known vectors and a bit-at-a-time reference).
+// the two can never disagree. Uses the SSE4.2 crc32 instruction when the CPU has it (checked once at
+// startup), a slicing-by-8 table otherwise. Both paths give identical results (tested against known
+// vectors and a bit-at-a-time reference).
 #pragma once
 
 #include <cstddef>

@@ -1,15 +1,15 @@
-// Deterministic pseudo-random numbers: the simulator's only source of randomness and the Raft
-// core's election-timeout jitter.
+// Deterministic pseudo-random numbers: the simulator's only source of randomness and the Raft core's
+// election-timeout jitter.
 //
-// Implemented here rather than taken from <random> because std::uniform_int_distribution and
-// friends are implementation-defined: the same seed would give different runs on different standard
-// libraries, and a seed must name exactly one run everywhere.
+// Implemented here rather than taken from <random> because std::uniform_int_distribution and friends
+// are implementation-defined: the same seed would give different runs on different standard libraries,
+// and a seed must name exactly one run everywhere.
 //
 // One set of uniform draws (BasicPrng) over two bit generators, because both streams are pinned:
 // - Prng (xoshiro256** seeded through splitmix64): the simulator's generator; a seed names one run.
 // - SplitMix64Prng (plain splitmix64): the Raft core's generator; the same (random_seed, node id)
-//   gives the same election timeouts as before the two copies were merged, so a simulator seed
-//   still replays the same trace.
+//   gives the same election timeouts as before the two copies were merged, so a simulator seed still
+//   replays the same trace.
 #pragma once
 
 #include <cstdint>
@@ -55,8 +55,8 @@ class BasicPrng {
     RAFTLOG_CHECK(bound > 0, "BasicPrng::below needs a positive bound");
     // Reject the top sliver of the range that would make `value % bound` favour small results.
     const std::uint64_t limit = UINT64_MAX - (UINT64_MAX % bound);
-    // Each draw is rejected with probability < 1/2, so 64 draws all failing is < 2^-64: a bound,
-    // not a hope; the fallback's negligible bias beats an unbounded loop.
+    // Each draw is rejected with probability < 1/2, so 64 draws all failing is < 2^-64: a bound, not a
+    // hope; the fallback's negligible bias beats an unbounded loop.
     for (int attempt = 0; attempt < 64; ++attempt) {
       const std::uint64_t value = next_u64();
       if (value < limit) return value % bound;

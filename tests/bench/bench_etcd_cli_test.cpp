@@ -156,8 +156,7 @@ TEST(BenchRawCli, GroupCommitReportsRecordsPerSyncAndTheRatio) {
 }
 
 // The one-thread loop alone and under background CPU load (`raw --busy-threads N`): one line per
-// pair with the load's measured CPU use, and a total; conflicting or out-of-range flags are
-// refused.
+// pair with the load's measured CPU use, and a total; conflicting or out-of-range flags are refused.
 TEST(BenchRawCli, UnderLoadReportsBothLoopsTheLoadAndTheRatio) {
   const std::string dir =
       std::filesystem::temp_directory_path() / ("bench-raw-load-" + std::to_string(::getpid()));

@@ -1,7 +1,6 @@
 // raftlog-bench's minimal NATS client against a scripted fake server on 127.0.0.1: the handshake
 // (INFO, CONNECT, PING/PONG), SUB/PUB framing, MSG parsing with the server's PINGs in between,
-// skipping replies meant for other inboxes, and clear errors for -ERR, a non-NATS peer and
-// timeouts.
+// skipping replies meant for other inboxes, and clear errors for -ERR, a non-NATS peer and timeouts.
 #include "nats_client.h"
 
 #include <arpa/inet.h>

@@ -128,8 +128,8 @@ TEST_F(RaftlogdFlagsTest, BadAddressesAreRefused) {
 }
 
 TEST_F(RaftlogdFlagsTest, StoreAndOtherConfigurationErrorsAreRefused) {
-  // The default 4 MiB entry cannot fit a 64 KiB segment: CommitLog::open used to refuse it after
-  // the data directory had been created, with exit code 1.
+  // The default 4 MiB entry cannot fit a 64 KiB segment: CommitLog::open used to refuse it after the
+  // data directory had been created, with exit code 1.
   expect_refused(raftlogd("--segment-size 64KiB"), "does not fit in one segment of 65536 bytes",
                  "segment size below the entry size");
   // spdlog reads an unknown level as "off".

@@ -1,7 +1,6 @@
-// The Producer against a fake Log service on 127.0.0.1: appends that arrive while every lane is
-// busy share the next RPC, each caller gets its own entry's index, batch bounds hold, an invalid
-// entry fails alone, other failures are shared by the batch, and the queue bound refuses without
-// writing.
+// The Producer against a fake Log service on 127.0.0.1: appends that arrive while every lane is busy
+// share the next RPC, each caller gets its own entry's index, batch bounds hold, an invalid entry fails
+// alone, other failures are shared by the batch, and the queue bound refuses without writing.
 #include "client/producer.h"
 
 #include <grpcpp/grpcpp.h>
@@ -47,9 +46,9 @@ class Gate {
   bool open_ = false;
 };
 
-// A leader that hands out consecutive indexes, holding the calls numbered <= held_calls at the
-// gate. It keeps where it placed each payload under the same lock that assigns the index: the order
-// in which FakeLog recorded concurrent calls is not the order in which they reach this lock.
+// A leader that hands out consecutive indexes, holding the calls numbered <= held_calls at the gate.
+// It keeps where it placed each payload under the same lock that assigns the index: the order in which
+// FakeLog recorded concurrent calls is not the order in which they reach this lock.
 struct GatedLeader {
   FakeNode node{1};
   Gate gate;
@@ -149,9 +148,8 @@ std::vector<std::string> numbered(const std::string& prefix, int count) {
 
 using Results = std::map<std::string, Result<AppendResult>>;
 
-// A one-lane Producer whose lane is held busy by a first append ("first") that the fake leader
-// keeps at its gate: what callers append next queues up, and the RPCs after the gate opens carry
-// it.
+// A one-lane Producer whose lane is held busy by a first append ("first") that the fake leader keeps
+// at its gate: what callers append next queues up, and the RPCs after the gate opens carry it.
 struct BusyLane {
   GatedLeader leader{1};
   std::unique_ptr<Producer> producer;

@@ -1,5 +1,5 @@
-// The standard grpc-status-details-bin payload (src/api_errors/status_details.h) on its own: what
-// the server puts in it, and what the client library accepts back from bytes it cannot trust.
+// The standard grpc-status-details-bin payload (src/api_errors/status_details.h) on its own: what the
+// server puts in it, and what the client library accepts back from bytes it cannot trust.
 #include "api_errors/status_details.h"
 
 #include <gtest/gtest.h>

@@ -227,8 +227,7 @@ TEST_F(ApiTest, ARetryWithOtherEntriesIsRefusedAndTheExactRetryIsADuplicate) {
   ASSERT_TRUE(reused.status().details().has_value());
   EXPECT_EQ(reused.status().details()->reason, api_errors::reason::kSequenceReused);
 
-  // A new leader knows the append from replication (not from its own proposal) and compares as
-  // exactly.
+  // A new leader knows the append from replication (not from its own proposal) and compares as exactly.
   for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster_->wait_for_commit(id, first.last_index()));
   const std::uint64_t last_before = last_index(leader_);
   cluster_->kill(leader_);

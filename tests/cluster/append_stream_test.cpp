@@ -1,7 +1,7 @@
-// Log/AppendStream over a real 3-node cluster, through the raw gRPC API: pipelined requests past
-// the per-stream bound are each answered exactly once and land in the log in order, a refused
-// request fails alone, a follower answers every request with the leader's address, the stream count
-// is bounded, and a graceful stop ends open streams with UNAVAILABLE at once.
+// Log/AppendStream over a real 3-node cluster, through the raw gRPC API: pipelined requests past the
+// per-stream bound are each answered exactly once and land in the log in order, a refused request
+// fails alone, a follower answers every request with the leader's address, the stream count is
+// bounded, and a graceful stop ends open streams with UNAVAILABLE at once.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// Integration tests over real raftlogd processes on 127.0.0.1 (issue 4's list): election,
-// replication, kill -9 of the leader under load, catch-up across many segments, truncation of an
-// old leader's uncommitted tail, idempotent retries across a leader change and restarts.
+// Integration tests over real raftlogd processes on 127.0.0.1 (issue 4's list): election, replication,
+// kill -9 of the leader under load, catch-up across many segments, truncation of an old leader's
+// uncommitted tail, idempotent retries across a leader change and restarts.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -201,8 +201,8 @@ TEST(ClusterTest, OldLeaderUncommittedTailIsTruncatedAndReplaced) {
   }
   ASSERT_TRUE(cluster.wait_for_commit(followers[0], acked.back().index));
   ASSERT_TRUE(cluster.wait_for_commit(followers[1], acked.back().index));
-  // Isolate the leader: its followers die, so what it appends now cannot commit. (Pausing them
-  // would not do: the appends would wait in their socket buffers and be accepted when they resume.)
+  // Isolate the leader: its followers die, so what it appends now cannot commit. (Pausing them would
+  // not do: the appends would wait in their socket buffers and be accepted when they resume.)
   for (int id : followers) cluster.kill(id);
   {
     client::Options options;

@@ -1,6 +1,6 @@
 // Prometheus metrics of a real 3-node cluster (docs/metrics.md): every documented family is served,
-// the values follow what the cluster did, peer series exist only on the leader, refusals are
-// counted by reason, and `promtool check metrics` accepts the output.
+// the values follow what the cluster did, peer series exist only on the leader, refusals are counted
+// by reason, and `promtool check metrics` accepts the output.
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -110,14 +110,13 @@ TEST(MetricsTest, ClusterExposesDocumentedMetricsThatFollowTheWork) {
   EXPECT_GE(
       sample(on_leader, "raftlog_store_fsync_duration_seconds_count{" + node + "}").value_or(0),
       1.0);
-  // Process memory: a running node holds some heap, and its anonymous part is within its resident
-  // set.
+  // Process memory: a running node holds some heap, and its anonymous part is within its resident set.
   const double resident =
       sample(on_leader, "raftlog_process_resident_memory_bytes{" + node + "}").value_or(0);
   const double anonymous =
       sample(on_leader, "raftlog_process_anonymous_memory_bytes{" + node + "}").value_or(0);
-  // Under AddressSanitizer (RAFTLOG_SANITIZE, which builds this test and raftlogd alike) the heap
-  // is ASan's allocator, not glibc's arenas, and mallinfo2() reports 0 bytes in use.
+  // Under AddressSanitizer (RAFTLOG_SANITIZE, which builds this test and raftlogd alike) the heap is
+  // ASan's allocator, not glibc's arenas, and mallinfo2() reports 0 bytes in use.
 #if !defined(__SANITIZE_ADDRESS__)
   EXPECT_GT(sample(on_leader, "raftlog_process_heap_in_use_bytes{" + node + "}").value_or(0),
             64.0 * 1024);

@@ -1,9 +1,9 @@
-// Storage faults on real processes (issue 13, item 4): a byte flipped in a follower's synced
-// entries, after it acknowledged them. Before, recovery cut the log there as a torn tail and the
-// node aborted on the leader's next heartbeat at every restart (commit index beyond the last log
-// index); or, with the flip mid-log behind many sealed entries, it started, reported SERVING and
-// failed every read covering the entry with INTERNAL. Now the node repairs the range from its
-// peers: every acknowledged entry is on every node afterwards, byte for byte.
+// Storage faults on real processes (issue 13, item 4): a byte flipped in a follower's synced entries,
+// after it acknowledged them. Before, recovery cut the log there as a torn tail and the node aborted
+// on the leader's next heartbeat at every restart (commit index beyond the last log index); or,
+// with the flip mid-log behind many sealed entries, it started, reported SERVING and failed every read
+// covering the entry with INTERNAL. Now the node repairs the range from its peers: every acknowledged
+// entry is on every node afterwards, byte for byte.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,8 +34,7 @@ std::vector<std::uint64_t> append_entries(LocalCluster& cluster, std::uint64_t c
   return indexes;
 }
 
-// Flips one payload byte of the entry holding `needle` in the node's segment files (the node is
-// down).
+// Flips one payload byte of the entry holding `needle` in the node's segment files (the node is down).
 void flip_byte_of(const std::string& data_dir, const std::string& needle) {
   for (const auto& file : std::filesystem::directory_iterator(data_dir + "/log")) {
     if (file.path().extension() != ".seg") continue;
@@ -125,9 +124,9 @@ TEST(StorageFault, FlippedByteInCheckpointedEntriesIsRepairedFromTheLeader) {
 }
 
 // A byte flipped in a sealed segment with many entries after it: recovery only spot-checks sealed
-// segments, so the node starts. A read covering the entry fails with DATA_LOSS (never the bad
-// bytes), the background scrub finds it too, and the node stops; the next start verifies that
-// segment in full, cuts the log there and repairs it from the leader.
+// segments, so the node starts. A read covering the entry fails with DATA_LOSS (never the bad bytes),
+// the background scrub finds it too, and the node stops; the next start verifies that segment in full,
+// cuts the log there and repairs it from the leader.
 TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   LocalClusterOptions options;
   options.raftlogd_path = RAFTLOGD_PATH;
@@ -153,8 +152,8 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   EXPECT_EQ(read.status().code(), client::StatusCode::kDataLoss) << read.status().message();
   EXPECT_NE(read.status().message().find("checksum"), std::string::npos) << read.status().message();
   only_follower.reset();
-  // The node stops itself (a supervisor restarts it) rather than keep a corrupt replica, and its
-  // next start cuts the log at the entry and repairs the rest from the leader.
+  // The node stops itself (a supervisor restarts it) rather than keep a corrupt replica, and its next
+  // start cuts the log at the entry and repairs the rest from the leader.
   const auto exit_code = cluster.wait_for_exit(follower, 10s);
   ASSERT_TRUE(exit_code.has_value()) << cluster.log_tail(follower);
   EXPECT_NE(*exit_code, 0);

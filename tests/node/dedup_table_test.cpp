@@ -160,8 +160,7 @@ TEST(DedupTable, ARetryWithOtherContentsIsAReuseNotADuplicate) {
   EXPECT_EQ(table.find(7, 1, std::vector<std::string>{"alpha", "beta"}, &range), Lookup::kFound);
   EXPECT_EQ(range, (Range{5, 6, 2}));
   // One byte changed, the same entries in another order, the bytes split differently between the
-  // entries (the length prefix tells ["ab", "c"] from ["a", "bc"]), an empty entry for a missing
-  // one.
+  // entries (the length prefix tells ["ab", "c"] from ["a", "bc"]), an empty entry for a missing one.
   for (const std::vector<std::string>& other :
        {std::vector<std::string>{"alpha", "betA"}, std::vector<std::string>{"beta", "alpha"},
         std::vector<std::string>{"alph", "abeta"}, std::vector<std::string>{"alphabeta", ""}}) {

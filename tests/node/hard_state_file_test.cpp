@@ -77,8 +77,8 @@ TEST(HardStateFile, WriteThenReopenKeepsTermAndVoteButNotCommit) {
   EXPECT_EQ((*reopened)->current(), (raft::HardState{5, 3, 0}));
 }
 
-// The two slots alternate: whichever one a crash tears, the other still holds a complete hard
-// state, so a reopen yields either the latest or the previous value and never garbage.
+// The two slots alternate: whichever one a crash tears, the other still holds a complete hard state,
+// so a reopen yields either the latest or the previous value and never garbage.
 TEST(HardStateFile, ATornSlotFallsBackToTheOtherWrite) {
   TempDir dir;
   const raft::HardState older{6, 2, 0};
@@ -120,8 +120,8 @@ TEST(HardStateFile, AShortFileFromACrashedCreationOpensEmpty) {
   EXPECT_EQ((*reopened)->current(), (raft::HardState{2, 1, 0}));
 }
 
-// A record that passes the slot CRC but carries a payload this version does not understand must
-// stop the node rather than be read as term 0.
+// A record that passes the slot CRC but carries a payload this version does not understand must stop
+// the node rather than be read as term 0.
 TEST(HardStateFile, AValidRecordWithAnUnknownPayloadFailsOpen) {
   TempDir dir;
   {
@@ -137,8 +137,7 @@ TEST(HardStateFile, AValidRecordWithAnUnknownPayloadFailsOpen) {
   EXPECT_EQ(file.status().code(), store::StatusCode::kCorruption);
 }
 
-// --- through a MemoryEnv: the hard state lives where the simulator's log lives
-// ----------------------
+// --- through a MemoryEnv: the hard state lives where the simulator's log lives ----------------------
 
 // A directory that exists only inside the MemoryEnv (checked absent on the real file system).
 constexpr const char* kMemoryOnlyDir = "/raftlog-hard-state-test-memory-only";
@@ -210,8 +209,7 @@ TEST(HardStateFileMemoryEnv, APowerLossDuringAWriteKeepsTheOldOrTheNewHardState)
   }
 }
 
-// A power loss at each sync of the file's creation leaves a file (or none) that opens as a new
-// node.
+// A power loss at each sync of the file's creation leaves a file (or none) that opens as a new node.
 TEST(HardStateFileMemoryEnv, APowerLossDuringCreationOpensAsANewNode) {
   for (std::uint64_t syncs = 0; syncs < 3; ++syncs) {
     SCOPED_TRACE("crash after " + std::to_string(syncs) + " syncs");

@@ -116,8 +116,7 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
          c.client_tls = {"a.crt", "a.key", ""};
        },
        "peers dial the same TLS port"},
-      // Addresses: ports are checked, not wrapped (99999 used to bind 34463), and no two members
-      // share one.
+      // Addresses: ports are checked, not wrapped (99999 used to bind 34463), and no two members share one.
       {"member port above 65535", [](NodeConfig& c) { c.members[3] = "127.0.0.1:99999"; },
        "port 99999 out of range"},
       {"member port 65536", [](NodeConfig& c) { c.members[3] = "127.0.0.1:65536"; },
@@ -156,14 +155,14 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
       {"streams per connection above int",
        [](NodeConfig& c) { c.max_concurrent_streams_per_connection = 1U << 31; },
        "max_concurrent_streams_per_connection"},
-      // Bounds whose violation broke something later (a store append refused, a clock overflow, a
-      // send limit exceeded, an Append that times out at once).
+      // Bounds whose violation broke something later (a store append refused, a clock overflow, a send
+      // limit exceeded, an Append that times out at once).
       {"entries per append above the store's batch",
        [](NodeConfig& c) { c.max_entries_per_append = 65537; }, "max_entries_per_append"},
       {"append bytes above 512 MiB", [](NodeConfig& c) { c.max_append_bytes = (512ULL << 20) + 1; },
        "max_append_bytes must be at most 256 MiB"},
-      // An append over the node's queued-bytes bound is refused TOO_MANY_PENDING even on an idle
-      // node, which clients retry until their deadline: such a bound must be refused at start-up.
+      // An append over the node's queued-bytes bound is refused TOO_MANY_PENDING even on an idle node,
+      // which clients retry until their deadline: such a bound must be refused at start-up.
       {"append bytes above the queued-bytes bound",
        [](NodeConfig& c) {
          c.store.max_entry_size_bytes = 4 << 20;

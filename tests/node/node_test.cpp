@@ -133,8 +133,8 @@ struct FakeCluster {
   FakePeers sender;
   std::unique_ptr<Node> node;
 
-  // Opens node 1, lets the fake peers answer it (a one-member cluster never sends them anything),
-  // starts it and waits until it leads. A fatal failure ends only this function: call it through
+  // Opens node 1, lets the fake peers answer it (a one-member cluster never sends them anything), starts
+  // it and waits until it leads. A fatal failure ends only this function: call it through
   // ASSERT_NO_FATAL_FAILURE.
   void start_leader(const NodeConfig& config, NodeEvents* events = nullptr) {
     NodeError error;
@@ -582,8 +582,8 @@ TEST(Node, TransferToANonMemberIsRefused) {
 
 // Stop fails what is pending with UNAVAILABLE; Node::open on the same directory then recovers the
 // entries, the commit index, the term and the dedup table (including an append that was in the log
-// but not yet committed when the node stopped: the new term's no-op commits it, and the retry gets
-// its original indexes).
+// but not yet committed when the node stopped: the new term's no-op commits it, and the retry gets its
+// original indexes).
 TEST(Node, StopFailsPendingAndARestartRecoversLogHardStateAndDedup) {
   TempDir dir;
   const NodeConfig config = test_config(dir.path(), 2);
@@ -761,8 +761,8 @@ void write_filler(const std::string& path, std::size_t bytes) {
 }
 
 // Above the high watermark the leader refuses appends with RESOURCE_EXHAUSTED/DISK_WATERMARK while
-// reads go on; between the watermarks it keeps refusing (hysteresis); at or below the low watermark
-// it accepts again. A real small tmpfs (needs root and mount permission; skipped otherwise).
+// reads go on; between the watermarks it keeps refusing (hysteresis); at or below the low watermark it
+// accepts again. A real small tmpfs (needs root and mount permission; skipped otherwise).
 TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
   ScopedTmpfs mount_point("8m");
   if (!mount_point.mounted()) GTEST_SKIP() << "cannot mount a tmpfs here: " << mount_point.error();
@@ -868,8 +868,8 @@ TEST(Node, ALeaderBackFromAStalledLoopSendsItsHeartbeatAtOnce) {
   // wrote a large batch, a machine too busy to run it) used to get one tick per stall, so with
   // heartbeat_ticks = 8 its heartbeats went out only every 8th stall while the followers' election
   // timers kept running. Now it makes up to heartbeat_ticks of the missed ticks: one heartbeat per
-  // stall longer than a heartbeat interval. Each stall here is an append's completion callback,
-  // which runs on the loop thread, sleeping for 15 ticks.
+  // stall longer than a heartbeat interval. Each stall here is an append's completion callback, which
+  // runs on the loop thread, sleeping for 15 ticks.
   TempDir dir;
   NodeConfig config = test_config(dir.path(), 2);
   config.tick_ms = 10;

@@ -1,6 +1,6 @@
-// assess_storage_fault(): which recoveries mean lost durable entries (the node then catches up
-// without voting), and which do not (a torn unsynced tail, async mode, a single node). And the
-// Scrubber's pacing, wrap-around and single report.
+// assess_storage_fault(): which recoveries mean lost durable entries (the node then catches up without
+// voting), and which do not (a torn unsynced tail, async mode, a single node). And the Scrubber's
+// pacing, wrap-around and single report.
 #include "replica/storage_fault.h"
 
 #include <gtest/gtest.h>

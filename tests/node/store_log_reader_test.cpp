@@ -23,8 +23,8 @@ store::Options small_segments() {
   return options;
 }
 
-// Entry i of the test log: term grows every 50 entries; types, client ids and sequences vary so
-// that the conversion of every field is checked.
+// Entry i of the test log: term grows every 50 entries; types, client ids and sequences vary so that
+// the conversion of every field is checked.
 raft::Entry make_entry(raft::Index index) {
   raft::Entry entry;
   entry.index = index;

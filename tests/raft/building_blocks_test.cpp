@@ -1,5 +1,5 @@
-// Unit tests for the core's building blocks: config codec, MemoryLog, quorum arithmetic, progress
-// and in-flight window, the unstable tail (RaftLog), and Config validation.
+// Unit tests for the core's building blocks: config codec, MemoryLog, quorum arithmetic, progress and
+// in-flight window, the unstable tail (RaftLog), and Config validation.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -32,8 +32,8 @@ TEST(ConfCodec, RoundTripsAndRejectsEveryCorruption) {
   EXPECT_FALSE(decode_config("").has_value());
 }
 
-// ConfState payloads live in every node's log, so their bytes (checksum included) are a stored
-// format: these were recorded from the core's own CRC32C before it was replaced by src/util's.
+// ConfState payloads live in every node's log, so their bytes (checksum included) are a stored format:
+// these were recorded from the core's own CRC32C before it was replaced by src/util's.
 TEST(ConfCodec, EncodingOfKnownVoterSetsIsUnchanged) {
   const std::string four_voters(
       "\x01\x04\x00\x00\x00"

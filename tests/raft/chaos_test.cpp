@@ -1,8 +1,8 @@
-// A small randomized stress test of the core through the test driver: random message delivery
-// order, drops, duplicates, partitions, delayed persistence, crash-restarts (losing unpersisted
-// state), proposals, reads and transfers, with the Raft safety properties checked after every step
-// and a liveness check once faults stop. The full simulator (src/sim) goes much further; this suite
-// exists so that core regressions fail close to the core. Bounded: fixed seeds, fixed step counts.
+// A small randomized stress test of the core through the test driver: random message delivery order,
+// drops, duplicates, partitions, delayed persistence, crash-restarts (losing unpersisted state),
+// proposals, reads and transfers, with the Raft safety properties checked after every step and a
+// liveness check once faults stop. The full simulator (src/sim) goes much further; this suite exists so
+// that core regressions fail close to the core. Bounded: fixed seeds, fixed step counts.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -139,8 +139,8 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
     if (::testing::Test::HasFatalFailure()) return;
   }
 
-  // Liveness: faults stop, the network heals, persistence catches up; a leader must emerge and
-  // every node must converge on one commit index covering everything committed so far.
+  // Liveness: faults stop, the network heals, persistence catches up; a leader must emerge and every
+  // node must converge on one commit index covering everything committed so far.
   c.heal();
   for (NodeId id : ids) {
     c.node(id).hold_persistence = false;

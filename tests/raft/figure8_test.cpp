@@ -1,10 +1,8 @@
-// The Raft paper's Figure 8: a leader must not commit an entry of an earlier term by counting
-// replicas.
+// The Raft paper's Figure 8: a leader must not commit an entry of an earlier term by counting replicas.
 //
 // This file is compiled twice: against raftlog_raft (production rules: the test asserts safety) and
-// against raftlog_raft_broken_commit with RAFTLOG_EXPECT_BROKEN_COMMIT defined (the same scenario
-// then shows the unsafe commit), proving the test can fail and that the link-time seam swaps the
-// rule.
+// against raftlog_raft_broken_commit with RAFTLOG_EXPECT_BROKEN_COMMIT defined (the same scenario then
+// shows the unsafe commit), proving the test can fail and that the link-time seam swaps the rule.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -41,10 +39,9 @@ TEST(Figure8, LeaderDoesNotCommitAPreviousTermEntryByCounting) {
                   config.check_quorum = false;  // keep the scenario about the commit rule alone
                   config.max_entries_per_message = 1;
                 });
-  // (c): S1 wins term 4 with S2 and S3 (S4 and S5 cannot hear it) and copies index 2 (term 2) to
-  // them, but its own no-op (index 3, term 4) never lands on them: an append carrying index 3 is
-  // dropped once the receiver holds index 2 (before that it is a harmless probe that the receiver
-  // rejects).
+  // (c): S1 wins term 4 with S2 and S3 (S4 and S5 cannot hear it) and copies index 2 (term 2) to them,
+  // but its own no-op (index 3, term 4) never lands on them: an append carrying index 3 is dropped once
+  // the receiver holds index 2 (before that it is a harmless probe that the receiver rejects).
   c.add_drop_rule([&c](const Message& m) {
     return m.from == 1 && m.type == MessageType::kAppend && carries_index(m, 3) &&
            c.node(m.to).log.last_index() >= 2;
@@ -88,8 +85,8 @@ TEST(Figure8, LeaderDoesNotCommitAPreviousTermEntryByCounting) {
 }
 
 TEST(Figure8, OwnTermEntryCommitsEarlierEntriesIndirectly) {
-  // (e): S1 gets its term-4 no-op onto a majority; index 2 (term 2) then commits with it, and S5
-  // can no longer win an election.
+  // (e): S1 gets its term-4 no-op onto a majority; index 2 (term 2) then commits with it, and S5 can
+  // no longer win an election.
   const std::vector<NodeId> ids{1, 2, 3, 4, 5};
   TestCluster c(ids,
                 {make_entries(1, {1, 2}), make_entries(1, {1, 2}), make_entries(1, {1}),

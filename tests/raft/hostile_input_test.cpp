@@ -1,8 +1,8 @@
 // Hostile and faulty inputs: messages that contradict the receiver's state (commit beyond its log,
-// terms near overflow, entries conflicting with committed ones, contexts never issued) are
-// neutralised instead of reaching an assertion, and a node that lost durable entries it had
-// acknowledged catches up without voting or counting toward commit (Config::promised_index). Each
-// test here aborted or lost safety before the core checked these inputs.
+// terms near overflow, entries conflicting with committed ones, contexts never issued) are neutralised
+// instead of reaching an assertion, and a node that lost durable entries it had acknowledged catches up
+// without voting or counting toward commit (Config::promised_index). Each test here aborted or lost
+// safety before the core checked these inputs.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -255,8 +255,7 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
         }
       }
       c.deliver_all();
-      // Committed prefixes agree: every node's committed entries match the node with the highest
-      // commit.
+      // Committed prefixes agree: every node's committed entries match the node with the highest commit.
       NodeId top = 1;
       for (NodeId id : c.ids()) {
         ASSERT_LE(c.raft(id).commit_index(), c.raft(id).last_index()) << "seed " << seed;

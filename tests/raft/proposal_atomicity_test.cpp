@@ -1,7 +1,6 @@
-// A proposal (one client Append of several entries) commits whole or not at all, however its
-// entries are split across messages and whoever leads next. Also linked against the
-// broken-atomicity seam (RAFTLOG_EXPECT_BROKEN_ATOMICITY), where the commit-point test must see the
-// rule broken.
+// A proposal (one client Append of several entries) commits whole or not at all, however its entries
+// are split across messages and whoever leads next. Also linked against the broken-atomicity seam
+// (RAFTLOG_EXPECT_BROKEN_ATOMICITY), where the commit-point test must see the rule broken.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -65,9 +64,9 @@ TEST(ProposalAtomicity, AQuorumInsideAProposalCommitsNothingOfIt) {
 
 #ifndef RAFTLOG_EXPECT_BROKEN_ATOMICITY
 
-// Node 2 holds the first two entries of a four-entry proposal of term 1 (index 3 says more
-// follows); the leader that had the rest is gone. Node 2 wins term 2: its no-op takes index 2's
-// place, so the partial append never commits, and the followers' copies of it are overwritten.
+// Node 2 holds the first two entries of a four-entry proposal of term 1 (index 3 says more follows);
+// the leader that had the rest is gone. Node 2 wins term 2: its no-op takes index 2's place, so the
+// partial append never commits, and the followers' copies of it are overwritten.
 TEST(ProposalAtomicity, ANewLeaderDropsTheUnfinishedProposalAtItsLogsEnd) {
   std::vector<Entry> partial = make_entries(1, {1, 1, 1});
   partial[1].proposal_continues = true;

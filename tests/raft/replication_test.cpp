@@ -1,5 +1,5 @@
-// Replication: commit by durable majority, conflict truncation, fast backtracking, bounded batches
-// and in-flight windows, proposal bounds and results, stale durability reports.
+// Replication: commit by durable majority, conflict truncation, fast backtracking, bounded batches and
+// in-flight windows, proposal bounds and results, stale durability reports.
 #include <gtest/gtest.h>
 
 #include "test_cluster.h"
@@ -69,8 +69,7 @@ TEST(Replication, LeadersOwnUnpersistedEntriesDoNotCountTowardQuorum) {
   c.node(1).hold_persistence = true;
   ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);
   c.deliver_all();
-  // Node 2 acknowledged index 2, but the leader itself has not made it durable: 1 of 3 is no
-  // majority.
+  // Node 2 acknowledged index 2, but the leader itself has not made it durable: 1 of 3 is no majority.
   EXPECT_EQ(c.raft(1).progress()[1].match_index, 2u);
   EXPECT_EQ(c.raft(1).persisted_index(), 1u);
   EXPECT_EQ(c.raft(1).commit_index(), 1u);
@@ -346,8 +345,8 @@ namespace raftlog::raft {
 namespace {
 
 // A peer that needs entries the leader trimmed (no snapshots) is probed at the leader's first index
-// once per heartbeat answer, never in a tight loop; once it holds those entries (rebuilt from a
-// copy of a healthy node's log), the probe succeeds and it catches up.
+// once per heartbeat answer, never in a tight loop; once it holds those entries (rebuilt from a copy
+// of a healthy node's log), the probe succeeds and it catches up.
 TEST(Replication, PeerBehindTheFirstIndexIsReprobedPerHeartbeatAndCatchesUpOnceRebuilt) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));

@@ -1,5 +1,5 @@
-// Restart: the core resumes from the durable hard state and log, takes its voter set from the
-// newest kConfig entry, and refuses a log newer than the persisted term (restart_problem).
+// Restart: the core resumes from the durable hard state and log, takes its voter set from the newest
+// kConfig entry, and refuses a log newer than the persisted term (restart_problem).
 #include <gtest/gtest.h>
 
 #include "raft/memory_log.h"

@@ -1,7 +1,6 @@
 // A tiny in-test driver for Raft cores: routes messages between them through a FIFO "network" with
-// drop filters, applies every Ready to a MemoryLog and reports durability, optionally holding a
-// node's persistence back so tests can control exactly what is durable. Deterministic; loops are
-// bounded.
+// drop filters, applies every Ready to a MemoryLog and reports durability, optionally holding a node's
+// persistence back so tests can control exactly what is durable. Deterministic; loops are bounded.
 #pragma once
 
 #include <cstdint>
@@ -92,8 +91,7 @@ class TestCluster {
     drop_rules_.clear();
   }
   void add_drop_rule(DropRule rule) { drop_rules_.push_back(std::move(rule)); }
-  // Every delivered message passes through `mutator` first (a faulty or hostile network); empty:
-  // none.
+  // Every delivered message passes through `mutator` first (a faulty or hostile network); empty: none.
   void set_mutator(std::function<void(Message&)> mutator) { mutator_ = std::move(mutator); }
 
   // Every message delivered (not dropped), in order.

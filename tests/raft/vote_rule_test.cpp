@@ -1,8 +1,8 @@
 // The election restriction (Raft §5.4.1): a vote needs a log at least as up to date as the voter's.
 //
-// Compiled twice: against raftlog_raft (the voter refuses) and against raftlog_raft_broken_vote
-// with RAFTLOG_EXPECT_BROKEN_VOTE defined (the same requests are granted), proving the test can
-// fail and that the link-time seam swaps the rule.
+// Compiled twice: against raftlog_raft (the voter refuses) and against raftlog_raft_broken_vote with
+// RAFTLOG_EXPECT_BROKEN_VOTE defined (the same requests are granted), proving the test can fail and that
+// the link-time seam swaps the rule.
 #include <gtest/gtest.h>
 
 #include "test_cluster.h"

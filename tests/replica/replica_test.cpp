@@ -34,8 +34,8 @@ struct ScriptedDisk final : DiskProbe {
   int probes = 0;
 };
 
-// One single-voter replica in a temporary directory, async flush mode (an entry counts once
-// written, so nothing here waits for the store's flusher).
+// One single-voter replica in a temporary directory, async flush mode (an entry counts once written,
+// so nothing here waits for the store's flusher).
 class ReplicaTest : public ::testing::Test {
  protected:
   ReplicaConfig config() const {
@@ -233,8 +233,7 @@ TEST_F(ReplicaTest, ARetryOfATornAppendRightAfterTheElectionIsAppendedWhole) {
   EXPECT_EQ(replica_->commit_index(), 5u);
 }
 
-// Flips one byte of `needle` in whichever file under `dir` holds it (the segment); false if none
-// does.
+// Flips one byte of `needle` in whichever file under `dir` holds it (the segment); false if none does.
 bool flip_byte_of(const std::string& dir, const std::string& needle) {
   for (const auto& file : std::filesystem::recursive_directory_iterator(dir)) {
     if (!file.is_regular_file()) continue;
@@ -318,8 +317,8 @@ TEST_F(ReplicaTest, ALogAheadOfItsHardStateIsRefusedAtOpen) {
 }
 
 // Age-based retention reads segment file times through the store's Env and compares them with the
-// injected wall clock: over a MemoryEnv whose clock the test moves, segments expire exactly when
-// the test says, with no real file and no real time involved (as the simulator runs it).
+// injected wall clock: over a MemoryEnv whose clock the test moves, segments expire exactly when the
+// test says, with no real file and no real time involved (as the simulator runs it).
 TEST(ReplicaRetention, SegmentAgesComeFromTheEnvAndTheInjectedWallClock) {
   store::MemoryEnv env;
   std::chrono::system_clock::time_point wall =
@@ -434,9 +433,8 @@ class SteppedFollowerTest : public ::testing::Test {
 };
 
 // A follower learns a commit index beyond its own flush. If its checkpoint recorded that index, a
-// power cut would leave the log ending below it, which the next open takes for lost durable data
-// (and the node would neither vote nor count toward commit until caught up). The simulator found
-// this.
+// power cut would leave the log ending below it, which the next open takes for lost durable data (and
+// the node would neither vote nor count toward commit until caught up). The simulator found this.
 TEST_F(SteppedFollowerTest, APowerCutBeforeTheFlushIsNotTakenForAStorageFault) {
   open();
   receive_committed_entries();
@@ -452,8 +450,7 @@ TEST_F(SteppedFollowerTest, APowerCutBeforeTheFlushIsNotTakenForAStorageFault) {
   EXPECT_FALSE(replica_->status().catching_up) << replica_->status().storage_fault;
 }
 
-// Once the flush covers the entries, the checkpoint records the commit index and a restart keeps
-// it.
+// Once the flush covers the entries, the checkpoint records the commit index and a restart keeps it.
 TEST_F(SteppedFollowerTest, TheCheckpointRecordsTheCommitIndexTheFlushCovers) {
   open();
   receive_committed_entries();

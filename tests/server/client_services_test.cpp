@@ -115,8 +115,7 @@ struct TailCall {
   std::unique_ptr<grpc::ClientReader<v1::TailResponse>> reader;
 };
 
-// --- Tail readers that never read
-// -----------------------------------------------------------------
+// --- Tail readers that never read -----------------------------------------------------------------
 
 TEST(TailStall, StreamsWhoseReaderTakesNothingAreEndedAfterTheStallTimeoutAndFreeTheirSlots) {
   constexpr std::size_t kSlots = 3;
@@ -221,8 +220,7 @@ TEST(AppendStreamStall,
       << status.error_message();
 }
 
-// --- One connection cannot take every slot
-// ---------------------------------------------------------
+// --- One connection cannot take every slot ---------------------------------------------------------
 
 TEST(PerConnectionCaps, ATailStreamPastTheConnectionsCapIsRefusedWhileAnotherConnectionGetsOne) {
   InProcessNode node([](server::NodeConfig& c) {
@@ -305,8 +303,7 @@ TEST(PerConnectionCaps, AnAppendStreamPastTheConnectionsCapIsRefusedWhileAnother
   EXPECT_TRUE(second.close().ok());
 }
 
-// --- Requests that are not valid protobuf
-// -----------------------------------------------------------
+// --- Requests that are not valid protobuf -----------------------------------------------------------
 
 grpc::ByteBuffer bytes_of(const std::string& data) {
   grpc::Slice slice(data);

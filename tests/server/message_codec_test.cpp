@@ -203,8 +203,7 @@ TEST_F(MalformedMessage, IndexOverflowRejected) {
 }
 
 TEST_F(MalformedMessage, TermsAboveTheLimitRejected) {
-  // 2^64-1 was adopted and persisted by every node, and no election could follow (term + 1
-  // overflows).
+  // 2^64-1 was adopted and persisted by every node, and no election could follow (term + 1 overflows).
   for (int field = 0; field < 3; ++field) {
     SetUp();
     for (int i = 0; i < wire_.entries_size(); ++i) wire_.mutable_entries(i)->set_term(wire_.term());
@@ -216,10 +215,10 @@ TEST_F(MalformedMessage, TermsAboveTheLimitRejected) {
   }
 }
 
-// Seeded mutation of encoded messages: random bytes flipped, truncated or appended. Whatever parses
-// and passes the codec goes on into a Raft core (as a follower, a candidate and a leader), which
-// must never abort on it: the codec and the core together are the only guard between the network
-// and the core's invariants.
+// Seeded mutation of encoded messages: random bytes flipped, truncated or appended. Whatever parses and
+// passes the codec goes on into a Raft core (as a follower, a candidate and a leader), which must
+// never abort on it: the codec and the core together are the only guard between the network and the
+// core's invariants.
 TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
   raft::MemoryLog log;
   std::vector<raft::Entry> entries;

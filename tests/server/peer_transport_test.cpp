@@ -242,8 +242,8 @@ TEST(PeerTransport, DeadPeerDoesNotBlockOthersAndStaleMessagesExpireBeforeReconn
   // Let the queued messages go stale, then bring node 3 up: only fresh messages reach it.
   std::this_thread::sleep_for(400ms);
   TestNode node3(test_options(3, addresses), port_of(addresses.at(3)));
-  // Fresh messages, one every 20 ms until ten arrived: the reconnect can take longer than the 300
-  // ms age bound on a loaded machine, and then the first fresh ones expire as well.
+  // Fresh messages, one every 20 ms until ten arrived: the reconnect can take longer than the 300 ms
+  // age bound on a loaded machine, and then the first fresh ones expire as well.
   raft::Index next = 1001;
   auto last_send = std::chrono::steady_clock::now() - 1s;
   ASSERT_TRUE(eventually(
@@ -862,9 +862,8 @@ TEST(PeerTransport, BatchesStayWithinTheMessageSizeLimit) {
   PeerTransportOptions options1 = test_options(1, addresses);
   PeerTransportOptions options2 = test_options(2, addresses);
   // Each append below encodes to a little over 3 KiB: two fit in a batch of 8 KiB, three do not.
-  // Without the sender's bound the first batch would hold all 40 (about 120 KiB), over the
-  // receiver's gRPC limit (8 KiB + 64 KiB of headroom): that stream would fail again and again and
-  // deliver nothing.
+  // Without the sender's bound the first batch would hold all 40 (about 120 KiB), over the receiver's
+  // gRPC limit (8 KiB + 64 KiB of headroom): that stream would fail again and again and deliver nothing.
   options1.limits.max_message_bytes = options2.limits.max_message_bytes = 8192;
   options1.max_message_age_ms = options2.max_message_age_ms = 60000;
   TestNode node1(options1, port_of(addresses.at(1)));

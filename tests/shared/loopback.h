@@ -19,8 +19,8 @@
 
 namespace raftlog::testing {
 
-// A port on 127.0.0.1 that was free a moment ago: bound to port 0, read back, closed. Used where
-// the address must be known before the server exists (peer lists, a peer that starts later, a dead
+// A port on 127.0.0.1 that was free a moment ago: bound to port 0, read back, closed. Used where the
+// address must be known before the server exists (peer lists, a peer that starts later, a dead
 // endpoint: nothing listens there, so connections are refused).
 inline int pick_free_loopback_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

@@ -1,8 +1,8 @@
 // The simulator must catch a broken safety rule: in the Raft core (linked against a
-// raftlog_raft_broken_* variant) or in the replica's Ready driver (a raftlog_replica_broken_*
-// variant), chosen at link time by tests/sim/CMakeLists.txt; production targets are never built
-// with either. RAFTLOG_BROKEN_INVARIANTS names the invariants that may report it (comma-separated):
-// the test fails if the violation found is another one (a driver-contract complaint, say).
+// raftlog_raft_broken_* variant) or in the replica's Ready driver (a raftlog_replica_broken_* variant),
+// chosen at link time by tests/sim/CMakeLists.txt; production targets are never built with either.
+// RAFTLOG_BROKEN_INVARIANTS names the invariants that may report it (comma-separated): the test fails
+// if the violation found is another one (a driver-contract complaint, say).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -21,9 +21,9 @@
 namespace raftlog::sim {
 namespace {
 
-// Bounds: the search must succeed within this many seeds and this much wall-clock time. The
-// leader-churn profile (--aggressive) shows a previous-term-commit bug in about 1 seed in 100, a
-// vote-check bug in nearly every seed, so 1,000 seeds leave a wide margin.
+// Bounds: the search must succeed within this many seeds and this much wall-clock time. The leader-churn
+// profile (--aggressive) shows a previous-term-commit bug in about 1 seed in 100, a vote-check bug in
+// nearly every seed, so 1,000 seeds leave a wide margin.
 constexpr std::uint64_t kMaxSeeds = 1'000;
 constexpr auto kMaxWallTime = std::chrono::seconds(50);
 

@@ -1,6 +1,6 @@
-// The checker must report every kind of violation. Each test feeds it a small handcrafted history
-// that breaks exactly one invariant (and a control history that breaks none), through the same
-// observation calls the simulator makes.
+// The checker must report every kind of violation. Each test feeds it a small handcrafted history that
+// breaks exactly one invariant (and a control history that breaks none), through the same observation
+// calls the simulator makes.
 #include "sim/checker.h"
 
 #include <gtest/gtest.h>
@@ -75,8 +75,7 @@ class SimCheckerHistory : public ::testing::Test {
     for (raft::NodeId id = 1; id <= 3; ++id) checker_.attach_log(id, &views_[id - 1]);
   }
 
-  // Appends entries to `node`'s log and tells the checker, as the driver does after applying a
-  // Ready.
+  // Appends entries to `node`'s log and tells the checker, as the driver does after applying a Ready.
   void append(raft::NodeId node, std::vector<Entry> entries) {
     std::vector<Entry>& log = logs_[node - 1];
     const raft::Index first = entries.front().index;
@@ -139,8 +138,7 @@ TEST_F(SimCheckerHistory, LegalHistoryHasNoViolation) {
   EXPECT_EQ(checker_.committed_length(), 3U);
 }
 
-// Leader 1 commits the first entry of a two-entry proposal and is lost; leader 2's no-op follows
-// it.
+// Leader 1 commits the first entry of a two-entry proposal and is lost; leader 2's no-op follows it.
 TEST_F(SimCheckerHistory, AProposalCommittedInPartViolatesProposalAtomicity) {
   checker_.observe_role(1, 1, Role::kLeader);
   append(1, {continuing(make_entry(1, 1, "a")), make_entry(2, 1, "b")});

@@ -92,8 +92,8 @@ TEST(FlushWaitersTest, AnEntryNotYetInTheLogIsCoveredAfterTheCycleThatReadItsTar
 }
 
 TEST(FlushWaitersTest, WaitersBeyondTheCycleInFlightSleepThroughIt) {
-  // Appended after the sync in flight took its snapshot, these waiters sleep on the next cycle's
-  // bit: the end of the cycle in flight does not wake them only to send them back to sleep.
+  // Appended after the sync in flight took its snapshot, these waiters sleep on the next cycle's bit:
+  // the end of the cycle in flight does not wake them only to send them back to sleep.
   FlushWaiters waiters;
   std::atomic<std::uint64_t> flushed{0};
   waiters.begin_cycle();
@@ -177,9 +177,9 @@ TEST(FlushWaitersTest, ManyThreadsManyRoundsNoLostWakeupThroughTheWaker) {
 
 TEST(FlushWaitersTest, NoWaiterSleepsPastTheLastCycleThatCoveredIt) {
   // A waiter that guessed a cycle later than the one that covers it would sleep until some later
-  // cycle; here no later cycle comes, so it would stay asleep. Waiters join while cycles run
-  // (through the waker: more than 4 sleep), the cycles stop once every index is flushed, and every
-  // waiter must then return. Bounded: 100 rounds of 8 waiters, each round's wait bounded by 5 s.
+  // cycle; here no later cycle comes, so it would stay asleep. Waiters join while cycles run (through
+  // the waker: more than 4 sleep), the cycles stop once every index is flushed, and every waiter must
+  // then return. Bounded: 100 rounds of 8 waiters, each round's wait bounded by 5 s.
   constexpr int kWaiters = 8;
   for (int round = 0; round < 100; ++round) {
     FlushWaiters waiters;
@@ -257,8 +257,8 @@ TEST(FlushWaitersTest, FewSleepersAreWokenDirectlyEvenWithAWaker) {
 }
 
 TEST(FlushWaitersTest, WakeUpHandedOverWhileTheWakerStopsIsNotLost) {
-  // The last flush of a log races with close(): its wake-up may reach the waker as it exits.
-  // Bounded: 100 rounds, each with enough waiters for the hand-over path.
+  // The last flush of a log races with close(): its wake-up may reach the waker as it exits. Bounded:
+  // 100 rounds, each with enough waiters for the hand-over path.
   constexpr int kWaiters = 6;
   for (int round = 0; round < 100; ++round) {
     FlushWaiters waiters;
@@ -275,8 +275,7 @@ TEST(FlushWaitersTest, WakeUpHandedOverWhileTheWakerStopsIsNotLost) {
   }
 }
 
-// Flush cycles are serialized by the log (flush_cycle_mu_); the waiters check it, in release
-// builds.
+// Flush cycles are serialized by the log (flush_cycle_mu_); the waiters check it, in release builds.
 TEST(FlushWaitersTest, CyclesThatOverlapOrEndWithoutBeginningStop) {
   FlushWaiters waiters;
   EXPECT_DEATH(waiters.end_cycle(), "end_cycle without begin_cycle");

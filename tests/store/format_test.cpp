@@ -55,8 +55,8 @@ TEST(EntryFormat, RoundTripAndLayout) {
   EXPECT_EQ(entry_format::record_bytes(1), 64U);
 }
 
-// The record checksum is part of the on-disk format: logs written before CRC32C moved to src/util
-// must still verify. The value was recorded from the store's own CRC32C before the move.
+// The record checksum is part of the on-disk format: logs written before CRC32C moved to src/util must
+// still verify. The value was recorded from the store's own CRC32C before the move.
 TEST(EntryFormat, ChecksumOfAKnownRecordIsUnchanged) {
   const auto buffer = encoded(sample_meta(), "hello, raftlog");
   EXPECT_EQ(get_u32(buffer.data() + 4), 0x9D76A706U);
@@ -140,8 +140,8 @@ TEST(CheckpointFormat, RoundTrip) {
   EXPECT_FALSE(decode_checkpoint("short"));
 }
 
-// Bytes from the disk are refused or decoded, never met with a failed check (the store's checks
-// stay on in release builds and are for programmer errors only): seeded damage to valid records and
+// Bytes from the disk are refused or decoded, never met with a failed check (the store's checks stay
+// on in release builds and are for programmer errors only): seeded damage to valid records and
 // random bytes, through every decoder. A record decoded from damaged bytes still lies in its input.
 TEST(StoreFormats, DamagedBytesAreRefusedOrDecodedNeverAFailedCheck) {
   std::mt19937_64 rng(14);

@@ -1,5 +1,5 @@
-// Power-loss tests: a random workload (appends in both flush modes, with indexes given or assigned
-// by the log, suffix and prefix truncations, commit-index updates, explicit flushes; with the log's
+// Power-loss tests: a random workload (appends in both flush modes, with indexes given or assigned by
+// the log, suffix and prefix truncations, commit-index updates, explicit flushes; with the log's
 // threads, or stepped: no thread, flush and checkpoint steps taken by the workload) runs over
 // MemoryEnv and is cut by a simulated power loss at a random moment -- between operations or inside
 // one (after a random number of sync calls).

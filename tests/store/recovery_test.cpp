@@ -48,8 +48,8 @@ class RecoveryTest : public ::testing::Test {
     env_->restart(crash);
   }
 
-  // Entries 1..200 of 1000 bytes, closed cleanly (all checkpointed, the first segments sealed),
-  // then one payload byte of entry 10 flipped; `offset` is that entry's record offset in segment 1.
+  // Entries 1..200 of 1000 bytes, closed cleanly (all checkpointed, the first segments sealed), then
+  // one payload byte of entry 10 flipped; `offset` is that entry's record offset in segment 1.
   void write_200_entries_and_corrupt_entry_10(std::uint64_t* offset) {
     {
       auto log = open_ok("/log", small_options(env_.get()));
@@ -250,8 +250,8 @@ TEST_F(RecoveryTest, SuspectMarkerMakesTheNextOpenVerifyTheWholeSegment) {
   EXPECT_FALSE(log->recovery_report().corrupted_flushed_data_truncated);
 }
 
-// A flipped byte in the middle of the unflushed tail after a process crash: the scan cuts there,
-// and the valid entries after the cut (which a process crash cannot leave behind a torn entry) are
+// A flipped byte in the middle of the unflushed tail after a process crash: the scan cuts there, and
+// the valid entries after the cut (which a process crash cannot leave behind a torn entry) are
 // reported, with the highest index the log held.
 TEST_F(RecoveryTest, ValidEntriesAfterACutAreReported) {
   write_then_crash(10, 25, {CrashMode::kKeepAll, 1});
@@ -304,8 +304,7 @@ TEST_F(RecoveryTest, CheckpointSegmentThatDoesNotContinueTheLogIsCutOnlyWhenAllo
   write_100_entries_and_close(2);
   const std::vector<std::uint64_t> bases = segment_bases();
   ASSERT_EQ(bases.size(), 2U);
-  // The second (checkpoint) segment's header claims a previous term below the first one's last
-  // term.
+  // The second (checkpoint) segment's header claims a previous term below the first one's last term.
   {
     std::string header(segment_format::kSegmentHeaderBytes, '\0');
     segment_format::encode_segment_header({bases[1], 1, 64 << 10}, header.data());

@@ -1,8 +1,7 @@
-// A failed sync fails the log for good: whichever operation meets the error (a sync append,
-// flush(), truncate_prefix, truncate_suffix, a persisted commit index), later appends are refused
-// even when syncs work again. After an fsync error the kernel may have dropped the dirty data, so a
-// later successful sync proves nothing about it; only reopening (recovery from what is on disk) is
-// safe.
+// A failed sync fails the log for good: whichever operation meets the error (a sync append, flush(),
+// truncate_prefix, truncate_suffix, a persisted commit index), later appends are refused even when
+// syncs work again. After an fsync error the kernel may have dropped the dirty data, so a later
+// successful sync proves nothing about it; only reopening (recovery from what is on disk) is safe.
 #include <gtest/gtest.h>
 
 #include <chrono>

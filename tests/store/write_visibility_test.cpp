@@ -147,9 +147,9 @@ TEST(WriteVisibility, TruncateSuffixRemovesUnflushedEntriesWhileTheFlusherIsHeld
   expect_entries(*reopened, 20, 25, 2, kPayloadBytes);
 }
 
-// A writer appends (sync mode, non-blocking path, real files, segments rolling) while a reader
-// keeps reading the newest entries and the flusher syncs them: every read must return exactly what
-// was appended. Bounded by kEntries and 20 s.
+// A writer appends (sync mode, non-blocking path, real files, segments rolling) while a reader keeps
+// reading the newest entries and the flusher syncs them: every read must return exactly what was
+// appended. Bounded by kEntries and 20 s.
 TEST(WriteVisibility, ReadersRacingWithAppendsAndFlushesReadWhatWasAppended) {
   testing::TempDir dir;
   Options options;

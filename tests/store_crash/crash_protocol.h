@@ -1,8 +1,8 @@
 // What the crash-test writer (a child process) tells the test (its parent) through a pipe, and the
 // deterministic payloads both sides agree on.
 //
-// The writer sends one AckRecord per append only after append() returned in sync mode, i.e. after
-// the entry is durable. Records are 32 bytes, below PIPE_BUF, so concurrent writer threads never
+// The writer sends one AckRecord per append only after append() returned in sync mode, i.e. after the
+// entry is durable. Records are 32 bytes, below PIPE_BUF, so concurrent writer threads never
 // interleave inside a record. The parent may SIGKILL the writer at any moment; a record is either
 // fully in the pipe (the entry was acknowledged) or absent.
 #pragma once

@@ -1,8 +1,8 @@
 // store_crash_writer: the child process of the real crash test (store_crash_test.cpp).
 //
-// Opens (recovering) the log in --dir in sync flush mode and appends from several threads until it
-// is killed, reporting every durable append as an AckRecord on --report-fd. Bounded: exits by
-// itself after --max-seconds or --max-entries, and dies with its parent (PR_SET_PDEATHSIG).
+// Opens (recovering) the log in --dir in sync flush mode and appends from several threads until it is
+// killed, reporting every durable append as an AckRecord on --report-fd. Bounded: exits by itself
+// after --max-seconds or --max-entries, and dies with its parent (PR_SET_PDEATHSIG).
 #include <sys/prctl.h>
 #include <unistd.h>
 

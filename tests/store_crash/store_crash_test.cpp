@@ -1,11 +1,10 @@
 // Real crash test: a child process (store_crash_writer) appends with sync flush and reports every
-// acknowledged (durable) index with its payload hash through a pipe; this test SIGKILLs it at a
-// random moment, reopens the log and checks that every acknowledged entry is present and intact,
-// that the indexes are contiguous, that the log accepts appends, and that the offline verifier
-// agrees. Odd rounds append through the log's append group (index 0 from 8 threads), even rounds
-// assign indexes themselves. Several seeds x several rounds on one directory, so later rounds also
-// recover logs that earlier crashes and recoveries produced. Bounded: a round writes at most
-// kMaxKillDelayMillis after its first ack.
+// acknowledged (durable) index with its payload hash through a pipe; this test SIGKILLs it at a random
+// moment, reopens the log and checks that every acknowledged entry is present and intact, that the
+// indexes are contiguous, that the log accepts appends, and that the offline verifier agrees.
+// Odd rounds append through the log's append group (index 0 from 8 threads), even rounds assign
+// indexes themselves. Several seeds x several rounds on one directory, so later rounds also recover
+// logs that earlier crashes and recoveries produced. Bounded: a round writes at most kMaxKillDelayMillis after its first ack.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -59,9 +58,8 @@ store::Options log_options() {
   return options;
 }
 
-// When the parent kills the writer: `delay` after the writer's first acknowledgement (most rounds:
-// a kill in the middle of steady appending), or `delay` after its start (kills during
-// open/recovery).
+// When the parent kills the writer: `delay` after the writer's first acknowledgement (most rounds: a
+// kill in the middle of steady appending), or `delay` after its start (kills during open/recovery).
 struct KillPlan {
   bool after_first_ack = true;
   bool grouped = false;  // the writer appends through the log's append group (index 0, 8 threads)
@@ -192,9 +190,9 @@ void check_recovered_log(const std::string& dir, std::uint64_t seed, std::uint64
             << "index " << next << " payload changed";
         ++verified;
       } else {
-        // Not acknowledged (in flight at the kill) but recovered: must still be a whole, valid
-        // entry. Both writers derive the payload from the sequence number (equal to the index when
-        // the writer assigns indexes).
+        // Not acknowledged (in flight at the kill) but recovered: must still be a whole, valid entry.
+        // Both writers derive the payload from the sequence number (equal to the index when the
+        // writer assigns indexes).
         ASSERT_EQ(entry.payload,
                   make_payload(entry.meta.client_id, entry.meta.sequence, kMaxPayloadBytes))
             << "index " << next;

@@ -30,8 +30,8 @@ std::string read_file(const std::string& path) {
   return text.str();
 }
 
-// Opens a Peer stream towards node 1 with `credentials` and sends one heartbeat from `from`;
-// returns how the stream ended.
+// Opens a Peer stream towards node 1 with `credentials` and sends one heartbeat from `from`; returns
+// how the stream ended.
 grpc::Status send_one_message(const std::string& address,
                               const std::shared_ptr<grpc::ChannelCredentials>& credentials,
                               std::uint64_t from = 2) {
@@ -53,8 +53,8 @@ grpc::Status send_one_message(const std::string& address,
 
 // Node 1's Peer service on a TLS port as server.cpp builds it with --tls-ca (the cluster CA and a
 // separate clients' CA trusted, a certificate required), with peers 2 and 3, and certificates:
-// node1..node3 from the cluster CA naming their nodes, `unnamed` from the cluster CA naming no
-// node, alice from the clients' CA.
+// node1..node3 from the cluster CA naming their nodes, `unnamed` from the cluster CA naming no node,
+// alice from the clients' CA.
 class PeerAuthentication : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,6 +1,6 @@
 // util/build_info.h: the version is the project's; the revision is the commit the binary was built
-// from (a commit of the checkout, HEAD or an ancestor, when git can tell), and both are safe in a
-// string literal and a Prometheus label.
+// from (a commit of the checkout, HEAD or an ancestor, when git can tell), and both are safe in a string
+// literal and a Prometheus label.
 #include "util/build_info.h"
 
 #include <gtest/gtest.h>

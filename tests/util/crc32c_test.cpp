@@ -10,9 +10,9 @@
 namespace raftlog::util {
 namespace {
 
-// The Raft core's former private CRC32C (src/raft/crc32c.cpp before the merge, byte-at-a-time
-// table), kept as the reference: ConfState payloads already in logs were checksummed with it, so
-// the shared implementation must give the same value for every input, on both of its paths.
+// The Raft core's former private CRC32C (src/raft/crc32c.cpp before the merge, byte-at-a-time table),
+// kept as the reference: ConfState payloads already in logs were checksummed with it, so the shared
+// implementation must give the same value for every input, on both of its paths.
 std::uint32_t former_raft_crc32c(const void* data, std::size_t size_bytes) {
   static const std::array<std::uint32_t, 256> table = [] {
     std::array<std::uint32_t, 256> made{};
@@ -62,8 +62,7 @@ TEST(Crc32c, MatchesTheRaftCoresFormerImplementationOnEveryPath) {
   EXPECT_EQ(former_raft_crc32c("123456789", 9), 0xE3069283U);  // the reference itself is right
   std::mt19937_64 rng(7);
   for (int round = 0; round < 200; ++round) {
-    // Short config-sized payloads and lengths past the 3-stream thresholds (3 x 256 and 3 x 8192
-    // bytes).
+    // Short config-sized payloads and lengths past the 3-stream thresholds (3 x 256 and 3 x 8192 bytes).
     const std::size_t limit = round % 2 == 0 ? 200 : 30000;
     std::string data(rng() % limit, '\0');
     for (char& c : data) c = static_cast<char>(rng());

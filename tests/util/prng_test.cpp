@@ -20,10 +20,9 @@ TEST(SplitMix64, MatchesTheReferenceSequence) {
   EXPECT_EQ(prng.next_u64(), 0x6e789e6aa1b965f4ULL);
 }
 
-// Both streams are pinned: a simulator seed names one run (the simulator's Prng, and the cores'
-// election timeouts drawn from SplitMix64Prng). These values were recorded from src/sim/prng.cpp
-// and src/raft/prng.cpp before the two were merged into src/util; a change here changes every
-// seed's run.
+// Both streams are pinned: a simulator seed names one run (the simulator's Prng, and the cores' election
+// timeouts drawn from SplitMix64Prng). These values were recorded from src/sim/prng.cpp and
+// src/raft/prng.cpp before the two were merged into src/util; a change here changes every seed's run.
 TEST(Prng, StreamsMatchTheGeneratorsTheyReplaced) {
   Prng simulator(42);
   EXPECT_EQ(simulator.next_u64(), 0x15780b2e0c2ec716ULL);
@@ -33,8 +32,7 @@ TEST(Prng, StreamsMatchTheGeneratorsTheyReplaced) {
   Prng simulator_again(42);
   for (std::uint64_t expected : simulator_below_10) EXPECT_EQ(simulator_again.below(10), expected);
 
-  // The Raft core seeds its generator with random_seed ^ (id * 0x9E3779B97F4A7C15); here seed 42,
-  // id 3.
+  // The Raft core seeds its generator with random_seed ^ (id * 0x9E3779B97F4A7C15); here seed 42, id 3.
   const std::uint64_t core_seed = 42 ^ (3 * 0x9E3779B97F4A7C15ULL);
   SplitMix64Prng core(core_seed);
   EXPECT_EQ(core.next_u64(), 0x6545d3b48b05c974ULL);

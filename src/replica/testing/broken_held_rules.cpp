@@ -1,7 +1,7 @@
-// TEST-ONLY (target raftlog_replica_broken_held): append responses and votes leave at once instead
-// of waiting for the flush that makes what they vouch for durable, so a follower counts toward a
-// commit with entries a power loss can still take. Exists to prove the simulator catches a
-// durability bug in the driver. Never linked into production targets.
+// TEST-ONLY (target raftlog_replica_broken_held): append responses and votes leave at once instead of
+// waiting for the flush that makes what they vouch for durable, so a follower counts toward a commit
+// with entries a power loss can still take. Exists to prove the simulator catches a durability bug
+// in the driver. Never linked into production targets.
 #include "replica/durability_rules.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Golden, datadriven tests of the Raft core (after etcd-io/raft's testdata/*.txt): each file under
-// testdata/ is a scenario whose whole Ready stream, command by command, must match the output
-// written below each command. RAFTLOG_REWRITE_GOLDEN=1 rewrites the files from the actual output
-// instead (docs/testing.md); review the diff before committing it.
+// testdata/ is a scenario whose whole Ready stream, command by command, must match the output written
+// below each command. RAFTLOG_REWRITE_GOLDEN=1 rewrites the files from the actual output instead
+// (docs/testing.md); review the diff before committing it.
 //
 // Also compiled against a broken-rule core (RAFTLOG_GOLDEN_BROKEN_SCENARIO names the scenario that
 // rule must change): there the file must no longer match, which shows that these files can fail.
@@ -96,8 +96,7 @@ TEST_P(Golden, WholeReadyStreamMatchesItsFile) {
   }
   for (const Mismatch& mismatch : run.mismatches)
     ADD_FAILURE() << path.string() << ":" << mismatch.report;
-  // Every output matched: what is left to differ is layout (e.g. extra blank lines), which a
-  // rewrite fixes.
+  // Every output matched: what is left to differ is layout (e.g. extra blank lines), which a rewrite fixes.
   if (run.mismatches.empty()) {
     EXPECT_TRUE(render_script(run.actual) == read_file(path))
         << path.string() << " is not in canonical form: rerun with RAFTLOG_REWRITE_GOLDEN=1";

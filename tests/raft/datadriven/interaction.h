@@ -1,38 +1,34 @@
-// The golden tests' interpreter: real Raft cores over MemoryLog, driven one command at a time,
-// every Ready and every delivered message printed (describe.h). Nothing runs between commands: a
-// core's outputs wait in its Ready until `process-ready` or `stabilize` hands them to the driver,
-// and sent messages wait in the network until `deliver-msgs` or `stabilize`.
+// The golden tests' interpreter: real Raft cores over MemoryLog, driven one command at a time, every
+// Ready and every delivered message printed (describe.h). Nothing runs between commands: a core's
+// outputs wait in its Ready until `process-ready` or `stabilize` hands them to the driver, and sent
+// messages wait in the network until `deliver-msgs` or `stabilize`.
 //
 // The driver persists each Ready at once and in full (types.h's contract, steps 1-4 without delay):
-// truncate and append to the node's log, queue `messages`, keep the hard state, report the log's
-// end with on_persisted(), then queue `messages_after_persist`. So the log and hard state a node
-// holds are also what survives `crash-restart`; what a crash loses is whatever the core had not yet
-// handed out.
+// truncate and append to the node's log, queue `messages`, keep the hard state, report the log's end
+// with on_persisted(), then queue `messages_after_persist`. So the log and hard state a node holds are
+// also what survives `crash-restart`; what a crash loses is whatever the core had not yet handed out.
 //
 // Commands (ids are node ids 1..N; "[...]" optional):
-//   add-nodes N [pre-vote=B] [check-quorum=B] [election-ticks=T] [heartbeat-ticks=H]
-//   [max-entries=K]
+//   add-nodes N [pre-vote=B] [check-quorum=B] [election-ticks=T] [heartbeat-ticks=H] [max-entries=K]
 //             [max-inflight=M]
-//       creates voters 1..N (each seeded with its id). Input lines "ID [log=T,T,...] [term=T]
-//       [vote=V] [commit=C]" restore a node from that log (entry i has term T_i) and hard state.
-//   campaign ID                 ticks ID (not a leader, no pending Ready) until its election
-//   timeout
+//       creates voters 1..N (each seeded with its id). Input lines "ID [log=T,T,...] [term=T] [vote=V]
+//       [commit=C]" restore a node from that log (entry i has term T_i) and hard state.
+//   campaign ID                 ticks ID (not a leader, no pending Ready) until its election timeout
 //                               fires: it pre-campaigns, or campaigns without pre-vote
 //   tick ID [N]                 ticks ID N times (default 1)
 //   propose ID PAYLOAD...       one proposal of one entry per payload
 //   read-index ID REQUEST       starts a linearizable read with that request id
 //   transfer-leadership FROM TO
-//   process-ready [ID...]       hands every pending Ready of these nodes (default all) to the
-//   driver deliver-msgs [ID...] [type=T] [count=N]   delivers queued messages to these nodes
-//   (default all),
+//   process-ready [ID...]       hands every pending Ready of these nodes (default all) to the driver
+//   deliver-msgs [ID...] [type=T] [count=N]   delivers queued messages to these nodes (default all),
 //                               oldest first, only of type T (e.g. Append), at most N per node
 //   drop-msgs [ID...] [type=T] [count=N]      the same, but the messages are lost
 //   stabilize                   process-ready and deliver-msgs for all nodes until nothing is left
 //   isolate ID...               messages from or to these nodes are lost when delivered
 //   heal                        ends every isolation
-//   crash-restart ID            a new core for ID from its log and hard state; its old Ready is
-//   lost status [ID...]              role, term, vote, leader, commit and log (index/term) of each
-//   node log ID                      every entry of the node's log
+//   crash-restart ID            a new core for ID from its log and hard state; its old Ready is lost
+//   status [ID...]              role, term, vote, leader, commit and log (index/term) of each node
+//   log ID                      every entry of the node's log
 #pragma once
 
 #include <cstddef>

@@ -1,15 +1,14 @@
-// The golden file format, after the datadriven files of etcd-io/raft's testdata: each directive is
-// a command line, optional input lines, a line "----", then the expected output up to the first
-// blank line. Lines starting with '#' and blank lines between directives are kept verbatim, so a
-// file rewritten from actual output keeps its comments.
+// The golden file format, after the datadriven files of etcd-io/raft's testdata: each directive is a
+// command line, optional input lines, a line "----", then the expected output up to the first blank
+// line. Lines starting with '#' and blank lines between directives are kept verbatim, so a file
+// rewritten from actual output keeps its comments.
 //
 //   # Node 1 wins the election.
 //   campaign 1
 //   ----
 //   n1 times out after 13 ticks: PreCandidate term=0
 //
-// Output lines are never blank (a blank line ends the output); a command with nothing to say prints
-// "ok".
+// Output lines are never blank (a blank line ends the output); a command with nothing to say prints "ok".
 #pragma once
 
 #include <optional>
@@ -39,8 +38,8 @@ struct ParseResult {
 };
 
 ParseResult parse_script(const std::string& text);
-// The file text for `script`: parse_script(render_script(s)) gives back s, and a file that is
-// already in this canonical form renders to itself byte for byte.
+// The file text for `script`: parse_script(render_script(s)) gives back s, and a file that is already
+// in this canonical form renders to itself byte for byte.
 std::string render_script(const Script& script);
 
 // One directive whose actual output differs from its expected output, as a readable report.
