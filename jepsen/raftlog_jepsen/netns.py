@@ -64,6 +64,7 @@ class Network:
         self.bridge = "%s%sbr" % (PREFIX, tag)
         self.created_namespaces = []
         self.created_links = []
+        self.forward_rule_bridges = []
         self.subnet = free_subnet()
 
     def namespace(self, node):
@@ -82,6 +83,13 @@ class Network:
         # With br_netfilter loaded, bridged frames would traverse the root namespace's iptables
         # (where Docker, for one, sets FORWARD to DROP); this bridge must not depend on that.
         run(["ip", "link", "set", self.bridge, "type", "bridge", "nf_call_iptables", "0"], check=False)
+        # The per-bridge switch does not override the global net.bridge.bridge-nf-call-iptables=1
+        # (the kernel ORs the two), which is what a running dockerd leaves behind together with
+        # FORWARD policy DROP: node-to-node frames on this bridge were then dropped and no leader
+        # was ever elected. Accept them explicitly, first in FORWARD; removed by destroy() or by
+        # cleanup_leftovers() (the rule names the bridge).
+        run(["iptables", "-w"] + forward_rule_args("-I", self.bridge))
+        self.forward_rule_bridges.append(self.bridge)
         run(["ip", "addr", "add", self.subnet + ".254/24", "dev", self.bridge])
         run(["ip", "link", "set", self.bridge, "up"])
         for node in self.node_ids:
@@ -126,9 +134,17 @@ class Network:
             run(["ip", "netns", "del", ns], check=False)
         for link in reversed(self.created_links):
             run(["ip", "link", "del", link], check=False)  # deleting one veth end removes both
+        for bridge in self.forward_rule_bridges:
+            run(["iptables", "-w"] + forward_rule_args("-D", bridge), check=False)
+        self.forward_rule_bridges.clear()
         self.created_namespaces.clear()
         self.created_links.clear()
         unregister_run(self.tag)
+
+
+def forward_rule_args(action, bridge):
+    """iptables arguments that insert (-I) or delete (-D) the root FORWARD rule for `bridge`."""
+    return [action, "FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
 
 
 def kill_namespace_processes(ns):
@@ -196,6 +212,11 @@ def cleanup_leftovers():
         if m and m.group(1).startswith(PREFIX) and tag_of(m.group(1)) not in live:
             run(["ip", "link", "del", m.group(1)], check=False)
             removed.append("link " + m.group(1))
+    for line in run(["iptables", "-w", "-S", "FORWARD"], check=False).stdout.splitlines():
+        m = re.match(r"-A FORWARD -i (%s\w+br) -o \1 -j ACCEPT$" % PREFIX, line)
+        if m and tag_of(m.group(1)) not in live:
+            run(["iptables", "-w"] + forward_rule_args("-D", m.group(1)), check=False)
+            removed.append("forward rule " + m.group(1))
     if os.path.isdir(STATE_DIR):
         for name in os.listdir(STATE_DIR):
             if name[: -len(".json")] not in live:

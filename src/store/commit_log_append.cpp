@@ -210,12 +210,17 @@ Result<std::uint64_t> CommitLog::Impl::write_batch_locked(std::span<const EntryT
       RAFTLOG_RETURN_IF_ERROR(
           roll_segment_locked(std::move(prepared[next_prepared++]), meta.index, cursor));
     }
-    if (!staging_.empty() && staging_.size() + bytes > kStagingBytes) {
+    const bool direct = entry.payload.size() >= options_.direct_write_min_payload_bytes;
+    if (!staging_.empty() && (direct || staging_.size() + bytes > kStagingBytes)) {
       RAFTLOG_RETURN_IF_ERROR(write_staged_locked(/*with_end_marker=*/false, cursor));
     }
-    const std::size_t at = staging_.size();
-    staging_.resize(at + bytes);
-    entry_format::encode(meta, generation_, entry.payload, staging_.data() + at);
+    if (direct) {
+      RAFTLOG_RETURN_IF_ERROR(write_direct_locked(meta, entry.payload, cursor));
+    } else {
+      const std::size_t at = staging_.size();
+      staging_.resize(at + bytes);
+      entry_format::encode(meta, generation_, entry.payload, staging_.data() + at);
+    }
     // Cannot fail: reserve_for_batch_locked() allocated the index blocks of all the batch's
     // records (so no allocation is left to fail), and no segment holds more records than its
     // index's capacity (every record is at least 56 bytes).
@@ -228,7 +233,7 @@ Result<std::uint64_t> CommitLog::Impl::write_batch_locked(std::span<const EntryT
     bytes_written += bytes;
   }
   RAFTLOG_RETURN_IF_ERROR(write_staged_locked(/*with_end_marker=*/true, cursor));
-  if (staging_.capacity() > 4 * kStagingBytes) staging_ = {};  // after a huge entry
+  if (staging_.capacity() > 4 * kStagingBytes) staging_ = {};  // after a huge staged record
   return bytes_written;
 }
 
@@ -279,6 +284,37 @@ Status CommitLog::Impl::write_staged_locked(bool with_end_marker, AppendCursor* 
   }
   staging_.clear();
   cursor->staged_offset = cursor->offset;
+  if (!status.ok()) fail(status);
+  return status;
+}
+
+Status CommitLog::Impl::write_direct_locked(const EntryMeta& meta, std::string_view payload,
+                                            AppendCursor* cursor) {
+  RAFTLOG_CHECK(staging_.empty() && cursor->staged_offset == cursor->offset,
+                "a direct write starts where the staged bytes end");
+  const std::shared_ptr<Segment>& active = cursor->active;
+  const std::uint64_t record_bytes = entry_format::record_bytes(payload.size());
+  const std::uint64_t padding_bytes = record_bytes - entry_format::kHeaderBytes - payload.size();
+  // The header goes last, as encode() writes the magic last: a record whose magic this process
+  // wrote has the rest of its bytes written already. Power loss is covered by the CRC either way.
+  char header[entry_format::kHeaderBytes];
+  entry_format::encode_header(meta, generation_, payload, header);
+  // Padding plus the end marker (entry_format.h) when it fits in the segment, like a staged run.
+  char tail[entry_format::kAlignmentBytes + entry_format::kEndMarkerBytes] = {};
+  std::uint64_t tail_bytes = padding_bytes;
+  if (cursor->offset + record_bytes + entry_format::kEndMarkerBytes <= active->size_bytes) {
+    tail_bytes += entry_format::kEndMarkerBytes;
+  }
+  const std::uint64_t payload_offset = cursor->offset + entry_format::kHeaderBytes;
+  Status status = active->data_file->write_at(payload_offset, payload);
+  if (status.ok() && tail_bytes > 0) {
+    status = active->data_file->write_at(payload_offset + payload.size(),
+                                         std::string_view(tail, tail_bytes));
+  }
+  if (status.ok()) {
+    status = active->data_file->write_at(cursor->offset, std::string_view(header, sizeof header));
+  }
+  cursor->staged_offset = cursor->offset + record_bytes;
   if (!status.ok()) fail(status);
   return status;
 }

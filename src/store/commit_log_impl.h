@@ -149,6 +149,9 @@ class CommitLog::Impl {
                              AppendCursor* cursor);
   // Writes the staged run to the cursor's segment (with the end marker after it if asked).
   Status write_staged_locked(bool with_end_marker, AppendCursor* cursor);
+  // Writes one record at cursor->offset (the staging buffer must be empty) without staging it:
+  // payload first, then the padding and an end marker, then the header with the magic last.
+  Status write_direct_locked(const EntryMeta& meta, std::string_view payload, AppendCursor* cursor);
   // Makes the cursor's position visible to readers and the flusher.
   void publish_locked(const AppendCursor& cursor);
 
@@ -289,7 +292,8 @@ class CommitLog::Impl {
 
   std::mutex write_mu_;
   // write_mu_: encoded entries on their way to the segment file (commit_log_append.cpp). Holds at
-  // most kStagingBytes, or one record when a single record is larger.
+  // most kStagingBytes plus one record below Options::direct_write_min_payload_bytes; larger
+  // payloads are not staged (write_direct_locked).
   static constexpr std::size_t kStagingBytes = 1U << 20;
   std::vector<char> staging_;
   std::mutex flush_cycle_mu_;

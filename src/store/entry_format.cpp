@@ -37,6 +37,34 @@ void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view pa
       "an encoded entry decodes back to the entry encoded");
 }
 
+void encode_header(const EntryMeta& meta, std::uint64_t generation, std::string_view payload,
+                   char* header_out) {
+  RAFTLOG_CHECK(payload.size() <= UINT32_MAX, "an entry's payload size fits its 32-bit field");
+  const auto payload_size = static_cast<std::uint32_t>(payload.size());
+  char* out = header_out;
+  put_u8(out + 8, kVersion);
+  put_u8(out + 9, static_cast<std::uint8_t>(meta.type));
+  put_u16(out + 10, meta.flags);
+  put_u32(out + 12, payload_size);
+  put_u64(out + 16, meta.index);
+  put_u64(out + 24, meta.term);
+  put_u64(out + 32, meta.client_id);
+  put_u64(out + 40, meta.sequence);
+  put_u64(out + 48, generation);
+  const std::uint32_t header_crc = util::crc32c::value(out + 8, kHeaderBytes - 8);
+  put_u32(out + 4, util::crc32c::extend(header_crc, payload.data(), payload.size()));
+  put_u32(out, kMagic);
+  // Paired with decode()'s field reads (the payload is not next to this header, so decode() itself
+  // cannot run on it).
+  RAFTLOG_CHECK(get_u32(out) == kMagic && get_u8(out + 8) == kVersion &&
+                    get_u32(out + 12) == payload_size && get_u64(out + 16) == meta.index &&
+                    get_u64(out + 24) == meta.term && get_u64(out + 32) == meta.client_id &&
+                    get_u64(out + 40) == meta.sequence && get_u64(out + 48) == generation &&
+                    get_u8(out + 9) == static_cast<std::uint8_t>(meta.type) &&
+                    get_u16(out + 10) == meta.flags,
+                "an encoded entry header reads back as the entry encoded");
+}
+
 const char* to_string(DecodeResult result) {
   switch (result) {
     case DecodeResult::kOk:

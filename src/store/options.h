@@ -46,6 +46,11 @@ struct Options {
   std::uint32_t max_entry_size_bytes = 4U << 20;
   // Most entries one append() call may carry (bounds the work done under the writer lock).
   std::uint32_t max_batch_entries = 65536;
+  // An entry whose payload has at least this many bytes is written from where its payload is, in
+  // three writes (payload, padding, header), instead of being copied into the writer's 1 MiB
+  // staging buffer with its neighbours: copying MiB payloads on the Raft loop cost leadership
+  // under load (docs/benchmarks.md). Any value is valid; tests set it low to exercise the path.
+  std::uint32_t direct_write_min_payload_bytes = 64U << 10;
 
   FlushMode flush_mode = FlushMode::kSync;
   BackgroundWork background_work = BackgroundWork::kThreads;

@@ -89,6 +89,10 @@ void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads
   options.flush_dirty_bytes = 4096 + rng() % 65536;
   options.checkpoint_interval_ms = 1 + static_cast<std::uint32_t>(rng() % 20);
   options.preallocate_next_segment = rng() % 4 != 0;
+  // Half the seeds write most entries unstaged (payload, padding, then header), so torn and lost
+  // writes of that path are recovered too.
+  if (rng() % 2 == 0)
+    options.direct_write_min_payload_bytes = static_cast<std::uint32_t>(rng() % 512);
   Model model;
   auto log = testing::open_ok("/log", options);
   ASSERT_TRUE(log);
