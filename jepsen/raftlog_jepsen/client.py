@@ -1,27 +1,43 @@
-"""An independent Python gRPC client for raftlog (not the C++ client library), so the harness does
-not share the library's bugs. It implements leader redirects, idempotent append retries and the
-classification of every attempt's status into ok / definite failure / unknown. An append attempt
-travels either as a unary Log/Append (UnaryTransport, here) or over a Log/AppendStream call
-(append_stream.StreamTransport); both yield an Outcome that is classified the same way.
+"""The harness's own gRPC client for raftlog (not the C++ client library, whose bugs it must not
+share), following docs/client-protocol.md. Error details are read and retries decided by the
+repository's Python client package (clients/python: raftlog.errors decodes the standard
+grpc-status-details-bin trailer, falling back to raftlog-error-bin; raftlog._retry is the retry loop:
+which statuses and reasons are retried, one redirect hop without sleeping, the backoff); proto_gen
+makes that package importable. What stays here is what a test harness needs on top: every attempt
+recorded, and each append classified as ok / definite failure / unknown for the checkers. An
+append attempt travels either as a unary Log/Append (UnaryTransport, here) or over a
+Log/AppendStream call (append_stream.StreamTransport); both yield an Outcome that is classified and
+retried the same way.
 """
 import threading
 import time
 
 import grpc
 
-ERROR_INFO_KEY = "raftlog-error-bin"
+from . import proto_gen
 
-# Reason words (proto/raftlog/v1/client.proto, src/server/node.cpp) whose status guarantees that this
-# attempt's append was never proposed: the node refused it before handing it to Raft.
-# UNAVAILABLE (LEADERSHIP_LOST / SHUTTING_DOWN), DEADLINE_EXCEEDED and transport errors are unknown.
+# The Python client package needs its generated modules before it can be imported.
+proto_gen.generate(proto_gen.default_cache_root())
+from raftlog import _retry  # noqa: E402
+from raftlog import errors as raftlog_errors  # noqa: E402
+
+ERROR_INFO_KEY = raftlog_errors.RAFTLOG_ERROR_KEY
+STATUS_DETAILS_KEY = raftlog_errors.STATUS_DETAILS_KEY
+
+# Reason words (docs/client-protocol.md, section 2) whose status guarantees that this attempt's
+# append was never proposed: the node refused it before handing it to Raft. UNAVAILABLE
+# (LEADERSHIP_LOST / SHUTTING_DOWN), DEADLINE_EXCEEDED and transport errors are unknown. Stricter than
+# the Python package's list (raftlog._retry.DEFINITE_REASONS) on purpose: MALFORMED_REQUEST and
+# UNIMPLEMENTED, which the harness never provokes, count as unknown, so a server bug there cannot
+# turn an applied append into a "fail" the checkers would trust.
 DEFINITE_FAILURE_REASONS = {
     "NOT_LEADER", "NO_LEADER", "EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES",
     "APPEND_TOO_LARGE", "BAD_SEQUENCE", "SEQUENCE_TOO_OLD", "SEQUENCE_REUSED", "DISK_FULL",
     "DISK_WATERMARK", "TOO_MANY_PENDING",
 }
-# Reasons after which retrying the same (client_id, sequence) cannot help.
-FATAL_REASONS = {"EMPTY_APPEND", "ENTRY_TOO_LARGE", "TOO_MANY_ENTRIES", "APPEND_TOO_LARGE",
-                 "BAD_SEQUENCE", "SEQUENCE_TOO_OLD", "SEQUENCE_REUSED"}
+# The protocol's backoff (docs/client-protocol.md, section 3): 20 ms doubling to 500 ms, +25% jitter.
+BACKOFF_MIN_S, BACKOFF_MAX_S = 0.02, 0.5
+MAX_ATTEMPTS_PER_APPEND = 1000  # the deadline normally ends an append's retries first
 
 CHANNEL_OPTIONS = [
     # gRPC's default reconnect backoff (1 s doubling to 120 s) would hide a restarted node for minutes.
@@ -78,18 +94,18 @@ class Cluster:
             self._channels.clear()
 
     def error_info(self, rpc_error):
-        """(reason, leader_node_or_None) from the raftlog-error-bin trailer of a failed call."""
+        """(reason, leader_node_or_None) from a failed call's trailers, decoded by the Python client
+        package: the standard grpc-status-details-bin, else raftlog-error-bin (docs/errors.md)."""
         try:
             trailers = rpc_error.trailing_metadata() or ()
         except Exception:  # a locally generated error has no trailers
             trailers = ()
-        for key, value in trailers:
-            if key == ERROR_INFO_KEY:
-                info = self.pb2.ErrorInfo()
-                info.ParseFromString(value)
-                leader = self.by_address.get(info.leader_address) if info.leader_address else None
-                return info.reason, leader
-        return "", None
+        reason, metadata = raftlog_errors.details_from_trailers(trailers)
+        return reason, self.leader_node(metadata.get("leader_address", ""))
+
+    def leader_node(self, leader_address):
+        """The node id of a leader hint's address (None for no hint, or an address not in the cluster)."""
+        return self.by_address.get(leader_address) if leader_address else None
 
     def status(self, node, timeout_s=0.5):
         try:
@@ -152,42 +168,68 @@ class UnaryTransport:
         pass
 
 
+class _Stopped(Exception):
+    """The workload is stopping: no further attempt."""
+
+
+def outcome_error(outcome, cluster, node):
+    """The raftlog.errors exception an unsuccessful Outcome stands for, for raftlog._retry's rules."""
+    code = getattr(grpc.StatusCode, outcome.code, grpc.StatusCode.UNKNOWN)
+    if not isinstance(code, grpc.StatusCode):
+        code = grpc.StatusCode.UNKNOWN  # PROTOCOL_ERROR, or a code number gRPC lacks
+    metadata = {}
+    if outcome.leader is not None:
+        metadata["leader_address"] = cluster.addresses[outcome.leader]
+    error = raftlog_errors.make_error(code, outcome.message, outcome.reason, metadata, cluster.addresses[node])
+    if outcome.stream_broken:
+        error.stream_ended = True
+    return error
+
+
 def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeout_s=2.0, stop=None,
-           transport=None):
-    """Appends `values` (bytes) as one append with (client_id, sequence), retrying with the same pair
-    until ok, a fatal refusal, `deadline_s` (monotonic) or `stop` is set. `transport` carries each
-    attempt (UnaryTransport by default, or append_stream.StreamTransport); the retry policy and the
-    classification of the attempts do not depend on it.
+           transport=None, sleep=time.sleep):
+    """Appends `values` (bytes) as one append with (client_id, sequence), retrying with the same pair by
+    docs/client-protocol.md (raftlog._retry.run: NOT_LEADER is followed at once, one hop, a second
+    redirect in a row sleeps the backoff first; TOO_MANY_PENDING waits and stays on the node;
+    NO_LEADER, UNAVAILABLE and DEADLINE_EXCEEDED wait and move to the next node; a broken
+    AppendStream is retried; nothing else is: DISK_FULL, DISK_WATERMARK, the INVALID_ARGUMENT and
+    SEQUENCE_* reasons, CANCELLED, ...), until ok, a refusal that is not retried, `deadline_s`
+    (monotonic) or `stop` is set. `transport` carries each attempt (UnaryTransport by default, or
+    append_stream.StreamTransport); the retry policy and the classification of the attempts do not
+    depend on it. `sleep` is the backoff's sleep (tests record it).
     Returns (type, response_or_None, final_node, attempts)."""
     if transport is None:
         transport = UnaryTransport(cluster)
     attempts = []
-    node = cluster.leader_hint or rng.choice(sorted(cluster.addresses))
-    backoff_s = 0.02
-    request = cluster.pb2.AppendRequest(entries=list(values), client_id=client_id,
-                                        sequence=sequence)
-    for _ in range(1000):  # bound on attempts; the deadline normally ends the loop first
-        remaining = deadline_s - time.monotonic()
-        if remaining <= 0 or (stop is not None and stop.is_set() and attempts):
-            break
-        outcome = transport.attempt(node, request, min(attempt_timeout_s, remaining))
+    request = cluster.pb2.AppendRequest(entries=list(values), client_id=client_id, sequence=sequence)
+    ordered = sorted(cluster.addresses)
+    endpoints = _retry.Endpoints([cluster.addresses[n] for n in ordered])
+    first = cluster.leader_hint or rng.choice(ordered)
+    endpoints.prefer(cluster.addresses[first])
+
+    def attempt(address, timeout_s):
+        if stop is not None and stop.is_set() and attempts:
+            raise _Stopped()
+        node = cluster.by_address[address]
+        outcome = transport.attempt(node, request, timeout_s)
         if outcome.response is not None:
             cluster.leader_hint = node
-            return "ok", outcome.response, node, attempts
-        attempt = Attempt(node, outcome.code, outcome.reason, outcome.message)
-        attempts.append(attempt)
-        reason, leader = outcome.reason, outcome.leader
-        if reason in FATAL_REASONS:
-            break
-        if reason == "NOT_LEADER" and leader is not None and leader != node:
-            node = leader  # one hop, no sleep
-            continue
-        if cluster.leader_hint == node:
+            return outcome.response, node
+        attempts.append(Attempt(node, outcome.code, outcome.reason, outcome.message))
+        if cluster.leader_hint == node and outcome.reason != "TOO_MANY_PENDING":
             cluster.leader_hint = None
-        time.sleep(min(backoff_s, max(0.0, deadline_s - time.monotonic())))
-        backoff_s = min(backoff_s * 2, 0.5) * (0.75 + 0.5 * rng.random())
-        node = rng.choice(sorted(cluster.addresses))
-    final_node = attempts[-1].node if attempts else node
+        raise outcome_error(outcome, cluster, node)
+
+    remaining = deadline_s - time.monotonic()
+    if remaining > 0:
+        try:
+            response, node = _retry.run("append", attempt, endpoints, attempt_timeout_s, remaining,
+                                        _retry.Backoff(BACKOFF_MIN_S, BACKOFF_MAX_S, rng), sleep=sleep,
+                                        max_attempts=MAX_ATTEMPTS_PER_APPEND)
+            return "ok", response, node, attempts
+        except (raftlog_errors.RaftlogError, _Stopped):
+            pass  # the attempts say how it ended
+    final_node = attempts[-1].node if attempts else first
     if attempts and all(a.definite_failure() for a in attempts):
         return "fail", None, final_node, attempts
     return "info", None, final_node, attempts

@@ -18,6 +18,11 @@ inline constexpr std::string_view kErrorInfoMetadataKey = "raftlog-error-bin";
 inline constexpr std::string_view kStatusDetailsMetadataKey = "grpc-status-details-bin";
 inline constexpr std::string_view kErrorDomain = "raftlog.v1";
 inline constexpr std::string_view kErrorInfoTypeUrl = "type.googleapis.com/google.rpc.ErrorInfo";
+// Not an error: the initial metadata key a node sends as soon as it accepted a Tail (request valid,
+// stream registered), its value the from_index in decimal. A refused Tail ends without it, so a
+// client waiting for initial metadata tells "accepted" from "refused" without waiting for an entry
+// (docs/client-protocol.md, section 6).
+inline constexpr std::string_view kTailAcceptedMetadataKey = "raftlog-tail-accepted";
 
 // google.rpc.ErrorInfo.metadata keys (values in decimal, except the address).
 namespace metadata_key {

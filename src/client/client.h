@@ -277,12 +277,14 @@ class Client {
   Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries,
                           std::uint64_t max_bytes, bool linearizable);
   // Follows the log from options.from_index, calling on_entry for each entry. When a stream breaks
-  // (node down, node shutting down) it reconnects to the next endpoint and resumes at the next index,
-  // skipping any entry it already delivered. Returns the next index not yet delivered when the tail
-  // ends normally (stop requested, duration elapsed, callback returned false); an error when the
-  // server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it sends a gap,
-  // or when no node served it for retry_deadline_ms, counted from the end of its last working stream
-  // (one that delivered an entry or stayed open for call_timeout_ms: an idle stream on a quiet log).
+  // (node down, node shutting down) it reconnects to the next endpoint and resumes at the next
+  // index, skipping any entry it already delivered. Returns the next index not yet delivered when
+  // the tail ends normally (stop requested, duration elapsed, callback returned false); an error
+  // when the server refuses the range (e.g. OUT_OF_RANGE below the first retained index), when it
+  // sends a gap, or when no node served it for retry_deadline_ms, counted from the end of its last
+  // working stream (one the node accepted, which it signals at once even on a quiet log, or that
+  // delivered an entry). A node that does not accept a stream within call_timeout_ms is left for
+  // the next endpoint.
   Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry);
   // One node's view (no retries; `endpoint` need not be in the endpoint list).
   Result<NodeStatus> status(const std::string& endpoint);

@@ -7,7 +7,9 @@
 #include <optional>
 #include <stop_token>
 #include <string>
+#include <thread>
 
+#include "api_errors/error_details.h"
 #include "client/wire.h"
 #include "raftlog/v1/client.grpc.pb.h"
 
@@ -40,6 +42,35 @@ bool worth_reconnecting(const Status& ended) {
   }
 }
 
+// Waits until the node accepted the stream or ended it: true when its initial metadata carries
+// the accepted key (docs/client-protocol.md, section 6). A node that sends neither within
+// `timeout` (unreachable, wedged, or a node from before the signal on a quiet log) is given up:
+// the call is cancelled and *timed_out set. A node from before the signal that has entries to
+// send still works: its headers come with the first message, and the entries count.
+bool wait_until_accepted(grpc::ClientContext& context, grpc::ClientReader<pb::TailResponse>& reader,
+                         Milliseconds timeout, bool* timed_out) {
+  std::mutex mutex;
+  std::condition_variable wakeup;
+  bool headers = false;
+  std::thread watchdog([&] {
+    std::unique_lock lock(mutex);
+    if (!wakeup.wait_for(lock, timeout, [&] { return headers; })) {
+      *timed_out = true;
+      context.TryCancel();
+    }
+  });
+  reader.WaitForInitialMetadata();
+  {
+    std::lock_guard lock(mutex);
+    headers = true;
+  }
+  wakeup.notify_all();
+  watchdog.join();
+  if (*timed_out) return false;
+  const auto& metadata = context.GetServerInitialMetadata();
+  return metadata.find(std::string(api_errors::kTailAcceptedMetadataKey)) != metadata.end();
+}
+
 // One tail call: the state that carries over from one stream to the next.
 class TailFollower {
  public:
@@ -62,7 +93,7 @@ class TailFollower {
   struct StreamEnd {
     std::optional<Status> verdict;  // set when the tail must end for a reason found while reading
     bool progressed = false;        // delivered at least one entry
-    bool established = false;       // delivered an entry or stayed open past the call timeout
+    bool established = false;       // accepted by the node (its headers), or delivered an entry
     Status ended;                   // why the stream ended (when no verdict)
   };
 
@@ -130,10 +161,12 @@ TailFollower::StreamEnd TailFollower::follow_one_stream() {
   auto stub = pb::Log::NewStub(resources_.channels.get(target_));
   std::unique_ptr<grpc::ClientReader<pb::TailResponse>> reader = stub->Tail(&context, request);
 
-  const Clock::time_point opened = Clock::now();
   StreamEnd end;
+  bool not_accepted_in_time = false;
+  end.established = wait_until_accepted(context, *reader, Milliseconds(resources_.call_timeout_ms),
+                                        &not_accepted_in_time);
   pb::TailResponse response;
-  while (!end.verdict && reader->Read(&response)) {
+  while (!end.verdict && !not_accepted_in_time && reader->Read(&response)) {
     for (const pb::Entry& wire : response.entries()) {
       if (wire.index() < next_) continue;  // delivered before the reconnect: skip the overlap
       if (wire.index() > next_) {
@@ -152,12 +185,12 @@ TailFollower::StreamEnd TailFollower::follow_one_stream() {
   }
   if (end.verdict) context.TryCancel();
   const grpc::Status finish = reader->Finish();
-  // A node that is down or unreachable fails a stream within the connect timeout, which
-  // Channels bounds by the call timeout: a stream open longer than that was accepted, even when
-  // the log was quiet and it delivered nothing.
-  end.established =
-      end.progressed || Clock::now() - opened >= Milliseconds(resources_.call_timeout_ms);
-  if (!end.verdict) {
+  end.established = end.established || end.progressed;
+  if (!end.verdict && not_accepted_in_time && !options_.stop.stop_requested()) {
+    end.ended = Status(StatusCode::kUnavailable,
+                       target_ + ": the node did not accept the tail stream within " +
+                           std::to_string(resources_.call_timeout_ms) + " ms");
+  } else if (!end.verdict) {
     end.ended = finish.ok() ? Status(StatusCode::kUnavailable,
                                      target_ + ": the server ended the tail stream")
                             : from_grpc(finish, context, target_);

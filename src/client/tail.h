@@ -18,7 +18,7 @@ struct TailResources {
   Channels& channels;
   RetryEngine& retry;
   std::uint32_t retry_deadline_ms;  // no working stream on any node for this long ends the tail
-  std::uint32_t call_timeout_ms;    // a stream open this long counts as established (tail.cpp)
+  std::uint32_t call_timeout_ms;    // a stream not accepted within this long is given up (tail.cpp)
 };
 
 Result<std::uint64_t> follow_log(const TailOptions& options, const TailCallback& on_entry,

@@ -615,6 +615,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* ClientServices::Impl::LogService::Ta
                                 std::string(api_errors::reason::kBadIndexRange)));
   }
   if (std::optional<grpc::Status> refused = owner->register_tail(reactor)) return refuse(*refused);
+  // The "accepted" signal: headers now, not with the first entry, which may be long in coming on a
+  // quiet log. gRPC holds the send until the reactor is bound, and a refusal above never sends it.
+  context->AddInitialMetadata(std::string(api_errors::kTailAcceptedMetadataKey),
+                              std::to_string(request.from_index()));
+  reactor->StartSendInitialMetadata();
   reactor->start();
   return reactor;
 }

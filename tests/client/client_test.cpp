@@ -444,6 +444,70 @@ TEST(Client, TailOnAQuietLogResumesWhenItsNodeFails) {
   EXPECT_EQ(survivor.log.tails()[0].from_index(), 7u);
 }
 
+// A node that takes a Tail but never accepts it (wedged; a quiet log sends nothing) is left for
+// the next endpoint after the call timeout, instead of holding the tail for as long as its
+// connection lives.
+TEST(Client, TailMovesOnFromANodeThatDoesNotAcceptTheStream) {
+  FakeNode wedged(1);
+  FakeNode survivor(2);
+  wedged.log.accept_tails = false;
+  wedged.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest&,
+                          grpc::ServerWriter<pb::TailResponse>*) {
+    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
+    return grpc::Status::OK;
+  };
+  survivor.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest& request,
+                            grpc::ServerWriter<pb::TailResponse>* writer) {
+    pb::TailResponse response;
+    *response.add_entries() = wire_entry(request.from_index());
+    writer->Write(response);
+    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
+    return grpc::Status::OK;
+  };
+  Options options = fast_options({wedged.address(), survivor.address()});
+  options.call_timeout_ms = 300;
+  auto client = make_client(options);
+  TailOptions from_three;
+  from_three.from_index = 3;
+  const auto started = std::chrono::steady_clock::now();
+  auto next = client->tail(from_three, [](const Entry&) { return false; });
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_EQ(next.value(), 4u);
+  // The wedged node holds its stream for 5 s: the tail left it after its 300 ms call timeout.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 3s);
+  EXPECT_EQ(wedged.log.tails().size(), 1u);
+  ASSERT_EQ(survivor.log.tails().size(), 1u);
+}
+
+// Streams the node accepted were working even when each ended quickly without an entry (a node
+// restarting, a quiet log): the give-up clock restarts at each, so a retry deadline shorter than
+// the call timeout does not end the tail while a node keeps accepting it.
+TEST(Client, TailCountsAcceptedStreamsAsWorkingWithoutWaitingForTheCallTimeout) {
+  FakeNode node(1);
+  constexpr int kShortStreams = 8;
+  node.log.on_tail = [](grpc::ServerContext*, int call, const pb::TailRequest& request,
+                        grpc::ServerWriter<pb::TailResponse>* writer) {
+    if (call <= kShortStreams) {
+      std::this_thread::sleep_for(60ms);
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "node shutting down");
+    }
+    pb::TailResponse response;
+    *response.add_entries() = wire_entry(request.from_index());
+    writer->Write(response);
+    return grpc::Status::OK;
+  };
+  Options options = fast_options({node.address()});
+  options.call_timeout_ms = 5000;
+  options.retry_deadline_ms = 300;  // less than the short streams take together (> 480 ms)
+  auto client = make_client(options);
+  TailOptions from_five;
+  from_five.from_index = 5;
+  auto next = client->tail(from_five, [](const Entry&) { return false; });
+  ASSERT_TRUE(next.ok()) << next.status().to_string();
+  EXPECT_EQ(next.value(), 6u);
+  EXPECT_EQ(node.log.tails().size(), static_cast<std::size_t>(kShortStreams + 1));
+}
+
 TEST(Client, TailGivesUpWhenNoNodeServesIt) {
   const std::string dead = loopback_address(pick_free_loopback_port());
   Options options = fast_options({dead});

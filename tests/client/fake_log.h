@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api_errors/error_details.h"
 #include "client/client.h"
 #include "raftlog/v1/client.grpc.pb.h"
 #include "shared/loopback.h"
@@ -43,6 +44,9 @@ class FakeLog final : public pb::Log::Service {
   AppendStreamHandler on_append_stream;
   ReadHandler on_read;
   TailHandler on_tail;
+  // As raftlogd: a Tail gets its "accepted" headers before the handler runs. False: a node that
+  // never accepts (wedged, or from before the signal): its headers come with the first message.
+  std::atomic<bool> accept_tails{true};
   std::uint64_t node_id = 0;
 
   grpc::Status Append(grpc::ServerContext* context, const pb::AppendRequest* request,
@@ -68,6 +72,11 @@ class FakeLog final : public pb::Log::Service {
                     grpc::ServerWriter<pb::TailResponse>* writer) override {
     const int call = record(tails_, *request);
     if (!on_tail) return {grpc::StatusCode::UNIMPLEMENTED, "no tail handler"};
+    if (accept_tails.load()) {
+      context->AddInitialMetadata(std::string(api_errors::kTailAcceptedMetadataKey),
+                                  std::to_string(request->from_index()));
+      writer->SendInitialMetadata();
+    }
     return on_tail(context, call, *request, writer);
   }
   grpc::Status Status(grpc::ServerContext*, const pb::StatusRequest*,

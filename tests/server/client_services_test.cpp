@@ -96,9 +96,10 @@ class InProcessNode {
 
 // One Tail call on a channel, read or not as the test pleases.
 struct TailCall {
-  TailCall(const std::shared_ptr<grpc::Channel>& channel, std::uint64_t from_index)
+  TailCall(const std::shared_ptr<grpc::Channel>& channel, std::uint64_t from_index,
+           std::chrono::milliseconds deadline = 30s)
       : stub(v1::Log::NewStub(channel)) {
-    context.set_deadline(std::chrono::system_clock::now() + 30s);
+    context.set_deadline(std::chrono::system_clock::now() + deadline);
     v1::TailRequest request;
     request.set_from_index(from_index);
     reader = stub->Tail(&context, request);
@@ -114,6 +115,45 @@ struct TailCall {
   grpc::ClientContext context;
   std::unique_ptr<grpc::ClientReader<v1::TailResponse>> reader;
 };
+
+// The value of the "accepted" initial metadata key of a Tail call, or nullopt when its headers
+// (or its end) came without it. Waits for the headers.
+std::optional<std::string> tail_accepted_value(TailCall& call) {
+  call.reader->WaitForInitialMetadata();
+  const auto& headers = call.context.GetServerInitialMetadata();
+  const auto found = headers.find("raftlog-tail-accepted");
+  if (found == headers.end()) return std::nullopt;
+  return std::string(found->second.data(), found->second.size());
+}
+
+// --- The accepted signal of a Tail ---------------------------------------------------------------
+
+// A Tail on a quiet log sends nothing for as long as no entry commits: the node's initial metadata
+// is how a client knows the stream was accepted, at once, instead of after a guessed delay.
+TEST(TailAccepted, AnAcceptedTailIsSignalledAtOnceOnAQuietLogAndARefusedOneIsNot) {
+  InProcessNode node([](server::NodeConfig&) {});
+  ASSERT_TRUE(node.started());
+  const std::uint64_t last = node.append(1, 16);
+  ASSERT_NE(last, 0u);
+
+  TailCall quiet(node.new_connection(), last + 1, 5s);
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(tail_accepted_value(quiet), std::to_string(last + 1));
+  // Before the signal, the headers came with the first entry: here, at the 5 s deadline.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 2s);
+  EXPECT_EQ(node.open_tail_streams(), 1u);  // the signal follows the registration
+  ASSERT_EQ(node.append(1, 16), last + 1);
+  v1::TailResponse next;
+  ASSERT_TRUE(quiet.reader->Read(&next));
+  ASSERT_EQ(next.entries_size(), 1);
+  EXPECT_EQ(next.entries(0).index(), last + 1);
+  quiet.context.TryCancel();
+  (void)quiet.drain_and_finish();
+
+  TailCall from_zero(node.new_connection(), 0, 5s);
+  EXPECT_EQ(tail_accepted_value(from_zero), std::nullopt);
+  EXPECT_EQ(from_zero.drain_and_finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
 
 // --- Tail readers that never read -----------------------------------------------------------------
 

@@ -95,19 +95,20 @@ class Backoff:
         return sleep
 
 
-def run(what, attempt, endpoints, call_timeout, retry_deadline, backoff, on_error=None, sleep=time.sleep):
+def run(what, attempt, endpoints, call_timeout, retry_deadline, backoff, on_error=None, sleep=time.sleep,
+        max_attempts=MAX_ATTEMPTS_PER_CALL):
     """Runs attempt(endpoint, timeout_s) until it returns, raises an error that is not retried, or
     `retry_deadline` seconds pass; follows a NOT_LEADER hint at once (one hop; a second redirect in a
     row sleeps first), stays on the same endpoint after TOO_MANY_PENDING, moves to the next one
     otherwise. `on_error(error)` sees every failed
-    attempt. Raises the last error, its message naming the attempts, when the deadline passes."""
+    attempt; at most `max_attempts` are made. Raises the last error, its message naming the attempts, when the deadline passes."""
     started = time.monotonic()
     deadline = started + retry_deadline
     target = endpoints.preferred
     previous_was_redirect = False
     last = None
     attempts = 0
-    while attempts < MAX_ATTEMPTS_PER_CALL:
+    while attempts < max_attempts:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break

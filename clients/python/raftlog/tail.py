@@ -5,9 +5,10 @@ It keeps `next_index`, the next index not yet delivered. When a stream ends for 
 next_index is skipped, one above it is a gap: ProtocolError, never delivered. It ends with the error
 when the range is refused (INDEX_TRIMMED, BAD_INDEX_RANGE, ...) or when it has had no working stream
 for the client's retry_deadline: the clock restarts at each entry and at the end of an established
-stream (one that delivered an entry or stayed open for call_timeout, since a node that is down or
-unreachable fails a stream within the connect timeout), so a stream idle on a quiet log for longer
-than the deadline still resumes elsewhere when its node fails.
+stream (one the node accepted, which it signals at once with the raftlog-tail-accepted initial
+metadata, or one that delivered an entry), so a stream idle on a quiet log for longer than the
+deadline still resumes elsewhere when its node fails. A node that neither accepts nor ends a stream
+within call_timeout (unreachable, wedged) is left for the next endpoint.
 """
 import threading
 import time
@@ -21,11 +22,38 @@ from .types import Entry
 # Stream ends worth another stream, on another node (the C++ library's list, client/tail.cpp).
 _RESUMED_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.DEADLINE_EXCEEDED,
                             grpc.StatusCode.ABORTED, grpc.StatusCode.RESOURCE_EXHAUSTED})
+ACCEPTED_KEY = "raftlog-tail-accepted"  # src/api_errors/error_details.h
 MAX_STREAMS_PER_TAIL = 1_000_000  # a bound on reconnects; the stall deadline ends a dead cluster's tail first
 
 
 def worth_resuming(error):
     return error.code in _RESUMED_CODES or isinstance(error, errors.LeaderError)
+
+
+def wait_until_accepted(call, timeout):
+    """Waits for the stream's initial metadata: True when the node accepted the Tail (the headers
+    carry ACCEPTED_KEY), False when it refused it (the stream ended without it, or a node from before
+    the signal sent headers with its first entry), None when neither came within `timeout`: the call
+    is then cancelled."""
+    received = threading.Event()
+    gave_up = threading.Event()
+
+    def give_up():
+        if not received.is_set():
+            gave_up.set()
+            call.cancel()
+
+    timer = threading.Timer(timeout, give_up)
+    timer.daemon = True
+    timer.start()
+    try:
+        metadata = call.initial_metadata() or ()
+    finally:
+        received.set()
+        timer.cancel()
+    if gave_up.is_set():
+        return None
+    return any(key == ACCEPTED_KEY for key, _ in metadata)
 
 
 class Tail:
@@ -71,8 +99,12 @@ class Tail:
             with self._lock:
                 self._call = call
             self.streams_opened += 1
-            opened = time.monotonic()
+            accepted = wait_until_accepted(call, client.call_timeout)
             try:
+                if accepted is None and not self._closed.is_set():
+                    raise errors.UnavailableError(grpc.StatusCode.UNAVAILABLE,
+                                                  "the node did not accept the tail stream within %.0f ms"
+                                                  % (client.call_timeout * 1000), endpoint=target)
                 for message in call:
                     for wire in message.entries:
                         if wire.index < self.next_index:
@@ -87,13 +119,15 @@ class Tail:
                                                 endpoint=target)
             except grpc.RpcError as error:
                 ended = errors.from_rpc_error(error, target)
+            except errors.UnavailableError as error:  # not accepted in time (above)
+                ended = error
             finally:
                 with self._lock:
                     self._call = None
                 call.cancel()
             if self._closed.is_set():
                 return
-            if progressed or time.monotonic() - opened >= client.call_timeout:
+            if progressed or accepted:
                 stall_since = time.monotonic()  # an established stream ended: the first failure
             if progressed:
                 backoff.reset()

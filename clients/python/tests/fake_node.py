@@ -46,6 +46,7 @@ class FakeNode(client_pb2_grpc.LogServicer):
         self.streams_opened = 0
         self.status = None       # a StatusResponse to answer Status with (None: UNIMPLEMENTED)
         self.tails = []          # one script per Tail call (see Tail)
+        self.accept_tails = True  # False: a node that never sends a Tail's "accepted" headers
         self.tail_requests = []
         self.requests = []  # every AppendRequest received, in order
         self.unary_time_remaining = []  # seconds left until each unary call's deadline, on arrival
@@ -115,10 +116,14 @@ class FakeNode(client_pb2_grpc.LogServicer):
     def Tail(self, request, context):
         """Streams the entries of the next script in tails (a list of TailResponse or of float seconds
         to stay idle, then an optional final Refusal that ends the stream); a script-less stream ends
-        UNAVAILABLE."""
+        UNAVAILABLE. A stream whose script does not start with a Refusal is accepted first (the
+        raftlog-tail-accepted headers) unless accept_tails is False."""
         with self.lock:
             self.tail_requests.append(request)
             script = self.tails.pop(0) if self.tails else [Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")]
+        # As raftlogd: a stream it takes is signalled at once; one refused at open is not.
+        if self.accept_tails and not (script and isinstance(script[0], Refusal)):
+            context.send_initial_metadata((("raftlog-tail-accepted", str(request.from_index)),))
         for item in script:
             if isinstance(item, float):
                 context_done = threading.Event()

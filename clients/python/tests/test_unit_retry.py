@@ -339,6 +339,32 @@ class DiscoveryAndTailTest(FakeNodeTest):
         self.assertEqual(got, [7])
         self.assertEqual([r.from_index for r in survivor.tail_requests], [7])
 
+    def test_tail_moves_on_from_a_node_that_does_not_accept_the_stream(self):
+        wedged = self.node()
+        wedged.accept_tails = False  # takes the call, sends nothing for 5 s (a quiet log, no signal)
+        wedged.tails = [[5.0]]
+        survivor = self.node()
+        survivor.tails = [[tail_message(3)]]
+        started = time.monotonic()
+        tail = self.client([wedged, survivor], call_timeout=0.3).tail(3)
+        got = [next(iter(tail)).index]
+        tail.close()
+        self.assertEqual(got, [3])
+        self.assertLess(time.monotonic() - started, 3)  # left after the call timeout, not after 5 s
+        self.assertEqual(len(wedged.tail_requests), 1)
+
+    def test_tail_counts_accepted_streams_as_working_without_waiting_for_the_call_timeout(self):
+        node = self.node()
+        # Eight accepted streams that each end after 60 ms without an entry (a node restarting), then
+        # one that serves: together longer than the retry deadline, yet each was a working stream.
+        node.tails = [[0.06, Refusal(grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN")] for _ in range(8)]
+        node.tails.append([tail_message(5)])
+        tail = self.client([node], retry_deadline=0.3, call_timeout=5.0).tail(5)
+        got = [next(iter(tail)).index]
+        tail.close()
+        self.assertEqual(got, [5])
+        self.assertEqual(len(node.tail_requests), 9)
+
     def test_tail_gives_up_when_no_node_serves_it(self):
         node = self.node()  # every stream ends UNAVAILABLE at once
         started = time.monotonic()
