@@ -8,9 +8,11 @@
 
 namespace raftlog::store::entry_format {
 
-void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out) {
-  RAFTLOG_CHECK(payload.size() <= UINT32_MAX, "an entry's payload size fits its 32-bit field");
-  const auto payload_size = static_cast<std::uint32_t>(payload.size());
+namespace {
+
+// Bytes [8, kHeaderBytes) of a record: everything but the magic and the CRC.
+void put_header_fields(const EntryMeta& meta, std::uint64_t generation, std::uint32_t payload_size,
+                       char* out) {
   put_u8(out + 8, kVersion);
   put_u8(out + 9, static_cast<std::uint8_t>(meta.type));
   put_u16(out + 10, meta.flags);
@@ -20,6 +22,14 @@ void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view pa
   put_u64(out + 32, meta.client_id);
   put_u64(out + 40, meta.sequence);
   put_u64(out + 48, generation);
+}
+
+}  // namespace
+
+void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out) {
+  RAFTLOG_CHECK(payload.size() <= UINT32_MAX, "an entry's payload size fits its 32-bit field");
+  const auto payload_size = static_cast<std::uint32_t>(payload.size());
+  put_header_fields(meta, generation, payload_size, out);
   if (!payload.empty()) std::memcpy(out + kHeaderBytes, payload.data(), payload.size());
   const std::uint64_t total = record_bytes(payload_size);
   const std::uint64_t padding = total - kHeaderBytes - payload_size;
@@ -42,15 +52,7 @@ void encode_header(const EntryMeta& meta, std::uint64_t generation, std::string_
   RAFTLOG_CHECK(payload.size() <= UINT32_MAX, "an entry's payload size fits its 32-bit field");
   const auto payload_size = static_cast<std::uint32_t>(payload.size());
   char* out = header_out;
-  put_u8(out + 8, kVersion);
-  put_u8(out + 9, static_cast<std::uint8_t>(meta.type));
-  put_u16(out + 10, meta.flags);
-  put_u32(out + 12, payload_size);
-  put_u64(out + 16, meta.index);
-  put_u64(out + 24, meta.term);
-  put_u64(out + 32, meta.client_id);
-  put_u64(out + 40, meta.sequence);
-  put_u64(out + 48, generation);
+  put_header_fields(meta, generation, payload_size, out);
   const std::uint32_t header_crc = util::crc32c::value(out + 8, kHeaderBytes - 8);
   put_u32(out + 4, util::crc32c::extend(header_crc, payload.data(), payload.size()));
   put_u32(out, kMagic);
