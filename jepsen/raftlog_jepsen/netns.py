@@ -80,14 +80,12 @@ class Network:
         register_run(self.tag)
         run(["ip", "link", "add", self.bridge, "type", "bridge"])
         self.created_links.append(self.bridge)
-        # With br_netfilter loaded, bridged frames would traverse the root namespace's iptables
-        # (where Docker, for one, sets FORWARD to DROP); this bridge must not depend on that.
-        run(["ip", "link", "set", self.bridge, "type", "bridge", "nf_call_iptables", "0"], check=False)
-        # The per-bridge switch does not override the global net.bridge.bridge-nf-call-iptables=1
-        # (the kernel ORs the two), which is what a running dockerd leaves behind together with
-        # FORWARD policy DROP: node-to-node frames on this bridge were then dropped and no leader
-        # was ever elected. Accept them explicitly, first in FORWARD; removed by destroy() or by
-        # cleanup_leftovers() (the rule names the bridge).
+        # With br_netfilter loaded and net.bridge.bridge-nf-call-iptables=1, bridged frames traverse
+        # the root namespace's FORWARD chain, whose policy a running dockerd sets to DROP: no node
+        # then reached another and no leader was ever elected. The bridge's own nf_call_iptables
+        # switch cannot turn that off (the kernel ORs it with the sysctl), so accept the bridge's
+        # frames first in FORWARD; removed by destroy() or by cleanup_leftovers() (the rule names
+        # the bridge).
         run(["iptables", "-w"] + forward_rule_args("-I", self.bridge))
         self.forward_rule_bridges.append(self.bridge)
         run(["ip", "addr", "add", self.subnet + ".254/24", "dev", self.bridge])

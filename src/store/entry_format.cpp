@@ -24,6 +24,18 @@ void put_header_fields(const EntryMeta& meta, std::uint64_t generation, std::uin
   put_u64(out + 48, generation);
 }
 
+// The fields put_header_fields() writes, read back (the version and payload size are checked by
+// the caller).
+void get_header_fields(const char* in, EntryMeta* meta, std::uint64_t* generation) {
+  meta->type = static_cast<EntryType>(get_u8(in + 9));
+  meta->flags = get_u16(in + 10);
+  meta->index = get_u64(in + 16);
+  meta->term = get_u64(in + 24);
+  meta->client_id = get_u64(in + 32);
+  meta->sequence = get_u64(in + 40);
+  *generation = get_u64(in + 48);
+}
+
 }  // namespace
 
 void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out) {
@@ -48,22 +60,21 @@ void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view pa
 }
 
 void encode_header(const EntryMeta& meta, std::uint64_t generation, std::string_view payload,
-                   char* header_out) {
+                   char* out) {
   RAFTLOG_CHECK(payload.size() <= UINT32_MAX, "an entry's payload size fits its 32-bit field");
   const auto payload_size = static_cast<std::uint32_t>(payload.size());
-  char* out = header_out;
   put_header_fields(meta, generation, payload_size, out);
   const std::uint32_t header_crc = util::crc32c::value(out + 8, kHeaderBytes - 8);
   put_u32(out + 4, util::crc32c::extend(header_crc, payload.data(), payload.size()));
   put_u32(out, kMagic);
   // Paired with decode()'s field reads (the payload is not next to this header, so decode() itself
   // cannot run on it).
+  EntryMeta written;
+  std::uint64_t written_generation = 0;
+  get_header_fields(out, &written, &written_generation);
   RAFTLOG_CHECK(get_u32(out) == kMagic && get_u8(out + 8) == kVersion &&
-                    get_u32(out + 12) == payload_size && get_u64(out + 16) == meta.index &&
-                    get_u64(out + 24) == meta.term && get_u64(out + 32) == meta.client_id &&
-                    get_u64(out + 40) == meta.sequence && get_u64(out + 48) == generation &&
-                    get_u8(out + 9) == static_cast<std::uint8_t>(meta.type) &&
-                    get_u16(out + 10) == meta.flags,
+                    get_u32(out + 12) == payload_size && written == meta &&
+                    written_generation == generation,
                 "an encoded entry header reads back as the entry encoded");
 }
 
@@ -103,13 +114,7 @@ DecodeResult decode(const char* in, std::uint64_t available_bytes, std::uint32_t
       util::crc32c::value(in + 8, kHeaderBytes - 8 + payload_size) != get_u32(in + 4)) {
     return DecodeResult::kBadChecksum;
   }
-  out->meta.type = static_cast<EntryType>(get_u8(in + 9));
-  out->meta.flags = get_u16(in + 10);
-  out->meta.index = get_u64(in + 16);
-  out->meta.term = get_u64(in + 24);
-  out->meta.client_id = get_u64(in + 32);
-  out->meta.sequence = get_u64(in + 40);
-  out->generation = get_u64(in + 48);
+  get_header_fields(in, &out->meta, &out->generation);
   out->payload = std::string_view(in + kHeaderBytes, payload_size);
   out->record_bytes = total;
   // Holds for any input bytes (validated above), so a reader never steps outside its input.

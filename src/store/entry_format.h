@@ -50,13 +50,13 @@ constexpr std::uint64_t record_bytes(std::uint64_t payload_size) {
 // on) that the record decodes back to (meta, generation, payload size).
 void encode(const EntryMeta& meta, std::uint64_t generation, std::string_view payload, char* out);
 
-// Writes only the kHeaderBytes header of the record for (meta, payload) at `header_out`, with the
+// Writes only the kHeaderBytes header of the record for (meta, payload) at `out`, with the
 // CRC over the header and `payload` as encode() computes it, for a writer that writes the payload
 // from where it already is (large entries: commit_log_append.cpp) instead of copying it next to the
 // header. The record on disk is then header, payload, then zero padding up to record_bytes().
 // Checks (always on) that the header reads back as (meta, generation, payload size).
 void encode_header(const EntryMeta& meta, std::uint64_t generation, std::string_view payload,
-                   char* header_out);
+                   char* out);
 
 enum class DecodeResult {
   kOk,

@@ -29,6 +29,19 @@ using raftlog::testing::loopback_address;
 using raftlog::testing::pick_free_loopback_port;
 using namespace std::chrono_literals;
 
+// A Tail handler: sends the entry at the requested index, then stays open on an idle log until the
+// client cancels (at most 5 s).
+FakeLog::TailHandler send_first_entry_then_idle() {
+  return [](grpc::ServerContext* context, int, const pb::TailRequest& request,
+            grpc::ServerWriter<pb::TailResponse>* writer) {
+    pb::TailResponse response;
+    *response.add_entries() = wire_entry(request.from_index());
+    writer->Write(response);
+    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
+    return grpc::Status::OK;
+  };
+}
+
 TEST(Client, RedirectsToTheNamedLeaderInOneHop) {
   FakeNode follower_a(2);
   FakeNode follower_b(3);
@@ -330,15 +343,7 @@ TEST(Client, TailResumesOnAnotherNodeWithoutGapsOrDuplicates) {
 
 TEST(Client, TailEndsOnStopRequestAndOnDuration) {
   FakeNode node(1);
-  node.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest& request,
-                        grpc::ServerWriter<pb::TailResponse>* writer) {
-    pb::TailResponse response;
-    *response.add_entries() = wire_entry(request.from_index());
-    writer->Write(response);
-    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i)
-      std::this_thread::sleep_for(5ms);  // idle log
-    return grpc::Status::OK;
-  };
+  node.log.on_tail = send_first_entry_then_idle();
   auto client = make_client(fast_options({node.address()}));
 
   std::stop_source stop;
@@ -418,14 +423,7 @@ TEST(Client, TailOnAQuietLogResumesWhenItsNodeFails) {
       std::this_thread::sleep_for(5ms);
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "node shutting down");
   };
-  survivor.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest& request,
-                            grpc::ServerWriter<pb::TailResponse>* writer) {
-    pb::TailResponse response;
-    *response.add_entries() = wire_entry(request.from_index());
-    writer->Write(response);
-    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
-    return grpc::Status::OK;
-  };
+  survivor.log.on_tail = send_first_entry_then_idle();
   Options options = fast_options({quiet.address(), survivor.address()});
   options.call_timeout_ms = 100;
   options.retry_deadline_ms = 300;
@@ -456,14 +454,7 @@ TEST(Client, TailMovesOnFromANodeThatDoesNotAcceptTheStream) {
     for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
     return grpc::Status::OK;
   };
-  survivor.log.on_tail = [](grpc::ServerContext* context, int, const pb::TailRequest& request,
-                            grpc::ServerWriter<pb::TailResponse>* writer) {
-    pb::TailResponse response;
-    *response.add_entries() = wire_entry(request.from_index());
-    writer->Write(response);
-    for (int i = 0; i < 1000 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(5ms);
-    return grpc::Status::OK;
-  };
+  survivor.log.on_tail = send_first_entry_then_idle();
   Options options = fast_options({wedged.address(), survivor.address()});
   options.call_timeout_ms = 300;
   auto client = make_client(options);
