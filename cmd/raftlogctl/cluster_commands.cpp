@@ -211,6 +211,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"catching_up\":" << (s.catching_up ? "true" : "false")
              << ",\"catching_up_to_index\":" << s.catching_up_to_index
              << ",\"storage_fault\":" << json_string(s.storage_fault)
+             << ",\"stranded_below_index\":" << s.stranded_below_index
              << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
              << ",\"scrub_passes\":" << s.scrub_passes << ",\"version\":" << json_string(s.version)
@@ -236,6 +237,10 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
     if (s.catching_up) {
       io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
              << s.storage_fault << "): not voting, not counted toward commit\n";
+    }
+    if (s.stranded_below_index != 0) {
+      io.out << "    STRANDED: needs entries below index " << s.stranded_below_index
+             << ", which the leader no longer holds; rebuild it (docs/operations.md, \"Retention\")\n";
     }
     if (s.corrupt_index != 0) {
       io.out << "    CORRUPT entry " << s.corrupt_index

@@ -223,6 +223,7 @@ struct NodeStatus {
   bool catching_up = false;
   std::uint64_t catching_up_to_index = 0;
   std::string storage_fault;
+  std::uint64_t stranded_below_index = 0;  // needs entries the leader trimmed (0 = not stranded)
   std::uint64_t corrupt_index = 0;
   std::uint64_t scrub_bytes_verified = 0;
   std::uint64_t scrub_passes = 0;

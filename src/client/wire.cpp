@@ -90,6 +90,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.flush_mode = flush_mode_from_wire(wire.flush_mode());
   status.catching_up = wire.catching_up();
   status.catching_up_to_index = wire.catching_up_to_index();
+  status.stranded_below_index = wire.stranded_below_index();
   status.storage_fault = wire.storage_fault();
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();

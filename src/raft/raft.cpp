@@ -199,5 +199,6 @@ NodeId Raft::transfer_target() const { return impl_->transfer_target(); }
 std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
 bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
+Index Raft::stranded_below() const { return impl_->stranded_below(); }
 
 }  // namespace raftlog::raft

@@ -167,6 +167,10 @@ class Raft {
   // must reach is catching_up_to().
   bool catching_up() const;
   Index catching_up_to() const;
+  // Non-zero while this follower needs entries its leader no longer holds (trimmed by retention):
+  // with no snapshots it cannot catch up by replication and must be rebuilt (docs/operations.md,
+  // "Retention"). The value is the leader's first retained index.
+  Index stranded_below() const;
 
  private:
   class Impl;

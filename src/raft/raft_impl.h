@@ -56,6 +56,7 @@ class Raft::Impl {
   std::size_t pending_reads() const { return read_only_.pending(); }
   bool catching_up() const { return catching_up_; }
   Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
+  Index stranded_below() const;
 
  private:
   // --- roles and elections (raft_election.cpp) ---
@@ -139,6 +140,12 @@ class Raft::Impl {
   // its last append we matched). A heartbeat's commit is applied only up to it: the commit index it
   // names is the leader's word, but which entries it covers is only known for what we matched.
   Index leader_match_ = 0;
+  // Follower: the first index the leader of this term still holds (from its heartbeats; 0 when it
+  // holds everything from index 1, or before its first heartbeat), and whether the leader's probe at
+  // that index failed to match. Either way the entries this node needs are gone from the leader, and
+  // with no snapshots it cannot catch up by replication: stranded_below() reports it.
+  Index leader_first_index_ = 0;
+  bool rejected_leaders_first_probe_ = false;
 
   // Catching up after lost durable state (Config::promised_index).
   bool catching_up_ = false;

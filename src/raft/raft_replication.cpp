@@ -80,6 +80,9 @@ void Raft::Impl::send_heartbeat(NodeId peer, std::uint64_t context) {
   // Never tell a follower to commit beyond what it is known to hold: its tail past `match` may still
   // be a stale leader's entries.
   m.commit = std::min(progress_.at(peer).match, log_.committed());
+  // Our first retained index, so that a follower that needs trimmed entries knows it is stranded
+  // (stranded_below). 0 while we hold everything from index 1: then no follower can be.
+  m.index = log_.first_index() > 1 ? log_.first_index() : 0;
   m.context = context;
   send(std::move(m), /*after_persist=*/false);
 }
@@ -166,6 +169,7 @@ void Raft::Impl::handle_append(Message& m) {
       log_.append(std::move(suffix));
     }
     leader_match_ = std::max(leader_match_, last_new_index);
+    rejected_leaders_first_probe_ = false;
     log_.commit_to(std::min(m.commit, last_new_index));
     reply.index = last_new_index;  // acknowledged only once durable (after persist)
     if (catching_up_) reply.context = kCatchingUpContext;
@@ -174,6 +178,10 @@ void Raft::Impl::handle_append(Message& m) {
   }
   // Mismatch: hint the highest index that could match, skipping whole terms the leader cannot share
   // (fast backtracking): the largest index <= min(m.index, last) whose term is <= m.log_term.
+  // The leader probes at its first retained index when it cannot go lower (handle_heartbeat_response):
+  // a mismatch there leaves this node stranded.
+  if (leader_first_index_ > 0 && m.index < leader_first_index_)
+    rejected_leaders_first_probe_ = true;
   const Index probe_from = std::min(m.index, log_.last_index());
   const auto [hint_index, hint_term] = log_.find_conflict_by_term(probe_from, m.log_term);
   reply.index = m.index;
@@ -188,6 +196,7 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
   reply.type = MessageType::kHeartbeatResponse;
   reply.to = m.from;
   reply.context = m.context;
+  leader_first_index_ = m.index;
   if (m.commit > log_.last_index()) {
     // A leader names at most what we acknowledged (send_heartbeat), so our log lost entries it
     // already vouched for (storage fault), or the message is forged. Commit what we hold, tell the
@@ -200,6 +209,12 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
     log_.commit_to(std::min(m.commit, leader_match_));
   }
   send(std::move(reply), /*after_persist=*/false);
+}
+
+Index Raft::Impl::stranded_below() const {
+  if (role_ != Role::kFollower || leader_ == kNoNode || leader_first_index_ == 0) return 0;
+  const bool gap = leader_first_index_ > log_.last_index() + 1;
+  return gap || rejected_leaders_first_probe_ ? leader_first_index_ : 0;
 }
 
 void Raft::Impl::handle_append_response(const Message& m) {

@@ -92,6 +92,7 @@ struct Message {
   // kAppend: index/log_term of the entry preceding `entries`.
   // kVote/kPreVote: the candidate's last log index/term.
   // kAppendResponse: on success, the highest index known to match; on reject, the rejected index.
+  // kHeartbeat: the leader's first retained index once it has trimmed its log (0 before that).
   Index index = 0;
   Term log_term = 0;
   std::vector<Entry>

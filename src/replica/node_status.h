@@ -49,6 +49,10 @@ struct NodeStatus {
   bool catching_up = false;
   std::uint64_t catching_up_to_index = 0;
   std::string storage_fault;
+  // Non-zero while this follower needs entries its leader no longer holds (retention trimmed them):
+  // it cannot catch up by replication and must be rebuilt (docs/operations.md, "Retention"). The
+  // value is the leader's first retained index. Health is NOT_SERVING meanwhile.
+  std::uint64_t stranded_below_index = 0;
   // The background scrub (Scrubber): bytes verified so far, completed passes, and the first corrupt
   // entry it (or a reader) found (0 = none; the node then stops, see docs/operations.md).
   std::uint64_t scrub_bytes_verified = 0;

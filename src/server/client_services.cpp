@@ -240,6 +240,7 @@ class ClientServices::Impl {
                                                                            : v1::FLUSH_MODE_ASYNC);
       response.set_catching_up(status.catching_up);
       response.set_catching_up_to_index(status.catching_up_to_index);
+      response.set_stranded_below_index(status.stranded_below_index);
       response.set_storage_fault(status.storage_fault);
       response.set_corrupt_index(status.corrupt_index);
       response.set_scrub_bytes_verified(status.scrub_bytes_verified);

@@ -9,17 +9,34 @@
 
 namespace raftlog::server {
 
+std::string not_serving_reason(const replica::NodeStatus& status) {
+  if (status.corrupt_index != 0) {
+    return "entry " + std::to_string(status.corrupt_index) + " is corrupt; restart to repair it";
+  }
+  if (status.catching_up) {
+    return "catching up to index " + std::to_string(status.catching_up_to_index) +
+           " after a storage fault";
+  }
+  if (status.stranded_below_index != 0) {
+    return "stranded: needs entries below index " + std::to_string(status.stranded_below_index) +
+           " that the leader no longer holds; rebuild it";
+  }
+  if (status.leader_id == 0) return "no leader known";
+  return "";
+}
+
 HealthReporter::HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health,
-                               std::function<bool()> serving, std::uint32_t poll_interval_ms)
+                               std::function<std::string()> not_serving_reason,
+                               std::uint32_t poll_interval_ms)
     : node_id_(node_id),
       health_(health),
-      serving_(std::move(serving)),
+      not_serving_reason_(std::move(not_serving_reason)),
       poll_interval_ms_(poll_interval_ms) {
-  const bool serving_now = serving_();
-  publish(serving_now);
-  thread_ = std::thread([this, serving_now] {
+  std::string reason_now = not_serving_reason_();
+  publish(reason_now.empty());
+  thread_ = std::thread([this, reason_now = std::move(reason_now)]() mutable {
     util::name_this_thread("health");
-    run(serving_now);
+    run(std::move(reason_now));
   });
 }
 
@@ -42,18 +59,22 @@ void HealthReporter::publish(bool serving) {
   health_->SetServingStatus(kServiceName, serving);
 }
 
-void HealthReporter::run(bool last) {
+void HealthReporter::run(std::string last) {
   std::unique_lock lock(mu_);
   // Bounded by stop(): every wait ends after poll_interval_ms or when stopping.
   while (!cv_.wait_for(lock, std::chrono::milliseconds(poll_interval_ms_),
                        [&] { return stopping_; })) {
     lock.unlock();
-    const bool now = serving_();
+    std::string now = not_serving_reason_();
+    // A change of reason alone (no leader -> stranded) is logged too; the status only on a change.
     if (now != last) {
-      publish(now);
-      spdlog::info("node {}: health: {}", node_id_,
-                   now ? "SERVING (a leader is known)" : "NOT_SERVING (no leader known)");
-      last = now;
+      if (now.empty() != last.empty()) publish(now.empty());
+      if (now.empty()) {
+        spdlog::info("node {}: health: SERVING (a leader is known)", node_id_);
+      } else {
+        spdlog::info("node {}: health: NOT_SERVING ({})", node_id_, now);
+      }
+      last = std::move(now);
     }
     lock.lock();
   }

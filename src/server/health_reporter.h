@@ -2,7 +2,7 @@
 // with the node's state. Meaning (docs/operations.md): a node is SERVING when it has finished
 // recovery (the gRPC server only starts after Node::open recovered the store) and knows a leader of
 // its current term (itself or another node), and is a full replica (not catching up after a storage
-// fault, no corrupt entry found); NOT_SERVING otherwise, and from the start of a graceful
+// fault, not stranded behind its leader's retention, no corrupt entry found); NOT_SERVING otherwise, and from the start of a graceful
 // shutdown on. The overall service "" and kServiceName carry the same status.
 //
 // A thread polls the node's status every poll_interval_ms (a status copy is cheap), so a change is
@@ -13,7 +13,10 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+
+#include "replica/node_status.h"
 
 namespace grpc {
 class HealthCheckServiceInterface;
@@ -21,15 +24,19 @@ class HealthCheckServiceInterface;
 
 namespace raftlog::server {
 
+// Why a node with `status` is not SERVING, or "" when it is: the meaning above, in one place.
+std::string not_serving_reason(const replica::NodeStatus& status);
+
 class HealthReporter {
  public:
   static constexpr const char* kServiceName = "raftlog.v1.Log";
   static constexpr std::uint32_t kDefaultPollIntervalMs = 100;
 
-  // `serving` answers the question above; it is called from the reporter's thread. `health` is the
-  // server's default health service (must outlive the reporter).
+  // `not_serving_reason` answers the question above: "" when SERVING, else why not (logged on a
+  // change). It is called from the reporter's thread. `health` is the server's default health
+  // service (must outlive the reporter).
   HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health,
-                 std::function<bool()> serving,
+                 std::function<std::string()> not_serving_reason,
                  std::uint32_t poll_interval_ms = kDefaultPollIntervalMs);
   ~HealthReporter();  // stop()
   HealthReporter(const HealthReporter&) = delete;
@@ -39,12 +46,12 @@ class HealthReporter {
   void stop();
 
  private:
-  void run(bool last);  // `last`: the status published so far
+  void run(std::string last);  // `last`: the reason published so far ("" = SERVING)
   void publish(bool serving);
 
   const std::uint64_t node_id_;  // for log lines
   grpc::HealthCheckServiceInterface* const health_;
-  const std::function<bool()> serving_;
+  const std::function<std::string()> not_serving_reason_;
   const std::uint32_t poll_interval_ms_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -233,6 +233,8 @@ class Metrics::Impl final : public prometheus::Collectable {
     catching_up_ = &gauge(
         "raftlog_node_catching_up",
         "1 while the node catches up after a storage fault (no votes, not counted for commit).");
+    stranded_ = &gauge("raftlog_node_stranded",
+                       "1 while this follower needs entries its leader no longer holds (rebuild it).");
     corrupt_index_ = &gauge("raftlog_store_corrupt_index",
                             "First entry found corrupt by the scrub or a read (0 = none).");
     scrub_bytes_ = &gauge("raftlog_store_scrub_verified_bytes",
@@ -321,6 +323,7 @@ class Metrics::Impl final : public prometheus::Collectable {
     written_index_->Set(static_cast<double>(status.last_index));
     flushed_index_->Set(static_cast<double>(status.flushed_index));
     catching_up_->Set(status.catching_up ? 1 : 0);
+    stranded_->Set(status.stranded_below_index != 0 ? 1 : 0);
     corrupt_index_->Set(static_cast<double>(status.corrupt_index));
     scrub_bytes_->Set(static_cast<double>(status.scrub_bytes_verified));
     scrub_passes_->Set(static_cast<double>(status.scrub_passes));
@@ -393,6 +396,7 @@ class Metrics::Impl final : public prometheus::Collectable {
   Gauge* written_index_ = nullptr;
   Gauge* flushed_index_ = nullptr;
   Gauge* catching_up_ = nullptr;
+  Gauge* stranded_ = nullptr;
   Gauge* corrupt_index_ = nullptr;
   Gauge* scrub_bytes_ = nullptr;
   Gauge* scrub_passes_ = nullptr;

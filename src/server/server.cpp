@@ -202,12 +202,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   }
   // At once: gRPC's default health service starts out SERVING for "", and the node knows no leader yet.
   impl->health = std::make_unique<HealthReporter>(
-      impl->config.node_id, impl->grpc_server->GetHealthCheckService(), [node] {
-        // A node catching up after a storage fault, or
-        // holding a corrupt entry, is not a full replica.
-        const NodeStatus status = node->status();
-        return status.leader_id != 0 && !status.catching_up && status.corrupt_index == 0;
-      });
+      impl->config.node_id, impl->grpc_server->GetHealthCheckService(),
+      [node] { return not_serving_reason(node->status()); });
   const std::string host =
       impl->config.listen_address.substr(0, impl->config.listen_address.rfind(':'));
   impl->bound_address = host + ":" + std::to_string(bound_port);

@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "shared/command_run.h"
 #include "testing/http_get.h"
 #include "testing/local_cluster.h"
 
@@ -186,6 +187,33 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries
             std::string::npos);
   EXPECT_NE(cluster.log_tail(leader).find("cannot catch up"), std::string::npos);
 
+  // Started again, the stranded node knows it cannot catch up: status says so, health is
+  // NOT_SERVING (`raftlogctl health` exits 1) and says why, so readiness probes stop sending it work.
+  cluster.start(follower);
+  ASSERT_TRUE(eventually([&] {
+    auto status = cluster.status(follower);
+    return status.has_value() && status->stranded_below_index != 0;
+  })) << cluster.log_tail(follower);
+  EXPECT_EQ(cluster.status(follower)->stranded_below_index, trimmed->first_index);
+  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
+  const CommandRun health =
+      run_command(ctl + "health --timeout-ms 2000 --endpoints " + cluster.address(follower));
+  EXPECT_EQ(health.exit_code, 1) << health.out;
+  EXPECT_NE(health.out.find("NOT_SERVING"), std::string::npos) << health.out;
+  const CommandRun status_out =
+      run_command(ctl + "status --timeout-ms 2000 --endpoints " + cluster.address(follower));
+  EXPECT_NE(status_out.out.find("STRANDED: needs entries below index"), std::string::npos)
+      << status_out.out;
+  ASSERT_TRUE(eventually([&] {
+    return cluster.log_tail(follower).find("NOT_SERVING (stranded") != std::string::npos;
+  })) << cluster.log_tail(follower);
+  const auto follower_metrics = http_get(cluster.metrics_address(follower), "/metrics");
+  ASSERT_TRUE(follower_metrics.has_value());
+  EXPECT_NE(follower_metrics->find("raftlog_node_stranded{node_id=\"" + std::to_string(follower) +
+                                   "\"} 1"),
+            std::string::npos);
+  cluster.kill(follower);
+
   // The rebuild procedure of docs/operations.md ("Retention"): with the lagging node still down,
   // stop a healthy follower cleanly, replace the lagging node's log/ and HARDSTATE with copies of
   // the healthy follower's (keeping its own IDENTITY, which names its node id), start both. The
@@ -231,6 +259,12 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries
     }
     return true;
   })) << cluster.log_tail(leader_now);
+  // Rebuilt, the node serves again.
+  ASSERT_TRUE(eventually([&] {
+    return run_command(ctl + "health --timeout-ms 2000 --endpoints " + cluster.address(follower))
+               .exit_code == 0;
+  })) << cluster.log_tail(follower);
+  EXPECT_EQ(cluster.status(follower)->stranded_below_index, 0U);
 }
 
 }  // namespace
