@@ -47,6 +47,8 @@ struct Progress {
   bool catching_up = false;    // its last ack carried kCatchingUpContext: not counted for commit
   bool recent_active = false;  // heard from since the last check-quorum round
   std::uint64_t ticks_since_contact = 0;  // observability
+  bool disk_over_watermark = false;       // as its last response said
+  bool responded = false;                 // it answered since this node became leader
 
   void become_probe();
   void become_replicate();

@@ -120,10 +120,12 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
 std::vector<PeerProgress> Raft::Impl::progress() const {
   std::vector<PeerProgress> out;
   if (role_ != Role::kLeader) return out;
-  out.push_back(PeerProgress{id(), log_.persisted_index(), log_.last_index() + 1, false, 0, 0});
+  out.push_back(PeerProgress{id(), log_.persisted_index(), log_.last_index() + 1, false, 0, 0,
+                             disk_over_watermark_, true});
   for (const auto& [peer, pr] : progress_) {
     out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state == ReplicationState::kProbe,
-                               pr.inflights.count(), pr.ticks_since_contact});
+                               pr.inflights.count(), pr.ticks_since_contact, pr.disk_over_watermark,
+                               pr.responded});
   }
   std::sort(out.begin(), out.end(),
             [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });
@@ -181,6 +183,7 @@ ReadIndexStatus Raft::read_index(std::uint64_t request_id) { return impl_->read_
 TransferStatus Raft::transfer_leadership(NodeId target) {
   return impl_->transfer_leadership(target);
 }
+void Raft::set_disk_over_watermark(bool over) { impl_->set_disk_over_watermark(over); }
 void Raft::on_persisted(Index index, Term term) { impl_->on_persisted(index, term); }
 bool Raft::has_ready() const { return impl_->has_ready(); }
 Ready Raft::ready() { return impl_->ready(); }

@@ -113,6 +113,8 @@ struct PeerProgress {
   bool probing = true;  // probe state: one message in flight until the match point is known
   std::size_t inflight_messages = 0;
   std::uint64_t ticks_since_contact = 0;
+  bool disk_over_watermark = false;  // as the peer's last response said (for the leader: its own)
+  bool responded = false;  // the peer answered since this node became leader (its fields are news)
 };
 
 class Raft {
@@ -139,6 +141,10 @@ class Raft {
   // Leader only: hand leadership to `target` (stops accepting proposals until done or aborted after an
   // election timeout).
   TransferStatus transfer_leadership(NodeId target);
+  // The driver's disk passed its high watermark (true) or fell back below the low one (false). Sent
+  // with every append and heartbeat response, so that a leader short of disk hands leadership to a
+  // follower with room (the driver decides when; docs/raft.md, "Disk-aware leadership").
+  void set_disk_over_watermark(bool over);
   // The driver reports that every entry up to `index` is durable and that the entry at `index` has
   // `term` (stale reports after a truncation are ignored by the term check). Only durable entries count
   // toward a quorum, on the leader too.

@@ -57,6 +57,7 @@ class Raft::Impl {
   bool catching_up() const { return catching_up_; }
   Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
   Index stranded_below() const;
+  void set_disk_over_watermark(bool over) { disk_over_watermark_ = over; }
 
  private:
   // --- roles and elections (raft_election.cpp) ---
@@ -144,6 +145,7 @@ class Raft::Impl {
   // holds everything from index 1, or before its first heartbeat), and whether the leader's probe at
   // that index failed to match. Either way the entries this node needs are gone from the leader, and
   // with no snapshots it cannot catch up by replication: stranded_below() reports it.
+  bool disk_over_watermark_ = false;  // the driver's disk (set_disk_over_watermark)
   Index leader_first_index_ = 0;
   bool rejected_leaders_first_probe_ = false;
 

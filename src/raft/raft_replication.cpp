@@ -33,6 +33,9 @@ void Raft::Impl::send(Message m, bool after_persist) {
   m.from = id();
   // Vote traffic names its term explicitly (a pre-vote asks about term + 1); everything else is ours.
   if (!is_vote_message(m.type)) m.term = term_;
+  if (m.type == MessageType::kAppendResponse || m.type == MessageType::kHeartbeatResponse) {
+    m.disk_over_watermark = disk_over_watermark_;
+  }
   std::vector<Message>& queue = after_persist ? messages_after_persist_ : messages_;
   RAFT_ASSERT(messages_.size() + messages_after_persist_.size() < kMaxOutboxMessages,
               "outbox full: the driver must drain ready() after its inputs");
@@ -221,6 +224,8 @@ void Raft::Impl::handle_append_response(const Message& m) {
   Progress& pr = progress_.at(m.from);
   pr.recent_active = true;
   pr.ticks_since_contact = 0;
+  pr.disk_over_watermark = m.disk_over_watermark;
+  pr.responded = true;
   if (m.index > log_.last_index()) return;  // malformed: cannot acknowledge what we never had
   if (m.reject) {
     Index match_hint = std::min(m.reject_hint, log_.last_index());
@@ -261,6 +266,8 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
   Progress& pr = progress_.at(m.from);
   pr.recent_active = true;
   pr.ticks_since_contact = 0;
+  pr.disk_over_watermark = m.disk_over_watermark;
+  pr.responded = true;
   pr.probe_sent = false;  // the peer is alive: allow the next probe
   if (m.reject && m.reject_hint < pr.match) {
     // The follower's log ends below what it acknowledged (it lost durable entries): lower our view of

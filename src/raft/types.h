@@ -111,6 +111,10 @@ struct Message {
           // kVote: kTransferCampaignContext when the campaign follows a TimeoutNow;
           // kAppendResponse: kCatchingUpContext from a node catching up
 
+  // kAppendResponse/kHeartbeatResponse: the sender's disk is past its high watermark, so a leader
+  // that must hand over leadership for lack of disk does not choose it (Raft::set_disk_over_watermark).
+  bool disk_over_watermark = false;
+
   friend bool operator==(const Message&, const Message&) = default;
 };
 

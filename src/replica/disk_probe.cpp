@@ -30,9 +30,8 @@ void DiskWatermark::refresh(DiskProbe& probe) {
   if (!exceeded && high_ < 1.0 && used_ratio_ >= high_) {
     exceeded_.store(true);
     spdlog::warn(
-        "node {}: disk {:.1f}% used in {} (high watermark {:.1f}%): refusing appends until it "
-        "falls "
-        "to {:.1f}%",
+        "node {}: disk {:.1f}% used in {} (high watermark {:.1f}%): while it leads, it refuses "
+        "appends and hands leadership to a node with room, until use falls to {:.1f}%",
         node_id_, used_ratio_ * 100, data_dir_, high_ * 100, low_ * 100);
   } else if (exceeded && used_ratio_ <= low_) {
     exceeded_.store(false);
@@ -42,13 +41,16 @@ void DiskWatermark::refresh(DiskProbe& probe) {
   }
 }
 
+void DiskWatermark::refresh_if_due(DiskProbe& probe, std::chrono::steady_clock::time_point now) {
+  if (now - checked_at_ < kCheckInterval) return;
+  refresh(probe);
+  checked_at_ = now;
+}
+
 bool DiskWatermark::has_room(DiskProbe& probe, std::chrono::steady_clock::time_point now,
                              std::uint64_t append_bytes, std::uint64_t segment_bytes,
                              NodeError* error) {
-  if (now - checked_at_ >= kCheckInterval) {
-    refresh(probe);
-    checked_at_ = now;
-  }
+  refresh_if_due(probe, now);
   if (exceeded_.load()) {
     *error = make_error(
         ErrorCode::kResourceExhausted,

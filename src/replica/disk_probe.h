@@ -55,6 +55,10 @@ class DiskWatermark {
   // Whether an append of `append_bytes` may go ahead; otherwise `error` says why (kResourceExhausted).
   bool has_room(DiskProbe& probe, std::chrono::steady_clock::time_point now,
                 std::uint64_t append_bytes, std::uint64_t segment_bytes, NodeError* error);
+  // Reads the probe if kCheckInterval has passed since the last read: every node does on its ticks,
+  // so that a follower's responses say whether its disk is past the watermark (a leader short of
+  // disk hands leadership only to a follower with room).
+  void refresh_if_due(DiskProbe& probe, std::chrono::steady_clock::time_point now);
   // Any thread (metrics).
   bool exceeded() const { return exceeded_.load(); }
 

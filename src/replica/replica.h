@@ -244,6 +244,12 @@ class Replica {
   // Retention (replica_retention.cpp).
   std::uint64_t trim_limit() const;
 
+  // Disk-aware leadership (replica_disk_handover.cpp): a leader whose disk passed the high watermark
+  // refuses appends; if a follower it heard from lately has room, it hands leadership to it, at most
+  // once per kDiskHandoverInterval (so disks that all fill cannot make leadership bounce).
+  void hand_over_leadership_for_disk(Clock::time_point now);
+  std::uint64_t choose_disk_handover_target() const;  // kNoNode: no follower has room
+
   ReplicaConfig config_;
   ReplicaDeps deps_;
   std::unique_ptr<store::CommitLog> log_;
@@ -270,6 +276,9 @@ class Replica {
   std::string storage_fault_;  // why recovery started this node catching up ("" = it did not)
 
   DiskWatermark disk_;
+  static constexpr std::chrono::seconds kDiskHandoverInterval{10};
+  Clock::time_point next_disk_handover_{};
+  util::RateLimit no_disk_handover_log_{std::chrono::seconds(60)};
   Clock::time_point retention_checked_at_{};
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its

@@ -305,7 +305,13 @@ void Replica::step(raft::Message message) {
 }
 
 void Replica::tick() {
-  (void)guard_core([&] { raft_->tick(); });
+  const Clock::time_point now = deps_.clock();
+  disk_.refresh_if_due(*deps_.disk, now);
+  (void)guard_core([&] {
+    raft_->set_disk_over_watermark(disk_.exceeded());
+    raft_->tick();
+  });
+  hand_over_leadership_for_disk(now);
 }
 
 }  // namespace raftlog::replica

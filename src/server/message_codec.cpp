@@ -118,6 +118,7 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
   out->set_reject_hint(message.reject_hint);
   out->set_hint_term(message.hint_term);
   out->set_context(message.context);
+  out->set_disk_over_watermark(message.disk_over_watermark);
 }
 
 namespace {
@@ -166,6 +167,7 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   out->reject_hint = in.reject_hint();
   out->hint_term = in.hint_term();
   out->context = in.context();
+  out->disk_over_watermark = in.disk_over_watermark();
   out->entries.clear();
   out->entries.reserve(entry_count);
 

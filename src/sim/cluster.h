@@ -126,6 +126,10 @@ class Cluster {
     config_.failing_sync_per_million = 0;
     for (Node& n : nodes_) n.sync_will_fail = false;
   }
+  // How full the node's file system reports itself, 0..1 (the replicas' watermarks are 0.90/0.80).
+  void set_disk_used_ratio(raft::NodeId id, double used_ratio) {
+    node(id).disk.used_ratio = used_ratio;
+  }
   void pause(raft::NodeId id, std::uint64_t ticks);
   void unpause_all();
 
@@ -156,9 +160,11 @@ class Cluster {
   class ReplicaLogView;
   class NodeSender;
   class NodeObserver;
-  struct NoLimitDisk final : replica::DiskProbe {
+  // A disk with room to spare unless a test sets how full it is (set_disk_used_ratio).
+  struct SimDisk final : replica::DiskProbe {
+    double used_ratio = 0.01;
     std::optional<replica::DiskSpace> probe() override {
-      return replica::DiskSpace{1ULL << 40, 0.01};
+      return replica::DiskSpace{1ULL << 40, used_ratio};
     }
   };
 
@@ -168,7 +174,7 @@ class Cluster {
     std::unique_ptr<ReplicaLogView> log_view;
     std::unique_ptr<NodeSender> sender;
     std::unique_ptr<NodeObserver> observer;
-    NoLimitDisk disk;
+    SimDisk disk;
     std::unique_ptr<replica::Replica> replica;  // null while crashed
     raft::SoftState soft;
     raft::HardState last_hard_state;  // the last one its core emitted (to check must_sync)

@@ -1,0 +1,57 @@
+// Disk-aware leadership (docs/raft.md, "Disk-aware leadership"). A leader whose disk passed the high
+// watermark refuses every append (DiskWatermark), so while it leads the cluster takes no writes even
+// when its followers have room. It hands leadership to the follower with room that holds the most of
+// the log, which then takes the writes; the old leader keeps following (and refusing nothing: a
+// follower cannot refuse what its leader sends, docs/operations.md). Bounded: at most one handover
+// per kDiskHandoverInterval, and none when no follower reports room, so disks that all fill leave
+// leadership where it is instead of bouncing it around. A follower's room is what its last answer
+// said: one whose disk filled since may still be chosen, and hands leadership on (or keeps it) the
+// same way.
+#include <spdlog/spdlog.h>
+
+#include "replica/replica.h"
+
+namespace raftlog::replica {
+
+std::uint64_t Replica::choose_disk_handover_target() const {
+  std::uint64_t target = raft::kNoNode;
+  raft::Index best_match = 0;
+  for (const raft::PeerProgress& peer : raft_->progress()) {
+    if (peer.id == config_.node_id || peer.disk_over_watermark) continue;
+    // Room is only known from an answer to this leader: a new leader's view starts empty.
+    if (!peer.responded) continue;
+    // A follower not heard from within an election timeout may be down: its room is old news.
+    if (peer.ticks_since_contact >= config_.election_ticks) continue;
+    if (target == raft::kNoNode || peer.match_index > best_match) {
+      target = peer.id;
+      best_match = peer.match_index;
+    }
+  }
+  return target;
+}
+
+void Replica::hand_over_leadership_for_disk(Clock::time_point now) {
+  if (failed_ || raft_->role() != raft::Role::kLeader || !disk_.exceeded()) return;
+  if (raft_->transfer_target() != raft::kNoNode || pending_transfer_) return;
+  if (now < next_disk_handover_) return;
+  const std::uint64_t target = choose_disk_handover_target();
+  if (target == raft::kNoNode) {
+    if (const auto held_back = no_disk_handover_log_.admit(now)) {
+      spdlog::warn(
+          "node {}: disk past its high watermark and no follower reports room: keeping "
+          "leadership, appends are refused ({} more such checks since the last line)",
+          config_.node_id, *held_back);
+    }
+    return;
+  }
+  next_disk_handover_ = now + kDiskHandoverInterval;
+  raft::TransferStatus status = raft::TransferStatus::kNotLeader;
+  if (!guard_core([&] { status = raft_->transfer_leadership(target); })) return;
+  if (status == raft::TransferStatus::kOk) {
+    spdlog::warn(
+        "node {}: disk past its high watermark: handing leadership to node {}, whose disk has room",
+        config_.node_id, target);
+  }
+}
+
+}  // namespace raftlog::replica
