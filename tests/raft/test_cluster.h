@@ -15,6 +15,10 @@
 // unless the node's hold_persistence is set: then nothing it writes becomes durable, and nothing that
 // vouches for it leaves, until persist_one() or persist_all(). crash_restart() is a power cut: the
 // node's MemoryEnv loses every unsynced byte and the replica is reopened from what is left.
+//
+// Bounds: the network holds what the replicas sent until the test delivers or drops it (deliver_all
+// fails the test beyond max_messages); a flush loop stops after 16 cycles (a test failure); the
+// records (readies, delivered messages) grow with the test, whose steps are bounded.
 #pragma once
 
 #include <cstdint>
