@@ -76,41 +76,6 @@ TEST(Replication, ALargeEntrySharesOneBufferFromProposalToPersistAndSend) {
   }
 }
 
-TEST(Replication, LeadersOwnUnpersistedEntriesDoNotCountTowardQuorum) {
-  TestCluster c({1, 2, 3});
-  ASSERT_TRUE(c.campaign_until_leader(1));
-  c.isolate(3);
-  c.node(1).hold_persistence = true;
-  const testing::Proposal proposal = c.propose(1, {"a"});
-  ASSERT_TRUE(proposal.proposed());
-  c.deliver_all();
-  // Node 2 acknowledged index 2, but the leader itself has not made it durable: 1 of 3 is no majority.
-  EXPECT_EQ(c.raft(1).progress()[1].match_index, 2u);
-  EXPECT_EQ(c.raft(1).persisted_index(), 1u);
-  EXPECT_EQ(c.raft(1).commit_index(), 1u);
-  EXPECT_FALSE(proposal.answer.answered()) << "acknowledged before the leader's own flush";
-  c.node(1).hold_persistence = false;
-  c.persist_all(1);
-  c.deliver_all();
-  EXPECT_EQ(c.raft(1).commit_index(), 2u);
-  EXPECT_TRUE(proposal.answer.answered());
-}
-
-TEST(Replication, FollowerAcksOnlyAfterPersisting) {
-  TestCluster c({1, 2, 3});
-  ASSERT_TRUE(c.campaign_until_leader(1));
-  c.node(2).hold_persistence = true;
-  c.node(3).hold_persistence = true;
-  ASSERT_TRUE(c.propose(1, {"a"}).proposed());
-  c.deliver_all();
-  EXPECT_EQ(c.raft(1).commit_index(), 1u) << "followers hold their acks until durable";
-  EXPECT_EQ(c.node(2).log.last_index(), 2u) << "but the entry was handed out and appended";
-  EXPECT_EQ(c.node(2).log.durable_index(), 1u) << "and not flushed";
-  c.persist_all(2);
-  c.deliver_all();
-  EXPECT_EQ(c.raft(1).commit_index(), 2u);
-}
-
 TEST(Replication, ConflictTruncatesOnlyTheUncommittedTail) {
   // Follower 2 has a stale tail (indexes 3-4, term 1) that leader 1 (term 2) never had.
   TestCluster c(
