@@ -171,6 +171,9 @@ class Replica {
   const ReplicaConfig& config() const { return config_; }
   // The log as the Raft core reads it (the simulator's checker reads the same view).
   const raft::LogReader& log_reader() const { return *reader_; }
+  // The Raft core, read-only: for harnesses that assert on its state (tests/raft's TestCluster).
+  // Every input still goes through the replica.
+  const raft::Raft& core() const { return *raft_; }
 
  private:
   // An append (or a retry of one) waiting for its range to commit.

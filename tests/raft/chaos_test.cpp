@@ -102,19 +102,12 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
     } else if (action < 66) {
       if (c.network_size() > 0) c.duplicate_at(below(c.network_size()));
     } else if (action < 74) {
-      const NodeId id = random_node();
-      Entry e;
-      e.payload = "p" + std::to_string(next_payload++);
-      (void)c.raft(id).propose({e});
-      c.process(id);
+      (void)c.propose(random_node(), {"p" + std::to_string(next_payload++)});
     } else if (action < 77) {
-      const NodeId id = random_node();
-      (void)c.raft(id).read_index(next_payload++);
-      c.process(id);
+      (void)c.read_index(random_node());
     } else if (action < 78) {
       const NodeId id = random_node();
-      (void)c.raft(id).transfer_leadership(random_node());
-      c.process(id);
+      (void)c.transfer_leadership(id, random_node());
     } else if (action < 86) {
       const NodeId id = random_node();
       c.persist_one(id);
@@ -154,9 +147,7 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
   }
   const NodeId leader = c.leader();
   ASSERT_NE(leader, kNoNode) << "no leader after healing";
-  Entry final_entry;
-  final_entry.payload = "final";
-  ASSERT_EQ(c.raft(leader).propose({final_entry}).status, ProposeStatus::kOk);
+  ASSERT_TRUE(c.propose(leader, {"final"}).proposed());
   c.tick_all(20);
   checker.check();
   for (NodeId id : ids) {

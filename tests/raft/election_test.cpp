@@ -34,11 +34,13 @@ TEST(Election, SingleVoterElectsItselfAndCommitsOnlyOnceDurable) {
   c.node(7).hold_persistence = true;
   ASSERT_TRUE(c.campaign_until_leader(7, 40));
   EXPECT_EQ(c.raft(7).last_index(), 1u);
+  EXPECT_EQ(c.node(7).log.durable_index(), 0u) << "the no-op is written, not flushed";
   EXPECT_EQ(c.raft(7).commit_index(), 0u) << "its own no-op is not durable yet";
   c.persist_all(7);
   c.node(7).hold_persistence = false;
   c.process(7);
   EXPECT_EQ(c.raft(7).commit_index(), 1u);
+  EXPECT_EQ(c.replica(7).commit_index(), 1u) << "the replica delivered the commit";
 }
 
 TEST(Election, TimeoutIsRandomizedWithinOneToTwoElectionTimeouts) {
@@ -47,7 +49,7 @@ TEST(Election, TimeoutIsRandomizedWithinOneToTwoElectionTimeouts) {
     TestCluster c({1, 2, 3}, [seed](Config& config) { config.random_seed = seed; });
     int ticks = 0;
     while (c.raft(1).role() == Role::kFollower && ticks < 100) {
-      c.raft(1).tick();
+      c.tick(1);
       ++ticks;
     }
     EXPECT_GE(ticks, 10) << "seed " << seed;
@@ -80,8 +82,9 @@ TEST(Election, VoteIsGrantedOnlyAfterItIsPersisted) {
   vote.from = 1;
   vote.to = 2;
   vote.term = 1;
-  c.raft(2).step(vote);
-  Ready rd = c.raft(2).ready();
+  c.step(2, vote);
+  ASSERT_EQ(c.node(2).readies.size(), 1u);
+  const Ready& rd = c.node(2).readies[0];
   ASSERT_TRUE(rd.hard_state.has_value());
   EXPECT_EQ(rd.hard_state->vote, 1u);
   EXPECT_EQ(rd.hard_state->term, 1u);
@@ -90,13 +93,20 @@ TEST(Election, VoteIsGrantedOnlyAfterItIsPersisted) {
   ASSERT_EQ(rd.messages_after_persist.size(), 1u);
   EXPECT_EQ(rd.messages_after_persist[0].type, MessageType::kVoteResponse);
   EXPECT_FALSE(rd.messages_after_persist[0].reject);
+  // The replica wrote the vote (HARDSTATE, synced) before the held grant left: a restart keeps it.
+  ASSERT_EQ(c.network_size(), 1u);
+  EXPECT_EQ(c.in_flight()[0].type, MessageType::kVoteResponse);
+  c.crash_restart(2);
+  EXPECT_EQ(c.raft(2).term(), 1u);
+  EXPECT_EQ(c.raft(2).hard_state().vote, 1u);
 }
 
 TEST(Election, CandidateSendsVoteRequestsOnlyAfterPersistingItsOwnVote) {
   TestCluster c({1, 2, 3}, [](Config& config) { config.pre_vote = false; });
-  for (int i = 0; i < 20 && c.raft(1).role() == Role::kFollower; ++i) c.raft(1).tick();
+  for (int i = 0; i < 20 && c.raft(1).role() == Role::kFollower; ++i) c.tick(1);
   ASSERT_EQ(c.raft(1).role(), Role::kCandidate);
-  Ready rd = c.raft(1).ready();
+  ASSERT_FALSE(c.node(1).readies.empty());
+  const Ready& rd = c.node(1).readies[0];  // the campaign's (a follower's ticks hand out nothing)
   EXPECT_TRUE(rd.must_sync);
   EXPECT_EQ(rd.hard_state->vote, 1u);
   EXPECT_TRUE(rd.messages.empty());
@@ -110,18 +120,21 @@ TEST(Election, OnlyOneVotePerTerm) {
   vote.from = 1;
   vote.to = 2;
   vote.term = 1;
-  c.raft(2).step(vote);
-  (void)c.raft(2).ready();
+  c.step(2, vote);
   vote.from = 3;
-  c.raft(2).step(vote);
-  Ready rd = c.raft(2).ready();
-  ASSERT_EQ(rd.messages_after_persist.size(), 1u);
-  EXPECT_TRUE(rd.messages_after_persist[0].reject);
+  std::size_t mark = c.node(2).readies.size();
+  c.step(2, vote);
+  ASSERT_GT(c.node(2).readies.size(), mark);
+  const Ready refusal = c.node(2).readies[mark];
+  ASSERT_EQ(refusal.messages_after_persist.size(), 1u);
+  EXPECT_TRUE(refusal.messages_after_persist[0].reject);
   vote.from = 1;  // a retransmitted request from the node we voted for is granted again
-  c.raft(2).step(vote);
-  rd = c.raft(2).ready();
-  ASSERT_EQ(rd.messages_after_persist.size(), 1u);
-  EXPECT_FALSE(rd.messages_after_persist[0].reject);
+  mark = c.node(2).readies.size();
+  c.step(2, vote);
+  ASSERT_GT(c.node(2).readies.size(), mark);
+  const Ready grant = c.node(2).readies[mark];
+  ASSERT_EQ(grant.messages_after_persist.size(), 1u);
+  EXPECT_FALSE(grant.messages_after_persist[0].reject);
 }
 
 // Runs the partition-rejoin scenario; returns the leader's term and whether node 1 is still leader.
@@ -175,10 +188,11 @@ TEST(PreVote, WithoutPreVoteTheSameScenarioDisruptsTheLeader) {
 
 TEST(PreVote, PreCandidateKeepsItsTermAndVote) {
   TestCluster c({1, 2, 3});
-  for (int i = 0; i < 20 && c.raft(1).role() == Role::kFollower; ++i) c.raft(1).tick();
+  for (int i = 0; i < 20 && c.raft(1).role() == Role::kFollower; ++i) c.tick(1);
   ASSERT_EQ(c.raft(1).role(), Role::kPreCandidate);
   EXPECT_EQ(c.raft(1).term(), 0u);
-  Ready rd = c.raft(1).ready();
+  ASSERT_FALSE(c.node(1).readies.empty());
+  const Ready& rd = c.node(1).readies[0];
   EXPECT_FALSE(rd.hard_state.has_value());
   ASSERT_EQ(rd.messages.size(), 2u) << "pre-votes need no persistence";
   EXPECT_EQ(rd.messages[0].type, MessageType::kPreVote);
@@ -219,13 +233,14 @@ TEST(CheckQuorum, FollowerInLeaseIgnoresVoteRequests) {
   vote.term = 5;
   vote.index = 10;
   vote.log_term = 5;
-  c.raft(2).step(vote);
+  const std::size_t mark = c.node(2).readies.size();
+  c.step(2, vote);
   EXPECT_EQ(c.raft(2).term(), 1u) << "in lease: the request is ignored, term unchanged";
-  Ready rd = c.raft(2).ready();
-  EXPECT_TRUE(rd.messages_after_persist.empty());
+  for (std::size_t i = mark; i < c.node(2).readies.size(); ++i)
+    EXPECT_TRUE(c.node(2).readies[i].messages_after_persist.empty());
   c.tick(2, 10);  // no contact with the leader for an election timeout: lease over
   vote.from = 3;
-  c.raft(2).step(vote);
+  c.step(2, vote);
   EXPECT_EQ(c.raft(2).term(), 5u);
   EXPECT_EQ(c.raft(2).hard_state().vote, 3u);
 }
@@ -238,11 +253,7 @@ TEST(Determinism, SameSeedSameOutputs) {
     c.heal();
     for (int i = 0; i < 5; ++i) {
       const NodeId leader = c.leader();
-      if (leader != kNoNode) {
-        Entry e;
-        e.payload = "x" + std::to_string(i);
-        (void)c.raft(leader).propose({e});
-      }
+      if (leader != kNoNode) (void)c.propose(leader, {"x" + std::to_string(i)});
       c.tick_all(7);
     }
     return c.delivered();

@@ -13,9 +13,7 @@
 namespace raftlog::raft {
 namespace {
 
-using testing::payload_entry;
 using testing::TestCluster;
-using testing::TestNode;
 
 constexpr std::uint64_t kHuge = std::numeric_limits<std::uint64_t>::max();
 
@@ -23,8 +21,7 @@ constexpr std::uint64_t kHuge = std::numeric_limits<std::uint64_t>::max();
 void elect_and_commit(TestCluster& c, int count) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   for (int i = 0; i < count; ++i) {
-    ASSERT_EQ(c.raft(1).propose({payload_entry("p" + std::to_string(i))}).status,
-              ProposeStatus::kOk);
+    ASSERT_TRUE(c.propose(1, {"p" + std::to_string(i)}).proposed());
     c.deliver_all();
   }
 }
@@ -43,8 +40,7 @@ TEST(HostileInput, HeartbeatCommitBeyondTheLogIsClampedNotFatal) {
   TestCluster c({1, 2, 3});
   elect_and_commit(c, 3);
   const Index last = c.raft(2).last_index();
-  c.raft(2).step(heartbeat_from(1, 2, c.raft(1).term(), kHuge));  // aborted the node before
-  c.process(2);
+  c.step(2, heartbeat_from(1, 2, c.raft(1).term(), kHuge));  // aborted the node before
   EXPECT_EQ(c.raft(2).commit_index(), last);
   EXPECT_EQ(c.raft(2).last_index(), last);
   // The answer says where the log really ends, so the leader can re-send from there.
@@ -67,15 +63,14 @@ TEST(HostileInput, TermsAboveTheLimitAreIgnored) {
                              MessageType::kPreVote, MessageType::kTimeoutNow}) {
       Message m = heartbeat_from(3, 2, term, 0);
       m.type = type;
-      c.raft(2).step(m);
-      c.process(2);
+      c.step(2, m);
     }
   }
   EXPECT_EQ(c.raft(2).term(), before);
   // The cluster still elects and commits afterwards (before, every node adopted 2^64-1 and the next
   // election's term overflowed).
   c.deliver_all();
-  ASSERT_EQ(c.raft(1).propose({payload_entry("after")}).status, ProposeStatus::kOk);
+  ASSERT_TRUE(c.propose(1, {"after"}).proposed());
   c.deliver_all();
   EXPECT_EQ(c.raft(2).commit_index(), c.raft(1).last_index());
 }
@@ -98,8 +93,7 @@ TEST(HostileInput, AppendConflictingWithACommittedEntryIsDropped) {
   forged.term = m.term;
   forged.payload = "forged";
   m.entries = {forged};
-  c.raft(2).step(m);  // aborted the node before ("conflict with a committed entry")
-  c.process(2);
+  c.step(2, m);  // aborted the node before ("conflict with a committed entry")
   EXPECT_EQ(c.node(2).log.entry(commit - 1).payload, "p" + std::to_string(commit - 1 - 2));
   EXPECT_EQ(c.raft(2).commit_index(), commit);
 }
@@ -109,18 +103,18 @@ TEST(HostileInput, HeartbeatResponseWithAContextNeverIssuedConfirmsNoRead) {
   elect_and_commit(c, 1);
   c.isolate(2);
   c.isolate(3);
-  ASSERT_EQ(c.raft(1).read_index(7), ReadIndexStatus::kOk);
-  c.process(1);
+  const testing::ReadRequest read = c.read_index(1);
+  ASSERT_FALSE(read.answered()) << "refused: " << read.result().error.message;
   Message forged;
   forged.type = MessageType::kHeartbeatResponse;
   forged.from = 2;
   forged.to = 1;
   forged.term = c.raft(1).term();
   forged.context = kHuge;
-  c.raft(1).step(forged);
-  c.process(1);
+  c.step(1, forged);
   // One forged answer plus the leader itself would be a majority: the read must still wait.
   EXPECT_TRUE(c.node(1).read_states.empty());
+  EXPECT_FALSE(read.answered());
 }
 
 // The follower's log loses its tail after acknowledging it (a storage fault). The leader's next
@@ -130,11 +124,11 @@ TEST(HostileInput, FollowerThatLostAcknowledgedEntriesCatchesUpWithoutVoting) {
   elect_and_commit(c, 6);
   const Index last = c.raft(1).last_index();
   ASSERT_EQ(c.raft(2).persisted_index(), last);
-  TestNode& follower = c.node(2);
-  follower.durable_log.truncate_suffix(last - 3);
-  follower.durable_hard_state.commit = last - 4;
-  c.crash_restart(2);
+  // Its durable log is cut below what it acknowledged (the store's truncation also lowers the
+  // checkpoint's commit index to the new end).
+  c.restart_with_log_cut(2, last - 3);
   ASSERT_EQ(c.raft(2).last_index(), last - 4);
+  ASSERT_EQ(c.raft(2).commit_index(), last - 4);
   // Node 3 is away: only node 2 can confirm new entries, and it must not do so before it caught up.
   c.isolate(3);
   c.tick(1, 2);  // heartbeats
@@ -142,7 +136,7 @@ TEST(HostileInput, FollowerThatLostAcknowledgedEntriesCatchesUpWithoutVoting) {
   EXPECT_FALSE(c.raft(2).catching_up()) << "caught up from the leader";
   EXPECT_EQ(c.raft(2).persisted_index(), last);
   EXPECT_EQ(c.node(2).log.entry(last).payload, c.node(1).log.entry(last).payload);
-  ASSERT_EQ(c.raft(1).propose({payload_entry("next")}).status, ProposeStatus::kOk);
+  ASSERT_TRUE(c.propose(1, {"next"}).proposed());
   c.deliver_all();
   EXPECT_EQ(c.raft(1).commit_index(), last + 1);
   EXPECT_EQ(c.raft(2).commit_index(), last + 1);
@@ -184,12 +178,12 @@ TEST(HostileInput, CatchingUpNodesAcknowledgementsDoNotCountTowardCommit) {
   });
   ASSERT_TRUE(c.campaign_until_leader(1));  // node 3 votes
   c.isolate(3);
-  ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);  // index 2
+  ASSERT_TRUE(c.propose(1, {"a"}).proposed());  // index 2
   c.deliver_all();
   EXPECT_EQ(c.raft(1).commit_index(), 1u)
       << "node 2's acknowledgement counted while it was catching up";
   for (int i = 0; i < 4; ++i) {
-    ASSERT_EQ(c.raft(1).propose({payload_entry("b")}).status, ProposeStatus::kOk);  // up to index 6
+    ASSERT_TRUE(c.propose(1, {"b"}).proposed());  // up to index 6
     c.deliver_all();
   }
   EXPECT_FALSE(c.raft(2).catching_up());
@@ -249,10 +243,7 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
       c.tick_all(1);
       const NodeId leader = c.leader();
       if (leader != kNoNode && prng.below(2) == 0) {
-        if (c.raft(leader).propose({payload_entry("s" + std::to_string(round))}).status ==
-            ProposeStatus::kOk) {
-          ++proposals;
-        }
+        if (c.propose(leader, {"s" + std::to_string(round)}).proposed()) ++proposals;
       }
       c.deliver_all();
       // Committed prefixes agree: every node's committed entries match the node with the highest commit.
@@ -270,9 +261,10 @@ TEST(HostileInput, SeededMutationsNeverAbortOrBreakCommittedPrefixes) {
           ASSERT_EQ(c.node(id).log.entry(i).payload, c.node(top).log.entry(i).payload)
               << "seed " << seed;
         }
-        if (c.node(id).durable_log.last_index() >= top_commit &&
+        // The entries up to the store's flushed index are what the node holds durably.
+        if (c.node(id).log.durable_index() >= top_commit &&
             (top_commit == 0 ||
-             c.node(id).durable_log.term_at(top_commit) == c.node(top).log.term_at(top_commit))) {
+             c.node(id).log.term_at(top_commit) == c.node(top).log.term_at(top_commit))) {
           ++holders;
         }
       }

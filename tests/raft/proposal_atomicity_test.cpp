@@ -11,18 +11,16 @@ namespace raftlog::raft {
 namespace {
 
 using testing::make_entries;
-using testing::payload_entry;
 using testing::TestCluster;
 
 TEST(ProposalAtomicity, EveryEntryButAProposalsLastSaysItContinues) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
-  ASSERT_EQ(c.raft(1).propose({payload_entry("a"), payload_entry("b"), payload_entry("c")}).status,
-            ProposeStatus::kOk);
-  ASSERT_EQ(c.raft(1).propose({payload_entry("d")}).status, ProposeStatus::kOk);
+  ASSERT_TRUE(c.propose(1, {"a", "b", "c"}).proposed());
+  ASSERT_TRUE(c.propose(1, {"d"}).proposed());
   c.deliver_all();
   for (NodeId id : c.ids()) {
-    const auto& log = c.node(id).log;
+    const testing::NodeLog& log = c.node(id).log;
     ASSERT_EQ(log.last_index(), 5u) << "node " << id;
     EXPECT_FALSE(log.entry(1).proposal_continues) << "the no-op is a proposal of its own";
     EXPECT_TRUE(log.entry(2).proposal_continues);
@@ -42,10 +40,9 @@ TEST(ProposalAtomicity, AQuorumInsideAProposalCommitsNothingOfIt) {
   c.set_mutator([](Message& m) {
     if (m.type == MessageType::kAppendResponse && !m.reject) m.index = std::min<Index>(m.index, 3);
   });
-  const ProposeResult result =
-      c.raft(1).propose({payload_entry("a"), payload_entry("b"), payload_entry("c")});
-  ASSERT_EQ(result.status, ProposeStatus::kOk);
-  ASSERT_EQ(result.last_index, 4u);
+  const testing::Proposal result = c.propose(1, {"a", "b", "c"});
+  ASSERT_TRUE(result.proposed());
+  ASSERT_EQ(result.placement.last, 4u);
   c.deliver_all();
   EXPECT_EQ(c.raft(1).progress()[1].match_index, 3u);
 #ifdef RAFTLOG_EXPECT_BROKEN_ATOMICITY
@@ -77,7 +74,7 @@ TEST(ProposalAtomicity, ANewLeaderDropsTheUnfinishedProposalAtItsLogsEnd) {
   ASSERT_TRUE(c.campaign_until_leader(2));
   c.deliver_all();
   for (NodeId id : {NodeId{2}, NodeId{3}}) {
-    const auto& log = c.node(id).log;
+    const testing::NodeLog& log = c.node(id).log;
     ASSERT_EQ(log.last_index(), 2u) << "node " << id;
     EXPECT_EQ(log.entry(2).type, EntryType::kNoop) << "node " << id;
     EXPECT_EQ(log.entry(2).term, c.raft(2).term());

@@ -1,16 +1,39 @@
 #include "test_cluster.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <string>
+#include <utility>
+
+#include "replica/hard_state_file.h"
+#include "replica/store_log_reader.h"
 
 namespace raftlog::raft::testing {
 
-Entry payload_entry(const std::string& payload) {
-  Entry e;
-  e.payload = payload;
-  return e;
+namespace {
+
+constexpr std::uint32_t kTickMs = 20;
+constexpr const char* kDataDir = "/data";
+// Flush cycles per persist_all()/process(): each makes everything written so far durable, and only
+// the Ready batches that the report of it causes can write more (a follower's commit writes nothing).
+constexpr int kMaxFlushCycles = 16;
+
+struct NoLimitDisk final : replica::DiskProbe {
+  std::optional<replica::DiskSpace> probe() override {
+    return replica::DiskSpace{1ULL << 40, 0.01};
+  }
+};
+
+std::string describe(const Message& m) {
+  return std::string(to_string(m.type)) + " " + std::to_string(m.from) + "->" +
+         std::to_string(m.to) + " term=" + std::to_string(m.term) +
+         " index=" + std::to_string(m.index) + " log_term=" + std::to_string(m.log_term) +
+         " entries=" + std::to_string(m.entries.size()) + " reject=" + std::to_string(m.reject) +
+         " hint=" + std::to_string(m.reject_hint) + "/" + std::to_string(m.hint_term);
 }
+
+}  // namespace
 
 std::vector<Entry> make_entries(Index first, const std::vector<Term>& terms) {
   std::vector<Entry> out;
@@ -24,33 +47,150 @@ std::vector<Entry> make_entries(Index first, const std::vector<Term>& terms) {
   return out;
 }
 
-TestCluster::TestCluster(const std::vector<NodeId>& ids, const Tweak& tweak) {
-  for (NodeId id : ids) add_node(id, ids, {}, HardState{}, tweak);
+// --- NodeLog ------------------------------------------------------------------------------------
+
+Index NodeLog::first_index() const { return node_.replica->log_reader().first_index(); }
+Index NodeLog::last_index() const { return node_.replica->log_reader().last_index(); }
+std::optional<Term> NodeLog::term_at(Index index) const {
+  return node_.replica->log_reader().term_at(index);
+}
+Entry NodeLog::entry(Index index) const {
+  std::vector<Entry> one = node_.replica->log_reader().entries(index, index, SIZE_MAX);
+  if (one.size() != 1 || one[0].index != index) {
+    ADD_FAILURE() << "node " << node_.id << " holds no entry at " << index << " (log ["
+                  << first_index() << ", " << last_index() << "])";
+    return Entry{};
+  }
+  return one[0];
+}
+Index NodeLog::durable_index() const { return node_.replica->log().flushed_index(); }
+
+// --- the replica's sink and observer ------------------------------------------------------------
+
+class TestCluster::Sender final : public replica::MessageSender {
+ public:
+  explicit Sender(TestCluster& cluster) : cluster_(cluster) {}
+  void send(Message message) override { cluster_.network_.push_back(std::move(message)); }
+
+ private:
+  TestCluster& cluster_;
+};
+
+class TestCluster::Observer final : public replica::ReadyObserver {
+ public:
+  Observer(TestCluster& cluster, TestNode& node) : cluster_(cluster), node_(node) {}
+  void before_ready(const Ready& ready) override { cluster_.record_ready(node_, ready); }
+  void after_ready(const Ready&) override {}
+
+ private:
+  TestCluster& cluster_;
+  TestNode& node_;
+};
+
+void TestCluster::record_ready(TestNode& n, const Ready& ready) {
+  if (ready.commit_index) {
+    EXPECT_GE(*ready.commit_index, n.delivered_commit)
+        << "commit index went backwards on node " << n.id;
+    n.delivered_commit = std::max(n.delivered_commit, *ready.commit_index);
+  }
+  n.read_states.insert(n.read_states.end(), ready.read_states.begin(), ready.read_states.end());
+  n.aborted_reads.insert(n.aborted_reads.end(), ready.aborted_reads.begin(),
+                         ready.aborted_reads.end());
+  n.readies.push_back(ready);
+}
+
+// --- setup --------------------------------------------------------------------------------------
+
+TestCluster::TestCluster(const std::vector<NodeId>& ids, const Tweak& tweak)
+    : TestCluster(ids, tweak, ReplicaTweak{}) {}
+
+TestCluster::TestCluster(const std::vector<NodeId>& ids, const Tweak& tweak,
+                         const ReplicaTweak& replica_tweak) {
+  // The replicas' log lines would drown the test output; a replica that stops is reported with its
+  // reason (check_failed).
+  spdlog::set_level(spdlog::level::off);
+  for (NodeId id : ids) add_node(id, ids, tweak, replica_tweak);
+  for (NodeId id : ids) open_replica(node(id));
 }
 
 TestCluster::TestCluster(const std::vector<NodeId>& ids,
                          const std::vector<std::vector<Entry>>& logs,
                          const std::vector<HardState>& hard_states, const Tweak& tweak) {
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    add_node(ids[i], ids, logs[i], hard_states[i], tweak);
+  spdlog::set_level(spdlog::level::off);
+  for (NodeId id : ids) add_node(id, ids, tweak, ReplicaTweak{});
+  for (std::size_t i = 0; i < ids.size(); ++i) seed_disk(node(ids[i]), logs[i], hard_states[i]);
+  for (NodeId id : ids) open_replica(node(id));
 }
 
-void TestCluster::add_node(NodeId id, const std::vector<NodeId>& ids, const std::vector<Entry>& log,
-                           const HardState& hard_state, const Tweak& tweak) {
+TestCluster::~TestCluster() {
+  // The replicas call back into this object while they close.
+  for (auto& [id, n] : nodes_) n->replica.reset();
+}
+
+void TestCluster::add_node(NodeId id, const std::vector<NodeId>& ids, const Tweak& tweak,
+                           const ReplicaTweak& replica_tweak) {
   auto node = std::make_unique<TestNode>();
-  node->config.id = id;
-  node->config.initial_conf.voters = ids;
-  node->config.election_ticks = 10;
-  node->config.heartbeat_ticks = 1;
-  node->config.random_seed = 42;
-  if (tweak) tweak(node->config);
-  node->log.append(log);
-  node->hard_state = hard_state;
-  node->durable_log = node->log;
-  node->durable_hard_state = hard_state;
-  node->delivered_commit = hard_state.commit;
-  node->raft = std::make_unique<Raft>(node->config, node->log, node->hard_state);
+  TestNode& n = *node;
+  n.id = id;
+  n.env = std::make_unique<store::MemoryEnv>();
+  n.sender = std::make_unique<Sender>(*this);
+  n.observer = std::make_unique<Observer>(*this, n);
+  n.disk = std::make_unique<NoLimitDisk>();
+
+  replica::ReplicaConfig& c = n.config;
+  c.node_id = id;
+  for (NodeId member : ids) c.members[member] = "n" + std::to_string(member);
+  c.data_dir = kDataDir;
+  c.tick_ms = kTickMs;
+  c.store.flush_mode = store::FlushMode::kSync;
+  c.store.background_work = store::BackgroundWork::kStepped;
+  // Small segments (rolls happen in ordinary tests; the store trims whole segments only), whose
+  // largest entry still fits one.
+  c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
+  c.store.max_entry_size_bytes = 60 << 10;
+  c.store.preallocate_next_segment = false;
+  c.store.env = n.env.get();
+  c.raft.id = id;
+  c.raft.initial_conf.voters = ids;
+  c.raft.election_ticks = 10;
+  c.raft.heartbeat_ticks = 1;
+  c.raft.random_seed = 42;
+  if (tweak) tweak(c.raft);
+  c.election_ticks = static_cast<std::uint32_t>(c.raft.election_ticks);
+  if (replica_tweak) replica_tweak(c);
   nodes_.emplace(id, std::move(node));
+}
+
+void TestCluster::seed_disk(TestNode& n, const std::vector<Entry>& log,
+                            const HardState& hard_state) {
+  auto hard_state_file = replica::HardStateFile::open(n.config.data_dir, n.env.get());
+  ASSERT_TRUE(hard_state_file.ok()) << hard_state_file.status().to_string();
+  ASSERT_TRUE((*hard_state_file)->write(hard_state).ok());
+  if (log.empty()) {
+    ASSERT_EQ(hard_state.commit, 0u) << "node " << n.id << ": a commit index needs a log";
+    return;
+  }
+  auto store = store::CommitLog::open(n.config.data_dir + "/log", n.config.store);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  std::vector<store::EntryToAppend> batch;
+  for (const Entry& entry : log) batch.push_back(replica::to_store_entry(entry));
+  ASSERT_TRUE((*store)->append_no_wait(batch).ok());
+  ASSERT_TRUE((*store)->run_flush_cycle().ok());
+  ASSERT_TRUE((*store)->set_commit_index(hard_state.commit).ok());
+  ASSERT_TRUE((*store)->run_checkpoint().ok());
+  ASSERT_TRUE((*store)->close().ok());
+}
+
+void TestCluster::open_replica(TestNode& n) {
+  replica::ReplicaDeps deps;
+  deps.sender = n.sender.get();
+  deps.disk = n.disk.get();
+  deps.clock = [this] { return now(); };
+  deps.observer = n.observer.get();
+  replica::NodeError error;
+  n.replica = replica::Replica::open(n.config, std::move(deps), &error);
+  ASSERT_NE(n.replica, nullptr) << "node " << n.id << " cannot open: " << error.message;
+  n.delivered_commit = n.replica->commit_index();
 }
 
 std::vector<NodeId> TestCluster::ids() const {
@@ -59,77 +199,59 @@ std::vector<NodeId> TestCluster::ids() const {
   return out;
 }
 
-void TestCluster::process(NodeId id) {
-  TestNode& n = node(id);
-  for (int round = 0; round < 1000 && n.raft->has_ready(); ++round) {
-    Ready rd = n.raft->ready();
-    n.log.apply(rd);
-    if (rd.hard_state) n.hard_state = *rd.hard_state;
-    for (Message& m : rd.messages) network_.push_back(m);
-    if (rd.commit_index) {
-      EXPECT_GE(*rd.commit_index, n.delivered_commit)
-          << "commit index went backwards on node " << id;
-      n.delivered_commit = *rd.commit_index;
-    }
-    n.read_states.insert(n.read_states.end(), rd.read_states.begin(), rd.read_states.end());
-    n.aborted_reads.insert(n.aborted_reads.end(), rd.aborted_reads.begin(), rd.aborted_reads.end());
-    TestNode::HeldBatch batch{n.log.last_index(), *n.log.term_at(n.log.last_index()),
-                              rd.truncate_from,   rd.entries,
-                              rd.hard_state,      rd.messages_after_persist};
-    n.readies.push_back(std::move(rd));
-    n.unpersisted.push_back(std::move(batch));
-    if (!n.hold_persistence) persist_all(id);
-  }
-  ASSERT_FALSE(n.raft->has_ready()) << "node " << id << " never stopped producing Ready batches";
+replica::Clock::time_point TestCluster::now() const {
+  // From an hour after the epoch: a replica's periodic checks (the disk probe's) that start from a
+  // zero time point then run at the first request, as they do in raftlogd.
+  return replica::Clock::time_point(std::chrono::hours(1) +
+                                    std::chrono::milliseconds(ticks_ * kTickMs));
 }
 
-void TestCluster::persist_one(NodeId id) {
-  TestNode& n = node(id);
-  if (n.unpersisted.empty()) return;
-  TestNode::HeldBatch batch = std::move(n.unpersisted.front());
-  n.unpersisted.pop_front();
-  if (batch.truncate_from) n.durable_log.truncate_suffix(*batch.truncate_from);
-  n.durable_log.append(batch.entries);
-  if (batch.hard_state) n.durable_hard_state = *batch.hard_state;
-  n.raft->on_persisted(batch.last_index, batch.last_term);
-  for (Message& m : batch.after_persist) network_.push_back(m);
+// --- inputs -------------------------------------------------------------------------------------
+
+Proposal TestCluster::propose(NodeId id, std::vector<std::string> payloads) {
+  Proposal proposal;
+  replica::Replica::AppendRequest request;
+  request.payloads = std::move(payloads);
+  request.deadline = replica::Clock::time_point::max();  // the cluster expires nothing
+  request.done = [slot = proposal.answer.slot](replica::AppendResult result) {
+    *slot = std::move(result);
+  };
+  proposal.placement = replica(id).append(std::move(request));
+  process(id);
+  return proposal;
 }
 
-void TestCluster::persist_all(NodeId id) {
-  TestNode& n = node(id);
-  while (!n.unpersisted.empty()) persist_one(id);
-  if (n.raft->has_ready() && !n.hold_persistence) process(id);
+ReadRequest TestCluster::read_index(NodeId id) {
+  ReadRequest read;
+  replica::Replica::ReadIndexRequest request;
+  request.deadline = replica::Clock::time_point::max();
+  request.done = [slot = read.slot](replica::ReadIndexResult result) { *slot = std::move(result); };
+  replica(id).read_index(std::move(request));
+  process(id);
+  return read;
 }
 
-void TestCluster::crash_restart(NodeId id) {
-  TestNode& n = node(id);
-  n.raft.reset();
-  n.unpersisted.clear();
-  n.log = n.durable_log;
-  n.hard_state = n.durable_hard_state;
-  n.delivered_commit = n.hard_state.commit;
-  n.raft = std::make_unique<Raft>(n.config, n.log, n.hard_state);
+TransferRequest TestCluster::transfer_leadership(NodeId id, NodeId target) {
+  TransferRequest transfer;
+  replica::Replica::TransferRequest request;
+  request.target = target;
+  request.done = [slot = transfer.slot](replica::TransferResult result) {
+    *slot = std::move(result);
+  };
+  replica(id).transfer_leadership(std::move(request));
+  process(id);
+  return transfer;
 }
 
-void TestCluster::deliver_at(std::size_t position) {
-  Message m = network_[position];
-  network_.erase(network_.begin() + static_cast<std::ptrdiff_t>(position));
-  if (dropped(m)) return;
-  if (mutator_) mutator_(m);
-  delivered_.push_back(m);
-  raft(m.to).step(m);
-  process(m.to);
+void TestCluster::step(NodeId id, Message message) {
+  replica(id).step(std::move(message));
+  process(id);
 }
-
-void TestCluster::drop_at(std::size_t position) {
-  network_.erase(network_.begin() + static_cast<std::ptrdiff_t>(position));
-}
-
-void TestCluster::duplicate_at(std::size_t position) { network_.push_back(network_[position]); }
 
 void TestCluster::tick(NodeId id, int times) {
   for (int i = 0; i < times; ++i) {
-    raft(id).tick();
+    ++ticks_;
+    replica(id).tick();
     process(id);
   }
 }
@@ -141,6 +263,111 @@ void TestCluster::tick_all(int times) {
   }
 }
 
+replica::TrimResult TestCluster::trim(NodeId id, Index before_index) {
+  return replica(id).trim(before_index, "test:");
+}
+
+// --- driving ------------------------------------------------------------------------------------
+
+void TestCluster::check_failed(const TestNode& n) {
+  if (n.replica->failed())
+    ADD_FAILURE() << "node " << n.id << "'s replica stopped: " << n.replica->failure_reason();
+}
+
+bool TestCluster::flush_once(TestNode& n) {
+  store::CommitLog& log = n.replica->log();
+  if (store::Status st = log.run_flush_cycle(); !st.ok()) {
+    ADD_FAILURE() << "node " << n.id << ": flush cycle failed: " << st.to_string();
+    return false;
+  }
+  // The checkpoint persists the commit index the replica recorded (never beyond what is durable),
+  // which a restart comes back to.
+  if (store::Status st = log.run_checkpoint(); !st.ok()) {
+    ADD_FAILURE() << "node " << n.id << ": checkpoint failed: " << st.to_string();
+    return false;
+  }
+  return true;
+}
+
+void TestCluster::process(NodeId id) {
+  TestNode& n = node(id);
+  n.replica->process();
+  check_failed(n);
+  if (n.hold_persistence) return;
+  for (int cycle = 0; cycle < kMaxFlushCycles; ++cycle) {
+    const store::CommitLog& log = n.replica->log();
+    if (log.flushed_index() >= log.last_index() || n.replica->failed()) return;
+    if (!flush_once(n)) return;
+    n.replica->process();
+    check_failed(n);
+  }
+  ADD_FAILURE() << "node " << id << " kept writing through " << kMaxFlushCycles << " flush cycles";
+}
+
+void TestCluster::persist_one(NodeId id) {
+  TestNode& n = node(id);
+  if (!flush_once(n)) return;
+  n.replica->process();
+  check_failed(n);
+}
+
+void TestCluster::persist_all(NodeId id) {
+  TestNode& n = node(id);
+  for (int cycle = 0; cycle < kMaxFlushCycles; ++cycle) {
+    persist_one(id);
+    const store::CommitLog& log = n.replica->log();
+    if (log.flushed_index() >= log.last_index() || n.replica->failed()) {
+      if (!n.hold_persistence) process(id);
+      return;
+    }
+  }
+  ADD_FAILURE() << "node " << id << " kept writing through " << kMaxFlushCycles << " flush cycles";
+}
+
+void TestCluster::power_cut(TestNode& n) {
+  // The power goes first: nothing the dying replica does afterwards reaches the disk.
+  n.env->crash();
+  n.replica->fail_all(replica::ErrorCode::kUnavailable, "the node crashed");
+  n.replica.reset();
+  n.env->restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
+}
+
+void TestCluster::crash_restart(NodeId id) {
+  TestNode& n = node(id);
+  power_cut(n);
+  open_replica(n);
+}
+
+void TestCluster::restart_with_log_cut(NodeId id, Index from) {
+  TestNode& n = node(id);
+  power_cut(n);
+  auto store = store::CommitLog::open(n.config.data_dir + "/log", n.config.store);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  ASSERT_TRUE((*store)->truncate_suffix(from, /*force=*/true).ok());
+  ASSERT_TRUE((*store)->close().ok());
+  open_replica(n);
+}
+
+void TestCluster::restart_from_copy_of(NodeId id, NodeId source) {
+  TestNode& n = node(id);
+  const TestNode& from = node(source);
+  std::vector<Entry> copy;
+  const Index durable = from.log.durable_index();
+  for (Index index = from.log.first_index(); index <= durable; ++index)
+    copy.push_back(from.log.entry(index));
+  HardState hard_state = n.replica->core().hard_state();
+  hard_state.commit = std::min(from.replica->log().commit_index(), durable);
+  n.env->crash();
+  n.replica->fail_all(replica::ErrorCode::kUnavailable, "the node is rebuilt");
+  n.replica.reset();
+  n.env = std::make_unique<store::MemoryEnv>();  // the old disk is replaced, not patched
+  n.config.store.env = n.env.get();
+  seed_disk(n, copy, hard_state);
+  open_replica(n);
+}
+
+// --- the network --------------------------------------------------------------------------------
+
 bool TestCluster::dropped(const Message& m) const {
   if (isolated_.count(m.from) != 0 || isolated_.count(m.to) != 0) return true;
   for (const DropRule& rule : drop_rules_) {
@@ -149,11 +376,41 @@ bool TestCluster::dropped(const Message& m) const {
   return false;
 }
 
-std::size_t TestCluster::deliver_all(std::size_t max_messages) {
-  // Inputs given directly to a core (propose, read_index, ...) leave their outputs in its Ready.
-  for (auto& [id, n] : nodes_) {
-    if (n->raft->has_ready()) process(id);
+void TestCluster::deliver(Message m) {
+  if (mutator_) mutator_(m);
+  delivered_.push_back(m);
+  step(m.to, std::move(m));
+}
+
+void TestCluster::deliver_at(std::size_t position) {
+  Message m = network_[position];
+  network_.erase(network_.begin() + static_cast<std::ptrdiff_t>(position));
+  if (dropped(m)) return;
+  deliver(std::move(m));
+}
+
+void TestCluster::drop_at(std::size_t position) {
+  network_.erase(network_.begin() + static_cast<std::ptrdiff_t>(position));
+}
+
+void TestCluster::duplicate_at(std::size_t position) { network_.push_back(network_[position]); }
+
+std::vector<Message> TestCluster::take_from_network(
+    const std::function<bool(const Message&)>& match, std::size_t max) {
+  std::vector<Message> taken;
+  for (auto it = network_.begin(); it != network_.end() && taken.size() < max;) {
+    if (match(*it)) {
+      taken.push_back(std::move(*it));
+      it = network_.erase(it);
+    } else {
+      ++it;
+    }
   }
+  return taken;
+}
+
+std::size_t TestCluster::deliver_all(std::size_t max_messages) {
+  for (auto& [id, n] : nodes_) process(id);
   std::size_t count = 0;
   while (!network_.empty()) {
     Message m = std::move(network_.front());
@@ -162,24 +419,14 @@ std::size_t TestCluster::deliver_all(std::size_t max_messages) {
     if (++count > max_messages) {
       std::string last;
       for (std::size_t i = delivered_.size() >= 6 ? delivered_.size() - 6 : 0;
-           i < delivered_.size(); ++i) {
-        const Message& d = delivered_[i];
-        last += std::string("\n  ") + to_string(d.type) + " " + std::to_string(d.from) + "->" +
-                std::to_string(d.to) + " term=" + std::to_string(d.term) +
-                " index=" + std::to_string(d.index) + " log_term=" + std::to_string(d.log_term) +
-                " entries=" + std::to_string(d.entries.size()) +
-                " reject=" + std::to_string(d.reject) + " hint=" + std::to_string(d.reject_hint) +
-                "/" + std::to_string(d.hint_term);
-      }
+           i < delivered_.size(); ++i)
+        last += "\n  " + describe(delivered_[i]);
       ADD_FAILURE() << "network did not quiesce within " << max_messages
                     << " messages; last ones:" << last;
       network_.clear();
       break;
     }
-    if (mutator_) mutator_(m);
-    delivered_.push_back(m);
-    raft(m.to).step(m);
-    process(m.to);
+    deliver(std::move(m));
   }
   return count;
 }
@@ -203,10 +450,11 @@ NodeId TestCluster::leader() const {
   NodeId found = kNoNode;
   Term best = 0;
   for (const auto& [id, n] : nodes_) {
-    if (isolated_.count(id) != 0 || n->raft->role() != Role::kLeader) continue;
-    if (found == kNoNode || n->raft->term() > best) {
+    const Raft& core = n->replica->core();
+    if (isolated_.count(id) != 0 || core.role() != Role::kLeader) continue;
+    if (found == kNoNode || core.term() > best) {
       found = id;
-      best = n->raft->term();
+      best = core.term();
     }
   }
   return found;

@@ -1,6 +1,24 @@
-// A tiny in-test driver for Raft cores: routes messages between them through a FIFO "network" with
-// drop filters, applies every Ready to a MemoryLog and reports durability, optionally holding a node's
-// persistence back so tests can control exactly what is durable. Deterministic; loops are bounded.
+// TestCluster: N production replicas (replica::Replica, the driver raftlogd and the simulator run),
+// each over its own simulated disk (a store::MemoryEnv holding a stepped CommitLog and the HARDSTATE
+// file), joined by a FIFO "network" the test controls message by message (drop rules, isolation, a
+// mutator, deliver/drop/duplicate at a position). Deterministic; every loop is bounded.
+//
+// Inputs go through the replica (propose, read_index, transfer_leadership, step, tick), followed by
+// the replica's process(), as raftlogd's Node does; raft(id) is a read-only view of the core. What the
+// replica hands out is recorded per node: every Ready (through a ReadyObserver, before the replica
+// applies it), the read states and aborted reads, the highest commit index delivered (never going
+// backwards), and the answers to each request.
+//
+// Durability: the replica writes term and vote durably at once (HARDSTATE), appends entries without
+// waiting and holds acknowledgements until a flush covers them. The cluster runs each node's flush
+// cycles (and a checkpoint after each, which persists the commit index) right after every input,
+// unless the node's hold_persistence is set: then nothing it writes becomes durable, and nothing that
+// vouches for it leaves, until persist_one() or persist_all(). crash_restart() is a power cut: the
+// node's MemoryEnv loses every unsynced byte and the replica is reopened from what is left.
+//
+// Bounds: the network holds what the replicas sent until the test delivers or drops it (deliver_all
+// fails the test beyond max_messages); a flush loop stops after 16 cycles (a test failure); the
+// records (readies, delivered messages) grow with the test, whose steps are bounded.
 #pragma once
 
 #include <cstdint>
@@ -10,75 +28,154 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
-#include "raft/memory_log.h"
 #include "raft/raft.h"
+#include "replica/replica.h"
+#include "store/memory_env.h"
 
 namespace raftlog::raft::testing {
 
+class TestCluster;
+struct TestNode;
+
+// A node's log as its replica holds it: every entry written, flushed or not (the store's view, which
+// is what the core reads).
+class NodeLog {
+ public:
+  explicit NodeLog(const TestNode& node) : node_(node) {}
+  Index first_index() const;
+  Index last_index() const;
+  std::optional<Term> term_at(Index index) const;
+  // The entry at `index`; a test failure (and an empty entry) when the log does not hold it.
+  Entry entry(Index index) const;
+  // How far the log is durable (the store's flushed index).
+  Index durable_index() const;
+
+ private:
+  const TestNode& node_;
+};
+
+// The answer to a request, filled in by the replica's callback (at once for a refusal, later for an
+// append that commits or a read that is released).
+template <typename Result>
+struct Answer {
+  std::shared_ptr<std::optional<Result>> slot = std::make_shared<std::optional<Result>>();
+  bool answered() const { return slot->has_value(); }
+  // The answer; a default (kOk-coded, empty) one when none came yet, so check answered() first.
+  Result result() const { return slot->value_or(Result{}); }
+  replica::ErrorCode code() const { return result().error.code; }
+};
+
+// What propose() returns: where the entries went (if proposed) and the replica's answer, which
+// comes once they commit (or at once for a refusal).
+struct Proposal {
+  replica::Replica::AppendPlacement placement;
+  Answer<replica::AppendResult> answer;
+  bool proposed() const { return placement.proposed; }
+  // The refusal's error code (kOk when the append was proposed).
+  replica::ErrorCode refusal() const {
+    return proposed() ? replica::ErrorCode::kOk : answer.code();
+  }
+};
+using ReadRequest = Answer<replica::ReadIndexResult>;
+using TransferRequest = Answer<replica::TransferResult>;
+
 struct TestNode {
-  Config config;
-  MemoryLog log;  // the driver's log (every handed-out entry appended at once)
-  HardState hard_state;
-  std::unique_ptr<Raft> raft;
+  TestNode() : log(*this) {}
+  TestNode(const TestNode&) = delete;
+  TestNode& operator=(const TestNode&) = delete;
 
-  // What survives a crash: the log and hard state as of the last persisted batch.
-  MemoryLog durable_log;
-  HardState durable_hard_state;
+  NodeId id = kNoNode;
+  replica::ReplicaConfig config;
+  std::unique_ptr<store::MemoryEnv> env;  // the node's disk: survives crash_restart()
+  std::unique_ptr<replica::MessageSender> sender;
+  std::unique_ptr<replica::ReadyObserver> observer;
+  std::unique_ptr<replica::DiskProbe> disk;
+  std::unique_ptr<replica::Replica> replica;
+  NodeLog log;
 
-  bool hold_persistence = false;  // when set, batches wait in `unpersisted` until persist_all()
-  struct HeldBatch {
-    Index last_index = 0;
-    Term last_term = 0;
-    std::optional<Index> truncate_from;
-    std::vector<Entry> entries;
-    std::optional<HardState> hard_state;
-    std::vector<Message> after_persist;
-  };
-  std::deque<HeldBatch> unpersisted;
+  // When set, the cluster runs no flush cycle of this node: what it writes stays volatile, and the
+  // acknowledgements and votes that vouch for it stay held, until persist_one()/persist_all().
+  bool hold_persistence = false;
 
-  std::vector<Ready> readies;  // every Ready this node produced, in order
+  std::vector<Ready> readies;  // every Ready this node's replica handled, as the core handed it out
   std::vector<ReadState> read_states;
   std::vector<std::uint64_t> aborted_reads;
-  Index delivered_commit = 0;  // highest Ready::commit_index seen
+  Index delivered_commit =
+      0;  // highest Ready::commit_index seen (the restored one after a restart)
 };
 
 class TestCluster {
  public:
   using Tweak = std::function<void(Config&)>;
   using DropRule = std::function<bool(const Message&)>;
+  // For the replica's own settings (retention, bounds); applied after `Tweak`.
+  using ReplicaTweak = std::function<void(replica::ReplicaConfig&)>;
 
   // Nodes with ids `ids`, all empty logs, voter set = ids.
   explicit TestCluster(const std::vector<NodeId>& ids, const Tweak& tweak = {});
-  // Nodes restored from the given logs and hard states (same order as ids).
+  TestCluster(const std::vector<NodeId>& ids, const Tweak& tweak,
+              const ReplicaTweak& replica_tweak);
+  // Nodes restored from the given logs and hard states (same order as ids), written to each node's
+  // store and HARDSTATE before its replica opens (HardState::commit goes to the store's checkpoint).
   TestCluster(const std::vector<NodeId>& ids, const std::vector<std::vector<Entry>>& logs,
               const std::vector<HardState>& hard_states, const Tweak& tweak = {});
+  ~TestCluster();
+  TestCluster(const TestCluster&) = delete;
+  TestCluster& operator=(const TestCluster&) = delete;
 
   TestNode& node(NodeId id) { return *nodes_.at(id); }
-  Raft& raft(NodeId id) { return *nodes_.at(id)->raft; }
+  const TestNode& node(NodeId id) const { return *nodes_.at(id); }
+  const Raft& raft(NodeId id) const { return nodes_.at(id)->replica->core(); }
+  replica::Replica& replica(NodeId id) { return *nodes_.at(id)->replica; }
   std::vector<NodeId> ids() const;
 
-  // Drains `id`'s Ready batches: applies log changes, queues messages, persists unless held.
+  // --- inputs (each followed by process(id)) ------------------------------------------------
+  // One client append of one entry per payload (client_id 0: no deduplication).
+  Proposal propose(NodeId id, std::vector<std::string> payloads);
+  ReadRequest read_index(NodeId id);
+  TransferRequest transfer_leadership(NodeId id, NodeId target);
+  void step(NodeId id, Message message);
+  void tick(NodeId id, int times = 1);
+  void tick_all(int times = 1);  // ticks every node once per round and delivers after each round
+  // Retention's trim through the replica (whole segments only, never past what it allows).
+  replica::TrimResult trim(NodeId id, Index before_index);
+
+  // --- driving -------------------------------------------------------------------------------
+  // The replica's process(); then, unless persistence is held, flush cycles until its log is
+  // durable, processing after each.
   void process(NodeId id);
-  // Makes every held batch of `id` durable (in order) and releases its after-persist messages.
-  void persist_all(NodeId id);
-  // Makes only the oldest held batch durable (if any).
+  // One flush cycle of `id` (everything it wrote so far becomes durable: the store has no finer
+  // grain), a checkpoint, and the replica's process().
   void persist_one(NodeId id);
-  // Crash and restart: everything not persisted is lost; a new core starts from the durable state.
+  // Flush cycles until the log is durable (bounded), processing after each.
+  void persist_all(NodeId id);
+  // Power cut and restart: every byte the node did not sync is lost, pending requests fail, and a
+  // new replica opens from what its disk kept. Messages already in the network stay there.
   void crash_restart(NodeId id);
+  // While `id` is down (crash-stopped, as in crash_restart), its store's own truncate_suffix(from)
+  // cuts its durable log, as a storage fault that recovery cut would leave it; then it restarts.
+  void restart_with_log_cut(NodeId id, Index from);
+  // Rebuilds `id` from a copy of `source`'s durable log (what an operator does by copying a healthy
+  // node's log directory), keeping `id`'s own HARDSTATE, and restarts it.
+  void restart_from_copy_of(NodeId id, NodeId source);
 
   // Delivers (or drops) the queued message at `position` (< network_size()), then processes.
   void deliver_at(std::size_t position);
   void drop_at(std::size_t position);
   void duplicate_at(std::size_t position);
   std::size_t network_size() const { return network_.size(); }
+  // Sent and not yet delivered or dropped, oldest first.
+  const std::deque<Message>& in_flight() const { return network_; }
+  // Removes (oldest first) up to `max` queued messages that `match`, for a caller that delivers
+  // them itself (the golden interpreter).
+  std::vector<Message> take_from_network(const std::function<bool(const Message&)>& match,
+                                         std::size_t max);
 
-  void tick(NodeId id, int times = 1);
-  void tick_all(int times = 1);  // ticks every node once per round and delivers after each round
-  // Processes every node's pending Ready, then delivers queued messages (and everything they cause)
-  // until the network is empty. Returns how many
-  // were delivered. Asserts (test failure) after `max_messages`.
+  // Processes every node, then delivers queued messages (and everything they cause) until the
+  // network is empty. Returns how many were delivered. A test failure after `max_messages`.
   std::size_t deliver_all(std::size_t max_messages = 100000);
 
   // Ticks `id` alone (delivering after each tick) until it is leader or `max_ticks` pass.
@@ -102,9 +199,23 @@ class TestCluster {
   NodeId leader() const;
 
  private:
-  void add_node(NodeId id, const std::vector<NodeId>& ids, const std::vector<Entry>& log,
-                const HardState& hard_state, const Tweak& tweak);
+  class Sender;
+  class Observer;
+
+  void add_node(NodeId id, const std::vector<NodeId>& ids, const Tweak& tweak,
+                const ReplicaTweak& replica_tweak);
+  // Writes `log` and `hard_state` to the node's (empty) disk through the store's and the hard state
+  // file's own APIs, as a node that ran before would have left them.
+  void seed_disk(TestNode& n, const std::vector<Entry>& log, const HardState& hard_state);
+  void open_replica(TestNode& n);
+  // Crash-stops the node: its disk loses every unsynced byte, its pending requests fail.
+  void power_cut(TestNode& n);
+  bool flush_once(TestNode& n);  // false (and a test failure) when the store refused
+  void check_failed(const TestNode& n);
+  void record_ready(TestNode& n, const Ready& ready);
+  void deliver(Message m);
   bool dropped(const Message& m) const;
+  replica::Clock::time_point now() const;
 
   std::map<NodeId, std::unique_ptr<TestNode>> nodes_;
   std::deque<Message> network_;
@@ -112,11 +223,10 @@ class TestCluster {
   std::set<NodeId> isolated_;
   std::vector<DropRule> drop_rules_;
   std::function<void(Message&)> mutator_;
+  std::uint64_t ticks_ = 0;  // the replicas' clock: every tick of any node advances it by tick_ms
 };
 
 // Entries [first, first + terms.size()) with the given terms (kNormal, payload "e<index>").
 std::vector<Entry> make_entries(Index first, const std::vector<Term>& terms);
-// A kNormal entry carrying `payload`, for propose() (which assigns index and term).
-Entry payload_entry(const std::string& payload);
 
 }  // namespace raftlog::raft::testing

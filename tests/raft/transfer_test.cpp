@@ -2,20 +2,20 @@
 // refused meanwhile; an unfinished transfer aborts after an election timeout.
 #include <gtest/gtest.h>
 
+#include "raft/memory_log.h"
 #include "test_cluster.h"
 
 namespace raftlog::raft {
 namespace {
 
-using testing::payload_entry;
 using testing::TestCluster;
+using ErrorCode = replica::ErrorCode;
 
 TEST(Transfer, LaggingFollowerIsCaughtUpThenTakesOver) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(3);
-  for (int i = 0; i < 5; ++i)
-    ASSERT_EQ(c.raft(1).propose({payload_entry("p")}).status, ProposeStatus::kOk);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(c.propose(1, {"p"}).proposed());
   c.deliver_all();
   ASSERT_EQ(c.raft(1).commit_index(), 6u);
   ASSERT_EQ(c.node(3).log.last_index(), 1u) << "node 3 lags";
@@ -24,10 +24,14 @@ TEST(Transfer, LaggingFollowerIsCaughtUpThenTakesOver) {
     return c.count_delivered([](const Message& m) { return m.type == MessageType::kPreVote; });
   };
   const std::size_t pre_votes_before = pre_votes();
-  ASSERT_EQ(c.raft(1).transfer_leadership(3), TransferStatus::kOk);
+  const testing::TransferRequest transfer = c.transfer_leadership(1, 3);
+  ASSERT_FALSE(transfer.answered()) << "refused: " << transfer.result().error.message;
   EXPECT_EQ(c.raft(1).transfer_target(), 3u);
-  EXPECT_EQ(c.raft(1).propose({payload_entry("q")}).status, ProposeStatus::kTransferring);
-  EXPECT_EQ(c.raft(1).transfer_leadership(2), TransferStatus::kInProgress);
+  const testing::Proposal during = c.propose(1, {"q"});
+  EXPECT_EQ(during.refusal(), ErrorCode::kUnavailable) << "the core answers kTransferring";
+  const testing::TransferRequest second = c.transfer_leadership(1, 2);
+  EXPECT_EQ(second.code(), ErrorCode::kUnavailable);
+  EXPECT_EQ(second.result().error.reason, replica::kReasonTransferInProgress);
   c.deliver_all();
   EXPECT_EQ(c.raft(3).role(), Role::kLeader);
   EXPECT_EQ(c.raft(3).term(), 2u);
@@ -37,6 +41,11 @@ TEST(Transfer, LaggingFollowerIsCaughtUpThenTakesOver) {
   EXPECT_EQ(c.count_delivered([](const Message& m) { return m.type == MessageType::kTimeoutNow; }),
             1u);
   EXPECT_EQ(pre_votes(), pre_votes_before) << "the target skips pre-vote";
+  // The replica answered the transfer once the target led.
+  ASSERT_TRUE(transfer.answered());
+  EXPECT_TRUE(transfer.result().error.ok());
+  EXPECT_EQ(transfer.result().leader_id, 3u);
+  EXPECT_EQ(transfer.result().term, 2u);
 }
 
 TEST(Transfer, TargetCampaignsDespiteTheLeaderLease) {
@@ -50,8 +59,7 @@ TEST(Transfer, TargetCampaignsDespiteTheLeaderLease) {
   timeout_now.from = 1;
   timeout_now.to = 3;
   timeout_now.term = 1;
-  c.raft(3).step(timeout_now);
-  c.process(3);
+  c.step(3, timeout_now);
   c.deliver_all();
   EXPECT_EQ(c.raft(3).role(), Role::kLeader);
 }
@@ -61,7 +69,7 @@ TEST(Transfer, AbortedAfterAnElectionTimeout) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.deliver_all();
   c.isolate(3);
-  ASSERT_EQ(c.raft(1).transfer_leadership(3), TransferStatus::kOk);
+  ASSERT_FALSE(c.transfer_leadership(1, 3).answered());
   for (int i = 0; i < 9; ++i) {
     c.tick(1);
     c.tick(2);
@@ -71,15 +79,35 @@ TEST(Transfer, AbortedAfterAnElectionTimeout) {
   c.tick(1);
   EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
   EXPECT_EQ(c.raft(1).role(), Role::kLeader);
-  EXPECT_EQ(c.raft(1).propose({payload_entry("again")}).status, ProposeStatus::kOk);
+  EXPECT_TRUE(c.propose(1, {"again"}).proposed());
 }
 
 TEST(Transfer, RefusalsNameTheirReason) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
-  EXPECT_EQ(c.raft(2).transfer_leadership(3), TransferStatus::kNotLeader);
-  EXPECT_EQ(c.raft(1).transfer_leadership(1), TransferStatus::kAlreadyLeader);
-  EXPECT_EQ(c.raft(1).transfer_leadership(9), TransferStatus::kUnknownTarget);
+  // The replica's answers to the core's refusals (and its own membership check for an unknown target).
+  const testing::TransferRequest from_follower = c.transfer_leadership(2, 3);
+  EXPECT_EQ(from_follower.code(), ErrorCode::kNotLeader);
+  EXPECT_EQ(from_follower.result().error.leader_id, 1u);
+  const testing::TransferRequest to_itself = c.transfer_leadership(1, 1);
+  ASSERT_TRUE(to_itself.answered()) << "kAlreadyLeader is answered at once";
+  EXPECT_TRUE(to_itself.result().error.ok());
+  EXPECT_EQ(to_itself.result().leader_id, 1u);
+  const testing::TransferRequest unknown = c.transfer_leadership(1, 9);
+  EXPECT_EQ(unknown.code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(unknown.result().error.reason, replica::kReasonTransferTargetUnknown);
+  EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
+
+  // The core's own refusal of an unknown target, which the replica's membership check pre-empts, on
+  // a bare single-voter core.
+  Config solo;
+  solo.id = 1;
+  solo.initial_conf.voters = {1};
+  MemoryLog solo_log;
+  Raft core(solo, solo_log, HardState{});
+  for (int i = 0; i < 2 * solo.election_ticks && core.role() != Role::kLeader; ++i) core.tick();
+  ASSERT_EQ(core.role(), Role::kLeader);
+  EXPECT_EQ(core.transfer_leadership(9), TransferStatus::kUnknownTarget);
 }
 
 }  // namespace

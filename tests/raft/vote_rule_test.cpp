@@ -30,8 +30,16 @@ Message vote_request(NodeId from, NodeId to, Term term, Index last_index, Term l
   return vote;
 }
 
-bool granted(Raft& raft) {
-  Ready rd = raft.ready();
+// Steps `vote` into its receiver; true when the Ready it caused grants it (the answer waits for the
+// vote's persistence: messages_after_persist).
+bool granted(TestCluster& c, const Message& vote) {
+  const std::size_t mark = c.node(vote.to).readies.size();
+  c.step(vote.to, vote);
+  if (c.node(vote.to).readies.size() <= mark) {
+    ADD_FAILURE() << "node " << vote.to << " did not answer";
+    return false;
+  }
+  const Ready& rd = c.node(vote.to).readies[mark];
   EXPECT_EQ(rd.messages_after_persist.size(), 1u);
   return !rd.messages_after_persist.empty() && !rd.messages_after_persist[0].reject;
 }
@@ -42,16 +50,14 @@ TEST(VoteRule, LogUpToDateCheck) {
                 {make_entries(1, {1, 1, 1}), make_entries(1, {1, 2}), make_entries(1, {1})},
                 {HardState{2, 0, 0}, HardState{2, 0, 0}, HardState{2, 0, 0}},
                 [](Config& config) { config.pre_vote = false; });
-  c.raft(2).step(vote_request(1, 2, 3, 3, 1));
-  EXPECT_EQ(granted(c.raft(2)), kBrokenVoteRule)
+  EXPECT_EQ(granted(c, vote_request(1, 2, 3, 3, 1)), kBrokenVoteRule)
       << "a lower last term loses despite the longer log";
   EXPECT_EQ(c.raft(2).hard_state().vote, kBrokenVoteRule ? 1u : kNoNode);
 
-  c.raft(3).step(vote_request(1, 3, 3, 3, 1));
-  EXPECT_TRUE(granted(c.raft(3))) << "same last term, longer log: up to date";
+  EXPECT_TRUE(granted(c, vote_request(1, 3, 3, 3, 1))) << "same last term, longer log: up to date";
 
-  c.raft(1).step(vote_request(3, 1, 3, 2, 1));
-  EXPECT_EQ(granted(c.raft(1)), kBrokenVoteRule) << "same last term, shorter log: not up to date";
+  EXPECT_EQ(granted(c, vote_request(3, 1, 3, 2, 1)), kBrokenVoteRule)
+      << "same last term, shorter log: not up to date";
 }
 
 TEST(VoteRule, PreVoteAppliesTheSameCheck) {
@@ -59,8 +65,9 @@ TEST(VoteRule, PreVoteAppliesTheSameCheck) {
                 {HardState{2, 0, 0}, HardState{2, 0, 0}, HardState{2, 0, 0}});
   Message pre_vote = vote_request(1, 2, 3, 1, 1);
   pre_vote.type = MessageType::kPreVote;
-  c.raft(2).step(pre_vote);
-  Ready rd = c.raft(2).ready();
+  c.step(2, pre_vote);
+  ASSERT_EQ(c.node(2).readies.size(), 1u);
+  const Ready& rd = c.node(2).readies[0];
   ASSERT_EQ(rd.messages.size(), 1u);
   EXPECT_EQ(rd.messages[0].type, MessageType::kPreVoteResponse);
   EXPECT_EQ(!rd.messages[0].reject, kBrokenVoteRule);

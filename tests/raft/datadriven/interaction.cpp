@@ -6,6 +6,7 @@
 #include <charconv>
 #include <sstream>
 
+#include "raft/memory_log.h"
 #include "sim/checker.h"
 
 namespace raftlog::raft::golden {
@@ -82,7 +83,18 @@ std::string role_and_term(const Raft& raft) {
   return fmt::format("{} term={}", to_string(raft.role()), raft.term());
 }
 
+// A replica's refusal: its code, reason and (for NOT_LEADER) the leader it names.
+std::string describe_error(const replica::NodeError& error) {
+  std::string text = replica::to_string(error.code);
+  if (!error.reason.empty()) text += " " + error.reason;
+  if (error.leader_id != 0) text += fmt::format(" leader=n{}", error.leader_id);
+  return text;
+}
+
 }  // namespace
+
+Interaction::Interaction() = default;
+Interaction::~Interaction() = default;
 
 CommandLine parse_command_line(const std::string& line) {
   CommandLine command;
@@ -104,7 +116,7 @@ Lines Interaction::run(const std::string& command_line, const std::vector<std::s
   const CommandLine command = parse_command_line(command_line);
   if (command.name != "add-nodes" && !input.empty())
     throw ScriptError(command.name + ": takes no input lines");
-  if (command.name != "add-nodes" && nodes_.empty()) throw ScriptError("add-nodes must come first");
+  if (command.name != "add-nodes" && !cluster_) throw ScriptError("add-nodes must come first");
   Lines out;
   if (command.name == "add-nodes") {
     add_nodes(command, input, out);
@@ -147,21 +159,24 @@ Lines Interaction::run(const std::string& command_line, const std::vector<std::s
   } else {
     throw ScriptError(fmt::format("unknown command '{}'", command.name));
   }
+  print_new_readies(out);
+  print_answers(out);
   if (out.empty()) out.push_back("ok");
   return out;
 }
 
 void Interaction::add_nodes(const CommandLine& command, const std::vector<std::string>& input,
                             Lines& out) {
-  if (!nodes_.empty()) throw ScriptError("add-nodes: the cluster exists already");
+  if (cluster_) throw ScriptError("add-nodes: the cluster exists already");
   check_arg_count(command, 1, 1);
   check_options(command, {"pre-vote", "check-quorum", "election-ticks", "heartbeat-ticks",
                           "max-entries", "max-inflight"});
   const std::uint64_t count = parse_number(command.args[0], "the node count");
   if (count == 0 || count > kMaxNodes)
     throw ScriptError(fmt::format("add-nodes: 1 to {} nodes", kMaxNodes));
+  std::vector<NodeId> ids;
+  for (NodeId id = 1; id <= count; ++id) ids.push_back(id);
   Config base;
-  for (NodeId id = 1; id <= count; ++id) base.initial_conf.voters.push_back(id);
   for (const auto& [key, value] : command.options) {
     if (key == "pre-vote") base.pre_vote = parse_bool(value, key.c_str());
     if (key == "check-quorum") base.check_quorum = parse_bool(value, key.c_str());
@@ -170,32 +185,50 @@ void Interaction::add_nodes(const CommandLine& command, const std::vector<std::s
     if (key == "max-entries") base.max_entries_per_message = parse_number(value, key.c_str());
     if (key == "max-inflight") base.max_inflight_messages = parse_number(value, key.c_str());
   }
-  for (NodeId id = 1; id <= count; ++id) {
-    auto node = std::make_unique<Node>();
-    node->config = base;
-    node->config.id = id;
-    node->config.random_seed = id;
-    const std::string problem = validate_config(node->config);
+  const auto tweak = [base](Config& config) {
+    const NodeId id = config.id;
+    const ConfState voters = config.initial_conf;
+    config = base;
+    config.id = id;
+    config.initial_conf = voters;
+    config.random_seed = id;
+  };
+  for (NodeId id : ids) {
+    Config config;
+    config.id = id;
+    config.initial_conf.voters = ids;
+    tweak(config);
+    const std::string problem = validate_config(config);
     if (!problem.empty()) throw ScriptError("add-nodes: " + problem);
-    nodes_.emplace(id, std::move(node));
   }
+  std::vector<std::vector<Entry>> logs(count);
+  std::vector<HardState> hard_states(count);
   for (const std::string& line : input) {
     const CommandLine restore = parse_command_line(line);
     check_options(restore, {"log", "term", "vote", "commit"});
-    Node& n = node(node_id(restore.name));
-    if (restore.options.count("log") != 0) n.log.append(parse_log(restore.options.at("log")));
+    const NodeId id = parse_number(restore.name, "a node id");
+    if (id == 0 || id > count) throw ScriptError(fmt::format("no node n{}", id));
+    if (restore.options.count("log") != 0) logs[id - 1] = parse_log(restore.options.at("log"));
+    HardState& hard_state = hard_states[id - 1];
     if (restore.options.count("term") != 0)
-      n.hard_state.term = parse_number(restore.options.at("term"), "term");
+      hard_state.term = parse_number(restore.options.at("term"), "term");
     if (restore.options.count("vote") != 0)
-      n.hard_state.vote = parse_number(restore.options.at("vote"), "vote");
+      hard_state.vote = parse_number(restore.options.at("vote"), "vote");
     if (restore.options.count("commit") != 0)
-      n.hard_state.commit = parse_number(restore.options.at("commit"), "commit");
+      hard_state.commit = parse_number(restore.options.at("commit"), "commit");
   }
-  for (auto& [id, n] : nodes_) {
+  for (NodeId id : ids) {
+    MemoryLog log;
+    log.append(logs[id - 1]);
     const std::string problem =
-        restart_problem(n->hard_state, n->log);  // the core would abort on it
+        restart_problem(hard_states[id - 1], log);  // the replica refuses it
     if (!problem.empty()) throw ScriptError(fmt::format("add-nodes: n{}: {}", id, problem));
-    n->raft = std::make_unique<Raft>(n->config, n->log, n->hard_state);
+  }
+  cluster_ = std::make_unique<testing::TestCluster>(ids, logs, hard_states, tweak);
+  for (NodeId id : ids) {
+    // The interpreter runs every flush cycle itself, in process_ready().
+    cluster_->node(id).hold_persistence = true;
+    readies_printed_[id] = 0;
   }
   print_status(all_ids(), out);
 }
@@ -204,16 +237,16 @@ void Interaction::campaign(const CommandLine& command, Lines& out) {
   check_arg_count(command, 1, 1);
   check_options(command, {});
   const NodeId id = node_id(command.args[0]);
-  Raft& raft = *node(id).raft;
+  const Raft& raft = core(id);
   if (raft.role() == Role::kLeader)
     throw ScriptError(fmt::format("campaign: n{} leads already", id));
   // Only an election timeout makes a non-leader's tick produce output: that is how we see it fire.
   if (raft.has_ready())
     throw ScriptError(fmt::format("campaign: n{} has a Ready to process first", id));
   // A randomized timeout lies in [election_ticks, 2 * election_ticks).
-  const int bound = 2 * node(id).config.election_ticks;
+  const int bound = 2 * cluster().node(id).config.raft.election_ticks;
   for (int ticks = 1; ticks <= bound; ++ticks) {
-    raft.tick();
+    cluster().replica(id).tick();
     if (raft.has_ready()) {
       out.push_back(
           fmt::format("n{} times out after {} ticks: {}", id, ticks, role_and_term(raft)));
@@ -229,39 +262,63 @@ void Interaction::tick(const CommandLine& command, Lines& out) {
   const NodeId id = node_id(command.args[0]);
   const std::uint64_t times =
       command.args.size() == 2 ? parse_number(command.args[1], "the tick count") : 1;
-  Raft& raft = *node(id).raft;
-  for (std::uint64_t i = 0; i < times; ++i) raft.tick();
+  if (times > 1000) throw ScriptError("tick: at most 1000 ticks");
+  for (std::uint64_t i = 0; i < times; ++i) cluster().replica(id).tick();
   out.push_back(fmt::format("n{} ticks {} time{}: {}", id, times, times == 1 ? "" : "s",
-                            role_and_term(raft)));
+                            role_and_term(core(id))));
 }
 
 void Interaction::propose(const CommandLine& command, Lines& out) {
   check_arg_count(command, 2, SIZE_MAX);
   check_options(command, {});
   const NodeId id = node_id(command.args[0]);
-  std::vector<Entry> entries;
-  for (std::size_t i = 1; i < command.args.size(); ++i) {
-    Entry entry;
-    entry.payload = command.args[i];
-    entries.push_back(entry);
+  replica::Replica::AppendRequest request;
+  request.payloads.assign(command.args.begin() + 1, command.args.end());
+  request.deadline = replica::Clock::time_point::max();
+  auto slot = std::make_shared<std::optional<replica::AppendResult>>();
+  request.done = [slot](replica::AppendResult result) { *slot = std::move(result); };
+  const replica::Replica::AppendPlacement placement =
+      cluster().replica(id).append(std::move(request));
+  print_new_readies(out);  // what the replica handled first (see print_new_readies)
+  if (!placement.proposed) {
+    out.push_back(fmt::format("n{} proposes: {}", id,
+                              slot->has_value() ? describe_error((*slot)->error) : "not proposed"));
+    return;
   }
-  const ProposeResult result = node(id).raft->propose(std::move(entries));
-  if (result.status == ProposeStatus::kOk) {
-    out.push_back(fmt::format("n{} proposes: Ok indexes {}..{} term={}", id, result.first_index,
-                              result.last_index, result.term));
-  } else {
-    out.push_back(fmt::format("n{} proposes: {} leader-hint=n{}", id, to_string(result.status),
-                              result.leader_hint));
-  }
+  out.push_back(fmt::format("n{} proposes: Ok indexes {}..{} term={}", id, placement.first,
+                            placement.last, placement.term));
+  pending_answers_.push_back(
+      PendingAnswer{fmt::format("n{} append {}..{}", id, placement.first, placement.last),
+                    [slot]() -> std::optional<std::string> {
+                      if (!slot->has_value()) return std::nullopt;
+                      const replica::AppendResult& result = **slot;
+                      if (!result.error.ok()) return describe_error(result.error);
+                      return fmt::format("acknowledged {}..{} term={}", result.first_index,
+                                         result.last_index, result.term);
+                    }});
 }
 
 void Interaction::read_index(const CommandLine& command, Lines& out) {
-  check_arg_count(command, 2, 2);
+  check_arg_count(command, 1, 1);
   check_options(command, {});
   const NodeId id = node_id(command.args[0]);
-  const std::uint64_t request = parse_number(command.args[1], "the request id");
-  out.push_back(fmt::format("n{} read-index request={}: {}", id, request,
-                            to_string(node(id).raft->read_index(request))));
+  replica::Replica::ReadIndexRequest request;
+  request.deadline = replica::Clock::time_point::max();
+  auto slot = std::make_shared<std::optional<replica::ReadIndexResult>>();
+  request.done = [slot](replica::ReadIndexResult result) { *slot = std::move(result); };
+  cluster().replica(id).read_index(std::move(request));
+  if (slot->has_value()) {
+    out.push_back(fmt::format("n{} read-index: {}", id, describe_error((*slot)->error)));
+    return;
+  }
+  out.push_back(fmt::format("n{} read-index: pending", id));
+  pending_answers_.push_back(
+      PendingAnswer{fmt::format("n{} read", id), [slot]() -> std::optional<std::string> {
+                      if (!slot->has_value()) return std::nullopt;
+                      const replica::ReadIndexResult& result = **slot;
+                      if (!result.error.ok()) return describe_error(result.error);
+                      return fmt::format("released at index {}", result.read_index);
+                    }});
 }
 
 void Interaction::transfer_leadership(const CommandLine& command, Lines& out) {
@@ -269,8 +326,25 @@ void Interaction::transfer_leadership(const CommandLine& command, Lines& out) {
   check_options(command, {});
   const NodeId from = node_id(command.args[0]);
   const NodeId to = node_id(command.args[1]);
-  out.push_back(fmt::format("n{} transfers leadership to n{}: {}", from, to,
-                            to_string(node(from).raft->transfer_leadership(to))));
+  replica::Replica::TransferRequest request;
+  request.target = to;
+  auto slot = std::make_shared<std::optional<replica::TransferResult>>();
+  request.done = [slot](replica::TransferResult result) { *slot = std::move(result); };
+  cluster().replica(from).transfer_leadership(std::move(request));
+  const auto describe_transfer = [slot]() -> std::optional<std::string> {
+    if (!slot->has_value()) return std::nullopt;
+    const replica::TransferResult& result = **slot;
+    if (!result.error.ok()) return describe_error(result.error);
+    return fmt::format("done: n{} leads term {}", result.leader_id, result.term);
+  };
+  if (slot->has_value()) {
+    out.push_back(
+        fmt::format("n{} transfers leadership to n{}: {}", from, to, *describe_transfer()));
+    return;
+  }
+  out.push_back(fmt::format("n{} transfers leadership to n{}: pending", from, to));
+  pending_answers_.push_back(
+      PendingAnswer{fmt::format("n{} transfer to n{}", from, to), describe_transfer});
 }
 
 void Interaction::stabilize(Lines& out) {
@@ -288,69 +362,86 @@ void Interaction::crash_restart(const CommandLine& command, Lines& out) {
   check_arg_count(command, 1, 1);
   check_options(command, {});
   const NodeId id = node_id(command.args[0]);
-  Node& n = node(id);
-  n.raft.reset();  // its unhanded outputs go with it: they were never persisted nor sent
-  n.raft = std::make_unique<Raft>(n.config, n.log, n.hard_state);
+  // Its unhandled outputs go with it: they were never persisted nor sent. Its pending requests fail
+  // (printed below, with the other answers).
+  cluster().crash_restart(id);
+  cluster().node(id).hold_persistence = true;
+  readies_printed_[id] = cluster().node(id).readies.size();
   print_status({id}, out);
 }
 
 void Interaction::print_status(const std::vector<NodeId>& ids, Lines& out) const {
   for (NodeId id : ids) {
-    const Node& n = node(id);
+    const Raft& raft = core(id);
+    const testing::NodeLog& node_log = cluster().node(id).log;
     std::string log;
-    for (Index index = n.log.first_index(); index <= n.log.last_index(); ++index) {
-      log += fmt::format("{}{}/t{}", log.empty() ? "" : " ", index, *n.log.term_at(index));
+    for (Index index = node_log.first_index(); index <= node_log.last_index(); ++index) {
+      log += fmt::format("{}{}/t{}", log.empty() ? "" : " ", index,
+                         node_log.term_at(index).value_or(0));
     }
     out.push_back(fmt::format("n{}: {} vote=n{} leader=n{} commit={} log=[{}]{}", id,
-                              role_and_term(*n.raft), n.raft->hard_state().vote, n.raft->leader(),
-                              n.raft->commit_index(), log,
+                              role_and_term(raft), raft.hard_state().vote, raft.leader(),
+                              raft.commit_index(), log,
                               isolated_.count(id) != 0 ? " (isolated)" : ""));
   }
 }
 
 void Interaction::print_log(NodeId id, Lines& out) const {
-  const MemoryLog& log = node(id).log;
+  const testing::NodeLog& log = cluster().node(id).log;
   if (log.last_index() == 0) out.push_back(fmt::format("n{}: empty log", id));
   for (Index index = log.first_index(); index <= log.last_index(); ++index)
     out.push_back(sim::describe(log.entry(index)));
 }
 
-bool Interaction::process_ready(NodeId id, Lines& out) {
-  Node& n = node(id);
-  int batches = 0;
-  while (n.raft->has_ready()) {
-    if (++batches > kMaxReadyBatchesPerNode) {
-      throw ScriptError(fmt::format("n{} produced more than {} Ready batches in a row", id,
-                                    kMaxReadyBatchesPerNode));
+bool Interaction::print_new_readies(Lines& out) {
+  bool printed = false;
+  for (NodeId id : all_ids()) {
+    const std::vector<Ready>& readies = cluster().node(id).readies;
+    std::size_t& printed_count = readies_printed_[id];
+    if (printed_count > readies.size()) printed_count = 0;  // never: readies only grow
+    for (; printed_count < readies.size(); ++printed_count) {
+      print_ready(id, readies[printed_count], out);
+      printed = true;
     }
-    const Ready ready = n.raft->ready();
-    print_ready(id, ready, out);
-    n.log.apply(ready);
-    network_.insert(network_.end(), ready.messages.begin(), ready.messages.end());
-    if (ready.hard_state) n.hard_state = *ready.hard_state;
-    if (ready.truncate_from || !ready.entries.empty()) {
-      const Index last = n.log.last_index();
-      n.raft->on_persisted(last, n.log.term_at(last).value_or(0));
-    }
-    network_.insert(network_.end(), ready.messages_after_persist.begin(),
-                    ready.messages_after_persist.end());
   }
-  return batches > 0;
+  return printed;
+}
+
+void Interaction::print_answers(Lines& out) {
+  for (auto it = pending_answers_.begin(); it != pending_answers_.end();) {
+    if (std::optional<std::string> answer = it->answer()) {
+      out.push_back(fmt::format("> {}: {}", it->what, *answer));
+      it = pending_answers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool Interaction::process_ready(NodeId id, Lines& out) {
+  testing::TestCluster& c = cluster();
+  const std::size_t readies_before = c.node(id).readies.size();
+  const std::size_t messages_before = c.network_size();
+  // The replica's own driver handles every pending Ready; then its flush cycles make what it wrote
+  // durable (releasing held messages, and handling the Ready batches the report causes).
+  c.process(id);
+  c.persist_all(id);
+  const std::size_t handled = c.node(id).readies.size() - readies_before;
+  if (handled > static_cast<std::size_t>(kMaxReadyBatchesPerNode)) {
+    throw ScriptError(fmt::format("n{} produced more than {} Ready batches in a row", id,
+                                  kMaxReadyBatchesPerNode));
+  }
+  print_new_readies(out);
+  return handled > 0 || c.network_size() != messages_before;
 }
 
 bool Interaction::move_messages(const MessageFilter& filter, bool deliver, Lines& out) {
   bool moved_any = false;
   for (NodeId id : all_ids()) {
     if (!filter.recipients.empty() && filter.recipients.count(id) == 0) continue;
-    std::vector<Message> taken;
-    for (auto it = network_.begin(); it != network_.end() && taken.size() < filter.per_node;) {
-      if (it->to == id && (!filter.type || it->type == *filter.type)) {
-        taken.push_back(std::move(*it));
-        it = network_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    std::vector<Message> taken = cluster().take_from_network(
+        [&](const Message& m) { return m.to == id && (!filter.type || m.type == *filter.type); },
+        filter.per_node);
     if (taken.empty()) continue;
     moved_any = true;
     std::vector<Message> received;
@@ -364,26 +455,21 @@ bool Interaction::move_messages(const MessageFilter& filter, bool deliver, Lines
     if (!lost.empty())
       out.push_back(fmt::format("> n{} loses ({})", id, deliver ? "isolated" : "dropped"));
     for (const Message& m : lost) print_message(m, "  ", out);
-    for (const Message& m : received) node(id).raft->step(m);
+    for (Message& m : received) cluster().replica(id).step(std::move(m));
   }
   return moved_any;
 }
 
-Interaction::Node& Interaction::node(NodeId id) {
-  const auto it = nodes_.find(id);
-  if (it == nodes_.end()) throw ScriptError(fmt::format("no node n{}", id));
-  return *it->second;
+testing::TestCluster& Interaction::cluster() const {
+  if (!cluster_) throw ScriptError("add-nodes must come first");
+  return *cluster_;
 }
 
-const Interaction::Node& Interaction::node(NodeId id) const {
-  const auto it = nodes_.find(id);
-  if (it == nodes_.end()) throw ScriptError(fmt::format("no node n{}", id));
-  return *it->second;
-}
+const Raft& Interaction::core(NodeId id) const { return cluster().raft(id); }
 
 NodeId Interaction::node_id(const std::string& word) const {
   const NodeId id = parse_number(word, "a node id");
-  if (nodes_.count(id) == 0) throw ScriptError(fmt::format("no node n{}", id));
+  if (readies_printed_.count(id) == 0) throw ScriptError(fmt::format("no node n{}", id));
   return id;
 }
 
@@ -397,7 +483,7 @@ std::vector<NodeId> Interaction::node_ids(const std::vector<std::string>& words,
 
 std::vector<NodeId> Interaction::all_ids() const {
   std::vector<NodeId> ids;
-  for (const auto& [id, n] : nodes_) ids.push_back(id);
+  for (const auto& [id, printed] : readies_printed_) ids.push_back(id);
   return ids;
 }
 

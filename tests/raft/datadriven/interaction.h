@@ -1,39 +1,47 @@
-// The golden tests' interpreter: real Raft cores over MemoryLog, driven one command at a time, every
-// Ready and every delivered message printed (describe.h). Nothing runs between commands: a core's
-// outputs wait in its Ready until `process-ready` or `stabilize` hands them to the driver, and sent
-// messages wait in the network until `deliver-msgs` or `stabilize`.
+// The golden tests' interpreter: production replicas (tests/raft/test_cluster.h: replica::Replica
+// over simulated disks) driven one command at a time, every Ready they hand out and every delivered
+// message printed (describe.h). Nothing runs between commands: an input (tick, message, proposal)
+// goes to the replica without processing it, so the core's outputs wait in its Ready until
+// `process-ready` or `stabilize` has the replica handle them, and sent messages wait in the network
+// until `deliver-msgs` or `stabilize`.
 //
-// The driver persists each Ready at once and in full (types.h's contract, steps 1-4 without delay):
-// truncate and append to the node's log, queue `messages`, keep the hard state, report the log's end
-// with on_persisted(), then queue `messages_after_persist`. So the log and hard state a node holds are
-// also what survives `crash-restart`; what a crash loses is whatever the core had not yet handed out.
+// Handling a Ready is the replica's own driver (replica_ready.cpp): term and vote are written
+// durably first, `messages` leave at once, entries are written, and `messages_after_persist` are
+// held until the log is durable. `process-ready` then runs the node's flush cycles until its log is
+// durable, so the held messages leave (and the durability report's own Ready batches follow) within
+// the same command. So what a node holds after `process-ready` also survives `crash-restart`; what a
+// crash loses is whatever the core had not yet handed out.
 //
 // Commands (ids are node ids 1..N; "[...]" optional):
 //   add-nodes N [pre-vote=B] [check-quorum=B] [election-ticks=T] [heartbeat-ticks=H] [max-entries=K]
 //             [max-inflight=M]
 //       creates voters 1..N (each seeded with its id). Input lines "ID [log=T,T,...] [term=T] [vote=V]
-//       [commit=C]" restore a node from that log (entry i has term T_i) and hard state.
+//       [commit=C]" restore a node from that log (entry i has term T_i) and hard state, written to its
+//       disk before its replica opens.
 //   campaign ID                 ticks ID (not a leader, no pending Ready) until its election timeout
 //                               fires: it pre-campaigns, or campaigns without pre-vote
 //   tick ID [N]                 ticks ID N times (default 1)
-//   propose ID PAYLOAD...       one proposal of one entry per payload
-//   read-index ID REQUEST       starts a linearizable read with that request id
+//   propose ID PAYLOAD...       one client append (no deduplication) of one entry per payload
+//   read-index ID               starts a linearizable read (the replica numbers it: see read-state)
 //   transfer-leadership FROM TO
-//   process-ready [ID...]       hands every pending Ready of these nodes (default all) to the driver
+//   process-ready [ID...]       has these nodes' replicas (default all) handle every pending Ready
 //   deliver-msgs [ID...] [type=T] [count=N]   delivers queued messages to these nodes (default all),
 //                               oldest first, only of type T (e.g. Append), at most N per node
 //   drop-msgs [ID...] [type=T] [count=N]      the same, but the messages are lost
 //   stabilize                   process-ready and deliver-msgs for all nodes until nothing is left
 //   isolate ID...               messages from or to these nodes are lost when delivered
 //   heal                        ends every isolation
-//   crash-restart ID            a new core for ID from its log and hard state; its old Ready is lost
+//   crash-restart ID            power cut: the node's unsynced bytes are lost and its replica reopens
 //   status [ID...]              role, term, vote, leader, commit and log (index/term) of each node
 //   log ID                      every entry of the node's log
+//
+// The replica's answers to the client requests (append acknowledged or refused, read released or
+// aborted, transfer done) are printed as they come, after the command's other output.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -43,8 +51,8 @@
 #include <vector>
 
 #include "describe.h"
-#include "raft/memory_log.h"
 #include "raft/raft.h"
+#include "test_cluster.h"
 
 namespace raftlog::raft::golden {
 
@@ -64,20 +72,24 @@ CommandLine parse_command_line(const std::string& line);
 
 class Interaction {
  public:
+  Interaction();
+  ~Interaction();
+  Interaction(const Interaction&) = delete;
+  Interaction& operator=(const Interaction&) = delete;
+
   // Runs one command; returns what happened. Throws ScriptError.
   Lines run(const std::string& command_line, const std::vector<std::string>& input);
 
  private:
-  struct Node {
-    Config config;
-    MemoryLog log;         // persisted at once: the log a restart recovers
-    HardState hard_state;  // as last persisted
-    std::unique_ptr<Raft> raft;
-  };
   struct MessageFilter {
     std::set<NodeId> recipients;  // empty: every node
     std::optional<MessageType> type;
     std::size_t per_node = SIZE_MAX;
+  };
+  // A client request whose answer is printed once the replica gives it.
+  struct PendingAnswer {
+    std::string what;                                    // "n1 append 2..3", ...
+    std::function<std::optional<std::string>()> answer;  // the answer's text once answered
   };
 
   void add_nodes(const CommandLine& command, const std::vector<std::string>& input, Lines& out);
@@ -90,20 +102,25 @@ class Interaction {
   void crash_restart(const CommandLine& command, Lines& out);
   void print_status(const std::vector<NodeId>& ids, Lines& out) const;
   void print_log(NodeId id, Lines& out) const;
+  // Readies the replicas handled since the last call (inside an input, a replica may handle its
+  // core's pending output first: an append right after an election does).
+  bool print_new_readies(Lines& out);
+  void print_answers(Lines& out);
 
   // The driver: true when something was done.
   bool process_ready(NodeId id, Lines& out);
   bool move_messages(const MessageFilter& filter, bool deliver, Lines& out);
 
-  Node& node(NodeId id);
-  const Node& node(NodeId id) const;
+  testing::TestCluster& cluster() const;
+  const Raft& core(NodeId id) const;
   NodeId node_id(const std::string& word) const;
   std::vector<NodeId> node_ids(const std::vector<std::string>& words, std::size_t from) const;
   std::vector<NodeId> all_ids() const;
   MessageFilter message_filter(const CommandLine& command) const;
 
-  std::map<NodeId, std::unique_ptr<Node>> nodes_;
-  std::deque<Message> network_;  // sent and not yet delivered or lost, oldest first
+  std::unique_ptr<testing::TestCluster> cluster_;
+  std::map<NodeId, std::size_t> readies_printed_;  // per node: how many of its readies were printed
+  std::vector<PendingAnswer> pending_answers_;     // bounded by the script's requests
   std::set<NodeId> isolated_;
 };
 
