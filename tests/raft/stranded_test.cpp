@@ -10,55 +10,75 @@ namespace raftlog::raft {
 namespace {
 
 using testing::make_entries;
-using testing::payload_entry;
 using testing::TestCluster;
 
+// The store trims whole segments only: each payload fills most of a (minimum-size) segment, so that
+// every entry has a segment of its own and a trim lands exactly where the test asks.
+std::string segment_filling_payload(Index index) {
+  return "e" + std::to_string(index) + std::string(40 << 10, '.');
+}
+
+// The leader's retention waits for a follower silent for less than 5 ticks only.
+void short_follower_grace(replica::ReplicaConfig& config) {
+  config.retention_follower_grace_ms = 5 * config.tick_ms;
+}
+
+// Lets the leader's follower grace pass for an isolated node, then trims the leader below `before`.
+void trim_leader(TestCluster& c, NodeId leader, Index before) {
+  for (int i = 0; i < 6; ++i) {
+    c.tick(leader);
+    c.deliver_all();
+  }
+  const replica::TrimResult trimmed = c.trim(leader, before);
+  ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  ASSERT_EQ(c.node(leader).log.first_index(), before);
+}
+
 TEST(Stranded, AFollowerWhoseLogEndsBeforeTheLeadersFirstIndexKnowsItUntilRebuilt) {
-  TestCluster c({1, 2, 3});
+  TestCluster c({1, 2, 3}, {}, short_follower_grace);
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(3);
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_EQ(c.raft(1).propose({payload_entry("e" + std::to_string(i))}).status,
-              ProposeStatus::kOk);
-  }
+  for (Index i = 2; i <= 21; ++i)
+    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
   c.deliver_all();
   const Index last = c.raft(1).commit_index();
+  ASSERT_EQ(last, 21u);
   c.tick_all(3);
   EXPECT_EQ(c.raft(2).stranded_below(), 0u) << "a leader that never trimmed strands nobody";
   // Retention on the leader: everything below 15 goes; node 3 holds only the first no-op.
-  c.node(1).log.truncate_prefix(15);
-  c.node(1).durable_log.truncate_prefix(15);
+  trim_leader(c, 1, 15);
   c.heal();
   c.tick_all(5);
   EXPECT_EQ(c.raft(3).stranded_below(), 15u);
   EXPECT_EQ(c.raft(2).stranded_below(), 0u) << "a caught-up follower is not stranded";
   EXPECT_EQ(c.raft(1).stranded_below(), 0u) << "a leader is never stranded";
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 15u);
 
   // Rebuilt from node 2's log (docs/operations.md, "Retention") and restarted: it catches up and is
   // no longer stranded.
-  c.node(3).durable_log = c.node(2).durable_log;
-  c.crash_restart(3);
+  c.restart_from_copy_of(3, 2);
   c.tick_all(5);
   EXPECT_EQ(c.node(3).log.last_index(), last);
   EXPECT_EQ(c.raft(3).stranded_below(), 0u);
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 0u);
 }
 
-// The follower's log reaches past the leader's first index - 1, but its entry there is a deposed
+// The follower's log reaches the leader's first index - 1, but its entry there is a deposed
 // leader's: the leader's probe at its first index fails, and it cannot go lower.
 TEST(Stranded, AFollowerWithADivergentEntryBelowTheLeadersFirstIndexKnowsIt) {
   std::vector<Entry> quorum_log = make_entries(1, std::vector<Term>(13, 1));
   for (const Entry& e : make_entries(14, std::vector<Term>(7, 3))) quorum_log.push_back(e);
-  std::vector<Entry> divergent_log = make_entries(1, std::vector<Term>(13, 1));
+  for (Entry& e : quorum_log) e.payload = segment_filling_payload(e.index);
+  std::vector<Entry> divergent_log(quorum_log.begin(), quorum_log.begin() + 13);
   divergent_log.push_back(make_entries(14, {2})[0]);
   const HardState quorum_state{3, 1, 20};
   const HardState divergent_state{3, kNoNode, 13};
   TestCluster c({1, 2, 3}, {quorum_log, quorum_log, divergent_log},
-                {quorum_state, quorum_state, divergent_state});
+                {quorum_state, quorum_state, divergent_state}, {}, short_follower_grace);
   c.isolate(3);
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.deliver_all();
-  c.node(1).log.truncate_prefix(15);  // the leader still knows entry 14's term (3), not its bytes
-  c.node(1).durable_log.truncate_prefix(15);
+  trim_leader(c, 1, 15);  // the leader still knows entry 14's term (3), not its bytes
   c.heal();
   c.tick_all(10);
   EXPECT_EQ(c.node(3).log.term_at(14), 2u) << "the divergent entry is never overwritten";

@@ -115,9 +115,10 @@ TestCluster::TestCluster(const std::vector<NodeId>& ids, const Tweak& tweak,
 
 TestCluster::TestCluster(const std::vector<NodeId>& ids,
                          const std::vector<std::vector<Entry>>& logs,
-                         const std::vector<HardState>& hard_states, const Tweak& tweak) {
+                         const std::vector<HardState>& hard_states, const Tweak& tweak,
+                         const ReplicaTweak& replica_tweak) {
   spdlog::set_level(spdlog::level::off);
-  for (NodeId id : ids) add_node(id, ids, tweak, ReplicaTweak{});
+  for (NodeId id : ids) add_node(id, ids, tweak, replica_tweak);
   for (std::size_t i = 0; i < ids.size(); ++i) seed_disk(node(ids[i]), logs[i], hard_states[i]);
   for (NodeId id : ids) open_replica(node(id));
 }

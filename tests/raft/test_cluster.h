@@ -121,7 +121,8 @@ class TestCluster {
   // Nodes restored from the given logs and hard states (same order as ids), written to each node's
   // store and HARDSTATE before its replica opens (HardState::commit goes to the store's checkpoint).
   TestCluster(const std::vector<NodeId>& ids, const std::vector<std::vector<Entry>>& logs,
-              const std::vector<HardState>& hard_states, const Tweak& tweak = {});
+              const std::vector<HardState>& hard_states, const Tweak& tweak = {},
+              const ReplicaTweak& replica_tweak = {});
   ~TestCluster();
   TestCluster(const TestCluster&) = delete;
   TestCluster& operator=(const TestCluster&) = delete;
