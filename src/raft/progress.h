@@ -44,8 +44,9 @@ struct Progress {
   ReplicationState state = ReplicationState::kProbe;
   bool probe_sent = false;  // probe state: an append is outstanding, send no more until an answer
   Inflights inflights;
-  bool catching_up = false;    // its last ack carried kCatchingUpContext: not counted for commit
-  bool recent_active = false;  // heard from since the last check-quorum round
+  bool catching_up = false;      // its last ack carried kCatchingUpContext: not counted for commit
+  bool recent_active = false;    // heard from since the last check-quorum round
+  bool heard_this_term = false;  // answered this leader at least once (membership quorum check)
   std::uint64_t ticks_since_contact = 0;  // observability
 
   void become_probe();

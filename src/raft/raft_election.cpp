@@ -13,11 +13,11 @@ void Raft::Impl::randomize_election_timeout() {
   randomized_election_ticks_ = config_.election_ticks + static_cast<int>(prng_.below(span));
 }
 
-bool Raft::Impl::is_voter(NodeId node) const {
-  return std::binary_search(conf_.voters.begin(), conf_.voters.end(), node);
-}
+bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node); }
 
-// A node catching up after lost durable state must not lead: its log may lack entries it promised.
+// Only a voter campaigns: a learner, or a node outside the configuration (removed, or not added yet),
+// never does. A node catching up after lost durable state must not lead: its log may lack entries it
+// promised.
 bool Raft::Impl::promotable() const { return is_voter(id()) && !catching_up_; }
 
 bool Raft::Impl::in_leader_lease() const {
@@ -96,15 +96,19 @@ void Raft::Impl::become_leader() {
   noop.index = noop_index_after_unfinished_proposal();
   noop.term = term_;
   noop.type = EntryType::kNoop;
-  for (NodeId voter : conf_.voters) {
-    if (voter == id()) continue;
-    Progress pr(config_.max_inflight_messages);
-    pr.next = noop.index;
-    pr.recent_active =
-        true;  // give every peer a full election timeout before check-quorum judges it
-    progress_.emplace(voter, std::move(pr));
+  for (const ConfRecord& record : conf_history_) {
+    for (const std::vector<NodeId>* members : {&record.conf.voters, &record.conf.learners}) {
+      for (NodeId member : *members) {
+        if (member == id() || progress_.contains(member)) continue;
+        Progress pr(config_.max_inflight_messages);
+        pr.next = noop.index;
+        pr.recent_active =
+            true;  // give every peer a full election timeout before check-quorum judges it
+        progress_.emplace(member, std::move(pr));
+      }
+    }
   }
-  log_.append({noop});  // cuts the unfinished proposal, if any, from the no-op's index on
+  append_to_log({noop});  // cuts the unfinished proposal, if any, from the no-op's index on
   broadcast_append(false);
   maybe_commit();  // a single-voter cluster commits as soon as its own log is durable
 }
@@ -252,8 +256,10 @@ bool Raft::Impl::handle_term(const Message& m) {
 }
 
 void Raft::Impl::step(Message& m) {
-  if (m.to != id() || m.from == id() || !is_voter(m.from))
-    return;                       // not for us, or from a stranger
+  // Messages are handled whatever the sender's place in our configuration (dissertation §4.1): a
+  // leader or voter we do not know of yet is newer than our log, not a stranger. Votes count only
+  // from voters of our configuration, and a leader tracks only its members.
+  if (m.to != id() || m.from == id() || m.from == kNoNode) return;  // not for us
   if (m.term > kMaxTerm) return;  // adopting it would leave no term to campaign at (kMaxTerm)
   if (!handle_term(m)) return;
   switch (m.type) {
@@ -309,7 +315,7 @@ void Raft::Impl::handle_vote_request(const Message& m) {
 void Raft::Impl::handle_vote_response(const Message& m) {
   const bool counts = (role_ == Role::kPreCandidate && m.type == MessageType::kPreVoteResponse) ||
                       (role_ == Role::kCandidate && m.type == MessageType::kVoteResponse);
-  if (!counts) return;
+  if (!counts || !is_voter(m.from)) return;
   votes_.emplace(m.from, !m.reject);  // the first answer of each voter counts
   std::size_t granted = 0;
   std::size_t rejected = 0;

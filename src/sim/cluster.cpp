@@ -187,7 +187,6 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   c.raft.id = id;
   c.raft.initial_conf.voters.clear();
   for (const Node& n : nodes_) c.raft.initial_conf.voters.push_back(n.id);
-  c.raft.known_conf = c.raft.initial_conf;
   c.raft.random_seed = prng_.derive_seed();
   c.same_boot = node(id).same_boot;
   return c;
