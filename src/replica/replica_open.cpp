@@ -62,17 +62,19 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   }
   std::unique_ptr<Replica> replica(new Replica(std::move(config), std::move(deps)));
   const ReplicaConfig& c = replica->config_;
+  if (!replica->open_conf_state(error)) return nullptr;
   store::Options store_options = c.store;
   // With peers to repair from, a corrupt durable entry cuts the log there (and the node catches up,
   // below) instead of keeping the node down for good; a single node has no other copy, so it refuses.
   store_options.allow_truncate_corrupted_flushed_data =
-      c.members.size() > 1 && c.store.flush_mode == store::FlushMode::kSync;
+      replica->has_peers() && c.store.flush_mode == store::FlushMode::kSync;
   if (!replica->open_store(store_options, error)) return nullptr;
   if (!replica->open_hard_state(error)) return nullptr;
 
   store::CommitLog& log = *replica->log_;
   replica->reader_ = std::make_unique<StoreLogReader>(log);
   raft::Config raft_config = c.raft;
+  raft_config.conf_history = replica->conf_history_;
   replica->assess_recovery(&raft_config);
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
@@ -88,6 +90,8 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   replica->reported_durable_ =
       log.last_index();  // recovered entries are durable (recovery flushed them)
   replica->commit_ = hs.commit;
+  spdlog::info("node {}: configuration {} (entry {})", c.node_id,
+               raft::to_string(replica->raft_->conf()), raft_config.conf_history.back().index);
   if (replica->deps_.events != nullptr) {
     log.set_flush_observer(
         [events = replica->deps_.events](const store::CommitLog::FlushCycle& cycle) {
@@ -132,6 +136,71 @@ bool Replica::open_hard_state(NodeError* error) {
   return true;
 }
 
+bool Replica::open_conf_state(NodeError* error) {
+  auto file = ConfStateFile::open(config_.data_dir, config_.store.env);
+  if (!file.ok()) {
+    *error = make_error(ErrorCode::kInternal,
+                        "opening the configuration record failed: " + file.status().to_string());
+    return false;
+  }
+  conf_state_file_ = std::move(file).value();
+  return true;
+}
+
+bool Replica::has_peers() const {
+  // The members this node may repair from: the newest configuration it recorded, or --members.
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if (recorded.empty()) return config_.members.size() > 1;
+  const raft::ConfState& conf = recorded.back().conf;
+  return conf.voters.size() + conf.learners.size() > 1;
+}
+
+// CONFSTATE names the newest configuration and the entry holding it, written before that entry
+// reached the store (conf_state_file.h): the log holds no newer kConfig entry. If the entry is still
+// there (same term, same configuration), it is in force; if it is gone (the batch that appended it
+// was lost in a crash, or a truncation cut it before the record was rewritten), the configuration
+// rolls back to the previous record. No record at all: the bootstrap configuration (--members). One
+// entry is read; a checksum failure goes to the storage-fault repair (open_store), never a refusal.
+bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* problem) {
+  std::vector<raft::ConfRecord> recorded = conf_state_file_->current();
+  conf_history_ = {raft::ConfRecord{0, 0, config_.raft.initial_conf}};
+  if (recorded.empty()) return true;
+  const raft::ConfRecord& newest = recorded.back();
+  bool newest_holds = true;
+  if (newest.index >= log_->first_index() && newest.index <= log_->last_index()) {
+    auto batch = log_->read(newest.index, 1, 1ULL << 20);
+    if (!batch.ok() || batch->entries.empty()) {
+      if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
+        *corrupt_index = newest.index;
+      }
+      *problem = "reading configuration entry " + std::to_string(newest.index) + ": " +
+                 batch.status().to_string();
+      return false;
+    }
+    const store::EntryView& entry = batch->entries.front();
+    const std::optional<raft::ConfState> held =
+        entry.meta.type == store::EntryType::kConfig
+            ? raft::decode_config(std::string(entry.payload))
+            : std::nullopt;
+    newest_holds = entry.meta.term == newest.term && held == newest.conf;
+  } else if (newest.index > log_->last_index()) {
+    newest_holds = false;
+  }  // below the first index: trimmed, hence committed, hence in force
+  if (!newest_holds && recorded.size() > 1) {
+    spdlog::warn("node {}: configuration entry {} is no longer in the log; back to entry {} ({})",
+                 config_.node_id, newest.index, recorded.front().index,
+                 raft::to_string(recorded.front().conf));
+    recorded.pop_back();
+  } else if (!newest_holds) {
+    // Written alone, the record was committed: only a storage fault loses its entry, and the node
+    // then catches up from the leader (assess_recovery), which re-sends it.
+    spdlog::warn("node {}: configuration entry {} is not in the log; keeping {}", config_.node_id,
+                 newest.index, raft::to_string(newest.conf));
+  }
+  conf_history_ = std::move(recorded);
+  return true;
+}
+
 bool Replica::open_store(const store::Options& store_options, NodeError* error) {
   // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
   // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
@@ -150,10 +219,12 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
                  log_->recovery_report().to_string());
     std::uint64_t corrupt_index = 0;
     std::string problem;
-    if (rebuild_dedup(&corrupt_index, &problem)) return true;
+    if (rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem)) {
+      return true;
+    }
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {
-      *error = make_error(ErrorCode::kInternal, "rebuilding the dedup table failed: " + problem);
+      *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
       return false;
     }
     spdlog::error(
@@ -212,7 +283,7 @@ void Replica::assess_recovery(raft::Config* raft_config) {
     if (auto term = log_->term_at(log_->last_index()); term.ok()) facts.last_log_term = *term;
   }
   facts.sync_flush = config_.store.flush_mode == store::FlushMode::kSync;
-  facts.single_member = config_.members.size() == 1;
+  facts.single_member = !has_peers();
   facts.same_boot = config_.same_boot;
   const StorageFault fault = assess_storage_fault(facts);
   if (!fault.lost_durable_entries) return;

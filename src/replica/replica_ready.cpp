@@ -84,6 +84,9 @@ void Replica::apply_ready(raft::Ready& ready) {
     truncate_log_from(*ready.truncate_from);
     if (failed_) return;
   }
+  // After the cut, before the batch's entries reach the store (conf_state_file.h).
+  persist_conf_if_changed();
+  if (failed_) return;
 
   // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
   // heartbeats and a leader's appends of this round leave before its own write of a large batch,
@@ -179,6 +182,11 @@ void Replica::note_soft_state(const raft::SoftState& next) {
         "leadership lost while the append was pending; the outcome is unknown: retry "
         "with the same client_id/sequence",
         kReasonLeadershipLost);
+    fail_pending_memberships(make_error(
+        ErrorCode::kUnavailable,
+        "leadership lost while the configuration change was pending; the outcome is unknown: "
+        "check the configuration and retry",
+        kReasonLeadershipLost));
   }
   if (pending_transfer_ && next.leader == pending_transfer_->target) {
     pending_transfer_->done(TransferResult{NodeError{}, next.leader, next.term});
@@ -203,6 +211,17 @@ void Replica::truncate_log_from(std::uint64_t from) {
   dedup_.truncate_from(from);
   dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
   reported_durable_ = std::min(reported_durable_, from - 1);
+  for (auto it = pending_memberships_.lower_bound(from); it != pending_memberships_.end();) {
+    it->second.done(MembershipResult{
+        make_error(ErrorCode::kUnavailable,
+                   "the configuration entry was replaced after a leadership change; check the "
+                   "configuration and retry",
+                   kReasonLeadershipLost),
+        0,
+        0,
+        {}});
+    it = pending_memberships_.erase(it);
+  }
   // Acknowledgements held for the removed suffix vouch for entries that no longer exist.
   std::erase_if(held_messages_,
                 [&](const HeldMessages& held) { return held.required_index >= from; });
@@ -218,6 +237,18 @@ void Replica::truncate_log_from(std::uint64_t from) {
     it->second.done(replaced_entry_error());
     it = pending_appends_.erase(it);
   }
+}
+
+void Replica::persist_conf_if_changed() {
+  const std::vector<raft::ConfRecord>& history = raft_->conf_history();
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if (recorded.empty() ? history.back().index == 0 : history.back() == recorded.back()) return;
+  if (store::Status st = conf_state_file_->write(history); !st.ok()) {
+    fatal("persisting the configuration: " + st.to_string());
+    return;
+  }
+  spdlog::info("node {}: configuration {} (entry {}, term {})", config_.node_id,
+               raft::to_string(history.back().conf), history.back().index, history.back().term);
 }
 
 void Replica::hold_until_durable(std::vector<raft::Message> messages) {
@@ -311,6 +342,7 @@ void Replica::deliver_commit(std::uint64_t commit) {
     }
     pending_appends_.erase(pending_appends_.begin());
   }
+  answer_membership(commit);
   while (!reads_awaiting_commit_.empty() && reads_awaiting_commit_.begin()->first <= commit) {
     auto first = reads_awaiting_commit_.begin();
     first->second.done(ReadIndexResult{NodeError{}, first->first});
