@@ -15,10 +15,30 @@ void Raft::Impl::randomize_election_timeout() {
 
 bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node); }
 
-// Only a voter campaigns: a learner, or a node outside the configuration (removed, or not added yet),
-// never does. A node catching up after lost durable state must not lead: its log may lack entries it
-// promised.
-bool Raft::Impl::promotable() const { return is_voter(id()) && !catching_up_; }
+// Only a voter campaigns: a learner, or a node outside the configuration (not added yet, or removed
+// by a committed change), never does. One exception keeps a cluster live: a node whose newest
+// configuration removes it but is not committed yet may still be needed (a leader that removed
+// itself and lost its quorum before the change reached anyone: the others need its vote and their
+// logs are behind it), so it campaigns while it was a voter of the configuration before. It counts
+// votes by its newest configuration, excluding itself; either configuration's majorities overlap the
+// other's (one change apart), so no two leaders of a term can arise. A node catching up after lost
+// durable state must not lead: its log may lack entries it promised.
+bool Raft::Impl::promotable() const {
+  if (catching_up_) return false;
+  if (is_voter(id())) return true;
+  const std::size_t records = conf_history_.size();
+  return records >= 2 && conf_history_.back().index > log_.committed() &&
+         raft::is_voter(conf_history_[records - 2].conf, id());
+}
+
+VoteOutcome Raft::Impl::tally() const {
+  std::size_t granted = 0;
+  std::size_t rejected = 0;
+  for (const auto& [voter, grant] : votes_) {
+    if (is_voter(voter)) (grant ? granted : rejected) += 1;  // our own vote counts if we are one
+  }
+  return tally_votes(conf_.voters.size(), granted, rejected);
+}
 
 bool Raft::Impl::in_leader_lease() const {
   return config_.check_quorum && leader_ != kNoNode &&
@@ -195,7 +215,7 @@ void Raft::Impl::start_election(CampaignKind kind) {
     become_candidate();
     campaign_term = term_;
   }
-  if (tally_votes(conf_.voters.size(), 1, 0) == VoteOutcome::kWon) {
+  if (tally() == VoteOutcome::kWon) {
     // Single voter: its own vote is a majority.
     won_votes();
     return;
@@ -317,10 +337,7 @@ void Raft::Impl::handle_vote_response(const Message& m) {
                       (role_ == Role::kCandidate && m.type == MessageType::kVoteResponse);
   if (!counts || !is_voter(m.from)) return;
   votes_.emplace(m.from, !m.reject);  // the first answer of each voter counts
-  std::size_t granted = 0;
-  std::size_t rejected = 0;
-  for (const auto& [voter, grant] : votes_) (grant ? granted : rejected) += 1;
-  switch (tally_votes(conf_.voters.size(), granted, rejected)) {
+  switch (tally()) {
     case VoteOutcome::kWon:
       won_votes();
       return;

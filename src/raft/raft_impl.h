@@ -12,6 +12,7 @@
 
 #include "raft/log_reader.h"
 #include "raft/progress.h"
+#include "raft/quorum.h"
 #include "raft/raft.h"
 #include "raft/raft_log.h"
 #include "raft/read_only.h"
@@ -70,6 +71,7 @@ class Raft::Impl {
   Index noop_index_after_unfinished_proposal() const;
   void randomize_election_timeout();
   bool promotable() const;
+  VoteOutcome tally() const;  // this campaign's votes, counted over the voters of conf_
   bool is_voter(NodeId node) const;
   bool in_leader_lease() const;
   bool quorum_recently_active() const;

@@ -62,15 +62,24 @@ void Raft::Impl::refresh_conf() {
   if (role_ != Role::kLeader) return;
   // A leader replicates to every member of every configuration in its history: new members start
   // probing at the end of its log; a member removed by a change not committed yet still receives
-  // the log, so that it learns of its removal (and stops campaigning) rather than time out; members
-  // of no such configuration are forgotten (their answers are ignored from now on).
+  // the log, so that it learns of its removal rather than time out; members of no such
+  // configuration are forgotten (their answers are ignored from now on).
   std::set<NodeId> tracked;
   for (const ConfRecord& record : conf_history_) {
     tracked.insert(record.conf.voters.begin(), record.conf.voters.end());
     tracked.insert(record.conf.learners.begin(), record.conf.learners.end());
   }
   tracked.erase(id());
-  std::erase_if(progress_, [&](const auto& peer) { return !tracked.contains(peer.first); });
+  for (auto it = progress_.begin(); it != progress_.end();) {
+    if (tracked.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    // A last heartbeat tells a removed node that its removal committed (as far as it matched), so
+    // that it stops campaigning (promotable); lost, it only costs that node's pre-votes.
+    send_heartbeat(it->first, 0);
+    it = progress_.erase(it);
+  }
   for (NodeId member : tracked) {
     if (progress_.contains(member)) continue;
     Progress pr(config_.max_inflight_messages);
