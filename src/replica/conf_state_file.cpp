@@ -70,42 +70,34 @@ store::Status corrupt(const std::string& why) {
 
 }  // namespace
 
-std::vector<raft::ConfRecord> ConfStateFile::kept_records(
-    const std::vector<raft::ConfRecord>& history) {
-  std::vector<raft::ConfRecord> kept;
-  if (history.size() >= 2 &&
-      raft::single_change_between(history[history.size() - 2].conf, history.back().conf)) {
-    kept.push_back(history[history.size() - 2]);
+store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRecord>& records) {
+  if (records.empty() || records.size() > 1 + kMaxPendingRecords) {
+    return store::Status::invalid_argument(
+        "configuration record: " + std::to_string(records.size()) + " configurations (1 to " +
+        std::to_string(1 + kMaxPendingRecords) + " fit)");
   }
-  kept.push_back(history.back());
-  return kept;
-}
-
-std::string ConfStateFile::encode(const std::vector<raft::ConfRecord>& records) {
-  const raft::ConfRecord& newest = records.back();
+  const raft::ConfRecord& base = records.front();
   std::string out;
   put_u32(out, kFormatVersion);
-  put_u64(out, newest.index);
-  put_u64(out, newest.term);
-  const std::string conf = raft::encode_config(newest.conf);
+  put_u64(out, base.index);
+  put_u64(out, base.term);
+  const std::string conf = raft::encode_config(base.conf);
   put_u32(out, static_cast<std::uint32_t>(conf.size()));
   out += conf;
-  if (records.size() < 2) {
-    put_u8(out, 0);
-    return out;
+  put_u32(out, static_cast<std::uint32_t>(records.size() - 1));
+  for (std::size_t i = 1; i < records.size(); ++i) {
+    const std::optional<raft::ConfChange> change =
+        raft::single_change_between(records[i - 1].conf, records[i].conf);
+    if (!change || records[i].index <= records[i - 1].index) {
+      return store::Status::invalid_argument(
+          "configuration record: entry " + std::to_string(records[i].index) +
+          " is not one change after entry " + std::to_string(records[i - 1].index));
+    }
+    put_u64(out, records[i].index);
+    put_u64(out, records[i].term);
+    put_u64(out, change->node);
+    put_u8(out, role_of(records[i].conf, change->node));
   }
-  const raft::ConfRecord& previous = records[records.size() - 2];
-  const std::optional<raft::ConfChange> change =
-      raft::single_change_between(previous.conf, newest.conf);
-  if (!change) {  // kept_records() keeps a previous record only when it is one change away
-    put_u8(out, 0);
-    return out;
-  }
-  put_u8(out, 1);
-  put_u64(out, previous.index);
-  put_u64(out, previous.term);
-  put_u64(out, change->node);
-  put_u8(out, role_of(previous.conf, change->node));
   return out;
 }
 
@@ -114,36 +106,38 @@ store::Result<std::vector<raft::ConfRecord>> ConfStateFile::decode(const std::st
   if (const std::uint32_t version = reader.u32(); !reader.failed && version != kFormatVersion) {
     return corrupt("unknown format version " + std::to_string(version));
   }
-  raft::ConfRecord newest;
-  newest.index = reader.u64();
-  newest.term = reader.u64();
+  raft::ConfRecord base;
+  base.index = reader.u64();
+  base.term = reader.u64();
   const std::uint32_t conf_bytes = reader.u32();
   if (reader.failed || !reader.has(conf_bytes)) return corrupt("truncated");
   std::optional<raft::ConfState> conf =
       raft::decode_config(payload.substr(reader.offset, conf_bytes));
-  if (!conf) return corrupt("the configuration does not decode");
+  if (!conf) return corrupt("the base configuration does not decode");
   reader.offset += conf_bytes;
-  newest.conf = std::move(*conf);
+  base.conf = std::move(*conf);
   std::vector<raft::ConfRecord> records;
-  const std::uint8_t has_previous = reader.u8();
-  if (has_previous == 1) {
-    raft::ConfRecord previous;
-    previous.index = reader.u64();
-    previous.term = reader.u64();
+  records.push_back(std::move(base));
+  const std::uint32_t count = reader.u32();
+  if (reader.failed || count > kMaxPendingRecords) return corrupt("bad record count");
+  for (std::uint32_t i = 0; i < count; ++i) {
+    raft::ConfRecord next;
+    next.index = reader.u64();
+    next.term = reader.u64();
     const raft::NodeId node = reader.u64();
     const std::uint8_t role = reader.u8();
     if (reader.failed) return corrupt("truncated");
-    if (role > kLearner || node == raft::kNoNode || previous.index >= newest.index) {
-      return corrupt("malformed previous configuration");
+    if (role > kLearner || node == raft::kNoNode || next.index <= records.back().index) {
+      return corrupt("malformed record " + std::to_string(i + 1));
     }
-    previous.conf = with_role(newest.conf, node, role);
-    if (!raft::is_valid_conf(previous.conf)) return corrupt("invalid previous configuration");
-    records.push_back(std::move(previous));
-  } else if (has_previous != 0) {
-    return corrupt("malformed previous-configuration flag");
+    next.conf = with_role(records.back().conf, node, role);
+    if (!raft::is_valid_conf(next.conf) ||
+        !raft::single_change_between(records.back().conf, next.conf)) {
+      return corrupt("record " + std::to_string(i + 1) + " is no single change");
+    }
+    records.push_back(std::move(next));
   }
-  if (reader.failed || reader.offset != payload.size()) return corrupt("wrong length");
-  records.push_back(std::move(newest));
+  if (reader.offset != payload.size()) return corrupt("wrong length");
   return records;
 }
 
@@ -177,10 +171,11 @@ store::Result<std::unique_ptr<ConfStateFile>> ConfStateFile::open(const std::str
   return result;
 }
 
-store::Status ConfStateFile::write(const std::vector<raft::ConfRecord>& history) {
-  std::vector<raft::ConfRecord> kept = kept_records(history);
-  RAFTLOG_RETURN_IF_ERROR(file_->write(encode(kept)));
-  current_ = std::move(kept);
+store::Status ConfStateFile::write(const std::vector<raft::ConfRecord>& records) {
+  auto encoded = encode(records);
+  if (!encoded.ok()) return encoded.status();
+  RAFTLOG_RETURN_IF_ERROR(file_->write(*encoded));
+  current_ = records;
   return store::Status();
 }
 

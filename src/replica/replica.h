@@ -226,9 +226,11 @@ class Replica {
   bool open_hard_state(NodeError* error);
   bool open_conf_state(NodeError* error);
   bool has_peers() const;
-  // The configurations CONFSTATE names that the recovered log still holds (replica_open.cpp); false
-  // with `corrupt_index` set when reading the entry it names failed on a checksum.
+  // The configurations CONFSTATE lists that the recovered log still holds (replica_open.cpp); false
+  // with `corrupt_index` set when reading an entry it names failed on a checksum.
   bool recover_conf_history(std::uint64_t* corrupt_index, std::string* problem);
+  int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index,
+                std::string* problem) const;
 
   // Requests (replica_requests.cpp).
   bool answer_from_dedup(AppendRequest& in);
@@ -241,7 +243,9 @@ class Replica {
   void apply_ready(raft::Ready& ready);
   void note_soft_state(const raft::SoftState& next);
   void truncate_log_from(std::uint64_t from);
-  void persist_conf_if_changed();
+  // Tracks the batch's kConfig entries and cuts in conf_records_ and rewrites CONFSTATE when they
+  // changed (replica_membership.cpp).
+  void persist_conf(const raft::Ready& ready);
   void answer_membership(std::uint64_t commit);
   void fail_pending_memberships(const NodeError& error);
   void expire_pending_memberships(Clock::time_point now);
@@ -277,7 +281,10 @@ class Replica {
   std::unique_ptr<store::CommitLog> log_;
   std::unique_ptr<HardStateFile> hard_state_file_;
   std::unique_ptr<ConfStateFile> conf_state_file_;
-  std::vector<raft::ConfRecord> conf_history_;  // what the core starts with (recovered at open)
+  // What CONFSTATE lists (conf_state_file.h): the base configuration (committed and flushed) and
+  // every later configuration entry of the log, at most 1 + kMaxPendingRecords; recovered at open
+  // (the core starts with it) and kept by persist_conf().
+  std::vector<raft::ConfRecord> conf_records_;
   std::unique_ptr<StoreLogReader> reader_;
   std::unique_ptr<raft::Raft> raft_;
   raft::HardState persisted_hard_state_;

@@ -3,6 +3,8 @@
 // (conf_state_file.h, written by the Ready driver) and recovered at open (replica_open.cpp).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "replica/replica.h"
 
 namespace raftlog::replica {
@@ -90,6 +92,53 @@ void Replica::propose_conf_change(MembershipRequest in) {
                raft::to_string(in.change.type), in.change.node, result.index, result.term);
   pending_memberships_.emplace(result.index,
                                PendingMembership{result.term, std::move(in.done), in.deadline});
+}
+
+void Replica::persist_conf(const raft::Ready& ready) {
+  bool changed = false;
+  auto drop_from = [&](std::uint64_t index) {
+    // The oldest record stays: it is committed, a cut never reaches it.
+    while (conf_records_.size() > 1 && conf_records_.back().index >= index) {
+      conf_records_.pop_back();
+      changed = true;
+    }
+  };
+  if (ready.truncate_from) drop_from(*ready.truncate_from);
+  for (const raft::Entry& entry : ready.entries) {
+    if (entry.type != raft::EntryType::kConfig) continue;
+    std::optional<raft::ConfState> conf = raft::decode_config(entry.payload);
+    if (!conf) {  // the core validates every configuration before it reaches a Ready
+      fatal("configuration entry " + std::to_string(entry.index) + " does not decode");
+      return;
+    }
+    drop_from(entry.index);
+    if (conf_records_.back().index >= entry.index) conf_records_.pop_back();  // the base, replaced
+    conf_records_.push_back(raft::ConfRecord{entry.index, entry.term, std::move(*conf)});
+    changed = true;
+  }
+  if (!changed) return;
+  // The base moves up to the newest record that is committed and flushed: no crash or cut removes
+  // it, nor anything before it.
+  const std::uint64_t settled = std::min(commit_, log_->flushed_index());
+  std::size_t base = 0;
+  for (std::size_t i = 1; i < conf_records_.size(); ++i) {
+    if (conf_records_[i].index <= settled) base = i;
+  }
+  conf_records_.erase(conf_records_.begin(),
+                      conf_records_.begin() + static_cast<std::ptrdiff_t>(base));
+  if (conf_records_.size() > 1 + ConfStateFile::kMaxPendingRecords) {
+    fatal(std::to_string(conf_records_.size() - 1) +
+          " configuration entries are neither committed nor flushed: more than CONFSTATE holds "
+          "(docs/storage-format.md); restarting flushes them");
+    return;
+  }
+  if (store::Status st = conf_state_file_->write(conf_records_); !st.ok()) {
+    fatal("persisting the configuration: " + st.to_string());
+    return;
+  }
+  spdlog::info("node {}: configuration {} (entry {}, term {})", config_.node_id,
+               raft::to_string(conf_records_.back().conf), conf_records_.back().index,
+               conf_records_.back().term);
 }
 
 void Replica::answer_membership(std::uint64_t commit) {

@@ -74,7 +74,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   store::CommitLog& log = *replica->log_;
   replica->reader_ = std::make_unique<StoreLogReader>(log);
   raft::Config raft_config = c.raft;
-  raft_config.conf_history = replica->conf_history_;
+  raft_config.conf_history = replica->conf_records_;
   replica->assess_recovery(&raft_config);
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
@@ -155,49 +155,57 @@ bool Replica::has_peers() const {
   return conf.voters.size() + conf.learners.size() > 1;
 }
 
-// CONFSTATE names the newest configuration and the entry holding it, written before that entry
-// reached the store (conf_state_file.h): the log holds no newer kConfig entry. If the entry is still
-// there (same term, same configuration), it is in force; if it is gone (the batch that appended it
-// was lost in a crash, or a truncation cut it before the record was rewritten), the configuration
-// rolls back to the previous record. No record at all: the bootstrap configuration (--members). One
-// entry is read; a checksum failure goes to the storage-fault repair (open_store), never a refusal.
-bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* problem) {
-  std::vector<raft::ConfRecord> recorded = conf_state_file_->current();
-  conf_history_ = {raft::ConfRecord{0, 0, config_.raft.initial_conf}};
-  if (recorded.empty()) return true;
-  const raft::ConfRecord& newest = recorded.back();
-  bool newest_holds = true;
-  if (newest.index >= log_->first_index() && newest.index <= log_->last_index()) {
-    auto batch = log_->read(newest.index, 1, 1ULL << 20);
-    if (!batch.ok() || batch->entries.empty()) {
-      if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
-        *corrupt_index = newest.index;
-      }
-      *problem = "reading configuration entry " + std::to_string(newest.index) + ": " +
-                 batch.status().to_string();
-      return false;
+// Whether the log still holds `record`'s entry: 1 yes (or trimmed: below the first index, hence
+// committed), 0 no (gone, or another entry there), -1 reading it failed (`problem` says why, and
+// `corrupt_index` is set on a checksum failure).
+int Replica::log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index,
+                       std::string* problem) const {
+  if (record.index == 0 || record.index < log_->first_index()) return 1;
+  if (record.index > log_->last_index()) return 0;
+  auto batch = log_->read(record.index, 1, 1ULL << 20);
+  if (!batch.ok() || batch->entries.empty()) {
+    if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
+      *corrupt_index = record.index;
     }
-    const store::EntryView& entry = batch->entries.front();
-    const std::optional<raft::ConfState> held =
-        entry.meta.type == store::EntryType::kConfig
-            ? raft::decode_config(std::string(entry.payload))
-            : std::nullopt;
-    newest_holds = entry.meta.term == newest.term && held == newest.conf;
-  } else if (newest.index > log_->last_index()) {
-    newest_holds = false;
-  }  // below the first index: trimmed, hence committed, hence in force
-  if (!newest_holds && recorded.size() > 1) {
-    spdlog::warn("node {}: configuration entry {} is no longer in the log; back to entry {} ({})",
-                 config_.node_id, newest.index, recorded.front().index,
-                 raft::to_string(recorded.front().conf));
-    recorded.pop_back();
-  } else if (!newest_holds) {
-    // Written alone, the record was committed: only a storage fault loses its entry, and the node
-    // then catches up from the leader (assess_recovery), which re-sends it.
-    spdlog::warn("node {}: configuration entry {} is not in the log; keeping {}", config_.node_id,
-                 newest.index, raft::to_string(newest.conf));
+    *problem = "reading configuration entry " + std::to_string(record.index) + ": " +
+               batch.status().to_string();
+    return -1;
   }
-  conf_history_ = std::move(recorded);
+  const store::EntryView& entry = batch->entries.front();
+  if (entry.meta.type != store::EntryType::kConfig || entry.meta.term != record.term) return 0;
+  return raft::decode_config(std::string(entry.payload)) == record.conf ? 1 : 0;
+}
+
+// CONFSTATE lists the base configuration and every later configuration entry a crash or a
+// truncation could still remove (conf_state_file.h); the log holds no kConfig entry it does not
+// list. Each listed entry still in the log is in force after the ones before it; the first that is
+// gone (lost in a crash, or cut before the record was rewritten) ends the walk. No record at all: the
+// bootstrap configuration (--members). At most 1 + kMaxPendingRecords entries are read; a checksum
+// failure goes to the storage-fault repair (open_store), never a refusal.
+bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* problem) {
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  conf_records_ = {raft::ConfRecord{0, 0, config_.raft.initial_conf}};
+  if (recorded.empty()) return true;
+  conf_records_ = {recorded.front()};
+  // The base was committed and flushed when it was written: only a storage fault loses its entry,
+  // and the node then catches up (assess_recovery) and receives it again; it stays in force.
+  const int base_held = log_holds(recorded.front(), corrupt_index, problem);
+  if (base_held < 0) return false;
+  if (base_held == 0) {
+    spdlog::warn("node {}: configuration entry {} is not in the log; keeping {}", config_.node_id,
+                 recorded.front().index, raft::to_string(recorded.front().conf));
+  }
+  for (std::size_t i = 1; i < recorded.size(); ++i) {
+    const int held = log_holds(recorded[i], corrupt_index, problem);
+    if (held < 0) return false;
+    if (held == 0) {
+      spdlog::warn("node {}: configuration entry {} is no longer in the log; back to entry {} ({})",
+                   config_.node_id, recorded[i].index, conf_records_.back().index,
+                   raft::to_string(conf_records_.back().conf));
+      break;
+    }
+    conf_records_.push_back(recorded[i]);
+  }
   return true;
 }
 

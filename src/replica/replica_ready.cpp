@@ -69,6 +69,9 @@ void Replica::handle_ready(raft::Ready& ready) {
 //   4. hold: acknowledgements and votes, until everything written so far is durable;
 //   5. apply: the commit index and the reads it releases.
 void Replica::apply_ready(raft::Ready& ready) {
+  // A leader removed by a change steps down in the batch that commits it: the change succeeded, and
+  // is answered so before the leadership loss fails what is still pending.
+  if (ready.commit_index && ready.soft_state) answer_membership(*ready.commit_index);
   if (ready.soft_state) note_soft_state(*ready.soft_state);
 
   if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
@@ -85,7 +88,7 @@ void Replica::apply_ready(raft::Ready& ready) {
     if (failed_) return;
   }
   // After the cut, before the batch's entries reach the store (conf_state_file.h).
-  persist_conf_if_changed();
+  persist_conf(ready);
   if (failed_) return;
 
   // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
@@ -237,18 +240,6 @@ void Replica::truncate_log_from(std::uint64_t from) {
     it->second.done(replaced_entry_error());
     it = pending_appends_.erase(it);
   }
-}
-
-void Replica::persist_conf_if_changed() {
-  const std::vector<raft::ConfRecord>& history = raft_->conf_history();
-  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
-  if (recorded.empty() ? history.back().index == 0 : history.back() == recorded.back()) return;
-  if (store::Status st = conf_state_file_->write(history); !st.ok()) {
-    fatal("persisting the configuration: " + st.to_string());
-    return;
-  }
-  spdlog::info("node {}: configuration {} (entry {}, term {})", config_.node_id,
-               raft::to_string(history.back().conf), history.back().index, history.back().term);
 }
 
 void Replica::hold_until_durable(std::vector<raft::Message> messages) {

@@ -145,8 +145,8 @@ TEST_F(ReplicaMembershipTest, APendingChangeExpires) {
   EXPECT_EQ(answer->error.reason, kReasonConfChangeTimeout);
 }
 
-// CONFSTATE is written before its entry reaches the store: a crash in between leaves a record whose
-// entry is not in the log, and the open rolls back to the record before it.
+// CONFSTATE is written before its entries reach the store: a crash in between leaves records whose
+// entries are not in the log, and the open rolls back to the last one still there.
 TEST_F(ReplicaMembershipTest, ARecordWhoseEntryIsGoneRollsBackAtOpen) {
   open();
   become_leader();
@@ -160,8 +160,10 @@ TEST_F(ReplicaMembershipTest, ARecordWhoseEntryIsGoneRollsBackAtOpen) {
     auto file = ConfStateFile::open("/data", &env_);
     ASSERT_TRUE(file.ok()) << file.status().to_string();
     const std::vector<raft::ConfRecord> history = {
+        raft::ConfRecord{0, 0, ConfState{{1}}},
         raft::ConfRecord{learner_entry, added->term, ConfState{{1}, {2}}},
-        raft::ConfRecord{learner_entry + 100, added->term, ConfState{{1}, {2, 3}}}};
+        raft::ConfRecord{learner_entry + 100, added->term, ConfState{{1}, {2, 3}}},
+        raft::ConfRecord{learner_entry + 101, added->term, ConfState{{1, 3}, {2}}}};
     ASSERT_TRUE((*file)->write(history).ok());
   }
   open();
@@ -188,8 +190,8 @@ TEST_F(ReplicaMembershipTest, NoRecordMeansTheBootstrapConfiguration) {
 // A follower whose configuration entry is corrupt on disk: the open does not refuse (it would keep the
 // node down for good); recovery cuts the log at the bad entry and the node catches up from the leader
 // (the storage-fault path). The dedup window is made to miss the entry, so that the configuration
-// check is the one that reads it. An uncommitted configuration rolls back to the one before it; a
-// committed one (CONFSTATE then holds it alone) stays in force: every majority holds it.
+// check is the one that reads it. Committed or not, the configuration rolls back to the one before
+// it (the newest its log still holds); the leader sends the entry again.
 void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState& expected) {
   store::MemoryEnv env;
   DroppingSender sender;
@@ -273,31 +275,48 @@ TEST(ReplicaMembershipRecovery, ACorruptUncommittedConfigurationEntryRollsBackAn
   corrupt_configuration_entry_then_reopen(1, ConfState{{1, 2, 3}});
 }
 
-TEST(ReplicaMembershipRecovery, ACorruptCommittedConfigurationEntryStaysInForceAndIsRepaired) {
-  corrupt_configuration_entry_then_reopen(8, ConfState{{1, 2, 3}, {4}});
+TEST(ReplicaMembershipRecovery, ACorruptCommittedConfigurationEntryRollsBackAndIsRepaired) {
+  corrupt_configuration_entry_then_reopen(8, ConfState{{1, 2, 3}});
 }
 
 TEST(ConfStateFile, EncodingRoundTripsAndRefusesGarbage) {
-  const std::vector<raft::ConfRecord> two = {raft::ConfRecord{4, 2, ConfState{{1, 2, 3}}},
-                                             raft::ConfRecord{9, 3, ConfState{{1, 2, 3}, {4}}}};
-  auto decoded = ConfStateFile::decode(ConfStateFile::encode(two));
+  const std::vector<raft::ConfRecord> three = {raft::ConfRecord{4, 2, ConfState{{1, 2, 3}}},
+                                               raft::ConfRecord{9, 3, ConfState{{1, 2, 3}, {4}}},
+                                               raft::ConfRecord{12, 3, ConfState{{1, 2, 3, 4}}}};
+  auto encoded = ConfStateFile::encode(three);
+  ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+  auto decoded = ConfStateFile::decode(*encoded);
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
-  EXPECT_EQ(*decoded, two);
+  EXPECT_EQ(*decoded, three);
   const std::vector<raft::ConfRecord> one = {raft::ConfRecord{0, 0, ConfState{{7}}}};
-  EXPECT_EQ(*ConfStateFile::decode(ConfStateFile::encode(one)), one);
-  // Two records more than one change apart: only the newest is kept.
-  const std::vector<raft::ConfRecord> far = {raft::ConfRecord{4, 2, ConfState{{1}}},
-                                             raft::ConfRecord{9, 3, ConfState{{1, 2, 3}}}};
-  EXPECT_EQ(ConfStateFile::kept_records(far), std::vector<raft::ConfRecord>{far.back()});
-  const std::string encoded = ConfStateFile::encode(two);
-  for (std::size_t cut = 0; cut < encoded.size(); ++cut) {
-    EXPECT_FALSE(ConfStateFile::decode(encoded.substr(0, cut)).ok()) << "cut at " << cut;
+  EXPECT_EQ(*ConfStateFile::decode(*ConfStateFile::encode(one)), one);
+  // What the record cannot hold is refused, not written half.
+  EXPECT_FALSE(ConfStateFile::encode({}).ok());
+  EXPECT_FALSE(ConfStateFile::encode({raft::ConfRecord{4, 2, ConfState{{1}}},
+                                      raft::ConfRecord{9, 3, ConfState{{1, 2, 3}}}})
+                   .ok())
+      << "two changes apart";
+  EXPECT_FALSE(ConfStateFile::encode({raft::ConfRecord{9, 2, ConfState{{1}}},
+                                      raft::ConfRecord{9, 3, ConfState{{1}, {2}}}})
+                   .ok())
+      << "indexes must increase";
+  std::vector<raft::ConfRecord> too_many = {raft::ConfRecord{1, 1, ConfState{{1}}}};
+  for (raft::NodeId id = 2; id <= ConfStateFile::kMaxPendingRecords + 2; ++id) {
+    raft::ConfState next = too_many.back().conf;
+    next.learners.push_back(id);
+    too_many.push_back(raft::ConfRecord{id, 1, next});
   }
-  EXPECT_FALSE(ConfStateFile::decode(encoded + "x").ok());
-  std::string bad_version = encoded;
+  EXPECT_FALSE(ConfStateFile::encode(too_many).ok());
+  too_many.pop_back();
+  EXPECT_TRUE(ConfStateFile::encode(too_many).ok());
+  for (std::size_t cut = 0; cut < encoded->size(); ++cut) {
+    EXPECT_FALSE(ConfStateFile::decode(encoded->substr(0, cut)).ok()) << "cut at " << cut;
+  }
+  EXPECT_FALSE(ConfStateFile::decode(*encoded + "x").ok());
+  std::string bad_version = *encoded;
   bad_version[0] = 9;
   EXPECT_FALSE(ConfStateFile::decode(bad_version).ok());
-  std::string bad_role = encoded;
+  std::string bad_role = *encoded;
   bad_role.back() = 7;
   EXPECT_FALSE(ConfStateFile::decode(bad_role).ok());
 }
