@@ -102,6 +102,7 @@ enum class ConfChangeStatus : std::uint8_t {
   kInProgress,    // the previous change is not committed yet: one change at a time
   kInvalid,       // ConfChangeResult::problem says why (unknown node, already a member, ...)
   kWouldLoseQuorum,  // fewer voters of the new configuration than its quorum are reachable
+  kLearnerBehind,    // a promotion of a learner that does not hold every committed entry yet
   kTooManyPending,   // max_uncommitted_entries/bytes would be exceeded
 };
 

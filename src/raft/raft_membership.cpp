@@ -146,6 +146,15 @@ ConfChangeResult Raft::Impl::propose_conf_change(const ConfChange& change) {
     result.status = ConfChangeStatus::kInvalid;
     return result;
   }
+  // A learner becomes a voter once it holds everything committed: promoted earlier, it could be
+  // part of every majority while it is still far behind, and commits would wait for it.
+  if (change.type == ConfChangeType::kPromoteLearner) {
+    const auto learner = progress_.find(change.node);
+    if (learner == progress_.end() || learner->second.match < log_.committed()) {
+      result.status = ConfChangeStatus::kLearnerBehind;
+      return result;
+    }
+  }
   const ConfState next = apply_conf_change(conf_, change);
   // The new configuration must be able to commit (this change first): a quorum of its voters must
   // be reachable now. A voter that is new to the cluster has not been heard from: add it as a

@@ -79,6 +79,8 @@ const char* to_string(ConfChangeStatus status) {
       return "Invalid";
     case ConfChangeStatus::kWouldLoseQuorum:
       return "WouldLoseQuorum";
+    case ConfChangeStatus::kLearnerBehind:
+      return "LearnerBehind";
     case ConfChangeStatus::kTooManyPending:
       return "TooManyPending";
   }

@@ -82,6 +82,13 @@ void Replica::propose_conf_change(MembershipRequest in) {
           "timeout: the change could not commit (a new voter joins as a learner first)",
           kReasonWouldLoseQuorum)));
       return;
+    case raft::ConfChangeStatus::kLearnerBehind:
+      in.done(refused(make_error(ErrorCode::kFailedPrecondition,
+                                 "node " + std::to_string(in.change.node) +
+                                     " does not hold every committed entry yet; promote it once it "
+                                     "caught up",
+                                 kReasonLearnerBehind)));
+      return;
     case raft::ConfChangeStatus::kTooManyPending:
       in.done(refused(make_error(ErrorCode::kResourceExhausted,
                                  "too many uncommitted entries on the leader; retry later",

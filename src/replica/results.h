@@ -109,6 +109,7 @@ inline constexpr const char* kReasonAlreadyAMember = "ALREADY_A_MEMBER";
 inline constexpr const char* kReasonNotALearner = "NOT_A_LEARNER";
 inline constexpr const char* kReasonBadMember = "BAD_MEMBER";  // node 0, or too many members
 inline constexpr const char* kReasonWouldLoseQuorum = "WOULD_LOSE_QUORUM";
+inline constexpr const char* kReasonLearnerBehind = "LEARNER_BEHIND";
 inline constexpr const char* kReasonConfChangeTimeout = "CONF_CHANGE_TIMEOUT";
 
 // Where the replica's Raft messages go (the peer transport; the simulator's network).

@@ -98,6 +98,23 @@ TEST(Membership, PromotedLearnerCountsTowardCommit) {
   EXPECT_EQ(c.raft(1).commit_index(), 5u) << "voters {1, 2, 3}: nodes 1 and 3 are a majority";
 }
 
+TEST(Membership, ALearnerIsPromotedOnlyOnceItHoldsEveryCommittedEntry) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  c.isolate(4);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kOk);
+  ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 3u);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kPromoteLearner, 4).status,
+            ConfChangeStatus::kLearnerBehind);
+  c.heal();
+  c.tick(1);
+  c.deliver_all();
+  ASSERT_EQ(c.node(4).log.last_index(), 3u);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kPromoteLearner, 4).status, ConfChangeStatus::kOk);
+}
+
 TEST(Membership, ConfigurationIsInForceWhenAppendedNotWhenCommitted) {
   TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
   elect_one(c);
