@@ -1,5 +1,8 @@
-// ConfState <-> kConfig entry payload. Versioned and checksummed: a config read back from a log decides
-// who votes, so a torn or foreign payload must be rejected, never half-parsed.
+// ConfState <-> kConfig entry payload, and the single-server change arithmetic. Versioned and
+// checksummed: a configuration read back from a log or a message decides who votes, so a torn or
+// foreign payload must be rejected, never half-parsed.
+
+#include <algorithm>
 
 #include "raft/assert.h"
 #include "raft/types.h"
@@ -8,10 +11,11 @@
 namespace raftlog::raft {
 namespace {
 
-constexpr std::uint8_t kConfigFormatVersion = 1;
+constexpr std::uint8_t kVotersOnlyFormatVersion = 1;
+constexpr std::uint8_t kConfigFormatVersion = 2;
 constexpr std::size_t kVersionBytes = 1;
 constexpr std::size_t kCountBytes = 4;
-constexpr std::size_t kVoterBytes = 8;
+constexpr std::size_t kNodeBytes = 8;
 constexpr std::size_t kChecksumBytes = 4;
 
 void put_le(std::string& out, std::uint64_t value, std::size_t width_bytes) {
@@ -28,48 +32,210 @@ std::uint64_t get_le(const std::string& in, std::size_t offset, std::size_t widt
   return value;
 }
 
-}  // namespace
-
-bool is_valid_conf(const ConfState& conf) {
-  if (conf.voters.empty() || conf.voters.size() > kMaxVoters) return false;
-  for (std::size_t i = 0; i < conf.voters.size(); ++i) {
-    if (conf.voters[i] == kNoNode) return false;
-    if (i > 0 && conf.voters[i - 1] >= conf.voters[i]) return false;  // sorted and unique
+bool sorted_unique_nonzero(const std::vector<NodeId>& ids) {
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] == kNoNode) return false;
+    if (i > 0 && ids[i - 1] >= ids[i]) return false;
   }
   return true;
 }
 
+// Reads `count` ids (bounded by kMaxMembers by the caller) from `offset`; false when the payload is
+// too short.
+bool read_ids(const std::string& payload, std::size_t& offset, std::vector<NodeId>& out) {
+  if (payload.size() < offset + kCountBytes) return false;
+  const std::uint64_t count = get_le(payload, offset, kCountBytes);
+  offset += kCountBytes;
+  if (count > kMaxMembers || payload.size() < offset + kNodeBytes * count) return false;
+  out.reserve(count);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    out.push_back(get_le(payload, offset, kNodeBytes));
+    offset += kNodeBytes;
+  }
+  return true;
+}
+
+void insert_sorted(std::vector<NodeId>& ids, NodeId node) {
+  ids.insert(std::upper_bound(ids.begin(), ids.end(), node), node);
+}
+
+void erase_sorted(std::vector<NodeId>& ids, NodeId node) {
+  const auto it = std::lower_bound(ids.begin(), ids.end(), node);
+  if (it != ids.end() && *it == node) ids.erase(it);
+}
+
+}  // namespace
+
+bool is_valid_conf(const ConfState& conf) {
+  if (conf.voters.empty() || conf.voters.size() + conf.learners.size() > kMaxMembers) return false;
+  if (!sorted_unique_nonzero(conf.voters) || !sorted_unique_nonzero(conf.learners)) return false;
+  for (NodeId learner : conf.learners) {
+    if (is_voter(conf, learner)) return false;
+  }
+  return true;
+}
+
+bool is_voter(const ConfState& conf, NodeId node) {
+  return std::binary_search(conf.voters.begin(), conf.voters.end(), node);
+}
+
+bool is_learner(const ConfState& conf, NodeId node) {
+  return std::binary_search(conf.learners.begin(), conf.learners.end(), node);
+}
+
+std::string to_string(const ConfState& conf) {
+  auto list = [](const std::vector<NodeId>& ids) {
+    std::string text = "{";
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0) text += ",";
+      text += std::to_string(ids[i]);
+    }
+    return text + "}";
+  };
+  std::string text = "voters " + list(conf.voters);
+  if (!conf.learners.empty()) text += " learners " + list(conf.learners);
+  return text;
+}
+
 std::string encode_config(const ConfState& conf) {
-  RAFT_ASSERT(is_valid_conf(conf), "encode_config needs a sorted, unique, non-empty voter set");
+  RAFT_ASSERT(is_valid_conf(conf), "encode_config needs a valid configuration");
   std::string out;
-  out.reserve(kVersionBytes + kCountBytes + kVoterBytes * conf.voters.size() + kChecksumBytes);
+  out.reserve(kVersionBytes + 2 * kCountBytes +
+              kNodeBytes * (conf.voters.size() + conf.learners.size()) + kChecksumBytes);
   put_le(out, kConfigFormatVersion, kVersionBytes);
   put_le(out, conf.voters.size(), kCountBytes);
-  for (NodeId voter : conf.voters) put_le(out, voter, kVoterBytes);
+  for (NodeId voter : conf.voters) put_le(out, voter, kNodeBytes);
+  put_le(out, conf.learners.size(), kCountBytes);
+  for (NodeId learner : conf.learners) put_le(out, learner, kNodeBytes);
   put_le(out, util::crc32c::value(out.data(), out.size()), kChecksumBytes);
   return out;
 }
 
 std::optional<ConfState> decode_config(const std::string& payload) {
   if (payload.size() < kVersionBytes + kCountBytes + kChecksumBytes) return std::nullopt;
-  if (get_le(payload, 0, kVersionBytes) != kConfigFormatVersion) return std::nullopt;
-  const std::uint64_t count = get_le(payload, kVersionBytes, kCountBytes);
-  if (count == 0 || count > kMaxVoters) return std::nullopt;
-  const std::size_t body_bytes = kVersionBytes + kCountBytes + kVoterBytes * count;
-  if (payload.size() != body_bytes + kChecksumBytes)
-    return std::nullopt;  // strict length: no trailing bytes
-  if (get_le(payload, body_bytes, kChecksumBytes) !=
-      util::crc32c::value(payload.data(), body_bytes)) {
-    return std::nullopt;
-  }
+  const std::uint64_t version = get_le(payload, 0, kVersionBytes);
+  if (version != kVotersOnlyFormatVersion && version != kConfigFormatVersion) return std::nullopt;
   ConfState conf;
-  conf.voters.reserve(count);
-  for (std::uint64_t i = 0; i < count; ++i) {
-    conf.voters.push_back(
-        get_le(payload, kVersionBytes + kCountBytes + kVoterBytes * i, kVoterBytes));
+  std::size_t offset = kVersionBytes;
+  if (!read_ids(payload, offset, conf.voters)) return std::nullopt;
+  if (version == kConfigFormatVersion && !read_ids(payload, offset, conf.learners))
+    return std::nullopt;
+  if (payload.size() != offset + kChecksumBytes) return std::nullopt;  // strict length
+  if (get_le(payload, offset, kChecksumBytes) != util::crc32c::value(payload.data(), offset)) {
+    return std::nullopt;
   }
   if (!is_valid_conf(conf)) return std::nullopt;
   return conf;
+}
+
+const char* to_string(ConfChangeType type) {
+  switch (type) {
+    case ConfChangeType::kAddVoter:
+      return "AddVoter";
+    case ConfChangeType::kAddLearner:
+      return "AddLearner";
+    case ConfChangeType::kPromoteLearner:
+      return "PromoteLearner";
+    case ConfChangeType::kRemoveNode:
+      return "RemoveNode";
+  }
+  return "UnknownConfChangeType";
+}
+
+const char* to_string(ConfChangeProblem problem) {
+  switch (problem) {
+    case ConfChangeProblem::kNone:
+      return "None";
+    case ConfChangeProblem::kInvalidNode:
+      return "InvalidNode";
+    case ConfChangeProblem::kAlreadyMember:
+      return "AlreadyMember";
+    case ConfChangeProblem::kNotMember:
+      return "NotMember";
+    case ConfChangeProblem::kNotLearner:
+      return "NotLearner";
+    case ConfChangeProblem::kNoVotersLeft:
+      return "NoVotersLeft";
+    case ConfChangeProblem::kTooManyMembers:
+      return "TooManyMembers";
+  }
+  return "UnknownConfChangeProblem";
+}
+
+ConfChangeProblem check_conf_change(const ConfState& conf, const ConfChange& change) {
+  if (change.node == kNoNode) return ConfChangeProblem::kInvalidNode;
+  const bool member = is_member(conf, change.node);
+  switch (change.type) {
+    case ConfChangeType::kAddVoter:
+    case ConfChangeType::kAddLearner:
+      if (member) return ConfChangeProblem::kAlreadyMember;
+      if (conf.voters.size() + conf.learners.size() >= kMaxMembers)
+        return ConfChangeProblem::kTooManyMembers;
+      return ConfChangeProblem::kNone;
+    case ConfChangeType::kPromoteLearner:
+      if (!member) return ConfChangeProblem::kNotMember;
+      if (!is_learner(conf, change.node)) return ConfChangeProblem::kNotLearner;
+      return ConfChangeProblem::kNone;
+    case ConfChangeType::kRemoveNode:
+      if (!member) return ConfChangeProblem::kNotMember;
+      if (conf.voters.size() == 1 && is_voter(conf, change.node))
+        return ConfChangeProblem::kNoVotersLeft;
+      return ConfChangeProblem::kNone;
+  }
+  return ConfChangeProblem::kInvalidNode;
+}
+
+ConfState apply_conf_change(const ConfState& conf, const ConfChange& change) {
+  RAFT_ASSERT(check_conf_change(conf, change) == ConfChangeProblem::kNone,
+              "apply_conf_change needs an applicable change");
+  ConfState next = conf;
+  switch (change.type) {
+    case ConfChangeType::kAddVoter:
+      insert_sorted(next.voters, change.node);
+      break;
+    case ConfChangeType::kAddLearner:
+      insert_sorted(next.learners, change.node);
+      break;
+    case ConfChangeType::kPromoteLearner:
+      erase_sorted(next.learners, change.node);
+      insert_sorted(next.voters, change.node);
+      break;
+    case ConfChangeType::kRemoveNode:
+      erase_sorted(next.voters, change.node);
+      erase_sorted(next.learners, change.node);
+      break;
+  }
+  return next;
+}
+
+std::optional<ConfChange> single_change_between(const ConfState& from, const ConfState& to) {
+  // Every member whose role differs; more than one means more than one change.
+  std::optional<NodeId> changed;
+  auto note = [&](NodeId node) {
+    if (changed && *changed != node) return false;
+    changed = node;
+    return true;
+  };
+  for (const std::vector<NodeId>* ids : {&from.voters, &from.learners, &to.voters, &to.learners}) {
+    for (NodeId node : *ids) {
+      const bool same = is_voter(from, node) == is_voter(to, node) &&
+                        is_learner(from, node) == is_learner(to, node);
+      if (!same && !note(node)) return std::nullopt;
+    }
+  }
+  if (!changed) return std::nullopt;
+  const NodeId node = *changed;
+  ConfChange change{ConfChangeType::kRemoveNode, node};
+  if (is_voter(to, node)) {
+    change.type =
+        is_learner(from, node) ? ConfChangeType::kPromoteLearner : ConfChangeType::kAddVoter;
+  } else if (is_learner(to, node)) {
+    change.type = ConfChangeType::kAddLearner;
+  }
+  // A voter demoted to learner is not a change this core makes (it would need two: remove, add).
+  if (check_conf_change(from, change) != ConfChangeProblem::kNone) return std::nullopt;
+  if (apply_conf_change(from, change) != to) return std::nullopt;
+  return change;
 }
 
 }  // namespace raftlog::raft

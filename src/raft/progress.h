@@ -44,11 +44,11 @@ struct Progress {
   ReplicationState state = ReplicationState::kProbe;
   bool probe_sent = false;  // probe state: an append is outstanding, send no more until an answer
   Inflights inflights;
-  bool catching_up = false;    // its last ack carried kCatchingUpContext: not counted for commit
-  bool recent_active = false;  // heard from since the last check-quorum round
+  bool catching_up = false;      // its last ack carried kCatchingUpContext: not counted for commit
+  bool recent_active = false;    // heard from since the last check-quorum round
+  bool heard_this_term = false;  // answered this leader at least once (membership quorum check)
   std::uint64_t ticks_since_contact = 0;  // observability
   bool disk_over_watermark = false;       // as its last response said
-  bool responded = false;                 // it answered since this node became leader
 
   void become_probe();
   void become_replicate();

@@ -15,30 +15,38 @@ std::uint64_t election_prng_seed(const Config& config) {
   return config.random_seed ^ (config.id * 0x9E3779B97F4A7C15ull);
 }
 
-// The voter set in force at start: the latest kConfig entry in the log, else the bootstrap config.
-// Scans the log backwards in bounded chunks; the scan ends at the first (newest) kConfig entry or the
-// log's first index, so its cost is bounded by the log length.
-ConfState load_conf(const Config& config, const LogReader& log) {
-  if (config.known_conf.has_value()) return *config.known_conf;
+// The configurations at start (Config::conf_history): the driver's, or found by scanning the log
+// backwards in bounded chunks for kConfig entries, down to the newest one at or below the commit index
+// (the oldest a truncation could roll back to) or the log's first index, so the scan's cost is bounded
+// by the log length. A driver that keeps its configurations (the replica's CONFSTATE) never scans; a
+// kConfig entry that does not decode in a scan is the driver's log handing over garbage (fatal, like
+// a restart_problem()).
+std::vector<ConfRecord> load_conf_history(const Config& config, const LogReader& log,
+                                          Index commit) {
+  if (!config.conf_history.empty()) return config.conf_history;
+  std::vector<ConfRecord> newest_first;
   constexpr Index kScanChunkEntries = 64;
   Index high = log.last_index();
   const Index first = log.first_index();
-  while (high >= first && high > 0) {
+  bool reached_committed = false;
+  while (!reached_committed && high >= first && high > 0) {
     const Index low = high - first + 1 > kScanChunkEntries ? high - kScanChunkEntries + 1 : first;
     const std::vector<Entry> chunk =
         log.entries(low, high, std::numeric_limits<std::size_t>::max());
     RAFT_ASSERT(chunk.size() == high - low + 1,
                 "LogReader::entries ignored an unlimited byte budget");
-    for (auto it = chunk.rbegin(); it != chunk.rend(); ++it) {
+    for (auto it = chunk.rbegin(); it != chunk.rend() && !reached_committed; ++it) {
       if (it->type != EntryType::kConfig) continue;
       std::optional<ConfState> conf = decode_config(it->payload);
       RAFT_ASSERT(conf.has_value(),
                   "a kConfig entry in the log does not decode: the log is corrupt");
-      return *conf;
+      newest_first.push_back(ConfRecord{it->index, it->term, std::move(*conf)});
+      reached_committed = it->index <= commit;
     }
     high = low - 1;
   }
-  return config.initial_conf;
+  if (!reached_committed) newest_first.push_back(ConfRecord{0, 0, config.initial_conf});
+  return std::vector<ConfRecord>(newest_first.rbegin(), newest_first.rend());
 }
 
 const Config& checked(const Config& config, const HardState& hard_state, const LogReader& log) {
@@ -71,10 +79,18 @@ std::string restart_problem(const HardState& hard_state, const LogReader& log) {
 std::string validate_config(const Config& config) {
   if (config.id == kNoNode) return "Config::id must not be 0 (kNoNode)";
   if (!is_valid_conf(config.initial_conf)) {
-    return "Config::initial_conf must list 1 to 64 voters, sorted, unique and non-zero";
+    return "Config::initial_conf must be a valid configuration (1 to 64 members, voters "
+           "non-empty, sorted, unique, non-zero, learners apart from voters)";
   }
-  if (config.known_conf.has_value() && !is_valid_conf(*config.known_conf)) {
-    return "Config::known_conf must list 1 to 64 voters, sorted, unique and non-zero";
+  for (std::size_t i = 0; i < config.conf_history.size(); ++i) {
+    if (!is_valid_conf(config.conf_history[i].conf)) {
+      return "Config::conf_history[" + std::to_string(i) +
+             "] is not a valid configuration (1 to 64 members, voters non-empty, sorted, unique, "
+             "non-zero, learners apart from voters)";
+    }
+    if (i > 0 && config.conf_history[i - 1].index >= config.conf_history[i].index) {
+      return "Config::conf_history indexes must increase";
+    }
   }
   if (config.heartbeat_ticks < 1) return "Config::heartbeat_ticks must be >= 1";
   if (config.election_ticks <= config.heartbeat_ticks) {
@@ -106,11 +122,12 @@ std::string validate_config(const Config& config) {
 Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& hard_state)
     : config_(checked(config, hard_state, log)),
       log_(log, hard_state.commit),
-      conf_(load_conf(config, log)),
+      conf_history_(load_conf_history(config, log, hard_state.commit)),
       prng_(election_prng_seed(config)),
       term_(hard_state.term),
       vote_(hard_state.vote),
       read_only_(config.max_pending_reads) {
+  refresh_conf();
   if (config.promised_index > 0) enter_catching_up(config.promised_index, config.promised_term);
   randomize_election_timeout();
   reported_soft_state_ = soft_state();
@@ -125,7 +142,7 @@ std::vector<PeerProgress> Raft::Impl::progress() const {
   for (const auto& [peer, pr] : progress_) {
     out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state == ReplicationState::kProbe,
                                pr.inflights.count(), pr.ticks_since_contact, pr.disk_over_watermark,
-                               pr.responded});
+                               pr.heard_this_term});
   }
   std::sort(out.begin(), out.end(),
             [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });
@@ -194,6 +211,10 @@ NodeId Raft::leader() const { return impl_->leader(); }
 Index Raft::commit_index() const { return impl_->commit_index(); }
 Index Raft::last_index() const { return impl_->last_index(); }
 const ConfState& Raft::conf() const { return impl_->conf(); }
+const std::vector<ConfRecord>& Raft::conf_history() const { return impl_->conf_history(); }
+ConfChangeResult Raft::propose_conf_change(const ConfChange& change) {
+  return impl_->propose_conf_change(change);
+}
 std::vector<PeerProgress> Raft::progress() const { return impl_->progress(); }
 HardState Raft::hard_state() const { return impl_->hard_state(); }
 SoftState Raft::soft_state() const { return impl_->soft_state(); }

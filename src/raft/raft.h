@@ -20,12 +20,15 @@ namespace raftlog::raft {
 
 struct Config {
   NodeId id = kNoNode;
-  // Voter set used when the log holds no kConfig entry (static bootstrap configuration).
+  // The configuration used when the log holds no kConfig entry (the bootstrap configuration).
   ConfState initial_conf;
-  // The voter set the driver knows to be current (e.g. persisted with its hard state). When set, the
-  // core uses it instead of scanning the log backwards for the newest kConfig entry — a scan whose
-  // cost grows with the log and which a node with a static configuration does not need.
-  std::optional<ConfState> known_conf;
+  // The configurations the driver knows to be in the log (e.g. kept in a record next to its hard
+  // state), oldest first: the newest one is in force, and the ones before it are what a truncation
+  // of its entry rolls back to. When set, the core uses it instead of scanning the log backwards for
+  // kConfig entries, a scan whose cost grows with the log. Index 0 names the bootstrap
+  // configuration. The oldest record must be committed (or be the bootstrap one): a truncation never
+  // rolls back past it. Indexes increase; each configuration is valid (validate_config).
+  std::vector<ConfRecord> conf_history;
 
   // Logical time. Election timeout is randomized in [election_ticks, 2 * election_ticks).
   int election_ticks = 10;
@@ -65,7 +68,7 @@ enum class ProposeStatus : std::uint8_t {
   kTooManyPending,  // max_uncommitted_entries/bytes would be exceeded; back off
   kEmpty,           // no entries given
   kTooLarge,        // one batch larger than max_bytes_per_message or max_entries_per_message
-  kInvalidEntry,  // an entry type that cannot be proposed (kConfig: static configurations only for now)
+  kInvalidEntry,    // an entry type that cannot be proposed (kConfig: use propose_conf_change)
 };
 
 const char* to_string(ProposeStatus status);
@@ -87,6 +90,30 @@ enum class TransferStatus : std::uint8_t {
   kUnknownTarget,
   kAlreadyLeader,
   kInProgress
+};
+
+// Why propose_conf_change() refused (docs/raft.md, "Membership changes").
+enum class ConfChangeStatus : std::uint8_t {
+  kOk,
+  kNotLeader,     // see ConfChangeResult::leader_hint
+  kTransferring,  // a leadership transfer is in progress
+  kNotReady,      // this leader has not committed an entry of its term yet (the leader-change bug
+                  // of single-server changes); retry shortly
+  kInProgress,    // the previous change is not committed yet: one change at a time
+  kInvalid,       // ConfChangeResult::problem says why (unknown node, already a member, ...)
+  kWouldLoseQuorum,  // fewer voters of the new configuration than its quorum are reachable
+  kLearnerBehind,    // a promotion of a learner that does not hold every committed entry yet
+  kTooManyPending,   // max_uncommitted_entries/bytes would be exceeded
+};
+
+const char* to_string(ConfChangeStatus status);
+
+struct ConfChangeResult {
+  ConfChangeStatus status = ConfChangeStatus::kNotLeader;
+  ConfChangeProblem problem = ConfChangeProblem::kNone;  // on kInvalid
+  Index index = 0;  // on kOk: the kConfig entry's index and term; the change succeeded iff that
+  Term term = 0;    // entry still has this term when it commits
+  NodeId leader_hint = kNoNode;
 };
 
 const char* to_string(ReadIndexStatus status);
@@ -136,6 +163,9 @@ class Raft {
   // Leader only: append client entries (type, client_id, sequence and payload are taken from
   // `entries`; index and term are assigned).
   ProposeResult propose(std::vector<Entry> entries);
+  // Leader only: append a kConfig entry holding the configuration `change` leads to. It is in force
+  // at once (when appended, on every node), and the next change is accepted once it committed.
+  ConfChangeResult propose_conf_change(const ConfChange& change);
   // Leader only: start a linearizable read; its ReadState (or abort) appears in a later Ready.
   ReadIndexStatus read_index(std::uint64_t request_id);
   // Leader only: hand leadership to `target` (stops accepting proposals until done or aborted after an
@@ -160,8 +190,12 @@ class Raft {
   Term term() const;
   NodeId leader() const;
   Index commit_index() const;
-  Index last_index() const;  // including the unstable tail not yet handed to the driver
-  const ConfState& conf() const;
+  Index last_index() const;       // including the unstable tail not yet handed to the driver
+  const ConfState& conf() const;  // the configuration in force: the newest in the log
+  // The configurations the log holds that a truncation could still roll back to, oldest first: the
+  // newest committed one (or the bootstrap one) and every newer one. back() is in force. What a
+  // driver keeps for Config::conf_history.
+  const std::vector<ConfRecord>& conf_history() const;
   std::vector<PeerProgress> progress() const;  // empty unless leader
   HardState hard_state() const;
   SoftState soft_state() const;

@@ -13,12 +13,32 @@ void Raft::Impl::randomize_election_timeout() {
   randomized_election_ticks_ = config_.election_ticks + static_cast<int>(prng_.below(span));
 }
 
-bool Raft::Impl::is_voter(NodeId node) const {
-  return std::binary_search(conf_.voters.begin(), conf_.voters.end(), node);
+bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node); }
+
+// Only a voter campaigns: a learner, or a node outside the configuration (not added yet, or removed
+// by a committed change), never does. One exception keeps a cluster live: a node whose newest
+// configuration removes it but is not committed yet may still be needed (a leader that removed
+// itself and lost its quorum before the change reached anyone: the others need its vote and their
+// logs are behind it), so it campaigns while it was a voter of the configuration before. It counts
+// votes by its newest configuration, excluding itself; either configuration's majorities overlap the
+// other's (one change apart), so no two leaders of a term can arise. A node catching up after lost
+// durable state must not lead: its log may lack entries it promised.
+bool Raft::Impl::promotable() const {
+  if (catching_up_) return false;
+  if (is_voter(id())) return true;
+  const std::size_t records = conf_history_.size();
+  return records >= 2 && conf_history_.back().index > log_.committed() &&
+         raft::is_voter(conf_history_[records - 2].conf, id());
 }
 
-// A node catching up after lost durable state must not lead: its log may lack entries it promised.
-bool Raft::Impl::promotable() const { return is_voter(id()) && !catching_up_; }
+VoteOutcome Raft::Impl::tally() const {
+  std::size_t granted = 0;
+  std::size_t rejected = 0;
+  for (const auto& [voter, grant] : votes_) {
+    if (is_voter(voter)) (grant ? granted : rejected) += 1;  // our own vote counts if we are one
+  }
+  return tally_votes(conf_.voters.size(), granted, rejected);
+}
 
 bool Raft::Impl::in_leader_lease() const {
   return config_.check_quorum && leader_ != kNoNode &&
@@ -98,15 +118,19 @@ void Raft::Impl::become_leader() {
   noop.index = noop_index_after_unfinished_proposal();
   noop.term = term_;
   noop.type = EntryType::kNoop;
-  for (NodeId voter : conf_.voters) {
-    if (voter == id()) continue;
-    Progress pr(config_.max_inflight_messages);
-    pr.next = noop.index;
-    pr.recent_active =
-        true;  // give every peer a full election timeout before check-quorum judges it
-    progress_.emplace(voter, std::move(pr));
+  for (const ConfRecord& record : conf_history_) {
+    for (const std::vector<NodeId>* members : {&record.conf.voters, &record.conf.learners}) {
+      for (NodeId member : *members) {
+        if (member == id() || progress_.contains(member)) continue;
+        Progress pr(config_.max_inflight_messages);
+        pr.next = noop.index;
+        pr.recent_active =
+            true;  // give every peer a full election timeout before check-quorum judges it
+        progress_.emplace(member, std::move(pr));
+      }
+    }
   }
-  log_.append({noop});  // cuts the unfinished proposal, if any, from the no-op's index on
+  append_to_log({noop});  // cuts the unfinished proposal, if any, from the no-op's index on
   broadcast_append(false);
   maybe_commit();  // a single-voter cluster commits as soon as its own log is durable
 }
@@ -193,7 +217,7 @@ void Raft::Impl::start_election(CampaignKind kind) {
     become_candidate();
     campaign_term = term_;
   }
-  if (tally_votes(conf_.voters.size(), 1, 0) == VoteOutcome::kWon) {
+  if (tally() == VoteOutcome::kWon) {
     // Single voter: its own vote is a majority.
     won_votes();
     return;
@@ -254,8 +278,10 @@ bool Raft::Impl::handle_term(const Message& m) {
 }
 
 void Raft::Impl::step(Message& m) {
-  if (m.to != id() || m.from == id() || !is_voter(m.from))
-    return;                       // not for us, or from a stranger
+  // Messages are handled whatever the sender's place in our configuration (dissertation §4.1): a
+  // leader or voter we do not know of yet is newer than our log, not a stranger. Votes count only
+  // from voters of our configuration, and a leader tracks only its members.
+  if (m.to != id() || m.from == id() || m.from == kNoNode) return;  // not for us
   if (m.term > kMaxTerm) return;  // adopting it would leave no term to campaign at (kMaxTerm)
   if (!handle_term(m)) return;
   switch (m.type) {
@@ -311,12 +337,9 @@ void Raft::Impl::handle_vote_request(const Message& m) {
 void Raft::Impl::handle_vote_response(const Message& m) {
   const bool counts = (role_ == Role::kPreCandidate && m.type == MessageType::kPreVoteResponse) ||
                       (role_ == Role::kCandidate && m.type == MessageType::kVoteResponse);
-  if (!counts) return;
+  if (!counts || !is_voter(m.from)) return;
   votes_.emplace(m.from, !m.reject);  // the first answer of each voter counts
-  std::size_t granted = 0;
-  std::size_t rejected = 0;
-  for (const auto& [voter, grant] : votes_) (grant ? granted : rejected) += 1;
-  switch (tally_votes(conf_.voters.size(), granted, rejected)) {
+  switch (tally()) {
     case VoteOutcome::kWon:
       won_votes();
       return;

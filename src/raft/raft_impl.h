@@ -1,6 +1,7 @@
 // Private: the Raft core's state and the declarations of its handlers. The definitions are split by
 // job: raft.cpp (construction, public forwarding, Ready), raft_election.cpp (roles, ticks, votes),
-// raft_replication.cpp (appends, commit, persistence), raft_read_transfer.cpp (ReadIndex, transfer).
+// raft_replication.cpp (appends, commit, persistence), raft_read_transfer.cpp (ReadIndex, transfer),
+// raft_membership.cpp (configurations in the log, membership changes).
 #pragma once
 
 #include <cstddef>
@@ -11,6 +12,7 @@
 
 #include "raft/log_reader.h"
 #include "raft/progress.h"
+#include "raft/quorum.h"
 #include "raft/raft.h"
 #include "raft/raft_log.h"
 #include "raft/read_only.h"
@@ -34,6 +36,7 @@ class Raft::Impl {
   ProposeResult propose(std::vector<Entry> entries);
   ReadIndexStatus read_index(std::uint64_t request_id);
   TransferStatus transfer_leadership(NodeId target);
+  ConfChangeResult propose_conf_change(const ConfChange& change);
   void on_persisted(Index index, Term term);
 
   // Outputs.
@@ -49,6 +52,7 @@ class Raft::Impl {
   Index last_index() const { return log_.last_index(); }
   Index persisted_index() const { return log_.persisted_index(); }
   const ConfState& conf() const { return conf_; }
+  const std::vector<ConfRecord>& conf_history() const { return conf_history_; }
   std::vector<PeerProgress> progress() const;
   HardState hard_state() const { return HardState{term_, vote_, log_.committed()}; }
   SoftState soft_state() const { return SoftState{role_, leader_, term_}; }
@@ -69,6 +73,7 @@ class Raft::Impl {
   Index noop_index_after_unfinished_proposal() const;
   void randomize_election_timeout();
   bool promotable() const;
+  VoteOutcome tally() const;  // this campaign's votes, counted over the voters of conf_
   bool is_voter(NodeId node) const;
   bool in_leader_lease() const;
   bool quorum_recently_active() const;
@@ -108,6 +113,23 @@ class Raft::Impl {
   void enter_catching_up(Index promised_index, Term promised_term);
   void maybe_finish_catching_up();
 
+  // --- configurations (raft_membership.cpp) ---
+  // Every change to the log goes through here: configuration records at or above the first new
+  // index are rolled back (the entries holding them are replaced), kConfig entries among the new ones
+  // are recorded, and the configuration in force follows.
+  void append_to_log(std::vector<Entry>&& entries);
+  // Every commit advance goes through here (the history's committed prefix is pruned).
+  void commit_to(Index index);
+  // conf_ = the configuration in force (rules::conf_in_force); a leader's progress follows it.
+  void refresh_conf();
+  // True when every kConfig entry of an append, from position `first` on, holds a valid
+  // configuration one change away from the one before it (otherwise the append is dropped).
+  bool conf_entries_acceptable(const std::vector<Entry>& entries, std::size_t first) const;
+  // A leader that is no longer a voter steps down once the configuration removing it committed,
+  // first handing leadership to a caught-up voter when there is one.
+  void step_down_if_removed();
+  bool peer_recently_heard(NodeId peer) const;
+
   // --- reads and transfer (raft_read_transfer.cpp) ---
   void release_confirmed_reads();
   void start_deferred_reads();
@@ -116,7 +138,12 @@ class Raft::Impl {
 
   Config config_;
   RaftLog log_;
-  ConfState conf_;
+  // Oldest first: the newest configuration at or below the commit index (index 0: the bootstrap one),
+  // then every newer one in the log. Never empty. Honest leaders leave at most one record above the
+  // commit index (one change at a time); in any case at most one per kConfig entry of the
+  // uncommitted log, each below kMaxMembers ids.
+  std::vector<ConfRecord> conf_history_;
+  ConfState conf_;  // the one in force (rules::conf_in_force of conf_history_)
   // Election-timeout jitter only. splitmix64, the core's generator since its first version: the same
   // (random_seed, id) must keep giving the same timeouts so that a simulator seed keeps naming one run.
   util::SplitMix64Prng prng_;
@@ -133,7 +160,8 @@ class Raft::Impl {
   int randomized_election_ticks_ = 0;  // in [election_ticks, 2 * election_ticks)
 
   std::map<NodeId, bool> votes_;  // (pre-)candidate: granted or not, per voter (self included)
-  std::map<NodeId, Progress> progress_;  // leader: every voter but itself
+  std::map<NodeId, Progress> progress_;  // leader: every member (voters, learners) of a
+                                         // configuration in conf_history_, but itself
   NodeId transfer_target_ = kNoNode;
   ReadOnly read_only_;
 

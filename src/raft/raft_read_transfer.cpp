@@ -13,7 +13,7 @@ ReadIndexStatus Raft::Impl::read_index(std::uint64_t request_id) {
     return ReadIndexStatus::kOk;
   }
   const std::uint64_t context = read_only_.start_round(request_id, log_.committed());
-  if (conf_.voters.size() == 1) {
+  if (conf_.voters.size() == 1 && is_voter(id())) {
     release_confirmed_reads();  // we alone are the majority
   } else {
     broadcast_heartbeat(context);
@@ -23,7 +23,7 @@ ReadIndexStatus Raft::Impl::read_index(std::uint64_t request_id) {
 
 void Raft::Impl::start_deferred_reads() {
   const std::uint64_t context = read_only_.start_deferred_round(log_.committed());
-  if (conf_.voters.size() == 1) {
+  if (conf_.voters.size() == 1 && is_voter(id())) {
     release_confirmed_reads();
   } else {
     broadcast_heartbeat(context);

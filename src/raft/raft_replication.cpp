@@ -164,16 +164,18 @@ void Raft::Impl::handle_append(Message& m) {
       // A leader's entries never conflict with a committed entry: one that does comes from a forged
       // or corrupted message (or a leader whose storage failed). Dropping it keeps our log intact.
       if (conflict <= log_.committed()) return;
+      // So is an append whose configurations do not decode or skip a change.
+      if (!conf_entries_acceptable(m.entries, conflict - m.index - 1)) return;
       // Moved, not copied: a multi-MiB append would otherwise be copied twice more on the loop thread.
       std::vector<Entry> suffix(
           std::make_move_iterator(m.entries.begin() +
                                   static_cast<std::ptrdiff_t>(conflict - m.index - 1)),
           std::make_move_iterator(m.entries.end()));
-      log_.append(std::move(suffix));
+      append_to_log(std::move(suffix));
     }
     leader_match_ = std::max(leader_match_, last_new_index);
     rejected_leaders_first_probe_ = false;
-    log_.commit_to(std::min(m.commit, last_new_index));
+    commit_to(std::min(m.commit, last_new_index));
     reply.index = last_new_index;  // acknowledged only once durable (after persist)
     if (catching_up_) reply.context = kCatchingUpContext;
     send(std::move(reply), /*after_persist=*/true);
@@ -204,12 +206,12 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
     // A leader names at most what we acknowledged (send_heartbeat), so our log lost entries it
     // already vouched for (storage fault), or the message is forged. Commit what we hold, tell the
     // leader where our log ends so it re-sends from there, and stop voting until we hold it again.
-    log_.commit_to(std::min(log_.last_index(), leader_match_));
+    commit_to(std::min(log_.last_index(), leader_match_));
     enter_catching_up(m.commit, term_);
     reply.reject = true;
     reply.reject_hint = log_.last_index();
   } else {
-    log_.commit_to(std::min(m.commit, leader_match_));
+    commit_to(std::min(m.commit, leader_match_));
   }
   send(std::move(reply), /*after_persist=*/false);
 }
@@ -221,11 +223,13 @@ Index Raft::Impl::stranded_below() const {
 }
 
 void Raft::Impl::handle_append_response(const Message& m) {
-  Progress& pr = progress_.at(m.from);
+  const auto found = progress_.find(m.from);
+  if (found == progress_.end()) return;  // not a member (any more, or yet)
+  Progress& pr = found->second;
+  pr.heard_this_term = true;
   pr.recent_active = true;
   pr.ticks_since_contact = 0;
   pr.disk_over_watermark = m.disk_over_watermark;
-  pr.responded = true;
   if (m.index > log_.last_index()) return;  // malformed: cannot acknowledge what we never had
   if (m.reject) {
     Index match_hint = std::min(m.reject_hint, log_.last_index());
@@ -242,7 +246,10 @@ void Raft::Impl::handle_append_response(const Message& m) {
   pr.catching_up = m.context == kCatchingUpContext;
   const bool was_paused = pr.is_paused();
   const bool advanced = pr.on_ack(m.index);
-  if (finished_catching_up && !advanced && maybe_commit()) broadcast_append(/*send_if_empty=*/true);
+  if (finished_catching_up && !advanced && maybe_commit()) {
+    if (role_ != Role::kLeader) return;
+    broadcast_append(/*send_if_empty=*/true);
+  }
   if (!advanced && !(pr.match == m.index && pr.state == ReplicationState::kProbe))
     return;  // stale ack
   if (pr.state == ReplicationState::kProbe) {
@@ -251,6 +258,8 @@ void Raft::Impl::handle_append_response(const Message& m) {
     pr.inflights.free_up_to(m.index);
   }
   if (maybe_commit()) {
+    // A leader removed by the change that just committed stepped down (step_down_if_removed).
+    if (role_ != Role::kLeader) return;
     broadcast_append(/*send_if_empty=*/true);  // carry the new commit index to everyone
   } else if (was_paused) {
     send_append(m.from, /*send_if_empty=*/true);
@@ -263,11 +272,13 @@ void Raft::Impl::handle_append_response(const Message& m) {
 }
 
 void Raft::Impl::handle_heartbeat_response(const Message& m) {
-  Progress& pr = progress_.at(m.from);
+  const auto found = progress_.find(m.from);
+  if (found == progress_.end()) return;  // not a member (any more, or yet)
+  Progress& pr = found->second;
+  pr.heard_this_term = true;
   pr.recent_active = true;
   pr.ticks_since_contact = 0;
   pr.disk_over_watermark = m.disk_over_watermark;
-  pr.responded = true;
   pr.probe_sent = false;  // the peer is alive: allow the next probe
   if (m.reject && m.reject_hint < pr.match) {
     // The follower's log ends below what it acknowledged (it lost durable entries): lower our view of
@@ -309,7 +320,7 @@ bool Raft::Impl::maybe_commit() {
   const std::optional<Term> majority_term = log_.term_at(majority_index);
   RAFT_ASSERT(majority_term.has_value(), "an index above commit has a known term");
   if (!rules::leader_may_commit_by_count(*majority_term, term_)) return false;
-  log_.commit_to(majority_index);
+  commit_to(majority_index);
   on_commit_advanced();
   return true;
 }
@@ -336,6 +347,7 @@ void Raft::Impl::on_commit_advanced() {
     uncommitted_.pop_front();
   }
   if (read_only_.has_deferred() && own_term_committed()) start_deferred_reads();
+  step_down_if_removed();
 }
 
 void Raft::Impl::on_persisted(Index index, Term term) {
@@ -386,7 +398,7 @@ ProposeResult Raft::Impl::propose(std::vector<Entry> entries) {
         Uncommitted{entries[i].index, entries[i].byte_size(), entries[i].proposal_continues});
   }
   uncommitted_bytes_ += batch_bytes;
-  log_.append(std::move(entries));
+  append_to_log(std::move(entries));
   result.status = ProposeStatus::kOk;
   result.last_index = log_.last_index();
   result.term = term_;

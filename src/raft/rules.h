@@ -5,6 +5,9 @@
 // one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path can select a broken rule.
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
 #include "raft/types.h"
 
 namespace raftlog::raft::rules {
@@ -20,5 +23,13 @@ bool leader_may_commit_by_count(Term entry_term, Term leader_term);
 // Proposals are atomic: a commit index may stop at an entry only if no entry of the same proposal
 // follows it (Entry::proposal_continues is false).
 bool commit_may_stop_at(bool entry_continues_proposal);
+
+// Single-server membership changes go one at a time: a leader may start a change only once the
+// newest configuration entry of its log is committed (Raft dissertation §4.1).
+bool conf_change_may_start(Index newest_conf_index, Index commit_index);
+// A configuration is in force from the moment its entry is in the log, committed or not (§4.1): of
+// `history` (oldest first, the newest committed one first; never empty), the position of the one in
+// force.
+std::size_t conf_in_force(const std::vector<ConfRecord>& history, Index commit_index);
 
 }  // namespace raftlog::raft::rules

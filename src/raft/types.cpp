@@ -63,6 +63,30 @@ const char* to_string(ProposeStatus status) {
   return "UnknownProposeStatus";
 }
 
+const char* to_string(ConfChangeStatus status) {
+  switch (status) {
+    case ConfChangeStatus::kOk:
+      return "Ok";
+    case ConfChangeStatus::kNotLeader:
+      return "NotLeader";
+    case ConfChangeStatus::kTransferring:
+      return "Transferring";
+    case ConfChangeStatus::kNotReady:
+      return "NotReady";
+    case ConfChangeStatus::kInProgress:
+      return "InProgress";
+    case ConfChangeStatus::kInvalid:
+      return "Invalid";
+    case ConfChangeStatus::kWouldLoseQuorum:
+      return "WouldLoseQuorum";
+    case ConfChangeStatus::kLearnerBehind:
+      return "LearnerBehind";
+    case ConfChangeStatus::kTooManyPending:
+      return "TooManyPending";
+  }
+  return "UnknownConfChangeStatus";
+}
+
 const char* to_string(ReadIndexStatus status) {
   switch (status) {
     case ReadIndexStatus::kOk:

@@ -44,7 +44,8 @@ enum class EntryType : std::uint8_t {
   kNormal = 0,  // a client payload
   kNoop = 1,  // appended by a new leader at once so that earlier-term entries commit (Raft §5.4.2)
   kConfig =
-      2,  // a voter set, encoded by encode_config(); part of the log so membership changes are ordered
+      2,  // a whole configuration (encode_config()), proposed by Raft::propose_conf_change; in
+          // force from the moment it is appended to a log (docs/raft.md, "Membership changes")
 };
 
 // One log entry. `client_id`/`sequence` are opaque to Raft: the server uses them for idempotent
@@ -149,24 +150,85 @@ struct ReadState {
   friend bool operator==(const ReadState&, const ReadState&) = default;
 };
 
-// The voter set. Part of the core's state and of the log (EntryType::kConfig).
+// The configuration: who votes and who only receives the log. Part of the core's state and of the log
+// (EntryType::kConfig entries hold whole configurations, docs/raft.md "Membership changes").
 struct ConfState {
-  std::vector<NodeId>
-      voters;  // sorted, unique, non-empty, at most kMaxVoters, never contains kNoNode
+  std::vector<NodeId> voters;  // sorted, unique, non-empty, never contains kNoNode
+  std::vector<NodeId> learners =
+      {};  // sorted, unique, never kNoNode, disjoint from voters: they receive
+           // the log but never campaign, and their votes and acknowledgements
+           // count toward nothing
 
   friend bool operator==(const ConfState&, const ConfState&) = default;
 };
 
-inline constexpr std::size_t kMaxVoters = 64;
+// Voters and learners together (bounds the configuration's encoding, and so the replica's CONFSTATE
+// record, to a little over 512 bytes).
+inline constexpr std::size_t kMaxMembers = 64;
+inline constexpr std::size_t kMaxVoters = kMaxMembers;
 
-// True when `conf` satisfies the ConfState rules above.
+// True when `conf` satisfies the ConfState rules above (and has at most kMaxMembers members).
 bool is_valid_conf(const ConfState& conf);
+bool is_voter(const ConfState& conf, NodeId node);
+bool is_learner(const ConfState& conf, NodeId node);
+inline bool is_member(const ConfState& conf, NodeId node) {
+  return is_voter(conf, node) || is_learner(conf, node);
+}
+std::string to_string(const ConfState& conf);  // "voters {1,2,3} learners {4}"
 
-// Encoding (version 1, little endian): u8 version, u32 voter count, count x u64 voter ids, u32 CRC-32C
-// of every preceding byte. Precondition: is_valid_conf(conf).
+// Encoding (little endian), version 2: u8 version, u32 voter count, count x u64 voter ids, u32 learner
+// count, count x u64 learner ids, u32 CRC-32C of every preceding byte. Version 1 (written by no
+// release: kConfig entries could not be proposed before membership changes) is the same without the
+// learner part; it still decodes. Precondition: is_valid_conf(conf). The store checksums every entry
+// as well; the codec's own CRC also covers a payload that arrives in a message.
 std::string encode_config(const ConfState& conf);
-// Returns nullopt for a payload that is not a well-formed encoded ConfState.
+// Returns nullopt for a payload that is not a well-formed encoded ConfState (is_valid_conf included).
 std::optional<ConfState> decode_config(const std::string& payload);
+
+// One membership change (single-server changes, Raft dissertation ch. 4).
+enum class ConfChangeType : std::uint8_t {
+  kAddVoter,        // a node that is not a member becomes a voter
+  kAddLearner,      // a node that is not a member becomes a learner
+  kPromoteLearner,  // a learner becomes a voter
+  kRemoveNode,      // a voter or a learner leaves
+};
+
+const char* to_string(ConfChangeType type);
+
+struct ConfChange {
+  ConfChangeType type = ConfChangeType::kAddLearner;
+  NodeId node = kNoNode;
+
+  friend bool operator==(const ConfChange&, const ConfChange&) = default;
+};
+
+enum class ConfChangeProblem : std::uint8_t {
+  kNone,
+  kInvalidNode,     // kNoNode
+  kAlreadyMember,   // add of a member, or promotion of a voter
+  kNotMember,       // promotion or removal of a node the configuration does not hold
+  kNotLearner,      // promotion of a node that is not a learner
+  kNoVotersLeft,    // removal of the last voter
+  kTooManyMembers,  // more than kMaxMembers
+};
+
+const char* to_string(ConfChangeProblem problem);
+
+// The configuration `change` turns `conf` into, or the reason it cannot be applied.
+ConfChangeProblem check_conf_change(const ConfState& conf, const ConfChange& change);
+// Precondition: check_conf_change(conf, change) == kNone.
+ConfState apply_conf_change(const ConfState& conf, const ConfChange& change);
+// The single change that turns `from` into `to`; nullopt when they are equal or differ by more.
+std::optional<ConfChange> single_change_between(const ConfState& from, const ConfState& to);
+
+// A configuration and the log entry that holds it (index 0: the bootstrap configuration, in no entry).
+struct ConfRecord {
+  Index index = 0;
+  Term term = 0;
+  ConfState conf;
+
+  friend bool operator==(const ConfRecord&, const ConfRecord&) = default;
+};
 
 // Everything the core asks the driver to do, drained with Raft::ready(). The driver must:
 //   1. if `truncate_from` is set, drop every log entry with index >= *truncate_from;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "raft/raft.h"
+#include "replica/conf_state_file.h"
 #include "replica/dedup_table.h"
 #include "replica/disk_probe.h"
 #include "replica/hard_state_file.h"
@@ -49,7 +50,7 @@ using Clock = std::chrono::steady_clock;
 struct ReplicaConfig {
   std::uint64_t node_id = 0;
   std::map<std::uint64_t, std::string> members;  // node id -> address, for "the leader is at ..."
-  std::string data_dir;  // the log lives in data_dir/log, HARDSTATE next to it
+  std::string data_dir;  // the log lives in data_dir/log, HARDSTATE and CONFSTATE next to it
   std::uint32_t tick_ms = 20;
   std::uint32_t election_ticks = 10;
   store::Options store;
@@ -64,7 +65,9 @@ struct ReplicaConfig {
   std::uint32_t retention_follower_grace_ms = 600000;
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
-  raft::Config raft;       // complete, random_seed included (the replica adds what recovery found)
+  // Complete, random_seed included; initial_conf is the bootstrap configuration (--members). The
+  // replica adds what recovery found, conf_history included (from CONFSTATE).
+  raft::Config raft;
   bool same_boot = false;  // the machine did not restart since the data directory's last open
 };
 
@@ -101,6 +104,7 @@ class Replica {
   using AppendCallback = std::function<void(AppendResult)>;
   using ReadIndexCallback = std::function<void(ReadIndexResult)>;
   using TransferCallback = std::function<void(TransferResult)>;
+  using MembershipCallback = std::function<void(MembershipResult)>;
 
   struct AppendRequest {
     std::vector<std::string> payloads;  // validated by the caller (count, sizes)
@@ -116,6 +120,11 @@ class Replica {
   struct TransferRequest {
     std::uint64_t target = 0;
     TransferCallback done;
+  };
+  struct MembershipRequest {
+    raft::ConfChange change;
+    MembershipCallback done;  // once the change committed (or failed)
+    Clock::time_point deadline;
   };
 
   // Recovers the CommitLog and the hard state from config.data_dir and rebuilds the dedup table.
@@ -138,6 +147,9 @@ class Replica {
   AppendPlacement append(AppendRequest request);
   void read_index(ReadIndexRequest request);
   void transfer_leadership(TransferRequest request);
+  // Leader only: one membership change (docs/raft.md, "Membership changes"), answered once its
+  // configuration entry committed, or refused at once (MembershipResult says why).
+  void propose_conf_change(MembershipRequest request);
   void step(raft::Message message);  // by value: an append's entries move into the core
   void tick();
   // See Node::trim (src/server/node.h).
@@ -162,6 +174,8 @@ class Replica {
   const std::string& failure_reason() const { return failure_; }     // what failed() stopped on
   bool disk_watermark_exceeded() const { return disk_.exceeded(); }  // any thread
   raft::Role role() const { return raft_->role(); }
+  // The configuration in force: the newest in this node's log.
+  const raft::ConfState& conf() const { return raft_->conf(); }
   std::uint64_t commit_index() const { return commit_; }
   // Status as of now, without what only the caller knows (scrubber, corrupt index).
   NodeStatus status();
@@ -192,6 +206,11 @@ class Replica {
     ReadIndexCallback done;
     Clock::time_point deadline;
   };
+  struct PendingMembership {
+    std::uint64_t term = 0;  // the kConfig entry's term: the change succeeded iff it commits so
+    MembershipCallback done;
+    Clock::time_point deadline;
+  };
   // Messages that may leave only once the log is durable up to `required_index`, whose entry must
   // still have `required_term` then: after a truncation the messages vouch for entries that no
   // longer exist and are dropped (Raft retransmits; a lost vote is re-requested).
@@ -208,6 +227,13 @@ class Replica {
   bool rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem);
   void assess_recovery(raft::Config* raft_config);
   bool open_hard_state(NodeError* error);
+  bool open_conf_state(NodeError* error);
+  bool has_peers() const;
+  // The configurations CONFSTATE lists that the recovered log still holds (replica_open.cpp); false
+  // with `corrupt_index` set when reading an entry it names failed on a checksum.
+  bool recover_conf_history(std::uint64_t* corrupt_index, std::string* problem);
+  int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index,
+                std::string* problem) const;
 
   // Requests (replica_requests.cpp).
   bool answer_from_dedup(AppendRequest& in);
@@ -220,6 +246,12 @@ class Replica {
   void apply_ready(raft::Ready& ready);
   void note_soft_state(const raft::SoftState& next);
   void truncate_log_from(std::uint64_t from);
+  // Tracks the batch's kConfig entries and cuts in conf_records_ and rewrites CONFSTATE when they
+  // changed (replica_membership.cpp).
+  void persist_conf(const raft::Ready& ready);
+  void answer_membership(std::uint64_t commit);
+  void fail_pending_memberships(const NodeError& error);
+  void expire_pending_memberships(Clock::time_point now);
   void hold_until_durable(std::vector<raft::Message> messages);
   void report_durability();
   void release_held(std::uint64_t durable_index);
@@ -257,6 +289,11 @@ class Replica {
   ReplicaDeps deps_;
   std::unique_ptr<store::CommitLog> log_;
   std::unique_ptr<HardStateFile> hard_state_file_;
+  std::unique_ptr<ConfStateFile> conf_state_file_;
+  // What CONFSTATE lists (conf_state_file.h): the base configuration (committed and flushed) and
+  // every later configuration entry of the log, at most 1 + kMaxPendingRecords; recovered at open
+  // (the core starts with it) and kept by persist_conf().
+  std::vector<raft::ConfRecord> conf_records_;
   std::unique_ptr<StoreLogReader> reader_;
   std::unique_ptr<raft::Raft> raft_;
   raft::HardState persisted_hard_state_;
@@ -267,8 +304,11 @@ class Replica {
 
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
-  std::multimap<std::uint64_t, PendingAppend> pending_appends_;      // by last index
-  std::map<std::uint64_t, PendingRead> pending_reads_;               // by read request id
+  std::multimap<std::uint64_t, PendingAppend> pending_appends_;  // by last index
+  std::map<std::uint64_t, PendingRead> pending_reads_;           // by read request id
+  // By entry index. The core accepts one change at a time per leader, so this holds at most one entry
+  // per leadership this node held while changes were pending: all fail when leadership is lost.
+  std::map<std::uint64_t, PendingMembership> pending_memberships_;
   std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index
   std::uint64_t next_read_id_ = 1;
   std::deque<HeldMessages> held_messages_;

@@ -62,17 +62,19 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   }
   std::unique_ptr<Replica> replica(new Replica(std::move(config), std::move(deps)));
   const ReplicaConfig& c = replica->config_;
+  if (!replica->open_conf_state(error)) return nullptr;
   store::Options store_options = c.store;
   // With peers to repair from, a corrupt durable entry cuts the log there (and the node catches up,
   // below) instead of keeping the node down for good; a single node has no other copy, so it refuses.
   store_options.allow_truncate_corrupted_flushed_data =
-      c.members.size() > 1 && c.store.flush_mode == store::FlushMode::kSync;
+      replica->has_peers() && c.store.flush_mode == store::FlushMode::kSync;
   if (!replica->open_store(store_options, error)) return nullptr;
   if (!replica->open_hard_state(error)) return nullptr;
 
   store::CommitLog& log = *replica->log_;
   replica->reader_ = std::make_unique<StoreLogReader>(log);
   raft::Config raft_config = c.raft;
+  raft_config.conf_history = replica->conf_records_;
   replica->assess_recovery(&raft_config);
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
@@ -88,6 +90,8 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   replica->reported_durable_ =
       log.last_index();  // recovered entries are durable (recovery flushed them)
   replica->commit_ = hs.commit;
+  spdlog::info("node {}: configuration {} (entry {})", c.node_id,
+               raft::to_string(replica->raft_->conf()), raft_config.conf_history.back().index);
   if (replica->deps_.events != nullptr) {
     log.set_flush_observer(
         [events = replica->deps_.events](const store::CommitLog::FlushCycle& cycle) {
@@ -132,6 +136,79 @@ bool Replica::open_hard_state(NodeError* error) {
   return true;
 }
 
+bool Replica::open_conf_state(NodeError* error) {
+  auto file = ConfStateFile::open(config_.data_dir, config_.store.env);
+  if (!file.ok()) {
+    *error = make_error(ErrorCode::kInternal,
+                        "opening the configuration record failed: " + file.status().to_string());
+    return false;
+  }
+  conf_state_file_ = std::move(file).value();
+  return true;
+}
+
+bool Replica::has_peers() const {
+  // The members this node may repair from: the newest configuration it recorded, or --members.
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if (recorded.empty()) return config_.members.size() > 1;
+  const raft::ConfState& conf = recorded.back().conf;
+  return conf.voters.size() + conf.learners.size() > 1;
+}
+
+// Whether the log still holds `record`'s entry: 1 yes (or trimmed: below the first index, hence
+// committed), 0 no (gone, or another entry there), -1 reading it failed (`problem` says why, and
+// `corrupt_index` is set on a checksum failure).
+int Replica::log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index,
+                       std::string* problem) const {
+  if (record.index == 0 || record.index < log_->first_index()) return 1;
+  if (record.index > log_->last_index()) return 0;
+  auto batch = log_->read(record.index, 1, 1ULL << 20);
+  if (!batch.ok() || batch->entries.empty()) {
+    if (!batch.ok() && batch.status().code() == store::StatusCode::kCorruption) {
+      *corrupt_index = record.index;
+    }
+    *problem = "reading configuration entry " + std::to_string(record.index) + ": " +
+               batch.status().to_string();
+    return -1;
+  }
+  const store::EntryView& entry = batch->entries.front();
+  if (entry.meta.type != store::EntryType::kConfig || entry.meta.term != record.term) return 0;
+  return raft::decode_config(std::string(entry.payload)) == record.conf ? 1 : 0;
+}
+
+// CONFSTATE lists the base configuration and every later configuration entry a crash or a
+// truncation could still remove (conf_state_file.h); the log holds no kConfig entry it does not
+// list. Each listed entry still in the log is in force after the ones before it; the first that is
+// gone (lost in a crash, or cut before the record was rewritten) ends the walk. No record at all: the
+// bootstrap configuration (--members). At most 1 + kMaxPendingRecords entries are read; a checksum
+// failure goes to the storage-fault repair (open_store), never a refusal.
+bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* problem) {
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  conf_records_ = {raft::ConfRecord{0, 0, config_.raft.initial_conf}};
+  if (recorded.empty()) return true;
+  conf_records_ = {recorded.front()};
+  // The base was committed and flushed when it was written: only a storage fault loses its entry,
+  // and the node then catches up (assess_recovery) and receives it again; it stays in force.
+  const int base_held = log_holds(recorded.front(), corrupt_index, problem);
+  if (base_held < 0) return false;
+  if (base_held == 0) {
+    spdlog::warn("node {}: configuration entry {} is not in the log; keeping {}", config_.node_id,
+                 recorded.front().index, raft::to_string(recorded.front().conf));
+  }
+  for (std::size_t i = 1; i < recorded.size(); ++i) {
+    const int held = log_holds(recorded[i], corrupt_index, problem);
+    if (held < 0) return false;
+    if (held == 0) {
+      spdlog::warn("node {}: configuration entry {} is no longer in the log; back to entry {} ({})",
+                   config_.node_id, recorded[i].index, conf_records_.back().index,
+                   raft::to_string(conf_records_.back().conf));
+      break;
+    }
+    conf_records_.push_back(recorded[i]);
+  }
+  return true;
+}
+
 bool Replica::open_store(const store::Options& store_options, NodeError* error) {
   // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
   // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
@@ -150,10 +227,12 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
                  log_->recovery_report().to_string());
     std::uint64_t corrupt_index = 0;
     std::string problem;
-    if (rebuild_dedup(&corrupt_index, &problem)) return true;
+    if (rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem)) {
+      return true;
+    }
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {
-      *error = make_error(ErrorCode::kInternal, "rebuilding the dedup table failed: " + problem);
+      *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
       return false;
     }
     spdlog::error(
@@ -212,7 +291,7 @@ void Replica::assess_recovery(raft::Config* raft_config) {
     if (auto term = log_->term_at(log_->last_index()); term.ok()) facts.last_log_term = *term;
   }
   facts.sync_flush = config_.store.flush_mode == store::FlushMode::kSync;
-  facts.single_member = config_.members.size() == 1;
+  facts.single_member = !has_peers();
   facts.same_boot = config_.same_boot;
   const StorageFault fault = assess_storage_fault(facts);
   if (!fault.lost_durable_entries) return;

@@ -69,6 +69,9 @@ void Replica::handle_ready(raft::Ready& ready) {
 //   4. hold: acknowledgements and votes, until everything written so far is durable;
 //   5. apply: the commit index and the reads it releases.
 void Replica::apply_ready(raft::Ready& ready) {
+  // A leader removed by a change steps down in the batch that commits it: the change succeeded, and
+  // is answered so before the leadership loss fails what is still pending.
+  if (ready.commit_index && ready.soft_state) answer_membership(*ready.commit_index);
   if (ready.soft_state) note_soft_state(*ready.soft_state);
 
   if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
@@ -84,6 +87,9 @@ void Replica::apply_ready(raft::Ready& ready) {
     truncate_log_from(*ready.truncate_from);
     if (failed_) return;
   }
+  // After the cut, before the batch's entries reach the store (conf_state_file.h).
+  persist_conf(ready);
+  if (failed_) return;
 
   // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
   // heartbeats and a leader's appends of this round leave before its own write of a large batch,
@@ -179,6 +185,11 @@ void Replica::note_soft_state(const raft::SoftState& next) {
         "leadership lost while the append was pending; the outcome is unknown: retry "
         "with the same client_id/sequence",
         kReasonLeadershipLost);
+    fail_pending_memberships(make_error(
+        ErrorCode::kUnavailable,
+        "leadership lost while the configuration change was pending; the outcome is unknown: "
+        "check the configuration and retry",
+        kReasonLeadershipLost));
   }
   if (pending_transfer_ && next.leader == pending_transfer_->target) {
     pending_transfer_->done(TransferResult{NodeError{}, next.leader, next.term});
@@ -203,6 +214,17 @@ void Replica::truncate_log_from(std::uint64_t from) {
   dedup_.truncate_from(from);
   dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
   reported_durable_ = std::min(reported_durable_, from - 1);
+  for (auto it = pending_memberships_.lower_bound(from); it != pending_memberships_.end();) {
+    it->second.done(MembershipResult{
+        make_error(ErrorCode::kUnavailable,
+                   "the configuration entry was replaced after a leadership change; check the "
+                   "configuration and retry",
+                   kReasonLeadershipLost),
+        0,
+        0,
+        {}});
+    it = pending_memberships_.erase(it);
+  }
   // Acknowledgements held for the removed suffix vouch for entries that no longer exist.
   std::erase_if(held_messages_,
                 [&](const HeldMessages& held) { return held.required_index >= from; });
@@ -311,6 +333,7 @@ void Replica::deliver_commit(std::uint64_t commit) {
     }
     pending_appends_.erase(pending_appends_.begin());
   }
+  answer_membership(commit);
   while (!reads_awaiting_commit_.empty() && reads_awaiting_commit_.begin()->first <= commit) {
     auto first = reads_awaiting_commit_.begin();
     first->second.done(ReadIndexResult{NodeError{}, first->first});

@@ -263,6 +263,7 @@ void Replica::expire_pending(Clock::time_point now) {
   };
   expire_reads(pending_reads_);
   expire_reads(reads_awaiting_commit_);
+  expire_pending_memberships(now);
   if (pending_transfer_ && transfer_deadline_ <= now) {
     pending_transfer_->done(TransferResult{
         make_error(ErrorCode::kUnavailable, "leadership transfer did not complete in time",
@@ -286,6 +287,7 @@ void Replica::fail_all(ErrorCode code, const std::string& message) {
     pending_transfer_->done(TransferResult{make_error(code, message, kReasonShuttingDown), 0, 0});
     pending_transfer_.reset();
   }
+  fail_pending_memberships(make_error(code, message, kReasonShuttingDown));
 }
 
 void Replica::fail_pending_appends(ErrorCode code, const std::string& message, const char* reason) {

@@ -61,6 +61,13 @@ struct TransferResult {
   std::uint64_t term = 0;       // the term it leads
 };
 
+struct MembershipResult {
+  NodeError error;
+  std::uint64_t index = 0;  // on success: the committed configuration entry
+  std::uint64_t term = 0;
+  raft::ConfState conf;  // on success: the configuration it holds
+};
+
 struct TrimResult {
   NodeError error;
   std::uint64_t first_index = 0;  // the node's first retained index afterwards
@@ -96,6 +103,14 @@ inline constexpr const char* kReasonTransferTargetUnknown = "TRANSFER_TARGET_UNK
 inline constexpr const char* kReasonTransferInProgress = "TRANSFER_IN_PROGRESS";
 inline constexpr const char* kReasonTransferSuperseded = "TRANSFER_SUPERSEDED";
 inline constexpr const char* kReasonTransferTimeout = "TRANSFER_TIMEOUT";
+inline constexpr const char* kReasonConfChangeInProgress = "CONF_CHANGE_IN_PROGRESS";
+inline constexpr const char* kReasonNotAMember = "NOT_A_MEMBER";
+inline constexpr const char* kReasonAlreadyAMember = "ALREADY_A_MEMBER";
+inline constexpr const char* kReasonNotALearner = "NOT_A_LEARNER";
+inline constexpr const char* kReasonBadMember = "BAD_MEMBER";  // node 0, or too many members
+inline constexpr const char* kReasonWouldLoseQuorum = "WOULD_LOSE_QUORUM";
+inline constexpr const char* kReasonLearnerBehind = "LEARNER_BEHIND";
+inline constexpr const char* kReasonConfChangeTimeout = "CONF_CHANGE_TIMEOUT";
 
 // Where the replica's Raft messages go (the peer transport; the simulator's network).
 class MessageSender {

@@ -220,8 +220,8 @@ raft::Config raft_config_for(const NodeConfig& config) {
   raft::Config raft_config;
   raft_config.id = config.node_id;
   for (const auto& [id, address] : config.members) raft_config.initial_conf.voters.push_back(id);
-  // Membership is static (the configured members), so the core need not scan the log for it.
-  raft_config.known_conf = raft_config.initial_conf;
+  // The bootstrap configuration; the replica takes the current one from its CONFSTATE record
+  // (replica/conf_state_file.h), so the core never scans the log for it.
   // Capped, not wrapped: a value above the core's bound stays above it for raft::validate_config.
   constexpr std::uint32_t kIntMax = std::numeric_limits<int>::max();
   raft_config.election_ticks = static_cast<int>(std::min(config.election_ticks, kIntMax));

@@ -59,8 +59,52 @@ Checker::Checker(std::size_t node_count)
       logs_(node_count + 1, nullptr),
       commit_(node_count + 1, 0),
       leader_term_(node_count + 1, 0),
-      durable_(node_count + 1) {
+      durable_(node_count + 1),
+      conf_entries_(node_count + 1) {
   assert(node_count > 0);
+  for (raft::NodeId id = 1; id <= node_count; ++id) bootstrap_conf_.voters.push_back(id);
+  committed_conf_ = bootstrap_conf_;
+}
+
+void Checker::observe_conf(raft::NodeId node, const raft::ConfState& conf) {
+  if (failed()) return;
+  const std::map<raft::Index, raft::ConfState>& entries = conf_entries_[node];
+  const raft::ConfState& expected = entries.empty() ? bootstrap_conf_ : entries.rbegin()->second;
+  if (conf != expected) {
+    report("conf-in-force",
+           fmt::format("node {} runs {}, but the newest configuration in its log is {} (entry {})",
+                       node, raft::to_string(conf), raft::to_string(expected),
+                       entries.empty() ? 0 : entries.rbegin()->first));
+  }
+}
+
+void Checker::note_conf_entry(raft::NodeId node, const raft::Entry& entry) {
+  std::map<raft::Index, raft::ConfState>& entries = conf_entries_[node];
+  entries.erase(entries.lower_bound(entry.index), entries.end());  // replaced
+  std::optional<raft::ConfState> conf = raft::decode_config(entry.payload);
+  if (!conf) {
+    report("conf-succession",
+           fmt::format("node {} holds {}, which is no valid configuration", node, describe(entry)));
+    return;
+  }
+  const raft::Index previous_index = entries.empty() ? 0 : entries.rbegin()->first;
+  const raft::ConfState& previous = entries.empty() ? bootstrap_conf_ : entries.rbegin()->second;
+  if (!raft::single_change_between(previous, *conf)) {
+    report("conf-succession",
+           fmt::format(
+               "node {}: configuration entry {} holds {}, not one change from {} (entry {})", node,
+               entry.index, raft::to_string(*conf), raft::to_string(previous), previous_index));
+    return;
+  }
+  if (previous_index > committed_.size()) {
+    report(
+        "conf-overlap",
+        fmt::format("node {} appended configuration entry {} ({}) while the one before it, entry "
+                    "{}, was not committed (committed up to {})",
+                    node, entry.index, raft::to_string(*conf), previous_index, committed_.size()));
+    return;
+  }
+  entries.emplace(entry.index, std::move(*conf));
 }
 
 void Checker::attach_log(raft::NodeId node, const raft::LogReader* log) {
@@ -143,6 +187,13 @@ void Checker::observe_append(raft::NodeId node, raft::Index first, raft::Index l
                                          node, describe(*entry), *previous_term));
       return;
     }
+    if (entry->type == raft::EntryType::kConfig) {
+      note_conf_entry(node, *entry);
+      if (failed()) return;
+    } else {
+      std::map<raft::Index, raft::ConfState>& confs = conf_entries_[node];
+      confs.erase(confs.lower_bound(index), confs.end());  // a kConfig entry replaced
+    }
     const EntryIdentity identity{*previous_term, content_digest(*entry)};
     auto [it, inserted] = identities_.emplace(std::make_pair(index, entry->term), identity);
     if (inserted) continue;
@@ -162,6 +213,8 @@ void Checker::observe_append(raft::NodeId node, raft::Index first, raft::Index l
 
 void Checker::observe_truncate(raft::NodeId node, raft::Index from) {
   if (failed()) return;
+  std::map<raft::Index, raft::ConfState>& confs = conf_entries_[node];
+  confs.erase(confs.lower_bound(from), confs.end());
   if (from <= commit_[node]) {
     report("commit-index",
            fmt::format("node {} truncates its log from {} although its commit index is {}", node,
@@ -203,6 +256,12 @@ void Checker::record_committed(raft::NodeId node, raft::Index index, const raft:
     }
   }
   committed_.push_back(CommittedEntry{entry, node_term, false, false});
+  if (entry.type == raft::EntryType::kConfig) {
+    if (std::optional<raft::ConfState> conf = raft::decode_config(entry.payload)) {
+      committed_conf_ = std::move(*conf);
+      committed_conf_set_ = true;
+    }
+  }
   resolve_proposals_at(index);
   // Every current leader of a later term must already hold it.
   for (raft::NodeId leader = 1; leader <= node_count_ && !failed(); ++leader) {
@@ -264,11 +323,15 @@ void Checker::observe_durable_hard_state(raft::NodeId node, const raft::HardStat
   durable_[node] = hard_state;
 }
 
-void Checker::observe_crash(raft::NodeId node) { leader_term_[node] = 0; }
+void Checker::observe_crash(raft::NodeId node) {
+  leader_term_[node] = 0;
+  conf_entries_[node].clear();  // its log is empty while it is down (and rebuilt at restart)
+}
 
 void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
   if (failed()) return;
   leader_term_[node] = 0;
+  conf_entries_[node].clear();  // rebuilt from the recovered log below
   if (commit < durable_[node].commit) {
     report("commit-index",
            fmt::format("node {} restarted with commit {} below its durable commit {}", node, commit,

@@ -26,6 +26,14 @@
 //                         restarts and leaders, and no (client_id, sequence) is committed twice
 //   recovery              a restarted replica opens its data directory, and its whole recovered log
 //                         (committed or not) matches what every log held at those (index, term)s
+//   conf-in-force         a node's configuration is the newest one in its log, committed or not (the
+//                         bootstrap one when it holds no kConfig entry), after every batch and open
+//   conf-succession       every kConfig entry holds a valid configuration one change away from the
+//                         configuration before it in that log
+//   conf-overlap          one change at a time: the configuration entry before a kConfig entry in a log
+//                         is committed when that entry is appended
+//   conf-convergence      once the cluster recovered, every member of the committed configuration
+//                         runs it (checked by the liveness phase)
 #pragma once
 
 #include <cstddef>
@@ -56,6 +64,16 @@ class Checker {
   static constexpr std::size_t kMaxTrackedAcknowledgements = 1 << 16;
 
   explicit Checker(std::size_t node_count);
+
+  // The configuration in force where a log holds no kConfig entry (default: every node a voter).
+  void set_bootstrap_conf(const raft::ConfState& conf) {
+    bootstrap_conf_ = conf;
+    if (!committed_conf_set_) committed_conf_ = conf;
+  }
+  // The node reported `conf` as its configuration (after a Ready batch was applied, or at open).
+  void observe_conf(raft::NodeId node, const raft::ConfState& conf);
+  // The newest committed configuration (the bootstrap one while none is committed).
+  const raft::ConfState& committed_conf() const { return committed_conf_; }
 
   // The log view of `node` (ids 1..node_count) that every later observation of that node refers to.
   // The pointer must stay valid; the checker only reads through it.
@@ -144,6 +162,8 @@ class Checker {
                         raft::Term node_term);
   void check_leader_has(raft::NodeId leader, raft::Term leader_term, raft::Index index);
   void check_exactly_once();
+  // A kConfig entry appended to node's log at `index` (conf-succession, conf-overlap).
+  void note_conf_entry(raft::NodeId node, const raft::Entry& entry);
   void resolve_proposals_at(raft::Index index);
 
   std::size_t node_count_;
@@ -163,6 +183,11 @@ class Checker {
   std::uint64_t failed_proposals_ = 0;
   std::uint64_t released_reads_ = 0;
   std::optional<Violation> violation_;
+  raft::ConfState bootstrap_conf_;
+  raft::ConfState committed_conf_;
+  bool committed_conf_set_ = false;
+  // [node] the configurations its log holds, by index (one per kConfig entry; bounded by its log).
+  std::vector<std::map<raft::Index, raft::ConfState>> conf_entries_;
 };
 
 // Short printable form of an entry for traces and violation reports.

@@ -122,7 +122,10 @@ Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& pr
       checker_(checker),
       trace_(trace),
       network_(config.node_count) {
-  assert(config.node_count >= 1);
+  assert(config.node_count >= 1 && config.voter_count <= config.node_count);
+  const std::size_t voters = config.voter_count == 0 ? config.node_count : config.voter_count;
+  for (raft::NodeId id = 1; id <= voters; ++id) bootstrap_conf_.voters.push_back(id);
+  checker_.set_bootstrap_conf(bootstrap_conf_);
   assert(config.min_flush_delay_steps >= 1 &&
          config.min_flush_delay_steps <= config.max_flush_delay_steps);
   assert(config.checkpoint_every_ticks >= 1);
@@ -142,6 +145,7 @@ Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& pr
   for (Node& n : nodes_) {
     if (!open_replica(n)) return;
     checker_.observe_restart(n.id, n.commit);
+    checker_.observe_conf(n.id, n.conf);
   }
   for (Node& n : nodes_) process(n);
 }
@@ -185,9 +189,7 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   c.append_timeout_ms = 100 * kTickMs;
   c.raft = config_.raft;
   c.raft.id = id;
-  c.raft.initial_conf.voters.clear();
-  for (const Node& n : nodes_) c.raft.initial_conf.voters.push_back(n.id);
-  c.raft.known_conf = c.raft.initial_conf;
+  c.raft.initial_conf = bootstrap_conf_;
   c.raft.random_seed = prng_.derive_seed();
   c.same_boot = node(id).same_boot;
   return c;
@@ -208,6 +210,7 @@ bool Cluster::open_replica(Node& n) {
   }
   const replica::NodeStatus status = n.replica->status();
   n.soft = raft::SoftState{status.role, status.leader_id, status.term};
+  n.conf = n.replica->conf();
   n.commit = n.replica->commit_index();
   n.last_hard_state = raft::HardState{status.term, n.durable_hard_state.vote, n.commit};
   n.flush_at_step = 0;
@@ -435,6 +438,11 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
                  ready.entries.back().index, describe(ready.entries.back()));
     checker_.observe_append(n.id, ready.entries.front().index, ready.entries.back().index);
   }
+  // Reading the configuration changes nothing in the replica (the observer contract forbids calls
+  // that would). It must be the newest in the log, committed or not.
+  n.conf = n.replica->conf();
+  checker_.observe_conf(n.id, n.conf);
+  if (checker_.failed()) return;
   if (ready.soft_state) {
     n.soft = *ready.soft_state;
     trace_.log("n{} is {} of term {} (leader n{})", n.id, raft::to_string(n.soft.role), n.soft.term,
@@ -516,6 +524,7 @@ void Cluster::restart(raft::NodeId id) {
              n.durable_hard_state.vote, n.commit, n.log_view->last_index());
   checker_.observe_restart(id, n.commit);
   checker_.observe_role(id, n.soft.term, n.soft.role);
+  checker_.observe_conf(id, n.conf);  // recovered from CONFSTATE: must be the log's newest
   process(n);
 }
 
@@ -624,6 +633,40 @@ bool Cluster::request_read(raft::NodeId target) {
   trace_.log("n{} read {} requested -> {}", target, request_id, accepted ? "ok" : "refused");
   process(n);
   return accepted;
+}
+
+void Cluster::propose_conf_change(raft::NodeId target, const raft::ConfChange& change) {
+  Node& n = node(target);
+  if (!is_running(target)) return;
+  replica::Replica::MembershipRequest in;
+  in.change = change;
+  in.deadline = now_time() + std::chrono::milliseconds(n.replica->config().append_timeout_ms);
+  auto refused_at_once = std::make_shared<bool>(false);
+  auto answered = std::make_shared<bool>(false);
+  in.done = [this, target, change, refused_at_once,
+             answered](const replica::MembershipResult& result) {
+    if (!*answered && !result.error.ok()) *refused_at_once = true;
+    *answered = true;
+    completions_.push_back([this, target, change, result] {
+      if (result.error.ok()) {
+        ++stats_.conf_changes_committed;
+        trace_.log("n{} committed {} n{} at {}: {}", target, raft::to_string(change.type),
+                   change.node, result.index, raft::to_string(result.conf));
+      } else {
+        trace_.log("n{} {} n{} failed: {}", target, raft::to_string(change.type), change.node,
+                   result.error.reason);
+      }
+    });
+  };
+  n.replica->propose_conf_change(std::move(in));
+  if (*refused_at_once) {
+    ++stats_.conf_changes_refused;
+  } else {
+    ++stats_.conf_changes_proposed;
+  }
+  trace_.log("n{} {} n{} -> {}", target, raft::to_string(change.type), change.node,
+             *refused_at_once ? "refused" : "proposed");
+  process(n);
 }
 
 void Cluster::transfer_leadership(raft::NodeId leader_id, raft::NodeId target) {

@@ -34,7 +34,10 @@ inline constexpr std::uint64_t kStepsPerTick = 4;
 inline constexpr std::uint32_t kTickMs = 20;
 
 struct ClusterConfig {
-  std::size_t node_count = 3;
+  std::size_t node_count = 3;  // every node slot, spares included
+  // Nodes 1..voter_count form the bootstrap configuration; the rest are spare slots that start as
+  // non-members (empty logs, never campaigning) until a membership change adds them. 0: all nodes.
+  std::size_t voter_count = 0;
   raft::Config
       raft;  // template for every node: id, initial_conf and random_seed are filled per node
   // A flush cycle runs this many steps after a write left the log unflushed (the fsync's latency; the
@@ -80,6 +83,9 @@ struct ClusterStats {
   std::uint64_t reads_requested = 0;
   std::uint64_t reads_aborted = 0;
   std::uint64_t transfers_started = 0;
+  std::uint64_t conf_changes_proposed = 0;  // accepted by a leader (not necessarily committed)
+  std::uint64_t conf_changes_refused = 0;
+  std::uint64_t conf_changes_committed = 0;
 };
 
 // One client append as the Replica's API takes it: (client_id, sequence) make it idempotent.
@@ -142,6 +148,11 @@ class Cluster {
                                            AppendDone done);
   bool request_read(raft::NodeId target);
   void transfer_leadership(raft::NodeId leader, raft::NodeId target);
+  // A membership change proposed to `target` (answered, like an append, through the trace and stats).
+  void propose_conf_change(raft::NodeId target, const raft::ConfChange& change);
+  // The configuration in force on `id` (the last one it reported while it was up).
+  const raft::ConfState& conf(raft::NodeId id) const { return node(id).conf; }
+  const raft::ConfState& bootstrap_conf() const { return bootstrap_conf_; }
   // Fresh, run-unique payloads for a new append (the checker tells entries apart by payload).
   std::vector<std::string> make_payloads(std::uint64_t client_id, std::uint64_t sequence,
                                          std::size_t count);
@@ -177,6 +188,7 @@ class Cluster {
     SimDisk disk;
     std::unique_ptr<replica::Replica> replica;  // null while crashed
     raft::SoftState soft;
+    raft::ConfState conf;             // as of its last Ready (or open)
     raft::HardState last_hard_state;  // the last one its core emitted (to check must_sync)
     raft::HardState
         durable_hard_state;  // term and vote written; commit as far as a checkpoint vouches
@@ -217,6 +229,7 @@ class Cluster {
   void run_due_strike();
 
   ClusterConfig config_;
+  raft::ConfState bootstrap_conf_;
   std::uint64_t seed_;
   util::Prng& prng_;
   Checker& checker_;

@@ -33,9 +33,7 @@ FaultProfile leader_churn_profile(util::Prng& prng) {
   return profile;
 }
 
-}  // namespace
-
-FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive) {
+FaultProfile draw_base_profile(util::Prng& prng, bool aggressive) {
   // A quarter of ordinary seeds are leader-churn seeds too, so plain sweeps also hunt commit-rule bugs.
   if (aggressive || prng.below(4) == 0) return leader_churn_profile(prng);
   FaultProfile profile;
@@ -57,6 +55,16 @@ FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive) {
   profile.max_delay_steps = prng.between(2, 3 * kStepsPerTick);
   profile.max_long_delay_per_million = 5'000 + 5'000 * intensity;
   profile.long_delay_max_steps = 8 * kStepsPerTick;
+  return profile;
+}
+
+}  // namespace
+
+FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure) {
+  FaultProfile profile = draw_base_profile(prng, aggressive);
+  // Between one change per 20 ticks and one per 200: a run sees a few to a few dozen.
+  if (reconfigure)
+    profile.reconfigure_per_million = static_cast<std::uint32_t>(prng.between(5'000, 50'000));
   return profile;
 }
 
@@ -98,6 +106,55 @@ void FaultSchedule::on_tick(Cluster& cluster) {
     start_partition(cluster);
   }
   if (prng_.chance_per_million(profile_.weather_change_per_million)) change_weather(cluster);
+  if (profile_.reconfigure_per_million != 0 &&
+      prng_.chance_per_million(profile_.reconfigure_per_million)) {
+    reconfigure(cluster);
+  }
+}
+
+raft::ConfChange FaultSchedule::draw_conf_change(const raft::ConfState& conf, std::size_t slots) {
+  std::vector<raft::NodeId> outsiders;
+  for (raft::NodeId id = 1; id <= slots; ++id) {
+    if (!raft::is_member(conf, id)) outsiders.push_back(id);
+  }
+  auto pick = [this](const std::vector<raft::NodeId>& ids) {
+    return ids.empty() ? raft::kNoNode : ids[prng_.below(ids.size())];
+  };
+  // Mostly the operator's path (learner, promote, remove), sometimes a voter added directly (the
+  // leader refuses it unless a quorum of the new configuration is reachable).
+  switch (prng_.below(8)) {
+    case 0:
+    case 1:
+    case 2:
+      if (!outsiders.empty()) return {raft::ConfChangeType::kAddLearner, pick(outsiders)};
+      [[fallthrough]];
+    case 3:
+    case 4:
+      if (!conf.learners.empty())
+        return {raft::ConfChangeType::kPromoteLearner, pick(conf.learners)};
+      [[fallthrough]];
+    case 5:
+    case 6: {
+      std::vector<raft::NodeId> members = conf.voters;
+      members.insert(members.end(), conf.learners.begin(), conf.learners.end());
+      return {raft::ConfChangeType::kRemoveNode, pick(members)};
+    }
+    default:
+      return {raft::ConfChangeType::kAddVoter, pick(outsiders)};
+  }
+}
+
+void FaultSchedule::reconfigure(Cluster& cluster) {
+  const raft::NodeId leader = cluster.leader();
+  if (leader == raft::kNoNode) return;
+  // Up to two at once: the second tests that a leader refuses overlapping changes.
+  const int changes = prng_.below(3) == 0 ? 2 : 1;
+  for (int i = 0; i < changes; ++i) {
+    const raft::ConfChange change = draw_conf_change(cluster.conf(leader), cluster.size());
+    if (change.node == raft::kNoNode || !cluster.is_running(leader)) return;
+    trace_.log("RECONFIGURE {} n{} via n{}", raft::to_string(change.type), change.node, leader);
+    cluster.propose_conf_change(leader, change);
+  }
 }
 
 void FaultSchedule::crash_for_a_while(Cluster& cluster, raft::NodeId id) {

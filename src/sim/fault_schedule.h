@@ -21,6 +21,10 @@ struct FaultProfile {
   std::uint32_t pause_per_million = 0;
   std::uint32_t partition_per_million = 0;  // a new partition starts (when none is active)
   std::uint32_t weather_change_per_million = 0;
+  // A membership change proposed to the leader (add a learner, promote, remove, add a voter); only
+  // with spare node slots (SimOptions::reconfigure). Sometimes a second follows at once, which the
+  // leader must refuse while the first is uncommitted.
+  std::uint32_t reconfigure_per_million = 0;
   LeaderStrike leader_strike;  // new leaders crashing at once (see cluster.h)
   std::uint64_t max_down_ticks = 1;
   std::uint64_t max_pause_ticks = 1;
@@ -34,8 +38,9 @@ struct FaultProfile {
 };
 
 // `aggressive` always draws the leader-churn profile (used to show that broken rules are caught quickly);
-// otherwise a quarter of the seeds get it and the rest get a random storm intensity.
-FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive);
+// otherwise a quarter of the seeds get it and the rest get a random storm intensity. `reconfigure`
+// adds membership changes (drawn last, so that runs without them keep their histories).
+FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure = false);
 
 // Calm network: no loss, short delays (the liveness phase runs on it).
 NetworkConditions calm_network();
@@ -57,6 +62,9 @@ class FaultSchedule {
   void start_partition(Cluster& cluster);
   void crash_for_a_while(Cluster& cluster, raft::NodeId id);
   void change_weather(Cluster& cluster);
+  void reconfigure(Cluster& cluster);
+  // A change of the leader's configuration drawn at random (kNoNode node: nothing to change).
+  raft::ConfChange draw_conf_change(const raft::ConfState& conf, std::size_t slots);
   std::vector<raft::NodeId> shuffled_nodes(std::size_t node_count);
 
   FaultProfile profile_;

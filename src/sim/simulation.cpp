@@ -24,9 +24,11 @@ constexpr std::uint64_t kCalmRoundTripTicks = 5;
 // leader may have been replaced), well within the liveness bound.
 constexpr std::uint64_t kRetryAfterTicks = 30;
 
-ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool aggressive) {
+ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool aggressive,
+                                  bool reconfigure) {
   ClusterConfig config;
-  config.node_count = node_count;
+  config.node_count = reconfigure ? node_count + kSpareSlots : node_count;
+  config.voter_count = node_count;
   raft::Config& core = config.raft;
   core.election_ticks = 10;
   core.heartbeat_ticks = static_cast<int>(prng.between(1, 2));
@@ -53,11 +55,14 @@ ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool
   return config;
 }
 
-// All nodes running, agreeing on one leader and term, with identical, fully committed logs.
+// Every member of the leader's configuration running, agreeing on one leader and term, with
+// identical, fully committed logs. Nodes outside it (spare slots, removed nodes) receive nothing.
 bool converged(const Cluster& cluster, raft::NodeId leader) {
   const raft::LogReader& leader_log = cluster.log(leader);
   const raft::Index last = leader_log.last_index();
+  const raft::ConfState& conf = cluster.conf(leader);
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
+    if (id != leader && !raft::is_member(conf, id)) continue;
     if (!cluster.is_running(id)) return false;
     const raft::SoftState& soft = cluster.soft_state(id);
     if (soft.leader != leader || soft.term != cluster.soft_state(leader).term) return false;
@@ -90,10 +95,14 @@ std::string describe_cluster(const Cluster& cluster) {
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
     const raft::SoftState& soft = cluster.soft_state(id);
     const raft::LogReader& log = cluster.log(id);
-    text += fmt::format(" n{}:{}{} t{} leader=n{} last={}/t{} commit={};", id,
+    text += fmt::format(" n{}:{}{} t{} leader=n{} last={}/t{} commit={}", id,
                         cluster.is_up(id) ? "" : "DOWN ", raft::to_string(soft.role), soft.term,
                         soft.leader, log.last_index(), log.term_at(log.last_index()).value_or(0),
                         cluster.commit_index(id));
+    if (cluster.conf(id) != cluster.bootstrap_conf()) {
+      text += " (" + raft::to_string(cluster.conf(id)) + ")";
+    }
+    text += ";";
   }
   return text;
 }
@@ -143,7 +152,9 @@ class LivenessPhase {
       waiting_for_ = "every node to hold and commit the leader's log";
       return false;
     }
-    // Converged: nothing beyond the common log can ever commit.
+    // Converged: nothing beyond the common log can ever commit, and every member runs the
+    // committed configuration.
+    if (!check_conf_converged(leader)) return true;
     checker_.abandon_proposals_beyond(cluster_.log(leader).last_index());
     if (checker_.pending_proposals() != 0) {
       checker_.report("liveness",
@@ -158,6 +169,21 @@ class LivenessPhase {
       if (cluster_.request_read(leader)) read_tick_ = tick;
     }
     return false;
+  }
+
+  bool check_conf_converged(raft::NodeId leader) {
+    const raft::ConfState& committed = checker_.committed_conf();
+    for (raft::NodeId id = 1; id <= cluster_.size(); ++id) {
+      if (id != leader && !raft::is_member(committed, id)) continue;
+      if (cluster_.conf(id) != committed) {
+        checker_.report(
+            "conf-convergence",
+            fmt::format("node {} runs {} after recovery, but {} is committed", id,
+                        raft::to_string(cluster_.conf(id)), raft::to_string(committed)));
+        return false;
+      }
+    }
+    return true;
   }
 
   bool barrier_acknowledged() const {
@@ -224,9 +250,10 @@ namespace {
 
 SimResult run_traced(const SimOptions& options, Trace& trace) {
   util::Prng prng(options.seed);
-  Checker checker(options.node_count);
-  const ClusterConfig config = draw_cluster_config(prng, options.node_count, options.aggressive);
-  const FaultProfile profile = draw_fault_profile(prng, options.aggressive);
+  const ClusterConfig config =
+      draw_cluster_config(prng, options.node_count, options.aggressive, options.reconfigure);
+  Checker checker(config.node_count);
+  const FaultProfile profile = draw_fault_profile(prng, options.aggressive, options.reconfigure);
   trace.log(
       "seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} "
       "uncommitted {} "
@@ -237,6 +264,11 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
       config.raft.max_pending_reads, config.max_flush_delay_steps, config.slow_flush_per_million,
       config.slow_flush_max_steps, config.failing_sync_per_million, config.checkpoint_every_ticks);
 
+  if (options.reconfigure) {
+    trace.log("reconfigure: {} voters, {} spare slots, a change every ~{} ticks",
+              options.node_count, kSpareSlots,
+              1'000'000 / std::max<std::uint32_t>(profile.reconfigure_per_million, 1));
+  }
   SimResult result;
   result.seed = options.seed;
   {

@@ -25,7 +25,12 @@ struct SimOptions {
   std::size_t trace_tail_events = 120;  // events printed with a failure
   bool full_trace = false;              // keep every event (for --trace)
   bool aggressive = false;  // always the leader-churn fault profile (broken-rule hunting)
+  // Membership changes in the fault schedule: node_count voters to start with plus kSpareSlots spare
+  // node slots outside the configuration (docs/testing.md, "Reconfiguration").
+  bool reconfigure = false;
 };
+
+inline constexpr std::size_t kSpareSlots = 2;
 
 struct SimResult {
   std::uint64_t seed = 0;

@@ -11,6 +11,7 @@
 #include "raft/raft_log.h"
 #include "raft/types.h"
 #include "test_cluster.h"
+#include "util/crc32c.h"
 
 namespace raftlog::raft {
 namespace {
@@ -32,21 +33,108 @@ TEST(ConfCodec, RoundTripsAndRejectsEveryCorruption) {
   EXPECT_FALSE(decode_config("").has_value());
 }
 
-// ConfState payloads live in every node's log, so their bytes (checksum included) are a stored format:
-// these were recorded from the core's own CRC32C before it was replaced by src/util's.
-TEST(ConfCodec, EncodingOfKnownVoterSetsIsUnchanged) {
-  const std::string four_voters(
+// ConfState payloads live in every node's log, so their bytes (checksum included) are a stored format.
+// Version 1 (voters only) was recorded from the core's own CRC32C before it was replaced by src/util's;
+// it still decodes. Version 2 adds the learners.
+TEST(ConfCodec, EncodingOfKnownConfigurationsIsUnchanged) {
+  const std::string four_voters_v1(
       "\x01\x04\x00\x00\x00"
       "\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00"
       "\x03\x00\x00\x00\x00\x00\x00\x00\xFF\xFF\xFF\xFF\xFF\x00\x00\x00"
       "\x9B\x9D\xC1\x54",
       41);
-  EXPECT_EQ(encode_config(ConfState{{1, 2, 3, 0xFFFFFFFFFFull}}), four_voters);
-  EXPECT_EQ(decode_config(four_voters), (ConfState{{1, 2, 3, 0xFFFFFFFFFFull}}));
-  const std::string one_voter(
+  EXPECT_EQ(decode_config(four_voters_v1), (ConfState{{1, 2, 3, 0xFFFFFFFFFFull}}));
+  const std::string one_voter_v1(
       "\x01\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\xB5\x4C\xA1\x47", 17);
+  EXPECT_EQ(decode_config(one_voter_v1), ConfState{{7}});
+  const std::string one_voter(
+      "\x02\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+      "\x39\x3A\x7D\x01",
+      21);
   EXPECT_EQ(encode_config(ConfState{{7}}), one_voter);
   EXPECT_EQ(decode_config(one_voter), ConfState{{7}});
+  const std::string three_voters_one_learner(
+      "\x02\x03\x00\x00\x00"
+      "\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00"
+      "\x03\x00\x00\x00\x00\x00\x00\x00"
+      "\x01\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00"
+      "\xBC\xC0\xEF\x10",
+      45);
+  EXPECT_EQ(encode_config(ConfState{{1, 2, 3}, {4}}), three_voters_one_learner);
+  EXPECT_EQ(decode_config(three_voters_one_learner), (ConfState{{1, 2, 3}, {4}}));
+}
+
+// A payload that passes its checksum but breaks a configuration rule is refused too: a configuration
+// decoded from a log or a message is never trusted.
+TEST(ConfCodec, RefusesWellChecksummedInvalidConfigurations) {
+  auto forge = [](std::vector<NodeId> voters, std::vector<NodeId> learners) {
+    // encode_config() refuses invalid configurations: the bytes are built by hand.
+    std::string out(1, '\x02');
+    auto put = [&out](std::uint64_t value, int bytes) {
+      for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xFF));
+    };
+    put(voters.size(), 4);
+    for (NodeId v : voters) put(v, 8);
+    put(learners.size(), 4);
+    for (NodeId l : learners) put(l, 8);
+    put(util::crc32c::value(out.data(), out.size()), 4);
+    return out;
+  };
+  ASSERT_TRUE(decode_config(forge({1, 2}, {3})).has_value()) << "the forger is right";
+  EXPECT_FALSE(decode_config(forge({}, {3})).has_value()) << "no voter";
+  EXPECT_FALSE(decode_config(forge({0, 2}, {})).has_value()) << "node 0";
+  EXPECT_FALSE(decode_config(forge({2, 1}, {})).has_value()) << "unsorted";
+  EXPECT_FALSE(decode_config(forge({1, 2}, {2})).has_value()) << "learner is a voter";
+  std::vector<NodeId> many;
+  for (NodeId id = 1; id <= kMaxMembers; ++id) many.push_back(id);
+  EXPECT_FALSE(decode_config(forge(many, {kMaxMembers + 1})).has_value()) << "too many members";
+  std::string bad_version = forge({1}, {});
+  bad_version[0] = 3;
+  EXPECT_FALSE(decode_config(bad_version).has_value());
+}
+
+TEST(ConfChange, SingleChangesAndTheirProblems) {
+  const ConfState conf{{1, 2, 3}, {4}};
+  EXPECT_EQ(check_conf_change(conf, {ConfChangeType::kAddVoter, 5}), ConfChangeProblem::kNone);
+  EXPECT_EQ(apply_conf_change(conf, {ConfChangeType::kAddVoter, 5}),
+            (ConfState{{1, 2, 3, 5}, {4}}));
+  EXPECT_EQ(apply_conf_change(conf, {ConfChangeType::kAddLearner, 5}),
+            (ConfState{{1, 2, 3}, {4, 5}}));
+  EXPECT_EQ(apply_conf_change(conf, {ConfChangeType::kPromoteLearner, 4}),
+            (ConfState{{1, 2, 3, 4}, {}}));
+  EXPECT_EQ(apply_conf_change(conf, {ConfChangeType::kRemoveNode, 2}), (ConfState{{1, 3}, {4}}));
+  EXPECT_EQ(apply_conf_change(conf, {ConfChangeType::kRemoveNode, 4}), (ConfState{{1, 2, 3}, {}}));
+  EXPECT_EQ(check_conf_change(conf, {ConfChangeType::kAddVoter, 0}),
+            ConfChangeProblem::kInvalidNode);
+  EXPECT_EQ(check_conf_change(conf, {ConfChangeType::kAddLearner, 2}),
+            ConfChangeProblem::kAlreadyMember);
+  EXPECT_EQ(check_conf_change(conf, {ConfChangeType::kPromoteLearner, 2}),
+            ConfChangeProblem::kNotLearner);
+  EXPECT_EQ(check_conf_change(conf, {ConfChangeType::kPromoteLearner, 9}),
+            ConfChangeProblem::kNotMember);
+  EXPECT_EQ(check_conf_change(conf, {ConfChangeType::kRemoveNode, 9}),
+            ConfChangeProblem::kNotMember);
+  EXPECT_EQ(check_conf_change(ConfState{{1}, {2}}, {ConfChangeType::kRemoveNode, 1}),
+            ConfChangeProblem::kNoVotersLeft);
+  std::vector<NodeId> full;
+  for (NodeId id = 1; id <= kMaxMembers; ++id) full.push_back(id);
+  EXPECT_EQ(check_conf_change(ConfState{full}, {ConfChangeType::kAddLearner, 100}),
+            ConfChangeProblem::kTooManyMembers);
+}
+
+TEST(ConfChange, SingleChangeBetweenFindsExactlyOne) {
+  const ConfState conf{{1, 2, 3}, {4}};
+  EXPECT_EQ(single_change_between(conf, ConfState{{1, 2, 3, 4}}),
+            (ConfChange{ConfChangeType::kPromoteLearner, 4}));
+  EXPECT_EQ(single_change_between(conf, ConfState{{1, 2}, {4}}),
+            (ConfChange{ConfChangeType::kRemoveNode, 3}));
+  EXPECT_EQ(single_change_between(conf, ConfState{{1, 2, 3}, {4, 5}}),
+            (ConfChange{ConfChangeType::kAddLearner, 5}));
+  EXPECT_EQ(single_change_between(conf, ConfState{{1, 2, 3, 5}, {4}}),
+            (ConfChange{ConfChangeType::kAddVoter, 5}));
+  EXPECT_FALSE(single_change_between(conf, conf)) << "no change";
+  EXPECT_FALSE(single_change_between(conf, ConfState{{1, 2}, {}})) << "two changes";
+  EXPECT_FALSE(single_change_between(conf, ConfState{{1, 2}, {3, 4}})) << "a demotion";
 }
 
 TEST(ConfCodec, ValidatesVoterSets) {
@@ -56,7 +144,7 @@ TEST(ConfCodec, ValidatesVoterSets) {
   EXPECT_FALSE(is_valid_conf(ConfState{{1, 1}}));
   EXPECT_FALSE(is_valid_conf(ConfState{{0, 1}}));
   std::vector<NodeId> too_many;
-  for (NodeId id = 1; id <= kMaxVoters + 1; ++id) too_many.push_back(id);
+  for (NodeId id = 1; id <= kMaxMembers + 1; ++id) too_many.push_back(id);
   EXPECT_FALSE(is_valid_conf(ConfState{too_many}));
 }
 

@@ -45,20 +45,41 @@ TEST(Restart, VoterSetComesFromTheNewestConfigEntry) {
   EXPECT_EQ(fresh.conf(), (ConfState{{1, 2, 3}}));
 }
 
-// A driver that knows the voter set (static membership) spares the core the log scan: a log whose
-// kConfig entry says otherwise is then not consulted at all.
-TEST(Restart, KnownConfSkipsTheLogScan) {
+// A driver that keeps its configurations (the replica's CONFSTATE) spares the core the log scan: a
+// log whose kConfig entry says otherwise is then not consulted at all.
+TEST(Restart, ConfHistorySkipsTheLogScan) {
   MemoryLog log;
   std::vector<Entry> entries = make_entries(1, {1, 1});
   entries[0].type = EntryType::kConfig;
   entries[0].payload = encode_config(ConfState{{1, 2, 3, 4, 5}});
   log.append(entries);
   Config config = base_config(1);
-  config.known_conf = ConfState{{1, 2, 3}};
+  config.conf_history = {ConfRecord{0, 0, ConfState{{1, 2, 3}}}};
   Raft raft(config, log, HardState{1, 0, 2});
   EXPECT_EQ(raft.conf(), (ConfState{{1, 2, 3}}));
-  config.known_conf = ConfState{{3, 1}};  // not sorted: rejected by validate_config
+  config.conf_history = {ConfRecord{0, 0, ConfState{{3, 1}}}};  // not sorted
   EXPECT_FALSE(validate_config(config).empty());
+  config.conf_history = {ConfRecord{2, 1, ConfState{{1, 2}}}, ConfRecord{2, 1, ConfState{{1}}}};
+  EXPECT_NE(validate_config(config).find("increase"), std::string::npos);
+}
+
+// The scan stops at the newest configuration at or below the commit index: nothing older can be
+// rolled back to, and the uncommitted ones above it are kept for a truncation to roll back.
+TEST(Restart, ScanKeepsTheUncommittedConfigurationsAndTheNewestCommittedOne) {
+  MemoryLog log;
+  std::vector<Entry> entries = make_entries(1, {1, 1, 1, 2});
+  entries[0].type = EntryType::kConfig;
+  entries[0].payload = encode_config(ConfState{{1, 2, 3, 4, 5}});
+  entries[1].type = EntryType::kConfig;
+  entries[1].payload = encode_config(ConfState{{1, 2, 3, 4}});
+  entries[3].type = EntryType::kConfig;
+  entries[3].payload = encode_config(ConfState{{1, 2, 3}, {4}});
+  log.append(entries);
+  Raft raft(base_config(1), log, HardState{2, 0, 3});
+  ASSERT_EQ(raft.conf_history().size(), 2u);
+  EXPECT_EQ(raft.conf_history()[0].index, 2u);
+  EXPECT_EQ(raft.conf_history()[1].index, 4u);
+  EXPECT_EQ(raft.conf(), (ConfState{{1, 2, 3}, {4}}));
 }
 
 TEST(RestartDeathTest, CorruptConfigEntryIsFatal) {

@@ -49,7 +49,6 @@ class ReplicaTest : public ::testing::Test {
     c.store.max_entry_size_bytes = 16 << 10;
     c.raft.id = 1;
     c.raft.initial_conf.voters = {1};
-    c.raft.known_conf = c.raft.initial_conf;
     return c;
   }
   void open() { open_as_member_of(config()); }
@@ -57,7 +56,6 @@ class ReplicaTest : public ::testing::Test {
   void open_as_member_of(ReplicaConfig c) {
     c.raft.initial_conf.voters.clear();
     for (const auto& [id, address] : c.members) c.raft.initial_conf.voters.push_back(id);
-    c.raft.known_conf = c.raft.initial_conf;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
@@ -335,7 +333,6 @@ TEST(ReplicaRetention, SegmentAgesComeFromTheEnvAndTheInjectedWallClock) {
   c.store.env = &env;
   c.raft.id = 1;
   c.raft.initial_conf.voters = {1};
-  c.raft.known_conf = c.raft.initial_conf;
   c.retention_max_age_s = 60;
   c.retention_check_interval_ms = 10;
   RecordingSender sender;
@@ -392,7 +389,6 @@ class SteppedFollowerTest : public ::testing::Test {
     c.store.env = &env_;
     c.raft.id = 2;
     c.raft.initial_conf.voters = {1, 2, 3};
-    c.raft.known_conf = c.raft.initial_conf;
     return c;
   }
   void open() {

@@ -386,6 +386,51 @@ TEST_F(SimCheckerHistory, OnlyTheFirstViolationIsKept) {
   expect_violation("election-safety");
 }
 
+Entry conf_entry(raft::Index index, raft::Term term, const raft::ConfState& conf) {
+  Entry entry = make_entry(index, term, raft::encode_config(conf));
+  entry.type = EntryType::kConfig;
+  return entry;
+}
+
+// A legal membership history: a learner added and committed, then promoted; a configuration cut by
+// a new leader rolls its node back; the committed configuration is tracked.
+TEST_F(SimCheckerHistory, LegalMembershipHistoryHasNoViolation) {
+  const raft::ConfState bootstrap{{1, 2, 3}};
+  checker_.set_bootstrap_conf(bootstrap);
+  append(1, {conf_entry(1, 1, raft::ConfState{{1, 2, 3}, {4}})});
+  checker_.observe_conf(1, raft::ConfState{{1, 2, 3}, {4}});
+  append(2, {conf_entry(1, 1, raft::ConfState{{1, 2, 3}, {4}})});
+  commit(1, 1, 1);
+  EXPECT_EQ(checker_.committed_conf(), (raft::ConfState{{1, 2, 3}, {4}}));
+  append(1, {conf_entry(2, 1, raft::ConfState{{1, 2, 3, 4}})});
+  checker_.observe_conf(1, raft::ConfState{{1, 2, 3, 4}});
+  append(3, {make_entry(1, 2, "noop")});
+  truncate(1, 2);
+  checker_.observe_conf(1, raft::ConfState{{1, 2, 3}, {4}});
+  checker_.observe_conf(3, bootstrap);
+  expect_ok();
+}
+
+TEST_F(SimCheckerHistory, AConfigurationNotTheNewestInTheLogViolatesConfInForce) {
+  checker_.set_bootstrap_conf(raft::ConfState{{1, 2, 3}});
+  append(1, {conf_entry(1, 1, raft::ConfState{{1, 2, 3}, {4}})});
+  checker_.observe_conf(1, raft::ConfState{{1, 2, 3}});  // applied only once committed
+  expect_violation("conf-in-force");
+}
+
+TEST_F(SimCheckerHistory, TwoChangesInOneEntryViolateConfSuccession) {
+  checker_.set_bootstrap_conf(raft::ConfState{{1, 2, 3}});
+  append(1, {conf_entry(1, 1, raft::ConfState{{1}})});
+  expect_violation("conf-succession");
+}
+
+TEST_F(SimCheckerHistory, AChangeWhileThePreviousIsUncommittedViolatesConfOverlap) {
+  checker_.set_bootstrap_conf(raft::ConfState{{1, 2, 3}});
+  append(1, {conf_entry(1, 1, raft::ConfState{{1, 2, 3}, {4}})});
+  append(1, {conf_entry(2, 1, raft::ConfState{{1, 2, 3}, {4, 5}})});
+  expect_violation("conf-overlap");
+}
+
 TEST(SimCheckerDescribe, ShowsIndexTermTypeAndBoundedPayload) {
   Entry entry = make_entry(7, 3, std::string(100, 'z'));
   const std::string text = describe(entry);

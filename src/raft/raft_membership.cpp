@@ -1,0 +1,210 @@
+// Configurations in the log and single-server membership changes (Raft dissertation ch. 4; the choice
+// and its rules: docs/raft.md, "Membership changes").
+//
+// A configuration is in force on a node from the moment its kConfig entry is in the node's log
+// (rules::conf_in_force), committed or not; cutting the entry rolls the node back to the
+// configuration before it. A leader starts a change only once the previous one committed
+// (rules::conf_change_may_start) and once it committed an entry of its own term, so a log never holds
+// more than one uncommitted configuration and any two successive configurations share a majority.
+#include <algorithm>
+#include <set>
+
+#include "raft/assert.h"
+#include "raft/quorum.h"
+#include "raft/raft_impl.h"
+#include "raft/rules.h"
+
+namespace raftlog::raft {
+
+void Raft::Impl::append_to_log(std::vector<Entry>&& entries) {
+  if (entries.empty()) return;
+  const Index first_new = entries.front().index;
+  bool history_changed = false;
+  // The entries from first_new on are replaced: so are the configurations they held. The oldest
+  // record stays (it is committed, or the bootstrap one: a truncation never reaches it).
+  while (conf_history_.size() > 1 && conf_history_.back().index >= first_new) {
+    conf_history_.pop_back();
+    history_changed = true;
+  }
+  for (const Entry& entry : entries) {
+    if (entry.type != EntryType::kConfig) continue;
+    std::optional<ConfState> conf = decode_config(entry.payload);
+    // Leaders encode valid configurations; appends from peers were checked by
+    // conf_entries_acceptable before they got here.
+    RAFT_ASSERT(conf.has_value(), "a kConfig entry reached the log without a valid configuration");
+    if (conf_history_.back().index >= entry.index)
+      conf_history_.pop_back();  // the oldest, replaced
+    conf_history_.push_back(ConfRecord{entry.index, entry.term, std::move(*conf)});
+    history_changed = true;
+  }
+  log_.append(std::move(entries));
+  if (history_changed) refresh_conf();
+}
+
+void Raft::Impl::commit_to(Index index) {
+  log_.commit_to(index);
+  // Only the newest configuration at or below the commit index can still matter for a rollback.
+  std::size_t newest_committed = 0;
+  for (std::size_t i = 1; i < conf_history_.size(); ++i) {
+    if (conf_history_[i].index <= log_.committed()) newest_committed = i;
+  }
+  if (newest_committed == 0) return;
+  conf_history_.erase(conf_history_.begin(),
+                      conf_history_.begin() + static_cast<std::ptrdiff_t>(newest_committed));
+  refresh_conf();
+}
+
+void Raft::Impl::refresh_conf() {
+  RAFT_ASSERT(!conf_history_.empty(), "the configuration history is never empty");
+  const std::size_t in_force = rules::conf_in_force(conf_history_, log_.committed());
+  RAFT_ASSERT(in_force < conf_history_.size(), "rules::conf_in_force named no configuration");
+  conf_ = conf_history_[in_force].conf;
+  if (role_ != Role::kLeader) return;
+  // A leader replicates to every member of every configuration in its history: new members start
+  // probing at the end of its log; a member removed by a change not committed yet still receives
+  // the log, so that it learns of its removal rather than time out; members of no such
+  // configuration are forgotten (their answers are ignored from now on).
+  std::set<NodeId> tracked;
+  for (const ConfRecord& record : conf_history_) {
+    tracked.insert(record.conf.voters.begin(), record.conf.voters.end());
+    tracked.insert(record.conf.learners.begin(), record.conf.learners.end());
+  }
+  tracked.erase(id());
+  for (auto it = progress_.begin(); it != progress_.end();) {
+    if (tracked.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    // A last heartbeat tells a removed node that its removal committed (as far as it matched), so
+    // that it stops campaigning (promotable); lost, it only costs that node's pre-votes.
+    send_heartbeat(it->first, 0);
+    it = progress_.erase(it);
+  }
+  for (NodeId member : tracked) {
+    if (progress_.contains(member)) continue;
+    Progress pr(config_.max_inflight_messages);
+    pr.next = log_.last_index();  // probe first at the entry before the configuration
+    pr.recent_active = true;      // a full election timeout before check-quorum judges it
+    progress_.emplace(member, std::move(pr));
+  }
+  if (transfer_target_ != kNoNode && !is_voter(transfer_target_)) abort_transfer();
+}
+
+bool Raft::Impl::conf_entries_acceptable(const std::vector<Entry>& entries,
+                                         std::size_t first) const {
+  // The configuration before entries[first]: the newest record below its index, when we have one
+  // (a node that lost part of its log to a storage fault may not).
+  const ConfState* previous = nullptr;
+  if (first < entries.size()) {
+    for (const ConfRecord& record : conf_history_) {
+      if (record.index < entries[first].index) previous = &record.conf;
+    }
+  }
+  std::optional<ConfState> decoded_previous;
+  for (std::size_t i = first; i < entries.size(); ++i) {
+    if (entries[i].type != EntryType::kConfig) continue;
+    std::optional<ConfState> conf = decode_config(entries[i].payload);
+    if (!conf) return false;  // malformed payload, unknown version, empty voter set, node 0, ...
+    if (previous != nullptr && !single_change_between(*previous, *conf)) return false;
+    decoded_previous = std::move(conf);
+    previous = &*decoded_previous;
+  }
+  return true;
+}
+
+bool Raft::Impl::peer_recently_heard(NodeId peer) const {
+  if (peer == id()) return true;
+  const auto it = progress_.find(peer);
+  return it != progress_.end() && it->second.heard_this_term &&
+         it->second.ticks_since_contact < static_cast<std::uint64_t>(config_.election_ticks);
+}
+
+ConfChangeResult Raft::Impl::propose_conf_change(const ConfChange& change) {
+  ConfChangeResult result;
+  result.leader_hint = leader_;
+  if (role_ != Role::kLeader) {
+    result.status = ConfChangeStatus::kNotLeader;
+    return result;
+  }
+  if (transfer_target_ != kNoNode) {
+    result.status = ConfChangeStatus::kTransferring;
+    return result;
+  }
+  // The leader-change bug (dissertation §4.1, and its fix): a configuration entry of an earlier
+  // term that this leader holds uncommitted may still be cut, and a change based on it could then
+  // produce two majorities that do not overlap. Committing an entry of its own term settles that.
+  if (!own_term_committed()) {
+    result.status = ConfChangeStatus::kNotReady;
+    return result;
+  }
+  if (!rules::conf_change_may_start(conf_history_.back().index, log_.committed())) {
+    result.status = ConfChangeStatus::kInProgress;
+    return result;
+  }
+  result.problem = check_conf_change(conf_, change);
+  if (result.problem != ConfChangeProblem::kNone) {
+    result.status = ConfChangeStatus::kInvalid;
+    return result;
+  }
+  // A learner becomes a voter once it holds everything committed: promoted earlier, it could be
+  // part of every majority while it is still far behind, and commits would wait for it.
+  if (change.type == ConfChangeType::kPromoteLearner) {
+    const auto learner = progress_.find(change.node);
+    if (learner == progress_.end() || learner->second.match < log_.committed()) {
+      result.status = ConfChangeStatus::kLearnerBehind;
+      return result;
+    }
+  }
+  const ConfState next = apply_conf_change(conf_, change);
+  // The new configuration must be able to commit (this change first): a quorum of its voters must
+  // be reachable now. A voter that is new to the cluster has not been heard from: add it as a
+  // learner, let it catch up, then promote it.
+  std::size_t reachable = 0;
+  for (NodeId voter : next.voters) reachable += peer_recently_heard(voter) ? 1 : 0;
+  if (reachable < quorum_size(next.voters.size())) {
+    result.status = ConfChangeStatus::kWouldLoseQuorum;
+    return result;
+  }
+  Entry entry;
+  entry.index = log_.last_index() + 1;
+  entry.term = term_;
+  entry.type = EntryType::kConfig;
+  entry.payload = encode_config(next);
+  if (uncommitted_.size() + 1 > config_.max_uncommitted_entries ||
+      uncommitted_bytes_ + entry.byte_size() > config_.max_uncommitted_bytes) {
+    result.status = ConfChangeStatus::kTooManyPending;
+    return result;
+  }
+  uncommitted_.push_back(Uncommitted{entry.index, entry.byte_size(), false});
+  uncommitted_bytes_ += entry.byte_size();
+  result.status = ConfChangeStatus::kOk;
+  result.index = entry.index;
+  result.term = term_;
+  append_to_log({std::move(entry)});
+  broadcast_append(/*send_if_empty=*/false);
+  // A single remaining voter (this leader) commits as soon as the entry is durable: on_persisted.
+  return result;
+}
+
+void Raft::Impl::step_down_if_removed() {
+  if (role_ != Role::kLeader || is_voter(id())) return;
+  if (conf_history_.back().index > log_.committed()) return;  // keeps leading until it commits
+  // Hand over to the most caught-up voter whose log is complete, so the cluster need not wait an
+  // election timeout; without one, the voters elect a leader on their own.
+  NodeId successor = kNoNode;
+  for (const auto& [peer, pr] : progress_) {
+    if (is_voter(peer) && pr.match == log_.last_index() && !pr.catching_up) {
+      successor = peer;
+      break;
+    }
+  }
+  become_follower(term_, kNoNode);
+  if (successor != kNoNode) {
+    Message m;
+    m.type = MessageType::kTimeoutNow;
+    m.to = successor;
+    send(std::move(m), /*after_persist=*/false);
+  }
+}
+
+}  // namespace raftlog::raft

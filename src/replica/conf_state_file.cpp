@@ -1,0 +1,182 @@
+#include "replica/conf_state_file.h"
+
+#include <algorithm>
+
+#include "store/endian.h"
+
+namespace raftlog::replica {
+
+namespace {
+
+constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::uint8_t kNotMember = 0;
+constexpr std::uint8_t kVoter = 1;
+constexpr std::uint8_t kLearner = 2;
+
+std::uint8_t role_of(const raft::ConfState& conf, raft::NodeId node) {
+  if (raft::is_voter(conf, node)) return kVoter;
+  return raft::is_learner(conf, node) ? kLearner : kNotMember;
+}
+
+// `conf` with `node`'s role set to `role` (ids stay sorted).
+raft::ConfState with_role(raft::ConfState conf, raft::NodeId node, std::uint8_t role) {
+  std::erase(conf.voters, node);
+  std::erase(conf.learners, node);
+  std::vector<raft::NodeId>* target =
+      role == kVoter ? &conf.voters : (role == kLearner ? &conf.learners : nullptr);
+  if (target != nullptr) {
+    target->insert(std::upper_bound(target->begin(), target->end(), node), node);
+  }
+  return conf;
+}
+
+void put_u8(std::string& out, std::uint8_t value) { out.push_back(static_cast<char>(value)); }
+void put_u32(std::string& out, std::uint32_t value) {
+  char bytes[4];
+  store::put_u32(bytes, value);
+  out.append(bytes, 4);
+}
+void put_u64(std::string& out, std::uint64_t value) {
+  char bytes[8];
+  store::put_u64(bytes, value);
+  out.append(bytes, 8);
+}
+
+// Reads from a payload with bounds checks; any short read marks the reader failed.
+struct Reader {
+  const std::string& in;
+  std::size_t offset = 0;
+  bool failed = false;
+  bool has(std::size_t bytes) {
+    if (in.size() - offset < bytes) failed = true;
+    return !failed;
+  }
+  std::uint8_t u8() { return has(1) ? static_cast<std::uint8_t>(in[offset++]) : 0; }
+  std::uint32_t u32() {
+    if (!has(4)) return 0;
+    offset += 4;
+    return store::get_u32(in.data() + offset - 4);
+  }
+  std::uint64_t u64() {
+    if (!has(8)) return 0;
+    offset += 8;
+    return store::get_u64(in.data() + offset - 8);
+  }
+};
+
+store::Status corrupt(const std::string& why) {
+  return store::Status::corruption("configuration record: " + why);
+}
+
+}  // namespace
+
+store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRecord>& records) {
+  if (records.empty() || records.size() > 1 + kMaxPendingRecords) {
+    return store::Status::invalid_argument(
+        "configuration record: " + std::to_string(records.size()) + " configurations (1 to " +
+        std::to_string(1 + kMaxPendingRecords) + " fit)");
+  }
+  const raft::ConfRecord& base = records.front();
+  std::string out;
+  put_u32(out, kFormatVersion);
+  put_u64(out, base.index);
+  put_u64(out, base.term);
+  const std::string conf = raft::encode_config(base.conf);
+  put_u32(out, static_cast<std::uint32_t>(conf.size()));
+  out += conf;
+  put_u32(out, static_cast<std::uint32_t>(records.size() - 1));
+  for (std::size_t i = 1; i < records.size(); ++i) {
+    const std::optional<raft::ConfChange> change =
+        raft::single_change_between(records[i - 1].conf, records[i].conf);
+    if (!change || records[i].index <= records[i - 1].index) {
+      return store::Status::invalid_argument(
+          "configuration record: entry " + std::to_string(records[i].index) +
+          " is not one change after entry " + std::to_string(records[i - 1].index));
+    }
+    put_u64(out, records[i].index);
+    put_u64(out, records[i].term);
+    put_u64(out, change->node);
+    put_u8(out, role_of(records[i].conf, change->node));
+  }
+  return out;
+}
+
+store::Result<std::vector<raft::ConfRecord>> ConfStateFile::decode(const std::string& payload) {
+  Reader reader{payload};
+  if (const std::uint32_t version = reader.u32(); !reader.failed && version != kFormatVersion) {
+    return corrupt("unknown format version " + std::to_string(version));
+  }
+  raft::ConfRecord base;
+  base.index = reader.u64();
+  base.term = reader.u64();
+  const std::uint32_t conf_bytes = reader.u32();
+  if (reader.failed || !reader.has(conf_bytes)) return corrupt("truncated");
+  std::optional<raft::ConfState> conf =
+      raft::decode_config(payload.substr(reader.offset, conf_bytes));
+  if (!conf) return corrupt("the base configuration does not decode");
+  reader.offset += conf_bytes;
+  base.conf = std::move(*conf);
+  std::vector<raft::ConfRecord> records;
+  records.push_back(std::move(base));
+  const std::uint32_t count = reader.u32();
+  if (reader.failed || count > kMaxPendingRecords) return corrupt("bad record count");
+  for (std::uint32_t i = 0; i < count; ++i) {
+    raft::ConfRecord next;
+    next.index = reader.u64();
+    next.term = reader.u64();
+    const raft::NodeId node = reader.u64();
+    const std::uint8_t role = reader.u8();
+    if (reader.failed) return corrupt("truncated");
+    if (role > kLearner || node == raft::kNoNode || next.index <= records.back().index) {
+      return corrupt("malformed record " + std::to_string(i + 1));
+    }
+    next.conf = with_role(records.back().conf, node, role);
+    if (!raft::is_valid_conf(next.conf) ||
+        !raft::single_change_between(records.back().conf, next.conf)) {
+      return corrupt("record " + std::to_string(i + 1) + " is no single change");
+    }
+    records.push_back(std::move(next));
+  }
+  if (reader.offset != payload.size()) return corrupt("wrong length");
+  return records;
+}
+
+store::Result<std::unique_ptr<ConfStateFile>> ConfStateFile::open(const std::string& data_dir,
+                                                                  store::Env* env) {
+  if (env == nullptr) env = store::Env::posix();
+  RAFTLOG_RETURN_IF_ERROR(env->create_dir(data_dir));
+  const std::string path = store::join_path(data_dir, "CONFSTATE");
+  auto file = store::DurableRecordFile::open(env, path, data_dir);
+  if (!file.ok()) return file.status();
+  std::unique_ptr<ConfStateFile> result(new ConfStateFile(std::move(file).value()));
+  const std::optional<std::string>& payload = result->file_->current();
+  if (!payload.has_value()) {
+    // No valid slot: all zeros is a file created but never written; anything else is damage, and
+    // forgetting the configuration could let this node count votes of the wrong voters.
+    auto bytes = env->read_file(path, store::DurableRecordFile::kFileBytes);
+    if (!bytes.ok()) return bytes.status();
+    for (std::size_t i = 0; i < bytes->size(); ++i) {
+      if ((*bytes)[i] != '\0') {
+        return store::Status::corruption(path +
+                                         ": neither configuration slot is valid (first non-zero "
+                                         "byte at offset " +
+                                         std::to_string(i) + ")");
+      }
+    }
+    return result;
+  }
+  auto decoded = decode(*payload);
+  if (!decoded.ok()) return store::Status::corruption(path + ": " + decoded.status().to_string());
+  result->current_ = std::move(decoded).value();
+  return result;
+}
+
+store::Status ConfStateFile::write(const std::vector<raft::ConfRecord>& records) {
+  auto encoded = encode(records);
+  if (!encoded.ok()) return encoded.status();
+  RAFTLOG_RETURN_IF_ERROR(file_->write(*encoded));
+  current_ = records;
+  return store::Status();
+}
+
+}  // namespace raftlog::replica

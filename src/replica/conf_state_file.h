@@ -1,0 +1,64 @@
+// The configurations a node's log holds that still matter, kept durably in <data_dir>/CONFSTATE, so
+// that opening a data directory never scans the log for kConfig entries (docs/storage-format.md,
+// "CONFSTATE").
+//
+// The record is a short list, oldest first: a base configuration, whose entry is committed and
+// durable (or the bootstrap one, index 0), then every configuration entry after it that a crash (not
+// yet flushed) or a truncation (not yet committed) could still remove, each one change away from the
+// one before it. The replica rewrites it, durably, whenever a batch appends a kConfig entry or cuts
+// one, after the batch's truncation and before the batch's entries reach the store: the log
+// therefore never holds a kConfig entry the record does not list. At open the replica walks the list
+// and keeps each configuration whose entry is still in the log (one read each); the first one that is
+// gone ends the walk (nothing after it can have survived it), so a lost or cut entry rolls the
+// configuration back to the one before it.
+//
+// It uses the store's DurableRecordFile (two alternating CRC32C-checked slots, each write synced),
+// like HARDSTATE. Payload layout (little-endian): u32 format version (1); the base: u64 index, u64
+// term, u32 length, the configuration (raft::encode_config, with its own CRC-32C); u32 count (at most
+// kMaxPendingRecords) of later records, each u64 index, u64 term, u64 node, u8 that node's role from
+// then on (0 not a member, 1 voter, 2 learner). At most 953 bytes (64 members).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "raft/types.h"
+#include "store/durable_record.h"
+#include "store/env.h"
+#include "store/status.h"
+
+namespace raftlog::replica {
+
+class ConfStateFile {
+ public:
+  // Records after the base that one CONFSTATE holds: configuration entries written but not yet
+  // flushed or not yet committed. An honest cluster leaves at most one uncommitted, plus the few a
+  // slow disk has not flushed; a node that would need more stops (Replica::persist_conf) rather than
+  // keep a record that could name the wrong configuration after a crash.
+  static constexpr std::size_t kMaxPendingRecords = 16;
+
+  // Opens or creates <data_dir>/CONFSTATE through `env` (nullptr: the process-wide PosixEnv; not
+  // owned). kCorruption when the file holds neither a valid record nor only zeros, or a record that
+  // does not decode.
+  static store::Result<std::unique_ptr<ConfStateFile>> open(const std::string& data_dir,
+                                                            store::Env* env = nullptr);
+
+  // The records last written, oldest first; empty when never written.
+  const std::vector<raft::ConfRecord>& current() const { return current_; }
+  // Durably replaces the record (returns after the sync). kInvalidArgument when `records` is empty,
+  // longer than 1 + kMaxPendingRecords, not increasing in index, or two neighbours are not one change
+  // apart.
+  store::Status write(const std::vector<raft::ConfRecord>& records);
+
+  static store::Result<std::string> encode(const std::vector<raft::ConfRecord>& records);
+  // kCorruption for a payload that does not decode, or whose configurations are invalid.
+  static store::Result<std::vector<raft::ConfRecord>> decode(const std::string& payload);
+
+ private:
+  explicit ConfStateFile(std::unique_ptr<store::DurableRecordFile> file) : file_(std::move(file)) {}
+  std::unique_ptr<store::DurableRecordFile> file_;
+  std::vector<raft::ConfRecord> current_;
+};
+
+}  // namespace raftlog::replica

@@ -1,0 +1,196 @@
+// Replica: membership changes (docs/raft.md, "Membership changes"), answered once their
+// configuration entry committed. The configuration itself is kept in CONFSTATE
+// (conf_state_file.h, written by the Ready driver) and recovered at open (replica_open.cpp).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "replica/replica.h"
+
+namespace raftlog::replica {
+namespace {
+
+MembershipResult refused(NodeError error) { return MembershipResult{std::move(error), 0, 0, {}}; }
+
+NodeError invalid_change_error(const raft::ConfChange& change, raft::ConfChangeProblem problem) {
+  const std::string node = "node " + std::to_string(change.node);
+  switch (problem) {
+    case raft::ConfChangeProblem::kNotMember:
+      return make_error(ErrorCode::kInvalidArgument, node + " is not a member of the cluster",
+                        kReasonNotAMember);
+    case raft::ConfChangeProblem::kAlreadyMember:
+      return make_error(ErrorCode::kFailedPrecondition, node + " is already a member",
+                        kReasonAlreadyAMember);
+    case raft::ConfChangeProblem::kNotLearner:
+      return make_error(ErrorCode::kFailedPrecondition,
+                        node + " is not a learner (only learners are promoted)",
+                        kReasonNotALearner);
+    case raft::ConfChangeProblem::kNoVotersLeft:
+      return make_error(ErrorCode::kFailedPrecondition,
+                        node + " is the last voter: removing it would leave no quorum",
+                        kReasonWouldLoseQuorum);
+    case raft::ConfChangeProblem::kTooManyMembers:
+      return make_error(ErrorCode::kInvalidArgument,
+                        "the cluster has " + std::to_string(raft::kMaxMembers) + " members already",
+                        kReasonBadMember);
+    case raft::ConfChangeProblem::kInvalidNode:
+    case raft::ConfChangeProblem::kNone:
+      break;
+  }
+  return make_error(ErrorCode::kInvalidArgument, "node id 0 is not a node", kReasonBadMember);
+}
+
+}  // namespace
+
+void Replica::propose_conf_change(MembershipRequest in) {
+  raft::ConfChangeResult result;
+  if (!guard_core([&] { result = raft_->propose_conf_change(in.change); })) {
+    in.done(refused(make_error(ErrorCode::kInternal, "this node stopped on a storage fault",
+                               kReasonStorageError)));
+    return;
+  }
+  switch (result.status) {
+    case raft::ConfChangeStatus::kOk:
+      break;
+    case raft::ConfChangeStatus::kNotLeader:
+      in.done(refused(not_leader_error()));
+      return;
+    case raft::ConfChangeStatus::kTransferring:
+      in.done(refused(make_error(ErrorCode::kUnavailable,
+                                 "leadership transfer in progress; retry on the new leader",
+                                 kReasonTransferInProgress)));
+      return;
+    case raft::ConfChangeStatus::kNotReady:
+      in.done(refused(
+          make_error(ErrorCode::kUnavailable,
+                     "this leader has not committed an entry of its term yet; retry shortly",
+                     kReasonConfChangeInProgress)));
+      return;
+    case raft::ConfChangeStatus::kInProgress:
+      in.done(refused(make_error(ErrorCode::kUnavailable,
+                                 "another configuration change is not committed yet; one change "
+                                 "at a time: retry once it is",
+                                 kReasonConfChangeInProgress)));
+      return;
+    case raft::ConfChangeStatus::kInvalid:
+      in.done(refused(invalid_change_error(in.change, result.problem)));
+      return;
+    case raft::ConfChangeStatus::kWouldLoseQuorum:
+      in.done(refused(make_error(
+          ErrorCode::kFailedPrecondition,
+          "fewer voters of the new configuration than its quorum answered within an election "
+          "timeout: the change could not commit (a new voter joins as a learner first)",
+          kReasonWouldLoseQuorum)));
+      return;
+    case raft::ConfChangeStatus::kLearnerBehind:
+      in.done(refused(make_error(ErrorCode::kFailedPrecondition,
+                                 "node " + std::to_string(in.change.node) +
+                                     " does not hold every committed entry yet; promote it once it "
+                                     "caught up",
+                                 kReasonLearnerBehind)));
+      return;
+    case raft::ConfChangeStatus::kTooManyPending:
+      in.done(refused(make_error(ErrorCode::kResourceExhausted,
+                                 "too many uncommitted entries on the leader; retry later",
+                                 kReasonTooManyPending)));
+      return;
+  }
+  spdlog::info("node {}: proposed {} of node {} at index {} (term {})", config_.node_id,
+               raft::to_string(in.change.type), in.change.node, result.index, result.term);
+  pending_memberships_.emplace(result.index,
+                               PendingMembership{result.term, std::move(in.done), in.deadline});
+}
+
+void Replica::persist_conf(const raft::Ready& ready) {
+  bool changed = false;
+  auto drop_from = [&](std::uint64_t index) {
+    // The oldest record stays: it is committed, a cut never reaches it.
+    while (conf_records_.size() > 1 && conf_records_.back().index >= index) {
+      conf_records_.pop_back();
+      changed = true;
+    }
+  };
+  if (ready.truncate_from) drop_from(*ready.truncate_from);
+  for (const raft::Entry& entry : ready.entries) {
+    if (entry.type != raft::EntryType::kConfig) continue;
+    std::optional<raft::ConfState> conf = raft::decode_config(entry.payload);
+    if (!conf) {  // the core validates every configuration before it reaches a Ready
+      fatal("configuration entry " + std::to_string(entry.index) + " does not decode");
+      return;
+    }
+    drop_from(entry.index);
+    if (conf_records_.back().index >= entry.index) conf_records_.pop_back();  // the base, replaced
+    conf_records_.push_back(raft::ConfRecord{entry.index, entry.term, std::move(*conf)});
+    changed = true;
+  }
+  if (!changed) return;
+  // The base moves up to the newest record that is committed and flushed: no crash or cut removes
+  // it, nor anything before it.
+  const std::uint64_t settled = std::min(commit_, log_->flushed_index());
+  std::size_t base = 0;
+  for (std::size_t i = 1; i < conf_records_.size(); ++i) {
+    if (conf_records_[i].index <= settled) base = i;
+  }
+  conf_records_.erase(conf_records_.begin(),
+                      conf_records_.begin() + static_cast<std::ptrdiff_t>(base));
+  if (conf_records_.size() > 1 + ConfStateFile::kMaxPendingRecords) {
+    fatal(std::to_string(conf_records_.size() - 1) +
+          " configuration entries are neither committed nor flushed: more than CONFSTATE holds "
+          "(docs/storage-format.md); restarting flushes them");
+    return;
+  }
+  if (store::Status st = conf_state_file_->write(conf_records_); !st.ok()) {
+    fatal("persisting the configuration: " + st.to_string());
+    return;
+  }
+  spdlog::info("node {}: configuration {} (entry {}, term {})", config_.node_id,
+               raft::to_string(conf_records_.back().conf), conf_records_.back().index,
+               conf_records_.back().term);
+}
+
+void Replica::answer_membership(std::uint64_t commit) {
+  while (!pending_memberships_.empty() && pending_memberships_.begin()->first <= commit) {
+    auto first = pending_memberships_.begin();
+    const std::uint64_t index = first->first;
+    auto batch = log_->read(index, 1, 1ULL << 20);
+    std::optional<raft::ConfState> conf;
+    if (batch.ok() && !batch->entries.empty() &&
+        batch->entries.front().meta.term == first->second.term &&
+        batch->entries.front().meta.type == store::EntryType::kConfig) {
+      conf = raft::decode_config(std::string(batch->entries.front().payload));
+    }
+    if (conf) {
+      first->second.done(
+          MembershipResult{NodeError{}, index, first->second.term, std::move(*conf)});
+    } else {
+      first->second.done(refused(
+          make_error(ErrorCode::kUnavailable,
+                     "the configuration entry was replaced after a leadership change; check the "
+                     "configuration and retry",
+                     kReasonLeadershipLost)));
+    }
+    pending_memberships_.erase(first);
+  }
+}
+
+void Replica::fail_pending_memberships(const NodeError& error) {
+  for (auto& [index, pending] : pending_memberships_) pending.done(refused(error));
+  pending_memberships_.clear();
+}
+
+void Replica::expire_pending_memberships(Clock::time_point now) {
+  for (auto it = pending_memberships_.begin(); it != pending_memberships_.end();) {
+    if (it->second.deadline <= now) {
+      it->second.done(refused(make_error(
+          ErrorCode::kDeadlineExceeded,
+          "the configuration change did not commit in time; the outcome is unknown: check the "
+          "configuration",
+          kReasonConfChangeTimeout)));
+      it = pending_memberships_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace raftlog::replica

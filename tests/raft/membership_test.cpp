@@ -1,0 +1,447 @@
+// Membership changes (single-server, Raft dissertation ch. 4; docs/raft.md "Membership changes"):
+// learners, promotion, removal, one change at a time, in force when appended, rolled back when cut,
+// the leader-change bug fix, a removed leader stepping down, and hostile configuration entries.
+#include <gtest/gtest.h>
+
+#include "test_cluster.h"
+#include "util/crc32c.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::payload_entry;
+using testing::TestCluster;
+
+// Nodes `ids`, of which only `voters` form the bootstrap configuration (the rest are spare nodes
+// outside it).
+TestCluster cluster_with_voters(const std::vector<NodeId>& ids, const std::vector<NodeId>& voters) {
+  return TestCluster(ids, [voters](Config& config) { config.initial_conf = ConfState{voters}; });
+}
+
+std::size_t sent_by(const TestCluster& c, NodeId from, MessageType type) {
+  return c.count_delivered([&](const Message& m) { return m.from == from && m.type == type; });
+}
+
+// Elects node 1 and commits its no-op (a leader changes membership only after that).
+void elect_one(TestCluster& c) {
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 1u);
+}
+
+ConfChangeResult change(TestCluster& c, NodeId leader, ConfChangeType type, NodeId node) {
+  ConfChangeResult result = c.raft(leader).propose_conf_change(ConfChange{type, node});
+  c.process(leader);
+  return result;
+}
+
+TEST(Membership, ANodeOutsideTheConfigurationNeverCampaigns) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  for (int i = 0; i < 100; ++i) {
+    c.tick(4);
+    c.deliver_all();
+  }
+  EXPECT_EQ(c.raft(4).role(), Role::kFollower);
+  EXPECT_EQ(c.network_size(), 0u);
+  EXPECT_EQ(sent_by(c, 4, MessageType::kPreVote) + sent_by(c, 4, MessageType::kVote), 0u);
+}
+
+TEST(Membership, LearnerReceivesTheLogButNeverCountsOrCampaigns) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  const ConfChangeResult added = change(c, 1, ConfChangeType::kAddLearner, 4);
+  ASSERT_EQ(added.status, ConfChangeStatus::kOk);
+  EXPECT_EQ(added.index, 2u);
+  c.deliver_all();
+  for (NodeId id : {1, 2, 3, 4}) {
+    EXPECT_EQ(c.raft(id).conf(), (ConfState{{1, 2, 3}, {4}})) << "node " << id;
+  }
+  ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.node(4).log.last_index(), 3u) << "the learner holds the log";
+  EXPECT_EQ(c.raft(4).commit_index(), 3u);
+
+  // With both other voters gone, the learner's acknowledgements commit nothing.
+  c.isolate(2);
+  c.isolate(3);
+  ASSERT_EQ(c.raft(1).propose({payload_entry("b")}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.node(4).log.last_index(), 4u);
+  EXPECT_EQ(c.raft(1).commit_index(), 3u);
+
+  // Cut off from everyone, the learner never campaigns.
+  c.isolate(1);
+  for (int i = 0; i < 100; ++i) c.tick(4);
+  EXPECT_EQ(c.raft(4).role(), Role::kFollower);
+  EXPECT_EQ(sent_by(c, 4, MessageType::kPreVote), 0u);
+}
+
+TEST(Membership, PromotedLearnerCountsTowardCommit) {
+  TestCluster c = cluster_with_voters({1, 2, 3}, {1, 2});
+  elect_one(c);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 3).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  c.isolate(2);
+  ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).commit_index(), 2u) << "voters {1, 2}: node 2 is needed";
+  c.heal();
+  c.tick(1);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 3u);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kPromoteLearner, 3).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(3).conf(), (ConfState{{1, 2, 3}}));
+  c.isolate(2);
+  ASSERT_EQ(c.raft(1).propose({payload_entry("b")}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).commit_index(), 5u) << "voters {1, 2, 3}: nodes 1 and 3 are a majority";
+}
+
+TEST(Membership, ALearnerIsPromotedOnlyOnceItHoldsEveryCommittedEntry) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  c.isolate(4);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kOk);
+  ASSERT_EQ(c.raft(1).propose({payload_entry("a")}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 3u);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kPromoteLearner, 4).status,
+            ConfChangeStatus::kLearnerBehind);
+  c.heal();
+  c.tick(1);
+  c.deliver_all();
+  ASSERT_EQ(c.node(4).log.last_index(), 3u);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kPromoteLearner, 4).status, ConfChangeStatus::kOk);
+}
+
+TEST(Membership, ConfigurationIsInForceWhenAppendedNotWhenCommitted) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  // Acknowledgements to the leader are lost: nothing commits, yet every log holds the entry.
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppendResponse; });
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kOk);
+  EXPECT_EQ(c.raft(1).conf(), (ConfState{{1, 2, 3}, {4}})) << "in force on the leader at once";
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).commit_index(), 1u);
+  EXPECT_EQ(c.raft(2).conf(), (ConfState{{1, 2, 3}, {4}})) << "in force once appended";
+  EXPECT_EQ(c.raft(2).conf_history().size(), 2u) << "the bootstrap one is kept for a rollback";
+  // One change at a time: the first is not committed.
+  EXPECT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 3).status, ConfChangeStatus::kInProgress);
+  c.heal();
+  c.tick(1);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 2u);
+  EXPECT_EQ(c.raft(2).conf_history().size(), 1u) << "committed: nothing to roll back to";
+  EXPECT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 3).status, ConfChangeStatus::kOk);
+}
+
+TEST(Membership, RefusalsNameTheirReason) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  EXPECT_EQ(change(c, 2, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kNotLeader);
+  EXPECT_EQ(c.raft(2).propose_conf_change({ConfChangeType::kAddLearner, 4}).leader_hint, 1u);
+  ConfChangeResult invalid = change(c, 1, ConfChangeType::kPromoteLearner, 4);
+  EXPECT_EQ(invalid.status, ConfChangeStatus::kInvalid);
+  EXPECT_EQ(invalid.problem, ConfChangeProblem::kNotMember);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kAddVoter, 2).problem, ConfChangeProblem::kAlreadyMember);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 9).problem, ConfChangeProblem::kNotMember);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kAddLearner, kNoNode).problem,
+            ConfChangeProblem::kInvalidNode);
+  Entry config_entry;
+  config_entry.type = EntryType::kConfig;
+  config_entry.payload = encode_config(ConfState{{1, 2}});
+  EXPECT_EQ(c.raft(1).propose({config_entry}).status, ProposeStatus::kInvalidEntry)
+      << "configurations change only through propose_conf_change";
+  ASSERT_EQ(c.raft(1).transfer_leadership(2), TransferStatus::kOk);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kTransferring);
+  EXPECT_EQ(c.raft(1).last_index(), 1u) << "refused changes append nothing";
+}
+
+TEST(Membership, LastVoterCannotBeRemoved) {
+  TestCluster c = cluster_with_voters({1, 2}, {1});
+  elect_one(c);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 2).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 1).problem, ConfChangeProblem::kNoVotersLeft);
+}
+
+// The new configuration must be able to commit: a quorum of its voters must have answered within an
+// election timeout. A voter new to the cluster has not: it joins as a learner and is promoted.
+TEST(Membership, ChangeThatWouldLeaveNoReachableQuorumIsRefused) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  c.isolate(3);
+  c.tick_all(12);  // node 3 unheard for longer than an election timeout
+  ASSERT_EQ(c.raft(1).role(), Role::kLeader);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 2).status, ConfChangeStatus::kWouldLoseQuorum)
+      << "voters {1, 3} with node 3 unreachable";
+  EXPECT_EQ(change(c, 1, ConfChangeType::kAddVoter, 4).status, ConfChangeStatus::kWouldLoseQuorum)
+      << "voters {1, 2, 3, 4} with only 1 and 2 reachable";
+  EXPECT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 3).status, ConfChangeStatus::kOk)
+      << "removing the unreachable voter leaves {1, 2}, both reachable";
+}
+
+TEST(Membership, NewLeaderRefusesAChangeUntilAnEntryOfItsTermCommitted) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppendResponse; });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 0u);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kNotReady);
+  c.heal();
+  c.tick(1);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 1u);
+  EXPECT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kOk);
+}
+
+// The leader-change bug of single-server changes (dissertation §4.1, its 2015 erratum): leader 1 of
+// term 2 appends a configuration that only it holds; a leader of term 3 that never saw it must not
+// base a change on the old configuration until its own term committed something, which cuts the
+// stale configuration from every log (node 1 rolls back when its entry is replaced).
+TEST(Membership, LeaderChangeBugScenarioAndATruncatedConfigurationEntry) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4, 5}, {1, 2, 3, 4});
+  elect_one(c);
+  c.deliver_all();
+  c.isolate(2);
+  c.isolate(3);
+  c.isolate(4);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 5).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).conf(), (ConfState{{1, 2, 3, 4}, {5}}));
+  const Index stale_index = c.raft(1).last_index();
+  ASSERT_EQ(stale_index, 2u);
+
+  // Node 1 is cut off; node 2 leads term 2 with 3 and 4, without the stale configuration.
+  c.heal();
+  c.isolate(1);
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppendResponse; });
+  Message timeout_now;  // nodes 3 and 4 still follow node 1's lease: a transfer campaign ignores it
+  timeout_now.type = MessageType::kTimeoutNow;
+  timeout_now.from = 1;
+  timeout_now.to = 2;
+  timeout_now.term = 1;
+  c.raft(2).step(timeout_now);
+  c.process(2);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(2).role(), Role::kLeader);
+  EXPECT_EQ(change(c, 2, ConfChangeType::kRemoveNode, 4).status, ConfChangeStatus::kNotReady);
+  c.heal();
+  c.isolate(1);
+  c.tick(2);
+  c.deliver_all();
+  ASSERT_GE(c.raft(2).commit_index(), 2u) << "the new leader's no-op committed";
+  ASSERT_EQ(change(c, 2, ConfChangeType::kRemoveNode, 4).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+
+  // Node 1 rejoins: its stale configuration entry is replaced, and its configuration rolls back past
+  // it to the new leader's.
+  c.heal();
+  c.tick(2);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).role(), Role::kFollower);
+  EXPECT_EQ(c.raft(1).conf(), (ConfState{{1, 2, 3}}));
+  EXPECT_NE(c.node(1).log.entry(stale_index).type, EntryType::kConfig);
+  for (NodeId id : {2, 3}) EXPECT_EQ(c.raft(id).conf(), (ConfState{{1, 2, 3}})) << "node " << id;
+}
+
+// A configuration entry only some followers hold, cut by the next leader: those followers go back to
+// the configuration before it.
+TEST(Membership, TruncatedConfigurationEntryRollsBackAFollower) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  // Only node 2 receives the change, and its acknowledgement is lost.
+  c.isolate(3);
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppendResponse; });
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(2).conf(), (ConfState{{1, 2, 3}, {4}}));
+  // Node 3 (which never saw the entry) won term 5 and replaces index 2 on node 2.
+  c.heal();
+  Message append;
+  append.type = MessageType::kAppend;
+  append.from = 3;
+  append.to = 2;
+  append.term = 5;
+  append.index = 1;
+  append.log_term = 1;
+  append.entries = testing::make_entries(2, {5});
+  append.commit = 1;
+  c.raft(2).step(append);
+  c.process(2);
+  EXPECT_EQ(c.raft(2).conf(), (ConfState{{1, 2, 3}})) << "rolled back to the bootstrap one";
+  EXPECT_EQ(c.raft(2).conf_history().size(), 1u);
+  EXPECT_EQ(c.node(2).log.entry(2).term, 5u);
+}
+
+TEST(Membership, RemovedLeaderStepsDownOnceCommittedAndHandsOver) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 1).status, ConfChangeStatus::kOk);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader) << "it leads until the change commits";
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).role(), Role::kFollower);
+  EXPECT_EQ(sent_by(c, 1, MessageType::kTimeoutNow), 1u) << "handed over to a caught-up voter";
+  const NodeId new_leader = c.leader();
+  ASSERT_TRUE(new_leader == 2 || new_leader == 3) << new_leader;
+  EXPECT_EQ(c.raft(new_leader).conf(), (ConfState{{2, 3}}));
+  EXPECT_EQ(c.raft(new_leader).term(), 2u);
+  // The new configuration commits without node 1, and node 1 never campaigns again.
+  ASSERT_EQ(c.raft(new_leader).propose({payload_entry("x")}).status, ProposeStatus::kOk);
+  c.isolate(1);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(new_leader).commit_index(), c.raft(new_leader).last_index());
+  const std::size_t pre_votes = sent_by(c, 1, MessageType::kPreVote);
+  c.heal();
+  for (int i = 0; i < 60; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  EXPECT_EQ(sent_by(c, 1, MessageType::kPreVote), pre_votes);
+  EXPECT_EQ(c.raft(1).role(), Role::kFollower);
+}
+
+// A leader removes itself, then loses its quorum before the change reaches anyone and steps down
+// (check-quorum). The remaining voter's log is behind it and needs its vote: the removed node may
+// still campaign while its removal is uncommitted, counting votes by its newest configuration
+// (which excludes it), wins, commits its removal and hands over. Found by the simulator.
+TEST(Membership, LeaderThatRemovedItselfAndLostItsQuorumStillLetsTheClusterRecover) {
+  TestCluster c({1, 2});
+  elect_one(c);
+  c.isolate(2);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 1).status, ConfChangeStatus::kOk);
+  ASSERT_EQ(c.raft(1).conf(), (ConfState{{2}}));
+  c.tick(1, 25);
+  ASSERT_EQ(c.raft(1).role(), Role::kFollower) << "check-quorum: node 2 is unreachable";
+  c.heal();
+  for (int i = 0; i < 100 && !(c.raft(2).role() == Role::kLeader &&
+                               c.raft(2).commit_index() == c.raft(2).last_index());
+       ++i) {
+    c.tick_all();
+  }
+  EXPECT_EQ(c.raft(2).role(), Role::kLeader);
+  EXPECT_EQ(c.raft(2).conf(), (ConfState{{2}}));
+  EXPECT_EQ(c.raft(2).commit_index(), c.raft(2).last_index());
+  EXPECT_NE(c.raft(1).role(), Role::kLeader);
+}
+
+// A removed voter no longer counts. If it learned that its removal committed it never campaigns;
+// if it did not (the commit index never reached it), it may pre-campaign, but cannot disturb the
+// leader: no pre-vote is granted while the voters hear from their leader, so no real election starts.
+TEST(Membership, RemovedVoterNoLongerCountsAndCannotDisturbTheLeader) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 3).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(3).conf(), (ConfState{{1, 2}}));
+  EXPECT_EQ(c.raft(1).progress().size(), 2u) << "the leader tracks members only";
+  c.isolate(3);
+  ASSERT_EQ(c.raft(1).propose({payload_entry("x")}).status, ProposeStatus::kOk);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).commit_index(), 3u) << "voters {1, 2}";
+  c.heal();
+  const Term term = c.raft(1).term();
+  c.tick_all(60);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  EXPECT_EQ(c.raft(1).term(), term);
+  EXPECT_EQ(sent_by(c, 3, MessageType::kVote), 0u);
+  if (c.raft(3).commit_index() >= 2) {
+    EXPECT_EQ(sent_by(c, 3, MessageType::kPreVote), 0u) << "it knows it was removed";
+  }
+}
+
+// A learner answers vote requests by the ordinary rules: it may have been promoted without knowing
+// yet, and a candidate counts its vote only if the candidate's configuration lists it as a voter.
+TEST(Membership, VotesCountOnlyFromVotersOfTheCandidatesConfiguration) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  // The learner, out of its leader's lease, grants a vote to a candidate whose log is up to date.
+  c.isolate(1);
+  c.isolate(3);
+  for (int i = 0; i < 12; ++i) c.tick(4);
+  Message vote;
+  vote.type = MessageType::kVote;
+  vote.from = 2;
+  vote.to = 4;
+  vote.term = 5;
+  vote.index = c.raft(2).last_index();
+  vote.log_term = 1;
+  c.raft(4).step(vote);
+  c.process(4);
+  c.deliver_all();
+  EXPECT_EQ(c.count_delivered([](const Message& m) {
+    return m.from == 4 && m.type == MessageType::kVoteResponse && !m.reject;
+  }),
+            1u)
+      << "the learner granted";
+  // Node 2 campaigns with only the learner reachable: the learner's grant makes no majority.
+  for (int i = 0; i < 40 && c.raft(2).role() == Role::kFollower; ++i) c.tick(2);
+  ASSERT_EQ(c.raft(2).role(), Role::kPreCandidate);
+  Message grant;
+  grant.type = MessageType::kPreVoteResponse;
+  grant.from = 4;
+  grant.to = 2;
+  grant.term = c.raft(2).term() + 1;
+  c.raft(2).step(grant);
+  c.process(2);
+  EXPECT_EQ(c.raft(2).role(), Role::kPreCandidate) << "a learner's vote counts for nothing";
+}
+
+TEST(Membership, ConfigurationSurvivesARestart) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4}, {1, 2, 3});
+  elect_one(c);
+  ASSERT_EQ(change(c, 1, ConfChangeType::kAddLearner, 4).status, ConfChangeStatus::kOk);
+  c.deliver_all();
+  c.crash_restart(2);
+  EXPECT_EQ(c.raft(2).conf(), (ConfState{{1, 2, 3}, {4}}));
+  c.crash_restart(4);
+  EXPECT_EQ(c.raft(4).conf(), (ConfState{{1, 2, 3}, {4}}));
+}
+
+// Configuration entries from a peer are checked before they reach the log: garbage, an invalid
+// configuration with a valid checksum, or a configuration more than one change away drops the append.
+TEST(Membership, HostileConfigurationEntriesAreDropped) {
+  TestCluster c = cluster_with_voters({1, 2, 3}, {1, 2, 3});
+  elect_one(c);
+  auto forged_append = [](std::string payload) {
+    Message m;
+    m.type = MessageType::kAppend;
+    m.from = 1;
+    m.to = 2;
+    m.term = 1;
+    m.index = 1;
+    m.log_term = 1;
+    m.commit = 1;
+    Entry e;
+    e.index = 2;
+    e.term = 1;
+    e.type = EntryType::kConfig;
+    e.payload = std::move(payload);
+    m.entries.push_back(e);
+    return m;
+  };
+  std::string no_voters(1, '\x02');
+  no_voters.append(8, '\0');  // 0 voters, 0 learners
+  const std::uint32_t crc = util::crc32c::value(no_voters.data(), no_voters.size());
+  for (int i = 0; i < 4; ++i) no_voters.push_back(static_cast<char>((crc >> (8 * i)) & 0xFF));
+  for (const std::string& payload :
+       {std::string("garbage"), no_voters, encode_config(ConfState{{1}}) /* two removals */,
+        encode_config(ConfState{{1, 2, 3}, {4, 5}}) /* two additions */}) {
+    const std::size_t before = c.network_size();
+    c.raft(2).step(forged_append(payload));
+    c.process(2);
+    EXPECT_EQ(c.node(2).log.last_index(), 1u);
+    EXPECT_EQ(c.network_size(), before) << "dropped without an answer";
+    EXPECT_EQ(c.raft(2).conf(), (ConfState{{1, 2, 3}}));
+  }
+  c.raft(2).step(forged_append(encode_config(ConfState{{1, 2, 3}, {4}})));
+  c.process(2);
+  EXPECT_EQ(c.raft(2).conf(), (ConfState{{1, 2, 3}, {4}})) << "a single change is taken";
+}
+
+}  // namespace
+}  // namespace raftlog::raft

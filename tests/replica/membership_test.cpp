@@ -1,0 +1,342 @@
+// Membership changes through the replica: proposing one (answered once committed, or refused with
+// its reason), the CONFSTATE record that keeps the configuration, and what an open recovers from it.
+// The store is stepped over a MemoryEnv in sync flush mode: nothing commits until the test runs a
+// flush cycle, so a change can be held uncommitted.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "replica/conf_state_file.h"
+#include "replica/replica.h"
+#include "store/memory_env.h"
+
+namespace raftlog::replica {
+namespace {
+
+using raft::ConfChangeType;
+using raft::ConfState;
+using std::chrono::milliseconds;
+
+struct DroppingSender final : MessageSender {
+  void send(raft::Message) override {}
+};
+
+struct RoomyDisk final : DiskProbe {
+  std::optional<DiskSpace> probe() override { return DiskSpace{1ULL << 40, 0.10}; }
+};
+
+class ReplicaMembershipTest : public ::testing::Test {
+ protected:
+  void open(const std::vector<raft::NodeId>& voters = {1}) {
+    ReplicaConfig c;
+    c.node_id = 1;
+    for (raft::NodeId id : voters) c.members[id] = "n" + std::to_string(id);
+    c.data_dir = "/data";
+    c.store.flush_mode = store::FlushMode::kSync;
+    c.store.background_work = store::BackgroundWork::kStepped;
+    c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
+    c.store.preallocate_next_segment = false;
+    c.store.max_entry_size_bytes = 16 << 10;
+    c.store.env = &env_;
+    c.raft.id = 1;
+    c.raft.initial_conf = ConfState{voters};
+    ReplicaDeps deps;
+    deps.sender = &sender_;
+    deps.disk = &disk_;
+    deps.clock = [this] { return now_; };
+    NodeError error;
+    replica_ = Replica::open(std::move(c), std::move(deps), &error);
+    ASSERT_NE(replica_, nullptr) << error.message;
+  }
+  void reopen() {
+    replica_.reset();
+    open();
+  }
+  void flush() {
+    ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
+    replica_->process();
+  }
+  void become_leader() {
+    for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) {
+      replica_->tick();
+      replica_->process();
+      flush();
+    }
+    ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+  }
+  // Proposes `type` of `node`; the answer, once process() produced one (nullopt: still pending).
+  std::optional<MembershipResult> propose(ConfChangeType type, raft::NodeId node,
+                                          std::optional<MembershipResult>* later = nullptr) {
+    auto answer = std::make_shared<std::optional<MembershipResult>>();
+    replica_->propose_conf_change(
+        Replica::MembershipRequest{raft::ConfChange{type, node},
+                                   [answer, later](MembershipResult result) {
+                                     if (later != nullptr) *later = result;
+                                     *answer = std::move(result);
+                                   },
+                                   now_ + milliseconds(5000)});
+    replica_->process();
+    return *answer;
+  }
+
+  store::MemoryEnv env_;
+  DroppingSender sender_;
+  RoomyDisk disk_;
+  Clock::time_point now_ = Clock::time_point() + std::chrono::hours(1);
+  std::unique_ptr<Replica> replica_;
+};
+
+TEST_F(ReplicaMembershipTest, AChangeIsAnsweredOnceCommittedAndKeptAcrossAReopen) {
+  open();
+  become_leader();
+  std::optional<MembershipResult> answer;
+  EXPECT_FALSE(propose(ConfChangeType::kAddLearner, 2, &answer).has_value())
+      << "not committed before its entry is flushed";
+  EXPECT_EQ(replica_->conf(), (ConfState{{1}, {2}})) << "in force once appended";
+  std::optional<MembershipResult> second = propose(ConfChangeType::kAddLearner, 3);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->error.reason, kReasonConfChangeInProgress);
+  flush();
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_TRUE(answer->error.ok()) << answer->error.message;
+  EXPECT_EQ(answer->conf, (ConfState{{1}, {2}}));
+  EXPECT_EQ(answer->index, replica_->commit_index());
+  EXPECT_TRUE(env_.exists("/data/CONFSTATE"));
+  reopen();
+  EXPECT_EQ(replica_->conf(), (ConfState{{1}, {2}}));
+}
+
+TEST_F(ReplicaMembershipTest, RefusalsNameTheirReason) {
+  open();
+  std::optional<MembershipResult> not_leader = propose(ConfChangeType::kAddLearner, 2);
+  ASSERT_TRUE(not_leader.has_value());
+  EXPECT_EQ(not_leader->error.code, ErrorCode::kNoLeader);
+  become_leader();
+  EXPECT_EQ(propose(ConfChangeType::kPromoteLearner, 9)->error.reason, kReasonNotAMember);
+  EXPECT_EQ(propose(ConfChangeType::kRemoveNode, 9)->error.reason, kReasonNotAMember);
+  EXPECT_EQ(propose(ConfChangeType::kAddLearner, 1)->error.reason, kReasonAlreadyAMember);
+  EXPECT_EQ(propose(ConfChangeType::kRemoveNode, 1)->error.reason, kReasonWouldLoseQuorum)
+      << "the last voter";
+  EXPECT_EQ(propose(ConfChangeType::kAddVoter, 2)->error.reason, kReasonWouldLoseQuorum)
+      << "voters {1, 2} with node 2 never heard from";
+  EXPECT_EQ(propose(ConfChangeType::kAddLearner, 0)->error.reason, kReasonBadMember);
+}
+
+TEST_F(ReplicaMembershipTest, APendingChangeFailsWhenTheNodeStops) {
+  open();
+  become_leader();
+  std::optional<MembershipResult> answer;
+  EXPECT_FALSE(propose(ConfChangeType::kAddLearner, 2, &answer).has_value());
+  replica_->fail_all(ErrorCode::kUnavailable, "shutting down");
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error.reason, kReasonShuttingDown);
+}
+
+TEST_F(ReplicaMembershipTest, APendingChangeExpires) {
+  open();
+  become_leader();
+  std::optional<MembershipResult> answer;
+  EXPECT_FALSE(propose(ConfChangeType::kAddLearner, 2, &answer).has_value());
+  replica_->expire_pending(now_ + milliseconds(6000));
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->error.reason, kReasonConfChangeTimeout);
+}
+
+// CONFSTATE is written before its entries reach the store: a crash in between leaves records whose
+// entries are not in the log, and the open rolls back to the last one still there.
+TEST_F(ReplicaMembershipTest, ARecordWhoseEntryIsGoneRollsBackAtOpen) {
+  open();
+  become_leader();
+  std::optional<MembershipResult> added;
+  ASSERT_FALSE(propose(ConfChangeType::kAddLearner, 2, &added).has_value());
+  flush();
+  ASSERT_TRUE(added.has_value() && added->error.ok());
+  const raft::Index learner_entry = added->index;
+  replica_.reset();
+  {
+    auto file = ConfStateFile::open("/data", &env_);
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    const std::vector<raft::ConfRecord> history = {
+        raft::ConfRecord{0, 0, ConfState{{1}}},
+        raft::ConfRecord{learner_entry, added->term, ConfState{{1}, {2}}},
+        raft::ConfRecord{learner_entry + 100, added->term, ConfState{{1}, {2, 3}}},
+        raft::ConfRecord{learner_entry + 101, added->term, ConfState{{1, 3}, {2}}}};
+    ASSERT_TRUE((*file)->write(history).ok());
+  }
+  open();
+  EXPECT_EQ(replica_->conf(), (ConfState{{1}, {2}}));
+  become_leader();
+  // The rolled-back record is rewritten at the next batch; the next reopen agrees.
+  ASSERT_FALSE(propose(ConfChangeType::kRemoveNode, 2).has_value());
+  flush();
+  reopen();
+  EXPECT_EQ(replica_->conf(), (ConfState{{1}}));
+}
+
+// Without CONFSTATE and without kConfig entries, the configuration is the bootstrap one (--members).
+TEST_F(ReplicaMembershipTest, NoRecordMeansTheBootstrapConfiguration) {
+  open({1, 2, 3});
+  EXPECT_EQ(replica_->conf(), (ConfState{{1, 2, 3}}));
+  replica_.reset();
+  auto file = ConfStateFile::open("/data", &env_);
+  ASSERT_TRUE(file.ok());
+  EXPECT_TRUE((*file)->current().empty())
+      << "nothing to record while the bootstrap one is in force";
+}
+
+// A follower whose configuration entry is corrupt on disk: the open does not refuse (it would keep the
+// node down for good); recovery cuts the log at the bad entry and the node catches up from the leader
+// (the storage-fault path). The dedup window is made to miss the entry, so that the configuration
+// check is the one that reads it. Committed or not, the configuration rolls back to the one before
+// it (the newest its log still holds); the leader sends the entry again.
+void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState& expected) {
+  store::MemoryEnv env;
+  DroppingSender sender;
+  RoomyDisk disk;
+  auto open = [&]() {
+    ReplicaConfig c;
+    c.node_id = 2;
+    c.members = {{1, "n1"}, {2, "n2"}, {3, "n3"}};
+    c.data_dir = "/data";
+    c.store.flush_mode = store::FlushMode::kSync;
+    c.store.background_work = store::BackgroundWork::kStepped;
+    c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
+    c.store.max_entry_size_bytes = 16 << 10;
+    c.store.env = &env;
+    c.dedup_rebuild_entries = 2;
+    c.raft.id = 2;
+    c.raft.initial_conf = ConfState{{1, 2, 3}};
+    ReplicaDeps deps;
+    deps.sender = &sender;
+    deps.disk = &disk;
+    deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
+    NodeError error;
+    std::unique_ptr<Replica> replica = Replica::open(std::move(c), std::move(deps), &error);
+    EXPECT_NE(replica, nullptr) << error.message;
+    return replica;
+  };
+  const std::string learner_conf = raft::encode_config(ConfState{{1, 2, 3}, {4}});
+  {
+    std::unique_ptr<Replica> replica = open();
+    ASSERT_NE(replica, nullptr);
+    raft::Message append;
+    append.type = raft::MessageType::kAppend;
+    append.from = 1;
+    append.to = 2;
+    append.term = 1;
+    append.commit = commit;
+    for (raft::Index index = 1; index <= 8; ++index) {
+      raft::Entry entry;
+      entry.index = index;
+      entry.term = 1;
+      entry.type = index == 1 ? raft::EntryType::kNoop : raft::EntryType::kNormal;
+      entry.payload = "entry " + std::to_string(index);
+      if (index == 2) {
+        entry.type = raft::EntryType::kConfig;
+        entry.payload = learner_conf;
+      }
+      append.entries.push_back(entry);
+    }
+    replica->step(append);
+    replica->process();
+    ASSERT_EQ(replica->conf(), (ConfState{{1, 2, 3}, {4}}));
+    ASSERT_TRUE(replica->log().run_flush_cycle().ok());
+    replica->process();
+    ASSERT_TRUE(replica->log().run_checkpoint().ok());
+    ASSERT_EQ(replica->log().flushed_index(), 8u);
+  }
+  // Flip a byte of the configuration's payload where it is stored.
+  auto files = env.list_dir("/data/log");
+  ASSERT_TRUE(files.ok());
+  bool damaged = false;
+  for (const std::string& name : *files) {
+    const std::string path = "/data/log/" + name;
+    auto bytes = env.read_file(path, 1 << 20);
+    ASSERT_TRUE(bytes.ok());
+    const std::size_t at = bytes->find(learner_conf);
+    if (at == std::string::npos) continue;
+    std::string changed = *bytes;
+    changed[at + 6] = static_cast<char>(changed[at + 6] ^ 0x04);
+    ASSERT_TRUE(env.write_file(path, changed).ok());
+    damaged = true;
+  }
+  ASSERT_TRUE(damaged) << "the configuration entry was not found in the segment files";
+  std::unique_ptr<Replica> reopened = open();
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_LT(reopened->log().last_index(), 2u) << "cut at the corrupt entry";
+  EXPECT_EQ(reopened->conf(), expected);
+  EXPECT_TRUE(reopened->status().catching_up) << "it may have acknowledged what it lost";
+}
+
+TEST(ReplicaMembershipRecovery, ACorruptUncommittedConfigurationEntryRollsBackAndIsRepaired) {
+  corrupt_configuration_entry_then_reopen(1, ConfState{{1, 2, 3}});
+}
+
+TEST(ReplicaMembershipRecovery, ACorruptCommittedConfigurationEntryRollsBackAndIsRepaired) {
+  corrupt_configuration_entry_then_reopen(8, ConfState{{1, 2, 3}});
+}
+
+TEST(ConfStateFile, EncodingRoundTripsAndRefusesGarbage) {
+  const std::vector<raft::ConfRecord> three = {raft::ConfRecord{4, 2, ConfState{{1, 2, 3}}},
+                                               raft::ConfRecord{9, 3, ConfState{{1, 2, 3}, {4}}},
+                                               raft::ConfRecord{12, 3, ConfState{{1, 2, 3, 4}}}};
+  auto encoded = ConfStateFile::encode(three);
+  ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+  auto decoded = ConfStateFile::decode(*encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, three);
+  const std::vector<raft::ConfRecord> one = {raft::ConfRecord{0, 0, ConfState{{7}}}};
+  EXPECT_EQ(*ConfStateFile::decode(*ConfStateFile::encode(one)), one);
+  // What the record cannot hold is refused, not written half.
+  EXPECT_FALSE(ConfStateFile::encode({}).ok());
+  EXPECT_FALSE(ConfStateFile::encode({raft::ConfRecord{4, 2, ConfState{{1}}},
+                                      raft::ConfRecord{9, 3, ConfState{{1, 2, 3}}}})
+                   .ok())
+      << "two changes apart";
+  EXPECT_FALSE(ConfStateFile::encode({raft::ConfRecord{9, 2, ConfState{{1}}},
+                                      raft::ConfRecord{9, 3, ConfState{{1}, {2}}}})
+                   .ok())
+      << "indexes must increase";
+  std::vector<raft::ConfRecord> too_many = {raft::ConfRecord{1, 1, ConfState{{1}}}};
+  for (raft::NodeId id = 2; id <= ConfStateFile::kMaxPendingRecords + 2; ++id) {
+    raft::ConfState next = too_many.back().conf;
+    next.learners.push_back(id);
+    too_many.push_back(raft::ConfRecord{id, 1, next});
+  }
+  EXPECT_FALSE(ConfStateFile::encode(too_many).ok());
+  too_many.pop_back();
+  EXPECT_TRUE(ConfStateFile::encode(too_many).ok());
+  for (std::size_t cut = 0; cut < encoded->size(); ++cut) {
+    EXPECT_FALSE(ConfStateFile::decode(encoded->substr(0, cut)).ok()) << "cut at " << cut;
+  }
+  EXPECT_FALSE(ConfStateFile::decode(*encoded + "x").ok());
+  std::string bad_version = *encoded;
+  bad_version[0] = 9;
+  EXPECT_FALSE(ConfStateFile::decode(bad_version).ok());
+  std::string bad_role = *encoded;
+  bad_role.back() = 7;
+  EXPECT_FALSE(ConfStateFile::decode(bad_role).ok());
+}
+
+TEST(ConfStateFile, ADamagedFileIsRefusedNotForgotten) {
+  store::MemoryEnv env;
+  {
+    auto file = ConfStateFile::open("/d", &env);
+    ASSERT_TRUE(file.ok());
+    ASSERT_TRUE((*file)->write({raft::ConfRecord{3, 1, ConfState{{1, 2}}}}).ok());
+  }
+  auto bytes = env.read_file("/d/CONFSTATE", store::DurableRecordFile::kFileBytes);
+  ASSERT_TRUE(bytes.ok());
+  std::string damaged = *bytes;
+  damaged[20] = static_cast<char>(damaged[20] ^ 0x10);
+  ASSERT_TRUE(env.write_file("/d/CONFSTATE", damaged).ok());
+  auto reopened = ConfStateFile::open("/d", &env);
+  EXPECT_FALSE(reopened.ok());
+  EXPECT_EQ(reopened.status().code(), store::StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace raftlog::replica
