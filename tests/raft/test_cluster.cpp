@@ -244,6 +244,19 @@ TransferRequest TestCluster::transfer_leadership(NodeId id, NodeId target) {
   return transfer;
 }
 
+MembershipRequest TestCluster::propose_conf_change(NodeId id, ConfChange change) {
+  MembershipRequest membership;
+  replica::Replica::MembershipRequest request;
+  request.change = change;
+  request.deadline = replica::Clock::time_point::max();
+  request.done = [slot = membership.slot](replica::MembershipResult result) {
+    *slot = std::move(result);
+  };
+  replica(id).propose_conf_change(std::move(request));
+  process(id);
+  return membership;
+}
+
 void TestCluster::step(NodeId id, Message message) {
   replica(id).step(std::move(message));
   process(id);

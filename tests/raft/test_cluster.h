@@ -80,6 +80,7 @@ struct Proposal {
   }
 };
 using ReadRequest = Answer<replica::ReadIndexResult>;
+using MembershipRequest = Answer<replica::MembershipResult>;
 using TransferRequest = Answer<replica::TransferResult>;
 
 struct TestNode {
@@ -138,6 +139,8 @@ class TestCluster {
   Proposal propose(NodeId id, std::vector<std::string> payloads);
   ReadRequest read_index(NodeId id);
   TransferRequest transfer_leadership(NodeId id, NodeId target);
+  // One membership change through the replica: answered at once when refused, else once committed.
+  MembershipRequest propose_conf_change(NodeId id, ConfChange change);
   void step(NodeId id, Message message);
   void tick(NodeId id, int times = 1);
   void tick_all(int times = 1);  // ticks every node once per round and delivers after each round
