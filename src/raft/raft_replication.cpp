@@ -246,8 +246,11 @@ void Raft::Impl::handle_append_response(const Message& m) {
   pr.catching_up = m.context == kCatchingUpContext;
   const bool was_paused = pr.is_paused();
   const bool advanced = pr.on_ack(m.index);
+  // A commit may end this leadership (step_down_if_removed) or forget the sender (its removal
+  // committed, refresh_conf): `pr` is then gone.
+  auto still_tracked = [&] { return role_ == Role::kLeader && progress_.contains(m.from); };
   if (finished_catching_up && !advanced && maybe_commit()) {
-    if (role_ != Role::kLeader) return;
+    if (!still_tracked()) return;
     broadcast_append(/*send_if_empty=*/true);
   }
   if (!advanced && !(pr.match == m.index && pr.state == ReplicationState::kProbe))
@@ -258,8 +261,7 @@ void Raft::Impl::handle_append_response(const Message& m) {
     pr.inflights.free_up_to(m.index);
   }
   if (maybe_commit()) {
-    // A leader removed by the change that just committed stepped down (step_down_if_removed).
-    if (role_ != Role::kLeader) return;
+    if (!still_tracked()) return;
     broadcast_append(/*send_if_empty=*/true);  // carry the new commit index to everyone
   } else if (was_paused) {
     send_append(m.from, /*send_if_empty=*/true);
