@@ -99,6 +99,10 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
                                        kReasonTooManyPending)));
       return {};
     case raft::ProposeStatus::kEmpty:
+      in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
+                                       "append refused by Raft: it carries no entries",
+                                       kReasonEmptyAppend)));
+      return {};
     case raft::ProposeStatus::kTooLarge:
     case raft::ProposeStatus::kInvalidEntry:
       // Node::append validates against limits the core is configured to accept (open()), so these

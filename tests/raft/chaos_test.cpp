@@ -89,6 +89,9 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
   });
   SafetyChecker checker(c);
   std::uint64_t next_payload = 0;
+  // Every append made, with its payload: one acknowledged (answered OK) must be in the final log at
+  // the index it was answered with, whatever crashes and cuts came after. At most one per step.
+  std::vector<std::pair<testing::Proposal, std::string>> appends;
   auto random_node = [&] { return ids[below(ids.size())]; };
 
   for (int step = 0; step < 1500; ++step) {
@@ -102,7 +105,8 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
     } else if (action < 66) {
       if (c.network_size() > 0) c.duplicate_at(below(c.network_size()));
     } else if (action < 74) {
-      (void)c.propose(random_node(), {"p" + std::to_string(next_payload++)});
+      std::string payload = "p" + std::to_string(next_payload++);
+      appends.emplace_back(c.propose(random_node(), {payload}), payload);
     } else if (action < 77) {
       (void)c.read_index(random_node());
     } else if (action < 78) {
@@ -155,9 +159,18 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
         << "node " << id << " did not converge";
   }
   EXPECT_GE(c.raft(leader).commit_index(), checker.max_committed());
+  std::size_t acknowledged = 0;
+  for (const auto& [proposal, payload] : appends) {
+    if (!proposal.answer.answered() || !proposal.answer.result().error.ok()) continue;
+    ++acknowledged;
+    const Index index = proposal.answer.result().first_index;
+    ASSERT_LE(index, c.raft(leader).commit_index()) << payload;
+    EXPECT_EQ(c.node(leader).log.entry(index).payload, payload)
+        << "acknowledged append lost or replaced at index " << index;
+  }
   if (std::getenv("CHAOS_STATS") != nullptr) {
-    std::printf("seed %llu nodes %zu: commit %llu term %llu delivered %zu\n",
-                static_cast<unsigned long long>(seed), node_count,
+    std::printf("seed %llu nodes %zu: acknowledged %zu commit %llu term %llu delivered %zu\n",
+                static_cast<unsigned long long>(seed), node_count, acknowledged,
                 static_cast<unsigned long long>(c.raft(leader).commit_index()),
                 static_cast<unsigned long long>(c.raft(leader).term()), c.delivered().size());
   }

@@ -1,6 +1,8 @@
 #include "test_cluster.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include <string>
@@ -262,10 +264,19 @@ void TestCluster::step(NodeId id, Message message) {
   process(id);
 }
 
+void TestCluster::tick_unprocessed(NodeId id) {
+  TestNode& n = node(id);
+  ++n.ticks;
+  ticks_ = std::max(ticks_, n.ticks);
+  n.replica->tick();
+  // As raftlogd's loop does after each tick: requests past their deadline are answered (the ones
+  // TestCluster makes have none; a transfer's own deadline is the replica's).
+  n.replica->expire_pending(now());
+}
+
 void TestCluster::tick(NodeId id, int times) {
   for (int i = 0; i < times; ++i) {
-    ++ticks_;
-    replica(id).tick();
+    tick_unprocessed(id);
     process(id);
   }
 }

@@ -100,6 +100,7 @@ struct TestNode {
   // When set, the cluster runs no flush cycle of this node: what it writes stays volatile, and the
   // acknowledgements and votes that vouch for it stay held, until persist_one()/persist_all().
   bool hold_persistence = false;
+  std::uint64_t ticks = 0;  // ticks this node has taken (TestCluster's clock is the most of any)
 
   std::vector<Ready> readies;  // every Ready this node's replica handled, as the core handed it out
   std::vector<ReadState> read_states;
@@ -144,6 +145,9 @@ class TestCluster {
   void step(NodeId id, Message message);
   void tick(NodeId id, int times = 1);
   void tick_all(int times = 1);  // ticks every node once per round and delivers after each round
+  // One tick of `id`'s replica (its clock advanced), then expire_pending() as raftlogd's loop does,
+  // without the process() after it, for a caller that processes itself (the golden interpreter).
+  void tick_unprocessed(NodeId id);
   // Retention's trim through the replica (whole segments only, never past what it allows).
   replica::TrimResult trim(NodeId id, Index before_index);
 
@@ -227,7 +231,9 @@ class TestCluster {
   std::set<NodeId> isolated_;
   std::vector<DropRule> drop_rules_;
   std::function<void(Message&)> mutator_;
-  std::uint64_t ticks_ = 0;  // the replicas' clock: every tick of any node advances it by tick_ms
+  // The replicas' clock, in ticks of tick_ms: the most ticks any node has taken. Every node's clock
+  // runs at the same rate, so a round of tick_all() moves time by one tick, not one per node.
+  std::uint64_t ticks_ = 0;
 };
 
 // Entries [first, first + terms.size()) with the given terms (kNormal, payload "e<index>").

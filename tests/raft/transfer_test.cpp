@@ -69,7 +69,8 @@ TEST(Transfer, AbortedAfterAnElectionTimeout) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.deliver_all();
   c.isolate(3);
-  ASSERT_FALSE(c.transfer_leadership(1, 3).answered());
+  const testing::TransferRequest transfer = c.transfer_leadership(1, 3);
+  ASSERT_FALSE(transfer.answered());
   for (int i = 0; i < 9; ++i) {
     c.tick(1);
     c.tick(2);
@@ -80,6 +81,16 @@ TEST(Transfer, AbortedAfterAnElectionTimeout) {
   EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
   EXPECT_EQ(c.raft(1).role(), Role::kLeader);
   EXPECT_TRUE(c.propose(1, {"again"}).proposed());
+  // The replica answers the request once its own deadline (four election timeouts) passed.
+  EXPECT_FALSE(transfer.answered()) << "answered before the replica's transfer deadline";
+  for (int i = 0; i < 4 * 10 && !transfer.answered(); ++i) {
+    c.tick(1);
+    c.tick(2);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(transfer.answered());
+  EXPECT_EQ(transfer.result().error.reason, replica::kReasonTransferTimeout);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
 }
 
 TEST(Transfer, RefusalsNameTheirReason) {

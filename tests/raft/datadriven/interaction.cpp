@@ -246,7 +246,7 @@ void Interaction::campaign(const CommandLine& command, Lines& out) {
   // A randomized timeout lies in [election_ticks, 2 * election_ticks).
   const int bound = 2 * cluster().node(id).config.raft.election_ticks;
   for (int ticks = 1; ticks <= bound; ++ticks) {
-    cluster().replica(id).tick();
+    cluster().tick_unprocessed(id);
     if (raft.has_ready()) {
       out.push_back(
           fmt::format("n{} times out after {} ticks: {}", id, ticks, role_and_term(raft)));
@@ -263,7 +263,7 @@ void Interaction::tick(const CommandLine& command, Lines& out) {
   const std::uint64_t times =
       command.args.size() == 2 ? parse_number(command.args[1], "the tick count") : 1;
   if (times > 1000) throw ScriptError("tick: at most 1000 ticks");
-  for (std::uint64_t i = 0; i < times; ++i) cluster().replica(id).tick();
+  for (std::uint64_t i = 0; i < times; ++i) cluster().tick_unprocessed(id);
   out.push_back(fmt::format("n{} ticks {} time{}: {}", id, times, times == 1 ? "" : "s",
                             role_and_term(core(id))));
 }
