@@ -100,7 +100,8 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
       return {};
     case raft::ProposeStatus::kEmpty:
       in.done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                       "append refused by Raft: it carries no entries",
+                                       std::string("append refused by Raft: ") +
+                                           raft::to_string(result.status) + " (no entries)",
                                        kReasonEmptyAppend)));
       return {};
     case raft::ProposeStatus::kTooLarge:

@@ -259,7 +259,9 @@ TEST(Proposals, ResultsForEveryRefusal) {
   const testing::Proposal not_leader = c.propose(2, {"x"});
   EXPECT_EQ(not_leader.refusal(), ErrorCode::kNotLeader);
   EXPECT_EQ(not_leader.answer.result().error.leader_id, 1u);
-  EXPECT_TRUE(refused_by_core_as(c.propose(1, {}), ProposeStatus::kEmpty));
+  const testing::Proposal empty = c.propose(1, {});
+  EXPECT_TRUE(refused_by_core_as(empty, ProposeStatus::kEmpty));
+  EXPECT_EQ(empty.answer.result().error.reason, replica::kReasonEmptyAppend);
   EXPECT_TRUE(refused_by_core_as(c.propose(1, {std::string(1000, 'x')}), ProposeStatus::kTooLarge));
   EXPECT_TRUE(
       refused_by_core_as(c.propose(1, std::vector<std::string>(5, "x")), ProposeStatus::kTooLarge));
