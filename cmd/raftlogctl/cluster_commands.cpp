@@ -23,6 +23,18 @@
 namespace raftlog::ctl {
 namespace {
 
+// "1, 2, 3" for text output; "[1,2,3]" for JSON.
+std::string id_list(const std::vector<std::uint64_t>& ids) {
+  std::string out;
+  for (std::uint64_t id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
+  return out;
+}
+std::string json_ids(const std::vector<std::uint64_t>& ids) {
+  std::string out = "[";
+  for (std::uint64_t id : ids) out += (out.size() == 1 ? "" : ",") + std::to_string(id);
+  return out + "]";
+}
+
 constexpr std::uint64_t kMaxAppendLines = 1'000'000;  // bound on one `append` from stdin
 constexpr std::uint64_t kMaxReadCount = 1'000'000;    // bound on one `read`'s output
 // `status --watch` refresh interval bounds: faster only loads the nodes, slower is not watching.
@@ -212,6 +224,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"catching_up_to_index\":" << s.catching_up_to_index
              << ",\"storage_fault\":" << json_string(s.storage_fault)
              << ",\"stranded_below_index\":" << s.stranded_below_index
+             << ",\"voters\":" << json_ids(s.voters) << ",\"learners\":" << json_ids(s.learners)
              << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
              << ",\"scrub_passes\":" << s.scrub_passes << ",\"version\":" << json_string(s.version)
@@ -239,12 +252,18 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << s.storage_fault << "): not voting, not counted toward commit\n";
     }
     if (s.stranded_below_index != 0) {
-      io.out << "    STRANDED: needs entries below index " << s.stranded_below_index
-             << ", which the leader no longer holds; rebuild it (docs/operations.md, \"Retention\")\n";
+      io.out
+          << "    STRANDED: needs entries below index " << s.stranded_below_index
+          << ", which the leader no longer holds; rebuild it (docs/operations.md, \"Retention\")\n";
     }
     if (s.corrupt_index != 0) {
       io.out << "    CORRUPT entry " << s.corrupt_index
              << " found: not served; restart the node to repair it from its peers\n";
+    }
+    if (s.role == client::Role::kLeader && !s.voters.empty()) {
+      io.out << "    configuration: voters " << id_list(s.voters);
+      if (!s.learners.empty()) io.out << "; learners " << id_list(s.learners);
+      io.out << "\n";
     }
     for (const client::PeerStatus& p : s.peers) {
       io.out << "    peer " << p.id << ": match " << p.match_index << ", lag " << p.lag_entries

@@ -224,6 +224,9 @@ struct NodeStatus {
   std::uint64_t catching_up_to_index = 0;
   std::string storage_fault;
   std::uint64_t stranded_below_index = 0;  // needs entries the leader trimmed (0 = not stranded)
+  // The configuration in force on the node (empty from a node that predates these fields).
+  std::vector<std::uint64_t> voters;
+  std::vector<std::uint64_t> learners;
   std::uint64_t corrupt_index = 0;
   std::uint64_t scrub_bytes_verified = 0;
   std::uint64_t scrub_passes = 0;

@@ -53,6 +53,10 @@ struct NodeStatus {
   // it cannot catch up by replication and must be rebuilt (docs/operations.md, "Retention"). The
   // value is the leader's first retained index. Health is NOT_SERVING meanwhile.
   std::uint64_t stranded_below_index = 0;
+  // The configuration in force on this node: the newest in its log, committed or not (docs/raft.md,
+  // "Membership changes"). Sorted; at most raft::kMaxMembers together.
+  std::vector<std::uint64_t> voters;
+  std::vector<std::uint64_t> learners;
   // The background scrub (Scrubber): bytes verified so far, completed passes, and the first corrupt
   // entry it (or a reader) found (0 = none; the node then stops, see docs/operations.md).
   std::uint64_t scrub_bytes_verified = 0;

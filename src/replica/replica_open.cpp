@@ -359,6 +359,8 @@ NodeStatus Replica::status() {
   status.catching_up_to_index = raft_->catching_up_to();
   status.storage_fault = status.catching_up ? storage_fault_ : "";
   status.stranded_below_index = raft_->stranded_below();
+  status.voters = raft_->conf().voters;
+  status.learners = raft_->conf().learners;
   for (const raft::PeerProgress& progress : raft_->progress()) {
     if (progress.id == config_.node_id) continue;
     PeerStatus peer;

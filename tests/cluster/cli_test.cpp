@@ -24,6 +24,16 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   ASSERT_EQ(status.exit_code, 0) << status.out;
   EXPECT_NE(status.out.find("\"role\":\"leader\""), std::string::npos) << status.out;
   EXPECT_NE(status.out.find("\"id\":" + std::to_string(leader)), std::string::npos) << status.out;
+  // Every node shows the configuration in force: the --members voters, no learners.
+  std::size_t configurations = 0;
+  for (std::size_t at = status.out.find("\"voters\":[1,2,3],\"learners\":[]");
+       at != std::string::npos;
+       at = status.out.find("\"voters\":[1,2,3],\"learners\":[]", at + 1)) {
+    ++configurations;
+  }
+  EXPECT_EQ(configurations, 3U) << status.out;
+  const CommandRun text = run_command(ctl + "status" + endpoints);
+  EXPECT_NE(text.out.find("    configuration: voters 1, 2, 3\n"), std::string::npos) << text.out;
 
   CommandRun append = run_command("printf 'one\\ntwo\\n' | " + ctl + "append --json" + endpoints);
   ASSERT_EQ(append.exit_code, 0) << append.out;

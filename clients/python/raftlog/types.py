@@ -71,6 +71,9 @@ class NodeStatus:
     corrupt_index: int
     # Non-zero while this follower needs entries its leader trimmed (it must be rebuilt); 0 otherwise.
     stranded_below_index: int = 0
+    # The configuration in force on the node (empty from older nodes).
+    voters: typing.Tuple[int, ...] = ()
+    learners: typing.Tuple[int, ...] = ()
 
     @staticmethod
     def from_wire(endpoint, s):
@@ -79,4 +82,4 @@ class NodeStatus:
         return NodeStatus(endpoint, s.node_id, s.address, ROLES.get(int(s.role), "unknown"), s.term, s.leader_id,
                           s.leader_address, s.first_index, s.last_index, s.commit_index, s.flushed_index,
                           FLUSH_MODES.get(int(s.flush_mode), "unknown"), peers, s.catching_up, s.storage_fault,
-                          s.corrupt_index, s.stranded_below_index)
+                          s.corrupt_index, s.stranded_below_index, tuple(s.voters), tuple(s.learners))
