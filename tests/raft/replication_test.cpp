@@ -273,14 +273,9 @@ TEST(Proposals, ResultsForEveryRefusal) {
   Entry config_entry;
   config_entry.type = EntryType::kConfig;
   config_entry.payload = encode_config(ConfState{{1, 2}});
-  Config solo;
-  solo.id = 1;
-  solo.initial_conf.voters = {1};
-  MemoryLog solo_log;
-  Raft core(solo, solo_log, HardState{});
-  for (int i = 0; i < 2 * solo.election_ticks && core.role() != Role::kLeader; ++i) core.tick();
-  ASSERT_EQ(core.role(), Role::kLeader);
-  EXPECT_EQ(core.propose({config_entry}).status, ProposeStatus::kInvalidEntry);
+  testing::SoloLeader solo;
+  ASSERT_EQ(solo.core.role(), Role::kLeader);
+  EXPECT_EQ(solo.core.propose({config_entry}).status, ProposeStatus::kInvalidEntry);
 }
 
 TEST(Proposals, UncommittedBoundRefusesThenRecovers) {

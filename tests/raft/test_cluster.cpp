@@ -37,6 +37,20 @@ std::string describe(const Message& m) {
 
 }  // namespace
 
+namespace {
+Config solo_config() {
+  Config config;
+  config.id = 1;
+  config.initial_conf.voters = {1};
+  return config;
+}
+}  // namespace
+
+SoloLeader::SoloLeader() : core(solo_config(), log, HardState{}) {
+  const int bound = 2 * solo_config().election_ticks;  // a randomized timeout is below it
+  for (int i = 0; i < bound && core.role() != Role::kLeader; ++i) core.tick();
+}
+
 std::vector<Entry> make_entries(Index first, const std::vector<Term>& terms) {
   std::vector<Entry> out;
   for (std::size_t i = 0; i < terms.size(); ++i) {

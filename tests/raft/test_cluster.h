@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "raft/memory_log.h"
 #include "raft/raft.h"
 #include "replica/replica.h"
 #include "store/memory_env.h"
@@ -234,6 +235,14 @@ class TestCluster {
   // The replicas' clock, in ticks of tick_ms: the most ticks any node has taken. Every node's clock
   // runs at the same rate, so a round of tick_all() moves time by one tick, not one per node.
   std::uint64_t ticks_ = 0;
+};
+
+// A bare core (no driver) that leads a single-voter configuration, for the core's own rules that no
+// input of the replica reaches (it validates first, or proposes only normal entries).
+struct SoloLeader {
+  SoloLeader();
+  MemoryLog log;
+  Raft core;
 };
 
 // Entries [first, first + terms.size()) with the given terms (kNormal, payload "e<index>").

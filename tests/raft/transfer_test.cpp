@@ -111,14 +111,9 @@ TEST(Transfer, RefusalsNameTheirReason) {
 
   // The core's own refusal of an unknown target, which the replica's membership check pre-empts, on
   // a bare single-voter core.
-  Config solo;
-  solo.id = 1;
-  solo.initial_conf.voters = {1};
-  MemoryLog solo_log;
-  Raft core(solo, solo_log, HardState{});
-  for (int i = 0; i < 2 * solo.election_ticks && core.role() != Role::kLeader; ++i) core.tick();
-  ASSERT_EQ(core.role(), Role::kLeader);
-  EXPECT_EQ(core.transfer_leadership(9), TransferStatus::kUnknownTarget);
+  testing::SoloLeader solo;
+  ASSERT_EQ(solo.core.role(), Role::kLeader);
+  EXPECT_EQ(solo.core.transfer_leadership(9), TransferStatus::kUnknownTarget);
 }
 
 }  // namespace
