@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "stepped_follower_config.h"
 #include "replica/conf_state_file.h"
 #include "replica/replica.h"
 #include "store/memory_env.h"
@@ -197,18 +198,8 @@ void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState
   DroppingSender sender;
   RoomyDisk disk;
   auto open = [&]() {
-    ReplicaConfig c;
-    c.node_id = 2;
-    c.members = {{1, "n1"}, {2, "n2"}, {3, "n3"}};
-    c.data_dir = "/data";
-    c.store.flush_mode = store::FlushMode::kSync;
-    c.store.background_work = store::BackgroundWork::kStepped;
-    c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
-    c.store.max_entry_size_bytes = 16 << 10;
-    c.store.env = &env;
+    ReplicaConfig c = testing::stepped_follower_config(&env);
     c.dedup_rebuild_entries = 2;
-    c.raft.id = 2;
-    c.raft.initial_conf = ConfState{{1, 2, 3}};
     ReplicaDeps deps;
     deps.sender = &sender;
     deps.disk = &disk;

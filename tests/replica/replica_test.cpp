@@ -1,6 +1,7 @@
 // The replica driven directly, as its shell (raftlogd's Node) or the simulator drives it: one input
 // at a time, then process(). Its dependencies are scripted: a clock that moves only when the test
 // says, a disk probe whose answer the test sets, and a sink that keeps every message sent.
+#include "stepped_follower_config.h"
 #include "replica/replica.h"
 
 #include <gtest/gtest.h>
@@ -378,17 +379,7 @@ TEST(ReplicaRetention, SegmentAgesComeFromTheEnvAndTheInjectedWallClock) {
 class SteppedFollowerTest : public ::testing::Test {
  protected:
   ReplicaConfig config() {
-    ReplicaConfig c;
-    c.node_id = 2;
-    c.members = {{1, "n1"}, {2, "n2"}, {3, "n3"}};
-    c.data_dir = "/data";
-    c.store.flush_mode = store::FlushMode::kSync;
-    c.store.background_work = store::BackgroundWork::kStepped;
-    c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
-    c.store.max_entry_size_bytes = 16 << 10;
-    c.store.env = &env_;
-    c.raft.id = 2;
-    c.raft.initial_conf.voters = {1, 2, 3};
+    ReplicaConfig c = testing::stepped_follower_config(&env_);
     return c;
   }
   void open() {
