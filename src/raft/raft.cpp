@@ -138,11 +138,11 @@ std::vector<PeerProgress> Raft::Impl::progress() const {
   std::vector<PeerProgress> out;
   if (role_ != Role::kLeader) return out;
   out.push_back(PeerProgress{id(), log_.persisted_index(), log_.last_index() + 1, false, 0, 0,
-                             disk_over_watermark_, true});
+                             disk_over_watermark_, true, is_voter(id()), catching_up_});
   for (const auto& [peer, pr] : progress_) {
     out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state == ReplicationState::kProbe,
                                pr.inflights.count(), pr.ticks_since_contact, pr.disk_over_watermark,
-                               pr.heard_this_term});
+                               pr.heard_this_term, is_voter(peer), pr.catching_up});
   }
   std::sort(out.begin(), out.end(),
             [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });

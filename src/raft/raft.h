@@ -141,7 +141,9 @@ struct PeerProgress {
   std::size_t inflight_messages = 0;
   std::uint64_t ticks_since_contact = 0;
   bool disk_over_watermark = false;  // as the peer's last response said (for the leader: its own)
-  bool responded = false;  // the peer answered since this node became leader (its fields are news)
+  bool heard_this_term = false;  // the peer answered this leader (its reported fields are news)
+  bool voter = false;            // a voter of the configuration in force (may be handed leadership)
+  bool catching_up = false;      // its acknowledgements are not counted yet (a storage fault)
 };
 
 class Raft {

@@ -184,9 +184,11 @@ void Raft::Impl::handle_append(Message& m) {
   // Mismatch: hint the highest index that could match, skipping whole terms the leader cannot share
   // (fast backtracking): the largest index <= min(m.index, last) whose term is <= m.log_term.
   // The leader probes at its first retained index when it cannot go lower (handle_heartbeat_response):
-  // a mismatch there leaves this node stranded.
-  if (leader_first_index_ > 0 && m.index < leader_first_index_)
+  // a mismatch there leaves this node stranded. Only that exact probe counts, so a heartbeat naming
+  // some other first index (stale, or forged) cannot make any other mismatch look like one.
+  if (leader_first_index_ > 0 && m.index + 1 == leader_first_index_) {
     rejected_leaders_first_probe_ = true;
+  }
   const Index probe_from = std::min(m.index, log_.last_index());
   const auto [hint_index, hint_term] = log_.find_conflict_by_term(probe_from, m.log_term);
   reply.index = m.index;

@@ -16,10 +16,14 @@ namespace raftlog::replica {
 std::uint64_t Replica::choose_disk_handover_target() const {
   std::uint64_t target = raft::kNoNode;
   raft::Index best_match = 0;
+  const std::uint64_t first_index = log_->first_index();
   for (const raft::PeerProgress& peer : raft_->progress()) {
     if (peer.id == config_.node_id || peer.disk_over_watermark) continue;
+    // Only a voter can be handed leadership; one catching up after a storage fault cannot campaign,
+    // and one that needs entries this leader trimmed can never catch up to take over.
+    if (!peer.voter || peer.catching_up || peer.match_index + 1 < first_index) continue;
     // Room is only known from an answer to this leader: a new leader's view starts empty.
-    if (!peer.responded) continue;
+    if (!peer.heard_this_term) continue;
     // A follower not heard from within an election timeout may be down: its room is old news.
     if (peer.ticks_since_contact >= config_.election_ticks) continue;
     if (target == raft::kNoNode || peer.match_index > best_match) {
@@ -44,14 +48,24 @@ void Replica::hand_over_leadership_for_disk(Clock::time_point now) {
     }
     return;
   }
-  next_disk_handover_ = now + kDiskHandoverInterval;
   raft::TransferStatus status = raft::TransferStatus::kNotLeader;
   if (!guard_core([&] { status = raft_->transfer_leadership(target); })) return;
-  if (status == raft::TransferStatus::kOk) {
-    spdlog::warn(
-        "node {}: disk past its high watermark: handing leadership to node {}, whose disk has room",
-        config_.node_id, target);
+  if (status != raft::TransferStatus::kOk) {
+    // The candidates above are ones the core accepts; anything else is worth a line, not a retry
+    // storm (the check runs every tick).
+    if (const auto held_back = no_disk_handover_log_.admit(now)) {
+      spdlog::warn(
+          "node {}: disk past its high watermark: handing leadership to node {} failed ({}; "
+          "{} more such checks since the last line)",
+          config_.node_id, target, raft::to_string(status), *held_back);
+    }
+    return;
   }
+  // Only a started handover counts against the interval that bounds bouncing.
+  next_disk_handover_ = now + kDiskHandoverInterval;
+  spdlog::warn(
+      "node {}: disk past its high watermark: handing leadership to node {}, whose disk has room",
+      config_.node_id, target);
 }
 
 }  // namespace raftlog::replica

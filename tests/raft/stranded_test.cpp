@@ -63,6 +63,57 @@ TEST(Stranded, AFollowerWhoseLogEndsBeforeTheLeadersFirstIndexKnowsItUntilRebuil
   EXPECT_EQ(c.replica(3).status().stranded_below_index, 0u);
 }
 
+// Stranded is what this leader says: a new leader that still holds what the node needs (node 2
+// never trimmed) clears it, and the node catches up from it.
+TEST(Stranded, ANewLeaderThatHoldsTheEntriesClearsIt) {
+  TestCluster c({1, 2, 3}, {}, short_follower_grace);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.isolate(3);
+  for (Index i = 2; i <= 21; ++i)
+    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
+  c.deliver_all();
+  trim_leader(c, 1, 15);
+  c.heal();
+  c.tick_all(5);
+  ASSERT_EQ(c.raft(3).stranded_below(), 15u);
+  ASSERT_FALSE(c.transfer_leadership(1, 2).answered());
+  c.tick_all(10);
+  ASSERT_EQ(c.leader(), 2u);
+  EXPECT_EQ(c.raft(3).stranded_below(), 0u);
+  EXPECT_EQ(c.node(3).log.last_index(), c.raft(2).last_index()) << "caught up from node 2";
+}
+
+// A follower whose log ends exactly where the leader's first index begins (last = first - 1) is not
+// stranded: the leader's probe at its first index matches and it catches up. Neither is one that
+// hears heartbeats naming first index 0, as a leader that never trimmed (or predates the field)
+// sends.
+TEST(Stranded, ALogEndingJustBeforeTheFirstIndexOrAHeartbeatWithoutOneStrandsNobody) {
+  TestCluster c({1, 2, 3}, {}, short_follower_grace);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  for (Index i = 2; i <= 14; ++i)
+    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
+  c.deliver_all();
+  c.isolate(3);
+  for (Index i = 15; i <= 21; ++i)
+    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
+  c.deliver_all();
+  ASSERT_EQ(c.node(3).log.last_index(), 14u);
+  trim_leader(c, 1, 15);
+  c.heal();
+  c.tick_all(5);
+  EXPECT_EQ(c.raft(3).stranded_below(), 0u);
+  EXPECT_EQ(c.node(3).log.last_index(), 21u) << "caught up from the first retained index";
+
+  Message heartbeat;  // first index 0: "I hold everything from index 1"
+  heartbeat.type = MessageType::kHeartbeat;
+  heartbeat.from = 1;
+  heartbeat.to = 2;
+  heartbeat.term = c.raft(1).term();
+  heartbeat.index = 0;
+  c.step(2, heartbeat);
+  EXPECT_EQ(c.raft(2).stranded_below(), 0u);
+}
+
 // The follower's log reaches the leader's first index - 1, but its entry there is a deposed
 // leader's: the leader's probe at its first index fails, and it cannot go lower.
 TEST(Stranded, AFollowerWithADivergentEntryBelowTheLeadersFirstIndexKnowsIt) {

@@ -232,8 +232,10 @@ class TestCluster {
   std::set<NodeId> isolated_;
   std::vector<DropRule> drop_rules_;
   std::function<void(Message&)> mutator_;
-  // The replicas' clock, in ticks of tick_ms: the most ticks any node has taken. Every node's clock
-  // runs at the same rate, so a round of tick_all() moves time by one tick, not one per node.
+  // The replicas' clock, in ticks of tick_ms: the most ticks any node has taken, shared by all, so a
+  // round of tick_all() moves time by one tick, not one per node. A node ticked alone while it is
+  // behind another sees no time pass (its Raft ticks still count): tests that depend on one node's
+  // deadlines tick that node.
   std::uint64_t ticks_ = 0;
 };
 

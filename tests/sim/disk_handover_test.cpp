@@ -50,12 +50,18 @@ TEST_F(DiskHandover, ALeaderPastTheWatermarkHandsLeadershipToAFollowerWithRoom) 
   ASSERT_NE(first, raft::kNoNode);
   const auto first_answer = append_once(first, 1);
   ASSERT_TRUE(first_answer.has_value() && first_answer->error.ok());
-  cluster_.set_disk_used_ratio(first, kOverHighWatermark);
+  // One follower's disk fills and the leader hears of it (its next answers say so); then the
+  // leader's. (Filling at the same moment, the leader may first hand over to the full follower, whose
+  // last answer still said room; that one hands on to the roomy node: two handovers.)
   const raft::NodeId full_follower = first == 1 ? 2 : 1;
   cluster_.set_disk_used_ratio(full_follower, kOverHighWatermark);
+  run_ticks(20);
+  cluster_.set_disk_used_ratio(first, kOverHighWatermark);
   const raft::NodeId roomy = 6 - first - full_follower;
+  const raft::Term term = cluster_.soft_state(first).term;
   run_ticks(100);  // 2 s of simulated time: probes every 100 ms, one handover
   EXPECT_EQ(cluster_.leader(), roomy) << "leadership must go to the only node with room";
+  EXPECT_EQ(cluster_.soft_state(roomy).term, term + 1) << "one handover, straight to it";
   const auto answer = append_once(roomy, 2);
   ASSERT_TRUE(answer.has_value());
   EXPECT_TRUE(answer->error.ok()) << answer->error.message;
