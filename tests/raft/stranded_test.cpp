@@ -18,6 +18,13 @@ std::string segment_filling_payload(Index index) {
   return "e" + std::to_string(index) + std::string(40 << 10, '.');
 }
 
+// Proposes one segment-filling entry for each index in [first, last] at `leader`.
+void propose_filling(TestCluster& c, NodeId leader, Index first, Index last) {
+  for (Index i = first; i <= last; ++i) {
+    ASSERT_TRUE(c.propose(leader, {segment_filling_payload(i)}).proposed()) << "index " << i;
+  }
+}
+
 // The leader's retention waits for a follower silent for less than 5 ticks only.
 void short_follower_grace(replica::ReplicaConfig& config) {
   config.retention_follower_grace_ms = 5 * config.tick_ms;
@@ -38,8 +45,7 @@ TEST(Stranded, AFollowerWhoseLogEndsBeforeTheLeadersFirstIndexKnowsItUntilRebuil
   TestCluster c({1, 2, 3}, {}, short_follower_grace);
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(3);
-  for (Index i = 2; i <= 21; ++i)
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
+  ASSERT_NO_FATAL_FAILURE(propose_filling(c, 1, 2, 21));
   c.deliver_all();
   const Index last = c.raft(1).commit_index();
   ASSERT_EQ(last, 21u);
@@ -69,8 +75,7 @@ TEST(Stranded, ANewLeaderThatHoldsTheEntriesClearsIt) {
   TestCluster c({1, 2, 3}, {}, short_follower_grace);
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(3);
-  for (Index i = 2; i <= 21; ++i)
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
+  ASSERT_NO_FATAL_FAILURE(propose_filling(c, 1, 2, 21));
   c.deliver_all();
   trim_leader(c, 1, 15);
   c.heal();
@@ -90,12 +95,10 @@ TEST(Stranded, ANewLeaderThatHoldsTheEntriesClearsIt) {
 TEST(Stranded, ALogEndingJustBeforeTheFirstIndexOrAHeartbeatWithoutOneStrandsNobody) {
   TestCluster c({1, 2, 3}, {}, short_follower_grace);
   ASSERT_TRUE(c.campaign_until_leader(1));
-  for (Index i = 2; i <= 14; ++i)
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
+  ASSERT_NO_FATAL_FAILURE(propose_filling(c, 1, 2, 14));
   c.deliver_all();
   c.isolate(3);
-  for (Index i = 15; i <= 21; ++i)
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}).proposed());
+  ASSERT_NO_FATAL_FAILURE(propose_filling(c, 1, 15, 21));
   c.deliver_all();
   ASSERT_EQ(c.node(3).log.last_index(), 14u);
   trim_leader(c, 1, 15);
