@@ -225,6 +225,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"storage_fault\":" << json_string(s.storage_fault)
              << ",\"stranded_below_index\":" << s.stranded_below_index
              << ",\"voters\":" << json_ids(s.voters) << ",\"learners\":" << json_ids(s.learners)
+             << ",\"learner_catching_up_to_index\":" << s.learner_catching_up_to_index
              << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
              << ",\"scrub_passes\":" << s.scrub_passes << ",\"version\":" << json_string(s.version)
@@ -250,6 +251,10 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
     if (s.catching_up) {
       io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
              << s.storage_fault << "): not voting, not counted toward commit\n";
+    }
+    if (s.learner_catching_up_to_index != 0) {
+      io.out << "    LEARNER catching up to index " << s.learner_catching_up_to_index
+             << ": not serving yet\n";
     }
     if (s.stranded_below_index != 0) {
       io.out

@@ -227,6 +227,7 @@ struct NodeStatus {
   // The configuration in force on the node (empty from a node that predates these fields).
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;
+  std::uint64_t learner_catching_up_to_index = 0;  // a learner still catching up (0 = not)
   std::uint64_t corrupt_index = 0;
   std::uint64_t scrub_bytes_verified = 0;
   std::uint64_t scrub_passes = 0;

@@ -93,6 +93,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.stranded_below_index = wire.stranded_below_index();
   status.voters.assign(wire.voters().begin(), wire.voters().end());
   status.learners.assign(wire.learners().begin(), wire.learners().end());
+  status.learner_catching_up_to_index = wire.learner_catching_up_to_index();
   status.storage_fault = wire.storage_fault();
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();

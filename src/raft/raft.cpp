@@ -224,5 +224,6 @@ std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
 bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
 Index Raft::stranded_below() const { return impl_->stranded_below(); }
+Index Raft::behind_leader_commit() const { return impl_->behind_leader_commit(); }
 
 }  // namespace raftlog::raft

@@ -213,6 +213,10 @@ class Raft {
   // with no snapshots it cannot catch up by replication and must be rebuilt (docs/operations.md,
   // "Retention"). The value is the leader's first retained index.
   Index stranded_below() const;
+  // Non-zero while this follower's log does not reach the commit index its leader last named in an
+  // append (the value): it is still catching up. A follower in step with its leader reaches it with
+  // every append (the entries an append carries go past the commit it names).
+  Index behind_leader_commit() const;
 
  private:
   class Impl;

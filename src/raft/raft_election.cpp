@@ -71,6 +71,7 @@ void Raft::Impl::reset(Term term) {
   leader_ = kNoNode;
   leader_match_ = 0;
   leader_first_index_ = 0;
+  leader_commit_seen_ = 0;
   rejected_leaders_first_probe_ = false;
   election_elapsed_ticks_ = 0;
   heartbeat_elapsed_ticks_ = 0;

@@ -61,6 +61,7 @@ class Raft::Impl {
   bool catching_up() const { return catching_up_; }
   Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
   Index stranded_below() const;
+  Index behind_leader_commit() const;
   void set_disk_over_watermark(bool over) { disk_over_watermark_ = over; }
 
  private:
@@ -174,6 +175,9 @@ class Raft::Impl {
   // that index failed to match. Either way the entries this node needs are gone from the leader, and
   // with no snapshots it cannot catch up by replication: stranded_below() reports it.
   bool disk_over_watermark_ = false;  // the driver's disk (set_disk_over_watermark)
+  // Follower: the highest commit index an append of this term's leader named (appends carry the
+  // leader's commit as is; heartbeats clamp it to what we hold, so they do not count).
+  Index leader_commit_seen_ = 0;
   Index leader_first_index_ = 0;
   bool rejected_leaders_first_probe_ = false;
 

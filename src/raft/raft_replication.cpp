@@ -148,6 +148,7 @@ void Raft::Impl::step_leader(const Message& m) {
 
 void Raft::Impl::handle_append(Message& m) {
   if (!well_formed_append(m)) return;
+  leader_commit_seen_ = std::max(leader_commit_seen_, m.commit);
   Message reply;
   reply.type = MessageType::kAppendResponse;
   reply.to = m.from;
@@ -216,6 +217,11 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
     commit_to(std::min(m.commit, leader_match_));
   }
   send(std::move(reply), /*after_persist=*/false);
+}
+
+Index Raft::Impl::behind_leader_commit() const {
+  if (role_ != Role::kFollower || leader_ == kNoNode) return 0;
+  return leader_commit_seen_ > log_.last_index() ? leader_commit_seen_ : 0;
 }
 
 Index Raft::Impl::stranded_below() const {

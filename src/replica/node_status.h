@@ -57,6 +57,10 @@ struct NodeStatus {
   // "Membership changes"). Sorted; at most raft::kMaxMembers together.
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;
+  // A non-voter (a learner, or a node its own log does not list yet) whose log does not yet reach the
+  // commit index its leader last named: that index (0 otherwise, and always on voters). It is still
+  // catching up, and health is NOT_SERVING meanwhile.
+  std::uint64_t learner_catching_up_to_index = 0;
   // The background scrub (Scrubber): bytes verified so far, completed passes, and the first corrupt
   // entry it (or a reader) found (0 = none; the node then stops, see docs/operations.md).
   std::uint64_t scrub_bytes_verified = 0;

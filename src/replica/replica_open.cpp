@@ -361,6 +361,11 @@ NodeStatus Replica::status() {
   status.stranded_below_index = raft_->stranded_below();
   status.voters = raft_->conf().voters;
   status.learners = raft_->conf().learners;
+  // Non-voters only (a learner, or a node its own log does not list yet, as a new one before the
+  // change reaches it): a voter one append behind under load is normal and must not flap health.
+  if (!raft::is_voter(raft_->conf(), config_.node_id)) {
+    status.learner_catching_up_to_index = raft_->behind_leader_commit();
+  }
   for (const raft::PeerProgress& progress : raft_->progress()) {
     if (progress.id == config_.node_id) continue;
     PeerStatus peer;

@@ -243,6 +243,7 @@ class ClientServices::Impl {
       response.set_stranded_below_index(status.stranded_below_index);
       for (std::uint64_t id : status.voters) response.add_voters(id);
       for (std::uint64_t id : status.learners) response.add_learners(id);
+      response.set_learner_catching_up_to_index(status.learner_catching_up_to_index);
       response.set_storage_fault(status.storage_fault);
       response.set_corrupt_index(status.corrupt_index);
       response.set_scrub_bytes_verified(status.scrub_bytes_verified);

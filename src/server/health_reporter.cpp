@@ -21,6 +21,10 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
     return "stranded: needs entries below index " + std::to_string(status.stranded_below_index) +
            " that the leader no longer holds; rebuild it";
   }
+  if (status.learner_catching_up_to_index != 0) {
+    return "learner catching up to the leader's commit index " +
+           std::to_string(status.learner_catching_up_to_index);
+  }
   if (status.leader_id == 0) return "no leader known";
   return "";
 }

@@ -2,7 +2,8 @@
 // with the node's state. Meaning (docs/operations.md): a node is SERVING when it has finished
 // recovery (the gRPC server only starts after Node::open recovered the store) and knows a leader of
 // its current term (itself or another node), and is a full replica (not catching up after a storage
-// fault, not stranded behind its leader's retention, no corrupt entry found); NOT_SERVING otherwise, and from the start of a graceful
+// fault, not stranded behind its leader's retention, not a learner still catching up, no corrupt
+// entry found); NOT_SERVING otherwise, and from the start of a graceful
 // shutdown on. The overall service "" and kServiceName carry the same status.
 //
 // A thread polls the node's status every poll_interval_ms (a status copy is cheap), so a change is

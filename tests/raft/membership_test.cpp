@@ -97,6 +97,53 @@ TEST(Membership, LearnerReceivesTheLogButNeverCountsOrCampaigns) {
   EXPECT_EQ(sent_by(c, 4, MessageType::kPreVote), 0u);
 }
 
+// A learner still catching up says so (status, and so health NOT_SERVING) until its log reaches the
+// commit index its leader named.
+TEST(Membership, ALearnerStillCatchingUpSaysSoUntilItReachesTheLeadersCommit) {
+  TestCluster c({1, 2, 3, 4}, [](Config& config) {
+    config.initial_conf = ConfState{{1, 2, 3}};
+    config.max_entries_per_message = 2;
+  });
+  elect_one(c);
+  c.isolate(4);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kAddLearner, 4).accepted());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.propose(1, {"e" + std::to_string(i)}).proposed());
+  c.deliver_all();
+  const Index commit = c.raft(1).commit_index();
+  ASSERT_EQ(commit, 10u);
+  EXPECT_EQ(c.replica(2).status().learner_catching_up_to_index, 0u) << "a voter never is";
+  c.heal();
+  // Everything flows but the appends to the learner, which the test hands over one at a time.
+  auto deliver_all_but_appends_to_learner = [&c] {
+    for (int i = 0; i < 1000; ++i) {
+      std::vector<Message> other = c.take_from_network(
+          [](const Message& m) { return !(m.to == 4 && m.type == MessageType::kAppend); }, 1);
+      if (other.empty()) return;
+      c.step(other.front().to, other.front());
+    }
+  };
+  bool behind_seen = false;
+  for (int round = 0; round < 50 && c.node(4).log.last_index() < commit; ++round) {
+    c.tick(1);  // a heartbeat; its answer makes the leader send the learner what it lacks
+    deliver_all_but_appends_to_learner();
+    std::vector<Message> to_learner = c.take_from_network(
+        [](const Message& m) { return m.to == 4 && m.type == MessageType::kAppend; }, 1);
+    if (to_learner.empty()) continue;
+    c.step(4, to_learner.front());  // two entries at most, naming commit 10
+    if (c.node(4).log.last_index() < commit) {
+      EXPECT_EQ(c.raft(4).behind_leader_commit(), commit);
+      EXPECT_EQ(c.replica(4).status().learner_catching_up_to_index, commit);
+      behind_seen = true;
+    }
+    deliver_all_but_appends_to_learner();
+  }
+  EXPECT_TRUE(behind_seen) << "the learner never took an append that left it behind";
+  c.tick_all(3);
+  EXPECT_EQ(c.node(4).log.last_index(), c.raft(1).last_index());
+  EXPECT_EQ(c.raft(4).behind_leader_commit(), 0u);
+  EXPECT_EQ(c.replica(4).status().learner_catching_up_to_index, 0u);
+}
+
 TEST(Membership, PromotedLearnerCountsTowardCommit) {
   TestCluster c = cluster_with_voters({1, 2, 3}, {1, 2});
   elect_one(c);

@@ -74,6 +74,7 @@ class NodeStatus:
     # The configuration in force on the node (empty from older nodes).
     voters: typing.Tuple[int, ...] = ()
     learners: typing.Tuple[int, ...] = ()
+    learner_catching_up_to_index: int = 0  # a learner still catching up (0 = not)
 
     @staticmethod
     def from_wire(endpoint, s):
@@ -82,4 +83,5 @@ class NodeStatus:
         return NodeStatus(endpoint, s.node_id, s.address, ROLES.get(int(s.role), "unknown"), s.term, s.leader_id,
                           s.leader_address, s.first_index, s.last_index, s.commit_index, s.flushed_index,
                           FLUSH_MODES.get(int(s.flush_mode), "unknown"), peers, s.catching_up, s.storage_fault,
-                          s.corrupt_index, s.stranded_below_index, tuple(s.voters), tuple(s.learners))
+                          s.corrupt_index, s.stranded_below_index, tuple(s.voters), tuple(s.learners),
+                          s.learner_catching_up_to_index)
