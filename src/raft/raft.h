@@ -141,9 +141,14 @@ struct PeerProgress {
   std::size_t inflight_messages = 0;
   std::uint64_t ticks_since_contact = 0;
   bool disk_over_watermark = false;  // as the peer's last response said (for the leader: its own)
-  bool heard_this_term = false;  // the peer answered this leader (its reported fields are news)
-  bool voter = false;            // a voter of the configuration in force (may be handed leadership)
-  bool catching_up = false;      // its acknowledgements are not counted yet (a storage fault)
+  bool heard_this_term = false;      // the peer answered this leader (its reported fields are news)
+  bool voter = false;        // a voter of the configuration in force (may be handed leadership)
+  bool catching_up = false;  // its acknowledgements are not counted yet (a storage fault)
+
+  // The peer needs entries below `first_index` (the leader's first retained index): next_index is
+  // what the leader would send next (in probe state its current guess), and below the first index
+  // no append can carry it (send_append stops), so it cannot catch up by replication.
+  bool needs_trimmed_entries(Index first_index) const { return next_index < first_index; }
 };
 
 class Raft {

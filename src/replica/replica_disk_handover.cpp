@@ -21,7 +21,7 @@ std::uint64_t Replica::choose_disk_handover_target() const {
     if (peer.id == config_.node_id || peer.disk_over_watermark) continue;
     // Only a voter can be handed leadership; one catching up after a storage fault cannot campaign,
     // and one that needs entries this leader trimmed can never catch up to take over.
-    if (!peer.voter || peer.catching_up || peer.match_index + 1 < first_index) continue;
+    if (!peer.voter || peer.catching_up || peer.needs_trimmed_entries(first_index)) continue;
     // Room is only known from an answer to this leader: a new leader's view starts empty.
     if (!peer.heard_this_term) continue;
     // A follower not heard from within an election timeout may be down: its room is old news.

@@ -380,9 +380,7 @@ NodeStatus Replica::status() {
     peer.inflight_messages = progress.inflight_messages;
     // A follower that needs entries this leader no longer holds cannot be caught up (there are no
     // snapshots): it must be rebuilt from a copy of a healthy node (docs/operations.md).
-    // next_index is what the leader would send next (in probe state, its current guess): below the
-    // first index the core stops sending appends to that peer (raft_replication.cpp).
-    peer.behind_first_index = progress.next_index < status.first_index;
+    peer.behind_first_index = progress.needs_trimmed_entries(status.first_index);
     if (peer.behind_first_index && peers_behind_first_index_.insert(progress.id).second) {
       auto limit =
           behind_first_index_log_.try_emplace(progress.id, kBehindFirstIndexLogInterval).first;
