@@ -156,6 +156,13 @@ bool Raft::Impl::has_ready() const {
 }
 
 Ready Raft::Impl::ready() {
+  // The proposals since the last ready() leave now, as one AppendEntries per follower (as many as
+  // each follower's window and max_entries/bytes_per_message allow). A node that stepped down
+  // meanwhile sends nothing; a new leader broadcasts on its own (become_leader).
+  if (broadcast_pending_) {
+    broadcast_pending_ = false;
+    if (role_ == Role::kLeader) broadcast_append(/*send_if_empty=*/false);
+  }
   Ready rd;
   const SoftState soft = soft_state();
   if (soft != reported_soft_state_) {

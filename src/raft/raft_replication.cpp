@@ -412,7 +412,7 @@ ProposeResult Raft::Impl::propose(std::vector<Entry> entries) {
   result.status = ProposeStatus::kOk;
   result.last_index = log_.last_index();
   result.term = term_;
-  broadcast_append(/*send_if_empty=*/false);
+  broadcast_pending_ = true;  // sent by ready(), together with the round's other proposals
   return result;
 }
 

@@ -2,6 +2,10 @@
 // in-flight windows, proposal bounds and results, stale durability reports.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+#include <optional>
+
 #include "raft/memory_log.h"
 #include "test_cluster.h"
 
@@ -77,6 +81,62 @@ TEST(Replication, ALargeEntrySharesOneBufferFromProposalToPersistAndSend) {
     follower_checked = true;
   }
   EXPECT_TRUE(follower_checked) << "no append to node 2 was in flight";
+}
+
+// The proposals a driver makes in one round (the Node steps its whole input batch, then drains the
+// core) leave as one Append per follower, not one each. Each append still gets its own range and its
+// own answer, and a refused one in the middle of the round does not fail its neighbours.
+TEST(Replication, ProposalsOfOneRoundShareOneAppendPerFollower) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  const std::size_t mark = c.node(1).readies.size();
+  std::vector<std::shared_ptr<std::optional<replica::AppendResult>>> answers;
+  std::vector<replica::Replica::AppendPlacement> placements;
+  const auto append = [&](std::string payload, std::uint64_t client_id, std::uint64_t sequence) {
+    replica::Replica::AppendRequest request;
+    request.payloads = {std::move(payload)};
+    request.client_id = client_id;
+    request.sequence = sequence;
+    request.deadline = replica::Clock::time_point::max();
+    auto slot = std::make_shared<std::optional<replica::AppendResult>>();
+    request.done = [slot](replica::AppendResult result) { *slot = std::move(result); };
+    answers.push_back(slot);
+    placements.push_back(c.replica(1).append(std::move(request)));
+  };
+  append("a", 7, 1);
+  append("b", 8, 1);
+  append("refused", 9, 0);  // sequence 0 with a client id: refused at once
+  append("c", 7, 2);
+  ASSERT_TRUE(answers[2]->has_value());
+  EXPECT_EQ((*answers[2])->error.code, ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(placements[2].proposed);
+  c.process(1);
+  ASSERT_GT(c.node(1).readies.size(), mark);
+  std::map<NodeId, int> appends_to;
+  for (std::size_t r = mark; r < c.node(1).readies.size(); ++r) {
+    for (const Message& m : c.node(1).readies[r].messages) {
+      if (m.type != MessageType::kAppend || m.entries.empty()) continue;
+      ++appends_to[m.to];
+      ASSERT_EQ(m.entries.size(), 3u) << "to node " << m.to;
+      EXPECT_EQ(m.entries.front().payload, "a");
+      EXPECT_EQ(m.entries.back().payload, "c");
+    }
+  }
+  EXPECT_EQ(appends_to, (std::map<NodeId, int>{{2, 1}, {3, 1}}));
+  c.deliver_all();
+  const std::vector<std::pair<std::size_t, std::string>> accepted = {{0, "a"}, {1, "b"}, {3, "c"}};
+  for (const auto& [i, payload] : accepted) {
+    ASSERT_TRUE(placements[i].proposed) << payload;
+    ASSERT_TRUE(answers[i]->has_value()) << payload;
+    const replica::AppendResult& result = **answers[i];
+    EXPECT_TRUE(result.error.ok()) << payload;
+    EXPECT_EQ(result.first_index, placements[i].first) << payload;
+    EXPECT_EQ(result.last_index, placements[i].first) << payload;
+    EXPECT_EQ(c.node(2).log.entry(result.first_index).payload, payload);
+  }
+  EXPECT_EQ(placements[1].first, placements[0].first + 1);
+  EXPECT_EQ(placements[3].first, placements[1].first + 1);
 }
 
 TEST(Replication, ConflictTruncatesOnlyTheUncommittedTail) {
