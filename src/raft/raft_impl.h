@@ -199,7 +199,8 @@ class Raft::Impl {
   // Outputs accumulated since the last ready().
   // Set by propose(): the new entries go to the followers when the driver next calls ready(), so
   // that every proposal of one driver round (the Node's loop steps its whole input batch before
-  // ready()) shares one AppendEntries per follower instead of one each (docs/raft.md, "Proposals").
+  // ready()) shares one AppendEntries per follower instead of one each (docs/raft.md, "Proposals
+  // leave at the next ready()").
   bool broadcast_pending_ = false;
   std::vector<Message> messages_;
   std::vector<Message> messages_after_persist_;
