@@ -58,9 +58,11 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')"
   members="1=127.0.0.1:${ports[0]},2=127.0.0.1:${ports[1]},3=127.0.0.1:${ports[2]}"
   endpoints="127.0.0.1:${ports[0]},127.0.0.1:${ports[1]},127.0.0.1:${ports[2]}"
   (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/peer-secret")
+  local cluster_id
+  cluster_id="ab-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
   for i in 1 2 3; do
     "$bin/raftlogd" --id "$i" --members "$members" --data-dir "$work/n$i" --flush-mode sync --log-level warn \
-      --cluster-id "ab-$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')" --peer-secret-file "$work/peer-secret" \
+      --cluster-id "$cluster_id" --peer-secret-file "$work/peer-secret" \
       </dev/null >"$work/n$i.log" 2>&1 &
     pids+=("$!")
     live_pids+=("$!")
@@ -69,6 +71,8 @@ print(" ".join(str(x.getsockname()[1]) for x in s))')"
     "$bin/raftlogctl" status --endpoints "$endpoints" --json 2>/dev/null | grep -q '"role": *"leader"' && break
     sleep 0.2
   done
+  "$bin/raftlogctl" status --endpoints "$endpoints" --json 2>/dev/null | grep -q '"role": *"leader"' ||
+    echo "ab-cpu: no leader within 20 s ($work/n*.log)" >&2
   local before=() after=()
   for i in 0 1 2; do before+=("$(cpu_ticks "${pids[$i]}")"); done
   /usr/bin/time -f "%U %S" -o "$work/time" timeout $((seconds + 30)) "$bin/raftlog-bench" cluster \
