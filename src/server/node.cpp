@@ -18,6 +18,7 @@
 #include "replica/replica.h"
 #include "replica/storage_fault.h"
 #include "replica/store_log_reader.h"
+#include "server/entry_envelopes.h"
 #include "server/node_identity.h"
 #include "server/scrubber.h"
 #include "util/thread_name.h"
@@ -556,7 +557,8 @@ bool Node::disk_watermark_exceeded() const { return impl_->replica_->disk_waterm
 void Node::stop() { impl_->stop(); }
 
 void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
-                  std::uint64_t sequence, AppendCallback done) {
+                  std::uint64_t sequence, AppendCallback done,
+                  std::vector<EntryAttributes> attributes) {
   const NodeConfig& config = impl_->config_;
   if (impl_->stopping_.load()) {
     done(failed_append(
@@ -575,6 +577,13 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
                                       std::to_string(config.max_entries_per_append) + " per append",
                                   replica::kReasonTooManyEntries)));
     return;
+  }
+  const bool has_envelopes = !attributes.empty();
+  if (has_envelopes) {
+    if (NodeError bad = wrap_in_envelopes(attributes, &payloads); bad.code != ErrorCode::kOk) {
+      done(failed_append(bad));
+      return;
+    }
   }
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < payloads.size(); ++i) {
@@ -598,7 +607,8 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
     return;
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(config.append_timeout_ms);
-  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline},
+  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline,
+                         has_envelopes},
               false);
 }
 

@@ -58,9 +58,11 @@ class Node {
 
   // --- inputs (any thread) ---------------------------------------------------------------------
   // Appends `payloads` atomically as one contiguous range; `done` runs once they are committed (or
-  // failed). client_id 0 disables deduplication.
+  // failed). client_id 0 disables deduplication. `attributes`: none, or one per payload (topic and
+  // keys, validated here; each entry then carries an envelope with the leader's timestamp, and the
+  // envelope's bytes count toward the entry and append size bounds).
   void append(std::vector<std::string> payloads, std::uint64_t client_id, std::uint64_t sequence,
-              AppendCallback done);
+              AppendCallback done, std::vector<EntryAttributes> attributes = {});
   // Linearizable read barrier: `done` gets an index such that every append completed before this call
   // is at or below it, once this node has committed up to it.
   void read_index(ReadIndexCallback done);
