@@ -647,6 +647,20 @@ std::uint64_t Node::wait_for_commit(std::uint64_t after_index, Clock::time_point
   return impl_->wait_for_commit(after_index, deadline);
 }
 
+Node::LogBounds Node::log_bounds() const {
+  std::shared_lock store_lock(impl_->store_mu_);
+  if (impl_->store_closed_) return LogBounds{};
+  return LogBounds{impl_->log_->first_index(), impl_->log_->last_index()};
+}
+
+std::optional<std::uint64_t> Node::term_at(std::uint64_t index) const {
+  std::shared_lock store_lock(impl_->store_mu_);
+  if (impl_->store_closed_) return std::nullopt;
+  auto term = impl_->log_->term_at(index);
+  if (!term.ok()) return std::nullopt;
+  return *term;
+}
+
 std::uint64_t Node::commit_index() const { return impl_->commit_.load(std::memory_order_acquire); }
 bool Node::stopping() const { return impl_->stopping_.load(std::memory_order_acquire); }
 bool Node::failed() const { return impl_->failed_.load(std::memory_order_acquire); }

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,6 +87,14 @@ class Node {
   std::uint64_t wait_for_commit(std::uint64_t after_index,
                                 std::chrono::steady_clock::time_point deadline) const;
   std::uint64_t commit_index() const;
+  // The log as the derived indexes check it at open (src/server/dispatcher.h): first and last
+  // index and the term at an index (nullopt outside the log, or once the store closed).
+  struct LogBounds {
+    std::uint64_t first = 1;
+    std::uint64_t last = 0;
+  };
+  LogBounds log_bounds() const;
+  std::optional<std::uint64_t> term_at(std::uint64_t index) const;
   bool stopping() const;
   // True once the node hit an error it cannot continue from (e.g. the store refused a write it had
   // already promised to Raft): the process should exit and be restarted, recovery takes over.

@@ -30,4 +30,23 @@ bool fill_envelope(const raft::Entry& entry, raftlog::v1::Entry* out) {
   return true;
 }
 
+void entry_to_wire(const raft::Entry& entry, raftlog::v1::Entry* out) {
+  out->set_index(entry.index);
+  out->set_term(entry.term);
+  if (!fill_envelope(entry, out)) out->set_payload(entry.payload.view().data(), entry.payload.size());
+  out->set_client_id(entry.client_id);
+  out->set_sequence(entry.sequence);
+  switch (entry.type) {
+    case raft::EntryType::kNormal:
+      out->set_type(raftlog::v1::ENTRY_TYPE_NORMAL);
+      break;
+    case raft::EntryType::kNoop:
+      out->set_type(raftlog::v1::ENTRY_TYPE_NOOP);
+      break;
+    case raft::EntryType::kConfig:
+      out->set_type(raftlog::v1::ENTRY_TYPE_CONFIG);
+      break;
+  }
+}
+
 }  // namespace raftlog::server

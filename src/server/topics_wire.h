@@ -19,4 +19,7 @@ std::vector<EntryAttributes> take_attributes(raftlog::v1::AppendRequest* request
 // decode (written by a forged peer: the entry is then served as its raw bytes).
 bool fill_envelope(const raft::Entry& entry, raftlog::v1::Entry* out);
 
+// The whole entry as raftlog.v1.Entry (what Read returns for it).
+void entry_to_wire(const raft::Entry& entry, raftlog::v1::Entry* out);
+
 }  // namespace raftlog::server
