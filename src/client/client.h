@@ -240,6 +240,11 @@ struct NodeStatus {
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;
   std::uint64_t learner_catching_up_to_index = 0;  // a learner still catching up (0 = not)
+  // The node's derived indexes (topics, keys, time): how far they reach, how far behind the
+  // commit index they are, why they stopped ("" = running).
+  std::uint64_t derived_indexed_through = 0;
+  std::uint64_t derived_lag_entries = 0;
+  std::string derived_problem;
   std::uint64_t corrupt_index = 0;
   std::uint64_t scrub_bytes_verified = 0;
   std::uint64_t scrub_passes = 0;

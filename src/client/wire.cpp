@@ -107,6 +107,9 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.voters.assign(wire.voters().begin(), wire.voters().end());
   status.learners.assign(wire.learners().begin(), wire.learners().end());
   status.learner_catching_up_to_index = wire.learner_catching_up_to_index();
+  status.derived_indexed_through = wire.derived_indexed_through();
+  status.derived_lag_entries = wire.derived_lag_entries();
+  status.derived_problem = wire.derived_problem();
   status.storage_fault = wire.storage_fault();
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();

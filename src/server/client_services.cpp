@@ -247,6 +247,9 @@ class ClientServices::Impl {
       for (std::uint64_t id : status.voters) response.add_voters(id);
       for (std::uint64_t id : status.learners) response.add_learners(id);
       response.set_learner_catching_up_to_index(status.learner_catching_up_to_index);
+      response.set_derived_indexed_through(status.derived_indexed_through);
+      response.set_derived_lag_entries(status.derived_lag_entries);
+      response.set_derived_problem(status.derived_problem);
       response.set_storage_fault(status.storage_fault);
       response.set_corrupt_index(status.corrupt_index);
       response.set_scrub_bytes_verified(status.scrub_bytes_verified);

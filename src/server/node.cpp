@@ -131,6 +131,8 @@ class Node::Impl {
   std::deque<Input> inputs_;
   std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
 
+  std::function<void(NodeStatus*)> status_extension_;  // set before start (Node::set_status_extension)
+
   // The store is shared with gRPC threads (reads, flush); close() must not race with them.
   mutable std::shared_mutex store_mu_;
   bool store_closed_ = false;
@@ -647,6 +649,10 @@ std::uint64_t Node::wait_for_commit(std::uint64_t after_index, Clock::time_point
   return impl_->wait_for_commit(after_index, deadline);
 }
 
+void Node::set_status_extension(std::function<void(NodeStatus*)> extend) {
+  impl_->status_extension_ = std::move(extend);
+}
+
 Node::LogBounds Node::log_bounds() const {
   std::shared_lock store_lock(impl_->store_mu_);
   if (impl_->store_closed_) return LogBounds{};
@@ -671,6 +677,7 @@ NodeStatus Node::status() const {
     std::lock_guard lock(impl_->status_mu_);
     status = impl_->status_;
   }
+  if (impl_->status_extension_) impl_->status_extension_(&status);
   // The store's figures are read when someone asks (Status RPC, a metrics scrape, the health
   // poller), not by the Raft loop after every round of work.
   std::shared_lock store_lock(impl_->store_mu_);

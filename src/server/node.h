@@ -94,6 +94,9 @@ class Node {
     std::uint64_t last = 0;
   };
   LogBounds log_bounds() const;
+  // Adds what the server knows about the node to status() (the derived indexes' progress). Set
+  // before start(); it must stay callable until the Node is destroyed.
+  void set_status_extension(std::function<void(NodeStatus*)> extend);
   std::optional<std::uint64_t> term_at(std::uint64_t index) const;
   bool stopping() const;
   // True once the node hit an error it cannot continue from (e.g. the store refused a write it had

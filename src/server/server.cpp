@@ -179,6 +179,15 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   }
   impl->topics = std::make_unique<TopicsService>(node, impl->dispatcher.get(),
                                                  impl->config.max_read_bytes);
+  node->set_status_extension([dispatcher = impl->dispatcher.get()](NodeStatus* status) {
+    if (dispatcher == nullptr) {
+      status->derived_problem = "no indexes";
+      return;
+    }
+    status->derived_indexed_through = dispatcher->indexes().boundary() - 1;
+    status->derived_lag_entries = dispatcher->lag();
+    status->derived_problem = dispatcher->failure();
+  });
 
   // Both process-wide switches act on builders created afterwards; repeating them is harmless.
   grpc::EnableDefaultHealthCheckService(true);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "client/topics.h"
+#include "shared/command_run.h"
 #include "testing/local_cluster.h"
 
 namespace raftlog::testing {
@@ -171,6 +172,50 @@ TEST(TopicsCluster, EveryNodeServesEachTopicAsItsLogHoldsItAcrossALeaderKill) {
     EXPECT_EQ(tailed[i].offset, i);
     EXPECT_EQ(tailed[i].entry, orders[i]);
   }
+}
+
+// The README's commands: append with a topic and a key, list, read the topic, get by key, read
+// from a time.
+TEST(TopicsCluster, TheCliAppendsReadsAndLooksUp) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  LocalCluster cluster(options);
+  cluster.start_all();
+  ASSERT_NE(cluster.wait_for_leader(), 0);
+  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
+  const std::string endpoints = " --endpoints " + cluster.endpoints();
+  ASSERT_EQ(run_command(ctl + "append --value plain" + endpoints).exit_code, 0);
+  CommandRun append =
+      run_command(ctl + "append --topic orders --key order-4711 --value '{\"qty\": 2}'" + endpoints);
+  ASSERT_EQ(append.exit_code, 0) << append.out;
+  CommandRun bad = run_command(ctl + "append --topic 'bad topic' --value x" + endpoints);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("INVALID_ARGUMENT"), std::string::npos) << bad.out;
+
+  // The indexes follow the commit in the background: poll (bounded) until the topic shows.
+  CommandRun list;
+  for (int i = 0; i < 100; ++i) {
+    list = run_command(ctl + "topic list --json" + endpoints);
+    if (list.out.find("\"end_offset\":1") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_NE(list.out.find("{\"topic\":\"orders\",\"first_offset\":0,\"end_offset\":1}"),
+            std::string::npos)
+      << list.out;
+  CommandRun read = run_command(ctl + "topic read --topic orders --from 0 --json" + endpoints);
+  ASSERT_EQ(read.exit_code, 0) << read.out;
+  EXPECT_NE(read.out.find("\"payload\":\"{\\\"qty\\\": 2}\""), std::string::npos) << read.out;
+  EXPECT_NE(read.out.find("\"keys\":[\"order-4711\"]"), std::string::npos) << read.out;
+  EXPECT_NE(read.out.find("\"offset\":0}"), std::string::npos) << read.out;
+  CommandRun key = run_command(ctl + "key get --key order-4711 --json" + endpoints);
+  ASSERT_EQ(key.exit_code, 0) << key.out;
+  EXPECT_NE(key.out.find("\"topic\":\"orders\""), std::string::npos) << key.out;
+  EXPECT_EQ(run_command(ctl + "key get --key nothing" + endpoints).exit_code, 1);
+  CommandRun since = run_command(ctl + "read --since 2020-01-01T00:00Z --json" + endpoints);
+  ASSERT_EQ(since.exit_code, 0) << since.out;
+  EXPECT_EQ(since.out.find("\"payload\":\"plain\""), std::string::npos) << since.out;
+  EXPECT_NE(since.out.find("order-4711"), std::string::npos) << since.out;
+  EXPECT_EQ(run_command(ctl + "read --since yesterday" + endpoints).exit_code, 2);
 }
 
 }  // namespace
