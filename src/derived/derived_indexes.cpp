@@ -268,6 +268,13 @@ bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
   return true;
 }
 
+void DerivedIndexes::skip_to(std::uint64_t index) {
+  std::unique_lock lock(mu_);
+  if (index <= boundary_) return;
+  boundary_ = index;
+  boundary_term_ = 0;  // unknown: open() then checks nothing at this boundary
+}
+
 Cursor DerivedIndexes::cursor_locked() const {
   Cursor cursor;
   cursor.node_id = identity_.node_id;

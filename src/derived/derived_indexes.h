@@ -106,6 +106,9 @@ class DerivedIndexes {
   // Indexes `entries`, which must continue exactly at boundary() (checked: false and nothing done
   // otherwise). Not durable until persist().
   bool apply(const std::vector<SourceEntry>& entries);
+  // Retention removed entries [boundary(), index) before they were indexed: dispatch resumes at
+  // `index` and those entries stay unindexed (the topics' offsets count only what was indexed).
+  void skip_to(std::uint64_t index);
   // Makes every record durable, then the cursor that covers them.
   store::Status persist();
   // Retention: drops whole record segments that point only below `first_log_index`.

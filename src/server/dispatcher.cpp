@@ -104,10 +104,13 @@ bool Dispatcher::dispatch_batch() {
     if (error.reason == replica::kReasonIndexTrimmed) {
       // Retention removed entries before they were indexed: they cannot be, so dispatch goes on
       // at the first retained index (docs/operations.md, "Topics and keys").
-      spdlog::warn("derived indexes: entries from {} were trimmed before they were indexed", from);
-      std::lock_guard lock(failure_mu_);
-      failure_ = "the log was trimmed past the derived indexes (restart to resume)";
-      return false;
+      const std::uint64_t first = node_->log_bounds().first;
+      spdlog::warn("derived indexes: entries {}..{} were trimmed by retention before they were "
+                   "indexed; they stay unindexed",
+                   from, first - 1);
+      indexes_->skip_to(first);
+      dirty_ = true;
+      return true;
     }
     if (error.code != ErrorCode::kUnavailable) {
       std::lock_guard lock(failure_mu_);

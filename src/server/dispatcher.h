@@ -7,7 +7,8 @@
 // (records, then cursor) at most every kPersistIntervalMs and when it has caught up. Its cursor
 // says how far the indexes are built; it proves nothing about the log's durability, and it is no
 // consumer's offset. The node serves while the indexes catch up; lag() says by how much.
-// Retention: when the log's first index moves, whole index segments below it are dropped.
+// Retention: when the log's first index moves, whole index segments below it are dropped; entries
+// retention removed before they were indexed are skipped (logged), never waited for.
 #pragma once
 
 #include <atomic>

@@ -281,5 +281,42 @@ TEST(DerivedIndexes, RetentionMovesTheFirstOffsetAndReadsBelowItAreTrimmed) {
   EXPECT_EQ(indexes->list_topics(log.last_index(), log.first).at(0).first_offset, new_first - 1);
 }
 
+TEST(DerivedIndexes, EntriesTrimmedBeforeTheyWereIndexedAreSkipped) {
+  FakeLog log = random_log(7, 100);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  FakeLog prefix = log;
+  prefix.truncate_from(40);
+  replay(*indexes, prefix);
+  log.trim_to(60);  // retention removed 40..59 before the dispatcher read them
+  indexes->skip_to(60);
+  indexes->skip_to(10);  // never backwards
+  EXPECT_EQ(indexes->boundary(), 60U);
+  replay(*indexes, log);
+  ASSERT_TRUE(indexes->persist().ok());
+  indexes.reset();
+  indexes = open_indexes(env, log, &report);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(indexes->boundary(), log.last_index() + 1);
+  // What the log still holds is indexed: every key lookup equals a scan of the retained entries.
+  for (int k = 0; k < 10; ++k) {
+    std::vector<std::uint64_t> expected;
+    for (const SourceEntry& entry : log.entries) {
+      DecodedEnvelope envelope;
+      if (!entry.has_envelope || decode_envelope(entry.payload, &envelope) != EnvelopeDecode::kOk)
+        continue;
+      for (std::string_view key : envelope.keys) {
+        if (key == "k" + std::to_string(k) &&
+            (expected.empty() || expected.back() != entry.index)) {
+          expected.push_back(entry.index);
+        }
+      }
+    }
+    EXPECT_EQ(indexes->lookup_key("k" + std::to_string(k), 1000, log.last_index(), log.first),
+              expected);
+  }
+}
+
 }  // namespace
 }  // namespace raftlog::derived
