@@ -77,8 +77,9 @@ void Dispatcher::run() {
   while (!stop_.load() && failure().empty()) {
     const bool applied = dispatch_batch();
     const auto now = std::chrono::steady_clock::now();
-    if (dirty_ && (!applied || now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs)))
-      persist();
+    // At most every kPersistIntervalMs: a trickle of appends must not turn into a trickle of
+    // fsyncs competing with the log's own on the same disk.
+    if (dirty_ && now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs)) persist();
     const std::uint64_t first = node_->log_bounds().first;
     if (first > trimmed_below_) {
       if (store::Status trimmed = indexes_->trim_below(first); !trimmed.ok()) {
@@ -87,9 +88,11 @@ void Dispatcher::run() {
       trimmed_below_ = first;
     }
     if (!applied) {
-      // Sleeps until the commit index passes what is indexed, or 100 ms (stop, retention).
-      node_->wait_for_commit(indexes_->boundary() - 1,
-                             std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+      // Sleeps until the commit index passes what is indexed, or 100 ms (stop, retention, and a
+      // persist that is due); shorter while something waits to be persisted.
+      const auto wait = dirty_ ? std::chrono::milliseconds(kPersistIntervalMs / 4)
+                               : std::chrono::milliseconds(100);
+      node_->wait_for_commit(indexes_->boundary() - 1, std::chrono::steady_clock::now() + wait);
     }
   }
   if (dirty_ && failure().empty()) persist();

@@ -4,7 +4,7 @@
 //
 // It reads committed entries in log order through Node::read_committed (never past the commit
 // index), at most kBatchEntries / kBatchBytes per read, applies them, and persists the indexes
-// (records, then cursor) at most every kPersistIntervalMs and when it has caught up. Its cursor
+// (records, then cursor) at most every kPersistIntervalMs, and at stop(). Its cursor
 // says how far the indexes are built; it proves nothing about the log's durability, and it is no
 // consumer's offset. The node serves while the indexes catch up; lag() says by how much.
 // Retention: when the log's first index moves, whole index segments below it are dropped; entries

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "derived/envelope.h"
 #include "server/node_error_status.h"
@@ -131,11 +132,13 @@ grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
       if (!writer->Write(response)) return grpc::Status::OK;  // the client went away
       continue;
     }
-    // Nothing new: wait for the commit index (and the dispatcher) to move, in short steps.
-    node_->wait_for_commit(seen_commit,
-                           std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
-    if (node_->commit_index() == seen_commit || indexed_through() < seen_commit) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Nothing new: while the indexes lag the commit index, poll them every 10 ms; else wait for
+    // the commit index to move (at most 200 ms, then cancellation and shutdown are checked).
+    if (indexed_through() < seen_commit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } else {
+      node_->wait_for_commit(seen_commit,
+                             std::chrono::steady_clock::now() + std::chrono::milliseconds(200));
     }
   }
   return grpc::Status::OK;
