@@ -10,6 +10,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "cli/flags.h"
 #include "client/client.h"
+#include "client/topics.h"
 #include "text_format.h"
 
 namespace raftlog::ctl {
@@ -158,7 +160,14 @@ void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
     io.out << "{\"index\":" << e.index << ",\"term\":" << e.term
            << ",\"type\":" << json_string(client::to_string(e.type))
            << ",\"client_id\":" << e.client_id << ",\"sequence\":" << e.sequence
-           << ",\"payload\":" << json_string(e.payload) << "}\n";
+           << ",\"payload\":" << json_string(e.payload);
+    if (e.has_attributes) {
+      io.out << ",\"topic\":" << json_string(e.topic) << ",\"keys\":[";
+      for (std::size_t i = 0; i < e.keys.size(); ++i)
+        io.out << (i == 0 ? "" : ",") << json_string(e.keys[i]);
+      io.out << "],\"timestamp_ms\":" << e.timestamp_ms;
+    }
+    io.out << "}\n";
   } else {
     io.out << e.index << "\t" << e.term << "\t"
            << (e.type == client::EntryType::kNormal
@@ -170,6 +179,10 @@ void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
 
 // The header of print_entry()'s text lines.
 void print_entry_header(const cli::Io& io) { io.out << "INDEX\tTERM\tPAYLOAD\n"; }
+
+// The first log index stamped at or after `timestamp_ms` (0: none), nullopt after printing why.
+std::optional<std::uint64_t> find_index_by_time(const Common& common, std::uint64_t timestamp_ms,
+                                                const cli::Io& io);
 
 }  // namespace
 
@@ -423,9 +436,21 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
                     "append this one entry (otherwise read lines from stdin)");
   flags.bool_flag("batch", &batch,
                   "stdin: append all lines as one atomic batch instead of one append per line");
+  std::string topic;
+  std::string key;
+  flags.string_flag("topic", &topic, "NAME", "append the entries to this topic");
+  flags.string_flag("key", &key, "KEY", "give every entry this key (raftlogctl key get finds it)");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
+  const std::vector<std::string> keys =
+      key.empty() ? std::vector<std::string>{} : std::vector<std::string>{key};
   auto c = common.connect(io);
   if (c == nullptr) return cli::kExitUsage;
+  const bool with_attributes = !topic.empty() || !keys.empty();
+  auto append = [&](const std::vector<std::string>& entries) {
+    if (!with_attributes) return c->append(entries);
+    return c->append(entries,
+                     std::vector<client::EntryAttributes>(entries.size(), {topic, keys}));
+  };
 
   std::vector<std::string> lines;
   if (flags.was_set("value")) {
@@ -451,13 +476,13 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
     }
   };
   if (batch) {
-    auto r = c->append(lines);
+    auto r = append(lines);
     if (!r.ok()) return fail(io, "append", r.status());
     report(r.value());
     return cli::kExitOk;
   }
   for (const std::string& line : lines) {
-    auto r = c->append({line});
+    auto r = append({line});
     if (!r.ok()) return fail(io, "append", r.status());
     report(r.value());
   }
@@ -477,7 +502,22 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
   flags.uint_flag("count", &count, "N", "most entries to print (at most 1000000)");
   flags.bool_flag("linearizable", &linearizable,
                   "read through the leader with ReadIndex (sees every completed append)");
+  std::string since;
+  flags.string_flag("since", &since, "TIME",
+                    "start at the first entry with a topic or keys stamped at or after TIME "
+                    "(2026-12-01T09:00Z, or ms since the epoch); overrides --from");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
+  if (!since.empty()) {
+    std::uint64_t timestamp_ms = 0;
+    if (!client::parse_time(since, &timestamp_ms)) {
+      io.err << command_path << ": --since: not a time: " << since << "\n";
+      return cli::kExitUsage;
+    }
+    auto found = find_index_by_time(common, timestamp_ms, io);
+    if (!found) return cli::kExitFailure;
+    if (*found == 0) return cli::kExitOk;  // nothing stamped at or after that time yet
+    from = *found;
+  }
   if (count > kMaxReadCount || from == 0) {
     io.err << command_path << ": --from must be >= 1 and --count at most " << kMaxReadCount << "\n";
     return cli::kExitUsage;
@@ -659,6 +699,62 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
                           "\"first_index\":" + std::to_string(r->first_index) +
                               ",\"limit\":" + std::to_string(r->limit)};
       });
+}
+
+
+// --- shared with topic_commands.cpp ---------------------------------------------------------------
+namespace {
+
+std::optional<client::Options> client_options(const Common& common, const cli::Io& io) {
+  auto parsed = client::parse_endpoints(common.endpoints);
+  if (!parsed.ok()) {
+    io.err << "--endpoints: " << parsed.status().message() << "\n";
+    return std::nullopt;
+  }
+  client::Options options;
+  options.endpoints = parsed.value();
+  options.retry_deadline_ms = common.timeout_ms;
+  options.tls.enabled = !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
+  options.tls.ca_file = common.tls_ca;
+  options.tls.cert_file = common.tls_cert;
+  options.tls.key_file = common.tls_key;
+  return options;
+}
+
+std::optional<std::uint64_t> find_index_by_time(const Common& common, std::uint64_t timestamp_ms,
+                                                const cli::Io& io) {
+  std::optional<client::Options> options = client_options(common, io);
+  if (!options) return std::nullopt;
+  auto topics = client::Topics::create(*options);
+  if (!topics.ok()) {
+    fail(io, "read --since", topics.status());
+    return std::nullopt;
+  }
+  auto found = topics.value()->find_by_time(timestamp_ms, "");
+  if (!found.ok()) {
+    fail(io, "read --since", found.status());
+    return std::nullopt;
+  }
+  return found->found ? found->index : 0;
+}
+
+}  // namespace
+
+int parse_cluster_command(cli::FlagSet& flags, std::string_view command_path,
+                          std::span<const std::string> args, const cli::Io& io,
+                          client::Options* options, bool* json) {
+  Common common;
+  common.add_to(flags);
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
+  std::optional<client::Options> built = client_options(common, io);
+  if (!built) return cli::kExitUsage;
+  *options = std::move(*built);
+  *json = common.json;
+  return -1;
+}
+
+void print_cluster_entry(const cli::Io& io, const client::Entry& entry, bool json) {
+  print_entry(io, entry, json);
 }
 
 }  // namespace raftlog::ctl

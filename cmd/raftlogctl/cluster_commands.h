@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "client/client.h"
 
 namespace raftlog::ctl {
 
@@ -22,5 +24,13 @@ int run_transfer_leader(std::string_view command_path, std::span<const std::stri
                         const cli::Io& io);
 int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_trim(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+
+// For topic_commands.cpp: adds the shared cluster flags to `flags`, parses `args` and builds the
+// client options. -1 when the command should go on, else its exit code.
+int parse_cluster_command(cli::FlagSet& flags, std::string_view command_path,
+                          std::span<const std::string> args, const cli::Io& io,
+                          client::Options* options, bool* json);
+// An entry as `read` prints it (text or JSON; topic, keys and timestamp when it has them).
+void print_cluster_entry(const cli::Io& io, const client::Entry& entry, bool json);
 
 }  // namespace raftlog::ctl

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cluster_commands.h"
 #include "log_commands.h"
+#include "topic_commands.h"
 
 namespace {
 
@@ -31,6 +32,10 @@ constexpr raftlog::cli::Command kCommands[] = {
      raftlog::ctl::run_trim, nullptr},
     {"log", "inspect an offline CommitLog data directory (verify, dump)", nullptr,
      &raftlog::ctl::kLogCommands},
+    {"topic", "list, read and tail topics (entries appended with --topic)", nullptr,
+     &raftlog::ctl::kTopicCommands},
+    {"key", "find entries by key (entries appended with --key)", nullptr,
+     &raftlog::ctl::kKeyCommands},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

@@ -78,6 +78,12 @@ inline constexpr std::string_view kCorruptEntry =
     "CORRUPT_ENTRY";  // DATA_LOSS: never served; read another node
 inline constexpr std::string_view kStorageError =
     "STORAGE_ERROR";  // INTERNAL: the node's store failed
+inline constexpr std::string_view kBadTopic = "BAD_TOPIC";  // INVALID_ARGUMENT: length or charset
+inline constexpr std::string_view kBadKeys = "BAD_KEYS";    // INVALID_ARGUMENT: count or length
+inline constexpr std::string_view kBadAttributes =
+    "BAD_ATTRIBUTES";  // INVALID_ARGUMENT: attributes not one per entry
+inline constexpr std::string_view kTopicOffsetTrimmed =
+    "TOPIC_OFFSET_TRIMMED";  // OUT_OF_RANGE: below the topic's first offset, gone
 }  // namespace reason
 
 // The machine-readable part of a refusal: what raftlog.v1.ErrorInfo carries, plus the index hints

@@ -95,7 +95,8 @@ class Client::Impl {
   }
   std::string preferred_endpoint() const { return endpoints_.preferred(); }
 
-  Result<AppendResult> append(const std::vector<std::string>& payloads);
+  Result<AppendResult> append(const std::vector<std::string>& payloads,
+                              const std::vector<EntryAttributes>* attributes = nullptr);
   Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries,
                           std::uint64_t max_bytes, bool linearizable);
   Result<std::uint64_t> tail(const TailOptions& options, const TailCallback& on_entry) {
@@ -160,7 +161,8 @@ Client::Impl::Impl(Options options, std::shared_ptr<grpc::ChannelCredentials> cr
       watchdog_(Milliseconds(options_.append_stream_idle_ms)),
       next_sequence_(options_.first_sequence) {}
 
-Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloads) {
+Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloads,
+                                          const std::vector<EntryAttributes>* attributes) {
   if (payloads.empty())
     return Status(StatusCode::kInvalidArgument, "append needs at least one entry");
   std::lock_guard append_lock(append_mu_);
@@ -176,6 +178,7 @@ Result<AppendResult> Client::Impl::append(const std::vector<std::string>& payloa
   for (const std::string& payload : payloads) request.add_entries(payload);
   request.set_client_id(client_id_);
   request.set_sequence(sequence);
+  if (attributes != nullptr) internal::attributes_to_wire(*attributes, &request);
 
   pb::AppendResponse response;
   const Status status = retry_.run(
@@ -409,6 +412,10 @@ std::uint64_t Client::next_sequence() const { return impl_->next_sequence(); }
 std::string Client::preferred_endpoint() const { return impl_->preferred_endpoint(); }
 Result<AppendResult> Client::append(const std::vector<std::string>& payloads) {
   return impl_->append(payloads);
+}
+Result<AppendResult> Client::append(const std::vector<std::string>& payloads,
+                                    const std::vector<EntryAttributes>& attributes) {
+  return impl_->append(payloads, &attributes);
 }
 Result<ReadResult> Client::read(std::uint64_t from_index, std::uint32_t max_entries,
                                 std::uint64_t max_bytes, bool linearizable) {

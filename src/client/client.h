@@ -174,8 +174,20 @@ struct Entry {
   std::string payload;
   std::uint64_t client_id = 0;
   std::uint64_t sequence = 0;
+  // An entry appended with attributes: its topic and keys, and the leader's append time (ms since
+  // the Unix epoch); payload is then the user's bytes only.
+  bool has_attributes = false;
+  std::string topic;
+  std::vector<std::string> keys;
+  std::uint64_t timestamp_ms = 0;
 
   friend bool operator==(const Entry&, const Entry&) = default;
+};
+
+// An entry's optional topic and keys (proto raftlog.v1.EntryAttributes has the bounds).
+struct EntryAttributes {
+  std::string topic;
+  std::vector<std::string> keys;
 };
 
 struct ReadResult {
@@ -228,6 +240,11 @@ struct NodeStatus {
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;
   std::uint64_t learner_catching_up_to_index = 0;  // a learner still catching up (0 = not)
+  // The node's derived indexes (topics, keys, time): how far they reach, how far behind the
+  // commit index they are, why they stopped ("" = running).
+  std::uint64_t derived_indexed_through = 0;
+  std::uint64_t derived_lag_entries = 0;
+  std::string derived_problem;
   std::uint64_t corrupt_index = 0;
   std::uint64_t scrub_bytes_verified = 0;
   std::uint64_t scrub_passes = 0;
@@ -277,6 +294,9 @@ class Client {
 
   // Appends `payloads` (1 or more) atomically; returns once committed.
   Result<AppendResult> append(const std::vector<std::string>& payloads);
+  // The same with a topic and keys per entry: `attributes` has one element per payload.
+  Result<AppendResult> append(const std::vector<std::string>& payloads,
+                              const std::vector<EntryAttributes>& attributes);
   // Committed entries from `from_index`. max_entries/max_bytes 0 = server defaults. linearizable
   // reads go to the leader (redirected); others are served by whichever node answers.
   Result<ReadResult> read(std::uint64_t from_index, std::uint32_t max_entries,

@@ -71,7 +71,20 @@ Entry entry_from_wire(const pb::Entry& wire) {
   }
   entry.client_id = wire.client_id();
   entry.sequence = wire.sequence();
+  entry.has_attributes = wire.has_attributes();
+  entry.topic = wire.topic();
+  entry.keys.assign(wire.keys().begin(), wire.keys().end());
+  entry.timestamp_ms = wire.timestamp_ms();
   return entry;
+}
+
+void attributes_to_wire(const std::vector<EntryAttributes>& attributes, pb::AppendRequest* out) {
+  out->mutable_attributes()->Reserve(static_cast<int>(attributes.size()));
+  for (const EntryAttributes& entry : attributes) {
+    pb::EntryAttributes* wire = out->add_attributes();
+    wire->set_topic(entry.topic);
+    for (const std::string& key : entry.keys) wire->add_keys(key);
+  }
 }
 
 NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& endpoint) {
@@ -94,6 +107,9 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.voters.assign(wire.voters().begin(), wire.voters().end());
   status.learners.assign(wire.learners().begin(), wire.learners().end());
   status.learner_catching_up_to_index = wire.learner_catching_up_to_index();
+  status.derived_indexed_through = wire.derived_indexed_through();
+  status.derived_lag_entries = wire.derived_lag_entries();
+  status.derived_problem = wire.derived_problem();
   status.storage_fault = wire.storage_fault();
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();

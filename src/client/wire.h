@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "client/client.h"
 #include "raftlog/v1/client.pb.h"
@@ -20,6 +21,7 @@ Status from_grpc(const grpc::Status& status, const grpc::ClientContext& context,
 
 // An unknown entry type reads as kNormal, an unknown role or flush mode as kUnknown.
 Entry entry_from_wire(const pb::Entry& wire);
+void attributes_to_wire(const std::vector<EntryAttributes>& attributes, pb::AppendRequest* out);
 NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& endpoint);
 
 // grpc.health.v1.HealthCheckRequest{string service = 1}, serialized.

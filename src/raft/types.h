@@ -60,6 +60,10 @@ struct Entry {
   // index never stops at this entry, so a proposal commits whole or not at all. Set by propose() on
   // every entry but a proposal's last; replicated and stored with the entry.
   bool proposal_continues = false;
+  // The payload starts with a topic/keys/timestamp envelope (src/derived/envelope.h). Opaque to
+  // Raft like client_id: set by the replica on the entries it proposes, replicated and stored with
+  // the entry (store flag kEntryFlagEnvelope).
+  bool has_envelope = false;
   Payload payload;  // shared by every copy of the entry (raft/payload.h)
 
   // Bytes this entry counts for in message and proposal bounds (payload plus a fixed header cost).

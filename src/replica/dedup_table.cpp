@@ -4,24 +4,33 @@
 #include <array>
 #include <cassert>
 
+#include "derived/envelope.h"
 #include "util/crc32c.h"
 
 namespace raftlog::replica {
 
-std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload) {
+std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload,
+                                   bool has_envelope) {
   std::array<unsigned char, 8> length{};
   std::uint64_t size = payload.size();
+  if (has_envelope) size |= std::uint64_t{1} << 63;
   for (unsigned char& byte : length) {
     byte = static_cast<unsigned char>(size & 0xFFU);
     size >>= 8;
   }
   digest = util::crc32c::extend(digest, length.data(), length.size());
-  return util::crc32c::extend(digest, payload.data(), payload.size());
+  if (!has_envelope) return util::crc32c::extend(digest, payload.data(), payload.size());
+  derived::visit_bytes_without_timestamp(payload, [&](const char* data, std::size_t bytes) {
+    digest = util::crc32c::extend(digest, data, bytes);
+  });
+  return digest;
 }
 
-std::uint32_t append_digest(std::span<const std::string> payloads) {
+std::uint32_t append_digest(std::span<const std::string> payloads, bool has_envelope) {
   std::uint32_t digest = 0;
-  for (const std::string& payload : payloads) digest = extend_append_digest(digest, payload);
+  for (const std::string& payload : payloads) {
+    digest = extend_append_digest(digest, payload, has_envelope);
+  }
   return digest;
 }
 
@@ -60,7 +69,7 @@ void DedupTable::remember(Client& client, const Remembered& append) {
 }
 
 void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, std::uint64_t index,
-                              std::uint64_t term, std::string_view payload) {
+                              std::uint64_t term, std::string_view payload, bool has_envelope) {
   if (client_id == 0) return;
   Client& client = touch(client_id);
   if (!client.recent.empty()) {
@@ -68,12 +77,13 @@ void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, s
     if (newest.sequence == sequence && newest.range.last + 1 == index &&
         newest.range.term == term) {
       newest.range.last = index;  // the next entry of the same append
-      newest.digest = extend_append_digest(newest.digest, payload);
+      newest.digest = extend_append_digest(newest.digest, payload, has_envelope);
       return;
     }
   }
   remember(client,
-           Remembered{sequence, Range{index, index, term}, extend_append_digest(0, payload)});
+           Remembered{sequence, Range{index, index, term},
+                      extend_append_digest(0, payload, has_envelope)});
 }
 
 void DedupTable::record_append(std::uint64_t client_id, std::uint64_t sequence, const Range& range,
@@ -83,7 +93,8 @@ void DedupTable::record_append(std::uint64_t client_id, std::uint64_t sequence, 
 }
 
 DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t sequence,
-                                    std::span<const std::string> payloads, Range* range) {
+                                    std::span<const std::string> payloads, Range* range,
+                                    bool has_envelope) {
   auto it = clients_.find(client_id);
   if (it == clients_.end()) return Lookup::kUnknown;
   Client& client = touch(client_id);
@@ -92,7 +103,7 @@ DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t seque
     if (r->sequence != sequence) continue;
     *range = r->range;
     const std::uint64_t count = r->range.last - r->range.first + 1;
-    if (count == payloads.size() && r->digest == append_digest(payloads)) return Lookup::kFound;
+    if (count == payloads.size() && r->digest == append_digest(payloads, has_envelope)) return Lookup::kFound;
     // The remembered range may lack the first entries of its append: it cannot prove a reuse.
     if (view_start_ > 1 && r->range.first == view_start_) return Lookup::kTooOld;
     return Lookup::kReused;

@@ -43,8 +43,13 @@ namespace raftlog::replica {
 // index order, each preceded by its length as 8 little-endian bytes (so ["ab", "c"] and ["a", "bc"]
 // differ). Chaining lets a follower extend it entry by entry, across replication batches. Two
 // different appends with the same entry count collide with probability about 2^-32.
-std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload);
-std::uint32_t append_digest(std::span<const std::string> payloads);
+// An entry with an envelope (`has_envelope`: topic, keys, timestamp, src/derived/envelope.h) is
+// digested without its timestamp, which the leader stamps when it proposes: a retry carries the
+// same topic, keys and bytes but cannot know it. Its length word has bit 63 set, so an envelope
+// entry never matches a plain entry of the same bytes. Plain entries digest as they always did.
+std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload,
+                                   bool has_envelope = false);
+std::uint32_t append_digest(std::span<const std::string> payloads, bool has_envelope = false);
 
 class DedupTable {
  public:
@@ -67,16 +72,17 @@ class DedupTable {
   // (client_id, sequence). Entries of one append are contiguous and recorded in index order; a new
   // sequence starts a new range. client_id 0 is ignored (not an idempotent append).
   void record_entry(std::uint64_t client_id, std::uint64_t sequence, std::uint64_t index,
-                    std::uint64_t term, std::string_view payload);
+                    std::uint64_t term, std::string_view payload, bool has_envelope = false);
 
   // Records a whole append at once (the leader's own proposal): `digest` is append_digest() of its
   // payloads, so this remembers exactly what record_entry() over each of its entries would.
   void record_append(std::uint64_t client_id, std::uint64_t sequence, const Range& range,
                      std::uint32_t digest);
 
-  // Looks up a retry carrying `payloads`. kFound and kReused fill `range` with the remembered one.
+  // Looks up a retry carrying `payloads` (with envelopes when `has_envelope`). kFound and kReused
+  // fill `range` with the remembered one.
   Lookup find(std::uint64_t client_id, std::uint64_t sequence,
-              std::span<const std::string> payloads, Range* range);
+              std::span<const std::string> payloads, Range* range, bool has_envelope = false);
 
   // The table was (re)built from the log starting at `index`: a range that starts there may be the
   // tail of an append whose first entries lie below, so a retry that does not match it exactly is

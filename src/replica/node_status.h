@@ -61,6 +61,12 @@ struct NodeStatus {
   // commit index its leader last named: that index (0 otherwise, and always on voters). It is still
   // catching up, and health is NOT_SERVING meanwhile.
   std::uint64_t learner_catching_up_to_index = 0;
+  // The derived indexes (topics, keys, time: src/server/dispatcher.h), filled in by the server:
+  // the last log index they cover, the committed entries not yet indexed, and why dispatch stopped
+  // ("" while it runs; "no indexes" when they could not be opened).
+  std::uint64_t derived_indexed_through = 0;
+  std::uint64_t derived_lag_entries = 0;
+  std::string derived_problem;
   // The background scrub (Scrubber): bytes verified so far, completed passes, and the first corrupt
   // entry it (or a reader) found (0 = none; the node then stops, see docs/operations.md).
   std::uint64_t scrub_bytes_verified = 0;

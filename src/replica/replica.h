@@ -112,6 +112,9 @@ class Replica {
     std::uint64_t sequence = 0;
     AppendCallback done;
     Clock::time_point deadline;
+    // Every payload starts with an envelope (src/derived/envelope.h, encoded and validated by the
+    // caller): the replica stamps its timestamp when it proposes (next_timestamp_ms()).
+    bool has_envelopes = false;
   };
   struct ReadIndexRequest {
     ReadIndexCallback done;
@@ -259,6 +262,10 @@ class Replica {
   void record_commit_in_store();
   void deliver_read_states(const raft::Ready& ready);
   void record_dedup(const std::vector<raft::Entry>& entries);
+  // Timestamps (docs/design.md, "Topics, keys and time"): the leader's append time, never below the
+  // newest timestamp this node's log holds, so they do not go backwards across leader changes.
+  void note_timestamp(bool has_envelope, std::string_view payload);
+  std::uint64_t next_timestamp_ms();
   void fatal(const std::string& what);
   // Runs `call`, which calls into the core. The core reads persisted entries through reader_; one
   // that cannot be read (UnreadableEntry: a storage fault) is marked for repair and stops the
@@ -304,6 +311,9 @@ class Replica {
 
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
+  // The newest envelope timestamp of the log as far as dedup saw it (its rebuild window at open,
+  // then every entry written), in ms since the Unix epoch.
+  std::uint64_t last_timestamp_ms_ = 0;
   std::multimap<std::uint64_t, PendingAppend> pending_appends_;  // by last index
   std::map<std::uint64_t, PendingRead> pending_reads_;           // by read request id
   // By entry index. The core accepts one change at a time per leader, so this holds at most one entry

@@ -273,8 +273,10 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
       return false;
     }
     for (const store::EntryView& view : batch->entries) {
+      const bool has_envelope = (view.meta.flags & kEntryFlagEnvelope) != 0;
       dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term,
-                          view.payload);
+                          view.payload, has_envelope);
+      note_timestamp(has_envelope, view.payload);
     }
     from = batch->entries.back().meta.index + 1;
   }

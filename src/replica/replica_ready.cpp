@@ -6,6 +6,7 @@
 #include <string>
 
 #include "replica/durability_rules.h"
+#include "derived/envelope.h"
 #include "replica/replica.h"
 
 namespace raftlog::replica {
@@ -362,9 +363,24 @@ void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
   for (const raft::Entry& entry : entries) {
     if (entry.index <= dedup_recorded_through_) continue;
     dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term,
-                        entry.payload.view());
+                        entry.payload.view(), entry.has_envelope);
+    note_timestamp(entry.has_envelope, entry.payload.view());
     dedup_recorded_through_ = entry.index;
   }
+}
+
+void Replica::note_timestamp(bool has_envelope, std::string_view payload) {
+  std::uint64_t timestamp_ms = 0;
+  if (has_envelope && derived::peek_timestamp(payload, &timestamp_ms)) {
+    last_timestamp_ms_ = std::max(last_timestamp_ms_, timestamp_ms);
+  }
+}
+
+std::uint64_t Replica::next_timestamp_ms() {
+  const auto now = deps_.wall_clock().time_since_epoch();
+  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+  last_timestamp_ms_ = std::max(last_timestamp_ms_, static_cast<std::uint64_t>(std::max<std::int64_t>(now_ms, 0)));
+  return last_timestamp_ms_;
 }
 
 void Replica::fatal(const std::string& what) {

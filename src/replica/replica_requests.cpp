@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "derived/envelope.h"
 #include "replica/replica.h"
 
 namespace raftlog::replica {
@@ -64,7 +65,9 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
     return {};
   }
   // Taken before the payloads move into the proposal; a retry is compared against it (find()).
-  const std::uint32_t digest = in.client_id != 0 ? append_digest(in.payloads) : 0;
+  const std::uint32_t digest =
+      in.client_id != 0 ? append_digest(in.payloads, in.has_envelopes) : 0;
+  const std::uint64_t timestamp_ms = in.has_envelopes ? next_timestamp_ms() : 0;
   std::vector<raft::Entry> entries;
   entries.reserve(in.payloads.size());
   for (std::string& payload : in.payloads) {
@@ -72,6 +75,8 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
     entry.type = raft::EntryType::kNormal;
     entry.client_id = in.client_id;
     entry.sequence = in.sequence;
+    if (in.has_envelopes) derived::stamp_timestamp(&payload, timestamp_ms);
+    entry.has_envelope = in.has_envelopes;
     entry.payload = std::move(payload);
     entries.push_back(std::move(entry));
   }
@@ -134,7 +139,7 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
 // dedup table: true when `in` was answered (or now waits for the original's commit).
 bool Replica::answer_from_dedup(AppendRequest& in) {
   DedupTable::Range range;
-  switch (dedup_.find(in.client_id, in.sequence, in.payloads, &range)) {
+  switch (dedup_.find(in.client_id, in.sequence, in.payloads, &range, in.has_envelopes)) {
     case DedupTable::Lookup::kFound:
       if (range.last <= commit_) {
         in.done(AppendResult{NodeError{}, range.first, range.last, range.term, true});

@@ -97,6 +97,12 @@ inline constexpr const char* kReasonDiskFull = "DISK_FULL";
 inline constexpr const char* kReasonDiskWatermark = "DISK_WATERMARK";
 inline constexpr const char* kReasonCorruptEntry = "CORRUPT_ENTRY";
 inline constexpr const char* kReasonStorageError = "STORAGE_ERROR";
+// Topics and keys (docs/errors.md): an append's topic or keys outside their bounds, attributes
+// that do not pair one to one with the entries, a topic read below the topic's first offset.
+inline constexpr const char* kReasonBadTopic = "BAD_TOPIC";
+inline constexpr const char* kReasonBadKeys = "BAD_KEYS";
+inline constexpr const char* kReasonBadAttributes = "BAD_ATTRIBUTES";
+inline constexpr const char* kReasonTopicOffsetTrimmed = "TOPIC_OFFSET_TRIMMED";
 inline constexpr const char* kReasonCommitTimeout = "COMMIT_TIMEOUT";
 inline constexpr const char* kReasonReadIndexTimeout = "READ_INDEX_TIMEOUT";
 inline constexpr const char* kReasonTransferTargetUnknown = "TRANSFER_TARGET_UNKNOWN";

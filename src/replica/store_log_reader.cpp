@@ -78,6 +78,7 @@ raft::Entry to_raft_entry(const store::EntryView& view) {
   entry.client_id = view.meta.client_id;
   entry.sequence = view.meta.sequence;
   entry.proposal_continues = (view.meta.flags & kEntryFlagProposalContinues) != 0;
+  entry.has_envelope = (view.meta.flags & kEntryFlagEnvelope) != 0;
   entry.payload = std::string(view.payload);
   return entry;
 }
@@ -89,7 +90,9 @@ store::EntryToAppend to_store_entry(const raft::Entry& entry) {
   out.meta.type = static_cast<store::EntryType>(entry.type);
   out.meta.client_id = entry.client_id;
   out.meta.sequence = entry.sequence;
-  out.meta.flags = entry.proposal_continues ? kEntryFlagProposalContinues : 0;
+  out.meta.flags = static_cast<std::uint16_t>(
+      (entry.proposal_continues ? kEntryFlagProposalContinues : 0) |
+      (entry.has_envelope ? kEntryFlagEnvelope : 0));
   out.payload = entry.payload.view();  // shares the entry's bytes: `entry` must outlive `out`
   return out;
 }

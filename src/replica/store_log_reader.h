@@ -48,6 +48,8 @@ class StoreLogReader final : public raft::LogReader {
 
 // The store's entry flags (opaque to it) as the node uses them: docs/storage-format.md.
 inline constexpr std::uint16_t kEntryFlagProposalContinues = 1;
+// The payload starts with an envelope (topic, keys, timestamp: src/derived/envelope.h).
+inline constexpr std::uint16_t kEntryFlagEnvelope = 2;
 
 // The first entry in [from, from + count) whose read alone fails, with why; nullopt when each one
 // reads. A batch read fails as a whole, so this names the entry to blame. Bounded by `count`

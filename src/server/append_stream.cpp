@@ -14,6 +14,7 @@
 #include "server/node.h"
 #include "server/node_error_status.h"
 #include "server/raw_messages.h"
+#include "server/topics_wire.h"
 #include "util/thread_name.h"
 
 namespace raftlog::server {
@@ -132,6 +133,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     std::vector<std::string> payloads;  // moved, not copied
     payloads.reserve(static_cast<std::size_t>(append->entries_size()));
     for (std::string& payload : *append->mutable_entries()) payloads.push_back(std::move(payload));
+    std::vector<EntryAttributes> attributes = take_attributes(append);
     bool read_next = false;
     {
       std::lock_guard lock(mu_);
@@ -150,7 +152,8 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     // or, for an immediate refusal, on this one.
     node_->append(std::move(payloads), client_id, sequence,
                   [this, request_id, read_at = std::chrono::steady_clock::now()](
-                      AppendResult result) { answer(request_id, result, read_at); });
+                      AppendResult result) { answer(request_id, result, read_at); },
+                  std::move(attributes));
     std::unique_lock lock(mu_);
     handing_over_ = false;
     // Reads are only ever started from reactions (here and OnWriteDone), never from answer() on the

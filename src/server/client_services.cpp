@@ -22,6 +22,7 @@
 #include "server/node_error_status.h"
 #include "server/raw_messages.h"
 #include "server/stream_limits.h"
+#include "server/topics_wire.h"
 #include "util/thread_name.h"
 #include "util/build_info.h"
 
@@ -78,7 +79,7 @@ std::function<void(Result)> finish_unary(grpc::CallbackServerContext* context,
 void fill_entry(const raft::Entry& entry, v1::Entry* out) {
   out->set_index(entry.index);
   out->set_term(entry.term);
-  out->set_payload(entry.payload);
+  if (!fill_envelope(entry, out)) out->set_payload(entry.payload);
   out->set_client_id(entry.client_id);
   out->set_sequence(entry.sequence);
   switch (entry.type) {
@@ -194,6 +195,7 @@ class ClientServices::Impl {
       payloads.reserve(static_cast<std::size_t>(request.entries_size()));
       for (std::string& payload : *request.mutable_entries())
         payloads.push_back(std::move(payload));
+      std::vector<EntryAttributes> attributes = take_attributes(&request);
       // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread.
       owner_->node_->append(std::move(payloads), request.client_id(), request.sequence(),
                             finish_unary<AppendResult, v1::AppendResponse>(
@@ -203,7 +205,8 @@ class ClientServices::Impl {
                                   response->set_last_index(result.last_index);
                                   response->set_term(result.term);
                                   response->set_duplicate(result.duplicate);
-                                }));
+                                }),
+                            std::move(attributes));
       return reactor;
     }
 
@@ -244,6 +247,9 @@ class ClientServices::Impl {
       for (std::uint64_t id : status.voters) response.add_voters(id);
       for (std::uint64_t id : status.learners) response.add_learners(id);
       response.set_learner_catching_up_to_index(status.learner_catching_up_to_index);
+      response.set_derived_indexed_through(status.derived_indexed_through);
+      response.set_derived_lag_entries(status.derived_lag_entries);
+      response.set_derived_problem(status.derived_problem);
       response.set_storage_fault(status.storage_fault);
       response.set_corrupt_index(status.corrupt_index);
       response.set_scrub_bytes_verified(status.scrub_bytes_verified);

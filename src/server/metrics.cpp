@@ -242,6 +242,10 @@ class Metrics::Impl final : public prometheus::Collectable {
     scrub_passes_ =
         &gauge("raftlog_store_scrub_passes", "Completed scrub passes over the durable log.");
     segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");
+    derived_lag_ = &gauge("raftlog_derived_lag_entries",
+                          "Committed entries the derived indexes (topics, keys, time) lack yet.");
+    derived_stopped_ = &gauge("raftlog_derived_stopped",
+                              "1 when the derived indexes stopped on an error (see the node's log).");
     disk_bytes_ = &gauge("raftlog_store_disk_bytes", "Bytes of segment and index files on disk.");
     disk_free_ratio_ = &gauge("raftlog_store_disk_free_ratio",
                               "Free space of the data directory's file system, 0..1.");
@@ -328,6 +332,8 @@ class Metrics::Impl final : public prometheus::Collectable {
     scrub_bytes_->Set(static_cast<double>(status.scrub_bytes_verified));
     scrub_passes_->Set(static_cast<double>(status.scrub_passes));
     segments_->Set(static_cast<double>(status.store_segments));
+    derived_lag_->Set(static_cast<double>(status.derived_lag_entries));
+    derived_stopped_->Set(status.derived_problem.empty() ? 0 : 1);
     disk_bytes_->Set(static_cast<double>(status.store_disk_bytes));
     recovery_duration_->Set(std::chrono::duration<double>(status.recovery_duration).count());
     for (store::RecoveryMode mode : kRecoveryModes) {
@@ -401,6 +407,8 @@ class Metrics::Impl final : public prometheus::Collectable {
   Gauge* scrub_bytes_ = nullptr;
   Gauge* scrub_passes_ = nullptr;
   Gauge* segments_ = nullptr;
+  Gauge* derived_lag_ = nullptr;
+  Gauge* derived_stopped_ = nullptr;
   Gauge* disk_bytes_ = nullptr;
   Gauge* disk_free_ratio_ = nullptr;
   Gauge* watermark_ = nullptr;

@@ -18,6 +18,7 @@
 #include "replica/replica.h"
 #include "replica/storage_fault.h"
 #include "replica/store_log_reader.h"
+#include "server/entry_envelopes.h"
 #include "server/node_identity.h"
 #include "server/scrubber.h"
 #include "util/thread_name.h"
@@ -129,6 +130,8 @@ class Node::Impl {
   std::atomic<bool> loop_sleeping_{false};
   std::deque<Input> inputs_;
   std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
+
+  std::function<void(NodeStatus*)> status_extension_;  // set before start (Node::set_status_extension)
 
   // The store is shared with gRPC threads (reads, flush); close() must not race with them.
   mutable std::shared_mutex store_mu_;
@@ -556,7 +559,8 @@ bool Node::disk_watermark_exceeded() const { return impl_->replica_->disk_waterm
 void Node::stop() { impl_->stop(); }
 
 void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
-                  std::uint64_t sequence, AppendCallback done) {
+                  std::uint64_t sequence, AppendCallback done,
+                  std::vector<EntryAttributes> attributes) {
   const NodeConfig& config = impl_->config_;
   if (impl_->stopping_.load()) {
     done(failed_append(
@@ -575,6 +579,13 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
                                       std::to_string(config.max_entries_per_append) + " per append",
                                   replica::kReasonTooManyEntries)));
     return;
+  }
+  const bool has_envelopes = !attributes.empty();
+  if (has_envelopes) {
+    if (NodeError bad = wrap_in_envelopes(attributes, &payloads); bad.code != ErrorCode::kOk) {
+      done(failed_append(bad));
+      return;
+    }
   }
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < payloads.size(); ++i) {
@@ -598,7 +609,8 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
     return;
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(config.append_timeout_ms);
-  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline},
+  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline,
+                         has_envelopes},
               false);
 }
 
@@ -637,6 +649,24 @@ std::uint64_t Node::wait_for_commit(std::uint64_t after_index, Clock::time_point
   return impl_->wait_for_commit(after_index, deadline);
 }
 
+void Node::set_status_extension(std::function<void(NodeStatus*)> extend) {
+  impl_->status_extension_ = std::move(extend);
+}
+
+Node::LogBounds Node::log_bounds() const {
+  std::shared_lock store_lock(impl_->store_mu_);
+  if (impl_->store_closed_) return LogBounds{};
+  return LogBounds{impl_->log_->first_index(), impl_->log_->last_index()};
+}
+
+std::optional<std::uint64_t> Node::term_at(std::uint64_t index) const {
+  std::shared_lock store_lock(impl_->store_mu_);
+  if (impl_->store_closed_) return std::nullopt;
+  auto term = impl_->log_->term_at(index);
+  if (!term.ok()) return std::nullopt;
+  return *term;
+}
+
 std::uint64_t Node::commit_index() const { return impl_->commit_.load(std::memory_order_acquire); }
 bool Node::stopping() const { return impl_->stopping_.load(std::memory_order_acquire); }
 bool Node::failed() const { return impl_->failed_.load(std::memory_order_acquire); }
@@ -647,6 +677,7 @@ NodeStatus Node::status() const {
     std::lock_guard lock(impl_->status_mu_);
     status = impl_->status_;
   }
+  if (impl_->status_extension_) impl_->status_extension_(&status);
   // The store's figures are read when someone asks (Status RPC, a metrics scrape, the health
   // poller), not by the Raft loop after every round of work.
   std::shared_lock store_lock(impl_->store_mu_);

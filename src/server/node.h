@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <functional>
 #include <memory>
 #include <string>
@@ -58,9 +59,11 @@ class Node {
 
   // --- inputs (any thread) ---------------------------------------------------------------------
   // Appends `payloads` atomically as one contiguous range; `done` runs once they are committed (or
-  // failed). client_id 0 disables deduplication.
+  // failed). client_id 0 disables deduplication. `attributes`: none, or one per payload (topic and
+  // keys, validated here; each entry then carries an envelope with the leader's timestamp, and the
+  // envelope's bytes count toward the entry and append size bounds).
   void append(std::vector<std::string> payloads, std::uint64_t client_id, std::uint64_t sequence,
-              AppendCallback done);
+              AppendCallback done, std::vector<EntryAttributes> attributes = {});
   // Linearizable read barrier: `done` gets an index such that every append completed before this call
   // is at or below it, once this node has committed up to it.
   void read_index(ReadIndexCallback done);
@@ -84,6 +87,17 @@ class Node {
   std::uint64_t wait_for_commit(std::uint64_t after_index,
                                 std::chrono::steady_clock::time_point deadline) const;
   std::uint64_t commit_index() const;
+  // The log as the derived indexes check it at open (src/server/dispatcher.h): first and last
+  // index and the term at an index (nullopt outside the log, or once the store closed).
+  struct LogBounds {
+    std::uint64_t first = 1;
+    std::uint64_t last = 0;
+  };
+  LogBounds log_bounds() const;
+  // Adds what the server knows about the node to status() (the derived indexes' progress). Set
+  // before start(); it must stay callable until the Node is destroyed.
+  void set_status_extension(std::function<void(NodeStatus*)> extend);
+  std::optional<std::uint64_t> term_at(std::uint64_t index) const;
   bool stopping() const;
   // True once the node hit an error it cannot continue from (e.g. the store refused a write it had
   // already promised to Raft): the process should exit and be restarted, recovery takes over.

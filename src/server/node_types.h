@@ -5,6 +5,9 @@
 #include "replica/node_status.h"
 #include "replica/results.h"
 
+#include <string>
+#include <vector>
+
 namespace raftlog::server {
 
 using replica::AppendResult;
@@ -19,5 +22,12 @@ using replica::PeerStatus;
 using replica::ReadIndexResult;
 using replica::TransferResult;
 using replica::TrimResult;
+
+// An appended entry's optional topic and keys (raftlog.v1.EntryAttributes; src/derived/envelope.h
+// has their bounds). Node::append validates them and puts them in the entry's envelope.
+struct EntryAttributes {
+  std::string topic;
+  std::vector<std::string> keys;
+};
 
 }  // namespace raftlog::server

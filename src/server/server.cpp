@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "server/client_services.h"
+#include "server/dispatcher.h"
+#include "server/topics_service.h"
 #include "server/health_reporter.h"
 #include "server/metrics.h"
 #include "server/node.h"
@@ -106,6 +108,8 @@ class Server::Impl {
   std::unique_ptr<Node> node;
   std::unique_ptr<PeerTransport> transport;
   std::unique_ptr<ClientServices> services;
+  std::unique_ptr<Dispatcher> dispatcher;  // null when the derived indexes cannot be used
+  std::unique_ptr<TopicsService> topics;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<HealthReporter> health;
   std::string bound_address;
@@ -167,6 +171,23 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   service_limits.max_appends_per_stream = impl->config.max_appends_per_stream;
   service_limits.stall_timeout_ms = impl->config.stream_stall_timeout_ms;
   impl->services = std::make_unique<ClientServices>(node, service_limits, impl->metrics.get());
+  std::string dispatcher_problem;
+  impl->dispatcher = Dispatcher::open(node, impl->config, &dispatcher_problem);
+  if (impl->dispatcher == nullptr) {
+    spdlog::error("node {}: serving without topic and key queries: {}", impl->config.node_id,
+                  dispatcher_problem);
+  }
+  impl->topics = std::make_unique<TopicsService>(node, impl->dispatcher.get(),
+                                                 impl->config.max_read_bytes);
+  node->set_status_extension([dispatcher = impl->dispatcher.get()](NodeStatus* status) {
+    if (dispatcher == nullptr) {
+      status->derived_problem = "no indexes";
+      return;
+    }
+    status->derived_indexed_through = dispatcher->indexes().boundary() - 1;
+    status->derived_lag_entries = dispatcher->lag();
+    status->derived_problem = dispatcher->failure();
+  });
 
   // Both process-wide switches act on builders created afterwards; repeating them is harmless.
   grpc::EnableDefaultHealthCheckService(true);
@@ -194,6 +215,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(impl->transport->service());
   for (grpc::Service* service : impl->services->services()) builder.RegisterService(service);
+  builder.RegisterService(impl->topics.get());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || bound_port == 0) {
     *error = "cannot listen on " + impl->config.listen_address + " (address in use or invalid?)";
@@ -229,6 +251,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   }
   impl->transport->start();
   impl->node->start();
+  if (impl->dispatcher != nullptr) impl->dispatcher->start();
   spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {}, {})",
                impl->config.node_id, impl->bound_address, impl->config.cluster_id,
                impl->config.members.size(), store::to_string(impl->config.store.flush_mode),
@@ -252,6 +275,8 @@ void Server::shutdown() {
   // Probes fail first, so load balancers and Kubernetes stop sending work while the node drains.
   impl_->health->stop();
   impl_->services->shutdown();
+  impl_->topics->shutdown();
+  if (impl_->dispatcher != nullptr) impl_->dispatcher->stop();  // persists what it indexed
   impl_->node->stop();
   impl_->transport->stop();
   impl_->sender.transport = nullptr;

@@ -1,0 +1,432 @@
+#include "derived/derived_indexes.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "derived/envelope.h"
+
+namespace raftlog::derived {
+
+using store::Status;
+
+const char* to_string(OpenMode mode) {
+  switch (mode) {
+    case OpenMode::kFresh:
+      return "fresh";
+    case OpenMode::kResumed:
+      return "resumed";
+    case OpenMode::kRolledBack:
+      return "rolled back";
+    case OpenMode::kRebuilt:
+      return "rebuilt";
+  }
+  return "unknown";
+}
+
+std::uint64_t key_hash(std::string_view key) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (char c : key) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+DerivedIndexes::DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity)
+    : env_(env), dir_(std::move(dir)), identity_(std::move(identity)) {
+  keys_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "keys"), RecordKind::kKey);
+  time_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "time"), RecordKind::kTime);
+}
+
+std::unique_ptr<DerivedIndexes> DerivedIndexes::open(store::Env* env, std::string dir,
+                                                     LogIdentity identity, const LogView& log,
+                                                     OpenReport* report, Status* error) {
+  std::unique_ptr<DerivedIndexes> indexes(new DerivedIndexes(env, dir, std::move(identity)));
+  *report = OpenReport{};
+  if (Status made = env->create_dir(dir); !made.ok()) {
+    *error = made;
+    return nullptr;
+  }
+  std::string problem;
+  std::optional<Cursor> cursor = read_cursor(env, dir, &problem);
+  bool usable = cursor.has_value();
+  if (usable && (cursor->cluster_id != indexes->identity_.cluster_id ||
+                 cursor->node_id != indexes->identity_.node_id)) {
+    problem = "the cursor belongs to another log (cluster " + cursor->cluster_id + ", node " +
+              std::to_string(cursor->node_id) + ")";
+    usable = false;
+  }
+  if (usable) usable = indexes->load(*cursor, &problem);
+  if (!usable) {
+    report->mode = problem == "missing" ? OpenMode::kFresh : OpenMode::kRebuilt;
+    report->reason = problem == "missing" ? "no derived indexes yet" : problem;
+    if (Status rebuilt = indexes->rebuild(log); !rebuilt.ok()) {
+      *error = rebuilt;
+      return nullptr;
+    }
+    report->boundary = indexes->boundary_;
+    return indexes;
+  }
+  report->mode = OpenMode::kResumed;
+  // Ahead of the log, or a boundary entry the log now holds with another term: the log's tail was
+  // cut under the indexes (a torn tail lost to recovery, or a follower's uncommitted suffix).
+  const std::uint64_t last_covered = indexes->boundary_ - 1;
+  const bool ahead = last_covered > log.last_index();
+  bool term_differs = false;
+  if (!ahead && last_covered >= log.first_index() && last_covered >= 1) {
+    term_differs = log.term_at(last_covered) != indexes->boundary_term_;
+  }
+  if (ahead || term_differs) {
+    const std::uint64_t before = indexes->boundary_;
+    std::uint64_t cut = 0;
+    const std::uint64_t resume = indexes->roll_back(log, before);
+    for (auto& [topic, queue] : indexes->queues_) {
+      const std::uint64_t end = queue->end_number();
+      std::uint64_t keep = queue->first_number();
+      for (std::uint64_t n = queue->first_number(); n < end; ++n) {
+        if (queue->records()[n - queue->first_number()].index < resume) keep = n + 1;
+      }
+      cut += end - keep;
+      if (Status s = queue->truncate_to(keep); !s.ok()) *error = s;
+    }
+    for (RecordLog* other : {indexes->keys_.get(), indexes->time_.get()}) {
+      std::uint64_t keep = other->first_number();
+      for (std::uint64_t n = other->first_number(); n < other->end_number(); ++n) {
+        if (other->records()[n - other->first_number()].index < resume) keep = n + 1;
+      }
+      cut += other->end_number() - keep;
+      if (Status s = other->truncate_to(keep); !s.ok()) *error = s;
+    }
+    std::erase_if(indexes->key_map_, [&](const auto& kv) { return kv.second >= resume; });
+    indexes->boundary_ = resume;
+    indexes->boundary_term_ = resume > 1 ? log.term_at(resume - 1).value_or(0) : 0;
+    report->mode = OpenMode::kRolledBack;
+    report->cut_records = cut;
+    report->reason = ahead ? "the cursor (" + std::to_string(before) +
+                                 ") is ahead of the log's last index " +
+                                 std::to_string(log.last_index())
+                           : "entry " + std::to_string(last_covered) +
+                                 " has another term in the log than the indexes saw";
+    if (Status persisted = indexes->persist(); !persisted.ok()) *error = persisted;
+  } else if (indexes->boundary_ < log.first_index()) {
+    // Retention removed entries the indexes never saw: they cannot be replayed. Dispatch goes on
+    // from the log's first index (the topics' offsets then count only what it indexed).
+    report->reason = "the log was trimmed past the cursor";
+    indexes->boundary_ = log.first_index();
+    indexes->boundary_term_ = 0;
+  }
+  report->boundary = indexes->boundary_;
+  return indexes;
+}
+
+bool DerivedIndexes::load(const Cursor& cursor, std::string* problem) {
+  boundary_ = cursor.boundary;
+  boundary_term_ = cursor.boundary_term;
+  last_timestamp_ms_ = cursor.last_timestamp_ms;
+  bool keys_seen = false;
+  bool time_seen = false;
+  for (const CursorLog& entry : cursor.logs) {
+    RecordLog* log = nullptr;
+    if (entry.kind == RecordKind::kQueue) {
+      if (!topic_problem(entry.name).empty() || queues_.count(entry.name) != 0) {
+        *problem = "the cursor names an invalid or repeated topic";
+        return false;
+      }
+      log = &queue_for(entry.name);
+    } else if (entry.kind == RecordKind::kKey && !keys_seen) {
+      log = keys_.get();
+      keys_seen = true;
+    } else if (entry.kind == RecordKind::kTime && !time_seen) {
+      log = time_.get();
+      time_seen = true;
+    } else {
+      *problem = "the cursor names a record log twice";
+      return false;
+    }
+    if (!log->load(entry.first_number, entry.end_number, problem)) return false;
+    if (!log->records().empty() && log->records().back().index >= boundary_) {
+      *problem = "a record vouched for by the cursor points past it";
+      return false;
+    }
+  }
+  for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
+  // Topic directories the cursor does not name hold only records written after it: removed.
+  const std::string topics_dir = store::join_path(dir_, "topics");
+  if (env_->exists(topics_dir)) {
+    auto names = env_->list_dir(topics_dir);
+    if (names.ok()) {
+      for (const std::string& name : *names) {
+        if (queues_.count(name) != 0) continue;
+        RecordLog stray(env_, store::join_path(topics_dir, name), RecordKind::kQueue);
+        (void)stray.clear();
+        (void)env_->remove(store::join_path(topics_dir, name));
+      }
+    }
+  }
+  return true;
+}
+
+Status DerivedIndexes::rebuild(const LogView& log) {
+  for (auto& [topic, queue] : queues_) {
+    if (Status s = queue->clear(); !s.ok()) return s;
+  }
+  queues_.clear();
+  key_map_.clear();
+  const std::string topics_dir = store::join_path(dir_, "topics");
+  if (env_->exists(topics_dir)) {
+    auto names = env_->list_dir(topics_dir);
+    if (!names.ok()) return names.status();
+    for (const std::string& name : *names) {
+      RecordLog stray(env_, store::join_path(topics_dir, name), RecordKind::kQueue);
+      if (Status s = stray.clear(); !s.ok()) return s;
+      if (Status s = env_->remove(store::join_path(topics_dir, name)); !s.ok()) return s;
+    }
+  }
+  if (Status s = keys_->clear(); !s.ok()) return s;
+  if (Status s = time_->clear(); !s.ok()) return s;
+  boundary_ = std::max<std::uint64_t>(log.first_index(), 1);
+  boundary_term_ = 0;
+  last_timestamp_ms_ = 0;
+  unqueued_entries_ = 0;
+  return persist();
+}
+
+// The highest record (of any index) whose entry the log still holds with the same term proves the
+// log unchanged up to it (Raft's log matching): dispatch resumes right after it. Without one, at
+// the log's first index.
+std::uint64_t DerivedIndexes::roll_back(const LogView& log, std::uint64_t boundary) {
+  std::uint64_t proven = 0;
+  auto consider = [&](const RecordLog& records) {
+    for (auto it = records.records().rbegin(); it != records.records().rend(); ++it) {
+      if (it->index <= proven) return;
+      if (it->index >= boundary || it->index < log.first_index() || it->index > log.last_index())
+        continue;
+      if (log.term_at(it->index) == it->term) {
+        proven = it->index;
+        return;
+      }
+    }
+  };
+  for (const auto& [topic, queue] : queues_) consider(*queue);
+  consider(*keys_);
+  consider(*time_);
+  return proven != 0 ? proven + 1 : std::max<std::uint64_t>(log.first_index(), 1);
+}
+
+RecordLog& DerivedIndexes::queue_for(const std::string& topic) {
+  auto found = queues_.find(topic);
+  if (found != queues_.end()) return *found->second;
+  auto queue = std::make_unique<RecordLog>(
+      env_, store::join_path(store::join_path(dir_, "topics"), topic), RecordKind::kQueue);
+  return *queues_.emplace(topic, std::move(queue)).first->second;
+}
+
+std::uint64_t DerivedIndexes::boundary() const {
+  std::shared_lock lock(mu_);
+  return boundary_;
+}
+
+void DerivedIndexes::index_entry(const SourceEntry& entry) {
+  if (!entry.has_envelope) return;
+  DecodedEnvelope envelope;
+  if (decode_envelope(entry.payload, &envelope) != EnvelopeDecode::kOk) {
+    ++bad_envelopes_;  // only a forged peer or a bug writes one: nothing to index
+    return;
+  }
+  // Timestamps are monotonic per log by construction; the index does not rely on it.
+  const std::uint64_t timestamp = std::max(envelope.timestamp_ms, last_timestamp_ms_);
+  if (!envelope.topic.empty()) {
+    const std::string topic(envelope.topic);
+    if (queues_.count(topic) == 0 && queues_.size() >= kMaxTopics) {
+      ++unqueued_entries_;
+    } else {
+      queue_for(topic).append(Record{entry.index, entry.term, timestamp});
+    }
+  }
+  for (std::string_view key : envelope.keys) {
+    const std::uint64_t hash = key_hash(key);
+    keys_->append(Record{entry.index, entry.term, hash});
+    key_map_.emplace(hash, entry.index);
+  }
+  if (time_->records().empty() || timestamp > time_->records().back().value) {
+    time_->append(Record{entry.index, entry.term, timestamp});
+  }
+  last_timestamp_ms_ = timestamp;
+}
+
+bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
+  std::unique_lock lock(mu_);
+  if (!entries.empty() && entries.front().index != boundary_) return false;
+  for (std::size_t i = 1; i < entries.size(); ++i) {
+    if (entries[i].index != entries[i - 1].index + 1) return false;
+  }
+  for (const SourceEntry& entry : entries) {
+    index_entry(entry);
+    boundary_ = entry.index + 1;
+    boundary_term_ = entry.term;
+  }
+  return true;
+}
+
+void DerivedIndexes::skip_to(std::uint64_t index) {
+  std::unique_lock lock(mu_);
+  if (index <= boundary_) return;
+  boundary_ = index;
+  boundary_term_ = 0;  // unknown: open() then checks nothing at this boundary
+}
+
+Cursor DerivedIndexes::cursor_locked() const {
+  Cursor cursor;
+  cursor.node_id = identity_.node_id;
+  cursor.cluster_id = identity_.cluster_id;
+  cursor.boundary = boundary_;
+  cursor.boundary_term = boundary_term_;
+  cursor.last_timestamp_ms = last_timestamp_ms_;
+  for (const auto& [topic, queue] : queues_) {
+    cursor.logs.push_back(
+        CursorLog{RecordKind::kQueue, topic, queue->first_number(), queue->end_number()});
+  }
+  cursor.logs.push_back(
+      CursorLog{RecordKind::kKey, "keys", keys_->first_number(), keys_->end_number()});
+  cursor.logs.push_back(
+      CursorLog{RecordKind::kTime, "time", time_->first_number(), time_->end_number()});
+  return cursor;
+}
+
+Status DerivedIndexes::persist() {
+  // Exclusive: queries wait for the fsyncs. The dispatcher persists at most a few times a second.
+  std::unique_lock lock(mu_);
+  if (!env_->exists(store::join_path(dir_, "topics"))) {
+    if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
+    if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
+  }
+  bool topics_dir_dirty = false;
+  for (auto& [topic, queue] : queues_) {
+    const bool existed = env_->exists(store::join_path(store::join_path(dir_, "topics"), topic));
+    if (Status s = queue->sync(); !s.ok()) return s;
+    topics_dir_dirty = topics_dir_dirty || !existed;
+  }
+  if (topics_dir_dirty) {
+    if (Status s = env_->sync_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
+  }
+  if (Status s = keys_->sync(); !s.ok()) return s;
+  if (Status s = time_->sync(); !s.ok()) return s;
+  return write_cursor(env_, dir_, cursor_locked());
+}
+
+Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
+  std::unique_lock lock(mu_);
+  for (auto& [topic, queue] : queues_) {
+    if (Status s = queue->drop_below(first_log_index); !s.ok()) return s;
+  }
+  const std::uint64_t keys_first = keys_->first_number();
+  if (Status s = keys_->drop_below(first_log_index); !s.ok()) return s;
+  if (keys_->first_number() != keys_first) {
+    key_map_.clear();
+    for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
+  }
+  return time_->drop_below(first_log_index);
+}
+
+namespace {
+
+// The first record number of `log` whose entry is at or above `index`.
+std::uint64_t first_at_or_above(const RecordLog& log, std::uint64_t index) {
+  const auto& records = log.records();
+  auto it = std::lower_bound(records.begin(), records.end(), index,
+                             [](const Record& r, std::uint64_t i) { return r.index < i; });
+  return log.first_number() + static_cast<std::uint64_t>(it - records.begin());
+}
+
+}  // namespace
+
+std::vector<TopicInfo> DerivedIndexes::list_topics(std::uint64_t visible,
+                                                   std::uint64_t first_log_index) const {
+  std::shared_lock lock(mu_);
+  std::vector<TopicInfo> out;
+  for (const auto& [topic, queue] : queues_) {
+    out.push_back(TopicInfo{topic, first_at_or_above(*queue, first_log_index),
+                            first_at_or_above(*queue, visible + 1)});
+  }
+  return out;
+}
+
+TopicRead DerivedIndexes::read_topic(const std::string& topic, std::uint64_t from_offset,
+                                     std::size_t max, std::uint64_t visible,
+                                     std::uint64_t first_log_index) const {
+  std::shared_lock lock(mu_);
+  TopicRead out;
+  auto found = queues_.find(topic);
+  if (found == queues_.end()) {
+    out.status = TopicReadStatus::kUnknownTopic;
+    return out;
+  }
+  const RecordLog& queue = *found->second;
+  out.first_offset = first_at_or_above(queue, first_log_index);
+  out.end_offset = first_at_or_above(queue, visible + 1);
+  if (from_offset < out.first_offset) {
+    out.status = TopicReadStatus::kTrimmed;
+    return out;
+  }
+  for (std::uint64_t n = from_offset; n < out.end_offset && out.records.size() < max; ++n) {
+    const Record& record = queue.records()[n - queue.first_number()];
+    out.records.push_back(QueueRecord{n, record.index, record.value});
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> DerivedIndexes::lookup_key(std::string_view key, std::size_t max,
+                                                      std::uint64_t visible,
+                                                      std::uint64_t first_log_index) const {
+  std::shared_lock lock(mu_);
+  std::vector<std::uint64_t> out;
+  auto [begin, end] = key_map_.equal_range(key_hash(key));
+  for (auto it = begin; it != end; ++it) {
+    if (it->second <= visible && it->second >= first_log_index) out.push_back(it->second);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (out.size() > max) out.resize(max);
+  return out;
+}
+
+std::uint64_t DerivedIndexes::find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
+                                           std::uint64_t first_log_index) const {
+  std::shared_lock lock(mu_);
+  const auto& records = time_->records();
+  auto it = std::lower_bound(records.begin(), records.end(), timestamp_ms,
+                             [](const Record& r, std::uint64_t t) { return r.value < t; });
+  for (; it != records.end(); ++it) {
+    if (it->index > visible) return 0;
+    if (it->index >= first_log_index) return it->index;
+  }
+  return 0;
+}
+
+std::optional<std::uint64_t> DerivedIndexes::find_topic_offset_by_time(
+    const std::string& topic, std::uint64_t timestamp_ms, std::uint64_t visible) const {
+  std::shared_lock lock(mu_);
+  auto found = queues_.find(topic);
+  if (found == queues_.end()) return std::nullopt;
+  const RecordLog& queue = *found->second;
+  const auto& records = queue.records();
+  auto it = std::lower_bound(records.begin(), records.end(), timestamp_ms,
+                             [](const Record& r, std::uint64_t t) { return r.value < t; });
+  const std::uint64_t offset = queue.first_number() + static_cast<std::uint64_t>(it - records.begin());
+  return std::min(offset, first_at_or_above(queue, visible + 1));
+}
+
+std::uint64_t DerivedIndexes::unqueued_entries() const {
+  std::shared_lock lock(mu_);
+  return unqueued_entries_;
+}
+std::uint64_t DerivedIndexes::bad_envelopes() const {
+  std::shared_lock lock(mu_);
+  return bad_envelopes_;
+}
+std::size_t DerivedIndexes::topic_count() const {
+  std::shared_lock lock(mu_);
+  return queues_.size();
+}
+
+}  // namespace raftlog::derived

@@ -1,0 +1,161 @@
+// DerivedIndexes: the indexes a node derives from its committed log (docs/design.md, "Topics, keys
+// and time"): a ConsumeQueue per topic (dense offsets 0, 1, 2, ... -> log index), a key index
+// (key hash -> log indexes) and a time index (timestamp -> first log index at or after it).
+//
+// One dispatcher (src/server/dispatcher.h) feeds it committed entries in log order, from
+// boundary() on, and calls persist() now and then: records are made durable first, then the cursor
+// that covers them (cursor.h). open() checks what is on disk against the recovered log:
+//   - no cursor, a corrupt one, one of another log (cluster id, node id), or a record it vouches
+//     for that is missing or bad: rebuilt from the log (everything cleared, dispatch from the log's
+//     first index);
+//   - a cursor ahead of the log, or whose boundary entry has another term in the log (its tail was
+//     cut after the indexes saw it): rolled back to the last record the log still proves (by index
+//     and term), and every record at or above that point is cut;
+//   - behind the log: kept; the dispatcher replays forward from boundary().
+// Queries take a `visible` bound (the node's commit index at that moment) and never return a
+// record past it, whatever the cursor says. Thread-safe: one writer (the dispatcher), many readers.
+//
+// Bounds: at most kMaxTopics topics (entries of further topics are not queued; counted in
+// unqueued_entries()); memory is 32 bytes per queue, key and time record held (the records are
+// mirrored in memory for queries), plus the key map (about 48 bytes per key record).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "derived/cursor.h"
+#include "derived/record_log.h"
+#include "store/env.h"
+
+namespace raftlog::derived {
+
+inline constexpr std::size_t kMaxTopics = 10000;
+
+// The log the indexes are checked against at open (the node's CommitLog).
+class LogView {
+ public:
+  virtual ~LogView() = default;
+  virtual std::uint64_t first_index() const = 0;  // the first retained index (last + 1 if empty)
+  virtual std::uint64_t last_index() const = 0;
+  virtual std::optional<std::uint64_t> term_at(std::uint64_t index) const = 0;
+};
+
+struct LogIdentity {
+  std::string cluster_id;
+  std::uint64_t node_id = 0;
+};
+
+// A committed entry as the dispatcher hands it over.
+struct SourceEntry {
+  std::uint64_t index = 0;
+  std::uint64_t term = 0;
+  bool has_envelope = false;
+  std::string payload;
+};
+
+enum class OpenMode { kFresh, kResumed, kRolledBack, kRebuilt };
+const char* to_string(OpenMode mode);
+
+struct OpenReport {
+  OpenMode mode = OpenMode::kFresh;
+  std::string reason;           // why it was rolled back or rebuilt
+  std::uint64_t boundary = 1;   // where dispatch resumes
+  std::uint64_t cut_records = 0;  // records removed by a roll back
+};
+
+struct TopicInfo {
+  std::string topic;
+  std::uint64_t first_offset = 0;  // the first offset still readable (retention moves it)
+  std::uint64_t end_offset = 0;    // one past the last visible offset
+};
+
+struct QueueRecord {
+  std::uint64_t offset = 0;
+  std::uint64_t index = 0;
+  std::uint64_t timestamp_ms = 0;
+};
+
+enum class TopicReadStatus { kOk, kUnknownTopic, kTrimmed };
+
+struct TopicRead {
+  TopicReadStatus status = TopicReadStatus::kOk;
+  std::vector<QueueRecord> records;
+  std::uint64_t first_offset = 0;
+  std::uint64_t end_offset = 0;
+};
+
+// The 64-bit FNV-1a hash of a key (what the key index stores; lookups compare the entry's keys).
+std::uint64_t key_hash(std::string_view key);
+
+class DerivedIndexes {
+ public:
+  // `dir` is the node's data_dir/derived. nullptr with `error` only when the directory cannot be
+  // written at all (then the node serves without indexes).
+  static std::unique_ptr<DerivedIndexes> open(store::Env* env, std::string dir,
+                                              LogIdentity identity, const LogView& log,
+                                              OpenReport* report, store::Status* error);
+
+  // The next log index to dispatch.
+  std::uint64_t boundary() const;
+  // Indexes `entries`, which must continue exactly at boundary() (checked: false and nothing done
+  // otherwise). Not durable until persist().
+  bool apply(const std::vector<SourceEntry>& entries);
+  // Retention removed entries [boundary(), index) before they were indexed: dispatch resumes at
+  // `index` and those entries stay unindexed (the topics' offsets count only what was indexed).
+  void skip_to(std::uint64_t index);
+  // Makes every record durable, then the cursor that covers them.
+  store::Status persist();
+  // Retention: drops whole record segments that point only below `first_log_index`.
+  store::Status trim_below(std::uint64_t first_log_index);
+
+  std::vector<TopicInfo> list_topics(std::uint64_t visible, std::uint64_t first_log_index) const;
+  TopicRead read_topic(const std::string& topic, std::uint64_t from_offset, std::size_t max,
+                       std::uint64_t visible, std::uint64_t first_log_index) const;
+  // Log indexes of entries that carry a key with this hash (the caller checks the key itself),
+  // oldest first, at most `max`, at least `first_log_index` and at most `visible`.
+  std::vector<std::uint64_t> lookup_key(std::string_view key, std::size_t max,
+                                        std::uint64_t visible, std::uint64_t first_log_index) const;
+  // The first log index whose timestamp is at or after `timestamp_ms` (0: none yet).
+  std::uint64_t find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
+                             std::uint64_t first_log_index) const;
+  // The first offset of `topic` whose timestamp is at or after `timestamp_ms` (its end offset if
+  // none); nullopt for an unknown topic.
+  std::optional<std::uint64_t> find_topic_offset_by_time(const std::string& topic,
+                                                         std::uint64_t timestamp_ms,
+                                                         std::uint64_t visible) const;
+
+  std::uint64_t unqueued_entries() const;
+  std::uint64_t bad_envelopes() const;
+  std::size_t topic_count() const;
+
+ private:
+  DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity);
+  bool load(const Cursor& cursor, std::string* problem);
+  store::Status rebuild(const LogView& log);
+  std::uint64_t roll_back(const LogView& log, std::uint64_t boundary);
+  RecordLog& queue_for(const std::string& topic);
+  void index_entry(const SourceEntry& entry);
+  Cursor cursor_locked() const;
+
+  store::Env* env_;
+  std::string dir_;
+  LogIdentity identity_;
+  mutable std::shared_mutex mu_;
+  std::uint64_t boundary_ = 1;
+  std::uint64_t boundary_term_ = 0;
+  std::uint64_t last_timestamp_ms_ = 0;
+  std::map<std::string, std::unique_ptr<RecordLog>> queues_;
+  std::unique_ptr<RecordLog> keys_;
+  std::unique_ptr<RecordLog> time_;
+  std::unordered_multimap<std::uint64_t, std::uint64_t> key_map_;  // hash -> log index
+  std::uint64_t unqueued_entries_ = 0;
+  std::uint64_t bad_envelopes_ = 0;
+};
+
+}  // namespace raftlog::derived

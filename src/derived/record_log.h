@@ -1,0 +1,91 @@
+// RecordLog: one derived index's fixed-size, checksummed records in segment files, with an
+// in-memory copy for queries (docs/storage-format.md, "Derived indexes").
+//
+// Record (32 bytes, little-endian):
+//   0  4  crc32c over bytes [4, 32)
+//   4  1  record format version (kRecordVersion)
+//   5  1  kind (RecordKind: which index wrote it; a record of another kind is refused)
+//   6  2  zero
+//   8  8  log index of the entry it points to
+//   16 8  term of that entry (what recovery compares with the log)
+//   24 8  value: the timestamp (queue and time index) or the key's 64-bit hash (key index)
+// A segment file `<first record number, 20 digits>.rec` holds kRecordsPerSegment records; record
+// numbers are dense from 0 (for a ConsumeQueue: the topic offset). Records are appended with
+// pwrite and made durable by sync(); the cursor that covers them is written only after that
+// (derived_indexes.h). At open, records are read and checked up to the count the cursor names;
+// what follows (written after the cursor) is cut.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/env.h"
+
+namespace raftlog::derived {
+
+inline constexpr std::uint8_t kRecordVersion = 1;
+inline constexpr std::size_t kRecordBytes = 32;
+inline constexpr std::uint64_t kRecordsPerSegment = 65536;  // 2 MiB segments
+
+enum class RecordKind : std::uint8_t { kQueue = 1, kKey = 2, kTime = 3 };
+
+struct Record {
+  std::uint64_t index = 0;
+  std::uint64_t term = 0;
+  std::uint64_t value = 0;
+  friend bool operator==(const Record&, const Record&) = default;
+};
+
+void encode_record(RecordKind kind, const Record& record, char* out);
+// False when the checksum, version or kind is wrong (a torn, flipped or foreign record).
+bool decode_record(RecordKind kind, const char* in, Record* out);
+
+class RecordLog {
+ public:
+  RecordLog(store::Env* env, std::string dir, RecordKind kind);
+  ~RecordLog();
+  RecordLog(const RecordLog&) = delete;
+  RecordLog& operator=(const RecordLog&) = delete;
+
+  // Loads the segments of dir: `first_number` and `count` are what the cursor recorded (the first
+  // record still kept and one past the last covered). Records past `count` are cut. Fails (with
+  // `problem`) when a record below `count` is missing or bad: the caller rebuilds.
+  bool load(std::uint64_t first_number, std::uint64_t count, std::string* problem);
+
+  std::uint64_t first_number() const { return first_number_; }
+  std::uint64_t end_number() const { return first_number_ + records_.size(); }
+  const std::deque<Record>& records() const { return records_; }
+
+  // Appends in memory and to the page cache (written at sync(), in one write per segment).
+  void append(const Record& record);
+  // Writes what append() buffered and fdatasyncs every file it touched, then the directory when
+  // a segment was created. Records are durable once this returns OK.
+  store::Status sync();
+  // Drops every record numbered `number` or above (memory and files).
+  store::Status truncate_to(std::uint64_t number);
+  // Deletes whole segments whose records all point below `log_index` (retention).
+  store::Status drop_below(std::uint64_t log_index);
+  // Removes every segment (a rebuild).
+  store::Status clear();
+
+ private:
+  std::string segment_path(std::uint64_t segment_first) const;
+  store::Result<store::File*> segment_file(std::uint64_t segment_first);
+
+  store::Env* env_;
+  std::string dir_;
+  RecordKind kind_;
+  std::uint64_t first_number_ = 0;
+  std::deque<Record> records_;
+  std::uint64_t written_end_ = 0;  // records below this number are in the files
+  bool dir_created_ = false;
+  bool dir_dirty_ = false;
+  std::uint64_t open_first_ = UINT64_MAX;  // the segment open_file_ belongs to
+  std::unique_ptr<store::File> open_file_;
+  std::vector<std::uint64_t> unsynced_segments_;
+};
+
+}  // namespace raftlog::derived

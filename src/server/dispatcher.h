@@ -1,0 +1,71 @@
+// Dispatcher: advances the node's derived indexes (src/derived/derived_indexes.h) from its
+// committed log, on a thread of its own, off the append path (docs/design.md, "Topics, keys and
+// time"). No gRPC.
+//
+// It reads committed entries in log order through Node::read_committed (never past the commit
+// index), at most kBatchEntries / kBatchBytes per read, applies them, and persists the indexes
+// (records, then cursor) at most every kPersistIntervalMs, and at stop(). Its cursor
+// says how far the indexes are built; it proves nothing about the log's durability, and it is no
+// consumer's offset. The node serves while the indexes catch up; lag() says by how much.
+// Retention: when the log's first index moves, whole index segments below it are dropped; entries
+// retention removed before they were indexed are skipped (logged), never waited for.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "derived/derived_indexes.h"
+#include "server/node.h"
+
+namespace raftlog::server {
+
+class Dispatcher {
+ public:
+  static constexpr std::size_t kBatchEntries = 1024;
+  static constexpr std::size_t kBatchBytes = 16U << 20;
+  static constexpr std::uint32_t kPersistIntervalMs = 200;
+
+  // Opens data_dir/derived and checks it against the node's recovered log. nullptr with `problem`
+  // when the directory cannot be used (the node then serves without topic and key queries).
+  static std::unique_ptr<Dispatcher> open(Node* node, const NodeConfig& config,
+                                          std::string* problem);
+  ~Dispatcher();  // stop()
+  Dispatcher(const Dispatcher&) = delete;
+  Dispatcher& operator=(const Dispatcher&) = delete;
+
+  void start();
+  // Persists what it applied and joins the thread; idempotent. Call before the node stops.
+  void stop();
+
+  const derived::DerivedIndexes& indexes() const { return *indexes_; }
+  const derived::OpenReport& open_report() const { return report_; }
+  // Committed entries not yet indexed (commit index - (boundary - 1)).
+  std::uint64_t lag() const;
+  // Set when a read or a write of the indexes failed: dispatch stopped (queries still answer what
+  // was built; a restart rebuilds what is needed).
+  std::string failure() const;
+
+ private:
+  Dispatcher(Node* node, std::unique_ptr<derived::DerivedIndexes> indexes,
+             derived::OpenReport report);
+  void run();
+  bool dispatch_batch();  // true when it applied something
+  void persist();
+
+  Node* node_;
+  std::unique_ptr<derived::DerivedIndexes> indexes_;
+  derived::OpenReport report_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  bool dirty_ = false;
+  std::uint64_t trimmed_below_ = 0;
+  std::chrono::steady_clock::time_point persisted_at_{};
+  mutable std::mutex failure_mu_;
+  std::string failure_;
+};
+
+}  // namespace raftlog::server

@@ -1,0 +1,322 @@
+// DerivedIndexes: queries, persistence, and recovery against the log at open (torn tail, flipped
+// byte, deleted file, cursor ahead/behind/foreign), each compared with an index rebuilt from
+// scratch from the same log.
+#include "derived/derived_indexes.h"
+
+#include <gtest/gtest.h>
+
+#include "derived_test_support.h"
+
+namespace raftlog::derived {
+namespace {
+
+using namespace raftlog::derived::testing;
+
+std::unique_ptr<DerivedIndexes> open_indexes(store::MemoryEnv& env, const LogView& log,
+                                             OpenReport* report, LogIdentity identity = {"c", 1}) {
+  store::Status error;
+  auto indexes = DerivedIndexes::open(&env, "/derived", std::move(identity), log, report, &error);
+  EXPECT_NE(indexes, nullptr) << error.to_string();
+  return indexes;
+}
+
+TEST(DerivedIndexes, TopicsKeysAndTimeAnswerFromTheLog) {
+  FakeLog log;
+  log.add(1, "orders", {"order-1"}, 100);
+  log.add_plain(1);
+  log.add(1, "payments", {"order-1", "pay-7"}, 100);
+  log.add(2, "orders", {}, 105);
+  log.add(2, "", {"order-2"}, 103);  // a slower clock: indexed as 105
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  ASSERT_NE(indexes, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kFresh);
+  replay(*indexes, log, 2);
+  EXPECT_EQ(indexes->boundary(), 6U);
+
+  const std::vector<TopicInfo> topics = indexes->list_topics(5, 1);
+  ASSERT_EQ(topics.size(), 2U);
+  EXPECT_EQ(topics[0].topic, "orders");
+  EXPECT_EQ(topics[0].end_offset, 2U);
+  EXPECT_EQ(topics[1].topic, "payments");
+  EXPECT_EQ(topics[1].end_offset, 1U);
+  const TopicRead orders = indexes->read_topic("orders", 0, 10, 5, 1);
+  ASSERT_EQ(orders.records.size(), 2U);
+  EXPECT_EQ(orders.records[0].index, 1U);
+  EXPECT_EQ(orders.records[1].index, 4U);
+  EXPECT_EQ(orders.records[1].offset, 1U);
+  EXPECT_EQ(indexes->read_topic("orders", 1, 10, 5, 1).records.size(), 1U);
+  EXPECT_EQ(indexes->read_topic("nope", 0, 10, 5, 1).status, TopicReadStatus::kUnknownTopic);
+
+  EXPECT_EQ(indexes->lookup_key("order-1", 10, 5, 1), (std::vector<std::uint64_t>{1, 3}));
+  EXPECT_EQ(indexes->lookup_key("order-2", 10, 5, 1), (std::vector<std::uint64_t>{5}));
+  EXPECT_TRUE(indexes->lookup_key("missing", 10, 5, 1).empty());
+
+  EXPECT_EQ(indexes->find_by_time(0, 5, 1), 1U);
+  EXPECT_EQ(indexes->find_by_time(101, 5, 1), 4U);
+  EXPECT_EQ(indexes->find_by_time(105, 5, 1), 4U);
+  EXPECT_EQ(indexes->find_by_time(106, 5, 1), 0U);
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 101, 5), 1U);
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 200, 5), 2U);
+
+  // Nothing past the visible bound (the commit index), whatever the index holds.
+  EXPECT_EQ(indexes->list_topics(3, 1)[0].end_offset, 1U);
+  EXPECT_EQ(indexes->read_topic("orders", 0, 10, 3, 1).records.size(), 1U);
+  EXPECT_EQ(indexes->lookup_key("order-1", 10, 2, 1), (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(indexes->find_by_time(101, 3, 1), 0U);
+}
+
+TEST(DerivedIndexes, ApplyRefusesAGapOrARepeat) {
+  FakeLog log = random_log(1, 10);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  ASSERT_NE(indexes, nullptr);
+  EXPECT_FALSE(indexes->apply({log.entries[1]}));
+  EXPECT_TRUE(indexes->apply({log.entries[0]}));
+  EXPECT_FALSE(indexes->apply({log.entries[0]}));
+  EXPECT_FALSE(indexes->apply({log.entries[1], log.entries[3]}));
+  EXPECT_EQ(indexes->boundary(), 2U);
+}
+
+TEST(DerivedIndexes, APersistedIndexResumesAndEqualsOneRebuiltFromScratch) {
+  const FakeLog log = random_log(2, 300);
+  store::MemoryEnv env;
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, log, &report);
+    replay(*indexes, log);
+    { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  }
+  env.crash();
+  env.restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  ASSERT_NE(indexes, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(indexes->boundary(), log.last_index() + 1);
+  EXPECT_EQ(describe(*indexes, log), describe_from_scratch(log));
+}
+
+TEST(DerivedIndexes, ACursorBehindTheLogIsReplayedForward) {
+  const FakeLog log = random_log(3, 200);
+  FakeLog prefix = log;
+  prefix.truncate_from(120);
+  store::MemoryEnv env;
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, prefix, &report);
+    replay(*indexes, prefix);
+    { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  }
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(indexes->boundary(), 120U);
+  replay(*indexes, log);
+  EXPECT_EQ(describe(*indexes, log), describe_from_scratch(log));
+}
+
+TEST(DerivedIndexes, RecordsWrittenAfterTheCursorAreCut) {
+  const FakeLog log = random_log(4, 200);
+  FakeLog prefix = log;
+  prefix.truncate_from(100);
+  store::MemoryEnv env;
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, log, &report);
+    replay(*indexes, prefix);
+    { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+    replay(*indexes, log);
+    // The records reach the files, the cursor does not (a crash between the two steps).
+    env.crash_after_syncs(3);
+    EXPECT_FALSE(indexes->persist().ok());
+  }
+  env.restart(store::CrashOptions{store::CrashMode::kKeepAll, 1});
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(indexes->boundary(), 100U);
+  EXPECT_EQ(describe(*indexes, prefix), describe_from_scratch(prefix));
+  replay(*indexes, log);
+  EXPECT_EQ(describe(*indexes, log), describe_from_scratch(log));
+}
+
+class DamagedIndex : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = random_log(5, 300);
+    OpenReport report;
+    auto indexes = open_indexes(env_, log_, &report);
+    replay(*indexes, log_);
+    { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  }
+  void expect_rebuilt() {
+    OpenReport report;
+    auto indexes = open_indexes(env_, log_, &report);
+    ASSERT_NE(indexes, nullptr);
+    EXPECT_EQ(report.mode, OpenMode::kRebuilt);
+    EXPECT_FALSE(report.reason.empty());
+    replay(*indexes, log_);
+    EXPECT_EQ(describe(*indexes, log_), describe_from_scratch(log_));
+    ASSERT_TRUE(indexes->persist().ok());  // for the next damage
+  }
+  std::string queue_file() const { return "/derived/topics/t1/00000000000000000000.rec"; }
+  store::MemoryEnv env_;
+  FakeLog log_;
+};
+
+TEST_F(DamagedIndex, AFlippedByteInARecordIsRebuilt) {
+  for (std::uint64_t offset : {0ULL, 5ULL, 9ULL, 40ULL, 63ULL}) {
+    ASSERT_TRUE(env_.corrupt_byte(queue_file(), offset, 3).ok());
+    expect_rebuilt();
+  }
+}
+
+TEST_F(DamagedIndex, ATruncatedIndexFileIsRebuilt) {
+  auto file = env_.open(queue_file(), false);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->truncate(kRecordBytes + 7).ok());
+  file->reset();
+  expect_rebuilt();
+}
+
+TEST_F(DamagedIndex, ADeletedIndexFileIsRebuilt) {
+  ASSERT_TRUE(env_.remove("/derived/keys/00000000000000000000.rec").ok());
+  expect_rebuilt();
+}
+
+TEST_F(DamagedIndex, AFlippedCursorIsRebuilt) {
+  ASSERT_TRUE(env_.corrupt_byte("/derived/CURSOR", 30, 1).ok());
+  expect_rebuilt();
+}
+
+TEST_F(DamagedIndex, ADeletedCursorIsRebuilt) {
+  ASSERT_TRUE(env_.remove("/derived/CURSOR").ok());
+  OpenReport report;
+  auto indexes = open_indexes(env_, log_, &report);
+  EXPECT_EQ(report.mode, OpenMode::kFresh);
+  replay(*indexes, log_);
+  EXPECT_EQ(describe(*indexes, log_), describe_from_scratch(log_));
+}
+
+TEST_F(DamagedIndex, AnotherLogsIndexIsRebuilt) {
+  OpenReport report;
+  auto indexes = open_indexes(env_, log_, &report, LogIdentity{"c", 2});
+  EXPECT_EQ(report.mode, OpenMode::kRebuilt);
+  indexes.reset();
+  indexes = open_indexes(env_, log_, &report, LogIdentity{"other-cluster", 2});
+  EXPECT_EQ(report.mode, OpenMode::kRebuilt);
+}
+
+TEST(DerivedIndexes, ALogTruncatedUnderTheIndexRollsItBack) {
+  const FakeLog original = random_log(6, 300);
+  store::MemoryEnv env;
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, original, &report);
+    replay(*indexes, original);
+    { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  }
+  // The log lost its tail from 241 (shorter: the cursor is ahead of it) ...
+  FakeLog cut = original;
+  cut.truncate_from(241);
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, cut, &report);
+    EXPECT_EQ(report.mode, OpenMode::kRolledBack);
+    EXPECT_LE(indexes->boundary(), 241U);
+    EXPECT_GT(report.cut_records, 0U);
+    replay(*indexes, cut);
+    EXPECT_EQ(describe(*indexes, cut), describe_from_scratch(cut));
+    { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  }
+  // ... then got other entries (a later term) at those indexes, beyond the old end: the boundary
+  // entry's term differs.
+  FakeLog replaced = cut;
+  for (int i = 0; i < 80; ++i) replaced.add(99, "t" + std::to_string(i % 2), {"k3"}, 5'000'000 + i);
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, replaced, &report);
+    EXPECT_EQ(report.mode, OpenMode::kResumed);
+    replay(*indexes, replaced);
+    { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  }
+  FakeLog diverged = cut;
+  diverged.truncate_from(200);
+  for (int i = 0; i < 150; ++i) diverged.add(100, "t3", {"k4"}, 6'000'000 + i);
+  OpenReport report;
+  auto indexes = open_indexes(env, diverged, &report);
+  EXPECT_EQ(report.mode, OpenMode::kRolledBack) << report.reason;
+  EXPECT_LE(indexes->boundary(), 200U);
+  replay(*indexes, diverged);
+  EXPECT_EQ(describe(*indexes, diverged), describe_from_scratch(diverged));
+}
+
+TEST(DerivedIndexes, RetentionMovesTheFirstOffsetAndReadsBelowItAreTrimmed) {
+  FakeLog log;
+  const std::uint64_t count = kRecordsPerSegment * 2 + 10;
+  for (std::uint64_t i = 0; i < count; ++i) log.add(1, "t", {}, 1000 + i);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  replay(*indexes, log, 4096);
+  { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  const std::uint64_t new_first = kRecordsPerSegment + 100;
+  log.trim_to(new_first);
+  ASSERT_TRUE(indexes->trim_below(new_first).ok());
+  EXPECT_FALSE(env.exists("/derived/topics/t/00000000000000000000.rec"));
+  const TopicInfo topic = indexes->list_topics(log.last_index(), log.first).at(0);
+  EXPECT_EQ(topic.first_offset, new_first - 1);  // offsets stay what they were
+  EXPECT_EQ(topic.end_offset, count);
+  EXPECT_EQ(indexes->read_topic("t", 5, 10, log.last_index(), log.first).status,
+            TopicReadStatus::kTrimmed);
+  EXPECT_EQ(indexes->read_topic("t", new_first - 1, 1, log.last_index(), log.first).records.at(0).index,
+            new_first);
+  { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  indexes.reset();
+  indexes = open_indexes(env, log, &report);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(indexes->list_topics(log.last_index(), log.first).at(0).first_offset, new_first - 1);
+}
+
+TEST(DerivedIndexes, EntriesTrimmedBeforeTheyWereIndexedAreSkipped) {
+  FakeLog log = random_log(7, 100);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  FakeLog prefix = log;
+  prefix.truncate_from(40);
+  replay(*indexes, prefix);
+  log.trim_to(60);  // retention removed 40..59 before the dispatcher read them
+  indexes->skip_to(60);
+  indexes->skip_to(10);  // never backwards
+  EXPECT_EQ(indexes->boundary(), 60U);
+  replay(*indexes, log);
+  ASSERT_TRUE(indexes->persist().ok());
+  indexes.reset();
+  indexes = open_indexes(env, log, &report);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(indexes->boundary(), log.last_index() + 1);
+  // What the log still holds is indexed: every key lookup equals a scan of the retained entries.
+  for (int k = 0; k < 10; ++k) {
+    std::vector<std::uint64_t> expected;
+    for (const SourceEntry& entry : log.entries) {
+      DecodedEnvelope envelope;
+      if (!entry.has_envelope || decode_envelope(entry.payload, &envelope) != EnvelopeDecode::kOk)
+        continue;
+      for (std::string_view key : envelope.keys) {
+        if (key == "k" + std::to_string(k) &&
+            (expected.empty() || expected.back() != entry.index)) {
+          expected.push_back(entry.index);
+        }
+      }
+    }
+    EXPECT_EQ(indexes->lookup_key("k" + std::to_string(k), 1000, log.last_index(), log.first),
+              expected);
+  }
+}
+
+}  // namespace
+}  // namespace raftlog::derived

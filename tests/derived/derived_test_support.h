@@ -1,0 +1,126 @@
+// Shared by the derived index tests: a log of entries with topics and keys (FakeLog, a LogView),
+// replay into DerivedIndexes, and a full description of an index's answers for comparisons with an
+// index rebuilt from scratch.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "derived/derived_indexes.h"
+#include "derived/envelope.h"
+#include "store/memory_env.h"
+#include "util/prng.h"
+
+namespace raftlog::derived::testing {
+
+class FakeLog final : public LogView {
+ public:
+  std::uint64_t first = 1;
+  std::vector<SourceEntry> entries;  // entries[i].index == first + i
+
+  std::uint64_t first_index() const override { return first; }
+  std::uint64_t last_index() const override { return first + entries.size() - 1; }
+  std::optional<std::uint64_t> term_at(std::uint64_t index) const override {
+    if (index < first || index > last_index()) return std::nullopt;
+    return entries[index - first].term;
+  }
+  void add(std::uint64_t term, const std::string& topic, std::vector<std::string> keys,
+           std::uint64_t timestamp, const std::string& body = "x") {
+    SourceEntry entry;
+    entry.index = first + entries.size();
+    entry.term = term;
+    entry.has_envelope = true;
+    encode_envelope(timestamp, topic, keys, body, &entry.payload);
+    entries.push_back(std::move(entry));
+  }
+  void add_plain(std::uint64_t term) {
+    SourceEntry entry;
+    entry.index = first + entries.size();
+    entry.term = term;
+    entry.payload = "plain";
+    entries.push_back(std::move(entry));
+  }
+  void truncate_from(std::uint64_t index) { entries.resize(index - first); }
+  void trim_to(std::uint64_t new_first) {
+    entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(new_first - first));
+    first = new_first;
+  }
+};
+
+// A seeded log: topics t0..t3, keys k0..k9, timestamps that mostly grow (and sometimes repeat or
+// step back, as a leader with a slower clock would stamp them before the max is taken).
+inline FakeLog random_log(std::uint64_t seed, std::size_t count) {
+  util::Prng prng(seed);
+  FakeLog log;
+  std::uint64_t term = 1;
+  std::uint64_t time = 1'000'000;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (prng.next_u64() % 50 == 0) ++term;
+    time += prng.next_u64() % 5;
+    if (prng.next_u64() % 10 == 0) time -= 2;
+    if (prng.next_u64() % 7 == 0) {
+      log.add_plain(term);
+      continue;
+    }
+    std::vector<std::string> keys;
+    for (std::uint64_t k = prng.next_u64() % 3; k > 0; --k) keys.push_back("k" + std::to_string(prng.next_u64() % 10));
+    const std::string topic = prng.next_u64() % 5 == 0 ? "" : "t" + std::to_string(prng.next_u64() % 4);
+    log.add(term, topic, keys, time);
+  }
+  return log;
+}
+
+// Applies every entry of `log` from the index's boundary on, in batches of `batch`.
+inline void replay(DerivedIndexes& indexes, const FakeLog& log, std::size_t batch = 7) {
+  while (indexes.boundary() <= log.last_index()) {
+    const std::uint64_t from = indexes.boundary();
+    std::vector<SourceEntry> entries;
+    for (std::uint64_t i = from; i <= log.last_index() && entries.size() < batch; ++i) {
+      entries.push_back(log.entries[i - log.first]);
+    }
+    ASSERT_TRUE(indexes.apply(entries));
+  }
+}
+
+// Every answer the index gives about `log` (all topics read whole, every key, a time sweep).
+inline std::string describe(const DerivedIndexes& indexes, const FakeLog& log) {
+  std::ostringstream out;
+  const std::uint64_t visible = log.last_index();
+  for (const TopicInfo& topic : indexes.list_topics(visible, log.first)) {
+    out << "topic " << topic.topic << " [" << topic.first_offset << "," << topic.end_offset << "):";
+    const TopicRead read =
+        indexes.read_topic(topic.topic, topic.first_offset, 1'000'000, visible, log.first);
+    for (const QueueRecord& r : read.records)
+      out << " " << r.offset << "=" << r.index << "@" << r.timestamp_ms;
+    out << "\n";
+  }
+  for (int k = 0; k < 10; ++k) {
+    out << "key k" << k << ":";
+    for (std::uint64_t index : indexes.lookup_key("k" + std::to_string(k), 1'000'000, visible, log.first))
+      out << " " << index;
+    out << "\n";
+  }
+  for (std::uint64_t t = 999'990; t < 1'000'000 + 5 * log.entries.size() + 10; t += 3) {
+    out << indexes.find_by_time(t, visible, log.first) << ",";
+  }
+  return out.str();
+}
+
+// An index built from nothing over `log`, in a fresh MemoryEnv.
+inline std::string describe_from_scratch(const FakeLog& log) {
+  store::MemoryEnv env;
+  OpenReport report;
+  store::Status error;
+  auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, &report, &error);
+  EXPECT_NE(indexes, nullptr) << error.to_string();
+  if (indexes == nullptr) return "";
+  replay(*indexes, log);
+  return describe(*indexes, log);
+}
+
+}  // namespace raftlog::derived::testing
