@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "client/client.h"
 
 namespace raftlog::ctl {
 
@@ -22,5 +24,16 @@ int run_transfer_leader(std::string_view command_path, std::span<const std::stri
                         const cli::Io& io);
 int run_flush(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
 int run_trim(std::string_view command_path, std::span<const std::string> args, const cli::Io& io);
+
+// For the other command files (members_commands.cpp): adds the shared cluster flags to `flags`,
+// parses `args`, and fills the client options from them. -1 when the command should go on, else
+// its exit code (help, or a usage error already printed).
+struct ClusterFlags {
+  client::Options options;
+  bool json = false;
+  std::uint32_t timeout_ms = 0;
+};
+int parse_cluster_flags(cli::FlagSet& flags, std::string_view command_path,
+                        std::span<const std::string> args, const cli::Io& io, ClusterFlags* out);
 
 }  // namespace raftlog::ctl

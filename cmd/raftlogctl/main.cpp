@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cluster_commands.h"
 #include "log_commands.h"
+#include "members_commands.h"
 
 namespace {
 
@@ -31,6 +32,8 @@ constexpr raftlog::cli::Command kCommands[] = {
      raftlog::ctl::run_trim, nullptr},
     {"log", "inspect an offline CommitLog data directory (verify, dump)", nullptr,
      &raftlog::ctl::kLogCommands},
+    {"members", "list and change the cluster's members (list, add, promote, remove, replace)",
+     nullptr, &raftlog::ctl::kMembersCommands},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

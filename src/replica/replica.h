@@ -49,7 +49,10 @@ using Clock = std::chrono::steady_clock;
 // documents each field and its bounds, which the caller has validated).
 struct ReplicaConfig {
   std::uint64_t node_id = 0;
-  std::map<std::uint64_t, std::string> members;  // node id -> address, for "the leader is at ..."
+  // node id -> address: the addresses this node knows before any configuration records them
+  // (--members, or a joining node's seed list and itself). The configurations' own addresses take
+  // precedence (address_book()).
+  std::map<std::uint64_t, std::string> members;
   std::string data_dir;  // the log lives in data_dir/log, HARDSTATE and CONFSTATE next to it
   std::uint32_t tick_ms = 20;
   std::uint32_t election_ticks = 10;
@@ -122,7 +125,10 @@ class Replica {
     TransferCallback done;
   };
   struct MembershipRequest {
+    // change.addresses is filled by propose_conf_change (address_book(), with `address` for the
+    // node an add names) when `address` is set or the configuration records addresses already.
     raft::ConfChange change;
+    std::string address;  // the new member's, for an add ("" = none)
     MembershipCallback done;  // once the change committed (or failed)
     Clock::time_point deadline;
   };
@@ -150,6 +156,14 @@ class Replica {
   // Leader only: one membership change (docs/raft.md, "Membership changes"), answered once its
   // configuration entry committed, or refused at once (MembershipResult says why).
   void propose_conf_change(MembershipRequest request);
+  // Every address this node knows: ReplicaConfig::members, overridden by the addresses the
+  // configurations of the core's history record (newest last).
+  std::map<std::uint64_t, std::string> address_book() const;
+  // The peers the transport must reach and accept (not this node): every member of every
+  // configuration a truncation could still roll back to, and, while the newest configuration records
+  // no addresses, every node of ReplicaConfig::members too (the seed list of a joining node, whose
+  // log does not name its peers yet). Each with its address_book() address; unknown ones left out.
+  std::map<std::uint64_t, std::string> peer_addresses() const;
   void step(raft::Message message);  // by value: an append's entries move into the core
   void tick();
   // See Node::trim (src/server/node.h).
@@ -232,8 +246,9 @@ class Replica {
   // The configurations CONFSTATE lists that the recovered log still holds (replica_open.cpp); false
   // with `corrupt_index` set when reading an entry it names failed on a checksum.
   bool recover_conf_history(std::uint64_t* corrupt_index, std::string* problem);
-  int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index,
-                std::string* problem) const;
+  // `from_log`, when given, receives the configuration the entry holds (its addresses included).
+  int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index, std::string* problem,
+                raft::ConfState* from_log = nullptr) const;
 
   // Requests (replica_requests.cpp).
   bool answer_from_dedup(AppendRequest& in);

@@ -10,10 +10,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "server/client_services.h"
 #include "server/health_reporter.h"
+#include "server/membership_service.h"
 #include "server/metrics.h"
 #include "server/node.h"
 #include "server/node_tls.h"
@@ -29,7 +33,20 @@ class TransportSender final : public MessageSender {
   void send(raft::Message message) override {
     if (transport != nullptr) transport->send(std::move(message));
   }
+  // The node names its peers when it opens, before the transport exists: kept for attach().
+  void set_peers(const std::map<std::uint64_t, std::string>& peers) override {
+    std::lock_guard lock(mu);
+    latest_peers = peers;
+    if (transport != nullptr) transport->set_peers(peers);
+  }
+  void attach(PeerTransport* attached) {
+    std::lock_guard lock(mu);
+    transport = attached;
+    if (transport != nullptr && latest_peers) transport->set_peers(*latest_peers);
+  }
   PeerTransport* transport = nullptr;
+  std::mutex mu;
+  std::optional<std::map<std::uint64_t, std::string>> latest_peers;
 };
 
 // The one listen port serves clients and peers. Without TLS: plaintext. With TLS: the node's
@@ -106,6 +123,7 @@ class Server::Impl {
   std::unique_ptr<Node> node;
   std::unique_ptr<PeerTransport> transport;
   std::unique_ptr<ClientServices> services;
+  std::unique_ptr<MembershipService> membership;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<HealthReporter> health;
   std::string bound_address;
@@ -157,7 +175,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   Node* node = impl->node.get();
   impl->transport = std::make_unique<PeerTransport>(
       transport_options, [node](raft::Message message) { node->receive(std::move(message)); });
-  impl->sender.transport = impl->transport.get();
+  impl->sender.attach(impl->transport.get());
 
   ClientServiceLimits service_limits;
   service_limits.max_tail_streams = impl->config.max_tail_streams;
@@ -167,6 +185,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   service_limits.max_appends_per_stream = impl->config.max_appends_per_stream;
   service_limits.stall_timeout_ms = impl->config.stream_stall_timeout_ms;
   impl->services = std::make_unique<ClientServices>(node, service_limits, impl->metrics.get());
+  impl->membership = std::make_unique<MembershipService>(node);
 
   // Both process-wide switches act on builders created afterwards; repeating them is harmless.
   grpc::EnableDefaultHealthCheckService(true);
@@ -194,6 +213,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(impl->transport->service());
   for (grpc::Service* service : impl->services->services()) builder.RegisterService(service);
+  builder.RegisterService(impl->membership->service());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || bound_port == 0) {
     *error = "cannot listen on " + impl->config.listen_address + " (address in use or invalid?)";
@@ -254,7 +274,7 @@ void Server::shutdown() {
   impl_->services->shutdown();
   impl_->node->stop();
   impl_->transport->stop();
-  impl_->sender.transport = nullptr;
+  impl_->sender.attach(nullptr);
   stop_grpc_server();
   const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);
