@@ -6,12 +6,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <mutex>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <variant>
@@ -154,6 +156,9 @@ class Node::Impl {
   bool stopped_ = false;
   std::thread loop_thread_;
   std::map<std::uint64_t, std::string> peers_;  // last handed to sender_->set_peers (loop thread)
+  // The configuration history peers_ was computed from: size, oldest index, newest index and term.
+  using ConfHistoryKey = std::array<std::uint64_t, 4>;
+  std::optional<ConfHistoryKey> peers_key_;
 };
 
 // --- opening and stopping --------------------------------------------------------------------------
@@ -416,6 +421,13 @@ void Node::Impl::handle_corruption(const CorruptionInput& in) {
 }
 
 void Node::Impl::update_peers() {
+  // The peers change only with the configuration history (an entry appended, cut or committed):
+  // cheap to compare on every round, unlike the address maps.
+  const std::vector<raft::ConfRecord>& history = replica_->core().conf_history();
+  const ConfHistoryKey key{history.size(), history.front().index, history.back().index,
+                           history.back().term};
+  if (peers_key_ && *peers_key_ == key) return;
+  peers_key_ = key;
   std::map<std::uint64_t, std::string> peers = replica_->peer_addresses();
   if (peers == peers_) return;
   peers_ = std::move(peers);

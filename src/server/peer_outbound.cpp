@@ -217,10 +217,12 @@ PeerOutbound::PeerLanes* PeerOutbound::retire_locked(raft::NodeId id) {
 
 void PeerOutbound::close_retired(PeerLanes* lanes) {
   if (lanes == nullptr) return;
+  // close() refuses new messages; what is queued goes when the stream ends (on_stream_done), or
+  // now when there is none (a write in flight still holds its batch until it completes).
   for (PeerLink& link : lanes->lanes) {
     std::lock_guard link_lock(link.mu);
     link.queue.close();
-    link.queue.clear();
+    if (link.stream == nullptr) link.queue.clear();
   }
   for (PeerLink& link : lanes->lanes) cancel(link);
 }
@@ -589,6 +591,10 @@ void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream,
       link.queue.expire(Clock::now());
       reconnect_at =
           Clock::now() + std::chrono::milliseconds(reconnect_delay_locked(link, *stream));
+    } else {
+      // A closed lane (a removed peer's, or stop()) opens no stream again: what it held goes now,
+      // so a retired link keeps no messages (nothing is in flight once OnDone runs).
+      link.queue.clear();
     }
   }
   delete stream;
