@@ -119,15 +119,13 @@ class MembersClient::Impl {
     while (true) {
       Result<MemberList> members = list();
       if (members.ok()) {
+        // The leader publishes its status after the round that answered the change: right after
+        // an add, the list may not show the new member yet.
         const Member* member = members->find(id);
-        if (member == nullptr) {
-          return Status(StatusCode::kFailedPrecondition,
-                        "node " + std::to_string(id) + " is not a member",
-                        ErrorDetails{0, "", std::string(reason::kNotAMember), {}, {}});
-        }
-        if (member->caught_up) return Status();
-        last = "match index " + std::to_string(member->match_index) + ", commit index " +
-               std::to_string(members->commit_index);
+        if (member != nullptr && member->caught_up) return Status();
+        last = member == nullptr ? "not listed as a member"
+                                 : "match index " + std::to_string(member->match_index) +
+                                       ", commit index " + std::to_string(members->commit_index);
       } else {
         last = members.status().to_string();
       }

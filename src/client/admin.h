@@ -60,7 +60,8 @@ class MembersClient {
   Result<MembershipChange> promote(std::uint64_t id);
   Result<MembershipChange> remove(std::uint64_t id);
   // Polls list() every poll_ms until `id` holds every committed entry (its match index reaches the
-  // leader's commit index), for at most timeout_ms: DEADLINE_EXCEEDED then, naming its lag.
+  // leader's commit index), for at most timeout_ms: DEADLINE_EXCEEDED (LEARNER_BEHIND) then,
+  // naming its lag, or that it is not listed as a member.
   Status wait_caught_up(std::uint64_t id, std::uint32_t timeout_ms, std::uint32_t poll_ms = 100);
 
   class Impl;

@@ -128,9 +128,9 @@ class Replica {
     // change.addresses is filled by propose_conf_change (address_book(), with `address` for the
     // node an add names) when `address` is set or the configuration records addresses already.
     raft::ConfChange change;
-    std::string address;  // the new member's, for an add ("" = none)
     MembershipCallback done;  // once the change committed (or failed)
     Clock::time_point deadline;
+    std::string address = {};  // the new member's, for an add ("" = none)
   };
 
   // Recovers the CommitLog and the hard state from config.data_dir and rebuilds the dedup table.

@@ -4,7 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include "node/temp_dir.h"
+#include "temp_dir.h"
+#include "raft/raft.h"
 #include "server/node_config.h"
 
 namespace raftlog::server {
@@ -39,7 +40,7 @@ TEST(JoinRecord, RoundTripsAndRefusesAnythingElse) {
 }
 
 TEST(JoinRecord, IsKeptInTheDataDirectoryAndApplied) {
-  raftlog::testing::TempDir dir;
+  testing::TempDir dir;
   auto none = read_join_record(dir.path());
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());

@@ -23,11 +23,11 @@ TEST(PeerTransportMembership, APeerAddedAtRuntimeIsDialledAndAccepted) {
   ASSERT_TRUE(eventually([&] {
     node1.transport().send(heartbeat(1, 2, 3));
     return node2.received_count() > 0;
-  })) << describe(node1.stats_for(2));
+  }, 5s)) << describe(node1.stats_for(2));
   ASSERT_TRUE(eventually([&] {
     node2.transport().send(heartbeat(2, 1, 4));
     return node1.received_count() > 0;
-  })) << describe(node2.stats_for(1));
+  }, 5s)) << describe(node2.stats_for(1));
   for (const raft::Message& message : node1.received()) EXPECT_EQ(message.from, 2U);
 }
 
@@ -38,7 +38,7 @@ TEST(PeerTransportMembership, ARemovedPeerIsNeitherSentToNorAccepted) {
   ASSERT_TRUE(eventually([&] {
     node2.transport().send(heartbeat(2, 1, 1));
     return node1.received_count() > 0;
-  }));
+  }, 5s));
   node1.transport().set_peers({});
   EXPECT_FALSE(node1.transport().send(heartbeat(1, 2, 2)));
   EXPECT_TRUE(node1.transport().peer_stats().empty());
@@ -62,7 +62,7 @@ TEST(PeerTransportMembership, APeerAtANewAddressIsDialledThere) {
   ASSERT_TRUE(eventually([&] {
     node1.transport().send(heartbeat(1, 2, 1));
     return moved.received_count() > 0;
-  })) << describe(node1.stats_for(2));
+  }, 5s)) << describe(node1.stats_for(2));
   EXPECT_EQ(node1.stats_for(2).address, addresses.at(3));
 }
 
