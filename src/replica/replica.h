@@ -18,6 +18,7 @@
 //   an entry counts as soon as it is written to the mapped segment.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -158,7 +159,8 @@ class Replica {
   void propose_conf_change(MembershipRequest request);
   // Every address this node knows: ReplicaConfig::members, overridden by the addresses the
   // configurations of the core's history record (newest last).
-  std::map<std::uint64_t, std::string> address_book() const;
+  // Recomputed only when the configuration history changes (status() asks every loop round).
+  const std::map<std::uint64_t, std::string>& address_book() const;
   // The peers the transport must reach and accept (not this node): every member of every
   // configuration a truncation could still roll back to, and, while the newest configuration records
   // no addresses, every node of ReplicaConfig::members too (the seed list of a joining node, whose
@@ -324,6 +326,11 @@ class Replica {
   // By entry index. The core accepts one change at a time per leader, so this holds at most one entry
   // per leadership this node held while changes were pending: all fail when leadership is lost.
   std::map<std::uint64_t, PendingMembership> pending_memberships_;
+  // address_book()'s cache and the configuration history it was built from (size, oldest index,
+  // newest index and term: any append, cut or commit of a configuration changes one of them).
+  mutable std::array<std::uint64_t, 4> address_book_key_{};
+  mutable bool address_book_valid_ = false;
+  mutable std::map<std::uint64_t, std::string> address_book_;
   std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index
   std::uint64_t next_read_id_ = 1;
   std::deque<HeldMessages> held_messages_;

@@ -55,16 +55,23 @@ NodeError invalid_change_error(const raft::ConfChange& change, raft::ConfChangeP
 
 }  // namespace
 
-std::map<std::uint64_t, std::string> Replica::address_book() const {
-  std::map<std::uint64_t, std::string> book = config_.members;
-  for (const raft::ConfRecord& record : raft_->conf_history()) {
-    for (const raft::MemberAddress& member : record.conf.addresses) book[member.node] = member.address;
+const std::map<std::uint64_t, std::string>& Replica::address_book() const {
+  const std::vector<raft::ConfRecord>& history = raft_->conf_history();
+  const std::array<std::uint64_t, 4> key{history.size(), history.front().index,
+                                         history.back().index, history.back().term};
+  if (address_book_valid_ && address_book_key_ == key) return address_book_;
+  address_book_ = config_.members;
+  for (const raft::ConfRecord& record : history) {
+    for (const raft::MemberAddress& member : record.conf.addresses)
+      address_book_[member.node] = member.address;
   }
-  return book;
+  address_book_key_ = key;
+  address_book_valid_ = true;
+  return address_book_;
 }
 
 std::map<std::uint64_t, std::string> Replica::peer_addresses() const {
-  const std::map<std::uint64_t, std::string> book = address_book();
+  const std::map<std::uint64_t, std::string>& book = address_book();
   std::map<std::uint64_t, std::string> peers;
   auto add = [&](std::uint64_t id) {
     if (id == config_.node_id) return;
@@ -86,7 +93,7 @@ void Replica::propose_conf_change(MembershipRequest in) {
   // new one too, finds its peers in the log rather than in its flags.
   const raft::ConfState& conf = raft_->conf();
   if (!in.address.empty() || !conf.addresses.empty()) {
-    const std::map<std::uint64_t, std::string> book = address_book();
+    const std::map<std::uint64_t, std::string>& book = address_book();
     in.change.addresses.clear();
     for (const auto& [id, address] : book) {
       const bool named = id == in.change.node && !in.address.empty();

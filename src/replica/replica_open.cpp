@@ -349,7 +349,7 @@ void Replica::close() {
 NodeStatus Replica::status() {
   NodeStatus status;
   status.node_id = config_.node_id;
-  const std::map<std::uint64_t, std::string> book = address_book();
+  const std::map<std::uint64_t, std::string>& book = address_book();
   status.address = book.count(config_.node_id) ? book.at(config_.node_id) : "";
   status.role = raft_->role();
   status.term = raft_->term();

@@ -19,7 +19,7 @@ NodeError Replica::not_leader_error() const {
                                             " is not the leader; the leader is node " +
                                             std::to_string(leader));
   error.leader_id = leader;
-  const std::map<std::uint64_t, std::string> book = address_book();
+  const std::map<std::uint64_t, std::string>& book = address_book();
   auto it = book.find(leader);
   if (it != book.end()) {
     error.leader_address = it->second;
