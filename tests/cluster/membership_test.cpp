@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -48,6 +49,20 @@ bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 20s) {
     std::this_thread::sleep_for(50ms);
   }
   return predicate();
+}
+
+// The member list once `done` holds for it: the leader answers ListMembers from the status it
+// publishes after each round, so a list read right after a change may still show the one before.
+client::MemberList settled_list(client::MembersClient& members,
+                                const std::function<bool(const client::MemberList&)>& done) {
+  client::MemberList last;
+  eventually([&] {
+    auto list = members.list();
+    if (!list.ok()) return false;
+    last = std::move(list).value();
+    return done(last);
+  });
+  return last;
 }
 
 std::string reason_of(const client::Status& status) {
@@ -149,14 +164,15 @@ TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAckno
   cluster.start(5);
   ASSERT_TRUE(members->wait_caught_up(5, 20000).ok()) << cluster.log_tail(5);
   ASSERT_TRUE(members->promote(5).ok());
-  auto five = members->list();
-  ASSERT_TRUE(five.ok()) << five.status().to_string();
-  ASSERT_EQ(five->members.size(), 5U);
-  for (const client::Member& member : five->members) {
+  const client::MemberList five = settled_list(*members, [](const client::MemberList& list) {
+    return list.config_committed && list.members.size() == 5 && list.members.back().voter;
+  });
+  ASSERT_EQ(five.members.size(), 5U);
+  for (const client::Member& member : five.members) {
     EXPECT_TRUE(member.voter) << member.id;
     EXPECT_EQ(member.address, cluster.address(static_cast<int>(member.id)));
   }
-  EXPECT_TRUE(five->config_committed);
+  EXPECT_TRUE(five.config_committed);
   const std::size_t at_five = load.count();
   ASSERT_TRUE(eventually([&] { return load.count() >= at_five + 20; }));
 
@@ -171,10 +187,10 @@ TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAckno
   ASSERT_TRUE(eventually([&] { return load.count() >= at_three + 20; }))
       << "no append was acknowledged by the three remaining voters";
   load.finish();
-  auto three = members->list();
-  ASSERT_TRUE(three.ok()) << three.status().to_string();
-  ASSERT_EQ(three->members.size(), 3U);
-  EXPECT_EQ(three->members[0].id, 3U);
+  const client::MemberList three = settled_list(
+      *members, [](const client::MemberList& list) { return list.members.size() == 3; });
+  ASSERT_EQ(three.members.size(), 3U);
+  EXPECT_EQ(three.members[0].id, 3U);
   const std::map<std::uint64_t, std::string> acknowledged = load.acknowledged();
   for (int id = 3; id <= 5; ++id) expect_holds_every_acknowledged(cluster, id, acknowledged);
 }
@@ -199,12 +215,13 @@ TEST(MembershipTest, MembersReplaceSwapsADeadNodeOfFiveForANewNodeAtANewAddress)
   EXPECT_NE(replace.out.find("node " + std::to_string(dead) + " removed"), std::string::npos)
       << replace.out;
   auto members = members_client(cluster, 5);
-  auto list = members->list();
-  ASSERT_TRUE(list.ok()) << list.status().to_string();
-  ASSERT_EQ(list->members.size(), 5U);
-  EXPECT_EQ(list->find(static_cast<std::uint64_t>(dead)), nullptr);
-  ASSERT_NE(list->find(6), nullptr);
-  EXPECT_EQ(list->find(6)->address, cluster.address(6));
+  const client::MemberList list = settled_list(*members, [&](const client::MemberList& l) {
+    return l.find(static_cast<std::uint64_t>(dead)) == nullptr;
+  });
+  ASSERT_EQ(list.members.size(), 5U);
+  EXPECT_EQ(list.find(static_cast<std::uint64_t>(dead)), nullptr);
+  ASSERT_NE(list.find(6), nullptr);
+  EXPECT_EQ(list.find(6)->address, cluster.address(6));
   auto after = client->append({"after"});
   ASSERT_TRUE(after.ok()) << after.status().to_string();
   ASSERT_TRUE(cluster.wait_for_commit(6, after->last_index)) << cluster.log_tail(6);
@@ -288,10 +305,11 @@ TEST(MembershipTest, RefusalsNameTheirReasons) {
     auto removed = members->remove(static_cast<std::uint64_t>(id));
     ASSERT_TRUE(removed.ok()) << removed.status().to_string();
   }
-  auto one = members->list();
-  ASSERT_TRUE(one.ok()) << one.status().to_string();
-  ASSERT_EQ(one->members.size(), 1U);
-  const CommandRun last = run_command(ctl + "remove " + std::to_string(one->members[0].id) + endpoints);
+  const client::MemberList one = settled_list(
+      *members, [](const client::MemberList& l) { return l.members.size() == 1; });
+  ASSERT_EQ(one.members.size(), 1U);
+  const CommandRun last =
+      run_command(ctl + "remove " + std::to_string(one.members[0].id) + endpoints);
   EXPECT_EQ(last.exit_code, 1) << last.out;
   EXPECT_NE(last.out.find("WOULD_LOSE_QUORUM"), std::string::npos) << last.out;
 }
