@@ -125,13 +125,12 @@ int add_caught_up_voter(Parsed& p, const cli::Io& io, std::string_view what, std
   if (!added.ok()) return fail(io, what, added.status());
   print_change(io, p.cluster.json,
                "node " + std::to_string(id) + " added as a learner at " + address, added.value());
-  if (client::Status st = p.members->wait_caught_up(id, p.cluster.timeout_ms); !st.ok()) {
+  auto promoted = p.members->promote_when_caught_up(id, p.cluster.timeout_ms);
+  if (!promoted.ok()) {
     io.err << what << ": node " << id
            << " stays a learner (promote it with `members promote` once it caught up)\n";
-    return fail(io, what, st);
+    return fail(io, what, promoted.status());
   }
-  auto promoted = p.members->promote(id);
-  if (!promoted.ok()) return fail(io, what, promoted.status());
   print_change(io, p.cluster.json, "node " + std::to_string(id) + " caught up and is a voter",
                promoted.value());
   return cli::kExitOk;

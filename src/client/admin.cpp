@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -194,6 +195,25 @@ Result<MembershipChange> MembersClient::remove(std::uint64_t id) {
                           const pb::RemoveMemberRequest& r, pb::ChangeMembersResponse* out) {
                          return stub->RemoveMember(context, r, out);
                        });
+}
+
+Result<MembershipChange> MembersClient::promote_when_caught_up(std::uint64_t id,
+                                                               std::uint32_t timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  // Bounded by the deadline: every pass waits (wait_caught_up, or 50 ms) or returns.
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (Status caught_up =
+            wait_caught_up(id, static_cast<std::uint32_t>(std::max<std::int64_t>(left.count(), 1)));
+        !caught_up.ok()) {
+      return caught_up;
+    }
+    Result<MembershipChange> promoted = promote(id);
+    const bool behind = !promoted.ok() && promoted.status().details() &&
+                        promoted.status().details()->reason == reason::kLearnerBehind;
+    if (!behind || Clock::now() + std::chrono::milliseconds(50) >= deadline) return promoted;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 Status MembersClient::wait_caught_up(std::uint64_t id, std::uint32_t timeout_ms,

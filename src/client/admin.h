@@ -63,6 +63,9 @@ class MembersClient {
   // leader's commit index), for at most timeout_ms: DEADLINE_EXCEEDED (LEARNER_BEHIND) then,
   // naming its lag, or that it is not listed as a member.
   Status wait_caught_up(std::uint64_t id, std::uint32_t timeout_ms, std::uint32_t poll_ms = 100);
+  // wait_caught_up, then promote; a promotion refused as LEARNER_BEHIND (under load the commit
+  // index moves on between the two) waits and tries again, all within timeout_ms.
+  Result<MembershipChange> promote_when_caught_up(std::uint64_t id, std::uint32_t timeout_ms);
 
   class Impl;
 

@@ -139,9 +139,7 @@ void add_voter(client::MembersClient& members, LocalCluster& cluster, int id) {
   ASSERT_TRUE(added.ok()) << added.status().to_string() << cluster.log_tail(id);
   EXPECT_TRUE(std::find(added->learners.begin(), added->learners.end(),
                         static_cast<std::uint64_t>(id)) != added->learners.end());
-  client::Status caught_up = members.wait_caught_up(static_cast<std::uint64_t>(id), 20000);
-  ASSERT_TRUE(caught_up.ok()) << caught_up.to_string() << cluster.log_tail(id);
-  auto promoted = members.promote(static_cast<std::uint64_t>(id));
+  auto promoted = members.promote_when_caught_up(static_cast<std::uint64_t>(id), 20000);
   ASSERT_TRUE(promoted.ok()) << promoted.status().to_string();
   EXPECT_TRUE(std::find(promoted->voters.begin(), promoted->voters.end(),
                         static_cast<std::uint64_t>(id)) != promoted->voters.end());
@@ -162,8 +160,8 @@ TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAckno
   ASSERT_TRUE(added.ok()) << added.status().to_string();
   std::this_thread::sleep_for(500ms);  // the leader dials a node that is not up yet
   cluster.start(5);
-  ASSERT_TRUE(members->wait_caught_up(5, 20000).ok()) << cluster.log_tail(5);
-  ASSERT_TRUE(members->promote(5).ok());
+  auto promoted = members->promote_when_caught_up(5, 20000);
+  ASSERT_TRUE(promoted.ok()) << promoted.status().to_string() << cluster.log_tail(5);
   const client::MemberList five = settled_list(*members, [](const client::MemberList& list) {
     return list.config_committed && list.members.size() == 5 && list.members.back().voter;
   });
