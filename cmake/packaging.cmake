@@ -39,9 +39,9 @@ set(raftlog_include_dir ${CMAKE_INSTALL_INCLUDEDIR}/raftlog)
 install(TARGETS raftlog_client raftlog_api_errors raftlog_proto EXPORT raftlogTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev
         INCLUDES DESTINATION ${raftlog_include_dir})
-install(FILES src/client/client.h src/client/producer.h DESTINATION ${raftlog_include_dir}/client COMPONENT dev)
+install(FILES src/client/client.h src/client/producer.h src/client/admin.h DESTINATION ${raftlog_include_dir}/client COMPONENT dev)
 install(FILES src/api_errors/error_details.h DESTINATION ${raftlog_include_dir}/api_errors COMPONENT dev)
-install(FILES proto/raftlog/v1/client.proto proto/raftlog/v1/error_model.proto
+install(FILES proto/raftlog/v1/client.proto proto/raftlog/v1/error_model.proto proto/raftlog/v1/admin.proto
         DESTINATION ${CMAKE_INSTALL_DATADIR}/raftlog/proto/raftlog/v1 COMPONENT dev)
 set(raftlog_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/raftlog)
 install(EXPORT raftlogTargets NAMESPACE raftlog:: DESTINATION ${raftlog_cmake_dir} COMPONENT dev)

@@ -757,4 +757,26 @@ void print_cluster_entry(const cli::Io& io, const client::Entry& entry, bool jso
   print_entry(io, entry, json);
 }
 
+int parse_cluster_flags(cli::FlagSet& flags, std::string_view command_path,
+                        std::span<const std::string> args, const cli::Io& io, ClusterFlags* out) {
+  Common common;
+  common.add_to(flags);
+  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
+  auto parsed = client::parse_endpoints(common.endpoints);
+  if (!parsed.ok()) {
+    io.err << "--endpoints: " << parsed.status().message() << "\n";
+    return cli::kExitUsage;
+  }
+  out->options.endpoints = parsed.value();
+  out->options.retry_deadline_ms = common.timeout_ms;
+  out->options.tls.enabled =
+      !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
+  out->options.tls.ca_file = common.tls_ca;
+  out->options.tls.cert_file = common.tls_cert;
+  out->options.tls.key_file = common.tls_key;
+  out->json = common.json;
+  out->timeout_ms = common.timeout_ms;
+  return -1;
+}
+
 }  // namespace raftlog::ctl

@@ -32,5 +32,15 @@ int parse_cluster_command(cli::FlagSet& flags, std::string_view command_path,
                           client::Options* options, bool* json);
 // An entry as `read` prints it (text or JSON; topic, keys and timestamp when it has them).
 void print_cluster_entry(const cli::Io& io, const client::Entry& entry, bool json);
+// For the other command files (members_commands.cpp): adds the shared cluster flags to `flags`,
+// parses `args`, and fills the client options from them. -1 when the command should go on, else
+// its exit code (help, or a usage error already printed).
+struct ClusterFlags {
+  client::Options options;
+  bool json = false;
+  std::uint32_t timeout_ms = 0;
+};
+int parse_cluster_flags(cli::FlagSet& flags, std::string_view command_path,
+                        std::span<const std::string> args, const cli::Io& io, ClusterFlags* out);
 
 }  // namespace raftlog::ctl

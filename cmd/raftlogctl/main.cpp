@@ -9,6 +9,7 @@
 #include "cluster_commands.h"
 #include "log_commands.h"
 #include "topic_commands.h"
+#include "members_commands.h"
 
 namespace {
 
@@ -36,6 +37,8 @@ constexpr raftlog::cli::Command kCommands[] = {
      &raftlog::ctl::kTopicCommands},
     {"key", "find entries by key (entries appended with --key)", nullptr,
      &raftlog::ctl::kKeyCommands},
+    {"members", "list and change the cluster's members (list, add, promote, remove, replace)",
+     nullptr, &raftlog::ctl::kMembersCommands},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

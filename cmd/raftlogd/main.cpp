@@ -23,16 +23,99 @@
 
 #include "allocator_policy.h"
 #include "cli/flags.h"
+#include "server/join.h"
+#include "server/node_config.h"
 #include "server/node_identity.h"
 #include "server/node_tls.h"
 #include "server/server.h"
 #include "util/build_info.h"
+#include "util/host_port.h"
 
 namespace {
 
 std::atomic<int> g_signal{0};
 
 void on_signal(int signal_number) { g_signal.store(signal_number); }
+
+// --join: checks the flags, then takes the member list from DIR/JOIN (a restart) or from the
+// members named (a first start on a directory without state), and records it (server/join.h).
+// -1 to go on, else the exit code (2: bad flags or a directory that cannot join; 1: no member
+// answered).
+int prepare_join(const std::string& join_text, std::uint32_t timeout_ms,
+                 raftlog::server::NodeConfig* config) {
+  if (config->members.size() != 1 || !config->members.contains(config->node_id)) {
+    std::cerr << "raftlogd: --join: --members must name this node alone (" << config->node_id
+              << "=HOST:PORT, its own address); the others come from the cluster\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (config->cluster_id == raftlog::server::NodeConfig::kSingleNodeDefaultClusterId) {
+    std::cerr << "raftlogd: --join needs the cluster's --cluster-id\n";
+    return raftlog::cli::kExitUsage;
+  }
+  std::vector<std::string> endpoints;
+  std::size_t start = 0;
+  while (endpoints.size() <= 64) {
+    const std::size_t comma = join_text.find(',', start);
+    const std::string item = join_text.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (std::string problem =
+            raftlog::util::parse_host_port(item, raftlog::util::PortZero::kRefused, nullptr);
+        !problem.empty()) {
+      std::cerr << "raftlogd: --join: '" << item << "' " << problem << "\n";
+      return raftlog::cli::kExitUsage;
+    }
+    endpoints.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (endpoints.size() > 64) {
+    std::cerr << "raftlogd: --join: at most 64 addresses\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (std::string problem = raftlog::server::check_data_dir_identity(*config); !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  auto recorded = raftlog::server::read_join_record(config->data_dir);
+  if (!recorded.ok()) {
+    std::cerr << "raftlogd: --join: " << recorded.status().to_string() << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (recorded->has_value()) {  // a restart: the seed asked at the first start, not --join's
+    raftlog::server::apply_join_record(**recorded, config);
+    return -1;
+  }
+  if (raftlog::server::data_dir_has_state(config->data_dir)) {
+    std::cerr << "raftlogd: --join: " << config->data_dir
+              << " holds a node's state but no JOIN record: it was not created by --join (start it "
+                 "with its --members, or join with an empty directory)\n";
+    return raftlog::cli::kExitUsage;
+  }
+  raftlog::server::NodeTls tls;
+  if (std::string problem = raftlog::server::load_node_tls(*config, &tls); !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  raftlog::server::JoinRecord record;
+  if (std::string problem = raftlog::server::fetch_join_record(endpoints, config->node_id, tls,
+                                                               timeout_ms, &record);
+      !problem.empty()) {
+    std::cerr << "raftlogd: --join: " << problem << "\n";
+    return raftlog::cli::kExitFailure;
+  }
+  raftlog::server::NodeConfig joined = *config;
+  raftlog::server::apply_join_record(record, &joined);
+  if (std::string problem = raftlog::server::validate(joined); !problem.empty()) {
+    std::cerr << "raftlogd: --join: with the members the cluster listed: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (std::string problem = raftlog::server::write_join_record(config->data_dir, record);
+      !problem.empty()) {
+    std::cerr << "raftlogd: --join: " << problem << "\n";
+    return raftlog::cli::kExitFailure;
+  }
+  raftlog::server::apply_join_record(record, config);
+  return -1;
+}
 
 // "1=host:port,2=host:port" -> members. Returns "" or a description of the problem.
 std::string parse_members(const std::string& text, std::map<std::uint64_t, std::string>* members) {
@@ -109,6 +192,8 @@ int main(int argc, char** argv) {
   constexpr std::uint32_t kUint32Max = std::numeric_limits<std::uint32_t>::max();
   raftlog::server::NodeConfig config;
   std::string members_text;
+  std::string join_text;
+  std::uint32_t join_timeout_ms = 30000;
   std::string config_path;
   std::string flush_mode = "sync";
   std::string log_level = "info";
@@ -125,6 +210,12 @@ int main(int argc, char** argv) {
   flags.string_flag("members", &members_text, "ID=HOST:PORT,...",
                     "every member of the cluster with the address it serves clients and peers on");
   flags.require("members");
+  flags.string_flag("join", &join_text, "HOST:PORT,...",
+                    "join a running cluster through these members (an empty data directory: ask "
+                    "them for the member list; then `raftlogctl members add` this node); "
+                    "--members then names this node alone, with its own address");
+  flags.uint_flag("join-timeout-ms", &join_timeout_ms, "MS",
+                  "how long --join waits for a member to list the members", {100, 600000});
   flags.string_flag("data-dir", &config.data_dir, "DIR",
                     "where this node keeps its log and hard state");
   flags.require("data-dir");
@@ -322,6 +413,9 @@ int main(int argc, char** argv) {
   if (std::string problem = raftlog::server::validate(config); !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";
     return raftlog::cli::kExitUsage;
+  }
+  if (!join_text.empty()) {
+    if (int code = prepare_join(join_text, join_timeout_ms, &config); code >= 0) return code;
   }
   // Certificate problems are configuration errors too: report them before touching the data.
   raftlog::server::NodeTls tls;

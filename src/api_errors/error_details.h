@@ -84,6 +84,21 @@ inline constexpr std::string_view kBadAttributes =
     "BAD_ATTRIBUTES";  // INVALID_ARGUMENT: attributes not one per entry
 inline constexpr std::string_view kTopicOffsetTrimmed =
     "TOPIC_OFFSET_TRIMMED";  // OUT_OF_RANGE: below the topic's first offset, gone
+// Membership changes (raftlog.v1.Admin, docs/errors.md).
+inline constexpr std::string_view kConfChangeInProgress =
+    "CONF_CHANGE_IN_PROGRESS";  // UNAVAILABLE: one change at a time; retry once it committed
+inline constexpr std::string_view kLeaderNotReady =
+    "LEADER_NOT_READY";  // UNAVAILABLE: a new leader has not committed an entry of its term; retry
+inline constexpr std::string_view kNotAMember = "NOT_A_MEMBER";          // INVALID_ARGUMENT
+inline constexpr std::string_view kAlreadyAMember = "ALREADY_A_MEMBER";  // FAILED_PRECONDITION
+inline constexpr std::string_view kNotALearner = "NOT_A_LEARNER";        // FAILED_PRECONDITION
+inline constexpr std::string_view kBadMember = "BAD_MEMBER";  // INVALID_ARGUMENT: id 0, too many
+inline constexpr std::string_view kBadAddress = "BAD_ADDRESS";        // INVALID_ARGUMENT
+inline constexpr std::string_view kAddressInUse = "ADDRESS_IN_USE";   // FAILED_PRECONDITION
+inline constexpr std::string_view kWouldLoseQuorum = "WOULD_LOSE_QUORUM";  // FAILED_PRECONDITION
+inline constexpr std::string_view kLearnerBehind = "LEARNER_BEHIND";        // FAILED_PRECONDITION
+inline constexpr std::string_view kConfChangeTimeout =
+    "CONF_CHANGE_TIMEOUT";  // DEADLINE_EXCEEDED: outcome unknown, list the members
 }  // namespace reason
 
 // The machine-readable part of a refusal: what raftlog.v1.ErrorInfo carries, plus the index hints

@@ -156,12 +156,33 @@ struct ReadState {
 
 // The configuration: who votes and who only receives the log. Part of the core's state and of the log
 // (EntryType::kConfig entries hold whole configurations, docs/raft.md "Membership changes").
+// A member's peer/client address ("host:port", util::parse_host_port), carried by configuration
+// entries so that every node learns where a new member listens. Opaque to the core's decisions, which
+// are on ids only: it checks the syntax and the bounds, and that an address names a member.
+struct MemberAddress {
+  NodeId node = kNoNode;
+  std::string address;
+
+  friend bool operator==(const MemberAddress&, const MemberAddress&) = default;
+};
+
+// The longest member address a configuration holds (a DNS name of up to 100 bytes and a port fit; the
+// bound keeps a configuration, and so CONFSTATE, small).
+inline constexpr std::size_t kMaxMemberAddressBytes = 128;
+// The most bytes one encoded configuration may take (encode_config), addresses included. Checked when
+// a change is made (kTooLarge) and when a payload is decoded.
+inline constexpr std::size_t kMaxConfigBytes = 3072;
+
 struct ConfState {
   std::vector<NodeId> voters;  // sorted, unique, non-empty, never contains kNoNode
   std::vector<NodeId> learners =
       {};  // sorted, unique, never kNoNode, disjoint from voters: they receive
            // the log but never campaign, and their votes and acknowledgements
            // count toward nothing
+  // Sorted by node, unique, each a member, no two with the same text; a member without one (every
+  // member of a configuration written before addresses existed, format 2) is found by the node's
+  // --members. Compared by same_members() where only the roles matter.
+  std::vector<MemberAddress> addresses = {};
 
   friend bool operator==(const ConfState&, const ConfState&) = default;
 };
@@ -179,12 +200,21 @@ inline bool is_member(const ConfState& conf, NodeId node) {
   return is_voter(conf, node) || is_learner(conf, node);
 }
 std::string to_string(const ConfState& conf);  // "voters {1,2,3} learners {4}"
+// Same voters and same learners (addresses aside).
+bool same_members(const ConfState& a, const ConfState& b);
+// The address `conf` records for `node`, or nullptr.
+const std::string* address_of(const ConfState& conf, NodeId node);
+// Empty when `address` may be a member address (host:port, port 1..65535, at most
+// kMaxMemberAddressBytes, printable ASCII), else what is wrong with it.
+std::string check_member_address(const std::string& address);
 
 // Encoding (little endian), version 2: u8 version, u32 voter count, count x u64 voter ids, u32 learner
-// count, count x u64 learner ids, u32 CRC-32C of every preceding byte. Version 1 (written by no
-// release: kConfig entries could not be proposed before membership changes) is the same without the
-// learner part; it still decodes. Precondition: is_valid_conf(conf). The store checksums every entry
-// as well; the codec's own CRC also covers a payload that arrives in a message.
+// count, count x u64 learner ids, u32 CRC-32C of every preceding byte. Version 3 (written when the
+// configuration records addresses) inserts before the CRC: u32 address count, then per address u64
+// node, u16 length, that many bytes. Version 1 (written by no release: kConfig entries could not be
+// proposed before membership changes) is version 2 without the learner part; 1 and 2 still decode
+// (with no addresses). Precondition: is_valid_conf(conf). The store checksums every entry as well;
+// the codec's own CRC also covers a payload that arrives in a message.
 std::string encode_config(const ConfState& conf);
 // Returns nullopt for a payload that is not a well-formed encoded ConfState (is_valid_conf included).
 std::optional<ConfState> decode_config(const std::string& payload);
@@ -202,6 +232,10 @@ const char* to_string(ConfChangeType type);
 struct ConfChange {
   ConfChangeType type = ConfChangeType::kAddLearner;
   NodeId node = kNoNode;
+  // The addresses the new configuration records (the driver's address book, the new member's
+  // included); addresses of nodes that are not members of the new configuration are left out. Empty:
+  // the new configuration keeps the addresses of the old one's remaining members.
+  std::vector<MemberAddress> addresses = {};
 
   friend bool operator==(const ConfChange&, const ConfChange&) = default;
 };
@@ -214,6 +248,9 @@ enum class ConfChangeProblem : std::uint8_t {
   kNotLearner,      // promotion of a node that is not a learner
   kNoVotersLeft,    // removal of the last voter
   kTooManyMembers,  // more than kMaxMembers
+  kBadAddress,      // an address that check_member_address refuses, or two for one node
+  kAddressInUse,    // two members with the same address
+  kTooLarge,        // the new configuration would encode to more than kMaxConfigBytes
 };
 
 const char* to_string(ConfChangeProblem problem);

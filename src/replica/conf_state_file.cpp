@@ -8,7 +8,10 @@ namespace raftlog::replica {
 
 namespace {
 
-constexpr std::uint32_t kFormatVersion = 1;
+// Version 2: the base configuration may record addresses (raft::encode_config version 3) and the
+// payload may exceed the 1024 bytes version 1 fitted in. Both decode; version 2 is written.
+constexpr std::uint32_t kIdsOnlyFormatVersion = 1;
+constexpr std::uint32_t kFormatVersion = 2;
 constexpr std::uint8_t kNotMember = 0;
 constexpr std::uint8_t kVoter = 1;
 constexpr std::uint8_t kLearner = 2;
@@ -27,6 +30,10 @@ raft::ConfState with_role(raft::ConfState conf, raft::NodeId node, std::uint8_t 
   if (target != nullptr) {
     target->insert(std::upper_bound(target->begin(), target->end(), node), node);
   }
+  // A later record keeps no address of its own (its log entry holds them: Replica's open reads
+  // them there); what it inherits is the previous record's, for the members that stay.
+  std::erase_if(conf.addresses,
+                [&](const raft::MemberAddress& member) { return !raft::is_member(conf, member.node); });
   return conf;
 }
 
@@ -64,6 +71,11 @@ struct Reader {
   }
 };
 
+raft::ConfState without_addresses(raft::ConfState conf) {
+  conf.addresses.clear();
+  return conf;
+}
+
 store::Status corrupt(const std::string& why) {
   return store::Status::corruption("configuration record: " + why);
 }
@@ -86,8 +98,9 @@ store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRec
   out += conf;
   put_u32(out, static_cast<std::uint32_t>(records.size() - 1));
   for (std::size_t i = 1; i < records.size(); ++i) {
-    const std::optional<raft::ConfChange> change =
-        raft::single_change_between(records[i - 1].conf, records[i].conf);
+    // Roles only: the record keeps no addresses after the base (with_role).
+    const std::optional<raft::ConfChange> change = raft::single_change_between(
+        without_addresses(records[i - 1].conf), without_addresses(records[i].conf));
     if (!change || records[i].index <= records[i - 1].index) {
       return store::Status::invalid_argument(
           "configuration record: entry " + std::to_string(records[i].index) +
@@ -103,7 +116,8 @@ store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRec
 
 store::Result<std::vector<raft::ConfRecord>> ConfStateFile::decode(const std::string& payload) {
   Reader reader{payload};
-  if (const std::uint32_t version = reader.u32(); !reader.failed && version != kFormatVersion) {
+  if (const std::uint32_t version = reader.u32();
+      !reader.failed && version != kFormatVersion && version != kIdsOnlyFormatVersion) {
     return corrupt("unknown format version " + std::to_string(version));
   }
   raft::ConfRecord base;
@@ -132,7 +146,8 @@ store::Result<std::vector<raft::ConfRecord>> ConfStateFile::decode(const std::st
     }
     next.conf = with_role(records.back().conf, node, role);
     if (!raft::is_valid_conf(next.conf) ||
-        !raft::single_change_between(records.back().conf, next.conf)) {
+        !raft::single_change_between(without_addresses(records.back().conf),
+                                     without_addresses(next.conf))) {
       return corrupt("record " + std::to_string(i + 1) + " is no single change");
     }
     records.push_back(std::move(next));

@@ -13,10 +13,14 @@
 // configuration back to the one before it.
 //
 // It uses the store's DurableRecordFile (two alternating CRC32C-checked slots, each write synced),
-// like HARDSTATE. Payload layout (little-endian): u32 format version (1); the base: u64 index, u64
-// term, u32 length, the configuration (raft::encode_config, with its own CRC-32C); u32 count (at most
-// kMaxPendingRecords) of later records, each u64 index, u64 term, u64 node, u8 that node's role from
-// then on (0 not a member, 1 voter, 2 learner). At most 953 bytes (64 members).
+// like HARDSTATE. Payload layout (little-endian): u32 format version (2; 1 still decodes); the base:
+// u64 index, u64 term, u32 length, the configuration (raft::encode_config, with its own CRC-32C and,
+// from version 2, its members' addresses); u32 count (at most kMaxPendingRecords) of later records,
+// each u64 index, u64 term, u64 node, u8 that node's role from then on (0 not a member, 1 voter, 2
+// learner). A later record keeps no addresses: decoded, it carries the previous record's for the
+// members that stay, and the replica's open takes the real ones from its log entry (which it reads
+// anyway to check that the entry is still there). At most 3500 bytes (raft::kMaxConfigBytes for the
+// base).
 #pragma once
 
 #include <memory>

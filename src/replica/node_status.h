@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,13 @@ struct NodeStatus {
   // "Membership changes"). Sorted; at most raft::kMaxMembers together.
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;
+  // The newest configuration's entry (0: the bootstrap configuration) and whether it is committed.
+  std::uint64_t conf_index = 0;
+  bool conf_committed = true;
+  // Every member's known address (Replica::address_book restricted to voters and learners).
+  std::map<std::uint64_t, std::string> member_addresses;
+  // The bootstrap configuration's voters (what the log starts from; a joining node starts from it).
+  std::vector<std::uint64_t> bootstrap_voters;
   // A non-voter (a learner, or a node its own log does not list yet) whose log does not yet reach the
   // commit index its leader last named: that index (0 otherwise, and always on voters). It is still
   // catching up, and health is NOT_SERVING meanwhile.

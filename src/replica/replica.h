@@ -18,6 +18,7 @@
 //   an entry counts as soon as it is written to the mapped segment.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -49,7 +50,10 @@ using Clock = std::chrono::steady_clock;
 // documents each field and its bounds, which the caller has validated).
 struct ReplicaConfig {
   std::uint64_t node_id = 0;
-  std::map<std::uint64_t, std::string> members;  // node id -> address, for "the leader is at ..."
+  // node id -> address: the addresses this node knows before any configuration records them
+  // (--members, or a joining node's seed list and itself). The configurations' own addresses take
+  // precedence (address_book()).
+  std::map<std::uint64_t, std::string> members;
   std::string data_dir;  // the log lives in data_dir/log, HARDSTATE and CONFSTATE next to it
   std::uint32_t tick_ms = 20;
   std::uint32_t election_ticks = 10;
@@ -125,9 +129,12 @@ class Replica {
     TransferCallback done;
   };
   struct MembershipRequest {
+    // change.addresses is filled by propose_conf_change (address_book(), with `address` for the
+    // node an add names) when `address` is set or the configuration records addresses already.
     raft::ConfChange change;
     MembershipCallback done;  // once the change committed (or failed)
     Clock::time_point deadline;
+    std::string address = {};  // the new member's, for an add ("" = none)
   };
 
   // Recovers the CommitLog and the hard state from config.data_dir and rebuilds the dedup table.
@@ -153,6 +160,15 @@ class Replica {
   // Leader only: one membership change (docs/raft.md, "Membership changes"), answered once its
   // configuration entry committed, or refused at once (MembershipResult says why).
   void propose_conf_change(MembershipRequest request);
+  // Every address this node knows: ReplicaConfig::members, overridden by the addresses the
+  // configurations of the core's history record (newest last).
+  // Recomputed only when the configuration history changes (status() asks every loop round).
+  const std::map<std::uint64_t, std::string>& address_book() const;
+  // The peers the transport must reach and accept (not this node): every member of every
+  // configuration a truncation could still roll back to, and, while the newest configuration records
+  // no addresses, every node of ReplicaConfig::members too (the seed list of a joining node, whose
+  // log does not name its peers yet). Each with its address_book() address; unknown ones left out.
+  std::map<std::uint64_t, std::string> peer_addresses() const;
   void step(raft::Message message);  // by value: an append's entries move into the core
   void tick();
   // See Node::trim (src/server/node.h).
@@ -235,8 +251,9 @@ class Replica {
   // The configurations CONFSTATE lists that the recovered log still holds (replica_open.cpp); false
   // with `corrupt_index` set when reading an entry it names failed on a checksum.
   bool recover_conf_history(std::uint64_t* corrupt_index, std::string* problem);
-  int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index,
-                std::string* problem) const;
+  // `from_log`, when given, receives the configuration the entry holds (its addresses included).
+  int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index, std::string* problem,
+                raft::ConfState* from_log = nullptr) const;
 
   // Requests (replica_requests.cpp).
   bool answer_from_dedup(AppendRequest& in);
@@ -319,6 +336,11 @@ class Replica {
   // By entry index. The core accepts one change at a time per leader, so this holds at most one entry
   // per leadership this node held while changes were pending: all fail when leadership is lost.
   std::map<std::uint64_t, PendingMembership> pending_memberships_;
+  // address_book()'s cache and the configuration history it was built from (size, oldest index,
+  // newest index and term: any append, cut or commit of a configuration changes one of them).
+  mutable std::array<std::uint64_t, 4> address_book_key_{};
+  mutable bool address_book_valid_ = false;
+  mutable std::map<std::uint64_t, std::string> address_book_;
   std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index
   std::uint64_t next_read_id_ = 1;
   std::deque<HeldMessages> held_messages_;

@@ -33,6 +33,19 @@ NodeError invalid_change_error(const raft::ConfChange& change, raft::ConfChangeP
       return make_error(ErrorCode::kInvalidArgument,
                         "the cluster has " + std::to_string(raft::kMaxMembers) + " members already",
                         kReasonBadMember);
+    case raft::ConfChangeProblem::kBadAddress:
+      return make_error(ErrorCode::kInvalidArgument,
+                        "an address of the new configuration is not host:port (at most " +
+                            std::to_string(raft::kMaxMemberAddressBytes) + " bytes)",
+                        kReasonBadAddress);
+    case raft::ConfChangeProblem::kAddressInUse:
+      return make_error(ErrorCode::kFailedPrecondition,
+                        "another member already has " + node + "'s address", kReasonAddressInUse);
+    case raft::ConfChangeProblem::kTooLarge:
+      return make_error(ErrorCode::kInvalidArgument,
+                        "the configuration would take more than " +
+                            std::to_string(raft::kMaxConfigBytes) + " bytes (shorter addresses)",
+                        kReasonBadAddress);
     case raft::ConfChangeProblem::kInvalidNode:
     case raft::ConfChangeProblem::kNone:
       break;
@@ -42,7 +55,58 @@ NodeError invalid_change_error(const raft::ConfChange& change, raft::ConfChangeP
 
 }  // namespace
 
+const std::map<std::uint64_t, std::string>& Replica::address_book() const {
+  const std::vector<raft::ConfRecord>& history = raft_->conf_history();
+  const std::array<std::uint64_t, 4> key{history.size(), history.front().index,
+                                         history.back().index, history.back().term};
+  if (address_book_valid_ && address_book_key_ == key) return address_book_;
+  address_book_ = config_.members;
+  for (const raft::ConfRecord& record : history) {
+    for (const raft::MemberAddress& member : record.conf.addresses)
+      address_book_[member.node] = member.address;
+  }
+  address_book_key_ = key;
+  address_book_valid_ = true;
+  return address_book_;
+}
+
+std::map<std::uint64_t, std::string> Replica::peer_addresses() const {
+  const std::map<std::uint64_t, std::string>& book = address_book();
+  std::map<std::uint64_t, std::string> peers;
+  auto add = [&](std::uint64_t id) {
+    if (id == config_.node_id) return;
+    if (auto it = book.find(id); it != book.end()) peers.emplace(id, it->second);
+  };
+  for (const raft::ConfRecord& record : raft_->conf_history()) {
+    for (raft::NodeId id : record.conf.voters) add(id);
+    for (raft::NodeId id : record.conf.learners) add(id);
+  }
+  if (raft_->conf().addresses.empty()) {
+    for (const auto& [id, address] : config_.members) add(id);
+  }
+  return peers;
+}
+
 void Replica::propose_conf_change(MembershipRequest in) {
+  // The new configuration records every member's address once one is known (the operator named
+  // the new member's, or the configuration holds addresses already): from then on every node, a
+  // new one too, finds its peers in the log rather than in its flags.
+  const raft::ConfState& conf = raft_->conf();
+  if (!in.address.empty() || !conf.addresses.empty()) {
+    const std::map<std::uint64_t, std::string>& book = address_book();
+    in.change.addresses.clear();
+    for (const auto& [id, address] : book) {
+      const bool named = id == in.change.node && !in.address.empty();
+      if (named || !raft::is_member(conf, id)) continue;
+      if (raft::check_member_address(address).empty()) in.change.addresses.push_back({id, address});
+    }
+    if (!in.address.empty()) {
+      raft::MemberAddress added{in.change.node, in.address};
+      auto at = std::lower_bound(in.change.addresses.begin(), in.change.addresses.end(), added.node,
+                                 [](const raft::MemberAddress& m, raft::NodeId id) { return m.node < id; });
+      in.change.addresses.insert(at, std::move(added));
+    }
+  }
   raft::ConfChangeResult result;
   if (!guard_core([&] { result = raft_->propose_conf_change(in.change); })) {
     in.done(refused(make_error(ErrorCode::kInternal, "this node stopped on a storage fault",
@@ -64,7 +128,7 @@ void Replica::propose_conf_change(MembershipRequest in) {
       in.done(refused(
           make_error(ErrorCode::kUnavailable,
                      "this leader has not committed an entry of its term yet; retry shortly",
-                     kReasonConfChangeInProgress)));
+                     kReasonLeaderNotReady)));
       return;
     case raft::ConfChangeStatus::kInProgress:
       in.done(refused(make_error(ErrorCode::kUnavailable,

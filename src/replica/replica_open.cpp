@@ -159,7 +159,7 @@ bool Replica::has_peers() const {
 // committed), 0 no (gone, or another entry there), -1 reading it failed (`problem` says why, and
 // `corrupt_index` is set on a checksum failure).
 int Replica::log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index,
-                       std::string* problem) const {
+                       std::string* problem, raft::ConfState* from_log) const {
   if (record.index == 0 || record.index < log_->first_index()) return 1;
   if (record.index > log_->last_index()) return 0;
   auto batch = log_->read(record.index, 1, 1ULL << 20);
@@ -173,7 +173,12 @@ int Replica::log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_in
   }
   const store::EntryView& entry = batch->entries.front();
   if (entry.meta.type != store::EntryType::kConfig || entry.meta.term != record.term) return 0;
-  return raft::decode_config(std::string(entry.payload)) == record.conf ? 1 : 0;
+  std::optional<raft::ConfState> held = raft::decode_config(std::string(entry.payload));
+  // CONFSTATE keeps the roles of a later record, not its addresses (conf_state_file.h): the entry
+  // is the record when the roles agree, and its addresses are the ones in force.
+  if (!held || !raft::same_members(*held, record.conf)) return 0;
+  if (from_log != nullptr) *from_log = std::move(*held);
+  return 1;
 }
 
 // CONFSTATE lists the base configuration and every later configuration entry a crash or a
@@ -196,7 +201,8 @@ bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* pr
                  recorded.front().index, raft::to_string(recorded.front().conf));
   }
   for (std::size_t i = 1; i < recorded.size(); ++i) {
-    const int held = log_holds(recorded[i], corrupt_index, problem);
+    raft::ConfRecord record = recorded[i];
+    const int held = log_holds(record, corrupt_index, problem, &record.conf);
     if (held < 0) return false;
     if (held == 0) {
       spdlog::warn("node {}: configuration entry {} is no longer in the log; back to entry {} ({})",
@@ -204,7 +210,7 @@ bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* pr
                    raft::to_string(conf_records_.back().conf));
       break;
     }
-    conf_records_.push_back(recorded[i]);
+    conf_records_.push_back(std::move(record));
   }
   return true;
 }
@@ -345,13 +351,12 @@ void Replica::close() {
 NodeStatus Replica::status() {
   NodeStatus status;
   status.node_id = config_.node_id;
-  status.address = config_.members.at(config_.node_id);
+  const std::map<std::uint64_t, std::string>& book = address_book();
+  status.address = book.count(config_.node_id) ? book.at(config_.node_id) : "";
   status.role = raft_->role();
   status.term = raft_->term();
   status.leader_id = raft_->leader();
-  if (auto it = config_.members.find(status.leader_id); it != config_.members.end()) {
-    status.leader_address = it->second;
-  }
+  if (auto it = book.find(status.leader_id); it != book.end()) status.leader_address = it->second;
   status.first_index = log_->first_index();
   status.last_index = log_->last_index();
   status.commit_index = commit_;
@@ -363,6 +368,12 @@ NodeStatus Replica::status() {
   status.stranded_below_index = raft_->stranded_below();
   status.voters = raft_->conf().voters;
   status.learners = raft_->conf().learners;
+  status.conf_index = raft_->conf_history().back().index;
+  status.conf_committed = status.conf_index <= commit_;
+  for (const auto& [id, address] : book) {
+    if (raft::is_member(raft_->conf(), id)) status.member_addresses.emplace(id, address);
+  }
+  status.bootstrap_voters = config_.raft.initial_conf.voters;
   // Non-voters only (a learner, or a node its own log does not list yet, as a new one before the
   // change reaches it): a voter one append behind under load is normal and must not flap health.
   if (!raft::is_voter(raft_->conf(), config_.node_id)) {
@@ -372,8 +383,7 @@ NodeStatus Replica::status() {
     if (progress.id == config_.node_id) continue;
     PeerStatus peer;
     peer.id = progress.id;
-    if (auto it = config_.members.find(progress.id); it != config_.members.end())
-      peer.address = it->second;
+    if (auto it = book.find(progress.id); it != book.end()) peer.address = it->second;
     peer.match_index = progress.match_index;
     peer.lag_entries =
         status.last_index > progress.match_index ? status.last_index - progress.match_index : 0;

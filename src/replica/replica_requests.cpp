@@ -20,8 +20,9 @@ NodeError Replica::not_leader_error() const {
                                             " is not the leader; the leader is node " +
                                             std::to_string(leader));
   error.leader_id = leader;
-  auto it = config_.members.find(leader);
-  if (it != config_.members.end()) {
+  const std::map<std::uint64_t, std::string>& book = address_book();
+  auto it = book.find(leader);
+  if (it != book.end()) {
     error.leader_address = it->second;
     error.message += " at " + it->second;
   }

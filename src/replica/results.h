@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 
 #include "raft/types.h"
@@ -117,6 +118,9 @@ inline constexpr const char* kReasonBadMember = "BAD_MEMBER";  // node 0, or too
 inline constexpr const char* kReasonWouldLoseQuorum = "WOULD_LOSE_QUORUM";
 inline constexpr const char* kReasonLearnerBehind = "LEARNER_BEHIND";
 inline constexpr const char* kReasonConfChangeTimeout = "CONF_CHANGE_TIMEOUT";
+inline constexpr const char* kReasonLeaderNotReady = "LEADER_NOT_READY";
+inline constexpr const char* kReasonBadAddress = "BAD_ADDRESS";
+inline constexpr const char* kReasonAddressInUse = "ADDRESS_IN_USE";
 
 // Where the replica's Raft messages go (the peer transport; the simulator's network).
 class MessageSender {
@@ -124,6 +128,9 @@ class MessageSender {
   virtual ~MessageSender() = default;
   // Non-blocking; may drop (Raft retransmits).
   virtual void send(raft::Message message) = 0;
+  // The peers to reach and accept from now on (Replica::peer_addresses), called by raftlogd's node
+  // whenever they change. Non-blocking.
+  virtual void set_peers(const std::map<std::uint64_t, std::string>& peers) { (void)peers; }
 };
 
 }  // namespace raftlog::replica

@@ -6,11 +6,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
 #include <variant>
@@ -41,6 +44,7 @@ constexpr std::uint64_t kMaxQueuedAppendBytes = config_limits::kMaxQueuedAppendB
 using AppendInput = Replica::AppendRequest;
 using ReadIndexInput = Replica::ReadIndexRequest;
 using TransferInput = Replica::TransferRequest;
+using MembershipInput = Replica::MembershipRequest;
 struct MessageInput {
   raft::Message message;
 };
@@ -57,7 +61,7 @@ struct CorruptionInput {
   std::string message;
 };
 using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput,
-                           TrimInput, CorruptionInput>;
+                           TrimInput, CorruptionInput, MembershipInput>;
 
 // Answers an input that will never reach the loop (queue full, node stopped).
 void reject(Input& input, const NodeError& error) {
@@ -72,6 +76,8 @@ void reject(Input& input, const NodeError& error) {
           in.done(TransferResult{error, 0, 0});
         } else if constexpr (std::is_same_v<T, TrimInput>) {
           in.done(TrimResult{error, 0, 0});
+        } else if constexpr (std::is_same_v<T, MembershipInput>) {
+          in.done(MembershipResult{error, 0, 0, {}});
         }
       },
       input);
@@ -102,6 +108,9 @@ class Node::Impl {
   void fail_queued(ErrorCode code, const std::string& message);
   void publish_status();
   void publish_commit(std::uint64_t commit);
+  // Hands the transport the peers of the configurations in the log whenever they change (appended,
+  // rolled back, committed), so that it dials a new member and accepts it (loop thread).
+  void update_peers();
 
   NodeError read_committed(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes,
                            std::vector<raft::Entry>* out);
@@ -149,6 +158,10 @@ class Node::Impl {
   bool started_ = false;
   bool stopped_ = false;
   std::thread loop_thread_;
+  std::map<std::uint64_t, std::string> peers_;  // last handed to sender_->set_peers (loop thread)
+  // The configuration history peers_ was computed from: size, oldest index, newest index and term.
+  using ConfHistoryKey = std::array<std::uint64_t, 4>;
+  std::optional<ConfHistoryKey> peers_key_;
 };
 
 // --- opening and stopping --------------------------------------------------------------------------
@@ -189,6 +202,7 @@ bool Node::Impl::open(NodeError* error) {
   // The flusher's notice only wakes the loop: the replica re-reads flushed_index() itself, because a
   // notice's value may predate a truncation (Replica::report_durability).
   log_->set_flush_listener([this](std::uint64_t flushed) { push(FlushedInput{flushed}, false); });
+  update_peers();
   publish_status();
   return true;
 }
@@ -343,6 +357,7 @@ void Node::Impl::loop() {
     batch.clear();
     if (!replica_->failed()) replica_->process();
     if (!replica_->failed()) replica_->apply_retention(now);
+    update_peers();
     publish_status();
     if (replica_->failed()) stop_after_failure();
     if (failed_.load()) break;
@@ -390,6 +405,8 @@ void Node::Impl::handle_input(Input& input) {
           in.done(replica_->trim(in.before_index, "requested"));
         } else if constexpr (std::is_same_v<T, CorruptionInput>) {
           handle_corruption(in);
+        } else if constexpr (std::is_same_v<T, MembershipInput>) {
+          replica_->propose_conf_change(std::move(in));
         } else {
           // A flush notice only wakes the loop: Replica::process() reads the store itself.
           static_assert(std::is_same_v<T, FlushedInput>);
@@ -404,6 +421,20 @@ void Node::Impl::handle_corruption(const CorruptionInput& in) {
     replica_->mark_corrupt(in.index, in.message);
   }
   publish_status();
+}
+
+void Node::Impl::update_peers() {
+  // The peers change only with the configuration history (an entry appended, cut or committed):
+  // cheap to compare on every round, unlike the address maps.
+  const std::vector<raft::ConfRecord>& history = replica_->core().conf_history();
+  const ConfHistoryKey key{history.size(), history.front().index, history.back().index,
+                           history.back().term};
+  if (peers_key_ && *peers_key_ == key) return;
+  peers_key_ = key;
+  std::map<std::uint64_t, std::string> peers = replica_->peer_addresses();
+  if (peers == peers_) return;
+  peers_ = std::move(peers);
+  sender_->set_peers(peers_);
 }
 
 void Node::Impl::publish_status() {
@@ -633,6 +664,22 @@ void Node::transfer_leadership(std::uint64_t target_id, TransferCallback done) {
     return;
   }
   impl_->push(TransferInput{target_id, std::move(done)}, false);
+}
+
+void Node::change_membership(raft::ConfChange change, std::string address,
+                             Clock::time_point deadline, MembershipCallback done) {
+  if (impl_->stopping_.load()) {
+    done(MembershipResult{
+        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0,
+        0, {}});
+    return;
+  }
+  MembershipInput input;
+  input.change = std::move(change);
+  input.address = std::move(address);
+  input.done = std::move(done);
+  input.deadline = deadline;
+  impl_->push(std::move(input), /*droppable=*/false);
 }
 
 void Node::receive(raft::Message message) {

@@ -41,6 +41,7 @@ class Node {
   using ReadIndexCallback = std::function<void(ReadIndexResult)>;
   using TransferCallback = std::function<void(TransferResult)>;
   using TrimCallback = std::function<void(TrimResult)>;
+  using MembershipCallback = std::function<void(MembershipResult)>;
 
   // Recovers the CommitLog and the hard state from config.data_dir and rebuilds the dedup table.
   // Does not start the loop.
@@ -74,6 +75,11 @@ class Node {
   // still needs (docs/operations.md, "Retention"). The active segment is never deleted, so the first
   // index may stay below before_index.
   void trim(std::uint64_t before_index, TrimCallback done);
+  // Leader only: one membership change (`address`: the new member's, for an add), answered once its
+  // configuration entry committed or at `deadline` (CONF_CHANGE_TIMEOUT), or refused at once
+  // (replica_membership.cpp names each reason).
+  void change_membership(raft::ConfChange change, std::string address,
+                         std::chrono::steady_clock::time_point deadline, MembershipCallback done);
   // A Raft message from a peer (transport thread).
   void receive(raft::Message message);
 

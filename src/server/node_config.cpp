@@ -69,7 +69,13 @@ std::string validate_addresses(const NodeConfig& config) {
   if (!config.members.contains(config.node_id)) {
     return "node id " + std::to_string(config.node_id) + " is not among the members";
   }
-  if (config.members.size() > 7) return "at most 7 members are supported";
+  // --members names a cluster's first voters; more join later through the membership API. A joined
+  // node's members are the seed it was given (up to raft::kMaxMembers).
+  if (config.bootstrap_voters.empty() && config.members.size() > 7)
+    return "at most 7 members are supported";
+  if (config.members.size() > raft::kMaxMembers) {
+    return "at most " + std::to_string(raft::kMaxMembers) + " members are supported";
+  }
   std::map<std::string, std::uint64_t> ids_by_address;
   for (const auto& [id, address] : config.members) {
     if (id == 0) return "member ids must be non-zero";
@@ -219,7 +225,11 @@ std::string validate(const NodeConfig& config) {
 raft::Config raft_config_for(const NodeConfig& config) {
   raft::Config raft_config;
   raft_config.id = config.node_id;
-  for (const auto& [id, address] : config.members) raft_config.initial_conf.voters.push_back(id);
+  if (!config.bootstrap_voters.empty()) {
+    raft_config.initial_conf.voters = config.bootstrap_voters;  // a joined node: sorted, unique
+  } else {
+    for (const auto& [id, address] : config.members) raft_config.initial_conf.voters.push_back(id);
+  }
   // The bootstrap configuration; the replica takes the current one from its CONFSTATE record
   // (replica/conf_state_file.h), so the core never scans the log for it.
   // Capped, not wrapped: a value above the core's bound stays above it for raft::validate_config.

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/tls_files.h"
 #include "store/options.h"
@@ -68,6 +69,9 @@ struct NodeConfig {
   // ASCII characters without spaces.
   static constexpr std::string_view kSingleNodeDefaultClusterId = "raftlog";
   std::string cluster_id = std::string(kSingleNodeDefaultClusterId);
+  // The bootstrap configuration's voters when they are not the members' ids: a node that joined a
+  // running cluster (raftlogd --join, server/join.h) starts from the cluster's. Empty: the members.
+  std::vector<std::uint64_t> bootstrap_voters;
   std::string listen_address;  // defaults to members[node_id]
   std::string data_dir;        // required
 

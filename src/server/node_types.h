@@ -14,6 +14,7 @@ using replica::AppendResult;
 using replica::ErrorCode;
 using replica::failed_append;
 using replica::make_error;
+using replica::MembershipResult;
 using replica::MessageSender;
 using replica::NodeError;
 using replica::NodeEvents;

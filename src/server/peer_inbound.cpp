@@ -267,7 +267,7 @@ std::string PeerInbound::check(const pb::RaftMessage& wire, raft::NodeId authent
     return "the caller authenticated as node " + std::to_string(authenticated_from) +
            " but sent a message from node " + std::to_string(wire.from());
   }
-  if (options_.peers.find(wire.from()) == options_.peers.end()) {
+  if (!auth_.is_peer(wire.from())) {
     return "node " + std::to_string(wire.from()) + " is not a peer of node " +
            std::to_string(options_.self_id);
   }

@@ -128,8 +128,12 @@ PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStream
       auth_(auth),
       // One pending reconnect per lane at most (only a stream's OnDone schedules one, and only the
       // reconnect opens the next stream); twice that leaves room without hiding a leak.
-      reconnect_timer_("peer-reconnect", 2 * kLaneCount * options.peers.size() + 2),
-      append_encoder_("peer-encoder", kLaneCount * options.peers.size() + 2) {
+      // Peers come and go with the configuration: sized for the most there can be, live and
+      // retired (a retired lane's last pending reconnect finds it closed and does nothing).
+      reconnect_timer_("peer-reconnect",
+                       2 * kLaneCount * (PeerTransportOptions::kMaxPeers + kMaxRetiredPeers) + 2),
+      append_encoder_("peer-encoder",
+                      kLaneCount * (PeerTransportOptions::kMaxPeers + kMaxRetiredPeers) + 2) {
   for (const auto& [id, address] : options_.peers) {
     auto lanes =
         std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
@@ -179,27 +183,112 @@ void PeerOutbound::connect(PeerLink& link, raft::NodeId id, const std::string& a
   link.stub = pb::Peer::NewStub(link.channel);
 }
 
+std::vector<PeerOutbound::PeerLanes*> PeerOutbound::all_lanes(bool with_retired) const {
+  std::shared_lock lock(links_mu_);
+  std::vector<PeerLanes*> result;
+  for (const auto& [id, lanes] : links_) result.push_back(lanes.get());
+  if (with_retired) {
+    for (const auto& lanes : retired_) result.push_back(lanes.get());
+  }
+  return result;
+}
+
 void PeerOutbound::start() {
   started_at_ = Clock::now();
   reconnect_timer_.start();
   append_encoder_.start();
+  {
+    std::unique_lock lock(links_mu_);
+    started_ = true;
+  }
   // Connect at once, so the first messages do not wait for a connection.
-  for (auto& [id, lanes] : links_) {
+  for (PeerLanes* lanes : all_lanes(/*with_retired=*/false)) {
     for (PeerLink& link : lanes->lanes) open_stream(link);
   }
 }
 
+PeerOutbound::PeerLanes* PeerOutbound::retire_locked(raft::NodeId id) {
+  const auto found = links_.find(id);
+  if (found == links_.end()) return nullptr;
+  retired_.push_back(std::move(found->second));
+  links_.erase(found);
+  return retired_.back().get();
+}
+
+void PeerOutbound::close_retired(PeerLanes* lanes) {
+  if (lanes == nullptr) return;
+  // close() refuses new messages; what is queued goes when the stream ends (on_stream_done), or
+  // now when there is none (a write in flight still holds its batch until it completes).
+  for (PeerLink& link : lanes->lanes) {
+    std::lock_guard link_lock(link.mu);
+    link.queue.close();
+    if (link.stream == nullptr) link.queue.clear();
+  }
+  for (PeerLink& link : lanes->lanes) cancel(link);
+}
+
+bool PeerOutbound::add_peer(raft::NodeId id, const std::string& address) {
+  PeerLanes* replaced = nullptr;
+  PeerLanes* added = nullptr;
+  bool open_now = false;
+  {
+    std::unique_lock lock(links_mu_);
+    if (stopped_) return false;
+    const auto found = links_.find(id);
+    if (found != links_.end() && found->second->lanes[0].address == address) return true;
+    const bool replacing = found != links_.end();
+    if ((!replacing && links_.size() >= PeerTransportOptions::kMaxPeers) ||
+        retired_.size() + (replacing ? 1 : 0) > kMaxRetiredPeers) {
+      spdlog::error("node {}: cannot add peer {} at {}: {} peers, {} retired links (restart the "
+                    "node to free them)",
+                    options_.self_id, id, address, links_.size(), retired_.size());
+      return false;
+    }
+    if (replacing) replaced = retire_locked(id);
+    auto lanes =
+        std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
+    for (PeerLink& link : lanes->lanes) connect(link, id, address);
+    added = lanes.get();
+    links_.emplace(id, std::move(lanes));
+    open_now = started_;
+  }
+  close_retired(replaced);
+  spdlog::info("node {}: peer {} at {}{}", options_.self_id, id, address,
+               replaced != nullptr ? " (new address)" : "");
+  if (open_now) {
+    for (PeerLink& link : added->lanes) open_stream(link);
+  }
+  return true;
+}
+
+void PeerOutbound::remove_peer(raft::NodeId id) {
+  PeerLanes* removed = nullptr;
+  {
+    std::unique_lock lock(links_mu_);
+    if (stopped_) return;
+    removed = retire_locked(id);
+  }
+  if (removed == nullptr) return;
+  close_retired(removed);
+  spdlog::info("node {}: peer {} removed", options_.self_id, id);
+}
+
 void PeerOutbound::stop() {
+  {
+    std::unique_lock lock(links_mu_);
+    stopped_ = true;  // add_peer and remove_peer do nothing from now on: the set below is final
+  }
+  const std::vector<PeerLanes*> every_lane = all_lanes(/*with_retired=*/true);
   // No new streams (open_stream checks stopping(), and the timer stops), then cancel the open ones
   // and wait for their OnDone, since they point into links_.
-  for (auto& [id, lanes] : links_) {
+  for (PeerLanes* lanes : every_lane) {
     for (PeerLink& link : lanes->lanes) {
       std::lock_guard link_lock(link.mu);
       link.queue.close();
     }
   }
   reconnect_timer_.stop();
-  for (auto& [id, lanes] : links_) {
+  for (PeerLanes* lanes : every_lane) {
     for (PeerLink& link : lanes->lanes) cancel(link);
   }
   // A pending encoder job is dropped (its streams are cancelled); a running one finishes first.
@@ -214,7 +303,7 @@ void PeerOutbound::stop() {
                    options_.self_id, live_streams_, options_.stop_timeout_ms);
     }
   }
-  for (auto& [id, lanes] : links_) {
+  for (PeerLanes* lanes : every_lane) {
     for (PeerLink& link : lanes->lanes) {
       std::lock_guard link_lock(link.mu);
       link.queue.clear();
@@ -246,12 +335,19 @@ void PeerOutbound::cancel(PeerLink& link) {
 }
 
 bool PeerOutbound::send(raft::Message message) {
-  const auto found = links_.find(message.to);
-  if (found == links_.end()) {
+  PeerLanes* lanes = nullptr;
+  {
+    std::shared_lock lock(links_mu_);
+    const auto found = links_.find(message.to);
+    if (found != links_.end()) lanes = found->second.get();
+  }
+  if (lanes == nullptr) {
     dropped_unknown_peer_.fetch_add(1);
     return false;
   }
-  PeerLink& link = found->second->lane(lane_for(message));
+  // Valid after the lock: removed peers' lanes are retired, not freed (a send racing a removal
+  // finds the queue closed).
+  PeerLink& link = lanes->lane(lane_for(message));
   bool start_write = false;
   {
     std::lock_guard lock(link.mu);
@@ -266,10 +362,9 @@ bool PeerOutbound::send(raft::Message message) {
 
 std::vector<PeerStats> PeerOutbound::peer_stats() const {
   std::vector<PeerStats> result;
-  result.reserve(links_.size());
-  for (const auto& [id, lanes] : links_) {
+  for (const PeerLanes* lanes : all_lanes(/*with_retired=*/false)) {
     PeerStats stats;
-    stats.id = id;
+    stats.id = lanes->lanes[0].id;
     for (const PeerLink& link : lanes->lanes) {
       std::lock_guard lock(link.mu);
       stats.address = link.address;
@@ -496,6 +591,10 @@ void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream,
       link.queue.expire(Clock::now());
       reconnect_at =
           Clock::now() + std::chrono::milliseconds(reconnect_delay_locked(link, *stream));
+    } else {
+      // A closed lane (a removed peer's, or stop()) opens no stream again: what it held goes now,
+      // so a retired link keeps no messages (nothing is in flight once OnDone runs).
+      link.queue.clear();
     }
   }
   delete stream;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,14 @@ class PeerOutbound {
   void stop();
 
   bool send(raft::Message message);  // PeerTransport::send
+  // PeerTransport::set_peers, one peer at a time (any thread, serialized by the caller). add_peer of
+  // a peer at a new address retires the old link first; false when the peer cannot be added (at
+  // kMaxPeers, too many retired links, or stopped).
+  bool add_peer(raft::NodeId id, const std::string& address);
+  void remove_peer(raft::NodeId id);
+  // A removed peer's links are retired, not freed: their gRPC reactions and reconnect timers may
+  // still point into them until stop(). This bounds how many a node keeps (a restart clears them).
+  static constexpr std::size_t kMaxRetiredPeers = 4 * PeerTransportOptions::kMaxPeers;
   std::vector<PeerStats> peer_stats() const;
   std::uint64_t dropped_unknown_peer() const { return dropped_unknown_peer_.load(); }
 
@@ -128,9 +137,23 @@ class PeerOutbound {
   // From stop(), once no new stream can open: cancels the lane's open stream, if any.
   void cancel(PeerLink& link);
 
+  // Under links_mu_ (exclusive): takes `id`'s links out of links_ into retired_; returns them.
+  PeerLanes* retire_locked(raft::NodeId id);
+  // Closes a retired peer's lanes and cancels their streams (not under links_mu_).
+  void close_retired(PeerLanes* lanes);
+  // Every live and retired peer's lanes (a snapshot, for start/stop/stats).
+  std::vector<PeerLanes*> all_lanes(bool with_retired) const;
+
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
-  std::map<raft::NodeId, std::unique_ptr<PeerLanes>> links_;  // fixed after construction
+  // The peers: added and removed by add_peer/remove_peer (the configuration), read by send() and
+  // peer_stats(). A PeerLanes object is never freed before this PeerOutbound: removed ones move to
+  // retired_, so a PeerLink& taken under the lock stays valid after it is released.
+  mutable std::shared_mutex links_mu_;
+  std::map<raft::NodeId, std::unique_ptr<PeerLanes>> links_;
+  std::vector<std::unique_ptr<PeerLanes>> retired_;
+  bool started_ = false;  // under links_mu_
+  bool stopped_ = false;  // under links_mu_
   std::chrono::steady_clock::time_point started_at_ =
       std::chrono::steady_clock::now();  // set by start()
   // Reconnect backoff of every lane: one thread, at most one pending reconnect per lane.

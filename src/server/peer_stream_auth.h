@@ -7,6 +7,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 
 #include "raft/types.h"
@@ -17,7 +19,23 @@ namespace raftlog::server {
 class PeerStreamAuth {
  public:
   // `options` must outlive this (the transport owns both).
-  explicit PeerStreamAuth(const PeerTransportOptions& options) : options_(options) {}
+  explicit PeerStreamAuth(const PeerTransportOptions& options)
+      : options_(options), peers_(peer_ids(options)) {}
+
+  // Whether `id` is a peer now: one of options.peers, changed since by accept()/forget() (the
+  // transport follows the configuration: PeerTransport::set_peers). Any thread.
+  bool is_peer(raft::NodeId id) const {
+    std::lock_guard lock(peers_mu_);
+    return peers_.contains(id);
+  }
+  void accept(raft::NodeId id) {
+    std::lock_guard lock(peers_mu_);
+    peers_.insert(id);
+  }
+  void forget(raft::NodeId id) {
+    std::lock_guard lock(peers_mu_);
+    peers_.erase(id);
+  }
 
   // Outbound: the credentials of every peer channel.
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials() const;
@@ -37,9 +55,15 @@ class PeerStreamAuth {
                                           raft::NodeId* from) const;
   std::string authenticate_by_secret(const grpc::ServerContextBase& context,
                                      raft::NodeId* from) const;
-  bool is_peer(raft::NodeId id) const { return options_.peers.find(id) != options_.peers.end(); }
+  static std::set<raft::NodeId> peer_ids(const PeerTransportOptions& options) {
+    std::set<raft::NodeId> ids;
+    for (const auto& [id, address] : options.peers) ids.insert(id);
+    return ids;
+  }
 
   const PeerTransportOptions& options_;
+  mutable std::mutex peers_mu_;
+  std::set<raft::NodeId> peers_;  // under peers_mu_
 };
 
 }  // namespace raftlog::server

@@ -10,12 +10,16 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "server/client_services.h"
 #include "server/dispatcher.h"
 #include "server/topics_service.h"
 #include "server/health_reporter.h"
+#include "server/membership_service.h"
 #include "server/metrics.h"
 #include "server/node.h"
 #include "server/node_tls.h"
@@ -31,7 +35,20 @@ class TransportSender final : public MessageSender {
   void send(raft::Message message) override {
     if (transport != nullptr) transport->send(std::move(message));
   }
+  // The node names its peers when it opens, before the transport exists: kept for attach().
+  void set_peers(const std::map<std::uint64_t, std::string>& peers) override {
+    std::lock_guard lock(mu);
+    latest_peers = peers;
+    if (transport != nullptr) transport->set_peers(peers);
+  }
+  void attach(PeerTransport* attached) {
+    std::lock_guard lock(mu);
+    transport = attached;
+    if (transport != nullptr && latest_peers) transport->set_peers(*latest_peers);
+  }
   PeerTransport* transport = nullptr;
+  std::mutex mu;
+  std::optional<std::map<std::uint64_t, std::string>> latest_peers;
 };
 
 // The one listen port serves clients and peers. Without TLS: plaintext. With TLS: the node's
@@ -110,6 +127,7 @@ class Server::Impl {
   std::unique_ptr<ClientServices> services;
   std::unique_ptr<Dispatcher> dispatcher;  // null when the derived indexes cannot be used
   std::unique_ptr<TopicsService> topics;
+  std::unique_ptr<MembershipService> membership;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<HealthReporter> health;
   std::string bound_address;
@@ -161,7 +179,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   Node* node = impl->node.get();
   impl->transport = std::make_unique<PeerTransport>(
       transport_options, [node](raft::Message message) { node->receive(std::move(message)); });
-  impl->sender.transport = impl->transport.get();
+  impl->sender.attach(impl->transport.get());
 
   ClientServiceLimits service_limits;
   service_limits.max_tail_streams = impl->config.max_tail_streams;
@@ -188,6 +206,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     status->derived_lag_entries = dispatcher->lag();
     status->derived_problem = dispatcher->failure();
   });
+  impl->membership = std::make_unique<MembershipService>(node);
 
   // Both process-wide switches act on builders created afterwards; repeating them is harmless.
   grpc::EnableDefaultHealthCheckService(true);
@@ -216,6 +235,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   builder.RegisterService(impl->transport->service());
   for (grpc::Service* service : impl->services->services()) builder.RegisterService(service);
   builder.RegisterService(impl->topics.get());
+  builder.RegisterService(impl->membership->service());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || bound_port == 0) {
     *error = "cannot listen on " + impl->config.listen_address + " (address in use or invalid?)";
@@ -279,7 +299,7 @@ void Server::shutdown() {
   if (impl_->dispatcher != nullptr) impl_->dispatcher->stop();  // persists what it indexed
   impl_->node->stop();
   impl_->transport->stop();
-  impl_->sender.transport = nullptr;
+  impl_->sender.attach(nullptr);
   stop_grpc_server();
   const auto took_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);

@@ -1,5 +1,7 @@
 #include "server/transport.h"
 
+#include <spdlog/spdlog.h>
+
 #include <atomic>
 #include <mutex>
 #include <utility>
@@ -103,6 +105,36 @@ class PeerTransport::Impl {
   }
 
   bool send(raft::Message message) { return outbound_.send(std::move(message)); }
+
+  void set_peers(const std::map<raft::NodeId, std::string>& peers) {
+    std::lock_guard lock(peers_mu_);
+    for (auto it = current_.begin(); it != current_.end();) {
+      if (peers.contains(it->first)) {
+        ++it;
+        continue;
+      }
+      auth_.forget(it->first);
+      outbound_.remove_peer(it->first);
+      it = current_.erase(it);
+    }
+    for (const auto& [id, address] : peers) {
+      if (id == raft::kNoNode || id == options_.self_id || address.empty()) {
+        spdlog::warn("node {}: peer {} at '{}' left out (not a peer address)", options_.self_id,
+                     id, address);
+        continue;
+      }
+      const auto known = current_.find(id);
+      if (known != current_.end() && known->second == address) continue;
+      if (known == current_.end() && current_.size() >= PeerTransportOptions::kMaxPeers) {
+        spdlog::warn("node {}: peer {} left out: {} peers already", options_.self_id, id,
+                     current_.size());
+        continue;
+      }
+      if (!outbound_.add_peer(id, address)) continue;
+      auth_.accept(id);
+      current_[id] = address;
+    }
+  }
   std::vector<PeerStats> peer_stats() const { return outbound_.peer_stats(); }
   InboundStats inbound_stats() const { return inbound_.stats(); }
   std::uint64_t dropped_unknown_peer() const { return outbound_.dropped_unknown_peer(); }
@@ -115,6 +147,8 @@ class PeerTransport::Impl {
   }
 
   const PeerTransportOptions options_;
+  std::mutex peers_mu_;                             // serializes set_peers
+  std::map<raft::NodeId, std::string> current_ = options_.peers;  // under peers_mu_
   PeerStreamAuth auth_;
   PeerInbound inbound_;
   PeerOutbound outbound_;
@@ -132,6 +166,9 @@ std::size_t PeerTransport::max_receive_message_bytes() const {
   return impl_->max_receive_message_bytes();
 }
 void PeerTransport::start() { impl_->start(); }
+void PeerTransport::set_peers(const std::map<raft::NodeId, std::string>& peers) {
+  impl_->set_peers(peers);
+}
 bool PeerTransport::stop() { return impl_->stop(); }
 bool PeerTransport::send(raft::Message message) { return impl_->send(std::move(message)); }
 std::vector<PeerStats> PeerTransport::peer_stats() const { return impl_->peer_stats(); }

@@ -109,7 +109,8 @@ struct PeerTlsOptions {
 struct PeerTransportOptions {
   std::string cluster_id;  // non-empty; stamped on every message and checked on every inbound one
   raft::NodeId self_id = raft::kNoNode;
-  // Every other voter: id -> "host:port". Must not contain self_id. Bound: kMaxPeers.
+  // The peers at start: id -> "host:port". Must not contain self_id. Bound: kMaxPeers. Changed at
+  // runtime by set_peers().
   std::map<raft::NodeId, std::string> peers;
 
   // Outbound queue bounds of each peer's append lane (APPEND messages). Whichever is hit first drops
@@ -222,6 +223,14 @@ class PeerTransport {
   // lane; anything else: the control lane). Never blocks. Returns false (and counts it) when the
   // message is dropped: unknown recipient, its lane's queue at a bound, oversize, or stopped.
   bool send(raft::Message message);
+
+  // Makes `peers` (id -> "host:port", not this node) the peers from now on: new ones are dialled
+  // (at once when started) and accepted inbound, one at a new address is re-dialled there, and the
+  // ones left out are no longer sent to (their queued messages are dropped) nor accepted (their
+  // open inbound streams are refused at their next message). The node calls it whenever the
+  // configurations in its log change. Bounded: at most kMaxPeers; the excess (and invalid entries:
+  // id 0, this node, an empty address) are left out and logged. Any thread; calls are serialized.
+  void set_peers(const std::map<raft::NodeId, std::string>& peers);
 
   std::vector<PeerStats> peer_stats() const;
   InboundStats inbound_stats() const;

@@ -24,8 +24,10 @@ namespace raftlog::store {
 
 class DurableRecordFile {
  public:
-  static constexpr std::uint32_t kMaxPayloadBytes = 1024;
   static constexpr std::uint64_t kSlotStrideBytes = 4096;
+  // A slot's page less its header (the layout is unchanged from when this was 1024: files written
+  // then read the same). CONFSTATE's addresses need more than 1024.
+  static constexpr std::uint32_t kMaxPayloadBytes = kSlotStrideBytes - 24;
   static constexpr std::uint64_t kFileBytes = 2 * kSlotStrideBytes;
 
   // Opens or creates `path` (creation is made durable with a directory sync of `dir_for_sync`).

@@ -221,8 +221,15 @@ void LocalCluster::start_all() {
 void LocalCluster::start(int id) {
   if (running(id)) throw std::runtime_error("node already running");
   std::string members;
-  for (const auto& [member, port] : ports_)
-    members += (members.empty() ? "" : ",") + std::to_string(member) + "=" + address(member);
+  std::string join;  // a node beyond the founding members joins through them (raftlogd --join)
+  const bool joins = options_.founding_members > 0 && id > options_.founding_members;
+  for (const auto& [member, port] : ports_) {
+    if (options_.founding_members > 0 && member > options_.founding_members) continue;
+    const std::string item = std::to_string(member) + "=" + address(member);
+    members += (members.empty() ? "" : ",") + item;
+    join += (join.empty() ? "" : ",") + address(member);
+  }
+  if (joins) members = std::to_string(id) + "=" + address(id);
   std::vector<std::string> args = {
       options_.raftlogd_path,
       "--id",
@@ -240,6 +247,7 @@ void LocalCluster::start(int id) {
       "--cluster-id",
       cluster_id_,
   };
+  if (joins) args.insert(args.end(), {"--join", join});
   // With TLS the certificates authenticate the peers.
   if (!options_.tls) args.insert(args.end(), {"--peer-secret-file", peer_secret_file()});
   args.push_back("--disk-high-watermark=" + std::to_string(options_.disk_high_watermark));

@@ -34,6 +34,10 @@ struct LocalClusterOptions {
   // exercise the watermark set their own (after these, in extra_flags).
   double disk_high_watermark = 1.0;
   double disk_low_watermark = 0.99;
+  // 0: every node is a founding member (--members lists them all). N > 0: nodes 1..N found the
+  // cluster; nodes N+1.. start with --join (their own address in --members, the founders in --join)
+  // and become members once a test adds them (raftlogctl members add, or client::MembersClient).
+  int founding_members = 0;
   // Every node serves Prometheus metrics on a free loopback port (metrics_address(id)).
   bool metrics = false;
 

@@ -43,10 +43,10 @@ Change change(TestCluster& c, NodeId leader, ConfChangeType type, NodeId node) {
   return Change{c.propose_conf_change(leader, ConfChange{type, node})};
 }
 
-// The replica names both "not ready" (no entry of the leader's term committed yet) and "another
-// change pending" with one reason word; the message tells them apart.
+// "Not ready" (no entry of the leader's term committed yet) and "another change pending" have
+// their own reason words (both retryable).
 bool refused_not_ready(const Change& refusal) {
-  return refusal.reason() == replica::kReasonConfChangeInProgress &&
+  return refusal.reason() == replica::kReasonLeaderNotReady &&
          refusal.message().find("has not committed an entry of its term") != std::string::npos;
 }
 bool refused_in_progress(const Change& refusal) {

@@ -329,5 +329,46 @@ TEST(ConfStateFile, ADamagedFileIsRefusedNotForgotten) {
   EXPECT_EQ(reopened.status().code(), store::StatusCode::kCorruption);
 }
 
+TEST(ConfStateFile, Version2KeepsTheBaseAddressesAndTheLaterRecordsRoles) {
+  ConfState base{{1, 2, 3}};
+  base.addresses = {{1, "h1:7001"}, {2, "h2:7001"}, {3, "h3:7001"}};
+  ConfState added = base;
+  added.learners = {4};
+  added.addresses.push_back({4, "h4:7001"});
+  ConfState removed = added;
+  removed.voters = {1, 3};
+  removed.addresses = {{1, "h1:7001"}, {3, "h3:7001"}, {4, "h4:7001"}};
+  const std::vector<raft::ConfRecord> records = {raft::ConfRecord{5, 2, base},
+                                                 raft::ConfRecord{9, 2, added},
+                                                 raft::ConfRecord{11, 2, removed}};
+  auto encoded = ConfStateFile::encode(records);
+  ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+  EXPECT_EQ((*encoded)[0], 2) << "format version 2";
+  auto decoded = ConfStateFile::decode(*encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  ASSERT_EQ(decoded->size(), 3U);
+  EXPECT_EQ((*decoded)[0], records[0]) << "the base keeps its addresses";
+  // Later records keep their roles; their addresses are the ones in their log entries (read at
+  // open), here the previous record's for the members that stay.
+  for (std::size_t i = 1; i < 3; ++i) EXPECT_TRUE(raft::same_members((*decoded)[i].conf, records[i].conf));
+  EXPECT_EQ(raft::address_of((*decoded)[2].conf, 2), nullptr);
+  for (std::size_t cut = 0; cut < encoded->size(); ++cut) {
+    EXPECT_FALSE(ConfStateFile::decode(encoded->substr(0, cut)).ok()) << "cut at " << cut;
+  }
+  // A record with the largest configuration fits the file.
+  ConfState large{{1}};
+  for (raft::NodeId id = 2; id <= 22; ++id) large.learners.push_back(id);
+  for (raft::NodeId id = 1; id <= 22; ++id)
+    large.addresses.push_back({id, std::string(110, 'a') + std::to_string(id) + ":1"});
+  ASSERT_TRUE(raft::is_valid_conf(large)) << raft::encode_config(large).size();
+  store::MemoryEnv env;
+  auto file = ConfStateFile::open("/big", &env);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{3, 1, large}}).ok());
+  auto reopened = ConfStateFile::open("/big", &env);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
+  EXPECT_EQ((*reopened)->current().front().conf, large);
+}
+
 }  // namespace
 }  // namespace raftlog::replica

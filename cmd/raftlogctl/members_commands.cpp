@@ -1,0 +1,241 @@
+#include "members_commands.h"
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "cli/flags.h"
+#include "cli/members_args.h"
+#include "client/admin.h"
+#include "cluster_commands.h"
+#include "text_format.h"
+
+namespace raftlog::ctl {
+namespace {
+
+using cli::PositionalKind;
+using cli::PositionalSpec;
+
+// "members add: FAILED_PRECONDITION: ... (WOULD_LOSE_QUORUM)".
+int fail(const cli::Io& io, std::string_view what, const client::Status& status) {
+  io.err << what << ": " << client::to_string(status.code()) << ": " << status.message();
+  if (status.details() && !status.details()->reason.empty())
+    io.err << " (" << status.details()->reason << ")";
+  io.err << "\n";
+  return cli::kExitFailure;
+}
+
+std::string ids_text(const std::vector<std::uint64_t>& ids) {
+  std::string out;
+  for (std::uint64_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return "{" + out + "}";
+}
+
+// Parses positionals, then the flags (the shared cluster flags and `extra`'s); -1 to go on.
+struct Parsed {
+  cli::MembersArgs args;
+  ClusterFlags cluster;
+  std::unique_ptr<client::MembersClient> members;
+};
+int parse(std::string_view command_path, std::string_view summary,
+          std::span<const std::string> args, std::span<const PositionalSpec> spec,
+          const cli::Io& io, Parsed* out,
+          const std::function<void(cli::FlagSet&)>& extra = nullptr) {
+  std::string positional_usage;
+  for (const PositionalSpec& item : spec) positional_usage += " " + std::string(item.name);
+  cli::FlagSet flags(std::string(command_path) + positional_usage, std::string(summary));
+  if (extra) extra(flags);
+  if (std::string problem = cli::parse_members_args(args, spec, &out->args); !problem.empty()) {
+    io.err << command_path << ": " << problem << "\n\n" << flags.usage();
+    return cli::kExitUsage;
+  }
+  if (int code = parse_cluster_flags(flags, command_path, out->args.flags, io, &out->cluster);
+      code >= 0)
+    return code;
+  // A change waits for its commit within --timeout-ms: one attempt may take all of it.
+  out->cluster.options.call_timeout_ms = out->cluster.timeout_ms;
+  auto created = client::MembersClient::create(out->cluster.options);
+  if (!created.ok()) {
+    io.err << created.status().message() << "\n";
+    return cli::kExitUsage;
+  }
+  out->members = std::move(created).value();
+  return -1;
+}
+
+void print_change(const cli::Io& io, bool json, const std::string& what,
+                  const client::MembershipChange& change) {
+  if (json) {
+    io.out << "{\"done\":" << json_string(what) << ",\"config_index\":" << change.config_index
+           << ",\"term\":" << change.term << ",\"voters\":[";
+    for (std::size_t i = 0; i < change.voters.size(); ++i)
+      io.out << (i ? "," : "") << change.voters[i];
+    io.out << "],\"learners\":[";
+    for (std::size_t i = 0; i < change.learners.size(); ++i)
+      io.out << (i ? "," : "") << change.learners[i];
+    io.out << "]}\n";
+    return;
+  }
+  io.out << what << " (configuration entry " << change.config_index << ", term " << change.term
+         << ": voters " << ids_text(change.voters);
+  if (!change.learners.empty()) io.out << " learners " << ids_text(change.learners);
+  io.out << ")\n";
+}
+
+// --- list ------------------------------------------------------------------------------------------
+int run_list(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  Parsed p;
+  if (int code = parse(command_path, "List the members as the leader sees them.", args, {}, io, &p);
+      code >= 0)
+    return code;
+  auto list = p.members->list();
+  if (!list.ok()) return fail(io, "members list", list.status());
+  if (p.cluster.json) {
+    io.out << "{\"leader_id\":" << list->leader_id << ",\"term\":" << list->term
+           << ",\"config_index\":" << list->config_index
+           << ",\"config_committed\":" << (list->config_committed ? "true" : "false")
+           << ",\"commit_index\":" << list->commit_index << ",\"members\":[";
+    for (std::size_t i = 0; i < list->members.size(); ++i) {
+      const client::Member& m = list->members[i];
+      io.out << (i ? "," : "") << "{\"id\":" << m.id << ",\"address\":" << json_string(m.address)
+             << ",\"role\":" << json_string(m.voter ? "voter" : "learner")
+             << ",\"leader\":" << (m.leader ? "true" : "false") << ",\"match_index\":" << m.match_index
+             << ",\"lag_entries\":" << m.lag_entries
+             << ",\"caught_up\":" << (m.caught_up ? "true" : "false") << "}";
+    }
+    io.out << "]}\n";
+    return cli::kExitOk;
+  }
+  io.out << "configuration entry " << list->config_index
+         << (list->config_committed ? " (committed)" : " (not committed yet)") << ", leader "
+         << list->leader_id << ", term " << list->term << ", commit " << list->commit_index << "\n";
+  io.out << "ID\tADDRESS\tROLE\tMATCH\tLAG\tCAUGHT_UP\n";
+  for (const client::Member& m : list->members) {
+    io.out << m.id << "\t" << (m.address.empty() ? "-" : m.address) << "\t"
+           << (m.leader ? "leader" : (m.voter ? "voter" : "learner")) << "\t" << m.match_index
+           << "\t" << m.lag_entries << "\t" << (m.caught_up ? "yes" : "no") << "\n";
+  }
+  return cli::kExitOk;
+}
+
+// Adds `id` as a learner, waits for it to catch up, promotes it. Prints each step.
+int add_caught_up_voter(Parsed& p, const cli::Io& io, std::string_view what, std::uint64_t id,
+                        const std::string& address) {
+  auto added = p.members->add(id, address, /*learner=*/true);
+  if (!added.ok()) return fail(io, what, added.status());
+  print_change(io, p.cluster.json,
+               "node " + std::to_string(id) + " added as a learner at " + address, added.value());
+  auto promoted = p.members->promote_when_caught_up(id, p.cluster.timeout_ms);
+  if (!promoted.ok()) {
+    io.err << what << ": node " << id
+           << " stays a learner (promote it with `members promote` once it caught up)\n";
+    return fail(io, what, promoted.status());
+  }
+  print_change(io, p.cluster.json, "node " + std::to_string(id) + " caught up and is a voter",
+               promoted.value());
+  return cli::kExitOk;
+}
+
+// --- add -------------------------------------------------------------------------------------------
+int run_add(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
+  static constexpr PositionalSpec kSpec[] = {{"ID", PositionalKind::kNodeId},
+                                             {"ADDR", PositionalKind::kAddress}};
+  bool learner = false;
+  Parsed p;
+  if (int code = parse(
+          command_path,
+          "Add node ID at ADDR (host:port): as a learner, then, once it holds every committed "
+          "entry (within --timeout-ms), as a voter. --learner stops after the first step.",
+          args, kSpec, io, &p,
+          [&](cli::FlagSet& flags) {
+            flags.bool_flag("learner", &learner, "add as a learner only (no promotion)");
+          });
+      code >= 0)
+    return code;
+  const std::uint64_t id = p.args.ids[0];
+  const std::string& address = p.args.addresses[0];
+  if (learner) {
+    auto added = p.members->add(id, address, /*learner=*/true);
+    if (!added.ok()) return fail(io, "members add", added.status());
+    print_change(io, p.cluster.json,
+                 "node " + std::to_string(id) + " added as a learner at " + address, added.value());
+    return cli::kExitOk;
+  }
+  return add_caught_up_voter(p, io, "members add", id, address);
+}
+
+// --- promote, remove -------------------------------------------------------------------------------
+int run_promote(std::string_view command_path, std::span<const std::string> args,
+                const cli::Io& io) {
+  static constexpr PositionalSpec kSpec[] = {{"ID", PositionalKind::kNodeId}};
+  Parsed p;
+  if (int code = parse(command_path, "Make learner ID a voter (it must hold every committed entry).",
+                       args, kSpec, io, &p);
+      code >= 0)
+    return code;
+  auto promoted = p.members->promote(p.args.ids[0]);
+  if (!promoted.ok()) return fail(io, "members promote", promoted.status());
+  print_change(io, p.cluster.json, "node " + std::to_string(p.args.ids[0]) + " is a voter",
+               promoted.value());
+  return cli::kExitOk;
+}
+
+int run_remove(std::string_view command_path, std::span<const std::string> args,
+               const cli::Io& io) {
+  static constexpr PositionalSpec kSpec[] = {{"ID", PositionalKind::kNodeId}};
+  Parsed p;
+  if (int code = parse(command_path,
+                       "Remove member ID (a removed leader hands leadership over first).", args,
+                       kSpec, io, &p);
+      code >= 0)
+    return code;
+  auto removed = p.members->remove(p.args.ids[0]);
+  if (!removed.ok()) return fail(io, "members remove", removed.status());
+  print_change(io, p.cluster.json, "node " + std::to_string(p.args.ids[0]) + " removed", removed.value());
+  return cli::kExitOk;
+}
+
+// --- replace ---------------------------------------------------------------------------------------
+int run_replace(std::string_view command_path, std::span<const std::string> args,
+                const cli::Io& io) {
+  static constexpr PositionalSpec kSpec[] = {{"OLD_ID", PositionalKind::kNodeId},
+                                             {"NEW_ID", PositionalKind::kNodeId},
+                                             {"NEW_ADDR", PositionalKind::kAddress}};
+  Parsed p;
+  if (int code = parse(command_path,
+                       "Replace member OLD_ID by node NEW_ID at NEW_ADDR: add NEW_ID as a learner, "
+                       "wait until it caught up, promote it, then remove OLD_ID.",
+                       args, kSpec, io, &p);
+      code >= 0)
+    return code;
+  const std::uint64_t old_id = p.args.ids[0];
+  const std::uint64_t new_id = p.args.ids[1];
+  if (old_id == new_id) {
+    io.err << command_path << ": OLD_ID and NEW_ID are the same node\n";
+    return cli::kExitUsage;
+  }
+  if (int code = add_caught_up_voter(p, io, "members replace", new_id, p.args.addresses[0]);
+      code != cli::kExitOk)
+    return code;
+  auto removed = p.members->remove(old_id);
+  if (!removed.ok()) return fail(io, "members replace", removed.status());
+  print_change(io, p.cluster.json, "node " + std::to_string(old_id) + " removed", removed.value());
+  return cli::kExitOk;
+}
+
+constexpr cli::Command kCommands[] = {
+    {"list", "every member: id, address, voter or learner, match index and lag on the leader",
+     run_list, nullptr},
+    {"add", "add a node (ID ADDR): learner first, then a voter once caught up (--learner: stay)",
+     run_add, nullptr},
+    {"promote", "make a caught-up learner (ID) a voter", run_promote, nullptr},
+    {"remove", "remove a member (ID)", run_remove, nullptr},
+    {"replace", "replace OLD_ID by NEW_ID at NEW_ADDR (add, catch up, promote, remove)",
+     run_replace, nullptr},
+};
+
+}  // namespace
+
+const cli::CommandTable kMembersCommands{kCommands};
+
+}  // namespace raftlog::ctl

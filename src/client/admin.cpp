@@ -1,0 +1,224 @@
+#include "client/admin.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "client/channels.h"
+#include "client/endpoints.h"
+#include "client/retry.h"
+#include "client/wire.h"
+#include "raftlog/v1/admin.grpc.pb.h"
+
+namespace raftlog::client {
+
+namespace pb = raftlog::v1;
+using Clock = std::chrono::steady_clock;
+
+const Member* MemberList::find(std::uint64_t id) const {
+  for (const Member& member : members) {
+    if (member.id == id) return &member;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// A refusal after which retrying the change could do it twice, or cannot help.
+bool final_refusal(const Status& status) {
+  if (status.ok() || !status.details()) return false;
+  const std::string& word = status.details()->reason;
+  return word == reason::kConfChangeInProgress || word == reason::kConfChangeTimeout ||
+         word == reason::kLeadershipLost || word == reason::kTransferInProgress;
+}
+
+MembershipChange change_from_wire(const pb::ChangeMembersResponse& wire) {
+  MembershipChange change;
+  change.config_index = wire.config_index();
+  change.term = wire.term();
+  change.voters.assign(wire.voters().begin(), wire.voters().end());
+  change.learners.assign(wire.learners().begin(), wire.learners().end());
+  return change;
+}
+
+}  // namespace
+
+class MembersClient::Impl {
+ public:
+  Impl(Options options, std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : options_(std::move(options)),
+        endpoints_(options_.endpoints),
+        channels_(options_, std::move(credentials)),
+        retry_(options_, &endpoints_, Clock::now().time_since_epoch().count()) {}
+
+  Result<MemberList> list() {
+    pb::ListMembersResponse response;
+    std::string served_by;
+    const Status status = retry_.run(
+        "list-members",
+        [&](const std::string& endpoint, grpc::ClientContext& context) {
+          response.Clear();
+          return internal::from_grpc(
+              pb::Membership::NewStub(channels_.get(endpoint))
+                  ->ListMembers(&context, pb::ListMembersRequest(), &response),
+              context, endpoint);
+        },
+        &served_by);
+    if (!status.ok()) return status;
+    MemberList list;
+    for (const pb::Member& wire : response.members()) {
+      list.members.push_back(Member{wire.id(), wire.address(), wire.voter(), wire.leader(),
+                                    wire.match_index(), wire.lag_entries(),
+                                    wire.last_contact_ms(), wire.caught_up()});
+    }
+    list.config_index = response.config_index();
+    list.config_committed = response.config_committed();
+    list.leader_id = response.leader_id();
+    list.term = response.term();
+    list.commit_index = response.commit_index();
+    list.last_index = response.last_index();
+    list.bootstrap_voters.assign(response.bootstrap_voters().begin(),
+                                 response.bootstrap_voters().end());
+    list.served_by = served_by;
+    return list;
+  }
+
+  // One change, retried only while it surely did nothing (admin.h).
+  template <typename Request, typename Call>
+  Result<MembershipChange> change(std::string_view what, const Request& request, Call call) {
+    pb::ChangeMembersResponse response;
+    std::optional<Status> final_status;
+    const Status status = retry_.run(
+        what,
+        [&](const std::string& endpoint, grpc::ClientContext& context) -> Status {
+          response.Clear();
+          // The node waits for the commit up to this call's deadline: give it the whole budget.
+          context.set_deadline(std::chrono::system_clock::now() +
+                               std::chrono::milliseconds(options_.retry_deadline_ms));
+          Status answer = internal::from_grpc(
+              call(pb::Membership::NewStub(channels_.get(endpoint)).get(), &context, request,
+                   &response),
+              context, endpoint);
+          if (final_refusal(answer)) {
+            final_status = answer;
+            return Status(StatusCode::kAborted, answer.message());  // ends the retries
+          }
+          return answer;
+        },
+        nullptr);
+    if (final_status) return *final_status;
+    if (!status.ok()) return status;
+    return change_from_wire(response);
+  }
+
+  Status wait_caught_up(std::uint64_t id, std::uint32_t timeout_ms, std::uint32_t poll_ms) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    std::string last = "not asked yet";
+    // Bounded by the deadline; each list() is bounded by retry_deadline_ms.
+    while (true) {
+      Result<MemberList> members = list();
+      if (members.ok()) {
+        // The leader publishes its status after the round that answered the change: right after
+        // an add, the list may not show the new member yet.
+        const Member* member = members->find(id);
+        if (member != nullptr && member->caught_up) return Status();
+        last = member == nullptr ? "not listed as a member"
+                                 : "match index " + std::to_string(member->match_index) +
+                                       ", commit index " + std::to_string(members->commit_index);
+      } else {
+        last = members.status().to_string();
+      }
+      if (Clock::now() + std::chrono::milliseconds(poll_ms) > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
+    }
+    return Status(StatusCode::kDeadlineExceeded,
+                  "node " + std::to_string(id) + " did not catch up within " +
+                      std::to_string(timeout_ms) + " ms (" + last + ")",
+                  ErrorDetails{0, "", std::string(reason::kLearnerBehind), {}, {}});
+  }
+
+ private:
+  const Options options_;
+  internal::Endpoints endpoints_;
+  internal::Channels channels_;
+  internal::RetryEngine retry_;
+};
+
+Result<std::unique_ptr<MembersClient>> MembersClient::create(Options options) {
+  if (options.endpoints.empty())
+    return Status(StatusCode::kInvalidArgument, "at least one endpoint is required");
+  Result<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      internal::channel_credentials(options.tls);
+  if (!credentials.ok()) return credentials.status();
+  return std::unique_ptr<MembersClient>(new MembersClient(
+      std::make_unique<Impl>(std::move(options), std::move(credentials).value())));
+}
+
+MembersClient::MembersClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MembersClient::~MembersClient() = default;
+
+Result<MemberList> MembersClient::list() { return impl_->list(); }
+
+Result<MembershipChange> MembersClient::add(std::uint64_t id, const std::string& address,
+                                            bool learner) {
+  if (id == 0) return Status(StatusCode::kInvalidArgument, "node id 0 is not a node");
+  pb::AddMemberRequest request;
+  request.set_id(id);
+  request.set_address(address);
+  request.set_learner(learner);
+  return impl_->change("add-member", request,
+                       [](pb::Membership::Stub* stub, grpc::ClientContext* context,
+                          const pb::AddMemberRequest& r, pb::ChangeMembersResponse* out) {
+                         return stub->AddMember(context, r, out);
+                       });
+}
+
+Result<MembershipChange> MembersClient::promote(std::uint64_t id) {
+  if (id == 0) return Status(StatusCode::kInvalidArgument, "node id 0 is not a node");
+  pb::PromoteMemberRequest request;
+  request.set_id(id);
+  return impl_->change("promote-member", request,
+                       [](pb::Membership::Stub* stub, grpc::ClientContext* context,
+                          const pb::PromoteMemberRequest& r, pb::ChangeMembersResponse* out) {
+                         return stub->PromoteMember(context, r, out);
+                       });
+}
+
+Result<MembershipChange> MembersClient::remove(std::uint64_t id) {
+  if (id == 0) return Status(StatusCode::kInvalidArgument, "node id 0 is not a node");
+  pb::RemoveMemberRequest request;
+  request.set_id(id);
+  return impl_->change("remove-member", request,
+                       [](pb::Membership::Stub* stub, grpc::ClientContext* context,
+                          const pb::RemoveMemberRequest& r, pb::ChangeMembersResponse* out) {
+                         return stub->RemoveMember(context, r, out);
+                       });
+}
+
+Result<MembershipChange> MembersClient::promote_when_caught_up(std::uint64_t id,
+                                                               std::uint32_t timeout_ms) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  // Bounded by the deadline: every pass waits (wait_caught_up, or 50 ms) or returns.
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (Status caught_up =
+            wait_caught_up(id, static_cast<std::uint32_t>(std::max<std::int64_t>(left.count(), 1)));
+        !caught_up.ok()) {
+      return caught_up;
+    }
+    Result<MembershipChange> promoted = promote(id);
+    const bool behind = !promoted.ok() && promoted.status().details() &&
+                        promoted.status().details()->reason == reason::kLearnerBehind;
+    if (!behind || Clock::now() + std::chrono::milliseconds(50) >= deadline) return promoted;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+Status MembersClient::wait_caught_up(std::uint64_t id, std::uint32_t timeout_ms,
+                                     std::uint32_t poll_ms) {
+  return impl_->wait_caught_up(id, timeout_ms, poll_ms);
+}
+
+}  // namespace raftlog::client

@@ -1,0 +1,77 @@
+// raftlog::client::MembersClient: the membership admin API (raftlog.v1.Membership,
+// proto/raftlog/v1/admin.proto) for raftlogctl's `members` commands and for tests. Same endpoints,
+// TLS, leader discovery and retry bounds as Client (client.h). A change is not idempotent, so it is
+// retried only where it surely did nothing: unreachable nodes, NOT_LEADER / NO_LEADER, and a new
+// leader not ready yet (LEADER_NOT_READY); every other refusal (CONF_CHANGE_IN_PROGRESS,
+// CONF_CHANGE_TIMEOUT included) is returned at once with its reason (docs/errors.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+
+namespace raftlog::client {
+
+struct Member {
+  std::uint64_t id = 0;
+  std::string address;
+  bool voter = false;
+  bool leader = false;
+  std::uint64_t match_index = 0;
+  std::uint64_t lag_entries = 0;
+  std::uint64_t last_contact_ms = 0;
+  bool caught_up = false;
+};
+
+struct MemberList {
+  std::vector<Member> members;  // sorted by id
+  std::uint64_t config_index = 0;
+  bool config_committed = false;
+  std::uint64_t leader_id = 0;
+  std::uint64_t term = 0;
+  std::uint64_t commit_index = 0;
+  std::uint64_t last_index = 0;
+  std::vector<std::uint64_t> bootstrap_voters;
+  std::string served_by;  // the endpoint that answered (the leader's)
+
+  const Member* find(std::uint64_t id) const;
+};
+
+struct MembershipChange {
+  std::uint64_t config_index = 0;  // the committed configuration entry
+  std::uint64_t term = 0;
+  std::vector<std::uint64_t> voters;
+  std::vector<std::uint64_t> learners;
+};
+
+class MembersClient {
+ public:
+  // Options as Client's; retry_deadline_ms bounds each call (a change's wait for its commit too).
+  static Result<std::unique_ptr<MembersClient>> create(Options options);
+  ~MembersClient();
+  MembersClient(const MembersClient&) = delete;
+  MembersClient& operator=(const MembersClient&) = delete;
+
+  Result<MemberList> list();
+  Result<MembershipChange> add(std::uint64_t id, const std::string& address, bool learner);
+  Result<MembershipChange> promote(std::uint64_t id);
+  Result<MembershipChange> remove(std::uint64_t id);
+  // Polls list() every poll_ms until `id` holds every committed entry (its match index reaches the
+  // leader's commit index), for at most timeout_ms: DEADLINE_EXCEEDED (LEARNER_BEHIND) then,
+  // naming its lag, or that it is not listed as a member.
+  Status wait_caught_up(std::uint64_t id, std::uint32_t timeout_ms, std::uint32_t poll_ms = 100);
+  // wait_caught_up, then promote; a promotion refused as LEARNER_BEHIND (under load the commit
+  // index moves on between the two) waits and tries again, all within timeout_ms.
+  Result<MembershipChange> promote_when_caught_up(std::uint64_t id, std::uint32_t timeout_ms);
+
+  class Impl;
+
+ private:
+  explicit MembersClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace raftlog::client

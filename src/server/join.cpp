@@ -1,0 +1,223 @@
+#include "server/join.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "api_errors/error_info.h"
+#include "raft/types.h"
+#include "raftlog/v1/admin.grpc.pb.h"
+#include "store/env.h"
+#include "util/crc32c.h"
+
+namespace raftlog::server {
+
+namespace {
+
+constexpr std::string_view kMagicLine = "raftlog-join 1";
+constexpr std::string_view kVotersKey = "bootstrap-voters ";
+constexpr std::string_view kSeedKey = "seed ";
+constexpr std::string_view kCrcKey = "crc32c ";
+constexpr std::string_view kJoinFileName = "JOIN";
+
+std::string crc_hex(std::string_view covered) {
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", static_cast<unsigned>(util::crc32c::value(covered)));
+  return hex;
+}
+
+bool take_line(std::string_view* rest, std::string_view* line) {
+  const std::size_t newline = rest->find('\n');
+  if (newline == std::string_view::npos) return false;
+  *line = rest->substr(0, newline);
+  rest->remove_prefix(newline + 1);
+  return true;
+}
+
+bool parse_id(std::string_view text, std::uint64_t* out) {
+  if (text.empty() || text.size() > 20) return false;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  *out = value;
+  return value != 0;
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> items;
+  if (text.empty()) return items;
+  std::size_t start = 0;
+  while (items.size() <= raft::kMaxMembers) {  // bounded: one more than any valid record holds
+    const std::size_t end = text.find(separator, start);
+    items.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return items;
+}
+
+std::string path_of(const std::string& data_dir) {
+  return store::join_path(data_dir, std::string(kJoinFileName));
+}
+
+}  // namespace
+
+std::string encode_join_record(const JoinRecord& record) {
+  std::string covered = std::string(kMagicLine) + "\n" + std::string(kVotersKey);
+  for (std::size_t i = 0; i < record.bootstrap_voters.size(); ++i)
+    covered += (i ? "," : "") + std::to_string(record.bootstrap_voters[i]);
+  covered += "\n" + std::string(kSeedKey);
+  bool first = true;
+  for (const auto& [id, address] : record.seed) {
+    covered += (first ? "" : ",") + std::to_string(id) + "=" + address;
+    first = false;
+  }
+  covered += "\n";
+  return covered + std::string(kCrcKey) + crc_hex(covered) + "\n";
+}
+
+store::Result<JoinRecord> decode_join_record(std::string_view bytes) {
+  auto corrupt = [](const std::string& why) { return store::Status::corruption("JOIN: " + why); };
+  if (bytes.size() > kMaxJoinFileBytes) return corrupt("larger than a join record");
+  std::string_view rest = bytes;
+  std::string_view magic, voters, seed, crc;
+  if (!take_line(&rest, &magic) || !take_line(&rest, &voters) || !take_line(&rest, &seed) ||
+      !take_line(&rest, &crc) || !rest.empty()) {
+    return corrupt("not four lines");
+  }
+  if (magic != kMagicLine) return corrupt("unknown format (first line '" + std::string(magic) + "')");
+  if (!voters.starts_with(kVotersKey) || !seed.starts_with(kSeedKey) || !crc.starts_with(kCrcKey))
+    return corrupt("its lines are not bootstrap-voters, seed, crc32c");
+  const std::string_view covered = bytes.substr(0, bytes.size() - crc.size() - 1);
+  if (crc.substr(kCrcKey.size()) != crc_hex(covered)) return corrupt("checksum mismatch");
+  JoinRecord record;
+  for (std::string_view item : split(voters.substr(kVotersKey.size()), ',')) {
+    std::uint64_t id = 0;
+    if (!parse_id(item, &id)) return corrupt("bad voter id '" + std::string(item) + "'");
+    record.bootstrap_voters.push_back(id);
+  }
+  if (record.bootstrap_voters.empty() || record.bootstrap_voters.size() > raft::kMaxMembers ||
+      !std::is_sorted(record.bootstrap_voters.begin(), record.bootstrap_voters.end()) ||
+      std::adjacent_find(record.bootstrap_voters.begin(), record.bootstrap_voters.end()) !=
+          record.bootstrap_voters.end()) {
+    return corrupt("the bootstrap voters are not 1 to 64 sorted ids");
+  }
+  for (std::string_view item : split(seed.substr(kSeedKey.size()), ',')) {
+    const std::size_t eq = item.find('=');
+    std::uint64_t id = 0;
+    if (eq == std::string_view::npos || !parse_id(item.substr(0, eq), &id))
+      return corrupt("bad seed entry '" + std::string(item) + "'");
+    const std::string address(item.substr(eq + 1));
+    if (!raft::check_member_address(address).empty() || !record.seed.emplace(id, address).second)
+      return corrupt("bad seed entry '" + std::string(item) + "'");
+  }
+  if (record.seed.size() > raft::kMaxMembers) return corrupt("more than 64 seed members");
+  return record;
+}
+
+store::Result<std::optional<JoinRecord>> read_join_record(const std::string& data_dir) {
+  store::Env* env = store::Env::posix();
+  const std::string path = path_of(data_dir);
+  if (!env->exists(path)) return std::optional<JoinRecord>();
+  auto bytes = env->read_file(path, kMaxJoinFileBytes + 1);
+  if (!bytes.ok()) return bytes.status();
+  auto record = decode_join_record(*bytes);
+  if (!record.ok()) return store::Status::corruption(path + ": " + record.status().message());
+  return std::optional<JoinRecord>(std::move(record).value());
+}
+
+std::string write_join_record(const std::string& data_dir, const JoinRecord& record) {
+  store::Env* env = store::Env::posix();
+  if (store::Status made = env->create_dir(data_dir); !made.ok())
+    return "cannot create data directory " + data_dir + ": " + made.message();
+  const std::string path = path_of(data_dir);
+  const std::string temporary = path + ".tmp";
+  store::Status status = env->write_file(temporary, encode_join_record(record));
+  if (status.ok()) status = env->rename(temporary, path);
+  if (status.ok()) status = env->sync_dir(data_dir);
+  if (!status.ok()) return "cannot write " + path + ": " + status.message();
+  return "";
+}
+
+bool data_dir_has_state(const std::string& data_dir) {
+  store::Env* env = store::Env::posix();
+  for (const char* name : {"log", "HARDSTATE", "CONFSTATE"}) {
+    if (env->exists(store::join_path(data_dir, name))) return true;
+  }
+  return false;
+}
+
+std::string fetch_join_record(const std::vector<std::string>& endpoints, std::uint64_t self_id,
+                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (tls.enabled) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = tls.peers_enabled ? tls.peer.ca_pem : tls.port.ca_pem;
+    if (tls.peers_enabled) {
+      ssl.pem_cert_chain = tls.peer.cert_pem;
+      ssl.pem_private_key = tls.peer.key_pem;
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string target = endpoints.front();
+  std::size_t next = 1;
+  std::string last_error = "no answer";
+  // Bounded by the deadline; a redirect goes straight to the named leader, anything else waits
+  // 200 ms and tries the next endpoint.
+  for (int attempt = 0; std::chrono::steady_clock::now() < deadline && attempt < 1000; ++attempt) {
+    auto stub = raftlog::v1::Membership::NewStub(grpc::CreateChannel(target, credentials));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    raftlog::v1::ListMembersResponse response;
+    const grpc::Status status =
+        stub->ListMembers(&context, raftlog::v1::ListMembersRequest(), &response);
+    if (status.ok()) {
+      JoinRecord record;
+      record.bootstrap_voters.assign(response.bootstrap_voters().begin(),
+                                     response.bootstrap_voters().end());
+      std::sort(record.bootstrap_voters.begin(), record.bootstrap_voters.end());
+      for (const raftlog::v1::Member& member : response.members()) {
+        if (member.id() == self_id || member.address().empty()) continue;
+        if (!raft::check_member_address(member.address()).empty()) continue;
+        if (record.seed.size() < raft::kMaxMembers) record.seed.emplace(member.id(), member.address());
+      }
+      if (record.bootstrap_voters.empty() || record.seed.empty()) {
+        return target + " answered an empty member list or no bootstrap configuration";
+      }
+      spdlog::info("node {}: joining: {} (leader {}) lists {} other member(s), bootstrap voters {}",
+                   self_id, target, response.leader_id(), record.seed.size(),
+                   record.bootstrap_voters.size());
+      *out = std::move(record);
+      return "";
+    }
+    last_error = target + ": " + status.error_message();
+    const std::optional<api_errors::ErrorDetails> details = api_errors::error_details(context);
+    if (details && !details->leader_address.empty() && details->leader_address != target) {
+      target = details->leader_address;
+      continue;
+    }
+    target = endpoints[next % endpoints.size()];
+    ++next;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return "no member answered the member list within " + std::to_string(timeout_ms) +
+         " ms (last: " + last_error + ")";
+}
+
+void apply_join_record(const JoinRecord& record, NodeConfig* config) {
+  for (const auto& [id, address] : record.seed) {
+    if (id != config->node_id) config->members.emplace(id, address);
+  }
+  config->bootstrap_voters = record.bootstrap_voters;
+}
+
+}  // namespace raftlog::server

@@ -1,0 +1,59 @@
+// Joining a running cluster (raftlogd --join, docs/operations.md "Membership"): a node started on an
+// empty data directory asks a member for the member list (raftlog.v1.Membership/ListMembers,
+// following the leader hint), and starts from the cluster's bootstrap configuration with the members'
+// addresses as its seed. It is no voter of that configuration, so it never campaigns; it learns the
+// log, and the configurations in it, from the leader once an operator adds it (`raftlogctl members
+// add`, before or after it started).
+//
+// What it learnt is kept in DIR/JOIN, so a restart needs no member to answer (and a later --join's
+// seed is ignored): small text, like IDENTITY,
+//   raftlog-join 1\n
+//   bootstrap-voters 1,2,3\n
+//   seed 1=host:port,2=host:port\n
+//   crc32c <8 lowercase hex digits: CRC32C of the lines above, newlines included>\n
+// written as JOIN.tmp, renamed, directory fsynced.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/node_config.h"
+#include "server/node_tls.h"
+#include "store/status.h"
+
+namespace raftlog::server {
+
+struct JoinRecord {
+  std::vector<std::uint64_t> bootstrap_voters;    // sorted, non-empty
+  std::map<std::uint64_t, std::string> seed;      // members other than this node; at most 64
+  friend bool operator==(const JoinRecord&, const JoinRecord&) = default;
+};
+
+inline constexpr std::size_t kMaxJoinFileBytes = 16384;
+
+std::string encode_join_record(const JoinRecord& record);
+// kCorruption for anything encode_join_record() did not write (magic, version, checksum, ids,
+// addresses, bounds).
+store::Result<JoinRecord> decode_join_record(std::string_view bytes);
+
+// DIR/JOIN: nullopt when there is none, an error when it cannot be read or decoded.
+store::Result<std::optional<JoinRecord>> read_join_record(const std::string& data_dir);
+std::string write_join_record(const std::string& data_dir, const JoinRecord& record);
+
+// True when DIR holds a node's state already (a log, hard state or configuration record).
+bool data_dir_has_state(const std::string& data_dir);
+
+// Asks `endpoints` (tried in turn, following NOT_LEADER hints) for the member list, for at most
+// timeout_ms. Plaintext, or TLS with `tls` (the node's own certificate as client certificate).
+// "" and *out filled, else why not.
+std::string fetch_join_record(const std::vector<std::string>& endpoints, std::uint64_t self_id,
+                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out);
+
+// Applies a join record to `config`: the seed as members (plus this node's own address, which
+// config.members must hold alone) and the bootstrap voters.
+void apply_join_record(const JoinRecord& record, NodeConfig* config);
+
+}  // namespace raftlog::server

@@ -1,0 +1,316 @@
+// Membership changes over real raftlogd processes (issue 15, items 2 and 3): nodes join with
+// --join and become members through raftlog.v1.Membership (client::MembersClient) and `raftlogctl
+// members`; a cluster grows 3 -> 5 and shrinks back to 3 under a bounded append load without losing
+// an acknowledged append; a dead node of a 5-node cluster is replaced by a new node at a new address;
+// and the refusals carry their documented reason words.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "client/admin.h"
+#include "shared/command_run.h"
+#include "testing/local_cluster.h"
+
+namespace raftlog::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+LocalClusterOptions joining_cluster(int nodes, int founders) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  options.nodes = nodes;
+  options.founding_members = founders;
+  return options;
+}
+
+std::unique_ptr<client::MembersClient> members_client(LocalCluster& cluster, int founders,
+                                                      std::uint32_t timeout_ms = 20000) {
+  client::Options options;
+  for (int id = 1; id <= cluster.size(); ++id) {
+    if (id <= founders || founders == 0) options.endpoints.push_back(cluster.address(id));
+  }
+  options.retry_deadline_ms = timeout_ms;
+  options.call_timeout_ms = timeout_ms;
+  auto created = client::MembersClient::create(options);
+  EXPECT_TRUE(created.ok()) << created.status().message();
+  return std::move(created).value();
+}
+
+template <typename Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 20s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return predicate();
+}
+
+// The member list once `done` holds for it: the leader answers ListMembers from the status it
+// publishes after each round, so a list read right after a change may still show the one before.
+client::MemberList settled_list(client::MembersClient& members,
+                                const std::function<bool(const client::MemberList&)>& done) {
+  client::MemberList last;
+  eventually([&] {
+    auto list = members.list();
+    if (!list.ok()) return false;
+    last = std::move(list).value();
+    return done(last);
+  });
+  return last;
+}
+
+std::string reason_of(const client::Status& status) {
+  return status.details() ? status.details()->reason : "";
+}
+
+// Appends one entry at a time from its own thread until stopped, at most max_appends and for at
+// most max_duration; remembers every acknowledged index and its payload.
+class BoundedLoad {
+ public:
+  BoundedLoad(LocalCluster& cluster, std::vector<int> endpoints, int max_appends,
+              std::chrono::seconds max_duration)
+      : thread_([this, &cluster, endpoints, max_appends, max_duration] {
+          client::Options options;
+          for (int id : endpoints) options.endpoints.push_back(cluster.address(id));
+          options.retry_deadline_ms = 15000;
+          auto client = client::Client::create(options);
+          if (!client.ok()) return;
+          const auto until = std::chrono::steady_clock::now() + max_duration;
+          for (int i = 0; i < max_appends && !stop_.load() && std::chrono::steady_clock::now() < until;
+               ++i) {
+            const std::string payload = "load-" + std::to_string(i);
+            auto appended = client.value()->append({payload});
+            std::lock_guard lock(mu_);
+            if (appended.ok()) {
+              acknowledged_[appended->first_index] = payload;
+            } else {
+              ++failures_;
+            }
+          }
+        }) {}
+  ~BoundedLoad() { finish(); }
+
+  void finish() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  std::map<std::uint64_t, std::string> acknowledged() {
+    std::lock_guard lock(mu_);
+    return acknowledged_;
+  }
+  std::size_t count() {
+    std::lock_guard lock(mu_);
+    return acknowledged_.size();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::map<std::uint64_t, std::string> acknowledged_;
+  int failures_ = 0;
+  std::thread thread_;
+};
+
+// Every acknowledged index holds its payload in node `id`'s log.
+void expect_holds_every_acknowledged(LocalCluster& cluster, int id,
+                                     const std::map<std::uint64_t, std::string>& acknowledged) {
+  ASSERT_FALSE(acknowledged.empty());
+  ASSERT_TRUE(cluster.wait_for_commit(id, acknowledged.rbegin()->first, 20s))
+      << cluster.log_tail(id);
+  std::map<std::uint64_t, std::string> log;
+  for (const client::Entry& entry : cluster.read_all(id)) log[entry.index] = entry.payload;
+  std::size_t missing = 0;
+  for (const auto& [index, payload] : acknowledged) {
+    auto found = log.find(index);
+    if (found == log.end() || found->second != payload) ++missing;
+  }
+  EXPECT_EQ(missing, 0U) << "node " << id << " lost acknowledged appends";
+}
+
+// Adds `id` as a learner, waits until it caught up, promotes it.
+void add_voter(client::MembersClient& members, LocalCluster& cluster, int id) {
+  auto added = members.add(static_cast<std::uint64_t>(id), cluster.address(id), /*learner=*/true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string() << cluster.log_tail(id);
+  EXPECT_TRUE(std::find(added->learners.begin(), added->learners.end(),
+                        static_cast<std::uint64_t>(id)) != added->learners.end());
+  auto promoted = members.promote_when_caught_up(static_cast<std::uint64_t>(id), 20000);
+  ASSERT_TRUE(promoted.ok()) << promoted.status().to_string();
+  EXPECT_TRUE(std::find(promoted->voters.begin(), promoted->voters.end(),
+                        static_cast<std::uint64_t>(id)) != promoted->voters.end());
+}
+
+TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAcknowledgedAppend) {
+  LocalCluster cluster(joining_cluster(5, 3));
+  for (int id = 1; id <= 3; ++id) cluster.start(id);
+  ASSERT_NE(cluster.wait_for_leader(), 0) << cluster.log_tail(1);
+  auto members = members_client(cluster, 3);
+  BoundedLoad load(cluster, {1, 2, 3, 4, 5}, 20000, 60s);
+  ASSERT_TRUE(eventually([&] { return load.count() >= 20; }));
+
+  // Node 4 starts before it is added, node 5 after: both orders work.
+  cluster.start(4);
+  add_voter(*members, cluster, 4);
+  auto added = members->add(5, cluster.address(5), /*learner=*/true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  std::this_thread::sleep_for(500ms);  // the leader dials a node that is not up yet
+  cluster.start(5);
+  auto promoted = members->promote_when_caught_up(5, 20000);
+  ASSERT_TRUE(promoted.ok()) << promoted.status().to_string() << cluster.log_tail(5);
+  const client::MemberList five = settled_list(*members, [](const client::MemberList& list) {
+    return list.config_committed && list.members.size() == 5 && list.members.back().voter;
+  });
+  ASSERT_EQ(five.members.size(), 5U);
+  for (const client::Member& member : five.members) {
+    EXPECT_TRUE(member.voter) << member.id;
+    EXPECT_EQ(member.address, cluster.address(static_cast<int>(member.id)));
+  }
+  EXPECT_TRUE(five.config_committed);
+  const std::size_t at_five = load.count();
+  ASSERT_TRUE(eventually([&] { return load.count() >= at_five + 20; }));
+
+  // Shrink: remove 1 and 2, the leader among them if it is one (it hands over first).
+  for (std::uint64_t gone : {1u, 2u}) {
+    auto removed = members->remove(gone);
+    ASSERT_TRUE(removed.ok()) << removed.status().to_string();
+    EXPECT_TRUE(std::find(removed->voters.begin(), removed->voters.end(), gone) ==
+                removed->voters.end());
+  }
+  const std::size_t at_three = load.count();
+  ASSERT_TRUE(eventually([&] { return load.count() >= at_three + 20; }))
+      << "no append was acknowledged by the three remaining voters";
+  load.finish();
+  const client::MemberList three = settled_list(
+      *members, [](const client::MemberList& list) { return list.members.size() == 3; });
+  ASSERT_EQ(three.members.size(), 3U);
+  EXPECT_EQ(three.members[0].id, 3U);
+  const std::map<std::uint64_t, std::string> acknowledged = load.acknowledged();
+  for (int id = 3; id <= 5; ++id) expect_holds_every_acknowledged(cluster, id, acknowledged);
+}
+
+TEST(MembershipTest, MembersReplaceSwapsADeadNodeOfFiveForANewNodeAtANewAddress) {
+  LocalCluster cluster(joining_cluster(6, 5));
+  for (int id = 1; id <= 5; ++id) cluster.start(id);
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  auto client = cluster.client({}, {1, 2, 3, 4, 5});
+  ASSERT_TRUE(client->append({"before"}).ok());
+  const int dead = leader == 2 ? 3 : 2;
+  cluster.kill(dead);
+  cluster.start(6);
+  std::string endpoints;
+  for (int id = 1; id <= 5; ++id) endpoints += (id > 1 ? "," : "") + cluster.address(id);
+  const CommandRun replace = run_command(std::string(RAFTLOGCTL_PATH) + " members replace " +
+                                         std::to_string(dead) + " 6 " + cluster.address(6) +
+                                         " --timeout-ms 20000 --endpoints " + endpoints);
+  ASSERT_EQ(replace.exit_code, 0) << replace.out << cluster.log_tail(6);
+  EXPECT_NE(replace.out.find("node 6 caught up and is a voter"), std::string::npos) << replace.out;
+  EXPECT_NE(replace.out.find("node " + std::to_string(dead) + " removed"), std::string::npos)
+      << replace.out;
+  auto members = members_client(cluster, 5);
+  const client::MemberList list = settled_list(*members, [&](const client::MemberList& l) {
+    return l.find(static_cast<std::uint64_t>(dead)) == nullptr;
+  });
+  ASSERT_EQ(list.members.size(), 5U);
+  EXPECT_EQ(list.find(static_cast<std::uint64_t>(dead)), nullptr);
+  ASSERT_NE(list.find(6), nullptr);
+  EXPECT_EQ(list.find(6)->address, cluster.address(6));
+  auto after = client->append({"after"});
+  ASSERT_TRUE(after.ok()) << after.status().to_string();
+  ASSERT_TRUE(cluster.wait_for_commit(6, after->last_index)) << cluster.log_tail(6);
+  std::vector<std::string> payloads;
+  for (const client::Entry& entry : cluster.read_all(6)) {
+    if (entry.type == client::EntryType::kNormal) payloads.push_back(entry.payload);
+  }
+  EXPECT_EQ(payloads, (std::vector<std::string>{"before", "after"}));
+  // Restarted, the new node finds its peers in its own log and its JOIN record (no seed asked).
+  cluster.stop(6);
+  cluster.start(6);
+  auto again = client->append({"again"});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(cluster.wait_for_commit(6, again->last_index)) << cluster.log_tail(6);
+}
+
+TEST(MembershipTest, RefusalsNameTheirReasons) {
+  // A long election timeout, so that a leader cut off from its followers keeps leading (check
+  // quorum) while the test holds a change uncommitted.
+  LocalClusterOptions options = joining_cluster(3, 0);
+  options.extra_flags = {"--election-ticks", "100"};
+  LocalCluster cluster(options);
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader(30s);
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  auto members = members_client(cluster, 0, 5000);
+  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " members ";
+  const std::string endpoints = " --timeout-ms 5000 --endpoints " + cluster.endpoints();
+
+  const CommandRun promote = run_command(ctl + "promote 9" + endpoints);
+  EXPECT_EQ(promote.exit_code, 1) << promote.out;
+  EXPECT_NE(promote.out.find("NOT_A_MEMBER"), std::string::npos) << promote.out;
+  const CommandRun promote_voter = run_command(ctl + "promote 1" + endpoints);
+  EXPECT_EQ(promote_voter.exit_code, 1) << promote_voter.out;
+  EXPECT_NE(promote_voter.out.find("NOT_A_LEARNER"), std::string::npos) << promote_voter.out;
+  const CommandRun taken = run_command(ctl + "add 7 " + cluster.address(1) + " --learner" + endpoints);
+  EXPECT_EQ(taken.exit_code, 1) << taken.out;
+  EXPECT_NE(taken.out.find("ADDRESS_IN_USE"), std::string::npos) << taken.out;
+  const CommandRun member = run_command(ctl + "add 2 127.0.0.1:1 --learner" + endpoints);
+  EXPECT_EQ(member.exit_code, 1) << member.out;
+  EXPECT_NE(member.out.find("ALREADY_A_MEMBER"), std::string::npos) << member.out;
+  const CommandRun bad = run_command(ctl + "add 7 nowhere" + endpoints);
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+
+  // Two changes at once: the first cannot commit while both followers are paused.
+  const int a = leader == 1 ? 2 : 1;
+  const int b = leader == 3 ? 2 : 3;
+  // Both calls go to the leader alone: a paused node takes connections but never answers.
+  client::Options to_leader;
+  to_leader.endpoints = {cluster.address(leader)};
+  to_leader.retry_deadline_ms = 5000;
+  to_leader.call_timeout_ms = 5000;
+  auto first_client = client::MembersClient::create(to_leader);
+  auto second_client = client::MembersClient::create(to_leader);
+  ASSERT_TRUE(first_client.ok() && second_client.ok());
+  cluster.pause(a);
+  cluster.pause(b);
+  std::thread first([&] { (void)first_client.value()->add(7, "127.0.0.1:1", /*learner=*/true); });
+  std::this_thread::sleep_for(300ms);
+  auto second = second_client.value()->add(8, "127.0.0.1:2", /*learner=*/true);
+  EXPECT_EQ(reason_of(second.status()), "CONF_CHANGE_IN_PROGRESS") << second.status().to_string();
+  cluster.resume(a);
+  cluster.resume(b);
+  first.join();
+
+  // Removing voters until one is left; the last one cannot go.
+  ASSERT_TRUE(eventually([&] {
+    auto list = members->list();
+    return list.ok() && list->config_committed;
+  }));
+  auto list = members->list();
+  ASSERT_TRUE(list.ok());
+  for (const client::Member& m : list->members) {
+    if (!m.voter) {
+      ASSERT_TRUE(members->remove(m.id).ok());
+    }
+  }
+  const int survivor = cluster.wait_for_leader(30s);
+  for (int id = 1; id <= 3; ++id) {
+    if (id == survivor) continue;
+    auto removed = members->remove(static_cast<std::uint64_t>(id));
+    ASSERT_TRUE(removed.ok()) << removed.status().to_string();
+  }
+  const client::MemberList one = settled_list(
+      *members, [](const client::MemberList& l) { return l.members.size() == 1; });
+  ASSERT_EQ(one.members.size(), 1U);
+  const CommandRun last =
+      run_command(ctl + "remove " + std::to_string(one.members[0].id) + endpoints);
+  EXPECT_EQ(last.exit_code, 1) << last.out;
+  EXPECT_NE(last.out.find("WOULD_LOSE_QUORUM"), std::string::npos) << last.out;
+}
+
+}  // namespace
+}  // namespace raftlog::testing

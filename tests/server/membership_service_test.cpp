@@ -1,0 +1,89 @@
+// raftlog.v1.Membership on a real one-node Server in process: request validation (ids, addresses),
+// ListMembers on the leader, and the refusals' reason words through the MembersClient.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "client/admin.h"
+#include "node/temp_dir.h"
+#include "server/membership_service.h"
+#include "server/server.h"
+#include "shared/loopback.h"
+
+namespace raftlog::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(MembershipService, AddRequestsAreCheckedBeforeTheNodeSeesThem) {
+  EXPECT_EQ(server::check_add_member(4, "10.0.0.4:7001"), "");
+  EXPECT_EQ(server::check_add_member(4, "[::1]:7001"), "");
+  EXPECT_NE(server::check_add_member(0, "10.0.0.4:7001"), "");
+  EXPECT_NE(server::check_add_member(4, ""), "");
+  EXPECT_NE(server::check_add_member(4, "no-port"), "");
+  EXPECT_NE(server::check_add_member(4, "h:99999"), "");
+  EXPECT_NE(server::check_add_member(4, std::string(129, 'a') + ":1"), "");
+  EXPECT_NE(server::check_add_member(4, "tab\there:1"), "");
+}
+
+std::string reason_of(const client::Status& status) {
+  return status.details() ? status.details()->reason : "";
+}
+
+TEST(MembershipService, ListsTheLeaderAndNamesEachRefusal) {
+  server::testing::TempDir dir;
+  server::NodeConfig config;
+  config.node_id = 1;
+  config.members[1] = loopback_address(pick_free_loopback_port());
+  config.data_dir = dir.path();
+  config.store.flush_mode = store::FlushMode::kAsync;
+  config.store.segment_size_bytes = 64ULL << 20;
+  config.disk_high_watermark = 1.0;
+  config.disk_low_watermark = 0.99;
+  std::string error;
+  auto node = server::Server::start(config, &error);
+  ASSERT_NE(node, nullptr) << error;
+  client::Options options;
+  options.endpoints = {node->bound_address()};
+  options.retry_deadline_ms = 5000;
+  auto created = client::MembersClient::create(options);
+  ASSERT_TRUE(created.ok());
+  std::unique_ptr<client::MembersClient> members = std::move(created).value();
+  ASSERT_TRUE(eventually([&] { return members->list().ok(); }, 10s));
+  auto list = members->list();
+  ASSERT_TRUE(list.ok()) << list.status().to_string();
+  ASSERT_EQ(list->members.size(), 1U);
+  EXPECT_EQ(list->members[0].id, 1U);
+  EXPECT_EQ(list->members[0].address, config.members[1]);
+  EXPECT_TRUE(list->members[0].voter);
+  EXPECT_TRUE(list->members[0].leader);
+  EXPECT_EQ(list->bootstrap_voters, (std::vector<std::uint64_t>{1}));
+
+  EXPECT_EQ(reason_of(members->add(4, "nowhere", true).status()), "BAD_ADDRESS");
+  EXPECT_EQ(reason_of(members->add(4, config.members[1], true).status()), "ADDRESS_IN_USE");
+  EXPECT_EQ(reason_of(members->add(1, "127.0.0.1:9", true).status()), "ALREADY_A_MEMBER");
+  EXPECT_EQ(reason_of(members->promote(7).status()), "NOT_A_MEMBER");
+  EXPECT_EQ(reason_of(members->remove(1).status()), "WOULD_LOSE_QUORUM");
+  // A learner nobody runs is added (it does not count toward commits), recorded with its address,
+  // and cannot be promoted while it holds nothing.
+  auto added = members->add(4, "127.0.0.1:9", true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  EXPECT_EQ(added->learners, (std::vector<std::uint64_t>{4}));
+  // The leader's list follows its published status, a round after the answer.
+  client::Result<client::MemberList> with_learner = client::Status(client::StatusCode::kUnknown, "");
+  ASSERT_TRUE(eventually(
+      [&] {
+        with_learner = members->list();
+        return with_learner.ok() && with_learner->find(4) != nullptr;
+      },
+      5s));
+  EXPECT_EQ(with_learner->find(4)->address, "127.0.0.1:9");
+  EXPECT_FALSE(with_learner->find(4)->caught_up);
+  EXPECT_EQ(reason_of(members->promote(4).status()), "LEARNER_BEHIND");
+  ASSERT_TRUE(members->remove(4).ok());
+  node->shutdown();
+}
+
+}  // namespace
+}  // namespace raftlog::testing

@@ -1,0 +1,90 @@
+// PeerTransport::set_peers: the transport follows the configuration. A peer added at runtime is
+// dialled and accepted; one removed is no longer sent to nor accepted; one at a new address is
+// dialled there; the bounds hold.
+#include "peer_transport_support.h"
+
+namespace raftlog::server::peer_testing {
+namespace {
+
+TEST(PeerTransportMembership, APeerAddedAtRuntimeIsDialledAndAccepted) {
+  const auto addresses = pick_addresses({1, 2});
+  PeerTransportOptions one = test_options(1, {});  // knows nobody yet
+  one.peer_secret = kTestSecret;
+  PeerTransportOptions two = test_options(2, addresses);
+  two.peer_secret = kTestSecret;
+  TestNode node1(one, port_of(addresses.at(1)));
+  TestNode node2(two, port_of(addresses.at(2)));
+  EXPECT_FALSE(node1.transport().send(heartbeat(1, 2, 1)));  // unknown peer: dropped
+  // Node 1 refuses node 2's streams until 2 is its peer: nothing arrives.
+  EXPECT_TRUE(node2.transport().send(heartbeat(2, 1, 2)));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(node1.received_count(), 0U);
+  node1.transport().set_peers({{2, addresses.at(2)}});
+  ASSERT_TRUE(eventually([&] {
+    node1.transport().send(heartbeat(1, 2, 3));
+    return node2.received_count() > 0;
+  }, 5s)) << describe(node1.stats_for(2));
+  ASSERT_TRUE(eventually([&] {
+    node2.transport().send(heartbeat(2, 1, 4));
+    return node1.received_count() > 0;
+  }, 5s)) << describe(node2.stats_for(1));
+  for (const raft::Message& message : node1.received()) EXPECT_EQ(message.from, 2U);
+}
+
+TEST(PeerTransportMembership, ARemovedPeerIsNeitherSentToNorAccepted) {
+  const auto addresses = pick_addresses({1, 2});
+  TestNode node1(test_options(1, addresses), port_of(addresses.at(1)));
+  TestNode node2(test_options(2, addresses), port_of(addresses.at(2)));
+  ASSERT_TRUE(eventually([&] {
+    node2.transport().send(heartbeat(2, 1, 1));
+    return node1.received_count() > 0;
+  }, 5s));
+  node1.transport().set_peers({});
+  EXPECT_FALSE(node1.transport().send(heartbeat(1, 2, 2)));
+  EXPECT_TRUE(node1.transport().peer_stats().empty());
+  // Node 2's open stream is refused at its next message; nothing more is delivered.
+  std::this_thread::sleep_for(100ms);
+  const std::size_t before = node1.received_count();
+  for (int i = 0; i < 20; ++i) {
+    node2.transport().send(heartbeat(2, 1, 10 + i));
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(node1.received_count(), before);
+  EXPECT_GT(node1.transport().inbound_stats().rejected_streams, 0U);
+}
+
+TEST(PeerTransportMembership, APeerAtANewAddressIsDialledThere) {
+  const auto addresses = pick_addresses({1, 2, 3});
+  TestNode node1(test_options(1, {{2, addresses.at(2)}}), port_of(addresses.at(1)));
+  // Node "2" now listens where 3's port was (a node moved to a new address).
+  TestNode moved(test_options(2, {{1, addresses.at(1)}}), port_of(addresses.at(3)));
+  node1.transport().set_peers({{2, addresses.at(3)}});
+  ASSERT_TRUE(eventually([&] {
+    node1.transport().send(heartbeat(1, 2, 1));
+    return moved.received_count() > 0;
+  }, 5s)) << describe(node1.stats_for(2));
+  EXPECT_EQ(node1.stats_for(2).address, addresses.at(3));
+}
+
+TEST(PeerTransportMembership, SetPeersKeepsItsBoundsAndSkipsInvalidEntries) {
+  const auto addresses = pick_addresses({1});
+  TestNode node1(test_options(1, {}), port_of(addresses.at(1)));
+  std::map<raft::NodeId, std::string> many;
+  many[0] = "127.0.0.1:1";  // id 0
+  many[1] = "127.0.0.1:2";  // this node
+  many[2] = "";             // no address
+  for (raft::NodeId id = 10; id < 10 + PeerTransportOptions::kMaxPeers + 5; ++id)
+    many[id] = "127.0.0.1:" + std::to_string(20000 + id);
+  node1.transport().set_peers(many);
+  EXPECT_EQ(node1.transport().peer_stats().size(), PeerTransportOptions::kMaxPeers);
+  for (const PeerStats& stats : node1.transport().peer_stats()) EXPECT_GE(stats.id, 10U);
+  // Removing and adding again, many times over, stays bounded (retired links are capped).
+  for (int round = 0; round < 8; ++round) {
+    node1.transport().set_peers({});
+    node1.transport().set_peers({{5, "127.0.0.1:5"}});
+  }
+  EXPECT_EQ(node1.transport().peer_stats().size(), 1U);
+}
+
+}  // namespace
+}  // namespace raftlog::server::peer_testing
