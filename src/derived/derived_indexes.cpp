@@ -158,8 +158,8 @@ bool DerivedIndexes::load(const Cursor& cursor, std::string* problem) {
       for (const std::string& name : *names) {
         if (queues_.count(name) != 0) continue;
         RecordLog stray(env_, store::join_path(topics_dir, name), RecordKind::kQueue);
-        (void)stray.clear();
-        (void)env_->remove(store::join_path(topics_dir, name));
+        // Best effort: a leftover directory only costs space, and the next rebuild removes it.
+        if (stray.clear().ok()) (void)env_->remove_dir(store::join_path(topics_dir, name));
       }
     }
   }
@@ -179,7 +179,7 @@ Status DerivedIndexes::rebuild(const LogView& log) {
     for (const std::string& name : *names) {
       RecordLog stray(env_, store::join_path(topics_dir, name), RecordKind::kQueue);
       if (Status s = stray.clear(); !s.ok()) return s;
-      if (Status s = env_->remove(store::join_path(topics_dir, name)); !s.ok()) return s;
+      if (Status s = env_->remove_dir(store::join_path(topics_dir, name)); !s.ok()) return s;
     }
   }
   if (Status s = keys_->clear(); !s.ok()) return s;
