@@ -296,6 +296,10 @@ Cursor DerivedIndexes::cursor_locked() const {
 Status DerivedIndexes::persist() {
   // Exclusive: queries wait for the fsyncs. The dispatcher persists at most a few times a second.
   std::unique_lock lock(mu_);
+  return persist_locked();
+}
+
+Status DerivedIndexes::persist_locked() {
   if (!env_->exists(store::join_path(dir_, "topics"))) {
     if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
     if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
@@ -316,16 +320,30 @@ Status DerivedIndexes::persist() {
 
 Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
   std::unique_lock lock(mu_);
+  // Everything is written first, so that whole segments below the retention point can be dropped
+  // (only written records are; RecordLog::forget_below).
   for (auto& [topic, queue] : queues_) {
-    if (Status s = queue->drop_below(first_log_index); !s.ok()) return s;
+    if (Status s = queue->sync(); !s.ok()) return s;
   }
-  const std::uint64_t keys_first = keys_->first_number();
-  if (Status s = keys_->drop_below(first_log_index); !s.ok()) return s;
-  if (keys_->first_number() != keys_first) {
+  if (Status s = keys_->sync(); !s.ok()) return s;
+  if (Status s = time_->sync(); !s.ok()) return s;
+  bool forgot = false;
+  for (auto& [topic, queue] : queues_) forgot = queue->forget_below(first_log_index) || forgot;
+  if (keys_->forget_below(first_log_index)) {
+    forgot = true;
     key_map_.clear();
     for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
   }
-  return time_->drop_below(first_log_index);
+  forgot = time_->forget_below(first_log_index) || forgot;
+  if (!forgot) return Status();
+  // The cursor naming the new first records is durable before any file goes: a restart then
+  // keeps the topics' offsets instead of finding a missing segment and renumbering in a rebuild.
+  if (Status s = persist_locked(); !s.ok()) return s;
+  for (auto& [topic, queue] : queues_) {
+    if (Status s = queue->remove_dropped(); !s.ok()) return s;
+  }
+  if (Status s = keys_->remove_dropped(); !s.ok()) return s;
+  return time_->remove_dropped();
 }
 
 namespace {

@@ -111,7 +111,8 @@ class DerivedIndexes {
   void skip_to(std::uint64_t index);
   // Makes every record durable, then the cursor that covers them.
   store::Status persist();
-  // Retention: drops whole record segments that point only below `first_log_index`.
+  // Retention: drops whole record segments that point only below `first_log_index`; persists the
+  // cursor (as persist()) before it unlinks their files.
   store::Status trim_below(std::uint64_t first_log_index);
 
   std::vector<TopicInfo> list_topics(std::uint64_t visible, std::uint64_t first_log_index) const;
@@ -142,6 +143,7 @@ class DerivedIndexes {
   RecordLog& queue_for(const std::string& topic);
   void index_entry(const SourceEntry& entry);
   Cursor cursor_locked() const;
+  store::Status persist_locked();
 
   store::Env* env_;
   std::string dir_;

@@ -281,6 +281,37 @@ TEST(DerivedIndexes, RetentionMovesTheFirstOffsetAndReadsBelowItAreTrimmed) {
   EXPECT_EQ(indexes->list_topics(log.last_index(), log.first).at(0).first_offset, new_first - 1);
 }
 
+// Retention of records never persisted (nor synced): trim_below writes them and a cursor naming
+// the new first offsets before it unlinks a file, so a restart resumes with the same offsets
+// (it used to unlink first, and to index past the unsynced records in RecordLog::sync).
+TEST(DerivedIndexes, RetentionOfUnpersistedRecordsKeepsTheOffsetsAcrossARestart) {
+  FakeLog log;
+  const std::uint64_t count = kRecordsPerSegment * 2 + 10;
+  for (std::uint64_t i = 0; i < count; ++i) log.add(1, "t", {"k" + std::to_string(i % 7)}, 1000 + i);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  replay(*indexes, log, 4096);
+  const std::uint64_t new_first = kRecordsPerSegment + 100;
+  log.trim_to(new_first);
+  { const store::Status trimmed = indexes->trim_below(new_first); ASSERT_TRUE(trimmed.ok()) << trimmed.to_string(); }
+  EXPECT_FALSE(env.exists("/derived/topics/t/00000000000000000000.rec"));
+  EXPECT_EQ(indexes->list_topics(log.last_index(), log.first).at(0).first_offset, new_first - 1);
+  // A crash right after the cursor, before the unlink, leaves a segment below the first record.
+  ASSERT_TRUE(env.write_file("/derived/topics/t/00000000000000000000.rec", "left by a crash").ok());
+  env.crash();
+  env.restart(store::CrashOptions{store::CrashMode::kKeepAll, 3});
+  indexes = open_indexes(env, log, &report);
+  ASSERT_NE(indexes, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_FALSE(env.exists("/derived/topics/t/00000000000000000000.rec"));
+  const TopicInfo topic = indexes->list_topics(log.last_index(), log.first).at(0);
+  EXPECT_EQ(topic.first_offset, new_first - 1);
+  EXPECT_EQ(topic.end_offset, count);
+  EXPECT_EQ(indexes->read_topic("t", new_first - 1, 1, log.last_index(), log.first).records.at(0).index,
+            new_first);
+}
+
 TEST(DerivedIndexes, EntriesTrimmedBeforeTheyWereIndexedAreSkipped) {
   FakeLog log = random_log(7, 100);
   store::MemoryEnv env;
