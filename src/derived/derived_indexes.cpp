@@ -98,6 +98,9 @@ std::unique_ptr<DerivedIndexes> DerivedIndexes::open(store::Env* env, std::strin
       if (Status s = other->truncate_to(keep); !s.ok()) *error = s;
     }
     std::erase_if(indexes->key_map_, [&](const auto& kv) { return kv.second >= resume; });
+    // The floor for later timestamps is what the kept records hold (a rebuild from scratch would
+    // not know the cut ones either).
+    indexes->last_timestamp_ms_ = indexes->kept_timestamp_floor();
     indexes->boundary_ = resume;
     indexes->boundary_term_ = resume > 1 ? log.term_at(resume - 1).value_or(0) : 0;
     report->mode = OpenMode::kRolledBack;
@@ -164,6 +167,14 @@ bool DerivedIndexes::load(const Cursor& cursor, std::string* problem) {
     }
   }
   return true;
+}
+
+std::uint64_t DerivedIndexes::kept_timestamp_floor() const {
+  std::uint64_t floor = time_->records().empty() ? 0 : time_->records().back().value;
+  for (const auto& [topic, queue] : queues_) {
+    if (!queue->records().empty()) floor = std::max(floor, queue->records().back().value);
+  }
+  return floor;
 }
 
 Status DerivedIndexes::rebuild(const LogView& log) {

@@ -140,6 +140,8 @@ class DerivedIndexes {
   bool load(const Cursor& cursor, std::string* problem);
   store::Status rebuild(const LogView& log);
   std::uint64_t roll_back(const LogView& log, std::uint64_t boundary);
+  // The newest timestamp the records still hold (0 when none): the clamp after a roll back.
+  std::uint64_t kept_timestamp_floor() const;
   RecordLog& queue_for(const std::string& topic);
   void index_entry(const SourceEntry& entry);
   Cursor cursor_locked() const;

@@ -254,6 +254,30 @@ TEST(DerivedIndexes, ALogTruncatedUnderTheIndexRollsItBack) {
   EXPECT_EQ(describe(*indexes, diverged), describe_from_scratch(diverged));
 }
 
+// The cut tail held the newest timestamps: after the roll back, the entries that replace it are
+// clamped to what the kept entries hold, not to the cut tail's (as a rebuild from scratch does).
+TEST(DerivedIndexes, ARollBackForgetsTheTimestampsOfTheCutTail) {
+  FakeLog original = random_log(8, 200);
+  for (int i = 0; i < 50; ++i) original.add(1, "t0", {"k1"}, 9'000'000 + i);
+  store::MemoryEnv env;
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, original, &report);
+    replay(*indexes, original);
+    const store::Status persisted = indexes->persist();
+    ASSERT_TRUE(persisted.ok()) << persisted.to_string();
+  }
+  FakeLog diverged = original;
+  diverged.truncate_from(201);
+  for (int i = 0; i < 60; ++i) diverged.add(7, "t1", {"k2"}, 1'001'000 + i);
+  OpenReport report;
+  auto indexes = open_indexes(env, diverged, &report);
+  ASSERT_NE(indexes, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kRolledBack) << report.reason;
+  replay(*indexes, diverged);
+  EXPECT_EQ(describe(*indexes, diverged), describe_from_scratch(diverged));
+}
+
 TEST(DerivedIndexes, RetentionMovesTheFirstOffsetAndReadsBelowItAreTrimmed) {
   FakeLog log;
   const std::uint64_t count = kRecordsPerSegment * 2 + 10;
