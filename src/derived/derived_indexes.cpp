@@ -433,7 +433,8 @@ std::uint64_t DerivedIndexes::find_by_time(std::uint64_t timestamp_ms, std::uint
 }
 
 std::optional<std::uint64_t> DerivedIndexes::find_topic_offset_by_time(
-    const std::string& topic, std::uint64_t timestamp_ms, std::uint64_t visible) const {
+    const std::string& topic, std::uint64_t timestamp_ms, std::uint64_t visible,
+    std::uint64_t first_log_index) const {
   std::shared_lock lock(mu_);
   auto found = queues_.find(topic);
   if (found == queues_.end()) return std::nullopt;
@@ -442,7 +443,10 @@ std::optional<std::uint64_t> DerivedIndexes::find_topic_offset_by_time(
   auto it = std::lower_bound(records.begin(), records.end(), timestamp_ms,
                              [](const Record& r, std::uint64_t t) { return r.value < t; });
   const std::uint64_t offset = queue.first_number() + static_cast<std::uint64_t>(it - records.begin());
-  return std::min(offset, first_at_or_above(queue, visible + 1));
+  // At least the topic's first retained offset (records below it are still in memory until their
+  // whole segment goes), at most its visible end.
+  const std::uint64_t first_kept = first_at_or_above(queue, first_log_index);
+  return std::min(std::max(offset, first_kept), first_at_or_above(queue, visible + 1));
 }
 
 std::uint64_t DerivedIndexes::unqueued_entries() const {

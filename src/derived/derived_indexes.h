@@ -126,10 +126,11 @@ class DerivedIndexes {
   std::uint64_t find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
                              std::uint64_t first_log_index) const;
   // The first offset of `topic` whose timestamp is at or after `timestamp_ms` (its end offset if
-  // none); nullopt for an unknown topic.
+  // none), never below its first offset at or above `first_log_index`; nullopt for an unknown topic.
   std::optional<std::uint64_t> find_topic_offset_by_time(const std::string& topic,
                                                          std::uint64_t timestamp_ms,
-                                                         std::uint64_t visible) const;
+                                                         std::uint64_t visible,
+                                                         std::uint64_t first_log_index) const;
 
   std::uint64_t unqueued_entries() const;
   std::uint64_t bad_envelopes() const;

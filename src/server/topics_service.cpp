@@ -198,8 +198,8 @@ grpc::Status TopicsService::FindByTime(grpc::ServerContext* context,
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, problem,
                          replica::kReasonBadTopic);
   }
-  const std::optional<std::uint64_t> offset =
-      indexes.find_topic_offset_by_time(request->topic(), request->timestamp_ms(), commit);
+  const std::optional<std::uint64_t> offset = indexes.find_topic_offset_by_time(
+      request->topic(), request->timestamp_ms(), commit, first);
   if (!offset) return grpc::Status::OK;
   response->set_offset(*offset);
   const derived::TopicRead at = indexes.read_topic(request->topic(), *offset, 1, commit, first);

@@ -57,8 +57,10 @@ TEST(DerivedIndexes, TopicsKeysAndTimeAnswerFromTheLog) {
   EXPECT_EQ(indexes->find_by_time(101, 5, 1), 4U);
   EXPECT_EQ(indexes->find_by_time(105, 5, 1), 4U);
   EXPECT_EQ(indexes->find_by_time(106, 5, 1), 0U);
-  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 101, 5), 1U);
-  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 200, 5), 2U);
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 101, 5, 1), 1U);
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 200, 5, 1), 2U);
+  // Never an offset retention removed (entry 1, offset 0, is below the log's first index 2).
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 0, 5, 2), 1U);
 
   // Nothing past the visible bound (the commit index), whatever the index holds.
   EXPECT_EQ(indexes->list_topics(3, 1)[0].end_offset, 1U);
