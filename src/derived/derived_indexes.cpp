@@ -98,6 +98,9 @@ std::unique_ptr<DerivedIndexes> DerivedIndexes::open(store::Env* env, std::strin
       if (Status s = other->truncate_to(keep); !s.ok()) *error = s;
     }
     std::erase_if(indexes->key_map_, [&](const auto& kv) { return kv.second >= resume; });
+    // The floor for later timestamps is what the kept records hold (a rebuild from scratch would
+    // not know the cut ones either).
+    indexes->last_timestamp_ms_ = indexes->kept_timestamp_floor();
     indexes->boundary_ = resume;
     indexes->boundary_term_ = resume > 1 ? log.term_at(resume - 1).value_or(0) : 0;
     report->mode = OpenMode::kRolledBack;
@@ -158,12 +161,20 @@ bool DerivedIndexes::load(const Cursor& cursor, std::string* problem) {
       for (const std::string& name : *names) {
         if (queues_.count(name) != 0) continue;
         RecordLog stray(env_, store::join_path(topics_dir, name), RecordKind::kQueue);
-        (void)stray.clear();
-        (void)env_->remove(store::join_path(topics_dir, name));
+        // Best effort: a leftover directory only costs space, and the next rebuild removes it.
+        if (stray.clear().ok()) (void)env_->remove_dir(store::join_path(topics_dir, name));
       }
     }
   }
   return true;
+}
+
+std::uint64_t DerivedIndexes::kept_timestamp_floor() const {
+  std::uint64_t floor = time_->records().empty() ? 0 : time_->records().back().value;
+  for (const auto& [topic, queue] : queues_) {
+    if (!queue->records().empty()) floor = std::max(floor, queue->records().back().value);
+  }
+  return floor;
 }
 
 Status DerivedIndexes::rebuild(const LogView& log) {
@@ -179,7 +190,7 @@ Status DerivedIndexes::rebuild(const LogView& log) {
     for (const std::string& name : *names) {
       RecordLog stray(env_, store::join_path(topics_dir, name), RecordKind::kQueue);
       if (Status s = stray.clear(); !s.ok()) return s;
-      if (Status s = env_->remove(store::join_path(topics_dir, name)); !s.ok()) return s;
+      if (Status s = env_->remove_dir(store::join_path(topics_dir, name)); !s.ok()) return s;
     }
   }
   if (Status s = keys_->clear(); !s.ok()) return s;
@@ -296,6 +307,10 @@ Cursor DerivedIndexes::cursor_locked() const {
 Status DerivedIndexes::persist() {
   // Exclusive: queries wait for the fsyncs. The dispatcher persists at most a few times a second.
   std::unique_lock lock(mu_);
+  return persist_locked();
+}
+
+Status DerivedIndexes::persist_locked() {
   if (!env_->exists(store::join_path(dir_, "topics"))) {
     if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
     if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
@@ -316,16 +331,30 @@ Status DerivedIndexes::persist() {
 
 Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
   std::unique_lock lock(mu_);
+  // Everything is written first, so that whole segments below the retention point can be dropped
+  // (only written records are; RecordLog::forget_below).
   for (auto& [topic, queue] : queues_) {
-    if (Status s = queue->drop_below(first_log_index); !s.ok()) return s;
+    if (Status s = queue->sync(); !s.ok()) return s;
   }
-  const std::uint64_t keys_first = keys_->first_number();
-  if (Status s = keys_->drop_below(first_log_index); !s.ok()) return s;
-  if (keys_->first_number() != keys_first) {
+  if (Status s = keys_->sync(); !s.ok()) return s;
+  if (Status s = time_->sync(); !s.ok()) return s;
+  bool forgot = false;
+  for (auto& [topic, queue] : queues_) forgot = queue->forget_below(first_log_index) || forgot;
+  if (keys_->forget_below(first_log_index)) {
+    forgot = true;
     key_map_.clear();
     for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
   }
-  return time_->drop_below(first_log_index);
+  forgot = time_->forget_below(first_log_index) || forgot;
+  if (!forgot) return Status();
+  // The cursor naming the new first records is durable before any file goes: a restart then
+  // keeps the topics' offsets instead of finding a missing segment and renumbering in a rebuild.
+  if (Status s = persist_locked(); !s.ok()) return s;
+  for (auto& [topic, queue] : queues_) {
+    if (Status s = queue->remove_dropped(); !s.ok()) return s;
+  }
+  if (Status s = keys_->remove_dropped(); !s.ok()) return s;
+  return time_->remove_dropped();
 }
 
 namespace {
@@ -404,7 +433,8 @@ std::uint64_t DerivedIndexes::find_by_time(std::uint64_t timestamp_ms, std::uint
 }
 
 std::optional<std::uint64_t> DerivedIndexes::find_topic_offset_by_time(
-    const std::string& topic, std::uint64_t timestamp_ms, std::uint64_t visible) const {
+    const std::string& topic, std::uint64_t timestamp_ms, std::uint64_t visible,
+    std::uint64_t first_log_index) const {
   std::shared_lock lock(mu_);
   auto found = queues_.find(topic);
   if (found == queues_.end()) return std::nullopt;
@@ -413,7 +443,10 @@ std::optional<std::uint64_t> DerivedIndexes::find_topic_offset_by_time(
   auto it = std::lower_bound(records.begin(), records.end(), timestamp_ms,
                              [](const Record& r, std::uint64_t t) { return r.value < t; });
   const std::uint64_t offset = queue.first_number() + static_cast<std::uint64_t>(it - records.begin());
-  return std::min(offset, first_at_or_above(queue, visible + 1));
+  // At least the topic's first retained offset (records below it are still in memory until their
+  // whole segment goes), at most its visible end.
+  const std::uint64_t first_kept = first_at_or_above(queue, first_log_index);
+  return std::min(std::max(offset, first_kept), first_at_or_above(queue, visible + 1));
 }
 
 std::uint64_t DerivedIndexes::unqueued_entries() const {

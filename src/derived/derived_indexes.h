@@ -111,7 +111,8 @@ class DerivedIndexes {
   void skip_to(std::uint64_t index);
   // Makes every record durable, then the cursor that covers them.
   store::Status persist();
-  // Retention: drops whole record segments that point only below `first_log_index`.
+  // Retention: drops whole record segments that point only below `first_log_index`; persists the
+  // cursor (as persist()) before it unlinks their files.
   store::Status trim_below(std::uint64_t first_log_index);
 
   std::vector<TopicInfo> list_topics(std::uint64_t visible, std::uint64_t first_log_index) const;
@@ -125,10 +126,11 @@ class DerivedIndexes {
   std::uint64_t find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
                              std::uint64_t first_log_index) const;
   // The first offset of `topic` whose timestamp is at or after `timestamp_ms` (its end offset if
-  // none); nullopt for an unknown topic.
+  // none), never below its first offset at or above `first_log_index`; nullopt for an unknown topic.
   std::optional<std::uint64_t> find_topic_offset_by_time(const std::string& topic,
                                                          std::uint64_t timestamp_ms,
-                                                         std::uint64_t visible) const;
+                                                         std::uint64_t visible,
+                                                         std::uint64_t first_log_index) const;
 
   std::uint64_t unqueued_entries() const;
   std::uint64_t bad_envelopes() const;
@@ -139,9 +141,12 @@ class DerivedIndexes {
   bool load(const Cursor& cursor, std::string* problem);
   store::Status rebuild(const LogView& log);
   std::uint64_t roll_back(const LogView& log, std::uint64_t boundary);
+  // The newest timestamp the records still hold (0 when none): the clamp after a roll back.
+  std::uint64_t kept_timestamp_floor() const;
   RecordLog& queue_for(const std::string& topic);
   void index_entry(const SourceEntry& entry);
   Cursor cursor_locked() const;
+  store::Status persist_locked();
 
   store::Env* env_;
   std::string dir_;

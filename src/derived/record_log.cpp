@@ -158,7 +158,8 @@ Status RecordLog::truncate_to(std::uint64_t number) {
   for (const std::string& name : *names) {
     unsigned long long segment_first = 0;
     if (std::sscanf(name.c_str(), "%20llu.rec", &segment_first) != 1) continue;
-    if (segment_first >= number) {
+    // Below first_number_: retention's files a crash left after the cursor moved past them.
+    if (segment_first >= number || segment_first + kRecordsPerSegment <= first_number_) {
       if (open_first_ == segment_first) {
         open_file_.reset();
         open_first_ = UINT64_MAX;
@@ -176,22 +177,34 @@ Status RecordLog::truncate_to(std::uint64_t number) {
   return Status();
 }
 
-Status RecordLog::drop_below(std::uint64_t log_index) {
-  // Whole segments only, and never the one that holds the last record (appends continue there).
-  while (end_number() - first_number_ > 0) {
+bool RecordLog::forget_below(std::uint64_t log_index) {
+  // Whole segments only, never the one that holds the last record (appends continue there), and
+  // only records already in the files: sync() encodes from records_[written_end_ - first_number_].
+  bool forgot = false;
+  while (end_number() > first_number_) {
     const std::uint64_t segment_first = first_number_ - first_number_ % kRecordsPerSegment;
     const std::uint64_t segment_end = segment_first + kRecordsPerSegment;
-    if (segment_end >= end_number()) break;
+    if (segment_end >= end_number() || segment_end > written_end_) break;
     if (records_[segment_end - 1 - first_number_].index >= log_index) break;
+    records_.erase(records_.begin(),
+                   records_.begin() + static_cast<std::ptrdiff_t>(segment_end - first_number_));
+    first_number_ = segment_end;
+    dropped_segments_.push_back(segment_first);
+    forgot = true;
+  }
+  return forgot;
+}
+
+Status RecordLog::remove_dropped() {
+  while (!dropped_segments_.empty()) {
+    const std::uint64_t segment_first = dropped_segments_.back();
     if (open_first_ == segment_first) {
       open_file_.reset();
       open_first_ = UINT64_MAX;
     }
     if (Status removed = env_->remove(segment_path(segment_first)); !removed.ok()) return removed;
     dir_dirty_ = true;
-    records_.erase(records_.begin(),
-                   records_.begin() + static_cast<std::ptrdiff_t>(segment_end - first_number_));
-    first_number_ = segment_end;
+    dropped_segments_.pop_back();
   }
   return Status();
 }
@@ -200,6 +213,7 @@ Status RecordLog::clear() {
   open_file_.reset();
   open_first_ = UINT64_MAX;
   records_.clear();
+  dropped_segments_.clear();
   first_number_ = 0;
   written_end_ = 0;
   if (!env_->exists(dir_)) return Status();

@@ -66,8 +66,15 @@ class RecordLog {
   store::Status sync();
   // Drops every record numbered `number` or above (memory and files).
   store::Status truncate_to(std::uint64_t number);
-  // Deletes whole segments whose records all point below `log_index` (retention).
-  store::Status drop_below(std::uint64_t log_index);
+  // Retention, step 1 (memory only): forgets whole segments whose records all point below
+  // `log_index` and are already written (never one sync() has yet to write: written_end_ stays >=
+  // first_number()). first_number() advances; the files stay until remove_dropped(), which the
+  // caller runs once a cursor naming the new first_number() is durable, so no crash leaves a cursor
+  // naming a deleted file. True when something was forgotten.
+  bool forget_below(std::uint64_t log_index);
+  // Retention, step 2: unlinks the segment files forget_below() released. Files a crash left
+  // behind (below first_number()) are swept by load().
+  store::Status remove_dropped();
   // Removes every segment (a rebuild).
   store::Status clear();
 
@@ -86,6 +93,7 @@ class RecordLog {
   std::uint64_t open_first_ = UINT64_MAX;  // the segment open_file_ belongs to
   std::unique_ptr<store::File> open_file_;
   std::vector<std::uint64_t> unsynced_segments_;
+  std::vector<std::uint64_t> dropped_segments_;  // forgotten, not yet unlinked (remove_dropped)
 };
 
 }  // namespace raftlog::derived

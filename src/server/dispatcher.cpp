@@ -82,8 +82,13 @@ void Dispatcher::run() {
     if (dirty_ && now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs)) persist();
     const std::uint64_t first = node_->log_bounds().first;
     if (first > trimmed_below_) {
+      // trim_below persists the cursor itself before it unlinks (a restart keeps the offsets). A
+      // failure there is a storage error like one in persist(): dispatch stops (a restart sweeps
+      // the files it left).
       if (store::Status trimmed = indexes_->trim_below(first); !trimmed.ok()) {
-        spdlog::warn("derived indexes: dropping segments below {}: {}", first, trimmed.to_string());
+        spdlog::error("derived indexes: dropping segments below {}: {}", first, trimmed.to_string());
+        std::lock_guard lock(failure_mu_);
+        failure_ = "dropping segments below " + std::to_string(first) + ": " + trimmed.to_string();
       }
       trimmed_below_ = first;
     }

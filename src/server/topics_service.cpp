@@ -12,6 +12,13 @@ namespace raftlog::server {
 
 namespace v1 = raftlog::v1;
 
+namespace {
+// docs/errors.md: UNAVAILABLE because this node's derived indexes cannot answer (none usable, or
+// the dispatcher stopped on a storage error); another node can. Not STORAGE_ERROR, which errors.md
+// maps to INTERNAL. Kept here (not in replica/results.h) since only the Topics service returns it.
+constexpr const char* kReasonIndexesUnavailable = "INDEXES_UNAVAILABLE";
+}  // namespace
+
 TopicsService::TopicsService(Node* node, const Dispatcher* dispatcher, std::uint64_t max_read_bytes)
     : node_(node), dispatcher_(dispatcher), max_read_bytes_(max_read_bytes) {}
 
@@ -22,7 +29,7 @@ grpc::Status TopicsService::unavailable(grpc::ServerContext* context) const {
   }
   return reason_status(context, grpc::StatusCode::UNAVAILABLE,
                        "this node has no usable derived indexes (see its log); ask another node",
-                       replica::kReasonStorageError);
+                       kReasonIndexesUnavailable);
 }
 
 grpc::Status TopicsService::ListTopics(grpc::ServerContext* context, const v1::ListTopicsRequest*,
@@ -120,6 +127,14 @@ grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
   std::uint64_t next = request->from_offset();
   while (!context->IsCancelled()) {
     if (stopping_.load() || node_->stopping()) return unavailable(context);
+    // A stopped dispatcher indexes nothing more: the tail would wait forever. The client resumes
+    // on another node from `next`.
+    if (std::string failure = dispatcher_->failure(); !failure.empty()) {
+      return reason_status(context, grpc::StatusCode::UNAVAILABLE,
+                           "this node's derived indexes stopped (" + failure +
+                               "); resume on another node from offset " + std::to_string(next),
+                           kReasonIndexesUnavailable);
+    }
     v1::ReadTopicResponse response;
     const std::uint64_t seen_commit = node_->commit_index();
     if (grpc::Status status =
@@ -198,8 +213,8 @@ grpc::Status TopicsService::FindByTime(grpc::ServerContext* context,
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, problem,
                          replica::kReasonBadTopic);
   }
-  const std::optional<std::uint64_t> offset =
-      indexes.find_topic_offset_by_time(request->topic(), request->timestamp_ms(), commit);
+  const std::optional<std::uint64_t> offset = indexes.find_topic_offset_by_time(
+      request->topic(), request->timestamp_ms(), commit, first);
   if (!offset) return grpc::Status::OK;
   response->set_offset(*offset);
   const derived::TopicRead at = indexes.read_topic(request->topic(), *offset, 1, commit, first);

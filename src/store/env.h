@@ -71,6 +71,9 @@ class Env {
   virtual Result<std::unique_ptr<File>> open_read_only(const std::string& path) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;
   virtual Status remove(const std::string& path) = 0;  // OK if it does not exist
+  // Removes an empty directory (rmdir). OK if it does not exist; fails when it is not empty.
+  // remove() cannot do this: unlink() of a directory is EISDIR.
+  virtual Status remove_dir(const std::string& path) = 0;
   // fsync on the directory: makes creations, renames and removals inside it durable.
   virtual Status sync_dir(const std::string& dir) = 0;
   // Whole content of a small file (bounded by `max_bytes`; larger files are kInvalidArgument).

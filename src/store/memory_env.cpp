@@ -205,6 +205,10 @@ Result<std::vector<std::string>> MemoryEnv::list_dir(const std::string& dir) con
   for (const auto& [path, inode] : volatile_names_) {
     if (parent_dir(path) == d) names.push_back(base_name(path));
   }
+  // Subdirectories are entries too, as on a real file system (callers must tell them apart).
+  for (const std::string& sub : dirs_) {
+    if (sub != d && parent_dir(sub) == d) names.push_back(base_name(sub));
+  }
   return names;
 }
 
@@ -243,7 +247,26 @@ Status MemoryEnv::rename(const std::string& from, const std::string& to) {
 Status MemoryEnv::remove(const std::string& path) {
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
+  // As unlink(): a directory is EISDIR (remove_dir() removes those).
+  if (dirs_.count(normalize_dir(path)) != 0) return Status::io("unlink " + path + ": Is a directory");
   volatile_names_.erase(path);
+  return Status();
+}
+
+Status MemoryEnv::remove_dir(const std::string& path) {
+  std::lock_guard lock(mu_);
+  RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
+  const std::string d = normalize_dir(path);
+  if (dirs_.count(d) == 0) return Status();
+  // As rmdir: files or subdirectories inside (ENOTEMPTY), or a file of that name (ENOTDIR), fail.
+  for (const auto& [name, inode] : volatile_names_) {
+    if (parent_dir(name) == d) return Status::io("rmdir " + path + ": Directory not empty");
+  }
+  for (const std::string& sub : dirs_) {
+    if (sub != d && parent_dir(sub) == d)
+      return Status::io("rmdir " + path + ": Directory not empty");
+  }
+  dirs_.erase(d);
   return Status();
 }
 

@@ -64,6 +64,7 @@ class MemoryEnv final : public Env {
   }
   Status rename(const std::string& from, const std::string& to) override;
   Status remove(const std::string& path) override;
+  Status remove_dir(const std::string& path) override;
   Status sync_dir(const std::string& dir) override;
   Result<std::string> read_file(const std::string& path, std::size_t max_bytes) const override;
   Status write_file(const std::string& path, std::string_view content) override;

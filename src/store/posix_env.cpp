@@ -156,6 +156,11 @@ class PosixEnv final : public Env {
       return Status::from_errno(errno, "unlink " + path);
     return Status();
   }
+  Status remove_dir(const std::string& path) override {
+    if (rmdir(path.c_str()) != 0 && errno != ENOENT)
+      return Status::from_errno(errno, "rmdir " + path);
+    return Status();
+  }
   Status sync_dir(const std::string& dir) override {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return Status::from_errno(errno, "open dir " + dir);

@@ -57,8 +57,10 @@ TEST(DerivedIndexes, TopicsKeysAndTimeAnswerFromTheLog) {
   EXPECT_EQ(indexes->find_by_time(101, 5, 1), 4U);
   EXPECT_EQ(indexes->find_by_time(105, 5, 1), 4U);
   EXPECT_EQ(indexes->find_by_time(106, 5, 1), 0U);
-  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 101, 5), 1U);
-  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 200, 5), 2U);
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 101, 5, 1), 1U);
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 200, 5, 1), 2U);
+  // Never an offset retention removed (entry 1, offset 0, is below the log's first index 2).
+  EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 0, 5, 2), 1U);
 
   // Nothing past the visible bound (the commit index), whatever the index holds.
   EXPECT_EQ(indexes->list_topics(3, 1)[0].end_offset, 1U);
@@ -254,6 +256,30 @@ TEST(DerivedIndexes, ALogTruncatedUnderTheIndexRollsItBack) {
   EXPECT_EQ(describe(*indexes, diverged), describe_from_scratch(diverged));
 }
 
+// The cut tail held the newest timestamps: after the roll back, the entries that replace it are
+// clamped to what the kept entries hold, not to the cut tail's (as a rebuild from scratch does).
+TEST(DerivedIndexes, ARollBackForgetsTheTimestampsOfTheCutTail) {
+  FakeLog original = random_log(8, 200);
+  for (int i = 0; i < 50; ++i) original.add(1, "t0", {"k1"}, 9'000'000 + i);
+  store::MemoryEnv env;
+  {
+    OpenReport report;
+    auto indexes = open_indexes(env, original, &report);
+    replay(*indexes, original);
+    const store::Status persisted = indexes->persist();
+    ASSERT_TRUE(persisted.ok()) << persisted.to_string();
+  }
+  FakeLog diverged = original;
+  diverged.truncate_from(201);
+  for (int i = 0; i < 60; ++i) diverged.add(7, "t1", {"k2"}, 1'001'000 + i);
+  OpenReport report;
+  auto indexes = open_indexes(env, diverged, &report);
+  ASSERT_NE(indexes, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kRolledBack) << report.reason;
+  replay(*indexes, diverged);
+  EXPECT_EQ(describe(*indexes, diverged), describe_from_scratch(diverged));
+}
+
 TEST(DerivedIndexes, RetentionMovesTheFirstOffsetAndReadsBelowItAreTrimmed) {
   FakeLog log;
   const std::uint64_t count = kRecordsPerSegment * 2 + 10;
@@ -279,6 +305,37 @@ TEST(DerivedIndexes, RetentionMovesTheFirstOffsetAndReadsBelowItAreTrimmed) {
   indexes = open_indexes(env, log, &report);
   EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
   EXPECT_EQ(indexes->list_topics(log.last_index(), log.first).at(0).first_offset, new_first - 1);
+}
+
+// Retention of records never persisted (nor synced): trim_below writes them and a cursor naming
+// the new first offsets before it unlinks a file, so a restart resumes with the same offsets
+// (it used to unlink first, and to index past the unsynced records in RecordLog::sync).
+TEST(DerivedIndexes, RetentionOfUnpersistedRecordsKeepsTheOffsetsAcrossARestart) {
+  FakeLog log;
+  const std::uint64_t count = kRecordsPerSegment * 2 + 10;
+  for (std::uint64_t i = 0; i < count; ++i) log.add(1, "t", {"k" + std::to_string(i % 7)}, 1000 + i);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  replay(*indexes, log, 4096);
+  const std::uint64_t new_first = kRecordsPerSegment + 100;
+  log.trim_to(new_first);
+  { const store::Status trimmed = indexes->trim_below(new_first); ASSERT_TRUE(trimmed.ok()) << trimmed.to_string(); }
+  EXPECT_FALSE(env.exists("/derived/topics/t/00000000000000000000.rec"));
+  EXPECT_EQ(indexes->list_topics(log.last_index(), log.first).at(0).first_offset, new_first - 1);
+  // A crash right after the cursor, before the unlink, leaves a segment below the first record.
+  ASSERT_TRUE(env.write_file("/derived/topics/t/00000000000000000000.rec", "left by a crash").ok());
+  env.crash();
+  env.restart(store::CrashOptions{store::CrashMode::kKeepAll, 3});
+  indexes = open_indexes(env, log, &report);
+  ASSERT_NE(indexes, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_FALSE(env.exists("/derived/topics/t/00000000000000000000.rec"));
+  const TopicInfo topic = indexes->list_topics(log.last_index(), log.first).at(0);
+  EXPECT_EQ(topic.first_offset, new_first - 1);
+  EXPECT_EQ(topic.end_offset, count);
+  EXPECT_EQ(indexes->read_topic("t", new_first - 1, 1, log.last_index(), log.first).records.at(0).index,
+            new_first);
 }
 
 TEST(DerivedIndexes, EntriesTrimmedBeforeTheyWereIndexedAreSkipped) {
