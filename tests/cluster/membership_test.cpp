@@ -287,6 +287,14 @@ TEST(MembershipTest, RefusalsNameTheirReasons) {
   const CommandRun promote = run_command(ctl + "promote 9" + endpoints);
   EXPECT_EQ(promote.exit_code, 1) << promote.out;
   EXPECT_NE(promote.out.find("NOT_A_MEMBER"), std::string::npos) << promote.out;
+  // replace checks OLD_ID first: nothing is added for a mistyped old id.
+  const CommandRun replace_stranger = run_command(ctl + "replace 9 7 127.0.0.1:1" + endpoints);
+  EXPECT_EQ(replace_stranger.exit_code, 1) << replace_stranger.out;
+  EXPECT_NE(replace_stranger.out.find("node 9 is not a member"), std::string::npos)
+      << replace_stranger.out;
+  auto after_replace = members->list();
+  ASSERT_TRUE(after_replace.ok()) << after_replace.status().to_string();
+  EXPECT_EQ(after_replace->find(7), nullptr) << "replace added NEW_ID for a non-member OLD_ID";
   const CommandRun promote_voter = run_command(ctl + "promote 1" + endpoints);
   EXPECT_EQ(promote_voter.exit_code, 1) << promote_voter.out;
   EXPECT_NE(promote_voter.out.find("NOT_A_LEARNER"), std::string::npos) << promote_voter.out;
