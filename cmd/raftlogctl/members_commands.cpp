@@ -214,6 +214,15 @@ int run_replace(std::string_view command_path, std::span<const std::string> args
     io.err << command_path << ": OLD_ID and NEW_ID are the same node\n";
     return cli::kExitUsage;
   }
+  // OLD_ID must be a member before anything changes: a mistyped id would otherwise leave NEW_ID
+  // added and promoted, and the cluster one voter larger than intended, before the remove fails.
+  auto listed = p.members->list();
+  if (!listed.ok()) return fail(io, "members replace", listed.status());
+  if (listed->find(old_id) == nullptr) {
+    io.err << command_path << ": node " << old_id
+           << " is not a member (see `members list`); nothing was changed\n";
+    return cli::kExitFailure;
+  }
   if (int code = add_caught_up_voter(p, io, "members replace", new_id, p.args.addresses[0]);
       code != cli::kExitOk)
     return code;

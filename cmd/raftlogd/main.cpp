@@ -96,11 +96,12 @@ int prepare_join(const std::string& join_text, std::uint32_t timeout_ms,
     return raftlog::cli::kExitUsage;
   }
   raftlog::server::JoinRecord record;
+  bool refused = false;
   if (std::string problem = raftlog::server::fetch_join_record(endpoints, config->node_id, tls,
-                                                               timeout_ms, &record);
+                                                               timeout_ms, &record, &refused);
       !problem.empty()) {
     std::cerr << "raftlogd: --join: " << problem << "\n";
-    return raftlog::cli::kExitFailure;
+    return refused ? raftlog::cli::kExitUsage : raftlog::cli::kExitFailure;
   }
   raftlog::server::NodeConfig joined = *config;
   raftlog::server::apply_join_record(record, &joined);
@@ -114,6 +115,34 @@ int prepare_join(const std::string& join_text, std::uint32_t timeout_ms,
     return raftlog::cli::kExitFailure;
   }
   raftlog::server::apply_join_record(record, config);
+  return -1;
+}
+
+// Without --join: a directory a join created (DIR/JOIN) keeps its bootstrap configuration and seed,
+// whatever --members says. Started from --members alone, such a node would take itself for a
+// one-node cluster (initial configuration {self}), elect itself and accept writes: a fork. So the
+// record is always applied, and --members naming other nodes alongside it is refused.
+// -1 to go on, else the exit code (2).
+int apply_recorded_join(raftlog::server::NodeConfig* config) {
+  auto recorded = raftlog::server::read_join_record(config->data_dir);
+  if (!recorded.ok()) {
+    std::cerr << "raftlogd: " << config->data_dir << "/JOIN: " << recorded.status().to_string()
+              << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (!recorded->has_value()) return -1;
+  if (config->members.size() != 1 || !config->members.contains(config->node_id)) {
+    std::cerr << "raftlogd: " << config->data_dir
+              << " was created by --join (it holds a JOIN record): --members must name this node "
+                 "alone ("
+              << config->node_id << "=HOST:PORT); the others come from the record\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (std::string problem = raftlog::server::check_data_dir_identity(*config); !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  raftlog::server::apply_join_record(**recorded, config);
   return -1;
 }
 
@@ -416,6 +445,8 @@ int main(int argc, char** argv) {
   }
   if (!join_text.empty()) {
     if (int code = prepare_join(join_text, join_timeout_ms, &config); code >= 0) return code;
+  } else if (int code = apply_recorded_join(&config); code >= 0) {
+    return code;
   }
   // Certificate problems are configuration errors too: report them before touching the data.
   raftlog::server::NodeTls tls;

@@ -155,8 +155,29 @@ bool data_dir_has_state(const std::string& data_dir) {
   return false;
 }
 
+std::string join_identity_problem(const std::vector<std::uint64_t>& listed_member_ids,
+                                  const std::vector<std::uint64_t>& bootstrap_voters,
+                                  std::uint64_t self_id) {
+  const auto holds_self = [self_id](const std::vector<std::uint64_t>& ids) {
+    return std::find(ids.begin(), ids.end(), self_id) != ids.end();
+  };
+  if (holds_self(listed_member_ids)) {
+    return "the cluster lists node " + std::to_string(self_id) +
+           " as a member already: an empty directory must not rejoin under a member's id (it "
+           "would vote without its log); replace it under a new id (raftlogctl members replace)";
+  }
+  if (holds_self(bootstrap_voters)) {
+    return "node " + std::to_string(self_id) +
+           " is one of the cluster's bootstrap voters: a removed or lost id is never reused; join "
+           "under a new id";
+  }
+  return "";
+}
+
 std::string fetch_join_record(const std::vector<std::string>& endpoints, std::uint64_t self_id,
-                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out) {
+                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out,
+                              bool* refused) {
+  *refused = false;
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (tls.enabled) {
     grpc::SslCredentialsOptions ssl;
@@ -185,6 +206,18 @@ std::string fetch_join_record(const std::vector<std::string>& endpoints, std::ui
       record.bootstrap_voters.assign(response.bootstrap_voters().begin(),
                                      response.bootstrap_voters().end());
       std::sort(record.bootstrap_voters.begin(), record.bootstrap_voters.end());
+      std::vector<std::uint64_t> listed_ids;
+      // A learner the leader never replicated to (match index 0) is a node added before it
+      // started: joining under its id is the intended flow. A voter, or a learner that
+      // acknowledged entries, had state this empty directory lacks.
+      for (const raftlog::v1::Member& member : response.members()) {
+        if (member.voter() || member.match_index() > 0) listed_ids.push_back(member.id());
+      }
+      if (std::string problem = join_identity_problem(listed_ids, record.bootstrap_voters, self_id);
+          !problem.empty()) {
+        *refused = true;
+        return target + ": " + problem;
+      }
       for (const raftlog::v1::Member& member : response.members()) {
         if (member.id() == self_id || member.address().empty()) continue;
         if (!raft::check_member_address(member.address()).empty()) continue;

@@ -46,11 +46,23 @@ std::string write_join_record(const std::string& data_dir, const JoinRecord& rec
 // True when DIR holds a node's state already (a log, hard state or configuration record).
 bool data_dir_has_state(const std::string& data_dir);
 
+// Why a node may not join under `self_id`, or "": the cluster lists it as a member already (a
+// voter, or a learner that acknowledged entries: fetch_join_record passes those; a learner added
+// before it started and never replicated to is welcome), or it is one of the bootstrap voters. Such a node started on an empty directory would take part in
+// elections without the hard state and log its id once had (vote twice in a term, count as a
+// replica of entries it never stored): acknowledged entries could be lost. A member whose disk
+// was lost is replaced under a new id (`raftlogctl members replace`), never re-joined.
+std::string join_identity_problem(const std::vector<std::uint64_t>& listed_member_ids,
+                                  const std::vector<std::uint64_t>& bootstrap_voters,
+                                  std::uint64_t self_id);
+
 // Asks `endpoints` (tried in turn, following NOT_LEADER hints) for the member list, for at most
 // timeout_ms. Plaintext, or TLS with `tls` (the node's own certificate as client certificate).
-// "" and *out filled, else why not.
+// "" and *out filled, else why not; *refused is set when the answer forbids joining under this id
+// (join_identity_problem: a configuration error, not an unreachable cluster).
 std::string fetch_join_record(const std::vector<std::string>& endpoints, std::uint64_t self_id,
-                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out);
+                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out,
+                              bool* refused);
 
 // Applies a join record to `config`: the seed as members (plus this node's own address, which
 // config.members must hold alone) and the bootstrap voters.

@@ -247,7 +247,7 @@ void LocalCluster::start(int id) {
       "--cluster-id",
       cluster_id_,
   };
-  if (joins) args.insert(args.end(), {"--join", join});
+  if (joins && !without_join_.contains(id)) args.insert(args.end(), {"--join", join});
   // With TLS the certificates authenticate the peers.
   if (!options_.tls) args.insert(args.end(), {"--peer-secret-file", peer_secret_file()});
   args.push_back("--disk-high-watermark=" + std::to_string(options_.disk_high_watermark));

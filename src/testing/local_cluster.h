@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +75,9 @@ class LocalCluster {
   bool running(int id) const;
   // Flags added to node `id`'s command line from its next start() on (after extra_flags).
   void set_node_flags(int id, std::vector<std::string> flags);
+  // A joining node (beyond founding_members) is started without --join from its next start() on
+  // (only its own address in --members): a restart relying on its DIR/JOIN record alone.
+  void start_without_join(int id) { without_join_.insert(id); }
   // Waits until node `id` exits by itself: its exit code (128 + signal when killed by one), or nullopt
   // if it is still running after `timeout` (or was not running).
   std::optional<int> wait_for_exit(int id, std::chrono::milliseconds timeout);
@@ -120,6 +124,7 @@ class LocalCluster {
   std::map<int, int> metrics_ports_;
   std::map<int, pid_t> pids_;
   std::map<int, std::vector<std::string>> node_flags_;
+  std::set<int> without_join_;
 
   void make_certificates();
   void make_cluster_identity();

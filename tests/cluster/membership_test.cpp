@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -236,6 +237,40 @@ TEST(MembershipTest, MembersReplaceSwapsADeadNodeOfFiveForANewNodeAtANewAddress)
   EXPECT_TRUE(cluster.wait_for_commit(6, again->last_index)) << cluster.log_tail(6);
 }
 
+// A node that joined but was never added, restarted without --join, keeps its JOIN record's
+// bootstrap configuration: it must not take itself for a one-node cluster and elect itself.
+TEST(MembershipTest, AJoinedNodeRestartedWithoutJoinNeverElectsItself) {
+  LocalCluster cluster(joining_cluster(4, 3));
+  for (int id = 1; id <= 3; ++id) cluster.start(id);
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  cluster.start(4);
+  const std::string join_file = cluster.data_dir(4) + "/JOIN";
+  const auto join_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!std::filesystem::exists(join_file) && std::chrono::steady_clock::now() < join_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(join_file)) << cluster.log_tail(4);
+  ASSERT_EQ(cluster.stop(4), 0) << cluster.log_tail(4);
+  cluster.start_without_join(4);
+  cluster.start(4);
+  // Many election timeouts: a node that took {4} for its configuration would have led long since.
+  const auto watch_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  int answers = 0;
+  while (std::chrono::steady_clock::now() < watch_deadline) {
+    if (const std::optional<client::NodeStatus> status = cluster.status(4)) {
+      ++answers;
+      EXPECT_NE(status->role, client::Role::kLeader) << cluster.log_tail(4);
+      EXPECT_NE(status->leader_id, 4U) << cluster.log_tail(4);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_GT(answers, 0) << cluster.log_tail(4);
+  EXPECT_TRUE(cluster.running(4)) << cluster.log_tail(4);
+  auto client = cluster.client({}, {1, 2, 3});
+  EXPECT_TRUE(client->append({"still one cluster"}).ok());
+}
+
 TEST(MembershipTest, RefusalsNameTheirReasons) {
   // A long election timeout, so that a leader cut off from its followers keeps leading (check
   // quorum) while the test holds a change uncommitted.
@@ -252,6 +287,14 @@ TEST(MembershipTest, RefusalsNameTheirReasons) {
   const CommandRun promote = run_command(ctl + "promote 9" + endpoints);
   EXPECT_EQ(promote.exit_code, 1) << promote.out;
   EXPECT_NE(promote.out.find("NOT_A_MEMBER"), std::string::npos) << promote.out;
+  // replace checks OLD_ID first: nothing is added for a mistyped old id.
+  const CommandRun replace_stranger = run_command(ctl + "replace 9 7 127.0.0.1:1" + endpoints);
+  EXPECT_EQ(replace_stranger.exit_code, 1) << replace_stranger.out;
+  EXPECT_NE(replace_stranger.out.find("node 9 is not a member"), std::string::npos)
+      << replace_stranger.out;
+  auto after_replace = members->list();
+  ASSERT_TRUE(after_replace.ok()) << after_replace.status().to_string();
+  EXPECT_EQ(after_replace->find(7), nullptr) << "replace added NEW_ID for a non-member OLD_ID";
   const CommandRun promote_voter = run_command(ctl + "promote 1" + endpoints);
   EXPECT_EQ(promote_voter.exit_code, 1) << promote_voter.out;
   EXPECT_NE(promote_voter.out.find("NOT_A_LEARNER"), std::string::npos) << promote_voter.out;

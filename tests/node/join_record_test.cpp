@@ -62,3 +62,21 @@ TEST(JoinRecord, IsKeptInTheDataDirectoryAndApplied) {
 
 }  // namespace
 }  // namespace raftlog::server
+
+namespace raftlog::server {
+namespace {
+
+// A node on an empty directory joining under an id the cluster already knows would vote without
+// the hard state and log that id once had: refused whether the id is listed or a bootstrap voter.
+TEST(JoinRecord, JoiningUnderAKnownIdIsRefused) {
+  EXPECT_EQ(join_identity_problem({1, 2, 3}, {1, 2, 3}, 4), "");
+  EXPECT_NE(join_identity_problem({1, 2, 3, 4}, {1, 2, 3}, 4).find("as a member already"),
+            std::string::npos);
+  // Removed from the configuration since, but a bootstrap voter: its id is never reused.
+  EXPECT_NE(join_identity_problem({2, 3}, {1, 2, 3}, 1).find("bootstrap voters"),
+            std::string::npos);
+  EXPECT_NE(join_identity_problem({1, 2, 3}, {1, 2, 3}, 3), "");
+}
+
+}  // namespace
+}  // namespace raftlog::server
