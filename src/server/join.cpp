@@ -11,32 +11,21 @@
 #include "api_errors/error_info.h"
 #include "raft/types.h"
 #include "raftlog/v1/admin.grpc.pb.h"
+#include "server/text_record.h"
 #include "store/env.h"
-#include "util/crc32c.h"
 
 namespace raftlog::server {
 
 namespace {
+
+using text_record::crc_hex;
+using text_record::take_line;
 
 constexpr std::string_view kMagicLine = "raftlog-join 1";
 constexpr std::string_view kVotersKey = "bootstrap-voters ";
 constexpr std::string_view kSeedKey = "seed ";
 constexpr std::string_view kCrcKey = "crc32c ";
 constexpr std::string_view kJoinFileName = "JOIN";
-
-std::string crc_hex(std::string_view covered) {
-  char hex[9];
-  std::snprintf(hex, sizeof(hex), "%08x", static_cast<unsigned>(util::crc32c::value(covered)));
-  return hex;
-}
-
-bool take_line(std::string_view* rest, std::string_view* line) {
-  const std::size_t newline = rest->find('\n');
-  if (newline == std::string_view::npos) return false;
-  *line = rest->substr(0, newline);
-  rest->remove_prefix(newline + 1);
-  return true;
-}
 
 bool parse_id(std::string_view text, std::uint64_t* out) {
   if (text.empty() || text.size() > 20) return false;

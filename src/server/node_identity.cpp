@@ -9,11 +9,14 @@
 #include <cstring>
 
 #include "store/env.h"
-#include "util/crc32c.h"
+#include "server/text_record.h"
 
 namespace raftlog::server {
 
 namespace {
+
+using text_record::crc_hex;
+using text_record::take_line;
 
 constexpr std::string_view kMagicLine = "raftlog-identity ";
 constexpr std::uint32_t kFormatVersion = 1;
@@ -21,21 +24,6 @@ constexpr std::string_view kClusterIdKey = "cluster-id ";
 constexpr std::string_view kNodeIdKey = "node-id ";
 constexpr std::string_view kCrcKey = "crc32c ";
 constexpr std::size_t kMaxClusterIdBytes = 256;  // as --cluster-id (node_config.cpp)
-
-std::string crc_hex(std::string_view covered) {
-  char hex[9];
-  std::snprintf(hex, sizeof(hex), "%08x", static_cast<unsigned>(util::crc32c::value(covered)));
-  return hex;
-}
-
-// The next line of `*rest` without its "\n"; false when there is no complete line.
-bool take_line(std::string_view* rest, std::string_view* line) {
-  const std::size_t newline = rest->find('\n');
-  if (newline == std::string_view::npos) return false;
-  *line = rest->substr(0, newline);
-  rest->remove_prefix(newline + 1);
-  return true;
-}
 
 bool parse_decimal(std::string_view text, std::uint64_t* value) {
   if (text.empty() || text.size() > 20 || (text.size() > 1 && text.front() == '0')) return false;
