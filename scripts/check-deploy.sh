@@ -82,7 +82,7 @@ checker=(python3 deploy/ci/check_deploy.py)
 
 # ---- YAML and shell style
 step "yamllint deploy/" yamllint --strict -c deploy/.yamllint deploy
-step "shellcheck container scripts and this script" shellcheck deploy/docker/entrypoint.sh deploy/docker/healthcheck.sh scripts/check-deploy.sh
+step "shellcheck container scripts and this script" shellcheck deploy/docker/entrypoint.sh deploy/docker/healthcheck.sh deploy/docker/k8s-start.sh deploy/k8s/raftlog-members scripts/check-deploy.sh
 
 # ---- Prometheus: every config (each also loads alerts.yml), the rules, and their unit tests
 for config in deploy/prometheus/prometheus*.yml; do

@@ -348,10 +348,18 @@ def check_k8s() -> int:
         namespace = kustomization.get("namespace", "default")
         conf = next(iter(config_maps[config_volume["configMap"]["name"]]["data"].values()))
         members = parse_conf(conf).get("members", "")
-        expected = ",".join(f"{i + 1}={name}-{i}.{spec.get('serviceName')}.{namespace}.svc.cluster.local:{port_names.get('grpc')}"
-                            for i in range(replicas or 0))
+        founders = check_k8s_membership(config_maps, containers, replicas or 0, problems)
+        expected = ",".join(f"{i + 1}={pod_dns_name(name, spec, namespace, i)}:{port_names.get('grpc')}" for i in founders)
         if members != expected:
-            problems.add(f"ConfigMap members {members!r} do not match {replicas} replicas; expected {expected!r}")
+            problems.add(f"ConfigMap members {members!r} do not name the founding pods {founders}; expected {expected!r}")
+        seeds = ",".join(f"{pod_dns_name(name, spec, namespace, i)}:{port_names.get('grpc')}" for i in founders)
+        if config_maps.get("raftlog-members", {}).get("data", {}).get("join-seeds") != seeds:
+            problems.add(f"ConfigMap raftlog-members: join-seeds must be the founding pods' addresses {seeds!r}")
+        domain = f"{spec.get('serviceName')}.{namespace}.svc.cluster.local"
+        for c in containers:
+            for e in c.get("env", []):
+                if e["name"] == "RAFTLOG_PEER_DOMAIN" and e.get("value") != domain:
+                    problems.add(f"container {c['name']}: RAFTLOG_PEER_DOMAIN must be {domain!r}")
         check_peer_authentication(parse_conf(conf), problems)
         volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
         secret_file = parse_conf(conf).get("peer-secret-file")
@@ -364,7 +372,52 @@ def check_k8s() -> int:
             elif secret.get("defaultMode", 0o644) & 0o007:
                 problems.add(f"Secret volume {mount['name']} has defaultMode {oct(secret.get('defaultMode', 0o644))}: "
                              "raftlogd refuses a peer secret that other users can read")
-    return problems.finish(f"{len(docs)} manifests, {replicas} replicas, members match the pod names")
+    return problems.finish(f"{len(docs)} manifests, {replicas} replicas, members match the founding pods")
+
+
+def pod_dns_name(statefulset: str, spec: dict, namespace: str, ordinal: int) -> str:
+    return f"{statefulset}-{ordinal}.{spec.get('serviceName')}.{namespace}.svc.cluster.local"
+
+
+def check_k8s_membership(config_maps: dict, containers: list[dict], replicas: int, problems: Problems) -> list[int]:
+    """The raftlog-members ConfigMap and the start script's environment (deploy/docker/k8s-start.sh).
+    Returns the founding ordinals (bootstrap-ordinals)."""
+    members_map = config_maps.get("raftlog-members")
+    if members_map is None:
+        problems.add("no ConfigMap raftlog-members (bootstrap-ordinals, join-ids, join-seeds, next-id)")
+        return list(range(replicas))
+    data = members_map.get("data", {})
+    for key in ("bootstrap-ordinals", "join-ids", "join-seeds", "next-id"):
+        if not isinstance(data.get(key), str):
+            problems.add(f"ConfigMap raftlog-members: {key} missing or not a string")
+    try:
+        founders = sorted(int(item) for item in data.get("bootstrap-ordinals", "").split())
+    except ValueError:
+        problems.add("ConfigMap raftlog-members: bootstrap-ordinals is not a list of ordinals")
+        founders = []
+    if founders != list(range(len(founders))) or not founders:
+        problems.add(f"bootstrap-ordinals {founders} must be 0..N-1 for a new cluster")
+    if replicas < len(founders):
+        problems.add(f"{replicas} replicas but {len(founders)} founding pods: the cluster could never form")
+    if not str(data.get("next-id", "")).isdigit() or int(data.get("next-id", 0)) <= len(founders):
+        problems.add(f"next-id {data.get('next-id')!r} must be above every founder's id ({len(founders)})")
+    if data.get("join-ids", "").strip():
+        problems.add("join-ids must start empty (deploy/k8s/raftlog-members assigns ids)")
+    for c in containers:
+        if c.get("command") != ["raftlog-k8s-start"]:
+            problems.add(f"container {c['name']}: command must be [raftlog-k8s-start] (joins, restarts, bootstraps)")
+        env = {e["name"]: e for e in c.get("env", [])}
+        for name, key in (("RAFTLOG_BOOTSTRAP_ORDINALS", "bootstrap-ordinals"), ("RAFTLOG_JOIN_IDS", "join-ids"),
+                          ("RAFTLOG_JOIN_SEEDS", "join-seeds")):
+            ref = env.get(name, {}).get("valueFrom", {}).get("configMapKeyRef", {})
+            if ref.get("name") != "raftlog-members" or ref.get("key") != key:
+                problems.add(f"container {c['name']}: env {name} must come from ConfigMap raftlog-members key {key}")
+        if "RAFTLOG_PEER_DOMAIN" not in env:
+            problems.add(f"container {c['name']}: no RAFTLOG_PEER_DOMAIN (a joining pod's own address)")
+    dockerfile = (DEPLOY / "docker" / "Dockerfile").read_text()
+    if "deploy/docker/k8s-start.sh /usr/local/bin/raftlog-k8s-start" not in dockerfile:
+        problems.add("the Dockerfile does not install deploy/docker/k8s-start.sh as raftlog-k8s-start")
+    return founders
 
 
 def check_peer_authentication(conf: dict[str, str], problems: Problems) -> None:
