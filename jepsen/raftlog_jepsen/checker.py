@@ -9,6 +9,8 @@ Each checker returns {"valid": bool, "checked": n, "anomalies": [...]}.
 """
 import bisect
 
+from . import membership_checker
+
 NORMAL = 0
 MAX_ANOMALIES_KEPT = 20
 
@@ -294,6 +296,7 @@ def check_all(history, final):
         "tails": check_tails(history, ref),
         "nodes": check_nodes(history),
         "stream-protocol": check_stream_protocol(history),
+        "membership": membership_checker.check(history, final),
     }
 
 

@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 
-from . import checker, client, cluster as cluster_mod, final_state, history as history_mod, nemesis, netns
+from . import checker, client, cluster as cluster_mod, final_state, history as history_mod, membership, nemesis, netns
 from . import proto_gen, workload
 
 REPO_ROOT = proto_gen.REPO_ROOT
@@ -220,6 +220,7 @@ def main(argv):
         start_at = history.now()
         end_at = start_at + args.time_limit
         ctx = nemesis.Context(cluster, network, client_cluster, history, random.Random(rng.getrandbits(64)))
+        ctx.log = log
         scheduler = nemesis.Scheduler(ctx, kinds, end_at, log=log)
         for t in threads:
             t.start()
@@ -252,7 +253,10 @@ def main(argv):
                 log("corrupted node(s) %s not repaired (still catching up or scrubbing) after 60 s" % pending)
             meta["corrupt_unrepaired"] = pending
             ctx.restart_exited(log)
+        configuration = membership.settle(ctx, log) if "membership" in kinds else None
         final = final_state.collect(client_cluster, history)
+        if "membership" in kinds:
+            final["configuration"] = dict(configuration, founders=node_ids) if configuration else None
         with open(os.path.join(out_dir, "final-logs.json"), "w") as f:
             json.dump(final, f)
     except (KeyboardInterrupt, Terminated) as e:

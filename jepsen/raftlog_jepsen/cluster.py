@@ -4,6 +4,9 @@ In namespace mode each node runs in its own network namespace (`ip netns exec` e
 child's pid is raftlogd's own) and listens on 10.77.0.<id>:7001. In loopback mode (no root) every
 node listens on a free 127.0.0.1 port. With disk-full enabled (namespace mode only, it needs mount)
 each node's data directory is a small tmpfs mounted with the source name "rlj-tmpfs".
+Nodes the membership nemesis adds (membership.py) join during the run: each gets its own namespace
+(or loopback port) and starts with --join; a node removed from the configuration is retired, and a
+retired node is never started again (its id is never reused).
 Every run is its own cluster: a random --cluster-id, and a random --peer-secret-file (mode 600) that
 authenticates the plaintext peer streams (docs/security.md).
 """
@@ -50,6 +53,8 @@ class Node:
         self.faketime = None     # FAKETIME value while the clock nemesis holds this node
         self.exits = []          # (time, returncode, expected) of every exit seen
         self.expect_exit = False # set before the harness kills or stops it
+        self.joined = False      # added during the run: starts with --join, its own address only
+        self.extra_flags = []    # raftlogd flags for this node only (after the cluster's)
 
 
 class Cluster:
@@ -70,31 +75,61 @@ class Cluster:
         with os.fdopen(descriptor, "w") as secret:
             secret.write(secrets.token_hex(32) + "\n")
         os.chmod(self.peer_secret_file, 0o600)  # a file left by an earlier run kept its mode
+        self.root_dir = root_dir
+        self.retired = set()  # removed from the configuration: stopped, never started again
         self.nodes = {}
         for node_id in node_ids:
-            if network is not None:
-                address = "%s:%d" % (network.address(node_id), NODE_PORT)
-            else:
-                address = "127.0.0.1:%d" % free_loopback_port()
-            self.nodes[node_id] = Node(node_id, address, root_dir)
+            self.nodes[node_id] = Node(node_id, self._new_address(node_id), root_dir)
         try:
             for node in self.nodes.values():
-                os.makedirs(node.data_dir, exist_ok=True)
-                if tmpfs_size_bytes:
-                    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % tmpfs_size_bytes, TMPFS_SOURCE,
-                                    node.data_dir], check=True)
-                    self.mounted.append(node.data_dir)
-                    if network is not None:
-                        netns.register_run(network.tag, self.mounted)
+                self._prepare_data_dir(node)
         except BaseException:
             self.unmount()  # the caller never gets this object, so it cannot clean up after it
             raise
+
+    def _new_address(self, node_id):
+        if self.network is not None:
+            return "%s:%d" % (self.network.address(node_id), NODE_PORT)
+        return "127.0.0.1:%d" % free_loopback_port()
+
+    def _prepare_data_dir(self, node):
+        os.makedirs(node.data_dir, exist_ok=True)
+        if self.tmpfs_size_bytes:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%d" % self.tmpfs_size_bytes, TMPFS_SOURCE,
+                            node.data_dir], check=True)
+            self.mounted.append(node.data_dir)
+            if self.network is not None:
+                netns.register_run(self.network.tag, self.mounted)
+
+    def add_node(self, node_id):
+        """A new node that will join (not started): its namespace, address and empty data directory."""
+        with self.lock:
+            assert node_id not in self.nodes, node_id
+            if self.network is not None:
+                self.network.add_node(node_id)
+            node = Node(node_id, self._new_address(node_id), self.root_dir)
+            node.joined = True
+            self._prepare_data_dir(node)
+            # Replaced, not mutated: other threads iterate self.nodes without the lock.
+            self.nodes = {**self.nodes, node_id: node}
+            return node
+
+    def retire(self, node_id):
+        """The node left the configuration: stop it (SIGTERM) and never start it again."""
+        with self.lock:
+            self.retired.add(node_id)
+            self.stop(node_id)
+
+    def active_ids(self):
+        """Every node not retired, running or not."""
+        return [i for i in sorted(self.nodes) if i not in self.retired]
 
     def addresses(self):
         return {i: n.address for i, n in self.nodes.items()}
 
     def members(self):
-        return ",".join("%d=%s" % (i, n.address) for i, n in sorted(self.nodes.items()))
+        """The founders' --members list (joined nodes learn the configuration from the cluster)."""
+        return ",".join("%d=%s" % (i, n.address) for i, n in sorted(self.nodes.items()) if not n.joined)
 
     def running(self, node_id):
         node = self.nodes[node_id]
@@ -106,12 +141,16 @@ class Cluster:
     def start(self, node_id, faketime=None):
         with self.lock:
             node = self.nodes[node_id]
-            if self.closed:
+            if self.closed or node_id in self.retired:
                 return
             assert not self.running(node_id), "node %d already running" % node_id
-            args = [self.raftlogd, "--id", str(node_id), "--members", self.members(),
+            members = ["--members", self.members()]
+            if node.joined:  # DIR/JOIN decides after its first start; --join is then ignored
+                seeds = ",".join(self.nodes[i].address for i in self.active_ids() if i != node_id)
+                members = ["--members", "%d=%s" % (node_id, node.address), "--join", seeds]
+            args = [self.raftlogd, "--id", str(node_id)] + members + [
                     "--data-dir", node.data_dir, "--cluster-id", self.cluster_id,
-                    "--peer-secret-file", self.peer_secret_file] + self.extra_flags
+                    "--peer-secret-file", self.peer_secret_file] + self.extra_flags + node.extra_flags
             if self.network is not None:
                 args = self.network.exec_prefix(node_id) + args
             env = dict(os.environ)

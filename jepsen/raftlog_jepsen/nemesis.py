@@ -13,9 +13,10 @@ import time
 
 import grpc
 
-from . import corrupt, torn_write
+from . import corrupt, membership, torn_write
 
-ALL = ["kill", "pause", "partition", "loss", "torn-write", "disk-full", "clock", "leader-transfer", "corrupt"]
+ALL = ["kill", "pause", "partition", "loss", "torn-write", "disk-full", "clock", "leader-transfer", "corrupt",
+       "membership"]
 # "delay" is not offered: tc netem is absent on these kernels and a delaying proxy is not built yet.
 NEEDS_NAMESPACES = {"partition", "loss", "disk-full"}
 TICK_S = 0.25
@@ -247,7 +248,7 @@ class Partition(Nemesis):
     def start(self):
         mode = self.ctx.rng.choice(self.MODES)
         leader = self.ctx.leader() if mode == "isolate-leader" else None
-        mode, cuts = partition_components(self.ctx.rng, self.ctx.cluster.nodes.keys(), leader, mode)
+        mode, cuts = partition_components(self.ctx.rng, self.ctx.cluster.active_ids(), leader, mode)
         for a, b in cuts:
             self.ctx.network.cut(a, b)
             self.ctx.network.cut(b, a)
@@ -262,7 +263,7 @@ class Loss(Nemesis):
 
     def start(self):
         probability = round(self.ctx.rng.uniform(0.1, 0.5), 2)
-        ids = sorted(self.ctx.cluster.nodes)
+        ids = self.ctx.cluster.active_ids()
         for a in ids:
             for b in ids:
                 if a != b:
@@ -371,7 +372,8 @@ class LeaderTransfer(Nemesis):
 
 
 KINDS = {"kill": Kill, "pause": Pause, "partition": Partition, "loss": Loss, "torn-write": TornWrite,
-         "disk-full": DiskFull, "clock": Clock, "leader-transfer": LeaderTransfer, "corrupt": Corrupt}
+         "disk-full": DiskFull, "clock": Clock, "leader-transfer": LeaderTransfer, "corrupt": Corrupt,
+         "membership": membership.Membership}
 
 
 class Scheduler(threading.Thread):

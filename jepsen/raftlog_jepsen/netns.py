@@ -58,7 +58,7 @@ def available():
 class Network:
     def __init__(self, tag, node_ids):
         assert re.fullmatch(r"[0-9a-f]{1,6}", tag), tag
-        assert len(node_ids) <= 9
+        assert len(node_ids) <= 9 and max(node_ids) <= 250
         self.tag = tag
         self.node_ids = list(node_ids)
         self.bridge = "%s%sbr" % (PREFIX, tag)
@@ -91,20 +91,29 @@ class Network:
         run(["ip", "addr", "add", self.subnet + ".254/24", "dev", self.bridge])
         run(["ip", "link", "set", self.bridge, "up"])
         for node in self.node_ids:
-            ns = self.namespace(node)
-            host_end = "%s%sh%d" % (PREFIX, self.tag, node)
-            peer_end = "%s%sp%d" % (PREFIX, self.tag, node)
-            run(["ip", "netns", "add", ns])
-            self.created_namespaces.append(ns)
-            run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", peer_end])
-            self.created_links.append(host_end)
-            run(["ip", "link", "set", peer_end, "netns", ns])
-            run(["ip", "link", "set", host_end, "master", self.bridge])
-            run(["ip", "link", "set", host_end, "up"])
-            run(self.exec_prefix(node) + ["ip", "link", "set", peer_end, "name", "eth0"])
-            run(self.exec_prefix(node) + ["ip", "addr", "add", self.address(node) + "/24", "dev", "eth0"])
-            run(self.exec_prefix(node) + ["ip", "link", "set", "eth0", "up"])
-            run(self.exec_prefix(node) + ["ip", "link", "set", "lo", "up"])
+            self._create_node(node)
+
+    def add_node(self, node):
+        """A namespace for a node that joins during the run (the membership nemesis)."""
+        assert 1 <= node <= 250 and node not in self.node_ids, node
+        self._create_node(node)
+        self.node_ids = self.node_ids + [node]  # replaced, not mutated: heal() may iterate it meanwhile
+
+    def _create_node(self, node):
+        ns = self.namespace(node)
+        host_end = "%s%sh%d" % (PREFIX, self.tag, node)
+        peer_end = "%s%sp%d" % (PREFIX, self.tag, node)
+        run(["ip", "netns", "add", ns])
+        self.created_namespaces.append(ns)
+        run(["ip", "link", "add", host_end, "type", "veth", "peer", "name", peer_end])
+        self.created_links.append(host_end)
+        run(["ip", "link", "set", peer_end, "netns", ns])
+        run(["ip", "link", "set", host_end, "master", self.bridge])
+        run(["ip", "link", "set", host_end, "up"])
+        run(self.exec_prefix(node) + ["ip", "link", "set", peer_end, "name", "eth0"])
+        run(self.exec_prefix(node) + ["ip", "addr", "add", self.address(node) + "/24", "dev", "eth0"])
+        run(self.exec_prefix(node) + ["ip", "link", "set", "eth0", "up"])
+        run(self.exec_prefix(node) + ["ip", "link", "set", "lo", "up"])
 
     # --- faults ---------------------------------------------------------------------------------
 
@@ -189,8 +198,10 @@ def live_runs():
 
 
 def tag_of(name):
-    """The run tag inside a harness name: rlj<tag>br, rlj<tag>n<i>, rlj<tag>h<i>, rlj<tag>p<i>."""
-    return name[len(PREFIX):-2]
+    """The run tag inside a harness name: rlj<tag>br, rlj<tag>n<i>, rlj<tag>h<i>, rlj<tag>p<i>. The
+    tag is hex, so it ends where "br" or the last n/h/p starts (node ids above 9 joined during a run)."""
+    m = re.fullmatch(PREFIX + r"([0-9a-f]+)(?:br|[nhp]\d+)", name)
+    return m.group(1) if m else name[len(PREFIX):-2]
 
 
 def cleanup_leftovers():
