@@ -124,6 +124,12 @@ class State:
             time.sleep(0.3)
         return None
 
+    def retire(self, node):
+        """Stops a node that left the configuration for good; no fault holds it any more."""
+        self.ctx.cluster.retire(node)
+        self.ctx.held.discard(node)
+        self.ctx.corrupted.pop(node, None)  # a retired node's damage needs no repair
+
     def update_clients(self, config):
         """Clients talk to the members only (replaced, never mutated: other threads iterate them)."""
         client = self.ctx.client
@@ -141,8 +147,7 @@ class State:
         plan = plan_reconcile(config, cluster.active_ids(), cluster.retired)
         for node in plan["retire"]:
             log("membership: node %d is not in the configuration %s: retired" % (node, config))
-            cluster.retire(node)
-            self.ctx.held.discard(node)
+            self.retire(node)
         for node in plan["remove"]:
             code, out = self.ctl.run(["members", "remove", str(node)], CHANGE_TIMEOUT_MS)
             self.record_change("remove", node, None, code, out, time_invoked=None)
@@ -234,14 +239,12 @@ class Membership:
             code, out = state.ctl.run(["members", "remove", str(old)], CHANGE_TIMEOUT_MS)
             state.record_change("remove", old, None, code, out, invoked)
             if code == 0:
-                self.ctx.cluster.retire(old)  # removed: a non-member idles until stopped
-                self.ctx.held.discard(old)
+                state.retire(old)  # removed: a non-member idles until stopped
         else:
             code, out = state.ctl.run(["members", "replace", str(old), str(new), address], CHANGE_TIMEOUT_MS)
             state.record_change("replace", new, old, code, out, invoked)
             if code == 0:
-                self.ctx.cluster.retire(old)
-                self.ctx.held.discard(old)
+                state.retire(old)
         described["ok"] = code == 0
         if code != 0:
             described["output"] = out[-200:]

@@ -12,6 +12,9 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 cluster=$repo/deploy/local/cluster
 export RAFTLOG_BIN=$bin
 unset RAFTLOG_CLUSTER_DIR
+# Debian's interpreter directly: a version manager's shim on PATH costs seconds per call under load.
+py=/usr/bin/python3
+[[ -x "$py" ]] || py=python3
 work=$(mktemp -d /tmp/raftlog-cluster-membership-test.XXXXXX)
 dir=$work/c
 writer=""
@@ -29,11 +32,11 @@ contains() { grep -qF -- "$2" <<<"$1"; }
 cluster_processes() { pgrep -f -- "--data-dir $dir/n" | wc -l; }
 ctl() { "$bin/raftlogctl" --cluster-dir "$dir" "$@"; }
 # The members' ids (voters and learners) as the leader lists them, space-separated, ascending.
-member_ids() { ctl members list --json | python3 -c 'import json,sys; print(" ".join(str(m["id"]) for m in sorted(json.load(sys.stdin)["members"], key=lambda m: m["id"])))'; }
-voter_ids() { ctl members list --json | python3 -c 'import json,sys; print(" ".join(str(m["id"]) for m in sorted(json.load(sys.stdin)["members"], key=lambda m: m["id"]) if m["role"] == "voter"))'; }
+member_ids() { ctl members list --json | "$py" -c 'import json,sys; print(" ".join(str(m["id"]) for m in sorted(json.load(sys.stdin)["members"], key=lambda m: m["id"])))'; }
+voter_ids() { ctl members list --json | "$py" -c 'import json,sys; print(" ".join(str(m["id"]) for m in sorted(json.load(sys.stdin)["members"], key=lambda m: m["id"]) if m["role"] == "voter"))'; }
 
 # Eight client and eight metrics ports in a row (ids 1..8: 3 founders, 3 added, room for one more).
-read -r base metrics_base < <(python3 - <<'EOF'
+read -r base metrics_base < <("$py" - <<'EOF'
 import random, socket
 for _ in range(200):
     base = random.randrange(20000, 30000)
@@ -139,7 +142,7 @@ for id in 1 3 6; do
   done
   "$bin/raftlogctl" read --endpoints "127.0.0.1:$port" --from 1 --count 100000 --json >"$work/read-$id.jsonl"
   check "node $id holds every entry acknowledged before and during the changes, at its index" \
-    python3 - "$work/read-$id.jsonl" "$work/before.out" "$work/acked" <<'EOF'
+    "$py" - "$work/read-$id.jsonl" "$work/before.out" "$work/acked" <<'EOF'
 import json, sys
 entries = {}
 for line in open(sys.argv[1]):
