@@ -2,9 +2,10 @@
 # deploy/local/cluster add | remove | replace end to end (ctest local_cluster_membership_test): a
 # 3-node cluster grows to 5 with `add`, node 2 is killed and replaced, shrinks back to 3 with
 # `remove`, while a writer appends; then every entry acknowledged before and during the changes
-# reads back, at the same index, from each remaining member, and the removed and replaced nodes are
-# stopped and stay stopped. Also the refusals (bad or unknown ids, a removed node, a node that is not
-# running), `status` listing added and removed nodes, and `down --purge` stopping added nodes.
+# reads back, at the same index, from each remaining member, the removed and replaced nodes are
+# stopped and stay stopped, and a later `up` restarts the members on their recorded ports. Also the
+# refusals (bad or unknown ids, a removed node, a removal that would leave no quorum), `status`
+# listing added and removed nodes, and `down --purge` stopping added nodes.
 # Usage: local_cluster_membership_test.sh BIN_DIR
 set -euo pipefail
 bin=$(realpath "$1")
@@ -159,6 +160,16 @@ if missing:
     print("missing or different:", missing[:10], "of", len(expected)); sys.exit(1)
 EOF
 done
+
+# ---- a later up restarts the members (the added node too, with its JOIN record) on the same ports
+"$cluster" down --dir "$dir" >/dev/null
+"$cluster" up --dir "$dir" --base-port "$((base + 50))" >/dev/null 2>&1 && rc=0 || rc=$?
+check "up with other ports than the recorded addresses exits 2" test "$rc" -eq 2
+out=$("$cluster" up --dir "$dir" 2>&1) && rc=0 || rc=$?
+check "up again exits 0" test "$rc" -eq 0
+check "... with the members' endpoints" test "$(head -n1 <<<"$out")" = "127.0.0.1:$base,127.0.0.1:$((base + 2)),127.0.0.1:$((base + 5))"
+check "... and only the members run" test "$(cluster_processes)" -eq 3
+check "the members are still 1 3 6" test "$(member_ids)" = "1 3 6"
 
 # ---- down --purge stops the added nodes too
 "$cluster" down --purge --dir "$dir" >/dev/null
