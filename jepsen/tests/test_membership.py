@@ -204,6 +204,7 @@ class NemesisTest(unittest.TestCase):
         for _ in range(windows):
             m = membership.Membership(ctx)
             described = m.start()
+            m.tick()  # the scheduler's interface (nemesis.Nemesis): start, tick while open, heal
             m.heal()
             sizes.append(len(ctl.voters))
             if described is not None and described.get("voters_after") is not None:
