@@ -27,7 +27,7 @@ run() {
   out=$(env -i PATH="$fake:/usr/bin:/bin" RAFTLOG_DATA_DIR="$data" RAFTLOG_PEER_DOMAIN=h.ns.svc.cluster.local \
     RAFTLOG_BOOTSTRAP_ORDINALS="0 1 2" RAFTLOG_JOIN_SEEDS="$seeds" "${env_vars[@]}" sh "$script" "$@" 2>&1) && rc=0 || rc=$?
 }
-fresh() { rm -rf "$work/$1"; mkdir -p "$work/$1"; echo "$work/$1"; }
+fresh() { rm -rf "${work:?}/$1"; mkdir -p "$work/$1"; echo "$work/$1"; }
 
 # ---- empty volumes
 d=$(fresh a); run raftlog-0 "$d" -- --decide
