@@ -143,6 +143,14 @@ bool Replica::answer_from_dedup(AppendRequest& in) {
   switch (dedup_.find(in.client_id, in.sequence, in.payloads, &range, in.has_envelopes)) {
     case DedupTable::Lookup::kFound:
       if (range.last <= commit_) {
+        // The table records a proposal at once (above), before its entries reach the store. A
+        // leader that loses leadership before writing them, and whose log then takes another
+        // leader's entries at those indexes, runs no store truncation, so the record outlives its
+        // entries. A committed index holding another term than the record's is such a record: the
+        // retry is a new append (proposed below; the table answers the newest record from then
+        // on). An index the log no longer holds (retention) keeps the record's answer.
+        const auto committed_term = log_->term_at(range.last);
+        if (committed_term.ok() && *committed_term != range.term) break;
         in.done(AppendResult{NodeError{}, range.first, range.last, range.term, true});
       } else {
         // The original is in this leader's log and will commit under it: wait for that.

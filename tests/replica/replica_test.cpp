@@ -171,6 +171,100 @@ TEST_F(ReplicaTest, ARetryAfterARestartIsAnsweredWithTheOriginalIndexes) {
   EXPECT_EQ(reused->error.reason, kReasonSequenceReused);
 }
 
+// Node 2 of a 3-node cluster answers what node 1 sent it: grants every (pre-)vote and acknowledges
+// every append (node 3 never answers).
+void answer_as_peer_2(Replica& replica, RecordingSender& sender) {
+  std::vector<raft::Message> sent = std::move(sender.sent);
+  sender.sent.clear();
+  for (const raft::Message& m : sent) {
+    if (m.to != 2) continue;
+    raft::Message r;
+    r.from = 2;
+    r.to = 1;
+    r.term = m.term;
+    if (m.type == raft::MessageType::kPreVote) {
+      r.type = raft::MessageType::kPreVoteResponse;
+    } else if (m.type == raft::MessageType::kVote) {
+      r.type = raft::MessageType::kVoteResponse;
+    } else if (m.type == raft::MessageType::kAppend) {
+      r.type = raft::MessageType::kAppendResponse;
+      r.index = m.index + m.entries.size();
+    } else {
+      continue;
+    }
+    replica.step(r);
+  }
+  replica.process();
+}
+
+// Found by jepsen (docs/jepsen.md, "Report: the membership nemesis", seed 4): a leader proposes an
+// append (the dedup table records it at once), loses leadership before the entry reaches its store,
+// and a new leader's entry takes that index, so no store truncation runs. Re-elected, it answered the
+// client's retry as a duplicate at the old index and term, where the log holds another entry: an
+// acknowledged append that is not in the log.
+TEST_F(ReplicaTest, ARetryIsNotAnsweredFromAProposalANewLeaderReplaced) {
+  ReplicaConfig c = config();
+  c.members = {{1, "127.0.0.1:1"}, {2, "127.0.0.1:2"}, {3, "127.0.0.1:3"}};
+  open_as_member_of(c);
+  for (int tick = 0; tick < 200 && replica_->role() != raft::Role::kLeader; ++tick) {
+    replica_->tick();
+    replica_->process();
+    answer_as_peer_2(*replica_, sender_);
+  }
+  ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+  answer_as_peer_2(*replica_, sender_);  // the new term's no-op commits
+  const raft::Term first_term = replica_->core().term();
+  const std::uint64_t noop = replica_->commit_index();
+  ASSERT_GE(noop, 1u);
+
+  // Proposed, not yet processed: then node 3 leads a newer term and puts its no-op at that index.
+  std::optional<AppendResult> lost;
+  replica_->append(Replica::AppendRequest{{"x"}, 7, 1, [&lost](AppendResult r) { lost = std::move(r); },
+                                          now_ + milliseconds(5000)});
+  raft::Message from_3;
+  from_3.type = raft::MessageType::kAppend;
+  from_3.from = 3;
+  from_3.to = 1;
+  from_3.term = first_term + 1;
+  from_3.index = noop;
+  from_3.log_term = first_term;
+  raft::Entry replacing;
+  replacing.index = noop + 1;
+  replacing.term = first_term + 1;
+  replacing.type = raft::EntryType::kNoop;
+  from_3.entries.push_back(replacing);
+  from_3.commit = noop + 1;
+  replica_->step(from_3);
+  replica_->process();
+  ASSERT_NE(replica_->role(), raft::Role::kLeader);
+  ASSERT_TRUE(lost.has_value()) << "the proposal was not answered when leadership was lost";
+  EXPECT_FALSE(lost->error.ok());
+  sender_.sent.clear();
+
+  // Node 1 leads again; the client retries the same (client_id, sequence).
+  for (int tick = 0; tick < 200 && replica_->role() != raft::Role::kLeader; ++tick) {
+    replica_->tick();
+    replica_->process();
+    answer_as_peer_2(*replica_, sender_);
+  }
+  ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+  answer_as_peer_2(*replica_, sender_);
+  ASSERT_GE(replica_->commit_index(), noop + 2);
+  std::optional<AppendResult> retry;
+  replica_->append(Replica::AppendRequest{{"x"}, 7, 1, [&retry](AppendResult r) { retry = std::move(r); },
+                                          now_ + milliseconds(5000)});
+  replica_->process();
+  answer_as_peer_2(*replica_, sender_);
+  ASSERT_TRUE(retry.has_value()) << "the retry was not answered";
+  ASSERT_TRUE(retry->error.ok()) << retry->error.reason << ": " << retry->error.message;
+  EXPECT_FALSE(retry->duplicate) << "answered from a range the log no longer holds (index "
+                                 << retry->first_index << ", term " << retry->term << ")";
+  EXPECT_GT(retry->first_index, noop + 1);
+  auto term = replica_->log().term_at(retry->first_index);
+  ASSERT_TRUE(term.ok());
+  EXPECT_EQ(*term, retry->term) << "the answer's index does not hold the answer's term";
+}
+
 TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
   ReplicaConfig three = config();
   three.members = {{1, "a:1"}, {2, "b:2"}, {3, "c:3"}};
