@@ -7,7 +7,11 @@
 // forgets what it removed. A leader truncates its own log only as it becomes leader, before its first
 // proposal (an unfinished proposal at its log's end: docs/durability.md, "Atomic appends"), and the
 // replica hands that truncation out before it looks up any retry; so everything a leader's table holds
-// will commit under it: a retry that finds its range here only waits for that range to commit.
+// will commit under it: a retry that finds its range here only waits for that range to commit. One
+// exception: a proposal is recorded before its entries reach the store, and a leader that loses
+// leadership before writing them has them replaced without a store truncation; the replica
+// therefore answers a committed range only when the log holds the record's term there
+// (Replica::answer_from_dedup).
 //
 // Idempotency is exact: a retry must carry the same entries as the append it repeats. Each remembered
 // append keeps its entry count (the length of its range) and a digest of its payloads (append_digest
