@@ -1,5 +1,6 @@
 #include "derived/group_table.h"
 
+#include <algorithm>
 #include <mutex>
 
 #include "store/endian.h"
