@@ -38,7 +38,9 @@ int run_group_list(std::string_view command_path, std::span<const std::string> a
   if (groups == nullptr) return cli::kExitUsage;
   auto listing = groups->list();
   if (!listing.ok()) return fail(io, "group list", listing.status());
-  if (!json) io.out << std::left << std::setw(32) << "GROUP" << "TOPICS\n";
+  if (!json)
+    io.out << std::left << std::setw(32) << "GROUP"
+           << "TOPICS\n";
   for (const client::GroupSummary& group : listing->groups) {
     if (json) {
       io.out << "{\"group\":" << json_string(group.group) << ",\"topics\":" << group.topics
@@ -75,8 +77,9 @@ int run_group_show(std::string_view command_path, std::span<const std::string> a
   if (!topic.empty()) topics.push_back(topic);
   auto fetched = groups->fetch(group, topics);
   if (!fetched.ok()) return fail(io, "group show", fetched.status());
-  if (!json) io.out << std::left << std::setw(32) << "TOPIC" << std::setw(14) << "OFFSET"
-                    << "COMMIT_INDEX\n";
+  if (!json)
+    io.out << std::left << std::setw(32) << "TOPIC" << std::setw(14) << "OFFSET"
+           << "COMMIT_INDEX\n";
   for (const client::GroupTopicOffset& offset : fetched->offsets) {
     if (json) {
       io.out << "{\"group\":" << json_string(group) << ",\"topic\":" << json_string(offset.topic)

@@ -44,11 +44,11 @@ std::string encode_group_commit(const GroupCommit& commit);
 
 enum class GroupCommitDecode {
   kOk,
-  kTruncated,     // shorter than its lengths say
-  kTrailing,      // bytes after the offset
-  kBadVersion,    // unknown commit format version
-  kBadGroup,      // empty, too long or outside the charset
-  kBadTopic,      // empty, too long or outside the charset
+  kTruncated,   // shorter than its lengths say
+  kTrailing,    // bytes after the offset
+  kBadVersion,  // unknown commit format version
+  kBadGroup,    // empty, too long or outside the charset
+  kBadTopic,    // empty, too long or outside the charset
 };
 const char* to_string(GroupCommitDecode result);
 

@@ -122,8 +122,8 @@ std::optional<GroupTableState> decode_group_table(const std::string& bytes, std:
       std::uint8_t known = 0;
       GroupSlot slot;
       ok = in.name(&topic) && topic_problem(topic).empty() && table.count(topic) == 0 &&
-           in.u8(&known) && known <= 1 && in.u64(&slot.value.offset) &&
-           in.u64(&slot.value.index) && in.u64(&slot.value.term);
+           in.u8(&known) && known <= 1 && in.u64(&slot.value.offset) && in.u64(&slot.value.index) &&
+           in.u64(&slot.value.term);
       // A known slot was set by an entry the table applied: below its boundary.
       ok = ok && (known == 0 || (slot.value.index >= 1 && slot.value.index < state.boundary));
       slot.known = known == 1;
@@ -171,8 +171,9 @@ std::unique_ptr<GroupTable> GroupTable::open(store::Env* env, std::string dir,
     table->state_.cluster_id = std::move(cluster_id);
     table->state_.boundary = first;
     table->state_.complete = first == 1;
-    if (!table->state_.complete) report->reason += "; the log starts at " + std::to_string(first) +
-                                                   ": the table is incomplete";
+    if (!table->state_.complete)
+      report->reason +=
+          "; the log starts at " + std::to_string(first) + ": the table is incomplete";
   } else {
     table->state_ = std::move(*loaded);
     report->mode = OpenMode::kResumed;
@@ -263,7 +264,8 @@ void GroupTable::apply_commit(const SourceEntry& entry) {
     if (group->second.empty()) state_.groups.erase(group);
     return;
   }
-  group->second[commit.topic] = GroupSlot{true, GroupOffset{commit.offset, entry.index, entry.term}};
+  group->second[commit.topic] =
+      GroupSlot{true, GroupOffset{commit.offset, entry.index, entry.term}};
 }
 
 bool GroupTable::apply(const std::vector<SourceEntry>& entries) {

@@ -80,12 +80,12 @@ enum class GroupLookup { kKnown, kNone, kUnknown };
 
 struct GroupInfo {
   std::string group;
-  std::size_t topics = 0;          // slots, known or not
+  std::size_t topics = 0;  // slots, known or not
   std::size_t unknown_topics = 0;
 };
 
 struct GroupFetch {
-  bool found = false;                                 // the group has at least one slot
+  bool found = false;                                        // the group has at least one slot
   std::vector<std::pair<std::string, GroupOffset>> offsets;  // known slots, by topic
   std::vector<std::string> unknown_topics;
 };

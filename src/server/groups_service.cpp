@@ -46,8 +46,7 @@ grpc::Status bad_group(grpc::ServerContext* context, const std::string& group) {
 }
 
 std::chrono::steady_clock::time_point apply_deadline() {
-  return std::chrono::steady_clock::now() +
-         std::chrono::milliseconds(GroupsService::kApplyWaitMs);
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(GroupsService::kApplyWaitMs);
 }
 
 grpc::Status unknown_offsets(grpc::ServerContext* context, const std::string& group,
@@ -138,7 +137,8 @@ grpc::Status GroupsService::check_commit(grpc::ServerContext* context,
 grpc::Status GroupsService::CommitOffset(grpc::ServerContext* context,
                                          const v1::CommitOffsetRequest* request,
                                          v1::CommitOffsetResponse* response) {
-  if (!derived::group_problem(request->group()).empty()) return bad_group(context, request->group());
+  if (!derived::group_problem(request->group()).empty())
+    return bad_group(context, request->group());
   if (std::string problem = derived::topic_problem(request->topic()); !problem.empty()) {
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, problem,
                          replica::kReasonBadTopic);
@@ -187,7 +187,8 @@ grpc::Status GroupsService::CommitOffset(grpc::ServerContext* context,
 grpc::Status GroupsService::FetchOffsets(grpc::ServerContext* context,
                                          const v1::FetchOffsetsRequest* request,
                                          v1::FetchOffsetsResponse* response) {
-  if (!derived::group_problem(request->group()).empty()) return bad_group(context, request->group());
+  if (!derived::group_problem(request->group()).empty())
+    return bad_group(context, request->group());
   if (request->topics_size() > static_cast<int>(derived::kMaxTopicsPerGroup)) {
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT,
                          std::to_string(request->topics_size()) + " topics named, more than the " +

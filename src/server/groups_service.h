@@ -31,7 +31,8 @@ class GroupsService final : public raftlog::v1::Groups::Service {
   grpc::Status FetchOffsets(grpc::ServerContext* context,
                             const raftlog::v1::FetchOffsetsRequest* request,
                             raftlog::v1::FetchOffsetsResponse* response) override;
-  grpc::Status ListGroups(grpc::ServerContext* context, const raftlog::v1::ListGroupsRequest* request,
+  grpc::Status ListGroups(grpc::ServerContext* context,
+                          const raftlog::v1::ListGroupsRequest* request,
                           raftlog::v1::ListGroupsResponse* response) override;
 
  private:

@@ -108,9 +108,9 @@ TEST(GroupsCluster, AcknowledgedOffsetsSurviveAKill9OfTheLeader) {
   auto leader_status = cluster.status(new_leader);
   ASSERT_TRUE(leader_status.has_value());
   ASSERT_TRUE(cluster.wait_for_commit(leader, leader_status->commit_index, 20s));
-  const CommandRun transfer = run_command(std::string(RAFTLOGCTL_PATH) + " transfer-leader --to " +
-                                          std::to_string(leader) + " --endpoints " +
-                                          cluster.endpoints());
+  const CommandRun transfer =
+      run_command(std::string(RAFTLOGCTL_PATH) + " transfer-leader --to " + std::to_string(leader) +
+                  " --endpoints " + cluster.endpoints());
   ASSERT_EQ(transfer.exit_code, 0) << transfer.out;
   ASSERT_EQ(cluster.wait_for_leader(10s), leader);
   auto on_old_leader = groups_client(cluster, {leader});
@@ -139,9 +139,9 @@ TEST(GroupsCluster, OffsetsOutliveTheirTrimmedCommitEntriesAcrossAKill9OfEveryNo
   ASSERT_TRUE(last.ok());
   for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster.wait_for_commit(id, last->last_index, 20s));
   std::this_thread::sleep_for(600ms);  // the tables persist (every 200 ms), releasing retention
-  const CommandRun trim = run_command(std::string(RAFTLOGCTL_PATH) + " trim --before " +
-                                      std::to_string(last->last_index) + " --endpoints " +
-                                      cluster.endpoints());
+  const CommandRun trim =
+      run_command(std::string(RAFTLOGCTL_PATH) + " trim --before " +
+                  std::to_string(last->last_index) + " --endpoints " + cluster.endpoints());
   ASSERT_EQ(trim.exit_code, 0) << trim.out;
   for (int id = 1; id <= 3; ++id) {
     auto status = cluster.status(id);
@@ -189,7 +189,8 @@ TEST(GroupsCluster, RaftlogctlGroupCommandsAndTheirUsageErrors) {
       run_command(ctl + "group commit --group billing --topic orders --offset 3" + endpoints);
   ASSERT_EQ(commit.exit_code, 0) << commit.out;
   EXPECT_EQ(commit.out.rfind("committed billing orders 3 at index ", 0), 0U) << commit.out;
-  const CommandRun json = run_command(ctl + endpoints + " --json group commit --group audit "
+  const CommandRun json = run_command(ctl + endpoints +
+                                      " --json group commit --group audit "
                                       "--topic orders --offset 5");
   ASSERT_EQ(json.exit_code, 0) << json.out;
   EXPECT_NE(json.out.find("\"group\":\"audit\",\"topic\":\"orders\",\"offset\":5,\"index\":"),

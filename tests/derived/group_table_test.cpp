@@ -70,7 +70,7 @@ TEST(GroupTable, LastCommitInLogOrderWinsAndOtherEntriesOnlyMoveTheBoundary) {
   FakeLog log;
   log.add_plain(1);
   add_commit(&log, 1, "billing", "orders", 5);
-  log.add(1, "orders", {"k"}, 100);  // an envelope entry: not a commit
+  log.add(1, "orders", {"k"}, 100);             // an envelope entry: not a commit
   add_commit(&log, 2, "billing", "orders", 3);  // backwards is allowed (a rewind)
   add_commit(&log, 2, "billing", "payments", 7);
   add_commit(&log, 2, "audit", "orders", 1);
@@ -246,13 +246,13 @@ TEST(GroupTable, RolledBackWhenTheLogTailWasCutUnderIt) {
 TEST(GroupTable, RollBackOnATrimmedLogKeepsWhatNoCutCanReachAndMarksTheRestUnknown) {
   store::MemoryEnv env;
   FakeLog log;
-  add_commit(&log, 1, "kept", "t", 1);    // 1: below the first index after trimming
-  add_commit(&log, 1, "moved", "t", 2);   // 2
-  log.add_plain(1);                       // 3
-  log.add_plain(1);                       // 4
-  add_commit(&log, 1, "moved", "t", 5);   // 5: replayed again after the roll back
-  add_commit(&log, 2, "lost", "t", 6);    // 6: cut below
-  add_commit(&log, 2, "kept", "u", 7);    // 7: cut below
+  add_commit(&log, 1, "kept", "t", 1);   // 1: below the first index after trimming
+  add_commit(&log, 1, "moved", "t", 2);  // 2
+  log.add_plain(1);                      // 3
+  log.add_plain(1);                      // 4
+  add_commit(&log, 1, "moved", "t", 5);  // 5: replayed again after the roll back
+  add_commit(&log, 2, "lost", "t", 6);   // 6: cut below
+  add_commit(&log, 2, "kept", "u", 7);   // 7: cut below
   OpenReport report;
   {
     auto table = open_table(&env, log, &report);
@@ -388,7 +388,8 @@ TEST(GroupTable, ACrashAtAnySyncOfAPersistLeavesTheOldOrTheNewTable) {
 
 TEST(GroupTableFile, DamagedBytesAreRefusedNeverTrusted) {
   FakeLog log;
-  for (int i = 0; i < 12; ++i) add_commit(&log, 1, "g" + std::to_string(i % 3), "t" + std::to_string(i % 2), i);
+  for (int i = 0; i < 12; ++i)
+    add_commit(&log, 1, "g" + std::to_string(i % 3), "t" + std::to_string(i % 2), i);
   const std::string bytes = encode_group_table(from_scratch(log));
   std::string problem;
   ASSERT_TRUE(decode_group_table(bytes, &problem).has_value()) << problem;

@@ -53,7 +53,9 @@ class GroupsNode {
   ~GroupsNode() {
     if (server_ != nullptr) server_->shutdown();
   }
-  int port() const { return std::stoi(config_.members.at(1).substr(config_.members.at(1).rfind(':') + 1)); }
+  int port() const {
+    return std::stoi(config_.members.at(1).substr(config_.members.at(1).rfind(':') + 1));
+  }
   bool started() const { return server_ != nullptr; }
   client::Groups& groups() { return *groups_; }
   const std::string& address() const { return server_->bound_address(); }
@@ -203,7 +205,8 @@ TEST(GroupsService, ATableRebuiltAfterRetentionSaysUnknownInsteadOfGuessing) {
   const client::Status all = node.groups().fetch("billing").status();
   EXPECT_EQ(all.code(), client::StatusCode::kFailedPrecondition);
   EXPECT_EQ(reason_of(all), "GROUP_OFFSETS_UNKNOWN");
-  EXPECT_EQ(reason_of(node.groups().fetch("billing", {"orders"}).status()), "GROUP_OFFSETS_UNKNOWN");
+  EXPECT_EQ(reason_of(node.groups().fetch("billing", {"orders"}).status()),
+            "GROUP_OFFSETS_UNKNOWN");
   auto listing = node.groups().list();
   ASSERT_TRUE(listing.ok());
   EXPECT_FALSE(listing->complete);
