@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROTOS = ["raftlog/v1/client.proto", "raftlog/v1/error_model.proto"]
+PROTOS = ["raftlog/v1/client.proto", "raftlog/v1/error_model.proto", "raftlog/v1/groups.proto"]
 
 
 def proto_dir():

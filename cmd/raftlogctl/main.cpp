@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cluster_commands.h"
+#include "group_commands.h"
 #include "log_commands.h"
 #include "topic_commands.h"
 #include "members_commands.h"
@@ -37,6 +38,8 @@ constexpr raftlog::cli::Command kCommands[] = {
      &raftlog::ctl::kTopicCommands},
     {"key", "find entries by key (entries appended with --key)", nullptr,
      &raftlog::ctl::kKeyCommands},
+    {"group", "consumer groups' committed offsets (list, show, commit)", nullptr,
+     &raftlog::ctl::kGroupCommands},
     {"members", "list and change the cluster's members (list, add, promote, remove, replace)",
      nullptr, &raftlog::ctl::kMembersCommands},
 };

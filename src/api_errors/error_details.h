@@ -99,6 +99,19 @@ inline constexpr std::string_view kWouldLoseQuorum = "WOULD_LOSE_QUORUM";  // FA
 inline constexpr std::string_view kLearnerBehind = "LEARNER_BEHIND";        // FAILED_PRECONDITION
 inline constexpr std::string_view kConfChangeTimeout =
     "CONF_CHANGE_TIMEOUT";  // DEADLINE_EXCEEDED: outcome unknown, list the members
+// Consumer groups (raftlog.v1.Groups, docs/errors.md).
+inline constexpr std::string_view kBadGroup = "BAD_GROUP";  // INVALID_ARGUMENT: length or charset
+inline constexpr std::string_view kUnknownTopic =
+    "UNKNOWN_TOPIC";  // INVALID_ARGUMENT: the leader indexed no entry of that topic
+inline constexpr std::string_view kOffsetBeyondEnd =
+    "OFFSET_BEYOND_END";  // INVALID_ARGUMENT: past the topic's end offset
+inline constexpr std::string_view kTooManyGroups = "TOO_MANY_GROUPS";  // RESOURCE_EXHAUSTED
+inline constexpr std::string_view kTooManyGroupTopics =
+    "TOO_MANY_GROUP_TOPICS";  // RESOURCE_EXHAUSTED: topics of one group
+inline constexpr std::string_view kGroupOffsetsUnknown =
+    "GROUP_OFFSETS_UNKNOWN";  // FAILED_PRECONDITION: commits trimmed before applied; commit again
+inline constexpr std::string_view kGroupsBehind =
+    "GROUPS_BEHIND";  // UNAVAILABLE: the group table has not applied through the read index; retry
 }  // namespace reason
 
 // The machine-readable part of a refusal: what raftlog.v1.ErrorInfo carries, plus the index hints

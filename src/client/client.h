@@ -164,8 +164,9 @@ struct AppendResult {
   std::uint64_t sequence = 0;  // the sequence number this append used
 };
 
-enum class EntryType { kNormal = 0, kNoop = 1, kConfig = 2 };
-const char* to_string(EntryType type);  // "normal", "noop", "config"
+// kGroupCommit: a consumer group's offset commit (Topics::commit_offset), not client data.
+enum class EntryType { kNormal = 0, kNoop = 1, kConfig = 2, kGroupCommit = 3 };
+const char* to_string(EntryType type);  // "normal", "noop", "config", "group-commit"
 
 struct Entry {
   std::uint64_t index = 0;

@@ -58,6 +58,8 @@ const char* to_string(EntryType type) {
       return "noop";
     case EntryType::kConfig:
       return "config";
+    case EntryType::kGroupCommit:
+      return "group-commit";
   }
   return "unknown";
 }

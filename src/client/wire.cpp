@@ -65,6 +65,9 @@ Entry entry_from_wire(const pb::Entry& wire) {
     case pb::ENTRY_TYPE_CONFIG:
       entry.type = EntryType::kConfig;
       break;
+    case pb::ENTRY_TYPE_GROUP_COMMIT:
+      entry.type = EntryType::kGroupCommit;
+      break;
     default:
       entry.type = EntryType::kNormal;
       break;

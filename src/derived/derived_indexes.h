@@ -57,6 +57,7 @@ struct SourceEntry {
   std::uint64_t term = 0;
   bool has_envelope = false;
   std::string payload;
+  bool is_group_commit = false;  // a consumer group's offset commit (group_table.h)
 };
 
 enum class OpenMode { kFresh, kResumed, kRolledBack, kRebuilt };

@@ -64,6 +64,10 @@ struct Entry {
   // Raft like client_id: set by the replica on the entries it proposes, replicated and stored with
   // the entry (store flag kEntryFlagEnvelope).
   bool has_envelope = false;
+  // The payload is a consumer group's offset commit (src/derived/group_commit.h), not a client's
+  // bytes. Opaque to Raft like has_envelope: replicated and stored with the entry (store flag
+  // kEntryFlagGroupCommit).
+  bool is_group_commit = false;
   Payload payload;  // shared by every copy of the entry (raft/payload.h)
 
   // Bytes this entry counts for in message and proposal bounds (payload plus a fixed header cost).

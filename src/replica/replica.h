@@ -19,6 +19,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -119,6 +120,9 @@ class Replica {
     // Every payload starts with an envelope (src/derived/envelope.h, encoded and validated by the
     // caller): the replica stamps its timestamp when it proposes (next_timestamp_ms()).
     bool has_envelopes = false;
+    // Every payload is a consumer group's offset commit (src/derived/group_commit.h, encoded and
+    // validated by the caller); never together with has_envelopes, and never deduplicated.
+    bool group_commits = false;
   };
   struct ReadIndexRequest {
     ReadIndexCallback done;
@@ -192,6 +196,10 @@ class Replica {
   bool failed() const { return failed_; }
   const std::string& failure_reason() const { return failure_; }     // what failed() stopped on
   bool disk_watermark_exceeded() const { return disk_.exceeded(); }  // any thread
+  // Retention never trims at or above `index` (0: no hold). The server's consumer group table
+  // holds the log from its persisted boundary, so no commit entry it has not made durable in its
+  // own file can be trimmed (docs/design.md, "Consumer groups"). Any thread.
+  void hold_log_from(std::uint64_t index) { retention_hold_.store(index); }
   raft::Role role() const { return raft_->role(); }
   // The configuration in force: the newest in this node's log.
   const raft::ConfState& conf() const { return raft_->conf(); }
@@ -355,6 +363,7 @@ class Replica {
   Clock::time_point next_disk_handover_{};
   util::RateLimit no_disk_handover_log_{std::chrono::seconds(60)};
   Clock::time_point retention_checked_at_{};
+  std::atomic<std::uint64_t> retention_hold_{0};  // hold_log_from()
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its
   // "cannot catch up" line is printed at most once per kBehindFirstIndexLogInterval.

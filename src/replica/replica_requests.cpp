@@ -78,6 +78,7 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
     entry.sequence = in.sequence;
     if (in.has_envelopes) derived::stamp_timestamp(&payload, timestamp_ms);
     entry.has_envelope = in.has_envelopes;
+    entry.is_group_commit = in.group_commits;
     entry.payload = std::move(payload);
     entries.push_back(std::move(entry));
   }

@@ -14,6 +14,9 @@ namespace raftlog::replica {
 // would fill the disk. Followers know only their own log; see docs/operations.md ("Retention").
 std::uint64_t Replica::trim_limit() const {
   std::uint64_t limit = commit_ + 1;
+  if (const std::uint64_t hold = retention_hold_.load(); hold != 0) {
+    limit = std::min(limit, hold);
+  }
   if (raft_->role() != raft::Role::kLeader) return limit;
   for (const raft::PeerProgress& progress : raft_->progress()) {
     if (progress.id == config_.node_id) continue;

@@ -79,6 +79,7 @@ raft::Entry to_raft_entry(const store::EntryView& view) {
   entry.sequence = view.meta.sequence;
   entry.proposal_continues = (view.meta.flags & kEntryFlagProposalContinues) != 0;
   entry.has_envelope = (view.meta.flags & kEntryFlagEnvelope) != 0;
+  entry.is_group_commit = (view.meta.flags & kEntryFlagGroupCommit) != 0;
   entry.payload = std::string(view.payload);
   return entry;
 }
@@ -92,7 +93,8 @@ store::EntryToAppend to_store_entry(const raft::Entry& entry) {
   out.meta.sequence = entry.sequence;
   out.meta.flags = static_cast<std::uint16_t>(
       (entry.proposal_continues ? kEntryFlagProposalContinues : 0) |
-      (entry.has_envelope ? kEntryFlagEnvelope : 0));
+      (entry.has_envelope ? kEntryFlagEnvelope : 0) |
+      (entry.is_group_commit ? kEntryFlagGroupCommit : 0));
   out.payload = entry.payload.view();  // shares the entry's bytes: `entry` must outlive `out`
   return out;
 }

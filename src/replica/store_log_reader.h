@@ -50,6 +50,8 @@ class StoreLogReader final : public raft::LogReader {
 inline constexpr std::uint16_t kEntryFlagProposalContinues = 1;
 // The payload starts with an envelope (topic, keys, timestamp: src/derived/envelope.h).
 inline constexpr std::uint16_t kEntryFlagEnvelope = 2;
+// The payload is a consumer group's offset commit (src/derived/group_commit.h).
+inline constexpr std::uint16_t kEntryFlagGroupCommit = 4;
 
 // The first entry in [from, from + count) whose read alone fails, with why; nullopt when each one
 // reads. A batch read fails as a whole, so this names the entry to blame. Bounded by `count`

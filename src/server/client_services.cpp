@@ -84,7 +84,8 @@ void fill_entry(const raft::Entry& entry, v1::Entry* out) {
   out->set_sequence(entry.sequence);
   switch (entry.type) {
     case raft::EntryType::kNormal:
-      out->set_type(v1::ENTRY_TYPE_NORMAL);
+      out->set_type(entry.is_group_commit ? v1::ENTRY_TYPE_GROUP_COMMIT
+                                          : v1::ENTRY_TYPE_NORMAL);
       break;
     case raft::EntryType::kNoop:
       out->set_type(v1::ENTRY_TYPE_NOOP);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "util/thread_name.h"
@@ -41,12 +42,57 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   spdlog::info("node {}: derived indexes {} at log index {}{}{}", config.node_id,
                derived::to_string(report.mode), report.boundary, report.reason.empty() ? "" : ": ",
                report.reason);
-  return std::unique_ptr<Dispatcher>(new Dispatcher(node, std::move(indexes), std::move(report)));
+  derived::OpenReport groups_report;
+  auto groups = derived::GroupTable::open(store::Env::posix(),
+                                          store::join_path(config.data_dir, "derived"),
+                                          config.cluster_id, log, &groups_report, &error);
+  if (groups == nullptr) {
+    *problem = "consumer group table: " + error.to_string();
+    return nullptr;
+  }
+  // A table rebuilt, rolled back or left incomplete may answer "unknown" for some offsets: warn.
+  const bool routine = (groups_report.mode == derived::OpenMode::kResumed &&
+                        groups_report.reason.empty()) ||
+                       (groups_report.mode == derived::OpenMode::kFresh && groups->complete());
+  spdlog::log(routine ? spdlog::level::info : spdlog::level::warn,
+              "node {}: consumer group table {} at log index {}{}{}", config.node_id,
+              derived::to_string(groups_report.mode), groups_report.boundary,
+              groups_report.reason.empty() ? "" : ": ", groups_report.reason);
+  node->hold_log_from(groups->persisted_boundary());
+  return std::unique_ptr<Dispatcher>(new Dispatcher(node, std::move(indexes), std::move(report),
+                                                    std::move(groups), std::move(groups_report)));
 }
 
 Dispatcher::Dispatcher(Node* node, std::unique_ptr<derived::DerivedIndexes> indexes,
-                       derived::OpenReport report)
-    : node_(node), indexes_(std::move(indexes)), report_(std::move(report)) {}
+                       derived::OpenReport report, std::unique_ptr<derived::GroupTable> groups,
+                       derived::OpenReport groups_report)
+    : node_(node),
+      indexes_(std::move(indexes)),
+      report_(std::move(report)),
+      groups_(std::move(groups)),
+      groups_report_(std::move(groups_report)) {}
+
+std::uint64_t Dispatcher::next_index() const {
+  return std::min(indexes_->boundary(), groups_->boundary());
+}
+
+void Dispatcher::set_failure(std::string failure) {
+  {
+    std::lock_guard lock(failure_mu_);
+    failure_ = std::move(failure);
+  }
+  std::lock_guard lock(applied_mu_);
+  applied_cv_.notify_all();
+}
+
+bool Dispatcher::wait_applied(std::uint64_t index,
+                              std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(applied_mu_);
+  applied_cv_.wait_until(lock, deadline, [&] {
+    return next_index() > index || stop_.load() || !failure().empty();
+  });
+  return next_index() > index;
+}
 
 Dispatcher::~Dispatcher() { stop(); }
 
@@ -59,6 +105,10 @@ void Dispatcher::start() {
 
 void Dispatcher::stop() {
   stop_.store(true);
+  {
+    std::lock_guard lock(applied_mu_);
+    applied_cv_.notify_all();
+  }
   if (thread_.joinable()) thread_.join();
 }
 
@@ -87,43 +137,47 @@ void Dispatcher::run() {
       // the files it left).
       if (store::Status trimmed = indexes_->trim_below(first); !trimmed.ok()) {
         spdlog::error("derived indexes: dropping segments below {}: {}", first, trimmed.to_string());
-        std::lock_guard lock(failure_mu_);
-        failure_ = "dropping segments below " + std::to_string(first) + ": " + trimmed.to_string();
+        set_failure("dropping segments below " + std::to_string(first) + ": " +
+                    trimmed.to_string());
       }
       trimmed_below_ = first;
     }
     if (!applied) {
-      // Sleeps until the commit index passes what is indexed, or 100 ms (stop, retention, and a
+      // Sleeps until the commit index passes what is applied, or 100 ms (stop, retention, and a
       // persist that is due); shorter while something waits to be persisted.
       const auto wait = dirty_ ? std::chrono::milliseconds(kPersistIntervalMs / 4)
                                : std::chrono::milliseconds(100);
-      node_->wait_for_commit(indexes_->boundary() - 1, std::chrono::steady_clock::now() + wait);
+      node_->wait_for_commit(next_index() - 1, std::chrono::steady_clock::now() + wait);
     }
   }
   if (dirty_ && failure().empty()) persist();
 }
 
 bool Dispatcher::dispatch_batch() {
-  const std::uint64_t from = indexes_->boundary();
+  const std::uint64_t from = next_index();
   if (from > node_->commit_index()) return false;
   std::vector<raft::Entry> entries;
   const NodeError error = node_->read_committed(from, kBatchEntries, kBatchBytes, &entries);
   if (!error.ok()) {
     if (error.reason == replica::kReasonIndexTrimmed) {
-      // Retention removed entries before they were indexed: they cannot be, so dispatch goes on
-      // at the first retained index (docs/operations.md, "Topics and keys").
+      // Retention removed entries before they were applied: they cannot be, so dispatch goes on
+      // at the first retained index (docs/operations.md, "Topics and keys"). The group table holds
+      // retention at its persisted boundary, so it meets this only after a trim by hand.
       const std::uint64_t first = node_->log_bounds().first;
-      spdlog::warn("derived indexes: entries {}..{} were trimmed by retention before they were "
-                   "indexed; they stay unindexed",
+      spdlog::warn("derived state: entries {}..{} were trimmed by retention before they were "
+                   "applied; they stay unindexed",
                    from, first - 1);
-      indexes_->skip_to(first);
+      if (indexes_->boundary() < first) indexes_->skip_to(first);
+      if (groups_->boundary() < first) {
+        spdlog::error("consumer group table: entries {}..{} were trimmed before it applied them: "
+                      "every group offset is unknown until committed again",
+                      groups_->boundary(), first - 1);
+        groups_->skip_to(first);
+      }
       dirty_ = true;
       return true;
     }
-    if (error.code != ErrorCode::kUnavailable) {
-      std::lock_guard lock(failure_mu_);
-      failure_ = "reading the log: " + error.message;
-    }
+    if (error.code != ErrorCode::kUnavailable) set_failure("reading the log: " + error.message);
     return false;
   }
   if (entries.empty()) return false;
@@ -131,12 +185,23 @@ bool Dispatcher::dispatch_batch() {
   batch.reserve(entries.size());
   for (raft::Entry& entry : entries) {
     batch.push_back(derived::SourceEntry{entry.index, entry.term, entry.has_envelope,
-                                         std::string(entry.payload.view())});
+                                         std::string(entry.payload.view()),
+                                         entry.is_group_commit});
   }
-  if (!indexes_->apply(batch)) {
-    std::lock_guard lock(failure_mu_);
-    failure_ = "the log handed out entries out of order at " + std::to_string(from);
+  // Each consumer takes the part of the batch at and after its own boundary.
+  auto from_boundary = [&](std::uint64_t boundary) {
+    const auto skip = static_cast<std::ptrdiff_t>(
+        std::min<std::uint64_t>(boundary - from, batch.size()));
+    return std::vector<derived::SourceEntry>(batch.begin() + skip, batch.end());
+  };
+  if (!indexes_->apply(from_boundary(indexes_->boundary())) ||
+      !groups_->apply(from_boundary(groups_->boundary()))) {
+    set_failure("the log handed out entries out of order at " + std::to_string(from));
     return false;
+  }
+  {
+    std::lock_guard lock(applied_mu_);
+    applied_cv_.notify_all();
   }
   dirty_ = true;
   return true;
@@ -145,10 +210,15 @@ bool Dispatcher::dispatch_batch() {
 void Dispatcher::persist() {
   if (store::Status persisted = indexes_->persist(); !persisted.ok()) {
     spdlog::error("derived indexes: persisting: {}", persisted.to_string());
-    std::lock_guard lock(failure_mu_);
-    failure_ = "persisting: " + persisted.to_string();
+    set_failure("persisting: " + persisted.to_string());
     return;
   }
+  if (store::Status persisted = groups_->persist(); !persisted.ok()) {
+    spdlog::error("consumer group table: persisting: {}", persisted.to_string());
+    set_failure("persisting the group table: " + persisted.to_string());
+    return;
+  }
+  node_->hold_log_from(groups_->persisted_boundary());
   dirty_ = false;
   persisted_at_ = std::chrono::steady_clock::now();
 }

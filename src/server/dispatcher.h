@@ -9,9 +9,17 @@
 // consumer's offset. The node serves while the indexes catch up; lag() says by how much.
 // Retention: when the log's first index moves, whole index segments below it are dropped; entries
 // retention removed before they were indexed are skipped (logged), never waited for.
+//
+// It also applies the consumer group table (src/derived/group_table.h) from the same committed
+// entries, with its own boundary and file (derived/GROUPS): the table holds consumers' offsets, the
+// cursor how far the indexes are built, and neither stands in for the other. The group table is
+// persisted on the same cadence; after each persist the node's retention is held at the table's
+// persisted boundary (Node::hold_log_from), so a commit entry is never trimmed before the table
+// that applied it is durable.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -19,6 +27,7 @@
 #include <thread>
 
 #include "derived/derived_indexes.h"
+#include "derived/group_table.h"
 #include "server/node.h"
 
 namespace raftlog::server {
@@ -43,6 +52,11 @@ class Dispatcher {
 
   const derived::DerivedIndexes& indexes() const { return *indexes_; }
   const derived::OpenReport& open_report() const { return report_; }
+  const derived::GroupTable& groups() const { return *groups_; }
+  const derived::OpenReport& groups_open_report() const { return groups_report_; }
+  // Blocks until the group table and the indexes have applied every entry up to and including
+  // `index`, the deadline passes, dispatch failed or stop() ran. True when they have.
+  bool wait_applied(std::uint64_t index, std::chrono::steady_clock::time_point deadline) const;
   // Committed entries not yet indexed (commit index - (boundary - 1)).
   std::uint64_t lag() const;
   // Set when a read or a write of the indexes failed: dispatch stopped (queries still answer what
@@ -51,7 +65,11 @@ class Dispatcher {
 
  private:
   Dispatcher(Node* node, std::unique_ptr<derived::DerivedIndexes> indexes,
-             derived::OpenReport report);
+             derived::OpenReport report, std::unique_ptr<derived::GroupTable> groups,
+             derived::OpenReport groups_report);
+  // The next index either consumer needs.
+  std::uint64_t next_index() const;
+  void set_failure(std::string failure);
   void run();
   bool dispatch_batch();  // true when it applied something
   void persist();
@@ -59,6 +77,10 @@ class Dispatcher {
   Node* node_;
   std::unique_ptr<derived::DerivedIndexes> indexes_;
   derived::OpenReport report_;
+  std::unique_ptr<derived::GroupTable> groups_;
+  derived::OpenReport groups_report_;
+  mutable std::mutex applied_mu_;
+  mutable std::condition_variable applied_cv_;  // the group table applied more, or failure/stop
   std::atomic<bool> stop_{false};
   std::thread thread_;
   bool dirty_ = false;

@@ -112,6 +112,7 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
     wire->set_sequence(entry.sequence);
     wire->set_proposal_continues(entry.proposal_continues);
     wire->set_has_envelope(entry.has_envelope);
+    wire->set_is_group_commit(entry.is_group_commit);
     wire->set_payload(entry.payload);
   }
   out->set_commit(message.commit);
@@ -197,6 +198,7 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
     entry.sequence = wire.sequence();
     entry.proposal_continues = wire.proposal_continues();
     entry.has_envelope = wire.has_envelope();
+    entry.is_group_commit = wire.is_group_commit();
     if (movable != nullptr) {
       entry.payload = std::move(*movable->mutable_entries(position)->mutable_payload());
     } else {

@@ -645,6 +645,21 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
               false);
 }
 
+void Node::hold_log_from(std::uint64_t index) { impl_->replica_->hold_log_from(index); }
+
+void Node::append_group_commit(std::string payload, AppendCallback done) {
+  if (impl_->stopping_.load()) {
+    done(failed_append(
+        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown)));
+    return;
+  }
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(impl_->config_.append_timeout_ms);
+  AppendInput input{{std::move(payload)}, 0, 0, std::move(done), deadline, false};
+  input.group_commits = true;
+  impl_->push(std::move(input), false);
+}
+
 void Node::read_index(ReadIndexCallback done) {
   if (impl_->stopping_.load()) {
     done(ReadIndexResult{

@@ -65,6 +65,12 @@ class Node {
   // envelope's bytes count toward the entry and append size bounds).
   void append(std::vector<std::string> payloads, std::uint64_t client_id, std::uint64_t sequence,
               AppendCallback done, std::vector<EntryAttributes> attributes = {});
+  // Leader only: appends one consumer group offset commit (`payload`: encoded and validated by the
+  // caller, src/derived/group_commit.h) as an entry flagged is_group_commit, never deduplicated;
+  // `done` runs once it is committed (or failed), like append().
+  void append_group_commit(std::string payload, AppendCallback done);
+  // Retention never trims at or above `index` (0: no hold); any thread (Replica::hold_log_from).
+  void hold_log_from(std::uint64_t index);
   // Linearizable read barrier: `done` gets an index such that every append completed before this call
   // is at or below it, once this node has committed up to it.
   void read_index(ReadIndexCallback done);

@@ -17,6 +17,7 @@
 
 #include "server/client_services.h"
 #include "server/dispatcher.h"
+#include "server/groups_service.h"
 #include "server/topics_service.h"
 #include "server/health_reporter.h"
 #include "server/membership_service.h"
@@ -127,6 +128,7 @@ class Server::Impl {
   std::unique_ptr<ClientServices> services;
   std::unique_ptr<Dispatcher> dispatcher;  // null when the derived indexes cannot be used
   std::unique_ptr<TopicsService> topics;
+  std::unique_ptr<GroupsService> groups;
   std::unique_ptr<MembershipService> membership;
   std::unique_ptr<grpc::Server> grpc_server;
   std::unique_ptr<HealthReporter> health;
@@ -197,6 +199,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   }
   impl->topics = std::make_unique<TopicsService>(node, impl->dispatcher.get(),
                                                  impl->config.max_read_bytes);
+  impl->groups = std::make_unique<GroupsService>(node, impl->dispatcher.get());
   node->set_status_extension([dispatcher = impl->dispatcher.get()](NodeStatus* status) {
     if (dispatcher == nullptr) {
       status->derived_problem = "no indexes";
@@ -235,6 +238,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   builder.RegisterService(impl->transport->service());
   for (grpc::Service* service : impl->services->services()) builder.RegisterService(service);
   builder.RegisterService(impl->topics.get());
+  builder.RegisterService(impl->groups.get());
   builder.RegisterService(impl->membership->service());
   impl->grpc_server = builder.BuildAndStart();
   if (impl->grpc_server == nullptr || bound_port == 0) {
@@ -296,6 +300,7 @@ void Server::shutdown() {
   impl_->health->stop();
   impl_->services->shutdown();
   impl_->topics->shutdown();
+  impl_->groups->shutdown();
   if (impl_->dispatcher != nullptr) impl_->dispatcher->stop();  // persists what it indexed
   impl_->node->stop();
   impl_->transport->stop();

@@ -38,7 +38,8 @@ void entry_to_wire(const raft::Entry& entry, raftlog::v1::Entry* out) {
   out->set_sequence(entry.sequence);
   switch (entry.type) {
     case raft::EntryType::kNormal:
-      out->set_type(raftlog::v1::ENTRY_TYPE_NORMAL);
+      out->set_type(entry.is_group_commit ? raftlog::v1::ENTRY_TYPE_GROUP_COMMIT
+                                          : raftlog::v1::ENTRY_TYPE_NORMAL);
       break;
     case raft::EntryType::kNoop:
       out->set_type(raftlog::v1::ENTRY_TYPE_NOOP);

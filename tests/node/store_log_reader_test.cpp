@@ -33,6 +33,7 @@ raft::Entry make_entry(raft::Index index) {
   entry.client_id = index % 3 == 0 ? 0 : 1000 + index % 5;
   entry.sequence = entry.client_id == 0 ? 0 : index * 11;
   entry.proposal_continues = index % 4 != 0;
+  entry.is_group_commit = index % 5 == 0;  // stored as kEntryFlagGroupCommit
   std::string payload(kPayloadBytes, static_cast<char>('a' + index % 26));
   payload[0] = static_cast<char>(index & 0xFF);
   entry.payload = std::move(payload);

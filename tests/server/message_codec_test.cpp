@@ -49,6 +49,7 @@ raft::Message full_message(raft::MessageType type) {
       entry.client_id = 1000 + static_cast<std::uint64_t>(i);
       entry.sequence = 2000 + static_cast<std::uint64_t>(i);
       entry.proposal_continues = i == 0;
+      entry.is_group_commit = i == 1;  // the flag travels with the entry
       entry.payload = std::string("payload\0with\xffzero", 17) + std::to_string(i);
       message.entries.push_back(entry);
     }

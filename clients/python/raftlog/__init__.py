@@ -4,7 +4,7 @@
     client = raftlog.Client("127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003")
     print(client.append([b"hello"]).first_index)
 
-Client (append, append_stream, read, tail, status, leader), Producer (batching), and the typed
+Client (append, append_stream, read, tail, status, leader; commit_offset, fetch_offsets, list_groups), Producer (batching), and the typed
 exceptions of raftlog.errors, each carrying the server's ErrorInfo (reason, metadata).
 """
 import pkgutil
@@ -22,6 +22,7 @@ from .errors import (  # noqa: E402
 from .producer import Producer  # noqa: E402
 from .stream import AppendStream  # noqa: E402
 from .tail import Tail  # noqa: E402
-from .types import AppendResult, Entry, NodeStatus, PeerStatus, ReadResult  # noqa: E402
+from .types import (  # noqa: E402
+    AppendResult, Entry, GroupListing, GroupOffsets, GroupSummary, GroupTopicOffset, NodeStatus, PeerStatus, ReadResult)
 
 __version__ = "0.1.0"

@@ -6,12 +6,12 @@ raftlog/__init__.py extends the package's __path__ over sys.path (pkgutil.extend
 `raftlog.v1` may live in another directory than these sources: the build tree's gen/ directory.
 """
 try:
-    from raftlog.v1 import client_pb2, client_pb2_grpc, error_model_pb2
+    from raftlog.v1 import client_pb2, client_pb2_grpc, error_model_pb2, groups_pb2, groups_pb2_grpc
 except ImportError as missing:  # pragma: no cover - depends on the installation
     raise ImportError(
-        "raftlog: the generated modules raftlog.v1.client_pb2 / client_pb2_grpc / error_model_pb2 are "
+        "raftlog: the generated modules raftlog.v1.client_pb2 / client_pb2_grpc / error_model_pb2 / groups_pb2 are "
         "missing (%s). Build them with CMake (build/clients/python/gen on PYTHONPATH) or install the "
         "package with `python3 setup.py install` from clients/python; see clients/python/README.md." % missing
     ) from missing
 
-__all__ = ["client_pb2", "client_pb2_grpc", "error_model_pb2"]
+__all__ = ["client_pb2", "client_pb2_grpc", "error_model_pb2", "groups_pb2", "groups_pb2_grpc"]

@@ -12,8 +12,9 @@ import time
 import grpc
 
 from . import _retry, errors
-from ._stubs import client_pb2, client_pb2_grpc
-from .types import AppendResult, Entry, NodeStatus, ReadResult
+from ._stubs import client_pb2, client_pb2_grpc, groups_pb2, groups_pb2_grpc
+from .types import (AppendResult, Entry, GroupListing, GroupOffsets, GroupSummary, GroupTopicOffset, NodeStatus,
+                    ReadResult)
 
 MAX_ENDPOINTS = 64
 # A read(count=...) asks for at most this many entries in all, so one call's memory is bounded.
@@ -308,6 +309,42 @@ class Client:
         response = self._run("transfer-leadership", lambda endpoint, timeout: self._unary(
             endpoint, "TransferLeadership", request, timeout, admin=True))
         return response.leader_id, response.term
+
+    # -- consumer groups (docs/client-protocol.md, "Consumer groups") -------------------------------
+    def _groups_call(self, what, method, request):
+        self._discover_leader()
+
+        def attempt(endpoint, timeout):
+            try:
+                stub = groups_pb2_grpc.GroupsStub(self.channel(endpoint))
+                return getattr(stub, method)(request, timeout=timeout), endpoint
+            except grpc.RpcError as error:
+                raise errors.from_rpc_error(error, endpoint) from None
+        return self._run(what, attempt)
+
+    def commit_offset(self, group, topic, offset):
+        """Sets `group`'s offset for `topic` (the next offset it will read) through the replicated
+        log; returns (index, term) of the commit entry once it is committed. Retrying is harmless (the
+        same value again); the last commit in log order wins."""
+        if not 0 <= offset < 1 << 64:
+            raise ValueError("offset must be 0..2^64-1")
+        request = groups_pb2.CommitOffsetRequest(group=group, topic=topic, offset=offset)
+        response, _ = self._groups_call("commit-offset", "CommitOffset", request)
+        return response.index, response.term
+
+    def fetch_offsets(self, group, topics=()):
+        """The group's committed offsets (every topic it has, or only `topics`), as GroupOffsets; sees
+        every commit acknowledged before the call, on whichever node leads."""
+        request = groups_pb2.FetchOffsetsRequest(group=group, topics=list(topics))
+        response, endpoint = self._groups_call("fetch-offsets", "FetchOffsets", request)
+        return GroupOffsets([GroupTopicOffset(o.topic, o.offset, o.commit_index)
+                                   for o in response.offsets], response.read_index, endpoint)
+
+    def list_groups(self):
+        """Every consumer group with its number of topics, as a GroupListing."""
+        response, endpoint = self._groups_call("list-groups", "ListGroups", groups_pb2.ListGroupsRequest())
+        return GroupListing([GroupSummary(g.group, g.topics, g.unknown_topics) for g in response.groups],
+                                  response.complete, response.read_index, endpoint)
 
     def flush(self, endpoint):
         """Forces a flush on `endpoint`; returns its flushed index. No retries."""

@@ -2,7 +2,7 @@
 import dataclasses
 import typing
 
-ENTRY_TYPES = {0: "normal", 1: "noop", 2: "config"}
+ENTRY_TYPES = {0: "normal", 1: "noop", 2: "config", 3: "group-commit"}
 ROLES = {0: "unknown", 1: "follower", 2: "pre-candidate", 3: "candidate", 4: "leader"}
 FLUSH_MODES = {0: "unknown", 1: "sync", 2: "async"}
 
@@ -12,7 +12,9 @@ class Entry:
     index: int
     term: int
     payload: bytes
-    type: str = "normal"  # "noop": a new leader's empty entry; "config": membership (internal payload)
+    # "noop": a new leader's empty entry; "config": membership; "group-commit": a consumer group's
+    # offset commit (both with an internal payload)
+    type: str = "normal"
     client_id: int = 0
     sequence: int = 0
 
@@ -85,3 +87,32 @@ class NodeStatus:
                           FLUSH_MODES.get(int(s.flush_mode), "unknown"), peers, s.catching_up, s.storage_fault,
                           s.corrupt_index, s.stranded_below_index, tuple(s.voters), tuple(s.learners),
                           s.learner_catching_up_to_index)
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupTopicOffset:
+    topic: str
+    offset: int        # the next offset of the topic the group will read
+    commit_index: int  # the log index of the commit that set it
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupOffsets:
+    offsets: typing.List[GroupTopicOffset]  # by topic; a topic absent has no committed offset
+    read_index: int
+    endpoint: str
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupSummary:
+    group: str
+    topics: int
+    unknown_topics: int
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupListing:
+    groups: typing.List[GroupSummary]  # by name
+    complete: bool  # False: the leader's table was rebuilt after retention and may miss groups
+    read_index: int
+    endpoint: str

@@ -119,6 +119,31 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(raised.exception.reason, "TOO_MANY_ENTRIES")
         self.assertEqual(self.client.read(last + 1).entries, [])  # commit_index + 1 is an empty answer, not an error
 
+    def test_consumer_groups(self):
+        # Entries of a topic (the Python client appends without attributes: a raw request).
+        request = client_pb2.AppendRequest(entries=[b"a", b"b", b"c"],
+                                           attributes=[client_pb2.EntryAttributes(topic="py-orders")] * 3)
+        leader = self.cluster.leader(self.client)
+        stub = self.client.log_stub(self.cluster.address(leader))
+        stub.Append(request, timeout=10)
+        index, term = self.client.commit_offset("py-group", "py-orders", 2)
+        self.assertGreater(index, 0)
+        self.assertGreater(term, 0)
+        fetched = self.client.fetch_offsets("py-group")
+        self.assertEqual(fetched.offsets, [raftlog.GroupTopicOffset("py-orders", 2, index)])
+        self.assertGreaterEqual(fetched.read_index, index)
+        self.assertEqual(self.client.fetch_offsets("py-group", ["other"]).offsets, [])
+        listing = self.client.list_groups()
+        self.assertIn(raftlog.GroupSummary("py-group", 1, 0), listing.groups)
+        self.assertTrue(listing.complete)
+        self.assertEqual(self.client.read(index, count=1, linearizable=True).entries[0].type, "group-commit")
+        with self.assertRaises(raftlog.InvalidRequestError) as raised:
+            self.client.commit_offset("py-group", "py-orders", 4)  # the end offset is 3
+        self.assertEqual(raised.exception.reason, "OFFSET_BEYOND_END")
+        with self.assertRaises(raftlog.InvalidRequestError) as raised:
+            self.client.fetch_offsets("bad/group")
+        self.assertEqual(raised.exception.reason, "BAD_GROUP")
+
     def test_idempotent_retry(self):
         client_id = 0x5eed0000 + int(time.monotonic() * 1000) % 100000
         with raftlog.Client(self.cluster.endpoints, client_id=client_id, first_sequence=7, **CLIENT_OPTIONS) as first:

@@ -1,0 +1,141 @@
+// GroupTable: the consumer offsets of every group, derived on every node from the committed
+// group-commit entries of its log, in log order (docs/design.md, "Consumer groups"). It is not
+// the derived cursor (cursor.h): the cursor says how far the topic and key indexes are built; this
+// table holds what consumers committed. Separate state, separate file (derived/GROUPS), separate
+// boundary, so that neither can stand in for the other.
+//
+// The table is a function of the committed log prefix it covers, the same on every node (unlike
+// topic offsets, which a rebuild after retention renumbers): a commit names its topic and offset.
+// Last writer in log order wins; an offset may go backwards (a consumer rewinding).
+//
+// Each (group, topic) slot is either known (offset, and the index and term of the commit entry
+// that set it) or unknown: its value may have come from a commit this node can no longer read. The
+// table as a whole is complete when every slot it lacks is truly absent; an incomplete table (built
+// from a log whose first entries retention had already removed) cannot say "no offset" for a slot
+// it lacks, only "unknown". Queries answer kUnknown rather than guess.
+//
+// open() checks the file against the recovered log:
+//   - missing, corrupt, of another version or another cluster: rebuilt by replay from the log's
+//     first index (complete only when that is 1);
+//   - ahead of the log, or whose boundary entry has another term there (the log's tail was cut
+//     under it): rolled back to the log's first index F, keeping only slots set by commits below F
+//     (which no cut can reach) and marking the others unknown until the replay sets them again (F
+//     = 1: cleared, an exact rebuild);
+//   - behind the log: kept; replay continues from boundary();
+//   - the log trimmed past its boundary (commits it never applied are gone): every known slot
+//     becomes unknown and the table incomplete. The node holds retention at the table's persisted
+//     boundary (Dispatcher), so this needs an operator removing segments by hand.
+// Thread-safe: one writer (the dispatcher), many readers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "derived/derived_indexes.h"
+#include "derived/group_commit.h"
+#include "store/env.h"
+
+namespace raftlog::derived {
+
+inline constexpr std::size_t kMaxGroups = 1024;
+inline constexpr std::size_t kMaxTopicsPerGroup = 64;
+inline constexpr std::uint32_t kGroupTableMagic = 0x54474C52U;  // "RLGT" in file order
+inline constexpr std::uint32_t kGroupTableVersion = 1;
+// kMaxGroups * (group + kMaxTopicsPerGroup slots) is about 10 MiB.
+inline constexpr std::size_t kMaxGroupTableBytes = 16U << 20;
+
+struct GroupOffset {
+  std::uint64_t offset = 0;
+  std::uint64_t index = 0;  // log index of the commit entry that set it
+  std::uint64_t term = 0;
+  friend bool operator==(const GroupOffset&, const GroupOffset&) = default;
+};
+
+struct GroupSlot {
+  bool known = false;
+  GroupOffset value;  // when known
+  friend bool operator==(const GroupSlot&, const GroupSlot&) = default;
+};
+
+// What the file holds (also what the tests compare).
+struct GroupTableState {
+  std::string cluster_id;
+  std::uint64_t boundary = 1;       // the exclusive log index applied
+  std::uint64_t boundary_term = 0;  // term of entry boundary - 1 (0: not known)
+  bool complete = true;
+  std::map<std::string, std::map<std::string, GroupSlot>> groups;
+  friend bool operator==(const GroupTableState&, const GroupTableState&) = default;
+};
+
+std::string encode_group_table(const GroupTableState& state);
+// nullopt with `problem` when the bytes are not a valid table of this version.
+std::optional<GroupTableState> decode_group_table(const std::string& bytes, std::string* problem);
+
+enum class GroupLookup { kKnown, kNone, kUnknown };
+
+struct GroupInfo {
+  std::string group;
+  std::size_t topics = 0;  // slots, known or not
+  std::size_t unknown_topics = 0;
+};
+
+struct GroupFetch {
+  bool found = false;                                        // the group has at least one slot
+  std::vector<std::pair<std::string, GroupOffset>> offsets;  // known slots, by topic
+  std::vector<std::string> unknown_topics;
+};
+
+class GroupTable {
+ public:
+  // `dir` is the node's data_dir/derived (the table is derived/GROUPS). nullptr with `error` only
+  // when the file cannot be written at all.
+  static std::unique_ptr<GroupTable> open(store::Env* env, std::string dir, std::string cluster_id,
+                                          const LogView& log, OpenReport* report,
+                                          store::Status* error);
+
+  std::uint64_t boundary() const;
+  // Applies `entries` (which must continue exactly at boundary(): false and nothing done
+  // otherwise). Entries that are not group commits only move the boundary. A commit that does not
+  // decode is counted (bad_commits), one past a bound is counted (refused_commits); neither
+  // changes the table. Not durable until persist().
+  bool apply(const std::vector<SourceEntry>& entries);
+  // Retention removed [boundary(), index) before it was applied (see above).
+  void skip_to(std::uint64_t index);
+  // Writes derived/GROUPS.tmp (fdatasync), renames it over GROUPS, fsyncs the directory.
+  store::Status persist();
+  // The boundary the file on disk covers (what retention may trim up to).
+  std::uint64_t persisted_boundary() const;
+
+  GroupLookup lookup(const std::string& group, const std::string& topic, GroupOffset* out) const;
+  GroupFetch fetch(const std::string& group) const;
+  std::vector<GroupInfo> list() const;
+  bool complete() const;
+  // Whether a commit of (group, topic) would fit the bounds as the table stands.
+  enum class Fit { kFits, kTooManyGroups, kTooManyTopics };
+  Fit fits(const std::string& group, const std::string& topic) const;
+  std::size_t group_count() const;
+  std::uint64_t bad_commits() const;
+  std::uint64_t refused_commits() const;
+  GroupTableState state() const;
+
+ private:
+  GroupTable(store::Env* env, std::string dir);
+  void apply_commit(const SourceEntry& entry);
+  void roll_back(const LogView& log);
+  void forget_all();  // every known slot becomes unknown, the table incomplete
+
+  store::Env* env_;
+  std::string dir_;
+  mutable std::shared_mutex mu_;
+  GroupTableState state_;
+  std::uint64_t persisted_boundary_ = 1;
+  std::uint64_t bad_commits_ = 0;
+  std::uint64_t refused_commits_ = 0;
+};
+
+}  // namespace raftlog::derived
