@@ -136,6 +136,7 @@ class TimestampFloorTest : public ::testing::Test {
     c.store.flush_mode = store::FlushMode::kAsync;
     c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
     c.store.preallocate_next_segment = false;
+    c.store.max_entry_size_bytes = 16 << 10;
     c.raft.id = 1;
     c.raft.initial_conf.voters = {1};
     c.dedup_rebuild_entries = 4;  // the window the floor used to come from
