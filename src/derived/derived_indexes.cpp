@@ -113,7 +113,8 @@ std::unique_ptr<DerivedIndexes> DerivedIndexes::open(store::Env* env, std::strin
     if (Status persisted = indexes->persist(); !persisted.ok()) *error = persisted;
   } else if (indexes->boundary_ < log.first_index()) {
     // Retention removed entries the indexes never saw: they cannot be replayed. Dispatch goes on
-    // from the log's first index (the topics' offsets then count only what it indexed).
+    // from the log's first index (the next entry of each topic carries its offset: its queue
+    // continues there, as on every other node).
     report->reason = "the log was trimmed past the cursor";
     indexes->boundary_ = log.first_index();
     indexes->boundary_term_ = 0;
