@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -129,6 +130,16 @@ struct RoomyDisk final : DiskProbe {
 class TimestampFloorTest : public ::testing::Test {
  protected:
   void open() {
+    NodeError error;
+    replica_ = try_open(&error);
+    ASSERT_NE(replica_, nullptr) << error.message;
+    for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) {
+      replica_->tick();
+      replica_->process();
+    }
+    ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+  }
+  std::unique_ptr<Replica> try_open(NodeError* error) {
     ReplicaConfig c;
     c.node_id = 1;
     c.members = {{1, "127.0.0.1:1"}};
@@ -144,23 +155,16 @@ class TimestampFloorTest : public ::testing::Test {
     deps.sender = &sender_;
     deps.disk = &disk_;
     deps.wall_clock = [this] { return wall_; };
-    NodeError error;
-    replica_ = Replica::open(std::move(c), std::move(deps), &error);
-    ASSERT_NE(replica_, nullptr) << error.message;
-    for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) {
-      replica_->tick();
-      replica_->process();
-    }
-    ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+    return Replica::open(std::move(c), std::move(deps), error);
   }
   // Appends `count` entries (with envelopes of topic "t" when `topic`) and returns the last index.
-  std::uint64_t append(bool topic, int count = 1) {
+  std::uint64_t append(bool topic, int count = 1, std::size_t body_bytes = 1) {
     Replica::AppendRequest request;
     for (int i = 0; i < count; ++i) {
-      std::string payload = "plain";
+      std::string payload(std::max<std::size_t>(body_bytes, 5), 'p');
       if (topic) {
         payload.clear();
-        derived::encode_envelope(0, "t", {}, "x", &payload);
+        derived::encode_envelope(0, "t", {}, std::string(body_bytes, 'x'), &payload);
       }
       request.payloads.push_back(payload);
     }
@@ -228,6 +232,26 @@ TEST_F(TimestampFloorTest, AFarFutureTimestampInTheLogRaisesTheFloorOnlyUpToTheS
   const std::uint64_t real_ms = 1'900'000'000'000;
   EXPECT_EQ(replica_->timestamp_floor_ms(), real_ms + Replica::kMaxTimestampSkewMs);
   EXPECT_LE(header_at(append(true)).timestamp_ms, real_ms + Replica::kMaxTimestampSkewMs);
+}
+
+// Retention removed every entry of topic "t": TOPICSTATE, saved before the trim, still knows its
+// next offset; without it the node refuses to start (a guess could hand out an offset twice).
+TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateForItsTopicsNextOffsets) {
+  ASSERT_NO_FATAL_FAILURE(open());
+  const std::uint64_t last = append(true, 12, 15 << 10);  // about 4 entries per 64 KiB segment
+  const std::uint64_t after = append(false, 5, 15 << 10);   // the entries that stay
+  const TrimResult trimmed = replica_->trim(after, "test:");
+  ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  ASSERT_GT(replica_->log().first_index(), last) << "the trim should remove every entry of t";
+  replica_.reset();
+  ASSERT_NO_FATAL_FAILURE(open());
+  EXPECT_EQ(replica_->topic_offsets().next_offset("t"), 12U);
+  EXPECT_EQ(header_at(append(true)).topic_offset, 12U);
+  replica_.reset();
+  std::filesystem::remove(std::filesystem::path(dir_.path()) / "TOPICSTATE");
+  NodeError error;
+  EXPECT_EQ(try_open(&error), nullptr);
+  EXPECT_NE(error.message.find("TOPICSTATE"), std::string::npos) << error.message;
 }
 
 // A damaged TOPICSTATE of a log that still starts at index 1 is rebuilt from the whole log (one of
