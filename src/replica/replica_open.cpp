@@ -95,10 +95,10 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   if (replica->topic_state_saved_through_ == 0 ||
       hs.commit >= replica->topic_state_saved_through_ + c.topic_state_save_entries) {
     // No TOPICSTATE yet (a new node, or a log from before it existed), or an old one: written now,
-    // so that the next open reads little of the log.
+    // so that the next open reads little of the log. Not fatal: the table is in memory, and a trim
+    // does not run until a save succeeded.
     if (store::Status saved = replica->save_topic_state(); !saved.ok()) {
-      *error = make_error(ErrorCode::kInternal, "writing TOPICSTATE failed: " + saved.to_string());
-      return nullptr;
+      spdlog::warn("node {}: writing TOPICSTATE: {}", c.node_id, saved.to_string());
     }
   }
   spdlog::info("node {}: configuration {} (entry {})", c.node_id,
