@@ -84,6 +84,8 @@ inline constexpr std::string_view kBadAttributes =
     "BAD_ATTRIBUTES";  // INVALID_ARGUMENT: attributes not one per entry
 inline constexpr std::string_view kTopicOffsetTrimmed =
     "TOPIC_OFFSET_TRIMMED";  // OUT_OF_RANGE: below the topic's first offset, gone
+inline constexpr std::string_view kTooManyTopics =
+    "TOO_MANY_TOPICS";  // RESOURCE_EXHAUSTED: the log holds the most topics it may
 // Membership changes (raftlog.v1.Admin, docs/errors.md).
 inline constexpr std::string_view kConfChangeInProgress =
     "CONF_CHANGE_IN_PROGRESS";  // UNAVAILABLE: one change at a time; retry once it committed

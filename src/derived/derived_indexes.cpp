@@ -113,7 +113,8 @@ std::unique_ptr<DerivedIndexes> DerivedIndexes::open(store::Env* env, std::strin
     if (Status persisted = indexes->persist(); !persisted.ok()) *error = persisted;
   } else if (indexes->boundary_ < log.first_index()) {
     // Retention removed entries the indexes never saw: they cannot be replayed. Dispatch goes on
-    // from the log's first index (the topics' offsets then count only what it indexed).
+    // from the log's first index (the next entry of each topic carries its offset: its queue
+    // continues there, as on every other node).
     report->reason = "the log was trimmed past the cursor";
     indexes->boundary_ = log.first_index();
     indexes->boundary_term_ = 0;
@@ -251,7 +252,19 @@ void DerivedIndexes::index_entry(const SourceEntry& entry) {
     if (queues_.count(topic) == 0 && queues_.size() >= kMaxTopics) {
       ++unqueued_entries_;
     } else {
-      queue_for(topic).append(Record{entry.index, entry.term, timestamp});
+      // The offset is the one the leader wrote into the envelope (version 2), so that every node
+      // numbers the topic alike whatever it rebuilt or skipped; a version-1 entry is the next one.
+      RecordLog& queue = queue_for(topic);
+      const std::uint64_t offset =
+          envelope.has_topic_offset ? envelope.topic_offset : queue.end_number();
+      // Not the next record: the first entry of the topic since a rebuild after retention or a
+      // skip (the records before it point below the log's first index), or the first version-2
+      // entry after version-1 entries this node counted differently from the leader.
+      if (offset != queue.end_number()) {
+        ++renumbered_entries_;
+        queue.continue_at(offset);
+      }
+      queue.append(Record{entry.index, entry.term, timestamp});
     }
   }
   for (std::string_view key : envelope.keys) {
@@ -452,6 +465,10 @@ std::optional<std::uint64_t> DerivedIndexes::find_topic_offset_by_time(
 std::uint64_t DerivedIndexes::unqueued_entries() const {
   std::shared_lock lock(mu_);
   return unqueued_entries_;
+}
+std::uint64_t DerivedIndexes::renumbered_entries() const {
+  std::shared_lock lock(mu_);
+  return renumbered_entries_;
 }
 std::uint64_t DerivedIndexes::bad_envelopes() const {
   std::shared_lock lock(mu_);

@@ -1,5 +1,6 @@
 // DerivedIndexes: the indexes a node derives from its committed log (docs/design.md, "Topics, keys
-// and time"): a ConsumeQueue per topic (dense offsets 0, 1, 2, ... -> log index), a key index
+// and time"): a ConsumeQueue per topic (offset -> log index; the offset is the one the leader
+// wrote into the entry's envelope, dense per topic, or counted for a version-1 envelope), a key index
 // (key hash -> log indexes) and a time index (timestamp -> first log index at or after it).
 //
 // One dispatcher (src/server/dispatcher.h) feeds it committed entries in log order, from
@@ -108,7 +109,8 @@ class DerivedIndexes {
   // otherwise). Not durable until persist().
   bool apply(const std::vector<SourceEntry>& entries);
   // Retention removed entries [boundary(), index) before they were indexed: dispatch resumes at
-  // `index` and those entries stay unindexed (the topics' offsets count only what was indexed).
+  // `index` and those entries stay unindexed (the next entry of each topic carries its offset, so
+  // the queues continue at the offsets the other nodes use).
   void skip_to(std::uint64_t index);
   // Makes every record durable, then the cursor that covers them.
   store::Status persist();
@@ -135,6 +137,10 @@ class DerivedIndexes {
 
   std::uint64_t unqueued_entries() const;
   std::uint64_t bad_envelopes() const;
+  // Entries whose envelope's topic offset was not the next record of their queue (see
+  // index_entry): counted, since apart from the first entry after a rebuild or a skip only
+  // version-1 numbering that differed from the leader's produces them.
+  std::uint64_t renumbered_entries() const;
   std::size_t topic_count() const;
 
  private:
@@ -162,6 +168,7 @@ class DerivedIndexes {
   std::unordered_multimap<std::uint64_t, std::uint64_t> key_map_;  // hash -> log index
   std::uint64_t unqueued_entries_ = 0;
   std::uint64_t bad_envelopes_ = 0;
+  std::uint64_t renumbered_entries_ = 0;
 };
 
 }  // namespace raftlog::derived

@@ -80,7 +80,9 @@ void encode_envelope(std::uint64_t timestamp_ms, std::string_view topic,
   char* p = out->data() + start;
   *p++ = static_cast<char>(kEnvelopeVersion);
   put_u64(p, timestamp_ms);
-  p += 8;
+  p += kTimestampBytes;
+  put_u64(p, 0);  // the topic offset: the leader stamps it
+  p += kTopicOffsetBytes;
   *p++ = static_cast<char>(topic.size());
   std::memcpy(p, topic.data(), topic.size());
   p += topic.size();
@@ -91,18 +93,6 @@ void encode_envelope(std::uint64_t timestamp_ms, std::string_view topic,
     p += key.size();
   }
   out->append(user_bytes);
-}
-
-void stamp_timestamp(std::string* payload, std::uint64_t timestamp_ms) {
-  require(payload->size() >= kFixedEnvelopeBytes, "stamp_timestamp: not an envelope");
-  put_u64(payload->data() + kTimestampOffset, timestamp_ms);
-}
-
-bool peek_timestamp(std::string_view payload, std::uint64_t* timestamp_ms) {
-  if (payload.size() < kFixedEnvelopeBytes) return false;
-  if (static_cast<std::uint8_t>(payload[0]) != kEnvelopeVersion) return false;
-  *timestamp_ms = get_u64(payload.data() + kTimestampOffset);
-  return true;
 }
 
 const char* to_string(EnvelopeDecode result) {
@@ -119,22 +109,45 @@ const char* to_string(EnvelopeDecode result) {
       return "too many keys in envelope";
     case EnvelopeDecode::kBadKey:
       return "invalid key in envelope";
+    case EnvelopeDecode::kBadOffset:
+      return "invalid topic offset in envelope";
   }
   return "unknown";
 }
 
-EnvelopeDecode decode_envelope(std::string_view payload, DecodedEnvelope* out) {
-  out->keys.clear();
+namespace {
+
+// The one decoder: both public decoders run it, so they accept exactly the same payloads. Calls
+// `key(view)` for each key.
+template <typename KeyVisit>
+EnvelopeDecode walk_envelope(std::string_view payload, EnvelopeHeader* out, KeyVisit&& key) {
   if (payload.empty()) return EnvelopeDecode::kTruncated;
-  if (static_cast<std::uint8_t>(payload[0]) != kEnvelopeVersion) return EnvelopeDecode::kBadVersion;
-  if (payload.size() < kFixedEnvelopeBytes) return EnvelopeDecode::kTruncated;
+  const auto version = static_cast<std::uint8_t>(payload[0]);
+  if (version != kEnvelopeVersion && version != kEnvelopeVersionWithoutOffset) {
+    return EnvelopeDecode::kBadVersion;
+  }
+  const bool v2 = version == kEnvelopeVersion;
+  if (payload.size() < (v2 ? kFixedEnvelopeBytes : kFixedEnvelopeBytesV1)) {
+    return EnvelopeDecode::kTruncated;
+  }
+  out->version = version;
   out->timestamp_ms = get_u64(payload.data() + kTimestampOffset);
   std::size_t at = kTimestampOffset + kTimestampBytes;
+  std::uint64_t topic_offset = 0;
+  if (v2) {
+    topic_offset = get_u64(payload.data() + at);
+    at += kTopicOffsetBytes;
+  }
   const std::size_t topic_size = static_cast<unsigned char>(payload[at++]);
   // The key count byte follows the topic: it must be there too.
   if (payload.size() - at < topic_size + 1) return EnvelopeDecode::kTruncated;
   out->topic = payload.substr(at, topic_size);
   if (topic_size != 0 && !valid_topic(out->topic)) return EnvelopeDecode::kBadTopic;
+  if (topic_offset > kMaxTopicOffset || (topic_size == 0 && topic_offset != 0)) {
+    return EnvelopeDecode::kBadOffset;
+  }
+  out->has_topic_offset = v2 && topic_size != 0;
+  out->topic_offset = topic_offset;
   at += topic_size;
   const std::size_t key_count = static_cast<unsigned char>(payload[at++]);
   if (key_count > kMaxKeysPerEntry) return EnvelopeDecode::kBadKeyCount;
@@ -143,11 +156,55 @@ EnvelopeDecode decode_envelope(std::string_view payload, DecodedEnvelope* out) {
     const std::size_t key_size = static_cast<unsigned char>(payload[at++]);
     if (key_size == 0 || key_size > kMaxKeyBytes) return EnvelopeDecode::kBadKey;
     if (payload.size() - at < key_size) return EnvelopeDecode::kTruncated;
-    out->keys.push_back(payload.substr(at, key_size));
+    key(payload.substr(at, key_size));
     at += key_size;
   }
-  out->user_bytes = payload.substr(at);
+  out->user_bytes_at = at;
   return EnvelopeDecode::kOk;
+}
+
+}  // namespace
+
+EnvelopeDecode decode_envelope_header(std::string_view payload, EnvelopeHeader* out) {
+  return walk_envelope(payload, out, [](std::string_view) {});
+}
+
+EnvelopeDecode decode_envelope(std::string_view payload, DecodedEnvelope* out) {
+  out->keys.clear();
+  EnvelopeHeader header;
+  const EnvelopeDecode result =
+      walk_envelope(payload, &header, [&](std::string_view key) { out->keys.push_back(key); });
+  if (result != EnvelopeDecode::kOk) return result;
+  out->version = header.version;
+  out->timestamp_ms = header.timestamp_ms;
+  out->has_topic_offset = header.has_topic_offset;
+  out->topic_offset = header.topic_offset;
+  out->topic = header.topic;
+  out->user_bytes = payload.substr(header.user_bytes_at);
+  return EnvelopeDecode::kOk;
+}
+
+bool stamp_envelope(std::string* payload, std::uint64_t timestamp_ms, std::uint64_t topic_offset) {
+  EnvelopeHeader header;
+  if (decode_envelope_header(*payload, &header) != EnvelopeDecode::kOk) return false;
+  if (header.version != kEnvelopeVersion || topic_offset > kMaxTopicOffset) return false;
+  if (header.topic.empty() && topic_offset != 0) return false;
+  put_u64(payload->data() + kTimestampOffset, timestamp_ms);
+  put_u64(payload->data() + kTopicOffsetOffset, topic_offset);
+  return true;
+}
+
+std::string_view envelope_identity(std::string_view payload) {
+  if (payload.empty()) return payload;
+  const auto version = static_cast<std::uint8_t>(payload[0]);
+  std::size_t skip = 0;
+  if (version == kEnvelopeVersion) {
+    skip = kTopicOffsetOffset + kTopicOffsetBytes;
+  } else if (version == kEnvelopeVersionWithoutOffset) {
+    skip = kTimestampOffset + kTimestampBytes;
+  }
+  if (skip == 0 || payload.size() <= skip) return payload;
+  return payload.substr(skip);
 }
 
 }  // namespace raftlog::derived

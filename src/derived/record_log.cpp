@@ -177,6 +177,19 @@ Status RecordLog::truncate_to(std::uint64_t number) {
   return Status();
 }
 
+void RecordLog::continue_at(std::uint64_t number) {
+  if (number == end_number()) return;
+  if (number < first_number_ || number > end_number()) {
+    records_.clear();
+    dropped_segments_.clear();  // their files are below or above what the cursor will name
+    first_number_ = number;
+    written_end_ = number;
+    return;
+  }
+  records_.resize(number - first_number_);
+  written_end_ = std::min(written_end_, number);
+}
+
 bool RecordLog::forget_below(std::uint64_t log_index) {
   // Whole segments only, never the one that holds the last record (appends continue there), and
   // only records already in the files: sync() encodes from records_[written_end_ - first_number_].

@@ -66,6 +66,12 @@ class RecordLog {
   store::Status sync();
   // Drops every record numbered `number` or above (memory and files).
   store::Status truncate_to(std::uint64_t number);
+  // The queue continues at `number` (a topic offset the log's entry carries) instead of at
+  // end_number(), in memory only: below first_number() or above end_number() every record is
+  // dropped and the log restarts empty at `number`; in between, the records from `number` on are
+  // dropped. The next sync() writes from there; stale records left in the files are outside what
+  // the next cursor names and load() cuts or sweeps them.
+  void continue_at(std::uint64_t number);
   // Retention, step 1 (memory only): forgets whole segments whose records all point below
   // `log_index` and are already written (never one sync() has yet to write: written_end_ stays >=
   // first_number()). first_number() advances; the files stay until remove_dropped(), which the

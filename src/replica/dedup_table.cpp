@@ -11,19 +11,18 @@ namespace raftlog::replica {
 
 std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload,
                                    bool has_envelope) {
+  // An envelope is digested by its identity only (topic, keys, user bytes): the leader stamps the
+  // timestamp and the topic offset, which a retry cannot know.
+  const std::string_view digested = has_envelope ? derived::envelope_identity(payload) : payload;
   std::array<unsigned char, 8> length{};
-  std::uint64_t size = payload.size();
+  std::uint64_t size = digested.size();
   if (has_envelope) size |= std::uint64_t{1} << 63;
   for (unsigned char& byte : length) {
     byte = static_cast<unsigned char>(size & 0xFFU);
     size >>= 8;
   }
   digest = util::crc32c::extend(digest, length.data(), length.size());
-  if (!has_envelope) return util::crc32c::extend(digest, payload.data(), payload.size());
-  derived::visit_bytes_without_timestamp(payload, [&](const char* data, std::size_t bytes) {
-    digest = util::crc32c::extend(digest, data, bytes);
-  });
-  return digest;
+  return util::crc32c::extend(digest, digested.data(), digested.size());
 }
 
 std::uint32_t append_digest(std::span<const std::string> payloads, bool has_envelope) {

@@ -47,10 +47,13 @@ namespace raftlog::replica {
 // index order, each preceded by its length as 8 little-endian bytes (so ["ab", "c"] and ["a", "bc"]
 // differ). Chaining lets a follower extend it entry by entry, across replication batches. Two
 // different appends with the same entry count collide with probability about 2^-32.
-// An entry with an envelope (`has_envelope`: topic, keys, timestamp, src/derived/envelope.h) is
-// digested without its timestamp, which the leader stamps when it proposes: a retry carries the
-// same topic, keys and bytes but cannot know it. Its length word has bit 63 set, so an envelope
-// entry never matches a plain entry of the same bytes. Plain entries digest as they always did.
+// An entry with an envelope (`has_envelope`: topic, keys, timestamp, topic offset,
+// src/derived/envelope.h) is digested by its identity only (derived::envelope_identity: topic,
+// keys and user bytes, without the version, the timestamp and the topic offset, which the leader
+// stamps when it proposes: a retry carries the same topic, keys and bytes but cannot know them).
+// Its length word (the identity's length) has bit 63 set, so an envelope entry never matches a
+// plain entry of the same bytes. Plain entries digest as they always did. The digests live in
+// memory only (rebuilt from the log at open), so changing what they cover needs no migration.
 std::uint32_t extend_append_digest(std::uint32_t digest, std::string_view payload,
                                    bool has_envelope = false);
 std::uint32_t append_digest(std::span<const std::string> payloads, bool has_envelope = false);

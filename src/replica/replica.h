@@ -40,6 +40,7 @@
 #include "replica/node_status.h"
 #include "replica/results.h"
 #include "replica/store_log_reader.h"
+#include "replica/topic_offsets.h"
 #include "store/commit_log.h"
 #include "util/rate_limit.h"
 
@@ -64,6 +65,10 @@ struct ReplicaConfig {
   std::uint32_t dedup_sequences_per_client = 64;
   std::uint32_t dedup_max_clients = 100000;
   std::uint64_t dedup_rebuild_entries = 1000000;
+  // TOPICSTATE (topic_state_file.h) is saved whenever the commit index passed the saved point by
+  // this many entries (and at close and before every trim): a restart reads at most about this many
+  // entries beyond the dedup window to rebuild the topic table and the timestamp floor.
+  std::uint64_t topic_state_save_entries = 262144;
   std::uint64_t retention_max_age_s = 0;
   std::uint64_t retention_max_bytes = 0;
   std::uint32_t retention_check_interval_ms = 10000;
@@ -215,6 +220,15 @@ class Replica {
   // The Raft core, read-only: for harnesses that assert on its state (tests/raft's TestCluster).
   // Every input still goes through the replica.
   const raft::Raft& core() const { return *raft_; }
+  // The topic table (the next offset of every topic as this node's log stands) and the timestamp
+  // floor, for tests and the simulator's checker.
+  const TopicOffsets& topic_offsets() const { return topics_; }
+  std::uint64_t timestamp_floor_ms() const { return last_timestamp_ms_; }
+
+  // How far ahead of this node's wall clock a timestamp in a replicated (or recovered) entry may
+  // raise the floor for later timestamps: a forged or far-skewed timestamp then pins later entries
+  // for at most this long (docs/design.md, "Timestamps").
+  static constexpr std::uint64_t kMaxTimestampSkewMs = 60000;
 
  private:
   // An append (or a retry of one) waiting for its range to commit.
@@ -252,6 +266,11 @@ class Replica {
   // Opening (replica_open.cpp).
   bool open_store(const store::Options& store_options, NodeError* error);
   bool rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem);
+  // Loads TOPICSTATE into topics_ and the timestamp floor; the first log index the open scan must
+  // read for them (replica_topics.cpp).
+  // `missing_on_trimmed_log`: there was none and the log does not start at index 1.
+  bool load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimmed_log,
+                        std::string* problem);
   void assess_recovery(raft::Config* raft_config);
   bool open_hard_state(NodeError* error);
   bool open_conf_state(NodeError* error);
@@ -287,10 +306,21 @@ class Replica {
   void record_commit_in_store();
   void deliver_read_states(const raft::Ready& ready);
   void record_dedup(const std::vector<raft::Entry>& entries);
-  // Timestamps (docs/design.md, "Topics, keys and time"): the leader's append time, never below the
-  // newest timestamp this node's log holds, so they do not go backwards across leader changes.
-  void note_timestamp(bool has_envelope, std::string_view payload);
+  // Timestamps and topic offsets (replica_topics.cpp; docs/design.md, "Topics, keys and time").
+  // A timestamp is the leader's append time, never below the newest timestamp this node's log holds
+  // (up to kMaxTimestampSkewMs ahead of its clock), so they do not go backwards across leader
+  // changes. Every entry the log gains is noted in the topic table (note_entry); a leader stamps
+  // its proposals' envelopes from it (stamp_proposal).
+  // True when the entry's envelope carries a topic offset (version 2 with a topic).
+  bool note_entry(std::uint64_t index, bool has_envelope, std::string_view payload,
+                  std::uint64_t now_ms);
+  std::uint64_t wall_now_ms() const;
   std::uint64_t next_timestamp_ms();
+  // Stamps timestamp and topic offsets into `payloads` (envelopes) for entries from `first_index`
+  // on and records them in topics_; on a refusal nothing stays recorded.
+  NodeError stamp_proposal(std::vector<std::string>& payloads, std::uint64_t first_index);
+  // Writes TOPICSTATE as of the commit index (as far as the topic table reaches).
+  store::Status save_topic_state();
   void fatal(const std::string& what);
   // Runs `call`, which calls into the core. The core reads persisted entries through reader_; one
   // that cannot be read (UnreadableEntry: a storage fault) is marked for repair and stops the
@@ -336,9 +366,11 @@ class Replica {
 
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
-  // The newest envelope timestamp of the log as far as dedup saw it (its rebuild window at open,
-  // then every entry written), in ms since the Unix epoch.
+  // The newest envelope timestamp of the log (TOPICSTATE and the entries after it at open, then
+  // every entry written), each bounded by kMaxTimestampSkewMs, in ms since the Unix epoch.
   std::uint64_t last_timestamp_ms_ = 0;
+  TopicOffsets topics_;
+  std::uint64_t topic_state_saved_through_ = 0;  // TOPICSTATE's through_index as last written
   std::multimap<std::uint64_t, PendingAppend> pending_appends_;  // by last index
   std::map<std::uint64_t, PendingRead> pending_reads_;           // by read request id
   // By entry index. The core accepts one change at a time per leader, so this holds at most one entry

@@ -6,6 +6,7 @@
 
 #include "replica/replica.h"
 #include "replica/storage_fault.h"
+#include "replica/topic_state_file.h"
 
 namespace raftlog::replica {
 
@@ -90,6 +91,16 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   replica->reported_durable_ =
       log.last_index();  // recovered entries are durable (recovery flushed them)
   replica->commit_ = hs.commit;
+  replica->topics_.committed(hs.commit);
+  if (replica->topic_state_saved_through_ == 0 ||
+      hs.commit >= replica->topic_state_saved_through_ + c.topic_state_save_entries) {
+    // No TOPICSTATE yet (a new node, or a log from before it existed), or an old one: written now,
+    // so that the next open reads little of the log. Not fatal: the table is in memory, and a trim
+    // does not run until a save succeeded.
+    if (store::Status saved = replica->save_topic_state(); !saved.ok()) {
+      spdlog::warn("node {}: writing TOPICSTATE: {}", c.node_id, saved.to_string());
+    }
+  }
   spdlog::info("node {}: configuration {} (entry {})", c.node_id,
                raft::to_string(replica->raft_->conf()), raft_config.conf_history.back().index);
   if (replica->deps_.events != nullptr) {
@@ -263,11 +274,21 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
 bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) {
   // The last dedup_rebuild_entries entries of the log (the window is documented in node_config.h).
   const std::uint64_t last = log_->last_index();
-  std::uint64_t from = log_->first_index();
-  if (last >= config_.dedup_rebuild_entries && last - config_.dedup_rebuild_entries + 1 > from) {
-    from = last - config_.dedup_rebuild_entries + 1;
+  std::uint64_t dedup_from = log_->first_index();
+  if (last >= config_.dedup_rebuild_entries &&
+      last - config_.dedup_rebuild_entries + 1 > dedup_from) {
+    dedup_from = last - config_.dedup_rebuild_entries + 1;
   }
-  dedup_.set_view_start(from);  // an append that began below `from` is seen only in part
+  dedup_.set_view_start(dedup_from);  // an append that began below `from` is seen only in part
+  // The same pass rebuilds the topic table and the timestamp floor from TOPICSTATE on: whatever
+  // the distance to the newest envelope, nothing after the saved point is missed.
+  std::uint64_t topics_from = 0;
+  bool topic_state_missing = false;
+  if (!load_topic_state(&topics_from, &topic_state_missing, problem)) return false;
+  bool saw_topic_offsets = false;
+  std::uint64_t from = std::min(dedup_from, topics_from);
+  const std::uint64_t checkpoint_commit = std::min(log_->commit_index(), last);
+  const std::uint64_t now_ms = wall_now_ms();
   constexpr std::size_t kBatchEntries = 4096;
   while (from <= last) {
     auto batch = log_->read(from, kBatchEntries, 64ULL << 20);
@@ -280,11 +301,24 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
     }
     for (const store::EntryView& view : batch->entries) {
       const bool has_envelope = (view.meta.flags & kEntryFlagEnvelope) != 0;
-      dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index, view.meta.term,
-                          view.payload, has_envelope);
-      note_timestamp(has_envelope, view.payload);
+      if (view.meta.index >= dedup_from) {
+        dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index,
+                            view.meta.term, view.payload, has_envelope);
+      }
+      saw_topic_offsets = note_entry(view.meta.index, has_envelope, view.payload, now_ms) ||
+                          saw_topic_offsets;
     }
+    topics_.committed(checkpoint_commit);  // keeps the undo journal to the uncommitted tail
     from = batch->entries.back().meta.index + 1;
+  }
+  if (topic_state_missing && saw_topic_offsets) {
+    // Version-2 entries were written after TOPICSTATE existed: it was lost (or a copied log came
+    // without it), and a topic whose entries retention removed would restart at offset 0.
+    *problem = config_.data_dir + "/TOPICSTATE is missing, but the log (trimmed to start at " +
+               std::to_string(log_->first_index()) +
+               ") holds entries with leader-assigned topic offsets; copy TOPICSTATE with the log "
+               "from the healthy node it came from (docs/operations.md, \"Topics and keys\")";
+    return false;
   }
   return true;
 }
@@ -333,6 +367,9 @@ void Replica::close() {
   log_->set_flush_listener(nullptr);
   log_->set_flush_observer(nullptr);
   if (!failed_) {
+    if (store::Status saved = save_topic_state(); !saved.ok()) {
+      spdlog::error("node {}: saving TOPICSTATE: {}", config_.node_id, saved.to_string());
+    }
     // The checkpoint keeps the commit index so that a restart knows what was committed.
     const std::uint64_t commit = std::min(commit_, log_->last_index());
     if (commit > log_->commit_index()) {

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "replica/durability_rules.h"
-#include "derived/envelope.h"
 #include "replica/replica.h"
 
 namespace raftlog::replica {
@@ -214,6 +213,13 @@ void Replica::truncate_log_from(std::uint64_t from) {
   }
   dedup_.truncate_from(from);
   dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
+  // The topic table goes back to what it was before the cut entries (their offsets are handed out
+  // again, so no hole is left in what commits).
+  if (!topics_.truncate_from(from)) {
+    fatal("the topic table cannot undo entries from " + std::to_string(from) +
+          ": they were recorded as committed");
+    return;
+  }
   reported_durable_ = std::min(reported_durable_, from - 1);
   for (auto it = pending_memberships_.lower_bound(from); it != pending_memberships_.end();) {
     it->second.done(MembershipResult{
@@ -319,6 +325,15 @@ void Replica::deliver_commit(std::uint64_t commit) {
   commit_ = commit;
   if (deps_.commit_advanced) deps_.commit_advanced(commit);
   record_commit_in_store();
+  topics_.committed(commit);
+  if (commit >= topic_state_saved_through_ + config_.topic_state_save_entries) {
+    if (store::Status saved = save_topic_state(); !saved.ok()) {
+      // Not fatal: the previous TOPICSTATE stays right, only a restart reads more of the log. Tried
+      // again after the next interval; a trim refuses to run without it.
+      spdlog::warn("node {}: saving TOPICSTATE: {}", config_.node_id, saved.to_string());
+      topic_state_saved_through_ = commit;
+    }
+  }
   while (!pending_appends_.empty() && pending_appends_.begin()->first <= commit) {
     PendingAppend& pending = pending_appends_.begin()->second;
     auto term = log_->term_at(pending.last);
@@ -360,27 +375,14 @@ void Replica::record_commit_in_store() {
 }
 
 void Replica::record_dedup(const std::vector<raft::Entry>& entries) {
+  const std::uint64_t now_ms = wall_now_ms();
   for (const raft::Entry& entry : entries) {
     if (entry.index <= dedup_recorded_through_) continue;
     dedup_.record_entry(entry.client_id, entry.sequence, entry.index, entry.term,
                         entry.payload.view(), entry.has_envelope);
-    note_timestamp(entry.has_envelope, entry.payload.view());
+    note_entry(entry.index, entry.has_envelope, entry.payload.view(), now_ms);
     dedup_recorded_through_ = entry.index;
   }
-}
-
-void Replica::note_timestamp(bool has_envelope, std::string_view payload) {
-  std::uint64_t timestamp_ms = 0;
-  if (has_envelope && derived::peek_timestamp(payload, &timestamp_ms)) {
-    last_timestamp_ms_ = std::max(last_timestamp_ms_, timestamp_ms);
-  }
-}
-
-std::uint64_t Replica::next_timestamp_ms() {
-  const auto now = deps_.wall_clock().time_since_epoch();
-  const auto now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
-  last_timestamp_ms_ = std::max(last_timestamp_ms_, static_cast<std::uint64_t>(std::max<std::int64_t>(now_ms, 0)));
-  return last_timestamp_ms_;
 }
 
 void Replica::fatal(const std::string& what) {

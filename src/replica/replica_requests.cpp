@@ -35,7 +35,13 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
   // first, so that the dedup table forgets the cut entries before a retry is looked up in it, and
   // so that the cut fails no append proposed after it. Once per leadership: the Ready carries the
   // soft state that makes soft_state_ a leader.
-  if (raft_->role() == raft::Role::kLeader && soft_state_.role != raft::Role::kLeader) process();
+  // The same for entries of this leadership the core holds but has not handed out yet (its noop, a
+  // configuration entry): the topic offsets below continue the topic table, which must cover them.
+  if (raft_->role() == raft::Role::kLeader &&
+      (soft_state_.role != raft::Role::kLeader ||
+       (in.has_envelopes && topics_.through() != raft_->last_index()))) {
+    process();
+  }
   if (in.client_id != 0 && in.sequence == 0) {
     // Sequences start at 1: 0 is what a client that forgot to set one sends (the proto default), and
     // taking it would make every later append of that client a retry of the first.
@@ -68,7 +74,22 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
   // Taken before the payloads move into the proposal; a retry is compared against it (find()).
   const std::uint32_t digest =
       in.client_id != 0 ? append_digest(in.payloads, in.has_envelopes) : 0;
-  const std::uint64_t timestamp_ms = in.has_envelopes ? next_timestamp_ms() : 0;
+  // Timestamp and topic offsets: the offsets continue the topic table, which covers every entry of
+  // the log (handed out above).
+  if (in.has_envelopes) {
+    if (topics_.through() != raft_->last_index()) {
+      in.done(failed_append(make_error(
+          ErrorCode::kUnavailable,
+          "the leader's topic table is behind its log (" + std::to_string(topics_.through()) +
+              " < " + std::to_string(raft_->last_index()) + "); retry",
+          kReasonLeadershipLost)));
+      return {};
+    }
+    if (NodeError refused = stamp_proposal(in.payloads, raft_->last_index() + 1); !refused.ok()) {
+      in.done(failed_append(refused));
+      return {};
+    }
+  }
   std::vector<raft::Entry> entries;
   entries.reserve(in.payloads.size());
   for (std::string& payload : in.payloads) {
@@ -76,14 +97,28 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
     entry.type = raft::EntryType::kNormal;
     entry.client_id = in.client_id;
     entry.sequence = in.sequence;
-    if (in.has_envelopes) derived::stamp_timestamp(&payload, timestamp_ms);
     entry.has_envelope = in.has_envelopes;
     entry.is_group_commit = in.group_commits;
     entry.payload = std::move(payload);
     entries.push_back(std::move(entry));
   }
   raft::ProposeResult result;
-  if (!guard_core([&] { result = raft_->propose(std::move(entries)); })) {
+  const std::uint64_t proposed_first = raft_->last_index() + 1;
+  const bool proposed =
+      guard_core([&] { result = raft_->propose(std::move(entries)); });
+  if (!proposed || result.status != raft::ProposeStatus::kOk) {
+    (void)topics_.truncate_from(proposed_first);  // the stamped offsets were not used
+  } else if (result.first_index != proposed_first) {
+    fatal("the core placed a proposal at " + std::to_string(result.first_index) + ", not at " +
+          std::to_string(proposed_first) + " where its offsets were stamped");
+    in.done(failed_append(make_error(ErrorCode::kInternal,
+                                     "this node stopped on an internal error; retry on another",
+                                     kReasonStorageError)));
+    return {};
+  } else {
+    (void)topics_.record(result.last_index, {}, std::nullopt);  // through() covers the proposal
+  }
+  if (!proposed) {
     in.done(failed_append(make_error(ErrorCode::kInternal,
                                      "this node stopped on a storage fault; retry on another",
                                      kReasonStorageError)));

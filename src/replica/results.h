@@ -104,6 +104,8 @@ inline constexpr const char* kReasonBadTopic = "BAD_TOPIC";
 inline constexpr const char* kReasonBadKeys = "BAD_KEYS";
 inline constexpr const char* kReasonBadAttributes = "BAD_ATTRIBUTES";
 inline constexpr const char* kReasonTopicOffsetTrimmed = "TOPIC_OFFSET_TRIMMED";
+// RESOURCE_EXHAUSTED: the append would add a topic past TopicOffsets::kMaxTopics.
+inline constexpr const char* kReasonTooManyTopics = "TOO_MANY_TOPICS";
 inline constexpr const char* kReasonCommitTimeout = "COMMIT_TIMEOUT";
 inline constexpr const char* kReasonReadIndexTimeout = "READ_INDEX_TIMEOUT";
 inline constexpr const char* kReasonTransferTargetUnknown = "TRANSFER_TARGET_UNKNOWN";

@@ -215,12 +215,12 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceIsReportedAsNeedingTrimmedEntries
   cluster.kill(follower);
 
   // The rebuild procedure of docs/operations.md ("Retention"): with the lagging node still down,
-  // stop a healthy follower cleanly, replace the lagging node's log/ and HARDSTATE with copies of
-  // the healthy follower's (keeping its own IDENTITY, which names its node id), start both. The
+  // stop a healthy follower cleanly, replace the lagging node's log/, HARDSTATE and TOPICSTATE with
+  // copies of the healthy follower's (keeping its own IDENTITY, which names its node id), start both. The
   // lagging node then catches up from the leader and holds the same entries.
   const int healthy = 6 - leader - follower;
   ASSERT_EQ(cluster.stop(healthy), 0) << cluster.log_tail(healthy);
-  for (const char* part : {"log", "HARDSTATE"}) {
+  for (const char* part : {"log", "HARDSTATE", "TOPICSTATE"}) {
     std::filesystem::remove_all(cluster.data_dir(follower) + "/" + part);
     std::filesystem::copy(cluster.data_dir(healthy) + "/" + part,
                           cluster.data_dir(follower) + "/" + part,

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "derived_test_support.h"
 
 namespace raftlog::derived {
@@ -373,6 +375,102 @@ TEST(DerivedIndexes, EntriesTrimmedBeforeTheyWereIndexedAreSkipped) {
     EXPECT_EQ(indexes->lookup_key("k" + std::to_string(k), 1000, log.last_index(), log.first),
               expected);
   }
+}
+
+// Every queued record as (log index -> topic:offset), the first retained offset of each topic and
+// its end: what must not depend on how a node built its index.
+std::map<std::uint64_t, std::string> offsets_by_index(const DerivedIndexes& indexes,
+                                                      const FakeLog& log) {
+  std::map<std::uint64_t, std::string> out;
+  for (const TopicInfo& topic : indexes.list_topics(log.last_index(), log.first)) {
+    out[0] += topic.topic + "[" + std::to_string(topic.first_offset) + "," +
+              std::to_string(topic.end_offset) + ") ";
+    const TopicRead read = indexes.read_topic(topic.topic, topic.first_offset, 1'000'000,
+                                              log.last_index(), log.first);
+    for (const QueueRecord& record : read.records) {
+      out[record.index] = topic.topic + ":" + std::to_string(record.offset);
+    }
+  }
+  return out;
+}
+
+// Issue 16, defect 1: a rebuild after retention numbered every topic from 0 at the log's first
+// index, so the node's offsets differed from its peers'. The envelope now carries the offset.
+TEST(DerivedIndexes, ARebuildAfterRetentionKeepsTheOffsetsTheEntriesCarry) {
+  FakeLog log = random_log(11, 400);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto built_whole = open_indexes(env, log, &report);
+  replay(*built_whole, log);
+  log.trim_to(173);
+  ASSERT_TRUE(built_whole->trim_below(173).ok());
+  const std::map<std::uint64_t, std::string> expected = offsets_by_index(*built_whole, log);
+
+  store::MemoryEnv other_env;  // a node whose derived/ was lost after retention: rebuilt
+  auto rebuilt = open_indexes(other_env, log, &report);
+  replay(*rebuilt, log);
+  const std::map<std::uint64_t, std::string> after_rebuild = offsets_by_index(*rebuilt, log);
+  // The whole-log index still holds records below the first retained index until their segment
+  // goes; compare what both serve: entries the log still holds.
+  for (const auto& [index, topic_offset] : after_rebuild) {
+    if (index == 0) continue;
+    EXPECT_EQ(topic_offset, expected.at(index)) << "entry " << index;
+  }
+  EXPECT_EQ(after_rebuild.at(0), expected.at(0));  // the same first and end offsets per topic
+  EXPECT_GT(rebuilt->renumbered_entries(), 0U);    // each topic started at its carried offset
+}
+
+TEST(DerivedIndexes, EntriesSkippedBeforeIndexingDoNotShiftLaterOffsets) {
+  FakeLog log = random_log(12, 200);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto whole = open_indexes(env, log, &report);
+  replay(*whole, log);
+
+  store::MemoryEnv skipping_env;
+  FakeLog prefix = log;
+  prefix.truncate_from(50);
+  auto skipping = open_indexes(skipping_env, prefix, &report);
+  replay(*skipping, prefix);
+  FakeLog trimmed = log;
+  trimmed.trim_to(90);  // retention removed 50..89 before this node indexed them
+  skipping->skip_to(90);
+  replay(*skipping, trimmed);
+  const std::map<std::uint64_t, std::string> expected = offsets_by_index(*whole, trimmed);
+  for (const auto& [index, topic_offset] : offsets_by_index(*skipping, trimmed)) {
+    if (index == 0) continue;
+    EXPECT_EQ(topic_offset, expected.at(index)) << "entry " << index;
+  }
+  // Restarted, it resumes with the same numbering.
+  ASSERT_TRUE(skipping->persist().ok());
+  skipping = open_indexes(skipping_env, trimmed, &report);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  for (const auto& [index, topic_offset] : offsets_by_index(*skipping, trimmed)) {
+    if (index == 0) continue;
+    EXPECT_EQ(topic_offset, expected.at(index)) << "entry " << index;
+  }
+}
+
+// Logs written before version 2: version-1 entries are counted (as they always were), and the
+// leader's first version-2 entry of the topic continues that count.
+TEST(DerivedIndexes, VersionOneEntriesAreCountedAndVersionTwoContinuesThem) {
+  FakeLog log;
+  log.add_v1(1, "orders", 100);
+  log.add_v1(1, "pay", 101);
+  log.add_v1(1, "orders", 102);
+  log.add(2, "orders", {}, 103);  // offset 2, stamped from the count
+  log.add(2, "pay", {}, 104);     // offset 1
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  replay(*indexes, log);
+  const std::map<std::uint64_t, std::string> offsets = offsets_by_index(*indexes, log);
+  EXPECT_EQ(offsets.at(1), "orders:0");
+  EXPECT_EQ(offsets.at(2), "pay:0");
+  EXPECT_EQ(offsets.at(3), "orders:1");
+  EXPECT_EQ(offsets.at(4), "orders:2");
+  EXPECT_EQ(offsets.at(5), "pay:1");
+  EXPECT_EQ(indexes->renumbered_entries(), 0U);
 }
 
 }  // namespace

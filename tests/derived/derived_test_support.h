@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -29,6 +30,10 @@ class FakeLog final : public LogView {
     if (index < first || index > last_index()) return std::nullopt;
     return entries[index - first].term;
   }
+  // What a leader stamps next per topic (src/replica/topic_offsets.h does it for real).
+  std::map<std::string, std::uint64_t> next_offsets;
+
+  // An entry with a version-2 envelope whose topic offset continues its topic, as a leader stamps it.
   void add(std::uint64_t term, const std::string& topic, std::vector<std::string> keys,
            std::uint64_t timestamp, const std::string& body = "x") {
     SourceEntry entry;
@@ -36,6 +41,25 @@ class FakeLog final : public LogView {
     entry.term = term;
     entry.has_envelope = true;
     encode_envelope(timestamp, topic, keys, body, &entry.payload);
+    if (!topic.empty()) {
+      EXPECT_TRUE(stamp_envelope(&entry.payload, timestamp, next_offsets[topic]++));
+    }
+    entries.push_back(std::move(entry));
+  }
+  // An entry with a version-1 envelope (no topic offset: written before offsets were assigned).
+  void add_v1(std::uint64_t term, const std::string& topic, std::uint64_t timestamp,
+              const std::string& body = "x") {
+    SourceEntry entry;
+    entry.index = first + entries.size();
+    entry.term = term;
+    entry.has_envelope = true;
+    entry.payload.push_back(static_cast<char>(kEnvelopeVersionWithoutOffset));
+    for (int i = 0; i < 8; ++i) entry.payload.push_back(static_cast<char>((timestamp >> (8 * i)) & 0xFF));
+    entry.payload.push_back(static_cast<char>(topic.size()));
+    entry.payload += topic;
+    entry.payload.push_back('\0');  // no keys
+    entry.payload += body;
+    if (!topic.empty()) ++next_offsets[topic];
     entries.push_back(std::move(entry));
   }
   void add_plain(std::uint64_t term) {
@@ -45,7 +69,22 @@ class FakeLog final : public LogView {
     entry.payload = "plain";
     entries.push_back(std::move(entry));
   }
-  void truncate_from(std::uint64_t index) { entries.resize(index - first); }
+  // Cuts the tail; the next offsets of its topics go back to what the cut entries had (a leader's
+  // table after a truncation). Version-2 entries only.
+  void truncate_from(std::uint64_t index) {
+    std::map<std::string, std::uint64_t> restored;
+    for (std::uint64_t i = index; i <= last_index(); ++i) {
+      DecodedEnvelope envelope;
+      const SourceEntry& entry = entries[i - first];
+      if (!entry.has_envelope || decode_envelope(entry.payload, &envelope) != EnvelopeDecode::kOk ||
+          !envelope.has_topic_offset) {
+        continue;
+      }
+      restored.emplace(std::string(envelope.topic), envelope.topic_offset);
+    }
+    for (const auto& [topic, next] : restored) next_offsets[topic] = next;
+    entries.resize(index - first);
+  }
   void trim_to(std::uint64_t new_first) {
     entries.erase(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(new_first - first));
     first = new_first;

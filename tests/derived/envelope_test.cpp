@@ -40,17 +40,74 @@ TEST(Envelope, NoTopicNoKeysAndEmptyUserBytesRoundTrip) {
   EXPECT_TRUE(out.user_bytes.empty());
 }
 
-TEST(Envelope, StampAndPeekTheTimestampInPlace) {
+TEST(Envelope, StampTheTimestampAndTopicOffsetInPlace) {
   std::string payload = encoded(0, "t", {"k"}, "body");
-  stamp_timestamp(&payload, 99);
-  std::uint64_t timestamp = 0;
-  ASSERT_TRUE(peek_timestamp(payload, &timestamp));
-  EXPECT_EQ(timestamp, 99U);
+  ASSERT_TRUE(stamp_envelope(&payload, 99, 41));
+  EnvelopeHeader header;
+  ASSERT_EQ(decode_envelope_header(payload, &header), EnvelopeDecode::kOk);
+  EXPECT_EQ(header.version, kEnvelopeVersion);
+  EXPECT_EQ(header.timestamp_ms, 99U);
+  EXPECT_TRUE(header.has_topic_offset);
+  EXPECT_EQ(header.topic_offset, 41U);
+  EXPECT_EQ(header.topic, "t");
   DecodedEnvelope out;
   ASSERT_EQ(decode_envelope(payload, &out), EnvelopeDecode::kOk);
   EXPECT_EQ(out.timestamp_ms, 99U);
+  EXPECT_EQ(out.topic_offset, 41U);
   EXPECT_EQ(out.user_bytes, "body");
-  EXPECT_FALSE(peek_timestamp("short", &timestamp));
+  EXPECT_EQ(payload.substr(header.user_bytes_at), "body");
+}
+
+// Stamping checks what it writes into: unchecked bytes are never stamped.
+TEST(Envelope, StampingRefusesAnythingButAValidVersionTwoEnvelope) {
+  std::string short_payload = "short";
+  EXPECT_FALSE(stamp_envelope(&short_payload, 1, 0));
+  EXPECT_EQ(short_payload, "short");
+  std::string bad_key = encoded(0, "t", {"k"}, "");
+  bad_key[kFixedEnvelopeBytes + 1] = 0;  // the key's length byte (after "t" and the key count)
+  const std::string before = bad_key;
+  EXPECT_FALSE(stamp_envelope(&bad_key, 1, 0));
+  EXPECT_EQ(bad_key, before);
+  std::string no_topic = encoded(0, "", {"k"}, "");
+  EXPECT_FALSE(stamp_envelope(&no_topic, 1, 5));  // an offset needs a topic
+  EXPECT_TRUE(stamp_envelope(&no_topic, 1, 0));
+  std::string topic = encoded(0, "t", {}, "");
+  EXPECT_FALSE(stamp_envelope(&topic, 1, kMaxTopicOffset + 1));
+  EXPECT_TRUE(stamp_envelope(&topic, 1, kMaxTopicOffset));
+}
+
+TEST(Envelope, VersionOneStillDecodesWithoutATopicOffset) {
+  std::string v1;
+  v1.push_back(static_cast<char>(kEnvelopeVersionWithoutOffset));
+  for (int i = 0; i < 8; ++i) v1.push_back(static_cast<char>(i == 0 ? 7 : 0));  // timestamp 7
+  v1 += std::string("\x06orders\x01\x03key", 12);
+  v1 += "body";
+  DecodedEnvelope out;
+  ASSERT_EQ(decode_envelope(v1, &out), EnvelopeDecode::kOk);
+  EXPECT_EQ(out.version, kEnvelopeVersionWithoutOffset);
+  EXPECT_EQ(out.timestamp_ms, 7U);
+  EXPECT_FALSE(out.has_topic_offset);
+  EXPECT_EQ(out.topic, "orders");
+  ASSERT_EQ(out.keys.size(), 1U);
+  EXPECT_EQ(out.keys[0], "key");
+  EXPECT_EQ(out.user_bytes, "body");
+  // A retry of that append reaches a version-2 leader as a version-2 envelope: the same identity.
+  std::string v2 = encoded(123, "orders", {"key"}, "body");
+  ASSERT_TRUE(stamp_envelope(&v2, 456, 9));
+  EXPECT_EQ(envelope_identity(v1), envelope_identity(v2));
+  EXPECT_NE(envelope_identity(v1), envelope_identity(encoded(0, "orders", {"key"}, "other")));
+  // Version 1 is never stamped (the leader writes version 2 only).
+  EXPECT_FALSE(stamp_envelope(&v1, 1, 0));
+}
+
+TEST(Envelope, AnOffsetOutOfBoundsOrWithoutATopicIsRefused) {
+  std::string payload = encoded(0, "t", {}, "");
+  for (int i = 0; i < 8; ++i) payload[kTopicOffsetOffset + i] = static_cast<char>(0xFF);
+  DecodedEnvelope out;
+  EXPECT_EQ(decode_envelope(payload, &out), EnvelopeDecode::kBadOffset);
+  std::string no_topic = encoded(0, "", {}, "");
+  no_topic[kTopicOffsetOffset] = 1;
+  EXPECT_EQ(decode_envelope(no_topic, &out), EnvelopeDecode::kBadOffset);
 }
 
 TEST(Envelope, TopicAndKeyBoundsAreRefusedWithAReason) {
@@ -130,6 +187,8 @@ TEST(Envelope, AHostilePayloadNeverReadsOutOfBounds) {
       std::string("\x01", 1) + std::string(8, '\0') + std::string("\x00\x11", 2),
       std::string("\x01", 1) + std::string(8, '\0') + std::string("\x00\x01\x00", 3),
       std::string("\x02", 1) + std::string(20, 'x'),
+      std::string("\x02", 1) + std::string(16, '\0') + "\x05" + "ab",
+      std::string("\x03", 1) + std::string(20, '\0'),
   };
   for (const std::string& bytes : hostile) {
     DecodedEnvelope out;

@@ -58,6 +58,14 @@ TEST(NodeTopics, EntriesCarryTheirTopicKeysAndAMonotonicTimestamp) {
   ASSERT_EQ(last.keys.size(), 2U);
   EXPECT_EQ(last.keys[1], "k2");
   EXPECT_EQ(last.user_bytes, "c");
+  // The leader wrote each entry's topic offset: the next "orders" entry is offset 1.
+  const AppendResult third = append_with(node, {"d"}, {{"orders", {}}});
+  ASSERT_TRUE(third.error.ok()) << third.error.message;
+  derived::DecodedEnvelope orders;
+  ASSERT_EQ(derived::decode_envelope(read_all(node, third.first_index).at(0).payload.view(), &orders),
+            derived::EnvelopeDecode::kOk);
+  EXPECT_TRUE(orders.has_topic_offset);
+  EXPECT_EQ(orders.topic_offset, 1U);
 }
 
 TEST(NodeTopics, BadAttributesAreRefusedWithTheirReason) {
@@ -129,7 +137,10 @@ TEST(NodeTopics, TimestampsAndDedupSurviveARestart) {
     ASSERT_TRUE(original.error.ok());
     first_index = original.first_index;
     const std::vector<raft::Entry> entries = read_all(*cluster.node, first_index);
-    ASSERT_TRUE(derived::peek_timestamp(entries.at(0).payload.view(), &before_restart));
+    derived::EnvelopeHeader header;
+    ASSERT_EQ(derived::decode_envelope_header(entries.at(0).payload.view(), &header),
+              derived::EnvelopeDecode::kOk);
+    before_restart = header.timestamp_ms;
   }
   FakeCluster cluster;
   ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 1)));
@@ -141,7 +152,10 @@ TEST(NodeTopics, TimestampsAndDedupSurviveARestart) {
   ASSERT_TRUE(next.error.ok());
   std::uint64_t after_restart = 0;
   const std::vector<raft::Entry> entries = read_all(*cluster.node, next.first_index);
-  ASSERT_TRUE(derived::peek_timestamp(entries.at(0).payload.view(), &after_restart));
+  derived::EnvelopeHeader header;
+  ASSERT_EQ(derived::decode_envelope_header(entries.at(0).payload.view(), &header),
+            derived::EnvelopeDecode::kOk);
+  after_restart = header.timestamp_ms;
   EXPECT_GE(after_restart, before_restart);
 }
 

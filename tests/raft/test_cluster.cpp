@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <spdlog/spdlog.h>
 
 #include <string>
@@ -396,12 +397,22 @@ void TestCluster::restart_from_copy_of(NodeId id, NodeId source) {
     copy.push_back(from.log.entry(index));
   HardState hard_state = n.replica->core().hard_state();
   hard_state.commit = std::min(from.replica->log().commit_index(), durable);
+  // TOPICSTATE travels with the log (docs/operations.md, "Retention"): the topics' next offsets.
+  const std::string topic_state = from.config.data_dir + "/TOPICSTATE";
+  std::optional<std::string> topic_state_copy;
+  if (from.env->exists(topic_state)) {
+    auto bytes = from.env->read_file(topic_state, 64 << 20);
+    if (bytes.ok()) topic_state_copy = *bytes;
+  }
   n.env->crash();
   n.replica->fail_all(replica::ErrorCode::kUnavailable, "the node is rebuilt");
   n.replica.reset();
   n.env = std::make_unique<store::MemoryEnv>();  // the old disk is replaced, not patched
   n.config.store.env = n.env.get();
   seed_disk(n, copy, hard_state);
+  if (topic_state_copy) {
+    EXPECT_TRUE(n.env->write_file(n.config.data_dir + "/TOPICSTATE", *topic_state_copy).ok());
+  }
   open_replica(n);
 }
 

@@ -1,0 +1,146 @@
+// Replica: timestamps and topic offsets — what a leader stamps into its proposals' envelopes, the
+// topic table every written entry updates, and TOPICSTATE, which keeps both across restarts and
+// retention (docs/design.md, "Topics, keys and time").
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "derived/envelope.h"
+#include "replica/replica.h"
+#include "replica/topic_state_file.h"
+
+namespace raftlog::replica {
+
+std::uint64_t Replica::wall_now_ms() const {
+  const auto now = deps_.wall_clock().time_since_epoch();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now).count();
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(ms, 0));
+}
+
+bool Replica::note_entry(std::uint64_t index, bool has_envelope, std::string_view payload,
+                         std::uint64_t now_ms) {
+  std::string_view topic;
+  std::optional<std::uint64_t> offset;
+  derived::EnvelopeHeader header;
+  // The full decoder: an entry whose envelope does not validate counts as one without a topic and
+  // gives no timestamp (only a forged peer or a bug writes one).
+  if (has_envelope && derived::decode_envelope_header(payload, &header) == derived::EnvelopeDecode::kOk) {
+    last_timestamp_ms_ =
+        std::max(last_timestamp_ms_, std::min(header.timestamp_ms, now_ms + kMaxTimestampSkewMs));
+    topic = header.topic;
+    if (header.has_topic_offset) offset = header.topic_offset;
+  }
+  if (!topics_.record(index, topic, offset) && !topic.empty() && index > topics_.through()) {
+    spdlog::error("node {}: entry {} adds a topic beyond the {} this node tracks; its offsets are "
+                  "not tracked",
+                  config_.node_id, index, TopicOffsets::kMaxTopics);
+  }
+  return offset.has_value();
+}
+
+std::uint64_t Replica::next_timestamp_ms() {
+  last_timestamp_ms_ = std::max(last_timestamp_ms_, wall_now_ms());
+  return last_timestamp_ms_;
+}
+
+NodeError Replica::stamp_proposal(std::vector<std::string>& payloads, std::uint64_t first_index) {
+  const std::uint64_t timestamp_ms = next_timestamp_ms();
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    NodeError refused;
+    derived::EnvelopeHeader header;
+    const derived::EnvelopeDecode decoded = derived::decode_envelope_header(payloads[i], &header);
+    if (decoded != derived::EnvelopeDecode::kOk || header.version != derived::kEnvelopeVersion) {
+      refused = make_error(ErrorCode::kInvalidArgument,
+                           "entry " + std::to_string(i) + ": " +
+                               (decoded != derived::EnvelopeDecode::kOk
+                                    ? std::string(derived::to_string(decoded))
+                                    : std::string("an envelope of an old version")),
+                           kReasonBadAttributes);
+    } else if (!header.topic.empty() && !topics_.knows(header.topic) &&
+               topics_.topic_count() >= TopicOffsets::kMaxTopics) {
+      refused = make_error(ErrorCode::kResourceExhausted,
+                           "entry " + std::to_string(i) + ": the log holds " +
+                               std::to_string(TopicOffsets::kMaxTopics) +
+                               " topics already, the most it may; append to an existing topic",
+                           kReasonTooManyTopics);
+    }
+    const std::uint64_t offset = header.topic.empty() ? 0 : topics_.next_offset(header.topic);
+    if (refused.ok() && !derived::stamp_envelope(&payloads[i], timestamp_ms, offset)) {
+      refused = make_error(ErrorCode::kInvalidArgument,
+                           "entry " + std::to_string(i) + ": topic offset " +
+                               std::to_string(offset) + " is past the envelope's bound",
+                           kReasonBadAttributes);
+    }
+    if (!refused.ok()) {
+      (void)topics_.truncate_from(first_index);  // above the commit index: always undoable
+      return refused;
+    }
+    // The topic view points into payloads[i], which stamping did not move.
+    (void)topics_.record(first_index + i, header.topic, offset);
+  }
+  return NodeError{};
+}
+
+store::Status Replica::save_topic_state() {
+  // As of the commit index: a committed prefix never changes, so the record stays true whatever
+  // happens to the tail (topic_state_file.h). Not below what the table can undo to.
+  const std::uint64_t through =
+      std::max(topics_.committed_through(), std::min(commit_, topics_.through()));
+  TopicState state{through, last_timestamp_ms_, topics_.table_at(through)};
+  store::Status written = write_topic_state(config_.store.env, config_.data_dir, state);
+  if (written.ok()) topic_state_saved_through_ = through;
+  return written;
+}
+
+bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimmed_log,
+                               std::string* problem) {
+  *missing_on_trimmed_log = false;
+  topics_ = TopicOffsets();
+  last_timestamp_ms_ = 0;
+  topic_state_saved_through_ = 0;
+  const std::uint64_t first = log_->first_index();
+  *scan_from = first;
+  auto saved = read_topic_state(config_.store.env, config_.data_dir);
+  if (saved.ok() && saved->has_value() && (*saved)->through_index + 1 >= first) {
+    const TopicState& state = **saved;
+    topics_.reset(state.through_index, state.topics);
+    // Trusted as saved: every value it took was bounded when it was raised (note_entry), and a
+    // clock stepped back while the node was down must not lower it.
+    last_timestamp_ms_ = state.timestamp_floor_ms;
+    topic_state_saved_through_ = state.through_index;
+    *scan_from = std::max(first, state.through_index + 1);
+    return true;
+  }
+  const std::string remedy =
+      "; copy a healthy peer's data directory, or remove TOPICSTATE to count topic offsets from "
+      "the first retained entry (docs/operations.md, \"Topics and keys\")";
+  if (!saved.ok()) {
+    if (first == 1) {
+      // The whole log is here: the scan rebuilds the table exactly.
+      spdlog::error("node {}: {}; rebuilding it from the whole log", config_.node_id,
+                    saved.status().to_string());
+      return true;
+    }
+    // Entries before the first retained one are gone: a guess could hand out an offset twice.
+    *problem = config_.data_dir + "/TOPICSTATE: " + saved.status().to_string() + remedy;
+    return false;
+  }
+  if (!saved->has_value()) {
+    if (first > 1) {
+      // A log written before TOPICSTATE existed, already trimmed: its version-1 entries are
+      // counted from the first retained one, as a rebuild of the derived indexes numbered them.
+      // (If the scan finds version-2 entries, the file was lost instead: rebuild_dedup refuses.)
+      *missing_on_trimmed_log = true;
+      spdlog::warn("node {}: no TOPICSTATE and the log starts at {}: topic offsets of version-1 "
+                   "entries are counted from there",
+                   config_.node_id, first);
+    }
+    return true;
+  }
+  *problem = config_.data_dir + "/TOPICSTATE covers the log only up to " +
+             std::to_string((*saved)->through_index) + ", but the log starts at " +
+             std::to_string(first) + remedy;
+  return false;
+}
+
+}  // namespace raftlog::replica

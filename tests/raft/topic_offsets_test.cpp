@@ -1,0 +1,282 @@
+// Topic offsets assigned by the leader (docs/design.md, "Topic offsets"), on production replicas
+// over simulated disks: offsets are dense per topic and the same on every node across leader
+// changes that cut an uncommitted tail, crashes, restarts and retention; replicated timestamps
+// raise the timestamp floor by at most Replica::kMaxTimestampSkewMs.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+
+#include "derived/envelope.h"
+#include "test_cluster.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::Proposal;
+using testing::TestCluster;
+
+// One append of one entry per topic in `topics` (a version-2 envelope each, as raftlogd's node
+// builds them), through the replica like TestCluster::propose.
+Proposal propose_topics(TestCluster& c, NodeId id, const std::vector<std::string>& topics,
+                        std::size_t body_bytes = 8) {
+  Proposal proposal;
+  replica::Replica::AppendRequest request;
+  for (const std::string& topic : topics) {
+    std::string payload;
+    derived::encode_envelope(0, topic, {}, std::string(body_bytes, 'b'), &payload);
+    request.payloads.push_back(std::move(payload));
+  }
+  request.has_envelopes = true;
+  request.deadline = replica::Clock::time_point::max();
+  request.done = [slot = proposal.answer.slot](replica::AppendResult result) {
+    *slot = std::move(result);
+  };
+  proposal.placement = c.replica(id).append(std::move(request));
+  c.process(id);
+  return proposal;
+}
+
+// Every committed topic entry of `id`'s log, in log order: "topic:offset" per index.
+std::map<Index, std::string> committed_offsets(const TestCluster& c, NodeId id) {
+  std::map<Index, std::string> out;
+  const auto& log = c.node(id).log;
+  for (Index i = log.first_index(); i <= c.raft(id).commit_index(); ++i) {
+    const Entry entry = log.entry(i);
+    if (!entry.has_envelope) continue;
+    derived::DecodedEnvelope envelope;
+    EXPECT_EQ(derived::decode_envelope(entry.payload.view(), &envelope), derived::EnvelopeDecode::kOk);
+    if (envelope.topic.empty()) continue;
+    EXPECT_TRUE(envelope.has_topic_offset) << "entry " << i;
+    out[i] = std::string(envelope.topic) + ":" + std::to_string(envelope.topic_offset);
+  }
+  return out;
+}
+
+// Each topic's offsets are 0, 1, 2, ... in log order (none skipped, none repeated).
+void expect_dense(const std::map<Index, std::string>& offsets,
+                  std::map<std::string, std::uint64_t> next = {}) {
+  for (const auto& [index, topic_offset] : offsets) {
+    const std::size_t colon = topic_offset.rfind(':');
+    const std::string topic = topic_offset.substr(0, colon);
+    EXPECT_EQ(std::stoull(topic_offset.substr(colon + 1)), next[topic]++)
+        << "entry " << index << " (" << topic_offset << ")";
+  }
+}
+
+// Ticks every node until one of `candidates` leads (bounded); kNoNode if none did.
+NodeId elect_one_of(TestCluster& c, const std::vector<NodeId>& candidates) {
+  for (int round = 0; round < 300; ++round) {
+    for (NodeId id : candidates) {
+      if (c.raft(id).role() == Role::kLeader) return id;
+    }
+    c.tick_all();
+    c.deliver_all();
+  }
+  return kNoNode;
+}
+
+// Issue 16, defect 1: the leader writes each entry's offset; a new leader continues from its own
+// log, and the old leader's uncommitted tail, cut, leaves no hole.
+TEST(TopicOffsets, ALeaderChangeThatCutsAnUncommittedTailLeavesNoHole) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  ASSERT_TRUE(propose_topics(c, 1, {"t", "u", "t"}).proposed());
+  c.deliver_all();
+  c.isolate(1);
+  // Old leader 1's tail, never committed: t:2, t:3, u:1.
+  ASSERT_TRUE(propose_topics(c, 1, {"t", "t"}).proposed());
+  ASSERT_TRUE(propose_topics(c, 1, {"u"}).proposed());
+  EXPECT_EQ(c.replica(1).topic_offsets().next_offset("t"), 4U);
+  const NodeId leader = elect_one_of(c, {2, 3});
+  ASSERT_NE(leader, kNoNode);
+  const Proposal next = propose_topics(c, leader, {"t", "v", "t"});  // one round: consecutive
+  ASSERT_TRUE(next.proposed());
+  c.deliver_all();
+  c.heal();
+  for (int i = 0; i < 30; ++i) {
+    c.tick_all();
+    c.deliver_all();
+  }
+  ASSERT_EQ(c.raft(1).leader(), leader);
+  ASSERT_TRUE(propose_topics(c, leader, {"u"}).proposed());
+  c.deliver_all();
+  const std::map<Index, std::string> on_leader = committed_offsets(c, leader);
+  ASSERT_EQ(on_leader.size(), 7U);
+  expect_dense(on_leader);
+  for (NodeId id : {1, 2, 3}) {
+    EXPECT_EQ(c.raft(id).commit_index(), c.raft(leader).commit_index());
+    EXPECT_EQ(committed_offsets(c, id), on_leader) << "node " << id;
+  }
+  for (NodeId id : {1, 2, 3}) {
+    EXPECT_EQ(c.replica(id).topic_offsets().next_offset("t"), 4U) << "node " << id;
+    EXPECT_EQ(c.replica(id).topic_offsets().next_offset("u"), 2U) << "node " << id;
+    EXPECT_EQ(c.replica(id).topic_offsets().next_offset("v"), 1U) << "node " << id;
+  }
+}
+
+// A restart rebuilds the table from TOPICSTATE and the log after it; every node's next leader
+// continues where the committed log stopped, also after retention removed every entry of a topic.
+TEST(TopicOffsets, RestartsAndRetentionKeepTheNextOffsets) {
+  TestCluster c({1, 2, 3}, {}, [](replica::ReplicaConfig& config) {
+    config.topic_state_save_entries = 4;  // also saved between restarts, not only at close
+  });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  // Entries of 40 KiB fill a minimum-size segment each, so a trim lands where the test asks.
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(propose_topics(c, 1, {"old"}, 40 << 10).proposed());
+  ASSERT_TRUE(propose_topics(c, 1, {"new"}, 40 << 10).proposed());
+  c.deliver_all();
+  const Index commit = c.raft(1).commit_index();
+  // Every node trims everything "old" was in: only TOPICSTATE remembers its next offset.
+  for (NodeId id : {1, 2, 3}) {
+    const replica::TrimResult trimmed = c.trim(id, commit);
+    ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+    ASSERT_EQ(c.node(id).log.first_index(), commit) << "node " << id;
+  }
+  for (NodeId id : {1, 2, 3}) c.crash_restart(id);
+  for (NodeId id : {1, 2, 3}) {
+    EXPECT_EQ(c.replica(id).topic_offsets().next_offset("old"), 6U) << "node " << id;
+    EXPECT_EQ(c.replica(id).topic_offsets().next_offset("new"), 1U) << "node " << id;
+  }
+  const NodeId leader = elect_one_of(c, {1, 2, 3});
+  ASSERT_NE(leader, kNoNode);
+  ASSERT_TRUE(propose_topics(c, leader, {"old", "new"}).proposed());
+  c.deliver_all();
+  const std::map<Index, std::string> offsets = committed_offsets(c, leader);
+  ASSERT_EQ(offsets.size(), 3U);  // "new":0 at the first retained index, then the two above
+  EXPECT_EQ(offsets.begin()->second, "new:0");
+  EXPECT_EQ(std::next(offsets.begin())->second, "old:6");
+  EXPECT_EQ(offsets.rbegin()->second, "new:1");
+  for (NodeId id : {1, 2, 3}) EXPECT_EQ(committed_offsets(c, id), offsets) << "node " << id;
+}
+
+std::uint64_t wall_now_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+// Issue 16, defect 2: an entry whose envelope claims a far-future time (a forged or badly skewed
+// peer) raised the follower's floor without bound, and once it led, every entry carried that time.
+TEST(TopicOffsets, AFarFutureReplicatedTimestampPinsLaterOnesForAtMostTheSkewBound) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  const std::uint64_t year_3000_ms = 32'503'680'000'000;
+  c.set_mutator([&](Message& message) {
+    for (Entry& entry : message.entries) {
+      if (!entry.has_envelope) continue;
+      std::string payload(entry.payload.view());
+      // Rewritten in place of the leader's stamp (the entry's CRC is computed by the receiver).
+      for (int i = 0; i < 8; ++i) {
+        payload[derived::kTimestampOffset + i] = static_cast<char>((year_3000_ms >> (8 * i)) & 0xFF);
+      }
+      entry.payload = std::move(payload);
+    }
+  });
+  ASSERT_TRUE(propose_topics(c, 1, {"t"}).proposed());
+  c.deliver_all();
+  c.set_mutator({});
+  (void)c.transfer_leadership(1, 2);
+  c.deliver_all();
+  ASSERT_EQ(elect_one_of(c, {2}), 2U);
+  const std::uint64_t before = wall_now_ms();
+  ASSERT_TRUE(propose_topics(c, 2, {"t"}).proposed());
+  c.deliver_all();
+  const Index last = c.raft(2).commit_index();
+  derived::EnvelopeHeader header;
+  ASSERT_EQ(derived::decode_envelope_header(c.node(2).log.entry(last).payload.view(), &header),
+            derived::EnvelopeDecode::kOk);
+  EXPECT_GE(header.timestamp_ms, before);
+  EXPECT_LE(header.timestamp_ms, wall_now_ms() + replica::Replica::kMaxTimestampSkewMs);
+  EXPECT_EQ(header.topic_offset, 1U);
+}
+
+// The table is a function of the node's own log: one more than the newest offset of each topic in
+// it (uncommitted tail included).
+void expect_table_matches_log(TestCluster& c, NodeId id) {
+  const auto& log = c.node(id).log;
+  const replica::TopicOffsets& table = c.replica(id).topic_offsets();
+  if (table.through() != log.last_index()) return;  // entries not handed out yet
+  std::map<std::string, std::uint64_t> expected;
+  for (Index i = log.first_index(); i <= log.last_index(); ++i) {
+    const Entry entry = log.entry(i);
+    derived::DecodedEnvelope envelope;
+    if (!entry.has_envelope ||
+        derived::decode_envelope(entry.payload.view(), &envelope) != derived::EnvelopeDecode::kOk ||
+        envelope.topic.empty()) {
+      continue;
+    }
+    expected[std::string(envelope.topic)] = envelope.topic_offset + 1;
+  }
+  for (const auto& [topic, next] : expected) {
+    EXPECT_EQ(table.next_offset(topic), next) << "node " << id << " topic " << topic;
+  }
+}
+
+// Seeded faults (partitions, crashes that lose unsynced writes, leader changes) with topic appends
+// on any node: afterwards every node's committed offsets are dense and the same, and each node's
+// table describes its log after every step. Bounded: fixed seeds and step counts.
+TEST(TopicOffsets, SeededFaultsKeepOffsetsDenseAndTheSameOnEveryNode) {
+  for (std::uint32_t seed : {1U, 2U, 3U, 4U}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    TestCluster c({1, 2, 3});
+    ASSERT_TRUE(c.campaign_until_leader(1));
+    const std::vector<std::string> names = {"a", "b", "c"};
+    for (int step = 0; step < 250; ++step) {
+      const NodeId node = 1 + rng() % 3;
+      switch (rng() % 10) {
+        case 0:
+        case 1:
+        case 2:
+        case 3: {
+          std::vector<std::string> topics(1 + rng() % 3);
+          for (std::string& topic : topics) topic = names[rng() % names.size()];
+          (void)propose_topics(c, node, topics);
+          break;
+        }
+        case 4:
+          c.isolate(node);
+          break;
+        case 5:
+          c.heal();
+          break;
+        case 6:
+          c.crash_restart(node);
+          break;
+        default:
+          c.tick_all();
+          c.deliver_all();
+          break;
+      }
+      for (NodeId id : {1, 2, 3}) expect_table_matches_log(c, id);
+      if (::testing::Test::HasFailure()) return;
+    }
+    c.heal();
+    NodeId leader = kNoNode;
+    for (int round = 0; round < 200 && leader == kNoNode; ++round) {
+      c.tick_all();
+      c.deliver_all();
+      for (NodeId id : {1, 2, 3}) {
+        if (c.raft(id).role() == Role::kLeader) leader = id;
+      }
+    }
+    ASSERT_NE(leader, kNoNode);
+    ASSERT_TRUE(propose_topics(c, leader, {"a", "b", "c"}).proposed());
+    for (int round = 0; round < 20; ++round) {
+      c.tick_all();
+      c.deliver_all();
+    }
+    const std::map<Index, std::string> offsets = committed_offsets(c, leader);
+    expect_dense(offsets);
+    for (NodeId id : {1, 2, 3}) {
+      ASSERT_EQ(c.raft(id).commit_index(), c.raft(leader).commit_index()) << "node " << id;
+      EXPECT_EQ(committed_offsets(c, id), offsets) << "node " << id;
+      expect_table_matches_log(c, id);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace raftlog::raft
