@@ -1,9 +1,11 @@
 // Internal to the client library: Client::append() over raftlog.v1.Log/AppendStream.
 //
-// A Client keeps one AppendStream call open to the endpoint it appends to and sends each append as
-// one message on it, waiting for its answer before the next (appends of one Client are serialized
-// anyway, see client.h). That saves the per-call cost of a unary RPC: a new HTTP/2 stream with
-// headers and trailers on both sides (docs/benchmarks.md measures the difference).
+// One AppendStream call to one endpoint, used either by one Client (Options::share_append_stream
+// false: each append one message, its answer awaited before the next, as appends of one Client are
+// serialized anyway, see client.h) or by the process's shared stream (shared_append_stream.h: the
+// appends of several Clients in one message, all answers awaited before the next exchange). That
+// saves the per-call cost of a unary RPC: a new HTTP/2 stream with headers and trailers on both
+// sides (docs/benchmarks.md measures the difference).
 //
 // The call uses gRPC's synchronous stream API, so the appending thread itself polls for the answer
 // (no hand-off to a gRPC thread and back). A synchronous Read has no deadline of its own, so a
