@@ -15,8 +15,9 @@
 #   --batch B          entries per Append in the batched raftlog cell (default 64), --batch-clients N (16)
 #   --no-nats          skip NATS JetStream (by default each round also runs the load cells against a
 #                      3-node JetStream cluster, stream with 3 replicas: the second reference)
-#   raftlog cells run twice: each client on its own AppendStream call (the client library's default)
-#   and each client sending unary Append calls (the per-call gRPC cost the stream avoids).
+#   raftlog cells run twice: the client library's default (the clients, one Client each, share one
+#   AppendStream call per node, and appends waiting together leave in one message) and each client
+#   sending unary Append calls (the per-call gRPC cost the stream avoids).
 #   --producer-lanes L each raftlog cell runs once more with the clients sharing one client::Producer
 #                      of L lanes (the library coalesces their one-entry appends; default 1, 0 = skip)
 #   --out DIR          where results.txt (every RESULT line), table.txt and compare-etcd.png (throughput

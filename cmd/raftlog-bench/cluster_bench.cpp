@@ -125,15 +125,18 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
       "0: each client has its own Client and sends its own Append per call; 1..64: the clients "
       "share one client::Producer with L lanes, which coalesces their one-entry appends (needs "
       "--batch 1)");
-  flags.string_flag("append-rpc", &append_rpc, "stream|unary",
-                    "stream: each client sends its appends on one AppendStream call; unary: one "
-                    "Append call each");
+  flags.string_flag("append-rpc", &append_rpc, "stream|own-stream|unary",
+                    "stream: the client library's default, the clients' appends share one "
+                    "AppendStream call per node and leave together; own-stream: each client "
+                    "sends its appends on an AppendStream call of its own; unary: one Append call "
+                    "each");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
-  if (append_rpc != "stream" && append_rpc != "unary") {
-    io.err << command_path << ": --append-rpc must be stream or unary\n";
+  if (append_rpc != "stream" && append_rpc != "own-stream" && append_rpc != "unary") {
+    io.err << command_path << ": --append-rpc must be stream, own-stream or unary\n";
     return cli::kExitUsage;
   }
-  const bool use_stream = append_rpc == "stream";
+  const bool use_stream = append_rpc != "unary";
+  const bool share_stream = append_rpc == "stream";
   if (clients == 0 || clients > kMaxLoadClients || batch == 0 || batch > 1024 || duration_s == 0 ||
       duration_s > kMaxLoadDurationS || (nodes != 3 && nodes != 5 && nodes != 1) ||
       producer_lanes > client::kMaxProducerLanes || (producer_lanes != 0 && batch != 1)) {
@@ -156,6 +159,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
     options.client.endpoints = source->endpoints;
     options.client.retry_deadline_ms = 10000;
     options.client.append_stream = use_stream;
+    options.client.share_append_stream = share_stream;
     options.lanes = producer_lanes;
     auto created = client::Producer::create(options);
     if (!created.ok()) {
@@ -176,6 +180,7 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
         options.endpoints = source->endpoints;
         options.retry_deadline_ms = 10000;
         options.append_stream = use_stream;
+        options.share_append_stream = share_stream;
         return append_call(options, batch, entry_size, c);
       },
       io.err);

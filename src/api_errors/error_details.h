@@ -40,6 +40,8 @@ inline constexpr std::string_view kNoLeader = "NO_LEADER";  // FAILED_PRECONDITI
 inline constexpr std::string_view kEmptyAppend = "EMPTY_APPEND";         // INVALID_ARGUMENT
 inline constexpr std::string_view kEntryTooLarge = "ENTRY_TOO_LARGE";    // INVALID_ARGUMENT
 inline constexpr std::string_view kTooManyEntries = "TOO_MANY_ENTRIES";  // INVALID_ARGUMENT
+inline constexpr std::string_view kTooManyAppends =
+    "TOO_MANY_APPENDS";  // INVALID_ARGUMENT: an AppendStream message over its appends bound
 inline constexpr std::string_view kAppendTooLarge =
     "APPEND_TOO_LARGE";  // INVALID_ARGUMENT: total payload bytes
 inline constexpr std::string_view kSequenceTooOld =

@@ -1,5 +1,7 @@
 #include "client/append_stream_call.h"
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "api_errors/error_info.h"
@@ -105,42 +107,124 @@ AppendStreamCall::~AppendStreamCall() {
 StreamAppendOutcome AppendStreamCall::append(pb::AppendStreamRequest* request,
                                              Clock::time_point deadline,
                                              pb::AppendResponse* response) {
-  if (failed_)
-    return {Status(StatusCode::kUnavailable, endpoint_ + ": append stream already failed"), true};
-  const std::uint64_t request_id = next_request_id_++;
-  request->set_request_id(request_id);
-  const Clock::time_point started = Clock::now();
-  watchdog_->arm(&context_, deadline);
-  const bool exchanged = stream_->Write(*request) && stream_->Read(&answer_);
-  const bool deadline_passed = watchdog_->disarm();
-  const auto waited_ms = static_cast<std::uint32_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
-  if (!exchanged || deadline_passed) return fail(deadline_passed, waited_ms);
-  // One append in flight, so the answer holds exactly its result.
-  if (answer_.results_size() != 1 || answer_.results(0).request_id() != request_id) {
-    context_.TryCancel();
-    (void)stream_->Finish();
-    failed_ = true;
-    // A protocol error of this stream; a retry on a new stream is safe (same sequence number).
-    return {
-        Status(StatusCode::kUnavailable,
-               endpoint_ + ": append stream answered " + std::to_string(answer_.results_size()) +
-                   " result(s) not matching request " + std::to_string(request_id)),
-        true};
-  }
-  pb::AppendStreamResult& result = *answer_.mutable_results(0);
-  if (result.code() != 0) {
+  return std::move(append_all({request}, deadline, {response}).front());
+}
+
+namespace {
+
+StreamAppendOutcome result_outcome(const std::string& endpoint, pb::AppendStreamResult* result,
+                                   pb::AppendResponse* response) {
+  if (result->code() != 0) {
     // A code outside gRPC's range (a foreign or broken server) is not trusted as one.
     const int code =
-        result.code() > 0 && result.code() <= static_cast<int>(StatusCode::kUnauthenticated)
-            ? result.code()
+        result->code() > 0 && result->code() <= static_cast<int>(StatusCode::kUnauthenticated)
+            ? result->code()
             : static_cast<int>(StatusCode::kUnknown);
-    return {Status(static_cast<StatusCode>(code), endpoint_ + ": " + result.message(),
-                   api_errors::from_wire(result.error_info())),
+    return {Status(static_cast<StatusCode>(code), endpoint + ": " + result->message(),
+                   api_errors::from_wire(result->error_info())),
             false};
   }
-  response->Swap(result.mutable_response());
+  response->Swap(result->mutable_response());
   return {Status(), false};
+}
+
+}  // namespace
+
+bool AppendStreamCall::write_requests(const std::vector<pb::AppendStreamRequest*>& requests) {
+  if (requests.size() == 1) return stream_->Write(*requests.front());
+  if (appends_per_message_ < requests.size()) {
+    // A node that reads one append per message (or a caller over the bound): one message each.
+    for (pb::AppendStreamRequest* request : requests) {
+      if (!stream_->Write(*request)) return false;
+    }
+    return true;
+  }
+  // One message: the first append in its top-level fields, the others in `more`. The appends are
+  // swapped in (no payload copies) and swapped back after the write.
+  message_.set_request_id(requests.front()->request_id());
+  message_.mutable_append()->Swap(requests.front()->mutable_append());
+  for (std::size_t i = 1; i < requests.size(); ++i) {
+    pb::AppendStreamItem* item = message_.add_more();
+    item->set_request_id(requests[i]->request_id());
+    item->mutable_append()->Swap(requests[i]->mutable_append());
+  }
+  const bool written = stream_->Write(message_);
+  message_.mutable_append()->Swap(requests.front()->mutable_append());
+  for (std::size_t i = 1; i < requests.size(); ++i) {
+    message_.mutable_more(static_cast<int>(i - 1))
+        ->mutable_append()
+        ->Swap(requests[i]->mutable_append());
+  }
+  message_.mutable_more()->Clear();
+  return written;
+}
+
+std::vector<StreamAppendOutcome> AppendStreamCall::append_all(
+    const std::vector<pb::AppendStreamRequest*>& requests, Clock::time_point deadline,
+    const std::vector<pb::AppendResponse*>& responses) {
+  const std::size_t count = requests.size();
+  std::vector<StreamAppendOutcome> outcomes(count);
+  if (failed_) {
+    for (StreamAppendOutcome& outcome : outcomes) {
+      outcome = {Status(StatusCode::kUnavailable, endpoint_ + ": append stream already failed"),
+                 true};
+    }
+    return outcomes;
+  }
+  // Consecutive ids: an answer's request_id - first_id is its request's position.
+  const std::uint64_t first_id = next_request_id_;
+  next_request_id_ += count;
+  for (std::size_t i = 0; i < count; ++i) requests[i]->set_request_id(first_id + i);
+  std::vector<bool> answered(count, false);
+  std::size_t unanswered = count;
+  const Clock::time_point started = Clock::now();
+  watchdog_->arm(&context_, deadline);
+  bool broken = !write_requests(requests);
+  std::optional<StreamAppendOutcome> broken_outcome;
+  while (!broken && unanswered > 0) {
+    if (!stream_->Read(&answer_)) {
+      broken = true;
+      break;
+    }
+    if (answer_.max_appends_per_message() > 0) {
+      appends_per_message_ = std::min<std::size_t>(answer_.max_appends_per_message(),
+                                                    kMaxAppendsPerMessage);
+    }
+    for (pb::AppendStreamResult& result : *answer_.mutable_results()) {
+      const std::uint64_t position = result.request_id() - first_id;  // wraps when below first_id
+      if (result.request_id() < first_id || position >= count || answered[position]) {
+        broken_outcome = protocol_error("answered request " + std::to_string(result.request_id()) +
+                                        ", which is not in flight");
+        break;
+      }
+      answered[position] = true;
+      --unanswered;
+      outcomes[position] = result_outcome(endpoint_, &result, responses[position]);
+    }
+    if (broken_outcome) break;
+  }
+  const bool deadline_passed = watchdog_->disarm();
+  if (!broken_outcome && (broken || deadline_passed)) {
+    const auto waited_ms = static_cast<std::uint32_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count());
+    // Answers read before the stream broke (or the watchdog cancelled it) stand; the rest share
+    // the call's fate.
+    broken_outcome = fail(deadline_passed, waited_ms);
+  }
+  if (broken_outcome) {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!answered[i]) outcomes[i] = *broken_outcome;
+    }
+  }
+  return outcomes;
+}
+
+StreamAppendOutcome AppendStreamCall::protocol_error(const std::string& what) {
+  context_.TryCancel();
+  (void)stream_->Finish();
+  failed_ = true;
+  // A retry on a new stream is safe (same sequence number).
+  return {Status(StatusCode::kUnavailable, endpoint_ + ": append stream " + what), true};
 }
 
 StreamAppendOutcome AppendStreamCall::fail(bool deadline_passed, std::uint32_t waited_ms) {

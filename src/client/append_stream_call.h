@@ -1,9 +1,11 @@
 // Internal to the client library: Client::append() over raftlog.v1.Log/AppendStream.
 //
-// A Client keeps one AppendStream call open to the endpoint it appends to and sends each append as
-// one message on it, waiting for its answer before the next (appends of one Client are serialized
-// anyway, see client.h). That saves the per-call cost of a unary RPC: a new HTTP/2 stream with
-// headers and trailers on both sides (docs/benchmarks.md measures the difference).
+// One AppendStream call to one endpoint, used either by one Client (Options::share_append_stream
+// false: each append one message, its answer awaited before the next, as appends of one Client are
+// serialized anyway, see client.h) or by the process's shared stream (shared_append_stream.h: the
+// appends of several Clients in one message, all answers awaited before the next exchange). That
+// saves the per-call cost of a unary RPC: a new HTTP/2 stream with headers and trailers on both
+// sides (docs/benchmarks.md measures the difference).
 //
 // The call uses gRPC's synchronous stream API, so the appending thread itself polls for the answer
 // (no hand-off to a gRPC thread and back). A synchronous Read has no deadline of its own, so a
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "client/client.h"
 #include "raftlog/v1/client.grpc.pb.h"
@@ -78,7 +81,18 @@ struct StreamAppendOutcome {
   bool stream_failed = false;  // the stream is unusable: status is the call's, not the append's
 };
 
-// One AppendStream call to one endpoint, one append at a time.
+// Client-side bounds of one AppendStream request message carrying several appends (the node
+// announces its own appends bound, max_appends_per_message, and the smaller one applies).
+inline constexpr std::size_t kMaxAppendsPerMessage = 256;
+// A message is filled up to this many payload bytes; a larger single append goes alone (bounded by
+// Options::max_message_bytes and the node's receive bound, as before).
+inline constexpr std::size_t kMaxBytesPerMessage = std::size_t{1} << 20;
+// To a node that announced no max_appends_per_message (an older one), several appends go as that
+// many one-append messages, at most this many before their answers are read.
+inline constexpr std::size_t kMaxOneAppendMessagesInFlight = 64;
+
+// One AppendStream call to one endpoint: one exchange (a message, or a few, then their answers) at
+// a time.
 class AppendStreamCall {
  public:
   AppendStreamCall(const std::shared_ptr<grpc::Channel>& channel, std::string endpoint,
@@ -98,8 +112,23 @@ class AppendStreamCall {
   StreamAppendOutcome append(pb::AppendStreamRequest* request, Clock::time_point deadline,
                              pb::AppendResponse* response);
 
+  // The same for several appends at once (requests[i] answered in outcomes[i] and, when OK,
+  // responses[i]): one message carrying all of them when the node announced that it reads
+  // AppendStreamRequest.more (at most appends_per_message() of them, the caller's bound), else one
+  // message each. Each append gets its own answer; when the stream breaks, every append not
+  // answered yet gets the call's status with stream_failed set. Each request's `append` is
+  // borrowed for the write and put back before this returns.
+  std::vector<StreamAppendOutcome> append_all(const std::vector<pb::AppendStreamRequest*>& requests,
+                                              Clock::time_point deadline,
+                                              const std::vector<pb::AppendResponse*>& responses);
+  // How many appends one message may carry on this call (1 until the node announced more).
+  std::size_t appends_per_message() const { return appends_per_message_; }
+
  private:
   StreamAppendOutcome fail(bool deadline_passed, std::uint32_t waited_ms);
+  bool write_requests(const std::vector<pb::AppendStreamRequest*>& requests);
+  // A protocol error of this stream (an answer to no request in flight): it is cancelled.
+  StreamAppendOutcome protocol_error(const std::string& what);
 
   const std::string endpoint_;
   CallWatchdog* watchdog_;
@@ -107,7 +136,9 @@ class AppendStreamCall {
   std::unique_ptr<grpc::ClientReaderWriter<pb::AppendStreamRequest, pb::AppendStreamResponse>>
       stream_;
   pb::AppendStreamResponse answer_;
+  pb::AppendStreamRequest message_;  // several appends in one message, borrowed from the callers
   std::uint64_t next_request_id_ = 1;
+  std::size_t appends_per_message_ = 1;  // learnt from the node's answers
   bool failed_ = false;
 };
 

@@ -19,6 +19,7 @@
 #include "client/channels.h"
 #include "client/endpoints.h"
 #include "client/retry.h"
+#include "client/shared_append_stream.h"
 #include "client/tail.h"
 #include "client/wire.h"
 #include "raftlog/v1/client.grpc.pb.h"
@@ -86,6 +87,7 @@ class Client::Impl {
   ~Impl() {
     watchdog_.end_idle_watch();
     append_stream_.reset();
+    shared_stream_.reset();
   }
 
   std::uint64_t client_id() const { return client_id_; }
@@ -123,6 +125,22 @@ class Client::Impl {
                                          const grpc::ClientContext& context,
                                          pb::AppendStreamRequest* request,
                                          pb::AppendResponse* response);
+  internal::StreamAppendOutcome append_on_own_stream(const std::string& endpoint,
+                                                     Clock::time_point deadline,
+                                                     pb::AppendStreamRequest* request,
+                                                     pb::AppendResponse* response);
+  // What the attempt returns for a stream's outcome; nullopt: a unary call instead.
+  std::optional<Status> stream_outcome_status(const std::string& endpoint,
+                                              internal::StreamAppendOutcome outcome);
+  // Clients share a stream only when everything that shapes its channel is the same.
+  std::string shared_stream_key(const std::string& endpoint) const {
+    const TlsOptions& tls = options_.tls;
+    return endpoint + '\n' + (tls.enabled ? "tls\n" : "plain\n") + tls.ca_file + '\n' +
+           tls.cert_file + '\n' + tls.key_file + '\n' + std::to_string(options_.max_message_bytes) +
+           '\n' + std::to_string(options_.append_stream_idle_ms) + '\n' +
+           std::to_string(options_.backoff_min_ms) + '\n' + std::to_string(options_.backoff_max_ms) +
+           '\n' + std::to_string(options_.call_timeout_ms);
+  }
   bool unary_only(const std::string& endpoint) {
     const auto found = unary_until_.find(endpoint);
     if (found == unary_until_.end()) return false;
@@ -144,6 +162,8 @@ class Client::Impl {
   std::mutex append_mu_;  // one append in flight per client: the server sees sequences in order
   internal::CallWatchdog watchdog_;                            // before append_stream_: outlives it
   std::unique_ptr<internal::AppendStreamCall> append_stream_;  // guarded by append_mu_
+  // With options_.share_append_stream, instead of append_stream_. Guarded by append_mu_.
+  std::shared_ptr<internal::SharedAppendStream> shared_stream_;
   // Endpoints sent unary Appends instead of streams, until the time given. Guarded by append_mu_;
   // at most kMaxCachedChannels entries.
   std::map<std::string, Clock::time_point> unary_until_;
@@ -216,6 +236,29 @@ std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint
                                                      const grpc::ClientContext& context,
                                                      pb::AppendStreamRequest* request,
                                                      pb::AppendResponse* response) {
+  // The attempt's deadline, as the retry engine set it on the unary context.
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(context.deadline() -
+                                                                 std::chrono::system_clock::now());
+  internal::StreamAppendOutcome outcome;
+  if (options_.share_append_stream) {
+    if (shared_stream_ == nullptr || shared_stream_->endpoint() != endpoint) {
+      shared_stream_.reset();
+      shared_stream_ = internal::shared_append_stream(shared_stream_key(endpoint), endpoint,
+                                                      channels_.get(endpoint),
+                                                      Milliseconds(options_.append_stream_idle_ms));
+    }
+    outcome = shared_stream_->append(request, deadline, response);
+  } else {
+    outcome = append_on_own_stream(endpoint, deadline, request, response);
+  }
+  return stream_outcome_status(endpoint, std::move(outcome));
+}
+
+internal::StreamAppendOutcome Client::Impl::append_on_own_stream(const std::string& endpoint,
+                                                                 Clock::time_point deadline,
+                                                                 pb::AppendStreamRequest* request,
+                                                                 pb::AppendResponse* response) {
   // Closed by the watchdog after being idle: open a new one rather than fail an attempt on it.
   if (watchdog_.end_idle_watch()) append_stream_.reset();
   if (append_stream_ == nullptr || append_stream_->endpoint() != endpoint ||
@@ -224,12 +267,13 @@ std::optional<Status> Client::Impl::append_on_stream(const std::string& endpoint
     append_stream_ =
         std::make_unique<internal::AppendStreamCall>(channels_.get(endpoint), endpoint, &watchdog_);
   }
-  // The attempt's deadline, as the retry engine set it on the unary context.
-  const Clock::time_point deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(context.deadline() -
-                                                                 std::chrono::system_clock::now());
   internal::StreamAppendOutcome outcome = append_stream_->append(request, deadline, response);
   if (append_stream_->usable()) watchdog_.watch_idle(append_stream_->context());
+  return outcome;
+}
+
+std::optional<Status> Client::Impl::stream_outcome_status(const std::string& endpoint,
+                                                          internal::StreamAppendOutcome outcome) {
   if (!outcome.stream_failed) return std::move(outcome.status);
   switch (outcome.status.code()) {
     case StatusCode::kUnimplemented:

@@ -17,9 +17,11 @@
 // sequence numbers in increasing order. Use one Client per concurrent writer (raftlog-bench does), or
 // a Producer (producer.h) to share Append calls between threads.
 //
-// Appends travel on one AppendStream call per Client (Options::append_stream), kept open to the
-// endpoint that last answered; a broken stream is reopened by the next attempt. Its threads: a
-// watchdog thread per Client, started by the first append, cancels a stream whose answer is late.
+// Appends travel on an AppendStream call (Options::append_stream) to the endpoint that last
+// answered, shared by the Clients of the process that append to that endpoint (Options::
+// share_append_stream; appends of several Clients then leave in one message), or one per Client;
+// a broken stream is reopened by the next attempt. Threads: a watchdog thread per shared stream (or
+// per Client, started by its first append) cancels a stream whose answer is late.
 #pragma once
 
 #include <cassert>
@@ -149,6 +151,11 @@ struct Options {
   // A stream with no append for this long is closed (the next append opens a new one), so idle
   // Clients do not hold stream slots of the connection all Clients of a process share.
   std::uint32_t append_stream_idle_ms = 30000;
+  // With append_stream: every Client of the process whose endpoint and connection options are the
+  // same appends on one shared AppendStream call per endpoint, and appends of several Clients
+  // waiting at the same moment leave in one message (each keeps its own client id, sequence,
+  // retries and answer). false: each Client has a stream of its own, one append per message.
+  bool share_append_stream = true;
   TlsOptions tls;  // plaintext unless tls.enabled
 };
 

@@ -126,34 +126,48 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     }
     // Everything is taken out of request_ before mu_ is released: once paused, an answer on
     // another thread may start the next read into request_.
-    const std::uint64_t request_id = request_.request_id();
-    v1::AppendRequest* append = request_.mutable_append();
-    const std::uint64_t client_id = append->client_id();
-    const std::uint64_t sequence = append->sequence();
-    std::vector<std::string> payloads;  // moved, not copied
-    payloads.reserve(static_cast<std::size_t>(append->entries_size()));
-    for (std::string& payload : *append->mutable_entries()) payloads.push_back(std::move(payload));
-    std::vector<EntryAttributes> attributes = take_attributes(append);
+    const auto read_at = Clock::now();
+    const std::size_t appends = 1 + static_cast<std::size_t>(request_.more_size());
+    std::vector<Node::AppendCall> calls;
+    calls.reserve(appends);
+    calls.push_back(take_call(request_.request_id(), request_.mutable_append(), read_at));
+    for (v1::AppendStreamItem& item : *request_.mutable_more()) {
+      calls.push_back(take_call(item.request_id(), item.mutable_append(), read_at));
+    }
     bool read_next = false;
     {
       std::lock_guard lock(mu_);
-      if (stopped_locked()) return;  // cancelled meanwhile: nobody would see the answer
+      if (stopped_locked()) return;  // cancelled meanwhile: nobody would see the answers
       ++requests_read_;
-      ++in_flight_;
+      // A message's appends count together: reading stops once max_in_flight_ are unanswered, so
+      // at most 2 * max_in_flight_ - 1 are held (a message carries at most max_in_flight_).
+      in_flight_ += appends;
       read_next = in_flight_ < max_in_flight_;
       read_paused_ = !read_next;
-      // No other read may start until this append is queued on the node: the node then proposes a
-      // stream's appends in the order they were sent (a paused read resumed by OnWriteDone on
-      // another thread could otherwise overtake this one).
+      // No other read may start until these appends are queued on the node: the node then
+      // proposes a stream's appends in the order they were sent (a paused read resumed by
+      // OnWriteDone on another thread could otherwise overtake this one).
       handing_over_ = true;
-      references_.fetch_add(1);
+      references_.fetch_add(appends);
     }
-    // The node calls back exactly once (commit, failure, deadline or shutdown), on its loop thread
-    // or, for an immediate refusal, on this one.
-    node_->append(std::move(payloads), client_id, sequence,
-                  [this, request_id, read_at = std::chrono::steady_clock::now()](
-                      AppendResult result) { answer(request_id, result, read_at); },
-                  std::move(attributes));
+    if (appends > max_in_flight_) {
+      // Refused as a whole, each append answered (the client matches answers by request_id).
+      for (Node::AppendCall& call : calls) {
+        call.done(failed_append(make_error(
+            ErrorCode::kInvalidArgument,
+            "AppendStream message of " + std::to_string(appends) + " appends; at most " +
+                std::to_string(max_in_flight_) + " per message (--max-appends-per-stream)",
+            std::string(api_errors::reason::kTooManyAppends))));
+      }
+    } else if (appends == 1) {
+      Node::AppendCall& call = calls.front();
+      node_->append(std::move(call.payloads), call.client_id, call.sequence, std::move(call.done),
+                    std::move(call.attributes));
+    } else {
+      // The node calls each back exactly once (commit, failure, deadline or shutdown), on its
+      // loop thread or, for an immediate refusal, on this one.
+      node_->append_all(std::move(calls));
+    }
     std::unique_lock lock(mu_);
     handing_over_ = false;
     // Reads are only ever started from reactions (here and OnWriteDone), never from answer() on the
@@ -206,6 +220,24 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
 
   bool stopped_locked() const { return cancelled_ || broken_ || shutting_down_ || finished_; }
 
+  // One append of the message just read, its payloads moved (not copied) out of `append`. The
+  // node calls `done` exactly once; each call holds a reference (taken by OnReadDone).
+  Node::AppendCall take_call(std::uint64_t request_id, v1::AppendRequest* append,
+                             Clock::time_point read_at) {
+    Node::AppendCall call;
+    call.client_id = append->client_id();
+    call.sequence = append->sequence();
+    call.payloads.reserve(static_cast<std::size_t>(append->entries_size()));
+    for (std::string& payload : *append->mutable_entries()) {
+      call.payloads.push_back(std::move(payload));
+    }
+    call.attributes = take_attributes(append);
+    call.done = [this, request_id, read_at](AppendResult result) {
+      answer(request_id, result, read_at);
+    };
+    return call;
+  }
+
   // The Node's answer to one request.
   void answer(std::uint64_t request_id, const AppendResult& result,
               std::chrono::steady_clock::time_point read_at) {
@@ -253,6 +285,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     }
     if (!writing_ && !pending_.empty()) {
       response_.Clear();
+      response_.set_max_appends_per_message(static_cast<std::uint32_t>(max_in_flight_));
       for (v1::AppendStreamResult& result : pending_) response_.add_results()->Swap(&result);
       written_ = pending_.size();
       pending_.clear();

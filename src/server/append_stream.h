@@ -6,9 +6,13 @@
 // A stream pays for one message each way.
 //
 // Each stream is one callback reactor; no thread waits per stream or per append:
-//   - a read hands the append to the Node and, while fewer than max_appends_per_stream requests of
-//     this stream are unanswered, starts the next read at once; at the bound it stops reading, so a
-//     fast client is slowed by HTTP/2 flow control instead of growing the node's memory;
+//   - a read hands the message's appends (one, or several with AppendStreamRequest.more) to the
+//     Node in one step (Node::append_all: they leave in one proposal round) and, while fewer than
+//     max_appends_per_stream appends of this stream are unanswered, starts the next read at once;
+//     at the bound it stops reading, so a fast client is slowed by HTTP/2 flow control instead of
+//     growing the node's memory. A message may carry at most max_appends_per_stream appends (each
+//     of a larger one is refused, TOO_MANY_APPENDS), so at most 2 x that many are unanswered; every
+//     answer message announces the bound (max_appends_per_message);
 //   - the Node's completion callback (on its loop thread) queues the answer; answers that queue up
 //     while a write is in flight go out together in the next message (one write at a time, as
 //     gRPC requires);
@@ -50,7 +54,7 @@ using AppendStreamServerReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc
 struct AppendStreamLimits {
   std::size_t max_streams = 4096;                  // on the node
   std::size_t max_streams_per_connection = 1024;   // per client connection
-  std::size_t max_appends_per_stream = 256;        // read and not yet answered, per stream
+  std::size_t max_appends_per_stream = 256;        // read and not yet answered; and per message
   std::chrono::milliseconds stall_timeout{10000};  // a write not completed by then ends the stream
 };
 

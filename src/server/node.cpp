@@ -98,6 +98,13 @@ class Node::Impl {
   void stop();
 
   void push(Input input, bool droppable);
+  // Client appends, all queued in one critical section so that the loop takes them in one round;
+  // each that does not fit the queue's bounds is refused as push() would refuse it.
+  void push_all(std::vector<Input> inputs);
+  // Validates an append (answering `done` at once when it is refused); the input to queue if valid.
+  std::optional<Input> prepare_append(std::vector<std::string> payloads, std::uint64_t client_id,
+                                      std::uint64_t sequence, AppendCallback done,
+                                      std::vector<EntryAttributes> attributes);
   void loop();
   // Ticks the core for the tick period(s) due at `now` and advances *next_tick.
   void tick_due(Clock::time_point now, Clock::time_point* next_tick);
@@ -321,6 +328,42 @@ void Node::Impl::push(Input input, bool droppable) {
     loop_sleeping_.store(false, std::memory_order_relaxed);
   }
   input_cv_.notify_one();
+}
+
+void Node::Impl::push_all(std::vector<Input> inputs) {
+  if (inputs.empty()) return;
+  std::vector<Input> refused;  // answered outside input_mu_: their callbacks may take other locks
+  bool exiting = false;
+  bool notify = false;
+  {
+    std::lock_guard lock(input_mu_);
+    exiting = loop_exit_.load();
+    for (Input& input : inputs) {
+      const auto& append = std::get<AppendInput>(input);
+      std::uint64_t append_bytes = 0;
+      for (const std::string& payload : append.payloads) append_bytes += payload.size();
+      if (exiting || inputs_.size() >= config_.max_input_queue ||
+          queued_append_bytes_ + append_bytes > kMaxQueuedAppendBytes) {
+        refused.push_back(std::move(input));
+        continue;
+      }
+      queued_append_bytes_ += append_bytes;
+      inputs_.push_back(std::move(input));
+    }
+    // The wake-up protocol of push().
+    if (refused.size() < inputs.size() && loop_sleeping_.load(std::memory_order_relaxed)) {
+      loop_sleeping_.store(false, std::memory_order_relaxed);
+      notify = true;
+    }
+  }
+  if (notify) input_cv_.notify_one();
+  for (Input& input : refused) {
+    reject(input, exiting ? make_error(ErrorCode::kUnavailable, "node shutting down",
+                                       replica::kReasonShuttingDown)
+                          : make_error(ErrorCode::kResourceExhausted,
+                                       "node input queue full; retry later",
+                                       replica::kReasonTooManyPending));
+  }
 }
 
 void Node::Impl::loop() {
@@ -592,30 +635,51 @@ void Node::stop() { impl_->stop(); }
 void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
                   std::uint64_t sequence, AppendCallback done,
                   std::vector<EntryAttributes> attributes) {
-  const NodeConfig& config = impl_->config_;
-  if (impl_->stopping_.load()) {
+  std::optional<Input> input = impl_->prepare_append(std::move(payloads), client_id, sequence,
+                                                     std::move(done), std::move(attributes));
+  if (input) impl_->push(std::move(*input), false);
+}
+
+void Node::append_all(std::vector<AppendCall> calls) {
+  std::vector<Input> inputs;
+  inputs.reserve(calls.size());
+  for (AppendCall& call : calls) {
+    std::optional<Input> input =
+        impl_->prepare_append(std::move(call.payloads), call.client_id, call.sequence,
+                              std::move(call.done), std::move(call.attributes));
+    if (input) inputs.push_back(std::move(*input));
+  }
+  impl_->push_all(std::move(inputs));
+}
+
+std::optional<Input> Node::Impl::prepare_append(std::vector<std::string> payloads,
+                                                std::uint64_t client_id, std::uint64_t sequence,
+                                                AppendCallback done,
+                                                std::vector<EntryAttributes> attributes) {
+  const NodeConfig& config = config_;
+  if (stopping_.load()) {
     done(failed_append(
         make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown)));
-    return;
+    return std::nullopt;
   }
   if (payloads.empty()) {
     done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                   "empty append: at least one entry is required",
                                   replica::kReasonEmptyAppend)));
-    return;
+    return std::nullopt;
   }
   if (payloads.size() > config.max_entries_per_append) {
     done(failed_append(make_error(ErrorCode::kInvalidArgument,
                                   "too many entries: " + std::to_string(payloads.size()) + " > " +
                                       std::to_string(config.max_entries_per_append) + " per append",
                                   replica::kReasonTooManyEntries)));
-    return;
+    return std::nullopt;
   }
   const bool has_envelopes = !attributes.empty();
   if (has_envelopes) {
     if (NodeError bad = wrap_in_envelopes(attributes, &payloads); bad.code != ErrorCode::kOk) {
       done(failed_append(bad));
-      return;
+      return std::nullopt;
     }
   }
   std::uint64_t bytes = 0;
@@ -627,7 +691,7 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
                          " bytes, larger than the maximum entry size of " +
                          std::to_string(config.store.max_entry_size_bytes) + " bytes",
                      replica::kReasonEntryTooLarge)));
-      return;
+      return std::nullopt;
     }
     bytes += payloads[i].size();
   }
@@ -637,12 +701,11 @@ void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
                                       " bytes exceeds the per-append limit of " +
                                       std::to_string(config.max_append_bytes) + " bytes",
                                   replica::kReasonAppendTooLarge)));
-    return;
+    return std::nullopt;
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(config.append_timeout_ms);
-  impl_->push(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline,
-                         has_envelopes},
-              false);
+  return Input(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline,
+                           has_envelopes});
 }
 
 void Node::hold_log_from(std::uint64_t index) { impl_->replica_->hold_log_from(index); }

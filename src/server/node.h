@@ -71,6 +71,19 @@ class Node {
   void append_group_commit(std::string payload, AppendCallback done);
   // Retention never trims at or above `index` (0: no hold); any thread (Replica::hold_log_from).
   void hold_log_from(std::uint64_t index);
+  // One append of append_all().
+  struct AppendCall {
+    std::vector<std::string> payloads;
+    std::uint64_t client_id = 0;
+    std::uint64_t sequence = 0;
+    AppendCallback done;
+    std::vector<EntryAttributes> attributes;
+  };
+  // Several appends as append() would take them one by one (each its own range, answer, dedup
+  // record and atomicity), queued in one step: the loop steps them in the same round, so they
+  // leave in one proposal round (one AppendEntries per follower). An invalid one is answered at
+  // once without holding back the others.
+  void append_all(std::vector<AppendCall> calls);
   // Linearizable read barrier: `done` gets an index such that every append completed before this call
   // is at or below it, once this node has committed up to it.
   void read_index(ReadIndexCallback done);

@@ -78,7 +78,7 @@ TEST(BenchEtcdCli, BadInputIsAUsageError) {
   EXPECT_EQ(run("cluster --endpoints 127.0.0.1:2379 --server-pids 0").exit_code, 2);
   const auto rpc = run("cluster --endpoints 127.0.0.1:2379 --append-rpc carrier-pigeon");
   EXPECT_EQ(rpc.exit_code, 2);
-  EXPECT_NE(rpc.output.find("--append-rpc must be stream or unary"), std::string::npos)
+  EXPECT_NE(rpc.output.find("--append-rpc must be stream, own-stream or unary"), std::string::npos)
       << rpc.output;
   const auto help = run("cluster --help");
   EXPECT_EQ(help.exit_code, 0) << help.output;

@@ -200,5 +200,59 @@ TEST(Node, TransferToANonMemberIsRefused) {
   EXPECT_EQ(future.get().error.code, ErrorCode::kInvalidArgument);
 }
 
+// append_all (an AppendStream message of several appends): each append is answered on its own, an
+// invalid one alone, and the valid ones are stepped in one loop round, so one AppendEntries to the
+// follower carries all of them.
+TEST(Node, AppendAllLeavesInOneAppendEntriesAndAnInvalidAppendFailsAlone) {
+  TempDir dir;
+  FakeCluster cluster;
+  ASSERT_NO_FATAL_FAILURE(cluster.start_leader(test_config(dir.path(), 2)));
+  Node& node = *cluster.node;
+  ASSERT_EQ(append_and_wait(node, {"warm-up"}, 1, 1).error.code, ErrorCode::kOk);
+  const std::size_t sent_before = cluster.sender.sent().size();
+  constexpr int kAppends = 5;
+  std::vector<AsyncAppend> appends(kAppends + 1);
+  std::vector<Node::AppendCall> calls;
+  for (int i = 0; i < kAppends + 1; ++i) {
+    Node::AppendCall call;
+    call.client_id = 100 + static_cast<std::uint64_t>(i);
+    call.sequence = 1;
+    // The fourth is empty: refused at once, the others unaffected.
+    if (i != 3) call.payloads = {"batch-" + std::to_string(i)};
+    call.done = appends[static_cast<std::size_t>(i)].callback();
+    calls.push_back(std::move(call));
+  }
+  node.append_all(std::move(calls));
+  std::vector<AppendResult> results;
+  for (AsyncAppend& append : appends) results.push_back(append.get());
+  EXPECT_EQ(results[3].error.code, ErrorCode::kInvalidArgument) << results[3].error.message;
+  std::uint64_t expected_index = 0;
+  for (int i = 0; i < kAppends + 1; ++i) {
+    if (i == 3) continue;
+    const AppendResult& result = results[static_cast<std::size_t>(i)];
+    ASSERT_EQ(result.error.code, ErrorCode::kOk) << i << ": " << result.error.message;
+    EXPECT_EQ(result.first_index, result.last_index);
+    if (expected_index != 0) {
+      EXPECT_EQ(result.first_index, expected_index) << i;  // in order
+    }
+    expected_index = result.last_index + 1;
+  }
+  // One AppendEntries to the follower holds all five (plus at most entries proposed before them).
+  const std::uint64_t first = results[0].first_index;
+  const std::uint64_t last = results[kAppends].last_index;
+  const std::vector<raft::Message> sent = cluster.sender.sent();
+  bool one_message = false;
+  for (std::size_t m = sent_before; m < sent.size(); ++m) {
+    const raft::Message& message = sent[m];
+    if (message.type != raft::MessageType::kAppend || message.entries.empty()) continue;
+    const std::uint64_t message_first = message.index + 1;
+    const std::uint64_t message_last = message.index + message.entries.size();
+    if (message_first <= first && message_last >= last) one_message = true;
+  }
+  EXPECT_TRUE(one_message) << "the appends of one append_all left in several AppendEntries";
+  cluster.sender.attach(nullptr);
+  node.stop();
+}
+
 }  // namespace
 }  // namespace raftlog::server

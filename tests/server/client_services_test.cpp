@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <optional>
@@ -514,6 +515,119 @@ TEST_F(MalformedRequests, AnAppendStreamRequestThatDoesNotParseEndsTheStreamWith
       << status.error_message();
   EXPECT_EQ(further_answers, 0);
   EXPECT_EQ(last_index(), before + 1);  // request 7 only
+}
+
+}  // namespace
+}  // namespace raftlog::testing
+
+// --- Several appends in one AppendStream message -------------------------------------------------
+
+namespace raftlog::testing {
+namespace {
+
+// The answers to one AppendStream message, by request_id.
+std::map<std::uint64_t, v1::AppendStreamResult> exchange(
+    grpc::ClientReaderWriter<v1::AppendStreamRequest, v1::AppendStreamResponse>* call,
+    const v1::AppendStreamRequest& message, std::size_t answers,
+    std::uint32_t* announced = nullptr) {
+  std::map<std::uint64_t, v1::AppendStreamResult> results;
+  EXPECT_TRUE(call->Write(message));
+  v1::AppendStreamResponse response;
+  while (results.size() < answers && call->Read(&response)) {
+    if (announced != nullptr) *announced = response.max_appends_per_message();
+    for (const v1::AppendStreamResult& result : response.results()) {
+      EXPECT_TRUE(results.emplace(result.request_id(), result).second)
+          << "request " << result.request_id() << " answered twice";
+    }
+  }
+  EXPECT_EQ(results.size(), answers);
+  return results;
+}
+
+void set_append(v1::AppendRequest* append, std::uint64_t client_id, std::uint64_t sequence,
+                std::size_t entries) {
+  append->set_client_id(client_id);
+  append->set_sequence(sequence);
+  for (std::size_t i = 0; i < entries; ++i) {
+    append->add_entries("c" + std::to_string(client_id) + "e" + std::to_string(i));
+  }
+}
+
+TEST(AppendStreamMessages, EachAppendOfAMessageGetsItsOwnRangeDedupAndAnswerAndABadOneFailsAlone) {
+  InProcessNode node([](server::NodeConfig& c) { c.max_appends_per_stream = 8; });
+  ASSERT_TRUE(node.started());
+  auto stub = v1::Log::NewStub(node.new_connection());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 30s);
+  auto call = stub->AppendStream(&context);
+
+  // Four appends of three clients in one message; the third is empty and must fail alone.
+  v1::AppendStreamRequest message;
+  message.set_request_id(11);
+  set_append(message.mutable_append(), 101, 1, 2);
+  const auto add = [&message](std::uint64_t request_id, std::uint64_t client_id,
+                              std::uint64_t sequence, std::size_t entries) {
+    v1::AppendStreamItem* item = message.add_more();
+    item->set_request_id(request_id);
+    set_append(item->mutable_append(), client_id, sequence, entries);
+  };
+  add(12, 102, 1, 1);
+  add(13, 103, 1, 0);  // empty: INVALID_ARGUMENT
+  add(14, 102, 2, 3);
+  std::uint32_t announced = 0;
+  auto results = exchange(call.get(), message, 4, &announced);
+  EXPECT_EQ(announced, 8u);  // the node's max_appends_per_stream
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_EQ(results[13].code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_EQ(results[13].error_info().reason(), "EMPTY_APPEND");
+  for (std::uint64_t id : {11u, 12u, 14u}) {
+    EXPECT_EQ(results[id].code(), 0) << id << ": " << results[id].message();
+    EXPECT_FALSE(results[id].response().duplicate()) << id;
+  }
+  // Each its own range, of its own size, proposed in the message's order and contiguous.
+  const v1::AppendResponse& a = results[11].response();
+  const v1::AppendResponse& b = results[12].response();
+  const v1::AppendResponse& d = results[14].response();
+  EXPECT_EQ(a.last_index() - a.first_index() + 1, 2u);
+  EXPECT_EQ(b.first_index(), a.last_index() + 1);
+  EXPECT_EQ(b.last_index(), b.first_index());
+  EXPECT_EQ(d.first_index(), b.last_index() + 1);
+  EXPECT_EQ(d.last_index() - d.first_index() + 1, 3u);
+
+  // The same message again: each append is a retry of its own (client_id, sequence) and is
+  // answered from the dedup table with its original range.
+  auto again = exchange(call.get(), message, 4);
+  for (std::uint64_t id : {11u, 12u, 14u}) {
+    EXPECT_EQ(again[id].code(), 0) << id << ": " << again[id].message();
+    EXPECT_TRUE(again[id].response().duplicate()) << id;
+    EXPECT_EQ(again[id].response().first_index(), results[id].response().first_index()) << id;
+    EXPECT_EQ(again[id].response().last_index(), results[id].response().last_index()) << id;
+  }
+  EXPECT_EQ(again[13].code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+
+  // A message over the bound: every append in it refused, nothing written, the stream usable.
+  v1::AppendStreamRequest too_many;
+  too_many.set_request_id(100);
+  set_append(too_many.mutable_append(), 200, 1, 1);
+  for (std::uint64_t i = 1; i <= 8; ++i) {
+    v1::AppendStreamItem* item = too_many.add_more();
+    item->set_request_id(100 + i);
+    set_append(item->mutable_append(), 200 + i, 1, 1);
+  }
+  auto refused = exchange(call.get(), too_many, 9);
+  for (const auto& [id, result] : refused) {
+    EXPECT_EQ(result.code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT)) << id;
+    EXPECT_EQ(result.error_info().reason(), "TOO_MANY_APPENDS") << id;
+  }
+  // A one-append message, as every older client sends, still works on the same stream.
+  v1::AppendStreamRequest single;
+  single.set_request_id(500);
+  set_append(single.mutable_append(), 300, 1, 1);
+  auto last = exchange(call.get(), single, 1);
+  EXPECT_EQ(last[500].code(), 0) << last[500].message();
+  EXPECT_EQ(last[500].response().first_index(), d.last_index() + 1);  // the refused wrote nothing
+  call->WritesDone();
+  EXPECT_TRUE(call->Finish().ok());
 }
 
 }  // namespace
