@@ -306,6 +306,9 @@ class Replica {
   void record_commit_in_store();
   void deliver_read_states(const raft::Ready& ready);
   void record_dedup(const std::vector<raft::Entry>& entries);
+  // Undoes the dedup and topic records of this node's own proposals that the core replaced before
+  // they reached the store (see unwritten_proposals_), before `entries` are recorded.
+  void forget_replaced_proposals(const std::vector<raft::Entry>& entries);
   // Timestamps and topic offsets (replica_topics.cpp; docs/design.md, "Topics, keys and time").
   // A timestamp is the leader's append time, never below the newest timestamp this node's log holds
   // (up to kMaxTimestampSkewMs ahead of its clock), so they do not go backwards across leader
@@ -366,6 +369,12 @@ class Replica {
 
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
+  // This node's own proposals (index range and term) recorded in dedup_ and topics_ when proposed,
+  // whose entries the core has not handed out to the store yet. The core can replace such entries
+  // with another leader's (a step in the same input batch) without a store truncation, because the
+  // store never held them; forget_replaced_proposals() then undoes their records. Oldest first; at
+  // most one range per pending append (config_.max_pending_appends), popped once handed out.
+  std::deque<DedupTable::Range> unwritten_proposals_;
   // The newest envelope timestamp of the log (TOPICSTATE and the entries after it at open, then
   // every entry written), each bounded by kMaxTimestampSkewMs, in ms since the Unix epoch.
   std::uint64_t last_timestamp_ms_ = 0;

@@ -97,6 +97,8 @@ void Replica::apply_ready(raft::Ready& ready) {
   for (raft::Message& message : ready.messages) deps_.sender->send(std::move(message));
 
   if (!ready.entries.empty()) {
+    forget_replaced_proposals(ready.entries);
+    if (failed_) return;
     std::vector<store::EntryToAppend> batch;
     batch.reserve(ready.entries.size());
     for (const raft::Entry& entry : ready.entries) batch.push_back(to_store_entry(entry));
@@ -213,6 +215,8 @@ void Replica::truncate_log_from(std::uint64_t from) {
   }
   dedup_.truncate_from(from);
   dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
+  std::erase_if(unwritten_proposals_,
+                [&](const DedupTable::Range& range) { return range.last >= from; });
   // The topic table goes back to what it was before the cut entries (their offsets are handed out
   // again, so no hole is left in what commits).
   if (!topics_.truncate_from(from)) {
@@ -371,6 +375,43 @@ void Replica::record_commit_in_store() {
   if (commit <= log_->commit_index()) return;
   if (store::Status st = log_->set_commit_index(commit); !st.ok()) {
     spdlog::warn("node {}: recording commit index {}: {}", config_.node_id, commit, st.to_string());
+  }
+}
+
+void Replica::forget_replaced_proposals(const std::vector<raft::Entry>& entries) {
+  const std::uint64_t first = entries.front().index;
+  const std::uint64_t last = entries.back().index;
+  // The first handed-out index where one of our unwritten proposals stood under another term: a
+  // term has one leader, so a different term there is another leader's entry, and ours (with every
+  // later one of ours) is gone from the log. Entries are contiguous, so entries[i - first] is index i.
+  std::optional<std::uint64_t> replaced_from;
+  for (const DedupTable::Range& range : unwritten_proposals_) {
+    for (std::uint64_t i = std::max(range.first, first); i <= std::min(range.last, last); ++i) {
+      if (entries[i - first].term != range.term) {
+        replaced_from = i;
+        break;
+      }
+    }
+    if (replaced_from) break;
+  }
+  if (replaced_from) {
+    const std::uint64_t from = *replaced_from;
+    spdlog::info("node {}: term {}: proposals from index {} were replaced before they were written; "
+                 "forgetting their deduplication and topic records",
+                 config_.node_id, raft_->term(), from);
+    dedup_.truncate_from(from);
+    dedup_recorded_through_ = std::min(dedup_recorded_through_, from - 1);
+    if (!topics_.truncate_from(from)) {
+      fatal("the topic table cannot undo replaced proposals from " + std::to_string(from) +
+            ": they were recorded as committed");
+      return;
+    }
+    std::erase_if(unwritten_proposals_,
+                  [&](const DedupTable::Range& range) { return range.last >= from; });
+  }
+  // Handed out now (written, or replaced above): no longer unwritten.
+  while (!unwritten_proposals_.empty() && unwritten_proposals_.front().last <= last) {
+    unwritten_proposals_.pop_front();
   }
 }
 

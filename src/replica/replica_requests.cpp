@@ -164,6 +164,8 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
                          digest);
   }
   dedup_recorded_through_ = std::max(dedup_recorded_through_, result.last_index);
+  unwritten_proposals_.push_back(
+      DedupTable::Range{result.first_index, result.last_index, result.term});
   pending_appends_.emplace(
       result.last_index,
       PendingAppend{result.first_index, result.last_index, result.term, false, std::move(in.done),

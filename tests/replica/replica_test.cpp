@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "derived/envelope.h"
 #include "node/temp_dir.h"
 #include "store/memory_env.h"
 
@@ -263,6 +264,90 @@ TEST_F(ReplicaTest, ARetryIsNotAnsweredFromAProposalANewLeaderReplaced) {
   auto term = replica_->log().term_at(retry->first_index);
   ASSERT_TRUE(term.ok());
   EXPECT_EQ(*term, retry->term) << "the answer's index does not hold the answer's term";
+}
+
+// Ticks node 1 (answered by node 2) until it leads and the no-op of its term has committed.
+void lead_with_peer_2(Replica& replica, RecordingSender& sender) {
+  for (int tick = 0; tick < 200 && replica.role() != raft::Role::kLeader; ++tick) {
+    replica.tick();
+    replica.process();
+    answer_as_peer_2(replica, sender);
+  }
+  ASSERT_EQ(replica.role(), raft::Role::kLeader);
+  answer_as_peer_2(replica, sender);
+}
+
+// Node 3, leader of `term`, puts its no-op at `index` (after `index - 1` of `prev_term`) and
+// commits it: what a proposal of node 1 at `index` that had not reached the store is replaced by.
+raft::Message replacing_noop_from_3(raft::Term term, std::uint64_t index, raft::Term prev_term) {
+  raft::Message m;
+  m.type = raft::MessageType::kAppend;
+  m.from = 3;
+  m.to = 1;
+  m.term = term;
+  m.index = index - 1;
+  m.log_term = prev_term;
+  raft::Entry noop;
+  noop.index = index;
+  noop.term = term;
+  noop.type = raft::EntryType::kNoop;
+  m.entries.push_back(noop);
+  m.commit = index;
+  return m;
+}
+
+// The topic table has the dedup table's problem above (found by review): a leader records a
+// proposal's topic offset when it stamps it, and a replacement before the store held the entry runs
+// no store truncation. The table kept the offset of an entry the log does not hold, so the
+// re-elected leader stamped the topic's next entry one past it: a hole in the committed topic (and a
+// lost topic for the replacing entries, whose indexes the table thought it had recorded).
+TEST_F(ReplicaTest, AProposalReplacedBeforeItWasWrittenGivesItsTopicOffsetBack) {
+  ReplicaConfig c = config();
+  c.members = {{1, "127.0.0.1:1"}, {2, "127.0.0.1:2"}, {3, "127.0.0.1:3"}};
+  open_as_member_of(c);
+  lead_with_peer_2(*replica_, sender_);
+  const raft::Term first_term = replica_->core().term();
+  const std::uint64_t noop = replica_->commit_index();
+  auto topic_append = [&](std::optional<AppendResult>* answer) {
+    std::string payload;
+    derived::encode_envelope(0, "orders", {}, "x", &payload);
+    Replica::AppendRequest request{{payload}, 0, 0,
+                                   [answer](AppendResult r) { *answer = std::move(r); },
+                                   now_ + milliseconds(5000)};
+    request.has_envelopes = true;
+    replica_->append(std::move(request));
+  };
+
+  std::optional<AppendResult> lost;
+  topic_append(&lost);
+  ASSERT_EQ(replica_->topic_offsets().next_offset("orders"), 1u);
+  replica_->step(replacing_noop_from_3(first_term + 1, noop + 1, first_term));
+  replica_->process();
+  ASSERT_NE(replica_->role(), raft::Role::kLeader);
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_FALSE(lost->error.ok());
+  EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 0u)
+      << "the table still counts the replaced proposal's offset";
+  EXPECT_FALSE(replica_->topic_offsets().knows("orders"));
+  EXPECT_EQ(replica_->topic_offsets().through(), replica_->log().last_index());
+  sender_.sent.clear();
+
+  lead_with_peer_2(*replica_, sender_);
+  std::optional<AppendResult> again;
+  topic_append(&again);
+  replica_->process();
+  answer_as_peer_2(*replica_, sender_);
+  ASSERT_TRUE(again.has_value()) << "the append was not answered";
+  ASSERT_TRUE(again->error.ok()) << again->error.reason << ": " << again->error.message;
+  auto read = replica_->log().read(again->first_index, 1, 1 << 20);
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read->entries.size(), 1u);
+  derived::EnvelopeHeader header;
+  ASSERT_EQ(derived::decode_envelope_header(read->entries[0].payload, &header),
+            derived::EnvelopeDecode::kOk);
+  ASSERT_TRUE(header.has_topic_offset);
+  EXPECT_EQ(header.topic_offset, 0u) << "the topic's first committed entry is not at offset 0";
+  EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 1u);
 }
 
 TEST_F(ReplicaTest, AFollowerRefusesAppendsAndReadsWithoutALeader) {
