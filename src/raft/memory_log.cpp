@@ -56,7 +56,15 @@ void MemoryLog::truncate_prefix(Index before) {
   trim_term_ = new_trim_term;
 }
 
+void MemoryLog::restore(Index index, Term term) {
+  RAFT_ASSERT(index >= 1 && term >= 1, "a snapshot replaces at least one entry");
+  entries_.clear();
+  trim_index_ = index;
+  trim_term_ = term;
+}
+
 void MemoryLog::apply(const Ready& ready) {
+  if (ready.snapshot) restore(ready.snapshot->index, ready.snapshot->term);
   if (ready.truncate_from) truncate_suffix(*ready.truncate_from);
   append(ready.entries);
 }

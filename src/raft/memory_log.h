@@ -29,7 +29,10 @@ class MemoryLog final : public LogReader {
   // Drops every entry with index < before, remembering the term of before - 1. `before` must be in
   // [first_index(), last_index() + 1].
   void truncate_prefix(Index before);
-  // Applies a Ready's log changes: truncate_from (if set), then entries.
+  // Replaces the whole log by an empty one whose first index is index + 1, remembering `term` as the
+  // term of `index` (a snapshot install).
+  void restore(Index index, Term term);
+  // Applies a Ready's log changes: its snapshot (if set), truncate_from (if set), then entries.
   void apply(const Ready& ready);
 
   // The entry at `index`; precondition first_index() <= index <= last_index().

@@ -27,6 +27,7 @@ void Inflights::free_first() {
 
 void Progress::become_probe() {
   state = ReplicationState::kProbe;
+  pending_snapshot = 0;
   next = match + 1;
   probe_sent = false;
   inflights.reset();
@@ -34,13 +35,30 @@ void Progress::become_probe() {
 
 void Progress::become_replicate() {
   state = ReplicationState::kReplicate;
+  pending_snapshot = 0;
   next = match + 1;
   probe_sent = false;
   inflights.reset();
 }
 
+void Progress::become_snapshot(Index index) {
+  state = ReplicationState::kSnapshot;
+  pending_snapshot = index;
+  snapshot_ticks = 0;
+  probe_sent = false;
+  inflights.reset();
+}
+
 bool Progress::is_paused() const {
-  return state == ReplicationState::kProbe ? probe_sent : inflights.full();
+  switch (state) {
+    case ReplicationState::kProbe:
+      return probe_sent;
+    case ReplicationState::kReplicate:
+      return inflights.full();
+    case ReplicationState::kSnapshot:
+      return true;
+  }
+  return true;
 }
 
 bool Progress::on_ack(Index index) {
@@ -64,6 +82,8 @@ void Progress::on_entries_sent(Index last_sent_index) {
 }
 
 bool Progress::on_reject(Index rejected_index, Index match_hint) {
+  // An append sent before the snapshot: the snapshot's acknowledgement (or its timeout) decides.
+  if (state == ReplicationState::kSnapshot) return false;
   if (state == ReplicationState::kReplicate) {
     if (rejected_index <= match)
       return false;  // stale: answers an append sent before match advanced

@@ -34,7 +34,10 @@ class Inflights {
   std::deque<Index> last_indexes_;
 };
 
-enum class ReplicationState : std::uint8_t { kProbe, kReplicate };
+// kSnapshot: the follower needs entries the leader trimmed; one snapshot is in flight to it
+// (`pending_snapshot`) and nothing else is sent until it is acknowledged or `snapshot_ticks` reach
+// Config::snapshot_retry_ticks (then it goes back to probe, which sends a new one).
+enum class ReplicationState : std::uint8_t { kProbe, kReplicate, kSnapshot };
 
 struct Progress {
   explicit Progress(std::size_t max_inflight_messages) : inflights(max_inflight_messages) {}
@@ -43,6 +46,8 @@ struct Progress {
   Index next = 1;   // next index to send
   ReplicationState state = ReplicationState::kProbe;
   bool probe_sent = false;  // probe state: an append is outstanding, send no more until an answer
+  Index pending_snapshot = 0;        // snapshot state: the index of the snapshot in flight
+  std::uint64_t snapshot_ticks = 0;  // snapshot state: ticks since it was sent
   Inflights inflights;
   bool catching_up = false;      // its last ack carried kCatchingUpContext: not counted for commit
   bool recent_active = false;    // heard from since the last check-quorum round
@@ -52,6 +57,8 @@ struct Progress {
 
   void become_probe();
   void become_replicate();
+  // A snapshot replacing the log up to `index` was sent: pause until it is acknowledged.
+  void become_snapshot(Index index);
   // No append may be sent now (probe outstanding, or the in-flight window is full).
   bool is_paused() const;
   // A successful append response acknowledging `index`. Returns true when match advanced.

@@ -115,6 +115,7 @@ std::string validate_config(const Config& config) {
            "fits)";
   }
   if (config.max_pending_reads < 1) return "Config::max_pending_reads must be >= 1";
+  if (config.snapshot_retry_ticks < 1) return "Config::snapshot_retry_ticks must be >= 1";
   if (config.promised_term > kMaxTerm) return "Config::promised_term must be <= kMaxTerm";
   return {};
 }
@@ -140,9 +141,10 @@ std::vector<PeerProgress> Raft::Impl::progress() const {
   out.push_back(PeerProgress{id(), log_.persisted_index(), log_.last_index() + 1, false, 0, 0,
                              disk_over_watermark_, true, is_voter(id()), catching_up_});
   for (const auto& [peer, pr] : progress_) {
-    out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state == ReplicationState::kProbe,
+    out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state != ReplicationState::kReplicate,
                                pr.inflights.count(), pr.ticks_since_contact, pr.disk_over_watermark,
-                               pr.heard_this_term, is_voter(peer), pr.catching_up});
+                               pr.heard_this_term, is_voter(peer), pr.catching_up,
+                               pr.pending_snapshot});
   }
   std::sort(out.begin(), out.end(),
             [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });
@@ -178,7 +180,8 @@ Ready Raft::Impl::ready() {
     reported_hard_state_ = hard;
   }
   RaftLog::Handout handout = log_.take_handout();
-  if (handout.truncate_from || !handout.entries.empty()) rd.must_sync = true;
+  if (handout.snapshot || handout.truncate_from || !handout.entries.empty()) rd.must_sync = true;
+  if (handout.snapshot) rd.snapshot = std::move(*handout.snapshot);
   rd.truncate_from = handout.truncate_from;
   rd.entries = std::move(handout.entries);
   rd.messages = std::move(messages_);
@@ -216,6 +219,9 @@ Role Raft::role() const { return impl_->role(); }
 Term Raft::term() const { return impl_->term(); }
 NodeId Raft::leader() const { return impl_->leader(); }
 Index Raft::commit_index() const { return impl_->commit_index(); }
+const std::optional<Snapshot>& Raft::installing_snapshot() const {
+  return impl_->installing_snapshot();
+}
 Index Raft::last_index() const { return impl_->last_index(); }
 const ConfState& Raft::conf() const { return impl_->conf(); }
 const std::vector<ConfRecord>& Raft::conf_history() const { return impl_->conf_history(); }

@@ -44,6 +44,17 @@ struct Config {
   std::size_t max_uncommitted_entries = 16 * 1024;  // pending proposals on a leader
   std::size_t max_uncommitted_bytes = 64 << 20;
   std::size_t max_pending_reads = 4096;
+  // The driver installs snapshots (Ready::snapshot) and fills in the data of those it sends
+  // (docs/raft.md, "Snapshots"). Then a leader sends a snapshot to a follower that needs entries it
+  // trimmed, and a follower installs one. Without it a leader re-probes such a follower at its first
+  // index on every heartbeat answer (it catches up only if its log was rebuilt from a copy) and a
+  // follower ignores kSnapshot messages.
+  bool snapshots = false;
+  // A snapshot sent to a follower that has not acknowledged it within this many ticks is sent again
+  // (it or its answer was lost, or its install failed). One snapshot per follower is in flight at a
+  // time. The default is 5 s at raftlogd's 20 ms tick: an install is a store reset and two small
+  // synced files, far less than that; the driver's transfer of a large one must fit in it too.
+  int snapshot_retry_ticks = 250;
 
   // Catching up after lost durable state (docs/raft.md, "Storage faults"). The driver sets these when
   // recovery removed entries this node may already have acknowledged (a corrupted or missing part of
@@ -144,11 +155,16 @@ struct PeerProgress {
   bool heard_this_term = false;      // the peer answered this leader (its reported fields are news)
   bool voter = false;        // a voter of the configuration in force (may be handed leadership)
   bool catching_up = false;  // its acknowledgements are not counted yet (a storage fault)
+  // Non-zero while a snapshot replacing the peer's log up to this index is in flight to it (sent,
+  // not yet acknowledged): it needed entries the leader no longer holds (docs/raft.md, "Snapshots").
+  Index snapshot_index = 0;
 
   // The peer needs entries below `first_index` (the leader's first retained index): next_index is
   // what the leader would send next (in probe state its current guess), and below the first index
-  // no append can carry it (send_append stops), so it cannot catch up by replication.
-  bool needs_trimmed_entries(Index first_index) const { return next_index < first_index; }
+  // no append can carry it, so the leader sends it a snapshot instead (snapshot_index).
+  bool needs_trimmed_entries(Index first_index) const {
+    return snapshot_index != 0 || next_index < first_index;
+  }
 };
 
 class Raft {
@@ -215,9 +231,12 @@ class Raft {
   bool catching_up() const;
   Index catching_up_to() const;
   // Non-zero while this follower needs entries its leader no longer holds (trimmed by retention):
-  // with no snapshots it cannot catch up by replication and must be rebuilt (docs/operations.md,
-  // "Retention"). The value is the leader's first retained index.
+  // it cannot catch up by replication alone and waits for the leader's snapshot (docs/raft.md,
+  // "Snapshots"). The value is the leader's first retained index.
   Index stranded_below() const;
+  // The snapshot this node installed that its driver has not reported durable yet (Ready::snapshot;
+  // its index, term and configuration, without the data), or nullopt.
+  const std::optional<Snapshot>& installing_snapshot() const;
   // Non-zero while this follower's log does not reach the commit index its leader last named in an
   // append (the value): it is still catching up. A follower in step with its leader reaches it with
   // every append (the entries an append carries go past the commit it names).

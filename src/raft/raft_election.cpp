@@ -178,6 +178,7 @@ void Raft::Impl::tick_heartbeat() {
   ++heartbeat_elapsed_ticks_;
   ++election_elapsed_ticks_;
   for (auto& [peer, pr] : progress_) ++pr.ticks_since_contact;
+  retry_lost_snapshots();
   if (election_elapsed_ticks_ >= config_.election_ticks) {
     election_elapsed_ticks_ = 0;
     if (config_.check_quorum) {
@@ -249,7 +250,8 @@ bool Raft::Impl::handle_term(const Message& m) {
       // A pre-vote is a question about term m.term; our term stays as it is.
     } else if (m.type == MessageType::kPreVoteResponse && !m.reject) {
       // A granted pre-vote carries the term we would campaign at, not a term anyone is in.
-    } else if (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat) {
+    } else if (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat ||
+               m.type == MessageType::kSnapshot) {
       become_follower(m.term, m.from);
     } else {
       become_follower(m.term, kNoNode);
@@ -258,7 +260,8 @@ bool Raft::Impl::handle_term(const Message& m) {
   }
   if (m.term < term_) {
     if ((config_.check_quorum || config_.pre_vote) &&
-        (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat)) {
+        (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat ||
+         m.type == MessageType::kSnapshot)) {
       // A stale leader (e.g. back from a partition) learns our term from this and steps down. Without
       // it, with pre-vote, a node that advanced its term could never be heard by that leader.
       Message reply;

@@ -62,6 +62,7 @@ class Raft::Impl {
   Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
   Index stranded_below() const;
   Index behind_leader_commit() const;
+  const std::optional<Snapshot>& installing_snapshot() const { return log_.installing(); }
   void set_disk_over_watermark(bool over) { disk_over_watermark_ = over; }
 
  private:
@@ -102,6 +103,13 @@ class Raft::Impl {
   void handle_heartbeat(const Message& message);
   void handle_append_response(const Message& message);
   void handle_heartbeat_response(const Message& message);
+  // Snapshots (raft_snapshot.cpp): a leader sends one instead of an append that would need trimmed
+  // entries; a follower installs it when that is safe, or answers it like an append.
+  bool send_snapshot(NodeId peer);
+  Snapshot snapshot_to_send() const;
+  void handle_snapshot(Message& message);
+  void install_snapshot(Snapshot snapshot);
+  void retry_lost_snapshots();  // leader, each tick
   bool maybe_commit();
   Index highest_commit_point(Index majority_index) const;
   void on_commit_advanced();
@@ -170,14 +178,14 @@ class Raft::Impl {
   // its last append we matched). A heartbeat's commit is applied only up to it: the commit index it
   // names is the leader's word, but which entries it covers is only known for what we matched.
   Index leader_match_ = 0;
-  // Follower: the first index the leader of this term still holds (from its heartbeats; 0 when it
-  // holds everything from index 1, or before its first heartbeat), and whether the leader's probe at
-  // that index failed to match. Either way the entries this node needs are gone from the leader, and
-  // with no snapshots it cannot catch up by replication: stranded_below() reports it.
   bool disk_over_watermark_ = false;  // the driver's disk (set_disk_over_watermark)
   // Follower: the highest commit index an append of this term's leader named (appends carry the
   // leader's commit as is; heartbeats clamp it to what we hold, so they do not count).
   Index leader_commit_seen_ = 0;
+  // Follower: the first index the leader of this term still holds (from its heartbeats; 0 when it
+  // holds everything from index 1, or before its first heartbeat), and whether the leader's probe at
+  // that index failed to match. Either way the entries this node needs are gone from the leader, and
+  // it waits for a snapshot: stranded_below() reports it.
   Index leader_first_index_ = 0;
   bool rejected_leaders_first_probe_ = false;
 

@@ -17,7 +17,10 @@ RaftLog::RaftLog(const LogReader& reader, Index committed)
               "the log's last term must be known");
 }
 
-Index RaftLog::first_index() const { return std::min(reader_.first_index(), offset_); }
+Index RaftLog::first_index() const {
+  if (installing_) return installing_->index + 1;
+  return std::min(reader_.first_index(), offset_);
+}
 
 Index RaftLog::last_index() const { return offset_ + unstable_.size() - 1; }
 
@@ -31,6 +34,10 @@ std::optional<Term> RaftLog::term_at(Index index) const {
   if (index == 0) return Term{0};
   if (index > last_index()) return std::nullopt;
   if (index >= offset_) return unstable_[index - offset_].term;
+  if (installing_) {  // the driver's log is not the snapshot's yet
+    if (index == installing_->index) return installing_->term;
+    return std::nullopt;
+  }
   return reader_.term_at(index);
 }
 
@@ -120,7 +127,32 @@ std::pair<Index, Term> RaftLog::find_conflict_by_term(Index index, Term term) co
   return {0, 0};
 }
 
+void RaftLog::restore(Snapshot snapshot) {
+  RAFT_ASSERT(snapshot.index > committed_, "a snapshot never replaces committed entries");
+  RAFT_ASSERT(!pending_snapshot_ || pending_snapshot_->index < snapshot.index,
+              "a later snapshot replaces a pending one");
+  unstable_.clear();
+  pending_truncate_.reset();  // the snapshot replaces the whole log the driver holds
+  offset_ = snapshot.index + 1;
+  driver_last_ = snapshot.index;
+  committed_ = snapshot.index;
+  installing_ = snapshot;
+  installing_->data = Payload();
+  pending_snapshot_ = std::move(snapshot);
+}
+
 bool RaftLog::stable_to(Index index, Term term) {
+  if (installing_ && !pending_snapshot_ && index >= installing_->index) {
+    // The driver reports the install, or an entry after it: either way it installed the snapshot
+    // (Ready's contract), and its log now reads as the snapshot's.
+    if (index == installing_->index) {
+      if (term != installing_->term) return false;
+      installing_.reset();
+      return true;
+    }
+    if (!matches(index, term) || index > driver_last_ || index < offset_) return false;
+    installing_.reset();
+  }
   if (index < offset_ || index > driver_last_)
     return false;                           // already durable, or never handed out
   if (!matches(index, term)) return false;  // stale: that entry was replaced
@@ -131,11 +163,14 @@ bool RaftLog::stable_to(Index index, Term term) {
 }
 
 bool RaftLog::has_handout() const {
-  return pending_truncate_.has_value() || driver_last_ < last_index();
+  return pending_snapshot_.has_value() || pending_truncate_.has_value() ||
+         driver_last_ < last_index();
 }
 
 RaftLog::Handout RaftLog::take_handout() {
   Handout handout;
+  handout.snapshot = std::move(pending_snapshot_);
+  pending_snapshot_.reset();
   handout.truncate_from = pending_truncate_;
   pending_truncate_.reset();
   RAFT_ASSERT(driver_last_ + 1 >= offset_, "the driver holds every durable entry");

@@ -54,9 +54,19 @@ class RaftLog {
   // or unknown report (ignored).
   bool stable_to(Index index, Term term);
 
+  // Replaces the whole log by `snapshot` (a follower installing its leader's snapshot): empty from
+  // snapshot.index + 1 on, with the term there known and everything up to it committed. Asserts
+  // snapshot.index > committed(). Until the driver reports the install (stable_to at or above
+  // snapshot.index), the core's view shadows the driver's log: first_index() is snapshot.index + 1,
+  // term_at(snapshot.index) is snapshot.term and nothing below it is known.
+  void restore(Snapshot snapshot);
+  // The snapshot restore() installed that the driver has not reported yet (nullopt: none).
+  const std::optional<Snapshot>& installing() const { return installing_; }
+
   // Log changes not yet handed to the driver.
   bool has_handout() const;
   struct Handout {
+    std::optional<Snapshot> snapshot;  // install first
     std::optional<Index> truncate_from;
     std::vector<Entry> entries;
   };
@@ -71,6 +81,10 @@ class RaftLog {
   std::vector<Entry> unstable_;  // contiguous from offset_
   Index driver_last_ = 0;        // last index the driver holds once it applied every handout
   std::optional<Index> pending_truncate_;  // truncation the driver still has to be told about
+  // restore(): the snapshot the driver still has to be handed (with its data), and the one it has
+  // not reported installed yet (index, term and conf; its data dropped once handed out).
+  std::optional<Snapshot> pending_snapshot_;
+  std::optional<Snapshot> installing_;
 };
 
 }  // namespace raftlog::raft

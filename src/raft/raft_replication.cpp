@@ -47,10 +47,8 @@ bool Raft::Impl::send_append(NodeId peer, bool send_if_empty) {
   if (pr.is_paused()) return false;
   const Index previous_index = pr.next - 1;
   const std::optional<Term> previous_term = log_.term_at(previous_index);
-  // The entries this peer needs were trimmed from our log; catching it up needs a snapshot, which this
-  // core does not implement. It is re-probed at the first index on heartbeat answers
-  // (handle_heartbeat_response).
-  if (!previous_term || pr.next < log_.first_index()) return false;
+  // The entries this peer needs were trimmed from our log: a snapshot replaces them.
+  if (!previous_term || pr.next < log_.first_index()) return send_snapshot(peer);
   Message m;
   m.type = MessageType::kAppend;
   m.to = peer;
@@ -106,6 +104,11 @@ void Raft::Impl::step_follower(Message& m) {
       leader_ = m.from;
       handle_heartbeat(m);
       return;
+    case MessageType::kSnapshot:
+      election_elapsed_ticks_ = 0;
+      leader_ = m.from;
+      handle_snapshot(m);
+      return;
     case MessageType::kTimeoutNow:
       if (promotable()) start_election(CampaignKind::kTransfer);
       return;
@@ -123,6 +126,10 @@ void Raft::Impl::step_candidate(Message& m) {
     case MessageType::kHeartbeat:
       become_follower(m.term, m.from);
       handle_heartbeat(m);
+      return;
+    case MessageType::kSnapshot:
+      become_follower(m.term, m.from);
+      handle_snapshot(m);
       return;
     case MessageType::kPreVoteResponse:
     case MessageType::kVoteResponse:
@@ -254,6 +261,9 @@ void Raft::Impl::handle_append_response(const Message& m) {
   pr.catching_up = m.context == kCatchingUpContext;
   const bool was_paused = pr.is_paused();
   const bool advanced = pr.on_ack(m.index);
+  // The snapshot in flight is installed (or the follower had its entries already): replicate from
+  // its new match point on (the probe below turns into replicate at once).
+  if (pr.state == ReplicationState::kSnapshot && pr.match >= pr.pending_snapshot) pr.become_probe();
   // A commit may end this leadership (step_down_if_removed) or forget the sender (its removal
   // committed, refresh_conf): `pr` is then gone.
   auto still_tracked = [&] { return role_ == Role::kLeader && progress_.contains(m.from); };
@@ -297,11 +307,13 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
     pr.become_probe();
   }
   if (pr.state == ReplicationState::kReplicate && pr.inflights.full()) pr.inflights.free_first();
-  // The peer needs entries trimmed from our log, and there are no snapshots. Probe it at our first
-  // index instead, once per heartbeat answer: a peer rebuilt from a copy of a healthy node's log
-  // (docs/operations.md, "Retention") accepts and catches up; any other rejects, its next index falls
-  // below our first again, and send_append() stays silent until the next heartbeat answer.
-  if (pr.next < log_.first_index()) {
+  // A peer that needs entries trimmed from our log gets a snapshot from send_append() (one in flight
+  // at a time: a peer in snapshot state is paused until it answers or retry_lost_snapshots()).
+  // Without snapshots (Config::snapshots), it is probed at our first index instead, once per
+  // heartbeat answer: a peer rebuilt from a copy of a healthy node's log accepts and catches up; any
+  // other rejects, its next index falls below our first again, and send_append() stays silent until
+  // the next heartbeat answer.
+  if (!config_.snapshots && pr.next < log_.first_index()) {
     pr.become_probe();
     pr.next = log_.first_index();
   }

@@ -23,6 +23,8 @@ const char* to_string(MessageType type) {
       return "Heartbeat";
     case MessageType::kHeartbeatResponse:
       return "HeartbeatResponse";
+    case MessageType::kSnapshot:
+      return "Snapshot";
     case MessageType::kTimeoutNow:
       return "TimeoutNow";
   }
@@ -116,8 +118,8 @@ const char* to_string(TransferStatus status) {
 }
 
 bool Ready::empty() const {
-  return !soft_state && !hard_state && !must_sync && !truncate_from && entries.empty() &&
-         messages.empty() && messages_after_persist.empty() && !commit_index &&
+  return !snapshot && !soft_state && !hard_state && !must_sync && !truncate_from &&
+         entries.empty() && messages.empty() && messages_after_persist.empty() && !commit_index &&
          read_states.empty() && aborted_reads.empty();
 }
 

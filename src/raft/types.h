@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,45 +88,12 @@ enum class MessageType : std::uint8_t {
   kHeartbeat,  // leader liveness + commit propagation + ReadIndex confirmation (context)
   kHeartbeatResponse,
   kTimeoutNow,  // leadership transfer: "campaign now, skip pre-vote"
+  kSnapshot,    // what replaces the log up to Message::snapshot->index, for a follower that needs
+                // entries the leader no longer holds (docs/raft.md, "Snapshots"); answered with a
+                // kAppendResponse once installed
 };
 
 const char* to_string(MessageType type);
-
-// A flat message, in the style of etcd/raft's raftpb.Message: every type uses a subset of the fields.
-struct Message {
-  MessageType type = MessageType::kAppend;
-  NodeId from = kNoNode;
-  NodeId to = kNoNode;
-  Term term = 0;  // sender's term (for kPreVote: the term the sender would campaign at)
-
-  // kAppend: index/log_term of the entry preceding `entries`.
-  // kVote/kPreVote: the candidate's last log index/term.
-  // kAppendResponse: on success, the highest index known to match; on reject, the rejected index.
-  // kHeartbeat: the leader's first retained index once it has trimmed its log (0 before that).
-  Index index = 0;
-  Term log_term = 0;
-  std::vector<Entry>
-      entries;  // kAppend only; bounded by Config::max_entries_per_message/max_bytes_per_message
-  Index commit = 0;  // kAppend/kHeartbeat: the leader's commit index (clamped for heartbeats)
-
-  bool reject = false;  // responses: vote not granted / append did not match; kHeartbeatResponse:
-                        // the heartbeat's commit was beyond the follower's log (it lost entries)
-  Index reject_hint =
-      0;               // kAppendResponse reject: the follower's hint for fast backtracking (index);
-                       // kHeartbeatResponse reject: the follower's last index
-  Term hint_term = 0;  // kAppendResponse reject: the follower's term at reject_hint (0 if none)
-
-  std::uint64_t context =
-      0;  // kHeartbeat/kHeartbeatResponse: ReadIndex round identifier (0 = none);
-          // kVote: kTransferCampaignContext when the campaign follows a TimeoutNow;
-          // kAppendResponse: kCatchingUpContext from a node catching up
-
-  // kAppendResponse/kHeartbeatResponse: the sender's disk is past its high watermark, so a leader
-  // that must hand over leadership for lack of disk does not choose it (Raft::set_disk_over_watermark).
-  bool disk_over_watermark = false;
-
-  friend bool operator==(const Message&, const Message&) = default;
-};
 
 // State that must be durable before certain messages are sent (see Ready::messages_after_persist).
 struct HardState {
@@ -275,7 +243,107 @@ struct ConfRecord {
   friend bool operator==(const ConfRecord&, const ConfRecord&) = default;
 };
 
+// An optional value kept on the heap, with deep copies and deep equality: a Message or Ready without
+// one pays a pointer, not the value's size. (Also what keeps GCC 12 quiet: a moved Message holding a
+// std::optional<Snapshot> draws false -Wmaybe-uninitialized errors.)
+template <typename T>
+class Boxed {
+ public:
+  Boxed() = default;
+  Boxed(T value)  // NOLINT(google-explicit-constructor): a box of its value
+      : value_(std::make_unique<T>(std::move(value))) {}
+  Boxed(const Boxed& other) : value_(other.value_ ? std::make_unique<T>(*other.value_) : nullptr) {}
+  Boxed(Boxed&&) noexcept = default;
+  Boxed& operator=(const Boxed& other) {
+    if (this != &other) value_ = other.value_ ? std::make_unique<T>(*other.value_) : nullptr;
+    return *this;
+  }
+  Boxed& operator=(Boxed&&) noexcept = default;
+  ~Boxed() = default;
+
+  explicit operator bool() const { return value_ != nullptr; }
+  T& operator*() { return *value_; }
+  const T& operator*() const { return *value_; }
+  T* operator->() { return value_.get(); }
+  const T* operator->() const { return value_.get(); }
+  T& emplace() {
+    value_ = std::make_unique<T>();
+    return *value_;
+  }
+  void reset() { value_.reset(); }
+
+  friend bool operator==(const Boxed& a, const Boxed& b) {
+    if (!a.value_ || !b.value_) return !a.value_ && !b.value_;
+    return *a.value_ == *b.value_;
+  }
+
+ private:
+  std::unique_ptr<T> value_;
+};
+
+// What replaces a log's entries up to `index` (inclusive) on a follower that needs entries its leader
+// trimmed (docs/raft.md, "Snapshots"). raftlog's state machine is the log itself, so a snapshot is
+// small: where the log it replaces ended, the configuration in force there, and the driver's own
+// state derived from those entries (raftlog: the dedup table), opaque to the core.
+struct Snapshot {
+  Index index = 0;  // the last entry it replaces (>= 1)
+  Term term = 0;    // that entry's term (>= 1)
+  ConfState conf;   // the configuration in force at `index`, with the members' addresses
+  Payload data;     // the driver's state as of `index`; empty as the core makes it
+
+  friend bool operator==(const Snapshot&, const Snapshot&) = default;
+};
+
+// A flat message, in the style of etcd/raft's raftpb.Message: every type uses a subset of the fields.
+struct Message {
+  MessageType type = MessageType::kAppend;
+  NodeId from = kNoNode;
+  NodeId to = kNoNode;
+  Term term = 0;  // sender's term (for kPreVote: the term the sender would campaign at)
+
+  // kAppend: index/log_term of the entry preceding `entries`.
+  // kVote/kPreVote: the candidate's last log index/term.
+  // kAppendResponse: on success, the highest index known to match; on reject, the rejected index.
+  // kHeartbeat: the leader's first retained index once it has trimmed its log (0 before that).
+  Index index = 0;
+  Term log_term = 0;
+  std::vector<Entry>
+      entries;  // kAppend only; bounded by Config::max_entries_per_message/max_bytes_per_message
+  Index commit = 0;  // kAppend/kHeartbeat: the leader's commit index (clamped for heartbeats)
+
+  bool reject = false;  // responses: vote not granted / append did not match; kHeartbeatResponse:
+                        // the heartbeat's commit was beyond the follower's log (it lost entries)
+  Index reject_hint =
+      0;               // kAppendResponse reject: the follower's hint for fast backtracking (index);
+                       // kHeartbeatResponse reject: the follower's last index
+  Term hint_term = 0;  // kAppendResponse reject: the follower's term at reject_hint (0 if none)
+
+  std::uint64_t context =
+      0;  // kHeartbeat/kHeartbeatResponse: ReadIndex round identifier (0 = none);
+          // kVote: kTransferCampaignContext when the campaign follows a TimeoutNow;
+          // kAppendResponse: kCatchingUpContext from a node catching up
+
+  // kAppendResponse/kHeartbeatResponse: the sender's disk is past its high watermark, so a leader
+  // that must hand over leadership for lack of disk does not choose it (Raft::set_disk_over_watermark).
+  bool disk_over_watermark = false;
+
+  // kSnapshot only (and then always set): what replaces the follower's log up to its index. The
+  // leader's core fills index, term and conf; its driver fills data before sending (types.h, Ready).
+  Boxed<Snapshot> snapshot;
+
+  friend bool operator==(const Message&, const Message&) = default;
+};
+
 // Everything the core asks the driver to do, drained with Raft::ready(). The driver must:
+//   0. if `snapshot` is set, install it before anything else of the batch, atomically and durably:
+//      its log becomes empty with first index snapshot->index + 1 and term_at(snapshot->index) ==
+//      snapshot->term, the configuration in force is snapshot->conf, and its own state is what
+//      snapshot->data says; then report it with on_persisted(snapshot->index, snapshot->term) (or
+//      a later entry). The batch's hard state names the snapshot's index as commit: it may be
+//      persisted only once the snapshot is (a crash in between must not leave a commit index
+//      beyond the log), and its term and vote before it (a log term above the persisted term is
+//      refused at restart). A kSnapshot message in `messages` is sent with its data filled in by
+//      the driver (the core leaves Snapshot::data empty);
 //   1. if `truncate_from` is set, drop every log entry with index >= *truncate_from;
 //   2. append `entries` (contiguous, starting right after the log's last index after step 1);
 //   3. send `messages` now (they do not depend on this batch being durable: e.g. a leader's appends
@@ -298,6 +366,7 @@ struct ConfRecord {
 // (they vouch for durable term/vote/log state). Appends, heartbeats and their responses, pre-votes and
 // their responses and TimeoutNow go at once: they vouch for nothing that could be lost in a crash.
 struct Ready {
+  Boxed<Snapshot> snapshot;             // install this first (step 0 above)
   std::optional<SoftState> soft_state;  // set when role, leader or term changed
   std::optional<HardState> hard_state;  // set when term, vote or commit changed
   bool must_sync = false;  // term, vote or entries changed: the hard state must be fsynced

@@ -30,6 +30,8 @@ pb::MessageType to_wire(raft::MessageType type) {
       return pb::HEARTBEAT_RESPONSE;
     case raft::MessageType::kTimeoutNow:
       return pb::TIMEOUT_NOW;
+    case raft::MessageType::kSnapshot:
+      return pb::SNAPSHOT;
   }
   return pb::MESSAGE_TYPE_UNSPECIFIED;  // unreachable for a valid enum value
 }
@@ -55,6 +57,8 @@ std::optional<raft::MessageType> from_wire(int type) {
       return raft::MessageType::kHeartbeatResponse;
     case pb::TIMEOUT_NOW:
       return raft::MessageType::kTimeoutNow;
+    case pb::SNAPSHOT:
+      return raft::MessageType::kSnapshot;
     default:
       return std::nullopt;
   }
@@ -90,6 +94,29 @@ std::string entry_problem(const pb::RaftMessage& in, int position, const char* w
          " in a message from node " + std::to_string(in.from()) + ": " + what;
 }
 
+// A SNAPSHOT carries a snapshot, and nothing else does; its index, term and configuration are what
+// the core may take as they are (the core still checks them against its own state).
+std::string check_snapshot(const pb::RaftMessage& in, raft::MessageType type) {
+  const std::string from = " from node " + std::to_string(in.from());
+  if (type != raft::MessageType::kSnapshot) {
+    if (in.has_snapshot())
+      return "a " + std::string(message_type_name(type)) + " message" + from +
+             " must not carry a snapshot";
+    return {};
+  }
+  if (!in.has_snapshot()) return "a snapshot message" + from + " carries no snapshot";
+  const pb::Snapshot& snapshot = in.snapshot();
+  if (snapshot.index() == 0) return "a snapshot" + from + " replaces no entry (index 0)";
+  if (snapshot.term() == 0 || snapshot.term() > in.term()) {
+    return "a snapshot" + from + " names term " + std::to_string(snapshot.term()) +
+           " for its last entry, outside 1.." + std::to_string(in.term()) + " (the message's term)";
+  }
+  if (!raft::decode_config(snapshot.conf())) {
+    return "a snapshot" + from + " carries a configuration that does not decode";
+  }
+  return {};
+}
+
 }  // namespace
 
 void encode_message(const raft::Message& message, std::string_view cluster_id,
@@ -121,6 +148,13 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
   out->set_hint_term(message.hint_term);
   out->set_context(message.context);
   out->set_disk_over_watermark(message.disk_over_watermark);
+  if (message.snapshot) {
+    pb::Snapshot* wire = out->mutable_snapshot();
+    wire->set_index(message.snapshot->index);
+    wire->set_term(message.snapshot->term);
+    wire->set_conf(raft::encode_config(message.snapshot->conf));
+    wire->set_data(message.snapshot->data.str());
+  }
 }
 
 namespace {
@@ -157,6 +191,8 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   if (entry_count > 0 && in.index() > std::numeric_limits<raft::Index>::max() - entry_count) {
     return "entry indexes overflow after index " + std::to_string(in.index());
   }
+  std::string snapshot_error = check_snapshot(in, *type);
+  if (!snapshot_error.empty()) return snapshot_error;
 
   out->type = *type;
   out->from = in.from();
@@ -170,6 +206,18 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   out->hint_term = in.hint_term();
   out->context = in.context();
   out->disk_over_watermark = in.disk_over_watermark();
+  out->snapshot.reset();
+  if (*type == raft::MessageType::kSnapshot) {
+    raft::Snapshot& snapshot = out->snapshot.emplace();
+    snapshot.index = in.snapshot().index();
+    snapshot.term = in.snapshot().term();
+    snapshot.conf = *raft::decode_config(in.snapshot().conf());  // check_snapshot decoded it
+    if (movable != nullptr) {
+      snapshot.data = std::move(*movable->mutable_snapshot()->mutable_data());
+    } else {
+      snapshot.data = in.snapshot().data();
+    }
+  }
   out->entries.clear();
   out->entries.reserve(entry_count);
 
@@ -239,6 +287,8 @@ std::string_view message_type_name(raft::MessageType type) {
       return "heartbeat_response";
     case raft::MessageType::kTimeoutNow:
       return "timeout_now";
+    case raft::MessageType::kSnapshot:
+      return "snapshot";
   }
   return "unknown";
 }

@@ -32,14 +32,17 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
 
 // Checks `in` and converts it into `out`. Returns an empty string on success, otherwise a sentence
 // naming the first problem (and `out` is unspecified). Checked:
-//   - the type is one of the nine Raft message types (not UNSPECIFIED, not an unknown number);
+//   - the type is one of the ten Raft message types (not UNSPECIFIED, not an unknown number);
 //   - `from` and `to` are non-zero and differ;
 //   - term, log_term and hint_term are at most raft::kMaxTerm (entry terms are bounded by `term`);
 //   - the encoded size is at most limits.max_message_bytes, the entry count at most
 //     limits.max_entries_per_message;
 //   - entries appear only in APPEND; each has a known type, indexes are contiguous starting at
 //     `index + 1` (no overflow), terms are non-decreasing, not below `log_term` and not above the
-//     message's `term` (a leader only sends entries of its own or earlier terms).
+//     message's `term` (a leader only sends entries of its own or earlier terms);
+//   - a snapshot appears in SNAPSHOT and only there, and SNAPSHOT always has one: index >= 1, term in
+//     1..`term`, and a configuration that raft::decode_config accepts (version, CRC, valid members
+//     and addresses); its data is bounded by the whole message's bound.
 // The cluster id is not checked here: the transport checks it against its own.
 std::string decode_message(const peer::v1::RaftMessage& in, const MessageLimits& limits,
                            raft::Message* out);

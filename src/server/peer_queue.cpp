@@ -7,8 +7,10 @@
 namespace raftlog::server {
 
 Lane lane_for(const raft::Message& message) {
-  return message.type == raft::MessageType::kAppend || !message.entries.empty() ? Lane::kAppend
-                                                                                : Lane::kControl;
+  // A snapshot's data can be as large as an append: it must not hold heartbeats up either.
+  const bool bulk = message.type == raft::MessageType::kAppend ||
+                    message.type == raft::MessageType::kSnapshot || !message.entries.empty();
+  return bulk ? Lane::kAppend : Lane::kControl;
 }
 
 const char* lane_name(Lane lane) { return lane == Lane::kAppend ? "append" : "control"; }
@@ -16,6 +18,7 @@ const char* lane_name(Lane lane) { return lane == Lane::kAppend ? "append" : "co
 std::size_t queued_bytes(const raft::Message& message) {
   std::size_t bytes = kQueuedMessageHeaderBytes;
   for (const raft::Entry& entry : message.entries) bytes += entry.byte_size();
+  if (message.snapshot) bytes += message.snapshot->data.size() + raft::kMaxConfigBytes;
   return bytes;
 }
 

@@ -42,6 +42,12 @@ std::string describe_message(const raft::Message& m) {
       break;
     case raft::MessageType::kTimeoutNow:
       break;
+    case raft::MessageType::kSnapshot:
+      if (m.snapshot) {
+        text += fmt::format(" snapshot={}/t{} data={}B commit={}", m.snapshot->index,
+                            m.snapshot->term, m.snapshot->data.size(), m.commit);
+      }
+      break;
   }
   return text;
 }

@@ -9,6 +9,10 @@
 //   32 u64 commit_index            set by the upper layer (Raft), opaque to the store
 //   40 u64 truncate_from           0, or the from_index of a truncate_suffix in progress
 //   48 u64 generation              generation of the log instance that wrote it (see entry_format.h)
+// Version 2 (72 bytes) is written only while a reset (CommitLog::reset) is in progress, and adds:
+//   56 u64 reset_base              the first index of the empty log the reset leaves (non-zero)
+//   64 u64 reset_prev_term         the term of entry reset_base - 1 in that log
+// Every other checkpoint is version 1, byte for byte what it was before resets existed.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +29,15 @@ struct Checkpoint {
   std::uint64_t commit_index = 0;
   std::uint64_t truncate_from = 0;
   std::uint64_t generation = 0;
+  // A reset in progress (0 = none): recovery replaces every segment by an empty one at reset_base.
+  std::uint64_t reset_base = 0;
+  std::uint64_t reset_prev_term = 0;
   friend bool operator==(const Checkpoint&, const Checkpoint&) = default;
 };
 
 // Checks (always on) that the payload decodes back to `checkpoint`.
 std::string encode_checkpoint(const Checkpoint& checkpoint);
-// nullopt when the payload has the wrong size or version.
+// nullopt when the payload has the wrong size or version (or is a version 2 without a reset).
 std::optional<Checkpoint> decode_checkpoint(std::string_view payload);
 
 }  // namespace raftlog::store

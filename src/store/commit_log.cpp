@@ -47,7 +47,8 @@ std::string RecoveryReport::to_string() const {
          " suspect_index=" + std::to_string(suspect_index) +
          " first_index=" + std::to_string(first_index) +
          " last_index=" + std::to_string(last_index) +
-         " duration_us=" + std::to_string(duration.count());
+         " duration_us=" + std::to_string(duration.count()) +
+         (reset_intent_completed ? " reset_completed=true" : "");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -99,6 +100,9 @@ Status CommitLog::truncate_suffix(std::uint64_t from_index, bool force) {
 }
 Status CommitLog::truncate_prefix(std::uint64_t before_index) {
   return impl_->truncate_prefix(before_index);
+}
+Status CommitLog::reset(std::uint64_t first_index, std::uint64_t prev_term) {
+  return impl_->reset(first_index, prev_term);
 }
 Status CommitLog::set_commit_index(std::uint64_t commit_index, bool persist) {
   return impl_->set_commit_index(commit_index, persist);

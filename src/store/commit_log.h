@@ -71,6 +71,12 @@
 //   5. Mid-checkpoint: two alternating slots; a torn slot fails its CRC and the other one is used.
 //   6. Index files are derived: missing, short, torn or inconsistent index files are rebuilt from
 //      the segment they describe (before the flushed point any bad entry then is kCorruption).
+//   7. Mid-reset(first, prev_term): the reset intent (first, prev_term) is written to the checkpoint
+//      durably BEFORE any file is changed; then the old segments are removed and the new empty one
+//      is created, flushed and the directory synced; then the intent is cleared. Recovery finding
+//      an intent removes every segment and creates the new one again (idempotent), so the result is
+//      "after"; a crash before the intent is durable (a torn checkpoint slot falls back to the
+//      other) leaves everything "before".
 //   Corruption found before the checkpointed flushed point makes open() fail with kCorruption naming
 //   file and offset, unless Options::allow_truncate_corrupted_flushed_data is set.
 #pragma once
@@ -150,6 +156,7 @@ struct RecoveryReport {
       0;  // segments deleted (invalid header, discontinuous, after a cut)
   std::uint64_t index_files_rebuilt = 0;
   bool truncation_intent_completed = false;       // a crashed truncate_suffix was finished
+  bool reset_intent_completed = false;            // a crashed reset() was finished
   bool corrupted_flushed_data_truncated = false;  // only with allow_truncate_corrupted_flushed_data
   // Highest index of any valid entry recovery saw, including entries it then dropped (after a bad
   // entry, in removed segments): what the log may have held, hence acknowledged, before the crash.
@@ -256,6 +263,16 @@ class CommitLog {
   // Deletes every segment whose entries all lie below `before_index` (never the active segment).
   // first_index() becomes the base of the first remaining segment (<= before_index).
   Status truncate_prefix(std::uint64_t before_index);
+  // Replaces the whole log by an empty one whose first index is `first_index` and in which
+  // term_at(first_index - 1) is `prev_term` (a follower installing a leader's snapshot: the entries up
+  // to first_index - 1 are replaced by what they amounted to). Afterwards first_index() ==
+  // first_index, last_index() == flushed_index() == commit_index() == first_index - 1, and the next
+  // append must carry first_index. Atomic across crashes (CRASH CASES 7): recovery yields either the
+  // old log, untouched, or the new empty one, never a mix. kInvalidArgument for first_index 0, or 1
+  // with a non-zero prev_term; kNoSpace (nothing changed) when the new segment cannot be created; a
+  // failure after the reset's durable intent fails the log (the next open completes the reset). Sync
+  // append() calls still waiting fail with kTruncated.
+  Status reset(std::uint64_t first_index, std::uint64_t prev_term);
 
   // The upper layer's commit index, stored in the checkpoint (written on the next checkpoint, or at
   // once with persist = true). Must not decrease and must not exceed last_index().

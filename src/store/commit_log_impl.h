@@ -2,7 +2,7 @@
 // class, thread start, close, failure), commit_log_append.cpp, commit_log_group.cpp (grouped
 // appends), commit_log_flush.cpp (the flusher and the waits for durability),
 // commit_log_stepped.cpp (stepped mode: the owner's flush and checkpoint steps),
-// commit_log_checkpoint.cpp, commit_log_read.cpp, commit_log_truncate.cpp (suffix and prefix),
+// commit_log_reset.cpp (the whole log replaced by an empty one), commit_log_checkpoint.cpp, commit_log_read.cpp, commit_log_truncate.cpp (suffix and prefix),
 // recovery.cpp (open), allocator.cpp (segment preallocation) and suspect_marker.cpp.
 //
 // LOCKS (acquire in this order; never the reverse):
@@ -83,6 +83,8 @@ class CommitLog::Impl {
   // commit_log_truncate.cpp
   Status truncate_suffix(std::uint64_t from_index, bool force);
   Status truncate_prefix(std::uint64_t before_index);
+  // commit_log_reset.cpp
+  Status reset(std::uint64_t base_index, std::uint64_t prev_term);
   // commit_log_checkpoint.cpp
   Status set_commit_index(std::uint64_t commit_index, bool persist);
   // commit_log_read.cpp
@@ -228,6 +230,10 @@ class CommitLog::Impl {
   // header after the flushed point removes that segment and every later one.
   Status open_segments(std::span<const std::uint64_t> bases, const Checkpoint& cp);
   // 4. Removes the segments above a crashed truncate_suffix's cut (`cut_index`, 0 = none).
+  // 2b. A reset intent in the checkpoint (a crashed reset): removes every segment in `bases` and
+  // creates the empty one the reset leaves; returns the new bases (that one).
+  Result<std::vector<std::uint64_t>> complete_reset_intent(std::span<const std::uint64_t> bases,
+                                                           const Checkpoint& cp);
   Status complete_truncation_intent(std::span<const std::uint64_t> bases_above_cut,
                                     std::uint64_t cut_index);
   Status remove_segment_files(std::span<const std::uint64_t> bases);

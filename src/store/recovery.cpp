@@ -3,6 +3,8 @@
 //
 //   1. remove_leftovers                    prealloc-* files, index files without a segment
 //   2. read_checkpoint_and_select_mode     the checkpoint, the mode, the abort marker written
+//      complete_reset_intent               a crashed reset: every segment replaced by the new empty
+//                                          one (commit_log_reset.cpp)
 //   3. open_segments                       every segment's header; a bad one after the flushed point
 //                                          goes, with every later segment
 //   4. complete_truncation_intent          segments above a crashed truncate_suffix's cut go
@@ -261,6 +263,11 @@ Status CommitLog::Impl::recover() {
   auto checkpoint = read_checkpoint_and_select_mode(!bases->empty());  // 2
   if (!checkpoint.ok()) return checkpoint.status();
   const Checkpoint& cp = *checkpoint;
+  if (cp.reset_base != 0) {  // a crashed reset: the new empty log replaces every segment
+    auto reset_bases = complete_reset_intent(*bases, cp);
+    if (!reset_bases.ok()) return reset_bases.status();
+    bases = std::move(reset_bases);
+  }
   // The bases are sorted: the segments above a crashed truncation's cut are the last ones.
   const std::span<const std::uint64_t> all_bases(*bases);
   const auto above_cut =
@@ -328,7 +335,9 @@ Result<Checkpoint> CommitLog::Impl::read_checkpoint_and_select_mode(bool segment
                      ? RecoveryMode::kFresh
                      : (abnormal ? RecoveryMode::kAbnormal : RecoveryMode::kNormal);
   report_.checkpoint_flushed_index = cp.flushed_index;
-  if (!segments_exist && cp.flushed_index > 0 && !options_.allow_truncate_corrupted_flushed_data) {
+  // (A crashed reset may have removed every segment already; completing it creates the new one.)
+  if (!segments_exist && cp.flushed_index > 0 && cp.reset_base == 0 &&
+      !options_.allow_truncate_corrupted_flushed_data) {
     return Status::corruption(join_path(dir_, segment_format::kCheckpointFileName) +
                               " offset 0: checkpoint says entries up to " +
                               std::to_string(cp.flushed_index) +

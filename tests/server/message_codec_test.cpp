@@ -21,7 +21,7 @@ constexpr raft::MessageType kAllTypes[] = {
     raft::MessageType::kVote,       raft::MessageType::kVoteResponse,
     raft::MessageType::kAppend,     raft::MessageType::kAppendResponse,
     raft::MessageType::kHeartbeat,  raft::MessageType::kHeartbeatResponse,
-    raft::MessageType::kTimeoutNow,
+    raft::MessageType::kTimeoutNow, raft::MessageType::kSnapshot,
 };
 
 // A message with every field set to a distinct non-default value.
@@ -53,6 +53,16 @@ raft::Message full_message(raft::MessageType type) {
       entry.payload = std::string("payload\0with\xffzero", 17) + std::to_string(i);
       message.entries.push_back(entry);
     }
+  }
+  if (type == raft::MessageType::kSnapshot) {
+    raft::Snapshot snapshot;
+    snapshot.index = 90;
+    snapshot.term = 7;
+    snapshot.conf.voters = {3, 5, 7};
+    snapshot.conf.learners = {9};
+    snapshot.conf.addresses = {{3, "127.0.0.1:7003"}, {9, "127.0.0.1:7009"}};
+    snapshot.data = std::string("dedup\0state\xff", 12);
+    message.snapshot = snapshot;
   }
   return message;
 }
@@ -220,6 +230,68 @@ TEST_F(MalformedMessage, TermsAboveTheLimitRejected) {
 // passes the codec goes on into a Raft core (as a follower, a candidate and a leader), which must
 // never abort on it: the codec and the core together are the only guard between the network and the
 // core's invariants.
+// A snapshot message is SNAPSHOT with a snapshot, and only there; its index, term and configuration
+// are checked before anything reaches the core.
+class MalformedSnapshot : public ::testing::Test {
+ protected:
+  void SetUp() override { encode_message(full_message(raft::MessageType::kSnapshot), "c", &wire_); }
+  void expect_rejected(const std::string& fragment) {
+    raft::Message decoded;
+    const std::string problem = decode_message(wire_, MessageLimits(), &decoded);
+    EXPECT_NE(problem.find(fragment), std::string::npos) << "problem: " << problem;
+  }
+  pb::RaftMessage wire_;
+};
+
+TEST_F(MalformedSnapshot, ValidBaselineIsAcceptedAndMovesTheData) {
+  raft::Message decoded;
+  EXPECT_EQ(decode_message(std::move(wire_), MessageLimits(), &decoded), "");
+  ASSERT_TRUE(decoded.snapshot);
+  EXPECT_EQ(decoded.snapshot->data, std::string("dedup\0state\xff", 12));
+  EXPECT_EQ(decoded.snapshot->conf.addresses.size(), 2u);
+}
+
+TEST_F(MalformedSnapshot, MissingSnapshotRejected) {
+  wire_.clear_snapshot();
+  expect_rejected("carries no snapshot");
+}
+
+TEST_F(MalformedSnapshot, SnapshotOnAnotherTypeRejected) {
+  for (const pb::MessageType type : {pb::APPEND, pb::HEARTBEAT, pb::APPEND_RESPONSE}) {
+    wire_.set_type(type);
+    wire_.clear_entries();
+    expect_rejected("must not carry a snapshot");
+  }
+}
+
+TEST_F(MalformedSnapshot, IndexZeroRejected) {
+  wire_.mutable_snapshot()->set_index(0);
+  expect_rejected("index 0");
+}
+
+TEST_F(MalformedSnapshot, TermZeroOrAboveTheMessageTermRejected) {
+  wire_.mutable_snapshot()->set_term(0);
+  expect_rejected("outside 1..9");
+  wire_.mutable_snapshot()->set_term(10);
+  expect_rejected("outside 1..9");
+  wire_.mutable_snapshot()->set_term(std::numeric_limits<std::uint64_t>::max());
+  expect_rejected("outside 1..9");
+}
+
+TEST_F(MalformedSnapshot, ConfigurationThatDoesNotDecodeRejected) {
+  std::string conf = wire_.snapshot().conf();
+  conf[conf.size() / 2] ^= 0x10;  // the configuration's own CRC catches it
+  wire_.mutable_snapshot()->set_conf(conf);
+  expect_rejected("configuration that does not decode");
+  wire_.mutable_snapshot()->set_conf("");
+  expect_rejected("configuration that does not decode");
+}
+
+TEST_F(MalformedSnapshot, DataBeyondTheMessageBoundRejected) {
+  wire_.mutable_snapshot()->set_data(std::string(9u << 20, 'd'));
+  expect_rejected("exceeds the limit");
+}
+
 TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
   raft::MemoryLog log;
   std::vector<raft::Entry> entries;
@@ -235,6 +307,7 @@ TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
   config.id = 5;
   config.initial_conf.voters = {3, 5, 7};
   config.pre_vote = false;
+  config.snapshots = true;  // forged snapshots go on into the core too
   raft::Raft core(config, log, raft::HardState{2, 0, 3});
   util::SplitMix64Prng prng(20261201);
   std::size_t accepted = 0;
@@ -256,6 +329,10 @@ TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
         if (i > 0) base.entries[i].term = std::max(base.entries[i].term, base.entries[i - 1].term);
         base.entries[i].type = raft::EntryType::kNormal;
       }
+    }
+    if (base.type == raft::MessageType::kSnapshot) {
+      base.snapshot->index = prng.below(14);
+      base.snapshot->term = prng.below(base.term + 2);
     }
     pb::RaftMessage wire;
     encode_message(base, "c", &wire);
@@ -282,7 +359,7 @@ TEST(MessageCodecFuzz, MutatedMessagesNeverAbortTheCore) {
     core.step(decoded);  // must not abort
     if (prng.below(8) == 0) core.tick();
     raft::Ready ready = core.ready();
-    if (!ready.entries.empty() || ready.truncate_from) {
+    if (ready.snapshot || !ready.entries.empty() || ready.truncate_from) {
       log.apply(ready);
       core.on_persisted(log.last_index(), *log.term_at(log.last_index()));
     }

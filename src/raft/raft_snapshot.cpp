@@ -1,0 +1,115 @@
+// Snapshots: catching up a follower that needs entries the leader trimmed (docs/raft.md,
+// "Snapshots"). raftlog's state machine is the log itself, so a snapshot only says where the log it
+// replaces ended (index and term), the configuration in force there, and the driver's own state as
+// of there (raftlog: the dedup table, which the driver fills in; the core never reads it).
+#include <algorithm>
+
+#include "raft/assert.h"
+#include "raft/raft_impl.h"
+
+namespace raftlog::raft {
+
+// The newest point the leader can describe whole: its log from there on is retained, and it knows the
+// configuration in force there. The first retained index - 1 when the newest committed configuration
+// is at or below it (the follower then holds everything the leader holds), else that configuration's
+// index (a configuration committed after the trim point: the one in force at the trim point may be
+// gone from the history, conf_history() keeps only the newest committed one). Index 0 when there is
+// no such point yet.
+Snapshot Raft::Impl::snapshot_to_send() const {
+  const ConfRecord& committed_conf = conf_history_.front();
+  Snapshot snapshot;
+  snapshot.index = std::max(log_.first_index() - 1, committed_conf.index);
+  // A snapshot describes committed entries only. The driver trims only below its commit index, but
+  // a leader restarted from a hard state whose commit lags its trim point learns its commit index
+  // again only once its no-op commits: until then it sends none (index 0).
+  if (snapshot.index > log_.committed()) return Snapshot{};
+  const std::optional<Term> term = log_.term_at(snapshot.index);
+  RAFT_ASSERT(term.has_value(), "the term of the entry before the first retained one is known");
+  snapshot.term = *term;
+  snapshot.conf = committed_conf.conf;
+  return snapshot;
+}
+
+bool Raft::Impl::send_snapshot(NodeId peer) {
+  Progress& pr = progress_.at(peer);
+  if (!config_.snapshots || pr.is_paused()) return false;
+  Snapshot snapshot = snapshot_to_send();
+  if (snapshot.index == 0) return false;  // nothing trimmed: an append can always be built
+  Message m;
+  m.type = MessageType::kSnapshot;
+  m.to = peer;
+  m.commit = log_.committed();
+  pr.become_snapshot(snapshot.index);
+  m.snapshot = std::move(snapshot);
+  send(std::move(m), /*after_persist=*/false);
+  return true;
+}
+
+void Raft::Impl::retry_lost_snapshots() {
+  for (auto& [peer, pr] : progress_) {
+    if (pr.state != ReplicationState::kSnapshot) continue;
+    if (++pr.snapshot_ticks < static_cast<std::uint64_t>(config_.snapshot_retry_ticks)) continue;
+    // No answer: the snapshot, its answer or its install was lost. Probing again sends a new one
+    // (from whatever this leader retains now) unless the follower meanwhile holds enough.
+    pr.become_probe();
+    send_append(peer, /*send_if_empty=*/true);
+  }
+}
+
+void Raft::Impl::handle_snapshot(Message& m) {
+  if (!config_.snapshots || !m.snapshot) return;  // a driver that cannot install one: ignored
+  const Snapshot& snapshot = *m.snapshot;
+  // The codec checked the structure; what contradicts this node's state is dropped, never asserted:
+  // a snapshot describes committed entries of this leader's log, so its term is at most the leader's.
+  if (snapshot.index == 0 || snapshot.term == 0 || snapshot.term > m.term ||
+      !is_valid_conf(snapshot.conf)) {
+    return;
+  }
+  leader_commit_seen_ = std::max(leader_commit_seen_, m.commit);
+  Message reply;
+  reply.type = MessageType::kAppendResponse;
+  reply.to = m.from;
+  if (snapshot.index <= log_.committed()) {
+    // Everything it replaces is committed here already, hence in our log as in the leader's: nothing
+    // to install. Tell the leader where we stand, as for an append below our commit index.
+    reply.index = log_.committed();
+    if (catching_up_) reply.context = kCatchingUpContext;
+    send(std::move(reply), /*after_persist=*/true);
+    return;
+  }
+  if (log_.matches(snapshot.index, snapshot.term)) {
+    // We hold its last entry, so (Log Matching) every entry it replaces: keep them and answer it like
+    // an empty append at that point, which commits up to it and acknowledges it once durable.
+    Message as_append;
+    as_append.type = MessageType::kAppend;
+    as_append.from = m.from;
+    as_append.to = m.to;
+    as_append.term = m.term;
+    as_append.index = snapshot.index;
+    as_append.log_term = snapshot.term;
+    as_append.commit = std::max(m.commit, snapshot.index);
+    handle_append(as_append);
+    return;
+  }
+  install_snapshot(std::move(*m.snapshot));
+  reply.index = log_.last_index();  // the snapshot's index: acknowledged once installed durably
+  if (catching_up_) reply.context = kCatchingUpContext;
+  send(std::move(reply), /*after_persist=*/true);
+}
+
+void Raft::Impl::install_snapshot(Snapshot snapshot) {
+  // Our log does not hold the snapshot's last entry, and everything we committed lies below it: our
+  // entries above the commit index are uncommitted (a deposed leader's, or behind), and the ones at
+  // or below it are committed, so the leader's log holds them too and the snapshot stands for them.
+  RAFT_ASSERT(snapshot.index > log_.committed(), "a snapshot never replaces committed entries");
+  const Index index = snapshot.index;
+  conf_history_.assign(1, ConfRecord{index, snapshot.term, snapshot.conf});
+  log_.restore(std::move(snapshot));
+  refresh_conf();
+  leader_match_ = index;
+  rejected_leaders_first_probe_ = false;
+  // A node catching up after a storage fault counts the snapshot as what it holds durably.
+  maybe_finish_catching_up();
+}
+
+}  // namespace raftlog::raft

@@ -1,0 +1,119 @@
+// CommitLog::Impl, reset: the whole log replaced by an empty one that starts at a given index (a
+// snapshot install; CRASH CASES 7 in commit_log.h), and recovery's completion of a reset that a crash
+// interrupted. The checkpoint's reset intent is the commit point: before it is durable nothing on
+// disk has changed (the old log), after it recovery removes every segment and creates the new empty
+// one (the new log), so no recovery ever mixes the two.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "store/commit_log_impl.h"
+
+namespace raftlog::store {
+
+using segment_format::kSegmentHeaderBytes;
+
+Status CommitLog::Impl::reset(std::uint64_t base_index, std::uint64_t prev_term) {
+  if (base_index == 0 || (base_index == 1 && prev_term != 0)) {
+    return Status::invalid_argument("reset(" + std::to_string(base_index) + ", " +
+                                    std::to_string(prev_term) +
+                                    "): the first index must be >= 1, and index 0 has term 0");
+  }
+  std::lock_guard write_lock(write_mu_);
+  RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
+  // The new segment's files first: a full disk refuses the reset with nothing changed.
+  auto prepared = take_prepared_segment();
+  if (!prepared.ok()) return prepared.status();
+  std::lock_guard cycle_lock(flush_cycle_mu_);
+  // 1. The durable intent: from here on, recovery completes the reset.
+  Checkpoint intent;
+  intent.flushed_index = base_index - 1;
+  intent.flushed_segment_base = base_index;
+  intent.flushed_offset = kSegmentHeaderBytes;
+  intent.commit_index = base_index - 1;
+  intent.generation = generation_;
+  intent.reset_base = base_index;
+  intent.reset_prev_term = prev_term;
+  if (Status status = checkpoint_file_->write(encode_checkpoint(intent)); !status.ok()) {
+    return_prepared_segment(std::move(*prepared));
+    fail(status);  // a failed sync: the next open decides from what is on disk
+    return status;
+  }
+  last_checkpoint_ = intent;
+  // 2. Unpublish the old log: readers see an empty log at base_index from now on (a ReadBatch they
+  // hold keeps its segment's mapping alive).
+  std::vector<std::shared_ptr<Segment>> doomed;
+  {
+    std::unique_lock meta_lock(meta_mu_);
+    doomed.swap(segments_);
+    first_index_.store(base_index);
+    last_index_.store(base_index - 1);
+    flushed_index_.store(base_index - 1);
+    commit_index_.store(base_index - 1);
+  }
+  unflushed_bytes_.store(0);
+  // 3. Remove the old files, then create the new segment (it may reuse an old segment's name).
+  Status status;
+  for (auto it = doomed.rbegin(); status.ok() && it != doomed.rend(); ++it) {
+    status = env_->remove((*it)->data_path());
+    if (status.ok()) status = env_->remove((*it)->index_path());
+  }
+  std::shared_ptr<Segment> fresh;
+  if (status.ok()) {
+    auto activated = Segment::activate(env_, dir_, std::move(*prepared), base_index, prev_term,
+                                       options_.segment_size_bytes);
+    status = activated.status();
+    if (activated.ok()) fresh = *activated;
+  }
+  // 4. Its headers and the directory durable, then 5. the intent cleared.
+  if (status.ok()) status = fresh->data_map->flush(0, kSegmentHeaderBytes);
+  if (status.ok()) status = fresh->index_map->flush(0, fresh->index_bytes_for(0));
+  if (status.ok()) status = env_->sync_dir(dir_);
+  if (status.ok()) {
+    fresh->last_term = prev_term;
+    fresh->flushed_offset = kSegmentHeaderBytes;
+    fresh->index_flushed_bytes = fresh->index_bytes_for(0);
+    std::unique_lock meta_lock(meta_mu_);
+    segments_.push_back(fresh);
+  }
+  if (status.ok()) status = write_checkpoint_locked(0);
+  if (!status.ok()) {
+    fail(status);  // the intent stays durable; the next open completes the reset
+    return status;
+  }
+  // Sync appends still waiting for removed entries learn that they are gone (every index >= 1).
+  truncations_.record(1);
+  flush_waiters_.wake_all();
+  {
+    std::lock_guard lock(stats_mu_);
+    ++stats_.segments_created;
+  }
+  spdlog::info(
+      "raftlog store {}: reset to an empty log at index {} (term {} before it); {} "
+      "segment(s) removed",
+      dir_, base_index, prev_term, doomed.size());
+  return Status();
+}
+
+Result<std::vector<std::uint64_t>> CommitLog::Impl::complete_reset_intent(
+    std::span<const std::uint64_t> bases, const Checkpoint& cp) {
+  // Every segment goes, the new one's name included (it may be half made): the reset is redone
+  // from scratch, so a crash here leaves the same intent for the next open.
+  RAFTLOG_RETURN_IF_ERROR(remove_segment_files(bases));
+  auto prepared = prepare_segment(env_, dir_, prealloc_sequence_++, options_.segment_size_bytes,
+                                  options_.zero_fill_segments);
+  if (!prepared.ok()) return prepared.status();
+  auto fresh = Segment::activate(env_, dir_, std::move(*prepared), cp.reset_base,
+                                 cp.reset_prev_term, options_.segment_size_bytes);
+  if (!fresh.ok()) return fresh.status();
+  RAFTLOG_RETURN_IF_ERROR((*fresh)->data_map->flush(0, kSegmentHeaderBytes));
+  RAFTLOG_RETURN_IF_ERROR((*fresh)->index_map->flush(0, (*fresh)->index_bytes_for(0)));
+  RAFTLOG_RETURN_IF_ERROR(env_->sync_dir(dir_));
+  report_.reset_intent_completed = true;
+  spdlog::warn("raftlog store {}: completed an interrupted reset to an empty log at index {}", dir_,
+               cp.reset_base);
+  // Step 3 reopens it from disk like any segment; the intent checkpoint vouches for its start.
+  return std::vector<std::uint64_t>{cp.reset_base};
+}
+
+}  // namespace raftlog::store

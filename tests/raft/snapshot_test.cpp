@@ -1,0 +1,445 @@
+// Snapshots in the core (docs/raft.md, "Snapshots"): a leader sends one to a follower that needs
+// entries it trimmed, at most one in flight per follower, again after a timeout or under a new
+// leader; a follower installs one only when that is safe and answers it once it is durable. Checked
+// on bare cores (a MemoryLog as the driver's log), since the replica's install is the driver's job:
+// what the core asks for and answers is the contract pinned here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "raft/memory_log.h"
+#include "raft/raft.h"
+#include "test_cluster.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::make_entries;
+
+Config snapshot_config(NodeId id) {
+  Config config;
+  config.id = id;
+  config.initial_conf.voters = {1, 2, 3};
+  config.snapshots = true;
+  config.snapshot_retry_ticks = 30;
+  return config;
+}
+
+// A driver reduced to what these tests need: it applies each Ready to its MemoryLog at once, reports
+// it durable, and keeps every message the core sent.
+struct BareNode {
+  BareNode(const Config& config, std::vector<Entry> entries, Index trim_before, HardState hard) {
+    log.append(entries);
+    if (trim_before > 1) log.truncate_prefix(trim_before);
+    raft = std::make_unique<Raft>(config, log, hard);
+  }
+  void drain() {
+    while (raft->has_ready()) {
+      Ready rd = raft->ready();
+      log.apply(rd);
+      if (rd.snapshot) snapshots.push_back(*rd.snapshot);
+      if (rd.hard_state) hard_states.push_back(*rd.hard_state);
+      const Index last = log.last_index();
+      raft->on_persisted(last, *log.term_at(last));
+      for (Message& m : rd.messages) sent.push_back(std::move(m));
+      for (Message& m : rd.messages_after_persist) sent.push_back(std::move(m));
+    }
+  }
+  std::vector<Message> take(MessageType type, NodeId to) {
+    std::vector<Message> out;
+    for (auto it = sent.begin(); it != sent.end();) {
+      if (it->type == type && it->to == to) {
+        out.push_back(std::move(*it));
+        it = sent.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+
+  MemoryLog log;
+  std::unique_ptr<Raft> raft;
+  std::vector<Message> sent;
+  std::vector<Snapshot> snapshots;
+  std::vector<HardState> hard_states;
+};
+
+Message response(MessageType type, NodeId from, NodeId to, Term term) {
+  Message m;
+  m.type = type;
+  m.from = from;
+  m.to = to;
+  m.term = term;
+  return m;
+}
+
+// Node 1 with entries 1..20 (term 1, all committed), trimmed below 15, elected by node 2's votes:
+// leader of term 2 with its no-op at 21.
+std::unique_ptr<BareNode> trimmed_leader(const Config& config = snapshot_config(1),
+                                         Index commit = 20) {
+  auto node = std::make_unique<BareNode>(config, make_entries(1, std::vector<Term>(20, 1)), 15,
+                                         HardState{1, kNoNode, commit});
+  for (int i = 0; i < 100 && node->raft->role() == Role::kFollower; ++i) node->raft->tick();
+  node->drain();
+  for (MessageType type : {MessageType::kPreVoteResponse, MessageType::kVoteResponse}) {
+    for (const Message& request : node->sent) {
+      if (request.to != 2 ||
+          (request.type != MessageType::kPreVote && request.type != MessageType::kVote)) {
+        continue;
+      }
+      node->raft->step(response(type, 2, 1, request.term));
+    }
+    node->drain();
+  }
+  node->sent.clear();
+  return node;
+}
+
+// Node 3 answers the leader's probe with its log ending at `last` (term 1): the leader looks for a
+// match below its first index and, finding none it can send, sends a snapshot.
+void reject_probe(BareNode& leader, Index last) {
+  Message reject = response(MessageType::kAppendResponse, 3, 1, leader.raft->term());
+  for (const PeerProgress& p : leader.raft->progress()) {
+    if (p.id == 3) reject.index = p.next_index - 1;  // the probe's previous index
+  }
+  reject.reject = true;
+  reject.reject_hint = last;
+  reject.hint_term = 1;
+  leader.raft->step(reject);
+  leader.drain();
+}
+
+TEST(Snapshot, ALeaderSendsOneSnapshotToAFollowerBehindItsFirstIndexThenReplicatesAfterIt) {
+  auto leader = trimmed_leader();
+  ASSERT_EQ(leader->raft->role(), Role::kLeader);
+  ASSERT_EQ(leader->raft->last_index(), 21u);
+  reject_probe(*leader, 5);
+  std::vector<Message> snapshots = leader->take(MessageType::kSnapshot, 3);
+  ASSERT_EQ(snapshots.size(), 1u);
+  const Message& m = snapshots[0];
+  ASSERT_TRUE(m.snapshot);
+  EXPECT_EQ(m.snapshot->index, 14u) << "the entry before the first retained one";
+  EXPECT_EQ(m.snapshot->term, 1u);
+  EXPECT_EQ(m.snapshot->conf.voters, (std::vector<NodeId>{1, 2, 3}));
+  EXPECT_TRUE(m.snapshot->data.empty()) << "the driver fills the data";
+  EXPECT_EQ(m.commit, leader->raft->commit_index());
+  EXPECT_EQ(m.term, leader->raft->term());
+  const auto progress = [&] {
+    for (const PeerProgress& p : leader->raft->progress()) {
+      if (p.id == 3) return p;
+    }
+    return PeerProgress{};
+  };
+  EXPECT_EQ(progress().snapshot_index, 14u);
+  EXPECT_TRUE(progress().needs_trimmed_entries(15));
+
+  // One in flight: proposals, heartbeat answers and stale rejections send node 3 nothing more.
+  ASSERT_EQ(leader->raft->propose({Entry{}}).status, ProposeStatus::kOk);
+  leader->drain();
+  leader->raft->step(response(MessageType::kHeartbeatResponse, 3, 1, leader->raft->term()));
+  leader->drain();
+  reject_probe(*leader, 5);
+  EXPECT_TRUE(leader->take(MessageType::kSnapshot, 3).empty());
+  EXPECT_TRUE(leader->take(MessageType::kAppend, 3).empty());
+
+  // Installed: the acknowledgement of its index moves the follower on, with appends after it.
+  Message ack = response(MessageType::kAppendResponse, 3, 1, leader->raft->term());
+  ack.index = 14;
+  leader->raft->step(ack);
+  leader->drain();
+  EXPECT_EQ(progress().snapshot_index, 0u);
+  EXPECT_EQ(progress().match_index, 14u);
+  const std::vector<Message> appends = leader->take(MessageType::kAppend, 3);
+  ASSERT_FALSE(appends.empty());
+  EXPECT_EQ(appends[0].index, 14u);
+  EXPECT_EQ(appends[0].log_term, 1u);
+  ASSERT_FALSE(appends[0].entries.empty());
+  EXPECT_EQ(appends[0].entries.front().index, 15u);
+  EXPECT_TRUE(leader->take(MessageType::kSnapshot, 3).empty());
+}
+
+TEST(Snapshot, ALostSnapshotIsSentAgainAfterTheRetryTimeoutAndByANewLeader) {
+  auto leader = trimmed_leader();
+  reject_probe(*leader, 5);
+  ASSERT_EQ(leader->take(MessageType::kSnapshot, 3).size(), 1u);
+  // Node 3 keeps answering heartbeats (so the leader keeps its quorum) but never the snapshot.
+  for (int tick = 0; tick < 29; ++tick) {
+    leader->raft->tick();
+    leader->raft->step(response(MessageType::kHeartbeatResponse, 2, 1, leader->raft->term()));
+    leader->drain();
+  }
+  EXPECT_TRUE(leader->take(MessageType::kSnapshot, 3).empty()) << "not before the timeout";
+  leader->raft->tick();
+  leader->drain();
+  EXPECT_EQ(leader->take(MessageType::kSnapshot, 3).size(), 1u) << "sent again after 30 ticks";
+
+  // A new leader (here: the same node in a later term) starts again: its first probe of node 3
+  // ends in a new snapshot, however far the old one got.
+  leader->raft->step(response(MessageType::kHeartbeat, 2, 1, leader->raft->term() + 1));
+  leader->drain();
+  ASSERT_EQ(leader->raft->role(), Role::kFollower);
+  leader->sent.clear();
+  for (int i = 0; i < 100 && leader->raft->role() == Role::kFollower; ++i) {
+    leader->raft->tick();
+    leader->raft->step(response(MessageType::kHeartbeatResponse, 2, 1, leader->raft->term()));
+  }
+  leader->drain();
+  for (MessageType type : {MessageType::kPreVoteResponse, MessageType::kVoteResponse}) {
+    for (const Message& request : std::vector<Message>(leader->sent)) {
+      if (request.to == 2 &&
+          (request.type == MessageType::kPreVote || request.type == MessageType::kVote)) {
+        leader->raft->step(response(type, 2, 1, request.term));
+      }
+    }
+    leader->drain();
+  }
+  ASSERT_EQ(leader->raft->role(), Role::kLeader);
+  reject_probe(*leader, 5);
+  const std::vector<Message> again = leader->take(MessageType::kSnapshot, 3);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].term, leader->raft->term());
+}
+
+TEST(Snapshot, TheSnapshotPointIsTheNewestCommittedConfigurationWhenItIsAboveTheTrimPoint) {
+  // A configuration entry at 17 (committed): the configuration in force at 14 may be gone from the
+  // history, so the snapshot describes the log up to 17 instead.
+  std::vector<Entry> entries = make_entries(1, std::vector<Term>(20, 1));
+  ConfState conf;
+  conf.voters = {1, 2, 3};
+  conf.learners = {4};
+  entries[16].type = EntryType::kConfig;
+  entries[16].payload = encode_config(conf);
+  Config config = snapshot_config(1);
+  auto node = std::make_unique<BareNode>(config, entries, 15, HardState{1, kNoNode, 20});
+  for (int i = 0; i < 100 && node->raft->role() == Role::kFollower; ++i) node->raft->tick();
+  node->drain();
+  for (MessageType type : {MessageType::kPreVoteResponse, MessageType::kVoteResponse}) {
+    for (const Message& request : std::vector<Message>(node->sent)) {
+      if (request.to == 2 &&
+          (request.type == MessageType::kPreVote || request.type == MessageType::kVote)) {
+        node->raft->step(response(type, 2, 1, request.term));
+      }
+    }
+    node->drain();
+  }
+  ASSERT_EQ(node->raft->role(), Role::kLeader);
+  node->sent.clear();
+  reject_probe(*node, 5);
+  const std::vector<Message> snapshots = node->take(MessageType::kSnapshot, 3);
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0].snapshot->index, 17u);
+  EXPECT_EQ(snapshots[0].snapshot->conf, conf);
+}
+
+// Restarted from a hard state whose commit index lags its trim point, a new leader cannot describe
+// the trimmed entries as committed until its no-op commits: it sends nothing, then the snapshot.
+TEST(Snapshot, ALeaderWhoseCommitIndexLagsItsTrimPointWaitsForItsNoop) {
+  auto leader = trimmed_leader(snapshot_config(1), 10);
+  ASSERT_EQ(leader->raft->role(), Role::kLeader);
+  ASSERT_EQ(leader->raft->commit_index(), 10u);
+  reject_probe(*leader, 5);
+  EXPECT_TRUE(leader->take(MessageType::kSnapshot, 3).empty());
+  Message ack = response(MessageType::kAppendResponse, 2, 1, leader->raft->term());
+  ack.index = 21;
+  leader->raft->step(ack);
+  leader->drain();
+  ASSERT_EQ(leader->raft->commit_index(), 21u);
+  leader->raft->step(response(MessageType::kHeartbeatResponse, 3, 1, leader->raft->term()));
+  leader->drain();
+  const std::vector<Message> snapshots = leader->take(MessageType::kSnapshot, 3);
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0].snapshot->index, 14u);
+}
+
+TEST(Snapshot, WithoutSnapshotsTheLeaderSendsNoneAndAFollowerIgnoresThem) {
+  Config config = snapshot_config(1);
+  config.snapshots = false;
+  auto leader = trimmed_leader(config);
+  ASSERT_EQ(leader->raft->role(), Role::kLeader);
+  reject_probe(*leader, 5);
+  EXPECT_TRUE(leader->take(MessageType::kSnapshot, 3).empty());
+
+  Config follower_config = snapshot_config(3);
+  follower_config.snapshots = false;
+  BareNode follower(follower_config, make_entries(1, std::vector<Term>(5, 1)), 1,
+                    HardState{1, kNoNode, 5});
+  Message m = response(MessageType::kSnapshot, 1, 3, 2);
+  m.snapshot = Snapshot{14, 1, ConfState{{1, 2, 3}}, Payload("dedup")};
+  follower.raft->step(m);
+  follower.drain();
+  EXPECT_TRUE(follower.snapshots.empty());
+  EXPECT_EQ(follower.raft->last_index(), 5u);
+}
+
+// A follower of term 2 with entries 1..`last` of term 1, `commit` of them committed.
+std::unique_ptr<BareNode> follower(Index last, Index commit, std::vector<Term> terms = {}) {
+  if (terms.empty()) terms.assign(last, 1);
+  return std::make_unique<BareNode>(snapshot_config(3), make_entries(1, terms), 1,
+                                    HardState{2, kNoNode, commit});
+}
+
+Message snapshot_message(Term term, Index index, Term snapshot_term) {
+  Message m = response(MessageType::kSnapshot, 1, 3, term);
+  m.commit = index + 2;
+  ConfState conf;
+  conf.voters = {1, 2, 3};
+  m.snapshot = Snapshot{index, snapshot_term, conf, Payload("dedup-state")};
+  return m;
+}
+
+TEST(Snapshot, AFollowerInstallsItAndAnswersOnlyOnceItIsDurable) {
+  auto node = follower(5, 3);
+  node->raft->step(snapshot_message(2, 14, 1));
+  ASSERT_TRUE(node->raft->has_ready());
+  Ready rd = node->raft->ready();
+  ASSERT_TRUE(rd.snapshot);
+  EXPECT_EQ(rd.snapshot->index, 14u);
+  EXPECT_EQ(rd.snapshot->term, 1u);
+  EXPECT_EQ(rd.snapshot->data, "dedup-state") << "handed to the driver as sent";
+  EXPECT_TRUE(rd.must_sync);
+  EXPECT_FALSE(rd.truncate_from) << "the snapshot replaces the whole log";
+  EXPECT_TRUE(rd.entries.empty());
+  ASSERT_TRUE(rd.hard_state);
+  EXPECT_EQ(rd.hard_state->commit, 14u);
+  ASSERT_TRUE(rd.commit_index);
+  EXPECT_EQ(*rd.commit_index, 14u);
+  EXPECT_TRUE(rd.messages.empty()) << "nothing vouching for it leaves before it is durable";
+  ASSERT_EQ(rd.messages_after_persist.size(), 1u);
+  EXPECT_EQ(rd.messages_after_persist[0].type, MessageType::kAppendResponse);
+  EXPECT_EQ(rd.messages_after_persist[0].index, 14u);
+  EXPECT_FALSE(rd.messages_after_persist[0].reject);
+  // Until the driver reports it, the core's view is the snapshot's, not the driver's old log.
+  EXPECT_EQ(node->raft->last_index(), 14u);
+  EXPECT_EQ(node->raft->commit_index(), 14u);
+  ASSERT_TRUE(node->raft->installing_snapshot());
+  EXPECT_TRUE(node->raft->installing_snapshot()->data.empty()) << "the core keeps no copy of it";
+  EXPECT_EQ(node->raft->conf().voters, (std::vector<NodeId>{1, 2, 3}));
+  ASSERT_EQ(node->raft->conf_history().size(), 1u);
+  EXPECT_EQ(node->raft->conf_history()[0].index, 14u);
+  // An append continuing it may arrive before the driver installed it.
+  Message append = response(MessageType::kAppend, 1, 3, 2);
+  append.index = 14;
+  append.log_term = 1;
+  append.commit = 16;
+  append.entries = make_entries(15, {2, 2});
+  node->raft->step(append);
+  node->log.apply(rd);
+  node->raft->on_persisted(14, 1);
+  EXPECT_FALSE(node->raft->installing_snapshot());
+  node->drain();
+  EXPECT_EQ(node->log.first_index(), 15u);
+  EXPECT_EQ(node->log.last_index(), 16u);
+  EXPECT_EQ(node->raft->commit_index(), 16u);
+}
+
+TEST(Snapshot, OneAtOrBelowTheCommitIndexIsAnsweredWithTheCommitIndexAndNotInstalled) {
+  auto node = follower(20, 16);
+  node->raft->step(snapshot_message(2, 14, 1));
+  node->drain();
+  EXPECT_TRUE(node->snapshots.empty());
+  EXPECT_EQ(node->log.last_index(), 20u);
+  const std::vector<Message> answers = node->take(MessageType::kAppendResponse, 1);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].index, 16u);
+}
+
+TEST(Snapshot, AFollowerHoldingItsLastEntryKeepsItsLogAndCommitsUpToIt) {
+  auto node = follower(20, 5);
+  node->raft->step(snapshot_message(2, 14, 1));
+  node->drain();
+  EXPECT_TRUE(node->snapshots.empty()) << "its matching entries, committed or not, stay";
+  EXPECT_EQ(node->log.first_index(), 1u);
+  EXPECT_EQ(node->log.last_index(), 20u);
+  EXPECT_EQ(node->raft->commit_index(), 14u);
+  const std::vector<Message> answers = node->take(MessageType::kAppendResponse, 1);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].index, 14u);
+  EXPECT_FALSE(answers[0].reject);
+}
+
+TEST(Snapshot, AnUncommittedDivergentTailIsReplaced) {
+  // Entries 6..16 are a deposed leader's (term 1); the snapshot's entry 14 is of term 2.
+  auto node = follower(16, 5);
+  node->raft->step(snapshot_message(3, 14, 2));
+  node->drain();
+  ASSERT_EQ(node->snapshots.size(), 1u);
+  EXPECT_EQ(node->log.first_index(), 15u);
+  EXPECT_EQ(node->log.last_index(), 14u);
+  EXPECT_EQ(*node->log.term_at(14), 2u);
+  EXPECT_EQ(node->raft->term(), 3u);
+  EXPECT_EQ(node->raft->leader(), 1u);
+}
+
+TEST(Snapshot, StaleOrForgedSnapshotsAreDroppedNeverFatal) {
+  auto node = follower(5, 3);
+  const auto unchanged = [&](const char* what) {
+    node->drain();
+    EXPECT_TRUE(node->snapshots.empty()) << what;
+    EXPECT_EQ(node->log.last_index(), 5u) << what;
+    EXPECT_EQ(node->raft->commit_index(), 3u) << what;
+    EXPECT_EQ(node->raft->last_index(), 5u) << what;
+  };
+  node->raft->step(snapshot_message(1, 14, 1));  // an older term's leader
+  unchanged("stale term");
+  EXPECT_EQ(node->take(MessageType::kAppendResponse, 1).size(), 1u) << "told our term";
+  node->raft->step(snapshot_message(2, 14, 3));  // the entry's term above the leader's term
+  unchanged("term above the message's");
+  node->raft->step(snapshot_message(2, 0, 1));
+  unchanged("index 0");
+  node->raft->step(snapshot_message(2, 14, 0));
+  unchanged("term 0");
+  Message no_voters = snapshot_message(2, 14, 1);
+  no_voters.snapshot->conf.voters.clear();
+  node->raft->step(no_voters);
+  unchanged("a configuration without voters");
+  Message duplicate_member = snapshot_message(2, 14, 1);
+  duplicate_member.snapshot->conf.learners = {3};
+  node->raft->step(duplicate_member);
+  unchanged("a learner that is also a voter");
+  Message empty = snapshot_message(2, 14, 1);
+  empty.snapshot.reset();
+  node->raft->step(empty);
+  unchanged("no snapshot at all");
+  // A later, honest one is still installed.
+  node->raft->step(snapshot_message(2, 14, 1));
+  node->drain();
+  EXPECT_EQ(node->snapshots.size(), 1u);
+}
+
+TEST(Snapshot, TwoInOneRoundInstallTheNewerAndAnOlderOneAfterItIsAnsweredNotInstalled) {
+  auto node = follower(5, 3);
+  node->raft->step(snapshot_message(2, 14, 1));
+  node->raft->step(snapshot_message(2, 18, 2));
+  node->raft->step(snapshot_message(2, 16, 1));  // delayed: below the new commit index
+  node->drain();
+  ASSERT_EQ(node->snapshots.size(), 1u);
+  EXPECT_EQ(node->snapshots[0].index, 18u);
+  EXPECT_EQ(node->log.first_index(), 19u);
+  EXPECT_EQ(*node->log.term_at(18), 2u);
+  EXPECT_EQ(node->raft->commit_index(), 18u);
+}
+
+TEST(Snapshot, ACatchingUpNodeMarksItsAnswerUntilTheSnapshotReachesItsPromise) {
+  Config config = snapshot_config(3);
+  config.promised_index = 20;
+  config.promised_term = 1;
+  BareNode node(config, make_entries(1, std::vector<Term>(5, 1)), 1, HardState{2, kNoNode, 3});
+  ASSERT_TRUE(node.raft->catching_up());
+  node.raft->step(snapshot_message(2, 14, 1));  // below the promise: still catching up
+  node.drain();
+  std::vector<Message> answers = node.take(MessageType::kAppendResponse, 1);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].context, kCatchingUpContext);
+  EXPECT_TRUE(node.raft->catching_up());
+  node.raft->step(snapshot_message(2, 22, 1));  // reaches it
+  node.drain();
+  answers = node.take(MessageType::kAppendResponse, 1);
+  ASSERT_FALSE(answers.empty());
+  EXPECT_EQ(answers.back().index, 22u);
+  EXPECT_NE(answers.back().context, kCatchingUpContext);
+  EXPECT_FALSE(node.raft->catching_up());
+}
+
+}  // namespace
+}  // namespace raftlog::raft

@@ -1,0 +1,288 @@
+// CommitLog::reset: the whole log replaced by an empty one starting at a given index (a snapshot
+// install), including power cuts at every durable step of the reset and of its completion by recovery.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "store/checkpoint.h"
+#include "store/segment_format.h"
+#include "test_util.h"
+
+namespace raftlog::store {
+namespace {
+
+using testing::make_batch;
+using testing::open_ok;
+using testing::small_options;
+
+// 200 entries of term 1, 1000-byte payloads: about 4 segments of 64 KiB.
+void fill(CommitLog& log) {
+  for (std::uint64_t i = 1; i <= 200; i += 10) {
+    auto batch = make_batch(i, 10, 1, 1000);
+    ASSERT_TRUE(log.append(batch.span()).ok());
+  }
+}
+
+std::vector<std::uint64_t> segment_bases(MemoryEnv& env) {
+  std::vector<std::uint64_t> bases;
+  auto names = env.list_dir("/log");
+  if (!names.ok()) return bases;
+  for (const std::string& name : *names) {
+    if (auto base = segment_format::parse_segment_file_name(name)) bases.push_back(*base);
+  }
+  std::sort(bases.begin(), bases.end());
+  return bases;
+}
+
+// The log the reset leaves: empty at `first`, the term before it known, and appends continue it.
+void expect_reset_log(CommitLog& log, std::uint64_t first, std::uint64_t prev_term) {
+  EXPECT_EQ(log.first_index(), first);
+  EXPECT_EQ(log.last_index(), first - 1);
+  EXPECT_EQ(log.flushed_index(), first - 1);
+  EXPECT_EQ(log.commit_index(), first - 1);
+  ASSERT_TRUE(log.term_at(first - 1).ok());
+  EXPECT_EQ(*log.term_at(first - 1), prev_term);
+  EXPECT_EQ(log.term_at(first - 2).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(log.read(first - 1, 1, 1).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(log.read(first, 1, 1).status().code(), StatusCode::kOutOfRange);
+}
+
+// The checkpoint's reset intent: version 2 only while a reset is in progress, every other checkpoint
+// byte for byte the version 1 it always was.
+TEST(ResetCheckpoint, IntentRoundTripsAsVersionTwoAndOrdinaryCheckpointsStayVersionOne) {
+  Checkpoint plain{200, 187, 4224, 150, 0, 3};
+  const std::string plain_bytes = encode_checkpoint(plain);
+  EXPECT_EQ(plain_bytes.size(), 56U);
+  EXPECT_EQ(plain_bytes[0], 1);
+  EXPECT_EQ(decode_checkpoint(plain_bytes), plain);
+  Checkpoint intent = plain;
+  intent.reset_base = 301;
+  intent.reset_prev_term = 9;
+  const std::string intent_bytes = encode_checkpoint(intent);
+  EXPECT_EQ(intent_bytes.size(), 72U);
+  EXPECT_EQ(intent_bytes[0], 2);
+  EXPECT_EQ(decode_checkpoint(intent_bytes), intent);
+  // Refused: a version 2 without a reset, either version at the other's length, a short payload.
+  std::string no_base = intent_bytes;
+  for (int i = 56; i < 64; ++i) no_base[static_cast<std::size_t>(i)] = '\0';
+  EXPECT_FALSE(decode_checkpoint(no_base));
+  EXPECT_FALSE(decode_checkpoint(intent_bytes.substr(0, 56)));
+  EXPECT_FALSE(decode_checkpoint(plain_bytes + std::string(16, '\0')));
+  EXPECT_FALSE(decode_checkpoint(plain_bytes.substr(0, 3)));
+}
+
+class ResetTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(env_.create_dir("/log").ok()); }
+  MemoryEnv env_;
+};
+
+TEST_F(ResetTest, LeavesAnEmptyLogAtTheIndexThatAppendsContinueAcrossReopen) {
+  auto log = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(log);
+  fill(*log);
+  ASSERT_TRUE(log->set_commit_index(150, /*persist=*/true).ok());
+  ASSERT_TRUE(log->reset(501, 7).ok());
+  expect_reset_log(*log, 501, 7);
+  EXPECT_EQ(segment_bases(env_), std::vector<std::uint64_t>{501});
+  // Only index 501 with a term of at least 7 continues it.
+  auto gap = make_batch(502, 1, 7, 10);
+  EXPECT_EQ(log->append(gap.span()).status().code(), StatusCode::kInvalidArgument);
+  auto old_term = make_batch(501, 1, 6, 10);
+  EXPECT_EQ(log->append(old_term.span()).status().code(), StatusCode::kInvalidArgument);
+  for (std::uint64_t i = 501; i <= 600; i += 10) {
+    auto batch = make_batch(i, 10, 8, 900);
+    ASSERT_TRUE(log->append(batch.span()).ok());
+  }
+  testing::expect_entries(*log, 501, 600, 8, 900);
+  ASSERT_TRUE(log->close().ok());
+  auto reopened = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->first_index(), 501U);
+  EXPECT_EQ(reopened->last_index(), 600U);
+  EXPECT_EQ(*reopened->term_at(500), 7U);
+  EXPECT_EQ(reopened->commit_index(), 500U);
+  testing::expect_entries(*reopened, 501, 600, 8, 900);
+  auto report = verify_log_directory("/log", &env_);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->ok) << report->problem;
+  EXPECT_EQ(report->first_index, 501U);
+  EXPECT_EQ(report->last_index, 600U);
+}
+
+TEST_F(ResetTest, EmptyResultSurvivesReopenBeforeAnyAppend) {
+  auto log = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(log);
+  fill(*log);
+  ASSERT_TRUE(log->reset(1001, 3).ok());
+  ASSERT_TRUE(log->close().ok());
+  auto reopened = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(reopened);
+  expect_reset_log(*reopened, 1001, 3);
+  EXPECT_FALSE(reopened->recovery_report().reset_intent_completed);
+}
+
+TEST_F(ResetTest, ToTheBaseOfAnOldSegmentAndBelowTheOldEnd) {
+  auto log = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(log);
+  fill(*log);
+  const std::vector<std::uint64_t> before = segment_bases(env_);
+  ASSERT_GE(before.size(), 3U);
+  // The new segment takes the name of an old one: the old one must be gone first, not reused.
+  const std::uint64_t base = before[1];
+  ASSERT_TRUE(log->reset(base, 1).ok());
+  expect_reset_log(*log, base, 1);
+  auto batch = make_batch(base, 5, 2, 100);
+  ASSERT_TRUE(log->append(batch.span()).ok());
+  ASSERT_TRUE(log->close().ok());
+  auto reopened = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->first_index(), base);
+  EXPECT_EQ(reopened->last_index(), base + 4);
+  testing::expect_entries(*reopened, base, base + 4, 2, 100);
+}
+
+TEST_F(ResetTest, RefusesIndexZeroAndATermBeforeIndexOne) {
+  auto log = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(log);
+  fill(*log);
+  EXPECT_EQ(log->reset(0, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(log->reset(1, 4).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(log->last_index(), 200U);  // nothing changed
+  ASSERT_TRUE(log->reset(1, 0).ok());  // back to a never-written log's shape
+  expect_reset_log(*log, 1, 0);
+}
+
+TEST_F(ResetTest, AFullDiskRefusesTheResetAndChangesNothing) {
+  auto options = small_options(&env_);
+  options.preallocate_next_segment = false;
+  auto log = open_ok("/log", options);
+  ASSERT_TRUE(log);
+  fill(*log);
+  env_.set_capacity_bytes(env_.used_bytes());
+  EXPECT_EQ(log->reset(501, 2).code(), StatusCode::kNoSpace);
+  EXPECT_EQ(log->first_index(), 1U);
+  EXPECT_EQ(log->last_index(), 200U);
+  testing::expect_entries(*log, 1, 200, 1, 1000);
+}
+
+// What one recovery after a crash at some step gives: the old log or the new one, never a mix.
+enum class Outcome { kOld, kNew };
+
+Outcome check_recovered(CommitLog& log, const std::string& where) {
+  if (log.first_index() == 301) {
+    expect_reset_log(log, 301, 9);
+    return Outcome::kNew;
+  }
+  EXPECT_EQ(log.first_index(), 1U) << where;
+  EXPECT_EQ(log.last_index(), 200U) << where;
+  testing::expect_entries(log, 1, 200, 1, 1000);
+  return Outcome::kOld;
+}
+
+// A power cut (or process crash: the modes rotate) at every durable step of reset(): recovery yields
+// exactly the old log or the new empty one, never a mix, and the log keeps working.
+TEST(ResetCrash, EveryStepRecoversToTheOldOrTheNewLog) {
+  int saw_old = 0;
+  int saw_new = 0;
+  for (std::uint64_t step = 0; step < 40; ++step) {
+    MemoryEnv env;
+    ASSERT_TRUE(env.create_dir("/log").ok());
+    auto options = small_options(&env);
+    options.checkpoint_interval_ms = 60000;  // keep the flusher's own syncs out of the count
+    auto log = open_ok("/log", options);
+    ASSERT_TRUE(log);
+    fill(*log);
+    env.crash_after_syncs(step);
+    const Status status = log->reset(301, 9);
+    const bool crashed = env.crashed();
+    if (!crashed) {
+      ASSERT_TRUE(status.ok()) << status.to_string();
+      if (step > 3) break;  // the reset completed before the armed crash: every step covered
+    }
+    env.crash();
+    log.reset();
+    env.restart({static_cast<CrashMode>(step % 5), step + 1});
+    auto reopened = open_ok("/log", options);
+    ASSERT_TRUE(reopened) << "step " << step;
+    const std::string where = "step " + std::to_string(step);
+    const Outcome outcome = check_recovered(*reopened, where);
+    (outcome == Outcome::kNew ? saw_new : saw_old)++;
+    auto report = verify_log_directory("/log", &env);
+    ASSERT_TRUE(report.ok());
+    EXPECT_TRUE(report->ok) << where << ": " << report->problem;
+    // The log keeps working: the next append continues whichever log it is.
+    const std::uint64_t next = reopened->last_index() + 1;
+    auto batch = make_batch(next, 3, 10, 50);
+    ASSERT_TRUE(reopened->append(batch.span()).ok()) << where;
+    ASSERT_TRUE(reopened->close().ok());
+    auto again = open_ok("/log", options);
+    ASSERT_TRUE(again) << where;
+    EXPECT_EQ(again->last_index(), next + 2) << where;
+    testing::expect_entries(*again, next, next + 2, 10, 50);
+  }
+  EXPECT_GT(saw_old, 0);
+  EXPECT_GT(saw_new, 0);
+}
+
+// A log of 200 entries whose reset(301, 9) a crash cut after `syncs` sync calls, restarted with
+// every unflushed byte lost, not yet reopened.
+std::unique_ptr<MemoryEnv> env_after_cut_reset(std::uint64_t syncs) {
+  auto env = std::make_unique<MemoryEnv>();
+  EXPECT_TRUE(env->create_dir("/log").ok());
+  auto options = small_options(env.get());
+  options.checkpoint_interval_ms = 60000;
+  auto log = open_ok("/log", options);
+  if (!log) return nullptr;
+  fill(*log);
+  env->crash_after_syncs(syncs);
+  (void)log->reset(301, 9);
+  env->crash();
+  log.reset();
+  env->restart({CrashMode::kLoseUnflushed, 1});
+  return env;
+}
+
+// A crash during the recovery that completes an interrupted reset: the next recovery completes it
+// again (the intent is still there), at every step of the completion.
+TEST(ResetCrash, CrashWhileRecoveryCompletesTheResetStillEndsInTheNewLog) {
+  // The first cut after which recovery finds the intent (the reset's checkpoint write is durable).
+  std::uint64_t intent_step = 0;
+  for (;; ++intent_step) {
+    ASSERT_LT(intent_step, 40U) << "no cut left a durable reset intent";
+    auto env = env_after_cut_reset(intent_step);
+    ASSERT_TRUE(env);
+    auto log = open_ok("/log", small_options(env.get()));
+    ASSERT_TRUE(log);
+    if (log->recovery_report().reset_intent_completed) break;
+    EXPECT_EQ(log->first_index(), 1U);
+  }
+  int completions_cut = 0;
+  for (std::uint64_t recovery_step = 0; recovery_step < 30; ++recovery_step) {
+    auto env = env_after_cut_reset(intent_step);
+    ASSERT_TRUE(env);
+    auto options = small_options(env.get());
+    env->crash_after_syncs(recovery_step);
+    auto first_try = CommitLog::open("/log", options);
+    if (!env->crashed()) {
+      ASSERT_TRUE(first_try.ok()) << first_try.status().to_string();
+      EXPECT_TRUE((*first_try)->recovery_report().reset_intent_completed);
+      expect_reset_log(**first_try, 301, 9);
+      break;
+    }
+    ++completions_cut;
+    if (first_try.ok()) first_try->reset();
+    env->crash();
+    env->restart({static_cast<CrashMode>(recovery_step % 5), recovery_step + 7});
+    auto reopened = open_ok("/log", options);
+    ASSERT_TRUE(reopened) << "recovery step " << recovery_step;
+    expect_reset_log(*reopened, 301, 9);
+    auto batch = make_batch(301, 2, 9, 20);
+    ASSERT_TRUE(reopened->append(batch.span()).ok());
+  }
+  EXPECT_GT(completions_cut, 2);
+}
+
+}  // namespace
+}  // namespace raftlog::store
