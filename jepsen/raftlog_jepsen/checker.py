@@ -281,6 +281,7 @@ def check_stream_protocol(history):
 
 
 def check_all(history, final):
+    from . import topics_checker  # it builds on this module's helpers
     ref = reference_log(final)
     return {
         "agreement": check_agreement(final),
@@ -294,6 +295,9 @@ def check_all(history, final):
         "tails": check_tails(history, ref),
         "nodes": check_nodes(history),
         "stream-protocol": check_stream_protocol(history),
+        "attributes": topics_checker.check_attributes(history, ref),
+        "topics": topics_checker.check_topics(history, final, ref),
+        "keys": topics_checker.check_keys(history, final, ref),
     }
 
 
