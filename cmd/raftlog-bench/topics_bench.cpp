@@ -89,6 +89,7 @@ ClientCall topics_call(const client::Options& options, std::uint64_t entry_size,
 struct VariantRun {
   double ops_per_s = 0.0;
   double p50_ms = 0.0;
+  double server_cpu_us_per_append = 0.0;  // the three raftlogd processes' CPU time per append
   std::uint64_t failures = 0;
 };
 
@@ -104,7 +105,10 @@ VariantRun run_variant(const std::vector<std::string>& endpoints, const ClosedLo
         return topics_call(options, load.payload_bytes_per_entry, c, attributes);
       },
       quiet);
-  return {result.ops_per_s(), result.percentile_ms(0.5), result.failures};
+  const double cpu_us = result.ops() == 0 || !result.server_usage_complete
+                            ? 0.0
+                            : result.server_cpu_s * 1e6 / static_cast<double>(result.ops());
+  return {result.ops_per_s(), result.percentile_ms(0.5), cpu_us, result.failures};
 }
 
 // The largest derived_lag_entries any node reports: how far the dispatchers trail the commit.
@@ -133,7 +137,11 @@ bool run_append_cost(std::uint64_t rounds, std::uint64_t round_seconds, std::uin
   load.duration = std::chrono::seconds(round_seconds);
   load.entries_per_call = 1;
   load.payload_bytes_per_entry = entry_size;
+  // CPU per append is what the variants' difference costs; appends/s on this shared machine move
+  // with the disk's fsync latency and the neighbours' load as much as with the work done.
+  for (int id = 1; id <= cluster->size(); ++id) load.server_pids.push_back(cluster->pid(id));
   std::vector<double> plain_rates, topic_rates, ratios, plain_p50, topic_p50;
+  std::vector<double> plain_cpu, topic_cpu, cpu_ratios;
   std::uint64_t failures = 0;
   std::uint64_t max_lag = 0;
   std::string ratio_list;
@@ -156,9 +164,18 @@ bool run_append_cost(std::uint64_t rounds, std::uint64_t round_seconds, std::uin
     topic_p50.push_back(topics.p50_ms);
     ratios.push_back(ratio);
     ratio_list += (ratio_list.empty() ? "" : ",") + fixed(ratio, 3);
+    const double cpu_ratio = plain.server_cpu_us_per_append > 0
+                                 ? topics.server_cpu_us_per_append / plain.server_cpu_us_per_append
+                                 : 0.0;
+    plain_cpu.push_back(plain.server_cpu_us_per_append);
+    topic_cpu.push_back(topics.server_cpu_us_per_append);
+    cpu_ratios.push_back(cpu_ratio);
     io.err << "round " << round + 1 << "/" << rounds << (topics_first ? " (topics first)" : "")
            << ": without topics " << fixed(plain.ops_per_s, 0) << " appends/s, with "
-           << fixed(topics.ops_per_s, 0) << " appends/s, ratio " << fixed(ratio, 3) << "\n";
+           << fixed(topics.ops_per_s, 0) << " appends/s, ratio " << fixed(ratio, 3)
+           << "; server CPU per append " << fixed(plain.server_cpu_us_per_append, 0) << " us and "
+           << fixed(topics.server_cpu_us_per_append, 0) << " us, ratio " << fixed(cpu_ratio, 3)
+           << "\n";
   }
   const double ratio = median(ratios);
   io.out << ResultLine("topics-append")
@@ -177,6 +194,11 @@ bool run_append_cost(std::uint64_t rounds, std::uint64_t round_seconds, std::uin
                 .add("ratio_max", *std::max_element(ratios.begin(), ratios.end()), 3)
                 .add("slowdown_pct", (1.0 - ratio) * 100.0, 1)
                 .add("ratios", ratio_list)
+                .add("plain_server_cpu_us_per_append", median(plain_cpu), 1)
+                .add("topics_server_cpu_us_per_append", median(topic_cpu), 1)
+                .add("cpu_ratio_median", median(cpu_ratios), 3)
+                .add("cpu_ratio_min", *std::min_element(cpu_ratios.begin(), cpu_ratios.end()), 3)
+                .add("cpu_ratio_max", *std::max_element(cpu_ratios.begin(), cpu_ratios.end()), 3)
                 .add("max_dispatch_lag_entries", max_lag)
                 .add("failures", failures)
                 .text()
