@@ -65,6 +65,10 @@ TEST(BenchTopicsSmoke, EveryPhaseRunsAndPrintsItsFigures) {
   EXPECT_GT(number(append, "ratio_median"), 0.0) << result.out;
   EXPECT_EQ(number(append, "rounds"), 2.0);
   EXPECT_EQ(number(append, "failures"), 0.0) << result.out;
+  // The nodes' CPU per append was read for both variants.
+  EXPECT_GT(number(append, "plain_server_cpu_us_per_append"), 0.0) << result.out;
+  EXPECT_GT(number(append, "topics_server_cpu_us_per_append"), 0.0) << result.out;
+  EXPECT_GT(number(append, "cpu_ratio_median"), 0.0) << result.out;
   // One ratio per round, side by side in the same run.
   EXPECT_NE(append.at("ratios").find(','), std::string::npos) << result.out;
 
