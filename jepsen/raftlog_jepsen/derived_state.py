@@ -4,7 +4,8 @@ checkers (topics_checker.py) compare them with the reference log.
 
 Each node indexes its committed log on a thread of its own (the dispatcher), so a node may answer
 while its indexes still catch up: before reading, this waits (at most `timeout_s` for all nodes)
-until the node's indexed_through reaches the last index read from its log.
+until the node's indexed_through reaches the last index read from its log, or the node reports
+that its dispatcher stopped (Status.derived_problem: a storage error such as a full disk).
 """
 import time
 
@@ -31,12 +32,16 @@ def keys_used(history_ops):
     return sorted(keys)[:MAX_KEYS] + [ABSENT_KEY]
 
 
-def _wait_indexed(stub, pb2, last_index, deadline):
-    """The ListTopics answer once indexed_through >= last_index, or the last one seen at the deadline."""
+def _wait_indexed(cluster_client, node, stub, pb2, last_index, deadline):
+    """The ListTopics answer once indexed_through >= last_index, or the last one seen at the deadline
+    or once the node reports that its dispatcher stopped (it will not catch up before a restart)."""
     listing = None
     while True:
         listing = stub.ListTopics(pb2.ListTopicsRequest(), timeout=3.0)
         if listing.indexed_through >= last_index or time.monotonic() >= deadline:
+            return listing
+        status = cluster_client.status(node, timeout_s=3.0)
+        if status is not None and status.derived_problem:
             return listing
         time.sleep(0.2)
 
@@ -58,10 +63,11 @@ def _read_topic(stub, pb2, topic, first_offset, end_offset):
 
 def read_node(cluster_client, node, last_index, keys, deadline):
     """{"indexed_through", "topics": {topic: {"first_offset", "end_offset", "entries": [[offset,
-    entry], ...]}}, "keys": {key: [entry, ...]}} for one node."""
+    entry], ...]}}, "keys": {key: [entry, ...]}, "problem": the node's derived_problem} for one
+    node."""
     pb2 = proto_gen.topics_modules()[0]
     stub = cluster_client.topics_stub(node)
-    listing = _wait_indexed(stub, pb2, last_index, deadline)
+    listing = _wait_indexed(cluster_client, node, stub, pb2, last_index, deadline)
     topics = {}
     for info in listing.topics:
         topics[info.topic] = {"first_offset": info.first_offset, "end_offset": info.end_offset,
@@ -70,7 +76,12 @@ def read_node(cluster_client, node, last_index, keys, deadline):
     for key in keys:
         response = stub.LookupKey(pb2.LookupKeyRequest(key=key, max_entries=LOOKUP_MAX_ENTRIES), timeout=3.0)
         looked_up[key] = [workload.entry_tuple(e) for e in response.entries]
-    return {"indexed_through": listing.indexed_through, "topics": topics, "keys": looked_up}
+    status = cluster_client.status(node, timeout_s=3.0)
+    # Non-empty when the node's dispatcher stopped on a storage error (a full disk, say): its
+    # indexes then stay where they were until a restart (docs/design.md, "Topics, keys and time").
+    problem = status.derived_problem if status is not None else "status unavailable"
+    return {"indexed_through": listing.indexed_through, "topics": topics, "keys": looked_up,
+            "problem": problem}
 
 
 def collect(cluster_client, history_ops, final, timeout_s=30.0):

@@ -13,6 +13,11 @@ history's tuples (workload.entry_tuple): an entry appended with attributes ends 
               and end offsets agree with what ReadTopic served.
 `keys`:       on every node, a key's lookup returns exactly the reference log's entries carrying
               that key, oldest first (the first LOOKUP_MAX_ENTRIES of them), each equal to the log's.
+A node answers from its own indexes, which may trail its log (the answers say how far they reach:
+indexed_through), so each node is checked against the log up to its indexed_through. Indexes that
+did not reach the node's last index are an anomaly (`indexes-behind`) unless the node reports why
+(its dispatcher stopped on a storage error, e.g. a full disk: documented, they stay there until a
+restart); those are listed under `stopped`, not as anomalies.
 Both hold whether a node numbers offsets itself or the leader writes them into the envelope: either
 way the committed log decides the numbering.
 """
@@ -78,8 +83,15 @@ def _acked_indexes_by_topic(history):
     return acked
 
 
-def _check_one_topic(node_id, topic, served, expected, acked, offset_of_index, anomalies):
-    """One node's topic against the reference log's entries of it."""
+def _checked_through(node):
+    """The last log index a node's indexes are checked through: its log's last index, or less when
+    its indexes say they reach less far."""
+    log_last = node["entries"][-1][INDEX] if node["entries"] else 0
+    return min(log_last, node["derived"].get("indexed_through", log_last))
+
+
+def _check_one_topic(node_id, topic, served, expected, acked, offset_of_index, anomalies, last_index):
+    """One node's topic against the reference log's entries of it (through last_index)."""
     entries = served["entries"]
     for position, (offset, entry) in enumerate(entries):
         if offset != position:
@@ -105,7 +117,7 @@ def _check_one_topic(node_id, topic, served, expected, acked, offset_of_index, a
                           "served": len(served_entries), "expected": len(expected)})
     served_indexes = {entry[INDEX]: entry[PAYLOAD] for entry in served_entries}
     for index, value in sorted(acked.get(topic, {}).items()):
-        if served_indexes.get(index) != value:
+        if index <= last_index and served_indexes.get(index) != value:
             anomalies.append({"node": node_id, "topic": topic, "kind": "acknowledged-missing", "index": index,
                               "value": value})
             break
@@ -123,6 +135,7 @@ def check_topics(history, final, ref):
             expected.setdefault(topic_of(entry), []).append(list(entry))
     acked = _acked_indexes_by_topic(history)
     anomalies = []
+    stopped = []
     offset_of_index = {}  # (topic, log index) -> (first node seen, its offset)
     checked = 0
     for node_id, node in _derived_nodes(final):
@@ -131,18 +144,25 @@ def check_topics(history, final, ref):
             anomalies.append({"node": node_id, "kind": "indexes-unreadable", "error": derived["error"]})
             continue
         checked += 1
-        last_index = node["entries"][-1][INDEX] if node["entries"] else 0
-        if derived["indexed_through"] < last_index:
-            anomalies.append({"node": node_id, "kind": "indexes-behind", "indexed_through": derived["indexed_through"],
-                              "last_index": last_index})
+        log_last = node["entries"][-1][INDEX] if node["entries"] else 0
+        last_index = _checked_through(node)
+        if last_index < log_last:
+            behind = {"node": node_id, "indexed_through": derived["indexed_through"], "last_index": log_last,
+                      "problem": derived.get("problem", "")}
+            if behind["problem"]:
+                stopped.append(behind)
+            else:
+                anomalies.append(dict(behind, kind="indexes-behind"))
         node_expected = {t: [e for e in es if e[INDEX] <= last_index] for t, es in expected.items()}
         for topic in sorted(set(derived["topics"]) - set(expected)):
             anomalies.append({"node": node_id, "topic": topic, "kind": "topic-invented",
                               "entries": len(derived["topics"][topic]["entries"])})
         for topic, entries in sorted(node_expected.items()):
             served = derived["topics"].get(topic, {"first_offset": 0, "end_offset": 0, "entries": []})
-            _check_one_topic(node_id, topic, served, entries, acked, offset_of_index, anomalies)
-    return _result(checked, anomalies)
+            _check_one_topic(node_id, topic, served, entries, acked, offset_of_index, anomalies, last_index)
+    result = _result(checked, anomalies)
+    result["stopped"] = stopped
+    return result
 
 
 def check_keys(history, final, ref):
@@ -163,7 +183,7 @@ def check_keys(history, final, ref):
         derived = node["derived"]
         if "error" in derived:
             continue  # `topics` reports it
-        last_index = node["entries"][-1][INDEX] if node["entries"] else 0
+        last_index = _checked_through(node)
         for key, served in sorted(derived["keys"].items()):
             checked += 1
             wanted = [e for e in expected.get(key, []) if e[INDEX] <= last_index][:LOOKUP_MAX_ENTRIES]

@@ -56,7 +56,7 @@ class World:
         for e in self.log:
             for key in topics_checker.keys_of(e):
                 keys[key].append(copy.deepcopy(e))
-        return {"indexed_through": len(self.log), "topics": topics, "keys": keys}
+        return {"indexed_through": len(self.log), "topics": topics, "keys": keys, "problem": ""}
 
     def final(self, nodes=3):
         return {"nodes": {n: {"commit_index": len(self.log), "entries": copy.deepcopy(self.log),
@@ -207,6 +207,28 @@ class TopicsCheckerTest(unittest.TestCase):
         final = w.final()
         final["nodes"][2]["derived"] = {"error": "UNAVAILABLE: no usable indexes"}
         self.assert_flags(checker.check_all(w.ops, final), "topics", "indexes-unreadable")
+
+    def test_indexes_stopped_by_a_storage_error_are_checked_as_far_as_they_reach(self):
+        w = clean_world()
+        final = w.final()
+        through = 5  # the dispatcher stopped (a full disk) after index 5: a3 and a4 not indexed
+        derived = final["nodes"][2]["derived"]
+        derived.update(indexed_through=through, problem="persisting: NO_SPACE: no space left on device")
+        for served in derived["topics"].values():
+            served["entries"] = [pair for pair in served["entries"] if pair[1][0] <= through]
+            served["end_offset"] = len(served["entries"])
+        for key in derived["keys"]:
+            derived["keys"][key] = [e for e in derived["keys"][key] if e[0] <= through]
+        results = checker.check_all(w.ops, final)
+        self.assertTrue(results["topics"]["valid"], results["topics"])
+        self.assertTrue(results["keys"]["valid"], results["keys"])
+        self.assertEqual([s["node"] for s in results["topics"]["stopped"]], [2])
+        # What it does serve must still be the log's: an entry past indexed_through is invented.
+        derived["keys"]["k2"].append(copy.deepcopy(w.log[-2]))
+        self.assert_flags(checker.check_all(w.ops, final), "keys", "key-lookup-invented")
+        # Without a reason, indexes that stayed behind are an anomaly.
+        derived["problem"] = ""
+        self.assert_flags(checker.check_all(w.ops, final), "topics", "indexes-behind")
 
     def test_topic_entry_differs_from_the_log(self):
         w = clean_world()
