@@ -1,7 +1,8 @@
 """Generates the Python gRPC stubs for proto/raftlog/v1 (client.proto, error_model.proto,
-topics.proto) at run time, and makes the repository's Python client package (clients/python, `import raftlog`) importable
-with them: the harness reads error details with that package's decoding (raftlog.errors) and
-retries by its rules (raftlog._retry), the one implementation of docs/client-protocol.md in Python.
+topics.proto) at run time, and makes the repository's Python client package (clients/python,
+`import raftlog`) importable with them: the harness reads error details with that package's
+decoding (raftlog.errors) and retries by its rules (raftlog._retry), the one implementation of
+docs/client-protocol.md in Python.
 
 Generated code is never checked in: it is produced with python3-grpc-tools into a cache directory
 (keyed by the protos' content) and imported from there, so the stubs always match the protos.
