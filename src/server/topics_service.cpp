@@ -186,8 +186,7 @@ grpc::Status TopicsService::LookupKey(grpc::ServerContext* context,
   response->set_indexed_through(std::min(indexed_through(), commit));
   // Candidates by hash; each is read and its keys compared, so a hash collision never answers.
   std::uint64_t bytes = 0;
-  for (std::uint64_t index :
-       dispatcher_->indexes().lookup_key(request->key(), max, commit, first)) {
+  for (std::uint64_t index : dispatcher_->indexes().lookup_key(request->key(), max, commit, first)) {
     std::vector<raft::Entry> entries;
     const NodeError error = node_->read_committed(index, 1, max_read_bytes_, &entries);
     if (!error.ok()) {
@@ -224,8 +223,8 @@ grpc::Status TopicsService::FindByTime(grpc::ServerContext* context,
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, problem,
                          replica::kReasonBadTopic);
   }
-  const std::optional<std::uint64_t> offset =
-      indexes.find_topic_offset_by_time(request->topic(), request->timestamp_ms(), commit, first);
+  const std::optional<std::uint64_t> offset = indexes.find_topic_offset_by_time(
+      request->topic(), request->timestamp_ms(), commit, first);
   if (!offset) return grpc::Status::OK;
   response->set_offset(*offset);
   const derived::TopicRead at = indexes.read_topic(request->topic(), *offset, 1, commit, first);

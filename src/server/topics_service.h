@@ -30,8 +30,7 @@ class TopicsService final : public raftlog::v1::Topics::Service {
   // Ends open tails (they return UNAVAILABLE, SHUTTING_DOWN) and refuses new calls.
   void shutdown() { stopping_.store(true); }
 
-  grpc::Status ListTopics(grpc::ServerContext* context,
-                          const raftlog::v1::ListTopicsRequest* request,
+  grpc::Status ListTopics(grpc::ServerContext* context, const raftlog::v1::ListTopicsRequest* request,
                           raftlog::v1::ListTopicsResponse* response) override;
   grpc::Status ReadTopic(grpc::ServerContext* context, const raftlog::v1::ReadTopicRequest* request,
                          raftlog::v1::ReadTopicResponse* response) override;
@@ -39,8 +38,7 @@ class TopicsService final : public raftlog::v1::Topics::Service {
                          grpc::ServerWriter<raftlog::v1::ReadTopicResponse>* writer) override;
   grpc::Status LookupKey(grpc::ServerContext* context, const raftlog::v1::LookupKeyRequest* request,
                          raftlog::v1::LookupKeyResponse* response) override;
-  grpc::Status FindByTime(grpc::ServerContext* context,
-                          const raftlog::v1::FindByTimeRequest* request,
+  grpc::Status FindByTime(grpc::ServerContext* context, const raftlog::v1::FindByTimeRequest* request,
                           raftlog::v1::FindByTimeResponse* response) override;
 
  private:
