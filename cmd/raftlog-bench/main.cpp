@@ -12,6 +12,7 @@
 #include "nats_bench.h"
 #include "stability_bench.h"
 #include "store_command.h"
+#include "topics_bench.h"
 
 namespace {
 
@@ -34,6 +35,10 @@ constexpr raftlog::cli::Command kCommands[] = {
     {"nats",
      "the same closed-loop load as `cluster`, as NATS JetStream publishes with acknowledgement",
      raftlog::bench::run_nats_command, nullptr},
+    {"topics",
+     "what topics and keys cost: appends/s without and with them side by side, dispatch and "
+     "rebuild rates",
+     raftlog::bench::run_topics_command, nullptr},
     {"leader-stability",
      "large appends while busy threads hold the CPUs; counts leader changes (goal: 0)",
      raftlog::bench::run_leader_stability_command, nullptr},

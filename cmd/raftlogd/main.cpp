@@ -303,9 +303,10 @@ int main(int argc, char** argv) {
   flags.uint_flag("max-append-streams-per-connection", &config.max_append_streams_per_connection,
                   "N", "AppendStream calls one client connection may hold",
                   {1, limits::kMaxStreams});
-  flags.uint_flag("stream-stall-timeout-ms", &config.stream_stall_timeout_ms, "MS",
-                  "end a Tail or AppendStream whose reader has not taken a message for this long",
-                  {100, 3600000});
+  flags.uint_flag(
+      "stream-stall-timeout-ms", &config.stream_stall_timeout_ms, "MS",
+      "end a Tail, TailTopic or AppendStream whose reader has not taken a message for this long",
+      {100, 3600000});
   flags.uint_flag("append-timeout-ms", &config.append_timeout_ms, "MS",
                   "an Append not committed by then fails with DEADLINE_EXCEEDED (outcome unknown)",
                   {1, kUint32Max});

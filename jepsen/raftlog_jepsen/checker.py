@@ -283,6 +283,7 @@ def check_stream_protocol(history):
 
 
 def check_all(history, final):
+    from . import topics_checker  # it builds on this module's helpers
     ref = reference_log(final)
     return {
         "agreement": check_agreement(final),
@@ -297,6 +298,9 @@ def check_all(history, final):
         "nodes": check_nodes(history),
         "stream-protocol": check_stream_protocol(history),
         "membership": membership_checker.check(history, final),
+        "attributes": topics_checker.check_attributes(history, ref),
+        "topics": topics_checker.check_topics(history, final, ref),
+        "keys": topics_checker.check_keys(history, final, ref),
     }
 
 

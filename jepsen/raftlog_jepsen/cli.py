@@ -109,6 +109,8 @@ def summary(results):
                                                                c["anomaly_count"]))
         for anomaly in c["anomalies"][:3]:
             lines.append("      %s" % json.dumps(anomaly)[:300])
+        for stopped in c.get("stopped", [])[:3]:
+            lines.append("      stopped, not an anomaly: %s" % json.dumps(stopped)[:300])
     lines.append("  outcomes: %s" % json.dumps(results["outcomes"], sort_keys=True))
     return "\n".join(lines)
 

@@ -87,6 +87,10 @@ class Cluster:
     def admin_stub(self, node):
         return self.pb2_grpc.AdminStub(self._channel(node))
 
+    def topics_stub(self, node):
+        """raftlog.v1.Topics on `node` (stubs from proto_gen.generate, imported on first use)."""
+        return proto_gen.topics_modules()[1].TopicsStub(self._channel(node))
+
     def close(self):
         with self._lock:
             for channel in self._channels.values():
@@ -187,7 +191,7 @@ def outcome_error(outcome, cluster, node):
 
 
 def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeout_s=2.0, stop=None,
-           transport=None, sleep=time.sleep):
+           transport=None, sleep=time.sleep, attributes=None):
     """Appends `values` (bytes) as one append with (client_id, sequence), retrying with the same pair by
     docs/client-protocol.md (raftlog._retry.run: NOT_LEADER is followed at once, one hop, a second
     redirect in a row sleeps the backoff first; TOO_MANY_PENDING waits and stays on the node;
@@ -196,12 +200,15 @@ def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeou
     SEQUENCE_* reasons, CANCELLED, ...), until ok, a refusal that is not retried, `deadline_s`
     (monotonic) or `stop` is set. `transport` carries each attempt (UnaryTransport by default, or
     append_stream.StreamTransport); the retry policy and the classification of the attempts do not
-    depend on it. `sleep` is the backoff's sleep (tests record it).
+    depend on it. `sleep` is the backoff's sleep (tests record it). `attributes`: None, or one
+    [topic, [keys]] per value (AppendRequest.attributes).
     Returns (type, response_or_None, final_node, attempts)."""
     if transport is None:
         transport = UnaryTransport(cluster)
     attempts = []
     request = cluster.pb2.AppendRequest(entries=list(values), client_id=client_id, sequence=sequence)
+    for topic, keys in attributes or ():
+        request.attributes.add(topic=topic, keys=list(keys))
     ordered = sorted(cluster.addresses)
     endpoints = _retry.Endpoints([cluster.addresses[n] for n in ordered])
     first = cluster.leader_hint or rng.choice(ordered)

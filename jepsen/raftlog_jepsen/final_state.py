@@ -1,10 +1,11 @@
-"""Brings the healed cluster to rest and reads every node's committed log through the API."""
+"""Brings the healed cluster to rest and reads every node's committed log through the API, then its
+derived indexes (topics and keys, derived_state.py)."""
 import random
 import time
 
 import grpc
 
-from . import client, workload
+from . import client, derived_state, workload
 
 
 def wait_for_leader(cluster_client, timeout_s):
@@ -36,7 +37,8 @@ BARRIER_CLIENT_ID = 1
 
 
 def collect(cluster_client, history, converge_timeout_s=30.0):
-    """{"leader", "nodes": {id: {"commit_index", "entries"} | {"error"}}} after the cluster settled."""
+    """{"leader", "nodes": {id: {"commit_index", "entries", "derived"} | {"error"}}} after the cluster
+    settled ("derived": derived_state.read_node's answer or {"error"})."""
     leader = wait_for_leader(cluster_client, converge_timeout_s)
     if leader is not None:
         # A barrier write, recorded like any append: once it commits, the leader has committed every
@@ -62,4 +64,6 @@ def collect(cluster_client, history, converge_timeout_s=30.0):
             nodes[node] = {"commit_index": commit_index, "entries": [workload.entry_tuple(e) for e in entries]}
         except grpc.RpcError as e:
             nodes[node] = {"error": "%s: %s" % (client.rpc_code_name(e), e.details())}
-    return {"leader": leader, "nodes": nodes}
+    final = {"leader": leader, "nodes": nodes}
+    derived_state.collect(cluster_client, list(history.ops), final, converge_timeout_s)
+    return final

@@ -1,7 +1,8 @@
-"""Generates the Python gRPC stubs for proto/raftlog/v1 (client.proto, error_model.proto) at run
-time, and makes the repository's Python client package (clients/python, `import raftlog`) importable
-with them: the harness reads error details with that package's decoding (raftlog.errors) and
-retries by its rules (raftlog._retry), the one implementation of docs/client-protocol.md in Python.
+"""Generates the Python gRPC stubs for proto/raftlog/v1 (client.proto, error_model.proto,
+topics.proto) at run time, and makes the repository's Python client package (clients/python,
+`import raftlog`) importable with them: the harness reads error details with that package's
+decoding (raftlog.errors) and retries by its rules (raftlog._retry), the one implementation of
+docs/client-protocol.md in Python.
 
 Generated code is never checked in: it is produced with python3-grpc-tools into a cache directory
 (keyed by the protos' content) and imported from there, so the stubs always match the protos.
@@ -18,7 +19,8 @@ import tempfile
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROTO_ROOT = os.path.join(REPO_ROOT, "proto")
 CLIENT_PACKAGE_ROOT = os.path.join(REPO_ROOT, "clients", "python")
-PROTOS = [os.path.join("raftlog", "v1", "client.proto"), os.path.join("raftlog", "v1", "error_model.proto")]
+PROTOS = [os.path.join("raftlog", "v1", "client.proto"), os.path.join("raftlog", "v1", "error_model.proto"),
+          os.path.join("raftlog", "v1", "topics.proto")]
 
 
 def default_cache_root():
@@ -34,7 +36,7 @@ def generate(cache_root):
         with open(os.path.join(PROTO_ROOT, proto), "rb") as f:
             digest.update(f.read())
     out_dir = os.path.join(cache_root, "pystubs-" + digest.hexdigest()[:16])
-    marker = os.path.join(out_dir, "raftlog", "v1", "error_model_pb2.py")
+    marker = os.path.join(out_dir, "raftlog", "v1", "topics_pb2_grpc.py")
     if not os.path.exists(marker):
         tmp_dir = out_dir + ".tmp%d" % os.getpid()
         os.makedirs(tmp_dir, exist_ok=True)
@@ -56,3 +58,9 @@ def generate(cache_root):
     pb2 = importlib.import_module("raftlog.v1.client_pb2")
     pb2_grpc = importlib.import_module("raftlog.v1.client_pb2_grpc")
     return pb2, pb2_grpc
+
+
+def topics_modules():
+    """(topics_pb2, topics_pb2_grpc) for raftlog.v1.Topics; generate() must have run."""
+    return (importlib.import_module("raftlog.v1.topics_pb2"),
+            importlib.import_module("raftlog.v1.topics_pb2_grpc"))

@@ -36,8 +36,39 @@ def compact(payload):
 
 
 def entry_tuple(e):
-    """An entry in the history: [index, term, type, client_id, sequence, compact payload]."""
-    return [e.index, e.term, int(e.type), e.client_id, e.sequence, compact(e.payload)]
+    """An entry in the history: [index, term, type, client_id, sequence, compact payload], and for an
+    entry appended with attributes also [topic, [keys...]] (so every checker that compares entries
+    compares their topic and keys too)."""
+    entry = [e.index, e.term, int(e.type), e.client_id, e.sequence, compact(e.payload)]
+    if getattr(e, "has_attributes", False):
+        entry.extend([e.topic, list(e.keys)])
+    return entry
+
+
+# Topics and keys (docs/jepsen.md, "Topics and keys"): about half the appends carry attributes. A
+# key from SHARED_KEYS collects entries of every writer; a bucket key ("w<writer>-b<seq // 50>")
+# at most 150 entries, so its lookup (at most LookupKey's 1024) is never cut short.
+TOPICS = ("orders", "payments", "audit.log")
+SHARED_KEYS = tuple("shared-%d" % n for n in range(8))
+ATTRIBUTES_SHARE = 0.5
+KEY_BUCKET_SEQUENCES = 50
+
+
+def make_attributes(writer, sequence, count, rng):
+    """None (no attributes), or one [topic, [keys]] per entry: a topic (or none, one in five) and
+    0..2 keys (a shared one, this writer's bucket key, or both)."""
+    if rng.random() >= ATTRIBUTES_SHARE:
+        return None
+    attributes = []
+    for _ in range(count):
+        topic = "" if rng.random() < 0.2 else rng.choice(TOPICS)
+        keys = []
+        if rng.random() < 0.6:
+            keys.append(rng.choice(SHARED_KEYS))
+        if rng.random() < 0.5:
+            keys.append("w%d-b%d" % (writer, sequence // KEY_BUCKET_SEQUENCES))
+        attributes.append([topic, keys])
+    return attributes
 
 
 class Shared:
@@ -93,15 +124,18 @@ class Writer(threading.Thread):
             payloads = [make_payload("w%d-s%d-e%d" % (self.process, sequence, k), self.rng)
                         for k in range(self.rng.choice([1, 1, 1, 2, 3]))]
             values = [compact(p) for p in payloads]
+            attributes = make_attributes(self.process, sequence, len(payloads), self.rng)
             invoke = self.history.now()
             streams_before = getattr(transport, "streams_opened", 0)
             outcome, response, node, attempts = client.append(
                 self.cluster, self.rng, self.client_id, sequence, payloads, time.monotonic() + OP_TIMEOUT_S,
-                stop=self.stop, transport=transport)
+                stop=self.stop, transport=transport, attributes=attributes)
             op = {"f": "append", "process": self.process, "client_id": self.client_id, "sequence": sequence,
                   "values": values, "invoke": invoke, "complete": self.history.now(), "type": outcome,
                   "node": node, "attempts": [a.to_json() for a in attempts[-10:]], "attempt_count": len(attempts),
                   "transport": transport.name}
+            if attributes is not None:
+                op["attributes"] = attributes
             if transport.name == "stream":
                 op["streams_opened"] = transport.streams_opened - streams_before
             protocol_errors = [a.message for a in attempts if a.code == append_stream.PROTOCOL_ERROR]

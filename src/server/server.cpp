@@ -197,8 +197,9 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     spdlog::error("node {}: serving without topic and key queries: {}", impl->config.node_id,
                   dispatcher_problem);
   }
-  impl->topics = std::make_unique<TopicsService>(node, impl->dispatcher.get(),
-                                                 impl->config.max_read_bytes);
+  impl->topics = std::make_unique<TopicsService>(
+      node, impl->dispatcher.get(), impl->config.max_read_bytes,
+      std::chrono::milliseconds(impl->config.stream_stall_timeout_ms));
   impl->groups = std::make_unique<GroupsService>(node, impl->dispatcher.get());
   node->set_status_extension([dispatcher = impl->dispatcher.get()](NodeStatus* status) {
     if (dispatcher == nullptr) {

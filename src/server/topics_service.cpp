@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "derived/envelope.h"
@@ -19,8 +20,12 @@ namespace {
 constexpr const char* kReasonIndexesUnavailable = "INDEXES_UNAVAILABLE";
 }  // namespace
 
-TopicsService::TopicsService(Node* node, const Dispatcher* dispatcher, std::uint64_t max_read_bytes)
-    : node_(node), dispatcher_(dispatcher), max_read_bytes_(max_read_bytes) {}
+TopicsService::TopicsService(Node* node, const Dispatcher* dispatcher, std::uint64_t max_read_bytes,
+                             std::chrono::milliseconds stall_timeout)
+    : node_(node),
+      dispatcher_(dispatcher),
+      max_read_bytes_(max_read_bytes),
+      tail_watchdog_("TailTopic stream", stall_timeout) {}
 
 grpc::Status TopicsService::unavailable(grpc::ServerContext* context) const {
   if (stopping_.load() || node_->stopping()) {
@@ -144,7 +149,12 @@ grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
     }
     if (response.entries_size() > 0) {
       next = response.end_offset();
-      if (!writer->Write(response)) return grpc::Status::OK;  // the client went away
+      // A reader that takes nothing blocks this Write for as long as its connection stays up; the
+      // watchdog then cancels the call, which makes the Write return false.
+      WriteStallWatchdog::Guard watched = tail_watchdog_.arm(context);
+      const bool written = writer->Write(response);
+      if (std::optional<grpc::Status> stalled = watched.disarm()) return *stalled;
+      if (!written) return grpc::Status::OK;  // the client went away: nobody reads the status
       continue;
     }
     // Nothing new: while the indexes lag the commit index, poll them every 10 ms; else wait for

@@ -6,12 +6,14 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
 #include "raftlog/v1/topics.grpc.pb.h"
 #include "server/dispatcher.h"
 #include "server/node.h"
+#include "server/write_stall_watchdog.h"
 
 namespace raftlog::server {
 
@@ -21,8 +23,10 @@ class TopicsService final : public raftlog::v1::Topics::Service {
   static constexpr std::uint32_t kDefaultEntries = 256;
   static constexpr std::uint32_t kMaxEntries = 1024;
 
-  // `dispatcher` may be null (indexes unusable): every call is then UNAVAILABLE.
-  TopicsService(Node* node, const Dispatcher* dispatcher, std::uint64_t max_read_bytes);
+  // `dispatcher` may be null (indexes unusable): every call is then UNAVAILABLE. A TailTopic write
+  // not completed within `stall_timeout` ends its stream (RESOURCE_EXHAUSTED).
+  TopicsService(Node* node, const Dispatcher* dispatcher, std::uint64_t max_read_bytes,
+                std::chrono::milliseconds stall_timeout);
   // Ends open tails (they return UNAVAILABLE, SHUTTING_DOWN) and refuses new calls.
   void shutdown() { stopping_.store(true); }
 
@@ -50,6 +54,7 @@ class TopicsService final : public raftlog::v1::Topics::Service {
   std::uint64_t max_read_bytes_;
   std::atomic<bool> stopping_{false};
   std::atomic<int> tails_{0};
+  WriteStallWatchdog tail_watchdog_;  // ends TailTopic streams whose reader takes nothing
 };
 
 }  // namespace raftlog::server

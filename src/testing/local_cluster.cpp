@@ -274,6 +274,11 @@ void LocalCluster::start(int id) {
   pids_[id] = pid;
 }
 
+pid_t LocalCluster::pid(int id) const {
+  auto it = pids_.find(id);
+  return it != pids_.end() && it->second > 0 ? it->second : 0;
+}
+
 bool LocalCluster::running(int id) const {
   auto it = pids_.find(id);
   return it != pids_.end() && it->second > 0;

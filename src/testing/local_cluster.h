@@ -73,6 +73,8 @@ class LocalCluster {
   // status (0 for a clean shutdown), or -1 if it had to be killed after `timeout`.
   int stop(int id, std::chrono::milliseconds timeout = std::chrono::seconds(10));
   bool running(int id) const;
+  // The process id of a running node, 0 when it is not running (for CPU accounting by benchmarks).
+  pid_t pid(int id) const;
   // Flags added to node `id`'s command line from its next start() on (after extra_flags).
   void set_node_flags(int id, std::vector<std::string> flags);
   // A joining node (beyond founding_members) is started without --join from its next start() on

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "node/temp_dir.h"
 #include "raftlog/v1/client.grpc.pb.h"
+#include "server/in_process_node.h"
 #include "server/server.h"
 #include "shared/loopback.h"
 
@@ -25,75 +25,6 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace v1 = ::raftlog::v1;
-
-// A one-node cluster served in this process; it elects itself at once.
-class InProcessNode {
- public:
-  explicit InProcessNode(const std::function<void(server::NodeConfig&)>& adjust) {
-    config_.node_id = 1;
-    config_.members[1] = loopback_address(pick_free_loopback_port());
-    config_.data_dir = dir_.path();
-    config_.store.flush_mode = store::FlushMode::kAsync;  // nothing here is about durability
-    config_.store.segment_size_bytes = 64ULL << 20;
-    // The shared test machine's disk may be fuller than the default high watermark.
-    config_.disk_high_watermark = 1.0;
-    config_.disk_low_watermark = 0.99;
-    adjust(config_);
-    std::string error;
-    server_ = server::Server::start(config_, &error);
-    EXPECT_NE(server_, nullptr) << error;
-    if (server_ != nullptr) {
-      EXPECT_TRUE(eventually([&] { return is_leader(); }, 10s)) << "no election in 10 s";
-    }
-  }
-  ~InProcessNode() {
-    if (server_ != nullptr) server_->shutdown();
-  }
-
-  bool started() const { return server_ != nullptr; }
-  const std::string& address() const { return server_->bound_address(); }
-  std::size_t open_tail_streams() const { return server_->open_tail_streams(); }
-  std::size_t open_append_streams() const { return server_->open_append_streams(); }
-  // A channel on a TCP connection of its own: gRPC otherwise shares one connection between
-  // channels with equal arguments.
-  std::shared_ptr<grpc::Channel> new_connection(grpc::ChannelArguments args = {}) const {
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
-    return grpc::CreateCustomChannel(address(), grpc::InsecureChannelCredentials(), args);
-  }
-  bool is_leader() const {
-    auto stub = v1::Log::NewStub(new_connection());
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 1s);
-    v1::StatusResponse response;
-    return stub->Status(&context, v1::StatusRequest(), &response).ok() &&
-           response.role() == v1::ROLE_LEADER;
-  }
-  // Appends `count` entries of `bytes` bytes each, `per_call` per Append; the last index or 0.
-  std::uint64_t append(std::size_t count, std::size_t bytes, std::size_t per_call = 1) {
-    auto stub = v1::Log::NewStub(new_connection());
-    std::uint64_t last = 0;
-    for (std::size_t done = 0; done < count;) {
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + 10s);
-      v1::AppendRequest request;
-      for (std::size_t i = 0; i < per_call && done < count; ++i, ++done)
-        request.add_entries(std::string(bytes, 'e'));
-      v1::AppendResponse response;
-      const grpc::Status status = stub->Append(&context, request, &response);
-      EXPECT_TRUE(status.ok()) << status.error_message();
-      if (!status.ok()) return 0;
-      last = response.last_index();
-    }
-    return last;
-  }
-
- private:
-  server::testing::TempDir dir_;
-  server::NodeConfig config_;
-  std::unique_ptr<server::Server> server_;
-};
 
 // One Tail call on a channel, read or not as the test pleases.
 struct TailCall {
