@@ -296,7 +296,7 @@ TEST(GroupsService, TheStatusRpcExportsTheGroupTable) {
   while (std::chrono::steady_clock::now() < deadline) {
     auto got = node.log().status(node.address());
     ASSERT_TRUE(got.ok()) << got.status().to_string();
-    status = *got;
+    status = got.value();
     if (status.groups_retention_hold > committed->index) break;  // persisted (a slot changed)
     std::this_thread::sleep_for(50ms);
   }
