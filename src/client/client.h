@@ -253,6 +253,12 @@ struct NodeStatus {
   std::uint64_t derived_indexed_through = 0;
   std::uint64_t derived_lag_entries = 0;
   std::string derived_problem;
+  // The consumer group table: the last index it applied, where retention is held for it, and the
+  // commits it could not decode or refused past its stored bounds (Status RPC, client.proto).
+  std::uint64_t groups_applied_through = 0;
+  std::uint64_t groups_retention_hold = 0;
+  std::uint64_t groups_bad_commits = 0;
+  std::uint64_t groups_refused_commits = 0;
   std::uint64_t corrupt_index = 0;
   std::uint64_t scrub_bytes_verified = 0;
   std::uint64_t scrub_passes = 0;

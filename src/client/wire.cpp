@@ -113,6 +113,10 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.derived_indexed_through = wire.derived_indexed_through();
   status.derived_lag_entries = wire.derived_lag_entries();
   status.derived_problem = wire.derived_problem();
+  status.groups_applied_through = wire.groups_applied_through();
+  status.groups_retention_hold = wire.groups_retention_hold();
+  status.groups_bad_commits = wire.groups_bad_commits();
+  status.groups_refused_commits = wire.groups_refused_commits();
   status.storage_fault = wire.storage_fault();
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();

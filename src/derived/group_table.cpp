@@ -90,6 +90,29 @@ std::string encode_group_table(const GroupTableState& state) {
   return out;
 }
 
+std::string encode_group_table_marker(const std::string& cluster_id) {
+  std::string out;
+  append_u32(&out, kGroupTableMarkerMagic);
+  append_u32(&out, 0);  // crc, below
+  append_u32(&out, kGroupTableMarkerVersion);
+  append_u32(&out, static_cast<std::uint32_t>(cluster_id.size()));
+  out += cluster_id;
+  store::put_u32(out.data() + 4, util::crc32c::value(out.data() + 8, out.size() - 8));
+  return out;
+}
+
+std::optional<std::string> decode_group_table_marker(const std::string& bytes) {
+  Reader in(bytes);
+  std::uint32_t magic = 0, crc = 0, version = 0, size = 0;
+  std::string cluster_id;
+  const bool ok = in.u32(&magic) && magic == kGroupTableMarkerMagic && in.u32(&crc) &&
+                  crc == util::crc32c::value(bytes.data() + 8, bytes.size() - 8) &&
+                  in.u32(&version) && version == kGroupTableMarkerVersion && in.u32(&size) &&
+                  size <= 4096 && in.bytes(size, &cluster_id) && in.done();
+  if (!ok) return std::nullopt;
+  return cluster_id;
+}
+
 std::optional<GroupTableState> decode_group_table(const std::string& bytes, std::string* problem) {
   Reader in(bytes);
   std::uint32_t magic = 0, crc = 0, version = 0, flags = 0, cluster_size = 0, groups = 0;
@@ -109,13 +132,13 @@ std::optional<GroupTableState> decode_group_table(const std::string& bytes, std:
   bool ok = in.u32(&flags) && flags <= 1 && in.u32(&cluster_size) && cluster_size <= 4096 &&
             in.bytes(cluster_size, &state.cluster_id) && in.u64(&state.boundary) &&
             state.boundary >= 1 && in.u64(&state.boundary_term) && in.u32(&groups) &&
-            groups <= kMaxGroups;
+            groups <= kMaxStoredGroups;
   state.complete = (flags & 1U) != 0;
   for (std::uint32_t g = 0; ok && g < groups; ++g) {
     std::string group;
     std::uint32_t slots = 0;
     ok = in.name(&group) && group_problem(group).empty() && state.groups.count(group) == 0 &&
-         in.u32(&slots) && slots >= 1 && slots <= kMaxTopicsPerGroup;
+         in.u32(&slots) && slots >= 1 && slots <= kMaxStoredTopicsPerGroup;
     auto& table = state.groups[group];
     for (std::uint32_t s = 0; ok && s < slots; ++s) {
       std::string topic;
@@ -137,11 +160,24 @@ std::optional<GroupTableState> decode_group_table(const std::string& bytes, std:
   return state;
 }
 
+std::optional<std::uint64_t> read_group_table_boundary(store::Env* env, const std::string& dir,
+                                                       const std::string& cluster_id) {
+  const std::string path = store::join_path(dir, kFileName);
+  if (!env->exists(path)) return std::nullopt;
+  auto bytes = env->read_file(path, kMaxGroupTableBytes);
+  if (!bytes.ok()) return std::nullopt;
+  std::string problem;
+  std::optional<GroupTableState> state = decode_group_table(*bytes, &problem);
+  if (!state || state->cluster_id != cluster_id) return std::nullopt;
+  return state->boundary;
+}
+
 GroupTable::GroupTable(store::Env* env, std::string dir) : env_(env), dir_(std::move(dir)) {}
 
 std::unique_ptr<GroupTable> GroupTable::open(store::Env* env, std::string dir,
-                                             std::string cluster_id, const LogView& log,
-                                             OpenReport* report, Status* error) {
+                                             const std::string& marker_dir, std::string cluster_id,
+                                             const LogView& log, OpenReport* report,
+                                             Status* error) {
   std::unique_ptr<GroupTable> table(new GroupTable(env, dir));
   *report = OpenReport{};
   if (Status made = env->create_dir(dir); !made.ok()) {
@@ -150,6 +186,20 @@ std::unique_ptr<GroupTable> GroupTable::open(store::Env* env, std::string dir,
   }
   const std::uint64_t first = std::max<std::uint64_t>(log.first_index(), 1);
   const std::string path = store::join_path(dir, kFileName);
+  // The marker goes to disk before the first table can: a node that has a table, or had one, has
+  // the marker (a crash in between leaves a marker without a table: "lost", the safe side).
+  const std::string marker = store::join_path(marker_dir, kGroupTableMarkerName);
+  const bool had_table = env->exists(marker) || env->exists(path);
+  if (!env->exists(marker)) {
+    const std::string temp = marker + ".tmp";
+    Status written = env->write_file(temp, encode_group_table_marker(cluster_id));
+    if (written.ok()) written = env->rename(temp, marker);
+    if (written.ok()) written = env->sync_dir(marker_dir);
+    if (!written.ok()) {
+      *error = written;
+      return nullptr;
+    }
+  }
   std::string problem;
   std::optional<GroupTableState> loaded;
   if (!env->exists(path)) {
@@ -166,11 +216,19 @@ std::unique_ptr<GroupTable> GroupTable::open(store::Env* env, std::string dir,
   if (!loaded) {
     // Replayed from the log's first index: exact when that is 1; else commits retention removed
     // are lost to this node, and the table says so (complete = false).
+    // Never had a table: no commit can be below the log's first index (every node runs a version
+    // with groups before the first commit), so the empty table is complete. Lost it: the commits
+    // retention removed are lost to this node, and the table says so (complete = false).
+    const bool never_had = problem == "missing" && !had_table;
     report->mode = problem == "missing" ? OpenMode::kFresh : OpenMode::kRebuilt;
-    report->reason = problem == "missing" ? "no group table yet" : problem;
+    report->reason = never_had ? "no group table yet"
+                     : problem == "missing"
+                         ? "derived/GROUPS is missing (" + std::string(kGroupTableMarkerName) +
+                               " says this node had one)"
+                         : problem;
     table->state_.cluster_id = std::move(cluster_id);
     table->state_.boundary = first;
-    table->state_.complete = first == 1;
+    table->state_.complete = first == 1 || never_had;
     if (!table->state_.complete)
       report->reason +=
           "; the log starts at " + std::to_string(first) + ": the table is incomplete";
@@ -253,19 +311,20 @@ void GroupTable::apply_commit(const SourceEntry& entry) {
   }
   auto group = state_.groups.find(commit.group);
   if (group == state_.groups.end()) {
-    if (state_.groups.size() >= kMaxGroups) {
+    if (state_.groups.size() >= kMaxStoredGroups) {
       ++refused_commits_;
       return;
     }
     group = state_.groups.emplace(commit.group, std::map<std::string, GroupSlot>{}).first;
   }
-  if (group->second.count(commit.topic) == 0 && group->second.size() >= kMaxTopicsPerGroup) {
+  if (group->second.count(commit.topic) == 0 && group->second.size() >= kMaxStoredTopicsPerGroup) {
     ++refused_commits_;
     if (group->second.empty()) state_.groups.erase(group);
     return;
   }
   group->second[commit.topic] =
       GroupSlot{true, GroupOffset{commit.offset, entry.index, entry.term}};
+  slots_changed_ = true;
 }
 
 bool GroupTable::apply(const std::vector<SourceEntry>& entries) {
@@ -286,6 +345,7 @@ void GroupTable::skip_to(std::uint64_t index) {
   std::unique_lock lock(mu_);
   if (index <= state_.boundary) return;
   forget_all();
+  slots_changed_ = true;
   state_.boundary = index;
   state_.boundary_term = 0;
 }
@@ -305,7 +365,13 @@ Status GroupTable::persist() {
   if (Status synced = env_->sync_dir(dir_); !synced.ok()) return synced;
   std::unique_lock lock(mu_);
   persisted_boundary_ = boundary;
+  slots_changed_ = false;  // one writer: nothing applied since the snapshot above
   return Status();
+}
+
+bool GroupTable::slots_changed() const {
+  std::shared_lock lock(mu_);
+  return slots_changed_;
 }
 
 GroupLookup GroupTable::lookup(const std::string& group, const std::string& topic,

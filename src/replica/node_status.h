@@ -75,6 +75,13 @@ struct NodeStatus {
   std::uint64_t derived_indexed_through = 0;
   std::uint64_t derived_lag_entries = 0;
   std::string derived_problem;
+  // The consumer group table (src/derived/group_table.h), filled in by the server: the last log
+  // index it applied, where retention is held for it (0 = no hold), and its bad and refused commit
+  // counts since start.
+  std::uint64_t groups_applied_through = 0;
+  std::uint64_t groups_retention_hold = 0;
+  std::uint64_t groups_bad_commits = 0;
+  std::uint64_t groups_refused_commits = 0;
   // The background scrub (Scrubber): bytes verified so far, completed passes, and the first corrupt
   // entry it (or a reader) found (0 = none; the node then stops, see docs/operations.md).
   std::uint64_t scrub_bytes_verified = 0;

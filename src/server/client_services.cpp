@@ -251,6 +251,10 @@ class ClientServices::Impl {
       response.set_derived_indexed_through(status.derived_indexed_through);
       response.set_derived_lag_entries(status.derived_lag_entries);
       response.set_derived_problem(status.derived_problem);
+      response.set_groups_applied_through(status.groups_applied_through);
+      response.set_groups_retention_hold(status.groups_retention_hold);
+      response.set_groups_bad_commits(status.groups_bad_commits);
+      response.set_groups_refused_commits(status.groups_refused_commits);
       response.set_storage_fault(status.storage_fault);
       response.set_corrupt_index(status.corrupt_index);
       response.set_scrub_bytes_verified(status.scrub_bytes_verified);

@@ -45,7 +45,8 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   derived::OpenReport groups_report;
   auto groups = derived::GroupTable::open(store::Env::posix(),
                                           store::join_path(config.data_dir, "derived"),
-                                          config.cluster_id, log, &groups_report, &error);
+                                          config.data_dir, config.cluster_id, log, &groups_report,
+                                          &error);
   if (groups == nullptr) {
     *problem = "consumer group table: " + error.to_string();
     return nullptr;
@@ -61,6 +62,20 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   node->hold_log_from(groups->persisted_boundary());
   return std::unique_ptr<Dispatcher>(new Dispatcher(node, std::move(indexes), std::move(report),
                                                     std::move(groups), std::move(groups_report)));
+}
+
+std::uint64_t Dispatcher::hold_retention_without_table(Node* node, const NodeConfig& config) {
+  const std::optional<std::uint64_t> boundary = derived::read_group_table_boundary(
+      store::Env::posix(), store::join_path(config.data_dir, "derived"), config.cluster_id);
+  const std::uint64_t hold =
+      boundary ? *boundary : std::max<std::uint64_t>(node->log_bounds().first, 1);
+  node->hold_log_from(hold);
+  spdlog::warn("node {}: no consumer group table: retention held at log index {} ({}) until a "
+               "restart opens the table again",
+               config.node_id, hold,
+               boundary ? "derived/GROUPS's boundary"
+                        : "the log's first index; derived/GROUPS does not decode");
+  return hold;
 }
 
 Dispatcher::Dispatcher(Node* node, std::unique_ptr<derived::DerivedIndexes> indexes,
@@ -85,13 +100,22 @@ void Dispatcher::set_failure(std::string failure) {
   applied_cv_.notify_all();
 }
 
-bool Dispatcher::wait_applied(std::uint64_t index,
-                              std::chrono::steady_clock::time_point deadline) const {
+bool Dispatcher::wait_groups_applied(std::uint64_t index,
+                                     std::chrono::steady_clock::time_point deadline) const {
   std::unique_lock lock(applied_mu_);
   applied_cv_.wait_until(lock, deadline, [&] {
-    return next_index() > index || stop_.load() || !failure().empty();
+    return groups_->boundary() > index || stop_.load() || !failure().empty();
   });
-  return next_index() > index;
+  return groups_->boundary() > index;
+}
+
+bool Dispatcher::wait_indexes_applied(std::uint64_t index,
+                                      std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock lock(applied_mu_);
+  applied_cv_.wait_until(lock, deadline, [&] {
+    return indexes_->boundary() > index || stop_.load() || !failure().empty();
+  });
+  return indexes_->boundary() > index;
 }
 
 Dispatcher::~Dispatcher() { stop(); }
@@ -129,7 +153,10 @@ void Dispatcher::run() {
     const auto now = std::chrono::steady_clock::now();
     // At most every kPersistIntervalMs: a trickle of appends must not turn into a trickle of
     // fsyncs competing with the log's own on the same disk.
-    if (dirty_ && now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs)) persist();
+    if (now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs) &&
+        (dirty_ || groups_persist_due(now))) {
+      persist();
+    }
     const std::uint64_t first = node_->log_bounds().first;
     if (first > trimmed_below_) {
       // trim_below persists the cursor itself before it unlinks (a restart keeps the offsets). A
@@ -150,77 +177,135 @@ void Dispatcher::run() {
       node_->wait_for_commit(next_index() - 1, std::chrono::steady_clock::now() + wait);
     }
   }
-  if (dirty_ && failure().empty()) persist();
+  if (failure().empty()) persist();  // stop_ is set: the group table's boundary too
 }
 
-bool Dispatcher::dispatch_batch() {
-  const std::uint64_t from = next_index();
+void Dispatcher::skip_trimmed(std::uint64_t from) {
+  // Retention removed entries before they were applied: they cannot be, so dispatch goes on at the
+  // first retained index (docs/operations.md, "Topics and keys"). The group table holds retention
+  // at its persisted boundary (and a node without a table at the file's boundary, or its log's
+  // first index: hold_retention_without_table), so it meets this only after segments were removed
+  // by hand, or a GROUPS file was restored older than its log.
+  const std::uint64_t first = node_->log_bounds().first;
+  spdlog::warn("derived state: entries {}..{} were trimmed by retention before they were "
+               "applied; they stay unindexed",
+               from, first - 1);
+  if (indexes_->boundary() < first) indexes_->skip_to(first);
+  if (groups_->boundary() < first) {
+    spdlog::error("consumer group table: entries {}..{} were trimmed before it applied them: "
+                  "every group offset is unknown until committed again",
+                  groups_->boundary(), first - 1);
+    groups_->skip_to(first);
+  }
+  dirty_ = true;
+}
+
+bool Dispatcher::read_batch(std::uint64_t from, std::vector<derived::SourceEntry>* batch,
+                            bool* skipped) {
+  *skipped = false;
   if (from > node_->commit_index()) return false;
   std::vector<raft::Entry> entries;
   const NodeError error = node_->read_committed(from, kBatchEntries, kBatchBytes, &entries);
   if (!error.ok()) {
     if (error.reason == replica::kReasonIndexTrimmed) {
-      // Retention removed entries before they were applied: they cannot be, so dispatch goes on
-      // at the first retained index (docs/operations.md, "Topics and keys"). The group table holds
-      // retention at its persisted boundary, so it meets this only after a trim by hand.
-      const std::uint64_t first = node_->log_bounds().first;
-      spdlog::warn("derived state: entries {}..{} were trimmed by retention before they were "
-                   "applied; they stay unindexed",
-                   from, first - 1);
-      if (indexes_->boundary() < first) indexes_->skip_to(first);
-      if (groups_->boundary() < first) {
-        spdlog::error("consumer group table: entries {}..{} were trimmed before it applied them: "
-                      "every group offset is unknown until committed again",
-                      groups_->boundary(), first - 1);
-        groups_->skip_to(first);
-      }
-      dirty_ = true;
-      return true;
+      skip_trimmed(from);
+      *skipped = true;
+      return false;
     }
     if (error.code != ErrorCode::kUnavailable) set_failure("reading the log: " + error.message);
     return false;
   }
-  if (entries.empty()) return false;
-  std::vector<derived::SourceEntry> batch;
-  batch.reserve(entries.size());
+  batch->clear();
+  batch->reserve(entries.size());
   for (raft::Entry& entry : entries) {
-    batch.push_back(derived::SourceEntry{entry.index, entry.term, entry.has_envelope,
-                                         std::string(entry.payload.view()),
-                                         entry.is_group_commit});
+    batch->push_back(derived::SourceEntry{entry.index, entry.term, entry.has_envelope,
+                                          std::string(entry.payload.view()),
+                                          entry.is_group_commit});
   }
-  // Each consumer takes the part of the batch at and after its own boundary.
-  auto from_boundary = [&](std::uint64_t boundary) {
+  return !batch->empty();
+}
+
+bool Dispatcher::dispatch_batch() {
+  // The group table reads from its own boundary: when the indexes lag (a rebuild), the table and
+  // the Groups calls waiting on it are not held back by them. When both are at the same boundary
+  // one read feeds both.
+  const std::uint64_t groups_from = groups_->boundary();
+  const std::uint64_t indexes_from = indexes_->boundary();
+  std::vector<derived::SourceEntry> batch;
+  bool skipped = false;
+  bool applied = false;
+  // Each consumer takes the part of `batch` (read from `from`) at and after its own boundary.
+  auto from_boundary = [&](std::uint64_t from, std::uint64_t boundary) {
     const auto skip = static_cast<std::ptrdiff_t>(
         std::min<std::uint64_t>(boundary - from, batch.size()));
     return std::vector<derived::SourceEntry>(batch.begin() + skip, batch.end());
   };
-  if (!indexes_->apply(from_boundary(indexes_->boundary())) ||
-      !groups_->apply(from_boundary(groups_->boundary()))) {
-    set_failure("the log handed out entries out of order at " + std::to_string(from));
-    return false;
+  const std::uint64_t first_read = groups_from;
+  if (read_batch(first_read, &batch, &skipped)) {
+    const bool feeds_indexes = indexes_from >= first_read;
+    if ((feeds_indexes && !indexes_->apply(from_boundary(first_read, indexes_from))) ||
+        !groups_->apply(from_boundary(first_read, groups_from))) {
+      set_failure("the log handed out entries out of order at " + std::to_string(first_read));
+      return false;
+    }
+    applied = true;
   }
-  {
+  auto notify = [&] {
     std::lock_guard lock(applied_mu_);
     applied_cv_.notify_all();
+  };
+  if (skipped) {
+    notify();
+    return true;  // skip_trimmed set dirty_
   }
-  dirty_ = true;
-  return true;
+  if (!failure().empty()) return false;
+  // The indexes lag the group table: their own read, after the table's.
+  const std::uint64_t lagging = indexes_->boundary();
+  if (lagging < first_read && read_batch(lagging, &batch, &skipped)) {
+    if (!indexes_->apply(from_boundary(lagging, lagging))) {
+      set_failure("the log handed out entries out of order at " + std::to_string(lagging));
+      return false;
+    }
+    applied = true;
+  }
+  if (applied || skipped) {
+    notify();
+    dirty_ = true;
+  }
+  return applied || skipped;
+}
+
+bool Dispatcher::groups_persist_due(std::chrono::steady_clock::time_point now) const {
+  if (groups_->slots_changed()) return true;
+  if (groups_->boundary() == groups_->persisted_boundary()) return false;
+  if (stop_.load()) return true;
+  // Only the boundary moved: rewriting and fsyncing GROUPS for that every 200 ms would cost a
+  // fsync per interval on an idle group table. The retention hold stays at the persisted boundary
+  // meanwhile, which is safe (it only trims less).
+  return now - groups_persisted_at_ >= std::chrono::milliseconds(kGroupsBoundaryPersistMs) ||
+         groups_->boundary() - groups_->persisted_boundary() >= kGroupsHoldLagEntries;
 }
 
 void Dispatcher::persist() {
-  if (store::Status persisted = indexes_->persist(); !persisted.ok()) {
-    spdlog::error("derived indexes: persisting: {}", persisted.to_string());
-    set_failure("persisting: " + persisted.to_string());
-    return;
+  const auto now = std::chrono::steady_clock::now();
+  if (dirty_) {
+    if (store::Status persisted = indexes_->persist(); !persisted.ok()) {
+      spdlog::error("derived indexes: persisting: {}", persisted.to_string());
+      set_failure("persisting: " + persisted.to_string());
+      return;
+    }
+    dirty_ = false;
   }
-  if (store::Status persisted = groups_->persist(); !persisted.ok()) {
-    spdlog::error("consumer group table: persisting: {}", persisted.to_string());
-    set_failure("persisting the group table: " + persisted.to_string());
-    return;
+  if (groups_persist_due(now)) {
+    if (store::Status persisted = groups_->persist(); !persisted.ok()) {
+      spdlog::error("consumer group table: persisting: {}", persisted.to_string());
+      set_failure("persisting the group table: " + persisted.to_string());
+      return;
+    }
+    groups_persisted_at_ = now;
+    node_->hold_log_from(groups_->persisted_boundary());
   }
-  node_->hold_log_from(groups_->persisted_boundary());
-  dirty_ = false;
-  persisted_at_ = std::chrono::steady_clock::now();
+  persisted_at_ = now;
 }
 
 }  // namespace raftlog::server

@@ -11,11 +11,15 @@
 // retention removed before they were indexed are skipped (logged), never waited for.
 //
 // It also applies the consumer group table (src/derived/group_table.h) from the same committed
-// entries, with its own boundary and file (derived/GROUPS): the table holds consumers' offsets, the
-// cursor how far the indexes are built, and neither stands in for the other. The group table is
-// persisted on the same cadence; after each persist the node's retention is held at the table's
-// persisted boundary (Node::hold_log_from), so a commit entry is never trimmed before the table
-// that applied it is durable.
+// entries, with its own boundary, read position and file (derived/GROUPS): the table holds
+// consumers' offsets, the cursor how far the indexes are built, and neither stands in for the
+// other. When both are at the same boundary one read feeds both; when the indexes lag (a rebuild),
+// the group table reads from its own boundary first, so Groups calls never wait for the indexes.
+// The table is persisted when a slot changed (on the indexes' cadence), and when only its boundary
+// moved at most every kGroupsBoundaryPersistMs, or sooner (every kPersistIntervalMs at most) once the boundary is
+// kGroupsHoldLagEntries past the persisted one. After each persist the node's retention is held at
+// the table's persisted boundary (Node::hold_log_from), so a commit entry is never trimmed before
+// the table that applied it is durable.
 #pragma once
 
 #include <atomic>
@@ -37,6 +41,15 @@ class Dispatcher {
   static constexpr std::size_t kBatchEntries = 1024;
   static constexpr std::size_t kBatchBytes = 16U << 20;
   static constexpr std::uint32_t kPersistIntervalMs = 200;
+  // A group table whose boundary alone moved (no slot changed) is rewritten at most this often...
+  static constexpr std::uint32_t kGroupsBoundaryPersistMs = 10'000;
+  // ... or once it applied this many entries past its persisted boundary (still at most every
+  // kPersistIntervalMs): retention is held at the persisted boundary, so this bounds how far the
+  // hold lags the applied index (plus what kPersistIntervalMs of appends adds). Small, so that a
+  // trim or retention right after a burst of appends is not held back for 10 s; an idle table (no
+  // entries) or a trickle (fewer than this per 10 s) costs no fsync per 200 ms. Under a steady
+  // stream GROUPS is still rewritten every 200 ms (small beside the log's own syncs then).
+  static constexpr std::uint64_t kGroupsHoldLagEntries = 32;
 
   // Opens data_dir/derived and checks it against the node's recovered log. nullptr with `problem`
   // when the directory cannot be used (the node then serves without topic and key queries).
@@ -46,6 +59,12 @@ class Dispatcher {
   Dispatcher(const Dispatcher&) = delete;
   Dispatcher& operator=(const Dispatcher&) = delete;
 
+  // When open() failed the node runs without a group table, and nothing would hold retention: it
+  // could trim commits the table on disk has not applied, and a later start would forget every
+  // offset. This holds retention at derived/GROUPS's boundary when the file decodes, else at the
+  // log's first index (nothing more is trimmed), logs it, and returns the hold.
+  static std::uint64_t hold_retention_without_table(Node* node, const NodeConfig& config);
+
   void start();
   // Persists what it applied and joins the thread; idempotent. Call before the node stops.
   void stop();
@@ -54,9 +73,12 @@ class Dispatcher {
   const derived::OpenReport& open_report() const { return report_; }
   const derived::GroupTable& groups() const { return *groups_; }
   const derived::OpenReport& groups_open_report() const { return groups_report_; }
-  // Blocks until the group table and the indexes have applied every entry up to and including
-  // `index`, the deadline passes, dispatch failed or stop() ran. True when they have.
-  bool wait_applied(std::uint64_t index, std::chrono::steady_clock::time_point deadline) const;
+  // Block until the group table (the indexes) applied every entry up to and including `index`, the
+  // deadline passes, dispatch failed or stop() ran. True when it has.
+  bool wait_groups_applied(std::uint64_t index,
+                           std::chrono::steady_clock::time_point deadline) const;
+  bool wait_indexes_applied(std::uint64_t index,
+                            std::chrono::steady_clock::time_point deadline) const;
   // Committed entries not yet indexed (commit index - (boundary - 1)).
   std::uint64_t lag() const;
   // Set when a read or a write of the indexes failed: dispatch stopped (queries still answer what
@@ -72,7 +94,12 @@ class Dispatcher {
   void set_failure(std::string failure);
   void run();
   bool dispatch_batch();  // true when it applied something
+  // Reads committed entries from `from` into `batch`; false when there is nothing to read (or
+  // after a trim it handled, or a failure it set), *skipped when retention removed `from`.
+  bool read_batch(std::uint64_t from, std::vector<derived::SourceEntry>* batch, bool* skipped);
+  void skip_trimmed(std::uint64_t from);
   void persist();
+  bool groups_persist_due(std::chrono::steady_clock::time_point now) const;
 
   Node* node_;
   std::unique_ptr<derived::DerivedIndexes> indexes_;
@@ -86,6 +113,7 @@ class Dispatcher {
   bool dirty_ = false;
   std::uint64_t trimmed_below_ = 0;
   std::chrono::steady_clock::time_point persisted_at_{};
+  std::chrono::steady_clock::time_point groups_persisted_at_{};
   mutable std::mutex failure_mu_;
   std::string failure_;
 };

@@ -19,7 +19,13 @@ namespace raftlog::server {
 class GroupsService final : public raftlog::v1::Groups::Service {
  public:
   static constexpr int kMaxPendingCalls = 64;
-  static constexpr std::uint32_t kApplyWaitMs = 2000;
+  // Below the client library's default call timeout (2000 ms), so a slow table is answered
+  // GROUPS_BEHIND (retried) rather than by the client's DEADLINE_EXCEEDED. A call with a shorter
+  // deadline waits only until it.
+  static constexpr std::uint32_t kApplyWaitMs = 1500;
+  // The commits a leader admits at once pass fits() against the same table: the group table must
+  // accept that many past its bounds (derived::kGroupBoundSlack).
+  static_assert(static_cast<std::size_t>(kMaxPendingCalls) <= derived::kGroupBoundSlack);
 
   // `dispatcher` may be null (derived state unusable): every call is then UNAVAILABLE.
   GroupsService(Node* node, const Dispatcher* dispatcher);
@@ -36,9 +42,10 @@ class GroupsService final : public raftlog::v1::Groups::Service {
                           raftlog::v1::ListGroupsResponse* response) override;
 
  private:
-  // A ReadIndex, then the wait until the table (and the indexes) applied through it: OK with
-  // *read_index set, or the status to answer with.
-  grpc::Status read_barrier(grpc::ServerContext* context, std::uint64_t* read_index) const;
+  // A ReadIndex, then the wait until the group table (and, `with_indexes`, the topic indexes, which
+  // a commit's checks read) applied through it: OK with *read_index set, or the status to answer.
+  grpc::Status read_barrier(grpc::ServerContext* context, std::uint64_t* read_index,
+                            bool with_indexes) const;
   // Refuses a commit that could not apply (bad names, unknown topic, offset, bounds); OK if none.
   grpc::Status check_commit(grpc::ServerContext* context,
                             const raftlog::v1::CommitOffsetRequest& request,

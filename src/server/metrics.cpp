@@ -244,6 +244,15 @@ class Metrics::Impl final : public prometheus::Collectable {
     segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");
     derived_lag_ = &gauge("raftlog_derived_lag_entries",
                           "Committed entries the derived indexes (topics, keys, time) lack yet.");
+    groups_applied_ = &gauge("raftlog_groups_applied_index",
+                             "Last log index the consumer group table applied.");
+    groups_hold_ = &gauge("raftlog_groups_retention_hold_index",
+                          "Retention keeps entries from this index for the consumer group table "
+                          "(0 = no hold).");
+    groups_bad_ = &gauge("raftlog_groups_bad_commits",
+                         "Group-commit entries the group table could not decode, since start.");
+    groups_refused_ = &gauge("raftlog_groups_refused_commits",
+                             "Group commits past the table's stored bounds, since start.");
     derived_stopped_ = &gauge("raftlog_derived_stopped",
                               "1 when the derived indexes stopped on an error (see the node's log).");
     disk_bytes_ = &gauge("raftlog_store_disk_bytes", "Bytes of segment and index files on disk.");
@@ -334,6 +343,10 @@ class Metrics::Impl final : public prometheus::Collectable {
     segments_->Set(static_cast<double>(status.store_segments));
     derived_lag_->Set(static_cast<double>(status.derived_lag_entries));
     derived_stopped_->Set(status.derived_problem.empty() ? 0 : 1);
+    groups_applied_->Set(static_cast<double>(status.groups_applied_through));
+    groups_hold_->Set(static_cast<double>(status.groups_retention_hold));
+    groups_bad_->Set(static_cast<double>(status.groups_bad_commits));
+    groups_refused_->Set(static_cast<double>(status.groups_refused_commits));
     disk_bytes_->Set(static_cast<double>(status.store_disk_bytes));
     recovery_duration_->Set(std::chrono::duration<double>(status.recovery_duration).count());
     for (store::RecoveryMode mode : kRecoveryModes) {
@@ -409,6 +422,10 @@ class Metrics::Impl final : public prometheus::Collectable {
   Gauge* segments_ = nullptr;
   Gauge* derived_lag_ = nullptr;
   Gauge* derived_stopped_ = nullptr;
+  Gauge* groups_applied_ = nullptr;
+  Gauge* groups_hold_ = nullptr;
+  Gauge* groups_bad_ = nullptr;
+  Gauge* groups_refused_ = nullptr;
   Gauge* disk_bytes_ = nullptr;
   Gauge* disk_free_ratio_ = nullptr;
   Gauge* watermark_ = nullptr;

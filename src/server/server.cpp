@@ -127,6 +127,7 @@ class Server::Impl {
   std::unique_ptr<PeerTransport> transport;
   std::unique_ptr<ClientServices> services;
   std::unique_ptr<Dispatcher> dispatcher;  // null when the derived indexes cannot be used
+  std::uint64_t groups_hold_without_table = 0;  // the retention hold when `dispatcher` is null
   std::unique_ptr<TopicsService> topics;
   std::unique_ptr<GroupsService> groups;
   std::unique_ptr<MembershipService> membership;
@@ -196,16 +197,24 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   if (impl->dispatcher == nullptr) {
     spdlog::error("node {}: serving without topic and key queries: {}", impl->config.node_id,
                   dispatcher_problem);
+    impl->groups_hold_without_table = Dispatcher::hold_retention_without_table(node, impl->config);
   }
   impl->topics = std::make_unique<TopicsService>(
       node, impl->dispatcher.get(), impl->config.max_read_bytes,
       std::chrono::milliseconds(impl->config.stream_stall_timeout_ms));
   impl->groups = std::make_unique<GroupsService>(node, impl->dispatcher.get());
-  node->set_status_extension([dispatcher = impl->dispatcher.get()](NodeStatus* status) {
+  node->set_status_extension([dispatcher = impl->dispatcher.get(),
+                              hold = impl->groups_hold_without_table](NodeStatus* status) {
     if (dispatcher == nullptr) {
       status->derived_problem = "no indexes";
+      status->groups_retention_hold = hold;
       return;
     }
+    const derived::GroupTable& groups = dispatcher->groups();
+    status->groups_applied_through = groups.boundary() - 1;
+    status->groups_retention_hold = groups.persisted_boundary();
+    status->groups_bad_commits = groups.bad_commits();
+    status->groups_refused_commits = groups.refused_commits();
     status->derived_indexed_through = dispatcher->indexes().boundary() - 1;
     status->derived_lag_entries = dispatcher->lag();
     status->derived_problem = dispatcher->failure();

@@ -137,8 +137,12 @@ TEST(GroupsCluster, OffsetsOutliveTheirTrimmedCommitEntriesAcrossAKill9OfEveryNo
   ASSERT_NO_FATAL_FAILURE(append_topic(*writer, "filler", 200, 8 << 10));
   auto last = writer->append({"end"});
   ASSERT_TRUE(last.ok());
-  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster.wait_for_commit(id, last->last_index, 20s));
-  std::this_thread::sleep_for(600ms);  // the tables persist (every 200 ms), releasing retention
+  // A slot change makes every table persist within 200 ms, moving the retention hold past the
+  // filler (a boundary-only move would wait up to 10 s).
+  auto other = groups->commit("other", "orders", 1);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster.wait_for_commit(id, other->index, 20s));
+  std::this_thread::sleep_for(600ms);
   const CommandRun trim =
       run_command(std::string(RAFTLOGCTL_PATH) + " trim --before " +
                   std::to_string(last->last_index) + " --endpoints " + cluster.endpoints());

@@ -17,7 +17,8 @@ namespace {
 
 using testing::FakeLog;
 
-constexpr const char* kDir = "/derived";
+constexpr const char* kDataDir = "/data";
+constexpr const char* kDir = "/data/derived";
 constexpr const char* kCluster = "cluster-a";
 
 void add_commit(FakeLog* log, std::uint64_t term, const std::string& group,
@@ -33,7 +34,8 @@ void add_commit(FakeLog* log, std::uint64_t term, const std::string& group,
 std::unique_ptr<GroupTable> open_table(store::Env* env, const FakeLog& log, OpenReport* report,
                                        const std::string& cluster = kCluster) {
   store::Status error;
-  auto table = GroupTable::open(env, kDir, cluster, log, report, &error);
+  EXPECT_TRUE(env->create_dir(kDataDir).ok());
+  auto table = GroupTable::open(env, kDir, kDataDir, cluster, log, report, &error);
   EXPECT_NE(table, nullptr) << error.to_string();
   return table;
 }
@@ -114,7 +116,10 @@ TEST(GroupTable, LastCommitInLogOrderWinsAndOtherEntriesOnlyMoveTheBoundary) {
   EXPECT_FALSE(table->apply({log.entries[0]}));
 }
 
-TEST(GroupTable, BoundsOnGroupsAndTopicsRefuseInLogOrder) {
+// The bounds are the leader's admission check (fits()), never applied on replay: every well-formed
+// commit applies, so two tables over the same log agree whatever they held before (finding: a
+// node that rebuilt an incomplete table after retention refused, or applied, differently).
+TEST(GroupTable, BoundsAreCheckedAtAdmissionAndEveryWellFormedCommitApplies) {
   store::MemoryEnv env;
   FakeLog log;
   for (std::size_t g = 0; g < kMaxGroups; ++g) add_commit(&log, 1, "g" + std::to_string(g), "t", g);
@@ -129,21 +134,62 @@ TEST(GroupTable, BoundsOnGroupsAndTopicsRefuseInLogOrder) {
   EXPECT_EQ(table->fits("g0", "another"), GroupTable::Fit::kTooManyTopics);
   EXPECT_EQ(table->fits("g0", "t5"), GroupTable::Fit::kFits);  // an existing slot
   EXPECT_EQ(table->fits("g1", "another"), GroupTable::Fit::kFits);
+  // Commits admitted together past the bound (racing on the leader) apply on every node.
   add_commit(&log, 1, "new-group", "t", 1);
   add_commit(&log, 1, "g0", "another", 1);
   add_commit(&log, 1, "g0", "t5", 55);
   replay(*table, log);
-  EXPECT_EQ(table->refused_commits(), 2U);
-  EXPECT_EQ(lookup(*table, "new-group", "t"), GroupLookup::kNone);
-  EXPECT_EQ(lookup(*table, "g0", "another"), GroupLookup::kNone);
+  EXPECT_EQ(table->refused_commits(), 0U);
   std::uint64_t offset = 0;
+  EXPECT_EQ(lookup(*table, "new-group", "t", &offset), GroupLookup::kKnown);
+  EXPECT_EQ(offset, 1U);
+  EXPECT_EQ(lookup(*table, "g0", "another"), GroupLookup::kKnown);
   EXPECT_EQ(lookup(*table, "g0", "t5", &offset), GroupLookup::kKnown);
   EXPECT_EQ(offset, 55U);
-  // The biggest table persists and reopens within the file bound.
+  EXPECT_EQ(table->group_count(), kMaxGroups + 1);
+  EXPECT_EQ(table->fits("g0", "t5"), GroupTable::Fit::kFits);
+  // A table that lost its file and was rebuilt from a trimmed log (which holds fewer groups)
+  // applies the same commits: both hold them.
+  {
+    store::MemoryEnv other_env;
+    FakeLog trimmed;
+    trimmed.first = log.last_index() - 2;
+    for (std::uint64_t i = trimmed.first; i <= log.last_index(); ++i) {
+      trimmed.entries.push_back(log.entries[i - log.first]);
+    }
+    OpenReport other_report;
+    auto rebuilt = open_table(&other_env, trimmed, &other_report);
+    replay(*rebuilt, trimmed);
+    for (const auto& [group, topic] :
+         {std::pair<std::string, std::string>{"new-group", "t"}, {"g0", "another"}, {"g0", "t5"}}) {
+      GroupOffset ours, theirs;
+      ASSERT_EQ(table->lookup(group, topic, &ours), GroupLookup::kKnown);
+      ASSERT_EQ(rebuilt->lookup(group, topic, &theirs), GroupLookup::kKnown) << group << topic;
+      EXPECT_EQ(ours, theirs);
+    }
+  }
+  // The slack admitted commits can create persists and reopens.
   ASSERT_TRUE(table->persist().ok());
   auto reopened = open_table(&env, log, &report);
   EXPECT_EQ(report.mode, OpenMode::kResumed);
   EXPECT_EQ(reopened->state(), table->state());
+  // Past the stored bounds (only a forged peer or a bug writes that many) commits are refused,
+  // counted, alike on every node.
+  const std::size_t free_groups = kMaxStoredGroups - table->group_count();
+  for (std::size_t g = 0; g < free_groups + 5; ++g) {
+    add_commit(&log, 1, "extra" + std::to_string(g), "t", g);
+  }
+  for (std::size_t t = 0; t < kMaxStoredTopicsPerGroup + 5; ++t) {  // g1 has "t" already
+    add_commit(&log, 1, "g1", "x" + std::to_string(t), t);
+  }
+  replay(*table, log, 100);
+  EXPECT_EQ(table->group_count(), kMaxStoredGroups);
+  EXPECT_EQ(table->fetch("g1").offsets.size(), kMaxStoredTopicsPerGroup);
+  EXPECT_EQ(table->refused_commits(), 5U + 6U);
+  ASSERT_TRUE(table->persist().ok());
+  auto biggest = open_table(&env, log, &report);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(biggest->state(), table->state());
 }
 
 TEST(GroupTable, ReopensWhereItPersistedAndReplaysForward) {
@@ -338,20 +384,97 @@ TEST(GroupTable, CommitsTrimmedBeforeTheTableAppliedThemMakeItsOffsetsUnknown) {
   EXPECT_FALSE(running->complete());
 }
 
-TEST(GroupTable, AFreshTableOverATrimmedLogIsIncomplete) {
+// A node that lost its table (GROUPS_CREATED says it had one) cannot say "no offset" for what
+// retention removed.
+TEST(GroupTable, ALostTableRebuiltOverATrimmedLogIsIncomplete) {
   store::MemoryEnv env;
   FakeLog log;
   log.first = 100;
   add_commit(&log, 5, "g", "orders", 7);
   OpenReport report;
+  {
+    auto table = open_table(&env, log, &report);
+    ASSERT_TRUE(table->persist().ok());
+  }
+  ASSERT_TRUE(env.remove(std::string(kDir) + "/GROUPS").ok());
   auto table = open_table(&env, log, &report);
   EXPECT_EQ(report.mode, OpenMode::kFresh);
+  EXPECT_NE(report.reason.find("GROUPS_CREATED"), std::string::npos) << report.reason;
   EXPECT_FALSE(table->complete());
   replay(*table, log);
   std::uint64_t offset = 0;
   EXPECT_EQ(lookup(*table, "g", "orders", &offset), GroupLookup::kKnown);  // set after the trim
   EXPECT_EQ(offset, 7U);
   EXPECT_EQ(lookup(*table, "g", "payments"), GroupLookup::kUnknown);
+}
+
+// A node that never had a table (the first start after the upgrade that brought groups, retention
+// on) starts complete: no commit was written before every node could apply it, so a group or
+// topic the table lacks has no committed offset.
+TEST(GroupTable, ANodeThatNeverHadATableStartsCompleteOverATrimmedLog) {
+  store::MemoryEnv env;
+  FakeLog log;
+  log.first = 100;
+  log.add_plain(5);
+  add_commit(&log, 5, "g", "orders", 7);
+  OpenReport report;
+  auto table = open_table(&env, log, &report);
+  EXPECT_EQ(report.mode, OpenMode::kFresh);
+  EXPECT_TRUE(table->complete()) << report.reason;
+  replay(*table, log);
+  std::uint64_t offset = 0;
+  EXPECT_EQ(lookup(*table, "g", "orders", &offset), GroupLookup::kKnown);
+  EXPECT_EQ(offset, 7U);
+  EXPECT_EQ(lookup(*table, "g", "payments"), GroupLookup::kNone);
+  EXPECT_EQ(lookup(*table, "new-group", "orders"), GroupLookup::kNone);
+  // The marker is on disk (checksummed, versioned, naming the cluster) before any table.
+  auto marker = env.content(std::string(kDataDir) + "/" + kGroupTableMarkerName);
+  ASSERT_TRUE(marker.ok());
+  EXPECT_EQ(decode_group_table_marker(*marker), std::optional<std::string>(kCluster));
+  std::string damaged = *marker;
+  damaged[12] ^= 1;
+  EXPECT_EQ(decode_group_table_marker(damaged), std::nullopt);
+  EXPECT_EQ(decode_group_table_marker(marker->substr(0, marker->size() - 1)), std::nullopt);
+}
+
+// What the node holds retention at when it runs without a table: the file's boundary, when the file
+// decodes and is this cluster's.
+TEST(GroupTable, TheFilesBoundaryIsReadWithoutOpeningTheTable) {
+  store::MemoryEnv env;
+  FakeLog log;
+  for (int i = 0; i < 12; ++i) add_commit(&log, 1, "g", "t", i);
+  EXPECT_EQ(read_group_table_boundary(&env, kDir, kCluster), std::nullopt);  // no file
+  OpenReport report;
+  auto table = open_table(&env, log, &report);
+  replay(*table, log);
+  ASSERT_TRUE(table->persist().ok());
+  EXPECT_EQ(read_group_table_boundary(&env, kDir, kCluster), std::optional<std::uint64_t>(13));
+  EXPECT_EQ(read_group_table_boundary(&env, kDir, "cluster-b"), std::nullopt);
+  ASSERT_TRUE(env.corrupt_byte(std::string(kDir) + "/GROUPS", 30, 1).ok());
+  EXPECT_EQ(read_group_table_boundary(&env, kDir, kCluster), std::nullopt);
+}
+
+// A persist is needed when a slot changed; a move of the boundary alone is not (the dispatcher
+// persists those rarely).
+TEST(GroupTable, OnlySlotChangesMarkTheTableChanged) {
+  store::MemoryEnv env;
+  FakeLog log;
+  log.add_plain(1);
+  log.add_plain(1);
+  OpenReport report;
+  auto table = open_table(&env, log, &report);
+  EXPECT_FALSE(table->slots_changed());
+  replay(*table, log);
+  EXPECT_FALSE(table->slots_changed());
+  EXPECT_EQ(table->boundary(), 3U);
+  add_commit(&log, 1, "g", "t", 1);
+  replay(*table, log);
+  EXPECT_TRUE(table->slots_changed());
+  ASSERT_TRUE(table->persist().ok());
+  EXPECT_FALSE(table->slots_changed());
+  EXPECT_EQ(table->persisted_boundary(), 4U);
+  table->skip_to(10);  // offsets become unknown: a change
+  EXPECT_TRUE(table->slots_changed());
 }
 
 TEST(GroupTable, ACrashAtAnySyncOfAPersistLeavesTheOldOrTheNewTable) {

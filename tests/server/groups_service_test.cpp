@@ -11,6 +11,7 @@
 #include "client/client.h"
 #include "client/groups.h"
 #include "node/temp_dir.h"
+#include "server/groups_service.h"
 #include "server/server.h"
 #include "shared/loopback.h"
 
@@ -189,7 +190,10 @@ TEST(GroupsService, ATableRebuiltAfterRetentionSaysUnknownInsteadOfGuessing) {
     for (int i = 0; i < 12; ++i) ASSERT_TRUE(node.log().append(filler).ok());
     auto last = node.log().append({"end"});
     ASSERT_TRUE(last.ok());
-    std::this_thread::sleep_for(600ms);  // the table persists (every 200 ms), releasing retention
+    // A slot change persists the table within 200 ms, moving the retention hold past the filler
+    // (a boundary-only move would wait up to 10 s).
+    ASSERT_TRUE(node.groups().commit("other", "orders", 1).ok());
+    std::this_thread::sleep_for(600ms);
     auto trimmed = node.log().trim(node.address(), last->last_index);
     ASSERT_TRUE(trimmed.ok()) << trimmed.status().to_string();
     ASSERT_GT(trimmed->first_index, 10U) << "the commit entry must be trimmed";
@@ -234,6 +238,92 @@ TEST(GroupsService, TheNumberOfGroupsIsBounded) {
   auto listing = node.groups().list();
   ASSERT_TRUE(listing.ok());
   EXPECT_EQ(listing->groups.size(), 1024U);
+}
+
+// A node whose derived directory cannot be opened (here: the indexes cannot write their cursor)
+// serves without a group table; retention must still stop at derived/GROUPS's boundary, so that
+// the start that opens the table again finds every commit it has not applied in the log.
+TEST(GroupsService, WithoutAGroupTableRetentionIsHeldAtTheFilesBoundary) {
+  server::testing::TempDir dir;
+  int port = 0;
+  std::uint64_t last_first_run = 0;
+  {
+    GroupsNode node(dir.path(), 0, 256 << 10);
+    ASSERT_TRUE(node.started());
+    port = node.port();
+    ASSERT_NO_FATAL_FAILURE(node.append_to("orders", 3));
+    ASSERT_TRUE(node.groups().commit("billing", "orders", 2).ok());
+    auto end = node.log().append({"end"});
+    ASSERT_TRUE(end.ok());
+    last_first_run = end->last_index;
+  }  // a clean stop persists the table, through at most last_first_run (+ a no-op)
+  const std::filesystem::path derived = std::filesystem::path(dir.path()) / "derived";
+  std::filesystem::remove(derived / "CURSOR");  // the indexes rebuild ...
+  std::filesystem::create_directories(derived / "CURSOR.tmp" /
+                                      "blocker");  // ... and cannot persist
+  {
+    GroupsNode node(dir.path(), port, 256 << 10);
+    ASSERT_TRUE(node.started());
+    // Enough to trim far past the table's boundary.
+    std::vector<std::string> filler(8, std::string(16 << 10, 'f'));  // 128 KiB per append
+    for (int i = 0; i < 12; ++i) ASSERT_TRUE(node.log().append(filler).ok());
+    auto last = node.log().append({"end"});
+    ASSERT_TRUE(last.ok());
+    auto trimmed = node.log().trim(node.address(), last->last_index);
+    ASSERT_TRUE(trimmed.ok()) << trimmed.status().to_string();
+    EXPECT_LE(trimmed->first_index, last_first_run + 2)
+        << "retention passed the group table's boundary";
+  }
+  std::filesystem::remove_all(derived / "CURSOR.tmp");
+  GroupsNode node(dir.path(), port, 256 << 10);
+  ASSERT_TRUE(node.started());
+  auto fetched = node.groups().fetch("billing");
+  ASSERT_TRUE(fetched.ok()) << fetched.status().to_string();
+  ASSERT_EQ(fetched->offsets.size(), 1U);
+  EXPECT_EQ(fetched->offsets[0].offset, 2U);
+}
+
+// The Status RPC exports the group table: how far it applied, the retention hold, bad commits.
+TEST(GroupsService, TheStatusRpcExportsTheGroupTable) {
+  server::testing::TempDir dir;
+  GroupsNode node(dir.path());
+  ASSERT_TRUE(node.started());
+  ASSERT_NO_FATAL_FAILURE(node.append_to("orders", 2));
+  auto committed = node.groups().commit("billing", "orders", 1);
+  ASSERT_TRUE(committed.ok()) << committed.status().to_string();
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  client::NodeStatus status;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto got = node.log().status(node.address());
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    status = got.value();
+    if (status.groups_retention_hold > committed->index) break;  // persisted (a slot changed)
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_GE(status.groups_applied_through, committed->index);
+  EXPECT_GT(status.groups_retention_hold, committed->index);
+  EXPECT_LE(status.groups_retention_hold, status.groups_applied_through + 1);
+  EXPECT_EQ(status.groups_bad_commits, 0U);
+  EXPECT_EQ(status.groups_refused_commits, 0U);
+  // Entries that change no slot move the applied boundary, but GROUPS is not rewritten for them
+  // every 200 ms (at most every 10 s): the retention hold and the file stay put.
+  const std::filesystem::path file = std::filesystem::path(dir.path()) / "derived" / "GROUPS";
+  const auto written = std::filesystem::last_write_time(file);
+  const std::uint64_t hold = status.groups_retention_hold;
+  auto plain = node.log().append({"a", "b", "c"});
+  ASSERT_TRUE(plain.ok());
+  std::this_thread::sleep_for(800ms);
+  auto after = node.log().status(node.address());
+  ASSERT_TRUE(after.ok());
+  EXPECT_GE(after->groups_applied_through, plain->last_index);
+  EXPECT_EQ(after->groups_retention_hold, hold);
+  EXPECT_EQ(std::filesystem::last_write_time(file), written);
+}
+
+// Waits on the server end before the client's default call timeout, so a slow table is answered
+// GROUPS_BEHIND (which the client retries) rather than cut off by the client's deadline.
+TEST(GroupsService, TheApplyWaitEndsBeforeTheClientsDefaultCallTimeout) {
+  EXPECT_LT(server::GroupsService::kApplyWaitMs, client::Options{}.call_timeout_ms);
 }
 
 }  // namespace
