@@ -311,16 +311,26 @@ class Replica {
   // (up to kMaxTimestampSkewMs ahead of its clock), so they do not go backwards across leader
   // changes. Every entry the log gains is noted in the topic table (note_entry); a leader stamps
   // its proposals' envelopes from it (stamp_proposal).
-  // True when the entry's envelope carries a topic offset (version 2 with a topic).
-  bool note_entry(std::uint64_t index, bool has_envelope, std::string_view payload,
-                  std::uint64_t now_ms);
+  // What note_entry found: the open scan needs to know whether the first envelope of a trimmed
+  // log is of version 2 (load_topic_state, rebuild_dedup).
+  enum class NotedEnvelope : std::uint8_t { kNone, kVersion1, kVersion2 };
+  NotedEnvelope note_entry(std::uint64_t index, bool has_envelope, std::string_view payload,
+                           std::uint64_t now_ms);
   std::uint64_t wall_now_ms() const;
   std::uint64_t next_timestamp_ms();
   // Stamps timestamp and topic offsets into `payloads` (envelopes) for entries from `first_index`
   // on and records them in topics_; on a refusal nothing stays recorded.
   NodeError stamp_proposal(std::vector<std::string>& payloads, std::uint64_t first_index);
-  // Writes TOPICSTATE as of the commit index (as far as the topic table reaches).
+  // Writes TOPICSTATE as of the commit index as far as the log is flushed (topic_state_through()).
   store::Status save_topic_state();
+  // The index TOPICSTATE may be saved as of, and the topic table marked committed through: the
+  // commit index, but never past the log's flushed index. In async flush mode the commit index can
+  // run ahead of what any node flushed; after a cluster-wide power cut a file saved beyond the
+  // recovered log would hold offsets of entries that no longer exist.
+  std::uint64_t topic_state_through() const;
+  // Marks the topic table committed through topic_state_through() and saves TOPICSTATE when the
+  // save interval has passed (deliver_commit, report_durability).
+  void advance_topic_state();
   void fatal(const std::string& what);
   // Runs `call`, which calls into the core. The core reads persisted entries through reader_; one
   // that cannot be read (UnreadableEntry: a storage fault) is marked for repair and stops the
@@ -371,6 +381,10 @@ class Replica {
   std::uint64_t last_timestamp_ms_ = 0;
   TopicOffsets topics_;
   std::uint64_t topic_state_saved_through_ = 0;  // TOPICSTATE's through_index as last written
+  // A failed periodic save is tried again once the commit index reaches this (a separate throttle:
+  // topic_state_saved_through_ moves only on a successful write, trim() relies on it).
+  std::uint64_t topic_state_retry_at_ = 0;
+  util::RateLimit untracked_topic_log_{std::chrono::seconds(60)};
   std::multimap<std::uint64_t, PendingAppend> pending_appends_;  // by last index
   std::map<std::uint64_t, PendingRead> pending_reads_;           // by read request id
   // By entry index. The core accepts one change at a time per leader, so this holds at most one entry

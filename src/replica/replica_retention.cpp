@@ -13,7 +13,8 @@ namespace raftlog::replica {
 // could not be caught up anyway once it is that far gone, and keeping the log forever for a dead node
 // would fill the disk. Followers know only their own log; see docs/operations.md ("Retention").
 std::uint64_t Replica::trim_limit() const {
-  std::uint64_t limit = commit_ + 1;
+  // TOPICSTATE, saved first, reaches only as far as the log is flushed (topic_state_through()).
+  std::uint64_t limit = topic_state_through() + 1;
   if (const std::uint64_t hold = retention_hold_.load(); hold != 0) {
     limit = std::min(limit, hold);
   }
@@ -28,6 +29,14 @@ std::uint64_t Replica::trim_limit() const {
 }
 
 TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
+  if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index()) {
+    // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
+    // not describe them before they are. Not fatal when it fails: the limit then stays lower.
+    if (store::Status flushed = log_->flush(); !flushed.ok()) {
+      spdlog::warn("node {}: flushing the log before a trim: {}", config_.node_id,
+                   flushed.to_string());
+    }
+  }
   const std::uint64_t limit = trim_limit();
   const std::uint64_t target = std::min(before_index, limit);
   const std::uint64_t first_before = log_->first_index();
