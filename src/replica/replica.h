@@ -409,7 +409,7 @@ class Replica {
   Clock::time_point next_disk_handover_{};
   util::RateLimit no_disk_handover_log_{std::chrono::seconds(60)};
   Clock::time_point retention_checked_at_{};
-  std::atomic<std::uint64_t> retention_hold_{0};  // hold_log_from()
+  std::atomic<std::uint64_t> retention_hold_{0};      // hold_log_from()
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its
   // "cannot catch up" line is printed at most once per kBehindFirstIndexLogInterval.

@@ -43,14 +43,16 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before && target - 1 > topic_state_saved_through_) {
     // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets.
-    if (store::Status saved = save_topic_state(); !saved.ok() || topic_state_saved_through_ < target - 1) {
+    if (store::Status saved = save_topic_state();
+        !saved.ok() || topic_state_saved_through_ < target - 1) {
       const std::string problem =
           saved.ok() ? "it does not reach the trim point" : saved.to_string();
       spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
                     target, problem);
-      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: saving TOPICSTATE: " + problem,
-                                   kReasonStorageError),
-                        first_before, limit};
+      return TrimResult{
+          make_error(ErrorCode::kInternal, "trim failed: saving TOPICSTATE: " + problem,
+                     kReasonStorageError),
+          first_before, limit};
     }
   }
   if (target > first_before) {

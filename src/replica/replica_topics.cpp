@@ -18,14 +18,15 @@ std::uint64_t Replica::wall_now_ms() const {
 }
 
 Replica::NotedEnvelope Replica::note_entry(std::uint64_t index, bool has_envelope,
-                                            std::string_view payload, std::uint64_t now_ms) {
+                                           std::string_view payload, std::uint64_t now_ms) {
   std::string_view topic;
   std::optional<std::uint64_t> offset;
   derived::EnvelopeHeader header;
   NotedEnvelope noted = NotedEnvelope::kNone;
   // The full decoder: an entry whose envelope does not validate counts as one without a topic and
   // gives no timestamp (only a forged peer or a bug writes one).
-  if (has_envelope && derived::decode_envelope_header(payload, &header) == derived::EnvelopeDecode::kOk) {
+  if (has_envelope &&
+      derived::decode_envelope_header(payload, &header) == derived::EnvelopeDecode::kOk) {
     last_timestamp_ms_ =
         std::max(last_timestamp_ms_, std::min(header.timestamp_ms, now_ms + kMaxTimestampSkewMs));
     topic = header.topic;
@@ -36,9 +37,10 @@ Replica::NotedEnvelope Replica::note_entry(std::uint64_t index, bool has_envelop
   const bool new_entry = index > topics_.through();
   if (!topics_.record(index, topic, offset) && !topic.empty() && new_entry) {
     if (const auto held_back = untracked_topic_log_.admit(util::RateLimit::Clock::now())) {
-      spdlog::error("node {}: entry {} adds a topic beyond the {} this node tracks; its offsets "
-                    "are not tracked ({} more such entries since the last line)",
-                    config_.node_id, index, TopicOffsets::kMaxTopics, *held_back);
+      spdlog::error(
+          "node {}: entry {} adds a topic beyond the {} this node tracks; its offsets "
+          "are not tracked ({} more such entries since the last line)",
+          config_.node_id, index, TopicOffsets::kMaxTopics, *held_back);
     }
   }
   return noted;
@@ -181,9 +183,10 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
       // (If the oldest retained envelope is of version 2, version-2 entries may have been
       // trimmed: the file was lost, and rebuild_dedup refuses.)
       *missing_on_trimmed_log = true;
-      spdlog::warn("node {}: no TOPICSTATE and the log starts at {}: topic offsets of version-1 "
-                   "entries are counted from there",
-                   config_.node_id, first);
+      spdlog::warn(
+          "node {}: no TOPICSTATE and the log starts at {}: topic offsets of version-1 "
+          "entries are counted from there",
+          config_.node_id, first);
     }
     return true;
   }

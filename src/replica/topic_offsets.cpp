@@ -43,7 +43,8 @@ bool TopicOffsets::truncate_from(std::uint64_t from) {
   while (!journal_.empty() && journal_.back().index >= from) {
     const Undo& undo = journal_.back();
     if (undo.previous_next == 0) {
-      next_.erase(undo.topic);  // recorded first by the entry being undone: no older record names it
+      next_.erase(
+          undo.topic);  // recorded first by the entry being undone: no older record names it
     } else {
       undo.topic->second = undo.previous_next;
     }

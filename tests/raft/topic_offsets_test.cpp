@@ -52,7 +52,8 @@ std::map<Index, std::string> committed_offsets(const TestCluster& c, NodeId id) 
     const Entry entry = log.entry(i);
     if (!entry.has_envelope) continue;
     derived::DecodedEnvelope envelope;
-    EXPECT_EQ(derived::decode_envelope(entry.payload.view(), &envelope), derived::EnvelopeDecode::kOk);
+    EXPECT_EQ(derived::decode_envelope(entry.payload.view(), &envelope),
+              derived::EnvelopeDecode::kOk);
     if (envelope.topic.empty()) continue;
     EXPECT_TRUE(envelope.has_topic_offset) << "entry " << i;
     out[i] = std::string(envelope.topic) + ":" + std::to_string(envelope.topic_offset);
@@ -175,7 +176,8 @@ TEST(TopicOffsets, AFarFutureReplicatedTimestampPinsLaterOnesForAtMostTheSkewBou
       std::string payload(entry.payload.view());
       // Rewritten in place of the leader's stamp (the entry's CRC is computed by the receiver).
       for (int i = 0; i < 8; ++i) {
-        payload[derived::kTimestampOffset + i] = static_cast<char>((year_3000_ms >> (8 * i)) & 0xFF);
+        payload[derived::kTimestampOffset + i] =
+            static_cast<char>((year_3000_ms >> (8 * i)) & 0xFF);
       }
       entry.payload = std::move(payload);
     }
@@ -227,8 +229,8 @@ TEST(TopicOffsets, AnUpgradedNodeWhoseOldBinaryTrimmedItsLogStarts) {
   std::vector<Entry> log;
   for (Index i = 1; i <= 3; ++i) log.push_back(envelope_entry(i, v1_envelope("old", 40 << 10)));
   log.push_back(envelope_entry(4, v1_envelope("both", 40 << 10)));
-  for (const auto& [topic, offset] : std::vector<std::pair<std::string, std::uint64_t>>{
-           {"both", 1}, {"new", 0}}) {
+  for (const auto& [topic, offset] :
+       std::vector<std::pair<std::string, std::uint64_t>>{{"both", 1}, {"new", 0}}) {
     std::string payload;
     derived::encode_envelope(0, topic, {}, std::string(8, 'b'), &payload);
     ASSERT_TRUE(derived::stamp_envelope(&payload, 1, offset));

@@ -97,8 +97,7 @@ TEST(TopicOffsets, AForgedMaximalOffsetSaturatesAtWhatTopicStateAccepts) {
   ASSERT_TRUE(topics.record(3, "t", std::nullopt));
   EXPECT_EQ(topics.next_offset("t"), TopicOffsets::kMaxNextOffset);
   topics.committed(3);
-  const auto decoded =
-      decode_topic_state(encode_topic_state(TopicState{3, 1, topics.table_at(3)}));
+  const auto decoded = decode_topic_state(encode_topic_state(TopicState{3, 1, topics.table_at(3)}));
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_EQ(decoded->topics, (Table{{"t", TopicOffsets::kMaxNextOffset}}));
   // A leader cannot stamp past the envelope's bound: the topic is full, never wrapped.
@@ -126,8 +125,7 @@ TEST(TopicStateFile, RoundTripsAndIsReplacedAtomically) {
 }
 
 TEST(TopicStateFile, EveryTruncationAndEveryBitFlipIsRefused) {
-  const std::string bytes =
-      encode_topic_state(TopicState{9, 77, Table{{"a", 1}, {"b.c", 12}}});
+  const std::string bytes = encode_topic_state(TopicState{9, 77, Table{{"a", 1}, {"b.c", 12}}});
   for (std::size_t size = 0; size < bytes.size(); ++size) {
     EXPECT_FALSE(decode_topic_state(bytes.substr(0, size)).ok()) << size;
   }
@@ -171,11 +169,9 @@ TEST(TopicStateFile, AFullTableAsOfTheCommitIndexRoundTrips) {
               encode_topic_state(state).size());
   ASSERT_EQ(state.topics.size(), kCommitted);
   for (std::size_t i = 0; i < kCommitted; i += 7) {
-    const auto it = std::lower_bound(
-        state.topics.begin(), state.topics.end(), name(i),
-        [](const TopicOffsets::TopicNext& entry, const std::string& topic) {
-          return entry.topic < topic;
-        });
+    const auto it = std::lower_bound(state.topics.begin(), state.topics.end(), name(i),
+                                     [](const TopicOffsets::TopicNext& entry,
+                                        const std::string& topic) { return entry.topic < topic; });
     ASSERT_NE(it, state.topics.end());
     ASSERT_EQ(it->topic, name(i));
     ASSERT_EQ(it->next_offset, i + 1) << name(i);
@@ -307,8 +303,8 @@ TEST_F(TimestampFloorTest, AFarFutureTimestampInTheLogRaisesTheFloorOnlyUpToTheS
 // next offset; without it the node refuses to start (a guess could hand out an offset twice).
 TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateForItsTopicsNextOffsets) {
   ASSERT_NO_FATAL_FAILURE(open());
-  const std::uint64_t last = append(true, 12, 15 << 10);  // about 4 entries per 64 KiB segment
-  const std::uint64_t after = append(false, 5, 15 << 10);   // the entries that stay
+  const std::uint64_t last = append(true, 12, 15 << 10);   // about 4 entries per 64 KiB segment
+  const std::uint64_t after = append(false, 5, 15 << 10);  // the entries that stay
   const TrimResult trimmed = replica_->trim(after, "test:");
   ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
   ASSERT_GT(replica_->log().first_index(), last) << "the trim should remove every entry of t";
@@ -354,8 +350,8 @@ TEST_F(TimestampFloorTest, ATopicStateAheadOfTheLogIsRebuiltFromAWholeLogAndRefu
   append(true, 3);
   const std::uint64_t last = replica_->log().last_index();
   replica_.reset();
-  ASSERT_TRUE(write_topic_state(nullptr, dir_.path(), TopicState{last + 5, 7, Table{{"t", 100}}})
-                  .ok());
+  ASSERT_TRUE(
+      write_topic_state(nullptr, dir_.path(), TopicState{last + 5, 7, Table{{"t", 100}}}).ok());
   ASSERT_NO_FATAL_FAILURE(open());
   ASSERT_EQ(replica_->topic_offsets().next_offset("t"), 3U);  // not the file's 100
   EXPECT_EQ(header_at(append(true)).topic_offset, 3U);
