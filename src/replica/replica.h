@@ -65,9 +65,10 @@ struct ReplicaConfig {
   std::uint32_t dedup_sequences_per_client = 64;
   std::uint32_t dedup_max_clients = 100000;
   std::uint64_t dedup_rebuild_entries = 1000000;
-  // TOPICSTATE (topic_state_file.h) is saved whenever the commit index passed the saved point by
-  // this many entries (and at close and before every trim): a restart reads at most about this many
-  // entries beyond the dedup window to rebuild the topic table and the timestamp floor.
+  // TOPICSTATE (topic_state_file.h) is saved whenever the commit index (as far as the log is
+  // flushed) passed the saved point by this many entries, a failed save again this many entries
+  // later (and at close and before every trim): a restart reads at most about this many entries
+  // beyond the dedup window to rebuild the topic table and the timestamp floor.
   std::uint64_t topic_state_save_entries = 262144;
   std::uint64_t retention_max_age_s = 0;
   std::uint64_t retention_max_bytes = 0;
