@@ -65,9 +65,10 @@ struct ReplicaConfig {
   std::uint32_t dedup_sequences_per_client = 64;
   std::uint32_t dedup_max_clients = 100000;
   std::uint64_t dedup_rebuild_entries = 1000000;
-  // TOPICSTATE (topic_state_file.h) is saved whenever the commit index passed the saved point by
-  // this many entries (and at close and before every trim): a restart reads at most about this many
-  // entries beyond the dedup window to rebuild the topic table and the timestamp floor.
+  // TOPICSTATE (topic_state_file.h) is saved whenever the commit index (as far as the log is
+  // flushed) passed the saved point by this many entries, a failed save again this many entries
+  // later (and at close and before every trim): a restart reads at most about this many entries
+  // beyond the dedup window to rebuild the topic table and the timestamp floor.
   std::uint64_t topic_state_save_entries = 262144;
   std::uint64_t retention_max_age_s = 0;
   std::uint64_t retention_max_bytes = 0;
@@ -314,16 +315,26 @@ class Replica {
   // (up to kMaxTimestampSkewMs ahead of its clock), so they do not go backwards across leader
   // changes. Every entry the log gains is noted in the topic table (note_entry); a leader stamps
   // its proposals' envelopes from it (stamp_proposal).
-  // True when the entry's envelope carries a topic offset (version 2 with a topic).
-  bool note_entry(std::uint64_t index, bool has_envelope, std::string_view payload,
-                  std::uint64_t now_ms);
+  // What note_entry found: the open scan needs to know whether the first envelope of a trimmed
+  // log is of version 2 (load_topic_state, rebuild_dedup).
+  enum class NotedEnvelope : std::uint8_t { kNone, kVersion1, kVersion2 };
+  NotedEnvelope note_entry(std::uint64_t index, bool has_envelope, std::string_view payload,
+                           std::uint64_t now_ms);
   std::uint64_t wall_now_ms() const;
   std::uint64_t next_timestamp_ms();
   // Stamps timestamp and topic offsets into `payloads` (envelopes) for entries from `first_index`
   // on and records them in topics_; on a refusal nothing stays recorded.
   NodeError stamp_proposal(std::vector<std::string>& payloads, std::uint64_t first_index);
-  // Writes TOPICSTATE as of the commit index (as far as the topic table reaches).
+  // Writes TOPICSTATE as of the commit index as far as the log is flushed (topic_state_through()).
   store::Status save_topic_state();
+  // The index TOPICSTATE may be saved as of, and the topic table marked committed through: the
+  // commit index, but never past the log's flushed index. In async flush mode the commit index can
+  // run ahead of what any node flushed; after a cluster-wide power cut a file saved beyond the
+  // recovered log would hold offsets of entries that no longer exist.
+  std::uint64_t topic_state_through() const;
+  // Marks the topic table committed through topic_state_through() and saves TOPICSTATE when the
+  // save interval has passed (deliver_commit, report_durability).
+  void advance_topic_state();
   void fatal(const std::string& what);
   // Runs `call`, which calls into the core. The core reads persisted entries through reader_; one
   // that cannot be read (UnreadableEntry: a storage fault) is marked for repair and stops the
@@ -380,6 +391,10 @@ class Replica {
   std::uint64_t last_timestamp_ms_ = 0;
   TopicOffsets topics_;
   std::uint64_t topic_state_saved_through_ = 0;  // TOPICSTATE's through_index as last written
+  // A failed periodic save is tried again once the commit index reaches this (a separate throttle:
+  // topic_state_saved_through_ moves only on a successful write, trim() relies on it).
+  std::uint64_t topic_state_retry_at_ = 0;
+  util::RateLimit untracked_topic_log_{std::chrono::seconds(60)};
   std::multimap<std::uint64_t, PendingAppend> pending_appends_;  // by last index
   std::map<std::uint64_t, PendingRead> pending_reads_;           // by read request id
   // By entry index. The core accepts one change at a time per leader, so this holds at most one entry
@@ -404,7 +419,7 @@ class Replica {
   Clock::time_point next_disk_handover_{};
   util::RateLimit no_disk_handover_log_{std::chrono::seconds(60)};
   Clock::time_point retention_checked_at_{};
-  std::atomic<std::uint64_t> retention_hold_{0};  // hold_log_from()
+  std::atomic<std::uint64_t> retention_hold_{0};      // hold_log_from()
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its
   // "cannot catch up" line is printed at most once per kBehindFirstIndexLogInterval.

@@ -91,7 +91,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   replica->reported_durable_ =
       log.last_index();  // recovered entries are durable (recovery flushed them)
   replica->commit_ = hs.commit;
-  replica->topics_.committed(hs.commit);
+  replica->topics_.committed(replica->topic_state_through());
   if (replica->topic_state_saved_through_ == 0 ||
       hs.commit >= replica->topic_state_saved_through_ + c.topic_state_save_entries) {
     // No TOPICSTATE yet (a new node, or a log from before it existed), or an old one: written now,
@@ -285,7 +285,8 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
   std::uint64_t topics_from = 0;
   bool topic_state_missing = false;
   if (!load_topic_state(&topics_from, &topic_state_missing, problem)) return false;
-  bool saw_topic_offsets = false;
+  // The version of the first envelope the scan finds (kNone: none yet).
+  NotedEnvelope first_envelope = NotedEnvelope::kNone;
   std::uint64_t from = std::min(dedup_from, topics_from);
   const std::uint64_t checkpoint_commit = std::min(log_->commit_index(), last);
   const std::uint64_t now_ms = wall_now_ms();
@@ -305,19 +306,22 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
         dedup_.record_entry(view.meta.client_id, view.meta.sequence, view.meta.index,
                             view.meta.term, view.payload, has_envelope);
       }
-      saw_topic_offsets = note_entry(view.meta.index, has_envelope, view.payload, now_ms) ||
-                          saw_topic_offsets;
+      const NotedEnvelope noted = note_entry(view.meta.index, has_envelope, view.payload, now_ms);
+      if (first_envelope == NotedEnvelope::kNone) first_envelope = noted;
     }
     topics_.committed(checkpoint_commit);  // keeps the undo journal to the uncommitted tail
     from = batch->entries.back().meta.index + 1;
   }
-  if (topic_state_missing && saw_topic_offsets) {
-    // Version-2 entries were written after TOPICSTATE existed: it was lost (or a copied log came
-    // without it), and a topic whose entries retention removed would restart at offset 0.
-    *problem = config_.data_dir + "/TOPICSTATE is missing, but the log (trimmed to start at " +
+  if (topic_state_missing && first_envelope == NotedEnvelope::kVersion2) {
+    // The oldest envelope still in the log already carries an offset: the trimmed entries before
+    // it may have been of version 2 too, and a topic whose entries retention removed would restart
+    // at offset 0. (When the oldest one is of version 1, the log was trimmed before this node
+    // wrote offsets — an old binary's log upgraded — and is counted as a version-1 log.)
+    *problem = config_.data_dir + "/TOPICSTATE is missing, but the log is trimmed (it starts at " +
                std::to_string(log_->first_index()) +
-               ") holds entries with leader-assigned topic offsets; copy TOPICSTATE with the log "
-               "from the healthy node it came from (docs/operations.md, \"Topics and keys\")";
+               ") and its oldest envelope already carries a leader-assigned topic offset, so the "
+               "offsets of trimmed entries cannot be recovered; copy a healthy peer's data "
+               "directory, TOPICSTATE with it (docs/operations.md, \"Topics and keys\")";
     return false;
   }
   return true;

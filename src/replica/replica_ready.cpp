@@ -305,6 +305,9 @@ void Replica::report_durability() {
     }
     record_commit_in_store();
   }
+  // The flushed index moves on without the durable one in async mode (which counts written
+  // entries): the topic table follows the flushed one (topic_state_through()).
+  advance_topic_state();
   release_held(durable);
 }
 
@@ -329,15 +332,7 @@ void Replica::deliver_commit(std::uint64_t commit) {
   commit_ = commit;
   if (deps_.commit_advanced) deps_.commit_advanced(commit);
   record_commit_in_store();
-  topics_.committed(commit);
-  if (commit >= topic_state_saved_through_ + config_.topic_state_save_entries) {
-    if (store::Status saved = save_topic_state(); !saved.ok()) {
-      // Not fatal: the previous TOPICSTATE stays right, only a restart reads more of the log. Tried
-      // again after the next interval; a trim refuses to run without it.
-      spdlog::warn("node {}: saving TOPICSTATE: {}", config_.node_id, saved.to_string());
-      topic_state_saved_through_ = commit;
-    }
-  }
+  advance_topic_state();
   while (!pending_appends_.empty() && pending_appends_.begin()->first <= commit) {
     PendingAppend& pending = pending_appends_.begin()->second;
     auto term = log_->term_at(pending.last);

@@ -13,7 +13,8 @@ namespace raftlog::replica {
 // could not be caught up anyway once it is that far gone, and keeping the log forever for a dead node
 // would fill the disk. Followers know only their own log; see docs/operations.md ("Retention").
 std::uint64_t Replica::trim_limit() const {
-  std::uint64_t limit = commit_ + 1;
+  // TOPICSTATE, saved first, reaches only as far as the log is flushed (topic_state_through()).
+  std::uint64_t limit = topic_state_through() + 1;
   if (const std::uint64_t hold = retention_hold_.load(); hold != 0) {
     limit = std::min(limit, hold);
   }
@@ -28,20 +29,30 @@ std::uint64_t Replica::trim_limit() const {
 }
 
 TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
+  if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index()) {
+    // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
+    // not describe them before they are. Not fatal when it fails: the limit then stays lower.
+    if (store::Status flushed = log_->flush(); !flushed.ok()) {
+      spdlog::warn("node {}: flushing the log before a trim: {}", config_.node_id,
+                   flushed.to_string());
+    }
+  }
   const std::uint64_t limit = trim_limit();
   const std::uint64_t target = std::min(before_index, limit);
   const std::uint64_t first_before = log_->first_index();
   const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before && target - 1 > topic_state_saved_through_) {
     // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets.
-    if (store::Status saved = save_topic_state(); !saved.ok() || topic_state_saved_through_ < target - 1) {
+    if (store::Status saved = save_topic_state();
+        !saved.ok() || topic_state_saved_through_ < target - 1) {
       const std::string problem =
           saved.ok() ? "it does not reach the trim point" : saved.to_string();
       spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
                     target, problem);
-      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: saving TOPICSTATE: " + problem,
-                                   kReasonStorageError),
-                        first_before, limit};
+      return TrimResult{
+          make_error(ErrorCode::kInternal, "trim failed: saving TOPICSTATE: " + problem,
+                     kReasonStorageError),
+          first_before, limit};
     }
   }
   if (target > first_before) {

@@ -17,25 +17,33 @@ std::uint64_t Replica::wall_now_ms() const {
   return static_cast<std::uint64_t>(std::max<std::int64_t>(ms, 0));
 }
 
-bool Replica::note_entry(std::uint64_t index, bool has_envelope, std::string_view payload,
-                         std::uint64_t now_ms) {
+Replica::NotedEnvelope Replica::note_entry(std::uint64_t index, bool has_envelope,
+                                           std::string_view payload, std::uint64_t now_ms) {
   std::string_view topic;
   std::optional<std::uint64_t> offset;
   derived::EnvelopeHeader header;
+  NotedEnvelope noted = NotedEnvelope::kNone;
   // The full decoder: an entry whose envelope does not validate counts as one without a topic and
   // gives no timestamp (only a forged peer or a bug writes one).
-  if (has_envelope && derived::decode_envelope_header(payload, &header) == derived::EnvelopeDecode::kOk) {
+  if (has_envelope &&
+      derived::decode_envelope_header(payload, &header) == derived::EnvelopeDecode::kOk) {
     last_timestamp_ms_ =
         std::max(last_timestamp_ms_, std::min(header.timestamp_ms, now_ms + kMaxTimestampSkewMs));
     topic = header.topic;
     if (header.has_topic_offset) offset = header.topic_offset;
+    noted = header.version >= 2 ? NotedEnvelope::kVersion2 : NotedEnvelope::kVersion1;
   }
-  if (!topics_.record(index, topic, offset) && !topic.empty() && index > topics_.through()) {
-    spdlog::error("node {}: entry {} adds a topic beyond the {} this node tracks; its offsets are "
-                  "not tracked",
-                  config_.node_id, index, TopicOffsets::kMaxTopics);
+  // record() moves through() on: whether the entry was new must be known before.
+  const bool new_entry = index > topics_.through();
+  if (!topics_.record(index, topic, offset) && !topic.empty() && new_entry) {
+    if (const auto held_back = untracked_topic_log_.admit(util::RateLimit::Clock::now())) {
+      spdlog::error(
+          "node {}: entry {} adds a topic beyond the {} this node tracks; its offsets "
+          "are not tracked ({} more such entries since the last line)",
+          config_.node_id, index, TopicOffsets::kMaxTopics, *held_back);
+    }
   }
-  return offset.has_value();
+  return noted;
 }
 
 std::uint64_t Replica::next_timestamp_ms() {
@@ -81,15 +89,36 @@ NodeError Replica::stamp_proposal(std::vector<std::string>& payloads, std::uint6
   return NodeError{};
 }
 
+std::uint64_t Replica::topic_state_through() const {
+  return std::min(commit_, log_->flushed_index());
+}
+
 store::Status Replica::save_topic_state() {
-  // As of the commit index: a committed prefix never changes, so the record stays true whatever
-  // happens to the tail (topic_state_file.h). Not below what the table can undo to.
+  // As of the commit index, as far as the log is flushed: a committed prefix never changes, so the
+  // record stays true whatever happens to the tail (topic_state_file.h), and a flushed one survives
+  // a power cut, so the file is never ahead of the log it describes. Not below what the table can
+  // undo to.
   const std::uint64_t through =
-      std::max(topics_.committed_through(), std::min(commit_, topics_.through()));
+      std::max(topics_.committed_through(), std::min(topic_state_through(), topics_.through()));
   TopicState state{through, last_timestamp_ms_, topics_.table_at(through)};
   store::Status written = write_topic_state(config_.store.env, config_.data_dir, state);
   if (written.ok()) topic_state_saved_through_ = through;
   return written;
+}
+
+void Replica::advance_topic_state() {
+  const std::uint64_t through = topic_state_through();
+  topics_.committed(through);
+  if (through < topic_state_saved_through_ + config_.topic_state_save_entries ||
+      through < topic_state_retry_at_) {
+    return;
+  }
+  if (store::Status saved = save_topic_state(); !saved.ok()) {
+    // Not fatal: the previous TOPICSTATE stays right, only a restart reads more of the log. Tried
+    // again after another interval; a trim saves first and refuses to run without it.
+    spdlog::warn("node {}: saving TOPICSTATE: {}", config_.node_id, saved.to_string());
+    topic_state_retry_at_ = through + config_.topic_state_save_entries;
+  }
 }
 
 bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimmed_log,
@@ -101,6 +130,26 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
   const std::uint64_t first = log_->first_index();
   *scan_from = first;
   auto saved = read_topic_state(config_.store.env, config_.data_dir);
+  const std::uint64_t last = log_->last_index();
+  if (saved.ok() && saved->has_value() && (*saved)->through_index > last) {
+    // Saved beyond the log: the entries it counted after `last` are gone (a file from before the
+    // flushed-index rule, a copied directory, or storage that lost flushed data). Its table would
+    // keep offsets of entries that no longer exist: trusted only as far as the log reaches, i.e.
+    // not at all. Its timestamp floor is kept: a floor only ever holds timestamps back.
+    const std::string what = config_.data_dir + "/TOPICSTATE covers the log up to " +
+                             std::to_string((*saved)->through_index) + ", but the log ends at " +
+                             std::to_string(last);
+    if (first == 1) {
+      spdlog::error("node {}: {}; rebuilding the topic table from the whole log", config_.node_id,
+                    what);
+      last_timestamp_ms_ = (*saved)->timestamp_floor_ms;
+      return true;
+    }
+    *problem = what + " and starts at " + std::to_string(first) +
+               ": the offsets of the trimmed entries cannot be recovered; copy a healthy peer's "
+               "data directory (docs/operations.md, \"Topics and keys\")";
+    return false;
+  }
   if (saved.ok() && saved->has_value() && (*saved)->through_index + 1 >= first) {
     const TopicState& state = **saved;
     topics_.reset(state.through_index, state.topics);
@@ -111,9 +160,11 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
     *scan_from = std::max(first, state.through_index + 1);
     return true;
   }
+  // Removing the file helps only a log whose oldest envelope is of version 1 (rebuild_dedup).
   const std::string remedy =
-      "; copy a healthy peer's data directory, or remove TOPICSTATE to count topic offsets from "
-      "the first retained entry (docs/operations.md, \"Topics and keys\")";
+      "; copy a healthy peer's data directory (if the log's oldest envelope is of version 1, "
+      "written before the upgrade, removing TOPICSTATE instead counts topic offsets from the "
+      "first retained entry; docs/operations.md, \"Topics and keys\")";
   if (!saved.ok()) {
     if (first == 1) {
       // The whole log is here: the scan rebuilds the table exactly.
@@ -129,11 +180,13 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
     if (first > 1) {
       // A log written before TOPICSTATE existed, already trimmed: its version-1 entries are
       // counted from the first retained one, as a rebuild of the derived indexes numbered them.
-      // (If the scan finds version-2 entries, the file was lost instead: rebuild_dedup refuses.)
+      // (If the oldest retained envelope is of version 2, version-2 entries may have been
+      // trimmed: the file was lost, and rebuild_dedup refuses.)
       *missing_on_trimmed_log = true;
-      spdlog::warn("node {}: no TOPICSTATE and the log starts at {}: topic offsets of version-1 "
-                   "entries are counted from there",
-                   config_.node_id, first);
+      spdlog::warn(
+          "node {}: no TOPICSTATE and the log starts at {}: topic offsets of version-1 "
+          "entries are counted from there",
+          config_.node_id, first);
     }
     return true;
   }

@@ -1,8 +1,14 @@
 #include "replica/topic_offsets.h"
 
 #include <algorithm>
+#include <unordered_map>
+
+#include "derived/envelope.h"
 
 namespace raftlog::replica {
+
+static_assert(TopicOffsets::kMaxNextOffset == derived::kMaxTopicOffset + 1,
+              "the table's bound is one past the envelope's, which TOPICSTATE accepts");
 
 std::uint64_t TopicOffsets::next_offset(std::string_view topic) const {
   auto it = next_.find(topic);
@@ -22,8 +28,11 @@ bool TopicOffsets::record(std::uint64_t index, std::string_view topic,
   } else {
     previous = it->second;
   }
-  // A version-2 entry carries its offset; a version-1 entry is the next one of its topic.
-  it->second = offset.has_value() ? *offset + 1 : previous + 1;
+  // A version-2 entry carries its offset; a version-1 entry is the next one of its topic. Saturated
+  // at kMaxNextOffset (only a forged entry gets there): the table never holds a value TOPICSTATE
+  // refuses, and a leader refuses to stamp past the envelope's bound (the topic is full).
+  const std::uint64_t counted = offset.has_value() ? *offset : previous;
+  it->second = counted >= kMaxNextOffset ? kMaxNextOffset : counted + 1;
   if (index > committed_) journal_.push_back(Undo{index, it, previous});
   return true;
 }
@@ -34,7 +43,8 @@ bool TopicOffsets::truncate_from(std::uint64_t from) {
   while (!journal_.empty() && journal_.back().index >= from) {
     const Undo& undo = journal_.back();
     if (undo.previous_next == 0) {
-      next_.erase(undo.topic);  // recorded first by the entry being undone: no older record names it
+      next_.erase(
+          undo.topic);  // recorded first by the entry being undone: no older record names it
     } else {
       undo.topic->second = undo.previous_next;
     }
@@ -50,18 +60,23 @@ void TopicOffsets::committed(std::uint64_t index) {
 }
 
 std::vector<TopicOffsets::TopicNext> TopicOffsets::table_at(std::uint64_t index) const {
-  Table copy;
-  for (const auto& [topic, next] : next_) copy.emplace(topic, next);
-  for (auto undo = journal_.rbegin(); undo != journal_.rend() && undo->index > index; ++undo) {
-    if (undo->previous_next == 0) {
-      copy.erase(undo->topic->first);
-    } else {
-      copy[undo->topic->first] = undo->previous_next;
-    }
+  // The value of a topic as of `index` is the previous next offset of its oldest journal record
+  // above `index` (0: absent then), else its current one. The journal holds only entries above the
+  // commit index, so this side table is small; the big one is walked once, in order, with no copy.
+  std::unordered_map<const std::string*, std::uint64_t> undone;
+  for (const Undo& undo : journal_) {
+    if (undo.index > index) undone.emplace(&undo.topic->first, undo.previous_next);
   }
   std::vector<TopicNext> out;
-  out.reserve(copy.size());
-  for (auto& [topic, next] : copy) out.push_back(TopicNext{topic, next});
+  out.reserve(next_.size());
+  for (const auto& [topic, next] : next_) {
+    auto it = undone.find(&topic);
+    if (it == undone.end()) {
+      out.push_back(TopicNext{topic, next});
+    } else if (it->second != 0) {
+      out.push_back(TopicNext{topic, it->second});
+    }
+  }
   return out;
 }
 

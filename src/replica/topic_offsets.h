@@ -38,6 +38,10 @@ class TopicOffsets {
   // 14 MB, and the leader refuses appends that would add another.
   static constexpr std::size_t kMaxTopics = 100000;
 
+  // The largest next offset the table holds: one past the largest offset an envelope may carry
+  // (derived::kMaxTopicOffset, 2^62), the bound TOPICSTATE's decoder accepts. record() saturates.
+  static constexpr std::uint64_t kMaxNextOffset = (std::uint64_t{1} << 62) + 1;
+
   struct TopicNext {
     std::string topic;
     std::uint64_t next_offset = 0;

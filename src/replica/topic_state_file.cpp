@@ -76,7 +76,7 @@ store::Result<TopicState> decode_topic_state(const std::string& bytes) {
     if (!state.topics.empty() && topic <= state.topics.back().topic) {
       return corrupt("topics out of order");
     }
-    if (next == 0 || next > derived::kMaxTopicOffset + 1) return corrupt("a bad next offset");
+    if (next == 0 || next > TopicOffsets::kMaxNextOffset) return corrupt("a bad next offset");
     state.topics.push_back(TopicOffsets::TopicNext{std::move(topic), next});
   }
   if (at != bytes.size()) return corrupt("trailing bytes");

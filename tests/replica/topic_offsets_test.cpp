@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -85,6 +87,25 @@ TEST(TopicOffsets, AtMostMaxTopicsAreTracked) {
   EXPECT_EQ(topics.topic_count(), TopicOffsets::kMaxTopics);
 }
 
+// Review finding 7: a forged committed offset of kMaxTopicOffset, then a version-1 entry of the
+// same topic, made the next offset kMaxTopicOffset + 2, which TOPICSTATE's decoder refuses: a
+// trimmed node then could not start. The table saturates at what the file accepts.
+TEST(TopicOffsets, AForgedMaximalOffsetSaturatesAtWhatTopicStateAccepts) {
+  TopicOffsets topics;
+  ASSERT_TRUE(topics.record(1, "t", derived::kMaxTopicOffset));
+  ASSERT_TRUE(topics.record(2, "t", std::nullopt));  // version 1: counted on from there
+  ASSERT_TRUE(topics.record(3, "t", std::nullopt));
+  EXPECT_EQ(topics.next_offset("t"), TopicOffsets::kMaxNextOffset);
+  topics.committed(3);
+  const auto decoded = decode_topic_state(encode_topic_state(TopicState{3, 1, topics.table_at(3)}));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->topics, (Table{{"t", TopicOffsets::kMaxNextOffset}}));
+  // A leader cannot stamp past the envelope's bound: the topic is full, never wrapped.
+  std::string payload;
+  derived::encode_envelope(0, "t", {}, "x", &payload);
+  EXPECT_FALSE(derived::stamp_envelope(&payload, 1, topics.next_offset("t")));
+}
+
 TEST(TopicStateFile, RoundTripsAndIsReplacedAtomically) {
   store::MemoryEnv env;
   ASSERT_TRUE(env.create_dir("/d").ok());
@@ -104,8 +125,7 @@ TEST(TopicStateFile, RoundTripsAndIsReplacedAtomically) {
 }
 
 TEST(TopicStateFile, EveryTruncationAndEveryBitFlipIsRefused) {
-  const std::string bytes =
-      encode_topic_state(TopicState{9, 77, Table{{"a", 1}, {"b.c", 12}}});
+  const std::string bytes = encode_topic_state(TopicState{9, 77, Table{{"a", 1}, {"b.c", 12}}});
   for (std::size_t size = 0; size < bytes.size(); ++size) {
     EXPECT_FALSE(decode_topic_state(bytes.substr(0, size)).ok()) << size;
   }
@@ -117,6 +137,49 @@ TEST(TopicStateFile, EveryTruncationAndEveryBitFlipIsRefused) {
     }
   }
   ASSERT_TRUE(decode_topic_state(bytes).ok());
+}
+
+// The largest table (kMaxTopics topics of the longest name), some of it above the commit index:
+// table_at() as of the commit index and the file written and read back give exactly the table
+// the journal describes. Prints how long the save takes (docs/benchmarks.md).
+TEST(TopicStateFile, AFullTableAsOfTheCommitIndexRoundTrips) {
+  TopicOffsets topics;
+  std::uint64_t index = 0;
+  auto name = [](std::size_t i) {
+    std::string topic = "t" + std::to_string(i);
+    return topic + std::string(derived::kMaxTopicBytes - topic.size(), 'x');
+  };
+  constexpr std::size_t kCommitted = TopicOffsets::kMaxTopics - 1;  // the tail adds the last
+  for (std::size_t i = 0; i < kCommitted; ++i) ASSERT_TRUE(topics.record(++index, name(i), i));
+  const std::uint64_t commit = index;
+  topics.committed(commit);
+  // An uncommitted tail: raises ten topics, adds one; table_at(commit) must leave all of it out.
+  for (std::size_t i = 0; i < 10; ++i) ASSERT_TRUE(topics.record(++index, name(i * 7), 1'000'000));
+  ASSERT_TRUE(topics.record(++index, "zz-new", 0));
+  server::testing::TempDir dir;
+  std::filesystem::create_directories(dir.path());
+  const auto started = std::chrono::steady_clock::now();
+  const TopicState state{commit, 1, topics.table_at(commit)};
+  const auto built = std::chrono::steady_clock::now();
+  ASSERT_TRUE(write_topic_state(nullptr, dir.path(), state).ok());
+  const auto written = std::chrono::steady_clock::now();
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::printf("TOPICSTATE save: topics=%zu table_at_ms=%.1f write_ms=%.1f bytes=%zu\n",
+              state.topics.size(), ms(built - started), ms(written - built),
+              encode_topic_state(state).size());
+  ASSERT_EQ(state.topics.size(), kCommitted);
+  for (std::size_t i = 0; i < kCommitted; i += 7) {
+    const auto it = std::lower_bound(state.topics.begin(), state.topics.end(), name(i),
+                                     [](const TopicOffsets::TopicNext& entry,
+                                        const std::string& topic) { return entry.topic < topic; });
+    ASSERT_NE(it, state.topics.end());
+    ASSERT_EQ(it->topic, name(i));
+    ASSERT_EQ(it->next_offset, i + 1) << name(i);
+  }
+  auto read = read_topic_state(nullptr, dir.path());
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  ASSERT_TRUE(read->has_value());
+  EXPECT_EQ(**read, state);
 }
 
 struct NullSender final : MessageSender {
@@ -151,6 +214,7 @@ class TimestampFloorTest : public ::testing::Test {
     c.raft.id = 1;
     c.raft.initial_conf.voters = {1};
     c.dedup_rebuild_entries = 4;  // the window the floor used to come from
+    if (save_entries_ != 0) c.topic_state_save_entries = save_entries_;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
@@ -192,6 +256,7 @@ class TimestampFloorTest : public ::testing::Test {
   std::chrono::system_clock::time_point wall_ =
       std::chrono::system_clock::time_point(std::chrono::milliseconds(1'900'000'000'000));
   std::unique_ptr<Replica> replica_;
+  std::uint64_t save_entries_ = 0;  // 0: the default interval
 };
 
 // Issue 16, defect 3: the floor at open came only from the dedup rebuild's window, so with the
@@ -238,8 +303,8 @@ TEST_F(TimestampFloorTest, AFarFutureTimestampInTheLogRaisesTheFloorOnlyUpToTheS
 // next offset; without it the node refuses to start (a guess could hand out an offset twice).
 TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateForItsTopicsNextOffsets) {
   ASSERT_NO_FATAL_FAILURE(open());
-  const std::uint64_t last = append(true, 12, 15 << 10);  // about 4 entries per 64 KiB segment
-  const std::uint64_t after = append(false, 5, 15 << 10);   // the entries that stay
+  const std::uint64_t last = append(true, 12, 15 << 10);   // about 4 entries per 64 KiB segment
+  const std::uint64_t after = append(false, 5, 15 << 10);  // the entries that stay
   const TrimResult trimmed = replica_->trim(after, "test:");
   ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
   ASSERT_GT(replica_->log().first_index(), last) << "the trim should remove every entry of t";
@@ -252,6 +317,55 @@ TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateForItsTopicsNextOffsets) {
   NodeError error;
   EXPECT_EQ(try_open(&error), nullptr);
   EXPECT_NE(error.message.find("TOPICSTATE"), std::string::npos) << error.message;
+}
+
+// Review finding 2: a failed periodic save moved the saved point on to throttle retries, so a
+// trim then believed TOPICSTATE reached the trim point, skipped the save and trimmed: the next
+// start refused (TOPICSTATE older than the log's first index).
+TEST_F(TimestampFloorTest, AFailedPeriodicSaveDoesNotLetATrimRunWithoutTopicState) {
+  save_entries_ = 4;
+  ASSERT_NO_FATAL_FAILURE(open());
+  // A directory where the save writes its temporary file: every save fails until it is removed.
+  const std::filesystem::path blocker = std::filesystem::path(dir_.path()) / "TOPICSTATE.tmp";
+  std::filesystem::create_directory(blocker);
+  const std::uint64_t last = append(true, 12, 15 << 10);  // periodic saves due, and failing
+  const std::uint64_t after = append(false, 5, 15 << 10);
+  const TrimResult refused = replica_->trim(after, "test:");
+  EXPECT_FALSE(refused.error.ok()) << "trimmed without a TOPICSTATE that reaches the trim point";
+  EXPECT_EQ(replica_->log().first_index(), 1U);
+  std::filesystem::remove(blocker);
+  const TrimResult trimmed = replica_->trim(after, "test:");
+  ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  ASSERT_GT(replica_->log().first_index(), last);
+  replica_.reset();
+  ASSERT_NO_FATAL_FAILURE(open());
+  EXPECT_EQ(replica_->topic_offsets().next_offset("t"), 12U);
+}
+
+// Review finding 4: a TOPICSTATE saved beyond the log (async flush mode used to save as of a
+// commit index the flushed log had not reached; a cluster-wide power cut then lost the entries
+// it counted) is not trusted beyond the log: rebuilt from a whole log, refused on a trimmed one.
+TEST_F(TimestampFloorTest, ATopicStateAheadOfTheLogIsRebuiltFromAWholeLogAndRefusedOnATrimmedOne) {
+  ASSERT_NO_FATAL_FAILURE(open());
+  append(true, 3);
+  const std::uint64_t last = replica_->log().last_index();
+  replica_.reset();
+  ASSERT_TRUE(
+      write_topic_state(nullptr, dir_.path(), TopicState{last + 5, 7, Table{{"t", 100}}}).ok());
+  ASSERT_NO_FATAL_FAILURE(open());
+  ASSERT_EQ(replica_->topic_offsets().next_offset("t"), 3U);  // not the file's 100
+  EXPECT_EQ(header_at(append(true)).topic_offset, 3U);
+  // A trimmed log: the offsets of the removed entries cannot be rebuilt.
+  const std::uint64_t kept = append(false, 12, 15 << 10);
+  ASSERT_TRUE(replica_->trim(kept, "test:").error.ok());
+  ASSERT_GT(replica_->log().first_index(), 1U);
+  const std::uint64_t end = replica_->log().last_index();
+  replica_.reset();
+  ASSERT_TRUE(
+      write_topic_state(nullptr, dir_.path(), TopicState{end + 5, 7, Table{{"t", 100}}}).ok());
+  NodeError error;
+  EXPECT_EQ(try_open(&error), nullptr);
+  EXPECT_NE(error.message.find("ends at"), std::string::npos) << error.message;
 }
 
 // A damaged TOPICSTATE of a log that still starts at index 1 is rebuilt from the whole log (one of
