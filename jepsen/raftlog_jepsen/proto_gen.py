@@ -1,5 +1,5 @@
 """Generates the Python gRPC stubs for proto/raftlog/v1 (client.proto, error_model.proto,
-topics.proto) at run time, and makes the repository's Python client package (clients/python,
+topics.proto, groups.proto) at run time, and makes the repository's Python client package (clients/python,
 `import raftlog`) importable with them: the harness reads error details with that package's
 decoding (raftlog.errors) and retries by its rules (raftlog._retry), the one implementation of
 docs/client-protocol.md in Python.
@@ -20,7 +20,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 PROTO_ROOT = os.path.join(REPO_ROOT, "proto")
 CLIENT_PACKAGE_ROOT = os.path.join(REPO_ROOT, "clients", "python")
 PROTOS = [os.path.join("raftlog", "v1", "client.proto"), os.path.join("raftlog", "v1", "error_model.proto"),
-          os.path.join("raftlog", "v1", "topics.proto")]
+          os.path.join("raftlog", "v1", "topics.proto"), os.path.join("raftlog", "v1", "groups.proto")]
 
 
 def default_cache_root():
