@@ -305,8 +305,9 @@ TEST(GroupsService, TheStatusRpcExportsTheGroupTable) {
   EXPECT_LE(status.groups_retention_hold, status.groups_applied_through + 1);
   EXPECT_EQ(status.groups_bad_commits, 0U);
   EXPECT_EQ(status.groups_refused_commits, 0U);
-  // Entries that change no slot move the applied boundary, but GROUPS is not rewritten for them
-  // every 200 ms (at most every 10 s): the retention hold and the file stay put.
+  // Entries that change no slot move the applied boundary, and the retention hold follows at the
+  // next persist (Dispatcher::kGroupsHoldLagEntries = 1), so a trim right after appends waits at
+  // most one persist interval; GROUPS is rewritten for it.
   const std::filesystem::path file = std::filesystem::path(dir.path()) / "derived" / "GROUPS";
   const auto written = std::filesystem::last_write_time(file);
   const std::uint64_t hold = status.groups_retention_hold;
@@ -316,8 +317,9 @@ TEST(GroupsService, TheStatusRpcExportsTheGroupTable) {
   auto after = node.log().status(node.address());
   ASSERT_TRUE(after.ok());
   EXPECT_GE(after->groups_applied_through, plain->last_index);
-  EXPECT_EQ(after->groups_retention_hold, hold);
-  EXPECT_EQ(std::filesystem::last_write_time(file), written);
+  EXPECT_GT(after->groups_retention_hold, hold);
+  EXPECT_GT(after->groups_retention_hold, plain->last_index);
+  EXPECT_NE(std::filesystem::last_write_time(file), written);
 }
 
 // Waits on the server end before the client's default call timeout, so a slow table is answered
