@@ -743,13 +743,11 @@ std::optional<std::uint64_t> find_index_by_time(const Common& common, std::uint6
 int parse_cluster_command(cli::FlagSet& flags, std::string_view command_path,
                           std::span<const std::string> args, const cli::Io& io,
                           client::Options* options, bool* json) {
-  Common common;
-  common.add_to(flags);
-  if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
-  std::optional<client::Options> built = client_options(common, io);
-  if (!built) return cli::kExitUsage;
-  *options = std::move(*built);
-  *json = common.json;
+  ClusterFlags parsed;
+  if (int code = parse_cluster_flags(flags, command_path, args, io, &parsed); code >= 0)
+    return code;
+  *options = std::move(parsed.options);
+  *json = parsed.json;
   return -1;
 }
 
@@ -762,18 +760,9 @@ int parse_cluster_flags(cli::FlagSet& flags, std::string_view command_path,
   Common common;
   common.add_to(flags);
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
-  auto parsed = client::parse_endpoints(common.endpoints);
-  if (!parsed.ok()) {
-    io.err << "--endpoints: " << parsed.status().message() << "\n";
-    return cli::kExitUsage;
-  }
-  out->options.endpoints = parsed.value();
-  out->options.retry_deadline_ms = common.timeout_ms;
-  out->options.tls.enabled =
-      !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
-  out->options.tls.ca_file = common.tls_ca;
-  out->options.tls.cert_file = common.tls_cert;
-  out->options.tls.key_file = common.tls_key;
+  std::optional<client::Options> built = client_options(common, io);
+  if (!built) return cli::kExitUsage;
+  out->options = std::move(*built);
   out->json = common.json;
   out->timeout_ms = common.timeout_ms;
   return -1;

@@ -1,6 +1,7 @@
 #include "group_commands.h"
 
 #include <iomanip>
+#include <memory>
 #include <ostream>
 #include <string>
 
@@ -17,25 +18,31 @@ int fail(const cli::Io& io, std::string_view what, const client::Status& status)
   return cli::kExitFailure;
 }
 
-std::unique_ptr<client::Groups> connect(const client::Options& options, const cli::Io& io) {
-  auto groups = client::Groups::create(options);
-  if (!groups.ok()) {
-    io.err << groups.status().message() << "\n";
-    return nullptr;
+// Parses the cluster flags and `flags`, then connects: a negative number with *groups set, or the
+// exit code to return (help, a usage error, or a client that cannot be made).
+int parse_and_connect(cli::FlagSet& flags, std::string_view command_path,
+                      std::span<const std::string> args, const cli::Io& io,
+                      std::unique_ptr<client::Groups>* groups, bool* json) {
+  client::Options options;
+  if (int code = parse_cluster_command(flags, command_path, args, io, &options, json); code >= 0)
+    return code;
+  auto made = client::Groups::create(options);
+  if (!made.ok()) {
+    io.err << made.status().message() << "\n";
+    return cli::kExitUsage;
   }
-  return std::move(groups).value();
+  *groups = std::move(made).value();
+  return -1;
 }
 
 int run_group_list(std::string_view command_path, std::span<const std::string> args,
                    const cli::Io& io) {
   cli::FlagSet flags(std::string(command_path),
                      "List the consumer groups with the number of topics each has committed.");
-  client::Options options;
+  std::unique_ptr<client::Groups> groups;
   bool json = false;
-  if (int code = parse_cluster_command(flags, command_path, args, io, &options, &json); code >= 0)
+  if (int code = parse_and_connect(flags, command_path, args, io, &groups, &json); code >= 0)
     return code;
-  auto groups = connect(options, io);
-  if (groups == nullptr) return cli::kExitUsage;
   auto listing = groups->list();
   if (!listing.ok()) return fail(io, "group list", listing.status());
   if (!json)
@@ -67,12 +74,10 @@ int run_group_show(std::string_view command_path, std::span<const std::string> a
   flags.string_flag("group", &group, "NAME", "the group (required)");
   flags.string_flag("topic", &topic, "NAME", "only this topic");
   flags.require("group");
-  client::Options options;
+  std::unique_ptr<client::Groups> groups;
   bool json = false;
-  if (int code = parse_cluster_command(flags, command_path, args, io, &options, &json); code >= 0)
+  if (int code = parse_and_connect(flags, command_path, args, io, &groups, &json); code >= 0)
     return code;
-  auto groups = connect(options, io);
-  if (groups == nullptr) return cli::kExitUsage;
   std::vector<std::string> topics;
   if (!topic.empty()) topics.push_back(topic);
   auto fetched = groups->fetch(group, topics);
@@ -108,12 +113,10 @@ int run_group_commit(std::string_view command_path, std::span<const std::string>
   flags.require("group");
   flags.require("topic");
   flags.require("offset");
-  client::Options options;
+  std::unique_ptr<client::Groups> groups;
   bool json = false;
-  if (int code = parse_cluster_command(flags, command_path, args, io, &options, &json); code >= 0)
+  if (int code = parse_and_connect(flags, command_path, args, io, &groups, &json); code >= 0)
     return code;
-  auto groups = connect(options, io);
-  if (groups == nullptr) return cli::kExitUsage;
   auto committed = groups->commit(group, topic, offset);
   if (!committed.ok()) return fail(io, "group commit", committed.status());
   if (json) {

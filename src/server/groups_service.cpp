@@ -89,6 +89,19 @@ grpc::Status GroupsService::unavailable(grpc::ServerContext* context) const {
                        kReasonIndexesUnavailable);
 }
 
+grpc::Status GroupsService::after_read_barrier(
+    grpc::ServerContext* context, bool with_indexes,
+    absl::FunctionRef<grpc::Status(std::uint64_t read_index)> serve) {
+  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
+  PendingCall call(&pending_, kMaxPendingCalls);
+  if (!call.admitted()) return too_many_pending(context);
+  std::uint64_t read_index = 0;
+  if (grpc::Status barrier = read_barrier(context, &read_index, with_indexes); !barrier.ok()) {
+    return barrier;
+  }
+  return serve(read_index);
+}
+
 grpc::Status GroupsService::read_barrier(grpc::ServerContext* context, std::uint64_t* read_index,
                                          bool with_indexes) const {
   std::promise<ReadIndexResult> promise;
@@ -163,26 +176,27 @@ grpc::Status GroupsService::CommitOffset(grpc::ServerContext* context,
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, problem,
                          replica::kReasonBadTopic);
   }
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
-  PendingCall call(&pending_, kMaxPendingCalls);
-  if (!call.admitted()) return too_many_pending(context);
   // The barrier makes the topic's end offset (and the bounds) those of every entry committed so
   // far, not those of a new leader that has not yet caught up.
-  std::uint64_t read_index = 0;
-  if (grpc::Status barrier = read_barrier(context, &read_index, /*with_indexes=*/true);
-      !barrier.ok()) {
-    return barrier;
-  }
+  return after_read_barrier(context, /*with_indexes=*/true, [&](std::uint64_t read_index) {
+    return commit_after_barrier(context, *request, read_index, response);
+  });
+}
+
+grpc::Status GroupsService::commit_after_barrier(grpc::ServerContext* context,
+                                                 const v1::CommitOffsetRequest& request,
+                                                 std::uint64_t read_index,
+                                                 v1::CommitOffsetResponse* response) {
   // The bounds are enforced here, when the leader admits the commit, never when a table applies it
   // (which must be a function of the log alone: docs/design.md, "Consumer groups").
-  if (grpc::Status refused = check_commit(context, *request, read_index); !refused.ok()) {
+  if (grpc::Status refused = check_commit(context, request, read_index); !refused.ok()) {
     return refused;
   }
   if (context->IsCancelled()) return cancelled();
   std::promise<AppendResult> promise;
   std::future<AppendResult> future = promise.get_future();
   node_->append_group_commit(
-      derived::encode_group_commit({request->group(), request->topic(), request->offset()}),
+      derived::encode_group_commit({request.group(), request.topic(), request.offset()}),
       [&promise](AppendResult result) { promise.set_value(std::move(result)); });
   const AppendResult result = future.get();  // answered by the append timeout at the latest
   if (!result.error.ok()) return to_grpc(context, result.error);
@@ -215,43 +229,44 @@ grpc::Status GroupsService::FetchOffsets(grpc::ServerContext* context,
                            replica::kReasonBadTopic);
     }
   }
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
-  PendingCall call(&pending_, kMaxPendingCalls);
-  if (!call.admitted()) return too_many_pending(context);
-  std::uint64_t read_index = 0;
-  if (grpc::Status barrier = read_barrier(context, &read_index, /*with_indexes=*/false);
-      !barrier.ok()) {
-    return barrier;
-  }
+  return after_read_barrier(context, /*with_indexes=*/false, [&](std::uint64_t read_index) {
+    return fetch_after_barrier(context, *request, read_index, response);
+  });
+}
+
+grpc::Status GroupsService::fetch_after_barrier(grpc::ServerContext* context,
+                                                const v1::FetchOffsetsRequest& request,
+                                                std::uint64_t read_index,
+                                                v1::FetchOffsetsResponse* response) const {
   const derived::GroupTable& table = dispatcher_->groups();
   std::vector<std::pair<std::string, derived::GroupOffset>> offsets;
-  if (request->topics_size() == 0) {
-    const derived::GroupFetch fetched = table.fetch(request->group());
+  if (request.topics_size() == 0) {
+    const derived::GroupFetch fetched = table.fetch(request.group());
     if (!fetched.unknown_topics.empty()) {
-      return unknown_offsets(context, request->group(),
+      return unknown_offsets(context, request.group(),
                              "the offsets of " + std::to_string(fetched.unknown_topics.size()) +
                                  " topic(s), first " + fetched.unknown_topics.front() + ",");
     }
     if (!table.complete()) {
-      return unknown_offsets(context, request->group(),
+      return unknown_offsets(context, request.group(),
                              "the full list of topics (this node's table is incomplete; name the "
                              "topics)");
     }
     offsets = fetched.offsets;
   } else {
-    std::vector<std::string> topics(request->topics().begin(), request->topics().end());
+    std::vector<std::string> topics(request.topics().begin(), request.topics().end());
     std::sort(topics.begin(), topics.end());
     topics.erase(std::unique(topics.begin(), topics.end()), topics.end());
     for (const std::string& topic : topics) {
       derived::GroupOffset offset;
-      switch (table.lookup(request->group(), topic, &offset)) {
+      switch (table.lookup(request.group(), topic, &offset)) {
         case derived::GroupLookup::kKnown:
           offsets.emplace_back(topic, offset);
           break;
         case derived::GroupLookup::kNone:
           break;
         case derived::GroupLookup::kUnknown:
-          return unknown_offsets(context, request->group(), "the offset of topic " + topic);
+          return unknown_offsets(context, request.group(), "the offset of topic " + topic);
       }
     }
   }
@@ -267,23 +282,17 @@ grpc::Status GroupsService::FetchOffsets(grpc::ServerContext* context,
 
 grpc::Status GroupsService::ListGroups(grpc::ServerContext* context, const v1::ListGroupsRequest*,
                                        v1::ListGroupsResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
-  PendingCall call(&pending_, kMaxPendingCalls);
-  if (!call.admitted()) return too_many_pending(context);
-  std::uint64_t read_index = 0;
-  if (grpc::Status barrier = read_barrier(context, &read_index, /*with_indexes=*/false);
-      !barrier.ok()) {
-    return barrier;
-  }
-  for (const derived::GroupInfo& info : dispatcher_->groups().list()) {
-    v1::GroupSummary* out = response->add_groups();
-    out->set_group(info.group);
-    out->set_topics(static_cast<std::uint32_t>(info.topics));
-    out->set_unknown_topics(static_cast<std::uint32_t>(info.unknown_topics));
-  }
-  response->set_complete(dispatcher_->groups().complete());
-  response->set_read_index(read_index);
-  return grpc::Status::OK;
+  return after_read_barrier(context, /*with_indexes=*/false, [&](std::uint64_t read_index) {
+    for (const derived::GroupInfo& info : dispatcher_->groups().list()) {
+      v1::GroupSummary* out = response->add_groups();
+      out->set_group(info.group);
+      out->set_topics(static_cast<std::uint32_t>(info.topics));
+      out->set_unknown_topics(static_cast<std::uint32_t>(info.unknown_topics));
+    }
+    response->set_complete(dispatcher_->groups().complete());
+    response->set_read_index(read_index);
+    return grpc::Status::OK;
+  });
 }
 
 }  // namespace raftlog::server

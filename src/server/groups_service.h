@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/functional/function_ref.h"
+
 #include "raftlog/v1/groups.grpc.pb.h"
 #include "server/dispatcher.h"
 #include "server/node.h"
@@ -42,6 +44,18 @@ class GroupsService final : public raftlog::v1::Groups::Service {
                           raftlog::v1::ListGroupsResponse* response) override;
 
  private:
+  // Admits the call (the dispatcher is usable, at most kMaxPendingCalls waiting), takes the read
+  // barrier below and runs `serve` with its read index while the call still counts as pending.
+  grpc::Status after_read_barrier(grpc::ServerContext* context, bool with_indexes,
+                                  absl::FunctionRef<grpc::Status(std::uint64_t read_index)> serve);
+  grpc::Status commit_after_barrier(grpc::ServerContext* context,
+                                    const raftlog::v1::CommitOffsetRequest& request,
+                                    std::uint64_t read_index,
+                                    raftlog::v1::CommitOffsetResponse* response);
+  grpc::Status fetch_after_barrier(grpc::ServerContext* context,
+                                   const raftlog::v1::FetchOffsetsRequest& request,
+                                   std::uint64_t read_index,
+                                   raftlog::v1::FetchOffsetsResponse* response) const;
   // A ReadIndex, then the wait until the group table (and, `with_indexes`, the topic indexes, which
   // a commit's checks read) applied through it: OK with *read_index set, or the status to answer.
   grpc::Status read_barrier(grpc::ServerContext* context, std::uint64_t* read_index,

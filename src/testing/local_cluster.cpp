@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -259,6 +260,10 @@ void LocalCluster::start(int id) {
   if (auto it = node_flags_.find(id); it != node_flags_.end())
     args.insert(args.end(), it->second.begin(), it->second.end());
   const std::string log = log_file(id);
+  // The child inherits the parent's unflushed stdio buffers, and its freopen below flushes them to
+  // the parent's stdout: whatever the caller printed but had not flushed would appear twice.
+  std::cout.flush();
+  std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {

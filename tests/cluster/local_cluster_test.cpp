@@ -1,8 +1,13 @@
 // LocalCluster itself: a sanitizer report in a node's log fails the test process instead of being
-// removed with the cluster's directory. A shell script stands in for raftlogd (no real node runs).
+// removed with the cluster's directory; output the caller printed before starting a node appears
+// once. A shell script stands in for raftlogd (no real node runs).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <filesystem>
 #include <fstream>
@@ -79,6 +84,35 @@ TEST_F(FakeNode, SanitizerReportInANodeLogAbortsTheTestProcess) {
   EXPECT_DEATH(run_one_node(ubsan),
                "sanitizer report:\nsrc/x.cpp:1:2: runtime error: signed integer overflow");
   remove_kept_cluster_directories(token);
+}
+
+// The node inherits the caller's stdio buffers across fork; before the fix, the node's freopen of
+// stdout flushed what the caller had printed but not yet flushed to the caller's stdout again.
+TEST_F(FakeNode, OutputPrintedBeforeAStartAppearsOnce) {
+  const std::string script = write_script("raftlogd: a stand-in");
+  const std::filesystem::path captured =
+      std::filesystem::temp_directory_path() /
+      ("raftlog-local-cluster-stdout-" + std::to_string(::getpid()));
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // A process of its own whose stdout is a file: the caller's stdout in the test below.
+    const int fd = ::open(captured.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || ::dup2(fd, STDOUT_FILENO) < 0) std::_Exit(3);
+    std::printf("printed-before-start");  // no newline: not flushed even if line-buffered
+    run_one_node(script);
+    std::printf("\n");
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::stringstream contents;
+  contents << std::ifstream(captured).rdbuf();
+  std::filesystem::remove(captured);
+  EXPECT_EQ(contents.str(), "printed-before-start\n");
 }
 
 }  // namespace

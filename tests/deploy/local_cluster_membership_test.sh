@@ -26,32 +26,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else fail "$what"; fi; }
-contains() { grep -qF -- "$2" <<<"$1"; }
-cluster_processes() { pgrep -f -- "--data-dir $dir/n" | wc -l; }
+source "$(dirname "$0")/cluster_test_lib.sh"
 ctl() { "$bin/raftlogctl" --cluster-dir "$dir" "$@"; }
 # The members' ids (voters and learners) as the leader lists them, space-separated, ascending.
 member_ids() { ctl members list --json | "$py" -c 'import json,sys; print(" ".join(str(m["id"]) for m in sorted(json.load(sys.stdin)["members"], key=lambda m: m["id"])))'; }
 voter_ids() { ctl members list --json | "$py" -c 'import json,sys; print(" ".join(str(m["id"]) for m in sorted(json.load(sys.stdin)["members"], key=lambda m: m["id"]) if m["role"] == "voter"))'; }
 
 # Eight client and eight metrics ports in a row (ids 1..8: 3 founders, 3 added, room for one more).
-read -r base metrics_base < <("$py" - <<'EOF'
-import random, socket
-for _ in range(200):
-    base = random.randrange(20000, 30000)
-    socks = []
-    try:
-        for port in list(range(base, base + 8)) + list(range(base + 100, base + 108)):
-            s = socket.socket(); s.bind(("127.0.0.1", port)); socks.append(s)
-        print(base, base + 100); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-EOF
-)
+read -r base metrics_base < <(free_port_block 8)
 [[ -n "$base" ]] || { echo "no free ports" >&2; exit 1; }
 
 "$cluster" up --dir "$dir" --base-port "$base" --metrics-base-port "$metrics_base" --segment-size 1MiB --max-entry-size 64KiB >/dev/null

@@ -23,30 +23,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-check() { local what=$1; shift; if "$@"; then echo "ok: $what"; else fail "$what"; fi; }
-contains() { grep -qF -- "$2" <<<"$1"; }
+source "$(dirname "$0")/cluster_test_lib.sh"
 alive() { local s; s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [[ -n "$s" && "$s" != Z ]]; }
-# raftlogd processes of this test's cluster (their --data-dir is under $dir).
-cluster_processes() { pgrep -f -- "--data-dir $dir/n" | wc -l; }
 
 # Six free loopback ports in a row (3 client, 3 metrics), away from the defaults.
-read -r base metrics_base < <(python3 - <<'EOF'
-import random, socket
-for _ in range(200):
-    base = random.randrange(20000, 30000)
-    socks = []
-    try:
-        for port in list(range(base, base + 3)) + list(range(base + 100, base + 103)):
-            s = socket.socket(); s.bind(("127.0.0.1", port)); socks.append(s)
-        print(base, base + 100); break
-    except OSError:
-        pass
-    finally:
-        for s in socks: s.close()
-EOF
-)
+read -r base metrics_base < <(free_port_block 3)
 [[ -n "$base" ]] || { echo "no free ports" >&2; exit 1; }
 up_flags=(--dir "$dir" --base-port "$base" --metrics-base-port "$metrics_base")
 
