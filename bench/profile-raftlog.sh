@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Profiles the raftlog leader under the 64-client unary 1 KiB load (the cell issue 7 targets):
 #
-#   bench/profile-raftlog.sh [--clients N] [--seconds S] [--all] [--out DIR (default /tmp/raftlog-profile-out)]
+#   bench/profile-raftlog.sh [--clients N] [--seconds S] [--all] [--keep-data] [--out DIR (default /tmp/raftlog-profile-out)]
 #
 # Starts 3 raftlogd (sync flush) on loopback, runs `raftlog-bench cluster` for S + 8 seconds and, from
 # second 4, records on the leader for S seconds (default 8):
@@ -13,7 +13,8 @@
 # With --all, also each follower and the load generator (`raftlog-bench`, i.e. the client library),
 # recorded the same way at the same time -> DIR/breakdown-follower-N.txt, DIR/breakdown-client.txt
 # (and their top-symbols-*.txt). Four recorders at once cost CPU: take the totals per append from
-# bench/ab-cpu.sh, the split per layer from these.
+# bench/ab-cpu.sh, the split per layer from these. With --keep-data the perf.data files are kept in
+# DIR (for `perf report --children -i DIR/perf.data`).
 # Needs perf (Debian: linux-perf) and root (or perf_event_paranoid <= 1). Every wait is bounded.
 set -euo pipefail
 
@@ -23,6 +24,7 @@ bin=$repo/${BUILD_DIR:-build}/bin
 clients=64
 seconds=8
 all=false
+keep_data=false
 out=/tmp/raftlog-profile-out
 
 die() { echo "profile-raftlog: $*" >&2; exit 1; }
@@ -32,7 +34,8 @@ while (($# > 0)); do
     --seconds) seconds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --all) all=true; shift ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    --keep-data) keep_data=true; shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
@@ -141,5 +144,6 @@ for ((k = 0; k < ${#others[@]}; k++)); do
   perf report -i "$work/perf-$label.data" --no-children --sort dso,sym -g none --stdio 2>/dev/null |
     grep -v '^#' | grep -v '^$' | head -60 >"$out/top-symbols-$label.txt" || true
 done
+if $keep_data; then cp "$work"/perf*.data "$out/"; fi
 grep '^RESULT' "$out/load.txt" || true
 echo "profile of the leader in $out: breakdown.txt threads.txt syscalls.txt msync.txt top-symbols.txt" >&2
