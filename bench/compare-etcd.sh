@@ -354,7 +354,7 @@ raftlog_loads() {
   rss_line raftlog idle "${raftlog_pids[@]}"
   machine_line "raftlog_load_round_$1"
   for c in ${clients//,/ }; do
-    log "raftlog: $c clients x 1 KiB append, one AppendStream each, for ${duration} s"
+    log "raftlog: $c clients x 1 KiB append, the library default (one AppendStream per node, shared), for ${duration} s"
     "$bin/raftlog-bench" cluster --endpoints "$raftlog_endpoints" --clients "$c" --entry-size 1KiB \
       --duration "$duration" --server-pids "$pids" --append-rpc stream | record || true
     if [[ "$c" == 64 ]]; then rss_line raftlog loaded "${raftlog_pids[@]}"; fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Profiles the raftlog leader under the 64-client unary 1 KiB load (the cell issue 7 targets):
 #
-#   bench/profile-raftlog.sh [--clients N] [--seconds S] [--out DIR (default /tmp/raftlog-profile-out)]
+#   bench/profile-raftlog.sh [--clients N] [--seconds S] [--all] [--keep-data] [--out DIR (default /tmp/raftlog-profile-out)]
 #
 # Starts 3 raftlogd (sync flush) on loopback, runs `raftlog-bench cluster` for S + 8 seconds and, from
 # second 4, records on the leader for S seconds (default 8):
@@ -10,6 +10,11 @@
 #   - per-thread CPU time and context switches from /proc      -> DIR/threads.txt
 #   - perf stat syscall counts (msync, futex, sendmsg, ...)    -> DIR/syscalls.txt
 #   - perf trace of msync durations on the leader              -> DIR/msync.txt
+# With --all, also each follower and the load generator (`raftlog-bench`, i.e. the client library),
+# recorded the same way at the same time -> DIR/breakdown-follower-N.txt, DIR/breakdown-client.txt
+# (and their top-symbols-*.txt). Four recorders at once cost CPU: take the totals per append from
+# bench/ab-cpu.sh, the split per layer from these. With --keep-data the perf.data files are kept in
+# DIR (for `perf report --children -i DIR/perf.data`).
 # Needs perf (Debian: linux-perf) and root (or perf_event_paranoid <= 1). Every wait is bounded.
 set -euo pipefail
 
@@ -18,6 +23,8 @@ repo=$(cd "$here/.." && pwd)
 bin=$repo/${BUILD_DIR:-build}/bin
 clients=64
 seconds=8
+all=false
+keep_data=false
 out=/tmp/raftlog-profile-out
 
 die() { echo "profile-raftlog: $*" >&2; exit 1; }
@@ -26,7 +33,9 @@ while (($# > 0)); do
     --clients) clients=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    --all) all=true; shift ;;
+    --keep-data) keep_data=true; shift ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
@@ -97,8 +106,22 @@ perf stat -e 'syscalls:sys_enter_msync,syscalls:sys_enter_fdatasync,syscalls:sys
 stat=$!
 perf trace -p "$lpid" -e msync -o "$work/msync.trace" -- sleep "$seconds" >/dev/null 2>&1 &
 trace=$!
+others=()  # "label pid" of the other processes recorded with --all
+if $all; then
+  for i in 1 2 3; do
+    ((i == leader)) || others+=("follower-$i ${pids[$((i - 1))]}")
+  done
+  others+=("client $load")
+fi
+recorders=()
+for ((k = 0; k < ${#others[@]}; k++)); do
+  read -r label pid <<<"${others[$k]}"
+  perf record -F 499 -g --call-graph dwarf,16384 -p "$pid" -o "$work/perf-$label.data" -- sleep "$seconds" \
+    2>"$work/record-$label.err" &
+  recorders+=("$!")
+done
 perf record -F 499 -g --call-graph dwarf,16384 -p "$lpid" -o "$work/perf.data" -- sleep "$seconds" 2>"$work/record.err"
-wait "$stat" "$trace" || true
+wait "$stat" "$trace" ${recorders[@]+"${recorders[@]}"} || true
 thread_snapshot "$lpid" >"$work/t1"
 wait "$load" || true
 join "$work/t0" "$work/t1" | awk -v s="$seconds" '{printf "%-8s %-18s cpu_ms_per_s=%6.1f voluntary_switches_per_s=%7.1f involuntary_per_s=%6.1f\n", $1, $2, ($7 - $3) * 10 / s, ($8 - $4) / s, ($9 - $5) / s}' |
@@ -113,6 +136,14 @@ if d:
 EOF
 perf script -i "$work/perf.data" -F tid,comm,ip,sym,dso 2>/dev/null | /usr/bin/python3 "$here/perf_breakdown.py" >"$out/breakdown.txt"
 perf report -i "$work/perf.data" --no-children --sort dso,sym -g none --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' |
-  head -60 >"$out/top-symbols.txt"
+  head -60 >"$out/top-symbols.txt" || true  # head closing the pipe early is not a failure
+for ((k = 0; k < ${#others[@]}; k++)); do
+  read -r label pid <<<"${others[$k]}"
+  perf script -i "$work/perf-$label.data" -F tid,comm,ip,sym,dso 2>/dev/null |
+    /usr/bin/python3 "$here/perf_breakdown.py" >"$out/breakdown-$label.txt"
+  perf report -i "$work/perf-$label.data" --no-children --sort dso,sym -g none --stdio 2>/dev/null |
+    grep -v '^#' | grep -v '^$' | head -60 >"$out/top-symbols-$label.txt" || true
+done
+if $keep_data; then cp "$work"/perf*.data "$out/"; fi
 grep '^RESULT' "$out/load.txt" || true
 echo "profile of the leader in $out: breakdown.txt threads.txt syscalls.txt msync.txt top-symbols.txt" >&2

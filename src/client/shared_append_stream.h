@@ -21,16 +21,24 @@
 //
 // One exchange is in flight at a time: appends arriving meanwhile wait and leave together in the
 // next message. Threads: one watchdog thread per shared stream (deadlines, idle close).
+//
+// Wake-ups: each waiting caller sleeps on a futex of its own (Waiter::wakes), and the writer wakes
+// the callers of its batch after releasing mu_; a caller woken with its outcome returns without
+// taking mu_. (With a condition variable notified under mu_, each woken caller first blocked on
+// mu_ held by the writer: two sleeps and wake-ups per append instead of one, most of the client's
+// CPU per append at 64 Clients, docs/benchmarks.md.) A Waiter is shared between its caller and the
+// writer, so a wake-up that comes after its caller returned touches nothing freed.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
-#include <condition_variable>
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "client/append_stream_call.h"
 
@@ -57,26 +65,29 @@ class SharedAppendStream {
 
  private:
   struct Waiter {
-    pb::AppendStreamRequest* request;
+    pb::AppendStreamRequest* request = nullptr;
     Clock::time_point deadline;
-    pb::AppendResponse* response;
-    std::size_t bytes;  // payload bytes
-    StreamAppendOutcome outcome;
-    bool taken = false;  // a writer took it off the queue
-    bool done = false;   // outcome is set
-    std::condition_variable wake;
+    pb::AppendResponse* response = nullptr;
+    std::size_t bytes = 0;  // payload bytes
+    StreamAppendOutcome outcome;  // written by the writer before done is set
+    bool taken = false;           // guarded by mu_: a writer took it off the queue
+    std::atomic<bool> done{false};  // set (release) once outcome is final; also under mu_
+    std::atomic<std::uint32_t> wakes{0};  // bumped for every wake-up; the caller waits on it
   };
+  using WaiterPtr = std::shared_ptr<Waiter>;
 
-  // The writer's part: takes a batch off queue_ (with mu_ held), exchanges it without mu_.
-  std::deque<Waiter*> take_batch();
-  void exchange(std::deque<Waiter*>& batch);
+  // The writer's part: takes a batch off queue_ (with mu_ held; appends whose deadline passed are
+  // answered and added to `to_wake`), exchanges it without mu_.
+  std::deque<WaiterPtr> take_batch(std::vector<WaiterPtr>* to_wake);
+  void exchange(std::deque<WaiterPtr>& batch);
+  static void wake(Waiter& waiter);
 
   const std::shared_ptr<grpc::Channel> channel_;
   const std::string endpoint_;
 
   mutable std::mutex mu_;
   // Appends waiting for a writer; at most one per thread appending (each waits for its own).
-  std::deque<Waiter*> queue_;
+  std::deque<WaiterPtr> queue_;
   bool writing_ = false;          // guarded by mu_: an exchange is in progress
   std::uint64_t exchanges_ = 0;   // guarded by mu_
 

@@ -57,7 +57,7 @@ struct SourceEntry {
   std::uint64_t index = 0;
   std::uint64_t term = 0;
   bool has_envelope = false;
-  std::string payload;
+  std::string payload;  // read by the consumers only when has_envelope or is_group_commit
   bool is_group_commit = false;  // a consumer group's offset commit (group_table.h)
 };
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -128,11 +129,13 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     // another thread may start the next read into request_.
     const auto read_at = Clock::now();
     const std::size_t appends = 1 + static_cast<std::size_t>(request_.more_size());
+    // Only reactions read, one at a time, so messages_read_ needs no lock.
+    const std::uint64_t message = ++messages_read_;
     std::vector<Node::AppendCall> calls;
     calls.reserve(appends);
-    calls.push_back(take_call(request_.request_id(), request_.mutable_append(), read_at));
+    calls.push_back(take_call(request_.request_id(), request_.mutable_append(), read_at, message));
     for (v1::AppendStreamItem& item : *request_.mutable_more()) {
-      calls.push_back(take_call(item.request_id(), item.mutable_append(), read_at));
+      calls.push_back(take_call(item.request_id(), item.mutable_append(), read_at, message));
     }
     bool read_next = false;
     {
@@ -142,6 +145,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
       // A message's appends count together: reading stops once max_in_flight_ are unanswered, so
       // at most 2 * max_in_flight_ - 1 are held (a message carries at most max_in_flight_).
       in_flight_ += appends;
+      if (appends > 1) held_.emplace(message, HeldAnswers{appends, {}});
       read_next = in_flight_ < max_in_flight_;
       read_paused_ = !read_next;
       // No other read may start until these appends are queued on the node: the node then
@@ -223,7 +227,7 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   // One append of the message just read, its payloads moved (not copied) out of `append`. The
   // node calls `done` exactly once; each call holds a reference (taken by OnReadDone).
   Node::AppendCall take_call(std::uint64_t request_id, v1::AppendRequest* append,
-                             Clock::time_point read_at) {
+                             Clock::time_point read_at, std::uint64_t message) {
     Node::AppendCall call;
     call.client_id = append->client_id();
     call.sequence = append->sequence();
@@ -232,15 +236,15 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
       call.payloads.push_back(std::move(payload));
     }
     call.attributes = take_attributes(append);
-    call.done = [this, request_id, read_at](AppendResult result) {
-      answer(request_id, result, read_at);
+    call.done = [this, request_id, read_at, message](AppendResult result) {
+      answer(request_id, result, read_at, message);
     };
     return call;
   }
 
   // The Node's answer to one request.
   void answer(std::uint64_t request_id, const AppendResult& result,
-              std::chrono::steady_clock::time_point read_at) {
+              std::chrono::steady_clock::time_point read_at, std::uint64_t message) {
     if (observer_ != nullptr) {
       observer_->request_answered(kMetricsMethod, static_cast<int>(grpc_code(result.error.code)),
                                   std::chrono::steady_clock::now() - read_at, result.error.reason);
@@ -249,6 +253,19 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
     RAFTLOG_CHECK(in_flight_ > 0, "an answer for a request that is not in flight");
     if (stopped_locked()) {
       --in_flight_;  // nobody will read it; it no longer counts against the stream's bound
+    } else if (auto group = held_.find(message); group != held_.end()) {
+      // One of several appends of a message: written once the last of them is answered, so the
+      // message's answers leave in one write (the node answers them in one loop round, one after
+      // another; the first would otherwise go out alone and the rest in a second write).
+      v1::AppendStreamResult& out = group->second.answers.emplace_back();
+      out.set_request_id(request_id);
+      fill_answer(result, &out);
+      if (--group->second.unanswered == 0) {
+        for (v1::AppendStreamResult& held : group->second.answers) {
+          pending_.emplace_back().Swap(&held);
+        }
+        held_.erase(group);
+      }
     } else {
       v1::AppendStreamResult& out = pending_.emplace_back();
       out.set_request_id(request_id);
@@ -340,7 +357,17 @@ class AppendStreamReactor final : public AppendStreamServerReactor {
   v1::AppendStreamResponse response_;  // the write in progress (one at a time)
   grpc::ByteBuffer response_bytes_;    // response_ serialized
 
+  // The answers of a message of several appends until the last of them is answered.
+  struct HeldAnswers {
+    std::size_t unanswered = 0;
+    std::vector<v1::AppendStreamResult> answers;
+  };
+
+  std::uint64_t messages_read_ = 0;  // touched by OnReadDone only (one read at a time)
   std::mutex mu_;
+  // By message number; only messages of more than one append. Bounded with in_flight_: at most
+  // 2 x max_in_flight_ answers held here and in pending_ together.
+  std::map<std::uint64_t, HeldAnswers> held_;
   std::vector<v1::AppendStreamResult>
       pending_;                // answers not yet written; bounded by max_in_flight_
   std::size_t in_flight_ = 0;  // requests read and not yet answered on the wire (<= max_in_flight_)

@@ -13,9 +13,11 @@
 //     growing the node's memory. A message may carry at most max_appends_per_stream appends (each
 //     of a larger one is refused, TOO_MANY_APPENDS), so at most 2 x that many are unanswered; every
 //     answer message announces the bound (max_appends_per_message);
-//   - the Node's completion callback (on its loop thread) queues the answer; answers that queue up
-//     while a write is in flight go out together in the next message (one write at a time, as
-//     gRPC requires);
+//   - the Node's completion callback (on its loop thread) queues the answer; the answers of a
+//     message of several appends are held until the last of them is answered and then queued
+//     together (the node answers them one after another in one loop round; without that the first
+//     left in a write of its own); answers that queue up while a write is in flight go out together
+//     in the next message (one write at a time, as gRPC requires);
 //   - the stream ends OK once the client has half-closed and every answer is written; on
 //     cancellation (client gone, node shutting down) it ends at once and answers still to come
 //     from the Node are dropped. The reactor is deleted after gRPC's OnDone and the last pending

@@ -561,5 +561,39 @@ TEST(AppendStreamMessages, EachAppendOfAMessageGetsItsOwnRangeDedupAndAnswerAndA
   EXPECT_TRUE(call->Finish().ok());
 }
 
+// The node answers a message's appends one after another in one loop round (and a refused one at
+// once, before the others commit); the stream holds them until the last, so one message of
+// appends costs one answer message rather than a first answer alone and the rest in a second.
+TEST(AppendStreamMessages, TheAnswersOfOneMessageLeaveInOneResponseMessage) {
+  InProcessNode node([](server::NodeConfig& c) { c.max_appends_per_stream = 16; });
+  ASSERT_TRUE(node.started());
+  auto stub = v1::Log::NewStub(node.new_connection());
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + 30s);
+  auto call = stub->AppendStream(&context);
+  for (std::uint64_t round = 1; round <= 3; ++round) {
+    v1::AppendStreamRequest message;
+    message.set_request_id(round * 100);
+    set_append(message.mutable_append(), 400, round, 1);
+    for (std::uint64_t i = 1; i < 6; ++i) {
+      v1::AppendStreamItem* item = message.add_more();
+      item->set_request_id(round * 100 + i);
+      // The third is empty: refused at once, while the others wait for their commit.
+      set_append(item->mutable_append(), 400 + i, round, i == 3 ? 0 : 1);
+    }
+    ASSERT_TRUE(call->Write(message));
+    v1::AppendStreamResponse response;
+    ASSERT_TRUE(call->Read(&response));
+    EXPECT_EQ(response.results_size(), 6) << "round " << round;
+    int refused = 0;
+    for (const v1::AppendStreamResult& result : response.results()) {
+      if (result.code() != 0) ++refused;
+    }
+    EXPECT_EQ(refused, 1) << "round " << round;
+  }
+  call->WritesDone();
+  EXPECT_TRUE(call->Finish().ok());
+}
+
 }  // namespace
 }  // namespace raftlog::testing
