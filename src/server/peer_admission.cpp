@@ -68,7 +68,11 @@ std::string PeerAdmission::admit_stream(raft::NodeId from, std::string_view adve
     return "peer transport is stopped";
   }
   if (configured_.contains(from)) return "";
-  if (from == options_.self_id) return refuse_locked(from, "it names this node itself");
+  if (from == options_.self_id) {
+    // Our own credential from outside: a copied key or secret, never a peer.
+    *code = grpc::StatusCode::UNAUTHENTICATED;
+    return refuse_locked(from, "its credential names this node itself");
+  }
   if (advertised.empty()) {
     return refuse_locked(from,
                          "it advertised no address to answer it at (a raftlogd from before "
