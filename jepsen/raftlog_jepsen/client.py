@@ -182,7 +182,7 @@ def outcome_error(outcome, cluster, node):
     if not isinstance(code, grpc.StatusCode):
         code = grpc.StatusCode.UNKNOWN  # PROTOCOL_ERROR, or a code number gRPC lacks
     metadata = {}
-    if outcome.leader is not None:
+    if outcome.leader is not None and outcome.leader in cluster.addresses:  # not a retired node
         metadata["leader_address"] = cluster.addresses[outcome.leader]
     error = raftlog_errors.make_error(code, outcome.message, outcome.reason, metadata, cluster.addresses[node])
     if outcome.stream_broken:
@@ -217,7 +217,12 @@ def append(cluster, rng, client_id, sequence, values, deadline_s, attempt_timeou
     def attempt(address, timeout_s):
         if stop is not None and stop.is_set() and attempts:
             raise _Stopped()
-        node = cluster.by_address[address]
+        node = cluster.by_address.get(address)
+        if node is None:
+            # The membership nemesis retired this node after the endpoint list was taken: nothing is
+            # sent, so it is like an unreachable node (retried on the next one).
+            raise raftlog_errors.make_error(grpc.StatusCode.UNAVAILABLE, "node retired", "", {},
+                                            address)
         outcome = transport.attempt(node, request, timeout_s)
         if outcome.response is not None:
             cluster.leader_hint = node

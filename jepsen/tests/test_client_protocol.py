@@ -188,6 +188,25 @@ class ClientProtocolTest(unittest.TestCase):
         for slept, base in zip(self.sleeps, expected):
             self.assertTrue(base <= slept <= base * 1.25, (self.sleeps, expected))
 
+    def test_a_node_retired_during_an_append_is_skipped_like_an_unreachable_one(self):
+        # The membership nemesis retires node 2 while an append is under way (its endpoint list was
+        # taken before): writers used to die with a KeyError (docs/jepsen.md, seed 3 of 2026-12-06).
+        a, b, c = self.make_cluster(3)
+        a.script = [("refuse", FP, "NO_LEADER", None)]
+
+        def sleep_and_retire_node_2(seconds):
+            self.sleeps.append(seconds)
+            address = self.cluster.addresses.pop(2, None)
+            if address is not None:
+                self.cluster.by_address.pop(address, None)
+
+        kind, _, node, attempts = client.append(self.cluster, random.Random(7), 99, 1, [b"x"],
+                                                time.monotonic() + DEADLINE_S, attempt_timeout_s=1.0,
+                                                sleep=sleep_and_retire_node_2)
+        self.assertEqual((kind, node), ("ok", 3))
+        self.assertEqual([x.node for x in attempts], [1])
+        self.assertEqual((len(a.arrivals), len(b.arrivals), len(c.arrivals)), (1, 0, 1))
+
 
 if __name__ == "__main__":
     unittest.main()

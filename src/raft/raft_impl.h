@@ -102,6 +102,7 @@ class Raft::Impl {
   void handle_append(Message& message);  // moves the entries it appends out of `message`
   void handle_heartbeat(const Message& message);
   void handle_append_response(const Message& message);
+  void answer_untracked_ack(const Message& message);
   void handle_heartbeat_response(const Message& message);
   // Snapshots (raft_snapshot.cpp): a leader sends one instead of an append that would need trimmed
   // entries; a follower installs it when that is safe, or answers it like an append.

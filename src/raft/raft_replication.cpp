@@ -237,9 +237,31 @@ Index Raft::Impl::stranded_below() const {
   return gap || rejected_leaders_first_probe_ ? leader_first_index_ : 0;
 }
 
+// A node this leader no longer tracks acknowledged entries: a removed node whose acknowledgement of
+// its own removal arrived after the removal committed (refresh_conf forgot it, and the last heartbeat
+// it sent then could name only what the node had acknowledged before). Tell it how far the commit
+// reaches within what it acknowledged, so that it learns its removal committed and stops
+// campaigning. Only a plain acknowledgement (not a refusal, not a catching-up node's marked one):
+// its log matches ours up to m.index in this term, which is what any heartbeat's commit relies on.
+// One heartbeat per acknowledgement, and nothing is tracked, so it never counts toward a majority.
+void Raft::Impl::answer_untracked_ack(const Message& m) {
+  if (m.reject || m.context == kCatchingUpContext || m.index == 0 || m.index > log_.last_index())
+    return;
+  if (raft::is_member(conf_, m.from)) return;  // a member is tracked (refresh_conf); none here
+  Message reply;
+  reply.type = MessageType::kHeartbeat;
+  reply.to = m.from;
+  reply.commit = std::min(m.index, log_.committed());
+  reply.index = log_.first_index() > 1 ? log_.first_index() : 0;
+  send(std::move(reply), /*after_persist=*/false);
+}
+
 void Raft::Impl::handle_append_response(const Message& m) {
   const auto found = progress_.find(m.from);
-  if (found == progress_.end()) return;  // not a member (any more, or yet)
+  if (found == progress_.end()) {  // not a member (any more, or yet)
+    answer_untracked_ack(m);
+    return;
+  }
   Progress& pr = found->second;
   pr.heard_this_term = true;
   pr.recent_active = true;

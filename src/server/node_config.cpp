@@ -276,7 +276,11 @@ PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {
   options.cluster_id = config.cluster_id;
   options.self_id = config.node_id;
   for (const auto& [id, address] : config.members) {
-    if (id != config.node_id) options.peers.emplace(id, address);
+    if (id != config.node_id) {
+      options.peers.emplace(id, address);
+    } else {
+      options.advertise_address = address;  // what a node that does not know us yet answers
+    }
   }
   // One AppendEntries carries at most the core's message bound (derived from the largest Append),
   // plus protobuf framing per entry.

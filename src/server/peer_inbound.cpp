@@ -51,7 +51,7 @@ class PeerInbound::InboundStream {
 
   // Ends the stream with `status` (now, or after stop()'s cancel). Once per stream.
   void finish(grpc::Status status);
-  void reject(grpc::StatusCode code, const std::string& message);
+  void reject(grpc::StatusCode code, const std::string& message, bool log = true);
 
   PeerInbound* const inbound;
   grpc::CallbackServerContext* const context;
@@ -119,8 +119,8 @@ class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element
 };
 
 PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
-                         PeerTransport::MessageHandler on_message)
-    : options_(options), auth_(auth), on_message_(std::move(on_message)) {
+                         PeerAdmission& admission, PeerTransport::MessageHandler on_message)
+    : options_(options), auth_(auth), admission_(admission), on_message_(std::move(on_message)) {
   RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
 }
 
@@ -186,6 +186,24 @@ void PeerInbound::InboundStream::begin() {
     reject(grpc::StatusCode::UNAUTHENTICATED, problem);
     return;
   }
+  // The address the caller says it is reached at, for a node our configurations do not list yet.
+  const auto& metadata = context->client_metadata();
+  const grpc::string_ref address_key(kPeerAddressKey.data(), kPeerAddressKey.size());
+  std::string_view advertised;
+  if (const auto found = metadata.find(address_key); found != metadata.end()) {
+    if (metadata.count(address_key) != 1) {
+      reject(grpc::StatusCode::INVALID_ARGUMENT,
+             "the stream carried more than one " + std::string(kPeerAddressKey));
+      return;
+    }
+    advertised = std::string_view(found->second.data(), found->second.size());
+  }
+  grpc::StatusCode code = grpc::StatusCode::OK;
+  if (std::string problem = inbound->admission_.admit_stream(authenticated_from, advertised, &code);
+      !problem.empty()) {
+    reject(code, problem, /*log=*/false);  // the admission logs its refusals, rate-limited
+    return;
+  }
   start_read();
 }
 
@@ -230,9 +248,12 @@ void PeerInbound::InboundStream::ended(PeerInbound* owner, std::uint64_t stream_
   if (stream_id != 0) owner->unregister_stream(stream_id);  // last: stop() waits for it
 }
 
-void PeerInbound::InboundStream::reject(grpc::StatusCode code, const std::string& message) {
-  spdlog::warn("node {}: refused peer stream from {}: {}", inbound->options_.self_id,
-               context->peer(), message);
+void PeerInbound::InboundStream::reject(grpc::StatusCode code, const std::string& message,
+                                        bool log) {
+  if (log) {
+    spdlog::warn("node {}: refused peer stream from {}: {}", inbound->options_.self_id,
+                 context->peer(), message);
+  }
   inbound->count_rejected();
   finish(grpc::Status(code, message));
 }
@@ -267,7 +288,7 @@ std::string PeerInbound::check(const pb::RaftMessage& wire, raft::NodeId authent
     return "the caller authenticated as node " + std::to_string(authenticated_from) +
            " but sent a message from node " + std::to_string(wire.from());
   }
-  if (!auth_.is_peer(wire.from())) {
+  if (!admission_.may_deliver(wire.from(), authenticated_from)) {
     return "node " + std::to_string(wire.from()) + " is not a peer of node " +
            std::to_string(options_.self_id);
   }

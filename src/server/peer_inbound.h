@@ -11,6 +11,7 @@
 #include <string>
 
 #include "raftlog/peer/v1/peer.grpc.pb.h"
+#include "server/peer_admission.h"
 #include "server/peer_stream_auth.h"
 #include "server/transport.h"
 
@@ -18,9 +19,9 @@ namespace raftlog::server {
 
 class PeerInbound {
  public:
-  // `options` and `auth` must outlive this (the transport owns all three).
+  // `options`, `auth` and `admission` must outlive this (the transport owns them all).
   PeerInbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
-              PeerTransport::MessageHandler on_message);
+              PeerAdmission& admission, PeerTransport::MessageHandler on_message);
   PeerInbound(const PeerInbound&) = delete;
   PeerInbound& operator=(const PeerInbound&) = delete;
 
@@ -64,6 +65,7 @@ class PeerInbound {
 
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
+  PeerAdmission& admission_;
   const PeerTransport::MessageHandler on_message_;
   PeerService service_{this};
 

@@ -88,7 +88,8 @@ LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
 // write claim or the cancel, since both keep the hold.
 class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::RaftMessageBatch> {
  public:
-  OutboundStream(PeerOutbound* outbound, PeerLink* link) : outbound_(outbound), link_(link) {}
+  OutboundStream(PeerOutbound* outbound, PeerLink* link)
+      : keep_alive(link->owner->shared_from_this()), outbound_(outbound), link_(link) {}
 
   void OnWriteDone(bool ok) override { outbound_->on_write_done(*link_, this, ok); }
   void OnReadInitialMetadataDone(bool ok) override {
@@ -104,6 +105,8 @@ class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::R
     return started && !closing && !write_claimed && (accepted || !handshake_written);
   }
 
+  // The stream's lanes live at least as long as the stream (a retired link is freed after this).
+  const LanesRef keep_alive;
   grpc::ClientContext context;
   pb::StreamSummary summary;
   pb::RaftMessageBatch batch;  // the batch being written; only the write claimant touches it
@@ -130,13 +133,12 @@ PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStream
       // reconnect opens the next stream); twice that leaves room without hiding a leak.
       // Peers come and go with the configuration: sized for the most there can be, live and
       // retired (a retired lane's last pending reconnect finds it closed and does nothing).
-      reconnect_timer_("peer-reconnect",
-                       2 * kLaneCount * (PeerTransportOptions::kMaxPeers + kMaxRetiredPeers) + 2),
-      append_encoder_("peer-encoder",
-                      kLaneCount * (PeerTransportOptions::kMaxPeers + kMaxRetiredPeers) + 2) {
+      // A retired lane may also have its delayed cancel pending (kRetiredLinger).
+      reconnect_timer_("peer-reconnect", 2 * kLaneCount * (kMaxLinks + kMaxRetiredPeers) + 2),
+      append_encoder_("peer-encoder", kLaneCount * (kMaxLinks + kMaxRetiredPeers) + 2) {
   for (const auto& [id, address] : options_.peers) {
     auto lanes =
-        std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
+        std::make_shared<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
     for (PeerLink& link : lanes->lanes) connect(link, id, address);
     links_.emplace(id, std::move(lanes));
   }
@@ -183,14 +185,23 @@ void PeerOutbound::connect(PeerLink& link, raft::NodeId id, const std::string& a
   link.stub = pb::Peer::NewStub(link.channel);
 }
 
-std::vector<PeerOutbound::PeerLanes*> PeerOutbound::all_lanes(bool with_retired) const {
+std::vector<PeerOutbound::LanesRef> PeerOutbound::all_lanes(bool with_retired) const {
   std::shared_lock lock(links_mu_);
-  std::vector<PeerLanes*> result;
-  for (const auto& [id, lanes] : links_) result.push_back(lanes.get());
+  std::vector<LanesRef> result;
+  for (const auto& [id, lanes] : links_) result.push_back(lanes);
   if (with_retired) {
-    for (const auto& lanes : retired_) result.push_back(lanes.get());
+    for (const std::weak_ptr<PeerLanes>& retired : retired_) {
+      if (LanesRef lanes = retired.lock()) result.push_back(std::move(lanes));
+    }
   }
   return result;
+}
+
+std::size_t PeerOutbound::retired_links() const {
+  std::shared_lock lock(links_mu_);
+  std::size_t alive = 0;
+  for (const std::weak_ptr<PeerLanes>& retired : retired_) alive += retired.expired() ? 0 : 1;
+  return alive;
 }
 
 void PeerOutbound::start() {
@@ -202,34 +213,52 @@ void PeerOutbound::start() {
     started_ = true;
   }
   // Connect at once, so the first messages do not wait for a connection.
-  for (PeerLanes* lanes : all_lanes(/*with_retired=*/false)) {
+  for (const LanesRef& lanes : all_lanes(/*with_retired=*/false)) {
     for (PeerLink& link : lanes->lanes) open_stream(link);
   }
 }
 
-PeerOutbound::PeerLanes* PeerOutbound::retire_locked(raft::NodeId id) {
+PeerOutbound::LanesRef PeerOutbound::retire_locked(raft::NodeId id) {
   const auto found = links_.find(id);
   if (found == links_.end()) return nullptr;
-  retired_.push_back(std::move(found->second));
+  LanesRef lanes = std::move(found->second);
   links_.erase(found);
-  return retired_.back().get();
+  retired_.push_back(lanes);
+  return lanes;
 }
 
-void PeerOutbound::close_retired(PeerLanes* lanes) {
+std::size_t PeerOutbound::prune_retired_locked() {
+  std::erase_if(retired_,
+                [](const std::weak_ptr<PeerLanes>& retired) { return retired.expired(); });
+  return retired_.size();
+}
+
+void PeerOutbound::close_retired(const LanesRef& lanes) {
   if (lanes == nullptr) return;
-  // close() refuses new messages; what is queued goes when the stream ends (on_stream_done), or
-  // now when there is none (a write in flight still holds its batch until it completes).
+  // close() refuses new messages; an open stream still writes what is queued (a removed node's last
+  // heartbeat, Raft's "your removal committed") until it is cancelled kRetiredLinger later. What is
+  // left goes when the stream ends (on_stream_done), or now when there is none.
+  bool linger = false;
   for (PeerLink& link : lanes->lanes) {
     std::lock_guard link_lock(link.mu);
     link.queue.close();
-    if (link.stream == nullptr) link.queue.clear();
+    if (link.stream == nullptr) {
+      link.queue.clear();
+    } else if (link.queue.has_queued()) {
+      linger = true;
+    }
+  }
+  if (linger && reconnect_timer_.schedule(Clock::now() + kRetiredLinger, [this, lanes] {
+        for (PeerLink& link : lanes->lanes) cancel(link);
+      })) {
+    return;
   }
   for (PeerLink& link : lanes->lanes) cancel(link);
 }
 
 bool PeerOutbound::add_peer(raft::NodeId id, const std::string& address) {
-  PeerLanes* replaced = nullptr;
-  PeerLanes* added = nullptr;
+  LanesRef replaced;
+  LanesRef added;
   bool open_now = false;
   {
     std::unique_lock lock(links_mu_);
@@ -237,19 +266,23 @@ bool PeerOutbound::add_peer(raft::NodeId id, const std::string& address) {
     const auto found = links_.find(id);
     if (found != links_.end() && found->second->lanes[0].address == address) return true;
     const bool replacing = found != links_.end();
-    if ((!replacing && links_.size() >= PeerTransportOptions::kMaxPeers) ||
-        retired_.size() + (replacing ? 1 : 0) > kMaxRetiredPeers) {
-      spdlog::error("node {}: cannot add peer {} at {}: {} peers, {} retired links (restart the "
-                    "node to free them)",
-                    options_.self_id, id, address, links_.size(), retired_.size());
+    const std::size_t retired = prune_retired_locked();
+    if ((!replacing && links_.size() >= kMaxLinks) ||
+        retired + (replacing ? 1 : 0) > kMaxRetiredPeers) {
+      // The caller retries (a retired link is freed once its stream ended): at most one line per
+      // kPeerDownLogInterval.
+      if (const std::optional<std::uint64_t> held_back = add_refused_log_.admit(Clock::now())) {
+        spdlog::error(
+            "node {}: cannot add peer {} at {} yet: {} links, {} retired links not freed yet "
+            "({} more refusal(s) not logged)",
+            options_.self_id, id, address, links_.size(), retired, *held_back);
+      }
       return false;
     }
     if (replacing) replaced = retire_locked(id);
-    auto lanes =
-        std::make_unique<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
-    for (PeerLink& link : lanes->lanes) connect(link, id, address);
-    added = lanes.get();
-    links_.emplace(id, std::move(lanes));
+    added = std::make_shared<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
+    for (PeerLink& link : added->lanes) connect(link, id, address);
+    links_.emplace(id, added);
     open_now = started_;
   }
   close_retired(replaced);
@@ -262,7 +295,7 @@ bool PeerOutbound::add_peer(raft::NodeId id, const std::string& address) {
 }
 
 void PeerOutbound::remove_peer(raft::NodeId id) {
-  PeerLanes* removed = nullptr;
+  LanesRef removed;
   {
     std::unique_lock lock(links_mu_);
     if (stopped_) return;
@@ -278,17 +311,17 @@ void PeerOutbound::stop() {
     std::unique_lock lock(links_mu_);
     stopped_ = true;  // add_peer and remove_peer do nothing from now on: the set below is final
   }
-  const std::vector<PeerLanes*> every_lane = all_lanes(/*with_retired=*/true);
+  const std::vector<LanesRef> every_lane = all_lanes(/*with_retired=*/true);
   // No new streams (open_stream checks stopping(), and the timer stops), then cancel the open ones
   // and wait for their OnDone, since they point into links_.
-  for (PeerLanes* lanes : every_lane) {
+  for (const LanesRef& lanes : every_lane) {
     for (PeerLink& link : lanes->lanes) {
       std::lock_guard link_lock(link.mu);
       link.queue.close();
     }
   }
   reconnect_timer_.stop();
-  for (PeerLanes* lanes : every_lane) {
+  for (const LanesRef& lanes : every_lane) {
     for (PeerLink& link : lanes->lanes) cancel(link);
   }
   // A pending encoder job is dropped (its streams are cancelled); a running one finishes first.
@@ -303,7 +336,7 @@ void PeerOutbound::stop() {
                    options_.self_id, live_streams_, options_.stop_timeout_ms);
     }
   }
-  for (PeerLanes* lanes : every_lane) {
+  for (const LanesRef& lanes : every_lane) {
     for (PeerLink& link : lanes->lanes) {
       std::lock_guard link_lock(link.mu);
       link.queue.clear();
@@ -335,18 +368,17 @@ void PeerOutbound::cancel(PeerLink& link) {
 }
 
 bool PeerOutbound::send(raft::Message message) {
-  PeerLanes* lanes = nullptr;
+  LanesRef lanes;
   {
     std::shared_lock lock(links_mu_);
     const auto found = links_.find(message.to);
-    if (found != links_.end()) lanes = found->second.get();
+    if (found != links_.end()) lanes = found->second;
   }
   if (lanes == nullptr) {
     dropped_unknown_peer_.fetch_add(1);
     return false;
   }
-  // Valid after the lock: removed peers' lanes are retired, not freed (a send racing a removal
-  // finds the queue closed).
+  // Valid after the lock: we hold a reference (a send racing a removal finds the queue closed).
   PeerLink& link = lanes->lane(lane_for(message));
   bool start_write = false;
   {
@@ -362,7 +394,7 @@ bool PeerOutbound::send(raft::Message message) {
 
 std::vector<PeerStats> PeerOutbound::peer_stats() const {
   std::vector<PeerStats> result;
-  for (const PeerLanes* lanes : all_lanes(/*with_retired=*/false)) {
+  for (const LanesRef& lanes : all_lanes(/*with_retired=*/false)) {
     PeerStats stats;
     stats.id = lanes->lanes[0].id;
     for (const PeerLink& link : lanes->lanes) {
@@ -393,6 +425,9 @@ void PeerOutbound::open_stream(PeerLink& link) {
     ++live_streams_;
   }
   stream->context.AddMetadata(std::string(kPeerLaneKey), lane_name(link.lane));
+  if (!options_.advertise_address.empty()) {
+    stream->context.AddMetadata(std::string(kPeerAddressKey), options_.advertise_address);
+  }
   // Fail fast (the default): on a channel that cannot connect the call fails at once, or when the
   // connection attempt does (connect_timeout_ms), and the reconnect timer tries again.
   auth_.add_stream_metadata(stream->context, link.id);
@@ -486,9 +521,12 @@ PeerOutbound::OutboundStream* PeerOutbound::claim_write_locked(PeerLink& link, P
 }
 
 void PeerOutbound::schedule_encoder(PeerLink& link) {
+  // The job keeps the lanes alive (our caller holds a reference, so shared_from_this is valid).
   PeerLink* link_ptr = &link;
   if (append_encoder_.schedule(Clock::now(),
-                               [this, link_ptr] { pump(*link_ptr, PumpThread::kEncoder); }))
+                               [this, link_ptr, keep = link.owner->shared_from_this()] {
+                                 pump(*link_ptr, PumpThread::kEncoder);
+                               }))
     return;
   // Refused once stop() has begun, or if the one-per-lane bound were broken: then the lane would
   // wait for the next send(), so say so loudly.
@@ -597,8 +635,10 @@ void PeerOutbound::on_stream_done(PeerLink& link, OutboundStream* stream,
       link.queue.clear();
     }
   }
+  LanesRef keep = stream->keep_alive;  // a retired link may be freed once we are done with it
   delete stream;
   if (reconnect_at.has_value()) schedule_reconnect(link, *reconnect_at);
+  keep.reset();
   stream_ended();  // last: stop() may destroy the transport once the count reaches zero
 }
 
@@ -622,7 +662,10 @@ std::uint32_t PeerOutbound::reconnect_delay_locked(PeerLink& link, const Outboun
 
 void PeerOutbound::schedule_reconnect(PeerLink& link, Clock::time_point when) {
   PeerLink* link_ptr = &link;
-  if (reconnect_timer_.schedule(when, [this, link_ptr] { open_stream(*link_ptr); })) return;
+  if (reconnect_timer_.schedule(when, [this, link_ptr, keep = link.owner->shared_from_this()] {
+        open_stream(*link_ptr);
+      }))
+    return;
   // Refused once stop() has begun (which opens no more streams anyway), or if the one-per-peer bound
   // were broken: then the peer would never reconnect, so say so loudly.
   std::lock_guard lock(link.mu);

@@ -51,19 +51,31 @@ class PeerOutbound {
   void stop();
 
   bool send(raft::Message message);  // PeerTransport::send
-  // PeerTransport::set_peers, one peer at a time (any thread, serialized by the caller). add_peer of
-  // a peer at a new address retires the old link first; false when the peer cannot be added (at
-  // kMaxPeers, too many retired links, or stopped).
+  // PeerTransport::set_peers and the admission of unconfigured peers (peer_admission.h), one peer at
+  // a time (any thread, serialized by the caller). add_peer of a peer at a new address retires the
+  // old link first; false when the peer cannot be added (at kMaxLinks, kMaxRetiredPeers retired links
+  // still alive, or stopped): the caller retries later.
   bool add_peer(raft::NodeId id, const std::string& address);
   void remove_peer(raft::NodeId id);
-  // A removed peer's links are retired, not freed: their gRPC reactions and reconnect timers may
-  // still point into them until stop(). This bounds how many a node keeps (a restart clears them).
+  // Live links: the configured peers and the admitted unconfigured ones.
+  static constexpr std::size_t kMaxLinks =
+      PeerTransportOptions::kMaxPeers + PeerTransportOptions::kMaxUnconfiguredPeers;
+  // A removed peer's links are retired: they stop taking messages, may still write what they queued
+  // for up to kRetiredLinger (a removed node's last heartbeat tells it that its removal committed),
+  // then their streams are cancelled. A retired link is freed once nothing refers to it any more
+  // (its stream ended, its pending reconnect or encoder job ran; PeerLanes are reference-counted).
+  // This bounds how many retired links may be alive at once; an add beyond it fails until some are
+  // freed (about a reconnect backoff later).
   static constexpr std::size_t kMaxRetiredPeers = 4 * PeerTransportOptions::kMaxPeers;
+  static constexpr std::chrono::milliseconds kRetiredLinger{500};
   std::vector<PeerStats> peer_stats() const;
   std::uint64_t dropped_unknown_peer() const { return dropped_unknown_peer_.load(); }
+  // Retired links not freed yet (for tests and stats).
+  std::size_t retired_links() const;
 
  private:
   class OutboundStream;
+  struct PeerLanes;
 
   // Everything the transport knows about one lane to one peer (its own channel, queue and stream).
   // Fields under `mu` are shared by send() (the Raft loop), the stream's reactions (gRPC threads),
@@ -71,6 +83,7 @@ class PeerOutbound {
   struct PeerLink {
     PeerLink(Lane link_lane, const LaneQueueLimits& limits) : lane(link_lane), queue(limits) {}
 
+    PeerLanes* owner = nullptr;  // the lanes this link is one of (set once, at construction)
     raft::NodeId id = raft::kNoNode;
     std::string address;
     const Lane lane;
@@ -99,13 +112,20 @@ class PeerOutbound {
     bool stopping() const { return queue.closed(); }  // under mu
   };
 
-  // One peer's lanes, indexed by Lane.
-  struct PeerLanes {
+  // One peer's lanes, indexed by Lane. Shared: links_ owns a live peer's lanes; whoever may still
+  // touch a lane without links_mu_ holds a reference too (an open stream, a pending reconnect or
+  // encoder job, a send() in progress), so retired lanes are freed when the last of those ends.
+  struct PeerLanes : std::enable_shared_from_this<PeerLanes> {
     PeerLanes(const LaneQueueLimits& control, const LaneQueueLimits& append)
-        : lanes{PeerLink(Lane::kControl, control), PeerLink(Lane::kAppend, append)} {}
+        : lanes{PeerLink(Lane::kControl, control), PeerLink(Lane::kAppend, append)} {
+      for (PeerLink& link : lanes) link.owner = this;
+    }
+    PeerLanes(const PeerLanes&) = delete;
+    PeerLanes& operator=(const PeerLanes&) = delete;
     std::array<PeerLink, kLaneCount> lanes;
     PeerLink& lane(Lane which) { return lanes[static_cast<std::size_t>(which)]; }
   };
+  using LanesRef = std::shared_ptr<PeerLanes>;
 
   LaneQueueLimits lane_limits(Lane lane) const;
   void connect(PeerLink& link, raft::NodeId id, const std::string& address);
@@ -138,20 +158,23 @@ class PeerOutbound {
   void cancel(PeerLink& link);
 
   // Under links_mu_ (exclusive): takes `id`'s links out of links_ into retired_; returns them.
-  PeerLanes* retire_locked(raft::NodeId id);
-  // Closes a retired peer's lanes and cancels their streams (not under links_mu_).
-  void close_retired(PeerLanes* lanes);
-  // Every live and retired peer's lanes (a snapshot, for start/stop/stats).
-  std::vector<PeerLanes*> all_lanes(bool with_retired) const;
+  LanesRef retire_locked(raft::NodeId id);
+  // Under links_mu_: forgets retired links that were freed; returns how many are still alive.
+  std::size_t prune_retired_locked();
+  // Closes a retired peer's lanes to new messages and cancels their streams after kRetiredLinger
+  // (at once when stopping or when a lane has no stream). Not under links_mu_.
+  void close_retired(const LanesRef& lanes);
+  // Every live (and, with_retired, every retired and not yet freed) peer's lanes.
+  std::vector<LanesRef> all_lanes(bool with_retired) const;
 
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
   // The peers: added and removed by add_peer/remove_peer (the configuration), read by send() and
-  // peer_stats(). A PeerLanes object is never freed before this PeerOutbound: removed ones move to
-  // retired_, so a PeerLink& taken under the lock stays valid after it is released.
+  // peer_stats(). Removed ones move to retired_ (weakly: they are freed when nothing uses them), so
+  // stop() can still cancel their streams.
   mutable std::shared_mutex links_mu_;
-  std::map<raft::NodeId, std::unique_ptr<PeerLanes>> links_;
-  std::vector<std::unique_ptr<PeerLanes>> retired_;
+  std::map<raft::NodeId, LanesRef> links_;
+  std::vector<std::weak_ptr<PeerLanes>> retired_;
   bool started_ = false;  // under links_mu_
   bool stopped_ = false;  // under links_mu_
   std::chrono::steady_clock::time_point started_at_ =
@@ -162,6 +185,7 @@ class PeerOutbound {
   // gRPC's callback threads: one thread, at most one pending job per lane.
   TimerThread append_encoder_;
   std::atomic<std::uint64_t> dropped_unknown_peer_{0};
+  util::RateLimit add_refused_log_{kPeerDownLogInterval};  // under links_mu_ (exclusive)
 
   std::mutex streams_mu_;
   std::condition_variable streams_cv_;

@@ -18,5 +18,10 @@ inline constexpr std::size_t kGrpcHeadroomBytes = 64 * 1024;
 inline constexpr std::string_view kPeerAcceptedKey = "raftlog-peer-accepted";
 // Client metadata naming an outbound stream's lane ("control" or "append"), for the receiver's logs.
 inline constexpr std::string_view kPeerLaneKey = "raftlog-peer-lane";
+// Client metadata naming the address the sender is reached at (PeerTransportOptions::
+// advertise_address), so that a receiver whose configurations do not list the sender yet can answer
+// it (peer_admission.h). Validated like a member address; a receiver ignores it for its configured
+// peers.
+inline constexpr std::string_view kPeerAddressKey = "raftlog-peer-address";
 
 }  // namespace raftlog::server

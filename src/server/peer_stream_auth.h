@@ -7,8 +7,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 
 #include "raft/types.h"
@@ -19,32 +17,21 @@ namespace raftlog::server {
 class PeerStreamAuth {
  public:
   // `options` must outlive this (the transport owns both).
-  explicit PeerStreamAuth(const PeerTransportOptions& options)
-      : options_(options), peers_(peer_ids(options)) {}
+  explicit PeerStreamAuth(const PeerTransportOptions& options) : options_(options) {}
 
-  // Whether `id` is a peer now: one of options.peers, changed since by accept()/forget() (the
-  // transport follows the configuration: PeerTransport::set_peers). Any thread.
-  bool is_peer(raft::NodeId id) const {
-    std::lock_guard lock(peers_mu_);
-    return peers_.contains(id);
-  }
-  void accept(raft::NodeId id) {
-    std::lock_guard lock(peers_mu_);
-    peers_.insert(id);
-  }
-  void forget(raft::NodeId id) {
-    std::lock_guard lock(peers_mu_);
-    peers_.erase(id);
-  }
+  // Whether streams are authenticated at all (mutual TLS or a peer secret). Without either, any
+  // caller may speak for any node, so only configured peers are accepted (peer_admission.h).
+  bool authenticates() const { return options_.tls.has_value() || !options_.peer_secret.empty(); }
 
   // Outbound: the credentials of every peer channel.
   std::shared_ptr<grpc::ChannelCredentials> channel_credentials() const;
   // Outbound: with a peer secret, adds the authenticator a stream to `to` carries.
   void add_stream_metadata(grpc::ClientContext& context, raft::NodeId to) const;
 
-  // Inbound: "" when the caller may open a peer stream, else why not. Sets *authenticated_from to
-  // the peer its certificate and/or authenticator names, or kNoNode when neither TLS nor a secret is
-  // configured (then any caller may open one).
+  // Inbound: "" when the caller proved to be a node of this cluster, else why not. Sets
+  // *authenticated_from to the node its certificate and/or authenticator names, or kNoNode when
+  // neither TLS nor a secret is configured (then any caller may open one). Whether that node may
+  // talk to us now is the admission's decision (peer_admission.h), not this one's.
   std::string authenticate(const grpc::ServerContextBase& context,
                            raft::NodeId* authenticated_from) const;
 
@@ -55,15 +42,7 @@ class PeerStreamAuth {
                                           raft::NodeId* from) const;
   std::string authenticate_by_secret(const grpc::ServerContextBase& context,
                                      raft::NodeId* from) const;
-  static std::set<raft::NodeId> peer_ids(const PeerTransportOptions& options) {
-    std::set<raft::NodeId> ids;
-    for (const auto& [id, address] : options.peers) ids.insert(id);
-    return ids;
-  }
-
   const PeerTransportOptions& options_;
-  mutable std::mutex peers_mu_;
-  std::set<raft::NodeId> peers_;  // under peers_mu_
 };
 
 }  // namespace raftlog::server

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "server/check.h"
+#include "server/peer_admission.h"
 #include "server/peer_auth.h"
 #include "server/peer_inbound.h"
 #include "server/peer_outbound.h"
@@ -39,6 +40,12 @@ std::string validate_options(const PeerTransportOptions& options) {
       return "the peer list contains this node's own id " + std::to_string(id);
     if (address.empty()) return "peer " + std::to_string(id) + " has an empty address";
   }
+  if (!options.advertise_address.empty()) {
+    if (std::string problem = raft::check_member_address(options.advertise_address);
+        !problem.empty()) {
+      return "this node's own address '" + options.advertise_address + "' " + problem;
+    }
+  }
   if (options.max_queued_messages == 0 || options.max_queued_messages > kMaxQueuedMessagesBound) {
     return "max_queued_messages must be in [1, " + std::to_string(kMaxQueuedMessagesBound) + "]";
   }
@@ -70,15 +77,16 @@ std::string validate_options(const PeerTransportOptions& options) {
   return {};
 }
 
-// The transport is its three parts (peer_stream_auth.h, peer_inbound.h, peer_outbound.h) and the
-// order in which they start and stop.
+// The transport is its four parts (peer_stream_auth.h, peer_admission.h, peer_inbound.h,
+// peer_outbound.h) and the order in which they start and stop.
 class PeerTransport::Impl {
  public:
   Impl(PeerTransportOptions options, MessageHandler on_message)
       : options_(checked(std::move(options))),
         auth_(options_),
-        inbound_(options_, auth_, std::move(on_message)),
-        outbound_(options_, auth_) {}
+        outbound_(options_, auth_),
+        admission_(options_, auth_, outbound_),
+        inbound_(options_, auth_, admission_, std::move(on_message)) {}
   ~Impl() { stop(); }
 
   grpc::Service* service() { return inbound_.service(); }
@@ -91,6 +99,7 @@ class PeerTransport::Impl {
     std::lock_guard lock(stop_mu_);
     if (stopped_) return;
     outbound_.start();
+    admission_.start();
   }
 
   bool stop() {
@@ -100,44 +109,23 @@ class PeerTransport::Impl {
     // Inbound first, so on_message stops as early as possible; then outbound, whose reactors point
     // into this transport until gRPC has ended them.
     stop_result_ = inbound_.stop();
+    admission_.stop();
     outbound_.stop();
     return stop_result_;
   }
 
   bool send(raft::Message message) { return outbound_.send(std::move(message)); }
 
-  void set_peers(const std::map<raft::NodeId, std::string>& peers) {
-    std::lock_guard lock(peers_mu_);
-    for (auto it = current_.begin(); it != current_.end();) {
-      if (peers.contains(it->first)) {
-        ++it;
-        continue;
-      }
-      auth_.forget(it->first);
-      outbound_.remove_peer(it->first);
-      it = current_.erase(it);
-    }
-    for (const auto& [id, address] : peers) {
-      if (id == raft::kNoNode || id == options_.self_id || address.empty()) {
-        spdlog::warn("node {}: peer {} at '{}' left out (not a peer address)", options_.self_id,
-                     id, address);
-        continue;
-      }
-      const auto known = current_.find(id);
-      if (known != current_.end() && known->second == address) continue;
-      if (known == current_.end() && current_.size() >= PeerTransportOptions::kMaxPeers) {
-        spdlog::warn("node {}: peer {} left out: {} peers already", options_.self_id, id,
-                     current_.size());
-        continue;
-      }
-      if (!outbound_.add_peer(id, address)) continue;
-      auth_.accept(id);
-      current_[id] = address;
-    }
-  }
+  void set_peers(const std::map<raft::NodeId, std::string>& peers) { admission_.set_peers(peers); }
   std::vector<PeerStats> peer_stats() const { return outbound_.peer_stats(); }
-  InboundStats inbound_stats() const { return inbound_.stats(); }
+  InboundStats inbound_stats() const {
+    InboundStats stats = inbound_.stats();
+    stats.unconfigured_peers = admission_.unconfigured_peers();
+    stats.refused_unconfigured_streams = admission_.refused_unconfigured();
+    return stats;
+  }
   std::uint64_t dropped_unknown_peer() const { return outbound_.dropped_unknown_peer(); }
+  std::size_t retired_links() const { return outbound_.retired_links(); }
 
  private:
   static PeerTransportOptions checked(PeerTransportOptions options) {
@@ -146,12 +134,12 @@ class PeerTransport::Impl {
     return options;
   }
 
+  // Declared in the order they depend on each other; destroyed the other way round.
   const PeerTransportOptions options_;
-  std::mutex peers_mu_;                             // serializes set_peers
-  std::map<raft::NodeId, std::string> current_ = options_.peers;  // under peers_mu_
   PeerStreamAuth auth_;
-  PeerInbound inbound_;
   PeerOutbound outbound_;
+  PeerAdmission admission_;
+  PeerInbound inbound_;
   std::atomic<bool> started_{false};
   std::mutex stop_mu_;  // serializes start() and stop()
   bool stopped_ = false;
@@ -174,5 +162,6 @@ bool PeerTransport::send(raft::Message message) { return impl_->send(std::move(m
 std::vector<PeerStats> PeerTransport::peer_stats() const { return impl_->peer_stats(); }
 InboundStats PeerTransport::inbound_stats() const { return impl_->inbound_stats(); }
 std::uint64_t PeerTransport::dropped_unknown_peer() const { return impl_->dropped_unknown_peer(); }
+std::size_t PeerTransport::retired_links() const { return impl_->retired_links(); }
 
 }  // namespace raftlog::server

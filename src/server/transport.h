@@ -112,6 +112,10 @@ struct PeerTransportOptions {
   // The peers at start: id -> "host:port". Must not contain self_id. Bound: kMaxPeers. Changed at
   // runtime by set_peers().
   std::map<raft::NodeId, std::string> peers;
+  // This node's own address as its peers dial it ("host:port", raft::check_member_address), sent on
+  // every outbound stream (metadata "raftlog-peer-address") so that a node whose configurations do
+  // not list this one yet can answer it. Empty: none is sent, and such a node refuses our streams.
+  std::string advertise_address;
 
   // Outbound queue bounds of each peer's append lane (APPEND messages). Whichever is hit first drops
   // the new message.
@@ -155,6 +159,10 @@ struct PeerTransportOptions {
   std::uint32_t stop_timeout_ms = 2000;
 
   static constexpr std::size_t kMaxPeers = 64;
+  // Nodes in none of this node's configurations that authenticated for this cluster and are let in
+  // at once (peer_admission.h), and how long one may stay silent before it is forgotten.
+  static constexpr std::size_t kMaxUnconfiguredPeers = 8;
+  static constexpr std::chrono::seconds kUnconfiguredPeerIdle{5};
 };
 
 // Returns an empty string when `options` is usable, otherwise a sentence naming the first problem.
@@ -190,6 +198,10 @@ struct InboundStats {
   std::uint64_t received_messages = 0;  // delivered to on_message
   std::uint64_t rejected_streams = 0;   // ended because a message failed a check
   std::uint64_t open_streams = 0;
+  // Nodes in none of our configurations admitted now (authenticated for this cluster), and the
+  // streams of such nodes refused (no or a bad advertised address, the bound full).
+  std::uint64_t unconfigured_peers = 0;
+  std::uint64_t refused_unconfigured_streams = 0;
 };
 
 class PeerTransport {
@@ -224,17 +236,22 @@ class PeerTransport {
   // message is dropped: unknown recipient, its lane's queue at a bound, oversize, or stopped.
   bool send(raft::Message message);
 
-  // Makes `peers` (id -> "host:port", not this node) the peers from now on: new ones are dialled
-  // (at once when started) and accepted inbound, one at a new address is re-dialled there, and the
-  // ones left out are no longer sent to (their queued messages are dropped) nor accepted (their
-  // open inbound streams are refused at their next message). The node calls it whenever the
-  // configurations in its log change. Bounded: at most kMaxPeers; the excess (and invalid entries:
-  // id 0, this node, an empty address) are left out and logged. Any thread; calls are serialized.
+  // Makes `peers` (id -> "host:port", not this node) the configured peers from now on: new ones are
+  // dialled (at once when started; a link the outbound bounds refuse is retried every 250 ms) and
+  // accepted inbound, one at a new address is re-dialled there, and the ones left out are no longer
+  // sent to (what they queued may still be written for up to 500 ms: a removed node's last
+  // heartbeat) nor accepted as configured peers (their open inbound streams are refused at their
+  // next message; with authentication they may come back as unconfigured peers, peer_admission.h).
+  // The node calls it whenever the configurations in its log change. Bounded: at most kMaxPeers;
+  // the excess (and invalid entries: id 0, this node, an empty address) are left out and logged.
+  // Any thread; calls are serialized.
   void set_peers(const std::map<raft::NodeId, std::string>& peers);
 
   std::vector<PeerStats> peer_stats() const;
   InboundStats inbound_stats() const;
   std::uint64_t dropped_unknown_peer() const;
+  // Retired outbound links not freed yet (peer_outbound.h, kMaxRetiredPeers).
+  std::size_t retired_links() const;
 
  private:
   class Impl;

@@ -271,6 +271,101 @@ TEST(MembershipTest, AJoinedNodeRestartedWithoutJoinNeverElectsItself) {
   EXPECT_TRUE(client->append({"still one cluster"}).ok());
 }
 
+// Found by the review of issue 15 and by the jepsen membership nemesis: a node whose log lags
+// behind the configuration changes accepted peers only from the configurations in its log, so it
+// refused a leader added after the founders ("node 5 is not a peer of node 6") and stayed behind
+// for good. Both cases: a founder that was down while nodes 4 and 5 were added and 5 took over
+// leadership, and a joiner (6) that replays the log from index 1, whose first configuration
+// entries (adding node 4) list its peers without node 5: 2.2 MiB of entries between the two
+// additions (a peer message carries at most about 1 MiB here) make sure the replay applies the
+// first before it receives the second, as in the jepsen runs' long logs. Each must hear the leader
+// and catch up within a bounded time. (Before the fix the founder stayed behind; the joiner caught
+// up here all the same, its JOIN record naming node 5: the jepsen runs had longer histories.)
+TEST(MembershipTest, NodesBehindTheConfigurationChangesHearALeaderAddedAfterTheFounders) {
+  LocalCluster cluster(joining_cluster(6, 3));
+  for (int id = 1; id <= 3; ++id) cluster.start(id);
+  // (wait_for_leader wants a majority of all 6 nodes to agree; 3 run.)
+  int first_leader = 0;
+  ASSERT_TRUE(eventually([&] {
+    for (int id = 1; id <= 3 && first_leader == 0; ++id) {
+      const std::optional<client::NodeStatus> status = cluster.status(id);
+      if (status.has_value() && status->role == client::Role::kLeader) first_leader = id;
+    }
+    return first_leader != 0;
+  })) << cluster.log_tail(1);
+  auto client = cluster.client({}, {1, 2, 3});
+  ASSERT_TRUE(client->append({"before"}).ok());
+  const int down = first_leader == 3 ? 2 : 3;
+  ASSERT_EQ(cluster.stop(down), 0) << cluster.log_tail(down);
+
+  auto members = members_client(cluster, 3);
+  for (int id : {4, 5}) {
+    cluster.start(id);
+    add_voter(*members, cluster, id);
+    if (HasFatalFailure()) return;
+    if (id == 5) break;
+    for (int batch = 0; batch < 2; ++batch) {
+      ASSERT_TRUE(client->append(std::vector<std::string>(80, std::string(14000, 'f'))).ok());
+    }
+  }
+  std::string endpoints;
+  for (int id = 1; id <= 5; ++id) {
+    if (id != down) endpoints += (endpoints.empty() ? "" : ",") + cluster.address(id);
+  }
+  const CommandRun transfer = run_command(std::string(RAFTLOGCTL_PATH) +
+                                          " transfer-leader --to 5 --endpoints " + endpoints);
+  ASSERT_EQ(transfer.exit_code, 0) << transfer.out << cluster.log_tail(5);
+  ASSERT_TRUE(eventually([&] {
+    const std::optional<client::NodeStatus> status = cluster.status(5);
+    return status.has_value() && status->role == client::Role::kLeader;
+  })) << cluster.log_tail(5);
+
+  cluster.start(6);
+  add_voter(*members, cluster, 6);
+  if (HasFatalFailure()) return;
+  cluster.start(down);  // the founder that missed every change comes back
+  auto writer = cluster.client({}, {1, 2, 4, 5, 6});
+  auto last = writer->append({"after"});
+  ASSERT_TRUE(last.ok()) << last.status().to_string();
+  for (int id : {6, down}) {
+    ASSERT_TRUE(cluster.wait_for_commit(id, last->last_index, 20s))
+        << "node " << id << " never caught up with leader 5\n"
+        << cluster.log_tail(id);
+    std::vector<std::string> payloads;
+    for (const client::Entry& entry : cluster.read_all(id)) {
+      if (entry.type == client::EntryType::kNormal) payloads.push_back(entry.payload);
+    }
+    ASSERT_EQ(payloads.size(), 2U + 2 * 80) << "node " << id;
+    EXPECT_EQ(payloads.front(), "before") << "node " << id;
+    EXPECT_EQ(payloads.back(), "after") << "node " << id;
+  }
+}
+
+// The leader's last heartbeat to a removed node tells it that its removal committed (so it stops
+// campaigning); the transport used to drop it with the removed peer's link, leaving the node's
+// commit index below its own removal for good.
+TEST(MembershipTest, ARemovedNodeLearnsThatItsRemovalCommitted) {
+  LocalCluster cluster(joining_cluster(3, 0));
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  auto client = cluster.client();
+  ASSERT_TRUE(client->append({"before"}).ok());
+  const int removed = leader == 3 ? 2 : 3;
+  auto members = members_client(cluster, 0);
+  auto change = members->remove(static_cast<std::uint64_t>(removed));
+  ASSERT_TRUE(change.ok()) << change.status().to_string();
+  EXPECT_TRUE(eventually(
+      [&] {
+        const std::optional<client::NodeStatus> status = cluster.status(removed);
+        return status.has_value() && status->commit_index >= change->config_index;
+      },
+      10s))
+      << "node " << removed << " never learned that its removal (index " << change->config_index
+      << ") committed\n"
+      << cluster.log_tail(removed);
+}
+
 TEST(MembershipTest, RefusalsNameTheirReasons) {
   // A long election timeout, so that a leader cut off from its followers keeps leading (check
   // quorum) while the test holds a change uncommitted.

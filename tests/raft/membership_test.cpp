@@ -416,6 +416,85 @@ TEST(Membership, RemovedVoterNoLongerCountsAndCannotDisturbTheLeader) {
   }
 }
 
+// The removal commits on node 2's acknowledgement before node 3's arrives: the leader has forgotten
+// node 3 by then, and its last heartbeat could name only what node 3 had acknowledged before. The
+// late acknowledgement is answered, so node 3 still learns that its removal committed and stops
+// campaigning (it used to pre-campaign until stopped).
+TEST(Membership, ARemovedNodeLearnsItsRemovalCommittedEvenWhenItsAcknowledgementComesLast) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted());
+  const auto held = [](const Message& m) {
+    return m.from == 3 && m.to == 1 && m.type == MessageType::kAppendResponse;
+  };
+  // Everything but node 3's acknowledgements first (bounded: each step delivers one message).
+  for (int step = 0; step < 10000; ++step) {
+    std::optional<std::size_t> next;
+    for (std::size_t i = 0; i < c.in_flight().size() && !next; ++i) {
+      if (!held(c.in_flight()[i])) next = i;
+    }
+    if (!next) break;
+    c.deliver_at(*next);
+  }
+  ASSERT_EQ(c.raft(1).commit_index(), 2u) << "voters {1, 2} committed the removal";
+  ASSERT_GT(c.network_size(), 0u) << "node 3's acknowledgement is still held";
+  ASSERT_LT(c.raft(3).commit_index(), 2u);
+  c.deliver_all();
+  EXPECT_EQ(c.raft(3).commit_index(), 2u) << "node 3 learned that its removal committed";
+  EXPECT_EQ(c.raft(3).conf(), (ConfState{{1, 2}}));
+  const std::size_t pre_votes = sent_by(c, 3, MessageType::kPreVote);
+  for (int i = 0; i < 60; ++i) {
+    c.tick(3);
+    c.deliver_all();
+  }
+  EXPECT_EQ(sent_by(c, 3, MessageType::kPreVote), pre_votes) << "it never campaigns again";
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+}
+
+// The peer transport now lets in any node that authenticates for the cluster (a node outside our
+// configuration may be a newer leader: server/peer_admission.h), so what keeps a non-member from
+// mattering is the core alone: a node that was removed, never learned that its removal committed,
+// and hears everybody while the leader is gone cannot be elected (the voters that hold the removal
+// refuse it: their logs are newer), and it is never counted again.
+TEST(Membership, ARemovedNodeThatMissedItsRemovalIsNeverElectedWhenEveryoneHearsIt) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  c.isolate(3);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted());
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 2u) << "voters {1, 2}";
+  ASSERT_EQ(c.raft(3).conf(), (ConfState{{1, 2, 3}})) << "node 3 never heard of its removal";
+  // The leader goes; node 3 hears node 2 and node 2 hears node 3.
+  c.heal();
+  c.isolate(1);
+  for (int i = 0; i < 200; ++i) {
+    c.tick_all();
+    ASSERT_NE(c.raft(3).role(), Role::kLeader) << "round " << i;
+    ASSERT_NE(c.raft(2).role(), Role::kLeader) << "round " << i << ": node 1's vote is needed";
+  }
+  EXPECT_GT(sent_by(c, 3, MessageType::kPreVote), 0u) << "it did campaign";
+  EXPECT_EQ(c.count_delivered([](const Message& m) {
+    return m.from == 2 && m.to == 3 &&
+           (m.type == MessageType::kPreVoteResponse || m.type == MessageType::kVoteResponse) &&
+           !m.reject;
+  }),
+            0u)
+      << "node 2 granted a vote to a removed node";
+  // Node 1 comes back: {1, 2} elect a leader, node 3 stays outside.
+  c.heal();
+  NodeId leader = kNoNode;
+  for (int i = 0; i < 200 && leader == kNoNode; ++i) {
+    c.tick_all();
+    if (c.raft(1).role() == Role::kLeader) leader = 1;
+    if (c.raft(2).role() == Role::kLeader) leader = 2;
+  }
+  ASSERT_NE(leader, kNoNode);
+  EXPECT_EQ(c.raft(leader).conf(), (ConfState{{1, 2}}));
+  for (const PeerProgress& peer : c.raft(leader).progress()) {
+    EXPECT_NE(peer.id, 3u) << "a removed node is not tracked";
+  }
+}
+
 // A learner answers vote requests by the ordinary rules: it may have been promoted without knowing
 // yet, and a candidate counts its vote only if the candidate's configuration lists it as a voter.
 TEST(Membership, VotesCountOnlyFromVotersOfTheCandidatesConfiguration) {

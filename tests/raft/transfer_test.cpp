@@ -96,7 +96,7 @@ TEST(Transfer, AbortedAfterAnElectionTimeout) {
 TEST(Transfer, RefusalsNameTheirReason) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
-  // The replica's answers to the core's refusals (and its own membership check for an unknown target).
+  // The replica's answers to the core's refusals.
   const testing::TransferRequest from_follower = c.transfer_leadership(2, 3);
   EXPECT_EQ(from_follower.code(), ErrorCode::kNotLeader);
   EXPECT_EQ(from_follower.result().error.leader_id, 1u);
@@ -109,8 +109,7 @@ TEST(Transfer, RefusalsNameTheirReason) {
   EXPECT_EQ(unknown.result().error.reason, replica::kReasonTransferTargetUnknown);
   EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
 
-  // The core's own refusal of an unknown target, which the replica's membership check pre-empts, on
-  // a bare single-voter core.
+  // The same refusal on a bare single-voter core.
   testing::SoloLeader solo;
   ASSERT_EQ(solo.core.role(), Role::kLeader);
   EXPECT_EQ(solo.core.transfer_leadership(9), TransferStatus::kUnknownTarget);

@@ -66,8 +66,10 @@ TEST(PeerTransport, PeerSecretAuthenticatesEveryInboundStream) {
        grpc::StatusCode::UNAUTHENTICATED, "does not match"},
       {"another recipient", peer_auth_token(kTestSecret, "test-cluster", 1, 3),
        grpc::StatusCode::UNAUTHENTICATED, "is for node 3"},
-      {"not a peer", peer_auth_token(kTestSecret, "test-cluster", 9, 2),
-       grpc::StatusCode::UNAUTHENTICATED, "not a peer"},
+      // Authenticated, but neither configured nor able to say where to answer it
+      // (peer_transport_admission_test.cpp has the rest of the admission rules).
+      {"not a peer, no advertised address", peer_auth_token(kTestSecret, "test-cluster", 9, 2),
+       grpc::StatusCode::FAILED_PRECONDITION, "advertised no address"},
       {"malformed", "v1 1 2 not-a-mac", grpc::StatusCode::UNAUTHENTICATED, "does not match"},
       {"speaks for another peer", peer_auth_token(kTestSecret, "test-cluster", 3, 2),
        grpc::StatusCode::PERMISSION_DENIED,
