@@ -1,52 +1,16 @@
 #include "derived/cursor.h"
 
+#include "store/byte_io.h"
 #include "store/endian.h"
 #include "util/crc32c.h"
 
 namespace raftlog::derived {
 namespace {
 
-void append_u16(std::string* out, std::uint16_t v) {
-  char b[2];
-  store::put_u16(b, v);
-  out->append(b, 2);
-}
-void append_u32(std::string* out, std::uint32_t v) {
-  char b[4];
-  store::put_u32(b, v);
-  out->append(b, 4);
-}
-void append_u64(std::string* out, std::uint64_t v) {
-  char b[8];
-  store::put_u64(b, v);
-  out->append(b, 8);
-}
-
-// Reads fixed fields from a byte string, refusing any read past its end.
-class Reader {
- public:
-  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
-  bool u8(std::uint8_t* v) { return take(1) && (*v = store::get_u8(at(1)), true); }
-  bool u16(std::uint16_t* v) { return take(2) && (*v = store::get_u16(at(2)), true); }
-  bool u32(std::uint32_t* v) { return take(4) && (*v = store::get_u32(at(4)), true); }
-  bool u64(std::uint64_t* v) { return take(8) && (*v = store::get_u64(at(8)), true); }
-  bool bytes(std::size_t n, std::string* v) {
-    if (!take(n)) return false;
-    v->assign(at(n), n);
-    return true;
-  }
-  bool done() const { return pos_ == bytes_.size(); }
-
- private:
-  bool take(std::size_t n) {
-    if (bytes_.size() - pos_ < n) return false;
-    pos_ += n;
-    return true;
-  }
-  const char* at(std::size_t n) const { return bytes_.data() + pos_ - n; }
-  const std::string& bytes_;
-  std::size_t pos_ = 0;
-};
+using store::append_u16;
+using store::append_u32;
+using store::append_u64;
+using Reader = store::ByteReader;
 
 }  // namespace
 

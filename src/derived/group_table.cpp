@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "store/byte_io.h"
 #include "store/endian.h"
 #include "util/crc32c.h"
 
@@ -14,48 +15,22 @@ namespace {
 
 constexpr const char* kFileName = "GROUPS";
 
-void append_u32(std::string* out, std::uint32_t v) {
-  char b[4];
-  store::put_u32(b, v);
-  out->append(b, 4);
-}
-void append_u64(std::string* out, std::uint64_t v) {
-  char b[8];
-  store::put_u64(b, v);
-  out->append(b, 8);
-}
+using store::append_u32;
+using store::append_u64;
+
 void append_name(std::string* out, const std::string& name) {
   out->push_back(static_cast<char>(name.size()));  // names are at most 128 bytes
   *out += name;
 }
 
-// Reads fixed fields, refusing any read past the end.
-class Reader {
+// The store's bounded reader, plus the one-byte-length names of this format.
+class Reader : public store::ByteReader {
  public:
-  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
-  bool u8(std::uint8_t* v) { return take(1) && (*v = store::get_u8(at(1)), true); }
-  bool u32(std::uint32_t* v) { return take(4) && (*v = store::get_u32(at(4)), true); }
-  bool u64(std::uint64_t* v) { return take(8) && (*v = store::get_u64(at(8)), true); }
-  bool bytes(std::size_t n, std::string* v) {
-    if (!take(n)) return false;
-    v->assign(at(n), n);
-    return true;
-  }
+  using store::ByteReader::ByteReader;
   bool name(std::string* v) {
     std::uint8_t size = 0;
     return u8(&size) && bytes(size, v);
   }
-  bool done() const { return pos_ == bytes_.size(); }
-
- private:
-  bool take(std::size_t n) {
-    if (bytes_.size() - pos_ < n) return false;
-    pos_ += n;
-    return true;
-  }
-  const char* at(std::size_t n) const { return bytes_.data() + pos_ - n; }
-  const std::string& bytes_;
-  std::size_t pos_ = 0;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "replica/topic_state_file.h"
 
 #include "derived/envelope.h"
+#include "store/byte_io.h"
 #include "store/endian.h"
 #include "util/crc32c.h"
 
@@ -14,17 +15,6 @@ constexpr std::size_t kMaxBytes =
     kHeaderBytes + TopicOffsets::kMaxTopics * (1 + derived::kMaxTopicBytes + 8);
 constexpr const char* kFileName = "TOPICSTATE";
 
-void put_u32(std::string& out, std::uint32_t value) {
-  char bytes[4];
-  store::put_u32(bytes, value);
-  out.append(bytes, 4);
-}
-void put_u64(std::string& out, std::uint64_t value) {
-  char bytes[8];
-  store::put_u64(bytes, value);
-  out.append(bytes, 8);
-}
-
 store::Status corrupt(const std::string& why) {
   return store::Status::corruption("TOPICSTATE: " + why);
 }
@@ -33,16 +23,16 @@ store::Status corrupt(const std::string& why) {
 
 std::string encode_topic_state(const TopicState& state) {
   std::string out;
-  put_u32(out, kMagic);
-  put_u32(out, 0);  // the CRC, below
-  put_u32(out, kVersion);
-  put_u64(out, state.through_index);
-  put_u64(out, state.timestamp_floor_ms);
-  put_u32(out, static_cast<std::uint32_t>(state.topics.size()));
+  store::append_u32(&out, kMagic);
+  store::append_u32(&out, 0);  // the CRC, below
+  store::append_u32(&out, kVersion);
+  store::append_u64(&out, state.through_index);
+  store::append_u64(&out, state.timestamp_floor_ms);
+  store::append_u32(&out, static_cast<std::uint32_t>(state.topics.size()));
   for (const TopicOffsets::TopicNext& topic : state.topics) {
     out.push_back(static_cast<char>(topic.topic.size()));
     out.append(topic.topic);
-    put_u64(out, topic.next_offset);
+    store::append_u64(&out, topic.next_offset);
   }
   store::put_u32(out.data() + 4, util::crc32c::value(out.data() + 8, out.size() - 8));
   return out;
