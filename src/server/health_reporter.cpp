@@ -29,6 +29,15 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   return "";
 }
 
+std::string not_serving_reason(const replica::NodeStatus& status,
+                               const SnapshotTransfers& transfers) {
+  if (status.corrupt_index != 0 || status.catching_up) return not_serving_reason(status);
+  // Before "stranded": a follower behind its leader's retention that receives or installs the
+  // leader's snapshot is catching up by itself, which is what an operator wants to read.
+  if (std::string reason = snapshot_not_serving_reason(transfers); !reason.empty()) return reason;
+  return not_serving_reason(status);
+}
+
 HealthReporter::HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health,
                                std::function<std::string()> not_serving_reason,
                                std::uint32_t poll_interval_ms)
