@@ -244,9 +244,14 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
                  log_->recovery_report().to_string());
     std::uint64_t corrupt_index = 0;
     std::string problem;
-    if (rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem)) {
-      return true;
+    if (!load_snapshot_state(&problem)) {
+      *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
+      return false;
     }
+    const bool recovered =
+        rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem);
+    loaded_snapshot_.reset();
+    if (recovered) return true;
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {
       *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
@@ -278,6 +283,11 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
   if (last >= config_.dedup_rebuild_entries &&
       last - config_.dedup_rebuild_entries + 1 > dedup_from) {
     dedup_from = last - config_.dedup_rebuild_entries + 1;
+  }
+  if (loaded_snapshot_) {
+    // The log starts right after an installed snapshot: its appends first, the log's on top.
+    dedup_.replace(log_->first_index(), loaded_snapshot_->dedup_view_start,
+                   loaded_snapshot_->dedup_clients);
   }
   dedup_.set_view_start(dedup_from);  // an append that began below `from` is seen only in part
   // The same pass rebuilds the topic table and the timestamp floor from TOPICSTATE on: whatever
