@@ -243,7 +243,7 @@ class Metrics::Impl final : public prometheus::Collectable {
     snapshot_total_ = &gauge("raftlog_node_snapshot_total_bytes",
                              "Size of the snapshot being received or installed (0 = none).");
     snapshots_sent_ = &counter("raftlog_snapshots_sent_total",
-                               "Snapshots sent in chunks, every chunk written to the peer.");
+                               "Snapshots sent (whole, or every chunk) to a peer's stream.");
     snapshots_abandoned_ = &counter(
         "raftlog_snapshots_abandoned_total",
         "Snapshots whose chunked sending stopped: a chunk dropped, or a newer snapshot replaced it.");

@@ -478,7 +478,7 @@ BatchPlan PeerOutbound::encode_batch(const LaneQueue& queue, pb::RaftMessageBatc
   BatchPlan plan(queue.limits());
   for (const QueuedMessage& item : queue.writing()) {
     pb::RaftMessage* wire = batch.add_messages();
-    if (item.chunk) {
+    if (item.chunk && !item.chunk->whole) {
       encode_snapshot_chunk(item.message, item.chunk->place, item.chunk->length,
                             options_.cluster_id, wire);
     } else {

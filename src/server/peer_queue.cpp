@@ -85,7 +85,22 @@ LaneQueue::Admission LaneQueue::push(raft::Message message, Clock::time_point no
     ++counters_.dropped_queue_full;
     return Admission::kFull;
   }
-  queue_.push_back(QueuedMessage{std::move(message), now, bytes, std::nullopt});
+  std::optional<QueuedChunk> whole_snapshot;
+  if (message.type == raft::MessageType::kSnapshot && message.snapshot) {
+    // A snapshot small enough for one message: tracked like a transfer of one chunk, for status.
+    if (snapshot_ && snapshot_->state == SnapshotSendProgress::State::kSending) abandon_snapshot();
+    OutgoingSnapshot& outgoing = snapshot_.emplace();
+    outgoing.message = message;
+    outgoing.message.snapshot->data = raft::Payload();  // the queued message holds it
+    outgoing.transfer = next_transfer_++;
+    const std::uint64_t total = message.snapshot->data.size();
+    outgoing.place = SnapshotChunkPlace{0, total, 0};
+    outgoing.next_offset = total;
+    outgoing.window_bytes = total;
+    ++counters_.snapshots_started;
+    whole_snapshot = QueuedChunk{outgoing.transfer, outgoing.place, total, /*whole=*/true};
+  }
+  queue_.push_back(QueuedMessage{std::move(message), now, bytes, whole_snapshot});
   held_bytes_ += bytes;
   return Admission::kQueued;
 }
@@ -258,12 +273,12 @@ bool LaneQueue::can_make_chunk() const {
 QueuedMessage LaneQueue::make_chunk(Clock::time_point now) {
   OutgoingSnapshot& outgoing = *snapshot_;
   const std::size_t length = next_chunk_length();
-  QueuedMessage item{outgoing.message, now, chunk_queued_bytes(length),
-                     QueuedChunk{outgoing.transfer,
-                                 SnapshotChunkPlace{outgoing.next_offset,
-                                                    outgoing.place.total_bytes,
-                                                    outgoing.place.data_crc32c},
-                                 length}};
+  QueuedMessage item{
+      outgoing.message, now, chunk_queued_bytes(length),
+      QueuedChunk{outgoing.transfer,
+                  SnapshotChunkPlace{outgoing.next_offset, outgoing.place.total_bytes,
+                                     outgoing.place.data_crc32c},
+                  length}};
   outgoing.next_offset += length;
   outgoing.window_bytes += length;
   held_bytes_ += item.bytes;
@@ -281,7 +296,7 @@ void LaneQueue::chunk_left(const QueuedMessage& item, bool sent) {
     return;
   }
   outgoing.sent_bytes += item.chunk->length;
-  if (outgoing.sent_bytes == outgoing.place.total_bytes) {
+  if (outgoing.sent_bytes == outgoing.place.total_bytes || item.chunk->whole) {
     outgoing.state = SnapshotSendProgress::State::kSent;
     outgoing.message.snapshot->data = raft::Payload();  // the chunks in flight hold their own
     ++counters_.snapshots_sent;
@@ -296,7 +311,7 @@ void LaneQueue::abandon_snapshot() {
   // Its chunks still queued (back from a failed write) are of no use to the receiver any more.
   const std::uint64_t transfer = outgoing.transfer;
   const auto useless = [transfer](const QueuedMessage& item) {
-    return item.chunk && item.chunk->transfer == transfer;
+    return item.chunk && !item.chunk->whole && item.chunk->transfer == transfer;
   };
   for (const QueuedMessage& item : queue_) {
     if (useless(item)) held_bytes_ -= item.bytes;

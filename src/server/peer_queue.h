@@ -52,12 +52,15 @@ struct QueuedChunk {
   std::uint64_t transfer = 0;  // LaneQueue's number for the snapshot it belongs to
   SnapshotChunkPlace place;
   std::size_t length = 0;  // data bytes from place.offset
+  // The message carries its whole snapshot (data of at most one chunk): sent as it is, tracked for
+  // progress like a transfer of one chunk.
+  bool whole = false;
 };
 
 struct QueuedMessage {
   raft::Message message;  // for a chunk: the whole snapshot message (its data shared, not copied)
   std::chrono::steady_clock::time_point enqueued_at;
-  std::size_t bytes = 0;  // queued_bytes(message), or a chunk's own share
+  std::size_t bytes = 0;             // queued_bytes(message), or a chunk's own share
   std::optional<QueuedChunk> chunk;  // set: send only this chunk of message's snapshot data
 };
 
@@ -84,8 +87,8 @@ struct LaneQueueCounters {
   std::uint64_t dropped_oversize = 0;     // larger than max_message_bytes (payload, or encoded)
   std::uint64_t dropped_send_failed = 0;  // came back from a failed write after close()
   std::chrono::steady_clock::time_point last_send_ok{};  // epoch (zero) if never
-  // Snapshots sent in chunks (push_snapshot): started, every chunk sent, abandoned (a chunk dropped,
-  // or replaced by a newer snapshot before it was all sent).
+  // Snapshots sent, whole (push) or in chunks (push_snapshot): started, wholly sent, abandoned (a
+  // chunk or the message dropped, or replaced by a newer snapshot before it was all sent).
   std::uint64_t snapshots_started = 0;
   std::uint64_t snapshots_sent = 0;
   std::uint64_t snapshots_abandoned = 0;
@@ -152,7 +155,7 @@ class LaneQueue {
   // kSnapshotWindowBytes of them and its bounds allow. kOversize (counted) for data over
   // kMaxSnapshotBytes.
   Admission push_snapshot(raft::Message message, std::uint32_t data_crc32c, Clock::time_point now);
-  // The lane's latest chunked snapshot, if it had one since it was last cleared.
+  // The lane's latest snapshot (whole or chunked), if it had one since it was last cleared.
   std::optional<SnapshotSendProgress> snapshot_progress() const;
   // The data bytes of one chunk: kSnapshotChunkBytes, or half the message bound when that is
   // smaller (a chunk with its headers always fits one write). Data above it is sent in chunks.
@@ -214,9 +217,9 @@ class LaneQueue {
   struct OutgoingSnapshot {
     raft::Message message;  // data shared with the core's message; released once done
     std::uint64_t transfer = 0;
-    SnapshotChunkPlace place;  // total and CRC; offset unused
-    std::uint64_t next_offset = 0;   // of the next chunk to make
-    std::size_t window_bytes = 0;    // data bytes of its chunks the lane holds
+    SnapshotChunkPlace place;       // total and CRC; offset unused
+    std::uint64_t next_offset = 0;  // of the next chunk to make
+    std::size_t window_bytes = 0;   // data bytes of its chunks the lane holds
     std::uint64_t sent_bytes = 0;
     SnapshotSendProgress::State state = SnapshotSendProgress::State::kSending;
   };

@@ -41,7 +41,7 @@ const char* to_string(SnapshotTransfer::State state);
 struct SnapshotTransfers {
   std::vector<SnapshotTransfer> sending;      // leader: one per follower with a snapshot in flight
   std::optional<SnapshotTransfer> receiving;  // follower: receiving or installing
-  // Totals since start: snapshots this node sent in chunks (started, wholly sent, abandoned) and
+  // Totals since start: snapshots this node sent, whole or in chunks (started, wholly sent, abandoned) and
   // the receiving side's reassembly counters.
   std::uint64_t snapshots_started = 0;
   std::uint64_t snapshots_sent = 0;

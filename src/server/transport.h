@@ -177,7 +177,7 @@ struct LaneStats {
   std::chrono::steady_clock::time_point last_send_ok{};  // epoch (zero) if never
   std::string last_error;                                // last connect/stream error ("" if none)
   std::chrono::steady_clock::time_point last_error_at{};
-  // The latest snapshot sent in chunks (append lane; snapshot_chunks.h), and the counts of those
+  // The latest snapshot sent, whole or in chunks (append lane; snapshot_chunks.h), and the counts of those
   // started, wholly sent and abandoned.
   std::optional<SnapshotSendProgress> snapshot;
   std::uint64_t snapshots_started = 0;

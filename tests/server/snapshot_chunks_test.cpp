@@ -191,6 +191,23 @@ TEST(SnapshotChunks, ADroppedChunkAbandonsTheTransferAndANewerSnapshotReplacesIt
   EXPECT_EQ(lane.writing().front().message.snapshot->index, 990u);
 }
 
+TEST(SnapshotChunks, ASmallSnapshotGoesWholeAndIsTrackedLikeOneChunk) {
+  LaneQueue lane(append_lane_limits());
+  ASSERT_EQ(lane.push(snapshot_message(1, 4, 900, "small"), kT0), LaneQueue::Admission::kQueued);
+  ASSERT_TRUE(lane.snapshot_progress().has_value());
+  EXPECT_EQ(lane.snapshot_progress()->state, SnapshotSendProgress::State::kSending);
+  EXPECT_EQ(lane.snapshot_progress()->total_bytes, 5u);
+  lane.take_batch();
+  ASSERT_EQ(lane.writing().size(), 1u);
+  ASSERT_TRUE(lane.writing()[0].chunk.has_value());
+  EXPECT_TRUE(lane.writing()[0].chunk->whole);
+  EXPECT_EQ(lane.writing()[0].message.snapshot->data, "small");  // the message keeps its data
+  lane.write_sent(kT0);
+  EXPECT_EQ(lane.snapshot_progress()->state, SnapshotSendProgress::State::kSent);
+  EXPECT_EQ(lane.snapshot_progress()->sent_bytes, 5u);
+  EXPECT_EQ(lane.counters().snapshots_sent, 1u);
+}
+
 TEST(SnapshotChunks, ASnapshotAboveTheBoundIsNotSent) {
   LaneQueue lane(append_lane_limits());
   raft::Message message = snapshot_message(1, 4, 900, std::string(kMaxSnapshotBytes + 1, 'x'));
