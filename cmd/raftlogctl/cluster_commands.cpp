@@ -303,14 +303,14 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
         io.out << "    INSTALLING snapshot of index " << r.index << " (" << r.bytes_total
                << " bytes) from node " << r.peer << ": not serving yet\n";
       } else {
-        io.out << "    RECEIVING snapshot from node " << r.peer << ": "
-               << snapshot_progress_text(r) << ": not serving yet\n";
+        io.out << "    RECEIVING snapshot from node " << r.peer << ": " << snapshot_progress_text(r)
+               << ": not serving yet\n";
       }
     }
     if (s.stranded_below_index != 0 && !s.receiving_snapshot) {
-      io.out
-          << "    STRANDED: needs entries below index " << s.stranded_below_index
-          << ", which the leader no longer holds; rebuild it (docs/operations.md, \"Retention\")\n";
+      io.out << "    STRANDED: needs entries below index " << s.stranded_below_index
+             << ", which the leader no longer holds; waiting for its snapshot (docs/operations.md, "
+                "\"Catching up from a snapshot\")\n";
     }
     if (s.corrupt_index != 0) {
       io.out << "    CORRUPT entry " << s.corrupt_index
@@ -326,7 +326,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << " entries, last contact " << p.last_contact_ms << " ms ago"
              << (p.probing ? ", probing" : "")
              << (p.behind_first_index && !p.snapshot
-                     ? ", NEEDS TRIMMED ENTRIES: rebuild it (docs/operations.md)"
+                     ? ", NEEDS TRIMMED ENTRIES: a snapshot is due (docs/operations.md)"
                      : "");
       if (p.snapshot) {
         io.out << ", SNAPSHOT " << p.snapshot->state << ": " << snapshot_progress_text(*p.snapshot);
@@ -490,8 +490,7 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
   const bool with_attributes = !topic.empty() || !keys.empty();
   auto append = [&](const std::vector<std::string>& entries) {
     if (!with_attributes) return c->append(entries);
-    return c->append(entries,
-                     std::vector<client::EntryAttributes>(entries.size(), {topic, keys}));
+    return c->append(entries, std::vector<client::EntryAttributes>(entries.size(), {topic, keys}));
   };
 
   std::vector<std::string> lines;
@@ -743,7 +742,6 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
       });
 }
 
-
 // --- shared with topic_commands.cpp ---------------------------------------------------------------
 namespace {
 
@@ -756,7 +754,8 @@ std::optional<client::Options> client_options(const Common& common, const cli::I
   client::Options options;
   options.endpoints = parsed.value();
   options.retry_deadline_ms = common.timeout_ms;
-  options.tls.enabled = !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
+  options.tls.enabled =
+      !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
   options.tls.ca_file = common.tls_ca;
   options.tls.cert_file = common.tls_cert;
   options.tls.key_file = common.tls_key;

@@ -19,7 +19,7 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   }
   if (status.stranded_below_index != 0) {
     return "stranded: needs entries below index " + std::to_string(status.stranded_below_index) +
-           " that the leader no longer holds; rebuild it";
+           " that the leader no longer holds; waiting for its snapshot";
   }
   if (status.learner_catching_up_to_index != 0) {
     return "learner catching up to the leader's commit index " +

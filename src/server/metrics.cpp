@@ -220,12 +220,11 @@ class Metrics::Impl final : public prometheus::Collectable {
                                 "Append messages sent and not yet acknowledged.");
     peer_last_contact_ = peer_gauge("raftlog_peer_last_contact_seconds",
                                     "Seconds since the leader last heard from the peer.");
-    peer_behind_ =
-        peer_gauge("raftlog_peer_behind_first_index",
-                   "1 when the peer needs entries the leader no longer holds (rebuild it).");
-    peer_snapshot_index_ =
-        peer_gauge("raftlog_peer_snapshot_index",
-                   "Index of the snapshot in flight to the peer (0 = none).");
+    peer_behind_ = peer_gauge(
+        "raftlog_peer_behind_first_index",
+        "1 when the peer needs entries the leader no longer holds (a snapshot catches it up).");
+    peer_snapshot_index_ = peer_gauge("raftlog_peer_snapshot_index",
+                                      "Index of the snapshot in flight to the peer (0 = none).");
     peer_snapshot_sent_ = peer_gauge("raftlog_peer_snapshot_sent_bytes",
                                      "Bytes of the snapshot in flight to the peer sent so far.");
     peer_snapshot_total_ = peer_gauge("raftlog_peer_snapshot_total_bytes",
@@ -233,9 +232,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     snapshot_receiving_ =
         &gauge("raftlog_node_snapshot_receiving",
                "1 while this follower receives its leader's snapshot in chunks (NOT_SERVING).");
-    snapshot_installing_ = &gauge(
-        "raftlog_node_snapshot_installing",
-        "1 while this follower has its leader's snapshot whole and not yet installed (NOT_SERVING).");
+    snapshot_installing_ = &gauge("raftlog_node_snapshot_installing",
+                                  "1 while this follower has its leader's snapshot whole and not "
+                                  "yet installed (NOT_SERVING).");
     snapshot_index_ = &gauge("raftlog_node_snapshot_index",
                              "Index of the snapshot being received or installed (0 = none).");
     snapshot_received_ = &gauge("raftlog_node_snapshot_received_bytes",
@@ -244,9 +243,9 @@ class Metrics::Impl final : public prometheus::Collectable {
                              "Size of the snapshot being received or installed (0 = none).");
     snapshots_sent_ = &counter("raftlog_snapshots_sent_total",
                                "Snapshots sent (whole, or every chunk) to a peer's stream.");
-    snapshots_abandoned_ = &counter(
-        "raftlog_snapshots_abandoned_total",
-        "Snapshots whose chunked sending stopped: a chunk dropped, or a newer snapshot replaced it.");
+    snapshots_abandoned_ = &counter("raftlog_snapshots_abandoned_total",
+                                    "Snapshots whose chunked sending stopped: a chunk dropped, or "
+                                    "a newer snapshot replaced it.");
     snapshots_received_ = &counter("raftlog_snapshots_received_total",
                                    "Whole snapshots handed to the Raft core (chunked or not).");
     snapshot_chunks_refused_ = &counter(
@@ -264,7 +263,8 @@ class Metrics::Impl final : public prometheus::Collectable {
         "raftlog_node_catching_up",
         "1 while the node catches up after a storage fault (no votes, not counted for commit).");
     stranded_ = &gauge("raftlog_node_stranded",
-                       "1 while this follower needs entries its leader no longer holds (rebuild it).");
+                       "1 while this follower needs entries its leader no longer holds (until its "
+                       "snapshot arrives).");
     corrupt_index_ = &gauge("raftlog_store_corrupt_index",
                             "First entry found corrupt by the scrub or a read (0 = none).");
     scrub_bytes_ = &gauge("raftlog_store_scrub_verified_bytes",
@@ -274,8 +274,8 @@ class Metrics::Impl final : public prometheus::Collectable {
     segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");
     derived_lag_ = &gauge("raftlog_derived_lag_entries",
                           "Committed entries the derived indexes (topics, keys, time) lack yet.");
-    groups_applied_ = &gauge("raftlog_groups_applied_index",
-                             "Last log index the consumer group table applied.");
+    groups_applied_ =
+        &gauge("raftlog_groups_applied_index", "Last log index the consumer group table applied.");
     groups_hold_ = &gauge("raftlog_groups_retention_hold_index",
                           "Retention keeps entries from this index for the consumer group table "
                           "(0 = no hold).");
@@ -283,8 +283,9 @@ class Metrics::Impl final : public prometheus::Collectable {
                          "Group-commit entries the group table could not decode, since start.");
     groups_refused_ = &gauge("raftlog_groups_refused_commits",
                              "Group commits past the table's stored bounds, since start.");
-    derived_stopped_ = &gauge("raftlog_derived_stopped",
-                              "1 when the derived indexes stopped on an error (see the node's log).");
+    derived_stopped_ =
+        &gauge("raftlog_derived_stopped",
+               "1 when the derived indexes stopped on an error (see the node's log).");
     disk_bytes_ = &gauge("raftlog_store_disk_bytes", "Bytes of segment and index files on disk.");
     disk_free_ratio_ = &gauge("raftlog_store_disk_free_ratio",
                               "Free space of the data directory's file system, 0..1.");
@@ -404,15 +405,15 @@ class Metrics::Impl final : public prometheus::Collectable {
       peer_snapshot_index_->Add(labels).Set(in_flight ? static_cast<double>(in_flight->index) : 0);
       peer_snapshot_sent_->Add(labels).Set(in_flight ? static_cast<double>(in_flight->bytes_done)
                                                      : 0);
-      peer_snapshot_total_->Add(labels).Set(
-          in_flight ? static_cast<double>(in_flight->bytes_total) : 0);
+      peer_snapshot_total_->Add(labels).Set(in_flight ? static_cast<double>(in_flight->bytes_total)
+                                                      : 0);
     }
     for (const std::string& id : exported_peers_) {
       if (current.contains(id)) continue;
       const prometheus::Labels labels{{"peer", id}};
-      for (auto* family : {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_,
-                           peer_last_contact_, peer_behind_, peer_snapshot_index_,
-                           peer_snapshot_sent_, peer_snapshot_total_}) {
+      for (auto* family :
+           {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_, peer_last_contact_,
+            peer_behind_, peer_snapshot_index_, peer_snapshot_sent_, peer_snapshot_total_}) {
         family->Remove(&family->Add(labels));
       }
     }
@@ -421,8 +422,7 @@ class Metrics::Impl final : public prometheus::Collectable {
 
   void refresh_snapshots(const SnapshotTransfers& transfers) const {
     const std::optional<SnapshotTransfer>& receiving = transfers.receiving;
-    const bool installing =
-        receiving && receiving->state == SnapshotTransfer::State::kInstalling;
+    const bool installing = receiving && receiving->state == SnapshotTransfer::State::kInstalling;
     snapshot_receiving_->Set(receiving && !installing ? 1 : 0);
     snapshot_installing_->Set(installing ? 1 : 0);
     snapshot_index_->Set(receiving ? static_cast<double>(receiving->index) : 0);

@@ -65,7 +65,7 @@ std::uint64_t append_entries(client::Client& client, int count, const std::strin
   return last;
 }
 
-// `topics` distinct topics of 100-byte names, 1000 entries per append: snapshot state that takes
+// `topics` distinct topics of 128-byte names (the longest), 1000 entries per append: snapshot state that takes
 // several chunks (each topic's next offset travels in the snapshot).
 std::uint64_t append_many_topics(client::Client& client, int topics, Acknowledged* acknowledged) {
   std::uint64_t last = 0;
@@ -74,7 +74,7 @@ std::uint64_t append_many_topics(client::Client& client, int topics, Acknowledge
     std::vector<client::EntryAttributes> attributes;
     for (int t = first; t < std::min(topics, first + 1000); ++t) {
       std::string name = "topic-" + std::to_string(t) + "-";
-      name.resize(100, 'x');
+      name.resize(128, 'x');
       payloads.push_back("t" + std::to_string(t));
       attributes.push_back(client::EntryAttributes{name, {}});
     }
@@ -159,7 +159,7 @@ CatchUp watch_catch_up(LocalCluster& cluster, int follower, std::uint64_t index)
         return status->commit_index >= index && !status->receiving_snapshot &&
                health_exit(follower, cluster) == 0;
       },
-      40s, 20ms);
+      40s, 1ms);
   return result;
 }
 
@@ -184,6 +184,9 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   const std::uint64_t follower_had = cluster.status(follower)->last_index;
   cluster.kill(follower);
   std::this_thread::sleep_for(800ms);  // past the follower grace
+  // Topics make the snapshot several chunks long, so that its transfer and install take long
+  // enough to be seen.
+  append_many_topics(*client, 30000, &acknowledged);
   const std::uint64_t last = append_entries(*client, 150, "b", &acknowledged);
   const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, follower_had + 1);
 
@@ -292,7 +295,7 @@ void kill_during_install(KillSide kill_side) {
   const std::uint64_t follower_had = cluster.status(follower)->last_index;
   cluster.kill(follower);
   std::this_thread::sleep_for(800ms);
-  append_many_topics(*client, 20000, &acknowledged);
+  append_many_topics(*client, 30000, &acknowledged);
   const std::uint64_t last = append_entries(*client, 60, "f", &acknowledged);
   ASSERT_TRUE(cluster.wait_for_commit(other, last));
   // Both remaining nodes trim, so whichever leads after a kill needs a snapshot for the follower.
@@ -300,7 +303,8 @@ void kill_during_install(KillSide kill_side) {
   trim_past(cluster, *client, other, last + 1, follower_had + 1);
 
   cluster.start(follower);
-  // In flight: the follower receives or installs it, or the leader has it in flight to it.
+  // In flight: the follower receives or installs it (so the leader's transfer is not acknowledged
+  // yet), or the leader shows it sending.
   bool in_flight = false;
   eventually(
       [&] {
@@ -315,13 +319,14 @@ void kill_during_install(KillSide kill_side) {
         }
         return in_flight;
       },
-      10s, 2ms);
+      10s, 1ms);
   const int victim = kill_side == KillSide::kFollower ? follower : leader;
   cluster.kill(victim);
   std::cout << "killed node " << victim
             << (in_flight ? " with a snapshot in flight" : " (no snapshot seen in flight)")
             << std::endl;
-  EXPECT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing";
+  EXPECT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing\n"
+                         << cluster.log_tail(follower, 3000) << cluster.log_tail(leader, 3000);
   cluster.start(victim);
 
   // Every node converges (SERVING, caught up), then appends continue through whoever leads, and
