@@ -216,6 +216,12 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
               log.find("NOT_SERVING (installing a snapshot") != std::string::npos ||
               catch_up.seen_in_snapshot)
       << log;
+  // raftlogctl status --json says how it caught up.
+  const CommandRun json =
+      run_command(std::string(RAFTLOGCTL_PATH) + " status --json --timeout-ms 2000 --endpoints " +
+                  cluster.address(follower));
+  EXPECT_EQ(json.out.find("\"snapshots_received\":0,"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"receiving_snapshot\":null"), std::string::npos) << json.out;
   const auto metrics = http_get(cluster.metrics_address(follower), "/metrics");
   ASSERT_TRUE(metrics.has_value());
   EXPECT_NE(metrics->find("raftlog_node_snapshot_receiving{node_id=\"" + std::to_string(follower) +
@@ -283,6 +289,14 @@ TEST(SnapshotCatchUpTest, AMemberAddedAfterRetentionCatchesUp) {
 enum class KillSide { kFollower, kLeader };
 
 void kill_during_install(KillSide kill_side) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto phase = [&](const char* what) {
+    std::cout << what << " after "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - started)
+                     .count()
+              << " ms" << std::endl;
+  };
   LocalCluster cluster(snapshot_cluster());
   cluster.start_all();
   const int leader = cluster.wait_for_leader();
@@ -301,6 +315,7 @@ void kill_during_install(KillSide kill_side) {
   // Both remaining nodes trim, so whichever leads after a kill needs a snapshot for the follower.
   const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, follower_had + 1);
   trim_past(cluster, *client, other, last + 1, follower_had + 1);
+  phase("trimmed");
 
   cluster.start(follower);
   // In flight: the follower receives or installs it, so the leader's transfer is not acknowledged
@@ -322,6 +337,7 @@ void kill_during_install(KillSide kill_side) {
   EXPECT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing\n"
                          << cluster.log_tail(follower, 3000) << cluster.log_tail(leader, 3000);
   cluster.start(victim);
+  phase("restarted");
 
   // Every node converges (SERVING, caught up), then appends continue through whoever leads, and
   // every node holds every acknowledged entry from its own first index on.
@@ -331,6 +347,7 @@ void kill_during_install(KillSide kill_side) {
     const CatchUp catch_up = watch_catch_up(cluster, id, after);
     ASSERT_TRUE(catch_up.caught_up) << "node " << id << "\n" << cluster.log_tail(id);
   }
+  phase("converged");
   const std::uint64_t final_index = append_entries(*after_client, 5, "h", &acknowledged);
   for (int id = 1; id <= 3; ++id) {
     ASSERT_TRUE(cluster.wait_for_commit(id, final_index, 20s)) << cluster.log_tail(id);
