@@ -226,6 +226,22 @@ bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* pr
   return true;
 }
 
+// The walk (recover_conf_history) stopped at a record whose entry a crash lost: CONFSTATE is
+// rewritten without it now. Kept, it would outlive its index: once the log holds another entry
+// there and a trim removes it, the next open would take the record for a trimmed (so committed)
+// configuration and run it (the simulator's retention runs found this).
+bool Replica::forget_lost_conf_records(NodeError* error) {
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if (recorded.empty() || conf_records_.size() >= recorded.size()) return true;
+  if (store::Status st = conf_state_file_->write(conf_records_); !st.ok()) {
+    *error = make_error(ErrorCode::kInternal,
+                        "rewriting the configuration record without the entries the log lost: " +
+                            st.to_string());
+    return false;
+  }
+  return true;
+}
+
 bool Replica::open_store(const store::Options& store_options, NodeError* error) {
   // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
   // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
@@ -251,7 +267,7 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
     const bool recovered =
         rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem);
     loaded_snapshot_.reset();
-    if (recovered) return true;
+    if (recovered) return forget_lost_conf_records(error);
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {
       *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
