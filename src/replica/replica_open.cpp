@@ -457,8 +457,9 @@ NodeStatus Replica::status() {
     peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
     peer.probing = progress.probing;
     peer.inflight_messages = progress.inflight_messages;
-    // A follower that needs entries this leader no longer holds cannot be caught up (there are no
-    // snapshots): it must be rebuilt from a copy of a healthy node (docs/operations.md).
+    // A follower that needs entries this leader no longer holds: with snapshots (raftlogd's
+    // setting) it catches up from one; without, it must be rebuilt from a copy of a healthy node
+    // (docs/operations.md).
     peer.behind_first_index = progress.needs_trimmed_entries(status.first_index);
     if (peer.behind_first_index && peers_behind_first_index_.insert(progress.id).second) {
       auto limit =
@@ -466,11 +467,12 @@ NodeStatus Replica::status() {
       if (const std::optional<std::uint64_t> held_back =
               limit->second.admit(util::RateLimit::Clock::now())) {
         spdlog::error(
-            "node {}: follower {} needs entries from {} but the first retained index is {}: it "
-            "cannot "
-            "catch up; rebuild it from a copy of a healthy node's data directory "
-            "(docs/operations.md){}",
+            "node {}: follower {} needs entries from {} but the first retained index is {}: {}{}",
             config_.node_id, progress.id, progress.next_index, status.first_index,
+            config_.raft.snapshots
+                ? "it catches up from this leader's snapshot (docs/raft.md, \"Snapshots\")"
+                : "it cannot catch up; rebuild it from a copy of a healthy node's data directory "
+                  "(docs/operations.md)",
             *held_back == 0
                 ? std::string()
                 : " (" + std::to_string(*held_back) + " more such report(s) not logged)");

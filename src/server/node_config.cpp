@@ -245,6 +245,9 @@ raft::Config raft_config_for(const NodeConfig& config) {
       std::max(raft_config.max_uncommitted_entries, raft_config.max_entries_per_message);
   raft_config.max_uncommitted_bytes =
       std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
+  // A follower behind the leader's first retained index catches up from the leader's snapshot,
+  // which the replica fills in and installs (docs/raft.md, "Snapshots").
+  raft_config.snapshots = true;
   return raft_config;
 }
 
