@@ -71,6 +71,12 @@ void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, s
                               std::uint64_t term, std::string_view payload, bool has_envelope) {
   if (client_id == 0) return;
   Client& client = touch(client_id);
+  for (const Remembered& r : client.recent) {
+    if (r.sequence == sequence && r.range.term == term && r.range.first <= index &&
+        index <= r.range.last) {
+      return;  // a term has one leader: the same append, already remembered whole
+    }
+  }
   if (!client.recent.empty()) {
     Remembered& newest = client.recent.back();
     if (newest.sequence == sequence && newest.range.last + 1 == index &&
@@ -123,14 +129,17 @@ void DedupTable::truncate_from(std::uint64_t from_index) {
 }
 
 void DedupTable::for_each_client_through(
-    std::uint64_t through, const std::function<bool(const ClientState&)>& visit) const {
+    std::uint64_t through, std::uint64_t committed,
+    const std::function<bool(const ClientState&)>& visit) const {
   ClientState state;
   for (const Client& client : lru_) {
     state.client_id = client.client_id;
     state.forgotten_below = client.forgotten_below;
     state.appends.clear();
     for (const Remembered& r : client.recent) {
-      if (r.range.last <= through) state.appends.push_back({r.sequence, r.range, r.digest});
+      if (r.range.first <= through && r.range.last <= std::max(through, committed)) {
+        state.appends.push_back({r.sequence, r.range, r.digest});
+      }
     }
     if (state.appends.empty() && state.forgotten_below == 0) continue;
     if (!visit(state)) return;

@@ -94,7 +94,9 @@ class DedupTable {
 
   // Records that the log entry at `index` (of `term`, carrying `payload`) belongs to append
   // (client_id, sequence). Entries of one append are contiguous and recorded in index order; a new
-  // sequence starts a new range. client_id 0 is ignored (not an idempotent append).
+  // sequence starts a new range. client_id 0 is ignored (not an idempotent append). An entry that a
+  // remembered append of the same sequence and term already covers (one a snapshot carried whole)
+  // changes nothing.
   void record_entry(std::uint64_t client_id, std::uint64_t sequence, std::uint64_t index,
                     std::uint64_t term, std::string_view payload, bool has_envelope = false);
 
@@ -118,10 +120,12 @@ class DedupTable {
 
   std::size_t clients() const { return clients_.size(); }
 
-  // Visits every client, most recently used first, with the appends whose range ends at or below
-  // `through` (a snapshot's index: what the entries after it do not carry); a client left with no
-  // append and nothing forgotten is skipped. Stops when `visit` returns false.
-  void for_each_client_through(std::uint64_t through,
+  // Visits every client, most recently used first, with the appends whose range starts at or below
+  // `through` (a snapshot's index: what the entries after it do not carry whole) and ends at or
+  // below `committed` (an append that straddles the snapshot is kept whole when its end is
+  // committed: its later entries then reach the receiver unchanged); a client left with no append
+  // and nothing forgotten is skipped. Stops when `visit` returns false.
+  void for_each_client_through(std::uint64_t through, std::uint64_t committed,
                                const std::function<bool(const ClientState&)>& visit) const;
   // Replaces the whole table by `clients` (most recently used first, as for_each_client_through
   // gives them; validated by the caller), within this table's own bounds: the least recently used

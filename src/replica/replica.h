@@ -319,6 +319,8 @@ class Replica {
   // The configurations CONFSTATE lists that the recovered log still holds (replica_open.cpp); false
   // with `corrupt_index` set when reading an entry it names failed on a checksum.
   bool recover_conf_history(std::uint64_t* corrupt_index, std::string* problem);
+  // Rewrites CONFSTATE when recover_conf_history() dropped records whose entries are gone.
+  bool forget_lost_conf_records(NodeError* error);
   // `from_log`, when given, receives the configuration the entry holds (its addresses included).
   int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index, std::string* problem,
                 raft::ConfState* from_log = nullptr) const;
@@ -399,6 +401,12 @@ class Replica {
   // The leader's: fills `message`'s data as of a point the replica can describe (replica_snapshot.cpp
   // says which). False: not sendable (too large), the message is dropped.
   bool fill_snapshot(raft::Message& message);
+  // Adds the dedup table's clients (appends at or below data->index) while the encoding, `size`
+  // bytes without them, stays within config_.max_snapshot_data_bytes.
+  void add_dedup_within_budget(SnapshotData* data, std::size_t size);
+  // Before a trim deletes segments: SNAPSHOT (origin kTrim) with the dedup table's appends at or
+  // below `point` (the new first index - 1), so that a restart still answers their retries.
+  store::Status save_trim_snapshot(std::uint64_t point);
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
   // At open, before the dedup rebuild: loads SNAPSHOT when it names the log's first index - 1, and

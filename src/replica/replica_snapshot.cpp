@@ -56,6 +56,7 @@ bool Replica::admit_snapshot(const raft::Message& message) {
   if (!data.ok()) {
     problem = data.status().to_string();
   } else if (data->index != snapshot.index || data->term != snapshot.term ||
+             data->origin != SnapshotOrigin::kInstalled ||
              !raft::same_members(data->conf, snapshot.conf)) {
     problem = "its data describes index " + std::to_string(data->index) + " term " +
               std::to_string(data->term) + " " + raft::to_string(data->conf);
@@ -71,6 +72,44 @@ bool Replica::admit_snapshot(const raft::Message& message) {
                   *held_back);
   }
   return false;
+}
+
+void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
+  bool full = false;
+  dedup_.for_each_client_through(data->index, commit_, [&](const DedupTable::ClientState& client) {
+    DedupTable::ClientState kept = client;
+    if (kept.appends.size() > kMaxAppendsPerClient) {
+      // The highest sequences stay; the lower ones count as forgotten.
+      std::sort(kept.appends.begin(), kept.appends.end(),
+                [](const auto& a, const auto& b) { return a.sequence < b.sequence; });
+      const auto cut = kept.appends.end() - static_cast<std::ptrdiff_t>(kMaxAppendsPerClient);
+      kept.forgotten_below = std::max(kept.forgotten_below, cut->sequence);
+      kept.appends.erase(kept.appends.begin(), cut);
+    }
+    const std::size_t cost = encoded_client_size(kept);
+    if (full || size + cost > config_.max_snapshot_data_bytes) {
+      full = true;  // the rest are less recently used
+      ++snapshot_stats_.clients_left_out;
+      return true;
+    }
+    size += cost;
+    data->dedup_clients.push_back(std::move(kept));
+    return true;
+  });
+}
+
+store::Status Replica::save_trim_snapshot(std::uint64_t point) {
+  auto term = log_->term_at(point);
+  if (!term.ok()) return term.status();
+  SnapshotData data;
+  data.index = point;
+  data.term = *term;
+  data.origin = SnapshotOrigin::kTrim;
+  data.conf = raft_->conf_history().front().conf;  // not used (a valid one is required)
+  data.timestamp_floor_ms = last_timestamp_ms_;
+  data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
+  add_dedup_within_budget(&data, encoded_size_without_dedup(data));
+  return write_snapshot_file(config_.store.env, config_.data_dir, encode_snapshot_data(data));
 }
 
 bool Replica::fill_snapshot(raft::Message& message) {
@@ -89,7 +128,12 @@ bool Replica::fill_snapshot(raft::Message& message) {
   if (problem.empty()) {
     data.index = point;
     data.term = *term;
+    // The configuration in force at the point: the newest record at or below it (the core's, at
+    // S, unless one lies in (S, point], which the core's choice of S rules out; checked anyway).
     data.conf = snapshot.conf;
+    for (const raft::ConfRecord& record : raft_->conf_history()) {
+      if (record.index <= point) data.conf = record.conf;
+    }
     data.timestamp_floor_ms = last_timestamp_ms_;
     data.topics = topics_.table_at(point);
     if (deps_.snapshot_section) data.section = deps_.snapshot_section(point);
@@ -100,28 +144,7 @@ bool Replica::fill_snapshot(raft::Message& message) {
       problem = "its data takes " + std::to_string(fixed) + " bytes without the dedup table, more "
                 "than the " + std::to_string(config_.max_snapshot_data_bytes) + " one message may carry";
     } else {
-      std::size_t size = fixed;
-      bool full = false;
-      dedup_.for_each_client_through(point, [&](const DedupTable::ClientState& client) {
-        DedupTable::ClientState kept = client;
-        if (kept.appends.size() > kMaxAppendsPerClient) {
-          // The highest sequences stay; the lower ones count as forgotten.
-          std::sort(kept.appends.begin(), kept.appends.end(),
-                    [](const auto& a, const auto& b) { return a.sequence < b.sequence; });
-          const auto cut = kept.appends.end() - static_cast<std::ptrdiff_t>(kMaxAppendsPerClient);
-          kept.forgotten_below = std::max(kept.forgotten_below, cut->sequence);
-          kept.appends.erase(kept.appends.begin(), cut);
-        }
-        const std::size_t cost = encoded_client_size(kept);
-        if (full || size + cost > config_.max_snapshot_data_bytes) {
-          full = true;
-          ++snapshot_stats_.clients_left_out;
-          return true;  // counted; the rest are less recently used
-        }
-        size += cost;
-        data.dedup_clients.push_back(std::move(kept));
-        return true;
-      });
+      add_dedup_within_budget(&data, fixed);
     }
   }
   if (!problem.empty()) {
@@ -134,6 +157,7 @@ bool Replica::fill_snapshot(raft::Message& message) {
   }
   snapshot.index = data.index;
   snapshot.term = data.term;
+  snapshot.conf = data.conf;
   snapshot.data = encode_snapshot_data(data);
   ++snapshot_stats_.sent;
   spdlog::info("node {}: sending follower {} a snapshot of index {} term {} ({} bytes, {} dedup "
@@ -227,6 +251,8 @@ bool Replica::load_snapshot_state(std::string* problem) {
   }
   loaded_snapshot_ = std::move(**saved);
   const SnapshotData& data = *loaded_snapshot_;
+  // A trim's: only its dedup part counts (TOPICSTATE and CONFSTATE were right before it ran).
+  if (data.origin == SnapshotOrigin::kTrim) return true;
   // Step 4, if a crash came before it: the configuration in force at the snapshot's index.
   const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
   if ((recorded.empty() || recorded.front().index < data.index) &&

@@ -11,8 +11,8 @@ namespace {
 
 constexpr std::uint32_t kMagic = 0x44534C52;  // "RLSD" in file order
 constexpr const char* kSnapshotFileName = "SNAPSHOT";
-// magic, CRC, version, index, term, conf length
-constexpr std::size_t kHeaderBytes = 4 + 4 + 4 + 8 + 8 + 4;
+// magic, CRC, version, index, term, origin, conf length
+constexpr std::size_t kHeaderBytes = 4 + 4 + 4 + 8 + 8 + 1 + 4;
 constexpr std::size_t kAppendBytes = 8 + 8 + 8 + 8 + 4;
 constexpr std::size_t kClientHeaderBytes = 8 + 8 + 4;
 
@@ -77,6 +77,7 @@ std::string encode_snapshot_data(const SnapshotData& data) {
   put_u32(out, kSnapshotDataVersion);
   put_u64(out, data.index);
   put_u64(out, data.term);
+  out.push_back(static_cast<char>(data.origin));
   const std::string conf = raft::encode_config(data.conf);
   put_u32(out, static_cast<std::uint32_t>(conf.size()));
   out += conf;
@@ -150,9 +151,10 @@ store::Status decode_client(Reader& in, const SnapshotData& data,
         !in.u64(&append.range.last) || !in.u64(&append.range.term) || !in.u32(&append.digest)) {
       return corrupt("truncated dedup table");
     }
+    // It starts at or below the snapshot's index; it may end after it (kept whole when committed).
     if (append.range.first == 0 || append.range.first > append.range.last ||
-        append.range.last > data.index) {
-      return corrupt("a remembered append outside 1.." + std::to_string(data.index));
+        append.range.first > data.index) {
+      return corrupt("a remembered append starting outside 1.." + std::to_string(data.index));
     }
     if (append.range.term == 0 || append.range.term > data.term) {
       return corrupt("a remembered append of term " + std::to_string(append.range.term));
@@ -180,9 +182,16 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   Reader in(bytes.substr(12));
   SnapshotData data;
   std::uint32_t conf_size = 0;
+  std::uint8_t origin = 0;
   (void)in.u64(&data.index);
   (void)in.u64(&data.term);
+  (void)in.u8(&origin);
   (void)in.u32(&conf_size);
+  if (origin != static_cast<std::uint8_t>(SnapshotOrigin::kInstalled) &&
+      origin != static_cast<std::uint8_t>(SnapshotOrigin::kTrim)) {
+    return corrupt("unknown origin " + std::to_string(origin));
+  }
+  data.origin = static_cast<SnapshotOrigin>(origin);
   if (data.index == 0 || data.term == 0 || data.term > raft::kMaxTerm) {
     return corrupt("index " + std::to_string(data.index) + " term " + std::to_string(data.term));
   }

@@ -8,21 +8,25 @@
 //     refuses data that does not name the snapshot it travels in;
 //   - the topic table as of S (the next offset of every topic) and the timestamp floor, so that
 //     offsets continue densely after S and timestamps never go backwards (TOPICSTATE's content);
-//   - the dedup table's remembered appends whose ranges end at or below S, clients most recently
-//     used first, bounded: clients beyond the byte budget are left out (they then behave as clients
+//   - the dedup table's remembered appends whose ranges start at or below S (one that straddles S
+//     whole, when the sender has committed its end), clients most recently used first, bounded: clients beyond the byte budget are left out (they then behave as clients
 //     the table evicted: a retry of theirs is appended again), and the sender's view start;
 //   - an opaque section for the node above the replica (raftlogd: the consumer group table,
 //     derived/GROUPS's encoding, at a boundary past S): checked and installed by the node through
 //     ReplicaDeps, carried as bytes here (the replica does not depend on src/derived's tables).
 //
+// The same encoding, with origin kTrim, is what a node's own trim saves in SNAPSHOT before it
+// deletes segments (only its dedup part is used: a restart keeps answering retries of appends the
+// trim removed; TOPICSTATE and CONFSTATE already cover the rest).
+//
 // Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1),
-// u64 index, u64 term, u32 length + raft::encode_config bytes, u64 timestamp floor (ms), u32 topic
+// u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes, u64 timestamp floor (ms), u32 topic
 // count, per topic (strictly increasing byte order) u8 length, the topic, u64 next offset
 // (1..TopicOffsets::kMaxNextOffset); u32 length + the node's section; u64 the sender's dedup view
 // start, u32 client count, per client u64 client id (non-zero, unique), u64 forgotten_below, u32
 // append count (at most kMaxAppendsPerClient), per append u64 sequence, u64 first, u64 last, u64
-// term, u32 digest (1 <= first <= last <= index, 1 <= term <= the snapshot's term, sequence at or
-// above forgotten_below, unique within the client). Nothing may follow.
+// term, u32 digest (1 <= first <= index, first <= last, 1 <= term <= the snapshot's term, sequence
+// at or above forgotten_below, unique within the client). Nothing may follow.
 #pragma once
 
 #include <cstddef>
@@ -50,9 +54,13 @@ inline constexpr std::size_t kMaxSnapshotSectionBytes = 48U << 20;
 // (--dedup-sequences-per-client) sends the highest sequences and raises forgotten_below.
 inline constexpr std::size_t kMaxAppendsPerClient = 4096;
 
+// Where a snapshot data came from: a leader's snapshot this node installed, or its own trim.
+enum class SnapshotOrigin : std::uint8_t { kInstalled = 1, kTrim = 2 };
+
 struct SnapshotData {
   std::uint64_t index = 0;
   std::uint64_t term = 0;
+  SnapshotOrigin origin = SnapshotOrigin::kInstalled;
   raft::ConfState conf;
   std::uint64_t timestamp_floor_ms = 0;
   std::vector<TopicOffsets::TopicNext> topics;  // sorted by topic

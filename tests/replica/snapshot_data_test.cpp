@@ -28,6 +28,7 @@ SnapshotData sample() {
   data.topics = {{"audit", 3}, {"orders", 120}, {"z9", 1}};
   data.section = std::string("group table bytes\0with a zero", 29);
   data.dedup_view_start = 12;
+  data.origin = SnapshotOrigin::kTrim;
   data.dedup_clients = {
       {77, 0, {{1, {100, 102, 6, }, 0xDEADBEEF}, {2, {103, 103, 6}, 42}}},
       {5, 9, {{9, {480, 500, 7}, 1}}},
@@ -117,8 +118,9 @@ TEST(SnapshotData, ContentThatBreaksARuleIsRefusedEvenWithAValidChecksum) {
   d.dedup_clients[1].client_id = d.dedup_clients[0].client_id;
   refused(d, "a client twice");
   d = sample();
+  d.dedup_clients[1].appends[0].range.first = d.index + 1;
   d.dedup_clients[1].appends[0].range.last = d.index + 1;
-  refused(d, "an append past the snapshot");
+  refused(d, "an append starting past the snapshot");
   d = sample();
   d.dedup_clients[0].appends[0].range.first = 0;
   refused(d, "an append from index 0");
@@ -148,8 +150,11 @@ TEST(SnapshotData, ContentThatBreaksARuleIsRefusedEvenWithAValidChecksum) {
   refused(d, "a view start past the snapshot");
   // A configuration that does not decode (a voter list with node 0 is invalid): patched in place.
   std::string bytes = encode_snapshot_data(sample());
-  bytes[32 + 1] = 99;  // the configuration's first byte after its version: its voter count
+  bytes[33 + 1] = 99;  // the configuration's first byte after its version: its voter count
   EXPECT_FALSE(decode_snapshot_data(resealed(bytes)).ok());
+  std::string wrong_origin = encode_snapshot_data(sample());
+  wrong_origin[28] = 3;
+  EXPECT_FALSE(decode_snapshot_data(resealed(wrong_origin)).ok());
   std::string wrong_version = encode_snapshot_data(sample());
   store::put_u32(wrong_version.data() + 8, kSnapshotDataVersion + 1);
   EXPECT_FALSE(decode_snapshot_data(resealed(wrong_version)).ok());
@@ -201,7 +206,7 @@ TEST(SnapshotDedup, ExportKeepsTheAppendsAtOrBelowTheIndexMostRecentClientFirst)
   table.record_append(10, 2, {4, 4, 2}, append_digest(one));   // client 10 most recent
   table.record_append(30, 5, {5, 6, 2}, append_digest(two));   // ends past the snapshot (index 5)
   std::vector<DedupTable::ClientState> exported;
-  table.for_each_client_through(5, [&](const DedupTable::ClientState& client) {
+  table.for_each_client_through(5, 5, [&](const DedupTable::ClientState& client) {
     exported.push_back(client);
     return true;
   });
@@ -224,6 +229,20 @@ TEST(SnapshotDedup, ExportKeepsTheAppendsAtOrBelowTheIndexMostRecentClientFirst)
   // an append that began at or below 5, so a mismatch there cannot prove a reuse.
   follower.record_entry(30, 5, 6, 2, "c");
   EXPECT_EQ(follower.find(30, 5, two, &range), DedupTable::Lookup::kTooOld);
+
+  // With its end committed, an append that straddles the snapshot travels whole, and its entries
+  // after the snapshot, arriving by replication, do not turn it into a partial range.
+  std::vector<DedupTable::ClientState> with_straddling;
+  table.for_each_client_through(5, 6, [&](const DedupTable::ClientState& client) {
+    with_straddling.push_back(client);
+    return true;
+  });
+  ASSERT_EQ(with_straddling.size(), 3U);
+  DedupTable whole(100, 8);
+  whole.replace(6, 1, with_straddling);
+  whole.record_entry(30, 5, 6, 2, "c");
+  EXPECT_EQ(whole.find(30, 5, two, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(range, (DedupTable::Range{5, 6, 2}));
 
   // The receiver's own bounds apply: with room for one client, the most recently used stays.
   DedupTable small(1, 1);
