@@ -3,7 +3,8 @@
 //   raftlog-sim --seed S [--trace] [--nodes 3|5]            one seed; --trace prints every event
 //   raftlog-sim --seeds N --seed-start S [--nodes 3|5]      N seeds from S, ends with a RESULT line
 // Common options: --fault-ticks T, --liveness-ticks T, --aggressive (leader-churn fault profile),
-// --reconfigure (membership changes in the fault schedule, with spare node slots).
+// --reconfigure (membership changes in the fault schedule, with spare node slots), --retention
+// (retention trims in the fault schedule: stranded followers must catch up through snapshots).
 // --version prints the version and git revision.
 // Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad arguments.
 // stdout is a pure function of the arguments (byte-identical every run); progress goes to stderr.
@@ -44,6 +45,7 @@ void print_usage(std::FILE* out) {
       "catch-up\n"
       "         allowance, default 250)  --aggressive (leader-churn fault profile for every seed)\n"
       "         --reconfigure (membership changes in the fault schedule; 2 spare node slots)\n"
+      "         --retention (retention trims in the fault schedule; snapshots catch up)\n"
       "       raftlog-sim --version\n",
       out);
 }
@@ -73,6 +75,8 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
       args.options.aggressive = true;
     } else if (flag == "--reconfigure") {
       args.options.reconfigure = true;
+    } else if (flag == "--retention") {
+      args.options.retention = true;
     } else if (flag == "--seed") {
       if (!(number = value(UINT64_MAX))) return "--seed needs a number";
       args.seed = number;
@@ -116,13 +120,13 @@ std::string summary(const raftlog::sim::SimResult& r) {
       "dedup_answers={} "
       "reads={} crashes={} sync_failures={} flush_cycles={} catching_up={} pauses={} partitions={} "
       "sent={} "
-      "dropped={} conf_changes={}/{}/{}",
+      "dropped={} conf_changes={}/{}/{} trims={} snapshots_installed={}",
       r.ticks, r.liveness_ticks, r.leaders_elected, r.committed_entries, r.proposals_acknowledged,
       r.proposals_failed, r.appends_acknowledged, r.cluster.duplicate_answers, r.reads_released,
       r.cluster.crashes, r.cluster.sync_failures, r.cluster.flush_cycles,
       r.cluster.restarts_catching_up, r.cluster.pauses, r.partitions, r.cluster.messages_sent,
       r.cluster.messages_dropped, r.cluster.conf_changes_committed, r.cluster.conf_changes_proposed,
-      r.cluster.conf_changes_refused);
+      r.cluster.conf_changes_refused, r.cluster.trims, r.cluster.snapshots_installed);
 }
 
 int run_one(const Arguments& args) {
@@ -156,6 +160,8 @@ int run_many(const Arguments& args) {
   std::uint64_t catching_up = 0;
   std::uint64_t max_liveness_ticks = 0;
   std::uint64_t conf_changes = 0;
+  std::uint64_t trims = 0;
+  std::uint64_t snapshots_installed = 0;
   const std::uint64_t progress_every = std::max<std::uint64_t>(*args.seeds / 10, 1);
   for (std::uint64_t i = 0; i < *args.seeds; ++i) {
     raftlog::sim::SimOptions options = args.options;
@@ -171,6 +177,8 @@ int run_many(const Arguments& args) {
     catching_up += result.cluster.restarts_catching_up;
     max_liveness_ticks = std::max(max_liveness_ticks, result.liveness_ticks);
     conf_changes += result.cluster.conf_changes_committed;
+    trims += result.cluster.trims;
+    snapshots_installed += result.cluster.snapshots_installed;
     if (!result.ok()) {
       const std::uint64_t failures = violations + liveness_failures;
       if (result.liveness_failure()) {
@@ -203,10 +211,11 @@ int run_many(const Arguments& args) {
           "RESULT seeds={} violations={} liveness_failures={} ticks={} nodes={} seed_start={} "
           "acked_proposals={} appends_acked={} dedup_answers={} reads={} crashes={} "
           "sync_failures={} "
-          "restarts_catching_up={} max_liveness_ticks={} conf_changes={}\n",
+          "restarts_catching_up={} max_liveness_ticks={} conf_changes={} trims={} "
+          "snapshots_installed={}\n",
           *args.seeds, violations, liveness_failures, ticks, args.options.node_count,
           args.seed_start, acked, appends_acked, dedup_answers, reads, crashes, sync_failures,
-          catching_up, max_liveness_ticks, conf_changes)
+          catching_up, max_liveness_ticks, conf_changes, trims, snapshots_installed)
           .c_str(),
       stdout);
   // Apart from the RESULT line, which depends on the seeds only.

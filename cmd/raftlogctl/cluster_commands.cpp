@@ -198,6 +198,28 @@ std::string utc_now() {
   return text;
 }
 
+// A snapshot transfer as JSON (null when there is none).
+std::string json_snapshot(const std::optional<client::SnapshotTransfer>& transfer) {
+  if (!transfer) return "null";
+  return "{\"state\":" + json_string(transfer->state) +
+         ",\"peer\":" + std::to_string(transfer->peer) +
+         ",\"index\":" + std::to_string(transfer->index) +
+         ",\"term\":" + std::to_string(transfer->term) +
+         ",\"bytes_done\":" + std::to_string(transfer->bytes_done) +
+         ",\"bytes_total\":" + std::to_string(transfer->bytes_total) + "}";
+}
+
+// "index 812, 3145728 of 9437184 bytes (33%)"
+std::string snapshot_progress_text(const client::SnapshotTransfer& transfer) {
+  std::string text = "index " + std::to_string(transfer.index) + ", " +
+                     std::to_string(transfer.bytes_done) + " of " +
+                     std::to_string(transfer.bytes_total) + " bytes";
+  if (transfer.bytes_total > 0) {
+    text += " (" + std::to_string(transfer.bytes_done * 100 / transfer.bytes_total) + "%)";
+  }
+  return text;
+}
+
 // One round of `status`: every endpoint's answer. Returns the number of unreachable endpoints.
 int print_status(client::Client& c, const Common& common, const cli::Io& io) {
   const std::vector<client::EndpointStatus> all = c.status_all();
@@ -242,7 +264,12 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
              << ",\"scrub_passes\":" << s.scrub_passes << ",\"version\":" << json_string(s.version)
-             << ",\"revision\":" << json_string(s.revision) << ",\"peers\":[";
+             << ",\"revision\":" << json_string(s.revision)
+             << ",\"receiving_snapshot\":" << json_snapshot(s.receiving_snapshot)
+             << ",\"snapshots_sent\":" << s.snapshots_sent
+             << ",\"snapshots_abandoned\":" << s.snapshots_abandoned
+             << ",\"snapshots_received\":" << s.snapshots_received
+             << ",\"snapshot_chunks_refused\":" << s.snapshot_chunks_refused << ",\"peers\":[";
       for (std::size_t i = 0; i < s.peers.size(); ++i) {
         const client::PeerStatus& p = s.peers[i];
         io.out << (i == 0 ? "" : ",") << "{\"id\":" << p.id << ",\"match_index\":" << p.match_index
@@ -250,7 +277,8 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
                << ",\"last_contact_ms\":" << p.last_contact_ms
                << ",\"probing\":" << (p.probing ? "true" : "false")
                << ",\"lag_bytes\":" << p.lag_bytes
-               << ",\"behind_first_index\":" << (p.behind_first_index ? "true" : "false") << "}";
+               << ",\"behind_first_index\":" << (p.behind_first_index ? "true" : "false")
+               << ",\"snapshot\":" << json_snapshot(p.snapshot) << "}";
       }
       io.out << "]}\n";
       continue;
@@ -269,10 +297,20 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
       io.out << "    LEARNER catching up to index " << s.learner_catching_up_to_index
              << ": not serving yet\n";
     }
-    if (s.stranded_below_index != 0) {
-      io.out
-          << "    STRANDED: needs entries below index " << s.stranded_below_index
-          << ", which the leader no longer holds; rebuild it (docs/operations.md, \"Retention\")\n";
+    if (s.receiving_snapshot) {
+      const client::SnapshotTransfer& r = *s.receiving_snapshot;
+      if (r.state == "installing") {
+        io.out << "    INSTALLING snapshot of index " << r.index << " (" << r.bytes_total
+               << " bytes) from node " << r.peer << ": not serving yet\n";
+      } else {
+        io.out << "    RECEIVING snapshot from node " << r.peer << ": " << snapshot_progress_text(r)
+               << ": not serving yet\n";
+      }
+    }
+    if (s.stranded_below_index != 0 && !s.receiving_snapshot) {
+      io.out << "    STRANDED: needs entries below index " << s.stranded_below_index
+             << ", which the leader no longer holds; waiting for its snapshot (docs/operations.md, "
+                "\"Catching up from a snapshot\")\n";
     }
     if (s.corrupt_index != 0) {
       io.out << "    CORRUPT entry " << s.corrupt_index
@@ -287,9 +325,13 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
       io.out << "    peer " << p.id << ": match " << p.match_index << ", lag " << p.lag_entries
              << " entries, last contact " << p.last_contact_ms << " ms ago"
              << (p.probing ? ", probing" : "")
-             << (p.behind_first_index ? ", NEEDS TRIMMED ENTRIES: rebuild it (docs/operations.md)"
-                                      : "")
-             << "\n";
+             << (p.behind_first_index && !p.snapshot
+                     ? ", NEEDS TRIMMED ENTRIES: a snapshot is due (docs/operations.md)"
+                     : "");
+      if (p.snapshot) {
+        io.out << ", SNAPSHOT " << p.snapshot->state << ": " << snapshot_progress_text(*p.snapshot);
+      }
+      io.out << "\n";
     }
   }
   return unreachable;
@@ -448,8 +490,7 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
   const bool with_attributes = !topic.empty() || !keys.empty();
   auto append = [&](const std::vector<std::string>& entries) {
     if (!with_attributes) return c->append(entries);
-    return c->append(entries,
-                     std::vector<client::EntryAttributes>(entries.size(), {topic, keys}));
+    return c->append(entries, std::vector<client::EntryAttributes>(entries.size(), {topic, keys}));
   };
 
   std::vector<std::string> lines;
@@ -701,7 +742,6 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
       });
 }
 
-
 // --- shared with topic_commands.cpp ---------------------------------------------------------------
 namespace {
 
@@ -714,7 +754,8 @@ std::optional<client::Options> client_options(const Common& common, const cli::I
   client::Options options;
   options.endpoints = parsed.value();
   options.retry_deadline_ms = common.timeout_ms;
-  options.tls.enabled = !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
+  options.tls.enabled =
+      !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
   options.tls.ca_file = common.tls_ca;
   options.tls.cert_file = common.tls_cert;
   options.tls.key_file = common.tls_key;

@@ -214,6 +214,16 @@ struct TrimResult {
 const char* to_string(Role role);             // "follower", "leader", ...
 const char* to_string(FlushMode flush_mode);  // "sync", "async", "unknown"
 
+// A snapshot being sent or received (client.proto's SnapshotTransfer).
+struct SnapshotTransfer {
+  std::string state;  // "sending", "sent", "receiving", "installing"
+  std::uint64_t peer = 0;  // the follower it goes to, or the leader it comes from
+  std::uint64_t index = 0;
+  std::uint64_t term = 0;
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+};
+
 struct PeerStatus {
   std::uint64_t id = 0;
   std::string address;
@@ -221,8 +231,9 @@ struct PeerStatus {
   std::uint64_t lag_entries = 0;
   std::uint64_t last_contact_ms = 0;
   bool probing = false;
-  bool behind_first_index = false;  // needs trimmed entries: must be rebuilt (docs/operations.md)
+  bool behind_first_index = false;  // needs trimmed entries: caught up by a snapshot
   std::uint64_t lag_bytes = 0;
+  std::optional<SnapshotTransfer> snapshot;  // in flight to this peer
 };
 
 struct NodeStatus {
@@ -265,6 +276,12 @@ struct NodeStatus {
   // The node's raftlogd version and git revision; empty from a node that predates them.
   std::string version;
   std::string revision;
+  // A snapshot this follower is receiving or installing, and the node's snapshot counters.
+  std::optional<SnapshotTransfer> receiving_snapshot;
+  std::uint64_t snapshots_sent = 0;
+  std::uint64_t snapshots_abandoned = 0;
+  std::uint64_t snapshots_received = 0;
+  std::uint64_t snapshot_chunks_refused = 0;
 };
 
 struct EndpointStatus {

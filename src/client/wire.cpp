@@ -32,6 +32,32 @@ FlushMode flush_mode_from_wire(pb::FlushMode mode) {
   }
 }
 
+SnapshotTransfer snapshot_from_wire(const pb::SnapshotTransfer& wire) {
+  SnapshotTransfer transfer;
+  switch (wire.state()) {
+    case pb::SnapshotTransfer::SENDING:
+      transfer.state = "sending";
+      break;
+    case pb::SnapshotTransfer::SENT:
+      transfer.state = "sent";
+      break;
+    case pb::SnapshotTransfer::RECEIVING:
+      transfer.state = "receiving";
+      break;
+    case pb::SnapshotTransfer::INSTALLING:
+      transfer.state = "installing";
+      break;
+    default:
+      transfer.state = "unknown";
+  }
+  transfer.peer = wire.peer();
+  transfer.index = wire.index();
+  transfer.term = wire.term();
+  transfer.bytes_done = wire.bytes_done();
+  transfer.bytes_total = wire.bytes_total();
+  return transfer;
+}
+
 PeerStatus peer_from_wire(const pb::PeerStatus& wire) {
   PeerStatus peer;
   peer.id = wire.id();
@@ -42,6 +68,7 @@ PeerStatus peer_from_wire(const pb::PeerStatus& wire) {
   peer.probing = wire.probing();
   peer.behind_first_index = wire.behind_first_index();
   peer.lag_bytes = wire.lag_bytes();
+  if (wire.has_snapshot()) peer.snapshot = snapshot_from_wire(wire.snapshot());
   return peer;
 }
 
@@ -123,6 +150,12 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.scrub_passes = wire.scrub_passes();
   status.version = wire.version();
   status.revision = wire.revision();
+  if (wire.has_receiving_snapshot())
+    status.receiving_snapshot = snapshot_from_wire(wire.receiving_snapshot());
+  status.snapshots_sent = wire.snapshots_sent();
+  status.snapshots_abandoned = wire.snapshots_abandoned();
+  status.snapshots_received = wire.snapshots_received();
+  status.snapshot_chunks_refused = wire.snapshot_chunks_refused();
   for (const pb::PeerStatus& peer_wire : wire.peers())
     status.peers.push_back(peer_from_wire(peer_wire));
   return status;

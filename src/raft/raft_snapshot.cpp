@@ -16,7 +16,15 @@ namespace raftlog::raft {
 // gone from the history, conf_history() keeps only the newest committed one). Index 0 when there is
 // no such point yet.
 Snapshot Raft::Impl::snapshot_to_send() const {
-  const ConfRecord& committed_conf = conf_history_.front();
+  // The newest committed configuration: usually the history's first record, but a history restored
+  // at start (Config::conf_history) keeps the records its driver listed until the next commit_to(),
+  // so a later one may be committed already (the simulator found a restarted leader sending the
+  // configuration from before a committed removal).
+  const ConfRecord* newest_committed = &conf_history_.front();
+  for (const ConfRecord& record : conf_history_) {
+    if (record.index <= log_.committed()) newest_committed = &record;
+  }
+  const ConfRecord& committed_conf = *newest_committed;
   Snapshot snapshot;
   snapshot.index = std::max(log_.first_index() - 1, committed_conf.index);
   // A snapshot describes committed entries only. The driver trims only below its commit index, but

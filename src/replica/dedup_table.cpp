@@ -71,6 +71,12 @@ void DedupTable::record_entry(std::uint64_t client_id, std::uint64_t sequence, s
                               std::uint64_t term, std::string_view payload, bool has_envelope) {
   if (client_id == 0) return;
   Client& client = touch(client_id);
+  for (const Remembered& r : client.recent) {
+    if (r.sequence == sequence && r.range.term == term && r.range.first <= index &&
+        index <= r.range.last) {
+      return;  // a term has one leader: the same append, already remembered whole
+    }
+  }
   if (!client.recent.empty()) {
     Remembered& newest = client.recent.back();
     if (newest.sequence == sequence && newest.range.last + 1 == index &&
@@ -105,6 +111,7 @@ DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t seque
     if (count == payloads.size() && r->digest == append_digest(payloads, has_envelope)) return Lookup::kFound;
     // The remembered range may lack the first entries of its append: it cannot prove a reuse.
     if (view_start_ > 1 && r->range.first == view_start_) return Lookup::kTooOld;
+    if (sender_view_start_ > 1 && r->range.first == sender_view_start_) return Lookup::kTooOld;
     return Lookup::kReused;
   }
   if (sequence < client.forgotten_below) return Lookup::kTooOld;
@@ -118,6 +125,43 @@ void DedupTable::truncate_from(std::uint64_t from_index) {
   }
   // Entries recorded at or above the cut from now on are seen from their first one.
   if (view_start_ >= from_index) view_start_ = 0;
+  if (sender_view_start_ >= from_index) sender_view_start_ = 0;
+}
+
+void DedupTable::for_each_client_through(
+    std::uint64_t through, std::uint64_t committed,
+    const std::function<bool(const ClientState&)>& visit) const {
+  ClientState state;
+  for (const Client& client : lru_) {
+    state.client_id = client.client_id;
+    state.forgotten_below = client.forgotten_below;
+    state.appends.clear();
+    for (const Remembered& r : client.recent) {
+      if (r.range.first <= through && r.range.last <= std::max(through, committed)) {
+        state.appends.push_back({r.sequence, r.range, r.digest});
+      }
+    }
+    if (state.appends.empty() && state.forgotten_below == 0) continue;
+    if (!visit(state)) return;
+  }
+}
+
+void DedupTable::replace(std::uint64_t log_start, std::uint64_t sender_view_start,
+                         const std::vector<ClientState>& clients) {
+  lru_.clear();
+  clients_.clear();
+  // Least recently used first, so that each touch() leaves the most recent at the front and the
+  // eviction of clients beyond max_clients_ drops the least recently used.
+  for (auto it = clients.rbegin(); it != clients.rend(); ++it) {
+    if (it->client_id == 0) continue;
+    Client& client = touch(it->client_id);
+    client.forgotten_below = std::max(client.forgotten_below, it->forgotten_below);
+    for (const RememberedAppend& append : it->appends) {
+      remember(client, Remembered{append.sequence, append.range, append.digest});
+    }
+  }
+  view_start_ = log_start;
+  sender_view_start_ = sender_view_start;
 }
 
 }  // namespace raftlog::replica

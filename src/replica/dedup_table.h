@@ -35,11 +35,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace raftlog::replica {
 
@@ -73,11 +75,28 @@ class DedupTable {
   // (see set_view_start). kUnknown: never seen (or forgotten with its whole client).
   enum class Lookup { kUnknown, kFound, kReused, kTooOld };
 
+  // One remembered append and one client's whole state, as a snapshot carries them
+  // (snapshot_data.h): what the table answers a retry from.
+  struct RememberedAppend {
+    std::uint64_t sequence = 0;
+    Range range;
+    std::uint32_t digest = 0;  // append_digest() of the range's payloads
+    friend bool operator==(const RememberedAppend&, const RememberedAppend&) = default;
+  };
+  struct ClientState {
+    std::uint64_t client_id = 0;
+    std::uint64_t forgotten_below = 0;       // sequences below it are too old to answer
+    std::vector<RememberedAppend> appends;  // in the order the table remembered them
+    friend bool operator==(const ClientState&, const ClientState&) = default;
+  };
+
   DedupTable(std::size_t max_clients, std::size_t sequences_per_client);
 
   // Records that the log entry at `index` (of `term`, carrying `payload`) belongs to append
   // (client_id, sequence). Entries of one append are contiguous and recorded in index order; a new
-  // sequence starts a new range. client_id 0 is ignored (not an idempotent append).
+  // sequence starts a new range. client_id 0 is ignored (not an idempotent append). An entry that a
+  // remembered append of the same sequence and term already covers (one a snapshot carried whole)
+  // changes nothing.
   void record_entry(std::uint64_t client_id, std::uint64_t sequence, std::uint64_t index,
                     std::uint64_t term, std::string_view payload, bool has_envelope = false);
 
@@ -101,6 +120,23 @@ class DedupTable {
 
   std::size_t clients() const { return clients_.size(); }
 
+  // Visits every client, most recently used first, with the appends whose range starts at or below
+  // `through` (a snapshot's index: what the entries after it do not carry whole) and ends at or
+  // below `committed` (an append that straddles the snapshot is kept whole when its end is
+  // committed: its later entries then reach the receiver unchanged); a client left with no append
+  // and nothing forgotten is skipped. Stops when `visit` returns false.
+  void for_each_client_through(std::uint64_t through, std::uint64_t committed,
+                               const std::function<bool(const ClientState&)>& visit) const;
+  // Replaces the whole table by `clients` (most recently used first, as for_each_client_through
+  // gives them; validated by the caller), within this table's own bounds: the least recently used
+  // clients and each client's lowest sequences beyond them are evicted as usual. The log now
+  // starts at `log_start` (a snapshot's index + 1) and the snapshot's sender saw its log from
+  // `sender_view_start`: a range starting at either may be the tail of an append whose first
+  // entries this table never saw (see set_view_start).
+  void replace(std::uint64_t log_start, std::uint64_t sender_view_start,
+               const std::vector<ClientState>& clients);
+  std::uint64_t view_start() const { return view_start_; }
+
  private:
   struct Remembered {
     std::uint64_t sequence;
@@ -120,6 +156,7 @@ class DedupTable {
   std::size_t max_clients_;
   std::size_t sequences_per_client_;
   std::uint64_t view_start_ = 0;
+  std::uint64_t sender_view_start_ = 0;  // replace(): the snapshot sender's view start
   ClientList lru_;
   std::unordered_map<std::uint64_t, ClientList::iterator> clients_;
 };

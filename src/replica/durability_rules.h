@@ -20,4 +20,9 @@ std::uint64_t persisted_index_for_core(std::uint64_t written_index, std::uint64_
 // that the log is durable through `durable_index`.
 bool may_release_held(std::uint64_t required_index, std::uint64_t durable_index);
 
+// Whether a snapshot install rewrites CONFSTATE with the snapshot's configuration (step 4 of the
+// install, replica_snapshot.cpp, and its completion by the next open). Without it a restart after
+// the install rolls the node's configuration back to the one it had before the snapshot.
+bool install_rewrites_conf_state();
+
 }  // namespace raftlog::replica::rules

@@ -29,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "raft/raft.h"
@@ -39,6 +40,7 @@
 #include "replica/node_events.h"
 #include "replica/node_status.h"
 #include "replica/results.h"
+#include "replica/snapshot_data.h"
 #include "replica/store_log_reader.h"
 #include "replica/topic_offsets.h"
 #include "store/commit_log.h"
@@ -74,6 +76,13 @@ struct ReplicaConfig {
   std::uint64_t retention_max_bytes = 0;
   std::uint32_t retention_check_interval_ms = 10000;
   std::uint32_t retention_follower_grace_ms = 600000;
+  // The most bytes of snapshot data (snapshot_data.h) this node sends in one kSnapshot message: the
+  // dedup table's clients beyond it are left out (least recently used first); a snapshot whose
+  // topic table, configuration and node section alone exceed it is not sent (counted in
+  // SnapshotStats::too_large, logged), and the follower stays stranded (docs/raft.md, "Snapshots").
+  // Below the peer message bound (server::MessageLimits, 8 MiB) with room for the rest of the
+  // message.
+  std::size_t max_snapshot_data_bytes = 4U << 20;
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
   // Complete, random_seed included; initial_conf is the bootstrap configuration (--members). The
@@ -108,6 +117,29 @@ struct ReplicaDeps {
   // caller does next (a read of its own entry) sees the index published.
   std::function<void(std::uint64_t commit)> commit_advanced;
   ReadyObserver* observer = nullptr;  // optional (the simulator's checker)
+  // Snapshots (docs/raft.md, "Snapshots"): the node's own section of a snapshot's data
+  // (snapshot_data.h; raftlogd: the consumer group table). All optional; without them the section
+  // is empty. On the replica's thread.
+  //   snapshot_section: the leader's state as of at least `index` (it may cover later committed
+  //     entries, which the follower then skips), or "" for none.
+  //   check_snapshot_section: "" when a received section may be installed at `index`, else why not
+  //     (the snapshot is then refused before the core sees it).
+  //   snapshot_installed: after an install is durable (SNAPSHOT holds the section, so a restart
+  //     finds it there too: read_snapshot_file).
+  std::function<std::string(std::uint64_t index)> snapshot_section;
+  std::function<std::string(std::string_view section, std::uint64_t index)>
+      check_snapshot_section;
+  std::function<void(std::uint64_t index, const std::string& section)> snapshot_installed;
+};
+
+// Snapshot counters of one replica (status, metrics, tests).
+struct SnapshotStats {
+  std::uint64_t sent = 0;        // kSnapshot messages this leader filled and sent
+  std::uint64_t too_large = 0;   // not sent: the data without the dedup part exceeds the budget
+  std::uint64_t clients_left_out = 0;  // dedup clients beyond the budget, over every sent snapshot
+  std::uint64_t installed = 0;   // snapshots this follower installed
+  std::uint64_t refused = 0;     // received snapshots whose data did not validate (dropped)
+  std::uint64_t last_installed_index = 0;
 };
 
 class Replica {
@@ -225,6 +257,14 @@ class Replica {
   // floor, for tests and the simulator's checker.
   const TopicOffsets& topic_offsets() const { return topics_; }
   std::uint64_t timestamp_floor_ms() const { return last_timestamp_ms_; }
+  const SnapshotStats& snapshot_stats() const { return snapshot_stats_; }
+  // What the dedup table answers a retry of (client_id, sequence) carrying `payloads`, without
+  // answering it: for tests and the simulator's checker.
+  DedupTable::Lookup dedup_lookup(std::uint64_t client_id, std::uint64_t sequence,
+                                  const std::vector<std::string>& payloads,
+                                  DedupTable::Range* range, bool has_envelope = false) {
+    return dedup_.find(client_id, sequence, payloads, range, has_envelope);
+  }
 
   // How far ahead of this node's wall clock a timestamp in a replicated (or recovered) entry may
   // raise the floor for later timestamps: a forged or far-skewed timestamp then pins later entries
@@ -279,6 +319,8 @@ class Replica {
   // The configurations CONFSTATE lists that the recovered log still holds (replica_open.cpp); false
   // with `corrupt_index` set when reading an entry it names failed on a checksum.
   bool recover_conf_history(std::uint64_t* corrupt_index, std::string* problem);
+  // Rewrites CONFSTATE when recover_conf_history() dropped records whose entries are gone.
+  bool forget_lost_conf_records(NodeError* error);
   // `from_log`, when given, receives the configuration the entry holds (its addresses included).
   int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index, std::string* problem,
                 raft::ConfState* from_log = nullptr) const;
@@ -352,6 +394,25 @@ class Replica {
     }
   }
 
+  // Snapshots (replica_snapshot.cpp; docs/raft.md, "Snapshots").
+  // A received kSnapshot whose data does not validate, or does not name the snapshot it travels
+  // in: false (counted, logged), and the core never sees it.
+  bool admit_snapshot(const raft::Message& message);
+  // The leader's: fills `message`'s data as of a point the replica can describe (replica_snapshot.cpp
+  // says which). False: not sendable (too large), the message is dropped.
+  bool fill_snapshot(raft::Message& message);
+  // Adds the dedup table's clients (appends at or below data->index) while the encoding, `size`
+  // bytes without them, stays within config_.max_snapshot_data_bytes.
+  void add_dedup_within_budget(SnapshotData* data, std::size_t size);
+  // Before a trim deletes segments: SNAPSHOT (origin kTrim) with the dedup table's appends at or
+  // below `point` (the new first index - 1), so that a restart still answers their retries.
+  store::Status save_trim_snapshot(std::uint64_t point);
+  // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
+  void install_snapshot(const raft::Snapshot& snapshot);
+  // At open, before the dedup rebuild: loads SNAPSHOT when it names the log's first index - 1, and
+  // completes an install a crash cut after its log reset (CONFSTATE, TOPICSTATE).
+  bool load_snapshot_state(std::string* problem);
+
   // Retention (replica_retention.cpp).
   std::uint64_t trim_limit() const;
 
@@ -378,6 +439,10 @@ class Replica {
   bool closed_ = false;
   std::uint64_t commit_ = 0;
 
+  SnapshotStats snapshot_stats_;
+  // load_snapshot_state(): the installed snapshot the open's dedup rebuild starts from.
+  std::optional<SnapshotData> loaded_snapshot_;
+  util::RateLimit snapshot_log_{std::chrono::seconds(10)};
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
   // This node's own proposals (index range and term) recorded in dedup_ and topics_ when proposed,

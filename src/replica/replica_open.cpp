@@ -226,6 +226,22 @@ bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* pr
   return true;
 }
 
+// The walk (recover_conf_history) stopped at a record whose entry a crash lost: CONFSTATE is
+// rewritten without it now. Kept, it would outlive its index: once the log holds another entry
+// there and a trim removes it, the next open would take the record for a trimmed (so committed)
+// configuration and run it (the simulator's retention runs found this).
+bool Replica::forget_lost_conf_records(NodeError* error) {
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if (recorded.empty() || conf_records_.size() >= recorded.size()) return true;
+  if (store::Status st = conf_state_file_->write(conf_records_); !st.ok()) {
+    *error = make_error(ErrorCode::kInternal,
+                        "rewriting the configuration record without the entries the log lost: " +
+                            st.to_string());
+    return false;
+  }
+  return true;
+}
+
 bool Replica::open_store(const store::Options& store_options, NodeError* error) {
   // Recovery spot-checks sealed segments; the dedup rebuild then reads (and CRC-checks) the tail of the
   // log. A corrupt entry found there is marked suspect and the log reopened, so that recovery checks
@@ -244,9 +260,14 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
                  log_->recovery_report().to_string());
     std::uint64_t corrupt_index = 0;
     std::string problem;
-    if (rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem)) {
-      return true;
+    if (!load_snapshot_state(&problem)) {
+      *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
+      return false;
     }
+    const bool recovered =
+        rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem);
+    loaded_snapshot_.reset();
+    if (recovered) return forget_lost_conf_records(error);
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {
       *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
@@ -278,6 +299,11 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
   if (last >= config_.dedup_rebuild_entries &&
       last - config_.dedup_rebuild_entries + 1 > dedup_from) {
     dedup_from = last - config_.dedup_rebuild_entries + 1;
+  }
+  if (loaded_snapshot_) {
+    // The log starts right after an installed snapshot: its appends first, the log's on top.
+    dedup_.replace(log_->first_index(), loaded_snapshot_->dedup_view_start,
+                   loaded_snapshot_->dedup_clients);
   }
   dedup_.set_view_start(dedup_from);  // an append that began below `from` is seen only in part
   // The same pass rebuilds the topic table and the timestamp floor from TOPICSTATE on: whatever
@@ -431,8 +457,9 @@ NodeStatus Replica::status() {
     peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
     peer.probing = progress.probing;
     peer.inflight_messages = progress.inflight_messages;
-    // A follower that needs entries this leader no longer holds cannot be caught up (there are no
-    // snapshots): it must be rebuilt from a copy of a healthy node (docs/operations.md).
+    // A follower that needs entries this leader no longer holds: with snapshots (raftlogd's
+    // setting) it catches up from one; without, it must be rebuilt from a copy of a healthy node
+    // (docs/operations.md).
     peer.behind_first_index = progress.needs_trimmed_entries(status.first_index);
     if (peer.behind_first_index && peers_behind_first_index_.insert(progress.id).second) {
       auto limit =
@@ -440,11 +467,12 @@ NodeStatus Replica::status() {
       if (const std::optional<std::uint64_t> held_back =
               limit->second.admit(util::RateLimit::Clock::now())) {
         spdlog::error(
-            "node {}: follower {} needs entries from {} but the first retained index is {}: it "
-            "cannot "
-            "catch up; rebuild it from a copy of a healthy node's data directory "
-            "(docs/operations.md){}",
+            "node {}: follower {} needs entries from {} but the first retained index is {}: {}{}",
             config_.node_id, progress.id, progress.next_index, status.first_index,
+            config_.raft.snapshots
+                ? "it catches up from this leader's snapshot (docs/raft.md, \"Snapshots\")"
+                : "it cannot catch up; rebuild it from a copy of a healthy node's data directory "
+                  "(docs/operations.md)",
             *held_back == 0
                 ? std::string()
                 : " (" + std::to_string(*held_back) + " more such report(s) not logged)");

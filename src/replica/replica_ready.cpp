@@ -63,7 +63,8 @@ void Replica::handle_ready(raft::Ready& ready) {
 }
 
 // One Ready batch, in the order its contract (raft/types.h) and durability need:
-//   1. persist: hard state (term, vote) before anything that depends on it; the log's truncation;
+//   0. persist: hard state (term, vote) before anything that depends on it; a snapshot's install;
+//   1. persist: the log's truncation;
 //   2. send: the messages that need not wait, before this batch's own (possibly large) write;
 //   3. persist: the new entries, without waiting for their flush;
 //   4. hold: acknowledgements and votes, until everything written so far is durable;
@@ -83,6 +84,12 @@ void Replica::apply_ready(raft::Ready& ready) {
     persisted_hard_state_.term = ready.hard_state->term;
     persisted_hard_state_.vote = ready.hard_state->vote;
   }
+  // Step 0: a snapshot replaces the whole log, after the term and vote are durable and before the
+  // batch's own entries, which continue it (replica_snapshot.cpp).
+  if (ready.snapshot) {
+    install_snapshot(*ready.snapshot);
+    if (failed_) return;
+  }
   if (ready.truncate_from) {
     truncate_log_from(*ready.truncate_from);
     if (failed_) return;
@@ -94,7 +101,12 @@ void Replica::apply_ready(raft::Ready& ready) {
   // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
   // heartbeats and a leader's appends of this round leave before its own write of a large batch,
   // which holds this loop for milliseconds, far longer on a loaded machine.
-  for (raft::Message& message : ready.messages) deps_.sender->send(std::move(message));
+  // A leader's snapshot leaves with its data filled in, or not at all (the core sends another after
+  // Config::snapshot_retry_ticks).
+  for (raft::Message& message : ready.messages) {
+    if (message.type == raft::MessageType::kSnapshot && !fill_snapshot(message)) continue;
+    deps_.sender->send(std::move(message));
+  }
 
   if (!ready.entries.empty()) {
     forget_replaced_proposals(ready.entries);

@@ -56,6 +56,24 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
   }
   if (target > first_before) {
+    // The dedup table's appends in the segments about to go, for the next open (a crash before the
+    // trim leaves a SNAPSHOT that names no log start, which the open ignores). Where the log will
+    // start: the first segment that keeps an entry at or above the target.
+    std::uint64_t new_first = first_before;
+    for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
+      if (segment.active || segment.last_index >= target) break;
+      new_first = segment.last_index + 1;
+    }
+    if (new_first > first_before) {
+      if (store::Status saved = save_trim_snapshot(new_first - 1); !saved.ok()) {
+        spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
+                      config_.node_id, target, saved.to_string());
+        return TrimResult{make_error(ErrorCode::kInternal,
+                                     "trim failed: saving the dedup table: " + saved.to_string(),
+                                     kReasonStorageError),
+                          first_before, limit};
+      }
+    }
     if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
                     st.to_string());

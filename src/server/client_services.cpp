@@ -164,6 +164,46 @@ class ReadExecutor {
   std::thread worker_;  // last: starts after the members it uses
 };
 
+v1::SnapshotTransfer::State to_proto(SnapshotTransfer::State state) {
+  switch (state) {
+    case SnapshotTransfer::State::kSending:
+      return v1::SnapshotTransfer::SENDING;
+    case SnapshotTransfer::State::kSent:
+      return v1::SnapshotTransfer::SENT;
+    case SnapshotTransfer::State::kReceiving:
+      return v1::SnapshotTransfer::RECEIVING;
+    case SnapshotTransfer::State::kInstalling:
+      return v1::SnapshotTransfer::INSTALLING;
+  }
+  return v1::SnapshotTransfer::STATE_UNSPECIFIED;
+}
+
+void snapshot_to_proto(const SnapshotTransfer& transfer, v1::SnapshotTransfer* out) {
+  out->set_state(to_proto(transfer.state));
+  out->set_peer(transfer.peer);
+  out->set_index(transfer.index);
+  out->set_term(transfer.term);
+  out->set_bytes_done(transfer.bytes_done);
+  out->set_bytes_total(transfer.bytes_total);
+}
+
+// The snapshot transfers into a Status answer whose peers are already filled in.
+void add_snapshot_transfers(const SnapshotTransfers& transfers, v1::StatusResponse* response) {
+  for (const SnapshotTransfer& sending : transfers.sending) {
+    for (v1::PeerStatus& peer : *response->mutable_peers()) {
+      if (peer.id() == sending.peer) snapshot_to_proto(sending, peer.mutable_snapshot());
+    }
+  }
+  if (transfers.receiving) {
+    snapshot_to_proto(*transfers.receiving, response->mutable_receiving_snapshot());
+  }
+  response->set_snapshots_sent(transfers.snapshots_sent);
+  response->set_snapshots_abandoned(transfers.snapshots_abandoned);
+  response->set_snapshots_received(transfers.received.snapshots_delivered);
+  response->set_snapshot_chunks_refused(transfers.received.chunks_refused +
+                                        transfers.received.checksum_mismatches);
+}
+
 }  // namespace
 
 class ClientServices::Impl {
@@ -272,6 +312,7 @@ class ClientServices::Impl {
         out->set_behind_first_index(peer.behind_first_index);
         out->set_lag_bytes(peer.lag_bytes);
       }
+      if (owner_->snapshot_transfers_) add_snapshot_transfers(owner_->snapshot_transfers_(status), &response);
       finish_ok(reactor, response, response_bytes);
       return reactor;
     }
@@ -533,6 +574,7 @@ class ClientServices::Impl {
   }
 
   Node* node_;
+  std::function<SnapshotTransfers(const NodeStatus&)> snapshot_transfers_;  // set before start
   ClientServiceLimits limits_;
   LogService log_;
   AdminService admin_;
@@ -646,6 +688,11 @@ ClientServices::ClientServices(Node* node, ClientServiceLimits limits,
 ClientServices::~ClientServices() { shutdown(); }
 
 std::vector<grpc::Service*> ClientServices::services() { return {&impl_->log_, &impl_->admin_}; }
+
+void ClientServices::set_snapshot_transfers_source(
+    std::function<SnapshotTransfers(const NodeStatus&)> source) {
+  impl_->snapshot_transfers_ = std::move(source);
+}
 
 void ClientServices::shutdown() { impl_->shutdown(); }
 

@@ -15,8 +15,11 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
+
+#include "server/snapshot_progress.h"
 
 namespace grpc {
 class Service;
@@ -51,6 +54,9 @@ class ClientServices {
 
   // Register every returned service on the server builder; they must outlive the server.
   std::vector<grpc::Service*> services();
+  // Where the Status RPC finds the node's snapshot transfers (snapshot_progress.h); without it the
+  // Status answer has none. Set before the server starts; it must stay callable while it runs.
+  void set_snapshot_transfers_source(std::function<SnapshotTransfers(const NodeStatus&)> source);
   // Ends every Tail stream cleanly (OK status after the entries already sent) and refuses new ones.
   // Call before shutting the gRPC server down.
   void shutdown();

@@ -19,7 +19,7 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   }
   if (status.stranded_below_index != 0) {
     return "stranded: needs entries below index " + std::to_string(status.stranded_below_index) +
-           " that the leader no longer holds; rebuild it";
+           " that the leader no longer holds; waiting for its snapshot";
   }
   if (status.learner_catching_up_to_index != 0) {
     return "learner catching up to the leader's commit index " +
@@ -27,6 +27,15 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   }
   if (status.leader_id == 0) return "no leader known";
   return "";
+}
+
+std::string not_serving_reason(const replica::NodeStatus& status,
+                               const SnapshotTransfers& transfers) {
+  if (status.corrupt_index != 0 || status.catching_up) return not_serving_reason(status);
+  // Before "stranded": a follower behind its leader's retention that receives or installs the
+  // leader's snapshot is catching up by itself, which is what an operator wants to read.
+  if (std::string reason = snapshot_not_serving_reason(transfers); !reason.empty()) return reason;
+  return not_serving_reason(status);
 }
 
 HealthReporter::HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceInterface* health,

@@ -2,8 +2,8 @@
 // with the node's state. Meaning (docs/operations.md): a node is SERVING when it has finished
 // recovery (the gRPC server only starts after Node::open recovered the store) and knows a leader of
 // its current term (itself or another node), and is a full replica (not catching up after a storage
-// fault, not stranded behind its leader's retention, not a learner still catching up, no corrupt
-// entry found); NOT_SERVING otherwise, and from the start of a graceful
+// fault, not receiving or installing a snapshot, not stranded behind its leader's retention, not a
+// learner still catching up, no corrupt entry found); NOT_SERVING otherwise, and from the start of a graceful
 // shutdown on. The overall service "" and kServiceName carry the same status.
 //
 // A thread polls the node's status every poll_interval_ms (a status copy is cheap), so a change is
@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "replica/node_status.h"
+#include "server/snapshot_progress.h"
 
 namespace grpc {
 class HealthCheckServiceInterface;
@@ -27,6 +28,10 @@ namespace raftlog::server {
 
 // Why a node with `status` is not SERVING, or "" when it is: the meaning above, in one place.
 std::string not_serving_reason(const replica::NodeStatus& status);
+// The same, for a node whose snapshot transfers are `transfers`: one receiving or installing a
+// snapshot is not SERVING either (it is behind its leader's retention and catching up).
+std::string not_serving_reason(const replica::NodeStatus& status,
+                               const SnapshotTransfers& transfers);
 
 class HealthReporter {
  public:

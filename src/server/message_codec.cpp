@@ -114,13 +114,26 @@ std::string check_snapshot(const pb::RaftMessage& in, raft::MessageType type) {
   if (!raft::decode_config(snapshot.conf())) {
     return "a snapshot" + from + " carries a configuration that does not decode";
   }
-  return {};
+  if (snapshot.total_bytes() == 0) {
+    if (snapshot.chunk_offset() != 0 || snapshot.data_crc32c() != 0)
+      return "a whole snapshot" + from + " carries a chunk offset or checksum";
+    return {};
+  }
+  // A chunk (snapshot_chunks.h): its bytes lie inside a total within the bound.
+  if (snapshot.total_bytes() > kMaxSnapshotBytes) {
+    return "a snapshot" + from + " of " + std::to_string(snapshot.total_bytes()) +
+           " bytes exceeds the limit of " + std::to_string(kMaxSnapshotBytes) + " bytes";
+  }
+  return {};  // decode_snapshot_chunk checks where its data lies
 }
 
 }  // namespace
 
-void encode_message(const raft::Message& message, std::string_view cluster_id,
-                    pb::RaftMessage* out) {
+namespace {
+
+// Every field but the snapshot's data.
+void encode_fields(const raft::Message& message, std::string_view cluster_id,
+                   pb::RaftMessage* out) {
   out->Clear();
   out->set_cluster_id(std::string(cluster_id));
   out->set_type(to_wire(message.type));
@@ -153,8 +166,26 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
     wire->set_index(message.snapshot->index);
     wire->set_term(message.snapshot->term);
     wire->set_conf(raft::encode_config(message.snapshot->conf));
-    wire->set_data(message.snapshot->data.str());
   }
+}
+
+}  // namespace
+
+void encode_message(const raft::Message& message, std::string_view cluster_id,
+                    pb::RaftMessage* out) {
+  encode_fields(message, cluster_id, out);
+  if (message.snapshot) out->mutable_snapshot()->set_data(message.snapshot->data.str());
+}
+
+void encode_snapshot_chunk(const raft::Message& message, const SnapshotChunkPlace& place,
+                           std::size_t length, std::string_view cluster_id,
+                           pb::RaftMessage* out) {
+  encode_fields(message, cluster_id, out);
+  pb::Snapshot* wire = out->mutable_snapshot();
+  wire->set_data(message.snapshot->data.data() + place.offset, length);
+  wire->set_chunk_offset(place.offset);
+  wire->set_total_bytes(place.total_bytes);
+  wire->set_data_crc32c(place.data_crc32c);
 }
 
 namespace {
@@ -260,11 +291,43 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
 
 std::string decode_message(const pb::RaftMessage& in, const MessageLimits& limits,
                            raft::Message* out) {
+  if (is_snapshot_chunk(in)) return "a snapshot chunk is not a whole message";
   return decode_checked(in, limits, out, nullptr);
 }
 
 std::string decode_message(pb::RaftMessage&& in, const MessageLimits& limits, raft::Message* out) {
+  if (is_snapshot_chunk(in)) return "a snapshot chunk is not a whole message";
   return decode_checked(in, limits, out, &in);
+}
+
+bool is_snapshot_chunk(const pb::RaftMessage& in) {
+  return in.has_snapshot() && in.snapshot().total_bytes() != 0;
+}
+
+std::string decode_snapshot_chunk(pb::RaftMessage&& in, const MessageLimits& limits,
+                                  SnapshotChunk* out) {
+  if (!is_snapshot_chunk(in)) return "not a snapshot chunk";
+  // The data is taken out first, so that it is moved, not copied; the size bound still counts it.
+  out->data = std::move(*in.mutable_snapshot()->mutable_data());
+  in.mutable_snapshot()->clear_data();
+  const std::size_t size_bytes = in.ByteSizeLong() + out->data.size();
+  if (size_bytes > limits.max_message_bytes) {
+    return "message of " + std::to_string(size_bytes) + " bytes exceeds the limit of " +
+           std::to_string(limits.max_message_bytes) + " bytes";
+  }
+  std::string problem = decode_checked(in, limits, &out->message, &in);
+  if (!problem.empty()) return problem;
+  out->place = SnapshotChunkPlace{in.snapshot().chunk_offset(), in.snapshot().total_bytes(),
+                                  in.snapshot().data_crc32c()};
+  const std::string from = " from node " + std::to_string(in.from());
+  if (out->data.empty()) return "a snapshot chunk" + from + " carries no data";
+  if (out->place.offset >= out->place.total_bytes ||
+      out->data.size() > out->place.total_bytes - out->place.offset) {
+    return "a snapshot chunk" + from + " at offset " + std::to_string(out->place.offset) +
+           " with " + std::to_string(out->data.size()) + " bytes lies outside its total of " +
+           std::to_string(out->place.total_bytes) + " bytes";
+  }
+  return {};
 }
 
 std::string_view message_type_name(raft::MessageType type) {

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "raft/types.h"
+#include "server/snapshot_chunks.h"
 
 namespace raftlog::peer::v1 {
 class RaftMessage;  // generated from proto/raftlog/peer/v1/peer.proto
@@ -43,6 +44,9 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
 //   - a snapshot appears in SNAPSHOT and only there, and SNAPSHOT always has one: index >= 1, term in
 //     1..`term`, and a configuration that raft::decode_config accepts (version, CRC, valid members
 //     and addresses); its data is bounded by the whole message's bound.
+//   - a whole snapshot has chunk_offset, total_bytes and data_crc32c 0; a chunk
+//     (is_snapshot_chunk) has total_bytes at most kMaxSnapshotBytes and 1.. bytes of data lying
+//     inside it (decode_snapshot_chunk; decode_message refuses a chunk).
 // The cluster id is not checked here: the transport checks it against its own.
 std::string decode_message(const peer::v1::RaftMessage& in, const MessageLimits& limits,
                            raft::Message* out);
@@ -50,6 +54,17 @@ std::string decode_message(const peer::v1::RaftMessage& in, const MessageLimits&
 // append is not copied once more). `in` is left valid but its payloads unspecified.
 std::string decode_message(peer::v1::RaftMessage&& in, const MessageLimits& limits,
                            raft::Message* out);
+
+// One chunk of `message`'s snapshot data (snapshot_chunks.h): every field of the message, the
+// `length` data bytes at place.offset, and the place. Precondition: they lie inside the data.
+void encode_snapshot_chunk(const raft::Message& message, const SnapshotChunkPlace& place,
+                           std::size_t length, std::string_view cluster_id,
+                           peer::v1::RaftMessage* out);
+// A SNAPSHOT message carrying one chunk of a snapshot sent in chunks (total_bytes set).
+bool is_snapshot_chunk(const peer::v1::RaftMessage& in);
+// The checks of decode_message for a chunk; its data is moved out of `in` into out->data.
+std::string decode_snapshot_chunk(peer::v1::RaftMessage&& in, const MessageLimits& limits,
+                                  SnapshotChunk* out);
 
 // Stable lower-case name of a message type for logs ("append", "vote_response", ...).
 std::string_view message_type_name(raft::MessageType type);

@@ -220,9 +220,38 @@ class Metrics::Impl final : public prometheus::Collectable {
                                 "Append messages sent and not yet acknowledged.");
     peer_last_contact_ = peer_gauge("raftlog_peer_last_contact_seconds",
                                     "Seconds since the leader last heard from the peer.");
-    peer_behind_ =
-        peer_gauge("raftlog_peer_behind_first_index",
-                   "1 when the peer needs entries the leader no longer holds (rebuild it).");
+    peer_behind_ = peer_gauge(
+        "raftlog_peer_behind_first_index",
+        "1 when the peer needs entries the leader no longer holds (a snapshot catches it up).");
+    peer_snapshot_index_ = peer_gauge("raftlog_peer_snapshot_index",
+                                      "Index of the snapshot in flight to the peer (0 = none).");
+    peer_snapshot_sent_ = peer_gauge("raftlog_peer_snapshot_sent_bytes",
+                                     "Bytes of the snapshot in flight to the peer sent so far.");
+    peer_snapshot_total_ = peer_gauge("raftlog_peer_snapshot_total_bytes",
+                                      "Size of the snapshot in flight to the peer (0 = none).");
+    snapshot_receiving_ =
+        &gauge("raftlog_node_snapshot_receiving",
+               "1 while this follower receives its leader's snapshot in chunks (NOT_SERVING).");
+    snapshot_installing_ = &gauge("raftlog_node_snapshot_installing",
+                                  "1 while this follower has its leader's snapshot whole and not "
+                                  "yet installed (NOT_SERVING).");
+    snapshot_index_ = &gauge("raftlog_node_snapshot_index",
+                             "Index of the snapshot being received or installed (0 = none).");
+    snapshot_received_ = &gauge("raftlog_node_snapshot_received_bytes",
+                                "Bytes of the snapshot being received that arrived so far.");
+    snapshot_total_ = &gauge("raftlog_node_snapshot_total_bytes",
+                             "Size of the snapshot being received or installed (0 = none).");
+    snapshots_sent_ = &counter("raftlog_snapshots_sent_total",
+                               "Snapshots sent (whole, or every chunk) to a peer's stream.");
+    snapshots_abandoned_ = &counter("raftlog_snapshots_abandoned_total",
+                                    "Snapshots whose chunked sending stopped: a chunk dropped, or "
+                                    "a newer snapshot replaced it.");
+    snapshots_received_ = &counter("raftlog_snapshots_received_total",
+                                   "Whole snapshots handed to the Raft core (chunked or not).");
+    snapshot_chunks_refused_ = &counter(
+        "raftlog_snapshot_chunks_refused_total",
+        "Snapshot chunks refused (stale, out of order, mismatched, or completing a snapshot whose "
+        "CRC-32C did not match); each drops its sender's partial snapshot.");
 
     fsync_ = &histogram("raftlog_store_fsync_duration_seconds",
                         "Duration of one flush cycle's sync calls.", exponential(0.0001, 2, 16));
@@ -234,7 +263,8 @@ class Metrics::Impl final : public prometheus::Collectable {
         "raftlog_node_catching_up",
         "1 while the node catches up after a storage fault (no votes, not counted for commit).");
     stranded_ = &gauge("raftlog_node_stranded",
-                       "1 while this follower needs entries its leader no longer holds (rebuild it).");
+                       "1 while this follower needs entries its leader no longer holds (until its "
+                       "snapshot arrives).");
     corrupt_index_ = &gauge("raftlog_store_corrupt_index",
                             "First entry found corrupt by the scrub or a read (0 = none).");
     scrub_bytes_ = &gauge("raftlog_store_scrub_verified_bytes",
@@ -244,8 +274,8 @@ class Metrics::Impl final : public prometheus::Collectable {
     segments_ = &gauge("raftlog_store_segments", "Data segment files on disk.");
     derived_lag_ = &gauge("raftlog_derived_lag_entries",
                           "Committed entries the derived indexes (topics, keys, time) lack yet.");
-    groups_applied_ = &gauge("raftlog_groups_applied_index",
-                             "Last log index the consumer group table applied.");
+    groups_applied_ =
+        &gauge("raftlog_groups_applied_index", "Last log index the consumer group table applied.");
     groups_hold_ = &gauge("raftlog_groups_retention_hold_index",
                           "Retention keeps entries from this index for the consumer group table "
                           "(0 = no hold).");
@@ -253,8 +283,9 @@ class Metrics::Impl final : public prometheus::Collectable {
                          "Group-commit entries the group table could not decode, since start.");
     groups_refused_ = &gauge("raftlog_groups_refused_commits",
                              "Group commits past the table's stored bounds, since start.");
-    derived_stopped_ = &gauge("raftlog_derived_stopped",
-                              "1 when the derived indexes stopped on an error (see the node's log).");
+    derived_stopped_ =
+        &gauge("raftlog_derived_stopped",
+               "1 when the derived indexes stopped on an error (see the node's log).");
     disk_bytes_ = &gauge("raftlog_store_disk_bytes", "Bytes of segment and index files on disk.");
     disk_free_ratio_ = &gauge("raftlog_store_disk_free_ratio",
                               "Free space of the data directory's file system, 0..1.");
@@ -352,6 +383,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     for (store::RecoveryMode mode : kRecoveryModes) {
       recovery_mode_[static_cast<std::size_t>(mode)]->Set(status.recovery_mode == mode ? 1 : 0);
     }
+    const SnapshotTransfers transfers =
+        snapshot_source_ ? snapshot_source_(status) : SnapshotTransfers{};
+    refresh_snapshots(transfers);
     // Peer series exist only on the leader (a follower does not know its peers' progress).
     std::set<std::string> current;
     for (const PeerStatus& peer : status.peers) {
@@ -364,16 +398,46 @@ class Metrics::Impl final : public prometheus::Collectable {
       peer_inflight_->Add(labels).Set(static_cast<double>(peer.inflight_messages));
       peer_last_contact_->Add(labels).Set(static_cast<double>(peer.last_contact_ms) / 1000.0);
       peer_behind_->Add(labels).Set(peer.behind_first_index ? 1 : 0);
+      const SnapshotTransfer* in_flight = nullptr;
+      for (const SnapshotTransfer& sending : transfers.sending) {
+        if (sending.peer == peer.id) in_flight = &sending;
+      }
+      peer_snapshot_index_->Add(labels).Set(in_flight ? static_cast<double>(in_flight->index) : 0);
+      peer_snapshot_sent_->Add(labels).Set(in_flight ? static_cast<double>(in_flight->bytes_done)
+                                                     : 0);
+      peer_snapshot_total_->Add(labels).Set(in_flight ? static_cast<double>(in_flight->bytes_total)
+                                                      : 0);
     }
     for (const std::string& id : exported_peers_) {
       if (current.contains(id)) continue;
       const prometheus::Labels labels{{"peer", id}};
-      for (auto* family : {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_,
-                           peer_last_contact_, peer_behind_}) {
+      for (auto* family :
+           {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_, peer_last_contact_,
+            peer_behind_, peer_snapshot_index_, peer_snapshot_sent_, peer_snapshot_total_}) {
         family->Remove(&family->Add(labels));
       }
     }
     exported_peers_ = std::move(current);
+  }
+
+  void refresh_snapshots(const SnapshotTransfers& transfers) const {
+    const std::optional<SnapshotTransfer>& receiving = transfers.receiving;
+    const bool installing = receiving && receiving->state == SnapshotTransfer::State::kInstalling;
+    snapshot_receiving_->Set(receiving && !installing ? 1 : 0);
+    snapshot_installing_->Set(installing ? 1 : 0);
+    snapshot_index_->Set(receiving ? static_cast<double>(receiving->index) : 0);
+    snapshot_received_->Set(receiving ? static_cast<double>(receiving->bytes_done) : 0);
+    snapshot_total_->Set(receiving ? static_cast<double>(receiving->bytes_total) : 0);
+    // The transport's totals only grow: the counters follow them.
+    const auto follow = [](Counter* counter, std::uint64_t total) {
+      const double value = static_cast<double>(total);
+      if (value > counter->Value()) counter->Increment(value - counter->Value());
+    };
+    follow(snapshots_sent_, transfers.snapshots_sent);
+    follow(snapshots_abandoned_, transfers.snapshots_abandoned);
+    follow(snapshots_received_, transfers.received.snapshots_delivered);
+    follow(snapshot_chunks_refused_,
+           transfers.received.chunks_refused + transfers.received.checksum_mismatches);
   }
 
   const std::string data_dir_;
@@ -387,7 +451,20 @@ class Metrics::Impl final : public prometheus::Collectable {
       source_mu_;  // guards the sources and exported_peers_ (scrapes may run concurrently)
   std::function<NodeStatus()> status_source_;
   std::function<bool()> watermark_source_;
+  std::function<SnapshotTransfers(const NodeStatus&)> snapshot_source_;
   mutable std::set<std::string> exported_peers_;
+  prometheus::Family<Gauge>* peer_snapshot_index_ = nullptr;
+  prometheus::Family<Gauge>* peer_snapshot_sent_ = nullptr;
+  prometheus::Family<Gauge>* peer_snapshot_total_ = nullptr;
+  Gauge* snapshot_receiving_ = nullptr;
+  Gauge* snapshot_installing_ = nullptr;
+  Gauge* snapshot_index_ = nullptr;
+  Gauge* snapshot_received_ = nullptr;
+  Gauge* snapshot_total_ = nullptr;
+  Counter* snapshots_sent_ = nullptr;
+  Counter* snapshots_abandoned_ = nullptr;
+  Counter* snapshots_received_ = nullptr;
+  Counter* snapshot_chunks_refused_ = nullptr;
 
   Gauge* term_ = nullptr;
   Gauge* is_leader_ = nullptr;
@@ -576,6 +653,11 @@ Metrics::~Metrics() {
 void Metrics::set_status_source(std::function<NodeStatus()> source) {
   std::lock_guard lock(impl_->source_mu_);
   impl_->status_source_ = std::move(source);
+}
+
+void Metrics::set_snapshot_source(std::function<SnapshotTransfers(const NodeStatus&)> source) {
+  std::lock_guard lock(impl_->source_mu_);
+  impl_->snapshot_source_ = std::move(source);
 }
 
 void Metrics::set_watermark_source(std::function<bool()> source) {

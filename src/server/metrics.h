@@ -19,6 +19,7 @@
 
 #include "server/client_request_observer.h"
 #include "server/node_types.h"
+#include "server/snapshot_progress.h"
 
 namespace grpc::experimental {
 class ServerInterceptorFactoryInterface;
@@ -39,6 +40,8 @@ class Metrics final : public NodeEvents, public ClientRequestObserver {
   // Where the status gauges come from at scrape time. Until set (and after set_status_source({}))
   // a scrape shows only counters and histograms. The function must stay callable while set.
   void set_status_source(std::function<NodeStatus()> source);
+  // The node's snapshot transfers (snapshot_progress.h), read with the status at scrape time.
+  void set_snapshot_source(std::function<SnapshotTransfers(const NodeStatus&)> source);
   // Whether appends are refused above the disk watermark, for raftlog_store_disk_watermark_exceeded.
   void set_watermark_source(std::function<bool()> source);
 

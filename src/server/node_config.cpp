@@ -1,5 +1,8 @@
 #include "server/node_config.h"
 
+#include "replica/snapshot_data.h"
+#include "server/snapshot_chunks.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -245,6 +248,9 @@ raft::Config raft_config_for(const NodeConfig& config) {
       std::max(raft_config.max_uncommitted_entries, raft_config.max_entries_per_message);
   raft_config.max_uncommitted_bytes =
       std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
+  // A follower behind the leader's retention is caught up by a snapshot (docs/raft.md,
+  // "Snapshots"): the replica installs it and fills in its data, the transport carries it in chunks.
+  raft_config.snapshots = true;
   return raft_config;
 }
 
@@ -267,6 +273,10 @@ replica::ReplicaConfig replica_config_for(const NodeConfig& config) {
   out.retention_follower_grace_ms = config.retention_follower_grace_ms;
   out.disk_high_watermark = config.disk_high_watermark;
   out.disk_low_watermark = config.disk_low_watermark;
+  // The transport carries snapshot data in chunks (snapshot_chunks.h), so the replica's budget is
+  // the largest data any node decodes, not one peer message.
+  static_assert(replica::kMaxSnapshotDataBytes <= kMaxSnapshotBytes);
+  out.max_snapshot_data_bytes = replica::kMaxSnapshotDataBytes;
   out.raft = raft_config_for(config);
   return out;
 }

@@ -214,8 +214,10 @@ void PeerInbound::InboundStream::on_read_failed() {
 }
 
 void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>& messages) {
-  // Every message of the element is checked before any is delivered.
+  // Every message of the element is checked before any is delivered. A snapshot chunk is checked
+  // like any message, then reassembled: only a whole, checked snapshot reaches on_message.
   std::vector<raft::Message> decoded(messages.size());
+  std::vector<std::optional<SnapshotChunk>> chunks(messages.size());
   for (std::size_t i = 0; i < messages.size(); ++i) {
     grpc::StatusCode code = grpc::StatusCode::OK;
     if (std::string problem = inbound->check(*messages[i], authenticated_from, &stream_from, &code);
@@ -223,9 +225,14 @@ void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>
       reject(code, problem);
       return;
     }
-    if (std::string problem =
-            decode_message(std::move(*messages[i]), inbound->options_.limits, &decoded[i]);
-        !problem.empty()) {
+    std::string problem;
+    if (is_snapshot_chunk(*messages[i])) {
+      problem = decode_snapshot_chunk(std::move(*messages[i]), inbound->options_.limits,
+                                      &chunks[i].emplace());
+    } else {
+      problem = decode_message(std::move(*messages[i]), inbound->options_.limits, &decoded[i]);
+    }
+    if (!problem.empty()) {
       reject(grpc::StatusCode::INVALID_ARGUMENT, problem);
       return;
     }
@@ -234,12 +241,22 @@ void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>
     context->AddInitialMetadata(std::string(kPeerAcceptedKey), "1");
     start_send_initial_metadata();
   }
-  for (raft::Message& message : decoded) {
-    if (!inbound->deliver(std::move(message))) {
+  for (std::size_t i = 0; i < decoded.size(); ++i) {
+    if (chunks[i]) {
+      ++received;  // the stream's count is of messages read; the core sees whole snapshots only
+      std::optional<raft::Message> whole = inbound->reassemble(std::move(*chunks[i]));
+      if (!whole) continue;
+      decoded[i] = std::move(*whole);
+    } else if (decoded[i].type == raft::MessageType::kSnapshot) {
+      inbound->record_whole_snapshot(decoded[i]);
+      ++received;
+    } else {
+      ++received;
+    }
+    if (!inbound->deliver(std::move(decoded[i]))) {
       finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "peer transport is stopped"));
       return;
     }
-    ++received;
   }
   start_read();  // the decoded messages no longer refer to the element being read into
 }
@@ -329,6 +346,34 @@ bool PeerInbound::deliver(raft::Message message) {
   --callbacks_running_;
   if (callbacks_running_ == 0) cv_.notify_all();
   return true;
+}
+
+std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
+  const auto now = SnapshotReassembler::Clock::now();
+  std::string problem;
+  std::optional<raft::Message> whole;
+  {
+    std::lock_guard lock(snapshot_mu_);
+    whole = reassembler_.add(std::move(chunk), now, &problem);
+  }
+  // Refusals are rare (a lost chunk, a leader change mid-transfer, a forged one): each is logged.
+  if (!problem.empty()) spdlog::warn("node {}: {}", options_.self_id, problem);
+  if (whole) {
+    spdlog::info("node {}: snapshot {} ({} bytes) from node {} reassembled", options_.self_id,
+                 whole->snapshot->index, whole->snapshot->data.size(), whole->from);
+  }
+  return whole;
+}
+
+void PeerInbound::record_whole_snapshot(const raft::Message& message) {
+  std::lock_guard lock(snapshot_mu_);
+  reassembler_.record_delivered(message, SnapshotReassembler::Clock::now());
+}
+
+SnapshotReceiveStatus PeerInbound::snapshot_status() const {
+  std::lock_guard lock(snapshot_mu_);
+  reassembler_.expire(SnapshotReassembler::Clock::now());
+  return reassembler_.status();
 }
 
 void PeerInbound::count_rejected() {

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "raftlog/peer/v1/peer.grpc.pb.h"
 #include "server/peer_admission.h"
 #include "server/peer_stream_auth.h"
+#include "server/snapshot_chunks.h"
 #include "server/transport.h"
 
 namespace raftlog::server {
@@ -33,6 +35,8 @@ class PeerInbound {
     std::lock_guard lock(mu_);
     return stats_;
   }
+  // The reassembly of snapshots sent in chunks (snapshot_chunks.h); idle partials expire here too.
+  SnapshotReceiveStatus snapshot_status() const;
 
  private:
   class InboundStream;
@@ -62,6 +66,9 @@ class PeerInbound {
   void unregister_stream(std::uint64_t stream_id);
   bool deliver(raft::Message message);
   void count_rejected();
+  // A checked chunk: the whole snapshot once it is complete (logs a refused chunk).
+  std::optional<raft::Message> reassemble(SnapshotChunk chunk);
+  void record_whole_snapshot(const raft::Message& message);
 
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
@@ -76,6 +83,10 @@ class PeerInbound {
   std::uint64_t next_stream_id_ = 1;
   std::size_t callbacks_running_ = 0;
   InboundStats stats_;
+
+  // Every stream's chunks, so a transfer continues on a peer's new stream after a reconnect.
+  mutable std::mutex snapshot_mu_;
+  mutable SnapshotReassembler reassembler_;
 };
 
 }  // namespace raftlog::server

@@ -1,5 +1,6 @@
 #include "server/peer_queue.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "server/check.h"
@@ -21,6 +22,28 @@ std::size_t queued_bytes(const raft::Message& message) {
   if (message.snapshot) bytes += message.snapshot->data.size() + raft::kMaxConfigBytes;
   return bytes;
 }
+
+const char* to_string(SnapshotSendProgress::State state) {
+  switch (state) {
+    case SnapshotSendProgress::State::kSending:
+      return "sending";
+    case SnapshotSendProgress::State::kSent:
+      return "sent";
+    case SnapshotSendProgress::State::kAbandoned:
+      return "abandoned";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// What one chunk counts against its lane's byte bound: its data, the configuration it repeats and
+// the message's fixed fields.
+std::size_t chunk_queued_bytes(std::size_t length) {
+  return kQueuedMessageHeaderBytes + length + raft::kMaxConfigBytes;
+}
+
+}  // namespace
 
 std::size_t control_lane_max_bytes(std::size_t max_messages) {
   return max_messages * kQueuedMessageHeaderBytes;
@@ -62,7 +85,22 @@ LaneQueue::Admission LaneQueue::push(raft::Message message, Clock::time_point no
     ++counters_.dropped_queue_full;
     return Admission::kFull;
   }
-  queue_.push_back(QueuedMessage{std::move(message), now, bytes});
+  std::optional<QueuedChunk> whole_snapshot;
+  if (message.type == raft::MessageType::kSnapshot && message.snapshot) {
+    // A snapshot small enough for one message: tracked like a transfer of one chunk, for status.
+    if (snapshot_ && snapshot_->state == SnapshotSendProgress::State::kSending) abandon_snapshot();
+    OutgoingSnapshot& outgoing = snapshot_.emplace();
+    outgoing.message = message;
+    outgoing.message.snapshot->data = raft::Payload();  // the queued message holds it
+    outgoing.transfer = next_transfer_++;
+    const std::uint64_t total = message.snapshot->data.size();
+    outgoing.place = SnapshotChunkPlace{0, total, 0};
+    outgoing.next_offset = total;
+    outgoing.window_bytes = total;
+    ++counters_.snapshots_started;
+    whole_snapshot = QueuedChunk{outgoing.transfer, outgoing.place, total, /*whole=*/true};
+  }
+  queue_.push_back(QueuedMessage{std::move(message), now, bytes, whole_snapshot});
   held_bytes_ += bytes;
   return Admission::kQueued;
 }
@@ -72,9 +110,11 @@ void LaneQueue::expire(Clock::time_point now) {
   // The queue is in arrival order (requeued messages are older than the rest), so the stale messages
   // are a prefix.
   while (!queue_.empty() && queue_.front().enqueued_at < oldest_allowed) {
-    held_bytes_ -= queue_.front().bytes;
+    QueuedMessage item = std::move(queue_.front());
     queue_.pop_front();
+    held_bytes_ -= item.bytes;
     ++counters_.dropped_expired;
+    chunk_left(item, /*sent=*/false);
   }
 }
 
@@ -84,9 +124,10 @@ bool LaneQueue::next_batch_exceeds(std::size_t bytes) const {
   for (const QueuedMessage& item : queue_) {
     batch_bytes += item.bytes;
     if (batch_bytes > bytes) return true;
-    if (++messages == limits_.max_batch_messages) break;
+    if (++messages == limits_.max_batch_messages) return false;
   }
-  return false;
+  if (can_make_chunk()) batch_bytes += chunk_queued_bytes(next_chunk_length());
+  return batch_bytes > bytes;
 }
 
 const std::vector<QueuedMessage>& LaneQueue::take_batch() {
@@ -96,6 +137,12 @@ const std::vector<QueuedMessage>& LaneQueue::take_batch() {
   while (!queue_.empty() && writing_.size() < limits_.max_batch_messages) {
     writing_.push_back(std::move(queue_.front()));
     queue_.pop_front();
+  }
+  // Chunks are made only now, as the lane's writes go out: the snapshot never sits in the queue
+  // whole, and what it holds stays within kSnapshotWindowBytes.
+  const Clock::time_point now = Clock::now();
+  while (writing_.size() < limits_.max_batch_messages && can_make_chunk()) {
+    writing_.push_back(make_chunk(now));
   }
   return writing_;
 }
@@ -114,6 +161,7 @@ void LaneQueue::settle_batch(const BatchPlan& plan) {
     } else if (verdicts[i] == BatchPlan::Verdict::kOversize) {
       ++counters_.dropped_oversize;
       held_bytes_ -= writing_[i].bytes;
+      chunk_left(writing_[i], /*sent=*/false);
     } else {
       carried.push_back(std::move(writing_[i]));
     }
@@ -143,6 +191,7 @@ void LaneQueue::clear() {
   writing_.clear();
   unconfirmed_.clear();
   held_bytes_ = 0;
+  snapshot_.reset();
 }
 
 void LaneQueue::requeue_front(std::vector<QueuedMessage>& items) {
@@ -151,6 +200,7 @@ void LaneQueue::requeue_front(std::vector<QueuedMessage>& items) {
     if (closed_) {
       ++counters_.dropped_send_failed;
       held_bytes_ -= it->bytes;
+      chunk_left(*it, /*sent=*/false);
       continue;
     }
     queue_.push_front(std::move(*it));
@@ -162,8 +212,111 @@ void LaneQueue::count_sent(std::vector<QueuedMessage>& items, Clock::time_point 
   if (items.empty()) return;
   counters_.sent_messages += items.size();
   counters_.last_send_ok = now;
-  for (const QueuedMessage& item : items) held_bytes_ -= item.bytes;
+  for (const QueuedMessage& item : items) {
+    held_bytes_ -= item.bytes;
+    chunk_left(item, /*sent=*/true);
+  }
   items.clear();
+}
+
+std::size_t LaneQueue::snapshot_chunk_bytes() const {
+  // A chunk with its headers always fits one write, whatever the message bound.
+  return std::min(kSnapshotChunkBytes, limits_.max_message_bytes / 2);
+}
+
+LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32_t data_crc32c,
+                                              Clock::time_point now) {
+  (void)now;  // chunks take their time when they are made
+  if (closed_) return Admission::kClosed;
+  RAFTLOG_CHECK(message.snapshot && message.snapshot->data.size() > snapshot_chunk_bytes(),
+                "push_snapshot of a snapshot that fits one message");
+  const std::uint64_t total = message.snapshot->data.size();
+  if (total > kMaxSnapshotBytes) {
+    ++counters_.dropped_oversize;
+    return Admission::kOversize;
+  }
+  if (snapshot_ && snapshot_->state == SnapshotSendProgress::State::kSending) abandon_snapshot();
+  OutgoingSnapshot& outgoing = snapshot_.emplace();
+  outgoing.message = std::move(message);
+  outgoing.transfer = next_transfer_++;
+  outgoing.place = SnapshotChunkPlace{0, total, data_crc32c};
+  ++counters_.snapshots_started;
+  return Admission::kQueued;
+}
+
+std::optional<SnapshotSendProgress> LaneQueue::snapshot_progress() const {
+  if (!snapshot_) return std::nullopt;
+  return SnapshotSendProgress{snapshot_->message.term, snapshot_->message.snapshot->index,
+                              snapshot_->place.total_bytes, snapshot_->sent_bytes,
+                              snapshot_->state};
+}
+
+std::size_t LaneQueue::next_chunk_length() const {
+  return static_cast<std::size_t>(std::min<std::uint64_t>(
+      snapshot_chunk_bytes(), snapshot_->place.total_bytes - snapshot_->next_offset));
+}
+
+bool LaneQueue::can_make_chunk() const {
+  if (closed_ || !snapshot_ || snapshot_->state != SnapshotSendProgress::State::kSending ||
+      snapshot_->next_offset >= snapshot_->place.total_bytes) {
+    return false;
+  }
+  const std::size_t length = next_chunk_length();
+  // One chunk always fits an empty window, so a window smaller than a chunk still makes progress.
+  if (snapshot_->window_bytes > 0 && snapshot_->window_bytes + length > kSnapshotWindowBytes) {
+    return false;
+  }
+  return held_messages() < limits_.max_messages &&
+         held_bytes_ + chunk_queued_bytes(length) <= limits_.max_bytes;
+}
+
+QueuedMessage LaneQueue::make_chunk(Clock::time_point now) {
+  OutgoingSnapshot& outgoing = *snapshot_;
+  const std::size_t length = next_chunk_length();
+  QueuedMessage item{
+      outgoing.message, now, chunk_queued_bytes(length),
+      QueuedChunk{outgoing.transfer,
+                  SnapshotChunkPlace{outgoing.next_offset, outgoing.place.total_bytes,
+                                     outgoing.place.data_crc32c},
+                  length}};
+  outgoing.next_offset += length;
+  outgoing.window_bytes += length;
+  held_bytes_ += item.bytes;
+  return item;
+}
+
+void LaneQueue::chunk_left(const QueuedMessage& item, bool sent) {
+  if (!item.chunk || !snapshot_ || item.chunk->transfer != snapshot_->transfer) return;
+  OutgoingSnapshot& outgoing = *snapshot_;
+  outgoing.window_bytes -= item.chunk->length;
+  if (outgoing.state != SnapshotSendProgress::State::kSending) return;
+  if (!sent) {
+    // The receiver will see a gap: nothing after it can be used.
+    abandon_snapshot();
+    return;
+  }
+  outgoing.sent_bytes += item.chunk->length;
+  if (outgoing.sent_bytes == outgoing.place.total_bytes || item.chunk->whole) {
+    outgoing.state = SnapshotSendProgress::State::kSent;
+    outgoing.message.snapshot->data = raft::Payload();  // the chunks in flight hold their own
+    ++counters_.snapshots_sent;
+  }
+}
+
+void LaneQueue::abandon_snapshot() {
+  OutgoingSnapshot& outgoing = *snapshot_;
+  outgoing.state = SnapshotSendProgress::State::kAbandoned;
+  outgoing.message.snapshot->data = raft::Payload();
+  ++counters_.snapshots_abandoned;
+  // Its chunks still queued (back from a failed write) are of no use to the receiver any more.
+  const std::uint64_t transfer = outgoing.transfer;
+  const auto useless = [transfer](const QueuedMessage& item) {
+    return item.chunk && !item.chunk->whole && item.chunk->transfer == transfer;
+  };
+  for (const QueuedMessage& item : queue_) {
+    if (useless(item)) held_bytes_ -= item.bytes;
+  }
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(), useless), queue_.end());
 }
 
 }  // namespace raftlog::server

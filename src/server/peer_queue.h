@@ -19,9 +19,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "raft/types.h"
+#include "server/snapshot_chunks.h"
 
 namespace raftlog::server {
 
@@ -44,11 +46,38 @@ std::size_t queued_bytes(const raft::Message& message);
 // kQueuedMessageHeaderBytes.
 std::size_t control_lane_max_bytes(std::size_t max_messages);
 
-struct QueuedMessage {
-  raft::Message message;
-  std::chrono::steady_clock::time_point enqueued_at;
-  std::size_t bytes = 0;  // queued_bytes(message)
+// One chunk of a snapshot the lane sends in chunks (snapshot_chunks.h): which transfer it belongs to,
+// and which bytes of the message's snapshot data it carries.
+struct QueuedChunk {
+  std::uint64_t transfer = 0;  // LaneQueue's number for the snapshot it belongs to
+  SnapshotChunkPlace place;
+  std::size_t length = 0;  // data bytes from place.offset
+  // The message carries its whole snapshot (data of at most one chunk): sent as it is, tracked for
+  // progress like a transfer of one chunk.
+  bool whole = false;
 };
+
+struct QueuedMessage {
+  raft::Message message;  // for a chunk: the whole snapshot message (its data shared, not copied)
+  std::chrono::steady_clock::time_point enqueued_at;
+  std::size_t bytes = 0;             // queued_bytes(message), or a chunk's own share
+  std::optional<QueuedChunk> chunk;  // set: send only this chunk of message's snapshot data
+};
+
+// What a lane does with the snapshot it sends in chunks, for status and metrics.
+struct SnapshotSendProgress {
+  enum class State : std::uint8_t {
+    kSending,    // chunks left to send
+    kSent,       // every chunk was sent (written on an accepted stream); the install is the peer's
+    kAbandoned,  // a chunk was dropped (expired, stream closed) or a newer snapshot replaced it
+  };
+  raft::Term term = 0;  // of the message
+  raft::Index index = 0;
+  std::uint64_t total_bytes = 0;
+  std::uint64_t sent_bytes = 0;
+  State state = State::kSending;
+};
+const char* to_string(SnapshotSendProgress::State state);
 
 // What a lane's queue has done with the messages it was given.
 struct LaneQueueCounters {
@@ -58,6 +87,11 @@ struct LaneQueueCounters {
   std::uint64_t dropped_oversize = 0;     // larger than max_message_bytes (payload, or encoded)
   std::uint64_t dropped_send_failed = 0;  // came back from a failed write after close()
   std::chrono::steady_clock::time_point last_send_ok{};  // epoch (zero) if never
+  // Snapshots sent, whole (push) or in chunks (push_snapshot): started, wholly sent, abandoned (a
+  // chunk or the message dropped, or replaced by a newer snapshot before it was all sent).
+  std::uint64_t snapshots_started = 0;
+  std::uint64_t snapshots_sent = 0;
+  std::uint64_t snapshots_abandoned = 0;
 };
 
 struct LaneQueueLimits {
@@ -115,15 +149,27 @@ class LaneQueue {
 
   // Queues `message` at the back, unless it is refused (see Admission).
   Admission push(raft::Message message, Clock::time_point now);
+  // A kSnapshot whose data exceeds kSnapshotChunkBytes, to be sent in chunks with `data_crc32c`
+  // (of the whole data): it replaces the lane's previous one (whose chunks not yet written are
+  // dropped), and its chunks are made one at a time by take_batch() while the lane holds less than
+  // kSnapshotWindowBytes of them and its bounds allow. kOversize (counted) for data over
+  // kMaxSnapshotBytes.
+  Admission push_snapshot(raft::Message message, std::uint32_t data_crc32c, Clock::time_point now);
+  // The lane's latest snapshot (whole or chunked), if it had one since it was last cleared.
+  std::optional<SnapshotSendProgress> snapshot_progress() const;
+  // The data bytes of one chunk: kSnapshotChunkBytes, or half the message bound when that is
+  // smaller (a chunk with its headers always fits one write). Data above it is sent in chunks.
+  std::size_t snapshot_chunk_bytes() const;
   // Drops (counts as expired) the queued messages older than max_age at `now`.
   void expire(Clock::time_point now);
 
-  bool has_queued() const { return !queue_.empty(); }
+  // Something to write: a queued message, or the next chunk of the snapshot being sent.
+  bool has_queued() const { return !queue_.empty() || can_make_chunk(); }
   // Whether the next batch (the first max_batch_messages queued) accounts for more than `bytes`.
   bool next_batch_exceeds(std::size_t bytes) const;
 
-  // Moves the next batch (everything queued, up to max_batch_messages) into the write. Requires no
-  // write: writing() empty.
+  // Moves the next batch (everything queued, then new chunks of the snapshot being sent, up to
+  // max_batch_messages) into the write. Requires no write: writing() empty.
   const std::vector<QueuedMessage>& take_batch();
   const std::vector<QueuedMessage>& writing() const { return writing_; }
   // After encoding writing() message by message into `plan`: drops the oversize ones and puts the
@@ -159,6 +205,26 @@ class LaneQueue {
   // `items`.
   void requeue_front(std::vector<QueuedMessage>& items);
   void count_sent(std::vector<QueuedMessage>& items, Clock::time_point now);  // and empties it
+  // The snapshot being sent in chunks: its next chunk fits the window and the lane's bounds.
+  bool can_make_chunk() const;
+  std::size_t next_chunk_length() const;
+  QueuedMessage make_chunk(Clock::time_point now);
+  // A message leaves the lane (sent, or dropped): a chunk of the current transfer updates it.
+  void chunk_left(const QueuedMessage& item, bool sent);
+  void abandon_snapshot();
+
+  // The snapshot being sent in chunks (or the last one, for status).
+  struct OutgoingSnapshot {
+    raft::Message message;  // data shared with the core's message; released once done
+    std::uint64_t transfer = 0;
+    SnapshotChunkPlace place;       // total and CRC; offset unused
+    std::uint64_t next_offset = 0;  // of the next chunk to make
+    std::size_t window_bytes = 0;   // data bytes of its chunks the lane holds
+    std::uint64_t sent_bytes = 0;
+    SnapshotSendProgress::State state = SnapshotSendProgress::State::kSending;
+  };
+  std::optional<OutgoingSnapshot> snapshot_;
+  std::uint64_t next_transfer_ = 1;
 
   const LaneQueueLimits limits_;
   std::deque<QueuedMessage> queue_;  // arrival order; requeued messages go back to the front

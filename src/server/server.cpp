@@ -22,6 +22,7 @@
 #include "server/health_reporter.h"
 #include "server/membership_service.h"
 #include "server/metrics.h"
+#include "server/snapshot_progress.h"
 #include "server/node.h"
 #include "server/node_tls.h"
 #include "server/transport.h"
@@ -118,6 +119,7 @@ class Server::Impl {
     if (metrics != nullptr) {
       metrics->set_status_source({});
       metrics->set_watermark_source({});
+      metrics->set_snapshot_source({});
     }
   }
   std::unique_ptr<Metrics> metrics;  // before node: the node reports events into it until destroyed
@@ -192,6 +194,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   service_limits.max_appends_per_stream = impl->config.max_appends_per_stream;
   service_limits.stall_timeout_ms = impl->config.stream_stall_timeout_ms;
   impl->services = std::make_unique<ClientServices>(node, service_limits, impl->metrics.get());
+  impl->services->set_snapshot_transfers_source(snapshot_transfers_source(impl->transport.get()));
   std::string dispatcher_problem;
   impl->dispatcher = Dispatcher::open(node, impl->config, &dispatcher_problem);
   if (impl->dispatcher == nullptr) {
@@ -259,7 +262,10 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   // At once: gRPC's default health service starts out SERVING for "", and the node knows no leader yet.
   impl->health = std::make_unique<HealthReporter>(
       impl->config.node_id, impl->grpc_server->GetHealthCheckService(),
-      [node] { return not_serving_reason(node->status()); });
+      [node, transfers = snapshot_transfers_source(impl->transport.get())] {
+        const NodeStatus status = node->status();
+        return not_serving_reason(status, transfers(status));
+      });
   const std::string host =
       impl->config.listen_address.substr(0, impl->config.listen_address.rfind(':'));
   impl->bound_address = host + ":" + std::to_string(bound_port);
@@ -279,6 +285,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
       impl->config.max_append_bytes, impl->config.max_read_entries, impl->config.max_read_bytes);
   if (impl->metrics != nullptr) {
     impl->metrics->set_status_source([node] { return node->status(); });
+    impl->metrics->set_snapshot_source(snapshot_transfers_source(impl->transport.get()));
     impl->metrics->set_watermark_source([node] { return node->disk_watermark_exceeded(); });
     spdlog::info("node {}: metrics on http://{}/metrics", impl->config.node_id,
                  impl->metrics->bound_address());

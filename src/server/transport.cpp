@@ -124,6 +124,7 @@ class PeerTransport::Impl {
     stats.refused_unconfigured_streams = admission_.refused_unconfigured();
     return stats;
   }
+  SnapshotReceiveStatus snapshot_receive_status() const { return inbound_.snapshot_status(); }
   std::uint64_t dropped_unknown_peer() const { return outbound_.dropped_unknown_peer(); }
   std::size_t retired_links() const { return outbound_.retired_links(); }
 
@@ -161,6 +162,9 @@ bool PeerTransport::stop() { return impl_->stop(); }
 bool PeerTransport::send(raft::Message message) { return impl_->send(std::move(message)); }
 std::vector<PeerStats> PeerTransport::peer_stats() const { return impl_->peer_stats(); }
 InboundStats PeerTransport::inbound_stats() const { return impl_->inbound_stats(); }
+SnapshotReceiveStatus PeerTransport::snapshot_receive_status() const {
+  return impl_->snapshot_receive_status();
+}
 std::uint64_t PeerTransport::dropped_unknown_peer() const { return impl_->dropped_unknown_peer(); }
 std::size_t PeerTransport::retired_links() const { return impl_->retired_links(); }
 

@@ -86,6 +86,8 @@
 
 #include "raft/types.h"
 #include "server/message_codec.h"
+#include "server/peer_queue.h"
+#include "server/snapshot_chunks.h"
 
 namespace grpc {
 class Service;
@@ -183,6 +185,12 @@ struct LaneStats {
   std::chrono::steady_clock::time_point last_send_ok{};  // epoch (zero) if never
   std::string last_error;                                // last connect/stream error ("" if none)
   std::chrono::steady_clock::time_point last_error_at{};
+  // The latest snapshot sent, whole or in chunks (append lane; snapshot_chunks.h), and the counts of those
+  // started, wholly sent and abandoned.
+  std::optional<SnapshotSendProgress> snapshot;
+  std::uint64_t snapshots_started = 0;
+  std::uint64_t snapshots_sent = 0;
+  std::uint64_t snapshots_abandoned = 0;
 };
 
 // One peer: the inherited fields are the sums over its two lanes, except `connected` (either lane
@@ -203,6 +211,7 @@ struct InboundStats {
   std::uint64_t unconfigured_peers = 0;
   std::uint64_t refused_unconfigured_streams = 0;
 };
+
 
 class PeerTransport {
  public:
@@ -249,6 +258,9 @@ class PeerTransport {
 
   std::vector<PeerStats> peer_stats() const;
   InboundStats inbound_stats() const;
+  // Snapshots being received in chunks (one partial per sending peer), the last one handed to
+  // on_message, and the reassembly's counters (snapshot_chunks.h).
+  SnapshotReceiveStatus snapshot_receive_status() const;
   std::uint64_t dropped_unknown_peer() const;
   // Retired outbound links not freed yet (peer_outbound.h, kMaxRetiredPeers).
   std::size_t retired_links() const;

@@ -60,7 +60,8 @@ Checker::Checker(std::size_t node_count)
       commit_(node_count + 1, 0),
       leader_term_(node_count + 1, 0),
       durable_(node_count + 1),
-      conf_entries_(node_count + 1) {
+      conf_entries_(node_count + 1),
+      conf_base_unknown_(node_count + 1, false) {
   assert(node_count > 0);
   for (raft::NodeId id = 1; id <= node_count; ++id) bootstrap_conf_.voters.push_back(id);
   committed_conf_ = bootstrap_conf_;
@@ -69,6 +70,7 @@ Checker::Checker(std::size_t node_count)
 void Checker::observe_conf(raft::NodeId node, const raft::ConfState& conf) {
   if (failed()) return;
   const std::map<raft::Index, raft::ConfState>& entries = conf_entries_[node];
+  if (entries.empty() && conf_base_unknown_[node]) return;  // a trimmed log's, not known here
   const raft::ConfState& expected = entries.empty() ? bootstrap_conf_ : entries.rbegin()->second;
   if (conf != expected) {
     report("conf-in-force",
@@ -89,7 +91,9 @@ void Checker::note_conf_entry(raft::NodeId node, const raft::Entry& entry) {
   }
   const raft::Index previous_index = entries.empty() ? 0 : entries.rbegin()->first;
   const raft::ConfState& previous = entries.empty() ? bootstrap_conf_ : entries.rbegin()->second;
-  if (!raft::single_change_between(previous, *conf)) {
+  // The first one a trimmed log holds follows a configuration this checker cannot see.
+  const bool unknown_previous = entries.empty() && conf_base_unknown_[node];
+  if (!unknown_previous && !raft::single_change_between(previous, *conf)) {
     report("conf-succession",
            fmt::format(
                "node {}: configuration entry {} holds {}, not one change from {} (entry {})", node,
@@ -160,6 +164,18 @@ void Checker::observe_role(raft::NodeId node, raft::Term term, raft::Role role) 
 
 void Checker::check_leader_has(raft::NodeId leader, raft::Term leader_term, raft::Index index) {
   const CommittedEntry& committed = committed_[index - 1];
+  const raft::LogReader& log = log_of(leader);
+  if (index < log.first_index()) {
+    // Trimmed, or replaced by a snapshot: only the term of the entry before the first is known.
+    if (index + 1 == log.first_index() && log.term_at(index) != committed.entry.term) {
+      report("leader-completeness",
+             fmt::format("leader {} of term {} starts its log after index {} of term {}, but {} "
+                         "was committed there",
+                         leader, leader_term, index, log.term_at(index).value_or(0),
+                         describe(committed.entry)));
+    }
+    return;
+  }
   std::optional<raft::Entry> held = entry_at(leader, index);
   if (!held || *held != committed.entry) {
     report("leader-completeness",
@@ -298,12 +314,75 @@ void Checker::observe_commit(raft::NodeId node, raft::Index commit, raft::Term n
                                        commit, log_of(node).last_index()));
     return;
   }
-  for (raft::Index index = previous + 1; index <= commit && !failed(); ++index) {
+  record_committed_range(node, previous + 1, commit, node_term);
+  commit_[node] = commit;
+}
+
+void Checker::record_committed_range(raft::NodeId node, raft::Index from, raft::Index to,
+                                     raft::Term node_term) {
+  const raft::LogReader& log = log_of(node);
+  // Entries below the log's first index were trimmed (committed, recorded when some node committed
+  // them) or replaced by an installed snapshot: only the term before the first index is checked.
+  if (from < log.first_index() && from <= to) {
+    const raft::Index base = std::min(to, log.first_index() - 1);
+    if (base > committed_.size()) {
+      report("commit-index",
+             fmt::format("node {} commits up to {}, past its log's start {}, beyond the {} entries "
+                         "ever reported committed",
+                         node, to, log.first_index(), committed_.size()));
+      return;
+    }
+    if (base + 1 == log.first_index() && log.term_at(base) != committed_[base - 1].entry.term) {
+      report("state-machine-safety",
+             fmt::format("node {}'s log starts after index {} of term {}, but {} was committed "
+                         "there",
+                         node, base, log.term_at(base).value_or(0),
+                         describe(committed_[base - 1].entry)));
+      return;
+    }
+    from = base + 1;
+  }
+  for (raft::Index index = from; index <= to && !failed(); ++index) {
     std::optional<raft::Entry> entry = entry_at(node, index);
-    assert(entry.has_value());  // index <= last_index was checked above
+    assert(entry.has_value());  // index <= last_index was checked by the caller
+    if (index > committed_.size() + 1) {
+      report("commit-index", fmt::format("node {} commits index {} beyond the {} entries ever "
+                                         "reported committed",
+                                         node, index, committed_.size()));
+      return;
+    }
     record_committed(node, index, *entry, node_term);
   }
-  commit_[node] = commit;
+}
+
+void Checker::observe_log_base(raft::NodeId node, raft::Index index,
+                               const std::optional<raft::ConfState>& conf) {
+  if (failed()) return;
+  std::map<raft::Index, raft::ConfState>& confs = conf_entries_[node];
+  confs.clear();
+  conf_base_unknown_[node] = !conf.has_value();
+  if (!conf) return;
+  // The configuration in force at `index` by the committed history (when it reaches that far),
+  // independently of what the node recorded.
+  if (index <= committed_.size()) {
+    raft::ConfState expected = bootstrap_conf_;
+    for (raft::Index i = index; i >= 1; --i) {
+      const raft::Entry& entry = committed_[i - 1].entry;
+      if (entry.type != raft::EntryType::kConfig) continue;
+      if (std::optional<raft::ConfState> decoded = raft::decode_config(entry.payload)) {
+        expected = std::move(*decoded);
+      }
+      break;
+    }
+    if (!raft::same_members(expected, *conf)) {
+      report("conf-in-force",
+             fmt::format("node {}'s log starts after index {} with configuration {}, but {} was "
+                         "in force there",
+                         node, index, raft::to_string(*conf), raft::to_string(expected)));
+      return;
+    }
+  }
+  confs.emplace(index, *conf);
 }
 
 void Checker::observe_durable_hard_state(raft::NodeId node, const raft::HardState& hard_state) {
@@ -326,12 +405,14 @@ void Checker::observe_durable_hard_state(raft::NodeId node, const raft::HardStat
 void Checker::observe_crash(raft::NodeId node) {
   leader_term_[node] = 0;
   conf_entries_[node].clear();  // its log is empty while it is down (and rebuilt at restart)
+  conf_base_unknown_[node] = false;
 }
 
 void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
   if (failed()) return;
   leader_term_[node] = 0;
-  conf_entries_[node].clear();  // rebuilt from the recovered log below
+  // conf_entries_ is empty since the crash, or holds the log's base (observe_log_base): the
+  // recovered log's configuration entries are noted on top of it below.
   if (commit < durable_[node].commit) {
     report("commit-index",
            fmt::format("node {} restarted with commit {} below its durable commit {}", node, commit,
@@ -344,12 +425,9 @@ void Checker::observe_restart(raft::NodeId node, raft::Index commit) {
                        commit, log_of(node).last_index()));
     return;
   }
-  // The durable committed prefix must be the committed history (a crash must not lose committed entries).
-  for (raft::Index index = 1; index <= commit && !failed(); ++index) {
-    std::optional<raft::Entry> entry = entry_at(node, index);
-    assert(entry.has_value());
-    record_committed(node, index, *entry, durable_[node].term);
-  }
+  // The durable committed prefix must be the committed history (a crash must not lose committed
+  // entries); below the log's first index, only the term before it is known.
+  record_committed_range(node, 1, commit, durable_[node].term);
   commit_[node] = commit;
   // The rest of the recovered log (not committed, maybe about to be cut) must still be entries some
   // log really held at those (index, term)s: recovery may lose a tail, never invent or mix one.
@@ -465,7 +543,8 @@ void Checker::abandon_proposals_beyond(raft::Index last_index) {
 void Checker::check_committed_prefixes() {
   for (raft::NodeId node = 1; node <= node_count_ && !failed(); ++node) {
     if (logs_[node] == nullptr) continue;
-    for (raft::Index index = 1; index <= commit_[node] && !failed(); ++index) {
+    for (raft::Index index = std::max<raft::Index>(1, log_of(node).first_index());
+         index <= commit_[node] && !failed(); ++index) {
       std::optional<raft::Entry> entry = entry_at(node, index);
       if (!entry) {
         report("commit-index", fmt::format("node {} committed {} but no longer holds index {}",

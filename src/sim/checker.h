@@ -90,9 +90,16 @@ class Checker {
   void observe_commit(raft::NodeId node, raft::Index commit, raft::Term node_term);
   // A hard state of `node` became durable.
   void observe_durable_hard_state(raft::NodeId node, const raft::HardState& hard_state);
+  // The node's log now starts after `index` (a snapshot it installed, or its open found it
+  // trimmed), with `conf` in force there (checked against the committed history); nullopt: not
+  // known (a trimmed log whose newest configuration entry is still in it: the first one it holds is
+  // then not checked against the one before).
+  void observe_log_base(raft::NodeId node, raft::Index index,
+                        const std::optional<raft::ConfState>& conf);
   // The node crashed (it is no longer leader of anything).
   void observe_crash(raft::NodeId node);
   // The node restarted from durable state with commit index `commit`; its attached log is the durable log.
+  // A log that starts after index 1 is announced first (observe_log_base).
   void observe_restart(raft::NodeId node, raft::Index commit);
 
   // A client's append (client_id, sequence) was acknowledged with [first, last] in `term`. Call once
@@ -161,6 +168,9 @@ class Checker {
   void record_committed(raft::NodeId node, raft::Index index, const raft::Entry& entry,
                         raft::Term node_term);
   void check_leader_has(raft::NodeId leader, raft::Term leader_term, raft::Index index);
+  // record_committed() for [from, to] of node's log, skipping what lies below its first index.
+  void record_committed_range(raft::NodeId node, raft::Index from, raft::Index to,
+                              raft::Term node_term);
   void check_exactly_once();
   // A kConfig entry appended to node's log at `index` (conf-succession, conf-overlap).
   void note_conf_entry(raft::NodeId node, const raft::Entry& entry);
@@ -188,6 +198,7 @@ class Checker {
   bool committed_conf_set_ = false;
   // [node] the configurations its log holds, by index (one per kConfig entry; bounded by its log).
   std::vector<std::map<raft::Index, raft::ConfState>> conf_entries_;
+  std::vector<bool> conf_base_unknown_;  // [node] observe_log_base() without a configuration
 };
 
 // Short printable form of an entry for traces and violation reports.

@@ -150,6 +150,7 @@ Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& pr
   }
   for (Node& n : nodes_) {
     if (!open_replica(n)) return;
+    observe_log_base(n);
     checker_.observe_restart(n.id, n.commit);
     checker_.observe_conf(n.id, n.conf);
   }
@@ -193,6 +194,7 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   c.store.env = node(id).env.get();
   // An append not committed within 100 ticks fails (its client retries), well inside a run.
   c.append_timeout_ms = 100 * kTickMs;
+  c.retention_follower_grace_ms = config_.retention_follower_grace_ms;
   c.raft = config_.raft;
   c.raft.id = id;
   c.raft.initial_conf = bootstrap_conf_;
@@ -327,12 +329,16 @@ void Cluster::run_due_flushes() {
     if (!is_running(n.id) || n.flush_at_step == 0 || n.flush_at_step > now_step()) continue;
     n.flush_at_step = 0;
     store::CommitLog& log = n.replica->log();
-    if (n.sync_will_fail) {
-      n.sync_will_fail = false;
-      n.env->fail_next_syncs(1);
-    }
+    // The failing sync is the flush cycle's own: armed only when it has something to sync (a
+    // snapshot install may have made the log durable since the cycle was scheduled), and disarmed
+    // after it, so that it never lands on a later write (a checkpoint, TOPICSTATE).
+    const bool arm_failure = n.sync_will_fail && log.flushed_index() < log.last_index();
+    n.sync_will_fail = false;
+    if (arm_failure) n.env->fail_next_syncs(1);
     ++stats_.flush_cycles;
-    if (store::Status st = log.run_flush_cycle(); !st.ok()) {
+    const store::Status flushed = log.run_flush_cycle();
+    if (arm_failure) n.env->fail_next_syncs(0);
+    if (store::Status st = flushed; !st.ok()) {
       // The store fails for good on a sync error; the process stops and its supervisor restarts it.
       ++stats_.sync_failures;
       trace_.log("n{} SYNC FAILED ({}): the node stops", n.id, st.to_string());
@@ -409,10 +415,45 @@ void Cluster::contract_violation(const Node& n, const std::string& what) {
   checker_.report("ready-contract", fmt::format("node {} {}", n.id, what));
 }
 
+void Cluster::trim(raft::NodeId id) {
+  if (!is_running(id)) return;
+  Node& n = node(id);
+  const raft::Index first_before = n.replica->log().first_index();
+  const replica::TrimResult result = n.replica->trim(n.commit + 1, "sim retention:");
+  if (!result.error.ok()) {
+    // A refused trim (a failing sync while it saved TOPICSTATE or SNAPSHOT) deletes nothing: fine.
+    trace_.log("n{} TRIM refused: {}", id, result.error.message);
+    return;
+  }
+  if (result.first_index > first_before) {
+    ++stats_.trims;
+    trace_.log("n{} TRIM first index {} -> {} (allowed up to {})", id, first_before,
+               result.first_index, result.limit);
+  }
+}
+
+void Cluster::observe_log_base(const Node& n) {
+  const raft::LogReader& log = *n.log_view;
+  if (log.first_index() <= 1) return;
+  // A trimmed log, or one that starts after an installed snapshot: the configuration the replica
+  // recovered as in force before its first entry (its newest record below it), which the checker
+  // compares with the committed history at that point.
+  const raft::ConfRecord* below = nullptr;
+  for (const raft::ConfRecord& record : n.replica->core().conf_history()) {
+    if (record.index < log.first_index()) below = &record;
+  }
+  if (below != nullptr) {
+    checker_.observe_log_base(n.id, log.first_index() - 1, below->conf);
+  } else {
+    checker_.observe_log_base(n.id, log.first_index() - 1, std::nullopt);
+  }
+}
+
 void Cluster::before_ready(Node& n, const raft::Ready& ready) {
   if (checker_.failed()) return;
   // must_sync must cover every change of term, vote or log.
-  const bool log_changes = ready.truncate_from.has_value() || !ready.entries.empty();
+  const bool log_changes =
+      ready.snapshot || ready.truncate_from.has_value() || !ready.entries.empty();
   const bool vote_changes = ready.hard_state && (ready.hard_state->term != n.last_hard_state.term ||
                                                  ready.hard_state->vote != n.last_hard_state.vote);
   if ((log_changes || vote_changes) && !ready.must_sync) {
@@ -437,6 +478,13 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
     trace_.log("n{} hard state t{} v{}", n.id, n.durable_hard_state.term,
                n.durable_hard_state.vote);
     checker_.observe_durable_hard_state(n.id, n.durable_hard_state);
+  }
+  if (ready.snapshot) {
+    ++stats_.snapshots_installed;
+    trace_.log("n{} installed a snapshot of index {} term {} ({})", n.id, ready.snapshot->index,
+               ready.snapshot->term, raft::to_string(ready.snapshot->conf));
+    checker_.observe_log_base(n.id, ready.snapshot->index, ready.snapshot->conf);
+    if (checker_.failed()) return;
   }
   if (!ready.entries.empty()) {
     if (trace_.enabled())
@@ -528,6 +576,7 @@ void Cluster::restart(raft::NodeId id) {
   if (!open_replica(n)) return;
   trace_.log("n{} RESTART term {} vote {} commit {} log {}", id, n.soft.term,
              n.durable_hard_state.vote, n.commit, n.log_view->last_index());
+  observe_log_base(n);
   checker_.observe_restart(id, n.commit);
   checker_.observe_role(id, n.soft.term, n.soft.role);
   checker_.observe_conf(id, n.conf);  // recovered from CONFSTATE: must be the log's newest

@@ -56,6 +56,10 @@ struct ClusterConfig {
   // A crash also loses each of the node's messages still in flight with this chance: packets still in
   // the dead machine's socket buffers never leave it.
   std::uint32_t crash_loses_outgoing_per_million = 900'000;
+  // The leader's retention keeps what a follower heard from within this long still needs
+  // (ReplicaConfig::retention_follower_grace_ms); the retention runs make it short, so that trims
+  // strand followers that were down or cut off.
+  std::uint32_t retention_follower_grace_ms = 600000;
 };
 
 // Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at once,
@@ -86,6 +90,8 @@ struct ClusterStats {
   std::uint64_t conf_changes_proposed = 0;  // accepted by a leader (not necessarily committed)
   std::uint64_t conf_changes_refused = 0;
   std::uint64_t conf_changes_committed = 0;
+  std::uint64_t trims = 0;                // retention trims that removed at least one segment
+  std::uint64_t snapshots_installed = 0;  // by followers stranded behind a leader's first index
 };
 
 // One client append as the Replica's API takes it: (client_id, sequence) make it idempotent.
@@ -150,6 +156,14 @@ class Cluster {
   void transfer_leadership(raft::NodeId leader, raft::NodeId target);
   // A membership change proposed to `target` (answered, like an append, through the trace and stats).
   void propose_conf_change(raft::NodeId target, const raft::ConfChange& change);
+  // Retention on `id`: trims the whole committed segments its replica allows (Replica::trim, as
+  // raftlogd's retention and Trim RPC do). Nothing when it is not running.
+  void trim(raft::NodeId id);
+  // The leader's first index this node cannot reach by replication (Raft::stranded_below; 0: none,
+  // or down).
+  raft::Index stranded_below(raft::NodeId id) const {
+    return is_up(id) ? node(id).replica->core().stranded_below() : 0;
+  }
   // The configuration in force on `id` (the last one it reported while it was up).
   const raft::ConfState& conf(raft::NodeId id) const { return node(id).conf; }
   const raft::ConfState& bootstrap_conf() const { return bootstrap_conf_; }
@@ -220,6 +234,8 @@ class Cluster {
 
   // ReadyObserver and MessageSender of each node.
   void before_ready(Node& n, const raft::Ready& ready);
+  // Tells the checker where a reopened node's log starts, when not at index 1.
+  void observe_log_base(const Node& n);
   void after_ready(Node& n, const raft::Ready& ready);
   void send(Node& from, raft::Message message);
 

@@ -60,11 +60,14 @@ FaultProfile draw_base_profile(util::Prng& prng, bool aggressive) {
 
 }  // namespace
 
-FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure) {
+FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure,
+                                bool retention) {
   FaultProfile profile = draw_base_profile(prng, aggressive);
   // Between one change per 20 ticks and one per 200: a run sees a few to a few dozen.
   if (reconfigure)
     profile.reconfigure_per_million = static_cast<std::uint32_t>(prng.between(5'000, 50'000));
+  // Between one trim per 10 ticks and one per 100 (drawn last, like reconfiguration).
+  if (retention) profile.trim_per_million = static_cast<std::uint32_t>(prng.between(10'000, 100'000));
   return profile;
 }
 
@@ -110,6 +113,17 @@ void FaultSchedule::on_tick(Cluster& cluster) {
       prng_.chance_per_million(profile_.reconfigure_per_million)) {
     reconfigure(cluster);
   }
+  if (profile_.trim_per_million != 0 && prng_.chance_per_million(profile_.trim_per_million)) {
+    trim(cluster);
+  }
+}
+
+void FaultSchedule::trim(Cluster& cluster) {
+  // Mostly the leader: its trim is what strands a follower that was down or cut off.
+  const raft::NodeId leader = cluster.leader();
+  const raft::NodeId target =
+      leader != raft::kNoNode && prng_.below(4) != 0 ? leader : prng_.between(1, cluster.size());
+  cluster.trim(target);
 }
 
 raft::ConfChange FaultSchedule::draw_conf_change(const raft::ConfState& conf, std::size_t slots) {

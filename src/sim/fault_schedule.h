@@ -25,6 +25,9 @@ struct FaultProfile {
   // with spare node slots (SimOptions::reconfigure). Sometimes a second follows at once, which the
   // leader must refuse while the first is uncommitted.
   std::uint32_t reconfigure_per_million = 0;
+  // A retention trim on a running node (the leader, three times in four): only with
+  // SimOptions::retention.
+  std::uint32_t trim_per_million = 0;
   LeaderStrike leader_strike;  // new leaders crashing at once (see cluster.h)
   std::uint64_t max_down_ticks = 1;
   std::uint64_t max_pause_ticks = 1;
@@ -40,7 +43,8 @@ struct FaultProfile {
 // `aggressive` always draws the leader-churn profile (used to show that broken rules are caught quickly);
 // otherwise a quarter of the seeds get it and the rest get a random storm intensity. `reconfigure`
 // adds membership changes (drawn last, so that runs without them keep their histories).
-FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure = false);
+FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure = false,
+                                bool retention = false);
 
 // Calm network: no loss, short delays (the liveness phase runs on it).
 NetworkConditions calm_network();
@@ -63,6 +67,7 @@ class FaultSchedule {
   void crash_for_a_while(Cluster& cluster, raft::NodeId id);
   void change_weather(Cluster& cluster);
   void reconfigure(Cluster& cluster);
+  void trim(Cluster& cluster);
   // A change of the leader's configuration drawn at random (kNoNode node: nothing to change).
   raft::ConfChange draw_conf_change(const raft::ConfState& conf, std::size_t slots);
   std::vector<raft::NodeId> shuffled_nodes(std::size_t node_count);

@@ -25,7 +25,7 @@ constexpr std::uint64_t kCalmRoundTripTicks = 5;
 constexpr std::uint64_t kRetryAfterTicks = 30;
 
 ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool aggressive,
-                                  bool reconfigure) {
+                                  bool reconfigure, bool retention) {
   ClusterConfig config;
   config.node_count = reconfigure ? node_count + kSpareSlots : node_count;
   config.voter_count = node_count;
@@ -52,6 +52,21 @@ ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool
   config.failing_sync_per_million = prng.below(4) == 0 ? 2'000 : 0;
   config.checkpoint_every_ticks = prng.between(1, 30);
   config.payload_padding_max_bytes = 32;
+  // The replica installs and fills snapshots (docs/raft.md, "Snapshots"), as raftlogd's does.
+  core.snapshots = true;
+  if (retention) {
+    // Drawn last, so that the other runs keep their histories. Entries of up to 1-6 KiB roll the
+    // 64 KiB segments every 10-60 entries, so trims remove whole segments within a run; a
+    // leader waits only a few ticks for a silent follower; a lost snapshot is sent again soon.
+    config.payload_padding_max_bytes = prng.between(1024, 6144);
+    // A proposal (at most max_entries_per_message entries, WorkloadRates caps it lower) must fit
+    // one message, or the leader refuses it as too large.
+    const std::size_t largest_entry = config.payload_padding_max_bytes + 128;
+    core.max_bytes_per_message = std::max<std::size_t>(
+        core.max_bytes_per_message, core.max_entries_per_message * largest_entry);
+    config.retention_follower_grace_ms = static_cast<std::uint32_t>(prng.between(2, 10) * kTickMs);
+    core.snapshot_retry_ticks = static_cast<int>(prng.between(10, 60));
+  }
   return config;
 }
 
@@ -99,6 +114,9 @@ std::string describe_cluster(const Cluster& cluster) {
                         cluster.is_up(id) ? "" : "DOWN ", raft::to_string(soft.role), soft.term,
                         soft.leader, log.last_index(), log.term_at(log.last_index()).value_or(0),
                         cluster.commit_index(id));
+    if (const raft::Index stranded = cluster.stranded_below(id); stranded != 0) {
+      text += fmt::format(" STRANDED below {} (first {})", stranded, log.first_index());
+    }
     if (cluster.conf(id) != cluster.bootstrap_conf()) {
       text += " (" + raft::to_string(cluster.conf(id)) + ")";
     }
@@ -251,9 +269,11 @@ namespace {
 SimResult run_traced(const SimOptions& options, Trace& trace) {
   util::Prng prng(options.seed);
   const ClusterConfig config =
-      draw_cluster_config(prng, options.node_count, options.aggressive, options.reconfigure);
+      draw_cluster_config(prng, options.node_count, options.aggressive, options.reconfigure,
+                          options.retention);
   Checker checker(config.node_count);
-  const FaultProfile profile = draw_fault_profile(prng, options.aggressive, options.reconfigure);
+  const FaultProfile profile =
+      draw_fault_profile(prng, options.aggressive, options.reconfigure, options.retention);
   trace.log(
       "seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} "
       "uncommitted {} "

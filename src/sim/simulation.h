@@ -28,6 +28,11 @@ struct SimOptions {
   // Membership changes in the fault schedule: node_count voters to start with plus kSpareSlots spare
   // node slots outside the configuration (docs/testing.md, "Reconfiguration").
   bool reconfigure = false;
+  // Retention trims in the fault schedule (docs/testing.md, "Retention and snapshots"): nodes trim
+  // their committed whole segments, with a short follower grace on leaders and larger entries (so
+  // that segments roll), which strands followers that were down or cut off; the liveness phase then
+  // requires them to catch up through the leader's snapshot.
+  bool retention = false;
 };
 
 inline constexpr std::size_t kSpareSlots = 2;

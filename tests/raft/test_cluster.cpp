@@ -227,9 +227,16 @@ replica::Clock::time_point TestCluster::now() const {
 // --- inputs -------------------------------------------------------------------------------------
 
 Proposal TestCluster::propose(NodeId id, std::vector<std::string> payloads) {
+  return propose(id, std::move(payloads), 0, 0);
+}
+
+Proposal TestCluster::propose(NodeId id, std::vector<std::string> payloads,
+                             std::uint64_t client_id, std::uint64_t sequence) {
   Proposal proposal;
   replica::Replica::AppendRequest request;
   request.payloads = std::move(payloads);
+  request.client_id = client_id;
+  request.sequence = sequence;
   request.deadline = replica::Clock::time_point::max();  // the cluster expires nothing
   request.done = [slot = proposal.answer.slot](replica::AppendResult result) {
     *slot = std::move(result);

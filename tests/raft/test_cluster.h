@@ -139,6 +139,9 @@ class TestCluster {
   // --- inputs (each followed by process(id)) ------------------------------------------------
   // One client append of one entry per payload (client_id 0: no deduplication).
   Proposal propose(NodeId id, std::vector<std::string> payloads);
+  // An idempotent append (client_id, sequence); client_id 0: not deduplicated.
+  Proposal propose(NodeId id, std::vector<std::string> payloads, std::uint64_t client_id,
+                   std::uint64_t sequence);
   ReadRequest read_index(NodeId id);
   TransferRequest transfer_leadership(NodeId id, NodeId target);
   // One membership change through the replica: answered at once when refused, else once committed.

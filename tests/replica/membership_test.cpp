@@ -177,6 +177,34 @@ TEST_F(ReplicaMembershipTest, ARecordWhoseEntryIsGoneRollsBackAtOpen) {
   EXPECT_EQ(replica_->conf(), (ConfState{{1}}));
 }
 
+// The open rewrites CONFSTATE without the records whose entries are gone, at once. Kept until the
+// next configuration change, a record would outlive its index: once the log holds another entry
+// there and a trim removes it, the next open takes the record for a trimmed, so committed,
+// configuration (the simulator's retention runs found a node running a configuration that never
+// committed).
+TEST_F(ReplicaMembershipTest, ARecordWhoseEntryIsGoneIsForgottenOnDiskAtOpen) {
+  open();
+  become_leader();
+  const raft::Index last = replica_->log().last_index();
+  replica_.reset();
+  {
+    auto file = ConfStateFile::open("/data", &env_);
+    ASSERT_TRUE(file.ok()) << file.status().to_string();
+    // A learner added at an index a power cut took from the log.
+    ASSERT_TRUE((*file)
+                    ->write({raft::ConfRecord{0, 0, ConfState{{1}}},
+                             raft::ConfRecord{last + 1, 1, ConfState{{1}, {2}}}})
+                    .ok());
+  }
+  open();
+  EXPECT_EQ(replica_->conf(), (ConfState{{1}}));
+  replica_.reset();  // closed cleanly: nothing else rewrites the record
+  auto file = ConfStateFile::open("/data", &env_);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  ASSERT_EQ((*file)->current().size(), 1U) << "the lost record is still on disk";
+  EXPECT_EQ((*file)->current().front().index, 0U);
+}
+
 // Without CONFSTATE and without kConfig entries, the configuration is the bootstrap one (--members).
 TEST_F(ReplicaMembershipTest, NoRecordMeansTheBootstrapConfiguration) {
   open({1, 2, 3});

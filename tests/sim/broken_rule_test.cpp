@@ -46,6 +46,9 @@ void expect_violation_within_bound(std::size_t nodes, bool aggressive = true,
 #ifdef RAFTLOG_BROKEN_RECONFIGURE
     options.reconfigure = true;  // the membership rules need membership changes to break
 #endif
+#ifdef RAFTLOG_BROKEN_RETENTION
+    options.retention = true;  // snapshot installs need followers stranded by trims
+#endif
     const SimResult result = run_simulation(options);
     if (result.ok() || result.liveness_failure()) continue;
     std::printf("%s, %zu nodes, %s profile: caught at seed %llu by %s\n%s", RAFTLOG_BROKEN_RULE,

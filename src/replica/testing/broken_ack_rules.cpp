@@ -14,4 +14,6 @@ bool may_release_held(std::uint64_t required_index, std::uint64_t durable_index)
   return required_index <= durable_index;
 }
 
+bool install_rewrites_conf_state() { return true; }
+
 }  // namespace raftlog::replica::rules

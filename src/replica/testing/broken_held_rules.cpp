@@ -15,4 +15,6 @@ std::uint64_t persisted_index_for_core(std::uint64_t written_index, std::uint64_
 
 bool may_release_held(std::uint64_t, std::uint64_t) { return true; }
 
+bool install_rewrites_conf_state() { return true; }
+
 }  // namespace raftlog::replica::rules

@@ -1,0 +1,284 @@
+// Replica: snapshots (docs/raft.md, "Snapshots"; snapshot_data.h). The leader fills in the data of
+// every kSnapshot it sends; a follower checks what it receives before its core sees it, installs it
+// crash-safely (Ready step 0), and a restart completes an install that a crash cut after its log
+// reset.
+//
+// THE SNAPSHOT POINT. The core names S = its first index - 1 (or a newer committed configuration's
+// index). The leader's topic table can be described only at or above the point up to which it is
+// committed (topic_offsets.h: its undo journal holds only the entries above it), which is usually
+// far above S. So the leader moves the snapshot up to P = max(S, the topic table's committed point):
+// P <= the commit index, P >= S, the log holds P (and its term), and no configuration entry lies in
+// (S, P] (S is at or above the newest committed configuration, P at or below the commit index), so
+// the configuration in force at P is the core's. The follower installs P; its acknowledgement of P
+// is at or above S, which is what the leader's core waits for.
+//
+// THE INSTALL, in this order, each step durable before the next:
+//   1. the hard state's term and vote (apply_ready writes them before step 0);
+//   2. SNAPSHOT (the data, naming P): temp file, fsync, rename, directory fsync;
+//   3. CommitLog::reset(P + 1, term): the commit point (atomic, storage-format.md crash case 7); the
+//      store's checkpoint then records commit index P (the hard state's commit lives there);
+//   4. CONFSTATE rewritten with the base record {P, term, conf};
+//   5. TOPICSTATE {P, floor, topics};
+//   then the in-memory state (dedup table, topic table, commit index), what waited on the replaced
+//   log fails or is dropped, on_persisted(P, term), and the node's section (snapshot_installed).
+// A crash before 3 leaves the old log, and open ignores a SNAPSHOT that does not name the log's
+// first index - 1; after 3, open finds SNAPSHOT naming it and completes 4 and 5 from it.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "replica/durability_rules.h"
+#include "replica/replica.h"
+#include "replica/topic_state_file.h"
+
+namespace raftlog::replica {
+namespace {
+
+// What a pending append learns when an install replaced the log it waited in: its outcome is unknown
+// to this node (the leader's log may hold it or not).
+AppendResult replaced_by_snapshot_error() {
+  return failed_append(make_error(
+      ErrorCode::kUnavailable,
+      "this node installed a snapshot that replaced its log; the outcome is unknown: retry with the "
+      "same client_id/sequence",
+      kReasonLeadershipLost));
+}
+
+}  // namespace
+
+bool Replica::admit_snapshot(const raft::Message& message) {
+  if (message.type != raft::MessageType::kSnapshot || !message.snapshot || !config_.raft.snapshots) {
+    return true;  // not one, or the core ignores it
+  }
+  const raft::Snapshot& snapshot = *message.snapshot;
+  std::string problem;
+  auto data = decode_snapshot_data(snapshot.data.view());
+  if (!data.ok()) {
+    problem = data.status().to_string();
+  } else if (data->index != snapshot.index || data->term != snapshot.term ||
+             data->origin != SnapshotOrigin::kInstalled ||
+             !raft::same_members(data->conf, snapshot.conf)) {
+    problem = "its data describes index " + std::to_string(data->index) + " term " +
+              std::to_string(data->term) + " " + raft::to_string(data->conf);
+  } else if (!data->section.empty() && deps_.check_snapshot_section) {
+    problem = deps_.check_snapshot_section(data->section, data->index);
+  }
+  if (problem.empty()) return true;
+  ++snapshot_stats_.refused;
+  if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
+    spdlog::error("node {}: refusing the snapshot of index {} term {} from node {}: {} ({} more "
+                  "refused since the last line)",
+                  config_.node_id, snapshot.index, snapshot.term, message.from, problem,
+                  *held_back);
+  }
+  return false;
+}
+
+void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
+  bool full = false;
+  dedup_.for_each_client_through(data->index, commit_, [&](const DedupTable::ClientState& client) {
+    DedupTable::ClientState kept = client;
+    if (kept.appends.size() > kMaxAppendsPerClient) {
+      // The highest sequences stay; the lower ones count as forgotten.
+      std::sort(kept.appends.begin(), kept.appends.end(),
+                [](const auto& a, const auto& b) { return a.sequence < b.sequence; });
+      const auto cut = kept.appends.end() - static_cast<std::ptrdiff_t>(kMaxAppendsPerClient);
+      kept.forgotten_below = std::max(kept.forgotten_below, cut->sequence);
+      kept.appends.erase(kept.appends.begin(), cut);
+    }
+    const std::size_t cost = encoded_client_size(kept);
+    if (full || size + cost > config_.max_snapshot_data_bytes) {
+      full = true;  // the rest are less recently used
+      ++snapshot_stats_.clients_left_out;
+      return true;
+    }
+    size += cost;
+    data->dedup_clients.push_back(std::move(kept));
+    return true;
+  });
+}
+
+store::Status Replica::save_trim_snapshot(std::uint64_t point) {
+  auto term = log_->term_at(point);
+  if (!term.ok()) return term.status();
+  SnapshotData data;
+  data.index = point;
+  data.term = *term;
+  data.origin = SnapshotOrigin::kTrim;
+  data.conf = raft_->conf_history().front().conf;  // not used (a valid one is required)
+  data.timestamp_floor_ms = last_timestamp_ms_;
+  data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
+  add_dedup_within_budget(&data, encoded_size_without_dedup(data));
+  return write_snapshot_file(config_.store.env, config_.data_dir, encode_snapshot_data(data));
+}
+
+bool Replica::fill_snapshot(raft::Message& message) {
+  raft::Snapshot& snapshot = *message.snapshot;
+  // The snapshot point (see the top of this file).
+  const std::uint64_t point = std::max(snapshot.index, topics_.committed_through());
+  auto term = log_->term_at(point);
+  std::string problem;
+  if (point > commit_ || point > topics_.through()) {
+    problem = "its point " + std::to_string(point) + " is past the commit index " +
+              std::to_string(commit_);
+  } else if (!term.ok()) {
+    problem = "the term at " + std::to_string(point) + ": " + term.status().to_string();
+  }
+  SnapshotData data;
+  if (problem.empty()) {
+    data.index = point;
+    data.term = *term;
+    // The configuration in force at the point: the newest record at or below it (the core's, at
+    // S, unless one lies in (S, point], which the core's choice of S rules out; checked anyway).
+    data.conf = snapshot.conf;
+    for (const raft::ConfRecord& record : raft_->conf_history()) {
+      if (record.index <= point) data.conf = record.conf;
+    }
+    data.timestamp_floor_ms = last_timestamp_ms_;
+    data.topics = topics_.table_at(point);
+    if (deps_.snapshot_section) data.section = deps_.snapshot_section(point);
+    data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
+    const std::size_t fixed = encoded_size_without_dedup(data);
+    if (fixed > config_.max_snapshot_data_bytes) {
+      ++snapshot_stats_.too_large;
+      problem = "its data takes " + std::to_string(fixed) + " bytes without the dedup table, more "
+                "than the " + std::to_string(config_.max_snapshot_data_bytes) + " one message may carry";
+    } else {
+      add_dedup_within_budget(&data, fixed);
+    }
+  }
+  if (!problem.empty()) {
+    if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
+      spdlog::error("node {}: cannot send follower {} a snapshot: {}; it stays behind the first "
+                    "index ({} more such reports since the last line)",
+                    config_.node_id, message.to, problem, *held_back);
+    }
+    return false;
+  }
+  snapshot.index = data.index;
+  snapshot.term = data.term;
+  snapshot.conf = data.conf;
+  snapshot.data = encode_snapshot_data(data);
+  ++snapshot_stats_.sent;
+  spdlog::info("node {}: sending follower {} a snapshot of index {} term {} ({} bytes, {} dedup "
+               "clients, {} topics)",
+               config_.node_id, message.to, data.index, data.term, snapshot.data.size(),
+               data.dedup_clients.size(), data.topics.size());
+  return true;
+}
+
+void Replica::install_snapshot(const raft::Snapshot& snapshot) {
+  auto decoded = decode_snapshot_data(snapshot.data.view());
+  if (!decoded.ok() || decoded->index != snapshot.index || decoded->term != snapshot.term) {
+    // admit_snapshot() checked it before the core saw it: only a bug gets here.
+    fatal("the snapshot to install does not validate any more");
+    return;
+  }
+  const SnapshotData& data = *decoded;
+  const std::uint64_t point = data.index;
+  spdlog::warn("node {}: term {}: installing the leader's snapshot of index {} term {} in place "
+               "of the log [{}, {}] (commit {})",
+               config_.node_id, raft_->term(), point, data.term, log_->first_index(),
+               log_->last_index(), commit_);
+  // 2. SNAPSHOT, naming the point.
+  if (store::Status st = write_snapshot_file(config_.store.env, config_.data_dir,
+                                             snapshot.data.view());
+      !st.ok()) {
+    fatal("writing SNAPSHOT: " + st.to_string());
+    return;
+  }
+  // 3. The commit point: the old log is gone, the new one starts at point + 1.
+  if (store::Status st = log_->reset(point + 1, data.term); !st.ok()) {
+    fatal("resetting the log to start at " + std::to_string(point + 1) + ": " + st.to_string());
+    return;
+  }
+  // 4. CONFSTATE.
+  conf_records_ = {raft::ConfRecord{point, data.term, data.conf}};
+  if (store::Status st = rules::install_rewrites_conf_state() ? conf_state_file_->write(conf_records_)
+                                                              : store::Status();
+      !st.ok()) {
+    fatal("persisting the snapshot's configuration: " + st.to_string());
+    return;
+  }
+  // 5. TOPICSTATE (not fatal, as any save: the next open completes it from SNAPSHOT).
+  commit_ = point;
+  topics_.reset(point, data.topics);
+  last_timestamp_ms_ = std::max(last_timestamp_ms_, data.timestamp_floor_ms);
+  if (store::Status saved = save_topic_state(); !saved.ok()) {
+    spdlog::warn("node {}: saving TOPICSTATE after the install: {}", config_.node_id,
+                 saved.to_string());
+  }
+  // In memory: the replaced log's records go, what waited on it fails or is dropped.
+  dedup_.replace(point + 1, data.dedup_view_start, data.dedup_clients);
+  dedup_recorded_through_ = point;
+  unwritten_proposals_.clear();
+  held_messages_.clear();
+  for (auto& [last, pending] : pending_appends_) pending.done(replaced_by_snapshot_error());
+  pending_appends_.clear();
+  fail_pending_memberships(make_error(
+      ErrorCode::kUnavailable,
+      "this node installed a snapshot that replaced its log; check the configuration and retry",
+      kReasonLeadershipLost));
+  if (deps_.commit_advanced) deps_.commit_advanced(point);
+  while (!reads_awaiting_commit_.empty() && reads_awaiting_commit_.begin()->first <= point) {
+    auto first = reads_awaiting_commit_.begin();
+    first->second.done(ReadIndexResult{NodeError{}, first->first});
+    reads_awaiting_commit_.erase(first);
+  }
+  reported_durable_ = point;
+  raft_->on_persisted(point, data.term);
+  ++snapshot_stats_.installed;
+  snapshot_stats_.last_installed_index = point;
+  if (deps_.snapshot_installed) deps_.snapshot_installed(point, data.section);
+}
+
+bool Replica::load_snapshot_state(std::string* problem) {
+  loaded_snapshot_.reset();
+  const std::uint64_t first = log_->first_index();
+  if (first <= 1) return true;  // no install (nor trim) behind this log
+  auto saved = read_snapshot_file(config_.store.env, config_.data_dir);
+  auto term = log_->term_at(first - 1);
+  if (!saved.ok()) {
+    // Needed only when this log starts right after an install: TOPICSTATE and CONFSTATE then say
+    // whether the install completed (checked below when the file decodes; when it does not, the
+    // topic check at open refuses a TOPICSTATE that does not reach the log's start).
+    spdlog::error("node {}: {}; ignored", config_.node_id, saved.status().to_string());
+    return true;
+  }
+  if (!saved->has_value() || (*saved)->index != first - 1 || !term.ok() ||
+      *term != (*saved)->term) {
+    return true;  // none, or an older install's: the log's start came from a trim
+  }
+  loaded_snapshot_ = std::move(**saved);
+  const SnapshotData& data = *loaded_snapshot_;
+  // A trim's: only its dedup part counts (TOPICSTATE and CONFSTATE were right before it ran).
+  if (data.origin == SnapshotOrigin::kTrim) return true;
+  // Step 4, if a crash came before it: the configuration in force at the snapshot's index.
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if ((recorded.empty() || recorded.front().index < data.index) &&
+      rules::install_rewrites_conf_state()) {
+    spdlog::warn("node {}: completing the install of snapshot {}: CONFSTATE", config_.node_id,
+                 data.index);
+    if (store::Status st =
+            conf_state_file_->write({raft::ConfRecord{data.index, data.term, data.conf}});
+        !st.ok()) {
+      *problem = "completing the snapshot install (CONFSTATE): " + st.to_string();
+      return false;
+    }
+  }
+  // Step 5: TOPICSTATE as of the snapshot, unless one reaches that far already.
+  auto topic_state = read_topic_state(config_.store.env, config_.data_dir);
+  if (!topic_state.ok() || !topic_state->has_value() ||
+      (*topic_state)->through_index < data.index || (*topic_state)->through_index > log_->last_index()) {
+    spdlog::warn("node {}: completing the install of snapshot {}: TOPICSTATE", config_.node_id,
+                 data.index);
+    const TopicState state{data.index, data.timestamp_floor_ms, data.topics};
+    if (store::Status st = write_topic_state(config_.store.env, config_.data_dir, state); !st.ok()) {
+      *problem = "completing the snapshot install (TOPICSTATE): " + st.to_string();
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace raftlog::replica

@@ -1,0 +1,248 @@
+#include "replica/snapshot_data.h"
+
+#include <set>
+
+#include "derived/envelope.h"
+#include "store/endian.h"
+#include "util/crc32c.h"
+
+namespace raftlog::replica {
+namespace {
+
+constexpr std::uint32_t kMagic = 0x44534C52;  // "RLSD" in file order
+constexpr const char* kSnapshotFileName = "SNAPSHOT";
+// magic, CRC, version, index, term, origin, conf length
+constexpr std::size_t kHeaderBytes = 4 + 4 + 4 + 8 + 8 + 1 + 4;
+constexpr std::size_t kAppendBytes = 8 + 8 + 8 + 8 + 4;
+constexpr std::size_t kClientHeaderBytes = 8 + 8 + 4;
+
+void put_u32(std::string& out, std::uint32_t value) {
+  char bytes[4];
+  store::put_u32(bytes, value);
+  out.append(bytes, 4);
+}
+void put_u64(std::string& out, std::uint64_t value) {
+  char bytes[8];
+  store::put_u64(bytes, value);
+  out.append(bytes, 8);
+}
+
+store::Status corrupt(const std::string& why) {
+  return store::Status::corruption("snapshot data: " + why);
+}
+
+// Reads fixed-width fields from the bytes, never past their end.
+class Reader {
+ public:
+  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
+  bool u8(std::uint8_t* v) { return take(1) && (*v = store::get_u8(at_ - 1), true); }
+  bool u32(std::uint32_t* v) { return take(4) && (*v = store::get_u32(at_ - 4), true); }
+  bool u64(std::uint64_t* v) { return take(8) && (*v = store::get_u64(at_ - 8), true); }
+  bool bytes(std::size_t n, std::string* out) {
+    if (remaining() < n) return false;
+    out->assign(bytes_.data() + pos_, n);
+    pos_ += n;
+    return true;
+  }
+  std::size_t remaining() const { return bytes_.size() - pos_; }
+
+ private:
+  bool take(std::size_t n) {
+    if (remaining() < n) return false;
+    pos_ += n;
+    at_ = bytes_.data() + pos_;
+    return true;
+  }
+  std::string_view bytes_;
+  std::size_t pos_ = 0;
+  const char* at_ = nullptr;
+};
+
+}  // namespace
+
+std::size_t encoded_client_size(const DedupTable::ClientState& client) {
+  return kClientHeaderBytes + client.appends.size() * kAppendBytes;
+}
+
+std::size_t encoded_size_without_dedup(const SnapshotData& data) {
+  std::size_t size = kHeaderBytes + raft::encode_config(data.conf).size() + 8 + 4;
+  for (const TopicOffsets::TopicNext& topic : data.topics) size += 1 + topic.topic.size() + 8;
+  return size + 4 + data.section.size() + 8 + 4;
+}
+
+std::string encode_snapshot_data(const SnapshotData& data) {
+  std::string out;
+  put_u32(out, kMagic);
+  put_u32(out, 0);  // the CRC, below
+  put_u32(out, kSnapshotDataVersion);
+  put_u64(out, data.index);
+  put_u64(out, data.term);
+  out.push_back(static_cast<char>(data.origin));
+  const std::string conf = raft::encode_config(data.conf);
+  put_u32(out, static_cast<std::uint32_t>(conf.size()));
+  out += conf;
+  put_u64(out, data.timestamp_floor_ms);
+  put_u32(out, static_cast<std::uint32_t>(data.topics.size()));
+  for (const TopicOffsets::TopicNext& topic : data.topics) {
+    out.push_back(static_cast<char>(topic.topic.size()));
+    out += topic.topic;
+    put_u64(out, topic.next_offset);
+  }
+  put_u32(out, static_cast<std::uint32_t>(data.section.size()));
+  out += data.section;
+  put_u64(out, data.dedup_view_start);
+  put_u32(out, static_cast<std::uint32_t>(data.dedup_clients.size()));
+  for (const DedupTable::ClientState& client : data.dedup_clients) {
+    put_u64(out, client.client_id);
+    put_u64(out, client.forgotten_below);
+    put_u32(out, static_cast<std::uint32_t>(client.appends.size()));
+    for (const DedupTable::RememberedAppend& append : client.appends) {
+      put_u64(out, append.sequence);
+      put_u64(out, append.range.first);
+      put_u64(out, append.range.last);
+      put_u64(out, append.range.term);
+      put_u32(out, append.digest);
+    }
+  }
+  store::put_u32(out.data() + 4, util::crc32c::value(out.data() + 8, out.size() - 8));
+  return out;
+}
+
+namespace {
+
+store::Status decode_topics(Reader& in, SnapshotData* data) {
+  std::uint32_t count = 0;
+  if (!in.u32(&count)) return corrupt("truncated before the topic table");
+  if (count > TopicOffsets::kMaxTopics) return corrupt(std::to_string(count) + " topics");
+  // Each topic takes at least 10 bytes: a count beyond what is left is refused before reserving.
+  if (count > in.remaining() / 10) return corrupt("truncated topic table");
+  data->topics.reserve(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    std::uint8_t size = 0;
+    TopicOffsets::TopicNext topic;
+    if (!in.u8(&size) || !in.bytes(size, &topic.topic) || !in.u64(&topic.next_offset)) {
+      return corrupt("truncated topic table");
+    }
+    if (!derived::topic_problem(topic.topic).empty()) return corrupt("an invalid topic name");
+    if (!data->topics.empty() && topic.topic <= data->topics.back().topic) {
+      return corrupt("topics out of order");
+    }
+    if (topic.next_offset == 0 || topic.next_offset > TopicOffsets::kMaxNextOffset) {
+      return corrupt("a bad next offset");
+    }
+    data->topics.push_back(std::move(topic));
+  }
+  return store::Status();
+}
+
+store::Status decode_client(Reader& in, const SnapshotData& data,
+                            DedupTable::ClientState* client) {
+  std::uint32_t count = 0;
+  if (!in.u64(&client->client_id) || !in.u64(&client->forgotten_below) || !in.u32(&count)) {
+    return corrupt("truncated dedup table");
+  }
+  if (client->client_id == 0) return corrupt("a dedup client 0");
+  if (count > kMaxAppendsPerClient) return corrupt("a client with " + std::to_string(count) + " appends");
+  if (count > in.remaining() / kAppendBytes) return corrupt("truncated dedup table");
+  client->appends.resize(count);
+  std::set<std::uint64_t> sequences;
+  for (DedupTable::RememberedAppend& append : client->appends) {
+    if (!in.u64(&append.sequence) || !in.u64(&append.range.first) ||
+        !in.u64(&append.range.last) || !in.u64(&append.range.term) || !in.u32(&append.digest)) {
+      return corrupt("truncated dedup table");
+    }
+    // It starts at or below the snapshot's index; it may end after it (kept whole when committed).
+    if (append.range.first == 0 || append.range.first > append.range.last ||
+        append.range.first > data.index) {
+      return corrupt("a remembered append starting outside 1.." + std::to_string(data.index));
+    }
+    if (append.range.term == 0 || append.range.term > data.term) {
+      return corrupt("a remembered append of term " + std::to_string(append.range.term));
+    }
+    if (append.sequence < client->forgotten_below || !sequences.insert(append.sequence).second) {
+      return corrupt("a remembered sequence forgotten or repeated");
+    }
+  }
+  return store::Status();
+}
+
+}  // namespace
+
+store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
+  if (bytes.size() > kMaxSnapshotDataBytes) return corrupt(std::to_string(bytes.size()) + " bytes");
+  if (bytes.size() < kHeaderBytes) return corrupt("shorter than its header");
+  if (store::get_u32(bytes.data()) != kMagic) return corrupt("bad magic");
+  if (store::get_u32(bytes.data() + 4) != util::crc32c::value(bytes.data() + 8, bytes.size() - 8)) {
+    return corrupt("checksum mismatch");
+  }
+  if (const std::uint32_t version = store::get_u32(bytes.data() + 8);
+      version != kSnapshotDataVersion) {
+    return corrupt("unknown version " + std::to_string(version));
+  }
+  Reader in(bytes.substr(12));
+  SnapshotData data;
+  std::uint32_t conf_size = 0;
+  std::uint8_t origin = 0;
+  (void)in.u64(&data.index);
+  (void)in.u64(&data.term);
+  (void)in.u8(&origin);
+  (void)in.u32(&conf_size);
+  if (origin != static_cast<std::uint8_t>(SnapshotOrigin::kInstalled) &&
+      origin != static_cast<std::uint8_t>(SnapshotOrigin::kTrim)) {
+    return corrupt("unknown origin " + std::to_string(origin));
+  }
+  data.origin = static_cast<SnapshotOrigin>(origin);
+  if (data.index == 0 || data.term == 0 || data.term > raft::kMaxTerm) {
+    return corrupt("index " + std::to_string(data.index) + " term " + std::to_string(data.term));
+  }
+  std::string conf;
+  if (conf_size > raft::kMaxConfigBytes || !in.bytes(conf_size, &conf)) {
+    return corrupt("a bad configuration length");
+  }
+  std::optional<raft::ConfState> decoded_conf = raft::decode_config(conf);
+  if (!decoded_conf) return corrupt("a configuration that does not decode");
+  data.conf = std::move(*decoded_conf);
+  if (!in.u64(&data.timestamp_floor_ms)) return corrupt("truncated before the timestamp floor");
+  RAFTLOG_RETURN_IF_ERROR(decode_topics(in, &data));
+  std::uint32_t section_size = 0;
+  if (!in.u32(&section_size) || section_size > kMaxSnapshotSectionBytes ||
+      !in.bytes(section_size, &data.section)) {
+    return corrupt("a bad node section");
+  }
+  std::uint32_t clients = 0;
+  if (!in.u64(&data.dedup_view_start) || !in.u32(&clients)) return corrupt("truncated dedup table");
+  if (data.dedup_view_start > data.index + 1) return corrupt("a dedup view start past the index");
+  if (clients > in.remaining() / kClientHeaderBytes) return corrupt("truncated dedup table");
+  data.dedup_clients.resize(clients);
+  std::set<std::uint64_t> ids;
+  for (DedupTable::ClientState& client : data.dedup_clients) {
+    RAFTLOG_RETURN_IF_ERROR(decode_client(in, data, &client));
+    if (!ids.insert(client.client_id).second) return corrupt("a dedup client listed twice");
+  }
+  if (in.remaining() != 0) return corrupt("trailing bytes");
+  return data;
+}
+
+store::Status write_snapshot_file(store::Env* env, const std::string& data_dir,
+                                  std::string_view bytes) {
+  if (env == nullptr) env = store::Env::posix();
+  const std::string path = store::join_path(data_dir, kSnapshotFileName);
+  const std::string temp = path + ".tmp";
+  RAFTLOG_RETURN_IF_ERROR(env->write_file(temp, bytes));
+  RAFTLOG_RETURN_IF_ERROR(env->rename(temp, path));
+  return env->sync_dir(data_dir);
+}
+
+store::Result<std::optional<SnapshotData>> read_snapshot_file(store::Env* env,
+                                                              const std::string& data_dir) {
+  if (env == nullptr) env = store::Env::posix();
+  const std::string path = store::join_path(data_dir, kSnapshotFileName);
+  if (!env->exists(path)) return std::optional<SnapshotData>();
+  auto bytes = env->read_file(path, kMaxSnapshotDataBytes);
+  if (!bytes.ok()) return bytes.status();
+  auto data = decode_snapshot_data(*bytes);
+  if (!data.ok()) return store::Status::corruption(path + ": " + data.status().message());
+  return std::optional<SnapshotData>(std::move(*data));
+}
+
+}  // namespace raftlog::replica

@@ -1,0 +1,93 @@
+// Snapshot data: the replica's own state as of a snapshot's index S that the entries S+1.. do not
+// carry (docs/raft.md, "Snapshots"; docs/storage-format.md, "Snapshot data and SNAPSHOT"). The
+// leader's replica fills raft::Snapshot::data with it before the kSnapshot message leaves; a
+// follower's replica checks it before its Raft core sees the message, installs it (replica_snapshot.cpp)
+// and keeps the same bytes in <data_dir>/SNAPSHOT, which a restart loads before it rebuilds from the
+// log. It holds:
+//   - S, its term and the configuration in force at S (with the members' addresses): the install
+//     refuses data that does not name the snapshot it travels in;
+//   - the topic table as of S (the next offset of every topic) and the timestamp floor, so that
+//     offsets continue densely after S and timestamps never go backwards (TOPICSTATE's content);
+//   - the dedup table's remembered appends whose ranges start at or below S (one that straddles S
+//     whole, when the sender has committed its end), clients most recently used first, bounded: clients beyond the byte budget are left out (they then behave as clients
+//     the table evicted: a retry of theirs is appended again), and the sender's view start;
+//   - an opaque section for the node above the replica (raftlogd: the consumer group table,
+//     derived/GROUPS's encoding, at a boundary past S): checked and installed by the node through
+//     ReplicaDeps, carried as bytes here (the replica does not depend on src/derived's tables).
+//
+// The same encoding, with origin kTrim, is what a node's own trim saves in SNAPSHOT before it
+// deletes segments (only its dedup part is used: a restart keeps answering retries of appends the
+// trim removed; TOPICSTATE and CONFSTATE already cover the rest).
+//
+// Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1),
+// u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes, u64 timestamp floor (ms), u32 topic
+// count, per topic (strictly increasing byte order) u8 length, the topic, u64 next offset
+// (1..TopicOffsets::kMaxNextOffset); u32 length + the node's section; u64 the sender's dedup view
+// start, u32 client count, per client u64 client id (non-zero, unique), u64 forgotten_below, u32
+// append count (at most kMaxAppendsPerClient), per append u64 sequence, u64 first, u64 last, u64
+// term, u32 digest (1 <= first <= index, first <= last, 1 <= term <= the snapshot's term, sequence
+// at or above forgotten_below, unique within the client). Nothing may follow.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "raft/types.h"
+#include "replica/dedup_table.h"
+#include "replica/topic_offsets.h"
+#include "store/env.h"
+#include "store/status.h"
+
+namespace raftlog::replica {
+
+inline constexpr std::uint32_t kSnapshotDataVersion = 1;
+// The largest snapshot data any node decodes (a file or a message). A sender's own budget
+// (ReplicaConfig::max_snapshot_data_bytes) is smaller: one peer message carries it whole.
+inline constexpr std::size_t kMaxSnapshotDataBytes = 64U << 20;
+// The node's section (raftlogd: the consumer group table, at most 32 MiB encoded).
+inline constexpr std::size_t kMaxSnapshotSectionBytes = 48U << 20;
+// Remembered appends per client a snapshot may carry; a sender whose table keeps more
+// (--dedup-sequences-per-client) sends the highest sequences and raises forgotten_below.
+inline constexpr std::size_t kMaxAppendsPerClient = 4096;
+
+// Where a snapshot data came from: a leader's snapshot this node installed, or its own trim.
+enum class SnapshotOrigin : std::uint8_t { kInstalled = 1, kTrim = 2 };
+
+struct SnapshotData {
+  std::uint64_t index = 0;
+  std::uint64_t term = 0;
+  SnapshotOrigin origin = SnapshotOrigin::kInstalled;
+  raft::ConfState conf;
+  std::uint64_t timestamp_floor_ms = 0;
+  std::vector<TopicOffsets::TopicNext> topics;  // sorted by topic
+  std::string section;                          // the node's own state (opaque here)
+  std::uint64_t dedup_view_start = 0;
+  std::vector<DedupTable::ClientState> dedup_clients;  // most recently used first
+  friend bool operator==(const SnapshotData&, const SnapshotData&) = default;
+};
+
+// Bytes `data` encodes to without its dedup clients, and what one client adds: the sender fills
+// the dedup part up to its budget with them.
+std::size_t encoded_size_without_dedup(const SnapshotData& data);
+std::size_t encoded_client_size(const DedupTable::ClientState& client);
+
+// Precondition: `data` satisfies every rule decode_snapshot_data checks (the leader's own state
+// does), and encoded_size_without_dedup + the clients' sizes <= kMaxSnapshotDataBytes.
+std::string encode_snapshot_data(const SnapshotData& data);
+// kCorruption naming the first problem for anything but a well-formed snapshot data of a known
+// version: it comes from the network or the disk, so nothing is trusted.
+store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes);
+
+// <data_dir>/SNAPSHOT: the encoded data of the last snapshot this node installed, written before the
+// install's log reset (SNAPSHOT.tmp, fdatasync, rename, directory fsync) through `env` (nullptr:
+// the POSIX Env), so that the simulator's power cuts apply to it. read: nullopt when there is none.
+store::Status write_snapshot_file(store::Env* env, const std::string& data_dir,
+                                  std::string_view bytes);
+store::Result<std::optional<SnapshotData>> read_snapshot_file(store::Env* env,
+                                                              const std::string& data_dir);
+
+}  // namespace raftlog::replica

@@ -1,0 +1,93 @@
+#include "server/snapshot_progress.h"
+
+#include <functional>
+
+namespace raftlog::server {
+
+const char* to_string(SnapshotTransfer::State state) {
+  switch (state) {
+    case SnapshotTransfer::State::kSending:
+      return "sending";
+    case SnapshotTransfer::State::kSent:
+      return "sent";
+    case SnapshotTransfer::State::kReceiving:
+      return "receiving";
+    case SnapshotTransfer::State::kInstalling:
+      return "installing";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The peer's match index on this leader, or nullopt when the node is not the leader or does not
+// track the peer.
+std::optional<std::uint64_t> match_index(const NodeStatus& status, std::uint64_t peer) {
+  if (status.role != raft::Role::kLeader) return std::nullopt;
+  for (const PeerStatus& tracked : status.peers) {
+    if (tracked.id == peer) return tracked.match_index;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector<PeerStats>& peers,
+                                     const SnapshotReceiveStatus& receive,
+                                     std::chrono::steady_clock::time_point now) {
+  SnapshotTransfers transfers;
+  for (const PeerStats& peer : peers) {
+    transfers.snapshots_started += peer.snapshots_started;
+    transfers.snapshots_sent += peer.snapshots_sent;
+    transfers.snapshots_abandoned += peer.snapshots_abandoned;
+    if (!peer.snapshot || peer.snapshot->state == SnapshotSendProgress::State::kAbandoned) continue;
+    const SnapshotSendProgress& progress = *peer.snapshot;
+    // In flight while we lead and the follower has not acknowledged the snapshot's index.
+    const std::optional<std::uint64_t> match = match_index(status, peer.id);
+    if (!match || *match >= progress.index) continue;
+    transfers.sending.push_back(SnapshotTransfer{
+        peer.id, progress.index, progress.term, progress.sent_bytes, progress.total_bytes,
+        progress.state == SnapshotSendProgress::State::kSending ? SnapshotTransfer::State::kSending
+                                                                : SnapshotTransfer::State::kSent});
+  }
+  transfers.received = receive.counters;
+  // The newest term's partial: after a leader change the old leader's is dropped anyway.
+  for (const SnapshotReceiveProgress& partial : receive.partials) {
+    if (transfers.receiving && transfers.receiving->term >= partial.term) continue;
+    transfers.receiving = SnapshotTransfer{
+        partial.from,           partial.index,       partial.term,
+        partial.received_bytes, partial.total_bytes, SnapshotTransfer::State::kReceiving};
+  }
+  if (!transfers.receiving && receive.last_delivered && status.role != raft::Role::kLeader &&
+      status.commit_index < receive.last_delivered->index &&
+      now - receive.last_delivered->at < kSnapshotInstallReportWindow) {
+    const SnapshotDelivery& delivered = *receive.last_delivered;
+    transfers.receiving =
+        SnapshotTransfer{delivered.from,  delivered.index, delivered.term,
+                         delivered.bytes, delivered.bytes, SnapshotTransfer::State::kInstalling};
+  }
+  return transfers;
+}
+
+std::function<SnapshotTransfers(const NodeStatus&)> snapshot_transfers_source(
+    const PeerTransport* transport) {
+  return [transport](const NodeStatus& status) {
+    return snapshot_transfers(status, transport->peer_stats(), transport->snapshot_receive_status(),
+                              std::chrono::steady_clock::now());
+  };
+}
+
+std::string snapshot_not_serving_reason(const SnapshotTransfers& transfers) {
+  if (!transfers.receiving) return "";
+  const SnapshotTransfer& transfer = *transfers.receiving;
+  if (transfer.state == SnapshotTransfer::State::kInstalling) {
+    return "installing a snapshot of the log up to index " + std::to_string(transfer.index) +
+           " from node " + std::to_string(transfer.peer);
+  }
+  return "receiving a snapshot of the log up to index " + std::to_string(transfer.index) +
+         " from node " + std::to_string(transfer.peer) + " (" +
+         std::to_string(transfer.bytes_done) + " of " + std::to_string(transfer.bytes_total) +
+         " bytes)";
+}
+
+}  // namespace raftlog::server

@@ -1,0 +1,369 @@
+// Catching up from a snapshot over real raftlogd processes (issue 15, item 4): a follower stranded
+// behind the leader's retention catches up by itself (status and health say so while it does, a
+// retry of an append acknowledged before the trim is still answered from the dedup state the
+// snapshot carried); a member added after retention trimmed the log catches up; kill -9 during a
+// snapshot transfer or install, on the follower's side and on the leader's, leaves a cluster that
+// converges with every acknowledged entry. Small segments (64 KiB) so that trims cut whole segments
+// quickly; the large snapshots come from many topics (each topic's next offset is snapshot state).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/admin.h"
+#include "shared/command_run.h"
+#include "testing/http_get.h"
+#include "testing/local_cluster.h"
+
+namespace raftlog::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Acknowledged = std::map<std::uint64_t, std::string>;
+
+LocalClusterOptions snapshot_cluster(int nodes = 3, int founders = 0) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  options.nodes = nodes;
+  options.founding_members = founders;
+  options.segment_size_bytes = 64 << 10;
+  options.max_entry_size_bytes = 8 << 10;
+  options.metrics = true;
+  // A silent follower no longer holds retention back after half a second.
+  options.extra_flags = {"--retention-follower-grace-ms=500"};
+  return options;
+}
+
+template <typename Predicate>
+bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 20s,
+                std::chrono::milliseconds poll = 50ms) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (predicate()) return true;
+    std::this_thread::sleep_for(poll);
+  }
+  return predicate();
+}
+
+// Appends `count` 2 KiB entries one by one, remembering each acknowledged index and payload.
+std::uint64_t append_entries(client::Client& client, int count, const std::string& tag,
+                             Acknowledged* acknowledged) {
+  std::uint64_t last = 0;
+  for (int i = 0; i < count; ++i) {
+    const std::string payload = tag + "-" + std::to_string(i) + std::string(2000, 'r');
+    auto result = client.append({payload});
+    EXPECT_TRUE(result.ok()) << result.status().message();
+    if (!result.ok()) continue;
+    (*acknowledged)[result->first_index] = payload;
+    last = result->last_index;
+  }
+  return last;
+}
+
+// `topics` distinct topics of 128-byte names (the longest), 1000 entries per append: snapshot state that takes
+// several chunks (each topic's next offset travels in the snapshot).
+std::uint64_t append_many_topics(client::Client& client, int topics, Acknowledged* acknowledged) {
+  std::uint64_t last = 0;
+  for (int first = 0; first < topics; first += 1000) {
+    std::vector<std::string> payloads;
+    std::vector<client::EntryAttributes> attributes;
+    for (int t = first; t < std::min(topics, first + 1000); ++t) {
+      std::string name = "topic-" + std::to_string(t) + "-";
+      name.resize(128, 'x');
+      payloads.push_back("t" + std::to_string(t));
+      attributes.push_back(client::EntryAttributes{name, {}});
+    }
+    auto result = client.append(payloads, attributes);
+    EXPECT_TRUE(result.ok()) << result.status().message();
+    if (!result.ok()) continue;
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      (*acknowledged)[result->first_index + i] = payloads[i];
+    }
+    last = result->last_index;
+  }
+  return last;
+}
+
+// Trims `id`'s log below `before` and retries while the consumer group table's retention hold
+// (one persist interval behind the commit index) keeps the first index at or below `past`.
+std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, int id, std::uint64_t before,
+                        std::uint64_t past) {
+  std::uint64_t first = 0;
+  eventually(
+      [&] {
+        auto trimmed = client.trim(cluster.address(id), before);
+        if (trimmed.ok()) first = trimmed->first_index;
+        return first > past;
+      },
+      10s, 100ms);
+  EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
+  return first;
+}
+
+// Every acknowledged entry at or above `from` and at or above node `id`'s own first index is in its
+// log with its payload (some must be). A follower caught up by a snapshot holds the log from the
+// snapshot's index + 1, which the leader may place above its own first index (up to its commit
+// index: src/replica/replica_snapshot.cpp, "the snapshot point"); entries in between are on the
+// nodes that kept them.
+void expect_holds_acknowledged(LocalCluster& cluster, int id, const Acknowledged& acknowledged,
+                               std::uint64_t from) {
+  ASSERT_FALSE(acknowledged.empty());
+  ASSERT_TRUE(cluster.wait_for_commit(id, acknowledged.rbegin()->first, 30s))
+      << cluster.log_tail(id);
+  std::optional<client::NodeStatus> status;
+  ASSERT_TRUE(eventually([&] { return (status = cluster.status(id)).has_value(); }, 10s))
+      << "node " << id << " does not answer\n"
+      << cluster.log_tail(id);
+  from = std::max(from, status->first_index);
+  std::map<std::uint64_t, std::string> log;
+  for (const client::Entry& entry : cluster.read_all(id)) log[entry.index] = entry.payload;
+  std::size_t missing = 0;
+  std::size_t checked = 0;
+  for (const auto& [index, payload] : acknowledged) {
+    if (index < from) continue;
+    ++checked;
+    const auto found = log.find(index);
+    if (found == log.end() || found->second != payload) ++missing;
+  }
+  EXPECT_GT(checked, 0U) << "node " << id << " from index " << from;
+  EXPECT_EQ(missing, 0U) << "node " << id << " lacks " << missing << " of " << checked
+                         << " acknowledged entries from index " << from
+                         << " (its log: " << (log.empty() ? 0 : log.begin()->first) << ".."
+                         << (log.empty() ? 0 : log.rbegin()->first) << ")";
+}
+
+int health_exit(int id, LocalCluster& cluster) {
+  return run_command(std::string(RAFTLOGCTL_PATH) + " health --timeout-ms 2000 --endpoints " +
+                     cluster.address(id))
+      .exit_code;
+}
+
+// Watches `follower` until its health is SERVING with its commit index at `index` (bounded):
+// whether it was seen receiving or installing a snapshot on the way.
+struct CatchUp {
+  bool caught_up = false;
+  bool seen_in_snapshot = false;
+};
+CatchUp watch_catch_up(LocalCluster& cluster, int follower, std::uint64_t index) {
+  CatchUp result;
+  result.caught_up = eventually(
+      [&] {
+        auto status = cluster.status(follower);
+        if (!status.has_value()) return false;
+        if (status->receiving_snapshot) result.seen_in_snapshot = true;
+        return status->commit_index >= index && !status->receiving_snapshot &&
+               health_exit(follower, cluster) == 0;
+      },
+      40s, 1ms);
+  return result;
+}
+
+TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
+  LocalCluster cluster(snapshot_cluster());
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  const int follower = leader == 1 ? 2 : 1;
+  auto client = cluster.client();
+  Acknowledged acknowledged;
+
+  // An idempotent append whose retry is tried after the trim and the catch-up.
+  client::Options probe_options;
+  probe_options.client_id = 0x5eed;
+  probe_options.first_sequence = 1;
+  auto probe = cluster.client(probe_options)->append({"dedup-probe"});
+  ASSERT_TRUE(probe.ok()) << probe.status().message();
+  acknowledged[probe->first_index] = "dedup-probe";
+
+  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 10, "a", &acknowledged)));
+  const std::uint64_t follower_had = cluster.status(follower)->last_index;
+  cluster.kill(follower);
+  std::this_thread::sleep_for(800ms);  // past the follower grace
+  // Topics make the snapshot several chunks long, so that its transfer and install take long
+  // enough to be seen.
+  append_many_topics(*client, 30000, &acknowledged);
+  const std::uint64_t last = append_entries(*client, 150, "b", &acknowledged);
+  const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, follower_had + 1);
+
+  cluster.start(follower);
+  const CatchUp catch_up = watch_catch_up(cluster, follower, last);
+  ASSERT_TRUE(catch_up.caught_up) << cluster.log_tail(follower) << cluster.log_tail(leader);
+  auto status = cluster.status(follower);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_GE(status->snapshots_received, 1U);  // it caught up by a snapshot, not by entries
+  EXPECT_GT(status->first_index, follower_had + 1);
+  EXPECT_LE(status->first_index, last + 1);  // the snapshot covers committed entries only
+  EXPECT_EQ(status->stranded_below_index, 0U);
+  // Replication continues after the snapshot; the leader still holds everything from its trim.
+  const std::uint64_t after = append_entries(*client, 5, "after", &acknowledged);
+  ASSERT_TRUE(cluster.wait_for_commit(follower, after)) << cluster.log_tail(follower);
+  expect_holds_acknowledged(cluster, follower, acknowledged, first);
+  expect_holds_acknowledged(cluster, leader, acknowledged, first);
+  // Below its new first index the follower's log is trimmed, as the leader's is.
+  auto only_follower = cluster.client({}, {follower});
+  auto below = only_follower->read(status->first_index - 1, 10, 1 << 20, false);
+  ASSERT_FALSE(below.ok());
+  EXPECT_EQ(below.status().code(), client::StatusCode::kOutOfRange) << below.status().message();
+  // On the way it was NOT_SERVING (stranded, receiving or installing), and said so.
+  const std::string log = cluster.log_tail(follower, 1 << 20);
+  EXPECT_TRUE(log.find("NOT_SERVING (stranded") != std::string::npos ||
+              log.find("NOT_SERVING (receiving a snapshot") != std::string::npos ||
+              log.find("NOT_SERVING (installing a snapshot") != std::string::npos ||
+              catch_up.seen_in_snapshot)
+      << log;
+  // raftlogctl status --json says how it caught up.
+  const CommandRun json =
+      run_command(std::string(RAFTLOGCTL_PATH) + " status --json --timeout-ms 2000 --endpoints " +
+                  cluster.address(follower));
+  EXPECT_EQ(json.out.find("\"snapshots_received\":0,"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"receiving_snapshot\":null"), std::string::npos) << json.out;
+  const auto metrics = http_get(cluster.metrics_address(follower), "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_NE(metrics->find("raftlog_node_snapshot_receiving{node_id=\"" + std::to_string(follower) +
+                          "\"} 0"),
+            std::string::npos);
+  EXPECT_EQ(metrics->find("raftlog_snapshots_received_total{node_id=\"" + std::to_string(follower) +
+                          "\"} 0"),
+            std::string::npos);
+
+  // The retry of the append acknowledged before the trim, answered by the caught-up follower as
+  // leader from the dedup state its snapshot carried: the original index, not a second copy.
+  auto transferred = client->transfer_leadership(static_cast<std::uint64_t>(follower));
+  ASSERT_TRUE(transferred.ok()) << transferred.status().message();
+  ASSERT_TRUE(eventually([&] {
+    auto now = cluster.status(follower);
+    return now.has_value() && now->role == client::Role::kLeader;
+  }));
+  auto retried = cluster.client(probe_options, {follower})->append({"dedup-probe"});
+  ASSERT_TRUE(retried.ok()) << retried.status().message();
+  EXPECT_EQ(retried->first_index, probe->first_index);
+  EXPECT_TRUE(retried->duplicate);
+}
+
+TEST(SnapshotCatchUpTest, AMemberAddedAfterRetentionCatchesUp) {
+  LocalCluster cluster(snapshot_cluster(4, 3));
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  auto client = cluster.client({}, {1, 2, 3});
+  Acknowledged acknowledged;
+  const std::uint64_t last = append_entries(*client, 150, "c", &acknowledged);
+  std::uint64_t first = 0;
+  for (int id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(cluster.wait_for_commit(id, last));
+    const std::uint64_t trimmed = trim_past(cluster, *client, id, last + 1, 20);
+    if (id == leader) first = trimmed;
+  }
+
+  client::Options members_options;
+  for (int id = 1; id <= 3; ++id) members_options.endpoints.push_back(cluster.address(id));
+  members_options.retry_deadline_ms = 30000;
+  members_options.call_timeout_ms = 30000;
+  auto members = client::MembersClient::create(members_options);
+  ASSERT_TRUE(members.ok());
+  auto added = members.value()->add(4, cluster.address(4), /*learner=*/true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string() << cluster.log_tail(4);
+  auto promoted = members.value()->promote_when_caught_up(4, 30000);
+  ASSERT_TRUE(promoted.ok()) << promoted.status().to_string() << cluster.log_tail(4)
+                             << cluster.log_tail(leader);
+  const std::uint64_t after = append_entries(*client, 5, "d", &acknowledged);
+  const CatchUp catch_up = watch_catch_up(cluster, 4, after);
+  ASSERT_TRUE(catch_up.caught_up) << cluster.log_tail(4);
+  auto status = cluster.status(4);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_GE(status->snapshots_received, 1U);
+  EXPECT_GT(status->first_index, 1U);
+  expect_holds_acknowledged(cluster, 4, acknowledged, first);
+  expect_holds_acknowledged(cluster, leader, acknowledged, first);
+}
+
+// The snapshot a stranded follower needs, made large (tens of thousands of topics) so that its
+// transfer takes several chunks; then `kill_side` is killed with -9 while the transfer or the
+// install is seen in flight (or, when the machine was too quick to see it, as soon as the follower
+// started). Afterwards every node converges on every acknowledged entry.
+enum class KillSide { kFollower, kLeader };
+
+void kill_during_install(KillSide kill_side) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto phase = [&](const char* what) {
+    std::cout << what << " after "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now() - started)
+                     .count()
+              << " ms" << std::endl;
+  };
+  LocalCluster cluster(snapshot_cluster());
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  const int follower = leader == 1 ? 2 : 1;
+  const int other = 6 - leader - follower;
+  auto client = cluster.client();
+  Acknowledged acknowledged;
+  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 5, "e", &acknowledged)));
+  const std::uint64_t follower_had = cluster.status(follower)->last_index;
+  cluster.kill(follower);
+  std::this_thread::sleep_for(800ms);
+  append_many_topics(*client, 30000, &acknowledged);
+  const std::uint64_t last = append_entries(*client, 60, "f", &acknowledged);
+  ASSERT_TRUE(cluster.wait_for_commit(other, last));
+  // Both remaining nodes trim, so whichever leads after a kill needs a snapshot for the follower.
+  const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, follower_had + 1);
+  trim_past(cluster, *client, other, last + 1, follower_had + 1);
+  phase("trimmed");
+
+  cluster.start(follower);
+  // In flight: the follower receives or installs it, so the leader's transfer is not acknowledged
+  // yet either (polling the follower alone: a second status call per round made the window of a
+  // few hundred milliseconds easy to miss).
+  bool in_flight = false;
+  eventually(
+      [&] {
+        auto on_follower = cluster.status(follower);
+        in_flight = on_follower.has_value() && on_follower->receiving_snapshot.has_value();
+        return in_flight;
+      },
+      10s, 1ms);
+  const int victim = kill_side == KillSide::kFollower ? follower : leader;
+  cluster.kill(victim);
+  std::cout << "killed node " << victim
+            << (in_flight ? " with a snapshot in flight" : " (no snapshot seen in flight)")
+            << std::endl;
+  EXPECT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing\n"
+                         << cluster.log_tail(follower, 3000) << cluster.log_tail(leader, 3000);
+  cluster.start(victim);
+  phase("restarted");
+
+  // Every node converges (SERVING, caught up), then appends continue through whoever leads, and
+  // every node holds every acknowledged entry from its own first index on.
+  auto after_client = cluster.client();
+  const std::uint64_t after = append_entries(*after_client, 5, "g", &acknowledged);
+  for (int id = 1; id <= 3; ++id) {
+    const CatchUp catch_up = watch_catch_up(cluster, id, after);
+    ASSERT_TRUE(catch_up.caught_up) << "node " << id << "\n" << cluster.log_tail(id);
+  }
+  phase("converged");
+  const std::uint64_t final_index = append_entries(*after_client, 5, "h", &acknowledged);
+  for (int id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(cluster.wait_for_commit(id, final_index, 20s)) << cluster.log_tail(id);
+    expect_holds_acknowledged(cluster, id, acknowledged, first);
+  }
+  // The node that never went down kept everything from its trim point on.
+  expect_holds_acknowledged(cluster, other, acknowledged, first);
+}
+
+TEST(SnapshotCatchUpTest, KillNineOfTheFollowerDuringAnInstallConverges) {
+  kill_during_install(KillSide::kFollower);
+}
+
+TEST(SnapshotCatchUpTest, KillNineOfTheLeaderDuringAnInstallConverges) {
+  kill_during_install(KillSide::kLeader);
+}
+
+}  // namespace
+}  // namespace raftlog::testing

@@ -1,0 +1,258 @@
+// Snapshot data (src/replica/snapshot_data.h): what a leader's replica sends in place of trimmed
+// entries. It comes from the network (and back from the disk), so decoding must refuse every
+// malformed input without trusting any field; and the dedup table's export and replace must keep
+// exactly the appends a retry can still be answered from.
+#include "replica/snapshot_data.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "store/endian.h"
+#include "util/crc32c.h"
+
+namespace raftlog::replica {
+namespace {
+
+SnapshotData sample() {
+  SnapshotData data;
+  data.index = 500;
+  data.term = 7;
+  data.conf.voters = {1, 2, 3};
+  data.conf.learners = {4};
+  data.conf.addresses = {{1, "127.0.0.1:7001"}, {2, "127.0.0.1:7002"}, {3, "127.0.0.1:7003"},
+                         {4, "127.0.0.1:7004"}};
+  data.timestamp_floor_ms = 1'800'000'000'000;
+  data.topics = {{"audit", 3}, {"orders", 120}, {"z9", 1}};
+  data.section = std::string("group table bytes\0with a zero", 29);
+  data.dedup_view_start = 12;
+  data.origin = SnapshotOrigin::kTrim;
+  data.dedup_clients = {
+      {77, 0, {{1, {100, 102, 6, }, 0xDEADBEEF}, {2, {103, 103, 6}, 42}}},
+      {5, 9, {{9, {480, 500, 7}, 1}}},
+      {6, 4, {}},
+  };
+  return data;
+}
+
+// The bytes with the CRC recomputed: the decoder's own checks, not the checksum, must refuse them.
+std::string resealed(std::string bytes) {
+  store::put_u32(bytes.data() + 4, util::crc32c::value(bytes.data() + 8, bytes.size() - 8));
+  return bytes;
+}
+
+TEST(SnapshotData, RoundTripsEveryField) {
+  const SnapshotData data = sample();
+  const std::string bytes = encode_snapshot_data(data);
+  std::size_t expected = encoded_size_without_dedup(data);
+  for (const auto& client : data.dedup_clients) expected += encoded_client_size(client);
+  EXPECT_EQ(bytes.size(), expected);
+  auto decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, data);
+  SnapshotData empty;
+  empty.index = 1;
+  empty.term = 1;
+  empty.conf.voters = {1};
+  auto decoded_empty = decode_snapshot_data(encode_snapshot_data(empty));
+  ASSERT_TRUE(decoded_empty.ok()) << decoded_empty.status().to_string();
+  EXPECT_EQ(*decoded_empty, empty);
+}
+
+TEST(SnapshotData, EveryFlippedBitAndEveryTruncationIsRefused) {
+  const std::string bytes = encode_snapshot_data(sample());
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; bit += 3) {
+      std::string flipped = bytes;
+      flipped[i] = static_cast<char>(flipped[i] ^ (1 << bit));
+      EXPECT_FALSE(decode_snapshot_data(flipped).ok()) << "byte " << i << " bit " << bit;
+    }
+  }
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    EXPECT_FALSE(decode_snapshot_data(bytes.substr(0, size)).ok()) << size;
+    // Resealed, the checksum passes: the structure itself must not.
+    if (size >= 8) {
+      EXPECT_FALSE(decode_snapshot_data(resealed(bytes.substr(0, size))).ok()) << size;
+    }
+  }
+  EXPECT_FALSE(decode_snapshot_data(resealed(bytes + "x")).ok());
+}
+
+// Data whose checksum is right but whose content breaks a rule: each refused with its reason.
+TEST(SnapshotData, ContentThatBreaksARuleIsRefusedEvenWithAValidChecksum) {
+  auto refused = [](const SnapshotData& data, const std::string& what) {
+    auto decoded = decode_snapshot_data(encode_snapshot_data(data));
+    ASSERT_FALSE(decoded.ok()) << what;
+    EXPECT_EQ(decoded.status().code(), store::StatusCode::kCorruption) << what;
+  };
+  SnapshotData d = sample();
+  d.index = 0;
+  refused(d, "index 0");
+  d = sample();
+  d.term = 0;
+  refused(d, "term 0");
+  d = sample();
+  d.term = raft::kMaxTerm + 1;
+  refused(d, "term above the limit");
+  d = sample();
+  d.topics = {{"orders", 1}, {"audit", 1}};
+  refused(d, "topics out of order");
+  d = sample();
+  d.topics = {{"orders", 1}, {"orders", 2}};
+  refused(d, "a topic twice");
+  d = sample();
+  d.topics = {{"bad topic", 1}};
+  refused(d, "an invalid topic name");
+  d = sample();
+  d.topics = {{"orders", 0}};
+  refused(d, "next offset 0");
+  d = sample();
+  d.topics = {{"orders", TopicOffsets::kMaxNextOffset + 1}};
+  refused(d, "next offset past the bound");
+  d = sample();
+  d.dedup_clients[0].client_id = 0;
+  refused(d, "client 0");
+  d = sample();
+  d.dedup_clients[1].client_id = d.dedup_clients[0].client_id;
+  refused(d, "a client twice");
+  d = sample();
+  d.dedup_clients[1].appends[0].range.first = d.index + 1;
+  d.dedup_clients[1].appends[0].range.last = d.index + 1;
+  refused(d, "an append starting past the snapshot");
+  d = sample();
+  d.dedup_clients[0].appends[0].range.first = 0;
+  refused(d, "an append from index 0");
+  d = sample();
+  d.dedup_clients[0].appends[0].range.first = 103;
+  refused(d, "an append whose first is past its last");
+  d = sample();
+  d.dedup_clients[1].appends[0].range.term = d.term + 1;
+  refused(d, "an append of a later term");
+  d = sample();
+  d.dedup_clients[0].appends[0].range.term = 0;
+  refused(d, "an append of term 0");
+  d = sample();
+  d.dedup_clients[1].appends[0].sequence = 8;  // forgotten_below is 9
+  refused(d, "a forgotten sequence");
+  d = sample();
+  d.dedup_clients[0].appends[1].sequence = 1;
+  refused(d, "a sequence twice");
+  d = sample();
+  d.dedup_clients[0].appends.resize(kMaxAppendsPerClient + 1, {1, {1, 1, 1}, 0});
+  for (std::size_t i = 0; i < d.dedup_clients[0].appends.size(); ++i) {
+    d.dedup_clients[0].appends[i].sequence = 1000 + i;
+  }
+  refused(d, "too many appends for one client");
+  d = sample();
+  d.dedup_view_start = d.index + 2;
+  refused(d, "a view start past the snapshot");
+  // A configuration that does not decode (a voter list with node 0 is invalid): patched in place.
+  std::string bytes = encode_snapshot_data(sample());
+  bytes[33 + 1] = 99;  // the configuration's first byte after its version: its voter count
+  EXPECT_FALSE(decode_snapshot_data(resealed(bytes)).ok());
+  std::string wrong_origin = encode_snapshot_data(sample());
+  wrong_origin[28] = 3;
+  EXPECT_FALSE(decode_snapshot_data(resealed(wrong_origin)).ok());
+  std::string wrong_version = encode_snapshot_data(sample());
+  store::put_u32(wrong_version.data() + 8, kSnapshotDataVersion + 1);
+  EXPECT_FALSE(decode_snapshot_data(resealed(wrong_version)).ok());
+  std::string wrong_magic = encode_snapshot_data(sample());
+  wrong_magic[0] = 'X';
+  EXPECT_FALSE(decode_snapshot_data(resealed(wrong_magic)).ok());
+}
+
+// Random mutations of a valid encoding, resealed so that they reach the structural checks: the
+// decoder never crashes, and what it accepts encodes back to the same bytes (nothing it accepted
+// was read past its end or half-parsed).
+TEST(SnapshotData, FuzzedInputsAreRefusedOrDecodeExactly) {
+  const std::string valid = encode_snapshot_data(sample());
+  std::mt19937_64 prng(20261205);
+  int accepted = 0;
+  for (int round = 0; round < 20000; ++round) {
+    std::string bytes = valid;
+    const int edits = 1 + static_cast<int>(prng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const std::size_t at = 8 + prng() % (bytes.size() - 8);
+      switch (prng() % 3) {
+        case 0:
+          bytes[at] = static_cast<char>(prng());
+          break;
+        case 1:
+          bytes.erase(at, 1 + prng() % 8);
+          break;
+        default:
+          bytes.insert(at, std::string(1 + prng() % 8, static_cast<char>(prng())));
+          break;
+      }
+      if (bytes.size() < 16) bytes.resize(16);
+    }
+    auto decoded = decode_snapshot_data(resealed(bytes));
+    if (decoded.ok()) {
+      ++accepted;
+      EXPECT_EQ(encode_snapshot_data(*decoded), resealed(bytes)) << "round " << round;
+    }
+  }
+  EXPECT_LT(accepted, 20000);
+}
+
+TEST(SnapshotDedup, ExportKeepsTheAppendsAtOrBelowTheIndexMostRecentClientFirst) {
+  DedupTable table(100, 8);
+  const std::vector<std::string> one = {"a"};
+  const std::vector<std::string> two = {"b", "c"};
+  table.record_append(10, 1, {1, 1, 1}, append_digest(one));
+  table.record_append(20, 1, {2, 3, 1}, append_digest(two));
+  table.record_append(10, 2, {4, 4, 2}, append_digest(one));   // client 10 most recent
+  table.record_append(30, 5, {5, 6, 2}, append_digest(two));   // ends past the snapshot (index 5)
+  std::vector<DedupTable::ClientState> exported;
+  table.for_each_client_through(5, 5, [&](const DedupTable::ClientState& client) {
+    exported.push_back(client);
+    return true;
+  });
+  ASSERT_EQ(exported.size(), 2U) << "client 30 has nothing at or below 5 and forgot nothing";
+  EXPECT_EQ(exported[0].client_id, 10U);
+  EXPECT_EQ(exported[0].appends.size(), 2U);
+  EXPECT_EQ(exported[1].client_id, 20U);
+
+  DedupTable follower(100, 8);
+  follower.record_append(99, 1, {1, 1, 1}, append_digest(one));  // its own, replaced
+  follower.replace(6, 1, exported);
+  DedupTable::Range range;
+  EXPECT_EQ(follower.find(10, 2, one, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(range, (DedupTable::Range{4, 4, 2}));
+  EXPECT_EQ(follower.find(20, 1, two, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(follower.find(20, 1, one, &range), DedupTable::Lookup::kReused);
+  EXPECT_EQ(follower.find(30, 5, two, &range), DedupTable::Lookup::kUnknown);
+  EXPECT_EQ(follower.find(99, 1, one, &range), DedupTable::Lookup::kUnknown);
+  // The entries after the snapshot arrive by replication: a range starting at 6 may be the tail of
+  // an append that began at or below 5, so a mismatch there cannot prove a reuse.
+  follower.record_entry(30, 5, 6, 2, "c");
+  EXPECT_EQ(follower.find(30, 5, two, &range), DedupTable::Lookup::kTooOld);
+
+  // With its end committed, an append that straddles the snapshot travels whole, and its entries
+  // after the snapshot, arriving by replication, do not turn it into a partial range.
+  std::vector<DedupTable::ClientState> with_straddling;
+  table.for_each_client_through(5, 6, [&](const DedupTable::ClientState& client) {
+    with_straddling.push_back(client);
+    return true;
+  });
+  ASSERT_EQ(with_straddling.size(), 3U);
+  DedupTable whole(100, 8);
+  whole.replace(6, 1, with_straddling);
+  whole.record_entry(30, 5, 6, 2, "c");
+  EXPECT_EQ(whole.find(30, 5, two, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(range, (DedupTable::Range{5, 6, 2}));
+
+  // The receiver's own bounds apply: with room for one client, the most recently used stays.
+  DedupTable small(1, 1);
+  small.replace(6, 1, exported);
+  EXPECT_EQ(small.clients(), 1U);
+  EXPECT_EQ(small.find(10, 2, one, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(small.find(10, 1, one, &range), DedupTable::Lookup::kTooOld)
+      << "the lower sequence beyond the per-client bound is forgotten";
+  EXPECT_EQ(small.find(20, 1, two, &range), DedupTable::Lookup::kUnknown);
+}
+
+}  // namespace
+}  // namespace raftlog::replica
