@@ -325,6 +325,12 @@ void GroupTable::skip_to(std::uint64_t index) {
   state_.boundary_term = 0;
 }
 
+void GroupTable::replace(GroupTableState state) {
+  std::unique_lock lock(mu_);
+  state_ = std::move(state);
+  slots_changed_ = true;
+}
+
 Status GroupTable::persist() {
   std::string bytes;
   std::uint64_t boundary = 0;

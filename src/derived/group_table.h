@@ -141,6 +141,11 @@ class GroupTable {
   bool apply(const std::vector<SourceEntry>& entries);
   // Retention removed [boundary(), index) before it was applied (see above).
   void skip_to(std::uint64_t index);
+  // Replaces the whole table by `state`: a leader's table, from the snapshot this node installed
+  // (docs/raft.md, "Snapshots"), whose boundary is at or past the log's new first index. Replay
+  // continues from its boundary: the commits below it, which the table already holds, are skipped.
+  // Not durable until persist().
+  void replace(GroupTableState state);
   // Writes derived/GROUPS.tmp (fdatasync), renames it over GROUPS, fsyncs the directory.
   store::Status persist();
   // The boundary the file on disk covers (what retention may trim up to).

@@ -37,17 +37,18 @@ namespace {
 // What a pending append learns when an install replaced the log it waited in: its outcome is unknown
 // to this node (the leader's log may hold it or not).
 AppendResult replaced_by_snapshot_error() {
-  return failed_append(make_error(
-      ErrorCode::kUnavailable,
-      "this node installed a snapshot that replaced its log; the outcome is unknown: retry with the "
-      "same client_id/sequence",
-      kReasonLeadershipLost));
+  return failed_append(make_error(ErrorCode::kUnavailable,
+                                  "this node installed a snapshot that replaced its log; the "
+                                  "outcome is unknown: retry with the "
+                                  "same client_id/sequence",
+                                  kReasonLeadershipLost));
 }
 
 }  // namespace
 
 bool Replica::admit_snapshot(const raft::Message& message) {
-  if (message.type != raft::MessageType::kSnapshot || !message.snapshot || !config_.raft.snapshots) {
+  if (message.type != raft::MessageType::kSnapshot || !message.snapshot ||
+      !config_.raft.snapshots) {
     return true;  // not one, or the core ignores it
   }
   const raft::Snapshot& snapshot = *message.snapshot;
@@ -66,10 +67,10 @@ bool Replica::admit_snapshot(const raft::Message& message) {
   if (problem.empty()) return true;
   ++snapshot_stats_.refused;
   if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
-    spdlog::error("node {}: refusing the snapshot of index {} term {} from node {}: {} ({} more "
-                  "refused since the last line)",
-                  config_.node_id, snapshot.index, snapshot.term, message.from, problem,
-                  *held_back);
+    spdlog::error(
+        "node {}: refusing the snapshot of index {} term {} from node {}: {} ({} more "
+        "refused since the last line)",
+        config_.node_id, snapshot.index, snapshot.term, message.from, problem, *held_back);
   }
   return false;
 }
@@ -141,17 +142,20 @@ bool Replica::fill_snapshot(raft::Message& message) {
     const std::size_t fixed = encoded_size_without_dedup(data);
     if (fixed > config_.max_snapshot_data_bytes) {
       ++snapshot_stats_.too_large;
-      problem = "its data takes " + std::to_string(fixed) + " bytes without the dedup table, more "
-                "than the " + std::to_string(config_.max_snapshot_data_bytes) + " one message may carry";
+      problem = "its data takes " + std::to_string(fixed) +
+                " bytes without the dedup table, more "
+                "than the " +
+                std::to_string(config_.max_snapshot_data_bytes) + " one message may carry";
     } else {
       add_dedup_within_budget(&data, fixed);
     }
   }
   if (!problem.empty()) {
     if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
-      spdlog::error("node {}: cannot send follower {} a snapshot: {}; it stays behind the first "
-                    "index ({} more such reports since the last line)",
-                    config_.node_id, message.to, problem, *held_back);
+      spdlog::error(
+          "node {}: cannot send follower {} a snapshot: {}; it stays behind the first "
+          "index ({} more such reports since the last line)",
+          config_.node_id, message.to, problem, *held_back);
     }
     return false;
   }
@@ -160,10 +164,11 @@ bool Replica::fill_snapshot(raft::Message& message) {
   snapshot.conf = data.conf;
   snapshot.data = encode_snapshot_data(data);
   ++snapshot_stats_.sent;
-  spdlog::info("node {}: sending follower {} a snapshot of index {} term {} ({} bytes, {} dedup "
-               "clients, {} topics)",
-               config_.node_id, message.to, data.index, data.term, snapshot.data.size(),
-               data.dedup_clients.size(), data.topics.size());
+  spdlog::info(
+      "node {}: sending follower {} a snapshot of index {} term {} ({} bytes, {} dedup "
+      "clients, {} topics)",
+      config_.node_id, message.to, data.index, data.term, snapshot.data.size(),
+      data.dedup_clients.size(), data.topics.size());
   return true;
 }
 
@@ -176,13 +181,14 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   }
   const SnapshotData& data = *decoded;
   const std::uint64_t point = data.index;
-  spdlog::warn("node {}: term {}: installing the leader's snapshot of index {} term {} in place "
-               "of the log [{}, {}] (commit {})",
-               config_.node_id, raft_->term(), point, data.term, log_->first_index(),
-               log_->last_index(), commit_);
+  spdlog::warn(
+      "node {}: term {}: installing the leader's snapshot of index {} term {} in place "
+      "of the log [{}, {}] (commit {})",
+      config_.node_id, raft_->term(), point, data.term, log_->first_index(), log_->last_index(),
+      commit_);
   // 2. SNAPSHOT, naming the point.
-  if (store::Status st = write_snapshot_file(config_.store.env, config_.data_dir,
-                                             snapshot.data.view());
+  if (store::Status st =
+          write_snapshot_file(config_.store.env, config_.data_dir, snapshot.data.view());
       !st.ok()) {
     fatal("writing SNAPSHOT: " + st.to_string());
     return;
@@ -194,8 +200,9 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   }
   // 4. CONFSTATE.
   conf_records_ = {raft::ConfRecord{point, data.term, data.conf}};
-  if (store::Status st = rules::install_rewrites_conf_state() ? conf_state_file_->write(conf_records_)
-                                                              : store::Status();
+  if (store::Status st = rules::install_rewrites_conf_state()
+                             ? conf_state_file_->write(conf_records_)
+                             : store::Status();
       !st.ok()) {
     fatal("persisting the snapshot's configuration: " + st.to_string());
     return;
@@ -269,11 +276,13 @@ bool Replica::load_snapshot_state(std::string* problem) {
   // Step 5: TOPICSTATE as of the snapshot, unless one reaches that far already.
   auto topic_state = read_topic_state(config_.store.env, config_.data_dir);
   if (!topic_state.ok() || !topic_state->has_value() ||
-      (*topic_state)->through_index < data.index || (*topic_state)->through_index > log_->last_index()) {
+      (*topic_state)->through_index < data.index ||
+      (*topic_state)->through_index > log_->last_index()) {
     spdlog::warn("node {}: completing the install of snapshot {}: TOPICSTATE", config_.node_id,
                  data.index);
     const TopicState state{data.index, data.timestamp_floor_ms, data.topics};
-    if (store::Status st = write_topic_state(config_.store.env, config_.data_dir, state); !st.ok()) {
+    if (store::Status st = write_topic_state(config_.store.env, config_.data_dir, state);
+        !st.ok()) {
       *problem = "completing the snapshot install (TOPICSTATE): " + st.to_string();
       return false;
     }

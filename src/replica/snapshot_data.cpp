@@ -135,20 +135,20 @@ store::Status decode_topics(Reader& in, SnapshotData* data) {
   return store::Status();
 }
 
-store::Status decode_client(Reader& in, const SnapshotData& data,
-                            DedupTable::ClientState* client) {
+store::Status decode_client(Reader& in, const SnapshotData& data, DedupTable::ClientState* client) {
   std::uint32_t count = 0;
   if (!in.u64(&client->client_id) || !in.u64(&client->forgotten_below) || !in.u32(&count)) {
     return corrupt("truncated dedup table");
   }
   if (client->client_id == 0) return corrupt("a dedup client 0");
-  if (count > kMaxAppendsPerClient) return corrupt("a client with " + std::to_string(count) + " appends");
+  if (count > kMaxAppendsPerClient)
+    return corrupt("a client with " + std::to_string(count) + " appends");
   if (count > in.remaining() / kAppendBytes) return corrupt("truncated dedup table");
   client->appends.resize(count);
   std::set<std::uint64_t> sequences;
   for (DedupTable::RememberedAppend& append : client->appends) {
-    if (!in.u64(&append.sequence) || !in.u64(&append.range.first) ||
-        !in.u64(&append.range.last) || !in.u64(&append.range.term) || !in.u32(&append.digest)) {
+    if (!in.u64(&append.sequence) || !in.u64(&append.range.first) || !in.u64(&append.range.last) ||
+        !in.u64(&append.range.term) || !in.u32(&append.digest)) {
       return corrupt("truncated dedup table");
     }
     // It starts at or below the snapshot's index; it may end after it (kept whole when committed).

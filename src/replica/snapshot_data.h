@@ -12,8 +12,9 @@
 //     whole, when the sender has committed its end), clients most recently used first, bounded: clients beyond the byte budget are left out (they then behave as clients
 //     the table evicted: a retry of theirs is appended again), and the sender's view start;
 //   - an opaque section for the node above the replica (raftlogd: the consumer group table,
-//     derived/GROUPS's encoding, at a boundary past S): checked and installed by the node through
-//     ReplicaDeps, carried as bytes here (the replica does not depend on src/derived's tables).
+//     derived/GROUPS's encoding, at a boundary past S: server/dispatcher.h): checked and adopted
+//     by the node through ReplicaDeps, carried as bytes here (the replica does not depend on
+//     src/derived's tables).
 //
 // The same encoding, with origin kTrim, is what a node's own trim saves in SNAPSHOT before it
 // deletes segments (only its dedup part is used: a restart keeps answering retries of appends the

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "replica/snapshot_data.h"
 #include "util/thread_name.h"
 
 namespace raftlog::server {
@@ -60,8 +61,35 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
               derived::to_string(groups_report.mode), groups_report.boundary,
               groups_report.reason.empty() ? "" : ": ", groups_report.reason);
   node->hold_log_from(groups->persisted_boundary());
-  return std::unique_ptr<Dispatcher>(new Dispatcher(node, std::move(indexes), std::move(report),
-                                                    std::move(groups), std::move(groups_report)));
+  std::unique_ptr<Dispatcher> dispatcher(new Dispatcher(
+      node, std::move(indexes), std::move(report), std::move(groups), std::move(groups_report)));
+  dispatcher->data_dir_ = config.data_dir;
+  dispatcher->cluster_id_ = config.cluster_id;
+  // A snapshot installed before a crash, whose group table was not persisted yet: taken again.
+  if (!dispatcher->groups_->complete() &&
+      dispatcher->adopt_installed_snapshot_groups(node->log_bounds().first)) {
+    node->hold_log_from(dispatcher->groups_->persisted_boundary());
+  }
+  return dispatcher;
+}
+
+bool Dispatcher::adopt_installed_snapshot_groups(std::uint64_t first) {
+  auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_);
+  if (!saved.ok() || !saved->has_value()) return false;
+  const replica::SnapshotData& data = **saved;
+  if (data.origin != replica::SnapshotOrigin::kInstalled || data.index + 1 != first ||
+      data.section.empty() || !check_snapshot_section(data.section, data.index, cluster_id_).empty()) {
+    return false;
+  }
+  std::string problem;
+  std::optional<derived::GroupTableState> state = derived::decode_group_table(data.section, &problem);
+  if (!state || state->boundary < groups_->boundary()) return false;
+  spdlog::info("consumer group table: adopted the leader's, from the installed snapshot in "
+               "SNAPSHOT, at log index {} ({} groups)",
+               state->boundary, state->groups.size());
+  groups_->replace(std::move(*state));
+  dirty_ = true;
+  return true;
 }
 
 std::uint64_t Dispatcher::hold_retention_without_table(Node* node, const NodeConfig& config) {
@@ -147,8 +175,62 @@ std::string Dispatcher::failure() const {
   return failure_;
 }
 
+std::string Dispatcher::snapshot_section(std::uint64_t index) const {
+  derived::GroupTableState state = groups_->state();
+  if (state.boundary <= index) return {};  // not applied that far yet
+  std::string bytes = derived::encode_group_table(state);
+  if (bytes.size() > kMaxSnapshotGroupsBytes) {
+    spdlog::warn("consumer group table: {} bytes, more than the {} a snapshot carries: a follower "
+                 "installing it marks every offset unknown",
+                 bytes.size(), kMaxSnapshotGroupsBytes);
+    return {};
+  }
+  return bytes;
+}
+
+std::string Dispatcher::check_snapshot_section(std::string_view section, std::uint64_t index,
+                                               const std::string& cluster_id) {
+  std::string problem;
+  const std::optional<derived::GroupTableState> state =
+      derived::decode_group_table(std::string(section), &problem);
+  if (!state) return "its consumer group table: " + problem;
+  if (state->cluster_id != cluster_id) return "its consumer group table is of another cluster";
+  if (state->boundary <= index) {
+    return "its consumer group table covers the log only up to " +
+           std::to_string(state->boundary - 1);
+  }
+  return "";
+}
+
+void Dispatcher::adopt_snapshot_section(const std::string& section) {
+  if (section.empty()) return;
+  std::string problem;
+  std::optional<derived::GroupTableState> state = derived::decode_group_table(section, &problem);
+  if (!state) return;  // checked before the install: cannot happen
+  std::lock_guard lock(adopt_mu_);
+  adopted_groups_ = std::move(state);
+}
+
+bool Dispatcher::adopt_pending_groups() {
+  std::optional<derived::GroupTableState> state;
+  {
+    std::lock_guard lock(adopt_mu_);
+    state.swap(adopted_groups_);
+  }
+  if (!state) return false;
+  // Taken from SNAPSHOT already (skip_trimmed ran first) and applied past it: nothing to add.
+  if (state->boundary < groups_->boundary() && groups_->complete() == state->complete) return false;
+  spdlog::info("consumer group table: adopted the leader's, from the installed snapshot, at log "
+               "index {} ({} groups)",
+               state->boundary, state->groups.size());
+  groups_->replace(std::move(*state));
+  dirty_ = true;
+  return true;
+}
+
 void Dispatcher::run() {
   while (!stop_.load() && failure().empty()) {
+    (void)adopt_pending_groups();
     const bool applied = dispatch_batch();
     const auto now = std::chrono::steady_clock::now();
     // At most every kPersistIntervalMs: a trickle of appends must not turn into a trickle of
@@ -187,6 +269,11 @@ void Dispatcher::skip_trimmed(std::uint64_t from) {
   // first index: hold_retention_without_table), so it meets this only after segments were removed
   // by hand, or a GROUPS file was restored older than its log.
   const std::uint64_t first = node_->log_bounds().first;
+  // A snapshot install replaced the log: its group table first, if it brought one (handed over, or
+  // still only in SNAPSHOT when the install's hand-over has not arrived yet).
+  if (!adopt_pending_groups() && groups_->boundary() < first) {
+    (void)adopt_installed_snapshot_groups(first);
+  }
   spdlog::warn("derived state: entries {}..{} were trimmed by retention before they were "
                "applied; they stay unindexed",
                from, first - 1);

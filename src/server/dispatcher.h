@@ -27,7 +27,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "derived/derived_indexes.h"
@@ -70,6 +72,21 @@ class Dispatcher {
   // Persists what it applied and joins the thread; idempotent. Call before the node stops.
   void stop();
 
+  // Snapshots (docs/raft.md, "Snapshots"): the consumer group table travels in the snapshot data's
+  // node section, GROUPS' encoding (group_table.h), at most kMaxSnapshotGroupsBytes.
+  static constexpr std::size_t kMaxSnapshotGroupsBytes = 1U << 20;
+  // The leader's section as of at least `index`: the table when it applied past `index` and fits;
+  // "" otherwise (the follower then marks every offset unknown, as after a trim). Any thread.
+  std::string snapshot_section(std::uint64_t index) const;
+  // "" when `section` is a table of this cluster that covers the log up to `index` at least.
+  static std::string check_snapshot_section(std::string_view section, std::uint64_t index,
+                                            const std::string& cluster_id);
+  // This node installed a snapshot whose section is `section` (checked): the dispatcher's thread
+  // replaces its table by it before its next read, and replay continues from the table's boundary
+  // (commits at or below the snapshot's index are in the table already). Empty: nothing to adopt.
+  // Any thread.
+  void adopt_snapshot_section(const std::string& section);
+
   const derived::DerivedIndexes& indexes() const { return *indexes_; }
   const derived::OpenReport& open_report() const { return report_; }
   const derived::GroupTable& groups() const { return *groups_; }
@@ -99,6 +116,12 @@ class Dispatcher {
   // after a trim it handled, or a failure it set), *skipped when retention removed `from`.
   bool read_batch(std::uint64_t from, std::vector<derived::SourceEntry>* batch, bool* skipped);
   void skip_trimmed(std::uint64_t from);
+  // Replaces the group table by one adopt_snapshot_section() left; true when it did.
+  bool adopt_pending_groups();
+  // Replaces the group table by the one in the replica's SNAPSHOT when that names the log's first
+  // index - 1 (an install whose hand-over the dispatcher has not seen yet, or one a restart came
+  // before GROUPS was persisted) and reaches at least as far as the table; true when it did.
+  bool adopt_installed_snapshot_groups(std::uint64_t first);
   void persist();
   bool groups_persist_due(std::chrono::steady_clock::time_point now) const;
 
@@ -117,6 +140,10 @@ class Dispatcher {
   std::chrono::steady_clock::time_point groups_persisted_at_{};
   mutable std::mutex failure_mu_;
   std::string failure_;
+  std::string data_dir_;    // the node's, for SNAPSHOT
+  std::string cluster_id_;
+  std::mutex adopt_mu_;
+  std::optional<derived::GroupTableState> adopted_groups_;  // adopt_snapshot_section()
 };
 
 }  // namespace raftlog::server

@@ -148,6 +148,7 @@ class Node::Impl {
   std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
 
   std::function<void(NodeStatus*)> status_extension_;  // set before start (Node::set_status_extension)
+  Node::SnapshotSection snapshot_section_;  // set before start (Node::set_snapshot_section)
 
   // The store is shared with gRPC threads (reads, flush); close() must not race with them.
   mutable std::shared_mutex store_mu_;
@@ -202,6 +203,16 @@ bool Node::Impl::open(NodeError* error) {
   deps.disk = &disk_probe_;
   deps.events = events_;
   deps.commit_advanced = [this](std::uint64_t commit) { publish_commit(commit); };
+  deps.snapshot_section = [this](std::uint64_t index) {
+    return snapshot_section_.provide ? snapshot_section_.provide(index) : std::string();
+  };
+  deps.check_snapshot_section = [this](std::string_view section, std::uint64_t index) {
+    // Without a group table (Dispatcher::open failed) a section is not checked: it is not used.
+    return snapshot_section_.check ? snapshot_section_.check(section, index) : std::string();
+  };
+  deps.snapshot_installed = [this](std::uint64_t index, const std::string& section) {
+    if (snapshot_section_.installed) snapshot_section_.installed(index, section);
+  };
   replica_ = Replica::open(std::move(replica_config), std::move(deps), error);
   if (replica_ == nullptr) return false;
   log_ = &replica_->log();
@@ -772,6 +783,10 @@ NodeError Node::read_committed(std::uint64_t from_index, std::size_t max_entries
 
 std::uint64_t Node::wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const {
   return impl_->wait_for_commit(after_index, deadline);
+}
+
+void Node::set_snapshot_section(SnapshotSection section) {
+  impl_->snapshot_section_ = std::move(section);
 }
 
 void Node::set_status_extension(std::function<void(NodeStatus*)> extend) {

@@ -122,6 +122,14 @@ class Node {
   // Adds what the server knows about the node to status() (the derived indexes' progress). Set
   // before start(); it must stay callable until the Node is destroyed.
   void set_status_extension(std::function<void(NodeStatus*)> extend);
+  // The node's section of its snapshots (replica::ReplicaDeps, docs/raft.md "Snapshots"): raftlogd's
+  // consumer group table. Set before start(); each runs on the node's loop thread.
+  struct SnapshotSection {
+    std::function<std::string(std::uint64_t index)> provide;
+    std::function<std::string(std::string_view section, std::uint64_t index)> check;
+    std::function<void(std::uint64_t index, const std::string& section)> installed;
+  };
+  void set_snapshot_section(SnapshotSection section);
   std::optional<std::uint64_t> term_at(std::uint64_t index) const;
   bool stopping() const;
   // True once the node hit an error it cannot continue from (e.g. the store refused a write it had

@@ -206,6 +206,18 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
       node, impl->dispatcher.get(), impl->config.max_read_bytes,
       std::chrono::milliseconds(impl->config.stream_stall_timeout_ms));
   impl->groups = std::make_unique<GroupsService>(node, impl->dispatcher.get());
+  if (impl->dispatcher != nullptr) {
+    // The consumer group table travels in snapshots (Dispatcher::snapshot_section).
+    Dispatcher* dispatcher = impl->dispatcher.get();
+    node->set_snapshot_section(Node::SnapshotSection{
+        [dispatcher](std::uint64_t index) { return dispatcher->snapshot_section(index); },
+        [cluster_id = impl->config.cluster_id](std::string_view section, std::uint64_t index) {
+          return Dispatcher::check_snapshot_section(section, index, cluster_id);
+        },
+        [dispatcher](std::uint64_t, const std::string& section) {
+          dispatcher->adopt_snapshot_section(section);
+        }});
+  }
   node->set_status_extension([dispatcher = impl->dispatcher.get(),
                               hold = impl->groups_hold_without_table](NodeStatus* status) {
     if (dispatcher == nullptr) {

@@ -168,6 +168,16 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceCatchesUpFromTheLeadersSnapshot) 
   ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 10, "c")));
   cluster.kill(follower);
   std::this_thread::sleep_for(800ms);  // past the grace period
+  // A consumer group's offset, committed while the follower is down: it reaches the follower in
+  // the snapshot (its commit entry is trimmed below).
+  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
+  const CommandRun topic_append = run_command(
+      ctl + "append --topic orders --value o --endpoints " + cluster.endpoints());
+  ASSERT_EQ(topic_append.exit_code, 0) << topic_append.out;
+  const CommandRun group_commit =
+      run_command(ctl + "group commit --group billing --topic orders --offset 0 --endpoints " +
+                  cluster.endpoints());
+  ASSERT_EQ(group_commit.exit_code, 0) << group_commit.out;
   const std::uint64_t last = append_entries(*client, 150, "d");
   // A trim is also held at the consumer group table's persisted boundary, which trails the commit
   // index by up to one persist interval (200 ms): retried until that has caught up.
@@ -187,7 +197,8 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceCatchesUpFromTheLeadersSnapshot) 
       if (peer.id == static_cast<std::uint64_t>(follower)) return peer.behind_first_index;
     }
     return false;
-  })) << cluster.log_tail(leader);
+  })) << run_command(ctl + "status --timeout-ms 2000 --endpoints " + cluster.endpoints()).out
+      << cluster.log_tail(leader);
   const auto metrics = http_get(cluster.metrics_address(leader), "/metrics");
   ASSERT_TRUE(metrics.has_value());
   EXPECT_NE(metrics->find("raftlog_peer_behind_first_index{node_id=\"" + std::to_string(leader) +
@@ -208,7 +219,6 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceCatchesUpFromTheLeadersSnapshot) 
   // committed): the entries appended now reach the node by replication, after it.
   const std::uint64_t replicated = append_entries(*client, 5, "g");
   ASSERT_TRUE(cluster.wait_for_commit(follower, replicated, 20s)) << cluster.log_tail(follower);
-  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " ";
   const auto caught_up = cluster.read_all(follower);
   const auto reference = cluster.read_all(leader);
   ASSERT_FALSE(caught_up.empty())
@@ -244,6 +254,13 @@ TEST(RetentionTest, AFollowerSilentPastTheGraceCatchesUpFromTheLeadersSnapshot) 
                .exit_code == 0;
   })) << cluster.log_tail(follower);
   EXPECT_EQ(cluster.status(follower)->stranded_below_index, 0U);
+  // Its consumer group table is the leader's, not one with every offset unknown.
+  ASSERT_TRUE(eventually([&] {
+    return cluster.log_tail(follower, 20000).find("adopted the leader's") != std::string::npos;
+  })) << cluster.log_tail(follower);
+  EXPECT_EQ(cluster.log_tail(follower, 20000).find("every group offset is unknown"),
+            std::string::npos)
+      << cluster.log_tail(follower);
   // A restart keeps what the snapshot brought: the node opens and serves again.
   cluster.kill(follower);
   cluster.start(follower);

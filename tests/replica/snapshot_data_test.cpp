@@ -22,15 +22,24 @@ SnapshotData sample() {
   data.term = 7;
   data.conf.voters = {1, 2, 3};
   data.conf.learners = {4};
-  data.conf.addresses = {{1, "127.0.0.1:7001"}, {2, "127.0.0.1:7002"}, {3, "127.0.0.1:7003"},
-                         {4, "127.0.0.1:7004"}};
+  data.conf.addresses = {
+      {1, "127.0.0.1:7001"}, {2, "127.0.0.1:7002"}, {3, "127.0.0.1:7003"}, {4, "127.0.0.1:7004"}};
   data.timestamp_floor_ms = 1'800'000'000'000;
   data.topics = {{"audit", 3}, {"orders", 120}, {"z9", 1}};
   data.section = std::string("group table bytes\0with a zero", 29);
   data.dedup_view_start = 12;
   data.origin = SnapshotOrigin::kTrim;
   data.dedup_clients = {
-      {77, 0, {{1, {100, 102, 6, }, 0xDEADBEEF}, {2, {103, 103, 6}, 42}}},
+      {77,
+       0,
+       {{1,
+         {
+             100,
+             102,
+             6,
+         },
+         0xDEADBEEF},
+        {2, {103, 103, 6}, 42}}},
       {5, 9, {{9, {480, 500, 7}, 1}}},
       {6, 4, {}},
   };
@@ -203,8 +212,8 @@ TEST(SnapshotDedup, ExportKeepsTheAppendsAtOrBelowTheIndexMostRecentClientFirst)
   const std::vector<std::string> two = {"b", "c"};
   table.record_append(10, 1, {1, 1, 1}, append_digest(one));
   table.record_append(20, 1, {2, 3, 1}, append_digest(two));
-  table.record_append(10, 2, {4, 4, 2}, append_digest(one));   // client 10 most recent
-  table.record_append(30, 5, {5, 6, 2}, append_digest(two));   // ends past the snapshot (index 5)
+  table.record_append(10, 2, {4, 4, 2}, append_digest(one));  // client 10 most recent
+  table.record_append(30, 5, {5, 6, 2}, append_digest(two));  // ends past the snapshot (index 5)
   std::vector<DedupTable::ClientState> exported;
   table.for_each_client_through(5, 5, [&](const DedupTable::ClientState& client) {
     exported.push_back(client);
