@@ -2,6 +2,7 @@
 // bounded input queue, the store lock that lets gRPC threads read while the loop writes, the
 // published commit index and status, and the scrubber thread.
 #include "server/node.h"
+#include "server/node_impl.h"
 
 #include <spdlog/spdlog.h>
 
@@ -28,42 +29,8 @@
 
 namespace raftlog::server {
 
-using Clock = std::chrono::steady_clock;
-using replica::Replica;
+namespace node_detail {
 
-namespace {
-
-// The scrubber's pace: one chunk every interval (NodeConfig::scrub_bytes_per_second sets its size).
-constexpr std::uint32_t kScrubIntervalMs = 100;
-
-// Bounds of the node's own queue (docs/configuration.md): payload bytes waiting in the input queue.
-// validate() caps max_append_bytes at it, so an append the node accepts fits an empty queue.
-constexpr std::uint64_t kMaxQueuedAppendBytes = config_limits::kMaxQueuedAppendBytes;
-
-// --- inputs to the Raft loop ---------------------------------------------------------------------
-using AppendInput = Replica::AppendRequest;
-using ReadIndexInput = Replica::ReadIndexRequest;
-using TransferInput = Replica::TransferRequest;
-using MembershipInput = Replica::MembershipRequest;
-struct MessageInput {
-  raft::Message message;
-};
-struct FlushedInput {
-  std::uint64_t flushed_index = 0;
-};
-struct TrimInput {
-  std::uint64_t before_index = 0;
-  Node::TrimCallback done;
-};
-// A reader or the scrubber found the durable entry at `index` corrupt.
-struct CorruptionInput {
-  std::uint64_t index = 0;
-  std::string message;
-};
-using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput,
-                           TrimInput, CorruptionInput, MembershipInput>;
-
-// Answers an input that will never reach the loop (queue full, node stopped).
 void reject(Input& input, const NodeError& error) {
   std::visit(
       [&](auto& in) {
@@ -83,94 +50,8 @@ void reject(Input& input, const NodeError& error) {
       input);
 }
 
-}  // namespace
+}  // namespace node_detail
 
-class Node::Impl {
- public:
-  Impl(NodeConfig config, MessageSender* sender, NodeEvents* events)
-      : config_(std::move(config)),
-        sender_(sender),
-        events_(events),
-        disk_probe_(config_.data_dir) {}
-
-  bool open(NodeError* error);
-  void start();
-  void stop();
-
-  void push(Input input, bool droppable);
-  // Client appends, all queued in one critical section so that the loop takes them in one round;
-  // each that does not fit the queue's bounds is refused as push() would refuse it.
-  void push_all(std::vector<Input> inputs);
-  // Validates an append (answering `done` at once when it is refused); the input to queue if valid.
-  std::optional<Input> prepare_append(std::vector<std::string> payloads, std::uint64_t client_id,
-                                      std::uint64_t sequence, AppendCallback done,
-                                      std::vector<EntryAttributes> attributes);
-  void loop();
-  // Ticks the core for the tick period(s) due at `now` and advances *next_tick.
-  void tick_due(Clock::time_point now, Clock::time_point* next_tick);
-  void handle_input(Input& input);
-  void handle_corruption(const CorruptionInput& in);  // loop thread
-  // The replica hit an error it cannot continue from: refuse everything from now on.
-  void stop_after_failure();
-  void fail_queued(ErrorCode code, const std::string& message);
-  void publish_status();
-  void publish_commit(std::uint64_t commit);
-  // Hands the transport the peers of the configurations in the log whenever they change (appended,
-  // rolled back, committed), so that it dials a new member and accepts it (loop thread).
-  void update_peers();
-
-  NodeError read_committed(std::uint64_t from_index, std::size_t max_entries, std::size_t max_bytes,
-                           std::vector<raft::Entry>* out);
-  ScrubChunk scrub_chunk(std::uint64_t from, std::uint64_t max_bytes);
-  void report_corruption(std::uint64_t index, std::string message);  // any thread
-  std::uint64_t wait_for_commit(std::uint64_t after_index, Clock::time_point deadline) const;
-
-  NodeConfig config_;
-  MessageSender* sender_;
-  NodeEvents* events_;  // nullable
-  replica::StatvfsDiskProbe disk_probe_;
-  // Touched by the Raft loop thread only, except its store: see store_mu_.
-  std::unique_ptr<Replica> replica_;
-  store::CommitLog* log_ = nullptr;  // replica_'s store
-  std::unique_ptr<Scrubber> scrubber_;
-  std::atomic<bool> corruption_reported_{false};  // one CorruptionInput is enough
-  std::atomic<std::uint64_t> corrupt_index_{0};
-
-  // Input queue.
-  mutable std::mutex input_mu_;
-  std::condition_variable input_cv_;
-  // True while the Raft loop is blocked (or about to block) on input_cv_: push() notifies only then,
-  // so a busy loop costs its producers no futex wake-up per input. Set and read under input_mu_ only
-  // (see push() for why that rules out a lost wake-up); atomic so that a data race would be a
-  // harmless stale read rather than undefined behaviour if that rule were ever broken.
-  std::atomic<bool> loop_sleeping_{false};
-  std::deque<Input> inputs_;
-  std::uint64_t queued_append_bytes_ = 0;  // payload bytes of AppendInputs in inputs_ (bounded)
-
-  std::function<void(NodeStatus*)> status_extension_;  // set before start (Node::set_status_extension)
-  Node::SnapshotSection snapshot_section_;  // set before start (Node::set_snapshot_section)
-
-  // The store is shared with gRPC threads (reads, flush); close() must not race with them.
-  mutable std::shared_mutex store_mu_;
-  bool store_closed_ = false;
-
-  // Published state.
-  mutable std::mutex status_mu_;
-  NodeStatus status_;
-  std::atomic<std::uint64_t> commit_{0};
-  mutable std::mutex commit_mu_;
-  mutable std::condition_variable commit_cv_;
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> failed_{false};
-  std::atomic<bool> loop_exit_{false};
-  bool started_ = false;
-  bool stopped_ = false;
-  std::thread loop_thread_;
-  std::map<std::uint64_t, std::string> peers_;  // last handed to sender_->set_peers (loop thread)
-  // The configuration history peers_ was computed from: size, oldest index, newest index and term.
-  using ConfHistoryKey = std::array<std::uint64_t, 4>;
-  std::optional<ConfHistoryKey> peers_key_;
-};
 
 // --- opening and stopping --------------------------------------------------------------------------
 
@@ -630,151 +511,8 @@ std::unique_ptr<Node> Node::open(const NodeConfig& config, MessageSender* sender
 }
 
 void Node::start() { impl_->start(); }
-void Node::trim(std::uint64_t before_index, TrimCallback done) {
-  if (impl_->stopping_.load()) {
-    done(TrimResult{
-        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0,
-        0});
-    return;
-  }
-  impl_->push(TrimInput{before_index, std::move(done)}, /*droppable=*/false);
-}
-
 bool Node::disk_watermark_exceeded() const { return impl_->replica_->disk_watermark_exceeded(); }
 void Node::stop() { impl_->stop(); }
-
-void Node::append(std::vector<std::string> payloads, std::uint64_t client_id,
-                  std::uint64_t sequence, AppendCallback done,
-                  std::vector<EntryAttributes> attributes) {
-  std::optional<Input> input = impl_->prepare_append(std::move(payloads), client_id, sequence,
-                                                     std::move(done), std::move(attributes));
-  if (input) impl_->push(std::move(*input), false);
-}
-
-void Node::append_all(std::vector<AppendCall> calls) {
-  std::vector<Input> inputs;
-  inputs.reserve(calls.size());
-  for (AppendCall& call : calls) {
-    std::optional<Input> input =
-        impl_->prepare_append(std::move(call.payloads), call.client_id, call.sequence,
-                              std::move(call.done), std::move(call.attributes));
-    if (input) inputs.push_back(std::move(*input));
-  }
-  impl_->push_all(std::move(inputs));
-}
-
-std::optional<Input> Node::Impl::prepare_append(std::vector<std::string> payloads,
-                                                std::uint64_t client_id, std::uint64_t sequence,
-                                                AppendCallback done,
-                                                std::vector<EntryAttributes> attributes) {
-  const NodeConfig& config = config_;
-  if (stopping_.load()) {
-    done(failed_append(
-        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown)));
-    return std::nullopt;
-  }
-  if (payloads.empty()) {
-    done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                  "empty append: at least one entry is required",
-                                  replica::kReasonEmptyAppend)));
-    return std::nullopt;
-  }
-  if (payloads.size() > config.max_entries_per_append) {
-    done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                  "too many entries: " + std::to_string(payloads.size()) + " > " +
-                                      std::to_string(config.max_entries_per_append) + " per append",
-                                  replica::kReasonTooManyEntries)));
-    return std::nullopt;
-  }
-  const bool has_envelopes = !attributes.empty();
-  if (has_envelopes) {
-    if (NodeError bad = wrap_in_envelopes(attributes, &payloads); bad.code != ErrorCode::kOk) {
-      done(failed_append(bad));
-      return std::nullopt;
-    }
-  }
-  std::uint64_t bytes = 0;
-  for (std::size_t i = 0; i < payloads.size(); ++i) {
-    if (payloads[i].size() > config.store.max_entry_size_bytes) {
-      done(failed_append(
-          make_error(ErrorCode::kInvalidArgument,
-                     "entry " + std::to_string(i) + " is " + std::to_string(payloads[i].size()) +
-                         " bytes, larger than the maximum entry size of " +
-                         std::to_string(config.store.max_entry_size_bytes) + " bytes",
-                     replica::kReasonEntryTooLarge)));
-      return std::nullopt;
-    }
-    bytes += payloads[i].size();
-  }
-  if (bytes > config.max_append_bytes) {
-    done(failed_append(make_error(ErrorCode::kInvalidArgument,
-                                  "append of " + std::to_string(bytes) +
-                                      " bytes exceeds the per-append limit of " +
-                                      std::to_string(config.max_append_bytes) + " bytes",
-                                  replica::kReasonAppendTooLarge)));
-    return std::nullopt;
-  }
-  const auto deadline = Clock::now() + std::chrono::milliseconds(config.append_timeout_ms);
-  return Input(AppendInput{std::move(payloads), client_id, sequence, std::move(done), deadline,
-                           has_envelopes});
-}
-
-void Node::hold_log_from(std::uint64_t index) { impl_->replica_->hold_log_from(index); }
-
-void Node::append_group_commit(std::string payload, AppendCallback done) {
-  if (impl_->stopping_.load()) {
-    done(failed_append(
-        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown)));
-    return;
-  }
-  const auto deadline =
-      Clock::now() + std::chrono::milliseconds(impl_->config_.append_timeout_ms);
-  AppendInput input{{std::move(payload)}, 0, 0, std::move(done), deadline, false};
-  input.group_commits = true;
-  impl_->push(std::move(input), false);
-}
-
-void Node::read_index(ReadIndexCallback done) {
-  if (impl_->stopping_.load()) {
-    done(ReadIndexResult{
-        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown),
-        0});
-    return;
-  }
-  const auto deadline = Clock::now() + std::chrono::milliseconds(impl_->config_.append_timeout_ms);
-  impl_->push(ReadIndexInput{std::move(done), deadline}, false);
-}
-
-void Node::transfer_leadership(std::uint64_t target_id, TransferCallback done) {
-  if (impl_->stopping_.load()) {
-    done(TransferResult{
-        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0,
-        0});
-    return;
-  }
-  impl_->push(TransferInput{target_id, std::move(done)}, false);
-}
-
-void Node::change_membership(raft::ConfChange change, std::string address,
-                             Clock::time_point deadline, MembershipCallback done) {
-  if (impl_->stopping_.load()) {
-    done(MembershipResult{
-        make_error(ErrorCode::kUnavailable, "node shutting down", replica::kReasonShuttingDown), 0,
-        0, {}});
-    return;
-  }
-  MembershipInput input;
-  input.change = std::move(change);
-  input.address = std::move(address);
-  input.done = std::move(done);
-  input.deadline = deadline;
-  impl_->push(std::move(input), /*droppable=*/false);
-}
-
-void Node::receive(raft::Message message) {
-  if (impl_->stopping_.load()) return;
-  impl_->push(MessageInput{std::move(message)}, true);
-}
 
 NodeError Node::read_committed(std::uint64_t from_index, std::size_t max_entries,
                                std::size_t max_bytes, std::vector<raft::Entry>* out) const {
