@@ -20,6 +20,7 @@
 #include "cli/flags.h"
 #include "client/client.h"
 #include "client/topics.h"
+#include "cluster_flags.h"
 #include "text_format.h"
 
 namespace raftlog::ctl {
@@ -42,107 +43,6 @@ constexpr std::uint64_t kMaxReadCount = 1'000'000;    // bound on one `read`'s o
 // `status --watch` refresh interval bounds: faster only loads the nodes, slower is not watching.
 constexpr std::uint64_t kMinWatchIntervalMs = 100;
 constexpr std::uint64_t kMaxWatchIntervalMs = 3'600'000;
-
-constexpr const char* kDefaultClusterDir =
-    "/tmp/raftlog-cluster";  // deploy/local/cluster's default
-constexpr const char* kDefaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003";
-
-// $RAFTLOG_CLUSTER_DIR, else deploy/local/cluster's default directory.
-std::string default_cluster_dir() {
-  const char* dir = std::getenv("RAFTLOG_CLUSTER_DIR");
-  return dir != nullptr && *dir != '\0' ? dir : kDefaultClusterDir;
-}
-
-// A `NAME=value` line of a local cluster's cluster.env (deploy/local/cluster writes it), or "".
-std::string local_cluster_setting(const std::string& cluster_dir, const std::string& name) {
-  std::ifstream env(cluster_dir + "/cluster.env");
-  std::string line;
-  for (int lines = 0; lines < 1000 && std::getline(env, line); ++lines) {
-    if (line.rfind(name + "=", 0) == 0) return line.substr(name.size() + 1);
-  }
-  return "";
-}
-
-// Flags every cluster command shares.
-struct Common {
-  std::string endpoints;  // "": the local cluster's (resolve())
-  std::string cluster_dir = default_cluster_dir();
-  std::uint32_t timeout_ms = 10000;
-  bool json = false;
-  bool no_headers = false;
-  std::string tls_ca;  // "": a local cluster's CA when it was started with --tls (resolve())
-  std::string tls_cert;
-  std::string tls_key;
-
-  void add_to(cli::FlagSet& flags) {
-    flags.string_flag(
-        "endpoints", &endpoints, "HOST:PORT,...",
-        "cluster client endpoints (default: the local cluster's in --cluster-dir, else " +
-            std::string(kDefaultEndpoints) + ")");
-    flags.string_flag(
-        "cluster-dir", &cluster_dir, "DIR",
-        "a local cluster started by deploy/local/cluster (default: $RAFTLOG_CLUSTER_DIR, else " +
-            std::string(kDefaultClusterDir) + ")");
-    flags.uint_flag("timeout-ms", &timeout_ms, "MS", "give up retrying after this long",
-                    {1, cli::kUint32Range.max});
-    flags.bool_flag("json", &json, "machine-readable output (one JSON object per line)");
-    flags.bool_flag("no-headers", &no_headers, "text output without the column header line");
-    flags.string_flag("tls-ca", &tls_ca, "FILE",
-                      "speak TLS; trust the nodes' certificates signed by this CA (default: a "
-                      "local cluster's, if up --tls)");
-    flags.string_flag("tls-cert", &tls_cert, "FILE",
-                      "speak TLS with this client certificate (nodes started with --tls-ca)");
-    flags.string_flag("tls-key", &tls_key, "FILE", "private key of --tls-cert");
-  }
-
-  // After parsing: what was not given comes from the local cluster's cluster.env. A --cluster-dir
-  // given explicitly must hold one (a typo would otherwise talk to the default ports).
-  bool resolve(const cli::FlagSet& flags, const cli::Io& io) {
-    const std::string local_endpoints = local_cluster_setting(cluster_dir, "ENDPOINTS");
-    if (flags.was_set("cluster-dir") && local_endpoints.empty()) {
-      io.err << "--cluster-dir: no local cluster in " << cluster_dir << " (no ENDPOINTS in "
-             << cluster_dir << "/cluster.env; start one with deploy/local/cluster up --dir "
-             << cluster_dir << ")\n";
-      return false;
-    }
-    if (endpoints.empty())
-      endpoints = local_endpoints.empty() ? kDefaultEndpoints : local_endpoints;
-    if (!flags.was_set("endpoints") && !flags.was_set("tls-ca"))
-      tls_ca = local_cluster_setting(cluster_dir, "TLS_CA");
-    return true;
-  }
-
-  bool headers() const { return !json && !no_headers; }
-
-  // nullptr (after printing why) when the endpoints are unusable.
-  std::unique_ptr<client::Client> connect(const cli::Io& io) const {
-    auto parsed = client::parse_endpoints(endpoints);
-    if (!parsed.ok()) {
-      io.err << "--endpoints: " << parsed.status().message() << "\n";
-      return nullptr;
-    }
-    client::Options options;
-    options.endpoints = parsed.value();
-    options.retry_deadline_ms = timeout_ms;
-    options.tls.enabled = !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty();
-    options.tls.ca_file = tls_ca;
-    options.tls.cert_file = tls_cert;
-    options.tls.key_file = tls_key;
-    auto c = client::Client::create(options);
-    if (!c.ok()) {
-      io.err << c.status().message() << "\n";
-      return nullptr;
-    }
-    return std::move(c).value();
-  }
-};
-
-// parse_or_exit() plus Common::resolve(): -1 when the command should go on, else its exit code.
-int parse_command(cli::FlagSet& flags, Common& common, std::string_view command_path,
-                  std::span<const std::string> args, const cli::Io& io) {
-  if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
-  return common.resolve(flags, io) ? -1 : cli::kExitUsage;
-}
 
 // An endpoint that did not answer, in words: "DOWN (connection refused)" rather than gRPC's
 // "failed to connect to all addresses; last error: UNKNOWN: ipv4:...: Connection refused".
@@ -744,23 +644,6 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
 
 // --- shared with topic_commands.cpp ---------------------------------------------------------------
 namespace {
-
-std::optional<client::Options> client_options(const Common& common, const cli::Io& io) {
-  auto parsed = client::parse_endpoints(common.endpoints);
-  if (!parsed.ok()) {
-    io.err << "--endpoints: " << parsed.status().message() << "\n";
-    return std::nullopt;
-  }
-  client::Options options;
-  options.endpoints = parsed.value();
-  options.retry_deadline_ms = common.timeout_ms;
-  options.tls.enabled =
-      !common.tls_ca.empty() || !common.tls_cert.empty() || !common.tls_key.empty();
-  options.tls.ca_file = common.tls_ca;
-  options.tls.cert_file = common.tls_cert;
-  options.tls.key_file = common.tls_key;
-  return options;
-}
 
 std::optional<std::uint64_t> find_index_by_time(const Common& common, std::uint64_t timestamp_ms,
                                                 const cli::Io& io) {
