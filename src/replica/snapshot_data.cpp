@@ -1,5 +1,7 @@
 #include "replica/snapshot_data.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "derived/envelope.h"
@@ -62,6 +64,28 @@ class Reader {
 
 std::size_t encoded_client_size(const DedupTable::ClientState& client) {
   return kClientHeaderBytes + client.appends.size() * kAppendBytes;
+}
+
+DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
+                                          std::uint64_t term) {
+  DedupTable::ClientState kept{client.client_id, client.forgotten_below, {}};
+  // Newest first, so the first record seen for a sequence is the one find() answers from.
+  std::set<std::uint64_t> seen;
+  for (auto append = client.appends.rbegin(); append != client.appends.rend(); ++append) {
+    if (append->range.term > term || !seen.insert(append->sequence).second) continue;
+    kept.appends.push_back(*append);
+  }
+  std::reverse(kept.appends.begin(), kept.appends.end());
+  if (kept.appends.size() > kMaxAppendsPerClient) {
+    // `seen` is sorted: the lowest sequence of the kMaxAppendsPerClient highest.
+    auto lowest_kept = seen.end();
+    std::advance(lowest_kept, -static_cast<std::ptrdiff_t>(kMaxAppendsPerClient));
+    kept.forgotten_below = std::max(kept.forgotten_below, *lowest_kept);
+  }
+  std::erase_if(kept.appends, [&](const DedupTable::RememberedAppend& append) {
+    return append.sequence < kept.forgotten_below;
+  });
+  return kept;
 }
 
 std::size_t encoded_size_without_dedup(const SnapshotData& data) {
