@@ -29,6 +29,8 @@ void put_u64(std::string& out, std::uint64_t value) {
   out.append(bytes, 8);
 }
 
+constexpr std::uint64_t kMaxSnapshotIndex = std::uint64_t{1} << 62;
+
 store::Status corrupt(const std::string& why) {
   return store::Status::corruption("snapshot data: " + why);
 }
@@ -216,7 +218,10 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
     return corrupt("unknown origin " + std::to_string(origin));
   }
   data.origin = static_cast<SnapshotOrigin>(origin);
-  if (data.index == 0 || data.term == 0 || data.term > raft::kMaxTerm) {
+  // An index near 2^64 would wrap index + 1 (the log's new start) and strand the node for good:
+  // the same bound as terms, far beyond any real log.
+  if (data.index == 0 || data.index > kMaxSnapshotIndex || data.term == 0 ||
+      data.term > raft::kMaxTerm) {
     return corrupt("index " + std::to_string(data.index) + " term " + std::to_string(data.term));
   }
   std::string conf;

@@ -106,6 +106,12 @@ TEST(SnapshotData, ContentThatBreaksARuleIsRefusedEvenWithAValidChecksum) {
   d.term = raft::kMaxTerm + 1;
   refused(d, "term above the limit");
   d = sample();
+  d.index = (std::uint64_t{1} << 62) + 1;
+  refused(d, "index above the limit");
+  d = sample();
+  d.index = ~std::uint64_t{0};
+  refused(d, "an index whose successor wraps");
+  d = sample();
   d.topics = {{"orders", 1}, {"audit", 1}};
   refused(d, "topics out of order");
   d = sample();
