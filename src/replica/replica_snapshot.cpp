@@ -58,7 +58,7 @@ bool Replica::admit_snapshot(const raft::Message& message) {
     problem = data.status().to_string();
   } else if (data->index != snapshot.index || data->term != snapshot.term ||
              data->origin != SnapshotOrigin::kInstalled ||
-             !raft::same_members(data->conf, snapshot.conf)) {
+             data->conf != snapshot.conf) {  // addresses too: CONFSTATE persists the data's
     problem = "its data describes index " + std::to_string(data->index) + " term " +
               std::to_string(data->term) + " " + raft::to_string(data->conf);
   } else if (!data->section.empty() && deps_.check_snapshot_section) {
