@@ -58,7 +58,7 @@ bool Replica::admit_snapshot(const raft::Message& message) {
     problem = data.status().to_string();
   } else if (data->index != snapshot.index || data->term != snapshot.term ||
              data->origin != SnapshotOrigin::kInstalled ||
-             !raft::same_members(data->conf, snapshot.conf)) {
+             data->conf != snapshot.conf) {  // addresses too: CONFSTATE persists the data's
     problem = "its data describes index " + std::to_string(data->index) + " term " +
               std::to_string(data->term) + " " + raft::to_string(data->conf);
   } else if (!data->section.empty() && deps_.check_snapshot_section) {
@@ -78,15 +78,7 @@ bool Replica::admit_snapshot(const raft::Message& message) {
 void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
   bool full = false;
   dedup_.for_each_client_through(data->index, commit_, [&](const DedupTable::ClientState& client) {
-    DedupTable::ClientState kept = client;
-    if (kept.appends.size() > kMaxAppendsPerClient) {
-      // The highest sequences stay; the lower ones count as forgotten.
-      std::sort(kept.appends.begin(), kept.appends.end(),
-                [](const auto& a, const auto& b) { return a.sequence < b.sequence; });
-      const auto cut = kept.appends.end() - static_cast<std::ptrdiff_t>(kMaxAppendsPerClient);
-      kept.forgotten_below = std::max(kept.forgotten_below, cut->sequence);
-      kept.appends.erase(kept.appends.begin(), cut);
-    }
+    DedupTable::ClientState kept = exportable_client(client, data->term);
     const std::size_t cost = encoded_client_size(kept);
     if (full || size + cost > config_.max_snapshot_data_bytes) {
       full = true;  // the rest are less recently used

@@ -1,5 +1,7 @@
 #include "replica/snapshot_data.h"
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "derived/envelope.h"
@@ -26,6 +28,8 @@ void put_u64(std::string& out, std::uint64_t value) {
   store::put_u64(bytes, value);
   out.append(bytes, 8);
 }
+
+constexpr std::uint64_t kMaxSnapshotIndex = std::uint64_t{1} << 62;
 
 store::Status corrupt(const std::string& why) {
   return store::Status::corruption("snapshot data: " + why);
@@ -62,6 +66,28 @@ class Reader {
 
 std::size_t encoded_client_size(const DedupTable::ClientState& client) {
   return kClientHeaderBytes + client.appends.size() * kAppendBytes;
+}
+
+DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
+                                          std::uint64_t term) {
+  DedupTable::ClientState kept{client.client_id, client.forgotten_below, {}};
+  // Newest first, so the first record seen for a sequence is the one find() answers from.
+  std::set<std::uint64_t> seen;
+  for (auto append = client.appends.rbegin(); append != client.appends.rend(); ++append) {
+    if (append->range.term > term || !seen.insert(append->sequence).second) continue;
+    kept.appends.push_back(*append);
+  }
+  std::reverse(kept.appends.begin(), kept.appends.end());
+  if (kept.appends.size() > kMaxAppendsPerClient) {
+    // `seen` is sorted: the lowest sequence of the kMaxAppendsPerClient highest.
+    auto lowest_kept = seen.end();
+    std::advance(lowest_kept, -static_cast<std::ptrdiff_t>(kMaxAppendsPerClient));
+    kept.forgotten_below = std::max(kept.forgotten_below, *lowest_kept);
+  }
+  std::erase_if(kept.appends, [&](const DedupTable::RememberedAppend& append) {
+    return append.sequence < kept.forgotten_below;
+  });
+  return kept;
 }
 
 std::size_t encoded_size_without_dedup(const SnapshotData& data) {
@@ -192,7 +218,10 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
     return corrupt("unknown origin " + std::to_string(origin));
   }
   data.origin = static_cast<SnapshotOrigin>(origin);
-  if (data.index == 0 || data.term == 0 || data.term > raft::kMaxTerm) {
+  // An index near 2^64 would wrap index + 1 (the log's new start) and strand the node for good:
+  // the same bound as terms, far beyond any real log.
+  if (data.index == 0 || data.index > kMaxSnapshotIndex || data.term == 0 ||
+      data.term > raft::kMaxTerm) {
     return corrupt("index " + std::to_string(data.index) + " term " + std::to_string(data.term));
   }
   std::string conf;

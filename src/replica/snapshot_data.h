@@ -76,6 +76,17 @@ struct SnapshotData {
 std::size_t encoded_size_without_dedup(const SnapshotData& data);
 std::size_t encoded_client_size(const DedupTable::ClientState& client);
 
+// One client of the sender's dedup table (DedupTable::for_each_client_through) as a snapshot of
+// term `term` may carry it, satisfying every rule decode_snapshot_data checks: the table itself can
+// hold a sequence twice (a re-proposal after a truncation, or a retry re-appended by a node whose
+// table had forgotten the client: DedupTable::find answers from the newest, so only that one is
+// kept) and a sequence below forgotten_below (remembered after a truncation made room; dropped:
+// the receiver answers it kTooOld, a refusal, never a duplicate). A range of a term above `term`
+// is dropped too. Beyond kMaxAppendsPerClient the highest sequences stay and forgotten_below rises
+// to the lowest one kept. The remembered order (what the receiver's table evicts by) is kept.
+DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
+                                          std::uint64_t term);
+
 // Precondition: `data` satisfies every rule decode_snapshot_data checks (the leader's own state
 // does), and encoded_size_without_dedup + the clients' sizes <= kMaxSnapshotDataBytes.
 std::string encode_snapshot_data(const SnapshotData& data);

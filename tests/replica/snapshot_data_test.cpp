@@ -106,6 +106,12 @@ TEST(SnapshotData, ContentThatBreaksARuleIsRefusedEvenWithAValidChecksum) {
   d.term = raft::kMaxTerm + 1;
   refused(d, "term above the limit");
   d = sample();
+  d.index = (std::uint64_t{1} << 62) + 1;
+  refused(d, "index above the limit");
+  d = sample();
+  d.index = ~std::uint64_t{0};
+  refused(d, "an index whose successor wraps");
+  d = sample();
   d.topics = {{"orders", 1}, {"audit", 1}};
   refused(d, "topics out of order");
   d = sample();
@@ -261,6 +267,60 @@ TEST(SnapshotDedup, ExportKeepsTheAppendsAtOrBelowTheIndexMostRecentClientFirst)
   EXPECT_EQ(small.find(10, 1, one, &range), DedupTable::Lookup::kTooOld)
       << "the lower sequence beyond the per-client bound is forgotten";
   EXPECT_EQ(small.find(20, 1, two, &range), DedupTable::Lookup::kUnknown);
+}
+
+// The sender's table can hold what the decoder refuses: a sequence recorded twice (a re-proposal
+// after a truncation) and a sequence below forgotten_below (remembered after a truncation made
+// room). Exported raw, every snapshot this leader sends would be refused and the follower would
+// stay stranded; the export keeps what find() answers from and the decoder accepts it.
+TEST(SnapshotDedup, WhatTheTableCanHoldExportsToDataTheDecoderAccepts) {
+  const std::vector<std::string> first_try{"a"};
+  const std::vector<std::string> second_try{"b"};
+  DedupTable leader(8, 2);
+  // Client 9, sequence 17: proposed at index 5 in term 1, re-proposed at index 8 in term 2.
+  leader.record_append(9, 17, {5, 5, 1}, append_digest(first_try));
+  leader.record_append(9, 17, {8, 8, 2}, append_digest(second_try));
+  // Client 10: sequences 6, 7, 8 with room for two forget 6; the cut at 12 removes 8, making
+  // room for sequence 4, replicated at index 12.
+  leader.record_append(10, 6, {10, 10, 2}, append_digest(first_try));
+  leader.record_append(10, 7, {11, 11, 2}, append_digest(first_try));
+  leader.record_append(10, 8, {12, 12, 2}, append_digest(first_try));
+  leader.truncate_from(12);
+  leader.record_entry(10, 4, 12, 2, "a");
+
+  SnapshotData data = sample();
+  data.index = 20;
+  data.term = 2;
+  data.dedup_view_start = 1;
+  data.dedup_clients.clear();
+  std::vector<DedupTable::ClientState> raw;
+  leader.for_each_client_through(data.index, data.index, [&](const DedupTable::ClientState& c) {
+    raw.push_back(c);
+    data.dedup_clients.push_back(exportable_client(c, data.term));
+    return true;
+  });
+  ASSERT_EQ(raw.size(), 2U);
+  // The table does hold both (else this test proves nothing).
+  SnapshotData unsanitised = data;
+  unsanitised.dedup_clients = raw;
+  EXPECT_FALSE(decode_snapshot_data(encode_snapshot_data(unsanitised)).ok());
+
+  auto decoded = decode_snapshot_data(encode_snapshot_data(data));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  DedupTable follower(8, 2);
+  follower.replace(21, 1, decoded->dedup_clients);
+  DedupTable::Range range;
+  // Answered as the leader answers: from the newest record of sequence 17.
+  EXPECT_EQ(leader.find(9, 17, second_try, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(follower.find(9, 17, second_try, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(range, (DedupTable::Range{8, 8, 2}));
+  EXPECT_EQ(follower.find(9, 17, first_try, &range), DedupTable::Lookup::kReused);
+  // Sequence 7 is still answered; 4 (below forgotten_below) is refused, never appended again.
+  EXPECT_EQ(follower.find(10, 7, first_try, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(follower.find(10, 4, first_try, &range), DedupTable::Lookup::kTooOld);
+  // A range of a term above the snapshot's is not carried.
+  DedupTable::ClientState future{11, 0, {{3, {15, 15, 3}, 0}}};
+  EXPECT_TRUE(exportable_client(future, 2).appends.empty());
 }
 
 }  // namespace

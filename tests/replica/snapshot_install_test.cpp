@@ -253,9 +253,16 @@ TEST_F(SnapshotInstallTest, ASnapshotWhoseDataDoesNotValidateIsRefusedAndCounted
   SnapshotData other_conf = leader_data();
   other_conf.conf.voters = {1, 2};
   other_conf.conf.addresses.pop_back();
-  const std::vector<std::string> bad = {"", flipped, bytes.substr(0, bytes.size() - 1),
+  // The same members at other addresses: the core would run the message's configuration while
+  // CONFSTATE persisted the data's, changing the node's address book at its next restart.
+  SnapshotData other_address = leader_data();
+  other_address.conf.addresses.back().address = "127.0.0.1:7009";
+  const std::vector<std::string> bad = {"",
+                                        flipped,
+                                        bytes.substr(0, bytes.size() - 1),
                                         encode_snapshot_data(other_index),
-                                        encode_snapshot_data(other_conf)};
+                                        encode_snapshot_data(other_conf),
+                                        encode_snapshot_data(other_address)};
   for (const std::string& data : bad) {
     replica_->step(snapshot_message(data));
     replica_->process();
