@@ -5,6 +5,7 @@
 #include <set>
 
 #include "derived/envelope.h"
+#include "store/byte_io.h"
 #include "store/endian.h"
 #include "util/crc32c.h"
 
@@ -18,49 +19,13 @@ constexpr std::size_t kHeaderBytes = 4 + 4 + 4 + 8 + 8 + 1 + 4;
 constexpr std::size_t kAppendBytes = 8 + 8 + 8 + 8 + 4;
 constexpr std::size_t kClientHeaderBytes = 8 + 8 + 4;
 
-void put_u32(std::string& out, std::uint32_t value) {
-  char bytes[4];
-  store::put_u32(bytes, value);
-  out.append(bytes, 4);
-}
-void put_u64(std::string& out, std::uint64_t value) {
-  char bytes[8];
-  store::put_u64(bytes, value);
-  out.append(bytes, 8);
-}
-
-constexpr std::uint64_t kMaxSnapshotIndex = std::uint64_t{1} << 62;
-
 store::Status corrupt(const std::string& why) {
   return store::Status::corruption("snapshot data: " + why);
 }
 
-// Reads fixed-width fields from the bytes, never past their end.
-class Reader {
- public:
-  explicit Reader(std::string_view bytes) : bytes_(bytes) {}
-  bool u8(std::uint8_t* v) { return take(1) && (*v = store::get_u8(at_ - 1), true); }
-  bool u32(std::uint32_t* v) { return take(4) && (*v = store::get_u32(at_ - 4), true); }
-  bool u64(std::uint64_t* v) { return take(8) && (*v = store::get_u64(at_ - 8), true); }
-  bool bytes(std::size_t n, std::string* out) {
-    if (remaining() < n) return false;
-    out->assign(bytes_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  std::size_t remaining() const { return bytes_.size() - pos_; }
+constexpr std::uint64_t kMaxSnapshotIndex = std::uint64_t{1} << 62;
 
- private:
-  bool take(std::size_t n) {
-    if (remaining() < n) return false;
-    pos_ += n;
-    at_ = bytes_.data() + pos_;
-    return true;
-  }
-  std::string_view bytes_;
-  std::size_t pos_ = 0;
-  const char* at_ = nullptr;
-};
+using Reader = store::ByteReader;
 
 }  // namespace
 
@@ -98,36 +63,36 @@ std::size_t encoded_size_without_dedup(const SnapshotData& data) {
 
 std::string encode_snapshot_data(const SnapshotData& data) {
   std::string out;
-  put_u32(out, kMagic);
-  put_u32(out, 0);  // the CRC, below
-  put_u32(out, kSnapshotDataVersion);
-  put_u64(out, data.index);
-  put_u64(out, data.term);
+  store::append_u32(&out, kMagic);
+  store::append_u32(&out, 0);  // the CRC, below
+  store::append_u32(&out, kSnapshotDataVersion);
+  store::append_u64(&out, data.index);
+  store::append_u64(&out, data.term);
   out.push_back(static_cast<char>(data.origin));
   const std::string conf = raft::encode_config(data.conf);
-  put_u32(out, static_cast<std::uint32_t>(conf.size()));
+  store::append_u32(&out, static_cast<std::uint32_t>(conf.size()));
   out += conf;
-  put_u64(out, data.timestamp_floor_ms);
-  put_u32(out, static_cast<std::uint32_t>(data.topics.size()));
+  store::append_u64(&out, data.timestamp_floor_ms);
+  store::append_u32(&out, static_cast<std::uint32_t>(data.topics.size()));
   for (const TopicOffsets::TopicNext& topic : data.topics) {
     out.push_back(static_cast<char>(topic.topic.size()));
     out += topic.topic;
-    put_u64(out, topic.next_offset);
+    store::append_u64(&out, topic.next_offset);
   }
-  put_u32(out, static_cast<std::uint32_t>(data.section.size()));
+  store::append_u32(&out, static_cast<std::uint32_t>(data.section.size()));
   out += data.section;
-  put_u64(out, data.dedup_view_start);
-  put_u32(out, static_cast<std::uint32_t>(data.dedup_clients.size()));
+  store::append_u64(&out, data.dedup_view_start);
+  store::append_u32(&out, static_cast<std::uint32_t>(data.dedup_clients.size()));
   for (const DedupTable::ClientState& client : data.dedup_clients) {
-    put_u64(out, client.client_id);
-    put_u64(out, client.forgotten_below);
-    put_u32(out, static_cast<std::uint32_t>(client.appends.size()));
+    store::append_u64(&out, client.client_id);
+    store::append_u64(&out, client.forgotten_below);
+    store::append_u32(&out, static_cast<std::uint32_t>(client.appends.size()));
     for (const DedupTable::RememberedAppend& append : client.appends) {
-      put_u64(out, append.sequence);
-      put_u64(out, append.range.first);
-      put_u64(out, append.range.last);
-      put_u64(out, append.range.term);
-      put_u32(out, append.digest);
+      store::append_u64(&out, append.sequence);
+      store::append_u64(&out, append.range.first);
+      store::append_u64(&out, append.range.last);
+      store::append_u64(&out, append.range.term);
+      store::append_u32(&out, append.digest);
     }
   }
   store::put_u32(out.data() + 4, util::crc32c::value(out.data() + 8, out.size() - 8));
