@@ -89,6 +89,7 @@ bool Dispatcher::adopt_installed_snapshot_groups(std::uint64_t first) {
                state->boundary, state->groups.size());
   groups_->replace(std::move(*state));
   dirty_ = true;
+  records_dirty_ = true;
   return true;
 }
 
@@ -225,6 +226,7 @@ bool Dispatcher::adopt_pending_groups() {
                state->boundary, state->groups.size());
   groups_->replace(std::move(*state));
   dirty_ = true;
+  records_dirty_ = true;
   return true;
 }
 
@@ -236,11 +238,14 @@ void Dispatcher::run() {
     // At most every kPersistIntervalMs: a trickle of appends must not turn into a trickle of
     // fsyncs competing with the log's own on the same disk.
     if (now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs) &&
-        (dirty_ || groups_persist_due(now))) {
+        (indexes_persist_due(now) || groups_persist_due(now))) {
       persist();
     }
     const std::uint64_t first = node_->log_bounds().first;
     if (first > trimmed_below_) {
+      // A cursor that only moved is persisted before the log it covers is trimmed, so a restart
+      // finds it at or past the new first index (not entries "trimmed before they were indexed").
+      if (dirty_ && failure().empty()) persist_indexes(now);
       // trim_below persists the cursor itself before it unlinks (a restart keeps the offsets). A
       // failure there is a storage error like one in persist(): dispatch stops (a restart sweeps
       // the files it left).
@@ -254,7 +259,7 @@ void Dispatcher::run() {
     if (!applied) {
       // Sleeps until the commit index passes what is applied, or 100 ms (stop, retention, and a
       // persist that is due); shorter while something waits to be persisted.
-      const auto wait = dirty_ ? std::chrono::milliseconds(kPersistIntervalMs / 4)
+      const auto wait = records_dirty_ ? std::chrono::milliseconds(kPersistIntervalMs / 4)
                                : std::chrono::milliseconds(100);
       node_->wait_for_commit(next_index() - 1, std::chrono::steady_clock::now() + wait);
     }
@@ -285,6 +290,7 @@ void Dispatcher::skip_trimmed(std::uint64_t from) {
     groups_->skip_to(first);
   }
   dirty_ = true;
+  records_dirty_ = true;
 }
 
 bool Dispatcher::read_batch(std::uint64_t from, std::vector<derived::SourceEntry>* batch,
@@ -331,9 +337,15 @@ bool Dispatcher::dispatch_batch() {
         std::min<std::uint64_t>(boundary - from, batch.size()));
     return std::vector<derived::SourceEntry>(batch.begin() + skip, batch.end());
   };
+  bool envelopes_applied = false;  // the indexes were given an envelope (over-approximated)
+  auto any_envelope = [&] {
+    return std::any_of(batch.begin(), batch.end(),
+                       [](const derived::SourceEntry& entry) { return entry.has_envelope; });
+  };
   const std::uint64_t first_read = groups_from;
   if (read_batch(first_read, &batch, &skipped)) {
     const bool feeds_indexes = indexes_from >= first_read;
+    envelopes_applied = feeds_indexes && any_envelope();
     if ((feeds_indexes && !indexes_->apply(from_boundary(first_read, indexes_from))) ||
         !groups_->apply(from_boundary(first_read, groups_from))) {
       set_failure("the log handed out entries out of order at " + std::to_string(first_read));
@@ -353,6 +365,7 @@ bool Dispatcher::dispatch_batch() {
   // The indexes lag the group table: their own read, after the table's.
   const std::uint64_t lagging = indexes_->boundary();
   if (lagging < first_read && read_batch(lagging, &batch, &skipped)) {
+    envelopes_applied = envelopes_applied || any_envelope();
     if (!indexes_->apply(from_boundary(lagging, lagging))) {
       set_failure("the log handed out entries out of order at " + std::to_string(lagging));
       return false;
@@ -363,6 +376,8 @@ bool Dispatcher::dispatch_batch() {
     notify();
     dirty_ = true;
   }
+  // Only an envelope adds records (topics, keys, time); plain entries move the cursor alone.
+  records_dirty_ = records_dirty_ || envelopes_applied;
   return applied || skipped;
 }
 
@@ -377,15 +392,28 @@ bool Dispatcher::groups_persist_due(std::chrono::steady_clock::time_point now) c
          groups_->boundary() - groups_->persisted_boundary() >= kGroupsHoldLagEntries;
 }
 
+bool Dispatcher::indexes_persist_due(std::chrono::steady_clock::time_point now) const {
+  if (!dirty_) return false;
+  return records_dirty_ || stop_.load() ||
+         now - indexes_persisted_at_ >= std::chrono::milliseconds(kCursorOnlyPersistMs);
+}
+
+void Dispatcher::persist_indexes(std::chrono::steady_clock::time_point now) {
+  if (store::Status persisted = indexes_->persist(); !persisted.ok()) {
+    spdlog::error("derived indexes: persisting: {}", persisted.to_string());
+    set_failure("persisting: " + persisted.to_string());
+    return;
+  }
+  dirty_ = false;
+  records_dirty_ = false;
+  indexes_persisted_at_ = now;
+}
+
 void Dispatcher::persist() {
   const auto now = std::chrono::steady_clock::now();
-  if (dirty_) {
-    if (store::Status persisted = indexes_->persist(); !persisted.ok()) {
-      spdlog::error("derived indexes: persisting: {}", persisted.to_string());
-      set_failure("persisting: " + persisted.to_string());
-      return;
-    }
-    dirty_ = false;
+  if (indexes_persist_due(now)) {
+    persist_indexes(now);
+    if (!failure().empty()) return;
   }
   if (groups_persist_due(now)) {
     if (store::Status persisted = groups_->persist(); !persisted.ok()) {

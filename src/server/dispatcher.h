@@ -4,9 +4,10 @@
 //
 // It reads committed entries in log order through Node::read_committed (never past the commit
 // index), at most kBatchEntries / kBatchBytes per read, applies them, and persists the indexes
-// (records, then cursor) at most every kPersistIntervalMs, and at stop(). Its cursor
-// says how far the indexes are built; it proves nothing about the log's durability, and it is no
-// consumer's offset. The node serves while the indexes catch up; lag() says by how much.
+// (records, then cursor) at most every kPersistIntervalMs when records were added, at most every
+// kCursorOnlyPersistMs when only the cursor moved (plain entries: no records), and at stop(). Its
+// cursor says how far the indexes are built; it proves nothing about the log's durability, and it
+// is no consumer's offset. The node serves while the indexes catch up; lag() says by how much.
 // Retention: when the log's first index moves, whole index segments below it are dropped; entries
 // retention removed before they were indexed are skipped (logged), never waited for.
 //
@@ -53,6 +54,13 @@ class Dispatcher {
   // (RetentionTest, the Python client's trim test). The cost: under any append load, one GROUPS
   // rewrite per 200 ms beside the indexes' own persist; an idle node writes nothing.
   static constexpr std::uint64_t kGroupsHoldLagEntries = 1;
+  // Indexes whose cursor alone moved (the entries applied since the last persist were all plain:
+  // no record to write) are persisted at most this often, not every kPersistIntervalMs: the
+  // cursor's rewrite, rename and two fsyncs five times a second were 2-3 % of every node's CPU
+  // under plain appends (docs/benchmarks.md, "Issue 17: the follower's remaining costs"). A
+  // restart replays at most this much more of the log; a retention trim persists it first (so a
+  // restart never finds its cursor below the log's first index for that reason).
+  static constexpr std::uint32_t kCursorOnlyPersistMs = 10'000;
 
   // Opens data_dir/derived and checks it against the node's recovered log. nullptr with `problem`
   // when the directory cannot be used (the node then serves without topic and key queries).
@@ -123,6 +131,10 @@ class Dispatcher {
   // before GROUPS was persisted) and reaches at least as far as the table; true when it did.
   bool adopt_installed_snapshot_groups(std::uint64_t first);
   void persist();
+  // The indexes' persist (records and cursor) is due: at kPersistIntervalMs when records_dirty_,
+  // at kCursorOnlyPersistMs when only the cursor moved, and always once stop_ is set.
+  bool indexes_persist_due(std::chrono::steady_clock::time_point now) const;
+  void persist_indexes(std::chrono::steady_clock::time_point now);
   bool groups_persist_due(std::chrono::steady_clock::time_point now) const;
 
   Node* node_;
@@ -134,9 +146,11 @@ class Dispatcher {
   mutable std::condition_variable applied_cv_;  // the group table applied more, or failure/stop
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  bool dirty_ = false;
+  bool dirty_ = false;          // the indexes' cursor moved since they were last persisted
+  bool records_dirty_ = false;  // ... and more than the cursor (records, a skip, an adoption)
   std::uint64_t trimmed_below_ = 0;
   std::chrono::steady_clock::time_point persisted_at_{};
+  std::chrono::steady_clock::time_point indexes_persisted_at_{};
   std::chrono::steady_clock::time_point groups_persisted_at_{};
   mutable std::mutex failure_mu_;
   std::string failure_;

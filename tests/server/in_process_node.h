@@ -45,6 +45,11 @@ class InProcessNode {
   }
 
   bool started() const { return server_ != nullptr; }
+  // Stops the server now (its data directory stays until this object goes).
+  void shutdown() {
+    if (server_ != nullptr) server_->shutdown();
+    server_.reset();
+  }
   const std::string& address() const { return server_->bound_address(); }
   const std::string& data_dir() const { return config_.data_dir; }
   std::size_t open_tail_streams() const { return server_->open_tail_streams(); }
