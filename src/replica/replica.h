@@ -404,9 +404,12 @@ class Replica {
   // Adds the dedup table's clients (appends at or below data->index) while the encoding, `size`
   // bytes without them, stays within config_.max_snapshot_data_bytes.
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
-  // Before a trim deletes segments: SNAPSHOT (origin kTrim) with the dedup table's appends at or
+  // Before a trim deletes segments: SNAPSHOT.next (origin kTrim) with the dedup table's appends at or
   // below `point` (the new first index - 1), so that a restart still answers their retries.
   store::Status save_trim_snapshot(std::uint64_t point);
+  // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
+  // deleted (replica_retention.cpp).
+  void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
   // At open, before the dedup rebuild: loads SNAPSHOT when it names the log's first index - 1, and

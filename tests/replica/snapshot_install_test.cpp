@@ -343,5 +343,163 @@ TEST_F(SnapshotInstallTest, APowerCutAtEverySyncRestartsFromTheOldOrTheNewState)
   EXPECT_GT(saw_new, 1) << "cuts between the log's reset and the end of the install";
 }
 
+// A second snapshot (index 20, term 3), whose data does not carry client 77 any more (the leader
+// evicted it): only the first snapshot's SNAPSHOT answers a retry of (77, 5).
+constexpr std::uint64_t kSecondIndex = 20;
+constexpr std::uint64_t kSecondTerm = 3;
+
+raft::Message second_snapshot_message() {
+  SnapshotData data = leader_data();
+  data.index = kSecondIndex;
+  data.term = kSecondTerm;
+  data.topics = {{"orders", 12}};
+  const std::vector<std::string> z = {"z"};
+  data.dedup_clients = {{88, 0, {{3, {15, 15, 3}, append_digest(z)}}}};
+  raft::Message m = snapshot_message(encode_snapshot_data(data));
+  m.term = kSecondTerm;
+  m.commit = kSecondIndex;
+  m.snapshot->index = kSecondIndex;
+  m.snapshot->term = kSecondTerm;
+  return m;
+}
+
+// Review finding 3: an install over an earlier install, cut at every sync. SNAPSHOT is rewritten
+// only after the new log's reset, so a node that reopens the old log (starting after the first
+// snapshot) still answers a retry the first snapshot covered, instead of appending it again.
+TEST_F(SnapshotInstallTest, APowerCutDuringASecondInstallKeepsTheFirstSnapshotsDedupRecords) {
+  int saw_old = 0;
+  int saw_new = 0;
+  bool completed = false;
+  for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_old_state();
+    if (HasFatalFailure()) return;
+    replica_->step(snapshot_message(encode_snapshot_data(leader_data())));
+    replica_->process();
+    continue_after_snapshot("the first install");
+    if (HasFatalFailure()) return;
+    env_->crash_after_syncs(step);
+    replica_->step(second_snapshot_message());
+    replica_->process();
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(step) + " syncs";
+    if (completed) {
+      ASSERT_FALSE(replica_->failed()) << where << ": " << replica_->failure_reason();
+    }
+    power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
+    if (HasFatalFailure()) return;
+    const std::uint64_t first = replica_->log().first_index();
+    if (first == kSnapshotIndex + 1) {
+      ++saw_old;
+      EXPECT_EQ(replica_->log().last_index(), 11U) << where;
+      EXPECT_EQ(lookup(77, 5, {"x", "y"}), DedupTable::Lookup::kFound)
+          << where << ": the first snapshot's dedup record is lost";
+      EXPECT_EQ(lookup(88, 3, {"z"}), DedupTable::Lookup::kUnknown) << where;
+      EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 8U) << where;
+    } else {
+      ++saw_new;
+      EXPECT_EQ(first, kSecondIndex + 1) << where;
+      EXPECT_EQ(replica_->commit_index(), kSecondIndex) << where;
+      EXPECT_EQ(lookup(88, 3, {"z"}), DedupTable::Lookup::kFound) << where;
+      EXPECT_EQ(lookup(77, 5, {"x", "y"}), DedupTable::Lookup::kUnknown) << where;
+      EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 12U) << where;
+    }
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where << ": the open finishes or drops it";
+    auto current = read_snapshot_file(env_.get(), "/data");
+    ASSERT_TRUE(current.ok() && current->has_value()) << where;
+    EXPECT_EQ((*current)->index + 1, first) << where << ": SNAPSHOT names the log's start";
+  }
+  EXPECT_TRUE(completed) << "the install never finished within the steps tried";
+  EXPECT_GT(saw_old, 0);
+  EXPECT_GT(saw_new, 0);
+}
+
+// A follower that received entries 1..kEntries (term 1), each its own client's append of one
+// 15 KiB entry (about four per minimum-size segment), all committed and flushed.
+class TrimSnapshotTest : public SnapshotInstallTest {
+ protected:
+  static constexpr std::uint64_t kEntries = 32;
+  static std::string payload(std::uint64_t index) {
+    return std::string(15 << 10, static_cast<char>('a' + index % 26));
+  }
+  void build_log() {
+    open();
+    for (std::uint64_t from = 1; from <= kEntries; from += 8) {
+      raft::Message append;
+      append.type = raft::MessageType::kAppend;
+      append.from = 1;
+      append.to = 2;
+      append.term = 1;
+      append.index = from - 1;
+      append.log_term = from == 1 ? 0 : 1;
+      append.commit = kEntries;
+      for (std::uint64_t index = from; index < from + 8; ++index) {
+        raft::Entry entry;
+        entry.index = index;
+        entry.term = 1;
+        entry.client_id = 100 + index;
+        entry.sequence = 1;
+        entry.payload = payload(index);
+        append.entries.push_back(entry);
+      }
+      replica_->step(append);
+      replica_->process();
+      ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
+      replica_->process();
+    }
+    ASSERT_TRUE(replica_->log().run_checkpoint().ok());
+    ASSERT_EQ(replica_->commit_index(), kEntries);
+  }
+  // Every append of the log, trimmed or not, is still answered from the dedup table.
+  void expect_every_retry_answered(const std::string& where) {
+    for (std::uint64_t index = 1; index <= kEntries; ++index) {
+      EXPECT_EQ(lookup(100 + index, 1, {payload(index)}), DedupTable::Lookup::kFound)
+          << where << ": the append at " << index << " (log starts at "
+          << replica_->log().first_index() << ") would be appended again";
+    }
+  }
+};
+
+// Review finding 3 (round 2): a trim over an earlier trim, cut at every sync. The second trim's
+// SNAPSHOT replaces the first's only once its segments are gone, so whichever log a restart finds,
+// the appends the first trim removed are still answered.
+TEST_F(TrimSnapshotTest, APowerCutDuringASecondTrimKeepsTheFirstTrimsDedupRecords) {
+  int saw_old = 0;
+  int saw_new = 0;
+  bool completed = false;
+  for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_log();
+    if (HasFatalFailure()) return;
+    const TrimResult first_trim = replica_->trim(10, "test:");
+    ASSERT_TRUE(first_trim.error.ok()) << first_trim.error.message;
+    const std::uint64_t after_first = replica_->log().first_index();
+    ASSERT_GT(after_first, 1U);
+    env_->crash_after_syncs(step);
+    const TrimResult second_trim = replica_->trim(24, "test:");
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(step) + " syncs";
+    if (completed) {
+      ASSERT_TRUE(second_trim.error.ok()) << where << ": " << second_trim.error.message;
+    }
+    const std::uint64_t planned = replica_->log().first_index();
+    power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
+    if (HasFatalFailure()) return;
+    const std::uint64_t first = replica_->log().first_index();
+    EXPECT_GE(first, after_first) << where;
+    (first == after_first ? saw_old : saw_new)++;
+    if (completed) {
+      EXPECT_EQ(first, planned) << where;
+    }
+    expect_every_retry_answered(where);
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where << ": the open finishes or drops it";
+  }
+  EXPECT_TRUE(completed) << "the trim never finished within the steps tried";
+  EXPECT_GT(saw_old, 0);
+  EXPECT_GT(saw_new, 0);
+}
+
 }  // namespace
 }  // namespace raftlog::replica
