@@ -412,9 +412,14 @@ class Replica {
   void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
-  // At open, before the dedup rebuild: loads SNAPSHOT when it names the log's first index - 1, and
-  // completes an install a crash cut after its log reset (CONFSTATE, TOPICSTATE).
+  // At open, before the dedup rebuild: loads SNAPSHOT (or SNAPSHOT.next) when it names the log's
+  // first index - 1, and completes an install a crash cut after its log reset (CONFSTATE,
+  // TOPICSTATE); refuses (false, *problem) when one does not read and the state is not provably
+  // complete without it.
   bool load_snapshot_state(std::string* problem);
+  // At open, when no readable snapshot file describes the log's start but one does not read: whether
+  // the node's state is provably whole without it (else the open is refused).
+  bool complete_without_snapshot() const;
 
   // Retention (replica_retention.cpp).
   std::uint64_t trim_limit() const;
@@ -440,6 +445,7 @@ class Replica {
   bool failed_ = false;
   std::string failure_;
   bool closed_ = false;
+  bool opened_ = false;  // open() completed: close() may save what the node holds
   std::uint64_t commit_ = 0;
 
   SnapshotStats snapshot_stats_;

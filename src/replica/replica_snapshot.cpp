@@ -207,7 +207,10 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   // 5. TOPICSTATE (not fatal, as any save: the next open completes it from SNAPSHOT).
   commit_ = point;
   topics_.reset(point, data.topics);
-  last_timestamp_ms_ = std::max(last_timestamp_ms_, data.timestamp_floor_ms);
+  // Bounded as a replicated entry's timestamp is (note_entry): a sender's clock far ahead (or a
+  // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
+  last_timestamp_ms_ = std::max(
+      last_timestamp_ms_, std::min(data.timestamp_floor_ms, wall_now_ms() + kMaxTimestampSkewMs));
   if (store::Status saved = save_topic_state(); !saved.ok()) {
     spdlog::warn("node {}: saving TOPICSTATE after the install: {}", config_.node_id,
                  saved.to_string());
@@ -256,6 +259,22 @@ bool describes_log_start(const store::Result<std::optional<SnapshotData>>& file,
 
 }  // namespace
 
+// Whether a log whose start no readable snapshot file describes is whole without one: no install a
+// crash interrupted is left to complete (CONFSTATE's base is at or past the log's first index - 1:
+// step 4 ran; or TOPICSTATE reaches it: step 5 ran, or the start came from a trim, which saves
+// TOPICSTATE first), and the dedup records such a file holds lie below the window the open rebuilds
+// from the log anyway (the log holds at least dedup_rebuild_entries entries).
+bool Replica::complete_without_snapshot() const {
+  const std::uint64_t first = log_->first_index();
+  const std::uint64_t last = log_->last_index();
+  if (last + 1 < first || last + 1 - first < config_.dedup_rebuild_entries) return false;
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if (!recorded.empty() && recorded.front().index + 1 >= first) return true;
+  auto topic_state = read_topic_state(config_.store.env, config_.data_dir);
+  return topic_state.ok() && topic_state->has_value() &&
+         (*topic_state)->through_index + 1 >= first && (*topic_state)->through_index <= last;
+}
+
 bool Replica::load_snapshot_state(std::string* problem) {
   loaded_snapshot_.reset();
   store::Env* const env = config_.store.env;
@@ -296,14 +315,21 @@ bool Replica::load_snapshot_state(std::string* problem) {
     if (describes_log_start(current, *log_)) saved = &current;
   }
   if (saved == nullptr) {
-    if (!next.ok()) spdlog::error("node {}: {}; ignored", config_.node_id, next.status().to_string());
-    if (!current.ok()) {
-      // Needed only when this log starts right after an install: TOPICSTATE and CONFSTATE then say
-      // whether the install completed (when it does not decode, the topic check at open refuses a
-      // TOPICSTATE that does not reach the log's start).
-      spdlog::error("node {}: {}; ignored", config_.node_id, current.status().to_string());
+    if (next.ok() && current.ok()) return true;  // none, or an older install's or trim's
+    // One of them does not read or decode: it may be the one this log starts after.
+    const std::string unreadable = !current.ok() ? current.status().to_string()
+                                                 : next.status().to_string();
+    if (!complete_without_snapshot()) {
+      *problem = unreadable + "; the log starts at " + std::to_string(first) +
+                 " and without this file the dedup records of the appends before it (and, after "
+                 "an interrupted install, the snapshot's configuration and topic table) are lost: "
+                 "restore this node's data directory from a backup or replace the node "
+                 "(docs/operations.md, \"Damaged data at startup\")";
+      return false;
     }
-    return true;  // none, or an older install's or trim's
+    spdlog::error("node {}: {}; ignored: the log and CONFSTATE hold everything it could add",
+                  config_.node_id, unreadable);
+    return true;
   }
   loaded_snapshot_ = std::move(**(*saved));
   const SnapshotData& data = *loaded_snapshot_;
@@ -329,7 +355,13 @@ bool Replica::load_snapshot_state(std::string* problem) {
       (*topic_state)->through_index > log_->last_index()) {
     spdlog::warn("node {}: completing the install of snapshot {}: TOPICSTATE", config_.node_id,
                  data.index);
-    const TopicState state{data.index, data.timestamp_floor_ms, data.topics};
+    // The floor bounded as at the install, and never below the old TOPICSTATE's (each of its
+    // values was bounded when it was raised).
+    std::uint64_t floor = std::min(data.timestamp_floor_ms, wall_now_ms() + kMaxTimestampSkewMs);
+    if (topic_state.ok() && topic_state->has_value()) {
+      floor = std::max(floor, (*topic_state)->timestamp_floor_ms);
+    }
+    const TopicState state{data.index, floor, data.topics};
     if (store::Status st = write_topic_state(config_.store.env, config_.data_dir, state);
         !st.ok()) {
       *problem = "completing the snapshot install (TOPICSTATE): " + st.to_string();
