@@ -449,6 +449,10 @@ class Replica {
   std::uint64_t commit_ = 0;
 
   SnapshotStats snapshot_stats_;
+  // Leader: each tick, the transport's progress with the snapshot in flight to a peer restarts its
+  // retry timer (replica_requests.cpp); what it reported last, per such peer.
+  void report_snapshot_progress();
+  std::map<std::uint64_t, MessageSender::SnapshotSendMark> snapshot_send_marks_;
   // load_snapshot_state(): the installed snapshot the open's dedup rebuild starts from.
   std::optional<SnapshotData> loaded_snapshot_;
   util::RateLimit snapshot_log_{std::chrono::seconds(10)};
