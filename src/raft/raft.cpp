@@ -211,6 +211,7 @@ TransferStatus Raft::transfer_leadership(NodeId target) {
   return impl_->transfer_leadership(target);
 }
 void Raft::set_disk_over_watermark(bool over) { impl_->set_disk_over_watermark(over); }
+void Raft::snapshot_progress(NodeId peer) { impl_->snapshot_progress(peer); }
 void Raft::on_persisted(Index index, Term term) { impl_->on_persisted(index, term); }
 bool Raft::has_ready() const { return impl_->has_ready(); }
 Ready Raft::ready() { return impl_->ready(); }

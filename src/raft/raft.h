@@ -52,8 +52,10 @@ struct Config {
   bool snapshots = false;
   // A snapshot sent to a follower that has not acknowledged it within this many ticks is sent again
   // (it or its answer was lost, or its install failed). One snapshot per follower is in flight at a
-  // time. The default is 5 s at raftlogd's 20 ms tick: an install is a store reset and two small
-  // synced files, far less than that; the driver's transfer of a large one must fit in it too.
+  // time. The count restarts whenever the driver reports the transfer's progress
+  // (Raft::snapshot_progress), so it bounds the time without progress: the default is 5 s at
+  // raftlogd's 20 ms tick, for a chunk to go out or, after the last one, for the install and its
+  // acknowledgement (decoding and writing the data, a store reset and two small synced files).
   int snapshot_retry_ticks = 250;
 
   // Catching up after lost durable state (docs/raft.md, "Storage faults"). The driver sets these when
@@ -198,6 +200,11 @@ class Raft {
   // with every append and heartbeat response, so that a leader short of disk hands leadership to a
   // follower with room (the driver decides when; docs/raft.md, "Disk-aware leadership").
   void set_disk_over_watermark(bool over);
+  // Leader only: the driver's transport made progress sending `peer` the snapshot in flight to it
+  // (bytes went out since its last report). Restarts that snapshot's retry timer
+  // (Config::snapshot_retry_ticks), which then bounds the time without progress rather than the
+  // whole transfer. Ignored when no snapshot is in flight to `peer`.
+  void snapshot_progress(NodeId peer);
   // The driver reports that every entry up to `index` is durable and that the entry at `index` has
   // `term` (stale reports after a truncation are ignored by the term check). Only durable entries count
   // toward a quorum, on the leader too.

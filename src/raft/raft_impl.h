@@ -64,6 +64,7 @@ class Raft::Impl {
   Index behind_leader_commit() const;
   const std::optional<Snapshot>& installing_snapshot() const { return log_.installing(); }
   void set_disk_over_watermark(bool over) { disk_over_watermark_ = over; }
+  void snapshot_progress(NodeId peer);  // raft_snapshot.cpp
 
  private:
   // --- roles and elections (raft_election.cpp) ---

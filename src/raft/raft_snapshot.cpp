@@ -64,6 +64,13 @@ void Raft::Impl::retry_lost_snapshots() {
   }
 }
 
+void Raft::Impl::snapshot_progress(NodeId peer) {
+  if (role_ != Role::kLeader) return;
+  const auto found = progress_.find(peer);
+  if (found == progress_.end() || found->second.state != ReplicationState::kSnapshot) return;
+  found->second.snapshot_ticks = 0;  // still moving: a slow link is not a lost snapshot
+}
+
 void Raft::Impl::handle_snapshot(Message& m) {
   if (!config_.snapshots || !m.snapshot) return;  // a driver that cannot install one: ignored
   const Snapshot& snapshot = *m.snapshot;

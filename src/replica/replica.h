@@ -404,14 +404,22 @@ class Replica {
   // Adds the dedup table's clients (appends at or below data->index) while the encoding, `size`
   // bytes without them, stays within config_.max_snapshot_data_bytes.
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
-  // Before a trim deletes segments: SNAPSHOT (origin kTrim) with the dedup table's appends at or
+  // Before a trim deletes segments: SNAPSHOT.next (origin kTrim) with the dedup table's appends at or
   // below `point` (the new first index - 1), so that a restart still answers their retries.
   store::Status save_trim_snapshot(std::uint64_t point);
+  // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
+  // deleted (replica_retention.cpp).
+  void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
-  // At open, before the dedup rebuild: loads SNAPSHOT when it names the log's first index - 1, and
-  // completes an install a crash cut after its log reset (CONFSTATE, TOPICSTATE).
+  // At open, before the dedup rebuild: loads SNAPSHOT (or SNAPSHOT.next) when it names the log's
+  // first index - 1, and completes an install a crash cut after its log reset (CONFSTATE,
+  // TOPICSTATE); refuses (false, *problem) when one does not read and the state is not provably
+  // complete without it.
   bool load_snapshot_state(std::string* problem);
+  // At open, when no readable snapshot file describes the log's start but one does not read: whether
+  // the node's state is provably whole without it (else the open is refused).
+  bool complete_without_snapshot() const;
 
   // Retention (replica_retention.cpp).
   std::uint64_t trim_limit() const;
@@ -437,9 +445,14 @@ class Replica {
   bool failed_ = false;
   std::string failure_;
   bool closed_ = false;
+  bool opened_ = false;  // open() completed: close() may save what the node holds
   std::uint64_t commit_ = 0;
 
   SnapshotStats snapshot_stats_;
+  // Leader: each tick, the transport's progress with the snapshot in flight to a peer restarts its
+  // retry timer (replica_requests.cpp); what it reported last, per such peer.
+  void report_snapshot_progress();
+  std::map<std::uint64_t, MessageSender::SnapshotSendMark> snapshot_send_marks_;
   // load_snapshot_state(): the installed snapshot the open's dedup rebuild starts from.
   std::optional<SnapshotData> loaded_snapshot_;
   util::RateLimit snapshot_log_{std::chrono::seconds(10)};

@@ -109,6 +109,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
           events->store_flushed(cycle);
         });
   }
+  replica->opened_ = true;
   return replica;
 }
 
@@ -396,7 +397,9 @@ void Replica::close() {
   closed_ = true;
   log_->set_flush_listener(nullptr);
   log_->set_flush_observer(nullptr);
-  if (!failed_) {
+  // An open refused midway never saves: its tables were not loaded, and a TOPICSTATE written from
+  // them would replace the good one with an empty table (the next open then refuses for that too).
+  if (!failed_ && opened_) {
     if (store::Status saved = save_topic_state(); !saved.ok()) {
       spdlog::error("node {}: saving TOPICSTATE: {}", config_.node_id, saved.to_string());
     }

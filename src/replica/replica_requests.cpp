@@ -365,9 +365,30 @@ void Replica::tick() {
   disk_.refresh_if_due(*deps_.disk, now);
   (void)guard_core([&] {
     raft_->set_disk_over_watermark(disk_.exceeded());
+    report_snapshot_progress();
     raft_->tick();
   });
   hand_over_leadership_for_disk(now);
+}
+
+// A snapshot's chunks still going out restart its retry timer: only a transfer that stopped moving
+// (or an install that does not answer) is sent again (raft::Config::snapshot_retry_ticks).
+void Replica::report_snapshot_progress() {
+  if (raft_->role() != raft::Role::kLeader) {
+    snapshot_send_marks_.clear();
+    return;
+  }
+  std::map<std::uint64_t, MessageSender::SnapshotSendMark> seen;
+  for (const raft::PeerProgress& progress : raft_->progress()) {
+    if (progress.snapshot_index == 0 || progress.id == config_.node_id) continue;
+    const MessageSender::SnapshotSendMark mark = deps_.sender->snapshot_send_mark(progress.id);
+    const auto last = snapshot_send_marks_.find(progress.id);
+    if (mark.sent_bytes != 0 && (last == snapshot_send_marks_.end() || !(last->second == mark))) {
+      raft_->snapshot_progress(progress.id);
+    }
+    seen.emplace(progress.id, mark);
+  }
+  snapshot_send_marks_ = std::move(seen);  // only the peers a snapshot is in flight to
 }
 
 }  // namespace raftlog::replica

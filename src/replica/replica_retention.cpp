@@ -56,8 +56,9 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
   }
   if (target > first_before) {
-    // The dedup table's appends in the segments about to go, for the next open (a crash before the
-    // trim leaves a SNAPSHOT that names no log start, which the open ignores). Where the log will
+    // The dedup table's appends in the segments about to go, for the next open: SNAPSHOT.next,
+    // which becomes SNAPSHOT once the segments are gone (until then SNAPSHOT still describes the
+    // log's start; a crash in between: the open takes whichever file does). Where the log will
     // start: the first segment that keeps an entry at or above the target.
     std::uint64_t new_first = first_before;
     for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
@@ -74,12 +75,14 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
                           first_before, limit};
       }
     }
-    if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
+    const store::Status truncated = log_->truncate_prefix(target);
+    if (new_first > first_before) finish_trim_snapshot(first_before, new_first);
+    if (!truncated.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
-                    st.to_string());
-      return TrimResult{
-          make_error(ErrorCode::kInternal, "trim failed: " + st.to_string(), kReasonStorageError),
-          first_before, limit};
+                    truncated.to_string());
+      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + truncated.to_string(),
+                                   kReasonStorageError),
+                        first_before, limit};
     }
   }
   const std::uint64_t first_after = log_->first_index();
@@ -93,6 +96,26 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     if (deps_.events != nullptr) deps_.events->segments_deleted(removed);
   }
   return TrimResult{NodeError{}, first_after, limit};
+}
+
+// After the prefix truncation (its commit point), whether it succeeded or not: SNAPSHOT.next names
+// new_first - 1 and covers any start the log got to (its appends at or below the start are a
+// superset of the old SNAPSHOT's), so it replaces SNAPSHOT once a segment went; when none went it
+// is stale and goes. Not fatal: the open finishes either step from what it finds.
+void Replica::finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first) {
+  store::Env* const env = config_.store.env;
+  const std::uint64_t first_after = log_->first_index();
+  if (first_after != new_first && first_after != first_before) {
+    spdlog::warn("node {}: the trim left the log starting at {}, not at {} as planned",
+                 config_.node_id, first_after, new_first);
+  }
+  const store::Status st = first_after > first_before
+                               ? promote_snapshot_next(env, config_.data_dir)
+                               : remove_snapshot_next(env, config_.data_dir);
+  if (!st.ok()) {
+    spdlog::error("node {}: finishing SNAPSHOT after the trim (the next open finishes it): {}",
+                  config_.node_id, st.to_string());
+  }
 }
 
 void Replica::apply_retention(Clock::time_point now) {

@@ -102,7 +102,7 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point) {
   data.timestamp_floor_ms = last_timestamp_ms_;
   data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
   add_dedup_within_budget(&data, encoded_size_without_dedup(data));
-  return write_snapshot_file(config_.store.env, config_.data_dir, encode_snapshot_data(data));
+  return write_snapshot_next(config_.store.env, config_.data_dir, encode_snapshot_data(data));
 }
 
 bool Replica::fill_snapshot(raft::Message& message) {
@@ -178,16 +178,21 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
       "of the log [{}, {}] (commit {})",
       config_.node_id, raft_->term(), point, data.term, log_->first_index(), log_->last_index(),
       commit_);
-  // 2. SNAPSHOT, naming the point.
+  // 2. SNAPSHOT.next, naming the point (SNAPSHOT still describes the old log until step 3).
   if (store::Status st =
-          write_snapshot_file(config_.store.env, config_.data_dir, snapshot.data.view());
+          write_snapshot_next(config_.store.env, config_.data_dir, snapshot.data.view());
       !st.ok()) {
-    fatal("writing SNAPSHOT: " + st.to_string());
+    fatal("writing SNAPSHOT.next: " + st.to_string());
     return;
   }
-  // 3. The commit point: the old log is gone, the new one starts at point + 1.
+  // 3. The commit point: the old log is gone, the new one starts at point + 1. Then SNAPSHOT.next
+  // becomes SNAPSHOT (a crash before that: the open finishes the rename).
   if (store::Status st = log_->reset(point + 1, data.term); !st.ok()) {
     fatal("resetting the log to start at " + std::to_string(point + 1) + ": " + st.to_string());
+    return;
+  }
+  if (store::Status st = promote_snapshot_next(config_.store.env, config_.data_dir); !st.ok()) {
+    fatal("renaming SNAPSHOT.next to SNAPSHOT: " + st.to_string());
     return;
   }
   // 4. CONFSTATE.
@@ -202,7 +207,10 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   // 5. TOPICSTATE (not fatal, as any save: the next open completes it from SNAPSHOT).
   commit_ = point;
   topics_.reset(point, data.topics);
-  last_timestamp_ms_ = std::max(last_timestamp_ms_, data.timestamp_floor_ms);
+  // Bounded as a replicated entry's timestamp is (note_entry): a sender's clock far ahead (or a
+  // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
+  last_timestamp_ms_ = std::max(
+      last_timestamp_ms_, std::min(data.timestamp_floor_ms, wall_now_ms() + kMaxTimestampSkewMs));
   if (store::Status saved = save_topic_state(); !saved.ok()) {
     spdlog::warn("node {}: saving TOPICSTATE after the install: {}", config_.node_id,
                  saved.to_string());
@@ -231,24 +239,99 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   if (deps_.snapshot_installed) deps_.snapshot_installed(point, data.section);
 }
 
+namespace {
+
+// Whether a snapshot file describes the log's start: it names first - 1 with the log's term there,
+// or it is a trim's whose point the log still holds (a crash cut the trim's deletion of segments
+// midway: its appends at or below that point cover the log's start too).
+bool describes_log_start(const store::Result<std::optional<SnapshotData>>& file,
+                         const store::CommitLog& log) {
+  if (!file.ok() || !file->has_value()) return false;
+  const SnapshotData& data = **file;
+  const std::uint64_t first = log.first_index();
+  const bool names_start = data.index + 1 == first;
+  const bool trim_covers = data.origin == SnapshotOrigin::kTrim && data.index >= first &&
+                           data.index <= log.last_index();
+  if (!names_start && !trim_covers) return false;
+  auto term = log.term_at(data.index);
+  return term.ok() && *term == data.term;
+}
+
+}  // namespace
+
+// Whether a log whose start no readable snapshot file describes is whole without one: no install a
+// crash interrupted is left to complete (CONFSTATE's base is at or past the log's first index - 1:
+// step 4 ran; or TOPICSTATE reaches it: step 5 ran, or the start came from a trim, which saves
+// TOPICSTATE first), and the dedup records such a file holds lie below the window the open rebuilds
+// from the log anyway (the log holds at least dedup_rebuild_entries entries).
+bool Replica::complete_without_snapshot() const {
+  const std::uint64_t first = log_->first_index();
+  const std::uint64_t last = log_->last_index();
+  if (last + 1 < first || last + 1 - first < config_.dedup_rebuild_entries) return false;
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  if (!recorded.empty() && recorded.front().index + 1 >= first) return true;
+  auto topic_state = read_topic_state(config_.store.env, config_.data_dir);
+  return topic_state.ok() && topic_state->has_value() &&
+         (*topic_state)->through_index + 1 >= first && (*topic_state)->through_index <= last;
+}
+
 bool Replica::load_snapshot_state(std::string* problem) {
   loaded_snapshot_.reset();
+  store::Env* const env = config_.store.env;
   const std::uint64_t first = log_->first_index();
-  if (first <= 1) return true;  // no install (nor trim) behind this log
-  auto saved = read_snapshot_file(config_.store.env, config_.data_dir);
-  auto term = log_->term_at(first - 1);
-  if (!saved.ok()) {
-    // Needed only when this log starts right after an install: TOPICSTATE and CONFSTATE then say
-    // whether the install completed (checked below when the file decodes; when it does not, the
-    // topic check at open refuses a TOPICSTATE that does not reach the log's start).
-    spdlog::error("node {}: {}; ignored", config_.node_id, saved.status().to_string());
+  if (first <= 1) {
+    // No install (nor trim) behind this log; a SNAPSHOT.next is a trim's that deleted nothing.
+    if (store::Status st = remove_snapshot_next(env, config_.data_dir); !st.ok()) {
+      spdlog::warn("node {}: removing a stale SNAPSHOT.next: {}", config_.node_id, st.to_string());
+    }
     return true;
   }
-  if (!saved->has_value() || (*saved)->index != first - 1 || !term.ok() ||
-      *term != (*saved)->term) {
-    return true;  // none, or an older install's: the log's start came from a trim
+  // SNAPSHOT.next describes the log's start once its install or trim reached the commit point (the
+  // rename that followed did not happen yet): finished here. Otherwise SNAPSHOT, and a
+  // SNAPSHOT.next is stale (its commit point never came).
+  auto next = read_snapshot_file(env, config_.data_dir, SnapshotFile::kNext);
+  auto current = read_snapshot_file(env, config_.data_dir, SnapshotFile::kCurrent);
+  store::Result<std::optional<SnapshotData>>* saved = nullptr;
+  if (describes_log_start(next, *log_)) {
+    spdlog::warn("node {}: finishing the snapshot of index {}: SNAPSHOT.next becomes SNAPSHOT",
+                 config_.node_id, (*next)->index);
+    if (store::Status st = promote_snapshot_next(env, config_.data_dir); !st.ok()) {
+      *problem = "renaming SNAPSHOT.next to SNAPSHOT: " + st.to_string();
+      return false;
+    }
+    saved = &next;
+  } else {
+    if (next.ok() && next->has_value()) {
+      spdlog::info("node {}: removing SNAPSHOT.next of index {}: the log does not start after it",
+                   config_.node_id, (*next)->index);
+    }
+    const bool stale_next = next.ok() ? next->has_value() : describes_log_start(current, *log_);
+    if (stale_next) {
+      if (store::Status st = remove_snapshot_next(env, config_.data_dir); !st.ok()) {
+        spdlog::warn("node {}: removing a stale SNAPSHOT.next: {}", config_.node_id,
+                     st.to_string());
+      }
+    }
+    if (describes_log_start(current, *log_)) saved = &current;
   }
-  loaded_snapshot_ = std::move(**saved);
+  if (saved == nullptr) {
+    if (next.ok() && current.ok()) return true;  // none, or an older install's or trim's
+    // One of them does not read or decode: it may be the one this log starts after.
+    const std::string unreadable = !current.ok() ? current.status().to_string()
+                                                 : next.status().to_string();
+    if (!complete_without_snapshot()) {
+      *problem = unreadable + "; the log starts at " + std::to_string(first) +
+                 " and without this file the dedup records of the appends before it (and, after "
+                 "an interrupted install, the snapshot's configuration and topic table) are lost: "
+                 "restore this node's data directory from a backup or replace the node "
+                 "(docs/operations.md, \"Damaged data at startup\")";
+      return false;
+    }
+    spdlog::error("node {}: {}; ignored: the log and CONFSTATE hold everything it could add",
+                  config_.node_id, unreadable);
+    return true;
+  }
+  loaded_snapshot_ = std::move(**(*saved));
   const SnapshotData& data = *loaded_snapshot_;
   // A trim's: only its dedup part counts (TOPICSTATE and CONFSTATE were right before it ran).
   if (data.origin == SnapshotOrigin::kTrim) return true;
@@ -272,7 +355,13 @@ bool Replica::load_snapshot_state(std::string* problem) {
       (*topic_state)->through_index > log_->last_index()) {
     spdlog::warn("node {}: completing the install of snapshot {}: TOPICSTATE", config_.node_id,
                  data.index);
-    const TopicState state{data.index, data.timestamp_floor_ms, data.topics};
+    // The floor bounded as at the install, and never below the old TOPICSTATE's (each of its
+    // values was bounded when it was raised).
+    std::uint64_t floor = std::min(data.timestamp_floor_ms, wall_now_ms() + kMaxTimestampSkewMs);
+    if (topic_state.ok() && topic_state->has_value()) {
+      floor = std::max(floor, (*topic_state)->timestamp_floor_ms);
+    }
+    const TopicState state{data.index, floor, data.topics};
     if (store::Status st = write_topic_state(config_.store.env, config_.data_dir, state);
         !st.ok()) {
       *problem = "completing the snapshot install (TOPICSTATE): " + st.to_string();

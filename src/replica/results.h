@@ -133,6 +133,21 @@ class MessageSender {
   // The peers to reach and accept from now on (Replica::peer_addresses), called by raftlogd's node
   // whenever they change. Non-blocking.
   virtual void set_peers(const std::map<std::uint64_t, std::string>& peers) { (void)peers; }
+  // How far the transport got with the latest snapshot it sends `peer` while it still sends it or
+  // has just sent it all (not after it abandoned it): the snapshot's index and the data bytes gone
+  // out. {0, 0} when none (or a sender that cannot tell). Called on the Raft loop, once per tick
+  // while a snapshot is in flight to `peer`: a change restarts the leader's snapshot retry timer
+  // (raft::Raft::snapshot_progress), so a large snapshot on a slow link is not sent again from the
+  // start while its chunks still flow. Non-blocking.
+  struct SnapshotSendMark {
+    std::uint64_t index = 0;
+    std::uint64_t sent_bytes = 0;
+    friend bool operator==(const SnapshotSendMark&, const SnapshotSendMark&) = default;
+  };
+  virtual SnapshotSendMark snapshot_send_mark(std::uint64_t peer) {
+    (void)peer;
+    return {};
+  }
 };
 
 }  // namespace raftlog::replica

@@ -217,20 +217,45 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   return data;
 }
 
-store::Status write_snapshot_file(store::Env* env, const std::string& data_dir,
+namespace {
+
+std::string snapshot_path(const std::string& data_dir, SnapshotFile which) {
+  const std::string path = store::join_path(data_dir, kSnapshotFileName);
+  return which == SnapshotFile::kNext ? path + ".next" : path;
+}
+
+}  // namespace
+
+store::Status write_snapshot_next(store::Env* env, const std::string& data_dir,
                                   std::string_view bytes) {
   if (env == nullptr) env = store::Env::posix();
-  const std::string path = store::join_path(data_dir, kSnapshotFileName);
+  const std::string path = snapshot_path(data_dir, SnapshotFile::kNext);
   const std::string temp = path + ".tmp";
   RAFTLOG_RETURN_IF_ERROR(env->write_file(temp, bytes));
   RAFTLOG_RETURN_IF_ERROR(env->rename(temp, path));
   return env->sync_dir(data_dir);
 }
 
-store::Result<std::optional<SnapshotData>> read_snapshot_file(store::Env* env,
-                                                              const std::string& data_dir) {
+store::Status promote_snapshot_next(store::Env* env, const std::string& data_dir) {
   if (env == nullptr) env = store::Env::posix();
-  const std::string path = store::join_path(data_dir, kSnapshotFileName);
+  RAFTLOG_RETURN_IF_ERROR(env->rename(snapshot_path(data_dir, SnapshotFile::kNext),
+                                      snapshot_path(data_dir, SnapshotFile::kCurrent)));
+  return env->sync_dir(data_dir);
+}
+
+store::Status remove_snapshot_next(store::Env* env, const std::string& data_dir) {
+  if (env == nullptr) env = store::Env::posix();
+  const std::string path = snapshot_path(data_dir, SnapshotFile::kNext);
+  if (!env->exists(path)) return store::Status();
+  RAFTLOG_RETURN_IF_ERROR(env->remove(path));
+  return env->sync_dir(data_dir);
+}
+
+store::Result<std::optional<SnapshotData>> read_snapshot_file(store::Env* env,
+                                                              const std::string& data_dir,
+                                                              SnapshotFile which) {
+  if (env == nullptr) env = store::Env::posix();
+  const std::string path = snapshot_path(data_dir, which);
   if (!env->exists(path)) return std::optional<SnapshotData>();
   auto bytes = env->read_file(path, kMaxSnapshotDataBytes);
   if (!bytes.ok()) return bytes.status();

@@ -94,12 +94,22 @@ std::string encode_snapshot_data(const SnapshotData& data);
 // version: it comes from the network or the disk, so nothing is trusted.
 store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes);
 
-// <data_dir>/SNAPSHOT: the encoded data of the last snapshot this node installed, written before the
-// install's log reset (SNAPSHOT.tmp, fdatasync, rename, directory fsync) through `env` (nullptr:
-// the POSIX Env), so that the simulator's power cuts apply to it. read: nullopt when there is none.
-store::Status write_snapshot_file(store::Env* env, const std::string& data_dir,
+// <data_dir>/SNAPSHOT: the encoded data of the snapshot this node's log starts after (the last one
+// it installed, or its own last trim's), and <data_dir>/SNAPSHOT.next: the one an install or a trim
+// under way wrote before its commit point (the log reset, the prefix truncation). Both through `env`
+// (nullptr: the POSIX Env), so that the simulator's power cuts apply to them. Never rewriting
+// SNAPSHOT before the commit point keeps the previous state whole until the new one is durable:
+//   write_snapshot_next: SNAPSHOT.next.tmp, fdatasync, rename to SNAPSHOT.next, directory fsync;
+//   promote_snapshot_next (after the commit point): rename it over SNAPSHOT, directory fsync;
+//   remove_snapshot_next: delete a SNAPSHOT.next whose commit point never came (a no-op if none).
+// The open (Replica::load_snapshot_state) takes whichever file describes the log's start and
+// finishes the promotion or removes the stale one. read: nullopt when the file does not exist.
+enum class SnapshotFile { kCurrent, kNext };
+store::Status write_snapshot_next(store::Env* env, const std::string& data_dir,
                                   std::string_view bytes);
-store::Result<std::optional<SnapshotData>> read_snapshot_file(store::Env* env,
-                                                              const std::string& data_dir);
+store::Status promote_snapshot_next(store::Env* env, const std::string& data_dir);
+store::Status remove_snapshot_next(store::Env* env, const std::string& data_dir);
+store::Result<std::optional<SnapshotData>> read_snapshot_file(
+    store::Env* env, const std::string& data_dir, SnapshotFile which = SnapshotFile::kCurrent);
 
 }  // namespace raftlog::replica

@@ -107,6 +107,10 @@ std::string check_snapshot(const pb::RaftMessage& in, raft::MessageType type) {
   if (!in.has_snapshot()) return "a snapshot message" + from + " carries no snapshot";
   const pb::Snapshot& snapshot = in.snapshot();
   if (snapshot.index() == 0) return "a snapshot" + from + " replaces no entry (index 0)";
+  if (snapshot.index() > kMaxSnapshotIndex) {
+    return "a snapshot" + from + " names index " + std::to_string(snapshot.index()) +
+           ", above the limit of " + std::to_string(kMaxSnapshotIndex);
+  }
   if (snapshot.term() == 0 || snapshot.term() > in.term()) {
     return "a snapshot" + from + " names term " + std::to_string(snapshot.term()) +
            " for its last entry, outside 1.." + std::to_string(in.term()) + " (the message's term)";

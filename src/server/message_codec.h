@@ -19,6 +19,11 @@ class RaftMessage;  // generated from proto/raftlog/peer/v1/peer.proto
 namespace raftlog::server {
 
 // Bounds an inbound message must respect. The defaults match raft::Config's defaults with headroom.
+// The highest index a snapshot may name, the bound the replica's snapshot data decoder applies
+// too (replica/snapshot_data.cpp): its successor, the follower's new first index, never wraps, and a
+// forged index near 2^64 cannot push a follower's commit index beyond what a real leader sends.
+inline constexpr std::uint64_t kMaxSnapshotIndex = std::uint64_t{1} << 62;
+
 struct MessageLimits {
   // Whole encoded message (protobuf bytes). Must be at least the core's max_bytes_per_message plus
   // per-entry overhead, and below the gRPC channel's max receive size.
@@ -41,9 +46,10 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
 //   - entries appear only in APPEND; each has a known type, indexes are contiguous starting at
 //     `index + 1` (no overflow), terms are non-decreasing, not below `log_term` and not above the
 //     message's `term` (a leader only sends entries of its own or earlier terms);
-//   - a snapshot appears in SNAPSHOT and only there, and SNAPSHOT always has one: index >= 1, term in
-//     1..`term`, and a configuration that raft::decode_config accepts (version, CRC, valid members
-//     and addresses); its data is bounded by the whole message's bound.
+//   - a snapshot appears in SNAPSHOT and only there, and SNAPSHOT always has one: index in
+//     1..kMaxSnapshotIndex (2^62), term in 1..`term`, and a configuration that
+//     raft::decode_config accepts (version, CRC, valid members and addresses); its data is bounded
+//     by the whole message's bound.
 //   - a whole snapshot has chunk_offset, total_bytes and data_crc32c 0; a chunk
 //     (is_snapshot_chunk) has total_bytes at most kMaxSnapshotBytes and 1.. bytes of data lying
 //     inside it (decode_snapshot_chunk; decode_message refuses a chunk).

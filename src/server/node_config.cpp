@@ -299,6 +299,8 @@ PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {
       std::max<std::size_t>(options.limits.max_entries_per_message, max_entries);
   options.limits.max_message_bytes = std::max<std::size_t>(
       options.limits.max_message_bytes, max_raft_message_bytes(config) + max_entries * 64);
+  // Reassemble no more snapshot data than the replica decodes (replica_config_for).
+  options.max_snapshot_receive_bytes = replica::kMaxSnapshotDataBytes;
   // Stale messages are useless after a few election timeouts. 64-bit arithmetic, capped: the ticks
   // and the tick length are each bounded, their product is not.
   const std::uint64_t two_election_timeouts_ms = 2ULL * config.election_ticks * config.tick_ms;

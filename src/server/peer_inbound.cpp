@@ -120,7 +120,11 @@ class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element
 
 PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
                          PeerAdmission& admission, PeerTransport::MessageHandler on_message)
-    : options_(options), auth_(auth), admission_(admission), on_message_(std::move(on_message)) {
+    : options_(options),
+      auth_(auth),
+      admission_(admission),
+      on_message_(std::move(on_message)),
+      reassembler_(options.max_snapshot_receive_bytes) {
   RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
 }
 

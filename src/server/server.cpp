@@ -43,6 +43,18 @@ class TransportSender final : public MessageSender {
     latest_peers = peers;
     if (transport != nullptr) transport->set_peers(peers);
   }
+  // The append lane's latest snapshot to `peer`, while it is being sent or was sent whole (an
+  // abandoned one is no progress).
+  SnapshotSendMark snapshot_send_mark(std::uint64_t peer) override {
+    if (transport == nullptr) return {};
+    for (const PeerStats& stats : transport->peer_stats()) {
+      if (stats.id != peer || !stats.append.snapshot) continue;
+      const SnapshotSendProgress& progress = *stats.append.snapshot;
+      if (progress.state == SnapshotSendProgress::State::kAbandoned) return {};
+      return SnapshotSendMark{progress.index, progress.sent_bytes};
+    }
+    return {};
+  }
   void attach(PeerTransport* attached) {
     std::lock_guard lock(mu);
     transport = attached;

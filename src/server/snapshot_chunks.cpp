@@ -37,6 +37,16 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   const raft::NodeId from = chunk.message.from;
   const raft::Term term = chunk.message.term;
 
+  // More than this node's replica decodes: refused before a byte of it is kept.
+  if (chunk.place.total_bytes > max_total_bytes_) {
+    ++counters_.chunks_refused;
+    partials_.erase(from);
+    *problem = "a snapshot chunk from node " + std::to_string(from) + " announces " +
+               std::to_string(chunk.place.total_bytes) + " bytes, more than the " +
+               std::to_string(max_total_bytes_) + " this node accepts";
+    return std::nullopt;
+  }
+
   // Another peer's partial of a higher term: this chunk is a deposed leader's.
   for (const auto& [peer, partial] : partials_) {
     if (peer != from && partial.message.term > term) {

@@ -12,11 +12,13 @@
 // Memory: a leader holds one snapshot per follower it is sending to (a newer one for the same
 // follower replaces it), each shared with the core's message, plus at most kSnapshotWindowBytes of
 // encoded chunks per follower. A follower holds at most one partial snapshot per sending peer, each at
-// most kMaxSnapshotBytes (it grows with the bytes received, not with the total a chunk announces), and
+// most the snapshot data its replica accepts (PeerTransportOptions::max_snapshot_receive_bytes,
+// 64 MiB in raftlogd; never above kMaxSnapshotBytes) (it grows with the bytes received, not with the total a chunk announces), and
 // a chunk of a higher term drops every partial of a lower term, so after a leader change only the new
 // leader's remains.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -98,6 +100,8 @@ struct SnapshotReceiveStatus {
 
 // Reassembles chunked snapshots, one partial per sending peer. Not synchronized (the transport's
 // inbound side guards it with a lock). The rules, checked on every chunk:
+//   - a chunk announcing a total above the node's bound (max_total_bytes) is refused, and its peer's
+//     partial dropped;
 //   - a chunk at offset 0 starts a new partial for its peer, replacing that peer's partial if any;
 //   - any other chunk must continue its peer's partial exactly: same message term, snapshot index,
 //     snapshot term, configuration, total size and CRC, at the offset where the partial ends;
@@ -111,8 +115,13 @@ class SnapshotReassembler {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit SnapshotReassembler(Clock::duration idle_timeout = kSnapshotPartialIdleTimeout)
-      : idle_timeout_(idle_timeout) {}
+  // `max_total_bytes`: the largest snapshot data this node accepts (its replica's decoding bound;
+  // at most kMaxSnapshotBytes): a chunk announcing more is refused, so no peer can make this node
+  // hold bytes it would refuse at the end anyway.
+  explicit SnapshotReassembler(std::uint64_t max_total_bytes = kMaxSnapshotBytes,
+                               Clock::duration idle_timeout = kSnapshotPartialIdleTimeout)
+      : max_total_bytes_(std::min(max_total_bytes, kMaxSnapshotBytes)),
+        idle_timeout_(idle_timeout) {}
 
   // Takes one chunk (the codec checked its structure: 1 <= data size, offset + size <= total <=
   // kMaxSnapshotBytes). Returns the whole kSnapshot message once this chunk completed a checked
@@ -141,6 +150,7 @@ class SnapshotReassembler {
   std::optional<raft::Message> complete(raft::NodeId from, Clock::time_point now,
                                         std::string* problem);
 
+  const std::uint64_t max_total_bytes_;
   const Clock::duration idle_timeout_;
   std::map<raft::NodeId, Partial> partials_;
   std::optional<SnapshotDelivery> last_delivered_;

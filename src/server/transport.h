@@ -134,6 +134,10 @@ struct PeerTransportOptions {
 
   // Inbound and outbound size and entry-count bounds for one message.
   MessageLimits limits;
+  // The largest snapshot data this node reassembles from chunks (snapshot_chunks.h): what its
+  // replica decodes at most (raftlogd: replica::kMaxSnapshotDataBytes, 64 MiB). A chunk announcing
+  // a larger total is refused before any byte of it is kept. At most kMaxSnapshotBytes.
+  std::uint64_t max_snapshot_receive_bytes = kMaxSnapshotBytes;
 
   // Plaintext when empty. With TLS the node's gRPC server must use TLS server credentials that
   // request client certificates (server.cpp does).

@@ -4,6 +4,8 @@
 // retries of appends the follower never held, and a power cut after the install keeps it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "replica/snapshot_data.h"
 #include "test_cluster.h"
 
@@ -109,6 +111,30 @@ TEST(SnapshotCatchUp, AMangledSnapshotIsRefusedUntilAnIntactOneArrives) {
   }
   EXPECT_EQ(c.replica(3).snapshot_stats().refused, 2u);
   EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
+}
+
+// Review S1: a snapshot whose transfer takes longer than the leader's retry timeout (a slow link)
+// used to start over at every timeout and never arrive. The transport's progress (the bytes gone
+// out) restarts the timer, so it arrives, once, and installs.
+TEST(SnapshotCatchUp, ASnapshotSlowerToSendThanTheRetryTimeoutArrivesWhole) {
+  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+  ASSERT_NO_FATAL_FAILURE(strand_node_3(c));
+  const int retry_ticks = c.replica(1).config().raft.snapshot_retry_ticks;
+  c.set_snapshot_link_rate(1);
+  c.heal();
+  c.tick_all(3);
+  const std::uint64_t size = c.slow_snapshot_bytes(1, 3);
+  ASSERT_GT(size, static_cast<std::uint64_t>(2 * retry_ticks)) << "no (large enough) snapshot";
+  // Three retry timeouts to carry it whole.
+  c.set_snapshot_link_rate(std::max<std::uint64_t>(1, size / (3 * retry_ticks)));
+  for (int i = 0; i < 6 * retry_ticks && c.replica(3).snapshot_stats().installed == 0; ++i) {
+    c.tick_all(1);
+  }
+  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent, 1u) << "sent again while it was still moving";
+  c.tick_all(5);
+  EXPECT_EQ(c.raft(3).stranded_below(), 0u);
   EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
 }
 

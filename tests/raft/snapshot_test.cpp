@@ -201,6 +201,32 @@ TEST(Snapshot, ALostSnapshotIsSentAgainAfterTheRetryTimeoutAndByANewLeader) {
   EXPECT_EQ(again[0].term, leader->raft->term());
 }
 
+// Review S1: the retry timer bounds the time without progress, not the whole transfer. While the
+// driver reports the transfer moving (Raft::snapshot_progress), a snapshot that takes several
+// timeouts to send is not sent again; once the reports stop, it is, one timeout later.
+TEST(Snapshot, ProgressReportsKeepASlowTransferFromBeingSentAgain) {
+  auto leader = trimmed_leader();
+  reject_probe(*leader, 5);
+  ASSERT_EQ(leader->take(MessageType::kSnapshot, 3).size(), 1u);
+  auto tick_with_quorum = [&] {
+    leader->raft->tick();
+    leader->raft->step(response(MessageType::kHeartbeatResponse, 2, 1, leader->raft->term()));
+    leader->drain();
+  };
+  for (int tick = 1; tick <= 5 * 30; ++tick) {  // five timeouts, a progress report every 20 ticks
+    if (tick % 20 == 0) leader->raft->snapshot_progress(3);
+    tick_with_quorum();
+  }
+  EXPECT_TRUE(leader->take(MessageType::kSnapshot, 3).empty()) << "restarted while still moving";
+  // A report about a peer without a snapshot in flight changes nothing.
+  leader->raft->snapshot_progress(2);
+  // The last report came before tick 140: ticks 140..150 counted 11, 18 more make 29.
+  for (int tick = 0; tick < 18; ++tick) tick_with_quorum();
+  EXPECT_TRUE(leader->take(MessageType::kSnapshot, 3).empty()) << "not before the timeout";
+  tick_with_quorum();
+  EXPECT_EQ(leader->take(MessageType::kSnapshot, 3).size(), 1u) << "stalled: sent again";
+}
+
 TEST(Snapshot, TheSnapshotPointIsTheNewestCommittedConfigurationWhenItIsAboveTheTrimPoint) {
   // A configuration entry at 17 (committed): the configuration in force at 14 may be gone from the
   // history, so the snapshot describes the log up to 17 instead.

@@ -86,12 +86,34 @@ Index NodeLog::durable_index() const { return node_.replica->log().flushed_index
 
 class TestCluster::Sender final : public replica::MessageSender {
  public:
-  explicit Sender(TestCluster& cluster) : cluster_(cluster) {}
-  void send(Message message) override { cluster_.network_.push_back(std::move(message)); }
+  Sender(TestCluster& cluster, NodeId id) : cluster_(cluster), id_(id) {}
+  void send(Message message) override {
+    if (cluster_.snapshot_bytes_per_tick_ != 0 && message.type == MessageType::kSnapshot) {
+      // A newer snapshot to the same peer starts over from byte 0, as the transport's lane does.
+      cluster_.slow_snapshots_[{message.from, message.to}] = SlowSnapshot{std::move(message), 0};
+      return;
+    }
+    cluster_.network_.push_back(std::move(message));
+  }
+  SnapshotSendMark snapshot_send_mark(std::uint64_t peer) override {
+    const auto found = cluster_.slow_snapshots_.find({id_, peer});
+    if (found == cluster_.slow_snapshots_.end()) return {};
+    return SnapshotSendMark{found->second.message.snapshot->index, found->second.sent_bytes};
+  }
 
  private:
   TestCluster& cluster_;
+  const NodeId id_;
 };
+
+void TestCluster::advance_snapshot_link() {
+  for (auto& [ends, slow] : slow_snapshots_) {
+    const std::uint64_t size = slow.message.snapshot->data.size();
+    if (slow.sent_bytes >= size) continue;  // delivered; kept for its sender's mark
+    slow.sent_bytes = std::min<std::uint64_t>(size, slow.sent_bytes + snapshot_bytes_per_tick_);
+    if (slow.sent_bytes == size) network_.push_back(slow.message);
+  }
+}
 
 class TestCluster::Observer final : public replica::ReadyObserver {
  public:
@@ -151,7 +173,7 @@ void TestCluster::add_node(NodeId id, const std::vector<NodeId>& ids, const Twea
   TestNode& n = *node;
   n.id = id;
   n.env = std::make_unique<store::MemoryEnv>();
-  n.sender = std::make_unique<Sender>(*this);
+  n.sender = std::make_unique<Sender>(*this, id);
   n.observer = std::make_unique<Observer>(*this, n);
   n.disk = std::make_unique<NoLimitDisk>();
 
@@ -306,6 +328,7 @@ void TestCluster::tick(NodeId id, int times) {
 void TestCluster::tick_all(int times) {
   for (int i = 0; i < times; ++i) {
     for (auto& [id, n] : nodes_) tick(id);
+    if (snapshot_bytes_per_tick_ != 0) advance_snapshot_link();
     deliver_all();
   }
 }

@@ -200,6 +200,18 @@ class TestCluster {
     drop_rules_.clear();
   }
   void add_drop_rule(DropRule rule) { drop_rules_.push_back(std::move(rule)); }
+  // A slow link for snapshots, like the transport's chunked transfer: from now on a kSnapshot
+  // leaves for the network only once tick_all() rounds carried its data at `bytes_per_tick`, a newer
+  // one from the same node to the same peer starts over from byte 0, and the sender reports the
+  // bytes gone out (MessageSender::snapshot_send_mark). 0: snapshots travel like any message.
+  void set_snapshot_link_rate(std::uint64_t bytes_per_tick) {
+    snapshot_bytes_per_tick_ = bytes_per_tick;
+  }
+  // The data size of the snapshot on the slow link from `from` to `to`, 0 when none.
+  std::uint64_t slow_snapshot_bytes(NodeId from, NodeId to) const {
+    const auto found = slow_snapshots_.find({from, to});
+    return found == slow_snapshots_.end() ? 0 : found->second.message.snapshot->data.size();
+  }
   // Every delivered message passes through `mutator` first (a faulty or hostile network); empty: none.
   void set_mutator(std::function<void(Message&)> mutator) { mutator_ = std::move(mutator); }
 
@@ -227,6 +239,7 @@ class TestCluster {
   void record_ready(TestNode& n, const Ready& ready);
   void deliver(Message m);
   bool dropped(const Message& m) const;
+  void advance_snapshot_link();  // one round of tick_all() on the slow snapshot link
   replica::Clock::time_point now() const;
 
   std::map<NodeId, std::unique_ptr<TestNode>> nodes_;
@@ -235,6 +248,12 @@ class TestCluster {
   std::set<NodeId> isolated_;
   std::vector<DropRule> drop_rules_;
   std::function<void(Message&)> mutator_;
+  struct SlowSnapshot {
+    Message message;
+    std::uint64_t sent_bytes = 0;  // all of them: delivered
+  };
+  std::uint64_t snapshot_bytes_per_tick_ = 0;
+  std::map<std::pair<NodeId, NodeId>, SlowSnapshot> slow_snapshots_;  // by (from, to)
   // The replicas' clock, in ticks of tick_ms: the most ticks any node has taken, shared by all, so a
   // round of tick_all() moves time by one tick, not one per node. A node ticked alone while it is
   // behind another sees no time pass (its Raft ticks still count): tests that depend on one node's

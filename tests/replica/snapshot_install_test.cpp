@@ -34,6 +34,7 @@ std::string orders_entry(std::uint64_t offset, const std::string& body) {
   return payload;
 }
 
+constexpr std::uint64_t kWallMs = 1'900'000'000'000;  // this node's wall clock
 constexpr std::uint64_t kSnapshotIndex = 10;
 constexpr std::uint64_t kSnapshotTerm = 2;
 
@@ -80,18 +81,25 @@ enum class Seen { kOld, kNew };
 class SnapshotInstallTest : public ::testing::Test {
  protected:
   void open() {
+    NodeError error;
+    replica_ = try_open(&error);
+    ASSERT_NE(replica_, nullptr) << error.message;
+  }
+  std::unique_ptr<Replica> try_open(NodeError* error) {
     ReplicaConfig c = testing::stepped_follower_config(env_.get());
     c.raft.snapshots = true;
+    if (dedup_rebuild_entries_ != 0) c.dedup_rebuild_entries = dedup_rebuild_entries_;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
     deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
+    deps.wall_clock = [] {
+      return std::chrono::system_clock::time_point(std::chrono::milliseconds(kWallMs));
+    };
     deps.snapshot_installed = [this](std::uint64_t index, const std::string& section) {
       installed_.emplace_back(index, section);
     };
-    NodeError error;
-    replica_ = Replica::open(std::move(c), std::move(deps), &error);
-    ASSERT_NE(replica_, nullptr) << error.message;
+    return Replica::open(std::move(c), std::move(deps), error);
   }
   // The old state: leader 1 of term 1 sent 1..4 (client 50's ["a", "b"] at 1..2, topic "orders"
   // offsets 0 and 1 at 3..4), commit 3, all flushed.
@@ -190,6 +198,7 @@ class SnapshotInstallTest : public ::testing::Test {
     EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 8U) << where;
   }
 
+  std::uint64_t dedup_rebuild_entries_ = 0;  // 0: the default
   std::unique_ptr<store::MemoryEnv> env_ = std::make_unique<store::MemoryEnv>();
   RecordingSender sender_;
   RoomyDisk disk_;
@@ -341,6 +350,247 @@ TEST_F(SnapshotInstallTest, APowerCutAtEverySyncRestartsFromTheOldOrTheNewState)
   EXPECT_TRUE(completed) << "the install never finished within the steps tried";
   EXPECT_GT(saw_old, 0);
   EXPECT_GT(saw_new, 1) << "cuts between the log's reset and the end of the install";
+}
+
+// Review finding 6: a sender whose clock is days ahead (or a forged snapshot) must not pin this
+// node's future timestamps: the snapshot's floor is bounded as a replicated entry's timestamp is
+// (kMaxTimestampSkewMs past this node's clock), at the install and when the open completes an
+// install a power cut interrupted, in memory and in the TOPICSTATE saved.
+TEST_F(SnapshotInstallTest, TheSnapshotsTimestampFloorIsBoundedByTheSkewLimit) {
+  const std::uint64_t bound = kWallMs + Replica::kMaxTimestampSkewMs;
+  SnapshotData ahead = leader_data();
+  ahead.timestamp_floor_ms = kWallMs + 10ULL * 24 * 3600 * 1000;
+  bool completed = false;
+  int completed_at_open = 0;
+  for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_old_state();
+    if (HasFatalFailure()) return;
+    env_->crash_after_syncs(step);
+    replica_->step(snapshot_message(encode_snapshot_data(ahead)));
+    replica_->process();
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(step) + " syncs";
+    if (completed) {
+      ASSERT_FALSE(replica_->failed()) << where << ": " << replica_->failure_reason();
+      ASSERT_EQ(replica_->snapshot_stats().installed, 1U) << where;
+      EXPECT_EQ(replica_->timestamp_floor_ms(), bound) << where;
+    }
+    auto before_cut = read_topic_state(env_.get(), "/data");
+    const bool saved_before_cut = before_cut.ok() && before_cut->has_value() &&
+                                  (*before_cut)->through_index == kSnapshotIndex;
+    power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
+    if (HasFatalFailure()) return;
+    if (replica_->log().first_index() != kSnapshotIndex + 1) continue;  // the old state
+    if (!saved_before_cut) ++completed_at_open;
+    EXPECT_LE(replica_->timestamp_floor_ms(), bound) << where;
+    auto saved = read_topic_state(env_.get(), "/data");
+    ASSERT_TRUE(saved.ok() && saved->has_value()) << where;
+    EXPECT_LE((*saved)->timestamp_floor_ms, bound) << where;
+  }
+  EXPECT_TRUE(completed);
+  EXPECT_GT(completed_at_open, 0) << "no cut fell between the log's reset and TOPICSTATE";
+}
+
+// Review finding 5: an unreadable SNAPSHOT on a log that starts after it is not ignored. The open is
+// refused, naming the file, unless the log and CONFSTATE provably hold everything it could add (the
+// install completed, and the log alone covers the dedup window the open rebuilds).
+TEST_F(SnapshotInstallTest, AnUnreadableSnapshotRefusesTheOpenUnlessTheStateIsCompleteWithoutIt) {
+  build_old_state();
+  replica_->step(snapshot_message(encode_snapshot_data(leader_data())));
+  replica_->process();
+  continue_after_snapshot("the install");
+  replica_.reset();
+  const auto topic_state_before = env_->read_file("/data/TOPICSTATE", 1 << 20);
+  ASSERT_TRUE(topic_state_before.ok());
+  auto bytes = env_->read_file("/data/SNAPSHOT", 1 << 20);
+  ASSERT_TRUE(bytes.ok());
+  std::string damaged = *bytes;
+  damaged[damaged.size() / 2] ^= 0x04;
+  ASSERT_TRUE(env_->write_file("/data/SNAPSHOT", damaged).ok());
+  NodeError error;
+  std::unique_ptr<Replica> refused = try_open(&error);
+  EXPECT_EQ(refused, nullptr) << "opened without the dedup records SNAPSHOT held";
+  EXPECT_NE(error.message.find("/data/SNAPSHOT"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("Damaged data at startup"), std::string::npos) << error.message;
+  refused.reset();
+  // A refused open writes nothing: TOPICSTATE stays as the node left it (it used to be saved from
+  // the open's empty tables as the refused replica closed).
+  const auto topic_state_after = env_->read_file("/data/TOPICSTATE", 1 << 20);
+  ASSERT_TRUE(topic_state_after.ok());
+  EXPECT_EQ(*topic_state_after, *topic_state_before);
+  // The same file as SNAPSHOT.next (the install's rename not done): refused too.
+  ASSERT_TRUE(env_->rename("/data/SNAPSHOT", "/data/SNAPSHOT.next").ok());
+  EXPECT_EQ(try_open(&error), nullptr);
+  EXPECT_NE(error.message.find("/data/SNAPSHOT.next"), std::string::npos) << error.message;
+  ASSERT_TRUE(env_->rename("/data/SNAPSHOT.next", "/data/SNAPSHOT").ok());
+  // A dedup window of one entry, which the log (entry 11) holds, and CONFSTATE's base at the
+  // snapshot's index: nothing is missing, the node opens (and answers (77, 5) no more).
+  dedup_rebuild_entries_ = 1;
+  open();
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(replica_->log().first_index(), kSnapshotIndex + 1);
+  EXPECT_EQ(replica_->core().conf_history().front().index, kSnapshotIndex);
+  EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 8U);
+}
+
+// A second snapshot (index 20, term 3), whose data does not carry client 77 any more (the leader
+// evicted it): only the first snapshot's SNAPSHOT answers a retry of (77, 5).
+constexpr std::uint64_t kSecondIndex = 20;
+constexpr std::uint64_t kSecondTerm = 3;
+
+raft::Message second_snapshot_message() {
+  SnapshotData data = leader_data();
+  data.index = kSecondIndex;
+  data.term = kSecondTerm;
+  data.topics = {{"orders", 12}};
+  const std::vector<std::string> z = {"z"};
+  data.dedup_clients = {{88, 0, {{3, {15, 15, 3}, append_digest(z)}}}};
+  raft::Message m = snapshot_message(encode_snapshot_data(data));
+  m.term = kSecondTerm;
+  m.commit = kSecondIndex;
+  m.snapshot->index = kSecondIndex;
+  m.snapshot->term = kSecondTerm;
+  return m;
+}
+
+// Review finding 3: an install over an earlier install, cut at every sync. SNAPSHOT is rewritten
+// only after the new log's reset, so a node that reopens the old log (starting after the first
+// snapshot) still answers a retry the first snapshot covered, instead of appending it again.
+TEST_F(SnapshotInstallTest, APowerCutDuringASecondInstallKeepsTheFirstSnapshotsDedupRecords) {
+  int saw_old = 0;
+  int saw_new = 0;
+  bool completed = false;
+  for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_old_state();
+    if (HasFatalFailure()) return;
+    replica_->step(snapshot_message(encode_snapshot_data(leader_data())));
+    replica_->process();
+    continue_after_snapshot("the first install");
+    if (HasFatalFailure()) return;
+    env_->crash_after_syncs(step);
+    replica_->step(second_snapshot_message());
+    replica_->process();
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(step) + " syncs";
+    if (completed) {
+      ASSERT_FALSE(replica_->failed()) << where << ": " << replica_->failure_reason();
+    }
+    power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
+    if (HasFatalFailure()) return;
+    const std::uint64_t first = replica_->log().first_index();
+    if (first == kSnapshotIndex + 1) {
+      ++saw_old;
+      EXPECT_EQ(replica_->log().last_index(), 11U) << where;
+      EXPECT_EQ(lookup(77, 5, {"x", "y"}), DedupTable::Lookup::kFound)
+          << where << ": the first snapshot's dedup record is lost";
+      EXPECT_EQ(lookup(88, 3, {"z"}), DedupTable::Lookup::kUnknown) << where;
+      EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 8U) << where;
+    } else {
+      ++saw_new;
+      EXPECT_EQ(first, kSecondIndex + 1) << where;
+      EXPECT_EQ(replica_->commit_index(), kSecondIndex) << where;
+      EXPECT_EQ(lookup(88, 3, {"z"}), DedupTable::Lookup::kFound) << where;
+      EXPECT_EQ(lookup(77, 5, {"x", "y"}), DedupTable::Lookup::kUnknown) << where;
+      EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 12U) << where;
+    }
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where << ": the open finishes or drops it";
+    auto current = read_snapshot_file(env_.get(), "/data");
+    ASSERT_TRUE(current.ok() && current->has_value()) << where;
+    EXPECT_EQ((*current)->index + 1, first) << where << ": SNAPSHOT names the log's start";
+  }
+  EXPECT_TRUE(completed) << "the install never finished within the steps tried";
+  EXPECT_GT(saw_old, 0);
+  EXPECT_GT(saw_new, 0);
+}
+
+// A follower that received entries 1..kEntries (term 1), each its own client's append of one
+// 15 KiB entry (about four per minimum-size segment), all committed and flushed.
+class TrimSnapshotTest : public SnapshotInstallTest {
+ protected:
+  static constexpr std::uint64_t kEntries = 32;
+  static std::string payload(std::uint64_t index) {
+    return std::string(15 << 10, static_cast<char>('a' + index % 26));
+  }
+  void build_log() {
+    open();
+    for (std::uint64_t from = 1; from <= kEntries; from += 8) {
+      raft::Message append;
+      append.type = raft::MessageType::kAppend;
+      append.from = 1;
+      append.to = 2;
+      append.term = 1;
+      append.index = from - 1;
+      append.log_term = from == 1 ? 0 : 1;
+      append.commit = kEntries;
+      for (std::uint64_t index = from; index < from + 8; ++index) {
+        raft::Entry entry;
+        entry.index = index;
+        entry.term = 1;
+        entry.client_id = 100 + index;
+        entry.sequence = 1;
+        entry.payload = payload(index);
+        append.entries.push_back(entry);
+      }
+      replica_->step(append);
+      replica_->process();
+      ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
+      replica_->process();
+    }
+    ASSERT_TRUE(replica_->log().run_checkpoint().ok());
+    ASSERT_EQ(replica_->commit_index(), kEntries);
+  }
+  // Every append of the log, trimmed or not, is still answered from the dedup table.
+  void expect_every_retry_answered(const std::string& where) {
+    for (std::uint64_t index = 1; index <= kEntries; ++index) {
+      EXPECT_EQ(lookup(100 + index, 1, {payload(index)}), DedupTable::Lookup::kFound)
+          << where << ": the append at " << index << " (log starts at "
+          << replica_->log().first_index() << ") would be appended again";
+    }
+  }
+};
+
+// Review finding 3 (round 2): a trim over an earlier trim, cut at every sync. The second trim's
+// SNAPSHOT replaces the first's only once its segments are gone, so whichever log a restart finds,
+// the appends the first trim removed are still answered.
+TEST_F(TrimSnapshotTest, APowerCutDuringASecondTrimKeepsTheFirstTrimsDedupRecords) {
+  int saw_old = 0;
+  int saw_new = 0;
+  bool completed = false;
+  for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_log();
+    if (HasFatalFailure()) return;
+    const TrimResult first_trim = replica_->trim(10, "test:");
+    ASSERT_TRUE(first_trim.error.ok()) << first_trim.error.message;
+    const std::uint64_t after_first = replica_->log().first_index();
+    ASSERT_GT(after_first, 1U);
+    env_->crash_after_syncs(step);
+    const TrimResult second_trim = replica_->trim(24, "test:");
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(step) + " syncs";
+    if (completed) {
+      ASSERT_TRUE(second_trim.error.ok()) << where << ": " << second_trim.error.message;
+    }
+    const std::uint64_t planned = replica_->log().first_index();
+    power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
+    if (HasFatalFailure()) return;
+    const std::uint64_t first = replica_->log().first_index();
+    EXPECT_GE(first, after_first) << where;
+    (first == after_first ? saw_old : saw_new)++;
+    if (completed) {
+      EXPECT_EQ(first, planned) << where;
+    }
+    expect_every_retry_answered(where);
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where << ": the open finishes or drops it";
+  }
+  EXPECT_TRUE(completed) << "the trim never finished within the steps tried";
+  EXPECT_GT(saw_old, 0);
+  EXPECT_GT(saw_new, 0);
 }
 
 }  // namespace

@@ -269,6 +269,19 @@ TEST_F(MalformedSnapshot, IndexZeroRejected) {
   expect_rejected("index 0");
 }
 
+// Review finding 7: an index near 2^64 would wrap the follower's new first index (index + 1) and
+// strand it behind a commit index no real leader reaches; the bound is the snapshot data's.
+TEST_F(MalformedSnapshot, IndexAboveTheBoundRejected) {
+  wire_.mutable_snapshot()->set_index(kMaxSnapshotIndex + 1);
+  expect_rejected("above the limit");
+  wire_.mutable_snapshot()->set_index(std::numeric_limits<std::uint64_t>::max());
+  expect_rejected("above the limit");
+  wire_.mutable_snapshot()->set_index(kMaxSnapshotIndex);
+  raft::Message decoded;
+  EXPECT_EQ(decode_message(wire_, MessageLimits(), &decoded), "");
+  EXPECT_EQ(decoded.snapshot->index, kMaxSnapshotIndex);
+}
+
 TEST_F(MalformedSnapshot, TermZeroOrAboveTheMessageTermRejected) {
   wire_.mutable_snapshot()->set_term(0);
   expect_rejected("outside 1..9");

@@ -404,5 +404,43 @@ TEST_F(Reassembly, AnIdlePartialExpires) {
   EXPECT_EQ(reassembler_.status().counters.chunks_refused, 1u);
 }
 
+// Review S4: a node reassembles no more than its replica decodes (the node's bound, passed in), so a
+// peer cannot make it hold up to kMaxSnapshotBytes of data it would refuse at the end anyway. A chunk
+// announcing more is refused before any byte is kept, and it drops that peer's partial.
+TEST(SnapshotChunks, AChunkAnnouncingMoreThanTheNodeAcceptsIsRefused) {
+  const std::uint64_t bound = 2 * kSnapshotChunkBytes;
+  SnapshotReassembler reassembler(bound);
+  std::string problem;
+  const raft::Message small = snapshot_message(1, 4, 900, snapshot_data(bound, 7));
+  std::vector<SnapshotChunk> small_chunks = chunks_of(small);
+  const raft::Message large = snapshot_message(1, 5, 950, snapshot_data(bound + 1, 8));
+  std::vector<SnapshotChunk> large_chunks = chunks_of(large);
+  ASSERT_EQ(large_chunks[0].place.total_bytes, bound + 1);
+  // A partial within the bound, then the same peer's chunk announcing more: both dropped.
+  EXPECT_FALSE(reassembler.add(small_chunks[0], kT0, &problem));
+  EXPECT_EQ(reassembler.partial_count(), 1u);
+  EXPECT_FALSE(reassembler.add(large_chunks[0], kT0, &problem));
+  EXPECT_NE(problem.find("more than the " + std::to_string(bound)), std::string::npos) << problem;
+  EXPECT_EQ(reassembler.partial_count(), 0u);
+  EXPECT_EQ(reassembler.status().counters.chunks_refused, 1u);
+  for (SnapshotChunk& chunk : large_chunks) {
+    EXPECT_FALSE(reassembler.add(std::move(chunk), kT0, &problem));
+  }
+  EXPECT_EQ(reassembler.partial_count(), 0u);
+  EXPECT_EQ(reassembler.status().counters.snapshots_delivered, 0u);
+  // A snapshot of exactly the bound is reassembled.
+  for (std::size_t i = 0; i + 1 < small_chunks.size(); ++i) {
+    EXPECT_FALSE(reassembler.add(small_chunks[i], kT0, &problem));
+  }
+  EXPECT_EQ(reassembler.add(small_chunks.back(), kT0, &problem), small) << problem;
+  // The default bound is the transport's, and a larger one passed in is capped at it.
+  SnapshotReassembler capped(kMaxSnapshotBytes + 1);
+  SnapshotChunk beyond = small_chunks[0];
+  beyond.place.total_bytes = kMaxSnapshotBytes + 1;
+  EXPECT_FALSE(capped.add(std::move(beyond), kT0, &problem));
+  EXPECT_NE(problem.find("more than the " + std::to_string(kMaxSnapshotBytes)), std::string::npos)
+      << problem;
+}
+
 }  // namespace
 }  // namespace raftlog::server
