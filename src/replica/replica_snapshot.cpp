@@ -292,7 +292,13 @@ bool Replica::load_snapshot_state(std::string* problem) {
   auto next = read_snapshot_file(env, config_.data_dir, SnapshotFile::kNext);
   auto current = read_snapshot_file(env, config_.data_dir, SnapshotFile::kCurrent);
   store::Result<std::optional<SnapshotData>>* saved = nullptr;
-  if (describes_log_start(next, *log_)) {
+  // SNAPSHOT naming the log's first index - 1 exactly wins: a trim whose SNAPSHOT.next point the log
+  // still holds but that deleted no segment before the cut never reached its commit point, and its
+  // file may have left out (budget) clients only SNAPSHOT holds.
+  const bool current_names_start = current.ok() && current->has_value() &&
+                                    (*current)->index + 1 == first &&
+                                    describes_log_start(current, *log_);
+  if (!current_names_start && describes_log_start(next, *log_)) {
     spdlog::warn("node {}: finishing the snapshot of index {}: SNAPSHOT.next becomes SNAPSHOT",
                  config_.node_id, (*next)->index);
     if (store::Status st = promote_snapshot_next(env, config_.data_dir); !st.ok()) {

@@ -89,6 +89,7 @@ class SnapshotInstallTest : public ::testing::Test {
     ReplicaConfig c = testing::stepped_follower_config(env_.get());
     c.raft.snapshots = true;
     if (dedup_rebuild_entries_ != 0) c.dedup_rebuild_entries = dedup_rebuild_entries_;
+    if (max_snapshot_data_bytes_ != 0) c.max_snapshot_data_bytes = max_snapshot_data_bytes_;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
@@ -199,6 +200,7 @@ class SnapshotInstallTest : public ::testing::Test {
   }
 
   std::uint64_t dedup_rebuild_entries_ = 0;  // 0: the default
+  std::size_t max_snapshot_data_bytes_ = 0;  // 0: the default
   std::unique_ptr<store::MemoryEnv> env_ = std::make_unique<store::MemoryEnv>();
   RecordingSender sender_;
   RoomyDisk disk_;
@@ -591,6 +593,36 @@ TEST_F(TrimSnapshotTest, APowerCutDuringASecondTrimKeepsTheFirstTrimsDedupRecord
   EXPECT_TRUE(completed) << "the trim never finished within the steps tried";
   EXPECT_GT(saw_old, 0);
   EXPECT_GT(saw_new, 0);
+}
+
+// A trim's SNAPSHOT.next may leave out the least recently used clients (its budget), which only the
+// previous SNAPSHOT holds. A cut before the trim deleted any segment leaves a log that SNAPSHOT names
+// exactly, and SNAPSHOT.next's point still in the log: the open keeps SNAPSHOT (the trim never
+// reached its commit point) and every retry is still answered.
+TEST_F(TrimSnapshotTest, ACutBeforeATrimDeletedAnythingKeepsThePreviousSnapshot) {
+  // About 13 clients of one append each fit: all of the first trim's, not all of the second's.
+  max_snapshot_data_bytes_ = 900;
+  int checked = 0;
+  bool completed = false;
+  for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_log();
+    if (HasFatalFailure()) return;
+    const TrimResult first_trim = replica_->trim(10, "test:");
+    ASSERT_TRUE(first_trim.error.ok()) << first_trim.error.message;
+    const std::uint64_t after_first = replica_->log().first_index();
+    ASSERT_GT(after_first, 1U);
+    env_->crash_after_syncs(step);
+    (void)replica_->trim(24, "test:");
+    completed = !env_->crashed();
+    power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
+    if (HasFatalFailure()) return;
+    if (replica_->log().first_index() != after_first) continue;  // the trim deleted segments
+    ++checked;
+    expect_every_retry_answered("cut after " + std::to_string(step) + " syncs");
+  }
+  EXPECT_GT(checked, 0);
 }
 
 }  // namespace
