@@ -140,6 +140,11 @@ struct SnapshotStats {
   std::uint64_t installed = 0;   // snapshots this follower installed
   std::uint64_t refused = 0;     // received snapshots whose data did not validate (dropped)
   std::uint64_t last_installed_index = 0;
+  // Sent snapshots whose point lies above the leader's first index - 1, so the follower's log
+  // starts above the leader's: the core named a newer committed configuration's index, or the topic
+  // table as of the first index - 1 is not known (a log trimmed by an older binary); the leader then
+  // sends the state as of its topic table's committed point (replica_snapshot.cpp).
+  std::uint64_t sent_above_first_index = 0;
 };
 
 class Replica {
@@ -258,6 +263,9 @@ class Replica {
   const TopicOffsets& topic_offsets() const { return topics_; }
   std::uint64_t timestamp_floor_ms() const { return last_timestamp_ms_; }
   const SnapshotStats& snapshot_stats() const { return snapshot_stats_; }
+  // Whether this node knows the topic table as of its first index - 1, so that the snapshots it
+  // sends are at that point (replica_snapshot.cpp).
+  bool knows_first_index_topics() const { return first_index_topics_.has_value(); }
   // What the dedup table answers a retry of (client_id, sequence) carrying `payloads`, without
   // answering it: for tests and the simulator's checker.
   DedupTable::Lookup dedup_lookup(std::uint64_t client_id, std::uint64_t sequence,
@@ -405,8 +413,17 @@ class Replica {
   // bytes without them, stays within config_.max_snapshot_data_bytes.
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
   // Before a trim deletes segments: SNAPSHOT (origin kTrim) with the dedup table's appends at or
-  // below `point` (the new first index - 1), so that a restart still answers their retries.
-  store::Status save_trim_snapshot(std::uint64_t point);
+  // below `point` (the new first index - 1), so that a restart still answers their retries, and
+  // `topics`, the topic table as of `point` (nullptr: not known; written as version 1).
+  store::Status save_trim_snapshot(std::uint64_t point,
+                                   const std::vector<TopicOffsets::TopicNext>* topics);
+  // The topic table as of `through`: `table` (as of `from` - 1) advanced by the log's entries
+  // [from, through], read from the store (replica_retention.cpp). An error when one does not read.
+  store::Result<std::vector<TopicOffsets::TopicNext>> topics_advanced(
+      const std::vector<TopicOffsets::TopicNext>& table, std::uint64_t from,
+      std::uint64_t through) const;
+  // Sets first_index_topics_ from what the open found (log start 1, or SNAPSHOT naming it).
+  void load_first_index_topics();
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
   // At open, before the dedup rebuild: loads SNAPSHOT when it names the log's first index - 1, and
@@ -442,6 +459,13 @@ class Replica {
   SnapshotStats snapshot_stats_;
   // load_snapshot_state(): the installed snapshot the open's dedup rebuild starts from.
   std::optional<SnapshotData> loaded_snapshot_;
+  // The topic table as of the log's first index - 1, what a snapshot at that point carries
+  // (replica_snapshot.cpp, "THE SNAPSHOT POINT"): empty for a log that starts at 1, the installed
+  // snapshot's, then advanced by every trim over the entries it deletes and kept in SNAPSHOT
+  // (version 2). nullopt: not known (a log trimmed by an older binary, SNAPSHOT lost or not naming
+  // the log's start, a trim that could not read its entries); snapshots then fall back to the topic
+  // table's committed point. At most TopicOffsets::kMaxTopics topics.
+  std::optional<std::vector<TopicOffsets::TopicNext>> first_index_topics_;
   util::RateLimit snapshot_log_{std::chrono::seconds(10)};
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "derived/envelope.h"
 #include "replica/replica.h"
+#include "replica/store_log_reader.h"
 
 namespace raftlog::replica {
 
@@ -55,6 +57,9 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
           first_before, limit};
     }
   }
+  // Where the log starts after the trim and the topic table as of the entry before it (below).
+  std::uint64_t new_first_expected = first_before;
+  std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics_expected;
   if (target > first_before) {
     // The dedup table's appends in the segments about to go, for the next open (a crash before the
     // trim leaves a SNAPSHOT that names no log start, which the open ignores). Where the log will
@@ -64,8 +69,24 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       if (segment.active || segment.last_index >= target) break;
       new_first = segment.last_index + 1;
     }
+    // The topic table as of the new first index - 1, for snapshots sent at that point: the one as
+    // of the old first index - 1 advanced by the entries about to go (still on disk).
+    std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics;
+    if (new_first > first_before && first_index_topics_) {
+      auto advanced = topics_advanced(*first_index_topics_, first_before, new_first - 1);
+      if (advanced.ok()) {
+        new_first_topics = std::move(*advanced);
+      } else {
+        spdlog::warn(
+            "node {}: the topic table as of index {} is not known ({}): snapshots this node sends "
+            "start at its commit index instead of its first index",
+            config_.node_id, new_first - 1, advanced.status().to_string());
+      }
+    }
     if (new_first > first_before) {
-      if (store::Status saved = save_trim_snapshot(new_first - 1); !saved.ok()) {
+      if (store::Status saved = save_trim_snapshot(
+              new_first - 1, new_first_topics ? &*new_first_topics : nullptr);
+          !saved.ok()) {
         spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
                       config_.node_id, target, saved.to_string());
         return TrimResult{make_error(ErrorCode::kInternal,
@@ -74,6 +95,8 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
                           first_before, limit};
       }
     }
+    new_first_expected = new_first;
+    new_first_topics_expected = std::move(new_first_topics);
     if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
                     st.to_string());
@@ -83,6 +106,14 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
   }
   const std::uint64_t first_after = log_->first_index();
+  if (first_after != first_before) {
+    // SNAPSHOT names new_first - 1 (saved above); a log that starts anywhere else is not described.
+    if (first_after == new_first_expected) {
+      first_index_topics_ = std::move(new_first_topics_expected);
+    } else {
+      first_index_topics_.reset();
+    }
+  }
   const std::uint64_t removed =
       segments_before - std::min(segments_before, log_->disk_usage().segments);
   if (removed > 0) {
@@ -93,6 +124,49 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     if (deps_.events != nullptr) deps_.events->segments_deleted(removed);
   }
   return TrimResult{NodeError{}, first_after, limit};
+}
+
+store::Result<std::vector<TopicOffsets::TopicNext>> Replica::topics_advanced(
+    const std::vector<TopicOffsets::TopicNext>& table, std::uint64_t from,
+    std::uint64_t through) const {
+  // A table of its own (the replica's topics_ is the whole log's): every entry is committed, so
+  // nothing is journaled for long. Read in bounded batches: the trim's entries, one pass.
+  TopicOffsets advanced;
+  advanced.reset(from - 1, table);
+  constexpr std::size_t kBatchEntries = 4096;
+  constexpr std::uint64_t kBatchBytes = 64ULL << 20;
+  while (from <= through) {
+    auto batch = log_->read(from, kBatchEntries, kBatchBytes);
+    if (!batch.ok()) return batch.status();
+    if (batch->entries.empty()) {
+      return store::Status::corruption("no entry at index " + std::to_string(from));
+    }
+    for (const store::EntryView& view : batch->entries) {
+      if (view.meta.index > through) break;
+      std::string_view topic;
+      std::optional<std::uint64_t> offset;
+      derived::EnvelopeHeader header;
+      // As note_entry reads it: an envelope that does not validate counts as no topic.
+      if ((view.meta.flags & kEntryFlagEnvelope) != 0 &&
+          derived::decode_envelope_header(view.payload, &header) == derived::EnvelopeDecode::kOk) {
+        topic = header.topic;
+        if (header.has_topic_offset) offset = header.topic_offset;
+      }
+      (void)advanced.record(view.meta.index, topic, offset);
+    }
+    advanced.committed(std::min(through, batch->entries.back().meta.index));
+    from = batch->entries.back().meta.index + 1;
+  }
+  return advanced.table_at(through);
+}
+
+void Replica::load_first_index_topics() {
+  first_index_topics_.reset();
+  if (log_->first_index() <= 1) {
+    first_index_topics_.emplace();  // nothing before the log
+  } else if (loaded_snapshot_ && loaded_snapshot_->topics_at_index) {
+    first_index_topics_ = loaded_snapshot_->topics;  // it names the log's first index - 1
+  }
 }
 
 void Replica::apply_retention(Clock::time_point now) {

@@ -204,8 +204,32 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   ASSERT_TRUE(cluster.wait_for_commit(follower, after)) << cluster.log_tail(follower);
   expect_holds_acknowledged(cluster, follower, acknowledged, first);
   expect_holds_acknowledged(cluster, leader, acknowledged, first);
-  // Below its new first index the follower's log is trimmed, as the leader's is.
+  // Its log starts where the leader's does: the follower itself serves every entry the leader
+  // retains, those between the leader's first index and the commit index at the install included
+  // (replicated after the install at the leader's first index - 1), not INDEX_TRIMMED.
+  auto leader_status = cluster.status(leader);
+  ASSERT_TRUE(leader_status.has_value());
+  EXPECT_EQ(status->first_index, leader_status->first_index);
+  EXPECT_EQ(leader_status->snapshots_above_first_index, 0U);
   auto only_follower = cluster.client({}, {follower});
+  std::size_t served = 0;
+  for (std::uint64_t next = leader_status->first_index; next <= last;) {
+    auto read = only_follower->read(next, 100, 1 << 20, false);
+    ASSERT_TRUE(read.ok()) << "reading " << next << " from node " << follower << ": "
+                           << read.status().message();
+    ASSERT_FALSE(read->entries.empty()) << next;
+    for (const client::Entry& entry : read->entries) {
+      ASSERT_EQ(entry.index, next);
+      const auto acked = acknowledged.find(entry.index);
+      if (acked != acknowledged.end()) {
+        EXPECT_EQ(entry.payload, acked->second) << entry.index;
+        ++served;
+      }
+      ++next;
+    }
+  }
+  EXPECT_GT(served, 0U);
+  // Below its new first index the follower's log is trimmed, as the leader's is.
   auto below = only_follower->read(status->first_index - 1, 10, 1 << 20, false);
   ASSERT_FALSE(below.ok());
   EXPECT_EQ(below.status().code(), client::StatusCode::kOutOfRange) << below.status().message();
