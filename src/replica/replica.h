@@ -83,6 +83,10 @@ struct ReplicaConfig {
   // Below the peer message bound (server::MessageLimits, 8 MiB) with room for the rest of the
   // message.
   std::size_t max_snapshot_data_bytes = 4U << 20;
+  // The most payload bytes one loop round (or one trim call) reads to move the topic table as of
+  // the first index - 1 over the segments a trim deletes (replica.h, TopicScan): bounds the time a
+  // trim takes on the replica's loop; a trim of more waits for the scan, in the background.
+  std::uint64_t topic_scan_slice_bytes = 8ULL << 20;
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
   // Complete, random_seed included; initial_conf is the bootstrap configuration (--members). The
@@ -417,11 +421,20 @@ class Replica {
   // `topics`, the topic table as of `point` (nullptr: not known; written as version 1).
   store::Status save_trim_snapshot(std::uint64_t point,
                                    const std::vector<TopicOffsets::TopicNext>* topics);
-  // The topic table as of `through`: `table` (as of `from` - 1) advanced by the log's entries
-  // [from, through], read from the store (replica_retention.cpp). An error when one does not read.
-  store::Result<std::vector<TopicOffsets::TopicNext>> topics_advanced(
-      const std::vector<TopicOffsets::TopicNext>& table, std::uint64_t from,
-      std::uint64_t through) const;
+  // The topic-table scan (replica_topic_scan.cpp): starts it again from first_index_topics_ at the
+  // log's first index - 1 (none when that table is not known).
+  void restart_topic_scan();
+  // Reads the entries after the scan's point toward `goal` (a sealed segment's last index), at most
+  // about `budget_bytes` of payload, moving the scan's boundary over every segment it finishes. A
+  // read that fails makes first_index_topics_ unknown (logged; snapshots fall back).
+  void advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes);
+  // Each loop round while a trim waits for the scan (pending_trim_before_): one slice, then the
+  // trim when the scan reached its segments.
+  void continue_pending_trim();
+  // After a truncation (successful or not): first_index_topics_ becomes `topics` when the log now
+  // starts at `expected_first`, unknown when it starts anywhere else than `first_before`.
+  void note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
+                          std::optional<std::vector<TopicOffsets::TopicNext>> topics);
   // Sets first_index_topics_ from what the open found (log start 1, or SNAPSHOT naming it).
   void load_first_index_topics();
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
@@ -466,6 +479,22 @@ class Replica {
   // the log's start, a trim that could not read its entries); snapshots then fall back to the topic
   // table's committed point. At most TopicOffsets::kMaxTopics topics.
   std::optional<std::vector<TopicOffsets::TopicNext>> first_index_topics_;
+  // Moving first_index_topics_ forward means reading the entries a trim deletes (their topics and
+  // offsets), up to a whole segment (1 GiB by default) per trim: far too long for one round of the
+  // replica's loop, which also answers heartbeats. So the entries are read in slices of at most
+  // ReplicaConfig::topic_scan_slice_bytes, one per loop round (or per trim call), and a trim deletes
+  // only the segments the scan has passed; the rest of it waits in pending_trim_before_ and runs as
+  // the scan gets there. `boundary` is the last index of the newest segment the scan finished (the
+  // log's first index - 1 when none), `boundary_table` the topic table as of it, `running` the
+  // table as of the scan's point inside the next segment (its journal empty: every entry scanned is
+  // committed).
+  struct TopicScan {
+    std::uint64_t boundary = 0;
+    std::vector<TopicOffsets::TopicNext> boundary_table;
+    TopicOffsets running;
+  };
+  std::unique_ptr<TopicScan> topic_scan_;
+  std::uint64_t pending_trim_before_ = 0;  // 0: no trim waits for the scan
   util::RateLimit snapshot_log_{std::chrono::seconds(10)};
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_

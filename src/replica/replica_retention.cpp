@@ -4,9 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "derived/envelope.h"
 #include "replica/replica.h"
-#include "replica/store_log_reader.h"
 
 namespace raftlog::replica {
 
@@ -40,7 +38,7 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
   }
   const std::uint64_t limit = trim_limit();
-  const std::uint64_t target = std::min(before_index, limit);
+  std::uint64_t target = std::min(before_index, limit);
   const std::uint64_t first_before = log_->first_index();
   const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before && target - 1 > topic_state_saved_through_) {
@@ -70,18 +68,18 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       new_first = segment.last_index + 1;
     }
     // The topic table as of the new first index - 1, for snapshots sent at that point: the one as
-    // of the old first index - 1 advanced by the entries about to go (still on disk).
+    // of the old first index - 1 advanced by the entries about to go (still on disk), read in
+    // bounded slices (replica_topic_scan.cpp). Only the segments the scan has finished go now; the
+    // rest of the trim waits for it (pending_trim_before_, continued each loop round).
     std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics;
     if (new_first > first_before && first_index_topics_) {
-      auto advanced = topics_advanced(*first_index_topics_, first_before, new_first - 1);
-      if (advanced.ok()) {
-        new_first_topics = std::move(*advanced);
-      } else {
-        spdlog::warn(
-            "node {}: the topic table as of index {} is not known ({}): snapshots this node sends "
-            "start at its commit index instead of its first index",
-            config_.node_id, new_first - 1, advanced.status().to_string());
+      advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
+      if (topic_scan_ && topic_scan_->boundary < new_first - 1) {
+        pending_trim_before_ = std::max(pending_trim_before_, before_index);
+        new_first = topic_scan_->boundary + 1;
+        target = new_first;
       }
+      if (topic_scan_ && new_first > first_before) new_first_topics = topic_scan_->boundary_table;
     }
     if (new_first > first_before) {
       if (store::Status saved = save_trim_snapshot(
@@ -97,23 +95,21 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
     new_first_expected = new_first;
     new_first_topics_expected = std::move(new_first_topics);
-    if (store::Status st = log_->truncate_prefix(target); !st.ok()) {
-      spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
-                    st.to_string());
-      return TrimResult{
-          make_error(ErrorCode::kInternal, "trim failed: " + st.to_string(), kReasonStorageError),
-          first_before, limit};
+    if (target > first_before) {
+      const store::Status st = log_->truncate_prefix(target);
+      // Even when it failed: the store may have deleted some segments before the error, and the
+      // table must describe where the log starts now, or be unknown.
+      note_trimmed_start(first_before, new_first_expected, std::move(new_first_topics_expected));
+      if (!st.ok()) {
+        spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
+                      st.to_string());
+        return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + st.to_string(),
+                                     kReasonStorageError),
+                          log_->first_index(), limit};
+      }
     }
   }
   const std::uint64_t first_after = log_->first_index();
-  if (first_after != first_before) {
-    // SNAPSHOT names new_first - 1 (saved above); a log that starts anywhere else is not described.
-    if (first_after == new_first_expected) {
-      first_index_topics_ = std::move(new_first_topics_expected);
-    } else {
-      first_index_topics_.reset();
-    }
-  }
   const std::uint64_t removed =
       segments_before - std::min(segments_before, log_->disk_usage().segments);
   if (removed > 0) {
@@ -126,42 +122,24 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   return TrimResult{NodeError{}, first_after, limit};
 }
 
-store::Result<std::vector<TopicOffsets::TopicNext>> Replica::topics_advanced(
-    const std::vector<TopicOffsets::TopicNext>& table, std::uint64_t from,
-    std::uint64_t through) const {
-  // A table of its own (the replica's topics_ is the whole log's): every entry is committed, so
-  // nothing is journaled for long. Read in bounded batches: the trim's entries, one pass.
-  TopicOffsets advanced;
-  advanced.reset(from - 1, table);
-  constexpr std::size_t kBatchEntries = 4096;
-  constexpr std::uint64_t kBatchBytes = 64ULL << 20;
-  while (from <= through) {
-    auto batch = log_->read(from, kBatchEntries, kBatchBytes);
-    if (!batch.ok()) return batch.status();
-    if (batch->entries.empty()) {
-      return store::Status::corruption("no entry at index " + std::to_string(from));
-    }
-    for (const store::EntryView& view : batch->entries) {
-      if (view.meta.index > through) break;
-      std::string_view topic;
-      std::optional<std::uint64_t> offset;
-      derived::EnvelopeHeader header;
-      // As note_entry reads it: an envelope that does not validate counts as no topic.
-      if ((view.meta.flags & kEntryFlagEnvelope) != 0 &&
-          derived::decode_envelope_header(view.payload, &header) == derived::EnvelopeDecode::kOk) {
-        topic = header.topic;
-        if (header.has_topic_offset) offset = header.topic_offset;
-      }
-      (void)advanced.record(view.meta.index, topic, offset);
-    }
-    advanced.committed(std::min(through, batch->entries.back().meta.index));
-    from = batch->entries.back().meta.index + 1;
+void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
+                                 std::optional<std::vector<TopicOffsets::TopicNext>> topics) {
+  const std::uint64_t first_after = log_->first_index();
+  if (first_after == first_before) return;
+  // SNAPSHOT names expected_first - 1 (saved before the truncation); a log that starts anywhere
+  // else is not described by any table this node has.
+  if (first_after == expected_first) {
+    first_index_topics_ = std::move(topics);
+  } else {
+    first_index_topics_.reset();
+    topic_scan_.reset();
   }
-  return advanced.table_at(through);
 }
 
 void Replica::load_first_index_topics() {
   first_index_topics_.reset();
+  topic_scan_.reset();
+  pending_trim_before_ = 0;
   if (log_->first_index() <= 1) {
     first_index_topics_.emplace();  // nothing before the log
   } else if (loaded_snapshot_ && loaded_snapshot_->topics_at_index) {
@@ -170,6 +148,7 @@ void Replica::load_first_index_topics() {
 }
 
 void Replica::apply_retention(Clock::time_point now) {
+  continue_pending_trim();
   if (config_.retention_max_age_s == 0 && config_.retention_max_bytes == 0) return;
   if (now - retention_checked_at_ < std::chrono::milliseconds(config_.retention_check_interval_ms))
     return;

@@ -251,6 +251,8 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   commit_ = point;
   topics_.reset(point, data.topics);
   first_index_topics_ = data.topics;  // the log now starts at point + 1
+  topic_scan_.reset();                // it scanned the replaced log
+  pending_trim_before_ = 0;
   last_timestamp_ms_ = std::max(last_timestamp_ms_, data.timestamp_floor_ms);
   if (store::Status saved = save_topic_state(); !saved.ok()) {
     spdlog::warn("node {}: saving TOPICSTATE after the install: {}", config_.node_id,

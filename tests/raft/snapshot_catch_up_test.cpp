@@ -228,6 +228,53 @@ TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
   EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
 }
 
+// A trim reads the entries it deletes (for the topic table as of the new first index - 1) at most
+// ReplicaConfig::topic_scan_slice_bytes at a time: one call deletes only the segments that one slice
+// finished, and the rest of the trim follows, a slice per loop round (apply_retention), until the
+// log starts where it was asked to. The table the snapshot then carries is still exact.
+void small_topic_scan(replica::ReplicaConfig& config) {
+  short_follower_grace(config);
+  config.topic_scan_slice_bytes = 50 << 10;  // about one 40 KiB entry and a bit
+}
+
+TEST(SnapshotCatchUp, ATrimReadsWhatItDeletesInBoundedSlices) {
+  TestCluster c({1, 2, 3}, with_snapshots, small_topic_scan);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.isolate(3);
+  for (Index i = 2; i <= 21; ++i) {
+    propose_topic(c, 1, i < 10 && i % 3 == 0 ? "gone" : (i % 2 == 0 ? "a" : "b"));
+  }
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 21u);
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  const replica::TrimResult first_call = c.trim(1, 15);
+  ASSERT_TRUE(first_call.error.ok());
+  EXPECT_LT(c.node(1).log.first_index(), 15u) << "one slice cannot have read 13 entries";
+  // The rest follows, a slice per loop round.
+  int rounds = 0;
+  while (c.node(1).log.first_index() < 15 && rounds < 100) {
+    c.replica(1).apply_retention(replica::Clock::now());
+    ++rounds;
+  }
+  ASSERT_EQ(c.node(1).log.first_index(), 15u);
+  EXPECT_GE(rounds, 3) << "13 entries of 40 KiB need several 50 KiB slices";
+  c.heal();
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ((*saved)->topics, table_from_log(c, 2, 14));
+  EXPECT_EQ(c.node(3).log.first_index(), 15u);
+  const Index commit = c.raft(1).commit_index();
+  ASSERT_EQ(c.raft(3).commit_index(), commit);
+  EXPECT_EQ(c.replica(3).topic_offsets().table_at(commit), table_from_log(c, 2, commit));
+}
+
 // Beyond the sender's budget the least recently used dedup clients are left out; a snapshot whose
 // mandatory part does not fit is not sent at all, and the follower stays stranded.
 TEST(SnapshotCatchUp, TheDataIsBoundedByTheSendersBudget) {
