@@ -196,8 +196,15 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   ASSERT_TRUE(catch_up.caught_up) << cluster.log_tail(follower) << cluster.log_tail(leader);
   // Bounded retries: the caught-up follower replays the leader's retained entries (30,000 topics
   // into its derived indexes), and one Status call of 500 ms may time out on a loaded machine.
+  // Its derived indexes then index those entries (a new topic each, 30,000 of them), during which
+  // its Status answers slowly: what follows waits until they are done (bounded).
   std::optional<client::NodeStatus> status;
-  ASSERT_TRUE(eventually([&] { return (status = cluster.status(follower)).has_value(); }))
+  ASSERT_TRUE(eventually(
+      [&] {
+        status = cluster.status(follower);
+        return status.has_value() && status->derived_indexed_through >= last;
+      },
+      240s, 200ms))
       << cluster.log_tail(follower);
   EXPECT_GE(status->snapshots_received, 1U);  // it caught up by a snapshot, not by entries
   EXPECT_GT(status->first_index, follower_had + 1);
