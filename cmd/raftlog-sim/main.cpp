@@ -166,7 +166,7 @@ int run_many(const Arguments& args) {
   std::uint64_t trims = 0;
   std::uint64_t snapshots_installed = 0;
   // Checked snapshot points: at the leader's first index - 1 or below / above it because of a
-  // committed configuration / above it because the leader fell back (Cluster::check_snapshot_point).
+  // committed configuration / above it because the leader fell back (check_snapshot_point).
   std::uint64_t points_at_first = 0;
   std::uint64_t points_conf = 0;
   std::uint64_t points_fallback = 0;

@@ -82,8 +82,8 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       if (topic_scan_ && new_first > first_before) new_first_topics = topic_scan_->boundary_table;
     }
     if (new_first > first_before) {
-      if (store::Status saved = save_trim_snapshot(
-              new_first - 1, new_first_topics ? &*new_first_topics : nullptr);
+      if (store::Status saved =
+              save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr);
           !saved.ok()) {
         spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
                       config_.node_id, target, saved.to_string());

@@ -136,11 +136,10 @@ bool Replica::fill_snapshot(raft::Message& message) {
   const std::uint64_t first_index = log_->first_index();
   const std::uint64_t core_point = snapshot.index;
   const bool at_first_index = first_index_topics_.has_value() && snapshot.index + 1 == first_index;
-  const std::uint64_t point = at_first_index
-                                  ? snapshot.index
-                                  : std::max(snapshot.index, topics_.committed_through());
-  auto term = point == snapshot.index ? store::Result<std::uint64_t>(snapshot.term)
-                                      : log_->term_at(point);
+  const std::uint64_t point =
+      at_first_index ? snapshot.index : std::max(snapshot.index, topics_.committed_through());
+  auto term =
+      point == snapshot.index ? store::Result<std::uint64_t>(snapshot.term) : log_->term_at(point);
   std::string problem;
   if (point > commit_ || point > topics_.through()) {
     problem = "its point " + std::to_string(point) + " is past the commit index " +
@@ -159,8 +158,8 @@ bool Replica::fill_snapshot(raft::Message& message) {
       if (record.index <= point) data.conf = record.conf;
     }
     data.timestamp_floor_ms = last_timestamp_ms_;
-    data.topics = point >= topics_.committed_through() ? topics_.table_at(point)
-                                                       : *first_index_topics_;
+    data.topics =
+        point >= topics_.committed_through() ? topics_.table_at(point) : *first_index_topics_;
     if (deps_.snapshot_section) data.section = deps_.snapshot_section(point);
     data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
     const std::size_t fixed = encoded_size_without_dedup(data);

@@ -186,7 +186,8 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   }
   data.origin = static_cast<SnapshotOrigin>(origin);
   // Version 2 is only ever a trim's (one encoding per content: the version is not a free choice).
-  if (version == 2 && data.origin != SnapshotOrigin::kTrim) return corrupt("version 2 not a trim's");
+  if (version == 2 && data.origin != SnapshotOrigin::kTrim)
+    return corrupt("version 2 not a trim's");
   data.topics_at_index = data.origin == SnapshotOrigin::kInstalled || version >= 2;
   // An index near 2^64 would wrap index + 1 (the log's new start) and strand the node for good:
   // the same bound as terms, far beyond any real log.

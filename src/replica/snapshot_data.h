@@ -77,7 +77,7 @@ struct SnapshotData {
   // `topics` is the topic table as of `index`. Always for kInstalled; for kTrim only when the trim
   // knew it (version 2). Not encoded: the version says it.
   bool topics_at_index = true;
-  std::string section;                          // the node's own state (opaque here)
+  std::string section;  // the node's own state (opaque here)
   std::uint64_t dedup_view_start = 0;
   std::vector<DedupTable::ClientState> dedup_clients;  // most recently used first
   friend bool operator==(const SnapshotData&, const SnapshotData&) = default;
