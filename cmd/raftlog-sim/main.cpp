@@ -120,13 +120,16 @@ std::string summary(const raftlog::sim::SimResult& r) {
       "dedup_answers={} "
       "reads={} crashes={} sync_failures={} flush_cycles={} catching_up={} pauses={} partitions={} "
       "sent={} "
-      "dropped={} conf_changes={}/{}/{} trims={} snapshots_installed={}",
+      "dropped={} conf_changes={}/{}/{} trims={} snapshots_installed={} "
+      "snapshot_points={}/{}/{}",
       r.ticks, r.liveness_ticks, r.leaders_elected, r.committed_entries, r.proposals_acknowledged,
       r.proposals_failed, r.appends_acknowledged, r.cluster.duplicate_answers, r.reads_released,
       r.cluster.crashes, r.cluster.sync_failures, r.cluster.flush_cycles,
       r.cluster.restarts_catching_up, r.cluster.pauses, r.partitions, r.cluster.messages_sent,
       r.cluster.messages_dropped, r.cluster.conf_changes_committed, r.cluster.conf_changes_proposed,
-      r.cluster.conf_changes_refused, r.cluster.trims, r.cluster.snapshots_installed);
+      r.cluster.conf_changes_refused, r.cluster.trims, r.cluster.snapshots_installed,
+      r.cluster.snapshots_at_first_index, r.cluster.snapshots_above_first_index_conf,
+      r.cluster.snapshots_above_first_index_fallback);
 }
 
 int run_one(const Arguments& args) {
@@ -162,6 +165,11 @@ int run_many(const Arguments& args) {
   std::uint64_t conf_changes = 0;
   std::uint64_t trims = 0;
   std::uint64_t snapshots_installed = 0;
+  // Checked snapshot points: at the leader's first index - 1 or below / above it because of a
+  // committed configuration / above it because the leader fell back (check_snapshot_point).
+  std::uint64_t points_at_first = 0;
+  std::uint64_t points_conf = 0;
+  std::uint64_t points_fallback = 0;
   const std::uint64_t progress_every = std::max<std::uint64_t>(*args.seeds / 10, 1);
   for (std::uint64_t i = 0; i < *args.seeds; ++i) {
     raftlog::sim::SimOptions options = args.options;
@@ -179,6 +187,9 @@ int run_many(const Arguments& args) {
     conf_changes += result.cluster.conf_changes_committed;
     trims += result.cluster.trims;
     snapshots_installed += result.cluster.snapshots_installed;
+    points_at_first += result.cluster.snapshots_at_first_index;
+    points_conf += result.cluster.snapshots_above_first_index_conf;
+    points_fallback += result.cluster.snapshots_above_first_index_fallback;
     if (!result.ok()) {
       const std::uint64_t failures = violations + liveness_failures;
       if (result.liveness_failure()) {
@@ -212,10 +223,11 @@ int run_many(const Arguments& args) {
           "acked_proposals={} appends_acked={} dedup_answers={} reads={} crashes={} "
           "sync_failures={} "
           "restarts_catching_up={} max_liveness_ticks={} conf_changes={} trims={} "
-          "snapshots_installed={}\n",
+          "snapshots_installed={} snapshot_points={}/{}/{}\n",
           *args.seeds, violations, liveness_failures, ticks, args.options.node_count,
           args.seed_start, acked, appends_acked, dedup_answers, reads, crashes, sync_failures,
-          catching_up, max_liveness_ticks, conf_changes, trims, snapshots_installed)
+          catching_up, max_liveness_ticks, conf_changes, trims, snapshots_installed,
+          points_at_first, points_conf, points_fallback)
           .c_str(),
       stdout);
   // Apart from the RESULT line, which depends on the seeds only.

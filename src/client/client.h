@@ -282,6 +282,7 @@ struct NodeStatus {
   std::uint64_t snapshots_abandoned = 0;
   std::uint64_t snapshots_received = 0;
   std::uint64_t snapshot_chunks_refused = 0;
+  std::uint64_t snapshots_above_first_index = 0;  // sent with the point above the first index - 1
 };
 
 struct EndpointStatus {

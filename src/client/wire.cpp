@@ -156,6 +156,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.snapshots_abandoned = wire.snapshots_abandoned();
   status.snapshots_received = wire.snapshots_received();
   status.snapshot_chunks_refused = wire.snapshot_chunks_refused();
+  status.snapshots_above_first_index = wire.snapshots_above_first_index();
   for (const pb::PeerStatus& peer_wire : wire.peers())
     status.peers.push_back(peer_from_wire(peer_wire));
   return status;

@@ -54,6 +54,9 @@ struct NodeStatus {
   // it cannot catch up by replication and must be rebuilt (docs/operations.md, "Retention"). The
   // value is the leader's first retained index. Health is NOT_SERVING meanwhile.
   std::uint64_t stranded_below_index = 0;
+  // Snapshots this node sent (as leader) whose point lay above its first index - 1, so that the
+  // follower's log starts above the leader's (SnapshotStats::sent_above_first_index).
+  std::uint64_t snapshots_above_first_index = 0;
   // The configuration in force on this node: the newest in its log, committed or not (docs/raft.md,
   // "Membership changes"). Sorted; at most raft::kMaxMembers together.
   std::vector<std::uint64_t> voters;

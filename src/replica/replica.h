@@ -83,6 +83,10 @@ struct ReplicaConfig {
   // Below the peer message bound (server::MessageLimits, 8 MiB) with room for the rest of the
   // message.
   std::size_t max_snapshot_data_bytes = 4U << 20;
+  // The most payload bytes one loop round (or one trim call) reads to move the topic table as of
+  // the first index - 1 over the segments a trim deletes (replica.h, TopicScan): bounds the time a
+  // trim takes on the replica's loop; a trim of more waits for the scan, in the background.
+  std::uint64_t topic_scan_slice_bytes = 8ULL << 20;
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
   // Complete, random_seed included; initial_conf is the bootstrap configuration (--members). The
@@ -140,6 +144,11 @@ struct SnapshotStats {
   std::uint64_t installed = 0;   // snapshots this follower installed
   std::uint64_t refused = 0;     // received snapshots whose data did not validate (dropped)
   std::uint64_t last_installed_index = 0;
+  // Sent snapshots whose point lies above the leader's first index - 1, so the follower's log
+  // starts above the leader's: the core named a newer committed configuration's index, or the topic
+  // table as of the first index - 1 is not known (a log trimmed by an older binary); the leader then
+  // sends the state as of its topic table's committed point (replica_snapshot.cpp).
+  std::uint64_t sent_above_first_index = 0;
 };
 
 class Replica {
@@ -258,6 +267,9 @@ class Replica {
   const TopicOffsets& topic_offsets() const { return topics_; }
   std::uint64_t timestamp_floor_ms() const { return last_timestamp_ms_; }
   const SnapshotStats& snapshot_stats() const { return snapshot_stats_; }
+  // Whether this node knows the topic table as of its first index - 1, so that the snapshots it
+  // sends are at that point (replica_snapshot.cpp).
+  bool knows_first_index_topics() const { return first_index_topics_.has_value(); }
   // What the dedup table answers a retry of (client_id, sequence) carrying `payloads`, without
   // answering it: for tests and the simulator's checker.
   DedupTable::Lookup dedup_lookup(std::uint64_t client_id, std::uint64_t sequence,
@@ -405,11 +417,29 @@ class Replica {
   // bytes without them, stays within config_.max_snapshot_data_bytes.
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
   // Before a trim deletes segments: SNAPSHOT.next (origin kTrim) with the dedup table's appends at or
-  // below `point` (the new first index - 1), so that a restart still answers their retries.
-  store::Status save_trim_snapshot(std::uint64_t point);
+  // below `point` (the new first index - 1), so that a restart still answers their retries, and
+  // `topics`, the topic table as of `point` (nullptr: not known; written as version 1).
+  store::Status save_trim_snapshot(std::uint64_t point,
+                                   const std::vector<TopicOffsets::TopicNext>* topics);
   // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
   // deleted (replica_retention.cpp).
   void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
+  // The topic-table scan (replica_topic_scan.cpp): starts it again from first_index_topics_ at the
+  // log's first index - 1 (none when that table is not known).
+  void restart_topic_scan();
+  // Reads the entries after the scan's point toward `goal` (a sealed segment's last index), at most
+  // about `budget_bytes` of payload, moving the scan's boundary over every segment it finishes. A
+  // read that fails makes first_index_topics_ unknown (logged; snapshots fall back).
+  void advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes);
+  // Each loop round while a trim waits for the scan (pending_trim_before_): one slice, then the
+  // trim when the scan reached its segments.
+  void continue_pending_trim();
+  // After a truncation (successful or not): first_index_topics_ becomes `topics` when the log now
+  // starts at `expected_first`, unknown when it starts anywhere else than `first_before`.
+  void note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
+                          std::optional<std::vector<TopicOffsets::TopicNext>> topics);
+  // Sets first_index_topics_ from what the open found (log start 1, or SNAPSHOT naming it).
+  void load_first_index_topics();
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
   // At open, before the dedup rebuild: loads SNAPSHOT (or SNAPSHOT.next) when it names the log's
@@ -455,6 +485,29 @@ class Replica {
   std::map<std::uint64_t, MessageSender::SnapshotSendMark> snapshot_send_marks_;
   // load_snapshot_state(): the installed snapshot the open's dedup rebuild starts from.
   std::optional<SnapshotData> loaded_snapshot_;
+  // The topic table as of the log's first index - 1, what a snapshot at that point carries
+  // (replica_snapshot.cpp, "THE SNAPSHOT POINT"): empty for a log that starts at 1, the installed
+  // snapshot's, then advanced by every trim over the entries it deletes and kept in SNAPSHOT
+  // (version 2). nullopt: not known (a log trimmed by an older binary, SNAPSHOT lost or not naming
+  // the log's start, a trim that could not read its entries); snapshots then fall back to the topic
+  // table's committed point. At most TopicOffsets::kMaxTopics topics.
+  std::optional<std::vector<TopicOffsets::TopicNext>> first_index_topics_;
+  // Moving first_index_topics_ forward means reading the entries a trim deletes (their topics and
+  // offsets), up to a whole segment (1 GiB by default) per trim: far too long for one round of the
+  // replica's loop, which also answers heartbeats. So the entries are read in slices of at most
+  // ReplicaConfig::topic_scan_slice_bytes, one per loop round (or per trim call), and a trim deletes
+  // only the segments the scan has passed; the rest of it waits in pending_trim_before_ and runs as
+  // the scan gets there. `boundary` is the last index of the newest segment the scan finished (the
+  // log's first index - 1 when none), `boundary_table` the topic table as of it, `running` the
+  // table as of the scan's point inside the next segment (its journal empty: every entry scanned is
+  // committed).
+  struct TopicScan {
+    std::uint64_t boundary = 0;
+    std::vector<TopicOffsets::TopicNext> boundary_table;
+    TopicOffsets running;
+  };
+  std::unique_ptr<TopicScan> topic_scan_;
+  std::uint64_t pending_trim_before_ = 0;  // 0: no trim waits for the scan
   util::RateLimit snapshot_log_{std::chrono::seconds(10)};
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_

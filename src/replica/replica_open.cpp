@@ -265,6 +265,7 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
       *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);
       return false;
     }
+    load_first_index_topics();
     const bool recovered =
         rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem);
     loaded_snapshot_.reset();
@@ -436,6 +437,7 @@ NodeStatus Replica::status() {
   status.catching_up_to_index = raft_->catching_up_to();
   status.storage_fault = status.catching_up ? storage_fault_ : "";
   status.stranded_below_index = raft_->stranded_below();
+  status.snapshots_above_first_index = snapshot_stats_.sent_above_first_index;
   status.voters = raft_->conf().voters;
   status.learners = raft_->conf().learners;
   status.conf_index = raft_->conf_history().back().index;

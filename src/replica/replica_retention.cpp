@@ -38,7 +38,7 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
   }
   const std::uint64_t limit = trim_limit();
-  const std::uint64_t target = std::min(before_index, limit);
+  std::uint64_t target = std::min(before_index, limit);
   const std::uint64_t first_before = log_->first_index();
   const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before && target - 1 > topic_state_saved_through_) {
@@ -55,6 +55,9 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
           first_before, limit};
     }
   }
+  // Where the log starts after the trim and the topic table as of the entry before it (below).
+  std::uint64_t new_first_expected = first_before;
+  std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics_expected;
   if (target > first_before) {
     // The dedup table's appends in the segments about to go, for the next open: SNAPSHOT.next,
     // which becomes SNAPSHOT once the segments are gone (until then SNAPSHOT still describes the
@@ -65,8 +68,24 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       if (segment.active || segment.last_index >= target) break;
       new_first = segment.last_index + 1;
     }
+    // The topic table as of the new first index - 1, for snapshots sent at that point: the one as
+    // of the old first index - 1 advanced by the entries about to go (still on disk), read in
+    // bounded slices (replica_topic_scan.cpp). Only the segments the scan has finished go now; the
+    // rest of the trim waits for it (pending_trim_before_, continued each loop round).
+    std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics;
+    if (new_first > first_before && first_index_topics_) {
+      advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
+      if (topic_scan_ && topic_scan_->boundary < new_first - 1) {
+        pending_trim_before_ = std::max(pending_trim_before_, before_index);
+        new_first = topic_scan_->boundary + 1;
+        target = new_first;
+      }
+      if (topic_scan_ && new_first > first_before) new_first_topics = topic_scan_->boundary_table;
+    }
     if (new_first > first_before) {
-      if (store::Status saved = save_trim_snapshot(new_first - 1); !saved.ok()) {
+      if (store::Status saved =
+              save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr);
+          !saved.ok()) {
         spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
                       config_.node_id, target, saved.to_string());
         return TrimResult{make_error(ErrorCode::kInternal,
@@ -75,14 +94,22 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
                           first_before, limit};
       }
     }
-    const store::Status truncated = log_->truncate_prefix(target);
-    if (new_first > first_before) finish_trim_snapshot(first_before, new_first);
-    if (!truncated.ok()) {
-      spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
-                    truncated.to_string());
-      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + truncated.to_string(),
-                                   kReasonStorageError),
-                        first_before, limit};
+    new_first_expected = new_first;
+    new_first_topics_expected = std::move(new_first_topics);
+    if (target > first_before) {
+      const store::Status truncated = log_->truncate_prefix(target);
+      // Even when it failed: the store may have deleted some segments before the error. The
+      // table must describe where the log starts now, or be unknown; SNAPSHOT.next replaces
+      // SNAPSHOT once a segment went.
+      note_trimmed_start(first_before, new_first_expected, std::move(new_first_topics_expected));
+      if (new_first > first_before) finish_trim_snapshot(first_before, new_first);
+      if (!truncated.ok()) {
+        spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
+                      truncated.to_string());
+        return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + truncated.to_string(),
+                                     kReasonStorageError),
+                          log_->first_index(), limit};
+      }
     }
   }
   const std::uint64_t first_after = log_->first_index();
@@ -118,7 +145,34 @@ void Replica::finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new
   }
 }
 
+void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
+                                 std::optional<std::vector<TopicOffsets::TopicNext>> topics) {
+  const std::uint64_t first_after = log_->first_index();
+  if (first_after == first_before) return;
+  // SNAPSHOT names expected_first - 1 (saved before the truncation); a log that starts anywhere
+  // else is not described by any table this node has.
+  if (first_after == expected_first) {
+    first_index_topics_ = std::move(topics);
+  } else {
+    first_index_topics_.reset();
+    topic_scan_.reset();
+  }
+}
+
+void Replica::load_first_index_topics() {
+  first_index_topics_.reset();
+  topic_scan_.reset();
+  pending_trim_before_ = 0;
+  if (log_->first_index() <= 1) {
+    first_index_topics_.emplace();  // nothing before the log
+  } else if (loaded_snapshot_ && loaded_snapshot_->topics_at_index &&
+             loaded_snapshot_->index + 1 == log_->first_index()) {
+    first_index_topics_ = loaded_snapshot_->topics;  // it names the log's first index - 1
+  }
+}
+
 void Replica::apply_retention(Clock::time_point now) {
+  continue_pending_trim();
   if (config_.retention_max_age_s == 0 && config_.retention_max_bytes == 0) return;
   if (now - retention_checked_at_ < std::chrono::milliseconds(config_.retention_check_interval_ms))
     return;

@@ -4,13 +4,34 @@
 // reset.
 //
 // THE SNAPSHOT POINT. The core names S = its first index - 1 (or a newer committed configuration's
-// index). The leader's topic table can be described only at or above the point up to which it is
-// committed (topic_offsets.h: its undo journal holds only the entries above it), which is usually
-// far above S. So the leader moves the snapshot up to P = max(S, the topic table's committed point):
-// P <= the commit index, P >= S, the log holds P (and its term), and no configuration entry lies in
-// (S, P] (S is at or above the newest committed configuration, P at or below the commit index), so
-// the configuration in force at P is the core's. The follower installs P; its acknowledgement of P
-// is at or above S, which is what the leader's core waits for.
+// index). The replica sends the state as of S itself whenever it can describe it, so that the
+// follower's log starts where the leader's does and every entry the leader retains reaches it by
+// ordinary AppendEntries after the install:
+//   - the dedup table's appends that start at or below S (the in-memory table keeps them after a
+//     trim; replaying (S, commit] on the follower records the rest, as for any replicated entry);
+//   - the topic table as of S: first_index_topics_, the table as of the first index - 1, kept up to
+//     date by every trim (the entries it deletes are still on disk when it runs: the table at the
+//     new S is the one at the old S advanced by their envelopes, version 2 taking the stamped
+//     offset, version 1 counting) and saved with the trim's dedup part in SNAPSHOT (version 2),
+//     loaded at open; a log that starts at 1 has S = 0 and an empty table, an installed snapshot's
+//     log starts with its table. Chosen over computing it at send time from the table's committed
+//     point back over (S, P] (a read of the whole retained log on the Raft loop, per snapshot) and
+//     over carrying the table as of P installed at S (version-1 entries in (S, P] would be counted
+//     twice, and the table would name offsets of entries the follower does not hold yet);
+//   - the consumer group table (the node's section) as of a boundary B past S: the follower's
+//     dispatcher adopts it and applies commits only after B (server/dispatcher.h), so replaying
+//     (S, B] changes nothing and it ends with the leader's table;
+//   - the configuration in force at S (the core's) and the timestamp floor (the leader's newest:
+//     a floor only holds timestamps back, and replayed entries never lower it).
+// When the topic table as of S is not known — S above the first index - 1 (a committed
+// configuration there), or a log trimmed by an older binary (a version-1 trim SNAPSHOT), or SNAPSHOT
+// lost — the leader falls back to P = max(S, the topic table's committed point): its undo journal
+// describes any point at or above that, usually the commit index. P <= the commit index, P >= S,
+// the log holds P (and its term), and no configuration entry lies in (S, P] (S is at or above the
+// newest committed configuration, P at or below the commit index), so the configuration in force at
+// P is the core's. The follower's log then starts at P + 1 (SnapshotStats::sent_above_first_index
+// counts it). Either way the follower installs the point; its acknowledgement is at or above S,
+// which is what the leader's core waits for. Below, "P" is the point sent, whichever it is.
 //
 // THE INSTALL, in this order, each step durable before the next:
 //   1. the hard state's term and vote (apply_ready writes them before step 0);
@@ -91,7 +112,8 @@ void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
   });
 }
 
-store::Status Replica::save_trim_snapshot(std::uint64_t point) {
+store::Status Replica::save_trim_snapshot(std::uint64_t point,
+                                          const std::vector<TopicOffsets::TopicNext>* topics) {
   auto term = log_->term_at(point);
   if (!term.ok()) return term.status();
   SnapshotData data;
@@ -100,6 +122,8 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point) {
   data.origin = SnapshotOrigin::kTrim;
   data.conf = raft_->conf_history().front().conf;  // not used (a valid one is required)
   data.timestamp_floor_ms = last_timestamp_ms_;
+  data.topics_at_index = topics != nullptr;  // version 2 when known
+  if (topics != nullptr) data.topics = *topics;
   data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
   add_dedup_within_budget(&data, encoded_size_without_dedup(data));
   return write_snapshot_next(config_.store.env, config_.data_dir, encode_snapshot_data(data));
@@ -107,9 +131,15 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point) {
 
 bool Replica::fill_snapshot(raft::Message& message) {
   raft::Snapshot& snapshot = *message.snapshot;
-  // The snapshot point (see the top of this file).
-  const std::uint64_t point = std::max(snapshot.index, topics_.committed_through());
-  auto term = log_->term_at(point);
+  // The snapshot point (see the top of this file): S itself when the topic table is known there
+  // (at the first index - 1, or S at or above the table's committed point), else P.
+  const std::uint64_t first_index = log_->first_index();
+  const std::uint64_t core_point = snapshot.index;
+  const bool at_first_index = first_index_topics_.has_value() && snapshot.index + 1 == first_index;
+  const std::uint64_t point =
+      at_first_index ? snapshot.index : std::max(snapshot.index, topics_.committed_through());
+  auto term =
+      point == snapshot.index ? store::Result<std::uint64_t>(snapshot.term) : log_->term_at(point);
   std::string problem;
   if (point > commit_ || point > topics_.through()) {
     problem = "its point " + std::to_string(point) + " is past the commit index " +
@@ -128,7 +158,8 @@ bool Replica::fill_snapshot(raft::Message& message) {
       if (record.index <= point) data.conf = record.conf;
     }
     data.timestamp_floor_ms = last_timestamp_ms_;
-    data.topics = topics_.table_at(point);
+    data.topics =
+        point >= topics_.committed_through() ? topics_.table_at(point) : *first_index_topics_;
     if (deps_.snapshot_section) data.section = deps_.snapshot_section(point);
     data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
     const std::size_t fixed = encoded_size_without_dedup(data);
@@ -156,6 +187,22 @@ bool Replica::fill_snapshot(raft::Message& message) {
   snapshot.conf = data.conf;
   snapshot.data = encode_snapshot_data(data);
   ++snapshot_stats_.sent;
+  if (point >= first_index) {
+    // The follower's log will start above ours: the entries [first_index, point] stay on the
+    // nodes that hold them (counted: status and metrics).
+    ++snapshot_stats_.sent_above_first_index;
+    if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
+      spdlog::warn(
+          "node {}: the snapshot for follower {} is at index {}, above this node's first index "
+          "{}: {} ({} more such reports since the last line)",
+          config_.node_id, message.to, point, first_index,
+          core_point + 1 != first_index
+              ? "a committed configuration lies above the first index"
+              : "the topic table as of the first index - 1 is not known (a log trimmed by an "
+                "older binary, or its SNAPSHOT was lost)",
+          *held_back);
+    }
+  }
   spdlog::info(
       "node {}: sending follower {} a snapshot of index {} term {} ({} bytes, {} dedup "
       "clients, {} topics)",
@@ -207,6 +254,9 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   // 5. TOPICSTATE (not fatal, as any save: the next open completes it from SNAPSHOT).
   commit_ = point;
   topics_.reset(point, data.topics);
+  first_index_topics_ = data.topics;  // the log now starts at point + 1
+  topic_scan_.reset();                // it scanned the replaced log
+  pending_trim_before_ = 0;
   // Bounded as a replicated entry's timestamp is (note_entry): a sender's clock far ahead (or a
   // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
   last_timestamp_ms_ = std::max(

@@ -65,7 +65,9 @@ std::string encode_snapshot_data(const SnapshotData& data) {
   std::string out;
   store::append_u32(&out, kMagic);
   store::append_u32(&out, 0);  // the CRC, below
-  store::append_u32(&out, kSnapshotDataVersion);
+  // Version 2 only where version 1 cannot say it (the top of snapshot_data.h).
+  const bool trim_with_topics = data.origin == SnapshotOrigin::kTrim && data.topics_at_index;
+  store::append_u32(&out, trim_with_topics ? kSnapshotDataVersion : 1);
   store::append_u64(&out, data.index);
   store::append_u64(&out, data.term);
   out.push_back(static_cast<char>(data.origin));
@@ -166,8 +168,8 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   if (store::get_u32(bytes.data() + 4) != util::crc32c::value(bytes.data() + 8, bytes.size() - 8)) {
     return corrupt("checksum mismatch");
   }
-  if (const std::uint32_t version = store::get_u32(bytes.data() + 8);
-      version != kSnapshotDataVersion) {
+  const std::uint32_t version = store::get_u32(bytes.data() + 8);
+  if (version != 1 && version != kSnapshotDataVersion) {
     return corrupt("unknown version " + std::to_string(version));
   }
   Reader in(bytes.substr(12));
@@ -183,6 +185,10 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
     return corrupt("unknown origin " + std::to_string(origin));
   }
   data.origin = static_cast<SnapshotOrigin>(origin);
+  // Version 2 is only ever a trim's (one encoding per content: the version is not a free choice).
+  if (version == 2 && data.origin != SnapshotOrigin::kTrim)
+    return corrupt("version 2 not a trim's");
+  data.topics_at_index = data.origin == SnapshotOrigin::kInstalled || version >= 2;
   // An index near 2^64 would wrap index + 1 (the log's new start) and strand the node for good:
   // the same bound as terms, far beyond any real log.
   if (data.index == 0 || data.index > kMaxSnapshotIndex || data.term == 0 ||

@@ -17,10 +17,17 @@
 //     src/derived's tables).
 //
 // The same encoding, with origin kTrim, is what a node's own trim saves in SNAPSHOT before it
-// deletes segments (only its dedup part is used: a restart keeps answering retries of appends the
-// trim removed; TOPICSTATE and CONFSTATE already cover the rest).
+// deletes segments: its dedup part (a restart keeps answering retries of appends the trim removed)
+// and, from version 2 on, the topic table as of S (the log's new first index - 1), which the node
+// needs to send a snapshot at its first index - 1 (replica_snapshot.cpp). TOPICSTATE and CONFSTATE
+// already cover the rest.
 //
-// Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1),
+// Versions: 1 and 2 have the same layout. Version 2 says that the topic table is the table as of
+// S; a version-1 trim's table means nothing (an older binary wrote it empty). An installed
+// snapshot's table is always the one as of S, so installed data is written as version 1, which
+// every older node decodes; only a trim that knows its table writes version 2.
+//
+// Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1, 2),
 // u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes, u64 timestamp floor (ms), u32 topic
 // count, per topic (strictly increasing byte order) u8 length, the topic, u64 next offset
 // (1..TopicOffsets::kMaxNextOffset); u32 length + the node's section; u64 the sender's dedup view
@@ -45,7 +52,9 @@
 
 namespace raftlog::replica {
 
-inline constexpr std::uint32_t kSnapshotDataVersion = 1;
+// The newest version written (a trim whose topic table is known); version 1 is still written for
+// everything else and read (see the top of this file).
+inline constexpr std::uint32_t kSnapshotDataVersion = 2;
 // The largest snapshot data any node decodes (a file or a message). A sender's own budget
 // (ReplicaConfig::max_snapshot_data_bytes) is smaller: one peer message carries it whole.
 inline constexpr std::size_t kMaxSnapshotDataBytes = 64U << 20;
@@ -65,7 +74,10 @@ struct SnapshotData {
   raft::ConfState conf;
   std::uint64_t timestamp_floor_ms = 0;
   std::vector<TopicOffsets::TopicNext> topics;  // sorted by topic
-  std::string section;                          // the node's own state (opaque here)
+  // `topics` is the topic table as of `index`. Always for kInstalled; for kTrim only when the trim
+  // knew it (version 2). Not encoded: the version says it.
+  bool topics_at_index = true;
+  std::string section;  // the node's own state (opaque here)
   std::uint64_t dedup_view_start = 0;
   std::vector<DedupTable::ClientState> dedup_clients;  // most recently used first
   friend bool operator==(const SnapshotData&, const SnapshotData&) = default;

@@ -312,6 +312,7 @@ class ClientServices::Impl {
         out->set_behind_first_index(peer.behind_first_index);
         out->set_lag_bytes(peer.lag_bytes);
       }
+      response.set_snapshots_above_first_index(status.snapshots_above_first_index);
       if (owner_->snapshot_transfers_) add_snapshot_transfers(owner_->snapshot_transfers_(status), &response);
       finish_ok(reactor, response, response_bytes);
       return reactor;

@@ -246,6 +246,10 @@ class Metrics::Impl final : public prometheus::Collectable {
     snapshots_abandoned_ = &counter("raftlog_snapshots_abandoned_total",
                                     "Snapshots whose chunked sending stopped: a chunk dropped, or "
                                     "a newer snapshot replaced it.");
+    snapshots_above_first_ = &counter(
+        "raftlog_snapshots_above_first_index_total",
+        "Snapshots this leader sent above its first index - 1 (the follower's log starts "
+        "above the leader's: a committed configuration there, or an older binary's trim).");
     snapshots_received_ = &counter("raftlog_snapshots_received_total",
                                    "Whole snapshots handed to the Raft core (chunked or not).");
     snapshot_chunks_refused_ = &counter(
@@ -386,6 +390,10 @@ class Metrics::Impl final : public prometheus::Collectable {
     const SnapshotTransfers transfers =
         snapshot_source_ ? snapshot_source_(status) : SnapshotTransfers{};
     refresh_snapshots(transfers);
+    if (const double above = static_cast<double>(status.snapshots_above_first_index);
+        above > snapshots_above_first_->Value()) {
+      snapshots_above_first_->Increment(above - snapshots_above_first_->Value());
+    }
     // Peer series exist only on the leader (a follower does not know its peers' progress).
     std::set<std::string> current;
     for (const PeerStatus& peer : status.peers) {
@@ -464,6 +472,7 @@ class Metrics::Impl final : public prometheus::Collectable {
   Counter* snapshots_sent_ = nullptr;
   Counter* snapshots_abandoned_ = nullptr;
   Counter* snapshots_received_ = nullptr;
+  Counter* snapshots_above_first_ = nullptr;
   Counter* snapshot_chunks_refused_ = nullptr;
 
   Gauge* term_ = nullptr;

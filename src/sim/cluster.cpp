@@ -449,6 +449,42 @@ void Cluster::observe_log_base(const Node& n) {
   }
 }
 
+void Cluster::check_snapshot_point(const Node& n, raft::Index point) {
+  // The leader that sent it, if it still leads the follower's term (a new leader may hold less).
+  const raft::Raft& core = n.replica->core();
+  const raft::NodeId leader_id = core.leader();
+  if (leader_id == raft::kNoNode || leader_id == n.id || !is_up(leader_id)) return;
+  const Node& leader = node(leader_id);
+  const raft::Raft& leader_core = leader.replica->core();
+  if (leader_core.role() != raft::Role::kLeader || leader_core.term() != core.term()) return;
+  // Its first index only grew since it filled the snapshot (trims), so this is no stricter than
+  // the first index then: the follower's log starts at or before the leader's.
+  const raft::Index leader_first = leader.replica->log().first_index();
+  if (point < leader_first) {
+    ++stats_.snapshots_at_first_index;
+    return;
+  }
+  raft::Index newest_committed_conf = 0;
+  for (const raft::ConfRecord& record : leader_core.conf_history()) {
+    if (record.index <= leader_core.commit_index()) {
+      newest_committed_conf = std::max(newest_committed_conf, record.index);
+    }
+  }
+  if (newest_committed_conf >= leader_first) {
+    ++stats_.snapshots_above_first_index_conf;  // the core's point (docs/raft.md, "Snapshots")
+    return;
+  }
+  if (!leader.replica->knows_first_index_topics()) {
+    ++stats_.snapshots_above_first_index_fallback;
+    return;
+  }
+  checker_.report("snapshot-point",
+                  fmt::format("node {} installed a snapshot of index {}, but its leader {} holds "
+                              "every entry from {} and knows its state there: the entries {}..{} "
+                              "are not on the follower",
+                              n.id, point, leader_id, leader_first, leader_first, point));
+}
+
 void Cluster::before_ready(Node& n, const raft::Ready& ready) {
   if (checker_.failed()) return;
   // must_sync must cover every change of term, vote or log.
@@ -484,6 +520,8 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
     trace_.log("n{} installed a snapshot of index {} term {} ({})", n.id, ready.snapshot->index,
                ready.snapshot->term, raft::to_string(ready.snapshot->conf));
     checker_.observe_log_base(n.id, ready.snapshot->index, ready.snapshot->conf);
+    if (checker_.failed()) return;
+    check_snapshot_point(n, ready.snapshot->index);
     if (checker_.failed()) return;
   }
   if (!ready.entries.empty()) {

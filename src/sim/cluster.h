@@ -92,6 +92,12 @@ struct ClusterStats {
   std::uint64_t conf_changes_committed = 0;
   std::uint64_t trims = 0;                // retention trims that removed at least one segment
   std::uint64_t snapshots_installed = 0;  // by followers stranded behind a leader's first index
+  // Of those, installed while their leader was still leader (checked, check_snapshot_point): at
+  // the leader's first index - 1 or below, or above it because a committed configuration lies
+  // above it (the core's point) or the leader does not know its topic table there (the fallback).
+  std::uint64_t snapshots_at_first_index = 0;
+  std::uint64_t snapshots_above_first_index_conf = 0;
+  std::uint64_t snapshots_above_first_index_fallback = 0;
 };
 
 // One client append as the Replica's API takes it: (client_id, sequence) make it idempotent.
@@ -237,6 +243,9 @@ class Cluster {
   // Tells the checker where a reopened node's log starts, when not at index 1.
   void observe_log_base(const Node& n);
   void after_ready(Node& n, const raft::Ready& ready);
+  // `n` installed a snapshot of `point`: its log must start no later than its leader's (which must
+  // then hold every entry after the point), unless one of the documented exceptions applies.
+  void check_snapshot_point(const Node& n, raft::Index point);
   void send(Node& from, raft::Message message);
 
   void deliver_due_messages();

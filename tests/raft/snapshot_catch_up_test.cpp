@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
+#include "derived/envelope.h"
 #include "replica/snapshot_data.h"
 #include "test_cluster.h"
 
@@ -13,6 +15,7 @@ namespace raftlog::raft {
 namespace {
 
 using testing::TestCluster;
+using TopicTable = std::vector<replica::TopicOffsets::TopicNext>;
 
 std::string segment_filling_payload(Index index) {
   return "e" + std::to_string(index) + std::string(40 << 10, '.');
@@ -49,11 +52,10 @@ TEST(SnapshotCatchUp, AStrandedFollowerInstallsTheLeadersSnapshotAndCatchesUp) {
   EXPECT_EQ(c.replica(1).snapshot_stats().sent, 1u);
   EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
   EXPECT_EQ(c.raft(3).stranded_below(), 0u);
-  // The leader's snapshot point is where its topic table is committed (21), at or above its first
-  // index - 1 (14): node 3's log starts right after it.
+  // The leader's snapshot point is its first index - 1 (14): node 3's log starts where the
+  // leader's does.
   const Index point = c.replica(3).snapshot_stats().last_installed_index;
-  EXPECT_GE(point, 14u);
-  EXPECT_LE(point, 21u);
+  EXPECT_EQ(point, 14u);
   EXPECT_EQ(c.node(3).log.first_index(), point + 1);
   // Replication continues after the snapshot: a new entry commits on every node, the same there.
   const auto proposal = c.propose(1, {"after"}, 9, 100);
@@ -136,6 +138,173 @@ TEST(SnapshotCatchUp, ASnapshotSlowerToSendThanTheRetryTimeoutArrivesWhole) {
   c.tick_all(5);
   EXPECT_EQ(c.raft(3).stranded_below(), 0u);
   EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
+}
+
+// One append of a version-2 envelope with `topic` (sized so that a few fill a segment), through the
+// replica as raftlogd's node appends it: the leader stamps the topic offset.
+void propose_topic(TestCluster& c, NodeId id, const std::string& topic) {
+  replica::Replica::AppendRequest request;
+  std::string payload;
+  derived::encode_envelope(0, topic, {}, std::string(40 << 10, 'b'), &payload);
+  request.payloads.push_back(std::move(payload));
+  request.has_envelopes = true;
+  request.deadline = replica::Clock::time_point::max();
+  request.done = [](replica::AppendResult) {};
+  (void)c.replica(id).append(std::move(request));
+  c.process(id);
+}
+
+// The topic table as of `through`: `base` (the table as of `from` - 1) and the entries [from,
+// through] of `id`'s log (which must hold them all), one past each topic's last stamped offset.
+TopicTable table_from_log(const TestCluster& c, NodeId id, Index through, Index from = 1,
+                          const TopicTable& base = {}) {
+  std::map<std::string, std::uint64_t> next;
+  for (const auto& topic : base) next[topic.topic] = topic.next_offset;
+  for (Index i = from; i <= through; ++i) {
+    const Entry entry = c.node(id).log.entry(i);
+    if (!entry.has_envelope) continue;
+    derived::DecodedEnvelope envelope;
+    EXPECT_EQ(derived::decode_envelope(entry.payload.view(), &envelope),
+              derived::EnvelopeDecode::kOk);
+    if (!envelope.topic.empty()) next[std::string(envelope.topic)] = envelope.topic_offset + 1;
+  }
+  TopicTable table;
+  for (const auto& [topic, offset] : next) table.push_back({topic, offset});
+  return table;
+}
+
+// After catch-up the follower's log starts at the leader's first index and holds every entry the
+// leader holds, received by replication after the install at the leader's first index - 1; the
+// installed topic table is the leader's there (a topic whose entries were all trimmed included),
+// and the tables agree at the commit index. The leader keeps the table at its first index - 1
+// across a restart (SNAPSHOT, version 2) and advances it with its next trim: a second follower
+// stranded after that catches up the same way.
+TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
+  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.isolate(3);
+  // Entries 2..21: "gone" only below 10 (trimmed whole), "a" and "b" throughout.
+  for (Index i = 2; i <= 21; ++i) {
+    propose_topic(c, 1, i < 10 && i % 3 == 0 ? "gone" : (i % 2 == 0 ? "a" : "b"));
+  }
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 21u);
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(c.trim(1, 15).error.ok());
+  const Index leader_first = c.node(1).log.first_index();
+  ASSERT_EQ(leader_first, 15u);
+  c.heal();
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, leader_first - 1);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+  // The installed data (SNAPSHOT) holds the leader's table as of 14, counted from node 2's whole
+  // log: "gone" is in it although none of its entries is retained anywhere but on node 2.
+  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ((*saved)->index, leader_first - 1);
+  const TopicTable at_point = table_from_log(c, 2, leader_first - 1);
+  ASSERT_EQ(at_point.size(), 3u);
+  EXPECT_EQ((*saved)->topics, at_point);
+  // Node 3 holds every entry node 1 holds, the same.
+  EXPECT_EQ(c.node(3).log.first_index(), leader_first);
+  EXPECT_EQ(c.node(3).log.last_index(), c.node(1).log.last_index());
+  for (Index i = leader_first; i <= c.node(1).log.last_index(); ++i) {
+    EXPECT_EQ(c.node(3).log.entry(i).payload, c.node(1).log.entry(i).payload) << i;
+  }
+  const Index commit = c.raft(1).commit_index();
+  ASSERT_EQ(c.raft(3).commit_index(), commit);
+  EXPECT_EQ(c.replica(3).topic_offsets().table_at(commit),
+            c.replica(1).topic_offsets().table_at(commit));
+  EXPECT_EQ(c.replica(3).topic_offsets().table_at(commit), table_from_log(c, 2, commit));
+
+  // The leader restarts (its table at 14 comes back from SNAPSHOT), node 2 is cut off, the leader
+  // appends and trims again: node 2 catches up at the new first index - 1.
+  c.crash_restart(1);
+  c.tick_all(30);
+  const NodeId elected = c.leader();
+  ASSERT_NE(elected, kNoNode);
+  if (elected != 1) {
+    (void)c.transfer_leadership(elected, 1);
+    c.tick_all(10);
+  }
+  ASSERT_EQ(c.leader(), 1u);
+  ASSERT_TRUE(c.replica(1).knows_first_index_topics()) << "loaded from SNAPSHOT";
+  c.isolate(2);
+  for (int i = 0; i < 10; ++i) propose_topic(c, 1, i % 2 == 0 ? "a" : "c");
+  c.deliver_all();
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  const Index second_commit = c.raft(1).commit_index();
+  ASSERT_TRUE(c.trim(1, second_commit - 2).error.ok());
+  const Index second_first = c.node(1).log.first_index();
+  ASSERT_GT(second_first, leader_first);
+  // Counted on node 3, which holds everything from 15 on: node 2 missed the new entries.
+  const TopicTable expected_second = table_from_log(c, 3, second_first - 1, leader_first, at_point);
+  c.heal();
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(2).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(2).snapshot_stats().last_installed_index, second_first - 1);
+  auto second = replica::read_snapshot_file(c.node(2).env.get(), c.node(2).config.data_dir);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->topics, expected_second);
+  EXPECT_EQ(c.node(2).log.first_index(), second_first);
+  ASSERT_EQ(c.raft(2).commit_index(), c.raft(1).commit_index());
+  const Index end = c.raft(1).commit_index();
+  EXPECT_EQ(c.replica(2).topic_offsets().table_at(end), c.replica(1).topic_offsets().table_at(end));
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+}
+
+// A trim reads the entries it deletes (for the topic table as of the new first index - 1) at most
+// ReplicaConfig::topic_scan_slice_bytes at a time: one call deletes only the segments that one slice
+// finished, and the rest of the trim follows, a slice per loop round (apply_retention), until the
+// log starts where it was asked to. The table the snapshot then carries is still exact.
+void small_topic_scan(replica::ReplicaConfig& config) {
+  short_follower_grace(config);
+  config.topic_scan_slice_bytes = 50 << 10;  // about one 40 KiB entry and a bit
+}
+
+TEST(SnapshotCatchUp, ATrimReadsWhatItDeletesInBoundedSlices) {
+  TestCluster c({1, 2, 3}, with_snapshots, small_topic_scan);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.isolate(3);
+  for (Index i = 2; i <= 21; ++i) {
+    propose_topic(c, 1, i < 10 && i % 3 == 0 ? "gone" : (i % 2 == 0 ? "a" : "b"));
+  }
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 21u);
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  const replica::TrimResult first_call = c.trim(1, 15);
+  ASSERT_TRUE(first_call.error.ok());
+  EXPECT_LT(c.node(1).log.first_index(), 15u) << "one slice cannot have read 13 entries";
+  // The rest follows, a slice per loop round.
+  int rounds = 0;
+  while (c.node(1).log.first_index() < 15 && rounds < 100) {
+    c.replica(1).apply_retention(replica::Clock::now());
+    ++rounds;
+  }
+  ASSERT_EQ(c.node(1).log.first_index(), 15u);
+  EXPECT_GE(rounds, 3) << "13 entries of 40 KiB need several 50 KiB slices";
+  c.heal();
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ((*saved)->topics, table_from_log(c, 2, 14));
+  EXPECT_EQ(c.node(3).log.first_index(), 15u);
+  const Index commit = c.raft(1).commit_index();
+  ASSERT_EQ(c.raft(3).commit_index(), commit);
+  EXPECT_EQ(c.replica(3).topic_offsets().table_at(commit), table_from_log(c, 2, commit));
 }
 
 // Beyond the sender's budget the least recently used dedup clients are left out; a snapshot whose

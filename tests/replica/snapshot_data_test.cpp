@@ -178,6 +178,38 @@ TEST(SnapshotData, ContentThatBreaksARuleIsRefusedEvenWithAValidChecksum) {
   EXPECT_FALSE(decode_snapshot_data(resealed(wrong_magic)).ok());
 }
 
+// Version 2 says that a trim's topic table is the one as of its index; everything else is written
+// as version 1 (which older nodes decode), and a version-1 trim's table means nothing.
+TEST(SnapshotData, VersionTwoMarksATrimThatKnowsItsTopicTable) {
+  SnapshotData trim = sample();  // origin kTrim, topics_at_index
+  std::string bytes = encode_snapshot_data(trim);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), 2U);
+  auto decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_TRUE(decoded->topics_at_index);
+  EXPECT_EQ(*decoded, trim);
+
+  trim.topics_at_index = false;  // an older binary's trim, or one that did not know its table
+  bytes = encode_snapshot_data(trim);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), 1U);
+  decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_FALSE(decoded->topics_at_index);
+  EXPECT_EQ(*decoded, trim);
+
+  SnapshotData installed = sample();
+  installed.origin = SnapshotOrigin::kInstalled;
+  bytes = encode_snapshot_data(installed);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), 1U) << "older followers decode what a leader sends";
+  decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(decoded->topics_at_index);
+  EXPECT_EQ(*decoded, installed);
+  // Version 2 is a trim's only: one encoding per content.
+  store::put_u32(bytes.data() + 8, 2);
+  EXPECT_FALSE(decode_snapshot_data(resealed(bytes)).ok());
+}
+
 // Random mutations of a valid encoding, resealed so that they reach the structural checks: the
 // decoder never crashes, and what it accepts encodes back to the same bytes (nothing it accepted
 // was read past its end or half-parsed).

@@ -1,0 +1,114 @@
+// Replica: the topic-table scan that moves "the topic table as of the first index - 1" over the
+// segments a trim deletes, in bounded slices (replica.h, TopicScan; docs/raft.md, "Snapshots").
+//
+// Why slices: the table a snapshot at the first index - 1 carries is the old one advanced by every
+// entry the trim deletes, and those entries must be read (their envelopes name topic and offset)
+// while they are still on disk. A default segment is 1 GiB; reading it in one go would stall the
+// replica's loop for seconds (no heartbeats: elections on every retention pass). So each loop round
+// reads at most ReplicaConfig::topic_scan_slice_bytes, and a trim deletes only whole segments the
+// scan has finished.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "derived/envelope.h"
+#include "replica/replica.h"
+#include "replica/store_log_reader.h"
+
+namespace raftlog::replica {
+
+void Replica::restart_topic_scan() {
+  topic_scan_.reset();
+  if (!first_index_topics_) return;
+  topic_scan_ = std::make_unique<TopicScan>();
+  topic_scan_->boundary = log_->first_index() - 1;
+  topic_scan_->boundary_table = *first_index_topics_;
+  topic_scan_->running.reset(topic_scan_->boundary, *first_index_topics_);
+}
+
+void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes) {
+  if (!first_index_topics_) return;
+  const std::uint64_t first = log_->first_index();
+  // The scan must start at or after the log's start (a trim or an install moved it) and must not
+  // have passed the goal (a lower trim target than the one it ran toward: its table is gone).
+  if (!topic_scan_ || topic_scan_->boundary + 1 < first || topic_scan_->boundary > goal) {
+    restart_topic_scan();
+  }
+  constexpr std::size_t kBatchEntries = 4096;
+  const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
+  std::uint64_t spent = 0;
+  while (topic_scan_->boundary < goal && spent < budget_bytes) {
+    const std::uint64_t next = topic_scan_->running.through() + 1;
+    // The end of the sealed segment holding `next`; the goal is always one's last index.
+    std::uint64_t segment_end = 0;
+    for (const store::CommitLog::SegmentInfo& segment : segments) {
+      if (segment.active) break;
+      if (segment.last_index >= next) {
+        segment_end = segment.last_index;
+        break;
+      }
+    }
+    if (segment_end == 0 || segment_end > goal) return;  // not a sealed boundary: nothing to do
+    auto batch = log_->read(next, kBatchEntries, std::max<std::uint64_t>(1, budget_bytes - spent));
+    if (!batch.ok() || batch->entries.empty()) {
+      const std::string problem =
+          batch.ok() ? "no entry at index " + std::to_string(next) : batch.status().to_string();
+      spdlog::warn(
+          "node {}: reading the entries a trim deletes: {}; the topic table as of the first index "
+          "- 1 is not known any more: snapshots this node sends start at its commit index",
+          config_.node_id, problem);
+      first_index_topics_.reset();
+      topic_scan_.reset();
+      return;
+    }
+    std::uint64_t last = topic_scan_->running.through();
+    for (const store::EntryView& view : batch->entries) {
+      if (view.meta.index > segment_end) break;
+      std::string_view topic;
+      std::optional<std::uint64_t> offset;
+      derived::EnvelopeHeader header;
+      // As note_entry reads it: an envelope that does not validate counts as no topic.
+      if ((view.meta.flags & kEntryFlagEnvelope) != 0 &&
+          derived::decode_envelope_header(view.payload, &header) == derived::EnvelopeDecode::kOk) {
+        topic = header.topic;
+        if (header.has_topic_offset) offset = header.topic_offset;
+      }
+      (void)topic_scan_->running.record(view.meta.index, topic, offset);
+      spent += view.payload.size();
+      last = view.meta.index;
+    }
+    topic_scan_->running.committed(last);  // keeps its journal empty
+    if (last == segment_end) {
+      topic_scan_->boundary = segment_end;
+      topic_scan_->boundary_table = topic_scan_->running.table_at(segment_end);
+    }
+  }
+}
+
+void Replica::continue_pending_trim() {
+  if (pending_trim_before_ == 0) return;
+  const std::uint64_t first = log_->first_index();
+  const std::uint64_t target = std::min(pending_trim_before_, trim_limit());
+  // The segment boundary the trim would cut at (as trim() finds it).
+  std::uint64_t new_first = first;
+  for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
+    if (segment.active || segment.last_index >= target) break;
+    new_first = segment.last_index + 1;
+  }
+  if (pending_trim_before_ <= first || !first_index_topics_) {
+    // Done, or nothing left to wait for: a trim without the table (it is not known) runs at once.
+    const std::uint64_t before = pending_trim_before_;
+    pending_trim_before_ = 0;
+    if (before > first) trim(before, "continued:");
+    return;
+  }
+  if (new_first <= first) return;  // the limit holds it back for now; asked again next round
+  advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
+  if (!topic_scan_ || topic_scan_->boundary > first - 1) {
+    const std::uint64_t before = pending_trim_before_;
+    pending_trim_before_ = 0;
+    trim(before, "continued:");  // deletes what the scan passed; waits again for the rest
+  }
+}
+
+}  // namespace raftlog::replica
