@@ -167,6 +167,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"revision\":" << json_string(s.revision)
              << ",\"receiving_snapshot\":" << json_snapshot(s.receiving_snapshot)
              << ",\"snapshots_sent\":" << s.snapshots_sent
+             << ",\"snapshots_above_first_index\":" << s.snapshots_above_first_index
              << ",\"snapshots_abandoned\":" << s.snapshots_abandoned
              << ",\"snapshots_received\":" << s.snapshots_received
              << ",\"snapshot_chunks_refused\":" << s.snapshot_chunks_refused << ",\"peers\":[";
