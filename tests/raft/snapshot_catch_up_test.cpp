@@ -173,17 +173,11 @@ TopicTable table_from_log(const TestCluster& c, NodeId id, Index through, Index 
   return table;
 }
 
-// After catch-up the follower's log starts at the leader's first index and holds every entry the
-// leader holds, received by replication after the install at the leader's first index - 1; the
-// installed topic table is the leader's there (a topic whose entries were all trimmed included),
-// and the tables agree at the commit index. The leader keeps the table at its first index - 1
-// across a restart (SNAPSHOT, version 2) and advances it with its next trim: a second follower
-// stranded after that catches up the same way.
-TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
-  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+// Node 1 leads and commits entries 2..21 of topics ("gone" only below 10, trimmed whole; "a" and
+// "b" throughout) while node 3 is cut off and silent past the grace period.
+void strand_node_3_behind_topics(TestCluster& c) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(3);
-  // Entries 2..21: "gone" only below 10 (trimmed whole), "a" and "b" throughout.
   for (Index i = 2; i <= 21; ++i) {
     propose_topic(c, 1, i < 10 && i % 3 == 0 ? "gone" : (i % 2 == 0 ? "a" : "b"));
   }
@@ -193,6 +187,17 @@ TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
     c.tick(1);
     c.deliver_all();
   }
+}
+
+// After catch-up the follower's log starts at the leader's first index and holds every entry the
+// leader holds, received by replication after the install at the leader's first index - 1; the
+// installed topic table is the leader's there (a topic whose entries were all trimmed included),
+// and the tables agree at the commit index. The leader keeps the table at its first index - 1
+// across a restart (SNAPSHOT, version 2) and advances it with its next trim: a second follower
+// stranded after that catches up the same way.
+TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
+  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_topics(c));
   ASSERT_TRUE(c.trim(1, 15).error.ok());
   const Index leader_first = c.node(1).log.first_index();
   ASSERT_EQ(leader_first, 15u);
@@ -271,17 +276,7 @@ void small_topic_scan(replica::ReplicaConfig& config) {
 
 TEST(SnapshotCatchUp, ATrimReadsWhatItDeletesInBoundedSlices) {
   TestCluster c({1, 2, 3}, with_snapshots, small_topic_scan);
-  ASSERT_TRUE(c.campaign_until_leader(1));
-  c.isolate(3);
-  for (Index i = 2; i <= 21; ++i) {
-    propose_topic(c, 1, i < 10 && i % 3 == 0 ? "gone" : (i % 2 == 0 ? "a" : "b"));
-  }
-  c.deliver_all();
-  ASSERT_EQ(c.raft(1).commit_index(), 21u);
-  for (int i = 0; i < 6; ++i) {
-    c.tick(1);
-    c.deliver_all();
-  }
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_topics(c));
   const replica::TrimResult first_call = c.trim(1, 15);
   ASSERT_TRUE(first_call.error.ok());
   EXPECT_LT(c.node(1).log.first_index(), 15u) << "one slice cannot have read 13 entries";

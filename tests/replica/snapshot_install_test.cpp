@@ -545,6 +545,19 @@ class TrimSnapshotTest : public SnapshotInstallTest {
     ASSERT_TRUE(replica_->log().run_checkpoint().ok());
     ASSERT_EQ(replica_->commit_index(), kEntries);
   }
+  // A fresh log trimmed below 10, then below 24 with a power cut due after `step` syncs.
+  void trim_twice_cut_after(std::uint64_t step, std::uint64_t* after_first, TrimResult* second) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_log();
+    if (HasFatalFailure()) return;
+    const TrimResult first_trim = replica_->trim(10, "test:");
+    ASSERT_TRUE(first_trim.error.ok()) << first_trim.error.message;
+    *after_first = replica_->log().first_index();
+    ASSERT_GT(*after_first, 1U);
+    env_->crash_after_syncs(step);
+    *second = replica_->trim(24, "test:");
+  }
   // Every append of the log, trimmed or not, is still answered from the dedup table.
   void expect_every_retry_answered(const std::string& where) {
     for (std::uint64_t index = 1; index <= kEntries; ++index) {
@@ -563,16 +576,9 @@ TEST_F(TrimSnapshotTest, APowerCutDuringASecondTrimKeepsTheFirstTrimsDedupRecord
   int saw_new = 0;
   bool completed = false;
   for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
-    replica_.reset();
-    env_ = std::make_unique<store::MemoryEnv>();
-    build_log();
-    if (HasFatalFailure()) return;
-    const TrimResult first_trim = replica_->trim(10, "test:");
-    ASSERT_TRUE(first_trim.error.ok()) << first_trim.error.message;
-    const std::uint64_t after_first = replica_->log().first_index();
-    ASSERT_GT(after_first, 1U);
-    env_->crash_after_syncs(step);
-    const TrimResult second_trim = replica_->trim(24, "test:");
+    std::uint64_t after_first = 0;
+    TrimResult second_trim;
+    ASSERT_NO_FATAL_FAILURE(trim_twice_cut_after(step, &after_first, &second_trim));
     completed = !env_->crashed();
     const std::string where = "cut after " + std::to_string(step) + " syncs";
     if (completed) {
@@ -605,16 +611,9 @@ TEST_F(TrimSnapshotTest, ACutBeforeATrimDeletedAnythingKeepsThePreviousSnapshot)
   int checked = 0;
   bool completed = false;
   for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
-    replica_.reset();
-    env_ = std::make_unique<store::MemoryEnv>();
-    build_log();
-    if (HasFatalFailure()) return;
-    const TrimResult first_trim = replica_->trim(10, "test:");
-    ASSERT_TRUE(first_trim.error.ok()) << first_trim.error.message;
-    const std::uint64_t after_first = replica_->log().first_index();
-    ASSERT_GT(after_first, 1U);
-    env_->crash_after_syncs(step);
-    (void)replica_->trim(24, "test:");
+    std::uint64_t after_first = 0;
+    TrimResult second_trim;
+    ASSERT_NO_FATAL_FAILURE(trim_twice_cut_after(step, &after_first, &second_trim));
     completed = !env_->crashed();
     power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
     if (HasFatalFailure()) return;
