@@ -37,9 +37,9 @@ namespace raftlog::replica {
 class ConfStateFile {
  public:
   // Records after the base that one CONFSTATE holds: configuration entries written but not yet
-  // flushed or not yet committed. An honest cluster leaves at most one uncommitted, plus the few a
-  // slow disk has not flushed; a node that would need more stops (Replica::persist_conf) rather than
-  // keep a record that could name the wrong configuration after a crash.
+  // flushed or not yet committed. The replica keeps within it: it takes an append only up to the
+  // configuration entry that would leave more uncommitted (Replica::hold_back_config_entries), and
+  // flushes the log when committed but unflushed records would exceed it (Replica::persist_conf).
   static constexpr std::size_t kMaxPendingRecords = 16;
 
   // Opens or creates <data_dir>/CONFSTATE through `env` (nullptr: the process-wide PosixEnv; not

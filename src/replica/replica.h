@@ -339,6 +339,17 @@ class Replica {
   // Tracks the batch's kConfig entries and cuts in conf_records_ and rewrites CONFSTATE when they
   // changed (replica_membership.cpp).
   void persist_conf(const raft::Ready& ready);
+  // Cuts a received append before the configuration entry that would leave more configuration
+  // entries uncommitted than CONFSTATE holds (ConfStateFile::kMaxPendingRecords); the leader sends
+  // the rest again once the commit index caught up (replica_membership.cpp).
+  void hold_back_config_entries(raft::Message& append);
+  // Moves CONFSTATE's base (with its addresses) up to the newest configuration entry that is
+  // committed (up to `commit`) and flushed, and rewrites the record when it moved (before
+  // retention can trim the entry that holds the addresses).
+  void settle_conf_records(std::uint64_t commit);
+  // Where the base would move: the position in conf_records_ of the newest record committed (up to
+  // `commit`) and flushed.
+  std::size_t settled_conf_base(std::uint64_t commit) const;
   void answer_membership(std::uint64_t commit);
   void fail_pending_memberships(const NodeError& error);
   void expire_pending_memberships(Clock::time_point now);

@@ -53,6 +53,7 @@ void Replica::process() {
       report_durability();
     }
   });
+  if (!failed_) settle_conf_records(commit_);
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.

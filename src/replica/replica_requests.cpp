@@ -357,6 +357,7 @@ bool Replica::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
 
 void Replica::step(raft::Message message) {
   if (!admit_snapshot(message)) return;  // a snapshot whose data does not validate: dropped
+  if (message.type == raft::MessageType::kAppend) hold_back_config_entries(message);
   (void)guard_core([&] { raft_->step(std::move(message)); });
 }
 

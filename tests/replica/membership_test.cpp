@@ -294,8 +294,10 @@ TEST(ReplicaMembershipRecovery, ACorruptUncommittedConfigurationEntryRollsBackAn
   corrupt_configuration_entry_then_reopen(1, ConfState{{1, 2, 3}});
 }
 
-TEST(ReplicaMembershipRecovery, ACorruptCommittedConfigurationEntryRollsBackAndIsRepaired) {
-  corrupt_configuration_entry_then_reopen(8, ConfState{{1, 2, 3}});
+// Committed and flushed, the entry became CONFSTATE's base: it stays in force without its entry (it
+// is the cluster's configuration), and the node catches up, receiving the entry again.
+TEST(ReplicaMembershipRecovery, ACorruptCommittedConfigurationEntryStaysInForceAndIsRepaired) {
+  corrupt_configuration_entry_then_reopen(8, ConfState{{1, 2, 3}, {4}});
 }
 
 TEST(ConfStateFile, EncodingRoundTripsAndRefusesGarbage) {
