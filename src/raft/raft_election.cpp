@@ -24,7 +24,7 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 // other's (one change apart), so no two leaders of a term can arise. A node catching up after lost
 // durable state must not lead: its log may lack entries it promised.
 bool Raft::Impl::promotable() const {
-  if (catching_up_) return false;
+  if (catching_up_ || removed_) return false;
   if (is_voter(id())) return true;
   const std::size_t records = conf_history_.size();
   return records >= 2 && conf_history_.back().index > log_.committed() &&
@@ -287,6 +287,9 @@ void Raft::Impl::step(Message& m) {
   // from voters of our configuration, and a leader tracks only its members.
   if (m.to != id() || m.from == id() || m.from == kNoNode) return;  // not for us
   if (m.term > kMaxTerm) return;  // adopting it would leave no term to campaign at (kMaxTerm)
+  // Before the term rules: a removed node's requests must not move our term, and the answer that
+  // it was removed may come from a member in any term.
+  if (note_removed(m) || answer_retired(m)) return;
   if (!handle_term(m)) return;
   switch (m.type) {
     case MessageType::kPreVote:

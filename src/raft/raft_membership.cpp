@@ -49,9 +49,69 @@ void Raft::Impl::commit_to(Index index) {
     if (conf_history_[i].index <= log_.committed()) newest_committed = i;
   }
   if (newest_committed == 0) return;
+  for (std::size_t i = 0; i < newest_committed; ++i)
+    retire_members_of(conf_history_[i].conf, conf_history_[newest_committed].conf);
   conf_history_.erase(conf_history_.begin(),
                       conf_history_.begin() + static_cast<std::ptrdiff_t>(newest_committed));
   refresh_conf();
+}
+
+void Raft::Impl::retire_members_of(const ConfState& committed, const ConfState& newest_committed) {
+  for (const std::vector<NodeId>* ids : {&committed.voters, &committed.learners}) {
+    for (NodeId node : *ids) {
+      if (raft::is_member(newest_committed, node) || node == id()) continue;
+      if (std::find(retired_.begin(), retired_.end(), node) != retired_.end()) continue;
+      if (retired_.size() >= kMaxRetiredIds) retired_.erase(retired_.begin());
+      retired_.push_back(node);
+    }
+  }
+  // A member again (only where ids were reused before they were retired): no longer retired.
+  std::erase_if(retired_, [&](NodeId node) { return raft::is_member(newest_committed, node); });
+}
+
+bool Raft::Impl::answer_retired(const Message& m) {
+  if (std::find(retired_.begin(), retired_.end(), m.from) == retired_.end()) return false;
+  if (raft::is_member(conf_, m.from)) return false;
+  MessageType answer;
+  switch (m.type) {
+    case MessageType::kPreVote:
+      answer = MessageType::kPreVoteResponse;
+      break;
+    case MessageType::kVote:
+      answer = MessageType::kVoteResponse;
+      break;
+    case MessageType::kAppend:
+    case MessageType::kHeartbeat:
+    case MessageType::kSnapshot:
+      answer = MessageType::kAppendResponse;
+      break;
+    default:
+      return false;  // its answers: handled as any (a late acknowledgement, answer_untracked_ack)
+  }
+  // Neither our term nor our vote moves for it: a removed node cannot disrupt the cluster.
+  Message reply;
+  reply.type = answer;
+  reply.to = m.from;
+  reply.term = m.term;
+  reply.reject = true;
+  reply.context = kRemovedContext;
+  send(std::move(reply), /*after_persist=*/false);
+  return true;
+}
+
+bool Raft::Impl::note_removed(const Message& m) {
+  if (m.context != kRemovedContext || !m.reject) return false;
+  if (m.type != MessageType::kPreVoteResponse && m.type != MessageType::kVoteResponse &&
+      m.type != MessageType::kAppendResponse) {
+    return false;
+  }
+  // Only members answer so (a retired id is one a committed change removed, and ids are never
+  // reused), so this node's log lacks its removal: it stops campaigning and waits to be stopped.
+  if (!removed_) {
+    removed_ = true;
+    if (role_ != Role::kFollower) become_follower(term_, kNoNode);
+  }
+  return true;
 }
 
 void Raft::Impl::refresh_conf() {

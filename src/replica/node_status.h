@@ -65,6 +65,11 @@ struct NodeStatus {
   std::map<std::uint64_t, std::string> member_addresses;
   // The bootstrap configuration's voters (what the log starts from; a joining node starts from it).
   std::vector<std::uint64_t> bootstrap_voters;
+  // Ids a committed change removed (Replica::retired_ids): never added again.
+  std::vector<std::uint64_t> retired_ids;
+  // A member answered that this node's id is retired: it was removed by a committed change its log
+  // lacks (it was down then), and it no longer campaigns (raft::Raft::removed).
+  bool removed = false;
   // A non-voter (a learner, or a node its own log does not list yet) whose log does not yet reach the
   // commit index its leader last named: that index (0 otherwise, and always on voters). It is still
   // catching up, and health is NOT_SERVING meanwhile.

@@ -211,6 +211,9 @@ class Replica {
   // no addresses, every node of ReplicaConfig::members too (the seed list of a joining node, whose
   // log does not name its peers yet). Each with its address_book() address; unknown ones left out.
   std::map<std::uint64_t, std::string> peer_addresses() const;
+  // Ids a committed change removed (CONFSTATE's tombstones and the newer committed ones), oldest
+  // retirement first: never added again (ID_RETIRED).
+  std::vector<raft::NodeId> retired_ids() const;
   void step(raft::Message message);  // by value: an append's entries move into the core
   void tick();
   // See Node::trim (src/server/node.h).
@@ -350,6 +353,9 @@ class Replica {
   // Where the base would move: the position in conf_records_ of the newest record committed (up to
   // `commit`) and flushed.
   std::size_t settled_conf_base(std::uint64_t commit) const;
+  // Erases conf_records_ before position `base` (it becomes the base); returns their
+  // configurations, all committed, for CONFSTATE's retired ids.
+  std::vector<raft::ConfState> settle_to(std::size_t base);
   void answer_membership(std::uint64_t commit);
   void fail_pending_memberships(const NodeError& error);
   void expire_pending_memberships(Clock::time_point now);

@@ -107,6 +107,20 @@ void Replica::propose_conf_change(MembershipRequest in) {
       in.change.addresses.insert(at, std::move(added));
     }
   }
+  const bool adds = in.change.type == raft::ConfChangeType::kAddVoter ||
+                   in.change.type == raft::ConfChangeType::kAddLearner;
+  if (adds && !raft::is_member(conf, in.change.node)) {
+    const std::vector<raft::NodeId> retired = retired_ids();
+    if (std::find(retired.begin(), retired.end(), in.change.node) != retired.end()) {
+      in.done(refused(make_error(ErrorCode::kFailedPrecondition,
+                                 "node " + std::to_string(in.change.node) +
+                                     " was removed from the cluster by a committed change; ids are "
+                                     "never reused (a node under it could vote without the memory "
+                                     "its old votes relied on): choose a new id",
+                                 kReasonIdRetired)));
+      return;
+    }
+  }
   raft::ConfChangeResult result;
   if (!guard_core([&] { result = raft_->propose_conf_change(in.change); })) {
     in.done(refused(make_error(ErrorCode::kInternal, "this node stopped on a storage fault",
@@ -201,8 +215,7 @@ void Replica::persist_conf(const raft::Ready& ready) {
     }
     base = settled_conf_base(commit);
   }
-  conf_records_.erase(conf_records_.begin(),
-                      conf_records_.begin() + static_cast<std::ptrdiff_t>(base));
+  const std::vector<raft::ConfState> committed_between = settle_to(base);
   if (conf_records_.size() > 1 + ConfStateFile::kMaxPendingRecords) {
     // Unreachable: the core's history bounds the uncommitted records (hold_back_config_entries) and
     // the ones it committed were just flushed. Kept so that a broken invariant stops the node
@@ -212,7 +225,7 @@ void Replica::persist_conf(const raft::Ready& ready) {
           "(docs/storage-format.md)");
     return;
   }
-  if (store::Status st = conf_state_file_->write(conf_records_); !st.ok()) {
+  if (store::Status st = conf_state_file_->write(conf_records_, committed_between); !st.ok()) {
     fatal("persisting the configuration: " + st.to_string());
     return;
   }
@@ -237,11 +250,36 @@ void Replica::settle_conf_records(std::uint64_t commit) {
   if (base == 0) return;
   // The base keeps its members' addresses (a later record keeps roles only, conf_state_file.h):
   // moved up before retention can trim the entry, a restart still finds every member's address.
-  conf_records_.erase(conf_records_.begin(),
-                      conf_records_.begin() + static_cast<std::ptrdiff_t>(base));
-  if (store::Status st = conf_state_file_->write(conf_records_); !st.ok()) {
+  const std::vector<raft::ConfState> committed_between = settle_to(base);
+  if (store::Status st = conf_state_file_->write(conf_records_, committed_between); !st.ok()) {
     fatal("persisting the settled configuration: " + st.to_string());
   }
+}
+
+std::vector<raft::ConfState> Replica::settle_to(std::size_t base) {
+  std::vector<raft::ConfState> passed;
+  for (std::size_t i = 0; i < base; ++i) passed.push_back(std::move(conf_records_[i].conf));
+  conf_records_.erase(conf_records_.begin(),
+                      conf_records_.begin() + static_cast<std::ptrdiff_t>(base));
+  return passed;
+}
+
+std::vector<raft::NodeId> Replica::retired_ids() const {
+  // CONFSTATE's, and the members of configurations committed since its base whose removal
+  // committed too (the base moves only once an entry is also flushed here).
+  std::vector<raft::NodeId> retired = conf_state_file_->retired();
+  const raft::ConfState& now = raft_->conf();
+  for (const raft::ConfRecord& record : conf_records_) {
+    if (record.index > commit_) break;
+    for (const std::vector<raft::NodeId>* ids : {&record.conf.voters, &record.conf.learners}) {
+      for (raft::NodeId id : *ids) {
+        if (!raft::is_member(now, id) && std::find(retired.begin(), retired.end(), id) == retired.end())
+          retired.push_back(id);
+      }
+    }
+  }
+  std::erase_if(retired, [&](raft::NodeId id) { return raft::is_member(now, id); });
+  return retired;
 }
 
 void Replica::hold_back_config_entries(raft::Message& append) {

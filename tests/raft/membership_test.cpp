@@ -495,6 +495,39 @@ TEST(Membership, ARemovedNodeThatMissedItsRemovalIsNeverElectedWhenEveryoneHears
   }
 }
 
+// Node 3 is down when its removal commits, so it never receives the entry. Started again, it
+// pre-campaigns; the members know its id is retired and say so (kRemovedContext) instead of
+// answering the request: it stops campaigning, reports removed, and no one's term moved.
+TEST(Membership, ARemovedNodeThatWasDownLearnsItIsRemovedAndStopsCampaigning) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  c.isolate(3);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted());
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 2u) << "voters {1, 2}";
+  c.tick_all(3);  // node 2 hears the commit index
+  EXPECT_EQ(c.raft(1).retired_ids(), (std::vector<NodeId>{3}));
+  EXPECT_EQ(c.raft(2).retired_ids(), (std::vector<NodeId>{3}));
+  c.crash_restart(3);
+  c.heal();
+  c.isolate(1);  // node 2 alone hears node 3 now: no lease keeps it from answering
+  const Term term = c.raft(2).term();
+  for (int i = 0; i < 100 && !c.raft(3).removed(); ++i) c.tick_all();
+  ASSERT_TRUE(c.raft(3).removed()) << "node 3 never learned that it was removed";
+  EXPECT_EQ(c.raft(3).conf(), (ConfState{{1, 2, 3}})) << "its log still lacks the removal";
+  const std::size_t campaigns =
+      sent_by(c, 3, MessageType::kPreVote) + sent_by(c, 3, MessageType::kVote);
+  c.heal();
+  c.tick_all(100);
+  EXPECT_EQ(sent_by(c, 3, MessageType::kPreVote) + sent_by(c, 3, MessageType::kVote), campaigns)
+      << "it campaigned again";
+  EXPECT_NE(c.raft(3).role(), Role::kLeader);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  EXPECT_EQ(c.raft(2).term(), term) << "a removed node moved a member's term";
+  EXPECT_FALSE(c.raft(1).removed());
+  EXPECT_FALSE(c.raft(2).removed());
+}
+
 // A learner answers vote requests by the ordinary rules: it may have been promoted without knowing
 // yet, and a candidate counts its vote only if the candidate's configuration lists it as a voter.
 TEST(Membership, VotesCountOnlyFromVotersOfTheCandidatesConfiguration) {
