@@ -290,6 +290,12 @@ void Raft::Impl::step(Message& m) {
   // Before the term rules: a removed node's requests must not move our term, and the answer that
   // it was removed may come from a member in any term.
   if (note_removed(m) || answer_retired(m)) return;
+  // A leader replicates only to the members it tracks: one that does so is in a configuration that
+  // lists us again (an id re-added where its retirement was not known), and we may campaign.
+  if (removed_ && m.term >= term_ &&
+      (m.type == MessageType::kAppend || m.type == MessageType::kSnapshot)) {
+    removed_ = false;
+  }
   if (!handle_term(m)) return;
   switch (m.type) {
     case MessageType::kPreVote:
