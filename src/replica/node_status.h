@@ -67,8 +67,9 @@ struct NodeStatus {
   std::vector<std::uint64_t> bootstrap_voters;
   // Ids a committed change removed (Replica::retired_ids): never added again.
   std::vector<std::uint64_t> retired_ids;
-  // A member answered that this node's id is retired: it was removed by a committed change its log
-  // lacks (it was down then), and it no longer campaigns (raft::Raft::removed).
+  // This node was removed by a committed change: its own log holds the committed removal, or a
+  // member answered that its id is retired (its log lacks the removal: it was down then) and it no
+  // longer campaigns (raft::Raft::removed).
   bool removed = false;
   // A non-voter (a learner, or a node its own log does not list yet) whose log does not yet reach the
   // commit index its leader last named: that index (0 otherwise, and always on voters). It is still

@@ -443,7 +443,10 @@ NodeStatus Replica::status() {
   }
   status.bootstrap_voters = config_.raft.initial_conf.voters;
   status.retired_ids = retired_ids();
-  status.removed = raft_->removed();
+  // Told so by a member (its log lacks the removal), or its own log holds the committed removal.
+  status.removed = raft_->removed() ||
+                   std::find(status.retired_ids.begin(), status.retired_ids.end(),
+                             config_.node_id) != status.retired_ids.end();
   // Non-voters only (a learner, or a node its own log does not list yet, as a new one before the
   // change reaches it): a voter one append behind under load is normal and must not flap health.
   if (!raft::is_voter(raft_->conf(), config_.node_id)) {

@@ -470,6 +470,9 @@ TEST(MembershipTest, ARemovedNodeThatWasDownLearnsItIsRemovedWhenItComesBack) {
   auto members = members_client(cluster, 0);
   auto change = members->remove(static_cast<std::uint64_t>(down));
   ASSERT_TRUE(change.ok()) << change.status().to_string();
+  // The leader's link to the removed node drains its queue for up to 500 ms (the removal's entry
+  // among it): started later, the node cannot receive it from there.
+  std::this_thread::sleep_for(2s);
   cluster.start(down);
   EXPECT_TRUE(eventually(
       [&] {
