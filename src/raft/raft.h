@@ -234,8 +234,9 @@ class Raft {
   // must reach is catching_up_to().
   bool catching_up() const;
   Index catching_up_to() const;
-  // True once a member answered that this node's id is retired (kRemovedContext): it was removed
-  // by a committed change, and it no longer campaigns. Not persisted: a restart asks again.
+  // True once a peer answered that this node's id is retired (kRemovedContext), until a leader of
+  // this node's term or later replicates to it. Information only (shown in status): one peer's
+  // word may be stale or forged, so the node still campaigns and leads as before. Not persisted.
   bool removed() const;
   // The retired ids this core knows (Config::retired_ids and the ones it saw retire), oldest first.
   const std::vector<NodeId>& retired_ids() const;

@@ -24,7 +24,7 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 // other's (one change apart), so no two leaders of a term can arise. A node catching up after lost
 // durable state must not lead: its log may lack entries it promised.
 bool Raft::Impl::promotable() const {
-  if (catching_up_ || removed_) return false;
+  if (catching_up_) return false;
   if (is_voter(id())) return true;
   const std::size_t records = conf_history_.size();
   return records >= 2 && conf_history_.back().index > log_.committed() &&
@@ -114,6 +114,7 @@ void Raft::Impl::become_leader() {
   reset(term_);
   role_ = Role::kLeader;
   leader_ = id();
+  removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
   // A no-op of the new term lets entries of earlier terms commit through it (Raft §5.4.2).
   Entry noop;
   noop.index = noop_index_after_unfinished_proposal();

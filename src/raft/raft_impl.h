@@ -107,7 +107,7 @@ class Raft::Impl {
   void answer_untracked_ack(const Message& message);
   // A request from a retired id: answered with kRemovedContext (true), or nothing to do (false).
   bool answer_retired(const Message& message);
-  // A kRemovedContext answer: this node was removed; it stops campaigning (true when it was one).
+  // A kRemovedContext answer: noted in removed_ only (true when it was one; it is then dropped).
   bool note_removed(const Message& message);
   void retire_members_of(const ConfState& committed, const ConfState& newest_committed);
   void handle_heartbeat_response(const Message& message);
@@ -202,7 +202,7 @@ class Raft::Impl {
   // Ids removed by committed changes (Config::retired_ids, then each one commit_to sees retire),
   // oldest first, at most kMaxRetiredIds.
   std::vector<NodeId> retired_;
-  bool removed_ = false;  // a member told us our id is retired (kRemovedContext)
+  bool removed_ = false;  // a peer told us our id is retired (kRemovedContext): information only
   Index promised_index_ = 0;
   Term promised_term_ = 0;
 

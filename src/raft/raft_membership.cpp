@@ -69,28 +69,25 @@ void Raft::Impl::retire_members_of(const ConfState& committed, const ConfState& 
   std::erase_if(retired_, [&](NodeId node) { return raft::is_member(newest_committed, node); });
 }
 
+// A retired id is told so only where this node would refuse its request anyway: a vote request
+// whose log is not as up to date as ours. A retired id whose log is ahead of ours is not removed as
+// far as we can tell: it may have been re-added by a change our log lacks (a leader that did not
+// know the retirement, e.g. one that caught up from a snapshot), and its vote may be the one the
+// cluster needs, so its request is handled by the ordinary rules. Appends, heartbeats and snapshots
+// from it are handled by the ordinary rules too: a leader of a term at or above ours is that term's
+// leader (leader completeness: a removed node's log lacks its removal, so it cannot win a term after
+// it), and a stale one learns our term from the refusal and steps down.
 bool Raft::Impl::answer_retired(const Message& m) {
+  if (m.type != MessageType::kPreVote && m.type != MessageType::kVote) return false;
   if (std::find(retired_.begin(), retired_.end(), m.from) == retired_.end()) return false;
   if (raft::is_member(conf_, m.from)) return false;
-  MessageType answer;
-  switch (m.type) {
-    case MessageType::kPreVote:
-      answer = MessageType::kPreVoteResponse;
-      break;
-    case MessageType::kVote:
-      answer = MessageType::kVoteResponse;
-      break;
-    case MessageType::kAppend:
-    case MessageType::kHeartbeat:
-    case MessageType::kSnapshot:
-      answer = MessageType::kAppendResponse;
-      break;
-    default:
-      return false;  // its answers: handled as any (a late acknowledgement, answer_untracked_ack)
+  if (rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index())) {
+    return false;
   }
   // Neither our term nor our vote moves for it: a removed node cannot disrupt the cluster.
   Message reply;
-  reply.type = answer;
+  reply.type =
+      m.type == MessageType::kPreVote ? MessageType::kPreVoteResponse : MessageType::kVoteResponse;
   reply.to = m.from;
   reply.term = m.term;
   reply.reject = true;
@@ -99,18 +96,18 @@ bool Raft::Impl::answer_retired(const Message& m) {
   return true;
 }
 
+// The answer is information only (Raft::removed(), shown in status): one peer's word, which may be
+// stale (a member whose log lacks our re-adding) or forged, never stops this node campaigning nor
+// deposes it (the answer is dropped like a refused vote). A truly removed node's campaigns stay
+// harmless: every member that knows the removal answers them so, without moving its term. Cleared
+// when a leader of our term or later replicates to us (Impl::step).
 bool Raft::Impl::note_removed(const Message& m) {
   if (m.context != kRemovedContext || !m.reject) return false;
   if (m.type != MessageType::kPreVoteResponse && m.type != MessageType::kVoteResponse &&
       m.type != MessageType::kAppendResponse) {
     return false;
   }
-  // Only members answer so (a retired id is one a committed change removed, and ids are never
-  // reused), so this node's log lacks its removal: it stops campaigning and waits to be stopped.
-  if (!removed_) {
-    removed_ = true;
-    if (role_ != Role::kFollower) become_follower(term_, kNoNode);
-  }
+  removed_ = true;
   return true;
 }
 

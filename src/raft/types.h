@@ -34,7 +34,8 @@ inline constexpr std::uint64_t kCatchingUpContext = 2;
 // Message::context of a rejecting kPreVoteResponse, kVoteResponse or kAppendResponse that tells its
 // receiver it was removed from the cluster by a committed configuration change (its id is retired,
 // Raft::retired_ids()): a node that was down when its removal committed never receives the entry,
-// and learns it from any member it asks for a vote. It then stops campaigning (Raft::removed()).
+// and learns it from any member it asks for a vote (Raft::removed(), information only: it is one
+// peer's word). Sent only where the vote is refused anyway (the requester's log is behind).
 inline constexpr std::uint64_t kRemovedContext = 3;
 
 // At most this many retired ids are kept by the core (Config::retired_ids and the ones it sees
