@@ -448,6 +448,11 @@ class Replica {
   // every later configuration entry of the log, at most 1 + kMaxPendingRecords; recovered at open
   // (the core starts with it) and kept by persist_conf().
   std::vector<raft::ConfRecord> conf_records_;
+  // Configuration entries of received appends that the core took since the last Ready: not in the
+  // store yet, so persist_conf's flush cannot settle them. step() drains them (process()) before
+  // another append with configuration entries, so one Ready never carries more than
+  // hold_back_config_entries() allowed for a single append.
+  std::size_t conf_entries_since_ready_ = 0;
   std::unique_ptr<StoreLogReader> reader_;
   std::unique_ptr<raft::Raft> raft_;
   raft::HardState persisted_hard_state_;

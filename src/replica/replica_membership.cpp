@@ -217,12 +217,13 @@ void Replica::persist_conf(const raft::Ready& ready) {
   }
   const std::vector<raft::ConfState> committed_between = settle_to(base);
   if (conf_records_.size() > 1 + ConfStateFile::kMaxPendingRecords) {
-    // Unreachable: the core's history bounds the uncommitted records (hold_back_config_entries) and
-    // the ones it committed were just flushed. Kept so that a broken invariant stops the node
+    // Unreachable: the core's history bounds the uncommitted records (hold_back_config_entries),
+    // step() drains an earlier append's Ready before the next one's are taken, and the committed
+    // ones of earlier batches were just flushed. Kept so that a broken invariant stops the node
     // instead of writing a record that could name the wrong configuration after a crash.
     fatal(std::to_string(conf_records_.size() - 1) +
-          " configuration entries are not committed: more than CONFSTATE holds "
-          "(docs/storage-format.md)");
+          " configuration entries are not settled (committed and flushed): more than CONFSTATE "
+          "holds (docs/storage-format.md)");
     return;
   }
   if (store::Status st = conf_state_file_->write(conf_records_, committed_between); !st.ok()) {
@@ -297,15 +298,17 @@ void Replica::hold_back_config_entries(raft::Message& append) {
   for (std::size_t i = 0; i < append.entries.size(); ++i) {
     if (append.entries[i].type != raft::EntryType::kConfig) continue;
     if (pending >= ConfStateFile::kMaxPendingRecords) {
-      // A node replaying many changes hears of their commit only after it acknowledged them (the
-      // leader commits a follower up to what it is known to hold): it takes the entries before this
-      // one and the leader sends the rest again with a commit index that covers the earlier ones.
+      // A node replaying many changes receives them faster than it writes and flushes them, and a
+      // batch's records cannot be flushed before CONFSTATE is written: it takes the entries before
+      // this one, and the leader sends the rest again with a commit index that covers the earlier
+      // ones (step() drains the Ready of an earlier append first, so the counts do not add up).
       spdlog::debug("node {}: holding back entries from {} ({} configuration entries uncommitted)",
                     config_.node_id, append.entries[i].index, pending);
       append.entries.resize(i);
       return;
     }
     ++pending;
+    ++conf_entries_since_ready_;
   }
 }
 

@@ -49,6 +49,7 @@ void Replica::process() {
     for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_;
          ++round) {
       raft::Ready ready = raft_->ready();
+      conf_entries_since_ready_ = 0;  // the core's unstable entries are all in this Ready
       handle_ready(ready);
       report_durability();
     }

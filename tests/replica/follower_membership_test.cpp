@@ -72,6 +72,12 @@ class FollowerMembershipTest : public ::testing::Test {
   }
   // Leader 1 sends entries from..to after from - 1, telling the follower to commit up to `commit`.
   void receive(raft::Index from, raft::Index to, raft::Index commit, raft::Index changes) {
+    step_append(from, to, commit, changes);
+    replica_->process();
+  }
+  // The same append, stepped without the process() after it (raftlogd steps every queued message
+  // before one process()).
+  void step_append(raft::Index from, raft::Index to, raft::Index commit, raft::Index changes) {
     raft::Message append;
     append.type = raft::MessageType::kAppend;
     append.from = 1;
@@ -82,7 +88,6 @@ class FollowerMembershipTest : public ::testing::Test {
     append.commit = commit;
     for (raft::Index i = from; i <= to; ++i) append.entries.push_back(leader_entry(i, changes));
     replica_->step(std::move(append));
-    replica_->process();
   }
   void flush() {
     ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
@@ -142,6 +147,27 @@ TEST_F(FollowerMembershipTest, ConfigurationEntriesArrivingFasterThanTheFlushDoN
   replica_.reset();
   open();
   EXPECT_EQ(replica_->conf(), without_4()) << "after a restart";
+}
+
+// raftlogd's leader pipelines appends, each with its whole commit index, and the follower's loop
+// steps both before one process(): each append is within the bound, the two together are not, and
+// the first one's entries (committed at once) were not written when the second one was taken.
+TEST_F(FollowerMembershipTest, TwoAppendsSteppedBeforeOneReadyDoNotStopTheNode) {
+  constexpr raft::Index kEach = ConfStateFile::kMaxPendingRecords;
+  constexpr raft::Index kChanges = 2 * kEach;
+  open();
+  step_append(1, kEach, kChanges + 5, kChanges);
+  step_append(kEach + 1, kChanges + 5, kChanges + 5, kChanges);
+  replica_->process();
+  ASSERT_FALSE(replica_->failed()) << "two valid appends stopped the node";
+  EXPECT_EQ(replica_->log().last_index(), kChanges + 5) << "nothing needed holding back";
+  flush();
+  EXPECT_EQ(replica_->commit_index(), kChanges + 5);
+  EXPECT_EQ(replica_->conf(), without_4());
+  replica_.reset();
+  open();
+  EXPECT_EQ(replica_->conf(), without_4()) << "after a restart";
+  EXPECT_EQ(replica_->core().conf_history().front().index, kChanges);
 }
 
 TEST_F(FollowerMembershipTest, AMembersAddressSurvivesATrimOfItsEntryAndARestart) {
