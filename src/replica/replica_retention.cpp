@@ -56,6 +56,16 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
   }
   if (target > first_before) {
+    // CONFSTATE's base (with its members' addresses) moves up to what the flush above settled
+    // before the entries go: a configuration entry trimmed while the base still named an older one
+    // would leave a restart with a member's role but not its address.
+    settle_conf_records(commit_);
+    if (failed_) {
+      return TrimResult{make_error(ErrorCode::kInternal,
+                                   "trim failed: persisting the settled configuration",
+                                   kReasonStorageError),
+                        first_before, limit};
+    }
     // The dedup table's appends in the segments about to go, for the next open (a crash before the
     // trim leaves a SNAPSHOT that names no log start, which the open ignores). Where the log will
     // start: the first segment that keeps an entry at or above the target.

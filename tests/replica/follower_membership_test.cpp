@@ -189,5 +189,26 @@ TEST_F(FollowerMembershipTest, AMembersAddressSurvivesATrimOfItsEntryAndARestart
   EXPECT_EQ(peers.at(3), "127.0.0.1:7003");
 }
 
+// The entry that adds learner 4 is committed but not flushed when process() ends, so CONFSTATE's
+// base stays at the bootstrap configuration; a trim then flushes the log itself and deletes the
+// entry's segment. The base must move before that, or the restart (with no process() in between)
+// knows learner 4's role but not its address.
+TEST_F(FollowerMembershipTest, ATrimOfAnEntryCommittedButUnflushedAtTheLastReadyKeepsItsAddress) {
+  constexpr raft::Index kLast = 300;
+  open();
+  receive(1, kLast, kLast, 1);
+  ASSERT_EQ(replica_->commit_index(), kLast);
+  ASSERT_LT(replica_->log().flushed_index(), 1U) << "the test needs the entries unflushed";
+  const TrimResult trimmed = replica_->trim(kLast - 10, "test");
+  ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  ASSERT_GT(replica_->log().first_index(), 1U) << "the trim removed the configuration entry";
+  replica_.reset();
+  open();
+  EXPECT_EQ(replica_->conf(), with_learner_4());
+  const std::map<std::uint64_t, std::string> peers = replica_->peer_addresses();
+  ASSERT_EQ(peers.count(4), 1U) << "the address of learner 4 was lost";
+  EXPECT_EQ(peers.at(4), "127.0.0.1:7004");
+}
+
 }  // namespace
 }  // namespace raftlog::replica
