@@ -39,6 +39,12 @@ bool final_refusal(const Status& status) {
 // before the connection broke or the deadline passed.
 bool ambiguous(const Status& status) {
   if (status.code() == StatusCode::kDeadlineExceeded) return true;
+  // The leader proposed the change and then lost its leadership or its deadline: the entry may
+  // still commit under the next leader (docs/errors.md, "outcome unknown").
+  if (status.details() && (status.details()->reason == reason::kLeadershipLost ||
+                           status.details()->reason == reason::kConfChangeTimeout)) {
+    return true;
+  }
   // UNAVAILABLE from the node itself names a reason (NOT_LEADER, LEADER_NOT_READY, ...): it did
   // nothing. Without one it is the transport's.
   return status.code() == StatusCode::kUnavailable &&
@@ -120,16 +126,26 @@ class MembersClient::Impl {
 
   Result<MembershipChange> confirm_from_list(const Status& failure,
                                              const std::function<bool(const MemberList&)>& wanted) {
-    // Bounded: kConfirmPolls lists, each bounded by retry_deadline_ms, 100 ms apart.
-    constexpr int kConfirmPolls = 20;
-    for (int poll = 0; poll < kConfirmPolls; ++poll) {
+    // Right after an ambiguous attempt the list may not show the change yet (the request may still
+    // wait in the leader's queue, the leader publishes its status after the round, a new leader
+    // commits the entry a moment later), or show it uncommitted: asked again, 100 ms apart, for up
+    // to the retry budget. Bounded: each list() is bounded by retry_deadline_ms too.
+    constexpr auto kPollInterval = std::chrono::milliseconds(100);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.retry_deadline_ms);
+    while (true) {
       Result<MemberList> members = list();
-      if (!members.ok() || !wanted(members.value())) return failure;
-      // The wanted state, but its entry not committed yet: it may still be cut; ask again.
-      if (members->config_committed) return change_from_list(members.value());
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (members.ok() && wanted(members.value()) && members->config_committed) {
+        return change_from_list(members.value());
+      }
+      if (Clock::now() + kPollInterval > deadline) break;
+      std::this_thread::sleep_for(kPollInterval);
     }
-    return failure;
+    return Status(failure.code(),
+                  failure.message() + " (outcome unknown: an earlier attempt may have reached the "
+                                      "leader, and the member list did not show the change "
+                                      "committed within " +
+                      std::to_string(options_.retry_deadline_ms) + " ms)",
+                  failure.details());
   }
 
   template <typename Request, typename Call>

@@ -32,9 +32,13 @@ class FakeMembership final : public pb::Membership::Service {
   std::atomic<bool> has_4{false};
   std::atomic<bool> committed{true};
   std::atomic<int> changes{0};
+  std::atomic<int> lists{0};
+  // When > 0: node 4 appears (the change commits) at this ListMembers call, not before.
+  std::atomic<int> add_4_at_list{0};
 
   grpc::Status ListMembers(grpc::ServerContext*, const pb::ListMembersRequest*,
                            pb::ListMembersResponse* response) override {
+    if (++lists == add_4_at_list) has_4 = true;
     for (std::uint64_t id = 1; id <= (has_4 ? 4u : 3u); ++id) {
       pb::Member* member = response->add_members();
       member->set_id(id);
@@ -135,6 +139,49 @@ TEST_F(MembersClientTest, AnAmbiguousChangeTheListDoesNotConfirmFails) {
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline");
   };
   EXPECT_FALSE(client()->add(4, "127.0.0.1:7004", true).ok()) << "its entry is not committed";
+}
+
+// The leader proposed the add and lost its leadership before the commit (LEADERSHIP_LOST: outcome
+// unknown); the next leader committed it. Not retried (it may have happened), and confirmed by the
+// list.
+TEST_F(MembersClientTest, AnAddAnsweredLeadershipLostThatCommittedSucceeds) {
+  fake_.on_change = [this](grpc::ServerContext* context, int) {
+    fake_.has_4 = true;
+    return refusal(context, grpc::StatusCode::UNAVAILABLE, reason::kLeadershipLost);
+  };
+  Result<MembershipChange> added = client()->add(4, "127.0.0.1:7004", /*learner=*/true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  EXPECT_EQ(added->learners, (std::vector<std::uint64_t>{4}));
+  EXPECT_EQ(fake_.changes, 1) << "a change whose outcome is unknown is not sent again";
+}
+
+// The first attempt's answer was lost; the retry finds it still in progress (CONF_CHANGE_IN_PROGRESS,
+// a final refusal); the list shows the change only from its third call: success, not the refusal.
+TEST_F(MembersClientTest, AnAmbiguousChangeTheListShowsOnlyLaterSucceeds) {
+  fake_.add_4_at_list = 3;
+  fake_.on_change = [](grpc::ServerContext* context, int call) {
+    if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
+    return refusal(context, grpc::StatusCode::UNAVAILABLE, reason::kConfChangeInProgress);
+  };
+  Result<MembershipChange> added = client()->add(4, "127.0.0.1:7004", /*learner=*/true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  EXPECT_EQ(added->learners, (std::vector<std::uint64_t>{4}));
+  EXPECT_GE(fake_.lists, 3);
+}
+
+// Ambiguous, and the list never shows the change: the failure keeps its reason and says the
+// outcome is unknown.
+TEST_F(MembersClientTest, AnUnconfirmedLeadershipLostChangeSaysTheOutcomeIsUnknown) {
+  fake_.on_change = [](grpc::ServerContext* context, int) {
+    return refusal(context, grpc::StatusCode::UNAVAILABLE, reason::kLeadershipLost);
+  };
+  Result<MembershipChange> removed = client()->remove(3);
+  ASSERT_FALSE(removed.ok());
+  ASSERT_TRUE(removed.status().details().has_value());
+  EXPECT_EQ(removed.status().details()->reason, reason::kLeadershipLost);
+  EXPECT_NE(removed.status().message().find("outcome unknown"), std::string::npos)
+      << removed.status().message();
+  EXPECT_GE(fake_.lists, 2) << "asked the list more than once";
 }
 
 }  // namespace
