@@ -268,8 +268,11 @@ std::vector<raft::ConfState> Replica::settle_to(std::size_t base) {
 std::vector<raft::NodeId> Replica::retired_ids() const {
   // CONFSTATE's, and the members of configurations committed since its base whose removal
   // committed too (the base moves only once an entry is also flushed here).
+  // Against the newest committed configuration (the core's oldest record), never the one in force:
+  // a removal that is not committed yet may still be cut by a new leader, and the node is then a
+  // member still (its status must not say removed, nor a re-add be refused as retired).
   std::vector<raft::NodeId> retired = conf_state_file_->retired();
-  const raft::ConfState& now = raft_->conf();
+  const raft::ConfState& now = raft_->conf_history().front().conf;
   for (const raft::ConfRecord& record : conf_records_) {
     if (record.index > commit_) break;
     for (const std::vector<raft::NodeId>* ids : {&record.conf.voters, &record.conf.learners}) {

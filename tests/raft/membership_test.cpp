@@ -605,6 +605,23 @@ TEST(Membership, ARetiredIdWhoseLogIsAheadGetsAnOrdinaryVoteAnswer) {
   EXPECT_FALSE(answers[0].reject);
 }
 
+// Node 3's own log holds its removal, but the entry is not committed (node 2 never received it, and
+// {1, 2} needs both): a new leader may still cut it, so node 3 is a member yet. Its status must not
+// say removed (the operator is told to wipe a removed node), nor its id count as retired.
+TEST(Membership, AnUncommittedSelfRemovalIsNotReportedAsRemoved) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  c.add_drop_rule([](const Message& m) { return m.from == 1 && m.to == 2; });
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted());
+  c.deliver_all();
+  c.tick_all(3);
+  ASSERT_EQ(c.raft(3).conf(), (ConfState{{1, 2}})) << "the removal reached node 3";
+  ASSERT_EQ(c.raft(1).commit_index(), 1u) << "and did not commit";
+  EXPECT_FALSE(c.replica(3).status().removed);
+  EXPECT_TRUE(c.replica(3).retired_ids().empty());
+  EXPECT_TRUE(c.replica(1).retired_ids().empty()) << "a re-add would be refused as ID_RETIRED";
+}
+
 // A learner answers vote requests by the ordinary rules: it may have been promoted without knowing
 // yet, and a candidate counts its vote only if the candidate's configuration lists it as a voter.
 TEST(Membership, VotesCountOnlyFromVotersOfTheCandidatesConfiguration) {
