@@ -242,7 +242,12 @@ std::vector<raft::NodeId> ConfStateFile::retired_after(
       }
     }
   };
-  if (!current_.empty()) retire_from(current_.front().conf);  // committed: it was the base
+  // The previous base was committed, so the members a newer base drops retired. A base replaced
+  // by an older entry (one the log lost and the leader resent, below the old base) retires no one:
+  // the old base's members are members still.
+  if (!current_.empty() && records.front().index > current_.front().index) {
+    retire_from(current_.front().conf);
+  }
   for (const raft::ConfState& conf : committed_between) retire_from(conf);
   // A member again (a snapshot's configuration, or a cluster that did not know): no longer retired.
   std::erase_if(retired, [&](raft::NodeId id) { return raft::is_member(base, id); });

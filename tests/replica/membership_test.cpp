@@ -458,5 +458,20 @@ TEST(ConfStateFile, Version3KeepsRetiredIdsAndVersion2StillReads) {
   EXPECT_EQ((*reopened)->retired(), (std::vector<raft::NodeId>{2, 8}));
 }
 
+// A storage fault lost entries below the base, and the leader resent an older configuration entry:
+// the base is replaced by it (persist_conf). The old base's members that it lacks (9, maybe the
+// leader) were not removed: they must not be written as retired.
+TEST(ConfStateFile, ABaseReplacedByAnOlderEntryRetiresNoOne) {
+  store::MemoryEnv env;
+  auto file = ConfStateFile::open("/d", &env);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{100, 3, ConfState{{1, 2, 3, 9}}}}).ok());
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{60, 2, ConfState{{1, 2, 3}}}}).ok());
+  EXPECT_TRUE((*file)->retired().empty()) << "a live member was retired";
+  auto reopened = ConfStateFile::open("/d", &env);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_TRUE((*reopened)->retired().empty());
+}
+
 }  // namespace
 }  // namespace raftlog::replica
