@@ -159,6 +159,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"catching_up_to_index\":" << s.catching_up_to_index
              << ",\"storage_fault\":" << json_string(s.storage_fault)
              << ",\"stranded_below_index\":" << s.stranded_below_index
+             << ",\"removed\":" << (s.removed ? "true" : "false")
              << ",\"voters\":" << json_ids(s.voters) << ",\"learners\":" << json_ids(s.learners)
              << ",\"learner_catching_up_to_index\":" << s.learner_catching_up_to_index
              << ",\"corrupt_index\":" << s.corrupt_index
@@ -207,6 +208,10 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
         io.out << "    RECEIVING snapshot from node " << r.peer << ": " << snapshot_progress_text(r)
                << ": not serving yet\n";
       }
+    }
+    if (s.removed) {
+      io.out << "    REMOVED: a member says a committed change removed this node; it no longer "
+                "campaigns: stop it (docs/operations.md, \"Membership\")\n";
     }
     if (s.stranded_below_index != 0 && !s.receiving_snapshot) {
       io.out << "    STRANDED: needs entries below index " << s.stranded_below_index

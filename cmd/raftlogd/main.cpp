@@ -23,6 +23,7 @@
 
 #include "allocator_policy.h"
 #include "cli/flags.h"
+#include "raft/types.h"
 #include "server/join.h"
 #include "server/node_config.h"
 #include "server/node_identity.h"
@@ -61,6 +62,11 @@ int prepare_join(const std::string& join_text, std::uint32_t timeout_ms,
             raftlog::util::parse_host_port(item, raftlog::util::PortZero::kRefused, nullptr);
         !problem.empty()) {
       std::cerr << "raftlogd: --join: '" << item << "' " << problem << "\n";
+      return raftlog::cli::kExitUsage;
+    }
+    if (item.size() > raftlog::raft::kMaxMemberAddressBytes) {
+      std::cerr << "raftlogd: --join: '" << item << "' is longer than "
+                << raftlog::raft::kMaxMemberAddressBytes << " bytes\n";
       return raftlog::cli::kExitUsage;
     }
     endpoints.push_back(item);

@@ -96,6 +96,7 @@ inline constexpr std::string_view kLeaderNotReady =
 inline constexpr std::string_view kNotAMember = "NOT_A_MEMBER";          // INVALID_ARGUMENT
 inline constexpr std::string_view kAlreadyAMember = "ALREADY_A_MEMBER";  // FAILED_PRECONDITION
 inline constexpr std::string_view kNotALearner = "NOT_A_LEARNER";        // FAILED_PRECONDITION
+inline constexpr std::string_view kIdRetired = "ID_RETIRED";              // FAILED_PRECONDITION
 inline constexpr std::string_view kBadMember = "BAD_MEMBER";  // INVALID_ARGUMENT: id 0, too many
 inline constexpr std::string_view kBadAddress = "BAD_ADDRESS";        // INVALID_ARGUMENT
 inline constexpr std::string_view kAddressInUse = "ADDRESS_IN_USE";   // FAILED_PRECONDITION

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "client/channels.h"
@@ -32,6 +33,32 @@ bool final_refusal(const Status& status) {
   const std::string& word = status.details()->reason;
   return word == reason::kConfChangeInProgress || word == reason::kConfChangeTimeout ||
          word == reason::kLeadershipLost || word == reason::kTransferInProgress;
+}
+
+// An attempt whose change may or may not have happened: the request may have reached the leader
+// before the connection broke or the deadline passed.
+bool ambiguous(const Status& status) {
+  if (status.code() == StatusCode::kDeadlineExceeded) return true;
+  // The leader proposed the change and then lost its leadership or its deadline: the entry may
+  // still commit under the next leader (docs/errors.md, "outcome unknown").
+  if (status.details() && (status.details()->reason == reason::kLeadershipLost ||
+                           status.details()->reason == reason::kConfChangeTimeout)) {
+    return true;
+  }
+  // UNAVAILABLE from the node itself names a reason (NOT_LEADER, LEADER_NOT_READY, ...): it did
+  // nothing. Without one it is the transport's.
+  return status.code() == StatusCode::kUnavailable &&
+         (!status.details() || status.details()->reason.empty());
+}
+
+MembershipChange change_from_list(const MemberList& list) {
+  MembershipChange change;
+  change.config_index = list.config_index;
+  change.term = list.term;
+  for (const Member& member : list.members) {
+    (member.voter ? change.voters : change.learners).push_back(member.id);
+  }
+  return change;
 }
 
 MembershipChange change_from_wire(const pb::ChangeMembersResponse& wire) {
@@ -85,9 +112,45 @@ class MembersClient::Impl {
     return list;
   }
 
-  // One change, retried only while it surely did nothing (admin.h).
+  // One change, retried only while it surely did nothing (admin.h). After an ambiguous attempt, a
+  // failure is checked against the member list: when it shows `wanted` committed, the change (or
+  // its retry) happened, and that is the answer.
   template <typename Request, typename Call>
-  Result<MembershipChange> change(std::string_view what, const Request& request, Call call) {
+  Result<MembershipChange> change(std::string_view what, const Request& request, Call call,
+                                  const std::function<bool(const MemberList&)>& wanted) {
+    bool saw_ambiguous = false;
+    Result<MembershipChange> result = attempt_change(what, request, call, &saw_ambiguous);
+    if (result.ok() || !saw_ambiguous) return result;
+    return confirm_from_list(result.status(), wanted);
+  }
+
+  Result<MembershipChange> confirm_from_list(const Status& failure,
+                                             const std::function<bool(const MemberList&)>& wanted) {
+    // Right after an ambiguous attempt the list may not show the change yet (the request may still
+    // wait in the leader's queue, the leader publishes its status after the round, a new leader
+    // commits the entry a moment later), or show it uncommitted: asked again, 100 ms apart, for up
+    // to the retry budget. Bounded: each list() is bounded by retry_deadline_ms too.
+    constexpr auto kPollInterval = std::chrono::milliseconds(100);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.retry_deadline_ms);
+    while (true) {
+      Result<MemberList> members = list();
+      if (members.ok() && wanted(members.value()) && members->config_committed) {
+        return change_from_list(members.value());
+      }
+      if (Clock::now() + kPollInterval > deadline) break;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    return Status(failure.code(),
+                  failure.message() + " (outcome unknown: an earlier attempt may have reached the "
+                                      "leader, and the member list did not show the change "
+                                      "committed within " +
+                      std::to_string(options_.retry_deadline_ms) + " ms)",
+                  failure.details());
+  }
+
+  template <typename Request, typename Call>
+  Result<MembershipChange> attempt_change(std::string_view what, const Request& request, Call call,
+                                          bool* saw_ambiguous) {
     pb::ChangeMembersResponse response;
     std::optional<Status> final_status;
     const Status status = retry_.run(
@@ -101,6 +164,7 @@ class MembersClient::Impl {
               call(pb::Membership::NewStub(channels_.get(endpoint)).get(), &context, request,
                    &response),
               context, endpoint);
+          if (ambiguous(answer)) *saw_ambiguous = true;
           if (final_refusal(answer)) {
             final_status = answer;
             return Status(StatusCode::kAborted, answer.message());  // ends the retries
@@ -172,6 +236,10 @@ Result<MembershipChange> MembersClient::add(std::uint64_t id, const std::string&
                        [](pb::Membership::Stub* stub, grpc::ClientContext* context,
                           const pb::AddMemberRequest& r, pb::ChangeMembersResponse* out) {
                          return stub->AddMember(context, r, out);
+                       },
+                       [id, learner](const MemberList& list) {
+                         const Member* member = list.find(id);
+                         return member != nullptr && member->voter != learner;
                        });
 }
 
@@ -183,6 +251,10 @@ Result<MembershipChange> MembersClient::promote(std::uint64_t id) {
                        [](pb::Membership::Stub* stub, grpc::ClientContext* context,
                           const pb::PromoteMemberRequest& r, pb::ChangeMembersResponse* out) {
                          return stub->PromoteMember(context, r, out);
+                       },
+                       [id](const MemberList& list) {
+                         const Member* member = list.find(id);
+                         return member != nullptr && member->voter;
                        });
 }
 
@@ -194,7 +266,8 @@ Result<MembershipChange> MembersClient::remove(std::uint64_t id) {
                        [](pb::Membership::Stub* stub, grpc::ClientContext* context,
                           const pb::RemoveMemberRequest& r, pb::ChangeMembersResponse* out) {
                          return stub->RemoveMember(context, r, out);
-                       });
+                       },
+                       [id](const MemberList& list) { return list.find(id) == nullptr; });
 }
 
 Result<MembershipChange> MembersClient::promote_when_caught_up(std::uint64_t id,

@@ -3,7 +3,13 @@
 // TLS, leader discovery and retry bounds as Client (client.h). A change is not idempotent, so it is
 // retried only where it surely did nothing: unreachable nodes, NOT_LEADER / NO_LEADER, and a new
 // leader not ready yet (LEADER_NOT_READY); every other refusal (CONF_CHANGE_IN_PROGRESS,
-// CONF_CHANGE_TIMEOUT included) is returned at once with its reason (docs/errors.md).
+// CONF_CHANGE_TIMEOUT included) is returned at once with its reason (docs/errors.md). A change one of
+// whose attempts ended ambiguously (DEADLINE_EXCEEDED, UNAVAILABLE from the transport: the request
+// may have reached the leader; LEADERSHIP_LOST or CONF_CHANGE_TIMEOUT: the leader proposed it, and
+// it may still commit) and that then fails (a retried add answering ALREADY_A_MEMBER, a timeout,
+// ...) is checked against the member list, polled for up to retry_deadline_ms (the change may not
+// show yet): when the list shows the wanted state committed (added with the wanted role, promoted,
+// gone), that is success; otherwise the failure, its message saying the outcome is unknown.
 #pragma once
 
 #include <cstdint>

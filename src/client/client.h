@@ -255,6 +255,7 @@ struct NodeStatus {
   std::uint64_t catching_up_to_index = 0;
   std::string storage_fault;
   std::uint64_t stranded_below_index = 0;  // needs entries the leader trimmed (0 = not stranded)
+  bool removed = false;  // a member said this node was removed (client.proto's StatusResponse)
   // The configuration in force on the node (empty from a node that predates these fields).
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;

@@ -132,6 +132,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.flushed_index = wire.flushed_index();
   status.flush_mode = flush_mode_from_wire(wire.flush_mode());
   status.catching_up = wire.catching_up();
+  status.removed = wire.removed();
   status.catching_up_to_index = wire.catching_up_to_index();
   status.stranded_below_index = wire.stranded_below_index();
   status.voters.assign(wire.voters().begin(), wire.voters().end());

@@ -117,6 +117,9 @@ std::string validate_config(const Config& config) {
   if (config.max_pending_reads < 1) return "Config::max_pending_reads must be >= 1";
   if (config.snapshot_retry_ticks < 1) return "Config::snapshot_retry_ticks must be >= 1";
   if (config.promised_term > kMaxTerm) return "Config::promised_term must be <= kMaxTerm";
+  if (config.retired_ids.size() > kMaxRetiredIds) {
+    return "Config::retired_ids holds more than " + std::to_string(kMaxRetiredIds) + " ids";
+  }
   return {};
 }
 
@@ -127,7 +130,8 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
       prng_(election_prng_seed(config)),
       term_(hard_state.term),
       vote_(hard_state.vote),
-      read_only_(config.max_pending_reads) {
+      read_only_(config.max_pending_reads),
+      retired_(config.retired_ids) {
   refresh_conf();
   if (config.promised_index > 0) enter_catching_up(config.promised_index, config.promised_term);
   randomize_election_timeout();
@@ -237,6 +241,8 @@ NodeId Raft::transfer_target() const { return impl_->transfer_target(); }
 std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
 bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
+bool Raft::removed() const { return impl_->removed(); }
+const std::vector<NodeId>& Raft::retired_ids() const { return impl_->retired_ids(); }
 Index Raft::stranded_below() const { return impl_->stranded_below(); }
 Index Raft::behind_leader_commit() const { return impl_->behind_leader_commit(); }
 

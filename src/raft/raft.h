@@ -29,6 +29,10 @@ struct Config {
   // configuration. The oldest record must be committed (or be the bootstrap one): a truncation never
   // rolls back past it. Indexes increase; each configuration is valid (validate_config).
   std::vector<ConfRecord> conf_history;
+  // Ids removed by committed configuration changes before conf_history's oldest record (the
+  // driver's record of them, oldest retirement first; at most kMaxRetiredIds). The core adds the
+  // ones it sees retire. A request from a retired id is answered with kRemovedContext, not handled.
+  std::vector<NodeId> retired_ids;
 
   // Logical time. Election timeout is randomized in [election_ticks, 2 * election_ticks).
   int election_ticks = 10;
@@ -237,6 +241,12 @@ class Raft {
   // must reach is catching_up_to().
   bool catching_up() const;
   Index catching_up_to() const;
+  // True once a peer answered that this node's id is retired (kRemovedContext), until a leader of
+  // this node's term or later replicates to it. Information only (shown in status): one peer's
+  // word may be stale or forged, so the node still campaigns and leads as before. Not persisted.
+  bool removed() const;
+  // The retired ids this core knows (Config::retired_ids and the ones it saw retire), oldest first.
+  const std::vector<NodeId>& retired_ids() const;
   // Non-zero while this follower needs entries its leader no longer holds (trimmed by retention):
   // it cannot catch up by replication alone and waits for the leader's snapshot (docs/raft.md,
   // "Snapshots"). The value is the leader's first retained index.

@@ -114,6 +114,7 @@ void Raft::Impl::become_leader() {
   reset(term_);
   role_ = Role::kLeader;
   leader_ = id();
+  removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
   // A no-op of the new term lets entries of earlier terms commit through it (Raft §5.4.2).
   Entry noop;
   noop.index = noop_index_after_unfinished_proposal();
@@ -287,6 +288,15 @@ void Raft::Impl::step(Message& m) {
   // from voters of our configuration, and a leader tracks only its members.
   if (m.to != id() || m.from == id() || m.from == kNoNode) return;  // not for us
   if (m.term > kMaxTerm) return;  // adopting it would leave no term to campaign at (kMaxTerm)
+  // Before the term rules: a removed node's requests must not move our term, and the answer that
+  // it was removed may come from a member in any term.
+  if (note_removed(m) || answer_retired(m)) return;
+  // A leader replicates only to the members it tracks: one that does so is in a configuration that
+  // lists us again (an id re-added where its retirement was not known), and we may campaign.
+  if (removed_ && m.term >= term_ &&
+      (m.type == MessageType::kAppend || m.type == MessageType::kSnapshot)) {
+    removed_ = false;
+  }
   if (!handle_term(m)) return;
   switch (m.type) {
     case MessageType::kPreVote:

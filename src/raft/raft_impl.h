@@ -60,6 +60,8 @@ class Raft::Impl {
   std::size_t pending_reads() const { return read_only_.pending(); }
   bool catching_up() const { return catching_up_; }
   Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
+  bool removed() const { return removed_; }
+  const std::vector<NodeId>& retired_ids() const { return retired_; }
   Index stranded_below() const;
   Index behind_leader_commit() const;
   const std::optional<Snapshot>& installing_snapshot() const { return log_.installing(); }
@@ -104,6 +106,11 @@ class Raft::Impl {
   void handle_heartbeat(const Message& message);
   void handle_append_response(const Message& message);
   void answer_untracked_ack(const Message& message);
+  // A request from a retired id: answered with kRemovedContext (true), or nothing to do (false).
+  bool answer_retired(const Message& message);
+  // A kRemovedContext answer: noted in removed_ only (true when it was one; it is then dropped).
+  bool note_removed(const Message& message);
+  void retire_members_of(const ConfState& committed, const ConfState& newest_committed);
   void handle_heartbeat_response(const Message& message);
   // Snapshots (raft_snapshot.cpp): a leader sends one instead of an append that would need trimmed
   // entries; a follower installs it when that is safe, or answers it like an append.
@@ -193,6 +200,10 @@ class Raft::Impl {
 
   // Catching up after lost durable state (Config::promised_index).
   bool catching_up_ = false;
+  // Ids removed by committed changes (Config::retired_ids, then each one commit_to sees retire),
+  // oldest first, at most kMaxRetiredIds.
+  std::vector<NodeId> retired_;
+  bool removed_ = false;  // a peer told us our id is retired (kRemovedContext): information only
   Index promised_index_ = 0;
   Term promised_term_ = 0;
 

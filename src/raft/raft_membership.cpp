@@ -49,9 +49,66 @@ void Raft::Impl::commit_to(Index index) {
     if (conf_history_[i].index <= log_.committed()) newest_committed = i;
   }
   if (newest_committed == 0) return;
+  for (std::size_t i = 0; i < newest_committed; ++i)
+    retire_members_of(conf_history_[i].conf, conf_history_[newest_committed].conf);
   conf_history_.erase(conf_history_.begin(),
                       conf_history_.begin() + static_cast<std::ptrdiff_t>(newest_committed));
   refresh_conf();
+}
+
+void Raft::Impl::retire_members_of(const ConfState& committed, const ConfState& newest_committed) {
+  for (const std::vector<NodeId>* ids : {&committed.voters, &committed.learners}) {
+    for (NodeId node : *ids) {
+      if (raft::is_member(newest_committed, node) || node == id()) continue;
+      if (std::find(retired_.begin(), retired_.end(), node) != retired_.end()) continue;
+      if (retired_.size() >= kMaxRetiredIds) retired_.erase(retired_.begin());
+      retired_.push_back(node);
+    }
+  }
+  // A member again (only where ids were reused before they were retired): no longer retired.
+  std::erase_if(retired_, [&](NodeId node) { return raft::is_member(newest_committed, node); });
+}
+
+// A retired id is told so only where this node would refuse its request anyway: a vote request
+// whose log is not as up to date as ours. A retired id whose log is ahead of ours is not removed as
+// far as we can tell: it may have been re-added by a change our log lacks (a leader that did not
+// know the retirement, e.g. one that caught up from a snapshot), and its vote may be the one the
+// cluster needs, so its request is handled by the ordinary rules. Appends, heartbeats and snapshots
+// from it are handled by the ordinary rules too: a leader of a term at or above ours is that term's
+// leader (leader completeness: a removed node's log lacks its removal, so it cannot win a term after
+// it), and a stale one learns our term from the refusal and steps down.
+bool Raft::Impl::answer_retired(const Message& m) {
+  if (m.type != MessageType::kPreVote && m.type != MessageType::kVote) return false;
+  if (std::find(retired_.begin(), retired_.end(), m.from) == retired_.end()) return false;
+  if (raft::is_member(conf_, m.from)) return false;
+  if (rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index())) {
+    return false;
+  }
+  // Neither our term nor our vote moves for it: a removed node cannot disrupt the cluster.
+  Message reply;
+  reply.type =
+      m.type == MessageType::kPreVote ? MessageType::kPreVoteResponse : MessageType::kVoteResponse;
+  reply.to = m.from;
+  reply.term = m.term;
+  reply.reject = true;
+  reply.context = kRemovedContext;
+  send(std::move(reply), /*after_persist=*/false);
+  return true;
+}
+
+// The answer is information only (Raft::removed(), shown in status): one peer's word, which may be
+// stale (a member whose log lacks our re-adding) or forged, never stops this node campaigning nor
+// deposes it (the answer is dropped like a refused vote). A truly removed node's campaigns stay
+// harmless: every member that knows the removal answers them so, without moving its term. Cleared
+// when a leader of our term or later replicates to us (Impl::step).
+bool Raft::Impl::note_removed(const Message& m) {
+  if (m.context != kRemovedContext || !m.reject) return false;
+  if (m.type != MessageType::kPreVoteResponse && m.type != MessageType::kVoteResponse &&
+      m.type != MessageType::kAppendResponse) {
+    return false;
+  }
+  removed_ = true;
+  return true;
 }
 
 void Raft::Impl::refresh_conf() {

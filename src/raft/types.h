@@ -31,6 +31,17 @@ inline constexpr std::uint64_t kTransferCampaignContext = 1;
 // toward commit until an answer comes without this mark.
 inline constexpr std::uint64_t kCatchingUpContext = 2;
 
+// Message::context of a rejecting kPreVoteResponse, kVoteResponse or kAppendResponse that tells its
+// receiver it was removed from the cluster by a committed configuration change (its id is retired,
+// Raft::retired_ids()): a node that was down when its removal committed never receives the entry,
+// and learns it from any member it asks for a vote (Raft::removed(), information only: it is one
+// peer's word). Sent only where the vote is refused anyway (the requester's log is behind).
+inline constexpr std::uint64_t kRemovedContext = 3;
+
+// At most this many retired ids are kept by the core (Config::retired_ids and the ones it sees
+// retire); beyond, the oldest retirements are forgotten.
+inline constexpr std::size_t kMaxRetiredIds = 1024;
+
 // The highest term the core accepts or reaches. A message naming a higher term is dropped (a forged or
 // corrupted term near 2^64 would otherwise be adopted and persisted, and the next election's term + 1
 // would overflow: the cluster could never elect again). Honest terms grow by one per election and

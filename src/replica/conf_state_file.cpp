@@ -1,5 +1,7 @@
 #include "replica/conf_state_file.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "store/endian.h"
@@ -9,9 +11,11 @@ namespace raftlog::replica {
 namespace {
 
 // Version 2: the base configuration may record addresses (raft::encode_config version 3) and the
-// payload may exceed the 1024 bytes version 1 fitted in. Both decode; version 2 is written.
+// payload may exceed the 1024 bytes version 1 fitted in. Version 3: the retired ids follow the
+// records. All decode; version 3 is written.
 constexpr std::uint32_t kIdsOnlyFormatVersion = 1;
-constexpr std::uint32_t kFormatVersion = 2;
+constexpr std::uint32_t kAddressesFormatVersion = 2;
+constexpr std::uint32_t kFormatVersion = 3;
 constexpr std::uint8_t kNotMember = 0;
 constexpr std::uint8_t kVoter = 1;
 constexpr std::uint8_t kLearner = 2;
@@ -82,7 +86,13 @@ store::Status corrupt(const std::string& why) {
 
 }  // namespace
 
-store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRecord>& records) {
+store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRecord>& records,
+                                                 const std::vector<raft::NodeId>& retired) {
+  if (retired.size() > kMaxRetiredIds) {
+    return store::Status::invalid_argument("configuration record: " +
+                                           std::to_string(retired.size()) + " retired ids (at most " +
+                                           std::to_string(kMaxRetiredIds) + ")");
+  }
   if (records.empty() || records.size() > 1 + kMaxPendingRecords) {
     return store::Status::invalid_argument(
         "configuration record: " + std::to_string(records.size()) + " configurations (1 to " +
@@ -111,13 +121,28 @@ store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRec
     put_u64(out, change->node);
     put_u8(out, role_of(records[i].conf, change->node));
   }
+  put_u32(out, static_cast<std::uint32_t>(retired.size()));
+  for (raft::NodeId id : retired) {
+    if (id == raft::kNoNode || raft::is_member(base.conf, id)) {
+      return store::Status::invalid_argument("configuration record: retired id " +
+                                             std::to_string(id) + " is no former member");
+    }
+    put_u64(out, id);
+  }
   return out;
 }
 
 store::Result<std::vector<raft::ConfRecord>> ConfStateFile::decode(const std::string& payload) {
+  auto decoded = decode_all(payload);
+  if (!decoded.ok()) return decoded.status();
+  return std::move(decoded->records);
+}
+
+store::Result<ConfStateFile::Decoded> ConfStateFile::decode_all(const std::string& payload) {
   Reader reader{payload};
-  if (const std::uint32_t version = reader.u32();
-      !reader.failed && version != kFormatVersion && version != kIdsOnlyFormatVersion) {
+  const std::uint32_t version = reader.u32();
+  if (!reader.failed && version != kFormatVersion && version != kAddressesFormatVersion &&
+      version != kIdsOnlyFormatVersion) {
     return corrupt("unknown format version " + std::to_string(version));
   }
   raft::ConfRecord base;
@@ -152,8 +177,23 @@ store::Result<std::vector<raft::ConfRecord>> ConfStateFile::decode(const std::st
     }
     records.push_back(std::move(next));
   }
+  Decoded decoded;
+  if (version >= kFormatVersion) {
+    const std::uint32_t retired = reader.u32();
+    if (reader.failed || retired > kMaxRetiredIds) return corrupt("bad retired id count");
+    for (std::uint32_t i = 0; i < retired; ++i) {
+      const raft::NodeId id = reader.u64();
+      if (reader.failed) return corrupt("truncated");
+      if (id == raft::kNoNode || raft::is_member(records.front().conf, id) ||
+          std::find(decoded.retired.begin(), decoded.retired.end(), id) != decoded.retired.end()) {
+        return corrupt("retired id " + std::to_string(i + 1) + " is no former member");
+      }
+      decoded.retired.push_back(id);
+    }
+  }
   if (reader.offset != payload.size()) return corrupt("wrong length");
-  return records;
+  decoded.records = std::move(records);
+  return decoded;
 }
 
 store::Result<std::unique_ptr<ConfStateFile>> ConfStateFile::open(const std::string& data_dir,
@@ -180,17 +220,68 @@ store::Result<std::unique_ptr<ConfStateFile>> ConfStateFile::open(const std::str
     }
     return result;
   }
-  auto decoded = decode(*payload);
+  auto decoded = decode_all(*payload);
   if (!decoded.ok()) return store::Status::corruption(path + ": " + decoded.status().to_string());
-  result->current_ = std::move(decoded).value();
+  result->current_ = std::move(decoded->records);
+  result->retired_ = std::move(decoded->retired);
   return result;
 }
 
-store::Status ConfStateFile::write(const std::vector<raft::ConfRecord>& records) {
-  auto encoded = encode(records);
+std::vector<raft::NodeId> ConfStateFile::retired_after(
+    const std::vector<raft::ConfRecord>& records,
+    const std::vector<raft::ConfState>& committed_between) const {
+  const raft::ConfState& base = records.front().conf;
+  std::vector<raft::NodeId> retired = retired_;
+  auto retire_from = [&](const raft::ConfState& conf) {
+    for (const std::vector<raft::NodeId>* ids : {&conf.voters, &conf.learners}) {
+      for (raft::NodeId id : *ids) {
+        if (!raft::is_member(base, id) &&
+            std::find(retired.begin(), retired.end(), id) == retired.end()) {
+          retired.push_back(id);
+        }
+      }
+    }
+  };
+  // The previous base was committed, so the members a newer base drops retired. A base replaced
+  // by an older entry (one the log lost and the leader resent, below the old base) retires no one:
+  // the old base's members are members still.
+  if (!current_.empty() && records.front().index > current_.front().index) {
+    retire_from(current_.front().conf);
+  }
+  for (const raft::ConfState& conf : committed_between) retire_from(conf);
+  // A member again (a snapshot's configuration, or a cluster that did not know): no longer retired.
+  std::erase_if(retired, [&](raft::NodeId id) { return raft::is_member(base, id); });
+  return retired;
+}
+
+store::Status ConfStateFile::write(const std::vector<raft::ConfRecord>& records,
+                                   const std::vector<raft::ConfState>& committed_between) {
+  if (records.empty()) return encode(records).status();
+  std::vector<raft::NodeId> retired = retired_after(records, committed_between);
+  std::size_t forgotten = 0;
+  if (retired.size() > kMaxRetiredIds) {
+    forgotten = retired.size() - kMaxRetiredIds;
+    retired.erase(retired.begin(), retired.begin() + static_cast<std::ptrdiff_t>(forgotten));
+  }
+  auto encoded = encode(records, retired);
+  // The oldest retirements go first when the configurations leave too little room beside them.
+  while (encoded.ok() && encoded->size() > store::DurableRecordFile::kMaxPayloadBytes &&
+         !retired.empty()) {
+    const std::size_t over = encoded->size() - store::DurableRecordFile::kMaxPayloadBytes;
+    const std::size_t drop = std::min(retired.size(), (over + 7) / 8);
+    retired.erase(retired.begin(), retired.begin() + static_cast<std::ptrdiff_t>(drop));
+    forgotten += drop;
+    encoded = encode(records, retired);
+  }
   if (!encoded.ok()) return encoded.status();
+  if (forgotten > 0) {
+    spdlog::warn("configuration record: forgetting the {} oldest retired ids (at most {}, and only "
+                 "what fits beside the configurations): adding them again is no longer refused",
+                 forgotten, kMaxRetiredIds);
+  }
   RAFTLOG_RETURN_IF_ERROR(file_->write(*encoded));
   current_ = records;
+  retired_ = std::move(retired);
   return store::Status();
 }
 

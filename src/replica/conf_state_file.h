@@ -13,14 +13,17 @@
 // configuration back to the one before it.
 //
 // It uses the store's DurableRecordFile (two alternating CRC32C-checked slots, each write synced),
-// like HARDSTATE. Payload layout (little-endian): u32 format version (2; 1 still decodes); the base:
+// like HARDSTATE. Payload layout (little-endian): u32 format version (3; 1 and 2 still decode); the base:
 // u64 index, u64 term, u32 length, the configuration (raft::encode_config, with its own CRC-32C and,
 // from version 2, its members' addresses); u32 count (at most kMaxPendingRecords) of later records,
 // each u64 index, u64 term, u64 node, u8 that node's role from then on (0 not a member, 1 voter, 2
 // learner). A later record keeps no addresses: decoded, it carries the previous record's for the
 // members that stay, and the replica's open takes the real ones from its log entry (which it reads
-// anyway to check that the entry is still there). At most 3500 bytes (raft::kMaxConfigBytes for the
-// base).
+// anyway to check that the entry is still there). From version 3: u32 count (at most kMaxRetiredIds)
+// of retired ids, then each u64, oldest retirement first: the ids a committed configuration listed
+// and the base no longer does (tombstones: the leader refuses to add them again, ID_RETIRED). At
+// most 3500 bytes without them (raft::kMaxConfigBytes for the base); the retired ids fill the rest
+// of the record's 4072 bytes at most.
 #pragma once
 
 #include <memory>
@@ -37,10 +40,15 @@ namespace raftlog::replica {
 class ConfStateFile {
  public:
   // Records after the base that one CONFSTATE holds: configuration entries written but not yet
-  // flushed or not yet committed. An honest cluster leaves at most one uncommitted, plus the few a
-  // slow disk has not flushed; a node that would need more stops (Replica::persist_conf) rather than
-  // keep a record that could name the wrong configuration after a crash.
+  // flushed or not yet committed. The replica keeps within it: it takes an append only up to the
+  // configuration entry that would leave more uncommitted (Replica::hold_back_config_entries), and
+  // flushes the log when committed but unflushed records would exceed it (Replica::persist_conf).
   static constexpr std::size_t kMaxPendingRecords = 16;
+  // Retired ids one CONFSTATE keeps: at most this many, and only as many as fit beside the
+  // configurations (at least 71 next to the largest configuration with 16 pending records, about
+  // 460 next to a five-member one). Beyond, the oldest retirements are forgotten (logged): adding
+  // such an id again is no longer refused.
+  static constexpr std::size_t kMaxRetiredIds = 1024;
 
   // Opens or creates <data_dir>/CONFSTATE through `env` (nullptr: the process-wide PosixEnv; not
   // owned). kCorruption when the file holds neither a valid record nor only zeros, or a record that
@@ -50,19 +58,35 @@ class ConfStateFile {
 
   // The records last written, oldest first; empty when never written.
   const std::vector<raft::ConfRecord>& current() const { return current_; }
+  // Ids removed by a committed configuration change (never reused: a node under such an id with an
+  // empty directory could vote without its memory), oldest retirement first.
+  const std::vector<raft::NodeId>& retired() const { return retired_; }
   // Durably replaces the record (returns after the sync). kInvalidArgument when `records` is empty,
   // longer than 1 + kMaxPendingRecords, not increasing in index, or two neighbours are not one change
-  // apart.
-  store::Status write(const std::vector<raft::ConfRecord>& records);
+  // apart. The retired ids carry over, joined by the members of the previous base and of
+  // `committed_between` (committed configurations the new base moved past) that the new base no
+  // longer lists.
+  store::Status write(const std::vector<raft::ConfRecord>& records,
+                      const std::vector<raft::ConfState>& committed_between = {});
 
-  static store::Result<std::string> encode(const std::vector<raft::ConfRecord>& records);
+  static store::Result<std::string> encode(const std::vector<raft::ConfRecord>& records,
+                                           const std::vector<raft::NodeId>& retired = {});
+  struct Decoded {
+    std::vector<raft::ConfRecord> records;
+    std::vector<raft::NodeId> retired;  // empty before version 3
+  };
   // kCorruption for a payload that does not decode, or whose configurations are invalid.
+  static store::Result<Decoded> decode_all(const std::string& payload);
   static store::Result<std::vector<raft::ConfRecord>> decode(const std::string& payload);
 
  private:
   explicit ConfStateFile(std::unique_ptr<store::DurableRecordFile> file) : file_(std::move(file)) {}
   std::unique_ptr<store::DurableRecordFile> file_;
+  std::vector<raft::NodeId> retired_after(const std::vector<raft::ConfRecord>& records,
+                                          const std::vector<raft::ConfState>& committed_between) const;
+
   std::vector<raft::ConfRecord> current_;
+  std::vector<raft::NodeId> retired_;
 };
 
 }  // namespace raftlog::replica

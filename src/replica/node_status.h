@@ -68,6 +68,13 @@ struct NodeStatus {
   std::map<std::uint64_t, std::string> member_addresses;
   // The bootstrap configuration's voters (what the log starts from; a joining node starts from it).
   std::vector<std::uint64_t> bootstrap_voters;
+  // Ids a committed change removed (Replica::retired_ids): never added again.
+  std::vector<std::uint64_t> retired_ids;
+  // This node was removed by a committed change: its own log holds the committed removal, or a
+  // peer answered that its id is retired (raft::Raft::removed: its log lacks the removal, it was
+  // down then; or that peer's log is behind). The peer's answer is information only: the node still
+  // campaigns; confirm with the leader's member list before wiping it.
+  bool removed = false;
   // A non-voter (a learner, or a node its own log does not list yet) whose log does not yet reach the
   // commit index its leader last named: that index (0 otherwise, and always on voters). It is still
   // catching up, and health is NOT_SERVING meanwhile.

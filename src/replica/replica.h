@@ -220,6 +220,9 @@ class Replica {
   // no addresses, every node of ReplicaConfig::members too (the seed list of a joining node, whose
   // log does not name its peers yet). Each with its address_book() address; unknown ones left out.
   std::map<std::uint64_t, std::string> peer_addresses() const;
+  // Ids a committed change removed (CONFSTATE's tombstones and the newer committed ones), oldest
+  // retirement first: never added again (ID_RETIRED).
+  std::vector<raft::NodeId> retired_ids() const;
   void step(raft::Message message);  // by value: an append's entries move into the core
   void tick();
   // See Node::trim (src/server/node.h).
@@ -351,6 +354,20 @@ class Replica {
   // Tracks the batch's kConfig entries and cuts in conf_records_ and rewrites CONFSTATE when they
   // changed (replica_membership.cpp).
   void persist_conf(const raft::Ready& ready);
+  // Cuts a received append before the configuration entry that would leave more configuration
+  // entries uncommitted than CONFSTATE holds (ConfStateFile::kMaxPendingRecords); the leader sends
+  // the rest again once the commit index caught up (replica_membership.cpp).
+  void hold_back_config_entries(raft::Message& append);
+  // Moves CONFSTATE's base (with its addresses) up to the newest configuration entry that is
+  // committed (up to `commit`) and flushed, and rewrites the record when it moved (before
+  // retention can trim the entry that holds the addresses).
+  void settle_conf_records(std::uint64_t commit);
+  // Where the base would move: the position in conf_records_ of the newest record committed (up to
+  // `commit`) and flushed.
+  std::size_t settled_conf_base(std::uint64_t commit) const;
+  // Erases conf_records_ before position `base` (it becomes the base); returns their
+  // configurations, all committed, for CONFSTATE's retired ids.
+  std::vector<raft::ConfState> settle_to(std::size_t base);
   void answer_membership(std::uint64_t commit);
   void fail_pending_memberships(const NodeError& error);
   void expire_pending_memberships(Clock::time_point now);
@@ -469,6 +486,11 @@ class Replica {
   // every later configuration entry of the log, at most 1 + kMaxPendingRecords; recovered at open
   // (the core starts with it) and kept by persist_conf().
   std::vector<raft::ConfRecord> conf_records_;
+  // Configuration entries of received appends that the core took since the last Ready: not in the
+  // store yet, so persist_conf's flush cannot settle them. step() drains them (process()) before
+  // another append with configuration entries, so one Ready never carries more than
+  // hold_back_config_entries() allowed for a single append.
+  std::size_t conf_entries_since_ready_ = 0;
   std::unique_ptr<StoreLogReader> reader_;
   std::unique_ptr<raft::Raft> raft_;
   raft::HardState persisted_hard_state_;

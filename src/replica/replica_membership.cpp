@@ -107,6 +107,20 @@ void Replica::propose_conf_change(MembershipRequest in) {
       in.change.addresses.insert(at, std::move(added));
     }
   }
+  const bool adds = in.change.type == raft::ConfChangeType::kAddVoter ||
+                   in.change.type == raft::ConfChangeType::kAddLearner;
+  if (adds && !raft::is_member(conf, in.change.node)) {
+    const std::vector<raft::NodeId> retired = retired_ids();
+    if (std::find(retired.begin(), retired.end(), in.change.node) != retired.end()) {
+      in.done(refused(make_error(ErrorCode::kFailedPrecondition,
+                                 "node " + std::to_string(in.change.node) +
+                                     " was removed from the cluster by a committed change; ids are "
+                                     "never reused (a node under it could vote without the memory "
+                                     "its old votes relied on): choose a new id",
+                                 kReasonIdRetired)));
+      return;
+    }
+  }
   raft::ConfChangeResult result;
   if (!guard_core([&] { result = raft_->propose_conf_change(in.change); })) {
     in.done(refused(make_error(ErrorCode::kInternal, "this node stopped on a storage fault",
@@ -188,28 +202,117 @@ void Replica::persist_conf(const raft::Ready& ready) {
     changed = true;
   }
   if (!changed) return;
-  // The base moves up to the newest record that is committed and flushed: no crash or cut removes
-  // it, nor anything before it.
-  const std::uint64_t settled = std::min(commit_, log_->flushed_index());
-  std::size_t base = 0;
-  for (std::size_t i = 1; i < conf_records_.size(); ++i) {
-    if (conf_records_[i].index <= settled) base = i;
+  // The batch's own commit index counts: a follower learns it with the entries it covers.
+  const std::uint64_t commit = std::max(commit_, ready.commit_index.value_or(0));
+  std::size_t base = settled_conf_base(commit);
+  if (conf_records_.size() - base > 1 + ConfStateFile::kMaxPendingRecords) {
+    // Committed records of earlier batches whose entries the flusher has not reached yet: flushed
+    // now, they join the base. Only the uncommitted ones remain, and hold_back_config_entries()
+    // keeps those within the bound.
+    if (store::Status st = log_->flush(); !st.ok()) {
+      fatal("flushing the log to settle the configuration record: " + st.to_string());
+      return;
+    }
+    base = settled_conf_base(commit);
   }
-  conf_records_.erase(conf_records_.begin(),
-                      conf_records_.begin() + static_cast<std::ptrdiff_t>(base));
+  const std::vector<raft::ConfState> committed_between = settle_to(base);
   if (conf_records_.size() > 1 + ConfStateFile::kMaxPendingRecords) {
+    // Unreachable: the core's history bounds the uncommitted records (hold_back_config_entries),
+    // step() drains an earlier append's Ready before the next one's are taken, and the committed
+    // ones of earlier batches were just flushed. Kept so that a broken invariant stops the node
+    // instead of writing a record that could name the wrong configuration after a crash.
     fatal(std::to_string(conf_records_.size() - 1) +
-          " configuration entries are neither committed nor flushed: more than CONFSTATE holds "
-          "(docs/storage-format.md); restarting flushes them");
+          " configuration entries are not settled (committed and flushed): more than CONFSTATE "
+          "holds (docs/storage-format.md)");
     return;
   }
-  if (store::Status st = conf_state_file_->write(conf_records_); !st.ok()) {
+  if (store::Status st = conf_state_file_->write(conf_records_, committed_between); !st.ok()) {
     fatal("persisting the configuration: " + st.to_string());
     return;
   }
   spdlog::info("node {}: configuration {} (entry {}, term {})", config_.node_id,
                raft::to_string(conf_records_.back().conf), conf_records_.back().index,
                conf_records_.back().term);
+}
+
+std::size_t Replica::settled_conf_base(std::uint64_t commit) const {
+  // The newest record that is committed and flushed: no crash or cut removes it, nor anything
+  // before it.
+  const std::uint64_t settled = std::min(commit, log_->flushed_index());
+  std::size_t base = 0;
+  for (std::size_t i = 1; i < conf_records_.size(); ++i) {
+    if (conf_records_[i].index <= settled) base = i;
+  }
+  return base;
+}
+
+void Replica::settle_conf_records(std::uint64_t commit) {
+  const std::size_t base = settled_conf_base(commit);
+  if (base == 0) return;
+  // The base keeps its members' addresses (a later record keeps roles only, conf_state_file.h):
+  // moved up before retention can trim the entry, a restart still finds every member's address.
+  const std::vector<raft::ConfState> committed_between = settle_to(base);
+  if (store::Status st = conf_state_file_->write(conf_records_, committed_between); !st.ok()) {
+    fatal("persisting the settled configuration: " + st.to_string());
+  }
+}
+
+std::vector<raft::ConfState> Replica::settle_to(std::size_t base) {
+  std::vector<raft::ConfState> passed;
+  for (std::size_t i = 0; i < base; ++i) passed.push_back(std::move(conf_records_[i].conf));
+  conf_records_.erase(conf_records_.begin(),
+                      conf_records_.begin() + static_cast<std::ptrdiff_t>(base));
+  return passed;
+}
+
+std::vector<raft::NodeId> Replica::retired_ids() const {
+  // CONFSTATE's, and the members of configurations committed since its base whose removal
+  // committed too (the base moves only once an entry is also flushed here).
+  // Against the newest committed configuration (the core's oldest record), never the one in force:
+  // a removal that is not committed yet may still be cut by a new leader, and the node is then a
+  // member still (its status must not say removed, nor a re-add be refused as retired).
+  std::vector<raft::NodeId> retired = conf_state_file_->retired();
+  const raft::ConfState& now = raft_->conf_history().front().conf;
+  for (const raft::ConfRecord& record : conf_records_) {
+    if (record.index > commit_) break;
+    for (const std::vector<raft::NodeId>* ids : {&record.conf.voters, &record.conf.learners}) {
+      for (raft::NodeId id : *ids) {
+        if (!raft::is_member(now, id) && std::find(retired.begin(), retired.end(), id) == retired.end())
+          retired.push_back(id);
+      }
+    }
+  }
+  std::erase_if(retired, [&](raft::NodeId id) { return raft::is_member(now, id); });
+  return retired;
+}
+
+void Replica::hold_back_config_entries(raft::Message& append) {
+  if (append.entries.empty()) return;
+  // The core's history lists its newest committed configuration, then every configuration entry of
+  // its log after it. Those before this append's entries stay uncommitted unless the append commits
+  // them; the ones from its first entry on it repeats or replaces, so they are counted from it.
+  const std::vector<raft::ConfRecord>& history = raft_->conf_history();
+  const raft::Index first = append.entries.front().index;
+  const raft::Index commits_to = std::min<raft::Index>(append.commit, first - 1);
+  std::size_t pending = 0;
+  for (std::size_t i = 1; i < history.size(); ++i) {
+    if (history[i].index < first && history[i].index > commits_to) ++pending;
+  }
+  for (std::size_t i = 0; i < append.entries.size(); ++i) {
+    if (append.entries[i].type != raft::EntryType::kConfig) continue;
+    if (pending >= ConfStateFile::kMaxPendingRecords) {
+      // A node replaying many changes receives them faster than it writes and flushes them, and a
+      // batch's records cannot be flushed before CONFSTATE is written: it takes the entries before
+      // this one, and the leader sends the rest again with a commit index that covers the earlier
+      // ones (step() drains the Ready of an earlier append first, so the counts do not add up).
+      spdlog::debug("node {}: holding back entries from {} ({} configuration entries uncommitted)",
+                    config_.node_id, append.entries[i].index, pending);
+      append.entries.resize(i);
+      return;
+    }
+    ++pending;
+    ++conf_entries_since_ready_;
+  }
 }
 
 void Replica::answer_membership(std::uint64_t commit) {

@@ -76,6 +76,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   replica->reader_ = std::make_unique<StoreLogReader>(log);
   raft::Config raft_config = c.raft;
   raft_config.conf_history = replica->conf_records_;
+  raft_config.retired_ids = replica->conf_state_file_->retired();
   replica->assess_recovery(&raft_config);
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
@@ -446,6 +447,11 @@ NodeStatus Replica::status() {
     if (raft::is_member(raft_->conf(), id)) status.member_addresses.emplace(id, address);
   }
   status.bootstrap_voters = config_.raft.initial_conf.voters;
+  status.retired_ids = retired_ids();
+  // Told so by a member (its log lacks the removal), or its own log holds the committed removal.
+  status.removed = raft_->removed() ||
+                   std::find(status.retired_ids.begin(), status.retired_ids.end(),
+                             config_.node_id) != status.retired_ids.end();
   // Non-voters only (a learner, or a node its own log does not list yet, as a new one before the
   // change reaches it): a voter one append behind under load is normal and must not flap health.
   if (!raft::is_voter(raft_->conf(), config_.node_id)) {

@@ -49,10 +49,12 @@ void Replica::process() {
     for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_;
          ++round) {
       raft::Ready ready = raft_->ready();
+      conf_entries_since_ready_ = 0;  // the core's unstable entries are all in this Ready
       handle_ready(ready);
       report_durability();
     }
   });
+  if (!failed_) settle_conf_records(commit_);
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.

@@ -357,6 +357,18 @@ bool Replica::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
 
 void Replica::step(raft::Message message) {
   if (!admit_snapshot(message)) return;  // a snapshot whose data does not validate: dropped
+  if (message.type == raft::MessageType::kAppend) {
+    // raftlogd steps every queued message before one process(), and a leader pipelines appends that
+    // each carry its whole commit index: the configuration entries of an earlier one, committed
+    // but not written yet, could not be flushed to settle, and two appends would put more in one
+    // Ready than CONFSTATE holds. Written first, they can.
+    const bool has_config = std::any_of(
+        message.entries.begin(), message.entries.end(),
+        [](const raft::Entry& entry) { return entry.type == raft::EntryType::kConfig; });
+    if (has_config && conf_entries_since_ready_ > 0) process();
+    if (failed_) return;
+    hold_back_config_entries(message);
+  }
   (void)guard_core([&] { raft_->step(std::move(message)); });
 }
 

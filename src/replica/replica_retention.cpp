@@ -59,6 +59,16 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   std::uint64_t new_first_expected = first_before;
   std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics_expected;
   if (target > first_before) {
+    // CONFSTATE's base (with its members' addresses) moves up to what the flush above settled
+    // before the entries go: a configuration entry trimmed while the base still named an older one
+    // would leave a restart with a member's role but not its address.
+    settle_conf_records(commit_);
+    if (failed_) {
+      return TrimResult{make_error(ErrorCode::kInternal,
+                                   "trim failed: persisting the settled configuration",
+                                   kReasonStorageError),
+                        first_before, limit};
+    }
     // The dedup table's appends in the segments about to go, for the next open: SNAPSHOT.next,
     // which becomes SNAPSHOT once the segments are gone (until then SNAPSHOT still describes the
     // log's start; a crash in between: the open takes whichever file does). Where the log will

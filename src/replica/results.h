@@ -115,6 +115,8 @@ inline constexpr const char* kReasonTransferTimeout = "TRANSFER_TIMEOUT";
 inline constexpr const char* kReasonConfChangeInProgress = "CONF_CHANGE_IN_PROGRESS";
 inline constexpr const char* kReasonNotAMember = "NOT_A_MEMBER";
 inline constexpr const char* kReasonAlreadyAMember = "ALREADY_A_MEMBER";
+// An add of an id a committed change removed (CONFSTATE's retired ids): ids are never reused.
+inline constexpr const char* kReasonIdRetired = "ID_RETIRED";
 inline constexpr const char* kReasonNotALearner = "NOT_A_LEARNER";
 inline constexpr const char* kReasonBadMember = "BAD_MEMBER";  // node 0, or too many members
 inline constexpr const char* kReasonWouldLoseQuorum = "WOULD_LOSE_QUORUM";

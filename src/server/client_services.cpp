@@ -283,6 +283,7 @@ class ClientServices::Impl {
       response.set_flush_mode(status.flush_mode == store::FlushMode::kSync ? v1::FLUSH_MODE_SYNC
                                                                            : v1::FLUSH_MODE_ASYNC);
       response.set_catching_up(status.catching_up);
+      response.set_removed(status.removed);
       response.set_catching_up_to_index(status.catching_up_to_index);
       response.set_stranded_below_index(status.stranded_below_index);
       for (std::uint64_t id : status.voters) response.add_voters(id);

@@ -53,6 +53,16 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
   return items;
 }
 
+// "" when `voters` (sorted) are a valid bootstrap configuration: 1 to 64 distinct non-zero ids.
+std::string bootstrap_voters_problem(const std::vector<std::uint64_t>& voters) {
+  if (voters.empty() || voters.size() > raft::kMaxMembers || voters.front() == 0 ||
+      !std::is_sorted(voters.begin(), voters.end()) ||
+      std::adjacent_find(voters.begin(), voters.end()) != voters.end()) {
+    return "the bootstrap voters are not 1 to 64 distinct non-zero ids";
+  }
+  return "";
+}
+
 std::string path_of(const std::string& data_dir) {
   return store::join_path(data_dir, std::string(kJoinFileName));
 }
@@ -93,10 +103,8 @@ store::Result<JoinRecord> decode_join_record(std::string_view bytes) {
     if (!parse_id(item, &id)) return corrupt("bad voter id '" + std::string(item) + "'");
     record.bootstrap_voters.push_back(id);
   }
-  if (record.bootstrap_voters.empty() || record.bootstrap_voters.size() > raft::kMaxMembers ||
-      !std::is_sorted(record.bootstrap_voters.begin(), record.bootstrap_voters.end()) ||
-      std::adjacent_find(record.bootstrap_voters.begin(), record.bootstrap_voters.end()) !=
-          record.bootstrap_voters.end()) {
+  if (!bootstrap_voters_problem(record.bootstrap_voters).empty() ||
+      !std::is_sorted(record.bootstrap_voters.begin(), record.bootstrap_voters.end())) {
     return corrupt("the bootstrap voters are not 1 to 64 sorted ids");
   }
   for (std::string_view item : split(seed.substr(kSeedKey.size()), ',')) {
@@ -109,6 +117,9 @@ store::Result<JoinRecord> decode_join_record(std::string_view bytes) {
       return corrupt("bad seed entry '" + std::string(item) + "'");
   }
   if (record.seed.size() > raft::kMaxMembers) return corrupt("more than 64 seed members");
+  // A join writes a record only once a member listed at least one other (fetch_join_record): an
+  // empty seed would leave the node with no peer to learn the cluster from.
+  if (record.seed.empty()) return corrupt("no seed member");
   return record;
 }
 
@@ -146,7 +157,8 @@ bool data_dir_has_state(const std::string& data_dir) {
 
 std::string join_identity_problem(const std::vector<std::uint64_t>& listed_member_ids,
                                   const std::vector<std::uint64_t>& bootstrap_voters,
-                                  std::uint64_t self_id) {
+                                  std::uint64_t self_id,
+                                  const std::vector<std::uint64_t>& retired_ids) {
   const auto holds_self = [self_id](const std::vector<std::uint64_t>& ids) {
     return std::find(ids.begin(), ids.end(), self_id) != ids.end();
   };
@@ -154,6 +166,11 @@ std::string join_identity_problem(const std::vector<std::uint64_t>& listed_membe
     return "the cluster lists node " + std::to_string(self_id) +
            " as a member already: an empty directory must not rejoin under a member's id (it "
            "would vote without its log); replace it under a new id (raftlogctl members replace)";
+  }
+  if (holds_self(retired_ids)) {
+    return "node " + std::to_string(self_id) +
+           " was removed from the cluster by a committed change: a removed id is never reused; "
+           "join under a new id";
   }
   if (holds_self(bootstrap_voters)) {
     return "node " + std::to_string(self_id) +
@@ -195,6 +212,11 @@ std::string fetch_join_record(const std::vector<std::string>& endpoints, std::ui
       record.bootstrap_voters.assign(response.bootstrap_voters().begin(),
                                      response.bootstrap_voters().end());
       std::sort(record.bootstrap_voters.begin(), record.bootstrap_voters.end());
+      // The remote's answer, not this node's configuration: a failure to join (exit 1).
+      if (std::string problem = bootstrap_voters_problem(record.bootstrap_voters);
+          !problem.empty()) {
+        return target + " answered a bad member list: " + problem;
+      }
       std::vector<std::uint64_t> listed_ids;
       // A learner the leader never replicated to (match index 0) is a node added before it
       // started: joining under its id is the intended flow. A voter, or a learner that
@@ -202,7 +224,10 @@ std::string fetch_join_record(const std::vector<std::string>& endpoints, std::ui
       for (const raftlog::v1::Member& member : response.members()) {
         if (member.voter() || member.match_index() > 0) listed_ids.push_back(member.id());
       }
-      if (std::string problem = join_identity_problem(listed_ids, record.bootstrap_voters, self_id);
+      const std::vector<std::uint64_t> retired(response.retired_ids().begin(),
+                                               response.retired_ids().end());
+      if (std::string problem =
+              join_identity_problem(listed_ids, record.bootstrap_voters, self_id, retired);
           !problem.empty()) {
         *refused = true;
         return target + ": " + problem;

@@ -48,13 +48,16 @@ bool data_dir_has_state(const std::string& data_dir);
 
 // Why a node may not join under `self_id`, or "": the cluster lists it as a member already (a
 // voter, or a learner that acknowledged entries: fetch_join_record passes those; a learner added
-// before it started and never replicated to is welcome), or it is one of the bootstrap voters. Such a node started on an empty directory would take part in
+// before it started and never replicated to is welcome), or it is one of the bootstrap voters, or
+// the leader lists it as retired (removed by a committed change). Such a node started on an empty
+// directory would take part in
 // elections without the hard state and log its id once had (vote twice in a term, count as a
 // replica of entries it never stored): acknowledged entries could be lost. A member whose disk
 // was lost is replaced under a new id (`raftlogctl members replace`), never re-joined.
 std::string join_identity_problem(const std::vector<std::uint64_t>& listed_member_ids,
                                   const std::vector<std::uint64_t>& bootstrap_voters,
-                                  std::uint64_t self_id);
+                                  std::uint64_t self_id,
+                                  const std::vector<std::uint64_t>& retired_ids = {});
 
 // Asks `endpoints` (tried in turn, following NOT_LEADER hints) for the member list, for at most
 // timeout_ms. Plaintext, or TLS with `tls` (the node's own certificate as client certificate).

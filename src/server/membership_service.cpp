@@ -75,6 +75,7 @@ void fill_members(const NodeStatus& status, v1::ListMembersResponse* out) {
   out->set_commit_index(status.commit_index);
   out->set_last_index(status.last_index);
   for (std::uint64_t voter : status.bootstrap_voters) out->add_bootstrap_voters(voter);
+  for (std::uint64_t id : status.retired_ids) out->add_retired_ids(id);
 }
 
 Clock::time_point wait_deadline(const grpc::CallbackServerContext& context) {

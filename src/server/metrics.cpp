@@ -241,6 +241,17 @@ class Metrics::Impl final : public prometheus::Collectable {
                                 "Bytes of the snapshot being received that arrived so far.");
     snapshot_total_ = &gauge("raftlog_node_snapshot_total_bytes",
                              "Size of the snapshot being received or installed (0 = none).");
+    unconfigured_peers_ = &gauge("raftlog_peer_unconfigured_peers",
+                                 "Nodes in none of this node's configurations admitted on the peer "
+                                 "port now (authenticated for this cluster).");
+    unconfigured_admitted_ = &counter("raftlog_peer_unconfigured_admitted_total",
+                                      "Nodes in none of this node's configurations admitted on the "
+                                      "peer port.");
+    unconfigured_refused_ = &counter("raftlog_peer_unconfigured_refused_total",
+                                     "Peer streams of nodes in none of this node's configurations "
+                                     "refused (no or a bad advertised address, the bound full).");
+    unconfigured_forgotten_ = &counter("raftlog_peer_unconfigured_forgotten_total",
+                                       "Admitted unconfigured peers forgotten after being idle.");
     snapshots_sent_ = &counter("raftlog_snapshots_sent_total",
                                "Snapshots sent (whole, or every chunk) to a peer's stream.");
     snapshots_abandoned_ = &counter("raftlog_snapshots_abandoned_total",
@@ -358,6 +369,7 @@ class Metrics::Impl final : public prometheus::Collectable {
       disk_free_ratio_->Set(static_cast<double>(fs.f_bavail) / static_cast<double>(fs.f_blocks));
     }
     if (watermark_source_) watermark_->Set(watermark_source_() ? 1 : 0);
+    if (admission_source_) refresh_admission(admission_source_());
     if (!status_source_) return;
     const NodeStatus status = status_source_();
     term_->Set(static_cast<double>(status.term));
@@ -428,6 +440,19 @@ class Metrics::Impl final : public prometheus::Collectable {
     exported_peers_ = std::move(current);
   }
 
+  void refresh_admission(const InboundStats& stats) const {
+    unconfigured_peers_->Set(static_cast<double>(stats.unconfigured_peers));
+    follow_total(unconfigured_admitted_, stats.admitted_unconfigured_peers);
+    follow_total(unconfigured_refused_, stats.refused_unconfigured_streams);
+    follow_total(unconfigured_forgotten_, stats.forgotten_unconfigured_peers);
+  }
+
+  // A counter that follows a total which only grows.
+  static void follow_total(Counter* counter, std::uint64_t total) {
+    const double value = static_cast<double>(total);
+    if (value > counter->Value()) counter->Increment(value - counter->Value());
+  }
+
   void refresh_snapshots(const SnapshotTransfers& transfers) const {
     const std::optional<SnapshotTransfer>& receiving = transfers.receiving;
     const bool installing = receiving && receiving->state == SnapshotTransfer::State::kInstalling;
@@ -459,6 +484,11 @@ class Metrics::Impl final : public prometheus::Collectable {
       source_mu_;  // guards the sources and exported_peers_ (scrapes may run concurrently)
   std::function<NodeStatus()> status_source_;
   std::function<bool()> watermark_source_;
+  std::function<InboundStats()> admission_source_;
+  Gauge* unconfigured_peers_ = nullptr;
+  Counter* unconfigured_admitted_ = nullptr;
+  Counter* unconfigured_refused_ = nullptr;
+  Counter* unconfigured_forgotten_ = nullptr;
   std::function<SnapshotTransfers(const NodeStatus&)> snapshot_source_;
   mutable std::set<std::string> exported_peers_;
   prometheus::Family<Gauge>* peer_snapshot_index_ = nullptr;
@@ -667,6 +697,11 @@ void Metrics::set_status_source(std::function<NodeStatus()> source) {
 void Metrics::set_snapshot_source(std::function<SnapshotTransfers(const NodeStatus&)> source) {
   std::lock_guard lock(impl_->source_mu_);
   impl_->snapshot_source_ = std::move(source);
+}
+
+void Metrics::set_admission_source(std::function<InboundStats()> source) {
+  std::lock_guard lock(impl_->source_mu_);
+  impl_->admission_source_ = std::move(source);
 }
 
 void Metrics::set_watermark_source(std::function<bool()> source) {

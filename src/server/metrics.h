@@ -44,6 +44,8 @@ class Metrics final : public NodeEvents, public ClientRequestObserver {
   void set_snapshot_source(std::function<SnapshotTransfers(const NodeStatus&)> source);
   // Whether appends are refused above the disk watermark, for raftlog_store_disk_watermark_exceeded.
   void set_watermark_source(std::function<bool()> source);
+  // The peer transport's inbound admission (raftlog_peer_unconfigured_*), read at each scrape.
+  void set_admission_source(std::function<InboundStats()> source);
 
   // "host:port" actually bound.
   const std::string& bound_address() const;

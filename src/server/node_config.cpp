@@ -88,6 +88,12 @@ std::string validate_addresses(const NodeConfig& config) {
         !problem.empty()) {
       return "member " + std::to_string(id) + " address '" + address + "' " + problem;
     }
+    // Configurations record addresses of at most this length (raft::check_member_address): a
+    // longer one would be left out of them, and the node then dialled by --members alone.
+    if (address.size() > raft::kMaxMemberAddressBytes) {
+      return "member " + std::to_string(id) + " address is " + std::to_string(address.size()) +
+             " bytes long (at most " + std::to_string(raft::kMaxMemberAddressBytes) + ")";
+    }
     // Exact text: two spellings of one host ("localhost", "127.0.0.1") are not recognised.
     if (const auto [it, inserted] = ids_by_address.emplace(address, id); !inserted) {
       return "members " + std::to_string(it->second) + " and " + std::to_string(id) +

@@ -96,6 +96,7 @@ std::string PeerAdmission::admit_stream(raft::NodeId from, std::string_view adve
                                      " unconfigured peers are admitted already (the bound)");
     }
     found = unconfigured_.emplace(from, Unconfigured{address, now}).first;
+    ++admitted_unconfigured_;
     spdlog::info(
         "node {}: node {} ({}) is in none of this node's configurations but authenticated for "
         "this cluster: accepted, answered at its advertised address",
@@ -131,6 +132,16 @@ std::uint64_t PeerAdmission::refused_unconfigured() const {
   return refused_unconfigured_;
 }
 
+std::uint64_t PeerAdmission::admitted_unconfigured() const {
+  std::lock_guard lock(mu_);
+  return admitted_unconfigured_;
+}
+
+std::uint64_t PeerAdmission::forgotten_unconfigured() const {
+  std::lock_guard lock(mu_);
+  return forgotten_unconfigured_;
+}
+
 bool PeerAdmission::link_locked(raft::NodeId id, const std::string& address) {
   const auto found = linked_.find(id);
   if (found != linked_.end() && found->second == address) return true;
@@ -155,6 +166,7 @@ std::size_t PeerAdmission::forget_idle_locked(Clock::time_point now) {
   for (raft::NodeId id : idle) {
     unconfigured_.erase(id);
     unlink_locked(id);
+    ++forgotten_unconfigured_;
     spdlog::info("node {}: unconfigured peer {} not heard from for {} s: forgotten",
                  options_.self_id, id,
                  std::chrono::duration_cast<std::chrono::seconds>(

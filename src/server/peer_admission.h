@@ -67,6 +67,8 @@ class PeerAdmission {
 
   std::size_t unconfigured_peers() const;
   std::uint64_t refused_unconfigured() const;
+  std::uint64_t admitted_unconfigured() const;   // newly admitted, in total
+  std::uint64_t forgotten_unconfigured() const;  // forgotten after kUnconfiguredPeerIdle, in total
 
  private:
   struct Unconfigured {
@@ -97,6 +99,8 @@ class PeerAdmission {
   bool maintenance_scheduled_ = false;
   bool stopped_ = false;
   std::uint64_t refused_unconfigured_ = 0;
+  std::uint64_t admitted_unconfigured_ = 0;
+  std::uint64_t forgotten_unconfigured_ = 0;
   util::RateLimit refusal_log_{kRefusalLogInterval};
   TimerThread maintenance_timer_{"peer-admission", 1};
 };

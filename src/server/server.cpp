@@ -131,6 +131,7 @@ class Server::Impl {
     if (metrics != nullptr) {
       metrics->set_status_source({});
       metrics->set_watermark_source({});
+      metrics->set_admission_source({});
       metrics->set_snapshot_source({});
     }
   }
@@ -311,6 +312,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     impl->metrics->set_status_source([node] { return node->status(); });
     impl->metrics->set_snapshot_source(snapshot_transfers_source(impl->transport.get()));
     impl->metrics->set_watermark_source([node] { return node->disk_watermark_exceeded(); });
+    impl->metrics->set_admission_source(
+        [transport = impl->transport.get()] { return transport->inbound_stats(); });
     spdlog::info("node {}: metrics on http://{}/metrics", impl->config.node_id,
                  impl->metrics->bound_address());
   }

@@ -122,6 +122,8 @@ class PeerTransport::Impl {
     InboundStats stats = inbound_.stats();
     stats.unconfigured_peers = admission_.unconfigured_peers();
     stats.refused_unconfigured_streams = admission_.refused_unconfigured();
+    stats.admitted_unconfigured_peers = admission_.admitted_unconfigured();
+    stats.forgotten_unconfigured_peers = admission_.forgotten_unconfigured();
     return stats;
   }
   SnapshotReceiveStatus snapshot_receive_status() const { return inbound_.snapshot_status(); }

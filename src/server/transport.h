@@ -214,6 +214,8 @@ struct InboundStats {
   // streams of such nodes refused (no or a bad advertised address, the bound full).
   std::uint64_t unconfigured_peers = 0;
   std::uint64_t refused_unconfigured_streams = 0;
+  std::uint64_t admitted_unconfigured_peers = 0;   // in total (each newly admitted node)
+  std::uint64_t forgotten_unconfigured_peers = 0;  // in total (idle for kUnconfiguredPeerIdle)
 };
 
 

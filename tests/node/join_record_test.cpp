@@ -34,6 +34,9 @@ TEST(JoinRecord, RoundTripsAndRefusesAnythingElse) {
   JoinRecord no_voters = sample();
   no_voters.bootstrap_voters.clear();
   EXPECT_FALSE(decode_join_record(encode_join_record(no_voters)).ok());
+  JoinRecord no_seed = sample();
+  no_seed.seed.clear();
+  EXPECT_FALSE(decode_join_record(encode_join_record(no_seed)).ok()) << "an empty seed";
   JoinRecord bad_address = sample();
   bad_address.seed[9] = "nowhere";
   EXPECT_FALSE(decode_join_record(encode_join_record(bad_address)).ok());
@@ -76,6 +79,10 @@ TEST(JoinRecord, JoiningUnderAKnownIdIsRefused) {
   EXPECT_NE(join_identity_problem({2, 3}, {1, 2, 3}, 1).find("bootstrap voters"),
             std::string::npos);
   EXPECT_NE(join_identity_problem({1, 2, 3}, {1, 2, 3}, 3), "");
+  EXPECT_NE(join_identity_problem({1, 2, 3}, {1, 2, 3}, 5, {4, 5}).find("removed from the cluster"),
+            std::string::npos)
+      << "a retired id";
+  EXPECT_EQ(join_identity_problem({1, 2, 3}, {1, 2, 3}, 6, {4, 5}), "");
 }
 
 }  // namespace

@@ -42,6 +42,9 @@ TEST(NodeConfigValidate, EveryRuleRejectsWithAMessageNamingIt) {
   const Case cases[] = {
       {"zero id", [](NodeConfig& c) { c.node_id = 0; }, "node id"},
       {"id not a member", [](NodeConfig& c) { c.node_id = 9; }, "not among the members"},
+      {"a member address longer than configurations record",
+       [](NodeConfig& c) { c.members[2] = std::string(120, 'h') + ".example:7002"; },
+       "at most 128"},
       {"eight members",
        [](NodeConfig& c) {
          for (std::uint64_t id = 4; id <= 8; ++id)

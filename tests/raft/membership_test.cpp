@@ -495,6 +495,133 @@ TEST(Membership, ARemovedNodeThatMissedItsRemovalIsNeverElectedWhenEveryoneHears
   }
 }
 
+// Node 3 is down when its removal commits, so it never receives the entry. Started again, it
+// pre-campaigns; the members know its id is retired and its log is behind theirs, so they say so
+// (kRemovedContext) instead of answering the request: it reports removed, its campaigns (it still
+// makes them: the answer is information only) never win, and no one's term moved.
+TEST(Membership, ARemovedNodeThatWasDownLearnsItIsRemovedAndIsNeverElected) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  c.isolate(3);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted());
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 2u) << "voters {1, 2}";
+  c.tick_all(3);  // node 2 hears the commit index
+  EXPECT_EQ(c.raft(1).retired_ids(), (std::vector<NodeId>{3}));
+  EXPECT_EQ(c.raft(2).retired_ids(), (std::vector<NodeId>{3}));
+  c.crash_restart(3);
+  c.heal();
+  c.isolate(1);  // node 2 alone hears node 3 now: no lease keeps it from answering
+  const Term term = c.raft(2).term();
+  for (int i = 0; i < 100 && !c.raft(3).removed(); ++i) c.tick_all();
+  ASSERT_TRUE(c.raft(3).removed()) << "node 3 never learned that it was removed";
+  EXPECT_EQ(c.raft(3).conf(), (ConfState{{1, 2, 3}})) << "its log still lacks the removal";
+  c.heal();
+  c.tick_all(100);
+  EXPECT_NE(c.raft(3).role(), Role::kLeader);
+  EXPECT_EQ(c.raft(3).term(), term) << "a refused pre-vote never moves its term";
+  EXPECT_TRUE(c.raft(3).removed());
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  EXPECT_EQ(c.raft(2).term(), term) << "a removed node moved a member's term";
+  EXPECT_FALSE(c.raft(1).removed());
+  EXPECT_FALSE(c.raft(2).removed());
+}
+
+// The review's wedge: a voter told "removed" by a member that is behind (or by a forged answer)
+// must not stop campaigning, or the cluster stays leaderless with a majority alive. Every voter is
+// told so; then the leader dies: the other two still elect one of them.
+TEST(Membership, AVoterToldRemovedByOnePeerStillCampaignsAndALeaderIsElected) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  for (NodeId voter : {2, 3}) {
+    Message stale;
+    stale.type = MessageType::kPreVoteResponse;
+    stale.from = 1;
+    stale.to = voter;
+    stale.term = c.raft(voter).term();
+    stale.reject = true;
+    stale.context = kRemovedContext;
+    c.step(voter, stale);
+    EXPECT_TRUE(c.raft(voter).removed()) << "node " << voter << ": shown in its status";
+  }
+  c.isolate(1);
+  for (int i = 0; i < 200 && c.leader() == kNoNode; ++i) c.tick_all();
+  const NodeId leader = c.leader();
+  ASSERT_TRUE(leader == 2 || leader == 3) << "no leader with two of three voters up";
+  EXPECT_FALSE(c.raft(leader).removed()) << "elected by a majority: not removed";
+  ASSERT_TRUE(c.propose(leader, {"after"}).proposed());
+  c.deliver_all();
+  const NodeId follower = leader == 2 ? 3 : 2;
+  EXPECT_FALSE(c.raft(follower).removed()) << "its leader replicates to it";
+}
+
+// A leader told "removed" keeps leading: the answer is one peer's word, not its configuration's.
+TEST(Membership, ALeaderToldRemovedKeepsLeading) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  Message stale;
+  stale.type = MessageType::kAppendResponse;
+  stale.from = 2;
+  stale.to = 1;
+  stale.term = c.raft(1).term();
+  stale.reject = true;
+  stale.context = kRemovedContext;
+  c.step(1, stale);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  ASSERT_TRUE(c.propose(1, {"still leading"}).proposed());
+  c.deliver_all();
+  EXPECT_EQ(c.raft(1).commit_index(), 2u);
+}
+
+// The answering side of the wedge: node 3 is retired on node 2, but its pre-vote shows a log ahead of
+// node 2's (it may have been re-added by entries node 2 lacks). Node 2 handles it by the ordinary
+// rules (a grant: no leader known, a later term, a log at least as up to date), not with "removed".
+TEST(Membership, ARetiredIdWhoseLogIsAheadGetsAnOrdinaryVoteAnswer) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  c.isolate(3);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted());
+  c.deliver_all();
+  c.tick_all(3);
+  ASSERT_EQ(c.raft(2).retired_ids(), (std::vector<NodeId>{3}));
+  c.heal();
+  c.isolate(1);
+  c.tick(2, 25);  // node 2 forgets its leader (pre-votes to node 1 go nowhere; its term stays)
+  ASSERT_EQ(c.raft(2).leader(), kNoNode);
+  c.take_from_network([](const Message&) { return true; }, 1000);
+  Message pre_vote;
+  pre_vote.type = MessageType::kPreVote;
+  pre_vote.from = 3;
+  pre_vote.to = 2;
+  pre_vote.term = c.raft(2).term() + 1;
+  pre_vote.index = c.node(2).log.last_index() + 5;
+  pre_vote.log_term = c.raft(2).term();
+  c.step(2, pre_vote);
+  const std::vector<Message> answers = c.take_from_network(
+      [](const Message& m) { return m.from == 2 && m.to == 3; }, 10);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].type, MessageType::kPreVoteResponse);
+  EXPECT_NE(answers[0].context, kRemovedContext) << "a lagging member called a newer log removed";
+  EXPECT_FALSE(answers[0].reject);
+}
+
+// Node 3's own log holds its removal, but the entry is not committed (node 2 never received it, and
+// {1, 2} needs both): a new leader may still cut it, so node 3 is a member yet. Its status must not
+// say removed (the operator is told to wipe a removed node), nor its id count as retired.
+TEST(Membership, AnUncommittedSelfRemovalIsNotReportedAsRemoved) {
+  TestCluster c({1, 2, 3});
+  elect_one(c);
+  c.add_drop_rule([](const Message& m) { return m.from == 1 && m.to == 2; });
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted());
+  c.deliver_all();
+  c.tick_all(3);
+  ASSERT_EQ(c.raft(3).conf(), (ConfState{{1, 2}})) << "the removal reached node 3";
+  ASSERT_EQ(c.raft(1).commit_index(), 1u) << "and did not commit";
+  EXPECT_FALSE(c.replica(3).status().removed);
+  EXPECT_TRUE(c.replica(3).retired_ids().empty());
+  EXPECT_TRUE(c.replica(1).retired_ids().empty()) << "a re-add would be refused as ID_RETIRED";
+}
+
 // A learner answers vote requests by the ordinary rules: it may have been promoted without knowing
 // yet, and a candidate counts its vote only if the candidate's configuration lists it as a voter.
 TEST(Membership, VotesCountOnlyFromVotersOfTheCandidatesConfiguration) {

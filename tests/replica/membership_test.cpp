@@ -110,6 +110,29 @@ TEST_F(ReplicaMembershipTest, AChangeIsAnsweredOnceCommittedAndKeptAcrossAReopen
   EXPECT_EQ(replica_->conf(), (ConfState{{1}, {2}}));
 }
 
+// An id a committed change removed is never added again: a node under it with an empty directory
+// could vote without the memory its old votes relied on. The tombstone outlives a reopen.
+TEST_F(ReplicaMembershipTest, ARemovedIdIsRetiredAndNeverAddedAgain) {
+  open();
+  become_leader();
+  EXPECT_FALSE(propose(ConfChangeType::kAddLearner, 2).has_value());
+  flush();
+  EXPECT_FALSE(propose(ConfChangeType::kRemoveNode, 2).has_value());
+  flush();
+  ASSERT_EQ(replica_->conf(), (ConfState{{1}}));
+  EXPECT_EQ(replica_->retired_ids(), (std::vector<raft::NodeId>{2}));
+  std::optional<MembershipResult> again = propose(ConfChangeType::kAddVoter, 2);
+  ASSERT_TRUE(again.has_value()) << "accepted: a retired id was added again";
+  EXPECT_EQ(again->error.reason, kReasonIdRetired);
+  EXPECT_EQ(propose(ConfChangeType::kAddLearner, 2)->error.reason, kReasonIdRetired);
+  reopen();
+  become_leader();
+  EXPECT_EQ(replica_->status().retired_ids, (std::vector<std::uint64_t>{2}));
+  ASSERT_TRUE(propose(ConfChangeType::kAddLearner, 2).has_value()) << "after a reopen";
+  EXPECT_EQ(propose(ConfChangeType::kAddLearner, 2)->error.reason, kReasonIdRetired);
+  EXPECT_FALSE(propose(ConfChangeType::kAddLearner, 3).has_value()) << "a new id is welcome";
+}
+
 TEST_F(ReplicaMembershipTest, RefusalsNameTheirReason) {
   open();
   std::optional<MembershipResult> not_leader = propose(ConfChangeType::kAddLearner, 2);
@@ -294,8 +317,10 @@ TEST(ReplicaMembershipRecovery, ACorruptUncommittedConfigurationEntryRollsBackAn
   corrupt_configuration_entry_then_reopen(1, ConfState{{1, 2, 3}});
 }
 
-TEST(ReplicaMembershipRecovery, ACorruptCommittedConfigurationEntryRollsBackAndIsRepaired) {
-  corrupt_configuration_entry_then_reopen(8, ConfState{{1, 2, 3}});
+// Committed and flushed, the entry became CONFSTATE's base: it stays in force without its entry (it
+// is the cluster's configuration), and the node catches up, receiving the entry again.
+TEST(ReplicaMembershipRecovery, ACorruptCommittedConfigurationEntryStaysInForceAndIsRepaired) {
+  corrupt_configuration_entry_then_reopen(8, ConfState{{1, 2, 3}, {4}});
 }
 
 TEST(ConfStateFile, EncodingRoundTripsAndRefusesGarbage) {
@@ -371,7 +396,7 @@ TEST(ConfStateFile, Version2KeepsTheBaseAddressesAndTheLaterRecordsRoles) {
                                                  raft::ConfRecord{11, 2, removed}};
   auto encoded = ConfStateFile::encode(records);
   ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
-  EXPECT_EQ((*encoded)[0], 2) << "format version 2";
+  EXPECT_EQ((*encoded)[0], 3) << "format version 3";
   auto decoded = ConfStateFile::decode(*encoded);
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   ASSERT_EQ(decoded->size(), 3U);
@@ -396,6 +421,56 @@ TEST(ConfStateFile, Version2KeepsTheBaseAddressesAndTheLaterRecordsRoles) {
   auto reopened = ConfStateFile::open("/big", &env);
   ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
   EXPECT_EQ((*reopened)->current().front().conf, large);
+}
+
+TEST(ConfStateFile, Version3KeepsRetiredIdsAndVersion2StillReads) {
+  const std::vector<raft::ConfRecord> records = {raft::ConfRecord{5, 2, ConfState{{1, 2, 3}}},
+                                                 raft::ConfRecord{9, 2, ConfState{{1, 2, 3}, {7}}}};
+  auto encoded = ConfStateFile::encode(records, {4, 6});
+  ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+  auto decoded = ConfStateFile::decode_all(*encoded);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->records, records);
+  EXPECT_EQ(decoded->retired, (std::vector<raft::NodeId>{4, 6}));
+  EXPECT_FALSE(ConfStateFile::encode(records, {2}).ok()) << "a member is not retired";
+  // Version 2: the same records without the retired ids.
+  std::string version2 = encoded->substr(0, encoded->size() - 4 - 2 * 8);
+  version2[0] = 2;
+  auto old = ConfStateFile::decode_all(version2);
+  ASSERT_TRUE(old.ok()) << old.status().to_string();
+  EXPECT_EQ(old->records, records);
+  EXPECT_TRUE(old->retired.empty());
+  std::string duplicate = *encoded;
+  duplicate.replace(duplicate.size() - 8, 8, duplicate.substr(duplicate.size() - 16, 8));
+  EXPECT_FALSE(ConfStateFile::decode_all(duplicate).ok()) << "an id retired twice";
+  // The file carries them forward: the previous base's members that the new base drops retire.
+  store::MemoryEnv env;
+  auto file = ConfStateFile::open("/d", &env);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{5, 2, ConfState{{1, 2, 3}}}}).ok());
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{9, 2, ConfState{{1, 3}}}},
+                             {ConfState{{1, 3}, {8}}})
+                  .ok());
+  EXPECT_EQ((*file)->retired(), (std::vector<raft::NodeId>{2, 8}));
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{12, 2, ConfState{{1, 3, 4}}}}).ok());
+  auto reopened = ConfStateFile::open("/d", &env);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->retired(), (std::vector<raft::NodeId>{2, 8}));
+}
+
+// A storage fault lost entries below the base, and the leader resent an older configuration entry:
+// the base is replaced by it (persist_conf). The old base's members that it lacks (9, maybe the
+// leader) were not removed: they must not be written as retired.
+TEST(ConfStateFile, ABaseReplacedByAnOlderEntryRetiresNoOne) {
+  store::MemoryEnv env;
+  auto file = ConfStateFile::open("/d", &env);
+  ASSERT_TRUE(file.ok());
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{100, 3, ConfState{{1, 2, 3, 9}}}}).ok());
+  ASSERT_TRUE((*file)->write({raft::ConfRecord{60, 2, ConfState{{1, 2, 3}}}}).ok());
+  EXPECT_TRUE((*file)->retired().empty()) << "a live member was retired";
+  auto reopened = ConfStateFile::open("/d", &env);
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_TRUE((*reopened)->retired().empty());
 }
 
 }  // namespace

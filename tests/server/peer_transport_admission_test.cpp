@@ -127,6 +127,7 @@ TEST(PeerTransportAdmission, UnconfiguredPeersAreBoundedAndForgottenWhenIdle) {
   }
   EXPECT_EQ(node1.received_count(), bound);
   EXPECT_EQ(node1.transport().inbound_stats().unconfigured_peers, bound);
+  EXPECT_EQ(node1.transport().inbound_stats().admitted_unconfigured_peers, bound);
   EXPECT_EQ(node1.transport().peer_stats().size(), bound);
   const grpc::Status over = heartbeat_stream(addresses.at(1), 99, 1, "127.0.0.1:1099");
   EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << over.error_message();
@@ -137,8 +138,10 @@ TEST(PeerTransportAdmission, UnconfiguredPeersAreBoundedAndForgottenWhenIdle) {
   ASSERT_TRUE(eventually([&] { return node1.transport().inbound_stats().unconfigured_peers == 0; },
                          PeerTransportOptions::kUnconfiguredPeerIdle + 3s));
   EXPECT_TRUE(node1.transport().peer_stats().empty());
+  EXPECT_EQ(node1.transport().inbound_stats().forgotten_unconfigured_peers, bound);
   EXPECT_TRUE(heartbeat_stream(addresses.at(1), 99, 1, "127.0.0.1:1099").ok());
   EXPECT_EQ(node1.transport().inbound_stats().unconfigured_peers, 1U);
+  EXPECT_EQ(node1.transport().inbound_stats().admitted_unconfigured_peers, bound + 1);
 }
 
 // A removed peer's links used to be kept until restart, at most 256 of them: past that no peer
