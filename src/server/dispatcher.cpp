@@ -74,13 +74,24 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
 }
 
 bool Dispatcher::adopt_installed_snapshot_groups(std::uint64_t first) {
-  auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_);
-  if (!saved.ok() || !saved->has_value()) return false;
-  const replica::SnapshotData& data = **saved;
-  if (data.origin != replica::SnapshotOrigin::kInstalled || data.index + 1 != first ||
-      data.section.empty() || !check_snapshot_section(data.section, data.index, cluster_id_).empty()) {
-    return false;
+  // SNAPSHOT, or SNAPSHOT.next: the install renames it over SNAPSHOT only after its log reset, so
+  // this thread can see the new log's start while the file naming it is still SNAPSHOT.next.
+  std::optional<replica::SnapshotData> found;
+  for (const replica::SnapshotFile file :
+       {replica::SnapshotFile::kCurrent, replica::SnapshotFile::kNext}) {
+    auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_, file);
+    if (!saved.ok() || !saved->has_value()) continue;
+    const replica::SnapshotData& data = **saved;
+    if (data.origin != replica::SnapshotOrigin::kInstalled || data.index + 1 != first ||
+        data.section.empty() ||
+        !check_snapshot_section(data.section, data.index, cluster_id_).empty()) {
+      continue;
+    }
+    found = std::move(**saved);
+    break;
   }
+  if (!found) return false;
+  const replica::SnapshotData& data = *found;
   std::string problem;
   std::optional<derived::GroupTableState> state = derived::decode_group_table(data.section, &problem);
   if (!state || state->boundary < groups_->boundary()) return false;
