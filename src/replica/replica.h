@@ -451,6 +451,9 @@ class Replica {
   // Each loop round while a trim waits for the scan (pending_trim_before_): one slice, then the
   // trim when the scan reached its segments.
   void continue_pending_trim();
+  // Where the log starts after a trim before `target`: the first segment that keeps an entry at or
+  // above it (the active segment always stays; replica_retention.cpp).
+  std::uint64_t trim_start_for(std::uint64_t target) const;
   // After a truncation (successful or not): first_index_topics_ becomes `topics` when the log now
   // starts at `expected_first`, unknown when it starts anywhere else than `first_before`.
   void note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,

@@ -73,11 +73,7 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     // which becomes SNAPSHOT once the segments are gone (until then SNAPSHOT still describes the
     // log's start; a crash in between: the open takes whichever file does). Where the log will
     // start: the first segment that keeps an entry at or above the target.
-    std::uint64_t new_first = first_before;
-    for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
-      if (segment.active || segment.last_index >= target) break;
-      new_first = segment.last_index + 1;
-    }
+    std::uint64_t new_first = trim_start_for(target);
     // The topic table as of the new first index - 1, for snapshots sent at that point: the one as
     // of the old first index - 1 advanced by the entries about to go (still on disk), read in
     // bounded slices (replica_topic_scan.cpp). Only the segments the scan has finished go now; the
@@ -153,6 +149,15 @@ void Replica::finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new
     spdlog::error("node {}: finishing SNAPSHOT after the trim (the next open finishes it): {}",
                   config_.node_id, st.to_string());
   }
+}
+
+std::uint64_t Replica::trim_start_for(std::uint64_t target) const {
+  std::uint64_t start = log_->first_index();
+  for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
+    if (segment.active || segment.last_index >= target) break;
+    start = segment.last_index + 1;
+  }
+  return start;
 }
 
 void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,

@@ -88,27 +88,24 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes)
 void Replica::continue_pending_trim() {
   if (pending_trim_before_ == 0) return;
   const std::uint64_t first = log_->first_index();
-  const std::uint64_t target = std::min(pending_trim_before_, trim_limit());
-  // The segment boundary the trim would cut at (as trim() finds it).
-  std::uint64_t new_first = first;
-  for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
-    if (segment.active || segment.last_index >= target) break;
-    new_first = segment.last_index + 1;
-  }
-  if (pending_trim_before_ <= first || !first_index_topics_) {
-    // Done, or nothing left to wait for: a trim without the table (it is not known) runs at once.
-    const std::uint64_t before = pending_trim_before_;
-    pending_trim_before_ = 0;
-    if (before > first) trim(before, "continued:");
-    return;
-  }
-  if (new_first <= first) return;  // the limit holds it back for now; asked again next round
-  advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
-  if (!topic_scan_ || topic_scan_->boundary > first - 1) {
+  const auto run_pending_trim = [this] {
     const std::uint64_t before = pending_trim_before_;
     pending_trim_before_ = 0;
     trim(before, "continued:");  // deletes what the scan passed; waits again for the rest
+  };
+  if (pending_trim_before_ <= first) {
+    pending_trim_before_ = 0;  // done
+    return;
   }
+  if (!first_index_topics_) {
+    run_pending_trim();  // nothing to wait for: a trim without the table runs at once
+    return;
+  }
+  const std::uint64_t new_first =
+      trim_start_for(std::min(pending_trim_before_, trim_limit()));
+  if (new_first <= first) return;  // the limit holds it back for now; asked again next round
+  advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
+  if (!topic_scan_ || topic_scan_->boundary > first - 1) run_pending_trim();
 }
 
 }  // namespace raftlog::replica
