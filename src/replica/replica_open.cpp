@@ -84,6 +84,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   }
   replica->raft_ =
       std::make_unique<raft::Raft>(raft_config, *replica->reader_, replica->persisted_hard_state_);
+  replica->tell_core_trim_point_conf();
   const raft::HardState& hs = replica->persisted_hard_state_;
   spdlog::info("node {}: restored term {} vote {} commit {}, log [{}, {}]", c.node_id, hs.term,
                hs.vote, hs.commit, log.first_index(), log.last_index());

@@ -1,0 +1,188 @@
+// The snapshot point when a configuration change committed above the leader's first index
+// (docs/raft.md, "Snapshots"): the leader knows the configuration in force at its first index - 1
+// (the replica keeps it across trims, in SNAPSHOT, and across installs), so the snapshot is at that
+// point and the caught-up follower's log starts where the leader's does; the configuration entries
+// above it reach the follower by replication and it ends with the leader's configuration history.
+// A snapshot also carries the ids retired as of its point: a caught-up node that later leads refuses
+// to add them again (ID_RETIRED).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "replica/snapshot_data.h"
+#include "test_cluster.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::TestCluster;
+
+std::string segment_filling_payload(Index index) {
+  return "e" + std::to_string(index) + std::string(40 << 10, '.');
+}
+
+// Nodes `ids`, of which `voters` form the bootstrap configuration, snapshots on, a short grace for
+// silent followers (so that the leader trims what they still need).
+TestCluster snapshot_cluster(const std::vector<NodeId>& ids, const std::vector<NodeId>& voters) {
+  return TestCluster(
+      ids,
+      [voters](Config& config) {
+        config.snapshots = true;
+        config.initial_conf = ConfState{voters};
+      },
+      [](replica::ReplicaConfig& config) {
+        config.retention_follower_grace_ms = 5 * config.tick_ms;
+      });
+}
+
+void propose_until(TestCluster& c, NodeId leader, Index last) {
+  while (c.raft(leader).last_index() < last) {
+    const Index next = c.raft(leader).last_index() + 1;
+    ASSERT_TRUE(c.propose(leader, {segment_filling_payload(next)}, 9, next).proposed()) << next;
+  }
+  c.deliver_all();
+}
+
+void change(TestCluster& c, NodeId leader, ConfChangeType type, NodeId node) {
+  const testing::MembershipRequest request = c.propose_conf_change(leader, ConfChange{type, node});
+  ASSERT_TRUE(!request.answered() || request.result().error.ok())
+      << request.result().error.message;
+  c.deliver_all();
+  c.tick_all(2);
+  ASSERT_TRUE(request.answered() && request.result().error.ok()) << "committed";
+}
+
+// Nodes 1..4, voters {1, 2, 3}. Node 1 leads; node 3 is cut off. Learner 4 is added at about 12
+// (below the trim point), entries follow, node 4 is promoted at about 21 (above it), and node 1
+// trims below 15. Its newest committed configuration lies above its first index - 1, and the one in
+// force there (voters 1-3, learner 4) is in none of its configuration records any more.
+void strand_node_3_behind_a_configuration(TestCluster& c, Index* promotion) {
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  c.isolate(3);
+  ASSERT_NO_FATAL_FAILURE(propose_until(c, 1, 11));
+  ASSERT_NO_FATAL_FAILURE(change(c, 1, ConfChangeType::kAddLearner, 4));
+  ASSERT_NO_FATAL_FAILURE(propose_until(c, 1, 20));
+  c.tick_all(3);
+  ASSERT_NO_FATAL_FAILURE(change(c, 1, ConfChangeType::kPromoteLearner, 4));
+  *promotion = c.raft(1).conf_history().back().index;
+  ASSERT_NO_FATAL_FAILURE(propose_until(c, 1, *promotion + 8));
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(c.trim(1, 15).error.ok());
+  ASSERT_EQ(c.node(1).log.first_index(), 15u);
+  ASSERT_GT(*promotion, 15u);
+  ASSERT_EQ(c.raft(1).conf_history().front().index, *promotion) << "committed above the trim";
+}
+
+ConfState voters_and_learner_4() {
+  ConfState conf{{1, 2, 3}};
+  conf.learners = {4};
+  return conf;
+}
+
+// Node 3 caught up from node 1: its log starts at node 1's first index and holds every entry node 1
+// holds, and its configuration history after the replay is node 1's.
+void expect_caught_up_at_the_first_index(TestCluster& c) {
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  const Index leader_first = c.node(1).log.first_index();
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, leader_first - 1);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ((*saved)->index, leader_first - 1);
+  EXPECT_TRUE(raft::same_members((*saved)->conf, voters_and_learner_4()))
+      << raft::to_string((*saved)->conf);
+  EXPECT_EQ(c.node(3).log.first_index(), leader_first);
+  ASSERT_EQ(c.node(3).log.last_index(), c.node(1).log.last_index());
+  for (Index i = leader_first; i <= c.node(1).log.last_index(); ++i) {
+    EXPECT_EQ(c.node(3).log.entry(i).payload, c.node(1).log.entry(i).payload) << i;
+    EXPECT_EQ(c.node(3).log.entry(i).type, c.node(1).log.entry(i).type) << i;
+  }
+  EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
+  EXPECT_EQ(c.raft(3).conf_history(), c.raft(1).conf_history());
+  EXPECT_EQ(c.raft(3).conf(), c.raft(1).conf());
+  // And a restart of node 3 comes back with it (CONFSTATE).
+  c.crash_restart(3);
+  EXPECT_EQ(c.node(3).log.first_index(), leader_first);
+  EXPECT_EQ(c.raft(3).conf(), c.raft(1).conf());
+}
+
+TEST(SnapshotConfPoint, AConfigurationCommittedAboveTheFirstIndexKeepsThePointAtTheFirstIndex) {
+  TestCluster c = snapshot_cluster({1, 2, 3, 4}, {1, 2, 3});
+  Index promotion = 0;
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_a_configuration(c, &promotion));
+  ASSERT_TRUE(c.replica(1).knows_first_index_conf());
+  c.heal();
+  c.tick_all(10);
+  ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
+}
+
+// The same with a leader restarted after its trim: what it knows at its first index - 1 comes back
+// from its own SNAPSHOT (the trim's, version 3) and CONFSTATE only.
+TEST(SnapshotConfPoint, ARestartedLeaderKnowsTheConfigurationAtItsFirstIndexFromItsTrimSnapshot) {
+  TestCluster c = snapshot_cluster({1, 2, 3, 4}, {1, 2, 3});
+  Index promotion = 0;
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_a_configuration(c, &promotion));
+  auto trim_snapshot = replica::read_snapshot_file(c.node(1).env.get(), c.node(1).config.data_dir);
+  ASSERT_TRUE(trim_snapshot.ok() && trim_snapshot->has_value());
+  EXPECT_EQ((*trim_snapshot)->origin, replica::SnapshotOrigin::kTrim);
+  EXPECT_TRUE((*trim_snapshot)->conf_at_index);
+  EXPECT_TRUE(raft::same_members((*trim_snapshot)->conf, voters_and_learner_4()));
+  c.crash_restart(1);
+  ASSERT_TRUE(c.replica(1).knows_first_index_conf()) << "loaded from SNAPSHOT";
+  c.tick_all(30);
+  const NodeId elected = c.leader();
+  ASSERT_NE(elected, kNoNode);
+  if (elected != 1) {
+    (void)c.transfer_leadership(elected, 1);
+    c.tick_all(10);
+  }
+  ASSERT_EQ(c.leader(), 1u);
+  c.heal();
+  c.tick_all(10);
+  ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
+}
+
+// Node 4 is removed at index 2, node 3 misses it and everything up to the trim point: the snapshot
+// it installs carries the retired id, which its CONFSTATE keeps, so once node 3 leads it refuses to
+// add node 4 again, also after a restart.
+TEST(SnapshotConfPoint, ASnapshotCarriesTheRetiredIdsAndTheFollowerRefusesThemOnceItLeads) {
+  TestCluster c = snapshot_cluster({1, 2, 3, 4}, {1, 2, 3, 4});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  c.isolate(3);
+  ASSERT_NO_FATAL_FAILURE(change(c, 1, ConfChangeType::kRemoveNode, 4));
+  ASSERT_EQ(c.replica(1).retired_ids(), (std::vector<NodeId>{4}));
+  c.isolate(4);
+  ASSERT_NO_FATAL_FAILURE(propose_until(c, 1, 21));
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(c.trim(1, 15).error.ok());
+  ASSERT_EQ(c.node(1).log.first_index(), 15u);
+  c.heal();
+  c.isolate(4);
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ((*saved)->retired_ids, (std::vector<NodeId>{4}));
+  EXPECT_EQ(c.replica(3).retired_ids(), (std::vector<NodeId>{4}));
+  (void)c.transfer_leadership(1, 3);
+  c.tick_all(10);
+  ASSERT_EQ(c.leader(), 3u);
+  c.tick_all(3);  // its no-op commits: a change may start
+  testing::MembershipRequest again =
+      c.propose_conf_change(3, ConfChange{ConfChangeType::kAddLearner, 4});
+  ASSERT_TRUE(again.answered()) << "refused at once";
+  EXPECT_EQ(again.result().error.reason, replica::kReasonIdRetired);
+  c.crash_restart(3);
+  EXPECT_EQ(c.replica(3).retired_ids(), (std::vector<NodeId>{4})) << "kept in CONFSTATE";
+}
+
+}  // namespace
+}  // namespace raftlog::raft
