@@ -146,6 +146,72 @@ TEST(SnapshotConfPoint, ARestartedLeaderKnowsTheConfigurationAtItsFirstIndexFrom
   ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
 }
 
+// The configuration in force on `id`: the newest configuration entry of its log, or, when its log
+// holds none, the one of its installed snapshot (SNAPSHOT).
+ConfState newest_conf_in_log(const TestCluster& c, NodeId id) {
+  for (Index i = c.node(id).log.last_index(); i >= c.node(id).log.first_index() && i > 0; --i) {
+    const Entry entry = c.node(id).log.entry(i);
+    if (entry.type != EntryType::kConfig) continue;
+    std::optional<ConfState> conf = decode_config(entry.payload);
+    EXPECT_TRUE(conf.has_value()) << i;
+    return conf.value_or(ConfState{});
+  }
+  auto saved = replica::read_snapshot_file(c.node(id).env.get(), c.node(id).config.data_dir);
+  EXPECT_TRUE(saved.ok() && saved->has_value());
+  return saved.ok() && saved->has_value() ? (*saved)->conf : ConfState{};
+}
+
+// Twenty changes (learners 10-19 added and removed; no such node runs) above the leader's first
+// index: node 3 installs the snapshot at the first index - 1 with the bootstrap configuration, then
+// replays every change by replication, more than CONFSTATE's 16 pending records in flight
+// (hold_back_config_entries takes them in parts). At every step its configuration is the newest in
+// its log (never one that is not in force at its log's end), it never campaigns, and it ends with
+// the leader's history, retired ids included.
+TEST(SnapshotConfPoint, ManyChangesAboveTheFirstIndexReplayOnTheCaughtUpFollower) {
+  TestCluster c = snapshot_cluster({1, 2, 3}, {1, 2, 3});
+  const auto to_absent_learners = [](const Message& m) { return m.to >= 10; };
+  c.add_drop_rule(to_absent_learners);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  c.isolate(3);
+  ASSERT_NO_FATAL_FAILURE(propose_until(c, 1, 15));
+  for (NodeId learner = 10; learner < 20; ++learner) {
+    ASSERT_NO_FATAL_FAILURE(change(c, 1, ConfChangeType::kAddLearner, learner));
+    ASSERT_NO_FATAL_FAILURE(change(c, 1, ConfChangeType::kRemoveNode, learner));
+  }
+  ASSERT_NO_FATAL_FAILURE(propose_until(c, 1, c.raft(1).last_index() + 4));
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(c.trim(1, 15).error.ok());
+  const Index leader_first = c.node(1).log.first_index();
+  ASSERT_GT(leader_first, 1u);
+  ASSERT_LE(leader_first, 16u);
+  ASSERT_GE(c.raft(1).conf_history().front().index, leader_first + 19) << "twenty changes above";
+  const Term term = c.raft(1).term();
+  c.heal();
+  c.add_drop_rule(to_absent_learners);
+  for (int round = 0; round < 40; ++round) {
+    c.tick_all(1);
+    if (c.replica(3).snapshot_stats().installed == 0) continue;
+    ASSERT_EQ(c.raft(3).conf(), newest_conf_in_log(c, 3)) << "round " << round;
+    ASSERT_EQ(c.raft(3).role(), Role::kFollower) << "round " << round;
+  }
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, leader_first - 1);
+  EXPECT_EQ(c.node(3).log.first_index(), leader_first);
+  EXPECT_EQ(c.node(3).log.last_index(), c.node(1).log.last_index());
+  EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
+  EXPECT_EQ(c.raft(3).conf_history(), c.raft(1).conf_history());
+  EXPECT_EQ(c.raft(3).term(), term) << "nobody campaigned";
+  std::vector<NodeId> retired = c.replica(3).retired_ids();
+  std::sort(retired.begin(), retired.end());
+  EXPECT_EQ(retired, (std::vector<NodeId>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  c.crash_restart(3);
+  EXPECT_EQ(c.raft(3).conf_history(), c.raft(1).conf_history());
+}
+
 // Node 4 is removed at index 2, node 3 misses it and everything up to the trim point: the snapshot
 // it installs carries the retired id, which its CONFSTATE keeps, so once node 3 leads it refuses to
 // add node 4 again, also after a restart.
