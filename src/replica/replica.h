@@ -145,9 +145,10 @@ struct SnapshotStats {
   std::uint64_t refused = 0;     // received snapshots whose data did not validate (dropped)
   std::uint64_t last_installed_index = 0;
   // Sent snapshots whose point lies above the leader's first index - 1, so the follower's log
-  // starts above the leader's: the core named a newer committed configuration's index, or the topic
-  // table as of the first index - 1 is not known (a log trimmed by an older binary); the leader then
-  // sends the state as of its topic table's committed point (replica_snapshot.cpp).
+  // starts above the leader's: the core named a newer committed configuration's index (the
+  // configuration at the first index - 1 not known), or the topic table as of the first index - 1
+  // is not known (a log trimmed by an older binary, SNAPSHOT lost); the leader then sends the state
+  // as of its topic table's committed point (replica_snapshot.cpp).
   std::uint64_t sent_above_first_index = 0;
 };
 
