@@ -164,7 +164,8 @@ bool Replica::fill_snapshot(raft::Message& message) {
   // known only as first_index_conf_ (the core named it then: set_trim_point_conf).
   raft::Index newest_committed_conf = 0;
   for (const raft::ConfRecord& record : raft_->conf_history()) {
-    if (record.index <= commit_) newest_committed_conf = std::max(newest_committed_conf, record.index);
+    if (record.index <= commit_)
+      newest_committed_conf = std::max(newest_committed_conf, record.index);
   }
   std::string problem;
   if (point > commit_ || point > topics_.through()) {
@@ -197,8 +198,9 @@ bool Replica::fill_snapshot(raft::Message& message) {
       if (!raft::is_member(data.conf, id)) data.retired_ids.push_back(id);
     }
     if (data.retired_ids.size() > raft::kMaxRetiredIds) {
-      data.retired_ids.erase(data.retired_ids.begin(),
-                             data.retired_ids.end() - static_cast<std::ptrdiff_t>(raft::kMaxRetiredIds));
+      data.retired_ids.erase(
+          data.retired_ids.begin(),
+          data.retired_ids.end() - static_cast<std::ptrdiff_t>(raft::kMaxRetiredIds));
     }
     data.timestamp_floor_ms = last_timestamp_ms_;
     data.topics =

@@ -156,7 +156,8 @@ store::Status decode_version_3_fields(Reader& in, SnapshotData* data) {
   }
   data->topics_at_index = (flags & kTopicsAtIndex) != 0;
   data->conf_at_index = (flags & kConfAtIndex) != 0;
-  if (data->origin == SnapshotOrigin::kInstalled && (!data->topics_at_index || !data->conf_at_index)) {
+  if (data->origin == SnapshotOrigin::kInstalled &&
+      (!data->topics_at_index || !data->conf_at_index)) {
     return corrupt("an installed snapshot that does not describe its index");
   }
   if (count > raft::kMaxRetiredIds || count > in.remaining() / 8) {

@@ -45,8 +45,7 @@ void propose_until(TestCluster& c, NodeId leader, Index last) {
 
 void change(TestCluster& c, NodeId leader, ConfChangeType type, NodeId node) {
   const testing::MembershipRequest request = c.propose_conf_change(leader, ConfChange{type, node});
-  ASSERT_TRUE(!request.answered() || request.result().error.ok())
-      << request.result().error.message;
+  ASSERT_TRUE(!request.answered() || request.result().error.ok()) << request.result().error.message;
   c.deliver_all();
   c.tick_all(2);
   ASSERT_TRUE(request.answered() && request.result().error.ok()) << "committed";
