@@ -590,7 +590,7 @@ class Replica {
   // retired_ids()'s cache and what it was computed from: CONFSTATE's generation, the core's oldest
   // record (index and term) and how many of conf_records_ are committed.
   mutable std::vector<raft::NodeId> retired_ids_;
-  mutable std::array<std::uint64_t, 4> retired_ids_key_{};
+  mutable std::array<std::uint64_t, 6> retired_ids_key_{};
   mutable bool retired_ids_valid_ = false;
   mutable std::map<std::uint64_t, std::string> address_book_;
   std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index

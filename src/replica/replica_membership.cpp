@@ -277,9 +277,13 @@ const std::vector<raft::NodeId>& Replica::retired_ids() const {
     if (record.index > commit_) break;
     ++committed_records;
   }
-  // conf_records_ changes only with a CONFSTATE rewrite (or at open, before any call).
-  const std::array<std::uint64_t, 4> key{conf_state_file_->generation(), oldest.index, oldest.term,
-                                         committed_records};
+  // conf_records_ changes with a CONFSTATE rewrite (or at open, before any call); its size and
+  // newest index too, in case one happens without (a seam that skips the write).
+  const std::array<std::uint64_t, 6> key{conf_state_file_->generation(), oldest.index,
+                                         oldest.term,
+                                         committed_records,
+                                         conf_records_.size(),
+                                         conf_records_.empty() ? 0 : conf_records_.back().index};
   if (retired_ids_valid_ && retired_ids_key_ == key) return retired_ids_;
   std::vector<raft::NodeId> retired = conf_state_file_->retired();
   const raft::ConfState& now = oldest.conf;

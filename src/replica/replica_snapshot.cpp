@@ -190,10 +190,12 @@ bool Replica::fill_snapshot(raft::Message& message) {
     for (const raft::ConfRecord& record : raft_->conf_history()) {
       if (record.index <= point) data.conf = record.conf;
     }
-    // The ids retired as of the point, for the follower's CONFSTATE: this node's, but for the
-    // members of the configuration there (ids retired since then retire on the follower again as it
-    // replays their removal; ids never return, so naming them early refuses nothing it would
-    // allow). The newest kMaxRetiredIds, as CONFSTATE keeps them.
+    // The ids retired as of the point, for the follower's CONFSTATE: this node's, less the members
+    // of the configuration there (those retired after the point retire on the follower as it
+    // replays their removal). Ids that joined and left after the point are named early: harmless,
+    // since a member of the base or of the newest committed configuration is never counted retired
+    // (ConfStateFile, retired_ids(), the core's answer_retired), and the follower leads only once
+    // it holds their committed removal. The newest kMaxRetiredIds, as CONFSTATE keeps them.
     for (raft::NodeId id : retired_ids()) {
       if (!raft::is_member(data.conf, id)) data.retired_ids.push_back(id);
     }

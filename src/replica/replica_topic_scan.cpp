@@ -84,8 +84,21 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes)
       (void)topic_scan_->running.record(view.meta.index, topic, offset);
       if (view.meta.type == store::EntryType::kConfig) {
         // Committed (a trim never passes the commit index), so the core checked it when it came:
-        // one that does not decode here makes the configuration unknown, never fatal.
-        topic_scan_->running_conf = raft::decode_config(std::string(view.payload));
+        // one that does not decode here makes the configuration unknown, never fatal. Nor one that
+        // is not a single change from the configuration the scan knew: that one was wrong (the
+        // bootstrap configuration from --members edited since the log began, say), and snapshots
+        // must not carry it.
+        std::optional<raft::ConfState> conf = raft::decode_config(std::string(view.payload));
+        if (conf && topic_scan_->running_conf &&
+            !raft::single_change_between(*topic_scan_->running_conf, *conf)) {
+          spdlog::warn(
+              "node {}: configuration entry {} is not one change from {}, the configuration this "
+              "node took for the one before it: the configuration at its first index - 1 is not "
+              "known until the next configuration entry a trim passes",
+              config_.node_id, view.meta.index, raft::to_string(*topic_scan_->running_conf));
+          conf.reset();
+        }
+        topic_scan_->running_conf = std::move(conf);
       }
       spent += view.payload.size();
       last = view.meta.index;
