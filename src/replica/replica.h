@@ -472,6 +472,10 @@ class Replica {
   // Sets first_index_topics_ and first_index_conf_ from what the open found (log start 1, or
   // SNAPSHOT naming it).
   void load_first_index_topics();
+  // At open, after recover_conf_history(), when SNAPSHOT did not say the configuration at the
+  // log's first index - 1 (a trim's file of version 1 or 2): CONFSTATE lists every configuration
+  // entry after its base, so when none lies in (base, first index - 1], the base's is in force.
+  void learn_first_index_conf_from_records();
   // Tells the core the configuration in force at the log's first index - 1 when this node can
   // describe its whole state there (first_index_topics_ and first_index_conf_), else that it does
   // not know it: after every change of either (raft::Raft::set_trim_point_conf).

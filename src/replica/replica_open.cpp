@@ -271,7 +271,10 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
     const bool recovered =
         rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem);
     loaded_snapshot_.reset();
-    if (recovered) return forget_lost_conf_records(error);
+    if (recovered) {
+      learn_first_index_conf_from_records();
+      return forget_lost_conf_records(error);
+    }
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {
       *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);

@@ -201,6 +201,14 @@ void Replica::load_first_index_topics() {
   }
 }
 
+void Replica::learn_first_index_conf_from_records() {
+  if (first_index_conf_ || conf_records_.empty()) return;
+  const std::uint64_t first = log_->first_index();
+  const bool base_at_or_below = conf_records_.front().index + 1 <= first;
+  const bool none_after_below = conf_records_.size() == 1 || conf_records_[1].index >= first;
+  if (base_at_or_below && none_after_below) first_index_conf_ = conf_records_.front().conf;
+}
+
 void Replica::tell_core_trim_point_conf() {
   if (raft_ == nullptr) return;  // the open tells it once the core exists
   if (first_index_topics_ && first_index_conf_) {

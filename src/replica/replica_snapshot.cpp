@@ -28,7 +28,9 @@
 //     in force at the first index - 1, like first_index_topics_: the bootstrap one for a log that
 //     starts at 1, the installed snapshot's, then at every trim the newest kConfig entry among the
 //     entries it deletes (the same bounded reading as the topic table's, replica_topic_scan.cpp),
-//     saved in the trim's SNAPSHOT (version 3) and loaded at open; it tells the core
+//     saved in the trim's SNAPSHOT (version 3) and loaded at open (from CONFSTATE's base when an
+//     older trim file lacks it and no configuration entry lies between that base and the first
+//     index - 1: learn_first_index_conf_from_records); it tells the core
 //     (set_trim_point_conf) whenever it knows both the table and the configuration there. Chosen
 //     over the core keeping committed configuration records back to the one in force at the first
 //     index - 1: the core does not see trims, so its list (and CONFSTATE's, across restarts) would

@@ -203,6 +203,54 @@ TEST(SnapshotConfPoint, ALeaderThatDoesNotKnowTheConfigurationAtItsFirstIndexFal
   EXPECT_TRUE(raft::same_members(*c.replica(1).first_index_conf(), c.raft(1).conf()));
 }
 
+// The upgrade path: a leader whose trim SNAPSHOT the previous binary wrote (version 2, no
+// configuration) while no configuration change had committed above its first index learns the
+// configuration there from CONFSTATE at its restart (every configuration entry after CONFSTATE's
+// base is listed, and none lies between it and the first index - 1). A change that commits later,
+// above the first index, then still leaves the snapshot at the first index - 1.
+TEST(SnapshotConfPoint, AnOlderTrimSnapshotLearnsTheConfigurationFromConfStateAtTheRestart) {
+  TestCluster c = snapshot_cluster({1, 2, 3, 4}, {1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  c.isolate(3);
+  ASSERT_NO_FATAL_FAILURE(propose_until(c, 1, 21));
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(c.trim(1, 15).error.ok());
+  ASSERT_EQ(c.node(1).log.first_index(), 15u);
+  store::Env* const env = c.node(1).env.get();
+  const std::string& dir = c.node(1).config.data_dir;
+  auto saved = replica::read_snapshot_file(env, dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  replica::SnapshotData older = **saved;
+  older.conf_at_index = false;
+  ASSERT_TRUE(replica::write_snapshot_next(env, dir, replica::encode_snapshot_data(older)).ok());
+  ASSERT_TRUE(replica::promote_snapshot_next(env, dir).ok());
+  c.crash_restart(1);
+  ASSERT_TRUE(c.replica(1).knows_first_index_conf()) << "from CONFSTATE";
+  EXPECT_EQ(*c.replica(1).first_index_conf(), (ConfState{{1, 2, 3}}));
+  c.tick_all(30);
+  const NodeId elected = c.leader();
+  ASSERT_NE(elected, kNoNode);
+  if (elected != 1) {
+    (void)c.transfer_leadership(elected, 1);
+    c.tick_all(10);
+  }
+  ASSERT_EQ(c.leader(), 1u);
+  c.tick_all(3);
+  ASSERT_NO_FATAL_FAILURE(change(c, 1, ConfChangeType::kAddLearner, 4));
+  ASSERT_GT(c.raft(1).conf_history().front().index, 15u) << "committed above the first index";
+  c.heal();
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+  EXPECT_EQ(c.node(3).log.first_index(), 15u);
+  EXPECT_EQ(c.raft(3).conf_history(), c.raft(1).conf_history());
+}
+
 // A trim that reads what it deletes in bounded slices (ReplicaConfig::topic_scan_slice_bytes about
 // one entry) and deletes only the segments a slice finished: after each partial trim the
 // configuration the leader knows at its first index - 1 is the one in force there, before and after
