@@ -128,7 +128,7 @@ std::string summary(const raftlog::sim::SimResult& r) {
       r.cluster.restarts_catching_up, r.cluster.pauses, r.partitions, r.cluster.messages_sent,
       r.cluster.messages_dropped, r.cluster.conf_changes_committed, r.cluster.conf_changes_proposed,
       r.cluster.conf_changes_refused, r.cluster.trims, r.cluster.snapshots_installed,
-      r.cluster.snapshots_at_first_index, r.cluster.snapshots_above_first_index_conf,
+      r.cluster.snapshots_at_first_index, r.cluster.snapshots_above_first_index_conf_unknown,
       r.cluster.snapshots_above_first_index_fallback);
 }
 
@@ -188,7 +188,7 @@ int run_many(const Arguments& args) {
     trims += result.cluster.trims;
     snapshots_installed += result.cluster.snapshots_installed;
     points_at_first += result.cluster.snapshots_at_first_index;
-    points_conf += result.cluster.snapshots_above_first_index_conf;
+    points_conf += result.cluster.snapshots_above_first_index_conf_unknown;
     points_fallback += result.cluster.snapshots_above_first_index_fallback;
     if (!result.ok()) {
       const std::uint64_t failures = violations + liveness_failures;

@@ -216,6 +216,10 @@ TransferStatus Raft::transfer_leadership(NodeId target) {
 }
 void Raft::set_disk_over_watermark(bool over) { impl_->set_disk_over_watermark(over); }
 void Raft::snapshot_progress(NodeId peer) { impl_->snapshot_progress(peer); }
+void Raft::set_trim_point_conf(Index point, const ConfState& conf) {
+  impl_->set_trim_point_conf(point, conf);
+}
+void Raft::forget_trim_point_conf() { impl_->forget_trim_point_conf(); }
 void Raft::on_persisted(Index index, Term term) { impl_->on_persisted(index, term); }
 bool Raft::has_ready() const { return impl_->has_ready(); }
 Ready Raft::ready() { return impl_->ready(); }

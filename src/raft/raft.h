@@ -209,6 +209,18 @@ class Raft {
   // (Config::snapshot_retry_ticks), which then bounds the time without progress rather than the
   // whole transfer. Ignored when no snapshot is in flight to `peer`.
   void snapshot_progress(NodeId peer);
+  // The driver knows the configuration in force at `point`, its log's first index - 1 (it keeps it
+  // across trims and restarts: docs/raft.md, "Snapshots"). A leader then sends snapshots at its first
+  // index - 1 with that configuration even when a newer configuration committed above it, so that
+  // the follower receives every entry the leader retains (without it the point is that newer
+  // configuration's index: the core keeps only the newest committed one). Kept until replaced or
+  // forgotten; used only while the log starts at point + 1 (a trim or an install that moved the
+  // start makes it stale until the driver tells the new one). `conf` must be valid (validate_config's
+  // rules: asserted, it is the driver's own state).
+  void set_trim_point_conf(Index point, const ConfState& conf);
+  // The configuration at the first index - 1 is not known (a log trimmed by an older binary, its
+  // record lost): snapshots are sent at the newest committed configuration when it lies above.
+  void forget_trim_point_conf();
   // The driver reports that every entry up to `index` is durable and that the entry at `index` has
   // `term` (stale reports after a truncation are ignored by the term check). Only durable entries count
   // toward a quorum, on the leader too.

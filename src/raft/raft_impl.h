@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "raft/log_reader.h"
@@ -67,6 +68,8 @@ class Raft::Impl {
   const std::optional<Snapshot>& installing_snapshot() const { return log_.installing(); }
   void set_disk_over_watermark(bool over) { disk_over_watermark_ = over; }
   void snapshot_progress(NodeId peer);  // raft_snapshot.cpp
+  void set_trim_point_conf(Index point, const ConfState& conf);  // raft_snapshot.cpp
+  void forget_trim_point_conf() { trim_point_conf_.reset(); }
 
  private:
   // --- roles and elections (raft_election.cpp) ---
@@ -204,6 +207,13 @@ class Raft::Impl {
   // oldest first, at most kMaxRetiredIds.
   std::vector<NodeId> retired_;
   bool removed_ = false;  // a peer told us our id is retired (kRemovedContext): information only
+  // The configuration in force at a trim point of the driver's log (set_trim_point_conf): used by
+  // snapshot_to_send while the log starts right after `index`. One record: bounded.
+  struct TrimPointConf {
+    Index index = 0;
+    ConfState conf;
+  };
+  std::optional<TrimPointConf> trim_point_conf_;
   Index promised_index_ = 0;
   Term promised_term_ = 0;
 

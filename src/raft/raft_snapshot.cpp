@@ -11,10 +11,11 @@ namespace raftlog::raft {
 
 // The newest point the leader can describe whole: its log from there on is retained, and it knows the
 // configuration in force there. The first retained index - 1 when the newest committed configuration
-// is at or below it (the follower then holds everything the leader holds), else that configuration's
-// index (a configuration committed after the trim point: the one in force at the trim point may be
-// gone from the history, conf_history() keeps only the newest committed one). Index 0 when there is
-// no such point yet.
+// is at or below it, or when the driver told the configuration in force there
+// (set_trim_point_conf): the follower then holds everything the leader holds. Otherwise (a
+// configuration committed after the trim point, and the driver does not know the one in force at
+// the trim point: conf_history() keeps only the newest committed one) that configuration's index.
+// Index 0 when there is no such point yet.
 Snapshot Raft::Impl::snapshot_to_send() const {
   // The newest committed configuration: usually the history's first record, but a history restored
   // at start (Config::conf_history) keeps the records its driver listed until the next commit_to(),
@@ -25,8 +26,18 @@ Snapshot Raft::Impl::snapshot_to_send() const {
     if (record.index <= log_.committed()) newest_committed = &record;
   }
   const ConfRecord& committed_conf = *newest_committed;
+  const Index trim_point = log_.first_index() - 1;
   Snapshot snapshot;
-  snapshot.index = std::max(log_.first_index() - 1, committed_conf.index);
+  if (committed_conf.index <= trim_point) {
+    snapshot.index = trim_point;
+    snapshot.conf = committed_conf.conf;
+  } else if (trim_point > 0 && trim_point_conf_ && trim_point_conf_->index == trim_point) {
+    snapshot.index = trim_point;
+    snapshot.conf = trim_point_conf_->conf;
+  } else {
+    snapshot.index = committed_conf.index;
+    snapshot.conf = committed_conf.conf;
+  }
   // A snapshot describes committed entries only. The driver trims only below its commit index, but
   // a leader restarted from a hard state whose commit lags its trim point learns its commit index
   // again only once its no-op commits: until then it sends none (index 0).
@@ -34,8 +45,12 @@ Snapshot Raft::Impl::snapshot_to_send() const {
   const std::optional<Term> term = log_.term_at(snapshot.index);
   RAFT_ASSERT(term.has_value(), "the term of the entry before the first retained one is known");
   snapshot.term = *term;
-  snapshot.conf = committed_conf.conf;
   return snapshot;
+}
+
+void Raft::Impl::set_trim_point_conf(Index point, const ConfState& conf) {
+  RAFT_ASSERT(is_valid_conf(conf), "the driver's configuration at its trim point is valid");
+  trim_point_conf_ = TrimPointConf{point, conf};
 }
 
 bool Raft::Impl::send_snapshot(NodeId peer) {

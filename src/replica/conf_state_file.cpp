@@ -229,9 +229,13 @@ store::Result<std::unique_ptr<ConfStateFile>> ConfStateFile::open(const std::str
 
 std::vector<raft::NodeId> ConfStateFile::retired_after(
     const std::vector<raft::ConfRecord>& records,
-    const std::vector<raft::ConfState>& committed_between) const {
+    const std::vector<raft::ConfState>& committed_between,
+    const std::vector<raft::NodeId>& known_retired) const {
   const raft::ConfState& base = records.front().conf;
-  std::vector<raft::NodeId> retired = retired_;
+  std::vector<raft::NodeId> retired = known_retired;
+  for (raft::NodeId id : retired_) {
+    if (std::find(retired.begin(), retired.end(), id) == retired.end()) retired.push_back(id);
+  }
   auto retire_from = [&](const raft::ConfState& conf) {
     for (const std::vector<raft::NodeId>* ids : {&conf.voters, &conf.learners}) {
       for (raft::NodeId id : *ids) {
@@ -255,9 +259,10 @@ std::vector<raft::NodeId> ConfStateFile::retired_after(
 }
 
 store::Status ConfStateFile::write(const std::vector<raft::ConfRecord>& records,
-                                   const std::vector<raft::ConfState>& committed_between) {
+                                   const std::vector<raft::ConfState>& committed_between,
+                                   const std::vector<raft::NodeId>& known_retired) {
   if (records.empty()) return encode(records).status();
-  std::vector<raft::NodeId> retired = retired_after(records, committed_between);
+  std::vector<raft::NodeId> retired = retired_after(records, committed_between, known_retired);
   std::size_t forgotten = 0;
   if (retired.size() > kMaxRetiredIds) {
     forgotten = retired.size() - kMaxRetiredIds;
@@ -282,6 +287,7 @@ store::Status ConfStateFile::write(const std::vector<raft::ConfRecord>& records,
   RAFTLOG_RETURN_IF_ERROR(file_->write(*encoded));
   current_ = records;
   retired_ = std::move(retired);
+  ++generation_;
   return store::Status();
 }
 

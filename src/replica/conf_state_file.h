@@ -65,9 +65,13 @@ class ConfStateFile {
   // longer than 1 + kMaxPendingRecords, not increasing in index, or two neighbours are not one change
   // apart. The retired ids carry over, joined by the members of the previous base and of
   // `committed_between` (committed configurations the new base moved past) that the new base no
-  // longer lists.
+  // longer lists, and by `known_retired` (an installed snapshot's, oldest first: they go before
+  // this node's own).
   store::Status write(const std::vector<raft::ConfRecord>& records,
-                      const std::vector<raft::ConfState>& committed_between = {});
+                      const std::vector<raft::ConfState>& committed_between = {},
+                      const std::vector<raft::NodeId>& known_retired = {});
+  // Counts every successful write(): what a cache of values derived from the record compares.
+  std::uint64_t generation() const { return generation_; }
 
   static store::Result<std::string> encode(const std::vector<raft::ConfRecord>& records,
                                            const std::vector<raft::NodeId>& retired = {});
@@ -83,10 +87,12 @@ class ConfStateFile {
   explicit ConfStateFile(std::unique_ptr<store::DurableRecordFile> file) : file_(std::move(file)) {}
   std::unique_ptr<store::DurableRecordFile> file_;
   std::vector<raft::NodeId> retired_after(const std::vector<raft::ConfRecord>& records,
-                                          const std::vector<raft::ConfState>& committed_between) const;
+                                          const std::vector<raft::ConfState>& committed_between,
+                                          const std::vector<raft::NodeId>& known_retired) const;
 
   std::vector<raft::ConfRecord> current_;
   std::vector<raft::NodeId> retired_;
+  std::uint64_t generation_ = 0;
 };
 
 }  // namespace raftlog::replica

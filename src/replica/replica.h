@@ -145,9 +145,10 @@ struct SnapshotStats {
   std::uint64_t refused = 0;     // received snapshots whose data did not validate (dropped)
   std::uint64_t last_installed_index = 0;
   // Sent snapshots whose point lies above the leader's first index - 1, so the follower's log
-  // starts above the leader's: the core named a newer committed configuration's index, or the topic
-  // table as of the first index - 1 is not known (a log trimmed by an older binary); the leader then
-  // sends the state as of its topic table's committed point (replica_snapshot.cpp).
+  // starts above the leader's: the core named a newer committed configuration's index (the
+  // configuration at the first index - 1 not known), or the topic table as of the first index - 1
+  // is not known (a log trimmed by an older binary, SNAPSHOT lost); the leader then sends the state
+  // as of its topic table's committed point (replica_snapshot.cpp).
   std::uint64_t sent_above_first_index = 0;
 };
 
@@ -221,8 +222,9 @@ class Replica {
   // log does not name its peers yet). Each with its address_book() address; unknown ones left out.
   std::map<std::uint64_t, std::string> peer_addresses() const;
   // Ids a committed change removed (CONFSTATE's tombstones and the newer committed ones), oldest
-  // retirement first: never added again (ID_RETIRED).
-  std::vector<raft::NodeId> retired_ids() const;
+  // retirement first: never added again (ID_RETIRED). Cached: recomputed only when CONFSTATE was
+  // rewritten, the core's oldest record moved or a record committed (status() asks every round).
+  const std::vector<raft::NodeId>& retired_ids() const;
   void step(raft::Message message);  // by value: an append's entries move into the core
   void tick();
   // See Node::trim (src/server/node.h).
@@ -273,6 +275,11 @@ class Replica {
   // Whether this node knows the topic table as of its first index - 1, so that the snapshots it
   // sends are at that point (replica_snapshot.cpp).
   bool knows_first_index_topics() const { return first_index_topics_.has_value(); }
+  // Whether it knows the configuration in force at its first index - 1: with the topic table there
+  // (its core is told then), its snapshots are at that point even when a configuration committed
+  // above it.
+  bool knows_first_index_conf() const { return first_index_conf_.has_value(); }
+  const std::optional<raft::ConfState>& first_index_conf() const { return first_index_conf_; }
   // What the dedup table answers a retry of (client_id, sequence) carrying `payloads`, without
   // answering it: for tests and the simulator's checker.
   DedupTable::Lookup dedup_lookup(std::uint64_t client_id, std::uint64_t sequence,
@@ -435,9 +442,11 @@ class Replica {
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
   // Before a trim deletes segments: SNAPSHOT.next (origin kTrim) with the dedup table's appends at or
   // below `point` (the new first index - 1), so that a restart still answers their retries, and
-  // `topics`, the topic table as of `point` (nullptr: not known; written as version 1).
+  // `topics`, the topic table as of `point`, and `conf`, the configuration in force there (nullptr:
+  // not known; the version says which are, snapshot_data.h).
   store::Status save_trim_snapshot(std::uint64_t point,
-                                   const std::vector<TopicOffsets::TopicNext>* topics);
+                                   const std::vector<TopicOffsets::TopicNext>* topics,
+                                   const raft::ConfState* conf);
   // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
   // deleted (replica_retention.cpp).
   void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
@@ -454,12 +463,23 @@ class Replica {
   // Where the log starts after a trim before `target`: the first segment that keeps an entry at or
   // above it (the active segment always stays; replica_retention.cpp).
   std::uint64_t trim_start_for(std::uint64_t target) const;
-  // After a truncation (successful or not): first_index_topics_ becomes `topics` when the log now
-  // starts at `expected_first`, unknown when it starts anywhere else than `first_before`.
+  // After a truncation (successful or not): first_index_topics_ and first_index_conf_ become
+  // `topics` and `conf` when the log now starts at `expected_first`, unknown when it starts anywhere
+  // else than `first_before`.
   void note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
-                          std::optional<std::vector<TopicOffsets::TopicNext>> topics);
-  // Sets first_index_topics_ from what the open found (log start 1, or SNAPSHOT naming it).
+                          std::optional<std::vector<TopicOffsets::TopicNext>> topics,
+                          std::optional<raft::ConfState> conf);
+  // Sets first_index_topics_ and first_index_conf_ from what the open found (log start 1, or
+  // SNAPSHOT naming it).
   void load_first_index_topics();
+  // At open, after recover_conf_history(), when SNAPSHOT did not say the configuration at the
+  // log's first index - 1 (a trim's file of version 1 or 2): CONFSTATE lists every configuration
+  // entry after its base, so when none lies in (base, first index - 1], the base's is in force.
+  void learn_first_index_conf_from_records();
+  // Tells the core the configuration in force at the log's first index - 1 when this node can
+  // describe its whole state there (first_index_topics_ and first_index_conf_), else that it does
+  // not know it: after every change of either (raft::Raft::set_trim_point_conf).
+  void tell_core_trim_point_conf();
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
   // At open, before the dedup rebuild: loads SNAPSHOT (or SNAPSHOT.next) when it names the log's
@@ -517,6 +537,13 @@ class Replica {
   // the log's start, a trim that could not read its entries); snapshots then fall back to the topic
   // table's committed point. At most TopicOffsets::kMaxTopics topics.
   std::optional<std::vector<TopicOffsets::TopicNext>> first_index_topics_;
+  // The configuration in force at the log's first index - 1, kept like first_index_topics_ (the
+  // bootstrap one for a log that starts at 1, the installed snapshot's, then the newest kConfig
+  // entry among those every trim deletes, read by the same scan, and kept in SNAPSHOT, version 3).
+  // The core keeps only the newest committed configuration; with this one a leader's snapshot is
+  // at its first index - 1 even when a configuration committed above it. nullopt: not known (as
+  // first_index_topics_, or a trim SNAPSHOT of an older version). One configuration: bounded.
+  std::optional<raft::ConfState> first_index_conf_;
   // Moving first_index_topics_ forward means reading the entries a trim deletes (their topics and
   // offsets), up to a whole segment (1 GiB by default) per trim: far too long for one round of the
   // replica's loop, which also answers heartbeats. So the entries are read in slices of at most
@@ -526,10 +553,14 @@ class Replica {
   // log's first index - 1 when none), `boundary_table` the topic table as of it, `running` the
   // table as of the scan's point inside the next segment (its journal empty: every entry scanned is
   // committed).
+  // `boundary_conf` and `running_conf` are the configurations in force there (nullopt: not known,
+  // as first_index_conf_, or a configuration entry that did not decode).
   struct TopicScan {
     std::uint64_t boundary = 0;
     std::vector<TopicOffsets::TopicNext> boundary_table;
     TopicOffsets running;
+    std::optional<raft::ConfState> boundary_conf;
+    std::optional<raft::ConfState> running_conf;
   };
   std::unique_ptr<TopicScan> topic_scan_;
   std::uint64_t pending_trim_before_ = 0;  // 0: no trim waits for the scan
@@ -560,6 +591,11 @@ class Replica {
   // newest index and term: any append, cut or commit of a configuration changes one of them).
   mutable std::array<std::uint64_t, 4> address_book_key_{};
   mutable bool address_book_valid_ = false;
+  // retired_ids()'s cache and what it was computed from: CONFSTATE's generation, the core's oldest
+  // record (index and term) and how many of conf_records_ are committed.
+  mutable std::vector<raft::NodeId> retired_ids_;
+  mutable std::array<std::uint64_t, 6> retired_ids_key_{};
+  mutable bool retired_ids_valid_ = false;
   mutable std::map<std::uint64_t, std::string> address_book_;
   std::multimap<std::uint64_t, PendingRead> reads_awaiting_commit_;  // by read index
   std::uint64_t next_read_id_ = 1;

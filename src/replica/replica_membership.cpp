@@ -265,14 +265,28 @@ std::vector<raft::ConfState> Replica::settle_to(std::size_t base) {
   return passed;
 }
 
-std::vector<raft::NodeId> Replica::retired_ids() const {
+const std::vector<raft::NodeId>& Replica::retired_ids() const {
   // CONFSTATE's, and the members of configurations committed since its base whose removal
   // committed too (the base moves only once an entry is also flushed here).
   // Against the newest committed configuration (the core's oldest record), never the one in force:
   // a removal that is not committed yet may still be cut by a new leader, and the node is then a
   // member still (its status must not say removed, nor a re-add be refused as retired).
+  const raft::ConfRecord& oldest = raft_->conf_history().front();
+  std::uint64_t committed_records = 0;
+  for (const raft::ConfRecord& record : conf_records_) {
+    if (record.index > commit_) break;
+    ++committed_records;
+  }
+  // conf_records_ changes with a CONFSTATE rewrite (or at open, before any call); its size and
+  // newest index too, in case one happens without (a seam that skips the write).
+  const std::array<std::uint64_t, 6> key{conf_state_file_->generation(), oldest.index,
+                                         oldest.term,
+                                         committed_records,
+                                         conf_records_.size(),
+                                         conf_records_.empty() ? 0 : conf_records_.back().index};
+  if (retired_ids_valid_ && retired_ids_key_ == key) return retired_ids_;
   std::vector<raft::NodeId> retired = conf_state_file_->retired();
-  const raft::ConfState& now = raft_->conf_history().front().conf;
+  const raft::ConfState& now = oldest.conf;
   for (const raft::ConfRecord& record : conf_records_) {
     if (record.index > commit_) break;
     for (const std::vector<raft::NodeId>* ids : {&record.conf.voters, &record.conf.learners}) {
@@ -283,7 +297,10 @@ std::vector<raft::NodeId> Replica::retired_ids() const {
     }
   }
   std::erase_if(retired, [&](raft::NodeId id) { return raft::is_member(now, id); });
-  return retired;
+  retired_ids_ = std::move(retired);
+  retired_ids_key_ = key;
+  retired_ids_valid_ = true;
+  return retired_ids_;
 }
 
 void Replica::hold_back_config_entries(raft::Message& append) {

@@ -84,6 +84,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   }
   replica->raft_ =
       std::make_unique<raft::Raft>(raft_config, *replica->reader_, replica->persisted_hard_state_);
+  replica->tell_core_trim_point_conf();
   const raft::HardState& hs = replica->persisted_hard_state_;
   spdlog::info("node {}: restored term {} vote {} commit {}, log [{}, {}]", c.node_id, hs.term,
                hs.vote, hs.commit, log.first_index(), log.last_index());
@@ -270,7 +271,10 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
     const bool recovered =
         rebuild_dedup(&corrupt_index, &problem) && recover_conf_history(&corrupt_index, &problem);
     loaded_snapshot_.reset();
-    if (recovered) return forget_lost_conf_records(error);
+    if (recovered) {
+      learn_first_index_conf_from_records();
+      return forget_lost_conf_records(error);
+    }
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {
       *error = make_error(ErrorCode::kInternal, "recovering the log failed: " + problem);

@@ -79,6 +79,8 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     // bounded slices (replica_topic_scan.cpp). Only the segments the scan has finished go now; the
     // rest of the trim waits for it (pending_trim_before_, continued each loop round).
     std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics;
+    // The configuration in force there likewise: the newest configuration entry the scan passed.
+    std::optional<raft::ConfState> new_first_conf;
     if (new_first > first_before && first_index_topics_) {
       advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
       if (topic_scan_ && topic_scan_->boundary < new_first - 1) {
@@ -86,11 +88,15 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
         new_first = topic_scan_->boundary + 1;
         target = new_first;
       }
-      if (topic_scan_ && new_first > first_before) new_first_topics = topic_scan_->boundary_table;
+      if (topic_scan_ && new_first > first_before) {
+        new_first_topics = topic_scan_->boundary_table;
+        new_first_conf = topic_scan_->boundary_conf;
+      }
     }
     if (new_first > first_before) {
       if (store::Status saved =
-              save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr);
+              save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr,
+                                 new_first_conf ? &*new_first_conf : nullptr);
           !saved.ok()) {
         spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
                       config_.node_id, target, saved.to_string());
@@ -107,7 +113,8 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       // Even when it failed: the store may have deleted some segments before the error. The
       // table must describe where the log starts now, or be unknown; SNAPSHOT.next replaces
       // SNAPSHOT once a segment went.
-      note_trimmed_start(first_before, new_first_expected, std::move(new_first_topics_expected));
+      note_trimmed_start(first_before, new_first_expected, std::move(new_first_topics_expected),
+                         std::move(new_first_conf));
       if (new_first > first_before) finish_trim_snapshot(first_before, new_first);
       if (!truncated.ok()) {
         spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
@@ -161,28 +168,53 @@ std::uint64_t Replica::trim_start_for(std::uint64_t target) const {
 }
 
 void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
-                                 std::optional<std::vector<TopicOffsets::TopicNext>> topics) {
+                                 std::optional<std::vector<TopicOffsets::TopicNext>> topics,
+                                 std::optional<raft::ConfState> conf) {
   const std::uint64_t first_after = log_->first_index();
   if (first_after == first_before) return;
   // SNAPSHOT names expected_first - 1 (saved before the truncation); a log that starts anywhere
   // else is not described by any table this node has.
   if (first_after == expected_first) {
     first_index_topics_ = std::move(topics);
+    first_index_conf_ = std::move(conf);
   } else {
     first_index_topics_.reset();
+    first_index_conf_.reset();
     topic_scan_.reset();
   }
+  tell_core_trim_point_conf();
 }
 
 void Replica::load_first_index_topics() {
   first_index_topics_.reset();
+  first_index_conf_.reset();
   topic_scan_.reset();
   pending_trim_before_ = 0;
   if (log_->first_index() <= 1) {
     first_index_topics_.emplace();  // nothing before the log
-  } else if (loaded_snapshot_ && loaded_snapshot_->topics_at_index &&
-             loaded_snapshot_->index + 1 == log_->first_index()) {
-    first_index_topics_ = loaded_snapshot_->topics;  // it names the log's first index - 1
+    first_index_conf_ = config_.raft.initial_conf;  // in force at 0: the bootstrap configuration
+  } else if (loaded_snapshot_ && loaded_snapshot_->index + 1 == log_->first_index()) {
+    // It names the log's first index - 1. A trim's of an older version knows less (conf_at_index,
+    // topics_at_index false): not known then, and snapshots fall back (replica_snapshot.cpp).
+    if (loaded_snapshot_->topics_at_index) first_index_topics_ = loaded_snapshot_->topics;
+    if (loaded_snapshot_->conf_at_index) first_index_conf_ = loaded_snapshot_->conf;
+  }
+}
+
+void Replica::learn_first_index_conf_from_records() {
+  if (first_index_conf_ || conf_records_.empty()) return;
+  const std::uint64_t first = log_->first_index();
+  const bool base_at_or_below = conf_records_.front().index + 1 <= first;
+  const bool none_after_below = conf_records_.size() == 1 || conf_records_[1].index >= first;
+  if (base_at_or_below && none_after_below) first_index_conf_ = conf_records_.front().conf;
+}
+
+void Replica::tell_core_trim_point_conf() {
+  if (raft_ == nullptr) return;  // the open tells it once the core exists
+  if (first_index_topics_ && first_index_conf_) {
+    raft_->set_trim_point_conf(log_->first_index() - 1, *first_index_conf_);
+  } else {
+    raft_->forget_trim_point_conf();
   }
 }
 

@@ -3,10 +3,12 @@
 // crash-safely (Ready step 0), and a restart completes an install that a crash cut after its log
 // reset.
 //
-// THE SNAPSHOT POINT. The core names S = its first index - 1 (or a newer committed configuration's
-// index). The replica sends the state as of S itself whenever it can describe it, so that the
-// follower's log starts where the leader's does and every entry the leader retains reaches it by
-// ordinary AppendEntries after the install:
+// THE SNAPSHOT POINT. The core names S = its first index - 1, with the configuration in force there:
+// its newest committed one when that is at or below S, else the one this replica told it
+// (first_index_conf_, below; without it the core names the newer committed configuration's index).
+// The replica sends the state as of S itself whenever it can describe it, so that the follower's
+// log starts where the leader's does and every entry the leader retains reaches it by ordinary
+// AppendEntries after the install:
 //   - the dedup table's appends that start at or below S (the in-memory table keeps them after a
 //     trim; replaying (S, commit] on the follower records the rest, as for any replicated entry);
 //   - the topic table as of S: first_index_topics_, the table as of the first index - 1, kept up to
@@ -21,11 +23,27 @@
 //   - the consumer group table (the node's section) as of a boundary B past S: the follower's
 //     dispatcher adopts it and applies commits only after B (server/dispatcher.h), so replaying
 //     (S, B] changes nothing and it ends with the leader's table;
-//   - the configuration in force at S (the core's) and the timestamp floor (the leader's newest:
-//     a floor only holds timestamps back, and replayed entries never lower it).
-// When the topic table as of S is not known — S above the first index - 1 (a committed
-// configuration there), or a log trimmed by an older binary (a version-1 trim SNAPSHOT), or SNAPSHOT
-// lost — the leader falls back to P = max(S, the topic table's committed point): its undo journal
+//   - the configuration in force at S (the core's): when a configuration committed above S, the
+//     core's history no longer holds it, so the replica keeps first_index_conf_, the configuration
+//     in force at the first index - 1, like first_index_topics_: the bootstrap one for a log that
+//     starts at 1, the installed snapshot's, then at every trim the newest kConfig entry among the
+//     entries it deletes (the same bounded reading as the topic table's, replica_topic_scan.cpp),
+//     saved in the trim's SNAPSHOT (version 3) and loaded at open (from CONFSTATE's base when an
+//     older trim file lacks it and no configuration entry lies between that base and the first
+//     index - 1: learn_first_index_conf_from_records); it tells the core
+//     (set_trim_point_conf) whenever it knows both the table and the configuration there. Chosen
+//     over the core keeping committed configuration records back to the one in force at the first
+//     index - 1: the core does not see trims, so its list (and CONFSTATE's, across restarts) would
+//     grow with every change until told which can go; here it is one configuration, read by a
+//     reading the trim does anyway, saved by a write it does anyway, crash-safe the same way;
+//   - the ids retired as of S (this node's, less the members of the configuration at S), which the
+//     follower's install writes into CONFSTATE, so that it refuses them (ID_RETIRED) once it leads;
+//   - the timestamp floor (the leader's newest: a floor only holds timestamps back, and replayed
+//     entries never lower it).
+// When the topic table as of S is not known — S above the first index - 1 (a configuration
+// committed there and the one at the first index - 1 not known: a trim SNAPSHOT of version 1 or 2),
+// or a log trimmed by an older binary (a version-1 trim SNAPSHOT), or SNAPSHOT lost — the leader
+// falls back to P = max(S, the topic table's committed point): its undo journal
 // describes any point at or above that, usually the commit index. P <= the commit index, P >= S,
 // the log holds P (and its term), and no configuration entry lies in (S, P] (S is at or above the
 // newest committed configuration, P at or below the commit index), so the configuration in force at
@@ -38,7 +56,7 @@
 //   2. SNAPSHOT (the data, naming P): temp file, fsync, rename, directory fsync;
 //   3. CommitLog::reset(P + 1, term): the commit point (atomic, storage-format.md crash case 7); the
 //      store's checkpoint then records commit index P (the hard state's commit lives there);
-//   4. CONFSTATE rewritten with the base record {P, term, conf};
+//   4. CONFSTATE rewritten with the base record {P, term, conf} and the data's retired ids;
 //   5. TOPICSTATE {P, floor, topics};
 //   then the in-memory state (dedup table, topic table, commit index), what waited on the replaced
 //   log fails or is dropped, on_persisted(P, term), and the node's section (snapshot_installed).
@@ -113,14 +131,18 @@ void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
 }
 
 store::Status Replica::save_trim_snapshot(std::uint64_t point,
-                                          const std::vector<TopicOffsets::TopicNext>* topics) {
+                                          const std::vector<TopicOffsets::TopicNext>* topics,
+                                          const raft::ConfState* conf) {
   auto term = log_->term_at(point);
   if (!term.ok()) return term.status();
   SnapshotData data;
   data.index = point;
   data.term = *term;
   data.origin = SnapshotOrigin::kTrim;
-  data.conf = raft_->conf_history().front().conf;  // not used (a valid one is required)
+  // The configuration in force at the point when known (version 3); else a placeholder (a valid
+  // one is required) that the open does not use.
+  data.conf_at_index = conf != nullptr;
+  data.conf = conf != nullptr ? *conf : raft_->conf_history().front().conf;
   data.timestamp_floor_ms = last_timestamp_ms_;
   data.topics_at_index = topics != nullptr;  // version 2 when known
   if (topics != nullptr) data.topics = *topics;
@@ -140,10 +162,22 @@ bool Replica::fill_snapshot(raft::Message& message) {
       at_first_index ? snapshot.index : std::max(snapshot.index, topics_.committed_through());
   auto term =
       point == snapshot.index ? store::Result<std::uint64_t>(snapshot.term) : log_->term_at(point);
+  // The newest committed configuration's index: below it, the configuration in force at the point is
+  // known only as first_index_conf_ (the core named it then: set_trim_point_conf).
+  raft::Index newest_committed_conf = 0;
+  for (const raft::ConfRecord& record : raft_->conf_history()) {
+    if (record.index <= commit_)
+      newest_committed_conf = std::max(newest_committed_conf, record.index);
+  }
   std::string problem;
   if (point > commit_ || point > topics_.through()) {
     problem = "its point " + std::to_string(point) + " is past the commit index " +
               std::to_string(commit_);
+  } else if (point < newest_committed_conf &&
+             !(at_first_index && first_index_conf_ && *first_index_conf_ == snapshot.conf)) {
+    problem = "the configuration in force at its point " + std::to_string(point) +
+              " is not known (a configuration committed at " +
+              std::to_string(newest_committed_conf) + ")";
   } else if (!term.ok()) {
     problem = "the term at " + std::to_string(point) + ": " + term.status().to_string();
   }
@@ -153,9 +187,24 @@ bool Replica::fill_snapshot(raft::Message& message) {
     data.term = *term;
     // The configuration in force at the point: the newest record at or below it (the core's, at
     // S, unless one lies in (S, point], which the core's choice of S rules out; checked anyway).
+    // Below the history's records it is the core's, first_index_conf_ (checked above).
     data.conf = snapshot.conf;
     for (const raft::ConfRecord& record : raft_->conf_history()) {
       if (record.index <= point) data.conf = record.conf;
+    }
+    // The ids retired as of the point, for the follower's CONFSTATE: this node's, less the members
+    // of the configuration there (those retired after the point retire on the follower as it
+    // replays their removal). Ids that joined and left after the point are named early: harmless,
+    // since a member of the base or of the newest committed configuration is never counted retired
+    // (ConfStateFile, retired_ids(), the core's answer_retired), and the follower leads only once
+    // it holds their committed removal. The newest kMaxRetiredIds, as CONFSTATE keeps them.
+    for (raft::NodeId id : retired_ids()) {
+      if (!raft::is_member(data.conf, id)) data.retired_ids.push_back(id);
+    }
+    if (data.retired_ids.size() > raft::kMaxRetiredIds) {
+      data.retired_ids.erase(
+          data.retired_ids.begin(),
+          data.retired_ids.end() - static_cast<std::ptrdiff_t>(raft::kMaxRetiredIds));
     }
     data.timestamp_floor_ms = last_timestamp_ms_;
     data.topics =
@@ -197,7 +246,9 @@ bool Replica::fill_snapshot(raft::Message& message) {
           "{}: {} ({} more such reports since the last line)",
           config_.node_id, message.to, point, first_index,
           core_point + 1 != first_index
-              ? "a committed configuration lies above the first index"
+              ? "a configuration committed above the first index, and the one in force at the "
+                "first index - 1 is not known (a log trimmed by an older binary, or its SNAPSHOT "
+                "was lost)"
               : "the topic table as of the first index - 1 is not known (a log trimmed by an "
                 "older binary, or its SNAPSHOT was lost)",
           *held_back);
@@ -242,10 +293,10 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     fatal("renaming SNAPSHOT.next to SNAPSHOT: " + st.to_string());
     return;
   }
-  // 4. CONFSTATE.
+  // 4. CONFSTATE, with the snapshot's retired ids.
   conf_records_ = {raft::ConfRecord{point, data.term, data.conf}};
   if (store::Status st = rules::install_rewrites_conf_state()
-                             ? conf_state_file_->write(conf_records_)
+                             ? conf_state_file_->write(conf_records_, {}, data.retired_ids)
                              : store::Status();
       !st.ok()) {
     fatal("persisting the snapshot's configuration: " + st.to_string());
@@ -255,6 +306,8 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   commit_ = point;
   topics_.reset(point, data.topics);
   first_index_topics_ = data.topics;  // the log now starts at point + 1
+  first_index_conf_ = data.conf;
+  tell_core_trim_point_conf();
   topic_scan_.reset();                // it scanned the replaced log
   pending_trim_before_ = 0;
   // Bounded as a replicated entry's timestamp is (note_entry): a sender's clock far ahead (or a
@@ -397,8 +450,8 @@ bool Replica::load_snapshot_state(std::string* problem) {
       rules::install_rewrites_conf_state()) {
     spdlog::warn("node {}: completing the install of snapshot {}: CONFSTATE", config_.node_id,
                  data.index);
-    if (store::Status st =
-            conf_state_file_->write({raft::ConfRecord{data.index, data.term, data.conf}});
+    if (store::Status st = conf_state_file_->write(
+            {raft::ConfRecord{data.index, data.term, data.conf}}, {}, data.retired_ids);
         !st.ok()) {
       *problem = "completing the snapshot install (CONFSTATE): " + st.to_string();
       return false;

@@ -1,6 +1,10 @@
 // Replica: the topic-table scan that moves "the topic table as of the first index - 1" over the
 // segments a trim deletes, in bounded slices (replica.h, TopicScan; docs/raft.md, "Snapshots").
 //
+// The same reading moves "the configuration in force at the first index - 1" (first_index_conf_):
+// the newest kConfig entry among the deleted entries, if any, is the one in force at the new first
+// index - 1 (docs/raft.md, "Snapshots").
+//
 // Why slices: the table a snapshot at the first index - 1 carries is the old one advanced by every
 // entry the trim deletes, and those entries must be read (their envelopes name topic and offset)
 // while they are still on disk. A default segment is 1 GiB; reading it in one go would stall the
@@ -24,6 +28,8 @@ void Replica::restart_topic_scan() {
   topic_scan_->boundary = log_->first_index() - 1;
   topic_scan_->boundary_table = *first_index_topics_;
   topic_scan_->running.reset(topic_scan_->boundary, *first_index_topics_);
+  topic_scan_->boundary_conf = first_index_conf_;
+  topic_scan_->running_conf = first_index_conf_;
 }
 
 void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes) {
@@ -58,7 +64,9 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes)
           "- 1 is not known any more: snapshots this node sends start at its commit index",
           config_.node_id, problem);
       first_index_topics_.reset();
+      first_index_conf_.reset();
       topic_scan_.reset();
+      tell_core_trim_point_conf();
       return;
     }
     std::uint64_t last = topic_scan_->running.through();
@@ -74,6 +82,24 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes)
         if (header.has_topic_offset) offset = header.topic_offset;
       }
       (void)topic_scan_->running.record(view.meta.index, topic, offset);
+      if (view.meta.type == store::EntryType::kConfig) {
+        // Committed (a trim never passes the commit index), so the core checked it when it came:
+        // one that does not decode here makes the configuration unknown, never fatal. Nor one that
+        // is not a single change from the configuration the scan knew: that one was wrong (the
+        // bootstrap configuration from --members edited since the log began, say), and snapshots
+        // must not carry it.
+        std::optional<raft::ConfState> conf = raft::decode_config(std::string(view.payload));
+        if (conf && topic_scan_->running_conf &&
+            !raft::single_change_between(*topic_scan_->running_conf, *conf)) {
+          spdlog::warn(
+              "node {}: configuration entry {} is not one change from {}, the configuration this "
+              "node took for the one before it: the configuration at its first index - 1 is not "
+              "known until the next configuration entry a trim passes",
+              config_.node_id, view.meta.index, raft::to_string(*topic_scan_->running_conf));
+          conf.reset();
+        }
+        topic_scan_->running_conf = std::move(conf);
+      }
       spent += view.payload.size();
       last = view.meta.index;
     }
@@ -81,6 +107,7 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes)
     if (last == segment_end) {
       topic_scan_->boundary = segment_end;
       topic_scan_->boundary_table = topic_scan_->running.table_at(segment_end);
+      topic_scan_->boundary_conf = topic_scan_->running_conf;
     }
   }
 }

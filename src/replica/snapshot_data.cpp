@@ -27,6 +27,17 @@ constexpr std::uint64_t kMaxSnapshotIndex = std::uint64_t{1} << 62;
 
 using Reader = store::ByteReader;
 
+// Version 3's flags byte (snapshot_data.h).
+constexpr std::uint8_t kTopicsAtIndex = 1;
+constexpr std::uint8_t kConfAtIndex = 2;
+
+// The lowest version that says what `data` holds (the top of snapshot_data.h).
+std::uint32_t version_for(const SnapshotData& data) {
+  const bool trim = data.origin == SnapshotOrigin::kTrim;
+  if (!data.retired_ids.empty() || (trim && data.conf_at_index)) return 3;
+  return trim && data.topics_at_index ? 2 : 1;
+}
+
 }  // namespace
 
 std::size_t encoded_client_size(const DedupTable::ClientState& client) {
@@ -57,6 +68,7 @@ DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
 
 std::size_t encoded_size_without_dedup(const SnapshotData& data) {
   std::size_t size = kHeaderBytes + raft::encode_config(data.conf).size() + 8 + 4;
+  if (version_for(data) >= 3) size += 1 + 4 + 8 * data.retired_ids.size();
   for (const TopicOffsets::TopicNext& topic : data.topics) size += 1 + topic.topic.size() + 8;
   return size + 4 + data.section.size() + 8 + 4;
 }
@@ -65,15 +77,21 @@ std::string encode_snapshot_data(const SnapshotData& data) {
   std::string out;
   store::append_u32(&out, kMagic);
   store::append_u32(&out, 0);  // the CRC, below
-  // Version 2 only where version 1 cannot say it (the top of snapshot_data.h).
-  const bool trim_with_topics = data.origin == SnapshotOrigin::kTrim && data.topics_at_index;
-  store::append_u32(&out, trim_with_topics ? kSnapshotDataVersion : 1);
+  // A version only where a lower one cannot say it (the top of snapshot_data.h).
+  const std::uint32_t version = version_for(data);
+  store::append_u32(&out, version);
   store::append_u64(&out, data.index);
   store::append_u64(&out, data.term);
   out.push_back(static_cast<char>(data.origin));
   const std::string conf = raft::encode_config(data.conf);
   store::append_u32(&out, static_cast<std::uint32_t>(conf.size()));
   out += conf;
+  if (version >= 3) {
+    out.push_back(static_cast<char>((data.topics_at_index ? kTopicsAtIndex : 0) |
+                                    (data.conf_at_index ? kConfAtIndex : 0)));
+    store::append_u32(&out, static_cast<std::uint32_t>(data.retired_ids.size()));
+    for (raft::NodeId id : data.retired_ids) store::append_u64(&out, id);
+  }
   store::append_u64(&out, data.timestamp_floor_ms);
   store::append_u32(&out, static_cast<std::uint32_t>(data.topics.size()));
   for (const TopicOffsets::TopicNext& topic : data.topics) {
@@ -128,6 +146,34 @@ store::Status decode_topics(Reader& in, SnapshotData* data) {
   return store::Status();
 }
 
+// Version 3's flags and retired ids, after the configuration.
+store::Status decode_version_3_fields(Reader& in, SnapshotData* data) {
+  std::uint8_t flags = 0;
+  std::uint32_t count = 0;
+  if (!in.u8(&flags) || !in.u32(&count)) return corrupt("truncated before the retired ids");
+  if ((flags & ~(kTopicsAtIndex | kConfAtIndex)) != 0) {
+    return corrupt("unknown flags " + std::to_string(flags));
+  }
+  data->topics_at_index = (flags & kTopicsAtIndex) != 0;
+  data->conf_at_index = (flags & kConfAtIndex) != 0;
+  if (data->origin == SnapshotOrigin::kInstalled &&
+      (!data->topics_at_index || !data->conf_at_index)) {
+    return corrupt("an installed snapshot that does not describe its index");
+  }
+  if (count > raft::kMaxRetiredIds || count > in.remaining() / 8) {
+    return corrupt(std::to_string(count) + " retired ids");
+  }
+  data->retired_ids.resize(count);
+  std::set<raft::NodeId> seen;
+  for (raft::NodeId& id : data->retired_ids) {
+    (void)in.u64(&id);
+    if (id == raft::kNoNode || !seen.insert(id).second || raft::is_member(data->conf, id)) {
+      return corrupt("a retired id 0, repeated or a member");
+    }
+  }
+  return store::Status();
+}
+
 store::Status decode_client(Reader& in, const SnapshotData& data, DedupTable::ClientState* client) {
   std::uint32_t count = 0;
   if (!in.u64(&client->client_id) || !in.u64(&client->forgotten_below) || !in.u32(&count)) {
@@ -169,7 +215,7 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
     return corrupt("checksum mismatch");
   }
   const std::uint32_t version = store::get_u32(bytes.data() + 8);
-  if (version != 1 && version != kSnapshotDataVersion) {
+  if (version < 1 || version > kSnapshotDataVersion) {
     return corrupt("unknown version " + std::to_string(version));
   }
   Reader in(bytes.substr(12));
@@ -189,6 +235,7 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   if (version == 2 && data.origin != SnapshotOrigin::kTrim)
     return corrupt("version 2 not a trim's");
   data.topics_at_index = data.origin == SnapshotOrigin::kInstalled || version >= 2;
+  data.conf_at_index = data.origin == SnapshotOrigin::kInstalled;  // version 3: its flags, below
   // An index near 2^64 would wrap index + 1 (the log's new start) and strand the node for good:
   // the same bound as terms, far beyond any real log.
   if (data.index == 0 || data.index > kMaxSnapshotIndex || data.term == 0 ||
@@ -202,6 +249,11 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   std::optional<raft::ConfState> decoded_conf = raft::decode_config(conf);
   if (!decoded_conf) return corrupt("a configuration that does not decode");
   data.conf = std::move(*decoded_conf);
+  if (version >= 3) {
+    RAFTLOG_RETURN_IF_ERROR(decode_version_3_fields(in, &data));
+    // One encoding per content: version 3 only where a lower one cannot say it.
+    if (version_for(data) != 3) return corrupt("version 3 for what a lower version says");
+  }
   if (!in.u64(&data.timestamp_floor_ms)) return corrupt("truncated before the timestamp floor");
   RAFTLOG_RETURN_IF_ERROR(decode_topics(in, &data));
   std::uint32_t section_size = 0;

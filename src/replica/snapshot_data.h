@@ -18,23 +18,33 @@
 //
 // The same encoding, with origin kTrim, is what a node's own trim saves in SNAPSHOT before it
 // deletes segments: its dedup part (a restart keeps answering retries of appends the trim removed)
-// and, from version 2 on, the topic table as of S (the log's new first index - 1), which the node
-// needs to send a snapshot at its first index - 1 (replica_snapshot.cpp). TOPICSTATE and CONFSTATE
-// already cover the rest.
+// and, from version 2 on, the topic table as of S (the log's new first index - 1), from version 3
+// on the configuration in force at S, which the node needs to send a snapshot at its first index - 1
+// (replica_snapshot.cpp). TOPICSTATE and CONFSTATE already cover the rest.
 //
-// Versions: 1 and 2 have the same layout. Version 2 says that the topic table is the table as of
-// S; a version-1 trim's table means nothing (an older binary wrote it empty). An installed
-// snapshot's table is always the one as of S, so installed data is written as version 1, which
-// every older node decodes; only a trim that knows its table writes version 2.
+// Versions: 1, 2 and 3 share the layout below; version 3 adds two fields after the configuration.
+// Version 1: an installed snapshot (its topic table and configuration are the ones as of S), or a
+// trim's that knew neither (an older binary wrote its table empty and its configuration as a
+// placeholder). Version 2: a trim's whose topic table is the one as of S (its configuration is a
+// placeholder). Version 3 says what the data describes at S in a flags byte, and carries the ids
+// retired as of S (an installed snapshot's, for the follower's CONFSTATE). Each data is written in
+// the lowest version that can say it: version 3 only for a trim that knows its configuration at S
+// or for an installed snapshot that carries retired ids, so every older node still decodes what
+// it can use (an older follower refuses, and counts, a version-3 snapshot: it stays behind until
+// it runs this version).
 //
-// Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1, 2),
-// u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes, u64 timestamp floor (ms), u32 topic
-// count, per topic (strictly increasing byte order) u8 length, the topic, u64 next offset
-// (1..TopicOffsets::kMaxNextOffset); u32 length + the node's section; u64 the sender's dedup view
-// start, u32 client count, per client u64 client id (non-zero, unique), u64 forgotten_below, u32
-// append count (at most kMaxAppendsPerClient), per append u64 sequence, u64 first, u64 last, u64
-// term, u32 digest (1 <= first <= index, first <= last, 1 <= term <= the snapshot's term, sequence
-// at or above forgotten_below, unique within the client). Nothing may follow.
+// Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1..3),
+// u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes;
+// version 3 only: u8 flags (bit 0 the topic table is the one as of S, bit 1 the configuration is
+// the one in force at S; both for an installed snapshot, no other bit), u32 retired id count (at
+// most raft::kMaxRetiredIds), each u64 (non-zero, unique, not a member of the configuration);
+// then u64 timestamp floor (ms), u32 topic count, per topic (strictly increasing byte order) u8
+// length, the topic, u64 next offset (1..TopicOffsets::kMaxNextOffset); u32 length + the node's
+// section; u64 the sender's dedup view start, u32 client count, per client u64 client id
+// (non-zero, unique), u64 forgotten_below, u32 append count (at most kMaxAppendsPerClient), per
+// append u64 sequence, u64 first, u64 last, u64 term, u32 digest (1 <= first <= index, first <=
+// last, 1 <= term <= the snapshot's term, sequence at or above forgotten_below, unique within the
+// client). Nothing may follow.
 #pragma once
 
 #include <cstddef>
@@ -52,9 +62,10 @@
 
 namespace raftlog::replica {
 
-// The newest version written (a trim whose topic table is known); version 1 is still written for
-// everything else and read (see the top of this file).
-inline constexpr std::uint32_t kSnapshotDataVersion = 2;
+// The newest version written (a trim that knows its configuration at S, or an installed snapshot
+// with retired ids); versions 1 and 2 are still written for everything else and read (see the top
+// of this file).
+inline constexpr std::uint32_t kSnapshotDataVersion = 3;
 // The largest snapshot data any node decodes (a file or a message). A sender's own budget
 // (ReplicaConfig::max_snapshot_data_bytes) is smaller: one peer message carries it whole.
 inline constexpr std::size_t kMaxSnapshotDataBytes = 64U << 20;
@@ -75,8 +86,17 @@ struct SnapshotData {
   std::uint64_t timestamp_floor_ms = 0;
   std::vector<TopicOffsets::TopicNext> topics;  // sorted by topic
   // `topics` is the topic table as of `index`. Always for kInstalled; for kTrim only when the trim
-  // knew it (version 2). Not encoded: the version says it.
+  // knew it (version 2, or version 3's flag).
   bool topics_at_index = true;
+  // `conf` is the configuration in force at `index`. Always for kInstalled; for kTrim only when the
+  // trim knew it (version 3's flag; a placeholder before).
+  bool conf_at_index = true;
+  // Ids retired (removed by a committed configuration change, never members again) as of
+  // `index`, as the sender knew them: the follower's install writes them into CONFSTATE, so that it
+  // refuses to add them again (ID_RETIRED) once it leads. At most raft::kMaxRetiredIds, non-zero,
+  // unique, none a member of `conf`; oldest retirement first. Empty for a trim (its CONFSTATE has
+  // them).
+  std::vector<raft::NodeId> retired_ids;
   std::string section;  // the node's own state (opaque here)
   std::uint64_t dedup_view_start = 0;
   std::vector<DedupTable::ClientState> dedup_clients;  // most recently used first

@@ -257,10 +257,11 @@ class Metrics::Impl final : public prometheus::Collectable {
     snapshots_abandoned_ = &counter("raftlog_snapshots_abandoned_total",
                                     "Snapshots whose chunked sending stopped: a chunk dropped, or "
                                     "a newer snapshot replaced it.");
-    snapshots_above_first_ = &counter(
-        "raftlog_snapshots_above_first_index_total",
-        "Snapshots this leader sent above its first index - 1 (the follower's log starts "
-        "above the leader's: a committed configuration there, or an older binary's trim).");
+    snapshots_above_first_ =
+        &counter("raftlog_snapshots_above_first_index_total",
+                 "Snapshots this leader sent above its first index - 1 (the follower's log starts "
+                 "above the leader's: its state at its first index - 1 not known, after an older "
+                 "binary's trim or a lost SNAPSHOT).");
     snapshots_received_ = &counter("raftlog_snapshots_received_total",
                                    "Whole snapshots handed to the Raft core (chunked or not).");
     snapshot_chunks_refused_ = &counter(

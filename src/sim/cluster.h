@@ -93,10 +93,11 @@ struct ClusterStats {
   std::uint64_t trims = 0;                // retention trims that removed at least one segment
   std::uint64_t snapshots_installed = 0;  // by followers stranded behind a leader's first index
   // Of those, installed while their leader was still leader (checked, check_snapshot_point): at
-  // the leader's first index - 1 or below, or above it because a committed configuration lies
-  // above it (the core's point) or the leader does not know its topic table there (the fallback).
+  // the leader's first index - 1 or below, or above it because the leader does not know the
+  // configuration in force at its first index - 1 while a configuration committed above it, or
+  // does not know its topic table there (the fallbacks; anything else above it is a violation).
   std::uint64_t snapshots_at_first_index = 0;
-  std::uint64_t snapshots_above_first_index_conf = 0;
+  std::uint64_t snapshots_above_first_index_conf_unknown = 0;
   std::uint64_t snapshots_above_first_index_fallback = 0;
 };
 

@@ -227,17 +227,21 @@ TEST(Snapshot, ProgressReportsKeepASlowTransferFromBeingSentAgain) {
   EXPECT_EQ(leader->take(MessageType::kSnapshot, 3).size(), 1u) << "stalled: sent again";
 }
 
-TEST(Snapshot, TheSnapshotPointIsTheNewestCommittedConfigurationWhenItIsAboveTheTrimPoint) {
-  // A configuration entry at 17 (committed): the configuration in force at 14 may be gone from the
-  // history, so the snapshot describes the log up to 17 instead.
-  std::vector<Entry> entries = make_entries(1, std::vector<Term>(20, 1));
+// Node 1 with entries 1..20 (term 1, all committed) whose entry 17 is a configuration adding
+// learner 4, trimmed below 15, elected by node 2's votes.
+ConfState conf_with_learner_4() {
   ConfState conf;
   conf.voters = {1, 2, 3};
   conf.learners = {4};
+  return conf;
+}
+
+std::unique_ptr<BareNode> leader_with_conf_above_trim_point() {
+  std::vector<Entry> entries = make_entries(1, std::vector<Term>(20, 1));
   entries[16].type = EntryType::kConfig;
-  entries[16].payload = encode_config(conf);
-  Config config = snapshot_config(1);
-  auto node = std::make_unique<BareNode>(config, entries, 15, HardState{1, kNoNode, 20});
+  entries[16].payload = encode_config(conf_with_learner_4());
+  auto node =
+      std::make_unique<BareNode>(snapshot_config(1), entries, 15, HardState{1, kNoNode, 20});
   for (int i = 0; i < 100 && node->raft->role() == Role::kFollower; ++i) node->raft->tick();
   node->drain();
   for (MessageType type : {MessageType::kPreVoteResponse, MessageType::kVoteResponse}) {
@@ -249,13 +253,72 @@ TEST(Snapshot, TheSnapshotPointIsTheNewestCommittedConfigurationWhenItIsAboveThe
     }
     node->drain();
   }
-  ASSERT_EQ(node->raft->role(), Role::kLeader);
   node->sent.clear();
+  return node;
+}
+
+TEST(Snapshot, TheSnapshotPointIsTheNewestCommittedConfigurationWhenItIsAboveTheTrimPoint) {
+  // A configuration entry at 17 (committed): the driver did not tell the configuration in force at
+  // 14 (set_trim_point_conf), so the snapshot describes the log up to 17 instead.
+  auto node = leader_with_conf_above_trim_point();
+  ASSERT_EQ(node->raft->role(), Role::kLeader);
   reject_probe(*node, 5);
   const std::vector<Message> snapshots = node->take(MessageType::kSnapshot, 3);
   ASSERT_EQ(snapshots.size(), 1u);
   EXPECT_EQ(snapshots[0].snapshot->index, 17u);
-  EXPECT_EQ(snapshots[0].snapshot->conf, conf);
+  EXPECT_EQ(snapshots[0].snapshot->conf, conf_with_learner_4());
+}
+
+// The driver knows the configuration in force at its trim point 14: the snapshot describes the log
+// up to 14 with it, although a newer configuration committed at 17, and the follower's
+// acknowledgement of 14 ends the snapshot state (the entries from 15 on, the configuration at 17
+// among them, follow by AppendEntries). A configuration told for another point (a trim or an
+// install moved the log's start since) is not used.
+TEST(Snapshot, TheSnapshotPointIsTheTrimPointWhenTheDriverKnowsTheConfigurationThere) {
+  auto node = leader_with_conf_above_trim_point();
+  ASSERT_EQ(node->raft->role(), Role::kLeader);
+  const ConfState bootstrap{{1, 2, 3}};
+  node->raft->set_trim_point_conf(13, bootstrap);  // stale: the log starts at 15
+  reject_probe(*node, 5);
+  std::vector<Message> snapshots = node->take(MessageType::kSnapshot, 3);
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0].snapshot->index, 17u) << "a configuration told for another point";
+
+  auto fresh = leader_with_conf_above_trim_point();
+  fresh->raft->set_trim_point_conf(14, bootstrap);
+  reject_probe(*fresh, 5);
+  snapshots = fresh->take(MessageType::kSnapshot, 3);
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0].snapshot->index, 14u);
+  EXPECT_EQ(snapshots[0].snapshot->term, 1u);
+  EXPECT_EQ(snapshots[0].snapshot->conf, bootstrap);
+  auto peer_3 = [&] {
+    for (const PeerProgress& p : fresh->raft->progress()) {
+      if (p.id == 3) return p;
+    }
+    return PeerProgress{};
+  };
+  EXPECT_EQ(peer_3().snapshot_index, 14u);
+  Message ack = response(MessageType::kAppendResponse, 3, 1, fresh->raft->term());
+  ack.index = 14;
+  fresh->raft->step(ack);
+  fresh->drain();
+  EXPECT_EQ(peer_3().snapshot_index, 0u) << "acknowledged at the point the core chose";
+  EXPECT_EQ(peer_3().match_index, 14u);
+  const std::vector<Message> appends = fresh->take(MessageType::kAppend, 3);
+  ASSERT_FALSE(appends.empty());
+  EXPECT_EQ(appends.front().index, 14u) << "replication continues right after the point";
+  ASSERT_FALSE(appends.front().entries.empty());
+  EXPECT_EQ(appends.front().entries.front().index, 15u);
+
+  // Forgotten (the driver lost it): the committed configuration's index again.
+  auto forgotten = leader_with_conf_above_trim_point();
+  forgotten->raft->set_trim_point_conf(14, bootstrap);
+  forgotten->raft->forget_trim_point_conf();
+  reject_probe(*forgotten, 5);
+  snapshots = forgotten->take(MessageType::kSnapshot, 3);
+  ASSERT_EQ(snapshots.size(), 1u);
+  EXPECT_EQ(snapshots[0].snapshot->index, 17u);
 }
 
 // Restarted from a hard state whose commit index lags its trim point, a new leader cannot describe

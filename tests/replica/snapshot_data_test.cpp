@@ -178,23 +178,46 @@ TEST(SnapshotData, ContentThatBreaksARuleIsRefusedEvenWithAValidChecksum) {
   EXPECT_FALSE(decode_snapshot_data(resealed(wrong_magic)).ok());
 }
 
-// Version 2 says that a trim's topic table is the one as of its index; everything else is written
-// as version 1 (which older nodes decode), and a version-1 trim's table means nothing.
-TEST(SnapshotData, VersionTwoMarksATrimThatKnowsItsTopicTable) {
-  SnapshotData trim = sample();  // origin kTrim, topics_at_index
+// The version says what a trim knew at its index: version 3 (flags) when it knows the configuration
+// in force there, version 2 when it knows only its topic table, version 1 when neither; installed
+// data is version 1 (which older nodes decode) unless it carries retired ids (version 3). A trim's
+// data of version 1 or 2 means "the configuration at the index is not known".
+TEST(SnapshotData, TheVersionSaysWhatATrimKnewAndInstalledDataCarriesRetiredIds) {
+  SnapshotData trim = sample();  // origin kTrim, topics_at_index, conf_at_index
   std::string bytes = encode_snapshot_data(trim);
-  EXPECT_EQ(store::get_u32(bytes.data() + 8), 2U);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), 3U);
   auto decoded = decode_snapshot_data(bytes);
   ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
   EXPECT_TRUE(decoded->topics_at_index);
+  EXPECT_TRUE(decoded->conf_at_index);
   EXPECT_EQ(*decoded, trim);
 
-  trim.topics_at_index = false;  // an older binary's trim, or one that did not know its table
+  trim.topics_at_index = false;  // a trim whose topic reading failed still knows its configuration
+  bytes = encode_snapshot_data(trim);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), 3U);
+  decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_FALSE(decoded->topics_at_index);
+  EXPECT_TRUE(decoded->conf_at_index);
+  EXPECT_EQ(*decoded, trim);
+
+  trim.topics_at_index = true;
+  trim.conf_at_index = false;  // the table only (what the previous version wrote)
+  bytes = encode_snapshot_data(trim);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), 2U);
+  decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_TRUE(decoded->topics_at_index);
+  EXPECT_FALSE(decoded->conf_at_index) << "a version-2 trim's configuration is a placeholder";
+  EXPECT_EQ(*decoded, trim);
+
+  trim.topics_at_index = false;  // an older binary's trim, or one that knew neither
   bytes = encode_snapshot_data(trim);
   EXPECT_EQ(store::get_u32(bytes.data() + 8), 1U);
   decoded = decode_snapshot_data(bytes);
   ASSERT_TRUE(decoded.ok());
   EXPECT_FALSE(decoded->topics_at_index);
+  EXPECT_FALSE(decoded->conf_at_index);
   EXPECT_EQ(*decoded, trim);
 
   SnapshotData installed = sample();
@@ -204,10 +227,63 @@ TEST(SnapshotData, VersionTwoMarksATrimThatKnowsItsTopicTable) {
   decoded = decode_snapshot_data(bytes);
   ASSERT_TRUE(decoded.ok());
   EXPECT_TRUE(decoded->topics_at_index);
+  EXPECT_TRUE(decoded->conf_at_index);
   EXPECT_EQ(*decoded, installed);
-  // Version 2 is a trim's only: one encoding per content.
-  store::put_u32(bytes.data() + 8, 2);
-  EXPECT_FALSE(decode_snapshot_data(resealed(bytes)).ok());
+  // Version 2 is a trim's only, version 3 only where a lower one cannot say it: one encoding per
+  // content.
+  std::string as_version_2 = bytes;
+  store::put_u32(as_version_2.data() + 8, 2);
+  EXPECT_FALSE(decode_snapshot_data(resealed(as_version_2)).ok());
+
+  installed.retired_ids = {9, 5};
+  bytes = encode_snapshot_data(installed);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), 3U);
+  std::size_t expected = encoded_size_without_dedup(installed);
+  for (const auto& client : installed.dedup_clients) expected += encoded_client_size(client);
+  EXPECT_EQ(bytes.size(), expected);
+  decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->retired_ids, (std::vector<raft::NodeId>{9, 5}));
+  EXPECT_EQ(*decoded, installed);
+}
+
+// Version 3's fields break no rule unnoticed (resealed: the decoder's checks refuse them).
+TEST(SnapshotData, BadRetiredIdsAndFlagsAreRefused) {
+  SnapshotData installed = sample();
+  installed.origin = SnapshotOrigin::kInstalled;
+  installed.retired_ids = {9};
+  const std::string good = encode_snapshot_data(installed);
+  ASSERT_TRUE(decode_snapshot_data(good).ok());
+  const std::size_t conf_size = store::get_u32(good.data() + 29);
+  const std::size_t flags_at = 33 + conf_size;
+  const std::size_t retired_at = flags_at + 1 + 4;
+  auto with = [&](std::size_t at, std::uint64_t value, int width) {
+    std::string bytes = good;
+    if (width == 1) {
+      bytes[at] = static_cast<char>(value);
+    } else if (width == 4) {
+      store::put_u32(bytes.data() + at, static_cast<std::uint32_t>(value));
+    } else {
+      store::put_u64(bytes.data() + at, value);
+    }
+    return resealed(bytes);
+  };
+  EXPECT_FALSE(decode_snapshot_data(with(flags_at, 1, 1)).ok()) << "installed: both flags";
+  EXPECT_FALSE(decode_snapshot_data(with(flags_at, 7, 1)).ok()) << "an unknown flag";
+  EXPECT_FALSE(decode_snapshot_data(with(retired_at, 0, 8)).ok()) << "retired id 0";
+  EXPECT_FALSE(decode_snapshot_data(with(retired_at, 2, 8)).ok()) << "a member retired";
+  EXPECT_FALSE(decode_snapshot_data(with(flags_at + 1, 1 << 20, 4)).ok()) << "too many ids";
+  EXPECT_FALSE(decode_snapshot_data(with(flags_at + 1, (good.size() - retired_at) / 8 + 1, 4)).ok())
+      << "a count past the bytes";
+  SnapshotData repeated = installed;
+  repeated.retired_ids = {9, 9};
+  EXPECT_FALSE(decode_snapshot_data(encode_snapshot_data(repeated)).ok()) << "an id twice";
+  // An installed snapshot without retired ids is version 1: as version 3 (count 0, the id's 8
+  // bytes removed: well-formed, with nothing version 1 lacks) it is refused.
+  std::string v3_empty = good;
+  store::put_u32(v3_empty.data() + flags_at + 1, 0);
+  v3_empty.erase(retired_at, 8);
+  EXPECT_FALSE(decode_snapshot_data(resealed(v3_empty)).ok());
 }
 
 // Random mutations of a valid encoding, resealed so that they reach the structural checks: the

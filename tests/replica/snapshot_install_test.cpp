@@ -46,12 +46,13 @@ raft::ConfState snapshot_conf() {
 }
 
 // The leader's state as of index 10: client 77's append of ["x", "y"] at 8..9, topic "orders" at
-// next offset 7.
+// next offset 7, node 9 retired.
 SnapshotData leader_data() {
   SnapshotData data;
   data.index = kSnapshotIndex;
   data.term = kSnapshotTerm;
   data.conf = snapshot_conf();
+  data.retired_ids = {9};
   data.timestamp_floor_ms = 5000;
   data.topics = {{"orders", 7}};
   data.dedup_view_start = 1;
@@ -151,6 +152,8 @@ class SnapshotInstallTest : public ::testing::Test {
     if (log.first_index() == 1) {
       EXPECT_EQ(log.last_index(), 4U) << where;
       EXPECT_EQ(replica_->core().conf_history().front().index, 0U) << where;
+      EXPECT_EQ(replica_->first_index_conf(), (raft::ConfState{{1, 2, 3}})) << where;
+      EXPECT_TRUE(replica_->retired_ids().empty()) << where;
       EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 2U) << where;
       EXPECT_EQ(lookup(50, 1, {"a", "b"}), DedupTable::Lookup::kFound) << where;
       EXPECT_EQ(lookup(77, 5, {"x", "y"}), DedupTable::Lookup::kUnknown) << where;
@@ -164,6 +167,10 @@ class SnapshotInstallTest : public ::testing::Test {
     EXPECT_EQ(history.size(), 1U) << where;
     EXPECT_EQ(history.front().index, kSnapshotIndex) << where;
     EXPECT_EQ(history.front().conf, snapshot_conf()) << where;
+    // The configuration at the log's first index - 1 (for the snapshots it sends once it leads) and
+    // the snapshot's retired ids (CONFSTATE) come back with it.
+    EXPECT_EQ(replica_->first_index_conf(), snapshot_conf()) << where;
+    EXPECT_EQ(replica_->retired_ids(), std::vector<raft::NodeId>{9}) << where;
     EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 7U) << where;
     EXPECT_GE(replica_->timestamp_floor_ms(), 5000U) << where;
     EXPECT_EQ(lookup(77, 5, {"x", "y"}), DedupTable::Lookup::kFound) << where;
@@ -517,6 +524,19 @@ class TrimSnapshotTest : public SnapshotInstallTest {
   static std::string payload(std::uint64_t index) {
     return std::string(15 << 10, static_cast<char>('a' + index % 26));
   }
+  // With with_config_entry_, entry kConfigIndex adds learner 4 (a kConfig entry, no client).
+  static constexpr std::uint64_t kConfigIndex = 12;
+  static raft::ConfState conf_with_learner() {
+    raft::ConfState conf{{1, 2, 3}};
+    conf.learners = {4};
+    return conf;
+  }
+  // The configuration in force at `index`.
+  raft::ConfState conf_at(std::uint64_t index) const {
+    return with_config_entry_ && index >= kConfigIndex ? conf_with_learner()
+                                                       : raft::ConfState{{1, 2, 3}};
+  }
+  bool with_config_entry_ = false;
   void build_log() {
     open();
     for (std::uint64_t from = 1; from <= kEntries; from += 8) {
@@ -535,6 +555,12 @@ class TrimSnapshotTest : public SnapshotInstallTest {
         entry.client_id = 100 + index;
         entry.sequence = 1;
         entry.payload = payload(index);
+        if (with_config_entry_ && index == kConfigIndex) {
+          entry.type = raft::EntryType::kConfig;
+          entry.client_id = 0;
+          entry.sequence = 0;
+          entry.payload = raft::encode_config(conf_with_learner());
+        }
         append.entries.push_back(entry);
       }
       replica_->step(append);
@@ -561,6 +587,7 @@ class TrimSnapshotTest : public SnapshotInstallTest {
   // Every append of the log, trimmed or not, is still answered from the dedup table.
   void expect_every_retry_answered(const std::string& where) {
     for (std::uint64_t index = 1; index <= kEntries; ++index) {
+      if (with_config_entry_ && index == kConfigIndex) continue;
       EXPECT_EQ(lookup(100 + index, 1, {payload(index)}), DedupTable::Lookup::kFound)
           << where << ": the append at " << index << " (log starts at "
           << replica_->log().first_index() << ") would be appended again";
@@ -622,6 +649,50 @@ TEST_F(TrimSnapshotTest, ACutBeforeATrimDeletedAnythingKeepsThePreviousSnapshot)
     expect_every_retry_answered("cut after " + std::to_string(step) + " syncs");
   }
   EXPECT_GT(checked, 0);
+}
+
+// The configuration in force at the log's first index - 1 (what a leader's snapshot at that point
+// carries, docs/raft.md "Snapshots") across a trim cut at every sync: the configuration entry at 12
+// lies between the first trim's point and the second's. Whichever log the restart finds, the
+// configuration the node knows there is the one in force there (or none, for a log that starts
+// where no saved snapshot names, a cut part-way through the segments' deletion); at the first
+// trim's start and at the second's it is known.
+TEST_F(TrimSnapshotTest, APowerCutDuringATrimKeepsTheConfigurationAtTheFirstIndex) {
+  with_config_entry_ = true;
+  int known_old = 0;
+  int known_new = 0;
+  bool completed = false;
+  for (std::uint64_t step = 0; step < 60 && !completed; ++step) {
+    std::uint64_t after_first = 0;
+    TrimResult second_trim;
+    ASSERT_NO_FATAL_FAILURE(trim_twice_cut_after(step, &after_first, &second_trim));
+    ASSERT_LT(after_first, kConfigIndex + 1);
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(step) + " syncs";
+    if (completed) {
+      ASSERT_TRUE(second_trim.error.ok()) << where << ": " << second_trim.error.message;
+      ASSERT_GT(replica_->log().first_index(), kConfigIndex + 1) << "the trim passes entry 12";
+      EXPECT_EQ(replica_->first_index_conf(), conf_with_learner()) << where;
+    }
+    power_cut_and_reopen(static_cast<store::CrashMode>(step % 3), step + 1);
+    if (HasFatalFailure()) return;
+    const std::uint64_t first = replica_->log().first_index();
+    const std::optional<raft::ConfState>& known = replica_->first_index_conf();
+    if (known) {
+      EXPECT_EQ(*known, conf_at(first - 1)) << where << ": the log starts at " << first;
+    }
+    // Known wherever the open finds SNAPSHOT naming the log's start (either trim's).
+    auto saved = read_snapshot_file(env_.get(), "/data");
+    ASSERT_TRUE(saved.ok()) << where;
+    if (saved->has_value() && (*saved)->index + 1 == first) {
+      EXPECT_TRUE(known.has_value()) << where;
+      (first == after_first ? known_old : known_new) += known ? 1 : 0;
+    }
+    EXPECT_EQ(replica_->core().conf(), conf_with_learner()) << where;
+  }
+  EXPECT_TRUE(completed) << "the trim never finished within the steps tried";
+  EXPECT_GT(known_old, 0);
+  EXPECT_GT(known_new, 0);
 }
 
 }  // namespace
