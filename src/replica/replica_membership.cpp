@@ -279,7 +279,8 @@ const std::vector<raft::NodeId>& Replica::retired_ids() const {
   }
   // conf_records_ changes with a CONFSTATE rewrite (or at open, before any call); its size and
   // newest index too, in case one happens without (a seam that skips the write).
-  const std::array<std::uint64_t, 6> key{conf_state_file_->generation(), oldest.index,
+  const std::array<std::uint64_t, 6> key{conf_state_file_->generation(),
+                                         oldest.index,
                                          oldest.term,
                                          committed_records,
                                          conf_records_.size(),
