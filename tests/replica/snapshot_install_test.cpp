@@ -558,6 +558,44 @@ class TrimSnapshotTest : public SnapshotInstallTest {
     env_->crash_after_syncs(step);
     *second = replica_->trim(24, "test:");
   }
+  // A fresh log trimmed below 10; *planned is where a trim below 24 makes it start (the first
+  // segment that keeps an entry at or above 24), several segments later.
+  void trim_once(std::uint64_t* after_first, std::uint64_t* planned) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_log();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(replica_->trim(10, "test:").error.ok());
+    *after_first = replica_->log().first_index();
+    *planned = *after_first;
+    for (const store::CommitLog::SegmentInfo& segment : replica_->log().segments()) {
+      if (segment.active || segment.last_index >= 24) break;
+      *planned = segment.last_index + 1;
+    }
+    ASSERT_GE(*planned, *after_first + 8) << "the second trim deletes fewer than two segments";
+  }
+  // After a reopen: the log starts at `first`, holds every entry from there to kEntries, committed;
+  // the node knows its topic table at the first index - 1 (a snapshot it sends starts there),
+  // SNAPSHOT names that point and SNAPSHOT.next is gone; every retry is still answered.
+  void expect_whole_at(std::uint64_t first, const std::string& where) {
+    const store::CommitLog& log = replica_->log();
+    EXPECT_EQ(log.first_index(), first) << where;
+    EXPECT_EQ(log.last_index(), kEntries) << where;
+    EXPECT_EQ(replica_->commit_index(), kEntries) << where;
+    for (std::uint64_t index = log.first_index(); index <= kEntries; ++index) {
+      auto batch = log.read(index, 1, 1 << 20);
+      ASSERT_TRUE(batch.ok() && !batch->entries.empty()) << where << ": entry " << index;
+      EXPECT_EQ(batch->entries.front().payload, payload(index)) << where << ": entry " << index;
+    }
+    EXPECT_TRUE(replica_->knows_first_index_topics())
+        << where << ": the topic table as of " << log.first_index() - 1 << " is not known";
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where;
+    auto current = read_snapshot_file(env_.get(), "/data");
+    ASSERT_TRUE(current.ok() && current->has_value()) << where;
+    EXPECT_EQ((*current)->index + 1, log.first_index()) << where;
+    EXPECT_TRUE((*current)->topics_at_index) << where;
+    expect_every_retry_answered(where);
+  }
   // Every append of the log, trimmed or not, is still answered from the dedup table.
   void expect_every_retry_answered(const std::string& where) {
     for (std::uint64_t index = 1; index <= kEntries; ++index) {
@@ -622,6 +660,91 @@ TEST_F(TrimSnapshotTest, ACutBeforeATrimDeletedAnythingKeepsThePreviousSnapshot)
     expect_every_retry_answered("cut after " + std::to_string(step) + " syncs");
   }
   EXPECT_GT(checked, 0);
+}
+
+// A trim of several segments, cut by a power cut after each of its segment files' deletions (a
+// journaling file system keeps any prefix of the unlinks): the open finishes the deletion its
+// SNAPSHOT.next planned, so the log starts where the trim planned (or, when nothing went, where it
+// started), never in between, and the node knows its topic table at its first index - 1. Before,
+// the log started in between and the node fell back to snapshots above its first index.
+TEST_F(TrimSnapshotTest, ACutAfterEachSegmentDeletionIsFinishedByTheOpen) {
+  int finished_by_open = 0;
+  bool completed = false;
+  for (std::uint64_t removes = 0; removes < 40 && !completed; ++removes) {
+    std::uint64_t after_first = 0;
+    std::uint64_t planned = 0;
+    ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+    env_->crash_after_removes(removes);
+    const TrimResult second = replica_->trim(24, "test:");
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(removes) + " file deletions";
+    if (completed) {
+      EXPECT_TRUE(second.error.ok()) << where << ": " << second.error.message;
+    }
+    power_cut_and_reopen(static_cast<store::CrashMode>(removes % 3), removes + 1);
+    if (HasFatalFailure()) return;
+    const std::uint64_t first = replica_->log().first_index();
+    if (!completed && removes > 0) ++finished_by_open;
+    ASSERT_NO_FATAL_FAILURE(
+        expect_whole_at(removes == 0 && !completed ? after_first : planned, where));
+    // The node goes on: the next trim continues from the table the open loaded.
+    if (first == planned) {
+      ASSERT_TRUE(replica_->trim(kEntries, "test:").error.ok()) << where;
+      EXPECT_GT(replica_->log().first_index(), planned) << where;
+      EXPECT_TRUE(replica_->knows_first_index_topics()) << where;
+    }
+  }
+  EXPECT_TRUE(completed) << "the trim never finished within the cuts tried";
+  EXPECT_GE(finished_by_open, 3) << "cuts between the segment deletions";
+}
+
+// The same stop by a store error (an unlink refused part-way): the trim fails, the running node
+// leaves SNAPSHOT.next in place (it no longer renames it over SNAPSHOT for a log that starts
+// between the two points), and the next open finishes the deletion.
+TEST_F(TrimSnapshotTest, ATrimAStoreErrorStoppedPartWayIsFinishedByTheNextOpen) {
+  for (std::uint64_t removes = 1; removes <= 4; ++removes) {
+    std::uint64_t after_first = 0;
+    std::uint64_t planned = 0;
+    ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+    env_->fail_remove_after(removes);
+    const TrimResult second = replica_->trim(24, "test:");
+    const std::string where = "failed after " + std::to_string(removes) + " file deletions";
+    EXPECT_FALSE(second.error.ok()) << where;
+    EXPECT_GT(replica_->log().first_index(), after_first) << where;
+    EXPECT_LT(replica_->log().first_index(), planned) << where;
+    EXPECT_FALSE(replica_->knows_first_index_topics()) << where;
+    replica_.reset();  // a restart (the store failed for good)
+    open();
+    if (HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(expect_whole_at(planned, where));
+  }
+}
+
+// Anything that does not match exactly is left as before (logged): here the trim's file names a
+// point in the middle of a segment (a trim always cuts at a segment boundary: a damaged or foreign
+// file), so nothing more is deleted; its dedup records are still taken.
+TEST_F(TrimSnapshotTest, ACutTrimWhosePointIsNotASegmentStartIsNotFinished) {
+  std::uint64_t after_first = 0;
+  std::uint64_t planned = 0;
+  ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+  env_->crash_after_removes(2);  // the trim's first segment (its data and index files)
+  (void)replica_->trim(24, "test:");
+  ASSERT_TRUE(env_->crashed());
+  replica_.reset();
+  env_->restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
+  auto planned_file = read_snapshot_file(env_.get(), "/data", SnapshotFile::kNext);
+  ASSERT_TRUE(planned_file.ok() && planned_file->has_value());
+  ASSERT_EQ((*planned_file)->index + 1, planned);
+  SnapshotData moved = **planned_file;
+  moved.index += 1;
+  ASSERT_TRUE(env_->write_file("/data/SNAPSHOT.next", encode_snapshot_data(moved)).ok());
+  open();
+  if (HasFatalFailure()) return;
+  const std::uint64_t first = replica_->log().first_index();
+  EXPECT_GT(first, after_first);
+  EXPECT_LT(first, planned) << "deleted up to a point that is not a segment start";
+  EXPECT_FALSE(replica_->knows_first_index_topics());
+  expect_every_retry_answered("a point inside a segment");
 }
 
 }  // namespace
