@@ -184,6 +184,7 @@ Status DerivedIndexes::rebuild(const LogView& log) {
   }
   queues_.clear();
   key_map_.clear();
+  seeded_next_.clear();
   const std::string topics_dir = store::join_path(dir_, "topics");
   if (env_->exists(topics_dir)) {
     auto names = env_->list_dir(topics_dir);
@@ -254,7 +255,15 @@ void DerivedIndexes::index_entry(const SourceEntry& entry) {
     } else {
       // The offset is the one the leader wrote into the envelope (version 2), so that every node
       // numbers the topic alike whatever it rebuilt or skipped; a version-1 entry is the next one.
+      const bool new_queue = queues_.count(topic) == 0;
       RecordLog& queue = queue_for(topic);
+      if (new_queue && !seeded_next_.empty()) {
+        // Its numbering as of the log's start (seed_topic_offsets), for a version-1 entry.
+        if (auto seeded = seeded_next_.find(topic); seeded != seeded_next_.end()) {
+          queue.continue_at(seeded->second);
+          seeded_next_.erase(seeded);
+        }
+      }
       const std::uint64_t offset =
           envelope.has_topic_offset ? envelope.topic_offset : queue.end_number();
       // Not the next record: the first entry of the topic since a rebuild after retention or a
@@ -297,6 +306,25 @@ void DerivedIndexes::skip_to(std::uint64_t index) {
   if (index <= boundary_) return;
   boundary_ = index;
   boundary_term_ = 0;  // unknown: open() then checks nothing at this boundary
+}
+
+bool DerivedIndexes::seed_topic_offsets(std::uint64_t first_log_index,
+                                        const std::vector<TopicNextOffset>& table) {
+  std::unique_lock lock(mu_);
+  if (boundary_ < first_log_index) return false;
+  const bool at_start = boundary_ == first_log_index;
+  bool moved = false;
+  for (const TopicNextOffset& row : table) {
+    if (auto queue = queues_.find(row.topic); queue != queues_.end()) {
+      if (at_start && queue->second->end_number() != row.next_offset) {
+        queue->second->continue_at(row.next_offset);
+        moved = true;
+      }
+    } else if (seeded_next_.size() < kMaxSeededTopics || seeded_next_.count(row.topic) != 0) {
+      seeded_next_[row.topic] = row.next_offset;
+    }
+  }
+  return moved;
 }
 
 Cursor DerivedIndexes::cursor_locked() const {
