@@ -472,7 +472,7 @@ class Replica {
   // SNAPSHOT.next names, a start no saved topic table describes. When the file is such a trim's
   // and every check of cut_trim_mismatch() holds, the deletion is finished (the log then starts
   // where the file says, and load_snapshot_state promotes it); anything else is logged and left
-  // as it is. False (*problem) only when the deletion itself fails.
+  // as it is. False (*problem) only when the deletion itself fails (the store then has failed).
   bool finish_cut_trim(std::string* problem);
   // "" when the trim `planned` (a SNAPSHOT.next of origin kTrim whose point the log holds) may be
   // finished; else why not.

@@ -186,7 +186,7 @@ void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expec
 // rises, and the trim that wrote the file respected it.
 std::string Replica::cut_trim_mismatch(const SnapshotData& planned) const {
   const std::uint64_t point = planned.index;
-  if (!planned.topics_at_index) return "its topic table is not known (version 1)";
+  if (!planned.topics_at_index) return "its topic table is not known (a version-1 file)";
   if (point > std::min(log_->commit_index(), log_->last_index())) {
     return "it is past the commit index the store recovered (" +
            std::to_string(log_->commit_index()) + ")";
@@ -198,7 +198,11 @@ std::string Replica::cut_trim_mismatch(const SnapshotData& planned) const {
   for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
     if (segment.base_index == point + 1) at_segment_start = true;
   }
-  if (!at_segment_start) return "no segment starts at " + std::to_string(point + 1);
+  // An entry after the point too: the segment that holds the point is then sealed and below the
+  // flushed index, so the store's prefix truncation reaches it.
+  if (!at_segment_start || log_->last_index() <= point) {
+    return "no segment holding entries starts at " + std::to_string(point + 1);
+  }
   auto topic_state = read_topic_state(config_.store.env, config_.data_dir);
   if (!topic_state.ok() || !topic_state->has_value() || (*topic_state)->through_index < point ||
       (*topic_state)->through_index > log_->last_index()) {
@@ -246,9 +250,10 @@ bool Replica::finish_cut_trim(std::string* problem) {
     return false;
   }
   if (log_->first_index() != planned.index + 1) {
-    *problem = "finishing a cut trim: the log starts at " + std::to_string(log_->first_index()) +
-               ", not at " + std::to_string(planned.index + 1);
-    return false;
+    // Stopped short without an error: not a reason to refuse the open (the file is then taken for
+    // its dedup part, as for any mismatch).
+    spdlog::warn("node {}: finishing the cut trim stopped with the log starting at {}, not at {}",
+                 config_.node_id, log_->first_index(), planned.index + 1);
   }
   return true;
 }

@@ -4,6 +4,7 @@
 // data does not validate is refused before anything changes.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -720,31 +721,72 @@ TEST_F(TrimSnapshotTest, ATrimAStoreErrorStoppedPartWayIsFinishedByTheNextOpen) 
   }
 }
 
-// Anything that does not match exactly is left as before (logged): here the trim's file names a
-// point in the middle of a segment (a trim always cuts at a segment boundary: a damaged or foreign
-// file), so nothing more is deleted; its dedup records are still taken.
-TEST_F(TrimSnapshotTest, ACutTrimWhosePointIsNotASegmentStartIsNotFinished) {
-  std::uint64_t after_first = 0;
-  std::uint64_t planned = 0;
-  ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
-  env_->crash_after_removes(2);  // the trim's first segment (its data and index files)
-  (void)replica_->trim(24, "test:");
-  ASSERT_TRUE(env_->crashed());
-  replica_.reset();
-  env_->restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
-  auto planned_file = read_snapshot_file(env_.get(), "/data", SnapshotFile::kNext);
-  ASSERT_TRUE(planned_file.ok() && planned_file->has_value());
-  ASSERT_EQ((*planned_file)->index + 1, planned);
-  SnapshotData moved = **planned_file;
-  moved.index += 1;
-  ASSERT_TRUE(env_->write_file("/data/SNAPSHOT.next", encode_snapshot_data(moved)).ok());
-  open();
-  if (HasFatalFailure()) return;
-  const std::uint64_t first = replica_->log().first_index();
-  EXPECT_GT(first, after_first);
-  EXPECT_LT(first, planned) << "deleted up to a point that is not a segment start";
-  EXPECT_FALSE(replica_->knows_first_index_topics());
-  expect_every_retry_answered("a point inside a segment");
+// Anything that does not match exactly is left as before (logged, the file taken for its dedup part
+// when it describes the log's start): the same cut (after the trim's first segment), then one thing
+// made not to match each time; nothing more is deleted, every entry the log holds stays readable.
+TEST_F(TrimSnapshotTest, ACutTrimThatDoesNotMatchExactlyIsNotFinished) {
+  struct Variant {
+    const char* name;
+    std::function<void(SnapshotData*, store::MemoryEnv*)> change;
+    bool retries_answered;  // the changed file still describes the log's start
+  };
+  const std::vector<Variant> variants = {
+      // A trim always cuts at a segment boundary: a damaged or foreign file.
+      {"a point inside a segment", [](SnapshotData* d, store::MemoryEnv*) { d->index += 1; }, true},
+      // An install's SNAPSHOT.next whose log reset never came must never drive a deletion.
+      {"an install's file",
+       [](SnapshotData* d, store::MemoryEnv*) { d->origin = SnapshotOrigin::kInstalled; }, false},
+      {"a version-1 trim (table not known)",
+       [](SnapshotData* d, store::MemoryEnv*) { d->topics_at_index = false; }, true},
+      {"another term at the point", [](SnapshotData* d, store::MemoryEnv*) { d->term += 1; },
+       false},
+      {"TOPICSTATE short of the point",
+       [](SnapshotData* d, store::MemoryEnv* env) {
+         auto state = read_topic_state(env, "/data");
+         ASSERT_TRUE(state.ok() && state->has_value());
+         TopicState shorter = **state;
+         shorter.through_index = d->index - 1;
+         ASSERT_TRUE(write_topic_state(env, "/data", shorter).ok());
+       },
+       true},
+      {"SNAPSHOT unreadable",
+       [](SnapshotData*, store::MemoryEnv* env) {
+         auto bytes = env->read_file("/data/SNAPSHOT", 1 << 20);
+         ASSERT_TRUE(bytes.ok());
+         std::string damaged = *bytes;
+         damaged[damaged.size() / 2] ^= 0x04;
+         ASSERT_TRUE(env->write_file("/data/SNAPSHOT", damaged).ok());
+       },
+       true},
+  };
+  for (const Variant& variant : variants) {
+    std::uint64_t after_first = 0;
+    std::uint64_t planned = 0;
+    ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+    env_->crash_after_removes(2);  // the trim's first segment (its data and index files)
+    (void)replica_->trim(24, "test:");
+    ASSERT_TRUE(env_->crashed());
+    replica_.reset();
+    env_->restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
+    auto planned_file = read_snapshot_file(env_.get(), "/data", SnapshotFile::kNext);
+    ASSERT_TRUE(planned_file.ok() && planned_file->has_value());
+    ASSERT_EQ((*planned_file)->index + 1, planned);
+    SnapshotData changed = **planned_file;
+    ASSERT_NO_FATAL_FAILURE(variant.change(&changed, env_.get())) << variant.name;
+    ASSERT_TRUE(env_->write_file("/data/SNAPSHOT.next", encode_snapshot_data(changed)).ok());
+    open();
+    if (HasFatalFailure()) return;
+    const store::CommitLog& log = replica_->log();
+    EXPECT_GT(log.first_index(), after_first) << variant.name;
+    EXPECT_LT(log.first_index(), planned) << variant.name << ": deleted although it does not match";
+    EXPECT_FALSE(replica_->knows_first_index_topics()) << variant.name;
+    for (std::uint64_t index = log.first_index(); index <= kEntries; ++index) {
+      auto batch = log.read(index, 1, 1 << 20);
+      ASSERT_TRUE(batch.ok() && !batch->entries.empty()) << variant.name << ": entry " << index;
+      EXPECT_EQ(batch->entries.front().payload, payload(index)) << variant.name << ": " << index;
+    }
+    if (variant.retries_answered) expect_every_retry_answered(variant.name);
+  }
 }
 
 }  // namespace
