@@ -234,10 +234,7 @@ RecordLog& DerivedIndexes::queue_for(const std::string& topic) {
   return *queues_.emplace(topic, std::move(queue)).first->second;
 }
 
-std::uint64_t DerivedIndexes::boundary() const {
-  std::shared_lock lock(mu_);
-  return boundary_;
-}
+std::uint64_t DerivedIndexes::boundary() const { return boundary_.load(); }
 
 void DerivedIndexes::index_entry(const SourceEntry& entry) {
   if (!entry.has_envelope) return;
@@ -288,6 +285,7 @@ void DerivedIndexes::index_entry(const SourceEntry& entry) {
 }
 
 bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
+  std::lock_guard writer(write_mu_);
   std::unique_lock lock(mu_);
   if (!entries.empty() && entries.front().index != boundary_) return false;
   for (std::size_t i = 1; i < entries.size(); ++i) {
@@ -302,6 +300,7 @@ bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
 }
 
 void DerivedIndexes::skip_to(std::uint64_t index) {
+  std::lock_guard writer(write_mu_);
   std::unique_lock lock(mu_);
   if (index <= boundary_) return;
   boundary_ = index;
@@ -310,6 +309,7 @@ void DerivedIndexes::skip_to(std::uint64_t index) {
 
 bool DerivedIndexes::seed_topic_offsets(std::uint64_t first_log_index,
                                         const std::vector<TopicNextOffset>& table) {
+  std::lock_guard writer(write_mu_);
   std::unique_lock lock(mu_);
   if (boundary_ < first_log_index) return false;
   const bool at_start = boundary_ == first_log_index;
@@ -346,8 +346,9 @@ Cursor DerivedIndexes::cursor_locked() const {
 }
 
 Status DerivedIndexes::persist() {
-  // Exclusive: queries wait for the fsyncs. The dispatcher persists at most a few times a second.
-  std::unique_lock lock(mu_);
+  // Shared: queries and Status go on during the fsyncs (see mu_); the writer's own operations wait.
+  std::lock_guard writer(write_mu_);
+  std::shared_lock lock(mu_);
   return persist_locked();
 }
 
@@ -371,7 +372,8 @@ Status DerivedIndexes::persist_locked() {
 }
 
 Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
-  std::unique_lock lock(mu_);
+  std::lock_guard writer(write_mu_);
+  std::shared_lock shared(mu_);  // the writes and fsyncs (see mu_)
   // Everything is written first, so that whole segments below the retention point can be dropped
   // (only written records are; RecordLog::forget_below).
   for (auto& [topic, queue] : queues_) {
@@ -379,15 +381,20 @@ Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
   }
   if (Status s = keys_->sync(); !s.ok()) return s;
   if (Status s = time_->sync(); !s.ok()) return s;
+  shared.unlock();
   bool forgot = false;
-  for (auto& [topic, queue] : queues_) forgot = queue->forget_below(first_log_index) || forgot;
-  if (keys_->forget_below(first_log_index)) {
-    forgot = true;
-    key_map_.clear();
-    for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
+  {
+    std::unique_lock lock(mu_);  // records go
+    for (auto& [topic, queue] : queues_) forgot = queue->forget_below(first_log_index) || forgot;
+    if (keys_->forget_below(first_log_index)) {
+      forgot = true;
+      key_map_.clear();
+      for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
+    }
+    forgot = time_->forget_below(first_log_index) || forgot;
   }
-  forgot = time_->forget_below(first_log_index) || forgot;
   if (!forgot) return Status();
+  shared.lock();
   // The cursor naming the new first records is durable before any file goes: a restart then
   // keeps the topics' offsets instead of finding a missing segment and renumbering in a rebuild.
   if (Status s = persist_locked(); !s.ok()) return s;

@@ -21,9 +21,11 @@
 // mirrored in memory for queries), plus the key map (about 48 bytes per key record).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -180,8 +182,16 @@ class DerivedIndexes {
   store::Env* env_;
   std::string dir_;
   LogIdentity identity_;
+  // Locking: mu_ guards what queries read (the queues' records, the key map, the counters);
+  // write_mu_ serializes the writer's operations (apply, skip_to, seed_topic_offsets, persist,
+  // trim_below), which alone touch the files and the record logs' write positions. So persist()
+  // writes and fsyncs under a shared lock of mu_ (queries go on meanwhile: a persist of thousands
+  // of new topic files takes seconds on a loaded disk) and only what changes records takes it
+  // exclusively.
   mutable std::shared_mutex mu_;
-  std::uint64_t boundary_ = 1;
+  std::mutex write_mu_;
+  // Read without mu_ by boundary() (Status, lag and metrics must not wait behind a batch).
+  std::atomic<std::uint64_t> boundary_{1};
   std::uint64_t boundary_term_ = 0;
   std::uint64_t last_timestamp_ms_ = 0;
   std::map<std::string, std::unique_ptr<RecordLog>> queues_;
