@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "derived/envelope.h"
+#include "replica/conf_state_file.h"
 #include "replica/replica.h"
 #include "replica/snapshot_data.h"
 #include "replica/topic_state_file.h"
@@ -747,6 +748,55 @@ TEST_F(TrimSnapshotTest, ACutTrimThatDoesNotMatchExactlyIsNotFinished) {
          TopicState shorter = **state;
          shorter.through_index = d->index - 1;
          ASSERT_TRUE(write_topic_state(env, "/data", shorter).ok());
+       },
+       true},
+      // A point past the commit index (entries 33..40 appended, not committed; TOPICSTATE raised
+      // to the point, so that only the commit check stands in the way): uncommitted entries are
+      // never deleted.
+      {"a point past the commit index",
+       [](SnapshotData* d, store::MemoryEnv* env) {
+         auto log = store::CommitLog::open("/data/log", testing::stepped_follower_config(env).store);
+         ASSERT_TRUE(log.ok()) << log.status().to_string();
+         const std::string body(15 << 10, 'u');
+         for (std::uint64_t index = kEntries + 1; index <= kEntries + 8; ++index) {
+           store::EntryToAppend entry{store::EntryMeta{index, 1}, body};
+           ASSERT_TRUE((*log)->append_no_wait({&entry, 1}).ok());
+         }
+         ASSERT_TRUE((*log)->run_flush_cycle().ok());
+         ASSERT_EQ((*log)->commit_index(), kEntries);
+         for (const store::CommitLog::SegmentInfo& segment : (*log)->segments()) {
+           if (segment.base_index > kEntries + 1 && segment.last_index >= segment.base_index) {
+             d->index = segment.base_index - 1;
+             break;
+           }
+         }
+         ASSERT_GT(d->index, kEntries);
+         ASSERT_TRUE((*log)->close().ok());
+         auto state = read_topic_state(env, "/data");
+         ASSERT_TRUE(state.ok() && state->has_value());
+         TopicState raised = **state;
+         raised.through_index = d->index;
+         ASSERT_TRUE(write_topic_state(env, "/data", raised).ok());
+       },
+       true},
+      // CONFSTATE names a configuration entry at or below the point: deleting it would make the
+      // open take it for a committed (trimmed) configuration.
+      {"a CONFSTATE record at or below the point",
+       [](SnapshotData* d, store::MemoryEnv* env) {
+         auto file = ConfStateFile::open("/data", env);
+         ASSERT_TRUE(file.ok()) << file.status().to_string();
+         std::vector<raft::ConfRecord> records = (*file)->current();
+         if (records.empty()) {  // never written: the bootstrap configuration is the base
+           records.push_back(
+               raft::ConfRecord{0, 0, testing::stepped_follower_config(env).raft.initial_conf});
+         }
+         raft::ConfRecord added = records.back();
+         added.index = d->index;
+         added.term = 1;
+         added.conf.learners.push_back(9);
+         added.conf.addresses.push_back({9, "127.0.0.1:7009"});
+         records.push_back(added);
+         ASSERT_TRUE((*file)->write(records).ok());
        },
        true},
       {"SNAPSHOT unreadable",
