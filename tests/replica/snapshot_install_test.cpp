@@ -700,6 +700,33 @@ TEST_F(TrimSnapshotTest, ACutAfterEachSegmentDeletionIsFinishedByTheOpen) {
   EXPECT_GE(finished_by_open, 3) << "cuts between the segment deletions";
 }
 
+// The node's first trim (no SNAPSHOT yet: the log started at 1), cut after each file deletion: the
+// open finishes it too.
+TEST_F(TrimSnapshotTest, AFirstTrimCutPartWayIsFinishedByTheOpen) {
+  int finished_by_open = 0;
+  for (std::uint64_t removes = 1; removes <= 5; ++removes) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    ASSERT_NO_FATAL_FAILURE(build_log());
+    std::uint64_t planned = 1;
+    for (const store::CommitLog::SegmentInfo& segment : replica_->log().segments()) {
+      if (segment.active || segment.last_index >= 24) break;
+      planned = segment.last_index + 1;
+    }
+    ASSERT_GE(planned, 9u);
+    env_->crash_after_removes(removes);
+    (void)replica_->trim(24, "test:");
+    ASSERT_TRUE(env_->crashed()) << removes;
+    ASSERT_FALSE(env_->exists("/data/SNAPSHOT"));
+    power_cut_and_reopen(store::CrashMode::kLoseUnflushed, removes);
+    if (HasFatalFailure()) return;
+    if (replica_->log().first_index() == planned) ++finished_by_open;
+    ASSERT_NO_FATAL_FAILURE(
+        expect_whole_at(planned, "first trim cut after " + std::to_string(removes) + " deletions"));
+  }
+  EXPECT_EQ(finished_by_open, 5);
+}
+
 // The same stop by a store error (an unlink refused part-way): the trim fails, the running node
 // leaves SNAPSHOT.next in place (it no longer renames it over SNAPSHOT for a log that starts
 // between the two points), and the next open finishes the deletion.
