@@ -14,7 +14,8 @@
 //     and term), and every record at or above that point is cut;
 //   - behind the log: kept; the dispatcher replays forward from boundary().
 // Queries take a `visible` bound (the node's commit index at that moment) and never return a
-// record past it, whatever the cursor says. Thread-safe: one writer (the dispatcher), many readers.
+// record past it, whatever the cursor says. Thread-safe: one writer (the dispatcher), many readers
+// (the locking is described at the members).
 //
 // Bounds: at most kMaxTopics topics (entries of further topics are not queued; counted in
 // unqueued_entries()); memory is 32 bytes per queue, key and time record held (the records are

@@ -142,9 +142,10 @@ void Replica::finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new
   store::Env* const env = config_.store.env;
   const std::uint64_t first_after = log_->first_index();
   if (first_after != new_first && first_after != first_before) {
-    spdlog::warn("node {}: the trim left the log starting at {}, not at {} as planned; the next "
-                 "open finishes it",
-                 config_.node_id, first_after, new_first);
+    spdlog::warn(
+        "node {}: the trim left the log starting at {}, not at {} as planned; the next "
+        "open finishes it",
+        config_.node_id, first_after, new_first);
     return;
   }
   const store::Status st = first_after > first_before
@@ -241,9 +242,10 @@ bool Replica::finish_cut_trim(std::string* problem) {
         config_.node_id, planned.index + 1, first, mismatch);
     return true;
   }
-  spdlog::warn("node {}: a trim to start the log at {} was cut with the log starting at {}: "
-               "finishing its deletion",
-               config_.node_id, planned.index + 1, first);
+  spdlog::warn(
+      "node {}: a trim to start the log at {} was cut with the log starting at {}: "
+      "finishing its deletion",
+      config_.node_id, planned.index + 1, first);
   if (store::Status st = log_->truncate_prefix(planned.index + 1); !st.ok()) {
     *problem = "finishing a cut trim (deleting the segments before " +
                std::to_string(planned.index + 1) + "): " + st.to_string();

@@ -122,9 +122,10 @@ void Dispatcher::seed_topics_from_snapshot(std::uint64_t first) {
       dirty_ = true;
       records_dirty_ = true;
     }
-    spdlog::info("derived indexes: topic numbering as of log index {} from the snapshot ({} "
-                 "topics)",
-                 data.index, table.size());
+    spdlog::info(
+        "derived indexes: topic numbering as of log index {} from the snapshot ({} "
+        "topics)",
+        data.index, table.size());
     return;
   }
 }

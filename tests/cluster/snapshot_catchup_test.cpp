@@ -158,16 +158,17 @@ StatusDuringReplay poll_status_during_replay(LocalCluster& cluster, int id, std:
     if (answer.has_value()) {
       const auto gap = std::chrono::duration_cast<std::chrono::milliseconds>(now - previous_answer);
       result.longest_gap = std::max(result.longest_gap, gap);
-      result.slowest_answer = std::max(
-          result.slowest_answer, std::chrono::duration_cast<std::chrono::milliseconds>(now - asked));
+      result.slowest_answer =
+          std::max(result.slowest_answer,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - asked));
       previous_answer = now;
       result.status = std::move(answer);
       if (result.status->derived_indexed_through >= last) break;
       ++result.answered_during_replay;
     } else {
-      result.longest_gap = std::max(
-          result.longest_gap,
-          std::chrono::duration_cast<std::chrono::milliseconds>(now - previous_answer));
+      result.longest_gap =
+          std::max(result.longest_gap,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(now - previous_answer));
     }
     std::this_thread::sleep_for(100ms);
   }

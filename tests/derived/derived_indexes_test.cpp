@@ -532,7 +532,8 @@ TEST(DerivedIndexes, VersionOneEntriesAfterASnapshotAreNumberedFromItsTopicTable
   auto rebuilt = open_indexes(rebuilt_env, follower_log, &report);
   ASSERT_EQ(rebuilt->boundary(), point + 1);
   rebuilt->seed_topic_offsets(point + 1, table);
-  std::vector<SourceEntry> first_two(follower_log.entries.begin(), follower_log.entries.begin() + 2);
+  std::vector<SourceEntry> first_two(follower_log.entries.begin(),
+                                     follower_log.entries.begin() + 2);
   ASSERT_TRUE(rebuilt->apply(first_two));
   ASSERT_TRUE(rebuilt->persist().ok());
   rebuilt = open_indexes(rebuilt_env, follower_log, &report);

@@ -782,7 +782,8 @@ TEST_F(TrimSnapshotTest, ACutTrimThatDoesNotMatchExactlyIsNotFinished) {
       // never deleted.
       {"a point past the commit index",
        [](SnapshotData* d, store::MemoryEnv* env) {
-         auto log = store::CommitLog::open("/data/log", testing::stepped_follower_config(env).store);
+         auto log =
+             store::CommitLog::open("/data/log", testing::stepped_follower_config(env).store);
          ASSERT_TRUE(log.ok()) << log.status().to_string();
          const std::string body(15 << 10, 'u');
          for (std::uint64_t index = kEntries + 1; index <= kEntries + 8; ++index) {

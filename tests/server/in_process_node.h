@@ -56,8 +56,7 @@ class InProcessNode {
     std::string error;
     server_ = server::Server::start(config_, &error);
     EXPECT_NE(server_, nullptr) << error;
-    return server_ != nullptr &&
-           eventually([&] { return is_leader(); }, std::chrono::seconds(10));
+    return server_ != nullptr && eventually([&] { return is_leader(); }, std::chrono::seconds(10));
   }
   const server::NodeConfig& config() const { return config_; }
   const std::string& address() const { return server_->bound_address(); }
