@@ -184,6 +184,7 @@ Status DerivedIndexes::rebuild(const LogView& log) {
   }
   queues_.clear();
   key_map_.clear();
+  seeded_next_.clear();
   const std::string topics_dir = store::join_path(dir_, "topics");
   if (env_->exists(topics_dir)) {
     auto names = env_->list_dir(topics_dir);
@@ -233,10 +234,7 @@ RecordLog& DerivedIndexes::queue_for(const std::string& topic) {
   return *queues_.emplace(topic, std::move(queue)).first->second;
 }
 
-std::uint64_t DerivedIndexes::boundary() const {
-  std::shared_lock lock(mu_);
-  return boundary_;
-}
+std::uint64_t DerivedIndexes::boundary() const { return boundary_.load(); }
 
 void DerivedIndexes::index_entry(const SourceEntry& entry) {
   if (!entry.has_envelope) return;
@@ -254,7 +252,15 @@ void DerivedIndexes::index_entry(const SourceEntry& entry) {
     } else {
       // The offset is the one the leader wrote into the envelope (version 2), so that every node
       // numbers the topic alike whatever it rebuilt or skipped; a version-1 entry is the next one.
+      const bool new_queue = queues_.count(topic) == 0;
       RecordLog& queue = queue_for(topic);
+      if (new_queue && !seeded_next_.empty()) {
+        // Its numbering as of the log's start (seed_topic_offsets), for a version-1 entry.
+        if (auto seeded = seeded_next_.find(topic); seeded != seeded_next_.end()) {
+          queue.continue_at(seeded->second);
+          seeded_next_.erase(seeded);
+        }
+      }
       const std::uint64_t offset =
           envelope.has_topic_offset ? envelope.topic_offset : queue.end_number();
       // Not the next record: the first entry of the topic since a rebuild after retention or a
@@ -279,6 +285,7 @@ void DerivedIndexes::index_entry(const SourceEntry& entry) {
 }
 
 bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
+  std::lock_guard writer(write_mu_);
   std::unique_lock lock(mu_);
   if (!entries.empty() && entries.front().index != boundary_) return false;
   for (std::size_t i = 1; i < entries.size(); ++i) {
@@ -293,10 +300,31 @@ bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
 }
 
 void DerivedIndexes::skip_to(std::uint64_t index) {
+  std::lock_guard writer(write_mu_);
   std::unique_lock lock(mu_);
   if (index <= boundary_) return;
   boundary_ = index;
   boundary_term_ = 0;  // unknown: open() then checks nothing at this boundary
+}
+
+bool DerivedIndexes::seed_topic_offsets(std::uint64_t first_log_index,
+                                        const std::vector<TopicNextOffset>& table) {
+  std::lock_guard writer(write_mu_);
+  std::unique_lock lock(mu_);
+  if (boundary_ < first_log_index) return false;
+  const bool at_start = boundary_ == first_log_index;
+  bool moved = false;
+  for (const TopicNextOffset& row : table) {
+    if (auto queue = queues_.find(row.topic); queue != queues_.end()) {
+      if (at_start && queue->second->end_number() != row.next_offset) {
+        queue->second->continue_at(row.next_offset);
+        moved = true;
+      }
+    } else if (seeded_next_.size() < kMaxSeededTopics || seeded_next_.count(row.topic) != 0) {
+      seeded_next_[row.topic] = row.next_offset;
+    }
+  }
+  return moved;
 }
 
 Cursor DerivedIndexes::cursor_locked() const {
@@ -318,8 +346,9 @@ Cursor DerivedIndexes::cursor_locked() const {
 }
 
 Status DerivedIndexes::persist() {
-  // Exclusive: queries wait for the fsyncs. The dispatcher persists at most a few times a second.
-  std::unique_lock lock(mu_);
+  // Shared: queries and Status go on during the fsyncs (see mu_); the writer's own operations wait.
+  std::lock_guard writer(write_mu_);
+  std::shared_lock lock(mu_);
   return persist_locked();
 }
 
@@ -343,7 +372,8 @@ Status DerivedIndexes::persist_locked() {
 }
 
 Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
-  std::unique_lock lock(mu_);
+  std::lock_guard writer(write_mu_);
+  std::shared_lock shared(mu_);  // the writes and fsyncs (see mu_)
   // Everything is written first, so that whole segments below the retention point can be dropped
   // (only written records are; RecordLog::forget_below).
   for (auto& [topic, queue] : queues_) {
@@ -351,15 +381,20 @@ Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
   }
   if (Status s = keys_->sync(); !s.ok()) return s;
   if (Status s = time_->sync(); !s.ok()) return s;
+  shared.unlock();
   bool forgot = false;
-  for (auto& [topic, queue] : queues_) forgot = queue->forget_below(first_log_index) || forgot;
-  if (keys_->forget_below(first_log_index)) {
-    forgot = true;
-    key_map_.clear();
-    for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
+  {
+    std::unique_lock lock(mu_);  // records go
+    for (auto& [topic, queue] : queues_) forgot = queue->forget_below(first_log_index) || forgot;
+    if (keys_->forget_below(first_log_index)) {
+      forgot = true;
+      key_map_.clear();
+      for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
+    }
+    forgot = time_->forget_below(first_log_index) || forgot;
   }
-  forgot = time_->forget_below(first_log_index) || forgot;
   if (!forgot) return Status();
+  shared.lock();
   // The cursor naming the new first records is durable before any file goes: a restart then
   // keeps the topics' offsets instead of finding a missing segment and renumbering in a rebuild.
   if (Status s = persist_locked(); !s.ok()) return s;

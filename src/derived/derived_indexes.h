@@ -14,16 +14,19 @@
 //     and term), and every record at or above that point is cut;
 //   - behind the log: kept; the dispatcher replays forward from boundary().
 // Queries take a `visible` bound (the node's commit index at that moment) and never return a
-// record past it, whatever the cursor says. Thread-safe: one writer (the dispatcher), many readers.
+// record past it, whatever the cursor says. Thread-safe: one writer (the dispatcher), many readers
+// (the locking is described at the members).
 //
 // Bounds: at most kMaxTopics topics (entries of further topics are not queued; counted in
 // unqueued_entries()); memory is 32 bytes per queue, key and time record held (the records are
 // mirrored in memory for queries), plus the key map (about 48 bytes per key record).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
@@ -37,6 +40,9 @@
 namespace raftlog::derived {
 
 inline constexpr std::size_t kMaxTopics = 10000;
+// The most topics seed_topic_offsets() keeps (the replica's topic table holds at most as many:
+// replica/topic_offsets.h, TopicOffsets::kMaxTopics).
+inline constexpr std::size_t kMaxSeededTopics = 100000;
 
 // The log the indexes are checked against at open (the node's CommitLog).
 class LogView {
@@ -59,6 +65,13 @@ struct SourceEntry {
   bool has_envelope = false;
   std::string payload;  // read by the consumers only when has_envelope or is_group_commit
   bool is_group_commit = false;  // a consumer group's offset commit (group_table.h)
+};
+
+// A topic's next offset (its entries so far) as of some log index: one row of the replica's topic
+// table, as an installed snapshot or a trim saved it (replica/snapshot_data.h).
+struct TopicNextOffset {
+  std::string topic;
+  std::uint64_t next_offset = 0;
 };
 
 enum class OpenMode { kFresh, kResumed, kRolledBack, kRebuilt };
@@ -112,6 +125,18 @@ class DerivedIndexes {
   // `index` and those entries stay unindexed (the next entry of each topic carries its offset, so
   // the queues continue at the offsets the other nodes use).
   void skip_to(std::uint64_t index);
+  // The log starts at `first_log_index` after entries these indexes did not all see (an installed
+  // snapshot, a trim past the cursor, a rebuild of a trimmed log), and `table` is the topic table
+  // as of first_log_index - 1, the numbering the leader's continues from. Version-1 entries (no
+  // offset in their envelope) are then numbered on from it instead of from this node's own count:
+  // when boundary() == first_log_index (nothing after the start indexed yet) every queue in the
+  // table continues at its offset there, and a topic without a queue starts at it when its first
+  // entry comes; when boundary() is past first_log_index (a restart after such entries) only
+  // topics without a queue (none of their entries indexed since the start) are seeded. Nothing
+  // when boundary() is below it. At most kMaxSeededTopics rows are kept, in memory only (the
+  // dispatcher seeds again at every open); a queue's new start is persisted with the next cursor.
+  // True when a queue's start moved (the cursor is then due).
+  bool seed_topic_offsets(std::uint64_t first_log_index, const std::vector<TopicNextOffset>& table);
   // Makes every record durable, then the cursor that covers them.
   store::Status persist();
   // Retention: drops whole record segments that point only below `first_log_index`; persists the
@@ -158,8 +183,16 @@ class DerivedIndexes {
   store::Env* env_;
   std::string dir_;
   LogIdentity identity_;
+  // Locking: mu_ guards what queries read (the queues' records, the key map, the counters);
+  // write_mu_ serializes the writer's operations (apply, skip_to, seed_topic_offsets, persist,
+  // trim_below), which alone touch the files and the record logs' write positions. So persist()
+  // writes and fsyncs under a shared lock of mu_ (queries go on meanwhile: a persist of thousands
+  // of new topic files takes seconds on a loaded disk) and only what changes records takes it
+  // exclusively.
   mutable std::shared_mutex mu_;
-  std::uint64_t boundary_ = 1;
+  std::mutex write_mu_;
+  // Read without mu_ by boundary() (Status, lag and metrics must not wait behind a batch).
+  std::atomic<std::uint64_t> boundary_{1};
   std::uint64_t boundary_term_ = 0;
   std::uint64_t last_timestamp_ms_ = 0;
   std::map<std::string, std::unique_ptr<RecordLog>> queues_;
@@ -169,6 +202,8 @@ class DerivedIndexes {
   std::uint64_t unqueued_entries_ = 0;
   std::uint64_t bad_envelopes_ = 0;
   std::uint64_t renumbered_entries_ = 0;
+  // seed_topic_offsets(): where a topic without a queue starts when its first entry comes.
+  std::unordered_map<std::string, std::uint64_t> seeded_next_;
 };
 
 }  // namespace raftlog::derived

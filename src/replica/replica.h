@@ -487,6 +487,16 @@ class Replica {
   // TOPICSTATE); refuses (false, *problem) when one does not read and the state is not provably
   // complete without it.
   bool load_snapshot_state(std::string* problem);
+  // At open, first: a trim that a power cut (or a store error) stopped part-way through its
+  // segment deletions leaves the log starting between SNAPSHOT's point + 1 and the point + 1 its
+  // SNAPSHOT.next names, a start no saved topic table describes. When the file is such a trim's
+  // and every check of cut_trim_mismatch() holds, the deletion is finished (the log then starts
+  // where the file says, and load_snapshot_state promotes it); anything else is logged and left
+  // as it is. False (*problem) only when the deletion itself fails (the store then has failed).
+  bool finish_cut_trim(std::string* problem);
+  // "" when the trim `planned` (a SNAPSHOT.next of origin kTrim whose point the log holds) may be
+  // finished; else why not.
+  std::string cut_trim_mismatch(const SnapshotData& planned) const;
   // At open, when no readable snapshot file describes the log's start but one does not read: whether
   // the node's state is provably whole without it (else the open is refused).
   bool complete_without_snapshot() const;

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "replica/replica.h"
+#include "replica/topic_state_file.h"
 
 namespace raftlog::replica {
 
@@ -139,15 +140,20 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
 }
 
 // After the prefix truncation (its commit point), whether it succeeded or not: SNAPSHOT.next names
-// new_first - 1 and covers any start the log got to (its appends at or below the start are a
-// superset of the old SNAPSHOT's), so it replaces SNAPSHOT once a segment went; when none went it
-// is stale and goes. Not fatal: the open finishes either step from what it finds.
+// new_first - 1, so it replaces SNAPSHOT once the log starts there; when no segment went it is
+// stale and goes. A deletion a store error stopped part-way leaves it for the next open, which
+// finishes the deletion first (finish_cut_trim) and then promotes it (its appends at or below the
+// start cover the old SNAPSHOT's whatever the open does). Not fatal: the open finishes either step
+// from what it finds.
 void Replica::finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first) {
   store::Env* const env = config_.store.env;
   const std::uint64_t first_after = log_->first_index();
   if (first_after != new_first && first_after != first_before) {
-    spdlog::warn("node {}: the trim left the log starting at {}, not at {} as planned",
-                 config_.node_id, first_after, new_first);
+    spdlog::warn(
+        "node {}: the trim left the log starting at {}, not at {} as planned; the next "
+        "open finishes it",
+        config_.node_id, first_after, new_first);
+    return;
   }
   const store::Status st = first_after > first_before
                                ? promote_snapshot_next(env, config_.data_dir)
@@ -183,6 +189,86 @@ void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expec
     topic_scan_.reset();
   }
   tell_core_trim_point_conf();
+}
+
+// Why each check: the deletion may only go where the trim itself was allowed to (committed and
+// flushed entries, whole segments, with TOPICSTATE and CONFSTATE already past them: the trim saved
+// both before SNAPSHOT.next), and the file's table must be the one as of its point (version 2).
+// The retention hold (the group table's persisted boundary) is not known yet at open; it only
+// rises, and the trim that wrote the file respected it.
+std::string Replica::cut_trim_mismatch(const SnapshotData& planned) const {
+  const std::uint64_t point = planned.index;
+  if (!planned.topics_at_index) return "its topic table is not known (a version-1 file)";
+  if (point > std::min(log_->commit_index(), log_->last_index())) {
+    return "it is past the commit index the store recovered (" +
+           std::to_string(log_->commit_index()) + ")";
+  }
+  if (auto term = log_->term_at(point); !term.ok() || *term != planned.term) {
+    return "the log holds another entry at " + std::to_string(point);
+  }
+  bool at_segment_start = false;
+  for (const store::CommitLog::SegmentInfo& segment : log_->segments()) {
+    if (segment.base_index == point + 1) at_segment_start = true;
+  }
+  // An entry after the point too: the segment that holds the point is then sealed and below the
+  // flushed index, so the store's prefix truncation reaches it.
+  if (!at_segment_start || log_->last_index() <= point) {
+    return "no segment holding entries starts at " + std::to_string(point + 1);
+  }
+  auto topic_state = read_topic_state(config_.store.env, config_.data_dir);
+  if (!topic_state.ok() || !topic_state->has_value() || (*topic_state)->through_index < point ||
+      (*topic_state)->through_index > log_->last_index()) {
+    return "TOPICSTATE does not reach it";
+  }
+  const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
+  for (std::size_t i = 1; i < recorded.size(); ++i) {
+    if (recorded[i].index <= point) return "CONFSTATE lists a configuration entry at or below it";
+  }
+  return "";
+}
+
+bool Replica::finish_cut_trim(std::string* problem) {
+  store::Env* const env = config_.store.env;
+  auto next = read_snapshot_file(env, config_.data_dir, SnapshotFile::kNext);
+  if (!next.ok() || !next->has_value() || (*next)->origin != SnapshotOrigin::kTrim) return true;
+  const SnapshotData& planned = **next;
+  const std::uint64_t first = log_->first_index();
+  if (planned.index < first) return true;  // it names the log's start (or is stale)
+  // The deletion began: the log starts past SNAPSHOT's point + 1 (no SNAPSHOT: the log started at
+  // 1 before this trim). At SNAPSHOT's point + 1 exactly, no segment went: SNAPSHOT stays.
+  auto current = read_snapshot_file(env, config_.data_dir, SnapshotFile::kCurrent);
+  std::string mismatch;
+  if (!current.ok()) {
+    mismatch = "SNAPSHOT does not read";
+  } else if (const std::uint64_t old_point = current->has_value() ? (*current)->index : 0;
+             first <= old_point + 1) {
+    return true;
+  } else {
+    mismatch = cut_trim_mismatch(planned);
+  }
+  if (!mismatch.empty()) {
+    spdlog::warn(
+        "node {}: SNAPSHOT.next plans a trim to start the log at {}, which starts at {}: not "
+        "finishing it ({}); the topic table as of the first index - 1 stays unknown",
+        config_.node_id, planned.index + 1, first, mismatch);
+    return true;
+  }
+  spdlog::warn(
+      "node {}: a trim to start the log at {} was cut with the log starting at {}: "
+      "finishing its deletion",
+      config_.node_id, planned.index + 1, first);
+  if (store::Status st = log_->truncate_prefix(planned.index + 1); !st.ok()) {
+    *problem = "finishing a cut trim (deleting the segments before " +
+               std::to_string(planned.index + 1) + "): " + st.to_string();
+    return false;
+  }
+  if (log_->first_index() != planned.index + 1) {
+    // Stopped short without an error: not a reason to refuse the open (the file is then taken for
+    // its dedup part, as for any mismatch).
+    spdlog::warn("node {}: finishing the cut trim stopped with the log starting at {}, not at {}",
+                 config_.node_id, log_->first_index(), planned.index + 1);
+  }
+  return true;
 }
 
 void Replica::load_first_index_topics() {

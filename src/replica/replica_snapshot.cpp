@@ -381,6 +381,7 @@ bool Replica::complete_without_snapshot() const {
 bool Replica::load_snapshot_state(std::string* problem) {
   loaded_snapshot_.reset();
   store::Env* const env = config_.store.env;
+  if (!finish_cut_trim(problem)) return false;
   const std::uint64_t first = log_->first_index();
   if (first <= 1) {
     // No install (nor trim) behind this log; a SNAPSHOT.next is a trim's that deleted nothing.

@@ -65,6 +65,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
       node, std::move(indexes), std::move(report), std::move(groups), std::move(groups_report)));
   dispatcher->data_dir_ = config.data_dir;
   dispatcher->cluster_id_ = config.cluster_id;
+  dispatcher->seed_topics_from_snapshot(node->log_bounds().first);
   // A snapshot installed before a crash, whose group table was not persisted yet: taken again.
   if (!dispatcher->groups_->complete() &&
       dispatcher->adopt_installed_snapshot_groups(node->log_bounds().first)) {
@@ -102,6 +103,31 @@ bool Dispatcher::adopt_installed_snapshot_groups(std::uint64_t first) {
   dirty_ = true;
   records_dirty_ = true;
   return true;
+}
+
+void Dispatcher::seed_topics_from_snapshot(std::uint64_t first) {
+  if (first <= 1) return;
+  // SNAPSHOT.next first: an install (or a trim) renames it over SNAPSHOT after its log's new start,
+  // so read in this order one of the two names that start whenever the rename is under way.
+  for (const replica::SnapshotFile file :
+       {replica::SnapshotFile::kNext, replica::SnapshotFile::kCurrent}) {
+    auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_, file);
+    if (!saved.ok() || !saved->has_value()) continue;
+    const replica::SnapshotData& data = **saved;
+    if (data.index + 1 != first || !data.topics_at_index) continue;
+    std::vector<derived::TopicNextOffset> table;
+    table.reserve(data.topics.size());
+    for (const auto& row : data.topics) table.push_back({row.topic, row.next_offset});
+    if (indexes_->seed_topic_offsets(first, table)) {
+      dirty_ = true;
+      records_dirty_ = true;
+    }
+    spdlog::info(
+        "derived indexes: topic numbering as of log index {} from the snapshot ({} "
+        "topics)",
+        data.index, table.size());
+    return;
+  }
 }
 
 std::uint64_t Dispatcher::hold_retention_without_table(Node* node, const NodeConfig& config) {
@@ -293,7 +319,10 @@ void Dispatcher::skip_trimmed(std::uint64_t from) {
   spdlog::warn("derived state: entries {}..{} were trimmed by retention before they were "
                "applied; they stay unindexed",
                from, first - 1);
-  if (indexes_->boundary() < first) indexes_->skip_to(first);
+  if (indexes_->boundary() < first) {
+    indexes_->skip_to(first);
+    seed_topics_from_snapshot(first);
+  }
   if (groups_->boundary() < first) {
     spdlog::error("consumer group table: entries {}..{} were trimmed before it applied them: "
                   "every group offset is unknown until committed again",

@@ -130,6 +130,10 @@ class Dispatcher {
   // index - 1 (an install whose hand-over the dispatcher has not seen yet, or one a restart came
   // before GROUPS was persisted) and reaches at least as far as the table; true when it did.
   bool adopt_installed_snapshot_groups(std::uint64_t first);
+  // Hands the indexes the topic table as of `first` - 1 (DerivedIndexes::seed_topic_offsets) when
+  // the replica's SNAPSHOT.next or SNAPSHOT holds it (an installed snapshot's, or a trim's that
+  // knew it), so that version-1 entries after the log's start are numbered as on the leader.
+  void seed_topics_from_snapshot(std::uint64_t first);
   void persist();
   // The indexes' persist (records and cursor) is due: at kPersistIntervalMs when records_dirty_,
   // at kCursorOnlyPersistMs when only the cursor moved, and always once stop_ is set.

@@ -160,6 +160,15 @@ Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
     }
     // Oldest first: a crash leaves a shorter but valid log (CRASH CASES 4).
     Status status = env_->remove(oldest->data_path());
+    if (!status.ok()) {
+      // The segment is still on disk, so the log still starts there (a restart finds it): say so,
+      // or the caller would take the deletion for done (the replica's trim then names a start the
+      // log does not have).
+      std::unique_lock meta_lock(meta_mu_);
+      segments_.insert(segments_.begin(), oldest);
+      first_index_.store(oldest->base_index);
+    }
+    // Without its data file an index file is a leftover that recovery removes.
     if (status.ok()) status = env_->remove(oldest->index_path());
     if (!status.ok()) {
       fail(status);

@@ -249,7 +249,24 @@ Status MemoryEnv::remove(const std::string& path) {
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   // As unlink(): a directory is EISDIR (remove_dir() removes those).
   if (dirs_.count(normalize_dir(path)) != 0) return Status::io("unlink " + path + ": Is a directory");
+  if (remove_failure_armed_) {
+    if (removes_until_failure_ == 0) {
+      remove_failure_armed_ = false;
+      return Status::io("unlink " + path + ": injected failure");
+    }
+    --removes_until_failure_;
+  }
+  bool durable_at_once = false;
+  if (remove_crash_armed_) {
+    if (removes_until_crash_ == 0) {
+      crash_locked();
+      return Status::io("unlink " + path + ": the power was cut");
+    }
+    --removes_until_crash_;
+    durable_at_once = true;
+  }
   volatile_names_.erase(path);
+  if (durable_at_once) durable_names_.erase(path);
   return Status();
 }
 
@@ -347,6 +364,18 @@ void MemoryEnv::crash_after_syncs(std::uint64_t syncs_before_crash) {
   syncs_until_crash_ = syncs_before_crash;
 }
 
+void MemoryEnv::crash_after_removes(std::uint64_t removes_before_crash) {
+  std::lock_guard lock(mu_);
+  remove_crash_armed_ = true;
+  removes_until_crash_ = removes_before_crash;
+}
+
+void MemoryEnv::fail_remove_after(std::uint64_t removes_before_failure) {
+  std::lock_guard lock(mu_);
+  remove_failure_armed_ = true;
+  removes_until_failure_ = removes_before_failure;
+}
+
 void MemoryEnv::fail_next_syncs(std::uint64_t count) {
   std::lock_guard lock(mu_);
   failing_syncs_ = count;
@@ -365,6 +394,7 @@ void MemoryEnv::crash() {
 void MemoryEnv::crash_locked() {
   if (crashed_) return;
   crash_armed_ = false;
+  remove_crash_armed_ = false;
   crashed_ = true;
   crash_snapshot_.clear();
   for (const auto& [path, inode] : durable_names_) {

@@ -86,6 +86,16 @@ class MemoryEnv final : public Env {
   // an fsync that reports a writeback error (after which Linux may drop the dirty data). Lets tests
   // check that the log fails for good on the first sync error instead of trusting a later sync.
   void fail_next_syncs(std::uint64_t count);
+  // Arms a crash inside a later remove(): the `removes_before_crash` removes before it become
+  // durable as they happen (a journaling file system commits namespace changes in order, so a
+  // power cut can leave any prefix of a series of unlinks done, before their directory's fsync),
+  // and the next one does not happen: the env crashes instead (as crash()) and the call fails. Lets
+  // tests cut a series of deletions (a prefix truncation's segments) after each one.
+  void crash_after_removes(std::uint64_t removes_before_crash);
+  // The remove() after `removes_before_failure` more successful ones fails with kIo and removes
+  // nothing (once; no crash), like an unlink the file system refuses. Lets tests stop a series of
+  // deletions part-way with a store error.
+  void fail_remove_after(std::uint64_t removes_before_failure);
   bool crashed() const;
   void restart(const CrashOptions& options);
   // Total bytes all files may occupy; allocate() past it fails with kNoSpace. 0 = unlimited.
@@ -118,6 +128,10 @@ class MemoryEnv final : public Env {
   bool crash_armed_ = false;
   std::uint64_t syncs_until_crash_ = 0;
   std::uint64_t failing_syncs_ = 0;  // fail_next_syncs()
+  bool remove_crash_armed_ = false;  // crash_after_removes()
+  std::uint64_t removes_until_crash_ = 0;
+  bool remove_failure_armed_ = false;  // fail_remove_after()
+  std::uint64_t removes_until_failure_ = 0;
   std::uint64_t capacity_bytes_ = 0;
   std::uint64_t sync_calls_ = 0;
   std::uint64_t generation_ = 1;  // bumped by restart(); stale File/Mapping objects then fail

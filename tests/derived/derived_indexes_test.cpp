@@ -473,5 +473,79 @@ TEST(DerivedIndexes, VersionOneEntriesAreCountedAndVersionTwoContinuesThem) {
   EXPECT_EQ(indexes->renumbered_entries(), 0U);
 }
 
+// A follower caught up from a snapshot at index 8: its log starts at 9, and version-1 entries after
+// the point (a log an older binary wrote) are numbered on from the leader's topic table as of 8,
+// which the snapshot carried, not from the follower's own count (0 for a topic it never saw, its
+// old count for one it had indexed before it fell behind). Restarted before it indexed a topic's
+// first entry, it is seeded again and numbers it the same.
+TEST(DerivedIndexes, VersionOneEntriesAfterASnapshotAreNumberedFromItsTopicTable) {
+  FakeLog leader_log;
+  for (int i = 0; i < 3; ++i) leader_log.add_v1(1, "orders", 100 + i);
+  leader_log.add(1, "pay", {}, 104);
+  leader_log.add_v1(1, "old", 105);  // its only entry before the point
+  leader_log.add(1, "orders", {}, 106);
+  leader_log.add_v1(1, "pay", 107);
+  leader_log.add_plain(1);
+  const std::uint64_t point = leader_log.last_index();
+  ASSERT_EQ(point, 8U);
+  std::vector<TopicNextOffset> table;
+  for (const auto& [topic, next] : leader_log.next_offsets) table.push_back({topic, next});
+  leader_log.add_v1(2, "orders", 108);  // after the point: offset 4 on the leader
+  leader_log.add_v1(2, "pay", 109);     // offset 2
+  leader_log.add_v1(2, "old", 110);     // offset 1
+  leader_log.add_v1(2, "fresh", 111);   // offset 0
+  leader_log.add_v1(2, "orders", 112);  // offset 5
+  leader_log.add(2, "pay", {}, 113);    // offset 3, stamped
+  store::MemoryEnv leader_env;
+  OpenReport report;
+  auto leader = open_indexes(leader_env, leader_log, &report);
+  replay(*leader, leader_log);
+  FakeLog follower_log = leader_log;
+  follower_log.trim_to(point + 1);
+  std::map<std::uint64_t, std::string> expected;
+  for (const auto& [index, offset] : offsets_by_index(*leader, follower_log)) {
+    if (index > point) expected[index] = offset;
+  }
+  ASSERT_EQ(expected.at(9), "orders:4");
+  ASSERT_EQ(expected.at(12), "fresh:0");
+
+  // The follower had indexed "orders" 0 and 1 before it fell behind; after the install its
+  // indexes skip to the log's start and are seeded with the snapshot's table.
+  FakeLog stale_log;
+  stale_log.add_v1(1, "orders", 100);
+  stale_log.add_v1(1, "orders", 101);
+  store::MemoryEnv follower_env;
+  auto follower = open_indexes(follower_env, stale_log, &report);
+  replay(*follower, stale_log);
+  follower->skip_to(point + 1);
+  EXPECT_TRUE(follower->seed_topic_offsets(point + 1, table));
+  replay(*follower, follower_log);
+  std::map<std::uint64_t, std::string> numbered;
+  for (const auto& [index, offset] : offsets_by_index(*follower, follower_log)) {
+    if (index > point) numbered[index] = offset;
+  }
+  EXPECT_EQ(numbered, expected);
+
+  // A node whose indexes are rebuilt at the log's start (or restarted before a topic's first entry
+  // after it) is seeded at open: the same numbering, and again after a restart part-way.
+  store::MemoryEnv rebuilt_env;
+  auto rebuilt = open_indexes(rebuilt_env, follower_log, &report);
+  ASSERT_EQ(rebuilt->boundary(), point + 1);
+  rebuilt->seed_topic_offsets(point + 1, table);
+  std::vector<SourceEntry> first_two(follower_log.entries.begin(),
+                                     follower_log.entries.begin() + 2);
+  ASSERT_TRUE(rebuilt->apply(first_two));
+  ASSERT_TRUE(rebuilt->persist().ok());
+  rebuilt = open_indexes(rebuilt_env, follower_log, &report);
+  ASSERT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_FALSE(rebuilt->seed_topic_offsets(point + 1, table)) << "no queue moves past the start";
+  replay(*rebuilt, follower_log);
+  numbered.clear();
+  for (const auto& [index, offset] : offsets_by_index(*rebuilt, follower_log)) {
+    if (index > point) numbered[index] = offset;
+  }
+  EXPECT_EQ(numbered, expected);
+}
+
 }  // namespace
 }  // namespace raftlog::derived

@@ -265,6 +265,56 @@ TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
   EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
 }
 
+// A leader whose trim a power cut stopped after some of its segments went (a journaling file system
+// keeps the unlinks done before the cut): its open finishes the deletion SNAPSHOT.next planned, so
+// it knows its topic table at its first index - 1 again, and a stranded follower catches up from a
+// snapshot there, not above it. Every committed entry survives. Before, the leader's log started
+// between the two points and its snapshot fell back to its commit index.
+TEST(SnapshotCatchUp, ALeaderWhoseTrimWasCutSendsASnapshotAtItsFirstIndex) {
+  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_topics(c));
+  std::size_t doomed_segments = 0;
+  for (const store::CommitLog::SegmentInfo& segment : c.replica(1).log().segments()) {
+    if (!segment.active && segment.last_index < 15) ++doomed_segments;
+  }
+  ASSERT_GE(doomed_segments, 3u) << "the trim must delete several segments";
+  const Index commit = c.raft(1).commit_index();
+  c.node(1).env->crash_after_removes(3);  // the first segment's two files, the second's data file
+  (void)c.trim(1, 15);
+  ASSERT_TRUE(c.node(1).env->crashed());
+  c.crash_restart(1);
+  if (::testing::Test::HasFatalFailure()) return;
+  ASSERT_EQ(c.node(1).log.first_index(), 15u) << "the open did not finish the trim";
+  ASSERT_TRUE(c.replica(1).knows_first_index_topics());
+  EXPECT_FALSE(c.node(1).env->exists(c.node(1).config.data_dir + "/SNAPSHOT.next"));
+  c.tick_all(30);
+  const NodeId elected = c.leader();
+  ASSERT_NE(elected, kNoNode);
+  if (elected != 1) {
+    (void)c.transfer_leadership(elected, 1);
+    c.tick_all(10);
+  }
+  ASSERT_EQ(c.leader(), 1u);
+  ASSERT_GE(c.raft(1).commit_index(), commit);
+  c.heal();
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ((*saved)->topics, table_from_log(c, 2, 14));
+  EXPECT_EQ(c.node(3).log.first_index(), 15u);
+  // Every entry from 15 on, on the restarted leader and the caught-up follower, as node 2 holds it.
+  const Index end = c.raft(1).commit_index();
+  ASSERT_EQ(c.raft(3).commit_index(), end);
+  for (Index i = 15; i <= end; ++i) {
+    EXPECT_EQ(c.node(1).log.entry(i).payload, c.node(2).log.entry(i).payload) << i;
+    EXPECT_EQ(c.node(3).log.entry(i).payload, c.node(2).log.entry(i).payload) << i;
+  }
+  EXPECT_EQ(c.replica(3).topic_offsets().table_at(end), table_from_log(c, 2, end));
+}
+
 // A trim reads the entries it deletes (for the topic table as of the new first index - 1) at most
 // ReplicaConfig::topic_scan_slice_bytes at a time: one call deletes only the segments that one slice
 // finished, and the rest of the trim follows, a slice per loop round (apply_retention), until the

@@ -4,11 +4,13 @@
 // data does not validate is refused before anything changes.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "derived/envelope.h"
+#include "replica/conf_state_file.h"
 #include "replica/replica.h"
 #include "replica/snapshot_data.h"
 #include "replica/topic_state_file.h"
@@ -584,6 +586,44 @@ class TrimSnapshotTest : public SnapshotInstallTest {
     env_->crash_after_syncs(step);
     *second = replica_->trim(24, "test:");
   }
+  // A fresh log trimmed below 10; *planned is where a trim below 24 makes it start (the first
+  // segment that keeps an entry at or above 24), several segments later.
+  void trim_once(std::uint64_t* after_first, std::uint64_t* planned) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    build_log();
+    if (HasFatalFailure()) return;
+    ASSERT_TRUE(replica_->trim(10, "test:").error.ok());
+    *after_first = replica_->log().first_index();
+    *planned = *after_first;
+    for (const store::CommitLog::SegmentInfo& segment : replica_->log().segments()) {
+      if (segment.active || segment.last_index >= 24) break;
+      *planned = segment.last_index + 1;
+    }
+    ASSERT_GE(*planned, *after_first + 8) << "the second trim deletes fewer than two segments";
+  }
+  // After a reopen: the log starts at `first`, holds every entry from there to kEntries, committed;
+  // the node knows its topic table at the first index - 1 (a snapshot it sends starts there),
+  // SNAPSHOT names that point and SNAPSHOT.next is gone; every retry is still answered.
+  void expect_whole_at(std::uint64_t first, const std::string& where) {
+    const store::CommitLog& log = replica_->log();
+    EXPECT_EQ(log.first_index(), first) << where;
+    EXPECT_EQ(log.last_index(), kEntries) << where;
+    EXPECT_EQ(replica_->commit_index(), kEntries) << where;
+    for (std::uint64_t index = log.first_index(); index <= kEntries; ++index) {
+      auto batch = log.read(index, 1, 1 << 20);
+      ASSERT_TRUE(batch.ok() && !batch->entries.empty()) << where << ": entry " << index;
+      EXPECT_EQ(batch->entries.front().payload, payload(index)) << where << ": entry " << index;
+    }
+    EXPECT_TRUE(replica_->knows_first_index_topics())
+        << where << ": the topic table as of " << log.first_index() - 1 << " is not known";
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where;
+    auto current = read_snapshot_file(env_.get(), "/data");
+    ASSERT_TRUE(current.ok() && current->has_value()) << where;
+    EXPECT_EQ((*current)->index + 1, log.first_index()) << where;
+    EXPECT_TRUE((*current)->topics_at_index) << where;
+    expect_every_retry_answered(where);
+  }
   // Every append of the log, trimmed or not, is still answered from the dedup table.
   void expect_every_retry_answered(const std::string& where) {
     for (std::uint64_t index = 1; index <= kEntries; ++index) {
@@ -693,6 +733,209 @@ TEST_F(TrimSnapshotTest, APowerCutDuringATrimKeepsTheConfigurationAtTheFirstInde
   EXPECT_TRUE(completed) << "the trim never finished within the steps tried";
   EXPECT_GT(known_old, 0);
   EXPECT_GT(known_new, 0);
+}
+
+// A trim of several segments, cut by a power cut after each of its segment files' deletions (a
+// journaling file system keeps any prefix of the unlinks): the open finishes the deletion its
+// SNAPSHOT.next planned, so the log starts where the trim planned (or, when nothing went, where it
+// started), never in between, and the node knows its topic table at its first index - 1. Before,
+// the log started in between and the node fell back to snapshots above its first index.
+TEST_F(TrimSnapshotTest, ACutAfterEachSegmentDeletionIsFinishedByTheOpen) {
+  int finished_by_open = 0;
+  bool completed = false;
+  for (std::uint64_t removes = 0; removes < 40 && !completed; ++removes) {
+    std::uint64_t after_first = 0;
+    std::uint64_t planned = 0;
+    ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+    env_->crash_after_removes(removes);
+    const TrimResult second = replica_->trim(24, "test:");
+    completed = !env_->crashed();
+    const std::string where = "cut after " + std::to_string(removes) + " file deletions";
+    if (completed) {
+      EXPECT_TRUE(second.error.ok()) << where << ": " << second.error.message;
+    }
+    power_cut_and_reopen(static_cast<store::CrashMode>(removes % 3), removes + 1);
+    if (HasFatalFailure()) return;
+    const std::uint64_t first = replica_->log().first_index();
+    if (!completed && removes > 0) ++finished_by_open;
+    ASSERT_NO_FATAL_FAILURE(
+        expect_whole_at(removes == 0 && !completed ? after_first : planned, where));
+    // The node goes on: the next trim continues from the table the open loaded.
+    if (first == planned) {
+      ASSERT_TRUE(replica_->trim(kEntries, "test:").error.ok()) << where;
+      EXPECT_GT(replica_->log().first_index(), planned) << where;
+      EXPECT_TRUE(replica_->knows_first_index_topics()) << where;
+    }
+  }
+  EXPECT_TRUE(completed) << "the trim never finished within the cuts tried";
+  EXPECT_GE(finished_by_open, 3) << "cuts between the segment deletions";
+}
+
+// The node's first trim (no SNAPSHOT yet: the log started at 1), cut after each file deletion: the
+// open finishes it too.
+TEST_F(TrimSnapshotTest, AFirstTrimCutPartWayIsFinishedByTheOpen) {
+  int finished_by_open = 0;
+  for (std::uint64_t removes = 1; removes <= 5; ++removes) {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+    ASSERT_NO_FATAL_FAILURE(build_log());
+    std::uint64_t planned = 1;
+    for (const store::CommitLog::SegmentInfo& segment : replica_->log().segments()) {
+      if (segment.active || segment.last_index >= 24) break;
+      planned = segment.last_index + 1;
+    }
+    ASSERT_GE(planned, 9u);
+    env_->crash_after_removes(removes);
+    (void)replica_->trim(24, "test:");
+    ASSERT_TRUE(env_->crashed()) << removes;
+    ASSERT_FALSE(env_->exists("/data/SNAPSHOT"));
+    power_cut_and_reopen(store::CrashMode::kLoseUnflushed, removes);
+    if (HasFatalFailure()) return;
+    if (replica_->log().first_index() == planned) ++finished_by_open;
+    ASSERT_NO_FATAL_FAILURE(
+        expect_whole_at(planned, "first trim cut after " + std::to_string(removes) + " deletions"));
+  }
+  EXPECT_EQ(finished_by_open, 5);
+}
+
+// The same stop by a store error (an unlink refused part-way): the trim fails, the running node
+// leaves SNAPSHOT.next in place (it no longer renames it over SNAPSHOT for a log that starts
+// between the two points), and the next open finishes the deletion.
+TEST_F(TrimSnapshotTest, ATrimAStoreErrorStoppedPartWayIsFinishedByTheNextOpen) {
+  for (std::uint64_t removes = 1; removes <= 4; ++removes) {
+    std::uint64_t after_first = 0;
+    std::uint64_t planned = 0;
+    ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+    env_->fail_remove_after(removes);
+    const TrimResult second = replica_->trim(24, "test:");
+    const std::string where = "failed after " + std::to_string(removes) + " file deletions";
+    EXPECT_FALSE(second.error.ok()) << where;
+    EXPECT_GT(replica_->log().first_index(), after_first) << where;
+    EXPECT_LT(replica_->log().first_index(), planned) << where;
+    EXPECT_FALSE(replica_->knows_first_index_topics()) << where;
+    replica_.reset();  // a restart (the store failed for good)
+    open();
+    if (HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(expect_whole_at(planned, where));
+  }
+}
+
+// Anything that does not match exactly is left as before (logged, the file taken for its dedup part
+// when it describes the log's start): the same cut (after the trim's first segment), then one thing
+// made not to match each time; nothing more is deleted, every entry the log holds stays readable.
+TEST_F(TrimSnapshotTest, ACutTrimThatDoesNotMatchExactlyIsNotFinished) {
+  struct Variant {
+    const char* name;
+    std::function<void(SnapshotData*, store::MemoryEnv*)> change;
+    bool retries_answered;  // the changed file still describes the log's start
+  };
+  const std::vector<Variant> variants = {
+      // A trim always cuts at a segment boundary: a damaged or foreign file.
+      {"a point inside a segment", [](SnapshotData* d, store::MemoryEnv*) { d->index += 1; }, true},
+      // An install's SNAPSHOT.next whose log reset never came must never drive a deletion.
+      {"an install's file",
+       [](SnapshotData* d, store::MemoryEnv*) { d->origin = SnapshotOrigin::kInstalled; }, false},
+      {"a version-1 trim (table not known)",
+       [](SnapshotData* d, store::MemoryEnv*) { d->topics_at_index = false; }, true},
+      {"another term at the point", [](SnapshotData* d, store::MemoryEnv*) { d->term += 1; },
+       false},
+      {"TOPICSTATE short of the point",
+       [](SnapshotData* d, store::MemoryEnv* env) {
+         auto state = read_topic_state(env, "/data");
+         ASSERT_TRUE(state.ok() && state->has_value());
+         TopicState shorter = **state;
+         shorter.through_index = d->index - 1;
+         ASSERT_TRUE(write_topic_state(env, "/data", shorter).ok());
+       },
+       true},
+      // A point past the commit index (entries 33..40 appended, not committed; TOPICSTATE raised
+      // to the point, so that only the commit check stands in the way): uncommitted entries are
+      // never deleted.
+      {"a point past the commit index",
+       [](SnapshotData* d, store::MemoryEnv* env) {
+         auto log =
+             store::CommitLog::open("/data/log", testing::stepped_follower_config(env).store);
+         ASSERT_TRUE(log.ok()) << log.status().to_string();
+         const std::string body(15 << 10, 'u');
+         for (std::uint64_t index = kEntries + 1; index <= kEntries + 8; ++index) {
+           store::EntryToAppend entry{store::EntryMeta{index, 1}, body};
+           ASSERT_TRUE((*log)->append_no_wait({&entry, 1}).ok());
+         }
+         ASSERT_TRUE((*log)->run_flush_cycle().ok());
+         ASSERT_EQ((*log)->commit_index(), kEntries);
+         for (const store::CommitLog::SegmentInfo& segment : (*log)->segments()) {
+           if (segment.base_index > kEntries + 1 && segment.last_index >= segment.base_index) {
+             d->index = segment.base_index - 1;
+             break;
+           }
+         }
+         ASSERT_GT(d->index, kEntries);
+         ASSERT_TRUE((*log)->close().ok());
+         auto state = read_topic_state(env, "/data");
+         ASSERT_TRUE(state.ok() && state->has_value());
+         TopicState raised = **state;
+         raised.through_index = d->index;
+         ASSERT_TRUE(write_topic_state(env, "/data", raised).ok());
+       },
+       true},
+      // CONFSTATE names a configuration entry at or below the point: deleting it would make the
+      // open take it for a committed (trimmed) configuration.
+      {"a CONFSTATE record at or below the point",
+       [](SnapshotData* d, store::MemoryEnv* env) {
+         auto file = ConfStateFile::open("/data", env);
+         ASSERT_TRUE(file.ok()) << file.status().to_string();
+         std::vector<raft::ConfRecord> records = (*file)->current();
+         if (records.empty()) {  // never written: the bootstrap configuration is the base
+           records.push_back(
+               raft::ConfRecord{0, 0, testing::stepped_follower_config(env).raft.initial_conf});
+         }
+         raft::ConfRecord added = records.back();
+         added.index = d->index;
+         added.term = 1;
+         added.conf.learners.push_back(9);
+         added.conf.addresses.push_back({9, "127.0.0.1:7009"});
+         records.push_back(added);
+         ASSERT_TRUE((*file)->write(records).ok());
+       },
+       true},
+      {"SNAPSHOT unreadable",
+       [](SnapshotData*, store::MemoryEnv* env) {
+         auto bytes = env->read_file("/data/SNAPSHOT", 1 << 20);
+         ASSERT_TRUE(bytes.ok());
+         std::string damaged = *bytes;
+         damaged[damaged.size() / 2] ^= 0x04;
+         ASSERT_TRUE(env->write_file("/data/SNAPSHOT", damaged).ok());
+       },
+       true},
+  };
+  for (const Variant& variant : variants) {
+    std::uint64_t after_first = 0;
+    std::uint64_t planned = 0;
+    ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+    env_->crash_after_removes(2);  // the trim's first segment (its data and index files)
+    (void)replica_->trim(24, "test:");
+    ASSERT_TRUE(env_->crashed());
+    replica_.reset();
+    env_->restart(store::CrashOptions{store::CrashMode::kLoseUnflushed, 1});
+    auto planned_file = read_snapshot_file(env_.get(), "/data", SnapshotFile::kNext);
+    ASSERT_TRUE(planned_file.ok() && planned_file->has_value());
+    ASSERT_EQ((*planned_file)->index + 1, planned);
+    SnapshotData changed = **planned_file;
+    ASSERT_NO_FATAL_FAILURE(variant.change(&changed, env_.get())) << variant.name;
+    ASSERT_TRUE(env_->write_file("/data/SNAPSHOT.next", encode_snapshot_data(changed)).ok());
+    open();
+    if (HasFatalFailure()) return;
+    const store::CommitLog& log = replica_->log();
+    EXPECT_GT(log.first_index(), after_first) << variant.name;
+    EXPECT_LT(log.first_index(), planned) << variant.name << ": deleted although it does not match";
+    EXPECT_FALSE(replica_->knows_first_index_topics()) << variant.name;
+    for (std::uint64_t index = log.first_index(); index <= kEntries; ++index) {
+      auto batch = log.read(index, 1, 1 << 20);
+      ASSERT_TRUE(batch.ok() && !batch->entries.empty()) << variant.name << ": entry " << index;
+      EXPECT_EQ(batch->entries.front().payload, payload(index)) << variant.name << ": " << index;
+    }
+    if (variant.retries_answered) expect_every_retry_answered(variant.name);
+  }
 }
 
 }  // namespace

@@ -50,6 +50,15 @@ class InProcessNode {
     if (server_ != nullptr) server_->shutdown();
     server_.reset();
   }
+  // Starts the server again on the same data directory (after shutdown()); false if it did not
+  // start or elect itself within 10 s.
+  bool restart() {
+    std::string error;
+    server_ = server::Server::start(config_, &error);
+    EXPECT_NE(server_, nullptr) << error;
+    return server_ != nullptr && eventually([&] { return is_leader(); }, std::chrono::seconds(10));
+  }
+  const server::NodeConfig& config() const { return config_; }
   const std::string& address() const { return server_->bound_address(); }
   const std::string& data_dir() const { return config_.data_dir; }
   std::size_t open_tail_streams() const { return server_->open_tail_streams(); }
