@@ -266,7 +266,7 @@ class Metrics::Impl final : public prometheus::Collectable {
     snapshot_chunks_refused_ = &counter(
         "raftlog_snapshot_chunks_refused_total",
         "Snapshot chunks refused (stale, past the partial's end, mismatched, or completing a "
-        "snapshot whose CRC-32C did not match); all but a gap drop the sender's partial.");
+        "snapshot whose CRC-32C did not match); a gap keeps the sender's partial.");
     snapshot_encodes_ =
         &counter("raftlog_snapshot_encodes_total", "Snapshot data this leader encoded for a send.");
     snapshot_encodings_reused_ =

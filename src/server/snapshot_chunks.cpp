@@ -123,7 +123,10 @@ std::optional<raft::Message> SnapshotReassembler::continue_partial(Partial& part
   }
   const std::uint64_t held = partial.data.size();
   if (chunk.place.offset > held) {
-    // A gap: the partial stays, and the receipt tells the sender where to resume.
+    // A gap: the partial stays, and the receipt tells the sender where to resume. Its sender is
+    // alive and sends this data (a lane that did not see the loss sends the rest first, which on a
+    // slow link takes longer than the idle timeout): the partial is not idle.
+    partial.last_chunk_at = now;
     ++counters_.chunks_refused;
     *problem = "snapshot chunk from node " + std::to_string(from) + " at offset " +
                std::to_string(chunk.place.offset) + " refused: " + std::to_string(held) +

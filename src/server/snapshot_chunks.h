@@ -49,9 +49,11 @@ inline constexpr std::uint64_t kMaxSnapshotBytes = std::uint64_t{256} << 20;
 // Sender flow control: the chunk data bytes one peer's append lane holds at once (queued, being
 // written, awaiting the handshake). The next chunk is made only once earlier ones were sent.
 inline constexpr std::size_t kSnapshotWindowBytes = 4 * kSnapshotChunkBytes;
-// A partial snapshot that received no chunk for this long is dropped (its sender died or gave up). A
-// leader retries after its snapshot retry timeout (5 s), and a new leader is elected within a few
-// election timeouts, both well within it: their chunks continue the partial (receipts, below).
+// A partial snapshot that received no chunk of its data for this long is dropped (its sender died or
+// gave up). Chunks refused as a gap count as received: a lane that did not see a chunk's loss (a
+// stream that broke after its writes completed) sends the rest of the transfer first, then the leader
+// retries 5 s (its snapshot retry timeout) after the last chunk, and resumes from the receipt. A new
+// leader is elected within a few election timeouts, well within it.
 inline constexpr std::chrono::seconds kSnapshotPartialIdleTimeout{30};
 
 // Where a chunk's data sits in its snapshot's data.

@@ -315,5 +315,36 @@ TEST(SnapshotResume, OverlappingAndOlderTermChunksAreHandledWithoutLosingThePart
   EXPECT_EQ(whole->term, 5u);
 }
 
+// Review F2: a lane that does not see a chunk's loss (its write completed, then the stream broke)
+// sends the rest of the transfer, all refused as a gap; on a slow link that takes longer than the
+// idle timeout. The partial must still be there for the retry that follows, so the retry resumes.
+TEST(SnapshotResume, GapChunksKeepThePartialAliveOnASlowLink) {
+  const raft::Message message =
+      snapshot_message(1, 4, 900, snapshot_data(8 * kSnapshotChunkBytes, 18));
+  const std::vector<SnapshotChunk> chunks = chunks_of(message);
+  SnapshotReassembler receiver;
+  std::string problem;
+  EXPECT_FALSE(receiver.add(chunks[0], kT0, &problem));
+  EXPECT_FALSE(receiver.add(chunks[1], kT0, &problem));
+  // Chunk 2 is lost; the rest arrives 20 s apart (a slow link), each refused as a gap.
+  Clock::time_point at = kT0;
+  for (std::size_t i = 3; i < chunks.size(); ++i) {
+    at += 20s;
+    EXPECT_FALSE(receiver.add(chunks[i], at, &problem));
+    EXPECT_NE(problem.find("the partial is kept"), std::string::npos) << problem;
+  }
+  ASSERT_GT(at - kT0, 3 * kSnapshotPartialIdleTimeout);
+  // The leader's retry, 5 s after its last chunk, resumes from the receipt.
+  at += 5s;
+  receiver.expire(at);
+  ASSERT_TRUE(receiver.receipt().has_value()) << "the partial idled out while its sender sent";
+  EXPECT_EQ(receiver.receipt()->received_bytes, 2 * kSnapshotChunkBytes);
+  std::optional<raft::Message> whole;
+  for (std::size_t i = 2; i < chunks.size(); ++i) whole = receiver.add(chunks[i], at, &problem);
+  ASSERT_TRUE(whole.has_value()) << problem;
+  EXPECT_EQ(*whole, message);
+  EXPECT_EQ(receiver.status().counters.partials_expired, 0u);
+}
+
 }  // namespace
 }  // namespace raftlog::server
