@@ -363,7 +363,7 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   {
     std::lock_guard lock(snapshot_mu_);
     whole = reassembler_.add(std::move(chunk), now, &problem);
-    receipts_.set_own(reassembler_.receipt());
+    publish_receipt_locked();
     if (!problem.empty()) log_refusal = refusal_log_.admit(now);
   }
   // Refusals are rare (a lost chunk, a leader change mid-transfer, a forged one), but after a gap
@@ -387,8 +387,14 @@ void PeerInbound::record_whole_snapshot(const raft::Message& message) {
 SnapshotReceiveStatus PeerInbound::snapshot_status() const {
   std::lock_guard lock(snapshot_mu_);
   reassembler_.expire(SnapshotReassembler::Clock::now());
-  receipts_.set_own(reassembler_.receipt());
+  publish_receipt_locked();
   return reassembler_.status();
+}
+
+void PeerInbound::publish_receipt_locked() const {
+  SnapshotReassembler::Clock::time_point valid_until{};
+  const std::optional<SnapshotReceipt> receipt = reassembler_.receipt(&valid_until);
+  receipts_.set_own(receipt, valid_until);
 }
 
 void PeerInbound::record_receipt(const pb::RaftMessage& wire) {

@@ -76,6 +76,9 @@ class PeerInbound {
   // A checked message's receipt (or its absence) becomes its sender's latest; a malformed one is
   // ignored (logged at most once per 30 s).
   void record_receipt(const raftlog::peer::v1::RaftMessage& wire);
+  // Under snapshot_mu_: this node's receipt follows its reassembly, valid only until the partial it
+  // names would expire (so a partial dropped by the idle timeout is not acknowledged any more).
+  void publish_receipt_locked() const;
 
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;

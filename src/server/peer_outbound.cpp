@@ -525,7 +525,7 @@ BatchPlan PeerOutbound::encode_batch(const LaneQueue& queue, pb::RaftMessageBatc
   reset_for_reuse(batch);
   BatchPlan plan(queue.limits());
   // While this node reassembles a snapshot, every message it sends says how far it got.
-  const std::optional<SnapshotReceipt> receipt = receipts_.own();
+  const std::optional<SnapshotReceipt> receipt = receipts_.own(Clock::now());
   for (const QueuedMessage& item : queue.writing()) {
     pb::RaftMessage* wire = batch.add_messages();
     if (item.chunk && !item.chunk->whole) {

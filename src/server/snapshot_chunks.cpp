@@ -184,7 +184,7 @@ void SnapshotReassembler::expire(Clock::time_point now) {
   }
 }
 
-std::optional<SnapshotReceipt> SnapshotReassembler::receipt() const {
+std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* valid_until) const {
   const Partial* best = nullptr;
   for (const auto& [from, partial] : partials_) {
     if (best == nullptr || partial.message.term > best->message.term ||
@@ -193,6 +193,7 @@ std::optional<SnapshotReceipt> SnapshotReassembler::receipt() const {
     }
   }
   if (best == nullptr) return std::nullopt;
+  if (valid_until != nullptr) *valid_until = best->last_chunk_at + idle_timeout_;
   return SnapshotReceipt{identity_of(best->message, best->place), best->data.size()};
 }
 
@@ -208,13 +209,17 @@ SnapshotReceiveStatus SnapshotReassembler::status() const {
   return status;
 }
 
-void SnapshotReceipts::set_own(std::optional<SnapshotReceipt> receipt) {
+void SnapshotReceipts::set_own(std::optional<SnapshotReceipt> receipt,
+                               std::chrono::steady_clock::time_point valid_until) {
   std::lock_guard lock(mu_);
   own_ = receipt;
+  own_valid_until_ = valid_until;
 }
 
-std::optional<SnapshotReceipt> SnapshotReceipts::own() const {
+std::optional<SnapshotReceipt> SnapshotReceipts::own(
+    std::chrono::steady_clock::time_point now) const {
   std::lock_guard lock(mu_);
+  if (now >= own_valid_until_) return std::nullopt;
   return own_;
 }
 

@@ -180,8 +180,9 @@ class SnapshotReassembler {
   SnapshotReceiveStatus status() const;
   std::size_t partial_count() const { return partials_.size(); }
   // What this node tells its peers (SnapshotReceipts::set_own): the partial of the highest term
-  // (of most bytes among equals), if any.
-  std::optional<SnapshotReceipt> receipt() const;
+  // (of most bytes among equals), if any; *valid_until (if given): when that partial would expire
+  // without another chunk, so the receipt does not outlive it.
+  std::optional<SnapshotReceipt> receipt(Clock::time_point* valid_until = nullptr) const;
 
  private:
   struct Partial {
@@ -219,8 +220,12 @@ class SnapshotReceipts {
  public:
   static constexpr std::size_t kMaxPeersTracked = 128;
 
-  void set_own(std::optional<SnapshotReceipt> receipt);
-  std::optional<SnapshotReceipt> own() const;
+  // `valid_until`: when the partial it describes expires unless a chunk arrives (then set again).
+  void set_own(std::optional<SnapshotReceipt> receipt,
+               std::chrono::steady_clock::time_point valid_until =
+                   std::chrono::steady_clock::time_point::max());
+  // None once `now` is past the receipt's valid_until: its partial has idled out.
+  std::optional<SnapshotReceipt> own(std::chrono::steady_clock::time_point now) const;
   // From a checked message of `peer`: its receipt, or none.
   void record(raft::NodeId peer, const std::optional<SnapshotReceipt>& receipt);
   std::optional<SnapshotReceipt> from_peer(raft::NodeId peer) const;
@@ -228,6 +233,7 @@ class SnapshotReceipts {
  private:
   mutable std::mutex mu_;
   std::optional<SnapshotReceipt> own_;
+  std::chrono::steady_clock::time_point own_valid_until_{};
   std::map<raft::NodeId, SnapshotReceipt> peers_;
 };
 

@@ -105,8 +105,23 @@ TEST(SnapshotReceipt, TheBoardKeepsEachPeersLatestWithinItsBound) {
   }
   EXPECT_TRUE(receipts.from_peer(SnapshotReceipts::kMaxPeersTracked).has_value());
   EXPECT_FALSE(receipts.from_peer(SnapshotReceipts::kMaxPeersTracked + 1).has_value());
-  receipts.set_own(receipt);
-  EXPECT_EQ(receipts.own(), receipt);
+  receipts.set_own(receipt, kT0 + kSnapshotPartialIdleTimeout);
+  EXPECT_EQ(receipts.own(kT0), receipt);
+  // Review F3: the partial it names idles out: no longer acknowledged, even before anything else
+  // touches the reassembler.
+  EXPECT_FALSE(receipts.own(kT0 + kSnapshotPartialIdleTimeout).has_value());
+}
+
+TEST(SnapshotReceipt, TheReceiptIsValidUntilItsPartialWouldExpire) {
+  SnapshotReassembler reassembler;
+  std::string problem;
+  const raft::Message a = snapshot_message(1, 4, 900, snapshot_data(3 * kSnapshotChunkBytes, 19));
+  std::vector<SnapshotChunk> chunks = chunks_of(a);
+  EXPECT_FALSE(reassembler.add(chunks[0], kT0, &problem));
+  EXPECT_FALSE(reassembler.add(chunks[1], kT0 + 10s, &problem));
+  Clock::time_point valid_until{};
+  ASSERT_TRUE(reassembler.receipt(&valid_until).has_value());
+  EXPECT_EQ(valid_until, kT0 + 10s + kSnapshotPartialIdleTimeout);
 }
 
 TEST(SnapshotResume, TheLaneStartsAtTheAcknowledgedOffsetAndCountsIt) {
