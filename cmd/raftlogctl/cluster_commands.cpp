@@ -106,7 +106,8 @@ std::string json_snapshot(const std::optional<client::SnapshotTransfer>& transfe
          ",\"index\":" + std::to_string(transfer->index) +
          ",\"term\":" + std::to_string(transfer->term) +
          ",\"bytes_done\":" + std::to_string(transfer->bytes_done) +
-         ",\"bytes_total\":" + std::to_string(transfer->bytes_total) + "}";
+         ",\"bytes_total\":" + std::to_string(transfer->bytes_total) +
+         ",\"bytes_skipped\":" + std::to_string(transfer->bytes_skipped) + "}";
 }
 
 // "index 812, 3145728 of 9437184 bytes (33%)"
@@ -116,6 +117,9 @@ std::string snapshot_progress_text(const client::SnapshotTransfer& transfer) {
                      std::to_string(transfer.bytes_total) + " bytes";
   if (transfer.bytes_total > 0) {
     text += " (" + std::to_string(transfer.bytes_done * 100 / transfer.bytes_total) + "%)";
+  }
+  if (transfer.bytes_skipped > 0) {
+    text += ", resumed after " + std::to_string(transfer.bytes_skipped) + " bytes";
   }
   return text;
 }
@@ -171,7 +175,13 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"snapshots_above_first_index\":" << s.snapshots_above_first_index
              << ",\"snapshots_abandoned\":" << s.snapshots_abandoned
              << ",\"snapshots_received\":" << s.snapshots_received
-             << ",\"snapshot_chunks_refused\":" << s.snapshot_chunks_refused << ",\"peers\":[";
+             << ",\"snapshot_chunks_refused\":" << s.snapshot_chunks_refused
+             << ",\"snapshot_encodes\":" << s.snapshot_encodes
+             << ",\"snapshot_encodings_reused\":" << s.snapshot_encodings_reused
+             << ",\"snapshots_resumed\":" << s.snapshots_resumed
+             << ",\"snapshot_bytes_skipped\":" << s.snapshot_bytes_skipped
+             << ",\"snapshot_partials_continued\":" << s.snapshot_partials_continued
+             << ",\"peers\":[";
       for (std::size_t i = 0; i < s.peers.size(); ++i) {
         const client::PeerStatus& p = s.peers[i];
         io.out << (i == 0 ? "" : ",") << "{\"id\":" << p.id << ",\"match_index\":" << p.match_index

@@ -222,6 +222,7 @@ struct SnapshotTransfer {
   std::uint64_t term = 0;
   std::uint64_t bytes_done = 0;
   std::uint64_t bytes_total = 0;
+  std::uint64_t bytes_skipped = 0;  // a resumed send: held by the follower already (in bytes_done)
 };
 
 struct PeerStatus {
@@ -284,6 +285,13 @@ struct NodeStatus {
   std::uint64_t snapshots_received = 0;
   std::uint64_t snapshot_chunks_refused = 0;
   std::uint64_t snapshots_above_first_index = 0;  // sent with the point above the first index - 1
+  // Snapshot data encoded / encodings reused as leader; transfers resumed at a follower's receipt
+  // and the bytes they skipped; partials continued by a new leader (client.proto).
+  std::uint64_t snapshot_encodes = 0;
+  std::uint64_t snapshot_encodings_reused = 0;
+  std::uint64_t snapshots_resumed = 0;
+  std::uint64_t snapshot_bytes_skipped = 0;
+  std::uint64_t snapshot_partials_continued = 0;
 };
 
 struct EndpointStatus {

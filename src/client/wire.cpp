@@ -55,6 +55,7 @@ SnapshotTransfer snapshot_from_wire(const pb::SnapshotTransfer& wire) {
   transfer.term = wire.term();
   transfer.bytes_done = wire.bytes_done();
   transfer.bytes_total = wire.bytes_total();
+  transfer.bytes_skipped = wire.bytes_skipped();
   return transfer;
 }
 
@@ -158,6 +159,11 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.snapshots_received = wire.snapshots_received();
   status.snapshot_chunks_refused = wire.snapshot_chunks_refused();
   status.snapshots_above_first_index = wire.snapshots_above_first_index();
+  status.snapshot_encodes = wire.snapshot_encodes();
+  status.snapshot_encodings_reused = wire.snapshot_encodings_reused();
+  status.snapshots_resumed = wire.snapshots_resumed();
+  status.snapshot_bytes_skipped = wire.snapshot_bytes_skipped();
+  status.snapshot_partials_continued = wire.snapshot_partials_continued();
   for (const pb::PeerStatus& peer_wire : wire.peers())
     status.peers.push_back(peer_from_wire(peer_wire));
   return status;

@@ -301,6 +301,10 @@ struct Snapshot {
   Term term = 0;    // that entry's term (>= 1)
   ConfState conf;   // the configuration in force at `index`, with the members' addresses
   Payload data;     // the driver's state as of `index`; empty as the core makes it
+  // The CRC-32C of `data` when the driver that filled it computed it (raftlog's replica does, once
+  // per encoding it reuses), so the transport need not compute it again per send; the core never
+  // reads it.
+  std::optional<std::uint32_t> data_crc32c = std::nullopt;
 
   friend bool operator==(const Snapshot&, const Snapshot&) = default;
 };

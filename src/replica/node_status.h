@@ -57,6 +57,10 @@ struct NodeStatus {
   // Snapshots this node sent (as leader) whose point lay above its first index - 1, so that the
   // follower's log starts above the leader's (SnapshotStats::sent_above_first_index).
   std::uint64_t snapshots_above_first_index = 0;
+  // Snapshot data this node encoded as leader, and sends that reused the last encoding
+  // (SnapshotStats::encodes, encodings_reused).
+  std::uint64_t snapshot_encodes = 0;
+  std::uint64_t snapshot_encodings_reused = 0;
   // The configuration in force on this node: the newest in its log, committed or not (docs/raft.md,
   // "Membership changes"). Sorted; at most raft::kMaxMembers together.
   std::vector<std::uint64_t> voters;

@@ -41,6 +41,7 @@
 #include "replica/node_status.h"
 #include "replica/results.h"
 #include "replica/snapshot_data.h"
+#include "replica/snapshot_encoding.h"
 #include "replica/store_log_reader.h"
 #include "replica/topic_offsets.h"
 #include "store/commit_log.h"
@@ -150,6 +151,10 @@ struct SnapshotStats {
   // is not known (a log trimmed by an older binary, SNAPSHOT lost); the leader then sends the state
   // as of its topic table's committed point (replica_snapshot.cpp).
   std::uint64_t sent_above_first_index = 0;
+  // Sent snapshots whose data this leader encoded, and those that reused the last encoding
+  // (snapshot_encoding.h): a retry, or another follower stranded at the same point.
+  std::uint64_t encodes = 0;
+  std::uint64_t encodings_reused = 0;
 };
 
 class Replica {
@@ -534,6 +539,10 @@ class Replica {
   std::uint64_t commit_ = 0;
 
   SnapshotStats snapshot_stats_;
+  // The last snapshot data this leader encoded, reused while valid (snapshot_encoding.h).
+  SnapshotEncoding snapshot_encoding_;
+  // fill_snapshot's last step: the data's bytes and CRC, from snapshot_encoding_.
+  void set_encoded_data(const SnapshotData& data, raft::Snapshot& snapshot);
   // Leader: each tick, the transport's progress with the snapshot in flight to a peer restarts its
   // retry timer (replica_requests.cpp); what it reported last, per such peer.
   void report_snapshot_progress();

@@ -443,6 +443,8 @@ NodeStatus Replica::status() {
   status.storage_fault = status.catching_up ? storage_fault_ : "";
   status.stranded_below_index = raft_->stranded_below();
   status.snapshots_above_first_index = snapshot_stats_.sent_above_first_index;
+  status.snapshot_encodes = snapshot_stats_.encodes;
+  status.snapshot_encodings_reused = snapshot_stats_.encodings_reused;
   status.voters = raft_->conf().voters;
   status.learners = raft_->conf().learners;
   status.conf_index = raft_->conf_history().back().index;

@@ -388,8 +388,10 @@ void Replica::tick() {
 void Replica::report_snapshot_progress() {
   if (raft_->role() != raft::Role::kLeader) {
     snapshot_send_marks_.clear();
+    snapshot_encoding_.invalidate();  // only a leader sends snapshots: its bytes go
     return;
   }
+  snapshot_encoding_.expire(deps_.clock());
   std::map<std::uint64_t, MessageSender::SnapshotSendMark> seen;
   for (const raft::PeerProgress& progress : raft_->progress()) {
     if (progress.snapshot_index == 0 || progress.id == config_.node_id) continue;

@@ -133,6 +133,7 @@ void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
 store::Status Replica::save_trim_snapshot(std::uint64_t point,
                                           const std::vector<TopicOffsets::TopicNext>* topics,
                                           const raft::ConfState* conf) {
+  snapshot_encoding_.invalidate();  // the trim moves the log's start it was taken against
   auto term = log_->term_at(point);
   if (!term.ok()) return term.status();
   SnapshotData data;
@@ -149,6 +150,16 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point,
   data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
   add_dedup_within_budget(&data, encoded_size_without_dedup(data));
   return write_snapshot_next(config_.store.env, config_.data_dir, encode_snapshot_data(data));
+}
+
+// The same point's last encoding while it is valid (a retry, another follower at the same point),
+// so the Raft loop encodes and checksums it once and a resumed transfer gets the same bytes.
+void Replica::set_encoded_data(const SnapshotData& data, raft::Snapshot& snapshot) {
+  const SnapshotEncoding::Encoded encoded = snapshot_encoding_.get(data, deps_.clock());
+  snapshot.data = encoded.bytes;
+  snapshot.data_crc32c = encoded.crc32c;
+  snapshot_stats_.encodes = snapshot_encoding_.counters().encodes;
+  snapshot_stats_.encodings_reused = snapshot_encoding_.counters().reuses;
 }
 
 bool Replica::fill_snapshot(raft::Message& message) {
@@ -234,7 +245,7 @@ bool Replica::fill_snapshot(raft::Message& message) {
   snapshot.index = data.index;
   snapshot.term = data.term;
   snapshot.conf = data.conf;
-  snapshot.data = encode_snapshot_data(data);
+  set_encoded_data(data, snapshot);
   ++snapshot_stats_.sent;
   if (point >= first_index) {
     // The follower's log will start above ours: the entries [first_index, point] stay on the
@@ -271,6 +282,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   }
   const SnapshotData& data = *decoded;
   const std::uint64_t point = data.index;
+  snapshot_encoding_.invalidate();  // it described the log this install replaces
   spdlog::warn(
       "node {}: term {}: installing the leader's snapshot of index {} term {} in place "
       "of the log [{}, {}] (commit {})",

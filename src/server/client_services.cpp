@@ -185,6 +185,7 @@ void snapshot_to_proto(const SnapshotTransfer& transfer, v1::SnapshotTransfer* o
   out->set_term(transfer.term);
   out->set_bytes_done(transfer.bytes_done);
   out->set_bytes_total(transfer.bytes_total);
+  out->set_bytes_skipped(transfer.bytes_skipped);
 }
 
 // The snapshot transfers into a Status answer whose peers are already filled in.
@@ -202,6 +203,9 @@ void add_snapshot_transfers(const SnapshotTransfers& transfers, v1::StatusRespon
   response->set_snapshots_received(transfers.received.snapshots_delivered);
   response->set_snapshot_chunks_refused(transfers.received.chunks_refused +
                                         transfers.received.checksum_mismatches);
+  response->set_snapshots_resumed(transfers.snapshots_resumed);
+  response->set_snapshot_bytes_skipped(transfers.snapshot_bytes_skipped);
+  response->set_snapshot_partials_continued(transfers.received.partials_continued);
 }
 
 }  // namespace
@@ -314,6 +318,8 @@ class ClientServices::Impl {
         out->set_lag_bytes(peer.lag_bytes);
       }
       response.set_snapshots_above_first_index(status.snapshots_above_first_index);
+      response.set_snapshot_encodes(status.snapshot_encodes);
+      response.set_snapshot_encodings_reused(status.snapshot_encodings_reused);
       if (owner_->snapshot_transfers_) add_snapshot_transfers(owner_->snapshot_transfers_(status), &response);
       finish_ok(reactor, response, response_bytes);
       return reactor;

@@ -334,6 +334,37 @@ std::string decode_snapshot_chunk(pb::RaftMessage&& in, const MessageLimits& lim
   return {};
 }
 
+void encode_snapshot_receipt(const SnapshotReceipt& receipt, pb::RaftMessage* out) {
+  pb::SnapshotReceipt* wire = out->mutable_snapshot_receipt();
+  wire->set_index(receipt.snapshot.index);
+  wire->set_term(receipt.snapshot.term);
+  wire->set_total_bytes(receipt.snapshot.total_bytes);
+  wire->set_data_crc32c(receipt.snapshot.data_crc32c);
+  wire->set_received_bytes(receipt.received_bytes);
+}
+
+std::optional<SnapshotReceipt> decode_snapshot_receipt(const pb::RaftMessage& in,
+                                                       std::string* problem) {
+  problem->clear();
+  if (!in.has_snapshot_receipt()) return std::nullopt;
+  const pb::SnapshotReceipt& wire = in.snapshot_receipt();
+  const std::string from = "a snapshot receipt from node " + std::to_string(in.from());
+  if (wire.index() == 0 || wire.index() > kMaxSnapshotIndex) {
+    *problem = from + " names index " + std::to_string(wire.index());
+  } else if (wire.term() == 0 || wire.term() > raft::kMaxTerm) {
+    *problem = from + " names term " + std::to_string(wire.term());
+  } else if (wire.total_bytes() == 0 || wire.total_bytes() > kMaxSnapshotBytes) {
+    *problem = from + " names a total of " + std::to_string(wire.total_bytes()) + " bytes";
+  } else if (wire.received_bytes() == 0 || wire.received_bytes() >= wire.total_bytes()) {
+    *problem = from + " acknowledges " + std::to_string(wire.received_bytes()) + " of " +
+               std::to_string(wire.total_bytes()) + " bytes";
+  }
+  if (!problem->empty()) return std::nullopt;
+  return SnapshotReceipt{
+      SnapshotIdentity{wire.index(), wire.term(), wire.total_bytes(), wire.data_crc32c()},
+      wire.received_bytes()};
+}
+
 std::string_view message_type_name(raft::MessageType type) {
   switch (type) {
     case raft::MessageType::kPreVote:

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -71,6 +72,13 @@ bool is_snapshot_chunk(const peer::v1::RaftMessage& in);
 // The checks of decode_message for a chunk; its data is moved out of `in` into out->data.
 std::string decode_snapshot_chunk(peer::v1::RaftMessage&& in, const MessageLimits& limits,
                                   SnapshotChunk* out);
+
+// Puts `receipt` on an encoded message (any type).
+void encode_snapshot_receipt(const SnapshotReceipt& receipt, peer::v1::RaftMessage* out);
+// The receipt `in` carries: nullopt when it carries none, or (with *problem set) when it fails the
+// checks (peer.proto, SnapshotReceipt): a receipt is advice, so a bad one is ignored, not fatal.
+std::optional<SnapshotReceipt> decode_snapshot_receipt(const peer::v1::RaftMessage& in,
+                                                       std::string* problem);
 
 // Stable lower-case name of a message type for logs ("append", "vote_response", ...).
 std::string_view message_type_name(raft::MessageType type);

@@ -266,8 +266,23 @@ class Metrics::Impl final : public prometheus::Collectable {
                                    "Whole snapshots handed to the Raft core (chunked or not).");
     snapshot_chunks_refused_ = &counter(
         "raftlog_snapshot_chunks_refused_total",
-        "Snapshot chunks refused (stale, out of order, mismatched, or completing a snapshot whose "
-        "CRC-32C did not match); each drops its sender's partial snapshot.");
+        "Snapshot chunks refused (stale, past the partial's end, mismatched, or completing a "
+        "snapshot whose CRC-32C did not match); a gap keeps the sender's partial.");
+    snapshot_encodes_ =
+        &counter("raftlog_snapshot_encodes_total", "Snapshot data this leader encoded for a send.");
+    snapshot_encodings_reused_ =
+        &counter("raftlog_snapshot_encodings_reused_total",
+                 "Snapshot sends that reused this leader's last encoding (a retry, or another "
+                 "follower at the same point).");
+    snapshots_resumed_ = &counter("raftlog_snapshots_resumed_total",
+                                  "Chunked snapshots this leader started at a follower's receipt "
+                                  "instead of offset 0.");
+    snapshot_bytes_skipped_ = &counter("raftlog_snapshot_bytes_skipped_total",
+                                       "Snapshot data bytes resumed transfers did not resend.");
+    snapshot_partials_continued_ =
+        &counter("raftlog_snapshot_partials_continued_total",
+                 "Partial snapshots this follower kept because a new leader continued them with "
+                 "the same data.");
 
     fsync_ = &histogram("raftlog_store_fsync_duration_seconds",
                         "Duration of one flush cycle's sync calls.", exponential(0.0001, 2, 16));
@@ -407,6 +422,8 @@ class Metrics::Impl final : public prometheus::Collectable {
         above > snapshots_above_first_->Value()) {
       snapshots_above_first_->Increment(above - snapshots_above_first_->Value());
     }
+    follow_total(snapshot_encodes_, status.snapshot_encodes);
+    follow_total(snapshot_encodings_reused_, status.snapshot_encodings_reused);
     // Peer series exist only on the leader (a follower does not know its peers' progress).
     std::set<std::string> current;
     for (const PeerStatus& peer : status.peers) {
@@ -472,6 +489,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     follow(snapshots_received_, transfers.received.snapshots_delivered);
     follow(snapshot_chunks_refused_,
            transfers.received.chunks_refused + transfers.received.checksum_mismatches);
+    follow(snapshots_resumed_, transfers.snapshots_resumed);
+    follow(snapshot_bytes_skipped_, transfers.snapshot_bytes_skipped);
+    follow(snapshot_partials_continued_, transfers.received.partials_continued);
   }
 
   const std::string data_dir_;
@@ -502,6 +522,11 @@ class Metrics::Impl final : public prometheus::Collectable {
   Gauge* snapshot_total_ = nullptr;
   Counter* snapshots_sent_ = nullptr;
   Counter* snapshots_abandoned_ = nullptr;
+  Counter* snapshot_encodes_ = nullptr;
+  Counter* snapshot_encodings_reused_ = nullptr;
+  Counter* snapshots_resumed_ = nullptr;
+  Counter* snapshot_bytes_skipped_ = nullptr;
+  Counter* snapshot_partials_continued_ = nullptr;
   Counter* snapshots_received_ = nullptr;
   Counter* snapshots_above_first_ = nullptr;
   Counter* snapshot_chunks_refused_ = nullptr;

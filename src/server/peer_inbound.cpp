@@ -119,10 +119,12 @@ class PeerInbound::InboundReactor final : public grpc::ServerReadReactor<Element
 };
 
 PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
-                         PeerAdmission& admission, PeerTransport::MessageHandler on_message)
+                         PeerAdmission& admission, SnapshotReceipts& receipts,
+                         PeerTransport::MessageHandler on_message)
     : options_(options),
       auth_(auth),
       admission_(admission),
+      receipts_(receipts),
       on_message_(std::move(on_message)),
       reassembler_(options.max_snapshot_receive_bytes) {
   RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
@@ -229,6 +231,7 @@ void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>
       reject(code, problem);
       return;
     }
+    inbound->record_receipt(*messages[i]);
     std::string problem;
     if (is_snapshot_chunk(*messages[i])) {
       problem = decode_snapshot_chunk(std::move(*messages[i]), inbound->options_.limits,
@@ -356,12 +359,19 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   const auto now = SnapshotReassembler::Clock::now();
   std::string problem;
   std::optional<raft::Message> whole;
+  std::optional<std::uint64_t> log_refusal;
   {
     std::lock_guard lock(snapshot_mu_);
     whole = reassembler_.add(std::move(chunk), now, &problem);
+    publish_receipt_locked();
+    if (!problem.empty()) log_refusal = refusal_log_.admit(now);
   }
-  // Refusals are rare (a lost chunk, a leader change mid-transfer, a forged one): each is logged.
-  if (!problem.empty()) spdlog::warn("node {}: {}", options_.self_id, problem);
+  // Refusals are rare (a lost chunk, a leader change mid-transfer, a forged one), but after a gap
+  // every later chunk of that transfer is refused: at most one line per 5 s (all are counted).
+  if (log_refusal) {
+    spdlog::warn("node {}: {} ({} more refused since the last line)", options_.self_id, problem,
+                 *log_refusal);
+  }
   if (whole) {
     spdlog::info("node {}: snapshot {} ({} bytes) from node {} reassembled", options_.self_id,
                  whole->snapshot->index, whole->snapshot->data.size(), whole->from);
@@ -377,7 +387,30 @@ void PeerInbound::record_whole_snapshot(const raft::Message& message) {
 SnapshotReceiveStatus PeerInbound::snapshot_status() const {
   std::lock_guard lock(snapshot_mu_);
   reassembler_.expire(SnapshotReassembler::Clock::now());
+  publish_receipt_locked();
   return reassembler_.status();
+}
+
+void PeerInbound::publish_receipt_locked() const {
+  SnapshotReassembler::Clock::time_point valid_until{};
+  const std::optional<SnapshotReceipt> receipt = reassembler_.receipt(&valid_until);
+  receipts_.set_own(receipt, valid_until);
+}
+
+void PeerInbound::record_receipt(const pb::RaftMessage& wire) {
+  std::string problem;
+  const std::optional<SnapshotReceipt> receipt = decode_snapshot_receipt(wire, &problem);
+  receipts_.record(wire.from(), receipt);
+  if (problem.empty()) return;
+  std::optional<std::uint64_t> held_back;
+  {
+    std::lock_guard lock(snapshot_mu_);
+    held_back = receipt_log_.admit(util::RateLimit::Clock::now());
+  }
+  if (held_back) {
+    spdlog::warn("node {}: ignoring {} ({} more since the last line)", options_.self_id, problem,
+                 *held_back);
+  }
 }
 
 void PeerInbound::count_rejected() {

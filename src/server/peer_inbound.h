@@ -16,14 +16,18 @@
 #include "server/peer_stream_auth.h"
 #include "server/snapshot_chunks.h"
 #include "server/transport.h"
+#include "util/rate_limit.h"
 
 namespace raftlog::server {
 
 class PeerInbound {
  public:
-  // `options`, `auth` and `admission` must outlive this (the transport owns them all).
+  // `options`, `auth`, `admission` and `receipts` must outlive this (the transport owns them all).
+  // `receipts`: what peers acknowledge of the snapshots this node sends them (recorded from every
+  // delivered message), and this node's own, kept up to date with its reassembly.
   PeerInbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
-              PeerAdmission& admission, PeerTransport::MessageHandler on_message);
+              PeerAdmission& admission, SnapshotReceipts& receipts,
+              PeerTransport::MessageHandler on_message);
   PeerInbound(const PeerInbound&) = delete;
   PeerInbound& operator=(const PeerInbound&) = delete;
 
@@ -69,10 +73,17 @@ class PeerInbound {
   // A checked chunk: the whole snapshot once it is complete (logs a refused chunk).
   std::optional<raft::Message> reassemble(SnapshotChunk chunk);
   void record_whole_snapshot(const raft::Message& message);
+  // A checked message's receipt (or its absence) becomes its sender's latest; a malformed one is
+  // ignored (logged at most once per 30 s).
+  void record_receipt(const raftlog::peer::v1::RaftMessage& wire);
+  // Under snapshot_mu_: this node's receipt follows its reassembly, valid only until the partial it
+  // names would expire (so a partial dropped by the idle timeout is not acknowledged any more).
+  void publish_receipt_locked() const;
 
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
   PeerAdmission& admission_;
+  SnapshotReceipts& receipts_;
   const PeerTransport::MessageHandler on_message_;
   PeerService service_{this};
 
@@ -85,8 +96,12 @@ class PeerInbound {
   InboundStats stats_;
 
   // Every stream's chunks, so a transfer continues on a peer's new stream after a reconnect.
+  // receipts_.own() follows it under the same lock.
   mutable std::mutex snapshot_mu_;
   mutable SnapshotReassembler reassembler_;
+  util::RateLimit receipt_log_{std::chrono::seconds(30)};  // under snapshot_mu_
+  // Refused chunks: after a gap every later chunk of the transfer is refused (under snapshot_mu_).
+  util::RateLimit refusal_log_{std::chrono::seconds(5)};
 };
 
 }  // namespace raftlog::server

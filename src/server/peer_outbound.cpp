@@ -56,6 +56,8 @@ void add_lane_stats(const LaneStats& lane, LaneStats* total) {
   total->snapshots_started += lane.snapshots_started;
   total->snapshots_sent += lane.snapshots_sent;
   total->snapshots_abandoned += lane.snapshots_abandoned;
+  total->snapshots_resumed += lane.snapshots_resumed;
+  total->snapshot_bytes_skipped += lane.snapshot_bytes_skipped;
   total->last_send_ok = std::max(total->last_send_ok, lane.last_send_ok);
   if (!lane.last_error.empty() &&
       (total->last_error.empty() || lane.last_error_at > total->last_error_at)) {
@@ -80,6 +82,8 @@ LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
   lane.snapshots_started = counters.snapshots_started;
   lane.snapshots_sent = counters.snapshots_sent;
   lane.snapshots_abandoned = counters.snapshots_abandoned;
+  lane.snapshots_resumed = counters.snapshots_resumed;
+  lane.snapshot_bytes_skipped = counters.snapshot_bytes_skipped;
   return lane;
 }
 
@@ -135,9 +139,11 @@ class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::R
   PeerLink* link_;
 };
 
-PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStreamAuth& auth)
+PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
+                           const SnapshotReceipts& receipts)
     : options_(options),
       auth_(auth),
+      receipts_(receipts),
       // One pending reconnect per lane at most (only a stream's OnDone schedules one, and only the
       // reconnect opens the next stream); twice that leaves room without hiding a leak.
       // Peers come and go with the configuration: sized for the most there can be, live and
@@ -391,15 +397,22 @@ bool PeerOutbound::send(raft::Message message) {
   PeerLink& link = lanes->lane(lane_for(message));
   bool start_write = false;
   {
-    // A snapshot too large for one message is sent in chunks (snapshot_chunks.h). Its CRC is
-    // computed here, before the lock: a few milliseconds per 100 MiB with SSE4.2, once per snapshot.
+    // A snapshot too large for one message is sent in chunks (snapshot_chunks.h), from where the
+    // peer's latest receipt says it holds the same data up to. Its CRC comes with it when the
+    // replica computed it (once per encoding it reuses), else it is computed here, before the
+    // lock: a few milliseconds per 100 MiB with SSE4.2.
     const bool chunked = message.type == raft::MessageType::kSnapshot && message.snapshot &&
                          message.snapshot->data.size() > link.queue.snapshot_chunk_bytes();
-    const std::uint32_t crc =
-        chunked ? util::crc32c::value(message.snapshot->data.view()) : 0;
+    std::uint32_t crc = 0;
+    std::optional<SnapshotReceipt> receipt;
+    if (chunked) {
+      crc = message.snapshot->data_crc32c ? *message.snapshot->data_crc32c
+                                          : util::crc32c::value(message.snapshot->data.view());
+      receipt = receipts_.from_peer(message.to);
+    }
     std::lock_guard lock(link.mu);
     const LaneQueue::Admission admission =
-        chunked ? link.queue.push_snapshot(std::move(message), crc, Clock::now())
+        chunked ? link.queue.push_snapshot(std::move(message), crc, Clock::now(), receipt)
                 : link.queue.push(std::move(message), Clock::now());
     if (admission != LaneQueue::Admission::kQueued) {
       if (chunked && admission == LaneQueue::Admission::kOversize) {
@@ -511,6 +524,8 @@ void PeerOutbound::pump(PeerLink& link, PumpThread thread) {
 BatchPlan PeerOutbound::encode_batch(const LaneQueue& queue, pb::RaftMessageBatch& batch) const {
   reset_for_reuse(batch);
   BatchPlan plan(queue.limits());
+  // While this node reassembles a snapshot, every message it sends says how far it got.
+  const std::optional<SnapshotReceipt> receipt = receipts_.own(Clock::now());
   for (const QueuedMessage& item : queue.writing()) {
     pb::RaftMessage* wire = batch.add_messages();
     if (item.chunk && !item.chunk->whole) {
@@ -519,6 +534,7 @@ BatchPlan PeerOutbound::encode_batch(const LaneQueue& queue, pb::RaftMessageBatc
     } else {
       encode_message(item.message, options_.cluster_id, wire);
     }
+    if (receipt) encode_snapshot_receipt(*receipt, wire);
     const BatchPlan::Verdict verdict = plan.add(wire->ByteSizeLong());
     if (verdict == BatchPlan::Verdict::kAdd) continue;
     batch.mutable_messages()->RemoveLast();

@@ -24,6 +24,7 @@
 #include "raftlog/peer/v1/peer.grpc.pb.h"
 #include "server/peer_queue.h"
 #include "server/peer_stream_auth.h"
+#include "server/snapshot_chunks.h"
 #include "server/timer_thread.h"
 #include "server/transport.h"
 #include "util/rate_limit.h"
@@ -39,8 +40,10 @@ inline constexpr std::chrono::seconds kPeerDownLogInterval{30};
 
 class PeerOutbound {
  public:
-  // `options` and `auth` must outlive this (the transport owns all three).
-  PeerOutbound(const PeerTransportOptions& options, const PeerStreamAuth& auth);
+  // `options`, `auth` and `receipts` must outlive this (the transport owns them all). `receipts`:
+  // this node's own goes on every message it sends; a peer's decides where a snapshot to it starts.
+  PeerOutbound(const PeerTransportOptions& options, const PeerStreamAuth& auth,
+               const SnapshotReceipts& receipts);
   PeerOutbound(const PeerOutbound&) = delete;
   PeerOutbound& operator=(const PeerOutbound&) = delete;
 
@@ -169,6 +172,7 @@ class PeerOutbound {
 
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
+  const SnapshotReceipts& receipts_;
   // The peers: added and removed by add_peer/remove_peer (the configuration), read by send() and
   // peer_stats(). Removed ones move to retired_ (weakly: they are freed when nothing uses them), so
   // stop() can still cancel their streams.

@@ -225,7 +225,8 @@ std::size_t LaneQueue::snapshot_chunk_bytes() const {
 }
 
 LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32_t data_crc32c,
-                                              Clock::time_point now) {
+                                              Clock::time_point now,
+                                              const std::optional<SnapshotReceipt>& receipt) {
   (void)now;  // chunks take their time when they are made
   if (closed_) return Admission::kClosed;
   RAFTLOG_CHECK(message.snapshot && message.snapshot->data.size() > snapshot_chunk_bytes(),
@@ -235,20 +236,46 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
     ++counters_.dropped_oversize;
     return Admission::kOversize;
   }
+  const SnapshotIdentity identity{message.snapshot->index, message.snapshot->term, total,
+                                  data_crc32c};
+  const std::uint64_t start = resume_offset(identity, receipt);
   if (snapshot_ && snapshot_->state == SnapshotSendProgress::State::kSending) abandon_snapshot();
   OutgoingSnapshot& outgoing = snapshot_.emplace();
   outgoing.message = std::move(message);
   outgoing.transfer = next_transfer_++;
   outgoing.place = SnapshotChunkPlace{0, total, data_crc32c};
+  outgoing.next_offset = start;
+  outgoing.skipped_bytes = start;
   ++counters_.snapshots_started;
+  if (start > 0) {
+    ++counters_.snapshots_resumed;
+    counters_.snapshot_bytes_skipped += start;
+  }
   return Admission::kQueued;
+}
+
+std::uint64_t LaneQueue::resume_offset(const SnapshotIdentity& identity,
+                                       const std::optional<SnapshotReceipt>& receipt) const {
+  if (!receipt || receipt->snapshot != identity) return 0;
+  if (receipt->received_bytes == 0 || receipt->received_bytes >= identity.total_bytes) return 0;
+  if (snapshot_ && snapshot_->message.snapshot->index == identity.index &&
+      snapshot_->message.snapshot->term == identity.term &&
+      snapshot_->place.total_bytes == identity.total_bytes &&
+      snapshot_->place.data_crc32c == identity.data_crc32c &&
+      receipt->received_bytes > snapshot_->next_offset) {
+    return 0;  // more than this lane ever made of it: not an acknowledgement of what it sent
+  }
+  return receipt->received_bytes;
 }
 
 std::optional<SnapshotSendProgress> LaneQueue::snapshot_progress() const {
   if (!snapshot_) return std::nullopt;
-  return SnapshotSendProgress{snapshot_->message.term, snapshot_->message.snapshot->index,
-                              snapshot_->place.total_bytes, snapshot_->sent_bytes,
-                              snapshot_->state};
+  return SnapshotSendProgress{snapshot_->message.term,
+                              snapshot_->message.snapshot->index,
+                              snapshot_->place.total_bytes,
+                              snapshot_->sent_bytes,
+                              snapshot_->state,
+                              snapshot_->skipped_bytes};
 }
 
 std::size_t LaneQueue::next_chunk_length() const {
@@ -296,7 +323,8 @@ void LaneQueue::chunk_left(const QueuedMessage& item, bool sent) {
     return;
   }
   outgoing.sent_bytes += item.chunk->length;
-  if (outgoing.sent_bytes == outgoing.place.total_bytes || item.chunk->whole) {
+  if (outgoing.skipped_bytes + outgoing.sent_bytes == outgoing.place.total_bytes ||
+      item.chunk->whole) {
     outgoing.state = SnapshotSendProgress::State::kSent;
     outgoing.message.snapshot->data = raft::Payload();  // the chunks in flight hold their own
     ++counters_.snapshots_sent;

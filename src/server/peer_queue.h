@@ -74,8 +74,10 @@ struct SnapshotSendProgress {
   raft::Term term = 0;  // of the message
   raft::Index index = 0;
   std::uint64_t total_bytes = 0;
-  std::uint64_t sent_bytes = 0;
+  std::uint64_t sent_bytes = 0;  // by this transfer, from skipped_bytes on
   State state = State::kSending;
+  // A resumed transfer: the bytes the peer acknowledged holding, which this one starts after.
+  std::uint64_t skipped_bytes = 0;
 };
 const char* to_string(SnapshotSendProgress::State state);
 
@@ -92,6 +94,9 @@ struct LaneQueueCounters {
   std::uint64_t snapshots_started = 0;
   std::uint64_t snapshots_sent = 0;
   std::uint64_t snapshots_abandoned = 0;
+  // Chunked snapshots started at a peer's receipt instead of 0, and the data bytes they skipped.
+  std::uint64_t snapshots_resumed = 0;
+  std::uint64_t snapshot_bytes_skipped = 0;
 };
 
 struct LaneQueueLimits {
@@ -154,7 +159,13 @@ class LaneQueue {
   // dropped), and its chunks are made one at a time by take_batch() while the lane holds less than
   // kSnapshotWindowBytes of them and its bounds allow. kOversize (counted) for data over
   // kMaxSnapshotBytes.
-  Admission push_snapshot(raft::Message message, std::uint32_t data_crc32c, Clock::time_point now);
+  // `receipt`: the peer's latest (SnapshotReceipts), from the network. The transfer starts at its
+  // offset instead of 0 (counted as resumed) only when it names this snapshot's identity (index,
+  // term, total, CRC) and, if the lane's previous transfer was of the same identity, an offset that
+  // transfer reached (a peer cannot hold bytes it was never sent; a new leader, which sent none,
+  // trusts any offset below the total); otherwise it is ignored.
+  Admission push_snapshot(raft::Message message, std::uint32_t data_crc32c, Clock::time_point now,
+                          const std::optional<SnapshotReceipt>& receipt = std::nullopt);
   // The lane's latest snapshot (whole or chunked), if it had one since it was last cleared.
   std::optional<SnapshotSendProgress> snapshot_progress() const;
   // The data bytes of one chunk: kSnapshotChunkBytes, or half the message bound when that is
@@ -212,14 +223,18 @@ class LaneQueue {
   // A message leaves the lane (sent, or dropped): a chunk of the current transfer updates it.
   void chunk_left(const QueuedMessage& item, bool sent);
   void abandon_snapshot();
+  // Where a new transfer of `identity` starts, given the peer's receipt (push_snapshot).
+  std::uint64_t resume_offset(const SnapshotIdentity& identity,
+                              const std::optional<SnapshotReceipt>& receipt) const;
 
   // The snapshot being sent in chunks (or the last one, for status).
   struct OutgoingSnapshot {
     raft::Message message;  // data shared with the core's message; released once done
     std::uint64_t transfer = 0;
-    SnapshotChunkPlace place;       // total and CRC; offset unused
-    std::uint64_t next_offset = 0;  // of the next chunk to make
-    std::size_t window_bytes = 0;   // data bytes of its chunks the lane holds
+    SnapshotChunkPlace place;         // total and CRC; offset unused
+    std::uint64_t next_offset = 0;    // of the next chunk to make
+    std::size_t window_bytes = 0;     // data bytes of its chunks the lane holds
+    std::uint64_t skipped_bytes = 0;  // resumed: the chunks start here
     std::uint64_t sent_bytes = 0;
     SnapshotSendProgress::State state = SnapshotSendProgress::State::kSending;
   };

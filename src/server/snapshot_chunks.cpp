@@ -6,13 +6,18 @@
 
 namespace raftlog::server {
 
+namespace {
+
+SnapshotIdentity identity_of(const raft::Message& message, const SnapshotChunkPlace& place) {
+  return SnapshotIdentity{message.snapshot->index, message.snapshot->term, place.total_bytes,
+                          place.data_crc32c};
+}
+
+}  // namespace
+
 std::string SnapshotReassembler::mismatch(const Partial& partial, const SnapshotChunk& chunk) {
   const raft::Snapshot& have = *partial.message.snapshot;
   const raft::Snapshot& got = *chunk.message.snapshot;
-  if (chunk.message.term != partial.message.term) {
-    return "term " + std::to_string(chunk.message.term) + ", the partial snapshot's is " +
-           std::to_string(partial.message.term);
-  }
   if (got.index != have.index || got.term != have.term) {
     return "snapshot " + std::to_string(got.index) + "/t" + std::to_string(got.term) +
            ", the partial one is " + std::to_string(have.index) + "/t" + std::to_string(have.term);
@@ -22,11 +27,28 @@ std::string SnapshotReassembler::mismatch(const Partial& partial, const Snapshot
     return "a different total size or checksum than the partial snapshot's";
   }
   if (!(got.conf == have.conf)) return "a different configuration than the partial snapshot's";
-  if (chunk.place.offset != partial.data.size()) {
-    return "offset " + std::to_string(chunk.place.offset) + ", expected " +
-           std::to_string(partial.data.size());
-  }
   return {};
+}
+
+void SnapshotReassembler::drop_or_continue_lower_terms(const SnapshotChunk& chunk) {
+  const raft::NodeId from = chunk.message.from;
+  std::optional<Partial> continued;
+  for (auto it = partials_.begin(); it != partials_.end();) {
+    if (it->first == from || it->second.message.term >= chunk.message.term) {
+      ++it;
+      continue;
+    }
+    // A deposed leader's partial: the new sender continues it only when it sends the same data
+    // and holds no partial of its own here.
+    if (!continued && !partials_.contains(from) && mismatch(it->second, chunk).empty()) {
+      continued = std::move(it->second);
+      ++counters_.partials_continued;
+    } else {
+      ++counters_.partials_replaced;
+    }
+    it = partials_.erase(it);
+  }
+  if (continued) partials_.emplace(from, std::move(*continued));
 }
 
 std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock::time_point now,
@@ -58,42 +80,71 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
       return std::nullopt;
     }
   }
-  // A higher term's chunk: the partials of lower terms are a deposed leader's.
-  for (auto it = partials_.begin(); it != partials_.end();) {
-    if (it->first != from && it->second.message.term < term) {
-      ++counters_.partials_replaced;
-      it = partials_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  drop_or_continue_lower_terms(chunk);
 
   const auto found = partials_.find(from);
-  if (chunk.place.offset == 0) {
-    if (found != partials_.end()) {
-      ++counters_.partials_replaced;
-      partials_.erase(found);
-    }
-    Partial& partial = partials_[from];
-    partial.message = std::move(chunk.message);
-    partial.message.snapshot->data = raft::Payload();
-    partial.place = chunk.place;
-    partial.data = std::move(chunk.data);
-    partial.last_chunk_at = now;
-  } else {
-    std::string wrong = found == partials_.end() ? "no snapshot in progress from this node"
-                                                 : mismatch(found->second, chunk);
-    if (!wrong.empty()) {
-      ++counters_.chunks_refused;
-      if (found != partials_.end()) partials_.erase(found);
-      *problem = "snapshot chunk from node " + std::to_string(from) + " at offset " +
-                 std::to_string(chunk.place.offset) + " refused: " + wrong;
-      return std::nullopt;
-    }
-    found->second.data.append(chunk.data);
-    found->second.last_chunk_at = now;
+  std::string wrong = found == partials_.end() ? "no snapshot in progress from this node"
+                                               : mismatch(found->second, chunk);
+  if (wrong.empty()) return continue_partial(found->second, std::move(chunk), now, problem);
+  if (chunk.place.offset != 0) {
+    ++counters_.chunks_refused;
+    if (found != partials_.end()) partials_.erase(found);
+    *problem = "snapshot chunk from node " + std::to_string(from) + " at offset " +
+               std::to_string(chunk.place.offset) + " refused: " + wrong;
+    return std::nullopt;
   }
-  const Partial& partial = partials_.at(from);
+  // Offset 0 of another snapshot: a new transfer.
+  if (found != partials_.end()) {
+    ++counters_.partials_replaced;
+    partials_.erase(found);
+  }
+  Partial& partial = partials_[from];
+  partial.message = std::move(chunk.message);
+  partial.message.snapshot->data = raft::Payload();
+  partial.place = chunk.place;
+  partial.data = std::move(chunk.data);
+  partial.last_chunk_at = now;
+  if (partial.data.size() < partial.place.total_bytes) return std::nullopt;
+  return complete(from, now, problem);
+}
+
+std::optional<raft::Message> SnapshotReassembler::continue_partial(Partial& partial,
+                                                                   SnapshotChunk chunk,
+                                                                   Clock::time_point now,
+                                                                   std::string* problem) {
+  const raft::NodeId from = chunk.message.from;
+  if (chunk.message.term < partial.message.term) {
+    // The same sender at an older term (a chunk that waited on an old stream): the partial stays.
+    ++counters_.chunks_refused;
+    *problem = "snapshot chunk from node " + std::to_string(from) + " at term " +
+               std::to_string(chunk.message.term) + " is older than its partial's term " +
+               std::to_string(partial.message.term);
+    return std::nullopt;
+  }
+  const std::uint64_t held = partial.data.size();
+  if (chunk.place.offset > held) {
+    // A gap: the partial stays, and the receipt tells the sender where to resume. Its sender is
+    // alive and sends this data (a lane that did not see the loss sends the rest first, which on a
+    // slow link takes longer than the idle timeout): the partial is not idle.
+    partial.last_chunk_at = now;
+    ++counters_.chunks_refused;
+    *problem = "snapshot chunk from node " + std::to_string(from) + " at offset " +
+               std::to_string(chunk.place.offset) + " refused: " + std::to_string(held) +
+               " bytes held, the partial is kept";
+    return std::nullopt;
+  }
+  partial.last_chunk_at = now;
+  const std::uint64_t end = chunk.place.offset + chunk.data.size();  // <= total (codec)
+  // The latest sender's header (its term, commit): the whole message goes to the core from it, and
+  // a deposed leader's chunks are stale against it.
+  partial.message = std::move(chunk.message);
+  partial.message.snapshot->data = raft::Payload();
+  if (end <= held) {
+    ++counters_.chunks_duplicate;
+    return std::nullopt;
+  }
+  partial.data.append(chunk.data, static_cast<std::size_t>(held - chunk.place.offset),
+                      std::string::npos);
   if (partial.data.size() < partial.place.total_bytes) return std::nullopt;
   return complete(from, now, problem);
 }
@@ -133,6 +184,19 @@ void SnapshotReassembler::expire(Clock::time_point now) {
   }
 }
 
+std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* valid_until) const {
+  const Partial* best = nullptr;
+  for (const auto& [from, partial] : partials_) {
+    if (best == nullptr || partial.message.term > best->message.term ||
+        (partial.message.term == best->message.term && partial.data.size() > best->data.size())) {
+      best = &partial;
+    }
+  }
+  if (best == nullptr) return std::nullopt;
+  if (valid_until != nullptr) *valid_until = best->last_chunk_at + idle_timeout_;
+  return SnapshotReceipt{identity_of(best->message, best->place), best->data.size()};
+}
+
 SnapshotReceiveStatus SnapshotReassembler::status() const {
   SnapshotReceiveStatus status;
   for (const auto& [from, partial] : partials_) {
@@ -143,6 +207,37 @@ SnapshotReceiveStatus SnapshotReassembler::status() const {
   status.last_delivered = last_delivered_;
   status.counters = counters_;
   return status;
+}
+
+void SnapshotReceipts::set_own(std::optional<SnapshotReceipt> receipt,
+                               std::chrono::steady_clock::time_point valid_until) {
+  std::lock_guard lock(mu_);
+  own_ = receipt;
+  own_valid_until_ = valid_until;
+}
+
+std::optional<SnapshotReceipt> SnapshotReceipts::own(
+    std::chrono::steady_clock::time_point now) const {
+  std::lock_guard lock(mu_);
+  if (now >= own_valid_until_) return std::nullopt;
+  return own_;
+}
+
+void SnapshotReceipts::record(raft::NodeId peer, const std::optional<SnapshotReceipt>& receipt) {
+  std::lock_guard lock(mu_);
+  if (!receipt) {
+    peers_.erase(peer);
+    return;
+  }
+  if (peers_.size() >= kMaxPeersTracked && !peers_.contains(peer)) return;
+  peers_[peer] = *receipt;
+}
+
+std::optional<SnapshotReceipt> SnapshotReceipts::from_peer(raft::NodeId peer) const {
+  std::lock_guard lock(mu_);
+  const auto found = peers_.find(peer);
+  if (found == peers_.end()) return std::nullopt;
+  return found->second;
 }
 
 }  // namespace raftlog::server

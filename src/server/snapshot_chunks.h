@@ -1,5 +1,5 @@
 // Snapshot transfer in chunks (docs/design.md, "Snapshot transfer"), the part without gRPC: the
-// bounds, where a chunk sits in its snapshot, and the receiver's reassembly.
+// bounds, where a chunk sits in its snapshot, the receiver's reassembly and its receipts.
 //
 // A snapshot's data (src/replica/snapshot_data.h: dedup, topic and group tables as of its index) can
 // exceed the 8 MiB a peer message may carry. The sender's append lane (peer_queue.h) cuts data of more
@@ -9,13 +9,20 @@
 // and hands its core one whole raft::Message, only once every byte arrived in order and the CRC-32C of
 // the whole data matched.
 //
+// Resuming: while it holds a partial snapshot the receiver puts a SnapshotReceipt (the snapshot's
+// identity and the contiguous bytes it holds) on every message it sends to any peer (its heartbeat
+// and append answers). A sender that (re)sends a snapshot of the same identity to that peer starts
+// at the acknowledged offset instead of 0 (peer_queue.h), and the receiver continues its partial:
+// after a dropped chunk, a broken stream, or a new leader that sends byte-identical data.
+//
 // Memory: a leader holds one snapshot per follower it is sending to (a newer one for the same
 // follower replaces it), each shared with the core's message, plus at most kSnapshotWindowBytes of
-// encoded chunks per follower. A follower holds at most one partial snapshot per sending peer, each at
-// most the snapshot data its replica accepts (PeerTransportOptions::max_snapshot_receive_bytes,
-// 64 MiB in raftlogd; never above kMaxSnapshotBytes) (it grows with the bytes received, not with the total a chunk announces), and
-// a chunk of a higher term drops every partial of a lower term, so after a leader change only the new
-// leader's remains.
+// encoded chunks per follower, and one receipt per peer (SnapshotReceipts). A follower holds at most
+// one partial snapshot per sending peer, each at most the snapshot data its replica accepts
+// (PeerTransportOptions::max_snapshot_receive_bytes, 64 MiB in raftlogd; never above
+// kMaxSnapshotBytes) (it grows with the bytes received, not with the total a chunk announces), and a
+// chunk of a higher term drops every partial of a lower term except one of the same identity, which
+// the new sender continues, so after a leader change only one remains.
 #pragma once
 
 #include <algorithm>
@@ -23,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,8 +49,11 @@ inline constexpr std::uint64_t kMaxSnapshotBytes = std::uint64_t{256} << 20;
 // Sender flow control: the chunk data bytes one peer's append lane holds at once (queued, being
 // written, awaiting the handshake). The next chunk is made only once earlier ones were sent.
 inline constexpr std::size_t kSnapshotWindowBytes = 4 * kSnapshotChunkBytes;
-// A partial snapshot that received no chunk for this long is dropped (its sender died or gave up; a
-// leader retries with a new snapshot from offset 0 after its snapshot retry timeout anyway).
+// A partial snapshot that received no chunk of its data for this long is dropped (its sender died or
+// gave up). Chunks refused as a gap count as received: a lane that did not see a chunk's loss (a
+// stream that broke after its writes completed) sends the rest of the transfer first, then the leader
+// retries 5 s (its snapshot retry timeout) after the last chunk, and resumes from the receipt. A new
+// leader is elected within a few election timeouts, well within it.
 inline constexpr std::chrono::seconds kSnapshotPartialIdleTimeout{30};
 
 // Where a chunk's data sits in its snapshot's data.
@@ -52,6 +63,27 @@ struct SnapshotChunkPlace {
   std::uint32_t data_crc32c = 0;  // of the whole data
 
   friend bool operator==(const SnapshotChunkPlace&, const SnapshotChunkPlace&) = default;
+};
+
+// What identifies a snapshot's data across transfers, senders and terms: two chunks of the same
+// identity carry bytes of the same data (up to the CRC's collisions, which the whole data's check at
+// the end catches only as far as a CRC can).
+struct SnapshotIdentity {
+  raft::Index index = 0;
+  raft::Term term = 0;  // the snapshot's (of its last entry), not the message's
+  std::uint64_t total_bytes = 0;
+  std::uint32_t data_crc32c = 0;
+
+  friend bool operator==(const SnapshotIdentity&, const SnapshotIdentity&) = default;
+};
+
+// A receiver's acknowledgement (peer.proto, SnapshotReceipt): it holds the first `received_bytes`
+// bytes of the snapshot `snapshot` (0 < received_bytes < snapshot.total_bytes, as the codec checks).
+struct SnapshotReceipt {
+  SnapshotIdentity snapshot;
+  std::uint64_t received_bytes = 0;
+
+  friend bool operator==(const SnapshotReceipt&, const SnapshotReceipt&) = default;
 };
 
 // A chunk as the codec decoded and checked it (structure and bounds; message_codec.h): `message` is
@@ -89,6 +121,11 @@ struct SnapshotReceiveCounters {
                                           // chunk and its peer's partial are dropped
   std::uint64_t checksum_mismatches = 0;  // complete, but the CRC-32C did not match: dropped
   std::uint64_t partials_expired = 0;     // kSnapshotPartialIdleTimeout without a chunk
+  // Resuming: chunks whose bytes the partial held already (a sender that resumed from an older
+  // receipt, or started again at 0 with the same data): skipped, the partial kept; and partials of
+  // a lower term that a higher term's sender continued (same identity) instead of replacing them.
+  std::uint64_t chunks_duplicate = 0;
+  std::uint64_t partials_continued = 0;
 };
 
 // Everything the receiver knows about snapshot transfers, for status and metrics.
@@ -102,15 +139,21 @@ struct SnapshotReceiveStatus {
 // inbound side guards it with a lock). The rules, checked on every chunk:
 //   - a chunk announcing a total above the node's bound (max_total_bytes) is refused, and its peer's
 //     partial dropped;
-//   - a chunk at offset 0 starts a new partial for its peer, replacing that peer's partial if any;
-//   - any other chunk must continue its peer's partial exactly: same message term, snapshot index,
-//     snapshot term, configuration, total size and CRC, at the offset where the partial ends;
-//     otherwise the chunk is refused and the partial dropped (a lost chunk, a stream that broke, a
-//     stale or forged chunk: the leader sends the snapshot again after its retry timeout);
 //   - a chunk whose term is below another peer's partial's is refused (a deposed leader's); one
-//     above drops the partials of lower terms (a new leader's snapshot replaces the old one's);
+//     above drops the partials of lower terms (a deposed leader's), except one of the chunk's
+//     identity (index, snapshot term, configuration, total size, CRC) when the chunk's peer has
+//     none: the new sender continues it (a new leader that sends byte-identical data);
+//   - a chunk of its peer's partial's identity, at a message term at least the partial's, continues
+//     it: at the offset where the partial ends it is appended; bytes the partial holds already are
+//     skipped (counted as duplicates, the rest appended); a chunk past its end (a gap: a lost chunk,
+//     or a sender that resumed from a wrong offset) is refused and the partial kept, so the sender's
+//     next attempt resumes from the receipt;
+//   - a chunk of another identity starts a new partial at offset 0 (replacing the peer's), and is
+//     refused otherwise, dropping the peer's partial (a stale or forged chunk, or a new snapshot the
+//     receiver missed the start of: the sender has no receipt for it and starts again at 0);
 //   - the last byte completes it: the CRC-32C of the whole data is checked and the whole message
-//     returned, or the partial dropped and counted.
+//     returned (with the header of the last chunk: its sender, term and commit), or the partial
+//     dropped and counted.
 class SnapshotReassembler {
  public:
   using Clock = std::chrono::steady_clock;
@@ -136,17 +179,28 @@ class SnapshotReassembler {
 
   SnapshotReceiveStatus status() const;
   std::size_t partial_count() const { return partials_.size(); }
+  // What this node tells its peers (SnapshotReceipts::set_own): the partial of the highest term
+  // (of most bytes among equals), if any; *valid_until (if given): when that partial would expire
+  // without another chunk, so the receipt does not outlive it.
+  std::optional<SnapshotReceipt> receipt(Clock::time_point* valid_until = nullptr) const;
 
  private:
   struct Partial {
-    raft::Message message;  // the first chunk's header (index, terms, configuration), no data
+    raft::Message message;  // the latest chunk's header (index, terms, configuration), no data
     SnapshotChunkPlace place;
     std::string data;  // the bytes received so far, from offset 0
     Clock::time_point last_chunk_at{};
   };
 
-  // Whether `chunk` continues `partial` exactly (the same snapshot, the next offset).
+  // "" when `chunk` carries bytes of `partial`'s snapshot (its identity and configuration), else how
+  // it differs.
   static std::string mismatch(const Partial& partial, const SnapshotChunk& chunk);
+  // Under the rules above, for a chunk from a peer with a partial of the chunk's identity.
+  std::optional<raft::Message> continue_partial(Partial& partial, SnapshotChunk chunk,
+                                                Clock::time_point now, std::string* problem);
+  // The higher-term rule: drops lower-term partials of other peers, or moves one of the chunk's
+  // identity to the chunk's peer.
+  void drop_or_continue_lower_terms(const SnapshotChunk& chunk);
   std::optional<raft::Message> complete(raft::NodeId from, Clock::time_point now,
                                         std::string* problem);
 
@@ -155,6 +209,32 @@ class SnapshotReassembler {
   std::map<raft::NodeId, Partial> partials_;
   std::optional<SnapshotDelivery> last_delivered_;
   SnapshotReceiveCounters counters_;
+};
+
+// The receipts a transport exchanges (thread-safe): on a receiver, its own, put on every message it
+// sends; on a sender, the latest each peer put on its messages (none when its latest message had
+// none: it holds no partial, or runs a build from before receipts). One per peer: at most
+// kMaxPeersTracked peers (the transport's configured and admitted ones are far fewer); a receipt from
+// a further peer is ignored.
+class SnapshotReceipts {
+ public:
+  static constexpr std::size_t kMaxPeersTracked = 128;
+
+  // `valid_until`: when the partial it describes expires unless a chunk arrives (then set again).
+  void set_own(std::optional<SnapshotReceipt> receipt,
+               std::chrono::steady_clock::time_point valid_until =
+                   std::chrono::steady_clock::time_point::max());
+  // None once `now` is past the receipt's valid_until: its partial has idled out.
+  std::optional<SnapshotReceipt> own(std::chrono::steady_clock::time_point now) const;
+  // From a checked message of `peer`: its receipt, or none.
+  void record(raft::NodeId peer, const std::optional<SnapshotReceipt>& receipt);
+  std::optional<SnapshotReceipt> from_peer(raft::NodeId peer) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<SnapshotReceipt> own_;
+  std::chrono::steady_clock::time_point own_valid_until_{};
+  std::map<raft::NodeId, SnapshotReceipt> peers_;
 };
 
 }  // namespace raftlog::server

@@ -40,15 +40,19 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
     transfers.snapshots_started += peer.snapshots_started;
     transfers.snapshots_sent += peer.snapshots_sent;
     transfers.snapshots_abandoned += peer.snapshots_abandoned;
+    transfers.snapshots_resumed += peer.snapshots_resumed;
+    transfers.snapshot_bytes_skipped += peer.snapshot_bytes_skipped;
     if (!peer.snapshot || peer.snapshot->state == SnapshotSendProgress::State::kAbandoned) continue;
     const SnapshotSendProgress& progress = *peer.snapshot;
     // In flight while we lead and the follower has not acknowledged the snapshot's index.
     const std::optional<std::uint64_t> match = match_index(status, peer.id);
     if (!match || *match >= progress.index) continue;
     transfers.sending.push_back(SnapshotTransfer{
-        peer.id, progress.index, progress.term, progress.sent_bytes, progress.total_bytes,
+        peer.id, progress.index, progress.term, progress.skipped_bytes + progress.sent_bytes,
+        progress.total_bytes,
         progress.state == SnapshotSendProgress::State::kSending ? SnapshotTransfer::State::kSending
-                                                                : SnapshotTransfer::State::kSent});
+                                                                : SnapshotTransfer::State::kSent,
+        progress.skipped_bytes});
   }
   transfers.received = receive.counters;
   // The newest term's partial: after a leader change the old leader's is dropped anyway.

@@ -32,9 +32,11 @@ struct SnapshotTransfer {
   std::uint64_t peer = 0;  // the follower it goes to, or the leader it comes from
   std::uint64_t index = 0;
   std::uint64_t term = 0;        // of the messages carrying it
-  std::uint64_t bytes_done = 0;  // sent or received
+  std::uint64_t bytes_done = 0;  // sent or received (a resumed send: with bytes_skipped)
   std::uint64_t bytes_total = 0;
   State state = State::kSending;
+  // Leader: a resumed transfer started after the bytes the follower acknowledged holding.
+  std::uint64_t bytes_skipped = 0;
 };
 const char* to_string(SnapshotTransfer::State state);
 
@@ -46,6 +48,9 @@ struct SnapshotTransfers {
   std::uint64_t snapshots_started = 0;
   std::uint64_t snapshots_sent = 0;
   std::uint64_t snapshots_abandoned = 0;
+  // Chunked snapshots this node resumed at a follower's receipt, and the data bytes not resent.
+  std::uint64_t snapshots_resumed = 0;
+  std::uint64_t snapshot_bytes_skipped = 0;
   SnapshotReceiveCounters received;
 };
 

@@ -78,15 +78,16 @@ std::string validate_options(const PeerTransportOptions& options) {
 }
 
 // The transport is its four parts (peer_stream_auth.h, peer_admission.h, peer_inbound.h,
-// peer_outbound.h) and the order in which they start and stop.
+// peer_outbound.h), the snapshot receipts the inbound and outbound sides share (snapshot_chunks.h),
+// and the order in which they start and stop.
 class PeerTransport::Impl {
  public:
   Impl(PeerTransportOptions options, MessageHandler on_message)
       : options_(checked(std::move(options))),
         auth_(options_),
-        outbound_(options_, auth_),
+        outbound_(options_, auth_, receipts_),
         admission_(options_, auth_, outbound_),
-        inbound_(options_, auth_, admission_, std::move(on_message)) {}
+        inbound_(options_, auth_, admission_, receipts_, std::move(on_message)) {}
   ~Impl() { stop(); }
 
   grpc::Service* service() { return inbound_.service(); }
@@ -140,6 +141,8 @@ class PeerTransport::Impl {
   // Declared in the order they depend on each other; destroyed the other way round.
   const PeerTransportOptions options_;
   PeerStreamAuth auth_;
+  // The inbound side fills them, the outbound side sends and reads them.
+  SnapshotReceipts receipts_;
   PeerOutbound outbound_;
   PeerAdmission admission_;
   PeerInbound inbound_;

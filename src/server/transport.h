@@ -195,6 +195,9 @@ struct LaneStats {
   std::uint64_t snapshots_started = 0;
   std::uint64_t snapshots_sent = 0;
   std::uint64_t snapshots_abandoned = 0;
+  // Chunked snapshots that started at the peer's receipt, and the data bytes they did not resend.
+  std::uint64_t snapshots_resumed = 0;
+  std::uint64_t snapshot_bytes_skipped = 0;
 };
 
 // One peer: the inherited fields are the sums over its two lanes, except `connected` (either lane

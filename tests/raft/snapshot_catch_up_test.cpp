@@ -10,6 +10,7 @@
 #include "derived/envelope.h"
 #include "replica/snapshot_data.h"
 #include "test_cluster.h"
+#include "util/crc32c.h"
 
 namespace raftlog::raft {
 namespace {
@@ -114,6 +115,76 @@ TEST(SnapshotCatchUp, AMangledSnapshotIsRefusedUntilAnIntactOneArrives) {
   EXPECT_EQ(c.replica(3).snapshot_stats().refused, 2u);
   EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
   EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
+}
+
+// The leader encodes a point's snapshot data once (replica/snapshot_encoding.h): a second follower
+// stranded at the same point and a retry after a lost snapshot get the same bytes (and CRC), so a
+// transfer can resume and the Raft loop does not encode them again. A trim invalidates it.
+TEST(SnapshotCatchUp, ARetryAndASecondFollowerReuseTheLeadersEncodedSnapshot) {
+  TestCluster c({1, 2, 3, 4, 5}, with_snapshots, short_follower_grace);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.isolate(4);
+  c.isolate(5);
+  for (Index i = 2; i <= 21; ++i) {
+    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}, 9, i).proposed()) << i;
+  }
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 21u);
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(c.trim(1, 15).error.ok());
+  c.heal();
+  int dropped = 0;
+  c.add_drop_rule([&](const Message& m) {
+    if (m.type != MessageType::kSnapshot || m.to != 5 || dropped > 0) return false;
+    ++dropped;
+    return true;  // node 5's first snapshot is lost: the leader retries after its timeout
+  });
+  const int retry_ticks = c.replica(1).config().raft.snapshot_retry_ticks;
+  for (int i = 0; i < 3 * retry_ticks && c.replica(5).snapshot_stats().installed == 0; ++i) {
+    c.tick_all(1);
+  }
+  EXPECT_EQ(dropped, 1);
+  EXPECT_EQ(c.replica(4).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(5).snapshot_stats().installed, 1u);
+  const replica::SnapshotStats& leader = c.replica(1).snapshot_stats();
+  EXPECT_EQ(leader.sent, 3u);
+  EXPECT_EQ(leader.encodes, 1u);
+  EXPECT_EQ(leader.encodings_reused, 2u);
+  std::vector<Message> sent;
+  for (const Message& m : c.delivered()) {
+    if (m.type == MessageType::kSnapshot) sent.push_back(m);
+  }
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_TRUE(sent[0].snapshot->data.shares_bytes_with(sent[1].snapshot->data))
+      << "the same buffer, not a second encoding";
+  ASSERT_TRUE(sent[0].snapshot->data_crc32c.has_value());
+  EXPECT_EQ(*sent[0].snapshot->data_crc32c, util::crc32c::value(sent[0].snapshot->data.view()));
+  EXPECT_EQ(c.node(4).log.first_index(), 15u);
+  EXPECT_EQ(c.node(5).log.first_index(), 15u);
+
+  // A trim moves the point: the next stranded follower's snapshot is encoded anew (the key differs;
+  // the invalidation at the trim itself is SnapshotEncoding's, tested in snapshot_encoding_test).
+  c.isolate(4);
+  for (Index i = 22; i <= 41; ++i) {
+    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}, 9, i).proposed()) << i;
+  }
+  c.deliver_all();
+  for (int i = 0; i < 6; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  ASSERT_TRUE(c.trim(1, 35).error.ok());
+  ASSERT_GT(c.node(1).log.first_index(), 15u);
+  c.heal();
+  for (int i = 0; i < retry_ticks && c.replica(4).snapshot_stats().installed < 2; ++i) {
+    c.tick_all(1);
+  }
+  EXPECT_EQ(c.replica(4).snapshot_stats().installed, 2u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().encodes, 2u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().encodings_reused, 2u);
 }
 
 // Review S1: a snapshot whose transfer takes longer than the leader's retry timeout (a slow link)

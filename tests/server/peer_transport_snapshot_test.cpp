@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "peer_transport_support.h"
+#include "server/message_codec.h"
 #include "server/snapshot_chunks.h"
+#include "util/crc32c.h"
 #include "util/prng.h"
 
 namespace raftlog::server {
@@ -92,6 +94,92 @@ TEST(PeerTransportSnapshot, ANewerSnapshotForTheSamePeerReplacesTheOneBeingSent)
   ASSERT_EQ(received.size(), 1U);
   EXPECT_EQ(received[0], newer);
   EXPECT_EQ(sender.stats_for(2).snapshots_abandoned, 1U);
+}
+
+// The chunks of `message`'s data at `offsets` (multiples of kSnapshotChunkBytes) in one batch, as
+// node `message.from`'s lane would have written them.
+pb::RaftMessageBatch chunk_batch(const raft::Message& message,
+                                 const std::vector<std::uint64_t>& chunk_numbers) {
+  const std::uint64_t total = message.snapshot->data.size();
+  const std::uint32_t crc = util::crc32c::value(message.snapshot->data.view());
+  pb::RaftMessageBatch batch;
+  for (const std::uint64_t number : chunk_numbers) {
+    const std::uint64_t offset = number * kSnapshotChunkBytes;
+    const std::size_t length =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kSnapshotChunkBytes, total - offset));
+    encode_snapshot_chunk(message, SnapshotChunkPlace{offset, total, crc}, length, "test-cluster",
+                          batch.add_messages());
+  }
+  return batch;
+}
+
+// Node 2 holds the first three chunks of `snapshot` from node 1: an earlier send lost its fourth
+// chunk, and the fifth arrived after the gap (refused; the partial stays).
+void seed_partial_with_a_gap(TestNode& receiver, const std::string& address,
+                             const raft::Message& snapshot) {
+  ASSERT_TRUE(raw_batch_stream(address, {chunk_batch(snapshot, {0, 1, 2, 4})}).ok());
+  ASSERT_TRUE(eventually(
+      [&] {
+        const SnapshotReceiveStatus status = receiver.transport().snapshot_receive_status();
+        return status.counters.chunks_refused == 1 && status.partials.size() == 1;
+      },
+      10s));
+  EXPECT_EQ(receiver.transport().snapshot_receive_status().partials[0].received_bytes,
+            3 * kSnapshotChunkBytes);
+}
+
+// A chunk lost mid-transfer: the follower's next message to the leader carries its receipt, and
+// the leader's retry of the same data sends only what the follower lacks.
+TEST(PeerTransportSnapshot, ARetryResumesAtTheReceiptTheFollowersMessagesCarry) {
+  const auto addresses = pick_addresses({1, 2});
+  TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
+  TestNode receiver(test_options(2, addresses), port_of(addresses.at(2)));
+  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
+  const std::uint64_t total = snapshot.snapshot->data.size();
+  ASSERT_NO_FATAL_FAILURE(seed_partial_with_a_gap(receiver, addresses.at(2), snapshot));
+  ASSERT_TRUE(receiver.transport().send(heartbeat(2, 1, 1)));  // an answer of the follower's
+  ASSERT_TRUE(eventually([&] { return sender.received_count() == 1; }, 10s));
+  ASSERT_TRUE(sender.transport().send(snapshot));
+  ASSERT_TRUE(eventually([&] { return receiver.received_count() == 1; }, 20s))
+      << describe(sender.stats_for(2));
+  EXPECT_EQ(receiver.received()[0], snapshot);  // every field, the data byte for byte
+  const PeerStats stats = sender.stats_for(2);
+  EXPECT_EQ(stats.snapshots_resumed, 1U);
+  EXPECT_EQ(stats.snapshot_bytes_skipped, 3 * kSnapshotChunkBytes);
+  ASSERT_TRUE(stats.snapshot.has_value());
+  EXPECT_EQ(stats.snapshot->skipped_bytes, 3 * kSnapshotChunkBytes);
+  EXPECT_EQ(stats.snapshot->sent_bytes, total - 3 * kSnapshotChunkBytes);
+  // What crossed the wire in all: 4 chunks before, the rest after: far below twice the data.
+  EXPECT_LT(4 * kSnapshotChunkBytes + stats.snapshot->sent_bytes, total * 3 / 2);
+  EXPECT_EQ(receiver.transport().snapshot_receive_status().counters.chunks_duplicate, 0U);
+}
+
+// Mixed versions: a follower of a build without receipts never acknowledges, and its latest
+// message (without a receipt) clears an older one, so the leader sends it everything from 0 (which
+// an older follower needs: it reassembles only from offset 0).
+TEST(PeerTransportSnapshot, WithoutAReceiptTheLeaderSendsFromOffsetZero) {
+  const auto addresses = pick_addresses({1, 2});
+  TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
+  TestNode receiver(test_options(2, addresses), port_of(addresses.at(2)));
+  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
+  const std::uint64_t total = snapshot.snapshot->data.size();
+  ASSERT_NO_FATAL_FAILURE(seed_partial_with_a_gap(receiver, addresses.at(2), snapshot));
+  ASSERT_TRUE(receiver.transport().send(heartbeat(2, 1, 1)));  // with a receipt
+  ASSERT_TRUE(eventually([&] { return sender.received_count() == 1; }, 10s));
+  pb::RaftMessage old_build_answer;
+  encode_message(heartbeat(2, 1, 2), "test-cluster", &old_build_answer);
+  ASSERT_TRUE(raw_stream(addresses.at(1), {old_build_answer}).ok());
+  ASSERT_TRUE(eventually([&] { return sender.received_count() == 2; }, 10s));
+  ASSERT_TRUE(sender.transport().send(snapshot));
+  ASSERT_TRUE(eventually([&] { return receiver.received_count() == 1; }, 20s))
+      << describe(sender.stats_for(2));
+  EXPECT_EQ(receiver.received()[0], snapshot);
+  const PeerStats stats = sender.stats_for(2);
+  EXPECT_EQ(stats.snapshots_resumed, 0U);
+  ASSERT_TRUE(stats.snapshot.has_value());
+  EXPECT_EQ(stats.snapshot->sent_bytes, total);
+  // This (new) receiver skipped the three chunks it held instead of starting over.
+  EXPECT_EQ(receiver.transport().snapshot_receive_status().counters.chunks_duplicate, 3U);
 }
 
 }  // namespace

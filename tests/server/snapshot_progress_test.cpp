@@ -98,5 +98,22 @@ TEST(SnapshotProgress, AFollowerReceivesThenInstallsAndIsNotServingMeanwhile) {
             std::string::npos);
 }
 
+// A resumed send: the bytes the follower acknowledged count as done, and are shown apart.
+TEST(SnapshotProgress, AResumedSendCountsTheSkippedBytesAsDoneAndSaysSo) {
+  PeerStats stats = sending(2, SnapshotSendProgress::State::kSending);
+  stats.snapshot->skipped_bytes = 3000000;
+  stats.snapshot->sent_bytes = 500000;
+  stats.snapshots_resumed = 1;
+  stats.snapshot_bytes_skipped = 3000000;
+  const SnapshotTransfers transfers =
+      snapshot_transfers(leader_with_peer(2, 10), {stats}, {}, kNow);
+  ASSERT_EQ(transfers.sending.size(), 1U);
+  EXPECT_EQ(transfers.sending[0].bytes_done, 3500000U);
+  EXPECT_EQ(transfers.sending[0].bytes_skipped, 3000000U);
+  EXPECT_EQ(transfers.sending[0].bytes_total, 5000000U);
+  EXPECT_EQ(transfers.snapshots_resumed, 1U);
+  EXPECT_EQ(transfers.snapshot_bytes_skipped, 3000000U);
+}
+
 }  // namespace
 }  // namespace raftlog::server

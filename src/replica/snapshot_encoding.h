@@ -1,0 +1,81 @@
+// The leader's last encoded snapshot data, reused (docs/design.md, "Snapshot transfer").
+//
+// Why: a stranded follower's snapshot is sent again after every snapshot retry timeout, and every
+// follower stranded behind the same first index gets the same point. Encoding its data (tens of MiB
+// of dedup state at most) and its CRC-32C on the Raft loop each time cost the loop that much per
+// send, and a follower that must resume an interrupted transfer needs byte-identical data anyway
+// (server/snapshot_chunks.h: a transfer resumes only for the same CRC). So the replica keeps the
+// bytes and CRC of the last encoding and hands out the same shared buffer while it is valid:
+//   - for the same point, term and configuration (what the data says it describes), unless it was
+//     made without the node's section (raftlogd: the consumer group table, empty while the
+//     dispatcher has not applied past the point) and the data now has one: a fresh encoding carries
+//     the table, which the follower would otherwise mark unknown;
+//   - until an install or a trim (either changes the log the data's dedup and topic parts were
+//     taken from), or until this node stops leading;
+//   - while it was used within kSnapshotEncodingIdleAge, and for at most kSnapshotEncodingMaxAge
+//     after it was made: the data's consumer group section and timestamp floor are as of the
+//     encoding, still valid for its point (the follower replays the entries after it), but the
+//     older they are, the more a follower replays. Counted from the last use, so a transfer over a
+//     slow link that keeps being retried keeps its bytes (a resume needs them identical) up to the
+//     hard bound: a 64 MiB snapshot at 40 KB/s.
+// Bounded: one encoding, at most the replica's snapshot data budget (ReplicaConfig::
+// max_snapshot_data_bytes), its buffer shared with the messages in flight, not copied.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "raft/types.h"
+#include "replica/snapshot_data.h"
+
+namespace raftlog::replica {
+
+inline constexpr std::chrono::minutes kSnapshotEncodingIdleAge{5};
+inline constexpr std::chrono::minutes kSnapshotEncodingMaxAge{30};
+
+struct SnapshotEncodingCounters {
+  std::uint64_t encodes = 0;  // snapshot data encoded for a send
+  std::uint64_t reuses = 0;   // sends that reused the last encoding
+};
+
+class SnapshotEncoding {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Encoded {
+    raft::Payload bytes;
+    std::uint32_t crc32c = 0;
+  };
+
+  // The encoding of `data` (origin kInstalled, as a leader sends it): the kept one when it may
+  // stand for it (see the top of this file) at `now`, else a new one, which replaces it.
+  Encoded get(const SnapshotData& data, Clock::time_point now);
+  // An install or a trim changed the log it was taken from, or this node stopped leading.
+  void invalidate() { kept_.reset(); }
+  // Drops an encoding unused for kSnapshotEncodingIdleAge or older than kSnapshotEncodingMaxAge
+  // (so it does not hold its bytes).
+  void expire(Clock::time_point now);
+
+  bool holds() const { return kept_.has_value(); }
+  const SnapshotEncodingCounters& counters() const { return counters_; }
+
+ private:
+  struct Kept {
+    raft::Index index = 0;
+    raft::Term term = 0;
+    raft::ConfState conf;
+    // The ids retired as of the point: a committed removal after the encoding adds one (CONFSTATE
+    // rewritten) without moving the point, and the follower must learn it.
+    std::vector<raft::NodeId> retired_ids;
+    bool without_section = false;  // the node's section was empty
+    Encoded encoded;
+    Clock::time_point made_at{};
+    Clock::time_point used_at{};
+  };
+  std::optional<Kept> kept_;
+  SnapshotEncodingCounters counters_;
+};
+
+}  // namespace raftlog::replica
