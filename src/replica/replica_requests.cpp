@@ -399,6 +399,7 @@ void Replica::report_snapshot_progress() {
     const auto last = snapshot_send_marks_.find(progress.id);
     if (mark.sent_bytes != 0 && (last == snapshot_send_marks_.end() || !(last->second == mark))) {
       raft_->snapshot_progress(progress.id);
+      snapshot_encoding_.touch(mark.index, deps_.clock());  // still being sent: keep its bytes
     }
     seen.emplace(progress.id, mark);
   }

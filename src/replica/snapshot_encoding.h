@@ -12,7 +12,8 @@
 //     the table, which the follower would otherwise mark unknown;
 //   - until an install or a trim (either changes the log the data's dedup and topic parts were
 //     taken from), or until this node stops leading;
-//   - while it was used within kSnapshotEncodingIdleAge, and for at most kSnapshotEncodingMaxAge
+//   - while it was used (sent, or its transfer made progress: touch()) within
+//     kSnapshotEncodingIdleAge, and for at most kSnapshotEncodingMaxAge
 //     after it was made: the data's consumer group section and timestamp floor are as of the
 //     encoding, still valid for its point (the follower replays the entries after it), but the
 //     older they are, the more a follower replays. Counted from the last use, so a transfer over a
@@ -52,6 +53,11 @@ class SnapshotEncoding {
   // The encoding of `data` (origin kInstalled, as a leader sends it): the kept one when it may
   // stand for it (see the top of this file) at `now`, else a new one, which replaces it.
   Encoded get(const SnapshotData& data, Clock::time_point now);
+  // A transfer of the snapshot at `index` made progress (raftlogd: its chunks went out): a use, so
+  // a transfer slower than kSnapshotEncodingIdleAge keeps its bytes for its retry.
+  void touch(raft::Index index, Clock::time_point now) {
+    if (kept_ && kept_->index == index) kept_->used_at = now;
+  }
   // An install or a trim changed the log it was taken from, or this node stopped leading.
   void invalidate() { kept_.reset(); }
   // Drops an encoding unused for kSnapshotEncodingIdleAge or older than kSnapshotEncodingMaxAge

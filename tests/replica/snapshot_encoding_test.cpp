@@ -115,5 +115,26 @@ TEST(SnapshotEncoding, AnEncodingLivesWhileItIsUsedUpToItsMaximumAge) {
   EXPECT_FALSE(encoding.holds());
 }
 
+// Review F7: a transfer in flight makes no get(); its progress (touch) counts as use, so its retry
+// after more than the idle age still gets the same bytes. Progress of another point does not.
+TEST(SnapshotEncoding, ATransferInFlightKeepsItsEncoding) {
+  SnapshotEncoding encoding;
+  const SnapshotData data = point(500, "groups");
+  const SnapshotEncoding::Encoded first = encoding.get(data, kT0);
+  Clock::time_point at = kT0;
+  for (int minute = 1; minute <= 20; ++minute) {
+    at = kT0 + std::chrono::minutes(minute);
+    encoding.touch(500, at);
+    encoding.expire(at);  // every tick does
+  }
+  EXPECT_TRUE(encoding.get(data, at + 1s).bytes.shares_bytes_with(first.bytes));
+  EXPECT_EQ(encoding.counters().encodes, 1u);
+  for (int minute = 1; minute <= 6; ++minute) {
+    encoding.touch(600, at + std::chrono::minutes(minute));
+    encoding.expire(at + std::chrono::minutes(minute));
+  }
+  EXPECT_FALSE(encoding.holds());
+}
+
 }  // namespace
 }  // namespace raftlog::replica
