@@ -300,14 +300,7 @@ TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
   // The leader restarts (its table at 14 comes back from SNAPSHOT), node 2 is cut off, the leader
   // appends and trims again: node 2 catches up at the new first index - 1.
   c.crash_restart(1);
-  c.tick_all(30);
-  const NodeId elected = c.leader();
-  ASSERT_NE(elected, kNoNode);
-  if (elected != 1) {
-    (void)c.transfer_leadership(elected, 1);
-    c.tick_all(10);
-  }
-  ASSERT_EQ(c.leader(), 1u);
+  ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
   ASSERT_TRUE(c.replica(1).knows_first_index_topics()) << "loaded from SNAPSHOT";
   c.isolate(2);
   for (int i = 0; i < 10; ++i) propose_topic(c, 1, i % 2 == 0 ? "a" : "c");
@@ -358,14 +351,7 @@ TEST(SnapshotCatchUp, ALeaderWhoseTrimWasCutSendsASnapshotAtItsFirstIndex) {
   ASSERT_EQ(c.node(1).log.first_index(), 15u) << "the open did not finish the trim";
   ASSERT_TRUE(c.replica(1).knows_first_index_topics());
   EXPECT_FALSE(c.node(1).env->exists(c.node(1).config.data_dir + "/SNAPSHOT.next"));
-  c.tick_all(30);
-  const NodeId elected = c.leader();
-  ASSERT_NE(elected, kNoNode);
-  if (elected != 1) {
-    (void)c.transfer_leadership(elected, 1);
-    c.tick_all(10);
-  }
-  ASSERT_EQ(c.leader(), 1u);
+  ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
   ASSERT_GE(c.raft(1).commit_index(), commit);
   c.heal();
   c.tick_all(10);

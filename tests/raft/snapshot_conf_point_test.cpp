@@ -133,14 +133,7 @@ TEST(SnapshotConfPoint, ARestartedLeaderKnowsTheConfigurationAtItsFirstIndexFrom
   EXPECT_TRUE(raft::same_members((*trim_snapshot)->conf, voters_and_learner_4()));
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_conf()) << "loaded from SNAPSHOT";
-  c.tick_all(30);
-  const NodeId elected = c.leader();
-  ASSERT_NE(elected, kNoNode);
-  if (elected != 1) {
-    (void)c.transfer_leadership(elected, 1);
-    c.tick_all(10);
-  }
-  ASSERT_EQ(c.leader(), 1u);
+  ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
   c.heal();
   c.tick_all(10);
   ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
@@ -168,14 +161,7 @@ TEST(SnapshotConfPoint, ALeaderThatDoesNotKnowTheConfigurationAtItsFirstIndexFal
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_topics());
   ASSERT_FALSE(c.replica(1).knows_first_index_conf());
-  c.tick_all(30);
-  const NodeId elected = c.leader();
-  ASSERT_NE(elected, kNoNode);
-  if (elected != 1) {
-    (void)c.transfer_leadership(elected, 1);
-    c.tick_all(10);
-  }
-  ASSERT_EQ(c.leader(), 1u);
+  ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
   c.heal();
   c.tick_all(10);
   ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
@@ -231,14 +217,7 @@ TEST(SnapshotConfPoint, AnOlderTrimSnapshotLearnsTheConfigurationFromConfStateAt
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_conf()) << "from CONFSTATE";
   EXPECT_EQ(*c.replica(1).first_index_conf(), (ConfState{{1, 2, 3}}));
-  c.tick_all(30);
-  const NodeId elected = c.leader();
-  ASSERT_NE(elected, kNoNode);
-  if (elected != 1) {
-    (void)c.transfer_leadership(elected, 1);
-    c.tick_all(10);
-  }
-  ASSERT_EQ(c.leader(), 1u);
+  ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
   c.tick_all(3);
   ASSERT_NO_FATAL_FAILURE(change(c, 1, ConfChangeType::kAddLearner, 4));
   ASSERT_GT(c.raft(1).conf_history().front().index, 15u) << "committed above the first index";

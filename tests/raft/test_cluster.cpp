@@ -290,6 +290,16 @@ TransferRequest TestCluster::transfer_leadership(NodeId id, NodeId target) {
   return transfer;
 }
 
+NodeId TestCluster::elect_then_hand_over_to(NodeId id) {
+  tick_all(30);
+  const NodeId elected = leader();
+  if (elected != kNoNode && elected != id) {
+    (void)transfer_leadership(elected, id);
+    tick_all(10);
+  }
+  return leader();
+}
+
 MembershipRequest TestCluster::propose_conf_change(NodeId id, ConfChange change) {
   MembershipRequest membership;
   replica::Replica::MembershipRequest request;

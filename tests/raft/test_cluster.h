@@ -144,6 +144,9 @@ class TestCluster {
                    std::uint64_t sequence);
   ReadRequest read_index(NodeId id);
   TransferRequest transfer_leadership(NodeId id, NodeId target);
+  // After a restart: 30 rounds for an election, then, when another node won, its leadership handed
+  // to `id` (10 more rounds). Returns the leader then (kNoNode when none).
+  NodeId elect_then_hand_over_to(NodeId id);
   // One membership change through the replica: answered at once when refused, else once committed.
   MembershipRequest propose_conf_change(NodeId id, ConfChange change);
   void step(NodeId id, Message message);
