@@ -167,9 +167,15 @@ struct PeerProgress {
 
   // The peer needs entries below `first_index` (the leader's first retained index): next_index is
   // what the leader would send next (in probe state its current guess), and below the first index
-  // no append can carry it, so the leader sends it a snapshot instead (snapshot_index).
+  // no append can carry it, so the leader sends it a snapshot instead (snapshot_index). Or its
+  // acknowledged log ends below the first index - 1: in replicate state next_index is optimistic
+  // (it moves on with every append sent, answered or not), so a peer that went silent (down, cut
+  // off) keeps a next_index above a later trim's first index, yet what it holds stops at
+  // match_index and the entries after it are gone (the leader learns the rest only when it
+  // answers). An acknowledgement still in flight can end it; a peer that answers and needs them
+  // gets the snapshot.
   bool needs_trimmed_entries(Index first_index) const {
-    return snapshot_index != 0 || next_index < first_index;
+    return snapshot_index != 0 || next_index < first_index || match_index + 1 < first_index;
   }
 };
 

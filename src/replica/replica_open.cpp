@@ -485,7 +485,8 @@ NodeStatus Replica::status() {
               limit->second.admit(util::RateLimit::Clock::now())) {
         spdlog::error(
             "node {}: follower {} needs entries from {} but the first retained index is {}: {}{}",
-            config_.node_id, progress.id, progress.next_index, status.first_index,
+            config_.node_id, progress.id,
+            std::min(progress.next_index, progress.match_index + 1), status.first_index,
             config_.raft.snapshots
                 ? "it catches up from this leader's snapshot (docs/raft.md, \"Snapshots\")"
                 : "it cannot catch up; rebuild it from a copy of a healthy node's data directory "

@@ -110,6 +110,26 @@ void reject_probe(BareNode& leader, Index last) {
   leader.drain();
 }
 
+// A follower that went silent in replicate state: the leader's next index for it moved on with
+// every append it sent (optimistically), so it stays above a later trim's first index, but the
+// follower holds only what it acknowledged. Status, metrics and the disk handover's choice of a
+// target must count it behind (the retention cluster test's silent follower was not, now and then).
+TEST(Snapshot, ASilentFollowerWhoseMatchIsBelowTheFirstIndexNeedsTrimmedEntries) {
+  PeerProgress silent;
+  silent.id = 3;
+  silent.probing = false;
+  silent.match_index = 11;
+  silent.next_index = 80;  // appends sent after it went silent
+  EXPECT_TRUE(silent.needs_trimmed_entries(66));
+  EXPECT_FALSE(silent.needs_trimmed_entries(12)) << "it holds 11: the first index is next";
+  EXPECT_FALSE(silent.needs_trimmed_entries(1));
+  PeerProgress probing = silent;  // a probe's guess below the first index needs them too
+  probing.probing = true;
+  probing.match_index = 70;
+  probing.next_index = 60;
+  EXPECT_TRUE(probing.needs_trimmed_entries(66));
+}
+
 TEST(Snapshot, ALeaderSendsOneSnapshotToAFollowerBehindItsFirstIndexThenReplicatesAfterIt) {
   auto leader = trimmed_leader();
   ASSERT_EQ(leader->raft->role(), Role::kLeader);
