@@ -329,6 +329,18 @@ TEST(SnapshotCatchUp, TheFollowersLogStartsAtTheLeadersFirstIndex) {
   EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
 }
 
+// Node 3 installed one snapshot, at node 1's first index - 1 (14), never above it, with the topic
+// table as of 14 (node 2 kept the entries to count it from), and its log starts at 15.
+void expect_node_3_installed_node_1s_first_index_minus_one(TestCluster& c) {
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
+  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  EXPECT_EQ((*saved)->topics, table_from_log(c, 2, 14));
+  EXPECT_EQ(c.node(3).log.first_index(), 15u);
+}
+
 // A leader whose trim a power cut stopped after some of its segments went (a journaling file system
 // keeps the unlinks done before the cut): its open finishes the deletion SNAPSHOT.next planned, so
 // it knows its topic table at its first index - 1 again, and a stranded follower catches up from a
@@ -355,13 +367,7 @@ TEST(SnapshotCatchUp, ALeaderWhoseTrimWasCutSendsASnapshotAtItsFirstIndex) {
   ASSERT_GE(c.raft(1).commit_index(), commit);
   c.heal();
   c.tick_all(10);
-  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
-  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
-  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
-  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
-  ASSERT_TRUE(saved.ok() && saved->has_value());
-  EXPECT_EQ((*saved)->topics, table_from_log(c, 2, 14));
-  EXPECT_EQ(c.node(3).log.first_index(), 15u);
+  ASSERT_NO_FATAL_FAILURE(expect_node_3_installed_node_1s_first_index_minus_one(c));
   // Every entry from 15 on, on the restarted leader and the caught-up follower, as node 2 holds it.
   const Index end = c.raft(1).commit_index();
   ASSERT_EQ(c.raft(3).commit_index(), end);
@@ -397,13 +403,7 @@ TEST(SnapshotCatchUp, ATrimReadsWhatItDeletesInBoundedSlices) {
   EXPECT_GE(rounds, 3) << "13 entries of 40 KiB need several 50 KiB slices";
   c.heal();
   c.tick_all(10);
-  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
-  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
-  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 0u);
-  auto saved = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
-  ASSERT_TRUE(saved.ok() && saved->has_value());
-  EXPECT_EQ((*saved)->topics, table_from_log(c, 2, 14));
-  EXPECT_EQ(c.node(3).log.first_index(), 15u);
+  ASSERT_NO_FATAL_FAILURE(expect_node_3_installed_node_1s_first_index_minus_one(c));
   const Index commit = c.raft(1).commit_index();
   ASSERT_EQ(c.raft(3).commit_index(), commit);
   EXPECT_EQ(c.replica(3).topic_offsets().table_at(commit), table_from_log(c, 2, commit));
