@@ -77,20 +77,12 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
 bool Dispatcher::adopt_installed_snapshot_groups(std::uint64_t first) {
   // SNAPSHOT, or SNAPSHOT.next: the install renames it over SNAPSHOT only after its log reset, so
   // this thread can see the new log's start while the file naming it is still SNAPSHOT.next.
-  std::optional<replica::SnapshotData> found;
-  for (const replica::SnapshotFile file :
-       {replica::SnapshotFile::kCurrent, replica::SnapshotFile::kNext}) {
-    auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_, file);
-    if (!saved.ok() || !saved->has_value()) continue;
-    const replica::SnapshotData& data = **saved;
-    if (data.origin != replica::SnapshotOrigin::kInstalled || data.index + 1 != first ||
-        data.section.empty() ||
-        !check_snapshot_section(data.section, data.index, cluster_id_).empty()) {
-      continue;
-    }
-    found = std::move(**saved);
-    break;
-  }
+  const std::optional<replica::SnapshotData> found = snapshot_naming_log_start(
+      first, {replica::SnapshotFile::kCurrent, replica::SnapshotFile::kNext},
+      [&](const replica::SnapshotData& data) {
+        return data.origin == replica::SnapshotOrigin::kInstalled && !data.section.empty() &&
+               check_snapshot_section(data.section, data.index, cluster_id_).empty();
+      });
   if (!found) return false;
   const replica::SnapshotData& data = *found;
   std::string problem;
@@ -109,25 +101,30 @@ void Dispatcher::seed_topics_from_snapshot(std::uint64_t first) {
   if (first <= 1) return;
   // SNAPSHOT.next first: an install (or a trim) renames it over SNAPSHOT after its log's new start,
   // so read in this order one of the two names that start whenever the rename is under way.
-  for (const replica::SnapshotFile file :
-       {replica::SnapshotFile::kNext, replica::SnapshotFile::kCurrent}) {
+  const std::optional<replica::SnapshotData> found = snapshot_naming_log_start(
+      first, {replica::SnapshotFile::kNext, replica::SnapshotFile::kCurrent},
+      [](const replica::SnapshotData& data) { return data.topics_at_index; });
+  if (!found) return;
+  std::vector<derived::TopicNextOffset> table;
+  table.reserve(found->topics.size());
+  for (const auto& row : found->topics) table.push_back({row.topic, row.next_offset});
+  if (indexes_->seed_topic_offsets(first, table)) {
+    dirty_ = true;
+    records_dirty_ = true;
+  }
+  spdlog::info("derived indexes: topic numbering as of log index {} from the snapshot ({} topics)",
+               found->index, table.size());
+}
+
+std::optional<replica::SnapshotData> Dispatcher::snapshot_naming_log_start(
+    std::uint64_t first, std::initializer_list<replica::SnapshotFile> files,
+    const std::function<bool(const replica::SnapshotData&)>& wanted) const {
+  for (const replica::SnapshotFile file : files) {
     auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_, file);
     if (!saved.ok() || !saved->has_value()) continue;
-    const replica::SnapshotData& data = **saved;
-    if (data.index + 1 != first || !data.topics_at_index) continue;
-    std::vector<derived::TopicNextOffset> table;
-    table.reserve(data.topics.size());
-    for (const auto& row : data.topics) table.push_back({row.topic, row.next_offset});
-    if (indexes_->seed_topic_offsets(first, table)) {
-      dirty_ = true;
-      records_dirty_ = true;
-    }
-    spdlog::info(
-        "derived indexes: topic numbering as of log index {} from the snapshot ({} "
-        "topics)",
-        data.index, table.size());
-    return;
+    if ((*saved)->index + 1 == first && wanted(**saved)) return std::move(**saved);
   }
+  return std::nullopt;
 }
 
 std::uint64_t Dispatcher::hold_retention_without_table(Node* node, const NodeConfig& config) {

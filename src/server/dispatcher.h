@@ -27,6 +27,8 @@
 #include <condition_variable>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +37,7 @@
 
 #include "derived/derived_indexes.h"
 #include "derived/group_table.h"
+#include "replica/snapshot_data.h"
 #include "server/node.h"
 
 namespace raftlog::server {
@@ -134,6 +137,11 @@ class Dispatcher {
   // the replica's SNAPSHOT.next or SNAPSHOT holds it (an installed snapshot's, or a trim's that
   // knew it), so that version-1 entries after the log's start are numbered as on the leader.
   void seed_topics_from_snapshot(std::uint64_t first);
+  // The saved snapshot (the files tried in `files`' order) that names the log's start (its index
+  // is first - 1) and that `wanted` accepts; unreadable or absent files are skipped.
+  std::optional<replica::SnapshotData> snapshot_naming_log_start(
+      std::uint64_t first, std::initializer_list<replica::SnapshotFile> files,
+      const std::function<bool(const replica::SnapshotData&)>& wanted) const;
   void persist();
   // The indexes' persist (records and cursor) is due: at kPersistIntervalMs when records_dirty_,
   // at kCursorOnlyPersistMs when only the cursor moved, and always once stop_ is set.
