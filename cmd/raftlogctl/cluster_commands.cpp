@@ -704,6 +704,7 @@ int parse_cluster_flags(cli::FlagSet& flags, std::string_view command_path,
   if (!built) return cli::kExitUsage;
   out->options = std::move(*built);
   out->json = common.json;
+  out->no_headers = common.no_headers;
   out->timeout_ms = common.timeout_ms;
   return -1;
 }

@@ -38,7 +38,9 @@ void print_cluster_entry(const cli::Io& io, const client::Entry& entry, bool jso
 struct ClusterFlags {
   client::Options options;
   bool json = false;
+  bool no_headers = false;
   std::uint32_t timeout_ms = 0;
+  bool headers() const { return !json && !no_headers; }
 };
 int parse_cluster_flags(cli::FlagSet& flags, std::string_view command_path,
                         std::span<const std::string> args, const cli::Io& io, ClusterFlags* out);

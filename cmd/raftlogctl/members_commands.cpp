@@ -1,8 +1,11 @@
 #include "members_commands.h"
 
+#include <algorithm>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "cli/flags.h"
 #include "cli/members_args.h"
@@ -25,10 +28,18 @@ int fail(const cli::Io& io, std::string_view what, const client::Status& status)
   return cli::kExitFailure;
 }
 
-std::string ids_text(const std::vector<std::uint64_t>& ids) {
+// "1,2,3" (`separator` between the ids).
+std::string joined_ids(const std::vector<std::uint64_t>& ids, std::string_view separator) {
   std::string out;
-  for (std::uint64_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
-  return "{" + out + "}";
+  for (std::uint64_t id : ids) {
+    if (!out.empty()) out += separator;
+    out += std::to_string(id);
+  }
+  return out;
+}
+
+std::string ids_text(const std::vector<std::uint64_t>& ids) {
+  return "{" + joined_ids(ids, ",") + "}";
 }
 
 // Parses positionals, then the flags (the shared cluster flags and `extra`'s); -1 to go on.
@@ -85,16 +96,22 @@ void print_change(const cli::Io& io, bool json, const std::string& what,
 // --- list ------------------------------------------------------------------------------------------
 int run_list(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   Parsed p;
-  if (int code = parse(command_path, "List the members as the leader sees them.", args, {}, io, &p);
+  if (int code = parse(command_path,
+                       "List the members as the leader sees them, the bootstrap voters and the "
+                       "retired ids (ids a new node must not take).",
+                       args, {}, io, &p);
       code >= 0)
     return code;
   auto list = p.members->list();
   if (!list.ok()) return fail(io, "members list", list.status());
+  std::sort(list->retired_ids.begin(), list->retired_ids.end());  // the leader keeps them by age
   if (p.cluster.json) {
     io.out << "{\"leader_id\":" << list->leader_id << ",\"term\":" << list->term
            << ",\"config_index\":" << list->config_index
            << ",\"config_committed\":" << (list->config_committed ? "true" : "false")
-           << ",\"commit_index\":" << list->commit_index << ",\"members\":[";
+           << ",\"commit_index\":" << list->commit_index << ",\"bootstrap_voters\":["
+           << joined_ids(list->bootstrap_voters, ",") << "],\"retired_ids\":["
+           << joined_ids(list->retired_ids, ",") << "],\"members\":[";
     for (std::size_t i = 0; i < list->members.size(); ++i) {
       const client::Member& m = list->members[i];
       io.out << (i ? "," : "") << "{\"id\":" << m.id << ",\"address\":" << json_string(m.address)
@@ -106,10 +123,18 @@ int run_list(std::string_view command_path, std::span<const std::string> args, c
     io.out << "]}\n";
     return cli::kExitOk;
   }
-  io.out << "configuration entry " << list->config_index
-         << (list->config_committed ? " (committed)" : " (not committed yet)") << ", leader "
-         << list->leader_id << ", term " << list->term << ", commit " << list->commit_index << "\n";
-  io.out << "ID\tADDRESS\tROLE\tMATCH\tLAG\tCAUGHT_UP\n";
+  if (p.cluster.headers()) {
+    io.out << "configuration entry " << list->config_index
+           << (list->config_committed ? " (committed)" : " (not committed yet)") << ", leader "
+           << list->leader_id << ", term " << list->term << ", commit " << list->commit_index
+           << "\n";
+    // The ids a new node must not take (--join and AddMember refuse them): the founders, and the
+    // ids removed by a committed change.
+    io.out << "bootstrap voters: " << joined_ids(list->bootstrap_voters, ", ") << "\n";
+    io.out << "retired ids: "
+           << (list->retired_ids.empty() ? "none" : joined_ids(list->retired_ids, ", ")) << "\n";
+    io.out << "ID\tADDRESS\tROLE\tMATCH\tLAG\tCAUGHT_UP\n";
+  }
   for (const client::Member& m : list->members) {
     io.out << m.id << "\t" << (m.address.empty() ? "-" : m.address) << "\t"
            << (m.leader ? "leader" : (m.voter ? "voter" : "learner")) << "\t" << m.match_index
@@ -233,7 +258,9 @@ int run_replace(std::string_view command_path, std::span<const std::string> args
 }
 
 constexpr cli::Command kCommands[] = {
-    {"list", "every member: id, address, voter or learner, match index and lag on the leader",
+    {"list",
+     "every member: id, address, voter or learner, match index and lag on the leader; the "
+     "bootstrap voters and retired ids",
      run_list, nullptr},
     {"add", "add a node (ID ADDR): learner first, then a voter once caught up (--learner: stay)",
      run_add, nullptr},

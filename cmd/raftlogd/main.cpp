@@ -103,8 +103,8 @@ int prepare_join(const std::string& join_text, std::uint32_t timeout_ms,
   }
   raftlog::server::JoinRecord record;
   bool refused = false;
-  if (std::string problem = raftlog::server::fetch_join_record(endpoints, config->node_id, tls,
-                                                               timeout_ms, &record, &refused);
+  if (std::string problem = raftlog::server::fetch_join_record(
+          endpoints, config->node_id, config->cluster_id, tls, timeout_ms, &record, &refused);
       !problem.empty()) {
     std::cerr << "raftlogd: --join: " << problem << "\n";
     return refused ? raftlog::cli::kExitUsage : raftlog::cli::kExitFailure;

@@ -108,6 +108,8 @@ class MembersClient::Impl {
     list.last_index = response.last_index();
     list.bootstrap_voters.assign(response.bootstrap_voters().begin(),
                                  response.bootstrap_voters().end());
+    list.retired_ids.assign(response.retired_ids().begin(), response.retired_ids().end());
+    list.cluster_id = response.cluster_id();
     list.served_by = served_by;
     return list;
   }

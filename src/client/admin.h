@@ -41,6 +41,8 @@ struct MemberList {
   std::uint64_t commit_index = 0;
   std::uint64_t last_index = 0;
   std::vector<std::uint64_t> bootstrap_voters;
+  std::vector<std::uint64_t> retired_ids;  // removed by a committed change, as the leader knows
+  std::string cluster_id;                  // the leader's --cluster-id ("" from older leaders)
   std::string served_by;  // the endpoint that answered (the leader's)
 
   const Member* find(std::uint64_t id) const;

@@ -180,9 +180,19 @@ std::string join_identity_problem(const std::vector<std::uint64_t>& listed_membe
   return "";
 }
 
+std::string join_cluster_id_problem(const std::string& answered_cluster_id,
+                                    const std::string& own_cluster_id) {
+  if (answered_cluster_id.empty() || answered_cluster_id == own_cluster_id) return "";
+  return "the cluster answering is '" + answered_cluster_id +
+         "', but this node runs with --cluster-id '" + own_cluster_id +
+         "': it would bind its directory to the wrong cluster, whose members refuse its peer "
+         "streams; start it with --cluster-id " +
+         answered_cluster_id + " (nothing was written)";
+}
+
 std::string fetch_join_record(const std::vector<std::string>& endpoints, std::uint64_t self_id,
-                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out,
-                              bool* refused) {
+                              const std::string& cluster_id, const NodeTls& tls,
+                              std::uint32_t timeout_ms, JoinRecord* out, bool* refused) {
   *refused = false;
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (tls.enabled) {
@@ -208,6 +218,18 @@ std::string fetch_join_record(const std::vector<std::string>& endpoints, std::ui
     const grpc::Status status =
         stub->ListMembers(&context, raftlog::v1::ListMembersRequest(), &response);
     if (status.ok()) {
+      if (std::string problem = join_cluster_id_problem(response.cluster_id(), cluster_id);
+          !problem.empty()) {
+        *refused = true;
+        return target + ": " + problem;
+      }
+      if (response.cluster_id().empty()) {
+        spdlog::warn(
+            "node {}: joining: {} does not say its cluster id (a leader older than this version): "
+            "--cluster-id '{}' is not checked; if it is wrong, the members refuse this node's peer "
+            "streams",
+            self_id, target, cluster_id);
+      }
       JoinRecord record;
       record.bootstrap_voters.assign(response.bootstrap_voters().begin(),
                                      response.bootstrap_voters().end());

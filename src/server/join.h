@@ -59,13 +59,20 @@ std::string join_identity_problem(const std::vector<std::uint64_t>& listed_membe
                                   std::uint64_t self_id,
                                   const std::vector<std::uint64_t>& retired_ids = {});
 
+// Why a node started with --cluster-id `own_cluster_id` may not join the cluster whose leader
+// answered `answered_cluster_id`, or "": the ids differ. An empty answer (a leader older than the
+// field) is not checked.
+std::string join_cluster_id_problem(const std::string& answered_cluster_id,
+                                    const std::string& own_cluster_id);
+
 // Asks `endpoints` (tried in turn, following NOT_LEADER hints) for the member list, for at most
 // timeout_ms. Plaintext, or TLS with `tls` (the node's own certificate as client certificate).
-// "" and *out filled, else why not; *refused is set when the answer forbids joining under this id
-// (join_identity_problem: a configuration error, not an unreachable cluster).
+// "" and *out filled, else why not; *refused is set when the answer forbids joining: another
+// cluster's id than `cluster_id` (join_cluster_id_problem), or this node's id
+// (join_identity_problem): a configuration error, not an unreachable cluster.
 std::string fetch_join_record(const std::vector<std::string>& endpoints, std::uint64_t self_id,
-                              const NodeTls& tls, std::uint32_t timeout_ms, JoinRecord* out,
-                              bool* refused);
+                              const std::string& cluster_id, const NodeTls& tls,
+                              std::uint32_t timeout_ms, JoinRecord* out, bool* refused);
 
 // Applies a join record to `config`: the seed as members (plus this node's own address, which
 // config.members must hold alone) and the bootstrap voters.

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <string>
 
 #include "api_errors/error_details.h"
 #include "raft/types.h"
@@ -43,7 +44,8 @@ NodeError not_leader(const NodeStatus& status) {
   return error;
 }
 
-void fill_members(const NodeStatus& status, v1::ListMembersResponse* out) {
+void fill_members(const NodeStatus& status, const std::string& cluster_id,
+                  v1::ListMembersResponse* out) {
   std::vector<std::uint64_t> ids = status.voters;
   ids.insert(ids.end(), status.learners.begin(), status.learners.end());
   std::sort(ids.begin(), ids.end());
@@ -76,6 +78,7 @@ void fill_members(const NodeStatus& status, v1::ListMembersResponse* out) {
   out->set_last_index(status.last_index);
   for (std::uint64_t voter : status.bootstrap_voters) out->add_bootstrap_voters(voter);
   for (std::uint64_t id : status.retired_ids) out->add_retired_ids(id);
+  out->set_cluster_id(cluster_id);
 }
 
 Clock::time_point wait_deadline(const grpc::CallbackServerContext& context) {
@@ -106,7 +109,7 @@ class MembershipService::Impl final : public v1::Membership::CallbackService {
       reactor->Finish(to_grpc(context, not_leader(status)));
       return reactor;
     }
-    fill_members(status, response);
+    fill_members(status, node_->config().cluster_id, response);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }

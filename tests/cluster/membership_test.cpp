@@ -5,15 +5,19 @@
 // and the refusals carry their documented reason words.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "client/admin.h"
 #include "shared/command_run.h"
+#include "shared/loopback.h"
 #include "testing/local_cluster.h"
 
 namespace raftlog::testing {
@@ -402,6 +406,23 @@ TEST(MembershipTest, RefusalsNameTheirReasons) {
   const CommandRun bad = run_command(ctl + "add 7 nowhere" + endpoints);
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
 
+  // raftlogd --join with another cluster's --cluster-id: refused (exit 2, both ids named) before
+  // it writes anything. (run_command stops it after 30 s: a node that took the wrong id waited
+  // there for ever.)
+  const std::string wrong_dir = cluster.data_dir(1) + "-wrong-cluster";
+  const CommandRun wrong_cluster =
+      run_command(std::string(RAFTLOGD_PATH) + " --id 9 --members 9=" +
+                  loopback_address(pick_free_loopback_port()) + " --join " + cluster.endpoints() +
+                  " --cluster-id wrong-cluster --join-timeout-ms 10000 --peer-secret-file " +
+                  cluster.peer_secret_file() + " --data-dir " + wrong_dir);
+  EXPECT_EQ(wrong_cluster.exit_code, 2) << wrong_cluster.out;
+  EXPECT_NE(wrong_cluster.out.find("the cluster answering is '" + cluster.cluster_id() + "'"),
+            std::string::npos)
+      << wrong_cluster.out;
+  EXPECT_NE(wrong_cluster.out.find("--cluster-id 'wrong-cluster'"), std::string::npos)
+      << wrong_cluster.out;
+  EXPECT_FALSE(std::filesystem::exists(wrong_dir)) << "the refused join created " << wrong_dir;
+
   // Two changes at once: the first cannot commit while both followers are paused.
   const int a = leader == 1 ? 2 : 1;
   const int b = leader == 3 ? 2 : 3;
@@ -454,6 +475,38 @@ TEST(MembershipTest, RefusalsNameTheirReasons) {
                                        cluster.address(retired) + " --learner" + endpoints);
   EXPECT_EQ(again.exit_code, 1) << again.out;
   EXPECT_NE(again.out.find("ID_RETIRED"), std::string::npos) << again.out;
+
+  // `members list` names the ids a new node must not take: the founders, and the ids removed
+  // (learner 7, then the founders but the survivor), in ascending order.
+  std::vector<int> retired_ids = {7};
+  for (int id = 1; id <= 3; ++id) {
+    if (id != survivor) retired_ids.push_back(id);
+  }
+  std::sort(retired_ids.begin(), retired_ids.end());
+  std::string retired_text;
+  std::string retired_json;
+  for (int id : retired_ids) {
+    retired_text += (retired_text.empty() ? "" : ", ") + std::to_string(id);
+    retired_json += (retired_json.empty() ? "" : ",") + std::to_string(id);
+  }
+  const CommandRun listed = run_command(ctl + "list" + endpoints);
+  ASSERT_EQ(listed.exit_code, 0) << listed.out;
+  EXPECT_NE(listed.out.find("\nbootstrap voters: 1, 2, 3\nretired ids: " + retired_text + "\nID\t"),
+            std::string::npos)
+      << listed.out;
+  const CommandRun listed_json = run_command(ctl + "list --json" + endpoints);
+  ASSERT_EQ(listed_json.exit_code, 0) << listed_json.out;
+  EXPECT_NE(listed_json.out.find("\"bootstrap_voters\":[1,2,3],\"retired_ids\":[" + retired_json +
+                                 "],\"members\":[{\"id\":" + std::to_string(survivor) + ","),
+            std::string::npos)
+      << listed_json.out;
+  const CommandRun bare = run_command(ctl + "list --no-headers" + endpoints);
+  ASSERT_EQ(bare.exit_code, 0) << bare.out;
+  EXPECT_EQ(
+      bare.out.rfind(std::to_string(survivor) + "\t" + cluster.address(survivor) + "\tleader\t", 0),
+      0U)
+      << "--no-headers: the member rows only\n"
+      << bare.out;
 }
 
 // Node 3 is down when its removal commits, so its log never holds the change. Started again, it

@@ -1,7 +1,8 @@
 // raftlogd --join asking a member for the member list (server/join.h, fetch_join_record) against a
 // fake Membership service on 127.0.0.1: what the remote answers decides between a refusal of this
-// node's configuration (exit 2: its id is listed, a bootstrap voter's or retired) and the remote's
-// fault (exit 1: a bad bootstrap voter list).
+// node's configuration (exit 2: its id is listed, a bootstrap voter's or retired, or the cluster
+// answering is another one than its --cluster-id) and the remote's fault (exit 1: a bad bootstrap
+// voter list).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -29,6 +30,7 @@ class FakeMembership final : public pb::Membership::Service {
       member->set_voter(true);
     }
     for (std::uint64_t id = 1; id <= 3; ++id) response->add_bootstrap_voters(id);
+    response->set_cluster_id("cluster-a");
     if (fill) fill(response);
     return grpc::Status::OK;
   }
@@ -39,7 +41,8 @@ class JoinFetchTest : public ::testing::Test {
   void SetUp() override { server_ = raftlog::testing::start_server({&fake_}); }
   void TearDown() override { server_.shutdown(); }
   std::string fetch(std::uint64_t self, JoinRecord* record, bool* refused) {
-    return fetch_join_record({server_.address()}, self, NodeTls{}, 3000, record, refused);
+    return fetch_join_record({server_.address()}, self, "cluster-a", NodeTls{}, 3000, record,
+                             refused);
   }
   FakeMembership fake_;
   raftlog::testing::StartedServer server_;
@@ -79,6 +82,32 @@ TEST_F(JoinFetchTest, ARetiredIdIsRefused) {
   const std::string problem = fetch(4, &record, &refused);
   EXPECT_NE(problem.find("removed from the cluster"), std::string::npos) << problem;
   EXPECT_TRUE(refused) << "exit 2";
+}
+
+TEST_F(JoinFetchTest, AnotherClustersIdIsRefusedNamingBothIds) {
+  fake_.fill = [](pb::ListMembersResponse* r) { r->set_cluster_id("cluster-b"); };
+  JoinRecord record;
+  bool refused = false;
+  const std::string problem = fetch(4, &record, &refused);
+  EXPECT_NE(problem.find("the cluster answering is 'cluster-b'"), std::string::npos) << problem;
+  EXPECT_NE(problem.find("--cluster-id 'cluster-a'"), std::string::npos) << problem;
+  EXPECT_TRUE(refused) << "exit 2";
+  EXPECT_TRUE(record.seed.empty()) << "nothing taken from another cluster's answer";
+}
+
+TEST_F(JoinFetchTest, ALeaderThatDoesNotSayItsClusterIdIsNotChecked) {
+  fake_.fill = [](pb::ListMembersResponse* r) { r->clear_cluster_id(); };  // an older leader
+  JoinRecord record;
+  bool refused = true;
+  EXPECT_EQ(fetch(4, &record, &refused), "");
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(record.seed.size(), 3u);
+}
+
+TEST(JoinClusterId, OnlyADifferentNonEmptyAnswerIsAProblem) {
+  EXPECT_EQ(join_cluster_id_problem("local-1", "local-1"), "");
+  EXPECT_EQ(join_cluster_id_problem("", "local-1"), "");
+  EXPECT_NE(join_cluster_id_problem("local-2", "local-1"), "");
 }
 
 }  // namespace

@@ -59,6 +59,8 @@ TEST(MembershipService, ListsTheLeaderAndNamesEachRefusal) {
   EXPECT_TRUE(list->members[0].voter);
   EXPECT_TRUE(list->members[0].leader);
   EXPECT_EQ(list->bootstrap_voters, (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(list->cluster_id, config.cluster_id);  // what raftlogd --join checks
+  EXPECT_FALSE(list->cluster_id.empty());
 
   EXPECT_EQ(reason_of(members->add(4, "nowhere", true).status()), "BAD_ADDRESS");
   EXPECT_EQ(reason_of(members->add(4, config.members[1], true).status()), "ADDRESS_IN_USE");
