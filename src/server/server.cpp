@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "server/client_services.h"
@@ -320,9 +321,16 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   impl->transport->start();
   impl->node->start();
   if (impl->dispatcher != nullptr) impl->dispatcher->start();
-  spdlog::info("node {}: serving on {} (cluster '{}', {} members, flush mode {}, {})",
-               impl->config.node_id, impl->bound_address, impl->config.cluster_id,
-               impl->config.members.size(), store::to_string(impl->config.store.flush_mode),
+  // The addresses it starts with, not its configuration: that comes from its log (a joined node's
+  // and a founder's after a membership change), and a joined node may not be a member yet.
+  const std::string addresses =
+      impl->config.bootstrap_voters.empty()
+          ? std::to_string(impl->config.members.size()) + " addresses from --members"
+          : "joined: " + std::to_string(impl->config.members.size()) +
+                " addresses from its JOIN record";
+  spdlog::info("node {}: serving on {} (cluster '{}', {}, flush mode {}, {})", impl->config.node_id,
+               impl->bound_address, impl->config.cluster_id, addresses,
+               store::to_string(impl->config.store.flush_mode),
                describe(tls, !peer_secret.empty()));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
