@@ -86,6 +86,10 @@ def raftlogctl(state, args):
     members = state["members"]
     if args[:2] == ["members", "list"]:
         print("configuration entry 9 (committed), leader 1, term 2, commit 20")
+        # As raftlogctl prints them: the ids a new node must not take.
+        print("bootstrap voters: 1, 2, 3")
+        retired = sorted(state["retired_ids"])
+        print("retired ids: " + (", ".join(str(i) for i in retired) if retired else "none"))
         print("ID\tADDRESS\tROLE\tMATCH\tLAG\tCAUGHT_UP")
         for m in members:
             print("%d\t%s\tvoter\t20\t0\tyes" % (m["id"], m["address"]))

@@ -78,6 +78,17 @@ check "raftlog-1 is no longer a bootstrap pod" test "$(state 's["configmap"]["bo
 "$KUBECTL" -n raftlog delete pod raftlog-1
 check "a restarted pod keeps its id" test "$(state 's["pods"]["1"]["node_id"]')" = 7
 
+# ---- an id retired outside this tool (raftlogctl members remove) above next-id is never taken
+"$py" - "$work/state.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["retired_ids"].append(40)
+json.dump(s, open(sys.argv[1], "w"))
+PY
+"$tool" scale 5 >/dev/null
+check "raftlog-4 skips retired id 40: node 41" test "$(state 's["pods"]["4"]["node_id"]')" = 41
+"$tool" scale 4 >/dev/null
+
 # ---- a pod without an assigned id refuses to start (what `kubectl scale` alone would do)
 "$KUBECTL" -n raftlog scale statefulset raftlog --replicas=5
 check "kubectl scale alone: raftlog-4 has no id and does not run" test "$(state 's["pods"]["4"]["phase"]')" = CrashLoopBackOff
