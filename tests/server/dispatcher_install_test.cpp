@@ -27,6 +27,7 @@
 #include "replica/snapshot_data.h"
 #include "server/dispatcher.h"
 #include "server/node.h"
+#include "shared/v1_envelope.h"
 
 namespace raftlog::server::testing {
 namespace {
@@ -60,13 +61,7 @@ raft::Entry topic_entry(std::uint64_t index, const std::string& topic, std::uint
 // A version-1 envelope entry of `topic` (no topic offset: whoever indexes it counts it), as
 // binaries from before topic offsets wrote it.
 raft::Entry v1_topic_entry(std::uint64_t index, const std::string& topic) {
-  std::string payload(1, static_cast<char>(derived::kEnvelopeVersionWithoutOffset));
-  payload.append(8, '\0');  // timestamp 0
-  payload.push_back(static_cast<char>(topic.size()));
-  payload.append(topic);
-  payload.push_back('\0');  // no keys
-  payload.append("v1");
-  raft::Entry entry = entry_at(index, std::move(payload));
+  raft::Entry entry = entry_at(index, raftlog::testing::v1_envelope(topic, "v1"));
   entry.has_envelope = true;
   return entry;
 }
@@ -93,6 +88,9 @@ std::string group_section(std::uint64_t index,
   state.groups = std::move(groups);
   return derived::encode_group_table(state);
 }
+
+// A topic's records: (offset, log index) each.
+using Records = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
 
 // Expectations on the slots of a group table.
 struct Expect {
@@ -209,12 +207,11 @@ class RunningFollower {
   }
 
   // (offset, log index) of `topic`'s records from `from_offset` that the log still holds.
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> topic_records(const std::string& topic,
-                                                                     std::uint64_t from_offset) {
+  Records topic_records(const std::string& topic, std::uint64_t from_offset) {
     const derived::TopicRead read = dispatcher_->indexes().read_topic(
         topic, from_offset, 100, node_->commit_index(), node_->log_bounds().first);
     EXPECT_EQ(read.status, derived::TopicReadStatus::kOk) << topic << " from " << from_offset;
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> records;
+    Records records;
     for (const derived::QueueRecord& record : read.records)
       records.emplace_back(record.offset, record.index);
     return records;
@@ -250,17 +247,20 @@ std::string first_section() {
   return group_section(kFirstSnapshot, {{"billing", {{"orders", known_slot(5, 9)}}}});
 }
 
-// After the first snapshot: two version-1 entries of "old", one of "orders", billing's commit of
-// "old" at 1 (11..14).
-void replicate_after_first_snapshot(RunningFollower& follower) {
+// What every test starts with: the follower holds the old log (build_old_log), installs the first
+// snapshot (with `section` as its node section) while it runs, and receives after it two
+// version-1 entries of "old", one of "orders", and billing's commit of "old" at 1 (11..14), which
+// its dispatcher applies. Both topics go on from the snapshot's table, not from this node's count.
+void run_through_the_first_snapshot(RunningFollower& follower, std::string section) {
+  ASSERT_NO_FATAL_FAILURE(follower.start());
+  ASSERT_NO_FATAL_FAILURE(follower.build_old_log());
+  follower.install(kFirstSnapshot, first_topics(), std::move(section));
+  ASSERT_TRUE(follower.log_starts_at(kFirstSnapshot + 1));
   follower.replicate(kFirstSnapshot,
                      {v1_topic_entry(11, "old"), v1_topic_entry(12, "old"),
                       v1_topic_entry(13, "orders"), group_commit_entry(14, "billing", "old", 1)},
                      14);
-}
-
-void expect_topics_continue_the_first_snapshots_table(RunningFollower& follower) {
-  using Records = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  ASSERT_TRUE(follower.applied_through(14));
   EXPECT_EQ(follower.topic_records("old", 4), (Records{{4, 11}, {5, 12}}))
       << "the version-1 entries of a topic this node never held are not numbered on from the "
          "snapshot's table";
@@ -270,15 +270,7 @@ void expect_topics_continue_the_first_snapshots_table(RunningFollower& follower)
 
 TEST(DispatcherInstall, ARunningFollowersTopicsContinueFromTheSnapshotAndItsGroupsAreTheLeaders) {
   RunningFollower follower(/*hand_over=*/true);
-  ASSERT_NO_FATAL_FAILURE(follower.start());
-  ASSERT_NO_FATAL_FAILURE(follower.build_old_log());
-
-  follower.install(kFirstSnapshot, first_topics(), first_section());
-  ASSERT_TRUE(follower.log_starts_at(kFirstSnapshot + 1));
-  replicate_after_first_snapshot(follower);
-  ASSERT_TRUE(follower.applied_through(14));
-
-  expect_topics_continue_the_first_snapshots_table(follower);
+  ASSERT_NO_FATAL_FAILURE(run_through_the_first_snapshot(follower, first_section()));
   const derived::GroupTableState groups = follower.groups();
   EXPECT_TRUE(groups.complete);
   Expect(groups).known("billing", "orders", 5, 9);  // the leader's, not this node's 2 at 3
@@ -288,15 +280,7 @@ TEST(DispatcherInstall, ARunningFollowersTopicsContinueFromTheSnapshotAndItsGrou
 
 TEST(DispatcherInstall, WithoutTheInstallsHandOverTheGroupTableIsTakenFromSnapshot) {
   RunningFollower follower(/*hand_over=*/false);
-  ASSERT_NO_FATAL_FAILURE(follower.start());
-  ASSERT_NO_FATAL_FAILURE(follower.build_old_log());
-
-  follower.install(kFirstSnapshot, first_topics(), first_section());
-  ASSERT_TRUE(follower.log_starts_at(kFirstSnapshot + 1));
-  replicate_after_first_snapshot(follower);
-  ASSERT_TRUE(follower.applied_through(14));
-
-  expect_topics_continue_the_first_snapshots_table(follower);
+  ASSERT_NO_FATAL_FAILURE(run_through_the_first_snapshot(follower, first_section()));
   const derived::GroupTableState groups = follower.groups();
   EXPECT_TRUE(groups.complete) << "the table in SNAPSHOT was not adopted";
   Expect(groups).known("billing", "orders", 5, 9);
@@ -306,15 +290,7 @@ TEST(DispatcherInstall, WithoutTheInstallsHandOverTheGroupTableIsTakenFromSnapsh
 TEST(DispatcherInstall, ASnapshotWithoutAGroupTableMarksEveryOffsetUnknown) {
   // The leader's table had not applied past the snapshot, or did not fit: it sends none.
   RunningFollower follower(/*hand_over=*/true);
-  ASSERT_NO_FATAL_FAILURE(follower.start());
-  ASSERT_NO_FATAL_FAILURE(follower.build_old_log());
-
-  follower.install(kFirstSnapshot, first_topics(), "");
-  ASSERT_TRUE(follower.log_starts_at(kFirstSnapshot + 1));
-  replicate_after_first_snapshot(follower);
-  ASSERT_TRUE(follower.applied_through(14));
-
-  expect_topics_continue_the_first_snapshots_table(follower);
+  ASSERT_NO_FATAL_FAILURE(run_through_the_first_snapshot(follower, ""));
   const derived::GroupTableState groups = follower.groups();
   EXPECT_FALSE(groups.complete) << "commits the install replaced count as applied";
   Expect(groups).unknown("billing", "orders");  // this node's 2 at 3 may be stale
@@ -323,12 +299,7 @@ TEST(DispatcherInstall, ASnapshotWithoutAGroupTableMarksEveryOffsetUnknown) {
 
 TEST(DispatcherInstall, ASecondInstallSeedsFromItsOwnTableOnly) {
   RunningFollower follower(/*hand_over=*/true);
-  ASSERT_NO_FATAL_FAILURE(follower.start());
-  ASSERT_NO_FATAL_FAILURE(follower.build_old_log());
-  follower.install(kFirstSnapshot, first_topics(), first_section());
-  ASSERT_TRUE(follower.log_starts_at(kFirstSnapshot + 1));
-  replicate_after_first_snapshot(follower);
-  ASSERT_TRUE(follower.applied_through(14));
+  ASSERT_NO_FATAL_FAILURE(run_through_the_first_snapshot(follower, first_section()));
 
   // The follower falls behind again: the leader's snapshot at 30 says "old" has 9 entries (three
   // after the two this node numbered 4 and 5) and "orders" 8, and "new" (never seen here) 2.
@@ -342,7 +313,6 @@ TEST(DispatcherInstall, ASecondInstallSeedsFromItsOwnTableOnly) {
                      34);
   ASSERT_TRUE(follower.applied_through(34));
 
-  using Records = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
   EXPECT_EQ(follower.topic_records("old", 9), (Records{{9, 31}, {10, 34}}));
   EXPECT_EQ(follower.topic_records("orders", 8), (Records{{8, 32}}));
   EXPECT_EQ(follower.topic_records("new", 2), (Records{{2, 33}}));
