@@ -26,9 +26,7 @@ struct DroppingSender final : MessageSender {
   void send(raft::Message) override {}
 };
 
-struct RoomyDisk final : DiskProbe {
-  std::optional<DiskSpace> probe() override { return DiskSpace{1ULL << 40, 0.10}; }
-};
+using testing::RoomyDisk;  // stepped_follower_config.h
 
 class ReplicaMembershipTest : public ::testing::Test {
  protected:
@@ -252,12 +250,9 @@ void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState
   auto open = [&]() {
     ReplicaConfig c = testing::stepped_follower_config(&env);
     c.dedup_rebuild_entries = 2;
-    ReplicaDeps deps;
-    deps.sender = &sender;
-    deps.disk = &disk;
-    deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
     NodeError error;
-    std::unique_ptr<Replica> replica = Replica::open(std::move(c), std::move(deps), &error);
+    std::unique_ptr<Replica> replica =
+        Replica::open(std::move(c), testing::stepped_follower_deps(&sender, &disk), &error);
     EXPECT_NE(replica, nullptr) << error.message;
     return replica;
   };
