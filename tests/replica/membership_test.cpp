@@ -260,12 +260,7 @@ void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState
   {
     std::unique_ptr<Replica> replica = open();
     ASSERT_NE(replica, nullptr);
-    raft::Message append;
-    append.type = raft::MessageType::kAppend;
-    append.from = 1;
-    append.to = 2;
-    append.term = 1;
-    append.commit = commit;
+    std::vector<raft::Entry> entries;
     for (raft::Index index = 1; index <= 8; ++index) {
       raft::Entry entry;
       entry.index = index;
@@ -276,9 +271,9 @@ void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState
         entry.type = raft::EntryType::kConfig;
         entry.payload = learner_conf;
       }
-      append.entries.push_back(entry);
+      entries.push_back(entry);
     }
-    replica->step(append);
+    replica->step(testing::leader_append(0, std::move(entries), commit));
     replica->process();
     ASSERT_EQ(replica->conf(), (ConfState{{1, 2, 3}, {4}}));
     ASSERT_TRUE(replica->log().run_flush_cycle().ok());
