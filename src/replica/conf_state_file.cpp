@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "store/endian.h"
+#include "store/byte_io.h"
 
 namespace raftlog::replica {
 
@@ -41,40 +41,6 @@ raft::ConfState with_role(raft::ConfState conf, raft::NodeId node, std::uint8_t 
   return conf;
 }
 
-void put_u8(std::string& out, std::uint8_t value) { out.push_back(static_cast<char>(value)); }
-void put_u32(std::string& out, std::uint32_t value) {
-  char bytes[4];
-  store::put_u32(bytes, value);
-  out.append(bytes, 4);
-}
-void put_u64(std::string& out, std::uint64_t value) {
-  char bytes[8];
-  store::put_u64(bytes, value);
-  out.append(bytes, 8);
-}
-
-// Reads from a payload with bounds checks; any short read marks the reader failed.
-struct Reader {
-  const std::string& in;
-  std::size_t offset = 0;
-  bool failed = false;
-  bool has(std::size_t bytes) {
-    if (in.size() - offset < bytes) failed = true;
-    return !failed;
-  }
-  std::uint8_t u8() { return has(1) ? static_cast<std::uint8_t>(in[offset++]) : 0; }
-  std::uint32_t u32() {
-    if (!has(4)) return 0;
-    offset += 4;
-    return store::get_u32(in.data() + offset - 4);
-  }
-  std::uint64_t u64() {
-    if (!has(8)) return 0;
-    offset += 8;
-    return store::get_u64(in.data() + offset - 8);
-  }
-};
-
 raft::ConfState without_addresses(raft::ConfState conf) {
   conf.addresses.clear();
   return conf;
@@ -100,13 +66,13 @@ store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRec
   }
   const raft::ConfRecord& base = records.front();
   std::string out;
-  put_u32(out, kFormatVersion);
-  put_u64(out, base.index);
-  put_u64(out, base.term);
+  store::append_u32(&out, kFormatVersion);
+  store::append_u64(&out, base.index);
+  store::append_u64(&out, base.term);
   const std::string conf = raft::encode_config(base.conf);
-  put_u32(out, static_cast<std::uint32_t>(conf.size()));
+  store::append_u32(&out, static_cast<std::uint32_t>(conf.size()));
   out += conf;
-  put_u32(out, static_cast<std::uint32_t>(records.size() - 1));
+  store::append_u32(&out, static_cast<std::uint32_t>(records.size() - 1));
   for (std::size_t i = 1; i < records.size(); ++i) {
     // Roles only: the record keeps no addresses after the base (with_role).
     const std::optional<raft::ConfChange> change = raft::single_change_between(
@@ -116,18 +82,18 @@ store::Result<std::string> ConfStateFile::encode(const std::vector<raft::ConfRec
           "configuration record: entry " + std::to_string(records[i].index) +
           " is not one change after entry " + std::to_string(records[i - 1].index));
     }
-    put_u64(out, records[i].index);
-    put_u64(out, records[i].term);
-    put_u64(out, change->node);
-    put_u8(out, role_of(records[i].conf, change->node));
+    store::append_u64(&out, records[i].index);
+    store::append_u64(&out, records[i].term);
+    store::append_u64(&out, change->node);
+    store::append_u8(&out, role_of(records[i].conf, change->node));
   }
-  put_u32(out, static_cast<std::uint32_t>(retired.size()));
+  store::append_u32(&out, static_cast<std::uint32_t>(retired.size()));
   for (raft::NodeId id : retired) {
     if (id == raft::kNoNode || raft::is_member(base.conf, id)) {
       return store::Status::invalid_argument("configuration record: retired id " +
                                              std::to_string(id) + " is no former member");
     }
-    put_u64(out, id);
+    store::append_u64(&out, id);
   }
   return out;
 }
@@ -139,33 +105,35 @@ store::Result<std::vector<raft::ConfRecord>> ConfStateFile::decode(const std::st
 }
 
 store::Result<ConfStateFile::Decoded> ConfStateFile::decode_all(const std::string& payload) {
-  Reader reader{payload};
-  const std::uint32_t version = reader.u32();
-  if (!reader.failed && version != kFormatVersion && version != kAddressesFormatVersion &&
+  store::ByteReader reader(payload);
+  std::uint32_t version = 0;
+  const bool has_version = reader.u32(&version);
+  if (has_version && version != kFormatVersion && version != kAddressesFormatVersion &&
       version != kIdsOnlyFormatVersion) {
     return corrupt("unknown format version " + std::to_string(version));
   }
   raft::ConfRecord base;
-  base.index = reader.u64();
-  base.term = reader.u64();
-  const std::uint32_t conf_bytes = reader.u32();
-  if (reader.failed || !reader.has(conf_bytes)) return corrupt("truncated");
-  std::optional<raft::ConfState> conf =
-      raft::decode_config(payload.substr(reader.offset, conf_bytes));
+  std::uint32_t conf_bytes = 0;
+  std::string conf_encoding;
+  if (!has_version || !reader.u64(&base.index) || !reader.u64(&base.term) ||
+      !reader.u32(&conf_bytes) || !reader.bytes(conf_bytes, &conf_encoding)) {
+    return corrupt("truncated");
+  }
+  std::optional<raft::ConfState> conf = raft::decode_config(conf_encoding);
   if (!conf) return corrupt("the base configuration does not decode");
-  reader.offset += conf_bytes;
   base.conf = std::move(*conf);
   std::vector<raft::ConfRecord> records;
   records.push_back(std::move(base));
-  const std::uint32_t count = reader.u32();
-  if (reader.failed || count > kMaxPendingRecords) return corrupt("bad record count");
+  std::uint32_t count = 0;
+  if (!reader.u32(&count) || count > kMaxPendingRecords) return corrupt("bad record count");
   for (std::uint32_t i = 0; i < count; ++i) {
     raft::ConfRecord next;
-    next.index = reader.u64();
-    next.term = reader.u64();
-    const raft::NodeId node = reader.u64();
-    const std::uint8_t role = reader.u8();
-    if (reader.failed) return corrupt("truncated");
+    raft::NodeId node = raft::kNoNode;
+    std::uint8_t role = 0;
+    if (!reader.u64(&next.index) || !reader.u64(&next.term) || !reader.u64(&node) ||
+        !reader.u8(&role)) {
+      return corrupt("truncated");
+    }
     if (role > kLearner || node == raft::kNoNode || next.index <= records.back().index) {
       return corrupt("malformed record " + std::to_string(i + 1));
     }
@@ -179,11 +147,11 @@ store::Result<ConfStateFile::Decoded> ConfStateFile::decode_all(const std::strin
   }
   Decoded decoded;
   if (version >= kFormatVersion) {
-    const std::uint32_t retired = reader.u32();
-    if (reader.failed || retired > kMaxRetiredIds) return corrupt("bad retired id count");
+    std::uint32_t retired = 0;
+    if (!reader.u32(&retired) || retired > kMaxRetiredIds) return corrupt("bad retired id count");
     for (std::uint32_t i = 0; i < retired; ++i) {
-      const raft::NodeId id = reader.u64();
-      if (reader.failed) return corrupt("truncated");
+      raft::NodeId id = raft::kNoNode;
+      if (!reader.u64(&id)) return corrupt("truncated");
       if (id == raft::kNoNode || raft::is_member(records.front().conf, id) ||
           std::find(decoded.retired.begin(), decoded.retired.end(), id) != decoded.retired.end()) {
         return corrupt("retired id " + std::to_string(i + 1) + " is no former member");
@@ -191,7 +159,7 @@ store::Result<ConfStateFile::Decoded> ConfStateFile::decode_all(const std::strin
       decoded.retired.push_back(id);
     }
   }
-  if (reader.offset != payload.size()) return corrupt("wrong length");
+  if (!reader.done()) return corrupt("wrong length");
   decoded.records = std::move(records);
   return decoded;
 }

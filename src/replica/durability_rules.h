@@ -1,9 +1,10 @@
 // The durability rules of the Ready driver that the simulator's self-test deliberately breaks.
 //
 // A LINK-TIME seam like the Raft core's (src/raft/rules.h): production targets (raftlog_replica,
-// raftlog_replica_unbound) link durability_rules.cpp; the test-only targets
-// raftlog_replica_broken_{ack,held} link the same replica objects with one rule replaced by
-// src/replica/testing/broken_*_rules.cpp. No production code path can select a broken rule.
+// raftlog_replica_unbound) link durability_rules_{ack,held,install}.cpp, one rule a file; the
+// test-only targets raftlog_replica_broken_{ack,held,install} link the same replica objects with
+// one of those files replaced by src/replica/testing/broken_*_rules.cpp, which defines only its
+// broken rule. No production code path can select a broken rule.
 #pragma once
 
 #include <cstdint>

@@ -88,13 +88,16 @@ bool Dispatcher::adopt_installed_snapshot_groups(std::uint64_t first) {
   std::string problem;
   std::optional<derived::GroupTableState> state = derived::decode_group_table(data.section, &problem);
   if (!state || state->boundary < groups_->boundary()) return false;
-  spdlog::info("consumer group table: adopted the leader's, from the installed snapshot in "
-               "SNAPSHOT, at log index {} ({} groups)",
-               state->boundary, state->groups.size());
-  groups_->replace(std::move(*state));
+  take_leaders_groups(std::move(*state), "the installed snapshot in SNAPSHOT");
+  return true;
+}
+
+void Dispatcher::take_leaders_groups(derived::GroupTableState state, std::string_view from) {
+  spdlog::info("consumer group table: adopted the leader's, from {}, at log index {} ({} groups)",
+               from, state.boundary, state.groups.size());
+  groups_->replace(std::move(state));
   dirty_ = true;
   records_dirty_ = true;
-  return true;
 }
 
 void Dispatcher::seed_topics_from_snapshot(std::uint64_t first) {
@@ -255,12 +258,7 @@ bool Dispatcher::adopt_pending_groups() {
   if (!state) return false;
   // Taken from SNAPSHOT already (skip_trimmed ran first) and applied past it: nothing to add.
   if (state->boundary < groups_->boundary() && groups_->complete() == state->complete) return false;
-  spdlog::info("consumer group table: adopted the leader's, from the installed snapshot, at log "
-               "index {} ({} groups)",
-               state->boundary, state->groups.size());
-  groups_->replace(std::move(*state));
-  dirty_ = true;
-  records_dirty_ = true;
+  take_leaders_groups(std::move(*state), "the installed snapshot");
   return true;
 }
 

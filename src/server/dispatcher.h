@@ -133,6 +133,9 @@ class Dispatcher {
   // index - 1 (an install whose hand-over the dispatcher has not seen yet, or one a restart came
   // before GROUPS was persisted) and reaches at least as far as the table; true when it did.
   bool adopt_installed_snapshot_groups(std::uint64_t first);
+  // Replaces the group table by the leader's `state` (from a snapshot: `from` names where, for the
+  // log line); it is persisted with the indexes' next records.
+  void take_leaders_groups(derived::GroupTableState state, std::string_view from);
   // Hands the indexes the topic table as of `first` - 1 (DerivedIndexes::seed_topic_offsets) when
   // the replica's SNAPSHOT.next or SNAPSHOT holds it (an installed snapshot's, or a trim's that
   // knew it), so that version-1 entries after the log's start are numbered as on the leader.

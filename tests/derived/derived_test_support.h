@@ -14,6 +14,7 @@
 
 #include "derived/derived_indexes.h"
 #include "derived/envelope.h"
+#include "shared/v1_envelope.h"
 #include "store/memory_env.h"
 #include "util/prng.h"
 
@@ -53,12 +54,7 @@ class FakeLog final : public LogView {
     entry.index = first + entries.size();
     entry.term = term;
     entry.has_envelope = true;
-    entry.payload.push_back(static_cast<char>(kEnvelopeVersionWithoutOffset));
-    for (int i = 0; i < 8; ++i) entry.payload.push_back(static_cast<char>((timestamp >> (8 * i)) & 0xFF));
-    entry.payload.push_back(static_cast<char>(topic.size()));
-    entry.payload += topic;
-    entry.payload.push_back('\0');  // no keys
-    entry.payload += body;
+    entry.payload = ::raftlog::testing::v1_envelope(topic, body, timestamp);
     if (!topic.empty()) ++next_offsets[topic];
     entries.push_back(std::move(entry));
   }

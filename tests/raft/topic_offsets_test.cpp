@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "derived/envelope.h"
+#include "shared/v1_envelope.h"
 #include "store/memory_env.h"
 #include "test_cluster.h"
 
@@ -200,15 +201,10 @@ TEST(TopicOffsets, AFarFutureReplicatedTimestampPinsLaterOnesForAtMostTheSkewBou
   EXPECT_EQ(header.topic_offset, 1U);
 }
 
-// A version-1 envelope (written by binaries from before topic offsets): no offset field.
+// A version-1 envelope (written by binaries from before topic offsets: no offset field) of
+// `topic` with `body_bytes` bytes after it.
 std::string v1_envelope(std::string_view topic, std::size_t body_bytes) {
-  std::string payload(1, static_cast<char>(derived::kEnvelopeVersionWithoutOffset));
-  payload.append(8, '\0');  // timestamp 0
-  payload.push_back(static_cast<char>(topic.size()));
-  payload.append(topic);
-  payload.push_back('\0');  // no keys
-  payload.append(body_bytes, 'b');
-  return payload;
+  return raftlog::testing::v1_envelope(topic, std::string(body_bytes, 'b'));
 }
 
 Entry envelope_entry(Index index, std::string payload) {

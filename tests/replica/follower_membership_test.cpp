@@ -4,8 +4,9 @@
 // the entry loses no address. Driven by hand as follower 2 of {1, 2, 3} over a stepped store.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,15 +19,6 @@ namespace raftlog::replica {
 namespace {
 
 using raft::ConfState;
-
-struct RecordingSender final : MessageSender {
-  void send(raft::Message message) override { sent.push_back(std::move(message)); }
-  std::vector<raft::Message> sent;
-};
-
-struct RoomyDisk final : DiskProbe {
-  std::optional<DiskSpace> probe() override { return DiskSpace{1ULL << 40, 0.10}; }
-};
 
 ConfState with_learner_4() {
   ConfState conf{{1, 2, 3}, {4}};
@@ -61,14 +53,29 @@ raft::Entry leader_entry(raft::Index index, raft::Index changes) {
 class FollowerMembershipTest : public ::testing::Test {
  protected:
   void open() {
-    ReplicaConfig c = testing::stepped_follower_config(&env_);
-    ReplicaDeps deps;
-    deps.sender = &sender_;
-    deps.disk = &disk_;
-    deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
     NodeError error;
-    replica_ = Replica::open(std::move(c), std::move(deps), &error);
+    replica_ = Replica::open(testing::stepped_follower_config(&env_),
+                             testing::stepped_follower_deps(&sender_, &disk_), &error);
     ASSERT_NE(replica_, nullptr) << error.message;
+  }
+  void restart() {
+    replica_.reset();
+    open();
+  }
+  // `conf` is in force, and is again after a restart (CONFSTATE kept it).
+  void expect_conf_across_a_restart(const ConfState& conf) {
+    EXPECT_EQ(replica_->conf(), conf);
+    ASSERT_NO_FATAL_FAILURE(restart());
+    EXPECT_EQ(replica_->conf(), conf) << "after a restart";
+  }
+  // After a restart, learner 4 (added by entry 1, which a trim removed) is in force with its
+  // address, which only CONFSTATE's base still held; `peers` gets every member's address.
+  void expect_learner_4s_address_across_a_restart(std::map<std::uint64_t, std::string>* peers) {
+    ASSERT_NO_FATAL_FAILURE(restart());
+    EXPECT_EQ(replica_->conf(), with_learner_4());
+    *peers = replica_->peer_addresses();
+    ASSERT_EQ(peers->count(4), 1U) << "the address of learner 4 was lost";
+    EXPECT_EQ(peers->at(4), "127.0.0.1:7004");
   }
   // Leader 1 sends entries from..to after from - 1, telling the follower to commit up to `commit`.
   void receive(raft::Index from, raft::Index to, raft::Index commit, raft::Index changes) {
@@ -78,16 +85,9 @@ class FollowerMembershipTest : public ::testing::Test {
   // The same append, stepped without the process() after it (raftlogd steps every queued message
   // before one process()).
   void step_append(raft::Index from, raft::Index to, raft::Index commit, raft::Index changes) {
-    raft::Message append;
-    append.type = raft::MessageType::kAppend;
-    append.from = 1;
-    append.to = 2;
-    append.term = 1;
-    append.index = from - 1;
-    append.log_term = from > 1 ? 1 : 0;
-    append.commit = commit;
-    for (raft::Index i = from; i <= to; ++i) append.entries.push_back(leader_entry(i, changes));
-    replica_->step(std::move(append));
+    std::vector<raft::Entry> entries;
+    for (raft::Index i = from; i <= to; ++i) entries.push_back(leader_entry(i, changes));
+    replica_->step(testing::leader_append(from - 1, std::move(entries), commit));
   }
   void flush() {
     ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
@@ -107,8 +107,8 @@ class FollowerMembershipTest : public ::testing::Test {
   }
 
   store::MemoryEnv env_;
-  RecordingSender sender_;
-  RoomyDisk disk_;
+  testing::RecordingSender sender_;
+  testing::RoomyDisk disk_;
   std::unique_ptr<Replica> replica_;
 };
 
@@ -124,10 +124,7 @@ TEST_F(FollowerMembershipTest, ManyConfigurationEntriesInOneBatchDoNotStopTheNod
   ASSERT_FALSE(replica_->failed());
   EXPECT_EQ(replica_->log().last_index(), kChanges + 5);
   EXPECT_EQ(replica_->commit_index(), kChanges + 5);
-  EXPECT_EQ(replica_->conf(), with_learner_4());
-  replica_.reset();
-  open();
-  EXPECT_EQ(replica_->conf(), with_learner_4()) << "after a restart";
+  ASSERT_NO_FATAL_FAILURE(expect_conf_across_a_restart(with_learner_4()));
   EXPECT_EQ(replica_->core().conf_history().back().index, kChanges);
 }
 
@@ -143,10 +140,7 @@ TEST_F(FollowerMembershipTest, ConfigurationEntriesArrivingFasterThanTheFlushDoN
   EXPECT_EQ(replica_->log().last_index(), kChanges);
   flush();
   replicate_until(kChanges, kChanges);
-  EXPECT_EQ(replica_->conf(), without_4());
-  replica_.reset();
-  open();
-  EXPECT_EQ(replica_->conf(), without_4()) << "after a restart";
+  ASSERT_NO_FATAL_FAILURE(expect_conf_across_a_restart(without_4()));
 }
 
 // raftlogd's leader pipelines appends, each with its whole commit index, and the follower's loop
@@ -163,10 +157,7 @@ TEST_F(FollowerMembershipTest, TwoAppendsSteppedBeforeOneReadyDoNotStopTheNode) 
   EXPECT_EQ(replica_->log().last_index(), kChanges + 5) << "nothing needed holding back";
   flush();
   EXPECT_EQ(replica_->commit_index(), kChanges + 5);
-  EXPECT_EQ(replica_->conf(), without_4());
-  replica_.reset();
-  open();
-  EXPECT_EQ(replica_->conf(), without_4()) << "after a restart";
+  ASSERT_NO_FATAL_FAILURE(expect_conf_across_a_restart(without_4()));
   EXPECT_EQ(replica_->core().conf_history().front().index, kChanges);
 }
 
@@ -180,12 +171,8 @@ TEST_F(FollowerMembershipTest, AMembersAddressSurvivesATrimOfItsEntryAndARestart
   ASSERT_TRUE(replica_->log().truncate_prefix(kLast - 10).ok());
   ASSERT_GT(replica_->log().first_index(), 1U) << "the trim removed the configuration entry";
   EXPECT_EQ(replica_->peer_addresses().at(4), "127.0.0.1:7004");
-  replica_.reset();
-  open();
-  EXPECT_EQ(replica_->conf(), with_learner_4());
-  const std::map<std::uint64_t, std::string> peers = replica_->peer_addresses();
-  ASSERT_EQ(peers.count(4), 1U) << "the address of learner 4 was lost";
-  EXPECT_EQ(peers.at(4), "127.0.0.1:7004");
+  std::map<std::uint64_t, std::string> peers;
+  ASSERT_NO_FATAL_FAILURE(expect_learner_4s_address_across_a_restart(&peers));
   EXPECT_EQ(peers.at(3), "127.0.0.1:7003");
 }
 
@@ -202,12 +189,8 @@ TEST_F(FollowerMembershipTest, ATrimOfAnEntryCommittedButUnflushedAtTheLastReady
   const TrimResult trimmed = replica_->trim(kLast - 10, "test");
   ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
   ASSERT_GT(replica_->log().first_index(), 1U) << "the trim removed the configuration entry";
-  replica_.reset();
-  open();
-  EXPECT_EQ(replica_->conf(), with_learner_4());
-  const std::map<std::uint64_t, std::string> peers = replica_->peer_addresses();
-  ASSERT_EQ(peers.count(4), 1U) << "the address of learner 4 was lost";
-  EXPECT_EQ(peers.at(4), "127.0.0.1:7004");
+  std::map<std::uint64_t, std::string> peers;
+  ASSERT_NO_FATAL_FAILURE(expect_learner_4s_address_across_a_restart(&peers));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // flush cycle, so a change can be held uncommitted.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,9 +26,7 @@ struct DroppingSender final : MessageSender {
   void send(raft::Message) override {}
 };
 
-struct RoomyDisk final : DiskProbe {
-  std::optional<DiskSpace> probe() override { return DiskSpace{1ULL << 40, 0.10}; }
-};
+using testing::RoomyDisk;  // stepped_follower_config.h
 
 class ReplicaMembershipTest : public ::testing::Test {
  protected:
@@ -251,12 +250,9 @@ void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState
   auto open = [&]() {
     ReplicaConfig c = testing::stepped_follower_config(&env);
     c.dedup_rebuild_entries = 2;
-    ReplicaDeps deps;
-    deps.sender = &sender;
-    deps.disk = &disk;
-    deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
     NodeError error;
-    std::unique_ptr<Replica> replica = Replica::open(std::move(c), std::move(deps), &error);
+    std::unique_ptr<Replica> replica =
+        Replica::open(std::move(c), testing::stepped_follower_deps(&sender, &disk), &error);
     EXPECT_NE(replica, nullptr) << error.message;
     return replica;
   };
@@ -264,12 +260,7 @@ void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState
   {
     std::unique_ptr<Replica> replica = open();
     ASSERT_NE(replica, nullptr);
-    raft::Message append;
-    append.type = raft::MessageType::kAppend;
-    append.from = 1;
-    append.to = 2;
-    append.term = 1;
-    append.commit = commit;
+    std::vector<raft::Entry> entries;
     for (raft::Index index = 1; index <= 8; ++index) {
       raft::Entry entry;
       entry.index = index;
@@ -280,9 +271,9 @@ void corrupt_configuration_entry_then_reopen(raft::Index commit, const ConfState
         entry.type = raft::EntryType::kConfig;
         entry.payload = learner_conf;
       }
-      append.entries.push_back(entry);
+      entries.push_back(entry);
     }
-    replica->step(append);
+    replica->step(testing::leader_append(0, std::move(entries), commit));
     replica->process();
     ASSERT_EQ(replica->conf(), (ConfState{{1, 2, 3}, {4}}));
     ASSERT_TRUE(replica->log().run_flush_cycle().ok());
@@ -421,6 +412,56 @@ TEST(ConfStateFile, Version2KeepsTheBaseAddressesAndTheLaterRecordsRoles) {
   auto reopened = ConfStateFile::open("/big", &env);
   ASSERT_TRUE(reopened.ok()) << reopened.status().to_string();
   EXPECT_EQ((*reopened)->current().front().conf, large);
+}
+
+// CONFSTATE's bytes, byte for byte as the format (conf_state_file.h) lays them out: a base with
+// its members' addresses, two later records (learner 4 added, voter 2 removed) and two retired ids.
+// Written before the encoder moved to store/byte_io.h: a change of the format must be a new version.
+TEST(ConfStateFile, TheEncodingIsTheFormatsByteForByte) {
+  ConfState base{{1, 2, 3}};
+  base.addresses = {{1, "h1:7001"}, {2, "h2:7001"}, {3, "h3:7001"}};
+  ConfState added = base;
+  added.learners = {4};
+  ConfState removed = added;
+  removed.voters = {1, 3};
+  removed.addresses = {{1, "h1:7001"}, {3, "h3:7001"}};
+  const std::vector<raft::ConfRecord> records = {raft::ConfRecord{5, 2, base},
+                                                 raft::ConfRecord{9, 2, added},
+                                                 raft::ConfRecord{0x0102030405060708, 3, removed}};
+  auto encoded = ConfStateFile::encode(records, {7, 0x1122334455667788});
+  ASSERT_TRUE(encoded.ok()) << encoded.status().to_string();
+  const std::string conf = raft::encode_config(base);
+  std::string expected;
+  auto bytes = [&](std::initializer_list<int> values) {
+    for (int value : values) expected.push_back(static_cast<char>(value));
+  };
+  bytes({3, 0, 0, 0});                            // format version 3
+  bytes({5, 0, 0, 0, 0, 0, 0, 0});                // base index
+  bytes({2, 0, 0, 0, 0, 0, 0, 0});                // base term
+  bytes({static_cast<int>(conf.size()), 0, 0, 0});  // its configuration's length
+  expected += conf;
+  bytes({2, 0, 0, 0});                            // two later records
+  bytes({9, 0, 0, 0, 0, 0, 0, 0});                // index 9
+  bytes({2, 0, 0, 0, 0, 0, 0, 0});                // term 2
+  bytes({4, 0, 0, 0, 0, 0, 0, 0});                // node 4
+  bytes({2});                                     // a learner
+  bytes({8, 7, 6, 5, 4, 3, 2, 1});                // index 0x0102030405060708
+  bytes({3, 0, 0, 0, 0, 0, 0, 0});                // term 3
+  bytes({2, 0, 0, 0, 0, 0, 0, 0});                // node 2
+  bytes({0});                                     // no longer a member
+  bytes({2, 0, 0, 0});                            // two retired ids
+  bytes({7, 0, 0, 0, 0, 0, 0, 0});
+  bytes({0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11});
+  EXPECT_EQ(*encoded, expected);
+  auto decoded = ConfStateFile::decode_all(expected);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->records[0], records[0]);
+  for (std::size_t i = 1; i < 3; ++i) {
+    EXPECT_TRUE(raft::same_members(decoded->records[i].conf, records[i].conf)) << i;
+    EXPECT_EQ(decoded->records[i].index, records[i].index);
+    EXPECT_EQ(decoded->records[i].term, records[i].term);
+  }
+  EXPECT_EQ(decoded->retired, (std::vector<raft::NodeId>{7, 0x1122334455667788}));
 }
 
 TEST(ConfStateFile, Version3KeepsRetiredIdsAndVersion2StillReads) {

@@ -22,10 +22,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-struct RecordingSender final : MessageSender {
-  void send(raft::Message message) override { sent.push_back(std::move(message)); }
-  std::vector<raft::Message> sent;
-};
+using testing::RecordingSender;  // stepped_follower_config.h
 
 struct ScriptedDisk final : DiskProbe {
   std::optional<DiskSpace> probe() override {
@@ -562,33 +559,22 @@ class SteppedFollowerTest : public ::testing::Test {
     return c;
   }
   void open() {
-    ReplicaDeps deps;
-    deps.sender = &sender_;
-    deps.disk = &disk_;
-    deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
     NodeError error;
-    replica_ = Replica::open(config(), std::move(deps), &error);
+    replica_ = Replica::open(config(), testing::stepped_follower_deps(&sender_, &disk_), &error);
     ASSERT_NE(replica_, nullptr) << error.message;
   }
   // Leader 1 of term 1 sends entries 1..3 and says they are committed.
   void receive_committed_entries() {
-    raft::Message append;
-    append.type = raft::MessageType::kAppend;
-    append.from = 1;
-    append.to = 2;
-    append.term = 1;
-    append.index = 0;
-    append.log_term = 0;
-    append.commit = 3;
+    std::vector<raft::Entry> entries;
     for (raft::Index index = 1; index <= 3; ++index) {
       raft::Entry entry;
       entry.index = index;
       entry.term = 1;
       entry.type = raft::EntryType::kNormal;
       entry.payload = "e" + std::to_string(index);
-      append.entries.push_back(entry);
+      entries.push_back(entry);
     }
-    replica_->step(append);
+    replica_->step(testing::leader_append(0, std::move(entries), 3));
     replica_->process();
   }
 

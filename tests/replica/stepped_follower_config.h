@@ -1,7 +1,13 @@
 // The settings of a replica that tests drive by hand as follower 2 of a 3-node cluster {1, 2, 3}:
 // sync flushes over a stepped store (the test takes every flush cycle), minimum-size segments, over
-// `env`. Callers adjust what their test is about.
+// `env`. Callers adjust what their test is about. Also what such a follower runs with (a sender, a
+// disk with room, a clock that stands still) and leader 1's AppendEntries to it.
 #pragma once
+
+#include <chrono>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "replica/replica.h"
 #include "store/env.h"
@@ -21,6 +27,43 @@ inline ReplicaConfig stepped_follower_config(store::Env* env) {
   c.raft.id = 2;
   c.raft.initial_conf.voters = {1, 2, 3};
   return c;
+}
+
+// Keeps every message the follower sends.
+struct RecordingSender final : MessageSender {
+  void send(raft::Message message) override { sent.push_back(std::move(message)); }
+  std::vector<raft::Message> sent;
+};
+
+// A disk with room to spare: no watermark is ever crossed.
+struct RoomyDisk final : DiskProbe {
+  std::optional<DiskSpace> probe() override { return DiskSpace{1ULL << 40, 0.10}; }
+};
+
+// The follower's dependencies: `sender`, `disk` (neither owned) and a clock that stands still an
+// hour past its epoch (the tests step the replica; nothing may time out by itself).
+inline ReplicaDeps stepped_follower_deps(MessageSender* sender, DiskProbe* disk) {
+  ReplicaDeps deps;
+  deps.sender = sender;
+  deps.disk = disk;
+  deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
+  return deps;
+}
+
+// Leader 1's AppendEntries of term 1 to follower 2: `entries` after `prev_index` (of term 1, or 0
+// at the log's start), with the leader's commit index `commit`.
+inline raft::Message leader_append(raft::Index prev_index, std::vector<raft::Entry> entries,
+                                   raft::Index commit) {
+  raft::Message append;
+  append.type = raft::MessageType::kAppend;
+  append.from = 1;
+  append.to = 2;
+  append.term = 1;
+  append.index = prev_index;
+  append.log_term = prev_index > 0 ? 1 : 0;
+  append.commit = commit;
+  append.entries = std::move(entries);
+  return append;
 }
 
 }  // namespace raftlog::replica::testing

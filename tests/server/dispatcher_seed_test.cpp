@@ -13,30 +13,19 @@
 #include <string>
 #include <vector>
 
-#include "derived/envelope.h"
 #include "raftlog/v1/client.grpc.pb.h"
 #include "raftlog/v1/topics.grpc.pb.h"
 #include "replica/snapshot_data.h"
 #include "replica/store_log_reader.h"
 #include "server/in_process_node.h"
 #include "shared/loopback.h"
+#include "shared/v1_envelope.h"
 #include "store/commit_log.h"
 
 namespace raftlog::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A version-1 envelope (no topic offset), as binaries from before topic offsets wrote it.
-std::string v1_envelope(const std::string& topic) {
-  std::string payload(1, static_cast<char>(derived::kEnvelopeVersionWithoutOffset));
-  payload.append(8, '\0');  // timestamp 0
-  payload.push_back(static_cast<char>(topic.size()));
-  payload.append(topic);
-  payload.push_back('\0');  // no keys
-  payload.append("v1");
-  return payload;
-}
 
 TEST(DispatcherSeed, VersionOneEntriesAfterATrimmedTopicContinueItsOffsets) {
   InProcessNode node([](server::NodeConfig& config) {
@@ -80,7 +69,7 @@ TEST(DispatcherSeed, VersionOneEntriesAfterATrimmedTopicContinueItsOffsets) {
     ASSERT_TRUE(log.ok()) << log.status().to_string();
     v1_first = (*log)->last_index() + 1;
     const std::uint64_t term = *(*log)->term_at((*log)->last_index());
-    const std::string payload = v1_envelope("old");
+    const std::string payload = v1_envelope("old", "v1");
     std::vector<store::EntryToAppend> batch;
     for (std::uint64_t i = 0; i < 2; ++i) {
       store::EntryMeta meta;

@@ -81,39 +81,38 @@ class InProcessNode {
   }
   // Appends `count` entries of `bytes` bytes each, `per_call` per Append; the last index or 0.
   std::uint64_t append(std::size_t count, std::size_t bytes, std::size_t per_call = 1) {
-    auto stub = Log::NewStub(new_connection());
-    std::uint64_t last = 0;
-    for (std::size_t done = 0; done < count;) {
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-      ::raftlog::v1::AppendRequest request;
-      for (std::size_t i = 0; i < per_call && done < count; ++i, ++done)
-        request.add_entries(std::string(bytes, 'e'));
-      ::raftlog::v1::AppendResponse response;
-      const grpc::Status status = stub->Append(&context, request, &response);
-      EXPECT_TRUE(status.ok()) << status.error_message();
-      if (!status.ok()) return 0;
-      last = response.last_index();
-    }
-    return last;
+    return append_in_calls(count, per_call,
+                           [&](std::size_t, ::raftlog::v1::AppendRequest* request) {
+                             request->add_entries(std::string(bytes, 'e'));
+                           });
   }
 
   // Appends `count` entries of `bytes` bytes each to `topic`, each with the key "<topic>-<i>", one
   // Append per `per_call` entries; the last index or 0.
   std::uint64_t append_to_topic(const std::string& topic, std::size_t count, std::size_t bytes,
                                 std::size_t per_call = 1) {
+    return append_in_calls(count, per_call,
+                           [&](std::size_t i, ::raftlog::v1::AppendRequest* request) {
+                             request->add_entries(std::string(bytes, 't'));
+                             ::raftlog::v1::EntryAttributes* attributes = request->add_attributes();
+                             attributes->set_topic(topic);
+                             attributes->add_keys(topic + "-" + std::to_string(i));
+                           });
+  }
+
+ private:
+  // `count` entries, `per_call` per Append, each added to its request by `add` (with its number
+  // from 0); the last index or 0 (a failed Append fails the test).
+  std::uint64_t append_in_calls(
+      std::size_t count, std::size_t per_call,
+      const std::function<void(std::size_t, ::raftlog::v1::AppendRequest*)>& add) {
     auto stub = Log::NewStub(new_connection());
     std::uint64_t last = 0;
     for (std::size_t done = 0; done < count;) {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
       ::raftlog::v1::AppendRequest request;
-      for (std::size_t i = 0; i < per_call && done < count; ++i, ++done) {
-        request.add_entries(std::string(bytes, 't'));
-        ::raftlog::v1::EntryAttributes* attributes = request.add_attributes();
-        attributes->set_topic(topic);
-        attributes->add_keys(topic + "-" + std::to_string(done));
-      }
+      for (std::size_t i = 0; i < per_call && done < count; ++i, ++done) add(done, &request);
       ::raftlog::v1::AppendResponse response;
       const grpc::Status status = stub->Append(&context, request, &response);
       EXPECT_TRUE(status.ok()) << status.error_message();
@@ -123,7 +122,6 @@ class InProcessNode {
     return last;
   }
 
- private:
   server::testing::TempDir dir_;
   server::NodeConfig config_;
   std::unique_ptr<server::Server> server_;

@@ -12,17 +12,13 @@
 namespace raftlog::store {
 namespace {
 
+using testing::crash_test_options;
+using testing::fill_log;
 using testing::make_batch;
 using testing::open_ok;
 using testing::small_options;
 
-// 200 entries of term 1, 1000-byte payloads: about 4 segments of 64 KiB.
-void fill(CommitLog& log) {
-  for (std::uint64_t i = 1; i <= 200; i += 10) {
-    auto batch = make_batch(i, 10, 1, 1000);
-    ASSERT_TRUE(log.append(batch.span()).ok());
-  }
-}
+Status reset_to_301(CommitLog& log) { return log.reset(301, 9); }
 
 std::vector<std::uint64_t> segment_bases(MemoryEnv& env) {
   std::vector<std::uint64_t> bases;
@@ -81,7 +77,7 @@ class ResetTest : public ::testing::Test {
 TEST_F(ResetTest, LeavesAnEmptyLogAtTheIndexThatAppendsContinueAcrossReopen) {
   auto log = open_ok("/log", small_options(&env_));
   ASSERT_TRUE(log);
-  fill(*log);
+  fill_log(*log);
   ASSERT_TRUE(log->set_commit_index(150, /*persist=*/true).ok());
   ASSERT_TRUE(log->reset(501, 7).ok());
   expect_reset_log(*log, 501, 7);
@@ -114,7 +110,7 @@ TEST_F(ResetTest, LeavesAnEmptyLogAtTheIndexThatAppendsContinueAcrossReopen) {
 TEST_F(ResetTest, EmptyResultSurvivesReopenBeforeAnyAppend) {
   auto log = open_ok("/log", small_options(&env_));
   ASSERT_TRUE(log);
-  fill(*log);
+  fill_log(*log);
   ASSERT_TRUE(log->reset(1001, 3).ok());
   ASSERT_TRUE(log->close().ok());
   auto reopened = open_ok("/log", small_options(&env_));
@@ -126,7 +122,7 @@ TEST_F(ResetTest, EmptyResultSurvivesReopenBeforeAnyAppend) {
 TEST_F(ResetTest, ToTheBaseOfAnOldSegmentAndBelowTheOldEnd) {
   auto log = open_ok("/log", small_options(&env_));
   ASSERT_TRUE(log);
-  fill(*log);
+  fill_log(*log);
   const std::vector<std::uint64_t> before = segment_bases(env_);
   ASSERT_GE(before.size(), 3U);
   // The new segment takes the name of an old one: the old one must be gone first, not reused.
@@ -146,7 +142,7 @@ TEST_F(ResetTest, ToTheBaseOfAnOldSegmentAndBelowTheOldEnd) {
 TEST_F(ResetTest, RefusesIndexZeroAndATermBeforeIndexOne) {
   auto log = open_ok("/log", small_options(&env_));
   ASSERT_TRUE(log);
-  fill(*log);
+  fill_log(*log);
   EXPECT_EQ(log->reset(0, 0).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(log->reset(1, 4).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(log->last_index(), 200U);  // nothing changed
@@ -159,7 +155,7 @@ TEST_F(ResetTest, AFullDiskRefusesTheResetAndChangesNothing) {
   options.preallocate_next_segment = false;
   auto log = open_ok("/log", options);
   ASSERT_TRUE(log);
-  fill(*log);
+  fill_log(*log);
   env_.set_capacity_bytes(env_.used_bytes());
   EXPECT_EQ(log->reset(501, 2).code(), StatusCode::kNoSpace);
   EXPECT_EQ(log->first_index(), 1U);
@@ -188,22 +184,14 @@ TEST(ResetCrash, EveryStepRecoversToTheOldOrTheNewLog) {
   int saw_new = 0;
   for (std::uint64_t step = 0; step < 40; ++step) {
     MemoryEnv env;
-    ASSERT_TRUE(env.create_dir("/log").ok());
-    auto options = small_options(&env);
-    options.checkpoint_interval_ms = 60000;  // keep the flusher's own syncs out of the count
-    auto log = open_ok("/log", options);
-    ASSERT_TRUE(log);
-    fill(*log);
-    env.crash_after_syncs(step);
-    const Status status = log->reset(301, 9);
-    const bool crashed = env.crashed();
-    if (!crashed) {
-      ASSERT_TRUE(status.ok()) << status.to_string();
+    testing::Cut cut;
+    ASSERT_NO_FATAL_FAILURE(testing::cut_by_a_crash(
+        env, step, reset_to_301, {static_cast<CrashMode>(step % 5), step + 1}, &cut));
+    if (!cut.crashed) {
+      ASSERT_TRUE(cut.status.ok()) << cut.status.to_string();
       if (step > 3) break;  // the reset completed before the armed crash: every step covered
     }
-    env.crash();
-    log.reset();
-    env.restart({static_cast<CrashMode>(step % 5), step + 1});
+    const Options options = crash_test_options(&env);
     auto reopened = open_ok("/log", options);
     ASSERT_TRUE(reopened) << "step " << step;
     const std::string where = "step " + std::to_string(step);
@@ -230,17 +218,9 @@ TEST(ResetCrash, EveryStepRecoversToTheOldOrTheNewLog) {
 // every unflushed byte lost, not yet reopened.
 std::unique_ptr<MemoryEnv> env_after_cut_reset(std::uint64_t syncs) {
   auto env = std::make_unique<MemoryEnv>();
-  EXPECT_TRUE(env->create_dir("/log").ok());
-  auto options = small_options(env.get());
-  options.checkpoint_interval_ms = 60000;
-  auto log = open_ok("/log", options);
-  if (!log) return nullptr;
-  fill(*log);
-  env->crash_after_syncs(syncs);
-  (void)log->reset(301, 9);
-  env->crash();
-  log.reset();
-  env->restart({CrashMode::kLoseUnflushed, 1});
+  testing::Cut cut;
+  testing::cut_by_a_crash(*env, syncs, reset_to_301, {CrashMode::kLoseUnflushed, 1}, &cut);
+  if (::testing::Test::HasFatalFailure()) return nullptr;
   return env;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -101,6 +102,49 @@ inline std::unique_ptr<CommitLog> open_ok(const std::string& dir, const Options&
   EXPECT_TRUE(log.ok()) << log.status().to_string();
   if (!log.ok()) return nullptr;
   return std::move(*log);
+}
+
+// `count` entries of term 1 from index 1, 1000-byte payloads (payload_for), ten an append: 200 make
+// about 4 segments of 64 KiB under small_options.
+inline void fill_log(CommitLog& log, std::uint64_t count = 200) {
+  for (std::uint64_t i = 1; i <= count; i += 10) {
+    auto batch = make_batch(i, 10, 1, 1000);
+    ASSERT_TRUE(log.append(batch.span()).ok());
+  }
+}
+
+// small_options for the tests that cut an operation at every sync: the flusher's own checkpoints
+// are kept out of the count.
+inline Options crash_test_options(Env* env) {
+  Options options = small_options(env);
+  options.checkpoint_interval_ms = 60000;
+  return options;
+}
+
+// What cut_by_a_crash's operation returned, and whether the armed crash cut it (false: it completed
+// before `syncs` more sync calls).
+struct Cut {
+  Status status;
+  bool crashed = false;
+};
+
+// A log of fill_log's 200 entries in `env`'s /log (crash_test_options), whose `operation` a crash
+// cuts after `syncs` more sync calls; then the power goes whether or not it cut it, and `env`
+// restarts losing unsynced bytes as `restart` says. The log is not reopened. A fatal failure ends
+// only this function: call it through ASSERT_NO_FATAL_FAILURE.
+inline void cut_by_a_crash(MemoryEnv& env, std::uint64_t syncs,
+                           const std::function<Status(CommitLog&)>& operation,
+                           const CrashOptions& restart, Cut* cut) {
+  ASSERT_TRUE(env.create_dir("/log").ok());
+  auto log = open_ok("/log", crash_test_options(&env));
+  ASSERT_TRUE(log);
+  ASSERT_NO_FATAL_FAILURE(fill_log(*log));
+  env.crash_after_syncs(syncs);
+  cut->status = operation(*log);
+  cut->crashed = env.crashed();
+  env.crash();
+  log.reset();
+  env.restart(restart);
 }
 
 // Reads every entry and checks payloads against payload_for(index, term-from-log, size-from-log)

@@ -9,6 +9,8 @@
 namespace raftlog::store {
 namespace {
 
+using testing::crash_test_options;
+using testing::fill_log;
 using testing::make_batch;
 using testing::open_ok;
 using testing::payload_for;
@@ -22,14 +24,6 @@ std::size_t count_segments(MemoryEnv& env) {
       [](const std::string& n) { return segment_format::parse_segment_file_name(n).has_value(); }));
 }
 
-// 200 entries of term 1, 1000-byte payloads: about 4 segments of 64 KiB.
-void fill(CommitLog& log, std::uint64_t count = 200) {
-  for (std::uint64_t i = 1; i <= count; i += 10) {
-    auto batch = make_batch(i, 10, 1, 1000);
-    ASSERT_TRUE(log.append(batch.span()).ok());
-  }
-}
-
 class TruncateTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(env_.create_dir("/log").ok()); }
@@ -39,7 +33,7 @@ class TruncateTest : public ::testing::Test {
 TEST_F(TruncateTest, SuffixAcrossSegmentsThenAppendNewTerm) {
   auto log = open_ok("/log", small_options(&env_));
   ASSERT_TRUE(log);
-  fill(*log);
+  fill_log(*log);
   const std::size_t segments_before = count_segments(env_);
   ASSERT_TRUE(log->truncate_suffix(50).ok());
   EXPECT_EQ(log->last_index(), 49U);
@@ -70,7 +64,7 @@ TEST_F(TruncateTest, SuffixAcrossSegmentsThenAppendNewTerm) {
 TEST_F(TruncateTest, SuffixBoundsAndCommitGuard) {
   auto log = open_ok("/log", small_options(&env_));
   ASSERT_TRUE(log);
-  fill(*log, 100);
+  fill_log(*log, 100);
   ASSERT_TRUE(log->set_commit_index(60).ok());
   EXPECT_EQ(log->set_commit_index(50).code(), StatusCode::kInvalidArgument);  // never decreases
   EXPECT_EQ(log->set_commit_index(101).code(), StatusCode::kOutOfRange);
@@ -175,23 +169,15 @@ TEST(TruncateCrash, SuffixRecoversToBeforeOrAfter) {
   int saw_after = 0;
   for (std::uint64_t step = 0; step < 40; ++step) {
     MemoryEnv env;
-    ASSERT_TRUE(env.create_dir("/log").ok());
-    auto options = small_options(&env);
-    options.checkpoint_interval_ms = 60000;  // keep the flusher's own syncs out of the count
-    auto log = open_ok("/log", options);
-    ASSERT_TRUE(log);
-    fill(*log);
-    env.crash_after_syncs(step);
-    const Status status = log->truncate_suffix(120);
-    const bool crashed = env.crashed();
-    if (!crashed) {
-      ASSERT_TRUE(status.ok()) << status.to_string();
+    testing::Cut cut;
+    ASSERT_NO_FATAL_FAILURE(testing::cut_by_a_crash(
+        env, step, [](CommitLog& log) { return log.truncate_suffix(120); },
+        {static_cast<CrashMode>(step % 5), step + 1}, &cut));
+    if (!cut.crashed) {
+      ASSERT_TRUE(cut.status.ok()) << cut.status.to_string();
       if (step > 3) break;  // the truncation completed before the armed crash: all steps covered
     }
-    env.crash();
-    log.reset();
-    env.restart({static_cast<CrashMode>(step % 5), step + 1});
-    auto reopened = open_ok("/log", options);
+    auto reopened = open_ok("/log", crash_test_options(&env));
     ASSERT_TRUE(reopened) << "step " << step;
     const std::uint64_t last = reopened->last_index();
     ASSERT_TRUE(last == 200 || last == 119) << "step " << step << " last " << last;
@@ -212,23 +198,15 @@ TEST(TruncateCrash, SuffixRecoversToBeforeOrAfter) {
 TEST(TruncateCrash, PrefixLeavesAValidSuffix) {
   for (std::uint64_t step = 0; step < 20; ++step) {
     MemoryEnv env;
-    ASSERT_TRUE(env.create_dir("/log").ok());
-    auto options = small_options(&env);
-    options.checkpoint_interval_ms = 60000;
-    auto log = open_ok("/log", options);
-    ASSERT_TRUE(log);
-    fill(*log);
-    env.crash_after_syncs(step);
-    (void)log->truncate_prefix(190);
-    const bool crashed = env.crashed();
-    env.crash();
-    log.reset();
-    env.restart({CrashMode::kLoseUnflushed, step});
-    auto reopened = open_ok("/log", options);
+    testing::Cut cut;
+    ASSERT_NO_FATAL_FAILURE(testing::cut_by_a_crash(
+        env, step, [](CommitLog& log) { return log.truncate_prefix(190); },
+        {CrashMode::kLoseUnflushed, step}, &cut));
+    auto reopened = open_ok("/log", crash_test_options(&env));
     ASSERT_TRUE(reopened) << "step " << step;
     EXPECT_EQ(reopened->last_index(), 200U);
     testing::expect_entries(*reopened, reopened->first_index(), 200, 1, 1000);
-    if (!crashed && step > 3) break;
+    if (!cut.crashed && step > 3) break;
   }
 }
 

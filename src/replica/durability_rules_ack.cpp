@@ -1,4 +1,5 @@
-// The production durability rules (durability_rules.h).
+// Production rule (see durability_rules.h for the seam): this node's own entries count toward a
+// commit once they are as durable as the flush mode promises.
 #include "replica/durability_rules.h"
 
 #include <algorithm>
@@ -9,11 +10,5 @@ std::uint64_t persisted_index_for_core(std::uint64_t written_index, std::uint64_
                                        bool async) {
   return async ? written_index : std::min(flushed_index, written_index);
 }
-
-bool may_release_held(std::uint64_t required_index, std::uint64_t durable_index) {
-  return required_index <= durable_index;
-}
-
-bool install_rewrites_conf_state() { return true; }
 
 }  // namespace raftlog::replica::rules
