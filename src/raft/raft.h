@@ -173,9 +173,13 @@ struct PeerProgress {
   // off) keeps a next_index above a later trim's first index, yet what it holds stops at
   // match_index and the entries after it are gone (the leader learns the rest only when it
   // answers). An acknowledgement still in flight can end it; a peer that answers and needs them
-  // gets the snapshot.
+  // gets the snapshot. The match index counts only once the peer answered this leader: a new
+  // leader starts every match at 0 (not known yet), and a follower that holds the whole retained
+  // log, or one that is merely down across the election, must not look stranded until its answer
+  // (a reject hint below the first index) says so.
   bool needs_trimmed_entries(Index first_index) const {
-    return snapshot_index != 0 || next_index < first_index || match_index + 1 < first_index;
+    return snapshot_index != 0 || next_index < first_index ||
+           (heard_this_term && match_index + 1 < first_index);
   }
 };
 

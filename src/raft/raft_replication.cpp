@@ -81,6 +81,9 @@ void Raft::Impl::send_heartbeat(NodeId peer, std::uint64_t context) {
   // Never tell a follower to commit beyond what it is known to hold: its tail past `match` may still
   // be a stale leader's entries.
   m.commit = std::min(progress_.at(peer).match, log_.committed());
+  // Unclamped, so that a follower knows how far behind it is from the first heartbeat on (a
+  // restarted or newly led learner otherwise looked caught up until an append arrived).
+  m.leader_commit = log_.committed();
   // Our first retained index, so that a follower that needs trimmed entries knows it is stranded
   // (stranded_below). 0 while we hold everything from index 1: then no follower can be.
   m.index = log_.first_index() > 1 ? log_.first_index() : 0;
@@ -212,6 +215,7 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
   reply.to = m.from;
   reply.context = m.context;
   leader_first_index_ = m.index;
+  leader_commit_seen_ = std::max({leader_commit_seen_, m.commit, m.leader_commit});
   if (m.commit > log_.last_index()) {
     // A leader names at most what we acknowledged (send_heartbeat), so our log lost entries it
     // already vouched for (storage fault), or the message is forged. Commit what we hold, tell the

@@ -325,6 +325,9 @@ struct Message {
   std::vector<Entry>
       entries;  // kAppend only; bounded by Config::max_entries_per_message/max_bytes_per_message
   Index commit = 0;  // kAppend/kHeartbeat: the leader's commit index (clamped for heartbeats)
+  // kHeartbeat: the leader's commit index unclamped, for the follower's view of how far behind it
+  // is (behind_leader_commit: a learner's readiness); never committed from. 0: not said.
+  Index leader_commit = 0;
 
   bool reject = false;  // responses: vote not granted / append did not match; kHeartbeatResponse:
                         // the heartbeat's commit was beyond the follower's log (it lost entries)

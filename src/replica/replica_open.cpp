@@ -483,7 +483,10 @@ NodeStatus Replica::status() {
           behind_first_index_log_.try_emplace(progress.id, kBehindFirstIndexLogInterval).first;
       if (const std::optional<std::uint64_t> held_back =
               limit->second.admit(util::RateLimit::Clock::now())) {
-        spdlog::error(
+        // With snapshots (raftlogd) this is the ordinary catch-up of a new or lagging member:
+        // information, not an error. Without them the follower is stuck until rebuilt.
+        spdlog::log(
+            config_.raft.snapshots ? spdlog::level::info : spdlog::level::err,
             "node {}: follower {} needs entries from {} but the first retained index is {}: {}{}",
             config_.node_id, progress.id,
             std::min(progress.next_index, progress.match_index + 1), status.first_index,

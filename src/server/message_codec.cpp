@@ -1,5 +1,6 @@
 #include "server/message_codec.h"
 
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -160,6 +161,7 @@ void encode_fields(const raft::Message& message, std::string_view cluster_id,
     wire->set_payload(entry.payload);
   }
   out->set_commit(message.commit);
+  if (message.type == raft::MessageType::kHeartbeat) out->set_leader_commit(message.leader_commit);
   out->set_reject(message.reject);
   out->set_reject_hint(message.reject_hint);
   out->set_hint_term(message.hint_term);
@@ -236,6 +238,11 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   out->index = in.index();
   out->log_term = in.log_term();
   out->commit = in.commit();
+  // Advice for a heartbeat's recipient only (peer.proto): never below the clamped commit.
+  out->leader_commit =
+      *type == raft::MessageType::kHeartbeat && in.leader_commit() != 0
+          ? std::max(in.leader_commit(), in.commit())
+          : 0;
   out->reject = in.reject();
   out->reject_hint = in.reject_hint();
   out->hint_term = in.hint_term();

@@ -275,8 +275,19 @@ void PeerInbound::InboundStream::ended(PeerInbound* owner, std::uint64_t stream_
 void PeerInbound::InboundStream::reject(grpc::StatusCode code, const std::string& message,
                                         bool log) {
   if (log) {
-    spdlog::warn("node {}: refused peer stream from {}: {}", inbound->options_.self_id,
-                 context->peer(), message);
+    std::optional<std::uint64_t> held_back;
+    {
+      std::lock_guard lock(inbound->mu_);
+      held_back = inbound->stream_refusal_log_.admit(util::RateLimit::Clock::now());
+    }
+    if (held_back) {
+      spdlog::warn("node {}: refused peer stream from {}: {}{}", inbound->options_.self_id,
+                   context->peer(), message,
+                   *held_back == 0 ? std::string()
+                                   : " (" + std::to_string(*held_back) +
+                                         " more refused stream(s) not logged in the last " +
+                                         std::to_string(kStreamRefusalLogInterval.count()) + " s)");
+    }
   }
   inbound->count_rejected();
   finish(grpc::Status(code, message));

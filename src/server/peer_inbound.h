@@ -20,6 +20,9 @@
 
 namespace raftlog::server {
 
+// How often a refused peer stream is logged at most (the rest are counted in the next line).
+inline constexpr std::chrono::seconds kStreamRefusalLogInterval{10};
+
 class PeerInbound {
  public:
   // `options`, `auth`, `admission` and `receipts` must outlive this (the transport owns them all).
@@ -94,6 +97,10 @@ class PeerInbound {
   std::uint64_t next_stream_id_ = 1;
   std::size_t callbacks_running_ = 0;
   InboundStats stats_;
+  // Refused streams (a node with another cluster's secret redials every ~50 ms, on both lanes):
+  // one line per interval for all remotes together, with the count held back (under mu_). One
+  // limit, not one per remote: remotes are untrusted addresses, a map of them would be unbounded.
+  util::RateLimit stream_refusal_log_{kStreamRefusalLogInterval};
 
   // Every stream's chunks, so a transfer continues on a peer's new stream after a reconnect.
   // receipts_.own() follows it under the same lock.

@@ -44,9 +44,11 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
     transfers.snapshot_bytes_skipped += peer.snapshot_bytes_skipped;
     if (!peer.snapshot || peer.snapshot->state == SnapshotSendProgress::State::kAbandoned) continue;
     const SnapshotSendProgress& progress = *peer.snapshot;
-    // In flight while we lead and the follower has not acknowledged the snapshot's index.
+    // In flight while we lead and the follower has not acknowledged the snapshot's index, and only
+    // when sent in this term: one this node sent in an earlier term of its own leadership (a new
+    // leader starts every match at 0) is history, not a transfer.
     const std::optional<std::uint64_t> match = match_index(status, peer.id);
-    if (!match || *match >= progress.index) continue;
+    if (!match || *match >= progress.index || progress.term != status.term) continue;
     transfers.sending.push_back(SnapshotTransfer{
         peer.id, progress.index, progress.term, progress.skipped_bytes + progress.sent_bytes,
         progress.total_bytes,

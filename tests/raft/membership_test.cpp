@@ -144,6 +144,43 @@ TEST(Membership, ALearnerStillCatchingUpSaysSoUntilItReachesTheLeadersCommit) {
   EXPECT_EQ(c.replica(4).status().learner_catching_up_to_index, 0u);
 }
 
+// A heartbeat's commit is clamped to what the follower is known to hold, so a learner that hears
+// only heartbeats (just restarted, or under a new leader, before the next append reaches it) took
+// itself for caught up and reported SERVING for up to a few hundred ms. The heartbeat now also says
+// the leader's own commit index.
+TEST(Membership, ALearnerKnowsHowFarBehindItIsFromTheLeadersFirstHeartbeat) {
+  TestCluster c({1, 2, 3, 4}, [](Config& config) { config.initial_conf = ConfState{{1, 2, 3}}; });
+  elect_one(c);
+  c.isolate(4);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kAddLearner, 4).accepted());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.propose(1, {"e" + std::to_string(i)}).proposed());
+  c.deliver_all();
+  const Index commit = c.raft(1).commit_index();
+  ASSERT_EQ(commit, 10u);
+  c.heal();
+  bool heartbeat_reached_learner = false;
+  for (int round = 0; round < 10 && !heartbeat_reached_learner; ++round) {
+    c.tick(1);
+    for (int i = 0; i < 1000; ++i) {
+      // Appends to the learner are lost; everything else arrives.
+      c.take_from_network([](const Message& m) { return m.to == 4 && m.type == MessageType::kAppend; },
+                          1000);
+      std::vector<Message> next = c.take_from_network([](const Message&) { return true; }, 1);
+      if (next.empty()) break;
+      if (next.front().to == 4 && next.front().type == MessageType::kHeartbeat) {
+        EXPECT_LT(next.front().commit, commit) << "clamped to what the learner holds";
+        heartbeat_reached_learner = true;
+      }
+      c.step(next.front().to, next.front());
+    }
+  }
+  ASSERT_TRUE(heartbeat_reached_learner);
+  EXPECT_EQ(c.node(4).log.last_index(), 0u) << "no append reached it";
+  EXPECT_EQ(c.raft(4).leader(), 1u);
+  EXPECT_EQ(c.raft(4).behind_leader_commit(), commit);
+  EXPECT_EQ(c.replica(4).status().learner_catching_up_to_index, commit);
+}
+
 TEST(Membership, PromotedLearnerCountsTowardCommit) {
   TestCluster c = cluster_with_voters({1, 2, 3}, {1, 2});
   elect_one(c);

@@ -118,6 +118,7 @@ TEST(Snapshot, ASilentFollowerWhoseMatchIsBelowTheFirstIndexNeedsTrimmedEntries)
   PeerProgress silent;
   silent.id = 3;
   silent.probing = false;
+  silent.heard_this_term = true;  // it answered this leader before it went silent
   silent.match_index = 11;
   silent.next_index = 80;  // appends sent after it went silent
   EXPECT_TRUE(silent.needs_trimmed_entries(66));
@@ -128,6 +129,37 @@ TEST(Snapshot, ASilentFollowerWhoseMatchIsBelowTheFirstIndexNeedsTrimmedEntries)
   probing.match_index = 70;
   probing.next_index = 60;
   EXPECT_TRUE(probing.needs_trimmed_entries(66));
+  PeerProgress not_heard = silent;  // its match 11 was learned in an earlier term, or never
+  not_heard.heard_this_term = false;
+  EXPECT_FALSE(not_heard.needs_trimmed_entries(66));
+}
+
+// A new leader knows no follower's match (all 0) and guesses every next index just past its own
+// log. Followers holding the whole retained log, and one that is down, must not count as needing
+// trimmed entries then (status, the behind-first-index metric behind a critical alert, the disk
+// handover's choice): only an answer showing it (a reject hint below the first index) does.
+TEST(Snapshot, ANewLeaderCountsNoFollowerBehindItsFirstIndexBeforeItsAnswer) {
+  auto leader = trimmed_leader();
+  ASSERT_EQ(leader->raft->role(), Role::kLeader);
+  const auto progress = [&](NodeId id) {
+    for (const PeerProgress& p : leader->raft->progress()) {
+      if (p.id == id) return p;
+    }
+    return PeerProgress{};
+  };
+  for (NodeId id : {2, 3}) {
+    EXPECT_FALSE(progress(id).needs_trimmed_entries(15)) << "node " << id << " before any answer";
+  }
+  // Node 2 answers that it holds everything: still not behind.
+  Message ack = response(MessageType::kAppendResponse, 2, 1, leader->raft->term());
+  ack.index = leader->raft->last_index();
+  leader->raft->step(ack);
+  leader->drain();
+  EXPECT_FALSE(progress(2).needs_trimmed_entries(15));
+  // Node 3 answers that its log ends at 5, below the first index 15: now it is.
+  reject_probe(*leader, 5);
+  EXPECT_TRUE(progress(3).needs_trimmed_entries(15));
+  EXPECT_FALSE(progress(2).needs_trimmed_entries(15));
 }
 
 TEST(Snapshot, ALeaderSendsOneSnapshotToAFollowerBehindItsFirstIndexThenReplicatesAfterIt) {

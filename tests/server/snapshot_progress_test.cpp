@@ -19,6 +19,7 @@ NodeStatus leader_with_peer(std::uint64_t peer, std::uint64_t match) {
   status.node_id = 1;
   status.role = raft::Role::kLeader;
   status.leader_id = 1;
+  status.term = 4;  // the term sending() names
   PeerStatus tracked;
   tracked.id = peer;
   tracked.match_index = match;
@@ -52,6 +53,13 @@ TEST(SnapshotProgress, ALeadersSnapshotIsInFlightUntilTheFollowerAcknowledgesIts
                   .sending.empty());
   EXPECT_TRUE(snapshot_transfers(leader_with_peer(2, 10),
                                  {sending(2, SnapshotSendProgress::State::kAbandoned)}, {}, kNow)
+                  .sending.empty());
+  // Sent in an earlier term of this node's leadership (it led, lost it, leads again): the new
+  // leader's match 0 is not news that the follower lacks it.
+  NodeStatus leads_again = leader_with_peer(2, 0);
+  leads_again.term = 6;
+  EXPECT_TRUE(snapshot_transfers(leads_again, {sending(2, SnapshotSendProgress::State::kSent)}, {},
+                                 kNow)
                   .sending.empty());
   NodeStatus follower = leader_with_peer(2, 10);
   follower.role = raft::Role::kFollower;

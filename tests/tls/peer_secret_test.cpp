@@ -140,5 +140,43 @@ TEST(PeerSecret, PlaintextNodeRefusesForgedPeerStreams) {
   EXPECT_NE(cluster.log_tail(1).find("refused peer stream"), std::string::npos);
 }
 
+// A node with another cluster's secret redials both lanes every ~50 ms: each member logged every
+// refusal (about 36 lines a second, 91 % of a member's log in an outside test). Now at most one line
+// per 10 s, whatever the remote, with the count of those held back.
+TEST(PeerSecret, RefusedPeerStreamsAreLoggedAtMostOncePerInterval) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  LocalCluster cluster(options);
+  cluster.start(1);
+  ASSERT_TRUE(answers(cluster, 1)) << cluster.log_tail(1);
+  pb::RaftMessage forged;
+  forged.set_cluster_id(cluster.cluster_id());
+  forged.set_type(pb::HEARTBEAT);
+  forged.set_from(2);
+  forged.set_to(1);
+  forged.set_term(1);
+  const auto count_lines = [&] {
+    const std::string log = read_file(cluster.log_file(1));
+    std::size_t lines = 0;
+    for (std::size_t at = log.find("refused peer stream from"); at != std::string::npos;
+         at = log.find("refused peer stream from", at + 1)) {
+      ++lines;
+    }
+    return lines;
+  };
+  const auto started = std::chrono::steady_clock::now();
+  for (int i = 0; i < 40; ++i) {
+    const grpc::Status refused = send_raw(
+        cluster.address(1), forged,
+        server::peer_auth_token("another-clusters-secret-12345678", cluster.cluster_id(), 2, 1));
+    ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED) << refused.error_message();
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - started;
+  // 40 refusals: one line per 10 s that began, however slow this machine is.
+  const auto intervals = static_cast<std::size_t>(elapsed / std::chrono::seconds(10)) + 1;
+  EXPECT_GE(count_lines(), 1U);
+  EXPECT_LE(count_lines(), intervals) << cluster.log_tail(1);
+}
+
 }  // namespace
 }  // namespace raftlog::testing
