@@ -68,12 +68,13 @@ class ThreadOffLoop final : public replica::OffLoopExecutor {
   ~ThreadOffLoop() override {
     for (std::thread& thread : threads_) thread.join();
   }
-  void run(std::function<void()> job, std::function<void()> done) override {
+  bool run(std::function<void()> job, std::function<void()> done) override {
     threads_.emplace_back([this, job = std::move(job), done = std::move(done)]() mutable {
       job();
       std::lock_guard lock(mu_);
       done_.push_back(std::move(done));
     });
+    return true;
   }
   std::vector<std::function<void()>> take_done() {
     std::lock_guard lock(mu_);
@@ -227,12 +228,15 @@ class Harness {
         ++snapshots_delivered_;
         snapshot_bytes_ = message.snapshot->data.size();
         snapshot_data_ = std::string(message.snapshot->data.view());
-        // The admission's decode and the install are separate rounds' worth of work: timed apart.
-        follower_step_ = std::max(follower_step_, timed(to, [&](Replica& r) {
-                                    r.step(std::move(message));
-                                  }));
-        follower_install_ =
-            std::max(follower_install_, timed(to, [&](Replica& r) { r.process(); }));
+        // One round of raftlogd's loop (the step, which runs the admission's decode, then the
+        // process(), which installs); its two parts are also reported apart.
+        const Duration step = timed(to, [&](Replica& r) { r.step(std::move(message)); });
+        const Duration install = timed(to, [&](Replica& r) { r.process(); });
+        follower_step_ = std::max(follower_step_, step);
+        follower_install_ = std::max(follower_install_, install);
+        follower_round_ = std::max(follower_round_, step + install);
+        BenchNode& n = nodes_.at(to);
+        n.longest_round = std::max(n.longest_round, step + install);
         continue;
       }
       const std::size_t sent_before = snapshots_sent();
@@ -272,6 +276,7 @@ class Harness {
   Duration reuse_send() const { return reuse_send_; }
   Duration follower_step() const { return follower_step_; }
   Duration follower_install() const { return follower_install_; }
+  Duration follower_round() const { return follower_round_; }
 
  private:
   replica::ReplicaConfig config_for(raft::NodeId id) const {
@@ -336,6 +341,7 @@ class Harness {
   Duration reuse_send_{};
   Duration follower_step_{};
   Duration follower_install_{};
+  Duration follower_round_{};
 };
 
 // Ticks (delivering after each) until `done` or `max_ticks` rounds.
@@ -351,13 +357,13 @@ struct CodecTimes {
   Duration encode{};
   Duration crc{};
 };
-CodecTimes time_codec(const std::string& bytes) {
+std::optional<CodecTimes> time_codec(const std::string& bytes) {
   CodecTimes best{Duration::max(), Duration::max(), Duration::max()};
   for (int i = 0; i < 3; ++i) {
     Clock::time_point start = Clock::now();
     auto decoded = replica::decode_snapshot_data(bytes);
     best.decode = std::min(best.decode, Clock::now() - start);
-    if (!decoded.ok()) break;
+    if (!decoded.ok()) return std::nullopt;
     start = Clock::now();
     const std::string encoded = replica::encode_snapshot_data(*decoded);
     best.encode = std::min(best.encode, Clock::now() - start);
@@ -422,11 +428,18 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
         return h.node(kSecondLearner).snapshot_stats().installed == 1 &&
                h.node(kSecondLearner).commit_index() == h.leader().commit_index();
       });
+      const replica::SnapshotStats& stats = h.leader().snapshot_stats();
+      const std::optional<CodecTimes> timed_codec = time_codec(h.snapshot_data());
       if (!first || !second) {
         io.err << "the learners did not catch up\n";
+      } else if (!timed_codec) {
+        io.err << "the snapshot data does not decode\n";
+      } else if (stats.encodes != 1 || stats.encodings_reused == 0) {
+        // The second learner's send must be a reuse, or its figure is not what it claims.
+        io.err << "expected one encoding reused: encodes=" << stats.encodes
+               << " reused=" << stats.encodings_reused << "\n";
       } else {
-        const CodecTimes codec = time_codec(h.snapshot_data());
-        const replica::SnapshotStats& stats = h.leader().snapshot_stats();
+        const CodecTimes& codec = *timed_codec;
         ResultLine line("snapshot_loop");
         line.add("snapshot_bytes", h.snapshot_bytes())
             .add("clients", settings.clients)
@@ -439,6 +452,9 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
             .add("decode_ms", ms(codec.decode))
             .add("follower_step_ms", ms(h.follower_step()))
             .add("follower_install_ms", ms(h.follower_install()))
+            .add("follower_round_ms", ms(h.follower_round()))
+            .add("clients_left_out", stats.clients_left_out)
+            .add("follower_decodes", h.node(kFirstLearner).snapshot_stats().decodes)
             .add("leader_longest_round_ms", ms(h.longest_round(kLeader)))
             .add("follower_longest_round_ms",
                  ms(std::max(h.longest_round(kFirstLearner), h.longest_round(kSecondLearner))))

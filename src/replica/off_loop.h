@@ -19,10 +19,11 @@ class OffLoopExecutor {
   virtual ~OffLoopExecutor() = default;
   // Called on the replica's loop. Runs `job` off it, then `done` on it, between the replica's
   // inputs (never inside one of its calls); the loop's next round calls process() as after any
-  // input. Both may be dropped unrun when the node stops or restarts; a `done` that runs after its
-  // replica is gone does nothing (the replica guards it), and one whose work was overtaken is
-  // ignored. At most one job per replica is outstanding.
-  virtual void run(std::function<void()> job, std::function<void()> done) = 0;
+  // input. False: refused (the executor is stopping or full), neither will run. Both may be dropped
+  // unrun when the node stops or restarts; a `done` that runs after its replica is gone does
+  // nothing (the replica guards it), and one whose work was overtaken is ignored. The replica keeps
+  // at most one job outstanding (it hands off the next only after the previous one's `done`).
+  virtual bool run(std::function<void()> job, std::function<void()> done) = 0;
 };
 
 }  // namespace raftlog::replica

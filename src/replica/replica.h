@@ -174,6 +174,8 @@ struct SnapshotStats {
   // its worker.
   std::uint64_t encoding_in_flight = 0;
   std::chrono::microseconds last_encoding_duration{0};
+  // Snapshot data this follower decoded (its admission's; the install reuses it).
+  std::uint64_t decodes = 0;
 };
 
 class Replica {
@@ -458,6 +460,14 @@ class Replica {
   // A received kSnapshot whose data does not validate, or does not name the snapshot it travels
   // in: false (counted, logged), and the core never sees it.
   bool admit_snapshot(const raft::Message& message);
+  // What admit_snapshot() decoded, for the install of the same bytes (install_snapshot), so that
+  // tens of MiB are decoded once on the loop. At most one (the last admitted), dropped at the end of
+  // the process() that follows its step (by then the core installed it, or ignored it).
+  struct AdmittedSnapshot {
+    raft::Payload bytes;  // the message's data buffer, shared
+    SnapshotData data;
+  };
+  std::optional<AdmittedSnapshot> admitted_snapshot_;
   // Adds the dedup table's clients (appends at or below data->index) while the encoding, `size`
   // bytes without them, stays within config_.max_snapshot_data_bytes.
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
@@ -576,7 +586,10 @@ class Replica {
     std::vector<std::uint64_t> client_ids;  // the dedup table's, most recently used first
     std::size_t next_client = 0;
     std::size_t size = 0;  // encoded bytes gathered so far
+    bool gathered = false;  // waits for the previous job's `done` before its own is handed off
     bool encoding = false;
+    // Set when abandoned: a job not started yet skips the encoding (its result is ignored anyway).
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
     bool without_section = false;
     std::size_t dedup_clients = 0;  // for the send's log line, once the data went to the job
     std::size_t topics = 0;
@@ -584,6 +597,8 @@ class Replica {
   };
   std::optional<OutgoingSnapshot> outgoing_snapshot_;
   std::uint64_t outgoing_generation_ = 0;
+  // Jobs handed to deps_.off_loop whose `done` has not run: at most 1 (an abandoned one included).
+  std::size_t off_loop_outstanding_ = 0;
   // Expires with the replica: an executor's `done` that runs after it is gone does nothing.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   // Sends the snapshot at once with the kept encoding (true), or keeps it waiting for an encoding,

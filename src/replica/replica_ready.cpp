@@ -57,6 +57,7 @@ void Replica::process() {
     }
   });
   if (!failed_) settle_conf_records(commit_);
+  admitted_snapshot_.reset();  // installed by now, or ignored by the core
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.

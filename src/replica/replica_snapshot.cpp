@@ -92,7 +92,9 @@ bool Replica::admit_snapshot(const raft::Message& message) {
   }
   const raft::Snapshot& snapshot = *message.snapshot;
   std::string problem;
+  admitted_snapshot_.reset();
   auto data = decode_snapshot_data(snapshot.data.view());
+  ++snapshot_stats_.decodes;
   if (!data.ok()) {
     problem = data.status().to_string();
   } else if (data->index != snapshot.index || data->term != snapshot.term ||
@@ -103,7 +105,10 @@ bool Replica::admit_snapshot(const raft::Message& message) {
   } else if (!data->section.empty() && deps_.check_snapshot_section) {
     problem = deps_.check_snapshot_section(data->section, data->index);
   }
-  if (problem.empty()) return true;
+  if (problem.empty()) {
+    admitted_snapshot_ = AdmittedSnapshot{snapshot.data, std::move(*data)};
+    return true;
+  }
   ++snapshot_stats_.refused;
   if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
     spdlog::error(
@@ -154,7 +159,17 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point,
 }
 
 void Replica::install_snapshot(const raft::Snapshot& snapshot) {
-  auto decoded = decode_snapshot_data(snapshot.data.view());
+  // The admission's decode when it was of these very bytes (the core hands on the message's
+  // buffer), else decoded again (a snapshot stepped in an earlier round).
+  store::Result<SnapshotData> decoded = store::Status::corruption("not decoded");
+  if (admitted_snapshot_ && admitted_snapshot_->bytes.shares_bytes_with(snapshot.data) &&
+      admitted_snapshot_->bytes.size() == snapshot.data.size()) {
+    decoded = std::move(admitted_snapshot_->data);
+  } else {
+    decoded = decode_snapshot_data(snapshot.data.view());
+    ++snapshot_stats_.decodes;
+  }
+  admitted_snapshot_.reset();
   if (!decoded.ok() || decoded->index != snapshot.index || decoded->term != snapshot.term) {
     // admit_snapshot() checked it before the core saw it: only a bug gets here.
     fatal("the snapshot to install does not validate any more");

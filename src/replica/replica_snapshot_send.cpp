@@ -202,19 +202,27 @@ void Replica::continue_snapshot_gather() {
     gathered += cost;
     out.data.dedup_clients.push_back(std::move(kept));
   }
-  if (out.next_client == out.client_ids.size()) start_snapshot_encoding();
+  if (out.next_client == out.client_ids.size()) {
+    out.gathered = true;
+    out.client_ids = {};
+    // One job outstanding at a time: after an abandoned one's `done` (soon: it skips its work).
+    if (off_loop_outstanding_ == 0) start_snapshot_encoding();
+  }
 }
 
 void Replica::start_snapshot_encoding() {
   OutgoingSnapshot& out = *outgoing_snapshot_;
   out.encoding = true;
-  out.client_ids = {};
   out.dedup_clients = out.data.dedup_clients.size();
   out.topics = out.data.topics.size();
   auto data = std::make_shared<SnapshotData>(std::move(out.data));
   auto encoded = std::make_shared<SnapshotEncoding::Encoded>();
   auto took = std::make_shared<std::chrono::microseconds>();
-  auto job = [data, encoded, took]() mutable {
+  auto job = [data, encoded, took, cancelled = out.cancelled]() mutable {
+    if (cancelled->load()) {
+      data.reset();
+      return;
+    }
     const auto start = std::chrono::steady_clock::now();
     std::string bytes = encode_snapshot_data(*data);
     data.reset();  // its memory goes before the result waits for the loop
@@ -226,13 +234,21 @@ void Replica::start_snapshot_encoding() {
   auto done = [alive = std::weak_ptr<int>(alive_), this, generation = out.generation, encoded,
                took] {
     if (alive.expired()) return;  // the replica is gone
+    --off_loop_outstanding_;
     finish_snapshot_encoding(generation, std::move(*encoded), *took);
+    // A snapshot gathered while an abandoned job was still out: its turn.
+    if (outgoing_snapshot_ && outgoing_snapshot_->gathered && !outgoing_snapshot_->encoding &&
+        !failed_) {
+      start_snapshot_encoding();
+    }
   };
-  if (deps_.off_loop != nullptr) {
-    deps_.off_loop->run(std::move(job), std::move(done));
-  } else {
+  ++off_loop_outstanding_;
+  if (deps_.off_loop == nullptr) {
     job();
     done();
+  } else if (!deps_.off_loop->run(std::move(job), std::move(done))) {
+    --off_loop_outstanding_;
+    abandon_outgoing_snapshot("the off-loop worker refused its encoding");
   }
 }
 
@@ -254,6 +270,10 @@ void Replica::finish_snapshot_encoding(std::uint64_t generation, SnapshotEncodin
   snapshot_stats_.encodes = snapshot_encoding_.counters().encodes;
   snapshot_stats_.encodings_reused = snapshot_encoding_.counters().reuses;
   for (auto& [to, message] : out.waiting) {
+    if (!raft::is_member(raft_->conf(), to)) {  // removed while the job ran
+      ++snapshot_stats_.sends_dropped;
+      continue;
+    }
     message.snapshot->data = encoded.bytes;
     message.snapshot->data_crc32c = encoded.crc32c;
     note_snapshot_sent(message, out.plan, out.dedup_clients, out.topics);
@@ -268,6 +288,7 @@ void Replica::abandon_outgoing_snapshot(const char* why) {
   spdlog::info("node {}: dropping the snapshot of index {} being {} for {} follower(s): {}",
                config_.node_id, outgoing_snapshot_->plan.key.index,
                outgoing_snapshot_->encoding ? "encoded" : "gathered", dropped, why);
+  outgoing_snapshot_->cancelled->store(true);
   outgoing_snapshot_.reset();
   snapshot_stats_.encoding_in_flight = 0;
 }

@@ -14,18 +14,19 @@ OffLoopWorker::OffLoopWorker(std::function<void(std::function<void()> done)> del
 
 OffLoopWorker::~OffLoopWorker() { stop(); }
 
-void OffLoopWorker::run(std::function<void()> job, std::function<void()> done) {
+bool OffLoopWorker::run(std::function<void()> job, std::function<void()> done) {
   {
     std::lock_guard lock(mu_);
-    if (stopping_) return;
+    if (stopping_) return false;
     if (jobs_.size() >= kMaxQueuedJobs) {
-      spdlog::error("off-loop worker: {} jobs queued already; dropping one (the replica retries)",
+      spdlog::error("off-loop worker: {} jobs queued already; refusing one (the replica retries)",
                     jobs_.size());
-      return;
+      return false;
     }
     jobs_.emplace_back(std::move(job), std::move(done));
   }
   wake_.notify_one();
+  return true;
 }
 
 void OffLoopWorker::stop() {

@@ -4,9 +4,9 @@
 // loop input that wakes the loop like a flush notice (node.cpp, OffLoopDoneInput).
 //
 // Bounded: the replica keeps at most one job outstanding, so the queue holds at most one; it
-// refuses (logs, drops) beyond kMaxQueuedJobs all the same, and the replica's generation check
-// makes a lost result harmless (its snapshot is retried by the core). stop() joins the thread; jobs
-// not started by then are dropped, unrun.
+// refuses (logs, returns false) beyond kMaxQueuedJobs all the same, and the replica then abandons
+// the work at once (its snapshot is retried by the core). stop() joins the thread; jobs not started
+// by then are dropped, unrun.
 #pragma once
 
 #include <condition_variable>
@@ -30,7 +30,7 @@ class OffLoopWorker final : public replica::OffLoopExecutor {
   OffLoopWorker(const OffLoopWorker&) = delete;
   OffLoopWorker& operator=(const OffLoopWorker&) = delete;
 
-  void run(std::function<void()> job, std::function<void()> done) override;  // any thread
+  bool run(std::function<void()> job, std::function<void()> done) override;  // any thread
   void stop();
 
  private:

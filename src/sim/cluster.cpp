@@ -123,12 +123,13 @@ class Cluster::NodeObserver final : public replica::ReadyObserver {
 class Cluster::NodeOffLoop final : public replica::OffLoopExecutor {
  public:
   NodeOffLoop(Cluster& cluster, raft::NodeId id) : cluster_(cluster), id_(id) {}
-  void run(std::function<void()> job, std::function<void()> done) override {
+  bool run(std::function<void()> job, std::function<void()> done) override {
     Node& n = cluster_.node(id_);
     const std::uint64_t due =
         cluster_.now_step() + cluster_.prng_.between(1, cluster_.config_.max_off_loop_steps);
     cluster_.trace_.log("n{} off-loop job handed off, due at step {}", id_, due);
     n.off_loop_jobs.push_back(Node::OffLoopJob{due, std::move(job), std::move(done)});
+    return true;
   }
 
  private:
@@ -212,6 +213,7 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   // An append not committed within 100 ticks fails (its client retries), well inside a run.
   c.append_timeout_ms = 100 * kTickMs;
   c.retention_follower_grace_ms = config_.retention_follower_grace_ms;
+  c.snapshot_gather_slice_bytes = config_.snapshot_gather_slice_bytes;
   c.raft = config_.raft;
   c.raft.id = id;
   c.raft.initial_conf = bootstrap_conf_;

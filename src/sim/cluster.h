@@ -64,6 +64,8 @@ struct ClusterConfig {
   // 1..this many steps after it was handed off (drawn from the seed), its result then handed back
   // between two inputs, as raftlogd's worker thread does.
   std::uint64_t max_off_loop_steps = 3 * kStepsPerTick;
+  // ReplicaConfig::snapshot_gather_slice_bytes of every node.
+  std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
 };
 
 // Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at once,

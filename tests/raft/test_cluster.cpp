@@ -225,8 +225,9 @@ void TestCluster::seed_disk(TestNode& n, const std::vector<Entry>& log,
 class TestCluster::OffLoop final : public replica::OffLoopExecutor {
  public:
   explicit OffLoop(TestNode& node) : node_(node) {}
-  void run(std::function<void()> job, std::function<void()> done) override {
+  bool run(std::function<void()> job, std::function<void()> done) override {
     node_.off_loop_jobs.emplace_back(std::move(job), std::move(done));
+    return true;
   }
 
  private:
