@@ -13,7 +13,8 @@ SnapshotKey key_of(const SnapshotData& data) {
 
 SnapshotEncoding::Encoded SnapshotEncoding::get(const SnapshotData& data, Clock::time_point now) {
   const SnapshotKey key = key_of(data);
-  if (auto kept = find(key, [&] { return !data.section.empty(); }, now)) return *std::move(kept);
+  const auto has_section = [&] { return !data.section.empty(); };
+  if (auto kept = find(key, has_section, now)) return *std::move(kept);
   std::string bytes = encode_snapshot_data(data);
   const std::uint32_t crc = util::crc32c::value(bytes);
   keep(key, data.section.empty(), Encoded{raft::Payload(std::move(bytes)), crc}, now);

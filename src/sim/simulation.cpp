@@ -72,8 +72,8 @@ ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool
     // Its encoding, off the loop, is quick in one seed in two; in the others it may outlast the
     // core's snapshot retry timeout (the retry waits for the same job) and leaderships.
     if (prng.below(2) == 0) {
-      config.max_off_loop_steps =
-          prng.between(1, 2 * static_cast<std::uint64_t>(core.snapshot_retry_ticks) * kStepsPerTick);
+      config.max_off_loop_steps = prng.between(
+          1, 2 * static_cast<std::uint64_t>(core.snapshot_retry_ticks) * kStepsPerTick);
     }
   }
   return config;

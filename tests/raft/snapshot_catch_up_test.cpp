@@ -642,9 +642,12 @@ TEST(SnapshotCatchUp, AGatherInSlicesWhileTheTableChangesInstallsOnlyTrueAnswers
   ASSERT_TRUE(c.node(1).off_loop_jobs.empty()) << "the gather is not finished after one round";
   // Between slices: new sequences of gathered and not yet gathered clients (the table keeps two:
   // older ones are forgotten), and new clients (the least recently used are evicted).
-  for (std::uint64_t client = 1; client <= 40; client += 3) ASSERT_NO_FATAL_FAILURE(append(client, 2));
-  for (std::uint64_t client = 2; client <= 40; client += 3) ASSERT_NO_FATAL_FAILURE(append(client, 3));
-  for (std::uint64_t client = 41; client <= 50; ++client) ASSERT_NO_FATAL_FAILURE(append(client, 1));
+  for (std::uint64_t client = 1; client <= 40; client += 3)
+    ASSERT_NO_FATAL_FAILURE(append(client, 2));
+  for (std::uint64_t client = 2; client <= 40; client += 3)
+    ASSERT_NO_FATAL_FAILURE(append(client, 3));
+  for (std::uint64_t client = 41; client <= 50; ++client)
+    ASSERT_NO_FATAL_FAILURE(append(client, 1));
   c.node(1).hold_off_loop = false;
   for (int i = 0; i < 100 && c.replica(3).snapshot_stats().installed == 0; ++i) c.tick_all(1);
   ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
