@@ -10,6 +10,7 @@
 #include "cluster_bench.h"
 #include "etcd_bench.h"
 #include "nats_bench.h"
+#include "snapshot_loop_bench.h"
 #include "stability_bench.h"
 #include "store_command.h"
 #include "topics_bench.h"
@@ -42,6 +43,9 @@ constexpr raftlog::cli::Command kCommands[] = {
     {"leader-stability",
      "large appends while busy threads hold the CPUs; counts leader changes (goal: 0)",
      raftlog::bench::run_leader_stability_command, nullptr},
+    {"snapshot-loop",
+     "how long a snapshot catch-up of a large dedup and topic table holds the Raft loop, per part",
+     raftlog::bench::run_snapshot_loop_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

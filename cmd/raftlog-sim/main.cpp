@@ -165,6 +165,7 @@ int run_many(const Arguments& args) {
   std::uint64_t conf_changes = 0;
   std::uint64_t trims = 0;
   std::uint64_t snapshots_installed = 0;
+  std::uint64_t off_loop_jobs = 0;  // snapshot encodings completed off the replicas' loops
   // Checked snapshot points: at the leader's first index - 1 or below / above it because of a
   // committed configuration / above it because the leader fell back (check_snapshot_point).
   std::uint64_t points_at_first = 0;
@@ -187,6 +188,7 @@ int run_many(const Arguments& args) {
     conf_changes += result.cluster.conf_changes_committed;
     trims += result.cluster.trims;
     snapshots_installed += result.cluster.snapshots_installed;
+    off_loop_jobs += result.cluster.off_loop_jobs;
     points_at_first += result.cluster.snapshots_at_first_index;
     points_conf += result.cluster.snapshots_above_first_index_conf_unknown;
     points_fallback += result.cluster.snapshots_above_first_index_fallback;
@@ -223,11 +225,11 @@ int run_many(const Arguments& args) {
           "acked_proposals={} appends_acked={} dedup_answers={} reads={} crashes={} "
           "sync_failures={} "
           "restarts_catching_up={} max_liveness_ticks={} conf_changes={} trims={} "
-          "snapshots_installed={} snapshot_points={}/{}/{}\n",
+          "snapshots_installed={} snapshot_points={}/{}/{} off_loop_jobs={}\n",
           *args.seeds, violations, liveness_failures, ticks, args.options.node_count,
           args.seed_start, acked, appends_acked, dedup_answers, reads, crashes, sync_failures,
           catching_up, max_liveness_ticks, conf_changes, trims, snapshots_installed,
-          points_at_first, points_conf, points_fallback)
+          points_at_first, points_conf, points_fallback, off_loop_jobs)
           .c_str(),
       stdout);
   // Apart from the RESULT line, which depends on the seeds only.

@@ -128,22 +128,40 @@ void DedupTable::truncate_from(std::uint64_t from_index) {
   if (sender_view_start_ >= from_index) sender_view_start_ = 0;
 }
 
+bool DedupTable::export_through(const Client& client, std::uint64_t through,
+                                std::uint64_t committed, ClientState* out) {
+  out->client_id = client.client_id;
+  out->forgotten_below = client.forgotten_below;
+  out->appends.clear();
+  for (const Remembered& r : client.recent) {
+    if (r.range.first <= through && r.range.last <= std::max(through, committed)) {
+      out->appends.push_back({r.sequence, r.range, r.digest});
+    }
+  }
+  return !out->appends.empty() || out->forgotten_below != 0;
+}
+
 void DedupTable::for_each_client_through(
     std::uint64_t through, std::uint64_t committed,
     const std::function<bool(const ClientState&)>& visit) const {
   ClientState state;
   for (const Client& client : lru_) {
-    state.client_id = client.client_id;
-    state.forgotten_below = client.forgotten_below;
-    state.appends.clear();
-    for (const Remembered& r : client.recent) {
-      if (r.range.first <= through && r.range.last <= std::max(through, committed)) {
-        state.appends.push_back({r.sequence, r.range, r.digest});
-      }
-    }
-    if (state.appends.empty() && state.forgotten_below == 0) continue;
+    if (!export_through(client, through, committed, &state)) continue;
     if (!visit(state)) return;
   }
+}
+
+std::vector<std::uint64_t> DedupTable::client_ids() const {
+  std::vector<std::uint64_t> ids;
+  ids.reserve(clients_.size());
+  for (const Client& client : lru_) ids.push_back(client.client_id);
+  return ids;
+}
+
+bool DedupTable::client_through(std::uint64_t client_id, std::uint64_t through,
+                                std::uint64_t committed, ClientState* out) const {
+  const auto found = clients_.find(client_id);
+  return found != clients_.end() && export_through(*found->second, through, committed, out);
 }
 
 void DedupTable::replace(std::uint64_t log_start, std::uint64_t sender_view_start,

@@ -127,6 +127,13 @@ class DedupTable {
   // and nothing forgotten is skipped. Stops when `visit` returns false.
   void for_each_client_through(std::uint64_t through, std::uint64_t committed,
                                const std::function<bool(const ClientState&)>& visit) const;
+  // The clients' ids, most recently used first, and one client's state as for_each_client_through
+  // visits it (false: the table does not hold the client, or it would be skipped): a leader gathers
+  // a large table in slices across loop rounds (replica_snapshot_send.cpp), by id, since the order
+  // changes between them.
+  std::vector<std::uint64_t> client_ids() const;
+  bool client_through(std::uint64_t client_id, std::uint64_t through, std::uint64_t committed,
+                      ClientState* out) const;
   // Replaces the whole table by `clients` (most recently used first, as for_each_client_through
   // gives them; validated by the caller), within this table's own bounds: the least recently used
   // clients and each client's lowest sequences beyond them are evicted as usual. The log now
@@ -151,6 +158,8 @@ class DedupTable {
   using ClientList = std::list<Client>;  // most recently used first
 
   Client& touch(std::uint64_t client_id);
+  static bool export_through(const Client& client, std::uint64_t through, std::uint64_t committed,
+                             ClientState* out);
   void remember(Client& client, const Remembered& append);
 
   std::size_t max_clients_;

@@ -61,6 +61,12 @@ struct NodeStatus {
   // (SnapshotStats::encodes, encodings_reused).
   std::uint64_t snapshot_encodes = 0;
   std::uint64_t snapshot_encodings_reused = 0;
+  // A snapshot being gathered or encoded off the loop now, how long the last encoding took on its
+  // worker, and waiting sends that an overtaken encoding dropped (SnapshotStats::encoding_in_flight,
+  // last_encoding_duration, sends_dropped).
+  bool snapshot_encoding_in_flight = false;
+  std::chrono::microseconds snapshot_last_encoding_duration{0};
+  std::uint64_t snapshot_sends_dropped = 0;
   // The configuration in force on this node: the newest in its log, committed or not (docs/raft.md,
   // "Membership changes"). Sorted; at most raft::kMaxMembers together.
   std::vector<std::uint64_t> voters;

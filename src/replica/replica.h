@@ -39,6 +39,7 @@
 #include "replica/hard_state_file.h"
 #include "replica/node_events.h"
 #include "replica/node_status.h"
+#include "replica/off_loop.h"
 #include "replica/results.h"
 #include "replica/snapshot_data.h"
 #include "replica/snapshot_encoding.h"
@@ -88,6 +89,11 @@ struct ReplicaConfig {
   // the first index - 1 over the segments a trim deletes (replica.h, TopicScan): bounds the time a
   // trim takes on the replica's loop; a trim of more waits for the scan, in the background.
   std::uint64_t topic_scan_slice_bytes = 8ULL << 20;
+  // The most dedup bytes (as encoded) one loop round gathers for a leader's snapshot: a table of
+  // tens of MiB takes hundreds of ms to walk and copy, longer than an election timeout, so it is
+  // gathered in slices, one per process() (replica_snapshot_send.cpp); with no off-loop executor
+  // (ReplicaDeps::off_loop) it is gathered whole at once.
+  std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
   // Complete, random_seed included; initial_conf is the bootstrap configuration (--members). The
@@ -135,6 +141,9 @@ struct ReplicaDeps {
   std::function<std::string(std::string_view section, std::uint64_t index)>
       check_snapshot_section;
   std::function<void(std::uint64_t index, const std::string& section)> snapshot_installed;
+  // Where the encoding of a leader's snapshot data runs (off_loop.h); optional: without it, inline
+  // on the replica's thread (harnesses that time nothing).
+  OffLoopExecutor* off_loop = nullptr;
 };
 
 // Snapshot counters of one replica (status, metrics, tests).
@@ -155,6 +164,18 @@ struct SnapshotStats {
   // (snapshot_encoding.h): a retry, or another follower stranded at the same point.
   std::uint64_t encodes = 0;
   std::uint64_t encodings_reused = 0;
+  // Walks of the dedup table started for a send (a send the kept encoding serves makes none).
+  std::uint64_t gathers = 0;
+  // kSnapshot messages that waited for an encoding and were dropped: their point was overtaken
+  // (a trim, an install, a loss of leadership) or another point's encoding was in flight; the core
+  // sends another after its snapshot retry timeout, as for a lost one.
+  std::uint64_t sends_dropped = 0;
+  // An encoding gathered or running off the loop now (0 or 1), and how long the last one took on
+  // its worker.
+  std::uint64_t encoding_in_flight = 0;
+  std::chrono::microseconds last_encoding_duration{0};
+  // Snapshot data this follower decoded (its admission's; the install reuses it).
+  std::uint64_t decodes = 0;
 };
 
 class Replica {
@@ -439,9 +460,14 @@ class Replica {
   // A received kSnapshot whose data does not validate, or does not name the snapshot it travels
   // in: false (counted, logged), and the core never sees it.
   bool admit_snapshot(const raft::Message& message);
-  // The leader's: fills `message`'s data as of a point the replica can describe (replica_snapshot.cpp
-  // says which). False: not sendable (too large), the message is dropped.
-  bool fill_snapshot(raft::Message& message);
+  // What admit_snapshot() decoded, for the install of the same bytes (install_snapshot), so that
+  // tens of MiB are decoded once on the loop. At most one (the last admitted), dropped at the end of
+  // the process() that follows its step (by then the core installed it, or ignored it).
+  struct AdmittedSnapshot {
+    raft::Payload bytes;  // the message's data buffer, shared
+    SnapshotData data;
+  };
+  std::optional<AdmittedSnapshot> admitted_snapshot_;
   // Adds the dedup table's clients (appends at or below data->index) while the encoding, `size`
   // bytes without them, stays within config_.max_snapshot_data_bytes.
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
@@ -541,8 +567,54 @@ class Replica {
   SnapshotStats snapshot_stats_;
   // The last snapshot data this leader encoded, reused while valid (snapshot_encoding.h).
   SnapshotEncoding snapshot_encoding_;
-  // fill_snapshot's last step: the data's bytes and CRC, from snapshot_encoding_.
-  void set_encoded_data(const SnapshotData& data, raft::Snapshot& snapshot);
+  // A leader's snapshot send (replica_snapshot_send.cpp). The point and what the encoding's key
+  // needs, computed before anything is gathered; nullopt (logged) when it cannot be sent.
+  struct SnapshotPlan {
+    SnapshotKey key;
+    std::uint64_t first_index = 0;  // the leader's, when planned
+    std::uint64_t core_point = 0;   // the index the core named
+  };
+  std::optional<SnapshotPlan> plan_snapshot(const raft::Message& message);
+  // The one snapshot being gathered (slice by slice, each process()) or encoded off the loop, and
+  // the kSnapshot messages that wait for it: at most one per follower, all of its key. Dropped
+  // (abandon_outgoing_snapshot) when a trim, an install or a loss of leadership overtakes it.
+  struct OutgoingSnapshot {
+    std::uint64_t generation = 0;  // a late `done` of an abandoned encoding is ignored
+    SnapshotPlan plan;
+    raft::Term leader_term = 0;
+    SnapshotData data;                      // handed to the encoding job when gathered
+    std::vector<std::uint64_t> client_ids;  // the dedup table's, most recently used first
+    std::size_t next_client = 0;
+    std::size_t size = 0;  // encoded bytes gathered so far
+    bool gathered = false;  // waits for the previous job's `done` before its own is handed off
+    bool encoding = false;
+    // Set when abandoned: a job not started yet skips the encoding (its result is ignored anyway).
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+    bool without_section = false;
+    std::size_t dedup_clients = 0;  // for the send's log line, once the data went to the job
+    std::size_t topics = 0;
+    std::map<std::uint64_t, raft::Message> waiting;  // by follower
+  };
+  std::optional<OutgoingSnapshot> outgoing_snapshot_;
+  std::uint64_t outgoing_generation_ = 0;
+  // Jobs handed to deps_.off_loop whose `done` has not run: at most 1 (an abandoned one included).
+  std::size_t off_loop_outstanding_ = 0;
+  // Expires with the replica: an executor's `done` that runs after it is gone does nothing.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // Sends the snapshot at once with the kept encoding (true), or keeps it waiting for an encoding,
+  // or drops it (false: `message` was moved from, or is to be dropped).
+  bool send_or_hold_snapshot(raft::Message& message);
+  void start_outgoing_snapshot(raft::Message& message, const SnapshotPlan& plan,
+                               std::optional<std::string> section);
+  // One slice of the gather (all of it without an executor), then the encoding when done.
+  void continue_snapshot_gather();
+  void start_snapshot_encoding();
+  void finish_snapshot_encoding(std::uint64_t generation, SnapshotEncoding::Encoded encoded,
+                                std::chrono::microseconds took);
+  void abandon_outgoing_snapshot(const char* why);
+  // Counts and logs a snapshot that leaves with its data.
+  void note_snapshot_sent(const raft::Message& message, const SnapshotPlan& plan,
+                          std::size_t dedup_clients, std::size_t topics);
   // Leader: each tick, the transport's progress with the snapshot in flight to a peer restarts its
   // retry timer (replica_requests.cpp); what it reported last, per such peer.
   void report_snapshot_progress();

@@ -445,6 +445,9 @@ NodeStatus Replica::status() {
   status.snapshots_above_first_index = snapshot_stats_.sent_above_first_index;
   status.snapshot_encodes = snapshot_stats_.encodes;
   status.snapshot_encodings_reused = snapshot_stats_.encodings_reused;
+  status.snapshot_encoding_in_flight = snapshot_stats_.encoding_in_flight != 0;
+  status.snapshot_last_encoding_duration = snapshot_stats_.last_encoding_duration;
+  status.snapshot_sends_dropped = snapshot_stats_.sends_dropped;
   status.voters = raft_->conf().voters;
   status.learners = raft_->conf().learners;
   status.conf_index = raft_->conf_history().back().index;

@@ -43,6 +43,8 @@ void report_role_change(NodeEvents& events, const raft::SoftState& before,
 }  // namespace
 
 void Replica::process() {
+  // A leader's snapshot being gathered: one more slice per round (replica_snapshot_send.cpp).
+  if (!failed_) continue_snapshot_gather();
   // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
   (void)guard_core([&] {
     report_durability();
@@ -55,6 +57,7 @@ void Replica::process() {
     }
   });
   if (!failed_) settle_conf_records(commit_);
+  admitted_snapshot_.reset();  // installed by now, or ignored by the core
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.
@@ -103,10 +106,10 @@ void Replica::apply_ready(raft::Ready& ready) {
   // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
   // heartbeats and a leader's appends of this round leave before its own write of a large batch,
   // which holds this loop for milliseconds, far longer on a loaded machine.
-  // A leader's snapshot leaves with its data filled in, or not at all (the core sends another after
-  // Config::snapshot_retry_ticks).
+  // A leader's snapshot leaves with its data filled in, later once its encoding is made off the
+  // loop, or not at all (the core sends another after Config::snapshot_retry_ticks).
   for (raft::Message& message : ready.messages) {
-    if (message.type == raft::MessageType::kSnapshot && !fill_snapshot(message)) continue;
+    if (message.type == raft::MessageType::kSnapshot && !send_or_hold_snapshot(message)) continue;
     deps_.sender->send(std::move(message));
   }
 
@@ -194,6 +197,7 @@ void Replica::note_soft_state(const raft::SoftState& next) {
   if (deps_.events != nullptr) report_role_change(*deps_.events, soft_state_, next);
   soft_state_ = next;
   if (lost_leadership) {
+    abandon_outgoing_snapshot("this node stopped leading");
     // Their entries may still commit under the new leader, but this node can no longer tell: the
     // clients retry at once (same client_id/sequence) instead of waiting out append_timeout_ms.
     fail_pending_appends(

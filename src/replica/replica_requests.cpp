@@ -389,6 +389,7 @@ void Replica::report_snapshot_progress() {
   if (raft_->role() != raft::Role::kLeader) {
     snapshot_send_marks_.clear();
     snapshot_encoding_.invalidate();  // only a leader sends snapshots: its bytes go
+    abandon_outgoing_snapshot("this node stopped leading");
     return;
   }
   snapshot_encoding_.expire(deps_.clock());

@@ -92,7 +92,9 @@ bool Replica::admit_snapshot(const raft::Message& message) {
   }
   const raft::Snapshot& snapshot = *message.snapshot;
   std::string problem;
+  admitted_snapshot_.reset();
   auto data = decode_snapshot_data(snapshot.data.view());
+  ++snapshot_stats_.decodes;
   if (!data.ok()) {
     problem = data.status().to_string();
   } else if (data->index != snapshot.index || data->term != snapshot.term ||
@@ -103,7 +105,10 @@ bool Replica::admit_snapshot(const raft::Message& message) {
   } else if (!data->section.empty() && deps_.check_snapshot_section) {
     problem = deps_.check_snapshot_section(data->section, data->index);
   }
-  if (problem.empty()) return true;
+  if (problem.empty()) {
+    admitted_snapshot_ = AdmittedSnapshot{snapshot.data, std::move(*data)};
+    return true;
+  }
   ++snapshot_stats_.refused;
   if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
     spdlog::error(
@@ -134,6 +139,7 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point,
                                           const std::vector<TopicOffsets::TopicNext>* topics,
                                           const raft::ConfState* conf) {
   snapshot_encoding_.invalidate();  // the trim moves the log's start it was taken against
+  abandon_outgoing_snapshot("a trim moves the log's start it was taken against");
   auto term = log_->term_at(point);
   if (!term.ok()) return term.status();
   SnapshotData data;
@@ -152,129 +158,18 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point,
   return write_snapshot_next(config_.store.env, config_.data_dir, encode_snapshot_data(data));
 }
 
-// The same point's last encoding while it is valid (a retry, another follower at the same point),
-// so the Raft loop encodes and checksums it once and a resumed transfer gets the same bytes.
-void Replica::set_encoded_data(const SnapshotData& data, raft::Snapshot& snapshot) {
-  const SnapshotEncoding::Encoded encoded = snapshot_encoding_.get(data, deps_.clock());
-  snapshot.data = encoded.bytes;
-  snapshot.data_crc32c = encoded.crc32c;
-  snapshot_stats_.encodes = snapshot_encoding_.counters().encodes;
-  snapshot_stats_.encodings_reused = snapshot_encoding_.counters().reuses;
-}
-
-bool Replica::fill_snapshot(raft::Message& message) {
-  raft::Snapshot& snapshot = *message.snapshot;
-  // The snapshot point (see the top of this file): S itself when the topic table is known there
-  // (at the first index - 1, or S at or above the table's committed point), else P.
-  const std::uint64_t first_index = log_->first_index();
-  const std::uint64_t core_point = snapshot.index;
-  const bool at_first_index = first_index_topics_.has_value() && snapshot.index + 1 == first_index;
-  const std::uint64_t point =
-      at_first_index ? snapshot.index : std::max(snapshot.index, topics_.committed_through());
-  auto term =
-      point == snapshot.index ? store::Result<std::uint64_t>(snapshot.term) : log_->term_at(point);
-  // The newest committed configuration's index: below it, the configuration in force at the point is
-  // known only as first_index_conf_ (the core named it then: set_trim_point_conf).
-  raft::Index newest_committed_conf = 0;
-  for (const raft::ConfRecord& record : raft_->conf_history()) {
-    if (record.index <= commit_)
-      newest_committed_conf = std::max(newest_committed_conf, record.index);
-  }
-  std::string problem;
-  if (point > commit_ || point > topics_.through()) {
-    problem = "its point " + std::to_string(point) + " is past the commit index " +
-              std::to_string(commit_);
-  } else if (point < newest_committed_conf &&
-             !(at_first_index && first_index_conf_ && *first_index_conf_ == snapshot.conf)) {
-    problem = "the configuration in force at its point " + std::to_string(point) +
-              " is not known (a configuration committed at " +
-              std::to_string(newest_committed_conf) + ")";
-  } else if (!term.ok()) {
-    problem = "the term at " + std::to_string(point) + ": " + term.status().to_string();
-  }
-  SnapshotData data;
-  if (problem.empty()) {
-    data.index = point;
-    data.term = *term;
-    // The configuration in force at the point: the newest record at or below it (the core's, at
-    // S, unless one lies in (S, point], which the core's choice of S rules out; checked anyway).
-    // Below the history's records it is the core's, first_index_conf_ (checked above).
-    data.conf = snapshot.conf;
-    for (const raft::ConfRecord& record : raft_->conf_history()) {
-      if (record.index <= point) data.conf = record.conf;
-    }
-    // The ids retired as of the point, for the follower's CONFSTATE: this node's, less the members
-    // of the configuration there (those retired after the point retire on the follower as it
-    // replays their removal). Ids that joined and left after the point are named early: harmless,
-    // since a member of the base or of the newest committed configuration is never counted retired
-    // (ConfStateFile, retired_ids(), the core's answer_retired), and the follower leads only once
-    // it holds their committed removal. The newest kMaxRetiredIds, as CONFSTATE keeps them.
-    for (raft::NodeId id : retired_ids()) {
-      if (!raft::is_member(data.conf, id)) data.retired_ids.push_back(id);
-    }
-    if (data.retired_ids.size() > raft::kMaxRetiredIds) {
-      data.retired_ids.erase(
-          data.retired_ids.begin(),
-          data.retired_ids.end() - static_cast<std::ptrdiff_t>(raft::kMaxRetiredIds));
-    }
-    data.timestamp_floor_ms = last_timestamp_ms_;
-    data.topics =
-        point >= topics_.committed_through() ? topics_.table_at(point) : *first_index_topics_;
-    if (deps_.snapshot_section) data.section = deps_.snapshot_section(point);
-    data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
-    const std::size_t fixed = encoded_size_without_dedup(data);
-    if (fixed > config_.max_snapshot_data_bytes) {
-      ++snapshot_stats_.too_large;
-      problem = "its data takes " + std::to_string(fixed) +
-                " bytes without the dedup table, more "
-                "than the " +
-                std::to_string(config_.max_snapshot_data_bytes) + " one message may carry";
-    } else {
-      add_dedup_within_budget(&data, fixed);
-    }
-  }
-  if (!problem.empty()) {
-    if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
-      spdlog::error(
-          "node {}: cannot send follower {} a snapshot: {}; it stays behind the first "
-          "index ({} more such reports since the last line)",
-          config_.node_id, message.to, problem, *held_back);
-    }
-    return false;
-  }
-  snapshot.index = data.index;
-  snapshot.term = data.term;
-  snapshot.conf = data.conf;
-  set_encoded_data(data, snapshot);
-  ++snapshot_stats_.sent;
-  if (point >= first_index) {
-    // The follower's log will start above ours: the entries [first_index, point] stay on the
-    // nodes that hold them (counted: status and metrics).
-    ++snapshot_stats_.sent_above_first_index;
-    if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
-      spdlog::warn(
-          "node {}: the snapshot for follower {} is at index {}, above this node's first index "
-          "{}: {} ({} more such reports since the last line)",
-          config_.node_id, message.to, point, first_index,
-          core_point + 1 != first_index
-              ? "a configuration committed above the first index, and the one in force at the "
-                "first index - 1 is not known (a log trimmed by an older binary, or its SNAPSHOT "
-                "was lost)"
-              : "the topic table as of the first index - 1 is not known (a log trimmed by an "
-                "older binary, or its SNAPSHOT was lost)",
-          *held_back);
-    }
-  }
-  spdlog::info(
-      "node {}: sending follower {} a snapshot of index {} term {} ({} bytes, {} dedup "
-      "clients, {} topics)",
-      config_.node_id, message.to, data.index, data.term, snapshot.data.size(),
-      data.dedup_clients.size(), data.topics.size());
-  return true;
-}
-
 void Replica::install_snapshot(const raft::Snapshot& snapshot) {
-  auto decoded = decode_snapshot_data(snapshot.data.view());
+  // The admission's decode when it was of these very bytes (the core hands on the message's
+  // buffer), else decoded again (a snapshot stepped in an earlier round).
+  store::Result<SnapshotData> decoded = store::Status::corruption("not decoded");
+  if (admitted_snapshot_ && admitted_snapshot_->bytes.shares_bytes_with(snapshot.data) &&
+      admitted_snapshot_->bytes.size() == snapshot.data.size()) {
+    decoded = std::move(admitted_snapshot_->data);
+  } else {
+    decoded = decode_snapshot_data(snapshot.data.view());
+    ++snapshot_stats_.decodes;
+  }
+  admitted_snapshot_.reset();
   if (!decoded.ok() || decoded->index != snapshot.index || decoded->term != snapshot.term) {
     // admit_snapshot() checked it before the core saw it: only a bug gets here.
     fatal("the snapshot to install does not validate any more");
@@ -283,6 +178,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   const SnapshotData& data = *decoded;
   const std::uint64_t point = data.index;
   snapshot_encoding_.invalidate();  // it described the log this install replaces
+  abandon_outgoing_snapshot("an install replaces the log");
   spdlog::warn(
       "node {}: term {}: installing the leader's snapshot of index {} term {} in place "
       "of the log [{}, {}] (commit {})",

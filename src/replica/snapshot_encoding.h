@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -35,6 +36,19 @@ namespace raftlog::replica {
 
 inline constexpr std::chrono::minutes kSnapshotEncodingIdleAge{5};
 inline constexpr std::chrono::minutes kSnapshotEncodingMaxAge{30};
+
+// What an encoding stands for: the point, its term and configuration, and the ids retired as of it
+// (a committed removal after the encoding adds one, CONFSTATE rewritten, without moving the point,
+// and the follower must learn it). The leader computes it before it gathers anything, so a send
+// that the kept encoding serves never walks the dedup table (replica_snapshot_send.cpp).
+struct SnapshotKey {
+  raft::Index index = 0;
+  raft::Term term = 0;
+  raft::ConfState conf;
+  std::vector<raft::NodeId> retired_ids;
+  friend bool operator==(const SnapshotKey&, const SnapshotKey&) = default;
+};
+SnapshotKey key_of(const SnapshotData& data);
 
 struct SnapshotEncodingCounters {
   std::uint64_t encodes = 0;  // snapshot data encoded for a send
@@ -53,10 +67,20 @@ class SnapshotEncoding {
   // The encoding of `data` (origin kInstalled, as a leader sends it): the kept one when it may
   // stand for it (see the top of this file) at `now`, else a new one, which replaces it.
   Encoded get(const SnapshotData& data, Clock::time_point now);
+  // The kept encoding when it may stand for data of `key` at `now` (a reuse, counted), else
+  // nullopt. `has_section` (whether the data would now carry the node's section) is asked only when
+  // the kept one was made without it.
+  std::optional<Encoded> find(const SnapshotKey& key, const std::function<bool()>& has_section,
+                              Clock::time_point now);
+  // Keeps `encoded`, made (off the loop) from data of `key` with or without the node's section:
+  // an encode, counted; it replaces the kept one.
+  void keep(const SnapshotKey& key, bool without_section, Encoded encoded, Clock::time_point now);
+  // `sends` more sends took an encoding as it was made (they waited for it): counted as reuses.
+  void count_shared(std::uint64_t sends) { counters_.reuses += sends; }
   // A transfer of the snapshot at `index` made progress (raftlogd: its chunks went out): a use, so
   // a transfer slower than kSnapshotEncodingIdleAge keeps its bytes for its retry.
   void touch(raft::Index index, Clock::time_point now) {
-    if (kept_ && kept_->index == index) kept_->used_at = now;
+    if (kept_ && kept_->key.index == index) kept_->used_at = now;
   }
   // An install or a trim changed the log it was taken from, or this node stopped leading.
   void invalidate() { kept_.reset(); }
@@ -69,12 +93,7 @@ class SnapshotEncoding {
 
  private:
   struct Kept {
-    raft::Index index = 0;
-    raft::Term term = 0;
-    raft::ConfState conf;
-    // The ids retired as of the point: a committed removal after the encoding adds one (CONFSTATE
-    // rewritten) without moving the point, and the follower must learn it.
-    std::vector<raft::NodeId> retired_ids;
+    SnapshotKey key;
     bool without_section = false;  // the node's section was empty
     Encoded encoded;
     Clock::time_point made_at{};

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <array>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -274,6 +275,16 @@ class Metrics::Impl final : public prometheus::Collectable {
         &counter("raftlog_snapshot_encodings_reused_total",
                  "Snapshot sends that reused this leader's last encoding (a retry, or another "
                  "follower at the same point).");
+    snapshot_encoding_in_flight_ =
+        &gauge("raftlog_snapshot_encoding_in_flight",
+               "1 while this leader gathers or encodes (off the Raft loop) a snapshot's data.");
+    snapshot_last_encoding_seconds_ =
+        &gauge("raftlog_snapshot_last_encoding_seconds",
+               "How long this leader's last snapshot encoding (and CRC) took on its worker.");
+    snapshot_sends_dropped_ =
+        &counter("raftlog_snapshot_sends_dropped_total",
+                 "Snapshot sends dropped while they waited for an encoding (a trim, an install or "
+                 "a loss of leadership overtook it, or another point's was in flight).");
     snapshots_resumed_ = &counter("raftlog_snapshots_resumed_total",
                                   "Chunked snapshots this leader started at a follower's receipt "
                                   "instead of offset 0.");
@@ -424,6 +435,10 @@ class Metrics::Impl final : public prometheus::Collectable {
     }
     follow_total(snapshot_encodes_, status.snapshot_encodes);
     follow_total(snapshot_encodings_reused_, status.snapshot_encodings_reused);
+    follow_total(snapshot_sends_dropped_, status.snapshot_sends_dropped);
+    snapshot_encoding_in_flight_->Set(status.snapshot_encoding_in_flight ? 1 : 0);
+    snapshot_last_encoding_seconds_->Set(
+        std::chrono::duration<double>(status.snapshot_last_encoding_duration).count());
     // Peer series exist only on the leader (a follower does not know its peers' progress).
     std::set<std::string> current;
     for (const PeerStatus& peer : status.peers) {
@@ -524,6 +539,9 @@ class Metrics::Impl final : public prometheus::Collectable {
   Counter* snapshots_abandoned_ = nullptr;
   Counter* snapshot_encodes_ = nullptr;
   Counter* snapshot_encodings_reused_ = nullptr;
+  Gauge* snapshot_encoding_in_flight_ = nullptr;
+  Gauge* snapshot_last_encoding_seconds_ = nullptr;
+  Counter* snapshot_sends_dropped_ = nullptr;
   Counter* snapshots_resumed_ = nullptr;
   Counter* snapshot_bytes_skipped_ = nullptr;
   Counter* snapshot_partials_continued_ = nullptr;

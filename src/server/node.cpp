@@ -94,6 +94,9 @@ bool Node::Impl::open(NodeError* error) {
   deps.snapshot_installed = [this](std::uint64_t index, const std::string& section) {
     if (snapshot_section_.installed) snapshot_section_.installed(index, section);
   };
+  off_loop_ = std::make_unique<OffLoopWorker>(
+      [this](std::function<void()> done) { push(OffLoopDoneInput{std::move(done)}, false); });
+  deps.off_loop = off_loop_.get();
   replica_ = Replica::open(std::move(replica_config), std::move(deps), error);
   if (replica_ == nullptr) return false;
   log_ = &replica_->log();
@@ -137,6 +140,7 @@ void Node::Impl::stop() {
   }
   input_cv_.notify_all();
   if (scrubber_ != nullptr) scrubber_->stop();  // before the store closes under it
+  if (off_loop_ != nullptr) off_loop_->stop();  // its results would find no loop to run them
   if (loop_thread_.joinable()) {
     loop_thread_.join();
   } else if (replica_ != nullptr) {
@@ -190,8 +194,10 @@ void Node::Impl::push(Input input, bool droppable) {
                                replica::kReasonShuttingDown));
       return;
     }
-    // Flush notices are never refused: they are bounded by the flusher's rate and carry durability.
-    const bool flushed_notice = std::holds_alternative<FlushedInput>(input);
+    // Flush notices are never refused: they are bounded by the flusher's rate and carry durability;
+    // nor are off-loop results (at most one outstanding: the replica waits for it).
+    const bool flushed_notice = std::holds_alternative<FlushedInput>(input) ||
+                                std::holds_alternative<OffLoopDoneInput>(input);
     std::uint64_t append_bytes = 0;
     if (const auto* append = std::get_if<AppendInput>(&input)) {
       for (const std::string& payload : append->payloads) append_bytes += payload.size();
@@ -342,6 +348,8 @@ void Node::Impl::handle_input(Input& input) {
           handle_corruption(in);
         } else if constexpr (std::is_same_v<T, MembershipInput>) {
           replica_->propose_conf_change(std::move(in));
+        } else if constexpr (std::is_same_v<T, OffLoopDoneInput>) {
+          in.done();  // the replica's: e.g. a snapshot encoding's result, its messages sent
         } else {
           // A flush notice only wakes the loop: Replica::process() reads the store itself.
           static_assert(std::is_same_v<T, FlushedInput>);

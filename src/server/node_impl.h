@@ -20,6 +20,7 @@
 
 #include "replica/replica.h"
 #include "server/node.h"
+#include "server/off_loop_worker.h"
 #include "server/scrubber.h"
 
 namespace raftlog::server {
@@ -48,6 +49,11 @@ struct MessageInput {
 struct FlushedInput {
   std::uint64_t flushed_index = 0;
 };
+// The result of work the replica handed off its loop (server/off_loop_worker.h): `done` runs on
+// the loop. Never refused by the queue's bound, like a flush notice: the replica waits for it.
+struct OffLoopDoneInput {
+  std::function<void()> done;
+};
 struct TrimInput {
   std::uint64_t before_index = 0;
   Node::TrimCallback done;
@@ -58,7 +64,7 @@ struct CorruptionInput {
   std::string message;
 };
 using Input = std::variant<AppendInput, ReadIndexInput, TransferInput, MessageInput, FlushedInput,
-                           TrimInput, CorruptionInput, MembershipInput>;
+                           TrimInput, CorruptionInput, MembershipInput, OffLoopDoneInput>;
 
 // Answers an input that will never reach the loop (queue full, node stopped).
 void reject(Input& input, const NodeError& error);
@@ -113,6 +119,8 @@ class Node::Impl {
   replica::StatvfsDiskProbe disk_probe_;
   // Touched by the Raft loop thread only, except its store: see store_mu_.
   std::unique_ptr<Replica> replica_;
+  // Runs the replica's off-loop jobs; declared after replica_ so that it stops (and joins) first.
+  std::unique_ptr<OffLoopWorker> off_loop_;
   store::CommitLog* log_ = nullptr;  // replica_'s store
   std::unique_ptr<Scrubber> scrubber_;
   std::atomic<bool> corruption_reported_{false};  // one CorruptionInput is enough

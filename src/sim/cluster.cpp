@@ -120,6 +120,23 @@ class Cluster::NodeObserver final : public replica::ReadyObserver {
   raft::NodeId id_;
 };
 
+class Cluster::NodeOffLoop final : public replica::OffLoopExecutor {
+ public:
+  NodeOffLoop(Cluster& cluster, raft::NodeId id) : cluster_(cluster), id_(id) {}
+  bool run(std::function<void()> job, std::function<void()> done) override {
+    Node& n = cluster_.node(id_);
+    const std::uint64_t due =
+        cluster_.now_step() + cluster_.prng_.between(1, cluster_.config_.max_off_loop_steps);
+    cluster_.trace_.log("n{} off-loop job handed off, due at step {}", id_, due);
+    n.off_loop_jobs.push_back(Node::OffLoopJob{due, std::move(job), std::move(done)});
+    return true;
+  }
+
+ private:
+  Cluster& cluster_;
+  raft::NodeId id_;
+};
+
 Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& prng,
                  Checker& checker, Trace& trace)
     : config_(config),
@@ -145,6 +162,7 @@ Cluster::Cluster(const ClusterConfig& config, std::uint64_t seed, util::Prng& pr
     n.log_view = std::make_unique<ReplicaLogView>(n);
     n.sender = std::make_unique<NodeSender>(*this, n.id);
     n.observer = std::make_unique<NodeObserver>(*this, n.id);
+    n.off_loop = std::make_unique<NodeOffLoop>(*this, n.id);
     n.checkpoint_phase = prng_.below(config_.checkpoint_every_ticks);
     checker_.attach_log(n.id, n.log_view.get());
   }
@@ -195,6 +213,7 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   // An append not committed within 100 ticks fails (its client retries), well inside a run.
   c.append_timeout_ms = 100 * kTickMs;
   c.retention_follower_grace_ms = config_.retention_follower_grace_ms;
+  c.snapshot_gather_slice_bytes = config_.snapshot_gather_slice_bytes;
   c.raft = config_.raft;
   c.raft.id = id;
   c.raft.initial_conf = bootstrap_conf_;
@@ -209,6 +228,8 @@ bool Cluster::open_replica(Node& n) {
   deps.disk = &n.disk;
   deps.clock = [this] { return now_time(); };
   deps.observer = n.observer.get();
+  deps.off_loop = n.off_loop.get();
+  n.off_loop_jobs.clear();  // the previous replica's: their results would find it gone
   replica::NodeError error;
   n.replica = replica::Replica::open(replica_config_for(n.id), std::move(deps), &error);
   if (n.replica == nullptr) {
@@ -280,6 +301,7 @@ void Cluster::run_tick() {
     deliver_due_messages();
     if (checker_.failed()) return;
     run_due_flushes();
+    run_due_off_loop_jobs();
   }
 }
 
@@ -347,6 +369,22 @@ void Cluster::run_due_flushes() {
     }
     trace_.log("n{} flushed to {}", n.id, log.flushed_index());
     process(n);
+  }
+}
+
+void Cluster::run_due_off_loop_jobs() {
+  for (Node& n : nodes_) {
+    // A paused node's worker may finish, but its loop takes the result only when it runs again.
+    while (!checker_.failed() && is_running(n.id) && !n.off_loop_jobs.empty() &&
+           n.off_loop_jobs.front().due_step <= now_step()) {
+      Node::OffLoopJob job = std::move(n.off_loop_jobs.front());
+      n.off_loop_jobs.pop_front();
+      ++stats_.off_loop_jobs;
+      trace_.log("n{} off-loop job done", n.id);
+      job.job();
+      job.done();
+      process(n);
+    }
   }
 }
 
@@ -608,6 +646,7 @@ void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
   n.paused_until_tick = 0;
   n.flush_at_step = 0;
   n.sync_will_fail = false;
+  n.off_loop_jobs.clear();  // the worker died with the process
   checker_.observe_crash(id);
 }
 

@@ -60,6 +60,12 @@ struct ClusterConfig {
   // (ReplicaConfig::retention_follower_grace_ms); the retention runs make it short, so that trims
   // strand followers that were down or cut off.
   std::uint32_t retention_follower_grace_ms = 600000;
+  // Work a replica hands off its loop (replica/off_loop.h: a leader's snapshot encoding) completes
+  // 1..this many steps after it was handed off (drawn from the seed), its result then handed back
+  // between two inputs, as raftlogd's worker thread does.
+  std::uint64_t max_off_loop_steps = 3 * kStepsPerTick;
+  // ReplicaConfig::snapshot_gather_slice_bytes of every node.
+  std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
 };
 
 // Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at once,
@@ -99,6 +105,7 @@ struct ClusterStats {
   std::uint64_t snapshots_at_first_index = 0;
   std::uint64_t snapshots_above_first_index_conf_unknown = 0;
   std::uint64_t snapshots_above_first_index_fallback = 0;
+  std::uint64_t off_loop_jobs = 0;  // off-loop jobs completed (snapshot encodings)
 };
 
 // One client append as the Replica's API takes it: (client_id, sequence) make it idempotent.
@@ -192,6 +199,7 @@ class Cluster {
   class ReplicaLogView;
   class NodeSender;
   class NodeObserver;
+  class NodeOffLoop;
   // A disk with room to spare unless a test sets how full it is (set_disk_used_ratio).
   struct SimDisk final : replica::DiskProbe {
     double used_ratio = 0.01;
@@ -207,6 +215,13 @@ class Cluster {
     std::unique_ptr<NodeSender> sender;
     std::unique_ptr<NodeObserver> observer;
     SimDisk disk;
+    std::unique_ptr<NodeOffLoop> off_loop;
+    struct OffLoopJob {
+      std::uint64_t due_step = 0;
+      std::function<void()> job;
+      std::function<void()> done;
+    };
+    std::deque<OffLoopJob> off_loop_jobs;  // at most one per replica (replica/off_loop.h)
     std::unique_ptr<replica::Replica> replica;  // null while crashed
     raft::SoftState soft;
     raft::ConfState conf;             // as of its last Ready (or open)
@@ -236,6 +251,7 @@ class Cluster {
   void run_completions();
   void schedule_flush(Node& n);
   void run_due_flushes();
+  void run_due_off_loop_jobs();
   void run_checkpoints();
   void stop_failed(Node& n, const std::string& why);
 

@@ -66,6 +66,15 @@ ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool
         core.max_bytes_per_message, core.max_entries_per_message * largest_entry);
     config.retention_follower_grace_ms = static_cast<std::uint32_t>(prng.between(2, 10) * kTickMs);
     core.snapshot_retry_ticks = static_cast<int>(prng.between(10, 60));
+    // A leader's snapshot gathers its dedup table in slices (one per loop round): small enough
+    // here that a gather spans rounds, and appends, evictions and trims fall between its slices.
+    config.snapshot_gather_slice_bytes = prng.between(64, 4096);
+    // Its encoding, off the loop, is quick in one seed in two; in the others it may outlast the
+    // core's snapshot retry timeout (the retry waits for the same job) and leaderships.
+    if (prng.below(2) == 0) {
+      config.max_off_loop_steps = prng.between(
+          1, 2 * static_cast<std::uint64_t>(core.snapshot_retry_ticks) * kStepsPerTick);
+    }
   }
   return config;
 }

@@ -221,8 +221,37 @@ void TestCluster::seed_disk(TestNode& n, const std::vector<Entry>& log,
   ASSERT_TRUE((*store)->close().ok());
 }
 
+// Queues the replica's off-loop jobs in its TestNode (TestNode::off_loop_jobs).
+class TestCluster::OffLoop final : public replica::OffLoopExecutor {
+ public:
+  explicit OffLoop(TestNode& node) : node_(node) {}
+  bool run(std::function<void()> job, std::function<void()> done) override {
+    node_.off_loop_jobs.emplace_back(std::move(job), std::move(done));
+    return true;
+  }
+
+ private:
+  TestNode& node_;
+};
+
+void TestCluster::finish_off_loop(NodeId id) {
+  TestNode& n = node(id);
+  // Bounded: a job's result starts no new job by itself (the replica keeps one at a time).
+  for (int i = 0; i < 16 && !n.off_loop_jobs.empty() && n.replica != nullptr; ++i) {
+    auto [job, done] = std::move(n.off_loop_jobs.front());
+    n.off_loop_jobs.pop_front();
+    job();
+    done();
+    n.replica->process();
+    check_failed(n);
+  }
+}
+
 void TestCluster::open_replica(TestNode& n) {
+  if (n.off_loop == nullptr) n.off_loop = std::make_unique<OffLoop>(n);
+  n.off_loop_jobs.clear();  // a restarted replica's: its `done` would find the old one gone
   replica::ReplicaDeps deps;
+  deps.off_loop = n.off_loop.get();
   deps.sender = n.sender.get();
   deps.disk = n.disk.get();
   deps.clock = [this] { return now(); };
@@ -373,6 +402,7 @@ void TestCluster::process(NodeId id) {
   TestNode& n = node(id);
   n.replica->process();
   check_failed(n);
+  if (!n.hold_off_loop) finish_off_loop(id);
   if (n.hold_persistence) return;
   for (int cycle = 0; cycle < kMaxFlushCycles; ++cycle) {
     const store::CommitLog& log = n.replica->log();

@@ -101,6 +101,13 @@ struct TestNode {
   // When set, the cluster runs no flush cycle of this node: what it writes stays volatile, and the
   // acknowledgements and votes that vouch for it stay held, until persist_one()/persist_all().
   bool hold_persistence = false;
+  // Work the replica hands off its loop (replica/off_loop.h: a leader's snapshot encoding), oldest
+  // first. The cluster runs each job and its `done` right after the replica's process() (then
+  // processes again), unless hold_off_loop is set: then they wait for finish_off_loop(), so a test
+  // can put inputs between a job's start and its result.
+  std::unique_ptr<replica::OffLoopExecutor> off_loop;
+  std::deque<std::pair<std::function<void()>, std::function<void()>>> off_loop_jobs;
+  bool hold_off_loop = false;
   std::uint64_t ticks = 0;  // ticks this node has taken (TestCluster's clock is the most of any)
 
   std::vector<Ready> readies;  // every Ready this node's replica handled, as the core handed it out
@@ -167,6 +174,8 @@ class TestCluster {
   void persist_one(NodeId id);
   // Flush cycles until the log is durable (bounded), processing after each.
   void persist_all(NodeId id);
+  // Runs `id`'s off-loop jobs waiting now (each job, then its done, then the replica's process()).
+  void finish_off_loop(NodeId id);
   // Power cut and restart: every byte the node did not sync is lost, pending requests fail, and a
   // new replica opens from what its disk kept. Messages already in the network stay there.
   void crash_restart(NodeId id);
@@ -228,6 +237,7 @@ class TestCluster {
  private:
   class Sender;
   class Observer;
+  class OffLoop;
 
   void add_node(NodeId id, const std::vector<NodeId>& ids, const Tweak& tweak,
                 const ReplicaTweak& replica_tweak);
