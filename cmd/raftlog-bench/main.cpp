@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "catch_up_bench.h"
 #include "cli/commands.h"
 #include "cluster_bench.h"
 #include "etcd_bench.h"
@@ -42,6 +43,9 @@ constexpr raftlog::cli::Command kCommands[] = {
     {"leader-stability",
      "large appends while busy threads hold the CPUs; counts leader changes (goal: 0)",
      raftlog::bench::run_leader_stability_command, nullptr},
+    {"catch-up",
+     "a new member catches up from a leader holding hundreds of MiB; the leader's loop rounds",
+     raftlog::bench::run_catch_up_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

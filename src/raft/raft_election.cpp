@@ -124,7 +124,7 @@ void Raft::Impl::become_leader() {
     for (const std::vector<NodeId>* members : {&record.conf.voters, &record.conf.learners}) {
       for (NodeId member : *members) {
         if (member == id() || progress_.contains(member)) continue;
-        Progress pr(config_.max_inflight_messages);
+        Progress pr(config_.max_inflight_messages, config_.max_inflight_bytes);
         pr.next = noop.index;
         pr.recent_active =
             true;  // give every peer a full election timeout before check-quorum judges it

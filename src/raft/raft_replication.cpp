@@ -58,16 +58,30 @@ bool Raft::Impl::send_append(NodeId peer, bool send_if_empty) {
   if (pr.next <= log_.last_index()) {
     const Index last_wanted =
         std::min(log_.last_index(), pr.next + config_.max_entries_per_message - 1);
-    m.entries = log_.entries(pr.next, last_wanted, config_.max_bytes_per_message);
+    m.entries = log_.entries(pr.next, last_wanted, append_byte_budget(pr));
   }
   if (m.entries.empty() && !send_if_empty) return false;
   if (!m.entries.empty()) {
-    pr.on_entries_sent(m.entries.back().index);
+    std::size_t bytes = 0;
+    for (const Entry& e : m.entries) bytes += e.byte_size();
+    pr.on_entries_sent(m.entries.back().index, bytes);
   } else if (pr.state == ReplicationState::kProbe) {
     pr.probe_sent = true;
   }
   send(std::move(m), /*after_persist=*/false);
   return true;
+}
+
+// What the next append to `pr` may read and carry: a full message, or in replicate state only the
+// room left in its in-flight window (at least one entry is always read), so the window holds at most
+// max_inflight_bytes plus the one entry that did not fit, and a follower far behind costs each
+// loop round at most that much reading and sending however long its log's gap.
+std::size_t Raft::Impl::append_byte_budget(const Progress& pr) const {
+  if (pr.state != ReplicationState::kReplicate) return config_.max_bytes_per_message;
+  const std::size_t in_flight = pr.inflights.bytes();
+  const std::size_t room =
+      in_flight < config_.max_inflight_bytes ? config_.max_inflight_bytes - in_flight : 1;
+  return std::min(config_.max_bytes_per_message, room);
 }
 
 void Raft::Impl::broadcast_append(bool send_if_empty) {
@@ -306,7 +320,8 @@ void Raft::Impl::handle_append_response(const Message& m) {
   } else if (was_paused) {
     send_append(m.from, /*send_if_empty=*/true);
   }
-  // Fill the in-flight window; each iteration sends one message or stops, so the window bounds it.
+  // Fill the in-flight window; each iteration sends one message or stops, so the window (messages
+  // and bytes, Inflights) bounds it.
   for (std::size_t i = 0; i < config_.max_inflight_messages; ++i) {
     if (!send_append(m.from, /*send_if_empty=*/false)) break;
   }

@@ -254,6 +254,11 @@ raft::Config raft_config_for(const NodeConfig& config) {
       std::max(raft_config.max_uncommitted_entries, raft_config.max_entries_per_message);
   raft_config.max_uncommitted_bytes =
       std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
+  // A follower far behind (a new member, one back after a long absence) is sent at most this many
+  // entry bytes beyond its acknowledgements: each loop round reads and hands the transport at most
+  // that plus one entry for it, not max_inflight_messages full appends (64 x 8 MiB), and the window
+  // fits the append lane's queue (docs/design.md, "Catching up by replication").
+  raft_config.max_inflight_bytes = config_limits::kMaxInflightAppendBytes;
   // A follower behind the leader's retention is caught up by a snapshot (docs/raft.md,
   // "Snapshots"): the replica installs it and fills in its data, the transport carries it in chunks.
   raft_config.snapshots = true;

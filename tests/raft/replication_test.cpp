@@ -281,6 +281,54 @@ TEST(Replication, InflightWindowBoundsUnacknowledgedAppends) {
   EXPECT_EQ(c.raft(1).commit_index(), 11u) << "node 3 keeps the majority going";
 }
 
+// Issue 15, drills F6: a follower thousands of entries behind (a new learner, a follower back after
+// a long absence) once cost its leader max_inflight_messages full appends in one round (64 x 8 MiB
+// read from the store and handed to the transport in raftlogd): seconds of loop time, heartbeats
+// late, elections. The in-flight window is bounded in bytes too (Config::max_inflight_bytes, 16 MiB
+// by default), so each round reads and sends at most that much (plus one entry) to it.
+TEST(Replication, AFollowerFarBehindCostsTheLeaderAtMostTheByteWindowPerRound) {
+  constexpr std::size_t kWindowBytes = 16 << 20;  // Config's default max_inflight_bytes
+  constexpr std::size_t kPayloadBytes = 48 << 10;
+  constexpr int kEntries = 800;  // 37.5 MiB behind: more than twice the window
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  const Term term = c.raft(1).term();
+  c.isolate(3);
+  for (int i = 0; i < kEntries; ++i) {
+    ASSERT_TRUE(c.propose(1, {std::string(kPayloadBytes, static_cast<char>('a' + i % 26))})
+                    .proposed());
+    if (i % 32 == 31) c.deliver_all();  // node 2 keeps the majority going
+  }
+  c.deliver_all();
+  const Index last = c.raft(1).commit_index();
+  ASSERT_GE(last, static_cast<Index>(kEntries));
+  ASSERT_LT(c.node(3).log.last_index(), 3u);
+
+  c.heal();
+  const std::size_t mark = c.node(1).readies.size();
+  for (int round = 0; round < 400 && c.node(3).log.last_index() < last; ++round) c.tick_all(1);
+  ASSERT_EQ(c.node(3).log.last_index(), last) << "node 3 did not catch up";
+  EXPECT_EQ(c.raft(3).commit_index(), last);
+  EXPECT_EQ(c.leader(), 1u);
+  EXPECT_EQ(c.raft(1).term(), term) << "the catch-up cost an election";
+
+  std::size_t largest_ready_bytes = 0;
+  std::size_t total_bytes = 0;
+  for (std::size_t i = mark; i < c.node(1).readies.size(); ++i) {
+    std::size_t ready_bytes = 0;
+    for (const Message& m : c.node(1).readies[i].messages) {
+      if (!is_append_to(m, 3)) continue;
+      for (const Entry& e : m.entries) ready_bytes += e.byte_size();
+    }
+    largest_ready_bytes = std::max(largest_ready_bytes, ready_bytes);
+    total_bytes += ready_bytes;
+  }
+  EXPECT_GE(total_bytes, static_cast<std::size_t>(kEntries) * kPayloadBytes);
+  EXPECT_LE(largest_ready_bytes, kWindowBytes + kPayloadBytes + Entry::kEntryOverheadBytes)
+      << "one round read and sent more than the in-flight byte window to the follower behind";
+}
+
 TEST(Replication, ProbeStateSendsOneAppendUntilAnswered) {
   TestCluster c({1, 2, 3});
   c.isolate(
