@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -145,6 +146,19 @@ std::uint64_t fill_log(testing::LocalCluster& cluster, std::uint64_t total_bytes
   return last;
 }
 
+// Copies every node's log into `dir` (created if missing) as n<id>.log; the cluster's own directory
+// is removed when it is destroyed.
+void keep_logs(const testing::LocalCluster& cluster, const std::string& dir, std::ostream& err) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  for (int id = 1; id <= cluster.size() && !ec; ++id) {
+    std::filesystem::copy_file(cluster.log_file(id),
+                               std::filesystem::path(dir) / ("n" + std::to_string(id) + ".log"),
+                               std::filesystem::copy_options::overwrite_existing, ec);
+  }
+  if (ec) err << "--keep-logs " << dir << ": " << ec.message() << "\n";
+}
+
 }  // namespace
 
 int run_catch_up_command(std::string_view command_path, std::span<const std::string> args,
@@ -153,6 +167,7 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
   std::uint64_t entry_size = 64 << 10;
   std::uint64_t batch = 4;
   std::uint64_t timeout_s = 300;
+  std::string keep_logs_dir;
   cli::FlagSet flags(
       std::string(command_path),
       "Starts a local 3-node cluster, appends --log-mib MiB of --entry-size entries, then adds a "
@@ -163,6 +178,7 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
   flags.bytes_flag("entry-size", &entry_size, "BYTES", "payload bytes per entry (at most 4MiB)");
   flags.uint_flag("batch", &batch, "B", "entries per Append call (batch x entry-size <= 8MiB)");
   flags.uint_flag("timeout", &timeout_s, "SECONDS", "how long the catch-up may take (1..3600)");
+  flags.string_flag("keep-logs", &keep_logs_dir, "DIR", "copy the nodes' logs into DIR at the end");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (log_mib == 0 || log_mib > kMaxLogMib || entry_size == 0 || entry_size > kMaxEntryBytes ||
       batch == 0 || batch * entry_size > kMaxAppendBytes || timeout_s == 0 || timeout_s > 3600) {
@@ -230,6 +246,7 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
     during.buckets.emplace_back(after->buckets[i].first,
                                 after->buckets[i].second - before->buckets[i].second);
   }
+  if (!keep_logs_dir.empty()) keep_logs(*cluster, keep_logs_dir, io.err);
   ResultLine line("catch_up");
   line.add("log_mib", log_mib)
       .add("entry_size_bytes", entry_size)
