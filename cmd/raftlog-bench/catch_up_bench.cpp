@@ -40,7 +40,7 @@ constexpr auto kSampleInterval = 100ms;
 struct LoopRounds {
   std::vector<std::pair<double, double>> buckets;  // (le, count), in the order scraped
   double count = 0;
-  // Rounds longer than `seconds` (by the smallest bucket bound at or above it).
+  // Rounds longer than the smallest bucket bound at or above `seconds` (a bucket bound: exact).
   double over(double seconds) const {
     for (const auto& [le, cumulative] : buckets) {
       if (le >= seconds) return count - cumulative;
@@ -256,8 +256,8 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
       .add("catch_up_mib_per_s", static_cast<double>(log_mib) / catch_up_s, 1)
       .add("elections", watch.elections())
       .add("leader_rounds", during.count, 0)
-      .add("leader_rounds_over_100ms", during.over(0.1), 0)
-      .add("leader_rounds_over_200ms", during.over(0.2), 0)
+      .add("leader_rounds_over_128ms", during.over(0.128), 0)
+      .add("leader_rounds_over_256ms", during.over(0.256), 0)
       .add("leader_longest_round_le_s", during.longest_bound(), 3);
   io.out << line.text() << "\n";
   return caught_up ? cli::kExitOk : cli::kExitFailure;
