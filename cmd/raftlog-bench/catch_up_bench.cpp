@@ -78,8 +78,7 @@ std::optional<LoopRounds> scrape_loop_rounds(const std::string& metrics_address)
     if (line.rfind("raftlog_raft_loop_round_seconds_bucket", 0) != 0 || le == std::string::npos)
       continue;
     const std::string bound = line.substr(le + 4, line.find('"', le + 4) - le - 4);
-    rounds.buckets.emplace_back(bound == "+Inf" ? 1e9 : std::strtod(bound.c_str(), nullptr),
-                                value);
+    rounds.buckets.emplace_back(bound == "+Inf" ? 1e9 : std::strtod(bound.c_str(), nullptr), value);
   }
   return rounds;
 }
@@ -171,10 +170,11 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
   cli::FlagSet flags(
       std::string(command_path),
       "Starts a local 3-node cluster, appends --log-mib MiB of --entry-size entries, then adds a "
-      "fourth node (--join, added as a learner) that catches up by replication; prints the catch-up "
-      "time, the elections meanwhile and the leader's Raft loop rounds "
+      "fourth node (--join, added as a learner) that catches up by replication; prints the "
+      "catch-up time, the elections meanwhile and the leader's Raft loop rounds "
       "(raftlog_raft_loop_round_seconds) during the catch-up.");
-  flags.uint_flag("log-mib", &log_mib, "MIB", "log to append before the new member joins (1..4096)");
+  flags.uint_flag("log-mib", &log_mib, "MIB",
+                  "log to append before the new member joins (1..4096)");
   flags.bytes_flag("entry-size", &entry_size, "BYTES", "payload bytes per entry (at most 4MiB)");
   flags.uint_flag("batch", &batch, "B", "entries per Append call (batch x entry-size <= 8MiB)");
   flags.uint_flag("timeout", &timeout_s, "SECONDS", "how long the catch-up may take (1..3600)");

@@ -456,10 +456,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     for (const std::string& id : exported_peers_) {
       if (current.contains(id)) continue;
       const prometheus::Labels labels{{"peer", id}};
-      for (auto* family :
-           {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_, peer_inflight_bytes_,
-            peer_last_contact_, peer_behind_, peer_snapshot_index_, peer_snapshot_sent_,
-            peer_snapshot_total_}) {
+      for (auto* family : {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_,
+                           peer_inflight_bytes_, peer_last_contact_, peer_behind_,
+                           peer_snapshot_index_, peer_snapshot_sent_, peer_snapshot_total_}) {
         family->Remove(&family->Add(labels));
       }
     }

@@ -104,9 +104,9 @@ std::uint64_t catch_up_allowance_ticks(const Cluster& cluster, const ClusterConf
   }
   const std::uint64_t backlog_entries =
       longest_log > lowest_commit ? longest_log - lowest_commit : 0;
-  const std::uint64_t entries_per_round_trip = std::max<std::uint64_t>(
-      1, config.raft.max_entries_per_message *
-             std::min<std::uint64_t>(config.raft.max_inflight_messages, 2));
+  const std::uint64_t entries_per_round_trip =
+      std::max<std::uint64_t>(1, config.raft.max_entries_per_message *
+                                     std::min<std::uint64_t>(config.raft.max_inflight_messages, 2));
   return (backlog_entries + entries_per_round_trip - 1) / entries_per_round_trip *
          kCalmRoundTripTicks;
 }
@@ -287,9 +287,9 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
       options.seed, options.node_count, config.raft.heartbeat_ticks, config.raft.election_ticks,
       config.raft.max_entries_per_message, config.raft.max_bytes_per_message,
       config.raft.max_inflight_messages, config.raft.max_inflight_bytes,
-      config.raft.max_uncommitted_entries,
-      config.raft.max_pending_reads, config.max_flush_delay_steps, config.slow_flush_per_million,
-      config.slow_flush_max_steps, config.failing_sync_per_million, config.checkpoint_every_ticks);
+      config.raft.max_uncommitted_entries, config.raft.max_pending_reads,
+      config.max_flush_delay_steps, config.slow_flush_per_million, config.slow_flush_max_steps,
+      config.failing_sync_per_million, config.checkpoint_every_ticks);
 
   if (options.reconfigure) {
     trace.log("reconfigure: {} voters, {} spare slots, a change every ~{} ticks",

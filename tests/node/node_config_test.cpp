@@ -41,8 +41,8 @@ TEST(NodeConfigDerived, TheInflightByteWindowFitsThePeerAppendLane) {
   const NodeConfig config = valid_config();
   const raft::Config raft_config = raft_config_for(config);
   EXPECT_EQ(raft_config.max_inflight_bytes, config_limits::kMaxInflightAppendBytes);
-  EXPECT_LT(raft_config.max_inflight_bytes, raft_config.max_inflight_messages *
-                                                raft_config.max_bytes_per_message / 8)
+  EXPECT_LT(raft_config.max_inflight_bytes,
+            raft_config.max_inflight_messages * raft_config.max_bytes_per_message / 8)
       << "the byte window no longer bounds a catch-up below the message window";
   const PeerTransportOptions transport = peer_transport_options_for(config);
   EXPECT_LE(raft_config.max_inflight_bytes + config.store.max_entry_size_bytes +

@@ -296,8 +296,8 @@ TEST(Replication, AFollowerFarBehindCostsTheLeaderAtMostTheByteWindowPerRound) {
   const Term term = c.raft(1).term();
   c.isolate(3);
   for (int i = 0; i < kEntries; ++i) {
-    ASSERT_TRUE(c.propose(1, {std::string(kPayloadBytes, static_cast<char>('a' + i % 26))})
-                    .proposed());
+    ASSERT_TRUE(
+        c.propose(1, {std::string(kPayloadBytes, static_cast<char>('a' + i % 26))}).proposed());
     if (i % 32 == 31) c.deliver_all();  // node 2 keeps the majority going
   }
   c.deliver_all();
