@@ -32,7 +32,8 @@ class Inflights {
   void add(Index last_index, std::size_t bytes);
   // Forgets every append acknowledged by an ack of `index` (those ending at or below it).
   void free_up_to(Index index);
-  // Forgets the oldest append. A heartbeat response frees one slot of a full window so that a window
+  // Forgets the oldest append. A heartbeat response frees one slot of a full window whose appends
+  // went unanswered for an election timeout (Progress::ticks_since_append_response), so that a window
   // whose acknowledgements were all lost cannot stall replication: the next append then exposes the gap
   // and the follower's rejection moves the peer back to probe.
   void free_first();
@@ -69,6 +70,9 @@ struct Progress {
   bool recent_active = false;    // heard from since the last check-quorum round
   bool heard_this_term = false;  // answered this leader at least once (membership quorum check)
   std::uint64_t ticks_since_contact = 0;  // observability
+  // Ticks since its last append response: a heartbeat answer frees a slot of a full window only
+  // once appends have gone unanswered this long (Raft::Impl::handle_heartbeat_response).
+  std::uint64_t ticks_since_append_response = 0;
   bool disk_over_watermark = false;       // as its last response said
 
   void become_probe();

@@ -178,7 +178,10 @@ void Raft::Impl::tick_election() {
 void Raft::Impl::tick_heartbeat() {
   ++heartbeat_elapsed_ticks_;
   ++election_elapsed_ticks_;
-  for (auto& [peer, pr] : progress_) ++pr.ticks_since_contact;
+  for (auto& [peer, pr] : progress_) {
+    ++pr.ticks_since_contact;
+    ++pr.ticks_since_append_response;
+  }
   retry_lost_snapshots();
   if (election_elapsed_ticks_ >= config_.election_ticks) {
     election_elapsed_ticks_ = 0;

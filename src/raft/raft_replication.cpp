@@ -280,6 +280,7 @@ void Raft::Impl::handle_append_response(const Message& m) {
   pr.heard_this_term = true;
   pr.recent_active = true;
   pr.ticks_since_contact = 0;
+  pr.ticks_since_append_response = 0;
   pr.disk_over_watermark = m.disk_over_watermark;
   if (m.index > log_.last_index()) return;  // malformed: cannot acknowledge what we never had
   if (m.reject) {
@@ -343,7 +344,15 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
     pr.match = m.reject_hint;
     pr.become_probe();
   }
-  if (pr.state == ReplicationState::kReplicate && pr.inflights.full()) pr.inflights.free_first();
+  // A full window whose appends all went unanswered for an election timeout (lost, or their answers
+  // were) gets one slot back, so replication cannot stall: the next append exposes the gap. Not
+  // sooner: heartbeats answer on the control lane while a follower far behind still receives and
+  // syncs the window's appends, and freeing a slot per heartbeat answer would pace the leader's
+  // reads by heartbeats instead of acknowledgements, past the byte window and the transport's queue.
+  if (pr.state == ReplicationState::kReplicate && pr.inflights.full() &&
+      pr.ticks_since_append_response >= static_cast<std::uint64_t>(config_.election_ticks)) {
+    pr.inflights.free_first();
+  }
   // A peer that needs entries trimmed from our log gets a snapshot from send_append() (one in flight
   // at a time: a peer in snapshot state is paused until it answers or retry_lost_snapshots()).
   // Without snapshots (Config::snapshots), it is probed at our first index instead, once per

@@ -329,6 +329,45 @@ TEST(Replication, AFollowerFarBehindCostsTheLeaderAtMostTheByteWindowPerRound) {
       << "one round read and sent more than the in-flight byte window to the follower behind";
 }
 
+// While a follower far behind receives and syncs a full window, its heartbeat answers (the control
+// lane) keep coming: each once freed a slot of the full window and sent another append, so sending
+// was paced by heartbeats, not acknowledgements, past the byte window (and in raftlogd past the
+// append lane's queue, which then dropped what the leader had read). A slot is freed only after an
+// election timeout without any append response.
+TEST(Replication, HeartbeatAnswersDoNotOpenAFullWindowWhileItsAppendsAreUnanswered) {
+  constexpr std::size_t kWindowBytes = 256 << 10;
+  constexpr std::size_t kPayloadBytes = 40 << 10;
+  TestCluster c({1, 2, 3}, [](Config& config) {
+    config.max_inflight_bytes = kWindowBytes;
+    config.max_bytes_per_message = 128 << 10;
+  });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(c.propose(1, {std::string(kPayloadBytes, 'h')}).proposed());
+  }
+  // Node 3's append responses are held back (slow disk, a backed-up append lane); its heartbeat
+  // responses are not. Fewer ticks than an election timeout (10).
+  c.add_drop_rule([](const Message& m) {
+    return m.from == 3 && m.type == MessageType::kAppendResponse;
+  });
+  const std::size_t mark = c.delivered().size();
+  c.deliver_all();
+  c.tick_all(8);
+  std::size_t sent_bytes = 0;
+  for (std::size_t i = mark; i < c.delivered().size(); ++i) {
+    if (!is_append_to(c.delivered()[i], 3)) continue;
+    for (const Entry& e : c.delivered()[i].entries) sent_bytes += e.byte_size();
+  }
+  EXPECT_GT(sent_bytes, 0u);
+  EXPECT_LE(sent_bytes, kWindowBytes + kPayloadBytes + Entry::kEntryOverheadBytes)
+      << "heartbeat answers opened the full window while its appends were unanswered";
+  // Once the answers flow again, node 3 catches up.
+  c.heal();
+  c.tick_all(30);
+  EXPECT_EQ(c.node(3).log.last_index(), c.raft(1).commit_index());
+}
+
 TEST(Replication, ProbeStateSendsOneAppendUntilAnswered) {
   TestCluster c({1, 2, 3});
   c.isolate(
