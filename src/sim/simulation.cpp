@@ -69,7 +69,7 @@ ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool
   }
   // The in-flight window's byte bound, two full messages: it binds whenever a window of up to 8
   // messages carries more (the byte-bounded catch-up raftlogd runs). Derived, not drawn, so every
-  // seed keeps its history.
+  // seed draws the same configuration and faults as before.
   core.max_inflight_bytes = 2 * core.max_bytes_per_message;
   return config;
 }
