@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "catch_up_bench.h"
 #include "cli/commands.h"
 #include "cluster_bench.h"
 #include "etcd_bench.h"
@@ -46,6 +47,9 @@ constexpr raftlog::cli::Command kCommands[] = {
     {"snapshot-loop",
      "how long a snapshot catch-up of a large dedup and topic table holds the Raft loop, per part",
      raftlog::bench::run_snapshot_loop_command, nullptr},
+    {"catch-up",
+     "a new member catches up from a leader holding hundreds of MiB; the leader's loop rounds",
+     raftlog::bench::run_catch_up_command, nullptr},
 };
 constexpr raftlog::cli::CommandTable kTable{kCommands};
 

@@ -6,23 +6,33 @@
 
 namespace raftlog::raft {
 
-Inflights::Inflights(std::size_t capacity) : capacity_(capacity) {
+Inflights::Inflights(std::size_t capacity, std::size_t max_bytes)
+    : capacity_(capacity), max_bytes_(max_bytes) {
   RAFT_ASSERT(capacity_ > 0, "the in-flight window holds at least one append");
+  RAFT_ASSERT(max_bytes_ > 0, "the in-flight window holds at least one byte");
 }
 
-void Inflights::add(Index last_index) {
+void Inflights::add(Index last_index, std::size_t bytes) {
   RAFT_ASSERT(!full(), "in-flight window overflow: the caller must check is_paused() first");
-  RAFT_ASSERT(last_indexes_.empty() || last_indexes_.back() < last_index,
+  RAFT_ASSERT(appends_.empty() || appends_.back().last_index < last_index,
               "in-flight appends must advance");
-  last_indexes_.push_back(last_index);
+  appends_.push_back(InflightAppend{last_index, bytes});
+  bytes_ += bytes;
 }
 
 void Inflights::free_up_to(Index index) {
-  while (!last_indexes_.empty() && last_indexes_.front() <= index) last_indexes_.pop_front();
+  while (!appends_.empty() && appends_.front().last_index <= index) free_first();
 }
 
 void Inflights::free_first() {
-  if (!last_indexes_.empty()) last_indexes_.pop_front();
+  if (appends_.empty()) return;
+  bytes_ -= appends_.front().bytes;
+  appends_.pop_front();
+}
+
+void Inflights::reset() {
+  appends_.clear();
+  bytes_ = 0;
 }
 
 void Progress::become_probe() {
@@ -72,10 +82,10 @@ bool Progress::on_ack(Index index) {
   return advanced;
 }
 
-void Progress::on_entries_sent(Index last_sent_index) {
+void Progress::on_entries_sent(Index last_sent_index, std::size_t bytes) {
   if (state == ReplicationState::kReplicate) {
     next = last_sent_index + 1;
-    inflights.add(last_sent_index);
+    inflights.add(last_sent_index, bytes);
   } else {
     probe_sent = true;
   }

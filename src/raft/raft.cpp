@@ -106,6 +106,7 @@ std::string validate_config(const Config& config) {
     return "Config::max_bytes_per_message must hold at least one empty entry";
   }
   if (config.max_inflight_messages < 1) return "Config::max_inflight_messages must be >= 1";
+  if (config.max_inflight_bytes < 1) return "Config::max_inflight_bytes must be >= 1";
   if (config.max_uncommitted_entries < config.max_entries_per_message) {
     return "Config::max_uncommitted_entries must be >= max_entries_per_message (one full proposal "
            "fits)";
@@ -148,7 +149,7 @@ std::vector<PeerProgress> Raft::Impl::progress() const {
     out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state != ReplicationState::kReplicate,
                                pr.inflights.count(), pr.ticks_since_contact, pr.disk_over_watermark,
                                pr.heard_this_term, is_voter(peer), pr.catching_up,
-                               pr.pending_snapshot});
+                               pr.pending_snapshot, pr.inflights.bytes()});
   }
   std::sort(out.begin(), out.end(),
             [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });

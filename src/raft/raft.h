@@ -45,6 +45,13 @@ struct Config {
   std::size_t max_entries_per_message = 256;
   std::size_t max_bytes_per_message = 1 << 20;
   std::size_t max_inflight_messages = 64;           // per follower, in replicate state
+  // Per follower, in replicate state: entry bytes (Entry::byte_size) of the appends sent and not yet
+  // acknowledged. No append is sent while they reach this bound, and an append carries only the room
+  // left (at least one entry), so at most max_inflight_bytes plus one entry are in flight. It bounds
+  // what one follower far behind costs the leader per round (log reads, messages handed to the
+  // transport): without it, max_inflight_messages full messages (64 x 8 MiB in raftlogd) were read
+  // in one round.
+  std::size_t max_inflight_bytes = 16 << 20;
   std::size_t max_uncommitted_entries = 16 * 1024;  // pending proposals on a leader
   std::size_t max_uncommitted_bytes = 64 << 20;
   std::size_t max_pending_reads = 4096;
@@ -164,6 +171,7 @@ struct PeerProgress {
   // Non-zero while a snapshot replacing the peer's log up to this index is in flight to it (sent,
   // not yet acknowledged): it needed entries the leader no longer holds (docs/raft.md, "Snapshots").
   Index snapshot_index = 0;
+  std::size_t inflight_bytes = 0;  // entry bytes of the appends in inflight_messages
 
   // The peer needs entries below `first_index` (the leader's first retained index): next_index is
   // what the leader would send next (in probe state its current guess), and below the first index

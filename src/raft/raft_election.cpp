@@ -124,7 +124,7 @@ void Raft::Impl::become_leader() {
     for (const std::vector<NodeId>* members : {&record.conf.voters, &record.conf.learners}) {
       for (NodeId member : *members) {
         if (member == id() || progress_.contains(member)) continue;
-        Progress pr(config_.max_inflight_messages);
+        Progress pr(config_.max_inflight_messages, config_.max_inflight_bytes);
         pr.next = noop.index;
         pr.recent_active =
             true;  // give every peer a full election timeout before check-quorum judges it
@@ -178,7 +178,10 @@ void Raft::Impl::tick_election() {
 void Raft::Impl::tick_heartbeat() {
   ++heartbeat_elapsed_ticks_;
   ++election_elapsed_ticks_;
-  for (auto& [peer, pr] : progress_) ++pr.ticks_since_contact;
+  for (auto& [peer, pr] : progress_) {
+    ++pr.ticks_since_contact;
+    ++pr.ticks_since_append_response;
+  }
   retry_lost_snapshots();
   if (election_elapsed_ticks_ >= config_.election_ticks) {
     election_elapsed_ticks_ = 0;

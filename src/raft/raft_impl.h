@@ -102,6 +102,7 @@ class Raft::Impl {
   // --- replication and commit (raft_replication.cpp) ---
   void send(Message message, bool after_persist);
   bool send_append(NodeId peer, bool send_if_empty);
+  std::size_t append_byte_budget(const Progress& pr) const;
   void broadcast_append(bool send_if_empty);
   void send_heartbeat(NodeId peer, std::uint64_t context);
   void broadcast_heartbeat(std::uint64_t context);

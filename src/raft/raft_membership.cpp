@@ -139,7 +139,7 @@ void Raft::Impl::refresh_conf() {
   }
   for (NodeId member : tracked) {
     if (progress_.contains(member)) continue;
-    Progress pr(config_.max_inflight_messages);
+    Progress pr(config_.max_inflight_messages, config_.max_inflight_bytes);
     pr.next = log_.last_index();  // probe first at the entry before the configuration
     pr.recent_active = true;      // a full election timeout before check-quorum judges it
     progress_.emplace(member, std::move(pr));

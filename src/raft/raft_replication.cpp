@@ -58,16 +58,30 @@ bool Raft::Impl::send_append(NodeId peer, bool send_if_empty) {
   if (pr.next <= log_.last_index()) {
     const Index last_wanted =
         std::min(log_.last_index(), pr.next + config_.max_entries_per_message - 1);
-    m.entries = log_.entries(pr.next, last_wanted, config_.max_bytes_per_message);
+    m.entries = log_.entries(pr.next, last_wanted, append_byte_budget(pr));
   }
   if (m.entries.empty() && !send_if_empty) return false;
   if (!m.entries.empty()) {
-    pr.on_entries_sent(m.entries.back().index);
+    std::size_t bytes = 0;
+    for (const Entry& e : m.entries) bytes += e.byte_size();
+    pr.on_entries_sent(m.entries.back().index, bytes);
   } else if (pr.state == ReplicationState::kProbe) {
     pr.probe_sent = true;
   }
   send(std::move(m), /*after_persist=*/false);
   return true;
+}
+
+// What the next append to `pr` may read and carry: a full message, or in replicate state only the
+// room left in its in-flight window (at least one entry is always read), so the window holds at most
+// max_inflight_bytes plus the one entry that did not fit, and a follower far behind costs each
+// loop round at most that much reading and sending however long its log's gap.
+std::size_t Raft::Impl::append_byte_budget(const Progress& pr) const {
+  if (pr.state != ReplicationState::kReplicate) return config_.max_bytes_per_message;
+  const std::size_t in_flight = pr.inflights.bytes();
+  const std::size_t room =
+      in_flight < config_.max_inflight_bytes ? config_.max_inflight_bytes - in_flight : 1;
+  return std::min(config_.max_bytes_per_message, room);
 }
 
 void Raft::Impl::broadcast_append(bool send_if_empty) {
@@ -270,6 +284,7 @@ void Raft::Impl::handle_append_response(const Message& m) {
   pr.heard_this_term = true;
   pr.recent_active = true;
   pr.ticks_since_contact = 0;
+  pr.ticks_since_append_response = 0;
   pr.disk_over_watermark = m.disk_over_watermark;
   if (m.index > log_.last_index()) return;  // malformed: cannot acknowledge what we never had
   if (m.reject) {
@@ -310,7 +325,8 @@ void Raft::Impl::handle_append_response(const Message& m) {
   } else if (was_paused) {
     send_append(m.from, /*send_if_empty=*/true);
   }
-  // Fill the in-flight window; each iteration sends one message or stops, so the window bounds it.
+  // Fill the in-flight window; each iteration sends one message or stops, so the window (messages
+  // and bytes, Inflights) bounds it.
   for (std::size_t i = 0; i < config_.max_inflight_messages; ++i) {
     if (!send_append(m.from, /*send_if_empty=*/false)) break;
   }
@@ -332,7 +348,15 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
     pr.match = m.reject_hint;
     pr.become_probe();
   }
-  if (pr.state == ReplicationState::kReplicate && pr.inflights.full()) pr.inflights.free_first();
+  // A full window whose appends all went unanswered for an election timeout (lost, or their answers
+  // were) gets one slot back, so replication cannot stall: the next append exposes the gap. Not
+  // sooner: heartbeats answer on the control lane while a follower far behind still receives and
+  // syncs the window's appends, and freeing a slot per heartbeat answer would pace the leader's
+  // reads by heartbeats instead of acknowledgements, past the byte window and the transport's queue.
+  if (pr.state == ReplicationState::kReplicate && pr.inflights.full() &&
+      pr.ticks_since_append_response >= static_cast<std::uint64_t>(config_.election_ticks)) {
+    pr.inflights.free_first();
+  }
   // A peer that needs entries trimmed from our log gets a snapshot from send_append() (one in flight
   // at a time: a peer in snapshot state is paused until it answers or retry_lost_snapshots()).
   // Without snapshots (Config::snapshots), it is probed at our first index instead, once per

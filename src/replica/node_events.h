@@ -30,6 +30,9 @@ class NodeEvents {
   virtual void segments_deleted(std::uint64_t count) = 0;
   // The store finished a flush cycle.
   virtual void store_flushed(const store::CommitLog::FlushCycle& cycle) = 0;
+  // One round of the node's Raft loop (its inputs, the replica's process(), retention) took
+  // `duration`: the time ticks and heartbeats waited behind it. Default: ignored.
+  virtual void loop_round_finished(std::chrono::steady_clock::duration /*duration*/) {}
 };
 
 }  // namespace raftlog::replica

@@ -23,6 +23,7 @@ struct PeerStatus {
   std::uint64_t last_contact_ms = 0;  // since the leader last heard from the peer
   bool probing = true;
   std::uint64_t inflight_messages = 0;
+  std::uint64_t inflight_bytes = 0;  // entry bytes of those messages (bounded: docs/design.md)
   bool behind_first_index = false;  // needs entries the leader no longer holds (cannot catch up)
 };
 

@@ -477,6 +477,7 @@ NodeStatus Replica::status() {
     peer.last_contact_ms = progress.ticks_since_contact * config_.tick_ms;
     peer.probing = progress.probing;
     peer.inflight_messages = progress.inflight_messages;
+    peer.inflight_bytes = progress.inflight_bytes;
     // A follower that needs entries this leader no longer holds: with snapshots (raftlogd's
     // setting) it catches up from one; without, it must be rebuilt from a copy of a healthy node
     // (docs/operations.md).

@@ -219,6 +219,8 @@ class Metrics::Impl final : public prometheus::Collectable {
         peer_gauge("raftlog_peer_lag_bytes", "Log bytes after the peer's match index.");
     peer_inflight_ = peer_gauge("raftlog_peer_inflight_messages",
                                 "Append messages sent and not yet acknowledged.");
+    peer_inflight_bytes_ = peer_gauge("raftlog_peer_inflight_bytes",
+                                      "Entry bytes of the append messages not yet acknowledged.");
     peer_last_contact_ = peer_gauge("raftlog_peer_last_contact_seconds",
                                     "Seconds since the leader last heard from the peer.");
     peer_behind_ = peer_gauge(
@@ -295,6 +297,10 @@ class Metrics::Impl final : public prometheus::Collectable {
                  "Partial snapshots this follower kept because a new leader continued them with "
                  "the same data.");
 
+    loop_round_ = &histogram("raftlog_raft_loop_round_seconds",
+                             "Duration of one round of the Raft loop (ticks and heartbeats wait "
+                             "behind it).",
+                             exponential(0.0005, 2, 14));
     fsync_ = &histogram("raftlog_store_fsync_duration_seconds",
                         "Duration of one flush cycle's sync calls.", exponential(0.0001, 2, 16));
     group_commit_ = &histogram("raftlog_store_group_commit_entries",
@@ -449,6 +455,7 @@ class Metrics::Impl final : public prometheus::Collectable {
       peer_lag_entries_->Add(labels).Set(static_cast<double>(peer.lag_entries));
       peer_lag_bytes_->Add(labels).Set(static_cast<double>(peer.lag_bytes));
       peer_inflight_->Add(labels).Set(static_cast<double>(peer.inflight_messages));
+      peer_inflight_bytes_->Add(labels).Set(static_cast<double>(peer.inflight_bytes));
       peer_last_contact_->Add(labels).Set(static_cast<double>(peer.last_contact_ms) / 1000.0);
       peer_behind_->Add(labels).Set(peer.behind_first_index ? 1 : 0);
       const SnapshotTransfer* in_flight = nullptr;
@@ -464,9 +471,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     for (const std::string& id : exported_peers_) {
       if (current.contains(id)) continue;
       const prometheus::Labels labels{{"peer", id}};
-      for (auto* family :
-           {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_, peer_last_contact_,
-            peer_behind_, peer_snapshot_index_, peer_snapshot_sent_, peer_snapshot_total_}) {
+      for (auto* family : {peer_match_, peer_lag_entries_, peer_lag_bytes_, peer_inflight_,
+                           peer_inflight_bytes_, peer_last_contact_, peer_behind_,
+                           peer_snapshot_index_, peer_snapshot_sent_, peer_snapshot_total_}) {
         family->Remove(&family->Add(labels));
       }
     }
@@ -568,9 +575,11 @@ class Metrics::Impl final : public prometheus::Collectable {
   prometheus::Family<Gauge>* peer_lag_entries_ = nullptr;
   prometheus::Family<Gauge>* peer_lag_bytes_ = nullptr;
   prometheus::Family<Gauge>* peer_inflight_ = nullptr;
+  prometheus::Family<Gauge>* peer_inflight_bytes_ = nullptr;
   prometheus::Family<Gauge>* peer_last_contact_ = nullptr;
   prometheus::Family<Gauge>* peer_behind_ = nullptr;
   Histogram* fsync_ = nullptr;
+  Histogram* loop_round_ = nullptr;
   Histogram* group_commit_ = nullptr;
   Gauge* written_index_ = nullptr;
   Gauge* flushed_index_ = nullptr;
@@ -782,6 +791,10 @@ void Metrics::segments_deleted(std::uint64_t count) {
 void Metrics::store_flushed(const store::CommitLog::FlushCycle& cycle) {
   impl_->fsync_->Observe(seconds(cycle.sync_duration));
   if (cycle.entries > 0) impl_->group_commit_->Observe(static_cast<double>(cycle.entries));
+}
+
+void Metrics::loop_round_finished(std::chrono::steady_clock::duration duration) {
+  impl_->loop_round_->Observe(seconds(duration));
 }
 
 void Metrics::request_answered(std::string_view method, int grpc_code,

@@ -62,6 +62,7 @@ class Metrics final : public NodeEvents, public ClientRequestObserver {
   void election_finished(bool won) override;
   void segments_deleted(std::uint64_t count) override;
   void store_flushed(const store::CommitLog::FlushCycle& cycle) override;
+  void loop_round_finished(std::chrono::steady_clock::duration duration) override;
 
   // ClientRequestObserver
   void request_answered(std::string_view method, int grpc_code,

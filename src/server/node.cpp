@@ -300,6 +300,7 @@ void Node::Impl::loop() {
     if (!replica_->failed()) replica_->apply_retention(now);
     update_peers();
     publish_status();
+    if (events_ != nullptr) events_->loop_round_finished(Clock::now() - now);
     if (replica_->failed()) stop_after_failure();
     if (failed_.load()) break;
   }

@@ -254,6 +254,11 @@ raft::Config raft_config_for(const NodeConfig& config) {
       std::max(raft_config.max_uncommitted_entries, raft_config.max_entries_per_message);
   raft_config.max_uncommitted_bytes =
       std::max(raft_config.max_uncommitted_bytes, raft_config.max_bytes_per_message);
+  // A follower far behind (a new member, one back after a long absence) is sent at most this many
+  // entry bytes beyond its acknowledgements: each loop round reads and hands the transport at most
+  // that plus one entry for it, not max_inflight_messages full appends (64 x 8 MiB), and the window
+  // fits the append lane's queue (docs/design.md, "Catching up by replication").
+  raft_config.max_inflight_bytes = config_limits::kMaxInflightAppendBytes;
   // A follower behind the leader's retention is caught up by a snapshot (docs/raft.md,
   // "Snapshots"): the replica installs it and fills in its data, the transport carries it in chunks.
   raft_config.snapshots = true;
@@ -305,6 +310,12 @@ PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {
       std::max<std::size_t>(options.limits.max_entries_per_message, max_entries);
   options.limits.max_message_bytes = std::max<std::size_t>(
       options.limits.max_message_bytes, max_raft_message_bytes(config) + max_entries * 64);
+  // The append lane holds a follower's whole in-flight window (raft_config_for: at most
+  // kMaxInflightAppendBytes plus one entry) with room to spare, also with entries larger than the
+  // default, so nothing the leader read for a catch-up is dropped for a full queue.
+  options.max_queued_bytes = std::max<std::size_t>(
+      options.max_queued_bytes, config_limits::kMaxInflightAppendBytes +
+                                    config.store.max_entry_size_bytes + (1U << 20));
   // Reassemble no more snapshot data than the replica decodes (replica_config_for).
   options.max_snapshot_receive_bytes = replica::kMaxSnapshotDataBytes;
   // Stale messages are useless after a few election timeouts. 64-bit arithmetic, capped: the ticks

@@ -40,6 +40,9 @@ inline constexpr std::uint64_t kMaxQueuedAppendBytes = 256ULL << 20;
 // the Raft core's per-entry overhead, whose bound is 1 GiB: this leaves room for every entry count.)
 inline constexpr std::uint64_t kMaxAppendBytes = kMaxQueuedAppendBytes;
 inline constexpr std::uint64_t kMaxReadBytes = 1ULL << 30;
+// Entry bytes a leader keeps in flight to one follower (raft::Config::max_inflight_bytes): what one
+// loop round reads from the store and queues for it at most (plus one entry) during a catch-up.
+inline constexpr std::size_t kMaxInflightAppendBytes = 16U << 20;
 // A Read response may exceed max_read_bytes by protobuf framing (about 55 bytes per entry) within
 // the 1 MiB of slack the node's gRPC send limit has.
 inline constexpr std::uint32_t kMaxReadEntries = 16384;

@@ -76,6 +76,10 @@ ClusterConfig draw_cluster_config(util::Prng& prng, std::size_t node_count, bool
           1, 2 * static_cast<std::uint64_t>(core.snapshot_retry_ticks) * kStepsPerTick);
     }
   }
+  // The in-flight window's byte bound, two full messages: it binds whenever a window of up to 8
+  // messages carries more (the byte-bounded catch-up raftlogd runs). Derived, not drawn, so every
+  // seed draws the same configuration and faults as before.
+  core.max_inflight_bytes = 2 * core.max_bytes_per_message;
   return config;
 }
 
@@ -98,7 +102,8 @@ bool converged(const Cluster& cluster, raft::NodeId leader) {
 }
 
 // Recovery time the configuration itself needs on top of the base bound: the most lagging node must
-// receive every entry it misses, at most entries_per_message * inflight entries per round trip.
+// receive every entry it misses, at most entries_per_message * inflight entries per round trip, where
+// the byte window (two full messages) may hold only two messages.
 std::uint64_t catch_up_allowance_ticks(const Cluster& cluster, const ClusterConfig& config) {
   raft::Index longest_log = 0;
   raft::Index lowest_commit = UINT64_MAX;
@@ -108,8 +113,9 @@ std::uint64_t catch_up_allowance_ticks(const Cluster& cluster, const ClusterConf
   }
   const std::uint64_t backlog_entries =
       longest_log > lowest_commit ? longest_log - lowest_commit : 0;
-  const std::uint64_t entries_per_round_trip = std::max<std::uint64_t>(
-      1, config.raft.max_entries_per_message * config.raft.max_inflight_messages);
+  const std::uint64_t entries_per_round_trip =
+      std::max<std::uint64_t>(1, config.raft.max_entries_per_message *
+                                     std::min<std::uint64_t>(config.raft.max_inflight_messages, 2));
   return (backlog_entries + entries_per_round_trip - 1) / entries_per_round_trip *
          kCalmRoundTripTicks;
 }
@@ -285,13 +291,14 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
       draw_fault_profile(prng, options.aggressive, options.reconfigure, options.retention);
   trace.log(
       "seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} "
-      "uncommitted {} "
+      "({} bytes) uncommitted {} "
       "reads {} flush 1..{} steps (slow {}/M up to {}, failing {}/M) checkpoint every {} ticks",
       options.seed, options.node_count, config.raft.heartbeat_ticks, config.raft.election_ticks,
       config.raft.max_entries_per_message, config.raft.max_bytes_per_message,
-      config.raft.max_inflight_messages, config.raft.max_uncommitted_entries,
-      config.raft.max_pending_reads, config.max_flush_delay_steps, config.slow_flush_per_million,
-      config.slow_flush_max_steps, config.failing_sync_per_million, config.checkpoint_every_ticks);
+      config.raft.max_inflight_messages, config.raft.max_inflight_bytes,
+      config.raft.max_uncommitted_entries, config.raft.max_pending_reads,
+      config.max_flush_delay_steps, config.slow_flush_per_million, config.slow_flush_max_steps,
+      config.failing_sync_per_million, config.checkpoint_every_ticks);
 
   if (options.reconfigure) {
     trace.log("reconfigure: {} voters, {} spare slots, a change every ~{} ticks",

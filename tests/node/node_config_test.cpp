@@ -5,8 +5,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "raft/raft.h"
 #include "server/node.h"
+#include "server/transport.h"
 #include "temp_dir.h"
 
 namespace raftlog::server {
@@ -30,6 +33,28 @@ TEST(NodeConfigValidate, DefaultsWithIdMembersAndDirAreValid) {
   // A single node may keep the default cluster id (no peer can confuse it); several may not.
   single.cluster_id = NodeConfig{}.cluster_id;
   EXPECT_EQ(validate(single), "");
+}
+
+// A follower far behind is sent at most max_inflight_bytes plus one entry beyond its
+// acknowledgements, which the append lane must hold, or the transport drops the appends the leader
+// read for it (and the follower, seeing a gap, makes the leader probe and read them all again).
+TEST(NodeConfigDerived, TheInflightByteWindowFitsThePeerAppendLane) {
+  NodeConfig config = valid_config();
+  const raft::Config raft_config = raft_config_for(config);
+  EXPECT_EQ(raft_config.max_inflight_bytes, config_limits::kMaxInflightAppendBytes);
+  EXPECT_LT(raft_config.max_inflight_bytes,
+            raft_config.max_inflight_messages * raft_config.max_bytes_per_message / 8)
+      << "the byte window no longer bounds a catch-up below the message window";
+  for (const std::uint64_t entry_bytes :
+       std::vector<std::uint64_t>{4ULL << 20, 50ULL << 20, config_limits::kMaxAppendBytes}) {
+    config.store.max_entry_size_bytes = entry_bytes;
+    config.max_append_bytes = std::max<std::uint64_t>(config.max_append_bytes, entry_bytes);
+    const PeerTransportOptions transport = peer_transport_options_for(config);
+    EXPECT_LE(raft_config_for(config).max_inflight_bytes + config.store.max_entry_size_bytes +
+                  raft::Entry::kEntryOverheadBytes,
+              transport.max_queued_bytes)
+        << "max entry size " << entry_bytes;
+  }
 }
 
 struct Case {

@@ -200,16 +200,16 @@ TEST(Quorum, MajorityValues) {
 }
 
 TEST(Progress, ProbeSendsOneMessageReplicateFillsTheWindow) {
-  Progress pr(2);
+  Progress pr(2, 1 << 20);
   pr.next = 5;
   EXPECT_FALSE(pr.is_paused());
-  pr.on_entries_sent(5);
+  pr.on_entries_sent(5, 100);
   EXPECT_TRUE(pr.is_paused());  // probe: one outstanding
   EXPECT_TRUE(pr.on_ack(5));
   pr.become_replicate();
   EXPECT_EQ(pr.next, 6u);
-  pr.on_entries_sent(6);
-  pr.on_entries_sent(7);
+  pr.on_entries_sent(6, 100);
+  pr.on_entries_sent(7, 100);
   EXPECT_TRUE(pr.is_paused());  // window of 2 full
   EXPECT_EQ(pr.next, 8u);
   EXPECT_TRUE(pr.on_ack(6));
@@ -218,23 +218,44 @@ TEST(Progress, ProbeSendsOneMessageReplicateFillsTheWindow) {
 }
 
 TEST(Progress, RejectionsMoveNextBackAndStaleOnesAreIgnored) {
-  Progress pr(4);
+  Progress pr(4, 1 << 20);
   pr.next = 11;  // probe: prev index 10 outstanding
   EXPECT_FALSE(pr.on_reject(7, 3)) << "a rejection of an append we did not just send is stale";
   EXPECT_TRUE(pr.on_reject(10, 3));
   EXPECT_EQ(pr.next, 4u);  // match hint 3 -> next 4
   pr.match = 6;
   pr.become_replicate();
-  pr.on_entries_sent(9);
+  pr.on_entries_sent(9, 100);
   EXPECT_FALSE(pr.on_reject(5, 0)) << "at or below match: stale";
   EXPECT_TRUE(pr.on_reject(8, 0));
   EXPECT_EQ(pr.next, 7u);
 }
 
+TEST(Progress, TheWindowIsFullOnceItsAppendsReachTheByteBound) {
+  Progress pr(64, 1000);
+  pr.become_replicate();
+  pr.on_entries_sent(3, 600);
+  EXPECT_FALSE(pr.is_paused()) << "600 of 1000 bytes in flight";
+  pr.on_entries_sent(5, 500);
+  EXPECT_TRUE(pr.is_paused()) << "1100 bytes reach the bound long before 64 messages";
+  EXPECT_EQ(pr.inflights.bytes(), 1100u);
+  pr.inflights.free_up_to(3);
+  EXPECT_EQ(pr.inflights.bytes(), 500u);
+  EXPECT_FALSE(pr.is_paused());
+  pr.inflights.free_first();  // a heartbeat answer's freed slot frees its bytes too
+  EXPECT_EQ(pr.inflights.bytes(), 0u);
+  pr.on_entries_sent(9, 1000);
+  pr.become_probe();
+  EXPECT_EQ(pr.inflights.bytes(), 0u) << "a reset window holds no bytes";
+}
+
 TEST(InflightsDeathTest, OverflowIsAnInvariantViolation) {
-  Inflights window(1);
-  window.add(3);
-  EXPECT_DEATH(window.add(4), "overflow");
+  Inflights window(1, 1 << 20);
+  window.add(3, 10);
+  EXPECT_DEATH(window.add(4, 10), "overflow");
+  Inflights bytes_window(8, 100);
+  bytes_window.add(3, 100);
+  EXPECT_DEATH(bytes_window.add(4, 10), "overflow");
 }
 
 TEST(RaftLog, UnstableTailShadowsTheReaderUntilPersisted) {

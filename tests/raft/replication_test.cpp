@@ -281,6 +281,93 @@ TEST(Replication, InflightWindowBoundsUnacknowledgedAppends) {
   EXPECT_EQ(c.raft(1).commit_index(), 11u) << "node 3 keeps the majority going";
 }
 
+// Issue 15, drills F6: a follower thousands of entries behind (a new learner, a follower back after
+// a long absence) once cost its leader max_inflight_messages full appends in one round (64 x 8 MiB
+// read from the store and handed to the transport in raftlogd): seconds of loop time, heartbeats
+// late, elections. The in-flight window is bounded in bytes too (Config::max_inflight_bytes, 16 MiB
+// by default), so each round reads and sends at most that much (plus one entry) to it.
+TEST(Replication, AFollowerFarBehindCostsTheLeaderAtMostTheByteWindowPerRound) {
+  constexpr std::size_t kWindowBytes = 16 << 20;  // Config's default max_inflight_bytes
+  constexpr std::size_t kPayloadBytes = 48 << 10;
+  constexpr int kEntries = 800;  // 37.5 MiB behind: more than twice the window
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  const Term term = c.raft(1).term();
+  c.isolate(3);
+  for (int i = 0; i < kEntries; ++i) {
+    ASSERT_TRUE(
+        c.propose(1, {std::string(kPayloadBytes, static_cast<char>('a' + i % 26))}).proposed());
+    if (i % 32 == 31) c.deliver_all();  // node 2 keeps the majority going
+  }
+  c.deliver_all();
+  const Index last = c.raft(1).commit_index();
+  ASSERT_GE(last, static_cast<Index>(kEntries));
+  ASSERT_LT(c.node(3).log.last_index(), 3u);
+
+  c.heal();
+  const std::size_t mark = c.node(1).readies.size();
+  for (int round = 0; round < 400 && c.node(3).log.last_index() < last; ++round) c.tick_all(1);
+  ASSERT_EQ(c.node(3).log.last_index(), last) << "node 3 did not catch up";
+  EXPECT_EQ(c.raft(3).commit_index(), last);
+  EXPECT_EQ(c.leader(), 1u);
+  EXPECT_EQ(c.raft(1).term(), term) << "the catch-up cost an election";
+
+  std::size_t largest_ready_bytes = 0;
+  std::size_t total_bytes = 0;
+  for (std::size_t i = mark; i < c.node(1).readies.size(); ++i) {
+    std::size_t ready_bytes = 0;
+    for (const Message& m : c.node(1).readies[i].messages) {
+      if (!is_append_to(m, 3)) continue;
+      for (const Entry& e : m.entries) ready_bytes += e.byte_size();
+    }
+    largest_ready_bytes = std::max(largest_ready_bytes, ready_bytes);
+    total_bytes += ready_bytes;
+  }
+  EXPECT_GE(total_bytes, static_cast<std::size_t>(kEntries) * kPayloadBytes);
+  EXPECT_LE(largest_ready_bytes, kWindowBytes + kPayloadBytes + Entry::kEntryOverheadBytes)
+      << "one round read and sent more than the in-flight byte window to the follower behind";
+}
+
+// While a follower far behind receives and syncs a full window, its heartbeat answers (the control
+// lane) keep coming: each once freed a slot of the full window and sent another append, so sending
+// was paced by heartbeats, not acknowledgements, past the byte window (and in raftlogd past the
+// append lane's queue, which then dropped what the leader had read). A slot is freed only after an
+// election timeout without any append response.
+TEST(Replication, HeartbeatAnswersDoNotOpenAFullWindowWhileItsAppendsAreUnanswered) {
+  constexpr std::size_t kWindowBytes = 256 << 10;
+  constexpr std::size_t kPayloadBytes = 40 << 10;
+  TestCluster c({1, 2, 3}, [](Config& config) {
+    config.max_inflight_bytes = kWindowBytes;
+    config.max_bytes_per_message = 128 << 10;
+  });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(c.propose(1, {std::string(kPayloadBytes, 'h')}).proposed());
+  }
+  // Node 3's append responses are held back (slow disk, a backed-up append lane); its heartbeat
+  // responses are not. Fewer ticks than an election timeout (10).
+  c.add_drop_rule([](const Message& m) {
+    return m.from == 3 && m.type == MessageType::kAppendResponse;
+  });
+  const std::size_t mark = c.delivered().size();
+  c.deliver_all();
+  c.tick_all(8);
+  std::size_t sent_bytes = 0;
+  for (std::size_t i = mark; i < c.delivered().size(); ++i) {
+    if (!is_append_to(c.delivered()[i], 3)) continue;
+    for (const Entry& e : c.delivered()[i].entries) sent_bytes += e.byte_size();
+  }
+  EXPECT_GT(sent_bytes, 0u);
+  EXPECT_LE(sent_bytes, kWindowBytes + kPayloadBytes + Entry::kEntryOverheadBytes)
+      << "heartbeat answers opened the full window while its appends were unanswered";
+  // Once the answers flow again, node 3 catches up.
+  c.heal();
+  c.tick_all(30);
+  EXPECT_EQ(c.node(3).log.last_index(), c.raft(1).commit_index());
+}
+
 TEST(Replication, ProbeStateSendsOneAppendUntilAnswered) {
   TestCluster c({1, 2, 3});
   c.isolate(
