@@ -190,6 +190,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   if (tls.peers_enabled)
     transport_options.tls = PeerTlsOptions{tls.peer.cert_pem, tls.peer.key_pem, tls.peer.ca_pem};
   transport_options.peer_secret = peer_secret;
+  // A partial snapshot kept on disk that the log already covers (its install happened) is stale.
+  transport_options.snapshot_partial_stale_through = impl->node->log_bounds().first - 1;
   if (std::string problem = validate_options(transport_options); !problem.empty()) {
     *error = "peer transport: " + problem;
     return nullptr;
