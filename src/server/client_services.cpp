@@ -208,7 +208,9 @@ void add_snapshot_transfers(const SnapshotTransfers& transfers, v1::StatusRespon
   response->set_snapshot_partials_continued(transfers.received.partials_continued);
   response->set_snapshot_partials_restored(transfers.received.partials_restored);
   response->set_snapshot_bytes_restored(transfers.received.bytes_restored);
-  response->set_snapshot_partial_files_dropped(transfers.received.partial_files_dropped);
+  // As the metric: dropped at start, or removed after a failed write (a failing disk shows).
+  response->set_snapshot_partial_files_dropped(transfers.received.partial_files_dropped +
+                                               transfers.received.partial_file_write_failures);
 }
 
 }  // namespace

@@ -312,6 +312,7 @@ PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {
   // A restart resumes a snapshot transfer from the partial kept here (snapshot_partial_file.h).
   options.snapshot_partial_path =
       (std::filesystem::path(config.data_dir) / std::string(kSnapshotPartialFileName)).string();
+  options.snapshot_partial_max_disk_used = config.disk_high_watermark;
   // Stale messages are useless after a few election timeouts. 64-bit arithmetic, capped: the ticks
   // and the tick length are each bounded, their product is not.
   const std::uint64_t two_election_timeouts_ms = 2ULL * config.election_ticks * config.tick_ms;

@@ -129,7 +129,8 @@ PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAu
       reassembler_(options.max_snapshot_receive_bytes),
       partial_file_(options.snapshot_partial_path,
                     SnapshotPartialExpectations{options.cluster_id, options.self_id,
-                                                options.max_snapshot_receive_bytes}) {
+                                                options.max_snapshot_receive_bytes,
+                                                options.snapshot_partial_max_disk_used}) {
   RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
   // A partial a restart kept: its receipt goes out on this node's first messages, so the sender's
   // next attempt resumes after it.

@@ -131,8 +131,10 @@ struct SnapshotReceiveCounters {
   std::uint64_t partials_restored = 0;
   std::uint64_t bytes_restored = 0;
   // The file that keeps the partial on disk: files found at start that were dropped (unreadable,
-  // another cluster's or node's, above the bound, or naming a snapshot the log already holds), and
-  // writes that failed (the file is then removed; the transfer goes on in memory only).
+  // not a regular file, another cluster's or node's, above the bound, a disk past its watermark; a
+  // stale one naming a snapshot the log already holds is removed, not counted), and writes that
+  // failed or were not made for lack of room (the file is then removed; the transfer goes on in
+  // memory only).
   std::uint64_t partial_files_dropped = 0;
   std::uint64_t partial_file_write_failures = 0;
 };

@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "server/message_codec.h"
@@ -58,8 +60,12 @@ class Reader {
   std::size_t at_ = 0;
 };
 
-std::uint32_t record_crc(std::uint64_t offset, std::uint32_t length, std::string_view bytes) {
+// Seeded with the file's header CRC: a record is checked as one of this file's, not of an earlier
+// file whose blocks a power cut left behind a new header.
+std::uint32_t record_crc(std::uint32_t header_crc, std::uint64_t offset, std::uint32_t length,
+                         std::string_view bytes) {
   std::string fields;
+  put_u32(fields, header_crc);
   put_u64(fields, offset);
   put_u32(fields, length);
   return util::crc32c::extend(util::crc32c::value(fields), bytes.data(), bytes.size());
@@ -121,7 +127,8 @@ std::string decode_header_body(std::string_view body, const SnapshotPartialExpec
 }
 
 // The records after the header, appended to out->data while they are valid.
-void decode_records(std::string_view records, DecodedSnapshotPartial* out) {
+void decode_records(std::string_view records, std::uint32_t header_crc,
+                    DecodedSnapshotPartial* out) {
   const std::uint64_t total = out->header.place.total_bytes;
   Reader reader(records);
   while (reader.left() > 0) {
@@ -141,7 +148,7 @@ void decode_records(std::string_view records, DecodedSnapshotPartial* out) {
       out->tail_problem = at + " is torn (short data)";
       return;
     }
-    if (record_crc(offset, length, bytes) != crc) {
+    if (record_crc(header_crc, offset, length, bytes) != crc) {
       out->tail_problem = at + " fails its CRC-32C";
       return;
     }
@@ -159,6 +166,22 @@ void decode_records(std::string_view records, DecodedSnapshotPartial* out) {
 }
 
 std::string errno_text() { return std::strerror(errno); }
+
+// Reads `size` bytes from the descriptor's position into *out; false with errno set (or 0: short).
+bool read_all(int fd, std::size_t size, std::string* out) {
+  out->resize(size);
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, out->data() + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = 0;
+      return false;
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  return true;
+}
 
 // Writes all of `bytes` at the descriptor's position; false with errno set.
 bool write_all(int fd, std::string_view bytes) {
@@ -209,13 +232,22 @@ std::string encode_snapshot_partial_header(const SnapshotPartialHeader& header) 
   return out;
 }
 
-std::string encode_snapshot_partial_record(std::uint64_t offset, std::string_view bytes) {
+std::uint32_t snapshot_partial_header_crc(std::string_view encoded_header) {
+  RAFTLOG_CHECK(encoded_header.size() >= kFixedHeaderBytes + 4, "an encoded header");
+  Reader reader(encoded_header.substr(encoded_header.size() - 4));
+  std::uint32_t crc = 0;
+  reader.get(&crc);
+  return crc;
+}
+
+std::string encode_snapshot_partial_record(std::uint32_t header_crc, std::uint64_t offset,
+                                           std::string_view bytes) {
   RAFTLOG_CHECK(!bytes.empty() && bytes.size() <= kSnapshotChunkBytes,
                 "a partial snapshot record holds 1..kSnapshotChunkBytes bytes");
   const auto length = static_cast<std::uint32_t>(bytes.size());
   std::string out;
   out.reserve(kSnapshotPartialRecordHeaderBytes + bytes.size());
-  put_u32(out, record_crc(offset, length, bytes));
+  put_u32(out, record_crc(header_crc, offset, length, bytes));
   put_u64(out, offset);
   put_u32(out, length);
   out += bytes;
@@ -259,7 +291,8 @@ std::optional<DecodedSnapshotPartial> decode_snapshot_partial(
     return std::nullopt;
   }
   decoded.valid_bytes = header_bytes + 4;
-  decode_records(file.substr(header_bytes + 4), &decoded);
+  decoded.header_crc = crc;
+  decode_records(file.substr(header_bytes + 4), crc, &decoded);
   if (decoded.data.size() >= decoded.header.place.total_bytes) {
     *problem = "its records hold the whole data (a completed partial is never kept)";
     return std::nullopt;
@@ -267,49 +300,82 @@ std::optional<DecodedSnapshotPartial> decode_snapshot_partial(
   return decoded;
 }
 
-SnapshotPartialFile::SnapshotPartialFile(std::string path, SnapshotPartialExpectations expect)
-    : path_(std::move(path)), expect_(std::move(expect)) {}
+SnapshotPartialFile::SnapshotPartialFile(std::string path, SnapshotPartialExpectations expect,
+                                         SnapshotPartialDiskProbe disk)
+    : path_(std::move(path)), expect_(std::move(expect)), disk_(std::move(disk)) {
+  if (!disk_ && !path_.empty()) {
+    disk_ = [directory = std::filesystem::path(path_).parent_path().string()]()
+        -> std::optional<SnapshotPartialDisk> {
+      struct statvfs fs {};
+      if (::statvfs(directory.empty() ? "." : directory.c_str(), &fs) != 0 || fs.f_blocks == 0) {
+        return std::nullopt;
+      }
+      return SnapshotPartialDisk{
+          static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize,
+          static_cast<std::uint64_t>(fs.f_blocks) * fs.f_frsize,
+          1.0 - static_cast<double>(fs.f_bavail) / static_cast<double>(fs.f_blocks)};
+    };
+  }
+}
 
 SnapshotPartialFile::~SnapshotPartialFile() {
   // The file stays: the next start resumes from it.
   if (fd_ >= 0) ::close(fd_);
 }
 
+std::string SnapshotPartialFile::room_for(std::uint64_t more_bytes) const {
+  const std::optional<SnapshotPartialDisk> disk = disk_ ? disk_() : std::nullopt;
+  if (!disk) return {};  // unknown: the write itself tells
+  if (disk->free_bytes < more_bytes + kSnapshotPartialDiskReserveBytes) {
+    return "its file system has " + std::to_string(disk->free_bytes) +
+           " bytes free, less than the " + std::to_string(more_bytes) +
+           " it may still take plus a reserve of " +
+           std::to_string(kSnapshotPartialDiskReserveBytes);
+  }
+  const double used_after =
+      disk->used_ratio + static_cast<double>(more_bytes) / static_cast<double>(disk->total_bytes);
+  if (expect_.max_disk_used_ratio < 1.0 && used_after >= expect_.max_disk_used_ratio) {
+    return "its file system would be " + std::to_string(static_cast<int>(used_after * 100)) +
+           " % used, at or past the high watermark of " +
+           std::to_string(static_cast<int>(expect_.max_disk_used_ratio * 100)) + " %";
+  }
+  return {};
+}
+
 std::string SnapshotPartialFile::load(SnapshotReassembler& reassembler, raft::Index stale_through,
                                       SnapshotReassembler::Clock::time_point now) {
   if (path_.empty()) return {};
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return {};
-    ++files_dropped_;
-    const std::string why = errno_text();
-    remove_file();
-    return "dropped " + path_ + ": cannot open it: " + why;
-  }
+  // Not followed if a link, not blocked on if a FIFO: only a regular file is read.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0 && errno == ENOENT) return {};
   const std::uint64_t max_file_bytes = max_snapshot_partial_file_bytes(expect_.max_total_bytes);
   struct stat info {};
   std::string file;
-  std::string read_problem;
-  if (::fstat(fd, &info) != 0) {
-    read_problem = "cannot stat it: " + errno_text();
+  std::string problem;
+  if (fd < 0) {
+    problem = "cannot open it: " + errno_text();
+  } else if (::fstat(fd, &info) != 0) {
+    problem = "cannot stat it: " + errno_text();
+  } else if (!S_ISREG(info.st_mode)) {
+    problem = "it is not a regular file";
   } else if (static_cast<std::uint64_t>(info.st_size) > max_file_bytes) {
-    read_problem = "it has " + std::to_string(info.st_size) + " bytes, more than the " +
-                   std::to_string(max_file_bytes) + " a partial of this node's bound takes";
-  } else {
-    file.resize(static_cast<std::size_t>(info.st_size));
-    std::size_t got = 0;
-    while (got < file.size()) {
-      const ssize_t n = ::read(fd, file.data() + got, file.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    file.resize(got);
+    problem = "it has " + std::to_string(info.st_size) + " bytes, more than the " +
+              std::to_string(max_file_bytes) + " a partial of this node's bound takes";
+  } else if (!read_all(fd, static_cast<std::size_t>(info.st_size), &file)) {
+    problem = "cannot read it: " + errno_text();
   }
-  ::close(fd);
-  std::string problem = read_problem;
+  if (fd >= 0) ::close(fd);
   std::optional<DecodedSnapshotPartial> decoded;
   if (problem.empty()) decoded = decode_snapshot_partial(file, expect_, &problem);
+  file = std::string();  // the decoded copy is kept, not both
+  if (decoded && expect_.max_disk_used_ratio < 1.0) {
+    // Past the watermark the room is the store's: the partial's bytes are given back.
+    const std::optional<SnapshotPartialDisk> disk = disk_ ? disk_() : std::nullopt;
+    if (disk && disk->used_ratio >= expect_.max_disk_used_ratio) {
+      problem = "its file system is past the high watermark";
+      decoded.reset();
+    }
+  }
   if (!decoded) {
     ++files_dropped_;
     remove_file();
@@ -321,8 +387,8 @@ std::string SnapshotPartialFile::load(SnapshotReassembler& reassembler, raft::In
                             std::to_string(decoded->header.message.from);
   if (snapshot.index <= stale_through) {
     remove_file();
-    return "removed " + path_ + ": its " + names + " is at or below the log's start " +
-           std::to_string(stale_through) + " (installed already)";
+    return "removed " + path_ + ": its " + names + " is at or below the log's start or commit " +
+           std::to_string(stale_through) + " (installed or replicated already)";
   }
   if (decoded->data.empty()) {
     remove_file();
@@ -330,7 +396,9 @@ std::string SnapshotPartialFile::load(SnapshotReassembler& reassembler, raft::In
            (decoded->tail_problem.empty() ? "" : ": " + decoded->tail_problem);
   }
   const std::uint64_t restored = decoded->data.size();
+  const std::uint64_t total = decoded->header.place.total_bytes;
   const raft::NodeId from = decoded->header.message.from;
+  const std::uint32_t header_crc = decoded->header_crc;
   if (std::string refused = reassembler.restore(
           std::move(decoded->header.message), decoded->header.place, std::move(decoded->data), now);
       !refused.empty()) {
@@ -339,14 +407,15 @@ std::string SnapshotPartialFile::load(SnapshotReassembler& reassembler, raft::In
     return "dropped " + path_ + " (" + names + "): " + refused;
   }
   // Appends continue after the last good record: a torn tail is cut off first.
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
   generation_ = reassembler.partial_from(from)->generation;
+  header_crc_ = header_crc;
   bytes_held_ = restored;
   if (fd_ < 0 || ::ftruncate(fd_, static_cast<off_t>(decoded->valid_bytes)) != 0) {
     return fail("cannot reopen it: " + errno_text());
   }
-  return "restored " + names + ": " + std::to_string(restored) + " of " +
-         std::to_string(reassembler.partial_from(from)->place.total_bytes) + " bytes" +
+  return "restored " + names + ": " + std::to_string(restored) + " of " + std::to_string(total) +
+         " bytes" +
          (decoded->tail_problem.empty() ? "" : " (" + decoded->tail_problem + ": cut off)");
 }
 
@@ -366,7 +435,7 @@ std::string SnapshotPartialFile::follow(const SnapshotReassembler& reassembler,
       if (kept->data.size() < bytes_held_) return fail("the partial shrank");  // never: it grows
       // Small chunks (a sender with a small message bound) are written together: few records.
       if (kept->data.size() - bytes_held_ < kSnapshotPartialMinWriteBytes) return {};
-      return append(kept->data.substr(bytes_held_), bytes_held_);
+      return append(kept->data.substr(bytes_held_), kept->place.total_bytes);
     }
     // Completed, dropped or expired; or a new leader's partial is the newest.
     remove_file();
@@ -378,22 +447,33 @@ std::string SnapshotPartialFile::follow(const SnapshotReassembler& reassembler,
 std::string SnapshotPartialFile::start(const SnapshotReassembler::PartialView& partial) {
   generation_ = partial.generation;
   bytes_held_ = 0;
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (std::string no_room = room_for(partial.place.total_bytes); !no_room.empty()) {
+    return fail(no_room);
+  }
+  // A new file, never one truncated in place: no block of an earlier file lies behind the header,
+  // and a link planted meanwhile is not followed.
+  ::unlink(path_.c_str());
+  fd_ =
+      ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) return fail("cannot create it: " + errno_text());
   SnapshotPartialHeader header{
       expect_.cluster_id, expect_.node_id, *partial.header,
       SnapshotChunkPlace{0, partial.place.total_bytes, partial.place.data_crc32c}};
   header.message.snapshot->data = raft::Payload();
-  if (!write_all(fd_, encode_snapshot_partial_header(header))) {
-    return fail("cannot write its header: " + errno_text());
-  }
-  return append(partial.data, 0);
+  const std::string encoded = encode_snapshot_partial_header(header);
+  header_crc_ = snapshot_partial_header_crc(encoded);
+  if (!write_all(fd_, encoded)) return fail("cannot write its header: " + errno_text());
+  return append(partial.data, partial.place.total_bytes);
 }
 
-std::string SnapshotPartialFile::append(std::string_view data, std::uint64_t offset) {
+std::string SnapshotPartialFile::append(std::string_view data, std::uint64_t total_bytes) {
+  if (std::string no_room = room_for(total_bytes - bytes_held_); !no_room.empty()) {
+    return fail(no_room);
+  }
   std::string records;
   for (std::size_t at = 0; at < data.size(); at += kSnapshotChunkBytes) {
-    records += encode_snapshot_partial_record(offset + at, data.substr(at, kSnapshotChunkBytes));
+    records += encode_snapshot_partial_record(header_crc_, bytes_held_ + at,
+                                              data.substr(at, kSnapshotChunkBytes));
   }
   if (!write_all(fd_, records)) return fail("cannot append to it: " + errno_text());
   bytes_held_ += data.size();

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,18 +63,38 @@ struct SnapshotPartialExpectations {
   std::string cluster_id;
   raft::NodeId node_id = raft::kNoNode;
   std::uint64_t max_total_bytes = kMaxSnapshotBytes;
+  // The disk's high watermark (raftlogd: --disk-high-watermark; 1: none): the file is not written
+  // when the partial's total would take its file system to it, and dropped at start when the file
+  // system is past it, so the partial never takes the room the store's own writes need.
+  double max_disk_used_ratio = 1.0;
 };
+
+// The file system the file lives on, as far as the file cares.
+struct SnapshotPartialDisk {
+  std::uint64_t free_bytes = 0;
+  std::uint64_t total_bytes = 1;
+  double used_ratio = 0.0;
+};
+// nullopt: unknown (the write itself then tells).
+using SnapshotPartialDiskProbe = std::function<std::optional<SnapshotPartialDisk>()>;
+// The free space the file always leaves its file system beyond the partial's whole total.
+inline constexpr std::uint64_t kSnapshotPartialDiskReserveBytes = 64u << 20;
 
 // The encodings. Preconditions (RAFTLOG_CHECK): a kSnapshot header with a valid configuration;
 // a record of 1..kSnapshotChunkBytes bytes.
 std::string encode_snapshot_partial_header(const SnapshotPartialHeader& header);
-std::string encode_snapshot_partial_record(std::uint64_t offset, std::string_view bytes);
+// A record's CRC-32C covers the file's header CRC too (snapshot_partial_header_crc of the encoded
+// header): a record of another file, left behind a new header, does not pass as this file's.
+std::string encode_snapshot_partial_record(std::uint32_t header_crc, std::uint64_t offset,
+                                           std::string_view bytes);
+std::uint32_t snapshot_partial_header_crc(std::string_view encoded_header);
 
 // A file as read back.
 struct DecodedSnapshotPartial {
   SnapshotPartialHeader header;
   std::string data;               // the valid records' bytes, contiguous from offset 0
   std::uint64_t valid_bytes = 0;  // of the file: the header and the valid records
+  std::uint32_t header_crc = 0;
   // Why the records ended before the file did ("" when the file ended after a whole record): a
   // torn or corrupt record, or one out of order.
   std::string tail_problem;
@@ -93,22 +114,26 @@ std::optional<DecodedSnapshotPartial> decode_snapshot_partial(
 // (for the caller's log) and counted; none is fatal: the transfer goes on in memory.
 class SnapshotPartialFile {
  public:
-  // `path`: the file; empty: nothing is kept on disk (every call does nothing).
-  SnapshotPartialFile(std::string path, SnapshotPartialExpectations expect);
+  // `path`: the file; empty: nothing is kept on disk (every call does nothing). `disk`: its file
+  // system's space (tests); by default statvfs of the file's directory.
+  SnapshotPartialFile(std::string path, SnapshotPartialExpectations expect,
+                      SnapshotPartialDiskProbe disk = {});
   ~SnapshotPartialFile();
   SnapshotPartialFile(const SnapshotPartialFile&) = delete;
   SnapshotPartialFile& operator=(const SnapshotPartialFile&) = delete;
 
   // At start, before any chunk: reads the file and restores its partial into `reassembler`, unless
-  // it names a snapshot at or below `stale_through` (the log's start: an install happened, the file
-  // is removed) or must be dropped (removed, counted). A torn tail is cut off. Returns what
-  // happened for the log ("" when there was no file).
+  // it names a snapshot at or below `stale_through` (the log's start or commit index: the install
+  // happened, or the entries arrived; the file is removed) or must be dropped (removed, counted):
+  // not a regular file, or a disk past the watermark, besides decode_snapshot_partial's reasons.
+  // A torn tail is cut off. Returns what happened for the log ("" when there was no file).
   std::string load(SnapshotReassembler& reassembler, raft::Index stale_through,
                    SnapshotReassembler::Clock::time_point now);
   // After the reassembler took a chunk from `sender` (or expired partials): the file follows the
   // partial it holds (new bytes appended), is removed once that partial is gone (completed,
   // dropped, expired), and is written anew for `sender`'s partial when it holds another. Returns a
-  // sentence when a write failed (the file is then removed), else "".
+  // sentence when a write failed or the disk lacks room (the file is then removed and not written
+  // again for that partial; counted as a write failure), else "".
   std::string follow(const SnapshotReassembler& reassembler,
                      std::optional<raft::NodeId> sender = std::nullopt);
 
@@ -119,13 +144,17 @@ class SnapshotPartialFile {
  private:
   // Writes a new file for `partial`: its header and every byte it holds.
   std::string start(const SnapshotReassembler::PartialView& partial);
-  std::string append(std::string_view data, std::uint64_t offset);
+  std::string append(std::string_view data, std::uint64_t total_bytes);
+  // "" when the file system can take `more_bytes` more (beyond the reserve, below the watermark).
+  std::string room_for(std::uint64_t more_bytes) const;
   void remove_file();
   std::string fail(const std::string& what);
 
   const std::string path_;
   const SnapshotPartialExpectations expect_;
+  SnapshotPartialDiskProbe disk_;
   int fd_ = -1;
+  std::uint32_t header_crc_ = 0;         // of the file's header: seeds its records' CRCs
   std::uint64_t generation_ = 0;         // of the partial the file holds (fd_ >= 0)
   std::uint64_t bytes_held_ = 0;         // data bytes in the file
   std::uint64_t failed_generation_ = 0;  // a write of this partial failed: not written again

@@ -238,9 +238,11 @@ std::string another_clusters_partial(int id) {
   snapshot.conf.voters = {1, 2, 3};
   const std::string data(3 << 20, 'p');
   header.place = server::SnapshotChunkPlace{0, 4 << 20, 0x12345678};
-  return server::encode_snapshot_partial_header(header) +
-         server::encode_snapshot_partial_record(0, std::string_view(data).substr(0, 1 << 20)) +
-         server::encode_snapshot_partial_record(1 << 20, std::string_view(data).substr(0, 1 << 20));
+  const std::string encoded = server::encode_snapshot_partial_header(header);
+  const std::uint32_t seed = server::snapshot_partial_header_crc(encoded);
+  const std::string_view chunk = std::string_view(data).substr(0, 1 << 20);
+  return encoded + server::encode_snapshot_partial_record(seed, 0, chunk) +
+         server::encode_snapshot_partial_record(seed, 1 << 20, chunk);
 }
 
 TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
