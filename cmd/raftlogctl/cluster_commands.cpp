@@ -181,6 +181,9 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"snapshots_resumed\":" << s.snapshots_resumed
              << ",\"snapshot_bytes_skipped\":" << s.snapshot_bytes_skipped
              << ",\"snapshot_partials_continued\":" << s.snapshot_partials_continued
+             << ",\"snapshot_partials_restored\":" << s.snapshot_partials_restored
+             << ",\"snapshot_bytes_restored\":" << s.snapshot_bytes_restored
+             << ",\"snapshot_partial_files_dropped\":" << s.snapshot_partial_files_dropped
              << ",\"peers\":[";
       for (std::size_t i = 0; i < s.peers.size(); ++i) {
         const client::PeerStatus& p = s.peers[i];
@@ -216,6 +219,10 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
                << " bytes) from node " << r.peer << ": not serving yet\n";
       } else {
         io.out << "    RECEIVING snapshot from node " << r.peer << ": " << snapshot_progress_text(r)
+               << (s.snapshot_bytes_restored > 0
+                       ? ", " + std::to_string(s.snapshot_bytes_restored) +
+                             " bytes restored from disk at start"
+                       : std::string())
                << ": not serving yet\n";
       }
     }

@@ -292,6 +292,11 @@ struct NodeStatus {
   std::uint64_t snapshots_resumed = 0;
   std::uint64_t snapshot_bytes_skipped = 0;
   std::uint64_t snapshot_partials_continued = 0;
+  // Partials restored from SNAPSHOT.partial at the node's start, their bytes, and such files
+  // dropped at start (client.proto).
+  std::uint64_t snapshot_partials_restored = 0;
+  std::uint64_t snapshot_bytes_restored = 0;
+  std::uint64_t snapshot_partial_files_dropped = 0;
 };
 
 struct EndpointStatus {

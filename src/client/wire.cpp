@@ -164,6 +164,9 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.snapshots_resumed = wire.snapshots_resumed();
   status.snapshot_bytes_skipped = wire.snapshot_bytes_skipped();
   status.snapshot_partials_continued = wire.snapshot_partials_continued();
+  status.snapshot_partials_restored = wire.snapshot_partials_restored();
+  status.snapshot_bytes_restored = wire.snapshot_bytes_restored();
+  status.snapshot_partial_files_dropped = wire.snapshot_partial_files_dropped();
   for (const pb::PeerStatus& peer_wire : wire.peers())
     status.peers.push_back(peer_from_wire(peer_wire));
   return status;

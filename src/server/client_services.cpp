@@ -206,6 +206,11 @@ void add_snapshot_transfers(const SnapshotTransfers& transfers, v1::StatusRespon
   response->set_snapshots_resumed(transfers.snapshots_resumed);
   response->set_snapshot_bytes_skipped(transfers.snapshot_bytes_skipped);
   response->set_snapshot_partials_continued(transfers.received.partials_continued);
+  response->set_snapshot_partials_restored(transfers.received.partials_restored);
+  response->set_snapshot_bytes_restored(transfers.received.bytes_restored);
+  // As the metric: dropped at start, or removed after a failed write (a failing disk shows).
+  response->set_snapshot_partial_files_dropped(transfers.received.partial_files_dropped +
+                                               transfers.received.partial_file_write_failures);
 }
 
 }  // namespace

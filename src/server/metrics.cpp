@@ -296,6 +296,14 @@ class Metrics::Impl final : public prometheus::Collectable {
         &counter("raftlog_snapshot_partials_continued_total",
                  "Partial snapshots this follower kept because a new leader continued them with "
                  "the same data.");
+    snapshot_bytes_restored_ =
+        &counter("raftlog_snapshot_partial_bytes_restored_total",
+                 "Snapshot data bytes this follower restored at start from the partial it kept on "
+                 "disk (SNAPSHOT.partial): its leader resumes after them.");
+    snapshot_partial_files_dropped_ =
+        &counter("raftlog_snapshot_partial_files_dropped_total",
+                 "SNAPSHOT.partial files dropped at start (unreadable, another cluster's or "
+                 "node's, above the receive bound) or removed after a failed write.");
 
     loop_round_ = &histogram("raftlog_raft_loop_round_seconds",
                              "Duration of one round of the Raft loop (ticks and heartbeats wait "
@@ -514,6 +522,9 @@ class Metrics::Impl final : public prometheus::Collectable {
     follow(snapshots_resumed_, transfers.snapshots_resumed);
     follow(snapshot_bytes_skipped_, transfers.snapshot_bytes_skipped);
     follow(snapshot_partials_continued_, transfers.received.partials_continued);
+    follow(snapshot_bytes_restored_, transfers.received.bytes_restored);
+    follow(snapshot_partial_files_dropped_, transfers.received.partial_files_dropped +
+                                                transfers.received.partial_file_write_failures);
   }
 
   const std::string data_dir_;
@@ -552,6 +563,8 @@ class Metrics::Impl final : public prometheus::Collectable {
   Counter* snapshots_resumed_ = nullptr;
   Counter* snapshot_bytes_skipped_ = nullptr;
   Counter* snapshot_partials_continued_ = nullptr;
+  Counter* snapshot_bytes_restored_ = nullptr;
+  Counter* snapshot_partial_files_dropped_ = nullptr;
   Counter* snapshots_received_ = nullptr;
   Counter* snapshots_above_first_ = nullptr;
   Counter* snapshot_chunks_refused_ = nullptr;

@@ -2,8 +2,10 @@
 
 #include "replica/snapshot_data.h"
 #include "server/snapshot_chunks.h"
+#include "server/snapshot_partial_file.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include "raft/raft.h"
@@ -318,6 +320,10 @@ PeerTransportOptions peer_transport_options_for(const NodeConfig& config) {
                                     config.store.max_entry_size_bytes + (1U << 20));
   // Reassemble no more snapshot data than the replica decodes (replica_config_for).
   options.max_snapshot_receive_bytes = replica::kMaxSnapshotDataBytes;
+  // A restart resumes a snapshot transfer from the partial kept here (snapshot_partial_file.h).
+  options.snapshot_partial_path =
+      (std::filesystem::path(config.data_dir) / std::string(kSnapshotPartialFileName)).string();
+  options.snapshot_partial_max_disk_used = config.disk_high_watermark;
   // Stale messages are useless after a few election timeouts. 64-bit arithmetic, capped: the ticks
   // and the tick length are each bounded, their product is not.
   const std::uint64_t two_election_timeouts_ms = 2ULL * config.election_ticks * config.tick_ms;

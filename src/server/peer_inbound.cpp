@@ -126,8 +126,24 @@ PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAu
       admission_(admission),
       receipts_(receipts),
       on_message_(std::move(on_message)),
-      reassembler_(options.max_snapshot_receive_bytes) {
+      reassembler_(options.max_snapshot_receive_bytes),
+      partial_file_(options.snapshot_partial_path,
+                    SnapshotPartialExpectations{options.cluster_id, options.self_id,
+                                                options.max_snapshot_receive_bytes,
+                                                options.snapshot_partial_max_disk_used}) {
   RAFTLOG_CHECK(on_message_ != nullptr, "PeerTransport needs an on_message handler");
+  // A partial a restart kept: its receipt goes out on this node's first messages, so the sender's
+  // next attempt resumes after it.
+  std::lock_guard lock(snapshot_mu_);
+  const std::string loaded = partial_file_.load(
+      reassembler_, options.snapshot_partial_stale_through, SnapshotReassembler::Clock::now());
+  publish_receipt_locked();
+  if (loaded.empty()) return;
+  if (partial_file_.files_dropped() > 0 || partial_file_.write_failures() > 0) {
+    spdlog::warn("node {}: {}", options_.self_id, loaded);
+  } else {
+    spdlog::info("node {}: {}", options_.self_id, loaded);
+  }
 }
 
 bool PeerInbound::stop() {
@@ -371,9 +387,11 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   std::string problem;
   std::optional<raft::Message> whole;
   std::optional<std::uint64_t> log_refusal;
+  const raft::NodeId sender = chunk.message.from;
   {
     std::lock_guard lock(snapshot_mu_);
     whole = reassembler_.add(std::move(chunk), now, &problem);
+    follow_partial_file_locked(sender);
     publish_receipt_locked();
     if (!problem.empty()) log_refusal = refusal_log_.admit(now);
   }
@@ -398,8 +416,18 @@ void PeerInbound::record_whole_snapshot(const raft::Message& message) {
 SnapshotReceiveStatus PeerInbound::snapshot_status() const {
   std::lock_guard lock(snapshot_mu_);
   reassembler_.expire(SnapshotReassembler::Clock::now());
+  follow_partial_file_locked(std::nullopt);
   publish_receipt_locked();
-  return reassembler_.status();
+  SnapshotReceiveStatus status = reassembler_.status();
+  status.counters.partial_files_dropped = partial_file_.files_dropped();
+  status.counters.partial_file_write_failures = partial_file_.write_failures();
+  return status;
+}
+
+void PeerInbound::follow_partial_file_locked(std::optional<raft::NodeId> sender) const {
+  // Off the Raft loop: on the gRPC thread that reassembles (or a status reader), without a sync.
+  const std::string failed = partial_file_.follow(reassembler_, sender);
+  if (!failed.empty()) spdlog::warn("node {}: {}", options_.self_id, failed);
 }
 
 void PeerInbound::publish_receipt_locked() const {

@@ -15,6 +15,7 @@
 #include "server/peer_admission.h"
 #include "server/peer_stream_auth.h"
 #include "server/snapshot_chunks.h"
+#include "server/snapshot_partial_file.h"
 #include "server/transport.h"
 #include "util/rate_limit.h"
 
@@ -82,6 +83,9 @@ class PeerInbound {
   // Under snapshot_mu_: this node's receipt follows its reassembly, valid only until the partial it
   // names would expire (so a partial dropped by the idle timeout is not acknowledged any more).
   void publish_receipt_locked() const;
+  // Under snapshot_mu_: the file follows the reassembly (a chunk from `sender`, or expiry); a write
+  // that failed is logged.
+  void follow_partial_file_locked(std::optional<raft::NodeId> sender) const;
 
   const PeerTransportOptions& options_;
   const PeerStreamAuth& auth_;
@@ -106,6 +110,8 @@ class PeerInbound {
   // receipts_.own() follows it under the same lock.
   mutable std::mutex snapshot_mu_;
   mutable SnapshotReassembler reassembler_;
+  // The partial on disk (options_.snapshot_partial_path), following reassembler_ under snapshot_mu_.
+  mutable SnapshotPartialFile partial_file_;
   util::RateLimit receipt_log_{std::chrono::seconds(30)};  // under snapshot_mu_
   // Refused chunks: after a gap every later chunk of the transfer is refused (under snapshot_mu_).
   util::RateLimit refusal_log_{std::chrono::seconds(5)};

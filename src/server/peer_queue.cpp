@@ -239,6 +239,11 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   const SnapshotIdentity identity{message.snapshot->index, message.snapshot->term, total,
                                   data_crc32c};
   const std::uint64_t start = resume_offset(identity, receipt);
+  if (!made_identity_ || *made_identity_ != identity) {
+    made_identity_ = identity;
+    made_through_ = 0;
+  }
+  made_through_ = std::max(made_through_, start);
   if (snapshot_ && snapshot_->state == SnapshotSendProgress::State::kSending) abandon_snapshot();
   OutgoingSnapshot& outgoing = snapshot_.emplace();
   outgoing.message = std::move(message);
@@ -258,11 +263,10 @@ std::uint64_t LaneQueue::resume_offset(const SnapshotIdentity& identity,
                                        const std::optional<SnapshotReceipt>& receipt) const {
   if (!receipt || receipt->snapshot != identity) return 0;
   if (receipt->received_bytes == 0 || receipt->received_bytes >= identity.total_bytes) return 0;
-  if (snapshot_ && snapshot_->message.snapshot->index == identity.index &&
-      snapshot_->message.snapshot->term == identity.term &&
-      snapshot_->place.total_bytes == identity.total_bytes &&
-      snapshot_->place.data_crc32c == identity.data_crc32c &&
-      receipt->received_bytes > snapshot_->next_offset) {
+  // Compared with every transfer of this data, not only the latest: a retry that started at a stale
+  // receipt and was abandoned early (its peer was down) must not hide what an earlier one sent,
+  // which a follower that restarted from its SNAPSHOT.partial may hold.
+  if (made_identity_ && *made_identity_ == identity && receipt->received_bytes > made_through_) {
     return 0;  // more than this lane ever made of it: not an acknowledgement of what it sent
   }
   return receipt->received_bytes;
@@ -307,6 +311,7 @@ QueuedMessage LaneQueue::make_chunk(Clock::time_point now) {
                                      outgoing.place.data_crc32c},
                   length}};
   outgoing.next_offset += length;
+  made_through_ = std::max(made_through_, outgoing.next_offset);
   outgoing.window_bytes += length;
   held_bytes_ += item.bytes;
   return item;

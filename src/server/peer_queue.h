@@ -161,9 +161,9 @@ class LaneQueue {
   // kMaxSnapshotBytes.
   // `receipt`: the peer's latest (SnapshotReceipts), from the network. The transfer starts at its
   // offset instead of 0 (counted as resumed) only when it names this snapshot's identity (index,
-  // term, total, CRC) and, if the lane's previous transfer was of the same identity, an offset that
-  // transfer reached (a peer cannot hold bytes it was never sent; a new leader, which sent none,
-  // trusts any offset below the total); otherwise it is ignored.
+  // term, total, CRC) and, if the lane sent this identity before, an offset one of its transfers of
+  // it reached (a peer cannot hold bytes it was never sent; a new leader, which sent none, trusts
+  // any offset below the total); otherwise it is ignored.
   Admission push_snapshot(raft::Message message, std::uint32_t data_crc32c, Clock::time_point now,
                           const std::optional<SnapshotReceipt>& receipt = std::nullopt);
   // The lane's latest snapshot (whole or chunked), if it had one since it was last cleared.
@@ -240,6 +240,10 @@ class LaneQueue {
   };
   std::optional<OutgoingSnapshot> snapshot_;
   std::uint64_t next_transfer_ = 1;
+  // The data of the lane's latest chunked transfers and the highest offset any of them made (or
+  // started at): a receipt above it names bytes this lane never sent (resume_offset).
+  std::optional<SnapshotIdentity> made_identity_;
+  std::uint64_t made_through_ = 0;
 
   const LaneQueueLimits limits_;
   std::deque<QueuedMessage> queue_;  // arrival order; requeued messages go back to the front

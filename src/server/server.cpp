@@ -191,6 +191,10 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   if (tls.peers_enabled)
     transport_options.tls = PeerTlsOptions{tls.peer.cert_pem, tls.peer.key_pem, tls.peer.ca_pem};
   transport_options.peer_secret = peer_secret;
+  // A partial snapshot kept on disk that the log already covers (its install happened, or the
+  // entries arrived by replication) is stale: Raft would ignore it.
+  transport_options.snapshot_partial_stale_through =
+      std::max<std::uint64_t>(impl->node->log_bounds().first - 1, impl->node->commit_index());
   if (std::string problem = validate_options(transport_options); !problem.empty()) {
     *error = "peer transport: " + problem;
     return nullptr;

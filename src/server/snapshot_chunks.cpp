@@ -104,6 +104,7 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   partial.place = chunk.place;
   partial.data = std::move(chunk.data);
   partial.last_chunk_at = now;
+  partial.generation = next_generation_++;
   if (partial.data.size() < partial.place.total_bytes) return std::nullopt;
   return complete(from, now, problem);
 }
@@ -195,6 +196,50 @@ std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* v
   if (best == nullptr) return std::nullopt;
   if (valid_until != nullptr) *valid_until = best->last_chunk_at + idle_timeout_;
   return SnapshotReceipt{identity_of(best->message, best->place), best->data.size()};
+}
+
+SnapshotReassembler::PartialView SnapshotReassembler::view_of(raft::NodeId from,
+                                                               const Partial& partial) {
+  return PartialView{from, partial.generation, &partial.message, partial.place, partial.data};
+}
+
+std::optional<SnapshotReassembler::PartialView> SnapshotReassembler::partial_of_generation(
+    std::uint64_t generation) const {
+  for (const auto& [from, partial] : partials_) {
+    if (partial.generation == generation) return view_of(from, partial);
+  }
+  return std::nullopt;
+}
+
+std::optional<SnapshotReassembler::PartialView> SnapshotReassembler::partial_from(
+    raft::NodeId from) const {
+  const auto found = partials_.find(from);
+  if (found == partials_.end()) return std::nullopt;
+  return view_of(from, found->second);
+}
+
+std::string SnapshotReassembler::restore(raft::Message header, SnapshotChunkPlace place,
+                                         std::string data, Clock::time_point now) {
+  if (header.type != raft::MessageType::kSnapshot || !header.snapshot) return "not a snapshot";
+  if (header.from == raft::kNoNode) return "no sender";
+  if (place.total_bytes > max_total_bytes_) {
+    return "a total of " + std::to_string(place.total_bytes) + " bytes, more than the " +
+           std::to_string(max_total_bytes_) + " this node accepts";
+  }
+  if (data.empty() || data.size() >= place.total_bytes) {
+    return std::to_string(data.size()) + " bytes held of " + std::to_string(place.total_bytes);
+  }
+  if (partials_.contains(header.from)) return "a partial from that sender exists already";
+  Partial& partial = partials_[header.from];
+  partial.message = std::move(header);
+  partial.message.snapshot->data = raft::Payload();
+  partial.place = SnapshotChunkPlace{0, place.total_bytes, place.data_crc32c};
+  partial.data = std::move(data);
+  partial.last_chunk_at = now;
+  partial.generation = next_generation_++;
+  ++counters_.partials_restored;
+  counters_.bytes_restored += partial.data.size();
+  return {};
 }
 
 SnapshotReceiveStatus SnapshotReassembler::status() const {

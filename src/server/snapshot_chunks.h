@@ -126,6 +126,17 @@ struct SnapshotReceiveCounters {
   // a lower term that a higher term's sender continued (same identity) instead of replacing them.
   std::uint64_t chunks_duplicate = 0;
   std::uint64_t partials_continued = 0;
+  // A restart: the partial this node kept on disk (snapshot_partial_file.h) put back at start, and
+  // its data bytes, which the sender's resumed transfer does not send again.
+  std::uint64_t partials_restored = 0;
+  std::uint64_t bytes_restored = 0;
+  // The file that keeps the partial on disk: files found at start that were dropped (unreadable,
+  // not a regular file, another cluster's or node's, above the bound, a disk past its watermark; a
+  // stale one naming a snapshot the log already holds is removed, not counted), and writes that
+  // failed or were not made for lack of room (the file is then removed; the transfer goes on in
+  // memory only).
+  std::uint64_t partial_files_dropped = 0;
+  std::uint64_t partial_file_write_failures = 0;
 };
 
 // Everything the receiver knows about snapshot transfers, for status and metrics.
@@ -184,13 +195,34 @@ class SnapshotReassembler {
   // without another chunk, so the receipt does not outlive it.
   std::optional<SnapshotReceipt> receipt(Clock::time_point* valid_until = nullptr) const;
 
+  // A partial as the file that keeps it on disk follows it (snapshot_partial_file.h).
+  struct PartialView {
+    raft::NodeId from = raft::kNoNode;
+    // Numbers each partial started (from offset 0, or restored); kept when a new sender continues
+    // it, so the file knows whether the bytes it holds are still the partial's.
+    std::uint64_t generation = 0;
+    const raft::Message* header = nullptr;  // the latest chunk's; no data
+    SnapshotChunkPlace place;               // total and CRC (offset 0)
+    std::string_view data;                  // the bytes held, from offset 0
+  };
+  std::optional<PartialView> partial_of_generation(std::uint64_t generation) const;
+  std::optional<PartialView> partial_from(raft::NodeId from) const;
+  // Puts back a partial a restart kept on disk (its header from `header.from`, 1 <= data size <
+  // place.total_bytes <= the bound), as if its last chunk arrived at `now`, so its receipt goes out
+  // on this node's messages and the sender resumes after it; counted. "" when restored, else why
+  // not (the caller drops the file). Before any chunk: a partial of that sender is not replaced.
+  std::string restore(raft::Message header, SnapshotChunkPlace place, std::string data,
+                      Clock::time_point now);
+
  private:
   struct Partial {
     raft::Message message;  // the latest chunk's header (index, terms, configuration), no data
     SnapshotChunkPlace place;
     std::string data;  // the bytes received so far, from offset 0
     Clock::time_point last_chunk_at{};
+    std::uint64_t generation = 0;  // PartialView::generation
   };
+  static PartialView view_of(raft::NodeId from, const Partial& partial);
 
   // "" when `chunk` carries bytes of `partial`'s snapshot (its identity and configuration), else how
   // it differs.
@@ -207,6 +239,7 @@ class SnapshotReassembler {
   const std::uint64_t max_total_bytes_;
   const Clock::duration idle_timeout_;
   std::map<raft::NodeId, Partial> partials_;
+  std::uint64_t next_generation_ = 1;
   std::optional<SnapshotDelivery> last_delivered_;
   SnapshotReceiveCounters counters_;
 };

@@ -138,6 +138,16 @@ struct PeerTransportOptions {
   // replica decodes at most (raftlogd: replica::kMaxSnapshotDataBytes, 64 MiB). A chunk announcing
   // a larger total is refused before any byte of it is kept. At most kMaxSnapshotBytes.
   std::uint64_t max_snapshot_receive_bytes = kMaxSnapshotBytes;
+  // Where the partial snapshot being received is kept on disk (snapshot_partial_file.h; raftlogd:
+  // `<data_dir>/SNAPSHOT.partial`), so that a restart resumes its transfer; empty: memory only.
+  // The transport reads it when it is built: a partial of a snapshot at or below
+  // snapshot_partial_stale_through (the log's first index - 1 or its commit index: installed or
+  // replicated already) is removed.
+  std::string snapshot_partial_path;
+  raft::Index snapshot_partial_stale_through = 0;
+  // The disk's high watermark (raftlogd: --disk-high-watermark; 1: none): the partial is not kept
+  // on disk when it would take the file system to it, nor restored when the disk is past it.
+  double snapshot_partial_max_disk_used = 1.0;
 
   // Plaintext when empty. With TLS the node's gRPC server must use TLS server credentials that
   // request client certificates (server.cpp does).

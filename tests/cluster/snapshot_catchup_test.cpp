@@ -3,12 +3,17 @@
 // retry of an append acknowledged before the trim is still answered from the dedup state the
 // snapshot carried); a member added after retention trimmed the log catches up; kill -9 during a
 // snapshot transfer or install, on the follower's side and on the leader's, leaves a cluster that
-// converges with every acknowledged entry. Small segments (64 KiB) so that trims cut whole segments
+// converges with every acknowledged entry, and a follower killed mid-transfer resumes from the
+// partial it kept on disk (SNAPSHOT.partial); a partial file of another cluster, or garbage, is
+// dropped and the node catches up as without it. Small segments (64 KiB) so that trims cut whole segments
 // quickly; the large snapshots come from many topics (each topic's next offset is snapshot state).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "client/admin.h"
+#include "server/snapshot_partial_file.h"
 #include "shared/command_run.h"
 #include "testing/http_get.h"
 #include "testing/local_cluster.h"
@@ -93,7 +99,7 @@ std::uint64_t append_many_topics(client::Client& client, int topics, Acknowledge
 // Trims `id`'s log below `before` and retries while the consumer group table's retention hold
 // (one persist interval behind the commit index) keeps the first index at or below `past`.
 std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, int id, std::uint64_t before,
-                        std::uint64_t past) {
+                        std::uint64_t past, std::chrono::milliseconds timeout = 10s) {
   std::uint64_t first = 0;
   eventually(
       [&] {
@@ -101,7 +107,7 @@ std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, int id, s
         if (trimmed.ok()) first = trimmed->first_index;
         return first > past;
       },
-      10s, 100ms);
+      timeout, 100ms);
   EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
   return first;
 }
@@ -201,6 +207,44 @@ CatchUp watch_catch_up(LocalCluster& cluster, int follower, std::uint64_t index)
   return result;
 }
 
+// The value of `name`{node_id="id"} in a Prometheus text answer, or nullopt.
+std::optional<double> metric(const std::string& text, const std::string& name, int id) {
+  const std::string key = name + "{node_id=\"" + std::to_string(id) + "\"} ";
+  const std::size_t at = text.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  return std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+// Writes `bytes` as node `id`'s SNAPSHOT.partial (the node is down).
+void plant_partial_file(LocalCluster& cluster, int id, const std::string& bytes) {
+  std::ofstream out(cluster.data_dir(id) + "/" + std::string(server::kSnapshotPartialFileName),
+                    std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+// A well-formed partial of another cluster for node `id`: a snapshot far ahead of any log here,
+// which the node would resume from if it trusted the file.
+std::string another_clusters_partial(int id) {
+  server::SnapshotPartialHeader header;
+  header.cluster_id = "another-cluster";
+  header.node_id = static_cast<raft::NodeId>(id);
+  header.message.type = raft::MessageType::kSnapshot;
+  header.message.from = id == 1 ? 2 : 1;
+  header.message.to = header.node_id;
+  header.message.term = 9;
+  raft::Snapshot& snapshot = header.message.snapshot.emplace();
+  snapshot.index = 1000000;
+  snapshot.term = 9;
+  snapshot.conf.voters = {1, 2, 3};
+  const std::string data(3 << 20, 'p');
+  header.place = server::SnapshotChunkPlace{0, 4 << 20, 0x12345678};
+  const std::string encoded = server::encode_snapshot_partial_header(header);
+  const std::uint32_t seed = server::snapshot_partial_header_crc(encoded);
+  const std::string_view chunk = std::string_view(data).substr(0, 1 << 20);
+  return encoded + server::encode_snapshot_partial_record(seed, 0, chunk) +
+         server::encode_snapshot_partial_record(seed, 1 << 20, chunk);
+}
+
 TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   LocalCluster cluster(snapshot_cluster());
   cluster.start_all();
@@ -228,6 +272,8 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   const std::uint64_t last = append_entries(*client, 150, "b", &acknowledged);
   const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, follower_had + 1);
 
+  // Hostile: a partial snapshot file another cluster's node left: dropped at start, counted.
+  plant_partial_file(cluster, follower, another_clusters_partial(follower));
   cluster.start(follower);
   const CatchUp catch_up = watch_catch_up(cluster, follower, last);
   ASSERT_TRUE(catch_up.caught_up) << cluster.log_tail(follower) << cluster.log_tail(leader);
@@ -251,6 +297,10 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
             << replay.slowest_answer.count() << " ms\n";
   const std::optional<client::NodeStatus>& status = replay.status;
   EXPECT_GE(status->snapshots_received, 1U);  // it caught up by a snapshot, not by entries
+  EXPECT_EQ(status->snapshot_partial_files_dropped, 1U);
+  EXPECT_EQ(status->snapshot_partials_restored, 0U);
+  EXPECT_EQ(status->snapshot_bytes_restored, 0U);
+  EXPECT_FALSE(std::filesystem::exists(cluster.data_dir(follower) + "/SNAPSHOT.partial"));
   EXPECT_GT(status->first_index, follower_had + 1);
   EXPECT_LE(status->first_index, last + 1);  // the snapshot covers committed entries only
   EXPECT_EQ(status->stranded_below_index, 0U);
@@ -365,8 +415,42 @@ TEST(SnapshotCatchUpTest, AMemberAddedAfterRetentionCatchesUp) {
 // The snapshot a stranded follower needs, made large (tens of thousands of topics) so that its
 // transfer takes several chunks; then `kill_side` is killed with -9 while the transfer or the
 // install is seen in flight (or, when the machine was too quick to see it, as soon as the follower
-// started). Afterwards every node converges on every acknowledged entry.
+// started). Afterwards every node converges on every acknowledged entry. The follower is killed
+// while it is seen receiving, part of the data held (stopped at once with SIGSTOP, then killed): its
+// restart resumes from the partial it kept on disk, and the leader sends only the rest. Before the
+// leader's kill, the follower's data directory gets a garbage SNAPSHOT.partial: dropped at start.
 enum class KillSide { kFollower, kLeader };
+
+// The restarted `follower` restored the partial it held when killed (its SNAPSHOT.partial held at
+// least a chunk of data), and `leader` (the same node throughout) resumed its transfer after the
+// receipt instead of sending everything again.
+void expect_resumed_from_disk(LocalCluster& cluster, int follower, int leader) {
+  std::optional<client::NodeStatus> restarted = cluster.status(follower);
+  std::optional<client::NodeStatus> leading = cluster.status(leader);
+  ASSERT_TRUE(restarted.has_value() && leading.has_value());
+  std::cout << "the follower restored " << restarted->snapshot_bytes_restored
+            << " bytes; the leader resumed " << leading->snapshots_resumed << " transfer(s), "
+            << leading->snapshot_bytes_skipped << " bytes not resent" << std::endl;
+  EXPECT_EQ(restarted->snapshot_partials_restored, 1U) << cluster.log_tail(follower, 3000);
+  EXPECT_GE(restarted->snapshot_bytes_restored, std::uint64_t{1} << 20);
+  EXPECT_EQ(restarted->snapshot_partial_files_dropped, 0U);
+  EXPECT_EQ(restarted->snapshot_chunks_refused, 0U);
+  EXPECT_EQ(leading->role, client::Role::kLeader) << cluster.log_tail(leader, 3000);
+  EXPECT_GE(leading->snapshots_resumed, 1U) << cluster.log_tail(leader, 3000);
+  EXPECT_GE(leading->snapshot_bytes_skipped, restarted->snapshot_bytes_restored);
+  EXPECT_FALSE(std::filesystem::exists(cluster.data_dir(follower) + "/SNAPSHOT.partial"));
+  const auto metrics = http_get(cluster.metrics_address(follower), "/metrics");
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_EQ(metric(*metrics, "raftlog_snapshot_partial_bytes_restored_total", follower),
+            static_cast<double>(restarted->snapshot_bytes_restored));
+  const CommandRun json =
+      run_command(std::string(RAFTLOGCTL_PATH) + " status --json --timeout-ms 2000 --endpoints " +
+                  cluster.address(follower));
+  EXPECT_NE(json.out.find("\"snapshot_bytes_restored\":" +
+                          std::to_string(restarted->snapshot_bytes_restored)),
+            std::string::npos)
+      << json.out;
+}
 
 void kill_during_install(KillSide kill_side) {
   const auto started = std::chrono::steady_clock::now();
@@ -377,7 +461,11 @@ void kill_during_install(KillSide kill_side) {
                      .count()
               << " ms" << std::endl;
   };
-  LocalCluster cluster(snapshot_cluster());
+  LocalClusterOptions options = snapshot_cluster();
+  // The follower's resume needs the same leader (its encoding) before and after the restart: an
+  // election timeout of 1-2 s keeps a loaded machine's stalls from changing it.
+  if (kill_side == KillSide::kFollower) options.extra_flags.push_back("--election-ticks=50");
+  LocalCluster cluster(options);
   cluster.start_all();
   const int leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0) << cluster.log_tail(1);
@@ -389,31 +477,61 @@ void kill_during_install(KillSide kill_side) {
   const std::uint64_t follower_had = cluster.status(follower)->last_index;
   cluster.kill(follower);
   std::this_thread::sleep_for(800ms);
-  append_many_topics(*client, 30000, &acknowledged);
+  const std::uint64_t topics_end = append_many_topics(*client, 30000, &acknowledged);
   const std::uint64_t last = append_entries(*client, 60, "f", &acknowledged);
   ASSERT_TRUE(cluster.wait_for_commit(other, last));
   // Both remaining nodes trim, so whichever leads after a kill needs a snapshot for the follower.
-  const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, follower_had + 1);
-  trim_past(cluster, *client, other, last + 1, follower_had + 1);
+  // For the follower's kill, past the topics: their table makes the snapshot several chunks long
+  // (a trim that stopped short of them makes one small enough for a single message). The trim
+  // waits for the consumer group table's retention hold, which follows the derived indexes'
+  // progress through the 30,000 new topics: minutes on a loaded machine.
+  const bool past_topics = kill_side == KillSide::kFollower;
+  const std::uint64_t past = past_topics ? topics_end : follower_had + 1;
+  const std::chrono::milliseconds trim_timeout = past_topics ? 300s : 10s;
+  const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, past, trim_timeout);
+  trim_past(cluster, *client, other, last + 1, past, trim_timeout);
   phase("trimmed");
 
+  if (kill_side == KillSide::kLeader)
+    plant_partial_file(cluster, follower, "garbage, not a partial");
   cluster.start(follower);
   // In flight: the follower receives or installs it, so the leader's transfer is not acknowledged
   // yet either (polling the follower alone: a second status call per round made the window of a
-  // few hundred milliseconds easy to miss).
+  // few hundred milliseconds easy to miss). The follower's kill waits for it to hold part of the
+  // data: its SNAPSHOT.partial holds a whole chunk (the file exists only while the partial is not
+  // complete; a local stat every millisecond sees it where a Status call on a loaded machine did
+  // not), and it is stopped at once (SIGSTOP: the chunks after it are not reassembled), then killed.
   bool in_flight = false;
-  eventually(
-      [&] {
-        auto on_follower = cluster.status(follower);
-        in_flight = on_follower.has_value() && on_follower->receiving_snapshot.has_value();
-        return in_flight;
-      },
-      10s, 1ms);
+  std::uint64_t partial_file_bytes = 0;
+  if (kill_side == KillSide::kLeader) {
+    eventually(
+        [&] {
+          auto on_follower = cluster.status(follower);
+          in_flight = on_follower.has_value() && on_follower->receiving_snapshot.has_value();
+          return in_flight;
+        },
+        10s, 1ms);
+  } else {
+    const std::string partial =
+        cluster.data_dir(follower) + "/" + std::string(server::kSnapshotPartialFileName);
+    eventually(
+        [&] {
+          std::error_code error;
+          const std::uintmax_t size = std::filesystem::file_size(partial, error);
+          if (error || size <= (1U << 20)) return false;
+          cluster.pause(follower);
+          partial_file_bytes = size;
+          return in_flight = true;
+        },
+        30s, 1ms);
+  }
   const int victim = kill_side == KillSide::kFollower ? follower : leader;
   cluster.kill(victim);
   std::cout << "killed node " << victim
-            << (in_flight ? " with a snapshot in flight" : " (no snapshot seen in flight)")
-            << std::endl;
+            << (in_flight ? " with a snapshot in flight" : " (no snapshot seen in flight)");
+  if (partial_file_bytes > 0)
+    std::cout << ", its SNAPSHOT.partial " << partial_file_bytes << " bytes long";
+  std::cout << std::endl;
   EXPECT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing\n"
                          << cluster.log_tail(follower, 3000) << cluster.log_tail(leader, 3000);
   cluster.start(victim);
@@ -435,9 +553,17 @@ void kill_during_install(KillSide kill_side) {
   }
   // The node that never went down kept everything from its trim point on.
   expect_holds_acknowledged(cluster, other, acknowledged, first);
+  if (kill_side == KillSide::kFollower) {
+    expect_resumed_from_disk(cluster, follower, leader);
+  } else {
+    const std::optional<client::NodeStatus> status = cluster.status(follower);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_EQ(status->snapshot_partial_files_dropped, 1U);  // the garbage
+    EXPECT_EQ(status->snapshot_partials_restored, 0U);
+  }
 }
 
-TEST(SnapshotCatchUpTest, KillNineOfTheFollowerDuringAnInstallConverges) {
+TEST(SnapshotCatchUpTest, KillNineOfTheFollowerDuringATransferResumesFromDiskAndConverges) {
   kill_during_install(KillSide::kFollower);
 }
 

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "node/temp_dir.h"
 #include "peer_transport_support.h"
 #include "server/message_codec.h"
 #include "server/snapshot_chunks.h"
@@ -152,6 +154,59 @@ TEST(PeerTransportSnapshot, ARetryResumesAtTheReceiptTheFollowersMessagesCarry) 
   // What crossed the wire in all: 4 chunks before, the rest after: far below twice the data.
   EXPECT_LT(4 * kSnapshotChunkBytes + stats.snapshot->sent_bytes, total * 3 / 2);
   EXPECT_EQ(receiver.transport().snapshot_receive_status().counters.chunks_duplicate, 0U);
+}
+
+// A follower restart mid-transfer (kill -9, upgrade): its transport kept the partial in its data
+// directory (SNAPSHOT.partial); the transport built anew there restores it, its first message
+// carries the restored receipt, and the leader's retry sends only the rest.
+TEST(PeerTransportSnapshot, AReceiverRebuiltOnItsDataDirectoryResumesAtTheRestoredReceipt) {
+  testing::TempDir data_dir;
+  const std::string partial_path = data_dir.path() + "/SNAPSHOT.partial";
+  const auto addresses = pick_addresses({1, 2});
+  PeerTransportOptions receiver_options = test_options(2, addresses);
+  receiver_options.snapshot_partial_path = partial_path;
+  TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
+  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
+  const std::uint64_t total = snapshot.snapshot->data.size();
+  const std::uint64_t held = 5 * kSnapshotChunkBytes;
+  {
+    TestNode receiver(receiver_options, port_of(addresses.at(2)));
+    // Half the transfer arrived when the follower went down.
+    ASSERT_TRUE(raw_batch_stream(addresses.at(2), {chunk_batch(snapshot, {0, 1, 2, 3, 4})}).ok());
+    ASSERT_TRUE(eventually(
+        [&] {
+          const SnapshotReceiveStatus status = receiver.transport().snapshot_receive_status();
+          return status.partials.size() == 1 && status.partials[0].received_bytes == held;
+        },
+        10s));
+  }
+  ASSERT_TRUE(std::filesystem::exists(partial_path));
+  TestNode receiver(receiver_options, port_of(addresses.at(2)));
+  const SnapshotReceiveStatus restored = receiver.transport().snapshot_receive_status();
+  EXPECT_EQ(restored.counters.partials_restored, 1U);
+  EXPECT_EQ(restored.counters.bytes_restored, held);
+  ASSERT_EQ(restored.partials.size(), 1U);
+  EXPECT_EQ(restored.partials[0].from, 1U);
+  EXPECT_EQ(restored.partials[0].received_bytes, held);
+
+  ASSERT_TRUE(receiver.transport().send(heartbeat(2, 1, 1)));  // an answer of the follower's
+  ASSERT_TRUE(eventually([&] { return sender.received_count() == 1; }, 10s));
+  ASSERT_TRUE(sender.transport().send(snapshot));  // the leader's retry
+  ASSERT_TRUE(eventually([&] { return receiver.received_count() == 1; }, 20s))
+      << describe(sender.stats_for(2));
+  EXPECT_EQ(receiver.received()[0], snapshot);  // every field, the data byte for byte
+  const PeerStats stats = sender.stats_for(2);
+  EXPECT_EQ(stats.snapshots_resumed, 1U);
+  EXPECT_EQ(stats.snapshot_bytes_skipped, held);
+  ASSERT_TRUE(stats.snapshot.has_value());
+  EXPECT_EQ(stats.snapshot->sent_bytes, total - held);
+  // What crossed the wire in all: half before the restart, the rest after: the data once.
+  EXPECT_EQ(held + stats.snapshot->sent_bytes, total);
+  const SnapshotReceiveStatus after = receiver.transport().snapshot_receive_status();
+  EXPECT_EQ(after.counters.chunks_duplicate, 0U);
+  EXPECT_EQ(after.counters.chunks_refused, 0U);
+  EXPECT_TRUE(after.partials.empty());
+  EXPECT_FALSE(std::filesystem::exists(partial_path)) << "the completed partial's file stayed";
 }
 
 // Mixed versions: a follower of a build without receipts never acknowledges, and its latest

@@ -195,12 +195,62 @@ TEST(SnapshotResume, AReceiptTheLaneMustNotTrustIsIgnored) {
                                SnapshotReceipt{larger_identity, kSnapshotWindowBytes + 1}),
             LaneQueue::Admission::kQueued);
   EXPECT_EQ(lane.snapshot_progress()->skipped_bytes, 0u) << "more than the lane ever made";
-  ASSERT_EQ(lane.push_snapshot(larger, larger_identity.data_crc32c, kT0,
-                               SnapshotReceipt{larger_identity, kSnapshotChunkBytes}),
-            LaneQueue::Admission::kQueued);
-  EXPECT_EQ(lane.snapshot_progress()->skipped_bytes, 0u)
-      << "the transfer before made nothing yet: it claims more than that one sent";
   EXPECT_EQ(lane.counters().snapshots_resumed, 0u);
+}
+
+// A follower that restarts from its SNAPSHOT.partial can hold more than the leader last heard:
+// the leader's retries while it was down started at the stale receipt and were abandoned after a
+// window. The restored receipt lies within what an earlier transfer of the same data made, so the
+// lane trusts it although the latest transfer made less.
+TEST(SnapshotResume, AReceiptWithinWhatAnEarlierTransferMadeIsTrusted) {
+  const raft::Message message =
+      snapshot_message(1, 4, 900, snapshot_data(12 * kSnapshotChunkBytes, 19));
+  const SnapshotIdentity identity = identity_of(message);
+  LaneQueue lane(append_lane_limits());
+  ASSERT_EQ(lane.push_snapshot(message, identity.data_crc32c, kT0), LaneQueue::Admission::kQueued);
+  for (int window = 0; window < 2; ++window) {  // two windows written: 8 chunks made
+    lane.take_batch();
+    BatchPlan plan(lane.limits());
+    for (std::size_t i = 0; i < lane.writing().size(); ++i) plan.add(kSnapshotChunkBytes + 4096);
+    lane.settle_batch(plan);
+    lane.write_sent(kT0);
+  }
+  const std::uint64_t made_first = 8 * kSnapshotChunkBytes;
+  // The follower went down; the leader's retry starts at its last receipt (1 chunk), makes one
+  // window that the dead stream never delivers, and is abandoned: it reached 5 chunks.
+  ASSERT_EQ(lane.push_snapshot(message, identity.data_crc32c, kT0,
+                               SnapshotReceipt{identity, kSnapshotChunkBytes}),
+            LaneQueue::Admission::kQueued);
+  lane.take_batch();
+  lane.write_failed();
+  lane.expire(Clock::now() + 1h);
+  ASSERT_EQ(lane.snapshot_progress()->state, SnapshotSendProgress::State::kAbandoned);
+  // Restarted, the follower acknowledges 7 chunks: more than the latest transfer made, within the
+  // first's.
+  const std::uint64_t restored = 7 * kSnapshotChunkBytes;
+  ASSERT_EQ(
+      lane.push_snapshot(message, identity.data_crc32c, kT0, SnapshotReceipt{identity, restored}),
+      LaneQueue::Admission::kQueued);
+  EXPECT_EQ(lane.snapshot_progress()->skipped_bytes, restored);
+  const std::vector<SnapshotChunk> rest = drain(lane);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().place.offset, restored);
+  EXPECT_EQ(data_bytes(rest), identity.total_bytes - restored);
+  // Still no more than any transfer made: past the first's 8 chunks is refused.
+  ASSERT_EQ(lane.push_snapshot(message, identity.data_crc32c, kT0,
+                               SnapshotReceipt{identity, identity.total_bytes - 1}),
+            LaneQueue::Admission::kQueued);
+  EXPECT_EQ(lane.snapshot_progress()->skipped_bytes, identity.total_bytes - 1)
+      << "the third transfer made every chunk: the whole data was sent";
+  LaneQueue other(append_lane_limits());
+  ASSERT_EQ(other.push_snapshot(message, identity.data_crc32c, kT0), LaneQueue::Admission::kQueued);
+  other.take_batch();
+  other.write_failed();
+  other.expire(Clock::now() + 1h);
+  ASSERT_EQ(other.push_snapshot(message, identity.data_crc32c, kT0,
+                                SnapshotReceipt{identity, made_first}),
+            LaneQueue::Admission::kQueued);
+  EXPECT_EQ(other.snapshot_progress()->skipped_bytes, 0u) << "above the one window it made";
 }
 
 // The whole path without gRPC: a chunk is dropped mid-transfer (its write failed, it expired),
