@@ -747,11 +747,15 @@ void PeerOutbound::record_failure_locked(PeerLink& link, const std::string& erro
       spdlog::info("node {}: peer {} ({}) not reachable yet: {} lane: {}", options_.self_id,
                    link.id, link.address, lane_name(link.lane), error);
     }
-    if (!link.startup_reported && now - started_at_ >= kPeerStartupGrace) {
+    // A peer added after this node's start (a new member, an admitted node) gets its own grace,
+    // counted from its addition, not from the start.
+    const bool added_later = link.created_at > started_at_;
+    const Clock::time_point since = added_later ? link.created_at : started_at_;
+    if (!link.startup_reported && now - since >= kPeerStartupGrace) {
       link.startup_reported = true;
-      spdlog::warn("node {}: peer {} ({}) unreachable since start ({} s): {} lane: {}",
-                   options_.self_id, link.id, link.address,
-                   std::chrono::duration_cast<std::chrono::seconds>(now - started_at_).count(),
+      spdlog::warn("node {}: peer {} ({}) unreachable since {} ({} s): {} lane: {}",
+                   options_.self_id, link.id, link.address, added_later ? "added" : "start",
+                   std::chrono::duration_cast<std::chrono::seconds>(now - since).count(),
                    lane_name(link.lane), error);
     }
     return;

@@ -106,7 +106,10 @@ class PeerOutbound {
     std::uint32_t consecutive_failures = 0;
     bool up = false;       // the last stream was accepted and has not failed since (for log lines)
     bool ever_up = false;  // some stream of this lane was accepted since start()
-    bool startup_reported = false;  // "unreachable since start" was logged
+    bool startup_reported = false;  // "unreachable since start/added" was logged
+    // When this node started tracking the peer (its start, or a configuration or admission that
+    // added it later): the start-up grace and the "unreachable since" line count from here.
+    const std::chrono::steady_clock::time_point created_at = std::chrono::steady_clock::now();
     // "peer down" lines of a flapping lane: at most one per kPeerDownLogInterval.
     util::RateLimit down_log{kPeerDownLogInterval};
     // The stream's counters; the queue's are added when a snapshot is taken.

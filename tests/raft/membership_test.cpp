@@ -97,6 +97,17 @@ TEST(Membership, LearnerReceivesTheLogButNeverCountsOrCampaigns) {
   EXPECT_EQ(sent_by(c, 4, MessageType::kPreVote), 0u);
 }
 
+// Voters 1-3 elect node 1, which adds node 4 (cut off) as a learner and commits 8 entries: commit
+// index 10, none of it on node 4.
+void add_learner_4_cut_off_then_commit_8_entries(TestCluster& c) {
+  elect_one(c);
+  c.isolate(4);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kAddLearner, 4).accepted());
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.propose(1, {"e" + std::to_string(i)}).proposed());
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 10u);
+}
+
 // A learner still catching up says so (status, and so health NOT_SERVING) until its log reaches the
 // commit index its leader named.
 TEST(Membership, ALearnerStillCatchingUpSaysSoUntilItReachesTheLeadersCommit) {
@@ -104,13 +115,8 @@ TEST(Membership, ALearnerStillCatchingUpSaysSoUntilItReachesTheLeadersCommit) {
     config.initial_conf = ConfState{{1, 2, 3}};
     config.max_entries_per_message = 2;
   });
-  elect_one(c);
-  c.isolate(4);
-  ASSERT_TRUE(change(c, 1, ConfChangeType::kAddLearner, 4).accepted());
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.propose(1, {"e" + std::to_string(i)}).proposed());
-  c.deliver_all();
+  ASSERT_NO_FATAL_FAILURE(add_learner_4_cut_off_then_commit_8_entries(c));
   const Index commit = c.raft(1).commit_index();
-  ASSERT_EQ(commit, 10u);
   EXPECT_EQ(c.replica(2).status().learner_catching_up_to_index, 0u) << "a voter never is";
   c.heal();
   // Everything flows but the appends to the learner, which the test hands over one at a time.
@@ -150,13 +156,8 @@ TEST(Membership, ALearnerStillCatchingUpSaysSoUntilItReachesTheLeadersCommit) {
 // the leader's own commit index.
 TEST(Membership, ALearnerKnowsHowFarBehindItIsFromTheLeadersFirstHeartbeat) {
   TestCluster c({1, 2, 3, 4}, [](Config& config) { config.initial_conf = ConfState{{1, 2, 3}}; });
-  elect_one(c);
-  c.isolate(4);
-  ASSERT_TRUE(change(c, 1, ConfChangeType::kAddLearner, 4).accepted());
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(c.propose(1, {"e" + std::to_string(i)}).proposed());
-  c.deliver_all();
+  ASSERT_NO_FATAL_FAILURE(add_learner_4_cut_off_then_commit_8_entries(c));
   const Index commit = c.raft(1).commit_index();
-  ASSERT_EQ(commit, 10u);
   c.heal();
   bool heartbeat_reached_learner = false;
   for (int round = 0; round < 10 && !heartbeat_reached_learner; ++round) {

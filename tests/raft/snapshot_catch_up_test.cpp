@@ -486,15 +486,21 @@ TEST(SnapshotCatchUp, ASendTheKeptEncodingServesDoesNotGatherTheDataAgain) {
   EXPECT_EQ(sent[0].snapshot->data_crc32c, sent[1].snapshot->data_crc32c);
 }
 
-// The leader's encoding runs off its loop (ReplicaDeps::off_loop): the kSnapshot waits in the
-// replica until the job's result comes back, then leaves with it, and the follower installs it.
-TEST(SnapshotCatchUp, TheSnapshotLeavesOnlyOnceItsEncodingIsDoneOffTheLoop) {
-  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+// Node 3 stranded behind node 1's trim, healed, and node 1's encoding of its snapshot started on
+// the (test's) off-loop worker and held there: the kSnapshot waits in node 1's replica.
+void strand_node_3_with_node_1s_encoding_held(TestCluster& c) {
   ASSERT_NO_FATAL_FAILURE(strand_node_3(c));
   c.node(1).hold_off_loop = true;
   c.heal();
   c.tick_all(3);
   ASSERT_EQ(c.node(1).off_loop_jobs.size(), 1u);
+}
+
+// The leader's encoding runs off its loop (ReplicaDeps::off_loop): the kSnapshot waits in the
+// replica until the job's result comes back, then leaves with it, and the follower installs it.
+TEST(SnapshotCatchUp, TheSnapshotLeavesOnlyOnceItsEncodingIsDoneOffTheLoop) {
+  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_with_node_1s_encoding_held(c));
   EXPECT_EQ(c.replica(1).snapshot_stats().encoding_in_flight, 1u);
   c.tick_all(10);  // well within the core's snapshot retry timeout
   EXPECT_EQ(c.node(1).off_loop_jobs.size(), 1u) << "one encoding in flight, not one per send";
@@ -516,11 +522,7 @@ TEST(SnapshotCatchUp, TheSnapshotLeavesOnlyOnceItsEncodingIsDoneOffTheLoop) {
 // point.
 TEST(SnapshotCatchUp, ATrimWhileTheEncodingRunsDropsTheWaitingSnapshot) {
   TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
-  ASSERT_NO_FATAL_FAILURE(strand_node_3(c));
-  c.node(1).hold_off_loop = true;
-  c.heal();
-  c.tick_all(3);
-  ASSERT_EQ(c.node(1).off_loop_jobs.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_with_node_1s_encoding_held(c));
   // Node 3 goes silent again (its contact would hold the trim back), more entries, a trim.
   c.isolate(3);
   for (Index i = 22; i <= 41; ++i) {
@@ -554,11 +556,7 @@ TEST(SnapshotCatchUp, ATrimWhileTheEncodingRunsDropsTheWaitingSnapshot) {
 // message (its term is gone); the new leader catches the follower up.
 TEST(SnapshotCatchUp, ALeaderThatStepsDownWhileTheEncodingRunsDropsTheWaitingSnapshot) {
   TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
-  ASSERT_NO_FATAL_FAILURE(strand_node_3(c));
-  c.node(1).hold_off_loop = true;
-  c.heal();
-  c.tick_all(3);
-  ASSERT_EQ(c.node(1).off_loop_jobs.size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_with_node_1s_encoding_held(c));
   const Term term = c.raft(1).term();
   c.transfer_leadership(1, 2);
   for (int i = 0; i < 20 && c.leader() != 2; ++i) c.tick_all(1);

@@ -1,7 +1,14 @@
 // PeerTransport::set_peers: the transport follows the configuration. A peer added at runtime is
 // dialled and accepted; one removed is no longer sent to nor accepted; one at a new address is
 // dialled there; the bounds hold.
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <sstream>
+
 #include "peer_transport_support.h"
+#include "server/peer_outbound.h"
 
 namespace raftlog::server::peer_testing {
 namespace {
@@ -29,6 +36,34 @@ TEST(PeerTransportMembership, APeerAddedAtRuntimeIsDialledAndAccepted) {
     return node1.received_count() > 0;
   }, 5s)) << describe(node2.stats_for(1));
   for (const raft::Message& message : node1.received()) EXPECT_EQ(message.from, 2U);
+}
+
+// A peer added long after this node started (a new member) got the "unreachable since start"
+// warning at its first failed dial, naming the node's age: the start-up grace counts from the
+// peer's addition now, and the line says so.
+TEST(PeerTransportMembership, APeerAddedAfterTheStartGetsItsOwnStartUpGrace) {
+  std::ostringstream lines;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(lines);
+  spdlog::default_logger()->sinks().push_back(sink);
+  const spdlog::level::level_enum level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::info);
+  {
+    const auto addresses = pick_addresses({1, 2});  // nothing listens at node 2's
+    TestNode node1(test_options(1, {}), port_of(addresses.at(1)));
+    std::this_thread::sleep_for(kPeerStartupGrace + 500ms);
+    node1.transport().set_peers({{2, addresses.at(2)}});
+    const auto until = std::chrono::steady_clock::now() + 1500ms;
+    while (std::chrono::steady_clock::now() < until) {
+      node1.transport().send(heartbeat(1, 2, 1));
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  spdlog::set_level(level);
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  const std::string log = lines.str();
+  EXPECT_NE(log.find("peer 2 ("), std::string::npos) << "no dial failure logged:\n" << log;
+  EXPECT_EQ(log.find("unreachable since"), std::string::npos) << log;
 }
 
 TEST(PeerTransportMembership, ARemovedPeerIsNeitherSentToNorAccepted) {
