@@ -424,11 +424,6 @@ TEST(SnapshotCatchUp, TheDataIsBoundedByTheSendersBudget) {
   EXPECT_EQ(c.raft(3).stranded_below(), 15u);
 }
 
-}  // namespace
-}  // namespace raftlog::raft
-
-namespace raftlog::raft {
-namespace {
 
 std::size_t snapshots_delivered_from(const TestCluster& c, NodeId from) {
   return c.count_delivered(
@@ -572,11 +567,6 @@ TEST(SnapshotCatchUp, ALeaderThatStepsDownWhileTheEncodingRunsDropsTheWaitingSna
   EXPECT_EQ(c.raft(3).commit_index(), c.raft(2).commit_index());
 }
 
-}  // namespace
-}  // namespace raftlog::raft
-
-namespace raftlog::raft {
-namespace {
 
 // The follower decodes the snapshot's data once: its admission's decode (before the core sees the
 // message) is what the install uses. Before, the install decoded the same tens of MiB again on the
@@ -591,11 +581,6 @@ TEST(SnapshotCatchUp, TheFollowerDecodesTheSnapshotOnce) {
   EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
 }
 
-}  // namespace
-}  // namespace raftlog::raft
-
-namespace raftlog::raft {
-namespace {
 
 // Review W1: a leader gathers its dedup table in slices, one per loop round (here one client per
 // round), and the table changes between them: new appends, sequences forgotten, clients evicted.
