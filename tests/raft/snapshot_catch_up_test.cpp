@@ -27,21 +27,28 @@ void short_follower_grace(replica::ReplicaConfig& config) {
   config.retention_follower_grace_ms = 5 * config.tick_ms;
 }
 
-// Node 3 misses 2..21 (client 9's appends, sequence = index), the leader trims below 15.
-void strand_node_3(TestCluster& c) {
-  ASSERT_TRUE(c.campaign_until_leader(1));
-  c.isolate(3);
-  for (Index i = 2; i <= 21; ++i) {
+// Node 1, the leader, appends entries `from`..`to` (each fills a segment), lets the followers it
+// reaches acknowledge them (six heartbeat rounds, which also pass the retention grace of the
+// followers it does not reach) and trims its log below `before`.
+void append_segments_then_trim(TestCluster& c, Index from, Index to, Index before) {
+  for (Index i = from; i <= to; ++i) {
     ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}, 9, i).proposed()) << i;
   }
   c.deliver_all();
-  ASSERT_EQ(c.raft(1).commit_index(), 21u);
   for (int i = 0; i < 6; ++i) {
     c.tick(1);
     c.deliver_all();
   }
-  const replica::TrimResult trimmed = c.trim(1, 15);
+  const replica::TrimResult trimmed = c.trim(1, before);
   ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+}
+
+// Node 3 misses 2..21 (client 9's appends, sequence = index), the leader trims below 15.
+void strand_node_3(TestCluster& c) {
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.isolate(3);
+  ASSERT_NO_FATAL_FAILURE(append_segments_then_trim(c, 2, 21, 15));
+  ASSERT_EQ(c.raft(1).commit_index(), 21u);
   ASSERT_EQ(c.node(1).log.first_index(), 15u);
 }
 
@@ -125,16 +132,8 @@ TEST(SnapshotCatchUp, ARetryAndASecondFollowerReuseTheLeadersEncodedSnapshot) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(4);
   c.isolate(5);
-  for (Index i = 2; i <= 21; ++i) {
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}, 9, i).proposed()) << i;
-  }
-  c.deliver_all();
+  ASSERT_NO_FATAL_FAILURE(append_segments_then_trim(c, 2, 21, 15));
   ASSERT_EQ(c.raft(1).commit_index(), 21u);
-  for (int i = 0; i < 6; ++i) {
-    c.tick(1);
-    c.deliver_all();
-  }
-  ASSERT_TRUE(c.trim(1, 15).error.ok());
   c.heal();
   int dropped = 0;
   c.add_drop_rule([&](const Message& m) {
@@ -168,15 +167,7 @@ TEST(SnapshotCatchUp, ARetryAndASecondFollowerReuseTheLeadersEncodedSnapshot) {
   // A trim moves the point: the next stranded follower's snapshot is encoded anew (the key differs;
   // the invalidation at the trim itself is SnapshotEncoding's, tested in snapshot_encoding_test).
   c.isolate(4);
-  for (Index i = 22; i <= 41; ++i) {
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}, 9, i).proposed()) << i;
-  }
-  c.deliver_all();
-  for (int i = 0; i < 6; ++i) {
-    c.tick(1);
-    c.deliver_all();
-  }
-  ASSERT_TRUE(c.trim(1, 35).error.ok());
+  ASSERT_NO_FATAL_FAILURE(append_segments_then_trim(c, 22, 41, 35));
   ASSERT_GT(c.node(1).log.first_index(), 15u);
   c.heal();
   for (int i = 0; i < retry_ticks && c.replica(4).snapshot_stats().installed < 2; ++i) {
@@ -438,15 +429,7 @@ TEST(SnapshotCatchUp, ASendTheKeptEncodingServesDoesNotGatherTheDataAgain) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.isolate(4);
   c.isolate(5);
-  for (Index i = 2; i <= 21; ++i) {
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}, 9, i).proposed()) << i;
-  }
-  c.deliver_all();
-  for (int i = 0; i < 6; ++i) {
-    c.tick(1);
-    c.deliver_all();
-  }
-  ASSERT_TRUE(c.trim(1, 15).error.ok());
+  ASSERT_NO_FATAL_FAILURE(append_segments_then_trim(c, 2, 21, 15));
   // Node 4 first: its snapshot is gathered and encoded.
   c.heal();
   c.isolate(5);
@@ -520,15 +503,7 @@ TEST(SnapshotCatchUp, ATrimWhileTheEncodingRunsDropsTheWaitingSnapshot) {
   ASSERT_NO_FATAL_FAILURE(strand_node_3_with_node_1s_encoding_held(c));
   // Node 3 goes silent again (its contact would hold the trim back), more entries, a trim.
   c.isolate(3);
-  for (Index i = 22; i <= 41; ++i) {
-    ASSERT_TRUE(c.propose(1, {segment_filling_payload(i)}, 9, i).proposed()) << i;
-  }
-  c.deliver_all();
-  for (int i = 0; i < 6; ++i) {
-    c.tick(1);
-    c.deliver_all();
-  }
-  ASSERT_TRUE(c.trim(1, 35).error.ok());
+  ASSERT_NO_FATAL_FAILURE(append_segments_then_trim(c, 22, 41, 35));
   const Index first = c.node(1).log.first_index();
   ASSERT_GT(first, 15u);
   EXPECT_EQ(c.replica(1).snapshot_stats().sends_dropped, 1u);
