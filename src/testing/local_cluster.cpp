@@ -1,9 +1,6 @@
 #include "testing/local_cluster.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,23 +19,6 @@
 
 namespace raftlog::testing {
 
-int free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw std::runtime_error("socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    throw std::runtime_error("bind() failed");
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
-
 LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(options)) {
   if (::access(options_.raftlogd_path.c_str(), X_OK) != 0) {
     throw std::runtime_error("raftlogd binary not executable: " + options_.raftlogd_path);
@@ -47,9 +27,12 @@ LocalCluster::LocalCluster(LocalClusterOptions options) : options_(std::move(opt
   const char* made = ::mkdtemp(pattern);
   if (made == nullptr) throw std::runtime_error("mkdtemp failed");
   root_ = made;
-  for (int id = 1; id <= options_.nodes; ++id) ports_[id] = free_loopback_port();
-  if (options_.metrics) {
-    for (int id = 1; id <= options_.nodes; ++id) metrics_ports_[id] = free_loopback_port();
+  // All at once: picked one by one, two nodes could get the same port.
+  const int nodes = options_.nodes;
+  const std::vector<int> ports = distinct_free_loopback_ports(options_.metrics ? 2 * nodes : nodes);
+  for (int id = 1; id <= nodes; ++id) {
+    ports_[id] = ports[static_cast<std::size_t>(id - 1)];
+    if (options_.metrics) metrics_ports_[id] = ports[static_cast<std::size_t>(nodes + id - 1)];
   }
   make_cluster_identity();
   if (options_.tls) make_certificates();

@@ -17,12 +17,9 @@
 #include <vector>
 
 #include "client/client.h"
+#include "testing/loopback_ports.h"
 
 namespace raftlog::testing {
-
-// A currently free loopback port (bound to port 0, then released). Another process could take it in
-// between; tests run with distinct ports per cluster and ctest's parallelism is small.
-int free_loopback_port();
 
 struct LocalClusterOptions {
   std::string raftlogd_path;  // required: the raftlogd binary

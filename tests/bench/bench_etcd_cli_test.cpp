@@ -1,6 +1,4 @@
 // The real raftlog-bench binary, run the way bench/compare-etcd.sh runs it, against no etcd at all.
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+
+#include "testing/loopback_ports.h"
 
 namespace {
 
@@ -29,30 +29,10 @@ CommandResult run(const std::string& args) {
   return result;
 }
 
-// A loopback port that is bound but not listening: connections to it are refused for as long as the
-// object lives, and no other process can take the port meanwhile.
-class RefusingPort {
- public:
-  RefusingPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = 0;
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
-    socklen_t length = sizeof(address);
-    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length), 0);
-    port_ = ntohs(address.sin_port);
-  }
-  ~RefusingPort() { ::close(fd_); }
-  RefusingPort(const RefusingPort&) = delete;
-  RefusingPort& operator=(const RefusingPort&) = delete;
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
+// Connections to a held loopback port are refused for as long as the object lives.
+std::string refusing_endpoint(const raftlog::testing::HeldLoopbackPort& port) {
+  return "127.0.0.1:" + std::to_string(port.port());
+}
 
 TEST(BenchEtcdCli, HelpListsTheFlagsTheCompareScriptUses) {
   const auto result = run("etcd --help");
@@ -89,10 +69,10 @@ TEST(BenchEtcdCli, BadInputIsAUsageError) {
 }
 
 TEST(BenchEtcdCli, UnreachableEtcdFailsWithAClearMessage) {
-  const RefusingPort port;
-  const auto result = run("etcd --endpoints " + port.endpoint() + " --clients 2 --duration 1");
+  const raftlog::testing::HeldLoopbackPort port;
+  const auto result = run("etcd --endpoints " + refusing_endpoint(port) + " --clients 2 --duration 1");
   EXPECT_EQ(result.exit_code, 1) << result.output;
-  EXPECT_NE(result.output.find("cannot Put to etcd at " + port.endpoint()), std::string::npos)
+  EXPECT_NE(result.output.find("cannot Put to etcd at " + refusing_endpoint(port)), std::string::npos)
       << result.output;
   EXPECT_EQ(result.output.find("RESULT"), std::string::npos) << "no figures without a server:\n"
                                                              << result.output;
@@ -100,8 +80,8 @@ TEST(BenchEtcdCli, UnreachableEtcdFailsWithAClearMessage) {
 
 TEST(BenchEtcdCli, FailoverRefusesToKillAProcessThatIsNotEtcd) {
   // This test process is alive and is not etcd: the tool must refuse before any load or kill.
-  const RefusingPort port;
-  const auto result = run("etcd-failover --endpoints " + port.endpoint() + " --leader-pid " +
+  const raftlog::testing::HeldLoopbackPort port;
+  const auto result = run("etcd-failover --endpoints " + refusing_endpoint(port) + " --leader-pid " +
                           std::to_string(::getpid()));
   EXPECT_EQ(result.exit_code, 2) << result.output;
   EXPECT_NE(result.output.find("is not a running etcd (refusing to kill it)"), std::string::npos)

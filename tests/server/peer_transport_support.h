@@ -108,11 +108,10 @@ class TestNode {
 
 inline std::map<raft::NodeId, std::string> pick_addresses(std::initializer_list<raft::NodeId> ids) {
   std::map<raft::NodeId, std::string> addresses;
-  for (const raft::NodeId id : ids) {
-    const int port = pick_free_loopback_port();
-    EXPECT_NE(port, 0);
-    addresses[id] = loopback_address(port);
-  }
+  const std::vector<int> ports =
+      raftlog::testing::distinct_free_loopback_ports(static_cast<int>(ids.size()));
+  std::size_t next = 0;
+  for (const raft::NodeId id : ids) addresses[id] = loopback_address(ports[next++]);
   return addresses;
 }
 

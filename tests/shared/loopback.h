@@ -2,11 +2,6 @@
 // started grpc::Server.
 #pragma once
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
@@ -17,27 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "testing/loopback_ports.h"
+
 namespace raftlog::testing {
 
-// A port on 127.0.0.1 that was free a moment ago: bound to port 0, read back, closed. Used where the
-// address must be known before the server exists (peer lists, a peer that starts later, a dead
-// endpoint: nothing listens there, so connections are refused).
-inline int pick_free_loopback_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
-    socklen_t length = sizeof(address);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
-      port = ntohs(address.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
+// A port on 127.0.0.1 that was free a moment ago (testing/loopback_ports.h). Used where the address
+// must be known before the server exists; several at once: distinct_free_loopback_ports.
+inline int pick_free_loopback_port() { return free_loopback_port(); }
 
 inline std::string loopback_address(int port) { return "127.0.0.1:" + std::to_string(port); }
 
