@@ -379,6 +379,9 @@ std::string SnapshotPartialFile::load(SnapshotReassembler& reassembler, raft::In
   if (!decoded) {
     ++files_dropped_;
     remove_file();
+    if (std::string occupied = occupied_by_directory(); !occupied.empty()) {
+      return "cannot drop " + path_ + ": " + occupied;
+    }
     return "dropped " + path_ + ": " + problem + "; a snapshot transfer starts from offset 0";
   }
   const raft::Snapshot& snapshot = *decoded->header.message.snapshot;
@@ -452,7 +455,8 @@ std::string SnapshotPartialFile::start(const SnapshotReassembler::PartialView& p
   }
   // A new file, never one truncated in place: no block of an earlier file lies behind the header,
   // and a link planted meanwhile is not followed.
-  ::unlink(path_.c_str());
+  remove_file();
+  if (std::string occupied = occupied_by_directory(); !occupied.empty()) return fail(occupied);
   fd_ =
       ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd_ < 0) return fail("cannot create it: " + errno_text());
@@ -483,7 +487,19 @@ std::string SnapshotPartialFile::append(std::string_view data, std::uint64_t tot
 void SnapshotPartialFile::remove_file() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  if (!path_.empty()) ::unlink(path_.c_str());  // ENOENT: nothing to remove
+  if (path_.empty()) return;
+  // ENOENT: nothing to remove. A directory in its place (not ours: this class writes files only)
+  // is removed only when empty; one with contents is the operator's to look at
+  // (occupied_by_directory says so).
+  if (::unlink(path_.c_str()) != 0 && (errno == EISDIR || errno == EPERM)) ::rmdir(path_.c_str());
+}
+
+std::string SnapshotPartialFile::occupied_by_directory() const {
+  struct stat info {};
+  if (path_.empty() || ::lstat(path_.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) return {};
+  return "a directory that is not empty is in its place (not written by raftlogd; remove it by "
+         "hand, e.g. rm -r " +
+         path_ + ")";
 }
 
 std::string SnapshotPartialFile::fail(const std::string& what) {

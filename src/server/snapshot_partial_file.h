@@ -147,7 +147,11 @@ class SnapshotPartialFile {
   std::string append(std::string_view data, std::uint64_t total_bytes);
   // "" when the file system can take `more_bytes` more (beyond the reserve, below the watermark).
   std::string room_for(std::uint64_t more_bytes) const;
+  // Removes what is at the path: a file, a link, a FIFO, or an empty directory.
   void remove_file();
+  // A sentence when a directory remove_file could not remove (it has contents) is at the path,
+  // else "". The transfer then goes on in memory only, and every log line says why.
+  std::string occupied_by_directory() const;
   std::string fail(const std::string& what);
 
   const std::string path_;

@@ -472,5 +472,38 @@ TEST_F(SnapshotPartialFileTest, AFifoOrALinkInItsPlaceIsDroppedWithoutBlockingOr
   EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(path())));
 }
 
+// A directory in the file's place (not raftlogd's: it writes files only). An empty one is removed
+// and the next transfer is kept on disk again; one with contents is left for the operator, and the
+// log lines say so, instead of "dropped" followed by "cannot create it: File exists" on every
+// transfer.
+TEST_F(SnapshotPartialFileTest, ADirectoryInItsPlaceIsRemovedWhenEmptyAndNamedWhenNot) {
+  const raft::Message message = snapshot_message(1, 5, 700, snapshot_data(5000, 21));
+  std::filesystem::create_directory(path());
+  {
+    SnapshotReassembler reassembler;
+    SnapshotPartialFile file(path(), expectations());
+    const std::string loaded = file.load(reassembler, 0, kT0);
+    EXPECT_NE(loaded.find("dropped"), std::string::npos) << loaded;
+    EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(path())));
+    add(reassembler, file, chunk_at(message, 0, 1000));
+    EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(path())));
+  }
+  std::filesystem::remove(path());
+  std::filesystem::create_directory(path());
+  write_file(path() + "/operator-notes", "kept");
+  SnapshotReassembler reassembler;
+  SnapshotPartialFile file(path(), expectations());
+  const std::string loaded = file.load(reassembler, 0, kT0);
+  EXPECT_NE(loaded.find("remove it by hand"), std::string::npos) << loaded;
+  EXPECT_EQ(loaded.find("dropped"), std::string::npos) << loaded;
+  std::string problem;
+  reassembler.add(chunk_at(message, 0, 1000), kT0, &problem);
+  const std::string followed = file.follow(reassembler, 1);
+  EXPECT_NE(followed.find("remove it by hand"), std::string::npos) << followed;
+  EXPECT_EQ(file.write_failures(), 1U);
+  EXPECT_FALSE(file.holds_file());
+  EXPECT_EQ(read_file(path() + "/operator-notes"), "kept");
+}
+
 }  // namespace
 }  // namespace raftlog::server
