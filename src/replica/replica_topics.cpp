@@ -131,6 +131,23 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
   *scan_from = first;
   auto saved = read_topic_state(config_.store.env, config_.data_dir);
   const std::uint64_t last = log_->last_index();
+  // A TOPICSTATE that cannot be used (below) on a trimmed log: SNAPSHOT's table as of the first
+  // index - 1 (a trim's of version 2 on, or an installed snapshot's: load_first_index_topics, which
+  // the open ran first) describes the same table exactly, and the scan replays the retained log on
+  // it. Only without it are the trimmed entries' offsets lost.
+  const auto rebuild_from_snapshot_table = [&](const std::string& what) {
+    if (first <= 1 || !first_index_topics_) return false;
+    spdlog::error(
+        "node {}: {}; rebuilding the topic table from SNAPSHOT's table as of {} and the "
+        "retained log",
+        config_.node_id, what, first - 1);
+    topics_.reset(first - 1, *first_index_topics_);
+    if (loaded_snapshot_) {
+      last_timestamp_ms_ = std::max(last_timestamp_ms_, loaded_snapshot_->timestamp_floor_ms);
+    }
+    *scan_from = first;
+    return true;
+  };
   if (saved.ok() && saved->has_value() && (*saved)->through_index > last) {
     // Saved beyond the log: the entries it counted after `last` are gone (a file from before the
     // flushed-index rule, a copied directory, or storage that lost flushed data). Its table would
@@ -139,12 +156,15 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
     const std::string what = config_.data_dir + "/TOPICSTATE covers the log up to " +
                              std::to_string((*saved)->through_index) + ", but the log ends at " +
                              std::to_string(last);
+    last_timestamp_ms_ = (*saved)->timestamp_floor_ms;
     if (first == 1) {
       spdlog::error("node {}: {}; rebuilding the topic table from the whole log", config_.node_id,
                     what);
-      last_timestamp_ms_ = (*saved)->timestamp_floor_ms;
       return true;
     }
+    // (A storage fault that cut the log below TOPICSTATE's point, on a trimmed log, lands here:
+    // the cut entries come again from the leader.)
+    if (rebuild_from_snapshot_table(what)) return true;
     *problem = what + " and starts at " + std::to_string(first) +
                ": the offsets of the trimmed entries cannot be recovered; copy a healthy peer's "
                "data directory (docs/operations.md, \"Topics and keys\")";
@@ -172,11 +192,16 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
                     saved.status().to_string());
       return true;
     }
+    if (rebuild_from_snapshot_table(config_.data_dir +
+                                    "/TOPICSTATE: " + saved.status().to_string())) {
+      return true;
+    }
     // Entries before the first retained one are gone: a guess could hand out an offset twice.
     *problem = config_.data_dir + "/TOPICSTATE: " + saved.status().to_string() + remedy;
     return false;
   }
   if (!saved->has_value()) {
+    if (rebuild_from_snapshot_table(config_.data_dir + "/TOPICSTATE is missing")) return true;
     if (first > 1) {
       // A log written before TOPICSTATE existed, already trimmed: its version-1 entries are
       // counted from the first retained one, as a rebuild of the derived indexes numbered them.
@@ -190,9 +215,12 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
     }
     return true;
   }
-  *problem = config_.data_dir + "/TOPICSTATE covers the log only up to " +
-             std::to_string((*saved)->through_index) + ", but the log starts at " +
-             std::to_string(first) + remedy;
+  const std::string what = config_.data_dir + "/TOPICSTATE covers the log only up to " +
+                           std::to_string((*saved)->through_index) + ", but the log starts at " +
+                           std::to_string(first);
+  last_timestamp_ms_ = (*saved)->timestamp_floor_ms;
+  if (rebuild_from_snapshot_table(what)) return true;
+  *problem = what + remedy;
   return false;
 }
 

@@ -300,8 +300,9 @@ TEST_F(TimestampFloorTest, AFarFutureTimestampInTheLogRaisesTheFloorOnlyUpToTheS
 }
 
 // Retention removed every entry of topic "t": TOPICSTATE, saved before the trim, still knows its
-// next offset; without it the node refuses to start (a guess could hand out an offset twice).
-TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateForItsTopicsNextOffsets) {
+// next offset; without it SNAPSHOT's table as of the first index - 1 (the trim saved it) does; without
+// both the node refuses to start (a guess could hand out an offset twice).
+TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateOrSnapshotForItsTopicsNextOffsets) {
   ASSERT_NO_FATAL_FAILURE(open());
   const std::uint64_t last = append(true, 12, 15 << 10);   // about 4 entries per 64 KiB segment
   const std::uint64_t after = append(false, 5, 15 << 10);  // the entries that stay
@@ -314,6 +315,12 @@ TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateForItsTopicsNextOffsets) {
   EXPECT_EQ(header_at(append(true)).topic_offset, 12U);
   replica_.reset();
   std::filesystem::remove(std::filesystem::path(dir_.path()) / "TOPICSTATE");
+  ASSERT_NO_FATAL_FAILURE(open());
+  EXPECT_EQ(replica_->topic_offsets().next_offset("t"), 13U);
+  EXPECT_EQ(header_at(append(true)).topic_offset, 13U);
+  replica_.reset();
+  std::filesystem::remove(std::filesystem::path(dir_.path()) / "TOPICSTATE");
+  std::filesystem::remove(std::filesystem::path(dir_.path()) / "SNAPSHOT");
   NodeError error;
   EXPECT_EQ(try_open(&error), nullptr);
   EXPECT_NE(error.message.find("TOPICSTATE"), std::string::npos) << error.message;
@@ -344,8 +351,10 @@ TEST_F(TimestampFloorTest, AFailedPeriodicSaveDoesNotLetATrimRunWithoutTopicStat
 
 // Review finding 4: a TOPICSTATE saved beyond the log (async flush mode used to save as of a
 // commit index the flushed log had not reached; a cluster-wide power cut then lost the entries
-// it counted) is not trusted beyond the log: rebuilt from a whole log, refused on a trimmed one.
-TEST_F(TimestampFloorTest, ATopicStateAheadOfTheLogIsRebuiltFromAWholeLogAndRefusedOnATrimmedOne) {
+// it counted; or a storage fault that cut the log, outside test F3) is not trusted beyond the log:
+// rebuilt from a whole log, or on a trimmed one from SNAPSHOT's table as of the first index - 1
+// and the retained log; refused on a trimmed one without that table.
+TEST_F(TimestampFloorTest, ATopicStateAheadOfTheLogIsRebuiltFromTheLogAndSnapshotOrRefused) {
   ASSERT_NO_FATAL_FAILURE(open());
   append(true, 3);
   const std::uint64_t last = replica_->log().last_index();
@@ -355,14 +364,27 @@ TEST_F(TimestampFloorTest, ATopicStateAheadOfTheLogIsRebuiltFromAWholeLogAndRefu
   ASSERT_NO_FATAL_FAILURE(open());
   ASSERT_EQ(replica_->topic_offsets().next_offset("t"), 3U);  // not the file's 100
   EXPECT_EQ(header_at(append(true)).topic_offset, 3U);
-  // A trimmed log: the offsets of the removed entries cannot be rebuilt.
+  // A trimmed log: the offsets of the removed entries are in SNAPSHOT's table as of the first
+  // index - 1, and only there.
   const std::uint64_t kept = append(false, 12, 15 << 10);
   ASSERT_TRUE(replica_->trim(kept, "test:").error.ok());
   ASSERT_GT(replica_->log().first_index(), 1U);
+  const std::uint64_t first = replica_->log().first_index();
+  append(true, 2);  // two more entries of "t" in the retained log: offsets 4 and 5
+  const std::uint64_t retained_end = replica_->log().last_index();
+  replica_.reset();
+  ASSERT_TRUE(write_topic_state(nullptr, dir_.path(),
+                                TopicState{retained_end + 5, 7, Table{{"t", 100}}})
+                  .ok());
+  ASSERT_NO_FATAL_FAILURE(open());
+  EXPECT_EQ(replica_->log().first_index(), first);
+  EXPECT_EQ(replica_->topic_offsets().next_offset("t"), 6U);  // not the file's 100
+  EXPECT_EQ(header_at(append(true)).topic_offset, 6U);
   const std::uint64_t end = replica_->log().last_index();
   replica_.reset();
   ASSERT_TRUE(
       write_topic_state(nullptr, dir_.path(), TopicState{end + 5, 7, Table{{"t", 100}}}).ok());
+  std::filesystem::remove(std::filesystem::path(dir_.path()) / "SNAPSHOT");
   NodeError error;
   EXPECT_EQ(try_open(&error), nullptr);
   EXPECT_NE(error.message.find("ends at"), std::string::npos) << error.message;
