@@ -463,7 +463,7 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
                      "Print committed entries: index, term, payload (escaped).");
   common.add_to(flags);
   flags.uint_flag("from", &from, "INDEX", "first index to print");
-  flags.uint_flag("count", &count, "N", "most entries to print (at most 1000000)");
+  flags.uint_flag("count", &count, "N", "most entries to print (1 to 1000000)");
   flags.bool_flag("linearizable", &linearizable,
                   "read through the leader with ReadIndex (sees every completed append)");
   std::string since;
@@ -482,8 +482,9 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
     if (*found == 0) return cli::kExitOk;  // nothing stamped at or after that time yet
     from = *found;
   }
-  if (count > kMaxReadCount || from == 0) {
-    io.err << command_path << ": --from must be >= 1 and --count at most " << kMaxReadCount << "\n";
+  if (count == 0 || count > kMaxReadCount || from == 0) {
+    io.err << command_path << ": --from must be >= 1 and --count in [1, " << kMaxReadCount
+           << "]\n";
     return cli::kExitUsage;
   }
   auto c = common.connect(io);

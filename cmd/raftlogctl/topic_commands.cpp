@@ -81,16 +81,16 @@ int run_topic_read(std::string_view command_path, std::span<const std::string> a
   std::string since;
   flags.string_flag("topic", &topic, "NAME", "the topic (required)");
   flags.uint_flag("from", &from, "OFFSET", "first offset to print");
-  flags.uint_flag("count", &count, "N", "most entries to print (at most 1000000)");
+  flags.uint_flag("count", &count, "N", "most entries to print (1 to 1000000)");
   flags.string_flag("since", &since, "TIME",
                     "start at the first offset stamped at or after TIME (overrides --from)");
   client::Options options;
   bool json = false;
   if (int code = parse_cluster_command(flags, command_path, args, io, &options, &json); code >= 0)
     return code;
-  if (topic.empty() || count > kMaxTopicReadCount) {
-    io.err << command_path << ": --topic is required and --count at most " << kMaxTopicReadCount
-           << "\n";
+  if (topic.empty() || count == 0 || count > kMaxTopicReadCount) {
+    io.err << command_path << ": --topic is required and --count in [1, " << kMaxTopicReadCount
+           << "]\n";
     return cli::kExitUsage;
   }
   auto topics = connect(options, io);

@@ -353,8 +353,8 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
     *problem = config_.data_dir + "/TOPICSTATE is missing, but the log is trimmed (it starts at " +
                std::to_string(log_->first_index()) +
                ") and its oldest envelope already carries a leader-assigned topic offset, so the "
-               "offsets of trimmed entries cannot be recovered; copy a healthy peer's data "
-               "directory, TOPICSTATE with it (docs/operations.md, \"Topics and keys\")";
+               "offsets of trimmed entries cannot be recovered; replace this node under a new id "
+               "with an empty directory (docs/operations.md, \"Damaged data at startup\")";
     return false;
   }
   return true;

@@ -165,9 +165,10 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
     // (A storage fault that cut the log below TOPICSTATE's point, on a trimmed log, lands here:
     // the cut entries come again from the leader.)
     if (rebuild_from_snapshot_table(what)) return true;
-    *problem = what + " and starts at " + std::to_string(first) +
-               ": the offsets of the trimmed entries cannot be recovered; copy a healthy peer's "
-               "data directory (docs/operations.md, \"Topics and keys\")";
+    *problem =
+        what + " and starts at " + std::to_string(first) +
+        ": the offsets of the trimmed entries cannot be recovered; replace this node under a "
+        "new id with an empty directory (docs/operations.md, \"Damaged data at startup\")";
     return false;
   }
   if (saved.ok() && saved->has_value() && (*saved)->through_index + 1 >= first) {
@@ -182,7 +183,8 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
   }
   // Removing the file helps only a log whose oldest envelope is of version 1 (rebuild_dedup).
   const std::string remedy =
-      "; copy a healthy peer's data directory (if the log's oldest envelope is of version 1, "
+      "; replace this node under a new id with an empty directory (if the log's oldest envelope "
+      "is of version 1, "
       "written before the upgrade, removing TOPICSTATE instead counts topic offsets from the "
       "first retained entry; docs/operations.md, \"Topics and keys\")";
   if (!saved.ok()) {

@@ -154,9 +154,9 @@ std::string check_data_dir_identity(const NodeConfig& config) {
     return "data directory " + config.data_dir + " belongs to node " +
            std::to_string(identity.node_id) + " of this cluster (" + path + "), but this is node " +
            std::to_string(config.node_id) +
-           "; refusing to start, nothing was changed. Rebuilding a node from another member's copy "
-           "means copying "
-           "only log/ and HARDSTATE and keeping this node's own IDENTITY (docs/operations.md)";
+           "; refusing to start, nothing was changed. To rebuild a node, replace it under a new id "
+           "with an empty directory (raftlogctl members replace); never copy another member's "
+           "HARDSTATE (its vote) or IDENTITY (docs/operations.md, \"Damaged data at startup\")";
   }
   return "";
 }

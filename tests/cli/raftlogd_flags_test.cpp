@@ -195,5 +195,17 @@ TEST(RaftlogctlFlags, TimeoutsAreRefusedNotTruncated) {
   }
 }
 
+// `read --count 0` printed the header and exited 0 (outside test L3): a count of nothing is a
+// mistake, refused like one above the bound, before any connection.
+TEST(RaftlogctlFlags, ReadCountsOutsideOneToTheBoundAreRefused) {
+  for (const char* flags :
+       {"read --count 0", "read --count 1000001", "topic read --topic t --count 0"}) {
+    const ProcessRun run =
+        run_stderr(std::string(RAFTLOGCTL_PATH) + " " + flags + " --endpoints 127.0.0.1:1");
+    EXPECT_EQ(run.exit_code, 2) << flags << "\n" << run.err;
+    EXPECT_NE(run.err.find("--count"), std::string::npos) << flags << "\n" << run.err;
+  }
+}
+
 }  // namespace
 }  // namespace raftlog::testing

@@ -115,6 +115,11 @@ TEST(NodeIdentity, AnotherClustersOrNodesDirectoryIsRefusedUnchanged) {
   const std::string node_problem = check_data_dir_identity(other_node);
   EXPECT_NE(node_problem.find("belongs to node 2"), std::string::npos) << node_problem;
   EXPECT_NE(node_problem.find("this is node 3"), std::string::npos) << node_problem;
+  // The remedy never sends the operator to copy another member's HARDSTATE: it holds that member's
+  // vote (outside test L1: the message used to say "copying only log/ and HARDSTATE").
+  EXPECT_NE(node_problem.find("never copy another member's HARDSTATE"), std::string::npos)
+      << node_problem;
+  EXPECT_NE(node_problem.find("members replace"), std::string::npos) << node_problem;
   EXPECT_EQ(establish_data_dir_identity(other_node), node_problem);
 
   EXPECT_EQ(snapshot(dir.path()), before);
