@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -19,6 +18,7 @@
 #include "client/admin.h"
 #include "client/client.h"
 #include "cluster_bench.h"
+#include "local_cluster_run.h"
 #include "report.h"
 #include "testing/http_get.h"
 #include "testing/local_cluster.h"
@@ -126,7 +126,7 @@ class TermWatch {
 std::uint64_t fill_log(testing::LocalCluster& cluster, std::uint64_t total_bytes,
                        std::uint64_t entry_size, std::uint64_t batch, std::ostream& err) {
   client::Options options;
-  for (int id = 1; id <= kFounders; ++id) options.endpoints.push_back(cluster.address(id));
+  options.endpoints = endpoints_of(cluster, kFounders);
   options.retry_deadline_ms = 20000;
   options.call_timeout_ms = 20000;
   auto created = client::Client::create(options);
@@ -143,19 +143,6 @@ std::uint64_t fill_log(testing::LocalCluster& cluster, std::uint64_t total_bytes
     last = appended->last_index;
   }
   return last;
-}
-
-// Copies every node's log into `dir` (created if missing) as n<id>.log; the cluster's own directory
-// is removed when it is destroyed.
-void keep_logs(const testing::LocalCluster& cluster, const std::string& dir, std::ostream& err) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  for (int id = 1; id <= cluster.size() && !ec; ++id) {
-    std::filesystem::copy_file(cluster.log_file(id),
-                               std::filesystem::path(dir) / ("n" + std::to_string(id) + ".log"),
-                               std::filesystem::copy_options::overwrite_existing, ec);
-  }
-  if (ec) err << "--keep-logs " << dir << ": " << ec.message() << "\n";
 }
 
 }  // namespace
@@ -195,18 +182,8 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
   options.metrics = true;
   options.segment_size_bytes = 64ULL << 20;
   options.max_entry_size_bytes = kMaxEntryBytes;
-  std::unique_ptr<testing::LocalCluster> cluster;
-  try {
-    cluster = std::make_unique<testing::LocalCluster>(options);
-  } catch (const std::exception& e) {
-    io.err << "cannot start a local cluster: " << e.what() << "\n";
-    return cli::kExitFailure;
-  }
-  for (int id = 1; id <= kFounders; ++id) cluster->start(id);
-  if (cluster->wait_for_leader(15s) == 0) {
-    io.err << "the local cluster elected no leader:\n" << cluster->log_tail(1);
-    return cli::kExitFailure;
-  }
+  std::unique_ptr<testing::LocalCluster> cluster = start_local_cluster(options, io.err, kFounders);
+  if (!cluster) return cli::kExitFailure;
   const auto fill_started = Clock::now();
   const std::uint64_t last = fill_log(*cluster, log_mib << 20, entry_size, batch, io.err);
   if (last == 0) return cli::kExitFailure;
@@ -221,7 +198,7 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
          << " s; leader " << leader << "; adding node " << kLearner << "\n";
 
   client::Options admin_options;
-  for (int id = 1; id <= kFounders; ++id) admin_options.endpoints.push_back(cluster->address(id));
+  admin_options.endpoints = endpoints_of(*cluster, kFounders);
   admin_options.retry_deadline_ms = 20000;
   admin_options.call_timeout_ms = 20000;
   auto members = client::MembersClient::create(admin_options);

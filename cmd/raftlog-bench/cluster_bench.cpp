@@ -20,6 +20,7 @@
 #include "client/client.h"
 #include "client/producer.h"
 #include "closed_loop.h"
+#include "local_cluster_run.h"
 #include "report.h"
 #include "testing/local_cluster.h"
 
@@ -71,21 +72,10 @@ std::optional<ClusterSource> resolve_cluster(const std::string& endpoints_text, 
   options.flush_mode = flush_mode;
   options.segment_size_bytes = 256ULL << 20;
   options.max_entry_size_bytes = 4ULL << 20;
-  try {
-    source.spawned = std::make_unique<testing::LocalCluster>(options);
-  } catch (const std::exception& e) {
-    io.err << "cannot start a local cluster: " << e.what() << "\n";
-    return std::nullopt;
-  }
-  source.spawned->start_all();
-  if (source.spawned->wait_for_leader(std::chrono::seconds(15)) == 0) {
-    io.err << "the local cluster elected no leader:\n" << source.spawned->log_tail(1);
-    return std::nullopt;
-  }
-  for (int id = 1; id <= source.spawned->size(); ++id)
-    source.endpoints.push_back(source.spawned->address(id));
-  io.err << "started a local " << nodes << "-node cluster (" << flush_mode << " flush) on "
-         << source.spawned->endpoints() << "\n";
+  source.spawned = start_local_cluster(options, io.err);
+  if (!source.spawned) return std::nullopt;
+  source.endpoints = endpoints_of(*source.spawned);
+  io.err << started_line(*source.spawned, flush_mode) << "\n";
   return source;
 }
 

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include "client/client.h"
 #include "closed_loop.h"
 #include "cluster_bench.h"
+#include "local_cluster_run.h"
 #include "report.h"
 #include "testing/local_cluster.h"
 
@@ -135,19 +135,6 @@ void print_role_changes(const testing::LocalCluster& cluster, std::ostream& err)
   }
 }
 
-// Copies every node's log into `dir` (created if missing) as n<id>.log; the cluster's own directory
-// is removed when it is destroyed.
-void keep_logs(const testing::LocalCluster& cluster, const std::string& dir, std::ostream& err) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  for (int id = 1; id <= cluster.size() && !ec; ++id) {
-    std::filesystem::copy_file(cluster.log_file(id),
-                               std::filesystem::path(dir) / ("n" + std::to_string(id) + ".log"),
-                               std::filesystem::copy_options::overwrite_existing, ec);
-  }
-  if (ec) err << "--keep-logs " << dir << ": " << ec.message() << "\n";
-}
-
 // A local 3-node cluster within the default limits, its log bounded by retention, with a leader; null
 // (and why, on io.err) if it did not come up.
 std::unique_ptr<testing::LocalCluster> start_cluster(const std::string& flush_mode,
@@ -165,19 +152,7 @@ std::unique_ptr<testing::LocalCluster> start_cluster(const std::string& flush_mo
     options.extra_flags.push_back("--election-ticks");
     options.extra_flags.push_back(std::to_string(election_ticks));
   }
-  std::unique_ptr<testing::LocalCluster> cluster;
-  try {
-    cluster = std::make_unique<testing::LocalCluster>(options);
-  } catch (const std::exception& e) {
-    io.err << "cannot start a local cluster: " << e.what() << "\n";
-    return nullptr;
-  }
-  cluster->start_all();
-  if (cluster->wait_for_leader(std::chrono::seconds(15)) == 0) {
-    io.err << "the local cluster elected no leader:\n" << cluster->log_tail(1);
-    return nullptr;
-  }
-  return cluster;
+  return start_local_cluster(options, io.err);
 }
 
 }  // namespace
@@ -225,14 +200,12 @@ int run_leader_stability_command(std::string_view command_path, std::span<const 
 
   std::unique_ptr<testing::LocalCluster> cluster = start_cluster(flush_mode, election_ticks, io);
   if (!cluster) return cli::kExitFailure;
-  io.err << "started a local 3-node cluster (" << flush_mode << " flush) on "
-         << cluster->endpoints() << "; " << busy_threads << " busy threads\n";
+  io.err << started_line(*cluster, flush_mode) << "; " << busy_threads << " busy threads\n";
 
   std::optional<ClosedLoopOptions> load =
       make_closed_loop_options(clients, duration_s, batch, entry_size, "", command_path, io.err);
   if (!load) return cli::kExitUsage;
-  std::vector<std::string> endpoints;
-  for (int id = 1; id <= cluster->size(); ++id) endpoints.push_back(cluster->address(id));
+  const std::vector<std::string> endpoints = endpoints_of(*cluster);
 
   BusyThreads busy(busy_threads, busy_us);
   LeaderWatch watch(*cluster);

@@ -17,6 +17,7 @@
 #include "client/client.h"
 #include "closed_loop.h"
 #include "cluster_bench.h"
+#include "local_cluster_run.h"
 #include "report.h"
 #include "testing/local_cluster.h"
 
@@ -42,27 +43,9 @@ std::unique_ptr<testing::LocalCluster> start_cluster(int nodes, const std::strin
   options.flush_mode = flush_mode;
   options.segment_size_bytes = 256ULL << 20;
   options.max_entry_size_bytes = 4ULL << 20;
-  std::unique_ptr<testing::LocalCluster> cluster;
-  try {
-    cluster = std::make_unique<testing::LocalCluster>(options);
-  } catch (const std::exception& e) {
-    io.err << "cannot start a local cluster: " << e.what() << "\n";
-    return nullptr;
-  }
-  cluster->start_all();
-  if (cluster->wait_for_leader(std::chrono::seconds(15)) == 0) {
-    io.err << "the local cluster elected no leader:\n" << cluster->log_tail(1);
-    return nullptr;
-  }
-  io.err << "started a local " << nodes << "-node cluster (" << flush_mode << " flush) on "
-         << cluster->endpoints() << "\n";
+  std::unique_ptr<testing::LocalCluster> cluster = start_local_cluster(options, io.err);
+  if (cluster) io.err << started_line(*cluster, flush_mode) << "\n";
   return cluster;
-}
-
-std::vector<std::string> endpoints_of(const testing::LocalCluster& cluster) {
-  std::vector<std::string> endpoints;
-  for (int id = 1; id <= cluster.size(); ++id) endpoints.push_back(cluster.address(id));
-  return endpoints;
 }
 
 // --- Append cost ---------------------------------------------------------------------------------

@@ -9,6 +9,11 @@
 //
 // Time: one tick is kStepsPerTick steps. Messages and flush cycles take whole steps, so a message can
 // arrive between two ticks, and several messages can be delivered between two ticks.
+//
+// The parts: cluster.cpp builds and wires the nodes and runs the ticks; cluster_node_io.cpp carries
+// messages and runs the disks (flush cycles, checkpoints) and off-loop jobs; cluster_checks.cpp
+// checks each Ready and reports to the Checker; cluster_faults.cpp crashes, restarts, pauses,
+// strikes and trims; cluster_clients.cpp sends the clients' requests.
 #pragma once
 
 #include <cstddef>

@@ -130,21 +130,46 @@ void seed_partial_with_a_gap(TestNode& receiver, const std::string& address,
             3 * kSnapshotChunkBytes);
 }
 
-// A chunk lost mid-transfer: the follower's next message to the leader carries its receipt, and
-// the leader's retry of the same data sends only what the follower lacks.
-TEST(PeerTransportSnapshot, ARetryResumesAtTheReceiptTheFollowersMessagesCarry) {
-  const auto addresses = pick_addresses({1, 2});
-  TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
-  TestNode receiver(test_options(2, addresses), port_of(addresses.at(2)));
-  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
-  const std::uint64_t total = snapshot.snapshot->data.size();
-  ASSERT_NO_FATAL_FAILURE(seed_partial_with_a_gap(receiver, addresses.at(2), snapshot));
-  ASSERT_TRUE(receiver.transport().send(heartbeat(2, 1, 1)));  // an answer of the follower's
+// The follower's (node 2's) first answer to the leader (node 1): it carries the follower's receipt
+// of the partial it keeps, which the leader then holds.
+void answer_the_leader(TestNode& receiver, TestNode& sender) {
+  ASSERT_TRUE(receiver.transport().send(heartbeat(2, 1, 1)));
   ASSERT_TRUE(eventually([&] { return sender.received_count() == 1; }, 10s));
+}
+
+// The leader (re)sends `snapshot`: the follower receives it whole, every field and the data byte
+// for byte, as its first message.
+void resend_and_expect_it_whole(TestNode& sender, TestNode& receiver,
+                                const raft::Message& snapshot) {
   ASSERT_TRUE(sender.transport().send(snapshot));
   ASSERT_TRUE(eventually([&] { return receiver.received_count() == 1; }, 20s))
       << describe(sender.stats_for(2));
-  EXPECT_EQ(receiver.received()[0], snapshot);  // every field, the data byte for byte
+  EXPECT_EQ(receiver.received()[0], snapshot);
+}
+
+// A leader (node 1) and a follower (node 2) holding the first three chunks of a ten-chunk snapshot
+// from it (seed_partial_with_a_gap), which has answered the leader once since.
+struct FollowerHoldingAPartial {
+  // Fatal failures return from here: call it inside ASSERT_NO_FATAL_FAILURE.
+  void seed_partial_and_answer() {
+    ASSERT_NO_FATAL_FAILURE(seed_partial_with_a_gap(receiver, addresses.at(2), snapshot));
+    ASSERT_NO_FATAL_FAILURE(answer_the_leader(receiver, sender));
+  }
+
+  const std::map<raft::NodeId, std::string> addresses = pick_addresses({1, 2});
+  TestNode sender{test_options(1, addresses), port_of(addresses.at(1))};
+  TestNode receiver{test_options(2, addresses), port_of(addresses.at(2))};
+  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
+  const std::uint64_t total = snapshot.snapshot->data.size();
+};
+
+// A chunk lost mid-transfer: the follower's next message to the leader carries its receipt, and
+// the leader's retry of the same data sends only what the follower lacks.
+TEST(PeerTransportSnapshot, ARetryResumesAtTheReceiptTheFollowersMessagesCarry) {
+  FollowerHoldingAPartial nodes;
+  ASSERT_NO_FATAL_FAILURE(nodes.seed_partial_and_answer());
+  auto& [addresses, sender, receiver, snapshot, total] = nodes;
+  ASSERT_NO_FATAL_FAILURE(resend_and_expect_it_whole(sender, receiver, snapshot));
   const PeerStats stats = sender.stats_for(2);
   EXPECT_EQ(stats.snapshots_resumed, 1U);
   EXPECT_EQ(stats.snapshot_bytes_skipped, 3 * kSnapshotChunkBytes);
@@ -189,12 +214,8 @@ TEST(PeerTransportSnapshot, AReceiverRebuiltOnItsDataDirectoryResumesAtTheRestor
   EXPECT_EQ(restored.partials[0].from, 1U);
   EXPECT_EQ(restored.partials[0].received_bytes, held);
 
-  ASSERT_TRUE(receiver.transport().send(heartbeat(2, 1, 1)));  // an answer of the follower's
-  ASSERT_TRUE(eventually([&] { return sender.received_count() == 1; }, 10s));
-  ASSERT_TRUE(sender.transport().send(snapshot));  // the leader's retry
-  ASSERT_TRUE(eventually([&] { return receiver.received_count() == 1; }, 20s))
-      << describe(sender.stats_for(2));
-  EXPECT_EQ(receiver.received()[0], snapshot);  // every field, the data byte for byte
+  ASSERT_NO_FATAL_FAILURE(answer_the_leader(receiver, sender));
+  ASSERT_NO_FATAL_FAILURE(resend_and_expect_it_whole(sender, receiver, snapshot));
   const PeerStats stats = sender.stats_for(2);
   EXPECT_EQ(stats.snapshots_resumed, 1U);
   EXPECT_EQ(stats.snapshot_bytes_skipped, held);
@@ -213,22 +234,14 @@ TEST(PeerTransportSnapshot, AReceiverRebuiltOnItsDataDirectoryResumesAtTheRestor
 // message (without a receipt) clears an older one, so the leader sends it everything from 0 (which
 // an older follower needs: it reassembles only from offset 0).
 TEST(PeerTransportSnapshot, WithoutAReceiptTheLeaderSendsFromOffsetZero) {
-  const auto addresses = pick_addresses({1, 2});
-  TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
-  TestNode receiver(test_options(2, addresses), port_of(addresses.at(2)));
-  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
-  const std::uint64_t total = snapshot.snapshot->data.size();
-  ASSERT_NO_FATAL_FAILURE(seed_partial_with_a_gap(receiver, addresses.at(2), snapshot));
-  ASSERT_TRUE(receiver.transport().send(heartbeat(2, 1, 1)));  // with a receipt
-  ASSERT_TRUE(eventually([&] { return sender.received_count() == 1; }, 10s));
+  FollowerHoldingAPartial nodes;
+  ASSERT_NO_FATAL_FAILURE(nodes.seed_partial_and_answer());  // its answer with a receipt
+  auto& [addresses, sender, receiver, snapshot, total] = nodes;
   pb::RaftMessage old_build_answer;
   encode_message(heartbeat(2, 1, 2), "test-cluster", &old_build_answer);
   ASSERT_TRUE(raw_stream(addresses.at(1), {old_build_answer}).ok());
   ASSERT_TRUE(eventually([&] { return sender.received_count() == 2; }, 10s));
-  ASSERT_TRUE(sender.transport().send(snapshot));
-  ASSERT_TRUE(eventually([&] { return receiver.received_count() == 1; }, 20s))
-      << describe(sender.stats_for(2));
-  EXPECT_EQ(receiver.received()[0], snapshot);
+  ASSERT_NO_FATAL_FAILURE(resend_and_expect_it_whole(sender, receiver, snapshot));
   const PeerStats stats = sender.stats_for(2);
   EXPECT_EQ(stats.snapshots_resumed, 0U);
   ASSERT_TRUE(stats.snapshot.has_value());

@@ -1,0 +1,124 @@
+// Node faults the fault schedule asks for: crashes (power cut or process crash), restarts, pauses,
+// strikes on new leaders, and retention trims (cluster.h).
+#include "sim/cluster.h"
+
+namespace raftlog::sim {
+
+namespace {
+
+// What a crash does to the bytes the store wrote but did not sync (store::CrashMode): a power cut
+// loses them, tears them at a random byte or keeps them sector by sector at random; a process crash
+// (kill -9, the machine stays up) keeps them all. Bit flips in unsynced bytes are the store's own
+// tests' concern.
+store::CrashMode draw_crash_mode(util::Prng& prng) {
+  switch (prng.below(4)) {
+    case 0:
+      return store::CrashMode::kLoseUnflushed;
+    case 1:
+      return store::CrashMode::kTornWrite;
+    case 2:
+      return store::CrashMode::kKeepRandomSectors;
+    default:
+      return store::CrashMode::kKeepAll;
+  }
+}
+
+}  // namespace
+
+void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
+  Node& n = node(id);
+  if (!n.replica) return;
+  ++stats_.crashes;
+  const std::size_t lost_messages =
+      network_.drop_in_flight_from(id, config_.crash_loses_outgoing_per_million, prng_);
+  n.restart_at_tick = down_ticks == 0 ? 0 : tick_ + down_ticks;
+  const store::CommitLog& log = n.replica->log();
+  const store::CrashMode mode = draw_crash_mode(prng_);
+  trace_.log("n{} CRASH {} (log {} flushed {}; loses {} unsent messages; down for {} ticks)", id,
+             store::to_string(mode), log.last_index(), log.flushed_index(), lost_messages,
+             down_ticks);
+  // The power goes first: nothing the dying replica does afterwards reaches the disk.
+  n.env->crash();
+  // Its clients see their connections drop: every waiting request's outcome is unknown to them.
+  n.replica->fail_all(replica::ErrorCode::kUnavailable, "the node crashed");
+  n.replica.reset();
+  run_completions();
+  n.env->restart(store::CrashOptions{mode, prng_.derive_seed()});
+  // The replica's recovery judges a cut log differently when the machine did not reboot.
+  n.same_boot = mode == store::CrashMode::kKeepAll;
+  n.soft = raft::SoftState{};
+  n.paused_until_tick = 0;
+  n.flush_at_step = 0;
+  n.sync_will_fail = false;
+  n.off_loop_jobs.clear();  // the worker died with the process
+  checker_.observe_crash(id);
+}
+
+void Cluster::restart(raft::NodeId id) {
+  Node& n = node(id);
+  n.restart_at_tick = 0;
+  if (n.replica) return;
+  if (!open_replica(n)) return;
+  trace_.log("n{} RESTART term {} vote {} commit {} log {}", id, n.soft.term,
+             n.durable_hard_state.vote, n.commit, log(id).last_index());
+  observe_log_base(n);
+  checker_.observe_restart(id, n.commit);
+  checker_.observe_role(id, n.soft.term, n.soft.role);
+  checker_.observe_conf(id, n.conf);  // recovered from CONFSTATE: must be the log's newest
+  process(n);
+}
+
+void Cluster::pause(raft::NodeId id, std::uint64_t ticks) {
+  Node& n = node(id);
+  if (!is_running(id)) return;
+  ++stats_.pauses;
+  n.paused_until_tick = tick_ + ticks;
+  trace_.log("n{} PAUSE until tick {}", id, n.paused_until_tick);
+}
+
+void Cluster::unpause_all() {
+  for (Node& n : nodes_) n.paused_until_tick = 0;
+}
+
+void Cluster::maybe_schedule_strike(const Node& n) {
+  if (strike_.per_million == 0 || strike_target_ != raft::kNoNode) return;
+  if (!prng_.chance_per_million(strike_.per_million)) return;
+  strike_target_ = n.id;
+  strike_term_ = n.soft.term;
+  // Half the strikes land at once (the new leader's first messages die with it); the other half land
+  // right after the leader's first commit (its followers have not all heard of it yet).
+  strike_after_commit_ = prng_.below(2) == 0;
+  strike_at_step_ =
+      strike_after_commit_ ? UINT64_MAX : now_step() + prng_.between(0, strike_.max_delay_steps);
+}
+
+void Cluster::run_due_strike() {
+  if (strike_target_ == raft::kNoNode || strike_at_step_ > now_step()) return;
+  const Node& target = node(strike_target_);
+  strike_target_ = raft::kNoNode;
+  if (!is_running(target.id) || target.soft.role != raft::Role::kLeader ||
+      target.soft.term != strike_term_)
+    return;
+  ++stats_.leader_strikes;
+  trace_.log("STRIKE new leader n{} of term {}", target.id, strike_term_);
+  crash(target.id, prng_.between(1, strike_.max_down_ticks));
+}
+
+void Cluster::trim(raft::NodeId id) {
+  if (!is_running(id)) return;
+  Node& n = node(id);
+  const raft::Index first_before = n.replica->log().first_index();
+  const replica::TrimResult result = n.replica->trim(n.commit + 1, "sim retention:");
+  if (!result.error.ok()) {
+    // A refused trim (a failing sync while it saved TOPICSTATE or SNAPSHOT) deletes nothing: fine.
+    trace_.log("n{} TRIM refused: {}", id, result.error.message);
+    return;
+  }
+  if (result.first_index > first_before) {
+    ++stats_.trims;
+    trace_.log("n{} TRIM first index {} -> {} (allowed up to {})", id, first_before,
+               result.first_index, result.limit);
+  }
+}
+
+}  // namespace raftlog::sim
