@@ -247,6 +247,7 @@ std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
 bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
 bool Raft::removed() const { return impl_->removed(); }
+const StepDown& Raft::last_step_down() const { return impl_->last_step_down(); }
 const std::vector<NodeId>& Raft::retired_ids() const { return impl_->retired_ids(); }
 Index Raft::stranded_below() const { return impl_->stranded_below(); }
 Index Raft::behind_leader_commit() const { return impl_->behind_leader_commit(); }

@@ -275,6 +275,9 @@ class Raft {
   // this node's term or later replicates to it. Information only (shown in status): one peer's
   // word may be stale or forged, so the node still campaigns and leads as before. Not persisted.
   bool removed() const;
+  // Why this core last stopped leading (reason kNone if it never did): a driver reads it when a
+  // Ready's soft state shows the leader become a follower, to say why.
+  const StepDown& last_step_down() const;
   // The retired ids this core knows (Config::retired_ids and the ones it saw retire), oldest first.
   const std::vector<NodeId>& retired_ids() const;
   // Non-zero while this follower needs entries its leader no longer holds (trimmed by retention):

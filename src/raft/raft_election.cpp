@@ -84,9 +84,18 @@ void Raft::Impl::reset(Term term) {
 }
 
 void Raft::Impl::become_follower(Term term, NodeId leader) {
+  if (role_ == Role::kLeader && term > term_) {
+    last_step_down_ = StepDown{StepDownReason::kNewerTerm, term, kNoNode};
+  }
   reset(term);
   role_ = Role::kFollower;
   leader_ = leader;
+}
+
+void Raft::Impl::step_down_in_term(StepDownReason reason, NodeId successor) {
+  RAFT_ASSERT(role_ == Role::kLeader, "only a leader steps down");
+  last_step_down_ = StepDown{reason, term_, successor};
+  become_follower(term_, kNoNode);
 }
 
 void Raft::Impl::become_pre_candidate() {
@@ -187,7 +196,8 @@ void Raft::Impl::tick_heartbeat() {
     election_elapsed_ticks_ = 0;
     if (config_.check_quorum) {
       if (!quorum_recently_active()) {
-        become_follower(term_, kNoNode);  // cannot reach a majority: stop serving as leader
+        // Cannot reach a majority: stop serving as leader.
+        step_down_in_term(StepDownReason::kCheckQuorum, kNoNode);
         return;
       }
       for (auto& [peer, pr] : progress_) pr.recent_active = false;

@@ -62,6 +62,7 @@ class Raft::Impl {
   bool catching_up() const { return catching_up_; }
   Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
   bool removed() const { return removed_; }
+  const StepDown& last_step_down() const { return last_step_down_; }
   const std::vector<NodeId>& retired_ids() const { return retired_; }
   Index stranded_below() const;
   Index behind_leader_commit() const;
@@ -75,6 +76,9 @@ class Raft::Impl {
   // --- roles and elections (raft_election.cpp) ---
   void reset(Term term);
   void become_follower(Term term, NodeId leader);
+  // A leader that stops leading in its own term (check-quorum, its removal committed): noted for
+  // last_step_down(), then a follower without a leader.
+  void step_down_in_term(StepDownReason reason, NodeId successor);
   void become_pre_candidate();
   void become_candidate();
   void become_leader();
@@ -208,6 +212,7 @@ class Raft::Impl {
   // oldest first, at most kMaxRetiredIds.
   std::vector<NodeId> retired_;
   bool removed_ = false;  // a peer told us our id is retired (kRemovedContext): information only
+  StepDown last_step_down_;  // why this core last stopped leading
   // The configuration in force at a trim point of the driver's log (set_trim_point_conf): used by
   // snapshot_to_send while the log starts right after `index`. One record: bounded.
   struct TrimPointConf {

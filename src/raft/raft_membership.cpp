@@ -255,7 +255,7 @@ void Raft::Impl::step_down_if_removed() {
       break;
     }
   }
-  become_follower(term_, kNoNode);
+  step_down_in_term(StepDownReason::kRemoved, successor);
   if (successor != kNoNode) {
     Message m;
     m.type = MessageType::kTimeoutNow;

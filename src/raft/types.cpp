@@ -45,6 +45,20 @@ const char* to_string(Role role) {
   return "UnknownRole";
 }
 
+const char* to_string(StepDownReason reason) {
+  switch (reason) {
+    case StepDownReason::kNone:
+      return "none";
+    case StepDownReason::kCheckQuorum:
+      return "check-quorum";
+    case StepDownReason::kNewerTerm:
+      return "newer-term";
+    case StepDownReason::kRemoved:
+      return "removed";
+  }
+  return "unknown";
+}
+
 const char* to_string(ProposeStatus status) {
   switch (status) {
     case ProposeStatus::kOk:

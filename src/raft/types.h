@@ -119,6 +119,27 @@ enum class Role : std::uint8_t { kFollower, kPreCandidate, kCandidate, kLeader }
 
 const char* to_string(Role role);
 
+// Why a leader stopped leading (Raft::last_step_down()): what the driver logs, since SoftState
+// shows only the new role.
+enum class StepDownReason : std::uint8_t {
+  kNone,         // this core has not stepped down from leadership
+  kCheckQuorum,  // no contact with a majority of voters within an election timeout
+  kNewerTerm,    // a message of a newer term (another node's campaign or leadership)
+  kRemoved,      // it committed its own removal from the voters and handed leadership over
+};
+
+const char* to_string(StepDownReason reason);
+
+struct StepDown {
+  StepDownReason reason = StepDownReason::kNone;
+  Term term = 0;  // the term it became follower in
+  // kRemoved: the caught-up voter it told to campaign at once (TimeoutNow), or kNoNode when no
+  // voter held its whole log (the voters then elect a leader after their election timeout).
+  NodeId successor = kNoNode;
+
+  friend bool operator==(const StepDown&, const StepDown&) = default;
+};
+
 // Volatile state worth reporting (status pages, client redirects); never needs persisting.
 struct SoftState {
   Role role = Role::kFollower;

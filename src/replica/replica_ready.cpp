@@ -139,12 +139,35 @@ void Replica::apply_ready(raft::Ready& ready) {
 
 namespace {
 
+// Why a leader stopped leading, in the core's own word (Raft::last_step_down()).
+std::string describe_step_down(const raft::StepDown& step_down, const raft::SoftState& next) {
+  switch (step_down.reason) {
+    case raft::StepDownReason::kRemoved:
+      if (step_down.successor == raft::kNoNode) {
+        return "stepping down: removed from the configuration; no voter holds the whole log yet, "
+               "so the voters elect a leader after their election timeout";
+      }
+      return "stepping down: removed from the configuration; handed leadership over to node " +
+             std::to_string(step_down.successor);
+    case raft::StepDownReason::kCheckQuorum:
+      return "stepping down: no contact with a majority within the election timeout (check "
+             "quorum)";
+    case raft::StepDownReason::kNewerTerm:
+      return "stepping down: another node is in the newer term " + std::to_string(next.term);
+    case raft::StepDownReason::kNone:
+      break;
+  }
+  return "stepping down in term " + std::to_string(next.term);
+}
+
 // One log line per role or leader change that says what happened and why, in words an operator can
 // act on. The Raft core reports only the new state; the reason follows from the transition (the core
 // runs with pre-vote, so a follower's own timeout always goes through pre-candidate first, and a
-// follower that becomes candidate directly was told to by a leadership transfer).
+// follower that becomes candidate directly was told to by a leadership transfer); a leader's step
+// down is the core's own word (Raft::last_step_down()).
 std::string describe_transition(const raft::SoftState& prev, const raft::SoftState& next,
-                                std::uint64_t election_timeout_ms) {
+                                std::uint64_t election_timeout_ms,
+                                const raft::StepDown& step_down) {
   using raft::Role;
   const std::string was_leader =
       prev.leader != raft::kNoNode ? "leader " + std::to_string(prev.leader) : "a leader";
@@ -164,12 +187,7 @@ std::string describe_transition(const raft::SoftState& prev, const raft::SoftSta
     case Role::kFollower:
       break;
   }
-  if (prev.role == Role::kLeader) {
-    return next.term == prev.term
-               ? "stepping down: no contact with a majority within the election timeout (check "
-                 "quorum)"
-               : "stepping down: another node is in the newer term " + std::to_string(next.term);
-  }
+  if (prev.role == Role::kLeader) return describe_step_down(step_down, next);
   if (next.leader != raft::kNoNode)
     return "following leader " + std::to_string(next.leader) + " in term " +
            std::to_string(next.term);
@@ -183,7 +201,8 @@ std::string describe_transition(const raft::SoftState& prev, const raft::SoftSta
 void Replica::note_soft_state(const raft::SoftState& next) {
   if (next.role != soft_state_.role || next.leader != soft_state_.leader) {
     const std::string why = describe_transition(
-        soft_state_, next, static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms);
+        soft_state_, next, static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms,
+        raft_->last_step_down());
     if (next.role != soft_state_.role) {
       spdlog::info("node {}: role {} -> {}: {}", config_.node_id, raft::to_string(soft_state_.role),
                    raft::to_string(next.role), why);

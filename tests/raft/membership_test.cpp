@@ -2,6 +2,13 @@
 // learners, promotion, removal, one change at a time, in force when appended, rolled back when cut,
 // the leader-change bug fix, a removed leader stepping down, and hostile configuration entries.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <memory>
+#include <sstream>
+#include <string>
 
 #include "test_cluster.h"
 #include "util/crc32c.h"
@@ -378,9 +385,32 @@ TEST(Membership, TruncatedConfigurationEntryRollsBackAFollower) {
   EXPECT_EQ(c.node(2).log.entry(2).term, 5u);
 }
 
+// The replica's log lines at info level while it lives (TestCluster turns the log off).
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(lines_)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+    spdlog::set_level(spdlog::level::info);
+  }
+  ~CapturedLog() {
+    spdlog::set_level(spdlog::level::off);
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::string text() const { return lines_.str(); }
+
+ private:
+  std::ostringstream lines_;
+  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+};
+
 TEST(Membership, RemovedLeaderStepsDownOnceCommittedAndHandsOver) {
   TestCluster c({1, 2, 3});
   elect_one(c);
+  CapturedLog log;
+  const Term term = c.raft(1).term();
   ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 1).accepted());
   EXPECT_EQ(c.raft(1).role(), Role::kLeader) << "it leads until the change commits";
   c.deliver_all();
@@ -388,6 +418,16 @@ TEST(Membership, RemovedLeaderStepsDownOnceCommittedAndHandsOver) {
   EXPECT_EQ(sent_by(c, 1, MessageType::kTimeoutNow), 1u) << "handed over to a caught-up voter";
   const NodeId new_leader = c.leader();
   ASSERT_TRUE(new_leader == 2 || new_leader == 3) << new_leader;
+  // The core says why it stepped down, and the replica's line says so (drills L2: it said "no
+  // contact with a majority ... (check quorum)").
+  EXPECT_EQ(c.raft(1).last_step_down(), (StepDown{StepDownReason::kRemoved, term, new_leader}));
+  const std::string text = log.text();
+  EXPECT_NE(text.find("node 1: role Leader -> Follower: stepping down: removed from the "
+                      "configuration; handed leadership over to node " +
+                      std::to_string(new_leader)),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("check quorum"), std::string::npos) << text;
   EXPECT_EQ(c.raft(new_leader).conf(), (ConfState{{2, 3}}));
   EXPECT_EQ(c.raft(new_leader).term(), 2u);
   // The new configuration commits without node 1, and node 1 never campaigns again.
@@ -417,6 +457,8 @@ TEST(Membership, LeaderThatRemovedItselfAndLostItsQuorumStillLetsTheClusterRecov
   ASSERT_EQ(c.raft(1).conf(), (ConfState{{2}}));
   c.tick(1, 25);
   ASSERT_EQ(c.raft(1).role(), Role::kFollower) << "check-quorum: node 2 is unreachable";
+  EXPECT_EQ(c.raft(1).last_step_down().reason, StepDownReason::kCheckQuorum)
+      << "its removal did not commit: it lost its quorum";
   c.heal();
   for (int i = 0; i < 100 && !(c.raft(2).role() == Role::kLeader &&
                                c.raft(2).commit_index() == c.raft(2).last_index());
