@@ -17,6 +17,16 @@ namespace raftlog::server {
 
 namespace pb = raftlog::peer::v1;
 
+namespace {
+
+// Only a leader sends these (a snapshot's chunks are checked apart).
+bool is_leader_message(raft::MessageType type) {
+  return type == raft::MessageType::kAppend || type == raft::MessageType::kHeartbeat ||
+         type == raft::MessageType::kSnapshot;
+}
+
+}  // namespace
+
 // One inbound stream from a peer, the part shared by Stream (one message per element) and
 // StreamBatches (up to kMaxMessagesPerBatch). Reads one element at a time; its messages are checked,
 // then handed to on_message in order, before the next read starts, so one sender's messages arrive
@@ -126,7 +136,7 @@ PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAu
       admission_(admission),
       receipts_(receipts),
       on_message_(std::move(on_message)),
-      reassembler_(options.max_snapshot_receive_bytes),
+      reassembler_(options.max_snapshot_receive_bytes, options.snapshot_partial_idle_timeout),
       partial_file_(options.snapshot_partial_path,
                     SnapshotPartialExpectations{options.cluster_id, options.self_id,
                                                 options.max_snapshot_receive_bytes,
@@ -137,6 +147,8 @@ PeerInbound::PeerInbound(const PeerTransportOptions& options, const PeerStreamAu
   std::lock_guard lock(snapshot_mu_);
   const std::string loaded = partial_file_.load(
       reassembler_, options.snapshot_partial_stale_through, SnapshotReassembler::Clock::now());
+  // Its idle clock starts at a leader's first message, not now: the node may take long to start.
+  restored_partial_idle_clock_waiting_.store(reassembler_.partial_count() > 0);
   publish_receipt_locked();
   if (loaded.empty()) return;
   if (partial_file_.files_dropped() > 0 || partial_file_.write_failures() > 0) {
@@ -265,6 +277,7 @@ void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>
     start_send_initial_metadata();
   }
   for (std::size_t i = 0; i < decoded.size(); ++i) {
+    if (chunks[i] || is_leader_message(decoded[i].type)) inbound->note_leader_heard();
     if (chunks[i]) {
       ++received;  // the stream's count is of messages read; the core sees whole snapshots only
       std::optional<raft::Message> whole = inbound->reassemble(std::move(*chunks[i]));
@@ -406,6 +419,13 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
                  whole->snapshot->index, whole->snapshot->data.size(), whole->from);
   }
   return whole;
+}
+
+void PeerInbound::note_leader_heard() {
+  if (!restored_partial_idle_clock_waiting_.load()) return;
+  std::lock_guard lock(snapshot_mu_);
+  restored_partial_idle_clock_waiting_.store(false);
+  if (reassembler_.start_idle_clocks(SnapshotReassembler::Clock::now())) publish_receipt_locked();
 }
 
 void PeerInbound::record_whole_snapshot(const raft::Message& message) {

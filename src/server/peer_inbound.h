@@ -4,6 +4,7 @@
 // shutdown of inbound streams (transport.h describes the contract).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -77,6 +78,9 @@ class PeerInbound {
   // A checked chunk: the whole snapshot once it is complete (logs a refused chunk).
   std::optional<raft::Message> reassemble(SnapshotChunk chunk);
   void record_whole_snapshot(const raft::Message& message);
+  // A message only a leader sends (an append, a heartbeat, a snapshot) arrived: a partial restored
+  // at start starts its idle clock now (snapshot_chunks.h). Cheap after the first.
+  void note_leader_heard();
   // A checked message's receipt (or its absence) becomes its sender's latest; a malformed one is
   // ignored (logged at most once per 30 s).
   void record_receipt(const raftlog::peer::v1::RaftMessage& wire);
@@ -112,6 +116,8 @@ class PeerInbound {
   mutable SnapshotReassembler reassembler_;
   // The partial on disk (options_.snapshot_partial_path), following reassembler_ under snapshot_mu_.
   mutable SnapshotPartialFile partial_file_;
+  // A restored partial waits for a leader's first message before it starts idling.
+  std::atomic<bool> restored_partial_idle_clock_waiting_{false};
   util::RateLimit receipt_log_{std::chrono::seconds(30)};  // under snapshot_mu_
   // Refused chunks: after a gap every later chunk of the transfer is refused (under snapshot_mu_).
   util::RateLimit refusal_log_{std::chrono::seconds(5)};

@@ -128,6 +128,7 @@ std::optional<raft::Message> SnapshotReassembler::continue_partial(Partial& part
     // alive and sends this data (a lane that did not see the loss sends the rest first, which on a
     // slow link takes longer than the idle timeout): the partial is not idle.
     partial.last_chunk_at = now;
+    partial.idle_clock_started = true;
     ++counters_.chunks_refused;
     *problem = "snapshot chunk from node " + std::to_string(from) + " at offset " +
                std::to_string(chunk.place.offset) + " refused: " + std::to_string(held) +
@@ -135,6 +136,7 @@ std::optional<raft::Message> SnapshotReassembler::continue_partial(Partial& part
     return std::nullopt;
   }
   partial.last_chunk_at = now;
+  partial.idle_clock_started = true;
   const std::uint64_t end = chunk.place.offset + chunk.data.size();  // <= total (codec)
   // The latest sender's header (its term, commit): the whole message goes to the core from it, and
   // a deposed leader's chunks are stale against it.
@@ -176,7 +178,7 @@ void SnapshotReassembler::record_delivered(const raft::Message& snapshot, Clock:
 
 void SnapshotReassembler::expire(Clock::time_point now) {
   for (auto it = partials_.begin(); it != partials_.end();) {
-    if (now - it->second.last_chunk_at > idle_timeout_) {
+    if (it->second.idle_clock_started && now - it->second.last_chunk_at > idle_timeout_) {
       ++counters_.partials_expired;
       it = partials_.erase(it);
     } else {
@@ -194,7 +196,10 @@ std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* v
     }
   }
   if (best == nullptr) return std::nullopt;
-  if (valid_until != nullptr) *valid_until = best->last_chunk_at + idle_timeout_;
+  if (valid_until != nullptr) {
+    *valid_until =
+        best->idle_clock_started ? best->last_chunk_at + idle_timeout_ : Clock::time_point::max();
+  }
   return SnapshotReceipt{identity_of(best->message, best->place), best->data.size()};
 }
 
@@ -236,10 +241,22 @@ std::string SnapshotReassembler::restore(raft::Message header, SnapshotChunkPlac
   partial.place = SnapshotChunkPlace{0, place.total_bytes, place.data_crc32c};
   partial.data = std::move(data);
   partial.last_chunk_at = now;
+  partial.idle_clock_started = false;  // start_idle_clocks(): once a leader is heard
   partial.generation = next_generation_++;
   ++counters_.partials_restored;
   counters_.bytes_restored += partial.data.size();
   return {};
+}
+
+bool SnapshotReassembler::start_idle_clocks(Clock::time_point now) {
+  bool waited = false;
+  for (auto& [from, partial] : partials_) {
+    if (partial.idle_clock_started) continue;
+    partial.idle_clock_started = true;
+    partial.last_chunk_at = now;
+    waited = true;
+  }
+  return waited;
 }
 
 SnapshotReceiveStatus SnapshotReassembler::status() const {

@@ -53,7 +53,10 @@ inline constexpr std::size_t kSnapshotWindowBytes = 4 * kSnapshotChunkBytes;
 // gave up). Chunks refused as a gap count as received: a lane that did not see a chunk's loss (a
 // stream that broke after its writes completed) sends the rest of the transfer first, then the leader
 // retries 5 s (its snapshot retry timeout) after the last chunk, and resumes from the receipt. A new
-// leader is elected within a few election timeouts, well within it.
+// leader is elected within a few election timeouts, well within it. A partial a restart restored
+// (SnapshotReassembler::restore) starts idling only once a leader is heard (start_idle_clocks):
+// a node whose start-up takes long (a large log's recovery, its indexes' rebuild) keeps it until
+// a leader could resume it.
 inline constexpr std::chrono::seconds kSnapshotPartialIdleTimeout{30};
 
 // Where a chunk's data sits in its snapshot's data.
@@ -208,11 +211,15 @@ class SnapshotReassembler {
   std::optional<PartialView> partial_of_generation(std::uint64_t generation) const;
   std::optional<PartialView> partial_from(raft::NodeId from) const;
   // Puts back a partial a restart kept on disk (its header from `header.from`, 1 <= data size <
-  // place.total_bytes <= the bound), as if its last chunk arrived at `now`, so its receipt goes out
-  // on this node's messages and the sender resumes after it; counted. "" when restored, else why
-  // not (the caller drops the file). Before any chunk: a partial of that sender is not replaced.
+  // place.total_bytes <= the bound), so its receipt goes out on this node's messages and the
+  // sender resumes after it; counted. Its idle clock waits for start_idle_clocks() (or a chunk of
+  // it): until then it neither expires nor does its receipt. "" when restored, else why not (the
+  // caller drops the file). Before any chunk: a partial of that sender is not replaced.
   std::string restore(raft::Message header, SnapshotChunkPlace place, std::string data,
                       Clock::time_point now);
+  // A leader was heard: the restored partials' idle clocks start at `now`. Returns whether a
+  // restored partial was still waiting for it.
+  bool start_idle_clocks(Clock::time_point now);
 
  private:
   struct Partial {
@@ -220,6 +227,9 @@ class SnapshotReassembler {
     SnapshotChunkPlace place;
     std::string data;  // the bytes received so far, from offset 0
     Clock::time_point last_chunk_at{};
+    // False for a restored partial until a leader is heard (start_idle_clocks) or a chunk of it
+    // arrives: it does not expire meanwhile.
+    bool idle_clock_started = true;
     std::uint64_t generation = 0;  // PartialView::generation
   };
   static PartialView view_of(raft::NodeId from, const Partial& partial);

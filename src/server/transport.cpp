@@ -56,6 +56,9 @@ std::string validate_options(const PeerTransportOptions& options) {
            "]";
   }
   if (options.max_message_age_ms == 0) return "max_message_age_ms must be positive";
+  if (options.snapshot_partial_idle_timeout <= std::chrono::milliseconds::zero()) {
+    return "snapshot_partial_idle_timeout must be positive";
+  }
   if (options.limits.max_message_bytes < 1024 ||
       options.limits.max_message_bytes > kMaxMessageBytesBound) {
     return "limits.max_message_bytes must be in [1024, " + std::to_string(kMaxMessageBytesBound) +

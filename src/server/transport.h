@@ -148,6 +148,10 @@ struct PeerTransportOptions {
   // The disk's high watermark (raftlogd: --disk-high-watermark; 1: none): the partial is not kept
   // on disk when it would take the file system to it, nor restored when the disk is past it.
   double snapshot_partial_max_disk_used = 1.0;
+  // A partial snapshot that received no chunk for this long is dropped (snapshot_chunks.h); a
+  // restored one's clock starts at the first message from a leader (an append, a heartbeat or a
+  // snapshot chunk), not when the transport is built. Positive; raftlogd keeps the default.
+  std::chrono::milliseconds snapshot_partial_idle_timeout = kSnapshotPartialIdleTimeout;
 
   // Plaintext when empty. With TLS the node's gRPC server must use TLS server credentials that
   // request client certificates (server.cpp does).

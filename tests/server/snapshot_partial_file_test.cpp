@@ -288,6 +288,59 @@ TEST_F(SnapshotPartialFileTest, ANewReassemblerOnTheFileResumesWhereTheDataStopp
   EXPECT_FALSE(exists()) << "the file outlived its completed partial";
 }
 
+// A restored partial's idle clock starts when a leader is heard (start_idle_clocks), not at the
+// restore: a node that takes longer than the idle timeout to start keeps it for its leader's retry.
+TEST_F(SnapshotPartialFileTest, ARestoredPartialIdlesOnlyOnceALeaderIsHeard) {
+  const raft::Message message = snapshot_message(1, 5, 700, snapshot_data(10 * 100000 + 7, 8));
+  {
+    SnapshotReassembler reassembler;
+    SnapshotPartialFile file(path(), expectations());
+    for (std::uint64_t offset = 0; offset < 400000; offset += 100000) {
+      EXPECT_FALSE(add(reassembler, file, chunk_at(message, offset, 100000)).has_value());
+    }
+  }
+  SnapshotReassembler reassembler;
+  SnapshotPartialFile file(path(), expectations());
+  ASSERT_NE(file.load(reassembler, 699, kT0), "");
+  ASSERT_EQ(reassembler.partial_count(), 1U);
+  // An hour of start-up: still there, and its receipt does not lapse either.
+  reassembler.expire(kT0 + 1h);
+  ASSERT_EQ(reassembler.partial_count(), 1U) << "it idled out before any leader was heard";
+  Clock::time_point valid_until{};
+  ASSERT_TRUE(reassembler.receipt(&valid_until).has_value());
+  EXPECT_EQ(valid_until, Clock::time_point::max());
+  EXPECT_EQ(reassembler.status().counters.partials_expired, 0U);
+  // A leader is heard: the ordinary idle timeout runs from then.
+  EXPECT_TRUE(reassembler.start_idle_clocks(kT0 + 1h));
+  EXPECT_FALSE(reassembler.start_idle_clocks(kT0 + 1h + 1s)) << "it started once";
+  ASSERT_TRUE(reassembler.receipt(&valid_until).has_value());
+  EXPECT_EQ(valid_until, kT0 + 1h + kSnapshotPartialIdleTimeout);
+  reassembler.expire(kT0 + 1h + kSnapshotPartialIdleTimeout);
+  EXPECT_EQ(reassembler.partial_count(), 1U);
+  reassembler.expire(kT0 + 1h + kSnapshotPartialIdleTimeout + 1s);
+  EXPECT_EQ(reassembler.partial_count(), 0U);
+  EXPECT_EQ(reassembler.status().counters.partials_expired, 1U);
+}
+
+// A chunk of the restored partial starts its clock too (a leader that resumes it at once).
+TEST_F(SnapshotPartialFileTest, AChunkOfARestoredPartialStartsItsIdleClock) {
+  const raft::Message message = snapshot_message(1, 5, 700, snapshot_data(10 * 100000 + 7, 8));
+  {
+    SnapshotReassembler reassembler;
+    SnapshotPartialFile file(path(), expectations());
+    for (std::uint64_t offset = 0; offset < 400000; offset += 100000) {
+      EXPECT_FALSE(add(reassembler, file, chunk_at(message, offset, 100000)).has_value());
+    }
+  }
+  SnapshotReassembler reassembler;
+  SnapshotPartialFile file(path(), expectations());
+  ASSERT_NE(file.load(reassembler, 699, kT0), "");
+  EXPECT_FALSE(add(reassembler, file, chunk_at(message, 400000, 100000), kT0 + 1h).has_value());
+  reassembler.expire(kT0 + 1h + kSnapshotPartialIdleTimeout + 1s);
+  EXPECT_EQ(reassembler.partial_count(), 0U) << "the chunk did not start its idle clock";
+  EXPECT_FALSE(reassembler.start_idle_clocks(kT0 + 2h)) << "nothing restored is waiting";
+}
+
 TEST_F(SnapshotPartialFileTest, ATornTailIsCutOffAndAppendsContinueAfterTheLastGoodRecord) {
   const raft::Message message = snapshot_message(1, 5, 700, snapshot_data(500000, 9));
   {
