@@ -416,6 +416,9 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
       io.err << "building the leader's state failed\n";
     } else {
       io.err << "state built in " << seconds_since(built_at) << " s\n";
+      // The trims walked the dedup table too (their SNAPSHOT files): the sends' walks count from
+      // here.
+      const std::uint64_t walks_before_sends = h.leader().snapshot_stats().dedup_walks;
       // The first learner: the leader gathers, encodes and sends; the learner admits and installs.
       h.heal(kFirstLearner);
       const bool first = run_until(h, 2000, [&] {
@@ -428,7 +431,8 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
         return h.node(kSecondLearner).snapshot_stats().installed == 1 &&
                h.node(kSecondLearner).commit_index() == h.leader().commit_index();
       });
-      const replica::SnapshotStats& stats = h.leader().snapshot_stats();
+      const replica::SnapshotStats stats = h.leader().snapshot_stats();
+      const std::uint64_t dedup_walks = stats.dedup_walks - walks_before_sends;
       const std::optional<CodecTimes> timed_codec = time_codec(h.snapshot_data());
       if (!first || !second) {
         io.err << "the learners did not catch up\n";
@@ -438,6 +442,9 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
         // The second learner's send must be a reuse, or its figure is not what it claims.
         io.err << "expected one encoding reused: encodes=" << stats.encodes
                << " reused=" << stats.encodings_reused << "\n";
+      } else if (dedup_walks != 1) {
+        // The reuse must not walk the dedup table (only the first send gathers).
+        io.err << "expected one walk of the dedup table for the two sends: " << dedup_walks << "\n";
       } else {
         const CodecTimes& codec = *timed_codec;
         ResultLine line("snapshot_loop");
@@ -461,7 +468,8 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
             .add("leader_encoding_off_loop_ms",
                  static_cast<double>(stats.last_encoding_duration.count()) / 1000.0)
             .add("encodes", stats.encodes)
-            .add("encodings_reused", stats.encodings_reused);
+            .add("encodings_reused", stats.encodings_reused)
+            .add("dedup_walks", dedup_walks);
         io.out << line.text() << "\n";
         code = cli::kExitOk;
       }

@@ -144,6 +144,7 @@ bool DedupTable::export_through(const Client& client, std::uint64_t through,
 void DedupTable::for_each_client_through(
     std::uint64_t through, std::uint64_t committed,
     const std::function<bool(const ClientState&)>& visit) const {
+  ++walks_;
   ClientState state;
   for (const Client& client : lru_) {
     if (!export_through(client, through, committed, &state)) continue;
@@ -152,6 +153,7 @@ void DedupTable::for_each_client_through(
 }
 
 std::vector<std::uint64_t> DedupTable::client_ids() const {
+  ++walks_;
   std::vector<std::uint64_t> ids;
   ids.reserve(clients_.size());
   for (const Client& client : lru_) ids.push_back(client.client_id);

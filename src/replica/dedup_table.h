@@ -132,6 +132,10 @@ class DedupTable {
   // a large table in slices across loop rounds (replica_snapshot_send.cpp), by id, since the order
   // changes between them.
   std::vector<std::uint64_t> client_ids() const;
+  // Walks of the whole table so far: calls of for_each_client_through and client_ids (a leader's
+  // snapshot gather, a trim's SNAPSHOT file), so that a test can tell a send that walked the table
+  // from one that did not.
+  std::uint64_t walks() const { return walks_; }
   bool client_through(std::uint64_t client_id, std::uint64_t through, std::uint64_t committed,
                       ClientState* out) const;
   // Replaces the whole table by `clients` (most recently used first, as for_each_client_through
@@ -168,6 +172,7 @@ class DedupTable {
   std::uint64_t sender_view_start_ = 0;  // replace(): the snapshot sender's view start
   ClientList lru_;
   std::unordered_map<std::uint64_t, ClientList::iterator> clients_;
+  mutable std::uint64_t walks_ = 0;  // walks(): counted by the const walks themselves
 };
 
 }  // namespace raftlog::replica

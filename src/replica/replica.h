@@ -164,8 +164,9 @@ struct SnapshotStats {
   // (snapshot_encoding.h): a retry, or another follower stranded at the same point.
   std::uint64_t encodes = 0;
   std::uint64_t encodings_reused = 0;
-  // Walks of the dedup table started for a send (a send the kept encoding serves makes none).
-  std::uint64_t gathers = 0;
+  // Walks of the whole dedup table (DedupTable::walks()): one per snapshot a leader gathers for a
+  // send (a send the kept encoding serves makes none), and one per trim (its SNAPSHOT file).
+  std::uint64_t dedup_walks = 0;
   // kSnapshot messages that waited for an encoding and were dropped: their point was overtaken
   // (a trim, an install, a loss of leadership) or another point's encoding was in flight; the core
   // sends another after its snapshot retry timeout, as for a lost one.
@@ -297,7 +298,11 @@ class Replica {
   // floor, for tests and the simulator's checker.
   const TopicOffsets& topic_offsets() const { return topics_; }
   std::uint64_t timestamp_floor_ms() const { return last_timestamp_ms_; }
-  const SnapshotStats& snapshot_stats() const { return snapshot_stats_; }
+  SnapshotStats snapshot_stats() const {
+    SnapshotStats stats = snapshot_stats_;
+    stats.dedup_walks = dedup_.walks();
+    return stats;
+  }
   // Whether this node knows the topic table as of its first index - 1, so that the snapshots it
   // sends are at that point (replica_snapshot.cpp).
   bool knows_first_index_topics() const { return first_index_topics_.has_value(); }

@@ -175,7 +175,6 @@ void Replica::start_outgoing_snapshot(raft::Message& message, const SnapshotPlan
   out.client_ids = dedup_.client_ids();
   out.waiting.emplace(message.to, std::move(message));
   outgoing_snapshot_ = std::move(out);
-  ++snapshot_stats_.gathers;
   snapshot_stats_.encoding_in_flight = 1;
   continue_snapshot_gather();
 }
