@@ -177,6 +177,17 @@ bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimme
     return false;
   }
   if (!saved->has_value()) {
+    if (first > 1 && first_index_topics_) {
+      // SNAPSHOT names the topic table as of the first index - 1 (a trim's of version 2 or 3, or
+      // an installed snapshot's): the table is rebuilt exactly from it and the log, whatever the
+      // envelopes' version (the file was lost, or removed by hand). The floor comes back from the
+      // retained entries' timestamps, which are the newest.
+      spdlog::warn("node {}: no TOPICSTATE and the log starts at {}: rebuilding the topic table "
+                   "from SNAPSHOT's (as of {}) and the log",
+                   config_.node_id, first, first - 1);
+      topics_.reset(first - 1, *first_index_topics_);
+      return true;
+    }
     if (first > 1) {
       // A log written before TOPICSTATE existed, already trimmed: its version-1 entries are
       // counted from the first retained one, as a rebuild of the derived indexes numbered them.
