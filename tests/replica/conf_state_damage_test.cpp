@@ -85,10 +85,11 @@ class ConfStateDamageTest : public ::testing::Test {
         entry.sequence = 1;
         entry.payload = std::string(15 << 10, static_cast<char>('a' + index % 26));
         if (envelopes_) {  // topic "orders", offset index - 1 (a version-2 envelope)
-          const std::string body = std::move(entry.payload);
-          entry.payload.clear();
-          derived::encode_envelope(1000 + index, "orders", {}, body, &entry.payload);
-          EXPECT_TRUE(derived::stamp_envelope(&entry.payload, 1000 + index, index - 1));
+          const std::string body(15 << 10, static_cast<char>('a' + index % 26));
+          std::string enveloped;
+          derived::encode_envelope(1000 + index, "orders", {}, body, &enveloped);
+          EXPECT_TRUE(derived::stamp_envelope(&enveloped, 1000 + index, index - 1));
+          entry.payload = enveloped;
           entry.has_envelope = true;
         }
         if (changes && index >= kFirstChange && index <= kLastChange) {
