@@ -170,7 +170,8 @@ bool Replica::open_conf_state(NodeError* error) {
   auto file = ConfStateFile::open(config_.data_dir, config_.store.env);
   if (!file.ok()) {
     *error = make_error(ErrorCode::kInternal,
-                        "opening the configuration record failed: " + file.status().to_string());
+                        "opening the configuration record failed: " + file.status().to_string() +
+                            "; refusing to start (docs/operations.md, \"Damaged data at startup\")");
     return false;
   }
   conf_state_file_ = std::move(file).value();
