@@ -173,6 +173,14 @@ store::Result<std::unique_ptr<ConfStateFile>> ConfStateFile::open(const std::str
   if (!file.ok()) return file.status();
   std::unique_ptr<ConfStateFile> result(new ConfStateFile(std::move(file).value()));
   const std::optional<std::string>& payload = result->file_->current();
+  if (payload.has_value() && result->file_->bytes_at_open() < store::DurableRecordFile::kFileBytes) {
+    // Cut short after a write (bytes_at_open()): the slot it lost may have held the newest record,
+    // and the one left an older configuration.
+    return store::Status::corruption(
+        path + ": the file is " + std::to_string(result->file_->bytes_at_open()) +
+        " bytes, not " + std::to_string(store::DurableRecordFile::kFileBytes) +
+        ": it was cut short and may have lost its newest configuration record");
+  }
   if (!payload.has_value()) {
     // No valid slot: all zeros is a file created but never written; anything else is damage, and
     // forgetting the configuration could let this node count votes of the wrong voters.

@@ -51,8 +51,10 @@ class ConfStateFile {
   static constexpr std::size_t kMaxRetiredIds = 1024;
 
   // Opens or creates <data_dir>/CONFSTATE through `env` (nullptr: the process-wide PosixEnv; not
-  // owned). kCorruption when the file holds neither a valid record nor only zeros, or a record that
-  // does not decode.
+  // owned). kCorruption when the file holds neither a valid record nor only zeros, a record that
+  // does not decode, or a valid record in a file shorter than DurableRecordFile::kFileBytes (cut
+  // short after a write: the slot it lost may have held the newest record). No record at all is
+  // for the replica's open to judge (Replica::check_conf_record_against_disk).
   static store::Result<std::unique_ptr<ConfStateFile>> open(const std::string& data_dir,
                                                             store::Env* env = nullptr);
 

@@ -41,6 +41,15 @@ store::Result<std::unique_ptr<HardStateFile>> HardStateFile::open(const std::str
   auto file = store::DurableRecordFile::open(env, path, data_dir);
   if (!file.ok()) return file.status();
   std::unique_ptr<HardStateFile> result(new HardStateFile(std::move(file).value()));
+  if (result->file_->current().has_value() &&
+      result->file_->bytes_at_open() < store::DurableRecordFile::kFileBytes) {
+    // Cut short after a write (DurableRecordFile::bytes_at_open()): the slot left may hold an older
+    // term and vote than the one lost, and this node could vote twice in one term.
+    return store::Status::corruption(
+        path + ": the file is " + std::to_string(result->file_->bytes_at_open()) +
+        " bytes, not " + std::to_string(store::DurableRecordFile::kFileBytes) +
+        ": it was cut short and may have lost this node's newest term and vote");
+  }
   if (!result->file_->current().has_value()) {
     // No valid slot. All zeros is a file created but never written (a crash during the first
     // write); anything else is damage, and treating it as "term 0, no vote" could let this node

@@ -374,6 +374,12 @@ class Replica {
   bool recover_conf_history(std::uint64_t* corrupt_index, std::string* problem);
   // Rewrites CONFSTATE when recover_conf_history() dropped records whose entries are gone.
   bool forget_lost_conf_records(NodeError* error);
+  // CONFSTATE without a record beside a log that is not new, or a bootstrap record (entry 0) other
+  // than the configured bootstrap: false, with the reason, when the disk contradicts the configured
+  // bootstrap configuration (replica_conf_record.cpp).
+  bool check_conf_record_against_disk(std::uint64_t* corrupt_index, std::string* problem);
+  // Writes the bootstrap record (entry 0) when CONFSTATE has none, so a missing one is damage.
+  bool write_bootstrap_conf_record(NodeError* error);
   // `from_log`, when given, receives the configuration the entry holds (its addresses included).
   int log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_index, std::string* problem,
                 raft::ConfState* from_log = nullptr) const;
@@ -551,6 +557,7 @@ class Replica {
   std::unique_ptr<store::CommitLog> log_;
   std::unique_ptr<HardStateFile> hard_state_file_;
   std::unique_ptr<ConfStateFile> conf_state_file_;
+  bool conf_record_missing_at_open_ = false;  // CONFSTATE held no record when the open read it
   // What CONFSTATE lists (conf_state_file.h): the base configuration (committed and flushed) and
   // every later configuration entry of the log, at most 1 + kMaxPendingRecords; recovered at open
   // (the core starts with it) and kept by persist_conf().

@@ -135,6 +135,22 @@ bool Replica::open_hard_state(NodeError* error) {
                                                   "; refusing to start (see docs/operations.md)");
     return false;
   }
+  // restart_problem() compares the hard state with the last entry; a log that holds none after an
+  // install (reset to start at S + 1) still knows the term of S, which the node saw as a follower:
+  // a hard state below it was lost (deleted, zeroed), and the node may have voted in that term.
+  if (const std::uint64_t first = log_->first_index(); first > 1 && log_->last_index() < first) {
+    auto term_before = log_->term_at(first - 1);
+    if (term_before.ok() && *term_before > persisted_hard_state_.term) {
+      *error = make_error(
+          ErrorCode::kInternal,
+          config_.data_dir + "/HARDSTATE: hard state term " +
+              std::to_string(persisted_hard_state_.term) + " is below the term " +
+              std::to_string(*term_before) + " of entry " + std::to_string(first - 1) +
+              " the empty log starts after: the hard state was lost or replaced, and starting "
+              "could vote twice in one term; refusing to start (see docs/operations.md)");
+      return false;
+    }
+  }
   if (persisted_hard_state_.term > raft::kMaxTerm) {
     *error = make_error(ErrorCode::kInternal, config_.data_dir + "/HARDSTATE: term " +
                                                   std::to_string(persisted_hard_state_.term) +
@@ -154,10 +170,12 @@ bool Replica::open_conf_state(NodeError* error) {
   auto file = ConfStateFile::open(config_.data_dir, config_.store.env);
   if (!file.ok()) {
     *error = make_error(ErrorCode::kInternal,
-                        "opening the configuration record failed: " + file.status().to_string());
+                        "opening the configuration record failed: " + file.status().to_string() +
+                            "; refusing to start (docs/operations.md, \"Damaged data at startup\")");
     return false;
   }
   conf_state_file_ = std::move(file).value();
+  conf_record_missing_at_open_ = conf_state_file_->current().empty();
   return true;
 }
 
@@ -199,9 +217,11 @@ int Replica::log_holds(const raft::ConfRecord& record, std::uint64_t* corrupt_in
 // truncation could still remove (conf_state_file.h); the log holds no kConfig entry it does not
 // list. Each listed entry still in the log is in force after the ones before it; the first that is
 // gone (lost in a crash, or cut before the record was rewritten) ends the walk. No record at all: the
-// bootstrap configuration (--members). At most 1 + kMaxPendingRecords entries are read; a checksum
-// failure goes to the storage-fault repair (open_store), never a refusal.
+// bootstrap configuration (--members), once check_conf_record_against_disk() found nothing on disk
+// that contradicts it. At most 1 + kMaxPendingRecords entries are read; a checksum failure goes to
+// the storage-fault repair (open_store), never a refusal.
 bool Replica::recover_conf_history(std::uint64_t* corrupt_index, std::string* problem) {
+  if (!check_conf_record_against_disk(corrupt_index, problem)) return false;
   const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
   conf_records_ = {raft::ConfRecord{0, 0, config_.raft.initial_conf}};
   if (recorded.empty()) return true;
@@ -273,7 +293,7 @@ bool Replica::open_store(const store::Options& store_options, NodeError* error) 
     loaded_snapshot_.reset();
     if (recovered) {
       learn_first_index_conf_from_records();
-      return forget_lost_conf_records(error);
+      return forget_lost_conf_records(error) && write_bootstrap_conf_record(error);
     }
     if (corrupt_index == 0 || !store_options.allow_truncate_corrupted_flushed_data ||
         attempt >= kMaxOpenRepairs) {

@@ -49,6 +49,7 @@ Result<std::unique_ptr<DurableRecordFile>> DurableRecordFile::open(
   auto mapping = (*file)->map(kFileBytes);
   if (!mapping.ok()) return mapping.status();
   std::unique_ptr<DurableRecordFile> record(new DurableRecordFile(path, std::move(*mapping)));
+  record->bytes_at_open_ = *size;
   for (int slot = 0; slot < 2; ++slot) {
     auto decoded =
         decode_slot(record->mapping_->data() + slot * kSlotStrideBytes, kSlotStrideBytes);

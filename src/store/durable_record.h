@@ -36,6 +36,11 @@ class DurableRecordFile {
 
   // The newest valid record's payload, or nullopt when neither slot holds a valid record.
   const std::optional<std::string>& current() const { return current_; }
+  // The file's size when open() found it (0 for a file it created). Every open() grows the file to
+  // kFileBytes before any write, so a shorter file that holds a valid record was cut short after it
+  // was written (a copy or a hand's truncation), and the slot the cut removed may have been the
+  // newer one: callers refuse it rather than take the older record for the current one.
+  std::uint64_t bytes_at_open() const { return bytes_at_open_; }
   // Durably replaces the record. kInvalidArgument above kMaxPayloadBytes.
   Status write(std::string_view payload);
 
@@ -53,6 +58,7 @@ class DurableRecordFile {
   std::optional<std::string> current_;
   std::uint64_t current_sequence_ = 0;
   int current_slot_ = -1;  // -1: none valid
+  std::uint64_t bytes_at_open_ = 0;
 };
 
 }  // namespace raftlog::store

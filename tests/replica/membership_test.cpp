@@ -227,15 +227,17 @@ TEST_F(ReplicaMembershipTest, ARecordWhoseEntryIsGoneIsForgottenOnDiskAtOpen) {
   EXPECT_EQ((*file)->current().front().index, 0U);
 }
 
-// Without CONFSTATE and without kConfig entries, the configuration is the bootstrap one (--members).
+// A new directory runs the bootstrap configuration (--members) and records it at once (entry 0),
+// so that a record missing later is damage, not history (drills2 F2; conf_state_damage_test).
 TEST_F(ReplicaMembershipTest, NoRecordMeansTheBootstrapConfiguration) {
   open({1, 2, 3});
   EXPECT_EQ(replica_->conf(), (ConfState{{1, 2, 3}}));
   replica_.reset();
   auto file = ConfStateFile::open("/data", &env_);
   ASSERT_TRUE(file.ok());
-  EXPECT_TRUE((*file)->current().empty())
-      << "nothing to record while the bootstrap one is in force";
+  ASSERT_EQ((*file)->current().size(), 1U);
+  EXPECT_EQ((*file)->current().front().index, 0U);
+  EXPECT_EQ((*file)->current().front().conf, (ConfState{{1, 2, 3}}));
 }
 
 // A follower whose configuration entry is corrupt on disk: the open does not refuse (it would keep the

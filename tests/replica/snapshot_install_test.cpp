@@ -263,6 +263,25 @@ TEST_F(SnapshotInstallTest, InstallsTheSnapshotAndAnswersOnlyOnceItIsDurable) {
   EXPECT_EQ(replica_->core().conf_history().front().conf, snapshot_conf());
 }
 
+// A hard state lost beside the empty log an install leaves (it starts after the snapshot's index,
+// and holds no entry whose term restart_problem() could compare): refused like one lost beside
+// entries, since the node saw term 2 and may have voted in it. (Outside test finding drills2 F2's
+// review of HARDSTATE: it opened with term 0.)
+TEST_F(SnapshotInstallTest, AHardStateLostBesideTheEmptyLogOfAnInstallIsRefused) {
+  build_old_state();
+  replica_->step(snapshot_message(encode_snapshot_data(leader_data())));
+  replica_->process();
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  ASSERT_EQ(replica_->log().last_index(), kSnapshotIndex);
+  ASSERT_EQ(replica_->log().first_index(), kSnapshotIndex + 1);
+  replica_.reset();
+  ASSERT_TRUE(env_->remove("/data/HARDSTATE").ok());
+  NodeError error;
+  replica_ = try_open(&error);
+  ASSERT_EQ(replica_, nullptr) << "opened with term " << replica_->core().term();
+  EXPECT_NE(error.message.find("HARDSTATE"), std::string::npos) << error.message;
+}
+
 TEST_F(SnapshotInstallTest, ASnapshotWhoseDataDoesNotValidateIsRefusedAndCounted) {
   build_old_state();
   std::string bytes = encode_snapshot_data(leader_data());
