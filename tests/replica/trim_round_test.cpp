@@ -104,6 +104,7 @@ class TrimRoundTest : public ::testing::Test {
     c.store.flush_mode = store::FlushMode::kAsync;
     c.store.segment_size_bytes = 1ULL << 20;
     c.store.preallocate_next_segment = false;
+    c.store.max_entry_size_bytes = 64 << 10;
     c.raft.id = 1;
     c.raft.initial_conf.voters = {1};
     c.topic_state_save_entries = 1ULL << 30;  // only the trim saves TOPICSTATE
@@ -120,11 +121,11 @@ class TrimRoundTest : public ::testing::Test {
     }
     ASSERT_EQ(replica_->role(), raft::Role::kLeader);
   }
-  // kTopics entries, each of its own topic, in requests of 1000.
+  // kTopics entries, each of its own topic, in requests of 100.
   void append_topics() {
-    for (int from = 0; from < kTopics; from += 1000) {
+    for (int from = 0; from < kTopics; from += 100) {
       Replica::AppendRequest request;
-      for (int i = from; i < from + 1000; ++i) {
+      for (int i = from; i < from + 100; ++i) {
         std::string payload;
         const std::string topic = "topic-" + std::to_string(i) + std::string(100, 't');
         derived::encode_envelope(0, topic, {}, std::string(kBodyBytes, 'x'), &payload);
@@ -136,7 +137,8 @@ class TrimRoundTest : public ::testing::Test {
       request.deadline = Clock::now() + std::chrono::hours(1);
       replica_->append(std::move(request));
       for (int round = 0; round < 100 && !answer; ++round) replica_->process();
-      ASSERT_TRUE(answer.has_value() && answer->error.ok());
+      ASSERT_TRUE(answer.has_value()) << "no answer to the append at " << from;
+      ASSERT_TRUE(answer->error.ok()) << answer->error.message;
     }
   }
   // Every sealed segment's entries: the first index after the trim.
