@@ -89,6 +89,12 @@ struct ReplicaConfig {
   // the first index - 1 over the segments a trim deletes (replica.h, TopicScan): bounds the time a
   // trim takes on the replica's loop; a trim of more waits for the scan, in the background.
   std::uint64_t topic_scan_slice_bytes = 8ULL << 20;
+  // A trim's expensive steps (the log flush, TOPICSTATE, CONFSTATE, one scan slice, and the
+  // deletion itself: SNAPSHOT.next, the unlinks, SNAPSHOT) run one after the other in one loop
+  // round only while the round's trim work so far took less than this; the rest continues in the
+  // next rounds (pending_trim_before_), so heartbeats wait at most about one step
+  // (replica_retention.cpp). 0: one expensive step per round.
+  std::uint32_t trim_round_budget_ms = 50;
   // The most dedup bytes (as encoded) one loop round gathers for a leader's snapshot: a table of
   // tens of MiB takes hundreds of ms to walk and copy, longer than an election timeout, so it is
   // gathered in slices, one per process() (replica_snapshot_send.cpp); with no off-loop executor

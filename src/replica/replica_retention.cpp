@@ -30,6 +30,23 @@ std::uint64_t Replica::trim_limit() const {
 }
 
 TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
+  // One round of the loop runs the trim's expensive steps (flush, TOPICSTATE, CONFSTATE, a scan
+  // slice, the deletion) only while they took less than trim_round_budget_ms together; the rest
+  // waits in pending_trim_before_ for the next round (continue_pending_trim), which starts again
+  // from what it finds then (new entries, an install that moved the log's start, a new leader).
+  // Each step on a loaded disk can take tens of ms (a TOPICSTATE of 20,000 topics is MBs, synced);
+  // all of them at once held the loop past an election timeout (docs/benchmarks.md, "Trim round").
+  const Clock::time_point round_started = deps_.clock();
+  bool stepped = false;  // an expensive step ran in this call
+  const auto must_yield = [&] {
+    return stepped && deps_.clock() - round_started >=
+                          std::chrono::milliseconds(config_.trim_round_budget_ms);
+  };
+  const std::uint64_t first_before = log_->first_index();
+  const auto yield_rest = [&](std::uint64_t allowed) {
+    pending_trim_before_ = std::max(pending_trim_before_, before_index);
+    return TrimResult{NodeError{}, first_before, allowed};
+  };
   if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index()) {
     // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
     // not describe them before they are. Not fatal when it fails: the limit then stays lower.
@@ -37,13 +54,15 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       spdlog::warn("node {}: flushing the log before a trim: {}", config_.node_id,
                    flushed.to_string());
     }
+    stepped = true;
   }
   const std::uint64_t limit = trim_limit();
   std::uint64_t target = std::min(before_index, limit);
-  const std::uint64_t first_before = log_->first_index();
   const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before && target - 1 > topic_state_saved_through_) {
+    if (must_yield()) return yield_rest(limit);
     // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets.
+    stepped = true;
     if (store::Status saved = save_topic_state();
         !saved.ok() || topic_state_saved_through_ < target - 1) {
       const std::string problem =
@@ -63,6 +82,10 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     // CONFSTATE's base (with its members' addresses) moves up to what the flush above settled
     // before the entries go: a configuration entry trimmed while the base still named an older one
     // would leave a restart with a member's role but not its address.
+    if (settled_conf_base(commit_) != 0) {
+      if (must_yield()) return yield_rest(limit);
+      stepped = true;
+    }
     settle_conf_records(commit_);
     if (failed_) {
       return TrimResult{make_error(ErrorCode::kInternal,
@@ -83,7 +106,15 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     // The configuration in force there likewise: the newest configuration entry the scan passed.
     std::optional<raft::ConfState> new_first_conf;
     if (new_first > first_before && first_index_topics_) {
-      advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
+      // Segments a slice of an earlier round finished go first, without reading more now.
+      const bool finished_earlier = topic_scan_ && topic_scan_->boundary >= first_before &&
+                                    topic_scan_->boundary < new_first - 1;
+      if (!finished_earlier) {
+        if (must_yield()) return yield_rest(limit);
+        const std::uint64_t read_through = topic_scan_ ? topic_scan_->running.through() : 0;
+        advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
+        if (!topic_scan_ || topic_scan_->running.through() != read_through) stepped = true;
+      }
       if (topic_scan_ && topic_scan_->boundary < new_first - 1) {
         pending_trim_before_ = std::max(pending_trim_before_, before_index);
         new_first = topic_scan_->boundary + 1;
@@ -94,6 +125,9 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
         new_first_conf = topic_scan_->boundary_conf;
       }
     }
+    // The deletion (SNAPSHOT.next, the unlinks, SNAPSHOT) stays in one round: SNAPSHOT.next
+    // describes the log as this round found it.
+    if (new_first > first_before && must_yield()) return yield_rest(limit);
     if (new_first > first_before) {
       if (store::Status saved =
               save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr,

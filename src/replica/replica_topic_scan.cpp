@@ -131,8 +131,9 @@ void Replica::continue_pending_trim() {
   const std::uint64_t new_first =
       trim_start_for(std::min(pending_trim_before_, trim_limit()));
   if (new_first <= first) return;  // the limit holds it back for now; asked again next round
-  advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
-  if (!topic_scan_ || topic_scan_->boundary > first - 1) run_pending_trim();
+  // The trim reads the next slice, or deletes what the slices read so far passed, or takes its
+  // next durable step: within the round's budget (trim_round_budget_ms), and waits again.
+  run_pending_trim();
 }
 
 }  // namespace raftlog::replica
