@@ -63,16 +63,19 @@ TEST(PeerTransportPartialIdle, ARestoredPartialIdlesFromTheFirstLeaderMessageNot
 
   // A leader's heartbeat starts the clock: without a chunk the partial now idles out.
   TestNode leader(test_options(1, addresses), port_of(addresses.at(1)));
+  // Taken before the send: the follower's clock starts when the heartbeat arrives, later, so the
+  // expiry is at least kIdleTimeout after this (a time taken after the arrival could be up to a
+  // poll late and make the bound below fail at random).
+  const auto sent = std::chrono::steady_clock::now();
   ASSERT_TRUE(leader.transport().send(heartbeat(1, 2, 1)));
   ASSERT_TRUE(eventually([&] { return follower.received_count() == 1; }, 10s));
-  const auto heard = std::chrono::steady_clock::now();
   ASSERT_TRUE(eventually(
       [&] {
         const SnapshotReceiveStatus status = follower.transport().snapshot_receive_status();
         return status.partials.empty() && status.counters.partials_expired == 1;
       },
       10s));
-  EXPECT_GE(std::chrono::steady_clock::now() - heard, kIdleTimeout);
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, kIdleTimeout);
 }
 
 }  // namespace
