@@ -251,6 +251,15 @@ class SnapshotPartialFileTest : public ::testing::Test {
     return whole;
   }
 
+  // A node kept the first `bytes` of `message` in the file (chunks of 100,000 bytes), then stopped.
+  void write_first_chunks(const raft::Message& message, std::uint64_t bytes) {
+    SnapshotReassembler reassembler;
+    SnapshotPartialFile file(path(), expectations());
+    for (std::uint64_t offset = 0; offset < bytes; offset += 100000) {
+      EXPECT_FALSE(add(reassembler, file, chunk_at(message, offset, 100000)).has_value());
+    }
+  }
+
   TempDir dir_;
 };
 
@@ -292,13 +301,7 @@ TEST_F(SnapshotPartialFileTest, ANewReassemblerOnTheFileResumesWhereTheDataStopp
 // restore: a node that takes longer than the idle timeout to start keeps it for its leader's retry.
 TEST_F(SnapshotPartialFileTest, ARestoredPartialIdlesOnlyOnceALeaderIsHeard) {
   const raft::Message message = snapshot_message(1, 5, 700, snapshot_data(10 * 100000 + 7, 8));
-  {
-    SnapshotReassembler reassembler;
-    SnapshotPartialFile file(path(), expectations());
-    for (std::uint64_t offset = 0; offset < 400000; offset += 100000) {
-      EXPECT_FALSE(add(reassembler, file, chunk_at(message, offset, 100000)).has_value());
-    }
-  }
+  write_first_chunks(message, 400000);
   SnapshotReassembler reassembler;
   SnapshotPartialFile file(path(), expectations());
   ASSERT_NE(file.load(reassembler, 699, kT0), "");
@@ -325,13 +328,7 @@ TEST_F(SnapshotPartialFileTest, ARestoredPartialIdlesOnlyOnceALeaderIsHeard) {
 // A chunk of the restored partial starts its clock too (a leader that resumes it at once).
 TEST_F(SnapshotPartialFileTest, AChunkOfARestoredPartialStartsItsIdleClock) {
   const raft::Message message = snapshot_message(1, 5, 700, snapshot_data(10 * 100000 + 7, 8));
-  {
-    SnapshotReassembler reassembler;
-    SnapshotPartialFile file(path(), expectations());
-    for (std::uint64_t offset = 0; offset < 400000; offset += 100000) {
-      EXPECT_FALSE(add(reassembler, file, chunk_at(message, offset, 100000)).has_value());
-    }
-  }
+  write_first_chunks(message, 400000);
   SnapshotReassembler reassembler;
   SnapshotPartialFile file(path(), expectations());
   ASSERT_NE(file.load(reassembler, 699, kT0), "");
