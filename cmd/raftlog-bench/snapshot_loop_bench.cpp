@@ -447,6 +447,9 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
         io.err << "expected one walk of the dedup table for the two sends: " << dedup_walks << "\n";
       } else {
         const CodecTimes& codec = *timed_codec;
+        // The first learner's install, by part (replica::SnapshotStats::InstallTimes).
+        const replica::SnapshotStats::InstallTimes& install =
+            h.node(kFirstLearner).snapshot_stats().last_install;
         ResultLine line("snapshot_loop");
         line.add("snapshot_bytes", h.snapshot_bytes())
             .add("clients", settings.clients)
@@ -462,6 +465,14 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
             .add("follower_round_ms", ms(h.follower_round()))
             .add("clients_left_out", stats.clients_left_out)
             .add("follower_decodes", h.node(kFirstLearner).snapshot_stats().decodes)
+            .add("install_decode_ms", ms(install.decode))
+            .add("install_snapshot_file_ms", ms(install.snapshot_file))
+            .add("install_log_reset_ms", ms(install.log_reset))
+            .add("install_conf_state_ms", ms(install.conf_state))
+            .add("install_topic_state_ms", ms(install.topic_state))
+            .add("install_tables_ms", ms(install.tables))
+            .add("install_node_section_ms", ms(install.node_section))
+            .add("install_on_loop_ms", ms(install.install))
             .add("leader_longest_round_ms", ms(h.longest_round(kLeader)))
             .add("follower_longest_round_ms",
                  ms(std::max(h.longest_round(kFirstLearner), h.longest_round(kSecondLearner))))

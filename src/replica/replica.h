@@ -183,6 +183,19 @@ struct SnapshotStats {
   std::chrono::microseconds last_encoding_duration{0};
   // Snapshot data this follower decoded (its admission's; the install reuses it).
   std::uint64_t decodes = 0;
+  // How long the parts of this follower's last install took (replica_snapshot.cpp, "THE
+  // INSTALL"), wall time: status, the install's log line and raftlog-bench snapshot-loop.
+  struct InstallTimes {
+    std::chrono::microseconds decode{0};         // the data decoded and checked
+    std::chrono::microseconds snapshot_file{0};  // SNAPSHOT.next written, synced, renamed
+    std::chrono::microseconds log_reset{0};      // CommitLog::reset, then SNAPSHOT.next renamed
+    std::chrono::microseconds conf_state{0};     // CONFSTATE rewritten
+    std::chrono::microseconds topic_state{0};    // TOPICSTATE written
+    std::chrono::microseconds tables{0};         // the dedup and topic tables replaced
+    std::chrono::microseconds node_section{0};   // ReplicaDeps::snapshot_installed
+    std::chrono::microseconds install{0};        // the whole install (Ready step 0)
+  };
+  InstallTimes last_install;
 };
 
 class Replica {
@@ -530,6 +543,8 @@ class Replica {
   void tell_core_trim_point_conf();
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
+  // The install's log line, with SnapshotStats::last_install.
+  void log_install_times(std::uint64_t point) const;
   // At open, before the dedup rebuild: loads SNAPSHOT (or SNAPSHOT.next) when it names the log's
   // first index - 1, and completes an install a crash cut after its log reset (CONFSTATE,
   // TOPICSTATE); refuses (false, *problem) when one does not read and the state is not provably

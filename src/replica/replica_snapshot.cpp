@@ -75,6 +75,12 @@ namespace {
 
 // What a pending append learns when an install replaced the log it waited in: its outcome is unknown
 // to this node (the leader's log may hold it or not).
+// Wall time since `since`, for SnapshotStats::InstallTimes.
+std::chrono::microseconds since(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               since);
+}
+
 AppendResult replaced_by_snapshot_error() {
   return failed_append(make_error(ErrorCode::kUnavailable,
                                   "this node installed a snapshot that replaced its log; the "
@@ -93,8 +99,10 @@ bool Replica::admit_snapshot(const raft::Message& message) {
   const raft::Snapshot& snapshot = *message.snapshot;
   std::string problem;
   admitted_snapshot_.reset();
+  const auto decode_start = std::chrono::steady_clock::now();
   auto data = decode_snapshot_data(snapshot.data.view());
   ++snapshot_stats_.decodes;
+  snapshot_stats_.last_install.decode = since(decode_start);
   if (!data.ok()) {
     problem = data.status().to_string();
   } else if (data->index != snapshot.index || data->term != snapshot.term ||
@@ -159,6 +167,15 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point,
 }
 
 void Replica::install_snapshot(const raft::Snapshot& snapshot) {
+  SnapshotStats::InstallTimes& times = snapshot_stats_.last_install;
+  const auto install_start = std::chrono::steady_clock::now();
+  auto part_start = install_start;
+  // The time of the part that ends now, and the next one's start.
+  const auto part = [&part_start] {
+    const auto took = since(part_start);
+    part_start = std::chrono::steady_clock::now();
+    return took;
+  };
   // The admission's decode when it was of these very bytes (the core hands on the message's
   // buffer), else decoded again (a snapshot stepped in an earlier round).
   store::Result<SnapshotData> decoded = store::Status::corruption("not decoded");
@@ -168,6 +185,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   } else {
     decoded = decode_snapshot_data(snapshot.data.view());
     ++snapshot_stats_.decodes;
+    times.decode = part();
   }
   admitted_snapshot_.reset();
   if (!decoded.ok() || decoded->index != snapshot.index || decoded->term != snapshot.term) {
@@ -184,6 +202,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
       "of the log [{}, {}] (commit {})",
       config_.node_id, raft_->term(), point, data.term, log_->first_index(), log_->last_index(),
       commit_);
+  part_start = std::chrono::steady_clock::now();
   // 2. SNAPSHOT.next, naming the point (SNAPSHOT still describes the old log until step 3).
   if (store::Status st =
           write_snapshot_next(config_.store.env, config_.data_dir, snapshot.data.view());
@@ -191,6 +210,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     fatal("writing SNAPSHOT.next: " + st.to_string());
     return;
   }
+  times.snapshot_file = part();
   // 3. The commit point: the old log is gone, the new one starts at point + 1. Then SNAPSHOT.next
   // becomes SNAPSHOT (a crash before that: the open finishes the rename).
   if (store::Status st = log_->reset(point + 1, data.term); !st.ok()) {
@@ -201,6 +221,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     fatal("renaming SNAPSHOT.next to SNAPSHOT: " + st.to_string());
     return;
   }
+  times.log_reset = part();
   // 4. CONFSTATE, with the snapshot's retired ids.
   conf_records_ = {raft::ConfRecord{point, data.term, data.conf}};
   if (store::Status st = rules::install_rewrites_conf_state()
@@ -210,6 +231,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     fatal("persisting the snapshot's configuration: " + st.to_string());
     return;
   }
+  times.conf_state = part();
   // 5. TOPICSTATE (not fatal, as any save: the next open completes it from SNAPSHOT).
   commit_ = point;
   topics_.reset(point, data.topics);
@@ -218,6 +240,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   tell_core_trim_point_conf();
   topic_scan_.reset();                // it scanned the replaced log
   pending_trim_before_ = 0;
+  times.tables = part();  // the topic table's part; the dedup table's is added below
   // Bounded as a replicated entry's timestamp is (note_entry): a sender's clock far ahead (or a
   // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
   last_timestamp_ms_ = std::max(
@@ -226,9 +249,11 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     spdlog::warn("node {}: saving TOPICSTATE after the install: {}", config_.node_id,
                  saved.to_string());
   }
+  times.topic_state = part();
   // In memory: the replaced log's records go, what waited on it fails or is dropped.
   dedup_.replace(point + 1, data.dedup_view_start, data.dedup_clients);
   dedup_recorded_through_ = point;
+  times.tables += part();
   unwritten_proposals_.clear();
   held_messages_.clear();
   for (auto& [last, pending] : pending_appends_) pending.done(replaced_by_snapshot_error());
@@ -248,6 +273,20 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   ++snapshot_stats_.installed;
   snapshot_stats_.last_installed_index = point;
   if (deps_.snapshot_installed) deps_.snapshot_installed(point, data.section);
+  times.node_section = part();
+  times.install = since(install_start);
+  log_install_times(point);
+}
+
+void Replica::log_install_times(std::uint64_t point) const {
+  const SnapshotStats::InstallTimes& t = snapshot_stats_.last_install;
+  const auto ms = [](std::chrono::microseconds us) { return static_cast<double>(us.count()) / 1e3; };
+  spdlog::info(
+      "node {}: installed the snapshot of index {}: {:.1f} ms on the Raft loop (decode {:.1f}, "
+      "SNAPSHOT {:.1f}, log reset {:.1f}, CONFSTATE {:.1f}, TOPICSTATE {:.1f}, tables {:.1f}, "
+      "node section {:.1f} ms)",
+      config_.node_id, point, ms(t.install), ms(t.decode), ms(t.snapshot_file), ms(t.log_reset),
+      ms(t.conf_state), ms(t.topic_state), ms(t.tables), ms(t.node_section));
 }
 
 namespace {
