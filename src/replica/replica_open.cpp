@@ -421,6 +421,8 @@ void Replica::mark_corrupt(std::uint64_t index, const std::string& message) {
 void Replica::close() {
   if (closed_ || log_ == nullptr) return;
   closed_ = true;
+  // A preparation still out: its `done` never runs (the next open removes a SNAPSHOT.install).
+  abandon_incoming_snapshot("the node stops");
   log_->set_flush_listener(nullptr);
   log_->set_flush_observer(nullptr);
   // An open refused midway never saves: its tables were not loaded, and a TOPICSTATE written from

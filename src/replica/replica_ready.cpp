@@ -43,8 +43,10 @@ void report_role_change(NodeEvents& events, const raft::SoftState& before,
 }  // namespace
 
 void Replica::process() {
-  // A leader's snapshot being gathered: one more slice per round (replica_snapshot_send.cpp).
+  // A leader's snapshot being gathered: one more slice per round (replica_snapshot_send.cpp). A
+  // received one waiting for the executor (an earlier job's `done` came): handed off.
   if (!failed_) continue_snapshot_gather();
+  if (!failed_) start_snapshot_preparation();
   // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
   (void)guard_core([&] {
     report_durability();
@@ -57,7 +59,7 @@ void Replica::process() {
     }
   });
   if (!failed_) settle_conf_records(commit_);
-  admitted_snapshot_.reset();  // installed by now, or ignored by the core
+  discard_prepared_snapshot();  // installed by now, or answered without an install
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.

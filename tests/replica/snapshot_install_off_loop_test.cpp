@@ -1,0 +1,314 @@
+// A follower's install of its leader's snapshot prepared off its Raft loop
+// (src/replica/replica_snapshot_receive.cpp): while the executor holds the preparation the loop
+// answers heartbeats and acknowledges nothing of the log the install replaces; a newer snapshot, a
+// newer term or a failed write drops the preparation and its SNAPSHOT.install, the old state
+// intact; a power cut before the install's rename leaves the old state, and the open removes the
+// file.
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "replica/replica.h"
+#include "replica/snapshot_data.h"
+#include "stepped_follower_config.h"
+#include "store/memory_env.h"
+
+namespace raftlog::replica {
+namespace {
+
+constexpr std::uint64_t kSnapshotTerm = 2;
+constexpr const char* kInstallFile = "/data/SNAPSHOT.install";
+
+// Holds every job and its `done` until the test runs them: the worker as slow as the test wants.
+class HeldExecutor final : public OffLoopExecutor {
+ public:
+  bool run(std::function<void()> job, std::function<void()> done) override {
+    jobs.push_back({std::move(job), std::move(done), false});
+    return true;
+  }
+  // The oldest job's work (off the loop), without its `done`.
+  void run_job() {
+    ASSERT_FALSE(jobs.empty());
+    ASSERT_FALSE(jobs.front().ran);
+    jobs.front().job();
+    jobs.front().ran = true;
+  }
+  // The oldest job's `done` (on the loop), after its work if that did not run yet.
+  void finish(Replica& replica) {
+    ASSERT_FALSE(jobs.empty());
+    if (!jobs.front().ran) jobs.front().job();
+    auto done = std::move(jobs.front().done);
+    jobs.pop_front();
+    done();
+    replica.process();
+  }
+  struct Held {
+    std::function<void()> job;
+    std::function<void()> done;
+    bool ran;
+  };
+  std::deque<Held> jobs;
+};
+
+raft::ConfState snapshot_conf() { return raft::ConfState{{1, 2, 3}}; }
+
+// The leader's state as of `index`: client 77's append of ["x", "y"] just below it, topic
+// "orders" at next offset `index`.
+std::string leader_data(std::uint64_t index) {
+  SnapshotData data;
+  data.index = index;
+  data.term = kSnapshotTerm;
+  data.conf = snapshot_conf();
+  data.topics = {{"orders", index}};
+  data.dedup_view_start = 1;
+  const std::vector<std::string> xy = {"x", "y"};
+  data.dedup_clients = {{77, 0, {{5, {index - 1, index, kSnapshotTerm}, append_digest(xy)}}}};
+  return encode_snapshot_data(data);
+}
+
+raft::Message snapshot_message(std::uint64_t index, raft::Term message_term = kSnapshotTerm) {
+  raft::Message m;
+  m.type = raft::MessageType::kSnapshot;
+  m.from = 1;
+  m.to = 2;
+  m.term = message_term;
+  m.commit = index + 2;
+  raft::Snapshot snapshot;
+  snapshot.index = index;
+  snapshot.term = kSnapshotTerm;
+  snapshot.conf = snapshot_conf();
+  snapshot.data = leader_data(index);
+  m.snapshot = std::move(snapshot);
+  return m;
+}
+
+raft::Message heartbeat(raft::NodeId from, raft::Term term) {
+  raft::Message m;
+  m.type = raft::MessageType::kHeartbeat;
+  m.from = from;
+  m.to = 2;
+  m.term = term;
+  m.commit = 3;
+  return m;
+}
+
+class SnapshotInstallOffLoopTest : public ::testing::Test {
+ protected:
+  void open() {
+    ReplicaConfig c = testing::stepped_follower_config(env_.get());
+    c.raft.snapshots = true;
+    ReplicaDeps deps = testing::stepped_follower_deps(&sender_, &disk_);
+    deps.off_loop = &executor_;
+    deps.snapshot_installed = [this](std::uint64_t index, const std::string&) {
+      installed_.push_back(index);
+    };
+    NodeError error;
+    replica_ = Replica::open(std::move(c), std::move(deps), &error);
+    ASSERT_NE(replica_, nullptr) << error.message;
+  }
+  // Leader 1 of term 1 sent entries 1..4, commit 3, all flushed.
+  void build_old_state() {
+    open();
+    std::vector<raft::Entry> entries;
+    for (raft::Index index = 1; index <= 4; ++index) {
+      raft::Entry entry;
+      entry.index = index;
+      entry.term = 1;
+      entry.payload = "old " + std::to_string(index);
+      entries.push_back(entry);
+    }
+    step(testing::leader_append(0, entries, 3));
+    flush();
+    ASSERT_EQ(replica_->commit_index(), 3U);
+    sender_.sent.clear();
+  }
+  void step(raft::Message message) {
+    replica_->step(std::move(message));
+    replica_->process();
+  }
+  void flush() {
+    ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
+    replica_->process();
+  }
+  void expect_old_state(const std::string& where) {
+    EXPECT_EQ(replica_->log().first_index(), 1U) << where;
+    EXPECT_EQ(replica_->log().last_index(), 4U) << where;
+    EXPECT_EQ(replica_->snapshot_stats().installed, 0U) << where;
+    EXPECT_TRUE(installed_.empty()) << where;
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where;
+  }
+  std::vector<raft::Message> sent_of(raft::MessageType type) const {
+    std::vector<raft::Message> out;
+    for (const raft::Message& m : sender_.sent) {
+      if (m.type == type) out.push_back(m);
+    }
+    return out;
+  }
+
+  std::unique_ptr<store::MemoryEnv> env_ = std::make_unique<store::MemoryEnv>();
+  testing::RecordingSender sender_;
+  testing::RoomyDisk disk_;
+  HeldExecutor executor_;
+  std::vector<std::uint64_t> installed_;
+  std::unique_ptr<Replica> replica_;
+};
+
+TEST_F(SnapshotInstallOffLoopTest, TheLoopAnswersAHeartbeatWhileTheInstallIsPrepared) {
+  build_old_state();
+  step(snapshot_message(10));
+  ASSERT_EQ(executor_.jobs.size(), 1U) << "the install's preparation is handed off the loop";
+  EXPECT_EQ(replica_->snapshot_stats().install_preparing, 1U);
+  expect_old_state("while the preparation is held");
+  // The loop goes on: a heartbeat of the leader is answered at once.
+  step(heartbeat(1, kSnapshotTerm));
+  ASSERT_EQ(sent_of(raft::MessageType::kHeartbeatResponse).size(), 1U);
+  EXPECT_TRUE(sent_of(raft::MessageType::kAppendResponse).empty()) << "the snapshot is not answered";
+  executor_.run_job();
+  EXPECT_TRUE(env_->exists(kInstallFile)) << "written off the loop";
+  expect_old_state("prepared, before its result reached the loop");
+  executor_.finish(*replica_);
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(replica_->log().first_index(), 11U);
+  EXPECT_EQ(replica_->commit_index(), 10U);
+  EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 10U);
+  DedupTable::Range range;
+  EXPECT_EQ(replica_->dedup_lookup(77, 5, {"x", "y"}, &range), DedupTable::Lookup::kFound);
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
+  EXPECT_FALSE(env_->exists(kInstallFile)) << "renamed into place";
+  EXPECT_TRUE(env_->exists("/data/SNAPSHOT"));
+  EXPECT_EQ(replica_->snapshot_stats().install_preparing, 0U);
+  flush();
+  const auto answers = sent_of(raft::MessageType::kAppendResponse);
+  ASSERT_EQ(answers.size(), 1U);
+  EXPECT_EQ(answers[0].index, 10U);
+}
+
+TEST_F(SnapshotInstallOffLoopTest, AnAppendMeanwhileIsNotAcknowledgedAgainstTheReplacedLog) {
+  build_old_state();
+  step(snapshot_message(10));
+  ASSERT_EQ(executor_.jobs.size(), 1U);
+  // The leader's append of entry 5 (term 2) after 4: it matches the old log, and the core would
+  // acknowledge 5 (and later ones) of a log the install is about to reset.
+  raft::Entry five;
+  five.index = 5;
+  five.term = kSnapshotTerm;
+  five.payload = "five";
+  raft::Message append = testing::leader_append(4, {five}, 3);
+  append.term = kSnapshotTerm;
+  step(append);
+  flush();
+  EXPECT_EQ(replica_->log().last_index(), 4U) << "not appended to the replaced log";
+  EXPECT_TRUE(sent_of(raft::MessageType::kAppendResponse).empty());
+  EXPECT_EQ(replica_->snapshot_stats().appends_dropped_while_preparing, 1U);
+  executor_.finish(*replica_);
+  flush();
+  const auto answers = sent_of(raft::MessageType::kAppendResponse);
+  ASSERT_EQ(answers.size(), 1U);
+  EXPECT_EQ(answers[0].index, 10U) << "only the install is acknowledged";
+  EXPECT_FALSE(answers[0].reject);
+}
+
+TEST_F(SnapshotInstallOffLoopTest, TheSameSnapshotAgainIsNotPreparedTwice) {
+  build_old_state();
+  step(snapshot_message(10));
+  step(snapshot_message(10));  // the leader's retry
+  ASSERT_EQ(executor_.jobs.size(), 1U);
+  EXPECT_EQ(replica_->snapshot_stats().install_retries_ignored, 1U);
+  executor_.finish(*replica_);
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
+}
+
+TEST_F(SnapshotInstallOffLoopTest, ANewerSnapshotDropsThePreparationAndItsFile) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  ASSERT_TRUE(env_->exists(kInstallFile));
+  // A snapshot of another point: the first one's preparation goes; the second waits for the first
+  // job's `done` (one job outstanding at a time).
+  step(snapshot_message(12));
+  EXPECT_EQ(replica_->snapshot_stats().install_preparations_dropped, 1U);
+  ASSERT_EQ(executor_.jobs.size(), 1U);
+  executor_.finish(*replica_);
+  EXPECT_FALSE(env_->exists(kInstallFile)) << "the dropped preparation's file is removed";
+  expect_old_state("after the dropped preparation's result");
+  ASSERT_EQ(executor_.jobs.size(), 1U) << "the newer snapshot's preparation follows";
+  executor_.finish(*replica_);
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{12});
+  EXPECT_EQ(replica_->log().first_index(), 13U);
+}
+
+TEST_F(SnapshotInstallOffLoopTest, ANewerTermDropsThePreparationAndItsFile) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  // Node 3 leads term 3: the snapshot of leader 1's term 2 is stale now.
+  step(heartbeat(3, kSnapshotTerm + 1));
+  EXPECT_EQ(replica_->core().term(), kSnapshotTerm + 1);
+  EXPECT_EQ(replica_->snapshot_stats().install_preparations_dropped, 1U);
+  EXPECT_EQ(replica_->snapshot_stats().install_preparing, 0U);
+  executor_.finish(*replica_);
+  EXPECT_FALSE(env_->exists(kInstallFile));
+  expect_old_state("after a newer term");
+  EXPECT_TRUE(sent_of(raft::MessageType::kAppendResponse).empty());
+  EXPECT_TRUE(executor_.jobs.empty());
+}
+
+TEST_F(SnapshotInstallOffLoopTest, AFailedWriteKeepsTheOldStateAndTheRetryInstalls) {
+  build_old_state();
+  step(snapshot_message(10));
+  env_->fail_next_syncs(1);  // SNAPSHOT.install's fdatasync reports an error (ENOSPC, EIO)
+  executor_.finish(*replica_);
+  ASSERT_FALSE(replica_->failed()) << "a failed preparation is not fatal: " << replica_->failure_reason();
+  EXPECT_EQ(replica_->snapshot_stats().install_write_failures, 1U);
+  EXPECT_FALSE(env_->exists(kInstallFile)) << "the partial file is removed";
+  expect_old_state("after the failed write");
+  EXPECT_TRUE(sent_of(raft::MessageType::kAppendResponse).empty()) << "not answered";
+  // The leader sends it again after its retry timeout: this time it installs.
+  step(snapshot_message(10));
+  executor_.finish(*replica_);
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
+  EXPECT_EQ(replica_->log().first_index(), 11U);
+}
+
+TEST_F(SnapshotInstallOffLoopTest, APowerCutBeforeTheRenameLeavesTheOldStateAndTheOpenRemovesTheFile) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  ASSERT_TRUE(env_->exists(kInstallFile));
+  ASSERT_TRUE(env_->sync_dir("/data").ok());  // any later directory fsync makes its name durable
+  env_->crash();
+  replica_.reset();
+  executor_.jobs.clear();  // the worker died with the process
+  env_->restart(store::CrashOptions{store::CrashMode::kKeepAll, 1});
+  ASSERT_TRUE(env_->exists(kInstallFile)) << "the file survived the cut (it was synced)";
+  open();
+  EXPECT_FALSE(env_->exists(kInstallFile)) << "the open removes a left-over preparation";
+  expect_old_state("reopened after the cut");
+  step(snapshot_message(10));
+  executor_.finish(*replica_);
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
+}
+
+TEST_F(SnapshotInstallOffLoopTest, AStopWhilePreparingLeavesTheOldStateAndTheNextOpenRemovesTheFile) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  replica_.reset();  // a clean stop
+  // A `done` that runs after its replica is gone does nothing.
+  auto done = std::move(executor_.jobs.front().done);
+  executor_.jobs.clear();
+  done();
+  EXPECT_TRUE(env_->exists(kInstallFile)) << "left for the next open";
+  open();
+  EXPECT_FALSE(env_->exists(kInstallFile));
+  expect_old_state("reopened after the stop");
+}
+
+}  // namespace
+}  // namespace raftlog::replica
