@@ -206,9 +206,12 @@ class Harness {
     });
   }
   void tick_all() {
-    // The simulated clock must not run ahead of an encoding on its thread (the core would retry
-    // the snapshot): while one runs, a tick takes a tick of real time, as in raftlogd.
-    if (leader().snapshot_stats().encoding_in_flight != 0) {
+    // The simulated clock must not run ahead of an encoding or an install's preparation on its
+    // thread (the core would retry the snapshot): while one runs, a tick takes a tick of real time,
+    // as in raftlogd.
+    if (leader().snapshot_stats().encoding_in_flight != 0 ||
+        node(kFirstLearner).snapshot_stats().install_preparing != 0 ||
+        node(kSecondLearner).snapshot_stats().install_preparing != 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(kTickMs));
     }
     take_results();
@@ -228,8 +231,8 @@ class Harness {
         ++snapshots_delivered_;
         snapshot_bytes_ = message.snapshot->data.size();
         snapshot_data_ = std::string(message.snapshot->data.view());
-        // One round of raftlogd's loop (the step, which runs the admission's decode, then the
-        // process(), which installs); its two parts are also reported apart.
+        // One round of raftlogd's loop (the step, which hands the preparation off the loop, then
+        // the process()); the round that installs is the preparation's `done` (take_results).
         const Duration step = timed(to, [&](Replica& r) { r.step(std::move(message)); });
         const Duration install = timed(to, [&](Replica& r) { r.process(); });
         follower_step_ = std::max(follower_step_, step);
@@ -258,6 +261,8 @@ class Harness {
           r.process();
         });
         if (id == kLeader && snapshots_sent() > sent_before) note_snapshot_round(took);
+        // A learner's prepared snapshot comes back: the round that installs it.
+        if (id != kLeader) follower_install_ = std::max(follower_install_, took);
       }
     }
   }
