@@ -73,14 +73,14 @@
 namespace raftlog::replica {
 namespace {
 
-// What a pending append learns when an install replaced the log it waited in: its outcome is unknown
-// to this node (the leader's log may hold it or not).
-// Wall time since `since`, for SnapshotStats::InstallTimes.
-std::chrono::microseconds since(std::chrono::steady_clock::time_point since) {
+// Wall time since `start`, for SnapshotStats::InstallTimes.
+std::chrono::microseconds since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                               since);
+                                                               start);
 }
 
+// What a pending append learns when an install replaced the log it waited in: its outcome is unknown
+// to this node (the leader's log may hold it or not).
 AppendResult replaced_by_snapshot_error() {
   return failed_append(make_error(ErrorCode::kUnavailable,
                                   "this node installed a snapshot that replaced its log; the "

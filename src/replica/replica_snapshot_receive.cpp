@@ -42,9 +42,10 @@
 namespace raftlog::replica {
 namespace {
 
-std::chrono::microseconds since(std::chrono::steady_clock::time_point since) {
+// Wall time since `start`, for SnapshotStats::InstallTimes.
+std::chrono::microseconds since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
-                                                               since);
+                                                               start);
 }
 
 // The same snapshot: a retry of the leader (the same point and term, the same size and checksum
