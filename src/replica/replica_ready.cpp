@@ -46,7 +46,6 @@ void Replica::process() {
   // A leader's snapshot being gathered: one more slice per round (replica_snapshot_send.cpp). A
   // received one waiting for the executor (an earlier job's `done` came): handed off.
   if (!failed_) continue_snapshot_gather();
-  if (!failed_) start_snapshot_preparation();
   // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
   (void)guard_core([&] {
     report_durability();
@@ -60,6 +59,9 @@ void Replica::process() {
   });
   if (!failed_) settle_conf_records(commit_);
   discard_prepared_snapshot();  // installed by now, or answered without an install
+  // A received snapshot waiting for the executor (an earlier job's `done` came, or the prepared
+  // one's install freed SNAPSHOT.install): handed off now.
+  if (!failed_) start_snapshot_preparation();
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.

@@ -121,8 +121,11 @@ void Replica::check_incoming_snapshot_current() {
 }
 
 void Replica::start_snapshot_preparation() {
-  if (!incoming_snapshot_ || incoming_snapshot_->started || off_loop_outstanding_ != 0 || failed_) {
-    return;  // none waits, or it waits for the outstanding job's `done` (process() retries)
+  // A prepared snapshot not installed yet still owns SNAPSHOT.install (its install, in the next
+  // process(), renames it): the next job writes that file only after it (process() retries).
+  if (!incoming_snapshot_ || incoming_snapshot_->started || off_loop_outstanding_ != 0 ||
+      prepared_snapshot_ || failed_) {
+    return;  // none waits, or it waits for the outstanding job's `done` or the install
   }
   IncomingSnapshot& in = *incoming_snapshot_;
   in.started = true;
@@ -144,6 +147,11 @@ void Replica::start_snapshot_preparation() {
     if (alive.expired()) return;  // the replica is gone (the next open removes its file)
     --off_loop_outstanding_;
     finish_snapshot_preparation(generation, std::move(*prepared));
+    // A leader's gathered snapshot that waited for this job (the node began to lead meanwhile).
+    if (outgoing_snapshot_ && outgoing_snapshot_->gathered && !outgoing_snapshot_->encoding &&
+        off_loop_outstanding_ == 0 && !failed_) {
+      start_snapshot_encoding();
+    }
   };
   ++off_loop_outstanding_;
   if (deps_.off_loop == nullptr) {

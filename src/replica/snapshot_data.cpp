@@ -310,7 +310,7 @@ store::Status write_snapshot_install(store::Env* env, const std::string& data_di
   // Only the planted bug (durability_rules.h, install_syncs_prepared_snapshot) writes unsynced.
   auto file = env->open(path, /*create=*/true);
   if (!file.ok()) return file.status();
-  RAFTLOG_RETURN_IF_ERROR((*file)->truncate(0));
+  RAFTLOG_RETURN_IF_ERROR((*file)->truncate(bytes.size()));  // MemoryEnv writes within its size
   return (*file)->write_at(0, bytes);
 }
 

@@ -243,6 +243,29 @@ TEST_F(SnapshotInstallOffLoopTest, ANewerSnapshotDropsThePreparationAndItsFile) 
   EXPECT_EQ(replica_->log().first_index(), 13U);
 }
 
+// Review F1: a snapshot stepped after another's preparation came back but before its install
+// must not start writing SNAPSHOT.install, which the install is about to rename.
+TEST_F(SnapshotInstallOffLoopTest, ASnapshotArrivingBeforeThePreparedOnesInstallWaitsForIt) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  auto done = std::move(executor_.jobs.front().done);
+  executor_.jobs.clear();
+  done();  // stepped into the core; the install comes with the next process()
+  replica_->step(snapshot_message(12));
+  EXPECT_TRUE(executor_.jobs.empty()) << "no job writes SNAPSHOT.install before its rename";
+  replica_->process();
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
+  auto current = read_snapshot_file(env_.get(), "/data");
+  ASSERT_TRUE(current.ok() && current->has_value());
+  EXPECT_EQ((*current)->index, 10U);
+  ASSERT_EQ(executor_.jobs.size(), 1U) << "the newer one is prepared after the install";
+  executor_.finish(*replica_);
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, (std::vector<std::uint64_t>{10, 12}));
+}
+
 TEST_F(SnapshotInstallOffLoopTest, ANewerTermDropsThePreparationAndItsFile) {
   build_old_state();
   step(snapshot_message(10));
