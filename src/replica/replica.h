@@ -540,9 +540,12 @@ class Replica {
   // After every input: a term past the prepared snapshot's drops its preparation.
   void check_incoming_snapshot_current();
   void start_snapshot_preparation();
+  // `cancelled` (nullptr on the loop): set when the preparation is dropped; checked after the
+  // decode and after the write.
   static void prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expected,
                                store::Env* env, const std::string& data_dir,
-                               std::size_t max_clients, std::size_t sequences_per_client);
+                               std::size_t max_clients, std::size_t sequences_per_client,
+                               const std::atomic<bool>* cancelled = nullptr);
   void finish_snapshot_preparation(std::uint64_t generation, PreparedSnapshot prepared);
   void refuse_snapshot(const raft::Message& message, const std::string& problem);
   void abandon_incoming_snapshot(const char* why);

@@ -145,14 +145,19 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   if (!prepared_snapshot_ || !prepared_snapshot_->bytes.shares_bytes_with(snapshot.data) ||
       prepared_snapshot_->data.index != snapshot.index ||
       prepared_snapshot_->data.term != snapshot.term) {
-    // Not expected (core_would_install() says which snapshots are prepared), and handled all the
-    // same: prepared here, on the loop, as an install without an executor is.
+    // Not expected (core_would_install() mirrors the core's rules, and a test drives each), and
+    // handled all the same: prepared here, on the loop, with the checks of a preparation.
     PreparedSnapshot on_loop;
     on_loop.bytes = snapshot.data;
     prepare_snapshot(on_loop, snapshot, config_.store.env, config_.data_dir,
                      config_.dedup_max_clients, config_.dedup_sequences_per_client);
     ++snapshot_stats_.decodes;
+    if (on_loop.problem.empty() && on_loop.write.ok() && !on_loop.data.section.empty() &&
+        deps_.check_snapshot_section) {
+      on_loop.problem = deps_.check_snapshot_section(on_loop.data.section, on_loop.data.index);
+    }
     if (!on_loop.problem.empty()) {
+      if (on_loop.file_written) (void)remove_snapshot_install(config_.store.env, config_.data_dir);
       fatal("the snapshot to install does not validate: " + on_loop.problem);  // a bug
       return;
     }

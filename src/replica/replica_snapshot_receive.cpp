@@ -29,9 +29,12 @@
 // leader's retry while this one is prepared) changes nothing.
 //
 // Bounded: one snapshot prepared at a time (the newest), one job outstanding (a preparation waits
-// for an abandoned job's `done`, or for a leader's encoding that was still out), and the message's
-// data is at most kMaxSnapshotDataBytes (the transport's bound). Without an executor the job runs
-// inline, within step(), as the install did before.
+// for an abandoned job's `done`, for a leader's encoding that was still out, or for the install of
+// the one prepared before, whose SNAPSHOT.install it would overwrite), and the message's data is at
+// most kMaxSnapshotDataBytes (the transport's bound). A dropped job frees its buffer and decoded
+// data after its decode or its write: at worst two buffers, one decoded copy and two dedup tables
+// at once (docs/design.md). Without an executor the job runs inline, within step(), as the install
+// did before.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -73,8 +76,19 @@ std::string snapshot_data_mismatch(const SnapshotData& data, const raft::Snapsho
 }  // namespace
 
 bool Replica::core_would_install(const raft::Message& message) const {
+  // Raft::Impl::handle_snapshot's rules, in its order (SnapshotInstallOffLoopTest.
+  // ASnapshotIsPreparedExactlyWhenTheCoreInstallsIt drives each). Erring one way prepares a
+  // snapshot the core then ignores (dropped at the end of process()); the other way the core would
+  // install unprepared data, which install_snapshot then prepares on the loop.
   const raft::Snapshot& snapshot = *message.snapshot;
-  if (message.term < raft_->term() || snapshot.index <= raft_->commit_index()) return false;
+  if (message.term < raft_->term()) return false;  // stale: the core drops it
+  // A leader is the only one of its term: it ignores a kSnapshot of that term.
+  if (message.term == raft_->term() && raft_->role() == raft::Role::kLeader) return false;
+  if (snapshot.index == 0 || snapshot.term == 0 || snapshot.term > message.term ||
+      !raft::is_valid_conf(snapshot.conf)) {
+    return false;  // contradicts itself: the core drops it
+  }
+  if (snapshot.index <= raft_->commit_index()) return false;
   // A point this node's log holds is answered like an append, without an install (the core's
   // unstable tail is not looked at: a snapshot it holds there is prepared for nothing, and the
   // preparation is dropped at the end of the process() that steps it).
@@ -86,6 +100,11 @@ bool Replica::core_would_install(const raft::Message& message) const {
 }
 
 void Replica::receive_snapshot(raft::Message message) {
+  // The core matches the point against its own log, which runs ahead of the store's until its
+  // Ready is handled: an append of this input batch may have cut and replaced the entry there.
+  // Handled first, the store's log is the core's.
+  if (raft_->has_ready()) process();
+  if (failed_) return;
   if (!core_would_install(message)) {
     // The core reads only its index, term and configuration, and checks those itself.
     (void)guard_core([&] { raft_->step(std::move(message)); });
@@ -140,8 +159,11 @@ void Replica::start_snapshot_preparation() {
               dir = config_.data_dir,
               max_clients = config_.dedup_max_clients,
               sequences = config_.dedup_sequences_per_client, cancelled = in.cancelled] {
-    if (cancelled->load()) return;
-    prepare_snapshot(*prepared, expected, env, dir, max_clients, sequences);
+    if (cancelled->load()) {
+      prepared->bytes = raft::Payload();  // the message's buffer: its memory goes now
+      return;
+    }
+    prepare_snapshot(*prepared, expected, env, dir, max_clients, sequences, cancelled.get());
   };
   auto done = [alive = std::weak_ptr<int>(alive_), this, generation = in.generation, prepared] {
     if (alive.expired()) return;  // the replica is gone (the next open removes its file)
@@ -163,10 +185,19 @@ void Replica::start_snapshot_preparation() {
   }
 }
 
-// Off the loop: reads nothing of the replica's.
+// Off the loop: reads nothing of the replica's. A job dropped meanwhile (`cancelled`, set on the
+// loop) stops after its decode or its write and frees what it holds at once: the snapshot that
+// replaced it waits for its `done` with another buffer of up to kMaxSnapshotDataBytes.
 void Replica::prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expected,
                                store::Env* env, const std::string& data_dir,
-                               std::size_t max_clients, std::size_t sequences_per_client) {
+                               std::size_t max_clients, std::size_t sequences_per_client,
+                               const std::atomic<bool>* cancelled) {
+  const auto dropped = [&] {
+    if (cancelled == nullptr || !cancelled->load()) return false;
+    out.bytes = raft::Payload();
+    out.problem = "dropped while prepared";  // not read: the loop ignores a dropped job's result
+    return true;
+  };
   const auto decode_start = std::chrono::steady_clock::now();
   auto data = decode_snapshot_data(out.bytes.view());
   out.times.decode = since(decode_start);
@@ -175,13 +206,13 @@ void Replica::prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expe
     return;
   }
   out.problem = snapshot_data_mismatch(*data, expected);
-  if (!out.problem.empty()) return;
+  if (!out.problem.empty() || dropped()) return;
   const auto write_start = std::chrono::steady_clock::now();
   out.file_written = true;  // a failed write may leave part of it
   out.write = write_snapshot_install(env, data_dir, out.bytes.view(),
                                      rules::install_syncs_prepared_snapshot());
   out.times.snapshot_file = since(write_start);
-  if (!out.write.ok()) return;
+  if (!out.write.ok() || dropped()) return;
   const auto tables_start = std::chrono::steady_clock::now();
   out.dedup = std::make_unique<DedupTable>(max_clients, sequences_per_client);
   out.dedup->replace(data->index + 1, data->dedup_view_start, data->dedup_clients);

@@ -254,9 +254,13 @@ TEST_F(SnapshotInstallOffLoopTest, ASnapshotArrivingBeforeThePreparedOnesInstall
   executor_.jobs.clear();
   done();  // stepped into the core; the install comes with the next process()
   replica_->step(snapshot_message(12));
-  EXPECT_TRUE(executor_.jobs.empty()) << "no job writes SNAPSHOT.install before its rename";
-  // A worker thread would run such a job at once, before the loop's process() renames the file.
-  if (!executor_.jobs.empty()) executor_.run_job();
+  // The step handles the pending Ready first (review F3: the point is judged against the core's
+  // log), which installs the first one; only then may the newer one be handed off.
+  if (!executor_.jobs.empty()) {
+    EXPECT_EQ(installed_, std::vector<std::uint64_t>{10})
+        << "a job that writes SNAPSHOT.install is handed off before the file's rename";
+    executor_.run_job();  // a worker thread would run it at once
+  }
   replica_->process();
   ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
   EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
@@ -334,6 +338,94 @@ TEST_F(SnapshotInstallOffLoopTest, AStopWhilePreparingLeavesTheOldStateAndTheNex
   open();
   EXPECT_FALSE(env_->exists(kInstallFile));
   expect_old_state("reopened after the stop");
+}
+
+// Review F3: a kSnapshot reaches the core without a preparation only when the core will not
+// install it (Replica::core_would_install follows Raft::Impl::handle_snapshot's rules). The core
+// installing one unprepared would prepare it on the loop, the hold this design removes. Each of
+// the core's branches, from the old state (log 1..4 of term 1, commit 3): prepared exactly when
+// the core installs it.
+TEST_F(SnapshotInstallOffLoopTest, ASnapshotIsPreparedExactlyWhenTheCoreInstallsIt) {
+  struct Outcome {
+    bool prepared;
+    bool installed;
+  };
+  // Steps `message` in the input batch of what the case stepped before it (no process() between,
+  // as raftlogd steps a batch), then finishes its preparation if one was handed off.
+  const auto step_snapshot = [this](raft::Message message) {
+    const std::size_t jobs = executor_.jobs.size();
+    const std::uint64_t installs = replica_->snapshot_stats().installed;
+    replica_->step(std::move(message));
+    Outcome out{executor_.jobs.size() > jobs, false};
+    if (out.prepared) {
+      executor_.finish(*replica_);
+    } else {
+      replica_->process();
+    }
+    out.installed = replica_->snapshot_stats().installed > installs;
+    EXPECT_FALSE(replica_->failed()) << replica_->failure_reason();
+    EXPECT_FALSE(env_->exists(kInstallFile)) << "installed or removed";
+    return out;
+  };
+  const auto fresh = [this] {
+    replica_.reset();
+    executor_.jobs.clear();
+    env_ = std::make_unique<store::MemoryEnv>();
+    sender_.sent.clear();
+    installed_.clear();
+    build_old_state();
+  };
+  const auto expect = [](Outcome out, bool installs, const char* branch) {
+    EXPECT_EQ(out.prepared, installs) << branch;
+    EXPECT_EQ(out.installed, installs) << branch;
+  };
+  // (index, snapshot term) in message term `term`, its data describing it.
+  const auto snapshot_of = [](std::uint64_t index, raft::Term snapshot_term, raft::Term term) {
+    raft::Message m = snapshot_message(index, term);
+    SnapshotData data;
+    data.index = index;
+    data.term = snapshot_term;
+    data.conf = snapshot_conf();
+    data.dedup_view_start = 1;
+    m.snapshot->term = snapshot_term;
+    m.snapshot->data = encode_snapshot_data(data);
+    return m;
+  };
+
+  fresh();
+  expect(step_snapshot(snapshot_of(3, 1, 2)), false, "its point at the commit index");
+  fresh();
+  expect(step_snapshot(snapshot_of(4, 1, 2)), false, "its point in the log with its term");
+  EXPECT_EQ(replica_->log().last_index(), 4U) << "answered like an append: the log kept";
+  fresh();
+  expect(step_snapshot(snapshot_of(4, 2, 2)), true, "its point in the log with another term");
+  fresh();
+  expect(step_snapshot(snapshot_of(10, 2, 2)), true, "its point above the log");
+  fresh();
+  step(heartbeat(3, 3));  // node 3 leads term 3
+  expect(step_snapshot(snapshot_of(10, 2, 2)), false, "a stale message term");
+  fresh();
+  expect(step_snapshot(snapshot_of(10, 3, 2)), false, "its term above the message's");
+  fresh();
+  expect(step_snapshot(snapshot_of(10, 0, 2)), false, "its term 0");
+  fresh();
+  raft::Message no_voters = snapshot_of(10, 2, 2);
+  no_voters.snapshot->conf = raft::ConfState{};
+  expect(step_snapshot(no_voters), false, "an invalid configuration");
+  // The core judges the point against its own log, which runs ahead of the store's until its
+  // Ready is handled: leader 1's append of term 2 replaces entry 4 (term 1) in the core only, and a
+  // snapshot of (4, term 1) from a leader of term 3 in the same batch is one the core installs.
+  fresh();
+  raft::Entry four;
+  four.index = 4;
+  four.term = 2;
+  four.payload = "four of term 2";
+  raft::Message append = testing::leader_append(3, {four}, 3);
+  append.term = 2;
+  replica_->step(append);
+  raft::Message after_the_cut = snapshot_of(4, 1, 3);
+  after_the_cut.from = 3;
+  expect(step_snapshot(after_the_cut), true, "its point in the log the batch's append replaced");
 }
 
 }  // namespace
