@@ -81,6 +81,13 @@ bool Replica::core_would_install(const raft::Message& message) const {
   // snapshot the core then ignores (dropped at the end of process()); the other way the core would
   // install unprepared data, which install_snapshot then prepares on the loop.
   const raft::Snapshot& snapshot = *message.snapshot;
+  // Raft::Impl::step's checks before any handler: not for this node, or a term none may adopt.
+  // (A retired sender or a removed node is answered before the handler too, and is not mirrored:
+  // such a snapshot is prepared for nothing.)
+  if (message.to != raft_->id() || message.from == raft_->id() ||
+      message.from == raft::kNoNode || message.term > raft::kMaxTerm) {
+    return false;
+  }
   if (message.term < raft_->term()) return false;  // stale: the core drops it
   // A leader is the only one of its term: it ignores a kSnapshot of that term.
   if (message.term == raft_->term() && raft_->role() == raft::Role::kLeader) return false;
@@ -89,9 +96,8 @@ bool Replica::core_would_install(const raft::Message& message) const {
     return false;  // contradicts itself: the core drops it
   }
   if (snapshot.index <= raft_->commit_index()) return false;
-  // A point this node's log holds is answered like an append, without an install (the core's
-  // unstable tail is not looked at: a snapshot it holds there is prepared for nothing, and the
-  // preparation is dropped at the end of the process() that steps it).
+  // A point this node's log holds is answered like an append, without an install (receive_snapshot
+  // handled the core's pending Ready first: the store's log is the core's).
   if (snapshot.index >= log_->first_index() && snapshot.index <= log_->last_index()) {
     auto term = log_->term_at(snapshot.index);
     if (term.ok() && *term == snapshot.term) return false;
