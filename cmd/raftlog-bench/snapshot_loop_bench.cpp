@@ -94,6 +94,10 @@ struct Settings {
   std::uint64_t topics = 90000;
   std::uint64_t section_bytes = 1ULL << 20;
   std::uint64_t segment_bytes = 16ULL << 20;
+  // The learners prepare a received snapshot inline, within the step that delivers it, as the
+  // install ran before it moved off the loop (no executor: ReplicaDeps::off_loop unset). For a
+  // before/after figure from one binary; the leader encodes off its loop either way.
+  bool follower_inline = false;
 };
 
 struct BenchNode {
@@ -118,7 +122,7 @@ class Harness {
       deps.sender = n.sender.get();
       deps.disk = &n.disk;
       deps.clock = [this] { return now_; };
-      deps.off_loop = &n.off_loop;
+      if (id == kLeader || !settings_.follower_inline) deps.off_loop = &n.off_loop;
       if (id == kLeader) {
         const std::string section(settings_.section_bytes, 's');
         deps.snapshot_section = [section](std::uint64_t) { return section; };
@@ -206,9 +210,12 @@ class Harness {
     });
   }
   void tick_all() {
-    // The simulated clock must not run ahead of an encoding on its thread (the core would retry
-    // the snapshot): while one runs, a tick takes a tick of real time, as in raftlogd.
-    if (leader().snapshot_stats().encoding_in_flight != 0) {
+    // The simulated clock must not run ahead of an encoding or an install's preparation on its
+    // thread (the core would retry the snapshot): while one runs, a tick takes a tick of real time,
+    // as in raftlogd.
+    if (leader().snapshot_stats().encoding_in_flight != 0 ||
+        node(kFirstLearner).snapshot_stats().install_preparing != 0 ||
+        node(kSecondLearner).snapshot_stats().install_preparing != 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(kTickMs));
     }
     take_results();
@@ -228,15 +235,19 @@ class Harness {
         ++snapshots_delivered_;
         snapshot_bytes_ = message.snapshot->data.size();
         snapshot_data_ = std::string(message.snapshot->data.view());
-        // One round of raftlogd's loop (the step, which runs the admission's decode, then the
-        // process(), which installs); its two parts are also reported apart.
+        // One round of raftlogd's loop (the step, which hands the preparation off the loop, then
+        // the process()); the round that installs is the preparation's `done` (take_results), or
+        // this one when the learner prepares inline.
+        const std::uint64_t installed_before = node(to).snapshot_stats().installed;
         const Duration step = timed(to, [&](Replica& r) { r.step(std::move(message)); });
-        const Duration install = timed(to, [&](Replica& r) { r.process(); });
+        const Duration process = timed(to, [&](Replica& r) { r.process(); });
         follower_step_ = std::max(follower_step_, step);
-        follower_install_ = std::max(follower_install_, install);
-        follower_round_ = std::max(follower_round_, step + install);
+        follower_delivery_round_ = std::max(follower_delivery_round_, step + process);
+        if (node(to).snapshot_stats().installed > installed_before) {
+          follower_install_round_ = std::max(follower_install_round_, step + process);
+        }
         BenchNode& n = nodes_.at(to);
-        n.longest_round = std::max(n.longest_round, step + install);
+        n.longest_round = std::max(n.longest_round, step + process);
         continue;
       }
       const std::size_t sent_before = snapshots_sent();
@@ -253,11 +264,16 @@ class Harness {
     for (auto& [id, n] : nodes_) {
       for (std::function<void()>& done : n.off_loop.take_done()) {
         const std::size_t sent_before = snapshots_sent();
+        const std::uint64_t installed_before = n.replica->snapshot_stats().installed;
         const Duration took = timed(id, [&](Replica& r) {
           done();
           r.process();
         });
         if (id == kLeader && snapshots_sent() > sent_before) note_snapshot_round(took);
+        // A learner's prepared snapshot came back: the round that installs it.
+        if (n.replica->snapshot_stats().installed > installed_before) {
+          follower_install_round_ = std::max(follower_install_round_, took);
+        }
       }
     }
   }
@@ -274,9 +290,12 @@ class Harness {
   // one (the encoding reused).
   Duration first_send() const { return first_send_; }
   Duration reuse_send() const { return reuse_send_; }
+  // The learners' longest rounds: the step of a kSnapshot; the round that delivered one (its step
+  // and process()); the round that installed one (the preparation's `done` and process(), or the
+  // delivery round when prepared inline).
   Duration follower_step() const { return follower_step_; }
-  Duration follower_install() const { return follower_install_; }
-  Duration follower_round() const { return follower_round_; }
+  Duration follower_delivery_round() const { return follower_delivery_round_; }
+  Duration follower_install_round() const { return follower_install_round_; }
 
  private:
   replica::ReplicaConfig config_for(raft::NodeId id) const {
@@ -340,8 +359,8 @@ class Harness {
   Duration first_send_{};
   Duration reuse_send_{};
   Duration follower_step_{};
-  Duration follower_install_{};
-  Duration follower_round_{};
+  Duration follower_delivery_round_{};
+  Duration follower_install_round_{};
 };
 
 // Ticks (delivering after each) until `done` or `max_ticks` rounds.
@@ -394,7 +413,17 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
                    "the node section (raftlogd: the consumer group table)", {0, 1ULL << 20});
   flags.bytes_flag("segment-bytes", &settings.segment_bytes, "BYTES", "the store's segment size",
                    {store::Options::kMinSegmentSizeBytes, 1ULL << 30});
+  std::string follower_install = "off-loop";
+  flags.string_flag("follower-install", &follower_install, "off-loop|inline",
+                    "where the learners prepare a received snapshot: on their off-loop worker "
+                    "(raftlogd), or inline within the step that delivers it (the install before "
+                    "it moved off the loop)");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (follower_install != "off-loop" && follower_install != "inline") {
+    io.err << "--follower-install must be off-loop or inline, not " << follower_install << "\n";
+    return cli::kExitUsage;
+  }
+  settings.follower_inline = follower_install == "inline";
   std::error_code ec;
   if (std::filesystem::exists(settings.dir, ec) && !std::filesystem::is_empty(settings.dir, ec)) {
     io.err << settings.dir << " exists and is not empty: give an empty or new --dir\n";
@@ -447,6 +476,9 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
         io.err << "expected one walk of the dedup table for the two sends: " << dedup_walks << "\n";
       } else {
         const CodecTimes& codec = *timed_codec;
+        // The first learner's install, by part (replica::SnapshotStats::InstallTimes).
+        const replica::SnapshotStats::InstallTimes& install =
+            h.node(kFirstLearner).snapshot_stats().last_install;
         ResultLine line("snapshot_loop");
         line.add("snapshot_bytes", h.snapshot_bytes())
             .add("clients", settings.clients)
@@ -457,11 +489,20 @@ int run_snapshot_loop_command(std::string_view command_path, std::span<const std
             .add("encode_ms", ms(codec.encode))
             .add("crc_ms", ms(codec.crc))
             .add("decode_ms", ms(codec.decode))
+            .add("follower_install", follower_install)
             .add("follower_step_ms", ms(h.follower_step()))
-            .add("follower_install_ms", ms(h.follower_install()))
-            .add("follower_round_ms", ms(h.follower_round()))
+            .add("follower_delivery_round_ms", ms(h.follower_delivery_round()))
+            .add("follower_install_round_ms", ms(h.follower_install_round()))
             .add("clients_left_out", stats.clients_left_out)
             .add("follower_decodes", h.node(kFirstLearner).snapshot_stats().decodes)
+            .add("install_decode_ms", ms(install.decode))
+            .add("install_snapshot_file_ms", ms(install.snapshot_file))
+            .add("install_log_reset_ms", ms(install.log_reset))
+            .add("install_conf_state_ms", ms(install.conf_state))
+            .add("install_topic_state_ms", ms(install.topic_state))
+            .add("install_tables_ms", ms(install.tables))
+            .add("install_node_section_ms", ms(install.node_section))
+            .add("install_on_loop_ms", ms(install.install))
             .add("leader_longest_round_ms", ms(h.longest_round(kLeader)))
             .add("follower_longest_round_ms",
                  ms(std::max(h.longest_round(kFirstLearner), h.longest_round(kSecondLearner))))

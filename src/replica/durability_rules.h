@@ -1,10 +1,10 @@
 // The durability rules of the Ready driver that the simulator's self-test deliberately breaks.
 //
 // A LINK-TIME seam like the Raft core's (src/raft/rules.h): production targets (raftlog_replica,
-// raftlog_replica_unbound) link durability_rules_{ack,held,install}.cpp, one rule a file; the
-// test-only targets raftlog_replica_broken_{ack,held,install} link the same replica objects with
-// one of those files replaced by src/replica/testing/broken_*_rules.cpp, which defines only its
-// broken rule. No production code path can select a broken rule.
+// raftlog_replica_unbound) link durability_rules_{ack,held,install,install_sync}.cpp, one rule a
+// file; the test-only targets raftlog_replica_broken_{ack,held,install,install_sync} link the same
+// replica objects with one of those files replaced by src/replica/testing/broken_*_rules.cpp, which
+// defines only its broken rule. No production code path can select a broken rule.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,10 @@ bool may_release_held(std::uint64_t required_index, std::uint64_t durable_index)
 // install, replica_snapshot.cpp, and its completion by the next open). Without it a restart after
 // the install rolls the node's configuration back to the one it had before the snapshot.
 bool install_rewrites_conf_state();
+
+// Whether the preparation of a received snapshot syncs SNAPSHOT.install before the install renames
+// it into place (replica_snapshot_receive.cpp). Without it a power cut after the install can leave
+// SNAPSHOT.next or SNAPSHOT named but without its bytes, under a log that starts after it.
+bool install_syncs_prepared_snapshot();
 
 }  // namespace raftlog::replica::rules

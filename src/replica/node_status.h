@@ -68,6 +68,12 @@ struct NodeStatus {
   bool snapshot_encoding_in_flight = false;
   std::chrono::microseconds snapshot_last_encoding_duration{0};
   std::uint64_t snapshot_sends_dropped = 0;
+  // A received snapshot being prepared off the Raft loop now, preparations whose write of
+  // SNAPSHOT.install failed, and how long the last install held the loop
+  // (SnapshotStats::install_preparing, install_write_failures, last_install.install).
+  bool snapshot_install_preparing = false;
+  std::uint64_t snapshot_install_write_failures = 0;
+  std::chrono::microseconds snapshot_last_install_on_loop{0};
   // The configuration in force on this node: the newest in its log, committed or not (docs/raft.md,
   // "Membership changes"). Sorted; at most raft::kMaxMembers together.
   std::vector<std::uint64_t> voters;

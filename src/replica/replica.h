@@ -147,8 +147,9 @@ struct ReplicaDeps {
   std::function<std::string(std::string_view section, std::uint64_t index)>
       check_snapshot_section;
   std::function<void(std::uint64_t index, const std::string& section)> snapshot_installed;
-  // Where the encoding of a leader's snapshot data runs (off_loop.h); optional: without it, inline
-  // on the replica's thread (harnesses that time nothing).
+  // Where the encoding of a leader's snapshot data and a follower's preparation of a received one
+  // run (off_loop.h); optional: without it, inline on the replica's thread (harnesses that time
+  // nothing).
   OffLoopExecutor* off_loop = nullptr;
 };
 
@@ -181,8 +182,36 @@ struct SnapshotStats {
   // its worker.
   std::uint64_t encoding_in_flight = 0;
   std::chrono::microseconds last_encoding_duration{0};
-  // Snapshot data this follower decoded (its admission's; the install reuses it).
+  // Snapshot data this follower decoded (its preparation's; the install reuses it).
   std::uint64_t decodes = 0;
+  // A received snapshot being prepared off the loop now (0 or 1: replica_snapshot_receive.cpp);
+  // preparations dropped before their install (a newer term or snapshot, the worker's refusal);
+  // preparations whose write of SNAPSHOT.install failed (a full disk: the old state is kept and the
+  // leader sends the snapshot again); the same snapshot received again while it was prepared; and
+  // appends from its leader dropped meanwhile (they would be matched against the log it replaces).
+  std::uint64_t install_preparing = 0;
+  std::uint64_t install_preparations_dropped = 0;
+  std::uint64_t install_write_failures = 0;
+  std::uint64_t install_retries_ignored = 0;
+  std::uint64_t appends_dropped_while_preparing = 0;
+  // How long the parts of this follower's last install took (replica_snapshot.cpp, "THE
+  // INSTALL"), wall time: status, the install's log line and raftlog-bench snapshot-loop.
+  // The parts up to snapshot_file and `tables` run off the loop when the replica has an executor
+  // (prepared_off_loop is their sum there), on it without one.
+  struct InstallTimes {
+    std::chrono::microseconds decode{0};         // the data decoded and checked
+    std::chrono::microseconds snapshot_file{0};  // SNAPSHOT.install written and synced
+    std::chrono::microseconds prepared_off_loop{0};
+    std::chrono::microseconds rename{0};         // SNAPSHOT.install -> SNAPSHOT.next, dir fsync
+    std::chrono::microseconds log_reset{0};      // CommitLog::reset, then SNAPSHOT.next renamed
+    std::chrono::microseconds conf_state{0};     // CONFSTATE rewritten
+    std::chrono::microseconds topic_state{0};    // TOPICSTATE written
+    std::chrono::microseconds tables{0};         // the dedup and topic tables built
+    std::chrono::microseconds swap{0};           // the prepared tables moved in (on the loop)
+    std::chrono::microseconds node_section{0};   // ReplicaDeps::snapshot_installed
+    std::chrono::microseconds install{0};        // the whole install (Ready step 0)
+  };
+  InstallTimes last_install;
 };
 
 class Replica {
@@ -474,17 +503,54 @@ class Replica {
   }
 
   // Snapshots (replica_snapshot.cpp; docs/raft.md, "Snapshots").
-  // A received kSnapshot whose data does not validate, or does not name the snapshot it travels
-  // in: false (counted, logged), and the core never sees it.
-  bool admit_snapshot(const raft::Message& message);
-  // What admit_snapshot() decoded, for the install of the same bytes (install_snapshot), so that
-  // tens of MiB are decoded once on the loop. At most one (the last admitted), dropped at the end of
-  // the process() that follows its step (by then the core installed it, or ignored it).
-  struct AdmittedSnapshot {
+  // A follower's received snapshots (replica_snapshot_receive.cpp). What the off-loop job made of
+  // one: its data decoded and checked (problem: why not installable), SNAPSHOT.install written and
+  // synced (write), the new tables built; the install (install_snapshot) takes it for the same
+  // buffer only. At most one, dropped (its file removed) at the end of the process() that stepped
+  // its message when the core did not install it.
+  struct PreparedSnapshot {
     raft::Payload bytes;  // the message's data buffer, shared
-    SnapshotData data;
+    std::string problem;
+    bool file_written = false;  // SNAPSHOT.install may exist (whole when `write` is ok)
+    store::Status write;
+    SnapshotData data;  // without its dedup clients: they are in `dedup`
+    std::unique_ptr<DedupTable> dedup;
+    TopicOffsets topics;
+    SnapshotStats::InstallTimes times;
   };
-  std::optional<AdmittedSnapshot> admitted_snapshot_;
+  std::optional<PreparedSnapshot> prepared_snapshot_;
+  // The kSnapshot being prepared, stepped into the core once its preparation is back; at most one
+  // (a newer one replaces it).
+  struct IncomingSnapshot {
+    std::uint64_t generation = 0;  // a late `done` of an abandoned preparation is ignored
+    raft::Message message;
+    bool started = false;  // handed off (else it waits for the outstanding job's `done`)
+    // Set when abandoned: a job not started yet skips its work.
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+  };
+  std::optional<IncomingSnapshot> incoming_snapshot_;
+  std::uint64_t incoming_generation_ = 0;
+  // Whether the core would install `message` (a kSnapshot with data): its term is not stale and its
+  // point lies above the commit index and is not in the log.
+  bool core_would_install(const raft::Message& message) const;
+  // step() of a kSnapshot: to the core at once unless it would install it; then prepared.
+  void receive_snapshot(raft::Message message);
+  // True (counted) for an append from the prepared snapshot's leader in its term: dropped.
+  bool holds_back_for_incoming_snapshot(const raft::Message& message);
+  // After every input: a term past the prepared snapshot's drops its preparation.
+  void check_incoming_snapshot_current();
+  void start_snapshot_preparation();
+  // `cancelled` (nullptr on the loop): set when the preparation is dropped; checked after the
+  // decode and after the write.
+  static void prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expected,
+                               store::Env* env, const std::string& data_dir,
+                               std::size_t max_clients, std::size_t sequences_per_client,
+                               const std::atomic<bool>* cancelled = nullptr);
+  void finish_snapshot_preparation(std::uint64_t generation, PreparedSnapshot prepared);
+  void refuse_snapshot(const raft::Message& message, const std::string& problem);
+  void abandon_incoming_snapshot(const char* why);
+  // At the end of process(): a prepared snapshot the core did not install goes, with its file.
+  void discard_prepared_snapshot();
   // Adds the dedup table's clients (appends at or below data->index) while the encoding, `size`
   // bytes without them, stays within config_.max_snapshot_data_bytes.
   void add_dedup_within_budget(SnapshotData* data, std::size_t size);
@@ -530,6 +596,8 @@ class Replica {
   void tell_core_trim_point_conf();
   // The follower's Ready step 0: crash-safe, in the order docs/raft.md gives.
   void install_snapshot(const raft::Snapshot& snapshot);
+  // The install's log line, with SnapshotStats::last_install.
+  void log_install_times(std::uint64_t point) const;
   // At open, before the dedup rebuild: loads SNAPSHOT (or SNAPSHOT.next) when it names the log's
   // first index - 1, and completes an install a crash cut after its log reset (CONFSTATE,
   // TOPICSTATE); refuses (false, *problem) when one does not read and the state is not provably

@@ -421,6 +421,8 @@ void Replica::mark_corrupt(std::uint64_t index, const std::string& message) {
 void Replica::close() {
   if (closed_ || log_ == nullptr) return;
   closed_ = true;
+  // A preparation still out: its `done` never runs (the next open removes a SNAPSHOT.install).
+  abandon_incoming_snapshot("the node stops");
   log_->set_flush_listener(nullptr);
   log_->set_flush_observer(nullptr);
   // An open refused midway never saves: its tables were not loaded, and a TOPICSTATE written from
@@ -468,6 +470,9 @@ NodeStatus Replica::status() {
   status.snapshot_encoding_in_flight = snapshot_stats_.encoding_in_flight != 0;
   status.snapshot_last_encoding_duration = snapshot_stats_.last_encoding_duration;
   status.snapshot_sends_dropped = snapshot_stats_.sends_dropped;
+  status.snapshot_install_preparing = snapshot_stats_.install_preparing != 0;
+  status.snapshot_install_write_failures = snapshot_stats_.install_write_failures;
+  status.snapshot_last_install_on_loop = snapshot_stats_.last_install.install;
   status.voters = raft_->conf().voters;
   status.learners = raft_->conf().learners;
   status.conf_index = raft_->conf_history().back().index;

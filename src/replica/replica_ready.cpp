@@ -43,7 +43,8 @@ void report_role_change(NodeEvents& events, const raft::SoftState& before,
 }  // namespace
 
 void Replica::process() {
-  // A leader's snapshot being gathered: one more slice per round (replica_snapshot_send.cpp).
+  // A leader's snapshot being gathered: one more slice per round (replica_snapshot_send.cpp). A
+  // received one waiting for the executor (an earlier job's `done` came): handed off.
   if (!failed_) continue_snapshot_gather();
   // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
   (void)guard_core([&] {
@@ -57,7 +58,10 @@ void Replica::process() {
     }
   });
   if (!failed_) settle_conf_records(commit_);
-  admitted_snapshot_.reset();  // installed by now, or ignored by the core
+  discard_prepared_snapshot();  // installed by now, or answered without an install
+  // A received snapshot waiting for the executor (an earlier job's `done` came, or the prepared
+  // one's install freed SNAPSHOT.install): handed off now.
+  if (!failed_) start_snapshot_preparation();
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.

@@ -356,7 +356,12 @@ bool Replica::disk_has_room(std::uint64_t append_bytes, NodeError* error) {
 }
 
 void Replica::step(raft::Message message) {
-  if (!admit_snapshot(message)) return;  // a snapshot whose data does not validate: dropped
+  if (message.type == raft::MessageType::kSnapshot && message.snapshot && config_.raft.snapshots) {
+    receive_snapshot(std::move(message));  // prepared off the loop (replica_snapshot_receive.cpp)
+    check_incoming_snapshot_current();
+    return;
+  }
+  if (holds_back_for_incoming_snapshot(message)) return;
   if (message.type == raft::MessageType::kAppend) {
     // raftlogd steps every queued message before one process(), and a leader pipelines appends that
     // each carry its whole commit index: the configuration entries of an earlier one, committed
@@ -370,6 +375,7 @@ void Replica::step(raft::Message message) {
     hold_back_config_entries(message);
   }
   (void)guard_core([&] { raft_->step(std::move(message)); });
+  check_incoming_snapshot_current();
 }
 
 void Replica::tick() {
@@ -380,6 +386,7 @@ void Replica::tick() {
     report_snapshot_progress();
     raft_->tick();
   });
+  check_incoming_snapshot_current();
   hand_over_leadership_for_disk(now);
 }
 

@@ -73,6 +73,12 @@
 namespace raftlog::replica {
 namespace {
 
+// Wall time since `start`, for SnapshotStats::InstallTimes.
+std::chrono::microseconds since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
 // What a pending append learns when an install replaced the log it waited in: its outcome is unknown
 // to this node (the leader's log may hold it or not).
 AppendResult replaced_by_snapshot_error() {
@@ -84,40 +90,6 @@ AppendResult replaced_by_snapshot_error() {
 }
 
 }  // namespace
-
-bool Replica::admit_snapshot(const raft::Message& message) {
-  if (message.type != raft::MessageType::kSnapshot || !message.snapshot ||
-      !config_.raft.snapshots) {
-    return true;  // not one, or the core ignores it
-  }
-  const raft::Snapshot& snapshot = *message.snapshot;
-  std::string problem;
-  admitted_snapshot_.reset();
-  auto data = decode_snapshot_data(snapshot.data.view());
-  ++snapshot_stats_.decodes;
-  if (!data.ok()) {
-    problem = data.status().to_string();
-  } else if (data->index != snapshot.index || data->term != snapshot.term ||
-             data->origin != SnapshotOrigin::kInstalled ||
-             data->conf != snapshot.conf) {  // addresses too: CONFSTATE persists the data's
-    problem = "its data describes index " + std::to_string(data->index) + " term " +
-              std::to_string(data->term) + " " + raft::to_string(data->conf);
-  } else if (!data->section.empty() && deps_.check_snapshot_section) {
-    problem = deps_.check_snapshot_section(data->section, data->index);
-  }
-  if (problem.empty()) {
-    admitted_snapshot_ = AdmittedSnapshot{snapshot.data, std::move(*data)};
-    return true;
-  }
-  ++snapshot_stats_.refused;
-  if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
-    spdlog::error(
-        "node {}: refusing the snapshot of index {} term {} from node {}: {} ({} more "
-        "refused since the last line)",
-        config_.node_id, snapshot.index, snapshot.term, message.from, problem, *held_back);
-  }
-  return false;
-}
 
 void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
   bool full = false;
@@ -159,23 +131,48 @@ store::Status Replica::save_trim_snapshot(std::uint64_t point,
 }
 
 void Replica::install_snapshot(const raft::Snapshot& snapshot) {
-  // The admission's decode when it was of these very bytes (the core hands on the message's
-  // buffer), else decoded again (a snapshot stepped in an earlier round).
-  store::Result<SnapshotData> decoded = store::Status::corruption("not decoded");
-  if (admitted_snapshot_ && admitted_snapshot_->bytes.shares_bytes_with(snapshot.data) &&
-      admitted_snapshot_->bytes.size() == snapshot.data.size()) {
-    decoded = std::move(admitted_snapshot_->data);
-  } else {
-    decoded = decode_snapshot_data(snapshot.data.view());
+  SnapshotStats::InstallTimes& times = snapshot_stats_.last_install;
+  const auto install_start = std::chrono::steady_clock::now();
+  auto part_start = install_start;
+  // The time of the part that ends now, and the next one's start.
+  const auto part = [&part_start] {
+    const auto took = since(part_start);
+    part_start = std::chrono::steady_clock::now();
+    return took;
+  };
+  // The preparation of these very bytes (the core hands on the message's buffer): every snapshot
+  // the core installs was stepped into it by finish_snapshot_preparation, in this process().
+  if (!prepared_snapshot_ || !prepared_snapshot_->bytes.shares_bytes_with(snapshot.data) ||
+      prepared_snapshot_->data.index != snapshot.index ||
+      prepared_snapshot_->data.term != snapshot.term) {
+    // Not expected (core_would_install() mirrors the core's rules, and a test drives each), and
+    // handled all the same: prepared here, on the loop, with the checks of a preparation.
+    PreparedSnapshot on_loop;
+    on_loop.bytes = snapshot.data;
+    prepare_snapshot(on_loop, snapshot, config_.store.env, config_.data_dir,
+                     config_.dedup_max_clients, config_.dedup_sequences_per_client);
     ++snapshot_stats_.decodes;
+    if (on_loop.problem.empty() && on_loop.write.ok() && !on_loop.data.section.empty() &&
+        deps_.check_snapshot_section) {
+      on_loop.problem = deps_.check_snapshot_section(on_loop.data.section, on_loop.data.index);
+    }
+    if (!on_loop.problem.empty()) {
+      if (on_loop.file_written) (void)remove_snapshot_install(config_.store.env, config_.data_dir);
+      fatal("the snapshot to install does not validate: " + on_loop.problem);  // a bug
+      return;
+    }
+    if (!on_loop.write.ok()) {
+      if (on_loop.file_written) (void)remove_snapshot_install(config_.store.env, config_.data_dir);
+      fatal("writing SNAPSHOT.install: " + on_loop.write.to_string());
+      return;
+    }
+    prepared_snapshot_ = std::move(on_loop);
   }
-  admitted_snapshot_.reset();
-  if (!decoded.ok() || decoded->index != snapshot.index || decoded->term != snapshot.term) {
-    // admit_snapshot() checked it before the core saw it: only a bug gets here.
-    fatal("the snapshot to install does not validate any more");
-    return;
-  }
-  const SnapshotData& data = *decoded;
+  PreparedSnapshot prepared = std::move(*prepared_snapshot_);
+  prepared_snapshot_.reset();
+  times = prepared.times;
+  times.prepared_off_loop = times.decode + times.snapshot_file + times.tables;
+  SnapshotData& data = prepared.data;
   const std::uint64_t point = data.index;
   snapshot_encoding_.invalidate();  // it described the log this install replaces
   abandon_outgoing_snapshot("an install replaces the log");
@@ -184,13 +181,14 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
       "of the log [{}, {}] (commit {})",
       config_.node_id, raft_->term(), point, data.term, log_->first_index(), log_->last_index(),
       commit_);
-  // 2. SNAPSHOT.next, naming the point (SNAPSHOT still describes the old log until step 3).
-  if (store::Status st =
-          write_snapshot_next(config_.store.env, config_.data_dir, snapshot.data.view());
-      !st.ok()) {
-    fatal("writing SNAPSHOT.next: " + st.to_string());
+  part_start = std::chrono::steady_clock::now();
+  // 2. SNAPSHOT.next, naming the point (SNAPSHOT still describes the old log until step 3): the
+  // prepared SNAPSHOT.install, written and synced off the loop, renamed, with a directory fsync.
+  if (store::Status st = promote_snapshot_install(config_.store.env, config_.data_dir); !st.ok()) {
+    fatal("renaming SNAPSHOT.install to SNAPSHOT.next: " + st.to_string());
     return;
   }
+  times.rename = part();
   // 3. The commit point: the old log is gone, the new one starts at point + 1. Then SNAPSHOT.next
   // becomes SNAPSHOT (a crash before that: the open finishes the rename).
   if (store::Status st = log_->reset(point + 1, data.term); !st.ok()) {
@@ -201,6 +199,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     fatal("renaming SNAPSHOT.next to SNAPSHOT: " + st.to_string());
     return;
   }
+  times.log_reset = part();
   // 4. CONFSTATE, with the snapshot's retired ids.
   conf_records_ = {raft::ConfRecord{point, data.term, data.conf}};
   if (store::Status st = rules::install_rewrites_conf_state()
@@ -210,14 +209,16 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     fatal("persisting the snapshot's configuration: " + st.to_string());
     return;
   }
+  times.conf_state = part();
   // 5. TOPICSTATE (not fatal, as any save: the next open completes it from SNAPSHOT).
   commit_ = point;
-  topics_.reset(point, data.topics);
-  first_index_topics_ = data.topics;  // the log now starts at point + 1
+  topics_ = std::move(prepared.topics);  // built off the loop: moved in
+  first_index_topics_ = std::move(data.topics);  // the log now starts at point + 1
   first_index_conf_ = data.conf;
   tell_core_trim_point_conf();
   topic_scan_.reset();                // it scanned the replaced log
   pending_trim_before_ = 0;
+  times.swap = part();  // the topic table's part; the dedup table's is added below
   // Bounded as a replicated entry's timestamp is (note_entry): a sender's clock far ahead (or a
   // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
   last_timestamp_ms_ = std::max(
@@ -226,9 +227,11 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     spdlog::warn("node {}: saving TOPICSTATE after the install: {}", config_.node_id,
                  saved.to_string());
   }
+  times.topic_state = part();
   // In memory: the replaced log's records go, what waited on it fails or is dropped.
-  dedup_.replace(point + 1, data.dedup_view_start, data.dedup_clients);
+  dedup_ = std::move(*prepared.dedup);  // built off the loop from the data's clients
   dedup_recorded_through_ = point;
+  times.swap += part();
   unwritten_proposals_.clear();
   held_messages_.clear();
   for (auto& [last, pending] : pending_appends_) pending.done(replaced_by_snapshot_error());
@@ -248,6 +251,22 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   ++snapshot_stats_.installed;
   snapshot_stats_.last_installed_index = point;
   if (deps_.snapshot_installed) deps_.snapshot_installed(point, data.section);
+  times.node_section = part();
+  times.install = since(install_start);
+  log_install_times(point);
+}
+
+void Replica::log_install_times(std::uint64_t point) const {
+  const SnapshotStats::InstallTimes& t = snapshot_stats_.last_install;
+  const auto ms = [](std::chrono::microseconds us) { return static_cast<double>(us.count()) / 1e3; };
+  spdlog::info(
+      "node {}: installed the snapshot of index {}: {:.1f} ms on the Raft loop (SNAPSHOT rename "
+      "{:.1f}, log reset {:.1f}, CONFSTATE {:.1f}, TOPICSTATE {:.1f}, tables moved in {:.1f}, "
+      "node section {:.1f} ms), prepared in {:.1f} ms off it (decode {:.1f}, SNAPSHOT.install "
+      "written and synced {:.1f}, tables built {:.1f} ms)",
+      config_.node_id, point, ms(t.install), ms(t.rename), ms(t.log_reset), ms(t.conf_state),
+      ms(t.topic_state), ms(t.swap), ms(t.node_section), ms(t.prepared_off_loop), ms(t.decode),
+      ms(t.snapshot_file), ms(t.tables));
 }
 
 namespace {
@@ -289,6 +308,12 @@ bool Replica::complete_without_snapshot() const {
 bool Replica::load_snapshot_state(std::string* problem) {
   loaded_snapshot_.reset();
   store::Env* const env = config_.store.env;
+  // A received snapshot's preparation that a crash or a stop cut (never renamed: it counts for
+  // nothing; replica_snapshot_receive.cpp).
+  if (store::Status st = remove_snapshot_install(env, config_.data_dir); !st.ok()) {
+    *problem = "removing a left-over SNAPSHOT.install: " + st.to_string();
+    return false;
+  }
   if (!finish_cut_trim(problem)) return false;
   const std::uint64_t first = log_->first_index();
   if (first <= 1) {

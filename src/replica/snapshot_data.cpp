@@ -294,6 +294,41 @@ store::Status write_snapshot_next(store::Env* env, const std::string& data_dir,
   return env->sync_dir(data_dir);
 }
 
+namespace {
+
+std::string snapshot_install_path(const std::string& data_dir) {
+  return data_dir + "/SNAPSHOT.install";
+}
+
+}  // namespace
+
+store::Status write_snapshot_install(store::Env* env, const std::string& data_dir,
+                                     std::string_view bytes, bool sync) {
+  if (env == nullptr) env = store::Env::posix();
+  const std::string path = snapshot_install_path(data_dir);
+  if (sync) return env->write_file(path, bytes);  // written, then fdatasync
+  // Only the planted bug (durability_rules.h, install_syncs_prepared_snapshot) writes unsynced.
+  auto file = env->open(path, /*create=*/true);
+  if (!file.ok()) return file.status();
+  RAFTLOG_RETURN_IF_ERROR((*file)->truncate(bytes.size()));  // MemoryEnv writes within its size
+  return (*file)->write_at(0, bytes);
+}
+
+store::Status promote_snapshot_install(store::Env* env, const std::string& data_dir) {
+  if (env == nullptr) env = store::Env::posix();
+  RAFTLOG_RETURN_IF_ERROR(env->rename(snapshot_install_path(data_dir),
+                                      snapshot_path(data_dir, SnapshotFile::kNext)));
+  return env->sync_dir(data_dir);
+}
+
+store::Status remove_snapshot_install(store::Env* env, const std::string& data_dir) {
+  if (env == nullptr) env = store::Env::posix();
+  const std::string path = snapshot_install_path(data_dir);
+  if (!env->exists(path)) return store::Status();
+  RAFTLOG_RETURN_IF_ERROR(env->remove(path));
+  return env->sync_dir(data_dir);
+}
+
 store::Status promote_snapshot_next(store::Env* env, const std::string& data_dir) {
   if (env == nullptr) env = store::Env::posix();
   RAFTLOG_RETURN_IF_ERROR(env->rename(snapshot_path(data_dir, SnapshotFile::kNext),

@@ -136,6 +136,17 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes);
 //   remove_snapshot_next: delete a SNAPSHOT.next whose commit point never came (a no-op if none).
 // The open (Replica::load_snapshot_state) takes whichever file describes the log's start and
 // finishes the promotion or removes the stale one. read: nullopt when the file does not exist.
+// A follower's install prepares its data off the Raft loop (replica_snapshot_receive.cpp) in
+// <data_dir>/SNAPSHOT.install:
+//   write_snapshot_install: the file written and (sync) fdatasync'd, off the loop;
+//   promote_snapshot_install (the install's step 2, on the loop): renamed to SNAPSHOT.next,
+//     directory fsync; from there the install goes on as above;
+//   remove_snapshot_install: an abandoned or failed preparation's, and one a crash left (the open).
+// A SNAPSHOT.install is never read: nothing in it counts until it is renamed.
+store::Status write_snapshot_install(store::Env* env, const std::string& data_dir,
+                                     std::string_view bytes, bool sync);
+store::Status promote_snapshot_install(store::Env* env, const std::string& data_dir);
+store::Status remove_snapshot_install(store::Env* env, const std::string& data_dir);
 enum class SnapshotFile { kCurrent, kNext };
 store::Status write_snapshot_next(store::Env* env, const std::string& data_dir,
                                   std::string_view bytes);

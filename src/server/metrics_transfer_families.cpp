@@ -106,7 +106,22 @@ SnapshotMetrics::SnapshotMetrics(FamilyBuilder& builder) {
       builder, {{"raftlog_snapshot_sends_dropped_total",
                  "Snapshot sends dropped while they waited for an encoding (a trim, an install or "
                  "a loss of leadership overtook it, or another point's was in flight).",
-                 &field<&NodeStatus::snapshot_sends_dropped>}});
+                 &field<&NodeStatus::snapshot_sends_dropped>},
+                {"raftlog_snapshot_install_write_failures_total",
+                 "Received snapshots whose preparation could not write SNAPSHOT.install (a full "
+                 "disk): the old state is kept and the leader sends the snapshot again.",
+                 &field<&NodeStatus::snapshot_install_write_failures>}});
+  status_.add_gauges(
+      builder,
+      {{"raftlog_snapshot_install_preparing",
+        "1 while this follower prepares a received snapshot off the Raft loop.",
+        &field<&NodeStatus::snapshot_install_preparing>},
+       {"raftlog_snapshot_last_install_loop_seconds",
+        "How long this follower's last snapshot install held its Raft loop (the rename, the log "
+        "reset, CONFSTATE, TOPICSTATE, the tables moved in).",
+        [](const NodeStatus& status) {
+          return std::chrono::duration<double>(status.snapshot_last_install_on_loop).count();
+        }}});
   transfers_.add_totals(
       builder,
       {{"raftlog_snapshots_resumed_total",

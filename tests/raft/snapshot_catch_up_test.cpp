@@ -549,6 +549,62 @@ TEST(SnapshotCatchUp, ALeaderThatStepsDownWhileTheEncodingRunsDropsTheWaitingSna
 }
 
 
+// Node 1's kSnapshot to node 2 in node 1's term, of a point above node 2's log (its data describes
+// that point): node 2 would install it, so it prepares it off its loop first.
+Message snapshot_from_node_1_to_node_2_at(const TestCluster& c, Index index) {
+  replica::SnapshotData data;
+  data.index = index;
+  data.term = c.raft(1).term();
+  data.conf = c.raft(1).conf();
+  Snapshot snapshot;
+  snapshot.index = index;
+  snapshot.term = data.term;
+  snapshot.conf = data.conf;
+  snapshot.data = replica::encode_snapshot_data(data);
+  Message m;
+  m.type = MessageType::kSnapshot;
+  m.from = 1;
+  m.to = 2;
+  m.term = c.raft(1).term();
+  m.commit = index;
+  m.snapshot = std::move(snapshot);
+  return m;
+}
+
+// Review F2 (installoff): a replica keeps one off-loop job at a time, a follower's preparation or a
+// leader's encoding. Node 2's preparation is dropped when it takes over (a newer term), its job
+// still out; as leader it gathers a snapshot for stranded node 3, whose encoding waits for that
+// job. The preparation's result must start it: nothing else would until a trim or another leader.
+TEST(SnapshotCatchUp, AnEncodingThatWaitedForADroppedPreparationStartsWithItsResult) {
+  TestCluster c({1, 2, 3}, with_snapshots, short_follower_grace);
+  ASSERT_NO_FATAL_FAILURE(strand_node_3(c));
+  // Node 2 trims as node 1 did, so that as leader it has to send node 3 a snapshot too.
+  const replica::TrimResult trimmed = c.trim(2, 15);
+  ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  ASSERT_EQ(c.node(2).log.first_index(), 15u);
+  c.node(2).hold_off_loop = true;
+  c.step(2, snapshot_from_node_1_to_node_2_at(c, 40));
+  ASSERT_EQ(c.node(2).off_loop_jobs.size(), 1u) << "the preparation, held";
+  ASSERT_EQ(c.replica(2).snapshot_stats().install_preparing, 1u);
+  c.transfer_leadership(1, 2);
+  for (int i = 0; i < 20 && c.leader() != 2; ++i) c.tick_all(1);
+  ASSERT_EQ(c.leader(), 2u);
+  EXPECT_EQ(c.replica(2).snapshot_stats().install_preparations_dropped, 1u);
+  c.heal();
+  c.tick_all(3);
+  ASSERT_EQ(c.replica(2).snapshot_stats().encoding_in_flight, 1u) << "node 3's snapshot gathered";
+  ASSERT_EQ(c.node(2).off_loop_jobs.size(), 1u) << "only the dropped preparation's job is out";
+  c.finish_off_loop(2);  // the dropped job's result; then the encoding it started, and its result
+  EXPECT_EQ(c.replica(2).snapshot_stats().encoding_in_flight, 0u);
+  EXPECT_EQ(c.replica(2).snapshot_stats().sent, 1u);
+  c.node(2).hold_off_loop = false;
+  c.tick_all(5);
+  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
+  EXPECT_EQ(c.raft(3).commit_index(), c.raft(2).commit_index());
+}
+
+
 // The follower decodes the snapshot's data once: its admission's decode (before the core sees the
 // message) is what the install uses. Before, the install decoded the same tens of MiB again on the
 // loop.
