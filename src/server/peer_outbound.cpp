@@ -428,9 +428,13 @@ bool PeerOutbound::send(raft::Message message) {
       receipt = receipts_.from_peer(message.to);
     }
     std::lock_guard lock(link.mu);
+    const std::uint64_t full_before = link.queue.counters().dropped_queue_full;
     const LaneQueue::Admission admission =
         chunked ? link.queue.push_snapshot(std::move(message), crc, Clock::now(), receipt)
                 : link.queue.push(std::move(message), Clock::now());
+    // Exactly what the queue counted (a push may also drop a chunk of an older transfer).
+    dropped_queue_full_[static_cast<std::size_t>(link.lane)] +=
+        link.queue.counters().dropped_queue_full - full_before;
     if (admission != LaneQueue::Admission::kQueued) {
       if (chunked && admission == LaneQueue::Admission::kOversize) {
         spdlog::error("node {}: a snapshot for peer {} exceeds {} bytes: not sent", options_.self_id,
@@ -443,6 +447,15 @@ bool PeerOutbound::send(raft::Message message) {
   }
   if (start_write) pump(link);
   return true;
+}
+
+OutboundTotals PeerOutbound::totals() const {
+  OutboundTotals totals;
+  totals.dropped_queue_full_control =
+      dropped_queue_full_[static_cast<std::size_t>(Lane::kControl)].load();
+  totals.dropped_queue_full_append =
+      dropped_queue_full_[static_cast<std::size_t>(Lane::kAppend)].load();
+  return totals;
 }
 
 std::vector<PeerStats> PeerOutbound::peer_stats() const {
