@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_test_support.h"
 #include "testing/http_get.h"
 #include "testing/local_cluster.h"
 #include "testing/loop_rounds.h"
@@ -50,6 +51,7 @@ constexpr auto kFillTimeout = 90s;
 constexpr auto kCatchUpTimeout = 60s;
 // The load while the follower catches up: one 1 KiB entry every 20 ms, at most this many.
 constexpr int kMaxLoadAppends = 3000;
+constexpr auto kMaxLoadDuration = 120s;
 constexpr auto kLoadInterval = 20ms;
 // How often every node's status is sampled for its term and leader.
 constexpr auto kSampleInterval = 20ms;
@@ -83,7 +85,7 @@ std::string fill_payload(int call, int position) {
 
 // Every acknowledged entry: the fill's appends by their first index (payloads rebuilt), the load's
 // by index with their payloads.
-struct Acknowledged {
+struct FillAndLoad {
   std::map<std::uint64_t, int> fill_calls;  // first index -> call
   std::map<std::uint64_t, std::string> load;
   std::uint64_t last_index() const {
@@ -96,7 +98,7 @@ struct Acknowledged {
 
 // Appends the fill through `endpoints`; false (with a failure recorded) when an append fails or the
 // fill takes longer than kFillTimeout.
-bool fill(LocalCluster& cluster, const std::vector<int>& endpoints, Acknowledged* acknowledged) {
+bool fill(LocalCluster& cluster, const std::vector<int>& endpoints, FillAndLoad* acknowledged) {
   client::Options options;
   for (int id : endpoints) options.endpoints.push_back(cluster.address(id));
   options.retry_deadline_ms = 20000;
@@ -183,62 +185,9 @@ class LeadershipWatch {
   std::thread thread_;
 };
 
-// One 1 KiB append every kLoadInterval from its own thread, until stopped or kMaxLoadAppends.
-class SmallLoad {
- public:
-  explicit SmallLoad(LocalCluster& cluster)
-      : thread_([this, &cluster] {
-          client::Options options;
-          for (int id = 1; id <= cluster.size(); ++id) {
-            options.endpoints.push_back(cluster.address(id));
-          }
-          options.retry_deadline_ms = 15000;
-          options.share_append_stream = false;
-          auto client = client::Client::create(options);
-          if (!client.ok()) return;
-          for (int i = 0; i < kMaxLoadAppends && !stop_.load(); ++i) {
-            std::string payload = "load-" + std::to_string(i) + "-";
-            payload.resize(1024, 'l');
-            auto appended = client.value()->append({payload});
-            {
-              std::lock_guard lock(mu_);
-              if (appended.ok()) {
-                acknowledged_[appended->first_index] = payload;
-              } else {
-                ++failures_;
-              }
-            }
-            std::this_thread::sleep_for(kLoadInterval);
-          }
-        }) {}
-  ~SmallLoad() { stop(); }
-  SmallLoad(const SmallLoad&) = delete;
-  SmallLoad& operator=(const SmallLoad&) = delete;
-
-  void stop() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
-  std::map<std::uint64_t, std::string> acknowledged() const {
-    std::lock_guard lock(mu_);
-    return acknowledged_;
-  }
-  int failures() const {
-    std::lock_guard lock(mu_);
-    return failures_;
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  mutable std::mutex mu_;
-  std::map<std::uint64_t, std::string> acknowledged_;
-  int failures_ = 0;
-  std::thread thread_;
-};
-
 // Reads node `id`'s committed log from index 1 up to `last` (node-local reads) and counts the
 // acknowledged entries it lacks or holds with other bytes.
-std::size_t missing_on(LocalCluster& cluster, int id, const Acknowledged& acknowledged,
+std::size_t missing_on(LocalCluster& cluster, int id, const FillAndLoad& acknowledged,
                        std::uint64_t last) {
   client::Options options;
   options.retry_deadline_ms = 5000;
@@ -292,7 +241,7 @@ TEST(CatchUpByReplicationTest, AFollowerBackAfter160MiBCatchesUpWithoutAnElectio
   const int other = 6 - leader - follower;
   ASSERT_EQ(cluster.stop(follower), 0) << cluster.log_tail(follower);
 
-  Acknowledged acknowledged;
+  FillAndLoad acknowledged;
   const auto fill_started = Clock::now();
   ASSERT_TRUE(fill(cluster, {leader, other}, &acknowledged));
   const double fill_s = std::chrono::duration<double>(Clock::now() - fill_started).count();
@@ -308,7 +257,13 @@ TEST(CatchUpByReplicationTest, AFollowerBackAfter160MiBCatchesUpWithoutAnElectio
   ASSERT_TRUE(drops_before.has_value()) << "the leader serves no queue-full drops";
 
   LeadershipWatch watch(cluster);
-  SmallLoad load(cluster);
+  // One 1 KiB append every kLoadInterval, each on its own call, until stopped.
+  BackgroundLoad load(cluster, {.endpoints = {1, 2, 3},
+                                .max_appends = kMaxLoadAppends,
+                                .max_duration = kMaxLoadDuration,
+                                .interval = kLoadInterval,
+                                .payload_bytes = 1024,
+                                .share_append_stream = false});
   const auto restarted = Clock::now();
   cluster.start(follower);
   const bool caught_up = cluster.wait_for_commit(follower, fill_last, kCatchUpTimeout);
