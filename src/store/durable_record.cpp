@@ -83,10 +83,18 @@ std::string DurableRecordFile::damaged_newer_slot(const char* bytes,
   if (blank) return {};  // never written (the file has had one write)
   if (get_u32(bytes) == kMagic && get_u32(bytes + 8) == kVersion) {
     const std::uint64_t sequence = get_u64(bytes + 16);
-    if (sequence <= valid_sequence) return {};  // an older record damaged: nothing is lost
-    return "is damaged (its checksum does not match: a crash in the middle of its write, or "
-           "damage on disk) and held the newer record (sequence " +
-           std::to_string(sequence) + ")";
+    // write() numbers each record one above the other slot's, so the only older record this slot
+    // can hold is the valid one's predecessor: damaged, it loses nothing. Any other number is the
+    // newer record's, or a damaged sequence field (which the checksum covers too).
+    if (sequence + 1 == valid_sequence) return {};
+    if (sequence > valid_sequence) {
+      return "is damaged (its checksum does not match: a crash in the middle of its write, or "
+             "damage on disk) and held the newer record (sequence " +
+             std::to_string(sequence) + ")";
+    }
+    return "is damaged (its checksum does not match, and its sequence field reads " +
+           std::to_string(sequence) + ", not the older record's " +
+           std::to_string(valid_sequence - 1) + ") and may have held the newer record";
   }
   return "is damaged (its header is not a record's: a crash in the middle of its write, or damage "
          "on disk) and may have held the newer record";

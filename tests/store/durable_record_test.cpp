@@ -111,12 +111,27 @@ TEST(DurableRecord, AFallbackFromADamagedNewerSlotIsLoggedOnceAtOpen) {
   }
   // Now slot 0 ("first") is the older one: damage there loses nothing.
   ASSERT_TRUE(env.corrupt_byte("/d/rec", 26, 3).ok());
+  {
+    CapturedLog log;
+    auto record = DurableRecordFile::open(&env, "/d/rec", "/d");
+    ASSERT_TRUE(record.ok());
+    EXPECT_EQ(*(*record)->current(), "third");
+    EXPECT_EQ((*record)->fallback(), "");
+    EXPECT_EQ(log.text(), "") << "a damaged older slot is no fallback";
+    ASSERT_TRUE((*record)->write("fourth").ok());  // slot 0, sequence 3 (slot 1's "third": 2)
+  }
+  // A flipped bit in the newer slot's sequence field (3 reads 2): it looks no newer than slot 1's
+  // 2, but only 1 could be an older record there (review of peerops, LOW-1: this was silent).
+  ASSERT_TRUE(env.corrupt_byte("/d/rec", 16, 0).ok());
   CapturedLog log;
   auto record = DurableRecordFile::open(&env, "/d/rec", "/d");
   ASSERT_TRUE(record.ok());
   EXPECT_EQ(*(*record)->current(), "third");
-  EXPECT_EQ((*record)->fallback(), "");
-  EXPECT_EQ(log.text(), "") << "a damaged older slot is no fallback";
+  EXPECT_NE((*record)->fallback(), "");
+  const std::string text = log.text();
+  EXPECT_NE(text.find("/d/rec: slot 0 is damaged"), std::string::npos) << text;
+  EXPECT_NE(text.find("sequence field reads 2, not the older record's 1"), std::string::npos)
+      << text;
 }
 
 TEST(DurableRecord, CrashDuringWriteKeepsOldOrNewNeverGarbage) {
