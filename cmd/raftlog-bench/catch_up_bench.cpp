@@ -9,7 +9,6 @@
 #include <memory>
 #include <optional>
 #include <ostream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +19,7 @@
 #include "cluster_bench.h"
 #include "local_cluster_run.h"
 #include "report.h"
-#include "testing/http_get.h"
+#include "testing/loop_rounds.h"
 #include "testing/local_cluster.h"
 
 namespace raftlog::bench {
@@ -36,52 +35,8 @@ constexpr int kFounders = 3;
 constexpr int kLearner = kFounders + 1;
 constexpr auto kSampleInterval = 100ms;
 
-// raftlog_raft_loop_round_seconds of one node: bucket upper bounds (seconds) and cumulative counts.
-struct LoopRounds {
-  std::vector<std::pair<double, double>> buckets;  // (le, count), in the order scraped
-  double count = 0;
-  // Rounds longer than the smallest bucket bound at or above `seconds` (a bucket bound: exact).
-  double over(double seconds) const {
-    for (const auto& [le, cumulative] : buckets) {
-      if (le >= seconds) return count - cumulative;
-    }
-    return 0;
-  }
-  // The upper bound of the bucket holding the longest round (+Inf as 1e9).
-  double longest_bound() const {
-    double previous = 0;
-    double bound = 0;
-    for (const auto& [le, cumulative] : buckets) {
-      if (cumulative > previous) bound = le;
-      previous = cumulative;
-    }
-    return bound;
-  }
-};
-
-std::optional<LoopRounds> scrape_loop_rounds(const std::string& metrics_address) {
-  const std::optional<std::string> body = testing::http_get(metrics_address, "/metrics", 2s);
-  if (!body) return std::nullopt;
-  LoopRounds rounds;
-  std::istringstream lines(*body);
-  // Bounded by the scraped body (at most 16 MiB).
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("raftlog_raft_loop_round_seconds_", 0) != 0) continue;
-    const std::size_t space = line.rfind(' ');
-    if (space == std::string::npos) continue;
-    const double value = std::strtod(line.c_str() + space + 1, nullptr);
-    if (line.rfind("raftlog_raft_loop_round_seconds_count", 0) == 0) {
-      rounds.count = value;
-      continue;
-    }
-    const std::size_t le = line.find("le=\"");
-    if (line.rfind("raftlog_raft_loop_round_seconds_bucket", 0) != 0 || le == std::string::npos)
-      continue;
-    const std::string bound = line.substr(le + 4, line.find('"', le + 4) - le - 4);
-    rounds.buckets.emplace_back(bound == "+Inf" ? 1e9 : std::strtod(bound.c_str(), nullptr), value);
-  }
-  return rounds;
-}
+using testing::LoopRounds;
+using testing::scrape_loop_rounds;
 
 // The highest term any founder reports, sampled until stopped (every real campaign bumps it).
 class TermWatch {
@@ -217,12 +172,7 @@ int run_catch_up_command(std::string_view command_path, std::span<const std::str
   std::optional<LoopRounds> after = scrape_loop_rounds(cluster->metrics_address(leader));
   if (!after) after = before;
 
-  LoopRounds during;  // the difference: rounds of the catch-up (and the samples' own)
-  during.count = after->count - before->count;
-  for (std::size_t i = 0; i < after->buckets.size() && i < before->buckets.size(); ++i) {
-    during.buckets.emplace_back(after->buckets[i].first,
-                                after->buckets[i].second - before->buckets[i].second);
-  }
+  const LoopRounds during = after->minus(*before);  // the catch-up's rounds (and the samples')
   if (!keep_logs_dir.empty()) keep_logs(*cluster, keep_logs_dir, io.err);
   ResultLine line("catch_up");
   line.add("log_mib", log_mib)

@@ -49,6 +49,7 @@ class Metrics::Impl final : public prometheus::Collectable {
     store_.refresh_disk(data_dir_);
     if (watermark_source_) store_.refresh_watermark(watermark_source_());
     if (admission_source_) peers_.refresh_admission(admission_source_());
+    if (outbound_source_) peers_.refresh_outbound(outbound_source_());
     if (!status_source_) return;
     const NodeStatus status = status_source_();
     node_.refresh(status);
@@ -79,6 +80,7 @@ class Metrics::Impl final : public prometheus::Collectable {
   std::function<NodeStatus()> status_source_;
   std::function<bool()> watermark_source_;
   std::function<InboundStats()> admission_source_;
+  std::function<OutboundTotals()> outbound_source_;
   std::function<SnapshotTransfers(const NodeStatus&)> snapshot_source_;
 };
 
@@ -174,6 +176,11 @@ void Metrics::set_snapshot_source(std::function<SnapshotTransfers(const NodeStat
 void Metrics::set_admission_source(std::function<InboundStats()> source) {
   std::lock_guard lock(impl_->source_mu_);
   impl_->admission_source_ = std::move(source);
+}
+
+void Metrics::set_outbound_source(std::function<OutboundTotals()> source) {
+  std::lock_guard lock(impl_->source_mu_);
+  impl_->outbound_source_ = std::move(source);
 }
 
 void Metrics::set_watermark_source(std::function<bool()> source) {

@@ -46,6 +46,8 @@ class Metrics final : public NodeEvents, public ClientRequestObserver {
   void set_watermark_source(std::function<bool()> source);
   // The peer transport's inbound admission (raftlog_peer_unconfigured_*), read at each scrape.
   void set_admission_source(std::function<InboundStats()> source);
+  // The peer transport's outbound totals (raftlog_peer_queue_full_drops_total), read at each scrape.
+  void set_outbound_source(std::function<OutboundTotals()> source);
 
   // "host:port" actually bound.
   const std::string& bound_address() const;

@@ -198,6 +198,7 @@ class PeerMetrics {
   // Sets every peer's series and removes those of peers no longer in the status.
   void refresh(const NodeStatus& status, const SnapshotTransfers& transfers) const;
   void refresh_admission(const InboundStats& stats) const { admission_.refresh(stats); }
+  void refresh_outbound(const OutboundTotals& totals) const;
 
   // What a peer's series are read from: its status and its snapshot in flight (nullptr: none).
   struct Peer {
@@ -208,6 +209,8 @@ class PeerMetrics {
  private:
   std::vector<std::pair<prometheus::Family<Gauge>*, double (*)(const Peer&)>> families_;
   Readings<InboundStats> admission_;
+  Counter* queue_full_control_ = nullptr;  // raftlog_peer_queue_full_drops_total, by lane
+  Counter* queue_full_append_ = nullptr;
   mutable std::set<std::string> exported_peers_;  // the ids with series (the caller serialises)
 };
 

@@ -199,6 +199,16 @@ PeerMetrics::PeerMetrics(FamilyBuilder& builder) {
                 {"raftlog_peer_unconfigured_forgotten_total",
                  "Admitted unconfigured peers forgotten after being idle.",
                  &field<&InboundStats::forgotten_unconfigured_peers>}});
+  prometheus::Family<Counter>& queue_full = builder.counters(
+      "raftlog_peer_queue_full_drops_total",
+      "Messages to peers dropped because their lane's outbound queue was full, by lane.");
+  queue_full_control_ = &queue_full.Add({{"lane", "control"}});
+  queue_full_append_ = &queue_full.Add({{"lane", "append"}});
+}
+
+void PeerMetrics::refresh_outbound(const OutboundTotals& totals) const {
+  follow_total(*queue_full_control_, static_cast<double>(totals.dropped_queue_full_control));
+  follow_total(*queue_full_append_, static_cast<double>(totals.dropped_queue_full_append));
 }
 
 void PeerMetrics::refresh(const NodeStatus& status, const SnapshotTransfers& transfers) const {

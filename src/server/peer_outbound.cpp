@@ -99,6 +99,12 @@ LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
 // stop()), no write is claimed, and stop() is not cancelling it. A thread other than a reaction of
 // this stream touches it only while link.stream points to it (under link.mu) or while it owns the
 // write claim or the cancel, since both keep the hold.
+//
+// A call is never cancelled before its StartCall has returned: with gRPC 1.51 a TryCancel that ran
+// while StartCall was running (a reconnect opening the stream while set_peers removed its peer)
+// left the call's start and finish operations never completed, so OnDone never came and stop()
+// waited forever. A cancel() that finds the stream not started only marks it
+// (cancel_after_start); open_stream calls TryCancel once StartCall has returned.
 class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::RaftMessageBatch> {
  public:
   OutboundStream(PeerOutbound* outbound, PeerLink* link)
@@ -132,7 +138,8 @@ class PeerOutbound::OutboundStream final : public grpc::ClientWriteReactor<pb::R
   bool write_claimed = false;      // a write is being prepared or is in flight
   bool closing = false;  // no new writes; the hold goes once nothing else needs the stream
   bool hold_released = false;
-  bool cancel_in_progress = false;  // stop() is calling TryCancel
+  bool cancel_in_progress = false;  // cancel() or open_stream is calling TryCancel
+  bool cancel_after_start = false;  // cancelled before StartCall: open_stream calls TryCancel
 
  private:
   PeerOutbound* outbound_;
@@ -366,8 +373,14 @@ void PeerOutbound::cancel(PeerLink& link) {
     OutboundStream* stream = link.stream;
     if (stream != nullptr && !stream->hold_released) {
       stream->closing = true;
-      stream->cancel_in_progress = true;
-      to_cancel = stream;
+      if (!stream->started) {
+        // Its open_stream has not returned from StartCall yet: cancelling the call now would leave
+        // it never ending (see OutboundStream); open_stream cancels it once started.
+        stream->cancel_after_start = true;
+      } else if (!stream->cancel_in_progress) {
+        stream->cancel_in_progress = true;
+        to_cancel = stream;
+      }
     }
     link.stats.connected = false;
   }
@@ -380,6 +393,10 @@ void PeerOutbound::cancel(PeerLink& link) {
     release = release_due_locked(to_cancel);
   }
   if (release) to_cancel->RemoveHold();
+}
+
+void PeerOutbound::set_before_start_call_for_testing(std::function<void(raft::NodeId)> hook) {
+  before_start_call_for_testing_ = std::move(hook);
 }
 
 bool PeerOutbound::send(raft::Message message) {
@@ -411,9 +428,13 @@ bool PeerOutbound::send(raft::Message message) {
       receipt = receipts_.from_peer(message.to);
     }
     std::lock_guard lock(link.mu);
+    const std::uint64_t full_before = link.queue.counters().dropped_queue_full;
     const LaneQueue::Admission admission =
         chunked ? link.queue.push_snapshot(std::move(message), crc, Clock::now(), receipt)
                 : link.queue.push(std::move(message), Clock::now());
+    // Exactly what the queue counted (a push may also drop a chunk of an older transfer).
+    dropped_queue_full_[static_cast<std::size_t>(link.lane)] +=
+        link.queue.counters().dropped_queue_full - full_before;
     if (admission != LaneQueue::Admission::kQueued) {
       if (chunked && admission == LaneQueue::Admission::kOversize) {
         spdlog::error("node {}: a snapshot for peer {} exceeds {} bytes: not sent", options_.self_id,
@@ -426,6 +447,15 @@ bool PeerOutbound::send(raft::Message message) {
   }
   if (start_write) pump(link);
   return true;
+}
+
+OutboundTotals PeerOutbound::totals() const {
+  OutboundTotals totals;
+  totals.dropped_queue_full_control =
+      dropped_queue_full_[static_cast<std::size_t>(Lane::kControl)].load();
+  totals.dropped_queue_full_append =
+      dropped_queue_full_[static_cast<std::size_t>(Lane::kAppend)].load();
+  return totals;
 }
 
 std::vector<PeerStats> PeerOutbound::peer_stats() const {
@@ -468,14 +498,25 @@ void PeerOutbound::open_stream(PeerLink& link) {
   // connection attempt does (connect_timeout_ms), and the reconnect timer tries again.
   auth_.add_stream_metadata(stream->context, link.id);
   link.stub->async()->StreamBatches(&stream->context, &stream->summary, stream);
+  if (before_start_call_for_testing_) before_start_call_for_testing_(link.id);
   stream->AddHold();
   stream->StartCall();
+  bool cancel_now = false;
   bool release = false;
   {
     std::lock_guard lock(link.mu);
     stream->started = true;
+    // A cancel() that came before StartCall left the TryCancel to us (see OutboundStream).
+    cancel_now = stream->cancel_after_start;
+    if (cancel_now) stream->cancel_in_progress = true;
     // A reaction may already have closed the stream (StartCall can fail at once); it could not
     // release the hold before `started`.
+    release = release_due_locked(stream);
+  }
+  if (cancel_now) {
+    stream->context.TryCancel();
+    std::lock_guard lock(link.mu);
+    stream->cancel_in_progress = false;
     release = release_due_locked(stream);
   }
   if (release) {

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,8 +74,14 @@ class PeerOutbound {
   static constexpr std::chrono::milliseconds kRetiredLinger{500};
   std::vector<PeerStats> peer_stats() const;
   std::uint64_t dropped_unknown_peer() const { return dropped_unknown_peer_.load(); }
+  // PeerTransport::outbound_totals.
+  OutboundTotals totals() const;
   // Retired links not freed yet (for tests and stats).
   std::size_t retired_links() const;
+  // Tests only: runs in open_stream after the call is created and before its StartCall (the window
+  // in which a cancel must not reach gRPC, see OutboundStream), with the peer's id. Set before
+  // start(); it may call add_peer and remove_peer.
+  void set_before_start_call_for_testing(std::function<void(raft::NodeId)> hook);
 
  private:
   class OutboundStream;
@@ -192,6 +199,10 @@ class PeerOutbound {
   // gRPC's callback threads: one thread, at most one pending job per lane.
   TimerThread append_encoder_;
   std::atomic<std::uint64_t> dropped_unknown_peer_{0};
+  // Every lane's queue-full drops, by Lane, kept here too: a removed peer's links (and their
+  // counters) go, the total must not shrink.
+  std::array<std::atomic<std::uint64_t>, kLaneCount> dropped_queue_full_{};
+  std::function<void(raft::NodeId)> before_start_call_for_testing_;  // set before start()
   util::RateLimit add_refused_log_{kPeerDownLogInterval};  // under links_mu_ (exclusive)
 
   std::mutex streams_mu_;

@@ -319,6 +319,8 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     impl->metrics->set_watermark_source([node] { return node->disk_watermark_exceeded(); });
     impl->metrics->set_admission_source(
         [transport = impl->transport.get()] { return transport->inbound_stats(); });
+    impl->metrics->set_outbound_source(
+        [transport = impl->transport.get()] { return transport->outbound_totals(); });
     spdlog::info("node {}: metrics on http://{}/metrics", impl->config.node_id,
                  impl->metrics->bound_address());
   }

@@ -132,6 +132,7 @@ class PeerTransport::Impl {
   }
   SnapshotReceiveStatus snapshot_receive_status() const { return inbound_.snapshot_status(); }
   std::uint64_t dropped_unknown_peer() const { return outbound_.dropped_unknown_peer(); }
+  OutboundTotals outbound_totals() const { return outbound_.totals(); }
   std::size_t retired_links() const { return outbound_.retired_links(); }
 
  private:
@@ -175,5 +176,6 @@ SnapshotReceiveStatus PeerTransport::snapshot_receive_status() const {
 }
 std::uint64_t PeerTransport::dropped_unknown_peer() const { return impl_->dropped_unknown_peer(); }
 std::size_t PeerTransport::retired_links() const { return impl_->retired_links(); }
+OutboundTotals PeerTransport::outbound_totals() const { return impl_->outbound_totals(); }
 
 }  // namespace raftlog::server

@@ -223,6 +223,16 @@ struct PeerStats : LaneStats {
   LaneStats append;   // APPEND
 };
 
+// The outbound side's totals since the transport was built, over every peer it sent to (removed
+// ones included, unlike peer_stats()): they only grow.
+struct OutboundTotals {
+  // Messages send() dropped because their lane's queue was at a bound (LaneStats::dropped_queue_full),
+  // by lane: a full append lane means a follower that does not keep up (or a window too large for
+  // the lane); a full control lane, a peer that is unreachable or far too slow.
+  std::uint64_t dropped_queue_full_control = 0;
+  std::uint64_t dropped_queue_full_append = 0;
+};
+
 struct InboundStats {
   std::uint64_t received_messages = 0;  // delivered to on_message
   std::uint64_t rejected_streams = 0;   // ended because a message failed a check
@@ -285,6 +295,7 @@ class PeerTransport {
   // on_message, and the reassembly's counters (snapshot_chunks.h).
   SnapshotReceiveStatus snapshot_receive_status() const;
   std::uint64_t dropped_unknown_peer() const;
+  OutboundTotals outbound_totals() const;
   // Retired outbound links not freed yet (peer_outbound.h, kMaxRetiredPeers).
   std::size_t retired_links() const;
 

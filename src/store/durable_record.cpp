@@ -1,5 +1,7 @@
 #include "store/durable_record.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstring>
 
 #include "store/endian.h"
@@ -59,7 +61,43 @@ Result<std::unique_ptr<DurableRecordFile>> DurableRecordFile::open(
       record->current_ = std::move(decoded->payload);
     }
   }
+  if (record->current_slot_ >= 0) {
+    const int other = 1 - record->current_slot_;
+    record->fallback_ = damaged_newer_slot(record->mapping_->data() + other * kSlotStrideBytes,
+                                           record->current_sequence_);
+    if (!record->fallback_.empty()) {
+      // Once per open: the record read is an older one than the file last held, and nobody would
+      // know it otherwise (docs/operations.md, "Damaged data at startup").
+      spdlog::warn("{}: slot {} {}; using the older record of slot {} (sequence {})", path, other,
+                   record->fallback_, record->current_slot_, record->current_sequence_);
+    }
+  }
   return record;
+}
+
+std::string DurableRecordFile::damaged_newer_slot(const char* bytes,
+                                                  std::uint64_t valid_sequence) {
+  if (decode_slot(bytes, kSlotStrideBytes)) return {};  // valid, hence older: no fallback
+  bool blank = true;
+  for (std::uint64_t i = 0; i < kSlotStrideBytes && blank; ++i) blank = bytes[i] == '\0';
+  if (blank) return {};  // never written (the file has had one write)
+  if (get_u32(bytes) == kMagic && get_u32(bytes + 8) == kVersion) {
+    const std::uint64_t sequence = get_u64(bytes + 16);
+    // write() numbers each record one above the other slot's, so the only older record this slot
+    // can hold is the valid one's predecessor: damaged, it loses nothing. Any other number is the
+    // newer record's, or a damaged sequence field (which the checksum covers too).
+    if (sequence + 1 == valid_sequence) return {};
+    if (sequence > valid_sequence) {
+      return "is damaged (its checksum does not match: a crash in the middle of its write, or "
+             "damage on disk) and held the newer record (sequence " +
+             std::to_string(sequence) + ")";
+    }
+    return "is damaged (its checksum does not match, and its sequence field reads " +
+           std::to_string(sequence) + ", not the older record's " +
+           std::to_string(valid_sequence - 1) + ") and may have held the newer record";
+  }
+  return "is damaged (its header is not a record's: a crash in the middle of its write, or damage "
+         "on disk) and may have held the newer record";
 }
 
 Status DurableRecordFile::write(std::string_view payload) {

@@ -41,6 +41,10 @@ class DurableRecordFile {
   // was written (a copy or a hand's truncation), and the slot the cut removed may have been the
   // newer one: callers refuse it rather than take the older record for the current one.
   std::uint64_t bytes_at_open() const { return bytes_at_open_; }
+  // Why open() fell back to the older slot, "" when it did not: the other slot is damaged (not
+  // blank, not valid) and held, or may have held, a newer record. open() logs it as a warning with
+  // the file and the slots; the record read is then older than the one the file last held.
+  const std::string& fallback() const { return fallback_; }
   // Durably replaces the record. kInvalidArgument above kMaxPayloadBytes.
   Status write(std::string_view payload);
 
@@ -53,12 +57,15 @@ class DurableRecordFile {
 
  private:
   DurableRecordFile(std::string path, std::shared_ptr<Mapping> mapping);
+  // The reason for fallback() given the other slot's bytes and the valid slot's sequence.
+  static std::string damaged_newer_slot(const char* bytes, std::uint64_t valid_sequence);
   std::string path_;
   std::shared_ptr<Mapping> mapping_;
   std::optional<std::string> current_;
   std::uint64_t current_sequence_ = 0;
   int current_slot_ = -1;  // -1: none valid
   std::uint64_t bytes_at_open_ = 0;
+  std::string fallback_;
 };
 
 }  // namespace raftlog::store

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster_test_support.h"
 #include "shared/command_run.h"
 #include "testing/local_cluster.h"
 
@@ -21,71 +22,10 @@ namespace raftlog::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using Acknowledged = std::map<std::uint64_t, std::string>;
-
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return predicate();
-}
-
-// The leader among `ids`, 0 when none of them leads within the timeout.
-int leader_among(LocalCluster& cluster, const std::vector<int>& ids) {
-  int leader = 0;
-  eventually([&] {
-    for (int id : ids) {
-      const std::optional<client::NodeStatus> status = cluster.status(id);
-      if (status.has_value() && status->role == client::Role::kLeader) leader = id;
-    }
-    return leader != 0;
-  });
-  return leader;
-}
-
-// `count` 2 KiB entries, one append each; every acknowledged index and payload is kept.
-std::uint64_t append_entries(client::Client& client, int count, const std::string& tag,
-                             Acknowledged* acknowledged) {
-  std::uint64_t last = 0;
-  for (int i = 0; i < count; ++i) {
-    const std::string payload = tag + "-" + std::to_string(i) + std::string(2000, 'c');
-    auto result = client.append({payload});
-    EXPECT_TRUE(result.ok()) << result.status().message();
-    if (!result.ok()) continue;
-    (*acknowledged)[result->first_index] = payload;
-    last = result->last_index;
-  }
-  return last;
-}
-
 std::string endpoints_of(LocalCluster& cluster, const std::vector<int>& ids) {
   std::string endpoints;
   for (int id : ids) endpoints += (endpoints.empty() ? "" : ",") + cluster.address(id);
   return endpoints;
-}
-
-// Every acknowledged append is in node `id`'s log, from its first retained index on (some are).
-void expect_holds_acknowledged(LocalCluster& cluster, int id, const Acknowledged& acknowledged) {
-  ASSERT_TRUE(cluster.wait_for_commit(id, acknowledged.rbegin()->first, 20s))
-      << cluster.log_tail(id);
-  const std::optional<client::NodeStatus> status = cluster.status(id);
-  ASSERT_TRUE(status.has_value()) << cluster.log_tail(id);
-  std::map<std::uint64_t, std::string> log;
-  for (const client::Entry& entry : cluster.read_all(id)) log[entry.index] = entry.payload;
-  std::size_t checked = 0;
-  std::size_t missing = 0;
-  for (const auto& [index, payload] : acknowledged) {
-    if (index < status->first_index) continue;
-    ++checked;
-    const auto found = log.find(index);
-    if (found == log.end() || found->second != payload) ++missing;
-  }
-  EXPECT_GT(checked, 0U) << "node " << id;
-  EXPECT_EQ(missing, 0U) << "node " << id << " lacks " << missing << " of " << checked
-                         << " acknowledged appends";
 }
 
 TEST(ConfStateLossTest, ANodeTrimmedPastAChangeRefusesToStartWithoutConfStateAndIsReplaced) {
@@ -123,7 +63,7 @@ TEST(ConfStateLossTest, ANodeTrimmedPastAChangeRefusesToStartWithoutConfStateAnd
   const std::uint64_t last = append_entries(*client, 120, "after-change", &acknowledged);
   ASSERT_TRUE(cluster.wait_for_commit(victim, last, 20s)) << cluster.log_tail(victim);
   std::uint64_t first = 0;
-  eventually([&] {
+  poll_until([&] {
     auto trimmed = client->trim(cluster.address(victim), last);
     if (trimmed.ok()) first = trimmed->first_index;
     return first > change_committed + 1;
@@ -151,7 +91,7 @@ TEST(ConfStateLossTest, ANodeTrimmedPastAChangeRefusesToStartWithoutConfStateAnd
   ASSERT_EQ(swap.exit_code, 0) << swap.out << cluster.log_tail(5);
   append_entries(*client, 10, "after-replace", &acknowledged);
   const int other = victim == 1 ? 3 : 1;
-  for (int id : {other, 4, 5}) expect_holds_acknowledged(cluster, id, acknowledged);
+  for (int id : {other, 4, 5}) expect_holds_acknowledged(cluster, id, acknowledged, 0);
 }
 
 }  // namespace

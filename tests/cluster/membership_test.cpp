@@ -17,6 +17,7 @@
 
 #include "client/admin.h"
 #include "shared/command_run.h"
+#include "cluster_test_support.h"
 #include "shared/loopback.h"
 #include "testing/local_cluster.h"
 
@@ -46,22 +47,12 @@ std::unique_ptr<client::MembersClient> members_client(LocalCluster& cluster, int
   return std::move(created).value();
 }
 
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 20s) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return predicate();
-}
-
 // The member list once `done` holds for it: the leader answers ListMembers from the status it
 // publishes after each round, so a list read right after a change may still show the one before.
 client::MemberList settled_list(client::MembersClient& members,
                                 const std::function<bool(const client::MemberList&)>& done) {
   client::MemberList last;
-  eventually([&] {
+  poll_until([&] {
     auto list = members.list();
     if (!list.ok()) return false;
     last = std::move(list).value();
@@ -72,70 +63,6 @@ client::MemberList settled_list(client::MembersClient& members,
 
 std::string reason_of(const client::Status& status) {
   return status.details() ? status.details()->reason : "";
-}
-
-// Appends one entry at a time from its own thread until stopped, at most max_appends and for at
-// most max_duration; remembers every acknowledged index and its payload.
-class BoundedLoad {
- public:
-  BoundedLoad(LocalCluster& cluster, std::vector<int> endpoints, int max_appends,
-              std::chrono::seconds max_duration)
-      : thread_([this, &cluster, endpoints, max_appends, max_duration] {
-          client::Options options;
-          for (int id : endpoints) options.endpoints.push_back(cluster.address(id));
-          options.retry_deadline_ms = 15000;
-          auto client = client::Client::create(options);
-          if (!client.ok()) return;
-          const auto until = std::chrono::steady_clock::now() + max_duration;
-          for (int i = 0; i < max_appends && !stop_.load() && std::chrono::steady_clock::now() < until;
-               ++i) {
-            const std::string payload = "load-" + std::to_string(i);
-            auto appended = client.value()->append({payload});
-            std::lock_guard lock(mu_);
-            if (appended.ok()) {
-              acknowledged_[appended->first_index] = payload;
-            } else {
-              ++failures_;
-            }
-          }
-        }) {}
-  ~BoundedLoad() { finish(); }
-
-  void finish() {
-    stop_.store(true);
-    if (thread_.joinable()) thread_.join();
-  }
-  std::map<std::uint64_t, std::string> acknowledged() {
-    std::lock_guard lock(mu_);
-    return acknowledged_;
-  }
-  std::size_t count() {
-    std::lock_guard lock(mu_);
-    return acknowledged_.size();
-  }
-
- private:
-  std::atomic<bool> stop_{false};
-  std::mutex mu_;
-  std::map<std::uint64_t, std::string> acknowledged_;
-  int failures_ = 0;
-  std::thread thread_;
-};
-
-// Every acknowledged index holds its payload in node `id`'s log.
-void expect_holds_every_acknowledged(LocalCluster& cluster, int id,
-                                     const std::map<std::uint64_t, std::string>& acknowledged) {
-  ASSERT_FALSE(acknowledged.empty());
-  ASSERT_TRUE(cluster.wait_for_commit(id, acknowledged.rbegin()->first, 20s))
-      << cluster.log_tail(id);
-  std::map<std::uint64_t, std::string> log;
-  for (const client::Entry& entry : cluster.read_all(id)) log[entry.index] = entry.payload;
-  std::size_t missing = 0;
-  for (const auto& [index, payload] : acknowledged) {
-    auto found = log.find(index);
-    if (found == log.end() || found->second != payload) ++missing;
-  }
-  EXPECT_EQ(missing, 0U) << "node " << id << " lost acknowledged appends";
 }
 
 // Adds `id` as a learner, waits until it caught up, promotes it.
@@ -155,8 +82,8 @@ TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAckno
   for (int id = 1; id <= 3; ++id) cluster.start(id);
   ASSERT_NE(cluster.wait_for_leader(), 0) << cluster.log_tail(1);
   auto members = members_client(cluster, 3);
-  BoundedLoad load(cluster, {1, 2, 3, 4, 5}, 20000, 60s);
-  ASSERT_TRUE(eventually([&] { return load.count() >= 20; }));
+  BackgroundLoad load(cluster, {.endpoints = {1, 2, 3, 4, 5}, .max_appends = 20000, .max_duration = 60s});
+  ASSERT_TRUE(poll_until([&] { return load.count() >= 20; }));
 
   // Node 4 starts before it is added, node 5 after: both orders work.
   cluster.start(4);
@@ -177,7 +104,7 @@ TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAckno
   }
   EXPECT_TRUE(five.config_committed);
   const std::size_t at_five = load.count();
-  ASSERT_TRUE(eventually([&] { return load.count() >= at_five + 20; }));
+  ASSERT_TRUE(poll_until([&] { return load.count() >= at_five + 20; }));
 
   // Shrink: remove 1 and 2, the leader among them if it is one (it hands over first).
   for (std::uint64_t gone : {1u, 2u}) {
@@ -187,15 +114,15 @@ TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAckno
                 removed->voters.end());
   }
   const std::size_t at_three = load.count();
-  ASSERT_TRUE(eventually([&] { return load.count() >= at_three + 20; }))
+  ASSERT_TRUE(poll_until([&] { return load.count() >= at_three + 20; }))
       << "no append was acknowledged by the three remaining voters";
-  load.finish();
+  load.stop();
   const client::MemberList three = settled_list(
       *members, [](const client::MemberList& list) { return list.members.size() == 3; });
   ASSERT_EQ(three.members.size(), 3U);
   EXPECT_EQ(three.members[0].id, 3U);
   const std::map<std::uint64_t, std::string> acknowledged = load.acknowledged();
-  for (int id = 3; id <= 5; ++id) expect_holds_every_acknowledged(cluster, id, acknowledged);
+  for (int id = 3; id <= 5; ++id) expect_holds_acknowledged(cluster, id, acknowledged, std::nullopt);
 }
 
 TEST(MembershipTest, MembersReplaceSwapsADeadNodeOfFiveForANewNodeAtANewAddress) {
@@ -293,14 +220,8 @@ TEST(MembershipTest, NodesBehindTheConfigurationChangesHearALeaderAddedAfterTheF
   LocalCluster cluster(joining_cluster(6, 3));
   for (int id = 1; id <= 3; ++id) cluster.start(id);
   // (wait_for_leader wants a majority of all 6 nodes to agree; 3 run.)
-  int first_leader = 0;
-  ASSERT_TRUE(eventually([&] {
-    for (int id = 1; id <= 3 && first_leader == 0; ++id) {
-      const std::optional<client::NodeStatus> status = cluster.status(id);
-      if (status.has_value() && status->role == client::Role::kLeader) first_leader = id;
-    }
-    return first_leader != 0;
-  })) << cluster.log_tail(1);
+  const int first_leader = leader_among(cluster, {1, 2, 3});
+  ASSERT_NE(first_leader, 0) << cluster.log_tail(1);
   auto client = cluster.client({}, {1, 2, 3});
   ASSERT_TRUE(client->append({"before"}).ok());
   const int down = first_leader == 3 ? 2 : 3;
@@ -323,7 +244,7 @@ TEST(MembershipTest, NodesBehindTheConfigurationChangesHearALeaderAddedAfterTheF
   const CommandRun transfer = run_command(std::string(RAFTLOGCTL_PATH) +
                                           " transfer-leader --to 5 --endpoints " + endpoints);
   ASSERT_EQ(transfer.exit_code, 0) << transfer.out << cluster.log_tail(5);
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(poll_until([&] {
     const std::optional<client::NodeStatus> status = cluster.status(5);
     return status.has_value() && status->role == client::Role::kLeader;
   })) << cluster.log_tail(5);
@@ -363,7 +284,7 @@ TEST(MembershipTest, ARemovedNodeLearnsThatItsRemovalCommitted) {
   auto members = members_client(cluster, 0);
   auto change = members->remove(static_cast<std::uint64_t>(removed));
   ASSERT_TRUE(change.ok()) << change.status().to_string();
-  EXPECT_TRUE(eventually(
+  EXPECT_TRUE(poll_until(
       [&] {
         const std::optional<client::NodeStatus> status = cluster.status(removed);
         return status.has_value() && status->commit_index >= change->config_index;
@@ -449,7 +370,7 @@ TEST(MembershipTest, RefusalsNameTheirReasons) {
   first.join();
 
   // Removing voters until one is left; the last one cannot go.
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(poll_until([&] {
     auto list = members->list();
     return list.ok() && list->config_committed;
   }));
@@ -532,7 +453,7 @@ TEST(MembershipTest, ARemovedNodeThatWasDownLearnsItIsRemovedWhenItComesBack) {
   // among it): started later, the node cannot receive it from there.
   std::this_thread::sleep_for(2s);
   cluster.start(down);
-  EXPECT_TRUE(eventually(
+  EXPECT_TRUE(poll_until(
       [&] {
         const std::optional<client::NodeStatus> status = cluster.status(down);
         return status.has_value() && status->removed;

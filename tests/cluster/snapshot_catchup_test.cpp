@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "client/admin.h"
+#include "cluster_test_support.h"
 #include "server/snapshot_partial_file.h"
 #include "shared/command_run.h"
 #include "testing/http_get.h"
@@ -31,7 +32,6 @@ namespace raftlog::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using Acknowledged = std::map<std::uint64_t, std::string>;
 
 LocalClusterOptions snapshot_cluster(int nodes = 3, int founders = 0) {
   LocalClusterOptions options;
@@ -44,32 +44,6 @@ LocalClusterOptions snapshot_cluster(int nodes = 3, int founders = 0) {
   // A silent follower no longer holds retention back after half a second.
   options.extra_flags = {"--retention-follower-grace-ms=500"};
   return options;
-}
-
-template <typename Predicate>
-bool eventually(Predicate predicate, std::chrono::milliseconds timeout = 20s,
-                std::chrono::milliseconds poll = 50ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) return true;
-    std::this_thread::sleep_for(poll);
-  }
-  return predicate();
-}
-
-// Appends `count` 2 KiB entries one by one, remembering each acknowledged index and payload.
-std::uint64_t append_entries(client::Client& client, int count, const std::string& tag,
-                             Acknowledged* acknowledged) {
-  std::uint64_t last = 0;
-  for (int i = 0; i < count; ++i) {
-    const std::string payload = tag + "-" + std::to_string(i) + std::string(2000, 'r');
-    auto result = client.append({payload});
-    EXPECT_TRUE(result.ok()) << result.status().message();
-    if (!result.ok()) continue;
-    (*acknowledged)[result->first_index] = payload;
-    last = result->last_index;
-  }
-  return last;
 }
 
 // `topics` distinct topics of 128-byte names (the longest), 1000 entries per append: snapshot state that takes
@@ -101,7 +75,7 @@ std::uint64_t append_many_topics(client::Client& client, int topics, Acknowledge
 std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, int id, std::uint64_t before,
                         std::uint64_t past, std::chrono::milliseconds timeout = 10s) {
   std::uint64_t first = 0;
-  eventually(
+  poll_until(
       [&] {
         auto trimmed = client.trim(cluster.address(id), before);
         if (trimmed.ok()) first = trimmed->first_index;
@@ -110,37 +84,6 @@ std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, int id, s
       timeout, 100ms);
   EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
   return first;
-}
-
-// Every acknowledged entry at or above `from` and at or above node `id`'s own first index is in its
-// log with its payload (some must be). A follower caught up by a snapshot holds the log from the
-// snapshot's index + 1: the leader's first index, unless the leader fell back to a higher point
-// (src/replica/replica_snapshot.cpp, "the snapshot point").
-void expect_holds_acknowledged(LocalCluster& cluster, int id, const Acknowledged& acknowledged,
-                               std::uint64_t from) {
-  ASSERT_FALSE(acknowledged.empty());
-  ASSERT_TRUE(cluster.wait_for_commit(id, acknowledged.rbegin()->first, 30s))
-      << cluster.log_tail(id);
-  std::optional<client::NodeStatus> status;
-  ASSERT_TRUE(eventually([&] { return (status = cluster.status(id)).has_value(); }))
-      << "node " << id << " does not answer\n"
-      << cluster.log_tail(id);
-  from = std::max(from, status->first_index);
-  std::map<std::uint64_t, std::string> log;
-  for (const client::Entry& entry : cluster.read_all(id)) log[entry.index] = entry.payload;
-  std::size_t missing = 0;
-  std::size_t checked = 0;
-  for (const auto& [index, payload] : acknowledged) {
-    if (index < from) continue;
-    ++checked;
-    const auto found = log.find(index);
-    if (found == log.end() || found->second != payload) ++missing;
-  }
-  EXPECT_GT(checked, 0U) << "node " << id << " from index " << from;
-  EXPECT_EQ(missing, 0U) << "node " << id << " lacks " << missing << " of " << checked
-                         << " acknowledged entries from index " << from
-                         << " (its log: " << (log.empty() ? 0 : log.begin()->first) << ".."
-                         << (log.empty() ? 0 : log.rbegin()->first) << ")";
 }
 
 // Status calls to `id` every 100 ms until its derived indexes cover `last` (at most 240 s): how
@@ -195,7 +138,7 @@ struct CatchUp {
 };
 CatchUp watch_catch_up(LocalCluster& cluster, int follower, std::uint64_t index) {
   CatchUp result;
-  result.caught_up = eventually(
+  result.caught_up = poll_until(
       [&] {
         auto status = cluster.status(follower);
         if (!status.has_value()) return false;
@@ -245,6 +188,11 @@ std::string another_clusters_partial(int id) {
          server::encode_snapshot_partial_record(seed, 1 << 20, chunk);
 }
 
+// The checks of every acknowledged entry (expect_holds_acknowledged) start at the node's own first
+// index: a follower caught up by a snapshot holds the log from the snapshot's index + 1, the
+// leader's first index unless the leader fell back to a higher point
+// (src/replica/replica_snapshot.cpp, "the snapshot point").
+
 TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   LocalCluster cluster(snapshot_cluster());
   cluster.start_all();
@@ -262,14 +210,14 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   ASSERT_TRUE(probe.ok()) << probe.status().message();
   acknowledged[probe->first_index] = "dedup-probe";
 
-  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 10, "a", &acknowledged)));
+  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 10, "a", &acknowledged, 'r')));
   const std::uint64_t follower_had = cluster.status(follower)->last_index;
   cluster.kill(follower);
   std::this_thread::sleep_for(800ms);  // past the follower grace
   // Topics make the snapshot several chunks long, so that its transfer and install take long
   // enough to be seen.
   append_many_topics(*client, 30000, &acknowledged);
-  const std::uint64_t last = append_entries(*client, 150, "b", &acknowledged);
+  const std::uint64_t last = append_entries(*client, 150, "b", &acknowledged, 'r');
   const std::uint64_t first = trim_past(cluster, *client, leader, last + 1, follower_had + 1);
 
   // Hostile: a partial snapshot file another cluster's node left: dropped at start, counted.
@@ -305,15 +253,15 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   EXPECT_LE(status->first_index, last + 1);  // the snapshot covers committed entries only
   EXPECT_EQ(status->stranded_below_index, 0U);
   // Replication continues after the snapshot; the leader still holds everything from its trim.
-  const std::uint64_t after = append_entries(*client, 5, "after", &acknowledged);
+  const std::uint64_t after = append_entries(*client, 5, "after", &acknowledged, 'r');
   ASSERT_TRUE(cluster.wait_for_commit(follower, after)) << cluster.log_tail(follower);
-  expect_holds_acknowledged(cluster, follower, acknowledged, first);
-  expect_holds_acknowledged(cluster, leader, acknowledged, first);
+  expect_holds_acknowledged(cluster, follower, acknowledged, first, 30s);
+  expect_holds_acknowledged(cluster, leader, acknowledged, first, 30s);
   // Its log starts where the leader's does: the follower itself serves every entry the leader
   // retains, those between the leader's first index and the commit index at the install included
   // (replicated after the install at the leader's first index - 1), not INDEX_TRIMMED.
   std::optional<client::NodeStatus> leader_status;
-  ASSERT_TRUE(eventually([&] { return (leader_status = cluster.status(leader)).has_value(); }))
+  ASSERT_TRUE(poll_until([&] { return (leader_status = cluster.status(leader)).has_value(); }))
       << cluster.log_tail(leader);
   EXPECT_EQ(status->first_index, leader_status->first_index);
   EXPECT_EQ(leader_status->snapshots_above_first_index, 0U);
@@ -365,7 +313,7 @@ TEST(SnapshotCatchUpTest, AFollowerStrandedBehindRetentionCatchesUpByItself) {
   // leader from the dedup state its snapshot carried: the original index, not a second copy.
   auto transferred = client->transfer_leadership(static_cast<std::uint64_t>(follower));
   ASSERT_TRUE(transferred.ok()) << transferred.status().message();
-  ASSERT_TRUE(eventually([&] {
+  ASSERT_TRUE(poll_until([&] {
     auto now = cluster.status(follower);
     return now.has_value() && now->role == client::Role::kLeader;
   }));
@@ -382,7 +330,7 @@ TEST(SnapshotCatchUpTest, AMemberAddedAfterRetentionCatchesUp) {
   ASSERT_NE(leader, 0) << cluster.log_tail(1);
   auto client = cluster.client({}, {1, 2, 3});
   Acknowledged acknowledged;
-  const std::uint64_t last = append_entries(*client, 150, "c", &acknowledged);
+  const std::uint64_t last = append_entries(*client, 150, "c", &acknowledged, 'r');
   std::uint64_t first = 0;
   for (int id = 1; id <= 3; ++id) {
     ASSERT_TRUE(cluster.wait_for_commit(id, last));
@@ -401,15 +349,15 @@ TEST(SnapshotCatchUpTest, AMemberAddedAfterRetentionCatchesUp) {
   auto promoted = members.value()->promote_when_caught_up(4, 30000);
   ASSERT_TRUE(promoted.ok()) << promoted.status().to_string() << cluster.log_tail(4)
                              << cluster.log_tail(leader);
-  const std::uint64_t after = append_entries(*client, 5, "d", &acknowledged);
+  const std::uint64_t after = append_entries(*client, 5, "d", &acknowledged, 'r');
   const CatchUp catch_up = watch_catch_up(cluster, 4, after);
   ASSERT_TRUE(catch_up.caught_up) << cluster.log_tail(4);
   auto status = cluster.status(4);
   ASSERT_TRUE(status.has_value());
   EXPECT_GE(status->snapshots_received, 1U);
   EXPECT_GT(status->first_index, 1U);
-  expect_holds_acknowledged(cluster, 4, acknowledged, first);
-  expect_holds_acknowledged(cluster, leader, acknowledged, first);
+  expect_holds_acknowledged(cluster, 4, acknowledged, first, 30s);
+  expect_holds_acknowledged(cluster, leader, acknowledged, first, 30s);
 }
 
 // The snapshot a stranded follower needs, made large (tens of thousands of topics) so that its
@@ -473,12 +421,12 @@ void kill_during_install(KillSide kill_side) {
   const int other = 6 - leader - follower;
   auto client = cluster.client();
   Acknowledged acknowledged;
-  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 5, "e", &acknowledged)));
+  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 5, "e", &acknowledged, 'r')));
   const std::uint64_t follower_had = cluster.status(follower)->last_index;
   cluster.kill(follower);
   std::this_thread::sleep_for(800ms);
   const std::uint64_t topics_end = append_many_topics(*client, 30000, &acknowledged);
-  const std::uint64_t last = append_entries(*client, 60, "f", &acknowledged);
+  const std::uint64_t last = append_entries(*client, 60, "f", &acknowledged, 'r');
   ASSERT_TRUE(cluster.wait_for_commit(other, last));
   // Both remaining nodes trim, so whichever leads after a kill needs a snapshot for the follower.
   // For the follower's kill, past the topics: their table makes the snapshot several chunks long
@@ -504,7 +452,7 @@ void kill_during_install(KillSide kill_side) {
   bool in_flight = false;
   std::uint64_t partial_file_bytes = 0;
   if (kill_side == KillSide::kLeader) {
-    eventually(
+    poll_until(
         [&] {
           auto on_follower = cluster.status(follower);
           in_flight = on_follower.has_value() && on_follower->receiving_snapshot.has_value();
@@ -514,7 +462,7 @@ void kill_during_install(KillSide kill_side) {
   } else {
     const std::string partial =
         cluster.data_dir(follower) + "/" + std::string(server::kSnapshotPartialFileName);
-    eventually(
+    poll_until(
         [&] {
           std::error_code error;
           const std::uintmax_t size = std::filesystem::file_size(partial, error);
@@ -540,19 +488,19 @@ void kill_during_install(KillSide kill_side) {
   // Every node converges (SERVING, caught up), then appends continue through whoever leads, and
   // every node holds every acknowledged entry from its own first index on.
   auto after_client = cluster.client();
-  const std::uint64_t after = append_entries(*after_client, 5, "g", &acknowledged);
+  const std::uint64_t after = append_entries(*after_client, 5, "g", &acknowledged, 'r');
   for (int id = 1; id <= 3; ++id) {
     const CatchUp catch_up = watch_catch_up(cluster, id, after);
     ASSERT_TRUE(catch_up.caught_up) << "node " << id << "\n" << cluster.log_tail(id);
   }
   phase("converged");
-  const std::uint64_t final_index = append_entries(*after_client, 5, "h", &acknowledged);
+  const std::uint64_t final_index = append_entries(*after_client, 5, "h", &acknowledged, 'r');
   for (int id = 1; id <= 3; ++id) {
     ASSERT_TRUE(cluster.wait_for_commit(id, final_index, 20s)) << cluster.log_tail(id);
-    expect_holds_acknowledged(cluster, id, acknowledged, first);
+    expect_holds_acknowledged(cluster, id, acknowledged, first, 30s);
   }
   // The node that never went down kept everything from its trim point on.
-  expect_holds_acknowledged(cluster, other, acknowledged, first);
+  expect_holds_acknowledged(cluster, other, acknowledged, first, 30s);
   if (kill_side == KillSide::kFollower) {
     expect_resumed_from_disk(cluster, follower, leader);
   } else {

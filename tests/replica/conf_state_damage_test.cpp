@@ -5,10 +5,14 @@
 // reason; one that nothing contradicts (a directory from before membership changes) still opens and
 // gets its record. Driven by hand as follower 2 of {1, 2, 3} over a stepped store.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -283,6 +287,65 @@ TEST_F(ConfStateDamageTest, ALostTopicStateBesideATrimmedLogIsRebuiltFromSnapsho
   auto saved = read_topic_state(env_.get(), "/data");
   ASSERT_TRUE(saved.ok() && saved->has_value()) << "written again at the open";
   EXPECT_EQ((*saved)->topics, (std::vector<TopicOffsets::TopicNext>{{"orders", kEntries}}));
+}
+
+// The warning lines logged while `open` runs (the library's default logger).
+std::string warnings_during(const std::function<void()>& open) {
+  std::ostringstream lines;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(lines);
+  sink->set_level(spdlog::level::warn);
+  spdlog::default_logger()->sinks().push_back(sink);
+  const spdlog::level::level_enum level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::info);
+  open();
+  spdlog::set_level(level);
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  return lines.str();
+}
+
+// A flipped byte in HARDSTATE's (or CONFSTATE's) newer slot fell back to the older slot without a
+// log line (outside test L2): the open still uses the older slot, and says so once, naming the file
+// and the slot (docs/operations.md, "Damaged data at startup").
+TEST(TwoSlotFallback, ADamagedNewerSlotOfHardStateOrConfStateIsUsedNoMoreAndSaidSo) {
+  store::MemoryEnv env;
+  {
+    auto file = HardStateFile::open("/data", &env);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    ASSERT_TRUE((*file)->write(raft::HardState{1, 0}).ok());  // slot 0
+    ASSERT_TRUE((*file)->write(raft::HardState{2, 3}).ok());  // slot 1
+    auto conf = ConfStateFile::open("/data", &env);
+    ASSERT_TRUE(conf.ok()) << conf.status().message();
+    ASSERT_TRUE((*conf)->write({raft::ConfRecord{0, 0, ConfState{{1, 2, 3}}}}).ok());
+    ASSERT_TRUE((*conf)->write({raft::ConfRecord{14, 1, conf_after(14)}}).ok());
+  }
+  // A byte of each slot 1's payload (after its 24-byte header).
+  const std::uint64_t in_slot_1 = store::DurableRecordFile::kSlotStrideBytes + 30;
+  ASSERT_TRUE(env.corrupt_byte("/data/HARDSTATE", in_slot_1, 2).ok());
+  ASSERT_TRUE(env.corrupt_byte("/data/CONFSTATE", in_slot_1, 2).ok());
+
+  raft::HardState hard_state;
+  std::vector<raft::ConfRecord> records;
+  const std::string log = warnings_during([&] {
+    auto file = HardStateFile::open("/data", &env);
+    ASSERT_TRUE(file.ok()) << file.status().message();
+    hard_state = (*file)->current();
+    auto conf = ConfStateFile::open("/data", &env);
+    ASSERT_TRUE(conf.ok()) << conf.status().message();
+    records = (*conf)->current();
+  });
+  EXPECT_EQ(hard_state.term, 1U);
+  EXPECT_EQ(hard_state.vote, 0U);
+  ASSERT_EQ(records.size(), 1U);
+  EXPECT_EQ(records[0].index, 0U);
+  EXPECT_EQ(records[0].conf, (ConfState{{1, 2, 3}}));
+  for (const std::string file : {"/data/HARDSTATE", "/data/CONFSTATE"}) {
+    const std::string line = file + ": slot 1 is damaged";
+    const std::size_t at = log.find(line);
+    EXPECT_NE(at, std::string::npos) << file << ":\n" << log;
+    EXPECT_EQ(log.find(line, at + 1), std::string::npos) << "more than once:\n" << log;
+  }
+  EXPECT_NE(log.find("using the older record of slot 0"), std::string::npos) << log;
 }
 
 }  // namespace

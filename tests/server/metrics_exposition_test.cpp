@@ -158,6 +158,7 @@ TEST(MetricsExposition, ServesExactlyTheDocumentedFamiliesWithTheirTypesAndLabel
     return transfers;
   });
   metrics->set_admission_source([] { return InboundStats{}; });
+  metrics->set_outbound_source([] { return OutboundTotals{}; });
   metrics->set_watermark_source([] { return false; });
   metrics->request_answered("raftlog.v1.Log/Append", 8, std::chrono::milliseconds(2), "DISK_FULL");
 
