@@ -1,10 +1,10 @@
 // The durability rules of the Ready driver that the simulator's self-test deliberately breaks.
 //
 // A LINK-TIME seam like the Raft core's (src/raft/rules.h): production targets (raftlog_replica,
-// raftlog_replica_unbound) link durability_rules_{ack,held,install}.cpp, one rule a file; the
-// test-only targets raftlog_replica_broken_{ack,held,install} link the same replica objects with
-// one of those files replaced by src/replica/testing/broken_*_rules.cpp, which defines only its
-// broken rule. No production code path can select a broken rule.
+// raftlog_replica_unbound) link durability_rules_{ack,held,install,retention}.cpp, one rule a file;
+// the test-only targets raftlog_replica_broken_{ack,held,install,retention} link the same replica
+// objects with one of those files replaced by src/replica/testing/broken_*_rules.cpp, which defines
+// only its broken rule. No production code path can select a broken rule.
 #pragma once
 
 #include <cstdint>
@@ -25,5 +25,11 @@ bool may_release_held(std::uint64_t required_index, std::uint64_t durable_index)
 // install, replica_snapshot.cpp, and its completion by the next open). Without it a restart after
 // the install rolls the node's configuration back to the one it had before the snapshot.
 bool install_rewrites_conf_state();
+
+// The trim limit a follower applies: its own (`own_limit`, the first index it must keep), lowered to
+// the retention hold its current leader sent (`leader_hold`, 0: none valid; retention_hold.h). A
+// hold only restricts. Without it a follower that becomes leader may have trimmed what a lagging
+// node still needs, and must send it a snapshot the old leader did not need.
+std::uint64_t follower_trim_limit(std::uint64_t own_limit, std::uint64_t leader_hold);
 
 }  // namespace raftlog::replica::rules
