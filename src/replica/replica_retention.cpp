@@ -23,10 +23,14 @@ std::uint64_t Replica::trim_limit() const {
     limit = std::min(limit, hold);
   }
   if (raft_->role() != raft::Role::kLeader) {
-    // From the network: it only ever lowers the limit (a hold above it changes nothing).
+    // From the network: it only ever lowers the limit (a hold above it changes nothing). Not on a
+    // disk past its high watermark: a follower does not refuse replicated appends, and keeping the
+    // log for a lagging node (an optimisation: it avoids a snapshot) must not fill its disk.
     const std::optional<std::uint64_t> held =
-        leader_hold_.limit(raft_->leader(), raft_->term(), deps_.clock(),
-                           std::chrono::milliseconds(config_.retention_follower_grace_ms));
+        disk_.exceeded()
+            ? std::nullopt
+            : leader_hold_.limit(raft_->leader(), raft_->term(), deps_.clock(),
+                                 std::chrono::milliseconds(config_.retention_follower_grace_ms));
     return rules::follower_trim_limit(limit, held.value_or(0));
   }
   const std::uint64_t followers =

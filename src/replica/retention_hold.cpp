@@ -32,9 +32,12 @@ void FollowerRetentionHold::note(raft::NodeId leader, raft::Term term, std::uint
 std::optional<std::uint64_t> FollowerRetentionHold::limit(raft::NodeId leader, raft::Term term,
                                                           Clock::time_point now,
                                                           std::chrono::milliseconds grace) const {
-  // Another term, or another leader of it: dropped until that leader sends its own. No leader in
-  // the same term (an election timer fired, no new term yet): still held, within the grace period.
-  if (hold_ == 0 || term != term_ || (leader != raft::kNoNode && leader != leader_)) {
+  // Another leader known (of this term or a newer one): its own hold applies, from its first
+  // append or heartbeat, or none. No leader known (an election is running, even in a newer term):
+  // the last leader's hold still applies within the grace period, so a trim in the election window
+  // does not delete what that leader kept for a lagging node (a hold can only restrict).
+  if (hold_ == 0 || term < term_ ||
+      (leader != raft::kNoNode && (leader != leader_ || term != term_))) {
     return std::nullopt;
   }
   if (now - heard_at_ >= grace) return std::nullopt;  // the leader went silent: it holds no more

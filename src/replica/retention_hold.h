@@ -27,8 +27,8 @@ std::uint64_t leader_retention_hold(const std::vector<raft::PeerProgress>& progr
 // A follower's copy of its leader's hold: the newest one heard, with who sent it in which term and
 // when. From the network, so it is only ever used to restrict (min with the follower's own limit),
 // and only while it comes from the leader of the follower's current term and that leader was heard
-// within the grace period (a dead leader's hold does not keep the log forever; a new leader's
-// followers trim by their own limit until it sends its own hold).
+// within the grace period (a dead leader's hold does not keep the log forever). Across an election
+// it stays until a leader is known again: the new leader's own hold (or none) replaces it.
 class FollowerRetentionHold {
  public:
   using Clock = std::chrono::steady_clock;
@@ -37,8 +37,8 @@ class FollowerRetentionHold {
   // core saw them after stepping it), carrying `hold` (0: none), that arrived at `now`.
   void note(raft::NodeId leader, raft::Term term, std::uint64_t hold, Clock::time_point now);
   // The index the follower must keep from, if a valid hold applies at `now` for a follower whose
-  // core is at `term` following `leader` (kNoNode: none known, as after its election timer fired
-  // without a new term yet: the hold of this term's leader still applies).
+  // core is at `term` following `leader` (kNoNode: none known, during an election, even of a newer
+  // term: the last leader's hold still applies).
   std::optional<std::uint64_t> limit(raft::NodeId leader, raft::Term term, Clock::time_point now,
                                      std::chrono::milliseconds grace) const;
 

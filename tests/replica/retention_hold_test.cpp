@@ -27,7 +27,8 @@ class RetentionHoldTest : public ::testing::Test {
   void open() {
     ReplicaConfig config = testing::stepped_follower_config(&env_);
     config.retention_follower_grace_ms = kGraceMs;
-    ReplicaDeps deps = testing::stepped_follower_deps(&sender_, &disk_);
+    ReplicaDeps deps = testing::stepped_follower_deps(
+        &sender_, full_disk_ ? static_cast<DiskProbe*>(&full_) : &disk_);
     deps.clock = [this] { return now_; };
     NodeError error;
     replica_ = Replica::open(std::move(config), std::move(deps), &error);
@@ -73,6 +74,10 @@ class RetentionHoldTest : public ::testing::Test {
   store::MemoryEnv env_;
   testing::RecordingSender sender_;
   testing::RoomyDisk disk_;
+  struct FullDisk final : DiskProbe {
+    std::optional<DiskSpace> probe() override { return DiskSpace{1ULL << 30, 0.97}; }
+  } full_;
+  bool full_disk_ = false;
   Clock::time_point now_ = Clock::time_point() + 1h;
   std::unique_ptr<Replica> replica_;
 };
@@ -142,7 +147,9 @@ TEST_F(RetentionHoldTest, AHoldOfAnOldTermIsDroppedUntilTheNewLeaderSendsItsOwn)
   EXPECT_GT(replica_->log().first_index(), 200U);
 }
 
-TEST_F(RetentionHoldTest, ANewTermDropsTheOldLeadersHoldBeforeTheNewLeaderIsKnown) {
+// Review retainhold M1: the old leader's hold stays through an election (no leader known, a newer
+// term), within the grace period, until the new leader's first message replaces it.
+TEST_F(RetentionHoldTest, TheOldLeadersHoldStaysThroughAnElectionUntilTheNewLeaderSpeaks) {
   open();
   ASSERT_NO_FATAL_FAILURE(replicate(120));
   EXPECT_EQ(trim_all().limit, 120U);
@@ -161,7 +168,22 @@ TEST_F(RetentionHoldTest, ANewTermDropsTheOldLeadersHoldBeforeTheNewLeaderIsKnow
     if (replica_->core().term() < 2) replica_->tick();
   }
   ASSERT_EQ(replica_->core().term(), 2U);
+  ASSERT_EQ(replica_->core().leader(), raft::kNoNode);
+  EXPECT_EQ(trim_all().limit, 120U) << "dropped in the election window";
+  heartbeat(3, 2, 0);  // the new leader: no hold of its own yet
   EXPECT_EQ(trim_all().limit, kLast + 1);
+}
+
+// Review retainhold M2: a follower past its disk high watermark trims by its own limit (it does not
+// refuse replicated appends, so keeping the log for a lagging node could fill its disk).
+TEST_F(RetentionHoldTest, AFollowerPastItsDiskHighWatermarkIgnoresTheHold) {
+  full_disk_ = true;
+  open();
+  ASSERT_NO_FATAL_FAILURE(replicate(120));
+  replica_->tick();  // the watermark is probed on ticks
+  replica_->process();
+  EXPECT_EQ(trim_all().limit, kLast + 1);
+  EXPECT_GT(replica_->log().first_index(), 200U);
 }
 
 TEST(LeaderRetentionHold, TheLowestMatchPlusOneOfTheFollowersHeardWithinTheGracePeriod) {
