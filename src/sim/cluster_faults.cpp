@@ -131,6 +131,8 @@ void Cluster::check_retention_hold(const Node& n, raft::Index first_before,
   const raft::Raft& core = n.replica->core();
   const Node::HeardHold& heard = n.heard_hold;
   if (core.role() == raft::Role::kLeader || heard.hold == 0 || heard.term != core.term()) return;
+  // Past its disk high watermark a follower trims by its own limit (docs/operations.md).
+  if (n.replica->disk_watermark_exceeded()) return;
   if (core.leader() != raft::kNoNode && core.leader() != heard.leader) return;
   if (now_time() - heard.at >= std::chrono::milliseconds(config_.retention_follower_grace_ms)) {
     return;  // the leader went silent: its hold expired
