@@ -130,7 +130,10 @@ void Cluster::check_retention_hold(const Node& n, raft::Index first_before,
                                    raft::Index first_after) {
   const raft::Raft& core = n.replica->core();
   const Node::HeardHold& heard = n.heard_hold;
-  if (core.role() == raft::Role::kLeader || heard.hold == 0 || heard.term != core.term()) return;
+  if (core.role() == raft::Role::kLeader || heard.hold == 0 || core.term() < heard.term) return;
+  // Through an election (no leader known, even in a newer term) the last leader's hold still
+  // applies; a known leader of another term replaces it with its own.
+  if (core.leader() != raft::kNoNode && core.term() != heard.term) return;
   // Past its disk high watermark a follower trims by its own limit (docs/operations.md).
   if (n.replica->disk_watermark_exceeded()) return;
   if (core.leader() != raft::kNoNode && core.leader() != heard.leader) return;
