@@ -107,7 +107,8 @@ std::string json_snapshot(const std::optional<client::SnapshotTransfer>& transfe
          ",\"term\":" + std::to_string(transfer->term) +
          ",\"bytes_done\":" + std::to_string(transfer->bytes_done) +
          ",\"bytes_total\":" + std::to_string(transfer->bytes_total) +
-         ",\"bytes_skipped\":" + std::to_string(transfer->bytes_skipped) + "}";
+         ",\"bytes_skipped\":" + std::to_string(transfer->bytes_skipped) +
+         ",\"resume_missed\":" + json_string(transfer->resume_missed) + "}";
 }
 
 // "index 812, 3145728 of 9437184 bytes (33%)"
@@ -120,6 +121,9 @@ std::string snapshot_progress_text(const client::SnapshotTransfer& transfer) {
   }
   if (transfer.bytes_skipped > 0) {
     text += ", resumed after " + std::to_string(transfer.bytes_skipped) + " bytes";
+  }
+  if (!transfer.resume_missed.empty()) {
+    text += ", not resumed from the follower's partial (" + transfer.resume_missed + ")";
   }
   return text;
 }

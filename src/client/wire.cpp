@@ -56,6 +56,7 @@ SnapshotTransfer snapshot_from_wire(const pb::SnapshotTransfer& wire) {
   transfer.bytes_done = wire.bytes_done();
   transfer.bytes_total = wire.bytes_total();
   transfer.bytes_skipped = wire.bytes_skipped();
+  transfer.resume_missed = wire.resume_missed();
   return transfer;
 }
 

@@ -366,6 +366,12 @@ struct Message {
   // that must hand over leadership for lack of disk does not choose it (Raft::set_disk_over_watermark).
   bool disk_over_watermark = false;
 
+  // kAppend/kHeartbeat from a leader: its retention hold, the lowest index a follower it heard from
+  // within the retention grace period still needs (the follower part of the leader's trim limit;
+  // docs/operations.md, "Retention"). The recipient trims no entry at or above it. 0: no hold. The
+  // core neither sets nor reads it: the leader's driver stamps it, the follower's keeps it.
+  Index retention_hold = 0;
+
   // kSnapshot only (and then always set): what replaces the follower's log up to its index. The
   // leader's core fills index, term and conf; its driver fills data before sending (types.h, Ready).
   Boxed<Snapshot> snapshot;

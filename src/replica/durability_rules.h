@@ -1,9 +1,10 @@
 // The durability rules of the Ready driver that the simulator's self-test deliberately breaks.
 //
 // A LINK-TIME seam like the Raft core's (src/raft/rules.h): production targets (raftlog_replica,
-// raftlog_replica_unbound) link durability_rules_{ack,held,install,install_sync}.cpp, one rule a
-// file; the test-only targets raftlog_replica_broken_{ack,held,install,install_sync} link the same
-// replica objects with one of those files replaced by src/replica/testing/broken_*_rules.cpp, which
+// raftlog_replica_unbound) link durability_rules_{ack,held,install,install_sync,retention}.cpp,
+// one rule a file; the test-only targets
+// raftlog_replica_broken_{ack,held,install,install_sync,retention} link the same replica
+// objects with one of those files replaced by src/replica/testing/broken_*_rules.cpp, which
 // defines only its broken rule. No production code path can select a broken rule.
 #pragma once
 
@@ -30,5 +31,11 @@ bool install_rewrites_conf_state();
 // it into place (replica_snapshot_receive.cpp). Without it a power cut after the install can leave
 // SNAPSHOT.next or SNAPSHOT named but without its bytes, under a log that starts after it.
 bool install_syncs_prepared_snapshot();
+
+// The trim limit a follower applies: its own (`own_limit`, the first index it must keep), lowered to
+// the retention hold its current leader sent (`leader_hold`, 0: none valid; retention_hold.h). A
+// hold only restricts. Without it a follower that becomes leader may have trimmed what a lagging
+// node still needs, and must send it a snapshot the old leader did not need.
+std::uint64_t follower_trim_limit(std::uint64_t own_limit, std::uint64_t leader_hold);
 
 }  // namespace raftlog::replica::rules

@@ -41,6 +41,7 @@
 #include "replica/node_status.h"
 #include "replica/off_loop.h"
 #include "replica/results.h"
+#include "replica/retention_hold.h"
 #include "replica/snapshot_data.h"
 #include "replica/snapshot_encoding.h"
 #include "replica/store_log_reader.h"
@@ -619,6 +620,8 @@ class Replica {
 
   // Retention (replica_retention.cpp).
   std::uint64_t trim_limit() const;
+  // A leader's appends and heartbeats carry its retention hold (retention_hold.h).
+  void stamp_retention_hold(std::vector<raft::Message>& messages) const;
 
   // Disk-aware leadership (replica_disk_handover.cpp): a leader whose disk passed the high watermark
   // refuses appends; if a follower it heard from lately has room, it hands leadership to it, at most
@@ -789,6 +792,7 @@ class Replica {
   util::RateLimit no_disk_handover_log_{std::chrono::seconds(60)};
   Clock::time_point retention_checked_at_{};
   std::atomic<std::uint64_t> retention_hold_{0};      // hold_log_from()
+  FollowerRetentionHold leader_hold_;  // the leader's, from its appends and heartbeats (trim_limit)
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its
   // "cannot catch up" line is printed at most once per kBehindFirstIndexLogInterval.

@@ -112,6 +112,7 @@ void Replica::apply_ready(raft::Ready& ready) {
   // which holds this loop for milliseconds, far longer on a loaded machine.
   // A leader's snapshot leaves with its data filled in, later once its encoding is made off the
   // loop, or not at all (the core sends another after Config::snapshot_retry_ticks).
+  stamp_retention_hold(ready.messages);
   for (raft::Message& message : ready.messages) {
     if (message.type == raft::MessageType::kSnapshot && !send_or_hold_snapshot(message)) continue;
     deps_.sender->send(std::move(message));

@@ -374,8 +374,17 @@ void Replica::step(raft::Message message) {
     if (failed_) return;
     hold_back_config_entries(message);
   }
+  const bool from_leader =
+      message.type == raft::MessageType::kAppend || message.type == raft::MessageType::kHeartbeat;
+  const raft::NodeId from = message.from;
+  const raft::Term term = message.term;
+  const std::uint64_t hold = message.retention_hold;
   (void)guard_core([&] { raft_->step(std::move(message)); });
   check_incoming_snapshot_current();
+  // Kept only when the core took the sender for the leader of its current term (retention_hold.h).
+  if (from_leader && raft_->leader() == from && raft_->term() == term) {
+    leader_hold_.note(from, term, hold, deps_.clock());
+  }
 }
 
 void Replica::tick() {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "replica/durability_rules.h"
 #include "replica/replica.h"
 #include "replica/topic_state_file.h"
 
@@ -12,21 +13,46 @@ namespace raftlog::replica {
 // Never past the commit index (an uncommitted tail may still be replaced). On the leader, never past
 // what a follower still needs, unless the follower has been silent longer than the grace period: it
 // could not be caught up anyway once it is that far gone, and keeping the log forever for a dead node
-// would fill the disk. Followers know only their own log; see docs/operations.md ("Retention").
+// would fill the disk. On a follower, never past the hold its current leader sent (the same follower
+// part of the leader's limit), while that leader was heard within the grace period: a follower that
+// becomes leader still holds what a lagging node needs. See docs/operations.md ("Retention").
 std::uint64_t Replica::trim_limit() const {
   // TOPICSTATE, saved first, reaches only as far as the log is flushed (topic_state_through()).
   std::uint64_t limit = topic_state_through() + 1;
   if (const std::uint64_t hold = retention_hold_.load(); hold != 0) {
     limit = std::min(limit, hold);
   }
-  if (raft_->role() != raft::Role::kLeader) return limit;
-  for (const raft::PeerProgress& progress : raft_->progress()) {
-    if (progress.id == config_.node_id) continue;
-    const std::uint64_t silent_ms = progress.ticks_since_contact * config_.tick_ms;
-    if (silent_ms >= config_.retention_follower_grace_ms) continue;
-    limit = std::min<std::uint64_t>(limit, progress.match_index + 1);
+  if (raft_->role() != raft::Role::kLeader) {
+    // From the network: it only ever lowers the limit (a hold above it changes nothing). Not on a
+    // disk past its high watermark: a follower does not refuse replicated appends, and keeping the
+    // log for a lagging node (an optimisation: it avoids a snapshot) must not fill its disk.
+    const std::optional<std::uint64_t> held =
+        disk_.exceeded()
+            ? std::nullopt
+            : leader_hold_.limit(raft_->leader(), raft_->term(), deps_.clock(),
+                                 std::chrono::milliseconds(config_.retention_follower_grace_ms));
+    return rules::follower_trim_limit(limit, held.value_or(0));
   }
+  const std::uint64_t followers =
+      leader_retention_hold(raft_->progress(), config_.node_id, raft::kNoNode, config_.tick_ms,
+                            config_.retention_follower_grace_ms);
+  if (followers != 0) limit = std::min(limit, followers);
   return limit;
+}
+
+void Replica::stamp_retention_hold(std::vector<raft::Message>& messages) const {
+  if (raft_->role() != raft::Role::kLeader) return;
+  std::optional<std::vector<raft::PeerProgress>> progress;  // read once, if a message needs it
+  for (raft::Message& message : messages) {
+    if (message.type != raft::MessageType::kAppend &&
+        message.type != raft::MessageType::kHeartbeat) {
+      continue;
+    }
+    if (!progress) progress = raft_->progress();
+    message.retention_hold = leader_retention_hold(*progress, config_.node_id, message.to,
+                                                   config_.tick_ms,
+                                                   config_.retention_follower_grace_ms);
+  }
 }
 
 TrimResult Replica::trim(std::uint64_t before_index, const char* why) {

@@ -186,6 +186,7 @@ void snapshot_to_proto(const SnapshotTransfer& transfer, v1::SnapshotTransfer* o
   out->set_bytes_done(transfer.bytes_done);
   out->set_bytes_total(transfer.bytes_total);
   out->set_bytes_skipped(transfer.bytes_skipped);
+  out->set_resume_missed(transfer.resume_missed);
 }
 
 // The snapshot transfers into a Status answer whose peers are already filled in.

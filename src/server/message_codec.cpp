@@ -167,6 +167,9 @@ void encode_fields(const raft::Message& message, std::string_view cluster_id,
   out->set_hint_term(message.hint_term);
   out->set_context(message.context);
   out->set_disk_over_watermark(message.disk_over_watermark);
+  if (message.type == raft::MessageType::kAppend || message.type == raft::MessageType::kHeartbeat) {
+    out->set_retention_hold(message.retention_hold);
+  }
   if (message.snapshot) {
     pb::Snapshot* wire = out->mutable_snapshot();
     wire->set_index(message.snapshot->index);
@@ -248,6 +251,12 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   out->hint_term = in.hint_term();
   out->context = in.context();
   out->disk_over_watermark = in.disk_over_watermark();
+  // Any value is harmless: the follower applies it only as min(its own limit, the hold), from the
+  // leader it follows in its current term (replica/retention_hold.h). Other types carry none.
+  out->retention_hold =
+      *type == raft::MessageType::kAppend || *type == raft::MessageType::kHeartbeat
+          ? in.retention_hold()
+          : 0;
   out->snapshot.reset();
   if (*type == raft::MessageType::kSnapshot) {
     raft::Snapshot& snapshot = out->snapshot.emplace();

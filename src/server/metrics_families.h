@@ -188,6 +188,7 @@ class SnapshotMetrics {
  private:
   Readings<SnapshotTransfers> transfers_;
   Readings<NodeStatus> status_;
+  std::array<Counter*, kResumeMissReasons> resume_missed_{};  // by ResumeMiss
 };
 
 // The leader's view of each peer (series labelled `peer`, on the leader only), and the peer port's

@@ -149,11 +149,24 @@ SnapshotMetrics::SnapshotMetrics(FamilyBuilder& builder) {
           return static_cast<double>(transfers.received.partial_files_dropped +
                                      transfers.received.partial_file_write_failures);
         }}});
+  prometheus::Family<Counter>& missed = builder.counters(
+      "raftlog_snapshot_resume_missed_total",
+      "Chunked snapshots this leader started at offset 0 although the follower's receipt named a "
+      "partial it holds, by why it could not resume: point (another snapshot point), bytes (the "
+      "same point, other data), beyond_sent (more than this leader sent of it).");
+  for (std::size_t reason = 0; reason < kResumeMissReasons; ++reason) {
+    resume_missed_[reason] =
+        &missed.Add({{"reason", to_string(static_cast<ResumeMiss>(reason))}});
+  }
 }
 
 void SnapshotMetrics::refresh(const NodeStatus& status, const SnapshotTransfers& transfers) const {
   transfers_.refresh(transfers);
   status_.refresh(status);
+  for (std::size_t reason = 0; reason < kResumeMissReasons; ++reason) {
+    follow_total(*resume_missed_[reason],
+                 static_cast<double>(transfers.snapshot_resume_missed.by_reason[reason]));
+  }
 }
 
 PeerMetrics::PeerMetrics(FamilyBuilder& builder) {

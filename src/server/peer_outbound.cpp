@@ -58,6 +58,7 @@ void add_lane_stats(const LaneStats& lane, LaneStats* total) {
   total->snapshots_abandoned += lane.snapshots_abandoned;
   total->snapshots_resumed += lane.snapshots_resumed;
   total->snapshot_bytes_skipped += lane.snapshot_bytes_skipped;
+  total->snapshot_resume_missed += lane.snapshot_resume_missed;
   total->last_send_ok = std::max(total->last_send_ok, lane.last_send_ok);
   if (!lane.last_error.empty() &&
       (total->last_error.empty() || lane.last_error_at > total->last_error_at)) {
@@ -84,6 +85,7 @@ LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
   lane.snapshots_abandoned = counters.snapshots_abandoned;
   lane.snapshots_resumed = counters.snapshots_resumed;
   lane.snapshot_bytes_skipped = counters.snapshot_bytes_skipped;
+  lane.snapshot_resume_missed = counters.snapshot_resume_missed;
   return lane;
 }
 

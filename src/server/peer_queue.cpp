@@ -1,5 +1,8 @@
 #include "server/peer_queue.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -31,6 +34,18 @@ const char* to_string(SnapshotSendProgress::State state) {
       return "sent";
     case SnapshotSendProgress::State::kAbandoned:
       return "abandoned";
+  }
+  return "unknown";
+}
+
+const char* to_string(ResumeMiss reason) {
+  switch (reason) {
+    case ResumeMiss::kPoint:
+      return "point";
+    case ResumeMiss::kBytes:
+      return "bytes";
+    case ResumeMiss::kBeyondSent:
+      return "beyond_sent";
   }
   return "unknown";
 }
@@ -227,7 +242,6 @@ std::size_t LaneQueue::snapshot_chunk_bytes() const {
 LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32_t data_crc32c,
                                               Clock::time_point now,
                                               const std::optional<SnapshotReceipt>& receipt) {
-  (void)now;  // chunks take their time when they are made
   if (closed_) return Admission::kClosed;
   RAFTLOG_CHECK(message.snapshot && message.snapshot->data.size() > snapshot_chunk_bytes(),
                 "push_snapshot of a snapshot that fits one message");
@@ -238,7 +252,20 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   }
   const SnapshotIdentity identity{message.snapshot->index, message.snapshot->term, total,
                                   data_crc32c};
-  const std::uint64_t start = resume_offset(identity, receipt);
+  std::optional<ResumeMiss> missed;
+  const std::uint64_t start = resume_offset(identity, receipt, &missed);
+  if (missed) {
+    ++counters_.snapshot_resume_missed[*missed];
+    if (const std::optional<std::uint64_t> held_back = resume_miss_log_.admit(now)) {
+      spdlog::info(
+          "snapshot to node {} at index {} (term {}, {} bytes): sending from 0, not resuming the "
+          "partial its receipt names (index {}, term {}, {} of {} bytes): reason {}{}",
+          message.to, identity.index, identity.term, identity.total_bytes,
+          receipt->snapshot.index, receipt->snapshot.term, receipt->received_bytes,
+          receipt->snapshot.total_bytes, to_string(*missed),
+          *held_back > 0 ? fmt::format(" ({} more since the last line)", *held_back) : "");
+    }
+  }
   if (!made_identity_ || *made_identity_ != identity) {
     made_identity_ = identity;
     made_through_ = 0;
@@ -251,6 +278,7 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   outgoing.place = SnapshotChunkPlace{0, total, data_crc32c};
   outgoing.next_offset = start;
   outgoing.skipped_bytes = start;
+  outgoing.resume_missed = missed;
   ++counters_.snapshots_started;
   if (start > 0) {
     ++counters_.snapshots_resumed;
@@ -260,13 +288,25 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
 }
 
 std::uint64_t LaneQueue::resume_offset(const SnapshotIdentity& identity,
-                                       const std::optional<SnapshotReceipt>& receipt) const {
-  if (!receipt || receipt->snapshot != identity) return 0;
+                                       const std::optional<SnapshotReceipt>& receipt,
+                                       std::optional<ResumeMiss>* missed) const {
+  missed->reset();
+  if (!receipt) return 0;
+  if (receipt->snapshot.index != identity.index || receipt->snapshot.term != identity.term) {
+    *missed = ResumeMiss::kPoint;
+    return 0;
+  }
+  if (receipt->snapshot != identity) {
+    *missed = ResumeMiss::kBytes;
+    return 0;
+  }
+  // The codec refuses both (a receipt names 0 < received < total): nothing to resume, no miss.
   if (receipt->received_bytes == 0 || receipt->received_bytes >= identity.total_bytes) return 0;
   // Compared with every transfer of this data, not only the latest: a retry that started at a stale
   // receipt and was abandoned early (its peer was down) must not hide what an earlier one sent,
   // which a follower that restarted from its SNAPSHOT.partial may hold.
   if (made_identity_ && *made_identity_ == identity && receipt->received_bytes > made_through_) {
+    *missed = ResumeMiss::kBeyondSent;
     return 0;  // more than this lane ever made of it: not an acknowledgement of what it sent
   }
   return receipt->received_bytes;
@@ -279,7 +319,8 @@ std::optional<SnapshotSendProgress> LaneQueue::snapshot_progress() const {
                               snapshot_->place.total_bytes,
                               snapshot_->sent_bytes,
                               snapshot_->state,
-                              snapshot_->skipped_bytes};
+                              snapshot_->skipped_bytes,
+                              snapshot_->resume_missed};
 }
 
 std::size_t LaneQueue::next_chunk_length() const {

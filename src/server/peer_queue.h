@@ -15,6 +15,7 @@
 // thread that owns the write may read it (to encode it) without the lock.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 
 #include "raft/types.h"
 #include "server/snapshot_chunks.h"
+#include "util/rate_limit.h"
 
 namespace raftlog::server {
 
@@ -64,6 +66,34 @@ struct QueuedMessage {
   std::optional<QueuedChunk> chunk;  // set: send only this chunk of message's snapshot data
 };
 
+// Why a chunked transfer started at 0 although the peer's receipt named a partial it holds
+// (raftlog_snapshot_resume_missed_total{reason}, docs/metrics.md; the plan for resuming across
+// leaders: docs/design.md, "Known limits").
+enum class ResumeMiss : std::uint8_t {
+  kPoint,       // the receipt names another snapshot point (index or term): after a leader change
+                // whose new leader's log starts elsewhere, or after a trim or install moved it
+  kBytes,       // the same point, other data (length or CRC): another leader's encoding
+  kBeyondSent,  // this very data, but more bytes than this lane ever made of it (not trusted)
+};
+inline constexpr std::size_t kResumeMissReasons = 3;
+const char* to_string(ResumeMiss reason);  // the metric's label: "point", "bytes", "beyond_sent"
+
+// Resume misses counted by reason (indexed by ResumeMiss).
+struct ResumeMissCounts {
+  std::array<std::uint64_t, kResumeMissReasons> by_reason{};
+
+  std::uint64_t& operator[](ResumeMiss reason) {
+    return by_reason[static_cast<std::size_t>(reason)];
+  }
+  std::uint64_t operator[](ResumeMiss reason) const {
+    return by_reason[static_cast<std::size_t>(reason)];
+  }
+  ResumeMissCounts& operator+=(const ResumeMissCounts& other) {
+    for (std::size_t i = 0; i < kResumeMissReasons; ++i) by_reason[i] += other.by_reason[i];
+    return *this;
+  }
+};
+
 // What a lane does with the snapshot it sends in chunks, for status and metrics.
 struct SnapshotSendProgress {
   enum class State : std::uint8_t {
@@ -78,6 +108,8 @@ struct SnapshotSendProgress {
   State state = State::kSending;
   // A resumed transfer: the bytes the peer acknowledged holding, which this one starts after.
   std::uint64_t skipped_bytes = 0;
+  // Started at 0 although the peer's receipt named a partial: why it could not resume.
+  std::optional<ResumeMiss> resume_missed;
 };
 const char* to_string(SnapshotSendProgress::State state);
 
@@ -97,6 +129,8 @@ struct LaneQueueCounters {
   // Chunked snapshots started at a peer's receipt instead of 0, and the data bytes they skipped.
   std::uint64_t snapshots_resumed = 0;
   std::uint64_t snapshot_bytes_skipped = 0;
+  // Chunked snapshots started at 0 although the peer's receipt named a partial, by reason.
+  ResumeMissCounts snapshot_resume_missed;
 };
 
 struct LaneQueueLimits {
@@ -223,9 +257,11 @@ class LaneQueue {
   // A message leaves the lane (sent, or dropped): a chunk of the current transfer updates it.
   void chunk_left(const QueuedMessage& item, bool sent);
   void abandon_snapshot();
-  // Where a new transfer of `identity` starts, given the peer's receipt (push_snapshot).
+  // Where a new transfer of `identity` starts, given the peer's receipt (push_snapshot); at 0 for
+  // a receipt it cannot resume from, `*missed` says why (unset: no receipt, or a resume).
   std::uint64_t resume_offset(const SnapshotIdentity& identity,
-                              const std::optional<SnapshotReceipt>& receipt) const;
+                              const std::optional<SnapshotReceipt>& receipt,
+                              std::optional<ResumeMiss>* missed) const;
 
   // The snapshot being sent in chunks (or the last one, for status).
   struct OutgoingSnapshot {
@@ -235,6 +271,7 @@ class LaneQueue {
     std::uint64_t next_offset = 0;    // of the next chunk to make
     std::size_t window_bytes = 0;     // data bytes of its chunks the lane holds
     std::uint64_t skipped_bytes = 0;  // resumed: the chunks start here
+    std::optional<ResumeMiss> resume_missed;
     std::uint64_t sent_bytes = 0;
     SnapshotSendProgress::State state = SnapshotSendProgress::State::kSending;
   };
@@ -244,6 +281,10 @@ class LaneQueue {
   // started at): a receipt above it names bytes this lane never sent (resume_offset).
   std::optional<SnapshotIdentity> made_identity_;
   std::uint64_t made_through_ = 0;
+
+  // A miss is logged at most once a minute per lane (a follower that keeps a stale partial would
+  // log one per snapshot retry otherwise).
+  util::RateLimit resume_miss_log_{std::chrono::minutes(1)};
 
   const LaneQueueLimits limits_;
   std::deque<QueuedMessage> queue_;  // arrival order; requeued messages go back to the front

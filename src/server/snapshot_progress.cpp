@@ -42,6 +42,7 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
     transfers.snapshots_abandoned += peer.snapshots_abandoned;
     transfers.snapshots_resumed += peer.snapshots_resumed;
     transfers.snapshot_bytes_skipped += peer.snapshot_bytes_skipped;
+    transfers.snapshot_resume_missed += peer.snapshot_resume_missed;
     if (!peer.snapshot || peer.snapshot->state == SnapshotSendProgress::State::kAbandoned) continue;
     const SnapshotSendProgress& progress = *peer.snapshot;
     // In flight while we lead and the follower has not acknowledged the snapshot's index, and only
@@ -54,7 +55,8 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
         progress.total_bytes,
         progress.state == SnapshotSendProgress::State::kSending ? SnapshotTransfer::State::kSending
                                                                 : SnapshotTransfer::State::kSent,
-        progress.skipped_bytes});
+        progress.skipped_bytes,
+        progress.resume_missed ? to_string(*progress.resume_missed) : ""});
   }
   transfers.received = receive.counters;
   // The newest term's partial: after a leader change the old leader's is dropped anyway.
@@ -62,7 +64,8 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
     if (transfers.receiving && transfers.receiving->term >= partial.term) continue;
     transfers.receiving = SnapshotTransfer{
         partial.from,           partial.index,       partial.term,
-        partial.received_bytes, partial.total_bytes, SnapshotTransfer::State::kReceiving};
+        partial.received_bytes, partial.total_bytes, SnapshotTransfer::State::kReceiving,
+        0,                      ""};
   }
   if (!transfers.receiving && receive.last_delivered && status.role != raft::Role::kLeader &&
       status.commit_index < receive.last_delivered->index &&
@@ -70,7 +73,8 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
     const SnapshotDelivery& delivered = *receive.last_delivered;
     transfers.receiving =
         SnapshotTransfer{delivered.from,  delivered.index, delivered.term,
-                         delivered.bytes, delivered.bytes, SnapshotTransfer::State::kInstalling};
+                         delivered.bytes, delivered.bytes, SnapshotTransfer::State::kInstalling,
+                         0,               ""};
   }
   return transfers;
 }

@@ -37,6 +37,9 @@ struct SnapshotTransfer {
   State state = State::kSending;
   // Leader: a resumed transfer started after the bytes the follower acknowledged holding.
   std::uint64_t bytes_skipped = 0;
+  // Leader: started at 0 although the follower's receipt named a partial; why it could not resume
+  // (to_string(ResumeMiss)), "" otherwise.
+  std::string resume_missed;
 };
 const char* to_string(SnapshotTransfer::State state);
 
@@ -51,6 +54,8 @@ struct SnapshotTransfers {
   // Chunked snapshots this node resumed at a follower's receipt, and the data bytes not resent.
   std::uint64_t snapshots_resumed = 0;
   std::uint64_t snapshot_bytes_skipped = 0;
+  // Chunked snapshots this node started at 0 although the follower's receipt named a partial.
+  ResumeMissCounts snapshot_resume_missed;
   SnapshotReceiveCounters received;
 };
 

@@ -212,6 +212,8 @@ struct LaneStats {
   // Chunked snapshots that started at the peer's receipt, and the data bytes they did not resend.
   std::uint64_t snapshots_resumed = 0;
   std::uint64_t snapshot_bytes_skipped = 0;
+  // Chunked snapshots started at 0 although the peer's receipt named a partial, by reason.
+  ResumeMissCounts snapshot_resume_missed;
 };
 
 // One peer: the inherited fields are the sums over its two lanes, except `connected` (either lane

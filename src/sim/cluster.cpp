@@ -168,6 +168,7 @@ bool Cluster::open_replica(Node& n) {
   deps.observer = n.observer.get();
   deps.off_loop = n.off_loop.get();
   n.off_loop_jobs.clear();  // the previous replica's: their results would find it gone
+  n.heard_hold = {};        // a new replica has heard no leader yet
   replica::NodeError error;
   n.replica = replica::Replica::open(replica_config_for(n.id), std::move(deps), &error);
   if (n.replica == nullptr) {

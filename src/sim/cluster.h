@@ -240,6 +240,15 @@ class Cluster {
     bool sync_will_fail = false;        // the scheduled flush cycle's sync reports an error
     bool same_boot = false;  // the last crash was a process crash (the machine stayed up)
     std::uint64_t checkpoint_phase = 0;  // ticks where tick % checkpoint_every_ticks == phase
+    // The newest retention hold delivered to this replica from the leader of its term (on an
+    // append or heartbeat), kept independently of the replica (check_retention_hold).
+    struct HeardHold {
+      raft::NodeId leader = raft::kNoNode;
+      raft::Term term = 0;
+      std::uint64_t hold = 0;
+      replica::Clock::time_point at{};
+    };
+    HeardHold heard_hold;
   };
 
   Node& node(raft::NodeId id);
@@ -268,6 +277,10 @@ class Cluster {
   // `n` installed a snapshot of `point`: its log must start no later than its leader's (which must
   // then hold every entry after the point), unless one of the documented exceptions applies.
   void check_snapshot_point(const Node& n, raft::Index point);
+  // A follower's trim moved its log's start from `first_before` to `first_after`: not past the
+  // retention hold its leader of this term sent within the grace period (docs/operations.md,
+  // "Retention"; a follower that ignores it strands a lagging node at the next leader change).
+  void check_retention_hold(const Node& n, raft::Index first_before, raft::Index first_after);
   void send(Node& from, raft::Message message);
 
   void deliver_due_messages();

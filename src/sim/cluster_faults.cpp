@@ -2,6 +2,10 @@
 // strikes on new leaders, and retention trims (cluster.h).
 #include "sim/cluster.h"
 
+#include <fmt/format.h>
+
+#include <chrono>
+
 namespace raftlog::sim {
 
 namespace {
@@ -118,7 +122,31 @@ void Cluster::trim(raft::NodeId id) {
     ++stats_.trims;
     trace_.log("n{} TRIM first index {} -> {} (allowed up to {})", id, first_before,
                result.first_index, result.limit);
+    check_retention_hold(n, first_before, result.first_index);
   }
+}
+
+void Cluster::check_retention_hold(const Node& n, raft::Index first_before,
+                                   raft::Index first_after) {
+  const raft::Raft& core = n.replica->core();
+  const Node::HeardHold& heard = n.heard_hold;
+  if (core.role() == raft::Role::kLeader || heard.hold == 0 || core.term() < heard.term) return;
+  // Through an election (no leader known, even in a newer term) the last leader's hold still
+  // applies; a known leader of another term replaces it with its own.
+  if (core.leader() != raft::kNoNode && core.term() != heard.term) return;
+  // Past its disk high watermark a follower trims by its own limit (docs/operations.md).
+  if (n.replica->disk_watermark_exceeded()) return;
+  if (core.leader() != raft::kNoNode && core.leader() != heard.leader) return;
+  if (now_time() - heard.at >= std::chrono::milliseconds(config_.retention_follower_grace_ms)) {
+    return;  // the leader went silent: its hold expired
+  }
+  if (first_after <= heard.hold) return;
+  checker_.report("retention-hold",
+                  fmt::format("node {} trimmed its log from {} to start at {}, past the retention "
+                              "hold {} its leader {} sent in term {}: a node that leader keeps "
+                              "entries for would need a snapshot from this one",
+                              n.id, first_before, first_after, heard.hold, heard.leader,
+                              heard.term));
 }
 
 }  // namespace raftlog::sim

@@ -153,6 +153,13 @@ void Cluster::deliver_due_messages() {
     ++stats_.messages_delivered;
     if (trace_.enabled()) trace_.log("recv {}", describe_message(*message));
     to.replica->step(*message);
+    const bool from_leader = message->type == raft::MessageType::kAppend ||
+                             message->type == raft::MessageType::kHeartbeat;
+    if (from_leader && to.replica->core().leader() == message->from &&
+        to.replica->core().term() == message->term) {
+      to.heard_hold = Node::HeardHold{message->from, message->term, message->retention_hold,
+                                      now_time()};
+    }
     process(to);
   }
 }

@@ -107,6 +107,59 @@ TEST(RetentionTest, TrimDeletesWholeCommittedSegmentsAndKeepsWhatALiveFollowerNe
   EXPECT_EQ(follower_entries.back().index, later);
 }
 
+// The leader's retention hold travels to its followers (src/replica/retention_hold.h): a follower
+// asked to trim keeps what a stranded node (stopped, within the grace period) still needs, so when
+// it becomes leader itself it catches that node up by replication, without a snapshot. Before the
+// hold, the follower trimmed by its own commit index and the new leader had to send one.
+TEST(RetentionTest, AFollowerKeepsWhatTheLeaderHoldsAndCatchesAStrandedNodeUpAfterALeaderChange) {
+  LocalCluster cluster(small_segments());
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  const int stranded = leader == 1 ? 2 : 1;
+  const int keeper = 6 - leader - stranded;
+  auto client = cluster.client();
+  const std::uint64_t before = append_entries(*client, 20, "a");
+  for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster.wait_for_commit(id, before));
+  const std::uint64_t stranded_has = cluster.status(stranded)->last_index;
+  cluster.kill(stranded);
+  const std::uint64_t later = append_entries(*client, 200, "b");  // about 7 segments
+  ASSERT_TRUE(cluster.wait_for_commit(keeper, later));
+  // A heartbeat after the last append carries the leader's hold to the keeper.
+  std::this_thread::sleep_for(500ms);
+
+  auto on_keeper = client->trim(cluster.address(keeper), later + 1);
+  ASSERT_TRUE(on_keeper.ok()) << on_keeper.status().message();
+  EXPECT_LE(on_keeper->limit, stranded_has + 1) << "the leader's hold did not reach the keeper";
+  EXPECT_LE(on_keeper->first_index, stranded_has + 1);
+  auto on_leader = client->trim(cluster.address(leader), later + 1);
+  ASSERT_TRUE(on_leader.ok()) << on_leader.status().message();
+  EXPECT_LE(on_leader->first_index, stranded_has + 1);
+
+  // The leader goes; the keeper (the only node with the whole log) wins once the stranded node is
+  // back, and catches it up from its own log.
+  cluster.kill(leader);
+  cluster.start(stranded);
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto status = cluster.status(keeper);
+        return status.has_value() && status->role == client::Role::kLeader;
+      },
+      30s))
+      << cluster.log_tail(keeper);
+  ASSERT_TRUE(cluster.wait_for_commit(stranded, later, 30s)) << cluster.log_tail(stranded);
+  const auto new_leader = cluster.status(keeper);
+  const auto caught_up = cluster.status(stranded);
+  ASSERT_TRUE(new_leader.has_value() && caught_up.has_value());
+  EXPECT_EQ(new_leader->snapshot_encodes, 0U) << "the new leader needed a snapshot";
+  EXPECT_EQ(new_leader->snapshots_sent, 0U);
+  EXPECT_EQ(caught_up->snapshots_received, 0U);
+  const auto entries = cluster.read_all(stranded);
+  ASSERT_FALSE(entries.empty());
+  EXPECT_EQ(entries.front().index, 1U) << "replicated from where it stopped, not installed";
+  EXPECT_GE(entries.back().index, later);  // and the new leader's own entry of its term
+}
+
 TEST(RetentionTest, SizePolicyRunsByItself) {
   LocalClusterOptions options = small_segments();
   options.extra_flags = {"--retention-max-bytes=400000", "--retention-check-interval-ms=100"};

@@ -236,6 +236,10 @@ TEST(TopicOffsets, AnUpgradedNodeWhoseOldBinaryTrimmedItsLogStarts) {
                 std::vector<HardState>(3, HardState{1, 0, 6}));
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.deliver_all();
+  // A heartbeat of the leader's after every follower answered: its retention hold (the other
+  // follower's match + 1) lets follower 2 trim; the election's first messages held it at 1.
+  c.tick(1, 3);
+  c.deliver_all();
   // The old binary's retention: entries 1 and 2 are gone, and it never wrote TOPICSTATE, nor a
   // SNAPSHOT with a topic table (a SNAPSHOT naming the first index - 1 with one would restore the
   // table exactly: TimestampFloorTest.ATrimmedLogNeedsTopicStateOrSnapshotForItsTopicsNextOffsets).

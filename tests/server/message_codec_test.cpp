@@ -38,6 +38,9 @@ raft::Message full_message(raft::MessageType type) {
   message.reject_hint = 55;
   message.hint_term = 6;
   message.context = 0xfeedfacecafebeefULL;
+  if (type == raft::MessageType::kAppend || type == raft::MessageType::kHeartbeat) {
+    message.retention_hold = 77;  // a leader's messages only
+  }
   if (type == raft::MessageType::kAppend) {
     const raft::EntryType entry_types[] = {raft::EntryType::kNormal, raft::EntryType::kNoop,
                                            raft::EntryType::kConfig};
@@ -114,6 +117,27 @@ TEST(MessageCodec, EmptyAppendProbeAndDefaultsRoundTrip) {
   raft::Message decoded = full_message(raft::MessageType::kAppend);  // must be overwritten entirely
   EXPECT_EQ(through_the_wire(probe, &decoded), "");
   EXPECT_EQ(decoded, probe);
+}
+
+// The retention hold (peer field 18) travels on a leader's appends and heartbeats only: set by a
+// peer on any other type, it reaches no core; absent (an older node), it reads as 0, no hold.
+TEST(MessageCodec, TheRetentionHoldTravelsOnAppendsAndHeartbeatsOnly) {
+  for (const raft::MessageType type : kAllTypes) {
+    SCOPED_TRACE(std::string(message_type_name(type)));
+    raft::Message original = full_message(type);
+    pb::RaftMessage wire;
+    encode_message(original, "cluster-a", &wire);
+    const bool carries =
+        type == raft::MessageType::kAppend || type == raft::MessageType::kHeartbeat;
+    EXPECT_EQ(wire.retention_hold(), carries ? 77U : 0U);
+    wire.set_retention_hold(1234);
+    raft::Message decoded;
+    ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
+    EXPECT_EQ(decoded.retention_hold, carries ? 1234U : 0U);
+    wire.clear_retention_hold();
+    ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
+    EXPECT_EQ(decoded.retention_hold, 0U);
+  }
 }
 
 TEST(MessageCodec, TypeNamesAreDistinct) {

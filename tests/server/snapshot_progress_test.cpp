@@ -30,7 +30,7 @@ NodeStatus leader_with_peer(std::uint64_t peer, std::uint64_t match) {
 PeerStats sending(std::uint64_t peer, SnapshotSendProgress::State state) {
   PeerStats stats;
   stats.id = peer;
-  stats.snapshot = SnapshotSendProgress{4, 900, 5000000, 2000000, state};
+  stats.snapshot = SnapshotSendProgress{4, 900, 5000000, 2000000, state, 0, std::nullopt};
   stats.snapshots_started = 1;
   return stats;
 }
@@ -121,6 +121,27 @@ TEST(SnapshotProgress, AResumedSendCountsTheSkippedBytesAsDoneAndSaysSo) {
   EXPECT_EQ(transfers.sending[0].bytes_total, 5000000U);
   EXPECT_EQ(transfers.snapshots_resumed, 1U);
   EXPECT_EQ(transfers.snapshot_bytes_skipped, 3000000U);
+}
+
+// A send that could not resume from the follower's partial says why, and the node's totals sum the
+// misses of every peer by reason (the metric and `status`).
+TEST(SnapshotProgress, ASendThatMissedTheResumeSaysWhyAndTheMissesAreSummedByReason) {
+  PeerStats missed = sending(2, SnapshotSendProgress::State::kSending);
+  missed.snapshot->resume_missed = ResumeMiss::kBytes;
+  missed.snapshot_resume_missed[ResumeMiss::kBytes] = 2;
+  missed.snapshot_resume_missed[ResumeMiss::kPoint] = 1;
+  PeerStats other = sending(3, SnapshotSendProgress::State::kSending);
+  other.snapshot_resume_missed[ResumeMiss::kPoint] = 4;
+  other.snapshot_resume_missed[ResumeMiss::kBeyondSent] = 1;
+  SnapshotTransfers transfers = snapshot_transfers(leader_with_peer(2, 10), {missed, other}, {}, kNow);
+  ASSERT_EQ(transfers.sending.size(), 1U);
+  EXPECT_EQ(transfers.sending[0].resume_missed, "bytes");
+  EXPECT_EQ(transfers.snapshot_resume_missed[ResumeMiss::kPoint], 5U);
+  EXPECT_EQ(transfers.snapshot_resume_missed[ResumeMiss::kBytes], 2U);
+  EXPECT_EQ(transfers.snapshot_resume_missed[ResumeMiss::kBeyondSent], 1U);
+  transfers = snapshot_transfers(leader_with_peer(3, 10), {other}, {}, kNow);
+  ASSERT_EQ(transfers.sending.size(), 1U);
+  EXPECT_EQ(transfers.sending[0].resume_missed, "") << "started at 0 with no receipt: no miss";
 }
 
 }  // namespace

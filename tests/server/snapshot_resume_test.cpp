@@ -153,23 +153,24 @@ TEST(SnapshotResume, AReceiptTheLaneMustNotTrustIsIgnored) {
       snapshot_message(1, 4, 900, snapshot_data(4 * kSnapshotChunkBytes, 13));
   const SnapshotIdentity identity = identity_of(message);
   const std::uint64_t half = identity.total_bytes / 2;
-  std::vector<SnapshotReceipt> hostile;
+  // Each with the reason its miss is counted under (none: the codec refuses such a receipt).
+  std::vector<std::pair<SnapshotReceipt, std::optional<ResumeMiss>>> hostile;
   SnapshotIdentity other = identity;
   other.index = 901;
-  hostile.push_back({other, half});
+  hostile.push_back({{other, half}, ResumeMiss::kPoint});
   other = identity;
   other.term = 3;
-  hostile.push_back({other, half});
+  hostile.push_back({{other, half}, ResumeMiss::kPoint});
   other = identity;
   other.total_bytes += 1;
-  hostile.push_back({other, half});
+  hostile.push_back({{other, half}, ResumeMiss::kBytes});
   other = identity;
   other.data_crc32c ^= 1;
-  hostile.push_back({other, half});
-  hostile.push_back({identity, 0});
-  hostile.push_back({identity, identity.total_bytes});
-  hostile.push_back({identity, identity.total_bytes + 1});
-  for (const SnapshotReceipt& receipt : hostile) {
+  hostile.push_back({{other, half}, ResumeMiss::kBytes});
+  hostile.push_back({{identity, 0}, std::nullopt});
+  hostile.push_back({{identity, identity.total_bytes}, std::nullopt});
+  hostile.push_back({{identity, identity.total_bytes + 1}, std::nullopt});
+  for (const auto& [receipt, reason] : hostile) {
     LaneQueue lane(append_lane_limits());
     ASSERT_EQ(lane.push_snapshot(message, identity.data_crc32c, kT0, receipt),
               LaneQueue::Admission::kQueued);
@@ -178,6 +179,10 @@ TEST(SnapshotResume, AReceiptTheLaneMustNotTrustIsIgnored) {
     EXPECT_EQ(chunks.front().place.offset, 0u) << receipt.received_bytes;
     EXPECT_EQ(data_bytes(chunks), identity.total_bytes);
     EXPECT_EQ(lane.counters().snapshots_resumed, 0u);
+    EXPECT_EQ(lane.snapshot_progress()->resume_missed, reason) << receipt.received_bytes;
+    ResumeMissCounts expected;
+    if (reason) expected[*reason] = 1;
+    EXPECT_EQ(lane.counters().snapshot_resume_missed.by_reason, expected.by_reason);
   }
 
   // Past what this lane sent of the same data: it made one window, the peer claims more.
@@ -196,6 +201,43 @@ TEST(SnapshotResume, AReceiptTheLaneMustNotTrustIsIgnored) {
             LaneQueue::Admission::kQueued);
   EXPECT_EQ(lane.snapshot_progress()->skipped_bytes, 0u) << "more than the lane ever made";
   EXPECT_EQ(lane.counters().snapshots_resumed, 0u);
+  EXPECT_EQ(lane.snapshot_progress()->resume_missed, ResumeMiss::kBeyondSent);
+  EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kBeyondSent], 1u);
+}
+
+// What a leader change mid-transfer gives today: the new leader's snapshot at the same point has
+// other bytes (its dedup table, timestamp floor and node section are its own), so the follower's
+// receipt names the same index and term with another length or CRC: a miss of reason "bytes",
+// and the transfer starts at 0. A retry by the same leader still resumes and counts no miss.
+TEST(SnapshotResume, ANewLeaderWithOtherDataAtTheSamePointCountsABytesMiss) {
+  const raft::Message old_leader =
+      snapshot_message(1, 4, 900, snapshot_data(4 * kSnapshotChunkBytes + 3, 15));
+  raft::Message new_leader = snapshot_message(1, 4, 900, snapshot_data(4 * kSnapshotChunkBytes, 16));
+  new_leader.from = 3;
+  new_leader.term = 5;
+  SnapshotReassembler receiver;
+  std::string problem;
+  const std::vector<SnapshotChunk> old_chunks = chunks_of(old_leader);
+  EXPECT_FALSE(receiver.add(old_chunks[0], kT0, &problem));
+  EXPECT_FALSE(receiver.add(old_chunks[1], kT0, &problem));
+  const std::optional<SnapshotReceipt> receipt = receiver.receipt();
+  ASSERT_TRUE(receipt.has_value());
+  LaneQueue lane(append_lane_limits());
+  const SnapshotIdentity identity = identity_of(new_leader);
+  ASSERT_EQ(lane.push_snapshot(new_leader, identity.data_crc32c, kT0, receipt),
+            LaneQueue::Admission::kQueued);
+  EXPECT_EQ(lane.snapshot_progress()->skipped_bytes, 0u);
+  EXPECT_EQ(lane.snapshot_progress()->resume_missed, ResumeMiss::kBytes);
+  EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kBytes], 1u);
+  EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kPoint], 0u);
+  // The old leader at its own retry resumes from the same receipt: no miss.
+  LaneQueue old_lane(append_lane_limits());
+  const SnapshotIdentity old_identity = identity_of(old_leader);
+  ASSERT_EQ(old_lane.push_snapshot(old_leader, old_identity.data_crc32c, kT0, receipt),
+            LaneQueue::Admission::kQueued);
+  EXPECT_EQ(old_lane.snapshot_progress()->skipped_bytes, 2 * kSnapshotChunkBytes);
+  EXPECT_FALSE(old_lane.snapshot_progress()->resume_missed.has_value());
+  EXPECT_EQ(old_lane.counters().snapshot_resume_missed.by_reason, ResumeMissCounts{}.by_reason);
 }
 
 // A follower that restarts from its SNAPSHOT.partial can hold more than the leader last heard:
