@@ -562,7 +562,7 @@ TEST(SnapshotCatchUpTest, ALeaderChangeMidTransferResumesOnlyIdenticalBytesAndCo
   const std::string partial =
       cluster.data_dir(follower) + "/" + std::string(server::kSnapshotPartialFileName);
   std::uintmax_t partial_bytes = 0;
-  const bool in_flight = eventually(
+  const bool in_flight = poll_until(
       [&] {
         std::error_code error;
         const std::uintmax_t size = std::filesystem::file_size(partial, error);
@@ -577,7 +577,7 @@ TEST(SnapshotCatchUpTest, ALeaderChangeMidTransferResumesOnlyIdenticalBytesAndCo
   ASSERT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing\n"
                          << cluster.log_tail(follower, 3000) << cluster.log_tail(leader, 3000);
   const int new_leader = other;
-  ASSERT_TRUE(eventually(
+  ASSERT_TRUE(poll_until(
       [&] {
         auto status = cluster.status(new_leader);
         return status.has_value() && status->role == client::Role::kLeader;
