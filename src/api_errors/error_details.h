@@ -86,6 +86,8 @@ inline constexpr std::string_view kBadAttributes =
     "BAD_ATTRIBUTES";  // INVALID_ARGUMENT: attributes not one per entry
 inline constexpr std::string_view kTopicOffsetTrimmed =
     "TOPIC_OFFSET_TRIMMED";  // OUT_OF_RANGE: below the topic's first offset, gone
+inline constexpr std::string_view kTopicNotIndexed =
+    "TOPIC_NOT_INDEXED";  // FAILED_PRECONDITION: the node's indexes hold their most topics
 inline constexpr std::string_view kTooManyTopics =
     "TOO_MANY_TOPICS";  // RESOURCE_EXHAUSTED: the log holds the most topics it may
 // Membership changes (raftlog.v1.Admin, docs/errors.md).

@@ -167,6 +167,9 @@ class DerivedIndexes {
   // version-1 numbering that differed from the leader's produces them.
   std::uint64_t renumbered_entries() const;
   std::size_t topic_count() const;
+  // Whether the indexes hold kMaxTopics queues: a topic they do not know may then have entries
+  // they did not queue (a log whose leaders admitted more topics than a node indexes).
+  bool topics_full() const { return topic_count() >= kMaxTopics; }
 
  private:
   DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity);

@@ -101,6 +101,9 @@ struct NodeStatus {
   // ("" while it runs; "no indexes" when they could not be opened).
   std::uint64_t derived_indexed_through = 0;
   std::uint64_t derived_lag_entries = 0;
+  // Entries whose topic got no ConsumeQueue (derived::kMaxTopics held already: a log whose older
+  // leaders admitted more topics), since the indexes were opened or rebuilt.
+  std::uint64_t derived_unqueued_entries = 0;
   std::string derived_problem;
   // The consumer group table (src/derived/group_table.h), filled in by the server: the last log
   // index it applied, where retention is held for it (0 = no hold), and its bad and refused commit

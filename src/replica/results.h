@@ -104,6 +104,7 @@ inline constexpr const char* kReasonBadTopic = "BAD_TOPIC";
 inline constexpr const char* kReasonBadKeys = "BAD_KEYS";
 inline constexpr const char* kReasonBadAttributes = "BAD_ATTRIBUTES";
 inline constexpr const char* kReasonTopicOffsetTrimmed = "TOPIC_OFFSET_TRIMMED";
+inline constexpr const char* kReasonTopicNotIndexed = "TOPIC_NOT_INDEXED";
 // RESOURCE_EXHAUSTED: the append would add a topic past TopicOffsets::kMaxTopics.
 inline constexpr const char* kReasonTooManyTopics = "TOO_MANY_TOPICS";
 inline constexpr const char* kReasonCommitTimeout = "COMMIT_TIMEOUT";

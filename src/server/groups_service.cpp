@@ -138,6 +138,9 @@ grpc::Status GroupsService::check_commit(grpc::ServerContext* context,
       end = info.end_offset;
     }
   }
+  if (!known && dispatcher_->indexes().topics_full()) {
+    return not_indexed_status(context, request.topic(), dispatcher_->indexes().unqueued_entries());
+  }
   if (!known) {
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT,
                          "topic " + request.topic() + " has no entries on the leader",

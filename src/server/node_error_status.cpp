@@ -2,6 +2,10 @@
 
 #include <grpcpp/server_context.h>
 
+#include <string>
+
+#include "derived/derived_indexes.h"
+
 namespace raftlog::server {
 
 grpc::StatusCode grpc_code(ErrorCode code) {
@@ -48,6 +52,17 @@ grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode co
   api_errors::ErrorDetails details;
   details.reason = std::move(reason);
   return api_errors::error_status(context, code, message, details);
+}
+
+grpc::Status not_indexed_status(grpc::ServerContextBase* context, const std::string& topic,
+                                std::uint64_t unqueued_entries) {
+  return reason_status(
+      context, grpc::StatusCode::FAILED_PRECONDITION,
+      "topic " + topic + " has no queue on this node: its indexes hold their most topics (" +
+          std::to_string(derived::kMaxTopics) + "), and entries of further topics are stored but " +
+          "not queued (" + std::to_string(unqueued_entries) +
+          " since the indexes opened); read them by index or key",
+      replica::kReasonTopicNotIndexed);
 }
 
 grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error) {

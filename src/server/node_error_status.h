@@ -5,6 +5,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <cstdint>
 #include <string>
 
 #include "api_errors/error_info.h"
@@ -25,6 +26,12 @@ api_errors::ErrorAnswer error_answer(const NodeError& error);
 // An error status carrying only a reason word in its ErrorInfo (no leader hint).
 grpc::Status reason_status(grpc::ServerContextBase* context, grpc::StatusCode code,
                            const std::string& message, std::string reason);
+
+// FAILED_PRECONDITION, TOPIC_NOT_INDEXED: a topic read, tail or group commit named a topic this
+// node's indexes do not know while they hold their most topics (derived::kMaxTopics), so it may
+// have entries they did not queue (`unqueued_entries` since they were opened).
+grpc::Status not_indexed_status(grpc::ServerContextBase* context, const std::string& topic,
+                                std::uint64_t unqueued_entries);
 
 // OK for an ok() error, else error_answer() as a call's status with its ErrorInfo attached.
 grpc::Status to_grpc(grpc::ServerContextBase* context, const NodeError& error);

@@ -250,6 +250,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     status->groups_refused_commits = groups.refused_commits();
     status->derived_indexed_through = dispatcher->indexes().boundary() - 1;
     status->derived_lag_entries = dispatcher->lag();
+    status->derived_unqueued_entries = dispatcher->indexes().unqueued_entries();
     status->derived_problem = dispatcher->failure();
   });
   impl->membership = std::make_unique<MembershipService>(node);
