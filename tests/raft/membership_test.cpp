@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "shared/captured_log.h"
 #include "test_cluster.h"
 #include "util/crc32c.h"
 
@@ -385,31 +386,10 @@ TEST(Membership, TruncatedConfigurationEntryRollsBackAFollower) {
   EXPECT_EQ(c.node(2).log.entry(2).term, 5u);
 }
 
-// The replica's log lines at info level while it lives (TestCluster turns the log off).
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(lines_)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-    spdlog::set_level(spdlog::level::info);
-  }
-  ~CapturedLog() {
-    spdlog::set_level(spdlog::level::off);
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  CapturedLog(const CapturedLog&) = delete;
-  CapturedLog& operator=(const CapturedLog&) = delete;
-  std::string text() const { return lines_.str(); }
-
- private:
-  std::ostringstream lines_;
-  std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
-};
-
 TEST(Membership, RemovedLeaderStepsDownOnceCommittedAndHandsOver) {
   TestCluster c({1, 2, 3});
   elect_one(c);
-  CapturedLog log;
+  raftlog::testing::CapturedLog log(spdlog::level::info);  // TestCluster turned the log off
   const Term term = c.raft(1).term();
   ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 1).accepted());
   EXPECT_EQ(c.raft(1).role(), Role::kLeader) << "it leads until the change commits";
