@@ -26,9 +26,10 @@ std::uint64_t leader_retention_hold(const std::vector<raft::PeerProgress>& progr
 
 // A follower's copy of its leader's hold: the newest one heard, with who sent it in which term and
 // when. From the network, so it is only ever used to restrict (min with the follower's own limit),
-// and only while it comes from the leader of the follower's current term and that leader was heard
-// within the grace period (a dead leader's hold does not keep the log forever). Across an election
-// it stays until a leader is known again: the new leader's own hold (or none) replaces it.
+// and only while that leader was heard within the grace period (a dead leader's hold does not keep
+// the log forever). It is taken only from the node the core took for leader of its current term;
+// across an election (a newer term, no leader known yet) the last leader's hold stays, still within
+// the grace period, until a leader is known again: the new leader's own hold (or none) replaces it.
 class FollowerRetentionHold {
  public:
   using Clock = std::chrono::steady_clock;
