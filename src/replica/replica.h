@@ -529,6 +529,12 @@ class Replica {
   std::size_t off_loop_outstanding_ = 0;
   // Expires with the replica: an executor's `done` that runs after it is gone does nothing.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  // Hands `job` off the loop (inline without deps_.off_loop), then runs `done` on the loop while
+  // the replica lives, and after it start_waiting_off_loop_work() (replica_off_loop.cpp). Counted
+  // in off_loop_outstanding_ until `done` ran. False: the executor refused; neither will run.
+  bool hand_off(std::function<void()> job, std::function<void()> done);
+  // After every job's `done`: the work that waited for the executor starts.
+  void start_waiting_off_loop_work();
   // Sends the snapshot at once with the kept encoding (true), or keeps it waiting for an encoding,
   // or drops it (false: `message` was moved from, or is to be dropped).
   bool send_or_hold_snapshot(raft::Message& message);

@@ -171,22 +171,11 @@ void Replica::start_snapshot_preparation() {
     }
     prepare_snapshot(*prepared, expected, env, dir, max_clients, sequences, cancelled.get());
   };
-  auto done = [alive = std::weak_ptr<int>(alive_), this, generation = in.generation, prepared] {
-    if (alive.expired()) return;  // the replica is gone (the next open removes its file)
-    --off_loop_outstanding_;
+  // Not run when the replica is gone first: the next open removes its file.
+  auto done = [this, generation = in.generation, prepared] {
     finish_snapshot_preparation(generation, std::move(*prepared));
-    // A leader's gathered snapshot that waited for this job (the node began to lead meanwhile).
-    if (outgoing_snapshot_ && outgoing_snapshot_->gathered && !outgoing_snapshot_->encoding &&
-        off_loop_outstanding_ == 0 && !failed_) {
-      start_snapshot_encoding();
-    }
   };
-  ++off_loop_outstanding_;
-  if (deps_.off_loop == nullptr) {
-    job();
-    done();
-  } else if (!deps_.off_loop->run(std::move(job), std::move(done))) {
-    --off_loop_outstanding_;
+  if (!hand_off(std::move(job), std::move(done))) {
     abandon_incoming_snapshot("the off-loop worker refused its preparation");
   }
 }
