@@ -200,6 +200,10 @@ class Replica {
   static constexpr std::uint64_t kMaxTimestampSkewMs = 60000;
 
  private:
+  // Tests reach single steps of the snapshot hand-off through it (tests/replica/
+  // replica_test_access.h): orders of events the public inputs do not produce.
+  friend class ReplicaTestAccess;
+
   // An append (or a retry of one) waiting for its range to commit.
   struct PendingAppend {
     std::uint64_t first = 0;
@@ -375,17 +379,22 @@ class Replica {
   bool core_would_install(const raft::Message& message) const;
   // step() of a kSnapshot: to the core at once unless it would install it; then prepared.
   void receive_snapshot(raft::Message message);
+  // receive_snapshot's end: `message` becomes the incoming snapshot (a retry of the one prepared
+  // changes nothing, another one replaces it), handed off unless it must wait.
+  void queue_incoming_snapshot(raft::Message message);
   // True (counted) for an append from the prepared snapshot's leader in its term: dropped.
   bool holds_back_for_incoming_snapshot(const raft::Message& message);
   // After every input: a term past the prepared snapshot's drops its preparation.
   void check_incoming_snapshot_current();
   void start_snapshot_preparation();
   // `cancelled` (nullptr on the loop): set when the preparation is dropped; checked after the
-  // decode and after the write.
+  // decode and after the write. Without `write_install_file` SNAPSHOT.install is not written (the
+  // install's fallback writes its own file: replica_snapshot.cpp).
   static void prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expected,
                                store::Env* env, const std::string& data_dir,
                                std::size_t max_clients, std::size_t sequences_per_client,
-                               const std::atomic<bool>* cancelled = nullptr);
+                               const std::atomic<bool>* cancelled = nullptr,
+                               bool write_install_file = true);
   void finish_snapshot_preparation(std::uint64_t generation, PreparedSnapshot prepared);
   void refuse_snapshot(const raft::Message& message, const std::string& problem);
   void abandon_incoming_snapshot(const char* why);
