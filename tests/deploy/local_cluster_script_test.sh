@@ -2,7 +2,8 @@
 # deploy/local/cluster end to end (ctest local_cluster_script_test): --help, a failed `up` (a port in
 # use) exits 1 at once with the node's log tail and leaves nothing running, a good `up` prints the
 # endpoints, metrics URLs and the RAFTLOG_CLUSTER_DIR hint, nodes use small segments, `kill` returns
-# only once the process is gone, a pid file naming another process is never signalled, and
+# only once the process is gone, kill, restart and stop run no helper program (fast on a loaded
+# machine), a pid file naming another process is never signalled, and
 # `down --purge` deletes the directory. Also raftlogctl's --cluster-dir, global flags before the
 # command, and `leader`. Usage: local_cluster_script_test.sh BIN_DIR
 set -euo pipefail
@@ -102,6 +103,42 @@ kill "$sleeper"
 sleeper=""
 "$cluster" restart 1 --dir "$dir" >/dev/null
 check "restart brings node 1 back" bash -c '"$1" status --dir "$2" | grep -q "node 1: running"' _ "$cluster" "$dir"
+
+# ---- kill, restart and stop run no helper program (review drills3 M2) ----
+# Each helper costs a fork and an exec, a good part of a second on a loaded machine, which made
+# `kill` take seconds: too slow to hit a snapshot mid-transfer. Here every common helper takes 1 s
+# longer and says that it ran.
+slow=$work/slow-helpers
+helpers_log=$work/helpers.log
+mkdir -p "$slow"
+for tool in awk basename cat cut date dirname grep head ls mkdir sed seq sleep sort tail tr wc; do
+  real=$(command -v "$tool") || continue
+  printf '#!/bin/sh\necho %s >>%s\n/bin/sleep 1\nexec %s "$@"\n' "$tool" "$helpers_log" "$real" >"$slow/$tool"
+  chmod +x "$slow/$tool"
+done
+helpers_ran() { tr '\n' ' ' <"$helpers_log"; }
+pid=$(cat "$dir/n2/pid")
+: >"$helpers_log"
+started=$(date +%s%N)
+PATH=$slow:$PATH "$cluster" kill 2 --dir "$dir" >/dev/null
+elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+check "kill runs no helper program (ran: $(helpers_ran))" test ! -s "$helpers_log"
+check "kill returns within 2.5 s although every helper is 1 s slow (${elapsed_ms} ms)" test "$elapsed_ms" -lt 2500
+check "the killed node is gone" bash -c '! s=$(awk "{print \$3}" /proc/$1/stat 2>/dev/null) || [[ $s == Z ]]' _ "$pid"
+: >"$helpers_log"
+PATH=$slow:$PATH "$cluster" restart 2 --dir "$dir" >/dev/null
+check "restart of a killed node runs no helper program (ran: $(helpers_ran))" test ! -s "$helpers_log"
+check "restart brings node 2 back" bash -c '"$1" status --dir "$2" | grep -q "node 2: running"' _ "$cluster" "$dir"
+pid=$(cat "$dir/n2/pid")
+: >"$helpers_log"
+PATH=$slow:$PATH "$cluster" restart 2 --dir "$dir" >/dev/null
+check "restart of a running node runs no helper program (ran: $(helpers_ran))" test ! -s "$helpers_log"
+check "that restart stopped the old process" bash -c '! s=$(awk "{print \$3}" /proc/$1/stat 2>/dev/null) || [[ $s == Z ]]' _ "$pid"
+check "and started a new one" test "$(cat "$dir/n2/pid")" != "$pid"
+: >"$helpers_log"
+PATH=$slow:$PATH "$cluster" stop 2 --dir "$dir" >/dev/null
+check "stop runs no helper program (ran: $(helpers_ran))" test ! -s "$helpers_log"
+check "status shows node 2 down after stop" bash -c '"$1" status --dir "$2" | grep -q "node 2: down"' _ "$cluster" "$dir"
 
 # ---- down --purge ----
 "$cluster" down --purge --dir "$dir" >/dev/null
