@@ -152,6 +152,18 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     // abandoned) may be writing that one now, and its `done` removes it. The data goes straight
     // to SNAPSHOT.next, through its own temporary file (write_snapshot_next, which only the loop
     // calls), and step 2 is done with it.
+    if (prepared_snapshot_) {
+      // Another snapshot's preparation, which the core replaced: its file goes, unless a job is
+      // out (then that job may be writing SNAPSHOT.install now, and its `done` removes it).
+      const bool had_file = prepared_snapshot_->file_written;
+      prepared_snapshot_.reset();
+      if (had_file && off_loop_outstanding_ == 0) {
+        if (store::Status st = remove_snapshot_install(config_.store.env, config_.data_dir);
+            !st.ok()) {
+          spdlog::warn("node {}: removing SNAPSHOT.install: {}", config_.node_id, st.to_string());
+        }
+      }
+    }
     PreparedSnapshot on_loop;
     on_loop.bytes = snapshot.data;
     prepare_snapshot(on_loop, snapshot, config_.store.env, config_.data_dir,

@@ -334,6 +334,26 @@ TEST_F(SnapshotInstallOffLoopTest, AnUnpreparedInstallLeavesAPreparationsFileAlo
   EXPECT_EQ(replica_->log().first_index(), 13U);
 }
 
+// Review mend L5: when the core replaced the prepared snapshot by another before its install (not
+// expected: the fallback prepares that one on the loop), the replaced preparation's
+// SNAPSHOT.install is removed, not left behind.
+TEST_F(SnapshotInstallOffLoopTest, AnUnpreparedInstallRemovesTheReplacedPreparationsFile) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  auto done = std::move(executor_.jobs.front().done);
+  executor_.jobs.clear();
+  done();  // 10 prepared and stepped into the core, its install due in the next process()
+  ASSERT_TRUE(env_->exists(kInstallFile));
+  ReplicaTestAccess::step_into_core(*replica_, snapshot_message(12));  // replaces it in the core
+  replica_->process();
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{12});
+  EXPECT_EQ(replica_->log().first_index(), 13U);
+  EXPECT_FALSE(env_->exists(kInstallFile)) << "the replaced preparation's file was left behind";
+  EXPECT_TRUE(executor_.jobs.empty());
+}
+
 TEST_F(SnapshotInstallOffLoopTest, ANewerTermDropsThePreparationAndItsFile) {
   build_old_state();
   step(snapshot_message(10));
