@@ -121,9 +121,12 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
                     "AppendStream call per node and leave together; own-stream: each client "
                     "sends its appends on an AppendStream call of its own; unary: one Append call "
                     "each");
-  // Fixed ids make a run replayable: the same command again retries every append of the first
-  // run (each client's payloads are all alike), answered from the dedup table up to the sequences
-  // the first run reached (docs/durability.md, "Replaying an append by hand").
+  // Fixed ids make a run replayable against the same cluster (--endpoints): a second run with the
+  // same ids re-sends each client's appends from --first-sequence (a client's payloads are all
+  // alike). The node remembers the last 64 sequences of each client (docs/durability.md): those
+  // answer as duplicates, counted like appends (such a run measures the dedup answers), and a
+  // client that made more than 64 appends in the first run has its first ones refused
+  // SEQUENCE_TOO_OLD, counted as failures.
   std::uint64_t first_client_id = 0;
   std::uint64_t first_sequence = 1;
   flags.uint_flag("first-client-id", &first_client_id, "ID",
@@ -135,6 +138,12 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
   if (flags.was_set("first-sequence") && !flags.was_set("first-client-id")) {
     io.err << command_path << ": --first-sequence needs --first-client-id\n";
+    return cli::kExitUsage;
+  }
+  if (flags.was_set("first-client-id") && endpoints.empty()) {
+    io.err << command_path
+           << ": --first-client-id needs --endpoints (a cluster this run starts holds no earlier "
+              "appends to replay)\n";
     return cli::kExitUsage;
   }
   if (flags.was_set("first-client-id") && producer_lanes != 0) {

@@ -251,6 +251,12 @@ TEST(RaftlogBenchFlags, ClusterFirstClientIdAndSequenceAreChecked) {
     EXPECT_EQ(run.exit_code, 2) << c.flags << "\n" << run.err;
     EXPECT_NE(run.err.find(c.message), std::string::npos) << c.flags << "\n" << run.err;
   }
+  // Without --endpoints it would start a fresh cluster: nothing to replay there.
+  const ProcessRun own_cluster =
+      run_stderr(std::string(RAFTLOG_BENCH_PATH) + " cluster --first-client-id 7 --duration 1");
+  EXPECT_EQ(own_cluster.exit_code, 2) << own_cluster.err;
+  EXPECT_NE(own_cluster.err.find("--first-client-id needs --endpoints"), std::string::npos)
+      << own_cluster.err;
 }
 
 }  // namespace
