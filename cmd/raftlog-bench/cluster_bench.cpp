@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -120,7 +121,37 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
                     "AppendStream call per node and leave together; own-stream: each client "
                     "sends its appends on an AppendStream call of its own; unary: one Append call "
                     "each");
+  // Fixed ids make a run replayable against the same cluster (--endpoints): a second run with the
+  // same ids re-sends each client's appends from --first-sequence (a client's payloads are all
+  // alike). The node remembers the last 64 sequences of each client (docs/durability.md): those
+  // answer as duplicates, counted like appends (such a run measures the dedup answers), and a
+  // client that made more than 64 appends in the first run has its first ones refused
+  // SEQUENCE_TOO_OLD, counted as failures.
+  std::uint64_t first_client_id = 0;
+  std::uint64_t first_sequence = 1;
+  flags.uint_flag("first-client-id", &first_client_id, "ID",
+                  "client c (0-based) appends as client ID + c (default: random ids)",
+                  {1, std::numeric_limits<std::uint64_t>::max() - kMaxLoadClients});
+  flags.uint_flag("first-sequence", &first_sequence, "N",
+                  "each client's first append's sequence number (needs --first-client-id)",
+                  {1, std::numeric_limits<std::uint64_t>::max() / 2});
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
+  if (flags.was_set("first-sequence") && !flags.was_set("first-client-id")) {
+    io.err << command_path << ": --first-sequence needs --first-client-id\n";
+    return cli::kExitUsage;
+  }
+  if (flags.was_set("first-client-id") && endpoints.empty()) {
+    io.err << command_path
+           << ": --first-client-id needs --endpoints (a cluster this run starts holds no earlier "
+              "appends to replay)\n";
+    return cli::kExitUsage;
+  }
+  if (flags.was_set("first-client-id") && producer_lanes != 0) {
+    io.err << command_path
+           << ": --first-client-id is for clients of their own (--producer-lanes 0): a Producer's "
+              "lanes pick their ids\n";
+    return cli::kExitUsage;
+  }
   if (append_rpc != "stream" && append_rpc != "own-stream" && append_rpc != "unary") {
     io.err << command_path << ": --append-rpc must be stream, own-stream or unary\n";
     return cli::kExitUsage;
@@ -171,6 +202,10 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
         options.retry_deadline_ms = 10000;
         options.append_stream = use_stream;
         options.share_append_stream = share_stream;
+        if (first_client_id != 0) {
+          options.client_id = first_client_id + c;
+          options.first_sequence = first_sequence;
+        }
         return append_call(options, batch, entry_size, c);
       },
       io.err);
@@ -179,6 +214,10 @@ int run_cluster_command(std::string_view command_path, std::span<const std::stri
   line.add("flush_mode", endpoints.empty() ? flush_mode : std::string("external"));
   line.add("producer_lanes", producer_lanes);
   line.add("append_rpc", append_rpc);
+  if (first_client_id != 0) {
+    line.add("first_client_id", first_client_id);
+    line.add("first_sequence", first_sequence);
+  }
   if (producer) {
     const client::Producer::Stats stats = producer->stats();
     line.add("entries_per_rpc",

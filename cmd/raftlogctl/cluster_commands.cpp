@@ -10,6 +10,8 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -409,11 +411,36 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
   std::string key;
   flags.string_flag("topic", &topic, "NAME", "append the entries to this topic");
   flags.string_flag("key", &key, "KEY", "give every entry this key (raftlogctl key get finds it)");
+  // An acknowledged append replayed by hand (docs/durability.md, "Idempotent appends"): the same
+  // client id, sequence and entries answer the original indexes (duplicate), not a second write.
+  std::uint64_t client_id = 0;
+  std::uint64_t sequence = 0;
+  flags.uint_flag("client-id", &client_id, "ID",
+                  "append as this client (default: a random id); with --sequence, a retry of that "
+                  "client's append answers its original indexes",
+                  {1, std::numeric_limits<std::uint64_t>::max()});
+  flags.uint_flag("sequence", &sequence, "N",
+                  "the first append's sequence number (needs --client-id; each further stdin "
+                  "line takes the next; default 1)",
+                  {1, std::numeric_limits<std::uint64_t>::max()});
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
+  if (flags.was_set("sequence") && !flags.was_set("client-id")) {
+    io.err << command_path
+           << ": --sequence needs --client-id (a sequence belongs to one client's appends)\n";
+    return cli::kExitUsage;
+  }
   const std::vector<std::string> keys =
       key.empty() ? std::vector<std::string>{} : std::vector<std::string>{key};
-  auto c = common.connect(io);
-  if (c == nullptr) return cli::kExitUsage;
+  std::optional<client::Options> options = client_options(common, io);
+  if (!options) return cli::kExitUsage;
+  if (flags.was_set("client-id")) options->client_id = client_id;
+  if (flags.was_set("sequence")) options->first_sequence = sequence;
+  auto created = client::Client::create(*options);
+  if (!created.ok()) {
+    io.err << created.status().message() << "\n";
+    return cli::kExitUsage;
+  }
+  std::unique_ptr<client::Client> c = std::move(created).value();
   const bool with_attributes = !topic.empty() || !keys.empty();
   auto append = [&](const std::vector<std::string>& entries) {
     if (!with_attributes) return c->append(entries);
@@ -431,17 +458,30 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
     io.err << command_path << ": nothing to append\n";
     return cli::kExitUsage;
   }
+  const std::uint64_t appends = batch ? 1 : lines.size();
+  if (options->first_sequence > std::numeric_limits<std::uint64_t>::max() - (appends - 1)) {
+    io.err << command_path << ": --sequence " << options->first_sequence << " leaves no room for "
+           << appends << " appends (each takes the next sequence number)\n";
+    return cli::kExitUsage;
+  }
+  const bool replayable = flags.was_set("client-id");
   auto report = [&](const client::AppendResult& r) {
     if (common.json) {
       io.out << "{\"first_index\":" << r.first_index << ",\"last_index\":" << r.last_index
-             << ",\"term\":" << r.term << ",\"duplicate\":" << (r.duplicate ? "true" : "false")
-             << "}\n";
-    } else if (r.first_index == r.last_index) {
-      io.out << "appended at index " << r.first_index << " (term " << r.term << ")\n";
+             << ",\"term\":" << r.term << ",\"duplicate\":" << (r.duplicate ? "true" : "false");
+      if (replayable) io.out << ",\"client_id\":" << client_id << ",\"sequence\":" << r.sequence;
+      io.out << "}\n";
+      return;
+    }
+    if (r.first_index == r.last_index) {
+      io.out << "appended at index " << r.first_index << " (term " << r.term;
     } else {
       io.out << "appended at indexes " << r.first_index << ".." << r.last_index << " (term "
-             << r.term << ")\n";
+             << r.term;
     }
+    if (replayable) io.out << ", client " << client_id << " sequence " << r.sequence;
+    if (r.duplicate) io.out << ", a retry: answered from the original append";
+    io.out << ")\n";
   };
   if (batch) {
     auto r = append(lines);

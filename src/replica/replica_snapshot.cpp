@@ -142,30 +142,50 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   };
   // The preparation of these very bytes (the core hands on the message's buffer): every snapshot
   // the core installs was stepped into it by finish_snapshot_preparation, in this process().
+  bool written_as_next = false;  // SNAPSHOT.next holds the data already (step 2 done)
   if (!prepared_snapshot_ || !prepared_snapshot_->bytes.shares_bytes_with(snapshot.data) ||
       prepared_snapshot_->data.index != snapshot.index ||
       prepared_snapshot_->data.term != snapshot.term) {
     // Not expected (core_would_install() mirrors the core's rules, and a test drives each), and
-    // handled all the same: prepared here, on the loop, with the checks of a preparation.
+    // handled all the same: prepared here, on the loop, with the checks of a preparation. Its
+    // file is not SNAPSHOT.install: a preparation job still out (another snapshot's, or one
+    // abandoned) may be writing that one now, and its `done` removes it. The data goes straight
+    // to SNAPSHOT.next, through its own temporary file (write_snapshot_next, which only the loop
+    // calls), and step 2 is done with it.
+    if (prepared_snapshot_) {
+      // Another snapshot's preparation, which the core replaced: its file goes, unless a job is
+      // out (then that job may be writing SNAPSHOT.install now, and its `done` removes it).
+      const bool had_file = prepared_snapshot_->file_written;
+      prepared_snapshot_.reset();
+      if (had_file && off_loop_outstanding_ == 0) {
+        if (store::Status st = remove_snapshot_install(config_.store.env, config_.data_dir);
+            !st.ok()) {
+          spdlog::warn("node {}: removing SNAPSHOT.install: {}", config_.node_id, st.to_string());
+        }
+      }
+    }
     PreparedSnapshot on_loop;
     on_loop.bytes = snapshot.data;
     prepare_snapshot(on_loop, snapshot, config_.store.env, config_.data_dir,
-                     config_.dedup_max_clients, config_.dedup_sequences_per_client);
+                     config_.dedup_max_clients, config_.dedup_sequences_per_client,
+                     /*cancelled=*/nullptr, /*write_install_file=*/false);
     ++snapshot_stats_.decodes;
-    if (on_loop.problem.empty() && on_loop.write.ok() && !on_loop.data.section.empty() &&
-        deps_.check_snapshot_section) {
+    if (on_loop.problem.empty() && !on_loop.data.section.empty() && deps_.check_snapshot_section) {
       on_loop.problem = deps_.check_snapshot_section(on_loop.data.section, on_loop.data.index);
     }
     if (!on_loop.problem.empty()) {
-      if (on_loop.file_written) (void)remove_snapshot_install(config_.store.env, config_.data_dir);
       fatal("the snapshot to install does not validate: " + on_loop.problem);  // a bug
       return;
     }
-    if (!on_loop.write.ok()) {
-      if (on_loop.file_written) (void)remove_snapshot_install(config_.store.env, config_.data_dir);
-      fatal("writing SNAPSHOT.install: " + on_loop.write.to_string());
+    const auto write_start = std::chrono::steady_clock::now();
+    if (store::Status st =
+            write_snapshot_next(config_.store.env, config_.data_dir, on_loop.bytes.view());
+        !st.ok()) {
+      fatal("writing SNAPSHOT.next: " + st.to_string());
       return;
     }
+    on_loop.times.snapshot_file = since(write_start);
+    written_as_next = true;
     prepared_snapshot_ = std::move(on_loop);
   }
   PreparedSnapshot prepared = std::move(*prepared_snapshot_);
@@ -184,9 +204,12 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   part_start = std::chrono::steady_clock::now();
   // 2. SNAPSHOT.next, naming the point (SNAPSHOT still describes the old log until step 3): the
   // prepared SNAPSHOT.install, written and synced off the loop, renamed, with a directory fsync.
-  if (store::Status st = promote_snapshot_install(config_.store.env, config_.data_dir); !st.ok()) {
-    fatal("renaming SNAPSHOT.install to SNAPSHOT.next: " + st.to_string());
-    return;
+  if (!written_as_next) {
+    if (store::Status st = promote_snapshot_install(config_.store.env, config_.data_dir);
+        !st.ok()) {
+      fatal("renaming SNAPSHOT.install to SNAPSHOT.next: " + st.to_string());
+      return;
+    }
   }
   times.rename = part();
   // 3. The commit point: the old log is gone, the new one starts at point + 1. Then SNAPSHOT.next

@@ -116,6 +116,10 @@ void Replica::receive_snapshot(raft::Message message) {
     (void)guard_core([&] { raft_->step(std::move(message)); });
     return;
   }
+  queue_incoming_snapshot(std::move(message));
+}
+
+void Replica::queue_incoming_snapshot(raft::Message message) {
   if (incoming_snapshot_) {
     if (same_snapshot(incoming_snapshot_->message, message)) {
       ++snapshot_stats_.install_retries_ignored;  // answered once the one prepared is installed
@@ -171,22 +175,11 @@ void Replica::start_snapshot_preparation() {
     }
     prepare_snapshot(*prepared, expected, env, dir, max_clients, sequences, cancelled.get());
   };
-  auto done = [alive = std::weak_ptr<int>(alive_), this, generation = in.generation, prepared] {
-    if (alive.expired()) return;  // the replica is gone (the next open removes its file)
-    --off_loop_outstanding_;
+  // Not run when the replica is gone first: the next open removes its file.
+  auto done = [this, generation = in.generation, prepared] {
     finish_snapshot_preparation(generation, std::move(*prepared));
-    // A leader's gathered snapshot that waited for this job (the node began to lead meanwhile).
-    if (outgoing_snapshot_ && outgoing_snapshot_->gathered && !outgoing_snapshot_->encoding &&
-        off_loop_outstanding_ == 0 && !failed_) {
-      start_snapshot_encoding();
-    }
   };
-  ++off_loop_outstanding_;
-  if (deps_.off_loop == nullptr) {
-    job();
-    done();
-  } else if (!deps_.off_loop->run(std::move(job), std::move(done))) {
-    --off_loop_outstanding_;
+  if (!hand_off(std::move(job), std::move(done))) {
     abandon_incoming_snapshot("the off-loop worker refused its preparation");
   }
 }
@@ -197,7 +190,7 @@ void Replica::start_snapshot_preparation() {
 void Replica::prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expected,
                                store::Env* env, const std::string& data_dir,
                                std::size_t max_clients, std::size_t sequences_per_client,
-                               const std::atomic<bool>* cancelled) {
+                               const std::atomic<bool>* cancelled, bool write_install_file) {
   const auto dropped = [&] {
     if (cancelled == nullptr || !cancelled->load()) return false;
     out.bytes = raft::Payload();
@@ -213,12 +206,14 @@ void Replica::prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expe
   }
   out.problem = snapshot_data_mismatch(*data, expected);
   if (!out.problem.empty() || dropped()) return;
-  const auto write_start = std::chrono::steady_clock::now();
-  out.file_written = true;  // a failed write may leave part of it
-  out.write = write_snapshot_install(env, data_dir, out.bytes.view(),
-                                     rules::install_syncs_prepared_snapshot());
-  out.times.snapshot_file = since(write_start);
-  if (!out.write.ok() || dropped()) return;
+  if (write_install_file) {
+    const auto write_start = std::chrono::steady_clock::now();
+    out.file_written = true;  // a failed write may leave part of it
+    out.write = write_snapshot_install(env, data_dir, out.bytes.view(),
+                                       rules::install_syncs_prepared_snapshot());
+    out.times.snapshot_file = since(write_start);
+    if (!out.write.ok() || dropped()) return;
+  }
   const auto tables_start = std::chrono::steady_clock::now();
   out.dedup = std::make_unique<DedupTable>(max_clients, sequences_per_client);
   out.dedup->replace(data->index + 1, data->dedup_view_start, data->dedup_clients);

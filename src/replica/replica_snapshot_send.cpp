@@ -230,23 +230,10 @@ void Replica::start_snapshot_encoding() {
     *took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                   start);
   };
-  auto done = [alive = std::weak_ptr<int>(alive_), this, generation = out.generation, encoded,
-               took] {
-    if (alive.expired()) return;  // the replica is gone
-    --off_loop_outstanding_;
+  auto done = [this, generation = out.generation, encoded, took] {
     finish_snapshot_encoding(generation, std::move(*encoded), *took);
-    // A snapshot gathered while an abandoned job was still out: its turn.
-    if (outgoing_snapshot_ && outgoing_snapshot_->gathered && !outgoing_snapshot_->encoding &&
-        !failed_) {
-      start_snapshot_encoding();
-    }
   };
-  ++off_loop_outstanding_;
-  if (deps_.off_loop == nullptr) {
-    job();
-    done();
-  } else if (!deps_.off_loop->run(std::move(job), std::move(done))) {
-    --off_loop_outstanding_;
+  if (!hand_off(std::move(job), std::move(done))) {
     abandon_outgoing_snapshot("the off-loop worker refused its encoding");
   }
 }

@@ -207,5 +207,57 @@ TEST(RaftlogctlFlags, ReadCountsOutsideOneToTheBoundAreRefused) {
   }
 }
 
+// `append --client-id/--sequence` (review drills3 L1): a bad id, a bad sequence or a sequence
+// without an id is a usage error, before any connection.
+TEST(RaftlogctlFlags, AppendClientIdAndSequenceAreChecked) {
+  const struct {
+    const char* flags;
+    const char* message;
+  } cases[] = {
+      {"append --client-id 0 --value x", "--client-id"},
+      {"append --client-id abc --value x", "--client-id"},
+      {"append --client-id 18446744073709551616 --value x", "--client-id"},
+      {"append --client-id 5 --sequence 0 --value x", "--sequence"},
+      {"append --sequence 3 --value x", "--sequence needs --client-id"},
+      {"append --client-id 5 --sequence 18446744073709551615 --batch=false", "leaves no room"},
+  };
+  for (const auto& c : cases) {
+    const std::string command = std::string(c.flags).find("--batch") != std::string::npos
+                                    ? "printf 'a\\nb\\n' | " + std::string(RAFTLOGCTL_PATH) +
+                                          " " + c.flags + " --endpoints 127.0.0.1:1"
+                                    : std::string(RAFTLOGCTL_PATH) + " " + c.flags +
+                                          " --endpoints 127.0.0.1:1";
+    const ProcessRun run = run_stderr(command);
+    EXPECT_EQ(run.exit_code, 2) << c.flags << "\n" << run.err;
+    EXPECT_NE(run.err.find(c.message), std::string::npos) << c.flags << "\n" << run.err;
+  }
+}
+
+// raftlog-bench cluster's replayable ids: checked before any cluster starts.
+TEST(RaftlogBenchFlags, ClusterFirstClientIdAndSequenceAreChecked) {
+  const struct {
+    const char* flags;
+    const char* message;
+  } cases[] = {
+      {"cluster --first-client-id 0", "--first-client-id"},
+      {"cluster --first-client-id 18446744073709551615", "--first-client-id"},
+      {"cluster --first-client-id 7 --first-sequence 0", "--first-sequence"},
+      {"cluster --first-sequence 3", "--first-sequence needs --first-client-id"},
+      {"cluster --first-client-id 7 --producer-lanes 2", "--producer-lanes 0"},
+  };
+  for (const auto& c : cases) {
+    const ProcessRun run = run_stderr(std::string(RAFTLOG_BENCH_PATH) + " " + c.flags +
+                                      " --endpoints 127.0.0.1:1 --duration 1");
+    EXPECT_EQ(run.exit_code, 2) << c.flags << "\n" << run.err;
+    EXPECT_NE(run.err.find(c.message), std::string::npos) << c.flags << "\n" << run.err;
+  }
+  // Without --endpoints it would start a fresh cluster: nothing to replay there.
+  const ProcessRun own_cluster =
+      run_stderr(std::string(RAFTLOG_BENCH_PATH) + " cluster --first-client-id 7 --duration 1");
+  EXPECT_EQ(own_cluster.exit_code, 2) << own_cluster.err;
+  EXPECT_NE(own_cluster.err.find("--first-client-id needs --endpoints"), std::string::npos)
+      << own_cluster.err;
+}
+
 }  // namespace
 }  // namespace raftlog::testing

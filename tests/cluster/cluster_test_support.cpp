@@ -5,6 +5,14 @@
 
 namespace raftlog::testing {
 
+LocalClusterOptions small_segment_options(const std::string& raftlogd_path) {
+  LocalClusterOptions options;
+  options.raftlogd_path = raftlogd_path;
+  options.segment_size_bytes = 64 << 10;
+  options.max_entry_size_bytes = 8 << 10;
+  return options;
+}
+
 int leader_among(LocalCluster& cluster, const std::vector<int>& ids,
                  std::chrono::milliseconds timeout) {
   int leader = 0;

@@ -22,6 +22,10 @@ namespace raftlog::testing {
 // Every acknowledged append: index -> payload.
 using Acknowledged = std::map<std::uint64_t, std::string>;
 
+// A cluster of `raftlogd_path` processes with small segments (64 KiB, entries up to 8 KiB): a few
+// hundred entries fill several sealed segments, which a test can then trim, checkpoint or corrupt.
+LocalClusterOptions small_segment_options(const std::string& raftlogd_path);
+
 // Polls `predicate` every `poll` until it holds or `timeout` passed; its last answer. (Unlike
 // shared/loopback.h's eventually, which polls in-process state every 5 ms: a poll here is usually
 // an RPC to a node's process.)

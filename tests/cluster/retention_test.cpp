@@ -9,6 +9,7 @@
 #include <map>
 #include <thread>
 
+#include "cluster_test_support.h"
 #include "shared/command_run.h"
 #include "testing/http_get.h"
 #include "testing/local_cluster.h"
@@ -18,13 +19,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-LocalClusterOptions small_segments() {
-  LocalClusterOptions options;
-  options.raftlogd_path = RAFTLOGD_PATH;
-  options.segment_size_bytes = 64 << 10;  // 2 KiB entries: ~30 per segment
-  options.max_entry_size_bytes = 8 << 10;
-  return options;
-}
+// 2 KiB entries: ~30 per segment.
+LocalClusterOptions small_segments() { return small_segment_options(RAFTLOGD_PATH); }
 
 // Appends `count` 2 KiB entries; returns the last index.
 std::uint64_t append_entries(client::Client& client, int count, const std::string& tag) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <thread>
 
+#include "cluster_test_support.h"
 #include "testing/local_cluster.h"
 
 namespace raftlog::testing {
@@ -130,11 +131,7 @@ TEST(StorageFault, FlippedByteInCheckpointedEntriesIsRepairedFromTheLeader) {
 // to start ("the offsets of the trimmed entries cannot be recovered") instead of repairing the cut
 // entry from its peers. SNAPSHOT, which the trim wrote, holds the table as of the first index - 1.
 TEST(StorageFault, FlippedByteOnATrimmedLogIsRepairedFromTheLeader) {
-  LocalClusterOptions options;
-  options.raftlogd_path = RAFTLOGD_PATH;
-  options.segment_size_bytes = 64 << 10;  // about 90 entries a segment
-  options.max_entry_size_bytes = 8 << 10;
-  LocalCluster cluster(options);
+  LocalCluster cluster(small_segment_options(RAFTLOGD_PATH));  // about 90 entries a segment
   std::vector<std::uint64_t> indexes;
   const int follower = fill_and_pick_follower(cluster, 300, &indexes);
   ASSERT_NE(follower, 0);
@@ -172,11 +169,7 @@ TEST(StorageFault, FlippedByteOnATrimmedLogIsRepairedFromTheLeader) {
 // the background scrub finds it too, and the node stops; the next start verifies that segment in full,
 // cuts the log there and repairs it from the leader.
 TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
-  LocalClusterOptions options;
-  options.raftlogd_path = RAFTLOGD_PATH;
-  options.segment_size_bytes = 64 << 10;  // about 90 entries per segment
-  options.max_entry_size_bytes = 8 << 10;
-  LocalCluster cluster(options);
+  LocalCluster cluster(small_segment_options(RAFTLOGD_PATH));  // about 90 entries a segment
   std::vector<std::uint64_t> indexes;
   const int follower = fill_and_pick_follower(cluster, 400, &indexes);
   ASSERT_NE(follower, 0);

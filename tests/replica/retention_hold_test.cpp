@@ -70,6 +70,24 @@ class RetentionHoldTest : public ::testing::Test {
     replica_->process();
   }
   TrimResult trim_all() { return replica_->trim(kLast + 1, "test:"); }
+  // Node 3 asks for votes in `term` until the core took that term (ticks pass the leader's lease);
+  // no leader is known afterwards.
+  void election(raft::Term term) {
+    for (int tick = 0; tick < 100 && replica_->core().term() < term; ++tick) {
+      raft::Message vote;
+      vote.type = raft::MessageType::kVote;
+      vote.from = 3;
+      vote.to = 2;
+      vote.term = term;
+      vote.index = kLast;
+      vote.log_term = 1;
+      replica_->step(vote);
+      replica_->process();
+      if (replica_->core().term() < term) replica_->tick();
+    }
+    ASSERT_EQ(replica_->core().term(), term);
+    ASSERT_EQ(replica_->core().leader(), raft::kNoNode);
+  }
 
   store::MemoryEnv env_;
   testing::RecordingSender sender_;
@@ -174,6 +192,27 @@ TEST_F(RetentionHoldTest, TheOldLeadersHoldStaysThroughAnElectionUntilTheNewLead
   EXPECT_EQ(trim_all().limit, kLast + 1);
 }
 
+// Review retainhold2 L2: inside the election window the old leader's hold still restricts, and
+// only for the grace period counted from that leader's last message: the votes of the elections
+// (two terms without a leader here) do not extend it, and once no leader spoke for the grace period
+// the hold is gone.
+TEST_F(RetentionHoldTest, InAnElectionTheOldLeadersHoldLastsTheGracePeriodFromItsLastMessage) {
+  open();
+  ASSERT_NO_FATAL_FAILURE(replicate(120));
+  const Clock::time_point heard_at = now_;  // the leader's last message (replicate's commit)
+  now_ += 10s;
+  ASSERT_NO_FATAL_FAILURE(election(2));
+  EXPECT_EQ(trim_all().limit, 120U) << "the bound holds in the election window";
+  now_ = heard_at + std::chrono::milliseconds(kGraceMs) - 1ms;
+  ASSERT_NO_FATAL_FAILURE(election(3));  // another election, still no leader
+  EXPECT_EQ(trim_all().limit, 120U) << "within the grace period of the leader's last message";
+  EXPECT_LE(replica_->log().first_index(), 120U);
+  now_ += 1ms;
+  const TrimResult trimmed = trim_all();
+  EXPECT_EQ(trimmed.limit, kLast + 1) << "no leader spoke for the grace period: the hold expired";
+  EXPECT_GT(replica_->log().first_index(), 200U);
+}
+
 // Review retainhold M2: a follower past its disk high watermark trims by its own limit (it does not
 // refuse replicated appends, so keeping the log for a lagging node could fill its disk).
 TEST_F(RetentionHoldTest, AFollowerPastItsDiskHighWatermarkIgnoresTheHold) {
@@ -209,6 +248,31 @@ TEST(LeaderRetentionHold, TheLowestMatchPlusOneOfTheFollowersHeardWithinTheGrace
       << "no follower heard: no hold";
   EXPECT_EQ(leader_retention_hold({progress[0]}, 1, raft::kNoNode, 20, 10000), 0U)
       << "a single node";
+}
+
+// The same bound on FollowerRetentionHold alone (review retainhold2 L2).
+TEST(FollowerRetentionHold, WithoutALeaderTheHoldLastsTheGracePeriodFromTheLeadersLastMessage) {
+  using Clock = FollowerRetentionHold::Clock;
+  const Clock::time_point heard_at = Clock::time_point() + 1h;
+  const std::chrono::milliseconds grace(kGraceMs);
+  FollowerRetentionHold hold;
+  hold.note(1, 1, 120, heard_at);
+  EXPECT_EQ(hold.limit(1, 1, heard_at + grace - 1ms, grace), 120U);
+  // Elections: newer terms, no leader known.
+  EXPECT_EQ(hold.limit(raft::kNoNode, 2, heard_at + 1s, grace), 120U);
+  EXPECT_EQ(hold.limit(raft::kNoNode, 3, heard_at + grace - 1ms, grace), 120U);
+  // A message without a leader (a vote's step) renews nothing.
+  hold.note(raft::kNoNode, 3, 0, heard_at + grace - 1ms);
+  EXPECT_EQ(hold.limit(raft::kNoNode, 3, heard_at + grace - 1ms, grace), 120U);
+  EXPECT_EQ(hold.limit(raft::kNoNode, 3, heard_at + grace, grace), std::nullopt)
+      << "no leader spoke for the grace period";
+  EXPECT_EQ(hold.limit(1, 1, heard_at + grace, grace), std::nullopt) << "nor its own leader";
+  // A new leader known: its own hold applies (none yet), at once.
+  EXPECT_EQ(hold.limit(3, 2, heard_at + 1s, grace), std::nullopt);
+  hold.note(3, 2, 200, heard_at + 2s);
+  EXPECT_EQ(hold.limit(3, 2, heard_at + 3s, grace), 200U);
+  EXPECT_EQ(hold.limit(raft::kNoNode, 3, heard_at + 2s + grace - 1ms, grace), 200U)
+      << "the newest leader's hold stays through the next election";
 }
 
 }  // namespace

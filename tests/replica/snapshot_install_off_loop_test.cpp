@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "replica/replica.h"
+#include "replica_test_access.h"
 #include "replica/snapshot_data.h"
 #include "stepped_follower_config.h"
 #include "store/memory_env.h"
@@ -275,6 +276,82 @@ TEST_F(SnapshotInstallOffLoopTest, ASnapshotArrivingBeforeThePreparedOnesInstall
   executor_.finish(*replica_);
   ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
   EXPECT_EQ(installed_, (std::vector<std::uint64_t>{10, 12}));
+}
+
+// Review installoff2 G1, the guard alone: a snapshot queued while the one prepared before it waits
+// for its install (receive_snapshot's own process() normally installs it first) is not handed off:
+// its job would write SNAPSHOT.install, which the install is about to rename as the first one's.
+TEST_F(SnapshotInstallOffLoopTest, APreparationWaitsForThePreparedSnapshotsInstall) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  auto done = std::move(executor_.jobs.front().done);
+  executor_.jobs.clear();
+  done();  // prepared and stepped into the core; the install comes with the next process()
+  ReplicaTestAccess::queue_incoming_snapshot(*replica_, snapshot_message(12));
+  EXPECT_TRUE(executor_.jobs.empty())
+      << "a job that writes SNAPSHOT.install was handed off before the prepared one's rename";
+  replica_->process();  // the install of 10, then the preparation of 12 is handed off
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
+  auto current = read_snapshot_file(env_.get(), "/data");
+  ASSERT_TRUE(current.ok() && current->has_value());
+  EXPECT_EQ((*current)->index, 10U);
+  ASSERT_EQ(executor_.jobs.size(), 1U) << "the newer one is prepared after the install";
+  executor_.finish(*replica_);
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, (std::vector<std::uint64_t>{10, 12}));
+  EXPECT_EQ(replica_->log().first_index(), 13U);
+}
+
+// Review installoff2 G2: a snapshot the core installs without a preparation (not expected: the
+// install's fallback) never touches SNAPSHOT.install, which a preparation job still out may be
+// writing at that moment; the job's `done` then removes its own file.
+TEST_F(SnapshotInstallOffLoopTest, AnUnpreparedInstallLeavesAPreparationsFileAlone) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();  // the worker wrote SNAPSHOT.install; its `done` has not run
+  auto prepared_file = env_->read_file(kInstallFile, 1 << 20);
+  ASSERT_TRUE(prepared_file.ok());
+  ReplicaTestAccess::step_into_core(*replica_, snapshot_message(12));
+  replica_->process();
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{12});
+  EXPECT_EQ(replica_->log().first_index(), 13U);
+  auto current = read_snapshot_file(env_.get(), "/data");
+  ASSERT_TRUE(current.ok() && current->has_value());
+  EXPECT_EQ((*current)->index, 12U);
+  auto install_file = env_->read_file(kInstallFile, 1 << 20);
+  ASSERT_TRUE(install_file.ok()) << "the fallback took the preparation's SNAPSHOT.install";
+  EXPECT_EQ(*install_file, *prepared_file) << "the fallback wrote the preparation's SNAPSHOT.install";
+  executor_.finish(*replica_);  // the preparation of 10: overtaken by the install, dropped
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_FALSE(env_->exists(kInstallFile)) << "the preparation's `done` removes its file";
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{12});
+  current = read_snapshot_file(env_.get(), "/data");
+  ASSERT_TRUE(current.ok() && current->has_value());
+  EXPECT_EQ((*current)->index, 12U);
+  EXPECT_EQ(replica_->log().first_index(), 13U);
+}
+
+// Review mend L5: when the core replaced the prepared snapshot by another before its install (not
+// expected: the fallback prepares that one on the loop), the replaced preparation's
+// SNAPSHOT.install is removed, not left behind.
+TEST_F(SnapshotInstallOffLoopTest, AnUnpreparedInstallRemovesTheReplacedPreparationsFile) {
+  build_old_state();
+  step(snapshot_message(10));
+  executor_.run_job();
+  auto done = std::move(executor_.jobs.front().done);
+  executor_.jobs.clear();
+  done();  // 10 prepared and stepped into the core, its install due in the next process()
+  ASSERT_TRUE(env_->exists(kInstallFile));
+  ReplicaTestAccess::step_into_core(*replica_, snapshot_message(12));  // replaces it in the core
+  replica_->process();
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  EXPECT_EQ(installed_, std::vector<std::uint64_t>{12});
+  EXPECT_EQ(replica_->log().first_index(), 13U);
+  EXPECT_FALSE(env_->exists(kInstallFile)) << "the replaced preparation's file was left behind";
+  EXPECT_TRUE(executor_.jobs.empty());
 }
 
 TEST_F(SnapshotInstallOffLoopTest, ANewerTermDropsThePreparationAndItsFile) {
