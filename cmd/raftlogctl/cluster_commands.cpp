@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
@@ -130,15 +131,47 @@ std::string snapshot_progress_text(const client::SnapshotTransfer& transfer) {
   return text;
 }
 
+// The ROLE column holds the longest role name ("pre-candidate") and a space.
+constexpr int kRoleColumn = 15;
+
+// The DISK column: the file system's use at the node's last probe, "!" past its high watermark;
+// "-" from a node that does not report it.
+std::string disk_column(const client::NodeStatus& s) {
+  if (s.disk_high_watermark <= 0.0) return "-";
+  return std::to_string(static_cast<int>(s.disk_used_ratio * 100 + 0.5)) + "%" +
+         (s.disk_over_high_watermark ? "!" : "");
+}
+
+// The line under a node past its high watermark: what it does about it (docs/operations.md, "Disk
+// watermarks").
+std::string disk_watermark_text(const client::NodeStatus& s) {
+  char used[128];
+  std::snprintf(used, sizeof used, "%.1f%% used, past its high watermark %.1f%%",
+                s.disk_used_ratio * 100, s.disk_high_watermark * 100);
+  std::string text = "DISK " + std::string(used) + ": ";
+  if (s.role != client::Role::kLeader) {
+    return text + "reports no room to its leader (it is not handed leadership; it still takes "
+                  "what the leader sends and stops if the disk fills)";
+  }
+  text += "refusing appends (DISK_WATERMARK)";
+  if (s.disk_keeping_leadership) {
+    text += "; no follower reports room: keeping leadership, so the cluster takes no appends";
+  } else {
+    text += "; handing leadership to a follower with room";
+  }
+  return text;
+}
+
 // One round of `status`: every endpoint's answer. Returns the number of unreachable endpoints.
 int print_status(client::Client& c, const Common& common, const cli::Io& io) {
   const std::vector<client::EndpointStatus> all = c.status_all();
   int unreachable = 0;
   if (common.headers()) {
-    io.out << std::left << std::setw(22) << "ENDPOINT" << std::setw(5) << "ID" << std::setw(11)
-           << "ROLE" << std::setw(7) << "TERM" << std::setw(7) << "LEADER" << std::setw(10)
-           << "FIRST" << std::setw(10) << "LAST" << std::setw(10) << "COMMIT" << std::setw(10)
-           << "FLUSHED" << std::setw(7) << "MODE"
+    io.out << std::left << std::setw(22) << "ENDPOINT" << std::setw(5) << "ID"
+           << std::setw(kRoleColumn) << "ROLE" << std::setw(7) << "TERM" << std::setw(7)
+           << "LEADER" << std::setw(10) << "FIRST" << std::setw(10) << "LAST" << std::setw(10)
+           << "COMMIT" << std::setw(10) << "FLUSHED" << std::setw(7) << "MODE" << std::setw(7)
+           << "DISK"
            << "VERSION\n";
   }
   for (const client::EndpointStatus& e : all) {
@@ -170,6 +203,10 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"storage_fault\":" << json_string(s.storage_fault)
              << ",\"stranded_below_index\":" << s.stranded_below_index
              << ",\"removed\":" << (s.removed ? "true" : "false")
+             << ",\"disk_used_ratio\":" << s.disk_used_ratio
+             << ",\"disk_high_watermark\":" << s.disk_high_watermark
+             << ",\"disk_over_high_watermark\":" << (s.disk_over_high_watermark ? "true" : "false")
+             << ",\"disk_keeping_leadership\":" << (s.disk_keeping_leadership ? "true" : "false")
              << ",\"voters\":" << json_ids(s.voters) << ",\"learners\":" << json_ids(s.learners)
              << ",\"learner_catching_up_to_index\":" << s.learner_catching_up_to_index
              << ",\"corrupt_index\":" << s.corrupt_index
@@ -199,17 +236,19 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
                << ",\"probing\":" << (p.probing ? "true" : "false")
                << ",\"lag_bytes\":" << p.lag_bytes
                << ",\"behind_first_index\":" << (p.behind_first_index ? "true" : "false")
+               << ",\"disk_over_watermark\":" << (p.disk_over_watermark ? "true" : "false")
                << ",\"snapshot\":" << json_snapshot(p.snapshot) << "}";
       }
       io.out << "]}\n";
       continue;
     }
-    io.out << std::left << std::setw(22) << e.endpoint << std::setw(5) << s.node_id << std::setw(11)
-           << client::to_string(s.role) << std::setw(7) << s.term << std::setw(7) << s.leader_id
-           << std::setw(10) << s.first_index << std::setw(10) << s.last_index << std::setw(10)
-           << s.commit_index << std::setw(10) << s.flushed_index << std::setw(7)
-           << client::to_string(s.flush_mode)
+    io.out << std::left << std::setw(22) << e.endpoint << std::setw(5) << s.node_id
+           << std::setw(kRoleColumn) << client::to_string(s.role) << std::setw(7) << s.term
+           << std::setw(7) << s.leader_id << std::setw(10) << s.first_index << std::setw(10)
+           << s.last_index << std::setw(10) << s.commit_index << std::setw(10) << s.flushed_index
+           << std::setw(7) << client::to_string(s.flush_mode) << std::setw(7) << disk_column(s)
            << (s.version.empty() ? std::string("-") : s.version + " (" + s.revision + ")") << "\n";
+    if (s.disk_over_high_watermark) io.out << "    " << disk_watermark_text(s) << "\n";
     if (s.catching_up) {
       io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
              << s.storage_fault << "): not voting, not counted toward commit\n";
@@ -233,8 +272,9 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
       }
     }
     if (s.removed) {
-      io.out << "    REMOVED: a member says a committed change removed this node; it no longer "
-                "campaigns: stop it (docs/operations.md, \"Membership\")\n";
+      io.out << "    REMOVED: a member says a committed change removed this node (its campaigns "
+                "stay harmless): confirm with `members list`, then stop it (docs/operations.md, "
+                "\"Membership\")\n";
     }
     if (s.stranded_below_index != 0 && !s.receiving_snapshot) {
       io.out << "    STRANDED: needs entries below index " << s.stranded_below_index
@@ -254,6 +294,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
       io.out << "    peer " << p.id << ": match " << p.match_index << ", lag " << p.lag_entries
              << " entries, last contact " << p.last_contact_ms << " ms ago"
              << (p.probing ? ", probing" : "")
+             << (p.disk_over_watermark ? ", DISK PAST ITS HIGH WATERMARK (reports no room)" : "")
              << (p.behind_first_index && !p.snapshot
                      ? ", NEEDS TRIMMED ENTRIES: a snapshot is due (docs/operations.md)"
                      : "");
@@ -704,7 +745,10 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
         auto r = c.trim(endpoint, before_index);
         if (!r.ok()) return r.status();
         return NodeAnswer{"first retained index " + std::to_string(r->first_index) +
-                              " (trim allowed below " + std::to_string(r->limit) + ")",
+                              " (trim allowed below " + std::to_string(r->limit) +
+                              (r->limit <= 1 ? ": nothing may be trimmed yet, the whole log is held"
+                                             : "") +
+                              ")",
                           "\"first_index\":" + std::to_string(r->first_index) +
                               ",\"limit\":" + std::to_string(r->limit)};
       });

@@ -1,6 +1,8 @@
 #include "members_commands.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -47,6 +49,13 @@ struct Parsed {
   cli::MembersArgs args;
   ClusterFlags cluster;
   std::unique_ptr<client::MembersClient> members;
+  std::chrono::steady_clock::time_point deadline;  // --timeout-ms from the start of the command
+  // What is left of --timeout-ms (at least 1 ms).
+  std::uint32_t remaining_ms() const {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return static_cast<std::uint32_t>(std::max<std::int64_t>(left.count(), 1));
+  }
 };
 int parse(std::string_view command_path, std::string_view summary,
           std::span<const std::string> args, std::span<const PositionalSpec> spec,
@@ -63,14 +72,19 @@ int parse(std::string_view command_path, std::string_view summary,
   if (int code = parse_cluster_flags(flags, command_path, out->args.flags, io, &out->cluster);
       code >= 0)
     return code;
-  // A change waits for its commit within --timeout-ms: one attempt may take all of it.
-  out->cluster.options.call_timeout_ms = out->cluster.timeout_ms;
+  // Each attempt has its own deadline (a list's call_timeout_ms, a change's few seconds: the
+  // client moves on to the next endpoint after it), and --timeout-ms bounds the whole command: the
+  // change, its confirmation from the member list after an ambiguous attempt, the wait for a
+  // learner and its promotion (docs/operations.md, "Membership").
   auto created = client::MembersClient::create(out->cluster.options);
   if (!created.ok()) {
     io.err << created.status().message() << "\n";
     return cli::kExitUsage;
   }
   out->members = std::move(created).value();
+  out->deadline = std::chrono::steady_clock::now() +
+                  std::chrono::milliseconds(out->cluster.timeout_ms);
+  out->members->bound_by(out->deadline);
   return -1;
 }
 
@@ -150,7 +164,7 @@ int add_caught_up_voter(Parsed& p, const cli::Io& io, std::string_view what, std
   if (!added.ok()) return fail(io, what, added.status());
   print_change(io, p.cluster.json,
                "node " + std::to_string(id) + " added as a learner at " + address, added.value());
-  auto promoted = p.members->promote_when_caught_up(id, p.cluster.timeout_ms);
+  auto promoted = p.members->promote_when_caught_up(id, p.remaining_ms());
   if (!promoted.ok()) {
     io.err << what << ": node " << id
            << " stays a learner (promote it with `members promote` once it caught up)\n";
@@ -194,11 +208,20 @@ int run_promote(std::string_view command_path, std::span<const std::string> args
                 const cli::Io& io) {
   static constexpr PositionalSpec kSpec[] = {{"ID", PositionalKind::kNodeId}};
   Parsed p;
-  if (int code = parse(command_path, "Make learner ID a voter (it must hold every committed entry).",
+  if (int code = parse(command_path,
+                       "Make learner ID a voter once it holds every committed entry (waits for "
+                       "it, and tries again when the commit index moved on, within --timeout-ms).",
                        args, kSpec, io, &p);
       code >= 0)
     return code;
+  // Like add's second step: under load the commit index moves on between the learner's catch-up
+  // and the promotion (LEARNER_BEHIND at a lag of a few entries), so it waits and tries again.
+  // Any other refusal (not a learner, not a member) is the answer at once.
   auto promoted = p.members->promote(p.args.ids[0]);
+  if (!promoted.ok() && promoted.status().details() &&
+      promoted.status().details()->reason == client::reason::kLearnerBehind) {
+    promoted = p.members->promote_when_caught_up(p.args.ids[0], p.remaining_ms());
+  }
   if (!promoted.ok()) return fail(io, "members promote", promoted.status());
   print_change(io, p.cluster.json, "node " + std::to_string(p.args.ids[0]) + " is a voter",
                promoted.value());

@@ -61,6 +61,21 @@ MembershipChange change_from_list(const MemberList& list) {
   return change;
 }
 
+// How far `member` is behind, for a learner that did not catch up in time. A leader that never had
+// an answer from it (nothing acknowledged, no contact since it was added for over a second) points
+// at the node itself: it is not running, or not at the address the change gave (drills4 L2).
+std::string lag_text(const Member& member, const MemberList& list) {
+  constexpr std::uint64_t kSilentMs = 1000;
+  const std::string lag = "match index " + std::to_string(member.match_index) +
+                          ", commit index " + std::to_string(list.commit_index);
+  if (member.match_index == 0 && member.last_contact_ms >= kSilentMs) {
+    return "node " + std::to_string(member.id) + " has not answered the leader at " +
+           (member.address.empty() ? std::string("its address") : member.address) + " for " +
+           std::to_string(member.last_contact_ms) + " ms: is it running? (" + lag + ")";
+  }
+  return lag;
+}
+
 MembershipChange change_from_wire(const pb::ChangeMembersResponse& wire) {
   MembershipChange change;
   change.config_index = wire.config_index();
@@ -80,6 +95,13 @@ class MembersClient::Impl {
         channels_(options_, std::move(credentials)),
         retry_(options_, &endpoints_, Clock::now().time_since_epoch().count()) {}
 
+  void bound_by(Clock::time_point deadline) { command_deadline_ = deadline; }
+
+  // now + `budget_ms`, but not past the command's deadline (bound_by).
+  Clock::time_point bounded(std::uint32_t budget_ms) const {
+    return std::min(Clock::now() + std::chrono::milliseconds(budget_ms), command_deadline_);
+  }
+
   Result<MemberList> list() {
     pb::ListMembersResponse response;
     std::string served_by;
@@ -92,7 +114,7 @@ class MembersClient::Impl {
                   ->ListMembers(&context, pb::ListMembersRequest(), &response),
               context, endpoint);
         },
-        &served_by);
+        &served_by, command_deadline_);
     if (!status.ok()) return status;
     MemberList list;
     for (const pb::Member& wire : response.members()) {
@@ -131,10 +153,12 @@ class MembersClient::Impl {
     // Right after an ambiguous attempt the list may not show the change yet (the request may still
     // wait in the leader's queue, the leader publishes its status after the round, a new leader
     // commits the entry a moment later), or show it uncommitted: asked again, 100 ms apart, for up
-    // to the retry budget. Bounded: each list() is bounded by retry_deadline_ms too.
+    // to the retry budget, and never past the command's deadline (bound_by). Bounded: each list()
+    // is bounded by both too.
     constexpr auto kPollInterval = std::chrono::milliseconds(100);
-    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.retry_deadline_ms);
-    while (true) {
+    const auto started = Clock::now();
+    const auto deadline = bounded(options_.retry_deadline_ms);
+    while (Clock::now() < deadline) {
       Result<MemberList> members = list();
       if (members.ok() && wanted(members.value()) && members->config_committed) {
         return change_from_list(members.value());
@@ -142,11 +166,13 @@ class MembersClient::Impl {
       if (Clock::now() + kPollInterval > deadline) break;
       std::this_thread::sleep_for(kPollInterval);
     }
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     return Status(failure.code(),
                   failure.message() + " (outcome unknown: an earlier attempt may have reached the "
                                       "leader, and the member list did not show the change "
                                       "committed within " +
-                      std::to_string(options_.retry_deadline_ms) + " ms)",
+                      std::to_string(waited) + " ms)",
                   failure.details());
   }
 
@@ -155,13 +181,18 @@ class MembersClient::Impl {
                                           bool* saw_ambiguous) {
     pb::ChangeMembersResponse response;
     std::optional<Status> final_status;
+    const Clock::time_point call_deadline = bounded(options_.retry_deadline_ms);
+    const std::uint32_t attempt_ms = std::max(options_.call_timeout_ms, kChangeAttemptMs);
     const Status status = retry_.run(
         what,
         [&](const std::string& endpoint, grpc::ClientContext& context) -> Status {
           response.Clear();
-          // The node waits for the commit up to this call's deadline: give it the whole budget.
-          context.set_deadline(std::chrono::system_clock::now() +
-                               std::chrono::milliseconds(options_.retry_deadline_ms));
+          // The node waits for the commit up to this attempt's deadline: a commit takes well under
+          // a second, so kChangeAttemptMs, not the whole budget. A node that accepts connections
+          // but never answers (stopped, a hung disk) then costs one attempt, and the next endpoint
+          // is tried (drills4 M1).
+          context.set_deadline(internal::to_system(
+              std::min(Clock::now() + std::chrono::milliseconds(attempt_ms), call_deadline)));
           Status answer = internal::from_grpc(
               call(pb::Membership::NewStub(channels_.get(endpoint)).get(), &context, request,
                    &response),
@@ -173,14 +204,15 @@ class MembersClient::Impl {
           }
           return answer;
         },
-        nullptr);
+        nullptr, call_deadline);
     if (final_status) return *final_status;
     if (!status.ok()) return status;
     return change_from_wire(response);
   }
 
   Status wait_caught_up(std::uint64_t id, std::uint32_t timeout_ms, std::uint32_t poll_ms) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    const auto started = Clock::now();
+    const auto deadline = bounded(timeout_ms);
     std::string last = "not asked yet";
     // Bounded by the deadline; each list() is bounded by retry_deadline_ms.
     while (true) {
@@ -190,26 +222,31 @@ class MembersClient::Impl {
         // an add, the list may not show the new member yet.
         const Member* member = members->find(id);
         if (member != nullptr && member->caught_up) return Status();
-        last = member == nullptr ? "not listed as a member"
-                                 : "match index " + std::to_string(member->match_index) +
-                                       ", commit index " + std::to_string(members->commit_index);
+        last = member == nullptr ? "not listed as a member" : lag_text(*member, members.value());
       } else {
         last = members.status().to_string();
       }
       if (Clock::now() + std::chrono::milliseconds(poll_ms) > deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
     }
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     return Status(StatusCode::kDeadlineExceeded,
                   "node " + std::to_string(id) + " did not catch up within " +
-                      std::to_string(timeout_ms) + " ms (" + last + ")",
+                      std::to_string(waited) + " ms (" + last + ")",
                   ErrorDetails{0, "", std::string(reason::kLearnerBehind), {}, {}});
   }
 
  private:
+  // A change attempt's deadline (or call_timeout_ms when longer): the node answers once the change
+  // committed, which takes well under a second on a healthy cluster.
+  static constexpr std::uint32_t kChangeAttemptMs = 5000;
+
   const Options options_;
   internal::Endpoints endpoints_;
   internal::Channels channels_;
   internal::RetryEngine retry_;
+  Clock::time_point command_deadline_ = Clock::time_point::max();  // bound_by
 };
 
 Result<std::unique_ptr<MembersClient>> MembersClient::create(Options options) {
@@ -226,6 +263,10 @@ MembersClient::MembersClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 MembersClient::~MembersClient() = default;
 
 Result<MemberList> MembersClient::list() { return impl_->list(); }
+
+void MembersClient::bound_by(std::chrono::steady_clock::time_point deadline) {
+  impl_->bound_by(deadline);
+}
 
 Result<MembershipChange> MembersClient::add(std::uint64_t id, const std::string& address,
                                             bool learner) {

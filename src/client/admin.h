@@ -12,6 +12,7 @@
 // gone), that is success; otherwise the failure, its message saying the outcome is unknown.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -58,10 +59,18 @@ struct MembershipChange {
 class MembersClient {
  public:
   // Options as Client's; retry_deadline_ms bounds each call (a change's wait for its commit too).
+  // Each attempt has its own deadline (call_timeout_ms; a change's attempt, which waits for the
+  // commit, max(call_timeout_ms, 5 s)), after which the next endpoint is tried: a node that accepts
+  // connections but never answers costs one attempt, not the whole budget.
   static Result<std::unique_ptr<MembersClient>> create(Options options);
   ~MembersClient();
   MembersClient(const MembersClient&) = delete;
   MembersClient& operator=(const MembersClient&) = delete;
+
+  // Every call made after this one returns by `deadline` (steady clock), whatever its own budget
+  // (retry_deadline_ms, timeout_ms): a command made of several calls (a change, its confirmation
+  // from the member list, a wait for a learner, a promotion) is bounded as a whole.
+  void bound_by(std::chrono::steady_clock::time_point deadline);
 
   Result<MemberList> list();
   Result<MembershipChange> add(std::uint64_t id, const std::string& address, bool learner);

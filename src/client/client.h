@@ -238,6 +238,7 @@ struct PeerStatus {
   bool behind_first_index = false;  // needs trimmed entries: caught up by a snapshot
   std::uint64_t lag_bytes = 0;
   std::optional<SnapshotTransfer> snapshot;  // in flight to this peer
+  bool disk_over_watermark = false;          // it reports no room (client.proto's PeerStatus)
 };
 
 struct NodeStatus {
@@ -260,6 +261,12 @@ struct NodeStatus {
   std::string storage_fault;
   std::uint64_t stranded_below_index = 0;  // needs entries the leader trimmed (0 = not stranded)
   bool removed = false;  // a member said this node was removed (client.proto's StatusResponse)
+  // The disk (client.proto's StatusResponse): use (0..1), the high watermark, past it, and a leader
+  // past it keeping leadership because no follower reports room.
+  double disk_used_ratio = 0.0;
+  double disk_high_watermark = 0.0;
+  bool disk_over_high_watermark = false;
+  bool disk_keeping_leadership = false;
   // The configuration in force on the node (empty from a node that predates these fields).
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;

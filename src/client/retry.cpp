@@ -48,8 +48,14 @@ Clock::duration RetryEngine::jittered(std::uint32_t backoff_ms) {
 }
 
 Status RetryEngine::run(std::string_view what, const Attempt& attempt, std::string* served_by) {
+  return run(what, attempt, served_by, Clock::time_point::max());
+}
+
+Status RetryEngine::run(std::string_view what, const Attempt& attempt, std::string* served_by,
+                        Clock::time_point overall_deadline) {
   const Clock::time_point started = Clock::now();
-  const Clock::time_point deadline = started + Milliseconds(retry_deadline_ms_);
+  const Clock::time_point deadline =
+      std::min(started + Milliseconds(retry_deadline_ms_), overall_deadline);
   std::string target = endpoints_.preferred();
   std::uint32_t backoff_ms = backoff_min_ms_;
   bool previous_was_redirect = false;

@@ -38,6 +38,10 @@ class RetryEngine {
   // retry deadline passes. On success the endpoint that answered becomes the preferred one and is
   // stored in `served_by` (may be null). `what` names the call in the give-up message.
   Status run(std::string_view what, const Attempt& attempt, std::string* served_by);
+  // The same, but giving up by `overall_deadline` too when it comes before the retry deadline (a
+  // command bounded as a whole: MembersClient::bound_by).
+  Status run(std::string_view what, const Attempt& attempt, std::string* served_by,
+             Clock::time_point overall_deadline);
 
   // call_timeout_ms from now, but not past `overall_deadline`.
   void set_call_deadline(grpc::ClientContext& context, Clock::time_point overall_deadline) const;

@@ -70,6 +70,7 @@ PeerStatus peer_from_wire(const pb::PeerStatus& wire) {
   peer.probing = wire.probing();
   peer.behind_first_index = wire.behind_first_index();
   peer.lag_bytes = wire.lag_bytes();
+  peer.disk_over_watermark = wire.disk_over_watermark();
   if (wire.has_snapshot()) peer.snapshot = snapshot_from_wire(wire.snapshot());
   return peer;
 }
@@ -137,6 +138,10 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.removed = wire.removed();
   status.catching_up_to_index = wire.catching_up_to_index();
   status.stranded_below_index = wire.stranded_below_index();
+  status.disk_used_ratio = wire.disk_used_ratio();
+  status.disk_high_watermark = wire.disk_high_watermark();
+  status.disk_over_high_watermark = wire.disk_over_high_watermark();
+  status.disk_keeping_leadership = wire.disk_keeping_leadership();
   status.voters.assign(wire.voters().begin(), wire.voters().end());
   status.learners.assign(wire.learners().begin(), wire.learners().end());
   status.learner_catching_up_to_index = wire.learner_catching_up_to_index();

@@ -69,6 +69,11 @@ struct Progress {
   bool catching_up = false;      // its last ack carried kCatchingUpContext: not counted for commit
   bool recent_active = false;    // heard from since the last check-quorum round
   bool heard_this_term = false;  // answered this leader at least once (membership quorum check)
+  // Its own answer to an append (an acknowledgement of an index above 0, a rejection, or a
+  // heartbeat answer saying its log lost entries) told this leader where its log ends or matches.
+  // Until then `match` (0) and `next` (a guess) say nothing about it: only such an answer may show
+  // that it needs entries this leader trimmed (Raft::Impl::send_append, PeerProgress).
+  bool answered_append = false;
   std::uint64_t ticks_since_contact = 0;  // observability
   // Ticks since its last append response: a heartbeat answer frees a slot of a full window only
   // once appends have gone unanswered this long (Raft::Impl::handle_heartbeat_response).

@@ -149,7 +149,7 @@ std::vector<PeerProgress> Raft::Impl::progress() const {
     out.push_back(PeerProgress{peer, pr.match, pr.next, pr.state != ReplicationState::kReplicate,
                                pr.inflights.count(), pr.ticks_since_contact, pr.disk_over_watermark,
                                pr.heard_this_term, is_voter(peer), pr.catching_up,
-                               pr.pending_snapshot, pr.inflights.bytes()});
+                               pr.pending_snapshot, pr.inflights.bytes(), pr.answered_append});
   }
   std::sort(out.begin(), out.end(),
             [](const PeerProgress& a, const PeerProgress& b) { return a.id < b.id; });

@@ -172,23 +172,28 @@ struct PeerProgress {
   // not yet acknowledged): it needed entries the leader no longer holds (docs/raft.md, "Snapshots").
   Index snapshot_index = 0;
   std::size_t inflight_bytes = 0;  // entry bytes of the appends in inflight_messages
+  bool answered_append = false;  // its own append answer told where its log ends (Progress)
 
-  // The peer needs entries below `first_index` (the leader's first retained index): next_index is
-  // what the leader would send next (in probe state its current guess), and below the first index
-  // no append can carry it, so the leader sends it a snapshot instead (snapshot_index). Or its
-  // acknowledged log ends below the first index - 1: in replicate state next_index is optimistic
-  // (it moves on with every append sent, answered or not), so a peer that went silent (down, cut
-  // off) keeps a next_index above a later trim's first index, yet what it holds stops at
-  // match_index and the entries after it are gone (the leader learns the rest only when it
-  // answers). An acknowledgement still in flight can end it; a peer that answers and needs them
-  // gets the snapshot. The match index counts only once the peer answered this leader: a new
-  // leader starts every match at 0 (not known yet), and a follower that holds the whole retained
-  // log, or one that is merely down across the election, must not look stranded until its answer
-  // (a reject hint below the first index) says so.
+  // The peer needs entries below `first_index` (the leader's first retained index), as its own
+  // answer to an append showed (answered_append): its log ends or matches below the first index,
+  // so next_index (in probe state the leader's current guess, lowered only by its answers) fell
+  // below it and the leader sends it a snapshot instead (snapshot_index). Or, in replicate state
+  // (its match acknowledged), its acknowledged log ends below the first index - 1: there
+  // next_index is optimistic (it moves on with every append sent, answered or not), so a peer that
+  // went silent (down, cut off) keeps a next_index above a later trim's first index, yet what it
+  // holds stops at match_index and the entries after it are gone. Before such an answer nothing
+  // counts: a new leader starts every match at 0 (not known yet), and a follower that holds the
+  // whole retained log (the deposed leader, with or without an uncommitted tail of its own), one
+  // that answered only heartbeats, or one that is down across the election must not look
+  // stranded (docs/operations.md, "Catching up from a snapshot").
   bool needs_trimmed_entries(Index first_index) const {
-    return snapshot_index != 0 || next_index < first_index ||
-           (heard_this_term && match_index + 1 < first_index);
+    return snapshot_index != 0 ||
+           (answered_append &&
+            (next_index < first_index || (!probing && match_index + 1 < first_index)));
   }
+  // Where the peer's log stops matching this leader's, as far as the leader knows: past its match
+  // once acknowledged (replicate state), else the probe's guess (next_index).
+  Index needs_entries_from() const { return probing ? next_index : match_index + 1; }
 };
 
 class Raft {

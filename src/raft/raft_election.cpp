@@ -70,9 +70,16 @@ void Raft::Impl::reset(Term term) {
   }
   leader_ = kNoNode;
   leader_match_ = 0;
-  leader_first_index_ = 0;
+  // A follower stranded below its leader's first index stays so across a leader change until the
+  // new leader says otherwise: its first heartbeat names its own first index (0 when it holds
+  // everything), or its append connects to this log. Cleared here, it read as not stranded (health
+  // SERVING) from the new leader's first append to its first heartbeat (drills4 L5).
+  leaders_word_inherited_ = stranded_by_leaders_word();
+  if (!leaders_word_inherited_) {
+    leader_first_index_ = 0;
+    rejected_leaders_first_probe_ = false;
+  }
   leader_commit_seen_ = 0;
-  rejected_leaders_first_probe_ = false;
   election_elapsed_ticks_ = 0;
   heartbeat_elapsed_ticks_ = 0;
   randomize_election_timeout();

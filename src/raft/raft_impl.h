@@ -65,6 +65,9 @@ class Raft::Impl {
   const StepDown& last_step_down() const { return last_step_down_; }
   const std::vector<NodeId>& retired_ids() const { return retired_; }
   Index stranded_below() const;
+  // The last leader's first index and this log say this node needs entries it trimmed (whatever
+  // the role now: kept across a leader change until the next leader's word, reset()).
+  bool stranded_by_leaders_word() const;
   Index behind_leader_commit() const;
   const std::optional<Snapshot>& installing_snapshot() const { return log_.installing(); }
   void set_disk_over_watermark(bool over) { disk_over_watermark_ = over; }
@@ -205,6 +208,9 @@ class Raft::Impl {
   // it waits for a snapshot: stranded_below() reports it.
   Index leader_first_index_ = 0;
   bool rejected_leaders_first_probe_ = false;
+  // The two above are a previous leader's word, kept across a leader change (reset()) until this
+  // leader's first heartbeat replaces them: its first index, and no probe of its rejected yet.
+  bool leaders_word_inherited_ = false;
 
   // Catching up after lost durable state (Config::promised_index).
   bool catching_up_ = false;

@@ -45,6 +45,10 @@ void Raft::Impl::send(Message m, bool after_persist) {
 bool Raft::Impl::send_append(NodeId peer, bool send_if_empty) {
   Progress& pr = progress_.at(peer);
   if (pr.is_paused()) return false;
+  // Only the peer's own answer shows that it needs entries we trimmed (Progress::answered_append):
+  // a guess below our first index without one probes at our first index instead, and its answer
+  // decides. A deposed leader or any follower holding the retained log then catches up by appends.
+  if (pr.next < log_.first_index() && !pr.answered_append) pr.next = log_.first_index();
   const Index previous_index = pr.next - 1;
   const std::optional<Term> previous_term = log_.term_at(previous_index);
   // The entries this peer needs were trimmed from our log: a snapshot replaces them.
@@ -211,7 +215,7 @@ void Raft::Impl::handle_append(Message& m) {
   // The leader probes at its first retained index when it cannot go lower (handle_heartbeat_response):
   // a mismatch there leaves this node stranded. Only that exact probe counts, so a heartbeat naming
   // some other first index (stale, or forged) cannot make any other mismatch look like one.
-  if (leader_first_index_ > 0 && m.index + 1 == leader_first_index_) {
+  if (leader_first_index_ > 0 && m.index + 1 == leader_first_index_ && !leaders_word_inherited_) {
     rejected_leaders_first_probe_ = true;
   }
   const Index probe_from = std::min(m.index, log_.last_index());
@@ -229,6 +233,10 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
   reply.to = m.from;
   reply.context = m.context;
   leader_first_index_ = m.index;
+  if (leaders_word_inherited_) {  // this leader's word replaces the previous one's (reset())
+    leaders_word_inherited_ = false;
+    rejected_leaders_first_probe_ = false;
+  }
   leader_commit_seen_ = std::max({leader_commit_seen_, m.commit, m.leader_commit});
   if (m.commit > log_.last_index()) {
     // A leader names at most what we acknowledged (send_heartbeat), so our log lost entries it
@@ -250,9 +258,14 @@ Index Raft::Impl::behind_leader_commit() const {
 }
 
 Index Raft::Impl::stranded_below() const {
-  if (role_ != Role::kFollower || leader_ == kNoNode || leader_first_index_ == 0) return 0;
+  if (role_ != Role::kFollower || leader_ == kNoNode) return 0;
+  return stranded_by_leaders_word() ? leader_first_index_ : 0;
+}
+
+bool Raft::Impl::stranded_by_leaders_word() const {
+  if (leader_first_index_ == 0) return false;
   const bool gap = leader_first_index_ > log_.last_index() + 1;
-  return gap || rejected_leaders_first_probe_ ? leader_first_index_ : 0;
+  return gap || rejected_leaders_first_probe_;
 }
 
 // A node this leader no longer tracks acknowledged entries: a removed node whose acknowledgement of
@@ -287,6 +300,13 @@ void Raft::Impl::handle_append_response(const Message& m) {
   pr.ticks_since_append_response = 0;
   pr.disk_over_watermark = m.disk_over_watermark;
   if (m.index > log_.last_index()) return;  // malformed: cannot acknowledge what we never had
+  // An acknowledgement of index 0 says nothing about the peer's log (every log matches there): it
+  // is the answer a node in our term gives to a message of an earlier term (handle_term: a deposed
+  // leader receiving this node's own late messages from before it led), or to a probe at index 0
+  // carrying nothing. Taken as an acknowledgement it turned a probe into replicate state at next
+  // index 1, and the follower got a snapshot it did not need.
+  if (!m.reject && m.index == 0) return;
+  pr.answered_append = true;
   if (m.reject) {
     Index match_hint = std::min(m.reject_hint, log_.last_index());
     if (m.hint_term > 0) match_hint = log_.find_conflict_by_term(match_hint, m.hint_term).first;
@@ -346,6 +366,7 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
     // The follower's log ends below what it acknowledged (it lost durable entries): lower our view of
     // it and probe from its real end, or replication to it would wait forever for a gap it cannot see.
     pr.match = m.reject_hint;
+    pr.answered_append = true;
     pr.become_probe();
   }
   // A full window whose appends all went unanswered for an election timeout (lost, or their answers

@@ -26,17 +26,20 @@ void DiskWatermark::refresh(DiskProbe& probe) {
     free_bytes_ = UINT64_MAX;  // unknown: let the store decide
     used_ratio_ = 0.0;
   }
+  used_ratio_seen_.store(used_ratio_);
   const bool exceeded = exceeded_.load();
   if (!exceeded && high_ < 1.0 && used_ratio_ >= high_) {
     exceeded_.store(true);
     spdlog::warn(
-        "node {}: disk {:.1f}% used in {} (high watermark {:.1f}%): while it leads, it refuses "
-        "appends and hands leadership to a node with room, until use falls to {:.1f}%",
+        "node {}: disk {:.1f}% used in {} (high watermark {:.1f}%): until use falls to {:.1f}% "
+        "it reports no room to its leader, and while it leads it refuses appends and hands "
+        "leadership to a node with room",
         node_id_, used_ratio_ * 100, data_dir_, high_ * 100, low_ * 100);
   } else if (exceeded && used_ratio_ <= low_) {
     exceeded_.store(false);
     spdlog::info(
-        "node {}: disk {:.1f}% used in {} (low watermark {:.1f}%): accepting appends again",
+        "node {}: disk {:.1f}% used in {} (low watermark {:.1f}%): it reports room again, and "
+        "accepts appends while it leads",
         node_id_, used_ratio_ * 100, data_dir_, low_ * 100);
   }
 }

@@ -59,8 +59,11 @@ class DiskWatermark {
   // so that a follower's responses say whether its disk is past the watermark (a leader short of
   // disk hands leadership only to a follower with room).
   void refresh_if_due(DiskProbe& probe, std::chrono::steady_clock::time_point now);
-  // Any thread (metrics).
+  // Any thread (metrics, status).
   bool exceeded() const { return exceeded_.load(); }
+  // The file system's use (0..1) at the last probe (0 before one, or when it could not be read).
+  double used_ratio() const { return used_ratio_seen_.load(); }
+  double high_watermark() const { return high_; }
 
  private:
   void refresh(DiskProbe& probe);
@@ -73,6 +76,7 @@ class DiskWatermark {
   std::uint64_t free_bytes_ = 0;
   double used_ratio_ = 0.0;
   std::atomic<bool> exceeded_{false};
+  std::atomic<double> used_ratio_seen_{0.0};  // used_ratio_, for readers on other threads
 };
 
 }  // namespace raftlog::replica

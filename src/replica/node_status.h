@@ -25,6 +25,7 @@ struct PeerStatus {
   std::uint64_t inflight_messages = 0;
   std::uint64_t inflight_bytes = 0;  // entry bytes of those messages (bounded: docs/design.md)
   bool behind_first_index = false;  // needs entries the leader no longer holds (cannot catch up)
+  bool disk_over_watermark = false;  // its last answer: its disk is past its high watermark
 };
 
 struct NodeStatus {
@@ -55,6 +56,14 @@ struct NodeStatus {
   // it cannot catch up by replication and must be rebuilt (docs/operations.md, "Retention"). The
   // value is the leader's first retained index. Health is NOT_SERVING meanwhile.
   std::uint64_t stranded_below_index = 0;
+  // The disk (docs/operations.md, "Disk watermarks"): the file system's use at the last probe
+  // (0..1) and the high watermark; whether use passed it (then, until it falls to the low one, a
+  // leader refuses appends and a follower reports no room to its leader); and, on a leader past it,
+  // that no follower reports room, so it keeps leadership and appends stay refused.
+  double disk_used_ratio = 0.0;
+  double disk_high_watermark = 1.0;
+  bool disk_over_high_watermark = false;
+  bool disk_keeping_leadership = false;
   // Snapshots this node sent (as leader) whose point lay above its first index - 1, so that the
   // follower's log starts above the leader's (SnapshotStats::sent_above_first_index).
   std::uint64_t snapshots_above_first_index = 0;

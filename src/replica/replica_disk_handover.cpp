@@ -37,7 +37,22 @@ std::uint64_t Replica::choose_disk_handover_target() const {
 void Replica::hand_over_leadership_for_disk(Clock::time_point now) {
   if (failed_ || raft_->role() != raft::Role::kLeader || !disk_.exceeded()) return;
   if (raft_->transfer_target() != raft::kNoNode || pending_transfer_) return;
-  if (now < next_disk_handover_) return;
+  if (now < next_disk_handover_) {
+    // Appends are refused meanwhile although a follower may have room: say why (drills4 L1).
+    if (choose_disk_handover_target() != raft::kNoNode) {
+      if (const auto held_back = no_disk_handover_log_.admit(now)) {
+        spdlog::warn(
+            "node {}: disk past its high watermark and a follower reports room: waiting {} ms "
+            "before handing leadership on (at most one handover per {} s), appends are refused "
+            "meanwhile ({} more such checks since the last line)",
+            config_.node_id,
+            std::chrono::duration_cast<std::chrono::milliseconds>(next_disk_handover_ - now).count(),
+            std::chrono::duration_cast<std::chrono::seconds>(kDiskHandoverInterval).count(),
+            *held_back);
+      }
+    }
+    return;
+  }
   const std::uint64_t target = choose_disk_handover_target();
   if (target == raft::kNoNode) {
     if (const auto held_back = no_disk_handover_log_.admit(now)) {

@@ -464,6 +464,12 @@ NodeStatus Replica::status() {
   status.catching_up_to_index = raft_->catching_up_to();
   status.storage_fault = status.catching_up ? storage_fault_ : "";
   status.stranded_below_index = raft_->stranded_below();
+  status.disk_used_ratio = disk_.used_ratio();
+  status.disk_high_watermark = disk_.high_watermark();
+  status.disk_over_high_watermark = disk_.exceeded();
+  status.disk_keeping_leadership = status.disk_over_high_watermark &&
+                                   raft_->role() == raft::Role::kLeader &&
+                                   choose_disk_handover_target() == raft::kNoNode;
   status.snapshots_above_first_index = snapshot_stats_.sent_above_first_index;
   status.snapshot_encodes = snapshot_stats_.encodes;
   status.snapshot_encodings_reused = snapshot_stats_.encodings_reused;
@@ -503,6 +509,7 @@ NodeStatus Replica::status() {
     peer.probing = progress.probing;
     peer.inflight_messages = progress.inflight_messages;
     peer.inflight_bytes = progress.inflight_bytes;
+    peer.disk_over_watermark = progress.disk_over_watermark;
     // A follower that needs entries this leader no longer holds: with snapshots (raftlogd's
     // setting) it catches up from one; without, it must be rebuilt from a copy of a healthy node
     // (docs/operations.md).
@@ -518,7 +525,7 @@ NodeStatus Replica::status() {
             config_.raft.snapshots ? spdlog::level::info : spdlog::level::err,
             "node {}: follower {} needs entries from {} but the first retained index is {}: {}{}",
             config_.node_id, progress.id,
-            std::min(progress.next_index, progress.match_index + 1), status.first_index,
+            progress.needs_entries_from(), status.first_index,
             config_.raft.snapshots
                 ? "it catches up from this leader's snapshot (docs/raft.md, \"Snapshots\")"
                 : "it cannot catch up; rebuild it from a copy of a healthy node's data directory "

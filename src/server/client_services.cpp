@@ -296,6 +296,10 @@ class ClientServices::Impl {
       response.set_removed(status.removed);
       response.set_catching_up_to_index(status.catching_up_to_index);
       response.set_stranded_below_index(status.stranded_below_index);
+      response.set_disk_used_ratio(status.disk_used_ratio);
+      response.set_disk_high_watermark(status.disk_high_watermark);
+      response.set_disk_over_high_watermark(status.disk_over_high_watermark);
+      response.set_disk_keeping_leadership(status.disk_keeping_leadership);
       for (std::uint64_t id : status.voters) response.add_voters(id);
       for (std::uint64_t id : status.learners) response.add_learners(id);
       response.set_learner_catching_up_to_index(status.learner_catching_up_to_index);
@@ -322,6 +326,7 @@ class ClientServices::Impl {
         out->set_probing(peer.probing);
         out->set_behind_first_index(peer.behind_first_index);
         out->set_lag_bytes(peer.lag_bytes);
+        out->set_disk_over_watermark(peer.disk_over_watermark);
       }
       response.set_snapshots_above_first_index(status.snapshots_above_first_index);
       response.set_snapshot_encodes(status.snapshot_encodes);

@@ -43,7 +43,8 @@ StoreMetrics::StoreMetrics(FamilyBuilder& builder) {
                                     "Free space of the data directory's file system, 0..1.");
   watermark_ =
       &builder.gauge("raftlog_store_disk_watermark_exceeded",
-                     "1 while appends are refused because disk use passed the high watermark.");
+                     "1 while disk use is past the high watermark (a leader refuses appends, "
+                     "a follower reports no room).");
   segments_deleted = &builder.counter("raftlog_store_segments_deleted_total",
                                       "Segments removed by retention or trim.");
   readings_.add_gauges(

@@ -1,12 +1,19 @@
 // MembersClient (src/client/admin.h) against a scriptable fake Membership service: a change retried
 // after an ambiguous attempt (the first may have happened) answers success when the member list
 // shows the wanted state, and the refusal otherwise.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "api_errors/error_info.h"
 #include "client/admin.h"
@@ -65,11 +72,13 @@ class MembersClientTest : public ::testing::Test {
  protected:
   void SetUp() override { server_ = raftlog::testing::start_server({&fake_}); }
   void TearDown() override { server_.shutdown(); }
-  std::unique_ptr<MembersClient> client() {
+  std::unique_ptr<MembersClient> client(std::vector<std::string> endpoints = {},
+                                        std::uint32_t retry_deadline_ms = 3000) {
     Options options;
-    options.endpoints = {server_.address()};
+    options.endpoints = endpoints.empty() ? std::vector<std::string>{server_.address()}
+                                          : std::move(endpoints);
     options.call_timeout_ms = 500;
-    options.retry_deadline_ms = 3000;
+    options.retry_deadline_ms = retry_deadline_ms;
     options.backoff_min_ms = 5;
     options.backoff_max_ms = 50;
     auto created = MembersClient::create(options);
@@ -182,6 +191,89 @@ TEST_F(MembersClientTest, AnUnconfirmedLeadershipLostChangeSaysTheOutcomeIsUnkno
   EXPECT_NE(removed.status().message().find("outcome unknown"), std::string::npos)
       << removed.status().message();
   EXPECT_GE(fake_.lists, 2) << "asked the list more than once";
+}
+
+// A node that accepts connections and never answers (SIGSTOPped, a hung disk, a paused VM): a
+// loopback listener that never calls accept(), so the kernel completes each handshake and nothing
+// ever reads or writes.
+class FrozenEndpoint {
+ public:
+  FrozenEndpoint() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_GE(fd_, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~FrozenEndpoint() { ::close(fd_); }
+  FrozenEndpoint(const FrozenEndpoint&) = delete;
+  FrozenEndpoint& operator=(const FrozenEndpoint&) = delete;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+std::int64_t ms_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+}
+
+// drills4 M1: a frozen first endpoint held `members list` for its whole --timeout-ms. Each attempt
+// has its own deadline (call_timeout_ms, 500 ms here): the next endpoint answers.
+TEST_F(MembersClientTest, AListMovesPastAFrozenFirstEndpoint) {
+  FrozenEndpoint frozen;
+  const auto start = Clock::now();
+  Result<MemberList> list = client({frozen.address(), server_.address()}, 10000)->list();
+  ASSERT_TRUE(list.ok()) << list.status().to_string();
+  EXPECT_EQ(list->members.size(), 3u);
+  EXPECT_EQ(list->served_by, server_.address());
+  EXPECT_LT(ms_since(start), 3000) << "one attempt of 500 ms at the frozen node, not 10 s";
+}
+
+// A change's attempt at a frozen node ends after a few seconds (it waits for a commit, so longer
+// than a list's), not the whole budget: the change is made through the next endpoint (here the
+// leader; `members replace` of a hung node works).
+TEST_F(MembersClientTest, AChangeMovesPastAFrozenFirstEndpoint) {
+  FrozenEndpoint frozen;
+  fake_.on_change = [this](grpc::ServerContext*, int) {
+    fake_.has_4 = true;
+    return grpc::Status::OK;
+  };
+  const auto start = Clock::now();
+  Result<MembershipChange> added =
+      client({frozen.address(), server_.address()}, 20000)->add(4, "127.0.0.1:7004", true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  EXPECT_EQ(fake_.changes, 1);
+  EXPECT_LT(ms_since(start), 9000) << "one attempt of about 5 s at the frozen node, not 20 s";
+}
+
+// bound_by bounds the whole command: an ambiguous attempt (the node answers nothing before the
+// deadline) and the confirmation from the member list after it end by the command's deadline,
+// where each had its own full budget before (a 60 s `members remove` took 126 s).
+TEST_F(MembersClientTest, TheCommandDeadlineBoundsTheChangeAndItsConfirmation) {
+  fake_.has_4 = true;
+  fake_.on_change = [](grpc::ServerContext* context, int) {
+    while (!context->IsCancelled() && context->deadline() > std::chrono::system_clock::now()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline");
+  };
+  auto members = client({server_.address()}, 2500);
+  const auto start = Clock::now();
+  members->bound_by(start + std::chrono::milliseconds(2500));
+  Result<MembershipChange> removed = members->remove(4);
+  ASSERT_FALSE(removed.ok());
+  EXPECT_NE(removed.status().message().find("outcome unknown"), std::string::npos)
+      << removed.status().message();
+  EXPECT_LT(ms_since(start), 3500) << "the change and its confirmation within the 2.5 s bound";
 }
 
 }  // namespace

@@ -34,6 +34,17 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   EXPECT_EQ(configurations, 3U) << status.out;
   const CommandRun text = run_command(ctl + "status" + endpoints);
   EXPECT_NE(text.out.find("    configuration: voters 1, 2, 3\n"), std::string::npos) << text.out;
+  // Every node's disk: its use and high watermark (default 90 %), none past it (drills4 M2).
+  EXPECT_NE(text.out.find(" DISK "), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("DISK PAST"), std::string::npos) << text.out;
+  std::size_t disks = 0;
+  for (std::size_t at = status.out.find("\"disk_high_watermark\":0.9,\"disk_over_high_watermark\":false,"
+                                        "\"disk_keeping_leadership\":false");
+       at != std::string::npos;
+       at = status.out.find("\"disk_high_watermark\":0.9,", at + 1)) {
+    ++disks;
+  }
+  EXPECT_EQ(disks, 3U) << status.out;
 
   CommandRun append = run_command("printf 'one\\ntwo\\n' | " + ctl + "append --json" + endpoints);
   ASSERT_EQ(append.exit_code, 0) << append.out;

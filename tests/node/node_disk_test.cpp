@@ -132,6 +132,13 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
       << refused.error.message;
   EXPECT_TRUE(node.disk_watermark_exceeded());
   EXPECT_FALSE(node.failed());
+  // Status shows it (raftlogctl status, drills4 M2): use past the mark, and a leader with no
+  // follower reporting room (it has none) keeping leadership.
+  replica::NodeStatus full = node.status();
+  EXPECT_TRUE(full.disk_over_high_watermark);
+  EXPECT_GE(full.disk_used_ratio, 0.60);
+  EXPECT_DOUBLE_EQ(full.disk_high_watermark, 0.60);
+  EXPECT_TRUE(full.disk_keeping_leadership);
   // Reads keep working: the entry from before, then the appends accepted before the next check.
   const std::vector<raft::Entry> entries = read_all(node, before.first_index);
   ASSERT_FALSE(entries.empty());
@@ -154,6 +161,10 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
     return after.error.ok();
   }));
   EXPECT_FALSE(node.disk_watermark_exceeded());
+  replica::NodeStatus freed = node.status();
+  EXPECT_FALSE(freed.disk_over_high_watermark);
+  EXPECT_FALSE(freed.disk_keeping_leadership);
+  EXPECT_LE(freed.disk_used_ratio, 0.30);
   EXPECT_GT(after.first_index, before.last_index);
   node.stop();
 }

@@ -9,12 +9,15 @@
 
 #include "raft/memory_log.h"
 #include "raft/raft.h"
+#include "bare_node.h"
 #include "test_cluster.h"
 
 namespace raftlog::raft {
 namespace {
 
+using testing::BareNode;
 using testing::make_entries;
+using testing::response;
 
 Config snapshot_config(NodeId id) {
   Config config;
@@ -23,55 +26,6 @@ Config snapshot_config(NodeId id) {
   config.snapshots = true;
   config.snapshot_retry_ticks = 30;
   return config;
-}
-
-// A driver reduced to what these tests need: it applies each Ready to its MemoryLog at once, reports
-// it durable, and keeps every message the core sent.
-struct BareNode {
-  BareNode(const Config& config, std::vector<Entry> entries, Index trim_before, HardState hard) {
-    log.append(entries);
-    if (trim_before > 1) log.truncate_prefix(trim_before);
-    raft = std::make_unique<Raft>(config, log, hard);
-  }
-  void drain() {
-    while (raft->has_ready()) {
-      Ready rd = raft->ready();
-      log.apply(rd);
-      if (rd.snapshot) snapshots.push_back(*rd.snapshot);
-      if (rd.hard_state) hard_states.push_back(*rd.hard_state);
-      const Index last = log.last_index();
-      raft->on_persisted(last, *log.term_at(last));
-      for (Message& m : rd.messages) sent.push_back(std::move(m));
-      for (Message& m : rd.messages_after_persist) sent.push_back(std::move(m));
-    }
-  }
-  std::vector<Message> take(MessageType type, NodeId to) {
-    std::vector<Message> out;
-    for (auto it = sent.begin(); it != sent.end();) {
-      if (it->type == type && it->to == to) {
-        out.push_back(std::move(*it));
-        it = sent.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    return out;
-  }
-
-  MemoryLog log;
-  std::unique_ptr<Raft> raft;
-  std::vector<Message> sent;
-  std::vector<Snapshot> snapshots;
-  std::vector<HardState> hard_states;
-};
-
-Message response(MessageType type, NodeId from, NodeId to, Term term) {
-  Message m;
-  m.type = type;
-  m.from = from;
-  m.to = to;
-  m.term = term;
-  return m;
 }
 
 // Node 1 with entries 1..20 (term 1, all committed), trimmed below 15, elected by node 2's votes:
@@ -119,6 +73,7 @@ TEST(Snapshot, ASilentFollowerWhoseMatchIsBelowTheFirstIndexNeedsTrimmedEntries)
   silent.id = 3;
   silent.probing = false;
   silent.heard_this_term = true;  // it answered this leader before it went silent
+  silent.answered_append = true;  // an acknowledgement of 11
   silent.match_index = 11;
   silent.next_index = 80;  // appends sent after it went silent
   EXPECT_TRUE(silent.needs_trimmed_entries(66));
@@ -129,9 +84,15 @@ TEST(Snapshot, ASilentFollowerWhoseMatchIsBelowTheFirstIndexNeedsTrimmedEntries)
   probing.match_index = 70;
   probing.next_index = 60;
   EXPECT_TRUE(probing.needs_trimmed_entries(66));
-  PeerProgress not_heard = silent;  // its match 11 was learned in an earlier term, or never
+  PeerProgress not_heard = silent;  // no append answer yet: its match and next say nothing
+  not_heard.answered_append = false;
+  EXPECT_FALSE(not_heard.needs_trimmed_entries(66));
   not_heard.heard_this_term = false;
   EXPECT_FALSE(not_heard.needs_trimmed_entries(66));
+  PeerProgress probing_unmatched = probing;  // a rejection: next counts, the unknown match not
+  probing_unmatched.match_index = 0;
+  probing_unmatched.next_index = 70;
+  EXPECT_FALSE(probing_unmatched.needs_trimmed_entries(66));
 }
 
 // A new leader knows no follower's match (all 0) and guesses every next index just past its own

@@ -4,12 +4,15 @@
 // divergent entry just below it, and the node reports NOT_SERVING until it is rebuilt.
 #include <gtest/gtest.h>
 
+#include "bare_node.h"
 #include "test_cluster.h"
 
 namespace raftlog::raft {
 namespace {
 
+using testing::BareNode;
 using testing::make_entries;
+using testing::response;
 using testing::TestCluster;
 
 // The store trims whole segments only: each payload fills most of a (minimum-size) segment, so that
@@ -138,6 +141,51 @@ TEST(Stranded, AFollowerWithADivergentEntryBelowTheLeadersFirstIndexKnowsIt) {
   EXPECT_EQ(c.node(3).log.term_at(14), 2u) << "the divergent entry is never overwritten";
   EXPECT_EQ(c.raft(3).stranded_below(), 15u);
   EXPECT_EQ(c.raft(2).stranded_below(), 0u);
+}
+
+// An append from `leader` in `term` probing at index 20 (term 2), which node 3's log does not hold.
+Message probe_from(NodeId leader, Term term) {
+  Message m = response(MessageType::kAppend, leader, 3, term);
+  m.index = 20;
+  m.log_term = 2;
+  return m;
+}
+
+// drills4 L5: a stranded follower stays stranded across a leader change until the new leader's
+// word: its first append does not say where its log starts, so clearing the old leader's word on
+// the change read as "not stranded" (health SERVING for ~100 ms) until the first heartbeat.
+TEST(Stranded, AFollowerStaysStrandedAcrossALeaderChangeUntilTheNewLeadersHeartbeat) {
+  Config config;
+  config.id = 3;
+  config.initial_conf.voters = {1, 2, 3};
+  BareNode follower(config, make_entries(1, std::vector<Term>(5, 1)), 1, HardState{1, kNoNode, 5});
+  // Leader 1 of term 2 trimmed below 15: its heartbeat strands node 3.
+  Message heartbeat = response(MessageType::kHeartbeat, 1, 3, 2);
+  heartbeat.index = 15;
+  follower.raft->step(heartbeat);
+  follower.drain();
+  ASSERT_EQ(follower.raft->stranded_below(), 15u);
+  // Leader 2 of term 3: its first append (a probe at its log's end) does not connect.
+  Message probe = response(MessageType::kAppend, 2, 3, 3);
+  probe.index = 20;
+  probe.log_term = 2;
+  follower.raft->step(probe);
+  follower.drain();
+  ASSERT_EQ(follower.raft->leader(), 2u);
+  EXPECT_EQ(follower.raft->stranded_below(), 15u) << "still stranded until leader 2 says otherwise";
+  // Leader 2's heartbeat names its first index 18: stranded below 18.
+  Message trimmed = response(MessageType::kHeartbeat, 2, 3, 3);
+  trimmed.index = 18;
+  follower.raft->step(trimmed);
+  follower.drain();
+  EXPECT_EQ(follower.raft->stranded_below(), 18u);
+  // Leader 1 again in term 4, holding everything (first index 0 in its heartbeat): not stranded.
+  follower.raft->step(probe_from(1, 4));
+  follower.drain();
+  EXPECT_EQ(follower.raft->stranded_below(), 18u) << "term 4's append says nothing yet";
+  follower.raft->step(response(MessageType::kHeartbeat, 1, 3, 4));
+  follower.drain();
+  EXPECT_EQ(follower.raft->stranded_below(), 0u);
 }
 
 }  // namespace
