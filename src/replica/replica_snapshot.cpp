@@ -176,6 +176,12 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   const std::uint64_t point = data.index;
   snapshot_encoding_.invalidate();  // it described the log this install replaces
   abandon_outgoing_snapshot("an install replaces the log");
+  // A trim's deletion still under way finishes first: its SNAPSHOT.next must become SNAPSHOT before
+  // the rename below replaces SNAPSHOT.next (replica_trim_deletion.cpp, CRASH CASES).
+  if (store::Status st = finish_trim_deletion_now(/*within_limit=*/false); !st.ok()) {
+    fatal("finishing a trim's deletion before the install: " + st.to_string());
+    return;
+  }
   spdlog::warn(
       "node {}: term {}: installing the leader's snapshot of index {} term {} in place "
       "of the log [{}, {}] (commit {})",

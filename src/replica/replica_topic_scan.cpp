@@ -120,6 +120,10 @@ void Replica::continue_pending_trim() {
     pending_trim_before_ = 0;
     trim(before, "continued:");  // deletes what the scan passed; waits again for the rest
   };
+  if (trim_deletion_) {
+    run_pending_trim();  // the deletion's next unlinks, or its SNAPSHOT (replica_trim_deletion.cpp)
+    return;
+  }
   if (pending_trim_before_ <= first) {
     pending_trim_before_ = 0;  // done
     return;
