@@ -6,9 +6,10 @@
 // Its caller (raftlogd's Node, src/server/node.h) gives it one input at a time from one thread, then
 // calls process() to drive the core's Ready batches; completion callbacks run inside those calls.
 // What it needs from the world comes in through ReplicaDeps: where messages go, the time, the disk's
-// free space, and observers. Its store comes in through ReplicaConfig::store: raftlogd's runs its own
-// flusher thread over the POSIX file system; the simulator's is stepped (Options::background_work)
-// over a store::MemoryEnv, and the simulator takes each flush cycle itself (docs/design.md).
+// free space, and observers. Its store comes in through ReplicaConfig::store (replica_config.h
+// defines both): raftlogd's runs its own flusher thread over the POSIX file system; the simulator's
+// is stepped (Options::background_work) over a store::MemoryEnv, and the simulator takes each flush
+// cycle itself (docs/design.md).
 //
 // DURABILITY (docs/durability.md)
 //   Hard state (term, vote) is written durably before any message that depends on it leaves.
@@ -40,181 +41,19 @@
 #include "replica/node_events.h"
 #include "replica/node_status.h"
 #include "replica/off_loop.h"
+#include "replica/replica_config.h"
 #include "replica/results.h"
 #include "replica/retention_hold.h"
 #include "replica/round_profile.h"
 #include "replica/snapshot_data.h"
 #include "replica/snapshot_encoding.h"
+#include "replica/snapshot_stats.h"
 #include "replica/store_log_reader.h"
 #include "replica/topic_offsets.h"
 #include "store/commit_log.h"
 #include "util/rate_limit.h"
 
 namespace raftlog::replica {
-
-using Clock = std::chrono::steady_clock;
-
-// The settings the replica acts on (raftlogd derives them from its NodeConfig: server/node_config.h
-// documents each field and its bounds, which the caller has validated).
-struct ReplicaConfig {
-  std::uint64_t node_id = 0;
-  // node id -> address: the addresses this node knows before any configuration records them
-  // (--members, or a joining node's seed list and itself). The configurations' own addresses take
-  // precedence (address_book()).
-  std::map<std::uint64_t, std::string> members;
-  std::string data_dir;  // the log lives in data_dir/log, HARDSTATE and CONFSTATE next to it
-  std::uint32_t tick_ms = 20;
-  std::uint32_t election_ticks = 10;
-  store::Options store;
-  std::uint32_t max_pending_appends = 16384;
-  std::uint32_t append_timeout_ms = 5000;
-  std::uint32_t dedup_sequences_per_client = 64;
-  std::uint32_t dedup_max_clients = 100000;
-  std::uint64_t dedup_rebuild_entries = 1000000;
-  // TOPICSTATE (topic_state_file.h) is saved whenever the commit index (as far as the log is
-  // flushed) passed the saved point by this many entries, a failed save again this many entries
-  // later (and at close and before every trim): a restart reads at most about this many entries
-  // beyond the dedup window to rebuild the topic table and the timestamp floor.
-  std::uint64_t topic_state_save_entries = 262144;
-  std::uint64_t retention_max_age_s = 0;
-  std::uint64_t retention_max_bytes = 0;
-  std::uint32_t retention_check_interval_ms = 10000;
-  std::uint32_t retention_follower_grace_ms = 600000;
-  // The most bytes of snapshot data (snapshot_data.h) this node sends in one kSnapshot message: the
-  // dedup table's clients beyond it are left out (least recently used first); a snapshot whose
-  // topic table, configuration and node section alone exceed it is not sent (counted in
-  // SnapshotStats::too_large, logged), and the follower stays stranded (docs/raft.md, "Snapshots").
-  // Below the peer message bound (server::MessageLimits, 8 MiB) with room for the rest of the
-  // message.
-  std::size_t max_snapshot_data_bytes = 4U << 20;
-  // The most payload bytes one loop round (or one trim call) reads to move the topic table as of
-  // the first index - 1 over the segments a trim deletes (replica.h, TopicScan): bounds the time a
-  // trim takes on the replica's loop; a trim of more waits for the scan, in the background.
-  std::uint64_t topic_scan_slice_bytes = 8ULL << 20;
-  // A trim's expensive steps (the log flush, TOPICSTATE, CONFSTATE, one scan slice, and the
-  // deletion itself: SNAPSHOT.next, the unlinks, SNAPSHOT) run one after the other in one loop
-  // round only while the round's trim work so far took less than this; the rest continues in the
-  // next rounds (pending_trim_before_), so heartbeats wait at most about one step
-  // (replica_retention.cpp). 0: one expensive step per round.
-  std::uint32_t trim_round_budget_ms = 50;
-  // The most dedup bytes (as encoded) one loop round gathers for a leader's snapshot: a table of
-  // tens of MiB takes hundreds of ms to walk and copy, longer than an election timeout, so it is
-  // gathered in slices, one per process() (replica_snapshot_send.cpp); with no off-loop executor
-  // (ReplicaDeps::off_loop) it is gathered whole at once.
-  std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
-  double disk_high_watermark = 0.90;
-  double disk_low_watermark = 0.80;
-  // Complete, random_seed included; initial_conf is the bootstrap configuration (--members). The
-  // replica adds what recovery found, conf_history included (from CONFSTATE).
-  raft::Config raft;
-  bool same_boot = false;  // the machine did not restart since the data directory's last open
-};
-
-// What a harness that checks the driver (the simulator, src/sim) observes of each Ready batch.
-// raftlogd sets none. Both calls run inside process() on the replica's thread; they must not call
-// back into the replica.
-class ReadyObserver {
- public:
-  virtual ~ReadyObserver() = default;
-  // Before anything of the batch is applied: the log still holds what a truncation will cut.
-  virtual void before_ready(const raft::Ready& ready) = 0;
-  // After the whole batch is applied (hard state, log, commit, reads; completion callbacks of this
-  // batch have run). Its messages have been moved out (sent or held); the rest is intact.
-  virtual void after_ready(const raft::Ready& ready) = 0;
-};
-
-struct ReplicaDeps {
-  MessageSender* sender = nullptr;  // required
-  DiskProbe* disk = nullptr;        // required
-  NodeEvents* events = nullptr;     // optional
-  std::function<Clock::time_point()> clock = [] { return Clock::now(); };
-  // Wall-clock time, compared with the store's file times by age-based retention.
-  std::function<std::chrono::system_clock::time_point()> wall_clock = [] {
-    return std::chrono::system_clock::now();
-  };
-  // Called with the new commit index before any waiter learns of it, so that what a waiter's
-  // caller does next (a read of its own entry) sees the index published.
-  std::function<void(std::uint64_t commit)> commit_advanced;
-  ReadyObserver* observer = nullptr;  // optional (the simulator's checker)
-  // Snapshots (docs/raft.md, "Snapshots"): the node's own section of a snapshot's data
-  // (snapshot_data.h; raftlogd: the consumer group table). All optional; without them the section
-  // is empty. On the replica's thread.
-  //   snapshot_section: the leader's state as of at least `index` (it may cover later committed
-  //     entries, which the follower then skips), or "" for none.
-  //   check_snapshot_section: "" when a received section may be installed at `index`, else why not
-  //     (the snapshot is then refused before the core sees it).
-  //   snapshot_installed: after an install is durable (SNAPSHOT holds the section, so a restart
-  //     finds it there too: read_snapshot_file).
-  std::function<std::string(std::uint64_t index)> snapshot_section;
-  std::function<std::string(std::string_view section, std::uint64_t index)>
-      check_snapshot_section;
-  std::function<void(std::uint64_t index, const std::string& section)> snapshot_installed;
-  // Where the encoding of a leader's snapshot data and a follower's preparation of a received one
-  // run (off_loop.h); optional: without it, inline on the replica's thread (harnesses that time
-  // nothing).
-  OffLoopExecutor* off_loop = nullptr;
-};
-
-// Snapshot counters of one replica (status, metrics, tests).
-struct SnapshotStats {
-  std::uint64_t sent = 0;        // kSnapshot messages this leader filled and sent
-  std::uint64_t too_large = 0;   // not sent: the data without the dedup part exceeds the budget
-  std::uint64_t clients_left_out = 0;  // dedup clients beyond the budget, over every sent snapshot
-  std::uint64_t installed = 0;   // snapshots this follower installed
-  std::uint64_t refused = 0;     // received snapshots whose data did not validate (dropped)
-  std::uint64_t last_installed_index = 0;
-  // Sent snapshots whose point lies above the leader's first index - 1, so the follower's log
-  // starts above the leader's: the core named a newer committed configuration's index (the
-  // configuration at the first index - 1 not known), or the topic table as of the first index - 1
-  // is not known (a log trimmed by an older binary, SNAPSHOT lost); the leader then sends the state
-  // as of its topic table's committed point (replica_snapshot.cpp).
-  std::uint64_t sent_above_first_index = 0;
-  // Sent snapshots whose data this leader encoded, and those that reused the last encoding
-  // (snapshot_encoding.h): a retry, or another follower stranded at the same point.
-  std::uint64_t encodes = 0;
-  std::uint64_t encodings_reused = 0;
-  // Walks of the whole dedup table (DedupTable::walks()): one per snapshot a leader gathers for a
-  // send (a send the kept encoding serves makes none), and one per trim (its SNAPSHOT file).
-  std::uint64_t dedup_walks = 0;
-  // kSnapshot messages that waited for an encoding and were dropped: their point was overtaken
-  // (a trim, an install, a loss of leadership) or another point's encoding was in flight; the core
-  // sends another after its snapshot retry timeout, as for a lost one.
-  std::uint64_t sends_dropped = 0;
-  // An encoding gathered or running off the loop now (0 or 1), and how long the last one took on
-  // its worker.
-  std::uint64_t encoding_in_flight = 0;
-  std::chrono::microseconds last_encoding_duration{0};
-  // Snapshot data this follower decoded (its preparation's; the install reuses it).
-  std::uint64_t decodes = 0;
-  // A received snapshot being prepared off the loop now (0 or 1: replica_snapshot_receive.cpp);
-  // preparations dropped before their install (a newer term or snapshot, the worker's refusal);
-  // preparations whose write of SNAPSHOT.install failed (a full disk: the old state is kept and the
-  // leader sends the snapshot again); the same snapshot received again while it was prepared; and
-  // appends from its leader dropped meanwhile (they would be matched against the log it replaces).
-  std::uint64_t install_preparing = 0;
-  std::uint64_t install_preparations_dropped = 0;
-  std::uint64_t install_write_failures = 0;
-  std::uint64_t install_retries_ignored = 0;
-  std::uint64_t appends_dropped_while_preparing = 0;
-  // How long the parts of this follower's last install took (replica_snapshot.cpp, "THE
-  // INSTALL"), wall time: status, the install's log line and raftlog-bench snapshot-loop.
-  // The parts up to snapshot_file and `tables` run off the loop when the replica has an executor
-  // (prepared_off_loop is their sum there), on it without one.
-  struct InstallTimes {
-    std::chrono::microseconds decode{0};         // the data decoded and checked
-    std::chrono::microseconds snapshot_file{0};  // SNAPSHOT.install written and synced
-    std::chrono::microseconds prepared_off_loop{0};
-    std::chrono::microseconds rename{0};         // SNAPSHOT.install -> SNAPSHOT.next, dir fsync
-    std::chrono::microseconds log_reset{0};      // CommitLog::reset, then SNAPSHOT.next renamed
-    std::chrono::microseconds conf_state{0};     // CONFSTATE rewritten
-    std::chrono::microseconds topic_state{0};    // TOPICSTATE written
-    std::chrono::microseconds tables{0};         // the dedup and topic tables built
-    std::chrono::microseconds swap{0};           // the prepared tables moved in (on the loop)
-    std::chrono::microseconds node_section{0};   // ReplicaDeps::snapshot_installed
-    std::chrono::microseconds install{0};        // the whole install (Ready step 0)
-  };
-  InstallTimes last_install;
-};
 
 class Replica {
  public:
