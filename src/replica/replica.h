@@ -429,9 +429,6 @@ class Replica {
     bool reached = false;
   };
   std::optional<TrimDeletion> trim_deletion_;
-  // Segments one round of a deletion unlinks at most (besides trim_round_budget_ms): a round's
-  // unlinks and its directory sync stay short on a slow disk, whatever the segment count.
-  static constexpr std::size_t kTrimSegmentsPerRound = 16;
   // The deletion's next steps while `must_yield` allows (the first one at least when nothing ran
   // in this call, `*stepped` false), at most `max_segments` unlinks: never past trim_limit() (a
   // follower's leader hold can fall meanwhile; the deletion then waits). A store error (the store

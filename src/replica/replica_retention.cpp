@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include "replica/durability_rules.h"
@@ -190,7 +191,9 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
                                      std::uint64_t segments_before,
                                      const std::function<bool()>& must_yield, bool* stepped) {
   if (trim_deletion_) {
-    if (store::Status deleted = advance_trim_deletion(must_yield, stepped, kTrimSegmentsPerRound);
+    if (store::Status deleted = advance_trim_deletion(
+            must_yield, stepped,
+            config_.trim_segments_per_round != 0 ? config_.trim_segments_per_round : SIZE_MAX);
         !deleted.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, before_index,
                     deleted.to_string());

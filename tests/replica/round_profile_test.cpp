@@ -88,7 +88,7 @@ class SlowRoundTest : public ::testing::Test {
       }
     };
   }
-  void open(std::uint32_t trim_round_budget_ms) {
+  void open(std::uint32_t trim_round_budget_ms, std::size_t trim_segments_per_round = 16) {
     ReplicaConfig c;
     c.node_id = 1;
     c.members = {{1, "127.0.0.1:1"}};
@@ -101,6 +101,7 @@ class SlowRoundTest : public ::testing::Test {
     c.raft.id = 1;
     c.raft.initial_conf.voters = {1};
     c.trim_round_budget_ms = trim_round_budget_ms;
+    c.trim_segments_per_round = trim_segments_per_round;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
@@ -155,7 +156,7 @@ class SlowRoundTest : public ::testing::Test {
 };
 
 TEST_F(SlowRoundTest, ARoundWithASlowTrimDeletionNamesTheUnlinksAndTheirMilliseconds) {
-  open(/*trim_round_budget_ms=*/600000);  // the whole trim in one round
+  open(/*trim_round_budget_ms=*/600000, /*trim_segments_per_round=*/0);  // all in one round
   fill(12);
   const std::uint64_t before = sealed_end();
   ASSERT_GE(replica_->log().disk_usage().segments, 10U);
