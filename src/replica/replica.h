@@ -148,7 +148,10 @@ class Replica {
   // end_round() returns the round's length and, for a round of at least `log_threshold` (zero:
   // never), logs one warning naming its parts and their milliseconds, at most once per
   // kSlowRoundLogInterval (the next one says how many were held back).
-  void begin_round() { round_.begin(); }
+  void begin_round() {
+    round_.begin();
+    ++round_id_;
+  }
   RoundProfile& round_profile() { return round_; }
   Clock::duration end_round(Clock::duration log_threshold);
   static constexpr std::chrono::seconds kSlowRoundLogInterval{10};
@@ -429,6 +432,12 @@ class Replica {
     bool reached = false;
   };
   std::optional<TrimDeletion> trim_deletion_;
+  // The caller's loop rounds (begin_round) and the one in which the deletion last advanced: it
+  // advances once per round, whichever trim() calls of the round (a request, the continuation, the
+  // retention check) ask, so a round holds the loop for one budget of it, not one per call. Without
+  // rounds (the simulator, tests that call trim() alone) every call advances it.
+  std::uint64_t round_id_ = 0;
+  std::uint64_t deletion_advanced_round_ = 0;
   // The deletion's next steps while `must_yield` allows (the first one at least when nothing ran
   // in this call, `*stepped` false), at most `max_segments` unlinks: never past trim_limit() (a
   // follower's leader hold can fall meanwhile; the deletion then waits). A store error (the store

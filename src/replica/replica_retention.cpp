@@ -190,7 +190,9 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
                                      std::uint64_t limit, std::uint64_t first_before,
                                      std::uint64_t segments_before,
                                      const std::function<bool()>& must_yield, bool* stepped) {
-  if (trim_deletion_) {
+  const bool advanced_this_round = round_.in_round() && deletion_advanced_round_ == round_id_;
+  if (trim_deletion_ && !advanced_this_round) {
+    deletion_advanced_round_ = round_id_;
     if (store::Status deleted = advance_trim_deletion(
             must_yield, stepped,
             config_.trim_segments_per_round != 0 ? config_.trim_segments_per_round : SIZE_MAX);
@@ -201,9 +203,9 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
                                    kReasonStorageError),
                         log_->first_index(), limit};
     }
-    // The rest of the deletion, and of the trim, in the next rounds (continue_pending_trim).
-    if (trim_deletion_) pending_trim_before_ = std::max(pending_trim_before_, before_index);
   }
+  // The rest of the deletion, and of the trim, in the next rounds (continue_pending_trim).
+  if (trim_deletion_) pending_trim_before_ = std::max(pending_trim_before_, before_index);
   const std::uint64_t first_after = log_->first_index();
   const std::uint64_t removed =
       segments_before - std::min(segments_before, log_->disk_usage().segments);
