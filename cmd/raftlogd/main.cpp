@@ -268,6 +268,10 @@ int main(int argc, char** argv) {
   flags.uint_flag("heartbeat-ticks", &config.heartbeat_ticks, "N",
                   "leader heartbeat interval in ticks (below --election-ticks)",
                   {1, limits::kMaxElectionTicks - 1});
+  flags.uint_flag("slow-round-log-ms", &config.slow_round_log_ms, "MS",
+                  "log the parts of a Raft loop round that takes at least this long (0: half the "
+                  "election timeout)",
+                  {0, limits::kMaxSlowRoundLogMs});
   flags.string_flag(
       "flush-mode", &flush_mode, "sync|async",
       "sync: an entry counts toward commit once fsynced; async: once written to the mapped file");

@@ -44,6 +44,7 @@
 #include "replica/replica_config.h"
 #include "replica/results.h"
 #include "replica/retention_hold.h"
+#include "replica/round_profile.h"
 #include "replica/snapshot_data.h"
 #include "replica/snapshot_encoding.h"
 #include "replica/snapshot_stats.h"
@@ -142,6 +143,18 @@ class Replica {
   void apply_retention(Clock::time_point now);
   // Fails every waiting append, read and transfer with `code`.
   void fail_all(ErrorCode code, const std::string& message);
+  // The caller's loop round, timed by part (round_profile.h): begin_round() at its start, the
+  // caller's own parts marked with RoundProfile::Scope on round_profile(), end_round() at its end.
+  // end_round() returns the round's length and, for a round of at least `log_threshold` (zero:
+  // never), logs one warning naming its parts and their milliseconds, at most once per
+  // kSlowRoundLogInterval (the next one says how many were held back).
+  void begin_round() {
+    round_.begin();
+    ++round_id_;
+  }
+  RoundProfile& round_profile() { return round_; }
+  Clock::duration end_round(Clock::duration log_threshold);
+  static constexpr std::chrono::seconds kSlowRoundLogInterval{10};
   // Saves the commit index in the checkpoint (unless failed) and closes the store.
   void close();
 
@@ -413,6 +426,40 @@ class Replica {
   // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
   // deleted (replica_retention.cpp).
   void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
+  // A trim's deletion, once its SNAPSHOT.next is written (replica_trim_deletion.cpp): the segments
+  // before `new_first` are unlinked oldest first, a few per round, and SNAPSHOT.next renamed over
+  // SNAPSHOT once the log starts at new_first. Between rounds the log starts between first_before
+  // and new_first, as after a power cut in the middle of a deletion (docs/storage-format.md, "A
+  // trim cut part-way": the open finishes it), and no table describes its start (snapshots fall
+  // back); `topics` and `conf`, as of new_first - 1, become the log start's once it starts there
+  // (`reached`). At most one: a trim continues it before anything else, an install finishes it.
+  struct TrimDeletion {
+    std::uint64_t first_before = 0;
+    std::uint64_t new_first = 0;
+    std::optional<std::vector<TopicOffsets::TopicNext>> topics;
+    std::optional<raft::ConfState> conf;
+    bool reached = false;
+  };
+  std::optional<TrimDeletion> trim_deletion_;
+  // The caller's loop rounds (begin_round) and the one in which the deletion last advanced: it
+  // advances once per round, whichever trim() calls of the round (a request, the continuation, the
+  // retention check) ask, so a round holds the loop for one budget of it, not one per call. Without
+  // rounds (the simulator, tests that call trim() alone) every call advances it.
+  std::uint64_t round_id_ = 0;
+  std::uint64_t deletion_advanced_round_ = 0;
+  // The deletion's next steps while `must_yield` allows (the first one at least when nothing ran
+  // in this call, `*stepped` false), at most `max_segments` unlinks: never past trim_limit() (a
+  // follower's leader hold can fall meanwhile; the deletion then waits). A store error (the store
+  // then has failed) ends the deletion as a cut one, for the next open to finish.
+  store::Status advance_trim_deletion(const std::function<bool()>& must_yield, bool* stepped,
+                                      std::size_t max_segments);
+  // The rest of a pending deletion at once, without a bound (before an install replaces the log,
+  // and at close, within the trim limit); false (fatal or logged) on a store error.
+  store::Status finish_trim_deletion_now(bool within_limit);
+  // The end of every trim() call: the pending deletion's next steps, the log line and the result.
+  TrimResult finish_trim_call(std::uint64_t before_index, const char* why, std::uint64_t limit,
+                              std::uint64_t first_before, std::uint64_t segments_before,
+                              const std::function<bool()>& must_yield, bool* stepped);
   // The topic-table scan (replica_topic_scan.cpp): starts it again from first_index_topics_ at the
   // log's first index - 1 (none when that table is not known).
   void restart_topic_scan();
@@ -479,6 +526,9 @@ class Replica {
 
   ReplicaConfig config_;
   ReplicaDeps deps_;
+  // On deps_.clock (declared after it). The slow round's log line: rate-limited on the same clock.
+  RoundProfile round_{&deps_.clock};
+  util::RateLimit slow_round_log_{kSlowRoundLogInterval};
   std::unique_ptr<store::CommitLog> log_;
   std::unique_ptr<HardStateFile> hard_state_file_;
   std::unique_ptr<ConfStateFile> conf_state_file_;

@@ -66,6 +66,10 @@ struct ReplicaConfig {
   // next rounds (pending_trim_before_), so heartbeats wait at most about one step
   // (replica_retention.cpp). 0: one expensive step per round.
   std::uint32_t trim_round_budget_ms = 50;
+  // Segments one round of a trim's deletion unlinks at most, oldest first, besides the budget above
+  // (replica_trim_deletion.cpp): each unlink is quick, but hundreds of them, with the log's checkpoint
+  // and directory sync, are not; the rest waits for the next rounds. 0: no bound (the budget alone).
+  std::size_t trim_segments_per_round = 16;
   // The most dedup bytes (as encoded) one loop round gathers for a leader's snapshot: a table of
   // tens of MiB takes hundreds of ms to walk and copy, longer than an election timeout, so it is
   // gathered in slices, one per process() (replica_snapshot_send.cpp); with no off-loop executor

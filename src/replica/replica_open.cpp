@@ -428,6 +428,11 @@ void Replica::close() {
   // An open refused midway never saves: its tables were not loaded, and a TOPICSTATE written from
   // them would replace the good one with an empty table (the next open then refuses for that too).
   if (!failed_ && opened_) {
+    // A trim's deletion under way: finished within the trim limit (the next open finishes any
+    // rest, replica_trim_deletion.cpp).
+    if (store::Status st = finish_trim_deletion_now(/*within_limit=*/true); !st.ok()) {
+      spdlog::error("node {}: finishing a trim's deletion: {}", config_.node_id, st.to_string());
+    }
     if (store::Status saved = save_topic_state(); !saved.ok()) {
       spdlog::error("node {}: saving TOPICSTATE: {}", config_.node_id, saved.to_string());
     }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "replica/durability_rules.h"
@@ -45,23 +46,52 @@ void report_role_change(NodeEvents& events, const raft::SoftState& before,
 void Replica::process() {
   // A leader's snapshot being gathered: one more slice per round (replica_snapshot_send.cpp). A
   // received one waiting for the executor (an earlier job's `done` came): handed off.
-  if (!failed_) continue_snapshot_gather();
+  if (!failed_) {
+    RoundProfile::Scope part(round_, RoundPart::kSnapshotGather);
+    continue_snapshot_gather();
+  }
   // Durability may have advanced (a flush notice, or nothing at all: it is re-read every round).
   (void)guard_core([&] {
     report_durability();
-    for (int round = 0; round < kMaxReadyRoundsPerProcess && raft_->has_ready() && !failed_;
-         ++round) {
-      raft::Ready ready = raft_->ready();
+    for (int round = 0; round < kMaxReadyRoundsPerProcess && !failed_; ++round) {
+      std::optional<raft::Ready> ready;
+      {
+        RoundProfile::Scope part(round_, RoundPart::kCoreReady);
+        if (!raft_->has_ready()) break;
+        ready = raft_->ready();
+      }
       conf_entries_since_ready_ = 0;  // the core's unstable entries are all in this Ready
-      handle_ready(ready);
+      handle_ready(*ready);
       report_durability();
     }
   });
-  if (!failed_) settle_conf_records(commit_);
+  if (!failed_) {
+    RoundProfile::Scope part(round_, RoundPart::kConfState);
+    settle_conf_records(commit_);
+  }
+  RoundProfile::Scope part(round_, RoundPart::kSnapshotPrepare);
   discard_prepared_snapshot();  // installed by now, or answered without an install
   // A received snapshot waiting for the executor (an earlier job's `done` came, or the prepared
   // one's install freed SNAPSHOT.install): handed off now.
   if (!failed_) start_snapshot_preparation();
+}
+
+Clock::duration Replica::end_round(Clock::duration log_threshold) {
+  const Clock::duration took = round_.end();
+  if (log_threshold <= Clock::duration::zero() || took < log_threshold) return took;
+  const std::optional<std::uint64_t> held_back = slow_round_log_.admit(deps_.clock());
+  if (!held_back) return took;
+  // Parts under a millisecond say nothing about a round this long (at least one is named).
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  spdlog::warn("node {}: term {} ({}): a loop round took {} ms (slow-round threshold {} ms): {}{}",
+               config_.node_id, raft_->term(), raft::to_string(raft_->role()),
+               duration_cast<milliseconds>(took).count(),
+               duration_cast<milliseconds>(log_threshold).count(), round_.describe(milliseconds(1)),
+               *held_back > 0 ? "; " + std::to_string(*held_back) +
+                                    " more slow round(s) since the last such line"
+                              : std::string());
+  return took;
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.
@@ -86,6 +116,7 @@ void Replica::apply_ready(raft::Ready& ready) {
 
   if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
                            ready.hard_state->vote != persisted_hard_state_.vote)) {
+    RoundProfile::Scope part(round_, RoundPart::kHardState);
     if (store::Status st = hard_state_file_->write(*ready.hard_state); !st.ok()) {
       fatal("persisting hard state: " + st.to_string());
       return;
@@ -96,29 +127,38 @@ void Replica::apply_ready(raft::Ready& ready) {
   // Step 0: a snapshot replaces the whole log, after the term and vote are durable and before the
   // batch's own entries, which continue it (replica_snapshot.cpp).
   if (ready.snapshot) {
+    RoundProfile::Scope part(round_, RoundPart::kSnapshotInstall);
     install_snapshot(*ready.snapshot);
     if (failed_) return;
   }
   if (ready.truncate_from) {
+    RoundProfile::Scope part(round_, RoundPart::kLogTruncate);
     truncate_log_from(*ready.truncate_from);
     if (failed_) return;
   }
   // After the cut, before the batch's entries reach the store (conf_state_file.h).
-  persist_conf(ready);
-  if (failed_) return;
+  {
+    RoundProfile::Scope part(round_, RoundPart::kConfState);
+    persist_conf(ready);
+    if (failed_) return;
+  }
 
   // Messages before the entries (Ready's contract allows it: they do not depend on this batch): the
   // heartbeats and a leader's appends of this round leave before its own write of a large batch,
   // which holds this loop for milliseconds, far longer on a loaded machine.
   // A leader's snapshot leaves with its data filled in, later once its encoding is made off the
   // loop, or not at all (the core sends another after Config::snapshot_retry_ticks).
-  stamp_retention_hold(ready.messages);
-  for (raft::Message& message : ready.messages) {
-    if (message.type == raft::MessageType::kSnapshot && !send_or_hold_snapshot(message)) continue;
-    deps_.sender->send(std::move(message));
+  if (!ready.messages.empty()) {
+    RoundProfile::Scope part(round_, RoundPart::kSend);
+    stamp_retention_hold(ready.messages);
+    for (raft::Message& message : ready.messages) {
+      if (message.type == raft::MessageType::kSnapshot && !send_or_hold_snapshot(message)) continue;
+      deps_.sender->send(std::move(message));
+    }
   }
 
   if (!ready.entries.empty()) {
+    RoundProfile::Scope part(round_, RoundPart::kLogAppend);
     forget_replaced_proposals(ready.entries);
     if (failed_) return;
     std::vector<store::EntryToAppend> batch;
@@ -135,6 +175,7 @@ void Replica::apply_ready(raft::Ready& ready) {
   }
 
   // The caller's next report_durability() releases them (at once in async mode).
+  RoundProfile::Scope part(round_, RoundPart::kApplyCommit);
   if (!ready.messages_after_persist.empty())
     hold_until_durable(std::move(ready.messages_after_persist));
 
@@ -336,6 +377,7 @@ void Replica::deliver_read_states(const raft::Ready& ready) {
 // truncation, so the current value always describes the current log. In async flush mode an entry
 // counts once written to the mapping (docs/durability.md).
 void Replica::report_durability() {
+  RoundProfile::Scope part(round_, RoundPart::kDurability);
   const std::uint64_t last = log_->last_index();
   const bool async = config_.store.flush_mode == store::FlushMode::kAsync;
   const std::uint64_t durable = rules::persisted_index_for_core(last, log_->flushed_index(), async);

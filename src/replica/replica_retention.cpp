@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
 
 #include "replica/durability_rules.h"
@@ -69,13 +70,22 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
                           std::chrono::milliseconds(config_.trim_round_budget_ms);
   };
   const std::uint64_t first_before = log_->first_index();
+  const std::uint64_t segments_before = log_->disk_usage().segments;
   const auto yield_rest = [&](std::uint64_t allowed) {
     pending_trim_before_ = std::max(pending_trim_before_, before_index);
     return TrimResult{NodeError{}, first_before, allowed};
   };
+  // A deletion an earlier round began goes on first; the rest of the trim waits for it (the next
+  // round continues: pending_trim_before_).
+  if (trim_deletion_) {
+    pending_trim_before_ = std::max(pending_trim_before_, before_index);
+    return finish_trim_call(before_index, why, trim_limit(), first_before, segments_before,
+                            must_yield, &stepped);
+  }
   if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index()) {
     // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
     // not describe them before they are. Not fatal when it fails: the limit then stays lower.
+    RoundProfile::Scope part(round_, RoundPart::kTrimFlush);
     if (store::Status flushed = log_->flush(); !flushed.ok()) {
       spdlog::warn("node {}: flushing the log before a trim: {}", config_.node_id,
                    flushed.to_string());
@@ -84,7 +94,6 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   }
   const std::uint64_t limit = trim_limit();
   std::uint64_t target = std::min(before_index, limit);
-  const std::uint64_t segments_before = log_->disk_usage().segments;
   if (target > first_before && target - 1 > topic_state_saved_through_) {
     if (must_yield()) return yield_rest(limit);
     // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets.
@@ -101,9 +110,6 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
           first_before, limit};
     }
   }
-  // Where the log starts after the trim and the topic table as of the entry before it (below).
-  std::uint64_t new_first_expected = first_before;
-  std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics_expected;
   if (target > first_before) {
     // CONFSTATE's base (with its members' addresses) moves up to what the flush above settled
     // before the entries go: a configuration entry trimmed while the base still named an older one
@@ -112,7 +118,10 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       if (must_yield()) return yield_rest(limit);
       stepped = true;
     }
-    settle_conf_records(commit_);
+    {
+      RoundProfile::Scope part(round_, RoundPart::kConfState);
+      settle_conf_records(commit_);
+    }
     if (failed_) {
       return TrimResult{make_error(ErrorCode::kInternal,
                                    "trim failed: persisting the settled configuration",
@@ -138,6 +147,7 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       if (!finished_earlier) {
         if (must_yield()) return yield_rest(limit);
         const std::uint64_t read_through = topic_scan_ ? topic_scan_->running.through() : 0;
+        RoundProfile::Scope part(round_, RoundPart::kTrimScan);
         advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
         if (!topic_scan_ || topic_scan_->running.through() != read_through) stepped = true;
       }
@@ -151,10 +161,12 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
         new_first_conf = topic_scan_->boundary_conf;
       }
     }
-    // The deletion (SNAPSHOT.next, the unlinks, SNAPSHOT) stays in one round: SNAPSHOT.next
-    // describes the log as this round found it.
-    if (new_first > first_before && must_yield()) return yield_rest(limit);
+    // The deletion: SNAPSHOT.next (describing the log as this round found it), then the segments'
+    // unlinks and SNAPSHOT, spread over rounds within the budget (replica_trim_deletion.cpp).
     if (new_first > first_before) {
+      if (must_yield()) return yield_rest(limit);
+      stepped = true;
+      RoundProfile::Scope part(round_, RoundPart::kTrimSnapshotNext);
       if (store::Status saved =
               save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr,
                                  new_first_conf ? &*new_first_conf : nullptr);
@@ -166,26 +178,34 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
                                      kReasonStorageError),
                           first_before, limit};
       }
-    }
-    new_first_expected = new_first;
-    new_first_topics_expected = std::move(new_first_topics);
-    if (target > first_before) {
-      const store::Status truncated = log_->truncate_prefix(target);
-      // Even when it failed: the store may have deleted some segments before the error. The
-      // table must describe where the log starts now, or be unknown; SNAPSHOT.next replaces
-      // SNAPSHOT once a segment went.
-      note_trimmed_start(first_before, new_first_expected, std::move(new_first_topics_expected),
-                         std::move(new_first_conf));
-      if (new_first > first_before) finish_trim_snapshot(first_before, new_first);
-      if (!truncated.ok()) {
-        spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, target,
-                      truncated.to_string());
-        return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + truncated.to_string(),
-                                     kReasonStorageError),
-                          log_->first_index(), limit};
-      }
+      trim_deletion_ = TrimDeletion{first_before, new_first, std::move(new_first_topics),
+                                    std::move(new_first_conf), false};
     }
   }
+  return finish_trim_call(before_index, why, limit, first_before, segments_before, must_yield,
+                          &stepped);
+}
+
+TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why,
+                                     std::uint64_t limit, std::uint64_t first_before,
+                                     std::uint64_t segments_before,
+                                     const std::function<bool()>& must_yield, bool* stepped) {
+  const bool advanced_this_round = round_.in_round() && deletion_advanced_round_ == round_id_;
+  if (trim_deletion_ && !advanced_this_round) {
+    deletion_advanced_round_ = round_id_;
+    if (store::Status deleted = advance_trim_deletion(
+            must_yield, stepped,
+            config_.trim_segments_per_round != 0 ? config_.trim_segments_per_round : SIZE_MAX);
+        !deleted.ok()) {
+      spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, before_index,
+                    deleted.to_string());
+      return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + deleted.to_string(),
+                                   kReasonStorageError),
+                        log_->first_index(), limit};
+    }
+  }
+  // The rest of the deletion, and of the trim, in the next rounds (continue_pending_trim).
+  if (trim_deletion_) pending_trim_before_ = std::max(pending_trim_before_, before_index);
   const std::uint64_t first_after = log_->first_index();
   const std::uint64_t removed =
       segments_before - std::min(segments_before, log_->disk_usage().segments);
@@ -370,27 +390,30 @@ void Replica::apply_retention(Clock::time_point now) {
   if (now - retention_checked_at_ < std::chrono::milliseconds(config_.retention_check_interval_ms))
     return;
   retention_checked_at_ = now;
-  const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
-  std::uint64_t total_bytes = 0;
-  for (const auto& segment : segments) total_bytes += segment.disk_bytes;
-  // File times through the store's Env, on the injected wall clock (the simulator's MemoryEnv and
-  // clock agree with each other, as a real file system and the system clock do).
-  store::Env* const env = config_.store.env != nullptr ? config_.store.env : store::Env::posix();
-  const auto oldest_kept = deps_.wall_clock() - std::chrono::seconds(config_.retention_max_age_s);
   std::uint64_t before = 0;
-  // Oldest first; stops at the first segment that may stay (retention deletes a prefix).
-  for (const auto& segment : segments) {
-    if (segment.active) break;
-    bool expired = false;
-    if (config_.retention_max_age_s != 0) {
-      const auto modified = env->modified_at(segment.data_path);
-      expired = modified.ok() && *modified < oldest_kept;
+  {
+    RoundProfile::Scope part(round_, RoundPart::kRetentionCheck);
+    const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
+    std::uint64_t total_bytes = 0;
+    for (const auto& segment : segments) total_bytes += segment.disk_bytes;
+    // File times through the store's Env, on the injected wall clock (the simulator's MemoryEnv and
+    // clock agree with each other, as a real file system and the system clock do).
+    store::Env* const env = config_.store.env != nullptr ? config_.store.env : store::Env::posix();
+    const auto oldest_kept = deps_.wall_clock() - std::chrono::seconds(config_.retention_max_age_s);
+    // Oldest first; stops at the first segment that may stay (retention deletes a prefix).
+    for (const auto& segment : segments) {
+      if (segment.active) break;
+      bool expired = false;
+      if (config_.retention_max_age_s != 0) {
+        const auto modified = env->modified_at(segment.data_path);
+        expired = modified.ok() && *modified < oldest_kept;
+      }
+      const bool over_size =
+          config_.retention_max_bytes != 0 && total_bytes > config_.retention_max_bytes;
+      if (!expired && !over_size) break;
+      before = segment.last_index + 1;
+      total_bytes -= std::min(total_bytes, segment.disk_bytes);
     }
-    const bool over_size =
-        config_.retention_max_bytes != 0 && total_bytes > config_.retention_max_bytes;
-    if (!expired && !over_size) break;
-    before = segment.last_index + 1;
-    total_bytes -= std::min(total_bytes, segment.disk_bytes);
   }
   if (before > log_->first_index()) trim(before, "retention:");
 }

@@ -140,6 +140,13 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     part_start = std::chrono::steady_clock::now();
     return took;
   };
+  // A trim's deletion still under way finishes first, before anything of the install writes
+  // SNAPSHOT.next (the fallback below, or the rename of SNAPSHOT.install over it): the trim's
+  // SNAPSHOT.next must become SNAPSHOT first (replica_trim_deletion.cpp, CRASH CASES).
+  if (store::Status st = finish_trim_deletion_now(/*within_limit=*/false); !st.ok()) {
+    fatal("finishing a trim's deletion before the install: " + st.to_string());
+    return;
+  }
   // The preparation of these very bytes (the core hands on the message's buffer): every snapshot
   // the core installs was stepped into it by finish_snapshot_preparation, in this process().
   bool written_as_next = false;  // SNAPSHOT.next holds the data already (step 2 done)

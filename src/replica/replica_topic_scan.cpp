@@ -104,7 +104,20 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes)
       last = view.meta.index;
     }
     topic_scan_->running.committed(last);  // keeps its journal empty
-    if (last == segment_end) {
+    // The boundary (with a copy of the whole table) moves only at the last segment end this slice
+    // reaches: a copy per segment, with tens of thousands of topics and small segments, cost more
+    // than the reading (146 copies of 30,000 topics: about 0.6 s; docs/benchmarks.md, "Trim
+    // round"). The next segment is surely finished in this slice when it is sealed, within the
+    // goal and its disk bytes fit the rest of the budget (they bound its payload).
+    const auto next_finishes_too = [&] {
+      for (const store::CommitLog::SegmentInfo& segment : segments) {
+        if (segment.base_index != segment_end + 1) continue;
+        return !segment.active && segment.last_index <= goal &&
+               spent + segment.disk_bytes <= budget_bytes;
+      }
+      return false;
+    };
+    if (last == segment_end && !next_finishes_too()) {
       topic_scan_->boundary = segment_end;
       topic_scan_->boundary_table = topic_scan_->running.table_at(segment_end);
       topic_scan_->boundary_conf = topic_scan_->running_conf;
@@ -120,6 +133,10 @@ void Replica::continue_pending_trim() {
     pending_trim_before_ = 0;
     trim(before, "continued:");  // deletes what the scan passed; waits again for the rest
   };
+  if (trim_deletion_) {
+    run_pending_trim();  // the deletion's next unlinks, or its SNAPSHOT (replica_trim_deletion.cpp)
+    return;
+  }
   if (pending_trim_before_ <= first) {
     pending_trim_before_ = 0;  // done
     return;

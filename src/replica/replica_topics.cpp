@@ -94,6 +94,7 @@ std::uint64_t Replica::topic_state_through() const {
 }
 
 store::Status Replica::save_topic_state() {
+  RoundProfile::Scope part(round_, RoundPart::kTopicState);
   // As of the commit index, as far as the log is flushed: a committed prefix never changes, so the
   // record stays true whatever happens to the tail (topic_state_file.h), and a flushed one survives
   // a power cut, so the file is never ahead of the log it describes. Not below what the table can

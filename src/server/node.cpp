@@ -267,6 +267,14 @@ void Node::Impl::push_all(std::vector<Input> inputs) {
 void Node::Impl::loop() {
   const auto tick = std::chrono::milliseconds(config_.tick_ms);
   auto next_tick = Clock::now() + tick;
+  // NodeConfig::slow_round_log_ms; 0: half the shortest election timeout.
+  const std::chrono::milliseconds slow_round(
+      config_.slow_round_log_ms != 0
+          ? config_.slow_round_log_ms
+          : static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms / 2);
+  using replica::RoundPart;
+  using Part = replica::RoundProfile::Scope;
+  replica::RoundProfile& round = replica_->round_profile();
   std::deque<Input> batch;
   while (true) {
     {
@@ -283,7 +291,9 @@ void Node::Impl::loop() {
       queued_append_bytes_ = 0;
     }
     const auto now = Clock::now();
+    replica_->begin_round();
     if (now >= next_tick) {
+      Part part(round, RoundPart::kTicks);
       tick_due(now, &next_tick);
       replica_->expire_pending(now);
     }
@@ -298,9 +308,13 @@ void Node::Impl::loop() {
     batch.clear();
     if (!replica_->failed()) replica_->process();
     if (!replica_->failed()) replica_->apply_retention(now);
-    update_peers();
-    publish_status();
-    if (events_ != nullptr) events_->loop_round_finished(Clock::now() - now);
+    {
+      Part part(round, RoundPart::kStatus);
+      update_peers();
+      publish_status();
+    }
+    const Clock::duration took = replica_->end_round(slow_round);
+    if (events_ != nullptr) events_->loop_round_finished(took);
     if (replica_->failed()) stop_after_failure();
     if (failed_.load()) break;
   }
@@ -332,6 +346,12 @@ void Node::Impl::tick_due(Clock::time_point now, Clock::time_point* next_tick) {
 }
 
 void Node::Impl::handle_input(Input& input) {
+  using replica::RoundPart;
+  const RoundPart part = std::holds_alternative<MessageInput>(input) ? RoundPart::kStepMessages
+                         : std::holds_alternative<OffLoopDoneInput>(input)
+                             ? RoundPart::kOffLoopResults
+                             : RoundPart::kClientRequests;  // a trim's own steps are its parts
+  replica::RoundProfile::Scope scope(replica_->round_profile(), part);
   std::visit(
       [&](auto& in) {
         using T = std::decay_t<decltype(in)>;

@@ -137,6 +137,9 @@ std::string validate_bounds(const NodeConfig& config) {
   if (config.election_ticks > kMaxElectionTicks) {
     return "election_ticks must be at most " + std::to_string(kMaxElectionTicks);
   }
+  if (config.slow_round_log_ms > kMaxSlowRoundLogMs) {
+    return "slow_round_log_ms must be at most " + std::to_string(kMaxSlowRoundLogMs);
+  }
   if (config.max_entries_per_append == 0 || config.max_entries_per_append > kMaxEntriesPerAppend ||
       config.max_entries_per_append > config.store.max_batch_entries) {
     return "max_entries_per_append must be in [1, " + std::to_string(kMaxEntriesPerAppend) +

@@ -59,6 +59,9 @@ inline constexpr std::uint64_t kMaxRetentionMaxAgeS = 100ULL * 365 * 24 * 3600;
 inline constexpr std::uint64_t kMaxDedupRebuildEntries = 100000000;
 // Scrub rate: above a few GiB/s it would only compete with the node's own I/O.
 inline constexpr std::uint64_t kMaxScrubBytesPerSecond = 4ULL << 30;
+// The slow-round log threshold (NodeConfig::slow_round_log_ms): ten minutes, past any election
+// timeout this node can run with a tick of 10 s.
+inline constexpr std::uint32_t kMaxSlowRoundLogMs = 600000;
 }  // namespace config_limits
 
 struct NodeConfig {
@@ -84,6 +87,11 @@ struct NodeConfig {
   std::uint32_t tick_ms = 20;
   std::uint32_t election_ticks = 10;
   std::uint32_t heartbeat_ticks = 2;
+  // A Raft loop round that holds the loop at least this long logs one warning naming its parts and
+  // their milliseconds (at most one line per 10 s: Replica::end_round). 0: half the shortest
+  // election timeout (election_ticks * tick_ms / 2, 100 ms with the default timing), long enough
+  // to be rare and short enough to be seen before a round costs leadership.
+  std::uint32_t slow_round_log_ms = 0;
 
   store::Options store;  // segment size, flush mode and interval, max entry size
 

@@ -151,6 +151,10 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   // An append not committed within 100 ticks fails (its client retries), well inside a run.
   c.append_timeout_ms = 100 * kTickMs;
   c.retention_follower_grace_ms = config_.retention_follower_grace_ms;
+  // The simulator's clock does not move within a round, so trim_round_budget_ms never cuts a trim:
+  // two segments a round spread a trim's deletion over rounds (and crashes, installs, new trims
+  // between them) in every retention run.
+  c.trim_segments_per_round = 2;
   c.snapshot_gather_slice_bytes = config_.snapshot_gather_slice_bytes;
   c.raft = config_.raft;
   c.raft.id = id;

@@ -98,8 +98,8 @@ void CommitLog::set_flush_observer(FlushObserver observer) {
 Status CommitLog::truncate_suffix(std::uint64_t from_index, bool force) {
   return impl_->truncate_suffix(from_index, force);
 }
-Status CommitLog::truncate_prefix(std::uint64_t before_index) {
-  return impl_->truncate_prefix(before_index);
+Status CommitLog::truncate_prefix(std::uint64_t before_index, const PrefixProgress& more) {
+  return impl_->truncate_prefix(before_index, more);
 }
 Status CommitLog::reset(std::uint64_t first_index, std::uint64_t prev_term) {
   return impl_->reset(first_index, prev_term);

@@ -82,6 +82,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -261,8 +262,12 @@ class CommitLog {
   // call for a removed index waits for a later entry there (see wait_flushed()).
   Status truncate_suffix(std::uint64_t from_index, bool force = false);
   // Deletes every segment whose entries all lie below `before_index` (never the active segment).
-  // first_index() becomes the base of the first remaining segment (<= before_index).
-  Status truncate_prefix(std::uint64_t before_index);
+  // first_index() becomes the base of the first remaining segment (<= before_index). With `more`,
+  // asked after each deleted segment (with how many this call deleted) whether to go on: false stops
+  // there, the directory synced as always, so that a caller can spread a long deletion over several
+  // calls (each a valid shorter log, CRASH CASES 4).
+  using PrefixProgress = std::function<bool(std::size_t deleted)>;
+  Status truncate_prefix(std::uint64_t before_index, const PrefixProgress& more = nullptr);
   // Replaces the whole log by an empty one whose first index is `first_index` and in which
   // term_at(first_index - 1) is `prev_term` (a follower installing a leader's snapshot: the entries up
   // to first_index - 1 are replaced by what they amounted to). Afterwards first_index() ==

@@ -82,7 +82,7 @@ class CommitLog::Impl {
   Status check_flushed_stepped(std::uint64_t index) const;
   // commit_log_truncate.cpp
   Status truncate_suffix(std::uint64_t from_index, bool force);
-  Status truncate_prefix(std::uint64_t before_index);
+  Status truncate_prefix(std::uint64_t before_index, const CommitLog::PrefixProgress& more);
   // commit_log_reset.cpp
   Status reset(std::uint64_t base_index, std::uint64_t prev_term);
   // commit_log_checkpoint.cpp

@@ -128,7 +128,8 @@ Status CommitLog::Impl::erase_suffix_locked(const SuffixCut& cut) {
   return status;
 }
 
-Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
+Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index,
+                                        const CommitLog::PrefixProgress& more) {
   std::lock_guard write_lock(write_mu_);
   RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
   // Checkpoint first so that it never points into a segment deleted below.
@@ -175,6 +176,7 @@ Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index) {
       return status;
     }
     ++removed;
+    if (more && !more(removed)) break;
   }
   if (removed > 0) {
     Status status = env_->sync_dir(dir_);

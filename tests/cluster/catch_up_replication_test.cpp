@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -309,6 +310,17 @@ TEST(CatchUpByReplicationTest, AFollowerBackAfter160MiBCatchesUpWithoutAnElectio
   for (std::uint64_t id : watch.campaigning()) {
     std::cout << "node " << id << (id == static_cast<std::uint64_t>(follower) ? " (restarted)" : "")
               << " asked for pre-votes during the catch-up\n";
+  }
+
+  // What a long round did: every node logs the parts of a round over half its election timeout
+  // (the slow-round line, docs/operations.md); printed for the record, not asserted.
+  for (int id = 1; id <= 3; ++id) {
+    std::ifstream node_log(cluster.log_file(id));
+    for (std::string line; std::getline(node_log, line);) {
+      if (line.find("a loop round took") != std::string::npos) {
+        std::cout << "node " << id << (id == leader ? " (leader)" : "") << ": " << line << "\n";
+      }
+    }
   }
 
   // By replication: the follower installed no snapshot and holds the log from index 1.

@@ -93,6 +93,7 @@ class SnapshotInstallTest : public ::testing::Test {
     c.raft.snapshots = true;
     if (dedup_rebuild_entries_ != 0) c.dedup_rebuild_entries = dedup_rebuild_entries_;
     if (max_snapshot_data_bytes_ != 0) c.max_snapshot_data_bytes = max_snapshot_data_bytes_;
+    if (trim_segments_per_round_ != 0) c.trim_segments_per_round = trim_segments_per_round_;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
@@ -210,6 +211,7 @@ class SnapshotInstallTest : public ::testing::Test {
 
   std::uint64_t dedup_rebuild_entries_ = 0;  // 0: the default
   std::size_t max_snapshot_data_bytes_ = 0;  // 0: the default
+  std::size_t trim_segments_per_round_ = 0;  // 0: the default
   std::unique_ptr<store::MemoryEnv> env_ = std::make_unique<store::MemoryEnv>();
   RecordingSender sender_;
   RoomyDisk disk_;
@@ -815,6 +817,79 @@ TEST_F(TrimSnapshotTest, AFirstTrimCutPartWayIsFinishedByTheOpen) {
         expect_whole_at(planned, "first trim cut after " + std::to_string(removes) + " deletions"));
   }
   EXPECT_EQ(finished_by_open, 5);
+}
+
+// A deletion spread over rounds (one segment a round here), cut by a power cut after each round:
+// between rounds the disk is what a cut inside a one-round deletion leaves, so the open finishes
+// it; while the log starts part-way the running node knows no table as of its first index - 1,
+// and once it starts at the planned point it knows the trim's again.
+TEST_F(TrimSnapshotTest, ADeletionSpreadOverRoundsIsFinishedByTheOpenAfterACutInAnyRound) {
+  int cut_part_way = 0;
+  bool finished = false;
+  for (int rounds = 1; rounds <= 12 && !finished; ++rounds) {
+    std::uint64_t after_first = 0;
+    std::uint64_t planned = 0;
+    trim_segments_per_round_ = 0;
+    ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+    replica_.reset();
+    trim_segments_per_round_ = 1;
+    open();
+    const std::string where = "cut after " + std::to_string(rounds) + " round(s)";
+    for (int round = 0; round < rounds; ++round) {
+      const TrimResult result = replica_->trim(24, "test:");
+      ASSERT_TRUE(result.error.ok()) << where << ": " << result.error.message;
+    }
+    const std::uint64_t first = replica_->log().first_index();
+    ASSERT_GT(first, after_first) << where << ": every round deletes a segment";
+    finished = first == planned && !env_->exists("/data/SNAPSHOT.next");
+    if (first < planned) {
+      ++cut_part_way;
+      EXPECT_TRUE(env_->exists("/data/SNAPSHOT.next")) << where;
+      EXPECT_FALSE(replica_->knows_first_index_topics()) << where;
+      EXPECT_FALSE(replica_->knows_first_index_conf()) << where;
+    } else {
+      EXPECT_TRUE(replica_->knows_first_index_topics()) << where;
+    }
+    power_cut_and_reopen(static_cast<store::CrashMode>(rounds % 3), 100 + rounds);
+    if (HasFatalFailure()) return;
+    ASSERT_NO_FATAL_FAILURE(expect_whole_at(planned, where));
+  }
+  EXPECT_TRUE(finished) << "the deletion never finished";
+  EXPECT_GE(cut_part_way, 1) << "cuts with the log starting part-way";
+}
+
+// A clean stop in the middle of a spread deletion finishes it before the store closes (no
+// SNAPSHOT.next left for the open), and a trim asked meanwhile continues it before anything else.
+TEST_F(TrimSnapshotTest, AStopOrANewTrimInTheMiddleOfASpreadDeletionFinishesItFirst) {
+  std::uint64_t after_first = 0;
+  std::uint64_t planned = 0;
+  ASSERT_NO_FATAL_FAILURE(trim_once(&after_first, &planned));
+  replica_.reset();
+  trim_segments_per_round_ = 1;
+  open();
+  ASSERT_TRUE(replica_->trim(24, "test:").error.ok());
+  ASSERT_LT(replica_->log().first_index(), planned);
+  // A trim further than the deletion: the deletion goes on, one segment a call, to its point
+  // first (SNAPSHOT.next is not rewritten for another point meanwhile).
+  auto planned_file = read_snapshot_file(env_.get(), "/data", SnapshotFile::kNext);
+  ASSERT_TRUE(planned_file.ok() && planned_file->has_value());
+  EXPECT_EQ((*planned_file)->index + 1, planned);
+  ASSERT_TRUE(replica_->trim(kEntries, "test:").error.ok());
+  planned_file = read_snapshot_file(env_.get(), "/data", SnapshotFile::kNext);
+  if (replica_->log().first_index() < planned) {
+    ASSERT_TRUE(planned_file.ok() && planned_file->has_value());
+    EXPECT_EQ((*planned_file)->index + 1, planned);
+  }
+  replica_.reset();  // a clean stop
+  EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << "the stop left the deletion to the open";
+  auto current = read_snapshot_file(env_.get(), "/data");
+  ASSERT_TRUE(current.ok() && current->has_value());
+  EXPECT_GE((*current)->index + 1, planned);
+  trim_segments_per_round_ = 0;
+  open();
+  EXPECT_GE(replica_->log().first_index(), planned);
+  EXPECT_TRUE(replica_->knows_first_index_topics());
+  expect_every_retry_answered("after the stop");
 }
 
 // The same stop by a store error (an unlink refused part-way): the trim fails, the running node

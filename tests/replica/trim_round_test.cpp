@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "derived/envelope.h"
 #include "node/temp_dir.h"
+#include "replica/hooked_env.h"
 #include "replica/replica.h"
 #include "store/env.h"
 
@@ -218,6 +220,161 @@ TEST_F(TrimRoundTest, WithARoomyBudgetTheTrimRunsInOneRound) {
   ASSERT_GE(replica_->log().disk_usage().segments, 4U);
   EXPECT_EQ(trim_in_rounds(before, "budget unbounded"), 1);
   EXPECT_EQ(replica_->log().first_index(), before);
+}
+
+// The deletion step by part with many small segments and many topics (the outside test's case:
+// 64 KiB segments, 30,000 topics, a trim that deletes 60-140 segments): each round's milliseconds
+// as the replica's round profile sees them (SNAPSHOT.next gathered, encoded, written and synced;
+// the prefix truncation; SNAPSHOT renamed), and inside them the file system calls: SNAPSHOT.next's
+// write (data + fdatasync), the segments' unlinks, the log directory's sync. Once as the deletion
+// was (the whole trim in one round: no budget reached, no segment bound), once as it is (the
+// default budget and segment bound), in one run; prints both and their longest rounds' ratio.
+// Asserts the behaviour only: bounded, no round unlinks more than the bound, and both finish.
+class TrimDeletionBench : public ::testing::Test {
+ protected:
+  static constexpr int kDeletionTopics = 30000;
+  struct Calls {
+    double snapshot_next_write_ms = 0;  // SNAPSHOT.next.tmp written and fdatasync'd
+    double unlink_ms = 0;
+    int unlinked_segments = 0;  // .seg files
+    double log_dir_sync_ms = 0;
+    double data_dir_sync_ms = 0;  // after SNAPSHOT.next's and SNAPSHOT's renames
+  };
+  void SetUp() override {
+    env_.after = [this](testing::HookedEnv::Op op, const std::string& path,
+                        std::chrono::nanoseconds took) {
+      const double ms = std::chrono::duration<double, std::milli>(took).count();
+      std::lock_guard lock(mu_);
+      if (op == testing::HookedEnv::Op::kWriteFile &&
+          path.find("SNAPSHOT.next") != std::string::npos) {
+        calls_.snapshot_next_write_ms += ms;
+      } else if (op == testing::HookedEnv::Op::kRemove && testing::is_segment_file(path)) {
+        calls_.unlink_ms += ms;
+        if (path.ends_with(".seg")) ++calls_.unlinked_segments;
+      } else if (op == testing::HookedEnv::Op::kSyncDir) {
+        (path.ends_with("/log") ? calls_.log_dir_sync_ms : calls_.data_dir_sync_ms) += ms;
+      }
+    };
+  }
+  Calls take_calls() {
+    std::lock_guard lock(mu_);
+    return std::exchange(calls_, {});
+  }
+  void open(const std::string& dir, std::uint32_t budget_ms, std::size_t segments_per_round) {
+    ReplicaConfig c;
+    c.node_id = 1;
+    c.members = {{1, "127.0.0.1:1"}};
+    c.data_dir = dir;
+    c.store.env = &env_;
+    c.store.flush_mode = store::FlushMode::kAsync;
+    c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
+    c.store.preallocate_next_segment = false;
+    c.store.max_entry_size_bytes = 16 << 10;
+    c.raft.id = 1;
+    c.raft.initial_conf.voters = {1};
+    c.topic_state_save_entries = 1ULL << 30;  // only the trim saves TOPICSTATE
+    c.trim_round_budget_ms = budget_ms;
+    c.trim_segments_per_round = segments_per_round;
+    ReplicaDeps deps;
+    deps.sender = &sender_;
+    deps.disk = &disk_;
+    NodeError error;
+    replica_ = Replica::open(std::move(c), std::move(deps), &error);
+    ASSERT_NE(replica_, nullptr) << error.message;
+    for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) {
+      replica_->tick();
+      replica_->process();
+    }
+    ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+    for (int from = 0; from < kDeletionTopics; from += 100) {
+      Replica::AppendRequest request;
+      for (int i = from; i < from + 100; ++i) {
+        std::string payload;
+        const std::string topic = "topic-" + std::to_string(i) + std::string(100, 't');
+        derived::encode_envelope(0, topic, {}, std::string(kBodyBytes, 'x'), &payload);
+        request.payloads.push_back(std::move(payload));
+      }
+      request.has_envelopes = true;
+      std::optional<AppendResult> answer;
+      request.done = [&answer](AppendResult result) { answer = std::move(result); };
+      request.deadline = Clock::now() + std::chrono::hours(1);
+      replica_->append(std::move(request));
+      for (int round = 0; round < 100 && !answer; ++round) replica_->process();
+      ASSERT_TRUE(answer.has_value() && answer->error.ok()) << "the append at " << from;
+    }
+  }
+  // Trims every sealed segment round by round; prints each round by part; the longest round (ms).
+  double trim_by_part(const char* label, std::size_t segments_per_round) {
+    std::uint64_t before = 0;
+    for (const store::CommitLog::SegmentInfo& segment : replica_->log().segments()) {
+      if (!segment.active) before = segment.last_index + 1;
+    }
+    const std::uint64_t segments = replica_->log().disk_usage().segments;
+    (void)take_calls();
+    double longest = 0;
+    int rounds = 0;
+    for (; rounds < 2000 && (rounds == 0 || replica_->log().first_index() < before ||
+                             env_.exists(dir_ + "/SNAPSHOT.next"));
+         ++rounds) {
+      replica_->begin_round();
+      if (rounds == 0) {
+        EXPECT_TRUE(replica_->trim(before, "bench:").error.ok());
+      } else {
+        replica_->apply_retention(Clock::now());
+        replica_->process();
+      }
+      const double ms =
+          std::chrono::duration<double, std::milli>(replica_->end_round(Clock::duration::zero()))
+              .count();
+      longest = std::max(longest, ms);
+      const Calls calls = take_calls();
+      const RoundProfile& profile = replica_->round_profile();
+      const auto part_ms = [&](RoundPart part) {
+        return std::chrono::duration<double, std::milli>(profile.spent(part)).count();
+      };
+      std::printf(
+          "%s round %d: %.1f ms; topic_state %.1f, trim.scan %.1f, trim.snapshot_next %.1f "
+          "(its write+fdatasync %.1f), trim.unlink %.1f (%d segment(s): unlinks %.1f, log dir "
+          "sync %.1f), trim.snapshot %.1f; data dir syncs %.1f\n",
+          label, rounds, ms, part_ms(RoundPart::kTopicState), part_ms(RoundPart::kTrimScan),
+          part_ms(RoundPart::kTrimSnapshotNext), calls.snapshot_next_write_ms,
+          part_ms(RoundPart::kTrimUnlink), calls.unlinked_segments, calls.unlink_ms,
+          calls.log_dir_sync_ms, part_ms(RoundPart::kTrimSnapshot), calls.data_dir_sync_ms);
+      if (segments_per_round != 0) {
+        EXPECT_LE(static_cast<std::size_t>(calls.unlinked_segments), segments_per_round)
+            << label << " round " << rounds;
+      }
+    }
+    EXPECT_EQ(replica_->log().first_index(), before) << label;
+    EXPECT_TRUE(replica_->knows_first_index_topics()) << label;
+    std::printf("%s: %llu segment(s) deleted in %d round(s), the longest %.1f ms\n", label,
+                static_cast<unsigned long long>(segments - replica_->log().disk_usage().segments),
+                rounds, longest);
+    return longest;
+  }
+
+  testing::HookedEnv env_;
+  std::mutex mu_;
+  Calls calls_;
+  std::string dir_;
+  NullSender sender_;
+  RoomyDisk disk_;
+  std::unique_ptr<Replica> replica_;
+};
+
+TEST_F(TrimDeletionBench, ManySmallSegmentsAndManyTopicsByPart) {
+  server::testing::TempDir one_round_dir;
+  dir_ = one_round_dir.path();
+  ASSERT_NO_FATAL_FAILURE(open(dir_, 600000, 0));
+  const double one_round = trim_by_part("one round (as before)", 0);
+  replica_.reset();
+  server::testing::TempDir bounded_dir;
+  dir_ = bounded_dir.path();
+  const std::size_t bound = ReplicaConfig{}.trim_segments_per_round;
+  ASSERT_NO_FATAL_FAILURE(open(dir_, ReplicaConfig{}.trim_round_budget_ms, bound));
+  const double bounded = trim_by_part("bounded (defaults)", bound);
+  std::printf("longest trim round: %.1f ms as before, %.1f ms bounded (%.2fx)\n", one_round,
+              bounded, bounded > 0 ? one_round / bounded : 0.0);
 }
 
 }  // namespace

@@ -163,6 +163,37 @@ TEST_F(TruncateTest, PrefixDeletesWholeSegmentsAndKeepsPrevTerm) {
   EXPECT_EQ(reopened->last_index(), 200U);
 }
 
+// A caller spreads a long prefix deletion over calls: each stops where `more` says, oldest first,
+// and leaves a valid shorter log (the same after a reopen).
+TEST_F(TruncateTest, PrefixStopsWhereTheCallerSaysAndAnotherCallGoesOn) {
+  auto log = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(log);
+  for (std::uint64_t i = 1; i <= 200; i += 10) {
+    auto batch = make_batch(i, 10, 1, 1000);
+    ASSERT_TRUE(log->append(batch.span()).ok());
+  }
+  const std::vector<CommitLog::SegmentInfo> segments = log->segments();
+  ASSERT_GE(segments.size(), 4U);
+  const std::uint64_t before = segments[3].base_index;  // three segments to delete
+  std::vector<std::size_t> asked;
+  ASSERT_TRUE(log->truncate_prefix(before,
+                                   [&](std::size_t deleted) {
+                                     asked.push_back(deleted);
+                                     return deleted < 2;
+                                   })
+                  .ok());
+  EXPECT_EQ(asked, (std::vector<std::size_t>{1, 2}));
+  EXPECT_EQ(log->first_index(), segments[2].base_index);  // the two oldest went
+  EXPECT_EQ(count_segments(env_), segments.size() - 2);
+  ASSERT_TRUE(log->close().ok());
+  log = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->first_index(), segments[2].base_index);
+  ASSERT_TRUE(log->truncate_prefix(before, [](std::size_t) { return true; }).ok());
+  EXPECT_EQ(log->first_index(), before);
+  testing::expect_entries(*log, before, 200, 1, 1000);
+}
+
 // Crash at every durable step of truncate_suffix: recovery yields exactly "before" or "after".
 TEST(TruncateCrash, SuffixRecoversToBeforeOrAfter) {
   int saw_before = 0;

@@ -1,0 +1,111 @@
+// Replica: a trim's deletion (after its SNAPSHOT.next), spread over loop rounds.
+//
+// CRASH CASES (docs/storage-format.md, "A trim cut part-way"). The deletion's durable steps, in
+// order: (1) SNAPSHOT.next written (tmp, fdatasync, rename, directory fsync) naming X = new_first -
+// 1 (replica_retention.cpp); (2) the segments before X + 1 unlinked oldest first, a few per round,
+// each round's unlinks followed by a directory fsync (CommitLog::truncate_prefix); (3) SNAPSHOT.next
+// renamed over SNAPSHOT, directory fsync. Between the rounds of (2) nothing else of a trim runs, so
+// the disk is always in one of the states a power cut inside a one-round deletion leaves: before any
+// unlink (the open deletes the stale SNAPSHOT.next), part-way (the open finishes the deletion and
+// promotes the file: Replica::finish_cut_trim), all gone (the open promotes it). What may happen in
+// between: entries appended (above X: the checks of finish_cut_trim hold), TOPICSTATE and CONFSTATE
+// rewritten (they only move up), a stop (close() finishes the deletion within the trim limit, the
+// open any rest), an install (it finishes the deletion first: its rename of SNAPSHOT.install over
+// SNAPSHOT.next must not replace a trim's file while the log starts part-way, or a power cut before
+// the install's commit point would leave a log start no file describes, with the dedup records of
+// the deleted entries lost).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "replica/replica.h"
+
+namespace raftlog::replica {
+
+store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_yield, bool* stepped,
+                                             std::size_t max_segments) {
+  TrimDeletion& deletion = *trim_deletion_;
+  const std::uint64_t first = log_->first_index();
+  if (first < deletion.new_first) {
+    // Never past what a trim may delete now (a follower's leader hold may have fallen since
+    // SNAPSHOT.next was written): the rest waits for the limit, the log start unknown meanwhile.
+    const std::uint64_t goal = std::min(deletion.new_first, trim_limit());
+    if (trim_start_for(goal) <= first || must_yield()) return store::Status();
+    *stepped = true;
+    store::Status truncated;
+    {
+      RoundProfile::Scope part(round_, RoundPart::kTrimUnlink);
+      truncated = log_->truncate_prefix(
+          goal, [&](std::size_t deleted) { return deleted < max_segments && !must_yield(); });
+    }
+    const std::uint64_t now_first = log_->first_index();
+    if (!truncated.ok() || now_first == first) {
+      // A store error (the store has failed), or a store that deleted nothing: as a deletion a
+      // power cut stopped, for the next open (finish_trim_snapshot leaves or removes the file).
+      if (!truncated.ok() || now_first != deletion.first_before) {
+        spdlog::warn(
+            "node {}: a trim's deletion stopped with the log starting at {}, not at {}: {}",
+            config_.node_id, now_first, deletion.new_first,
+            truncated.ok() ? "no segment went" : truncated.to_string());
+      }
+      note_trimmed_start(deletion.first_before, deletion.new_first, std::nullopt, std::nullopt);
+      finish_trim_snapshot(deletion.first_before, deletion.new_first);
+      trim_deletion_.reset();
+      return truncated;
+    }
+    if (now_first < deletion.new_first) {
+      // Part-way: no table this node has describes the entry before the log's start.
+      first_index_topics_.reset();
+      first_index_conf_.reset();
+      tell_core_trim_point_conf();
+      return store::Status();
+    }
+  }
+  if (!deletion.reached) {
+    // The log starts where SNAPSHOT.next says: its tables describe the start from now on.
+    deletion.reached = true;
+    note_trimmed_start(deletion.first_before, deletion.new_first, std::move(deletion.topics),
+                       std::move(deletion.conf));
+  }
+  if (must_yield()) return store::Status();  // the rename in the next round
+  *stepped = true;
+  {
+    RoundProfile::Scope part(round_, RoundPart::kTrimSnapshot);
+    finish_trim_snapshot(deletion.first_before, deletion.new_first);
+  }
+  trim_deletion_.reset();
+  return store::Status();
+}
+
+store::Status Replica::finish_trim_deletion_now(bool within_limit) {
+  if (!trim_deletion_) return store::Status();
+  const std::uint64_t new_first = trim_deletion_->new_first;
+  if (!within_limit && log_->first_index() < new_first) {
+    // Past the limit: the install that asks replaces the whole log, whatever the limit says.
+    store::Status truncated;
+    {
+      RoundProfile::Scope part(round_, RoundPart::kTrimUnlink);
+      truncated = log_->truncate_prefix(new_first);
+    }
+    if (!truncated.ok()) {
+      note_trimmed_start(trim_deletion_->first_before, new_first, std::nullopt, std::nullopt);
+      finish_trim_snapshot(trim_deletion_->first_before, new_first);
+      trim_deletion_.reset();
+      return truncated;
+    }
+  }
+  bool stepped = false;
+  while (trim_deletion_) {
+    const std::uint64_t first = log_->first_index();
+    const bool reached = trim_deletion_->reached;
+    RAFTLOG_RETURN_IF_ERROR(advance_trim_deletion([] { return false; }, &stepped, SIZE_MAX));
+    // Held back by the limit: what is left waits for the next open (finish_cut_trim).
+    if (trim_deletion_ && log_->first_index() == first && trim_deletion_->reached == reached) {
+      break;
+    }
+  }
+  return store::Status();
+}
+
+}  // namespace raftlog::replica
