@@ -45,7 +45,8 @@ DedupTable::Client& DedupTable::touch(std::uint64_t client_id) {
     lru_.splice(lru_.begin(), lru_, it->second);
     return lru_.front();
   }
-  if (clients_.size() == max_clients_) {
+  // `>=`: a table that took a snapshot above its bound (replace) comes back down here.
+  while (!lru_.empty() && clients_.size() >= max_clients_) {
     clients_.erase(lru_.back().client_id);
     lru_.pop_back();
   }
@@ -187,6 +188,12 @@ void DedupTable::replace(std::uint64_t log_start, std::uint64_t sender_view_star
     if (a.first != b.first) return a.first < b.first;
     return a.second->client_id > b.second->client_id;
   });
+  // The whole snapshot is taken, above max_clients_ if it holds more (bounded by the data's 64 MiB):
+  // a continued transfer holds one leader's clients <= X and another's > X, each within its own
+  // bound but not their union, and evicting here would forget a client its sender would have
+  // answered from (a retry appended twice). New clients bring the table back to its bound (touch).
+  const std::size_t bound = max_clients_;
+  max_clients_ = std::max(max_clients_, clients.size());
   for (const auto& [newest, state] : order) {
     if (state->client_id == 0) continue;
     Client& client = touch(state->client_id);
@@ -195,6 +202,7 @@ void DedupTable::replace(std::uint64_t log_start, std::uint64_t sender_view_star
       remember(client, Remembered{append.sequence, append.range, append.digest});
     }
   }
+  max_clients_ = bound;
   view_start_ = log_start;
   sender_view_starts_.assign(1, sender_view_start);
   sender_view_starts_.insert(sender_view_starts_.end(), other_sender_view_starts.begin(),

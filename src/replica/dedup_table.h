@@ -139,11 +139,13 @@ class DedupTable {
   bool client_through(std::uint64_t client_id, std::uint64_t through, std::uint64_t committed,
                       ClientState* out) const;
   // Replaces the whole table by `clients` (a snapshot's; validated by the caller), within this
-  // table's own bounds. Their recency is the table's own, not the sender's order (which depends
-  // on the sender's history, and a snapshot a new leader continued has two senders): the client
-  // whose newest range ends last is the most recent, ties by lower client id, so that the
-  // clients whose appends are oldest in the log are evicted first beyond max_clients, and each
-  // client's lowest sequences beyond sequences_per_client as usual. The log now starts at
+  // table's sequences_per_client (each client's lowest sequences beyond it are evicted as usual),
+  // but all its clients, even above max_clients (a snapshot a new leader continued holds one
+  // leader's clients <= X and another's > X: each within its bound, not their union; bounded by
+  // the snapshot data's 64 MiB); the clients recorded afterwards bring the table back to its
+  // bound. Their recency is the table's own, not the sender's order (which depends on the
+  // sender's history): the client whose newest range ends last is the most recent, ties by lower
+  // client id, so the clients whose appends are oldest in the log are evicted first. The log now starts at
   // `log_start` (a snapshot's index + 1) and the snapshot's senders saw their logs from
   // `sender_view_start` and each of `other_sender_view_starts` (the earlier leaders of a continued
   // transfer: snapshot_frames.h): a range starting at any of them may be the tail of an append

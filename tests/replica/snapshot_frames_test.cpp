@@ -358,11 +358,26 @@ TEST(SnapshotFrames, TheReceiverOrdersClientsByTheirNewestRangeAndKeepsEverySend
     std::vector<DedupTable::ClientState> listed = clients;
     if (reversed) std::reverse(listed.begin(), listed.end());
     DedupTable table(2, 8);
+    // Review H1: the whole snapshot is taken, above the bound (a continued transfer's union of two
+    // leaders' clients): none of its clients is forgotten at the install.
     table.replace(41, 1, listed);
+    EXPECT_EQ(table.clients(), 3U);
     DedupTable::Range range;
-    EXPECT_EQ(table.find(5, 1, one, &range), DedupTable::Lookup::kFound);
-    EXPECT_EQ(table.find(9, 2, one, &range), DedupTable::Lookup::kFound);
-    EXPECT_EQ(table.find(7, 1, one, &range), DedupTable::Lookup::kUnknown) << "the least recent";
+    EXPECT_EQ(table.find(7, 1, one, &range), DedupTable::Lookup::kFound);
+    // The next new client brings it back to its bound, evicting the least recent by newest range
+    // (7; the lookup above touched it, so here the order is by lookups and records).
+    table.record_append(11, 1, {41, 41, 1}, digest);
+    EXPECT_EQ(table.clients(), 2U);
+    EXPECT_EQ(table.find(11, 1, one, &range), DedupTable::Lookup::kFound);
+    EXPECT_EQ(table.find(7, 1, one, &range), DedupTable::Lookup::kFound) << "touched last";
+    EXPECT_EQ(table.find(5, 1, one, &range), DedupTable::Lookup::kUnknown);
+    EXPECT_EQ(table.find(9, 2, one, &range), DedupTable::Lookup::kUnknown);
+    // Without the lookup, the order is by newest range: 7 goes first.
+    DedupTable untouched(3, 8);
+    untouched.replace(41, 1, listed);
+    untouched.record_append(11, 1, {41, 41, 1}, digest);
+    EXPECT_EQ(untouched.find(7, 1, one, &range), DedupTable::Lookup::kUnknown) << "the least recent";
+    EXPECT_EQ(untouched.find(9, 2, one, &range), DedupTable::Lookup::kFound);
   }
   // Two senders' view starts (20 from the trailer's, 30 from a spliced block's): a range starting
   // at either may be a tail, so another payload is kTooOld there, never kReused.

@@ -94,9 +94,11 @@ SnapshotData leader_data(const DedupTable& table, std::uint64_t point, std::uint
   return data;
 }
 
-// Large enough that no receiver evicts: the comparison is of what the senders' records say.
+// A receiver whose bound is the smaller of the two leaders' (review H1: the splice's union of
+// clients may exceed it, and the install must still keep every one).
+std::size_t g_receiver_max_clients = 100'000;
 DedupTable receiver(const SnapshotData& data) {
-  DedupTable table(100'000, kMaxAppendsPerClient);
+  DedupTable table(g_receiver_max_clients, kMaxAppendsPerClient);
   table.replace(data.index + 1, data.dedup_view_start, data.dedup_clients,
                 data.spliced_view_starts);
   return table;
@@ -118,6 +120,10 @@ Outcome splice_and_check(const std::vector<LoggedAppend>& log, const SnapshotDat
                          Plant plant) {
   Outcome outcome;
   const FramedSnapshotData framed_a = encode_framed_snapshot_data(a, block_bytes);
+  if (cut >= framed_a.frames.blocks.size()) {  // A holds no client at the point: nothing to splice
+    outcome.decoded = true;
+    return outcome;
+  }
   const std::uint64_t x = framed_a.frames.blocks[cut].last_client;
   SnapshotData b_above = b;
   std::erase_if(b_above.dedup_clients, [&](const auto& client) { return client.client_id <= x; });
@@ -174,12 +180,14 @@ Scenario random_scenario(std::uint64_t seed) {
   const std::uint64_t last = s.log.back().first + s.log.back().payloads.size() - 1;
   const std::uint64_t point = last / 2 + random() % (last / 3);
   // A: the whole log, its own flags, its log through the point and a little past it.
-  const DedupTable a = leader_table(s.log, 8 + random() % 60, 2 + random() % 8, 1,
-                                    point + random() % 20);
+  const std::size_t a_clients = 8 + random() % 60;
+  const DedupTable a = leader_table(s.log, a_clients, 2 + random() % 8, 1, point + random() % 20);
   // B: other flags, a restart that rebuilt from a window, a log further past the point.
   const std::uint64_t window = 1 + random() % (point / 2);
-  const DedupTable b = leader_table(s.log, 8 + random() % 60, 2 + random() % 8, window,
+  const std::size_t b_clients = 8 + random() % 60;
+  const DedupTable b = leader_table(s.log, b_clients, 2 + random() % 8, window,
                                     point + random() % (last - point + 1));
+  g_receiver_max_clients = std::min(a_clients, b_clients);
   s.a = leader_data(a, point, last);
   s.b = leader_data(b, point, last);
   return s;
@@ -222,6 +230,7 @@ TEST(SnapshotSplice, PlantedOverlapAtXIsRefusedByTheDecoder) {
   for (std::uint64_t seed = 1; seed <= 100; ++seed) {
     const Scenario s = random_scenario(seed);
     const FramedSnapshotData framed_a = encode_framed_snapshot_data(s.a, 400);
+    if (framed_a.frames.blocks.empty()) continue;
     const std::uint64_t x = framed_a.frames.blocks[0].last_client;
     // B's continuation from X itself (ids >= X), as a leader that resent the block holding X would.
     SnapshotData b_from_x = s.b;
