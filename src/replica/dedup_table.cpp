@@ -45,7 +45,8 @@ DedupTable::Client& DedupTable::touch(std::uint64_t client_id) {
     lru_.splice(lru_.begin(), lru_, it->second);
     return lru_.front();
   }
-  if (clients_.size() == max_clients_) {
+  // `>=`: a table that took a snapshot above its bound (replace) comes back down here.
+  while (!lru_.empty() && clients_.size() >= max_clients_) {
     clients_.erase(lru_.back().client_id);
     lru_.pop_back();
   }
@@ -111,7 +112,9 @@ DedupTable::Lookup DedupTable::find(std::uint64_t client_id, std::uint64_t seque
     if (count == payloads.size() && r->digest == append_digest(payloads, has_envelope)) return Lookup::kFound;
     // The remembered range may lack the first entries of its append: it cannot prove a reuse.
     if (view_start_ > 1 && r->range.first == view_start_) return Lookup::kTooOld;
-    if (sender_view_start_ > 1 && r->range.first == sender_view_start_) return Lookup::kTooOld;
+    for (std::uint64_t sender_view_start : sender_view_starts_) {
+      if (sender_view_start > 1 && r->range.first == sender_view_start) return Lookup::kTooOld;
+    }
     return Lookup::kReused;
   }
   if (sequence < client.forgotten_below) return Lookup::kTooOld;
@@ -125,7 +128,7 @@ void DedupTable::truncate_from(std::uint64_t from_index) {
   }
   // Entries recorded at or above the cut from now on are seen from their first one.
   if (view_start_ >= from_index) view_start_ = 0;
-  if (sender_view_start_ >= from_index) sender_view_start_ = 0;
+  std::erase_if(sender_view_starts_, [&](std::uint64_t start) { return start >= from_index; });
 }
 
 bool DedupTable::export_through(const Client& client, std::uint64_t through,
@@ -167,21 +170,43 @@ bool DedupTable::client_through(std::uint64_t client_id, std::uint64_t through,
 }
 
 void DedupTable::replace(std::uint64_t log_start, std::uint64_t sender_view_start,
-                         const std::vector<ClientState>& clients) {
+                         const std::vector<ClientState>& clients,
+                         const std::vector<std::uint64_t>& other_sender_view_starts) {
   lru_.clear();
   clients_.clear();
-  // Least recently used first, so that each touch() leaves the most recent at the front and the
-  // eviction of clients beyond max_clients_ drops the least recently used.
-  for (auto it = clients.rbegin(); it != clients.rend(); ++it) {
-    if (it->client_id == 0) continue;
-    Client& client = touch(it->client_id);
-    client.forgotten_below = std::max(client.forgotten_below, it->forgotten_below);
-    for (const RememberedAppend& append : it->appends) {
+  // Recency from the facts (the newest range's end), least recent first, so that each touch()
+  // leaves the most recent at the front and the eviction beyond max_clients_ drops the least.
+  const auto newest_end = [](const ClientState& client) {
+    std::uint64_t last = 0;
+    for (const RememberedAppend& append : client.appends) last = std::max(last, append.range.last);
+    return last;
+  };
+  std::vector<std::pair<std::uint64_t, const ClientState*>> order;
+  order.reserve(clients.size());
+  for (const ClientState& client : clients) order.emplace_back(newest_end(client), &client);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return a.second->client_id > b.second->client_id;
+  });
+  // The whole snapshot is taken, above max_clients_ if it holds more (bounded by the data's 64 MiB):
+  // a continued transfer holds one leader's clients <= X and another's > X, each within its own
+  // bound but not their union, and evicting here would forget a client its sender would have
+  // answered from (a retry appended twice). New clients bring the table back to its bound (touch).
+  const std::size_t bound = max_clients_;
+  max_clients_ = std::max(max_clients_, clients.size());
+  for (const auto& [newest, state] : order) {
+    if (state->client_id == 0) continue;
+    Client& client = touch(state->client_id);
+    client.forgotten_below = std::max(client.forgotten_below, state->forgotten_below);
+    for (const RememberedAppend& append : state->appends) {
       remember(client, Remembered{append.sequence, append.range, append.digest});
     }
   }
+  max_clients_ = bound;
   view_start_ = log_start;
-  sender_view_start_ = sender_view_start;
+  sender_view_starts_.assign(1, sender_view_start);
+  sender_view_starts_.insert(sender_view_starts_.end(), other_sender_view_starts.begin(),
+                             other_sender_view_starts.end());
 }
 
 }  // namespace raftlog::replica

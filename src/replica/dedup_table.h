@@ -138,14 +138,21 @@ class DedupTable {
   std::uint64_t walks() const { return walks_; }
   bool client_through(std::uint64_t client_id, std::uint64_t through, std::uint64_t committed,
                       ClientState* out) const;
-  // Replaces the whole table by `clients` (most recently used first, as for_each_client_through
-  // gives them; validated by the caller), within this table's own bounds: the least recently used
-  // clients and each client's lowest sequences beyond them are evicted as usual. The log now
-  // starts at `log_start` (a snapshot's index + 1) and the snapshot's sender saw its log from
-  // `sender_view_start`: a range starting at either may be the tail of an append whose first
-  // entries this table never saw (see set_view_start).
+  // Replaces the whole table by `clients` (a snapshot's; validated by the caller), within this
+  // table's sequences_per_client (each client's lowest sequences beyond it are evicted as usual),
+  // but all its clients, even above max_clients (a snapshot a new leader continued holds one
+  // leader's clients <= X and another's > X: each within its bound, not their union; bounded by
+  // the snapshot data's 64 MiB); the clients recorded afterwards bring the table back to its
+  // bound. Their recency is the table's own, not the sender's order (which depends on the
+  // sender's history): the client whose newest range ends last is the most recent, ties by lower
+  // client id, so the clients whose appends are oldest in the log are evicted first. The log now starts at
+  // `log_start` (a snapshot's index + 1) and the snapshot's senders saw their logs from
+  // `sender_view_start` and each of `other_sender_view_starts` (the earlier leaders of a continued
+  // transfer: snapshot_frames.h): a range starting at any of them may be the tail of an append
+  // whose first entries this table never saw (see set_view_start), so all are kept.
   void replace(std::uint64_t log_start, std::uint64_t sender_view_start,
-               const std::vector<ClientState>& clients);
+               const std::vector<ClientState>& clients,
+               const std::vector<std::uint64_t>& other_sender_view_starts = {});
   std::uint64_t view_start() const { return view_start_; }
 
  private:
@@ -169,7 +176,8 @@ class DedupTable {
   std::size_t max_clients_;
   std::size_t sequences_per_client_;
   std::uint64_t view_start_ = 0;
-  std::uint64_t sender_view_start_ = 0;  // replace(): the snapshot sender's view start
+  // replace(): the snapshot senders' view starts (at most kMaxSnapshotSenders, snapshot_frames.h).
+  std::vector<std::uint64_t> sender_view_starts_;
   ClientList lru_;
   std::unordered_map<std::uint64_t, ClientList::iterator> clients_;
   mutable std::uint64_t walks_ = 0;  // walks(): counted by the const walks themselves

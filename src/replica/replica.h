@@ -572,7 +572,8 @@ class Replica {
     SnapshotData data;                      // handed to the encoding job when gathered
     std::vector<std::uint64_t> client_ids;  // the dedup table's, most recently used first
     std::size_t next_client = 0;
-    std::size_t size = 0;  // encoded bytes gathered so far
+    std::size_t fixed_size = 0;    // the encoding's bytes without the dedup clients
+    std::size_t client_bytes = 0;  // the gathered clients' records (encoded_client_size)
     bool gathered = false;  // waits for the previous job's `done` before its own is handed off
     bool encoding = false;
     // Set when abandoned: a job not started yet skips the encoding (its result is ignored anyway).

@@ -330,7 +330,7 @@ bool Replica::rebuild_dedup(std::uint64_t* corrupt_index, std::string* problem) 
   if (loaded_snapshot_) {
     // The log starts right after an installed snapshot: its appends first, the log's on top.
     dedup_.replace(log_->first_index(), loaded_snapshot_->dedup_view_start,
-                   loaded_snapshot_->dedup_clients);
+                   loaded_snapshot_->dedup_clients, loaded_snapshot_->spliced_view_starts);
   }
   dedup_.set_view_start(dedup_from);  // an append that began below `from` is seen only in part
   // The same pass rebuilds the topic table and the timestamp floor from TOPICSTATE on: whatever

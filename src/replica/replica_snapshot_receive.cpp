@@ -216,7 +216,8 @@ void Replica::prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expe
   }
   const auto tables_start = std::chrono::steady_clock::now();
   out.dedup = std::make_unique<DedupTable>(max_clients, sequences_per_client);
-  out.dedup->replace(data->index + 1, data->dedup_view_start, data->dedup_clients);
+  out.dedup->replace(data->index + 1, data->dedup_view_start, data->dedup_clients,
+                     data->spliced_view_starts);
   data->dedup_clients = {};  // its memory goes before the result waits for the loop
   out.topics.reset(data->index, data->topics);
   out.data = std::move(*data);

@@ -68,6 +68,9 @@ std::optional<Replica::SnapshotPlan> Replica::plan_snapshot(const raft::Message&
     return std::nullopt;
   }
   SnapshotPlan plan;
+  plan.key.format = deps_.sender->takes_framed_snapshot_data(message.to)
+                        ? SnapshotDataFormat::kFramed
+                        : SnapshotDataFormat::kPlain;
   plan.first_index = first_index;
   plan.core_point = snapshot.index;
   SnapshotKey& key = plan.key;
@@ -153,7 +156,9 @@ void Replica::start_outgoing_snapshot(raft::Message& message, const SnapshotPlan
     data.section = deps_.snapshot_section(data.index);
   }
   data.dedup_view_start = std::min(dedup_.view_start(), data.index + 1);
-  const std::size_t fixed = encoded_size_without_dedup(data);
+  const std::size_t fixed = plan.key.format == SnapshotDataFormat::kFramed
+                                ? framed_size_without_dedup(data)
+                                : encoded_size_without_dedup(data);
   if (fixed > config_.max_snapshot_data_bytes) {
     ++snapshot_stats_.too_large;
     if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
@@ -170,7 +175,7 @@ void Replica::start_outgoing_snapshot(raft::Message& message, const SnapshotPlan
   out.plan = plan;
   out.leader_term = raft_->term();
   out.without_section = data.section.empty();
-  out.size = fixed;
+  out.fixed_size = fixed;
   out.data = std::move(data);
   out.client_ids = dedup_.client_ids();
   out.waiting.emplace(message.to, std::move(message));
@@ -191,13 +196,17 @@ void Replica::continue_snapshot_gather() {
     if (!dedup_.client_through(id, out.data.index, commit_, &client)) continue;
     DedupTable::ClientState kept = exportable_client(client, out.data.term);
     const std::size_t cost = encoded_client_size(kept);
-    if (out.size + cost > config_.max_snapshot_data_bytes) {
+    // Version 4 adds its blocks' own fields: counted at their bound.
+    const std::size_t clients_size = out.plan.key.format == SnapshotDataFormat::kFramed
+                                         ? framed_clients_size_bound(out.client_bytes + cost)
+                                         : out.client_bytes + cost;
+    if (out.fixed_size + clients_size > config_.max_snapshot_data_bytes) {
       // The rest are less recently used (counted whether or not they hold an append at the point).
       snapshot_stats_.clients_left_out += out.client_ids.size() - out.next_client + 1;
       out.next_client = out.client_ids.size();
       break;
     }
-    out.size += cost;
+    out.client_bytes += cost;
     gathered += cost;
     out.data.dedup_clients.push_back(std::move(kept));
   }
@@ -217,16 +226,15 @@ void Replica::start_snapshot_encoding() {
   auto data = std::make_shared<SnapshotData>(std::move(out.data));
   auto encoded = std::make_shared<SnapshotEncoding::Encoded>();
   auto took = std::make_shared<std::chrono::microseconds>();
-  auto job = [data, encoded, took, cancelled = out.cancelled]() mutable {
+  auto job = [data, encoded, took, format = out.plan.key.format,
+              cancelled = out.cancelled]() mutable {
     if (cancelled->load()) {
       data.reset();
       return;
     }
     const auto start = std::chrono::steady_clock::now();
-    std::string bytes = encode_snapshot_data(*data);
+    *encoded = SnapshotEncoding::encode(*data, format);
     data.reset();  // its memory goes before the result waits for the loop
-    encoded->crc32c = util::crc32c::value(bytes);
-    encoded->bytes = raft::Payload(std::move(bytes));
     *took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() -
                                                                   start);
   };

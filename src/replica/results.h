@@ -151,6 +151,15 @@ class MessageSender {
     (void)peer;
     return {};
   }
+  // Whether `peer` decodes snapshot data version 4 (snapshot_frames.h), which a new leader can
+  // continue after a leader change: the leader sends it version 4, else versions 1..3. raftlogd's
+  // transport answers what the peer said on its latest message (an older node: false); a sender
+  // whose peers all run this build (the simulator, tests) keeps this default. On the Raft loop,
+  // once per snapshot send. Non-blocking.
+  virtual bool takes_framed_snapshot_data(std::uint64_t peer) {
+    (void)peer;
+    return true;
+  }
 };
 
 }  // namespace raftlog::replica

@@ -1,5 +1,8 @@
 #include "replica/snapshot_data.h"
 
+#include "replica/snapshot_data_codec.h"
+#include "replica/snapshot_frames.h"
+
 #include <algorithm>
 #include <iterator>
 #include <set>
@@ -19,11 +22,9 @@ constexpr std::size_t kHeaderBytes = 4 + 4 + 4 + 8 + 8 + 1 + 4;
 constexpr std::size_t kAppendBytes = 8 + 8 + 8 + 8 + 4;
 constexpr std::size_t kClientHeaderBytes = 8 + 8 + 4;
 
-store::Status corrupt(const std::string& why) {
-  return store::Status::corruption("snapshot data: " + why);
-}
+store::Status corrupt(const std::string& why) { return detail::snapshot_corrupt(why); }
 
-constexpr std::uint64_t kMaxSnapshotIndex = std::uint64_t{1} << 62;
+using detail::kMaxSnapshotIndex;
 
 using Reader = store::ByteReader;
 
@@ -69,7 +70,7 @@ DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
 std::size_t encoded_size_without_dedup(const SnapshotData& data) {
   std::size_t size = kHeaderBytes + raft::encode_config(data.conf).size() + 8 + 4;
   if (version_for(data) >= 3) size += 1 + 4 + 8 * data.retired_ids.size();
-  for (const TopicOffsets::TopicNext& topic : data.topics) size += 1 + topic.topic.size() + 8;
+  for (const TopicOffsets::TopicNext& topic : data.topics) size += detail::encoded_topic_size(topic);
   return size + 4 + data.section.size() + 8 + 4;
 }
 
@@ -93,33 +94,27 @@ std::string encode_snapshot_data(const SnapshotData& data) {
     for (raft::NodeId id : data.retired_ids) store::append_u64(&out, id);
   }
   store::append_u64(&out, data.timestamp_floor_ms);
-  store::append_u32(&out, static_cast<std::uint32_t>(data.topics.size()));
-  for (const TopicOffsets::TopicNext& topic : data.topics) {
-    out.push_back(static_cast<char>(topic.topic.size()));
-    out += topic.topic;
-    store::append_u64(&out, topic.next_offset);
-  }
+  detail::append_topics(&out, data.topics);
   store::append_u32(&out, static_cast<std::uint32_t>(data.section.size()));
   out += data.section;
   store::append_u64(&out, data.dedup_view_start);
   store::append_u32(&out, static_cast<std::uint32_t>(data.dedup_clients.size()));
   for (const DedupTable::ClientState& client : data.dedup_clients) {
-    store::append_u64(&out, client.client_id);
-    store::append_u64(&out, client.forgotten_below);
-    store::append_u32(&out, static_cast<std::uint32_t>(client.appends.size()));
-    for (const DedupTable::RememberedAppend& append : client.appends) {
-      store::append_u64(&out, append.sequence);
-      store::append_u64(&out, append.range.first);
-      store::append_u64(&out, append.range.last);
-      store::append_u64(&out, append.range.term);
-      store::append_u32(&out, append.digest);
-    }
+    detail::append_client(&out, client);
   }
   store::put_u32(out.data() + 4, util::crc32c::value(out.data() + 8, out.size() - 8));
   return out;
 }
 
-namespace {
+namespace detail {
+
+store::Status snapshot_corrupt(const std::string& why) {
+  return store::Status::corruption("snapshot data: " + why);
+}
+
+std::size_t encoded_topic_size(const TopicOffsets::TopicNext& topic) {
+  return 1 + topic.topic.size() + 8;
+}
 
 store::Status decode_topics(Reader& in, SnapshotData* data) {
   std::uint32_t count = 0;
@@ -146,6 +141,10 @@ store::Status decode_topics(Reader& in, SnapshotData* data) {
   return store::Status();
 }
 
+}  // namespace detail
+
+namespace {
+
 // Version 3's flags and retired ids, after the configuration.
 store::Status decode_version_3_fields(Reader& in, SnapshotData* data) {
   std::uint8_t flags = 0;
@@ -160,6 +159,14 @@ store::Status decode_version_3_fields(Reader& in, SnapshotData* data) {
       (!data->topics_at_index || !data->conf_at_index)) {
     return corrupt("an installed snapshot that does not describe its index");
   }
+  return detail::decode_retired_ids(in, count, data);
+}
+
+}  // namespace
+
+namespace detail {
+
+store::Status decode_retired_ids(Reader& in, std::uint32_t count, SnapshotData* data) {
   if (count > raft::kMaxRetiredIds || count > in.remaining() / 8) {
     return corrupt(std::to_string(count) + " retired ids");
   }
@@ -205,10 +212,36 @@ store::Status decode_client(Reader& in, const SnapshotData& data, DedupTable::Cl
   return store::Status();
 }
 
-}  // namespace
+void append_topics(std::string* out, const std::vector<TopicOffsets::TopicNext>& topics) {
+  store::append_u32(out, static_cast<std::uint32_t>(topics.size()));
+  for (const TopicOffsets::TopicNext& topic : topics) {
+    out->push_back(static_cast<char>(topic.topic.size()));
+    *out += topic.topic;
+    store::append_u64(out, topic.next_offset);
+  }
+}
+
+void append_client(std::string* out, const DedupTable::ClientState& client) {
+  store::append_u64(out, client.client_id);
+  store::append_u64(out, client.forgotten_below);
+  store::append_u32(out, static_cast<std::uint32_t>(client.appends.size()));
+  for (const DedupTable::RememberedAppend& append : client.appends) {
+    store::append_u64(out, append.sequence);
+    store::append_u64(out, append.range.first);
+    store::append_u64(out, append.range.last);
+    store::append_u64(out, append.range.term);
+    store::append_u32(out, append.digest);
+  }
+}
+
+}  // namespace detail
 
 store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   if (bytes.size() > kMaxSnapshotDataBytes) return corrupt(std::to_string(bytes.size()) + " bytes");
+  // Version 4 has its own magic (snapshot_frames.h): no version-1..3 data starts with it.
+  if (bytes.size() >= 4 && store::get_u32(bytes.data()) == kFramedSnapshotMagic) {
+    return decode_framed_snapshot_data(bytes);
+  }
   if (bytes.size() < kHeaderBytes) return corrupt("shorter than its header");
   if (store::get_u32(bytes.data()) != kMagic) return corrupt("bad magic");
   if (store::get_u32(bytes.data() + 4) != util::crc32c::value(bytes.data() + 8, bytes.size() - 8)) {
@@ -255,7 +288,7 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
     if (version_for(data) != 3) return corrupt("version 3 for what a lower version says");
   }
   if (!in.u64(&data.timestamp_floor_ms)) return corrupt("truncated before the timestamp floor");
-  RAFTLOG_RETURN_IF_ERROR(decode_topics(in, &data));
+  RAFTLOG_RETURN_IF_ERROR(detail::decode_topics(in, &data));
   std::uint32_t section_size = 0;
   if (!in.u32(&section_size) || section_size > kMaxSnapshotSectionBytes ||
       !in.bytes(section_size, &data.section)) {
@@ -268,7 +301,7 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   data.dedup_clients.resize(clients);
   std::set<std::uint64_t> ids;
   for (DedupTable::ClientState& client : data.dedup_clients) {
-    RAFTLOG_RETURN_IF_ERROR(decode_client(in, data, &client));
+    RAFTLOG_RETURN_IF_ERROR(detail::decode_client(in, data, &client));
     if (!ids.insert(client.client_id).second) return corrupt("a dedup client listed twice");
   }
   if (in.remaining() != 0) return corrupt("trailing bytes");

@@ -33,6 +33,10 @@
 // it can use (an older follower refuses, and counts, a version-3 snapshot: it stays behind until
 // it runs this version).
 //
+// Version 4 (snapshot_frames.h) is framed, with its own magic: what a leader sends a peer that
+// decodes it (an installed snapshot's data; decode_snapshot_data reads every version). A trim, and a
+// leader's send to an older peer, still write versions 1..3.
+//
 // Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1..3),
 // u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes;
 // version 3 only: u8 flags (bit 0 the topic table is the one as of S, bit 1 the configuration is
@@ -62,9 +66,9 @@
 
 namespace raftlog::replica {
 
-// The newest version written (a trim that knows its configuration at S, or an installed snapshot
-// with retired ids); versions 1 and 2 are still written for everything else and read (see the top
-// of this file).
+// The newest version of the unframed layout (a trim that knows its configuration at S, or an
+// installed snapshot with retired ids); versions 1 and 2 are still written for everything else and
+// read (see the top of this file). Version 4 is the framed one (snapshot_frames.h).
 inline constexpr std::uint32_t kSnapshotDataVersion = 3;
 // The largest snapshot data any node decodes (a file or a message). A sender's own budget
 // (ReplicaConfig::max_snapshot_data_bytes) is smaller: one peer message carries it whole.
@@ -99,7 +103,15 @@ struct SnapshotData {
   std::vector<raft::NodeId> retired_ids;
   std::string section;  // the node's own state (opaque here)
   std::uint64_t dedup_view_start = 0;
-  std::vector<DedupTable::ClientState> dedup_clients;  // most recently used first
+  // Version 4 only (snapshot_frames.h): the dedup view starts of the other leaders whose blocks a
+  // follower kept when a new leader continued their transfer (sorted, distinct, none equal to
+  // dedup_view_start, each at most index + 1; fewer than kMaxSnapshotSenders). A range starting at
+  // any of them may be the tail of an append the table never saw whole (DedupTable::replace).
+  std::vector<std::uint64_t> spliced_view_starts;
+  // Most recently used first as a sender gathers them (versions 1..3 keep that order); ascending
+  // client id as version 4 decodes them. The receiver's table orders them itself
+  // (DedupTable::replace).
+  std::vector<DedupTable::ClientState> dedup_clients;
   friend bool operator==(const SnapshotData&, const SnapshotData&) = default;
 };
 
@@ -123,7 +135,8 @@ DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
 // does), and encoded_size_without_dedup + the clients' sizes <= kMaxSnapshotDataBytes.
 std::string encode_snapshot_data(const SnapshotData& data);
 // kCorruption naming the first problem for anything but a well-formed snapshot data of a known
-// version: it comes from the network or the disk, so nothing is trusted.
+// version (1..3, or the framed 4: decode_framed_snapshot_data): it comes from the network or the
+// disk, so nothing is trusted.
 store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes);
 
 // <data_dir>/SNAPSHOT: the encoded data of the snapshot this node's log starts after (the last one

@@ -7,17 +7,32 @@
 
 namespace raftlog::replica {
 
-SnapshotKey key_of(const SnapshotData& data) {
-  return SnapshotKey{data.index, data.term, data.conf, data.retired_ids};
+SnapshotKey key_of(const SnapshotData& data, SnapshotDataFormat format) {
+  return SnapshotKey{data.index, data.term, data.conf, data.retired_ids, format};
 }
 
-SnapshotEncoding::Encoded SnapshotEncoding::get(const SnapshotData& data, Clock::time_point now) {
-  const SnapshotKey key = key_of(data);
+SnapshotEncoding::Encoded SnapshotEncoding::encode(const SnapshotData& data,
+                                                   SnapshotDataFormat format) {
+  Encoded encoded;
+  std::string bytes;
+  if (format == SnapshotDataFormat::kFramed) {
+    FramedSnapshotData framed = encode_framed_snapshot_data(data);
+    bytes = std::move(framed.bytes);
+    encoded.frames = std::make_shared<const SnapshotFrames>(std::move(framed.frames));
+  } else {
+    bytes = encode_snapshot_data(data);
+  }
+  encoded.crc32c = util::crc32c::value(bytes);
+  encoded.bytes = raft::Payload(std::move(bytes));
+  return encoded;
+}
+
+SnapshotEncoding::Encoded SnapshotEncoding::get(const SnapshotData& data, Clock::time_point now,
+                                                SnapshotDataFormat format) {
+  const SnapshotKey key = key_of(data, format);
   const auto has_section = [&] { return !data.section.empty(); };
   if (auto kept = find(key, has_section, now)) return *std::move(kept);
-  std::string bytes = encode_snapshot_data(data);
-  const std::uint32_t crc = util::crc32c::value(bytes);
-  keep(key, data.section.empty(), Encoded{raft::Payload(std::move(bytes)), crc}, now);
+  keep(key, data.section.empty(), encode(data, format), now);
   return kept_->encoded;
 }
 

@@ -26,11 +26,13 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "raft/types.h"
 #include "replica/snapshot_data.h"
+#include "replica/snapshot_frames.h"
 
 namespace raftlog::replica {
 
@@ -41,14 +43,19 @@ inline constexpr std::chrono::minutes kSnapshotEncodingMaxAge{30};
 // (a committed removal after the encoding adds one, CONFSTATE rewritten, without moving the point,
 // and the follower must learn it). The leader computes it before it gathers anything, so a send
 // that the kept encoding serves never walks the dedup table (replica_snapshot_send.cpp).
+// How the data is encoded: framed (version 4, snapshot_frames.h), or versions 1..3 for a peer that
+// does not take version 4 (it does not say so on its messages: an older node).
+enum class SnapshotDataFormat : std::uint8_t { kPlain, kFramed };
+
 struct SnapshotKey {
   raft::Index index = 0;
   raft::Term term = 0;
   raft::ConfState conf;
   std::vector<raft::NodeId> retired_ids;
+  SnapshotDataFormat format = SnapshotDataFormat::kFramed;
   friend bool operator==(const SnapshotKey&, const SnapshotKey&) = default;
 };
-SnapshotKey key_of(const SnapshotData& data);
+SnapshotKey key_of(const SnapshotData& data, SnapshotDataFormat format);
 
 struct SnapshotEncodingCounters {
   std::uint64_t encodes = 0;  // snapshot data encoded for a send
@@ -62,11 +69,16 @@ class SnapshotEncoding {
   struct Encoded {
     raft::Payload bytes;
     std::uint32_t crc32c = 0;
+    // kFramed: where each frame sits (a continuation is cut from it); null for kPlain.
+    std::shared_ptr<const SnapshotFrames> frames;
   };
+  // Encodes `data` as `format` says, with its CRC-32C and (framed) its frame index. Off the loop.
+  static Encoded encode(const SnapshotData& data, SnapshotDataFormat format);
 
-  // The encoding of `data` (origin kInstalled, as a leader sends it): the kept one when it may
-  // stand for it (see the top of this file) at `now`, else a new one, which replaces it.
-  Encoded get(const SnapshotData& data, Clock::time_point now);
+  // The encoding of `data` (origin kInstalled, as a leader sends it) in `format`: the kept one when
+  // it may stand for it (see the top of this file) at `now`, else a new one, which replaces it.
+  Encoded get(const SnapshotData& data, Clock::time_point now,
+              SnapshotDataFormat format = SnapshotDataFormat::kFramed);
   // The kept encoding when it may stand for data of `key` at `now` (a reuse, counted), else
   // nullopt. `has_section` (whether the data would now carry the node's section) is asked only when
   // the kept one was made without it.

@@ -167,6 +167,8 @@ void encode_fields(const raft::Message& message, std::string_view cluster_id,
   out->set_hint_term(message.hint_term);
   out->set_context(message.context);
   out->set_disk_over_watermark(message.disk_over_watermark);
+  // Every message says which snapshot data this node decodes (the leader picks a peer's format by it).
+  out->set_snapshot_formats(kOwnSnapshotFormats);
   if (message.type == raft::MessageType::kAppend || message.type == raft::MessageType::kHeartbeat) {
     out->set_retention_hold(message.retention_hold);
   }

@@ -33,7 +33,8 @@ struct MessageLimits {
   std::size_t max_entries_per_message = 4096;
 };
 
-// Fills `out` (cleared first) from `message`; `cluster_id` is stamped on every message.
+// Fills `out` (cleared first) from `message`; `cluster_id` and this node's snapshot formats
+// (kOwnSnapshotFormats) are stamped on every message.
 void encode_message(const raft::Message& message, std::string_view cluster_id,
                     peer::v1::RaftMessage* out);
 

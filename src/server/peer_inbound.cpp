@@ -277,7 +277,11 @@ void PeerInbound::InboundStream::on_messages(const std::vector<pb::RaftMessage*>
     start_send_initial_metadata();
   }
   for (std::size_t i = 0; i < decoded.size(); ++i) {
-    if (chunks[i] || is_leader_message(decoded[i].type)) inbound->note_leader_heard();
+    if (chunks[i]) {
+      inbound->note_leader_heard(chunks[i]->message.term);
+    } else if (is_leader_message(decoded[i].type)) {
+      inbound->note_leader_heard(decoded[i].term);
+    }
     if (chunks[i]) {
       ++received;  // the stream's count is of messages read; the core sees whole snapshots only
       std::optional<raft::Message> whole = inbound->reassemble(std::move(*chunks[i]));
@@ -403,6 +407,7 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   const raft::NodeId sender = chunk.message.from;
   {
     std::lock_guard lock(snapshot_mu_);
+    reassembler_.note_leader_term(leader_term_heard_.load());
     whole = reassembler_.add(std::move(chunk), now, &problem);
     follow_partial_file_locked(sender);
     publish_receipt_locked();
@@ -421,7 +426,10 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   return whole;
 }
 
-void PeerInbound::note_leader_heard() {
+void PeerInbound::note_leader_heard(raft::Term term) {
+  raft::Term heard = leader_term_heard_.load();
+  while (heard < term && !leader_term_heard_.compare_exchange_weak(heard, term)) {
+  }
   if (!restored_partial_idle_clock_waiting_.load()) return;
   std::lock_guard lock(snapshot_mu_);
   restored_partial_idle_clock_waiting_.store(false);
@@ -460,6 +468,7 @@ void PeerInbound::record_receipt(const pb::RaftMessage& wire) {
   std::string problem;
   const std::optional<SnapshotReceipt> receipt = decode_snapshot_receipt(wire, &problem);
   receipts_.record(wire.from(), receipt);
+  receipts_.record_formats(wire.from(), wire.snapshot_formats());
   if (problem.empty()) return;
   std::optional<std::uint64_t> held_back;
   {

@@ -78,9 +78,10 @@ class PeerInbound {
   // A checked chunk: the whole snapshot once it is complete (logs a refused chunk).
   std::optional<raft::Message> reassemble(SnapshotChunk chunk);
   void record_whole_snapshot(const raft::Message& message);
-  // A message only a leader sends (an append, a heartbeat, a snapshot) arrived: a partial restored
-  // at start starts its idle clock now (snapshot_chunks.h). Cheap after the first.
-  void note_leader_heard();
+  // A message only a leader sends (an append, a heartbeat, a snapshot) arrived at `term`: a partial
+  // restored at start starts its idle clock now (snapshot_chunks.h), and a chunk of a lower term
+  // is a deposed leader's (SnapshotReassembler::note_leader_term). Cheap after the first.
+  void note_leader_heard(raft::Term term);
   // A checked message's receipt (or its absence) becomes its sender's latest; a malformed one is
   // ignored (logged at most once per 30 s).
   void record_receipt(const raftlog::peer::v1::RaftMessage& wire);
@@ -118,6 +119,9 @@ class PeerInbound {
   mutable SnapshotPartialFile partial_file_;
   // A restored partial waits for a leader's first message before it starts idling.
   std::atomic<bool> restored_partial_idle_clock_waiting_{false};
+  // The highest term of a leader's message received (note_leader_heard): handed to the reassembler
+  // with each chunk, under snapshot_mu_.
+  std::atomic<raft::Term> leader_term_heard_{0};
   util::RateLimit receipt_log_{std::chrono::seconds(30)};  // under snapshot_mu_
   // Refused chunks: after a gap every later chunk of the transfer is refused (under snapshot_mu_).
   util::RateLimit refusal_log_{std::chrono::seconds(5)};

@@ -56,6 +56,13 @@ class TransportSender final : public MessageSender {
     }
     return {};
   }
+  // What the peer said on its latest message; before any (or without a transport): versions
+  // 1..3, which every node decodes.
+  bool takes_framed_snapshot_data(std::uint64_t peer) override {
+    std::lock_guard lock(mu);
+    return transport != nullptr &&
+           (transport->peer_snapshot_formats(peer) & kSnapshotFormatFramed) != 0;
+  }
   void attach(PeerTransport* attached) {
     std::lock_guard lock(mu);
     transport = attached;

@@ -69,6 +69,16 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
     return std::nullopt;
   }
 
+  // A leader of a higher term was heard: this chunk is a deposed leader's, even when nothing of
+  // the new leader's snapshot is held here (it may send none, or have sent it whole).
+  if (term < leader_term_) {
+    ++counters_.chunks_refused;
+    partials_.erase(from);
+    *problem = "a snapshot chunk from node " + std::to_string(from) + " at term " +
+               std::to_string(term) + " is stale: a leader of term " +
+               std::to_string(leader_term_) + " was heard";
+    return std::nullopt;
+  }
   // Another peer's partial of a higher term: this chunk is a deposed leader's.
   for (const auto& [peer, partial] : partials_) {
     if (peer != from && partial.message.term > term) {
@@ -300,6 +310,18 @@ std::optional<SnapshotReceipt> SnapshotReceipts::from_peer(raft::NodeId peer) co
   const auto found = peers_.find(peer);
   if (found == peers_.end()) return std::nullopt;
   return found->second;
+}
+
+void SnapshotReceipts::record_formats(raft::NodeId peer, std::uint32_t formats) {
+  std::lock_guard lock(mu_);
+  if (formats_.size() >= kMaxPeersTracked && !formats_.contains(peer)) return;
+  formats_[peer] = formats;
+}
+
+std::uint32_t SnapshotReceipts::formats_of(raft::NodeId peer) const {
+  std::lock_guard lock(mu_);
+  const auto found = formats_.find(peer);
+  return found == formats_.end() ? 0 : found->second;
 }
 
 }  // namespace raftlog::server

@@ -59,6 +59,12 @@ inline constexpr std::size_t kSnapshotWindowBytes = 4 * kSnapshotChunkBytes;
 // a leader could resume it.
 inline constexpr std::chrono::seconds kSnapshotPartialIdleTimeout{30};
 
+// Snapshot data formats a node decodes, as it says on every message (peer.proto, RaftMessage.
+// snapshot_formats): the framed version 4 (replica/snapshot_frames.h). Versions 1..3 every node
+// decodes.
+inline constexpr std::uint32_t kSnapshotFormatFramed = 1;
+inline constexpr std::uint32_t kOwnSnapshotFormats = kSnapshotFormatFramed;
+
 // Where a chunk's data sits in its snapshot's data.
 struct SnapshotChunkPlace {
   std::uint64_t offset = 0;       // of the chunk's first byte
@@ -153,7 +159,8 @@ struct SnapshotReceiveStatus {
 // inbound side guards it with a lock). The rules, checked on every chunk:
 //   - a chunk announcing a total above the node's bound (max_total_bytes) is refused, and its peer's
 //     partial dropped;
-//   - a chunk whose term is below another peer's partial's is refused (a deposed leader's); one
+//   - a chunk whose term is below a leader message's this node received (note_leader_term), or
+//     below another peer's partial's, is refused (a deposed leader's); one
 //     above drops the partials of lower terms (a deposed leader's), except one of the chunk's
 //     identity (index, snapshot term, configuration, total size, CRC) when the chunk's peer has
 //     none: the new sender continues it (a new leader that sends byte-identical data);
@@ -186,6 +193,10 @@ class SnapshotReassembler {
   // whose CRC did not match, for the log.
   std::optional<raft::Message> add(SnapshotChunk chunk, Clock::time_point now,
                                    std::string* problem);
+  // A leader's message (an append, a heartbeat, a chunk) of `term` reached this node: a chunk of
+  // a lower term is a deposed leader's, refused (counted in chunks_refused) whether or not a
+  // partial of the new term exists (the node's core would ignore the whole snapshot anyway).
+  void note_leader_term(raft::Term term) { leader_term_ = std::max(leader_term_, term); }
   // A snapshot that arrived whole in one message is handed on as well: remember it for status.
   void record_delivered(const raft::Message& snapshot, Clock::time_point now);
   // Drops partials idle for longer than the idle timeout (also done by add()).
@@ -248,6 +259,7 @@ class SnapshotReassembler {
 
   const std::uint64_t max_total_bytes_;
   const Clock::duration idle_timeout_;
+  raft::Term leader_term_ = 0;  // note_leader_term
   std::map<raft::NodeId, Partial> partials_;
   std::uint64_t next_generation_ = 1;
   std::optional<SnapshotDelivery> last_delivered_;
@@ -262,6 +274,11 @@ class SnapshotReassembler {
 class SnapshotReceipts {
  public:
   static constexpr std::size_t kMaxPeersTracked = 128;
+
+  // The snapshot formats `peer` said its latest message (0: a node from before the field).
+  void record_formats(raft::NodeId peer, std::uint32_t formats);
+  // None said yet (no message from `peer` since the start): 0, the versions every node decodes.
+  std::uint32_t formats_of(raft::NodeId peer) const;
 
   // `valid_until`: when the partial it describes expires unless a chunk arrives (then set again).
   void set_own(std::optional<SnapshotReceipt> receipt,
@@ -278,6 +295,7 @@ class SnapshotReceipts {
   std::optional<SnapshotReceipt> own_;
   std::chrono::steady_clock::time_point own_valid_until_{};
   std::map<raft::NodeId, SnapshotReceipt> peers_;
+  std::map<raft::NodeId, std::uint32_t> formats_;  // at most kMaxPeersTracked
 };
 
 }  // namespace raftlog::server

@@ -131,6 +131,9 @@ class PeerTransport::Impl {
     return stats;
   }
   SnapshotReceiveStatus snapshot_receive_status() const { return inbound_.snapshot_status(); }
+  std::uint32_t peer_snapshot_formats(raft::NodeId peer) const {
+    return receipts_.formats_of(peer);
+  }
   std::uint64_t dropped_unknown_peer() const { return outbound_.dropped_unknown_peer(); }
   OutboundTotals outbound_totals() const { return outbound_.totals(); }
   std::size_t retired_links() const { return outbound_.retired_links(); }
@@ -175,6 +178,9 @@ SnapshotReceiveStatus PeerTransport::snapshot_receive_status() const {
   return impl_->snapshot_receive_status();
 }
 std::uint64_t PeerTransport::dropped_unknown_peer() const { return impl_->dropped_unknown_peer(); }
+std::uint32_t PeerTransport::peer_snapshot_formats(raft::NodeId peer) const {
+  return impl_->peer_snapshot_formats(peer);
+}
 std::size_t PeerTransport::retired_links() const { return impl_->retired_links(); }
 OutboundTotals PeerTransport::outbound_totals() const { return impl_->outbound_totals(); }
 

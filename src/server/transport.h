@@ -297,6 +297,9 @@ class PeerTransport {
   // on_message, and the reassembly's counters (snapshot_chunks.h).
   SnapshotReceiveStatus snapshot_receive_status() const;
   std::uint64_t dropped_unknown_peer() const;
+  // The snapshot data formats `peer` says it decodes on its latest message (kSnapshotFormat*,
+  // snapshot_chunks.h; 0 before any message or from a node from before the field). Any thread.
+  std::uint32_t peer_snapshot_formats(raft::NodeId peer) const;
   OutboundTotals outbound_totals() const;
   // Retired outbound links not freed yet (peer_outbound.h, kMaxRetiredPeers).
   std::size_t retired_links() const;

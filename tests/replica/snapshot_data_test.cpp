@@ -367,13 +367,17 @@ TEST(SnapshotDedup, ExportKeepsTheAppendsAtOrBelowTheIndexMostRecentClientFirst)
   EXPECT_EQ(whole.find(30, 5, two, &range), DedupTable::Lookup::kFound);
   EXPECT_EQ(range, (DedupTable::Range{5, 6, 2}));
 
-  // The receiver's own bounds apply: with room for one client, the most recently used stays.
+  // The receiver's per-client bound applies at the install; its client bound only from the next
+  // new client on (review H1: a continued transfer's two leaders' clients are all kept).
   DedupTable small(1, 1);
   small.replace(6, 1, exported);
-  EXPECT_EQ(small.clients(), 1U);
+  EXPECT_EQ(small.clients(), 2U);
   EXPECT_EQ(small.find(10, 2, one, &range), DedupTable::Lookup::kFound);
   EXPECT_EQ(small.find(10, 1, one, &range), DedupTable::Lookup::kTooOld)
       << "the lower sequence beyond the per-client bound is forgotten";
+  EXPECT_EQ(small.find(20, 1, two, &range), DedupTable::Lookup::kFound);
+  small.record_append(40, 1, {7, 7, 2}, append_digest(one));
+  EXPECT_EQ(small.clients(), 1U) << "back to its bound";
   EXPECT_EQ(small.find(20, 1, two, &range), DedupTable::Lookup::kUnknown);
 }
 

@@ -39,7 +39,7 @@ TEST(SnapshotEncoding, AnIdRetiredSinceTheEncodingIsEncodedAnew) {
   retired.retired_ids = {4};
   const SnapshotEncoding::Encoded again = encoding.get(retired, kT0 + 1s);
   EXPECT_FALSE(again.bytes.shares_bytes_with(first.bytes));
-  EXPECT_EQ(again.bytes, encode_snapshot_data(retired));
+  EXPECT_EQ(again.bytes, encode_framed_snapshot_data(retired).bytes);
   EXPECT_EQ(encoding.counters().encodes, 2u);
   EXPECT_EQ(encoding.counters().reuses, 0u);
 }
@@ -47,7 +47,7 @@ TEST(SnapshotEncoding, AnIdRetiredSinceTheEncodingIsEncodedAnew) {
 TEST(SnapshotEncoding, ThePointsEncodingIsReusedAsTheSameBufferWithItsChecksum) {
   SnapshotEncoding encoding;
   const SnapshotEncoding::Encoded first = encoding.get(point(500, "groups"), kT0);
-  EXPECT_EQ(first.bytes, encode_snapshot_data(point(500, "groups")));
+  EXPECT_EQ(first.bytes, encode_framed_snapshot_data(point(500, "groups")).bytes);
   EXPECT_EQ(first.crc32c, util::crc32c::value(first.bytes.view()));
   // A later send of the same point (its data gathered again, the floor moved on): the same bytes.
   SnapshotData later = point(500, "groups, later");
@@ -84,7 +84,7 @@ TEST(SnapshotEncoding, AnEncodingWithoutTheNodesSectionIsNotReusedOnceThereIsOne
   encoding.get(point(500, ""), kT0 + 1s);
   EXPECT_EQ(encoding.counters().reuses, 1u);
   const SnapshotEncoding::Encoded with_section = encoding.get(point(500, "groups"), kT0 + 2s);
-  EXPECT_EQ(with_section.bytes, encode_snapshot_data(point(500, "groups")));
+  EXPECT_EQ(with_section.bytes, encode_framed_snapshot_data(point(500, "groups")).bytes);
   EXPECT_EQ(encoding.counters().encodes, 2u);
   // One with a section stands for later sends of the point, with or without.
   encoding.get(point(500, "groups, later"), kT0 + 3s);

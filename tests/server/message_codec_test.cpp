@@ -140,6 +140,35 @@ TEST(MessageCodec, TheRetentionHoldTravelsOnAppendsAndHeartbeatsOnly) {
   }
 }
 
+TEST(MessageCodec, EveryMessageSaysWhichSnapshotFormatsThisNodeDecodes) {
+  for (const raft::MessageType type : kAllTypes) {
+    SCOPED_TRACE(std::string(message_type_name(type)));
+    pb::RaftMessage wire;
+    encode_message(full_message(type), "cluster-a", &wire);
+    EXPECT_EQ(wire.snapshot_formats(), kSnapshotFormatFramed);
+  }
+  pb::RaftMessage chunk;
+  raft::Message snapshot = full_message(raft::MessageType::kSnapshot);
+  const std::size_t size = snapshot.snapshot->data.size();
+  encode_snapshot_chunk(snapshot, SnapshotChunkPlace{0, size, 1}, size, "cluster-a", &chunk);
+  EXPECT_EQ(chunk.snapshot_formats(), kSnapshotFormatFramed);
+  // What the receiver keeps per peer: its latest message's, 0 (versions 1..3) for an older node's
+  // (the field unset) and before any message.
+  SnapshotReceipts peers;
+  EXPECT_EQ(peers.formats_of(2), 0U);
+  peers.record_formats(2, chunk.snapshot_formats());
+  EXPECT_EQ(peers.formats_of(2), kSnapshotFormatFramed);
+  chunk.clear_snapshot_formats();
+  peers.record_formats(2, chunk.snapshot_formats());
+  EXPECT_EQ(peers.formats_of(2), 0U) << "a node downgraded to a build from before the field";
+  for (raft::NodeId peer = 3; peer <= SnapshotReceipts::kMaxPeersTracked + 10; ++peer) {
+    peers.record_formats(peer, kSnapshotFormatFramed);
+  }
+  // Peers 2..kMaxPeersTracked + 1 fill the bound; the next ones are not kept.
+  EXPECT_EQ(peers.formats_of(SnapshotReceipts::kMaxPeersTracked + 1), kSnapshotFormatFramed);
+  EXPECT_EQ(peers.formats_of(SnapshotReceipts::kMaxPeersTracked + 2), 0U) << "beyond the bound";
+}
+
 TEST(MessageCodec, TypeNamesAreDistinct) {
   std::set<std::string_view> names;
   for (const raft::MessageType type : kAllTypes) names.insert(message_type_name(type));

@@ -308,6 +308,27 @@ TEST_F(Reassembly, ANewLeadersSnapshotReplacesThePartialOfTheOldOne) {
   EXPECT_EQ(add(b_chunks_[2]), b_);
 }
 
+// Review drills4 L4: a deposed leader's whole snapshot arriving after the node heard a newer
+// leader, with no partial of the new leader here (it sent its snapshot whole, or none), was
+// reassembled and counted as received. Every chunk of it is refused now, and counted as stale.
+TEST_F(Reassembly, ADeposedLeadersChunksAreRefusedOnceANewerLeaderWasHeardEvenWithoutItsPartial) {
+  reassembler_.note_leader_term(5);  // node 3's heartbeat at term 5
+  for (const SnapshotChunk& chunk : a_chunks_) {
+    EXPECT_FALSE(add(chunk));
+    EXPECT_NE(problem_.find("stale"), std::string::npos) << problem_;
+  }
+  EXPECT_EQ(reassembler_.partial_count(), 0u);
+  EXPECT_EQ(reassembler_.status().counters.chunks_refused, a_chunks_.size());
+  EXPECT_EQ(reassembler_.status().counters.snapshots_delivered, 0u);
+  reassembler_.note_leader_term(4);  // a lower term heard later changes nothing
+  EXPECT_FALSE(add(a_chunks_[0]));
+  EXPECT_EQ(reassembler_.partial_count(), 0u);
+  // The leader of the term heard is taken.
+  EXPECT_FALSE(add(b_chunks_[0]));
+  EXPECT_FALSE(add(b_chunks_[1]));
+  EXPECT_EQ(add(b_chunks_[2]), b_);
+}
+
 // A sender without a receipt (an older build, or one that never heard from this node) starts again
 // at 0: with the same data, the bytes held are skipped, not received again.
 TEST_F(Reassembly, ARestartFromOffsetZeroWithTheSameDataKeepsThePartial) {
