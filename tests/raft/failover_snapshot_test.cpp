@@ -67,6 +67,7 @@ PeerProgress progress_of(const BareNode& leader, NodeId id) {
 // needing trimmed entries.
 struct Exchange {
   int snapshots_to_1 = 0;
+  int rejects_from_1 = 0;
   bool ever_behind = false;
 };
 Exchange exchange(BareNode& deposed, BareNode& leader) {
@@ -88,6 +89,7 @@ Exchange exchange(BareNode& deposed, BareNode& leader) {
       deposed.raft->step(std::move(m));
     }
     for (Message& m : to_leader) {
+      if (m.type == MessageType::kAppendResponse && m.reject) ++seen.rejects_from_1;
       leader.raft->step(std::move(m));
       leader.drain();
       check();
@@ -123,6 +125,30 @@ TEST(FailoverSnapshot, TheDeposedLeaderWithAConflictingUncommittedTailGetsNoSnap
 TEST(FailoverSnapshot, ADeposedLeaderTrimmedUpToItsConflictGetsNoSnapshot) {
   // Its first retained index (21) is the first entry of its own tail: the conflict.
   expect_the_deposed_leader_catches_up_by_appends(21);
+}
+
+// The reject path (review M-1): node 2 holds 21..22 of term 1 (written by the term-1 leader, they
+// never reached node 1) and, after its no-op at 23, probes node 1 there; node 1's 21..22 are of
+// term 2, so it rejects, and the probe walks back to 20, which both hold. The walk stays at or above
+// node 2's first index - 1: no snapshot, never counted behind; node 1's tail is replaced. Also with
+// node 1 trimmed up to its conflict (first index 21).
+TEST(FailoverSnapshot, ARejectOfTheDeposedLeadersConflictingTailWalksBackWithoutASnapshot) {
+  for (const Index deposed_first_index : {kFirstIndex, Index{21}}) {
+    SCOPED_TRACE(deposed_first_index);
+    BareNode deposed(failover_config(1), log_with_tail({2, 2, 2, 2}), deposed_first_index,
+                     HardState{2, 1, 20});
+    BareNode leader(failover_config(2), log_with_tail({1, 1}), kFirstIndex, HardState{2, 1, 20});
+    elect_with_node3(leader);
+    ASSERT_EQ(leader.raft->term(), 3u);
+    const Exchange seen = exchange(deposed, leader);
+    EXPECT_GT(seen.rejects_from_1, 0) << "node 1 must have rejected the probe at its conflict";
+    EXPECT_EQ(seen.snapshots_to_1, 0) << "node 1 held everything node 2 retains up to 20";
+    EXPECT_FALSE(seen.ever_behind);
+    EXPECT_TRUE(deposed.snapshots.empty());
+    EXPECT_EQ(deposed.log.last_index(), leader.log.last_index());
+    EXPECT_EQ(deposed.log.term_at(21), std::optional<Term>(1)) << "its tail was replaced";
+    EXPECT_EQ(progress_of(leader, 1).match_index, leader.log.last_index());
+  }
 }
 
 // Node 2 led term 3 while node 1 was frozen, lost leadership and was elected again in term 4.
