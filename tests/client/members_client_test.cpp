@@ -18,6 +18,7 @@
 #include "api_errors/error_info.h"
 #include "client/admin.h"
 #include "raftlog/v1/admin.grpc.pb.h"
+#include "shared/command_run.h"
 #include "shared/loopback.h"
 
 namespace raftlog::client {
@@ -274,6 +275,23 @@ TEST_F(MembersClientTest, TheCommandDeadlineBoundsTheChangeAndItsConfirmation) {
   EXPECT_NE(removed.status().message().find("outcome unknown"), std::string::npos)
       << removed.status().message();
   EXPECT_LT(ms_since(start), 3500) << "the change and its confirmation within the 2.5 s bound";
+}
+
+
+// drills4 M1 as the operator met it: `raftlogctl members list` gave its whole --timeout-ms to the
+// first endpoint (the command set each attempt's deadline to it), so a frozen first node failed the
+// list after 10 s although the next endpoint answers. Each attempt now has its own deadline (2 s
+// for a list), and the command answers from the next endpoint well within its budget.
+TEST_F(MembersClientTest, TheMembersListCommandMovesPastAFrozenFirstEndpoint) {
+  FrozenEndpoint frozen;
+  const auto start = Clock::now();
+  const raftlog::testing::CommandRun run = raftlog::testing::run_command(
+      std::string(RAFTLOGCTL_PATH) + " members list --json --timeout-ms 10000 --endpoints " +
+      frozen.address() + "," + server_.address() + " 2>&1");
+  const std::int64_t took_ms = ms_since(start);
+  EXPECT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("\"config_index\":5"), std::string::npos) << run.out;
+  EXPECT_LT(took_ms, 6000) << "one 2 s attempt at the frozen node, not the whole 10 s: " << run.out;
 }
 
 }  // namespace
