@@ -355,6 +355,9 @@ void TestCluster::tick_unprocessed(NodeId id) {
   // As raftlogd's loop does after each tick: requests past their deadline are answered (the ones
   // TestCluster makes have none; a transfer's own deadline is the replica's).
   n.replica->expire_pending(now());
+  // And its retention step (src/server/node.cpp): a trim's deletion spread over rounds goes on here
+  // (with no retention configured it does nothing else).
+  if (!n.replica->failed()) n.replica->apply_retention(now());
 }
 
 void TestCluster::tick(NodeId id, int times) {

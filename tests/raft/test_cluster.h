@@ -159,8 +159,8 @@ class TestCluster {
   void step(NodeId id, Message message);
   void tick(NodeId id, int times = 1);
   void tick_all(int times = 1);  // ticks every node once per round and delivers after each round
-  // One tick of `id`'s replica (its clock advanced), then expire_pending() as raftlogd's loop does,
-  // without the process() after it, for a caller that processes itself (the golden interpreter).
+  // One tick of `id`'s replica (its clock advanced), then expire_pending() and apply_retention() as
+  // raftlogd's loop does, without the process() after it, for a caller that processes itself (the golden interpreter).
   void tick_unprocessed(NodeId id);
   // Retention's trim through the replica (whole segments only, never past what it allows).
   replica::TrimResult trim(NodeId id, Index before_index);
