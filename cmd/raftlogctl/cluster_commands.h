@@ -32,6 +32,10 @@ int parse_cluster_command(cli::FlagSet& flags, std::string_view command_path,
                           client::Options* options, bool* json);
 // An entry as `read` prints it (text or JSON; topic, keys and timestamp when it has them).
 void print_cluster_entry(const cli::Io& io, const client::Entry& entry, bool json);
+// An endpoint that did not answer, in words: "DOWN (connection refused)" rather than gRPC's
+// "failed to connect to all addresses; last error: UNKNOWN: ipv4:...: Connection refused"
+// (status and health).
+std::string unreachable_text(const client::Status& status);
 // For the other command files (members_commands.cpp): adds the shared cluster flags to `flags`,
 // parses `args`, and fills the client options from them. -1 when the command should go on, else
 // its exit code (help, or a usage error already printed).
