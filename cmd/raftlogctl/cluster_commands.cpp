@@ -162,7 +162,7 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
       "entry's index once it is committed.");
   common.add_to(flags);
   flags.string_flag("value", &value, "TEXT",
-                    "append this one entry (otherwise read lines from stdin)");
+                    "append this one entry, at least one byte (otherwise one entry per line of stdin, where an empty line appends an empty entry)");
   flags.bool_flag("batch", &batch,
                   "stdin: append all lines as one atomic batch instead of one append per line");
   std::string topic;
@@ -316,6 +316,14 @@ int run_read(std::string_view command_path, std::span<const std::string> args, c
 }
 
 // --- tail ----------------------------------------------------------------------------------------
+std::vector<std::string> with_short_follow(std::span<const std::string> args) {
+  std::vector<std::string> normalized(args.begin(), args.end());
+  for (std::string& arg : normalized) {
+    if (arg == "-f") arg = "--follow";
+  }
+  return normalized;
+}
+
 int run_tail(std::string_view command_path, std::span<const std::string> args, const cli::Io& io) {
   Common common;
   std::uint64_t from = 1;
@@ -331,11 +339,7 @@ int run_tail(std::string_view command_path, std::span<const std::string> args, c
                   "(or -f) keep printing new entries until interrupted (or --duration-ms)");
   flags.uint_flag("duration-ms", &duration_ms, "MS",
                   "with -f: stop after this long (0 = until interrupted)");
-  // `tail -f` is the habit every operator has; the flag parser knows only long names.
-  std::vector<std::string> normalized(args.begin(), args.end());
-  for (std::string& arg : normalized) {
-    if (arg == "-f") arg = "--follow";
-  }
+  const std::vector<std::string> normalized = with_short_follow(args);
   if (int code = parse_command(flags, common, command_path, normalized, io); code >= 0) return code;
   if (from == 0) {
     io.err << command_path << ": --from must be >= 1\n";
@@ -376,7 +380,8 @@ int run_transfer_leader(std::string_view command_path, std::span<const std::stri
   std::uint64_t target = 0;
   cli::FlagSet flags(std::string(command_path), "Hand leadership to node --to.");
   common.add_to(flags);
-  flags.uint_flag("to", &target, "ID", "the node to become leader");
+  // 0 is never a node id: refused here as a usage error (exit 2), like `members remove 0`.
+  flags.uint_flag("to", &target, "ID", "the node to become leader", {1, UINT64_MAX});
   flags.require("to");
   if (int code = parse_command(flags, common, command_path, args, io); code >= 0) return code;
   auto c = common.connect(io);

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -30,6 +31,9 @@ int run_trim(std::string_view command_path, std::span<const std::string> args, c
 int parse_cluster_command(cli::FlagSet& flags, std::string_view command_path,
                           std::span<const std::string> args, const cli::Io& io,
                           client::Options* options, bool* json);
+// `tail -f` is the habit every operator has and the flag parser knows only long names: `args` with
+// each "-f" made "--follow" (tail and topic tail).
+std::vector<std::string> with_short_follow(std::span<const std::string> args);
 // An entry as `read` prints it (text or JSON; topic, keys and timestamp when it has them).
 void print_cluster_entry(const cli::Io& io, const client::Entry& entry, bool json);
 // An endpoint that did not answer, in words: "DOWN (connection refused)" rather than gRPC's

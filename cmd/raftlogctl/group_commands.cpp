@@ -95,8 +95,14 @@ int run_group_show(std::string_view command_path, std::span<const std::string> a
              << offset.commit_index << "\n";
     }
   }
-  // Nothing committed (for that topic): exit 1, like `key get` finding nothing.
-  return fetched->offsets.empty() ? cli::kExitFailure : cli::kExitOk;
+  // Nothing committed (for that topic): exit 1, like `key get` finding nothing, with a line on
+  // stderr so that a person sees why (stdout keeps only the header, or nothing with --json).
+  if (fetched->offsets.empty()) {
+    io.err << "group show: group " << group << " has no committed offset"
+           << (topic.empty() ? std::string() : " for topic " + topic) << "\n";
+    return cli::kExitFailure;
+  }
+  return cli::kExitOk;
 }
 
 int run_group_commit(std::string_view command_path, std::span<const std::string> args,

@@ -134,11 +134,13 @@ int run_topic_tail(std::string_view command_path, std::span<const std::string> a
   std::uint64_t duration_ms = 0;
   flags.string_flag("topic", &topic, "NAME", "the topic (required)");
   flags.uint_flag("from", &from, "OFFSET", "first offset to print");
-  flags.bool_flag("f", &follow, "keep following the topic");
+  flags.bool_flag("follow", &follow, "(or -f) keep following the topic");
   flags.uint_flag("duration-ms", &duration_ms, "MS", "with -f: stop after this long (0: never)");
   client::Options options;
   bool json = false;
-  if (int code = parse_cluster_command(flags, command_path, args, io, &options, &json); code >= 0)
+  const std::vector<std::string> normalized = with_short_follow(args);
+  if (int code = parse_cluster_command(flags, command_path, normalized, io, &options, &json);
+      code >= 0)
     return code;
   if (topic.empty()) {
     io.err << command_path << ": --topic is required\n";
@@ -185,7 +187,12 @@ int run_key_get(std::string_view command_path, std::span<const std::string> args
   auto entries = topics->lookup_key(key, static_cast<std::uint32_t>(count));
   if (!entries.ok()) return fail(io, "key get", entries.status());
   for (const client::Entry& entry : entries.value()) print_cluster_entry(io, entry, json);
-  return entries->empty() ? cli::kExitFailure : cli::kExitOk;
+  if (entries->empty()) {
+    // Exit 1 says "not found" to a script; the line says it to a person (stdout stays empty).
+    io.err << "key get: no committed entry has the key " << key << "\n";
+    return cli::kExitFailure;
+  }
+  return cli::kExitOk;
 }
 
 constexpr cli::Command kTopic[] = {

@@ -28,7 +28,10 @@ std::string parse_members_args(std::span<const std::string> args,
     if (spec[i].kind == PositionalKind::kNodeId) {
       std::uint64_t id = 0;
       if (!parse_uint(arg, &id) || id == 0) {
-        return std::string(spec[i].name) + " '" + arg + "' is not a node id (1 or more)";
+        // parse_uint refuses values past 2^64-1 as well as non-numbers: name the range, not "1 or
+        // more", which reads wrong for an id that is too large.
+        return std::string(spec[i].name) + " '" + arg +
+               "' is not a node id (a number from 1 to 18446744073709551615)";
       }
       out->ids.push_back(id);
     } else {

@@ -25,9 +25,11 @@ std::string describe(const grpc::Status& status) {
   if (status.ok()) return "stream ended by the peer";
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     // The one peer-protocol change so far: nodes built before batched peer streams lack the method.
-    return "the peer does not implement Peer/StreamBatches: it runs an older raftlogd; stop every "
-           "node and "
-           "start them all with the same version (docs/operations.md, \"Upgrading\") (gRPC status "
+    // A plain HTTP server at a mistyped address answers the same way (gRPC maps its 404 to
+    // UNIMPLEMENTED), and that is the likelier cause, so both are named, the address first.
+    return "the peer does not implement Peer/StreamBatches: a wrong address (something that is not "
+           "raftlogd answers there: check the member's address with `raftlogctl members list`), "
+           "or a raftlogd older than this one (docs/operations.md, \"Upgrading\") (gRPC status "
            "12: " +
            status.error_message() + ")";
   }

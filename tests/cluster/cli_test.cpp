@@ -108,6 +108,10 @@ TEST(CliTest, StatusAppendReadTransferFlushAgainstALiveCluster) {
   // Usage errors exit 2; a refused request exits 1 with the server's reason.
   EXPECT_EQ(run_command(ctl + "read --bogus" + endpoints).exit_code, 2);
   EXPECT_EQ(run_command(ctl + "transfer-leader" + endpoints).exit_code, 2);
+  // 0 is never a node id: a usage error, as for `members remove 0` (it was sent and exited 1).
+  const CommandRun to_zero = run_command(ctl + "transfer-leader --to 0" + endpoints);
+  EXPECT_EQ(to_zero.exit_code, 2) << to_zero.out;
+  EXPECT_NE(to_zero.out.find("allowed 1.."), std::string::npos) << to_zero.out;
   CommandRun past_end = run_command(ctl + "read --from 1000" + endpoints);
   EXPECT_EQ(past_end.exit_code, 1) << past_end.out;
   EXPECT_NE(past_end.out.find("OUT_OF_RANGE"), std::string::npos) << past_end.out;

@@ -210,7 +210,9 @@ TEST(GroupsCluster, RaftlogctlGroupCommandsAndTheirUsageErrors) {
   EXPECT_NE(show_json.out.find("{\"group\":\"billing\",\"topic\":\"orders\",\"offset\":3,"),
             std::string::npos)
       << show_json.out;
-  EXPECT_EQ(run_command(ctl + "group show --group nobody" + endpoints).exit_code, 1);
+  const CommandRun nobody = run_command(ctl + "group show --group nobody --json" + endpoints);
+  EXPECT_EQ(nobody.exit_code, 1);
+  EXPECT_EQ(nobody.out, "group show: group nobody has no committed offset\n");  // drills5 L2
   const CommandRun list = run_command(ctl + "group list --json" + endpoints);
   ASSERT_EQ(list.exit_code, 0) << list.out;
   EXPECT_EQ(list.out,
