@@ -345,30 +345,37 @@ Cursor DerivedIndexes::cursor_locked() const {
   return cursor;
 }
 
-Status DerivedIndexes::persist() {
+Status DerivedIndexes::persist(const std::function<bool()>& keep_going, bool* finished) {
   // Shared: queries and Status go on during the fsyncs (see mu_); the writer's own operations wait.
   std::lock_guard writer(write_mu_);
   std::shared_lock lock(mu_);
-  return persist_locked();
+  return persist_locked(keep_going, finished);
 }
 
-Status DerivedIndexes::persist_locked() {
+Status DerivedIndexes::persist_locked(const std::function<bool()>& keep_going, bool* finished) {
+  if (finished != nullptr) *finished = false;
+  // Stopping between two syncs is safe (persist()'s comment); the cursor is never written then.
+  auto stopped = [&] { return keep_going && !keep_going(); };
   if (!env_->exists(store::join_path(dir_, "topics"))) {
     if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
     if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
   }
   bool topics_dir_dirty = false;
   for (auto& [topic, queue] : queues_) {
+    if (stopped()) return Status();
     const bool existed = env_->exists(store::join_path(store::join_path(dir_, "topics"), topic));
     if (Status s = queue->sync(); !s.ok()) return s;
     topics_dir_dirty = topics_dir_dirty || !existed;
   }
+  if (stopped()) return Status();
   if (topics_dir_dirty) {
     if (Status s = env_->sync_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
   }
   if (Status s = keys_->sync(); !s.ok()) return s;
   if (Status s = time_->sync(); !s.ok()) return s;
-  return write_cursor(env_, dir_, cursor_locked());
+  if (Status s = write_cursor(env_, dir_, cursor_locked()); !s.ok()) return s;
+  if (finished != nullptr) *finished = true;
+  return Status();
 }
 
 Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {

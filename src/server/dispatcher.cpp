@@ -194,6 +194,12 @@ void Dispatcher::start() {
 }
 
 void Dispatcher::stop() {
+  if (!stop_.load()) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(kStopPersistBoundMs);
+    stop_persist_deadline_ns_.store(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count());
+  }
   stop_.store(true);
   {
     std::lock_guard lock(applied_mu_);
@@ -296,7 +302,17 @@ void Dispatcher::run() {
       node_->wait_for_commit(next_index() - 1, std::chrono::steady_clock::now() + wait);
     }
   }
+  stopping_persist_ = true;
   if (failure().empty()) persist();  // stop_ is set: the group table's boundary too
+}
+
+bool Dispatcher::persist_may_go_on() const {
+  if (!stop_.load()) return true;
+  if (!stopping_persist_) return false;  // a periodic persist: the last one follows at once
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now().time_since_epoch())
+                       .count();
+  return now < stop_persist_deadline_ns_.load();
 }
 
 void Dispatcher::skip_trimmed(std::uint64_t from) {
@@ -434,9 +450,21 @@ bool Dispatcher::indexes_persist_due(std::chrono::steady_clock::time_point now) 
 }
 
 void Dispatcher::persist_indexes(std::chrono::steady_clock::time_point now) {
-  if (store::Status persisted = indexes_->persist(); !persisted.ok()) {
+  bool finished = false;
+  if (store::Status persisted = indexes_->persist([this] { return persist_may_go_on(); }, &finished);
+      !persisted.ok()) {
     spdlog::error("derived indexes: persisting: {}", persisted.to_string());
     set_failure("persisting: " + persisted.to_string());
+    return;
+  }
+  if (!finished) {
+    // Only a stop cuts a persist short; the cursor on disk stays where the last one left it.
+    if (stopping_persist_) {
+      spdlog::info("derived indexes: the last persist before the stop ended at its {} ms bound "
+                   "({} topic queues): the next start indexes again, from the log, what "
+                   "the cursor on disk does not cover (it is up to index {} now)",
+                   kStopPersistBoundMs, indexes_->topic_count(), indexes_->boundary() - 1);
+    }
     return;
   }
   dirty_ = false;

@@ -64,6 +64,13 @@ class Dispatcher {
   // restart replays at most this much more of the log; a retention trim persists it first (so a
   // restart never finds its cursor below the log's first index for that reason).
   static constexpr std::uint32_t kCursorOnlyPersistMs = 10'000;
+  // stop() gives the indexes' last persist at most this long, counted from the stop request (a
+  // periodic persist running then stops at its next record log): with thousands of new topic
+  // queues a persist is thousands of fsyncs (15-40 s seen, outside test drills5 M3), past the
+  // node's 3 s shutdown grace and systemd's stop timeout. What it did not write is replayed from
+  // the log at the next start (DerivedIndexes::persist). The group table's persist is one file
+  // and always runs: it holds retention.
+  static constexpr std::uint32_t kStopPersistBoundMs = 1'000;
 
   // Opens data_dir/derived and checks it against the node's recovered log. nullptr with `problem`
   // when the directory cannot be used (the node then serves without topic and key queries).
@@ -146,6 +153,9 @@ class Dispatcher {
       std::uint64_t first, std::initializer_list<replica::SnapshotFile> files,
       const std::function<bool(const replica::SnapshotData&)>& wanted) const;
   void persist();
+  // True while a persist of the indexes may go on: until stop() is called for a periodic one, until
+  // kStopPersistBoundMs after it for the last one.
+  bool persist_may_go_on() const;
   // The indexes' persist (records and cursor) is due: at kPersistIntervalMs when records_dirty_,
   // at kCursorOnlyPersistMs when only the cursor moved, and always once stop_ is set.
   bool indexes_persist_due(std::chrono::steady_clock::time_point now) const;
@@ -160,6 +170,10 @@ class Dispatcher {
   mutable std::mutex applied_mu_;
   mutable std::condition_variable applied_cv_;  // the group table applied more, or failure/stop
   std::atomic<bool> stop_{false};
+  // Set by stop() before stop_: the steady-clock time (ns since its epoch) until which the last
+  // persist of the indexes may run.
+  std::atomic<std::int64_t> stop_persist_deadline_ns_{0};
+  bool stopping_persist_ = false;  // the dispatcher thread is in its last persist (after run's loop)
   std::thread thread_;
   bool dirty_ = false;          // the indexes' cursor moved since they were last persisted
   bool records_dirty_ = false;  // ... and more than the cursor (records, a skip, an adoption)
