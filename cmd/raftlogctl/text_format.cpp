@@ -69,6 +69,11 @@ std::string describe_unreachable(std::string_view code_name, std::string_view me
       {"handshake", "TLS handshake failed"},
       {"Deadline Exceeded", "no answer in time"},
       {"DNS resolution failed", "host name not resolved"},
+      // A node that speaks TLS closes a plaintext connection at once; "DOWN" alone sent an
+      // operator looking for a dead node that was up (outside test drills5 L8).
+      {"Socket closed",
+       "the connection was closed at once: the node may require TLS (--tls-ca), or this is not a "
+       "raftlogd"},
   };
   for (const Known& known : kKnown) {
     if (message.find(known.fragment) != std::string_view::npos) return std::string(known.words);

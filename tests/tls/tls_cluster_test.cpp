@@ -90,6 +90,11 @@ TEST(TlsClusterTest, ElectsLeaderAndServesAppendsAndReadsOverTls) {
   CommandRun plaintext = run_command(ctl + "status --json" + endpoints);
   EXPECT_EQ(plaintext.exit_code, 1) << plaintext.out;
   EXPECT_EQ(plaintext.out.find("\"role\""), std::string::npos) << plaintext.out;
+  // In text, the node that refused a plaintext client is not just "DOWN": the likely cause is named.
+  CommandRun plaintext_text = run_command(ctl + "status" + endpoints);
+  EXPECT_EQ(plaintext_text.exit_code, 1) << plaintext_text.out;
+  EXPECT_NE(plaintext_text.out.find("may require TLS (--tls-ca)"), std::string::npos)
+      << plaintext_text.out;
 }
 
 TEST(TlsClusterTest, RefusesPlaintextClientsWrongCaAndCertificatelessPeers) {
