@@ -78,6 +78,7 @@ void Raft::Impl::reset(Term term) {
   if (!leaders_word_inherited_) {
     leader_first_index_ = 0;
     rejected_leaders_first_probe_ = false;
+    leader_sending_snapshot_ = false;
   }
   leader_commit_seen_ = 0;
   election_elapsed_ticks_ = 0;

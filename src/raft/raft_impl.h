@@ -208,7 +208,10 @@ class Raft::Impl {
   // it waits for a snapshot: stranded_below() reports it.
   Index leader_first_index_ = 0;
   bool rejected_leaders_first_probe_ = false;
-  // The two above are a previous leader's word, kept across a leader change (reset()) until this
+  // Follower: this term's leader said in its last heartbeat that it is sending us a snapshot
+  // (Message::sending_snapshot): stranded too, whatever our log's end, until we install it.
+  bool leader_sending_snapshot_ = false;
+  // The three above are a previous leader's word, kept across a leader change (reset()) until this
   // leader's first heartbeat replaces them: its first index, and no probe of its rejected yet.
   bool leaders_word_inherited_ = false;
 

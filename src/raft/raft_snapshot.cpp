@@ -63,6 +63,10 @@ bool Raft::Impl::send_snapshot(NodeId peer) {
   m.to = peer;
   m.commit = log_.committed();
   pr.become_snapshot(snapshot.index);
+  // Tell the peer at once that it is stranded (Message::sending_snapshot): our snapshot may take a
+  // while to encode and send, and the peer's own log need not show that it needs one. Before the
+  // snapshot, so that the heartbeat cannot arrive after the install and strand the peer again.
+  send_heartbeat(peer, /*context=*/0);
   m.snapshot = std::move(snapshot);
   send(std::move(m), /*after_persist=*/false);
   return true;
@@ -138,6 +142,7 @@ void Raft::Impl::install_snapshot(Snapshot snapshot) {
   refresh_conf();
   leader_match_ = index;
   rejected_leaders_first_probe_ = false;
+  leader_sending_snapshot_ = false;
   // A node catching up after a storage fault counts the snapshot as what it holds durably.
   maybe_finish_catching_up();
 }

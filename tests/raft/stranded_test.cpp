@@ -143,6 +143,53 @@ TEST(Stranded, AFollowerWithADivergentEntryBelowTheLeadersFirstIndexKnowsIt) {
   EXPECT_EQ(c.raft(2).stranded_below(), 0u);
 }
 
+PeerProgress progress_of(const TestCluster& c, NodeId leader, NodeId peer) {
+  for (const PeerProgress& p : c.raft(leader).progress()) {
+    if (p.id == peer) return p;
+  }
+  return {};
+}
+
+// Failover review L-1: node 3's log reaches past the leader's first index (15) but is a deposed
+// leader's from 14 on. A new leader's probes walk back below its first index (the reject's hint
+// skips the term-2 entries) and it sends a snapshot, which it first has to encode. Node 3's own
+// log shows no gap and the leader's first-index probe came before any heartbeat of this term, so
+// only the leader's word says it is stranded: it reported not stranded (health SERVING) from the
+// leader's first heartbeat until the snapshot arrived. Now: stranded from the heartbeat the leader
+// sends with its decision, through its regular heartbeats, until the install.
+TEST(Stranded, AFollowerTheLeaderSendsASnapshotToIsStrandedUntilItInstallsIt) {
+  std::vector<Entry> quorum_log = make_entries(1, std::vector<Term>(13, 1));
+  for (const Entry& e : make_entries(14, std::vector<Term>(7, 3))) quorum_log.push_back(e);
+  for (Entry& e : quorum_log) e.payload = segment_filling_payload(e.index);
+  std::vector<Entry> divergent_log(quorum_log.begin(), quorum_log.begin() + 13);
+  for (const Entry& e : make_entries(14, std::vector<Term>(7, 2))) divergent_log.push_back(e);
+  for (Entry& e : divergent_log) e.payload = segment_filling_payload(e.index);
+  const HardState quorum_state{3, 1, 20};
+  const HardState divergent_state{3, kNoNode, 13};
+  TestCluster c({1, 2, 3}, {quorum_log, quorum_log, divergent_log},
+                {quorum_state, quorum_state, divergent_state},
+                [](Config& config) { config.snapshots = true; }, short_follower_grace);
+  const replica::TrimResult trimmed = c.trim(1, 15);
+  ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  ASSERT_EQ(c.node(1).log.first_index(), 15u);
+  c.node(1).hold_off_loop = true;  // the leader's snapshot encoding waits for finish_off_loop()
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u) << "the leader decided on a snapshot";
+  ASSERT_EQ(c.replica(1).snapshot_stats().sent, 0u) << "still encoding";
+  ASSERT_EQ(c.node(3).log.last_index(), 20u);
+  EXPECT_EQ(c.raft(3).stranded_below(), 15u) << "told with the leader's decision";
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 15u);
+  c.tick_all(3);  // the leader's heartbeats while its snapshot is encoded
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u);
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 15u) << "after the leader's heartbeats";
+  c.finish_off_loop(1);
+  c.tick_all(3);
+  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 0u) << "installed";
+  EXPECT_EQ(c.node(3).log.last_index(), c.raft(1).last_index()) << "caught up after it";
+}
+
 // An append from `leader` in `term` probing at index 20 (term 2), which node 3's log does not hold.
 Message probe_from(NodeId leader, Term term) {
   Message m = response(MessageType::kAppend, leader, 3, term);
