@@ -523,6 +523,9 @@ class Replica {
   // once per kDiskHandoverInterval (so disks that all fill cannot make leadership bounce).
   void hand_over_leadership_for_disk(Clock::time_point now);
   std::uint64_t choose_disk_handover_target() const;  // kNoNode: no follower has room
+  // How long a leader past its high watermark with a follower that has room still waits out the
+  // bound between handovers (kDiskHandoverInterval) before handing leadership on; 0 otherwise.
+  std::uint64_t disk_handover_wait_ms(Clock::time_point now) const;
 
   ReplicaConfig config_;
   ReplicaDeps deps_;

@@ -34,6 +34,17 @@ std::uint64_t Replica::choose_disk_handover_target() const {
   return target;
 }
 
+std::uint64_t Replica::disk_handover_wait_ms(Clock::time_point now) const {
+  if (raft_->role() != raft::Role::kLeader || !disk_.exceeded() || now >= next_disk_handover_) {
+    return 0;
+  }
+  if (raft_->transfer_target() != raft::kNoNode || pending_transfer_) return 0;  // one under way
+  if (choose_disk_handover_target() == raft::kNoNode) return 0;  // keeping leadership: no room
+  // Rounded up: a wait of less than a millisecond still reads as waiting.
+  return static_cast<std::uint64_t>(
+      std::chrono::ceil<std::chrono::milliseconds>(next_disk_handover_ - now).count());
+}
+
 void Replica::hand_over_leadership_for_disk(Clock::time_point now) {
   if (failed_ || raft_->role() != raft::Role::kLeader || !disk_.exceeded()) return;
   if (raft_->transfer_target() != raft::kNoNode || pending_transfer_) return;
