@@ -1,7 +1,7 @@
 // Disk-aware leadership (docs/raft.md, "Disk-aware leadership"). A leader whose disk passed the high
 // watermark refuses every append (DiskWatermark), so while it leads the cluster takes no writes even
 // when its followers have room. It hands leadership to the follower with room that holds the most of
-// the log, which then takes the writes; the old leader keeps following (and refusing nothing: a
+// the log (among those whose match it knows from an acknowledged append), which then takes the writes; the old leader keeps following (and refusing nothing: a
 // follower cannot refuse what its leader sends, docs/operations.md). Bounded: at most one handover
 // per kDiskHandoverInterval, and none when no follower reports room, so disks that all fill leave
 // leadership where it is instead of bouncing it around. A follower's room is what its last answer
@@ -24,8 +24,14 @@ std::uint64_t Replica::choose_disk_handover_target() const {
     if (!peer.voter || peer.catching_up || peer.needs_trimmed_entries(first_index)) continue;
     // Room is only known from an answer to this leader: a new leader's view starts empty.
     if (!peer.heard_this_term) continue;
+    // Its match is only known once it acknowledged an append of this leader (replicate state): one
+    // heard from through heartbeats alone may be far behind, and a transfer to it (the core first
+    // catches it up) would hold appends back for an election timeout and then fail, spending the
+    // one handover per kDiskHandoverInterval (review of failover, L-5).
+    if (peer.probing) continue;
     // A follower not heard from within an election timeout may be down: its room is old news.
     if (peer.ticks_since_contact >= config_.election_ticks) continue;
+    // The most caught-up: one at our last index takes TimeoutNow at once.
     if (target == raft::kNoNode || peer.match_index > best_match) {
       target = peer.id;
       best_match = peer.match_index;
