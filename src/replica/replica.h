@@ -517,6 +517,9 @@ class Replica {
   std::uint64_t trim_limit() const;
   // A leader's appends and heartbeats carry its retention hold (retention_hold.h).
   void stamp_retention_hold(std::vector<raft::Message>& messages) const;
+  // What this node, as leader, keeps for a peer that has not answered it yet: the last leader's
+  // hold while within its grace period (leader_retention_hold's unheard_hold).
+  std::uint64_t inherited_retention_hold() const;
 
   // Disk-aware leadership (replica_disk_handover.cpp): a leader whose disk passed the high watermark
   // refuses appends; if a follower it heard from lately has room, it hands leadership to it, at most
