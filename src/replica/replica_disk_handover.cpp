@@ -1,8 +1,9 @@
 // Disk-aware leadership (docs/raft.md, "Disk-aware leadership"). A leader whose disk passed the high
 // watermark refuses every append (DiskWatermark), so while it leads the cluster takes no writes even
 // when its followers have room. It hands leadership to the follower with room that holds the most of
-// the log (among those whose match it knows from an acknowledged append), which then takes the writes; the old leader keeps following (and refusing nothing: a
-// follower cannot refuse what its leader sends, docs/operations.md). Bounded: at most one handover
+// the log (among those whose match it knows from an acknowledged append), which then takes the
+// writes; the old leader keeps following (and refusing nothing: a follower cannot refuse what its
+// leader sends, docs/operations.md). Bounded: at most one handover
 // per kDiskHandoverInterval, and none when no follower reports room, so disks that all fill leave
 // leadership where it is instead of bouncing it around. A follower's room is what its last answer
 // said: one whose disk filled since may still be chosen, and hands leadership on (or keeps it) the

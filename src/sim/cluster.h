@@ -184,7 +184,7 @@ class Cluster {
   raft::Index stranded_below(raft::NodeId id) const {
     return is_up(id) ? node(id).replica->core().stranded_below() : 0;
   }
-  // What `id`'s replica reports to Status RPCs (replica::Replica::status); nullopt while it is down.
+  // What `id`'s replica reports to Status RPCs (replica::Replica::status); nullopt while down.
   std::optional<replica::NodeStatus> status(raft::NodeId id) {
     if (!is_up(id)) return std::nullopt;
     return node(id).replica->status();

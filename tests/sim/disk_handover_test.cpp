@@ -89,8 +89,8 @@ TEST_F(DiskHandover, WhenEveryDiskIsPastTheWatermarkLeadershipStaysAndAppendsAre
   EXPECT_FALSE(checker_.failed()) << violation();
 }
 
-// Failover review L-4: a leader past its high watermark that handed leadership on less than 10 s ago
-// waits out that bound although a follower reports room; its status says so (how long it still
+// Failover review L-4: a leader past its high watermark that handed leadership on less than 10 s
+// ago waits out that bound although a follower reports room; its status says so (how long it still
 // waits) instead of reading like a handover under way, and tells it apart from keeping leadership
 // for lack of room. Node A hands over to B (C is full), B to A (its own first handover: A freed
 // its disk meanwhile), then A's disk fills again and B's frees within A's 10 s.
