@@ -241,7 +241,7 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
     leaders_word_inherited_ = false;
     rejected_leaders_first_probe_ = false;
   }
-  leader_sending_snapshot_ = m.sending_snapshot;
+  leader_sending_snapshot_ = m.sending_snapshot && snapshot_held_through_ + 1 < m.index;
   leader_commit_seen_ = std::max({leader_commit_seen_, m.commit, m.leader_commit});
   if (m.commit > log_.last_index()) {
     // A leader names at most what we acknowledged (send_heartbeat), so our log lost entries it

@@ -4,6 +4,8 @@
 // divergent entry just below it, and the node reports NOT_SERVING until it is rebuilt.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "bare_node.h"
 #include "test_cluster.h"
 
@@ -157,7 +159,10 @@ PeerProgress progress_of(const TestCluster& c, NodeId leader, NodeId peer) {
 // only the leader's word says it is stranded: it reported not stranded (health SERVING) from the
 // leader's first heartbeat until the snapshot arrived. Now: stranded from the heartbeat the leader
 // sends with its decision, through its regular heartbeats, until the install.
-TEST(Stranded, AFollowerTheLeaderSendsASnapshotToIsStrandedUntilItInstallsIt) {
+// Nodes 1 and 2 hold 1..13 of term 1 and 14..20 of term 3, node 3 the same 1..13 and a deposed
+// leader's 14..20 of term 2; node 1 trimmed below 15, its snapshot encoding held off the loop
+// (finish_off_loop), and is elected: it decides on a snapshot for node 3.
+std::unique_ptr<TestCluster> leader_1_decides_on_a_snapshot_for_3() {
   std::vector<Entry> quorum_log = make_entries(1, std::vector<Term>(13, 1));
   for (const Entry& e : make_entries(14, std::vector<Term>(7, 3))) quorum_log.push_back(e);
   for (Entry& e : quorum_log) e.payload = segment_filling_payload(e.index);
@@ -166,15 +171,24 @@ TEST(Stranded, AFollowerTheLeaderSendsASnapshotToIsStrandedUntilItInstallsIt) {
   for (Entry& e : divergent_log) e.payload = segment_filling_payload(e.index);
   const HardState quorum_state{3, 1, 20};
   const HardState divergent_state{3, kNoNode, 13};
-  TestCluster c({1, 2, 3}, {quorum_log, quorum_log, divergent_log},
-                {quorum_state, quorum_state, divergent_state},
-                [](Config& config) { config.snapshots = true; }, short_follower_grace);
-  const replica::TrimResult trimmed = c.trim(1, 15);
-  ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
-  ASSERT_EQ(c.node(1).log.first_index(), 15u);
-  c.node(1).hold_off_loop = true;  // the leader's snapshot encoding waits for finish_off_loop()
-  ASSERT_TRUE(c.campaign_until_leader(1));
-  c.deliver_all();
+  auto c = std::make_unique<TestCluster>(
+      std::vector<NodeId>{1, 2, 3},
+      std::vector<std::vector<Entry>>{quorum_log, quorum_log, divergent_log},
+      std::vector<HardState>{quorum_state, quorum_state, divergent_state},
+      [](Config& config) { config.snapshots = true; }, short_follower_grace);
+  const replica::TrimResult trimmed = c->trim(1, 15);
+  EXPECT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  EXPECT_EQ(c->node(1).log.first_index(), 15u);
+  c->node(1).hold_off_loop = true;
+  EXPECT_TRUE(c->campaign_until_leader(1));
+  c->deliver_all();
+  return c;
+}
+
+TEST(Stranded, AFollowerTheLeaderSendsASnapshotToIsStrandedUntilItInstallsIt) {
+  const std::unique_ptr<TestCluster> cluster = leader_1_decides_on_a_snapshot_for_3();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  TestCluster& c = *cluster;
   ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u) << "the leader decided on a snapshot";
   ASSERT_EQ(c.replica(1).snapshot_stats().sent, 0u) << "still encoding";
   ASSERT_EQ(c.node(3).log.last_index(), 20u);
@@ -188,6 +202,36 @@ TEST(Stranded, AFollowerTheLeaderSendsASnapshotToIsStrandedUntilItInstallsIt) {
   EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
   EXPECT_EQ(c.replica(3).status().stranded_below_index, 0u) << "installed";
   EXPECT_EQ(c.node(3).log.last_index(), c.raft(1).last_index()) << "caught up after it";
+}
+
+// Review of mend2, L1: the leader's heartbeats say sending_snapshot until it processes the install's
+// answer; one that arrives after the install (or all of them, for snapshot_retry_ticks, when the
+// answer is lost) must not strand the node again: what it holds reaches the leader's first index.
+TEST(Stranded, AHeartbeatSentBeforeTheLeaderHeardOfTheInstallDoesNotStrandTheNodeAgain) {
+  const std::unique_ptr<TestCluster> cluster = leader_1_decides_on_a_snapshot_for_3();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  TestCluster& c = *cluster;
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u);
+  c.add_drop_rule(
+      [](const Message& m) { return m.type == MessageType::kAppendResponse && m.from == 3; });
+  c.finish_off_loop(1);
+  c.tick_all(3);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u) << "the install's answer is lost";
+  EXPECT_EQ(c.raft(3).stranded_below(), 0u) << "stranded again by the leader's heartbeats";
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 0u);
+  // Answers get through again; the leader, still in snapshot state, sends another snapshot after
+  // its retry timeout, which node 3 answers from what it holds. Never stranded meanwhile.
+  c.heal();
+  const int retry_ticks = static_cast<int>(c.replica(1).config().raft.snapshot_retry_ticks);
+  for (int i = 0; i < retry_ticks + 10 && progress_of(c, 1, 3).snapshot_index != 0; ++i) {
+    c.tick_all(1);
+    ASSERT_EQ(c.replica(3).status().stranded_below_index, 0u) << "tick " << i;
+  }
+  EXPECT_EQ(progress_of(c, 1, 3).snapshot_index, 0u);
+  c.tick_all(3);
+  EXPECT_EQ(c.node(3).log.last_index(), c.raft(1).last_index()) << "caught up after it";
+  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u) << "installed once";
 }
 
 // An append from `leader` in `term` probing at index 20 (term 2), which node 3's log does not hold.
