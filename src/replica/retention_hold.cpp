@@ -13,9 +13,14 @@ std::uint64_t leader_retention_hold(const std::vector<raft::PeerProgress>& progr
   for (const raft::PeerProgress& peer : progress) {
     if (peer.id == self || peer.id == recipient) continue;
     if (peer.ticks_since_contact * tick_ms >= grace_ms) continue;  // gone too long to wait for
+    // Its need is known once it answered an append (or acknowledged one). One that answers this
+    // leader's heartbeats but no append yet is alive and will tell soon: match + 1 (1: the whole
+    // log) meanwhile, as before. Only one not heard at all this term (down, perhaps) takes the
+    // inherited hold, and is not held for when the last leader kept nothing.
     const bool need_known = peer.answered_append || peer.match_index != 0;
-    if (!need_known && unheard_hold == 0) continue;  // the last leader kept nothing for it either
-    const std::uint64_t needs = need_known ? peer.match_index + 1 : unheard_hold;
+    const bool inherits = !need_known && !peer.heard_this_term;
+    if (inherits && unheard_hold == 0) continue;  // the last leader kept nothing for it either
+    const std::uint64_t needs = inherits ? unheard_hold : peer.match_index + 1;
     hold = hold == 0 ? needs : std::min(hold, needs);
   }
   return hold;

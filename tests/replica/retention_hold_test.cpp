@@ -250,9 +250,10 @@ TEST(LeaderRetentionHold, TheLowestMatchPlusOneOfTheFollowersHeardWithinTheGrace
       << "a single node";
 }
 
-// A peer whose need the leader does not know yet (it answered no append and has no match: a new
-// leader's view of a peer that is down) counts for the hold the leader inherited, not index 1 (the
-// whole log, for a grace period after every leader change); nothing when it inherited none.
+// A peer the leader has not heard from in its term (no answer of any kind: a new leader's view of
+// a peer that is down) counts for the hold the leader inherited, not index 1 (the whole log, for a
+// grace period after every leader change); nothing when it inherited none. One that answers
+// heartbeats but no append yet is alive: held as before (review of mend2, L4).
 TEST(LeaderRetentionHold, APeerThatHasNotAnsweredCountsForTheInheritedHold) {
   std::vector<raft::PeerProgress> progress(3);
   progress[0].id = 1;  // the new leader
@@ -267,6 +268,11 @@ TEST(LeaderRetentionHold, APeerThatHasNotAnsweredCountsForTheInheritedHold) {
       << "what the last leader kept for the peers it heard";
   EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 450), 401U);
   EXPECT_EQ(leader_retention_hold(progress, 1, 3, 20, 10000, 91), 401U) << "its own need left out";
+  progress[2].heard_this_term = true;  // its heartbeat answers arrive, no append answer yet
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 91), 1U)
+      << "alive: held as before (everything) until its append answer says what it needs";
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 0), 1U);
+  progress[2].heard_this_term = false;
   progress[2].answered_append = true;  // it answered: its need is its own (match 0: everything)
   EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 91), 1U);
   progress[2].answered_append = false;
