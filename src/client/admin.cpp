@@ -157,22 +157,26 @@ class MembersClient::Impl {
     // wait in the leader's queue, the leader publishes its status after the round, a new leader
     // commits the entry a moment later), or show it uncommitted: asked again, 100 ms apart, for up
     // to the retry budget, and never past the command's deadline (bound_by). Bounded: each list()
-    // is bounded by both too. Asked at least once, though: the change's attempts may have spent
-    // the command's deadline, and an ambiguous failure reported without a look at the list is a
-    // guess (membership client review, L-2). That one check gets up to call_timeout_ms past it.
+    // is bounded by both too. Asked once anyway when the change's attempts spent the command's
+    // deadline: an ambiguous failure reported without a look at the list is a guess (membership
+    // client review, L-2). That one list call gets up to call_timeout_ms past the deadline.
     constexpr auto kPollInterval = std::chrono::milliseconds(100);
     const auto started = Clock::now();
-    const auto deadline =
-        std::max(bounded(options_.retry_deadline_ms),
-                 started + std::chrono::milliseconds(options_.call_timeout_ms));
-    do {
-      Result<MemberList> members = list_by(deadline);
-      if (members.ok() && wanted(members.value()) && members->config_committed) {
-        return change_from_list(members.value());
-      }
+    const auto deadline = bounded(options_.retry_deadline_ms);
+    const auto confirms = [&](const Result<MemberList>& members) {
+      return members.ok() && wanted(members.value()) && members->config_committed;
+    };
+    if (started >= deadline) {
+      Result<MemberList> members =
+          list_by(started + std::chrono::milliseconds(options_.call_timeout_ms));
+      if (confirms(members)) return change_from_list(members.value());
+    }
+    while (Clock::now() < deadline) {
+      Result<MemberList> members = list();
+      if (confirms(members)) return change_from_list(members.value());
       if (Clock::now() + kPollInterval > deadline) break;
       std::this_thread::sleep_for(kPollInterval);
-    } while (Clock::now() < deadline);
+    }
     const auto waited =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     return Status(failure.code(),

@@ -298,6 +298,25 @@ TEST_F(MembersClientTest, AnAmbiguousChangeThatSpentTheDeadlineStillChecksTheLis
   EXPECT_LT(ms_since(start), 800 + 500 + 500) << "the check gets one call timeout (500 ms) at most";
 }
 
+// Review of mend2, L3: with the deadline not spent when the confirmation starts (50 ms left, less
+// than one call timeout of 500 ms), the polls stop at the deadline; they ran on for a call timeout.
+TEST_F(MembersClientTest, TheConfirmationOfAnAmbiguousChangeEndsByTheDeadlineWhenTimeIsLeft) {
+  const auto start = Clock::now();
+  fake_.on_change = [this, start](grpc::ServerContext* context, int call) {
+    if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(950));
+    return refusal(context, grpc::StatusCode::FAILED_PRECONDITION, reason::kWouldLoseQuorum);
+  };
+  auto members = client({server_.address()}, 2500);
+  members->bound_by(start + std::chrono::milliseconds(1000));
+  Result<MembershipChange> added = members->add(4, "127.0.0.1:7004", /*learner=*/true);
+  ASSERT_FALSE(added.ok());
+  EXPECT_NE(added.status().message().find("outcome unknown"), std::string::npos)
+      << added.status().message();
+  EXPECT_GE(fake_.lists, 1) << "the list was checked";
+  EXPECT_LT(ms_since(start), 1250) << "polled past the 1 s deadline (until 950 + 500 ms)";
+}
+
 // drills4 M1 as the operator met it: `raftlogctl members list` gave its whole --timeout-ms to the
 // first endpoint (the command set each attempt's deadline to it), so a frozen first node failed the
 // list after 10 s although the next endpoint answers. Each attempt now has its own deadline (2 s
