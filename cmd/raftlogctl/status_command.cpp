@@ -103,7 +103,10 @@ std::string disk_watermark_text(const client::NodeStatus& s) {
   }
   text += "refusing appends (DISK_WATERMARK)";
   if (s.disk_keeping_leadership) {
-    text += "; no follower reports room: keeping leadership, so the cluster takes no appends";
+    // Not "no follower reports room": one with room that has not acknowledged this leader's
+    // appends is not chosen either (review of mend2, L2); the peers' lines show their room.
+    text += "; no follower with room acknowledges this leader's appends: keeping leadership, so the "
+            "cluster takes no appends";
   } else if (s.disk_handover_wait_ms != 0) {
     // Failover review L-4: not "handing" while it waits out the bound between two handovers.
     text += "; a follower reports room: waiting " + std::to_string(s.disk_handover_wait_ms) +

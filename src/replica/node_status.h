@@ -59,7 +59,8 @@ struct NodeStatus {
   // The disk (docs/operations.md, "Disk watermarks"): the file system's use at the last probe
   // (0..1) and the high watermark; whether use passed it (then, until it falls to the low one, a
   // leader refuses appends and a follower reports no room to its leader); and, on a leader past it,
-  // that no follower reports room, so it keeps leadership and appends stay refused.
+  // that no follower reports room (or none that does has acknowledged its appends: the handover
+  // picks only such a follower), so it keeps leadership and appends stay refused.
   double disk_used_ratio = 0.0;
   double disk_high_watermark = 1.0;
   bool disk_over_high_watermark = false;

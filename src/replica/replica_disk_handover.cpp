@@ -75,8 +75,9 @@ void Replica::hand_over_leadership_for_disk(Clock::time_point now) {
   if (target == raft::kNoNode) {
     if (const auto held_back = no_disk_handover_log_.admit(now)) {
       spdlog::warn(
-          "node {}: disk past its high watermark and no follower reports room: keeping "
-          "leadership, appends are refused ({} more such checks since the last line)",
+          "node {}: disk past its high watermark and no follower with room acknowledges this "
+          "leader's appends (none reports room, or one that does answers heartbeats only): "
+          "keeping leadership, appends are refused ({} more such checks since the last line)",
           config_.node_id, *held_back);
     }
     return;

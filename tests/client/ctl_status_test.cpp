@@ -1,5 +1,5 @@
 // `raftlogctl status` against a fake node (fake_log.h): the line it prints under a leader past its
-// disk high watermark tells keeping leadership (no follower reports room), waiting out the 10 s
+// disk high watermark tells keeping leadership (no follower with room), waiting out the 10 s
 // between two handovers, and handing leadership over apart (review of failover, L-4: the wait read
 // "handing leadership to a follower with room").
 #include <gtest/gtest.h>
@@ -40,7 +40,8 @@ class CtlStatusTest : public ::testing::Test {
 };
 
 constexpr const char* kHanding = "handing leadership to a follower with room";
-constexpr const char* kKeeping = "no follower reports room: keeping leadership";
+constexpr const char* kKeeping =
+    "no follower with room acknowledges this leader's appends: keeping leadership";
 
 TEST_F(CtlStatusTest, ALeaderPastItsWatermarkSaysWhetherItKeepsWaitsOrHandsOver) {
   const std::string waiting = status(false, 4200);
