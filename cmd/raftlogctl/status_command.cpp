@@ -103,7 +103,15 @@ std::string disk_watermark_text(const client::NodeStatus& s) {
   }
   text += "refusing appends (DISK_WATERMARK)";
   if (s.disk_keeping_leadership) {
-    text += "; no follower reports room: keeping leadership, so the cluster takes no appends";
+    // Not "no follower reports room": one with room that has not acknowledged this leader's
+    // appends is not chosen either (review of mend2, L2); the peers' lines show their room.
+    text += "; no follower with room acknowledges this leader's appends: keeping leadership, so the "
+            "cluster takes no appends";
+  } else if (s.disk_handover_wait_ms != 0) {
+    // Failover review L-4: not "handing" while it waits out the bound between two handovers.
+    text += "; a follower reports room: waiting " + std::to_string(s.disk_handover_wait_ms) +
+            " ms before handing leadership to it (at most one handover per 10 s), so the cluster "
+            "takes no appends meanwhile";
   } else {
     text += "; handing leadership to a follower with room";
   }
@@ -155,6 +163,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"disk_high_watermark\":" << s.disk_high_watermark
              << ",\"disk_over_high_watermark\":" << (s.disk_over_high_watermark ? "true" : "false")
              << ",\"disk_keeping_leadership\":" << (s.disk_keeping_leadership ? "true" : "false")
+             << ",\"disk_handover_wait_ms\":" << s.disk_handover_wait_ms
              << ",\"voters\":" << json_ids(s.voters) << ",\"learners\":" << json_ids(s.learners)
              << ",\"learner_catching_up_to_index\":" << s.learner_catching_up_to_index
              << ",\"corrupt_index\":" << s.corrupt_index

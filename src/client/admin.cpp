@@ -102,7 +102,10 @@ class MembersClient::Impl {
     return std::min(Clock::now() + std::chrono::milliseconds(budget_ms), command_deadline_);
   }
 
-  Result<MemberList> list() {
+  Result<MemberList> list() { return list_by(command_deadline_); }
+
+  // list(), given up by `deadline` (not only by the command's: confirm_from_list's one check).
+  Result<MemberList> list_by(Clock::time_point deadline) {
     pb::ListMembersResponse response;
     std::string served_by;
     const Status status = retry_.run(
@@ -114,7 +117,7 @@ class MembersClient::Impl {
                   ->ListMembers(&context, pb::ListMembersRequest(), &response),
               context, endpoint);
         },
-        &served_by, command_deadline_);
+        &served_by, deadline);
     if (!status.ok()) return status;
     MemberList list;
     for (const pb::Member& wire : response.members()) {
@@ -154,15 +157,23 @@ class MembersClient::Impl {
     // wait in the leader's queue, the leader publishes its status after the round, a new leader
     // commits the entry a moment later), or show it uncommitted: asked again, 100 ms apart, for up
     // to the retry budget, and never past the command's deadline (bound_by). Bounded: each list()
-    // is bounded by both too.
+    // is bounded by both too. Asked once anyway when the change's attempts spent the command's
+    // deadline: an ambiguous failure reported without a look at the list is a guess (membership
+    // client review, L-2). That one list call gets up to call_timeout_ms past the deadline.
     constexpr auto kPollInterval = std::chrono::milliseconds(100);
     const auto started = Clock::now();
     const auto deadline = bounded(options_.retry_deadline_ms);
+    const auto confirms = [&](const Result<MemberList>& members) {
+      return members.ok() && wanted(members.value()) && members->config_committed;
+    };
+    if (started >= deadline) {
+      Result<MemberList> members =
+          list_by(started + std::chrono::milliseconds(options_.call_timeout_ms));
+      if (confirms(members)) return change_from_list(members.value());
+    }
     while (Clock::now() < deadline) {
       Result<MemberList> members = list();
-      if (members.ok() && wanted(members.value()) && members->config_committed) {
-        return change_from_list(members.value());
-      }
+      if (confirms(members)) return change_from_list(members.value());
       if (Clock::now() + kPollInterval > deadline) break;
       std::this_thread::sleep_for(kPollInterval);
     }

@@ -69,7 +69,9 @@ class MembersClient {
 
   // Every call made after this one returns by `deadline` (steady clock), whatever its own budget
   // (retry_deadline_ms, timeout_ms): a command made of several calls (a change, its confirmation
-  // from the member list, a wait for a learner, a promotion) is bounded as a whole.
+  // from the member list, a wait for a learner, a promotion) is bounded as a whole. One exception:
+  // a change whose outcome is unknown (an ambiguous failure) whose attempts spent `deadline` still
+  // checks the member list once: one list call of up to call_timeout_ms past it.
   void bound_by(std::chrono::steady_clock::time_point deadline);
 
   Result<MemberList> list();

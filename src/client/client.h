@@ -262,11 +262,13 @@ struct NodeStatus {
   std::uint64_t stranded_below_index = 0;  // needs entries the leader trimmed (0 = not stranded)
   bool removed = false;  // a member said this node was removed (client.proto's StatusResponse)
   // The disk (client.proto's StatusResponse): use (0..1), the high watermark, past it, and a leader
-  // past it keeping leadership because no follower reports room.
+  // past it keeping leadership because no follower reports room, or waiting this long before
+  // handing leadership to one that does (the bound between two handovers; 0 = not waiting).
   double disk_used_ratio = 0.0;
   double disk_high_watermark = 0.0;
   bool disk_over_high_watermark = false;
   bool disk_keeping_leadership = false;
+  std::uint64_t disk_handover_wait_ms = 0;
   // The configuration in force on the node (empty from a node that predates these fields).
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;

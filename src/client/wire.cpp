@@ -142,6 +142,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.disk_high_watermark = wire.disk_high_watermark();
   status.disk_over_high_watermark = wire.disk_over_high_watermark();
   status.disk_keeping_leadership = wire.disk_keeping_leadership();
+  status.disk_handover_wait_ms = wire.disk_handover_wait_ms();
   status.voters.assign(wire.voters().begin(), wire.voters().end());
   status.learners.assign(wire.learners().begin(), wire.learners().end());
   status.learner_catching_up_to_index = wire.learner_catching_up_to_index();

@@ -78,7 +78,9 @@ void Raft::Impl::reset(Term term) {
   if (!leaders_word_inherited_) {
     leader_first_index_ = 0;
     rejected_leaders_first_probe_ = false;
+    leader_sending_snapshot_ = false;
   }
+  snapshot_held_through_ = 0;  // the previous leader's snapshots say nothing about this one's log
   leader_commit_seen_ = 0;
   election_elapsed_ticks_ = 0;
   heartbeat_elapsed_ticks_ = 0;

@@ -208,9 +208,18 @@ class Raft::Impl {
   // it waits for a snapshot: stranded_below() reports it.
   Index leader_first_index_ = 0;
   bool rejected_leaders_first_probe_ = false;
-  // The two above are a previous leader's word, kept across a leader change (reset()) until this
+  // Follower: this term's leader said in its last heartbeat that it is sending us a snapshot
+  // (Message::sending_snapshot): stranded too, whatever our log's end, until we install it.
+  bool leader_sending_snapshot_ = false;
+  // The three above are a previous leader's word, kept across a leader change (reset()) until this
   // leader's first heartbeat replaces them: its first index, and no probe of its rejected yet.
   bool leaders_word_inherited_ = false;
+  // Follower: the index of the last snapshot of this term's leader that we hold (installed, or
+  // found in our log already); 0 before one. A heartbeat the leader sent before it processed our
+  // answer still says sending_snapshot; while what we hold reaches its first index - 1, no
+  // snapshot can help us, so it is ignored (else the node read stranded again after its install,
+  // for up to snapshot_retry_ticks when the answer was lost). Reset with the term (reset()).
+  Index snapshot_held_through_ = 0;
 
   // Catching up after lost durable state (Config::promised_index).
   bool catching_up_ = false;

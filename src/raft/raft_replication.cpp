@@ -105,6 +105,9 @@ void Raft::Impl::send_heartbeat(NodeId peer, std::uint64_t context) {
   // Our first retained index, so that a follower that needs trimmed entries knows it is stranded
   // (stranded_below). 0 while we hold everything from index 1: then no follower can be.
   m.index = log_.first_index() > 1 ? log_.first_index() : 0;
+  // A peer we send a snapshot to needs entries we trimmed, whatever its own log shows: it is
+  // stranded until it installs one (its health NOT_SERVING while our snapshot is encoded and sent).
+  m.sending_snapshot = progress_.at(peer).state == ReplicationState::kSnapshot;
   m.context = context;
   send(std::move(m), /*after_persist=*/false);
 }
@@ -204,6 +207,7 @@ void Raft::Impl::handle_append(Message& m) {
     }
     leader_match_ = std::max(leader_match_, last_new_index);
     rejected_leaders_first_probe_ = false;
+    leader_sending_snapshot_ = false;
     commit_to(std::min(m.commit, last_new_index));
     reply.index = last_new_index;  // acknowledged only once durable (after persist)
     if (catching_up_) reply.context = kCatchingUpContext;
@@ -237,6 +241,7 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
     leaders_word_inherited_ = false;
     rejected_leaders_first_probe_ = false;
   }
+  leader_sending_snapshot_ = m.sending_snapshot && snapshot_held_through_ + 1 < m.index;
   leader_commit_seen_ = std::max({leader_commit_seen_, m.commit, m.leader_commit});
   if (m.commit > log_.last_index()) {
     // A leader names at most what we acknowledged (send_heartbeat), so our log lost entries it
@@ -265,7 +270,7 @@ Index Raft::Impl::stranded_below() const {
 bool Raft::Impl::stranded_by_leaders_word() const {
   if (leader_first_index_ == 0) return false;
   const bool gap = leader_first_index_ > log_.last_index() + 1;
-  return gap || rejected_leaders_first_probe_;
+  return gap || rejected_leaders_first_probe_ || leader_sending_snapshot_;
 }
 
 // A node this leader no longer tracks acknowledged entries: a removed node whose acknowledgement of

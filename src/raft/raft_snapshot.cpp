@@ -63,6 +63,11 @@ bool Raft::Impl::send_snapshot(NodeId peer) {
   m.to = peer;
   m.commit = log_.committed();
   pr.become_snapshot(snapshot.index);
+  // Tell the peer at once that it is stranded (Message::sending_snapshot): our snapshot may take a
+  // while to encode and send, and the peer's own log need not show that it needs one. Heartbeats
+  // sent before we process the peer's answer may arrive after its install: the peer ignores them
+  // (snapshot_held_through_).
+  send_heartbeat(peer, /*context=*/0);
   m.snapshot = std::move(snapshot);
   send(std::move(m), /*after_persist=*/false);
   return true;
@@ -100,6 +105,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
   reply.type = MessageType::kAppendResponse;
   reply.to = m.from;
   if (snapshot.index <= log_.committed()) {
+    snapshot_held_through_ = std::max(snapshot_held_through_, snapshot.index);
     // Everything it replaces is committed here already, hence in our log as in the leader's: nothing
     // to install. Tell the leader where we stand, as for an append below our commit index.
     reply.index = log_.committed();
@@ -108,6 +114,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
     return;
   }
   if (log_.matches(snapshot.index, snapshot.term)) {
+    snapshot_held_through_ = std::max(snapshot_held_through_, snapshot.index);
     // We hold its last entry, so (Log Matching) every entry it replaces: keep them and answer it like
     // an empty append at that point, which commits up to it and acknowledges it once durable.
     Message as_append;
@@ -121,6 +128,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
     handle_append(as_append);
     return;
   }
+  snapshot_held_through_ = std::max(snapshot_held_through_, snapshot.index);
   install_snapshot(std::move(*m.snapshot));
   reply.index = log_.last_index();  // the snapshot's index: acknowledged once installed durably
   if (catching_up_) reply.context = kCatchingUpContext;
@@ -138,6 +146,7 @@ void Raft::Impl::install_snapshot(Snapshot snapshot) {
   refresh_conf();
   leader_match_ = index;
   rejected_leaders_first_probe_ = false;
+  leader_sending_snapshot_ = false;
   // A node catching up after a storage fault counts the snapshot as what it holds durably.
   maybe_finish_catching_up();
 }

@@ -372,6 +372,13 @@ struct Message {
   // core neither sets nor reads it: the leader's driver stamps it, the follower's keeps it.
   Index retention_hold = 0;
 
+  // kHeartbeat from a leader: it is sending this follower a snapshot (the follower needs entries
+  // the leader trimmed: its progress is in snapshot state), so the follower reports itself
+  // stranded (Raft::stranded_below) until it installs one, even when its own log shows no gap (a
+  // divergent tail the leader's probes walked back below its first index). false from a leader
+  // that predates it.
+  bool sending_snapshot = false;
+
   // kSnapshot only (and then always set): what replaces the follower's log up to its index. The
   // leader's core fills index, term and conf; its driver fills data before sending (types.h, Ready).
   Boxed<Snapshot> snapshot;

@@ -59,11 +59,16 @@ struct NodeStatus {
   // The disk (docs/operations.md, "Disk watermarks"): the file system's use at the last probe
   // (0..1) and the high watermark; whether use passed it (then, until it falls to the low one, a
   // leader refuses appends and a follower reports no room to its leader); and, on a leader past it,
-  // that no follower reports room, so it keeps leadership and appends stay refused.
+  // that no follower reports room (or none that does has acknowledged its appends: the handover
+  // picks only such a follower), so it keeps leadership and appends stay refused.
   double disk_used_ratio = 0.0;
   double disk_high_watermark = 1.0;
   bool disk_over_high_watermark = false;
   bool disk_keeping_leadership = false;
+  // On a leader past it with a follower that reports room: how long it still waits out the bound
+  // between two handovers (10 s) before handing leadership to it, refusing appends meanwhile
+  // (0: not waiting; a handover is under way or due at the next tick, or none is possible).
+  std::uint64_t disk_handover_wait_ms = 0;
   // Snapshots this node sent (as leader) whose point lay above its first index - 1, so that the
   // follower's log starts above the leader's (SnapshotStats::sent_above_first_index).
   std::uint64_t snapshots_above_first_index = 0;

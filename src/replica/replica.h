@@ -517,12 +517,18 @@ class Replica {
   std::uint64_t trim_limit() const;
   // A leader's appends and heartbeats carry its retention hold (retention_hold.h).
   void stamp_retention_hold(std::vector<raft::Message>& messages) const;
+  // What this node, as leader, keeps for a peer that has not answered it yet: the last leader's
+  // hold while within its grace period (leader_retention_hold's unheard_hold).
+  std::uint64_t inherited_retention_hold() const;
 
   // Disk-aware leadership (replica_disk_handover.cpp): a leader whose disk passed the high watermark
   // refuses appends; if a follower it heard from lately has room, it hands leadership to it, at most
   // once per kDiskHandoverInterval (so disks that all fill cannot make leadership bounce).
   void hand_over_leadership_for_disk(Clock::time_point now);
   std::uint64_t choose_disk_handover_target() const;  // kNoNode: no follower has room
+  // How long a leader past its high watermark with a follower that has room still waits out the
+  // bound between handovers (kDiskHandoverInterval) before handing leadership on; 0 otherwise.
+  std::uint64_t disk_handover_wait_ms(Clock::time_point now) const;
 
   ReplicaConfig config_;
   ReplicaDeps deps_;

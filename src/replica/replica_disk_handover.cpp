@@ -1,8 +1,9 @@
 // Disk-aware leadership (docs/raft.md, "Disk-aware leadership"). A leader whose disk passed the high
 // watermark refuses every append (DiskWatermark), so while it leads the cluster takes no writes even
 // when its followers have room. It hands leadership to the follower with room that holds the most of
-// the log, which then takes the writes; the old leader keeps following (and refusing nothing: a
-// follower cannot refuse what its leader sends, docs/operations.md). Bounded: at most one handover
+// the log (among those whose match it knows from an acknowledged append), which then takes the
+// writes; the old leader keeps following (and refusing nothing: a follower cannot refuse what its
+// leader sends, docs/operations.md). Bounded: at most one handover
 // per kDiskHandoverInterval, and none when no follower reports room, so disks that all fill leave
 // leadership where it is instead of bouncing it around. A follower's room is what its last answer
 // said: one whose disk filled since may still be chosen, and hands leadership on (or keeps it) the
@@ -24,14 +25,31 @@ std::uint64_t Replica::choose_disk_handover_target() const {
     if (!peer.voter || peer.catching_up || peer.needs_trimmed_entries(first_index)) continue;
     // Room is only known from an answer to this leader: a new leader's view starts empty.
     if (!peer.heard_this_term) continue;
+    // Its match is only known once it acknowledged an append of this leader (replicate state): one
+    // heard from through heartbeats alone may be far behind, and a transfer to it (the core first
+    // catches it up) would hold appends back for an election timeout and then fail, spending the
+    // one handover per kDiskHandoverInterval (review of failover, L-5).
+    if (peer.probing) continue;
     // A follower not heard from within an election timeout may be down: its room is old news.
     if (peer.ticks_since_contact >= config_.election_ticks) continue;
+    // The most caught-up: one at our last index takes TimeoutNow at once.
     if (target == raft::kNoNode || peer.match_index > best_match) {
       target = peer.id;
       best_match = peer.match_index;
     }
   }
   return target;
+}
+
+std::uint64_t Replica::disk_handover_wait_ms(Clock::time_point now) const {
+  if (raft_->role() != raft::Role::kLeader || !disk_.exceeded() || now >= next_disk_handover_) {
+    return 0;
+  }
+  if (raft_->transfer_target() != raft::kNoNode || pending_transfer_) return 0;  // one under way
+  if (choose_disk_handover_target() == raft::kNoNode) return 0;  // keeping leadership: no room
+  // Rounded up: a wait of less than a millisecond still reads as waiting.
+  return static_cast<std::uint64_t>(
+      std::chrono::ceil<std::chrono::milliseconds>(next_disk_handover_ - now).count());
 }
 
 void Replica::hand_over_leadership_for_disk(Clock::time_point now) {
@@ -57,8 +75,9 @@ void Replica::hand_over_leadership_for_disk(Clock::time_point now) {
   if (target == raft::kNoNode) {
     if (const auto held_back = no_disk_handover_log_.admit(now)) {
       spdlog::warn(
-          "node {}: disk past its high watermark and no follower reports room: keeping "
-          "leadership, appends are refused ({} more such checks since the last line)",
+          "node {}: disk past its high watermark and no follower with room acknowledges this "
+          "leader's appends (none reports room, or one that does answers heartbeats only): "
+          "keeping leadership, appends are refused ({} more such checks since the last line)",
           config_.node_id, *held_back);
     }
     return;

@@ -272,11 +272,14 @@ const std::vector<raft::NodeId>& Replica::retired_ids() const {
   // a removal that is not committed yet may still be cut by a new leader, and the node is then a
   // member still (its status must not say removed, nor a re-add be refused as retired).
   const raft::ConfRecord& oldest = raft_->conf_history().front();
-  std::uint64_t committed_records = 0;
-  for (const raft::ConfRecord& record : conf_records_) {
-    if (record.index > commit_) break;
-    ++committed_records;
-  }
+  // conf_records_ is in log order: the committed ones come first. Found by a binary search, so a
+  // status round (this runs on every one) costs O(log n) of its up to 1 + kMaxPendingRecords
+  // records while the cache holds, not a pass over them.
+  const auto first_uncommitted =
+      std::partition_point(conf_records_.begin(), conf_records_.end(),
+                           [&](const raft::ConfRecord& record) { return record.index <= commit_; });
+  const auto committed_records =
+      static_cast<std::uint64_t>(first_uncommitted - conf_records_.begin());
   // conf_records_ changes with a CONFSTATE rewrite (or at open, before any call); its size and
   // newest index too, in case one happens without (a seam that skips the write).
   const std::array<std::uint64_t, 6> key{conf_state_file_->generation(),
@@ -288,8 +291,8 @@ const std::vector<raft::NodeId>& Replica::retired_ids() const {
   if (retired_ids_valid_ && retired_ids_key_ == key) return retired_ids_;
   std::vector<raft::NodeId> retired = conf_state_file_->retired();
   const raft::ConfState& now = oldest.conf;
-  for (const raft::ConfRecord& record : conf_records_) {
-    if (record.index > commit_) break;
+  for (auto record_it = conf_records_.begin(); record_it != first_uncommitted; ++record_it) {
+    const raft::ConfRecord& record = *record_it;
     for (const std::vector<raft::NodeId>* ids : {&record.conf.voters, &record.conf.learners}) {
       for (raft::NodeId id : *ids) {
         if (!raft::is_member(now, id) && std::find(retired.begin(), retired.end(), id) == retired.end())

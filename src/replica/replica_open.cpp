@@ -475,6 +475,7 @@ NodeStatus Replica::status() {
   status.disk_keeping_leadership = status.disk_over_high_watermark &&
                                    raft_->role() == raft::Role::kLeader &&
                                    choose_disk_handover_target() == raft::kNoNode;
+  status.disk_handover_wait_ms = disk_handover_wait_ms(deps_.clock());
   status.snapshots_above_first_index = snapshot_stats_.sent_above_first_index;
   status.snapshot_encodes = snapshot_stats_.encodes;
   status.snapshot_encodings_reused = snapshot_stats_.encodings_reused;

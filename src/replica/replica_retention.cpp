@@ -36,7 +36,7 @@ std::uint64_t Replica::trim_limit() const {
   }
   const std::uint64_t followers =
       leader_retention_hold(raft_->progress(), config_.node_id, raft::kNoNode, config_.tick_ms,
-                            config_.retention_follower_grace_ms);
+                            config_.retention_follower_grace_ms, inherited_retention_hold());
   if (followers != 0) limit = std::min(limit, followers);
   return limit;
 }
@@ -44,6 +44,7 @@ std::uint64_t Replica::trim_limit() const {
 void Replica::stamp_retention_hold(std::vector<raft::Message>& messages) const {
   if (raft_->role() != raft::Role::kLeader) return;
   std::optional<std::vector<raft::PeerProgress>> progress;  // read once, if a message needs it
+  const std::uint64_t inherited = inherited_retention_hold();
   for (raft::Message& message : messages) {
     if (message.type != raft::MessageType::kAppend &&
         message.type != raft::MessageType::kHeartbeat) {
@@ -52,8 +53,13 @@ void Replica::stamp_retention_hold(std::vector<raft::Message>& messages) const {
     if (!progress) progress = raft_->progress();
     message.retention_hold = leader_retention_hold(*progress, config_.node_id, message.to,
                                                    config_.tick_ms,
-                                                   config_.retention_follower_grace_ms);
+                                                   config_.retention_follower_grace_ms, inherited);
   }
+}
+
+std::uint64_t Replica::inherited_retention_hold() const {
+  return leader_hold_.inherited(deps_.clock(),
+                                std::chrono::milliseconds(config_.retention_follower_grace_ms));
 }
 
 TrimResult Replica::trim(std::uint64_t before_index, const char* why) {

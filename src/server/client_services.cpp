@@ -300,6 +300,7 @@ class ClientServices::Impl {
       response.set_disk_high_watermark(status.disk_high_watermark);
       response.set_disk_over_high_watermark(status.disk_over_high_watermark);
       response.set_disk_keeping_leadership(status.disk_keeping_leadership);
+      response.set_disk_handover_wait_ms(status.disk_handover_wait_ms);
       for (std::uint64_t id : status.voters) response.add_voters(id);
       for (std::uint64_t id : status.learners) response.add_learners(id);
       response.set_learner_catching_up_to_index(status.learner_catching_up_to_index);

@@ -161,7 +161,10 @@ void encode_fields(const raft::Message& message, std::string_view cluster_id,
     wire->set_payload(entry.payload);
   }
   out->set_commit(message.commit);
-  if (message.type == raft::MessageType::kHeartbeat) out->set_leader_commit(message.leader_commit);
+  if (message.type == raft::MessageType::kHeartbeat) {
+    out->set_leader_commit(message.leader_commit);
+    out->set_sending_snapshot(message.sending_snapshot);
+  }
   out->set_reject(message.reject);
   out->set_reject_hint(message.reject_hint);
   out->set_hint_term(message.hint_term);
@@ -248,6 +251,8 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
       *type == raft::MessageType::kHeartbeat && in.leader_commit() != 0
           ? std::max(in.leader_commit(), in.commit())
           : 0;
+  // Only a heartbeat says it (peer.proto); on anything else it is ignored.
+  out->sending_snapshot = *type == raft::MessageType::kHeartbeat && in.sending_snapshot();
   out->reject = in.reject();
   out->reject_hint = in.reject_hint();
   out->hint_term = in.hint_term();

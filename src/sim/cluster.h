@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,11 @@ class Cluster {
   // or down).
   raft::Index stranded_below(raft::NodeId id) const {
     return is_up(id) ? node(id).replica->core().stranded_below() : 0;
+  }
+  // What `id`'s replica reports to Status RPCs (replica::Replica::status); nullopt while down.
+  std::optional<replica::NodeStatus> status(raft::NodeId id) {
+    if (!is_up(id)) return std::nullopt;
+    return node(id).replica->status();
   }
   // The configuration in force on `id` (the last one it reported while it was up).
   const raft::ConfState& conf(raft::NodeId id) const { return node(id).conf; }

@@ -48,6 +48,8 @@ class FakeLog final : public pb::Log::Service {
   // never accepts (wedged, or from before the signal): its headers come with the first message.
   std::atomic<bool> accept_tails{true};
   std::uint64_t node_id = 0;
+  // Set: fills in the Status answer after the defaults below (a test's own fields).
+  std::function<void(pb::StatusResponse*)> on_status;
 
   grpc::Status Append(grpc::ServerContext* context, const pb::AppendRequest* request,
                       pb::AppendResponse* response) override {
@@ -90,6 +92,7 @@ class FakeLog final : public pb::Log::Service {
     pb::PeerStatus* peer = response->add_peers();
     peer->set_id(2);
     peer->set_match_index(40);
+    if (on_status) on_status(response);
     return grpc::Status::OK;
   }
 

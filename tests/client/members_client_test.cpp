@@ -277,6 +277,45 @@ TEST_F(MembersClientTest, TheCommandDeadlineBoundsTheChangeAndItsConfirmation) {
   EXPECT_LT(ms_since(start), 3500) << "the change and its confirmation within the 2.5 s bound";
 }
 
+// Membership client review, L-2: the change's attempts spent the command's deadline and the last
+// one was ambiguous; the change did happen. The member list is checked once anyway (it was not,
+// and the failure said "outcome unknown" without looking), and shows it: success.
+TEST_F(MembersClientTest, AnAmbiguousChangeThatSpentTheDeadlineStillChecksTheListOnce) {
+  fake_.on_change = [this](grpc::ServerContext* context, int) {
+    fake_.has_4 = true;  // it happened; the answer never comes before the deadline
+    while (!context->IsCancelled() && context->deadline() > std::chrono::system_clock::now()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline");
+  };
+  auto members = client({server_.address()}, 2500);
+  const auto start = Clock::now();
+  members->bound_by(start + std::chrono::milliseconds(800));
+  Result<MembershipChange> added = members->add(4, "127.0.0.1:7004", /*learner=*/true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string();
+  EXPECT_EQ(added->learners, (std::vector<std::uint64_t>{4}));
+  EXPECT_EQ(fake_.lists, 1) << "one check, past the spent deadline";
+  EXPECT_LT(ms_since(start), 800 + 500 + 500) << "the check gets one call timeout (500 ms) at most";
+}
+
+// Review of mend2, L3: with the deadline not spent when the confirmation starts (50 ms left, less
+// than one call timeout of 500 ms), the polls stop at the deadline; they ran on for a call timeout.
+TEST_F(MembersClientTest, TheConfirmationOfAnAmbiguousChangeEndsByTheDeadlineWhenTimeIsLeft) {
+  const auto start = Clock::now();
+  fake_.on_change = [this, start](grpc::ServerContext* context, int call) {
+    if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
+    std::this_thread::sleep_until(start + std::chrono::milliseconds(950));
+    return refusal(context, grpc::StatusCode::FAILED_PRECONDITION, reason::kWouldLoseQuorum);
+  };
+  auto members = client({server_.address()}, 2500);
+  members->bound_by(start + std::chrono::milliseconds(1000));
+  Result<MembershipChange> added = members->add(4, "127.0.0.1:7004", /*learner=*/true);
+  ASSERT_FALSE(added.ok());
+  EXPECT_NE(added.status().message().find("outcome unknown"), std::string::npos)
+      << added.status().message();
+  EXPECT_GE(fake_.lists, 1) << "the list was checked";
+  EXPECT_LT(ms_since(start), 1250) << "polled past the 1 s deadline (until 950 + 500 ms)";
+}
 
 // drills4 M1 as the operator met it: `raftlogctl members list` gave its whole --timeout-ms to the
 // first endpoint (the command set each attempt's deadline to it), so a frozen first node failed the

@@ -4,6 +4,8 @@
 // divergent entry just below it, and the node reports NOT_SERVING until it is rebuilt.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "bare_node.h"
 #include "test_cluster.h"
 
@@ -141,6 +143,95 @@ TEST(Stranded, AFollowerWithADivergentEntryBelowTheLeadersFirstIndexKnowsIt) {
   EXPECT_EQ(c.node(3).log.term_at(14), 2u) << "the divergent entry is never overwritten";
   EXPECT_EQ(c.raft(3).stranded_below(), 15u);
   EXPECT_EQ(c.raft(2).stranded_below(), 0u);
+}
+
+PeerProgress progress_of(const TestCluster& c, NodeId leader, NodeId peer) {
+  for (const PeerProgress& p : c.raft(leader).progress()) {
+    if (p.id == peer) return p;
+  }
+  return {};
+}
+
+// Failover review L-1: node 3's log reaches past the leader's first index (15) but is a deposed
+// leader's from 14 on. A new leader's probes walk back below its first index (the reject's hint
+// skips the term-2 entries) and it sends a snapshot, which it first has to encode. Node 3's own
+// log shows no gap and the leader's first-index probe came before any heartbeat of this term, so
+// only the leader's word says it is stranded: it reported not stranded (health SERVING) from the
+// leader's first heartbeat until the snapshot arrived. Now: stranded from the heartbeat the leader
+// sends with its decision, through its regular heartbeats, until the install.
+// Nodes 1 and 2 hold 1..13 of term 1 and 14..20 of term 3, node 3 the same 1..13 and a deposed
+// leader's 14..20 of term 2; node 1 trimmed below 15, its snapshot encoding held off the loop
+// (finish_off_loop), and is elected: it decides on a snapshot for node 3.
+std::unique_ptr<TestCluster> leader_1_decides_on_a_snapshot_for_3() {
+  std::vector<Entry> quorum_log = make_entries(1, std::vector<Term>(13, 1));
+  for (const Entry& e : make_entries(14, std::vector<Term>(7, 3))) quorum_log.push_back(e);
+  for (Entry& e : quorum_log) e.payload = segment_filling_payload(e.index);
+  std::vector<Entry> divergent_log(quorum_log.begin(), quorum_log.begin() + 13);
+  for (const Entry& e : make_entries(14, std::vector<Term>(7, 2))) divergent_log.push_back(e);
+  for (Entry& e : divergent_log) e.payload = segment_filling_payload(e.index);
+  const HardState quorum_state{3, 1, 20};
+  const HardState divergent_state{3, kNoNode, 13};
+  auto c = std::make_unique<TestCluster>(
+      std::vector<NodeId>{1, 2, 3},
+      std::vector<std::vector<Entry>>{quorum_log, quorum_log, divergent_log},
+      std::vector<HardState>{quorum_state, quorum_state, divergent_state},
+      [](Config& config) { config.snapshots = true; }, short_follower_grace);
+  const replica::TrimResult trimmed = c->trim(1, 15);
+  EXPECT_TRUE(trimmed.error.ok()) << trimmed.error.message;
+  EXPECT_EQ(c->node(1).log.first_index(), 15u);
+  c->node(1).hold_off_loop = true;
+  EXPECT_TRUE(c->campaign_until_leader(1));
+  c->deliver_all();
+  return c;
+}
+
+TEST(Stranded, AFollowerTheLeaderSendsASnapshotToIsStrandedUntilItInstallsIt) {
+  const std::unique_ptr<TestCluster> cluster = leader_1_decides_on_a_snapshot_for_3();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  TestCluster& c = *cluster;
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u) << "the leader decided on a snapshot";
+  ASSERT_EQ(c.replica(1).snapshot_stats().sent, 0u) << "still encoding";
+  ASSERT_EQ(c.node(3).log.last_index(), 20u);
+  EXPECT_EQ(c.raft(3).stranded_below(), 15u) << "told with the leader's decision";
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 15u);
+  c.tick_all(3);  // the leader's heartbeats while its snapshot is encoded
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u);
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 15u) << "after the leader's heartbeats";
+  c.finish_off_loop(1);
+  c.tick_all(3);
+  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 0u) << "installed";
+  EXPECT_EQ(c.node(3).log.last_index(), c.raft(1).last_index()) << "caught up after it";
+}
+
+// Review of mend2, L1: the leader's heartbeats say sending_snapshot until it processes the install's
+// answer; one that arrives after the install (or all of them, for snapshot_retry_ticks, when the
+// answer is lost) must not strand the node again: what it holds reaches the leader's first index.
+TEST(Stranded, AHeartbeatSentBeforeTheLeaderHeardOfTheInstallDoesNotStrandTheNodeAgain) {
+  const std::unique_ptr<TestCluster> cluster = leader_1_decides_on_a_snapshot_for_3();
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  TestCluster& c = *cluster;
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u);
+  c.add_drop_rule(
+      [](const Message& m) { return m.type == MessageType::kAppendResponse && m.from == 3; });
+  c.finish_off_loop(1);
+  c.tick_all(3);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  ASSERT_EQ(progress_of(c, 1, 3).snapshot_index, 14u) << "the install's answer is lost";
+  EXPECT_EQ(c.raft(3).stranded_below(), 0u) << "stranded again by the leader's heartbeats";
+  EXPECT_EQ(c.replica(3).status().stranded_below_index, 0u);
+  // Answers get through again; the leader, still in snapshot state, sends another snapshot after
+  // its retry timeout, which node 3 answers from what it holds. Never stranded meanwhile.
+  c.heal();
+  const int retry_ticks = static_cast<int>(c.replica(1).config().raft.snapshot_retry_ticks);
+  for (int i = 0; i < retry_ticks + 10 && progress_of(c, 1, 3).snapshot_index != 0; ++i) {
+    c.tick_all(1);
+    ASSERT_EQ(c.replica(3).status().stranded_below_index, 0u) << "tick " << i;
+  }
+  EXPECT_EQ(progress_of(c, 1, 3).snapshot_index, 0u);
+  c.tick_all(3);
+  EXPECT_EQ(c.node(3).log.last_index(), c.raft(1).last_index()) << "caught up after it";
+  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u) << "installed once";
 }
 
 // An append from `leader` in `term` probing at index 20 (term 2), which node 3's log does not hold.

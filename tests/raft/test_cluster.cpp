@@ -22,9 +22,11 @@ constexpr const char* kDataDir = "/data";
 // the Ready batches that the report of it causes can write more (a follower's commit writes nothing).
 constexpr int kMaxFlushCycles = 16;
 
-struct NoLimitDisk final : replica::DiskProbe {
+// Room to spare unless a test says how full it is (TestCluster::set_disk_used_ratio).
+struct TestDisk final : replica::DiskProbe {
+  double used_ratio = 0.01;
   std::optional<replica::DiskSpace> probe() override {
-    return replica::DiskSpace{1ULL << 40, 0.01};
+    return replica::DiskSpace{1ULL << 40, used_ratio};
   }
 };
 
@@ -175,7 +177,7 @@ void TestCluster::add_node(NodeId id, const std::vector<NodeId>& ids, const Twea
   n.env = std::make_unique<store::MemoryEnv>();
   n.sender = std::make_unique<Sender>(*this, id);
   n.observer = std::make_unique<Observer>(*this, n);
-  n.disk = std::make_unique<NoLimitDisk>();
+  n.disk = std::make_unique<TestDisk>();
 
   replica::ReplicaConfig& c = n.config;
   c.node_id = id;
@@ -317,6 +319,10 @@ TransferRequest TestCluster::transfer_leadership(NodeId id, NodeId target) {
   replica(id).transfer_leadership(std::move(request));
   process(id);
   return transfer;
+}
+
+void TestCluster::set_disk_used_ratio(NodeId id, double used_ratio) {
+  static_cast<TestDisk&>(*node(id).disk).used_ratio = used_ratio;
 }
 
 NodeId TestCluster::elect_then_hand_over_to(NodeId id) {

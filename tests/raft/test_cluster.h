@@ -224,6 +224,9 @@ class TestCluster {
     const auto found = slow_snapshots_.find({from, to});
     return found == slow_snapshots_.end() ? 0 : found->second.message.snapshot->data.size();
   }
+  // How full `id`'s file system reports itself, 0..1 (its replica probes it at most every 100 ms;
+  // the watermarks are the replica's, 0.90/0.80 unless a ReplicaTweak sets others). Default 0.01.
+  void set_disk_used_ratio(NodeId id, double used_ratio);
   // Every delivered message passes through `mutator` first (a faulty or hostile network); empty: none.
   void set_mutator(std::function<void(Message&)> mutator) { mutator_ = std::move(mutator); }
 

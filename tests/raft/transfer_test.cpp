@@ -115,5 +115,38 @@ TEST(Transfer, RefusalsNameTheirReason) {
   EXPECT_EQ(solo.core.transfer_leadership(9), TransferStatus::kUnknownTarget);
 }
 
+// Review of failover, L-5: the disk handover goes only to a follower whose match the leader knows
+// (it acknowledged an append of this term), the most caught-up of them. Node 3 has room, but the
+// leader heard from it through heartbeats only (its appends are lost), so its log may be far
+// behind: a transfer to it would refuse appends for an election timeout, likely fail, and spend
+// the one handover per 10 s. It is not chosen: the leader keeps leadership (node 2 reports no
+// room). Once node 3 acknowledges appends, it is chosen and takes over.
+TEST(Transfer, TheDiskHandoverGoesOnlyToAFollowerWhoseMatchTheLeaderKnows) {
+  TestCluster c({1, 2, 3});
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppend && m.to == 3; });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.set_disk_used_ratio(2, 0.95);
+  c.tick_all(10);  // node 2's probe sees its disk past the mark; its answers say so
+  c.set_disk_used_ratio(1, 0.95);
+  c.tick_all(10);
+  ASSERT_EQ(c.leader(), 1u);
+  bool heard_3 = false;
+  for (const PeerProgress& p : c.raft(1).progress()) {
+    if (p.id == 3) heard_3 = p.heard_this_term && p.probing && !p.disk_over_watermark;
+  }
+  ASSERT_TRUE(heard_3) << "node 3 answers heartbeats, reports room, acknowledged no append";
+  EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
+  const replica::NodeStatus status = c.replica(1).status();
+  EXPECT_TRUE(status.disk_over_high_watermark);
+  EXPECT_TRUE(status.disk_keeping_leadership) << "no follower with room whose match is known";
+  EXPECT_EQ(c.count_delivered([](const Message& m) { return m.type == MessageType::kTimeoutNow; }),
+            0u);
+
+  c.heal();  // node 3's appends get through: it catches up, and the leader hands over to it
+  c.tick_all(20);
+  EXPECT_EQ(c.leader(), 3u);
+  EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
+}
+
 }  // namespace
 }  // namespace raftlog::raft

@@ -109,6 +109,31 @@ TEST_F(ReplicaMembershipTest, AChangeIsAnsweredOnceCommittedAndKeptAcrossAReopen
   EXPECT_EQ(replica_->conf(), (ConfState{{1}, {2}}));
 }
 
+// The retired ids a status round reports (cached: Replica::retired_ids) follow every change: an
+// uncommitted removal is not reported, a committed one is, at once, and the next one adds to it.
+TEST_F(ReplicaMembershipTest, TheStatusRetiredIdsFollowEveryCommittedChange) {
+  open();
+  become_leader();
+  using Ids = std::vector<std::uint64_t>;
+  EXPECT_EQ(replica_->status().retired_ids, Ids{});
+  for (raft::NodeId id : {2, 3}) {
+    EXPECT_FALSE(propose(ConfChangeType::kAddLearner, id).has_value());
+    flush();
+    EXPECT_EQ(replica_->status().retired_ids, Ids{}) << "after adding " << id;
+  }
+  EXPECT_FALSE(propose(ConfChangeType::kRemoveNode, 2).has_value());
+  EXPECT_EQ(replica_->status().retired_ids, Ids{}) << "not committed yet";
+  flush();
+  EXPECT_EQ(replica_->status().retired_ids, Ids{2});
+  EXPECT_EQ(replica_->status().retired_ids, Ids{2}) << "the cached answer";
+  EXPECT_FALSE(propose(ConfChangeType::kRemoveNode, 3).has_value());
+  EXPECT_EQ(replica_->status().retired_ids, Ids{2});
+  flush();
+  EXPECT_EQ(replica_->status().retired_ids, (Ids{2, 3}));
+  reopen();
+  EXPECT_EQ(replica_->status().retired_ids, (Ids{2, 3})) << "after a reopen";
+}
+
 // An id a committed change removed is never added again: a node under it with an empty directory
 // could vote without the memory its old votes relied on. The tombstone outlives a reopen.
 TEST_F(ReplicaMembershipTest, ARemovedIdIsRetiredAndNeverAddedAgain) {

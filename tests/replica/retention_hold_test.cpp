@@ -237,17 +237,61 @@ TEST(LeaderRetentionHold, TheLowestMatchPlusOneOfTheFollowersHeardWithinTheGrace
   progress[3].id = 4;
   progress[3].match_index = 10;
   progress[3].ticks_since_contact = 500;  // 10 s silent: gone
-  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000), 91U);
-  EXPECT_EQ(leader_retention_hold(progress, 1, 2, 20, 10000), 91U) << "what 2 keeps for 3";
-  EXPECT_EQ(leader_retention_hold(progress, 1, 3, 20, 10000), 401U) << "3's own need left out";
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 0), 91U);
+  EXPECT_EQ(leader_retention_hold(progress, 1, 2, 20, 10000, 0), 91U) << "what 2 keeps for 3";
+  EXPECT_EQ(leader_retention_hold(progress, 1, 3, 20, 10000, 0), 401U) << "3's own need left out";
   progress[2].ticks_since_contact = 500;
-  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000), 401U);
-  EXPECT_EQ(leader_retention_hold(progress, 1, 2, 20, 10000), 0U) << "nobody else to keep for";
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 0), 401U);
+  EXPECT_EQ(leader_retention_hold(progress, 1, 2, 20, 10000, 0), 0U) << "nobody else to keep for";
   progress[1].ticks_since_contact = 600;
-  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000), 0U)
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 0), 0U)
       << "no follower heard: no hold";
-  EXPECT_EQ(leader_retention_hold({progress[0]}, 1, raft::kNoNode, 20, 10000), 0U)
+  EXPECT_EQ(leader_retention_hold({progress[0]}, 1, raft::kNoNode, 20, 10000, 0), 0U)
       << "a single node";
+}
+
+// A peer the leader has not heard from in its term (no answer of any kind: a new leader's view of
+// a peer that is down) counts for the hold the leader inherited, not index 1 (the whole log, for a
+// grace period after every leader change); nothing when it inherited none. One that answers
+// heartbeats but no append yet is alive: held as before (review of mend2, L4).
+TEST(LeaderRetentionHold, APeerThatHasNotAnsweredCountsForTheInheritedHold) {
+  std::vector<raft::PeerProgress> progress(3);
+  progress[0].id = 1;  // the new leader
+  progress[0].match_index = 500;
+  progress[1].id = 2;
+  progress[1].match_index = 400;
+  progress[1].answered_append = true;
+  progress[2].id = 3;  // down: not heard this term, ticks_since_contact 0 as every peer's
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 0), 401U)
+      << "the last leader kept nothing for it: neither does this one";
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 91), 91U)
+      << "what the last leader kept for the peers it heard";
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 450), 401U);
+  EXPECT_EQ(leader_retention_hold(progress, 1, 3, 20, 10000, 91), 401U) << "its own need left out";
+  progress[2].heard_this_term = true;  // its heartbeat answers arrive, no append answer yet
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 91), 1U)
+      << "alive: held as before (everything) until its append answer says what it needs";
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 0), 1U);
+  progress[2].heard_this_term = false;
+  progress[2].answered_append = true;  // it answered: its need is its own (match 0: everything)
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 91), 1U);
+  progress[2].answered_append = false;
+  progress[2].ticks_since_contact = 500;  // never heard for the grace period: gone
+  EXPECT_EQ(leader_retention_hold(progress, 1, raft::kNoNode, 20, 10000, 91), 401U);
+}
+
+// The inherited hold: the last one noted, from whichever leader, within its grace period.
+TEST(FollowerRetentionHold, TheInheritedHoldIsTheLastOneNotedWithinTheGracePeriod) {
+  using Clock = FollowerRetentionHold::Clock;
+  const Clock::time_point heard_at = Clock::time_point() + 1h;
+  const std::chrono::milliseconds grace(kGraceMs);
+  FollowerRetentionHold hold;
+  EXPECT_EQ(hold.inherited(heard_at, grace), 0U) << "none noted";
+  hold.note(1, 1, 120, heard_at);
+  EXPECT_EQ(hold.inherited(heard_at + grace - 1ms, grace), 120U);
+  EXPECT_EQ(hold.inherited(heard_at + grace, grace), 0U);
+  hold.note(3, 2, 0, heard_at + 1s);
+  EXPECT_EQ(hold.inherited(heard_at + 2s, grace), 0U) << "the newest leader kept nothing";
 }
 
 // The same bound on FollowerRetentionHold alone (review retainhold2 L2).

@@ -41,6 +41,7 @@ raft::Message full_message(raft::MessageType type) {
   if (type == raft::MessageType::kAppend || type == raft::MessageType::kHeartbeat) {
     message.retention_hold = 77;  // a leader's messages only
   }
+  if (type == raft::MessageType::kHeartbeat) message.sending_snapshot = true;  // heartbeats only
   if (type == raft::MessageType::kAppend) {
     const raft::EntryType entry_types[] = {raft::EntryType::kNormal, raft::EntryType::kNoop,
                                            raft::EntryType::kConfig};
@@ -137,6 +138,25 @@ TEST(MessageCodec, TheRetentionHoldTravelsOnAppendsAndHeartbeatsOnly) {
     wire.clear_retention_hold();
     ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
     EXPECT_EQ(decoded.retention_hold, 0U);
+  }
+}
+
+// "Sending you a snapshot" (peer field 20) travels on a leader's heartbeats only: set by a peer on
+// any other type, it reaches no core; absent (an older node), it reads as false.
+TEST(MessageCodec, SendingASnapshotTravelsOnHeartbeatsOnly) {
+  for (const raft::MessageType type : kAllTypes) {
+    SCOPED_TRACE(std::string(message_type_name(type)));
+    pb::RaftMessage wire;
+    encode_message(full_message(type), "cluster-a", &wire);
+    const bool carries = type == raft::MessageType::kHeartbeat;
+    EXPECT_EQ(wire.sending_snapshot(), carries);
+    wire.set_sending_snapshot(true);
+    raft::Message decoded;
+    ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
+    EXPECT_EQ(decoded.sending_snapshot, carries);
+    wire.clear_sending_snapshot();
+    ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
+    EXPECT_FALSE(decoded.sending_snapshot);
   }
 }
 

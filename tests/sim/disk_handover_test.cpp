@@ -89,5 +89,59 @@ TEST_F(DiskHandover, WhenEveryDiskIsPastTheWatermarkLeadershipStaysAndAppendsAre
   EXPECT_FALSE(checker_.failed()) << violation();
 }
 
+// Failover review L-4: a leader past its high watermark that handed leadership on less than 10 s
+// ago waits out that bound although a follower reports room; its status says so (how long it still
+// waits) instead of reading like a handover under way, and tells it apart from keeping leadership
+// for lack of room. Node A hands over to B (C is full), B to A (its own first handover: A freed
+// its disk meanwhile), then A's disk fills again and B's frees within A's 10 s.
+TEST_F(DiskHandover, StatusTellsAWaitBetweenHandoversFromAHandoverAndFromKeepingLeadership) {
+  const raft::NodeId a = run_until_leader(500);
+  ASSERT_NE(a, raft::kNoNode);
+  const raft::NodeId b = a == 1 ? 2 : 1;
+  const raft::NodeId c = 6 - a - b;
+  cluster_.set_disk_used_ratio(c, kOverHighWatermark);
+  run_ticks(20);
+  cluster_.set_disk_used_ratio(a, kOverHighWatermark);
+  for (int i = 0; i < 100 && cluster_.leader() != b; ++i) run_ticks(1);
+  ASSERT_EQ(cluster_.leader(), b) << "A hands over to the only node with room";
+  const std::uint64_t a_handed_over_at = cluster_.now_tick();
+  cluster_.set_disk_used_ratio(a, 0.5);  // below the low watermark: room again
+  run_ticks(20);
+  cluster_.set_disk_used_ratio(b, kOverHighWatermark);
+  for (int i = 0; i < 100 && cluster_.leader() != a; ++i) run_ticks(1);
+  ASSERT_EQ(cluster_.leader(), a) << "B hands over to the only node with room";
+  cluster_.set_disk_used_ratio(a, kOverHighWatermark);
+  cluster_.set_disk_used_ratio(b, 0.5);
+  run_ticks(20);  // A's probe sees its disk past the mark, B's answers say room
+  ASSERT_EQ(cluster_.leader(), a);
+  const std::optional<replica::NodeStatus> waiting = cluster_.status(a);
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_TRUE(waiting->disk_over_high_watermark);
+  EXPECT_FALSE(waiting->disk_keeping_leadership) << "B reports room";
+  const std::uint64_t elapsed_ms = (cluster_.now_tick() - a_handed_over_at) * kTickMs;
+  ASSERT_LT(elapsed_ms, 10000u);
+  EXPECT_GT(waiting->disk_handover_wait_ms, 0u) << "waiting out the 10 s since its handover";
+  EXPECT_LE(waiting->disk_handover_wait_ms, 10000 - elapsed_ms + kTickMs);
+  // The bound counts from the handover's start, a few ticks before B led (well within 1 s).
+  EXPECT_GE(waiting->disk_handover_wait_ms + 1000, 10000 - elapsed_ms);
+  // Once the 10 s are over it hands over to B, and no one waits.
+  for (int i = 0; i < 600 && cluster_.leader() != b; ++i) run_ticks(1);
+  EXPECT_EQ(cluster_.leader(), b);
+  for (raft::NodeId id = 1; id <= 3; ++id) {
+    const std::optional<replica::NodeStatus> after = cluster_.status(id);
+    ASSERT_TRUE(after.has_value());
+    EXPECT_EQ(after->disk_handover_wait_ms, 0u) << "node " << id;
+  }
+  // Every disk past the mark: the leader keeps leadership, which is not a wait either.
+  cluster_.set_disk_used_ratio(a, kOverHighWatermark);
+  cluster_.set_disk_used_ratio(b, kOverHighWatermark);
+  run_ticks(20);
+  const std::optional<replica::NodeStatus> keeping = cluster_.status(cluster_.leader());
+  ASSERT_TRUE(keeping.has_value());
+  EXPECT_TRUE(keeping->disk_keeping_leadership);
+  EXPECT_EQ(keeping->disk_handover_wait_ms, 0u);
+  EXPECT_FALSE(checker_.failed()) << violation();
+}
+
 }  // namespace
 }  // namespace raftlog::sim
