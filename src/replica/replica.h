@@ -456,6 +456,14 @@ class Replica {
   // rounds (the simulator, tests that call trim() alone) every call advances it.
   std::uint64_t round_id_ = 0;
   std::uint64_t deletion_advanced_round_ = 0;
+  // The trim's budget of the current loop round (trim_round_budget_ms), shared by every trim()
+  // call of the round: when the round began for the trim, and whether an expensive step ran.
+  struct TrimBudget {
+    std::uint64_t round = 0;
+    Clock::time_point started{};
+    bool stepped = false;
+  };
+  TrimBudget trim_budget_;
   // The deletion's next steps while `must_yield` allows (the first one at least when nothing ran
   // in this call, `*stepped` false), at most `max_segments` unlinks: never past trim_limit() (a
   // follower's leader hold can fall meanwhile; the deletion then waits). A store error (the store

@@ -64,8 +64,15 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   // from what it finds then (new entries, an install that moved the log's start, a new leader).
   // Each step on a loaded disk can take tens of ms (a TOPICSTATE of 20,000 topics is MBs, synced);
   // all of them at once held the loop past an election timeout (docs/benchmarks.md, "Trim round").
-  const Clock::time_point round_started = deps_.clock();
-  bool stepped = false;  // an expensive step ran in this call
+  // One budget per loop round, whichever trim() calls of the round spend it (a request, the
+  // continuation, the retention check: drills5 M2 saw a scan slice and SNAPSHOT.next, or two
+  // slices, in one round, each call with a fresh budget). Without rounds (the simulator, tests that
+  // call trim() alone) every call has its own.
+  if (!round_.in_round() || trim_budget_.round != round_id_) {
+    trim_budget_ = TrimBudget{round_id_, deps_.clock(), false};
+  }
+  const Clock::time_point round_started = trim_budget_.started;
+  bool& stepped = trim_budget_.stepped;  // an expensive step ran in this round (or call)
   const auto must_yield = [&] {
     return stepped && deps_.clock() - round_started >=
                           std::chrono::milliseconds(config_.trim_round_budget_ms);
@@ -106,6 +113,7 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   if (trim_write_failure_) {
     const store::Status failed = *std::exchange(trim_write_failure_, std::nullopt);
     trim_topic_state_through_ = 0;
+    pending_trim_before_ = 0;  // the trim stops here; a new request or retention asks again
     return TrimResult{
         make_error(ErrorCode::kInternal, "trim failed: " + failed.to_string(), kReasonStorageError),
         first_before, limit};

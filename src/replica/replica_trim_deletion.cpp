@@ -93,6 +93,14 @@ store::Status Replica::finish_trim_deletion_now(bool within_limit) {
   // write already: this is for any other).
   settle_pending_write();
   if (!trim_deletion_) return store::Status();
+  if (!trim_deletion_->next_written) {
+    // Not expected (settling publishes the deletion's SNAPSHOT.next write or drops the deletion);
+    // without a durable SNAPSHOT.next nothing may go: the dedup records of the entries would be
+    // lost at the next power cut. Given up as a deletion that never began.
+    spdlog::error("node {}: a trim's deletion without its SNAPSHOT.next: dropped", config_.node_id);
+    abandon_trim_deletion();
+    return store::Status();
+  }
   const std::uint64_t new_first = trim_deletion_->new_first;
   if (!within_limit && log_->first_index() < new_first) {
     // Past the limit: the install that asks replaces the whole log, whatever the limit says.

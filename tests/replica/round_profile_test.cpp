@@ -81,6 +81,10 @@ class SlowRoundTest : public ::testing::Test {
       if (op == testing::HookedEnv::Op::kRemove && testing::is_segment_file(path)) {
         now_ += unlink_cost_;
       }
+      if (op == testing::HookedEnv::Op::kWriteFile &&
+          path.find("TOPICSTATE") != std::string::npos) {
+        now_ += topic_state_cost_;
+      }
     };
   }
   void open(std::uint32_t trim_round_budget_ms, std::size_t trim_segments_per_round = 16) {
@@ -117,6 +121,7 @@ class SlowRoundTest : public ::testing::Test {
 
   Clock::time_point now_ = Clock::time_point() + 1h;
   Clock::duration unlink_cost_ = 20ms;
+  Clock::duration topic_state_cost_ = 0ms;
   server::testing::TempDir dir_;
   testing::HookedEnv env_;
   testing::NullSender sender_;
@@ -194,6 +199,37 @@ TEST_F(SlowRoundTest, NoTrimRoundHoldsTheLoopLongerThanTheBudgetPlusOneSegment) 
   open(50);
   EXPECT_EQ(replica_->log().first_index(), before);
   EXPECT_TRUE(replica_->knows_first_index_topics());
+}
+
+// drills5 M2: rounds ran several trim steps (a scan slice and SNAPSHOT.next, two slices), each
+// trim() call of the round starting with a fresh budget. The budget is the round's: once a step of
+// one call spent it, a later call in the same round (the loop's continuation of the pending trim)
+// runs nothing; the next round goes on.
+TEST_F(SlowRoundTest, ASecondTrimCallInARoundWhoseBudgetIsSpentRunsNoStep) {
+  open(/*trim_round_budget_ms=*/50);
+  fill(12);
+  const std::uint64_t before = sealed_end();
+  topic_state_cost_ = 60ms;  // TOPICSTATE (written on the loop here: no executor) spends it
+  replica_->begin_round();
+  ASSERT_TRUE(replica_->trim(before, "test:").error.ok());
+  replica_->apply_retention(now_);  // the continuation, in the same round
+  const Clock::duration took = replica_->end_round(0ms);
+  EXPECT_EQ(replica_->round_profile().entered(RoundPart::kTrimScan), 0U)
+      << "a scan slice ran after the round's budget was spent";
+  EXPECT_EQ(replica_->round_profile().entered(RoundPart::kTrimSnapshotNext), 0U);
+  EXPECT_EQ(replica_->log().first_index(), 1U);
+  EXPECT_FALSE(env_.exists(dir_.path() + "/SNAPSHOT.next"));
+  EXPECT_LT(took, 100ms);
+  // The next rounds go on to the trim's point.
+  topic_state_cost_ = 0ms;
+  for (int round = 0; round < 200 && (replica_->log().first_index() < before ||
+                                      env_.exists(dir_.path() + "/SNAPSHOT.next"));
+       ++round) {
+    replica_->begin_round();
+    replica_->apply_retention(now_);
+    replica_->end_round(0ms);
+  }
+  EXPECT_EQ(replica_->log().first_index(), before);
 }
 
 // drills4 M4: a burst of slow rounds showed only its first, not its worst. The first slow round is

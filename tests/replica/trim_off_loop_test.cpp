@@ -244,6 +244,34 @@ TEST_F(TrimOffLoopTest, AStopDropsAWriteNotStartedAndFinishesOneThatRan) {
   ASSERT_NO_FATAL_FAILURE(expect_whole_at(planned, "after a stop with SNAPSHOT.next written"));
 }
 
+// Review M3: a write of the trim's that fails on the worker (its fdatasync reports an error) stops
+// the trim: the next round reports it, nothing is unlinked, no SNAPSHOT.next is left, and a later
+// trim succeeds.
+TEST_F(TrimOffLoopTest, AFailedWriteOffTheLoopStopsTheTrimAndDeletesNothing) {
+  for (int stage : {0, 2}) {  // TOPICSTATE's write, SNAPSHOT.next's
+    const std::string where = stage == 0 ? "TOPICSTATE failed" : "SNAPSHOT.next failed";
+    ASSERT_NO_FATAL_FAILURE(build_log());
+    const std::uint64_t planned = planned_start(24);
+    ASSERT_NO_FATAL_FAILURE(trim_to_stage(stage));
+    env_->fail_next_syncs(1);
+    executor_.finish(*replica_);
+    EXPECT_FALSE(replica_->failed()) << where << ": " << replica_->failure_reason();
+    const TrimResult next = replica_->trim(24, "test:");
+    EXPECT_FALSE(next.error.ok()) << where << ": the failure is reported";
+    for (int i = 0; i < 8; ++i) {
+      executor_.finish_all(*replica_);
+      EXPECT_EQ(replica_->log().first_index(), 1U) << where << ": a segment went";
+      round();
+    }
+    EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where;
+    ASSERT_NO_FATAL_FAILURE(expect_whole_at(1, where));
+    // A later trim, on a disk that works again.
+    ASSERT_TRUE(replica_->trim(24, "test:").error.ok()) << where;
+    finish_trim(planned);
+    ASSERT_NO_FATAL_FAILURE(expect_whole_at(planned, where + ", trimmed again"));
+  }
+}
+
 // Review R2 of the trim rounds: an install finishes a trim's pending deletion before it renames
 // SNAPSHOT.install over SNAPSHOT.next. A power cut at every sync of the install, with a deletion
 // spread one segment a round and left part-way, and with the trim's SNAPSHOT.next write held by the
