@@ -56,6 +56,8 @@ void Replica::finish_pending_write(const std::shared_ptr<OffLoopWrite>& write) {
 
 void Replica::settle_pending_write() {
   if (!pending_write_) return;
+  // A wait for a running write is the worker's result taken on the loop: charged as such.
+  RoundProfile::Scope part(round_, RoundPart::kOffLoopResults);
   PendingWrite pending = std::move(*pending_write_);
   pending_write_.reset();
   publish_write(pending, pending.write->settle());

@@ -7,10 +7,16 @@
 // install takes the write back and finishes a pending deletion before it touches SNAPSHOT.next.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "held_executor.h"
+#include "replica/off_loop_write.h"
 #include "replica/replica.h"
 #include "replica/snapshot_data.h"
 #include "replica/topic_state_file.h"
@@ -52,6 +58,55 @@ raft::Message snapshot_message() {
   snapshot.data = encode_snapshot_data(data);
   m.snapshot = std::move(snapshot);
   return m;
+}
+
+// Review L8: the loop's settle() of a write a real worker thread is running waits for it and
+// returns its outcome; one the worker has not started is dropped and never written.
+TEST(OffLoopWriteTest, SettleWaitsForARunningWriteAndDropsOneNotStarted) {
+  OffLoopWrite running;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool started = false;
+  bool release = false;
+  bool finished = false;
+  std::thread worker([&] {
+    running.run([&] {
+      std::unique_lock lock(mu);
+      started = true;
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
+      finished = true;
+      return store::Status::io("the disk said no");
+    });
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return started; });
+  }
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::lock_guard lock(mu);
+    release = true;
+    cv.notify_all();
+  });
+  const std::optional<store::Status> outcome = running.settle();
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(finished) << "settle() returned before the running write ended";
+  }
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_FALSE(outcome->ok());
+  worker.join();
+  opener.join();
+
+  OffLoopWrite queued;
+  EXPECT_FALSE(queued.settle().has_value()) << "not started: dropped";
+  bool written = false;
+  queued.run([&] {
+    written = true;
+    return store::Status();
+  });
+  EXPECT_FALSE(written) << "a dropped write ran";
 }
 
 class TrimOffLoopTest : public ::testing::Test {
