@@ -132,13 +132,7 @@ class TrimOffLoopTest : public ::testing::Test {
     for (std::uint64_t from = 1; from <= kEntries; from += 8) {
       std::vector<raft::Entry> entries;
       for (std::uint64_t index = from; index < from + 8; ++index) {
-        raft::Entry entry;
-        entry.index = index;
-        entry.term = 1;
-        entry.client_id = 100 + index;
-        entry.sequence = 1;
-        entry.payload = payload(index);
-        entries.push_back(entry);
+        entries.push_back(testing::client_entry(index, payload(index)));
       }
       replica_->step(testing::leader_append(from - 1, entries, kEntries));
       replica_->process();
