@@ -307,6 +307,12 @@ struct NodeStatus {
   std::uint64_t snapshot_partials_restored = 0;
   std::uint64_t snapshot_bytes_restored = 0;
   std::uint64_t snapshot_partial_files_dropped = 0;
+  // Continuations sent as leader and the bytes they saved; partials spliced and continuations
+  // refused as follower (client.proto).
+  std::uint64_t snapshots_continued = 0;
+  std::uint64_t snapshot_resume_saved_bytes = 0;
+  std::uint64_t snapshot_partials_spliced = 0;
+  std::uint64_t snapshot_splices_refused = 0;
 };
 
 struct EndpointStatus {

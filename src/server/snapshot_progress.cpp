@@ -43,6 +43,8 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
     transfers.snapshots_resumed += peer.snapshots_resumed;
     transfers.snapshot_bytes_skipped += peer.snapshot_bytes_skipped;
     transfers.snapshot_resume_missed += peer.snapshot_resume_missed;
+    transfers.snapshots_continued += peer.snapshots_continued;
+    transfers.snapshot_resume_saved_bytes += peer.snapshot_resume_saved_bytes;
     if (!peer.snapshot || peer.snapshot->state == SnapshotSendProgress::State::kAbandoned) continue;
     const SnapshotSendProgress& progress = *peer.snapshot;
     // In flight while we lead and the follower has not acknowledged the snapshot's index, and only

@@ -214,6 +214,9 @@ struct LaneStats {
   std::uint64_t snapshot_bytes_skipped = 0;
   // Chunked snapshots started at 0 although the peer's receipt named a partial, by reason.
   ResumeMissCounts snapshot_resume_missed;
+  // Continuations sent (the data after the peer's splice point) and the bytes they did not send.
+  std::uint64_t snapshots_continued = 0;
+  std::uint64_t snapshot_resume_saved_bytes = 0;
 };
 
 // One peer: the inherited fields are the sums over its two lanes, except `connected` (either lane
