@@ -408,6 +408,7 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   {
     std::lock_guard lock(snapshot_mu_);
     reassembler_.note_leader_term(leader_term_heard_.load());
+    reassembler_.note_leader_term(own_term_.load());
     whole = reassembler_.add(std::move(chunk), now, &problem);
     follow_partial_file_locked(sender);
     publish_receipt_locked();
@@ -424,6 +425,12 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
                  whole->snapshot->index, whole->snapshot->data.size(), whole->from);
   }
   return whole;
+}
+
+void PeerInbound::note_own_term(raft::Term term) {
+  raft::Term own = own_term_.load();
+  while (own < term && !own_term_.compare_exchange_weak(own, term)) {
+  }
 }
 
 void PeerInbound::note_leader_heard(raft::Term term) {

@@ -84,8 +84,8 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
     ++counters_.chunks_refused;
     partials_.erase(from);
     *problem = "a snapshot chunk from node " + std::to_string(from) + " at term " +
-               std::to_string(term) + " is stale: a leader of term " +
-               std::to_string(leader_term_) + " was heard";
+               std::to_string(term) + " is stale: term " + std::to_string(leader_term_) +
+               " was heard or reached";
     return std::nullopt;
   }
   // Another peer's partial of a higher term: this chunk is a deposed leader's.

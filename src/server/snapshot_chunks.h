@@ -218,9 +218,10 @@ class SnapshotReassembler {
   // whose CRC did not match, for the log.
   std::optional<raft::Message> add(SnapshotChunk chunk, Clock::time_point now,
                                    std::string* problem);
-  // A leader's message (an append, a heartbeat, a chunk) of `term` reached this node: a chunk of
-  // a lower term is a deposed leader's, refused (counted in chunks_refused) whether or not a
-  // partial of the new term exists (the node's core would ignore the whole snapshot anyway).
+  // A leader's message (an append, a heartbeat, a chunk) of `term` reached this node, or this node
+  // itself is at `term` (it sent a message of it): a chunk of a lower term is a deposed leader's,
+  // refused (counted in chunks_refused) whether or not a partial of the new term exists (the
+  // node's core would ignore the whole snapshot anyway).
   void note_leader_term(raft::Term term) { leader_term_ = std::max(leader_term_, term); }
   // A snapshot that arrived whole in one message is handed on as well: remember it for status.
   void record_delivered(const raft::Message& snapshot, Clock::time_point now);

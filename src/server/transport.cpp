@@ -118,7 +118,14 @@ class PeerTransport::Impl {
     return stop_result_;
   }
 
-  bool send(raft::Message message) { return outbound_.send(std::move(message)); }
+  bool send(raft::Message message) {
+    // Review L3 of the format: chunks below this node's own term are stale too.
+    if (message.type != raft::MessageType::kPreVote &&
+        message.type != raft::MessageType::kPreVoteResponse) {
+      inbound_.note_own_term(message.term);
+    }
+    return outbound_.send(std::move(message));
+  }
 
   void set_peers(const std::map<raft::NodeId, std::string>& peers) { admission_.set_peers(peers); }
   std::vector<PeerStats> peer_stats() const { return outbound_.peer_stats(); }

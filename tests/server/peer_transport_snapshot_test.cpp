@@ -75,6 +75,46 @@ TEST(PeerTransportSnapshot, ALargeSnapshotArrivesWholeWhileHeartbeatsKeepFlowing
   EXPECT_EQ(received.last_delivered->index, 500U);
 }
 
+// Review L3 of the format: a node whose own term passed the sender's (it campaigned, or answered
+// a higher term) refuses the sender's chunks as stale even before any leader of the higher term
+// was heard: its core would ignore the snapshot anyway.
+TEST(PeerTransportSnapshot, ChunksBelowTheReceiversOwnTermAreRefusedAsStale) {
+  const auto addresses = pick_addresses({1, 2});
+  TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
+  TestNode receiver(test_options(2, addresses), port_of(addresses.at(2)));
+  raft::Message vote;
+  vote.type = raft::MessageType::kVote;
+  vote.from = 2;
+  vote.to = 1;
+  vote.term = 9;  // above the snapshot's message term (3)
+  ASSERT_TRUE(receiver.transport().send(vote));
+  raft::Message pre_vote = vote;
+  pre_vote.type = raft::MessageType::kPreVote;
+  pre_vote.term = 50;  // a pre-vote names a term it did not take: not this node's term
+  ASSERT_TRUE(receiver.transport().send(pre_vote));
+  const raft::Message snapshot = large_snapshot(1, 2, 4 * kSnapshotChunkBytes + 7);
+  ASSERT_TRUE(sender.transport().send(snapshot));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return receiver.transport().snapshot_receive_status().counters.chunks_received >= 5;
+      },
+      20s));
+  const SnapshotReceiveStatus received = receiver.transport().snapshot_receive_status();
+  EXPECT_EQ(received.counters.chunks_refused, 5U);
+  EXPECT_EQ(received.counters.snapshots_delivered, 0U);
+  EXPECT_TRUE(received.partials.empty());
+  // A message at its own term (9) is not stale: a whole snapshot of term 9 gets through.
+  raft::Message current = large_snapshot(1, 2, 4 * kSnapshotChunkBytes + 7);
+  current.term = 9;
+  ASSERT_TRUE(sender.transport().send(current));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return receiver.transport().snapshot_receive_status().counters.snapshots_delivered == 1;
+      },
+      20s))
+      << receiver.transport().snapshot_receive_status().counters.chunks_refused;
+}
+
 TEST(PeerTransportSnapshot, ANewerSnapshotForTheSamePeerReplacesTheOneBeingSent) {
   const auto addresses = pick_addresses({1, 2});
   TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
