@@ -23,6 +23,10 @@ inline constexpr std::uint32_t kFramedSnapshotVersion = 4;
 inline constexpr std::size_t kSnapshotBlockBytes = std::size_t{256} << 10;
 // The largest block body a decoder accepts: the records' bound plus the block's own fields.
 inline constexpr std::size_t kMaxSnapshotBlockBodyBytes = kSnapshotBlockBytes + 8 + 8 + 8 + 4;
+// The largest whole data a receiver decodes (snapshot_data.h kMaxSnapshotDataBytes): a continued
+// data (a follower's kept bytes and the continuation) must stay within it, or the follower refuses
+// every chunk of it (review M3).
+inline constexpr std::uint64_t kMaxFramedSnapshotBytes = std::uint64_t{64} << 20;
 
 // Where another leader may continue a follower's framed partial: after its head, or after a
 // complete CLIENTS block. The follower computes it from the bytes it holds (FramedFrameWalk) and

@@ -448,6 +448,13 @@ void PeerInbound::record_whole_snapshot(const raft::Message& message) {
   reassembler_.record_delivered(message, SnapshotReassembler::Clock::now());
 }
 
+void PeerInbound::drop_snapshot_partials_through(raft::Index index) {
+  std::lock_guard lock(snapshot_mu_);
+  if (reassembler_.drop_through(index) == 0) return;
+  follow_partial_file_locked(std::nullopt);
+  publish_receipt_locked();
+}
+
 SnapshotReceiveStatus PeerInbound::snapshot_status() const {
   std::lock_guard lock(snapshot_mu_);
   reassembler_.expire(SnapshotReassembler::Clock::now());

@@ -50,6 +50,8 @@ class PeerInbound {
   // but a pre-vote's and its answer's, which name a term not taken): a chunk of a lower term is
   // stale as well, whatever leader was heard (its core would ignore the whole snapshot).
   void note_own_term(raft::Term term);
+  // PeerTransport::drop_snapshot_partials_through.
+  void drop_snapshot_partials_through(raft::Index index);
 
  private:
   class InboundStream;

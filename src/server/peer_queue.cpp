@@ -264,7 +264,8 @@ bool LaneQueue::usable_continuation(const std::optional<SnapshotReceipt>& receip
     return false;
   }
   if (continuation->outcome != Outcome::kMade || continuation->bytes.empty() ||
-      continuation->point.kept_bytes + continuation->bytes.size() > kMaxSnapshotBytes) {
+      continuation->point.kept_bytes + continuation->bytes.size() >
+          replica::kMaxFramedSnapshotBytes) {
     *missed = ResumeMiss::kContinuation;
     return false;
   }

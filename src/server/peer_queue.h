@@ -79,7 +79,7 @@ enum class ResumeMiss : std::uint8_t {
   // The same point, other data, and the receipt names a splice point (a framed partial), but:
   kHead,          // the partial's head differs from this data's (another state at the point)
   kContinuation,  // no continuation could be cut (this data is not framed, or the spliced total
-                  // would pass kMaxSnapshotBytes)
+                  // would pass what a receiver decodes, replica::kMaxFramedSnapshotBytes)
 };
 inline constexpr std::size_t kResumeMissReasons = 5;
 // The metric's label: "point", "bytes", "beyond_sent", "head", "continuation".

@@ -79,10 +79,11 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   }
 
   // A leader of a higher term was heard: this chunk is a deposed leader's, even when nothing of
-  // the new leader's snapshot is held here (it may send none, or have sent it whole).
+  // the new leader's snapshot is held here (it may send none, or have sent it whole). Its partial
+  // stays: the new leader may continue it (identical data, or a continuation after its splice
+  // point), and a deposed leader that is still alive keeps sending the chunks it had queued.
   if (term < leader_term_) {
     ++counters_.chunks_refused;
-    partials_.erase(from);
     *problem = "a snapshot chunk from node " + std::to_string(from) + " at term " +
                std::to_string(term) + " is stale: term " + std::to_string(leader_term_) +
                " was heard or reached";
@@ -91,8 +92,7 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   // Another peer's partial of a higher term: this chunk is a deposed leader's.
   for (const auto& [peer, partial] : partials_) {
     if (peer != from && partial.message.term > term) {
-      ++counters_.chunks_refused;
-      partials_.erase(from);
+      ++counters_.chunks_refused;  // its partial stays, as above
       *problem = "a snapshot chunk from node " + std::to_string(from) + " at term " +
                  std::to_string(term) + " is stale: node " + std::to_string(peer) +
                  " sends one at term " + std::to_string(partial.message.term);
@@ -247,6 +247,13 @@ void SnapshotReassembler::expire(Clock::time_point now) {
       ++it;
     }
   }
+}
+
+std::size_t SnapshotReassembler::drop_through(raft::Index index) {
+  const std::size_t dropped = std::erase_if(
+      partials_, [&](const auto& entry) { return entry.second.message.snapshot->index <= index; });
+  counters_.partials_replaced += dropped;
+  return dropped;
 }
 
 std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* valid_until) const {

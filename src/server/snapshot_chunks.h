@@ -227,6 +227,10 @@ class SnapshotReassembler {
   void record_delivered(const raft::Message& snapshot, Clock::time_point now);
   // Drops partials idle for longer than the idle timeout (also done by add()).
   void expire(Clock::time_point now);
+  // Drops the partials of snapshots of an index at or below `index` (the node's commit index: the
+  // entries arrived by replication or were installed; the core would ignore such a snapshot),
+  // counted as replaced. Returns how many.
+  std::size_t drop_through(raft::Index index);
 
   SnapshotReceiveStatus status() const;
   std::size_t partial_count() const { return partials_.size(); }

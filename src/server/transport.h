@@ -299,6 +299,9 @@ class PeerTransport {
   // Snapshots being received in chunks (one partial per sending peer), the last one handed to
   // on_message, and the reassembly's counters (snapshot_chunks.h).
   SnapshotReceiveStatus snapshot_receive_status() const;
+  // Drops the partials of snapshots of an index at or below `index` (the node's commit index:
+  // of no use any more) and the file that keeps one; cheap when there are none. Any thread.
+  void drop_snapshot_partials_through(raft::Index index);
   std::uint64_t dropped_unknown_peer() const;
   // The snapshot data formats `peer` says it decodes on its latest message (kSnapshotFormat*,
   // snapshot_chunks.h; 0 before any message or from a node from before the field). Any thread.

@@ -292,3 +292,32 @@ TEST(PeerTransportSnapshot, WithoutAReceiptTheLeaderSendsFromOffsetZero) {
 
 }  // namespace
 }  // namespace raftlog::server
+
+namespace raftlog::server {
+namespace {
+
+// Review drills5 M4: the follower held a partial of snapshot 500 when its commit index passed 500
+// by ordinary replication (a new leader that still held the entries). The partial, its receipt and
+// its SNAPSHOT.partial go at once, not after the 30 s idle timeout: status stops saying RECEIVING.
+TEST(PeerTransportSnapshot, APartialAtOrBelowTheCommitIndexIsDroppedAtOnceWithItsFile) {
+  testing::TempDir data_dir;
+  const std::string partial_path = data_dir.path() + "/SNAPSHOT.partial";
+  const auto addresses = pick_addresses({1, 2});
+  PeerTransportOptions receiver_options = test_options(2, addresses);
+  receiver_options.snapshot_partial_path = partial_path;
+  TestNode receiver(receiver_options, port_of(addresses.at(2)));
+  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
+  ASSERT_TRUE(raw_batch_stream(addresses.at(2), {chunk_batch(snapshot, {0, 1, 2})}).ok());
+  ASSERT_TRUE(eventually(
+      [&] { return receiver.transport().snapshot_receive_status().partials.size() == 1; }, 10s));
+  ASSERT_TRUE(std::filesystem::exists(partial_path));
+  receiver.transport().drop_snapshot_partials_through(499);  // below the point: still of use
+  EXPECT_EQ(receiver.transport().snapshot_receive_status().partials.size(), 1U);
+  EXPECT_TRUE(std::filesystem::exists(partial_path));
+  receiver.transport().drop_snapshot_partials_through(500);
+  EXPECT_TRUE(receiver.transport().snapshot_receive_status().partials.empty());
+  EXPECT_FALSE(std::filesystem::exists(partial_path));
+}
+
+}  // namespace
+}  // namespace raftlog::server

@@ -203,6 +203,28 @@ TEST(SnapshotSpliceTransfer, ANewLeaderSendsOnlyItsDataAfterThePointAndTheFollow
   EXPECT_EQ(decoded->spliced_view_starts, std::vector<std::uint64_t>{100});
 }
 
+// Review M1: a deposed leader that is still alive keeps sending the chunks it had queued after
+// the follower heard the new leader. They are refused as stale, but the partial stays for the new
+// leader to continue.
+TEST(SnapshotSpliceTransfer, ADeposedLeadersLateChunkKeepsThePartialTheNewLeaderContinues) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  follower.reassembler.note_leader_term(3);  // the new leader's heartbeat
+  const std::vector<SnapshotChunk> old_chunks = chunks_of(at_point(1, 2, follower.old_data));
+  EXPECT_FALSE(follower.reassembler.add(old_chunks[2], kT0, &follower.problem).has_value());
+  EXPECT_NE(follower.problem.find("stale"), std::string::npos) << follower.problem;
+  EXPECT_EQ(follower.reassembler.receipt(), receipt) << "the partial is kept";
+  NewLeaderSend send(leader_encoding(3, 4, 99), receipt);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : send.chunks) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  ASSERT_TRUE(whole.has_value()) << follower.problem;
+  EXPECT_EQ(follower.reassembler.status().counters.partials_spliced, 1U);
+  EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
+}
+
 TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAndThePartialDropped) {
   const std::string new_data = leader_encoding(3, 4, 99);
   struct Case {
@@ -287,6 +309,18 @@ TEST(SnapshotSpliceTransfer, EveryContinuationTheLeaderCannotUseIsAMissWithItsRe
   // Data of versions 1..3 (sent to an older peer) cannot be cut.
   NewLeaderSend plain(snapshot_data(3 * kSnapshotChunkBytes, 8), receipt);
   EXPECT_EQ(plain.lane.counters().snapshot_resume_missed[ResumeMiss::kContinuation], 1U);
+  // A spliced total past what a follower decodes (64 MiB; review M3): not sent, counted.
+  {
+    LaneQueue lane{append_lane_limits()};
+    const std::string data = leader_encoding(3, 4, 99);
+    SnapshotContinuation huge{*receipt->splice, replica::FramedContinuation::Outcome::kMade,
+                              raft::Payload(std::string(replica::kMaxFramedSnapshotBytes, 'x'))};
+    EXPECT_EQ(lane.push_snapshot(at_point(3, 3, data), util::crc32c::value(data), kT0, receipt,
+                                 &huge),
+              LaneQueue::Admission::kQueued);
+    EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kContinuation], 1U);
+    EXPECT_EQ(lane.counters().snapshots_continued, 0U);
+  }
   // A receipt without a splice point (its partial not framed, or its head incomplete): bytes.
   std::optional<SnapshotReceipt> unframed = receipt;
   unframed->splice.reset();
