@@ -61,7 +61,8 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
         progress.resume_missed ? to_string(*progress.resume_missed) : ""});
   }
   transfers.received = receive.counters;
-  // The newest term's partial: after a leader change the old leader's is dropped anyway.
+  // The newest term's partial: after a leader change the old leader's is moved to the new sender
+  // (which continues it) or dropped, and one at or below the commit index is dropped at once.
   for (const SnapshotReceiveProgress& partial : receive.partials) {
     if (transfers.receiving && transfers.receiving->term >= partial.term) continue;
     transfers.receiving = SnapshotTransfer{
