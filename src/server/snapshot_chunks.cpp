@@ -181,13 +181,20 @@ std::optional<raft::Message> SnapshotReassembler::splice_partial(
     std::string* problem) {
   Partial& partial = found->second;
   const replica::FramedSplicePoint& point = *chunk.splice;
+  // A chunk of a lower term, or not the continuation's first (that one was lost): refused, the
+  // partial kept (its bytes through the point are still good; the next receipt names it again).
+  if (chunk.message.term < partial.message.term || chunk.place.offset != point.kept_bytes) {
+    ++counters_.chunks_refused;
+    *problem = "snapshot continuation chunk from node " + std::to_string(chunk.message.from) +
+               " at offset " + std::to_string(chunk.place.offset) + " (term " +
+               std::to_string(chunk.message.term) +
+               ") refused: a lower term than the partial's, or it does not start at the point (" +
+               std::to_string(point.kept_bytes) + "); the partial is kept";
+    return std::nullopt;
+  }
   std::string wrong;
   if (!same_point(partial.message, chunk.message)) {
     wrong = "another snapshot point than the partial's";
-  } else if (chunk.message.term < partial.message.term) {
-    wrong = "a lower term than the partial's";
-  } else if (chunk.place.offset != point.kept_bytes) {
-    wrong = "the chunk does not start at the point (" + std::to_string(point.kept_bytes) + ")";
   } else {
     wrong = replica::check_splice_point(partial.data, point);
   }

@@ -196,7 +196,8 @@ struct SnapshotReceiveStatus {
 //     partial's bytes match it (check_splice_point: a head or block ends there with that last
 //     client, the head CRC and the CRC-32C of the bytes before it): the partial is cut there and
 //     takes the continuation's identity; otherwise the chunk is refused and the partial dropped
-//     (counted in splices_refused), so the sender's next attempt starts at 0;
+//     (counted in splices_refused), so the sender's next attempt starts at 0, except a chunk of a
+//     lower term or not at the point (the first was lost): refused, the partial kept;
 //   - the last byte completes it: the CRC-32C of the whole data is checked and the whole message
 //     returned (with the header of the last chunk: its sender, term and commit), or the partial
 //     dropped and counted.

@@ -276,6 +276,15 @@ TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAnd
   EXPECT_FALSE(follower.reassembler.add(send.chunks[1], kT0, &follower.problem).has_value());
   EXPECT_NE(follower.problem.find("does not start at the point"), std::string::npos)
       << follower.problem;
+  // Review L1: the partial stays (its bytes through the point are good), its receipt the same.
+  EXPECT_EQ(follower.reassembler.receipt(), receipt);
+  EXPECT_EQ(follower.reassembler.status().counters.splices_refused, 0U);
+  // The continuation's first chunk, when it comes again, still splices.
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : send.chunks) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  EXPECT_TRUE(whole.has_value()) << follower.problem;
 }
 
 TEST(SnapshotSpliceTransfer, ACorruptContinuationByteFailsTheWholeDataCheck) {
