@@ -225,6 +225,27 @@ TEST(SnapshotSpliceTransfer, ADeposedLeadersLateChunkKeepsThePartialTheNewLeader
   EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
 }
 
+// Review M6: a follower restarted from its SNAPSHOT.partial (restore) names the splice point of the
+// bytes it restored, and a new leader's continuation splices onto the restored partial.
+TEST(SnapshotSpliceTransfer, ARestoredPartialNamesItsSplicePointAndIsContinued) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReassembler::PartialView> view = follower.reassembler.partial_from(1);
+  ASSERT_TRUE(view.has_value());
+  SnapshotReassembler restarted;
+  ASSERT_EQ(restarted.restore(*view->header, view->place, std::string(view->data), kT0), "");
+  const std::optional<SnapshotReceipt> receipt = restarted.receipt();
+  ASSERT_TRUE(receipt.has_value());
+  EXPECT_EQ(receipt->splice, follower.reassembler.receipt()->splice);
+  ASSERT_TRUE(receipt->splice.has_value());
+  NewLeaderSend send(leader_encoding(3, 4, 99), receipt);
+  std::optional<raft::Message> whole;
+  std::string problem;
+  for (const SnapshotChunk& chunk : send.chunks) whole = restarted.add(chunk, kT0, &problem);
+  ASSERT_TRUE(whole.has_value()) << problem;
+  EXPECT_EQ(restarted.status().counters.partials_spliced, 1U);
+  EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
+}
+
 TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAndThePartialDropped) {
   const std::string new_data = leader_encoding(3, 4, 99);
   struct Case {
