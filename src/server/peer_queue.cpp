@@ -247,7 +247,9 @@ std::size_t LaneQueue::snapshot_chunk_bytes() const {
 SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
                                                 const replica::FramedSplicePoint& point) {
   replica::FramedContinuation made = replica::make_framed_continuation(data.view(), point);
-  return SnapshotContinuation{point, made.outcome, raft::Payload(std::move(made.bytes))};
+  const std::uint32_t crc =
+      util::crc32c::extend(point.kept_crc32c, made.bytes.data(), made.bytes.size());
+  return SnapshotContinuation{point, made.outcome, raft::Payload(std::move(made.bytes)), crc};
 }
 
 bool LaneQueue::usable_continuation(const std::optional<SnapshotReceipt>& receipt,
@@ -296,8 +298,7 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
     splice = continuation->point;
     start = splice->kept_bytes;
     sent_identity.total_bytes = start + continuation->bytes.size();
-    sent_identity.data_crc32c = util::crc32c::extend(
-        splice->kept_crc32c, continuation->bytes.data(), continuation->bytes.size());
+    sent_identity.data_crc32c = continuation->spliced_crc32c;
     message.snapshot->data = continuation->bytes;
     spdlog::info(
         "snapshot to node {} at index {} (term {}): continuing its partial after byte {} (client "

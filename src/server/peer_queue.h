@@ -151,6 +151,9 @@ struct SnapshotContinuation {
   replica::FramedSplicePoint point;  // the receipt's
   replica::FramedContinuation::Outcome outcome = replica::FramedContinuation::Outcome::kNotFramed;
   raft::Payload bytes;  // kMade: the data after point.kept_bytes
+  // kMade: the spliced data's CRC-32C (the point's extended over `bytes`), computed with the cut,
+  // outside the lane's lock.
+  std::uint32_t spliced_crc32c = 0;
 };
 SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
                                                 const replica::FramedSplicePoint& point);

@@ -344,7 +344,8 @@ TEST(SnapshotSpliceTransfer, EveryContinuationTheLeaderCannotUseIsAMissWithItsRe
     LaneQueue lane{append_lane_limits()};
     const std::string data = leader_encoding(3, 4, 99);
     SnapshotContinuation huge{*receipt->splice, replica::FramedContinuation::Outcome::kMade,
-                              raft::Payload(std::string(replica::kMaxFramedSnapshotBytes, 'x'))};
+                              raft::Payload(std::string(replica::kMaxFramedSnapshotBytes, 'x')),
+                              0};
     EXPECT_EQ(lane.push_snapshot(at_point(3, 3, data), util::crc32c::value(data), kT0, receipt,
                                  &huge),
               LaneQueue::Admission::kQueued);
