@@ -224,7 +224,7 @@ struct SnapshotTransfer {
   std::uint64_t bytes_total = 0;
   std::uint64_t bytes_skipped = 0;  // a resumed send: held by the follower already (in bytes_done)
   // A send that started at 0 although the follower held a partial: why it could not resume from it
-  // ("point", "bytes", "beyond_sent"; "" otherwise).
+  // ("point", "bytes", "beyond_sent", "head", "continuation"; "" otherwise).
   std::string resume_missed;
 };
 
@@ -309,6 +309,12 @@ struct NodeStatus {
   std::uint64_t snapshot_partials_restored = 0;
   std::uint64_t snapshot_bytes_restored = 0;
   std::uint64_t snapshot_partial_files_dropped = 0;
+  // Continuations sent as leader and the bytes they saved; partials spliced and continuations
+  // refused as follower (client.proto).
+  std::uint64_t snapshots_continued = 0;
+  std::uint64_t snapshot_resume_saved_bytes = 0;
+  std::uint64_t snapshot_partials_spliced = 0;
+  std::uint64_t snapshot_splices_refused = 0;
 };
 
 struct EndpointStatus {

@@ -174,6 +174,10 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.snapshot_partials_restored = wire.snapshot_partials_restored();
   status.snapshot_bytes_restored = wire.snapshot_bytes_restored();
   status.snapshot_partial_files_dropped = wire.snapshot_partial_files_dropped();
+  status.snapshots_continued = wire.snapshots_continued();
+  status.snapshot_resume_saved_bytes = wire.snapshot_resume_saved_bytes();
+  status.snapshot_partials_spliced = wire.snapshot_partials_spliced();
+  status.snapshot_splices_refused = wire.snapshot_splices_refused();
   for (const pb::PeerStatus& peer_wire : wire.peers())
     status.peers.push_back(peer_from_wire(peer_wire));
   return status;

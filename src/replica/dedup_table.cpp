@@ -45,8 +45,12 @@ DedupTable::Client& DedupTable::touch(std::uint64_t client_id) {
     lru_.splice(lru_.begin(), lru_, it->second);
     return lru_.front();
   }
-  // `>=`: a table that took a snapshot above its bound (replace) comes back down here.
-  while (!lru_.empty() && clients_.size() >= max_clients_) {
+  // At its bound the least recent client makes room for the new one. Above it (an install kept a
+  // continued transfer's union of two leaders' clients: replace) one more goes each time, so the
+  // table comes back to its bound one client per new client: the first new client does not forget
+  // the whole excess at once (thousands of clients whose retries the install kept them for, and
+  // as many erasures in one call on the loop; review H1).
+  for (int evict = 0; evict < 2 && !lru_.empty() && clients_.size() >= max_clients_; ++evict) {
     clients_.erase(lru_.back().client_id);
     lru_.pop_back();
   }

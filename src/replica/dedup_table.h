@@ -143,7 +143,7 @@ class DedupTable {
   // but all its clients, even above max_clients (a snapshot a new leader continued holds one
   // leader's clients <= X and another's > X: each within its bound, not their union; bounded by
   // the snapshot data's 64 MiB); the clients recorded afterwards bring the table back to its
-  // bound. Their recency is the table's own, not the sender's order (which depends on the
+  // bound, each new client evicting one of the excess beside the one it takes the room of. Their recency is the table's own, not the sender's order (which depends on the
   // sender's history): the client whose newest range ends last is the most recent, ties by lower
   // client id, so the clients whose appends are oldest in the log are evicted first. The log now starts at
   // `log_start` (a snapshot's index + 1) and the snapshot's senders saw their logs from

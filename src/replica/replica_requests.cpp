@@ -393,6 +393,7 @@ void Replica::tick() {
   (void)guard_core([&] {
     raft_->set_disk_over_watermark(disk_.exceeded());
     report_snapshot_progress();
+    deps_.sender->snapshots_useless_through(commit_);
     raft_->tick();
   });
   check_incoming_snapshot_current();

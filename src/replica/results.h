@@ -160,6 +160,11 @@ class MessageSender {
     (void)peer;
     return true;
   }
+  // The node's commit index is `committed`: a snapshot being received of an index at or below it
+  // is of no use any more (the entries arrived by replication, or it was installed), so the
+  // transport drops its partial at once (and the file that keeps it), and status and health stop
+  // reporting it (review drills5 M4). On the Raft loop, once per tick. Non-blocking.
+  virtual void snapshots_useless_through(std::uint64_t committed) { (void)committed; }
 };
 
 }  // namespace raftlog::replica

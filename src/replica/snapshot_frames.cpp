@@ -21,6 +21,9 @@ constexpr std::size_t kFrameOverheadBytes = 1 + 4 + 4;     // kind, length, CRC
 constexpr std::size_t kBlockFieldsBytes = 8 + 8 + 8 + 4;   // first id, last id, view start, count
 // The largest client record: encoded_client_size at kMaxAppendsPerClient appends.
 constexpr std::size_t kMaxClientRecordBytes = 8 + 8 + 4 + kMaxAppendsPerClient * (8 + 8 + 8 + 8 + 4);
+static_assert(kMaxAppendsPerClient == 4096 && kMaxSnapshotDataBytes == std::size_t{64} << 20 &&
+                  kMaxFramedSnapshotBytes == kMaxSnapshotDataBytes,
+              "snapshot_frame_walk.cpp's bounds are these");
 static_assert(kMaxClientRecordBytes < kSnapshotBlockBytes,
               "a closed block holds more than the bound less one client's record");
 

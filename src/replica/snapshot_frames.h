@@ -42,17 +42,13 @@
 #include <vector>
 
 #include "replica/snapshot_data.h"
+#include "replica/snapshot_frame_walk.h"
 #include "store/status.h"
 
 namespace raftlog::replica {
 
-inline constexpr std::uint32_t kFramedSnapshotMagic = 0x46534C52;  // "RLSF" in file order
-inline constexpr std::uint32_t kFramedSnapshotVersion = 4;
-// A CLIENTS block holds records up to this many bytes (a new block starts before a client that would
-// take it beyond): what a follower loses at most of a transfer cut mid-block.
-inline constexpr std::size_t kSnapshotBlockBytes = std::size_t{256} << 10;
-// The largest block body a decoder accepts: the records' bound plus the block's own fields.
-inline constexpr std::size_t kMaxSnapshotBlockBodyBytes = kSnapshotBlockBytes + 8 + 8 + 8 + 4;
+// kFramedSnapshotMagic, kFramedSnapshotVersion, kSnapshotBlockBytes, kMaxSnapshotBlockBodyBytes:
+// snapshot_frame_walk.h.
 // Distinct encoders' view starts a spliced data may name (its blocks' and its trailer's): one per
 // leader that contributed blocks to one transfer. More is refused (the transfer starts again at 0).
 inline constexpr std::size_t kMaxSnapshotSenders = 16;

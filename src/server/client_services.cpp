@@ -212,6 +212,10 @@ void add_snapshot_transfers(const SnapshotTransfers& transfers, v1::StatusRespon
   // As the metric: dropped at start, or removed after a failed write (a failing disk shows).
   response->set_snapshot_partial_files_dropped(transfers.received.partial_files_dropped +
                                                transfers.received.partial_file_write_failures);
+  response->set_snapshots_continued(transfers.snapshots_continued);
+  response->set_snapshot_resume_saved_bytes(transfers.snapshot_resume_saved_bytes);
+  response->set_snapshot_partials_spliced(transfers.received.partials_spliced);
+  response->set_snapshot_splices_refused(transfers.received.splices_refused);
 }
 
 }  // namespace

@@ -120,8 +120,8 @@ std::string check_snapshot(const pb::RaftMessage& in, raft::MessageType type) {
     return "a snapshot" + from + " carries a configuration that does not decode";
   }
   if (snapshot.total_bytes() == 0) {
-    if (snapshot.chunk_offset() != 0 || snapshot.data_crc32c() != 0)
-      return "a whole snapshot" + from + " carries a chunk offset or checksum";
+    if (snapshot.chunk_offset() != 0 || snapshot.data_crc32c() != 0 || snapshot.has_splice())
+      return "a whole snapshot" + from + " carries a chunk offset or checksum (or splice point)";
     return {};
   }
   // A chunk (snapshot_chunks.h): its bytes lie inside a total within the bound.
@@ -191,15 +191,34 @@ void encode_message(const raft::Message& message, std::string_view cluster_id,
   if (message.snapshot) out->mutable_snapshot()->set_data(message.snapshot->data.str());
 }
 
+namespace {
+
+void encode_splice_point(const replica::FramedSplicePoint& point, pb::SnapshotSplicePoint* out) {
+  out->set_head_crc32c(point.head_crc32c);
+  out->set_kept_bytes(point.kept_bytes);
+  out->set_last_client_id(point.last_client_id);
+  out->set_kept_crc32c(point.kept_crc32c);
+}
+
+replica::FramedSplicePoint decode_splice_point(const pb::SnapshotSplicePoint& in) {
+  return replica::FramedSplicePoint{in.head_crc32c(), in.kept_bytes(), in.last_client_id(),
+                                    in.kept_crc32c()};
+}
+
+}  // namespace
+
 void encode_snapshot_chunk(const raft::Message& message, const SnapshotChunkPlace& place,
-                           std::size_t length, std::string_view cluster_id,
-                           pb::RaftMessage* out) {
+                           std::size_t length, std::string_view cluster_id, pb::RaftMessage* out,
+                           const std::optional<replica::FramedSplicePoint>& splice) {
   encode_fields(message, cluster_id, out);
   pb::Snapshot* wire = out->mutable_snapshot();
-  wire->set_data(message.snapshot->data.data() + place.offset, length);
+  // A continuation's message holds only the bytes from its point on.
+  const std::uint64_t base = splice ? splice->kept_bytes : 0;
+  wire->set_data(message.snapshot->data.data() + (place.offset - base), length);
   wire->set_chunk_offset(place.offset);
   wire->set_total_bytes(place.total_bytes);
   wire->set_data_crc32c(place.data_crc32c);
+  if (splice) encode_splice_point(*splice, wire->mutable_splice());
 }
 
 namespace {
@@ -354,6 +373,15 @@ std::string decode_snapshot_chunk(pb::RaftMessage&& in, const MessageLimits& lim
            " with " + std::to_string(out->data.size()) + " bytes lies outside its total of " +
            std::to_string(out->place.total_bytes) + " bytes";
   }
+  if (in.snapshot().has_splice()) {
+    out->splice = decode_splice_point(in.snapshot().splice());
+    // The follower's bytes come first: the chunk lies after them, and they are not all the data.
+    if (out->splice->kept_bytes == 0 || out->splice->kept_bytes > out->place.offset) {
+      return "a snapshot continuation" + from + " at offset " +
+             std::to_string(out->place.offset) + " splices after byte " +
+             std::to_string(out->splice->kept_bytes);
+    }
+  }
   return {};
 }
 
@@ -364,6 +392,7 @@ void encode_snapshot_receipt(const SnapshotReceipt& receipt, pb::RaftMessage* ou
   wire->set_total_bytes(receipt.snapshot.total_bytes);
   wire->set_data_crc32c(receipt.snapshot.data_crc32c);
   wire->set_received_bytes(receipt.received_bytes);
+  if (receipt.splice) encode_splice_point(*receipt.splice, wire->mutable_splice());
 }
 
 std::optional<SnapshotReceipt> decode_snapshot_receipt(const pb::RaftMessage& in,
@@ -382,10 +411,18 @@ std::optional<SnapshotReceipt> decode_snapshot_receipt(const pb::RaftMessage& in
     *problem = from + " acknowledges " + std::to_string(wire.received_bytes()) + " of " +
                std::to_string(wire.total_bytes()) + " bytes";
   }
+  std::optional<replica::FramedSplicePoint> splice;
+  if (problem->empty() && wire.has_splice()) {
+    splice = decode_splice_point(wire.splice());
+    if (splice->kept_bytes == 0 || splice->kept_bytes > wire.received_bytes()) {
+      *problem = from + " names a splice point at byte " + std::to_string(splice->kept_bytes) +
+                 " of the " + std::to_string(wire.received_bytes()) + " it holds";
+    }
+  }
   if (!problem->empty()) return std::nullopt;
   return SnapshotReceipt{
       SnapshotIdentity{wire.index(), wire.term(), wire.total_bytes(), wire.data_crc32c()},
-      wire.received_bytes()};
+      wire.received_bytes(), splice};
 }
 
 std::string_view message_type_name(raft::MessageType type) {

@@ -65,9 +65,12 @@ std::string decode_message(peer::v1::RaftMessage&& in, const MessageLimits& limi
 
 // One chunk of `message`'s snapshot data (snapshot_chunks.h): every field of the message, the
 // `length` data bytes at place.offset, and the place. Precondition: they lie inside the data.
+// `splice`: a continuation (SnapshotChunk::splice), whose message holds the data from
+// splice->kept_bytes on (place.offset >= kept_bytes).
 void encode_snapshot_chunk(const raft::Message& message, const SnapshotChunkPlace& place,
                            std::size_t length, std::string_view cluster_id,
-                           peer::v1::RaftMessage* out);
+                           peer::v1::RaftMessage* out,
+                           const std::optional<replica::FramedSplicePoint>& splice = std::nullopt);
 // A SNAPSHOT message carrying one chunk of a snapshot sent in chunks (total_bytes set).
 bool is_snapshot_chunk(const peer::v1::RaftMessage& in);
 // The checks of decode_message for a chunk; its data is moved out of `in` into out->data.

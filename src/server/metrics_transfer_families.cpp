@@ -148,12 +148,33 @@ SnapshotMetrics::SnapshotMetrics(FamilyBuilder& builder) {
         [](const SnapshotTransfers& transfers) {
           return static_cast<double>(transfers.received.partial_files_dropped +
                                      transfers.received.partial_file_write_failures);
+        }},
+       {"raftlog_snapshots_continued_total",
+        "Continuations this leader sent: its snapshot data after a follower's splice point (the "
+        "follower's partial of another leader's data at the same point), instead of the whole data.",
+        &field<&SnapshotTransfers::snapshots_continued>},
+       {"raftlog_snapshot_resume_saved_bytes_total",
+        "Snapshot data bytes continuations did not send: the followers' partials they continued.",
+        &field<&SnapshotTransfers::snapshot_resume_saved_bytes>},
+       {"raftlog_snapshot_partials_spliced_total",
+        "Partial snapshots this follower cut at a new leader's splice point and continued with its "
+        "continuation.",
+        [](const SnapshotTransfers& transfers) {
+          return static_cast<double>(transfers.received.partials_spliced);
+        }},
+       {"raftlog_snapshot_splices_refused_total",
+        "Continuations this follower refused (its partial did not match their splice point): the "
+        "partial is dropped and the leader starts again at 0.",
+        [](const SnapshotTransfers& transfers) {
+          return static_cast<double>(transfers.received.splices_refused);
         }}});
   prometheus::Family<Counter>& missed = builder.counters(
       "raftlog_snapshot_resume_missed_total",
       "Chunked snapshots this leader started at offset 0 although the follower's receipt named a "
       "partial it holds, by why it could not resume: point (another snapshot point), bytes (the "
-      "same point, other data), beyond_sent (more than this leader sent of it).");
+      "same point, other data, no splice point named), beyond_sent (more than this leader sent of "
+      "it), head (a splice point under another head), continuation (no continuation could be "
+      "cut).");
   for (std::size_t reason = 0; reason < kResumeMissReasons; ++reason) {
     resume_missed_[reason] =
         &missed.Add({{"reason", to_string(static_cast<ResumeMiss>(reason))}});

@@ -408,6 +408,7 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   {
     std::lock_guard lock(snapshot_mu_);
     reassembler_.note_leader_term(leader_term_heard_.load());
+    reassembler_.note_leader_term(own_term_.load());
     whole = reassembler_.add(std::move(chunk), now, &problem);
     follow_partial_file_locked(sender);
     publish_receipt_locked();
@@ -426,6 +427,12 @@ std::optional<raft::Message> PeerInbound::reassemble(SnapshotChunk chunk) {
   return whole;
 }
 
+void PeerInbound::note_own_term(raft::Term term) {
+  raft::Term own = own_term_.load();
+  while (own < term && !own_term_.compare_exchange_weak(own, term)) {
+  }
+}
+
 void PeerInbound::note_leader_heard(raft::Term term) {
   raft::Term heard = leader_term_heard_.load();
   while (heard < term && !leader_term_heard_.compare_exchange_weak(heard, term)) {
@@ -439,6 +446,13 @@ void PeerInbound::note_leader_heard(raft::Term term) {
 void PeerInbound::record_whole_snapshot(const raft::Message& message) {
   std::lock_guard lock(snapshot_mu_);
   reassembler_.record_delivered(message, SnapshotReassembler::Clock::now());
+}
+
+void PeerInbound::drop_snapshot_partials_through(raft::Index index) {
+  std::lock_guard lock(snapshot_mu_);
+  if (reassembler_.drop_through(index) == 0) return;
+  follow_partial_file_locked(std::nullopt);
+  publish_receipt_locked();
 }
 
 SnapshotReceiveStatus PeerInbound::snapshot_status() const {

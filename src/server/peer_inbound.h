@@ -46,6 +46,12 @@ class PeerInbound {
   }
   // The reassembly of snapshots sent in chunks (snapshot_chunks.h); idle partials expire here too.
   SnapshotReceiveStatus snapshot_status() const;
+  // This node sent a message of `term` (its own current term; the transport passes every message
+  // but a pre-vote's and its answer's, which name a term not taken): a chunk of a lower term is
+  // stale as well, whatever leader was heard (its core would ignore the whole snapshot).
+  void note_own_term(raft::Term term);
+  // PeerTransport::drop_snapshot_partials_through.
+  void drop_snapshot_partials_through(raft::Index index);
 
  private:
   class InboundStream;
@@ -122,6 +128,7 @@ class PeerInbound {
   // The highest term of a leader's message received (note_leader_heard): handed to the reassembler
   // with each chunk, under snapshot_mu_.
   std::atomic<raft::Term> leader_term_heard_{0};
+  std::atomic<raft::Term> own_term_{0};  // note_own_term
   util::RateLimit receipt_log_{std::chrono::seconds(30)};  // under snapshot_mu_
   // Refused chunks: after a gap every later chunk of the transfer is refused (under snapshot_mu_).
   util::RateLimit refusal_log_{std::chrono::seconds(5)};

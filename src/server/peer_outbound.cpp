@@ -50,6 +50,8 @@ void add_lane_stats(const LaneStats& lane, LaneStats* total) {
   total->snapshots_resumed += lane.snapshots_resumed;
   total->snapshot_bytes_skipped += lane.snapshot_bytes_skipped;
   total->snapshot_resume_missed += lane.snapshot_resume_missed;
+  total->snapshots_continued += lane.snapshots_continued;
+  total->snapshot_resume_saved_bytes += lane.snapshot_resume_saved_bytes;
   total->last_send_ok = std::max(total->last_send_ok, lane.last_send_ok);
   if (!lane.last_error.empty() &&
       (total->last_error.empty() || lane.last_error_at > total->last_error_at)) {
@@ -77,6 +79,8 @@ LaneStats lane_snapshot(const LaneStats& stream_stats, const LaneQueue& queue) {
   lane.snapshots_resumed = counters.snapshots_resumed;
   lane.snapshot_bytes_skipped = counters.snapshot_bytes_skipped;
   lane.snapshot_resume_missed = counters.snapshot_resume_missed;
+  lane.snapshots_continued = counters.snapshots_continued;
+  lane.snapshot_resume_saved_bytes = counters.snapshot_resume_saved_bytes;
   return lane;
 }
 
@@ -329,15 +333,26 @@ bool PeerOutbound::send(raft::Message message) {
                          message.snapshot->data.size() > link.queue.snapshot_chunk_bytes();
     std::uint32_t crc = 0;
     std::optional<SnapshotReceipt> receipt;
+    std::optional<SnapshotContinuation> continuation;
     if (chunked) {
       crc = message.snapshot->data_crc32c ? *message.snapshot->data_crc32c
                                           : util::crc32c::value(message.snapshot->data.view());
       receipt = receipts_.from_peer(message.to);
+      // A partial of the same point but other data (another leader's) that names a splice point:
+      // this node's data after it, made here, outside the lane's lock (docs/design.md, "Snapshot
+      // transfer", *A new leader continues*).
+      if (receipt && receipt->splice && receipt->snapshot.index == message.snapshot->index &&
+          receipt->snapshot.term == message.snapshot->term &&
+          (receipt->snapshot.total_bytes != message.snapshot->data.size() ||
+           receipt->snapshot.data_crc32c != crc)) {
+        continuation = make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+      }
     }
     std::lock_guard lock(link.mu);
     const std::uint64_t full_before = link.queue.counters().dropped_queue_full;
     const LaneQueue::Admission admission =
-        chunked ? link.queue.push_snapshot(std::move(message), crc, Clock::now(), receipt)
+        chunked ? link.queue.push_snapshot(std::move(message), crc, Clock::now(), receipt,
+                                           continuation ? &*continuation : nullptr)
                 : link.queue.push(std::move(message), Clock::now());
     // Exactly what the queue counted (a push may also drop a chunk of an older transfer).
     dropped_queue_full_[static_cast<std::size_t>(link.lane)] +=
@@ -428,7 +443,7 @@ BatchPlan PeerOutbound::encode_batch(const LaneQueue& queue, pb::RaftMessageBatc
     pb::RaftMessage* wire = batch.add_messages();
     if (item.chunk && !item.chunk->whole) {
       encode_snapshot_chunk(item.message, item.chunk->place, item.chunk->length,
-                            options_.cluster_id, wire);
+                            options_.cluster_id, wire, item.chunk->splice);
     } else {
       encode_message(item.message, options_.cluster_id, wire);
     }

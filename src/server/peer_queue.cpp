@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "server/check.h"
+#include "util/crc32c.h"
 
 namespace raftlog::server {
 
@@ -46,6 +47,10 @@ const char* to_string(ResumeMiss reason) {
       return "bytes";
     case ResumeMiss::kBeyondSent:
       return "beyond_sent";
+    case ResumeMiss::kHead:
+      return "head";
+    case ResumeMiss::kContinuation:
+      return "continuation";
   }
   return "unknown";
 }
@@ -239,9 +244,41 @@ std::size_t LaneQueue::snapshot_chunk_bytes() const {
   return std::min(kSnapshotChunkBytes, limits_.max_message_bytes / 2);
 }
 
+SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
+                                                const replica::FramedSplicePoint& point) {
+  replica::FramedContinuation made = replica::make_framed_continuation(data.view(), point);
+  const std::uint32_t crc =
+      util::crc32c::extend(point.kept_crc32c, made.bytes.data(), made.bytes.size());
+  return SnapshotContinuation{point, made.outcome, raft::Payload(std::move(made.bytes)), crc};
+}
+
+bool LaneQueue::usable_continuation(const std::optional<SnapshotReceipt>& receipt,
+                                    const SnapshotContinuation* continuation,
+                                    std::optional<ResumeMiss>* missed) {
+  using Outcome = replica::FramedContinuation::Outcome;
+  if (!receipt->splice) return false;  // not framed, or its head incomplete: kBytes stays
+  if (continuation == nullptr || continuation->point != *receipt->splice) {
+    *missed = ResumeMiss::kContinuation;
+    return false;
+  }
+  if (continuation->outcome == Outcome::kOtherHead) {
+    *missed = ResumeMiss::kHead;
+    return false;
+  }
+  if (continuation->outcome != Outcome::kMade || continuation->bytes.empty() ||
+      continuation->point.kept_bytes + continuation->bytes.size() >
+          replica::kMaxFramedSnapshotBytes) {
+    *missed = ResumeMiss::kContinuation;
+    return false;
+  }
+  missed->reset();
+  return true;
+}
+
 LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32_t data_crc32c,
                                               Clock::time_point now,
-                                              const std::optional<SnapshotReceipt>& receipt) {
+                                              const std::optional<SnapshotReceipt>& receipt,
+                                              const SnapshotContinuation* continuation) {
   if (closed_) return Admission::kClosed;
   RAFTLOG_CHECK(message.snapshot && message.snapshot->data.size() > snapshot_chunk_bytes(),
                 "push_snapshot of a snapshot that fits one message");
@@ -253,7 +290,22 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   const SnapshotIdentity identity{message.snapshot->index, message.snapshot->term, total,
                                   data_crc32c};
   std::optional<ResumeMiss> missed;
-  const std::uint64_t start = resume_offset(identity, receipt, &missed);
+  std::uint64_t start = resume_offset(identity, receipt, &missed);
+  SnapshotIdentity sent_identity = identity;
+  std::optional<replica::FramedSplicePoint> splice;
+  if (missed == ResumeMiss::kBytes && usable_continuation(receipt, continuation, &missed)) {
+    // The peer keeps its bytes through the point; this lane sends what follows them.
+    splice = continuation->point;
+    start = splice->kept_bytes;
+    sent_identity.total_bytes = start + continuation->bytes.size();
+    sent_identity.data_crc32c = continuation->spliced_crc32c;
+    message.snapshot->data = continuation->bytes;
+    spdlog::info(
+        "snapshot to node {} at index {} (term {}): continuing its partial after byte {} (client "
+        "{}): {} bytes to send of {}",
+        message.to, identity.index, identity.term, start, splice->last_client_id,
+        continuation->bytes.size(), sent_identity.total_bytes);
+  }
   if (missed) {
     ++counters_.snapshot_resume_missed[*missed];
     if (const std::optional<std::uint64_t> held_back = resume_miss_log_.admit(now)) {
@@ -266,8 +318,8 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
           *held_back > 0 ? fmt::format(" ({} more since the last line)", *held_back) : "");
     }
   }
-  if (!made_identity_ || *made_identity_ != identity) {
-    made_identity_ = identity;
+  if (!made_identity_ || *made_identity_ != sent_identity) {
+    made_identity_ = sent_identity;
     made_through_ = 0;
   }
   made_through_ = std::max(made_through_, start);
@@ -275,12 +327,17 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   OutgoingSnapshot& outgoing = snapshot_.emplace();
   outgoing.message = std::move(message);
   outgoing.transfer = next_transfer_++;
-  outgoing.place = SnapshotChunkPlace{0, total, data_crc32c};
+  outgoing.place =
+      SnapshotChunkPlace{0, sent_identity.total_bytes, sent_identity.data_crc32c};
   outgoing.next_offset = start;
   outgoing.skipped_bytes = start;
   outgoing.resume_missed = missed;
+  outgoing.splice = splice;
   ++counters_.snapshots_started;
-  if (start > 0) {
+  if (splice) {
+    ++counters_.snapshots_continued;
+    counters_.snapshot_resume_saved_bytes += start;
+  } else if (start > 0) {
     ++counters_.snapshots_resumed;
     counters_.snapshot_bytes_skipped += start;
   }
@@ -350,7 +407,7 @@ QueuedMessage LaneQueue::make_chunk(Clock::time_point now) {
       QueuedChunk{outgoing.transfer,
                   SnapshotChunkPlace{outgoing.next_offset, outgoing.place.total_bytes,
                                      outgoing.place.data_crc32c},
-                  length}};
+                  length, /*whole=*/false, outgoing.splice}};
   outgoing.next_offset += length;
   made_through_ = std::max(made_through_, outgoing.next_offset);
   outgoing.window_bytes += length;

@@ -57,6 +57,8 @@ struct QueuedChunk {
   // The message carries its whole snapshot (data of at most one chunk): sent as it is, tracked for
   // progress like a transfer of one chunk.
   bool whole = false;
+  // A continuation's chunk (SnapshotChunk::splice): the message's data starts at its kept_bytes.
+  std::optional<replica::FramedSplicePoint> splice = std::nullopt;
 };
 
 struct QueuedMessage {
@@ -74,9 +76,14 @@ enum class ResumeMiss : std::uint8_t {
                 // whose new leader's log starts elsewhere, or after a trim or install moved it
   kBytes,       // the same point, other data (length or CRC): another leader's encoding
   kBeyondSent,  // this very data, but more bytes than this lane ever made of it (not trusted)
+  // The same point, other data, and the receipt names a splice point (a framed partial), but:
+  kHead,          // the partial's head differs from this data's (another state at the point)
+  kContinuation,  // no continuation could be cut (this data is not framed, or the spliced total
+                  // would pass what a receiver decodes, replica::kMaxFramedSnapshotBytes)
 };
-inline constexpr std::size_t kResumeMissReasons = 3;
-const char* to_string(ResumeMiss reason);  // the metric's label: "point", "bytes", "beyond_sent"
+inline constexpr std::size_t kResumeMissReasons = 5;
+// The metric's label: "point", "bytes", "beyond_sent", "head", "continuation".
+const char* to_string(ResumeMiss reason);
 
 // Resume misses counted by reason (indexed by ResumeMiss).
 struct ResumeMissCounts {
@@ -131,7 +138,25 @@ struct LaneQueueCounters {
   std::uint64_t snapshot_bytes_skipped = 0;
   // Chunked snapshots started at 0 although the peer's receipt named a partial, by reason.
   ResumeMissCounts snapshot_resume_missed;
+  // Continuations (a new leader's data after the peer's splice point) sent instead of the whole
+  // data, and the bytes they did not send (the peer's kept prefix).
+  std::uint64_t snapshots_continued = 0;
+  std::uint64_t snapshot_resume_saved_bytes = 0;
 };
+
+// A new leader's continuation for a peer whose receipt names a splice point of the same snapshot
+// point (replica::make_framed_continuation): made by the transport before it takes the lane's lock
+// (it copies the data after the point: up to 64 MiB, some 10-20 ms), once per send to such a peer.
+struct SnapshotContinuation {
+  replica::FramedSplicePoint point;  // the receipt's
+  replica::FramedContinuation::Outcome outcome = replica::FramedContinuation::Outcome::kNotFramed;
+  raft::Payload bytes;  // kMade: the data after point.kept_bytes
+  // kMade: the spliced data's CRC-32C (the point's extended over `bytes`), computed with the cut,
+  // outside the lane's lock.
+  std::uint32_t spliced_crc32c = 0;
+};
+SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
+                                                const replica::FramedSplicePoint& point);
 
 struct LaneQueueLimits {
   std::size_t max_messages = 0;  // held: queued + writing + unconfirmed; at least 1
@@ -198,8 +223,15 @@ class LaneQueue {
   // term, total, CRC) and, if the lane sent this identity before, an offset one of its transfers of
   // it reached (a peer cannot hold bytes it was never sent; a new leader, which sent none, trusts
   // any offset below the total); otherwise it is ignored.
+  // When the receipt names the same point but other data, and a splice point: the transfer sends
+  // `continuation` (made for that very point) instead, from the point on (counted as continued,
+  // the point's bytes as saved): its chunks carry the point, their place counts from the data's
+  // start and their CRC-32C is the spliced data's (the point's CRC extended over the
+  // continuation). Without one, or one that could not be made, it starts at 0 (a miss: kHead,
+  // kContinuation).
   Admission push_snapshot(raft::Message message, std::uint32_t data_crc32c, Clock::time_point now,
-                          const std::optional<SnapshotReceipt>& receipt = std::nullopt);
+                          const std::optional<SnapshotReceipt>& receipt = std::nullopt,
+                          const SnapshotContinuation* continuation = nullptr);
   // The lane's latest snapshot (whole or chunked), if it had one since it was last cleared.
   std::optional<SnapshotSendProgress> snapshot_progress() const;
   // The data bytes of one chunk: kSnapshotChunkBytes, or half the message bound when that is
@@ -262,6 +294,11 @@ class LaneQueue {
   std::uint64_t resume_offset(const SnapshotIdentity& identity,
                               const std::optional<SnapshotReceipt>& receipt,
                               std::optional<ResumeMiss>* missed) const;
+  // Whether `continuation` may replace the data for the peer whose receipt missed by kBytes; if
+  // not, *missed says why.
+  static bool usable_continuation(const std::optional<SnapshotReceipt>& receipt,
+                                  const SnapshotContinuation* continuation,
+                                  std::optional<ResumeMiss>* missed);
 
   // The snapshot being sent in chunks (or the last one, for status).
   struct OutgoingSnapshot {
@@ -272,6 +309,7 @@ class LaneQueue {
     std::size_t window_bytes = 0;     // data bytes of its chunks the lane holds
     std::uint64_t skipped_bytes = 0;  // resumed: the chunks start here
     std::optional<ResumeMiss> resume_missed;
+    std::optional<replica::FramedSplicePoint> splice;  // a continuation's
     std::uint64_t sent_bytes = 0;
     SnapshotSendProgress::State state = SnapshotSendProgress::State::kSending;
   };

@@ -63,6 +63,9 @@ class TransportSender final : public MessageSender {
     return transport != nullptr &&
            (transport->peer_snapshot_formats(peer) & kSnapshotFormatFramed) != 0;
   }
+  void snapshots_useless_through(std::uint64_t committed) override {
+    if (transport != nullptr) transport->drop_snapshot_partials_through(committed);
+  }
   void attach(PeerTransport* attached) {
     std::lock_guard lock(mu);
     transport = attached;

@@ -13,6 +13,12 @@ SnapshotIdentity identity_of(const raft::Message& message, const SnapshotChunkPl
                           place.data_crc32c};
 }
 
+// The same snapshot point: what a continuation may be spliced onto.
+bool same_point(const raft::Message& partial, const raft::Message& chunk) {
+  return partial.snapshot->index == chunk.snapshot->index &&
+         partial.snapshot->term == chunk.snapshot->term && partial.snapshot->conf == chunk.snapshot->conf;
+}
+
 }  // namespace
 
 std::string SnapshotReassembler::mismatch(const Partial& partial, const SnapshotChunk& chunk) {
@@ -38,9 +44,12 @@ void SnapshotReassembler::drop_or_continue_lower_terms(const SnapshotChunk& chun
       ++it;
       continue;
     }
-    // A deposed leader's partial: the new sender continues it only when it sends the same data
-    // and holds no partial of its own here.
-    if (!continued && !partials_.contains(from) && mismatch(it->second, chunk).empty()) {
+    // A deposed leader's partial: the new sender continues it only when it sends the same data,
+    // or a continuation of the same point (splice_partial checks it), and holds no partial of its
+    // own here.
+    if (!continued && !partials_.contains(from) &&
+        (mismatch(it->second, chunk).empty() ||
+         (chunk.splice && same_point(it->second.message, chunk.message)))) {
       continued = std::move(it->second);
       ++counters_.partials_continued;
     } else {
@@ -70,20 +79,20 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   }
 
   // A leader of a higher term was heard: this chunk is a deposed leader's, even when nothing of
-  // the new leader's snapshot is held here (it may send none, or have sent it whole).
+  // the new leader's snapshot is held here (it may send none, or have sent it whole). Its partial
+  // stays: the new leader may continue it (identical data, or a continuation after its splice
+  // point), and a deposed leader that is still alive keeps sending the chunks it had queued.
   if (term < leader_term_) {
     ++counters_.chunks_refused;
-    partials_.erase(from);
     *problem = "a snapshot chunk from node " + std::to_string(from) + " at term " +
-               std::to_string(term) + " is stale: a leader of term " +
-               std::to_string(leader_term_) + " was heard";
+               std::to_string(term) + " is stale: term " + std::to_string(leader_term_) +
+               " was heard or reached";
     return std::nullopt;
   }
   // Another peer's partial of a higher term: this chunk is a deposed leader's.
   for (const auto& [peer, partial] : partials_) {
     if (peer != from && partial.message.term > term) {
-      ++counters_.chunks_refused;
-      partials_.erase(from);
+      ++counters_.chunks_refused;  // its partial stays, as above
       *problem = "a snapshot chunk from node " + std::to_string(from) + " at term " +
                  std::to_string(term) + " is stale: node " + std::to_string(peer) +
                  " sends one at term " + std::to_string(partial.message.term);
@@ -96,6 +105,9 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   std::string wrong = found == partials_.end() ? "no snapshot in progress from this node"
                                                : mismatch(found->second, chunk);
   if (wrong.empty()) return continue_partial(found->second, std::move(chunk), now, problem);
+  if (chunk.splice && found != partials_.end()) {
+    return splice_partial(found, std::move(chunk), now, problem);
+  }
   if (chunk.place.offset != 0) {
     ++counters_.chunks_refused;
     if (found != partials_.end()) partials_.erase(found);
@@ -115,6 +127,7 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   partial.data = std::move(chunk.data);
   partial.last_chunk_at = now;
   partial.generation = next_generation_++;
+  partial.frames.advance(partial.data);
   if (partial.data.size() < partial.place.total_bytes) return std::nullopt;
   return complete(from, now, problem);
 }
@@ -158,8 +171,54 @@ std::optional<raft::Message> SnapshotReassembler::continue_partial(Partial& part
   }
   partial.data.append(chunk.data, static_cast<std::size_t>(held - chunk.place.offset),
                       std::string::npos);
+  partial.frames.advance(partial.data);
   if (partial.data.size() < partial.place.total_bytes) return std::nullopt;
   return complete(from, now, problem);
+}
+
+std::optional<raft::Message> SnapshotReassembler::splice_partial(
+    std::map<raft::NodeId, Partial>::iterator found, SnapshotChunk chunk, Clock::time_point now,
+    std::string* problem) {
+  Partial& partial = found->second;
+  const replica::FramedSplicePoint& point = *chunk.splice;
+  // A chunk of a lower term, or not the continuation's first (that one was lost): refused, the
+  // partial kept (its bytes through the point are still good; the next receipt names it again).
+  if (chunk.message.term < partial.message.term || chunk.place.offset != point.kept_bytes) {
+    ++counters_.chunks_refused;
+    *problem = "snapshot continuation chunk from node " + std::to_string(chunk.message.from) +
+               " at offset " + std::to_string(chunk.place.offset) + " (term " +
+               std::to_string(chunk.message.term) +
+               ") refused: a lower term than the partial's, or it does not start at the point (" +
+               std::to_string(point.kept_bytes) + "); the partial is kept";
+    return std::nullopt;
+  }
+  std::string wrong;
+  if (!same_point(partial.message, chunk.message)) {
+    wrong = "another snapshot point than the partial's";
+  } else {
+    wrong = replica::check_splice_point(partial.data, point);
+  }
+  if (!wrong.empty()) {
+    ++counters_.chunks_refused;
+    ++counters_.splices_refused;
+    *problem = "snapshot continuation from node " + std::to_string(chunk.message.from) +
+               " after byte " + std::to_string(point.kept_bytes) + " (client " +
+               std::to_string(point.last_client_id) + ") refused: " + wrong +
+               "; the partial is dropped";
+    partials_.erase(found);
+    return std::nullopt;
+  }
+  // The bytes through the point stay (each frame checked against its CRC by the walk, their
+  // CRC-32C the point's, which the continuation's whole-data CRC extends); the rest is replaced.
+  partial.data.resize(static_cast<std::size_t>(point.kept_bytes));
+  partial.place = SnapshotChunkPlace{0, chunk.place.total_bytes, chunk.place.data_crc32c};
+  partial.frames = replica::FramedFrameWalk();
+  partial.frames.advance(partial.data);
+  // Another data from here on: the file that keeps it starts again (snapshot_partial_file.h).
+  partial.generation = next_generation_++;
+  ++counters_.partials_spliced;
+  counters_.splice_kept_bytes += point.kept_bytes;
+  return continue_partial(partial, std::move(chunk), now, problem);
 }
 
 std::optional<raft::Message> SnapshotReassembler::complete(raft::NodeId from, Clock::time_point now,
@@ -197,6 +256,13 @@ void SnapshotReassembler::expire(Clock::time_point now) {
   }
 }
 
+std::size_t SnapshotReassembler::drop_through(raft::Index index) {
+  const std::size_t dropped = std::erase_if(
+      partials_, [&](const auto& entry) { return entry.second.message.snapshot->index <= index; });
+  counters_.partials_replaced += dropped;
+  return dropped;
+}
+
 std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* valid_until) const {
   const Partial* best = nullptr;
   for (const auto& [from, partial] : partials_) {
@@ -210,7 +276,8 @@ std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* v
     *valid_until =
         best->idle_clock_started ? best->last_chunk_at + idle_timeout_ : Clock::time_point::max();
   }
-  return SnapshotReceipt{identity_of(best->message, best->place), best->data.size()};
+  return SnapshotReceipt{identity_of(best->message, best->place), best->data.size(),
+                         best->frames.splice_point()};
 }
 
 SnapshotReassembler::PartialView SnapshotReassembler::view_of(raft::NodeId from,
@@ -253,6 +320,7 @@ std::string SnapshotReassembler::restore(raft::Message header, SnapshotChunkPlac
   partial.last_chunk_at = now;
   partial.idle_clock_started = false;  // start_idle_clocks(): once a leader is heard
   partial.generation = next_generation_++;
+  partial.frames.advance(partial.data);
   ++counters_.partials_restored;
   counters_.bytes_restored += partial.data.size();
   return {};

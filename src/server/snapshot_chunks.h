@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "raft/types.h"
+#include "replica/snapshot_frame_walk.h"
 
 namespace raftlog::server {
 
@@ -88,19 +89,30 @@ struct SnapshotIdentity {
 
 // A receiver's acknowledgement (peer.proto, SnapshotReceipt): it holds the first `received_bytes`
 // bytes of the snapshot `snapshot` (0 < received_bytes < snapshot.total_bytes, as the codec checks).
+// `splice`: for framed data (version 4), where another leader may continue it (its head CRC, the
+// end of its head or last complete client block, that block's last client, the CRC-32C of the
+// bytes before it; 0 < kept_bytes <= received_bytes), computed by the receiver from the bytes it
+// holds (replica::FramedFrameWalk).
 struct SnapshotReceipt {
   SnapshotIdentity snapshot;
   std::uint64_t received_bytes = 0;
+  std::optional<replica::FramedSplicePoint> splice = std::nullopt;
 
   friend bool operator==(const SnapshotReceipt&, const SnapshotReceipt&) = default;
 };
 
 // A chunk as the codec decoded and checked it (structure and bounds; message_codec.h): `message` is
 // the kSnapshot with index, term and configuration and empty data; `data` the chunk's bytes.
+// `splice`: a new leader's continuation (docs/design.md, "Snapshot transfer", *A new leader
+// continues*): its data is the follower's partial up to splice->kept_bytes (another sender's bytes
+// of the same snapshot point) followed by this sender's clients above splice->last_client_id and
+// its trailer; `place` counts from the data's start and its CRC-32C is the whole spliced data's.
+// The receiver splices only when its partial's bytes match the point exactly.
 struct SnapshotChunk {
   raft::Message message;
   SnapshotChunkPlace place;
   std::string data;
+  std::optional<replica::FramedSplicePoint> splice = std::nullopt;
 };
 
 // A partial snapshot being reassembled, for status and metrics.
@@ -146,6 +158,12 @@ struct SnapshotReceiveCounters {
   // memory only).
   std::uint64_t partial_files_dropped = 0;
   std::uint64_t partial_file_write_failures = 0;
+  // A new leader's continuation: partials spliced (cut at the continuation's point and continued
+  // with its bytes), the bytes they kept, and continuations refused (the partial did not match
+  // the point: it is dropped and the leader's next attempt starts at 0).
+  std::uint64_t partials_spliced = 0;
+  std::uint64_t splice_kept_bytes = 0;
+  std::uint64_t splices_refused = 0;
 };
 
 // Everything the receiver knows about snapshot transfers, for status and metrics.
@@ -172,6 +190,14 @@ struct SnapshotReceiveStatus {
 //   - a chunk of another identity starts a new partial at offset 0 (replacing the peer's), and is
 //     refused otherwise, dropping the peer's partial (a stale or forged chunk, or a new snapshot the
 //     receiver missed the start of: the sender has no receipt for it and starts again at 0);
+//   - a chunk of a continuation (SnapshotChunk::splice) of another identity than its peer's partial
+//     (or a lower term's partial of another peer, moved to it as above) but of the same snapshot
+//     point (index, term, configuration) splices it when the chunk starts at the point and the
+//     partial's bytes match it (check_splice_point: a head or block ends there with that last
+//     client, the head CRC and the CRC-32C of the bytes before it): the partial is cut there and
+//     takes the continuation's identity; otherwise the chunk is refused and the partial dropped
+//     (counted in splices_refused), so the sender's next attempt starts at 0, except a chunk of a
+//     lower term or not at the point (the first was lost): refused, the partial kept;
 //   - the last byte completes it: the CRC-32C of the whole data is checked and the whole message
 //     returned (with the header of the last chunk: its sender, term and commit), or the partial
 //     dropped and counted.
@@ -193,14 +219,19 @@ class SnapshotReassembler {
   // whose CRC did not match, for the log.
   std::optional<raft::Message> add(SnapshotChunk chunk, Clock::time_point now,
                                    std::string* problem);
-  // A leader's message (an append, a heartbeat, a chunk) of `term` reached this node: a chunk of
-  // a lower term is a deposed leader's, refused (counted in chunks_refused) whether or not a
-  // partial of the new term exists (the node's core would ignore the whole snapshot anyway).
+  // A leader's message (an append, a heartbeat, a chunk) of `term` reached this node, or this node
+  // itself is at `term` (it sent a message of it): a chunk of a lower term is a deposed leader's,
+  // refused (counted in chunks_refused) whether or not a partial of the new term exists (the
+  // node's core would ignore the whole snapshot anyway).
   void note_leader_term(raft::Term term) { leader_term_ = std::max(leader_term_, term); }
   // A snapshot that arrived whole in one message is handed on as well: remember it for status.
   void record_delivered(const raft::Message& snapshot, Clock::time_point now);
   // Drops partials idle for longer than the idle timeout (also done by add()).
   void expire(Clock::time_point now);
+  // Drops the partials of snapshots of an index at or below `index` (the node's commit index: the
+  // entries arrived by replication or were installed; the core would ignore such a snapshot),
+  // counted as replaced. Returns how many.
+  std::size_t drop_through(raft::Index index);
 
   SnapshotReceiveStatus status() const;
   std::size_t partial_count() const { return partials_.size(); }
@@ -237,6 +268,7 @@ class SnapshotReassembler {
     raft::Message message;  // the latest chunk's header (index, terms, configuration), no data
     SnapshotChunkPlace place;
     std::string data;  // the bytes received so far, from offset 0
+    replica::FramedFrameWalk frames;  // of `data`: its splice point, for the receipt
     Clock::time_point last_chunk_at{};
     // False for a restored partial until a leader is heard (start_idle_clocks) or a chunk of it
     // arrives: it does not expire meanwhile.
@@ -251,6 +283,11 @@ class SnapshotReassembler {
   // Under the rules above, for a chunk from a peer with a partial of the chunk's identity.
   std::optional<raft::Message> continue_partial(Partial& partial, SnapshotChunk chunk,
                                                 Clock::time_point now, std::string* problem);
+  // A continuation's chunk for a partial of another identity: splices it, or refuses the chunk and
+  // drops the partial.
+  std::optional<raft::Message> splice_partial(std::map<raft::NodeId, Partial>::iterator found,
+                                              SnapshotChunk chunk, Clock::time_point now,
+                                              std::string* problem);
   // The higher-term rule: drops lower-term partials of other peers, or moves one of the chunk's
   // identity to the chunk's peer.
   void drop_or_continue_lower_terms(const SnapshotChunk& chunk);

@@ -43,6 +43,8 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
     transfers.snapshots_resumed += peer.snapshots_resumed;
     transfers.snapshot_bytes_skipped += peer.snapshot_bytes_skipped;
     transfers.snapshot_resume_missed += peer.snapshot_resume_missed;
+    transfers.snapshots_continued += peer.snapshots_continued;
+    transfers.snapshot_resume_saved_bytes += peer.snapshot_resume_saved_bytes;
     if (!peer.snapshot || peer.snapshot->state == SnapshotSendProgress::State::kAbandoned) continue;
     const SnapshotSendProgress& progress = *peer.snapshot;
     // In flight while we lead and the follower has not acknowledged the snapshot's index, and only
@@ -59,7 +61,8 @@ SnapshotTransfers snapshot_transfers(const NodeStatus& status, const std::vector
         progress.resume_missed ? to_string(*progress.resume_missed) : ""});
   }
   transfers.received = receive.counters;
-  // The newest term's partial: after a leader change the old leader's is dropped anyway.
+  // The newest term's partial: after a leader change the old leader's is moved to the new sender
+  // (which continues it) or dropped, and one at or below the commit index is dropped at once.
   for (const SnapshotReceiveProgress& partial : receive.partials) {
     if (transfers.receiving && transfers.receiving->term >= partial.term) continue;
     transfers.receiving = SnapshotTransfer{

@@ -56,6 +56,9 @@ struct SnapshotTransfers {
   std::uint64_t snapshot_bytes_skipped = 0;
   // Chunked snapshots this node started at 0 although the follower's receipt named a partial.
   ResumeMissCounts snapshot_resume_missed;
+  // Continuations this node sent (its data after a follower's splice point) and the bytes saved.
+  std::uint64_t snapshots_continued = 0;
+  std::uint64_t snapshot_resume_saved_bytes = 0;
   SnapshotReceiveCounters received;
 };
 

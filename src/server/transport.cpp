@@ -118,7 +118,14 @@ class PeerTransport::Impl {
     return stop_result_;
   }
 
-  bool send(raft::Message message) { return outbound_.send(std::move(message)); }
+  bool send(raft::Message message) {
+    // Review L3 of the format: chunks below this node's own term are stale too.
+    if (message.type != raft::MessageType::kPreVote &&
+        message.type != raft::MessageType::kPreVoteResponse) {
+      inbound_.note_own_term(message.term);
+    }
+    return outbound_.send(std::move(message));
+  }
 
   void set_peers(const std::map<raft::NodeId, std::string>& peers) { admission_.set_peers(peers); }
   std::vector<PeerStats> peer_stats() const { return outbound_.peer_stats(); }
@@ -131,6 +138,9 @@ class PeerTransport::Impl {
     return stats;
   }
   SnapshotReceiveStatus snapshot_receive_status() const { return inbound_.snapshot_status(); }
+  void drop_snapshot_partials_through(raft::Index index) {
+    inbound_.drop_snapshot_partials_through(index);
+  }
   std::uint32_t peer_snapshot_formats(raft::NodeId peer) const {
     return receipts_.formats_of(peer);
   }
@@ -174,6 +184,10 @@ bool PeerTransport::stop() { return impl_->stop(); }
 bool PeerTransport::send(raft::Message message) { return impl_->send(std::move(message)); }
 std::vector<PeerStats> PeerTransport::peer_stats() const { return impl_->peer_stats(); }
 InboundStats PeerTransport::inbound_stats() const { return impl_->inbound_stats(); }
+void PeerTransport::drop_snapshot_partials_through(raft::Index index) {
+  impl_->drop_snapshot_partials_through(index);
+}
+
 SnapshotReceiveStatus PeerTransport::snapshot_receive_status() const {
   return impl_->snapshot_receive_status();
 }

@@ -214,6 +214,9 @@ struct LaneStats {
   std::uint64_t snapshot_bytes_skipped = 0;
   // Chunked snapshots started at 0 although the peer's receipt named a partial, by reason.
   ResumeMissCounts snapshot_resume_missed;
+  // Continuations sent (the data after the peer's splice point) and the bytes they did not send.
+  std::uint64_t snapshots_continued = 0;
+  std::uint64_t snapshot_resume_saved_bytes = 0;
 };
 
 // One peer: the inherited fields are the sums over its two lanes, except `connected` (either lane
@@ -296,6 +299,9 @@ class PeerTransport {
   // Snapshots being received in chunks (one partial per sending peer), the last one handed to
   // on_message, and the reassembly's counters (snapshot_chunks.h).
   SnapshotReceiveStatus snapshot_receive_status() const;
+  // Drops the partials of snapshots of an index at or below `index` (the node's commit index:
+  // of no use any more) and the file that keeps one; cheap when there are none. Any thread.
+  void drop_snapshot_partials_through(raft::Index index);
   std::uint64_t dropped_unknown_peer() const;
   // The snapshot data formats `peer` says it decodes on its latest message (kSnapshotFormat*,
   // snapshot_chunks.h; 0 before any message or from a node from before the field). Any thread.

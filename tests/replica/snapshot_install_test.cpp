@@ -22,7 +22,11 @@ namespace {
 
 struct RecordingSender final : MessageSender {
   void send(raft::Message message) override { sent.push_back(std::move(message)); }
+  void snapshots_useless_through(std::uint64_t committed) override {
+    useless_through.push_back(committed);
+  }
   std::vector<raft::Message> sent;
+  std::vector<std::uint64_t> useless_through;
 };
 
 struct RoomyDisk final : DiskProbe {
@@ -263,6 +267,17 @@ TEST_F(SnapshotInstallTest, InstallsTheSnapshotAndAnswersOnlyOnceItIsDurable) {
   EXPECT_EQ(replica_->topic_offsets().next_offset("orders"), 8U);
   EXPECT_EQ(lookup(77, 5, {"x", "y"}), DedupTable::Lookup::kFound);
   EXPECT_EQ(replica_->core().conf_history().front().conf, snapshot_conf());
+}
+
+// Review drills5 M4: every tick tells the transport the commit index, so a partial snapshot of an
+// index at or below it (the entries came by replication) is dropped at once, with its file.
+TEST_F(SnapshotInstallTest, EachTickTellsTheTransportTheCommitIndexSoStalePartialsGo) {
+  build_old_state();
+  ASSERT_GT(replica_->commit_index(), 0U);
+  sender_.useless_through.clear();
+  replica_->tick();
+  ASSERT_EQ(sender_.useless_through.size(), 1U);
+  EXPECT_EQ(sender_.useless_through.back(), replica_->commit_index());
 }
 
 // A hard state lost beside the empty log an install leaves (it starts after the snapshot's index,

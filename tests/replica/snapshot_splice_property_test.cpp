@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -125,14 +127,27 @@ Outcome splice_and_check(const std::vector<LoggedAppend>& log, const SnapshotDat
     return outcome;
   }
   const std::uint64_t x = framed_a.frames.blocks[cut].last_client;
-  SnapshotData b_above = b;
-  std::erase_if(b_above.dedup_clients, [&](const auto& client) { return client.client_id <= x; });
-  if (plant == Plant::kDropForgottenBelow) {
+  std::string spliced;
+  if (plant == Plant::kNone) {
+    // As a transfer splices: the follower's splice point from the bytes it holds (A's through the
+    // block and one byte more), the continuation B cuts from its own encoding (blocks of another
+    // size, so X usually falls inside one of B's blocks and it is re-blocked).
+    FramedFrameWalk walk;
+    walk.advance(std::string_view(framed_a.bytes).substr(0, framed_a.frames.blocks[cut].end + 1));
+    const std::optional<FramedSplicePoint> point = walk.splice_point();
+    if (!point || point->last_client_id != x) return outcome;
+    const FramedContinuation continuation = make_framed_continuation(
+        encode_framed_snapshot_data(b, block_bytes + 137).bytes, *point);
+    if (continuation.outcome != FramedContinuation::Outcome::kMade) return outcome;
+    spliced = framed_a.bytes.substr(0, point->kept_bytes) + continuation.bytes;
+  } else {
+    SnapshotData b_above = b;
+    std::erase_if(b_above.dedup_clients, [&](const auto& client) { return client.client_id <= x; });
     for (auto& client : b_above.dedup_clients) client.forgotten_below = 0;
+    const FramedSnapshotData framed_b = encode_framed_snapshot_data(b_above, block_bytes);
+    spliced = framed_a.bytes.substr(0, framed_a.frames.blocks[cut].end) +
+              framed_b.bytes.substr(framed_b.frames.head_end);
   }
-  const FramedSnapshotData framed_b = encode_framed_snapshot_data(b_above, block_bytes);
-  const std::string spliced = framed_a.bytes.substr(0, framed_a.frames.blocks[cut].end) +
-                              framed_b.bytes.substr(framed_b.frames.head_end);
   auto decoded = decode_snapshot_data(spliced);
   if (!decoded.ok()) return outcome;
   outcome.decoded = true;
@@ -179,9 +194,12 @@ Scenario random_scenario(std::uint64_t seed) {
   s.log = random_log(random, 10 + random() % 50, 300 + random() % 500);
   const std::uint64_t last = s.log.back().first + s.log.back().payloads.size() - 1;
   const std::uint64_t point = last / 2 + random() % (last / 3);
-  // A: the whole log, its own flags, its log through the point and a little past it.
+  // A: the whole log, or in one seed in two a restart's rebuild window (review L1: its blocks'
+  // view start then is not 1), its own flags, its log through the point and a little past it.
+  const std::uint64_t a_from = seed % 2 == 0 ? 1 : 1 + random() % (point / 2);
   const std::size_t a_clients = 8 + random() % 60;
-  const DedupTable a = leader_table(s.log, a_clients, 2 + random() % 8, 1, point + random() % 20);
+  const DedupTable a =
+      leader_table(s.log, a_clients, 2 + random() % 8, a_from, point + random() % 20);
   // B: other flags, a restart that rebuilt from a window, a log further past the point.
   const std::uint64_t window = 1 + random() % (point / 2);
   const std::size_t b_clients = 8 + random() % 60;

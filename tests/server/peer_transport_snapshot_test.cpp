@@ -75,6 +75,46 @@ TEST(PeerTransportSnapshot, ALargeSnapshotArrivesWholeWhileHeartbeatsKeepFlowing
   EXPECT_EQ(received.last_delivered->index, 500U);
 }
 
+// Review L3 of the format: a node whose own term passed the sender's (it campaigned, or answered
+// a higher term) refuses the sender's chunks as stale even before any leader of the higher term
+// was heard: its core would ignore the snapshot anyway.
+TEST(PeerTransportSnapshot, ChunksBelowTheReceiversOwnTermAreRefusedAsStale) {
+  const auto addresses = pick_addresses({1, 2});
+  TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
+  TestNode receiver(test_options(2, addresses), port_of(addresses.at(2)));
+  raft::Message vote;
+  vote.type = raft::MessageType::kVote;
+  vote.from = 2;
+  vote.to = 1;
+  vote.term = 9;  // above the snapshot's message term (3)
+  ASSERT_TRUE(receiver.transport().send(vote));
+  raft::Message pre_vote = vote;
+  pre_vote.type = raft::MessageType::kPreVote;
+  pre_vote.term = 50;  // a pre-vote names a term it did not take: not this node's term
+  ASSERT_TRUE(receiver.transport().send(pre_vote));
+  const raft::Message snapshot = large_snapshot(1, 2, 4 * kSnapshotChunkBytes + 7);
+  ASSERT_TRUE(sender.transport().send(snapshot));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return receiver.transport().snapshot_receive_status().counters.chunks_received >= 5;
+      },
+      20s));
+  const SnapshotReceiveStatus received = receiver.transport().snapshot_receive_status();
+  EXPECT_EQ(received.counters.chunks_refused, 5U);
+  EXPECT_EQ(received.counters.snapshots_delivered, 0U);
+  EXPECT_TRUE(received.partials.empty());
+  // A message at its own term (9) is not stale: a whole snapshot of term 9 gets through.
+  raft::Message current = large_snapshot(1, 2, 4 * kSnapshotChunkBytes + 7);
+  current.term = 9;
+  ASSERT_TRUE(sender.transport().send(current));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return receiver.transport().snapshot_receive_status().counters.snapshots_delivered == 1;
+      },
+      20s))
+      << receiver.transport().snapshot_receive_status().counters.chunks_refused;
+}
+
 TEST(PeerTransportSnapshot, ANewerSnapshotForTheSamePeerReplacesTheOneBeingSent) {
   const auto addresses = pick_addresses({1, 2});
   TestNode sender(test_options(1, addresses), port_of(addresses.at(1)));
@@ -248,6 +288,35 @@ TEST(PeerTransportSnapshot, WithoutAReceiptTheLeaderSendsFromOffsetZero) {
   EXPECT_EQ(stats.snapshot->sent_bytes, total);
   // This (new) receiver skipped the three chunks it held instead of starting over.
   EXPECT_EQ(receiver.transport().snapshot_receive_status().counters.chunks_duplicate, 3U);
+}
+
+}  // namespace
+}  // namespace raftlog::server
+
+namespace raftlog::server {
+namespace {
+
+// Review drills5 M4: the follower held a partial of snapshot 500 when its commit index passed 500
+// by ordinary replication (a new leader that still held the entries). The partial, its receipt and
+// its SNAPSHOT.partial go at once, not after the 30 s idle timeout: status stops saying RECEIVING.
+TEST(PeerTransportSnapshot, APartialAtOrBelowTheCommitIndexIsDroppedAtOnceWithItsFile) {
+  testing::TempDir data_dir;
+  const std::string partial_path = data_dir.path() + "/SNAPSHOT.partial";
+  const auto addresses = pick_addresses({1, 2});
+  PeerTransportOptions receiver_options = test_options(2, addresses);
+  receiver_options.snapshot_partial_path = partial_path;
+  TestNode receiver(receiver_options, port_of(addresses.at(2)));
+  const raft::Message snapshot = large_snapshot(1, 2, 10 * kSnapshotChunkBytes + 5);
+  ASSERT_TRUE(raw_batch_stream(addresses.at(2), {chunk_batch(snapshot, {0, 1, 2})}).ok());
+  ASSERT_TRUE(eventually(
+      [&] { return receiver.transport().snapshot_receive_status().partials.size() == 1; }, 10s));
+  ASSERT_TRUE(std::filesystem::exists(partial_path));
+  receiver.transport().drop_snapshot_partials_through(499);  // below the point: still of use
+  EXPECT_EQ(receiver.transport().snapshot_receive_status().partials.size(), 1U);
+  EXPECT_TRUE(std::filesystem::exists(partial_path));
+  receiver.transport().drop_snapshot_partials_through(500);
+  EXPECT_TRUE(receiver.transport().snapshot_receive_status().partials.empty());
+  EXPECT_FALSE(std::filesystem::exists(partial_path));
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ inline LaneQueueLimits append_lane_limits() {
 // What a receiver decodes from one queued item after it crossed the wire.
 inline SnapshotChunk through_the_wire(const QueuedMessage& item) {
   pb::RaftMessage wire;
-  encode_snapshot_chunk(item.message, item.chunk->place, item.chunk->length, "c", &wire);
+  encode_snapshot_chunk(item.message, item.chunk->place, item.chunk->length, "c", &wire,
+                        item.chunk->splice);
   pb::RaftMessage parsed;
   EXPECT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
   EXPECT_TRUE(is_snapshot_chunk(parsed));

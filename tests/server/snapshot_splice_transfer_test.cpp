@@ -1,0 +1,369 @@
+// A new leader continues a follower's framed partial over the transfer (snapshot_chunks.h, the
+// continuation rule; peer_queue.h push_snapshot with a SnapshotContinuation), without gRPC
+// streams: the follower's receipt names its splice point, the new leader's lane sends only its
+// data after it, the follower splices and completes a snapshot that decodes to the old leader's
+// clients through X and the new leader's after; every continuation that does not match the partial
+// is refused (the partial dropped, so the next attempt starts at 0) and every miss is counted.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "raftlog/peer/v1/peer.pb.h"
+#include "replica/snapshot_frames.h"
+#include "server/message_codec.h"
+#include "server/peer_queue.h"
+#include "server/snapshot_chunks.h"
+#include "snapshot_chunk_support.h"
+#include "util/crc32c.h"
+
+namespace raftlog::server {
+namespace {
+
+using namespace snapshot_testing;  // snapshot_chunk_support.h
+
+constexpr raft::Index kPoint = 90'000;
+
+// One leader's encoding at the point: the same head as every leader's, its own clients (ids from
+// `first_id` by `step`), digests (`salt`) and trailer. About 3.5 MB: four chunks, fourteen blocks.
+std::string leader_encoding(std::uint64_t first_id, std::uint64_t step, std::uint32_t salt,
+                            const std::string& extra_topic = "") {
+  replica::SnapshotData data;
+  data.index = kPoint;
+  data.term = 2;
+  data.conf.voters = {1, 2, 3};
+  data.conf.addresses = {{1, "127.0.0.1:7001"}, {3, "127.0.0.1:7003"}};
+  data.topics = {{"orders", 44}};
+  if (!extra_topic.empty()) data.topics.push_back({extra_topic, 1});
+  data.timestamp_floor_ms = 1'700'000'000'000 + salt;
+  data.section = "leader " + std::to_string(salt);
+  data.dedup_view_start = 100 + salt;
+  for (std::uint64_t c = 0; c < 3000; ++c) {
+    replica::DedupTable::ClientState client{first_id + c * step, 1, {}};
+    for (std::uint64_t a = 0; a < 32; ++a) {
+      const std::uint64_t at = 1 + (c * 32 + a) % 80'000;
+      client.appends.push_back({a + 1, {at, at, 2}, static_cast<std::uint32_t>(c + a) ^ salt});
+    }
+    data.dedup_clients.push_back(std::move(client));
+  }
+  return replica::encode_framed_snapshot_data(data).bytes;
+}
+
+// A snapshot message at the point (its last entry of term 2) carrying `data`, sent at `term`.
+raft::Message at_point(raft::NodeId from, raft::Term term, std::string data) {
+  raft::Message message = snapshot_message(from, term, kPoint, std::move(data));
+  message.snapshot->term = 2;
+  return message;
+}
+
+std::vector<SnapshotChunk> drain(LaneQueue& lane) {
+  std::vector<SnapshotChunk> chunks;
+  for (int write = 0; write < 1000 && lane.has_queued(); ++write) {
+    lane.take_batch();
+    for (const QueuedMessage& item : lane.writing()) chunks.push_back(through_the_wire(item));
+    BatchPlan plan(lane.limits());
+    for (std::size_t i = 0; i < lane.writing().size(); ++i) plan.add(kSnapshotChunkBytes + 4096);
+    lane.settle_batch(plan);
+    lane.write_sent(kT0);
+  }
+  return chunks;
+}
+
+// The old leader (node 1, term 2) sent the follower its first `chunks` chunks.
+struct FollowerWithPartial {
+  std::string old_data = leader_encoding(2, 3, 0);
+  SnapshotReassembler reassembler;
+  std::string problem;
+
+  explicit FollowerWithPartial(std::size_t chunks = 2) {
+    const std::vector<SnapshotChunk> sent = chunks_of(at_point(1, 2, old_data));
+    for (std::size_t i = 0; i < chunks; ++i) {
+      EXPECT_FALSE(reassembler.add(sent[i], kT0, &problem).has_value());
+    }
+  }
+};
+
+// The new leader (node 3, term 3) sends its own data to a follower whose receipt is `receipt`:
+// what its lane sends.
+struct NewLeaderSend {
+  LaneQueue lane{append_lane_limits()};
+  std::vector<SnapshotChunk> chunks;
+  NewLeaderSend(const std::string& data, const std::optional<SnapshotReceipt>& receipt,
+                bool with_continuation = true) {
+    const raft::Message message = at_point(3, 3, data);
+    const std::uint32_t crc = util::crc32c::value(data);
+    std::optional<SnapshotContinuation> continuation;
+    if (with_continuation && receipt && receipt->splice) {
+      continuation = make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+    }
+    EXPECT_EQ(lane.push_snapshot(message, crc, kT0, receipt,
+                                 continuation ? &*continuation : nullptr),
+              LaneQueue::Admission::kQueued);
+    chunks = drain(lane);
+  }
+};
+
+TEST(SnapshotSpliceTransfer, TheReceiptNamesTheLastCompleteBlockAndTravelsChecked) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt.has_value());
+  ASSERT_TRUE(receipt->splice.has_value());
+  replica::FramedFrameWalk walk;
+  walk.advance(std::string_view(follower.old_data).substr(0, 2 * kSnapshotChunkBytes));
+  EXPECT_EQ(receipt->splice, walk.splice_point());
+  EXPECT_GT(receipt->splice->last_client_id, 0U);
+  EXPECT_LE(receipt->splice->kept_bytes, 2 * kSnapshotChunkBytes);
+  EXPECT_GT(receipt->splice->kept_bytes, 2 * kSnapshotChunkBytes - replica::kSnapshotBlockBytes - 64);
+
+  pb::RaftMessage wire;
+  encode_snapshot_receipt(*receipt, &wire);
+  pb::RaftMessage parsed;
+  ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
+  std::string problem;
+  EXPECT_EQ(decode_snapshot_receipt(parsed, &problem), receipt);
+  // A splice point past the bytes the receipt acknowledges, or at 0, is not trusted.
+  for (const std::uint64_t kept : {std::uint64_t{0}, receipt->received_bytes + 1}) {
+    pb::RaftMessage copy = parsed;
+    copy.mutable_snapshot_receipt()->mutable_splice()->set_kept_bytes(kept);
+    EXPECT_FALSE(decode_snapshot_receipt(copy, &problem).has_value()) << kept;
+    EXPECT_NE(problem.find("splice point"), std::string::npos) << problem;
+  }
+  // Data of versions 1..3 names no splice point.
+  SnapshotReassembler plain;
+  const std::vector<SnapshotChunk> chunks =
+      chunks_of(snapshot_message(1, 2, 900, snapshot_data(3 * kSnapshotChunkBytes, 5)));
+  EXPECT_FALSE(plain.add(chunks[0], kT0, &problem).has_value());
+  ASSERT_TRUE(plain.receipt().has_value());
+  EXPECT_FALSE(plain.receipt()->splice.has_value());
+}
+
+TEST(SnapshotSpliceTransfer, ANewLeaderSendsOnlyItsDataAfterThePointAndTheFollowerInstallsIt) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const replica::FramedSplicePoint point = *receipt->splice;
+  // The new leader's data differs (other clients, digests, trailer): no byte-identical resume.
+  const std::string new_data = leader_encoding(3, 4, 99);
+  NewLeaderSend send(new_data, receipt);
+  ASSERT_FALSE(send.chunks.empty());
+  EXPECT_EQ(send.chunks.front().place.offset, point.kept_bytes);
+  EXPECT_EQ(send.chunks.front().splice, point);
+  const LaneQueueCounters& counters = send.lane.counters();
+  EXPECT_EQ(counters.snapshots_continued, 1U);
+  EXPECT_EQ(counters.snapshot_resume_saved_bytes, point.kept_bytes);
+  EXPECT_EQ(counters.snapshots_resumed, 0U);
+  for (std::uint64_t missed : counters.snapshot_resume_missed.by_reason) EXPECT_EQ(missed, 0U);
+  std::uint64_t sent = 0;
+  for (const SnapshotChunk& chunk : send.chunks) sent += chunk.data.size();
+  EXPECT_EQ(sent, send.chunks.front().place.total_bytes - point.kept_bytes);
+  // Its clients above X and its trailer only: not its 1,300 clients below X (1.5 MB).
+  EXPECT_LT(sent + 1'000'000, new_data.size());
+
+  std::optional<raft::Message> whole;
+  for (std::size_t i = 0; i < send.chunks.size(); ++i) {
+    whole = follower.reassembler.add(send.chunks[i], kT0, &follower.problem);
+    EXPECT_EQ(follower.problem, "") << i;
+    if (i == 0) {
+      // The partial took the continuation's identity: its receipt names it, for a resume.
+      ASSERT_TRUE(follower.reassembler.receipt().has_value());
+      EXPECT_EQ(follower.reassembler.receipt()->snapshot.total_bytes,
+                send.chunks[0].place.total_bytes);
+    }
+  }
+  ASSERT_TRUE(whole.has_value()) << "the last chunk completes the spliced data";
+  const SnapshotReceiveCounters& received = follower.reassembler.status().counters;
+  EXPECT_EQ(received.partials_spliced, 1U);
+  EXPECT_EQ(received.splice_kept_bytes, point.kept_bytes);
+  EXPECT_EQ(received.checksum_mismatches, 0U);
+  EXPECT_EQ(whole->from, 3U);
+  const std::string_view data = whole->snapshot->data.view();
+  EXPECT_EQ(data.substr(0, point.kept_bytes),
+            std::string_view(follower.old_data).substr(0, point.kept_bytes));
+  store::Result<replica::SnapshotData> decoded = replica::decode_snapshot_data(data);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  // Old leader's clients 2, 5, 8, ... through X; the new leader's 3, 7, 11, ... after it.
+  std::uint64_t previous = 0;
+  for (const replica::DedupTable::ClientState& client : decoded->dedup_clients) {
+    EXPECT_GT(client.client_id, previous);
+    previous = client.client_id;
+    if (client.client_id <= point.last_client_id) {
+      EXPECT_EQ((client.client_id - 2) % 3, 0U) << client.client_id;
+    } else {
+      EXPECT_EQ(client.client_id % 4, 3U) << client.client_id;
+      EXPECT_EQ(client.appends.front().digest,
+                static_cast<std::uint32_t>((client.client_id - 3) / 4) ^ 99U)
+          << "the new leader's record of " << client.client_id;
+    }
+  }
+  EXPECT_EQ(decoded->section, "leader 99");
+  EXPECT_EQ(decoded->dedup_view_start, 199U);
+  EXPECT_EQ(decoded->spliced_view_starts, std::vector<std::uint64_t>{100});
+}
+
+// Review M1: a deposed leader that is still alive keeps sending the chunks it had queued after
+// the follower heard the new leader. They are refused as stale, but the partial stays for the new
+// leader to continue.
+TEST(SnapshotSpliceTransfer, ADeposedLeadersLateChunkKeepsThePartialTheNewLeaderContinues) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  follower.reassembler.note_leader_term(3);  // the new leader's heartbeat
+  const std::vector<SnapshotChunk> old_chunks = chunks_of(at_point(1, 2, follower.old_data));
+  EXPECT_FALSE(follower.reassembler.add(old_chunks[2], kT0, &follower.problem).has_value());
+  EXPECT_NE(follower.problem.find("stale"), std::string::npos) << follower.problem;
+  EXPECT_EQ(follower.reassembler.receipt(), receipt) << "the partial is kept";
+  NewLeaderSend send(leader_encoding(3, 4, 99), receipt);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : send.chunks) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  ASSERT_TRUE(whole.has_value()) << follower.problem;
+  EXPECT_EQ(follower.reassembler.status().counters.partials_spliced, 1U);
+  EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
+}
+
+// Review M6: a follower restarted from its SNAPSHOT.partial (restore) names the splice point of the
+// bytes it restored, and a new leader's continuation splices onto the restored partial.
+TEST(SnapshotSpliceTransfer, ARestoredPartialNamesItsSplicePointAndIsContinued) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReassembler::PartialView> view = follower.reassembler.partial_from(1);
+  ASSERT_TRUE(view.has_value());
+  SnapshotReassembler restarted;
+  ASSERT_EQ(restarted.restore(*view->header, view->place, std::string(view->data), kT0), "");
+  const std::optional<SnapshotReceipt> receipt = restarted.receipt();
+  ASSERT_TRUE(receipt.has_value());
+  EXPECT_EQ(receipt->splice, follower.reassembler.receipt()->splice);
+  ASSERT_TRUE(receipt->splice.has_value());
+  NewLeaderSend send(leader_encoding(3, 4, 99), receipt);
+  std::optional<raft::Message> whole;
+  std::string problem;
+  for (const SnapshotChunk& chunk : send.chunks) whole = restarted.add(chunk, kT0, &problem);
+  ASSERT_TRUE(whole.has_value()) << problem;
+  EXPECT_EQ(restarted.status().counters.partials_spliced, 1U);
+  EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
+}
+
+TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAndThePartialDropped) {
+  const std::string new_data = leader_encoding(3, 4, 99);
+  struct Case {
+    const char* name;
+    std::function<void(replica::FramedSplicePoint&)> forge;
+    const char* reason;
+  };
+  const std::vector<Case> cases = {
+      {"other head CRC", [](auto& p) { p.head_crc32c ^= 0x10; }, "another head"},
+      {"X not at a block end", [](auto& p) { p.kept_bytes -= 7; }, "no head or client block"},
+      {"offset beyond what is held",
+       [](auto& p) { p.kept_bytes = 2 * kSnapshotChunkBytes + 1; }, "the partial holds"},
+      {"forged X", [](auto& p) { p.last_client_id += 3; }, "ends at client"},
+      {"other kept bytes", [](auto& p) { p.kept_crc32c ^= 1; }, "differ"},
+  };
+  for (const Case& c : cases) {
+    FollowerWithPartial follower;
+    std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+    ASSERT_TRUE(receipt && receipt->splice);
+    c.forge(*receipt->splice);  // the leader believes a receipt the follower never sent
+    receipt->received_bytes = std::max(receipt->received_bytes, receipt->splice->kept_bytes);
+    NewLeaderSend send(new_data, receipt);
+    ASSERT_FALSE(send.chunks.empty()) << c.name;
+    if (std::string(c.name) == "other head CRC") {
+      // The leader sees the head differ itself: it starts at 0, counted.
+      EXPECT_EQ(send.chunks.front().place.offset, 0U);
+      EXPECT_EQ(send.lane.counters().snapshot_resume_missed[ResumeMiss::kHead], 1U);
+      // Forced through anyway, as a forged chunk would be: the follower refuses it.
+      SnapshotChunk forged = send.chunks[1];
+      forged.place.offset = receipt->splice->kept_bytes;
+      forged.splice = receipt->splice;
+      EXPECT_FALSE(follower.reassembler.add(forged, kT0, &follower.problem).has_value());
+    } else {
+      EXPECT_EQ(send.chunks.front().splice, receipt->splice) << c.name;
+      EXPECT_FALSE(follower.reassembler.add(send.chunks[0], kT0, &follower.problem).has_value());
+    }
+    EXPECT_NE(follower.problem.find(c.reason), std::string::npos)
+        << c.name << ": " << follower.problem;
+    EXPECT_EQ(follower.reassembler.status().counters.splices_refused, 1U) << c.name;
+    EXPECT_EQ(follower.reassembler.status().counters.partials_spliced, 0U) << c.name;
+    EXPECT_FALSE(follower.reassembler.receipt().has_value())
+        << c.name << ": the partial is dropped, so the next attempt starts at 0";
+  }
+  // A chunk of the continuation that is not its first (the first was lost) splices nothing.
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  NewLeaderSend send(new_data, receipt);
+  ASSERT_GE(send.chunks.size(), 2U);
+  EXPECT_FALSE(follower.reassembler.add(send.chunks[1], kT0, &follower.problem).has_value());
+  EXPECT_NE(follower.problem.find("does not start at the point"), std::string::npos)
+      << follower.problem;
+  // Review L1: the partial stays (its bytes through the point are good), its receipt the same.
+  EXPECT_EQ(follower.reassembler.receipt(), receipt);
+  EXPECT_EQ(follower.reassembler.status().counters.splices_refused, 0U);
+  // The continuation's first chunk, when it comes again, still splices.
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : send.chunks) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  EXPECT_TRUE(whole.has_value()) << follower.problem;
+}
+
+TEST(SnapshotSpliceTransfer, ACorruptContinuationByteFailsTheWholeDataCheck) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  NewLeaderSend send(leader_encoding(3, 4, 99), receipt);
+  ASSERT_GE(send.chunks.size(), 2U);
+  send.chunks[1].data[1000] ^= 0x04;
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : send.chunks) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  EXPECT_FALSE(whole.has_value());
+  EXPECT_EQ(follower.reassembler.status().counters.checksum_mismatches, 1U);
+  EXPECT_EQ(follower.reassembler.status().counters.snapshots_delivered, 0U);
+}
+
+TEST(SnapshotSpliceTransfer, EveryContinuationTheLeaderCannotUseIsAMissWithItsReason) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  // Another head: the nodes' topic tables differ at the point.
+  NewLeaderSend other_head(leader_encoding(3, 4, 99, "zeta"), receipt);
+  EXPECT_EQ(other_head.lane.counters().snapshot_resume_missed[ResumeMiss::kHead], 1U);
+  EXPECT_EQ(other_head.chunks.front().place.offset, 0U);
+  EXPECT_FALSE(other_head.chunks.front().splice.has_value());
+  // No continuation made for the point (the transport made none, or for another point).
+  NewLeaderSend none(leader_encoding(3, 4, 99), receipt, /*with_continuation=*/false);
+  EXPECT_EQ(none.lane.counters().snapshot_resume_missed[ResumeMiss::kContinuation], 1U);
+  EXPECT_EQ(none.chunks.front().place.offset, 0U);
+  // Data of versions 1..3 (sent to an older peer) cannot be cut.
+  NewLeaderSend plain(snapshot_data(3 * kSnapshotChunkBytes, 8), receipt);
+  EXPECT_EQ(plain.lane.counters().snapshot_resume_missed[ResumeMiss::kContinuation], 1U);
+  // A spliced total past what a follower decodes (64 MiB; review M3): not sent, counted.
+  {
+    LaneQueue lane{append_lane_limits()};
+    const std::string data = leader_encoding(3, 4, 99);
+    SnapshotContinuation huge{*receipt->splice, replica::FramedContinuation::Outcome::kMade,
+                              raft::Payload(std::string(replica::kMaxFramedSnapshotBytes, 'x')),
+                              0};
+    EXPECT_EQ(lane.push_snapshot(at_point(3, 3, data), util::crc32c::value(data), kT0, receipt,
+                                 &huge),
+              LaneQueue::Admission::kQueued);
+    EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kContinuation], 1U);
+    EXPECT_EQ(lane.counters().snapshots_continued, 0U);
+  }
+  // A receipt without a splice point (its partial not framed, or its head incomplete): bytes.
+  std::optional<SnapshotReceipt> unframed = receipt;
+  unframed->splice.reset();
+  NewLeaderSend bytes(leader_encoding(3, 4, 99), unframed);
+  EXPECT_EQ(bytes.lane.counters().snapshot_resume_missed[ResumeMiss::kBytes], 1U);
+  EXPECT_EQ(bytes.lane.counters().snapshots_continued, 0U);
+  // The same leader's byte-identical data resumes at the offset, as before.
+  NewLeaderSend same(follower.old_data, receipt);
+  EXPECT_EQ(same.lane.counters().snapshots_resumed, 1U);
+  EXPECT_EQ(same.lane.counters().snapshots_continued, 0U);
+  EXPECT_EQ(same.chunks.front().place.offset, receipt->received_bytes);
+}
+
+}  // namespace
+}  // namespace raftlog::server
