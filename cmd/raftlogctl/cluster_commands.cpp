@@ -162,7 +162,8 @@ int run_append(std::string_view command_path, std::span<const std::string> args,
       "entry's index once it is committed.");
   common.add_to(flags);
   flags.string_flag("value", &value, "TEXT",
-                    "append this one entry, at least one byte (otherwise one entry per line of stdin, where an empty line appends an empty entry)");
+                    "append this one entry, at least one byte (otherwise one entry per line of "
+                    "stdin, where an empty line appends an empty entry)");
   flags.bool_flag("batch", &batch,
                   "stdin: append all lines as one atomic batch instead of one append per line");
   std::string topic;
