@@ -470,7 +470,9 @@ NodeStatus Replica::status() {
   status.storage_fault = status.catching_up ? storage_fault_ : "";
   status.stranded_below_index = raft_->stranded_below();
   status.disk_used_ratio = disk_.used_ratio();
-  status.disk_high_watermark = disk_.high_watermark();
+  // 0 is what older nodes send: `raftlogctl status` then prints "-" for the disk, which is right
+  // until a probe has read it (drills6 L6: a just-started node showed "DISK 0%").
+  status.disk_high_watermark = disk_.used_ratio_known() ? disk_.high_watermark() : 0.0;
   status.disk_over_high_watermark = disk_.exceeded();
   status.disk_keeping_leadership = status.disk_over_high_watermark &&
                                    raft_->role() == raft::Role::kLeader &&

@@ -133,6 +133,26 @@ TEST_F(ReplicaTest, AFullDiskRefusesAppendsUntilTheNextProbeAfterTheCheckInterva
   EXPECT_TRUE(accepted->error.ok()) << accepted->error.message;
 }
 
+// drills6 L6: before its first disk probe a node reported 0 % used, which `raftlogctl status` shows
+// as "DISK 0%". Until a probe has read the file system (and after one that failed), status reports
+// no watermark, which the command shows as "-" (unknown), as for older nodes.
+TEST_F(ReplicaTest, StatusReportsTheDiskOnlyOnceAProbeHasReadIt) {
+  open();
+  EXPECT_EQ(replica_->status().disk_high_watermark, 0.0) << "no probe yet: unknown";
+  disk_.space = DiskSpace{1ULL << 40, 0.42};
+  now_ += DiskWatermark::kCheckInterval;
+  replica_->tick();
+  replica_->process();
+  const NodeStatus probed = replica_->status();
+  EXPECT_GT(probed.disk_high_watermark, 0.0);
+  EXPECT_DOUBLE_EQ(probed.disk_used_ratio, 0.42);
+  disk_.space = std::nullopt;  // the probe fails: unknown again
+  now_ += DiskWatermark::kCheckInterval;
+  replica_->tick();
+  replica_->process();
+  EXPECT_EQ(replica_->status().disk_high_watermark, 0.0);
+}
+
 TEST_F(ReplicaTest, TheWatermarkRefusesAboveHighAndResumesOnlyAtLow) {
   open();
   become_leader();
