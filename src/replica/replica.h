@@ -134,6 +134,9 @@ class Replica {
   void tick();
   // See Node::trim (src/server/node.h).
   TrimResult trim(std::uint64_t before_index, const char* why);
+  // A trim answers before its deletion has run: whether one is still under way (waiting for its
+  // flush or a write off the loop, a scan slice, or its deletion's next rounds).
+  bool trim_in_progress() const { return pending_trim_before_ != 0 || trim_deletion_.has_value(); }
   // The entry at `index` failed its check: recorded for the next open (a full check of its
   // segment), then fatal. The caller holds off concurrent readers of the store.
   void mark_corrupt(std::uint64_t index, const std::string& message);
@@ -478,6 +481,11 @@ class Replica {
   // the open or removed: finish_trim_snapshot).
   void abandon_trim_deletion();
   // The end of every trim() call: the pending deletion's next steps, the log line and the result.
+  // A write of the trim's failed (TOPICSTATE or SNAPSHOT.next, on the loop or off it): its error,
+  // and the trim stops, nothing deleted (a new request or the retention check starts it again;
+  // a continuation would otherwise retry the write every round).
+  TrimResult stop_failed_trim(const std::string& what, const store::Status& failed,
+                              std::uint64_t first_before, std::uint64_t limit);
   TrimResult finish_trim_call(std::uint64_t before_index, const char* why, std::uint64_t limit,
                               std::uint64_t first_before, std::uint64_t segments_before,
                               const std::function<bool()>& must_yield, bool* stepped);

@@ -117,12 +117,8 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   // A write of this trim's that failed off the loop (TOPICSTATE, SNAPSHOT.next): reported, and the
   // trim stops (the retention check or a new request starts it again).
   if (trim_write_failure_) {
-    const store::Status failed = *std::exchange(trim_write_failure_, std::nullopt);
-    trim_topic_state_through_ = 0;
-    pending_trim_before_ = 0;  // the trim stops here; a new request or retention asks again
-    return TrimResult{
-        make_error(ErrorCode::kInternal, "trim failed: " + failed.to_string(), kReasonStorageError),
-        first_before, limit};
+    return stop_failed_trim("", *std::exchange(trim_write_failure_, std::nullopt), first_before,
+                            limit);
   }
   if (target > first_before && target - 1 > topic_state_saved_through_ &&
       (trim_topic_state_through_ == 0 || topic_state_saved_through_ < trim_topic_state_through_)) {
@@ -138,13 +134,9 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     }
     if (trim_write_failure_) {
       const store::Status failed = *std::exchange(trim_write_failure_, std::nullopt);
-      trim_topic_state_through_ = 0;
       spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
                     target, failed.to_string());
-      return TrimResult{
-          make_error(ErrorCode::kInternal, "trim failed: saving TOPICSTATE: " + failed.to_string(),
-                     kReasonStorageError),
-          first_before, limit};
+      return stop_failed_trim("saving TOPICSTATE: ", failed, first_before, limit);
     }
   }
   // The trim's own save is back: no further than it reaches (the commit index moved meanwhile).
@@ -226,12 +218,7 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
       } else if (trim_write_failure_) {
         failed = std::exchange(trim_write_failure_, std::nullopt);
       }
-      if (failed) {
-        return TrimResult{make_error(ErrorCode::kInternal,
-                                     "trim failed: saving the dedup table: " + failed->to_string(),
-                                     kReasonStorageError),
-                          first_before, limit};
-      }
+      if (failed) return stop_failed_trim("saving the dedup table: ", *failed, first_before, limit);
     }
   }
   return finish_trim_call(before_index, why, limit, first_before, segments_before, must_yield,
@@ -257,7 +244,16 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
     }
   }
   // The rest of the deletion, and of the trim, in the next rounds (continue_pending_trim).
-  if (trim_deletion_) pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  if (trim_deletion_) {
+    pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  } else if (pending_trim_before_ != 0 &&
+             trim_start_for(std::min(pending_trim_before_, trim_limit())) <= log_->first_index()) {
+    // As far as it goes now: the rest lies in the active segment or past the limit. The trim ends
+    // here, as a one-round trim did, rather than wait to delete it whenever that segment seals or
+    // the limit rises (perhaps long after, below a snapshot point sent meanwhile): a new request
+    // or the retention check asks again.
+    pending_trim_before_ = 0;
+  }
   const std::uint64_t first_after = log_->first_index();
   const std::uint64_t removed =
       segments_before - std::min(segments_before, log_->disk_usage().segments);
@@ -269,6 +265,15 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
     if (deps_.events != nullptr) deps_.events->segments_deleted(removed);
   }
   return TrimResult{NodeError{}, first_after, limit};
+}
+
+TrimResult Replica::stop_failed_trim(const std::string& what, const store::Status& failed,
+                                     std::uint64_t first_before, std::uint64_t limit) {
+  trim_topic_state_through_ = 0;
+  pending_trim_before_ = 0;
+  return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + what + failed.to_string(),
+                               kReasonStorageError),
+                    first_before, limit};
 }
 
 // After the prefix truncation (its commit point), whether it succeeded or not: SNAPSHOT.next names

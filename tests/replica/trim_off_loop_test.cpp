@@ -380,5 +380,38 @@ TEST_F(TrimOffLoopTest, AnInstallFinishesAPendingDeletionFirst) {
   EXPECT_GT(saw_new, 0);
 }
 
+
+// A trim whose point lies in the active segment ends once it deleted what it could. It used to stay
+// pending after its deletion (which spreads over rounds) and delete that segment whenever it
+// sealed, perhaps long after and below the point of a snapshot sent meanwhile (a real-process
+// catch-up test saw the leader's log start move past the follower's after the install); no
+// one-round trim did that.
+TEST_F(TrimOffLoopTest, ATrimEndsWithItsDeletionAndDeletesNothingWhenTheActiveSegmentSealsLater) {
+  ASSERT_NO_FATAL_FAILURE(build_log());
+  const std::uint64_t before = kEntries + 1;  // into the active segment
+  const std::uint64_t planned = planned_start(before);
+  ASSERT_GT(planned, 1U);
+  ASSERT_TRUE(replica_->trim(before, "test:").error.ok());
+  finish_trim(planned);
+  ASSERT_EQ(replica_->log().first_index(), planned);
+  EXPECT_FALSE(replica_->trim_in_progress()) << "the trim waits for the active segment to seal";
+  // The leader sends 8 more entries: the active segment seals (two new ones start).
+  std::vector<raft::Entry> entries;
+  for (std::uint64_t index = kEntries + 1; index <= kEntries + 8; ++index) {
+    entries.push_back(testing::client_entry(index, payload(index)));
+  }
+  replica_->step(testing::leader_append(kEntries, entries, kEntries + 8));
+  replica_->process();
+  ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
+  replica_->process();
+  ASSERT_EQ(replica_->commit_index(), kEntries + 8);
+  ASSERT_GT(planned_start(before), planned) << "the segment holding the trim point did not seal";
+  for (int i = 0; i < 16; ++i) {
+    executor_.finish_all(*replica_);
+    round();
+  }
+  EXPECT_EQ(replica_->log().first_index(), planned) << "the ended trim deleted the sealed segment";
+}
+
 }  // namespace
 }  // namespace raftlog::replica
