@@ -236,6 +236,7 @@ void Cluster::run_tick() {
     if (!is_running(id)) continue;
     n.replica->expire_pending(now_time());
     n.replica->tick();
+    continue_trim(n);
     process(n);
   }
   for (std::uint64_t step = 0; step < kStepsPerTick && !checker_.failed(); ++step) {
