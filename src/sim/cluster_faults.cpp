@@ -146,6 +146,10 @@ void Cluster::continue_trim(Node& n) {
   if (n.replica->failed() || !n.replica->trim_in_progress()) return;
   const raft::Index first_before = n.replica->log().first_index();
   n.replica->apply_retention(now_time());  // no age or size policy here: only the trim's next steps
+  if (n.replica->failed()) {
+    stop_failed(n, n.replica->failure_reason());
+    return;
+  }
   const raft::Index first_after = n.replica->log().first_index();
   if (first_after > first_before) {
     ++stats_.trims;
