@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <utility>
 
 #include "replica/durability_rules.h"
 #include "replica/replica.h"
@@ -69,8 +70,15 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   // from what it finds then (new entries, an install that moved the log's start, a new leader).
   // Each step on a loaded disk can take tens of ms (a TOPICSTATE of 20,000 topics is MBs, synced);
   // all of them at once held the loop past an election timeout (docs/benchmarks.md, "Trim round").
-  const Clock::time_point round_started = deps_.clock();
-  bool stepped = false;  // an expensive step ran in this call
+  // One budget per loop round, whichever trim() calls of the round spend it (a request, the
+  // continuation, the retention check: drills5 M2 saw a scan slice and SNAPSHOT.next, or two
+  // slices, in one round, each call with a fresh budget). Without rounds (the simulator, tests that
+  // call trim() alone) every call has its own.
+  if (!round_.in_round() || trim_budget_.round != round_id_) {
+    trim_budget_ = TrimBudget{round_id_, deps_.clock(), false};
+  }
+  const Clock::time_point round_started = trim_budget_.started;
+  bool& stepped = trim_budget_.stepped;  // an expensive step ran in this round (or call)
   const auto must_yield = [&] {
     return stepped && deps_.clock() - round_started >=
                           std::chrono::milliseconds(config_.trim_round_budget_ms);
@@ -88,33 +96,53 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
     return finish_trim_call(before_index, why, trim_limit(), first_before, segments_before,
                             must_yield, &stepped);
   }
-  if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index()) {
+  if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index() &&
+      trim_topic_state_through_ == 0) {
     // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
-    // not describe them before they are. Not fatal when it fails: the limit then stays lower.
-    RoundProfile::Scope part(round_, RoundPart::kTrimFlush);
-    if (store::Status flushed = log_->flush(); !flushed.ok()) {
-      spdlog::warn("node {}: flushing the log before a trim: {}", config_.node_id,
-                   flushed.to_string());
+    // not describe them before they are. The store's flusher makes them durable, asked now (a
+    // stepped store: at its owner's next flush step), not this loop: a flush of 9 MB held it
+    // 0.33-0.56 s (docs/benchmarks.md, "Trim round"). The trim waits for the flushed index to reach
+    // what was committed when it asked (not what is committed since: that would chase the
+    // appends), then trims no further than the flushed index (trim_limit()).
+    if (trim_flush_wanted_ == 0) trim_flush_wanted_ = std::min(before_index - 1, commit_);
+    if (log_->flushed_index() < trim_flush_wanted_) {
+      RoundProfile::Scope part(round_, RoundPart::kTrimFlush);
+      log_->request_flush();
+      return yield_rest(trim_limit());
     }
-    stepped = true;
   }
+  trim_flush_wanted_ = 0;
   const std::uint64_t limit = trim_limit();
   std::uint64_t target = std::min(before_index, limit);
-  if (target > first_before && target - 1 > topic_state_saved_through_) {
-    if (must_yield()) return yield_rest(limit);
-    // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets.
+  // A write of this trim's that failed off the loop (TOPICSTATE, SNAPSHOT.next): reported, and the
+  // trim stops (the retention check or a new request starts it again).
+  if (trim_write_failure_) {
+    return stop_failed_trim("", *std::exchange(trim_write_failure_, std::nullopt), first_before,
+                            limit);
+  }
+  if (target > first_before && target - 1 > topic_state_saved_through_ &&
+      (trim_topic_state_through_ == 0 || topic_state_saved_through_ < trim_topic_state_through_)) {
+    // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets. Written
+    // off the loop (replica_off_loop_write.cpp); the trim waits for it in pending_trim_before_.
+    if (pending_write_ || must_yield()) return yield_rest(limit);
     stepped = true;
-    if (store::Status saved = save_topic_state();
-        !saved.ok() || topic_state_saved_through_ < target - 1) {
-      const std::string problem =
-          saved.ok() ? "it does not reach the trim point" : saved.to_string();
-      spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
-                    target, problem);
-      return TrimResult{
-          make_error(ErrorCode::kInternal, "trim failed: saving TOPICSTATE: " + problem,
-                     kReasonStorageError),
-          first_before, limit};
+    (void)start_topic_state_save(/*for_trim=*/true);
+    trim_topic_state_through_ = topic_state_saved_through_;  // inline: back already
+    if (pending_write_) {
+      trim_topic_state_through_ = pending_write_->through;
+      return yield_rest(limit);
     }
+    if (trim_write_failure_) {
+      const store::Status failed = *std::exchange(trim_write_failure_, std::nullopt);
+      spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
+                    target, failed.to_string());
+      return stop_failed_trim("saving TOPICSTATE: ", failed, first_before, limit);
+    }
+  }
+  // The trim's own save is back: no further than it reaches (the commit index moved meanwhile).
+  if (trim_topic_state_through_ != 0) {
+    target = std::min(target, topic_state_saved_through_ + 1);
+    trim_topic_state_through_ = 0;
   }
   if (target > first_before) {
     // CONFSTATE's base (with its members' addresses) moves up to what the flush above settled
@@ -167,25 +195,30 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
         new_first_conf = topic_scan_->boundary_conf;
       }
     }
-    // The deletion: SNAPSHOT.next (describing the log as this round found it), then the segments'
-    // unlinks and SNAPSHOT, spread over rounds within the budget (replica_trim_deletion.cpp).
+    // The deletion: SNAPSHOT.next (describing the log as this round found it: gathered now,
+    // written off the loop), then the segments' unlinks and SNAPSHOT, spread over rounds within the
+    // budget (replica_trim_deletion.cpp). Not while another write is out (a periodic TOPICSTATE).
     if (new_first > first_before) {
-      if (must_yield()) return yield_rest(limit);
+      if (pending_write_ || must_yield()) return yield_rest(limit);
       stepped = true;
       RoundProfile::Scope part(round_, RoundPart::kTrimSnapshotNext);
-      if (store::Status saved =
-              save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr,
-                                 new_first_conf ? &*new_first_conf : nullptr);
-          !saved.ok()) {
-        spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
-                      config_.node_id, target, saved.to_string());
-        return TrimResult{make_error(ErrorCode::kInternal,
-                                     "trim failed: saving the dedup table: " + saved.to_string(),
-                                     kReasonStorageError),
-                          first_before, limit};
-      }
       trim_deletion_ = TrimDeletion{first_before, new_first, std::move(new_first_topics),
-                                    std::move(new_first_conf), false};
+                                    std::move(new_first_conf), /*reached=*/false,
+                                    /*next_written=*/false};
+      const store::Status started = start_trim_snapshot(
+          new_first - 1, trim_deletion_->topics ? &*trim_deletion_->topics : nullptr,
+          trim_deletion_->conf ? &*trim_deletion_->conf : nullptr);
+      // Failed here (its point unreadable), or inline and failed (publish_write logged it).
+      std::optional<store::Status> failed;
+      if (!started.ok()) {
+        spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
+                      config_.node_id, target, started.to_string());
+        failed = started;
+        trim_deletion_.reset();
+      } else if (trim_write_failure_) {
+        failed = std::exchange(trim_write_failure_, std::nullopt);
+      }
+      if (failed) return stop_failed_trim("saving the dedup table: ", *failed, first_before, limit);
     }
   }
   return finish_trim_call(before_index, why, limit, first_before, segments_before, must_yield,
@@ -211,7 +244,16 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
     }
   }
   // The rest of the deletion, and of the trim, in the next rounds (continue_pending_trim).
-  if (trim_deletion_) pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  if (trim_deletion_) {
+    pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  } else if (pending_trim_before_ != 0 &&
+             trim_start_for(std::min(pending_trim_before_, trim_limit())) <= log_->first_index()) {
+    // As far as it goes now: the rest lies in the active segment or past the limit. The trim ends
+    // here, as a one-round trim did, rather than wait to delete it whenever that segment seals or
+    // the limit rises (perhaps long after, below a snapshot point sent meanwhile): a new request
+    // or the retention check asks again.
+    pending_trim_before_ = 0;
+  }
   const std::uint64_t first_after = log_->first_index();
   const std::uint64_t removed =
       segments_before - std::min(segments_before, log_->disk_usage().segments);
@@ -223,6 +265,15 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
     if (deps_.events != nullptr) deps_.events->segments_deleted(removed);
   }
   return TrimResult{NodeError{}, first_after, limit};
+}
+
+TrimResult Replica::stop_failed_trim(const std::string& what, const store::Status& failed,
+                                     std::uint64_t first_before, std::uint64_t limit) {
+  trim_topic_state_through_ = 0;
+  pending_trim_before_ = 0;
+  return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + what + failed.to_string(),
+                               kReasonStorageError),
+                    first_before, limit};
 }
 
 // After the prefix truncation (its commit point), whether it succeeded or not: SNAPSHOT.next names

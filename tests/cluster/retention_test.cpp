@@ -54,9 +54,15 @@ TEST(RetentionTest, TrimDeletesWholeCommittedSegmentsAndKeepsWhatALiveFollowerNe
   ASSERT_GE(last, 200U);
   for (int id = 1; id <= 3; ++id) ASSERT_TRUE(cluster.wait_for_commit(id, last));
 
-  // Trim every node below 150.
+  // Trim every node below 150. A trim answers before its deletion has run (it follows over the
+  // node's next loop rounds, docs/design.md "Known limits"): asked again until the answer shows it.
   for (int id = 1; id <= 3; ++id) {
     auto trimmed = client->trim(cluster.address(id), 150);
+    poll_until([&] {
+      if (trimmed.ok() && trimmed->first_index > 1) return true;
+      trimmed = client->trim(cluster.address(id), 150);
+      return false;
+    });
     ASSERT_TRUE(trimmed.ok()) << trimmed.status().message();
     EXPECT_GT(trimmed->first_index, 1U) << "node " << id;
     EXPECT_LE(trimmed->first_index, 150U) << "node " << id;  // whole segments only
