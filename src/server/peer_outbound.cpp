@@ -338,14 +338,22 @@ bool PeerOutbound::send(raft::Message message) {
       crc = message.snapshot->data_crc32c ? *message.snapshot->data_crc32c
                                           : util::crc32c::value(message.snapshot->data.view());
       receipt = receipts_.from_peer(message.to);
-      // A partial of the same point but other data (another leader's) that names a splice point:
-      // this node's data after it, made here, outside the lane's lock (docs/design.md, "Snapshot
-      // transfer", *A new leader continues*).
-      if (receipt && receipt->splice && receipt->snapshot.index == message.snapshot->index &&
-          receipt->snapshot.term == message.snapshot->term &&
-          (receipt->snapshot.total_bytes != message.snapshot->data.size() ||
-           receipt->snapshot.data_crc32c != crc)) {
-        continuation = make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+      // A partial of the same point but other data (another leader's, or the one this lane
+      // spliced onto it) that names a splice point: the continuation the lane keeps when the
+      // receipt names its spliced data (resumed by offset, no copy), else this node's data after
+      // the point, made here, outside the lane's lock (docs/design.md, "Snapshot transfer", *A
+      // new leader continues*).
+      const SnapshotIdentity data{message.snapshot->index, message.snapshot->term,
+                                  message.snapshot->data.size(), crc};
+      if (receipt && receipt->splice && receipt->snapshot.index == data.index &&
+          receipt->snapshot.term == data.term && receipt->snapshot != data) {
+        {
+          std::lock_guard lock(link.mu);
+          continuation = link.queue.kept_continuation(data, *receipt);
+        }
+        if (!continuation) {
+          continuation = make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+        }
       }
     }
     std::lock_guard lock(link.mu);

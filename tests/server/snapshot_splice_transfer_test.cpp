@@ -166,6 +166,132 @@ TEST(SnapshotSpliceTransfer, ARestoredPartialNamesItsSplicePointAndIsContinued) 
   EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
 }
 
+// Review M5: once the follower spliced a continuation, a transfer of it that breaks (a closed
+// stream, an expired chunk, the follower's restart) resumes at the follower's receipt, as any
+// transfer does: not a new continuation from its latest complete block, which would resend part
+// of a block and count the kept bytes as saved a second time.
+TEST(SnapshotSpliceTransfer, ABrokenContinuedTransferResumesByOffsetAndIsNotContinuedAgain) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
+  const SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
+                              util::crc32c::value(message.snapshot->data.view())};
+  // One chunk a write: the first is written, the stream breaks under the second, which then
+  // expires (the transfer is abandoned).
+  LaneQueueLimits one_a_write = append_lane_limits();
+  one_a_write.max_batch_messages = 1;
+  LaneQueue lane{one_a_write};
+  const SnapshotContinuation first =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  ASSERT_EQ(lane.push_snapshot(message, data.data_crc32c, kT0, receipt, &first),
+            LaneQueue::Admission::kQueued);
+  ASSERT_EQ(lane.take_batch().size(), 1U);
+  const SnapshotChunk delivered = through_the_wire(lane.writing().front());
+  lane.write_sent(kT0);
+  ASSERT_EQ(lane.take_batch().size(), 1U);
+  lane.write_failed();
+  lane.expire(Clock::now() + one_a_write.max_age + 1s);
+  ASSERT_EQ(lane.snapshot_progress()->state, SnapshotSendProgress::State::kAbandoned);
+  EXPECT_FALSE(follower.reassembler.add(delivered, kT0, &follower.problem).has_value());
+  EXPECT_EQ(follower.problem, "");
+  const std::optional<SnapshotReceipt> spliced = follower.reassembler.receipt();
+  ASSERT_TRUE(spliced && spliced->splice);
+  EXPECT_EQ(spliced->snapshot, first.spliced_identity(kPoint, 2));
+  const std::uint64_t held = spliced->received_bytes;
+  ASSERT_GT(held, receipt->splice->kept_bytes);
+  const LaneQueueCounters before = lane.counters();
+  EXPECT_EQ(before.snapshots_continued, 1U);
+
+  // The retry: the transport finds the continuation the lane keeps for that receipt (no new cut)
+  // and the lane resumes it at the receipt's offset.
+  const std::optional<SnapshotContinuation> kept = lane.kept_continuation(data, *spliced);
+  ASSERT_TRUE(kept.has_value()) << "the lane keeps the continuation its peer spliced";
+  EXPECT_TRUE(kept->bytes.shares_bytes_with(first.bytes)) << "shared, not copied";
+  ASSERT_EQ(lane.push_snapshot(message, data.data_crc32c, kT0 + 6s, spliced, &*kept),
+            LaneQueue::Admission::kQueued);
+  const std::vector<SnapshotChunk> rest = drain(lane);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().place.offset, held) << "resumed at the receipt, not at a block's end";
+  const LaneQueueCounters& after = lane.counters();
+  EXPECT_EQ(after.snapshots_continued, 1U) << "not continued again";
+  EXPECT_EQ(after.snapshot_resume_saved_bytes, before.snapshot_resume_saved_bytes);
+  EXPECT_EQ(after.snapshots_resumed, 1U);
+  EXPECT_EQ(after.snapshot_bytes_skipped, held);
+  for (std::uint64_t missed : after.snapshot_resume_missed.by_reason) EXPECT_EQ(missed, 0U);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : rest) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  ASSERT_TRUE(whole.has_value()) << follower.problem;
+  EXPECT_EQ(follower.reassembler.status().counters.partials_spliced, 1U);
+  EXPECT_EQ(follower.reassembler.status().counters.chunks_duplicate, 0U) << "nothing resent";
+  EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
+  // Every byte went out: the lane keeps nothing more.
+  EXPECT_FALSE(lane.kept_continuation(data, *spliced).has_value());
+}
+
+// Without the kept continuation (sent to its end, or idle), a continuation cut anew from the
+// follower's latest complete block is the same spliced data (this node's blocks after it copied
+// as they are), so it resumes by offset too; and a receipt of it claiming more than the lane made
+// is not trusted (beyond_sent).
+TEST(SnapshotSpliceTransfer, ANewCutOfTheSplicedDataResumesByOffsetWithinWhatTheLaneMade) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const std::string new_data = leader_encoding(3, 4, 99);
+  NewLeaderSend send(new_data, receipt);
+  ASSERT_GE(send.chunks.size(), 2U);
+  EXPECT_FALSE(follower.reassembler.add(send.chunks[0], kT0, &follower.problem).has_value());
+  const std::optional<SnapshotReceipt> spliced = follower.reassembler.receipt();
+  ASSERT_TRUE(spliced && spliced->splice);
+  EXPECT_GT(spliced->splice->kept_bytes, receipt->splice->kept_bytes)
+      << "the follower's latest complete block lies in the continuation";
+
+  const raft::Message message = at_point(3, 3, new_data);
+  const std::uint32_t crc = util::crc32c::value(new_data);
+  const SnapshotContinuation again =
+      make_snapshot_continuation(message.snapshot->data, *spliced->splice);
+  EXPECT_EQ(again.spliced_identity(kPoint, 2), spliced->snapshot);
+  ASSERT_EQ(send.lane.push_snapshot(message, crc, kT0, spliced, &again),
+            LaneQueue::Admission::kQueued);
+  const std::vector<SnapshotChunk> rest = drain(send.lane);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().place.offset, spliced->received_bytes);
+  EXPECT_EQ(send.lane.counters().snapshots_continued, 1U);
+  EXPECT_EQ(send.lane.counters().snapshots_resumed, 1U);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : rest) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  ASSERT_TRUE(whole.has_value()) << follower.problem;
+
+  // A lane that made only the continuation's first chunk (one chunk a write) when it is pushed
+  // again: a receipt of the spliced data past that chunk names bytes it never sent.
+  LaneQueueLimits one_a_write = append_lane_limits();
+  one_a_write.max_batch_messages = 1;
+  LaneQueue lane(one_a_write);
+  const SnapshotContinuation first =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  ASSERT_EQ(lane.push_snapshot(message, crc, kT0, receipt, &first),
+            LaneQueue::Admission::kQueued);
+  ASSERT_EQ(lane.take_batch().size(), 1U);
+  lane.write_sent(kT0);
+  SnapshotReceipt beyond{first.spliced_identity(kPoint, 2),
+                         receipt->splice->kept_bytes + kSnapshotChunkBytes + 1, spliced->splice};
+  ASSERT_LT(beyond.received_bytes, beyond.snapshot.total_bytes);
+  const std::optional<SnapshotContinuation> kept = lane.kept_continuation(
+      SnapshotIdentity{kPoint, 2, new_data.size(), crc}, beyond);
+  ASSERT_TRUE(kept.has_value());
+  ASSERT_EQ(lane.push_snapshot(message, crc, kT0, beyond, &*kept), LaneQueue::Admission::kQueued);
+  EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kBeyondSent], 1U);
+  EXPECT_EQ(lane.counters().snapshots_resumed, 0U);
+  const std::vector<SnapshotChunk> from_zero = drain(lane);
+  ASSERT_FALSE(from_zero.empty());
+  EXPECT_EQ(from_zero.front().place.offset, 0U);
+  EXPECT_FALSE(from_zero.front().splice.has_value()) << "its whole data, from 0";
+}
+
 TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAndThePartialDropped) {
   const std::string new_data = leader_encoding(3, 4, 99);
   struct Case {
