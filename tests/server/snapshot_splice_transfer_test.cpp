@@ -292,6 +292,79 @@ TEST(SnapshotSpliceTransfer, ANewCutOfTheSplicedDataResumesByOffsetWithinWhatThe
   EXPECT_FALSE(from_zero.front().splice.has_value()) << "its whole data, from 0";
 }
 
+// Review resume3 L2 asked for the case where the new leader still holds an older partial of its
+// own at the follower beside the old leader's, which its continuation was cut for. The term rules
+// never let the two stand together: the old leader's first chunk of its higher term drops the new
+// leader's older partial, and a chunk below another sender's partial's term is refused, so after
+// any accepted chunk every other sender's partial is of that chunk's term, which Raft gives one
+// leader. The continuation always meets the old leader's partial alone.
+TEST(SnapshotSpliceTransfer, TheNewLeadersOlderPartialNeverStandsBesideTheOldLeadersOne) {
+  SnapshotReassembler reassembler;
+  std::string problem;
+  // Node 3 led at term 3 and sent the first chunk of its data at the point (another size than node
+  // 1's: not taken for the same data).
+  const std::vector<SnapshotChunk> older = chunks_of(at_point(3, 3, leader_encoding(3, 4, 10)));
+  EXPECT_FALSE(reassembler.add(older[0], kT0, &problem).has_value());
+  EXPECT_EQ(reassembler.partial_count(), 1U);
+  // Node 1 leads at term 4: its first chunk drops node 3's partial.
+  const std::vector<SnapshotChunk> old_leader = chunks_of(at_point(1, 4, leader_encoding(2, 3, 0)));
+  EXPECT_FALSE(reassembler.add(old_leader[0], kT0, &problem).has_value());
+  EXPECT_FALSE(reassembler.add(old_leader[1], kT0, &problem).has_value());
+  EXPECT_EQ(reassembler.partial_count(), 1U);
+  EXPECT_FALSE(reassembler.partial_from(3).has_value());
+  EXPECT_EQ(reassembler.status().counters.partials_replaced, 1U);
+  // A late chunk of node 3's term 3 is refused and starts nothing.
+  EXPECT_FALSE(reassembler.add(older[1], kT0, &problem).has_value());
+  EXPECT_NE(problem.find("stale"), std::string::npos) << problem;
+  EXPECT_EQ(reassembler.partial_count(), 1U);
+  // Node 3 leads again at term 5 and continues node 1's partial from the receipt.
+  const std::optional<SnapshotReceipt> receipt = reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const raft::Message message = at_point(3, 5, leader_encoding(3, 4, 99));
+  const SnapshotContinuation continuation =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  LaneQueue lane{append_lane_limits()};
+  ASSERT_EQ(lane.push_snapshot(message, util::crc32c::value(message.snapshot->data.view()), kT0,
+                               receipt, &continuation),
+            LaneQueue::Admission::kQueued);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : drain(lane)) whole = reassembler.add(chunk, kT0, &problem);
+  ASSERT_TRUE(whole.has_value()) << problem;
+  EXPECT_EQ(reassembler.status().counters.partials_spliced, 1U);
+  EXPECT_EQ(reassembler.status().counters.splices_refused, 0U);
+}
+
+// Found while writing the tests above: the whole-data CRC-32C of framed data does not depend on the
+// contents of its valid frames, only on its head and its frames' lengths. Each frame ends with its
+// own CRC-32C, seeded with the head's, and CRC-32C is linear, so a frame that matches its CRC
+// cancels out of the running CRC over the whole data. Two encodings with the same head and the
+// same layout (the same clients with as many appends each) therefore share their identity (index,
+// term, total, CRC): a lane resumes, and a receiver continues, one with the other's bytes. A mix
+// cut inside a frame fails that frame and so the whole-data check (and the decoder); a mix cut at
+// a frame boundary passes both, and is a splice of the two tables at a block's end, which the
+// merge property (SnapshotSplice.*) makes as good as either.
+TEST(SnapshotSpliceTransfer, FramedDataOfOneLayoutSharesItsWholeCrcAndOnlyAFrameBoundaryMixPasses) {
+  const std::string a = leader_encoding(2, 3, 0);
+  const std::string b = leader_encoding(2, 3, 7);  // other digests and trailer, the same lengths
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_NE(a, b);
+  EXPECT_EQ(util::crc32c::value(a), util::crc32c::value(b));
+  const std::size_t cut = kSnapshotChunkBytes + 1000;  // inside a block
+  ASSERT_NE(a.substr(cut - 64, 128), b.substr(cut - 64, 128));
+  const std::string inside = a.substr(0, cut) + b.substr(cut);
+  EXPECT_NE(util::crc32c::value(inside), util::crc32c::value(a)) << "a cut inside a frame";
+  EXPECT_FALSE(replica::decode_snapshot_data(inside).ok());
+  replica::FramedFrameWalk walk;
+  walk.advance(std::string_view(a).substr(0, cut));
+  ASSERT_TRUE(walk.splice_point().has_value());
+  const std::size_t boundary = walk.splice_point()->kept_bytes;
+  const std::string at_boundary = a.substr(0, boundary) + b.substr(boundary);
+  EXPECT_EQ(util::crc32c::value(at_boundary), util::crc32c::value(a)) << "a cut at a block's end";
+  store::Result<replica::SnapshotData> decoded = replica::decode_snapshot_data(at_boundary);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->section, "leader 7");
+}
+
 TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAndThePartialDropped) {
   const std::string new_data = leader_encoding(3, 4, 99);
   struct Case {
