@@ -231,6 +231,54 @@ TEST(SnapshotSpliceTransfer, ABrokenContinuedTransferResumesByOffsetAndIsNotCont
   EXPECT_FALSE(lane.kept_continuation(data, *spliced).has_value());
 }
 
+// The continuation a lane keeps is bounded in time and count: it goes after kKeptContinuationIdle
+// without a chunk made of it (the follower's partial has idled out by then), and at the next
+// snapshot the lane neither continues nor resumes with it.
+TEST(SnapshotSpliceTransfer, TheKeptContinuationGoesWhenIdleOrReplaced) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
+  const SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
+                              util::crc32c::value(message.snapshot->data.view())};
+  const SnapshotContinuation first =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  // The follower spliced the continuation's first chunk; the rest was lost.
+  const SnapshotReceipt spliced{first.spliced_identity(kPoint, 2),
+                                receipt->splice->kept_bytes + kSnapshotChunkBytes};
+  const auto broken_transfer = [&](LaneQueue& lane) {
+    ASSERT_EQ(lane.push_snapshot(message, data.data_crc32c, kT0, receipt, &first),
+              LaneQueue::Admission::kQueued);
+    ASSERT_EQ(lane.take_batch().size(), 1U);
+    lane.write_sent(kT0);
+    ASSERT_EQ(lane.take_batch().size(), 1U);
+    lane.write_failed();
+    lane.expire(Clock::now() + lane.limits().max_age + 1s);
+    ASSERT_EQ(lane.snapshot_progress()->state, SnapshotSendProgress::State::kAbandoned);
+  };
+  LaneQueueLimits one_a_write = append_lane_limits();
+  one_a_write.max_batch_messages = 1;
+  LaneQueue idle(one_a_write);
+  ASSERT_NO_FATAL_FAILURE(broken_transfer(idle));
+  EXPECT_TRUE(idle.kept_continuation(data, spliced).has_value());
+  idle.expire(Clock::now() + LaneQueue::kKeptContinuationIdle + 1s);
+  EXPECT_FALSE(idle.kept_continuation(data, spliced).has_value()) << "idle: dropped";
+
+  LaneQueue replaced(one_a_write);
+  ASSERT_NO_FATAL_FAILURE(broken_transfer(replaced));
+  const raft::Message other = snapshot_message(3, 3, kPoint + 1, snapshot_data(3 << 20, 4));
+  ASSERT_EQ(replaced.push_snapshot(other, util::crc32c::value(other.snapshot->data.view()), kT0),
+            LaneQueue::Admission::kQueued);
+  EXPECT_FALSE(replaced.kept_continuation(data, spliced).has_value()) << "replaced: dropped";
+  // And only for the data it was cut from: another encoding of the point gets a new cut.
+  LaneQueue reencoded(one_a_write);
+  ASSERT_NO_FATAL_FAILURE(broken_transfer(reencoded));
+  SnapshotIdentity other_encoding = data;
+  other_encoding.data_crc32c ^= 1;
+  EXPECT_FALSE(reencoded.kept_continuation(other_encoding, spliced).has_value());
+  EXPECT_TRUE(reencoded.kept_continuation(data, spliced).has_value());
+}
+
 // Without the kept continuation (sent to its end, or idle), a continuation cut anew from the
 // follower's latest complete block is the same spliced data (this node's blocks after it copied
 // as they are), so it resumes by offset too; and a receipt of it claiming more than the lane made
