@@ -96,7 +96,9 @@ PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStream
       // Peers come and go with the configuration: sized for the most there can be, live and
       // retired (a retired lane's last pending reconnect finds it closed and does nothing).
       // A retired lane may also have its delayed cancel pending (kRetiredLinger).
-      reconnect_timer_("peer-reconnect", 2 * kLaneCount * (kMaxLinks + kMaxRetiredPeers) + 2),
+      // And a kept continuation's expiry check per append lane (schedule_kept_expiry).
+      reconnect_timer_("peer-reconnect",
+                       (2 * kLaneCount + 1) * (kMaxLinks + kMaxRetiredPeers) + 2),
       // An encoder job per lane, and a continuation's cut per append lane (cut_off_loop).
       append_encoder_("peer-encoder", (kLaneCount + 1) * (kMaxLinks + kMaxRetiredPeers) + 2) {
   for (const auto& [id, address] : options_.peers) {
@@ -120,6 +122,7 @@ LaneQueueLimits PeerOutbound::lane_limits(Lane lane) const {
   limits.max_batch_messages = kMaxMessagesPerBatch;
   limits.batch_framing_bytes = kBatchFramingBytes;
   limits.max_age = std::chrono::milliseconds(options_.max_message_age_ms);
+  limits.kept_continuation_idle = options_.snapshot_partial_idle_timeout;
   return limits;
 }
 
@@ -365,6 +368,7 @@ bool PeerOutbound::send(raft::Message message) {
 
 bool PeerOutbound::enqueue(PeerLink& link, raft::Message message, const SnapshotSend* snapshot) {
   bool start_write = false;
+  bool expiry = false;  // a kept continuation's check to schedule
   {
     std::lock_guard lock(link.mu);
     if (snapshot != nullptr && snapshot->cut_number != 0) {
@@ -392,9 +396,34 @@ bool PeerOutbound::enqueue(PeerLink& link, raft::Message message, const Snapshot
     }
     // Only an idle stream needs a push; a write in flight picks the message up when it completes.
     start_write = link.stream != nullptr && link.stream->can_take_write();
+    expiry = link.queue.keeps_continuation() && !link.kept_expiry_scheduled;
+    if (expiry) link.kept_expiry_scheduled = true;
   }
+  if (expiry) schedule_kept_expiry(link);
   if (start_write) pump(link);
   return true;
+}
+
+void PeerOutbound::schedule_kept_expiry(PeerLink& link) {
+  PeerLink* link_ptr = &link;
+  // Weakly: a removed peer's lanes are not held alive for this (cleared when they go).
+  const auto check = [this, link_ptr, lanes = link.owner->weak_from_this()] {
+    const LanesRef alive = lanes.lock();
+    if (alive == nullptr) return;
+    bool again = false;
+    {
+      std::lock_guard lock(link_ptr->mu);
+      link_ptr->queue.expire(Clock::now());
+      again = link_ptr->queue.keeps_continuation() && !link_ptr->stopping();
+      link_ptr->kept_expiry_scheduled = again;
+    }
+    if (again) schedule_kept_expiry(*link_ptr);
+  };
+  const auto delay = link.queue.limits().kept_continuation_idle + std::chrono::milliseconds(10);
+  if (reconnect_timer_.schedule(Clock::now() + delay, check)) return;
+  // Refused once stop() has begun: the lane is cleared then anyway.
+  std::lock_guard lock(link.mu);
+  link.kept_expiry_scheduled = false;
 }
 
 bool PeerOutbound::cut_off_loop(PeerLink& link, raft::Message& message, std::uint32_t crc,

@@ -131,6 +131,10 @@ class PeerOutbound {
     // that thread (at most one per lane: another one meanwhile is cut inline).
     std::uint64_t snapshots_handed = 0;
     bool cut_scheduled = false;
+    // While the queue keeps a continuation, a check on the reconnect timer drops it once idle
+    // (schedule_kept_expiry): a lane that writes nothing more (this node stopped leading) would
+    // otherwise hold up to 64 MiB until its next write. At most one pending per lane.
+    bool kept_expiry_scheduled = false;
 
     bool stopping() const { return queue.closed(); }  // under mu
   };
@@ -169,6 +173,9 @@ class PeerOutbound {
   // waiting or the thread refused it: the caller cuts inline.
   bool cut_off_loop(PeerLink& link, raft::Message& message, std::uint32_t crc,
                     const SnapshotReceipt& receipt);
+  // Checks `link`'s kept continuation (LaneQueue::expire) kept_continuation_idle from now, and
+  // again while one is kept. Not under link.mu.
+  void schedule_kept_expiry(PeerLink& link);
   LaneQueueLimits lane_limits(Lane lane) const;
   void connect(PeerLink& link, raft::NodeId id, const std::string& address);
 

@@ -126,7 +126,7 @@ LaneQueue::Admission LaneQueue::push(raft::Message message, Clock::time_point no
 }
 
 void LaneQueue::expire(Clock::time_point now) {
-  if (kept_continuation_ && now - kept_continuation_->last_used > kKeptContinuationIdle) {
+  if (kept_continuation_ && now - kept_continuation_->last_used > limits_.kept_continuation_idle) {
     kept_continuation_.reset();
   }
   const Clock::time_point oldest_allowed = now - limits_.max_age;

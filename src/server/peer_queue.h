@@ -174,6 +174,10 @@ struct LaneQueueLimits {
   std::size_t max_batch_messages = 0;  // messages per write; at least 1
   std::size_t batch_framing_bytes = 0;
   std::chrono::milliseconds max_age{0};  // a queued message older than this is dropped, not sent
+  // A kept continuation (LaneQueue::kept_continuation) without a chunk made of it for this long is
+  // dropped by expire(): the peer's partial it would resume has idled out too (the transport's
+  // snapshot_partial_idle_timeout, 30 s, counts from a partial's last chunk).
+  std::chrono::milliseconds kept_continuation_idle{kSnapshotPartialIdleTimeout};
 };
 
 // Decides, one encoded message at a time in batch order, which messages of a taken batch its write
@@ -249,14 +253,12 @@ class LaneQueue {
   // transport hands it back to push_snapshot instead of cutting a new one (no copy), and the
   // transfer resumes at the receipt's offset. Kept (its bytes shared with the transfer's chunks)
   // from a push_snapshot that continued or resumed it until the next push_snapshot that does
-  // neither, its transfer's last chunk is sent, clear(), or kKeptContinuationIdle without a chunk
-  // made of it (expire()): at most one per lane, at most replica::kMaxFramedSnapshotBytes.
+  // neither, its transfer's last chunk is sent, clear(), or limits().kept_continuation_idle without
+  // a chunk made of it (expire(), which the transport also calls on a timer while one is kept):
+  // at most one per lane, at most replica::kMaxFramedSnapshotBytes.
   std::optional<SnapshotContinuation> kept_continuation(const SnapshotIdentity& data,
                                                         const SnapshotReceipt& receipt) const;
-  // Past this without a chunk made of it, a kept continuation is dropped: the peer's partial it
-  // would resume has idled out too (the peer's kSnapshotPartialIdleTimeout counts from its last
-  // chunk).
-  static constexpr std::chrono::seconds kKeptContinuationIdle = kSnapshotPartialIdleTimeout;
+  bool keeps_continuation() const { return kept_continuation_.has_value(); }
   // The lane's latest snapshot (whole or chunked), if it had one since it was last cleared.
   std::optional<SnapshotSendProgress> snapshot_progress() const;
   // The data bytes of one chunk: kSnapshotChunkBytes, or half the message bound when that is

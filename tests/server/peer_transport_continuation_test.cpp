@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "node/temp_dir.h"
 #include "peer_transport_support.h"
 #include "replica/snapshot_frames.h"
 #include "server/peer_outbound.h"
@@ -143,6 +144,72 @@ TEST(PeerTransportContinuation, TheCutRunsOffTheSendersThreadAndANewerSnapshotOv
   EXPECT_EQ(after.snapshot->index, 95'000U);
   EXPECT_EQ(follower.received_count(), 2U);
   EXPECT_EQ(follower.received()[1].snapshot->index, 95'000U);
+  leader->outbound.stop();
+}
+
+// Review resume4 L2: a retry of a continued transfer that broke takes the continuation the lane
+// keeps (send() cuts nothing) and resumes it at the follower's receipt. The follower (its partial
+// kept in SNAPSHOT.partial) is down while the new leader first sends, so that transfer makes no
+// chunk; its receipt, once the new leader knows the spliced data is what it holds, names the
+// spliced data at the point; the follower restarts, restores the old leader's bytes, and splices
+// the resumed transfer.
+TEST(PeerTransportContinuation, ARetryOfABrokenContinuedTransferTakesTheKeptCopy) {
+  testing::TempDir data_dir;
+  const auto addresses = pick_addresses({1, 2, 3});
+  PeerTransportOptions follower_options = test_options(2, addresses);
+  follower_options.snapshot_partial_path = data_dir.path() + "/SNAPSHOT.partial";
+  const raft::Message old_snapshot = splice::at_point(1, 2, splice::leader_encoding(2, 3, 0));
+  {
+    TestNode follower(follower_options, port_of(addresses.at(2)));
+    ASSERT_TRUE(raw_batch_stream(addresses.at(2), {chunk_batch(old_snapshot, {0, 1})}).ok());
+    ASSERT_TRUE(eventually(
+        [&] {
+          const SnapshotReceiveStatus status = follower.transport().snapshot_receive_status();
+          return status.partials.size() == 1 &&
+                 status.partials[0].received_bytes == 2 * kSnapshotChunkBytes;
+        },
+        10s));
+  }  // the follower goes down with its partial on disk
+  SnapshotReassembler same;
+  std::string problem;
+  const std::vector<SnapshotChunk> old_chunks = splice::chunks_of(old_snapshot);
+  for (std::size_t i = 0; i < 2; ++i) same.add(old_chunks[i], splice::kT0, &problem);
+  const std::optional<SnapshotReceipt> receipt = same.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+
+  auto leader = std::make_unique<NewLeaderOutbound>(test_options(3, addresses));
+  leader->receipts.record(2, receipt);
+  std::atomic<int> cuts{0};
+  leader->outbound.set_before_continuation_cut_for_testing([&](raft::NodeId) { ++cuts; });
+  leader->outbound.start();
+  const raft::Message new_snapshot = splice::at_point(3, 3, splice::leader_encoding(3, 4, 99));
+  ASSERT_TRUE(leader->outbound.send(new_snapshot));
+  ASSERT_TRUE(
+      eventually([&] { return leader->stats_for(2).append.snapshots_continued == 1; }, 10s));
+  EXPECT_EQ(cuts.load(), 1);
+
+  // The follower's receipt of the spliced data (what it holds once it spliced: the point).
+  const SnapshotContinuation cut =
+      make_snapshot_continuation(new_snapshot.snapshot->data, *receipt->splice);
+  leader->receipts.record(2, SnapshotReceipt{cut.spliced_identity(splice::kPoint, 2),
+                                             receipt->splice->kept_bytes, receipt->splice});
+  ASSERT_TRUE(leader->outbound.send(new_snapshot));
+  const LaneStats retried = leader->stats_for(2).append;
+  EXPECT_EQ(cuts.load(), 1) << "the kept continuation was handed back: no second cut";
+  EXPECT_EQ(retried.snapshots_continued, 1U);
+  EXPECT_EQ(retried.snapshots_resumed, 1U);
+  EXPECT_EQ(retried.snapshot_bytes_skipped, receipt->splice->kept_bytes);
+
+  // The follower comes back with the old leader's bytes and splices the resumed transfer.
+  TestNode follower(follower_options, port_of(addresses.at(2)));
+  EXPECT_EQ(follower.transport().snapshot_receive_status().counters.partials_restored, 1U);
+  ASSERT_TRUE(eventually([&] { return follower.received_count() == 1; }, 20s))
+      << describe(leader->stats_for(2));
+  EXPECT_EQ(follower.transport().snapshot_receive_status().counters.partials_spliced, 1U);
+  store::Result<replica::SnapshotData> decoded =
+      replica::decode_snapshot_data(follower.received()[0].snapshot->data.view());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->section, "leader 99");
   leader->outbound.stop();
 }
 

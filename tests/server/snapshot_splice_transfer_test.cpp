@@ -231,7 +231,7 @@ TEST(SnapshotSpliceTransfer, ABrokenContinuedTransferResumesByOffsetAndIsNotCont
   EXPECT_FALSE(lane.kept_continuation(data, *spliced).has_value());
 }
 
-// The continuation a lane keeps is bounded in time and count: it goes after kKeptContinuationIdle
+// The continuation a lane keeps is bounded in time and count: it goes after kept_continuation_idle
 // without a chunk made of it (the follower's partial has idled out by then), and at the next
 // snapshot the lane neither continues nor resumes with it.
 TEST(SnapshotSpliceTransfer, TheKeptContinuationGoesWhenIdleOrReplaced) {
@@ -261,7 +261,7 @@ TEST(SnapshotSpliceTransfer, TheKeptContinuationGoesWhenIdleOrReplaced) {
   LaneQueue idle(one_a_write);
   ASSERT_NO_FATAL_FAILURE(broken_transfer(idle));
   EXPECT_TRUE(idle.kept_continuation(data, spliced).has_value());
-  idle.expire(Clock::now() + LaneQueue::kKeptContinuationIdle + 1s);
+  idle.expire(Clock::now() + one_a_write.kept_continuation_idle + 1s);
   EXPECT_FALSE(idle.kept_continuation(data, spliced).has_value()) << "idle: dropped";
 
   LaneQueue replaced(one_a_write);
