@@ -134,20 +134,6 @@ class ManyClientLoad {
   std::thread thread_;
 };
 
-std::uint64_t trim_before(LocalCluster& cluster, client::Client& client, int id,
-                          std::uint64_t before, std::uint64_t past) {
-  std::uint64_t first = 0;
-  poll_until(
-      [&] {
-        auto trimmed = client.trim(cluster.address(id), before);
-        if (trimmed.ok()) first = trimmed->first_index;
-        return first > past;
-      },
-      120s, 100ms);
-  EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
-  return first;
-}
-
 TEST(SnapshotContinuationTest, ANewLeaderContinuesAPartialOfAnotherLeadersDataOnABusyCluster) {
   LocalClusterOptions options = small_segment_options(RAFTLOGD_PATH);
   options.metrics = true;
@@ -181,8 +167,9 @@ TEST(SnapshotContinuationTest, ANewLeaderContinuesAPartialOfAnotherLeadersDataOn
   // Past nearly all of it (a trim of many segments deletes them over several loop rounds): both
   // nodes' first index then lies in the last few segments, the same one on both (the same trim on
   // the same segment layout: the same snapshot point).
-  const std::uint64_t first = trim_before(cluster, *client, first_leader, last + 1, last - 5000);
-  trim_before(cluster, *client, second, last + 1, last - 5000);
+  const std::uint64_t first =
+      trim_until_settled(cluster, *client, first_leader, last + 1, last - 5000, 120s);
+  trim_until_settled(cluster, *client, second, last + 1, last - 5000, 120s);
   ASSERT_TRUE(poll_until(
       [&] {
         auto a = cluster.status(first_leader);
