@@ -11,7 +11,9 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -51,6 +53,21 @@ class OffLoopWrite {
   std::condition_variable done_;
   State state_ = State::kQueued;
   store::Status outcome_;
+};
+
+// A durable file write handed off the loop (replica_off_loop_write.cpp): TOPICSTATE (the
+// periodic save, a trim's, an install's) or a trim's SNAPSHOT.next, from a copy the loop took; its
+// outcome is published on the loop (publish_write) by its `done`, or by settle_pending_write when
+// an install or a stop takes it back first. At most one at a time per replica, beside the snapshot
+// job (off_loop_outstanding_). A write settle() dropped stays in the worker's queue as a no-op
+// while the next one is handed off, so a replica can have more than two jobs queued (review L10);
+// the executor's queue bound (kMaxQueuedJobs) holds, beyond which a write is done on the loop.
+struct PendingWrite {
+  enum class Kind : std::uint8_t { kTopicState, kTrimSnapshotNext };
+  Kind kind = Kind::kTopicState;
+  std::uint64_t through = 0;  // TOPICSTATE's through_index
+  bool for_trim = false;      // a trim waits for it (a failure stops the trim)
+  std::shared_ptr<OffLoopWrite> write;
 };
 
 }  // namespace raftlog::replica

@@ -480,15 +480,37 @@ class Replica {
   // (the tables of the log's start unknown unless it starts where it did; SNAPSHOT.next left for
   // the open or removed: finish_trim_snapshot).
   void abandon_trim_deletion();
-  // The end of every trim() call: the pending deletion's next steps, the log line and the result.
+  // trim()'s steps (replica_retention.cpp), each nullopt to go on or the call's answer: the
+  // flush it waits for (true: asked of the flusher), its TOPICSTATE (moves *target down to what
+  // the save reached), CONFSTATE and SNAPSHOT.next, the topic scan's slice (moves new_first down
+  // to what the scan passed). yield_trim: the rest in the next rounds (pending_trim_before_).
+  struct TrimPlan {
+    std::uint64_t new_first = 0;  // where the log starts after this deletion
+    std::optional<std::vector<TopicOffsets::TopicNext>> topics;  // the tables as of new_first - 1
+    std::optional<raft::ConfState> conf;
+  };
+  bool trim_must_yield() const;  // the round's trim budget is spent
+  TrimResult yield_trim(std::uint64_t before_index, std::uint64_t first_before,
+                        std::uint64_t allowed);
+  bool trim_waits_for_flush(std::uint64_t before_index);
+  std::optional<TrimResult> trim_topic_state_step(std::uint64_t before_index,
+                                                  std::uint64_t first_before, std::uint64_t limit,
+                                                  std::uint64_t* target);
+  std::optional<TrimResult> trim_deletion_step(std::uint64_t before_index,
+                                               std::uint64_t first_before, std::uint64_t limit,
+                                               std::uint64_t target);
+  std::optional<TrimResult> trim_scan_step(std::uint64_t before_index, std::uint64_t first_before,
+                                           std::uint64_t limit, TrimPlan* plan);
+  // The trim is over: nothing of it waits any more (its request, TOPICSTATE save, flush).
+  void end_trim();
   // A write of the trim's failed (TOPICSTATE or SNAPSHOT.next, on the loop or off it): its error,
   // and the trim stops, nothing deleted (a new request or the retention check starts it again;
   // a continuation would otherwise retry the write every round).
   TrimResult stop_failed_trim(const std::string& what, const store::Status& failed,
                               std::uint64_t first_before, std::uint64_t limit);
+  // The end of every trim() call: the pending deletion's next steps, the log line and the result.
   TrimResult finish_trim_call(std::uint64_t before_index, const char* why, std::uint64_t limit,
-                              std::uint64_t first_before, std::uint64_t segments_before,
-                              const std::function<bool()>& must_yield, bool* stepped);
+                              std::uint64_t first_before, std::uint64_t segments_before);
   // The topic-table scan (replica_topic_scan.cpp): starts it again from first_index_topics_ at the
   // log's first index - 1 (none when that table is not known).
   void restart_topic_scan();
@@ -640,18 +662,7 @@ class Replica {
   bool hand_off(std::function<void()> job, std::function<void()> done);
   // After every job's `done`: the work that waited for the executor starts.
   void start_waiting_off_loop_work();
-  // A durable file write handed off the loop (replica_off_loop_write.cpp): TOPICSTATE (the
-  // periodic save, a trim's, an install's) or a trim's SNAPSHOT.next, from a copy the loop took;
-  // its outcome is published on the loop (publish_write) by its `done`, or by settle_pending_write
-  // when an install or a stop takes it back first. At most one at a time, beside the snapshot job
-  // (off_loop_outstanding_): the executor holds at most two jobs of this replica.
-  struct PendingWrite {
-    enum class Kind : std::uint8_t { kTopicState, kTrimSnapshotNext };
-    Kind kind = Kind::kTopicState;
-    std::uint64_t through = 0;  // TOPICSTATE's through_index
-    bool for_trim = false;      // a trim waits for it (a failure stops the trim)
-    std::shared_ptr<OffLoopWrite> write;
-  };
+  // The durable file write out off the loop (off_loop_write.h, replica_off_loop_write.cpp).
   std::optional<PendingWrite> pending_write_;
   // Hands `write` off (inline without an executor, or when it refuses: then `done` has run on
   // return); `pending` becomes pending_write_ until its outcome is published.

@@ -4,8 +4,9 @@
 // `deliver`, which the node sets to queue it as a loop input that wakes the loop like a flush
 // notice (node.cpp, OffLoopDoneInput).
 //
-// Bounded: the replica keeps at most two jobs outstanding (a snapshot job and a file write), so the
-// queue holds at most two; it refuses (logs, returns false) beyond kMaxQueuedJobs all the same, and
+// Bounded: the replica keeps at most two live jobs outstanding (a snapshot job and a file write),
+// plus file writes an install or a stop dropped unstarted, which stay queued as no-ops (review L10:
+// so more than two can be queued); it refuses (logs, returns false) beyond kMaxQueuedJobs, and
 // the replica then abandons a snapshot job at once (its snapshot is retried by the core) or writes
 // the file on its loop. stop() joins the thread; jobs not started by then are dropped, unrun (the
 // replica's close() takes a file write back itself: replica/off_loop_write.h).

@@ -24,16 +24,13 @@ namespace raftlog::testing {
 
 // Trims `id`'s log below `before` once the consumer group table's retention hold (one persist
 // interval behind what the node's indexes applied, so far behind while they index thousands of new
-// topics) no longer holds it back, and asks again until the first index is past `past` and has
-// stayed the same for 1.5 s: a trim answers before its deletion has run, which goes on over the
-// node's next loop rounds (scan slices, unlinks, each some ms apart; docs/design.md "Known
-// limits"), and follows the hold as it rises; a follower caught up before the trim's end would
-// start below where the leader's log ends up starting.
+// topics) no longer holds it back, then until the trim has ended past `past`
+// (trim_until_settled): a follower caught up before the trim's end would start below where the
+// leader's log ends up starting.
 inline std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, int id,
                                std::uint64_t before, std::uint64_t past,
                                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   using namespace std::chrono_literals;
-  constexpr auto kSettled = 1500ms;
   EXPECT_TRUE(poll_until(
       [&] {
         const auto status = cluster.status(id);
@@ -42,21 +39,7 @@ inline std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, in
       },
       std::max<std::chrono::milliseconds>(timeout, 120s), 100ms))
       << "node " << id << "'s consumer group table still holds its log below " << before;
-  std::uint64_t first = 0;
-  auto unchanged_since = std::chrono::steady_clock::now();
-  const bool settled = poll_until(
-      [&] {
-        auto trimmed = client.trim(cluster.address(id), before);
-        if (trimmed.ok() && trimmed->first_index != first) {
-          first = trimmed->first_index;
-          unchanged_since = std::chrono::steady_clock::now();
-        }
-        return first > past && std::chrono::steady_clock::now() - unchanged_since >= kSettled;
-      },
-      timeout + kSettled, 100ms);
-  EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
-  EXPECT_TRUE(settled) << "node " << id << "'s trim still went on (first index " << first << ")";
-  return first;
+  return trim_until_settled(cluster, client, id, before, past, timeout);
 }
 
 // A three-node cluster, started, whose node `follower` was stopped (kill -9) after it acknowledged

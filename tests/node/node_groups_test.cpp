@@ -28,17 +28,24 @@ TrimResult trim_and_wait(Node& node, std::uint64_t before) {
   return promise.get_future().get();
 }
 
-// A trim answers before its deletion has run (it follows over the node's next loop rounds:
-// docs/design.md, "Known limits"): asked again until its answer's first index passes `past`
-// (bounded: 10 s), that answer, or the last one.
-TrimResult trim_until_past(Node& node, std::uint64_t before, std::uint64_t past) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+// A trim answers before its deletion has run (it follows over the node's next loop rounds and
+// ends when nothing whole below its point can go: docs/design.md, "Known limits"): asked again
+// until its answer's first index is past `past` and the same for 500 ms, the trim's end (bounded:
+// 10 s); that answer, or the last one.
+TrimResult trim_until_settled(Node& node, std::uint64_t before, std::uint64_t past) {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
   TrimResult result = trim_and_wait(node, before);
-  while (result.error.ok() && result.first_index <= past &&
-         std::chrono::steady_clock::now() < deadline) {
+  auto unchanged_since = SteadyClock::now();
+  while (result.error.ok() && SteadyClock::now() < deadline &&
+         (result.first_index <= past ||
+          SteadyClock::now() - unchanged_since < std::chrono::milliseconds(500))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    result = trim_and_wait(node, before);
+    const TrimResult again = trim_and_wait(node, before);
+    if (again.first_index != result.first_index) unchanged_since = SteadyClock::now();
+    result = again;
   }
+  EXPECT_LT(SteadyClock::now(), deadline) << "the trim before " << before << " did not settle";
   return result;
 }
 
@@ -85,18 +92,18 @@ TEST(NodeGroups, RetentionNeverTrimsAtOrAboveTheHold) {
     last = appended.last_index;
   }
   cluster.node->hold_log_from(50);
-  const TrimResult held = trim_until_past(*cluster.node, last, 1);
+  const TrimResult held = trim_until_settled(*cluster.node, last, 1);
   ASSERT_TRUE(held.error.ok()) << held.error.message;
   EXPECT_GT(held.first_index, 1U);   // whole segments below 50 went
   EXPECT_LE(held.first_index, 50U);  // nothing at or above the hold
   EXPECT_LE(held.limit, 50U);
   cluster.node->hold_log_from(150);
-  const TrimResult moved = trim_until_past(*cluster.node, last, held.first_index);
+  const TrimResult moved = trim_until_settled(*cluster.node, last, held.first_index);
   ASSERT_TRUE(moved.error.ok());
   EXPECT_GT(moved.first_index, held.first_index);
   EXPECT_LE(moved.first_index, 150U);
   cluster.node->hold_log_from(0);  // no hold: up to what is committed
-  const TrimResult free = trim_until_past(*cluster.node, last, 150);
+  const TrimResult free = trim_until_settled(*cluster.node, last, 150);
   ASSERT_TRUE(free.error.ok());
   EXPECT_GT(free.first_index, 150U);
 }

@@ -413,5 +413,47 @@ TEST_F(TrimOffLoopTest, ATrimEndsWithItsDeletionAndDeletesNothingWhenTheActiveSe
   EXPECT_EQ(replica_->log().first_index(), planned) << "the ended trim deleted the sealed segment";
 }
 
+
+// Review offloop2 M1: a trim with no whole segment below its point (it lies in the active segment)
+// ends at once, with no TOPICSTATE saved for nothing. It used to hand off a TOPICSTATE save and
+// wait in pending_trim_before_, which the continuation never ended: once the segment sealed it was
+// deleted, long after the answer.
+TEST_F(TrimOffLoopTest, ATrimWithNoWholeSegmentBelowItsPointEndsAtOnce) {
+  ASSERT_NO_FATAL_FAILURE(build_log());
+  const std::uint64_t planned = planned_start(kEntries + 1);
+  ASSERT_TRUE(replica_->trim(kEntries + 1, "test:").error.ok());
+  finish_trim(planned);
+  ASSERT_EQ(replica_->log().first_index(), planned);
+  ASSERT_FALSE(replica_->trim_in_progress());
+  // One small entry more, in the active segment: TOPICSTATE does not reach it yet.
+  const auto leader_sends = [this](std::uint64_t from, std::uint64_t to, std::size_t bytes) {
+    std::vector<raft::Entry> entries;
+    for (std::uint64_t index = from; index <= to; ++index) {
+      entries.push_back(testing::client_entry(index, std::string(bytes, 'n')));
+    }
+    replica_->step(testing::leader_append(from - 1, entries, to));
+    replica_->process();
+    ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
+    replica_->process();
+    ASSERT_EQ(replica_->commit_index(), to);
+  };
+  ASSERT_NO_FATAL_FAILURE(leader_sends(kEntries + 1, kEntries + 1, 10));
+  ASSERT_EQ(planned_start(kEntries + 2), planned) << "nothing whole is below the point";
+  const TrimResult again = replica_->trim(kEntries + 2, "test:");
+  ASSERT_TRUE(again.error.ok()) << again.error.message;
+  EXPECT_FALSE(replica_->trim_in_progress()) << "a trim with nothing whole to delete waits";
+  EXPECT_TRUE(executor_.jobs.empty()) << "a TOPICSTATE save for nothing was handed off";
+  executor_.finish_all(*replica_);
+  round();
+  // 8 entries of 15 KiB: the segment holding the point seals.
+  ASSERT_NO_FATAL_FAILURE(leader_sends(kEntries + 2, kEntries + 9, 15 << 10));
+  ASSERT_GT(planned_start(kEntries + 2), planned) << "the segment holding the point did not seal";
+  for (int i = 0; i < 16; ++i) {
+    executor_.finish_all(*replica_);
+    round();
+  }
+  EXPECT_EQ(replica_->log().first_index(), planned) << "the trim deleted the sealed segment later";
+}
+
 }  // namespace
 }  // namespace raftlog::replica

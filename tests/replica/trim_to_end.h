@@ -4,6 +4,8 @@
 // or the loop's continuation would, until no trim is under way.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -28,6 +30,9 @@ inline TrimResult trim_to_end(Replica& replica, std::uint64_t before,
        ++call) {
     between();
     result = replica.trim(before, "test:");
+  }
+  if (result.error.ok() && replica.trim_in_progress()) {
+    ADD_FAILURE() << "the trim before " << before << " was still under way after its bound";
   }
   return result;
 }
