@@ -79,6 +79,16 @@ class CutGate {
   int released_ = 0;
 };
 
+// The receipt a follower holding the first two chunks of `snapshot` sends (the same chunks through
+// a reassembler, as the follower's messages carry it).
+std::optional<SnapshotReceipt> receipt_after_two_chunks(const raft::Message& snapshot) {
+  SnapshotReassembler same;
+  std::string problem;
+  const std::vector<SnapshotChunk> chunks = splice::chunks_of(snapshot);
+  for (std::size_t i = 0; i < 2; ++i) same.add(chunks[i], splice::kT0, &problem);
+  return same.receipt();
+}
+
 TEST(PeerTransportContinuation, TheCutRunsOffTheSendersThreadAndANewerSnapshotOvertakesIt) {
   const auto addresses = pick_addresses({1, 2, 3});
   TestNode follower(test_options(2, addresses), port_of(addresses.at(2)));
@@ -93,11 +103,7 @@ TEST(PeerTransportContinuation, TheCutRunsOffTheSendersThreadAndANewerSnapshotOv
       },
       10s));
   // Its receipt as the follower's messages carry it (the same chunks through a reassembler here).
-  SnapshotReassembler same;
-  std::string problem;
-  const std::vector<SnapshotChunk> old_chunks = splice::chunks_of(old_snapshot);
-  for (std::size_t i = 0; i < 2; ++i) same.add(old_chunks[i], splice::kT0, &problem);
-  const std::optional<SnapshotReceipt> receipt = same.receipt();
+  const std::optional<SnapshotReceipt> receipt = receipt_after_two_chunks(old_snapshot);
   ASSERT_TRUE(receipt && receipt->splice);
 
   auto leader = std::make_unique<NewLeaderOutbound>(test_options(3, addresses));
@@ -170,11 +176,7 @@ TEST(PeerTransportContinuation, ARetryOfABrokenContinuedTransferTakesTheKeptCopy
         },
         10s));
   }  // the follower goes down with its partial on disk
-  SnapshotReassembler same;
-  std::string problem;
-  const std::vector<SnapshotChunk> old_chunks = splice::chunks_of(old_snapshot);
-  for (std::size_t i = 0; i < 2; ++i) same.add(old_chunks[i], splice::kT0, &problem);
-  const std::optional<SnapshotReceipt> receipt = same.receipt();
+  const std::optional<SnapshotReceipt> receipt = receipt_after_two_chunks(old_snapshot);
   ASSERT_TRUE(receipt && receipt->splice);
 
   auto leader = std::make_unique<NewLeaderOutbound>(test_options(3, addresses));
