@@ -76,6 +76,8 @@ inline constexpr std::string_view kTransferInProgress = "TRANSFER_IN_PROGRESS"; 
 inline constexpr std::string_view kTransferSuperseded =
     "TRANSFER_SUPERSEDED";  // UNAVAILABLE: a newer transfer replaced it
 inline constexpr std::string_view kTransferTimeout = "TRANSFER_TIMEOUT";  // UNAVAILABLE
+inline constexpr std::string_view kTransferTargetSilent =
+    "TRANSFER_TARGET_SILENT";  // FAILED_PRECONDITION: the target has not answered the leader lately
 inline constexpr std::string_view kCorruptEntry =
     "CORRUPT_ENTRY";  // DATA_LOSS: never served; read another node
 inline constexpr std::string_view kStorageError =

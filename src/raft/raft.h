@@ -113,7 +113,10 @@ enum class TransferStatus : std::uint8_t {
   kNotLeader,
   kUnknownTarget,
   kAlreadyLeader,
-  kInProgress
+  kInProgress,
+  // The target has not answered this leader for an election timeout or more: not running, or cut
+  // off. A TimeoutNow would not reach it, and a transfer refuses proposals until it ends.
+  kTargetSilent
 };
 
 // Why propose_conf_change() refused (docs/raft.md, "Membership changes").

@@ -40,6 +40,13 @@ TransferStatus Raft::Impl::transfer_leadership(NodeId target) {
   if (target == id()) return TransferStatus::kAlreadyLeader;
   if (!is_voter(target)) return TransferStatus::kUnknownTarget;
   if (transfer_target_ != kNoNode) return TransferStatus::kInProgress;
+  // Refused at once rather than tried: a transfer refuses proposals until it ends, and one to a
+  // node that does not answer ends only when tick_heartbeat aborts it an election timeout later;
+  // a client retrying it would keep the cluster from taking appends (drills6 L10). The count
+  // starts at 0 when this leader took over, so a fresh leader gives every peer a full timeout.
+  if (progress_.at(target).ticks_since_contact >= static_cast<std::uint64_t>(config_.election_ticks)) {
+    return TransferStatus::kTargetSilent;
+  }
   transfer_target_ = target;
   // The transfer must finish within one election timeout; tick_heartbeat aborts it otherwise.
   election_elapsed_ticks_ = 0;

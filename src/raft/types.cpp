@@ -127,6 +127,8 @@ const char* to_string(TransferStatus status) {
       return "AlreadyLeader";
     case TransferStatus::kInProgress:
       return "InProgress";
+    case TransferStatus::kTargetSilent:
+      return "TargetSilent";
   }
   return "UnknownTransferStatus";
 }

@@ -9,6 +9,24 @@
 
 namespace raftlog::replica {
 
+namespace {
+// Why a transfer to `target` was refused at once (raft::TransferStatus::kTargetSilent): how long
+// the leader has not heard from it, so the operator looks at that node instead of retrying.
+std::string silent_transfer_target_text(std::uint64_t target,
+                                        const std::vector<raft::PeerProgress>& progress,
+                                        const ReplicaConfig& config) {
+  std::uint64_t silent_ms = 0;
+  for (const raft::PeerProgress& peer : progress) {
+    if (peer.id == target) silent_ms = peer.ticks_since_contact * config.tick_ms;
+  }
+  return "node " + std::to_string(target) + " has not answered this leader (node " +
+         std::to_string(config.node_id) + ") for " + std::to_string(silent_ms) +
+         " ms, an election timeout (" +
+         std::to_string(std::uint64_t{config.election_ticks} * config.tick_ms) +
+         " ms) or more: is it running? Leadership stays here; name a node that answers";
+}
+}  // namespace
+
 NodeError Replica::not_leader_error() const {
   const raft::NodeId leader = raft_->leader();
   if (leader == raft::kNoNode) {
@@ -274,6 +292,12 @@ void Replica::transfer_leadership(TransferRequest in) {
           make_error(ErrorCode::kUnavailable, "another leadership transfer is in progress",
                      kReasonTransferInProgress),
           0, 0});
+      return;
+    case raft::TransferStatus::kTargetSilent:
+      in.done(TransferResult{make_error(ErrorCode::kFailedPrecondition,
+                                        silent_transfer_target_text(in.target, raft_->progress(), config_),
+                                        kReasonTransferTargetSilent),
+                             0, 0});
       return;
   }
   if (pending_transfer_) {

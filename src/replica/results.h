@@ -113,6 +113,7 @@ inline constexpr const char* kReasonTransferTargetUnknown = "TRANSFER_TARGET_UNK
 inline constexpr const char* kReasonTransferInProgress = "TRANSFER_IN_PROGRESS";
 inline constexpr const char* kReasonTransferSuperseded = "TRANSFER_SUPERSEDED";
 inline constexpr const char* kReasonTransferTimeout = "TRANSFER_TIMEOUT";
+inline constexpr const char* kReasonTransferTargetSilent = "TRANSFER_TARGET_SILENT";
 inline constexpr const char* kReasonConfChangeInProgress = "CONF_CHANGE_IN_PROGRESS";
 inline constexpr const char* kReasonNotAMember = "NOT_A_MEMBER";
 inline constexpr const char* kReasonAlreadyAMember = "ALREADY_A_MEMBER";

@@ -2,6 +2,7 @@
 // their --json output.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "shared/command_run.h"
@@ -157,6 +158,22 @@ TEST(CliTest, ADownNodeIsShownInWordsAndLeaderNeedsOneNodeThatKnows) {
   EXPECT_EQ(none.exit_code, 1) << none.out;
   EXPECT_NE(none.out.find("no leader known (0 of 1 endpoints answered"), std::string::npos)
       << none.out;
+  // drills6 L10: a transfer to the dead node (silent for over a second by now, the election
+  // timeout is at most 400 ms) is refused at once with why, not retried until --timeout-ms.
+  const auto transfer_started = std::chrono::steady_clock::now();
+  CommandRun to_dead = run_command(ctl + "transfer-leader --timeout-ms 8000 --to " +
+                                   std::to_string(down) + " --endpoints " + cluster.endpoints());
+  const auto transfer_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::steady_clock::now() - transfer_started)
+                               .count();
+  EXPECT_EQ(to_dead.exit_code, 1) << to_dead.out;
+  EXPECT_NE(to_dead.out.find("FAILED_PRECONDITION"), std::string::npos) << to_dead.out;
+  EXPECT_NE(to_dead.out.find("node " + std::to_string(down) + " has not answered this leader"),
+            std::string::npos)
+      << to_dead.out;
+  EXPECT_NE(to_dead.out.find("is it running?"), std::string::npos) << to_dead.out;
+  EXPECT_LT(transfer_ms, 4000) << "retried toward the deadline: " << to_dead.out;
+  EXPECT_EQ(cluster.wait_for_leader(), leader) << "leadership stayed";
 }
 
 }  // namespace

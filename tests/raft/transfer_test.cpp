@@ -93,6 +93,44 @@ TEST(Transfer, AbortedAfterAnElectionTimeout) {
   EXPECT_EQ(c.raft(1).role(), Role::kLeader);
 }
 
+// drills6 L10: `transfer-leader --to` a dead voter was accepted, refused proposals for an election
+// timeout, aborted, and the client retried it for its whole deadline ("Deadline Exceeded"), the
+// cluster refusing appends most of that time. A target the leader has not heard from for an
+// election timeout is refused at once with a reason and the silence, and appends go on.
+TEST(Transfer, ATargetSilentForAnElectionTimeoutIsRefusedAtOnceAndAppendsGoOn) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  c.isolate(3);
+  for (int i = 0; i < 10; ++i) {
+    c.tick(1);
+    c.tick(2);
+    c.deliver_all();
+  }
+  const testing::TransferRequest silent = c.transfer_leadership(1, 3);
+  ASSERT_TRUE(silent.answered()) << "refused at once, not tried for an election timeout";
+  EXPECT_EQ(silent.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(silent.result().error.reason, replica::kReasonTransferTargetSilent);
+  EXPECT_NE(silent.result().error.message.find("node 3 has not answered this leader (node 1) for "),
+            std::string::npos)
+      << silent.result().error.message;
+  EXPECT_NE(silent.result().error.message.find("is it running?"), std::string::npos);
+  EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
+  EXPECT_TRUE(c.propose(1, {"goes on"}).proposed()) << "no transfer holds proposals back";
+
+  // Once node 3 answers again, the same transfer goes through.
+  c.heal();
+  for (int i = 0; i < 2; ++i) {
+    c.tick(1);
+    c.deliver_all();
+  }
+  const testing::TransferRequest answered = c.transfer_leadership(1, 3);
+  c.deliver_all();
+  ASSERT_TRUE(answered.answered());
+  EXPECT_TRUE(answered.result().error.ok()) << answered.result().error.message;
+  EXPECT_EQ(c.raft(3).role(), Role::kLeader);
+}
+
 TEST(Transfer, RefusalsNameTheirReason) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
