@@ -89,19 +89,20 @@ std::optional<SnapshotReceipt> receipt_after_two_chunks(const raft::Message& sna
   return same.receipt();
 }
 
+// The follower holds one partial of the first two chunks (what the old leader's send left it).
+bool holds_two_chunk_partial(TestNode& follower) {
+  const SnapshotReceiveStatus status = follower.transport().snapshot_receive_status();
+  return status.partials.size() == 1 &&
+         status.partials[0].received_bytes == 2 * kSnapshotChunkBytes;
+}
+
 TEST(PeerTransportContinuation, TheCutRunsOffTheSendersThreadAndANewerSnapshotOvertakesIt) {
   const auto addresses = pick_addresses({1, 2, 3});
   TestNode follower(test_options(2, addresses), port_of(addresses.at(2)));
   // The old leader (node 1, term 2) sent the follower the first two chunks of its framed data.
   const raft::Message old_snapshot = splice::at_point(1, 2, splice::leader_encoding(2, 3, 0));
   ASSERT_TRUE(raw_batch_stream(addresses.at(2), {chunk_batch(old_snapshot, {0, 1})}).ok());
-  ASSERT_TRUE(eventually(
-      [&] {
-        const SnapshotReceiveStatus status = follower.transport().snapshot_receive_status();
-        return status.partials.size() == 1 &&
-               status.partials[0].received_bytes == 2 * kSnapshotChunkBytes;
-      },
-      10s));
+  ASSERT_TRUE(eventually([&] { return holds_two_chunk_partial(follower); }, 10s));
   // Its receipt as the follower's messages carry it (the same chunks through a reassembler here).
   const std::optional<SnapshotReceipt> receipt = receipt_after_two_chunks(old_snapshot);
   ASSERT_TRUE(receipt && receipt->splice);
@@ -168,13 +169,7 @@ TEST(PeerTransportContinuation, ARetryOfABrokenContinuedTransferTakesTheKeptCopy
   {
     TestNode follower(follower_options, port_of(addresses.at(2)));
     ASSERT_TRUE(raw_batch_stream(addresses.at(2), {chunk_batch(old_snapshot, {0, 1})}).ok());
-    ASSERT_TRUE(eventually(
-        [&] {
-          const SnapshotReceiveStatus status = follower.transport().snapshot_receive_status();
-          return status.partials.size() == 1 &&
-                 status.partials[0].received_bytes == 2 * kSnapshotChunkBytes;
-        },
-        10s));
+    ASSERT_TRUE(eventually([&] { return holds_two_chunk_partial(follower); }, 10s));
   }  // the follower goes down with its partial on disk
   const std::optional<SnapshotReceipt> receipt = receipt_after_two_chunks(old_snapshot);
   ASSERT_TRUE(receipt && receipt->splice);

@@ -87,4 +87,20 @@ struct NewLeaderSend {
   }
 };
 
+// A new leader's continuation for a follower holding the old leader's first chunks: the follower,
+// its receipt (naming a splice point), the new leader's message at the point, the identity of its
+// data and the continuation cut for that receipt (none when the receipt names no splice point:
+// tests assert `first` before they use it).
+struct ContinuationSetUp {
+  FollowerWithPartial follower;
+  std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
+  SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
+                        util::crc32c::value(message.snapshot->data.view())};
+  std::optional<SnapshotContinuation> first =
+      receipt && receipt->splice
+          ? std::optional(make_snapshot_continuation(message.snapshot->data, *receipt->splice))
+          : std::nullopt;
+};
+
 }  // namespace raftlog::server::snapshot_testing

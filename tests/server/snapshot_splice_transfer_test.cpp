@@ -171,19 +171,15 @@ TEST(SnapshotSpliceTransfer, ARestoredPartialNamesItsSplicePointAndIsContinued) 
 // transfer does: not a new continuation from its latest complete block, which would resend part
 // of a block and count the kept bytes as saved a second time.
 TEST(SnapshotSpliceTransfer, ABrokenContinuedTransferResumesByOffsetAndIsNotContinuedAgain) {
-  FollowerWithPartial follower;
-  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
-  ASSERT_TRUE(receipt && receipt->splice);
-  const raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
-  const SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
-                              util::crc32c::value(message.snapshot->data.view())};
+  ContinuationSetUp set_up;
+  ASSERT_TRUE(set_up.first.has_value()) << "the receipt names a splice point";
+  auto& [follower, receipt, message, data, cut] = set_up;
+  const SnapshotContinuation& first = *cut;
   // One chunk a write: the first is written, the stream breaks under the second, which then
   // expires (the transfer is abandoned).
   LaneQueueLimits one_a_write = append_lane_limits();
   one_a_write.max_batch_messages = 1;
   LaneQueue lane{one_a_write};
-  const SnapshotContinuation first =
-      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
   ASSERT_EQ(lane.push_snapshot(message, data.data_crc32c, kT0, receipt, &first),
             LaneQueue::Admission::kQueued);
   ASSERT_EQ(lane.take_batch().size(), 1U);
@@ -235,14 +231,10 @@ TEST(SnapshotSpliceTransfer, ABrokenContinuedTransferResumesByOffsetAndIsNotCont
 // without a chunk made of it (the follower's partial has idled out by then), and at the next
 // snapshot the lane neither continues nor resumes with it.
 TEST(SnapshotSpliceTransfer, TheKeptContinuationGoesWhenIdleOrReplaced) {
-  FollowerWithPartial follower;
-  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
-  ASSERT_TRUE(receipt && receipt->splice);
-  const raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
-  const SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
-                              util::crc32c::value(message.snapshot->data.view())};
-  const SnapshotContinuation first =
-      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  ContinuationSetUp set_up;
+  ASSERT_TRUE(set_up.first.has_value()) << "the receipt names a splice point";
+  const auto& [follower, receipt, message, data, cut] = set_up;
+  const SnapshotContinuation& first = *cut;
   // The follower spliced the continuation's first chunk; the rest was lost.
   const SnapshotReceipt spliced{first.spliced_identity(kPoint, 2),
                                 receipt->splice->kept_bytes + kSnapshotChunkBytes};
