@@ -515,9 +515,11 @@ class Replica {
   // log's first index - 1 (none when that table is not known).
   void restart_topic_scan();
   // Reads the entries after the scan's point toward `goal` (a sealed segment's last index), at most
-  // about `budget_bytes` of payload, moving the scan's boundary over every segment it finishes. A
-  // read that fails makes first_index_topics_ unknown (logged; snapshots fall back).
-  void advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes);
+  // about `budget_bytes` of payload and, after its first batch, only while `out_of_time` is false,
+  // moving the scan's boundary over every segment it finishes. A read that fails makes
+  // first_index_topics_ unknown (logged; snapshots fall back).
+  void advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
+                          const std::function<bool()>& out_of_time);
   // Each loop round while a trim waits for the scan (pending_trim_before_): one slice, then the
   // trim when the scan reached its segments.
   void continue_pending_trim();

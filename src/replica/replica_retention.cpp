@@ -250,7 +250,12 @@ std::optional<TrimResult> Replica::trim_scan_step(std::uint64_t before_index,
     if (trim_must_yield()) return yield_trim(before_index, first_before, limit);
     const std::uint64_t read_through = topic_scan_ ? topic_scan_->running.through() : 0;
     RoundProfile::Scope part(round_, RoundPart::kTrimScan);
-    advance_topic_scan(plan->new_first - 1, config_.topic_scan_slice_bytes);
+    // Its reading stops when the round's trim budget is spent (after one batch at least), whether
+    // or not another step ran before it in this round.
+    advance_topic_scan(plan->new_first - 1, config_.topic_scan_slice_bytes, [this] {
+      return deps_.clock() - trim_budget_.started >=
+             std::chrono::milliseconds(config_.trim_round_budget_ms);
+    });
     if (!topic_scan_ || topic_scan_->running.through() != read_through) {
       trim_budget_.stepped = true;
     }

@@ -104,6 +104,7 @@ Status CommitLog::truncate_prefix(std::uint64_t before_index, const PrefixProgre
 Status CommitLog::reset(std::uint64_t first_index, std::uint64_t prev_term) {
   return impl_->reset(first_index, prev_term);
 }
+Status CommitLog::remove_discarded() { return impl_->remove_discarded(); }
 Status CommitLog::set_commit_index(std::uint64_t commit_index, bool persist) {
   return impl_->set_commit_index(commit_index, persist);
 }

@@ -72,11 +72,13 @@
 //   6. Index files are derived: missing, short, torn or inconsistent index files are rebuilt from
 //      the segment they describe (before the flushed point any bad entry then is kCorruption).
 //   7. Mid-reset(first, prev_term): the reset intent (first, prev_term) is written to the checkpoint
-//      durably BEFORE any file is changed; then the old segments are removed and the new empty one
-//      is created, flushed and the directory synced; then the intent is cleared. Recovery finding
-//      an intent removes every segment and creates the new one again (idempotent), so the result is
-//      "after"; a crash before the intent is durable (a torn checkpoint slot falls back to the
-//      other) leaves everything "before".
+//      durably BEFORE any file is changed; then the old segments are renamed aside (discard-*) and
+//      the new empty one is created, flushed and the directory synced; then the intent is cleared.
+//      Recovery finding an intent removes every segment and creates the new one again (idempotent),
+//      so the result is "after"; a crash before the intent is durable (a torn checkpoint slot falls
+//      back to the other) leaves everything "before". The discard-* files are unlinked later
+//      (remove_discarded(), off the caller's loop); recovery removes any it finds without reading
+//      them: after the intent, whatever they held is replaced.
 //   Corruption found before the checkpointed flushed point makes open() fail with kCorruption naming
 //   file and offset, unless Options::allow_truncate_corrupted_flushed_data is set.
 #pragma once
@@ -277,7 +279,15 @@ class CommitLog {
   // with a non-zero prev_term; kNoSpace (nothing changed) when the new segment cannot be created; a
   // failure after the reset's durable intent fails the log (the next open completes the reset). Sync
   // append() calls still waiting fail with kTruncated.
+  // The old segments' files are renamed aside ("discard-<base>.seg/.idx", a rename each: no blocks
+  // freed on the caller's thread), not unlinked: the flusher unlinks them at its next wake-up (a
+  // stepped log: at the owner's next run_flush_cycle()), and the next open whatever is left
+  // (docs/storage-format.md, crash case 7).
   Status reset(std::uint64_t first_index, std::uint64_t prev_term);
+  // Unlinks every discard-* file the resets left, now (any thread, at any time: they are never read
+  // again, and a crash before or during it leaves them for the next open). No directory sync: an
+  // unlink a power cut undoes leaves the file for the next open. The first error stops it.
+  Status remove_discarded();
 
   // The upper layer's commit index, stored in the checkpoint (written on the next checkpoint, or at
   // once with persist = true). Must not decrease and must not exceed last_index().

@@ -124,6 +124,9 @@ void CommitLog::Impl::flusher_main() {
     // two more syncs (index records, checkpoint file), and making the Raft node wait for them
     // delayed about 1 % of acknowledgements (the p99.9 of docs/benchmarks.md, "raftlog vs etcd").
     call_listener(&last_reported);
+    // After the listener: a reset's old segments wait for the appends' acknowledgements, not the
+    // other way round.
+    remove_discarded_if_pending();
     if (stop) return;
     {
       std::lock_guard cycle_lock(flush_cycle_mu_);

@@ -85,6 +85,10 @@ class CommitLog::Impl {
   Status truncate_prefix(std::uint64_t before_index, const CommitLog::PrefixProgress& more);
   // commit_log_reset.cpp
   Status reset(std::uint64_t base_index, std::uint64_t prev_term);
+  Status remove_discarded();
+  // The flusher's (or a stepped owner's flush step's) share of a reset: the old segments it set
+  // aside, unlinked once (a failure is logged and left to the next open).
+  void remove_discarded_if_pending();
   // commit_log_checkpoint.cpp
   Status set_commit_index(std::uint64_t commit_index, bool persist);
   // commit_log_read.cpp
@@ -320,6 +324,8 @@ class CommitLog::Impl {
   Status failure_;
   std::thread flusher_;
   std::atomic<std::uint64_t> unflushed_bytes_{0};
+  // A reset set old segments aside (discard-* files) that no flusher cycle has removed yet.
+  std::atomic<bool> discards_pending_{false};
 
   std::unique_ptr<DurableRecordFile> checkpoint_file_;
   Checkpoint last_checkpoint_;  // flush_cycle_mu_

@@ -1,7 +1,8 @@
 // Opening a log directory: recovery (CRASH CASES in commit_log.h; the algorithm and its steps are
 // docs/storage-format.md, "Recovery algorithm"). recover() runs one function per step:
 //
-//   1. remove_leftovers                    prealloc-* files, index files without a segment
+//   1. remove_leftovers                    prealloc-* and discard-* files, index files without a
+//                                          segment
 //   2. read_checkpoint_and_select_mode     the checkpoint, the mode, the abort marker written
 //      complete_reset_intent               a crashed reset: every segment replaced by the new empty
 //                                          one (commit_log_reset.cpp)
@@ -297,7 +298,9 @@ Result<std::vector<std::uint64_t>> CommitLog::Impl::remove_leftovers() {
   std::vector<std::uint64_t> bases;
   std::set<std::uint64_t> index_bases;
   for (const std::string& name : *names) {
-    if (starts_with(name, segment_format::kPreallocPrefix)) {
+    // A reset's old segments set aside (crash case 7) are never read: removed like prealloc files.
+    if (starts_with(name, segment_format::kPreallocPrefix) ||
+        starts_with(name, segment_format::kDiscardPrefix)) {
       RAFTLOG_RETURN_IF_ERROR(env_->remove(join_path(dir_, name)));
     } else if (auto base = segment_format::parse_segment_file_name(name)) {
       bases.push_back(*base);

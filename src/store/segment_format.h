@@ -70,6 +70,9 @@ std::string index_file_name(std::uint64_t base_index);
 std::optional<std::uint64_t> parse_segment_file_name(const std::string& name);
 std::optional<std::uint64_t> parse_index_file_name(const std::string& name);
 inline constexpr const char* kPreallocPrefix = "prealloc-";
+// A reset's old segment files, renamed aside ("discard-<base>.seg/.idx") until removed
+// (CommitLog::remove_discarded); recovery removes any it finds and never reads them.
+inline constexpr const char* kDiscardPrefix = "discard-";
 inline constexpr const char* kCheckpointFileName = "CHECKPOINT";
 inline constexpr const char* kAbortMarkerFileName = "ABORT";
 

@@ -39,7 +39,11 @@ std::vector<std::uint64_t> append_entries(LocalCluster& cluster, std::uint64_t c
 // Flips one payload byte of the entry holding `needle` in the node's segment files (the node is down).
 void flip_byte_of(const std::string& data_dir, const std::string& needle) {
   for (const auto& file : std::filesystem::directory_iterator(data_dir + "/log")) {
-    if (file.path().extension() != ".seg") continue;
+    // Not an old segment an install set aside (discard-*: the next open removes it unread).
+    if (file.path().extension() != ".seg" ||
+        file.path().filename().string().starts_with("discard-")) {
+      continue;
+    }
     std::fstream io(file.path(), std::ios::in | std::ios::out | std::ios::binary);
     std::string bytes(static_cast<std::size_t>(std::filesystem::file_size(file.path())), '\0');
     io.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));

@@ -384,6 +384,12 @@ TEST_F(SnapshotInstallTest, APowerCutAtEverySyncRestartsFromTheOldOrTheNewState)
     if (reported) {
       EXPECT_EQ(seen, Seen::kNew) << where << ": reported installed, then lost";
     }
+    // The old segments the log's reset set aside (discard-*) never outlive the open.
+    auto log_files = env_->list_dir("/data/log");
+    ASSERT_TRUE(log_files.ok());
+    for (const std::string& name : *log_files) {
+      EXPECT_FALSE(name.starts_with("discard-")) << where << ": " << name << " left after the open";
+    }
     (seen == Seen::kNew ? saw_new : saw_old)++;
     if (seen == Seen::kNew) {
       continue_after_snapshot(where);

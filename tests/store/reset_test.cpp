@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "store/checkpoint.h"
 #include "store/segment_format.h"
@@ -29,6 +33,17 @@ std::vector<std::uint64_t> segment_bases(MemoryEnv& env) {
   }
   std::sort(bases.begin(), bases.end());
   return bases;
+}
+
+// The files a reset set aside (discard-*), by name.
+std::vector<std::string> discard_names(MemoryEnv& env) {
+  std::vector<std::string> names;
+  auto listed = env.list_dir("/log");
+  if (!listed.ok()) return names;
+  for (const std::string& name : *listed) {
+    if (name.rfind(segment_format::kDiscardPrefix, 0) == 0) names.push_back(name);
+  }
+  return names;
 }
 
 // The log the reset leaves: empty at `first`, the term before it known, and appends continue it.
@@ -105,6 +120,76 @@ TEST_F(ResetTest, LeavesAnEmptyLogAtTheIndexThatAppendsContinueAcrossReopen) {
   EXPECT_TRUE(report->ok) << report->problem;
   EXPECT_EQ(report->first_index, 501U);
   EXPECT_EQ(report->last_index, 600U);
+}
+
+// The reset renames the old segments aside (no blocks freed on the caller's thread: a snapshot
+// install runs it on the Raft loop, drills5 M1); the store's flush step unlinks them after it.
+TEST_F(ResetTest, TheOldSegmentsAreSetAsideAndTheFlushStepRemovesThem) {
+  Options options = small_options(&env_, FlushMode::kAsync);  // no thread to wait for
+  options.background_work = BackgroundWork::kStepped;
+  auto log = open_ok("/log", options);
+  ASSERT_TRUE(log);
+  fill_log(*log);
+  ASSERT_TRUE(log->run_flush_cycle().ok());
+  const std::vector<std::uint64_t> old_bases = segment_bases(env_);
+  ASSERT_GE(old_bases.size(), 3U);
+  ASSERT_TRUE(log->reset(501, 7).ok());
+  expect_reset_log(*log, 501, 7);
+  EXPECT_EQ(segment_bases(env_), std::vector<std::uint64_t>{501});
+  std::vector<std::string> expected;
+  for (const std::uint64_t base : old_bases) {
+    expected.push_back(segment_format::kDiscardPrefix + segment_format::segment_file_name(base));
+    expected.push_back(segment_format::kDiscardPrefix + segment_format::index_file_name(base));
+  }
+  std::vector<std::string> discarded = discard_names(env_);
+  std::sort(expected.begin(), expected.end());
+  std::sort(discarded.begin(), discarded.end());
+  EXPECT_EQ(discarded, expected) << "the reset did not set the old segments aside";
+  ASSERT_TRUE(log->run_flush_cycle().ok());  // the flusher's step
+  EXPECT_TRUE(discard_names(env_).empty());
+  expect_reset_log(*log, 501, 7);
+}
+
+// With the store's own flusher thread: gone within a few of its wake-ups.
+TEST_F(ResetTest, TheFlusherThreadRemovesTheSetAsideSegments) {
+  auto log = open_ok("/log", small_options(&env_));
+  ASSERT_TRUE(log);
+  fill_log(*log);
+  ASSERT_TRUE(log->reset(501, 7).ok());
+  for (int i = 0; i < 2000 && !discard_names(env_).empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(discard_names(env_).empty());
+  expect_reset_log(*log, 501, 7);
+}
+
+// A crash after the reset, before or while its set-aside files are unlinked: the open removes what
+// is left without reading it (a name recovery never takes for a segment) and holds the new log.
+TEST(ResetCrash, SetAsideSegmentsACrashLeftAreRemovedByTheOpenWithoutBeingRead) {
+  for (std::uint64_t removes = 0; removes < 12; ++removes) {
+    const std::string where = "crash after " + std::to_string(removes) + " unlink(s)";
+    MemoryEnv env;
+    ASSERT_TRUE(env.create_dir("/log").ok());
+    Options options = crash_test_options(&env);
+    options.flush_mode = FlushMode::kAsync;  // no thread to wait for
+    options.background_work = BackgroundWork::kStepped;
+    auto log = open_ok("/log", options);
+    ASSERT_TRUE(log);
+    fill_log(*log);
+    ASSERT_TRUE(log->run_flush_cycle().ok());
+    ASSERT_TRUE(log->reset(301, 9).ok());
+    ASSERT_FALSE(discard_names(env).empty());
+    env.crash_after_removes(removes);
+    (void)log->run_flush_cycle();  // the flush step's unlinks, cut by the crash
+    env.crash();
+    log.reset();
+    env.restart({static_cast<CrashMode>(removes % 5), removes + 1});
+    auto reopened = open_ok("/log", options);
+    ASSERT_TRUE(reopened) << where;
+    expect_reset_log(*reopened, 301, 9);
+    EXPECT_TRUE(discard_names(env).empty()) << where;
+    EXPECT_EQ(segment_bases(env), std::vector<std::uint64_t>{301}) << where;
+  }
 }
 
 TEST_F(ResetTest, EmptyResultSurvivesReopenBeforeAnyAppend) {
@@ -200,6 +285,8 @@ TEST(ResetCrash, EveryStepRecoversToTheOldOrTheNewLog) {
     auto report = verify_log_directory("/log", &env);
     ASSERT_TRUE(report.ok());
     EXPECT_TRUE(report->ok) << where << ": " << report->problem;
+    // Old segments the reset set aside before the cut are gone, never read.
+    EXPECT_TRUE(discard_names(env).empty()) << where;
     // The log keeps working: the next append continues whichever log it is.
     const std::uint64_t next = reopened->last_index() + 1;
     auto batch = make_batch(next, 3, 10, 50);
