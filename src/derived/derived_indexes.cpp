@@ -352,35 +352,84 @@ Status DerivedIndexes::persist(const std::function<bool()>& keep_going, bool* fi
   return persist_locked(keep_going, finished);
 }
 
+Status DerivedIndexes::begin_persist() {
+  std::lock_guard writer(write_mu_);
+  std::shared_lock lock(mu_);  // the records are read; queries go on
+  return begin_persist_locked();
+}
+
+Status DerivedIndexes::continue_persist(const std::function<bool()>& keep_going, bool* finished) {
+  std::lock_guard writer(write_mu_);  // the syncs and the cursor's write read no record
+  return continue_persist_locked(keep_going, finished);
+}
+
+bool DerivedIndexes::persist_pending() const {
+  std::lock_guard writer(write_mu_);
+  return persist_pending_;
+}
+
 Status DerivedIndexes::persist_locked(const std::function<bool()>& keep_going, bool* finished) {
+  bool done = false;
   if (finished != nullptr) *finished = false;
-  // Stopping between two syncs is safe (persist()'s comment); the cursor is never written then.
-  auto stopped = [&] { return keep_going && !keep_going(); };
+  if (persist_pending_) {
+    // Begun by begin_persist(): finished first (its cursor is older than what is applied now).
+    if (Status s = continue_persist_locked(keep_going, &done); !s.ok() || !done) return s;
+  }
+  if (Status s = begin_persist_locked(); !s.ok()) return s;
+  if (Status s = continue_persist_locked(keep_going, &done); !s.ok() || !done) return s;
+  if (finished != nullptr) *finished = true;
+  return Status();
+}
+
+Status DerivedIndexes::begin_persist_locked() {
+  if (persist_pending_) return Status();
   if (!env_->exists(store::join_path(dir_, "topics"))) {
     if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
     if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
   }
-  bool topics_dir_dirty = false;
+  pending_steps_.clear();
+  next_step_ = 0;
+  bool new_queue_dir = false;
   for (auto& [topic, queue] : queues_) {
-    if (stopped()) return Status();
-    const bool existed = env_->exists(store::join_path(store::join_path(dir_, "topics"), topic));
-    if (Status s = queue->sync(); !s.ok()) return s;
-    topics_dir_dirty = topics_dir_dirty || !existed;
+    const bool existed = queue->has_dir();
+    if (Status s = queue->write_pending(&pending_steps_); !s.ok()) return s;
+    new_queue_dir = new_queue_dir || (!existed && queue->has_dir());
   }
-  if (stopped()) return Status();
-  if (topics_dir_dirty) {
-    if (Status s = env_->sync_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
-  }
-  if (Status s = keys_->sync(); !s.ok()) return s;
-  if (Status s = time_->sync(); !s.ok()) return s;
-  if (Status s = write_cursor(env_, dir_, cursor_locked()); !s.ok()) return s;
-  if (finished != nullptr) *finished = true;
+  if (new_queue_dir) pending_steps_.push_back(SyncStep{nullptr, store::join_path(dir_, "topics")});
+  if (Status s = keys_->write_pending(&pending_steps_); !s.ok()) return s;
+  if (Status s = time_->write_pending(&pending_steps_); !s.ok()) return s;
+  pending_cursor_ = cursor_locked();
+  persist_pending_ = true;
+  return Status();
+}
+
+Status DerivedIndexes::continue_persist_locked(const std::function<bool()>& keep_going,
+                                               bool* finished) {
+  *finished = false;
+  if (!persist_pending_) return Status();
+  // Stopping between two syncs is safe (persist()'s comment); the cursor is never written then.
+  std::uint64_t ran = 0;
+  const Status synced = run_sync_steps(env_, pending_steps_, &next_step_, keep_going, &ran);
+  persist_syncs_.fetch_add(ran);
+  if (!synced.ok() || next_step_ < pending_steps_.size()) return synced;
+  if (keep_going && !keep_going()) return Status();
+  if (Status s = write_cursor(env_, dir_, pending_cursor_); !s.ok()) return s;
+  persist_pending_ = false;
+  pending_steps_.clear();
+  next_step_ = 0;
+  *finished = true;
   return Status();
 }
 
 Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
   std::lock_guard writer(write_mu_);
   std::shared_lock shared(mu_);  // the writes and fsyncs (see mu_)
+  // A pending persist's cursor names the segments as they are now: it is written (or fails)
+  // before any segment is forgotten, so no cursor on disk ever names a removed file.
+  if (persist_pending_) {
+    bool done = false;
+    if (Status s = continue_persist_locked(nullptr, &done); !s.ok()) return s;
+  }
   // Everything is written first, so that whole segments below the retention point can be dropped
   // (only written records are; RecordLog::forget_below).
   for (auto& [topic, queue] : queues_) {
