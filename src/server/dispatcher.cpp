@@ -99,6 +99,7 @@ void Dispatcher::take_leaders_groups(derived::GroupTableState state, std::string
   spdlog::info("consumer group table: adopted the leader's, from {}, at log index {} ({} groups)",
                from, state.boundary, state.groups.size());
   groups_->replace(std::move(state));
+  groups_as_of_persist_.reset();  // the table it was taken from is gone
   dirty_ = true;
   records_dirty_ = true;
 }
@@ -363,6 +364,7 @@ void Dispatcher::skip_trimmed(std::uint64_t from) {
                   "every group offset is unknown until committed again",
                   groups_->boundary(), first - 1);
     groups_->skip_to(first);
+    groups_as_of_persist_.reset();
   }
   dirty_ = true;
   records_dirty_ = true;
@@ -489,6 +491,8 @@ void Dispatcher::persist_indexes(bool whole) {
     dirty_ = false;
     records_dirty_ = false;
     indexes_persist_began_at_ = began;
+    // The group table as of this point is persisted once the records its commits can name are.
+    groups_as_of_persist_ = groups_->state_for_persist();
   }
   continue_indexes_persist(whole);
 }
@@ -531,25 +535,42 @@ void Dispatcher::continue_indexes_persist(bool whole) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(ended - indexes_persist_began_at_)
           .count()));
   indexes_persisted_at_ = indexes_persist_began_at_;
+  // The group table as of the persist's start: every record its commits can name is durable now.
+  if (groups_as_of_persist_ && groups_persist_due(ended)) {
+    persist_groups(groups_as_of_persist_->first, groups_as_of_persist_->second, ended);
+  }
+  groups_as_of_persist_.reset();
 }
 
 void Dispatcher::persist() {
   const auto now = std::chrono::steady_clock::now();
+  bool indexes_persisted = false;
   if (!indexes_->persist_pending() && indexes_persist_due(now)) {
-    // At a stop: whole, within kStopPersistBoundMs (persist_may_go_on); else its first slice.
+    // At a stop: whole, within kStopPersistBoundMs (persist_may_go_on); else its first slice. The
+    // group table follows when it ends (continue_indexes_persist), as of its start.
     persist_indexes(/*whole=*/stop_.load());
     if (!failure().empty()) return;
+    indexes_persisted = true;
   }
-  if (groups_persist_due(now)) {
-    if (store::Status persisted = groups_->persist(); !persisted.ok()) {
-      spdlog::error("consumer group table: persisting: {}", persisted.to_string());
-      set_failure("persisting the group table: " + persisted.to_string());
-      return;
-    }
-    groups_persisted_at_ = now;
-    node_->hold_log_from(groups_->persisted_boundary());
+  // The table as it stands, when no persist of the indexes is under way (or at a stop, whatever
+  // the last persist of the indexes did: the table always runs, it holds retention).
+  if ((stop_.load() || (!indexes_persisted && !indexes_->persist_pending())) &&
+      groups_persist_due(now)) {
+    auto [state, change_count] = groups_->state_for_persist();
+    persist_groups(state, change_count, now);
   }
   persisted_at_ = now;
+}
+
+void Dispatcher::persist_groups(const derived::GroupTableState& state, std::uint64_t change_count,
+                                std::chrono::steady_clock::time_point now) {
+  if (store::Status persisted = groups_->persist_state(state, change_count); !persisted.ok()) {
+    spdlog::error("consumer group table: persisting: {}", persisted.to_string());
+    set_failure("persisting the group table: " + persisted.to_string());
+    return;
+  }
+  groups_persisted_at_ = now;
+  node_->hold_log_from(groups_->persisted_boundary());
 }
 
 }  // namespace raftlog::server

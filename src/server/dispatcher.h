@@ -38,6 +38,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "derived/derived_indexes.h"
 #include "derived/group_table.h"
@@ -172,6 +173,9 @@ class Dispatcher {
   // The pending persist's syncs, for one slice (persist_indexes).
   void continue_indexes_persist(bool whole);
   bool groups_persist_due(std::chrono::steady_clock::time_point now) const;
+  // Persists `state` (GroupTable::state_for_persist) and holds retention at its boundary.
+  void persist_groups(const derived::GroupTableState& state, std::uint64_t change_count,
+                      std::chrono::steady_clock::time_point now);
 
   Node* node_;
   std::uint32_t persist_slice_ms_ = 0;  // NodeConfig::derived_persist_slice_ms
@@ -194,6 +198,9 @@ class Dispatcher {
   std::chrono::steady_clock::time_point indexes_persisted_at_{};
   // When the pending persist of the indexes began (it covers what was applied then).
   std::chrono::steady_clock::time_point indexes_persist_began_at_{};
+  // The group table as the pending persist of the indexes began: persisted when that persist ends
+  // (the table is never on disk ahead of the index records its commits can name).
+  std::optional<std::pair<derived::GroupTableState, std::uint64_t>> groups_as_of_persist_;
   // stats(): written by the dispatcher's thread, read by any.
   std::atomic<std::uint64_t> persists_{0};
   std::atomic<std::uint64_t> persist_ns_{0};

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "derived/cursor.h"
+#include "derived/group_table.h"
 #include "server/dispatcher.h"
 #include "server/in_process_node.h"
 #include "shared/loopback.h"
@@ -124,7 +125,9 @@ TEST(DispatcherPersist, DispatchGoesOnWhileAPersistSyncsManyTopicFiles) {
   ASSERT_TRUE(node.started());
   const std::string dir = node.data_dir();
   // One Append: an entry in each of 300 topics, so the next persist syncs 300 files and dirs.
-  ASSERT_NE(node.append_to_topics(kTopics, 10), 0u);
+  const std::uint64_t batch_last = node.append_to_topics(kTopics, 10);
+  ASSERT_NE(batch_last, 0u);
+  const std::uint64_t batch_first = batch_last - kTopics + 1;
   ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
       << "no persist of the topics began";
   const auto appended_at = std::chrono::steady_clock::now();
@@ -140,6 +143,16 @@ TEST(DispatcherPersist, DispatchGoesOnWhileAPersistSyncsManyTopicFiles) {
                             << " topic syncs ran by then)";
   EXPECT_LT(syncs_then, static_cast<int>(2 * kTopics) - 20)
       << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+  // The group table on disk is never ahead of the index records its commits can name: while the
+  // batch's records are not durable, derived/GROUPS covers none of its entries (it holds
+  // retention: a table past them would let a trim remove entries the indexes must replay).
+  const std::optional<std::uint64_t> groups_boundary = derived::read_group_table_boundary(
+      store::Env::posix(), store::join_path(dir, "derived"), node.config().cluster_id);
+  EXPECT_LE(groups_boundary.value_or(0), batch_first)
+      << "derived/GROUPS was persisted past entries whose index records were not durable yet "
+      << "(the batch is " << batch_first << ".." << batch_last << ")";
+  EXPECT_LT(env.topic_syncs(), static_cast<int>(2 * kTopics))
+      << "the persist ended before GROUPS was read: the check above shows nothing";
   EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
       << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
 }
