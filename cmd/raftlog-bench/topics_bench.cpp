@@ -323,6 +323,18 @@ bool run_rebuild(const char* bench_name, std::uint64_t count, std::uint64_t entr
   return true;
 }
 
+// --live-slices: milliseconds up to 1000 (raftlogd's --derived-persist-slice-ms range), by commas.
+bool parse_slices(const std::string& list, std::vector<std::uint64_t>* slices) {
+  std::istringstream items(list);
+  for (std::string item; std::getline(items, item, ',');) {
+    const bool digits = !item.empty() && item.size() <= 4 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoull(item) > 1000) return false;
+    slices->push_back(std::stoull(item));
+  }
+  return !slices->empty();
+}
+
 }  // namespace
 
 int run_topics_command(std::string_view command_path, std::span<const std::string> args,
@@ -393,16 +405,7 @@ int run_topics_command(std::string_view command_path, std::span<const std::strin
     }
   }
   std::vector<std::uint64_t> slices;
-  std::istringstream slice_list(live_slices);
-  for (std::string slice; std::getline(slice_list, slice, ',');) {
-    const bool digits = !slice.empty() && slice.size() <= 4 &&
-                        std::all_of(slice.begin(), slice.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (!digits || std::stoull(slice) > 1000) {
-      known = false;
-      break;
-    }
-    slices.push_back(std::stoull(slice));
-  }
+  known = parse_slices(live_slices, &slices) && known;
   if (!known || (!append && !dispatch && !rebuild && !run_live) || slices.empty() ||
       (live_keys != "off" && live_keys != "on" && live_keys != "both") ||
       (flush_mode != "sync" && flush_mode != "async")) {
