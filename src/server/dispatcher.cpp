@@ -294,7 +294,7 @@ void Dispatcher::run() {
     if (indexes_->persist_pending()) continue_indexes_persist(/*whole=*/false);
     // At most every kPersistIntervalMs: a trickle of appends must not turn into a trickle of
     // fsyncs competing with the log's own on the same disk. (A persist of the indexes begins once
-    // the pending one ended; the group table's is not held back by it.)
+    // the pending one ended; the group table waits for it too: persist().)
     if (now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs) &&
         (indexes_persist_due(now) || groups_persist_due(now))) {
       persist();

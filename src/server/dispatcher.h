@@ -20,7 +20,9 @@
 // consumers' offsets, the cursor how far the indexes are built, and neither stands in for the
 // other. When both are at the same boundary one read feeds both; when the indexes lag (a rebuild),
 // the group table reads from its own boundary first, so Groups calls never wait for the indexes.
-// The table is persisted when a slot changed (on the indexes' cadence), and when only its boundary
+// The table is persisted when a slot changed (on the indexes' cadence: after a persist of the
+// indexes, as the table stood when that persist began, so it never covers commits that name index
+// records not yet durable), and when only its boundary
 // moved at most every kGroupsBoundaryPersistMs, or sooner (every kPersistIntervalMs at most) once the boundary is
 // kGroupsHoldLagEntries past the persisted one. After each persist the node's retention is held at
 // the table's persisted boundary (Node::hold_log_from), so a commit entry is never trimmed before
