@@ -182,7 +182,15 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"learner_catching_up_to_index\":" << s.learner_catching_up_to_index
              << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
-             << ",\"scrub_passes\":" << s.scrub_passes << ",\"version\":" << json_string(s.version)
+             << ",\"scrub_passes\":" << s.scrub_passes
+             << ",\"derived_indexed_through\":" << s.derived_indexed_through
+             << ",\"derived_lag_entries\":" << s.derived_lag_entries
+             << ",\"derived_problem\":" << json_string(s.derived_problem)
+             << ",\"groups_applied_through\":" << s.groups_applied_through
+             << ",\"groups_retention_hold\":" << s.groups_retention_hold
+             << ",\"groups_bad_commits\":" << s.groups_bad_commits
+             << ",\"groups_refused_commits\":" << s.groups_refused_commits
+             << ",\"version\":" << json_string(s.version)
              << ",\"revision\":" << json_string(s.revision)
              << ",\"receiving_snapshot\":" << json_snapshot(s.receiving_snapshot)
              << ",\"snapshots_sent\":" << s.snapshots_sent

@@ -423,6 +423,11 @@ void Replica::close() {
   closed_ = true;
   // A preparation still out: its `done` never runs (the next open removes a SNAPSHOT.install).
   abandon_incoming_snapshot("the node stops");
+  // A file write off the loop: dropped if the worker has not started it (nothing of it reaches the
+  // disk), else waited for, so that nothing of this replica writes in the directory once it is
+  // closed (the next open may run at once). A trim's SNAPSHOT.next that landed: finished below.
+  settle_pending_write();
+  log_slow_round_window();  // the longest slow round of a window still open
   log_->set_flush_listener(nullptr);
   log_->set_flush_observer(nullptr);
   // An open refused midway never saves: its tables were not loaded, and a TOPICSTATE written from

@@ -29,6 +29,8 @@ struct FaultProfile {
   // SimOptions::retention.
   std::uint32_t trim_per_million = 0;
   LeaderStrike leader_strike;  // new leaders crashing at once (see cluster.h)
+  // Nodes crashing right after a snapshot install: only with SimOptions::retention (no draw).
+  LeaderStrike install_strike;
   std::uint64_t max_down_ticks = 1;
   std::uint64_t max_pause_ticks = 1;
   std::uint64_t max_partition_ticks = 1;

@@ -99,6 +99,25 @@ TEST_F(CtlStatusTest, ALearnersRowSaysLearnerAndADiskNotProbedYetSaysUnknown) {
       << json.out;
 }
 
+// drills6 L8: operations.md sends an operator to the derived-index and group fields of Status to
+// see how far behind the indexes are; `status --json` printed none of them (only /metrics showed it).
+TEST_F(CtlStatusTest, TheJsonViewHasTheDerivedIndexAndGroupFields) {
+  fake_.on_status = [](pb::StatusResponse* response) {
+    response->set_derived_indexed_through(900);
+    response->set_derived_lag_entries(4596);
+    response->set_groups_applied_through(880);
+    response->set_groups_retention_hold(700);
+  };
+  const raftlog::testing::CommandRun json = raftlog::testing::run_command(
+      std::string(RAFTLOGCTL_PATH) + " status --json --endpoints " + server_.address() + " 2>&1");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  for (const char* field :
+       {"\"derived_indexed_through\":900", "\"derived_lag_entries\":4596", "\"derived_problem\":\"\"",
+        "\"groups_applied_through\":880", "\"groups_retention_hold\":700"}) {
+    EXPECT_NE(json.out.find(field), std::string::npos) << field << " in " << json.out;
+  }
+}
+
 // drills6 L4: `raftlogctl read` of a trimmed range printed its table header and then the error:
 // a script saw a table with no rows. A failing read prints no table; an empty one keeps its header.
 TEST_F(CtlStatusTest, AReadThatFailsPrintsNoTableHeader) {

@@ -197,18 +197,39 @@ TEST_F(MembersClientTest, AnUnconfirmedLeadershipLostChangeSaysTheOutcomeIsUnkno
   EXPECT_GE(fake_.lists, 2) << "asked the list more than once";
 }
 
-// The address of a loopback port nothing listens on (bound, then closed): a connection is refused.
+// A node that accepts connections and never answers (SIGSTOPped, a hung disk, a paused VM): a
+// loopback listener that never calls accept(), so the kernel completes each handshake and nothing
+// ever reads or writes.
+class FrozenEndpoint {
+ public:
+  FrozenEndpoint() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    EXPECT_GE(fd_, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~FrozenEndpoint() { ::close(fd_); }
+  FrozenEndpoint(const FrozenEndpoint&) = delete;
+  FrozenEndpoint& operator=(const FrozenEndpoint&) = delete;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+// The address of a loopback port nothing listens on (a frozen endpoint's, once closed): a
+// connection is refused.
 std::string dead_endpoint() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  socklen_t len = sizeof(addr);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  ::close(fd);
-  return "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const FrozenEndpoint closed_at_return;
+  return closed_at_return.address();
 }
 
 // drills6 M1/L7: a dead node first among the endpoints (the usual case while replacing a dead node).
@@ -260,34 +281,6 @@ TEST_F(MembersClientTest, ARefusalTheChangeCannotExplainIsTheAnswerAfterAnAmbigu
       << removed.status().message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
-
-// A node that accepts connections and never answers (SIGSTOPped, a hung disk, a paused VM): a
-// loopback listener that never calls accept(), so the kernel completes each handshake and nothing
-// ever reads or writes.
-class FrozenEndpoint {
- public:
-  FrozenEndpoint() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    EXPECT_GE(fd_, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(::listen(fd_, 16), 0);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~FrozenEndpoint() { ::close(fd_); }
-  FrozenEndpoint(const FrozenEndpoint&) = delete;
-  FrozenEndpoint& operator=(const FrozenEndpoint&) = delete;
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 using Clock = std::chrono::steady_clock;
 std::int64_t ms_since(Clock::time_point start) {
