@@ -160,6 +160,10 @@ class DerivedIndexes {
   // and seed_topic_offsets() only change memory, so between the steps the files hold what the
   // pending cursor names, and a crash leaves what a crash inside persist() leaves: the previous
   // cursor. Nothing when a persist is pending already (begin_persist) or none is (continue).
+  // The first error of any step (a write, a sync, the cursor) fails the indexes for good: that and
+  // every later persist, begin, continue and trim_below return an error and touch no file (a failed
+  // fdatasync is never retried: the bytes it covered may be gone, and no cursor may vouch for
+  // them). The cursor on disk stays the previous one; a restart replays the rest from the log.
   store::Status begin_persist();
   store::Status continue_persist(const std::function<bool()>& keep_going, bool* finished);
   bool persist_pending() const;
@@ -209,8 +213,11 @@ class DerivedIndexes {
   Cursor cursor_locked() const;
   store::Status persist_locked(const std::function<bool()>& keep_going = nullptr,
                                bool* finished = nullptr);
+  // Callers hold write_mu_ only (each takes mu_ shared where it reads records).
   store::Status begin_persist_locked();
   store::Status continue_persist_locked(const std::function<bool()>& keep_going, bool* finished);
+  // Sets broken_ from the first error of a persist step and returns `error`.
+  store::Status fail_for_good(store::Status error);
 
   store::Env* env_;
   std::string dir_;
@@ -240,6 +247,10 @@ class DerivedIndexes {
   std::vector<SyncStep> pending_steps_;
   std::size_t next_step_ = 0;
   Cursor pending_cursor_;
+  // Set by the first failed write or sync of a persist or trim, for good: every later persist,
+  // continue or trim returns it without writing, syncing or writing a cursor (fail_for_good).
+  // Guarded by write_mu_.
+  store::Status broken_;
   std::atomic<std::uint64_t> persist_syncs_{0};
   // seed_topic_offsets(): where a topic without a queue starts when its first entry comes.
   std::unordered_map<std::string, std::uint64_t> seeded_next_;

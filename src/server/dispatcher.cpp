@@ -300,7 +300,9 @@ void Dispatcher::run() {
       persist();
     }
     const std::uint64_t first = node_->log_bounds().first;
-    if (first > trimmed_below_) {
+    // Never after a failed persist step (dispatch stops; the indexes, failed for good, would
+    // refuse the trim anyway: a trim must not resume a persist whose sync failed).
+    if (first > trimmed_below_ && failure().empty()) {
       // A cursor that only moved is persisted before the log it covers is trimmed, so a restart
       // finds it at or past the new first index (not entries "trimmed before they were indexed"):
       // whole, so that it covers what is applied now (a pending one is finished first).
