@@ -331,7 +331,7 @@ void GroupTable::replace(GroupTableState state) {
   std::unique_lock lock(mu_);
   state_ = std::move(state);
   slots_changed_ = true;
-  ++change_count_;
+  replaced_at_change_ = ++change_count_;
 }
 
 Status GroupTable::persist() {
@@ -347,7 +347,14 @@ std::pair<GroupTableState, std::uint64_t> GroupTable::state_for_persist() const 
 Status GroupTable::persist_state(const GroupTableState& state, std::uint64_t change_count) {
   {
     std::shared_lock lock(mu_);
-    if (state.boundary < persisted_boundary_) return Status();  // the file is newer already
+    // A state taken after a replace() the file does not hold yet is written whatever its
+    // boundary: a leader's table may start below the file's (adopted because its completeness
+    // differs), and the file must not keep the table it replaced.
+    const bool replaces_the_file =
+        replaced_at_change_ > persisted_change_ && change_count >= replaced_at_change_;
+    if (state.boundary < persisted_boundary_ && !replaces_the_file) {
+      return Status();  // the file is newer already
+    }
   }
   const std::string bytes = encode_group_table(state);
   const std::uint64_t boundary = state.boundary;
@@ -358,6 +365,7 @@ Status GroupTable::persist_state(const GroupTableState& state, std::uint64_t cha
   if (Status synced = env_->sync_dir(dir_); !synced.ok()) return synced;
   std::unique_lock lock(mu_);
   persisted_boundary_ = boundary;
+  persisted_change_ = std::max(persisted_change_, change_count);
   // One writer: what changed after `state` was taken is still to be persisted.
   slots_changed_ = change_count_ != change_count;
   return Status();
