@@ -150,7 +150,12 @@ TEST(DerivedCrash, SlicedPersistsWithDispatchBetweenTheirStepsRecoverToTheRebuil
         if (trims && life < 3 && prng.below(8) == 0 && log.last_index() > log.first + 150) {
           // Retention moves the log's start, behind or past what is indexed (then skipped, and
           // the topics seeded, as the dispatcher's skip_trimmed does).
-          const std::uint64_t first = log.first + 1 + prng.below(60);
+          std::uint64_t first = log.first + 1 + prng.below(60);
+          // At an entry with an envelope: when the log starts with a plain entry, a node that
+          // indexed the entries before it answers a time lookup from the log's first index, one
+          // that never saw them from its first stamped entry (the time index's records, not a
+          // persist's, decide that: find_by_time).
+          while (!log.entries[first - log.first].has_envelope) ++first;
           log.trim_to(first);
           if (indexes->boundary() < first) {
             indexes->skip_to(first);
