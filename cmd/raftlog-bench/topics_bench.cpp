@@ -1,6 +1,7 @@
 // `raftlog-bench topics` (topics_bench.h): the append path's cost of topics and keys, side by side
 // in one run, and the dispatcher's rate when it rebuilds a node's indexes from its log.
 #include "topics_bench.h"
+#include "topics_live_bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -322,6 +323,18 @@ bool run_rebuild(const char* bench_name, std::uint64_t count, std::uint64_t entr
   return true;
 }
 
+// --live-slices: milliseconds up to 1000 (raftlogd's --derived-persist-slice-ms range), by commas.
+bool parse_slices(const std::string& list, std::vector<std::uint64_t>* slices) {
+  std::istringstream items(list);
+  for (std::string item; std::getline(items, item, ',');) {
+    const bool digits = !item.empty() && item.size() <= 4 &&
+                        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoull(item) > 1000) return false;
+    slices->push_back(std::stoull(item));
+  }
+  return !slices->empty();
+}
+
 }  // namespace
 
 int run_topics_command(std::string_view command_path, std::span<const std::string> args,
@@ -336,13 +349,30 @@ int run_topics_command(std::string_view command_path, std::span<const std::strin
   std::uint64_t rebuild_bytes = 512ULL << 20;
   std::uint64_t rebuild_entry_size = 64ULL << 10;
   std::string flush_mode = "sync";
+  LiveSettings live;
+  std::string live_keys = "both";
+  std::string live_slices = "0,20";
   cli::FlagSet flags(
       std::string(command_path),
       "What topics and keys cost: appends/s of a 3-node cluster without and with a topic and a "
       "key per entry, alternating round by round (append); the dispatcher's entries/s (dispatch) "
-      "and GiB/s of log (rebuild) when a restarted 1-node cluster rebuilds its indexes. Starts "
-      "its own local clusters.");
-  flags.string_flag("phases", &phases, "LIST", "any of append,dispatch,rebuild");
+      "and GiB/s of log (rebuild) when a restarted 1-node cluster rebuilds its indexes; the "
+      "dispatchers' lag and time under a steady load with many topics (live, not by default). "
+      "Starts its own local clusters.");
+  flags.string_flag("phases", &phases, "LIST", "any of append,dispatch,rebuild,live");
+  flags.uint_flag("live-nodes", &live.nodes, "N", "live: nodes", {1, 5});
+  flags.uint_flag("live-topics", &live.topics, "N", "live: topics the entries spread over",
+                  {1, 10000});
+  flags.uint_flag("live-rate", &live.rate, "N", "live: appends per second offered", {1, 20000});
+  flags.uint_flag("live-batch", &live.batch, "N", "live: entries per append", {1, 1024});
+  flags.bytes_flag("live-entry-size", &live.entry_size, "BYTES", "live: payload bytes per entry",
+                   {1, 64ULL << 10});
+  flags.uint_flag("live-seconds", &live.seconds, "S", "live: seconds of load per variant",
+                  {1, 600});
+  flags.string_flag("live-keys", &live_keys, "off|on|both", "live: a unique key per entry");
+  flags.string_flag("live-slices", &live_slices, "LIST",
+                    "live: raftlogd --derived-persist-slice-ms values, one cluster each (0: the "
+                    "whole persist at once, as before 2026-12-07)");
   flags.uint_flag("rounds", &rounds, "N", "append: rounds, each running both variants", {1, 100});
   flags.uint_flag("round-seconds", &round_seconds, "S", "append: seconds per variant and round",
                   {1, 600});
@@ -359,7 +389,7 @@ int run_topics_command(std::string_view command_path, std::span<const std::strin
                    "rebuild: payload bytes per entry", {1, 1ULL << 20});
   flags.string_flag("flush-mode", &flush_mode, "sync|async", "flush mode of the clusters");
   if (int code = cli::parse_or_exit(flags, command_path, args, io); code >= 0) return code;
-  bool append = false, dispatch = false, rebuild = false, known = true;
+  bool append = false, dispatch = false, rebuild = false, run_live = false, known = true;
   std::istringstream phase_list(phases);
   for (std::string phase; std::getline(phase_list, phase, ',');) {
     if (phase == "append") {
@@ -368,14 +398,20 @@ int run_topics_command(std::string_view command_path, std::span<const std::strin
       dispatch = true;
     } else if (phase == "rebuild") {
       rebuild = true;
+    } else if (phase == "live") {
+      run_live = true;
     } else {
       known = false;
     }
   }
-  if (!known || (!append && !dispatch && !rebuild) ||
+  std::vector<std::uint64_t> slices;
+  known = parse_slices(live_slices, &slices) && known;
+  if (!known || (!append && !dispatch && !rebuild && !run_live) || slices.empty() ||
+      (live_keys != "off" && live_keys != "on" && live_keys != "both") ||
       (flush_mode != "sync" && flush_mode != "async")) {
-    io.err << command_path << ": --phases is a list of append, dispatch and rebuild; --flush-mode "
-           << "is sync or async\n";
+    io.err << command_path << ": --phases is a list of append, dispatch, rebuild and live; "
+           << "--flush-mode is sync or async; --live-keys off, on or both; --live-slices a list "
+           << "of milliseconds up to 1000\n";
     return cli::kExitUsage;
   }
   bool ok = true;
@@ -389,6 +425,7 @@ int run_topics_command(std::string_view command_path, std::span<const std::strin
     const std::uint64_t entries = std::max<std::uint64_t>(1, rebuild_bytes / rebuild_entry_size);
     ok = run_rebuild("topics-rebuild", entries, rebuild_entry_size, flush_mode, io) && ok;
   }
+  if (run_live) ok = run_topics_live(live, slices, live_keys, flush_mode, io) && ok;
   return ok ? cli::kExitOk : cli::kExitFailure;
 }
 

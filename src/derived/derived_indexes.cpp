@@ -346,49 +346,116 @@ Cursor DerivedIndexes::cursor_locked() const {
 }
 
 Status DerivedIndexes::persist(const std::function<bool()>& keep_going, bool* finished) {
-  // Shared: queries and Status go on during the fsyncs (see mu_); the writer's own operations wait.
-  std::lock_guard writer(write_mu_);
-  std::shared_lock lock(mu_);
+  std::lock_guard writer(write_mu_);  // queries go on: the steps take mu_ shared where they read
   return persist_locked(keep_going, finished);
 }
 
+Status DerivedIndexes::begin_persist() {
+  std::lock_guard writer(write_mu_);
+  return begin_persist_locked();
+}
+
+Status DerivedIndexes::continue_persist(const std::function<bool()>& keep_going, bool* finished) {
+  std::lock_guard writer(write_mu_);  // the syncs and the cursor's write read no record
+  return continue_persist_locked(keep_going, finished);
+}
+
+bool DerivedIndexes::persist_pending() const {
+  std::lock_guard writer(write_mu_);
+  return persist_pending_;
+}
+
+Status DerivedIndexes::fail_for_good(Status error) {
+  // Like the store on its first sync error: the bytes a failed write or sync covered may be gone
+  // from the page cache (Linux drops dirty pages after a writeback error and a second fdatasync
+  // reports success), and write positions already moved past them, so no later step may sync again
+  // or write a cursor. The files keep the last cursor; a restart replays the rest from the log.
+  broken_ = Status::io("the derived indexes failed for good at a persist error (" +
+                       error.to_string() + "); a restart replays them from the last cursor");
+  persist_pending_ = false;
+  pending_steps_.clear();
+  next_step_ = 0;
+  return error;
+}
+
 Status DerivedIndexes::persist_locked(const std::function<bool()>& keep_going, bool* finished) {
+  bool done = false;
   if (finished != nullptr) *finished = false;
-  // Stopping between two syncs is safe (persist()'s comment); the cursor is never written then.
-  auto stopped = [&] { return keep_going && !keep_going(); };
-  if (!env_->exists(store::join_path(dir_, "topics"))) {
-    if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
-    if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
+  if (persist_pending_) {
+    // Begun by begin_persist(): finished first (its cursor is older than what is applied now).
+    if (Status s = continue_persist_locked(keep_going, &done); !s.ok() || !done) return s;
   }
-  bool topics_dir_dirty = false;
-  for (auto& [topic, queue] : queues_) {
-    if (stopped()) return Status();
-    const bool existed = env_->exists(store::join_path(store::join_path(dir_, "topics"), topic));
-    if (Status s = queue->sync(); !s.ok()) return s;
-    topics_dir_dirty = topics_dir_dirty || !existed;
-  }
-  if (stopped()) return Status();
-  if (topics_dir_dirty) {
-    if (Status s = env_->sync_dir(store::join_path(dir_, "topics")); !s.ok()) return s;
-  }
-  if (Status s = keys_->sync(); !s.ok()) return s;
-  if (Status s = time_->sync(); !s.ok()) return s;
-  if (Status s = write_cursor(env_, dir_, cursor_locked()); !s.ok()) return s;
+  if (Status s = begin_persist_locked(); !s.ok()) return s;
+  if (Status s = continue_persist_locked(keep_going, &done); !s.ok() || !done) return s;
   if (finished != nullptr) *finished = true;
+  return Status();
+}
+
+Status DerivedIndexes::begin_persist_locked() {
+  if (!broken_.ok()) return broken_;
+  if (persist_pending_) return Status();
+  std::shared_lock lock(mu_);  // the records are read; queries go on
+  if (!env_->exists(store::join_path(dir_, "topics"))) {
+    if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) {
+      return fail_for_good(s);
+    }
+    if (Status s = env_->sync_dir(dir_); !s.ok()) return fail_for_good(s);
+  }
+  pending_steps_.clear();
+  next_step_ = 0;
+  bool new_queue_dir = false;
+  for (auto& [topic, queue] : queues_) {
+    const bool existed = queue->has_dir();
+    if (Status s = queue->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
+    new_queue_dir = new_queue_dir || (!existed && queue->has_dir());
+  }
+  if (new_queue_dir) pending_steps_.push_back(SyncStep{nullptr, store::join_path(dir_, "topics")});
+  if (Status s = keys_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
+  if (Status s = time_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
+  pending_cursor_ = cursor_locked();
+  persist_pending_ = true;
+  return Status();
+}
+
+Status DerivedIndexes::continue_persist_locked(const std::function<bool()>& keep_going,
+                                               bool* finished) {
+  *finished = false;
+  if (!broken_.ok()) return broken_;
+  if (!persist_pending_) return Status();
+  // Stopping between two syncs is safe (persist()'s comment); the cursor is never written then.
+  std::uint64_t ran = 0;
+  const Status synced = run_sync_steps(env_, pending_steps_, &next_step_, keep_going, &ran);
+  persist_syncs_.fetch_add(ran);
+  if (!synced.ok()) return fail_for_good(synced);
+  if (next_step_ < pending_steps_.size()) return Status();
+  if (keep_going && !keep_going()) return Status();
+  if (Status s = write_cursor(env_, dir_, pending_cursor_); !s.ok()) return fail_for_good(s);
+  persist_pending_ = false;
+  pending_steps_.clear();
+  next_step_ = 0;
+  *finished = true;
   return Status();
 }
 
 Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
   std::lock_guard writer(write_mu_);
-  std::shared_lock shared(mu_);  // the writes and fsyncs (see mu_)
-  // Everything is written first, so that whole segments below the retention point can be dropped
-  // (only written records are; RecordLog::forget_below).
-  for (auto& [topic, queue] : queues_) {
-    if (Status s = queue->sync(); !s.ok()) return s;
+  if (!broken_.ok()) return broken_;
+  // A pending persist's cursor names the segments as they are now: it is written (or fails)
+  // before any segment is forgotten, so no cursor on disk ever names a removed file.
+  if (persist_pending_) {
+    bool done = false;
+    if (Status s = continue_persist_locked(nullptr, &done); !s.ok()) return s;
   }
-  if (Status s = keys_->sync(); !s.ok()) return s;
-  if (Status s = time_->sync(); !s.ok()) return s;
-  shared.unlock();
+  {
+    // Everything is written first, so that whole segments below the retention point can be
+    // dropped (only written records are; RecordLog::forget_below). Queries go on meanwhile.
+    std::shared_lock shared(mu_);
+    for (auto& [topic, queue] : queues_) {
+      if (Status s = queue->sync(); !s.ok()) return fail_for_good(s);
+    }
+    if (Status s = keys_->sync(); !s.ok()) return fail_for_good(s);
+    if (Status s = time_->sync(); !s.ok()) return fail_for_good(s);
+  }
   bool forgot = false;
   {
     std::unique_lock lock(mu_);  // records go
@@ -401,7 +468,6 @@ Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
     forgot = time_->forget_below(first_log_index, /*covers_until_next=*/true) || forgot;
   }
   if (!forgot) return Status();
-  shared.lock();
   // The cursor naming the new first records is durable before any file goes: a restart then
   // keeps the topics' offsets instead of finding a missing segment and renumbering in a rebuild.
   if (Status s = persist_locked(); !s.ok()) return s;

@@ -147,8 +147,28 @@ class DerivedIndexes {
   // the next start replays those entries from the log. A node's stop bounds its last persist so
   // (Dispatcher::kStopPersistBoundMs): with thousands of new topic queues it is one fdatasync per
   // file and one directory sync per new queue, which took 15-40 s (outside test drills5 M3).
+  // A persist begun by begin_persist() (and not finished) is finished first; then one more
+  // covers what was applied since it began.
   store::Status persist(const std::function<bool()>& keep_going = nullptr,
                         bool* finished = nullptr);
+  // persist() in steps, for a caller that goes on applying between them (the dispatcher: with
+  // thousands of topics a persist is thousands of fdatasyncs, seconds on a loaded disk, and
+  // nothing was indexed meanwhile: outside test drills6 M2). begin_persist() writes every record
+  // applied so far to its file (page cache, no sync) and takes the cursor covering them;
+  // continue_persist() runs the syncs (one per file written, and directories) while `keep_going`
+  // answers true, and writes that cursor once all have run (*finished true). apply(), skip_to()
+  // and seed_topic_offsets() only change memory, so between the steps the files hold what the
+  // pending cursor names, and a crash leaves what a crash inside persist() leaves: the previous
+  // cursor. Nothing when a persist is pending already (begin_persist) or none is (continue).
+  // The first error of any step (a write, a sync, the cursor) fails the indexes for good: that and
+  // every later persist, begin, continue and trim_below return an error and touch no file (a failed
+  // fdatasync is never retried: the bytes it covered may be gone, and no cursor may vouch for
+  // them). The cursor on disk stays the previous one; a restart replays the rest from the log.
+  store::Status begin_persist();
+  store::Status continue_persist(const std::function<bool()>& keep_going, bool* finished);
+  bool persist_pending() const;
+  // Syncs (files and directories, the cursor's two not counted) persists ran, since open.
+  std::uint64_t persist_syncs() const { return persist_syncs_.load(); }
   // Retention: drops whole record segments that point only below `first_log_index`; persists the
   // cursor (as persist()) before it unlinks their files.
   store::Status trim_below(std::uint64_t first_log_index);
@@ -193,6 +213,11 @@ class DerivedIndexes {
   Cursor cursor_locked() const;
   store::Status persist_locked(const std::function<bool()>& keep_going = nullptr,
                                bool* finished = nullptr);
+  // Callers hold write_mu_ only (each takes mu_ shared where it reads records).
+  store::Status begin_persist_locked();
+  store::Status continue_persist_locked(const std::function<bool()>& keep_going, bool* finished);
+  // Sets broken_ from the first error of a persist step and returns `error`.
+  store::Status fail_for_good(store::Status error);
 
   store::Env* env_;
   std::string dir_;
@@ -204,7 +229,7 @@ class DerivedIndexes {
   // of new topic files takes seconds on a loaded disk) and only what changes records takes it
   // exclusively.
   mutable std::shared_mutex mu_;
-  std::mutex write_mu_;
+  mutable std::mutex write_mu_;
   // Read without mu_ by boundary() (Status, lag and metrics must not wait behind a batch).
   std::atomic<std::uint64_t> boundary_{1};
   std::uint64_t boundary_term_ = 0;
@@ -216,6 +241,17 @@ class DerivedIndexes {
   std::uint64_t unqueued_entries_ = 0;
   std::uint64_t bad_envelopes_ = 0;
   std::uint64_t renumbered_entries_ = 0;
+  // The persist begun and not finished (begin_persist): its syncs, the next one to run, and the
+  // cursor written once they all ran. Guarded by write_mu_.
+  bool persist_pending_ = false;
+  std::vector<SyncStep> pending_steps_;
+  std::size_t next_step_ = 0;
+  Cursor pending_cursor_;
+  // Set by the first failed write or sync of a persist or trim, for good: every later persist,
+  // continue or trim returns it without writing, syncing or writing a cursor (fail_for_good).
+  // Guarded by write_mu_.
+  store::Status broken_;
+  std::atomic<std::uint64_t> persist_syncs_{0};
   // seed_topic_offsets(): where a topic without a queue starts when its first entry comes.
   std::unordered_map<std::string, std::uint64_t> seeded_next_;
 };

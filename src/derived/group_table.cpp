@@ -300,6 +300,7 @@ void GroupTable::apply_commit(const SourceEntry& entry) {
   group->second[commit.topic] =
       GroupSlot{true, GroupOffset{commit.offset, entry.index, entry.term}};
   slots_changed_ = true;
+  ++change_count_;
 }
 
 bool GroupTable::apply(const std::vector<SourceEntry>& entries) {
@@ -321,6 +322,7 @@ void GroupTable::skip_to(std::uint64_t index) {
   if (index <= state_.boundary) return;
   forget_all();
   slots_changed_ = true;
+  ++change_count_;
   state_.boundary = index;
   state_.boundary_term = 0;
 }
@@ -329,16 +331,33 @@ void GroupTable::replace(GroupTableState state) {
   std::unique_lock lock(mu_);
   state_ = std::move(state);
   slots_changed_ = true;
+  replaced_at_change_ = ++change_count_;
 }
 
 Status GroupTable::persist() {
-  std::string bytes;
-  std::uint64_t boundary = 0;
+  auto [state, change_count] = state_for_persist();
+  return persist_state(state, change_count);
+}
+
+std::pair<GroupTableState, std::uint64_t> GroupTable::state_for_persist() const {
+  std::shared_lock lock(mu_);
+  return {state_, change_count_};
+}
+
+Status GroupTable::persist_state(const GroupTableState& state, std::uint64_t change_count) {
   {
     std::shared_lock lock(mu_);
-    bytes = encode_group_table(state_);
-    boundary = state_.boundary;
+    // A state taken after a replace() the file does not hold yet is written whatever its
+    // boundary: a leader's table may start below the file's (adopted because its completeness
+    // differs), and the file must not keep the table it replaced.
+    const bool replaces_the_file =
+        replaced_at_change_ > persisted_change_ && change_count >= replaced_at_change_;
+    if (state.boundary < persisted_boundary_ && !replaces_the_file) {
+      return Status();  // the file is newer already
+    }
   }
+  const std::string bytes = encode_group_table(state);
+  const std::uint64_t boundary = state.boundary;
   const std::string path = store::join_path(dir_, kFileName);
   const std::string temp = path + ".tmp";
   if (Status wrote = env_->write_file(temp, bytes); !wrote.ok()) return wrote;
@@ -346,7 +365,9 @@ Status GroupTable::persist() {
   if (Status synced = env_->sync_dir(dir_); !synced.ok()) return synced;
   std::unique_lock lock(mu_);
   persisted_boundary_ = boundary;
-  slots_changed_ = false;  // one writer: nothing applied since the snapshot above
+  persisted_change_ = std::max(persisted_change_, change_count);
+  // One writer: what changed after `state` was taken is still to be persisted.
+  slots_changed_ = change_count_ != change_count;
   return Status();
 }
 

@@ -42,6 +42,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "derived/derived_indexes.h"
@@ -148,6 +149,13 @@ class GroupTable {
   void replace(GroupTableState state);
   // Writes derived/GROUPS.tmp (fdatasync), renames it over GROUPS, fsyncs the directory.
   store::Status persist();
+  // The table as it stands and a count of its changes, for persist_state().
+  std::pair<GroupTableState, std::uint64_t> state_for_persist() const;
+  // persist() of a state state_for_persist() returned earlier (the dispatcher's: as of the start of
+  // the indexes' persist that makes every record its commits can name durable). Nothing when the
+  // file covers more already, unless the state is a replace()d table the file does not hold yet
+  // (written whatever its boundary); what changed after it was taken stays to be persisted.
+  store::Status persist_state(const GroupTableState& state, std::uint64_t change_count);
   // The boundary the file on disk covers (what retention may trim up to).
   std::uint64_t persisted_boundary() const;
   // Whether a slot (or completeness) changed since the last persist: when false, a persist would
@@ -179,6 +187,9 @@ class GroupTable {
   GroupTableState state_;
   std::uint64_t persisted_boundary_ = 1;
   bool slots_changed_ = false;
+  std::uint64_t change_count_ = 0;  // slot changes, replacements and skips since open
+  std::uint64_t replaced_at_change_ = 0;  // change_count_ as the last replace() left it
+  std::uint64_t persisted_change_ = 0;    // change_count_ of the last state persisted
   std::uint64_t bad_commits_ = 0;
   std::uint64_t refused_commits_ = 0;
 };

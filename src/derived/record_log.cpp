@@ -111,7 +111,21 @@ store::Result<store::File*> RecordLog::segment_file(std::uint64_t segment_first)
   return open_file_.get();
 }
 
-Status RecordLog::sync() {
+Status run_sync_steps(store::Env* env, const std::vector<SyncStep>& steps, std::size_t* next,
+                      const std::function<bool()>& keep_going, std::uint64_t* ran) {
+  for (; *next < steps.size(); ++*next) {
+    if (keep_going && !keep_going()) return Status();
+    const SyncStep& step = steps[*next];
+    if (Status synced = step.file != nullptr ? step.file->sync() : env->sync_dir(step.dir);
+        !synced.ok()) {
+      return synced;
+    }
+    ++*ran;
+  }
+  return Status();
+}
+
+Status RecordLog::write_pending(std::vector<SyncStep>* steps) {
   const std::uint64_t end = end_number();
   while (written_end_ < end) {
     const std::uint64_t segment_first = written_end_ - written_end_ % kRecordsPerSegment;
@@ -124,7 +138,7 @@ Status RecordLog::sync() {
     auto file = segment_file(segment_first);
     if (!file.ok()) return file.status();
     // Grown to fit first (a write may not extend a file in every Env); the size is metadata,
-    // the bytes become durable at the sync below.
+    // the bytes become durable at the file's sync step.
     const std::uint64_t needed = (stop - segment_first) * kRecordBytes;
     auto size = (*file)->size();
     if (!size.ok()) return size.status();
@@ -135,14 +149,22 @@ Status RecordLog::sync() {
         !wrote.ok()) {
       return wrote;
     }
-    if (Status synced = (*file)->sync(); !synced.ok()) return synced;
+    steps->push_back(SyncStep{open_file_, {}});
     written_end_ = stop;
   }
   if (dir_dirty_) {
-    if (Status synced = env_->sync_dir(dir_); !synced.ok()) return synced;
+    steps->push_back(SyncStep{nullptr, dir_});
     dir_dirty_ = false;
   }
   return Status();
+}
+
+Status RecordLog::sync() {
+  std::vector<SyncStep> steps;
+  if (Status wrote = write_pending(&steps); !wrote.ok()) return wrote;
+  std::size_t next = 0;
+  std::uint64_t ran = 0;
+  return run_sync_steps(env_, steps, &next, nullptr, &ran);
 }
 
 Status RecordLog::truncate_to(std::uint64_t number) {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,16 @@ inline constexpr std::size_t kRecordBytes = 32;
 inline constexpr std::uint64_t kRecordsPerSegment = 65536;  // 2 MiB segments
 
 enum class RecordKind : std::uint8_t { kQueue = 1, kKey = 2, kTime = 3 };
+
+// One step of making written records durable: fdatasync `file`, or (file null) sync directory `dir`.
+struct SyncStep {
+  std::shared_ptr<store::File> file;
+  std::string dir;
+};
+// Runs steps[*next...] in order while `keep_going` (checked before each step; null: all) answers
+// true; *next is the first step not run. Counts each step run in *ran.
+store::Status run_sync_steps(store::Env* env, const std::vector<SyncStep>& steps, std::size_t* next,
+                             const std::function<bool()>& keep_going, std::uint64_t* ran);
 
 struct Record {
   std::uint64_t index = 0;
@@ -59,11 +70,20 @@ class RecordLog {
   std::uint64_t end_number() const { return first_number_ + records_.size(); }
   const std::deque<Record>& records() const { return records_; }
 
-  // Appends in memory and to the page cache (written at sync(), in one write per segment).
+  // Appends in memory (written at sync() or write_pending(), in one write per segment).
   void append(const Record& record);
-  // Writes what append() buffered and fdatasyncs every file it touched, then the directory when
-  // a segment was created. Records are durable once this returns OK.
+  // Writes what append() buffered to its segment files (pwrite: the page cache, no sync) and adds
+  // to `steps`, in order, what makes it durable: each file written, then the directory when the
+  // directory or a segment was created. The caller runs every step (run_sync_steps) before it
+  // writes a cursor covering these records; the files stay open through `steps` even when this log
+  // moves to another segment meanwhile. Only sync() and write_pending() write records, so a caller
+  // that appends or moves records in memory between the two (the dispatcher's apply between the
+  // steps of a persist) leaves the written bytes as they were.
+  store::Status write_pending(std::vector<SyncStep>* steps);
+  // write_pending() and its steps at once: records are durable once this returns OK.
   store::Status sync();
+  // True once the log's directory exists (created by the first write, or found at load()).
+  bool has_dir() const { return dir_created_; }
   // Drops every record numbered `number` or above (memory and files).
   store::Status truncate_to(std::uint64_t number);
   // The queue continues at `number` (a topic offset the log's entry carries) instead of at
@@ -100,7 +120,7 @@ class RecordLog {
   bool dir_created_ = false;
   bool dir_dirty_ = false;
   std::uint64_t open_first_ = UINT64_MAX;  // the segment open_file_ belongs to
-  std::unique_ptr<store::File> open_file_;
+  std::shared_ptr<store::File> open_file_;  // shared with the SyncSteps that sync it
   std::vector<std::uint64_t> unsynced_segments_;
   std::vector<std::uint64_t> dropped_segments_;  // forgotten, not yet unlinked (remove_dropped)
 };

@@ -33,8 +33,10 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   derived::OpenReport report;
   store::Status error;
   NodeLogView log(*node);
+  // The node's file layer (a test's slow or failing one: NodeConfig::store.env), else the disk.
+  store::Env* env = config.store.env != nullptr ? config.store.env : store::Env::posix();
   auto indexes = derived::DerivedIndexes::open(
-      store::Env::posix(), store::join_path(config.data_dir, "derived"),
+      env, store::join_path(config.data_dir, "derived"),
       derived::LogIdentity{config.cluster_id, config.node_id}, log, &report, &error);
   if (indexes == nullptr) {
     *problem = "derived indexes: " + error.to_string();
@@ -44,7 +46,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
                derived::to_string(report.mode), report.boundary, report.reason.empty() ? "" : ": ",
                report.reason);
   derived::OpenReport groups_report;
-  auto groups = derived::GroupTable::open(store::Env::posix(),
+  auto groups = derived::GroupTable::open(env,
                                           store::join_path(config.data_dir, "derived"),
                                           config.data_dir, config.cluster_id, log, &groups_report,
                                           &error);
@@ -64,6 +66,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   std::unique_ptr<Dispatcher> dispatcher(new Dispatcher(
       node, std::move(indexes), std::move(report), std::move(groups), std::move(groups_report)));
   dispatcher->data_dir_ = config.data_dir;
+  dispatcher->persist_slice_ms_ = config.derived_persist_slice_ms;
   dispatcher->cluster_id_ = config.cluster_id;
   dispatcher->seed_topics_from_snapshot(node->log_bounds().first);
   // A snapshot installed before a crash, whose group table was not persisted yet: taken again.
@@ -96,6 +99,7 @@ void Dispatcher::take_leaders_groups(derived::GroupTableState state, std::string
   spdlog::info("consumer group table: adopted the leader's, from {}, at log index {} ({} groups)",
                from, state.boundary, state.groups.size());
   groups_->replace(std::move(state));
+  groups_as_of_persist_.reset();  // the table it was taken from is gone
   dirty_ = true;
   records_dirty_ = true;
 }
@@ -214,6 +218,16 @@ std::uint64_t Dispatcher::lag() const {
   return commit > indexed ? commit - indexed : 0;
 }
 
+DispatchStats Dispatcher::stats() const {
+  DispatchStats stats;
+  stats.persists = persists_.load();
+  stats.persist_syncs = indexes_->persist_syncs();
+  stats.persist_seconds = static_cast<double>(persist_ns_.load()) / 1e9;
+  stats.apply_seconds = static_cast<double>(apply_ns_.load()) / 1e9;
+  stats.last_persist_seconds = static_cast<double>(last_persist_ns_.load()) / 1e9;
+  return stats;
+}
+
 std::string Dispatcher::failure() const {
   std::lock_guard lock(failure_mu_);
   return failure_;
@@ -271,19 +285,29 @@ bool Dispatcher::adopt_pending_groups() {
 void Dispatcher::run() {
   while (!stop_.load() && failure().empty()) {
     (void)adopt_pending_groups();
+    const auto apply_started = std::chrono::steady_clock::now();
     const bool applied = dispatch_batch();
     const auto now = std::chrono::steady_clock::now();
+    apply_ns_.fetch_add(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - apply_started).count()));
+    // A persist under way: its next slice of syncs, after the batch just applied.
+    if (indexes_->persist_pending()) continue_indexes_persist(/*whole=*/false);
     // At most every kPersistIntervalMs: a trickle of appends must not turn into a trickle of
-    // fsyncs competing with the log's own on the same disk.
+    // fsyncs competing with the log's own on the same disk. (A persist of the indexes begins once
+    // the pending one ended; the group table waits for it too: persist().)
     if (now - persisted_at_ >= std::chrono::milliseconds(kPersistIntervalMs) &&
         (indexes_persist_due(now) || groups_persist_due(now))) {
       persist();
     }
     const std::uint64_t first = node_->log_bounds().first;
-    if (first > trimmed_below_) {
+    // Never after a failed persist step (dispatch stops; the indexes, failed for good, would
+    // refuse the trim anyway: a trim must not resume a persist whose sync failed).
+    if (first > trimmed_below_ && failure().empty()) {
       // A cursor that only moved is persisted before the log it covers is trimmed, so a restart
-      // finds it at or past the new first index (not entries "trimmed before they were indexed").
-      if (dirty_ && failure().empty()) persist_indexes(now);
+      // finds it at or past the new first index (not entries "trimmed before they were indexed"):
+      // whole, so that it covers what is applied now (a pending one is finished first).
+      if (indexes_->persist_pending() && failure().empty()) continue_indexes_persist(true);
+      if (dirty_ && failure().empty()) persist_indexes(true);
       // trim_below persists the cursor itself before it unlinks (a restart keeps the offsets). A
       // failure there is a storage error like one in persist(): dispatch stops (a restart sweeps
       // the files it left).
@@ -294,7 +318,7 @@ void Dispatcher::run() {
       }
       trimmed_below_ = first;
     }
-    if (!applied) {
+    if (!applied && !indexes_->persist_pending()) {
       // Sleeps until the commit index passes what is applied, or 100 ms (stop, retention, and a
       // persist that is due); shorter while something waits to be persisted.
       const auto wait = records_dirty_ ? std::chrono::milliseconds(kPersistIntervalMs / 4)
@@ -303,7 +327,10 @@ void Dispatcher::run() {
     }
   }
   stopping_persist_ = true;
-  if (failure().empty()) persist();  // stop_ is set: the group table's boundary too
+  // stop_ is set: the group table's boundary too. A pending persist is finished, then one more
+  // covers what was applied since it began (both within kStopPersistBoundMs).
+  if (failure().empty() && indexes_->persist_pending()) continue_indexes_persist(/*whole=*/true);
+  if (failure().empty()) persist();
 }
 
 bool Dispatcher::persist_may_go_on() const {
@@ -339,6 +366,7 @@ void Dispatcher::skip_trimmed(std::uint64_t from) {
                   "every group offset is unknown until committed again",
                   groups_->boundary(), first - 1);
     groups_->skip_to(first);
+    groups_as_of_persist_.reset();
   }
   dirty_ = true;
   records_dirty_ = true;
@@ -449,17 +477,54 @@ bool Dispatcher::indexes_persist_due(std::chrono::steady_clock::time_point now) 
          now - indexes_persisted_at_ >= std::chrono::milliseconds(kCursorOnlyPersistMs);
 }
 
-void Dispatcher::persist_indexes(std::chrono::steady_clock::time_point now) {
+void Dispatcher::persist_indexes(bool whole) {
+  if (!indexes_->persist_pending()) {
+    const auto began = std::chrono::steady_clock::now();
+    if (store::Status begun = indexes_->begin_persist(); !begun.ok()) {
+      spdlog::error("derived indexes: persisting: {}", begun.to_string());
+      set_failure("persisting: " + begun.to_string());
+      return;
+    }
+    persist_ns_.fetch_add(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                             began)
+            .count()));
+    // What is applied from here on is the next persist's: dirty again with the next batch.
+    dirty_ = false;
+    records_dirty_ = false;
+    indexes_persist_began_at_ = began;
+    // The group table as of this point is persisted once the records its commits can name are.
+    groups_as_of_persist_ = groups_->state_for_persist();
+  }
+  continue_indexes_persist(whole);
+}
+
+void Dispatcher::continue_indexes_persist(bool whole) {
+  const auto started = std::chrono::steady_clock::now();
+  const auto slice_end = started + std::chrono::milliseconds(persist_slice_ms_);
+  const bool sliced = !whole && persist_slice_ms_ != 0;
+  bool first_step = true;  // a slice always runs one sync, so a persist ends however slow they are
+  auto keep_going = [&] {
+    if (!persist_may_go_on()) return false;
+    if (!sliced || first_step) {
+      first_step = false;
+      return true;
+    }
+    return std::chrono::steady_clock::now() < slice_end;
+  };
   bool finished = false;
-  if (store::Status persisted = indexes_->persist([this] { return persist_may_go_on(); }, &finished);
-      !persisted.ok()) {
+  const store::Status persisted = indexes_->continue_persist(keep_going, &finished);
+  const auto ended = std::chrono::steady_clock::now();
+  persist_ns_.fetch_add(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(ended - started).count()));
+  if (!persisted.ok()) {
     spdlog::error("derived indexes: persisting: {}", persisted.to_string());
     set_failure("persisting: " + persisted.to_string());
     return;
   }
   if (!finished) {
     // Only a stop cuts a persist short; the cursor on disk stays where the last one left it.
-    if (stopping_persist_) {
+    if (stopping_persist_ && !persist_may_go_on()) {
       spdlog::info("derived indexes: the last persist before the stop ended at its {} ms bound "
                    "({} topic queues): the next start indexes again, from the log, what "
                    "the cursor on disk does not cover (it is up to index {} now)",
@@ -467,27 +532,47 @@ void Dispatcher::persist_indexes(std::chrono::steady_clock::time_point now) {
     }
     return;
   }
-  dirty_ = false;
-  records_dirty_ = false;
-  indexes_persisted_at_ = now;
+  persists_.fetch_add(1);
+  last_persist_ns_.store(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(ended - indexes_persist_began_at_)
+          .count()));
+  indexes_persisted_at_ = indexes_persist_began_at_;
+  // The group table as of the persist's start: every record its commits can name is durable now.
+  if (groups_as_of_persist_ && groups_persist_due(ended)) {
+    persist_groups(groups_as_of_persist_->first, groups_as_of_persist_->second, ended);
+  }
+  groups_as_of_persist_.reset();
 }
 
 void Dispatcher::persist() {
   const auto now = std::chrono::steady_clock::now();
-  if (indexes_persist_due(now)) {
-    persist_indexes(now);
+  bool indexes_persisted = false;
+  if (!indexes_->persist_pending() && indexes_persist_due(now)) {
+    // At a stop: whole, within kStopPersistBoundMs (persist_may_go_on); else its first slice. The
+    // group table follows when it ends (continue_indexes_persist), as of its start.
+    persist_indexes(/*whole=*/stop_.load());
     if (!failure().empty()) return;
+    indexes_persisted = true;
   }
-  if (groups_persist_due(now)) {
-    if (store::Status persisted = groups_->persist(); !persisted.ok()) {
-      spdlog::error("consumer group table: persisting: {}", persisted.to_string());
-      set_failure("persisting the group table: " + persisted.to_string());
-      return;
-    }
-    groups_persisted_at_ = now;
-    node_->hold_log_from(groups_->persisted_boundary());
+  // The table as it stands, when no persist of the indexes is under way (or at a stop, whatever
+  // the last persist of the indexes did: the table always runs, it holds retention).
+  if ((stop_.load() || (!indexes_persisted && !indexes_->persist_pending())) &&
+      groups_persist_due(now)) {
+    auto [state, change_count] = groups_->state_for_persist();
+    persist_groups(state, change_count, now);
   }
   persisted_at_ = now;
+}
+
+void Dispatcher::persist_groups(const derived::GroupTableState& state, std::uint64_t change_count,
+                                std::chrono::steady_clock::time_point now) {
+  if (store::Status persisted = groups_->persist_state(state, change_count); !persisted.ok()) {
+    spdlog::error("consumer group table: persisting: {}", persisted.to_string());
+    set_failure("persisting the group table: " + persisted.to_string());
+    return;
+  }
+  groups_persisted_at_ = now;
+  node_->hold_log_from(groups_->persisted_boundary());
 }
 
 }  // namespace raftlog::server

@@ -5,7 +5,11 @@
 // It reads committed entries in log order through Node::read_committed (never past the commit
 // index), at most kBatchEntries / kBatchBytes per read, applies them, and persists the indexes
 // (records, then cursor) at most every kPersistIntervalMs when records were added, at most every
-// kCursorOnlyPersistMs when only the cursor moved (plain entries: no records), and at stop(). Its
+// kCursorOnlyPersistMs when only the cursor moved (plain entries: no records), and at stop(). A
+// persist is sliced (NodeConfig::derived_persist_slice_ms): its records are written at once, its
+// syncs (one per topic file written: thousands with thousands of topics) run at most a slice at a
+// time, and the entries committed meanwhile are applied between two slices; its cursor, written
+// after the last sync, covers what was applied when it began. Its
 // cursor says how far the indexes are built; it proves nothing about the log's durability, and it
 // is no consumer's offset. The node serves while the indexes catch up; lag() says by how much.
 // Retention: when the log's first index moves, whole index segments below it are dropped; entries
@@ -16,7 +20,9 @@
 // consumers' offsets, the cursor how far the indexes are built, and neither stands in for the
 // other. When both are at the same boundary one read feeds both; when the indexes lag (a rebuild),
 // the group table reads from its own boundary first, so Groups calls never wait for the indexes.
-// The table is persisted when a slot changed (on the indexes' cadence), and when only its boundary
+// The table is persisted when a slot changed (on the indexes' cadence: after a persist of the
+// indexes, as the table stood when that persist began, so it never covers commits that name index
+// records not yet durable), and when only its boundary
 // moved at most every kGroupsBoundaryPersistMs, or sooner (every kPersistIntervalMs at most) once the boundary is
 // kGroupsHoldLagEntries past the persisted one. After each persist the node's retention is held at
 // the table's persisted boundary (Node::hold_log_from), so a commit entry is never trimmed before
@@ -34,10 +40,12 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "derived/derived_indexes.h"
 #include "derived/group_table.h"
 #include "replica/snapshot_data.h"
+#include "server/dispatch_stats.h"
 #include "server/node.h"
 
 namespace raftlog::server {
@@ -117,6 +125,8 @@ class Dispatcher {
                             std::chrono::steady_clock::time_point deadline) const;
   // Committed entries not yet indexed (commit index - (boundary - 1)).
   std::uint64_t lag() const;
+  // Where the dispatcher's thread spent its time since start() (any thread).
+  DispatchStats stats() const;
   // Set when a read or a write of the indexes failed: dispatch stopped (queries still answer what
   // was built; a restart rebuilds what is needed).
   std::string failure() const;
@@ -159,10 +169,18 @@ class Dispatcher {
   // The indexes' persist (records and cursor) is due: at kPersistIntervalMs when records_dirty_,
   // at kCursorOnlyPersistMs when only the cursor moved, and always once stop_ is set.
   bool indexes_persist_due(std::chrono::steady_clock::time_point now) const;
-  void persist_indexes(std::chrono::steady_clock::time_point now);
+  // Begins a persist of the indexes when none is pending, then runs its syncs for one slice
+  // (persist_slice_ms_; 0 or `whole`: until the persist ends or persist_may_go_on() says stop).
+  void persist_indexes(bool whole);
+  // The pending persist's syncs, for one slice (persist_indexes).
+  void continue_indexes_persist(bool whole);
   bool groups_persist_due(std::chrono::steady_clock::time_point now) const;
+  // Persists `state` (GroupTable::state_for_persist) and holds retention at its boundary.
+  void persist_groups(const derived::GroupTableState& state, std::uint64_t change_count,
+                      std::chrono::steady_clock::time_point now);
 
   Node* node_;
+  std::uint32_t persist_slice_ms_ = 0;  // NodeConfig::derived_persist_slice_ms
   std::unique_ptr<derived::DerivedIndexes> indexes_;
   derived::OpenReport report_;
   std::unique_ptr<derived::GroupTable> groups_;
@@ -180,6 +198,16 @@ class Dispatcher {
   std::uint64_t trimmed_below_ = 0;
   std::chrono::steady_clock::time_point persisted_at_{};
   std::chrono::steady_clock::time_point indexes_persisted_at_{};
+  // When the pending persist of the indexes began (it covers what was applied then).
+  std::chrono::steady_clock::time_point indexes_persist_began_at_{};
+  // The group table as the pending persist of the indexes began: persisted when that persist ends
+  // (the table is never on disk ahead of the index records its commits can name).
+  std::optional<std::pair<derived::GroupTableState, std::uint64_t>> groups_as_of_persist_;
+  // stats(): written by the dispatcher's thread, read by any.
+  std::atomic<std::uint64_t> persists_{0};
+  std::atomic<std::uint64_t> persist_ns_{0};
+  std::atomic<std::uint64_t> apply_ns_{0};
+  std::atomic<std::uint64_t> last_persist_ns_{0};
   std::chrono::steady_clock::time_point groups_persisted_at_{};
   mutable std::mutex failure_mu_;
   std::string failure_;

@@ -50,6 +50,7 @@ class Metrics::Impl final : public prometheus::Collectable {
     if (watermark_source_) store_.refresh_watermark(watermark_source_());
     if (admission_source_) peers_.refresh_admission(admission_source_());
     if (outbound_source_) peers_.refresh_outbound(outbound_source_());
+    if (dispatch_source_) derived_.refresh_dispatch(dispatch_source_());
     if (!status_source_) return;
     const NodeStatus status = status_source_();
     node_.refresh(status);
@@ -81,6 +82,7 @@ class Metrics::Impl final : public prometheus::Collectable {
   std::function<bool()> watermark_source_;
   std::function<InboundStats()> admission_source_;
   std::function<OutboundTotals()> outbound_source_;
+  std::function<DispatchStats()> dispatch_source_;
   std::function<SnapshotTransfers(const NodeStatus&)> snapshot_source_;
 };
 
@@ -181,6 +183,11 @@ void Metrics::set_admission_source(std::function<InboundStats()> source) {
 void Metrics::set_outbound_source(std::function<OutboundTotals()> source) {
   std::lock_guard lock(impl_->source_mu_);
   impl_->outbound_source_ = std::move(source);
+}
+
+void Metrics::set_dispatch_source(std::function<DispatchStats()> source) {
+  std::lock_guard lock(impl_->source_mu_);
+  impl_->dispatch_source_ = std::move(source);
 }
 
 void Metrics::set_watermark_source(std::function<bool()> source) {

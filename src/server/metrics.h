@@ -18,6 +18,7 @@
 #include <string>
 
 #include "server/client_request_observer.h"
+#include "server/dispatch_stats.h"
 #include "server/node_types.h"
 #include "server/snapshot_progress.h"
 
@@ -48,6 +49,8 @@ class Metrics final : public NodeEvents, public ClientRequestObserver {
   void set_admission_source(std::function<InboundStats()> source);
   // The peer transport's outbound totals (raftlog_peer_queue_full_drops_total), read at each scrape.
   void set_outbound_source(std::function<OutboundTotals()> source);
+  // The dispatcher's time (raftlog_derived_persist*, raftlog_derived_apply_seconds_total).
+  void set_dispatch_source(std::function<DispatchStats()> source);
 
   // "host:port" actually bound.
   const std::string& bound_address() const;

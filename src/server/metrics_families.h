@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/dispatch_stats.h"
 #include "server/metrics_process.h"
 #include "server/node_types.h"
 #include "server/snapshot_progress.h"
@@ -174,9 +175,11 @@ class DerivedMetrics {
  public:
   explicit DerivedMetrics(FamilyBuilder& builder);
   void refresh(const NodeStatus& status) const { readings_.refresh(status); }
+  void refresh_dispatch(const DispatchStats& stats) const { dispatch_.refresh(stats); }
 
  private:
   Readings<NodeStatus> readings_;
+  Readings<DispatchStats> dispatch_;
 };
 
 // Snapshots this node encodes, sends and receives (metrics_transfer_families.cpp).

@@ -96,6 +96,24 @@ DerivedMetrics::DerivedMetrics(FamilyBuilder& builder) {
        {"raftlog_derived_stopped",
         "1 when the derived indexes stopped on an error (see the node's log).",
         [](const NodeStatus& status) { return status.derived_problem.empty() ? 0.0 : 1.0; }}});
+  dispatch_.add_totals(
+      builder,
+      {{"raftlog_derived_persists_total",
+        "Persists of the derived indexes that wrote their cursor, since start.",
+        &field<&DispatchStats::persists>},
+       {"raftlog_derived_persist_syncs_total",
+        "File and directory syncs those persists ran (one per topic file written), since start.",
+        &field<&DispatchStats::persist_syncs>},
+       {"raftlog_derived_persist_seconds_total",
+        "Seconds the dispatcher's thread spent persisting the derived indexes, since start.",
+        &field<&DispatchStats::persist_seconds>},
+       {"raftlog_derived_apply_seconds_total",
+        "Seconds the dispatcher's thread spent reading and applying committed entries, since start.",
+        &field<&DispatchStats::apply_seconds>}});
+  dispatch_.add_gauges(
+      builder, {{"raftlog_derived_last_persist_seconds",
+                 "Seconds the last finished persist of the derived indexes took, start to cursor.",
+                 &field<&DispatchStats::last_persist_seconds>}});
 }
 
 }  // namespace raftlog::server::metrics

@@ -140,6 +140,9 @@ std::string validate_bounds(const NodeConfig& config) {
   if (config.slow_round_log_ms > kMaxSlowRoundLogMs) {
     return "slow_round_log_ms must be at most " + std::to_string(kMaxSlowRoundLogMs);
   }
+  if (config.derived_persist_slice_ms > kMaxDerivedPersistSliceMs) {
+    return "derived_persist_slice_ms must be at most " + std::to_string(kMaxDerivedPersistSliceMs);
+  }
   if (config.max_entries_per_append == 0 || config.max_entries_per_append > kMaxEntriesPerAppend ||
       config.max_entries_per_append > config.store.max_batch_entries) {
     return "max_entries_per_append must be in [1, " + std::to_string(kMaxEntriesPerAppend) +

@@ -62,6 +62,9 @@ inline constexpr std::uint64_t kMaxScrubBytesPerSecond = 4ULL << 30;
 // The slow-round log threshold (NodeConfig::slow_round_log_ms): ten minutes, past any election
 // timeout this node can run with a tick of 10 s.
 inline constexpr std::uint32_t kMaxSlowRoundLogMs = 600000;
+// The dispatcher's persist slice (NodeConfig::derived_persist_slice_ms): a second; longer slices
+// only delay the indexes as the unsliced persist did.
+inline constexpr std::uint32_t kMaxDerivedPersistSliceMs = 1000;
 }  // namespace config_limits
 
 struct NodeConfig {
@@ -92,6 +95,11 @@ struct NodeConfig {
   // election timeout (election_ticks * tick_ms / 2, 100 ms with the default timing), long enough
   // to be rare and short enough to be seen before a round costs leadership.
   std::uint32_t slow_round_log_ms = 0;
+  // The derived indexes' dispatcher syncs a persist's files for at most this long at a time, and
+  // indexes the committed entries that came meanwhile between two such slices (Dispatcher,
+  // docs/design.md "Topics, keys and time"). 0: each persist runs to its cursor before dispatch
+  // goes on (the behaviour before 2026-12-07; for comparisons: raftlog-bench topics --phases live).
+  std::uint32_t derived_persist_slice_ms = 20;
 
   store::Options store;  // segment size, flush mode and interval, max entry size
 

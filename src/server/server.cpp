@@ -144,6 +144,7 @@ class Server::Impl {
       metrics->set_watermark_source({});
       metrics->set_admission_source({});
       metrics->set_snapshot_source({});
+      metrics->set_dispatch_source({});
     }
   }
   std::unique_ptr<Metrics> metrics;  // before node: the node reports events into it until destroyed
@@ -332,6 +333,10 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
         [transport = impl->transport.get()] { return transport->inbound_stats(); });
     impl->metrics->set_outbound_source(
         [transport = impl->transport.get()] { return transport->outbound_totals(); });
+    if (impl->dispatcher != nullptr) {
+      impl->metrics->set_dispatch_source(
+          [dispatcher = impl->dispatcher.get()] { return dispatcher->stats(); });
+    }
     spdlog::info("node {}: metrics on http://{}/metrics", impl->config.node_id,
                  impl->metrics->bound_address());
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "derived/group_table.h"
@@ -475,6 +476,38 @@ TEST(GroupTable, OnlySlotChangesMarkTheTableChanged) {
   EXPECT_EQ(table->persisted_boundary(), 4U);
   table->skip_to(10);  // offsets become unknown: a change
   EXPECT_TRUE(table->slots_changed());
+}
+
+// Review of dispatch, L7: a leader's table adopted with a lower boundary than the file's (its
+// completeness differs: Dispatcher::adopt_pending_groups) was never written: persist_state kept
+// the file's newer boundary, and the table stayed "changed", every persist a no-op.
+TEST(GroupTable, AReplacedTableIsPersistedWhateverItsBoundary) {
+  store::MemoryEnv env;
+  FakeLog log;
+  for (int i = 0; i < 10; ++i) add_commit(&log, 1, "g", "t", i);
+  OpenReport report;
+  auto table = open_table(&env, log, &report);
+  replay(*table, log);
+  ASSERT_TRUE(table->persist().ok());
+  ASSERT_EQ(table->persisted_boundary(), 11U);
+  GroupTableState leaders = table->state();
+  leaders.boundary = 6;
+  leaders.complete = !leaders.complete;
+  table->replace(leaders);
+  ASSERT_TRUE(table->slots_changed());
+  auto [state, change_count] = table->state_for_persist();
+  ASSERT_TRUE(table->persist_state(state, change_count).ok());
+  EXPECT_EQ(table->persisted_boundary(), 6U);
+  EXPECT_FALSE(table->slots_changed());
+  EXPECT_EQ(read_group_table_boundary(&env, kDir, kCluster), std::optional<std::uint64_t>(6));
+  // A state taken before the replacement never goes over it.
+  auto [fresh_state, fresh_count] = table->state_for_persist();
+  replay(*table, log);  // the commits at 6..10 apply again over the leader's table
+  auto [later, later_count] = table->state_for_persist();
+  ASSERT_TRUE(table->persist_state(later, later_count).ok());
+  EXPECT_EQ(table->persisted_boundary(), 11U);
+  ASSERT_TRUE(table->persist_state(fresh_state, fresh_count).ok());
+  EXPECT_EQ(table->persisted_boundary(), 11U) << "an older state went over a newer file";
 }
 
 TEST(GroupTable, ACrashAtAnySyncOfAPersistLeavesTheOldOrTheNewTable) {

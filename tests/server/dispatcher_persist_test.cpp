@@ -1,16 +1,21 @@
 // When the dispatcher persists the derived indexes (src/server/dispatcher.h): a cursor that only
 // moved over plain entries is not rewritten at the 200 ms cadence (kCursorOnlyPersistMs), records
-// added by an envelope are, and stop() persists whatever moved. On a real one-node Server in
-// process; the cursor is read from derived/CURSOR as a restart would.
+// added by an envelope are, and stop() persists whatever moved; dispatch goes on while a persist
+// syncs many topic files. On a real one-node Server in process; the cursor is read from
+// derived/CURSOR as a restart would.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "derived/cursor.h"
+#include "derived/group_table.h"
 #include "server/dispatcher.h"
 #include "server/in_process_node.h"
 #include "shared/loopback.h"
@@ -27,6 +32,129 @@ std::uint64_t persisted_boundary(const std::string& data_dir) {
   const std::optional<derived::Cursor> cursor =
       derived::read_cursor(store::Env::posix(), store::join_path(data_dir, "derived"), &problem);
   return cursor ? cursor->boundary : 0;
+}
+
+// The disk, except that a sync of a topic queue's file or directory (under derived/topics/) takes
+// `delay`: a persist of many new topics then takes seconds, as on the loaded disk of drills6 M2.
+class SlowTopicSyncEnv final : public store::Env {
+ public:
+  explicit SlowTopicSyncEnv(std::chrono::milliseconds delay) : delay_(delay) {}
+  int topic_syncs() const { return topic_syncs_.load(); }
+
+  store::Status create_dir(const std::string& path) override { return disk_->create_dir(path); }
+  store::Result<std::vector<std::string>> list_dir(const std::string& dir) const override {
+    return disk_->list_dir(dir);
+  }
+  bool exists(const std::string& path) const override { return disk_->exists(path); }
+  store::Result<std::unique_ptr<store::File>> open(const std::string& path, bool create) override {
+    auto file = disk_->open(path, create);
+    if (!file.ok() || !is_topic_path(path)) return file;
+    return std::unique_ptr<store::File>(new SlowFile(std::move(*file), this));
+  }
+  store::Result<std::unique_ptr<store::File>> open_read_only(const std::string& path) override {
+    return disk_->open_read_only(path);
+  }
+  store::Status rename(const std::string& from, const std::string& to) override {
+    return disk_->rename(from, to);
+  }
+  store::Status remove(const std::string& path) override { return disk_->remove(path); }
+  store::Status remove_dir(const std::string& path) override { return disk_->remove_dir(path); }
+  store::Status sync_dir(const std::string& dir) override {
+    if (is_topic_path(dir + "/")) slow_sync();
+    return disk_->sync_dir(dir);
+  }
+  store::Result<std::string> read_file(const std::string& path,
+                                       std::size_t max_bytes) const override {
+    return disk_->read_file(path, max_bytes);
+  }
+  store::Status write_file(const std::string& path, std::string_view content) override {
+    return disk_->write_file(path, content);
+  }
+  store::Result<std::chrono::system_clock::time_point> modified_at(
+      const std::string& path) const override {
+    return disk_->modified_at(path);
+  }
+
+ private:
+  class SlowFile final : public store::File {
+   public:
+    SlowFile(std::unique_ptr<store::File> file, SlowTopicSyncEnv* env)
+        : file_(std::move(file)), env_(env) {}
+    store::Status allocate(std::uint64_t offset, std::uint64_t length) override {
+      return file_->allocate(offset, length);
+    }
+    store::Status truncate(std::uint64_t size_bytes) override { return file_->truncate(size_bytes); }
+    store::Result<std::uint64_t> size() const override { return file_->size(); }
+    store::Result<std::shared_ptr<store::Mapping>> map(std::uint64_t length) override {
+      return file_->map(length);
+    }
+    store::Status write_at(std::uint64_t offset, std::string_view data) override {
+      return file_->write_at(offset, data);
+    }
+    store::Status sync() override {
+      env_->slow_sync();
+      return file_->sync();
+    }
+
+   private:
+    std::unique_ptr<store::File> file_;
+    SlowTopicSyncEnv* env_;
+  };
+
+  static bool is_topic_path(const std::string& path) {
+    return path.find("/derived/topics/") != std::string::npos;
+  }
+  void slow_sync() {
+    std::this_thread::sleep_for(delay_);
+    topic_syncs_.fetch_add(1);
+  }
+
+  store::Env* disk_ = store::Env::posix();
+  std::chrono::milliseconds delay_;
+  std::atomic<int> topic_syncs_{0};
+};
+
+// drills6 M2: with thousands of topics every persist synced thousands of files, seconds on a
+// loaded disk, and the dispatcher indexed nothing meanwhile (topic reads, key lookups and group
+// commits waited). An entry committed while a persist of 300 new topics (600 syncs of 5 ms: 3 s)
+// runs is indexed at once, and the persist still ends with a cursor that covers it later.
+TEST(DispatcherPersist, DispatchGoesOnWhileAPersistSyncsManyTopicFiles) {
+  constexpr std::size_t kTopics = 300;
+  SlowTopicSyncEnv env(5ms);
+  InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
+  ASSERT_TRUE(node.started());
+  const std::string dir = node.data_dir();
+  // One Append: an entry in each of 300 topics, so the next persist syncs 300 files and dirs.
+  const std::uint64_t batch_last = node.append_to_topics(kTopics, 10);
+  ASSERT_NE(batch_last, 0u);
+  const std::uint64_t batch_first = batch_last - kTopics + 1;
+  ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
+      << "no persist of the topics began";
+  const auto appended_at = std::chrono::steady_clock::now();
+  const std::uint64_t index = node.append_to_topic("orders", 1, 10);
+  ASSERT_NE(index, 0u);
+  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= index; }, 20000ms))
+      << "the entry was never indexed";
+  const auto waited = std::chrono::steady_clock::now() - appended_at;
+  const int syncs_then = env.topic_syncs();
+  EXPECT_LT(waited, 1000ms) << "the entry waited "
+                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                            << " ms for the persist's syncs to end (" << syncs_then
+                            << " topic syncs ran by then)";
+  EXPECT_LT(syncs_then, static_cast<int>(2 * kTopics) - 20)
+      << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+  // The group table on disk is never ahead of the index records its commits can name: while the
+  // batch's records are not durable, derived/GROUPS covers none of its entries (it holds
+  // retention: a table past them would let a trim remove entries the indexes must replay).
+  const std::optional<std::uint64_t> groups_boundary = derived::read_group_table_boundary(
+      store::Env::posix(), store::join_path(dir, "derived"), node.config().cluster_id);
+  EXPECT_LE(groups_boundary.value_or(0), batch_first)
+      << "derived/GROUPS was persisted past entries whose index records were not durable yet "
+      << "(the batch is " << batch_first << ".." << batch_last << ")";
+  EXPECT_LT(env.topic_syncs(), static_cast<int>(2 * kTopics))
+      << "the persist ended before GROUPS was read: the check above shows nothing";
+  EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
+      << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
 }
 
 TEST(DispatcherPersist, ACursorThatOnlyMovedWaitsRecordsAndStopDoNot) {

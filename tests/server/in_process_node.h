@@ -99,6 +99,26 @@ class InProcessNode {
                              attributes->add_keys(topic + "-" + std::to_string(i));
                            });
   }
+  // Appends `count` entries of `bytes` bytes in one Append, entry i to topic "topic-<i>" with the
+  // key "key-<i>"; the last index or 0.
+  std::uint64_t append_to_topics(std::size_t count, std::size_t bytes) {
+    return append_in_calls(count, count, [&](std::size_t i, ::raftlog::v1::AppendRequest* request) {
+      request->add_entries(std::string(bytes, 'm'));
+      ::raftlog::v1::EntryAttributes* attributes = request->add_attributes();
+      attributes->set_topic("topic-" + std::to_string(i));
+      attributes->add_keys("key-" + std::to_string(i));
+    });
+  }
+
+  // The last log index the node's derived indexes cover (its Status), or 0 when it does not answer.
+  std::uint64_t derived_indexed_through() const {
+    auto stub = Log::NewStub(new_connection());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    ::raftlog::v1::StatusResponse response;
+    if (!stub->Status(&context, ::raftlog::v1::StatusRequest(), &response).ok()) return 0;
+    return response.derived_indexed_through();
+  }
 
  private:
   // `count` entries, `per_call` per Append, each added to its request by `add` (with its number
