@@ -134,7 +134,10 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
       read_only_(config.max_pending_reads),
       retired_(config.retired_ids) {
   refresh_conf();
-  if (config.promised_index > 0) enter_catching_up(config.promised_index, config.promised_term);
+  unvouched_ = config.unvouched;
+  if (config.promised_index > 0) {
+    enter_catching_up(config.promised_index, config.promised_term, Raft::CatchUpCause::kConfig);
+  }
   randomize_election_timeout();
   reported_soft_state_ = soft_state();
   reported_hard_state_ = hard_state;
@@ -246,6 +249,9 @@ NodeId Raft::transfer_target() const { return impl_->transfer_target(); }
 std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
 bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
+bool Raft::unvouched() const { return impl_->unvouched(); }
+const CommittedConflict& Raft::committed_conflict() const { return impl_->committed_conflict(); }
+Raft::CatchUpCause Raft::catch_up_cause() const { return impl_->catch_up_cause(); }
 bool Raft::removed() const { return impl_->removed(); }
 const StepDown& Raft::last_step_down() const { return impl_->last_step_down(); }
 const std::vector<NodeId>& Raft::retired_ids() const { return impl_->retired_ids(); }

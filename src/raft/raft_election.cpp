@@ -22,9 +22,13 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 // logs are behind it), so it campaigns while it was a voter of the configuration before. It counts
 // votes by its newest configuration, excluding itself; either configuration's majorities overlap the
 // other's (one change apart), so no two leaders of a term can arise. A node catching up after lost
-// durable state must not lead: its log may lack entries it promised.
+// durable state must not lead: its log may lack entries it promised. Nor may an unvouched one whose
+// log holds entries (a crash in the middle of its first catch-up): it knows the cluster has a log, and
+// its own vote for itself could complete a majority without entries it acknowledged before its data
+// directory was lost. With an empty log it may campaign: only nodes holding nothing grant it a vote.
 bool Raft::Impl::promotable() const {
   if (catching_up_) return false;
+  if (unvouched_ && log_.last_index() > 0) return false;
   if (is_voter(id())) return true;
   const std::size_t records = conf_history_.size();
   return records >= 2 && conf_history_.back().index > log_.committed() &&
@@ -133,6 +137,9 @@ void Raft::Impl::become_leader() {
   role_ = Role::kLeader;
   leader_ = id();
   removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
+  // Elected with an empty log (promotable), by voters whose logs were no longer: a new cluster as far
+  // as any majority can tell. This leader's log is the one everybody catches up to from now on.
+  unvouched_ = false;
   // A no-op of the new term lets entries of earlier terms commit through it (Raft §5.4.2).
   Entry noop;
   noop.index = noop_index_after_unfinished_proposal();
@@ -348,8 +355,10 @@ void Raft::Impl::handle_vote_request(const Message& m) {
   // leader in this term, or, for a pre-vote, if it is about a later term than ours.
   // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
   // so its "up to date" judgement could elect a leader without them.
+  // An unvouched node (Config::unvouched) grants only a candidate whose log is empty: one with
+  // entries may lack some this node acknowledged before it lost its durable state.
   const bool can_vote =
-      !catching_up_ &&
+      !catching_up_ && (!unvouched_ || m.index == 0) &&
       (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
   const bool up_to_date =
       rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());
@@ -391,15 +400,31 @@ void Raft::Impl::handle_vote_response(const Message& m) {
 
 namespace raftlog::raft {
 
-void Raft::Impl::enter_catching_up(Index promised_index, Term promised_term) {
-  if (!catching_up_) {
-    catching_up_ = true;
+void Raft::Impl::enter_catching_up(Index promised_index, Term promised_term,
+                                   Raft::CatchUpCause cause) {
+  if (!fault_catch_up_) {
+    fault_catch_up_ = true;
     promised_index_ = promised_index;
     promised_term_ = promised_term;
   } else {
     promised_index_ = std::max(promised_index_, promised_index);
     promised_term_ = std::max(promised_term_, promised_term);
   }
+  if (!catching_up_) catch_up_cause_ = cause;
+  catching_up_ = true;
+  maybe_finish_catching_up();
+}
+
+void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
+  if (!unvouched_ || m.term <= vouching_term_) return;  // vouched, or this leader was noted already
+  vouching_term_ = m.term;
+  // What the leader counts committed: an append or a snapshot names it as is; a heartbeat clamps
+  // `commit` to what it believes we hold (our lost acknowledgements), and also says its own.
+  Index commit = m.commit;
+  if (m.type == MessageType::kHeartbeat) commit = std::max(m.commit, m.leader_commit);
+  vouch_index_ = std::max(vouch_index_, commit);
+  if (!catching_up_) catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
+  catching_up_ = true;
   maybe_finish_catching_up();
 }
 
@@ -407,23 +432,39 @@ void Raft::Impl::maybe_finish_catching_up() {
   if (!catching_up_) return;
   const Index durable = log_.persisted_index();
   const std::optional<Term> durable_term = log_.term_at(durable);
-  // Either the durable log again reaches everything the node may have promised, or it holds an entry
-  // a leader of a later term sent: that leader's log has every committed entry the node promised, and
-  // ours is a prefix of it up to there, exactly as after an ordinary conflicting append.
-  if (durable >= promised_index_ || (durable_term.has_value() && *durable_term > promised_term_)) {
-    catching_up_ = false;
+  // After a storage fault: either the durable log again reaches everything the node may have
+  // promised, or it holds an entry a leader of a later term sent: that leader's log has every
+  // committed entry the node promised, and ours is a prefix of it up to there, exactly as after an
+  // ordinary conflicting append.
+  if (fault_catch_up_ && (durable >= promised_index_ ||
+                          (durable_term.has_value() && *durable_term > promised_term_))) {
+    fault_catch_up_ = false;
     promised_index_ = 0;
     promised_term_ = 0;
-    // Our acknowledgements so far were marked: repeat the latest one unmarked, or the leader would
-    // not count us until its next append.
-    const Index acknowledged = std::min(leader_match_, durable);
-    if (role_ == Role::kFollower && leader_ != kNoNode && acknowledged > 0) {
-      Message ack;
-      ack.type = MessageType::kAppendResponse;
-      ack.to = leader_;
-      ack.index = acknowledged;
-      send(std::move(ack), /*after_persist=*/true);
-    }
+  }
+  // Unvouched: the node knows neither the index nor the term it may have promised (it lost both),
+  // so it needs both halves from its leader of term vouching_term_ (docs/raft.md, "Unvouched
+  // nodes"): an entry of that term (the leader's own entries follow every entry committed in an
+  // earlier term, which its log holds, however far behind its commit index still is) and the commit
+  // index the leader named (entries of that term it may have counted this node's lost
+  // acknowledgements for).
+  if (unvouched_ && vouching_term_ > 0 && durable >= vouch_index_ && durable_term.has_value() &&
+      *durable_term >= vouching_term_) {
+    unvouched_ = false;
+    vouch_index_ = 0;
+  }
+  if (fault_catch_up_ || (unvouched_ && vouching_term_ > 0)) return;
+  catching_up_ = false;
+  catch_up_cause_ = Raft::CatchUpCause::kNone;
+  // Our acknowledgements so far were marked: repeat the latest one unmarked, or the leader would
+  // not count us until its next append.
+  const Index acknowledged = std::min(leader_match_, durable);
+  if (role_ == Role::kFollower && leader_ != kNoNode && acknowledged > 0) {
+    Message ack;
+    ack.type = MessageType::kAppendResponse;
+    ack.to = leader_;
+    ack.index = acknowledged;
+    send(std::move(ack), /*after_persist=*/true);
   }
 }
 

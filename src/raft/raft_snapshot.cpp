@@ -100,6 +100,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
       !is_valid_conf(snapshot.conf)) {
     return;
   }
+  note_leader_contact_while_unvouched(m);
   leader_commit_seen_ = std::max(leader_commit_seen_, m.commit);
   Message reply;
   reply.type = MessageType::kAppendResponse;

@@ -78,6 +78,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   raft_config.conf_history = replica->conf_records_;
   raft_config.retired_ids = replica->conf_state_file_->retired();
   replica->assess_recovery(&raft_config);
+  if (!replica->open_unvouched_marker(&raft_config, error)) return nullptr;
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
     return nullptr;
@@ -467,7 +468,16 @@ NodeStatus Replica::status() {
   status.flush_mode = config_.store.flush_mode;
   status.catching_up = raft_->catching_up();
   status.catching_up_to_index = raft_->catching_up_to();
-  status.storage_fault = status.catching_up ? storage_fault_ : "";
+  status.storage_fault = status.catching_up ? catch_up_reason() : "";
+  status.unvouched = raft_->unvouched();
+  const raft::CommittedConflict& conflict = raft_->committed_conflict();
+  status.committed_conflicts = conflict.count;
+  if (conflict.count > 0) {
+    status.committed_conflict =
+        "leader " + std::to_string(conflict.leader) + " holds an entry of term " +
+        std::to_string(conflict.leader_term) + " at index " + std::to_string(conflict.index) +
+        " where this node holds a committed entry of term " + std::to_string(conflict.own_term);
+  }
   status.stranded_below_index = raft_->stranded_below();
   status.disk_used_ratio = disk_.used_ratio();
   status.disk_high_watermark = disk_.high_watermark();

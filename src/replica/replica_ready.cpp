@@ -68,6 +68,8 @@ void Replica::process() {
   if (!failed_) {
     RoundProfile::Scope part(round_, RoundPart::kConfState);
     settle_conf_records(commit_);
+    forget_unvouched_marker_once_vouched();
+    report_committed_conflict();
   }
   RoundProfile::Scope part(round_, RoundPart::kSnapshotPrepare);
   discard_prepared_snapshot();  // installed by now, or answered without an install

@@ -1,0 +1,98 @@
+// Replica: the guards against a node that lost what it acknowledged without knowing it
+// (docs/raft.md, "Unvouched nodes"): DATA_DIR/UNVOUCHED from an empty open until a leader caught the
+// node up, and the loud report of a leader's append that contradicts a committed entry.
+#include <spdlog/spdlog.h>
+
+#include "replica/replica.h"
+#include "replica/unvouched_marker.h"
+
+namespace raftlog::replica {
+
+bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error) {
+  if (config_.ignore_unvouched_marker) return true;
+  auto found = UnvouchedMarker::find(config_.store.env, config_.data_dir);
+  if (!found.ok()) {
+    *error = make_error(ErrorCode::kInternal, "reading " + config_.data_dir + "/" +
+                                                  UnvouchedMarker::kFileName + ": " +
+                                                  found.status().to_string());
+    return false;
+  }
+  if (found->present) {
+    if (!found->damage.empty()) {
+      spdlog::warn("node {}: {}/{}: {}; treated as present: this node still waits for a leader to "
+                   "catch it up before it votes",
+                   config_.node_id, config_.data_dir, UnvouchedMarker::kFileName, found->damage);
+    }
+  } else {
+    // Nothing durable of Raft's: no term or vote, no entry, no snapshot (a log reset by an install
+    // starts above index 1). A single member has nobody to have lost an entry against.
+    const bool empty = persisted_hard_state_.term == 0 && persisted_hard_state_.vote == 0 &&
+                       log_->first_index() == 1 && log_->last_index() == 0;
+    if (!empty || !has_peers()) return true;
+    if (store::Status st =
+            UnvouchedMarker::write(config_.store.env, config_.data_dir, config_.node_id);
+        !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "writing " + config_.data_dir + "/" +
+                                                    UnvouchedMarker::kFileName + ": " +
+                                                    st.to_string());
+      return false;
+    }
+  }
+  unvouched_marker_ = true;
+  raft_config->unvouched = true;
+  spdlog::info("node {}: {} data directory: this node grants no vote to a candidate with entries "
+               "until a leader has caught it up (docs/operations.md, \"Unvouched nodes\")",
+               config_.node_id, found->present ? "an unvouched" : "an empty");
+  return true;
+}
+
+void Replica::forget_unvouched_marker_once_vouched() {
+  if (!unvouched_marker_ || raft_->unvouched() || raft_->installing_snapshot()) return;
+  if (store::Status st = UnvouchedMarker::remove(config_.store.env, config_.data_dir); !st.ok()) {
+    if (unvouched_removal_log_.admit(deps_.clock())) {
+      spdlog::error("node {}: removing {}/{}: {} (retried; until it is gone a restart repeats the "
+                    "catch-up)",
+                    config_.node_id, config_.data_dir, UnvouchedMarker::kFileName, st.to_string());
+    }
+    return;
+  }
+  unvouched_marker_ = false;
+  spdlog::info("node {}: a leader caught this node up (log [{}, {}]): it votes again", config_.node_id,
+               log_->first_index(), log_->last_index());
+}
+
+std::string Replica::catch_up_reason() const {
+  switch (raft_->catch_up_cause()) {
+    case raft::Raft::CatchUpCause::kConfig:
+      return storage_fault_;
+    case raft::Raft::CatchUpCause::kLeaderCommit:
+      return "its leader named commit index " + std::to_string(raft_->catching_up_to()) +
+             " beyond this node's log: the node lost entries it had acknowledged (a data "
+             "directory lost or replaced under its id?)";
+    case raft::Raft::CatchUpCause::kUnvouched:
+      return kUnvouchedReason;
+    case raft::Raft::CatchUpCause::kNone:
+      break;
+  }
+  return "";
+}
+
+void Replica::report_committed_conflict() {
+  const raft::CommittedConflict& conflict = raft_->committed_conflict();
+  if (conflict.count == committed_conflicts_reported_) return;
+  committed_conflicts_reported_ = conflict.count;
+  const std::optional<std::uint64_t> held_back = committed_conflict_log_.admit(deps_.clock());
+  if (!held_back) return;
+  spdlog::critical(
+      "node {}: leader {} (term {}) holds an entry of term {} at index {} where this node holds a "
+      "COMMITTED entry of term {}: two nodes disagree on a committed entry (a safety violation: a "
+      "data directory lost or copied under a node's id?). This node keeps its log, cannot be caught "
+      "up and serves nothing (NOT_SERVING); see docs/operations.md, \"A committed entry conflicts "
+      "with the leader\"{}",
+      config_.node_id, conflict.leader, raft_->term(), conflict.leader_term, conflict.index,
+      conflict.own_term,
+      *held_back == 0 ? std::string()
+                      : " (" + std::to_string(*held_back) + " more such append(s) not logged)");
+}
+
+}  // namespace raftlog::replica
