@@ -86,9 +86,10 @@ struct Config {
   // entries this node acknowledged and then lost with its data directory, so until a leader has
   // caught it up the node grants a (pre-)vote only to a candidate whose log is empty too, and
   // campaigns only while its own log is empty. The first message of a leader of term T naming commit
-  // c makes it catch up (as after a storage fault: no votes, acknowledgements not counted) until its
-  // durable log reaches c AND holds an entry of term >= T; then it is vouched (unvouched() turns
-  // false, and the driver forgets its record of the state). Winning an election vouches it too.
+  // c makes it catch up (acknowledgements marked, not counted toward commit; the two rules before
+  // still apply) until its durable log reaches c AND holds an entry of term >= T; then it is vouched
+  // (unvouched() turns false, and the driver forgets its record of the state). Winning an election
+  // vouches it too.
   bool unvouched = false;
 
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.

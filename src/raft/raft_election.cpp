@@ -25,9 +25,11 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 // durable state must not lead: its log may lack entries it promised. Nor may an unvouched one whose
 // log holds entries (a crash in the middle of its first catch-up): it knows the cluster has a log, and
 // its own vote for itself could complete a majority without entries it acknowledged before its data
-// directory was lost. With an empty log it may campaign: only nodes holding nothing grant it a vote.
+// directory was lost. With an empty log it may campaign, even while a leader's contact has it catching
+// up: only nodes holding nothing grant it a vote (a brand-new cluster whose first leader died before
+// its first entry reached anyone elects the next one so).
 bool Raft::Impl::promotable() const {
-  if (catching_up_) return false;
+  if (fault_catch_up_) return false;
   if (unvouched_ && log_.last_index() > 0) return false;
   if (is_voter(id())) return true;
   const std::size_t records = conf_history_.size();
@@ -356,9 +358,12 @@ void Raft::Impl::handle_vote_request(const Message& m) {
   // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
   // so its "up to date" judgement could elect a leader without them.
   // An unvouched node (Config::unvouched) grants only a candidate whose log is empty: one with
-  // entries may lack some this node acknowledged before it lost its durable state.
+  // entries may lack some this node acknowledged before it lost its durable state. Catching up from
+  // a leader's contact does not change that (an empty log is granted only by an empty log: the
+  // up-to-date rule below), so a new cluster whose first leader died before its first entry was
+  // durable anywhere still elects one.
   const bool can_vote =
-      !catching_up_ && (!unvouched_ || m.index == 0) &&
+      !fault_catch_up_ && (!unvouched_ || m.index == 0) &&
       (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
   const bool up_to_date =
       rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());

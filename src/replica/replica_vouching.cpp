@@ -17,6 +17,17 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
                                                   found.status().to_string());
     return false;
   }
+  if (found->present && !has_peers()) {
+    // The configuration shrank to this node alone since: nobody to lose an entry against, and an
+    // unvouched single member with entries would never campaign.
+    if (store::Status st = UnvouchedMarker::remove(config_.store.env, config_.data_dir); !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "removing " + config_.data_dir + "/" +
+                                                    UnvouchedMarker::kFileName + ": " +
+                                                    st.to_string());
+      return false;
+    }
+    return true;
+  }
   if (found->present) {
     if (!found->damage.empty()) {
       spdlog::warn("node {}: {}/{}: {}; treated as present: this node still waits for a leader to "

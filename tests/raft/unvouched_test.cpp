@@ -171,13 +171,33 @@ TEST(Unvouched, AnEntryOfTheLeadersTermWithoutTheCommitIndexIsNotEnough) {
   c.step(3, append_from(1, 3, 5, 0, 0, 4, {entry_at(1, 5), entry_at(2, 5)}));
   ASSERT_EQ(c.raft(3).persisted_index(), 2u);
   EXPECT_TRUE(c.raft(3).unvouched()) << "the leader counted entries up to 4 committed";
-  // It refuses votes meanwhile, even to an empty log: a leader has a log now (asked once the
+  // It refuses votes meanwhile, even to an empty log, which is behind its own (asked once the
   // leader's lease ran out: inside it, vote requests are not answered at all).
   c.tick(3, 25);
   EXPECT_EQ(c.raft(3).role(), Role::kFollower) << "a catching-up node never campaigns";
   c.step(3, vote_request(2, 3, 6, 0, 0, /*pre_vote=*/true));
   EXPECT_EQ(vote_answers(c, 3, 2), (std::vector<bool>{false}));
   c.step(3, append_from(1, 3, 5, 2, 5, 4, {entry_at(3, 5), entry_at(4, 5)}));
+  EXPECT_FALSE(c.raft(3).unvouched());
+}
+
+// A brand-new cluster whose first leader dies before its first entry is durable anywhere: the others
+// heard its heartbeat (catching up to its term) but hold nothing. They still elect a leader among
+// empty logs: refusing every vote while catching up deadlocked the cluster for good.
+TEST(Unvouched, ANewClusterWhoseFirstLeaderDiedBeforeItsNoopElectsAnother) {
+  TestCluster c({1, 2, 3});
+  // Node 1's appends never leave it; its heartbeats do.
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppend && m.from == 1; });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.tick(1, 2);
+  c.deliver_all();
+  ASSERT_TRUE(c.raft(2).catching_up());
+  ASSERT_EQ(c.raft(2).last_index(), 0u);
+  c.isolate(1);
+  c.tick_all(100);
+  const NodeId leader = c.leader();
+  ASSERT_TRUE(leader == 2 || leader == 3) << "no leader among the empty logs";
+  EXPECT_FALSE(c.raft(2).unvouched());
   EXPECT_FALSE(c.raft(3).unvouched());
 }
 
