@@ -13,9 +13,13 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   if (status.corrupt_index != 0) {
     return "entry " + std::to_string(status.corrupt_index) + " is corrupt; restart to repair it";
   }
+  if (!status.committed_conflict.empty()) {
+    return "a committed entry conflicts with the leader's log: " + status.committed_conflict;
+  }
+  if (status.unvouched) return replica::kUnvouchedReason;
   if (status.catching_up) {
     return "catching up to index " + std::to_string(status.catching_up_to_index) +
-           " after a storage fault";
+           " after a storage fault (" + status.storage_fault + ")";
   }
   if (status.stranded_below_index != 0) {
     return "stranded: needs entries below index " + std::to_string(status.stranded_below_index) +
@@ -31,7 +35,10 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
 
 std::string not_serving_reason(const replica::NodeStatus& status,
                                const SnapshotTransfers& transfers) {
-  if (status.corrupt_index != 0 || status.catching_up) return not_serving_reason(status);
+  if (status.corrupt_index != 0 || status.catching_up || status.unvouched ||
+      !status.committed_conflict.empty()) {
+    return not_serving_reason(status);
+  }
   // Before "stranded": a follower behind its leader's retention that receives or installs the
   // leader's snapshot is catching up by itself, which is what an operator wants to read.
   if (std::string reason = snapshot_not_serving_reason(transfers); !reason.empty()) return reason;

@@ -161,6 +161,7 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   c.raft.initial_conf = bootstrap_conf_;
   c.raft.random_seed = prng_.derive_seed();
   c.same_boot = node(id).same_boot;
+  c.ignore_unvouched_marker = config_.ignore_unvouched_marker;
   return c;
 }
 

@@ -72,6 +72,8 @@ struct ClusterConfig {
   std::uint64_t max_off_loop_steps = 3 * kStepsPerTick;
   // ReplicaConfig::snapshot_gather_slice_bytes of every node.
   std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
+  // ReplicaConfig::ignore_unvouched_marker of every node (SimOptions::plant_ignore_unvouched).
+  bool ignore_unvouched_marker = false;
 };
 
 // Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at once,
@@ -112,6 +114,7 @@ struct ClusterStats {
   std::uint64_t snapshots_above_first_index_conf_unknown = 0;
   std::uint64_t snapshots_above_first_index_fallback = 0;
   std::uint64_t off_loop_jobs = 0;  // off-loop jobs completed (snapshot encodings)
+  std::uint64_t wipes = 0;          // nodes restarted on an empty data directory (SimOptions::wipe)
 };
 
 // One client append as the Replica's API takes it: (client_id, sequence) make it idempotent.
@@ -146,6 +149,9 @@ class Cluster {
   // the drawn crash mode) or a process crash (the page cache survives); it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
   void crash(raft::NodeId id, std::uint64_t down_ticks);
   void restart(raft::NodeId id);
+  // Crashes `id` and replaces its disk with an empty one: it restarts after `down_ticks` under its
+  // id on an empty data directory, having forgotten its term, vote and every entry it acknowledged.
+  void wipe(raft::NodeId id, std::uint64_t down_ticks);
   // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults stop).
   void set_leader_strike(const LeaderStrike& strike) {
     strike_ = strike;

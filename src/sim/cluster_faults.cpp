@@ -58,6 +58,22 @@ void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
   checker_.observe_crash(id);
 }
 
+void Cluster::wipe(raft::NodeId id, std::uint64_t down_ticks) {
+  Node& n = node(id);
+  if (!n.replica) return;
+  crash(id, down_ticks);
+  ++stats_.wipes;
+  trace_.log("n{} WIPED: restarts on an empty data directory", id);
+  // The old disk is replaced, not patched: everything it made durable is gone.
+  n.env = std::make_unique<store::MemoryEnv>();
+  n.durable_hard_state = raft::HardState{};
+  n.last_hard_state = raft::HardState{};
+  n.commit = 0;
+  n.conf = bootstrap_conf_;
+  n.same_boot = false;
+  checker_.observe_wipe(id);
+}
+
 void Cluster::restart(raft::NodeId id) {
   Node& n = node(id);
   n.restart_at_tick = 0;

@@ -61,13 +61,15 @@ FaultProfile draw_base_profile(util::Prng& prng, bool aggressive) {
 }  // namespace
 
 FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure,
-                                bool retention) {
+                                bool retention, bool wipe) {
   FaultProfile profile = draw_base_profile(prng, aggressive);
   // Between one change per 20 ticks and one per 200: a run sees a few to a few dozen.
   if (reconfigure)
     profile.reconfigure_per_million = static_cast<std::uint32_t>(prng.between(5'000, 50'000));
   // Between one trim per 10 ticks and one per 100 (drawn last, like reconfiguration).
   if (retention) profile.trim_per_million = static_cast<std::uint32_t>(prng.between(10'000, 100'000));
+  // Between one wipe per 50 ticks and one per 500 (drawn last too).
+  if (wipe) profile.wipe_per_million = static_cast<std::uint32_t>(prng.between(2'000, 20'000));
   return profile;
 }
 
@@ -116,6 +118,26 @@ void FaultSchedule::on_tick(Cluster& cluster) {
   if (profile_.trim_per_million != 0 && prng_.chance_per_million(profile_.trim_per_million)) {
     trim(cluster);
   }
+  if (profile_.wipe_per_million != 0 && prng_.chance_per_million(profile_.wipe_per_million)) {
+    wipe(cluster);
+  }
+}
+
+void FaultSchedule::wipe(Cluster& cluster) {
+  const raft::NodeId target = prng_.between(1, cluster.size());
+  // Every other member up, vouched (no earlier wipe still waiting for a leader) and with a
+  // non-empty log: then no majority holds nothing but what the wiped node forgot, which no guard can
+  // tell from a brand-new cluster (docs/raft.md, "Unvouched nodes", limit 2), and the others can
+  // elect a leader without it. Two wiped nodes of three could not, rightly: they may have held
+  // entries the third lacks (the guard's liveness cost, docs/operations.md). Non-members (spare
+  // slots) hold nothing and vote for nobody: they do not count.
+  for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
+    if (id == target || !raft::is_member(cluster.conf(id), id)) continue;
+    if (!cluster.is_up(id) || cluster.log(id).last_index() == 0) return;
+    const std::optional<replica::NodeStatus> status = cluster.status(id);
+    if (!status || status->unvouched) return;
+  }
+  cluster.wipe(target, prng_.between(1, profile_.max_down_ticks));
 }
 
 void FaultSchedule::trim(Cluster& cluster) {
