@@ -351,19 +351,29 @@ void Raft::Impl::step(Message& m) {
   }
 }
 
+// An unvouched node (Config::unvouched) grants a candidate whose log is empty (an empty log is
+// granted only by empty logs, the up-to-date rule: a new cluster, also one whose first leader died
+// before its first entry was durable anywhere), or, once a leader of term T named commit c to it,
+// one whose log would vouch for it: last term above T, or T with last index >= c. Such a log holds
+// that leader's log up to c and up to its first entry of term T, so every entry committed before
+// (Leader Completeness and Log Matching, docs/raft.md, "Unvouched nodes"). Any other candidate may
+// lack an entry this node acknowledged before it lost its durable state. Without the second case a
+// voter added while empty, whose leader died before it was caught up, blocked every election its
+// vote was needed for (the simulator's --reconfigure runs).
+bool Raft::Impl::unvouched_may_grant(const Message& m) const {
+  if (m.index == 0) return true;
+  if (vouching_term_ == 0) return false;
+  return m.log_term > vouching_term_ || (m.log_term == vouching_term_ && m.index >= vouch_index_);
+}
+
 void Raft::Impl::handle_vote_request(const Message& m) {
   const bool pre_vote = m.type == MessageType::kPreVote;
   // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know a
   // leader in this term, or, for a pre-vote, if it is about a later term than ours.
   // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
   // so its "up to date" judgement could elect a leader without them.
-  // An unvouched node (Config::unvouched) grants only a candidate whose log is empty: one with
-  // entries may lack some this node acknowledged before it lost its durable state. Catching up from
-  // a leader's contact does not change that (an empty log is granted only by an empty log: the
-  // up-to-date rule below), so a new cluster whose first leader died before its first entry was
-  // durable anywhere still elects one.
   const bool can_vote =
-      !fault_catch_up_ && (!unvouched_ || m.index == 0) &&
+      !fault_catch_up_ && (!unvouched_ || unvouched_may_grant(m)) &&
       (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
   const bool up_to_date =
       rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());
@@ -421,7 +431,12 @@ void Raft::Impl::enter_catching_up(Index promised_index, Term promised_term,
 }
 
 void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
-  if (!unvouched_ || m.term <= vouching_term_) return;  // vouched, or this leader was noted already
+  // Only the first leader's word sets the requirement (until a restart: it is not persisted). A
+  // later leader's log satisfies it as well: it holds every entry committed before its own term at
+  // the same indexes, the first leader's committed prefix and entries of its term included. Raising
+  // it with every new leader chased leader changes: a node (a voter whose vote was needed) stayed
+  // unvouched through a run of short-lived leaders, and then nobody could be elected.
+  if (!unvouched_ || vouching_term_ != 0) return;
   vouching_term_ = m.term;
   // What the leader counts committed: an append or a snapshot names it as is; a heartbeat clamps
   // `commit` to what it believes we hold (our lost acknowledgements), and also says its own.
@@ -431,6 +446,17 @@ void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
   if (!catching_up_) catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
   catching_up_ = true;
   maybe_finish_catching_up();
+}
+
+void Raft::Impl::mark_if_catching_up(Message& reply) {
+  if (!catching_up_) return;
+  const std::optional<Term> term = log_.term_at(reply.index);
+  const bool vouched_once_durable = !fault_catch_up_ && unvouched_ && vouching_term_ > 0 &&
+                                    reply.index >= vouch_index_ && term.has_value() &&
+                                    *term >= vouching_term_;
+  if (vouched_once_durable) return;
+  reply.context = kCatchingUpContext;
+  marked_acks_sent_ = true;
 }
 
 void Raft::Impl::maybe_finish_catching_up() {
@@ -461,10 +487,12 @@ void Raft::Impl::maybe_finish_catching_up() {
   if (fault_catch_up_ || (unvouched_ && vouching_term_ > 0)) return;
   catching_up_ = false;
   catch_up_cause_ = Raft::CatchUpCause::kNone;
+  const bool repeat = marked_acks_sent_;
+  marked_acks_sent_ = false;
   // Our acknowledgements so far were marked: repeat the latest one unmarked, or the leader would
   // not count us until its next append.
   const Index acknowledged = std::min(leader_match_, durable);
-  if (role_ == Role::kFollower && leader_ != kNoNode && acknowledged > 0) {
+  if (repeat && role_ == Role::kFollower && leader_ != kNoNode && acknowledged > 0) {
     Message ack;
     ack.type = MessageType::kAppendResponse;
     ack.to = leader_;

@@ -111,6 +111,7 @@ class Raft::Impl {
   void start_election(CampaignKind kind);
   void won_votes();  // a majority granted this campaign (pre-vote or vote)
   void handle_vote_request(const Message& message);
+  bool unvouched_may_grant(const Message& vote_request) const;  // Config::unvouched's vote rule
   void handle_vote_response(const Message& message);
   // Returns false when the message must be dropped (stale term, or a vote request inside the lease).
   bool handle_term(const Message& message);
@@ -158,6 +159,11 @@ class Raft::Impl {
   // Unvouched nodes (Config::unvouched): the first message of each new leader (append, heartbeat,
   // snapshot) starts or extends the catch-up to the commit it names and its term.
   void note_leader_contact_while_unvouched(const Message& message);
+  // An acknowledgement (sent after persist) of our log up to reply.index: marked kCatchingUpContext
+  // while catching up, unless the node is caught up by the time it leaves (only an unvouched catch-up
+  // can tell: its rule is about the log up to reply.index). A new cluster's founders then answer
+  // their first leader's first append as before, without a marked answer and its repeat.
+  void mark_if_catching_up(Message& reply);
 
   // --- configurations (raft_membership.cpp) ---
   // Every change to the log goes through here: configuration records at or above the first new
@@ -265,6 +271,7 @@ class Raft::Impl {
   Term vouching_term_ = 0;
   Index vouch_index_ = 0;  // the highest commit index a leader named while this node was unvouched
   CommittedConflict committed_conflict_;  // the latest one seen (count 0: none)
+  bool marked_acks_sent_ = false;  // acknowledgements marked kCatchingUpContext since catching up
 
   // Leader: entries it proposed in this term that are not committed yet, for the pending-proposal
   // bounds. Holds at most max_uncommitted_entries.

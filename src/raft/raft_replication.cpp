@@ -220,7 +220,7 @@ void Raft::Impl::handle_append(Message& m) {
     leader_sending_snapshot_ = false;
     commit_to(std::min(m.commit, last_new_index));
     reply.index = last_new_index;  // acknowledged only once durable (after persist)
-    if (catching_up_) reply.context = kCatchingUpContext;
+    mark_if_catching_up(reply);
     send(std::move(reply), /*after_persist=*/true);
     return;
   }

@@ -110,7 +110,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
     // Everything it replaces is committed here already, hence in our log as in the leader's: nothing
     // to install. Tell the leader where we stand, as for an append below our commit index.
     reply.index = log_.committed();
-    if (catching_up_) reply.context = kCatchingUpContext;
+    mark_if_catching_up(reply);
     send(std::move(reply), /*after_persist=*/true);
     return;
   }
@@ -132,7 +132,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
   snapshot_held_through_ = std::max(snapshot_held_through_, snapshot.index);
   install_snapshot(std::move(*m.snapshot));
   reply.index = log_.last_index();  // the snapshot's index: acknowledged once installed durably
-  if (catching_up_) reply.context = kCatchingUpContext;
+  mark_if_catching_up(reply);
   send(std::move(reply), /*after_persist=*/true);
 }
 

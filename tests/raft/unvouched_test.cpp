@@ -201,6 +201,26 @@ TEST(Unvouched, ANewClusterWhoseFirstLeaderDiedBeforeItsNoopElectsAnother) {
   EXPECT_FALSE(c.raft(3).unvouched());
 }
 
+// Once a leader of term T named commit c, a candidate whose log would vouch for the node (last term
+// above T, or T with last index >= c) holds everything that leader counted committed: granted. A
+// voter added while empty whose leader died before catching it up otherwise blocked every election
+// its vote was needed for (raftlog-sim --reconfigure, seeds 477 and 490 with 3 nodes).
+TEST(Unvouched, AfterALeadersContactGrantsACandidateWhoseLogWouldVouchForIt) {
+  TestCluster c({1, 2, 3});
+  c.isolate(1);
+  c.isolate(2);
+  c.step(3, heartbeat_from(1, 3, 5, /*commit=*/4));
+  c.step(3, append_from(1, 3, 5, 0, 0, 4, {entry_at(1, 5), entry_at(2, 5)}));
+  ASSERT_TRUE(c.raft(3).unvouched());
+  c.tick(3, 25);  // past the leader's lease: vote requests are answered
+  c.node(3).readies.clear();
+  c.step(3, vote_request(2, 3, 6, 3, 5, /*pre_vote=*/true));  // term 5, but below commit 4
+  c.step(3, vote_request(2, 3, 6, 9, 4, /*pre_vote=*/true));  // longer, but of an older term
+  c.step(3, vote_request(2, 3, 6, 4, 5, /*pre_vote=*/true));  // term 5 through commit 4
+  c.step(3, vote_request(2, 3, 6, 3, 6, /*pre_vote=*/true));  // a later term
+  EXPECT_EQ(vote_answers(c, 3, 2), (std::vector<bool>{false, false, true, true}));
+}
+
 // drills6 H1: five nodes; an append acknowledged by 3, 4, 5 while 1 and 2 are down; 4 and 5 go
 // down; node 3 loses its data directory and restarts under its id; 1 and 2 come back. Before the
 // guard, node 3 voted at once and node 1 won with {1, 2, 3}: the acknowledged entry's index was
