@@ -118,6 +118,7 @@ std::string validate_config(const Config& config) {
   if (config.max_pending_reads < 1) return "Config::max_pending_reads must be >= 1";
   if (config.snapshot_retry_ticks < 1) return "Config::snapshot_retry_ticks must be >= 1";
   if (config.promised_term > kMaxTerm) return "Config::promised_term must be <= kMaxTerm";
+  if (config.vouching_term > kMaxTerm) return "Config::vouching_term must be <= kMaxTerm";
   if (config.retired_ids.size() > kMaxRetiredIds) {
     return "Config::retired_ids holds more than " + std::to_string(kMaxRetiredIds) + " ids";
   }
@@ -135,9 +136,17 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
       retired_(config.retired_ids) {
   refresh_conf();
   unvouched_ = config.unvouched;
+  if (unvouched_ && config.vouching_term > 0) {
+    // The first leader's word from an earlier start: the catch-up resumes toward it.
+    vouching_term_ = config.vouching_term;
+    vouch_index_ = config.vouching_index;
+    catching_up_ = true;
+    catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
+  }
   if (config.promised_index > 0) {
     enter_catching_up(config.promised_index, config.promised_term, Raft::CatchUpCause::kConfig);
   }
+  maybe_finish_catching_up();  // a log restored from an earlier start may meet the vouching word
   randomize_election_timeout();
   reported_soft_state_ = soft_state();
   reported_hard_state_ = hard_state;
@@ -250,6 +259,7 @@ std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
 bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
 bool Raft::unvouched() const { return impl_->unvouched(); }
+std::pair<Term, Index> Raft::vouching() const { return impl_->vouching(); }
 const CommittedConflict& Raft::committed_conflict() const { return impl_->committed_conflict(); }
 Raft::CatchUpCause Raft::catch_up_cause() const { return impl_->catch_up_cause(); }
 bool Raft::removed() const { return impl_->removed(); }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "raft/log_reader.h"
@@ -81,16 +82,23 @@ struct Config {
   Index promised_index = 0;
   Term promised_term = 0;
   // The driver found this node's durable state empty (no hard state, no entries, no snapshot) in a
-  // configuration with other members, or it did so before and no leader has caught the node up since
+  // configuration with other members, or it did so before and no leader has caught it up since
   // (docs/raft.md, "Unvouched nodes"). An empty log cannot tell a brand-new cluster from one whose
   // entries this node acknowledged and then lost with its data directory, so until a leader has
-  // caught it up the node grants a (pre-)vote only to a candidate whose log is empty too, and
-  // campaigns only while its own log is empty. The first message of a leader of term T naming commit
-  // c makes it catch up (acknowledgements marked, not counted toward commit; the two rules before
-  // still apply) until its durable log reaches c AND holds an entry of term >= T; then it is vouched
-  // (unvouched() turns false, and the driver forgets its record of the state). Winning an election
-  // vouches it too.
+  // caught it up the node grants a (pre-)vote only to a candidate whose log is empty too or, once a
+  // leader of term T named commit c to it, whose log would vouch for it (last term above T, or T with
+  // last index >= c), and campaigns only while its own log is empty. That first leader's message makes
+  // it catch up (acknowledgements marked, not counted toward commit) until its durable log reaches c
+  // AND holds an entry of term >= T; then it is vouched (unvouched() turns false, and the driver
+  // forgets its record of the state). Winning an election vouches it too.
   bool unvouched = false;
+  // The first leader's word to this unvouched node, as the driver recorded it (vouching() after an
+  // earlier start): its term T and the commit index c it named (0, 0: none yet). The catch-up and the
+  // vote rule above resume from it, so that a node that crashed in the middle of its first catch-up
+  // still grants the candidates holding what that leader committed (without it, a needed voter that
+  // restarted so voted for nobody with entries until a leader reached it, and none could be elected).
+  Term vouching_term = 0;
+  Index vouching_index = 0;
 
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
   std::uint64_t random_seed = 1;
@@ -304,6 +312,9 @@ class Raft {
   // started on empty durable state. Turns false once, when its durable log reaches what the
   // rule requires; a driver that keeps a record of the state removes it then (not before).
   bool unvouched() const;
+  // While unvouched: the first leader's word (Config::vouching_term, vouching_index), {0, 0} before
+  // one. A driver that keeps a record of the unvouched state keeps this in it.
+  std::pair<Term, Index> vouching() const;
   // Why the node catches up: kNone (it does not), kConfig (the driver's Config::promised_index),
   // kLeaderCommit (a heartbeat of its leader named a commit beyond its log: it lost entries it
   // acknowledged), kUnvouched (a leader's first contact with an unvouched node).

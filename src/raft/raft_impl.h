@@ -66,6 +66,9 @@ class Raft::Impl {
     return std::max(fault_catch_up_ ? promised_index_ : 0, unvouched_ ? vouch_index_ : 0);
   }
   bool unvouched() const { return unvouched_; }
+  std::pair<Term, Index> vouching() const {
+    return unvouched_ ? std::pair<Term, Index>{vouching_term_, vouch_index_} : std::pair<Term, Index>{};
+  }
   const CommittedConflict& committed_conflict() const { return committed_conflict_; }
   Raft::CatchUpCause catch_up_cause() const {
     return catching_up_ ? catch_up_cause_ : Raft::CatchUpCause::kNone;

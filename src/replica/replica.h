@@ -710,6 +710,7 @@ class Replica {
   raft::SoftState soft_state_;
   std::string storage_fault_;  // why recovery started this node catching up ("" = it did not)
   bool unvouched_marker_ = false;  // DATA_DIR/UNVOUCHED exists (unvouched_marker.h)
+  std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
   std::uint64_t committed_conflicts_reported_ = 0;  // raft::CommittedConflict::count logged so far
   util::RateLimit committed_conflict_log_{std::chrono::seconds(30)};

@@ -51,6 +51,11 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
   }
   unvouched_marker_ = true;
   raft_config->unvouched = true;
+  if (found->vouching_term <= raft::kMaxTerm) {  // a damaged word is no word
+    raft_config->vouching_term = found->vouching_term;
+    raft_config->vouching_index = found->vouching_index;
+    recorded_vouching_ = {found->vouching_term, found->vouching_index};
+  }
   spdlog::info("node {}: {} data directory: this node grants no vote to a candidate with entries "
                "until a leader has caught it up (docs/operations.md, \"Unvouched nodes\")",
                config_.node_id, found->present ? "an unvouched" : "an empty");
@@ -58,7 +63,26 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
 }
 
 void Replica::forget_unvouched_marker_once_vouched() {
-  if (!unvouched_marker_ || raft_->unvouched() || raft_->installing_snapshot()) return;
+  if (!unvouched_marker_) return;
+  if (raft_->unvouched()) {
+    // The first leader's word, recorded once: a restart in the middle of the catch-up resumes from
+    // it (raft::Config::vouching_term). A failed write is retried in the next round.
+    const std::pair<raft::Term, raft::Index> word = raft_->vouching();
+    if (word.first == 0 || word == recorded_vouching_) return;
+    if (store::Status st = UnvouchedMarker::write(config_.store.env, config_.data_dir,
+                                                  config_.node_id, word.first, word.second);
+        !st.ok()) {
+      if (unvouched_removal_log_.admit(deps_.clock())) {
+        spdlog::error("node {}: recording the first leader's word in {}/{}: {} (retried)",
+                      config_.node_id, config_.data_dir, UnvouchedMarker::kFileName,
+                      st.to_string());
+      }
+      return;
+    }
+    recorded_vouching_ = word;
+    return;
+  }
+  if (raft_->installing_snapshot()) return;
   if (store::Status st = UnvouchedMarker::remove(config_.store.env, config_.data_dir); !st.ok()) {
     if (unvouched_removal_log_.admit(deps_.clock())) {
       spdlog::error("node {}: removing {}/{}: {} (retried; until it is gone a restart repeats the "

@@ -10,10 +10,12 @@
 // only after the core reports that a leader caught the node up. A crash in between repeats the
 // catch-up; it never skips it.
 //
-// Layout: a store::DurableRecordFile (two CRC32C-checked slots). Payload (little-endian): u32
-// format version (1), u64 the node id the directory was created for. A file that exists but holds
-// no valid record (damaged, torn, another version) counts as present: forgetting it would let the
-// node vote unvouched, and keeping it costs one catch-up.
+// Layout: a store::DurableRecordFile (two CRC32C-checked slots). Payload (28 bytes, little-endian):
+// u32 format version (1), u64 the node id the directory was created for, u64 the term and u64 the
+// commit index of the first leader's word to the node (raft::Raft::vouching(); 0 and 0 before one),
+// rewritten when the core first reports it. A file that exists but holds no valid record (damaged,
+// torn, another version) counts as present without a leader's word: forgetting it would let the node
+// vote unvouched, and keeping it costs one catch-up.
 #pragma once
 
 #include <cstdint>
@@ -34,16 +36,20 @@ class UnvouchedMarker {
     // Why a file that exists counts as present without a valid record ("" when it held one or
     // when there is none): said in the node's log.
     std::string damage;
+    std::uint64_t vouching_term = 0;  // the recorded first leader's word (0, 0: none)
+    std::uint64_t vouching_index = 0;
   };
   // Whether DATA_DIR/UNVOUCHED exists (env: not owned; nullptr is the process-wide PosixEnv).
   static store::Result<Found> find(store::Env* env, const std::string& data_dir);
   // Creates DATA_DIR/UNVOUCHED with a valid record for `node_id`, durably (the record synced, the
   // directory synced) before it returns.
-  static store::Status write(store::Env* env, const std::string& data_dir, std::uint64_t node_id);
+  static store::Status write(store::Env* env, const std::string& data_dir, std::uint64_t node_id,
+                             std::uint64_t vouching_term = 0, std::uint64_t vouching_index = 0);
   // Removes DATA_DIR/UNVOUCHED and syncs the directory (OK when it does not exist).
   static store::Status remove(store::Env* env, const std::string& data_dir);
 
-  static std::string encode(std::uint64_t node_id);
+  static std::string encode(std::uint64_t node_id, std::uint64_t vouching_term,
+                            std::uint64_t vouching_index);
 };
 
 }  // namespace raftlog::replica

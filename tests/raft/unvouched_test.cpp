@@ -317,6 +317,13 @@ TEST(UnvouchedMarker, KeptAcrossACrashInTheMiddleOfTheCatchUpRemovedOnlyOnceVouc
   ASSERT_EQ(c.raft(3).last_index(), 2u);
   EXPECT_TRUE(c.raft(3).unvouched()) << "the log is not empty any more, but the record says so";
   EXPECT_TRUE(c.replica(3).status().unvouched);
+  // The first leader's word survived too: a candidate holding what it committed is granted
+  // (raftlog-sim --retention --reconfigure seed 464: a needed voter restarted so elected nobody).
+  EXPECT_EQ(c.raft(3).vouching(), (std::pair<Term, Index>{5, 4}));
+  c.node(3).readies.clear();
+  c.step(3, vote_request(2, 3, 7, 4, 5, /*pre_vote=*/true));
+  c.step(3, vote_request(2, 3, 7, 3, 5, /*pre_vote=*/true));
+  EXPECT_EQ(vote_answers(c, 3, 2), (std::vector<bool>{true, false}));
   // With entries, it does not campaign (its own vote could complete a majority without entries it
   // lost) and grants nothing to a candidate with entries.
   c.tick(3, 100);
