@@ -30,7 +30,7 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 // its first entry reached anyone elects the next one so).
 bool Raft::Impl::promotable() const {
   if (fault_catch_up_) return false;
-  if (unvouched_ && log_.last_index() > 0) return false;
+  if (unvouched_ && (log_.last_index() > 0 || vouch_index_ > 0)) return false;
   if (is_voter(id())) return true;
   const std::size_t records = conf_history_.size();
   return records >= 2 && conf_history_.back().index > log_.committed() &&
@@ -361,7 +361,9 @@ void Raft::Impl::step(Message& m) {
 // voter added while empty, whose leader died before it was caught up, blocked every election its
 // vote was needed for (the simulator's --reconfigure runs).
 bool Raft::Impl::unvouched_may_grant(const Message& m) const {
-  if (m.index == 0) return true;
+  // An empty log only while no leader named a commit above 0: after that, entries 1..c are known
+  // to be committed, and an empty candidate lacks them all.
+  if (m.index == 0) return vouch_index_ == 0;
   if (vouching_term_ == 0) return false;
   return m.log_term > vouching_term_ || (m.log_term == vouching_term_ && m.index >= vouch_index_);
 }
@@ -436,7 +438,16 @@ void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
   // the same indexes, the first leader's committed prefix and entries of its term included. Raising
   // it with every new leader chased leader changes: a node (a voter whose vote was needed) stayed
   // unvouched through a run of short-lived leaders, and then nobody could be elected.
-  if (!unvouched_ || vouching_term_ != 0) return;
+  if (!unvouched_) return;
+  if (vouching_term_ != 0) {
+    // The same leader's later commits (appends and snapshots name them as is) raise the index: it
+    // may have counted this node's forgotten acknowledgements (its match from before the loss) for
+    // them. Heartbeats do not: under load their commit would keep running ahead of the durable log.
+    if (m.term == vouching_term_ && m.type != MessageType::kHeartbeat) {
+      vouch_index_ = std::max(vouch_index_, m.commit);
+    }
+    return;
+  }
   vouching_term_ = m.term;
   // What the leader counts committed: an append or a snapshot names it as is; a heartbeat clamps
   // `commit` to what it believes we hold (our lost acknowledgements), and also says its own.
@@ -479,8 +490,8 @@ void Raft::Impl::maybe_finish_catching_up() {
   // earlier term, which its log holds, however far behind its commit index still is) and the commit
   // index the leader named (entries of that term it may have counted this node's lost
   // acknowledgements for).
-  if (unvouched_ && vouching_term_ > 0 && durable >= vouch_index_ && durable_term.has_value() &&
-      *durable_term >= vouching_term_) {
+  if (!fault_catch_up_ && unvouched_ && vouching_term_ > 0 && durable >= vouch_index_ &&
+      durable_term.has_value() && *durable_term >= vouching_term_) {
     unvouched_ = false;
     vouch_index_ = 0;
   }

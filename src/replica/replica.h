@@ -713,6 +713,7 @@ class Replica {
   std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
   std::uint64_t committed_conflicts_reported_ = 0;  // raft::CommittedConflict::count logged so far
+  Clock::time_point committed_conflict_seen_at_{};  // when the count last rose (status, health)
   util::RateLimit committed_conflict_log_{std::chrono::seconds(30)};
 
   DiskWatermark disk_;

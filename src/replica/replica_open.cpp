@@ -472,7 +472,12 @@ NodeStatus Replica::status() {
   status.unvouched = raft_->unvouched();
   const raft::CommittedConflict& conflict = raft_->committed_conflict();
   status.committed_conflicts = conflict.count;
-  if (conflict.count > 0) {
+  // NOT_SERVING (a non-empty sentence) only while such appends keep coming: a leader that cannot
+  // catch this node up probes it every heartbeat; one stray (forged) message must not take a node
+  // out of service for good. The counter and the critical log line stay.
+  constexpr auto kCommittedConflictShownFor = std::chrono::seconds(10);
+  if (conflict.count > 0 && committed_conflicts_reported_ == conflict.count &&
+      deps_.clock() - committed_conflict_seen_at_ < kCommittedConflictShownFor) {
     status.committed_conflict =
         "leader " + std::to_string(conflict.leader) + " holds an entry of term " +
         std::to_string(conflict.leader_term) + " at index " + std::to_string(conflict.index) +

@@ -35,10 +35,13 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
                    config_.node_id, config_.data_dir, UnvouchedMarker::kFileName, found->damage);
     }
   } else {
-    // Nothing durable of Raft's: no term or vote, no entry, no snapshot (a log reset by an install
-    // starts above index 1). A single member has nobody to have lost an entry against.
-    const bool empty = persisted_hard_state_.term == 0 && persisted_hard_state_.vote == 0 &&
-                       log_->first_index() == 1 && log_->last_index() == 0;
+    // No entry and no snapshot (a log reset by an install starts above index 1), whatever else the
+    // directory holds: a HARDSTATE with a term, TOPICSTATE or CONFSTATE beside a lost log/ is the same
+    // amnesia (drills6 H1's second repro). A vouched node always holds an entry (vouching needs one),
+    // so the only other such directory is a leader elected with an empty log that crashed before its
+    // no-op was durable: unvouched again, it loses nothing. A single member has nobody to have lost
+    // an entry against.
+    const bool empty = log_->first_index() == 1 && log_->last_index() == 0;
     if (!empty || !has_peers()) return true;
     if (store::Status st =
             UnvouchedMarker::write(config_.store.env, config_.data_dir, config_.node_id);
@@ -116,6 +119,7 @@ void Replica::report_committed_conflict() {
   const raft::CommittedConflict& conflict = raft_->committed_conflict();
   if (conflict.count == committed_conflicts_reported_) return;
   committed_conflicts_reported_ = conflict.count;
+  committed_conflict_seen_at_ = deps_.clock();
   const std::optional<std::uint64_t> held_back = committed_conflict_log_.admit(deps_.clock());
   if (!held_back) return;
   spdlog::critical(
