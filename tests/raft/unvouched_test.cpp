@@ -384,3 +384,22 @@ TEST(UnvouchedMarker, ACatchUpFromTheLeadersHeartbeatSaysWhatWasFound) {
 
 }  // namespace
 }  // namespace raftlog::raft
+
+namespace raftlog::raft {
+namespace {
+
+// Review H1 (drills6 H1's second repro): only log/ lost, HARDSTATE (term 3) kept: unvouched too.
+TEST(UnvouchedMarker, AnEmptyLogBesideAHardStateWithATermIsUnvouched) {
+  Entry e;
+  e.index = 1;
+  e.term = 1;
+  e.type = EntryType::kNoop;
+  testing::TestCluster c({1, 2, 3}, {{e}, {e}, {}},
+                         {HardState{1, 1, 1}, HardState{1, 1, 1}, HardState{3, 0, 0}}, {}, {});
+  EXPECT_FALSE(c.raft(1).unvouched());
+  EXPECT_TRUE(c.raft(3).unvouched());
+  EXPECT_TRUE(c.node(3).env->exists(c.node(3).config.data_dir + "/UNVOUCHED"));
+}
+
+}  // namespace
+}  // namespace raftlog::raft
