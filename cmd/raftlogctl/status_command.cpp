@@ -1,5 +1,6 @@
 // `raftlogctl status [--watch]`: every member's view (role, term, leader, indexes, disk, snapshot
 // transfers, per-peer lag and last contact), as text or JSON (split from cluster_commands.cpp).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <ctime>
@@ -84,6 +85,18 @@ constexpr int kRoleColumn = 15;
 
 // The DISK column: the file system's use at the node's last probe, "!" past its high watermark;
 // "-" from a node that does not report it.
+// Whether the node is a learner (receives the log, does not vote) by its own configuration.
+bool is_learner(const client::NodeStatus& s) {
+  return std::find(s.learners.begin(), s.learners.end(), s.node_id) != s.learners.end();
+}
+
+// The ROLE column: the Raft role, but "learner" for a learner's follower role (drills6 L5: a
+// learner's row said "follower", and only the learners list told).
+std::string role_column(const client::NodeStatus& s) {
+  if (s.role == client::Role::kFollower && is_learner(s)) return "learner";
+  return std::string(client::to_string(s.role));
+}
+
 std::string disk_column(const client::NodeStatus& s) {
   if (s.disk_high_watermark <= 0.0) return "-";
   return std::to_string(static_cast<int>(s.disk_used_ratio * 100 + 0.5)) + "%" +
@@ -148,7 +161,8 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
     const client::NodeStatus& s = e.status.value();
     if (common.json) {
       io.out << "{\"endpoint\":" << json_string(e.endpoint) << ",\"id\":" << s.node_id
-             << ",\"role\":" << json_string(client::to_string(s.role)) << ",\"term\":" << s.term
+             << ",\"role\":" << json_string(client::to_string(s.role))
+             << ",\"learner\":" << (is_learner(s) ? "true" : "false") << ",\"term\":" << s.term
              << ",\"leader_id\":" << s.leader_id
              << ",\"leader_address\":" << json_string(s.leader_address)
              << ",\"first_index\":" << s.first_index << ",\"last_index\":" << s.last_index
@@ -170,7 +184,15 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"learner_catching_up_to_index\":" << s.learner_catching_up_to_index
              << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
-             << ",\"scrub_passes\":" << s.scrub_passes << ",\"version\":" << json_string(s.version)
+             << ",\"scrub_passes\":" << s.scrub_passes
+             << ",\"derived_indexed_through\":" << s.derived_indexed_through
+             << ",\"derived_lag_entries\":" << s.derived_lag_entries
+             << ",\"derived_problem\":" << json_string(s.derived_problem)
+             << ",\"groups_applied_through\":" << s.groups_applied_through
+             << ",\"groups_retention_hold\":" << s.groups_retention_hold
+             << ",\"groups_bad_commits\":" << s.groups_bad_commits
+             << ",\"groups_refused_commits\":" << s.groups_refused_commits
+             << ",\"version\":" << json_string(s.version)
              << ",\"revision\":" << json_string(s.revision)
              << ",\"receiving_snapshot\":" << json_snapshot(s.receiving_snapshot)
              << ",\"snapshots_sent\":" << s.snapshots_sent
@@ -202,7 +224,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
       continue;
     }
     io.out << std::left << std::setw(22) << e.endpoint << std::setw(5) << s.node_id
-           << std::setw(kRoleColumn) << client::to_string(s.role) << std::setw(7) << s.term
+           << std::setw(kRoleColumn) << role_column(s) << std::setw(7) << s.term
            << std::setw(7) << s.leader_id << std::setw(10) << s.first_index << std::setw(10)
            << s.last_index << std::setw(10) << s.commit_index << std::setw(10) << s.flushed_index
            << std::setw(7) << client::to_string(s.flush_mode) << std::setw(7) << disk_column(s)

@@ -189,7 +189,8 @@ int run_key_get(std::string_view command_path, std::span<const std::string> args
   for (const client::Entry& entry : entries.value()) print_cluster_entry(io, entry, json);
   if (entries->empty()) {
     // Exit 1 says "not found" to a script; the line says it to a person (stdout stays empty).
-    io.err << "key get: no committed entry has the key " << key << "\n";
+    io.err << "key get: no retained entry has the key " << key
+           << " (committed entries that retention trimmed are not found by their keys)\n";
     return cli::kExitFailure;
   }
   return cli::kExitOk;

@@ -35,6 +35,15 @@ bool final_refusal(const Status& status) {
          word == reason::kLeadershipLost || word == reason::kTransferInProgress;
 }
 
+// gRPC's words for a call that failed because no connection to the endpoint could be made (refused,
+// unreachable, a name that does not resolve): the request was never sent. gRPC has no status code for
+// this, only the message (the same text since gRPC 1.4x; a future change of it makes such an attempt
+// ambiguous again, which is safe: the member list then decides, as before).
+bool never_connected(const Status& status) {
+  return status.code() == StatusCode::kUnavailable &&
+         status.message().find("failed to connect to all addresses") != std::string::npos;
+}
+
 // An attempt whose change may or may not have happened: the request may have reached the leader
 // before the connection broke or the deadline passed.
 bool ambiguous(const Status& status) {
@@ -46,9 +55,17 @@ bool ambiguous(const Status& status) {
     return true;
   }
   // UNAVAILABLE from the node itself names a reason (NOT_LEADER, LEADER_NOT_READY, ...): it did
-  // nothing. Without one it is the transport's.
+  // nothing. Without one it is the transport's, and ambiguous unless the channel never connected:
+  // then the request never left this process (a dead node first among the endpoints, the usual
+  // case while replacing a dead node, must not turn the leader's refusal into a guess; drills6 M1).
   return status.code() == StatusCode::kUnavailable &&
-         (!status.details() || status.details()->reason.empty());
+         (!status.details() || status.details()->reason.empty()) && !never_connected(status);
+}
+
+// A refusal that says the state the change wants already holds: after an ambiguous attempt it may be
+// that attempt's own effect, so the member list decides. Any other refusal is the leader's answer.
+bool wanted_state_already_holds(const Status& status, std::string_view already_reason) {
+  return status.details() && status.details()->reason == already_reason;
 }
 
 MembershipChange change_from_list(const MemberList& list) {
@@ -142,13 +159,22 @@ class MembersClient::Impl {
   // One change, retried only while it surely did nothing (admin.h). After an ambiguous attempt, a
   // failure is checked against the member list: when it shows `wanted` committed, the change (or
   // its retry) happened, and that is the answer.
+  // A definite refusal other than `already_reason` (e.g. WOULD_LOSE_QUORUM, ID_RETIRED) is the
+  // answer even after an ambiguous attempt: an earlier attempt that had happened would have made the
+  // retry meet `already_reason` instead.
   template <typename Request, typename Call>
   Result<MembershipChange> change(std::string_view what, const Request& request, Call call,
+                                  std::string_view already_reason,
                                   const std::function<bool(const MemberList&)>& wanted) {
     bool saw_ambiguous = false;
     Result<MembershipChange> result = attempt_change(what, request, call, &saw_ambiguous);
     if (result.ok() || !saw_ambiguous) return result;
-    return confirm_from_list(result.status(), wanted);
+    const Status& failure = result.status();
+    if (failure.details() && !failure.details()->reason.empty() && !final_refusal(failure) &&
+        !ambiguous(failure) && !wanted_state_already_holds(failure, already_reason)) {
+      return result;
+    }
+    return confirm_from_list(failure, wanted);
   }
 
   Result<MembershipChange> confirm_from_list(const Status& failure,
@@ -291,6 +317,7 @@ Result<MembershipChange> MembersClient::add(std::uint64_t id, const std::string&
                           const pb::AddMemberRequest& r, pb::ChangeMembersResponse* out) {
                          return stub->AddMember(context, r, out);
                        },
+                       reason::kAlreadyAMember,
                        [id, learner](const MemberList& list) {
                          const Member* member = list.find(id);
                          return member != nullptr && member->voter != learner;
@@ -306,6 +333,7 @@ Result<MembershipChange> MembersClient::promote(std::uint64_t id) {
                           const pb::PromoteMemberRequest& r, pb::ChangeMembersResponse* out) {
                          return stub->PromoteMember(context, r, out);
                        },
+                       reason::kNotALearner,
                        [id](const MemberList& list) {
                          const Member* member = list.find(id);
                          return member != nullptr && member->voter;
@@ -321,7 +349,14 @@ Result<MembershipChange> MembersClient::remove(std::uint64_t id) {
                           const pb::RemoveMemberRequest& r, pb::ChangeMembersResponse* out) {
                          return stub->RemoveMember(context, r, out);
                        },
-                       [id](const MemberList& list) { return list.find(id) == nullptr; });
+                       reason::kNotAMember,
+                       // Gone and retired: an id that was never a member is gone too, and a typo
+                       // (`remove 22` for `remove 2`) must not be confirmed as done (drills6 M1).
+                       [id](const MemberList& list) {
+                         return list.find(id) == nullptr &&
+                                std::find(list.retired_ids.begin(), list.retired_ids.end(), id) !=
+                                    list.retired_ids.end();
+                       });
 }
 
 Result<MembershipChange> MembersClient::promote_when_caught_up(std::uint64_t id,

@@ -5,11 +5,15 @@
 // leader not ready yet (LEADER_NOT_READY); every other refusal (CONF_CHANGE_IN_PROGRESS,
 // CONF_CHANGE_TIMEOUT included) is returned at once with its reason (docs/errors.md). A change one of
 // whose attempts ended ambiguously (DEADLINE_EXCEEDED, UNAVAILABLE from the transport: the request
-// may have reached the leader; LEADERSHIP_LOST or CONF_CHANGE_TIMEOUT: the leader proposed it, and
-// it may still commit) and that then fails (a retried add answering ALREADY_A_MEMBER, a timeout,
-// ...) is checked against the member list, polled for up to retry_deadline_ms (the change may not
-// show yet): when the list shows the wanted state committed (added with the wanted role, promoted,
-// gone), that is success; otherwise the failure, its message saying the outcome is unknown.
+// may have reached the leader, but not a connection that was never made: nothing was sent;
+// LEADERSHIP_LOST or CONF_CHANGE_TIMEOUT: the leader proposed it, and it may still commit) and that
+// then fails with a timeout or with the refusal its own success would cause (a retried add answering
+// ALREADY_A_MEMBER, a remove NOT_A_MEMBER, a promotion NOT_A_LEARNER) is checked against the member
+// list, polled for up to retry_deadline_ms (the change may not show yet): when the list shows the
+// wanted state committed (added with the wanted role, promoted, gone and retired: an id that never
+// was a member is not confirmed as removed), that is success; otherwise the failure, its message
+// saying the outcome is unknown. Any other refusal (WOULD_LOSE_QUORUM, ID_RETIRED, ...) is the
+// answer as it is: the change's success could not have caused it (drills6 M1).
 #pragma once
 
 #include <chrono>

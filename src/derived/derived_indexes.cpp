@@ -398,7 +398,7 @@ Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
       key_map_.clear();
       for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
     }
-    forgot = time_->forget_below(first_log_index) || forgot;
+    forgot = time_->forget_below(first_log_index, /*covers_until_next=*/true) || forgot;
   }
   if (!forgot) return Status();
   shared.lock();
@@ -480,9 +480,18 @@ std::uint64_t DerivedIndexes::find_by_time(std::uint64_t timestamp_ms, std::uint
   const auto& records = time_->records();
   auto it = std::lower_bound(records.begin(), records.end(), timestamp_ms,
                              [](const Record& r, std::uint64_t t) { return r.value < t; });
+  // A record stands for its entry and every later one up to the next record's (stamps never go
+  // down, and a record is added only when the stamp rises). A record below the first retained index
+  // whose span reaches it makes the first retained entry the answer: skipping to the next record
+  // skipped every retained entry of the trim boundary's millisecond (drills6 M4; a node that
+  // installed a snapshot, whose index starts at the boundary, answered otherwise).
   for (; it != records.end(); ++it) {
     if (it->index > visible) return 0;
     if (it->index >= first_log_index) return it->index;
+    const auto next = std::next(it);
+    if (next == records.end() || next->index > first_log_index) {
+      return first_log_index <= visible ? first_log_index : 0;
+    }
   }
   return 0;
 }

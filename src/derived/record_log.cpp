@@ -190,7 +190,7 @@ void RecordLog::continue_at(std::uint64_t number) {
   written_end_ = std::min(written_end_, number);
 }
 
-bool RecordLog::forget_below(std::uint64_t log_index) {
+bool RecordLog::forget_below(std::uint64_t log_index, bool covers_until_next) {
   // Whole segments only, never the one that holds the last record (appends continue there), and
   // only records already in the files: sync() encodes from records_[written_end_ - first_number_].
   bool forgot = false;
@@ -199,6 +199,8 @@ bool RecordLog::forget_below(std::uint64_t log_index) {
     const std::uint64_t segment_end = segment_first + kRecordsPerSegment;
     if (segment_end >= end_number() || segment_end > written_end_) break;
     if (records_[segment_end - 1 - first_number_].index >= log_index) break;
+    // segment_end < end_number(): the next segment's first record exists.
+    if (covers_until_next && records_[segment_end - first_number_].index > log_index) break;
     records_.erase(records_.begin(),
                    records_.begin() + static_cast<std::ptrdiff_t>(segment_end - first_number_));
     first_number_ = segment_end;

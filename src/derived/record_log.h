@@ -77,7 +77,10 @@ class RecordLog {
   // first_number()). first_number() advances; the files stay until remove_dropped(), which the
   // caller runs once a cursor naming the new first_number() is durable, so no crash leaves a cursor
   // naming a deleted file. True when something was forgotten.
-  bool forget_below(std::uint64_t log_index);
+  // With `covers_until_next` (the time index: a record stands for every entry up to the next
+  // record's, which carry its timestamp), a segment goes only when the record after it points at or
+  // below `log_index`: the record covering `log_index` itself is kept (drills6 M4).
+  bool forget_below(std::uint64_t log_index, bool covers_until_next = false);
   // Retention, step 2: unlinks the segment files forget_below() released. Files a crash left
   // behind (below first_number()) are swept by load().
   store::Status remove_dropped();

@@ -19,7 +19,8 @@ std::optional<DiskSpace> StatvfsDiskProbe::probe() {
 }
 
 void DiskWatermark::refresh(DiskProbe& probe) {
-  if (std::optional<DiskSpace> space = probe.probe()) {
+  const std::optional<DiskSpace> space = probe.probe();
+  if (space) {
     free_bytes_ = space->free_bytes;
     used_ratio_ = space->used_ratio;
   } else {
@@ -27,6 +28,7 @@ void DiskWatermark::refresh(DiskProbe& probe) {
     used_ratio_ = 0.0;
   }
   used_ratio_seen_.store(used_ratio_);
+  used_ratio_known_.store(space.has_value());
   const bool exceeded = exceeded_.load();
   if (!exceeded && high_ < 1.0 && used_ratio_ >= high_) {
     exceeded_.store(true);

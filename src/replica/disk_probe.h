@@ -63,6 +63,9 @@ class DiskWatermark {
   bool exceeded() const { return exceeded_.load(); }
   // The file system's use (0..1) at the last probe (0 before one, or when it could not be read).
   double used_ratio() const { return used_ratio_seen_.load(); }
+  // Whether the last probe read the file system's use: before the first one (a node just started)
+  // or after a failed one, used_ratio()'s 0 means "unknown", and status says so rather than 0 %.
+  bool used_ratio_known() const { return used_ratio_known_.load(); }
   double high_watermark() const { return high_; }
 
  private:
@@ -77,6 +80,7 @@ class DiskWatermark {
   double used_ratio_ = 0.0;
   std::atomic<bool> exceeded_{false};
   std::atomic<double> used_ratio_seen_{0.0};  // used_ratio_, for readers on other threads
+  std::atomic<bool> used_ratio_known_{false};
 };
 
 }  // namespace raftlog::replica

@@ -40,6 +40,7 @@
 #include "replica/hard_state_file.h"
 #include "replica/node_events.h"
 #include "replica/node_status.h"
+#include "replica/off_loop_write.h"
 #include "replica/off_loop.h"
 #include "replica/replica_config.h"
 #include "replica/results.h"
@@ -50,6 +51,7 @@
 #include "replica/snapshot_stats.h"
 #include "replica/store_log_reader.h"
 #include "replica/topic_offsets.h"
+#include "replica/topic_state_file.h"
 #include "store/commit_log.h"
 #include "util/rate_limit.h"
 
@@ -132,6 +134,9 @@ class Replica {
   void tick();
   // See Node::trim (src/server/node.h).
   TrimResult trim(std::uint64_t before_index, const char* why);
+  // A trim answers before its deletion has run: whether one is still under way (waiting for its
+  // flush or a write off the loop, a scan slice, or its deletion's next rounds).
+  bool trim_in_progress() const { return pending_trim_before_ != 0 || trim_deletion_.has_value(); }
   // The entry at `index` failed its check: recorded for the next open (a full check of its
   // segment), then fatal. The caller holds off concurrent readers of the store.
   void mark_corrupt(std::uint64_t index, const std::string& message);
@@ -146,8 +151,9 @@ class Replica {
   // The caller's loop round, timed by part (round_profile.h): begin_round() at its start, the
   // caller's own parts marked with RoundProfile::Scope on round_profile(), end_round() at its end.
   // end_round() returns the round's length and, for a round of at least `log_threshold` (zero:
-  // never), logs one warning naming its parts and their milliseconds, at most once per
-  // kSlowRoundLogInterval (the next one says how many were held back).
+  // never), logs one warning naming its parts and their milliseconds: the first slow round at
+  // once, then for the kSlowRoundLogInterval after it the longest of the slow rounds that
+  // followed, with how many there were, once that window closes (slow_window_).
   void begin_round() {
     round_.begin();
     ++round_id_;
@@ -345,8 +351,11 @@ class Replica {
   // Stamps timestamp and topic offsets into `payloads` (envelopes) for entries from `first_index`
   // on and records them in topics_; on a refusal nothing stays recorded.
   NodeError stamp_proposal(std::vector<std::string>& payloads, std::uint64_t first_index);
-  // Writes TOPICSTATE as of the commit index as far as the log is flushed (topic_state_through()).
+  // Writes TOPICSTATE as of the commit index as far as the log is flushed (topic_state_through()),
+  // on the loop (open, close); the loop's rounds use start_topic_state_save().
   store::Status save_topic_state();
+  // What TOPICSTATE is saved as of (a copy of the table at topic_state_point()).
+  TopicState topic_state_to_save() const;
   // The index TOPICSTATE may be saved as of, and the topic table marked committed through: the
   // commit index, but never past the log's flushed index. In async flush mode the commit index can
   // run ahead of what any node flushed; after a cluster-wide power cut a file saved beyond the
@@ -432,10 +441,11 @@ class Replica {
   // Before a trim deletes segments: SNAPSHOT.next (origin kTrim) with the dedup table's appends at or
   // below `point` (the new first index - 1), so that a restart still answers their retries, and
   // `topics`, the topic table as of `point`, and `conf`, the configuration in force there (nullptr:
-  // not known; the version says which are, snapshot_data.h).
-  store::Status save_trim_snapshot(std::uint64_t point,
-                                   const std::vector<TopicOffsets::TopicNext>* topics,
-                                   const raft::ConfState* conf);
+  // not known; the version says which are, snapshot_data.h). Gathered on the loop, encoded,
+  // written and synced off it (hand_off_write): trim_deletion_->next_written once it is back.
+  store::Status start_trim_snapshot(std::uint64_t point,
+                                    const std::vector<TopicOffsets::TopicNext>* topics,
+                                    const raft::ConfState* conf);
   // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
   // deleted (replica_retention.cpp).
   void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
@@ -452,6 +462,8 @@ class Replica {
     std::optional<std::vector<TopicOffsets::TopicNext>> topics;
     std::optional<raft::ConfState> conf;
     bool reached = false;
+    // SNAPSHOT.next is durable (its write off the loop came back): until then nothing is deleted.
+    bool next_written = false;
   };
   std::optional<TrimDeletion> trim_deletion_;
   // The caller's loop rounds (begin_round) and the one in which the deletion last advanced: it
@@ -460,6 +472,14 @@ class Replica {
   // rounds (the simulator, tests that call trim() alone) every call advances it.
   std::uint64_t round_id_ = 0;
   std::uint64_t deletion_advanced_round_ = 0;
+  // The trim's budget of the current loop round (trim_round_budget_ms), shared by every trim()
+  // call of the round: when the round began for the trim, and whether an expensive step ran.
+  struct TrimBudget {
+    std::uint64_t round = 0;
+    Clock::time_point started{};
+    bool stepped = false;
+  };
+  TrimBudget trim_budget_;
   // The deletion's next steps while `must_yield` allows (the first one at least when nothing ran
   // in this call, `*stepped` false), at most `max_segments` unlinks: never past trim_limit() (a
   // follower's leader hold can fall meanwhile; the deletion then waits). A store error (the store
@@ -469,10 +489,41 @@ class Replica {
   // The rest of a pending deletion at once, without a bound (before an install replaces the log,
   // and at close, within the trim limit); false (fatal or logged) on a store error.
   store::Status finish_trim_deletion_now(bool within_limit);
+  // A deletion a store error stopped: ended as a deletion a power cut stopped, for the next open
+  // (the tables of the log's start unknown unless it starts where it did; SNAPSHOT.next left for
+  // the open or removed: finish_trim_snapshot).
+  void abandon_trim_deletion();
+  // trim()'s steps (replica_retention.cpp), each nullopt to go on or the call's answer: the
+  // flush it waits for (true: asked of the flusher), its TOPICSTATE (moves *target down to what
+  // the save reached), CONFSTATE and SNAPSHOT.next, the topic scan's slice (moves new_first down
+  // to what the scan passed). yield_trim: the rest in the next rounds (pending_trim_before_).
+  struct TrimPlan {
+    std::uint64_t new_first = 0;  // where the log starts after this deletion
+    std::optional<std::vector<TopicOffsets::TopicNext>> topics;  // the tables as of new_first - 1
+    std::optional<raft::ConfState> conf;
+  };
+  bool trim_must_yield() const;  // the round's trim budget is spent
+  TrimResult yield_trim(std::uint64_t before_index, std::uint64_t first_before,
+                        std::uint64_t allowed);
+  bool trim_waits_for_flush(std::uint64_t before_index);
+  std::optional<TrimResult> trim_topic_state_step(std::uint64_t before_index,
+                                                  std::uint64_t first_before, std::uint64_t limit,
+                                                  std::uint64_t* target);
+  std::optional<TrimResult> trim_deletion_step(std::uint64_t before_index,
+                                               std::uint64_t first_before, std::uint64_t limit,
+                                               std::uint64_t target);
+  std::optional<TrimResult> trim_scan_step(std::uint64_t before_index, std::uint64_t first_before,
+                                           std::uint64_t limit, TrimPlan* plan);
+  // The trim is over: nothing of it waits any more (its request, TOPICSTATE save, flush).
+  void end_trim();
+  // A write of the trim's failed (TOPICSTATE or SNAPSHOT.next, on the loop or off it): its error,
+  // and the trim stops, nothing deleted (a new request or the retention check starts it again;
+  // a continuation would otherwise retry the write every round).
+  TrimResult stop_failed_trim(const std::string& what, const store::Status& failed,
+                              std::uint64_t first_before, std::uint64_t limit);
   // The end of every trim() call: the pending deletion's next steps, the log line and the result.
   TrimResult finish_trim_call(std::uint64_t before_index, const char* why, std::uint64_t limit,
-                              std::uint64_t first_before, std::uint64_t segments_before,
-                              const std::function<bool()>& must_yield, bool* stepped);
+                              std::uint64_t first_before, std::uint64_t segments_before);
   // The topic-table scan (replica_topic_scan.cpp): starts it again from first_index_topics_ at the
   // log's first index - 1 (none when that table is not known).
   void restart_topic_scan();
@@ -547,7 +598,17 @@ class Replica {
   ReplicaDeps deps_;
   // On deps_.clock (declared after it). The slow round's log line: rate-limited on the same clock.
   RoundProfile round_{&deps_.clock};
-  util::RateLimit slow_round_log_{kSlowRoundLogInterval};
+  // The slow-round log's window (end_round): opened by a slow round logged at once; the later
+  // slow rounds within kSlowRoundLogInterval are counted and the longest one's line kept, logged
+  // when the window closes (at the first round after it, or at close()).
+  struct SlowRoundWindow {
+    Clock::time_point opened;
+    std::uint64_t later_rounds = 0;
+    Clock::duration longest{};
+    std::string longest_line;
+  };
+  std::optional<SlowRoundWindow> slow_window_;
+  void log_slow_round_window();
   std::unique_ptr<store::CommitLog> log_;
   std::unique_ptr<HardStateFile> hard_state_file_;
   std::unique_ptr<ConfStateFile> conf_state_file_;
@@ -614,6 +675,29 @@ class Replica {
   bool hand_off(std::function<void()> job, std::function<void()> done);
   // After every job's `done`: the work that waited for the executor starts.
   void start_waiting_off_loop_work();
+  // The durable file write out off the loop (off_loop_write.h, replica_off_loop_write.cpp).
+  std::optional<PendingWrite> pending_write_;
+  // Hands `write` off (inline without an executor, or when it refuses: then `done` has run on
+  // return); `pending` becomes pending_write_ until its outcome is published.
+  void hand_off_write(PendingWrite pending, std::function<store::Status()> write);
+  void finish_pending_write(const std::shared_ptr<OffLoopWrite>& write);  // its `done`
+  // An install or a stop: the pending write dropped (not started) or waited for, and published.
+  void settle_pending_write();
+  // `outcome` nullopt: dropped unwritten.
+  void publish_write(const PendingWrite& pending, const std::optional<store::Status>& outcome);
+  // TOPICSTATE as of topic_state_point(), written off the loop from a copy of the table; false
+  // (nothing started) while another write is out. The through index of the save in
+  // pending_write_. `for_trim`: a trim waits for it.
+  bool start_topic_state_save(bool for_trim = false);
+  // A trim's own TOPICSTATE save (its through index, 0: none asked): once it is back, the trim
+  // goes no further than it reaches (the commit index moves meanwhile; saving again would chase
+  // it). A failed write of the trim's (TOPICSTATE or SNAPSHOT.next) that came back off the loop:
+  // the trim reports it and stops.
+  std::uint64_t trim_topic_state_through_ = 0;
+  // The flushed index a trim waits for (0: none), asked of the store's flusher: the commit index
+  // when it asked (replica_retention.cpp).
+  std::uint64_t trim_flush_wanted_ = 0;
+  std::optional<store::Status> trim_write_failure_;
   // Sends the snapshot at once with the kept encoding (true), or keeps it waiting for an encoding,
   // or drops it (false: `message` was moved from, or is to be dropped).
   bool send_or_hold_snapshot(raft::Message& message);

@@ -424,6 +424,11 @@ void Replica::close() {
   closed_ = true;
   // A preparation still out: its `done` never runs (the next open removes a SNAPSHOT.install).
   abandon_incoming_snapshot("the node stops");
+  // A file write off the loop: dropped if the worker has not started it (nothing of it reaches the
+  // disk), else waited for, so that nothing of this replica writes in the directory once it is
+  // closed (the next open may run at once). A trim's SNAPSHOT.next that landed: finished below.
+  settle_pending_write();
+  log_slow_round_window();  // the longest slow round of a window still open
   log_->set_flush_listener(nullptr);
   log_->set_flush_observer(nullptr);
   // An open refused midway never saves: its tables were not loaded, and a TOPICSTATE written from
@@ -485,7 +490,9 @@ NodeStatus Replica::status() {
   }
   status.stranded_below_index = raft_->stranded_below();
   status.disk_used_ratio = disk_.used_ratio();
-  status.disk_high_watermark = disk_.high_watermark();
+  // 0 is what older nodes send: `raftlogctl status` then prints "-" for the disk, which is right
+  // until a probe has read it (drills6 L6: a just-started node showed "DISK 0%").
+  status.disk_high_watermark = disk_.used_ratio_known() ? disk_.high_watermark() : 0.0;
   status.disk_over_high_watermark = disk_.exceeded();
   status.disk_keeping_leadership = status.disk_over_high_watermark &&
                                    raft_->role() == raft::Role::kLeader &&

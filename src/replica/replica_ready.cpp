@@ -80,20 +80,45 @@ void Replica::process() {
 
 Clock::duration Replica::end_round(Clock::duration log_threshold) {
   const Clock::duration took = round_.end();
+  const Clock::time_point now = deps_.clock();
+  // The window closes at the first round after its kSlowRoundLogInterval: its longest later round.
+  if (slow_window_ && now - slow_window_->opened >= kSlowRoundLogInterval) log_slow_round_window();
   if (log_threshold <= Clock::duration::zero() || took < log_threshold) return took;
-  const std::optional<std::uint64_t> held_back = slow_round_log_.admit(deps_.clock());
-  if (!held_back) return took;
   // Parts under a millisecond say nothing about a round this long (at least one is named).
-  using std::chrono::duration_cast;
   using std::chrono::milliseconds;
-  spdlog::warn("node {}: term {} ({}): a loop round took {} ms (slow-round threshold {} ms): {}{}",
-               config_.node_id, raft_->term(), raft::to_string(raft_->role()),
-               duration_cast<milliseconds>(took).count(),
-               duration_cast<milliseconds>(log_threshold).count(), round_.describe(milliseconds(1)),
-               *held_back > 0 ? "; " + std::to_string(*held_back) +
-                                    " more slow round(s) since the last such line"
-                              : std::string());
+  const auto line = [&] {
+    return fmt::format("term {} ({}): a loop round took {} ms (slow-round threshold {} ms): {}",
+                       raft_->term(), raft::to_string(raft_->role()),
+                       std::chrono::duration_cast<milliseconds>(took).count(),
+                       std::chrono::duration_cast<milliseconds>(log_threshold).count(),
+                       round_.describe(milliseconds(1)));
+  };
+  if (!slow_window_) {
+    // The first slow round after a quiet interval: at once, and it opens a window.
+    spdlog::warn("node {}: {}", config_.node_id, line());
+    slow_window_.emplace();
+    slow_window_->opened = now;
+    return took;
+  }
+  // Within the window: counted, and the longest kept (described only when it is the longest).
+  ++slow_window_->later_rounds;
+  if (took > slow_window_->longest) {
+    slow_window_->longest = took;
+    slow_window_->longest_line = line();
+  }
   return took;
+}
+
+void Replica::log_slow_round_window() {
+  if (!slow_window_) return;
+  if (slow_window_->later_rounds > 0) {
+    spdlog::warn(
+        "node {}: {}; the longest of {} more slow round(s) in the {} s after the last such "
+        "line",
+        config_.node_id, slow_window_->longest_line, slow_window_->later_rounds,
+        std::chrono::duration_cast<std::chrono::seconds>(kSlowRoundLogInterval).count());
+  }
+  slow_window_.reset();
 }
 
 // One Ready batch, shown to the observer (the simulator's checker) before and after it is applied.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <utility>
 
 #include "replica/durability_rules.h"
 #include "replica/replica.h"
@@ -63,155 +64,237 @@ std::uint64_t Replica::inherited_retention_hold() const {
 }
 
 TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
-  // One round of the loop runs the trim's expensive steps (flush, TOPICSTATE, CONFSTATE, a scan
-  // slice, the deletion) only while they took less than trim_round_budget_ms together; the rest
-  // waits in pending_trim_before_ for the next round (continue_pending_trim), which starts again
-  // from what it finds then (new entries, an install that moved the log's start, a new leader).
-  // Each step on a loaded disk can take tens of ms (a TOPICSTATE of 20,000 topics is MBs, synced);
-  // all of them at once held the loop past an election timeout (docs/benchmarks.md, "Trim round").
-  const Clock::time_point round_started = deps_.clock();
-  bool stepped = false;  // an expensive step ran in this call
-  const auto must_yield = [&] {
-    return stepped && deps_.clock() - round_started >=
-                          std::chrono::milliseconds(config_.trim_round_budget_ms);
-  };
+  // One round of the loop runs the trim's expensive steps (TOPICSTATE, CONFSTATE, a scan slice,
+  // SNAPSHOT.next, the deletion's unlinks) only while they took less than trim_round_budget_ms
+  // together; the rest waits in pending_trim_before_ for the next round (continue_pending_trim),
+  // which starts again from what it finds then (new entries, an install that moved the log's
+  // start, a new leader). Each step on a loaded disk can take tens of ms (a TOPICSTATE of 20,000
+  // topics is MBs, synced); all of them at once held the loop past an election timeout
+  // (docs/benchmarks.md, "Trim round"). One budget per loop round, whichever trim() calls of the
+  // round spend it (a request, the continuation, the retention check: drills5 M2 saw a scan slice
+  // and SNAPSHOT.next, or two slices, in one round, each call with a fresh budget). Without rounds
+  // (the simulator, tests that call trim() alone) every call has its own.
+  if (!round_.in_round() || trim_budget_.round != round_id_) {
+    trim_budget_ = TrimBudget{round_id_, deps_.clock(), false};
+  }
   const std::uint64_t first_before = log_->first_index();
   const std::uint64_t segments_before = log_->disk_usage().segments;
-  const auto yield_rest = [&](std::uint64_t allowed) {
-    pending_trim_before_ = std::max(pending_trim_before_, before_index);
-    return TrimResult{NodeError{}, first_before, allowed};
-  };
   // A deletion an earlier round began goes on first; the rest of the trim waits for it (the next
   // round continues: pending_trim_before_).
   if (trim_deletion_) {
     pending_trim_before_ = std::max(pending_trim_before_, before_index);
-    return finish_trim_call(before_index, why, trim_limit(), first_before, segments_before,
-                            must_yield, &stepped);
+    return finish_trim_call(before_index, why, trim_limit(), first_before, segments_before);
   }
-  if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index()) {
-    // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
-    // not describe them before they are. Not fatal when it fails: the limit then stays lower.
-    RoundProfile::Scope part(round_, RoundPart::kTrimFlush);
-    if (store::Status flushed = log_->flush(); !flushed.ok()) {
-      spdlog::warn("node {}: flushing the log before a trim: {}", config_.node_id,
-                   flushed.to_string());
-    }
-    stepped = true;
+  if (trim_waits_for_flush(before_index)) {
+    return yield_trim(before_index, first_before, trim_limit());
   }
   const std::uint64_t limit = trim_limit();
   std::uint64_t target = std::min(before_index, limit);
-  if (target > first_before && target - 1 > topic_state_saved_through_) {
-    if (must_yield()) return yield_rest(limit);
-    // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets.
-    stepped = true;
-    if (store::Status saved = save_topic_state();
-        !saved.ok() || topic_state_saved_through_ < target - 1) {
-      const std::string problem =
-          saved.ok() ? "it does not reach the trim point" : saved.to_string();
-      spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
-                    target, problem);
-      return TrimResult{
-          make_error(ErrorCode::kInternal, "trim failed: saving TOPICSTATE: " + problem,
-                     kReasonStorageError),
-          first_before, limit};
-    }
+  // A write of this trim's that failed off the loop (TOPICSTATE, SNAPSHOT.next): reported, and the
+  // trim stops (the retention check or a new request starts it again).
+  if (trim_write_failure_) {
+    return stop_failed_trim("", *std::exchange(trim_write_failure_, std::nullopt), first_before,
+                            limit);
+  }
+  if (trim_start_for(target) <= first_before) {
+    // No whole segment below the point now (it lies in the active segment, or the limit holds it
+    // back): the trim ends here, with no TOPICSTATE saved for nothing, rather than stay pending and
+    // delete whenever that segment seals or the limit rises (review offloop2 M1).
+    end_trim();
+    return finish_trim_call(before_index, why, limit, first_before, segments_before);
+  }
+  if (std::optional<TrimResult> waits =
+          trim_topic_state_step(before_index, first_before, limit, &target)) {
+    return *waits;
   }
   if (target > first_before) {
-    // CONFSTATE's base (with its members' addresses) moves up to what the flush above settled
-    // before the entries go: a configuration entry trimmed while the base still named an older one
-    // would leave a restart with a member's role but not its address.
-    if (settled_conf_base(commit_) != 0) {
-      if (must_yield()) return yield_rest(limit);
-      stepped = true;
-    }
-    {
-      RoundProfile::Scope part(round_, RoundPart::kConfState);
-      settle_conf_records(commit_);
-    }
-    if (failed_) {
-      return TrimResult{make_error(ErrorCode::kInternal,
-                                   "trim failed: persisting the settled configuration",
-                                   kReasonStorageError),
-                        first_before, limit};
-    }
-    // The dedup table's appends in the segments about to go, for the next open: SNAPSHOT.next,
-    // which becomes SNAPSHOT once the segments are gone (until then SNAPSHOT still describes the
-    // log's start; a crash in between: the open takes whichever file does). Where the log will
-    // start: the first segment that keeps an entry at or above the target.
-    std::uint64_t new_first = trim_start_for(target);
-    // The topic table as of the new first index - 1, for snapshots sent at that point: the one as
-    // of the old first index - 1 advanced by the entries about to go (still on disk), read in
-    // bounded slices (replica_topic_scan.cpp). Only the segments the scan has finished go now; the
-    // rest of the trim waits for it (pending_trim_before_, continued each loop round).
-    std::optional<std::vector<TopicOffsets::TopicNext>> new_first_topics;
-    // The configuration in force there likewise: the newest configuration entry the scan passed.
-    std::optional<raft::ConfState> new_first_conf;
-    if (new_first > first_before && first_index_topics_) {
-      // Segments a slice of an earlier round finished go first, without reading more now.
-      const bool finished_earlier = topic_scan_ && topic_scan_->boundary >= first_before &&
-                                    topic_scan_->boundary < new_first - 1;
-      if (!finished_earlier) {
-        if (must_yield()) return yield_rest(limit);
-        const std::uint64_t read_through = topic_scan_ ? topic_scan_->running.through() : 0;
-        RoundProfile::Scope part(round_, RoundPart::kTrimScan);
-        advance_topic_scan(new_first - 1, config_.topic_scan_slice_bytes);
-        if (!topic_scan_ || topic_scan_->running.through() != read_through) stepped = true;
-      }
-      if (topic_scan_ && topic_scan_->boundary < new_first - 1) {
-        pending_trim_before_ = std::max(pending_trim_before_, before_index);
-        new_first = topic_scan_->boundary + 1;
-        target = new_first;
-      }
-      if (topic_scan_ && new_first > first_before) {
-        new_first_topics = topic_scan_->boundary_table;
-        new_first_conf = topic_scan_->boundary_conf;
-      }
-    }
-    // The deletion: SNAPSHOT.next (describing the log as this round found it), then the segments'
-    // unlinks and SNAPSHOT, spread over rounds within the budget (replica_trim_deletion.cpp).
-    if (new_first > first_before) {
-      if (must_yield()) return yield_rest(limit);
-      stepped = true;
-      RoundProfile::Scope part(round_, RoundPart::kTrimSnapshotNext);
-      if (store::Status saved =
-              save_trim_snapshot(new_first - 1, new_first_topics ? &*new_first_topics : nullptr,
-                                 new_first_conf ? &*new_first_conf : nullptr);
-          !saved.ok()) {
-        spdlog::error("node {}: not trimming before {}: saving the dedup table: {}",
-                      config_.node_id, target, saved.to_string());
-        return TrimResult{make_error(ErrorCode::kInternal,
-                                     "trim failed: saving the dedup table: " + saved.to_string(),
-                                     kReasonStorageError),
-                          first_before, limit};
-      }
-      trim_deletion_ = TrimDeletion{first_before, new_first, std::move(new_first_topics),
-                                    std::move(new_first_conf), false};
+    if (std::optional<TrimResult> stops =
+            trim_deletion_step(before_index, first_before, limit, target)) {
+      return *stops;
     }
   }
-  return finish_trim_call(before_index, why, limit, first_before, segments_before, must_yield,
-                          &stepped);
+  return finish_trim_call(before_index, why, limit, first_before, segments_before);
+}
+
+bool Replica::trim_must_yield() const {
+  return trim_budget_.stepped && deps_.clock() - trim_budget_.started >=
+                                     std::chrono::milliseconds(config_.trim_round_budget_ms);
+}
+
+TrimResult Replica::yield_trim(std::uint64_t before_index, std::uint64_t first_before,
+                               std::uint64_t allowed) {
+  pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  return TrimResult{NodeError{}, first_before, allowed};
+}
+
+bool Replica::trim_waits_for_flush(std::uint64_t before_index) {
+  if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index() &&
+      trim_topic_state_through_ == 0) {
+    // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
+    // not describe them before they are. The store's flusher makes them durable, asked now (a
+    // stepped store: at its owner's next flush step), not this loop: a flush of 9 MB held it
+    // 0.33-0.56 s (docs/benchmarks.md, "Trim round"). The trim waits for the flushed index to reach
+    // what was committed when it asked (not what is committed since: that would chase the
+    // appends), then trims no further than the flushed index (trim_limit()).
+    if (trim_flush_wanted_ == 0) trim_flush_wanted_ = std::min(before_index - 1, commit_);
+    if (log_->flushed_index() < trim_flush_wanted_) {
+      RoundProfile::Scope part(round_, RoundPart::kTrimFlush);
+      log_->request_flush();
+      return true;
+    }
+  }
+  trim_flush_wanted_ = 0;
+  return false;
+}
+
+std::optional<TrimResult> Replica::trim_topic_state_step(std::uint64_t before_index,
+                                                         std::uint64_t first_before,
+                                                         std::uint64_t limit,
+                                                         std::uint64_t* target) {
+  if (*target > first_before && *target - 1 > topic_state_saved_through_ &&
+      (trim_topic_state_through_ == 0 || topic_state_saved_through_ < trim_topic_state_through_)) {
+    // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets. Written
+    // off the loop (replica_off_loop_write.cpp); the trim waits for it in pending_trim_before_.
+    if (pending_write_ || trim_must_yield()) return yield_trim(before_index, first_before, limit);
+    trim_budget_.stepped = true;
+    (void)start_topic_state_save(/*for_trim=*/true);
+    trim_topic_state_through_ = topic_state_saved_through_;  // inline: back already
+    if (pending_write_) {
+      trim_topic_state_through_ = pending_write_->through;
+      return yield_trim(before_index, first_before, limit);
+    }
+    if (trim_write_failure_) {
+      const store::Status failed = *std::exchange(trim_write_failure_, std::nullopt);
+      spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
+                    *target, failed.to_string());
+      return stop_failed_trim("saving TOPICSTATE: ", failed, first_before, limit);
+    }
+  }
+  // The trim's own save is back: no further than it reaches (the commit index moved meanwhile).
+  if (trim_topic_state_through_ != 0) {
+    *target = std::min(*target, topic_state_saved_through_ + 1);
+    trim_topic_state_through_ = 0;
+  }
+  return std::nullopt;
+}
+
+std::optional<TrimResult> Replica::trim_deletion_step(std::uint64_t before_index,
+                                                      std::uint64_t first_before,
+                                                      std::uint64_t limit, std::uint64_t target) {
+  // CONFSTATE's base (with its members' addresses) moves up to what the flush above settled
+  // before the entries go: a configuration entry trimmed while the base still named an older one
+  // would leave a restart with a member's role but not its address.
+  if (settled_conf_base(commit_) != 0) {
+    if (trim_must_yield()) return yield_trim(before_index, first_before, limit);
+    trim_budget_.stepped = true;
+  }
+  {
+    RoundProfile::Scope part(round_, RoundPart::kConfState);
+    settle_conf_records(commit_);
+  }
+  if (failed_) {
+    return TrimResult{make_error(ErrorCode::kInternal,
+                                 "trim failed: persisting the settled configuration",
+                                 kReasonStorageError),
+                      first_before, limit};
+  }
+  // The dedup table's appends in the segments about to go, for the next open: SNAPSHOT.next,
+  // which becomes SNAPSHOT once the segments are gone (until then SNAPSHOT still describes the
+  // log's start; a crash in between: the open takes whichever file does). Where the log will
+  // start: the first segment that keeps an entry at or above the target, as far as the topic scan
+  // has read (trim_scan_step).
+  TrimPlan plan{trim_start_for(target), std::nullopt, std::nullopt};
+  if (std::optional<TrimResult> waits = trim_scan_step(before_index, first_before, limit, &plan)) {
+    return *waits;
+  }
+  if (plan.new_first <= first_before) return std::nullopt;
+  // The deletion: SNAPSHOT.next (describing the log as this round found it: gathered now,
+  // written off the loop), then the segments' unlinks and SNAPSHOT, spread over rounds within the
+  // budget (replica_trim_deletion.cpp). Not while another write is out (a periodic TOPICSTATE).
+  if (pending_write_ || trim_must_yield()) return yield_trim(before_index, first_before, limit);
+  trim_budget_.stepped = true;
+  RoundProfile::Scope part(round_, RoundPart::kTrimSnapshotNext);
+  const std::uint64_t new_first = plan.new_first;
+  trim_deletion_ = TrimDeletion{first_before, new_first, std::move(plan.topics),
+                                std::move(plan.conf), /*reached=*/false, /*next_written=*/false};
+  const store::Status started = start_trim_snapshot(
+      new_first - 1, trim_deletion_->topics ? &*trim_deletion_->topics : nullptr,
+      trim_deletion_->conf ? &*trim_deletion_->conf : nullptr);
+  // Failed here (its point unreadable), or inline and failed (publish_write logged it).
+  std::optional<store::Status> failed;
+  if (!started.ok()) {
+    spdlog::error("node {}: not trimming before {}: saving the dedup table: {}", config_.node_id,
+                  target, started.to_string());
+    failed = started;
+    trim_deletion_.reset();
+  } else if (trim_write_failure_) {
+    failed = std::exchange(trim_write_failure_, std::nullopt);
+  }
+  if (failed) return stop_failed_trim("saving the dedup table: ", *failed, first_before, limit);
+  return std::nullopt;
+}
+
+std::optional<TrimResult> Replica::trim_scan_step(std::uint64_t before_index,
+                                                  std::uint64_t first_before, std::uint64_t limit,
+                                                  TrimPlan* plan) {
+  // The topic table as of the new first index - 1, for snapshots sent at that point: the one as
+  // of the old first index - 1 advanced by the entries about to go (still on disk), read in
+  // bounded slices (replica_topic_scan.cpp), and the configuration in force there likewise (the
+  // newest configuration entry the scan passed). Only the segments the scan has finished go now;
+  // the rest of the trim waits for it (pending_trim_before_, continued each loop round).
+  if (plan->new_first <= first_before || !first_index_topics_) return std::nullopt;
+  // Segments a slice of an earlier round finished go first, without reading more now.
+  const bool finished_earlier = topic_scan_ && topic_scan_->boundary >= first_before &&
+                                topic_scan_->boundary < plan->new_first - 1;
+  if (!finished_earlier) {
+    if (trim_must_yield()) return yield_trim(before_index, first_before, limit);
+    const std::uint64_t read_through = topic_scan_ ? topic_scan_->running.through() : 0;
+    RoundProfile::Scope part(round_, RoundPart::kTrimScan);
+    advance_topic_scan(plan->new_first - 1, config_.topic_scan_slice_bytes);
+    if (!topic_scan_ || topic_scan_->running.through() != read_through) {
+      trim_budget_.stepped = true;
+    }
+  }
+  if (topic_scan_ && topic_scan_->boundary < plan->new_first - 1) {
+    pending_trim_before_ = std::max(pending_trim_before_, before_index);
+    plan->new_first = topic_scan_->boundary + 1;
+  }
+  if (topic_scan_ && plan->new_first > first_before) {
+    plan->topics = topic_scan_->boundary_table;
+    plan->conf = topic_scan_->boundary_conf;
+  }
+  return std::nullopt;
 }
 
 TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why,
                                      std::uint64_t limit, std::uint64_t first_before,
-                                     std::uint64_t segments_before,
-                                     const std::function<bool()>& must_yield, bool* stepped) {
+                                     std::uint64_t segments_before) {
   const bool advanced_this_round = round_.in_round() && deletion_advanced_round_ == round_id_;
   if (trim_deletion_ && !advanced_this_round) {
     deletion_advanced_round_ = round_id_;
     if (store::Status deleted = advance_trim_deletion(
-            must_yield, stepped,
+            [this] { return trim_must_yield(); }, &trim_budget_.stepped,
             config_.trim_segments_per_round != 0 ? config_.trim_segments_per_round : SIZE_MAX);
         !deleted.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, before_index,
                     deleted.to_string());
+      end_trim();  // the deletion ended as a cut one (the store failed): nothing to go on with
       return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + deleted.to_string(),
                                    kReasonStorageError),
                         log_->first_index(), limit};
     }
   }
   // The rest of the deletion, and of the trim, in the next rounds (continue_pending_trim).
-  if (trim_deletion_) pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  if (trim_deletion_) {
+    pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  } else if (pending_trim_before_ != 0 &&
+             trim_start_for(std::min(pending_trim_before_, trim_limit())) <= log_->first_index()) {
+    // As far as it goes now: the rest lies in the active segment or past the limit. The trim ends
+    // here, as a one-round trim did, rather than wait to delete it whenever that segment seals or
+    // the limit rises (perhaps long after, below a snapshot point sent meanwhile): a new request
+    // or the retention check asks again.
+    end_trim();
+  }
   const std::uint64_t first_after = log_->first_index();
   const std::uint64_t removed =
       segments_before - std::min(segments_before, log_->disk_usage().segments);
@@ -223,6 +306,20 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
     if (deps_.events != nullptr) deps_.events->segments_deleted(removed);
   }
   return TrimResult{NodeError{}, first_after, limit};
+}
+
+void Replica::end_trim() {
+  pending_trim_before_ = 0;
+  trim_topic_state_through_ = 0;
+  trim_flush_wanted_ = 0;
+}
+
+TrimResult Replica::stop_failed_trim(const std::string& what, const store::Status& failed,
+                                     std::uint64_t first_before, std::uint64_t limit) {
+  end_trim();
+  return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + what + failed.to_string(),
+                               kReasonStorageError),
+                    first_before, limit};
 }
 
 // After the prefix truncation (its commit point), whether it succeeded or not: SNAPSHOT.next names

@@ -57,7 +57,8 @@
 //   3. CommitLog::reset(P + 1, term): the commit point (atomic, storage-format.md crash case 7); the
 //      store's checkpoint then records commit index P (the hard state's commit lives there);
 //   4. CONFSTATE rewritten with the base record {P, term, conf} and the data's retired ids;
-//   5. TOPICSTATE {P, floor, topics};
+//   5. TOPICSTATE {P, floor, topics}, written off the loop from a copy of the table
+//      (replica_off_loop_write.cpp): a cut before it lands leaves the state of a cut before 5;
 //   then the in-memory state (dedup table, topic table, commit index), what waited on the replaced
 //   log fails or is dropped, on_persisted(P, term), and the node's section (snapshot_installed).
 // A crash before 3 leaves the old log, and open ignores a SNAPSHOT that does not name the log's
@@ -107,27 +108,33 @@ void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
   });
 }
 
-store::Status Replica::save_trim_snapshot(std::uint64_t point,
-                                          const std::vector<TopicOffsets::TopicNext>* topics,
-                                          const raft::ConfState* conf) {
+store::Status Replica::start_trim_snapshot(std::uint64_t point,
+                                           const std::vector<TopicOffsets::TopicNext>* topics,
+                                           const raft::ConfState* conf) {
   snapshot_encoding_.invalidate();  // the trim moves the log's start it was taken against
   abandon_outgoing_snapshot("a trim moves the log's start it was taken against");
   auto term = log_->term_at(point);
   if (!term.ok()) return term.status();
-  SnapshotData data;
-  data.index = point;
-  data.term = *term;
-  data.origin = SnapshotOrigin::kTrim;
+  // Gathered here (copies of the tables: the loop's part), encoded, written and synced off it.
+  auto data = std::make_shared<SnapshotData>();
+  data->index = point;
+  data->term = *term;
+  data->origin = SnapshotOrigin::kTrim;
   // The configuration in force at the point when known (version 3); else a placeholder (a valid
   // one is required) that the open does not use.
-  data.conf_at_index = conf != nullptr;
-  data.conf = conf != nullptr ? *conf : raft_->conf_history().front().conf;
-  data.timestamp_floor_ms = last_timestamp_ms_;
-  data.topics_at_index = topics != nullptr;  // version 2 when known
-  if (topics != nullptr) data.topics = *topics;
-  data.dedup_view_start = std::min(dedup_.view_start(), point + 1);
-  add_dedup_within_budget(&data, encoded_size_without_dedup(data));
-  return write_snapshot_next(config_.store.env, config_.data_dir, encode_snapshot_data(data));
+  data->conf_at_index = conf != nullptr;
+  data->conf = conf != nullptr ? *conf : raft_->conf_history().front().conf;
+  data->timestamp_floor_ms = last_timestamp_ms_;
+  data->topics_at_index = topics != nullptr;  // version 2 when known
+  if (topics != nullptr) data->topics = *topics;
+  data->dedup_view_start = std::min(dedup_.view_start(), point + 1);
+  add_dedup_within_budget(data.get(), encoded_size_without_dedup(*data));
+  store::Env* const env = config_.store.env;
+  hand_off_write(PendingWrite{PendingWrite::Kind::kTrimSnapshotNext, point, true, nullptr},
+                 [env, dir = config_.data_dir, data = std::shared_ptr<const SnapshotData>(data)] {
+                   return write_snapshot_next(env, dir, encode_snapshot_data(*data));
+                 });
+  return store::Status();
 }
 
 void Replica::install_snapshot(const raft::Snapshot& snapshot) {
@@ -140,6 +147,13 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     part_start = std::chrono::steady_clock::now();
     return took;
   };
+  // A write off the loop (TOPICSTATE, a trim's SNAPSHOT.next) is taken back first: dropped if the
+  // worker has not started it, else waited for and published (a trim's SNAPSHOT.next then
+  // written, its deletion goes on below). Nothing of the install may share its files with it.
+  settle_pending_write();
+  trim_topic_state_through_ = 0;
+  trim_flush_wanted_ = 0;
+  trim_write_failure_.reset();
   // A trim's deletion still under way finishes first, before anything of the install writes
   // SNAPSHOT.next (the fallback below, or the rename of SNAPSHOT.install over it): the trim's
   // SNAPSHOT.next must become SNAPSHOT first (replica_trim_deletion.cpp, CRASH CASES).
@@ -158,7 +172,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
     // file is not SNAPSHOT.install: a preparation job still out (another snapshot's, or one
     // abandoned) may be writing that one now, and its `done` removes it. The data goes straight
     // to SNAPSHOT.next, through its own temporary file (write_snapshot_next, which only the loop
-    // calls), and step 2 is done with it.
+    // and a trim's write off it call: that one was settled above), and step 2 is done with it.
     if (prepared_snapshot_) {
       // Another snapshot's preparation, which the core replaced: its file goes, unless a job is
       // out (then that job may be writing SNAPSHOT.install now, and its `done` removes it).
@@ -253,10 +267,10 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
   last_timestamp_ms_ = std::max(
       last_timestamp_ms_, std::min(data.timestamp_floor_ms, wall_now_ms() + kMaxTimestampSkewMs));
-  if (store::Status saved = save_topic_state(); !saved.ok()) {
-    spdlog::warn("node {}: saving TOPICSTATE after the install: {}", config_.node_id,
-                 saved.to_string());
-  }
+  // Off the loop (the table copied here): its failure is logged when it comes back, and a cut
+  // before it lands is completed by the open from SNAPSHOT, as before. settle_pending_write above
+  // left no other write out.
+  (void)start_topic_state_save();
   times.topic_state = part();
   // In memory: the replaced log's records go, what waited on it fails or is dropped.
   dedup_ = std::move(*prepared.dedup);  // built off the loop from the data's clients

@@ -147,7 +147,12 @@ void Replica::continue_pending_trim() {
   }
   const std::uint64_t new_first =
       trim_start_for(std::min(pending_trim_before_, trim_limit()));
-  if (new_first <= first) return;  // the limit holds it back for now; asked again next round
+  if (new_first <= first) {
+    // Nothing whole to delete now. While the trim's write or flush is out it waits (asked again
+    // next round); with nothing out it ends, as in finish_trim_call (review offloop2 M1).
+    if (!pending_write_ && trim_flush_wanted_ == 0) end_trim();
+    return;
+  }
   // The trim reads the next slice, or deletes what the slices read so far passed, or takes its
   // next durable step: within the round's budget (trim_round_budget_ms), and waits again.
   run_pending_trim();

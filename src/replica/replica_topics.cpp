@@ -93,17 +93,23 @@ std::uint64_t Replica::topic_state_through() const {
   return std::min(commit_, log_->flushed_index());
 }
 
-store::Status Replica::save_topic_state() {
-  RoundProfile::Scope part(round_, RoundPart::kTopicState);
+TopicState Replica::topic_state_to_save() const {
   // As of the commit index, as far as the log is flushed: a committed prefix never changes, so the
   // record stays true whatever happens to the tail (topic_state_file.h), and a flushed one survives
   // a power cut, so the file is never ahead of the log it describes. Not below what the table can
   // undo to.
   const std::uint64_t through =
       std::max(topics_.committed_through(), std::min(topic_state_through(), topics_.through()));
-  TopicState state{through, last_timestamp_ms_, topics_.table_at(through)};
+  return TopicState{through, last_timestamp_ms_, topics_.table_at(through)};
+}
+
+store::Status Replica::save_topic_state() {
+  RoundProfile::Scope part(round_, RoundPart::kTopicState);
+  const TopicState state = topic_state_to_save();
   store::Status written = write_topic_state(config_.store.env, config_.data_dir, state);
-  if (written.ok()) topic_state_saved_through_ = through;
+  if (written.ok()) {
+    topic_state_saved_through_ = std::max(topic_state_saved_through_, state.through_index);
+  }
   return written;
 }
 
@@ -114,12 +120,9 @@ void Replica::advance_topic_state() {
       through < topic_state_retry_at_) {
     return;
   }
-  if (store::Status saved = save_topic_state(); !saved.ok()) {
-    // Not fatal: the previous TOPICSTATE stays right, only a restart reads more of the log. Tried
-    // again after another interval; a trim saves first and refuses to run without it.
-    spdlog::warn("node {}: saving TOPICSTATE: {}", config_.node_id, saved.to_string());
-    topic_state_retry_at_ = through + config_.topic_state_save_entries;
-  }
+  // Off the loop (replica_off_loop_write.cpp); a failure is logged when it comes back, and tried
+  // again after another interval. While another write is out: at the next commit.
+  (void)start_topic_state_save();
 }
 
 bool Replica::load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimmed_log,

@@ -2,11 +2,14 @@
 //
 // CRASH CASES (docs/storage-format.md, "A trim cut part-way"). The deletion's durable steps, in
 // order: (1) SNAPSHOT.next written (tmp, fdatasync, rename, directory fsync) naming X = new_first -
-// 1 (replica_retention.cpp); (2) the segments before X + 1 unlinked oldest first, a few per round,
-// each round's unlinks followed by a directory fsync (CommitLog::truncate_prefix); (3) SNAPSHOT.next
-// renamed over SNAPSHOT, directory fsync. Between the rounds of (2) nothing else of a trim runs, so
-// the disk is always in one of the states a power cut inside a one-round deletion leaves: before any
-// unlink (the open deletes the stale SNAPSHOT.next), part-way (the open finishes the deletion and
+// 1 (replica_retention.cpp), by the off-loop worker (replica_off_loop_write.cpp): the deletion
+// exists from the hand-off but unlinks nothing before the write came back ok (next_written), so a
+// cut meanwhile is a cut "before any unlink", and an install or a stop settles the write first;
+// (2) the segments before X + 1 unlinked oldest first, a few per round, each round's unlinks
+// followed by a directory fsync (CommitLog::truncate_prefix); (3) SNAPSHOT.next renamed over
+// SNAPSHOT, directory fsync. Between the rounds of (2) nothing else of a trim runs, so the disk is
+// always in one of the states a power cut inside a one-round deletion leaves: before any unlink
+// (the open deletes the stale SNAPSHOT.next), part-way (the open finishes the deletion and
 // promotes the file: Replica::finish_cut_trim), all gone (the open promotes it). What may happen in
 // between: entries appended (above X: the checks of finish_cut_trim hold), TOPICSTATE and CONFSTATE
 // rewritten (they only move up), a stop (close() finishes the deletion within the trim limit, the
@@ -26,6 +29,8 @@ namespace raftlog::replica {
 store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_yield, bool* stepped,
                                              std::size_t max_segments) {
   TrimDeletion& deletion = *trim_deletion_;
+  // SNAPSHOT.next still being written off the loop: nothing may go before it is durable.
+  if (!deletion.next_written) return store::Status();
   const std::uint64_t first = log_->first_index();
   if (first < deletion.new_first) {
     // Never past what a trim may delete now (a follower's leader hold may have fallen since
@@ -49,9 +54,7 @@ store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_y
             config_.node_id, now_first, deletion.new_first,
             truncated.ok() ? "no segment went" : truncated.to_string());
       }
-      note_trimmed_start(deletion.first_before, deletion.new_first, std::nullopt, std::nullopt);
-      finish_trim_snapshot(deletion.first_before, deletion.new_first);
-      trim_deletion_.reset();
+      abandon_trim_deletion();
       return truncated;
     }
     if (now_first < deletion.new_first) {
@@ -78,8 +81,26 @@ store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_y
   return store::Status();
 }
 
+void Replica::abandon_trim_deletion() {
+  const TrimDeletion& deletion = *trim_deletion_;
+  note_trimmed_start(deletion.first_before, deletion.new_first, std::nullopt, std::nullopt);
+  finish_trim_snapshot(deletion.first_before, deletion.new_first);
+  trim_deletion_.reset();
+}
+
 store::Status Replica::finish_trim_deletion_now(bool within_limit) {
+  // Its SNAPSHOT.next written or dropped first (the callers, an install and a stop, settled the
+  // write already: this is for any other).
+  settle_pending_write();
   if (!trim_deletion_) return store::Status();
+  if (!trim_deletion_->next_written) {
+    // Not expected (settling publishes the deletion's SNAPSHOT.next write or drops the deletion);
+    // without a durable SNAPSHOT.next nothing may go: the dedup records of the entries would be
+    // lost at the next power cut. Given up as a deletion that never began.
+    spdlog::error("node {}: a trim's deletion without its SNAPSHOT.next: dropped", config_.node_id);
+    abandon_trim_deletion();
+    return store::Status();
+  }
   const std::uint64_t new_first = trim_deletion_->new_first;
   if (!within_limit && log_->first_index() < new_first) {
     // Past the limit: the install that asks replaces the whole log, whatever the limit says.
@@ -89,9 +110,7 @@ store::Status Replica::finish_trim_deletion_now(bool within_limit) {
       truncated = log_->truncate_prefix(new_first);
     }
     if (!truncated.ok()) {
-      note_trimmed_start(trim_deletion_->first_before, new_first, std::nullopt, std::nullopt);
-      finish_trim_snapshot(trim_deletion_->first_before, new_first);
-      trim_deletion_.reset();
+      abandon_trim_deletion();
       return truncated;
     }
   }

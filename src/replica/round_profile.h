@@ -36,12 +36,14 @@ enum class RoundPart : std::uint8_t {
   kLogAppend,         // entries appended to the store and recorded in the dedup and topic tables
   kDurability,        // the flushed index read, acknowledgements released
   kApplyCommit,       // commit delivered: waiters answered, reads released
-  kTopicState,        // TOPICSTATE written and synced (periodic, at a trim)
+  kTopicState,        // the topic table copied for TOPICSTATE (periodic, a trim's, an install's),
+                      // which the off-loop worker writes and syncs (on the loop without one)
   kSnapshotPrepare,   // a received snapshot handed off or dropped
   kRetentionCheck,    // retention's segment listing and file times
   kTrimFlush,         // a trim's log flush
   kTrimScan,          // a trim's topic-scan slice (reading the entries it deletes)
-  kTrimSnapshotNext,  // a trim's SNAPSHOT.next (the dedup and topic tables) written and synced
+  kTrimSnapshotNext,  // a trim's SNAPSHOT.next gathered (the dedup and topic tables), encoded,
+                      // written and synced by the off-loop worker (on the loop without one)
   kTrimUnlink,        // a trim's prefix truncation: the segments' unlinks and the directory sync
   kTrimSnapshot,      // a trim's SNAPSHOT.next renamed over SNAPSHOT, directory synced
   kStatus,            // the node's status published and its peers updated

@@ -16,6 +16,12 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   if (!status.committed_conflict.empty()) {
     return "a committed entry conflicts with the leader's log: " + status.committed_conflict;
   }
+  // Before "catching up" and the rest: nothing will move this node's log again (drills6 M3: a
+  // removed node kept answering SERVING, and plain reads from its frozen log, until stopped).
+  if (status.removed) {
+    return "removed from the configuration: its log no longer follows the cluster (stop it; "
+           "docs/operations.md, \"Membership\")";
+  }
   if (status.unvouched) return replica::kUnvouchedReason;
   if (status.catching_up) {
     return "catching up to index " + std::to_string(status.catching_up_to_index) +
@@ -35,7 +41,7 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
 
 std::string not_serving_reason(const replica::NodeStatus& status,
                                const SnapshotTransfers& transfers) {
-  if (status.corrupt_index != 0 || status.catching_up || status.unvouched ||
+  if (status.corrupt_index != 0 || status.removed || status.catching_up || status.unvouched ||
       !status.committed_conflict.empty()) {
     return not_serving_reason(status);
   }
@@ -54,6 +60,9 @@ HealthReporter::HealthReporter(std::uint64_t node_id, grpc::HealthCheckServiceIn
       poll_interval_ms_(poll_interval_ms) {
   std::string reason_now = not_serving_reason_();
   publish(reason_now.empty());
+  // The state at start is logged as every later change is (drills6 L2: a node that was NOT_SERVING
+  // from its start until it became SERVING logged no reason at all).
+  if (!reason_now.empty()) spdlog::info("node {}: health: NOT_SERVING ({})", node_id_, reason_now);
   thread_ = std::thread([this, reason_now = std::move(reason_now)]() mutable {
     util::name_this_thread("health");
     run(std::move(reason_now));

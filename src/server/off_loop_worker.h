@@ -1,12 +1,15 @@
 // OffLoopWorker: raftlogd's replica::OffLoopExecutor (replica/off_loop.h). One thread runs the jobs
 // the replica hands off its Raft loop (a leader's snapshot encoding and CRC-32C: hundreds of ms for
-// tens of MiB), in order, and hands each `done` to `deliver`, which the node sets to queue it as a
-// loop input that wakes the loop like a flush notice (node.cpp, OffLoopDoneInput).
+// tens of MiB; a TOPICSTATE or trim SNAPSHOT.next write), in order, and hands each `done` to
+// `deliver`, which the node sets to queue it as a loop input that wakes the loop like a flush
+// notice (node.cpp, OffLoopDoneInput).
 //
-// Bounded: the replica keeps at most one job outstanding, so the queue holds at most one; it
-// refuses (logs, returns false) beyond kMaxQueuedJobs all the same, and the replica then abandons
-// the work at once (its snapshot is retried by the core). stop() joins the thread; jobs not started
-// by then are dropped, unrun.
+// Bounded: the replica keeps at most two live jobs outstanding (a snapshot job and a file write),
+// plus file writes an install or a stop dropped unstarted, which stay queued as no-ops (review L10:
+// so more than two can be queued); it refuses (logs, returns false) beyond kMaxQueuedJobs, and
+// the replica then abandons a snapshot job at once (its snapshot is retried by the core) or writes
+// the file on its loop. stop() joins the thread; jobs not started by then are dropped, unrun (the
+// replica's close() takes a file write back itself: replica/off_loop_write.h).
 #pragma once
 
 #include <condition_variable>

@@ -96,8 +96,11 @@ PeerOutbound::PeerOutbound(const PeerTransportOptions& options, const PeerStream
       // Peers come and go with the configuration: sized for the most there can be, live and
       // retired (a retired lane's last pending reconnect finds it closed and does nothing).
       // A retired lane may also have its delayed cancel pending (kRetiredLinger).
-      reconnect_timer_("peer-reconnect", 2 * kLaneCount * (kMaxLinks + kMaxRetiredPeers) + 2),
-      append_encoder_("peer-encoder", kLaneCount * (kMaxLinks + kMaxRetiredPeers) + 2) {
+      // And a kept continuation's expiry check per append lane (schedule_kept_expiry).
+      reconnect_timer_("peer-reconnect",
+                       (2 * kLaneCount + 1) * (kMaxLinks + kMaxRetiredPeers) + 2),
+      // An encoder job per lane, and a continuation's cut per append lane (cut_off_loop).
+      append_encoder_("peer-encoder", (kLaneCount + 1) * (kMaxLinks + kMaxRetiredPeers) + 2) {
   for (const auto& [id, address] : options_.peers) {
     auto lanes =
         std::make_shared<PeerLanes>(lane_limits(Lane::kControl), lane_limits(Lane::kAppend));
@@ -119,6 +122,7 @@ LaneQueueLimits PeerOutbound::lane_limits(Lane lane) const {
   limits.max_batch_messages = kMaxMessagesPerBatch;
   limits.batch_framing_bytes = kBatchFramingBytes;
   limits.max_age = std::chrono::milliseconds(options_.max_message_age_ms);
+  limits.kept_continuation_idle = options_.snapshot_partial_idle_timeout;
   return limits;
 }
 
@@ -310,6 +314,10 @@ void PeerOutbound::set_before_start_call_for_testing(std::function<void(raft::No
   before_start_call_for_testing_ = std::move(hook);
 }
 
+void PeerOutbound::set_before_continuation_cut_for_testing(std::function<void(raft::NodeId)> hook) {
+  before_continuation_cut_for_testing_ = std::move(hook);
+}
+
 bool PeerOutbound::send(raft::Message message) {
   LanesRef lanes;
   {
@@ -323,52 +331,132 @@ bool PeerOutbound::send(raft::Message message) {
   }
   // Valid after the lock: we hold a reference (a send racing a removal finds the queue closed).
   PeerLink& link = lanes->lane(lane_for(message));
-  bool start_write = false;
-  {
-    // A snapshot too large for one message is sent in chunks (snapshot_chunks.h), from where the
-    // peer's latest receipt says it holds the same data up to. Its CRC comes with it when the
-    // replica computed it (once per encoding it reuses), else it is computed here, before the
-    // lock: a few milliseconds per 100 MiB with SSE4.2.
-    const bool chunked = message.type == raft::MessageType::kSnapshot && message.snapshot &&
-                         message.snapshot->data.size() > link.queue.snapshot_chunk_bytes();
-    std::uint32_t crc = 0;
-    std::optional<SnapshotReceipt> receipt;
-    std::optional<SnapshotContinuation> continuation;
-    if (chunked) {
-      crc = message.snapshot->data_crc32c ? *message.snapshot->data_crc32c
-                                          : util::crc32c::value(message.snapshot->data.view());
-      receipt = receipts_.from_peer(message.to);
-      // A partial of the same point but other data (another leader's) that names a splice point:
-      // this node's data after it, made here, outside the lane's lock (docs/design.md, "Snapshot
-      // transfer", *A new leader continues*).
-      if (receipt && receipt->splice && receipt->snapshot.index == message.snapshot->index &&
-          receipt->snapshot.term == message.snapshot->term &&
-          (receipt->snapshot.total_bytes != message.snapshot->data.size() ||
-           receipt->snapshot.data_crc32c != crc)) {
-        continuation = make_snapshot_continuation(message.snapshot->data, *receipt->splice);
-      }
+  // A snapshot too large for one message is sent in chunks (snapshot_chunks.h), from where the
+  // peer's latest receipt says it holds the same data up to. Its CRC comes with it when the
+  // replica computed it (once per encoding it reuses), else it is computed here, before the lock:
+  // a few milliseconds per 100 MiB with SSE4.2.
+  const bool chunked = message.type == raft::MessageType::kSnapshot && message.snapshot &&
+                       message.snapshot->data.size() > link.queue.snapshot_chunk_bytes();
+  if (!chunked) return enqueue(link, std::move(message), nullptr);
+  SnapshotSend snapshot;
+  snapshot.crc = message.snapshot->data_crc32c ? *message.snapshot->data_crc32c
+                                               : util::crc32c::value(message.snapshot->data.view());
+  snapshot.receipt = receipts_.from_peer(message.to);
+  const std::optional<SnapshotReceipt>& receipt = snapshot.receipt;
+  // A partial of the same point but other data (another leader's, or the one this lane spliced
+  // onto it) that names a splice point: the continuation the lane keeps when the receipt names its
+  // spliced data (resumed by offset, no copy), else this node's data after the point, cut on the
+  // encoder thread (or here, outside the lane's lock, when it cannot take it) (docs/design.md,
+  // "Snapshot transfer", *A new leader continues*).
+  const SnapshotIdentity data{message.snapshot->index, message.snapshot->term,
+                              message.snapshot->data.size(), snapshot.crc};
+  std::optional<SnapshotContinuation> continuation;
+  if (receipt && receipt->splice && receipt->snapshot.index == data.index &&
+      receipt->snapshot.term == data.term && receipt->snapshot != data) {
+    {
+      std::lock_guard lock(link.mu);
+      continuation = link.queue.kept_continuation(data, *receipt);
     }
+    if (!continuation && cut_off_loop(link, message, snapshot.crc, *receipt)) return true;
+    if (!continuation) {
+      continuation = make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+    }
+  }
+  snapshot.continuation = continuation ? &*continuation : nullptr;
+  return enqueue(link, std::move(message), &snapshot);
+}
+
+bool PeerOutbound::enqueue(PeerLink& link, raft::Message message, const SnapshotSend* snapshot) {
+  bool start_write = false;
+  bool expiry = false;  // a kept continuation's check to schedule
+  {
     std::lock_guard lock(link.mu);
+    if (snapshot != nullptr && snapshot->cut_number != 0) {
+      link.cut_scheduled = false;
+      // A newer snapshot came while this one's continuation was cut: that one stands.
+      if (link.snapshots_handed != snapshot->cut_number) return false;
+    } else if (message.type == raft::MessageType::kSnapshot) {
+      ++link.snapshots_handed;
+    }
     const std::uint64_t full_before = link.queue.counters().dropped_queue_full;
     const LaneQueue::Admission admission =
-        chunked ? link.queue.push_snapshot(std::move(message), crc, Clock::now(), receipt,
-                                           continuation ? &*continuation : nullptr)
-                : link.queue.push(std::move(message), Clock::now());
+        snapshot != nullptr
+            ? link.queue.push_snapshot(std::move(message), snapshot->crc, Clock::now(),
+                                       snapshot->receipt, snapshot->continuation)
+            : link.queue.push(std::move(message), Clock::now());
     // Exactly what the queue counted (a push may also drop a chunk of an older transfer).
     dropped_queue_full_[static_cast<std::size_t>(link.lane)] +=
         link.queue.counters().dropped_queue_full - full_before;
     if (admission != LaneQueue::Admission::kQueued) {
-      if (chunked && admission == LaneQueue::Admission::kOversize) {
-        spdlog::error("node {}: a snapshot for peer {} exceeds {} bytes: not sent", options_.self_id,
-                      link.id, kMaxSnapshotBytes);
+      if (snapshot != nullptr && admission == LaneQueue::Admission::kOversize) {
+        spdlog::error("node {}: a snapshot for peer {} exceeds {} bytes: not sent",
+                      options_.self_id, link.id, kMaxSnapshotBytes);
       }
       return false;
     }
     // Only an idle stream needs a push; a write in flight picks the message up when it completes.
     start_write = link.stream != nullptr && link.stream->can_take_write();
+    expiry = link.queue.keeps_continuation() && !link.kept_expiry_scheduled;
+    if (expiry) link.kept_expiry_scheduled = true;
   }
+  if (expiry) schedule_kept_expiry(link);
   if (start_write) pump(link);
   return true;
+}
+
+void PeerOutbound::schedule_kept_expiry(PeerLink& link) {
+  PeerLink* link_ptr = &link;
+  // Weakly: a removed peer's lanes are not held alive for this (cleared when they go).
+  const auto check = [this, link_ptr, lanes = link.owner->weak_from_this()] {
+    const LanesRef alive = lanes.lock();
+    if (alive == nullptr) return;
+    bool again = false;
+    {
+      std::lock_guard lock(link_ptr->mu);
+      link_ptr->queue.expire(Clock::now());
+      again = link_ptr->queue.keeps_continuation() && !link_ptr->stopping();
+      link_ptr->kept_expiry_scheduled = again;
+    }
+    if (again) schedule_kept_expiry(*link_ptr);
+  };
+  const auto delay = link.queue.limits().kept_continuation_idle + std::chrono::milliseconds(10);
+  if (reconnect_timer_.schedule(Clock::now() + delay, check)) return;
+  // Refused once stop() has begun: the lane is cleared then anyway.
+  std::lock_guard lock(link.mu);
+  link.kept_expiry_scheduled = false;
+}
+
+bool PeerOutbound::cut_off_loop(PeerLink& link, raft::Message& message, std::uint32_t crc,
+                                const SnapshotReceipt& receipt) {
+  struct PendingCut {
+    raft::Message message;
+    SnapshotSend send;
+  };
+  auto pending = std::make_shared<PendingCut>();
+  {
+    std::lock_guard lock(link.mu);
+    if (link.cut_scheduled || link.stopping()) return false;
+    link.cut_scheduled = true;
+    pending->send = SnapshotSend{crc, receipt, nullptr, ++link.snapshots_handed};
+  }
+  pending->message = std::move(message);
+  PeerLink* link_ptr = &link;
+  // The job keeps the lanes alive (our caller holds a reference, so shared_from_this is valid).
+  const bool scheduled = append_encoder_.schedule(
+      Clock::now(), [this, link_ptr, pending, keep = link.owner->shared_from_this()] {
+        if (before_continuation_cut_for_testing_)
+          before_continuation_cut_for_testing_(link_ptr->id);
+        const SnapshotContinuation continuation = make_snapshot_continuation(
+            pending->message.snapshot->data, *pending->send.receipt->splice);
+        pending->send.continuation = &continuation;
+        enqueue(*link_ptr, std::move(pending->message), &pending->send);
+      });
+  if (scheduled) return true;
+  // Refused once stop() has begun: the caller goes on as before this existed.
+  message = std::move(pending->message);
+  std::lock_guard lock(link.mu);
+  link.cut_scheduled = false;
+  return false;
 }
 
 OutboundTotals PeerOutbound::totals() const {

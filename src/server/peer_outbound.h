@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <shared_mutex>
 #include <string>
@@ -82,6 +83,9 @@ class PeerOutbound {
   // in which a cancel must not reach gRPC, see OutboundStream), with the peer's id. Set before
   // start(); it may call add_peer and remove_peer.
   void set_before_start_call_for_testing(std::function<void(raft::NodeId)> hook);
+  // Tests only: runs on the encoder thread before it cuts a snapshot's continuation (send()), with
+  // the peer's id. Set before start().
+  void set_before_continuation_cut_for_testing(std::function<void(raft::NodeId)> hook);
 
  private:
   class OutboundStream;
@@ -122,6 +126,16 @@ class PeerOutbound {
     // The stream's counters; the queue's are added when a snapshot is taken.
     LaneStats stats;
 
+    // Snapshots handed to this lane by send(): a continuation cut on the encoder thread is pushed
+    // only when no newer snapshot came meanwhile (cut_off_loop); and whether such a cut waits for
+    // that thread (at most one per lane: another one meanwhile is cut inline).
+    std::uint64_t snapshots_handed = 0;
+    bool cut_scheduled = false;
+    // While the queue keeps a continuation, a check on the reconnect timer drops it once idle
+    // (schedule_kept_expiry): a lane that writes nothing more (this node stopped leading) would
+    // otherwise hold up to 64 MiB until its next write. At most one pending per lane.
+    bool kept_expiry_scheduled = false;
+
     bool stopping() const { return queue.closed(); }  // under mu
   };
 
@@ -140,6 +154,28 @@ class PeerOutbound {
   };
   using LanesRef = std::shared_ptr<PeerLanes>;
 
+  // What push_locked needs of a chunked snapshot: its data's CRC, the peer's receipt, the
+  // continuation for it (or none), and, from a cut off the loop, the lane's snapshots_handed when
+  // the cut was scheduled (0: from send() itself).
+  struct SnapshotSend {
+    std::uint32_t crc = 0;
+    std::optional<SnapshotReceipt> receipt;
+    const SnapshotContinuation* continuation = nullptr;
+    std::uint64_t cut_number = 0;
+  };
+  // Queues `message` on `link` (a chunked snapshot when `snapshot` is set) and starts a write when
+  // the stream is idle. False when the lane refused it, or a cut off the loop was overtaken by a
+  // newer snapshot (dropped: the core sends again after its snapshot retry timeout).
+  bool enqueue(PeerLink& link, raft::Message message, const SnapshotSend* snapshot);
+  // Hands the cut of `message`'s continuation for `receipt` (up to 64 MiB copied and its frames
+  // walked: tens of ms) and the push that follows it to the encoder thread, so the Raft loop's
+  // send() does not wait for it. False (`message` untouched) when a cut of this lane is already
+  // waiting or the thread refused it: the caller cuts inline.
+  bool cut_off_loop(PeerLink& link, raft::Message& message, std::uint32_t crc,
+                    const SnapshotReceipt& receipt);
+  // Checks `link`'s kept continuation (LaneQueue::expire) kept_continuation_idle from now, and
+  // again while one is kept. Not under link.mu.
+  void schedule_kept_expiry(PeerLink& link);
   LaneQueueLimits lane_limits(Lane lane) const;
   void connect(PeerLink& link, raft::NodeId id, const std::string& address);
 
@@ -196,13 +232,15 @@ class PeerOutbound {
   // Reconnect backoff of every lane: one thread, at most one pending reconnect per lane.
   TimerThread reconnect_timer_;
   // Encodes and starts the writes of large batches (kInlineEncodeMaxBytes) off the Raft loop and
-  // gRPC's callback threads: one thread, at most one pending job per lane.
+  // gRPC's callback threads, and cuts snapshot continuations (cut_off_loop): one thread, at most
+  // one pending encoder job per lane and one pending cut per append lane.
   TimerThread append_encoder_;
   std::atomic<std::uint64_t> dropped_unknown_peer_{0};
   // Every lane's queue-full drops, by Lane, kept here too: a removed peer's links (and their
   // counters) go, the total must not shrink.
   std::array<std::atomic<std::uint64_t>, kLaneCount> dropped_queue_full_{};
   std::function<void(raft::NodeId)> before_start_call_for_testing_;  // set before start()
+  std::function<void(raft::NodeId)> before_continuation_cut_for_testing_;  // set before start()
   util::RateLimit add_refused_log_{kPeerDownLogInterval};  // under links_mu_ (exclusive)
 
   std::mutex streams_mu_;

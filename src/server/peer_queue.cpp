@@ -126,6 +126,9 @@ LaneQueue::Admission LaneQueue::push(raft::Message message, Clock::time_point no
 }
 
 void LaneQueue::expire(Clock::time_point now) {
+  if (kept_continuation_ && now - kept_continuation_->last_used > limits_.kept_continuation_idle) {
+    kept_continuation_.reset();
+  }
   const Clock::time_point oldest_allowed = now - limits_.max_age;
   // The queue is in arrival order (requeued messages are older than the rest), so the stale messages
   // are a prefix.
@@ -212,6 +215,7 @@ void LaneQueue::clear() {
   unconfirmed_.clear();
   held_bytes_ = 0;
   snapshot_.reset();
+  kept_continuation_.reset();
 }
 
 void LaneQueue::requeue_front(std::vector<QueuedMessage>& items) {
@@ -250,6 +254,28 @@ SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
   const std::uint32_t crc =
       util::crc32c::extend(point.kept_crc32c, made.bytes.data(), made.bytes.size());
   return SnapshotContinuation{point, made.outcome, raft::Payload(std::move(made.bytes)), crc};
+}
+
+bool LaneQueue::resumes_continuation(const SnapshotIdentity& data,
+                                     const std::optional<SnapshotReceipt>& receipt,
+                                     const SnapshotContinuation* continuation) {
+  if (!receipt || continuation == nullptr ||
+      continuation->outcome != replica::FramedContinuation::Outcome::kMade ||
+      continuation->bytes.empty()) {
+    return false;
+  }
+  return receipt->snapshot == continuation->spliced_identity(data.index, data.term) &&
+         receipt->received_bytes >= continuation->point.kept_bytes &&
+         receipt->received_bytes < receipt->snapshot.total_bytes;
+}
+
+std::optional<SnapshotContinuation> LaneQueue::kept_continuation(
+    const SnapshotIdentity& data, const SnapshotReceipt& receipt) const {
+  if (!kept_continuation_ || kept_continuation_->source != data ||
+      !resumes_continuation(data, receipt, &kept_continuation_->continuation)) {
+    return std::nullopt;
+  }
+  return kept_continuation_->continuation;  // its bytes shared, not copied
 }
 
 bool LaneQueue::usable_continuation(const std::optional<SnapshotReceipt>& receipt,
@@ -293,18 +319,34 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   std::uint64_t start = resume_offset(identity, receipt, &missed);
   SnapshotIdentity sent_identity = identity;
   std::optional<replica::FramedSplicePoint> splice;
-  if (missed == ResumeMiss::kBytes && usable_continuation(receipt, continuation, &missed)) {
+  bool resumed_continuation = false;
+  if (missed == ResumeMiss::kBytes && resumes_continuation(identity, receipt, continuation)) {
+    // The peer spliced this continuation and holds part of what followed its point (review M5):
+    // resumed by offset like any data, with the same check of what this lane made of it.
+    const SnapshotIdentity spliced = continuation->spliced_identity(identity.index, identity.term);
+    start = resume_offset(spliced, receipt, &missed);
+    if (!missed) {
+      resumed_continuation = true;
+      splice = continuation->point;
+      sent_identity = spliced;
+      message.snapshot->data = continuation->bytes;
+    }
+  } else if (missed == ResumeMiss::kBytes && usable_continuation(receipt, continuation, &missed)) {
     // The peer keeps its bytes through the point; this lane sends what follows them.
     splice = continuation->point;
     start = splice->kept_bytes;
-    sent_identity.total_bytes = start + continuation->bytes.size();
-    sent_identity.data_crc32c = continuation->spliced_crc32c;
+    sent_identity = continuation->spliced_identity(identity.index, identity.term);
     message.snapshot->data = continuation->bytes;
     spdlog::info(
         "snapshot to node {} at index {} (term {}): continuing its partial after byte {} (client "
         "{}): {} bytes to send of {}",
         message.to, identity.index, identity.term, start, splice->last_client_id,
         continuation->bytes.size(), sent_identity.total_bytes);
+  }
+  if (splice) {
+    kept_continuation_ = KeptContinuation{identity, *continuation, now};
+  } else {
+    kept_continuation_.reset();
   }
   if (missed) {
     ++counters_.snapshot_resume_missed[*missed];
@@ -334,7 +376,7 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   outgoing.resume_missed = missed;
   outgoing.splice = splice;
   ++counters_.snapshots_started;
-  if (splice) {
+  if (splice && !resumed_continuation) {
     ++counters_.snapshots_continued;
     counters_.snapshot_resume_saved_bytes += start;
   } else if (start > 0) {
@@ -410,6 +452,7 @@ QueuedMessage LaneQueue::make_chunk(Clock::time_point now) {
                   length, /*whole=*/false, outgoing.splice}};
   outgoing.next_offset += length;
   made_through_ = std::max(made_through_, outgoing.next_offset);
+  if (outgoing.splice && kept_continuation_) kept_continuation_->last_used = now;
   outgoing.window_bytes += length;
   held_bytes_ += item.bytes;
   return item;
@@ -430,6 +473,9 @@ void LaneQueue::chunk_left(const QueuedMessage& item, bool sent) {
       item.chunk->whole) {
     outgoing.state = SnapshotSendProgress::State::kSent;
     outgoing.message.snapshot->data = raft::Payload();  // the chunks in flight hold their own
+    // Every byte went out: nothing left to resume (a retry cuts a new continuation, whose spliced
+    // data is the same as long as this node's encoding is, and resumes that by offset).
+    if (outgoing.splice) kept_continuation_.reset();
     ++counters_.snapshots_sent;
   }
 }

@@ -146,7 +146,8 @@ struct LaneQueueCounters {
 
 // A new leader's continuation for a peer whose receipt names a splice point of the same snapshot
 // point (replica::make_framed_continuation): made by the transport before it takes the lane's lock
-// (it copies the data after the point: up to 64 MiB, some 10-20 ms), once per send to such a peer.
+// (it copies the data after the point: up to 64 MiB, some 10-20 ms), when the lane keeps none it
+// may resume (LaneQueue::kept_continuation).
 struct SnapshotContinuation {
   replica::FramedSplicePoint point;  // the receipt's
   replica::FramedContinuation::Outcome outcome = replica::FramedContinuation::Outcome::kNotFramed;
@@ -154,6 +155,12 @@ struct SnapshotContinuation {
   // kMade: the spliced data's CRC-32C (the point's extended over `bytes`), computed with the cut,
   // outside the lane's lock.
   std::uint32_t spliced_crc32c = 0;
+
+  // What the peer's partial becomes once spliced: the snapshot at `index` (of term `term`) whose
+  // data is the point's kept bytes followed by `bytes`.
+  SnapshotIdentity spliced_identity(raft::Index index, raft::Term term) const {
+    return SnapshotIdentity{index, term, point.kept_bytes + bytes.size(), spliced_crc32c};
+  }
 };
 SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
                                                 const replica::FramedSplicePoint& point);
@@ -167,6 +174,10 @@ struct LaneQueueLimits {
   std::size_t max_batch_messages = 0;  // messages per write; at least 1
   std::size_t batch_framing_bytes = 0;
   std::chrono::milliseconds max_age{0};  // a queued message older than this is dropped, not sent
+  // A kept continuation (LaneQueue::kept_continuation) without a chunk made of it for this long is
+  // dropped by expire(): the peer's partial it would resume has idled out too (the transport's
+  // snapshot_partial_idle_timeout, 30 s, counts from a partial's last chunk).
+  std::chrono::milliseconds kept_continuation_idle{kSnapshotPartialIdleTimeout};
 };
 
 // Decides, one encoded message at a time in batch order, which messages of a taken batch its write
@@ -229,9 +240,25 @@ class LaneQueue {
   // start and their CRC-32C is the spliced data's (the point's CRC extended over the
   // continuation). Without one, or one that could not be made, it starts at 0 (a miss: kHead,
   // kContinuation).
+  // When the receipt names the spliced data of `continuation` itself (the peer spliced it, and the
+  // transfer broke: a closed stream, an expired chunk, the peer's restart from its SNAPSHOT.partial)
+  // at or past its point, the transfer resumes it by offset as it would this lane's own data (the
+  // beyond-sent check against what the lane made of the spliced data; counted as resumed, not as
+  // continued again).
   Admission push_snapshot(raft::Message message, std::uint32_t data_crc32c, Clock::time_point now,
                           const std::optional<SnapshotReceipt>& receipt = std::nullopt,
                           const SnapshotContinuation* continuation = nullptr);
+  // The continuation the lane keeps of its latest continued transfer, when it was cut from the data
+  // `data` (the leader's whole encoding, by identity) and `receipt` names its spliced data: the
+  // transport hands it back to push_snapshot instead of cutting a new one (no copy), and the
+  // transfer resumes at the receipt's offset. Kept (its bytes shared with the transfer's chunks)
+  // from a push_snapshot that continued or resumed it until the next push_snapshot that does
+  // neither, its transfer's last chunk is sent, clear(), or limits().kept_continuation_idle without
+  // a chunk made of it (expire(), which the transport also calls on a timer while one is kept):
+  // at most one per lane, at most replica::kMaxFramedSnapshotBytes.
+  std::optional<SnapshotContinuation> kept_continuation(const SnapshotIdentity& data,
+                                                        const SnapshotReceipt& receipt) const;
+  bool keeps_continuation() const { return kept_continuation_.has_value(); }
   // The lane's latest snapshot (whole or chunked), if it had one since it was last cleared.
   std::optional<SnapshotSendProgress> snapshot_progress() const;
   // The data bytes of one chunk: kSnapshotChunkBytes, or half the message bound when that is
@@ -294,6 +321,11 @@ class LaneQueue {
   std::uint64_t resume_offset(const SnapshotIdentity& identity,
                               const std::optional<SnapshotReceipt>& receipt,
                               std::optional<ResumeMiss>* missed) const;
+  // Whether `continuation` is the one the peer spliced, to be resumed by offset (its spliced data
+  // is the receipt's, and the receipt holds its point).
+  static bool resumes_continuation(const SnapshotIdentity& data,
+                                   const std::optional<SnapshotReceipt>& receipt,
+                                   const SnapshotContinuation* continuation);
   // Whether `continuation` may replace the data for the peer whose receipt missed by kBytes; if
   // not, *missed says why.
   static bool usable_continuation(const std::optional<SnapshotReceipt>& receipt,
@@ -319,6 +351,14 @@ class LaneQueue {
   // started at): a receipt above it names bytes this lane never sent (resume_offset).
   std::optional<SnapshotIdentity> made_identity_;
   std::uint64_t made_through_ = 0;
+  // kept_continuation(): the latest continuation sent, the identity of the data it was cut from,
+  // and when a chunk was last made of it.
+  struct KeptContinuation {
+    SnapshotIdentity source;
+    SnapshotContinuation continuation;
+    Clock::time_point last_used{};
+  };
+  std::optional<KeptContinuation> kept_continuation_;
 
   // A miss is logged at most once a minute per lane (a follower that keeps a stale partial would
   // log one per snapshot retry otherwise).

@@ -17,7 +17,9 @@
 //
 // Memory: a leader holds one snapshot per follower it is sending to (a newer one for the same
 // follower replaces it), each shared with the core's message, plus at most kSnapshotWindowBytes of
-// encoded chunks per follower, and one receipt per peer (SnapshotReceipts). A follower holds at most
+// encoded chunks per follower, the last continuation it sent a follower (LaneQueue::
+// kept_continuation: at most 64 MiB per follower lane, until its last chunk is written, it is
+// replaced, or it idles), and one receipt per peer (SnapshotReceipts). A follower holds at most
 // one partial snapshot per sending peer, each at most the snapshot data its replica accepts
 // (PeerTransportOptions::max_snapshot_receive_bytes, 64 MiB in raftlogd; never above
 // kMaxSnapshotBytes) (it grows with the bytes received, not with the total a chunk announces), and a

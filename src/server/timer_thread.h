@@ -1,10 +1,11 @@
 // TimerThread: one thread that runs short callbacks at given times. The peer transport uses a
 // single one for every peer's reconnect backoff, so an outage costs no thread per peer and the
 // steady state (every peer connected) costs a thread that sleeps, and a second one, with callbacks
-// due at once, to encode large batches off the Raft loop.
+// due at once, to encode large batches and cut snapshot continuations off the Raft loop.
 //
 // Bounds: at most max_pending callbacks are scheduled at once (schedule() refuses more; the
-// transport schedules at most one per lane of each peer on each). Callbacks run one at a time on the timer thread, in
+// transport schedules at most one per lane of each peer on each, and on the encoder one more per
+// append lane: a continuation's cut). Callbacks run one at a time on the timer thread, in
 // deadline order, without the timer's lock held (so they may call schedule()); they must be short,
 // since the next deadline waits for them.
 #pragma once

@@ -91,6 +91,7 @@ struct ClusterStats {
   std::uint64_t messages_dropped = 0;  // by drop faults, partitions, or a down receiver
   std::uint64_t crashes = 0;
   std::uint64_t leader_strikes = 0;
+  std::uint64_t install_strikes = 0;
   std::uint64_t pauses = 0;
   std::uint64_t flush_cycles = 0;
   std::uint64_t sync_failures = 0;
@@ -104,7 +105,7 @@ struct ClusterStats {
   std::uint64_t conf_changes_proposed = 0;  // accepted by a leader (not necessarily committed)
   std::uint64_t conf_changes_refused = 0;
   std::uint64_t conf_changes_committed = 0;
-  std::uint64_t trims = 0;                // retention trims that removed at least one segment
+  std::uint64_t trims = 0;  // trim calls and trim rounds (continue_trim) that removed a segment
   std::uint64_t snapshots_installed = 0;  // by followers stranded behind a leader's first index
   // Of those, installed while their leader was still leader (checked, check_snapshot_point): at
   // the leader's first index - 1 or below, or above it because the leader does not know the
@@ -157,6 +158,12 @@ class Cluster {
     strike_ = strike;
     strike_target_ = raft::kNoNode;
     strike_after_commit_ = false;
+  }
+  // The same for nodes that just installed a snapshot (the retention runs: the install's crash
+  // cases, a power cut right after its rename and log reset, before anything else is written).
+  void set_install_strike(const LeaderStrike& strike) {
+    install_strike_ = strike;
+    install_strike_target_ = raft::kNoNode;
   }
   // Stops the slow and failing syncs (the liveness phase).
   void calm_disks() {
@@ -293,11 +300,16 @@ class Cluster {
   // retention hold its leader of this term sent within the grace period (docs/operations.md,
   // "Retention"; a follower that ignores it strands a lagging node at the next leader change).
   void check_retention_hold(const Node& n, raft::Index first_before, raft::Index first_after);
+  // Each tick of a running node, as raftlogd's loop each round (Replica::apply_retention): a trim
+  // that waits for its writes off the loop or a scan slice, or whose deletion spreads over rounds,
+  // goes on; a deletion it makes is checked and counted as Cluster::trim's are.
+  void continue_trim(Node& n);
   void send(Node& from, raft::Message message);
 
   void deliver_due_messages();
   void contract_violation(const Node& n, const std::string& what);
   void maybe_schedule_strike(const Node& n);
+  void maybe_schedule_install_strike(const Node& n);
   void run_due_strike();
 
   ClusterConfig config_;
@@ -320,6 +332,9 @@ class Cluster {
   raft::Term strike_term_ = 0;
   std::uint64_t strike_at_step_ = 0;
   bool strike_after_commit_ = false;  // the strike waits for the target's next commit
+  LeaderStrike install_strike_;
+  raft::NodeId install_strike_target_ = raft::kNoNode;  // at most one pending
+  std::uint64_t install_strike_at_step_ = 0;
   ClusterStats stats_;
 };
 

@@ -112,6 +112,7 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
     if (checker_.failed()) return;
     check_snapshot_point(n, ready.snapshot->index);
     if (checker_.failed()) return;
+    maybe_schedule_install_strike(n);
   }
   if (!ready.entries.empty()) {
     if (trace_.enabled())

@@ -1,10 +1,11 @@
 // Node faults the fault schedule asks for: crashes (power cut or process crash), restarts, pauses,
-// strikes on new leaders, and retention trims (cluster.h).
+// strikes on new leaders and on nodes that just installed a snapshot, and retention trims (cluster.h).
 #include "sim/cluster.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
+#include <utility>
 
 namespace raftlog::sim {
 
@@ -112,7 +113,22 @@ void Cluster::maybe_schedule_strike(const Node& n) {
       strike_after_commit_ ? UINT64_MAX : now_step() + prng_.between(0, strike_.max_delay_steps);
 }
 
+void Cluster::maybe_schedule_install_strike(const Node& n) {
+  if (install_strike_.per_million == 0 || install_strike_target_ != raft::kNoNode) return;
+  if (!prng_.chance_per_million(install_strike_.per_million)) return;
+  install_strike_target_ = n.id;
+  install_strike_at_step_ = now_step() + prng_.between(0, install_strike_.max_delay_steps);
+}
+
 void Cluster::run_due_strike() {
+  if (install_strike_target_ != raft::kNoNode && install_strike_at_step_ <= now_step()) {
+    const raft::NodeId target = std::exchange(install_strike_target_, raft::kNoNode);
+    if (is_running(target)) {
+      ++stats_.install_strikes;
+      trace_.log("STRIKE n{} after its snapshot install", target);
+      crash(target, prng_.between(1, install_strike_.max_down_ticks));
+    }
+  }
   if (strike_target_ == raft::kNoNode || strike_at_step_ > now_step()) return;
   const Node& target = node(strike_target_);
   strike_target_ = raft::kNoNode;
@@ -139,6 +155,22 @@ void Cluster::trim(raft::NodeId id) {
     trace_.log("n{} TRIM first index {} -> {} (allowed up to {})", id, first_before,
                result.first_index, result.limit);
     check_retention_hold(n, first_before, result.first_index);
+  }
+}
+
+void Cluster::continue_trim(Node& n) {
+  if (n.replica->failed() || !n.replica->trim_in_progress()) return;
+  const raft::Index first_before = n.replica->log().first_index();
+  n.replica->apply_retention(now_time());  // no age or size policy here: only the trim's next steps
+  if (n.replica->failed()) {
+    stop_failed(n, n.replica->failure_reason());
+    return;
+  }
+  const raft::Index first_after = n.replica->log().first_index();
+  if (first_after > first_before) {
+    ++stats_.trims;
+    trace_.log("n{} TRIM continued: first index {} -> {}", n.id, first_before, first_after);
+    check_retention_hold(n, first_before, first_after);
   }
 }
 

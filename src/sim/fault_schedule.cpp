@@ -66,9 +66,17 @@ FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfig
   // Between one change per 20 ticks and one per 200: a run sees a few to a few dozen.
   if (reconfigure)
     profile.reconfigure_per_million = static_cast<std::uint32_t>(prng.between(5'000, 50'000));
-  // Between one trim per 10 ticks and one per 100 (drawn last, like reconfiguration).
-  if (retention) profile.trim_per_million = static_cast<std::uint32_t>(prng.between(10'000, 100'000));
-  // Between one wipe per 50 ticks and one per 500 (drawn last too).
+  // Between one trim per 4 ticks and one per 40 (drawn last, like reconfiguration).
+  if (retention) profile.trim_per_million = static_cast<std::uint32_t>(prng.between(25'000, 250'000));
+  // Half the installs are followed by a crash of the node within a tick, before it writes much
+  // else: the install's crash cases (a power cut after the rename and the log reset, CONFSTATE and
+  // TOPICSTATE written or not) in every retention run. Drawn from nothing: other draws stay put.
+  if (retention) {
+    profile.install_strike.per_million = 500'000;
+    profile.install_strike.max_delay_steps = kStepsPerTick;
+    profile.install_strike.max_down_ticks = profile.max_down_ticks;
+  }
+  // Between one wipe per 50 ticks and one per 500 (drawn after the trims: other draws stay put).
   if (wipe) profile.wipe_per_million = static_cast<std::uint32_t>(prng.between(2'000, 20'000));
   return profile;
 }
@@ -83,7 +91,10 @@ NetworkConditions calm_network() {
 FaultSchedule::FaultSchedule(const FaultProfile& profile, util::Prng& prng, Trace& trace)
     : profile_(profile), prng_(prng), trace_(trace) {}
 
-void FaultSchedule::start(Cluster& cluster) { cluster.set_leader_strike(profile_.leader_strike); }
+void FaultSchedule::start(Cluster& cluster) {
+  cluster.set_leader_strike(profile_.leader_strike);
+  cluster.set_install_strike(profile_.install_strike);
+}
 
 std::vector<raft::NodeId> FaultSchedule::shuffled_nodes(std::size_t node_count) {
   std::vector<raft::NodeId> ids(node_count);
@@ -294,6 +305,7 @@ void FaultSchedule::change_weather(Cluster& cluster) {
 void FaultSchedule::stop_and_heal(Cluster& cluster) {
   partition_ends_at_tick_ = 0;
   cluster.set_leader_strike(LeaderStrike{});
+  cluster.set_install_strike(LeaderStrike{});
   cluster.unpause_all();
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) cluster.restart(id);
   cluster.network().heal_all();

@@ -32,6 +32,8 @@ struct FaultProfile {
   // while every other node is up with a non-empty log.
   std::uint32_t wipe_per_million = 0;
   LeaderStrike leader_strike;  // new leaders crashing at once (see cluster.h)
+  // Nodes crashing right after a snapshot install: only with SimOptions::retention (no draw).
+  LeaderStrike install_strike;
   std::uint64_t max_down_ticks = 1;
   std::uint64_t max_pause_ticks = 1;
   std::uint64_t max_partition_ticks = 1;

@@ -1,10 +1,13 @@
 // `raftlogctl status` against a fake node (fake_log.h): the line it prints under a leader past its
 // disk high watermark tells keeping leadership (no follower with room), waiting out the 10 s
 // between two handovers, and handing leadership over apart (review of failover, L-4: the wait read
-// "handing leadership to a follower with room").
+// "handing leadership to a follower with room"), a learner's row, a disk not probed yet, and a read
+// that fails printing no table header.
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "fake_log.h"
 #include "shared/command_run.h"
@@ -64,6 +67,79 @@ TEST_F(CtlStatusTest, ALeaderPastItsWatermarkSaysWhetherItKeepsWaitsOrHandsOver)
   EXPECT_NE(json.find("\"disk_keeping_leadership\":false,\"disk_handover_wait_ms\":4200"),
             std::string::npos)
       << json;
+}
+
+// drills6 L5/L6: a learner's own row said "follower" (only the learners list told), and a node that
+// had not probed its disk yet showed "DISK 0%". The ROLE column says "learner" (--json keeps the
+// Raft role and adds "learner"), and a disk not known yet (no watermark reported, as from an older
+// node or before the first probe) is "-".
+TEST_F(CtlStatusTest, ALearnersRowSaysLearnerAndADiskNotProbedYetSaysUnknown) {
+  fake_.on_status = [](pb::StatusResponse* response) {
+    response->set_role(pb::ROLE_FOLLOWER);
+    response->add_learners(1);
+    response->set_disk_used_ratio(0.0);
+    response->set_disk_high_watermark(0.0);
+  };
+  const raftlog::testing::CommandRun text = raftlog::testing::run_command(
+      std::string(RAFTLOGCTL_PATH) + " status --no-headers --endpoints " + server_.address() +
+      " 2>&1");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  std::istringstream row(text.out.substr(0, text.out.find('\n')));
+  std::vector<std::string> columns;
+  for (std::string column; row >> column;) columns.push_back(column);
+  // ENDPOINT ID ROLE TERM LEADER FIRST LAST COMMIT FLUSHED MODE DISK VERSION...
+  ASSERT_GE(columns.size(), 11u) << text.out;
+  EXPECT_EQ(columns[2], "learner") << text.out;
+  EXPECT_EQ(columns[10], "-") << text.out;
+
+  const raftlog::testing::CommandRun json = raftlog::testing::run_command(
+      std::string(RAFTLOGCTL_PATH) + " status --json --endpoints " + server_.address() + " 2>&1");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  EXPECT_NE(json.out.find("\"role\":\"follower\",\"learner\":true"), std::string::npos)
+      << json.out;
+}
+
+// drills6 L8: operations.md sends an operator to the derived-index and group fields of Status to
+// see how far behind the indexes are; `status --json` printed none of them (only /metrics showed it).
+TEST_F(CtlStatusTest, TheJsonViewHasTheDerivedIndexAndGroupFields) {
+  fake_.on_status = [](pb::StatusResponse* response) {
+    response->set_derived_indexed_through(900);
+    response->set_derived_lag_entries(4596);
+    response->set_groups_applied_through(880);
+    response->set_groups_retention_hold(700);
+  };
+  const raftlog::testing::CommandRun json = raftlog::testing::run_command(
+      std::string(RAFTLOGCTL_PATH) + " status --json --endpoints " + server_.address() + " 2>&1");
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  for (const char* field :
+       {"\"derived_indexed_through\":900", "\"derived_lag_entries\":4596", "\"derived_problem\":\"\"",
+        "\"groups_applied_through\":880", "\"groups_retention_hold\":700"}) {
+    EXPECT_NE(json.out.find(field), std::string::npos) << field << " in " << json.out;
+  }
+}
+
+// drills6 L4: `raftlogctl read` of a trimmed range printed its table header and then the error:
+// a script saw a table with no rows. A failing read prints no table; an empty one keeps its header.
+TEST_F(CtlStatusTest, AReadThatFailsPrintsNoTableHeader) {
+  fake_.on_read = [](grpc::ServerContext*, int, const pb::ReadRequest&, pb::ReadResponse*) {
+    return grpc::Status(grpc::StatusCode::OUT_OF_RANGE, "index 500 is below the first retained "
+                                                        "index 22113 (trimmed)");
+  };
+  // stdout alone (run_command adds 2>&1 to the outer command).
+  const std::string read = "sh -c '" + std::string(RAFTLOGCTL_PATH) +
+                           " read --from 500 --count 1 --endpoints " + server_.address() +
+                           " 2>/dev/null'";
+  const raftlog::testing::CommandRun failed = raftlog::testing::run_command(read);
+  EXPECT_NE(failed.exit_code, 0);
+  EXPECT_EQ(failed.out, "") << "stdout must stay empty when the read fails";
+
+  fake_.on_read = [](grpc::ServerContext*, int, const pb::ReadRequest&, pb::ReadResponse* out) {
+    out->set_commit_index(0);
+    return grpc::Status::OK;
+  };
+  const raftlog::testing::CommandRun empty = raftlog::testing::run_command(read);
+  EXPECT_EQ(empty.exit_code, 0);
+  EXPECT_EQ(empty.out, "INDEX\tTERM\tPAYLOAD\n");
 }
 
 }  // namespace

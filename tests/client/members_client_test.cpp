@@ -38,6 +38,7 @@ class FakeMembership final : public pb::Membership::Service {
  public:
   std::function<grpc::Status(grpc::ServerContext*, int call)> on_change;
   std::atomic<bool> has_4{false};
+  std::atomic<bool> retired_4{false};  // node 4's removal committed: listed in retired_ids
   std::atomic<bool> committed{true};
   std::atomic<int> changes{0};
   std::atomic<int> lists{0};
@@ -53,6 +54,7 @@ class FakeMembership final : public pb::Membership::Service {
       member->set_address("127.0.0.1:" + std::to_string(7000 + id));
       member->set_voter(id != 4);
     }
+    if (retired_4) response->add_retired_ids(4);
     response->set_config_index(has_4 ? 9 : 5);
     response->set_config_committed(committed);
     response->set_leader_id(1);
@@ -125,6 +127,7 @@ TEST_F(MembersClientTest, ARemoveThatTimedOutButHappenedSucceeds) {
   fake_.has_4 = true;
   fake_.on_change = [this](grpc::ServerContext*, int) {
     fake_.has_4 = false;
+    fake_.retired_4 = true;
     return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "deadline");
   };
   Result<MembershipChange> removed = client()->remove(4);
@@ -222,6 +225,63 @@ class FrozenEndpoint {
   int port_ = 0;
 };
 
+// The address of a loopback port nothing listens on (a frozen endpoint's, once closed): a
+// connection is refused.
+std::string dead_endpoint() {
+  const FrozenEndpoint closed_at_return;
+  return closed_at_return.address();
+}
+
+// drills6 M1/L7: a dead node first among the endpoints (the usual case while replacing a dead node).
+// The refused connection sent nothing, so the leader's refusal is the answer: NOT_A_MEMBER for a
+// typo, at once; it was taken as "may have reached the leader", and the list then confirmed the
+// removal of a node that never was a member (exit 0).
+TEST_F(MembersClientTest, ARefusedConnectionFirstLeavesTheLeadersRefusalDefinite) {
+  fake_.on_change = [](grpc::ServerContext* context, int) {
+    return refusal(context, grpc::StatusCode::INVALID_ARGUMENT, reason::kNotAMember);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Result<MembershipChange> removed = client({dead_endpoint(), server_.address()}, 10000)->remove(42);
+  ASSERT_FALSE(removed.ok()) << "node 42 was never a member";
+  ASSERT_TRUE(removed.status().details().has_value());
+  EXPECT_EQ(removed.status().details()->reason, reason::kNotAMember);
+  EXPECT_EQ(removed.status().message().find("outcome unknown"), std::string::npos)
+      << removed.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3))
+      << "the leader's refusal ends the command, not the 10 s budget";
+}
+
+// An attempt that may have reached the leader, then NOT_A_MEMBER: the list shows node 42 absent,
+// but not retired (never removed by a committed change): the refusal stands.
+TEST_F(MembersClientTest, ARemoveOfANeverMemberAfterAnAmbiguousAttemptIsNotConfirmed) {
+  fake_.on_change = [](grpc::ServerContext* context, int call) {
+    if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
+    return refusal(context, grpc::StatusCode::INVALID_ARGUMENT, reason::kNotAMember);
+  };
+  Result<MembershipChange> removed = client({}, 1500)->remove(42);
+  ASSERT_FALSE(removed.ok());
+  ASSERT_TRUE(removed.status().details().has_value());
+  EXPECT_EQ(removed.status().details()->reason, reason::kNotAMember);
+}
+
+// A refusal that an earlier attempt's success cannot explain (WOULD_LOSE_QUORUM: had the removal
+// happened, the retry would have met NOT_A_MEMBER) is the answer even after an ambiguous attempt,
+// without the member-list wait.
+TEST_F(MembersClientTest, ARefusalTheChangeCannotExplainIsTheAnswerAfterAnAmbiguousAttempt) {
+  fake_.on_change = [](grpc::ServerContext* context, int call) {
+    if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
+    return refusal(context, grpc::StatusCode::FAILED_PRECONDITION, reason::kWouldLoseQuorum);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Result<MembershipChange> removed = client({}, 10000)->remove(3);
+  ASSERT_FALSE(removed.ok());
+  ASSERT_TRUE(removed.status().details().has_value());
+  EXPECT_EQ(removed.status().details()->reason, reason::kWouldLoseQuorum);
+  EXPECT_EQ(removed.status().message().find("outcome unknown"), std::string::npos)
+      << removed.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+}
+
 using Clock = std::chrono::steady_clock;
 std::int64_t ms_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -305,7 +365,9 @@ TEST_F(MembersClientTest, TheConfirmationOfAnAmbiguousChangeEndsByTheDeadlineWhe
   fake_.on_change = [this, start](grpc::ServerContext* context, int call) {
     if (call == 1) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
     std::this_thread::sleep_until(start + std::chrono::milliseconds(950));
-    return refusal(context, grpc::StatusCode::FAILED_PRECONDITION, reason::kWouldLoseQuorum);
+    // The refusal an earlier attempt's success would explain, so the list must decide (a refusal it
+    // cannot explain is the answer at once: ARefusalTheChangeCannotExplain...).
+    return refusal(context, grpc::StatusCode::FAILED_PRECONDITION, reason::kAlreadyAMember);
   };
   auto members = client({server_.address()}, 2500);
   members->bound_by(start + std::chrono::milliseconds(1000));

@@ -131,4 +131,31 @@ int BackgroundLoad::failures() const {
   return failures_;
 }
 
+
+std::uint64_t trim_until_settled(LocalCluster& cluster, client::Client& client, int id,
+                                 std::uint64_t before, std::uint64_t past,
+                                 std::chrono::milliseconds timeout) {
+  constexpr auto kSettled = std::chrono::milliseconds(1500);
+  std::uint64_t first = 0;
+  auto unchanged_since = std::chrono::steady_clock::now();
+  const bool settled = poll_until(
+      [&] {
+        auto trimmed = client.trim(cluster.address(id), before);
+        const auto status = cluster.status(id);
+        if (!trimmed.ok() || !status.has_value() || status->first_index != trimmed->first_index) {
+          unchanged_since = std::chrono::steady_clock::now();
+          return false;
+        }
+        if (trimmed->first_index != first) {
+          first = trimmed->first_index;
+          unchanged_since = std::chrono::steady_clock::now();
+        }
+        return first > past && std::chrono::steady_clock::now() - unchanged_since >= kSettled;
+      },
+      timeout + kSettled, std::chrono::milliseconds(100));
+  EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
+  EXPECT_TRUE(settled) << "node " << id << "'s trim still went on (first index " << first << ")";
+  return first > past ? first : 0;
+}
+
 }  // namespace raftlog::testing

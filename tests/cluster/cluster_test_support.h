@@ -41,6 +41,15 @@ bool poll_until(Predicate predicate,
   return predicate();
 }
 
+// Asks node `id` to trim below `before` until its answer's first index is past `past` and has stayed
+// the same, as has its status's, for 1.5 s (within `timeout` + 1.5 s); that first index (0 when it
+// never passed `past`: a test failure). A trim answers before its deletion has run, which goes on
+// over the node's next loop rounds (scan slices, unlinks, each some ms apart) and ends when nothing
+// whole below its point can go (docs/design.md, "Known limits").
+std::uint64_t trim_until_settled(LocalCluster& cluster, client::Client& client, int id,
+                                 std::uint64_t before, std::uint64_t past,
+                                 std::chrono::milliseconds timeout);
+
 // A node among `ids` that reports itself leader within `timeout`; 0 when none does. (Unlike
 // LocalCluster::wait_for_leader, only these nodes are asked and no majority must agree.)
 int leader_among(LocalCluster& cluster, const std::vector<int>& ids,

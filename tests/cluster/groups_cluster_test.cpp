@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "client/groups.h"
+#include "cluster_test_support.h"
 #include "shared/command_run.h"
 #include "testing/local_cluster.h"
 
@@ -147,10 +149,16 @@ TEST(GroupsCluster, OffsetsOutliveTheirTrimmedCommitEntriesAcrossAKill9OfEveryNo
       run_command(std::string(RAFTLOGCTL_PATH) + " trim --before " +
                   std::to_string(last->last_index) + " --endpoints " + cluster.endpoints());
   ASSERT_EQ(trim.exit_code, 0) << trim.out;
+  // A trim answers before its deletion has run (it follows over each node's next loop rounds:
+  // docs/design.md, "Known limits"): every node's log must start past the commit entry before the
+  // kill.
   for (int id = 1; id <= 3; ++id) {
-    auto status = cluster.status(id);
-    ASSERT_TRUE(status.has_value());
-    EXPECT_GT(status->first_index, committed->index) << "node " << id << " kept the commit entry";
+    std::optional<client::NodeStatus> status;
+    EXPECT_TRUE(poll_until([&] {
+      status = cluster.status(id);
+      return status.has_value() && status->first_index > committed->index;
+    })) << "node " << id << " kept the commit entry (first index "
+        << (status ? status->first_index : 0) << ")";
   }
   for (int id = 1; id <= 3; ++id) cluster.kill(id);
   for (int id = 1; id <= 3; ++id) cluster.start(id);

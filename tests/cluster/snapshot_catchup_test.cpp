@@ -23,6 +23,7 @@
 
 #include "client/admin.h"
 #include "cluster_test_support.h"
+#include "snapshot_cluster_support.h"
 #include "server/snapshot_partial_file.h"
 #include "shared/command_run.h"
 #include "testing/http_get.h"
@@ -68,22 +69,6 @@ std::uint64_t append_many_topics(client::Client& client, int topics, Acknowledge
     last = result->last_index;
   }
   return last;
-}
-
-// Trims `id`'s log below `before` and retries while the consumer group table's retention hold
-// (one persist interval behind the commit index) keeps the first index at or below `past`.
-std::uint64_t trim_past(LocalCluster& cluster, client::Client& client, int id, std::uint64_t before,
-                        std::uint64_t past, std::chrono::milliseconds timeout = 10s) {
-  std::uint64_t first = 0;
-  poll_until(
-      [&] {
-        auto trimmed = client.trim(cluster.address(id), before);
-        if (trimmed.ok()) first = trimmed->first_index;
-        return first > past;
-      },
-      timeout, 100ms);
-  EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
-  return first;
 }
 
 // Status calls to `id` every 100 ms until its derived indexes cover `last` (at most 240 s): how
@@ -528,21 +513,18 @@ TEST(SnapshotCatchUpTest, KillNineOfTheLeaderDuringAnInstallConverges) {
 // points differ, never "beyond_sent". The follower converges, with every acknowledged entry.
 TEST(SnapshotCatchUpTest, ALeaderChangeMidTransferResumesOnlyIdenticalBytesAndCountsMissesByReason) {
   LocalCluster cluster(snapshot_cluster());
-  cluster.start_all();
-  const int first_leader = cluster.wait_for_leader();
-  ASSERT_NE(first_leader, 0) << cluster.log_tail(1);
-  const int follower = first_leader == 1 ? 2 : 1;
-  auto client = cluster.client();
   Acknowledged acknowledged;
-  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 5, "e", &acknowledged)));
-  cluster.kill(follower);
-  std::this_thread::sleep_for(800ms);  // past the follower grace: the leader trims without it
+  const StrandedFollower stranded = strand_a_follower(cluster, &acknowledged);
+  ASSERT_NE(stranded.first_leader, 0);
+  const int first_leader = stranded.first_leader;
+  const int follower = stranded.follower;
+  client::Client* client = stranded.client.get();
   // 90,000 topics: a topic table of about 13 MB, well beyond the 4 MiB of chunks a leader has in
   // flight, so that the leader's death leaves the follower with a partial (30,000 topics, about
   // 4 MB, all in flight at once, reached the follower whole).
   const std::uint64_t topics_end = append_many_topics(*client, 90000, &acknowledged);
   const std::uint64_t last = append_entries(*client, 60, "f", &acknowledged);
-  const int second = 6 - first_leader - follower;
+  const int second = stranded.second;
   ASSERT_TRUE(cluster.wait_for_commit(second, last));
   // Past the topics: their table makes the snapshot several chunks long.
   const std::uint64_t first = trim_past(cluster, *client, first_leader, last + 1, topics_end, 300s);
@@ -557,33 +539,12 @@ TEST(SnapshotCatchUpTest, ALeaderChangeMidTransferResumesOnlyIdenticalBytesAndCo
   std::cout << "first index: leader " << leader_first << ", other " << other_first << std::endl;
 
   cluster.start(follower);
-  // The follower holds a whole chunk of the leader's snapshot (its SNAPSHOT.partial exists only
-  // while the partial is incomplete): the leader is killed then.
-  const std::string partial =
-      cluster.data_dir(follower) + "/" + std::string(server::kSnapshotPartialFileName);
-  std::uintmax_t partial_bytes = 0;
-  const bool in_flight = poll_until(
-      [&] {
-        std::error_code error;
-        const std::uintmax_t size = std::filesystem::file_size(partial, error);
-        if (error || size <= (1U << 20)) return false;
-        cluster.kill(leader);
-        partial_bytes = size;
-        return true;
-      },
-      30s, 1ms);
-  std::cout << "killed leader " << leader << " with the follower's SNAPSHOT.partial " << partial_bytes
-            << " bytes long" << std::endl;
+  // The follower holds a whole chunk of the leader's snapshot: the leader is killed then.
+  const bool in_flight = kill_leader_mid_transfer(cluster, follower, leader, 1U << 20, 30s) > 0;
   ASSERT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing\n"
                          << cluster.log_tail(follower, 3000) << cluster.log_tail(leader, 3000);
   const int new_leader = other;
-  ASSERT_TRUE(poll_until(
-      [&] {
-        auto status = cluster.status(new_leader);
-        return status.has_value() && status->role == client::Role::kLeader;
-      },
-      30s))
-      << cluster.log_tail(new_leader);
+  ASSERT_TRUE(wait_until_leading(cluster, new_leader)) << cluster.log_tail(new_leader);
   const CatchUp catch_up = watch_catch_up(cluster, follower, last);
   ASSERT_TRUE(catch_up.caught_up) << cluster.log_tail(follower) << cluster.log_tail(new_leader);
 
@@ -612,12 +573,7 @@ TEST(SnapshotCatchUpTest, ALeaderChangeMidTransferResumesOnlyIdenticalBytesAndCo
   }
   EXPECT_EQ(missed["beyond_sent"], 0.0);
 
-  cluster.start(leader);
-  const std::uint64_t final_index = append_entries(*cluster.client(), 5, "h", &acknowledged);
-  for (int id = 1; id <= 3; ++id) {
-    ASSERT_TRUE(cluster.wait_for_commit(id, final_index, 20s)) << cluster.log_tail(id);
-    expect_holds_acknowledged(cluster, id, acknowledged, first);
-  }
+  expect_all_converge(cluster, leader, acknowledged, first, 5, ConvergeTimeouts{20s, 20s});
 }
 
 }  // namespace

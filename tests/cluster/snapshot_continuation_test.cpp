@@ -12,7 +12,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -22,8 +21,8 @@
 #include <vector>
 
 #include "cluster_test_support.h"
+#include "snapshot_cluster_support.h"
 #include "raftlog/v1/client.grpc.pb.h"
-#include "server/snapshot_partial_file.h"
 #include "testing/local_cluster.h"
 
 namespace raftlog::testing {
@@ -134,34 +133,17 @@ class ManyClientLoad {
   std::thread thread_;
 };
 
-std::uint64_t trim_before(LocalCluster& cluster, client::Client& client, int id,
-                          std::uint64_t before, std::uint64_t past) {
-  std::uint64_t first = 0;
-  poll_until(
-      [&] {
-        auto trimmed = client.trim(cluster.address(id), before);
-        if (trimmed.ok()) first = trimmed->first_index;
-        return first > past;
-      },
-      120s, 100ms);
-  EXPECT_GT(first, past) << "node " << id << " did not trim past " << past;
-  return first;
-}
-
 TEST(SnapshotContinuationTest, ANewLeaderContinuesAPartialOfAnotherLeadersDataOnABusyCluster) {
   LocalClusterOptions options = small_segment_options(RAFTLOGD_PATH);
   options.metrics = true;
   options.extra_flags = {"--retention-follower-grace-ms=500"};
   LocalCluster cluster(options);
-  cluster.start_all();
-  const int first_leader = cluster.wait_for_leader();
-  ASSERT_NE(first_leader, 0) << cluster.log_tail(1);
-  const int follower = first_leader == 1 ? 2 : 1;
-  auto client = cluster.client();
   Acknowledged acknowledged;
-  ASSERT_TRUE(cluster.wait_for_commit(follower, append_entries(*client, 5, "e", &acknowledged)));
-  cluster.kill(follower);
-  std::this_thread::sleep_for(800ms);  // past the follower grace: the leader trims without it
+  const StrandedFollower stranded = strand_a_follower(cluster, &acknowledged);
+  ASSERT_NE(stranded.first_leader, 0);
+  const int first_leader = stranded.first_leader;
+  const int follower = stranded.follower;
+  client::Client* client = stranded.client.get();
 
   const auto load_started = std::chrono::steady_clock::now();
   for (std::uint64_t sequence = 1; sequence <= kAppendsPerClient; ++sequence) {
@@ -176,13 +158,14 @@ TEST(SnapshotContinuationTest, ANewLeaderContinuesAPartialOfAnotherLeadersDataOn
                    .count()
             << " s" << std::endl;
   const std::uint64_t last = append_entries(*client, 3, "f", &acknowledged);
-  const int second = 6 - first_leader - follower;
+  const int second = stranded.second;
   ASSERT_TRUE(cluster.wait_for_commit(second, last, 60s));
   // Past nearly all of it (a trim of many segments deletes them over several loop rounds): both
   // nodes' first index then lies in the last few segments, the same one on both (the same trim on
   // the same segment layout: the same snapshot point).
-  const std::uint64_t first = trim_before(cluster, *client, first_leader, last + 1, last - 5000);
-  trim_before(cluster, *client, second, last + 1, last - 5000);
+  const std::uint64_t first = trim_past(cluster, *client, first_leader, last + 1, last - 5000,
+                                     120s);
+  trim_past(cluster, *client, second, last + 1, last - 5000, 120s);
   ASSERT_TRUE(poll_until(
       [&] {
         auto a = cluster.status(first_leader);
@@ -200,30 +183,10 @@ TEST(SnapshotContinuationTest, ANewLeaderContinuesAPartialOfAnotherLeadersDataOn
   // the least recent clients the old leader's encoding carries).
   ManyClientLoad load(cluster, {leader, other}, 5'000'000);
   cluster.start(follower);
-  const std::string partial =
-      cluster.data_dir(follower) + "/" + std::string(server::kSnapshotPartialFileName);
-  std::uintmax_t partial_bytes = 0;
-  const bool in_flight = poll_until(
-      [&] {
-        std::error_code error;
-        const std::uintmax_t size = std::filesystem::file_size(partial, error);
-        if (error || size <= (2U << 20)) return false;
-        cluster.kill(leader);
-        partial_bytes = size;
-        return true;
-      },
-      60s, 1ms);
-  std::cout << "killed leader " << leader << " with the follower's SNAPSHOT.partial "
-            << partial_bytes << " bytes long" << std::endl;
+  const bool in_flight = kill_leader_mid_transfer(cluster, follower, leader, 2U << 20, 60s) > 0;
   ASSERT_TRUE(in_flight) << "the snapshot was never seen in flight: the kill tested nothing\n"
                          << cluster.log_tail(follower, 3000) << cluster.log_tail(leader, 3000);
-  ASSERT_TRUE(poll_until(
-      [&] {
-        auto status = cluster.status(other);
-        return status.has_value() && status->role == client::Role::kLeader;
-      },
-      30s))
-      << cluster.log_tail(other);
+  ASSERT_TRUE(wait_until_leading(cluster, other)) << cluster.log_tail(other);
   // More new clients on the new leader before its snapshot goes out (its retry timeout is 5 s).
   std::this_thread::sleep_for(2s);
   ASSERT_TRUE(poll_until(
@@ -257,13 +220,8 @@ TEST(SnapshotContinuationTest, ANewLeaderContinuesAPartialOfAnotherLeadersDataOn
             << caught_up->snapshot_chunks_refused << " chunk(s) refused or mismatched" << std::endl;
   EXPECT_EQ(caught_up->snapshots_received, 1U) << cluster.log_tail(follower, 4000);
 
-  cluster.start(leader);
-  const std::uint64_t final_index = append_entries(*cluster.client(), 3, "h", &acknowledged);
   for (const auto& [index, payload] : load.acknowledged()) acknowledged[index] = payload;
-  for (int id = 1; id <= 3; ++id) {
-    ASSERT_TRUE(cluster.wait_for_commit(id, final_index, 60s)) << cluster.log_tail(id);
-    expect_holds_acknowledged(cluster, id, acknowledged, first, 60s);
-  }
+  expect_all_converge(cluster, leader, acknowledged, first, 3, ConvergeTimeouts{60s, 60s});
 }
 
 }  // namespace

@@ -103,6 +103,19 @@ check "the endpoints are the 3 members" test "$("$cluster" endpoints --dir "$dir
 out=$("$cluster" remove 4 --dir "$dir" 2>&1) && rc=0 || rc=$?
 check "removing a removed node exits 1" test "$rc" -eq 1
 "$cluster" stop 3 --dir "$dir" >/dev/null
+# The leader refuses the removal only once it has noticed node 3 gone (no answer within an election
+# timeout, counted in its ticks, which a loaded machine slows): until then it proposes the change,
+# which cannot commit. Wait (at most 10 s) until the leader reports node 3 silent for 1 s.
+node3_silent() {
+  ctl status --json --timeout-ms 2000 2>/dev/null | "$py" -c '
+import json, sys
+for line in sys.stdin:
+    node = json.loads(line)
+    if node.get("role") == "leader":
+        sys.exit(0 if any(p["id"] == 3 and p["last_contact_ms"] >= 1000 for p in node.get("peers", [])) else 1)
+sys.exit(1)'
+}
+for _ in $(seq 1 100); do node3_silent && break; sleep 0.1; done
 out=$("$cluster" remove 1 --dir "$dir" 2>&1) && rc=0 || rc=$?
 check "removing a voter while another one is down exits 1 (no quorum would be left)" test "$rc" -eq 1
 check "... with the leader's reason" contains "$out" "WOULD_LOSE_QUORUM"

@@ -327,6 +327,45 @@ TEST(DerivedIndexes, ARollBackForgetsTheTimestampsOfTheCutTail) {
   EXPECT_EQ(describe(*indexes, diverged), describe_from_scratch(diverged));
 }
 
+// drills6 M4: after a trim, a time lookup skipped the retained entries stamped in the same
+// millisecond as the last trimmed one (the time record pointing at that millisecond's first entry lay
+// below the first retained index: the lookup moved on to the next millisecond, and retention dropped
+// the record's segment anyway), while a node that installed a snapshot answered the first retained
+// entry. Both now answer as an index built from the retained log alone.
+TEST(DerivedIndexes, ATimeLookupAfterATrimStartsAtTheBoundarysFirstRetainedEntry) {
+  FakeLog log;
+  // Distinct stamps for every record of the first two record segments but the last; that last
+  // record is the shared millisecond of ten entries, which the trim cuts in the middle.
+  const std::uint64_t distinct = kRecordsPerSegment * 2 - 1;
+  for (std::uint64_t i = 0; i < distinct; ++i) log.add(1, "t", {}, 1000 + i);
+  const std::uint64_t shared_stamp = 1000 + distinct;
+  const std::uint64_t shared_first = log.first + log.entries.size();
+  for (int i = 0; i < 10; ++i) log.add(1, "t", {}, shared_stamp);
+  for (int i = 1; i <= 5; ++i) log.add(1, "t", {}, shared_stamp + 10 * i);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  replay(*indexes, log, 4096);
+  { const store::Status persisted = indexes->persist(); ASSERT_TRUE(persisted.ok()) << persisted.to_string(); }
+  const std::uint64_t new_first = shared_first + 4;
+  log.trim_to(new_first);
+  ASSERT_TRUE(indexes->trim_below(new_first).ok());
+
+  store::MemoryEnv fresh_env;  // what a node that installed a snapshot at new_first builds
+  auto rebuilt = open_indexes(fresh_env, log, &report);
+  replay(*rebuilt, log, 4096);
+  const std::uint64_t last = log.last_index();
+  for (DerivedIndexes* answering : {indexes.get(), rebuilt.get()}) {
+    EXPECT_EQ(answering->find_by_time(shared_stamp, last, new_first), new_first);
+    EXPECT_EQ(answering->find_by_time(1000, last, new_first), new_first) << "any earlier time";
+    EXPECT_EQ(answering->find_by_time(shared_stamp + 1, last, new_first), shared_first + 10);
+    EXPECT_EQ(answering->find_by_time(shared_stamp + 50, last, new_first), shared_first + 14);
+    EXPECT_EQ(answering->find_by_time(shared_stamp + 51, last, new_first), 0U);
+    EXPECT_EQ(answering->find_by_time(shared_stamp, new_first - 1, new_first), 0U)
+        << "nothing past the visible bound";
+  }
+}
+
 TEST(DerivedIndexes, RetentionMovesTheFirstOffsetAndReadsBelowItAreTrimmed) {
   FakeLog log;
   const std::uint64_t count = kRecordsPerSegment * 2 + 10;

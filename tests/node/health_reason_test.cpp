@@ -1,8 +1,14 @@
 // What a node's health says and why (server/health_reporter.h): SERVING only for a full replica that
 // knows its leader; every other state names its reason, the most serious first.
+#include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
+#include <string>
+
 #include "server/health_reporter.h"
+#include "shared/captured_log.h"
 
 namespace raftlog::server {
 namespace {
@@ -37,12 +43,43 @@ TEST(HealthReason, EachStateThatIsNotAFullReplicaNamesItsReason) {
   catching_up.catching_up_to_index = 9;
   EXPECT_NE(not_serving_reason(catching_up).find("catching up to index 9"), std::string::npos);
 
+  // drills6 M3: a removed node (its own log holds its committed removal, or a member said its id is
+  // retired) still knew a leader and answered SERVING, reads from a log that no longer moves.
+  replica::NodeStatus removed = serving_follower();
+  removed.removed = true;
+  removed.stranded_below_index = 15;
+  EXPECT_NE(not_serving_reason(removed).find("removed from the configuration"), std::string::npos)
+      << "named before the states a member can leave by itself";
+
   replica::NodeStatus corrupt = serving_follower();
   corrupt.corrupt_index = 7;
   corrupt.catching_up = true;
   corrupt.leader_id = 0;
   EXPECT_NE(not_serving_reason(corrupt).find("entry 7 is corrupt"), std::string::npos)
       << "a corrupt entry is named before anything else";
+}
+
+// Records what the reporter publishes (the real service needs a running gRPC server).
+class RecordingHealthService final : public grpc::HealthCheckServiceInterface {
+ public:
+  void SetServingStatus(const std::string&, bool serving) override { serving_ = serving; }
+  void SetServingStatus(bool serving) override { serving_ = serving; }
+  std::atomic<bool> serving_{true};
+};
+
+// drills6 L2: a node NOT_SERVING from its start (catching up, stranded) until it became SERVING
+// logged only "health: SERVING": the state it started in was published but never logged.
+TEST(HealthReporter, TheStateANodeStartsInIsLoggedWithItsReason) {
+  const raftlog::testing::CapturedLog log;
+  RecordingHealthService service;
+  {
+    HealthReporter reporter(4, &service, [] { return std::string("no leader known"); },
+                            /*poll_interval_ms=*/1000);
+    EXPECT_FALSE(service.serving_);
+  }
+  const bool logged =
+      log.text().find("node 4: health: NOT_SERVING (no leader known)") != std::string::npos;
+  EXPECT_TRUE(logged) << "the reason of the state at start is logged";
 }
 
 }  // namespace

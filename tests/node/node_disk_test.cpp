@@ -133,8 +133,13 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
   EXPECT_TRUE(node.disk_watermark_exceeded());
   EXPECT_FALSE(node.failed());
   // Status shows it (raftlogctl status, drills4 M2): use past the mark, and a leader with no
-  // follower reporting room (it has none) keeping leadership.
-  replica::NodeStatus full = node.status();
+  // follower reporting room (it has none) keeping leadership. The loop publishes status at the end
+  // of its round, after it answered the refused append: read it once that round has ended.
+  replica::NodeStatus full;
+  EXPECT_TRUE(wait_until([&] {
+    full = node.status();
+    return full.disk_over_high_watermark;
+  }));
   EXPECT_TRUE(full.disk_over_high_watermark);
   EXPECT_GE(full.disk_used_ratio, 0.60);
   EXPECT_DOUBLE_EQ(full.disk_high_watermark, 0.60);
@@ -161,7 +166,11 @@ TEST(Node, DiskWatermarkRefusesAppendsWithHysteresisAndKeepsReads) {
     return after.error.ok();
   }));
   EXPECT_FALSE(node.disk_watermark_exceeded());
-  replica::NodeStatus freed = node.status();
+  replica::NodeStatus freed;
+  EXPECT_TRUE(wait_until([&] {
+    freed = node.status();
+    return !freed.disk_over_high_watermark;
+  }));
   EXPECT_FALSE(freed.disk_over_high_watermark);
   EXPECT_FALSE(freed.disk_keeping_leadership);
   EXPECT_LE(freed.disk_used_ratio, 0.30);

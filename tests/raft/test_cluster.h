@@ -162,8 +162,13 @@ class TestCluster {
   // One tick of `id`'s replica (its clock advanced), then expire_pending() and apply_retention() as
   // raftlogd's loop does, without the process() after it, for a caller that processes itself (the golden interpreter).
   void tick_unprocessed(NodeId id);
-  // Retention's trim through the replica (whole segments only, never past what it allows).
+  // Retention's trim through the replica (whole segments only, never past what it allows), driven
+  // over the rounds and off-loop writes it takes (test_cluster.cpp); the result's first index is
+  // the node's after them.
   replica::TrimResult trim(NodeId id, Index before_index);
+  // One trim() call and the off-loop writes it handed off, no further rounds: for tests that watch
+  // a trim round by round (each round: apply_retention, then finish_off_loop).
+  replica::TrimResult trim_call(NodeId id, Index before_index);
 
   // --- driving -------------------------------------------------------------------------------
   // The replica's process(); then, unless persistence is held, flush cycles until its log is
@@ -255,6 +260,7 @@ class TestCluster {
   void power_cut(TestNode& n);
   bool flush_once(TestNode& n);  // false (and a test failure) when the store refused
   void check_failed(const TestNode& n);
+  void run_off_loop_jobs_after(TestNode& n, std::size_t held);
   void record_ready(TestNode& n, const Ready& ready);
   void deliver(Message m);
   bool dropped(const Message& m) const;

@@ -82,12 +82,8 @@ class ConfStateDamageTest : public ::testing::Test {
     for (std::uint64_t from = 1; from <= kEntries; from += 8) {
       std::vector<raft::Entry> entries;
       for (std::uint64_t index = from; index < from + 8; ++index) {
-        raft::Entry entry;
-        entry.index = index;
-        entry.term = 1;
-        entry.client_id = 100 + index;
-        entry.sequence = 1;
-        entry.payload = std::string(15 << 10, static_cast<char>('a' + index % 26));
+        raft::Entry entry =
+            testing::client_entry(index, std::string(15 << 10, static_cast<char>('a' + index % 26)));
         if (envelopes_) {  // topic "orders", offset index - 1 (a version-2 envelope)
           const std::string body(15 << 10, static_cast<char>('a' + index % 26));
           std::string enveloped;

@@ -13,6 +13,7 @@
 #include "replica/conf_state_file.h"
 #include "replica/replica.h"
 #include "stepped_follower_config.h"
+#include "trim_to_end.h"
 #include "store/memory_env.h"
 
 namespace raftlog::replica {
@@ -177,7 +178,8 @@ TEST_F(FollowerMembershipTest, AMembersAddressSurvivesATrimOfItsEntryAndARestart
 }
 
 // The entry that adds learner 4 is committed but not flushed when process() ends, so CONFSTATE's
-// base stays at the bootstrap configuration; a trim then flushes the log itself and deletes the
+// base stays at the bootstrap configuration; a trim then has the log flushed (by the store's
+// flusher, asked by the trim: here the test's flush cycles between its rounds) and deletes the
 // entry's segment. The base must move before that, or the restart (with no process() in between)
 // knows learner 4's role but not its address.
 TEST_F(FollowerMembershipTest, ATrimOfAnEntryCommittedButUnflushedAtTheLastReadyKeepsItsAddress) {
@@ -186,7 +188,8 @@ TEST_F(FollowerMembershipTest, ATrimOfAnEntryCommittedButUnflushedAtTheLastReady
   receive(1, kLast, kLast, 1);
   ASSERT_EQ(replica_->commit_index(), kLast);
   ASSERT_LT(replica_->log().flushed_index(), 1U) << "the test needs the entries unflushed";
-  const TrimResult trimmed = replica_->trim(kLast - 10, "test");
+  const TrimResult trimmed = testing::trim_to_end(
+      *replica_, kLast - 10, [this] { ASSERT_TRUE(replica_->log().run_flush_cycle().ok()); });
   ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
   ASSERT_GT(replica_->log().first_index(), 1U) << "the trim removed the configuration entry";
   std::map<std::uint64_t, std::string> peers;

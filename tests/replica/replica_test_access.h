@@ -1,7 +1,9 @@
 // ReplicaTestAccess: single steps of a replica's snapshot hand-off, for tests that need an order of
-// events its public inputs do not produce (Replica befriends it; nothing in src/ uses it).
+// events its public inputs do not produce, and where a trim's topic scan stands (Replica befriends
+// it; nothing in src/ uses it).
 #pragma once
 
+#include <cstdint>
 #include <utility>
 
 #include "raft/types.h"
@@ -21,6 +23,10 @@ class ReplicaTestAccess {
   // what receive_snapshot does when that process() stopped before the pending install.
   static void queue_incoming_snapshot(Replica& replica, raft::Message message) {
     replica.queue_incoming_snapshot(std::move(message));
+  }
+  // The last entry a trim's topic scan has read (0: no scan under way).
+  static std::uint64_t topic_scan_read_through(const Replica& replica) {
+    return replica.topic_scan_ ? replica.topic_scan_->running.through() : 0;
   }
 };
 

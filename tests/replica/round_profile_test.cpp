@@ -14,6 +14,8 @@
 #include "replica/hooked_env.h"
 #include "replica/replica.h"
 #include "shared/captured_log.h"
+#include "single_node_leader.h"
+#include "stepped_follower_config.h"
 
 namespace raftlog::replica {
 namespace {
@@ -70,13 +72,6 @@ TEST(RoundProfileTest, EachPartIsChargedItsOwnTimeAndThePartsAddUpToTheRound) {
   EXPECT_EQ(profile.spent(RoundPart::kTrimUnlink), 0ms);
 }
 
-struct NullSender final : MessageSender {
-  void send(raft::Message) override {}
-};
-struct RoomyDisk final : DiskProbe {
-  std::optional<DiskSpace> probe() override { return DiskSpace{1ULL << 40, 0.10}; }
-};
-
 // A single-voter replica on 64 KiB segments whose clock the test moves; a segment file's unlink
 // takes unlink_cost_ of that clock.
 class SlowRoundTest : public ::testing::Test {
@@ -86,56 +81,34 @@ class SlowRoundTest : public ::testing::Test {
       if (op == testing::HookedEnv::Op::kRemove && testing::is_segment_file(path)) {
         now_ += unlink_cost_;
       }
+      if (op == testing::HookedEnv::Op::kWriteFile &&
+          path.find("TOPICSTATE") != std::string::npos) {
+        now_ += topic_state_cost_;
+      }
     };
   }
   void open(std::uint32_t trim_round_budget_ms, std::size_t trim_segments_per_round = 16) {
-    ReplicaConfig c;
-    c.node_id = 1;
-    c.members = {{1, "127.0.0.1:1"}};
-    c.data_dir = dir_.path();
-    c.store.env = &env_;
-    c.store.flush_mode = store::FlushMode::kAsync;
-    c.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
-    c.store.preallocate_next_segment = false;
-    c.store.max_entry_size_bytes = 16 << 10;
-    c.raft.id = 1;
-    c.raft.initial_conf.voters = {1};
+    ReplicaConfig c = testing::single_node_leader_config(
+        dir_.path(), &env_, store::Options::kMinSegmentSizeBytes, 16 << 10);
     c.trim_round_budget_ms = trim_round_budget_ms;
     c.trim_segments_per_round = trim_segments_per_round;
     ReplicaDeps deps;
     deps.sender = &sender_;
     deps.disk = &disk_;
     deps.clock = [this] { return now_; };
-    NodeError error;
-    replica_ = Replica::open(std::move(c), std::move(deps), &error);
-    ASSERT_NE(replica_, nullptr) << error.message;
-    for (int tick = 0; tick < 100 && replica_->role() != raft::Role::kLeader; ++tick) {
-      replica_->tick();
-      replica_->process();
-    }
-    ASSERT_EQ(replica_->role(), raft::Role::kLeader);
+    ASSERT_NO_FATAL_FAILURE(
+        testing::open_single_node_leader(std::move(c), std::move(deps), &replica_));
   }
-  // `segments` sealed segments' worth of 8 KiB entries (7 to a 64 KiB segment), committed.
+  // `segments` sealed segments' worth of 8 KiB entries (7 to a 64 KiB segment), committed, then
+  // flushed, as the store's flusher does within milliseconds (a trim waits for it).
   void fill(int segments) {
     for (int i = 0; i < segments; ++i) {
-      Replica::AppendRequest request;
-      for (int e = 0; e < 7; ++e) request.payloads.push_back(std::string(8 << 10, 'x'));
-      std::optional<AppendResult> answer;
-      request.done = [&answer](AppendResult result) { answer = std::move(result); };
-      request.deadline = now_ + 1h;
-      replica_->append(std::move(request));
-      for (int round = 0; round < 100 && !answer; ++round) replica_->process();
-      ASSERT_TRUE(answer.has_value());
-      ASSERT_TRUE(answer->error.ok()) << answer->error.message;
+      ASSERT_NO_FATAL_FAILURE(testing::append_and_wait(
+          *replica_, std::vector<std::string>(7, std::string(8 << 10, 'x')), false, now_ + 1h));
     }
+    ASSERT_TRUE(replica_->log().flush().ok());
   }
-  std::uint64_t sealed_end() const {
-    std::uint64_t end = 0;
-    for (const store::CommitLog::SegmentInfo& segment : replica_->log().segments()) {
-      if (!segment.active) end = segment.last_index + 1;
-    }
-    return end;
-  }
+  std::uint64_t sealed_end() const { return testing::sealed_end(*replica_); }
   // One round of the caller's loop that only holds it for `took` in `part`.
   Clock::duration round_of(RoundPart part, Clock::duration took) {
     replica_->begin_round();
@@ -148,10 +121,11 @@ class SlowRoundTest : public ::testing::Test {
 
   Clock::time_point now_ = Clock::time_point() + 1h;
   Clock::duration unlink_cost_ = 20ms;
+  Clock::duration topic_state_cost_ = 0ms;
   server::testing::TempDir dir_;
   testing::HookedEnv env_;
-  NullSender sender_;
-  RoomyDisk disk_;
+  testing::NullSender sender_;
+  testing::RoomyDisk disk_;
   std::unique_ptr<Replica> replica_;
 };
 
@@ -227,7 +201,41 @@ TEST_F(SlowRoundTest, NoTrimRoundHoldsTheLoopLongerThanTheBudgetPlusOneSegment) 
   EXPECT_TRUE(replica_->knows_first_index_topics());
 }
 
-TEST_F(SlowRoundTest, AShortRoundLogsNothingAndSlowOnesAreRateLimited) {
+// drills5 M2: rounds ran several trim steps (a scan slice and SNAPSHOT.next, two slices), each
+// trim() call of the round starting with a fresh budget. The budget is the round's: once a step of
+// one call spent it, a later call in the same round (the loop's continuation of the pending trim)
+// runs nothing; the next round goes on.
+TEST_F(SlowRoundTest, ASecondTrimCallInARoundWhoseBudgetIsSpentRunsNoStep) {
+  open(/*trim_round_budget_ms=*/50);
+  fill(12);
+  const std::uint64_t before = sealed_end();
+  topic_state_cost_ = 60ms;  // TOPICSTATE (written on the loop here: no executor) spends it
+  replica_->begin_round();
+  ASSERT_TRUE(replica_->trim(before, "test:").error.ok());
+  replica_->apply_retention(now_);  // the continuation, in the same round
+  const Clock::duration took = replica_->end_round(0ms);
+  EXPECT_EQ(replica_->round_profile().entered(RoundPart::kTrimScan), 0U)
+      << "a scan slice ran after the round's budget was spent";
+  EXPECT_EQ(replica_->round_profile().entered(RoundPart::kTrimSnapshotNext), 0U);
+  EXPECT_EQ(replica_->log().first_index(), 1U);
+  EXPECT_FALSE(env_.exists(dir_.path() + "/SNAPSHOT.next"));
+  EXPECT_LT(took, 100ms);
+  // The next rounds go on to the trim's point.
+  topic_state_cost_ = 0ms;
+  for (int round = 0; round < 200 && (replica_->log().first_index() < before ||
+                                      env_.exists(dir_.path() + "/SNAPSHOT.next"));
+       ++round) {
+    replica_->begin_round();
+    replica_->apply_retention(now_);
+    replica_->end_round(0ms);
+  }
+  EXPECT_EQ(replica_->log().first_index(), before);
+}
+
+// drills4 M4: a burst of slow rounds showed only its first, not its worst. The first slow round is
+// logged at once; of the ones in the kSlowRoundLogInterval after it, the longest is logged when the
+// window closes, with how many there were.
+TEST_F(SlowRoundTest, AShortRoundLogsNothingAndAWindowLogsItsLongestSlowRound) {
   open(50);
   raftlog::testing::CapturedLog log;
   EXPECT_EQ(round_of(RoundPart::kHardState, 99ms), 99ms);
@@ -237,13 +245,31 @@ TEST_F(SlowRoundTest, AShortRoundLogsNothingAndSlowOnesAreRateLimited) {
   EXPECT_NE(log.text().find("took 150 ms (slow-round threshold 100 ms): ready.hard_state 150.0 ms"),
             std::string::npos)
       << log.text();
-  // Within kSlowRoundLogInterval: counted, not logged.
-  round_of(RoundPart::kLogAppend, 200ms);
-  round_of(RoundPart::kLogAppend, 200ms);
+  // Within the window: counted, not logged yet.
+  round_of(RoundPart::kLogAppend, 120ms);
+  round_of(RoundPart::kSend, 400ms);
+  round_of(RoundPart::kLogAppend, 130ms);
   EXPECT_EQ(log.text().find("ready.append"), std::string::npos) << log.text();
+  EXPECT_EQ(log.text().find("ready.send"), std::string::npos) << log.text();
   now_ += Replica::kSlowRoundLogInterval;
-  round_of(RoundPart::kSend, 300ms);
-  EXPECT_NE(log.text().find("ready.send 300.0 ms (1); 2 more slow round(s) since the last"),
+  round_of(RoundPart::kTicks, 1ms);  // the first round after the window closes it
+  EXPECT_NE(log.text().find("took 400 ms (slow-round threshold 100 ms): ready.send 400.0 ms (1); "
+                            "the longest of 3 more slow round(s) in the 10 s"),
+            std::string::npos)
+      << log.text();
+  EXPECT_EQ(log.text().find("ready.append"), std::string::npos)
+      << "only the window's longest round is logged: " << log.text();
+  // The next slow round opens a new window: logged at once.
+  round_of(RoundPart::kLogAppend, 200ms);
+  EXPECT_NE(log.text().find("took 200 ms (slow-round threshold 100 ms): ready.append 200.0 ms"),
+            std::string::npos)
+      << log.text();
+  // A window still open when the node stops: its longest round is logged by the stop.
+  round_of(RoundPart::kStepMessages, 300ms);
+  EXPECT_EQ(log.text().find("step 300.0 ms"), std::string::npos) << log.text();
+  replica_.reset();
+  EXPECT_NE(log.text().find("took 300 ms (slow-round threshold 100 ms): step 300.0 ms (1); the "
+                            "longest of 1 more slow round(s)"),
             std::string::npos)
       << log.text();
 }

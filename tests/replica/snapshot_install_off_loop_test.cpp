@@ -6,16 +6,17 @@
 // file.
 #include <gtest/gtest.h>
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "held_executor.h"
 #include "replica/replica.h"
 #include "replica_test_access.h"
 #include "replica/snapshot_data.h"
+#include "replica/topic_state_file.h"
 #include "stepped_follower_config.h"
 #include "store/memory_env.h"
 
@@ -25,36 +26,7 @@ namespace {
 constexpr std::uint64_t kSnapshotTerm = 2;
 constexpr const char* kInstallFile = "/data/SNAPSHOT.install";
 
-// Holds every job and its `done` until the test runs them: the worker as slow as the test wants.
-class HeldExecutor final : public OffLoopExecutor {
- public:
-  bool run(std::function<void()> job, std::function<void()> done) override {
-    jobs.push_back({std::move(job), std::move(done), false});
-    return true;
-  }
-  // The oldest job's work (off the loop), without its `done`.
-  void run_job() {
-    ASSERT_FALSE(jobs.empty());
-    ASSERT_FALSE(jobs.front().ran);
-    jobs.front().job();
-    jobs.front().ran = true;
-  }
-  // The oldest job's `done` (on the loop), after its work if that did not run yet.
-  void finish(Replica& replica) {
-    ASSERT_FALSE(jobs.empty());
-    if (!jobs.front().ran) jobs.front().job();
-    auto done = std::move(jobs.front().done);
-    jobs.pop_front();
-    done();
-    replica.process();
-  }
-  struct Held {
-    std::function<void()> job;
-    std::function<void()> done;
-    bool ran;
-  };
-  std::deque<Held> jobs;
-};
+using testing::HeldExecutor;
 
 raft::ConfState snapshot_conf() { return raft::ConfState{{1, 2, 3}}; }
 
@@ -260,11 +232,14 @@ TEST_F(SnapshotInstallOffLoopTest, ASnapshotArrivingBeforeThePreparedOnesInstall
   done();  // stepped into the core; the install comes with the next process()
   replica_->step(snapshot_message(12));
   // The step handles the pending Ready first (review F3: the point is judged against the core's
-  // log), which installs the first one; only then may the newer one be handed off.
+  // log), which installs the first one; only then may the newer one be handed off. (The install
+  // hands off its TOPICSTATE write too.)
   if (!executor_.jobs.empty()) {
     EXPECT_EQ(installed_, std::vector<std::uint64_t>{10})
         << "a job that writes SNAPSHOT.install is handed off before the file's rename";
-    executor_.run_job();  // a worker thread would run it at once
+    for (std::size_t at = 0; at < executor_.jobs.size(); ++at) {
+      executor_.run_job(at);  // a worker thread would run them at once
+    }
   }
   replica_->process();
   ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
@@ -272,7 +247,9 @@ TEST_F(SnapshotInstallOffLoopTest, ASnapshotArrivingBeforeThePreparedOnesInstall
   auto current = read_snapshot_file(env_.get(), "/data");
   ASSERT_TRUE(current.ok() && current->has_value());
   EXPECT_EQ((*current)->index, 10U);
-  ASSERT_EQ(executor_.jobs.size(), 1U) << "the newer one is prepared after the install";
+  ASSERT_EQ(executor_.jobs.size(), 2U)
+      << "the install's TOPICSTATE write, then the newer one's preparation after the install";
+  executor_.finish(*replica_);
   executor_.finish(*replica_);
   ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
   EXPECT_EQ(installed_, (std::vector<std::uint64_t>{10, 12}));
@@ -297,7 +274,9 @@ TEST_F(SnapshotInstallOffLoopTest, APreparationWaitsForThePreparedSnapshotsInsta
   auto current = read_snapshot_file(env_.get(), "/data");
   ASSERT_TRUE(current.ok() && current->has_value());
   EXPECT_EQ((*current)->index, 10U);
-  ASSERT_EQ(executor_.jobs.size(), 1U) << "the newer one is prepared after the install";
+  ASSERT_EQ(executor_.jobs.size(), 2U)
+      << "the install's TOPICSTATE write, then the newer one's preparation after the install";
+  executor_.finish(*replica_);
   executor_.finish(*replica_);
   ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
   EXPECT_EQ(installed_, (std::vector<std::uint64_t>{10, 12}));
@@ -351,7 +330,11 @@ TEST_F(SnapshotInstallOffLoopTest, AnUnpreparedInstallRemovesTheReplacedPreparat
   EXPECT_EQ(installed_, std::vector<std::uint64_t>{12});
   EXPECT_EQ(replica_->log().first_index(), 13U);
   EXPECT_FALSE(env_->exists(kInstallFile)) << "the replaced preparation's file was left behind";
-  EXPECT_TRUE(executor_.jobs.empty());
+  ASSERT_EQ(executor_.jobs.size(), 1U) << "only the install's TOPICSTATE write";
+  executor_.finish(*replica_);
+  auto topic_state = read_topic_state(env_.get(), "/data");
+  ASSERT_TRUE(topic_state.ok() && topic_state->has_value());
+  EXPECT_EQ((*topic_state)->through_index, 12U) << "written off the loop";
 }
 
 TEST_F(SnapshotInstallOffLoopTest, ANewerTermDropsThePreparationAndItsFile) {

@@ -587,12 +587,7 @@ class TrimSnapshotTest : public SnapshotInstallTest {
       append.log_term = from == 1 ? 0 : 1;
       append.commit = kEntries;
       for (std::uint64_t index = from; index < from + 8; ++index) {
-        raft::Entry entry;
-        entry.index = index;
-        entry.term = 1;
-        entry.client_id = 100 + index;
-        entry.sequence = 1;
-        entry.payload = payload(index);
+        raft::Entry entry = testing::client_entry(index, payload(index));
         if (with_config_entry_ && index == kConfigIndex) {
           entry.type = raft::EntryType::kConfig;
           entry.client_id = 0;

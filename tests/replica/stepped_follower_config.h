@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,18 @@ inline ReplicaDeps stepped_follower_deps(MessageSender* sender, DiskProbe* disk)
   deps.disk = disk;
   deps.clock = [] { return Clock::time_point() + std::chrono::hours(1); };
   return deps;
+}
+
+// Entry `index` of term 1: client 100 + index's append (sequence 1) of `payload`, as the logs the
+// trim and install tests build hold.
+inline raft::Entry client_entry(raft::Index index, std::string payload) {
+  raft::Entry entry;
+  entry.index = index;
+  entry.term = 1;
+  entry.client_id = 100 + index;
+  entry.sequence = 1;
+  entry.payload = std::move(payload);
+  return entry;
 }
 
 // Leader 1's AppendEntries of term 1 to follower 2: `entries` after `prev_index` (of term 1, or 0

@@ -15,6 +15,7 @@
 #include "node/temp_dir.h"
 #include "replica/replica.h"
 #include "replica/topic_state_file.h"
+#include "trim_to_end.h"
 #include "store/memory_env.h"
 
 namespace raftlog::replica {
@@ -309,7 +310,7 @@ TEST_F(TimestampFloorTest, ATrimmedLogNeedsTopicStateOrSnapshotForItsTopicsNextO
   ASSERT_NO_FATAL_FAILURE(open());
   const std::uint64_t last = append(true, 12, 15 << 10);   // about 4 entries per 64 KiB segment
   const std::uint64_t after = append(false, 5, 15 << 10);  // the entries that stay
-  const TrimResult trimmed = replica_->trim(after, "test:");
+  const TrimResult trimmed = testing::trim_to_end(*replica_, after);
   ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
   ASSERT_GT(replica_->log().first_index(), last) << "the trim should remove every entry of t";
   replica_.reset();
@@ -340,11 +341,13 @@ TEST_F(TimestampFloorTest, AFailedPeriodicSaveDoesNotLetATrimRunWithoutTopicStat
   std::filesystem::create_directory(blocker);
   const std::uint64_t last = append(true, 12, 15 << 10);  // periodic saves due, and failing
   const std::uint64_t after = append(false, 5, 15 << 10);
-  const TrimResult refused = replica_->trim(after, "test:");
+  // The failure is the answer of the round that saves TOPICSTATE (after the flusher's flush).
+  const TrimResult refused = testing::trim_to_end(*replica_, after);
   EXPECT_FALSE(refused.error.ok()) << "trimmed without a TOPICSTATE that reaches the trim point";
   EXPECT_EQ(replica_->log().first_index(), 1U);
+  EXPECT_FALSE(replica_->trim_in_progress()) << "a failed trim stops";
   std::filesystem::remove(blocker);
-  const TrimResult trimmed = replica_->trim(after, "test:");
+  const TrimResult trimmed = testing::trim_to_end(*replica_, after);
   ASSERT_TRUE(trimmed.error.ok()) << trimmed.error.message;
   ASSERT_GT(replica_->log().first_index(), last);
   replica_.reset();
@@ -370,7 +373,7 @@ TEST_F(TimestampFloorTest, ATopicStateAheadOfTheLogIsRebuiltFromTheLogAndSnapsho
   // A trimmed log: the offsets of the removed entries are in SNAPSHOT's table as of the first
   // index - 1, and only there.
   const std::uint64_t kept = append(false, 12, 15 << 10);
-  ASSERT_TRUE(replica_->trim(kept, "test:").error.ok());
+  ASSERT_TRUE(testing::trim_to_end(*replica_, kept).error.ok());
   ASSERT_GT(replica_->log().first_index(), 1U);
   const std::uint64_t first = replica_->log().first_index();
   append(true, 2);  // two more entries of "t" in the retained log: offsets 4 and 5

@@ -138,23 +138,6 @@ TEST(PeerTransportSnapshot, ANewerSnapshotForTheSamePeerReplacesTheOneBeingSent)
   EXPECT_EQ(sender.stats_for(2).snapshots_abandoned, 1U);
 }
 
-// The chunks of `message`'s data at `offsets` (multiples of kSnapshotChunkBytes) in one batch, as
-// node `message.from`'s lane would have written them.
-pb::RaftMessageBatch chunk_batch(const raft::Message& message,
-                                 const std::vector<std::uint64_t>& chunk_numbers) {
-  const std::uint64_t total = message.snapshot->data.size();
-  const std::uint32_t crc = util::crc32c::value(message.snapshot->data.view());
-  pb::RaftMessageBatch batch;
-  for (const std::uint64_t number : chunk_numbers) {
-    const std::uint64_t offset = number * kSnapshotChunkBytes;
-    const std::size_t length =
-        static_cast<std::size_t>(std::min<std::uint64_t>(kSnapshotChunkBytes, total - offset));
-    encode_snapshot_chunk(message, SnapshotChunkPlace{offset, total, crc}, length, "test-cluster",
-                          batch.add_messages());
-  }
-  return batch;
-}
-
 // Node 2 holds the first three chunks of `snapshot` from node 1: an earlier send lost its fourth
 // chunk, and the fifth arrived after the gap (refused; the partial stays).
 void seed_partial_with_a_gap(TestNode& receiver, const std::string& address,

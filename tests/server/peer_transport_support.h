@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -16,9 +18,12 @@
 #include <vector>
 
 #include "raftlog/peer/v1/peer.grpc.pb.h"
+#include "server/message_codec.h"
 #include "server/peer_auth.h"
+#include "server/snapshot_chunks.h"
 #include "server/transport.h"
 #include "shared/loopback.h"
+#include "util/crc32c.h"
 
 namespace raftlog::server::peer_testing {
 
@@ -175,6 +180,23 @@ inline grpc::Status raw_batch_stream(const std::string& address,
         return stub.StreamBatches(context, summary);
       },
       auth);
+}
+
+// The chunks of `message`'s data numbered `chunk_numbers` (chunk n at n * kSnapshotChunkBytes) in
+// one batch, as node `message.from`'s lane would have written them.
+inline pb::RaftMessageBatch chunk_batch(const raft::Message& message,
+                                        const std::vector<std::uint64_t>& chunk_numbers) {
+  const std::uint64_t total = message.snapshot->data.size();
+  const std::uint32_t crc = util::crc32c::value(message.snapshot->data.view());
+  pb::RaftMessageBatch batch;
+  for (const std::uint64_t number : chunk_numbers) {
+    const std::uint64_t offset = number * kSnapshotChunkBytes;
+    const std::size_t length =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kSnapshotChunkBytes, total - offset));
+    encode_snapshot_chunk(message, SnapshotChunkPlace{offset, total, crc}, length, "test-cluster",
+                          batch.add_messages());
+  }
+  return batch;
 }
 
 }  // namespace raftlog::server::peer_testing

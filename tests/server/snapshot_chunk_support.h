@@ -1,5 +1,6 @@
-// Helpers of the snapshot chunk tests (snapshot_chunks_test.cpp, snapshot_resume_test.cpp): snapshot
-// messages with distinct bytes, a lane's limits, and chunks as a receiver decodes them.
+// Helpers of the snapshot chunk tests (snapshot_chunks_test.cpp, snapshot_resume_test.cpp,
+// snapshot_splice_*_test.cpp, snapshot_partial_file_test.cpp): snapshot messages with distinct
+// bytes, a lane's limits, and chunks as a receiver decodes them.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -71,6 +72,21 @@ inline SnapshotChunk through_the_wire(const QueuedMessage& item) {
   SnapshotChunk chunk;
   EXPECT_EQ(decode_snapshot_chunk(std::move(parsed), MessageLimits(), &chunk), "");
   return chunk;
+}
+
+// Sends every chunk the lane makes through the wire (each write succeeds) and returns them as the
+// receiver decodes them.
+inline std::vector<SnapshotChunk> drain(LaneQueue& lane) {
+  std::vector<SnapshotChunk> chunks;
+  for (int write = 0; write < 1000 && lane.has_queued(); ++write) {
+    lane.take_batch();
+    for (const QueuedMessage& item : lane.writing()) chunks.push_back(through_the_wire(item));
+    BatchPlan plan(lane.limits());
+    for (std::size_t i = 0; i < lane.writing().size(); ++i) plan.add(kSnapshotChunkBytes + 4096);
+    lane.settle_batch(plan);
+    lane.write_sent(kT0);
+  }
+  return chunks;
 }
 
 // Sends `message` through a lane (every write succeeds) and returns its chunks as the receiver

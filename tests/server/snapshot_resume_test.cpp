@@ -27,20 +27,6 @@ SnapshotIdentity identity_of(const raft::Message& message) {
                           util::crc32c::value(message.snapshot->data.view())};
 }
 
-// Sends every chunk the lane makes through the wire (each write succeeds) and returns them.
-std::vector<SnapshotChunk> drain(LaneQueue& lane) {
-  std::vector<SnapshotChunk> chunks;
-  for (int write = 0; write < 1000 && lane.has_queued(); ++write) {
-    lane.take_batch();
-    for (const QueuedMessage& item : lane.writing()) chunks.push_back(through_the_wire(item));
-    BatchPlan plan(lane.limits());
-    for (std::size_t i = 0; i < lane.writing().size(); ++i) plan.add(kSnapshotChunkBytes + 4096);
-    lane.settle_batch(plan);
-    lane.write_sent(kT0);
-  }
-  return chunks;
-}
-
 std::uint64_t data_bytes(const std::vector<SnapshotChunk>& chunks) {
   std::uint64_t bytes = 0;
   for (const SnapshotChunk& chunk : chunks) bytes += chunk.data.size();

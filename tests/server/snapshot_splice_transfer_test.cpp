@@ -18,93 +18,13 @@
 #include "server/peer_queue.h"
 #include "server/snapshot_chunks.h"
 #include "snapshot_chunk_support.h"
+#include "snapshot_splice_support.h"
 #include "util/crc32c.h"
 
 namespace raftlog::server {
 namespace {
 
-using namespace snapshot_testing;  // snapshot_chunk_support.h
-
-constexpr raft::Index kPoint = 90'000;
-
-// One leader's encoding at the point: the same head as every leader's, its own clients (ids from
-// `first_id` by `step`), digests (`salt`) and trailer. About 3.5 MB: four chunks, fourteen blocks.
-std::string leader_encoding(std::uint64_t first_id, std::uint64_t step, std::uint32_t salt,
-                            const std::string& extra_topic = "") {
-  replica::SnapshotData data;
-  data.index = kPoint;
-  data.term = 2;
-  data.conf.voters = {1, 2, 3};
-  data.conf.addresses = {{1, "127.0.0.1:7001"}, {3, "127.0.0.1:7003"}};
-  data.topics = {{"orders", 44}};
-  if (!extra_topic.empty()) data.topics.push_back({extra_topic, 1});
-  data.timestamp_floor_ms = 1'700'000'000'000 + salt;
-  data.section = "leader " + std::to_string(salt);
-  data.dedup_view_start = 100 + salt;
-  for (std::uint64_t c = 0; c < 3000; ++c) {
-    replica::DedupTable::ClientState client{first_id + c * step, 1, {}};
-    for (std::uint64_t a = 0; a < 32; ++a) {
-      const std::uint64_t at = 1 + (c * 32 + a) % 80'000;
-      client.appends.push_back({a + 1, {at, at, 2}, static_cast<std::uint32_t>(c + a) ^ salt});
-    }
-    data.dedup_clients.push_back(std::move(client));
-  }
-  return replica::encode_framed_snapshot_data(data).bytes;
-}
-
-// A snapshot message at the point (its last entry of term 2) carrying `data`, sent at `term`.
-raft::Message at_point(raft::NodeId from, raft::Term term, std::string data) {
-  raft::Message message = snapshot_message(from, term, kPoint, std::move(data));
-  message.snapshot->term = 2;
-  return message;
-}
-
-std::vector<SnapshotChunk> drain(LaneQueue& lane) {
-  std::vector<SnapshotChunk> chunks;
-  for (int write = 0; write < 1000 && lane.has_queued(); ++write) {
-    lane.take_batch();
-    for (const QueuedMessage& item : lane.writing()) chunks.push_back(through_the_wire(item));
-    BatchPlan plan(lane.limits());
-    for (std::size_t i = 0; i < lane.writing().size(); ++i) plan.add(kSnapshotChunkBytes + 4096);
-    lane.settle_batch(plan);
-    lane.write_sent(kT0);
-  }
-  return chunks;
-}
-
-// The old leader (node 1, term 2) sent the follower its first `chunks` chunks.
-struct FollowerWithPartial {
-  std::string old_data = leader_encoding(2, 3, 0);
-  SnapshotReassembler reassembler;
-  std::string problem;
-
-  explicit FollowerWithPartial(std::size_t chunks = 2) {
-    const std::vector<SnapshotChunk> sent = chunks_of(at_point(1, 2, old_data));
-    for (std::size_t i = 0; i < chunks; ++i) {
-      EXPECT_FALSE(reassembler.add(sent[i], kT0, &problem).has_value());
-    }
-  }
-};
-
-// The new leader (node 3, term 3) sends its own data to a follower whose receipt is `receipt`:
-// what its lane sends.
-struct NewLeaderSend {
-  LaneQueue lane{append_lane_limits()};
-  std::vector<SnapshotChunk> chunks;
-  NewLeaderSend(const std::string& data, const std::optional<SnapshotReceipt>& receipt,
-                bool with_continuation = true) {
-    const raft::Message message = at_point(3, 3, data);
-    const std::uint32_t crc = util::crc32c::value(data);
-    std::optional<SnapshotContinuation> continuation;
-    if (with_continuation && receipt && receipt->splice) {
-      continuation = make_snapshot_continuation(message.snapshot->data, *receipt->splice);
-    }
-    EXPECT_EQ(lane.push_snapshot(message, crc, kT0, receipt,
-                                 continuation ? &*continuation : nullptr),
-              LaneQueue::Admission::kQueued);
-    chunks = drain(lane);
-  }
-};
+using namespace snapshot_testing;  // snapshot_chunk_support.h, snapshot_splice_support.h
 
 TEST(SnapshotSpliceTransfer, TheReceiptNamesTheLastCompleteBlockAndTravelsChecked) {
   FollowerWithPartial follower;
@@ -244,6 +164,253 @@ TEST(SnapshotSpliceTransfer, ARestoredPartialNamesItsSplicePointAndIsContinued) 
   ASSERT_TRUE(whole.has_value()) << problem;
   EXPECT_EQ(restarted.status().counters.partials_spliced, 1U);
   EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
+}
+
+// Review M5: once the follower spliced a continuation, a transfer of it that breaks (a closed
+// stream, an expired chunk, the follower's restart) resumes at the follower's receipt, as any
+// transfer does: not a new continuation from its latest complete block, which would resend part
+// of a block and count the kept bytes as saved a second time.
+TEST(SnapshotSpliceTransfer, ABrokenContinuedTransferResumesByOffsetAndIsNotContinuedAgain) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
+  const SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
+                              util::crc32c::value(message.snapshot->data.view())};
+  // One chunk a write: the first is written, the stream breaks under the second, which then
+  // expires (the transfer is abandoned).
+  LaneQueueLimits one_a_write = append_lane_limits();
+  one_a_write.max_batch_messages = 1;
+  LaneQueue lane{one_a_write};
+  const SnapshotContinuation first =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  ASSERT_EQ(lane.push_snapshot(message, data.data_crc32c, kT0, receipt, &first),
+            LaneQueue::Admission::kQueued);
+  ASSERT_EQ(lane.take_batch().size(), 1U);
+  const SnapshotChunk delivered = through_the_wire(lane.writing().front());
+  lane.write_sent(kT0);
+  ASSERT_EQ(lane.take_batch().size(), 1U);
+  lane.write_failed();
+  lane.expire(Clock::now() + one_a_write.max_age + 1s);
+  ASSERT_EQ(lane.snapshot_progress()->state, SnapshotSendProgress::State::kAbandoned);
+  EXPECT_FALSE(follower.reassembler.add(delivered, kT0, &follower.problem).has_value());
+  EXPECT_EQ(follower.problem, "");
+  const std::optional<SnapshotReceipt> spliced = follower.reassembler.receipt();
+  ASSERT_TRUE(spliced && spliced->splice);
+  EXPECT_EQ(spliced->snapshot, first.spliced_identity(kPoint, 2));
+  const std::uint64_t held = spliced->received_bytes;
+  ASSERT_GT(held, receipt->splice->kept_bytes);
+  const LaneQueueCounters before = lane.counters();
+  EXPECT_EQ(before.snapshots_continued, 1U);
+
+  // The retry: the transport finds the continuation the lane keeps for that receipt (no new cut)
+  // and the lane resumes it at the receipt's offset.
+  const std::optional<SnapshotContinuation> kept = lane.kept_continuation(data, *spliced);
+  ASSERT_TRUE(kept.has_value()) << "the lane keeps the continuation its peer spliced";
+  EXPECT_TRUE(kept->bytes.shares_bytes_with(first.bytes)) << "shared, not copied";
+  ASSERT_EQ(lane.push_snapshot(message, data.data_crc32c, kT0 + 6s, spliced, &*kept),
+            LaneQueue::Admission::kQueued);
+  const std::vector<SnapshotChunk> rest = drain(lane);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().place.offset, held) << "resumed at the receipt, not at a block's end";
+  const LaneQueueCounters& after = lane.counters();
+  EXPECT_EQ(after.snapshots_continued, 1U) << "not continued again";
+  EXPECT_EQ(after.snapshot_resume_saved_bytes, before.snapshot_resume_saved_bytes);
+  EXPECT_EQ(after.snapshots_resumed, 1U);
+  EXPECT_EQ(after.snapshot_bytes_skipped, held);
+  for (std::uint64_t missed : after.snapshot_resume_missed.by_reason) EXPECT_EQ(missed, 0U);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : rest) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  ASSERT_TRUE(whole.has_value()) << follower.problem;
+  EXPECT_EQ(follower.reassembler.status().counters.partials_spliced, 1U);
+  EXPECT_EQ(follower.reassembler.status().counters.chunks_duplicate, 0U) << "nothing resent";
+  EXPECT_TRUE(replica::decode_snapshot_data(whole->snapshot->data.view()).ok());
+  // Every byte went out: the lane keeps nothing more.
+  EXPECT_FALSE(lane.kept_continuation(data, *spliced).has_value());
+}
+
+// The continuation a lane keeps is bounded in time and count: it goes after kept_continuation_idle
+// without a chunk made of it (the follower's partial has idled out by then), and at the next
+// snapshot the lane neither continues nor resumes with it.
+TEST(SnapshotSpliceTransfer, TheKeptContinuationGoesWhenIdleOrReplaced) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
+  const SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
+                              util::crc32c::value(message.snapshot->data.view())};
+  const SnapshotContinuation first =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  // The follower spliced the continuation's first chunk; the rest was lost.
+  const SnapshotReceipt spliced{first.spliced_identity(kPoint, 2),
+                                receipt->splice->kept_bytes + kSnapshotChunkBytes};
+  const auto broken_transfer = [&](LaneQueue& lane) {
+    ASSERT_EQ(lane.push_snapshot(message, data.data_crc32c, kT0, receipt, &first),
+              LaneQueue::Admission::kQueued);
+    ASSERT_EQ(lane.take_batch().size(), 1U);
+    lane.write_sent(kT0);
+    ASSERT_EQ(lane.take_batch().size(), 1U);
+    lane.write_failed();
+    lane.expire(Clock::now() + lane.limits().max_age + 1s);
+    ASSERT_EQ(lane.snapshot_progress()->state, SnapshotSendProgress::State::kAbandoned);
+  };
+  LaneQueueLimits one_a_write = append_lane_limits();
+  one_a_write.max_batch_messages = 1;
+  LaneQueue idle(one_a_write);
+  ASSERT_NO_FATAL_FAILURE(broken_transfer(idle));
+  EXPECT_TRUE(idle.kept_continuation(data, spliced).has_value());
+  idle.expire(Clock::now() + one_a_write.kept_continuation_idle + 1s);
+  EXPECT_FALSE(idle.kept_continuation(data, spliced).has_value()) << "idle: dropped";
+
+  LaneQueue replaced(one_a_write);
+  ASSERT_NO_FATAL_FAILURE(broken_transfer(replaced));
+  const raft::Message other = snapshot_message(3, 3, kPoint + 1, snapshot_data(3 << 20, 4));
+  ASSERT_EQ(replaced.push_snapshot(other, util::crc32c::value(other.snapshot->data.view()), kT0),
+            LaneQueue::Admission::kQueued);
+  EXPECT_FALSE(replaced.kept_continuation(data, spliced).has_value()) << "replaced: dropped";
+  // And only for the data it was cut from: another encoding of the point gets a new cut.
+  LaneQueue reencoded(one_a_write);
+  ASSERT_NO_FATAL_FAILURE(broken_transfer(reencoded));
+  SnapshotIdentity other_encoding = data;
+  other_encoding.data_crc32c ^= 1;
+  EXPECT_FALSE(reencoded.kept_continuation(other_encoding, spliced).has_value());
+  EXPECT_TRUE(reencoded.kept_continuation(data, spliced).has_value());
+}
+
+// Without the kept continuation (sent to its end, or idle), a continuation cut anew from the
+// follower's latest complete block is the same spliced data (this node's blocks after it copied
+// as they are), so it resumes by offset too; and a receipt of it claiming more than the lane made
+// is not trusted (beyond_sent).
+TEST(SnapshotSpliceTransfer, ANewCutOfTheSplicedDataResumesByOffsetWithinWhatTheLaneMade) {
+  FollowerWithPartial follower;
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const std::string new_data = leader_encoding(3, 4, 99);
+  NewLeaderSend send(new_data, receipt);
+  ASSERT_GE(send.chunks.size(), 2U);
+  EXPECT_FALSE(follower.reassembler.add(send.chunks[0], kT0, &follower.problem).has_value());
+  const std::optional<SnapshotReceipt> spliced = follower.reassembler.receipt();
+  ASSERT_TRUE(spliced && spliced->splice);
+  EXPECT_GT(spliced->splice->kept_bytes, receipt->splice->kept_bytes)
+      << "the follower's latest complete block lies in the continuation";
+
+  const raft::Message message = at_point(3, 3, new_data);
+  const std::uint32_t crc = util::crc32c::value(new_data);
+  const SnapshotContinuation again =
+      make_snapshot_continuation(message.snapshot->data, *spliced->splice);
+  EXPECT_EQ(again.spliced_identity(kPoint, 2), spliced->snapshot);
+  ASSERT_EQ(send.lane.push_snapshot(message, crc, kT0, spliced, &again),
+            LaneQueue::Admission::kQueued);
+  const std::vector<SnapshotChunk> rest = drain(send.lane);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().place.offset, spliced->received_bytes);
+  EXPECT_EQ(send.lane.counters().snapshots_continued, 1U);
+  EXPECT_EQ(send.lane.counters().snapshots_resumed, 1U);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : rest) {
+    whole = follower.reassembler.add(chunk, kT0, &follower.problem);
+  }
+  ASSERT_TRUE(whole.has_value()) << follower.problem;
+
+  // A lane that made only the continuation's first chunk (one chunk a write) when it is pushed
+  // again: a receipt of the spliced data past that chunk names bytes it never sent.
+  LaneQueueLimits one_a_write = append_lane_limits();
+  one_a_write.max_batch_messages = 1;
+  LaneQueue lane(one_a_write);
+  const SnapshotContinuation first =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  ASSERT_EQ(lane.push_snapshot(message, crc, kT0, receipt, &first),
+            LaneQueue::Admission::kQueued);
+  ASSERT_EQ(lane.take_batch().size(), 1U);
+  lane.write_sent(kT0);
+  SnapshotReceipt beyond{first.spliced_identity(kPoint, 2),
+                         receipt->splice->kept_bytes + kSnapshotChunkBytes + 1, spliced->splice};
+  ASSERT_LT(beyond.received_bytes, beyond.snapshot.total_bytes);
+  const std::optional<SnapshotContinuation> kept = lane.kept_continuation(
+      SnapshotIdentity{kPoint, 2, new_data.size(), crc}, beyond);
+  ASSERT_TRUE(kept.has_value());
+  ASSERT_EQ(lane.push_snapshot(message, crc, kT0, beyond, &*kept), LaneQueue::Admission::kQueued);
+  EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kBeyondSent], 1U);
+  EXPECT_EQ(lane.counters().snapshots_resumed, 0U);
+  const std::vector<SnapshotChunk> from_zero = drain(lane);
+  ASSERT_FALSE(from_zero.empty());
+  EXPECT_EQ(from_zero.front().place.offset, 0U);
+  EXPECT_FALSE(from_zero.front().splice.has_value()) << "its whole data, from 0";
+}
+
+// Review resume3 L2 asked for the case where the new leader still holds an older partial of its
+// own at the follower beside the old leader's, which its continuation was cut for. The term rules
+// never let the two stand together: the old leader's first chunk of its higher term drops the new
+// leader's older partial, and a chunk below another sender's partial's term is refused, so after
+// any accepted chunk every other sender's partial is of that chunk's term, which Raft gives one
+// leader. The continuation always meets the old leader's partial alone.
+TEST(SnapshotSpliceTransfer, TheNewLeadersOlderPartialNeverStandsBesideTheOldLeadersOne) {
+  SnapshotReassembler reassembler;
+  std::string problem;
+  // Node 3 led at term 3 and sent the first chunk of its data at the point (another size than node
+  // 1's: not taken for the same data).
+  const std::vector<SnapshotChunk> older = chunks_of(at_point(3, 3, leader_encoding(3, 4, 10)));
+  EXPECT_FALSE(reassembler.add(older[0], kT0, &problem).has_value());
+  EXPECT_EQ(reassembler.partial_count(), 1U);
+  // Node 1 leads at term 4: its first chunk drops node 3's partial.
+  const std::vector<SnapshotChunk> old_leader = chunks_of(at_point(1, 4, leader_encoding(2, 3, 0)));
+  EXPECT_FALSE(reassembler.add(old_leader[0], kT0, &problem).has_value());
+  EXPECT_FALSE(reassembler.add(old_leader[1], kT0, &problem).has_value());
+  EXPECT_EQ(reassembler.partial_count(), 1U);
+  EXPECT_FALSE(reassembler.partial_from(3).has_value());
+  EXPECT_EQ(reassembler.status().counters.partials_replaced, 1U);
+  // A late chunk of node 3's term 3 is refused and starts nothing.
+  EXPECT_FALSE(reassembler.add(older[1], kT0, &problem).has_value());
+  EXPECT_NE(problem.find("stale"), std::string::npos) << problem;
+  EXPECT_EQ(reassembler.partial_count(), 1U);
+  // Node 3 leads again at term 5 and continues node 1's partial from the receipt.
+  const std::optional<SnapshotReceipt> receipt = reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  const raft::Message message = at_point(3, 5, leader_encoding(3, 4, 99));
+  const SnapshotContinuation continuation =
+      make_snapshot_continuation(message.snapshot->data, *receipt->splice);
+  LaneQueue lane{append_lane_limits()};
+  ASSERT_EQ(lane.push_snapshot(message, util::crc32c::value(message.snapshot->data.view()), kT0,
+                               receipt, &continuation),
+            LaneQueue::Admission::kQueued);
+  std::optional<raft::Message> whole;
+  for (const SnapshotChunk& chunk : drain(lane)) whole = reassembler.add(chunk, kT0, &problem);
+  ASSERT_TRUE(whole.has_value()) << problem;
+  EXPECT_EQ(reassembler.status().counters.partials_spliced, 1U);
+  EXPECT_EQ(reassembler.status().counters.splices_refused, 0U);
+}
+
+// Found while writing the tests above: the whole-data CRC-32C of framed data does not depend on the
+// contents of its valid frames, only on its head and its frames' lengths. Each frame ends with its
+// own CRC-32C, seeded with the head's, and CRC-32C is linear, so a frame that matches its CRC
+// cancels out of the running CRC over the whole data. Two encodings with the same head and the
+// same layout (the same clients with as many appends each) therefore share their identity (index,
+// term, total, CRC): a lane resumes, and a receiver continues, one with the other's bytes. A mix
+// cut inside a frame fails that frame and so the whole-data check (and the decoder); a mix cut at
+// a frame boundary passes both, and is a splice of the two tables at a block's end, which the
+// merge property (SnapshotSplice.*) makes as good as either.
+TEST(SnapshotSpliceTransfer, FramedDataOfOneLayoutSharesItsWholeCrcAndOnlyAFrameBoundaryMixPasses) {
+  const std::string a = leader_encoding(2, 3, 0);
+  const std::string b = leader_encoding(2, 3, 7);  // other digests and trailer, the same lengths
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_NE(a, b);
+  EXPECT_EQ(util::crc32c::value(a), util::crc32c::value(b));
+  const std::size_t cut = kSnapshotChunkBytes + 1000;  // inside a block
+  ASSERT_NE(a.substr(cut - 64, 128), b.substr(cut - 64, 128));
+  const std::string inside = a.substr(0, cut) + b.substr(cut);
+  EXPECT_NE(util::crc32c::value(inside), util::crc32c::value(a)) << "a cut inside a frame";
+  EXPECT_FALSE(replica::decode_snapshot_data(inside).ok());
+  replica::FramedFrameWalk walk;
+  walk.advance(std::string_view(a).substr(0, cut));
+  ASSERT_TRUE(walk.splice_point().has_value());
+  const std::size_t boundary = walk.splice_point()->kept_bytes;
+  const std::string at_boundary = a.substr(0, boundary) + b.substr(boundary);
+  EXPECT_EQ(util::crc32c::value(at_boundary), util::crc32c::value(a)) << "a cut at a block's end";
+  store::Result<replica::SnapshotData> decoded = replica::decode_snapshot_data(at_boundary);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->section, "leader 7");
 }
 
 TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAndThePartialDropped) {
