@@ -136,15 +136,17 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
       retired_(config.retired_ids) {
   refresh_conf();
   unvouched_ = config.unvouched;
-  if (unvouched_ && config.vouching_term > 0) {
-    // The first leader's word from an earlier start: the catch-up resumes toward it.
-    vouching_term_ = config.vouching_term;
-    vouch_index_ = config.vouching_index;
-    catching_up_ = true;
-    catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
-  }
+  // Recovery's storage fault first: when both apply, catch_up_cause() names it (the driver's and
+  // the simulator's recovery checks tell it from an unvouched node resuming its catch-up).
   if (config.promised_index > 0) {
     enter_catching_up(config.promised_index, config.promised_term, Raft::CatchUpCause::kConfig);
+  }
+  if (unvouched_ && config.vouching_term > 0) {
+    // The leader's word from an earlier start: the catch-up resumes toward it.
+    vouching_term_ = config.vouching_term;
+    vouch_index_ = config.vouching_index;
+    if (!catching_up_) catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
+    catching_up_ = true;
   }
   maybe_finish_catching_up();  // a log restored from an earlier start may meet the vouching word
   randomize_election_timeout();
