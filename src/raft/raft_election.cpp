@@ -433,17 +433,25 @@ void Raft::Impl::enter_catching_up(Index promised_index, Term promised_term,
 }
 
 void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
-  // Only the first leader's word sets the requirement (until a restart: it is not persisted). A
-  // later leader's log satisfies it as well: it holds every entry committed before its own term at
+  // Only the first leader's word sets the term (the driver records the word, so a restart keeps it).
+  // A later leader's log satisfies it as well: it holds every entry committed before its own term at
   // the same indexes, the first leader's committed prefix and entries of its term included. Raising
-  // it with every new leader chased leader changes: a node (a voter whose vote was needed) stayed
-  // unvouched through a run of short-lived leaders, and then nobody could be elected.
+  // the term with every new leader chased leader changes: a node (a voter whose vote was needed)
+  // stayed unvouched through a run of short-lived leaders, and then nobody could be elected.
   if (!unvouched_) return;
   if (vouching_term_ != 0) {
-    // The same leader's later commits (appends and snapshots name them as is) raise the index: it
-    // may have counted this node's forgotten acknowledgements (its match from before the loss) for
-    // them. Heartbeats do not: under load their commit would keep running ahead of the durable log.
-    if (m.term == vouching_term_ && m.type != MessageType::kHeartbeat) {
+    // The same leader's later commits raise the index (review amnesia H2): it may have counted this
+    // node's forgotten acknowledgements (its match from before the loss) for them until our answer
+    // lowered that match. An append or a snapshot names its commit as is. Any append that extends
+    // our log left the leader after our answer lowered that match, so it names every commit
+    // counted with it. A heartbeat's clamped `commit` (of any leader) is what that leader believes
+    // we hold, a committed index every later leader holds too: beyond our log it is the
+    // storage-fault catch-up's promise, folded in here because the driver records this word
+    // durably and the promise is not (a restart kept the word only and vouched the node without
+    // what it had promised). Its unclamped leader_commit is not used: under load it keeps running
+    // ahead of what any append has brought us, and the catch-up would never end.
+    if (rules::later_commits_raise_the_vouch_index() &&
+        (m.term == vouching_term_ || m.type == MessageType::kHeartbeat)) {
       vouch_index_ = std::max(vouch_index_, m.commit);
     }
     return;

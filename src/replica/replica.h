@@ -268,6 +268,9 @@ class Replica {
   // configuration has other members; either way the core starts unvouched. False when it cannot be
   // read or written (the node then refuses to start).
   bool open_unvouched_marker(raft::Config* raft_config, NodeError* error);
+  // Rewrites DATA_DIR/UNVOUCHED with the core's vouching() when it changed, durably, before a
+  // Ready's entries and snapshot are written. False (the replica failed) when it cannot.
+  bool record_vouching_word();
   // Removes DATA_DIR/UNVOUCHED once the core says a leader caught this node up (and any snapshot
   // it installed is durable). Each loop round; a failed removal is retried in the next one.
   void forget_unvouched_marker_once_vouched();

@@ -65,24 +65,30 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
   return true;
 }
 
+bool Replica::record_vouching_word() {
+  if (!unvouched_marker_ || !raft_->unvouched()) return true;
+  // The leader's word (raft::Raft::vouching()): a restart in the middle of the catch-up resumes from
+  // it (raft::Config::vouching_term). Its index rises with what leaders name while the node catches
+  // up, and must be durable before the entries that came with it are: a restart that found those
+  // entries beside an older word vouched the node below a commit it had been told. Hence at the
+  // start of every Ready (apply_ready), before its snapshot and entries are written.
+  const std::pair<raft::Term, raft::Index> word = raft_->vouching();
+  if (word.first == 0 || word == recorded_vouching_) return true;
+  if (store::Status st = UnvouchedMarker::write(config_.store.env, config_.data_dir, config_.node_id,
+                                                word.first, word.second);
+      !st.ok()) {
+    fatal("recording the leader's word in " + config_.data_dir + "/" + UnvouchedMarker::kFileName +
+          ": " + st.to_string());
+    return false;
+  }
+  recorded_vouching_ = word;
+  return true;
+}
+
 void Replica::forget_unvouched_marker_once_vouched() {
   if (!unvouched_marker_) return;
   if (raft_->unvouched()) {
-    // The first leader's word, recorded once: a restart in the middle of the catch-up resumes from
-    // it (raft::Config::vouching_term). A failed write is retried in the next round.
-    const std::pair<raft::Term, raft::Index> word = raft_->vouching();
-    if (word.first == 0 || word == recorded_vouching_) return;
-    if (store::Status st = UnvouchedMarker::write(config_.store.env, config_.data_dir,
-                                                  config_.node_id, word.first, word.second);
-        !st.ok()) {
-      if (unvouched_removal_log_.admit(deps_.clock())) {
-        spdlog::error("node {}: recording the first leader's word in {}/{}: {} (retried)",
-                      config_.node_id, config_.data_dir, UnvouchedMarker::kFileName,
-                      st.to_string());
-      }
-      return;
-    }
-    recorded_vouching_ = word;
+    (void)record_vouching_word();
     return;
   }
   if (raft_->installing_snapshot()) return;

@@ -403,3 +403,177 @@ TEST(UnvouchedMarker, AnEmptyLogBesideAHardStateWithATermIsUnvouched) {
 
 }  // namespace
 }  // namespace raftlog::raft
+
+namespace raftlog::raft {
+namespace {
+
+using testing::TestCluster;
+
+Index match_of(const TestCluster& c, NodeId leader, NodeId peer) {
+  for (const PeerProgress& p : c.raft(leader).progress()) {
+    if (p.id == peer) return p.match_index;
+  }
+  return 0;
+}
+
+// Delivers (stepping each into its addressee) the queued messages that `match`, oldest first.
+void deliver_matching(TestCluster& c, const std::function<bool(const Message&)>& match) {
+  for (Message& m : c.take_from_network(match, 64)) {
+    const NodeId to = m.to;
+    c.step(to, std::move(m));
+  }
+}
+
+// Review H2: a leader keeps a wiped node's match from before the wipe until the node's answer lowers
+// it, and may meanwhile commit entries counting those forgotten acknowledgements, after its first
+// contact named a lower commit. The node must hold every commit that leader names before it is
+// vouched, not only the first one: vouched at 8 it would lack 10, which {1, 3, 4} "acknowledged".
+TEST(Unvouched, TheSameLeadersLaterCommitsRaiseWhatTheWipedNodeMustHold) {
+  TestCluster c({1, 2, 3, 4, 5}, [](Config& config) { config.max_entries_per_message = 4; });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  for (int i = 0; i < 7; ++i) {
+    ASSERT_TRUE(c.propose(1, {"p" + std::to_string(i)}).proposed());
+    c.deliver_all();
+  }
+  ASSERT_EQ(c.raft(1).commit_index(), 8u);
+  // 9 and 10 reach every follower, but only node 3 makes them durable and acknowledges them.
+  for (NodeId id : {2, 4, 5}) c.node(id).hold_persistence = true;
+  ASSERT_TRUE(c.propose(1, {"p9", "p10"}).proposed());
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 8u);
+  ASSERT_EQ(match_of(c, 1, 3), 10u);
+  c.restart_wiped(3);
+  // The leader's heartbeat names commit 8 (its commit, below node 3's old match); node 3's answer
+  // (a rejection: its log is empty) is held back.
+  c.tick(1);
+  deliver_matching(c, [](const Message& m) { return m.type == MessageType::kHeartbeat && m.to == 3; });
+  ASSERT_EQ(c.raft(3).vouching(), (std::pair<Term, Index>{1, 8}));
+  std::vector<Message> answer = c.take_from_network(
+      [](const Message& m) { return m.from == 3 && m.type == MessageType::kHeartbeatResponse; }, 8);
+  ASSERT_EQ(answer.size(), 1u);
+  // Node 4 makes 9 and 10 durable: with node 3's forgotten acknowledgement, 10 commits.
+  c.node(4).hold_persistence = false;
+  c.persist_all(4);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 10u) << "the leader counted node 3's old acknowledgement";
+  // Node 3's answer arrives: the leader probes it from its real end, 4 entries per append, and the
+  // append carrying 9 and 10 is lost.
+  c.add_drop_rule([](const Message& m) {
+    return m.type == MessageType::kAppend && m.to == 3 && m.index >= 8;
+  });
+  c.step(1, std::move(answer.front()));
+  c.deliver_all();
+  ASSERT_EQ(c.node(3).log.durable_index(), 8u);
+  EXPECT_TRUE(c.raft(3).unvouched()) << "vouched at the first contact's commit 8; 10 is committed";
+  EXPECT_TRUE(marker_exists(c, 3));
+  EXPECT_EQ(c.raft(3).catching_up_to(), 10u);
+  c.heal();
+  for (NodeId id : {2, 5}) c.node(id).hold_persistence = false;
+  ASSERT_TRUE(c.propose(1, {"p11"}).proposed());
+  c.tick_all(5);
+  EXPECT_GE(c.node(3).log.durable_index(), 10u);
+  EXPECT_FALSE(c.raft(3).unvouched());
+  EXPECT_FALSE(marker_exists(c, 3));
+  EXPECT_EQ(c.node(3).log.entry(10).payload, c.node(1).log.entry(10).payload);
+}
+
+// Review H2 (b): a heartbeat of the same leader may name a commit beyond the node's log after its
+// first word (its match for the node was stale): that storage-fault catch-up must finish before the
+// node counts as vouched, or the marker is removed with the catch-up unfinished (and a crash then
+// restarts the node vouched, its promise forgotten: the promise is not persisted).
+TEST(UnvouchedMarker, KeptWhileAStorageFaultCatchUpFromTheSameLeaderIsPending) {
+  TestCluster c({1, 2, 3});
+  c.isolate(1);
+  c.isolate(2);
+  c.step(3, heartbeat_from(1, 3, 5, /*commit=*/2));  // the first word: commit 2
+  Message stale = heartbeat_from(1, 3, 5, /*commit=*/4);
+  stale.commit = 4;  // the leader believes node 3 holds 4
+  c.step(3, std::move(stale));
+  ASSERT_EQ(c.raft(3).catch_up_cause(), Raft::CatchUpCause::kUnvouched);
+  c.step(3, append_from(1, 3, 5, 0, 0, 2, {entry_at(1, 5), entry_at(2, 5)}));
+  ASSERT_EQ(c.raft(3).persisted_index(), 2u);
+  EXPECT_TRUE(c.raft(3).unvouched()) << "the leader said commit 4 is ours: it is not durable here";
+  EXPECT_TRUE(marker_exists(c, 3));
+  EXPECT_EQ(c.raft(3).catching_up_to(), 4u);
+  c.crash_restart(3);
+  EXPECT_TRUE(c.raft(3).unvouched());
+  c.step(3, heartbeat_from(1, 3, 5, /*commit=*/4));
+  c.step(3, append_from(1, 3, 5, 0, 0, 4,
+                        {entry_at(1, 5), entry_at(2, 5), entry_at(3, 5), entry_at(4, 5)}));
+  EXPECT_FALSE(c.raft(3).unvouched());
+  EXPECT_FALSE(c.raft(3).catching_up());
+  EXPECT_FALSE(marker_exists(c, 3));
+}
+
+// Review M1: once a leader named commit c > 0 to an unvouched node, entries 1..c are known to be
+// committed and an empty log lacks them all: the node neither grants an empty candidate nor
+// campaigns with its own empty log. Three nodes: leader 1 commits 1..7 with node 2; node 3, a founder
+// that never received an entry, hears its heartbeat (commit 7); node 2 loses its disk; node 1 goes
+// down. Granting empty logs, nodes 2 and 3 elected an empty leader and 1..7, acknowledged, were gone.
+TEST(Unvouched, AfterALeaderNamedACommitAnEmptyCandidateIsRefused) {
+  TestCluster c({1, 2, 3});
+  c.isolate(3);
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(c.propose(1, {"m" + std::to_string(i)}).proposed());
+    c.deliver_all();
+  }
+  ASSERT_EQ(c.raft(1).commit_index(), 7u);
+  const Entry seventh = c.node(1).log.entry(7);
+  c.heal();
+  c.add_drop_rule([](const Message& m) {
+    return m.from == 1 && m.to == 3 && m.type != MessageType::kHeartbeat;
+  });
+  c.tick(1);
+  c.deliver_all();
+  ASSERT_EQ(c.node(3).log.last_index(), 0u);
+  ASSERT_EQ(c.raft(3).vouching(), (std::pair<Term, Index>{1, 7}));
+  c.restart_wiped(2);
+  c.heal();
+  c.isolate(1);
+  c.tick_all(300);
+  EXPECT_EQ(c.leader(), kNoNode) << "node " << c.leader() << " leads term "
+                                 << c.raft(c.leader() == kNoNode ? 2 : c.leader()).term()
+                                 << " with an empty log";
+  c.heal();
+  c.tick_all(300);
+  const NodeId leader = c.leader();
+  ASSERT_NE(leader, kNoNode);
+  for (NodeId id : {1, 2, 3}) {
+    ASSERT_GE(c.node(id).log.durable_index(), 7u) << "node " << id;
+    EXPECT_EQ(c.node(id).log.entry(7).payload, seventh.payload) << "node " << id;
+    EXPECT_EQ(c.node(id).log.entry(7).term, seventh.term) << "node " << id;
+  }
+}
+
+// Review M4: one append contradicting a committed entry (a forged or stray message) must not take a
+// node out of service for good: NOT_SERVING while such appends keep coming (a leader that cannot
+// catch the node up probes it every heartbeat), SERVING again once they stopped; the counter stays.
+TEST(CommittedConflict, TheStatusClearsOnceConflictsStopTheCounterStays) {
+  TestCluster c({1, 2, 3});
+  c.isolate(1);
+  c.isolate(2);
+  c.step(3, append_from(1, 3, 2, 0, 0, 3, {entry_at(1, 2), entry_at(2, 2), entry_at(3, 2)}));
+  c.step(3, append_from(2, 3, 3, 2, 2, 3, {entry_at(3, 3)}));
+  replica::NodeStatus status = c.replica(3).status();
+  EXPECT_EQ(status.committed_conflicts, 1u);
+  EXPECT_NE(status.committed_conflict.find("index 3"), std::string::npos) << status.committed_conflict;
+  c.tick(3, 250);  // 5 s: still shown
+  EXPECT_FALSE(c.replica(3).status().committed_conflict.empty());
+  // A matching append of the same leader, then 12 s without a conflict.
+  c.step(3, append_from(2, 3, 3, 3, 2, 3, {}));
+  c.tick(3, 600);
+  status = c.replica(3).status();
+  EXPECT_EQ(status.committed_conflict, "") << "shown with no conflict for 12 s";
+  EXPECT_EQ(status.committed_conflicts, 1u);
+  // A new conflict shows it again.
+  c.step(3, append_from(2, 3, 3, 2, 2, 3, {entry_at(3, 3)}));
+  status = c.replica(3).status();
+  EXPECT_EQ(status.committed_conflicts, 2u);
+  EXPECT_FALSE(status.committed_conflict.empty());
+}
+
+}  // namespace
+}  // namespace raftlog::raft
