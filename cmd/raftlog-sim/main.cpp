@@ -180,6 +180,7 @@ int run_many(const Arguments& args) {
   std::uint64_t points_conf = 0;
   std::uint64_t points_fallback = 0;
   std::uint64_t wipes = 0;
+  std::uint64_t log_wipes = 0;
   const std::uint64_t progress_every = std::max<std::uint64_t>(*args.seeds / 10, 1);
   for (std::uint64_t i = 0; i < *args.seeds; ++i) {
     raftlog::sim::SimOptions options = args.options;
@@ -199,6 +200,7 @@ int run_many(const Arguments& args) {
     snapshots_installed += result.cluster.snapshots_installed;
     off_loop_jobs += result.cluster.off_loop_jobs;
     wipes += result.cluster.wipes;
+    log_wipes += result.cluster.log_wipes;
     points_at_first += result.cluster.snapshots_at_first_index;
     points_conf += result.cluster.snapshots_above_first_index_conf_unknown;
     points_fallback += result.cluster.snapshots_above_first_index_fallback;
@@ -241,7 +243,8 @@ int run_many(const Arguments& args) {
           catching_up, max_liveness_ticks, conf_changes, trims, snapshots_installed,
           points_at_first, points_conf, points_fallback, off_loop_jobs,
           // Only with --wipe: the line of every other run stays as it was.
-          args.options.wipe ? fmt::format(" wipes={}", wipes) : std::string())
+          args.options.wipe ? fmt::format(" wipes={} log_wipes={}", wipes, log_wipes)
+                             : std::string())
           .c_str(),
       stdout);
   // Apart from the RESULT line, which depends on the seeds only.

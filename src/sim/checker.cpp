@@ -410,6 +410,14 @@ void Checker::observe_wipe(raft::NodeId node) {
   conf_base_unknown_[node] = false;
 }
 
+void Checker::observe_log_wipe(raft::NodeId node) {
+  durable_[node].commit = 0;
+  commit_[node] = 0;
+  leader_term_[node] = 0;
+  conf_entries_[node].clear();
+  conf_base_unknown_[node] = true;
+}
+
 void Checker::observe_crash(raft::NodeId node) {
   leader_term_[node] = 0;
   conf_entries_[node].clear();  // its log is empty while it is down (and rebuilt at restart)

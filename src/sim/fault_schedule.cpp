@@ -136,19 +136,26 @@ void FaultSchedule::on_tick(Cluster& cluster) {
 
 void FaultSchedule::wipe(Cluster& cluster) {
   const raft::NodeId target = prng_.between(1, cluster.size());
-  // Every other member up, vouched (no earlier wipe still waiting for a leader) and with a
-  // non-empty log: then no majority holds nothing but what the wiped node forgot, which no guard can
-  // tell from a brand-new cluster (docs/raft.md, "Unvouched nodes", limit 2), and the others can
-  // elect a leader without it. Two wiped nodes of three could not, rightly: they may have held
-  // entries the third lacks (the guard's liveness cost, docs/operations.md). Non-members (spare
-  // slots) hold nothing and vote for nobody: they do not count.
+  // Every other member vouched (no earlier wipe still waiting for a leader) with a non-empty log,
+  // and at most f of them down: then no majority holds nothing but what the wiped node forgot, which
+  // no guard can tell from a brand-new cluster (docs/raft.md, "Unvouched nodes", limit 2). With f
+  // down the others elect nobody until one is back (the guard's liveness cost); the down ones come
+  // back by themselves. Two wiped nodes of three could not, rightly: they may have held entries the
+  // third lacks. Non-members (spare slots) hold nothing and vote for nobody: they do not count.
+  std::size_t members = 0;
+  std::size_t others_down = 0;
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
-    if (id == target || !raft::is_member(cluster.conf(id), id)) continue;
-    if (!cluster.is_up(id) || cluster.log(id).last_index() == 0) return;
-    const std::optional<replica::NodeStatus> status = cluster.status(id);
-    if (!status || status->unvouched) return;
+    if (!raft::is_member(cluster.conf(id), id)) continue;
+    ++members;
+    if (id == target) continue;
+    if (!cluster.holds_vouched_log(id)) return;
+    if (!cluster.is_up(id)) ++others_down;
   }
-  cluster.wipe(target, prng_.between(1, profile_.max_down_ticks));
+  if (members == 0 || others_down > (members - 1) / 2) return;
+  const std::uint64_t down_ticks = prng_.between(1, profile_.max_down_ticks);
+  // Half the wipes lose only DATA_DIR/log (drills6 H1's second repro: HARDSTATE with its term kept).
+  const bool only_log = prng_.chance_per_million(500'000);
+  cluster.wipe(target, down_ticks, only_log);
 }
 
 void FaultSchedule::trim(Cluster& cluster) {
