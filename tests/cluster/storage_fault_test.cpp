@@ -239,11 +239,12 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
 
 // drills6 H1 on real processes: five nodes; nodes A and B stopped; an append acknowledged by the
 // leader and two followers; the leader and one of those followers go down; the other follower (W)
-// loses its data directory and restarts under its id; A and B come back. Before the unvouched guard
-// W voted at once, A or B won with {A, B, W} and the acknowledged entry's index was reused by a
-// no-op. Now no leader arises among {A, B, W}, W says why, and once a holder is back the entry is on
-// every node and W is caught up.
-TEST(StorageFault, LostDataDirectoryUnderTheSameIdDoesNotHelpLoseAnAcknowledgedAppend) {
+// loses its data directory (or only DATA_DIR/log, drills6 H1's second repro: HARDSTATE with its term,
+// TOPICSTATE, CONFSTATE and IDENTITY kept) and restarts under its id; A and B come back. Before the
+// unvouched guard W voted at once, A or B won with {A, B, W} and the acknowledged entry's index was
+// reused by a no-op. Now no leader arises among {A, B, W}, W says why, and once a holder is back the
+// entry is on every node and W is caught up.
+void lose_a_holders_log_and_check_the_append_survives(bool only_the_log_directory) {
   LocalClusterOptions options;
   options.raftlogd_path = RAFTLOGD_PATH;
   options.nodes = 5;
@@ -266,7 +267,11 @@ TEST(StorageFault, LostDataDirectoryUnderTheSameIdDoesNotHelpLoseAnAcknowledgedA
   cluster.kill(leader);
   cluster.stop(holder);
   cluster.stop(wiped);
-  std::filesystem::remove_all(cluster.data_dir(wiped));
+  const std::filesystem::path lost = only_the_log_directory
+                                         ? std::filesystem::path(cluster.data_dir(wiped)) / "log"
+                                         : std::filesystem::path(cluster.data_dir(wiped));
+  ASSERT_TRUE(std::filesystem::exists(lost)) << lost;
+  std::filesystem::remove_all(lost);
   cluster.start(wiped);
   cluster.start(a);
   cluster.start(b);
@@ -292,6 +297,16 @@ TEST(StorageFault, LostDataDirectoryUnderTheSameIdDoesNotHelpLoseAnAcknowledgedA
     const auto status = cluster.status(wiped);
     return status.has_value() && !status->unvouched;
   })) << cluster.log_tail(wiped);
+}
+
+TEST(StorageFault, LostDataDirectoryUnderTheSameIdDoesNotHelpLoseAnAcknowledgedAppend) {
+  lose_a_holders_log_and_check_the_append_survives(/*only_the_log_directory=*/false);
+}
+
+// Review amnesia H1: only DATA_DIR/log lost; the node used to log that TOPICSTATE is far ahead of its
+// empty log and vote anyway (its HARDSTATE term was above 0, so it was not taken for an empty one).
+TEST(StorageFault, LostLogDirectoryAloneDoesNotHelpLoseAnAcknowledgedAppend) {
+  lose_a_holders_log_and_check_the_append_survives(/*only_the_log_directory=*/true);
 }
 
 }  // namespace
