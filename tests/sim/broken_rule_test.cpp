@@ -49,9 +49,6 @@ void expect_violation_within_bound(std::size_t nodes, bool aggressive = true,
 #ifdef RAFTLOG_BROKEN_RETENTION
     options.retention = true;  // snapshot installs need followers stranded by trims
 #endif
-#ifdef RAFTLOG_BROKEN_WIPE
-    options.wipe = true;  // the unvouched rules need nodes restarted on an empty data directory
-#endif
     const SimResult result = run_simulation(options);
     if (result.ok() || result.liveness_failure()) continue;
     std::printf("%s, %zu nodes, %s profile: caught at seed %llu by %s\n%s", RAFTLOG_BROKEN_RULE,
