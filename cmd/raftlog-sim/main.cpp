@@ -4,7 +4,9 @@
 //   raftlog-sim --seeds N --seed-start S [--nodes 3|5]      N seeds from S, ends with a RESULT line
 // Common options: --fault-ticks T, --liveness-ticks T, --aggressive (leader-churn fault profile),
 // --reconfigure (membership changes in the fault schedule, with spare node slots), --retention
-// (retention trims in the fault schedule: stranded followers must catch up through snapshots).
+// (retention trims in the fault schedule: stranded followers must catch up through snapshots),
+// --wipe (a node restarts on an empty data directory under its id), --plant-ignore-unvouched (TEST
+// ONLY: the planted bug --wipe must catch).
 // --version prints the version and git revision.
 // Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad arguments.
 // stdout is a pure function of the arguments (byte-identical every run); progress goes to stderr.
@@ -46,6 +48,8 @@ void print_usage(std::FILE* out) {
       "         allowance, default 250)  --aggressive (leader-churn fault profile for every seed)\n"
       "         --reconfigure (membership changes in the fault schedule; 2 spare node slots)\n"
       "         --retention (retention trims in the fault schedule; snapshots catch up)\n"
+      "         --wipe (nodes restart on an empty data directory under their id)\n"
+      "         --plant-ignore-unvouched (TEST ONLY: the replicas ignore DATA_DIR/UNVOUCHED)\n"
       "       raftlog-sim --version\n",
       out);
 }
@@ -77,6 +81,10 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
       args.options.reconfigure = true;
     } else if (flag == "--retention") {
       args.options.retention = true;
+    } else if (flag == "--wipe") {
+      args.options.wipe = true;
+    } else if (flag == "--plant-ignore-unvouched") {
+      args.options.plant_ignore_unvouched = true;
     } else if (flag == "--seed") {
       if (!(number = value(UINT64_MAX))) return "--seed needs a number";
       args.seed = number;
@@ -171,6 +179,8 @@ int run_many(const Arguments& args) {
   std::uint64_t points_at_first = 0;
   std::uint64_t points_conf = 0;
   std::uint64_t points_fallback = 0;
+  std::uint64_t wipes = 0;
+  std::uint64_t log_wipes = 0;
   const std::uint64_t progress_every = std::max<std::uint64_t>(*args.seeds / 10, 1);
   for (std::uint64_t i = 0; i < *args.seeds; ++i) {
     raftlog::sim::SimOptions options = args.options;
@@ -189,6 +199,8 @@ int run_many(const Arguments& args) {
     trims += result.cluster.trims;
     snapshots_installed += result.cluster.snapshots_installed;
     off_loop_jobs += result.cluster.off_loop_jobs;
+    wipes += result.cluster.wipes;
+    log_wipes += result.cluster.log_wipes;
     points_at_first += result.cluster.snapshots_at_first_index;
     points_conf += result.cluster.snapshots_above_first_index_conf_unknown;
     points_fallback += result.cluster.snapshots_above_first_index_fallback;
@@ -225,11 +237,14 @@ int run_many(const Arguments& args) {
           "acked_proposals={} appends_acked={} dedup_answers={} reads={} crashes={} "
           "sync_failures={} "
           "restarts_catching_up={} max_liveness_ticks={} conf_changes={} trims={} "
-          "snapshots_installed={} snapshot_points={}/{}/{} off_loop_jobs={}\n",
+          "snapshots_installed={} snapshot_points={}/{}/{} off_loop_jobs={}{}\n",
           *args.seeds, violations, liveness_failures, ticks, args.options.node_count,
           args.seed_start, acked, appends_acked, dedup_answers, reads, crashes, sync_failures,
           catching_up, max_liveness_ticks, conf_changes, trims, snapshots_installed,
-          points_at_first, points_conf, points_fallback, off_loop_jobs)
+          points_at_first, points_conf, points_fallback, off_loop_jobs,
+          // Only with --wipe: the line of every other run stays as it was.
+          args.options.wipe ? fmt::format(" wipes={} log_wipes={}", wipes, log_wipes)
+                             : std::string())
           .c_str(),
       stdout);
   // Apart from the RESULT line, which depends on the seeds only.

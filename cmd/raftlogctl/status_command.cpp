@@ -171,6 +171,8 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"catching_up\":" << (s.catching_up ? "true" : "false")
              << ",\"catching_up_to_index\":" << s.catching_up_to_index
              << ",\"storage_fault\":" << json_string(s.storage_fault)
+             << ",\"unvouched\":" << (s.unvouched ? "true" : "false")
+             << ",\"committed_conflict\":" << json_string(s.committed_conflict)
              << ",\"stranded_below_index\":" << s.stranded_below_index
              << ",\"removed\":" << (s.removed ? "true" : "false")
              << ",\"disk_used_ratio\":" << s.disk_used_ratio
@@ -228,9 +230,21 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
            << std::setw(7) << client::to_string(s.flush_mode) << std::setw(7) << disk_column(s)
            << (s.version.empty() ? std::string("-") : s.version + " (" + s.revision + ")") << "\n";
     if (s.disk_over_high_watermark) io.out << "    " << disk_watermark_text(s) << "\n";
-    if (s.catching_up) {
+    if (!s.committed_conflict.empty()) {
+      io.out << "    COMMITTED ENTRY CONFLICT: " << s.committed_conflict
+             << ": not serving (docs/operations.md)\n";
+    }
+    if (s.unvouched) {
+      io.out << "    UNVOUCHED: started on an empty data directory: waiting for a leader to catch it "
+                "up before it votes"
+             << (s.catching_up ? " (catching up to index " +
+                                     std::to_string(s.catching_up_to_index) + ")"
+                               : std::string())
+             << "\n";
+    } else if (s.catching_up) {
       io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
-             << s.storage_fault << "): not voting, not counted toward commit\n";
+             << (s.storage_fault.empty() ? std::string("reason not reported") : s.storage_fault)
+             << "): not voting, not counted toward commit\n";
     }
     if (s.learner_catching_up_to_index != 0) {
       io.out << "    LEARNER catching up to index " << s.learner_catching_up_to_index

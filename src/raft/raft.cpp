@@ -118,6 +118,7 @@ std::string validate_config(const Config& config) {
   if (config.max_pending_reads < 1) return "Config::max_pending_reads must be >= 1";
   if (config.snapshot_retry_ticks < 1) return "Config::snapshot_retry_ticks must be >= 1";
   if (config.promised_term > kMaxTerm) return "Config::promised_term must be <= kMaxTerm";
+  if (config.vouching_term > kMaxTerm) return "Config::vouching_term must be <= kMaxTerm";
   if (config.retired_ids.size() > kMaxRetiredIds) {
     return "Config::retired_ids holds more than " + std::to_string(kMaxRetiredIds) + " ids";
   }
@@ -134,7 +135,20 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
       read_only_(config.max_pending_reads),
       retired_(config.retired_ids) {
   refresh_conf();
-  if (config.promised_index > 0) enter_catching_up(config.promised_index, config.promised_term);
+  unvouched_ = config.unvouched;
+  // Recovery's storage fault first: when both apply, catch_up_cause() names it (the driver's and
+  // the simulator's recovery checks tell it from an unvouched node resuming its catch-up).
+  if (config.promised_index > 0) {
+    enter_catching_up(config.promised_index, config.promised_term, Raft::CatchUpCause::kConfig);
+  }
+  if (unvouched_ && config.vouching_term > 0) {
+    // The leader's word from an earlier start: the catch-up resumes toward it.
+    vouching_term_ = config.vouching_term;
+    vouch_index_ = config.vouching_index;
+    if (!catching_up_) catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
+    catching_up_ = true;
+  }
+  maybe_finish_catching_up();  // a log restored from an earlier start may meet the vouching word
   randomize_election_timeout();
   reported_soft_state_ = soft_state();
   reported_hard_state_ = hard_state;
@@ -246,6 +260,10 @@ NodeId Raft::transfer_target() const { return impl_->transfer_target(); }
 std::size_t Raft::pending_reads() const { return impl_->pending_reads(); }
 bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
+bool Raft::unvouched() const { return impl_->unvouched(); }
+std::pair<Term, Index> Raft::vouching() const { return impl_->vouching(); }
+const CommittedConflict& Raft::committed_conflict() const { return impl_->committed_conflict(); }
+Raft::CatchUpCause Raft::catch_up_cause() const { return impl_->catch_up_cause(); }
 bool Raft::removed() const { return impl_->removed(); }
 const StepDown& Raft::last_step_down() const { return impl_->last_step_down(); }
 const std::vector<NodeId>& Raft::retired_ids() const { return impl_->retired_ids(); }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "raft/log_reader.h"
@@ -80,6 +81,24 @@ struct Config {
   // its log: the leader only does that after this node acknowledged that far.
   Index promised_index = 0;
   Term promised_term = 0;
+  // The driver found this node's durable state empty (no hard state, no entries, no snapshot) in a
+  // configuration with other members, or it did so before and no leader has caught it up since
+  // (docs/raft.md, "Unvouched nodes"). An empty log cannot tell a brand-new cluster from one whose
+  // entries this node acknowledged and then lost with its data directory, so until a leader has
+  // caught it up the node grants a (pre-)vote only to a candidate whose log is empty too or, once a
+  // leader of term T named commit c to it, whose log would vouch for it (last term above T, or T with
+  // last index >= c), and campaigns only while its own log is empty. That first leader's message makes
+  // it catch up (acknowledgements marked, not counted toward commit) until its durable log reaches c
+  // AND holds an entry of term >= T; then it is vouched (unvouched() turns false, and the driver
+  // forgets its record of the state). Winning an election vouches it too.
+  bool unvouched = false;
+  // The first leader's word to this unvouched node, as the driver recorded it (vouching() after an
+  // earlier start): its term T and the commit index c it named (0, 0: none yet). The catch-up and the
+  // vote rule above resume from it, so that a node that crashed in the middle of its first catch-up
+  // still grants the candidates holding what that leader committed (without it, a needed voter that
+  // restarted so voted for nobody with entries until a leader reached it, and none could be elected).
+  Term vouching_term = 0;
+  Index vouching_index = 0;
 
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
   std::uint64_t random_seed = 1;
@@ -199,6 +218,19 @@ struct PeerProgress {
   Index needs_entries_from() const { return probing ? next_index : match_index + 1; }
 };
 
+// A leader's append contradicts an entry this follower holds as committed (docs/operations.md,
+// "A committed entry conflicts with the leader"): only possible after a safety violation (an
+// operator's copy of data directories, a lost disk restarted under its id on an older binary, a
+// forged message). The follower keeps its log (it never truncates a committed entry) and the
+// leader cannot catch it up: the driver says so loudly.
+struct CommittedConflict {
+  Index index = 0;       // the first committed entry the leader's log contradicts
+  Term own_term = 0;     // its term here
+  Term leader_term = 0;  // the term of the leader's entry there (0: not known, only that it differs)
+  NodeId leader = kNoNode;
+  std::uint64_t count = 0;  // appends seen contradicting a committed entry since start
+};
+
 class Raft {
  public:
   // Restores from durable state: `hard_state` as last persisted, `log` as recovered. `log` must
@@ -279,6 +311,18 @@ class Raft {
   // must reach is catching_up_to().
   bool catching_up() const;
   Index catching_up_to() const;
+  // True while the node is unvouched (Config::unvouched): no leader has caught it up since it
+  // started on empty durable state. Turns false once, when its durable log reaches what the
+  // rule requires; a driver that keeps a record of the state removes it then (not before).
+  bool unvouched() const;
+  // While unvouched: the first leader's word (Config::vouching_term, vouching_index), {0, 0} before
+  // one. A driver that keeps a record of the unvouched state keeps this in it.
+  std::pair<Term, Index> vouching() const;
+  // Why the node catches up: kNone (it does not), kConfig (the driver's Config::promised_index),
+  // kLeaderCommit (a heartbeat of its leader named a commit beyond its log: it lost entries it
+  // acknowledged), kUnvouched (a leader's first contact with an unvouched node).
+  enum class CatchUpCause : std::uint8_t { kNone, kConfig, kLeaderCommit, kUnvouched };
+  CatchUpCause catch_up_cause() const;
   // True once a peer answered that this node's id is retired (kRemovedContext), until a leader of
   // this node's term or later replicates to it. Information only (shown in status): one peer's
   // word may be stale or forged, so the node still campaigns and leads as before. Not persisted.
@@ -299,6 +343,8 @@ class Raft {
   // append (the value): it is still catching up. A follower in step with its leader reaches it with
   // every append (the entries an append carries go past the commit it names).
   Index behind_leader_commit() const;
+  // The latest append that contradicted a committed entry of this node (count 0: none since start).
+  const CommittedConflict& committed_conflict() const;
 
  private:
   class Impl;

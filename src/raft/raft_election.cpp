@@ -22,9 +22,15 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 // logs are behind it), so it campaigns while it was a voter of the configuration before. It counts
 // votes by its newest configuration, excluding itself; either configuration's majorities overlap the
 // other's (one change apart), so no two leaders of a term can arise. A node catching up after lost
-// durable state must not lead: its log may lack entries it promised.
+// durable state must not lead: its log may lack entries it promised. Nor may an unvouched one whose
+// log holds entries (a crash in the middle of its first catch-up): it knows the cluster has a log, and
+// its own vote for itself could complete a majority without entries it acknowledged before its data
+// directory was lost. With an empty log it may campaign, even while a leader's contact has it catching
+// up: only nodes holding nothing grant it a vote (a brand-new cluster whose first leader died before
+// its first entry reached anyone elects the next one so).
 bool Raft::Impl::promotable() const {
-  if (catching_up_) return false;
+  if (fault_catch_up_) return false;
+  if (unvouched_ && (log_.last_index() > 0 || vouch_index_ > 0)) return false;
   if (is_voter(id())) return true;
   const std::size_t records = conf_history_.size();
   return records >= 2 && conf_history_.back().index > log_.committed() &&
@@ -133,6 +139,9 @@ void Raft::Impl::become_leader() {
   role_ = Role::kLeader;
   leader_ = id();
   removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
+  // Elected with an empty log (promotable), by voters whose logs were no longer: a new cluster as far
+  // as any majority can tell. This leader's log is the one everybody catches up to from now on.
+  unvouched_ = false;
   // A no-op of the new term lets entries of earlier terms commit through it (Raft §5.4.2).
   Entry noop;
   noop.index = noop_index_after_unfinished_proposal();
@@ -342,6 +351,23 @@ void Raft::Impl::step(Message& m) {
   }
 }
 
+// An unvouched node (Config::unvouched) grants a candidate whose log is empty (an empty log is
+// granted only by empty logs, the up-to-date rule: a new cluster, also one whose first leader died
+// before its first entry was durable anywhere), or, once a leader of term T named commit c to it,
+// one whose log would vouch for it: last term above T, or T with last index >= c. Such a log holds
+// that leader's log up to c and up to its first entry of term T, so every entry committed before
+// (Leader Completeness and Log Matching, docs/raft.md, "Unvouched nodes"). Any other candidate may
+// lack an entry this node acknowledged before it lost its durable state. Without the second case a
+// voter added while empty, whose leader died before it was caught up, blocked every election its
+// vote was needed for (the simulator's --reconfigure runs).
+bool Raft::Impl::unvouched_may_grant(const Message& m) const {
+  // An empty log only while no leader named a commit above 0: after that, entries 1..c are known
+  // to be committed, and an empty candidate lacks them all.
+  if (m.index == 0) return vouch_index_ == 0;
+  if (vouching_term_ == 0) return false;
+  return m.log_term > vouching_term_ || (m.log_term == vouching_term_ && m.index >= vouch_index_);
+}
+
 void Raft::Impl::handle_vote_request(const Message& m) {
   const bool pre_vote = m.type == MessageType::kPreVote;
   // We can vote for m.from if we already did (a retransmission), if we have neither voted nor know a
@@ -349,7 +375,7 @@ void Raft::Impl::handle_vote_request(const Message& m) {
   // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
   // so its "up to date" judgement could elect a leader without them.
   const bool can_vote =
-      !catching_up_ &&
+      !fault_catch_up_ && (!unvouched_ || unvouched_may_grant(m)) &&
       (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
   const bool up_to_date =
       rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());
@@ -391,39 +417,106 @@ void Raft::Impl::handle_vote_response(const Message& m) {
 
 namespace raftlog::raft {
 
-void Raft::Impl::enter_catching_up(Index promised_index, Term promised_term) {
-  if (!catching_up_) {
-    catching_up_ = true;
+void Raft::Impl::enter_catching_up(Index promised_index, Term promised_term,
+                                   Raft::CatchUpCause cause) {
+  if (!fault_catch_up_) {
+    fault_catch_up_ = true;
     promised_index_ = promised_index;
     promised_term_ = promised_term;
   } else {
     promised_index_ = std::max(promised_index_, promised_index);
     promised_term_ = std::max(promised_term_, promised_term);
   }
+  if (!catching_up_) catch_up_cause_ = cause;
+  catching_up_ = true;
   maybe_finish_catching_up();
+}
+
+void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
+  // Only the first leader's word sets the term (the driver records the word, so a restart keeps it).
+  // A later leader's log satisfies it as well: it holds every entry committed before its own term at
+  // the same indexes, the first leader's committed prefix and entries of its term included. Raising
+  // the term with every new leader chased leader changes: a node (a voter whose vote was needed)
+  // stayed unvouched through a run of short-lived leaders, and then nobody could be elected.
+  if (!unvouched_) return;
+  if (vouching_term_ != 0) {
+    // The same leader's later commits raise the index (review amnesia H2): it may have counted this
+    // node's forgotten acknowledgements (its match from before the loss) for them until our answer
+    // lowered that match. An append or a snapshot names its commit as is. Any append that extends
+    // our log left the leader after our answer lowered that match, so it names every commit
+    // counted with it. A heartbeat's clamped `commit` (of any leader) is what that leader believes
+    // we hold, a committed index every later leader holds too: beyond our log it is the
+    // storage-fault catch-up's promise, folded in here because the driver records this word
+    // durably and the promise is not (a restart kept the word only and vouched the node without
+    // what it had promised). Its unclamped leader_commit is not used: under load it keeps running
+    // ahead of what any append has brought us, and the catch-up would never end.
+    if (rules::later_commits_raise_the_vouch_index() &&
+        (m.term == vouching_term_ || m.type == MessageType::kHeartbeat)) {
+      vouch_index_ = std::max(vouch_index_, m.commit);
+    }
+    return;
+  }
+  vouching_term_ = m.term;
+  // What the leader counts committed: an append or a snapshot names it as is; a heartbeat clamps
+  // `commit` to what it believes we hold (our lost acknowledgements), and also says its own.
+  Index commit = m.commit;
+  if (m.type == MessageType::kHeartbeat) commit = std::max(m.commit, m.leader_commit);
+  vouch_index_ = std::max(vouch_index_, commit);
+  if (!catching_up_) catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
+  catching_up_ = true;
+  maybe_finish_catching_up();
+}
+
+void Raft::Impl::mark_if_catching_up(Message& reply) {
+  if (!catching_up_) return;
+  const std::optional<Term> term = log_.term_at(reply.index);
+  const bool vouched_once_durable = !fault_catch_up_ && unvouched_ && vouching_term_ > 0 &&
+                                    reply.index >= vouch_index_ && term.has_value() &&
+                                    *term >= vouching_term_;
+  if (vouched_once_durable) return;
+  reply.context = kCatchingUpContext;
+  marked_acks_sent_ = true;
 }
 
 void Raft::Impl::maybe_finish_catching_up() {
   if (!catching_up_) return;
   const Index durable = log_.persisted_index();
   const std::optional<Term> durable_term = log_.term_at(durable);
-  // Either the durable log again reaches everything the node may have promised, or it holds an entry
-  // a leader of a later term sent: that leader's log has every committed entry the node promised, and
-  // ours is a prefix of it up to there, exactly as after an ordinary conflicting append.
-  if (durable >= promised_index_ || (durable_term.has_value() && *durable_term > promised_term_)) {
-    catching_up_ = false;
+  // After a storage fault: either the durable log again reaches everything the node may have
+  // promised, or it holds an entry a leader of a later term sent: that leader's log has every
+  // committed entry the node promised, and ours is a prefix of it up to there, exactly as after an
+  // ordinary conflicting append.
+  if (fault_catch_up_ && (durable >= promised_index_ ||
+                          (durable_term.has_value() && *durable_term > promised_term_))) {
+    fault_catch_up_ = false;
     promised_index_ = 0;
     promised_term_ = 0;
-    // Our acknowledgements so far were marked: repeat the latest one unmarked, or the leader would
-    // not count us until its next append.
-    const Index acknowledged = std::min(leader_match_, durable);
-    if (role_ == Role::kFollower && leader_ != kNoNode && acknowledged > 0) {
-      Message ack;
-      ack.type = MessageType::kAppendResponse;
-      ack.to = leader_;
-      ack.index = acknowledged;
-      send(std::move(ack), /*after_persist=*/true);
-    }
+  }
+  // Unvouched: the node knows neither the index nor the term it may have promised (it lost both),
+  // so it needs both halves from its leader of term vouching_term_ (docs/raft.md, "Unvouched
+  // nodes"): an entry of that term (the leader's own entries follow every entry committed in an
+  // earlier term, which its log holds, however far behind its commit index still is) and the commit
+  // index the leader named (entries of that term it may have counted this node's lost
+  // acknowledgements for).
+  if (!fault_catch_up_ && unvouched_ && vouching_term_ > 0 && durable >= vouch_index_ &&
+      durable_term.has_value() && *durable_term >= vouching_term_) {
+    unvouched_ = false;
+    vouch_index_ = 0;
+  }
+  if (fault_catch_up_ || (unvouched_ && vouching_term_ > 0)) return;
+  catching_up_ = false;
+  catch_up_cause_ = Raft::CatchUpCause::kNone;
+  const bool repeat = marked_acks_sent_;
+  marked_acks_sent_ = false;
+  // Our acknowledgements so far were marked: repeat the latest one unmarked, or the leader would
+  // not count us until its next append.
+  const Index acknowledged = std::min(leader_match_, durable);
+  if (repeat && role_ == Role::kFollower && leader_ != kNoNode && acknowledged > 0) {
+    Message ack;
+    ack.type = MessageType::kAppendResponse;
+    ack.to = leader_;
+    ack.index = acknowledged;
+    send(std::move(ack), /*after_persist=*/true);
   }
 }
 

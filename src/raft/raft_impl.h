@@ -4,6 +4,7 @@
 // raft_membership.cpp (configurations in the log, membership changes).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -60,7 +61,18 @@ class Raft::Impl {
   NodeId transfer_target() const { return transfer_target_; }
   std::size_t pending_reads() const { return read_only_.pending(); }
   bool catching_up() const { return catching_up_; }
-  Index catching_up_to() const { return catching_up_ ? promised_index_ : 0; }
+  Index catching_up_to() const {
+    if (!catching_up_) return 0;
+    return std::max(fault_catch_up_ ? promised_index_ : 0, unvouched_ ? vouch_index_ : 0);
+  }
+  bool unvouched() const { return unvouched_; }
+  std::pair<Term, Index> vouching() const {
+    return unvouched_ ? std::pair<Term, Index>{vouching_term_, vouch_index_} : std::pair<Term, Index>{};
+  }
+  const CommittedConflict& committed_conflict() const { return committed_conflict_; }
+  Raft::CatchUpCause catch_up_cause() const {
+    return catching_up_ ? catch_up_cause_ : Raft::CatchUpCause::kNone;
+  }
   bool removed() const { return removed_; }
   const StepDown& last_step_down() const { return last_step_down_; }
   const std::vector<NodeId>& retired_ids() const { return retired_; }
@@ -102,6 +114,7 @@ class Raft::Impl {
   void start_election(CampaignKind kind);
   void won_votes();  // a majority granted this campaign (pre-vote or vote)
   void handle_vote_request(const Message& message);
+  bool unvouched_may_grant(const Message& vote_request) const;  // Config::unvouched's vote rule
   void handle_vote_response(const Message& message);
   // Returns false when the message must be dropped (stale term, or a vote request inside the lease).
   bool handle_term(const Message& message);
@@ -115,6 +128,11 @@ class Raft::Impl {
   void broadcast_heartbeat(std::uint64_t context);
   void handle_append(Message& message);  // moves the entries it appends out of `message`
   void handle_heartbeat(const Message& message);
+  // An append of `leader` says its entry at `index` has `leader_term` (0: only that it is not ours)
+  // where this node holds a committed entry of `own_term`: noted for committed_conflict().
+  void note_committed_conflict(Index index, Term own_term, Term leader_term, NodeId leader);
+  // The first entry of `m` at or below our commit index whose term differs from ours (0: none).
+  Index first_committed_conflict(const Message& m) const;
   void handle_append_response(const Message& message);
   void answer_untracked_ack(const Message& message);
   // A request from a retired id: answered with kRemovedContext (true), or nothing to do (false).
@@ -139,8 +157,16 @@ class Raft::Impl {
   void step_follower(Message& message);
 
   // Storage-fault recovery: see Config::promised_index.
-  void enter_catching_up(Index promised_index, Term promised_term);
+  void enter_catching_up(Index promised_index, Term promised_term, Raft::CatchUpCause cause);
   void maybe_finish_catching_up();
+  // Unvouched nodes (Config::unvouched): the first message of each new leader (append, heartbeat,
+  // snapshot) starts or extends the catch-up to the commit it names and its term.
+  void note_leader_contact_while_unvouched(const Message& message);
+  // An acknowledgement (sent after persist) of our log up to reply.index: marked kCatchingUpContext
+  // while catching up, unless the node is caught up by the time it leaves (only an unvouched catch-up
+  // can tell: its rule is about the log up to reply.index). A new cluster's founders then answer
+  // their first leader's first append as before, without a marked answer and its repeat.
+  void mark_if_catching_up(Message& reply);
 
   // --- configurations (raft_membership.cpp) ---
   // Every change to the log goes through here: configuration records at or above the first new
@@ -221,8 +247,11 @@ class Raft::Impl {
   // for up to snapshot_retry_ticks when the answer was lost). Reset with the term (reset()).
   Index snapshot_held_through_ = 0;
 
-  // Catching up after lost durable state (Config::promised_index).
+  // Catching up after lost durable state: fault_catch_up_ (Config::promised_index, or a heartbeat
+  // naming a commit beyond our log) or a leader's contact while unvouched (Config::unvouched), or
+  // both; catching_up_ until each that applies is satisfied (maybe_finish_catching_up).
   bool catching_up_ = false;
+  bool fault_catch_up_ = false;
   // Ids removed by committed changes (Config::retired_ids, then each one commit_to sees retire),
   // oldest first, at most kMaxRetiredIds.
   std::vector<NodeId> retired_;
@@ -237,6 +266,15 @@ class Raft::Impl {
   std::optional<TrimPointConf> trim_point_conf_;
   Index promised_index_ = 0;
   Term promised_term_ = 0;
+  Raft::CatchUpCause catch_up_cause_ = Raft::CatchUpCause::kNone;
+  // Config::unvouched, until a leader caught this node up (or it won an election). vouching_term_:
+  // the term of the newest leader that contacted it while unvouched (0: none yet); the node is
+  // vouched once its durable log holds an entry of that term and reaches promised_index_.
+  bool unvouched_ = false;
+  Term vouching_term_ = 0;
+  Index vouch_index_ = 0;  // the highest commit index a leader named while this node was unvouched
+  CommittedConflict committed_conflict_;  // the latest one seen (count 0: none)
+  bool marked_acks_sent_ = false;  // acknowledgements marked kCatchingUpContext since catching up
 
   // Leader: entries it proposed in this term that are not committed yet, for the pending-proposal
   // bounds. Holds at most max_uncommitted_entries.

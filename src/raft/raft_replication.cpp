@@ -179,12 +179,18 @@ void Raft::Impl::step_leader(const Message& m) {
 
 void Raft::Impl::handle_append(Message& m) {
   if (!well_formed_append(m)) return;
+  note_leader_contact_while_unvouched(m);
   leader_commit_seen_ = std::max(leader_commit_seen_, m.commit);
   Message reply;
   reply.type = MessageType::kAppendResponse;
   reply.to = m.from;
   if (m.index < log_.committed()) {
     // Everything up to our commit index matches any leader's log; tell the leader where we stand.
+    // An entry of it there with another term says otherwise: a safety violation, said loudly.
+    if (const Index conflict = first_committed_conflict(m); conflict != 0) {
+      note_committed_conflict(conflict, log_.term_at(conflict).value_or(0),
+                              m.entries[conflict - m.index - 1].term, m.from);
+    }
     reply.index = log_.committed();
     send(std::move(reply), /*after_persist=*/true);
     return;
@@ -195,7 +201,11 @@ void Raft::Impl::handle_append(Message& m) {
     if (conflict != 0) {
       // A leader's entries never conflict with a committed entry: one that does comes from a forged
       // or corrupted message (or a leader whose storage failed). Dropping it keeps our log intact.
-      if (conflict <= log_.committed()) return;
+      if (conflict <= log_.committed()) {
+        note_committed_conflict(conflict, log_.term_at(conflict).value_or(0),
+                                m.entries[conflict - m.index - 1].term, m.from);
+        return;
+      }
       // So is an append whose configurations do not decode or skip a change.
       if (!conf_entries_acceptable(m.entries, conflict - m.index - 1)) return;
       // Moved, not copied: a multi-MiB append would otherwise be copied twice more on the loop thread.
@@ -210,9 +220,17 @@ void Raft::Impl::handle_append(Message& m) {
     leader_sending_snapshot_ = false;
     commit_to(std::min(m.commit, last_new_index));
     reply.index = last_new_index;  // acknowledged only once durable (after persist)
-    if (catching_up_) reply.context = kCatchingUpContext;
+    mark_if_catching_up(reply);
     send(std::move(reply), /*after_persist=*/true);
     return;
+  }
+  // Our committed entry at m.index (m.index == our commit: below it was answered above) has
+  // another term than the leader's: no hint can lead it to a match below.
+  if (m.index == log_.committed() && m.index > 0) {
+    const std::optional<Term> own = log_.term_at(m.index);
+    if (own.has_value() && *own != m.log_term) {
+      note_committed_conflict(m.index, *own, m.log_term, m.from);
+    }
   }
   // Mismatch: hint the highest index that could match, skipping whole terms the leader cannot share
   // (fast backtracking): the largest index <= min(m.index, last) whose term is <= m.log_term.
@@ -232,6 +250,7 @@ void Raft::Impl::handle_append(Message& m) {
 }
 
 void Raft::Impl::handle_heartbeat(const Message& m) {
+  note_leader_contact_while_unvouched(m);
   Message reply;
   reply.type = MessageType::kHeartbeatResponse;
   reply.to = m.from;
@@ -248,13 +267,28 @@ void Raft::Impl::handle_heartbeat(const Message& m) {
     // already vouched for (storage fault), or the message is forged. Commit what we hold, tell the
     // leader where our log ends so it re-sends from there, and stop voting until we hold it again.
     commit_to(std::min(log_.last_index(), leader_match_));
-    enter_catching_up(m.commit, term_);
+    enter_catching_up(m.commit, term_, Raft::CatchUpCause::kLeaderCommit);
     reply.reject = true;
     reply.reject_hint = log_.last_index();
   } else {
     commit_to(std::min(m.commit, leader_match_));
   }
   send(std::move(reply), /*after_persist=*/false);
+}
+
+Index Raft::Impl::first_committed_conflict(const Message& m) const {
+  for (const Entry& e : m.entries) {
+    if (e.index > log_.committed()) break;
+    const std::optional<Term> own = log_.term_at(e.index);
+    if (own.has_value() && *own != e.term) return e.index;  // trimmed entries are not compared
+  }
+  return 0;
+}
+
+void Raft::Impl::note_committed_conflict(Index index, Term own_term, Term leader_term,
+                                         NodeId leader) {
+  const std::uint64_t count = committed_conflict_.count + 1;
+  committed_conflict_ = CommittedConflict{index, own_term, leader_term, leader, count};
 }
 
 Index Raft::Impl::behind_leader_commit() const {

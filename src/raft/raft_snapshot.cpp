@@ -100,6 +100,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
       !is_valid_conf(snapshot.conf)) {
     return;
   }
+  note_leader_contact_while_unvouched(m);
   leader_commit_seen_ = std::max(leader_commit_seen_, m.commit);
   Message reply;
   reply.type = MessageType::kAppendResponse;
@@ -109,7 +110,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
     // Everything it replaces is committed here already, hence in our log as in the leader's: nothing
     // to install. Tell the leader where we stand, as for an append below our commit index.
     reply.index = log_.committed();
-    if (catching_up_) reply.context = kCatchingUpContext;
+    mark_if_catching_up(reply);
     send(std::move(reply), /*after_persist=*/true);
     return;
   }
@@ -131,7 +132,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
   snapshot_held_through_ = std::max(snapshot_held_through_, snapshot.index);
   install_snapshot(std::move(*m.snapshot));
   reply.index = log_.last_index();  // the snapshot's index: acknowledged once installed durably
-  if (catching_up_) reply.context = kCatchingUpContext;
+  mark_if_catching_up(reply);
   send(std::move(reply), /*after_persist=*/true);
 }
 

@@ -1,7 +1,7 @@
 // The Raft safety rules that the simulator's self-test deliberately breaks.
 //
 // This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link rules_*.cpp;
-// the test-only targets raftlog_raft_broken_{vote,commit,atomicity} link the same core objects with
+// the test-only targets raftlog_raft_broken_{vote,commit,atomicity,...,vouch} link the same core objects with
 // one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path can select a broken rule.
 #pragma once
 
@@ -31,5 +31,10 @@ bool conf_change_may_start(Index newest_conf_index, Index commit_index);
 // `history` (oldest first, the newest committed one first; never empty), the position of the one in
 // force.
 std::size_t conf_in_force(const std::vector<ConfRecord>& history, Index commit_index);
+
+// Unvouched nodes (docs/raft.md, "Unvouched nodes"): the commit index an unvouched node must hold
+// before it is vouched rises with every commit its leaders name after the first word (a leader may
+// count the node's acknowledgements from before it lost its data, review amnesia H2).
+bool later_commits_raise_the_vouch_index();
 
 }  // namespace raftlog::raft::rules

@@ -14,6 +14,10 @@
 
 namespace raftlog::replica {
 
+// Why an unvouched node serves nothing (health, status; docs/raft.md, "Unvouched nodes").
+inline constexpr const char* kUnvouchedReason =
+    "started on an empty data directory: waiting for a leader to catch it up before it votes";
+
 struct PeerStatus {
   std::uint64_t id = 0;
   std::string address;
@@ -52,6 +56,15 @@ struct NodeStatus {
   bool catching_up = false;
   std::uint64_t catching_up_to_index = 0;
   std::string storage_fault;
+  // Unvouched (docs/raft.md, "Unvouched nodes"): this node started on an empty data directory (or
+  // did, and no leader has caught it up since: DATA_DIR/UNVOUCHED). It grants no vote to a
+  // candidate with entries, and health is NOT_SERVING, until a leader has caught it up.
+  bool unvouched = false;
+  // A leader's append contradicted a committed entry of this node (raft::CommittedConflict): "" when
+  // none did since start, else a sentence (index, both terms, the leader). Health NOT_SERVING, and
+  // committed_conflicts counts such appends (a metric).
+  std::string committed_conflict;
+  std::uint64_t committed_conflicts = 0;
   // Non-zero while this follower needs entries its leader no longer holds (retention trimmed them):
   // it cannot catch up by replication and must be rebuilt (docs/operations.md, "Retention"). The
   // value is the leader's first retained index. Health is NOT_SERVING meanwhile.

@@ -264,6 +264,22 @@ class Replica {
   bool load_topic_state(std::uint64_t* scan_from, bool* missing_on_trimmed_log,
                         std::string* problem);
   void assess_recovery(raft::Config* raft_config);
+  // DATA_DIR/UNVOUCHED (unvouched_marker.h): found, or written when the directory is empty and the
+  // configuration has other members; either way the core starts unvouched. False when it cannot be
+  // read or written (the node then refuses to start).
+  bool open_unvouched_marker(raft::Config* raft_config, NodeError* error);
+  // Rewrites DATA_DIR/UNVOUCHED with the core's vouching() when it changed, durably, before a
+  // Ready's entries and snapshot are written. False (the replica failed) when it cannot.
+  bool record_vouching_word();
+  // Removes DATA_DIR/UNVOUCHED once the core says a leader caught this node up (and any snapshot
+  // it installed is durable). Each loop round; a failed removal is retried in the next one.
+  void forget_unvouched_marker_once_vouched();
+  // A leader's append contradicted a committed entry (raft::Raft::committed_conflict): a critical
+  // log line, at most one per 30 s (committed_conflict_log_; replica_vouching.cpp).
+  void report_committed_conflict();
+  // Why the core catches up, for status (NodeStatus::storage_fault): recovery's finding, or what the
+  // core found itself.
+  std::string catch_up_reason() const;
   bool open_hard_state(NodeError* error);
   bool open_conf_state(NodeError* error);
   bool has_peers() const;
@@ -782,6 +798,12 @@ class Replica {
   Clock::time_point transfer_deadline_{};
   raft::SoftState soft_state_;
   std::string storage_fault_;  // why recovery started this node catching up ("" = it did not)
+  bool unvouched_marker_ = false;  // DATA_DIR/UNVOUCHED exists (unvouched_marker.h)
+  std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
+  util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
+  std::uint64_t committed_conflicts_reported_ = 0;  // raft::CommittedConflict::count logged so far
+  Clock::time_point committed_conflict_seen_at_{};  // when the count last rose (status, health)
+  util::RateLimit committed_conflict_log_{std::chrono::seconds(30)};
 
   DiskWatermark disk_;
   static constexpr std::chrono::seconds kDiskHandoverInterval{10};

@@ -81,6 +81,10 @@ struct ReplicaConfig {
   // replica adds what recovery found, conf_history included (from CONFSTATE).
   raft::Config raft;
   bool same_boot = false;  // the machine did not restart since the data directory's last open
+  // TEST ONLY (the simulator's planted bug, --plant-ignore-unvouched): DATA_DIR/UNVOUCHED is neither
+  // written nor read, as before it existed, so that a sweep shows it catches what the record
+  // prevents (docs/testing.md). raftlogd never sets it.
+  bool ignore_unvouched_marker = false;
 };
 
 // What a harness that checks the driver (the simulator, src/sim) observes of each Ready batch.

@@ -78,6 +78,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   raft_config.conf_history = replica->conf_records_;
   raft_config.retired_ids = replica->conf_state_file_->retired();
   replica->assess_recovery(&raft_config);
+  if (!replica->open_unvouched_marker(&raft_config, error)) return nullptr;
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
     return nullptr;
@@ -472,7 +473,21 @@ NodeStatus Replica::status() {
   status.flush_mode = config_.store.flush_mode;
   status.catching_up = raft_->catching_up();
   status.catching_up_to_index = raft_->catching_up_to();
-  status.storage_fault = status.catching_up ? storage_fault_ : "";
+  status.storage_fault = status.catching_up ? catch_up_reason() : "";
+  status.unvouched = raft_->unvouched();
+  const raft::CommittedConflict& conflict = raft_->committed_conflict();
+  status.committed_conflicts = conflict.count;
+  // NOT_SERVING (a non-empty sentence) only while such appends keep coming: a leader that cannot
+  // catch this node up probes it every heartbeat; one stray (forged) message must not take a node
+  // out of service for good. The counter and the critical log line stay.
+  constexpr auto kCommittedConflictShownFor = std::chrono::seconds(10);
+  if (conflict.count > 0 && committed_conflicts_reported_ == conflict.count &&
+      deps_.clock() - committed_conflict_seen_at_ < kCommittedConflictShownFor) {
+    status.committed_conflict =
+        "leader " + std::to_string(conflict.leader) + " holds an entry of term " +
+        std::to_string(conflict.leader_term) + " at index " + std::to_string(conflict.index) +
+        " where this node holds a committed entry of term " + std::to_string(conflict.own_term);
+  }
   status.stranded_below_index = raft_->stranded_below();
   status.disk_used_ratio = disk_.used_ratio();
   // 0 is what older nodes send: `raftlogctl status` then prints "-" for the disk, which is right

@@ -68,6 +68,8 @@ void Replica::process() {
   if (!failed_) {
     RoundProfile::Scope part(round_, RoundPart::kConfState);
     settle_conf_records(commit_);
+    forget_unvouched_marker_once_vouched();
+    report_committed_conflict();
   }
   RoundProfile::Scope part(round_, RoundPart::kSnapshotPrepare);
   discard_prepared_snapshot();  // installed by now, or answered without an install
@@ -149,6 +151,9 @@ void Replica::apply_ready(raft::Ready& ready) {
     persisted_hard_state_.term = ready.hard_state->term;
     persisted_hard_state_.vote = ready.hard_state->vote;
   }
+  // An unvouched node's leader word, before the entries or the snapshot that came with it
+  // (replica_vouching.cpp).
+  if (!record_vouching_word()) return;
   // Step 0: a snapshot replaces the whole log, after the term and vote are durable and before the
   // batch's own entries, which continue it (replica_snapshot.cpp).
   if (ready.snapshot) {

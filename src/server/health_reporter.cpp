@@ -13,15 +13,19 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   if (status.corrupt_index != 0) {
     return "entry " + std::to_string(status.corrupt_index) + " is corrupt; restart to repair it";
   }
+  if (!status.committed_conflict.empty()) {
+    return "a committed entry conflicts with the leader's log: " + status.committed_conflict;
+  }
   // Before "catching up" and the rest: nothing will move this node's log again (drills6 M3: a
   // removed node kept answering SERVING, and plain reads from its frozen log, until stopped).
   if (status.removed) {
     return "removed from the configuration: its log no longer follows the cluster (stop it; "
            "docs/operations.md, \"Membership\")";
   }
+  if (status.unvouched) return replica::kUnvouchedReason;
   if (status.catching_up) {
     return "catching up to index " + std::to_string(status.catching_up_to_index) +
-           " after a storage fault";
+           " after a storage fault (" + status.storage_fault + ")";
   }
   if (status.stranded_below_index != 0) {
     return "stranded: needs entries below index " + std::to_string(status.stranded_below_index) +
@@ -37,7 +41,8 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
 
 std::string not_serving_reason(const replica::NodeStatus& status,
                                const SnapshotTransfers& transfers) {
-  if (status.corrupt_index != 0 || status.removed || status.catching_up) {
+  if (status.corrupt_index != 0 || status.removed || status.catching_up || status.unvouched ||
+      !status.committed_conflict.empty()) {
     return not_serving_reason(status);
   }
   // Before "stranded": a follower behind its leader's retention that receives or installs the

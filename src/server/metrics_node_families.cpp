@@ -88,10 +88,19 @@ NodeMetrics::NodeMetrics(FamilyBuilder& builder) {
        {"raftlog_node_catching_up",
         "1 while the node catches up after a storage fault (no votes, not counted for commit).",
         &field<&NodeStatus::catching_up>},
+       {"raftlog_node_unvouched",
+        "1 while this node, started on an empty data directory, waits for a leader to catch it up "
+        "(it grants no vote to a candidate with entries; health NOT_SERVING).",
+        &field<&NodeStatus::unvouched>},
        {"raftlog_node_stranded",
         "1 while this follower needs entries its leader no longer holds (until its snapshot "
         "arrives).",
         [](const NodeStatus& status) { return status.stranded_below_index != 0 ? 1.0 : 0.0; }}});
+  readings_.add_totals(
+      builder, {{"raftlog_node_committed_conflicts_total",
+                 "Appends of a leader that contradicted an entry this node holds as committed (a "
+                 "safety violation: docs/operations.md; health NOT_SERVING once one was seen).",
+                 &field<&NodeStatus::committed_conflicts>}});
   loop_round = &builder.histogram(
       "raftlog_raft_loop_round_seconds",
       "Duration of one round of the Raft loop (ticks and heartbeats wait behind it).",

@@ -402,6 +402,22 @@ void Checker::observe_durable_hard_state(raft::NodeId node, const raft::HardStat
   durable_[node] = hard_state;
 }
 
+void Checker::observe_wipe(raft::NodeId node) {
+  durable_[node] = raft::HardState{};
+  commit_[node] = 0;
+  leader_term_[node] = 0;
+  conf_entries_[node].clear();
+  conf_base_unknown_[node] = false;
+}
+
+void Checker::observe_log_wipe(raft::NodeId node) {
+  durable_[node].commit = 0;
+  commit_[node] = 0;
+  leader_term_[node] = 0;
+  conf_entries_[node].clear();
+  conf_base_unknown_[node] = true;
+}
+
 void Checker::observe_crash(raft::NodeId node) {
   leader_term_[node] = 0;
   conf_entries_[node].clear();  // its log is empty while it is down (and rebuilt at restart)

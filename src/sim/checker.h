@@ -90,6 +90,12 @@ class Checker {
   void observe_commit(raft::NodeId node, raft::Index commit, raft::Term node_term);
   // A hard state of `node` became durable.
   void observe_durable_hard_state(raft::NodeId node, const raft::HardState& hard_state);
+  // The node (crashed) lost its whole data directory: its durable term, vote and commit start over
+  // (what it forgot is the unvouched guard's business, judged by the invariants on the others).
+  void observe_wipe(raft::NodeId node);
+  // The node (crashed) lost its log directory only: its durable term and vote stand, its commit
+  // starts over, and the configuration its CONFSTATE keeps cannot be checked against its log.
+  void observe_log_wipe(raft::NodeId node);
   // The node's log now starts after `index` (a snapshot it installed, or its open found it
   // trimmed), with `conf` in force there (checked against the committed history); nullopt: not
   // known (a trimmed log whose newest configuration entry is still in it: the first one it holds is

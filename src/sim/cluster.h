@@ -72,6 +72,8 @@ struct ClusterConfig {
   std::uint64_t max_off_loop_steps = 3 * kStepsPerTick;
   // ReplicaConfig::snapshot_gather_slice_bytes of every node.
   std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
+  // ReplicaConfig::ignore_unvouched_marker of every node (SimOptions::plant_ignore_unvouched).
+  bool ignore_unvouched_marker = false;
 };
 
 // Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at once,
@@ -113,6 +115,8 @@ struct ClusterStats {
   std::uint64_t snapshots_above_first_index_conf_unknown = 0;
   std::uint64_t snapshots_above_first_index_fallback = 0;
   std::uint64_t off_loop_jobs = 0;  // off-loop jobs completed (snapshot encodings)
+  std::uint64_t wipes = 0;          // nodes restarted on an empty data directory (SimOptions::wipe)
+  std::uint64_t log_wipes = 0;      // of those, the ones that lost only DATA_DIR/log
 };
 
 // One client append as the Replica's API takes it: (client_id, sequence) make it idempotent.
@@ -147,6 +151,14 @@ class Cluster {
   // the drawn crash mode) or a process crash (the page cache survives); it restarts by itself after `down_ticks` ticks (0: only when restart() is called).
   void crash(raft::NodeId id, std::uint64_t down_ticks);
   void restart(raft::NodeId id);
+  // Crashes `id` and replaces its disk with an empty one: it restarts after `down_ticks` under its
+  // id on an empty data directory, having forgotten its term, vote and every entry it acknowledged.
+  // With `only_log`, only DATA_DIR/log is lost (HARDSTATE with its term and vote, CONFSTATE,
+  // TOPICSTATE, SNAPSHOT kept: drills6 H1's second repro).
+  void wipe(raft::NodeId id, std::uint64_t down_ticks, bool only_log = false);
+  // The node holds Raft state a wiped node's vote could not stand for: up, vouched, with a
+  // non-empty log; or down with a durable log and no DATA_DIR/UNVOUCHED (FaultSchedule::wipe).
+  bool holds_vouched_log(raft::NodeId id);
   // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults stop).
   void set_leader_strike(const LeaderStrike& strike) {
     strike_ = strike;
@@ -252,6 +264,9 @@ class Cluster {
     std::uint64_t flush_at_step = 0;    // 0: no flush cycle scheduled
     bool sync_will_fail = false;        // the scheduled flush cycle's sync reports an error
     bool same_boot = false;  // the last crash was a process crash (the machine stayed up)
+    // The log held a flushed entry (or started after a snapshot) when the node last went down:
+    // what the wipe fault asks of a member that is down (FaultSchedule::wipe).
+    bool down_with_durable_log = false;
     std::uint64_t checkpoint_phase = 0;  // ticks where tick % checkpoint_every_ticks == phase
     // The newest retention hold delivered to this replica from the leader of its term (on an
     // append or heartbeat), kept independently of the replica (check_retention_hold).

@@ -2,6 +2,8 @@
 // strikes on new leaders and on nodes that just installed a snapshot, and retention trims (cluster.h).
 #include "sim/cluster.h"
 
+#include "replica/unvouched_marker.h"
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -38,6 +40,7 @@ void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
       network_.drop_in_flight_from(id, config_.crash_loses_outgoing_per_million, prng_);
   n.restart_at_tick = down_ticks == 0 ? 0 : tick_ + down_ticks;
   const store::CommitLog& log = n.replica->log();
+  n.down_with_durable_log = log.flushed_index() > 0;
   const store::CrashMode mode = draw_crash_mode(prng_);
   trace_.log("n{} CRASH {} (log {} flushed {}; loses {} unsent messages; down for {} ticks)", id,
              store::to_string(mode), log.last_index(), log.flushed_index(), lost_messages,
@@ -57,6 +60,49 @@ void Cluster::crash(raft::NodeId id, std::uint64_t down_ticks) {
   n.sync_will_fail = false;
   n.off_loop_jobs.clear();  // the worker died with the process
   checker_.observe_crash(id);
+}
+
+void Cluster::wipe(raft::NodeId id, std::uint64_t down_ticks, bool only_log) {
+  Node& n = node(id);
+  if (!n.replica) return;
+  crash(id, down_ticks);
+  ++stats_.wipes;
+  n.down_with_durable_log = false;
+  n.commit = 0;
+  n.same_boot = false;
+  if (only_log) {
+    ++stats_.log_wipes;
+    trace_.log("n{} LOG WIPED: restarts with an empty log/ (HARDSTATE, CONFSTATE, TOPICSTATE, "
+               "SNAPSHOT kept)",
+               id);
+    // A log on its own mount that came back empty: the directory's other files stay as they were.
+    const std::string log_dir = "/data/log";
+    if (auto files = n.env->list_dir(log_dir); files.ok()) {
+      for (const std::string& file : *files) (void)n.env->remove(log_dir + "/" + file);
+    }
+    (void)n.env->remove_dir(log_dir);
+    (void)n.env->sync_dir("/data");
+    n.durable_hard_state.commit = 0;  // the checkpoint was in log/
+    n.last_hard_state.commit = 0;
+    checker_.observe_log_wipe(id);
+    return;
+  }
+  trace_.log("n{} WIPED: restarts on an empty data directory", id);
+  // The old disk is replaced, not patched: everything it made durable is gone.
+  n.env = std::make_unique<store::MemoryEnv>();
+  n.durable_hard_state = raft::HardState{};
+  n.last_hard_state = raft::HardState{};
+  n.conf = bootstrap_conf_;
+  checker_.observe_wipe(id);
+}
+
+bool Cluster::holds_vouched_log(raft::NodeId id) {
+  Node& n = node(id);
+  if (n.replica) {
+    return log(id).last_index() > 0 && !n.replica->status().unvouched;
+  }
+  return n.down_with_durable_log &&
+         !n.env->exists(std::string("/data/") + replica::UnvouchedMarker::kFileName);
 }
 
 void Cluster::restart(raft::NodeId id) {

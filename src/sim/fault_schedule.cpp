@@ -61,7 +61,7 @@ FaultProfile draw_base_profile(util::Prng& prng, bool aggressive) {
 }  // namespace
 
 FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure,
-                                bool retention) {
+                                bool retention, bool wipe) {
   FaultProfile profile = draw_base_profile(prng, aggressive);
   // Between one change per 20 ticks and one per 200: a run sees a few to a few dozen.
   if (reconfigure)
@@ -76,6 +76,8 @@ FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfig
     profile.install_strike.max_delay_steps = kStepsPerTick;
     profile.install_strike.max_down_ticks = profile.max_down_ticks;
   }
+  // Between one wipe per 50 ticks and one per 500 (drawn after the trims: other draws stay put).
+  if (wipe) profile.wipe_per_million = static_cast<std::uint32_t>(prng.between(2'000, 20'000));
   return profile;
 }
 
@@ -127,6 +129,33 @@ void FaultSchedule::on_tick(Cluster& cluster) {
   if (profile_.trim_per_million != 0 && prng_.chance_per_million(profile_.trim_per_million)) {
     trim(cluster);
   }
+  if (profile_.wipe_per_million != 0 && prng_.chance_per_million(profile_.wipe_per_million)) {
+    wipe(cluster);
+  }
+}
+
+void FaultSchedule::wipe(Cluster& cluster) {
+  const raft::NodeId target = prng_.between(1, cluster.size());
+  // Every other member vouched (no earlier wipe still waiting for a leader) with a non-empty log,
+  // and at most f of them down: then no majority holds nothing but what the wiped node forgot, which
+  // no guard can tell from a brand-new cluster (docs/raft.md, "Unvouched nodes", limit 2). With f
+  // down the others elect nobody until one is back (the guard's liveness cost); the down ones come
+  // back by themselves. Two wiped nodes of three could not, rightly: they may have held entries the
+  // third lacks. Non-members (spare slots) hold nothing and vote for nobody: they do not count.
+  std::size_t members = 0;
+  std::size_t others_down = 0;
+  for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
+    if (!raft::is_member(cluster.conf(id), id)) continue;
+    ++members;
+    if (id == target) continue;
+    if (!cluster.holds_vouched_log(id)) return;
+    if (!cluster.is_up(id)) ++others_down;
+  }
+  if (members == 0 || others_down > (members - 1) / 2) return;
+  const std::uint64_t down_ticks = prng_.between(1, profile_.max_down_ticks);
+  // Half the wipes lose only DATA_DIR/log (drills6 H1's second repro: HARDSTATE with its term kept).
+  const bool only_log = prng_.chance_per_million(500'000);
+  cluster.wipe(target, down_ticks, only_log);
 }
 
 void FaultSchedule::trim(Cluster& cluster) {

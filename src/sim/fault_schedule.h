@@ -28,6 +28,9 @@ struct FaultProfile {
   // A retention trim on a running node (the leader, three times in four): only with
   // SimOptions::retention.
   std::uint32_t trim_per_million = 0;
+  // A running node's data directory is wiped (Cluster::wipe): only with SimOptions::wipe, and only
+  // while every other node is up with a non-empty log.
+  std::uint32_t wipe_per_million = 0;
   LeaderStrike leader_strike;  // new leaders crashing at once (see cluster.h)
   // Nodes crashing right after a snapshot install: only with SimOptions::retention (no draw).
   LeaderStrike install_strike;
@@ -46,7 +49,7 @@ struct FaultProfile {
 // otherwise a quarter of the seeds get it and the rest get a random storm intensity. `reconfigure`
 // adds membership changes (drawn last, so that runs without them keep their histories).
 FaultProfile draw_fault_profile(util::Prng& prng, bool aggressive, bool reconfigure = false,
-                                bool retention = false);
+                                bool retention = false, bool wipe = false);
 
 // Calm network: no loss, short delays (the liveness phase runs on it).
 NetworkConditions calm_network();
@@ -70,6 +73,7 @@ class FaultSchedule {
   void change_weather(Cluster& cluster);
   void reconfigure(Cluster& cluster);
   void trim(Cluster& cluster);
+  void wipe(Cluster& cluster);
   // A change of the leader's configuration drawn at random (kNoNode node: nothing to change).
   raft::ConfChange draw_conf_change(const raft::ConfState& conf, std::size_t slots);
   std::vector<raft::NodeId> shuffled_nodes(std::size_t node_count);

@@ -283,12 +283,14 @@ namespace {
 
 SimResult run_traced(const SimOptions& options, Trace& trace) {
   util::Prng prng(options.seed);
-  const ClusterConfig config =
+  ClusterConfig config =
       draw_cluster_config(prng, options.node_count, options.aggressive, options.reconfigure,
                           options.retention);
+  config.ignore_unvouched_marker = options.plant_ignore_unvouched;
   Checker checker(config.node_count);
   const FaultProfile profile =
-      draw_fault_profile(prng, options.aggressive, options.reconfigure, options.retention);
+      draw_fault_profile(prng, options.aggressive, options.reconfigure, options.retention,
+                         options.wipe);
   trace.log(
       "seed {} nodes {} heartbeat {} election {} entries/msg {} bytes/msg {} inflight {} "
       "({} bytes) uncommitted {} "

@@ -33,6 +33,15 @@ struct SimOptions {
   // that segments roll), which strands followers that were down or cut off; the liveness phase then
   // requires them to catch up through the leader's snapshot.
   bool retention = false;
+  // Wiped data directories in the fault schedule (docs/testing.md, "Wiped data directories"): a
+  // running node crashes and restarts under its id on an empty data directory (a lost or replaced
+  // disk), only while every other node is up with a non-empty log (so that no majority is
+  // indistinguishable from a brand-new cluster: docs/raft.md, "Unvouched nodes", limit 2).
+  bool wipe = false;
+  // TEST ONLY: the planted bug for --wipe: every replica ignores DATA_DIR/UNVOUCHED
+  // (ReplicaConfig::ignore_unvouched_marker), so that a wiped node votes at once, as before the
+  // guard. A sweep must then report lost acknowledged entries.
+  bool plant_ignore_unvouched = false;
 };
 
 inline constexpr std::size_t kSpareSlots = 2;

@@ -241,5 +241,77 @@ TEST(StorageFault, CorruptionInTheMiddleOfTheLogIsFoundNeverServedAndRepaired) {
   EXPECT_TRUE(cluster.running(follower)) << cluster.log_tail(follower);
 }
 
+// drills6 H1 on real processes: five nodes; nodes A and B stopped; an append acknowledged by the
+// leader and two followers; the leader and one of those followers go down; the other follower (W)
+// loses its data directory (or only DATA_DIR/log, drills6 H1's second repro: HARDSTATE with its term,
+// TOPICSTATE, CONFSTATE and IDENTITY kept) and restarts under its id; A and B come back. Before the
+// unvouched guard W voted at once, A or B won with {A, B, W} and the acknowledged entry's index was
+// reused by a no-op. Now no leader arises among {A, B, W}, W says why, and once a holder is back the
+// entry is on every node and W is caught up.
+void lose_a_holders_log_and_check_the_append_survives(bool only_the_log_directory) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  options.nodes = 5;
+  LocalCluster cluster(options);
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0);
+  std::vector<int> others;
+  for (int id = 1; id <= 5; ++id) {
+    if (id != leader) others.push_back(id);
+  }
+  const int a = others[0], b = others[1], wiped = others[2], holder = others[3];
+  cluster.stop(a);
+  cluster.stop(b);
+  auto client = cluster.client({}, {leader});
+  auto appended = client->append({"AMNESIA-MARKER" + std::string(100, 'a')});
+  ASSERT_TRUE(appended.ok()) << appended.status().message();
+  const std::uint64_t index = appended->first_index;
+  ASSERT_TRUE(cluster.wait_for_commit(wiped, index, 10s));
+  cluster.kill(leader);
+  cluster.stop(holder);
+  cluster.stop(wiped);
+  const std::filesystem::path lost = only_the_log_directory
+                                         ? std::filesystem::path(cluster.data_dir(wiped)) / "log"
+                                         : std::filesystem::path(cluster.data_dir(wiped));
+  ASSERT_TRUE(std::filesystem::exists(lost)) << lost;
+  std::filesystem::remove_all(lost);
+  cluster.start(wiped);
+  cluster.start(a);
+  cluster.start(b);
+  // Several election timeouts: without the guard a leader was elected within about one.
+  EXPECT_EQ(leader_among(cluster, {a, b, wiped}, 6s), 0)
+      << "a leader without any node that held the acknowledged entry\n"
+      << cluster.log_tail(wiped);
+  const auto waiting = cluster.status(wiped);
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_TRUE(waiting->unvouched);
+  cluster.start(holder);
+  ASSERT_NE(leader_among(cluster, {a, b, wiped, holder}, 20s), 0);
+  for (int id : {a, b, wiped, holder}) {
+    ASSERT_TRUE(cluster.wait_for_commit(id, index, 20s)) << "node " << id << "\n"
+                                                         << cluster.log_tail(id);
+    std::string payload;
+    for (const client::Entry& e : cluster.read_all(id)) {
+      if (e.index == index) payload = e.payload;
+    }
+    EXPECT_EQ(payload, "AMNESIA-MARKER" + std::string(100, 'a')) << "node " << id;
+  }
+  EXPECT_TRUE(poll_until([&] {
+    const auto status = cluster.status(wiped);
+    return status.has_value() && !status->unvouched;
+  })) << cluster.log_tail(wiped);
+}
+
+TEST(StorageFault, LostDataDirectoryUnderTheSameIdDoesNotHelpLoseAnAcknowledgedAppend) {
+  lose_a_holders_log_and_check_the_append_survives(/*only_the_log_directory=*/false);
+}
+
+// Review amnesia H1: only DATA_DIR/log lost; the node used to log that TOPICSTATE is far ahead of its
+// empty log and vote anyway (its HARDSTATE term was above 0, so it was not taken for an empty one).
+TEST(StorageFault, LostLogDirectoryAloneDoesNotHelpLoseAnAcknowledgedAppend) {
+  lose_a_holders_log_and_check_the_append_survives(/*only_the_log_directory=*/true);
+}
+
 }  // namespace
 }  // namespace raftlog::testing

@@ -501,6 +501,16 @@ void TestCluster::restart_with_log_cut(NodeId id, Index from) {
   open_replica(n);
 }
 
+void TestCluster::restart_wiped(NodeId id) {
+  TestNode& n = node(id);
+  n.env->crash();
+  n.replica->fail_all(replica::ErrorCode::kUnavailable, "the node lost its disk");
+  n.replica.reset();
+  n.env = std::make_unique<store::MemoryEnv>();
+  n.config.store.env = n.env.get();
+  open_replica(n);
+}
+
 void TestCluster::restart_from_copy_of(NodeId id, NodeId source) {
   TestNode& n = node(id);
   const TestNode& from = node(source);

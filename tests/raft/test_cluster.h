@@ -190,6 +190,9 @@ class TestCluster {
   // Rebuilds `id` from a copy of `source`'s durable log (what an operator does by copying a healthy
   // node's log directory), keeping `id`'s own HARDSTATE, and restarts it.
   void restart_from_copy_of(NodeId id, NodeId source);
+  // The node loses its whole data directory (a fresh disk) and restarts under its id, as a disk
+  // replaced under a supervisor does (drills6 H1).
+  void restart_wiped(NodeId id);
 
   // Delivers (or drops) the queued message at `position` (< network_size()), then processes.
   void deliver_at(std::size_t position);

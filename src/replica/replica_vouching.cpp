@@ -1,0 +1,143 @@
+// Replica: the guards against a node that lost what it acknowledged without knowing it
+// (docs/raft.md, "Unvouched nodes"): DATA_DIR/UNVOUCHED from an empty open until a leader caught the
+// node up, and the loud report of a leader's append that contradicts a committed entry.
+#include <spdlog/spdlog.h>
+
+#include "replica/replica.h"
+#include "replica/unvouched_marker.h"
+
+namespace raftlog::replica {
+
+bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error) {
+  if (config_.ignore_unvouched_marker) return true;
+  auto found = UnvouchedMarker::find(config_.store.env, config_.data_dir);
+  if (!found.ok()) {
+    *error = make_error(ErrorCode::kInternal, "reading " + config_.data_dir + "/" +
+                                                  UnvouchedMarker::kFileName + ": " +
+                                                  found.status().to_string());
+    return false;
+  }
+  if (found->present && !has_peers()) {
+    // The configuration shrank to this node alone since: nobody to lose an entry against, and an
+    // unvouched single member with entries would never campaign.
+    if (store::Status st = UnvouchedMarker::remove(config_.store.env, config_.data_dir); !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "removing " + config_.data_dir + "/" +
+                                                    UnvouchedMarker::kFileName + ": " +
+                                                    st.to_string());
+      return false;
+    }
+    return true;
+  }
+  if (found->present) {
+    if (!found->damage.empty()) {
+      spdlog::warn("node {}: {}/{}: {}; treated as present: this node still waits for a leader to "
+                   "catch it up before it votes",
+                   config_.node_id, config_.data_dir, UnvouchedMarker::kFileName, found->damage);
+    }
+  } else {
+    // No entry and no snapshot (a log reset by an install starts above index 1), whatever else the
+    // directory holds: a HARDSTATE with a term, TOPICSTATE or CONFSTATE beside a lost log/ is the same
+    // amnesia (drills6 H1's second repro). A vouched node always holds an entry (vouching needs one),
+    // so the only other such directory is a leader elected with an empty log that crashed before its
+    // no-op was durable: unvouched again, it loses nothing. A single member has nobody to have lost
+    // an entry against.
+    const bool empty = log_->first_index() == 1 && log_->last_index() == 0;
+    if (!empty || !has_peers()) return true;
+    if (store::Status st =
+            UnvouchedMarker::write(config_.store.env, config_.data_dir, config_.node_id);
+        !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "writing " + config_.data_dir + "/" +
+                                                    UnvouchedMarker::kFileName + ": " +
+                                                    st.to_string());
+      return false;
+    }
+  }
+  unvouched_marker_ = true;
+  raft_config->unvouched = true;
+  if (found->vouching_term <= raft::kMaxTerm) {  // a damaged word is no word
+    raft_config->vouching_term = found->vouching_term;
+    raft_config->vouching_index = found->vouching_index;
+    recorded_vouching_ = {found->vouching_term, found->vouching_index};
+  }
+  spdlog::info("node {}: {} data directory: this node grants no vote to a candidate with entries "
+               "until a leader has caught it up (docs/operations.md, \"Unvouched nodes\")",
+               config_.node_id, found->present ? "an unvouched" : "an empty");
+  return true;
+}
+
+bool Replica::record_vouching_word() {
+  if (!unvouched_marker_ || !raft_->unvouched()) return true;
+  // The leader's word (raft::Raft::vouching()): a restart in the middle of the catch-up resumes from
+  // it (raft::Config::vouching_term). Its index rises with what leaders name while the node catches
+  // up, and must be durable before the entries that came with it are: a restart that found those
+  // entries beside an older word vouched the node below a commit it had been told. Hence at the
+  // start of every Ready (apply_ready), before its snapshot and entries are written.
+  const std::pair<raft::Term, raft::Index> word = raft_->vouching();
+  if (word.first == 0 || word == recorded_vouching_) return true;
+  if (store::Status st = UnvouchedMarker::write(config_.store.env, config_.data_dir, config_.node_id,
+                                                word.first, word.second);
+      !st.ok()) {
+    fatal("recording the leader's word in " + config_.data_dir + "/" + UnvouchedMarker::kFileName +
+          ": " + st.to_string());
+    return false;
+  }
+  recorded_vouching_ = word;
+  return true;
+}
+
+void Replica::forget_unvouched_marker_once_vouched() {
+  if (!unvouched_marker_) return;
+  if (raft_->unvouched()) {
+    (void)record_vouching_word();
+    return;
+  }
+  if (raft_->installing_snapshot()) return;
+  if (store::Status st = UnvouchedMarker::remove(config_.store.env, config_.data_dir); !st.ok()) {
+    if (unvouched_removal_log_.admit(deps_.clock())) {
+      spdlog::error("node {}: removing {}/{}: {} (retried; until it is gone a restart repeats the "
+                    "catch-up)",
+                    config_.node_id, config_.data_dir, UnvouchedMarker::kFileName, st.to_string());
+    }
+    return;
+  }
+  unvouched_marker_ = false;
+  spdlog::info("node {}: a leader caught this node up (log [{}, {}]): it votes again", config_.node_id,
+               log_->first_index(), log_->last_index());
+}
+
+std::string Replica::catch_up_reason() const {
+  switch (raft_->catch_up_cause()) {
+    case raft::Raft::CatchUpCause::kConfig:
+      return storage_fault_;
+    case raft::Raft::CatchUpCause::kLeaderCommit:
+      return "its leader named commit index " + std::to_string(raft_->catching_up_to()) +
+             " beyond this node's log: the node lost entries it had acknowledged (a data "
+             "directory lost or replaced under its id?)";
+    case raft::Raft::CatchUpCause::kUnvouched:
+      return kUnvouchedReason;
+    case raft::Raft::CatchUpCause::kNone:
+      break;
+  }
+  return "";
+}
+
+void Replica::report_committed_conflict() {
+  const raft::CommittedConflict& conflict = raft_->committed_conflict();
+  if (conflict.count == committed_conflicts_reported_) return;
+  committed_conflicts_reported_ = conflict.count;
+  committed_conflict_seen_at_ = deps_.clock();
+  const std::optional<std::uint64_t> held_back = committed_conflict_log_.admit(deps_.clock());
+  if (!held_back) return;
+  spdlog::critical(
+      "node {}: leader {} (term {}) holds an entry of term {} at index {} where this node holds a "
+      "COMMITTED entry of term {}: two nodes disagree on a committed entry (a safety violation: a "
+      "data directory lost or copied under a node's id?). This node keeps its log, cannot be caught "
+      "up and serves nothing (NOT_SERVING); see docs/operations.md, \"A committed entry conflicts "
+      "with the leader\"{}",
+      config_.node_id, conflict.leader, raft_->term(), conflict.leader_term, conflict.index,
+      conflict.own_term,
+      *held_back == 0 ? std::string()
+                      : " (" + std::to_string(*held_back) + " more such append(s) not logged)");
+}
+
+}  // namespace raftlog::replica
