@@ -159,14 +159,6 @@ Status RecordLog::write_pending(std::vector<SyncStep>* steps) {
   return Status();
 }
 
-Status RecordLog::sync() {
-  std::vector<SyncStep> steps;
-  if (Status wrote = write_pending(&steps); !wrote.ok()) return wrote;
-  std::size_t next = 0;
-  std::uint64_t ran = 0;
-  return run_sync_steps(env_, steps, &next, nullptr, &ran);
-}
-
 Status RecordLog::truncate_to(std::uint64_t number) {
   number = std::max(number, first_number_);
   if (number < end_number()) records_.resize(number - first_number_);
@@ -212,17 +204,25 @@ void RecordLog::continue_at(std::uint64_t number) {
   written_end_ = std::min(written_end_, number);
 }
 
+bool RecordLog::first_segment_below(std::uint64_t log_index, bool covers_until_next) const {
+  // Never the segment that holds the last record (appends continue there).
+  if (end_number() <= first_number_) return false;
+  const std::uint64_t segment_end = first_number_ - first_number_ % kRecordsPerSegment +
+                                    kRecordsPerSegment;
+  if (segment_end >= end_number()) return false;
+  if (records_[segment_end - 1 - first_number_].index >= log_index) return false;
+  // segment_end < end_number(): the next segment's first record exists.
+  return !covers_until_next || records_[segment_end - first_number_].index <= log_index;
+}
+
 bool RecordLog::forget_below(std::uint64_t log_index, bool covers_until_next) {
-  // Whole segments only, never the one that holds the last record (appends continue there), and
-  // only records already in the files: sync() encodes from records_[written_end_ - first_number_].
+  // Whole segments only, and only records already in the files: write_pending() encodes from
+  // records_[written_end_ - first_number_].
   bool forgot = false;
-  while (end_number() > first_number_) {
+  while (first_segment_below(log_index, covers_until_next)) {
     const std::uint64_t segment_first = first_number_ - first_number_ % kRecordsPerSegment;
     const std::uint64_t segment_end = segment_first + kRecordsPerSegment;
-    if (segment_end >= end_number() || segment_end > written_end_) break;
-    if (records_[segment_end - 1 - first_number_].index >= log_index) break;
-    // segment_end < end_number(): the next segment's first record exists.
-    if (covers_until_next && records_[segment_end - first_number_].index > log_index) break;
+    if (segment_end > written_end_) break;
     records_.erase(records_.begin(),
                    records_.begin() + static_cast<std::ptrdiff_t>(segment_end - first_number_));
     first_number_ = segment_end;

@@ -300,21 +300,17 @@ void Dispatcher::run() {
       persist();
     }
     const std::uint64_t first = node_->log_bounds().first;
-    // Never after a failed persist step (dispatch stops; the indexes, failed for good, would
-    // refuse the trim anyway: a trim must not resume a persist whose sync failed).
     if (first > trimmed_below_ && failure().empty()) {
-      // A cursor that only moved is persisted before the log it covers is trimmed, so a restart
-      // finds it at or past the new first index (not entries "trimmed before they were indexed"):
-      // whole, so that it covers what is applied now (a pending one is finished first).
-      if (indexes_->persist_pending() && failure().empty()) continue_indexes_persist(true);
-      if (dirty_ && failure().empty()) persist_indexes(true);
-      // trim_below persists the cursor itself before it unlinks (a restart keeps the offsets). A
-      // failure there is a storage error like one in persist(): dispatch stops (a restart sweeps
-      // the files it left).
-      if (store::Status trimmed = indexes_->trim_below(first); !trimmed.ok()) {
-        spdlog::error("derived indexes: dropping segments below {}: {}", first, trimmed.to_string());
-        set_failure("dropping segments below " + std::to_string(first) + ": " +
-                    trimmed.to_string());
+      // Retention moved the log's start. The indexes drop the whole segments below it with their
+      // next persist (forgotten at its begin, unlinked once its cursor is durable), which runs in
+      // slices like any other: a whole persist here held dispatch for seconds at every trim with
+      // many busy topics (review of dispatch, M1). That persist comes at the 200 ms cadence when
+      // a segment is due to go or the cursor moved (not the 10 s of a cursor-only one), so a
+      // restart rarely finds its cursor below the log's first index (entries "trimmed before
+      // they were indexed" are skipped, never lost to a query: they are below the log's start).
+      if (indexes_->retain_from(first) || dirty_) {
+        dirty_ = true;
+        records_dirty_ = true;
       }
       trimmed_below_ = first;
     }
