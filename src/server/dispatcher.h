@@ -208,6 +208,7 @@ class Dispatcher {
   // stats(): written by the dispatcher's thread, read by any.
   std::atomic<std::uint64_t> persists_{0};
   std::atomic<std::uint64_t> persist_ns_{0};
+  std::atomic<std::uint64_t> persist_begin_ns_{0};  // the part of persist_ns_ spent in begins
   std::atomic<std::uint64_t> apply_ns_{0};
   std::atomic<std::uint64_t> last_persist_ns_{0};
   std::chrono::steady_clock::time_point groups_persisted_at_{};

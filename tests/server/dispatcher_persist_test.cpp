@@ -219,6 +219,44 @@ TEST(DispatcherPersist, DispatchGoesOnWhileATrimsPersistSyncsManyTopicFiles) {
       << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
 }
 
+// Review of dispatch, L7: a stop persisted the group table as it stood even when it cut the
+// indexes' last persist at kStopPersistBoundMs, so derived/GROUPS (which holds retention) covered
+// commits past the index records that were durable. It stays as of the last finished persist now;
+// the stop still ends within its bound.
+TEST(DispatcherPersist, AStopThatCutsAPersistKeepsGroupsBehindTheDurableRecords) {
+  constexpr std::size_t kTopics = 300;
+  SlowTopicSyncEnv env(5ms);
+  InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
+  ASSERT_TRUE(node.started());
+  const std::string dir = node.data_dir();
+  const std::uint64_t batch_last = node.append_to_topics(kTopics, 10);
+  ASSERT_NE(batch_last, 0u);
+  const std::uint64_t batch_first = batch_last - kTopics + 1;
+  ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
+      << "no persist of the topics began";
+  // More entries, applied between the persist's slices: the table as it stands covers them.
+  const std::uint64_t later = node.append_to_topic("orders", 3, 10);
+  ASSERT_NE(later, 0u);
+  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= later; }, 10000ms));
+  ASSERT_LT(env.topic_syncs(), static_cast<int>(2 * kTopics) - 250)
+      << "the persist is nearly over: the stop would not cut it, and this run shows nothing";
+  const auto stopping = std::chrono::steady_clock::now();
+  node.shutdown();
+  const auto stop_took = std::chrono::steady_clock::now() - stopping;
+  EXPECT_LT(stop_took, 3000ms)
+      << "the stop took "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count()
+      << " ms: its persist ran past the " << server::Dispatcher::kStopPersistBoundMs
+      << " ms bound";
+  // The batch's records are not durable (the cut persist wrote no cursor), so GROUPS covers none
+  // of the batch's entries.
+  ASSERT_LE(persisted_boundary(dir), batch_first) << "the cut persist wrote its cursor";
+  const std::optional<std::uint64_t> groups_boundary = derived::read_group_table_boundary(
+      store::Env::posix(), store::join_path(dir, "derived"), node.config().cluster_id);
+  EXPECT_LE(groups_boundary.value_or(0), batch_first)
+      << "derived/GROUPS was persisted at the stop past index records that are not durable";
+}
+
 TEST(DispatcherPersist, ACursorThatOnlyMovedWaitsRecordsAndStopDoNot) {
   static_assert(server::Dispatcher::kCursorOnlyPersistMs >= 5000,
                 "the test's plain-append window must stay inside the cursor-only interval");
