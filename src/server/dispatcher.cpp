@@ -26,6 +26,12 @@ class NodeLogView final : public derived::LogView {
   Node::LogBounds bounds_;
 };
 
+// The node's file layer (a test's slow or failing one: NodeConfig::store.env), else the disk: the
+// indexes, GROUPS and the replica's SNAPSHOT files are all read and written through it.
+store::Env* files_env(const NodeConfig& config) {
+  return config.store.env != nullptr ? config.store.env : store::Env::posix();
+}
+
 }  // namespace
 
 std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& config,
@@ -33,8 +39,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   derived::OpenReport report;
   store::Status error;
   NodeLogView log(*node);
-  // The node's file layer (a test's slow or failing one: NodeConfig::store.env), else the disk.
-  store::Env* env = config.store.env != nullptr ? config.store.env : store::Env::posix();
+  store::Env* env = files_env(config);
   auto indexes = derived::DerivedIndexes::open(
       env, store::join_path(config.data_dir, "derived"),
       derived::LogIdentity{config.cluster_id, config.node_id}, log, &report, &error);
@@ -66,6 +71,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   std::unique_ptr<Dispatcher> dispatcher(new Dispatcher(
       node, std::move(indexes), std::move(report), std::move(groups), std::move(groups_report)));
   dispatcher->data_dir_ = config.data_dir;
+  dispatcher->env_ = env;
   dispatcher->persist_slice_ms_ = config.derived_persist_slice_ms;
   dispatcher->cluster_id_ = config.cluster_id;
   dispatcher->seed_topics_from_snapshot(node->log_bounds().first);
@@ -127,7 +133,7 @@ std::optional<replica::SnapshotData> Dispatcher::snapshot_naming_log_start(
     std::uint64_t first, std::initializer_list<replica::SnapshotFile> files,
     const std::function<bool(const replica::SnapshotData&)>& wanted) const {
   for (const replica::SnapshotFile file : files) {
-    auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_, file);
+    auto saved = replica::read_snapshot_file(env_, data_dir_, file);
     if (!saved.ok() || !saved->has_value()) continue;
     if ((*saved)->index + 1 == first && wanted(**saved)) return std::move(**saved);
   }
@@ -136,7 +142,7 @@ std::optional<replica::SnapshotData> Dispatcher::snapshot_naming_log_start(
 
 std::uint64_t Dispatcher::hold_retention_without_table(Node* node, const NodeConfig& config) {
   const std::optional<std::uint64_t> boundary = derived::read_group_table_boundary(
-      store::Env::posix(), store::join_path(config.data_dir, "derived"), config.cluster_id);
+      files_env(config), store::join_path(config.data_dir, "derived"), config.cluster_id);
   const std::uint64_t hold =
       boundary ? *boundary : std::max<std::uint64_t>(node->log_bounds().first, 1);
   node->hold_log_from(hold);

@@ -215,6 +215,7 @@ class Dispatcher {
   mutable std::mutex failure_mu_;
   std::string failure_;
   std::string data_dir_;    // the node's, for SNAPSHOT
+  store::Env* env_ = nullptr;  // the node's file layer (NodeConfig::store.env, else the disk)
   std::string cluster_id_;
   std::mutex adopt_mu_;
   std::optional<derived::GroupTableState> adopted_groups_;  // adopt_snapshot_section()
