@@ -32,16 +32,24 @@ std::uint64_t key_hash(std::string_view key) {
   return hash;
 }
 
-DerivedIndexes::DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity)
-    : env_(env), dir_(std::move(dir)), identity_(std::move(identity)) {
-  keys_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "keys"), RecordKind::kKey);
-  time_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "time"), RecordKind::kTime);
+DerivedIndexes::DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity,
+                               std::uint64_t records_per_segment)
+    : env_(env),
+      dir_(std::move(dir)),
+      identity_(std::move(identity)),
+      records_per_segment_(records_per_segment) {
+  keys_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "keys"), RecordKind::kKey,
+                                      records_per_segment_);
+  time_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "time"), RecordKind::kTime,
+                                      records_per_segment_);
 }
 
 std::unique_ptr<DerivedIndexes> DerivedIndexes::open(store::Env* env, std::string dir,
                                                      LogIdentity identity, const LogView& log,
-                                                     OpenReport* report, Status* error) {
-  std::unique_ptr<DerivedIndexes> indexes(new DerivedIndexes(env, dir, std::move(identity)));
+                                                     OpenReport* report, Status* error,
+                                                     std::uint64_t records_per_segment) {
+  std::unique_ptr<DerivedIndexes> indexes(
+      new DerivedIndexes(env, dir, std::move(identity), records_per_segment));
   *report = OpenReport{};
   if (Status made = env->create_dir(dir); !made.ok()) {
     *error = made;
@@ -230,7 +238,8 @@ RecordLog& DerivedIndexes::queue_for(const std::string& topic) {
   auto found = queues_.find(topic);
   if (found != queues_.end()) return *found->second;
   auto queue = std::make_unique<RecordLog>(
-      env_, store::join_path(store::join_path(dir_, "topics"), topic), RecordKind::kQueue);
+      env_, store::join_path(store::join_path(dir_, "topics"), topic), RecordKind::kQueue,
+      records_per_segment_);
   return *queues_.emplace(topic, std::move(queue)).first->second;
 }
 

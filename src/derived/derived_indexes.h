@@ -113,9 +113,11 @@ class DerivedIndexes {
  public:
   // `dir` is the node's data_dir/derived. nullptr with `error` only when the directory cannot be
   // written at all (then the node serves without indexes).
+  // `records_per_segment`: RecordLog's (tests choose small segments so that retention drops some).
   static std::unique_ptr<DerivedIndexes> open(store::Env* env, std::string dir,
                                               LogIdentity identity, const LogView& log,
-                                              OpenReport* report, store::Status* error);
+                                              OpenReport* report, store::Status* error,
+                                              std::uint64_t records_per_segment = kRecordsPerSegment);
 
   // The next log index to dispatch.
   std::uint64_t boundary() const;
@@ -211,7 +213,8 @@ class DerivedIndexes {
   bool topics_full() const { return topic_count() >= kMaxTopics; }
 
  private:
-  DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity);
+  DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity,
+                 std::uint64_t records_per_segment);
   bool load(const Cursor& cursor, std::string* problem);
   store::Status rebuild(const LogView& log);
   std::uint64_t roll_back(const LogView& log, std::uint64_t boundary);
@@ -235,6 +238,7 @@ class DerivedIndexes {
   store::Env* env_;
   std::string dir_;
   LogIdentity identity_;
+  std::uint64_t records_per_segment_;
   // Locking: mu_ guards what queries read (the queues' records, the key map, the counters);
   // write_mu_ serializes the writer's operations (apply, skip_to, seed_topic_offsets, persist and
   // its steps, retain_from, trim_below), which alone touch the files, the records and the record

@@ -56,7 +56,11 @@ bool decode_record(RecordKind kind, const char* in, Record* out);
 
 class RecordLog {
  public:
-  RecordLog(store::Env* env, std::string dir, RecordKind kind);
+  // `records_per_segment`: kRecordsPerSegment on every node; tests choose fewer, so that retention
+  // drops segments of small logs (0 means the default). Files must be read with the count they
+  // were written with.
+  RecordLog(store::Env* env, std::string dir, RecordKind kind,
+            std::uint64_t records_per_segment = kRecordsPerSegment);
   ~RecordLog();
   RecordLog(const RecordLog&) = delete;
   RecordLog& operator=(const RecordLog&) = delete;
@@ -118,6 +122,7 @@ class RecordLog {
   store::Env* env_;
   std::string dir_;
   RecordKind kind_;
+  std::uint64_t records_per_segment_;
   std::uint64_t first_number_ = 0;
   std::deque<Record> records_;
   std::uint64_t written_end_ = 0;  // records below this number are in the files

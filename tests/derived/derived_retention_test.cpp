@@ -136,5 +136,33 @@ TEST(DerivedRetention, APowerCutAtAnySyncOfTheTrimsPersistKeepsTheOffsets) {
   EXPECT_TRUE(cut_after_the_cursor) << "no run reached the trim's cursor: raise the sync bound";
 }
 
+// Review of dispatch2, L3: a queue renumbered past its end between a persist's begin and its
+// cursor (the first entry after a skip carries a higher offset) forgot which segments that begin
+// had released, so their files stayed until the next open swept them.
+TEST(DerivedRetention, ARenumberingBetweenBeginAndCursorStillUnlinksTheReleasedSegments) {
+  FakeLog log;
+  for (std::uint64_t i = 0; i < 40; ++i) log.add(1, "t", {}, 1'000'000 + i);
+  store::MemoryEnv env;
+  OpenReport report;
+  store::Status error;
+  auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, &report, &error,
+                                      /*records_per_segment=*/16);
+  ASSERT_NE(indexes, nullptr) << error.to_string();
+  FakeLog prefix = log;
+  prefix.truncate_from(36);  // offsets 0..34: segments 0 and 16 full, 32 begun
+  replay(*indexes, prefix);
+  ASSERT_TRUE(indexes->persist().ok());
+  ASSERT_TRUE(indexes->retain_from(20)) << "segment 0 points only below 20";
+  ASSERT_TRUE(indexes->begin_persist().ok());  // forgets segment 0
+  // Retention took 36 and 37 before they were indexed: 38 (offset 37) renumbers the queue.
+  log.trim_to(38);
+  indexes->skip_to(38);
+  replay(*indexes, log);
+  ASSERT_GT(indexes->renumbered_entries(), 0U);
+  ASSERT_NO_FATAL_FAILURE(finish_in_slices(*indexes));
+  EXPECT_FALSE(env.exists("/derived/topics/t/00000000000000000000.rec"))
+      << "the segment the begin released was left behind";
+}
+
 }  // namespace
 }  // namespace raftlog::derived
