@@ -32,16 +32,24 @@ std::uint64_t key_hash(std::string_view key) {
   return hash;
 }
 
-DerivedIndexes::DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity)
-    : env_(env), dir_(std::move(dir)), identity_(std::move(identity)) {
-  keys_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "keys"), RecordKind::kKey);
-  time_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "time"), RecordKind::kTime);
+DerivedIndexes::DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity,
+                               std::uint64_t records_per_segment)
+    : env_(env),
+      dir_(std::move(dir)),
+      identity_(std::move(identity)),
+      records_per_segment_(records_per_segment) {
+  keys_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "keys"), RecordKind::kKey,
+                                      records_per_segment_);
+  time_ = std::make_unique<RecordLog>(env_, store::join_path(dir_, "time"), RecordKind::kTime,
+                                      records_per_segment_);
 }
 
 std::unique_ptr<DerivedIndexes> DerivedIndexes::open(store::Env* env, std::string dir,
                                                      LogIdentity identity, const LogView& log,
-                                                     OpenReport* report, Status* error) {
-  std::unique_ptr<DerivedIndexes> indexes(new DerivedIndexes(env, dir, std::move(identity)));
+                                                     OpenReport* report, Status* error,
+                                                     std::uint64_t records_per_segment) {
+  std::unique_ptr<DerivedIndexes> indexes(
+      new DerivedIndexes(env, dir, std::move(identity), records_per_segment));
   *report = OpenReport{};
   if (Status made = env->create_dir(dir); !made.ok()) {
     *error = made;
@@ -230,7 +238,8 @@ RecordLog& DerivedIndexes::queue_for(const std::string& topic) {
   auto found = queues_.find(topic);
   if (found != queues_.end()) return *found->second;
   auto queue = std::make_unique<RecordLog>(
-      env_, store::join_path(store::join_path(dir_, "topics"), topic), RecordKind::kQueue);
+      env_, store::join_path(store::join_path(dir_, "topics"), topic), RecordKind::kQueue,
+      records_per_segment_);
   return *queues_.emplace(topic, std::move(queue)).first->second;
 }
 
@@ -394,27 +403,55 @@ Status DerivedIndexes::persist_locked(const std::function<bool()>& keep_going, b
 Status DerivedIndexes::begin_persist_locked() {
   if (!broken_.ok()) return broken_;
   if (persist_pending_) return Status();
-  std::shared_lock lock(mu_);  // the records are read; queries go on
-  if (!env_->exists(store::join_path(dir_, "topics"))) {
-    if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) {
-      return fail_for_good(s);
-    }
-    if (Status s = env_->sync_dir(dir_); !s.ok()) return fail_for_good(s);
-  }
   pending_steps_.clear();
   next_step_ = 0;
-  bool new_queue_dir = false;
-  for (auto& [topic, queue] : queues_) {
-    const bool existed = queue->has_dir();
-    if (Status s = queue->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
-    new_queue_dir = new_queue_dir || (!existed && queue->has_dir());
+  {
+    std::shared_lock lock(mu_);  // the records are read; queries go on
+    if (!env_->exists(store::join_path(dir_, "topics"))) {
+      if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) {
+        return fail_for_good(s);
+      }
+      if (Status s = env_->sync_dir(dir_); !s.ok()) return fail_for_good(s);
+    }
+    bool new_queue_dir = false;
+    for (auto& [topic, queue] : queues_) {
+      const bool existed = queue->has_dir();
+      if (Status s = queue->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
+      new_queue_dir = new_queue_dir || (!existed && queue->has_dir());
+    }
+    if (new_queue_dir) {
+      pending_steps_.push_back(SyncStep{nullptr, store::join_path(dir_, "topics")});
+    }
+    if (Status s = keys_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
+    if (Status s = time_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
   }
-  if (new_queue_dir) pending_steps_.push_back(SyncStep{nullptr, store::join_path(dir_, "topics")});
-  if (Status s = keys_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
-  if (Status s = time_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
-  pending_cursor_ = cursor_locked();
+  if (retained_segment_due_locked()) {
+    // Retention (retain_from): whole segments below the log's first index go from memory now,
+    // every record being written; this persist's cursor names the new first records, and their
+    // files are unlinked once it is durable (continue_persist_locked).
+    std::unique_lock lock(mu_);  // records go
+    forget_retained_locked();
+  }
+  pending_cursor_ = cursor_locked();  // the writer's own state: write_mu_ is enough to read it
   persist_pending_ = true;
   return Status();
+}
+
+bool DerivedIndexes::retained_segment_due_locked() const {
+  for (const auto& [topic, queue] : queues_) {
+    if (queue->first_segment_below(retain_from_)) return true;
+  }
+  return keys_->first_segment_below(retain_from_) ||
+         time_->first_segment_below(retain_from_, /*covers_until_next=*/true);
+}
+
+void DerivedIndexes::forget_retained_locked() {
+  for (auto& [topic, queue] : queues_) queue->forget_below(retain_from_);
+  if (keys_->forget_below(retain_from_)) {
+    key_map_.clear();
+    for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
+  }
+  time_->forget_below(retain_from_, /*covers_until_next=*/true);
 }
 
 Status DerivedIndexes::continue_persist_locked(const std::function<bool()>& keep_going,
@@ -434,48 +471,29 @@ Status DerivedIndexes::continue_persist_locked(const std::function<bool()>& keep
   pending_steps_.clear();
   next_step_ = 0;
   *finished = true;
+  // The cursor naming the logs' new first records is durable: the segments its begin forgot (and
+  // only those: nothing is forgotten between a begin and its cursor) may go. A crash before this
+  // leaves files below the cursor's first records, which load() sweeps.
+  for (auto& [topic, queue] : queues_) {
+    if (Status s = queue->remove_dropped(); !s.ok()) return fail_for_good(s);
+  }
+  if (Status s = keys_->remove_dropped(); !s.ok()) return fail_for_good(s);
+  if (Status s = time_->remove_dropped(); !s.ok()) return fail_for_good(s);
   return Status();
 }
 
-Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
+bool DerivedIndexes::retain_from(std::uint64_t first_log_index) {
   std::lock_guard writer(write_mu_);
-  if (!broken_.ok()) return broken_;
-  // A pending persist's cursor names the segments as they are now: it is written (or fails)
-  // before any segment is forgotten, so no cursor on disk ever names a removed file.
-  if (persist_pending_) {
-    bool done = false;
-    if (Status s = continue_persist_locked(nullptr, &done); !s.ok()) return s;
+  retain_from_ = std::max(retain_from_, first_log_index);
+  return retained_segment_due_locked();
+}
+
+Status DerivedIndexes::trim_below(std::uint64_t first_log_index) {
+  if (!retain_from(first_log_index)) {
+    std::lock_guard writer(write_mu_);
+    return broken_;
   }
-  {
-    // Everything is written first, so that whole segments below the retention point can be
-    // dropped (only written records are; RecordLog::forget_below). Queries go on meanwhile.
-    std::shared_lock shared(mu_);
-    for (auto& [topic, queue] : queues_) {
-      if (Status s = queue->sync(); !s.ok()) return fail_for_good(s);
-    }
-    if (Status s = keys_->sync(); !s.ok()) return fail_for_good(s);
-    if (Status s = time_->sync(); !s.ok()) return fail_for_good(s);
-  }
-  bool forgot = false;
-  {
-    std::unique_lock lock(mu_);  // records go
-    for (auto& [topic, queue] : queues_) forgot = queue->forget_below(first_log_index) || forgot;
-    if (keys_->forget_below(first_log_index)) {
-      forgot = true;
-      key_map_.clear();
-      for (const Record& record : keys_->records()) key_map_.emplace(record.value, record.index);
-    }
-    forgot = time_->forget_below(first_log_index, /*covers_until_next=*/true) || forgot;
-  }
-  if (!forgot) return Status();
-  // The cursor naming the new first records is durable before any file goes: a restart then
-  // keeps the topics' offsets instead of finding a missing segment and renumbering in a rebuild.
-  if (Status s = persist_locked(); !s.ok()) return s;
-  for (auto& [topic, queue] : queues_) {
-    if (Status s = queue->remove_dropped(); !s.ok()) return s;
-  }
-  if (Status s = keys_->remove_dropped(); !s.ok()) return s;
-  return time_->remove_dropped();
+  return persist();
 }
 
 namespace {

@@ -113,9 +113,11 @@ class DerivedIndexes {
  public:
   // `dir` is the node's data_dir/derived. nullptr with `error` only when the directory cannot be
   // written at all (then the node serves without indexes).
+  // `records_per_segment`: RecordLog's (tests choose small segments so that retention drops some).
   static std::unique_ptr<DerivedIndexes> open(store::Env* env, std::string dir,
                                               LogIdentity identity, const LogView& log,
-                                              OpenReport* report, store::Status* error);
+                                              OpenReport* report, store::Status* error,
+                                              std::uint64_t records_per_segment = kRecordsPerSegment);
 
   // The next log index to dispatch.
   std::uint64_t boundary() const;
@@ -156,10 +158,12 @@ class DerivedIndexes {
   // nothing was indexed meanwhile: outside test drills6 M2). begin_persist() writes every record
   // applied so far to its file (page cache, no sync) and takes the cursor covering them;
   // continue_persist() runs the syncs (one per file written, and directories) while `keep_going`
-  // answers true, and writes that cursor once all have run (*finished true). apply(), skip_to()
-  // and seed_topic_offsets() only change memory, so between the steps the files hold what the
-  // pending cursor names, and a crash leaves what a crash inside persist() leaves: the previous
-  // cursor. Nothing when a persist is pending already (begin_persist) or none is (continue).
+  // answers true, and writes that cursor once all have run (*finished true). apply(), skip_to(),
+  // seed_topic_offsets() and retain_from() only change memory, so between the steps the files hold
+  // what the pending cursor names, and a crash leaves what a crash inside persist() leaves: the
+  // previous cursor. Segments retention released go from memory at the begin (before the cursor
+  // is taken) and from disk after the cursor (retain_from). Nothing when a persist is pending
+  // already (begin_persist) or none is (continue).
   // The first error of any step (a write, a sync, the cursor) fails the indexes for good: that and
   // every later persist, begin, continue and trim_below return an error and touch no file (a failed
   // fdatasync is never retried: the bytes it covered may be gone, and no cursor may vouch for
@@ -169,8 +173,15 @@ class DerivedIndexes {
   bool persist_pending() const;
   // Syncs (files and directories, the cursor's two not counted) persists ran, since open.
   std::uint64_t persist_syncs() const { return persist_syncs_.load(); }
-  // Retention: drops whole record segments that point only below `first_log_index`; persists the
-  // cursor (as persist()) before it unlinks their files.
+  // Retention: the log now starts at `first_log_index`. Memory only and cheap: the next persist's
+  // begin forgets the whole record segments that point only below it (queries filter by the log's
+  // first index meanwhile), that persist's cursor names the new first records, and their files
+  // are unlinked once that cursor is durable, so no cursor on disk names a removed file and a
+  // restart keeps the topics' offsets. The persist is one like any other, sliced by its caller (a
+  // whole persist at every trim stalled dispatch with many busy topics: review of dispatch, M1).
+  // True when a segment is due to go (a persist then has something to drop).
+  bool retain_from(std::uint64_t first_log_index);
+  // retain_from(), then a whole persist() when a segment is due to go (files unlinked on return).
   store::Status trim_below(std::uint64_t first_log_index);
 
   std::vector<TopicInfo> list_topics(std::uint64_t visible, std::uint64_t first_log_index) const;
@@ -202,7 +213,8 @@ class DerivedIndexes {
   bool topics_full() const { return topic_count() >= kMaxTopics; }
 
  private:
-  DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity);
+  DerivedIndexes(store::Env* env, std::string dir, LogIdentity identity,
+                 std::uint64_t records_per_segment);
   bool load(const Cursor& cursor, std::string* problem);
   store::Status rebuild(const LogView& log);
   std::uint64_t roll_back(const LogView& log, std::uint64_t boundary);
@@ -218,16 +230,21 @@ class DerivedIndexes {
   store::Status continue_persist_locked(const std::function<bool()>& keep_going, bool* finished);
   // Sets broken_ from the first error of a persist step and returns `error`.
   store::Status fail_for_good(store::Status error);
+  // Whether a record log's first segment lies wholly below retain_from_ (write_mu_ held).
+  bool retained_segment_due_locked() const;
+  // Forgets those segments (write_mu_ and mu_ held exclusively; begin_persist_locked).
+  void forget_retained_locked();
 
   store::Env* env_;
   std::string dir_;
   LogIdentity identity_;
+  std::uint64_t records_per_segment_;
   // Locking: mu_ guards what queries read (the queues' records, the key map, the counters);
-  // write_mu_ serializes the writer's operations (apply, skip_to, seed_topic_offsets, persist,
-  // trim_below), which alone touch the files and the record logs' write positions. So persist()
-  // writes and fsyncs under a shared lock of mu_ (queries go on meanwhile: a persist of thousands
-  // of new topic files takes seconds on a loaded disk) and only what changes records takes it
-  // exclusively.
+  // write_mu_ serializes the writer's operations (apply, skip_to, seed_topic_offsets, persist and
+  // its steps, retain_from, trim_below), which alone touch the files, the records and the record
+  // logs' write positions, so holding write_mu_ is enough to read them. A persist writes under a
+  // shared lock of mu_ and syncs under none (queries go on meanwhile: a persist of thousands of new
+  // topic files takes seconds on a loaded disk); only what changes records takes it exclusively.
   mutable std::shared_mutex mu_;
   mutable std::mutex write_mu_;
   // Read without mu_ by boundary() (Status, lag and metrics must not wait behind a batch).
@@ -251,6 +268,9 @@ class DerivedIndexes {
   // continue or trim returns it without writing, syncing or writing a cursor (fail_for_good).
   // Guarded by write_mu_.
   store::Status broken_;
+  // retain_from(): the log's first index; segments wholly below it go at the next persist's begin.
+  // Guarded by write_mu_.
+  std::uint64_t retain_from_ = 0;
   std::atomic<std::uint64_t> persist_syncs_{0};
   // seed_topic_offsets(): where a topic without a queue starts when its first entry comes.
   std::unordered_map<std::string, std::uint64_t> seeded_next_;

@@ -32,8 +32,12 @@ bool decode_record(RecordKind kind, const char* in, Record* out) {
   return true;
 }
 
-RecordLog::RecordLog(store::Env* env, std::string dir, RecordKind kind)
-    : env_(env), dir_(std::move(dir)), kind_(kind) {}
+RecordLog::RecordLog(store::Env* env, std::string dir, RecordKind kind,
+                     std::uint64_t records_per_segment)
+    : env_(env),
+      dir_(std::move(dir)),
+      kind_(kind),
+      records_per_segment_(records_per_segment != 0 ? records_per_segment : kRecordsPerSegment) {}
 
 RecordLog::~RecordLog() = default;
 
@@ -57,14 +61,14 @@ bool RecordLog::load(std::uint64_t first_number, std::uint64_t count, std::strin
   }
   std::uint64_t number = first_number;
   while (number < count) {
-    const std::uint64_t segment_first = number - number % kRecordsPerSegment;
-    auto content = env_->read_file(segment_path(segment_first), kRecordsPerSegment * kRecordBytes);
+    const std::uint64_t segment_first = number - number % records_per_segment_;
+    auto content = env_->read_file(segment_path(segment_first), records_per_segment_ * kRecordBytes);
     if (!content.ok()) {
       *problem = segment_path(segment_first) + ": " + content.status().to_string();
       return false;
     }
     const std::string& bytes = *content;
-    const std::uint64_t segment_end = std::min(count, segment_first + kRecordsPerSegment);
+    const std::uint64_t segment_end = std::min(count, segment_first + records_per_segment_);
     for (; number < segment_end; ++number) {
       const std::uint64_t at = (number - segment_first) * kRecordBytes;
       Record record;
@@ -128,8 +132,8 @@ Status run_sync_steps(store::Env* env, const std::vector<SyncStep>& steps, std::
 Status RecordLog::write_pending(std::vector<SyncStep>* steps) {
   const std::uint64_t end = end_number();
   while (written_end_ < end) {
-    const std::uint64_t segment_first = written_end_ - written_end_ % kRecordsPerSegment;
-    const std::uint64_t stop = std::min(end, segment_first + kRecordsPerSegment);
+    const std::uint64_t segment_first = written_end_ - written_end_ % records_per_segment_;
+    const std::uint64_t stop = std::min(end, segment_first + records_per_segment_);
     std::string bytes((stop - written_end_) * kRecordBytes, '\0');
     for (std::uint64_t n = written_end_; n < stop; ++n) {
       encode_record(kind_, records_[n - first_number_],
@@ -159,14 +163,6 @@ Status RecordLog::write_pending(std::vector<SyncStep>* steps) {
   return Status();
 }
 
-Status RecordLog::sync() {
-  std::vector<SyncStep> steps;
-  if (Status wrote = write_pending(&steps); !wrote.ok()) return wrote;
-  std::size_t next = 0;
-  std::uint64_t ran = 0;
-  return run_sync_steps(env_, steps, &next, nullptr, &ran);
-}
-
 Status RecordLog::truncate_to(std::uint64_t number) {
   number = std::max(number, first_number_);
   if (number < end_number()) records_.resize(number - first_number_);
@@ -181,14 +177,14 @@ Status RecordLog::truncate_to(std::uint64_t number) {
     unsigned long long segment_first = 0;
     if (std::sscanf(name.c_str(), "%20llu.rec", &segment_first) != 1) continue;
     // Below first_number_: retention's files a crash left after the cursor moved past them.
-    if (segment_first >= number || segment_first + kRecordsPerSegment <= first_number_) {
+    if (segment_first >= number || segment_first + records_per_segment_ <= first_number_) {
       if (open_first_ == segment_first) {
         open_file_.reset();
         open_first_ = UINT64_MAX;
       }
       if (Status removed = env_->remove(store::join_path(dir_, name)); !removed.ok()) return removed;
       dir_dirty_ = true;
-    } else if (segment_first < number && number < segment_first + kRecordsPerSegment) {
+    } else if (segment_first < number && number < segment_first + records_per_segment_) {
       auto file = segment_file(segment_first);
       if (!file.ok()) return file.status();
       if (Status cut = (*file)->truncate((number - segment_first) * kRecordBytes); !cut.ok())
@@ -203,7 +199,10 @@ void RecordLog::continue_at(std::uint64_t number) {
   if (number == end_number()) return;
   if (number < first_number_ || number > end_number()) {
     records_.clear();
-    dropped_segments_.clear();  // their files are below or above what the cursor will name
+    // A segment the new numbering writes into again is not unlinked (its file is rewritten); the
+    // others still go once a cursor past them is durable (all are below what it names).
+    const std::uint64_t reused_from = number - number % records_per_segment_;
+    std::erase_if(dropped_segments_, [&](std::uint64_t first) { return first >= reused_from; });
     first_number_ = number;
     written_end_ = number;
     return;
@@ -212,17 +211,25 @@ void RecordLog::continue_at(std::uint64_t number) {
   written_end_ = std::min(written_end_, number);
 }
 
+bool RecordLog::first_segment_below(std::uint64_t log_index, bool covers_until_next) const {
+  // Never the segment that holds the last record (appends continue there).
+  if (end_number() <= first_number_) return false;
+  const std::uint64_t segment_end = first_number_ - first_number_ % records_per_segment_ +
+                                    records_per_segment_;
+  if (segment_end >= end_number()) return false;
+  if (records_[segment_end - 1 - first_number_].index >= log_index) return false;
+  // segment_end < end_number(): the next segment's first record exists.
+  return !covers_until_next || records_[segment_end - first_number_].index <= log_index;
+}
+
 bool RecordLog::forget_below(std::uint64_t log_index, bool covers_until_next) {
-  // Whole segments only, never the one that holds the last record (appends continue there), and
-  // only records already in the files: sync() encodes from records_[written_end_ - first_number_].
+  // Whole segments only, and only records already in the files: write_pending() encodes from
+  // records_[written_end_ - first_number_].
   bool forgot = false;
-  while (end_number() > first_number_) {
-    const std::uint64_t segment_first = first_number_ - first_number_ % kRecordsPerSegment;
-    const std::uint64_t segment_end = segment_first + kRecordsPerSegment;
-    if (segment_end >= end_number() || segment_end > written_end_) break;
-    if (records_[segment_end - 1 - first_number_].index >= log_index) break;
-    // segment_end < end_number(): the next segment's first record exists.
-    if (covers_until_next && records_[segment_end - first_number_].index > log_index) break;
+  while (first_segment_below(log_index, covers_until_next)) {
+    const std::uint64_t segment_first = first_number_ - first_number_ % records_per_segment_;
+    const std::uint64_t segment_end = segment_first + records_per_segment_;
+    if (segment_end > written_end_) break;
     records_.erase(records_.begin(),
                    records_.begin() + static_cast<std::ptrdiff_t>(segment_end - first_number_));
     first_number_ = segment_end;

@@ -11,7 +11,7 @@
 //   24 8  value: the timestamp (queue and time index) or the key's 64-bit hash (key index)
 // A segment file `<first record number, 20 digits>.rec` holds kRecordsPerSegment records; record
 // numbers are dense from 0 (for a ConsumeQueue: the topic offset). Records are appended with
-// pwrite and made durable by sync(); the cursor that covers them is written only after that
+// pwrite (write_pending) and made durable by its sync steps; the cursor that covers them is written only after that
 // (derived_indexes.h). At open, records are read and checked up to the count the cursor names;
 // what follows (written after the cursor) is cut.
 #pragma once
@@ -56,7 +56,11 @@ bool decode_record(RecordKind kind, const char* in, Record* out);
 
 class RecordLog {
  public:
-  RecordLog(store::Env* env, std::string dir, RecordKind kind);
+  // `records_per_segment`: kRecordsPerSegment on every node; tests choose fewer, so that retention
+  // drops segments of small logs (0 means the default). Files must be read with the count they
+  // were written with.
+  RecordLog(store::Env* env, std::string dir, RecordKind kind,
+            std::uint64_t records_per_segment = kRecordsPerSegment);
   ~RecordLog();
   RecordLog(const RecordLog&) = delete;
   RecordLog& operator=(const RecordLog&) = delete;
@@ -70,18 +74,19 @@ class RecordLog {
   std::uint64_t end_number() const { return first_number_ + records_.size(); }
   const std::deque<Record>& records() const { return records_; }
 
-  // Appends in memory (written at sync() or write_pending(), in one write per segment).
+  // Appends in memory (written by write_pending(), in one write per segment).
   void append(const Record& record);
   // Writes what append() buffered to its segment files (pwrite: the page cache, no sync) and adds
   // to `steps`, in order, what makes it durable: each file written, then the directory when the
   // directory or a segment was created. The caller runs every step (run_sync_steps) before it
   // writes a cursor covering these records; the files stay open through `steps` even when this log
-  // moves to another segment meanwhile. Only sync() and write_pending() write records, so a caller
-  // that appends or moves records in memory between the two (the dispatcher's apply between the
-  // steps of a persist) leaves the written bytes as they were.
+  // moves to another segment meanwhile. Only write_pending() writes records, so a caller that
+  // appends or moves records in memory between the two (the dispatcher's apply between the steps
+  // of a persist) leaves the written bytes as they were.
+  // A step that fails must never run again, nor may a cursor cover these records: the write
+  // position and the directory's dirty flag moved when the step was queued, and after a failed
+  // fdatasync the bytes may be gone from the page cache (DerivedIndexes fails for good then).
   store::Status write_pending(std::vector<SyncStep>* steps);
-  // write_pending() and its steps at once: records are durable once this returns OK.
-  store::Status sync();
   // True once the log's directory exists (created by the first write, or found at load()).
   bool has_dir() const { return dir_created_; }
   // Drops every record numbered `number` or above (memory and files).
@@ -89,18 +94,21 @@ class RecordLog {
   // The queue continues at `number` (a topic offset the log's entry carries) instead of at
   // end_number(), in memory only: below first_number() or above end_number() every record is
   // dropped and the log restarts empty at `number`; in between, the records from `number` on are
-  // dropped. The next sync() writes from there; stale records left in the files are outside what
-  // the next cursor names and load() cuts or sweeps them.
+  // dropped. The next write_pending() writes from there; stale records left in the files are
+  // outside what the next cursor names and load() cuts or sweeps them.
   void continue_at(std::uint64_t number);
   // Retention, step 1 (memory only): forgets whole segments whose records all point below
-  // `log_index` and are already written (never one sync() has yet to write: written_end_ stays >=
-  // first_number()). first_number() advances; the files stay until remove_dropped(), which the
-  // caller runs once a cursor naming the new first_number() is durable, so no crash leaves a cursor
-  // naming a deleted file. True when something was forgotten.
+  // `log_index` and are already written (never one write_pending() has yet to write: written_end_
+  // stays >= first_number()). first_number() advances; the files stay until remove_dropped(), which
+  // the caller runs once a cursor naming the new first_number() is durable, so no crash leaves a
+  // cursor naming a deleted file. True when something was forgotten.
   // With `covers_until_next` (the time index: a record stands for every entry up to the next
   // record's, which carry its timestamp), a segment goes only when the record after it points at or
   // below `log_index`: the record covering `log_index` itself is kept (drills6 M4).
   bool forget_below(std::uint64_t log_index, bool covers_until_next = false);
+  // Whether forget_below(log_index, covers_until_next) would forget the first segment once it is
+  // written (memory only; cheap: the first segment's last record and the next one).
+  bool first_segment_below(std::uint64_t log_index, bool covers_until_next = false) const;
   // Retention, step 2: unlinks the segment files forget_below() released. Files a crash left
   // behind (below first_number()) are swept by load().
   store::Status remove_dropped();
@@ -114,6 +122,7 @@ class RecordLog {
   store::Env* env_;
   std::string dir_;
   RecordKind kind_;
+  std::uint64_t records_per_segment_;
   std::uint64_t first_number_ = 0;
   std::deque<Record> records_;
   std::uint64_t written_end_ = 0;  // records below this number are in the files

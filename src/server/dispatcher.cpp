@@ -26,6 +26,12 @@ class NodeLogView final : public derived::LogView {
   Node::LogBounds bounds_;
 };
 
+// The node's file layer (a test's slow or failing one: NodeConfig::store.env), else the disk: the
+// indexes, GROUPS and the replica's SNAPSHOT files are all read and written through it.
+store::Env* files_env(const NodeConfig& config) {
+  return config.store.env != nullptr ? config.store.env : store::Env::posix();
+}
+
 }  // namespace
 
 std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& config,
@@ -33,8 +39,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   derived::OpenReport report;
   store::Status error;
   NodeLogView log(*node);
-  // The node's file layer (a test's slow or failing one: NodeConfig::store.env), else the disk.
-  store::Env* env = config.store.env != nullptr ? config.store.env : store::Env::posix();
+  store::Env* env = files_env(config);
   auto indexes = derived::DerivedIndexes::open(
       env, store::join_path(config.data_dir, "derived"),
       derived::LogIdentity{config.cluster_id, config.node_id}, log, &report, &error);
@@ -66,6 +71,7 @@ std::unique_ptr<Dispatcher> Dispatcher::open(Node* node, const NodeConfig& confi
   std::unique_ptr<Dispatcher> dispatcher(new Dispatcher(
       node, std::move(indexes), std::move(report), std::move(groups), std::move(groups_report)));
   dispatcher->data_dir_ = config.data_dir;
+  dispatcher->env_ = env;
   dispatcher->persist_slice_ms_ = config.derived_persist_slice_ms;
   dispatcher->cluster_id_ = config.cluster_id;
   dispatcher->seed_topics_from_snapshot(node->log_bounds().first);
@@ -127,7 +133,7 @@ std::optional<replica::SnapshotData> Dispatcher::snapshot_naming_log_start(
     std::uint64_t first, std::initializer_list<replica::SnapshotFile> files,
     const std::function<bool(const replica::SnapshotData&)>& wanted) const {
   for (const replica::SnapshotFile file : files) {
-    auto saved = replica::read_snapshot_file(store::Env::posix(), data_dir_, file);
+    auto saved = replica::read_snapshot_file(env_, data_dir_, file);
     if (!saved.ok() || !saved->has_value()) continue;
     if ((*saved)->index + 1 == first && wanted(**saved)) return std::move(**saved);
   }
@@ -136,7 +142,7 @@ std::optional<replica::SnapshotData> Dispatcher::snapshot_naming_log_start(
 
 std::uint64_t Dispatcher::hold_retention_without_table(Node* node, const NodeConfig& config) {
   const std::optional<std::uint64_t> boundary = derived::read_group_table_boundary(
-      store::Env::posix(), store::join_path(config.data_dir, "derived"), config.cluster_id);
+      files_env(config), store::join_path(config.data_dir, "derived"), config.cluster_id);
   const std::uint64_t hold =
       boundary ? *boundary : std::max<std::uint64_t>(node->log_bounds().first, 1);
   node->hold_log_from(hold);
@@ -223,6 +229,7 @@ DispatchStats Dispatcher::stats() const {
   stats.persists = persists_.load();
   stats.persist_syncs = indexes_->persist_syncs();
   stats.persist_seconds = static_cast<double>(persist_ns_.load()) / 1e9;
+  stats.persist_begin_seconds = static_cast<double>(persist_begin_ns_.load()) / 1e9;
   stats.apply_seconds = static_cast<double>(apply_ns_.load()) / 1e9;
   stats.last_persist_seconds = static_cast<double>(last_persist_ns_.load()) / 1e9;
   return stats;
@@ -300,21 +307,17 @@ void Dispatcher::run() {
       persist();
     }
     const std::uint64_t first = node_->log_bounds().first;
-    // Never after a failed persist step (dispatch stops; the indexes, failed for good, would
-    // refuse the trim anyway: a trim must not resume a persist whose sync failed).
     if (first > trimmed_below_ && failure().empty()) {
-      // A cursor that only moved is persisted before the log it covers is trimmed, so a restart
-      // finds it at or past the new first index (not entries "trimmed before they were indexed"):
-      // whole, so that it covers what is applied now (a pending one is finished first).
-      if (indexes_->persist_pending() && failure().empty()) continue_indexes_persist(true);
-      if (dirty_ && failure().empty()) persist_indexes(true);
-      // trim_below persists the cursor itself before it unlinks (a restart keeps the offsets). A
-      // failure there is a storage error like one in persist(): dispatch stops (a restart sweeps
-      // the files it left).
-      if (store::Status trimmed = indexes_->trim_below(first); !trimmed.ok()) {
-        spdlog::error("derived indexes: dropping segments below {}: {}", first, trimmed.to_string());
-        set_failure("dropping segments below " + std::to_string(first) + ": " +
-                    trimmed.to_string());
+      // Retention moved the log's start. The indexes drop the whole segments below it with their
+      // next persist (forgotten at its begin, unlinked once its cursor is durable), which runs in
+      // slices like any other: a whole persist here held dispatch for seconds at every trim with
+      // many busy topics (review of dispatch, M1). That persist comes at the 200 ms cadence when
+      // a segment is due to go or the cursor moved (not the 10 s of a cursor-only one), so a
+      // restart rarely finds its cursor below the log's first index (entries "trimmed before
+      // they were indexed" are skipped, never lost to a query: they are below the log's start).
+      if (indexes_->retain_from(first) || dirty_) {
+        dirty_ = true;
+        records_dirty_ = true;
       }
       trimmed_below_ = first;
     }
@@ -479,16 +482,28 @@ bool Dispatcher::indexes_persist_due(std::chrono::steady_clock::time_point now) 
 
 void Dispatcher::persist_indexes(bool whole) {
   if (!indexes_->persist_pending()) {
+    if (stopping_persist_ && !persist_may_go_on()) {
+      // A begin writes every record applied since the last persist (a file created and grown per
+      // new topic: thousands on a loaded disk take seconds) and is not sliced: past the stop's
+      // bound none begins, whose syncs could not run anyway (review of dispatch, L1).
+      spdlog::info("derived indexes: the stop's {} ms bound passed before its last persist began "
+                   "({} topic queues): the next start indexes again, from the log, what the "
+                   "cursor on disk does not cover (it is up to index {} now)",
+                   kStopPersistBoundMs, indexes_->topic_count(), indexes_->boundary() - 1);
+      return;
+    }
     const auto began = std::chrono::steady_clock::now();
     if (store::Status begun = indexes_->begin_persist(); !begun.ok()) {
       spdlog::error("derived indexes: persisting: {}", begun.to_string());
       set_failure("persisting: " + begun.to_string());
       return;
     }
-    persist_ns_.fetch_add(static_cast<std::uint64_t>(
+    const auto begin_ns = static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
                                                              began)
-            .count()));
+            .count());
+    persist_ns_.fetch_add(begin_ns);
+    persist_begin_ns_.fetch_add(begin_ns);
     // What is applied from here on is the next persist's: dirty again with the next batch.
     dirty_ = false;
     records_dirty_ = false;
@@ -554,10 +569,14 @@ void Dispatcher::persist() {
     if (!failure().empty()) return;
     indexes_persisted = true;
   }
-  // The table as it stands, when no persist of the indexes is under way (or at a stop, whatever
-  // the last persist of the indexes did: the table always runs, it holds retention).
-  if ((stop_.load() || (!indexes_persisted && !indexes_->persist_pending())) &&
-      groups_persist_due(now)) {
+  // The table as it stands only when every index record its commits can name is durable: no
+  // persist of the indexes under way (the one just begun writes the table as of its start when it
+  // ends) and no records applied since the last one began. At a stop too: when the stop cut the
+  // indexes' last persist (kStopPersistBoundMs), GROUPS stays as of the last one that finished; a
+  // table past the durable records would let retention trim entries the indexes must replay
+  // (review of dispatch, L7). Holding retention lower meanwhile is the safe side.
+  const bool records_durable = !indexes_->persist_pending() && !records_dirty_;
+  if ((stop_.load() || !indexes_persisted) && records_durable && groups_persist_due(now)) {
     auto [state, change_count] = groups_->state_for_persist();
     persist_groups(state, change_count, now);
   }

@@ -12,8 +12,9 @@
 // after the last sync, covers what was applied when it began. Its
 // cursor says how far the indexes are built; it proves nothing about the log's durability, and it
 // is no consumer's offset. The node serves while the indexes catch up; lag() says by how much.
-// Retention: when the log's first index moves, whole index segments below it are dropped; entries
-// retention removed before they were indexed are skipped (logged), never waited for.
+// Retention: when the log's first index moves, whole index segments below it are dropped by the
+// next persist (sliced as any other: DerivedIndexes::retain_from); entries retention removed
+// before they were indexed are skipped (logged), never waited for.
 //
 // It also applies the consumer group table (src/derived/group_table.h) from the same committed
 // entries, with its own boundary, read position and file (derived/GROUPS): the table holds
@@ -69,8 +70,9 @@ class Dispatcher {
   // no record to write) are persisted at most this often, not every kPersistIntervalMs: the
   // cursor's rewrite, rename and two fsyncs five times a second were 2-3 % of every node's CPU
   // under plain appends (docs/benchmarks.md, "Issue 17: the follower's remaining costs"). A
-  // restart replays at most this much more of the log; a retention trim persists it first (so a
-  // restart never finds its cursor below the log's first index for that reason).
+  // restart replays at most this much more of the log. When retention moves the log's start, a
+  // cursor that moved is persisted at the kPersistIntervalMs cadence instead (so a restart seldom
+  // finds it below the log's first index).
   static constexpr std::uint32_t kCursorOnlyPersistMs = 10'000;
   // stop() gives the indexes' last persist at most this long, counted from the stop request (a
   // periodic persist running then stops at its next record log): with thousands of new topic
@@ -206,12 +208,14 @@ class Dispatcher {
   // stats(): written by the dispatcher's thread, read by any.
   std::atomic<std::uint64_t> persists_{0};
   std::atomic<std::uint64_t> persist_ns_{0};
+  std::atomic<std::uint64_t> persist_begin_ns_{0};  // the part of persist_ns_ spent in begins
   std::atomic<std::uint64_t> apply_ns_{0};
   std::atomic<std::uint64_t> last_persist_ns_{0};
   std::chrono::steady_clock::time_point groups_persisted_at_{};
   mutable std::mutex failure_mu_;
   std::string failure_;
   std::string data_dir_;    // the node's, for SNAPSHOT
+  store::Env* env_ = nullptr;  // the node's file layer (NodeConfig::store.env, else the disk)
   std::string cluster_id_;
   std::mutex adopt_mu_;
   std::optional<derived::GroupTableState> adopted_groups_;  // adopt_snapshot_section()

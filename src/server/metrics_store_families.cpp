@@ -107,6 +107,9 @@ DerivedMetrics::DerivedMetrics(FamilyBuilder& builder) {
        {"raftlog_derived_persist_seconds_total",
         "Seconds the dispatcher's thread spent persisting the derived indexes, since start.",
         &field<&DispatchStats::persist_seconds>},
+       {"raftlog_derived_persist_begin_seconds_total",
+        "Seconds of those spent beginning persists (writing records; not sliced), since start.",
+        &field<&DispatchStats::persist_begin_seconds>},
        {"raftlog_derived_apply_seconds_total",
         "Seconds the dispatcher's thread spent reading and applying committed entries, since start.",
         &field<&DispatchStats::apply_seconds>}});

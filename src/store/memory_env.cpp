@@ -141,8 +141,12 @@ class MemoryFile final : public File {
   Status sync() override {
     std::lock_guard lock(env_->mu_);
     RAFTLOG_RETURN_IF_ERROR(check_locked());
-    if (!env_->admit_sync_locked())
+    const bool injected_error = env_->failing_syncs_ > 0;
+    if (!env_->admit_sync_locked()) {
+      // Same size, so the buffer (and any mapping into it) stays where it is.
+      if (injected_error && env_->drop_dirty_on_failed_sync_) inode_->data = inode_->durable;
       return Status::io("MemoryEnv: fdatasync failed (simulated crash or I/O error)");
+    }
     inode_->durable = copy_image_racing_stores(inode_->data);
     ++env_->sync_calls_;
     return Status();
@@ -376,9 +380,10 @@ void MemoryEnv::fail_remove_after(std::uint64_t removes_before_failure) {
   removes_until_failure_ = removes_before_failure;
 }
 
-void MemoryEnv::fail_next_syncs(std::uint64_t count) {
+void MemoryEnv::fail_next_syncs(std::uint64_t count, bool drop_dirty) {
   std::lock_guard lock(mu_);
   failing_syncs_ = count;
+  drop_dirty_on_failed_sync_ = drop_dirty;
 }
 
 bool MemoryEnv::crashed() const {

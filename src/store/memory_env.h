@@ -85,7 +85,10 @@ class MemoryEnv final : public Env {
   // The next `count` sync-type calls fail with kIo without crashing and make nothing durable, like
   // an fsync that reports a writeback error (after which Linux may drop the dirty data). Lets tests
   // check that the log fails for good on the first sync error instead of trusting a later sync.
-  void fail_next_syncs(std::uint64_t count);
+  // With `drop_dirty`, a File::sync failed so also drops that file's unsynced bytes (its image
+  // reverts to the durable one, sizes unchanged), as Linux may: a later sync then "succeeds" over
+  // bytes that are gone, which a caller retrying the sync without rewriting would trust.
+  void fail_next_syncs(std::uint64_t count, bool drop_dirty = false);
   // Arms a crash inside a later remove(): the `removes_before_crash` removes before it become
   // durable as they happen (a journaling file system commits namespace changes in order, so a
   // power cut can leave any prefix of a series of unlinks done, before their directory's fsync),
@@ -128,6 +131,7 @@ class MemoryEnv final : public Env {
   bool crash_armed_ = false;
   std::uint64_t syncs_until_crash_ = 0;
   std::uint64_t failing_syncs_ = 0;  // fail_next_syncs()
+  bool drop_dirty_on_failed_sync_ = false;
   bool remove_crash_armed_ = false;  // crash_after_removes()
   std::uint64_t removes_until_crash_ = 0;
   bool remove_failure_armed_ = false;  // fail_remove_after()

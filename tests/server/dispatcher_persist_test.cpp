@@ -20,6 +20,7 @@
 #include "server/in_process_node.h"
 #include "shared/loopback.h"
 #include "store/env.h"
+#include "store/options.h"
 
 namespace raftlog::testing {
 namespace {
@@ -155,6 +156,105 @@ TEST(DispatcherPersist, DispatchGoesOnWhileAPersistSyncsManyTopicFiles) {
       << "the persist ended before GROUPS was read: the check above shows nothing";
   EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
       << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
+}
+
+// Review of dispatch, M1: when retention moved the log's start, the dispatcher finished the pending
+// persist whole and ran a second whole one before its next batch: with many busy topics the stall
+// of drills6 M2 came back at every trim. The trim's persist is now sliced like any other: an entry
+// committed right after a trim, while a persist of 300 topic files runs, is indexed within 1 s.
+TEST(DispatcherPersist, DispatchGoesOnWhileATrimsPersistSyncsManyTopicFiles) {
+  constexpr std::size_t kTopics = 300;
+  SlowTopicSyncEnv env(5ms);
+  InProcessNode node([&](server::NodeConfig& config) {
+    config.store.env = &env;
+    config.store.segment_size_bytes = store::Options::kMinSegmentSizeBytes;
+    config.store.max_entry_size_bytes = 16 << 10;
+  });
+  ASSERT_TRUE(node.started());
+  const std::string dir = node.data_dir();
+  // Plain entries over several segments, applied by the group table and persisted (it holds
+  // retention at its persisted boundary).
+  const std::uint64_t last_plain = node.append(40, 8000);
+  ASSERT_NE(last_plain, 0u);
+  ASSERT_TRUE(eventually(
+      [&] {
+        return derived::read_group_table_boundary(store::Env::posix(),
+                                                  store::join_path(dir, "derived"),
+                                                  node.config().cluster_id)
+                   .value_or(0) > last_plain;
+      },
+      10000ms));
+  const std::uint64_t batch_last = node.append_to_topics(kTopics, 10);
+  ASSERT_NE(batch_last, 0u);
+  ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
+      << "no persist of the topics began";
+  auto admin_stub = ::raftlog::v1::Admin::NewStub(node.new_connection());
+  std::uint64_t first = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + 5s);
+        ::raftlog::v1::TrimRequest request;
+        request.set_before_index(last_plain);
+        ::raftlog::v1::TrimResponse response;
+        if (admin_stub->Trim(&context, request, &response).ok()) first = response.first_index();
+        return first > 1;
+      },
+      5000ms))
+      << "the log was not trimmed; it starts at " << first;
+  const auto appended_at = std::chrono::steady_clock::now();
+  const std::uint64_t index = node.append_to_topic("orders", 1, 10);
+  ASSERT_NE(index, 0u);
+  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= index; }, 20000ms))
+      << "the entry was never indexed";
+  const auto waited = std::chrono::steady_clock::now() - appended_at;
+  const int syncs_then = env.topic_syncs();
+  EXPECT_LT(waited, 1000ms) << "the entry waited "
+                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                            << " ms after the trim for the persist's syncs to end (" << syncs_then
+                            << " topic syncs ran by then)";
+  EXPECT_LT(syncs_then, static_cast<int>(2 * kTopics) - 20)
+      << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+  EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
+      << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
+}
+
+// Review of dispatch, L7: a stop persisted the group table as it stood even when it cut the
+// indexes' last persist at kStopPersistBoundMs, so derived/GROUPS (which holds retention) covered
+// commits past the index records that were durable. It stays as of the last finished persist now;
+// the stop still ends within its bound.
+TEST(DispatcherPersist, AStopThatCutsAPersistKeepsGroupsBehindTheDurableRecords) {
+  constexpr std::size_t kTopics = 300;
+  SlowTopicSyncEnv env(5ms);
+  InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
+  ASSERT_TRUE(node.started());
+  const std::string dir = node.data_dir();
+  const std::uint64_t batch_last = node.append_to_topics(kTopics, 10);
+  ASSERT_NE(batch_last, 0u);
+  const std::uint64_t batch_first = batch_last - kTopics + 1;
+  ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
+      << "no persist of the topics began";
+  // More entries, applied between the persist's slices: the table as it stands covers them.
+  const std::uint64_t later = node.append_to_topic("orders", 3, 10);
+  ASSERT_NE(later, 0u);
+  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= later; }, 10000ms));
+  ASSERT_LT(env.topic_syncs(), static_cast<int>(2 * kTopics) - 250)
+      << "the persist is nearly over: the stop would not cut it, and this run shows nothing";
+  const auto stopping = std::chrono::steady_clock::now();
+  node.shutdown();
+  const auto stop_took = std::chrono::steady_clock::now() - stopping;
+  EXPECT_LT(stop_took, 3000ms)
+      << "the stop took "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count()
+      << " ms: its persist ran past the " << server::Dispatcher::kStopPersistBoundMs
+      << " ms bound";
+  // The batch's records are not durable (the cut persist wrote no cursor), so GROUPS covers none
+  // of the batch's entries.
+  ASSERT_LE(persisted_boundary(dir), batch_first) << "the cut persist wrote its cursor";
+  const std::optional<std::uint64_t> groups_boundary = derived::read_group_table_boundary(
+      store::Env::posix(), store::join_path(dir, "derived"), node.config().cluster_id);
+  EXPECT_LE(groups_boundary.value_or(0), batch_first)
+      << "derived/GROUPS was persisted at the stop past index records that are not durable";
 }
 
 TEST(DispatcherPersist, ACursorThatOnlyMovedWaitsRecordsAndStopDoNot) {
