@@ -102,7 +102,9 @@ TEST(Unvouched, TheSameLeadersLaterCommitsRaiseWhatTheWipedNodeMustHold) {
 // Review H2 (b): a heartbeat of the same leader may name a commit beyond the node's log after its
 // first word (its match for the node was stale): that storage-fault catch-up must finish before the
 // node counts as vouched, or the marker is removed with the catch-up unfinished (and a crash then
-// restarts the node vouched, its promise forgotten: the promise is not persisted).
+// restarts the node vouched, its promise forgotten: the promise is not persisted). It passes without
+// the `!fault_catch_up_` condition of the vouch rule too (the folded c = 4 keeps the node unvouched
+// by itself): that condition is a second guard no test covers on its own (review amnesia2).
 TEST(UnvouchedMarker, KeptWhileAStorageFaultCatchUpFromTheSameLeaderIsPending) {
   TestCluster c({1, 2, 3});
   c.isolate(1);
