@@ -142,9 +142,11 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
     enter_catching_up(config.promised_index, config.promised_term, Raft::CatchUpCause::kConfig);
   }
   if (unvouched_ && config.vouching_term > 0) {
-    // The leader's word from an earlier start: the catch-up resumes toward it.
+    // The leader's word from an earlier start: the catch-up resumes toward it. The driver records
+    // a word only once a stale match was ruled out (vouching()).
     vouching_term_ = config.vouching_term;
     vouch_index_ = config.vouching_index;
+    stale_match_ruled_out_ = true;
     if (!catching_up_) catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
     catching_up_ = true;
   }

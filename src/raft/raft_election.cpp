@@ -364,7 +364,13 @@ bool Raft::Impl::unvouched_may_grant(const Message& m) const {
   // An empty log only while no leader named a commit above 0: after that, entries 1..c are known
   // to be committed, and an empty candidate lacks them all.
   if (m.index == 0) return vouch_index_ == 0;
-  if (vouching_term_ == 0) return false;
+  // The word counts only once a stale match is ruled out (review amnesia2 H1): until then the
+  // leader may still hold this node's match from before the loss and count it toward commits this
+  // node never hears of (a heartbeat naming commit 0 engages no catch-up, and the rejections of its
+  // appends fall at or below that stale match and are dropped as stale). An append this node
+  // accepts left the leader after that match was lowered, and names every commit counted with it; a
+  // heartbeat whose clamped commit is below the leader's own names the leader's match itself.
+  if (vouching_term_ == 0 || !stale_match_ruled_out_) return false;
   return m.log_term > vouching_term_ || (m.log_term == vouching_term_ && m.index >= vouch_index_);
 }
 
@@ -440,18 +446,17 @@ void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
   // stayed unvouched through a run of short-lived leaders, and then nobody could be elected.
   if (!unvouched_) return;
   if (vouching_term_ != 0) {
-    // The same leader's later commits raise the index (review amnesia H2): it may have counted this
-    // node's forgotten acknowledgements (its match from before the loss) for them until our answer
-    // lowered that match. An append or a snapshot names its commit as is. Any append that extends
-    // our log left the leader after our answer lowered that match, so it names every commit
-    // counted with it. A heartbeat's clamped `commit` (of any leader) is what that leader believes
-    // we hold, a committed index every later leader holds too: beyond our log it is the
-    // storage-fault catch-up's promise, folded in here because the driver records this word
-    // durably and the promise is not (a restart kept the word only and vouched the node without
-    // what it had promised). Its unclamped leader_commit is not used: under load it keeps running
-    // ahead of what any append has brought us, and the catch-up would never end.
-    if (rules::later_commits_raise_the_vouch_index() &&
-        (m.term == vouching_term_ || m.type == MessageType::kHeartbeat)) {
+    // Later commits raise the index (review amnesia H2): a leader may have counted this node's
+    // forgotten acknowledgements (its match from before the loss) for them until our answer lowered
+    // that match. An append or a snapshot names its commit as is, a committed index every later
+    // leader holds too. Any append that extends our log left its leader after that lowering, so it
+    // names every commit counted with the stale match. A heartbeat's clamped `commit` is what its
+    // leader believes we hold: beyond our log it is the storage-fault catch-up's promise, folded in
+    // here because the driver records this word durably and the promise is not (a restart kept the
+    // word only and vouched the node without what it had promised). Its unclamped leader_commit is
+    // not used: under load it keeps running ahead of what any append has brought us, and the
+    // catch-up would never end.
+    if (rules::later_commits_raise_the_vouch_index()) {
       vouch_index_ = std::max(vouch_index_, m.commit);
     }
     return;

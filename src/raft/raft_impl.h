@@ -66,8 +66,11 @@ class Raft::Impl {
     return std::max(fault_catch_up_ ? promised_index_ : 0, unvouched_ ? vouch_index_ : 0);
   }
   bool unvouched() const { return unvouched_; }
+  // Only once a stale match is ruled out (unvouched_may_grant): the driver records what this
+  // returns, and a word found at start counts as ruled out.
   std::pair<Term, Index> vouching() const {
-    return unvouched_ ? std::pair<Term, Index>{vouching_term_, vouch_index_} : std::pair<Term, Index>{};
+    return unvouched_ && stale_match_ruled_out_ ? std::pair<Term, Index>{vouching_term_, vouch_index_}
+                                                : std::pair<Term, Index>{};
   }
   const CommittedConflict& committed_conflict() const { return committed_conflict_; }
   Raft::CatchUpCause catch_up_cause() const {
@@ -273,6 +276,11 @@ class Raft::Impl {
   bool unvouched_ = false;
   Term vouching_term_ = 0;
   Index vouch_index_ = 0;  // the highest commit index a leader named while this node was unvouched
+  // While unvouched: a leader's match for this node is known to be no stale one from before the loss
+  // (unvouched_may_grant): it accepted an append or a snapshot (its log holds something, at start),
+  // or a heartbeat named a clamped commit below the leader's own, which is then that leader's match,
+  // and our log reaches it.
+  bool stale_match_ruled_out_ = false;
   CommittedConflict committed_conflict_;  // the latest one seen (count 0: none)
   bool marked_acks_sent_ = false;  // acknowledgements marked kCatchingUpContext since catching up
 

@@ -216,6 +216,7 @@ void Raft::Impl::handle_append(Message& m) {
       append_to_log(std::move(suffix));
     }
     leader_match_ = std::max(leader_match_, last_new_index);
+    stale_match_ruled_out_ = unvouched_;
     rejected_leaders_first_probe_ = false;
     leader_sending_snapshot_ = false;
     commit_to(std::min(m.commit, last_new_index));
@@ -251,6 +252,11 @@ void Raft::Impl::handle_append(Message& m) {
 
 void Raft::Impl::handle_heartbeat(const Message& m) {
   note_leader_contact_while_unvouched(m);
+  // A clamped commit below the leader's own is its match for us (send_heartbeat): no stale one if
+  // our log reaches it (unvouched_may_grant).
+  if (unvouched_ && m.commit < m.leader_commit && m.commit <= log_.last_index()) {
+    stale_match_ruled_out_ = true;
+  }
   Message reply;
   reply.type = MessageType::kHeartbeatResponse;
   reply.to = m.from;

@@ -130,6 +130,7 @@ void Raft::Impl::handle_snapshot(Message& m) {
     return;
   }
   snapshot_held_through_ = std::max(snapshot_held_through_, snapshot.index);
+  stale_match_ruled_out_ = unvouched_;
   install_snapshot(std::move(*m.snapshot));
   reply.index = log_.last_index();  // the snapshot's index: acknowledged once installed durably
   mark_if_catching_up(reply);

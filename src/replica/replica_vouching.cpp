@@ -59,9 +59,11 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
     raft_config->vouching_index = found->vouching_index;
     recorded_vouching_ = {found->vouching_term, found->vouching_index};
   }
-  spdlog::info("node {}: {} data directory: this node grants no vote to a candidate with entries "
-               "until a leader has caught it up (docs/operations.md, \"Unvouched nodes\")",
-               config_.node_id, found->present ? "an unvouched" : "an empty");
+  // "An empty log", not "an empty directory": a node that lost only log/ keeps its other files.
+  spdlog::info("node {}: {}: this node grants no vote to a candidate with entries until a leader "
+               "has caught it up (docs/operations.md, \"Unvouched nodes\")",
+               config_.node_id,
+               found->present ? "an unvouched data directory" : "an empty log (no entry, no snapshot)");
   return true;
 }
 

@@ -401,6 +401,67 @@ TEST(Unvouched, AfterALeaderNamedACommitAnEmptyCandidateIsRefused) {
   }
 }
 
+// Review amnesia2 H1: a first word naming commit 0 engages no catch-up, and the leader keeps the
+// wiped node's match from before the wipe (the rejections of its appends fall at or below it and are
+// dropped as stale), so it can commit entries counting the forgotten acknowledgements while the node
+// hears nothing of them. Five nodes, leader 1 at commit 0: node 3 acknowledges 1..10, 2 and 5 hold
+// 1..5, 4 holds 1..10 unacknowledged; node 3 is wiped and hears leader 1's heartbeat (commit 0); node
+// 4's acknowledgement commits 10 with node 3's old one; 1 and 4 die. Granting by the word (T, 0),
+// node 3 elected 2 or 5 with {2, 3, 5}, and 6..10, acknowledged, were overwritten.
+TEST(Unvouched, TheWordCountsOnlyOnceAStaleMatchIsRuledOut) {
+  TestCluster c({1, 2, 3, 4, 5});
+  // Node 1 wins with its appends dropped, then replicates to node 3 alone: commit stays 0.
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppend && m.from == 1; });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.heal();
+  for (NodeId id : {2, 4, 5}) c.isolate(id);
+  c.tick(1);
+  c.deliver_all();
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_TRUE(c.propose(1, {"e" + std::to_string(i + 2)}).proposed());
+    c.deliver_all();
+  }
+  ASSERT_EQ(c.node(3).log.durable_index(), 10u);
+  ASSERT_EQ(c.raft(1).commit_index(), 0u) << "only 1 and 3 hold anything";
+  const Term term = c.raft(1).term();
+  std::vector<Entry> first_five;
+  for (Index i = 1; i <= 5; ++i) first_five.push_back(c.node(1).log.entry(i));
+  // Nodes 2 and 5 receive 1..5; their acknowledgements never reach node 1 (isolated).
+  for (NodeId id : {2, 5}) c.step(id, append_from(1, id, term, 0, 0, 0, first_five));
+  ASSERT_EQ(c.node(2).log.durable_index(), 5u);
+  const Entry tenth = c.node(1).log.entry(10);
+  c.restart_wiped(3);
+  c.tick(1);  // the heartbeat names commit 0 (its match for node 3 is 10, its commit 0)
+  c.deliver_all();
+  ASSERT_EQ(c.raft(3).vouching(), (std::pair<Term, Index>{})) << "a word, not yet counted";
+  ASSERT_FALSE(c.raft(3).catching_up_to() > 0) << "commit 0 engages no storage-fault catch-up";
+  // Nothing more of node 1 reaches node 3; node 4 catches up and commits 10 with node 3's old
+  // acknowledgement.
+  c.add_drop_rule([](const Message& m) { return m.from == 1 && m.to == 3; });
+  c.heal();
+  c.add_drop_rule([](const Message& m) { return m.from == 1 && m.to == 3; });
+  for (NodeId id : {2, 5}) c.isolate(id);
+  c.tick(1);
+  c.deliver_all();
+  c.tick(1);
+  c.deliver_all();
+  ASSERT_EQ(c.raft(1).commit_index(), 10u) << "1 and 4, with node 3's acknowledgement from before";
+  c.heal();
+  c.isolate(1);
+  c.isolate(4);
+  c.tick_all(300);
+  const NodeId early = c.leader();
+  EXPECT_EQ(early, kNoNode) << "node " << early << " leads without entries 6..10";
+  c.heal();
+  c.tick_all(300);
+  ASSERT_NE(c.leader(), kNoNode);
+  for (NodeId id : {1, 2, 3, 4, 5}) {
+    ASSERT_GE(c.node(id).log.durable_index(), 10u) << "node " << id;
+    EXPECT_EQ(c.node(id).log.entry(10).payload, tenth.payload) << "node " << id;
+    EXPECT_EQ(c.node(id).log.entry(10).term, tenth.term) << "node " << id;
+  }
+}
+
 // Review M4: one append contradicting a committed entry (a forged or stray message) must not take a
 // node out of service for good: NOT_SERVING while such appends keep coming (a leader that cannot
 // catch the node up probes it every heartbeat), SERVING again once they stopped; the counter stays.
