@@ -18,6 +18,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "derived/envelope.h"
 #include "replica/replica.h"
@@ -36,36 +40,90 @@ void Replica::restart_topic_scan() {
   topic_scan_->running_conf = first_index_conf_;
 }
 
+namespace {
+
+// The last index of the sealed segment holding `index` (0: none, or the active one).
+std::uint64_t sealed_segment_end(const std::vector<store::CommitLog::SegmentInfo>& segments,
+                                 std::uint64_t index) {
+  for (const store::CommitLog::SegmentInfo& segment : segments) {
+    if (segment.active) break;
+    if (segment.last_index >= index) return segment.last_index;
+  }
+  return 0;
+}
+
+// One scanned entry into the running table and configuration, as note_entry reads it: an envelope
+// that does not validate counts as no topic.
+void record_scanned_entry(const store::EntryView& view, TopicOffsets* running,
+                          std::optional<raft::ConfState>* running_conf, std::uint64_t node_id) {
+  std::string_view topic;
+  std::optional<std::uint64_t> offset;
+  derived::EnvelopeHeader header;
+  if ((view.meta.flags & kEntryFlagEnvelope) != 0 &&
+      derived::decode_envelope_header(view.payload, &header) == derived::EnvelopeDecode::kOk) {
+    topic = header.topic;
+    if (header.has_topic_offset) offset = header.topic_offset;
+  }
+  (void)running->record(view.meta.index, topic, offset);
+  if (view.meta.type != store::EntryType::kConfig) return;
+  // Committed (a trim never passes the commit index), so the core checked it when it came: one
+  // that does not decode here makes the configuration unknown, never fatal. Nor one that is not a
+  // single change from the configuration the scan knew: that one was wrong (the bootstrap
+  // configuration from --members edited since the log began, say), and snapshots must not carry
+  // it.
+  std::optional<raft::ConfState> conf = raft::decode_config(std::string(view.payload));
+  if (conf && *running_conf && !raft::single_change_between(**running_conf, *conf)) {
+    spdlog::warn(
+        "node {}: configuration entry {} is not one change from {}, the configuration this node "
+        "took for the one before it: the configuration at its first index - 1 is not known until "
+        "the next configuration entry a trim passes",
+        node_id, view.meta.index, raft::to_string(**running_conf));
+    conf.reset();
+  }
+  *running_conf = std::move(conf);
+}
+
+}  // namespace
+
 void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
                                  const std::function<bool()>& out_of_time) {
   if (!first_index_topics_) return;
   const std::uint64_t first = log_->first_index();
   // The scan must start at or after the log's start (a trim or an install moved it) and must not
-  // have passed the goal (a lower trim target than the one it ran toward: its table is gone).
-  if (!topic_scan_ || topic_scan_->boundary + 1 < first || topic_scan_->boundary > goal) {
+  // have passed the goal (a lower trim target than the one it ran toward: its table is gone; its
+  // reading past the goal too, else it could never reach it).
+  if (!topic_scan_ || topic_scan_->boundary + 1 < first || topic_scan_->boundary > goal ||
+      topic_scan_->running.through() > goal) {
     restart_topic_scan();
   }
   // A batch is the unit of the time bound (the clock is read between batches), so it is smaller
   // than a slice's worth: 1,024 entries.
   constexpr std::size_t kBatchEntries = 1024;
   const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
+  // The boundary moves with a copy of the whole table (tens of ms with 90,000 topics).
+  const auto move_boundary = [this](std::uint64_t segment_end) {
+    topic_scan_->boundary = segment_end;
+    topic_scan_->boundary_table = topic_scan_->running.table_at(segment_end);
+    topic_scan_->boundary_conf = topic_scan_->running_conf;
+  };
+  // A segment end the last slice reached out of time: its boundary moves first, in this round's
+  // budget (review offloop3 M2: the copy after the budget was spent held the loop past it).
+  bool moved = false;
+  if (const std::uint64_t through = topic_scan_->running.through();
+      through > topic_scan_->boundary && sealed_segment_end(segments, through) == through) {
+    move_boundary(through);
+    moved = true;
+  }
   std::uint64_t spent = 0;
   bool read_a_batch = false;
   while (topic_scan_->boundary < goal && spent < budget_bytes) {
     // Out of time: the next round's slice goes on from running.through() + 1. The first batch is
-    // read whatever the clock says, so that every slice moves the scan.
-    if (read_a_batch && out_of_time()) return;
+    // read whatever the clock says (unless the boundary moved), so that every slice moves the scan.
+    if ((read_a_batch || moved) && out_of_time()) return;
     read_a_batch = true;
     const std::uint64_t next = topic_scan_->running.through() + 1;
     // The end of the sealed segment holding `next`; the goal is always one's last index.
-    std::uint64_t segment_end = 0;
-    for (const store::CommitLog::SegmentInfo& segment : segments) {
-      if (segment.active) break;
-      if (segment.last_index >= next) {
-        segment_end = segment.last_index;
-        break;
-      }
-    }
+    const std::uint64_t segment_end = sealed_segment_end(segments, next);
     if (segment_end == 0 || segment_end > goal) return;  // not a sealed boundary: nothing to do
     auto batch = log_->read(next, kBatchEntries, std::max<std::uint64_t>(1, budget_bytes - spent));
     if (!batch.ok() || batch->entries.empty()) {
@@ -84,46 +142,22 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
     std::uint64_t last = topic_scan_->running.through();
     for (const store::EntryView& view : batch->entries) {
       if (view.meta.index > segment_end) break;
-      std::string_view topic;
-      std::optional<std::uint64_t> offset;
-      derived::EnvelopeHeader header;
-      // As note_entry reads it: an envelope that does not validate counts as no topic.
-      if ((view.meta.flags & kEntryFlagEnvelope) != 0 &&
-          derived::decode_envelope_header(view.payload, &header) == derived::EnvelopeDecode::kOk) {
-        topic = header.topic;
-        if (header.has_topic_offset) offset = header.topic_offset;
-      }
-      (void)topic_scan_->running.record(view.meta.index, topic, offset);
-      if (view.meta.type == store::EntryType::kConfig) {
-        // Committed (a trim never passes the commit index), so the core checked it when it came:
-        // one that does not decode here makes the configuration unknown, never fatal. Nor one that
-        // is not a single change from the configuration the scan knew: that one was wrong (the
-        // bootstrap configuration from --members edited since the log began, say), and snapshots
-        // must not carry it.
-        std::optional<raft::ConfState> conf = raft::decode_config(std::string(view.payload));
-        if (conf && topic_scan_->running_conf &&
-            !raft::single_change_between(*topic_scan_->running_conf, *conf)) {
-          spdlog::warn(
-              "node {}: configuration entry {} is not one change from {}, the configuration this "
-              "node took for the one before it: the configuration at its first index - 1 is not "
-              "known until the next configuration entry a trim passes",
-              config_.node_id, view.meta.index, raft::to_string(*topic_scan_->running_conf));
-          conf.reset();
-        }
-        topic_scan_->running_conf = std::move(conf);
-      }
+      record_scanned_entry(view, &topic_scan_->running, &topic_scan_->running_conf,
+                           config_.node_id);
       spent += view.payload.size();
       last = view.meta.index;
     }
     topic_scan_->running.committed(last);  // keeps its journal empty
-    // The boundary (with a copy of the whole table) moves only at the last segment end this slice
-    // reaches: a copy per segment, with tens of thousands of topics and small segments, cost more
-    // than the reading (146 copies of 30,000 topics: about 0.6 s; docs/benchmarks.md, "Trim
-    // round"). The next segment is surely finished in this slice when it is sealed, within the
-    // goal and its disk bytes fit the rest of the budget (they bound its payload), and the round's
-    // time is not spent (else the slice stops before its next batch: this end is its last).
+    if (last != segment_end) continue;
+    // At a segment end out of time: the boundary's copy waits for the next slice (above).
+    if (out_of_time()) return;
+    // The boundary moves only at the last segment end this slice reaches: a copy per segment,
+    // with tens of thousands of topics and small segments, cost more than the reading (146 copies
+    // of 30,000 topics: about 0.6 s; docs/benchmarks.md, "Trim round"). The next segment is
+    // surely finished in this slice when it is sealed, within the goal and its disk bytes fit the
+    // rest of the budget (they bound its payload); if the time runs out in it after all, the
+    // boundary moves at its end instead.
     const auto next_finishes_too = [&] {
-      if (out_of_time()) return false;
       for (const store::CommitLog::SegmentInfo& segment : segments) {
         if (segment.base_index != segment_end + 1) continue;
         return !segment.active && segment.last_index <= goal &&
@@ -131,11 +165,7 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
       }
       return false;
     };
-    if (last == segment_end && !next_finishes_too()) {
-      topic_scan_->boundary = segment_end;
-      topic_scan_->boundary_table = topic_scan_->running.table_at(segment_end);
-      topic_scan_->boundary_conf = topic_scan_->running_conf;
-    }
+    if (!next_finishes_too()) move_boundary(segment_end);
   }
 }
 

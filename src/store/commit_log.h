@@ -77,7 +77,7 @@
 //      Recovery finding an intent removes every segment and creates the new one again (idempotent),
 //      so the result is "after"; a crash before the intent is durable (a torn checkpoint slot falls
 //      back to the other) leaves everything "before". The discard-* files are unlinked later
-//      (remove_discarded(), off the caller's loop); recovery removes any it finds without reading
+//      by the flusher, one segment's files a wake-up, off the caller's thread; recovery removes any it finds without reading
 //      them: after the intent, whatever they held is replaced.
 //   Corruption found before the checkpointed flushed point makes open() fail with kCorruption naming
 //   file and offset, unless Options::allow_truncate_corrupted_flushed_data is set.
@@ -280,9 +280,9 @@ class CommitLog {
   // failure after the reset's durable intent fails the log (the next open completes the reset). Sync
   // append() calls still waiting fail with kTruncated.
   // The old segments' files are renamed aside ("discard-<base>.seg/.idx", a rename each: no blocks
-  // freed on the caller's thread), not unlinked: the flusher unlinks them at its next wake-up (a
-  // stepped log: at the owner's next run_flush_cycle()), and the next open whatever is left
-  // (docs/storage-format.md, crash case 7).
+  // freed on the caller's thread), not unlinked: the flusher unlinks them after its cycles, one
+  // segment's two files per wake-up (a stepped log: per run_flush_cycle()), and the next open
+  // whatever is left (a stop leaves them; docs/storage-format.md, crash case 7).
   Status reset(std::uint64_t first_index, std::uint64_t prev_term);
   // Unlinks every discard-* file the resets left, now (any thread, at any time: they are never read
   // again, and a crash before or during it leaves them for the next open). No directory sync: an

@@ -124,10 +124,10 @@ void CommitLog::Impl::flusher_main() {
     // two more syncs (index records, checkpoint file), and making the Raft node wait for them
     // delayed about 1 % of acknowledgements (the p99.9 of docs/benchmarks.md, "raftlog vs etcd").
     call_listener(&last_reported);
-    // After the listener: a reset's old segments wait for the appends' acknowledgements, not the
-    // other way round.
+    if (stop) return;  // a reset's old segments left set aside: the next open removes them
+    // After the listener, one segment's files a wake-up: a reset's old segments wait for the
+    // appends' acknowledgements, not the other way round.
     remove_discarded_if_pending();
-    if (stop) return;
     {
       std::lock_guard cycle_lock(flush_cycle_mu_);
       if (!failure().ok()) return;  // a failed log writes no checkpoint: the next open decides

@@ -87,8 +87,12 @@ class CommitLog::Impl {
   Status reset(std::uint64_t base_index, std::uint64_t prev_term);
   Status remove_discarded();
   // The flusher's (or a stepped owner's flush step's) share of a reset: the old segments it set
-  // aside, unlinked once (a failure is logged and left to the next open).
+  // aside, at most kDiscardFilesPerStep of their files per call (a failure is logged and the rest
+  // left to the next open).
+  static constexpr std::size_t kDiscardFilesPerStep = 2;
   void remove_discarded_if_pending();
+  // Unlinks at most `max_files` discard-* files; *left: some remain.
+  Status remove_discarded_files(std::size_t max_files, bool* left);
   // commit_log_checkpoint.cpp
   Status set_commit_index(std::uint64_t commit_index, bool persist);
   // commit_log_read.cpp

@@ -23,7 +23,7 @@ Status CommitLog::Impl::run_flush_cycle() {
   // As in flusher_main(): the listener hears about the flush with no store lock held (only the
   // step lock, which keeps its calls in the order of the cycles).
   call_listener(&stepped_reported_);
-  remove_discarded_if_pending();  // as the flusher does after its listener
+  remove_discarded_if_pending();  // as the flusher does after its listener: one segment's files
   return Status();
 }
 

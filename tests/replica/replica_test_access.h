@@ -28,6 +28,10 @@ class ReplicaTestAccess {
   static std::uint64_t topic_scan_read_through(const Replica& replica) {
     return replica.topic_scan_ ? replica.topic_scan_->running.through() : 0;
   }
+  // The last index of the newest segment the scan finished and copied the table at (0: no scan).
+  static std::uint64_t topic_scan_boundary(const Replica& replica) {
+    return replica.topic_scan_ ? replica.topic_scan_->boundary : 0;
+  }
 };
 
 }  // namespace raftlog::replica

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -228,7 +229,13 @@ TEST(TrimFlushTest, TheTrimLeavesTheLogsFlushToTheStoresFlusher) {
 // Asserts the behaviour only: bounded, no round unlinks more than the bound, and both finish.
 class TrimDeletionBench : public ::testing::Test {
  protected:
-  static constexpr int kDeletionTopics = 30000;
+  // 30,000, or RAFTLOG_BENCH_TOPICS (e.g. 90000, the outside test's drills5 M2 case) when set
+  // within 1..200,000.
+  static int deletion_topics() {
+    const char* set = std::getenv("RAFTLOG_BENCH_TOPICS");
+    const long topics = set != nullptr ? std::strtol(set, nullptr, 10) : 0;
+    return topics >= 1 && topics <= 200000 ? static_cast<int>(topics) : 30000;
+  }
   struct Calls {
     double snapshot_next_write_ms = 0;  // SNAPSHOT.next.tmp written and fdatasync'd
     double unlink_ms = 0;
@@ -274,7 +281,7 @@ class TrimDeletionBench : public ::testing::Test {
     }
     ASSERT_NO_FATAL_FAILURE(
         testing::open_single_node_leader(std::move(c), std::move(deps), &replica_));
-    testing::append_topics(*replica_, kDeletionTopics, kBodyBytes,
+    testing::append_topics(*replica_, deletion_topics(), kBodyBytes,
                            Clock::now() + std::chrono::hours(1));
   }
   // Trims every sealed segment round by round; prints each round by part; the longest round (ms).

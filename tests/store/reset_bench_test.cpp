@@ -1,9 +1,11 @@
 // What the reset of a log of many segments costs its caller (a snapshot install runs it on the Raft
 // loop: drills5 M1 measured 98-261 ms of "log reset"), on this machine's disk, once with the old
 // segments unlinked in the call (as the reset did before 2026-12-07) and once with them set aside,
-// and what their unlinks then cost the store's flush step. Prints the figures (docs/benchmarks.md,
-// "The install round's log reset"); asserts only the behaviour: the set-aside files are there after
-// the reset and gone after the flush step, and both logs end reset.
+// and what their unlinks then cost (the store's flush steps take them one segment a step). Prints the
+// figures (docs/benchmarks.md, "The install round's log reset"); asserts only the behaviour: the
+// set-aside files are there after the reset and gone after the unlinks, and both logs end reset.
+// Disabled in the suite (it writes about 300 MB to the real disk; review offloop3 L7): run it with
+// --gtest_also_run_disabled_tests --gtest_filter='*ResetBench*'.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -51,7 +53,7 @@ std::unique_ptr<CommitLog> filled_log(const std::string& dir) {
   return log;
 }
 
-TEST(ResetBench, TheOldSegmentsUnlinkedInTheCallOrSetAsideForTheFlushStep) {
+TEST(ResetBench, DISABLED_TheOldSegmentsUnlinkedInTheCallOrSetAsideForTheFlushStep) {
   for (int run = 1; run <= kRuns; ++run) {
     testing::TempDir unlinked_dir;
     auto unlinked = filled_log(unlinked_dir.path());
@@ -71,14 +73,15 @@ TEST(ResetBench, TheOldSegmentsUnlinkedInTheCallOrSetAsideForTheFlushStep) {
     const double reset_ms = ms_since(started);
     EXPECT_EQ(discard_files(set_aside_dir.path()), 2 * segments);
     started = std::chrono::steady_clock::now();
-    ASSERT_TRUE(set_aside->run_flush_cycle().ok());  // the flusher's step
+    ASSERT_TRUE(set_aside->remove_discarded().ok());  // what the flusher's steps do, one by one
     const double flush_step_ms = ms_since(started);
     EXPECT_EQ(discard_files(set_aside_dir.path()), 0U);
     EXPECT_EQ(set_aside->first_index(), kEntries + 1001);
     EXPECT_EQ(unlinked->first_index(), kEntries + 1001);
     std::printf(
         "run %d, %zu segments of %llu KiB: reset with the unlinks in the call %.1f ms; with the "
-        "old segments set aside %.1f ms on the caller, then %.1f ms in the flush step\n",
+        "old segments set aside %.1f ms on the caller, then %.1f ms of unlinks (the flusher's, "
+        "one segment a wake-up)\n",
         run, segments, static_cast<unsigned long long>(kSegmentBytes >> 10), in_the_call_ms,
         reset_ms, flush_step_ms);
   }
