@@ -65,15 +65,21 @@ Status CommitLog::Impl::reset(std::uint64_t base_index, std::uint64_t prev_term)
   unflushed_bytes_.store(0);
   // 3. Rename the old files aside (an earlier reset's discard of the same base is replaced: it is
   // garbage too), then create the new segment (it may reuse an old segment's name).
+  // A rename the file system refuses (a full disk with no room for a directory block of the
+  // longer name) falls back to the unlink the reset did before (review offloop3 L3): after the
+  // intent either is as safe, and an install on a full disk must not cost the node a restart.
+  const auto set_aside = [this](const std::string& path, const std::string& name) {
+    Status renamed = env_->rename(path, join_path(dir_, segment_format::kDiscardPrefix + name));
+    if (renamed.ok()) return renamed;
+    spdlog::warn("raftlog store {}: setting {} aside: {}; unlinking it now", dir_, path,
+                 renamed.to_string());
+    return env_->remove(path);
+  };
   Status status;
   for (auto it = doomed.rbegin(); status.ok() && it != doomed.rend(); ++it) {
     const Segment& old = **it;
-    status = env_->rename(old.data_path(),
-                          join_path(dir_, segment_format::kDiscardPrefix + old.data_name));
-    if (status.ok()) {
-      status = env_->rename(old.index_path(),
-                            join_path(dir_, segment_format::kDiscardPrefix + old.index_name));
-    }
+    status = set_aside(old.data_path(), old.data_name);
+    if (status.ok()) status = set_aside(old.index_path(), old.index_name);
   }
   std::shared_ptr<Segment> fresh;
   if (status.ok()) {

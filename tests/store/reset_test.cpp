@@ -176,8 +176,12 @@ class SlowDiscardEnv final : public Env {
     return base_.open_read_only(path);
   }
   Status rename(const std::string& from, const std::string& to) override {
+    if (refuse_discard_renames_ && to.find(segment_format::kDiscardPrefix) != std::string::npos) {
+      return Status::no_space("rename " + from + ": No space left on device (injected)");
+    }
     return base_.rename(from, to);
   }
+  void refuse_discard_renames() { refuse_discard_renames_ = true; }
   Status remove(const std::string& path) override {
     if (path.find(segment_format::kDiscardPrefix) != std::string::npos) {
       std::this_thread::sleep_for(unlink_);
@@ -200,7 +204,31 @@ class SlowDiscardEnv final : public Env {
  private:
   MemoryEnv base_;
   std::chrono::milliseconds unlink_;
+  bool refuse_discard_renames_ = false;
 };
+
+// A file system that refuses the renames (review offloop3 L3: a full disk may have no room for a
+// longer name's directory entry): the reset unlinks the old segments instead, as it did before,
+// and succeeds; the log keeps working and reopens reset.
+TEST(ResetFlusher, ARefusedRenameFallsBackToTheUnlink) {
+  SlowDiscardEnv env(std::chrono::milliseconds(0));
+  ASSERT_TRUE(env.create_dir("/log").ok());
+  env.refuse_discard_renames();
+  auto log = open_ok("/log", small_options(&env));
+  ASSERT_TRUE(log);
+  fill_log(*log);
+  ASSERT_TRUE(log->reset(301, 9).ok());
+  expect_reset_log(*log, 301, 9);
+  EXPECT_TRUE(discard_names(env.base()).empty());
+  EXPECT_EQ(segment_bases(env.base()), std::vector<std::uint64_t>{301});
+  auto batch = make_batch(301, 3, 9, 50);
+  ASSERT_TRUE(log->append(batch.span()).ok());
+  ASSERT_TRUE(log->close().ok());
+  auto reopened = open_ok("/log", small_options(&env));
+  ASSERT_TRUE(reopened);
+  EXPECT_EQ(reopened->first_index(), 301U);
+  testing::expect_entries(*reopened, 301, 303, 9, 50);
+}
 
 TEST(ResetFlusher, AnAppendAfterTheResetIsNotHeldBackByTheOldSegmentsUnlinks) {
   constexpr auto kUnlink = std::chrono::milliseconds(100);
