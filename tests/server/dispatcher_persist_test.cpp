@@ -115,6 +115,26 @@ class SlowTopicSyncEnv final : public store::Env {
   std::atomic<int> topic_syncs_{0};
 };
 
+// Appends one entry while a persist of `topics` topic files runs (two syncs each), and checks that
+// the dispatcher indexed it within a second, before that persist was (nearly) over (else the run
+// shows nothing). Sets *index to the entry's index.
+void append_indexed_mid_persist(InProcessNode& node, const SlowTopicSyncEnv& env,
+                                std::size_t topics, const std::string& when, std::uint64_t* index) {
+  const auto appended_at = std::chrono::steady_clock::now();
+  *index = node.append_to_topic("orders", 1, 10);
+  ASSERT_NE(*index, 0u);
+  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= *index; }, 20000ms))
+      << "the entry was never indexed";
+  const auto waited = std::chrono::steady_clock::now() - appended_at;
+  const int syncs_then = env.topic_syncs();
+  EXPECT_LT(waited, 1000ms) << "the entry waited "
+                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                            << " ms" << when << " for the persist's syncs to end (" << syncs_then
+                            << " topic syncs ran by then)";
+  EXPECT_LT(syncs_then, static_cast<int>(2 * topics) - 20)
+      << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+}
+
 // drills6 M2: with thousands of topics every persist synced thousands of files, seconds on a
 // loaded disk, and the dispatcher indexed nothing meanwhile (topic reads, key lookups and group
 // commits waited). An entry committed while a persist of 300 new topics (600 syncs of 5 ms: 3 s)
@@ -131,19 +151,8 @@ TEST(DispatcherPersist, DispatchGoesOnWhileAPersistSyncsManyTopicFiles) {
   const std::uint64_t batch_first = batch_last - kTopics + 1;
   ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
       << "no persist of the topics began";
-  const auto appended_at = std::chrono::steady_clock::now();
-  const std::uint64_t index = node.append_to_topic("orders", 1, 10);
-  ASSERT_NE(index, 0u);
-  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= index; }, 20000ms))
-      << "the entry was never indexed";
-  const auto waited = std::chrono::steady_clock::now() - appended_at;
-  const int syncs_then = env.topic_syncs();
-  EXPECT_LT(waited, 1000ms) << "the entry waited "
-                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
-                            << " ms for the persist's syncs to end (" << syncs_then
-                            << " topic syncs ran by then)";
-  EXPECT_LT(syncs_then, static_cast<int>(2 * kTopics) - 20)
-      << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+  std::uint64_t index = 0;
+  ASSERT_NO_FATAL_FAILURE(append_indexed_mid_persist(node, env, kTopics, "", &index));
   // The group table on disk is never ahead of the index records its commits can name: while the
   // batch's records are not durable, derived/GROUPS covers none of its entries (it holds
   // retention: a table past them would let a trim remove entries the indexes must replay).
@@ -202,19 +211,9 @@ TEST(DispatcherPersist, DispatchGoesOnWhileATrimsPersistSyncsManyTopicFiles) {
       },
       5000ms))
       << "the log was not trimmed; it starts at " << first;
-  const auto appended_at = std::chrono::steady_clock::now();
-  const std::uint64_t index = node.append_to_topic("orders", 1, 10);
-  ASSERT_NE(index, 0u);
-  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= index; }, 20000ms))
-      << "the entry was never indexed";
-  const auto waited = std::chrono::steady_clock::now() - appended_at;
-  const int syncs_then = env.topic_syncs();
-  EXPECT_LT(waited, 1000ms) << "the entry waited "
-                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
-                            << " ms after the trim for the persist's syncs to end (" << syncs_then
-                            << " topic syncs ran by then)";
-  EXPECT_LT(syncs_then, static_cast<int>(2 * kTopics) - 20)
-      << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+  std::uint64_t index = 0;
+  ASSERT_NO_FATAL_FAILURE(
+      append_indexed_mid_persist(node, env, kTopics, " after the trim", &index));
   EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
       << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
 }
