@@ -52,6 +52,7 @@
 #include "replica/store_log_reader.h"
 #include "replica/topic_offsets.h"
 #include "replica/topic_state_file.h"
+#include "replica/trim_progress.h"
 #include "store/commit_log.h"
 #include "util/rate_limit.h"
 
@@ -136,7 +137,7 @@ class Replica {
   TrimResult trim(std::uint64_t before_index, const char* why);
   // A trim answers before its deletion has run: whether one is still under way (waiting for its
   // flush or a write off the loop, a scan slice, or its deletion's next rounds).
-  bool trim_in_progress() const { return pending_trim_before_ != 0 || trim_deletion_.has_value(); }
+  bool trim_in_progress() const { return trim_.in_progress(); }
   // The entry at `index` failed its check: recorded for the next open (a full check of its
   // segment), then fatal. The caller holds off concurrent readers of the store.
   void mark_corrupt(std::uint64_t index, const std::string& message);
@@ -445,44 +446,17 @@ class Replica {
   // below `point` (the new first index - 1), so that a restart still answers their retries, and
   // `topics`, the topic table as of `point`, and `conf`, the configuration in force there (nullptr:
   // not known; the version says which are, snapshot_data.h). Gathered on the loop, encoded,
-  // written and synced off it (hand_off_write): trim_deletion_->next_written once it is back.
+  // written and synced off it (hand_off_write): trim_.deletion->next_written once it is back.
   store::Status start_trim_snapshot(std::uint64_t point,
                                     const std::vector<TopicOffsets::TopicNext>* topics,
                                     const raft::ConfState* conf);
   // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
   // deleted (replica_retention.cpp).
   void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
-  // A trim's deletion, once its SNAPSHOT.next is written (replica_trim_deletion.cpp): the segments
-  // before `new_first` are unlinked oldest first, a few per round, and SNAPSHOT.next renamed over
-  // SNAPSHOT once the log starts at new_first. Between rounds the log starts between first_before
-  // and new_first, as after a power cut in the middle of a deletion (docs/storage-format.md, "A
-  // trim cut part-way": the open finishes it), and no table describes its start (snapshots fall
-  // back); `topics` and `conf`, as of new_first - 1, become the log start's once it starts there
-  // (`reached`). At most one: a trim continues it before anything else, an install finishes it.
-  struct TrimDeletion {
-    std::uint64_t first_before = 0;
-    std::uint64_t new_first = 0;
-    std::optional<std::vector<TopicOffsets::TopicNext>> topics;
-    std::optional<raft::ConfState> conf;
-    bool reached = false;
-    // SNAPSHOT.next is durable (its write off the loop came back): until then nothing is deleted.
-    bool next_written = false;
-  };
-  std::optional<TrimDeletion> trim_deletion_;
-  // The caller's loop rounds (begin_round) and the one in which the deletion last advanced: it
-  // advances once per round, whichever trim() calls of the round (a request, the continuation, the
-  // retention check) ask, so a round holds the loop for one budget of it, not one per call. Without
-  // rounds (the simulator, tests that call trim() alone) every call advances it.
+  // The caller's loop rounds (begin_round): a trim's budget and its deletion's steps are per round.
   std::uint64_t round_id_ = 0;
-  std::uint64_t deletion_advanced_round_ = 0;
-  // The trim's budget of the current loop round (trim_round_budget_ms), shared by every trim()
-  // call of the round: when the round began for the trim, and whether an expensive step ran.
-  struct TrimBudget {
-    std::uint64_t round = 0;
-    Clock::time_point started{};
-    bool stepped = false;
-  };
-  TrimBudget trim_budget_;
+  // Where the trim under way stands between rounds (trim_progress.h).
+  TrimProgress trim_;
   // The deletion's next steps while `must_yield` allows (the first one at least when nothing ran
   // in this call, `*stepped` false), at most `max_segments` unlinks: never past trim_limit() (a
   // follower's leader hold can fall meanwhile; the deletion then waits). A store error (the store
@@ -499,12 +473,7 @@ class Replica {
   // trim()'s steps (replica_retention.cpp), each nullopt to go on or the call's answer: the
   // flush it waits for (true: asked of the flusher), its TOPICSTATE (moves *target down to what
   // the save reached), CONFSTATE and SNAPSHOT.next, the topic scan's slice (moves new_first down
-  // to what the scan passed). yield_trim: the rest in the next rounds (pending_trim_before_).
-  struct TrimPlan {
-    std::uint64_t new_first = 0;  // where the log starts after this deletion
-    std::optional<std::vector<TopicOffsets::TopicNext>> topics;  // the tables as of new_first - 1
-    std::optional<raft::ConfState> conf;
-  };
+  // to what the scan passed). yield_trim: the rest in the next rounds (trim_.pending_before).
   bool trim_must_yield() const;  // the round's trim budget is spent
   TrimResult yield_trim(std::uint64_t before_index, std::uint64_t first_before,
                         std::uint64_t allowed);
@@ -517,8 +486,6 @@ class Replica {
                                                std::uint64_t target);
   std::optional<TrimResult> trim_scan_step(std::uint64_t before_index, std::uint64_t first_before,
                                            std::uint64_t limit, TrimPlan* plan);
-  // The trim is over: nothing of it waits any more (its request, TOPICSTATE save, flush).
-  void end_trim();
   // A write of the trim's failed (TOPICSTATE or SNAPSHOT.next, on the loop or off it): its error,
   // and the trim stops, nothing deleted (a new request or the retention check starts it again;
   // a continuation would otherwise retry the write every round).
@@ -536,7 +503,7 @@ class Replica {
   // first_index_topics_ unknown (logged; snapshots fall back).
   void advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
                           const std::function<bool()>& out_of_time);
-  // Each loop round while a trim waits for the scan (pending_trim_before_): one slice, then the
+  // Each loop round while a trim waits for the scan (trim_.pending_before): one slice, then the
   // trim when the scan reached its segments.
   void continue_pending_trim();
   // Where the log starts after a trim before `target`: the first segment that keeps an entry at or
@@ -694,15 +661,6 @@ class Replica {
   // (nothing started) while another write is out. The through index of the save in
   // pending_write_. `for_trim`: a trim waits for it.
   bool start_topic_state_save(bool for_trim = false);
-  // A trim's own TOPICSTATE save (its through index, 0: none asked): once it is back, the trim
-  // goes no further than it reaches (the commit index moves meanwhile; saving again would chase
-  // it). A failed write of the trim's (TOPICSTATE or SNAPSHOT.next) that came back off the loop:
-  // the trim reports it and stops.
-  std::uint64_t trim_topic_state_through_ = 0;
-  // The flushed index a trim waits for (0: none), asked of the store's flusher: the commit index
-  // when it asked (replica_retention.cpp).
-  std::uint64_t trim_flush_wanted_ = 0;
-  std::optional<store::Status> trim_write_failure_;
   // Sends the snapshot at once with the kept encoding (true), or keeps it waiting for an encoding,
   // or drops it (false: `message` was moved from, or is to be dropped).
   bool send_or_hold_snapshot(raft::Message& message);
@@ -737,26 +695,6 @@ class Replica {
   // at its first index - 1 even when a configuration committed above it. nullopt: not known (as
   // first_index_topics_, or a trim SNAPSHOT of an older version). One configuration: bounded.
   std::optional<raft::ConfState> first_index_conf_;
-  // Moving first_index_topics_ forward means reading the entries a trim deletes (their topics and
-  // offsets), up to a whole segment (1 GiB by default) per trim: far too long for one round of the
-  // replica's loop, which also answers heartbeats. So the entries are read in slices of at most
-  // ReplicaConfig::topic_scan_slice_bytes, one per loop round (or per trim call), and a trim deletes
-  // only the segments the scan has passed; the rest of it waits in pending_trim_before_ and runs as
-  // the scan gets there. `boundary` is the last index of the newest segment the scan finished (the
-  // log's first index - 1 when none), `boundary_table` the topic table as of it, `running` the
-  // table as of the scan's point inside the next segment (its journal empty: every entry scanned is
-  // committed).
-  // `boundary_conf` and `running_conf` are the configurations in force there (nullopt: not known,
-  // as first_index_conf_, or a configuration entry that did not decode).
-  struct TopicScan {
-    std::uint64_t boundary = 0;
-    std::vector<TopicOffsets::TopicNext> boundary_table;
-    TopicOffsets running;
-    std::optional<raft::ConfState> boundary_conf;
-    std::optional<raft::ConfState> running_conf;
-  };
-  std::unique_ptr<TopicScan> topic_scan_;
-  std::uint64_t pending_trim_before_ = 0;  // 0: no trim waits for the scan
   util::RateLimit snapshot_log_{std::chrono::seconds(10)};
   DedupTable dedup_;
   std::uint64_t dedup_recorded_through_ = 0;  // highest log index recorded in dedup_
@@ -797,7 +735,7 @@ class Replica {
   std::optional<TransferRequest> pending_transfer_;
   Clock::time_point transfer_deadline_{};
   raft::SoftState soft_state_;
-  std::string storage_fault_;  // why recovery started this node catching up ("" = it did not)
+  std::string storage_fault_;      // why recovery started this node catching up ("" = it did not)
   bool unvouched_marker_ = false;  // DATA_DIR/UNVOUCHED exists (unvouched_marker.h)
   std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
@@ -810,7 +748,7 @@ class Replica {
   Clock::time_point next_disk_handover_{};
   util::RateLimit no_disk_handover_log_{std::chrono::seconds(60)};
   Clock::time_point retention_checked_at_{};
-  std::atomic<std::uint64_t> retention_hold_{0};      // hold_log_from()
+  std::atomic<std::uint64_t> retention_hold_{0};  // hold_log_from()
   FollowerRetentionHold leader_hold_;  // the leader's, from its appends and heartbeats (trim_limit)
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its

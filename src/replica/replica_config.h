@@ -57,13 +57,13 @@ struct ReplicaConfig {
   // message.
   std::size_t max_snapshot_data_bytes = 4U << 20;
   // The most payload bytes one loop round (or one trim call) reads to move the topic table as of
-  // the first index - 1 over the segments a trim deletes (replica.h, TopicScan): bounds the time a
+  // the first index - 1 over the segments a trim deletes (trim_progress.h, TopicScan): bounds the time a
   // trim takes on the replica's loop; a trim of more waits for the scan, in the background.
   std::uint64_t topic_scan_slice_bytes = 8ULL << 20;
   // A trim's expensive steps (the log flush, TOPICSTATE, CONFSTATE, one scan slice, and the
   // deletion itself: SNAPSHOT.next, the unlinks, SNAPSHOT) run one after the other in one loop
   // round only while the round's trim work so far took less than this; the rest continues in the
-  // next rounds (pending_trim_before_), so heartbeats wait at most about one step
+  // next rounds (trim_.pending_before), so heartbeats wait at most about one step
   // (replica_retention.cpp). 0: one expensive step per round.
   std::uint32_t trim_round_budget_ms = 50;
   // Segments one round of a trim's deletion unlinks at most, oldest first, besides the budget above

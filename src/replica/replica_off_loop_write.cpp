@@ -10,7 +10,7 @@
 //     deletes nothing its TOPICSTATE does not cover (it waits for the write, then trims no further
 //     than it reaches). What the file holds is a function of the committed prefix it names
 //     (topic_state_file.h), so a copy taken rounds before it lands is still right.
-//   - a trim's SNAPSHOT.next: the deletion (trim_deletion_) exists from the hand-off, so no other
+//   - a trim's SNAPSHOT.next: the deletion (trim_.deletion) exists from the hand-off, so no other
 //     trim step runs meanwhile, but it unlinks nothing before next_written; a power cut before
 //     that leaves the disk of crash case "no unlink yet" (a SNAPSHOT.next, whole or not, that the
 //     open deletes, or none).
@@ -75,12 +75,12 @@ void Replica::publish_write(const PendingWrite& pending,
     // again after another interval; a trim refuses to delete without it.
     spdlog::warn("node {}: saving TOPICSTATE: {}", config_.node_id, outcome->to_string());
     topic_state_retry_at_ = pending.through + config_.topic_state_save_entries;
-    if (pending.for_trim) trim_write_failure_ = *outcome;
+    if (pending.for_trim) trim_.write_failure = *outcome;
     return;
   }
-  if (!trim_deletion_ || trim_deletion_->next_written) return;  // not expected: one at a time
+  if (!trim_.deletion || trim_.deletion->next_written) return;  // not expected: one at a time
   if (outcome && outcome->ok()) {
-    trim_deletion_->next_written = true;
+    trim_.deletion->next_written = true;
     // A snapshot planned while the file was written names the log's start the unlinks move.
     snapshot_encoding_.invalidate();
     abandon_outgoing_snapshot("a trim moves the log's start it was taken against");
@@ -90,12 +90,12 @@ void Replica::publish_write(const PendingWrite& pending,
   // delete it too), and the trim stops; the retention check or a new request starts it again.
   if (outcome) {
     spdlog::error("node {}: not trimming before {}: saving the dedup table: {}", config_.node_id,
-                  trim_deletion_->new_first, outcome->to_string());
-    trim_write_failure_ = *outcome;
-    finish_trim_snapshot(trim_deletion_->first_before, trim_deletion_->new_first);
+                  trim_.deletion->new_first, outcome->to_string());
+    trim_.write_failure = *outcome;
+    finish_trim_snapshot(trim_.deletion->first_before, trim_.deletion->new_first);
   }
-  // The trim's next call (its continuation, pending_trim_before_) reports the failure and stops.
-  trim_deletion_.reset();
+  // The trim's next call (its continuation, trim_.pending_before) reports the failure and stops.
+  trim_.deletion.reset();
 }
 
 bool Replica::start_topic_state_save(bool for_trim) {

@@ -52,9 +52,9 @@ void Replica::stamp_retention_hold(std::vector<raft::Message>& messages) const {
       continue;
     }
     if (!progress) progress = raft_->progress();
-    message.retention_hold = leader_retention_hold(*progress, config_.node_id, message.to,
-                                                   config_.tick_ms,
-                                                   config_.retention_follower_grace_ms, inherited);
+    message.retention_hold =
+        leader_retention_hold(*progress, config_.node_id, message.to, config_.tick_ms,
+                              config_.retention_follower_grace_ms, inherited);
   }
 }
 
@@ -66,7 +66,7 @@ std::uint64_t Replica::inherited_retention_hold() const {
 TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   // One round of the loop runs the trim's expensive steps (TOPICSTATE, CONFSTATE, a scan slice,
   // SNAPSHOT.next, the deletion's unlinks) only while they took less than trim_round_budget_ms
-  // together; the rest waits in pending_trim_before_ for the next round (continue_pending_trim),
+  // together; the rest waits in trim_.pending_before for the next round (continue_pending_trim),
   // which starts again from what it finds then (new entries, an install that moved the log's
   // start, a new leader). Each step on a loaded disk can take tens of ms (a TOPICSTATE of 20,000
   // topics is MBs, synced); all of them at once held the loop past an election timeout
@@ -74,15 +74,15 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   // round spend it (a request, the continuation, the retention check: drills5 M2 saw a scan slice
   // and SNAPSHOT.next, or two slices, in one round, each call with a fresh budget). Without rounds
   // (the simulator, tests that call trim() alone) every call has its own.
-  if (!round_.in_round() || trim_budget_.round != round_id_) {
-    trim_budget_ = TrimBudget{round_id_, deps_.clock(), false};
+  if (!round_.in_round() || trim_.budget.round != round_id_) {
+    trim_.budget = TrimBudget{round_id_, deps_.clock(), false};
   }
   const std::uint64_t first_before = log_->first_index();
   const std::uint64_t segments_before = log_->disk_usage().segments;
   // A deletion an earlier round began goes on first; the rest of the trim waits for it (the next
-  // round continues: pending_trim_before_).
-  if (trim_deletion_) {
-    pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  // round continues: trim_.pending_before).
+  if (trim_.deletion) {
+    trim_.pending_before = std::max(trim_.pending_before, before_index);
     return finish_trim_call(before_index, why, trim_limit(), first_before, segments_before);
   }
   if (trim_waits_for_flush(before_index)) {
@@ -92,15 +92,15 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
   std::uint64_t target = std::min(before_index, limit);
   // A write of this trim's that failed off the loop (TOPICSTATE, SNAPSHOT.next): reported, and the
   // trim stops (the retention check or a new request starts it again).
-  if (trim_write_failure_) {
-    return stop_failed_trim("", *std::exchange(trim_write_failure_, std::nullopt), first_before,
+  if (trim_.write_failure) {
+    return stop_failed_trim("", *std::exchange(trim_.write_failure, std::nullopt), first_before,
                             limit);
   }
   if (trim_start_for(target) <= first_before) {
     // No whole segment below the point now (it lies in the active segment, or the limit holds it
     // back): the trim ends here, with no TOPICSTATE saved for nothing, rather than stay pending and
     // delete whenever that segment seals or the limit rises (review offloop2 M1).
-    end_trim();
+    trim_.end();
     return finish_trim_call(before_index, why, limit, first_before, segments_before);
   }
   if (std::optional<TrimResult> waits =
@@ -117,33 +117,32 @@ TrimResult Replica::trim(std::uint64_t before_index, const char* why) {
 }
 
 bool Replica::trim_must_yield() const {
-  return trim_budget_.stepped && deps_.clock() - trim_budget_.started >=
-                                     std::chrono::milliseconds(config_.trim_round_budget_ms);
+  return trim_.must_yield(deps_.clock, config_.trim_round_budget_ms);
 }
 
 TrimResult Replica::yield_trim(std::uint64_t before_index, std::uint64_t first_before,
                                std::uint64_t allowed) {
-  pending_trim_before_ = std::max(pending_trim_before_, before_index);
+  trim_.pending_before = std::max(trim_.pending_before, before_index);
   return TrimResult{NodeError{}, first_before, allowed};
 }
 
 bool Replica::trim_waits_for_flush(std::uint64_t before_index) {
   if (before_index > topic_state_through() + 1 && commit_ > log_->flushed_index() &&
-      trim_topic_state_through_ == 0) {
+      trim_.topic_state_through == 0) {
     // Async flush mode: the committed entries to trim may not be flushed yet, and TOPICSTATE may
     // not describe them before they are. The store's flusher makes them durable, asked now (a
     // stepped store: at its owner's next flush step), not this loop: a flush of 9 MB held it
     // 0.33-0.56 s (docs/benchmarks.md, "Trim round"). The trim waits for the flushed index to reach
     // what was committed when it asked (not what is committed since: that would chase the
     // appends), then trims no further than the flushed index (trim_limit()).
-    if (trim_flush_wanted_ == 0) trim_flush_wanted_ = std::min(before_index - 1, commit_);
-    if (log_->flushed_index() < trim_flush_wanted_) {
+    if (trim_.flush_wanted == 0) trim_.flush_wanted = std::min(before_index - 1, commit_);
+    if (log_->flushed_index() < trim_.flush_wanted) {
       RoundProfile::Scope part(round_, RoundPart::kTrimFlush);
       log_->request_flush();
       return true;
     }
   }
-  trim_flush_wanted_ = 0;
+  trim_.flush_wanted = 0;
   return false;
 }
 
@@ -152,28 +151,28 @@ std::optional<TrimResult> Replica::trim_topic_state_step(std::uint64_t before_in
                                                          std::uint64_t limit,
                                                          std::uint64_t* target) {
   if (*target > first_before && *target - 1 > topic_state_saved_through_ &&
-      (trim_topic_state_through_ == 0 || topic_state_saved_through_ < trim_topic_state_through_)) {
+      (trim_.topic_state_through == 0 || topic_state_saved_through_ < trim_.topic_state_through)) {
     // TOPICSTATE first: once the entries are gone, only it remembers their topics' offsets. Written
-    // off the loop (replica_off_loop_write.cpp); the trim waits for it in pending_trim_before_.
+    // off the loop (replica_off_loop_write.cpp); the trim waits for it in trim_.pending_before.
     if (pending_write_ || trim_must_yield()) return yield_trim(before_index, first_before, limit);
-    trim_budget_.stepped = true;
+    trim_.budget.stepped = true;
     (void)start_topic_state_save(/*for_trim=*/true);
-    trim_topic_state_through_ = topic_state_saved_through_;  // inline: back already
+    trim_.topic_state_through = topic_state_saved_through_;  // inline: back already
     if (pending_write_) {
-      trim_topic_state_through_ = pending_write_->through;
+      trim_.topic_state_through = pending_write_->through;
       return yield_trim(before_index, first_before, limit);
     }
-    if (trim_write_failure_) {
-      const store::Status failed = *std::exchange(trim_write_failure_, std::nullopt);
+    if (trim_.write_failure) {
+      const store::Status failed = *std::exchange(trim_.write_failure, std::nullopt);
       spdlog::error("node {}: not trimming before {}: saving TOPICSTATE: {}", config_.node_id,
                     *target, failed.to_string());
       return stop_failed_trim("saving TOPICSTATE: ", failed, first_before, limit);
     }
   }
   // The trim's own save is back: no further than it reaches (the commit index moved meanwhile).
-  if (trim_topic_state_through_ != 0) {
+  if (trim_.topic_state_through != 0) {
     *target = std::min(*target, topic_state_saved_through_ + 1);
-    trim_topic_state_through_ = 0;
+    trim_.topic_state_through = 0;
   }
   return std::nullopt;
 }
@@ -186,17 +185,17 @@ std::optional<TrimResult> Replica::trim_deletion_step(std::uint64_t before_index
   // would leave a restart with a member's role but not its address.
   if (settled_conf_base(commit_) != 0) {
     if (trim_must_yield()) return yield_trim(before_index, first_before, limit);
-    trim_budget_.stepped = true;
+    trim_.budget.stepped = true;
   }
   {
     RoundProfile::Scope part(round_, RoundPart::kConfState);
     settle_conf_records(commit_);
   }
   if (failed_) {
-    return TrimResult{make_error(ErrorCode::kInternal,
-                                 "trim failed: persisting the settled configuration",
-                                 kReasonStorageError),
-                      first_before, limit};
+    return TrimResult{
+        make_error(ErrorCode::kInternal, "trim failed: persisting the settled configuration",
+                   kReasonStorageError),
+        first_before, limit};
   }
   // The dedup table's appends in the segments about to go, for the next open: SNAPSHOT.next,
   // which becomes SNAPSHOT once the segments are gone (until then SNAPSHOT still describes the
@@ -212,23 +211,23 @@ std::optional<TrimResult> Replica::trim_deletion_step(std::uint64_t before_index
   // written off the loop), then the segments' unlinks and SNAPSHOT, spread over rounds within the
   // budget (replica_trim_deletion.cpp). Not while another write is out (a periodic TOPICSTATE).
   if (pending_write_ || trim_must_yield()) return yield_trim(before_index, first_before, limit);
-  trim_budget_.stepped = true;
+  trim_.budget.stepped = true;
   RoundProfile::Scope part(round_, RoundPart::kTrimSnapshotNext);
   const std::uint64_t new_first = plan.new_first;
-  trim_deletion_ = TrimDeletion{first_before, new_first, std::move(plan.topics),
+  trim_.deletion = TrimDeletion{first_before,         new_first,         std::move(plan.topics),
                                 std::move(plan.conf), /*reached=*/false, /*next_written=*/false};
   const store::Status started = start_trim_snapshot(
-      new_first - 1, trim_deletion_->topics ? &*trim_deletion_->topics : nullptr,
-      trim_deletion_->conf ? &*trim_deletion_->conf : nullptr);
+      new_first - 1, trim_.deletion->topics ? &*trim_.deletion->topics : nullptr,
+      trim_.deletion->conf ? &*trim_.deletion->conf : nullptr);
   // Failed here (its point unreadable), or inline and failed (publish_write logged it).
   std::optional<store::Status> failed;
   if (!started.ok()) {
     spdlog::error("node {}: not trimming before {}: saving the dedup table: {}", config_.node_id,
                   target, started.to_string());
     failed = started;
-    trim_deletion_.reset();
-  } else if (trim_write_failure_) {
-    failed = std::exchange(trim_write_failure_, std::nullopt);
+    trim_.deletion.reset();
+  } else if (trim_.write_failure) {
+    failed = std::exchange(trim_.write_failure, std::nullopt);
   }
   if (failed) return stop_failed_trim("saving the dedup table: ", *failed, first_before, limit);
   return std::nullopt;
@@ -241,32 +240,32 @@ std::optional<TrimResult> Replica::trim_scan_step(std::uint64_t before_index,
   // of the old first index - 1 advanced by the entries about to go (still on disk), read in
   // bounded slices (replica_topic_scan.cpp), and the configuration in force there likewise (the
   // newest configuration entry the scan passed). Only the segments the scan has finished go now;
-  // the rest of the trim waits for it (pending_trim_before_, continued each loop round).
+  // the rest of the trim waits for it (trim_.pending_before, continued each loop round).
   if (plan->new_first <= first_before || !first_index_topics_) return std::nullopt;
   // Segments a slice of an earlier round finished go first, without reading more now.
-  const bool finished_earlier = topic_scan_ && topic_scan_->boundary >= first_before &&
-                                topic_scan_->boundary < plan->new_first - 1;
+  const bool finished_earlier = trim_.topic_scan && trim_.topic_scan->boundary >= first_before &&
+                                trim_.topic_scan->boundary < plan->new_first - 1;
   if (!finished_earlier) {
     if (trim_must_yield()) return yield_trim(before_index, first_before, limit);
-    const std::uint64_t read_through = topic_scan_ ? topic_scan_->running.through() : 0;
+    const std::uint64_t read_through = trim_.topic_scan ? trim_.topic_scan->running.through() : 0;
     RoundProfile::Scope part(round_, RoundPart::kTrimScan);
     // Its reading stops when the round's trim budget is spent (after one batch at least), whether
     // or not another step ran before it in this round.
     advance_topic_scan(plan->new_first - 1, config_.topic_scan_slice_bytes, [this] {
-      return deps_.clock() - trim_budget_.started >=
+      return deps_.clock() - trim_.budget.started >=
              std::chrono::milliseconds(config_.trim_round_budget_ms);
     });
-    if (!topic_scan_ || topic_scan_->running.through() != read_through) {
-      trim_budget_.stepped = true;
+    if (!trim_.topic_scan || trim_.topic_scan->running.through() != read_through) {
+      trim_.budget.stepped = true;
     }
   }
-  if (topic_scan_ && topic_scan_->boundary < plan->new_first - 1) {
-    pending_trim_before_ = std::max(pending_trim_before_, before_index);
-    plan->new_first = topic_scan_->boundary + 1;
+  if (trim_.topic_scan && trim_.topic_scan->boundary < plan->new_first - 1) {
+    trim_.pending_before = std::max(trim_.pending_before, before_index);
+    plan->new_first = trim_.topic_scan->boundary + 1;
   }
-  if (topic_scan_ && plan->new_first > first_before) {
-    plan->topics = topic_scan_->boundary_table;
-    plan->conf = topic_scan_->boundary_conf;
+  if (trim_.topic_scan && plan->new_first > first_before) {
+    plan->topics = trim_.topic_scan->boundary_table;
+    plan->conf = trim_.topic_scan->boundary_conf;
   }
   return std::nullopt;
 }
@@ -274,31 +273,31 @@ std::optional<TrimResult> Replica::trim_scan_step(std::uint64_t before_index,
 TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why,
                                      std::uint64_t limit, std::uint64_t first_before,
                                      std::uint64_t segments_before) {
-  const bool advanced_this_round = round_.in_round() && deletion_advanced_round_ == round_id_;
-  if (trim_deletion_ && !advanced_this_round) {
-    deletion_advanced_round_ = round_id_;
+  const bool advanced_this_round = round_.in_round() && trim_.deletion_advanced_round == round_id_;
+  if (trim_.deletion && !advanced_this_round) {
+    trim_.deletion_advanced_round = round_id_;
     if (store::Status deleted = advance_trim_deletion(
-            [this] { return trim_must_yield(); }, &trim_budget_.stepped,
+            [this] { return trim_must_yield(); }, &trim_.budget.stepped,
             config_.trim_segments_per_round != 0 ? config_.trim_segments_per_round : SIZE_MAX);
         !deleted.ok()) {
       spdlog::error("node {}: trimming the log before {}: {}", config_.node_id, before_index,
                     deleted.to_string());
-      end_trim();  // the deletion ended as a cut one (the store failed): nothing to go on with
+      trim_.end();  // the deletion ended as a cut one (the store failed): nothing to go on with
       return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + deleted.to_string(),
                                    kReasonStorageError),
                         log_->first_index(), limit};
     }
   }
   // The rest of the deletion, and of the trim, in the next rounds (continue_pending_trim).
-  if (trim_deletion_) {
-    pending_trim_before_ = std::max(pending_trim_before_, before_index);
-  } else if (pending_trim_before_ != 0 &&
-             trim_start_for(std::min(pending_trim_before_, trim_limit())) <= log_->first_index()) {
+  if (trim_.deletion) {
+    trim_.pending_before = std::max(trim_.pending_before, before_index);
+  } else if (trim_.pending_before != 0 &&
+             trim_start_for(std::min(trim_.pending_before, trim_limit())) <= log_->first_index()) {
     // As far as it goes now: the rest lies in the active segment or past the limit. The trim ends
     // here, as a one-round trim did, rather than wait to delete it whenever that segment seals or
     // the limit rises (perhaps long after, below a snapshot point sent meanwhile): a new request
     // or the retention check asks again.
-    end_trim();
+    trim_.end();
   }
   const std::uint64_t first_after = log_->first_index();
   const std::uint64_t removed =
@@ -313,15 +312,9 @@ TrimResult Replica::finish_trim_call(std::uint64_t before_index, const char* why
   return TrimResult{NodeError{}, first_after, limit};
 }
 
-void Replica::end_trim() {
-  pending_trim_before_ = 0;
-  trim_topic_state_through_ = 0;
-  trim_flush_wanted_ = 0;
-}
-
 TrimResult Replica::stop_failed_trim(const std::string& what, const store::Status& failed,
                                      std::uint64_t first_before, std::uint64_t limit) {
-  end_trim();
+  trim_.end();
   return TrimResult{make_error(ErrorCode::kInternal, "trim failed: " + what + failed.to_string(),
                                kReasonStorageError),
                     first_before, limit};
@@ -343,9 +336,8 @@ void Replica::finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new
         config_.node_id, first_after, new_first);
     return;
   }
-  const store::Status st = first_after > first_before
-                               ? promote_snapshot_next(env, config_.data_dir)
-                               : remove_snapshot_next(env, config_.data_dir);
+  const store::Status st = first_after > first_before ? promote_snapshot_next(env, config_.data_dir)
+                                                      : remove_snapshot_next(env, config_.data_dir);
   if (!st.ok()) {
     spdlog::error("node {}: finishing SNAPSHOT after the trim (the next open finishes it): {}",
                   config_.node_id, st.to_string());
@@ -374,7 +366,7 @@ void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expec
   } else {
     first_index_topics_.reset();
     first_index_conf_.reset();
-    topic_scan_.reset();
+    trim_.topic_scan.reset();
   }
   tell_core_trim_point_conf();
 }
@@ -462,10 +454,10 @@ bool Replica::finish_cut_trim(std::string* problem) {
 void Replica::load_first_index_topics() {
   first_index_topics_.reset();
   first_index_conf_.reset();
-  topic_scan_.reset();
-  pending_trim_before_ = 0;
+  trim_.topic_scan.reset();
+  trim_.pending_before = 0;
   if (log_->first_index() <= 1) {
-    first_index_topics_.emplace();  // nothing before the log
+    first_index_topics_.emplace();                  // nothing before the log
     first_index_conf_ = config_.raft.initial_conf;  // in force at 0: the bootstrap configuration
   } else if (loaded_snapshot_ && loaded_snapshot_->index + 1 == log_->first_index()) {
     // It names the log's first index - 1. A trim's of an older version knows less (conf_at_index,

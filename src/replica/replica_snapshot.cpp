@@ -151,9 +151,9 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   // worker has not started it, else waited for and published (a trim's SNAPSHOT.next then
   // written, its deletion goes on below). Nothing of the install may share its files with it.
   settle_pending_write();
-  trim_topic_state_through_ = 0;
-  trim_flush_wanted_ = 0;
-  trim_write_failure_.reset();
+  trim_.topic_state_through = 0;
+  trim_.flush_wanted = 0;
+  trim_.write_failure.reset();
   // A trim's deletion still under way finishes first, before anything of the install writes
   // SNAPSHOT.next (the fallback below, or the rename of SNAPSHOT.install over it): the trim's
   // SNAPSHOT.next must become SNAPSHOT first (replica_trim_deletion.cpp, CRASH CASES).
@@ -256,12 +256,12 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   times.conf_state = part();
   // 5. TOPICSTATE (not fatal, as any save: the next open completes it from SNAPSHOT).
   commit_ = point;
-  topics_ = std::move(prepared.topics);  // built off the loop: moved in
+  topics_ = std::move(prepared.topics);          // built off the loop: moved in
   first_index_topics_ = std::move(data.topics);  // the log now starts at point + 1
   first_index_conf_ = data.conf;
   tell_core_trim_point_conf();
-  topic_scan_.reset();                // it scanned the replaced log
-  pending_trim_before_ = 0;
+  trim_.topic_scan.reset();  // it scanned the replaced log
+  trim_.pending_before = 0;
   times.swap = part();  // the topic table's part; the dedup table's is added below
   // Bounded as a replicated entry's timestamp is (note_entry): a sender's clock far ahead (or a
   // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
@@ -302,7 +302,9 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
 
 void Replica::log_install_times(std::uint64_t point) const {
   const SnapshotStats::InstallTimes& t = snapshot_stats_.last_install;
-  const auto ms = [](std::chrono::microseconds us) { return static_cast<double>(us.count()) / 1e3; };
+  const auto ms = [](std::chrono::microseconds us) {
+    return static_cast<double>(us.count()) / 1e3;
+  };
   spdlog::info(
       "node {}: installed the snapshot of index {}: {:.1f} ms on the Raft loop (SNAPSHOT rename "
       "{:.1f}, log reset {:.1f}, CONFSTATE {:.1f}, TOPICSTATE {:.1f}, tables moved in {:.1f}, "
@@ -324,8 +326,8 @@ bool describes_log_start(const store::Result<std::optional<SnapshotData>>& file,
   const SnapshotData& data = **file;
   const std::uint64_t first = log.first_index();
   const bool names_start = data.index + 1 == first;
-  const bool trim_covers = data.origin == SnapshotOrigin::kTrim && data.index >= first &&
-                           data.index <= log.last_index();
+  const bool trim_covers =
+      data.origin == SnapshotOrigin::kTrim && data.index >= first && data.index <= log.last_index();
   if (!names_start && !trim_covers) return false;
   auto term = log.term_at(data.index);
   return term.ok() && *term == data.term;
@@ -377,8 +379,8 @@ bool Replica::load_snapshot_state(std::string* problem) {
   // still holds but that deleted no segment before the cut never reached its commit point, and its
   // file may have left out (budget) clients only SNAPSHOT holds.
   const bool current_names_start = current.ok() && current->has_value() &&
-                                    (*current)->index + 1 == first &&
-                                    describes_log_start(current, *log_);
+                                   (*current)->index + 1 == first &&
+                                   describes_log_start(current, *log_);
   if (!current_names_start && describes_log_start(next, *log_)) {
     spdlog::warn("node {}: finishing the snapshot of index {}: SNAPSHOT.next becomes SNAPSHOT",
                  config_.node_id, (*next)->index);
@@ -404,8 +406,8 @@ bool Replica::load_snapshot_state(std::string* problem) {
   if (saved == nullptr) {
     if (next.ok() && current.ok()) return true;  // none, or an older install's or trim's
     // One of them does not read or decode: it may be the one this log starts after.
-    const std::string unreadable = !current.ok() ? current.status().to_string()
-                                                 : next.status().to_string();
+    const std::string unreadable =
+        !current.ok() ? current.status().to_string() : next.status().to_string();
     if (!complete_without_snapshot()) {
       *problem = unreadable + "; the log starts at " + std::to_string(first) +
                  " and without this file the dedup records of the appends before it (and, after "

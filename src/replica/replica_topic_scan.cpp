@@ -30,14 +30,14 @@
 namespace raftlog::replica {
 
 void Replica::restart_topic_scan() {
-  topic_scan_.reset();
+  trim_.topic_scan.reset();
   if (!first_index_topics_) return;
-  topic_scan_ = std::make_unique<TopicScan>();
-  topic_scan_->boundary = log_->first_index() - 1;
-  topic_scan_->boundary_table = *first_index_topics_;
-  topic_scan_->running.reset(topic_scan_->boundary, *first_index_topics_);
-  topic_scan_->boundary_conf = first_index_conf_;
-  topic_scan_->running_conf = first_index_conf_;
+  trim_.topic_scan = std::make_unique<TopicScan>();
+  trim_.topic_scan->boundary = log_->first_index() - 1;
+  trim_.topic_scan->boundary_table = *first_index_topics_;
+  trim_.topic_scan->running.reset(trim_.topic_scan->boundary, *first_index_topics_);
+  trim_.topic_scan->boundary_conf = first_index_conf_;
+  trim_.topic_scan->running_conf = first_index_conf_;
 }
 
 namespace {
@@ -92,8 +92,8 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
   // The scan must start at or after the log's start (a trim or an install moved it) and must not
   // have passed the goal (a lower trim target than the one it ran toward: its table is gone; its
   // reading past the goal too, else it could never reach it).
-  if (!topic_scan_ || topic_scan_->boundary + 1 < first || topic_scan_->boundary > goal ||
-      topic_scan_->running.through() > goal) {
+  if (!trim_.topic_scan || trim_.topic_scan->boundary + 1 < first ||
+      trim_.topic_scan->boundary > goal || trim_.topic_scan->running.through() > goal) {
     restart_topic_scan();
   }
   // A batch is the unit of the time bound (the clock is read between batches), so it is smaller
@@ -102,26 +102,26 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
   const std::vector<store::CommitLog::SegmentInfo> segments = log_->segments();
   // The boundary moves with a copy of the whole table (tens of ms with 90,000 topics).
   const auto move_boundary = [this](std::uint64_t segment_end) {
-    topic_scan_->boundary = segment_end;
-    topic_scan_->boundary_table = topic_scan_->running.table_at(segment_end);
-    topic_scan_->boundary_conf = topic_scan_->running_conf;
+    trim_.topic_scan->boundary = segment_end;
+    trim_.topic_scan->boundary_table = trim_.topic_scan->running.table_at(segment_end);
+    trim_.topic_scan->boundary_conf = trim_.topic_scan->running_conf;
   };
   // A segment end the last slice reached out of time: its boundary moves first, in this round's
   // budget (review offloop3 M2: the copy after the budget was spent held the loop past it).
   bool moved = false;
-  if (const std::uint64_t through = topic_scan_->running.through();
-      through > topic_scan_->boundary && sealed_segment_end(segments, through) == through) {
+  if (const std::uint64_t through = trim_.topic_scan->running.through();
+      through > trim_.topic_scan->boundary && sealed_segment_end(segments, through) == through) {
     move_boundary(through);
     moved = true;
   }
   std::uint64_t spent = 0;
   bool read_a_batch = false;
-  while (topic_scan_->boundary < goal && spent < budget_bytes) {
+  while (trim_.topic_scan->boundary < goal && spent < budget_bytes) {
     // Out of time: the next round's slice goes on from running.through() + 1. The first batch is
     // read whatever the clock says (unless the boundary moved), so that every slice moves the scan.
     if ((read_a_batch || moved) && out_of_time()) return;
     read_a_batch = true;
-    const std::uint64_t next = topic_scan_->running.through() + 1;
+    const std::uint64_t next = trim_.topic_scan->running.through() + 1;
     // The end of the sealed segment holding `next`; the goal is always one's last index.
     const std::uint64_t segment_end = sealed_segment_end(segments, next);
     if (segment_end == 0 || segment_end > goal) return;  // not a sealed boundary: nothing to do
@@ -135,19 +135,19 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
           config_.node_id, problem);
       first_index_topics_.reset();
       first_index_conf_.reset();
-      topic_scan_.reset();
+      trim_.topic_scan.reset();
       tell_core_trim_point_conf();
       return;
     }
-    std::uint64_t last = topic_scan_->running.through();
+    std::uint64_t last = trim_.topic_scan->running.through();
     for (const store::EntryView& view : batch->entries) {
       if (view.meta.index > segment_end) break;
-      record_scanned_entry(view, &topic_scan_->running, &topic_scan_->running_conf,
+      record_scanned_entry(view, &trim_.topic_scan->running, &trim_.topic_scan->running_conf,
                            config_.node_id);
       spent += view.payload.size();
       last = view.meta.index;
     }
-    topic_scan_->running.committed(last);  // keeps its journal empty
+    trim_.topic_scan->running.committed(last);  // keeps its journal empty
     if (last != segment_end) continue;
     // At a segment end out of time: the boundary's copy waits for the next slice (above).
     if (out_of_time()) return;
@@ -170,31 +170,30 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
 }
 
 void Replica::continue_pending_trim() {
-  if (pending_trim_before_ == 0) return;
+  if (trim_.pending_before == 0) return;
   const std::uint64_t first = log_->first_index();
   const auto run_pending_trim = [this] {
-    const std::uint64_t before = pending_trim_before_;
-    pending_trim_before_ = 0;
+    const std::uint64_t before = trim_.pending_before;
+    trim_.pending_before = 0;
     trim(before, "continued:");  // deletes what the scan passed; waits again for the rest
   };
-  if (trim_deletion_) {
+  if (trim_.deletion) {
     run_pending_trim();  // the deletion's next unlinks, or its SNAPSHOT (replica_trim_deletion.cpp)
     return;
   }
-  if (pending_trim_before_ <= first) {
-    pending_trim_before_ = 0;  // done
+  if (trim_.pending_before <= first) {
+    trim_.pending_before = 0;  // done
     return;
   }
   if (!first_index_topics_) {
     run_pending_trim();  // nothing to wait for: a trim without the table runs at once
     return;
   }
-  const std::uint64_t new_first =
-      trim_start_for(std::min(pending_trim_before_, trim_limit()));
+  const std::uint64_t new_first = trim_start_for(std::min(trim_.pending_before, trim_limit()));
   if (new_first <= first) {
     // Nothing whole to delete now. While the trim's write or flush is out it waits (asked again
     // next round); with nothing out it ends, as in finish_trim_call (review offloop2 M1).
-    if (!pending_write_ && trim_flush_wanted_ == 0) end_trim();
+    if (!pending_write_ && trim_.flush_wanted == 0) trim_.end();
     return;
   }
   // The trim reads the next slice, or deletes what the slices read so far passed, or takes its

@@ -28,7 +28,7 @@ namespace raftlog::replica {
 
 store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_yield, bool* stepped,
                                              std::size_t max_segments) {
-  TrimDeletion& deletion = *trim_deletion_;
+  TrimDeletion& deletion = *trim_.deletion;
   // SNAPSHOT.next still being written off the loop: nothing may go before it is durable.
   if (!deletion.next_written) return store::Status();
   const std::uint64_t first = log_->first_index();
@@ -77,23 +77,23 @@ store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_y
     RoundProfile::Scope part(round_, RoundPart::kTrimSnapshot);
     finish_trim_snapshot(deletion.first_before, deletion.new_first);
   }
-  trim_deletion_.reset();
+  trim_.deletion.reset();
   return store::Status();
 }
 
 void Replica::abandon_trim_deletion() {
-  const TrimDeletion& deletion = *trim_deletion_;
+  const TrimDeletion& deletion = *trim_.deletion;
   note_trimmed_start(deletion.first_before, deletion.new_first, std::nullopt, std::nullopt);
   finish_trim_snapshot(deletion.first_before, deletion.new_first);
-  trim_deletion_.reset();
+  trim_.deletion.reset();
 }
 
 store::Status Replica::finish_trim_deletion_now(bool within_limit) {
   // Its SNAPSHOT.next written or dropped first (the callers, an install and a stop, settled the
   // write already: this is for any other).
   settle_pending_write();
-  if (!trim_deletion_) return store::Status();
-  if (!trim_deletion_->next_written) {
+  if (!trim_.deletion) return store::Status();
+  if (!trim_.deletion->next_written) {
     // Not expected (settling publishes the deletion's SNAPSHOT.next write or drops the deletion);
     // without a durable SNAPSHOT.next nothing may go: the dedup records of the entries would be
     // lost at the next power cut. Given up as a deletion that never began.
@@ -101,7 +101,7 @@ store::Status Replica::finish_trim_deletion_now(bool within_limit) {
     abandon_trim_deletion();
     return store::Status();
   }
-  const std::uint64_t new_first = trim_deletion_->new_first;
+  const std::uint64_t new_first = trim_.deletion->new_first;
   if (!within_limit && log_->first_index() < new_first) {
     // Past the limit: the install that asks replaces the whole log, whatever the limit says.
     store::Status truncated;
@@ -115,12 +115,12 @@ store::Status Replica::finish_trim_deletion_now(bool within_limit) {
     }
   }
   bool stepped = false;
-  while (trim_deletion_) {
+  while (trim_.deletion) {
     const std::uint64_t first = log_->first_index();
-    const bool reached = trim_deletion_->reached;
+    const bool reached = trim_.deletion->reached;
     RAFTLOG_RETURN_IF_ERROR(advance_trim_deletion([] { return false; }, &stepped, SIZE_MAX));
     // Held back by the limit: what is left waits for the next open (finish_cut_trim).
-    if (trim_deletion_ && log_->first_index() == first && trim_deletion_->reached == reached) {
+    if (trim_.deletion && log_->first_index() == first && trim_.deletion->reached == reached) {
       break;
     }
   }

@@ -26,11 +26,11 @@ class ReplicaTestAccess {
   }
   // The last entry a trim's topic scan has read (0: no scan under way).
   static std::uint64_t topic_scan_read_through(const Replica& replica) {
-    return replica.topic_scan_ ? replica.topic_scan_->running.through() : 0;
+    return replica.trim_.topic_scan ? replica.trim_.topic_scan->running.through() : 0;
   }
   // The last index of the newest segment the scan finished and copied the table at (0: no scan).
   static std::uint64_t topic_scan_boundary(const Replica& replica) {
-    return replica.topic_scan_ ? replica.topic_scan_->boundary : 0;
+    return replica.trim_.topic_scan ? replica.trim_.topic_scan->boundary : 0;
   }
 };
 

@@ -416,7 +416,7 @@ TEST_F(TrimOffLoopTest, ATrimEndsWithItsDeletionAndDeletesNothingWhenTheActiveSe
 
 // Review offloop2 M1: a trim with no whole segment below its point (it lies in the active segment)
 // ends at once, with no TOPICSTATE saved for nothing. It used to hand off a TOPICSTATE save and
-// wait in pending_trim_before_, which the continuation never ended: once the segment sealed it was
+// wait in trim_.pending_before, which the continuation never ended: once the segment sealed it was
 // deleted, long after the answer.
 TEST_F(TrimOffLoopTest, ATrimWithNoWholeSegmentBelowItsPointEndsAtOnce) {
   ASSERT_NO_FATAL_FAILURE(build_log());
