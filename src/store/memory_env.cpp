@@ -244,6 +244,7 @@ Status MemoryEnv::rename(const std::string& from, const std::string& to) {
   if (it == volatile_names_.end()) return Status::io("rename " + from + ": No such file");
   auto inode = it->second;
   volatile_names_.erase(it);
+  unsynced_renames_.push_back({from, to, inode});
   volatile_names_[to] = std::move(inode);
   return Status();
 }
@@ -252,7 +253,8 @@ Status MemoryEnv::remove(const std::string& path) {
   std::lock_guard lock(mu_);
   RAFTLOG_RETURN_IF_ERROR(check_alive_locked());
   // As unlink(): a directory is EISDIR (remove_dir() removes those).
-  if (dirs_.count(normalize_dir(path)) != 0) return Status::io("unlink " + path + ": Is a directory");
+  if (dirs_.count(normalize_dir(path)) != 0)
+    return Status::io("unlink " + path + ": Is a directory");
   if (remove_failure_armed_) {
     if (removes_until_failure_ == 0) {
       remove_failure_armed_ = false;
@@ -303,6 +305,8 @@ Status MemoryEnv::sync_dir(const std::string& dir) {
   for (const auto& [path, inode] : volatile_names_) {
     if (parent_dir(path) == d) durable_names_[path] = inode;
   }
+  std::erase_if(unsynced_renames_,
+                [&](const UnsyncedRename& rename) { return parent_dir(rename.to) == d; });
   ++sync_calls_;
   return Status();
 }
@@ -396,11 +400,34 @@ void MemoryEnv::crash() {
   crash_locked();
 }
 
+void MemoryEnv::keep_unsynced_renames(std::optional<std::size_t> count) {
+  std::lock_guard lock(mu_);
+  renames_kept_at_crash_ = count;
+}
+
+std::size_t MemoryEnv::unsynced_renames() const {
+  std::lock_guard lock(mu_);
+  return unsynced_renames_.size();
+}
+
 void MemoryEnv::crash_locked() {
   if (crashed_) return;
   crash_armed_ = false;
   remove_crash_armed_ = false;
   crashed_ = true;
+  if (renames_kept_at_crash_) {
+    // The journal committed each directory's first N renames, in order: the name moves in the
+    // durable namespace (a file created since the last sync comes with its rename).
+    std::map<std::string, std::size_t> kept_per_dir;
+    for (const UnsyncedRename& rename : unsynced_renames_) {
+      std::size_t& kept = kept_per_dir[parent_dir(rename.to)];
+      if (kept == *renames_kept_at_crash_) continue;
+      ++kept;
+      durable_names_.erase(rename.from);
+      durable_names_[rename.to] = rename.inode;
+    }
+  }
+  unsynced_renames_.clear();
   crash_snapshot_.clear();
   for (const auto& [path, inode] : durable_names_) {
     crash_snapshot_[path] = {inode->durable, copy_image_racing_stores(inode->data)};
@@ -413,6 +440,7 @@ void MemoryEnv::restart(const CrashOptions& options) {
   ++generation_;
   volatile_names_.clear();
   durable_names_.clear();
+  unsynced_renames_.clear();
   for (auto& [path, images] : crash_snapshot_) {
     auto& [durable, seen] = images;
     std::vector<char> result = durable;

@@ -13,6 +13,12 @@
 // the abandoned log's threads may be writing at that instant: a deliberate race that models the
 // moment of power loss (ThreadSanitizer: suppress with tests/store/tsan.supp).
 //
+// Renames: by default a rename not yet followed by a sync_dir() of its directory is lost whole at a
+// power cut (the namespace is durable only as of the last sync_dir). keep_unsynced_renames() opts
+// into a file system that commits renames in order without a directory fsync: a power cut then
+// keeps the first N un-synced renames of each directory, so a test can cut a series of renames
+// (a reset's old segments set aside) after each one.
+//
 // Fault injection: a capacity limit (allocate() beyond it fails with kNoSpace, like ENOSPC) and
 // direct byte corruption of both images (bit rot).
 //
@@ -27,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -99,6 +106,14 @@ class MemoryEnv final : public Env {
   // nothing (once; no crash), like an unlink the file system refuses. Lets tests stop a series of
   // deletions part-way with a store error.
   void fail_remove_after(std::uint64_t removes_before_failure);
+  // Opt-in (see above): at every later power cut (crash(), an armed crash), the first `count`
+  // renames of each directory made since its last sync_dir() become durable, in the order they were
+  // made, the rest lost (as if the journal committed that prefix); std::nullopt (the default): none
+  // survive. Stays set across restart().
+  void keep_unsynced_renames(std::optional<std::size_t> count);
+  // Renames made since their directory's last sync_dir() (all directories), for tests that loop
+  // over every prefix.
+  std::size_t unsynced_renames() const;
   bool crashed() const;
   void restart(const CrashOptions& options);
   // Total bytes all files may occupy; allocate() past it fails with kNoSpace. 0 = unlimited.
@@ -142,6 +157,15 @@ class MemoryEnv final : public Env {
   std::set<std::string> dirs_;
   std::map<std::string, std::shared_ptr<Inode>> volatile_names_;
   std::map<std::string, std::shared_ptr<Inode>> durable_names_;
+  // keep_unsynced_renames(): renames since their directory's last sync_dir(), in order (bounded by
+  // the renames a test makes between two syncs; cleared by sync_dir() and restart()).
+  struct UnsyncedRename {
+    std::string from;
+    std::string to;
+    std::shared_ptr<Inode> inode;
+  };
+  std::vector<UnsyncedRename> unsynced_renames_;
+  std::optional<std::size_t> renames_kept_at_crash_;
   // Snapshot taken by crash(): path -> (durable image, volatile image).
   std::map<std::string, std::pair<std::vector<char>, std::vector<char>>> crash_snapshot_;
 
