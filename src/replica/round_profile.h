@@ -40,7 +40,7 @@ enum class RoundPart : std::uint8_t {
                       // which the off-loop worker writes and syncs (on the loop without one)
   kSnapshotPrepare,   // a received snapshot handed off or dropped
   kRetentionCheck,    // retention's segment listing and file times
-  kTrimFlush,         // a trim's log flush
+  kTrimFlush,         // a trim's log flush and its truncation's checkpoint, asked of the flusher
   kTrimScan,          // a trim's topic-scan slice (reading the entries it deletes)
   kTrimSnapshotNext,  // a trim's SNAPSHOT.next gathered (the dedup and topic tables), encoded,
                       // written and synced by the off-loop worker (on the loop without one)

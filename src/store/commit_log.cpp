@@ -87,6 +87,10 @@ Result<IndexRange> CommitLog::append_no_wait(std::span<const EntryToAppend> batc
 Status CommitLog::wait_flushed(std::uint64_t index) { return impl_->wait_flushed(index); }
 Status CommitLog::flush() { return impl_->flush(); }
 void CommitLog::request_flush() { impl_->request_flush(); }
+void CommitLog::request_checkpoint() { impl_->request_checkpoint(); }
+bool CommitLog::prefix_checkpointed(std::uint64_t before_index) const {
+  return impl_->prefix_checkpointed(before_index);
+}
 Status CommitLog::run_flush_cycle() { return impl_->run_flush_cycle(); }
 Status CommitLog::run_checkpoint() { return impl_->run_checkpoint(); }
 void CommitLog::set_flush_listener(FlushListener listener) {

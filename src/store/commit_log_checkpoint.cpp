@@ -10,7 +10,10 @@ using segment_format::kSegmentHeaderBytes;
 
 void CommitLog::Impl::maybe_checkpoint_locked() {
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_checkpoint_time_ < std::chrono::milliseconds(options_.checkpoint_interval_ms))
+  // Asked (request_checkpoint): now, whatever the interval says.
+  const bool asked = checkpoint_requested_.exchange(false);
+  if (!asked &&
+      now - last_checkpoint_time_ < std::chrono::milliseconds(options_.checkpoint_interval_ms))
     return;
   last_checkpoint_time_ = now;           // a write below sets it again
   (void)checkpoint_if_changed_locked();  // a failure fails the log; the flusher then stops
@@ -24,6 +27,35 @@ Status CommitLog::Impl::checkpoint_if_changed_locked() {
   Status status = write_checkpoint_locked(0);
   if (!status.ok()) fail(status);
   return status;
+}
+
+void CommitLog::Impl::request_checkpoint() {
+  checkpoint_requested_.store(true);
+  request_flush();  // the flusher's cycle, then its checkpoint (a stepped log: the owner's step)
+}
+
+bool CommitLog::Impl::covers_prefix(std::uint64_t flushed, std::uint64_t commit,
+                                    std::uint64_t before_index, std::uint64_t last_index,
+                                    std::uint64_t commit_index) {
+  if (before_index == 0) return true;  // nothing lies below it
+  // Every segment truncate_prefix deletes ends below the checkpoint's flushed index (so the
+  // checkpoint never points into one). The commit index: a cut deletion is finished at the next
+  // open only up to the commit index it recovers (the replica's finish_cut_trim), so it must be
+  // durable up to the deletion's point first; no need for the newest one (under load the commit
+  // index moves every round, and asking for it would checkpoint in every truncation).
+  return flushed >= std::min(before_index, last_index) &&
+         commit >= std::min(before_index - 1, commit_index);
+}
+
+bool CommitLog::Impl::prefix_checkpointed(std::uint64_t before_index) const {
+  return covers_prefix(checkpointed_flushed_.load(), checkpointed_commit_.load(), before_index,
+                       last_index_.load(), commit_index_.load());
+}
+
+void CommitLog::Impl::set_last_checkpoint_locked(const Checkpoint& checkpoint) {
+  last_checkpoint_ = checkpoint;
+  checkpointed_flushed_.store(checkpoint.flushed_index);
+  checkpointed_commit_.store(checkpoint.commit_index);
 }
 
 Status CommitLog::Impl::write_checkpoint_locked(std::uint64_t truncate_from) {
@@ -68,7 +100,7 @@ Status CommitLog::Impl::write_checkpoint_locked(std::uint64_t truncate_from) {
     }
   }
   RAFTLOG_RETURN_IF_ERROR(checkpoint_file_->write(encode_checkpoint(checkpoint)));
-  last_checkpoint_ = checkpoint;
+  set_last_checkpoint_locked(checkpoint);
   last_checkpoint_time_ = std::chrono::steady_clock::now();
   std::lock_guard lock(stats_mu_);
   stats_.sync_calls += sync_calls + 1;

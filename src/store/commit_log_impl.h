@@ -71,6 +71,9 @@ class CommitLog::Impl {
   Status wait_own_entries(std::uint64_t last, std::uint64_t truncations_seen);
   Status flush();
   void request_flush();
+  // commit_log_checkpoint.cpp
+  void request_checkpoint();
+  bool prefix_checkpointed(std::uint64_t before_index) const;
   void set_flush_listener(FlushListener listener);
   void set_flush_observer(FlushObserver observer);
   // commit_log_stepped.cpp (Options::background_work == kStepped; commit_log.h, STEPPED MODE)
@@ -202,6 +205,12 @@ class CommitLog::Impl {
   // Writes the checkpoint if the flushed or commit index moved since the last one; a failed write
   // fails the log.
   Status checkpoint_if_changed_locked();
+  // last_checkpoint_ = `checkpoint`, and what prefix_checkpointed() reads of it published.
+  void set_last_checkpoint_locked(const Checkpoint& checkpoint);
+  // Whether `checkpoint` vouches for what truncate_prefix(before_index) deletes (commit_log.h,
+  // prefix_checkpointed()), with the log's last and commit index as given.
+  static bool covers_prefix(std::uint64_t flushed, std::uint64_t commit, std::uint64_t before_index,
+                            std::uint64_t last_index, std::uint64_t commit_index);
 
   // --- reading (commit_log_read.cpp) ---
   // Segment holding `index` (meta_mu_ held), or nullptr.
@@ -333,6 +342,13 @@ class CommitLog::Impl {
 
   std::unique_ptr<DurableRecordFile> checkpoint_file_;
   Checkpoint last_checkpoint_;  // flush_cycle_mu_
+  // last_checkpoint_'s flushed and commit index, for prefix_checkpointed() on the caller's thread
+  // without flush_cycle_mu_ (a flush cycle holds it through its syncs).
+  std::atomic<std::uint64_t> checkpointed_flushed_{0};
+  std::atomic<std::uint64_t> checkpointed_commit_{0};
+  // request_checkpoint(): the flusher's next wake-up (a stepped log's next run_flush_cycle())
+  // writes a checkpoint after its cycle, whatever checkpoint_interval_ms says.
+  std::atomic<bool> checkpoint_requested_{false};
   std::chrono::steady_clock::time_point last_checkpoint_time_;
 
   std::mutex alloc_mu_;

@@ -50,7 +50,7 @@ Status CommitLog::Impl::reset(std::uint64_t base_index, std::uint64_t prev_term)
     fail(status);  // a failed sync: the next open decides from what is on disk
     return status;
   }
-  last_checkpoint_ = intent;
+  set_last_checkpoint_locked(intent);
   // 2. Unpublish the old log: readers see an empty log at base_index from now on (a ReadBatch they
   // hold keeps its segment's mapping alive).
   std::vector<std::shared_ptr<Segment>> doomed;

@@ -24,6 +24,12 @@ Status CommitLog::Impl::run_flush_cycle() {
   // step lock, which keeps its calls in the order of the cycles).
   call_listener(&stepped_reported_);
   remove_discarded_if_pending();  // as the flusher does after its listener: one segment's files
+  // A checkpoint asked of the flusher (request_checkpoint) comes after the cycle, as it does there.
+  if (checkpoint_requested_.exchange(false)) {
+    std::lock_guard cycle_lock(flush_cycle_mu_);
+    if (Status failed = failure(); !failed.ok()) return failed;
+    return checkpoint_if_changed_locked();
+  }
   return Status();
 }
 

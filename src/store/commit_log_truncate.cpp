@@ -133,18 +133,19 @@ Status CommitLog::Impl::truncate_prefix(std::uint64_t before_index,
   std::lock_guard write_lock(write_mu_);
   RAFTLOG_RETURN_IF_ERROR(check_writable_locked());
   // Checkpoint first so that it never points into a segment deleted below (and so that the commit
-  // index is durable before anything goes: the replica's open finishes a cut trim only up to the
-  // recovered commit index), unless the last one lies at or past before_index already and holds
-  // the current commit index (the flusher writes one every checkpoint_interval_ms: an idle log's
-  // trim finds it there): every segment that may go then ends below it, and the call neither
-  // flushes nor checkpoints. That flush cycle and checkpoint (the index files of every segment
-  // synced) held a replica's Raft loop up to 0.78 s in a trim's first deletion round
-  // (docs/benchmarks.md, "Trim round").
+  // index is durable up to the deletion's point before anything goes: the replica's open finishes
+  // a cut trim only up to the recovered commit index), unless the last one covers the deletion
+  // already (covers_prefix: the flusher's periodic one on an idle log, or the one a caller asked
+  // of it with request_checkpoint() before calling): every segment that may go then ends below
+  // it, and the call neither flushes nor checkpoints. That flush cycle and checkpoint (the index
+  // files of every segment synced) held a replica's Raft loop 0.37-0.78 s in a trim's first
+  // deletion round (docs/benchmarks.md, "Trim round"); the replica's trim now asks the flusher
+  // for it and truncates once prefix_checkpointed() (review offloop L6).
   std::uint64_t checkpointed = 0;
   {
     std::lock_guard cycle_lock(flush_cycle_mu_);
-    if (last_checkpoint_.flushed_index < before_index ||
-        last_checkpoint_.commit_index != commit_index_.load()) {
+    if (!covers_prefix(last_checkpoint_.flushed_index, last_checkpoint_.commit_index, before_index,
+                       last_index_.load(), commit_index_.load())) {
       Status status = flush_cycle_locked(/*include_end_marker=*/true);
       if (status.ok()) status = write_checkpoint_locked(0);
       if (!status.ok()) {

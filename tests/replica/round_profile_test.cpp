@@ -107,6 +107,7 @@ class SlowRoundTest : public ::testing::Test {
           *replica_, std::vector<std::string>(7, std::string(8 << 10, 'x')), false, now_ + 1h));
     }
     ASSERT_TRUE(replica_->log().flush().ok());
+    ASSERT_NO_FATAL_FAILURE(testing::checkpoint_by_the_flusher(*replica_, sealed_end()));
   }
   std::uint64_t sealed_end() const { return testing::sealed_end(*replica_); }
   // One round of the caller's loop that only holds it for `took` in `part`.

@@ -5,11 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "derived/envelope.h"
@@ -67,6 +69,18 @@ inline void append_and_wait(Replica& replica, std::vector<std::string> payloads,
   for (int round = 0; round < 100 && !answer; ++round) replica.process();
   ASSERT_TRUE(answer.has_value()) << "no answer to the append";
   ASSERT_TRUE(answer->error.ok()) << answer->error.message;
+}
+
+// The store flusher's checkpoint after a load, as its periodic one comes on an idle log: asked
+// (CommitLog::request_checkpoint) and waited for, bounded by 5 s, so that a trim before `before`
+// finds it covering its truncation and does not wait rounds for it (TrimCheckpointTest is about
+// that wait). A store with its own flusher thread.
+inline void checkpoint_by_the_flusher(Replica& replica, std::uint64_t before) {
+  replica.log().request_checkpoint();
+  for (int wait = 0; wait < 5000 && !replica.log().prefix_checkpointed(before); ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(replica.log().prefix_checkpointed(before)) << "no checkpoint from the flusher";
 }
 
 // `topics` entries, each of its own topic ("topic-<i>" and 100 't's) with a `body_bytes` body, in

@@ -124,8 +124,9 @@ class TrimOffLoopTest : public ::testing::Test {
     ASSERT_NE(replica_, nullptr) << error.message;
   }
   // Leader 1 of term 1 sent 1..kEntries of 15 KiB (client 100 + index, sequence 1), committed,
-  // flushed, in a fresh directory.
-  void build_log() {
+  // flushed, in a fresh directory; then the flusher's periodic checkpoint unless `checkpoint` is
+  // false (the last one is then the open's, which vouches for nothing of it).
+  void build_log(bool checkpoint = true) {
     replica_.reset();
     env_ = std::make_unique<store::MemoryEnv>();
     open();
@@ -139,7 +140,9 @@ class TrimOffLoopTest : public ::testing::Test {
       ASSERT_TRUE(replica_->log().run_flush_cycle().ok());
       replica_->process();
     }
-    ASSERT_TRUE(replica_->log().run_checkpoint().ok());
+    if (checkpoint) {
+      ASSERT_TRUE(replica_->log().run_checkpoint().ok());
+    }
     ASSERT_EQ(replica_->commit_index(), kEntries);
     ASSERT_TRUE(executor_.jobs.empty());
   }
@@ -269,6 +272,56 @@ TEST_F(TrimOffLoopTest, APowerCutWithAWriteOffTheLoopLeavesTheWholeLog) {
   }
 }
 
+// Review offloop L6: the truncation's checkpoint is the store flusher's, asked in the deletion's
+// first round and waited for, round by round (it ran on the loop inside the truncation). A power
+// cut between the request and the truncation (before the flusher's step: cut 0; after it: cut 1;
+// at the first unlink: cut 2) leaves the whole log, as any cut before an unlink, and the trim asked
+// again finishes; one after the first unlink (cut 3) is a cut trim the open finishes: the commit
+// index it recovers, the flusher's checkpoint's, covers the trim's point.
+TEST_F(TrimOffLoopTest, APowerCutBetweenTheCheckpointRequestAndTheTruncation) {
+  for (int cut = 0; cut <= 3; ++cut) {
+    const std::string where = "cut " + std::to_string(cut);
+    ASSERT_NO_FATAL_FAILURE(build_log(/*checkpoint=*/false));
+    const std::uint64_t planned = planned_start(24);
+    ASSERT_GT(planned, 8U);
+    ASSERT_NO_FATAL_FAILURE(trim_to_stage(3));
+    executor_.finish_all(*replica_);
+    round();  // SNAPSHOT.next is durable: the deletion asks for the checkpoint
+    ASSERT_EQ(replica_->log().first_index(), 1U)
+        << where << ": unlinked before a checkpoint vouched for the point";
+    ASSERT_TRUE(env_->exists("/data/SNAPSHOT.next")) << where;
+    EXPECT_FALSE(replica_->log().prefix_checkpointed(planned)) << where;
+    round();  // no flusher step yet: the deletion waits
+    ASSERT_EQ(replica_->log().first_index(), 1U) << where;
+    if (cut >= 1) {
+      ASSERT_TRUE(replica_->log().run_flush_cycle().ok());  // the flusher's step and checkpoint
+      EXPECT_TRUE(replica_->log().prefix_checkpointed(planned)) << where;
+    }
+    if (cut >= 2) {
+      env_->crash_after_removes(cut == 2 ? 0 : 2);  // 2: the first segment's data and index
+      round();
+      ASSERT_TRUE(env_->crashed()) << where << ": the round did not unlink";
+    }
+    power_cut_and_reopen(cut + 1);
+    if (cut == 3) {
+      ASSERT_NO_FATAL_FAILURE(expect_whole_at(planned, where + ", the cut trim finished"));
+      continue;
+    }
+    if (cut == 0) {
+      // No checkpoint recorded the commit index (the flusher's never came): the log is whole, the
+      // stale SNAPSHOT.next gone, and the node relearns the commit index from its leader.
+      EXPECT_EQ(replica_->log().first_index(), 1U) << where;
+      EXPECT_EQ(replica_->log().last_index(), kEntries) << where;
+      EXPECT_FALSE(env_->exists("/data/SNAPSHOT.next")) << where;
+      continue;
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_whole_at(1, where));
+    ASSERT_TRUE(replica_->trim(24, "test:").error.ok()) << where;
+    finish_trim(planned);
+    ASSERT_NO_FATAL_FAILURE(expect_whole_at(planned, where + ", trimmed again"));
+  }
+}
+
 // A clean stop with a write out: one the worker has not started is dropped (its job, run after the
 // stop, writes nothing); one it ran is taken as done, and a SNAPSHOT.next that landed is followed
 // by the deletion within the stop (as for any deletion under way).
@@ -380,7 +433,6 @@ TEST_F(TrimOffLoopTest, AnInstallFinishesAPendingDeletionFirst) {
   EXPECT_GT(saw_new, 0);
 }
 
-
 // A trim whose point lies in the active segment ends once it deleted what it could. It used to stay
 // pending after its deletion (which spreads over rounds) and delete that segment whenever it
 // sealed, perhaps long after and below the point of a snapshot sent meanwhile (a real-process
@@ -412,7 +464,6 @@ TEST_F(TrimOffLoopTest, ATrimEndsWithItsDeletionAndDeletesNothingWhenTheActiveSe
   }
   EXPECT_EQ(replica_->log().first_index(), planned) << "the ended trim deleted the sealed segment";
 }
-
 
 // Review offloop2 M1: a trim with no whole segment below its point (it lies in the active segment)
 // ends at once, with no TOPICSTATE saved for nothing. It used to hand off a TOPICSTATE save and

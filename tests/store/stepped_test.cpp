@@ -279,6 +279,61 @@ TEST_F(SteppedLogTest, APrefixTruncationBelowTheCheckpointNeitherFlushesNorCheck
                           << report->problem;
 }
 
+// Review offloop L6: a checkpoint that vouches for a truncation's point (its flushed index past the
+// deleted segments, its commit index at or past before_index - 1) is enough though the commit index
+// moved since (under load it moves every round, and the truncation then flushed and checkpointed
+// on its caller's thread, the replica's loop, in every first deletion round). One asked of the
+// flusher (request_checkpoint) is written by the owner's next flush step, and
+// prefix_checkpointed() says when the last one covers a truncation.
+TEST_F(SteppedLogTest, ACheckpointAskedOfTheFlusherCoversALaterPrefixTruncation) {
+  auto log = open_ok("/log", stepped_options(&env_));
+  ASSERT_TRUE(log);
+  append_entries(*log, 1, 300, 1);
+  ASSERT_TRUE(log->set_commit_index(200).ok());
+  ASSERT_TRUE(log->run_flush_cycle().ok());
+  ASSERT_TRUE(log->run_checkpoint().ok());       // flushed 300, commit 200
+  ASSERT_TRUE(log->set_commit_index(290).ok());  // moved on since
+  append_entries(*log, 301, 10, 1);
+  const std::uint64_t checkpoints = log->stats().checkpoints_written;
+  const std::uint64_t flushes = log->stats().flushes;
+  EXPECT_TRUE(log->prefix_checkpointed(150));
+  ASSERT_TRUE(log->truncate_prefix(150).ok());
+  const std::uint64_t first = log->first_index();
+  EXPECT_GT(first, 1U);
+  EXPECT_EQ(log->stats().checkpoints_written, checkpoints)
+      << "checkpointed again for a commit index past the truncation's point";
+  EXPECT_EQ(log->stats().flushes, flushes);
+
+  // Past the checkpoint's commit index (200): not covered until the flusher's step writes the
+  // checkpoint asked of it; the truncation after it neither flushes nor checkpoints.
+  EXPECT_FALSE(log->prefix_checkpointed(250));
+  log->request_checkpoint();
+  EXPECT_FALSE(log->prefix_checkpointed(250)) << "a stepped log checkpoints in its owner's step";
+  EXPECT_EQ(log->stats().checkpoints_written, checkpoints);
+  ASSERT_TRUE(log->run_flush_cycle().ok());
+  EXPECT_EQ(log->stats().checkpoints_written, checkpoints + 1);
+  EXPECT_TRUE(log->prefix_checkpointed(250));
+  ASSERT_TRUE(log->run_flush_cycle().ok());  // asked once: no checkpoint in the next cycle
+  EXPECT_EQ(log->stats().checkpoints_written, checkpoints + 1);
+  ASSERT_TRUE(log->set_commit_index(300).ok());
+  append_entries(*log, 311, 10, 1);
+  EXPECT_TRUE(log->prefix_checkpointed(250)) << "its point is what counts, not the newest index";
+  const std::uint64_t flushes_after = log->stats().flushes;
+  ASSERT_TRUE(log->truncate_prefix(250).ok());
+  const std::uint64_t second = log->first_index();
+  EXPECT_GT(second, first);
+  EXPECT_EQ(log->stats().checkpoints_written, checkpoints + 1);
+  EXPECT_EQ(log->stats().flushes, flushes_after);
+  // What the checkpoint vouches for comes back: the log from `second`, the commit index at or
+  // past the point (a cut trim is finished up to it).
+  log = lose_power_and_reopen(env_, std::move(log));
+  ASSERT_TRUE(log);
+  EXPECT_EQ(log->first_index(), second);
+  EXPECT_GE(log->commit_index(), 249U);
+  EXPECT_GE(log->last_index(), 310U);
+  expect_entries(*log, second, 310, 1, kPayloadBytes);
+}
+
 TEST_F(SteppedLogTest, RollsAndTruncationsAcrossSegmentsWithoutThreads) {
   auto log = open_ok("/log", stepped_options(&env_));
   ASSERT_TRUE(log);

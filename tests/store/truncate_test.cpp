@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "store/segment_format.h"
 #include "test_util.h"
@@ -195,6 +197,31 @@ TEST_F(TruncateTest, PrefixStopsWhereTheCallerSaysAndAnotherCallGoesOn) {
 }
 
 // Crash at every durable step of truncate_suffix: recovery yields exactly "before" or "after".
+// Review offloop L6: a caller that must not pay a truncation's checkpoint itself (the replica's
+// loop) asks the flusher for it: the flusher writes one at its next wake-up though the periodic
+// one is an hour away, and prefix_checkpointed() then says the truncation needs none of its own.
+TEST_F(TruncateTest, TheFlusherWritesAnAskedCheckpointWhateverItsInterval) {
+  Options options = small_options(&env_, FlushMode::kAsync);
+  options.checkpoint_interval_ms = 3600 * 1000;
+  auto log = open_ok("/log", options);
+  ASSERT_TRUE(log);
+  fill_log(*log);
+  ASSERT_TRUE(log->set_commit_index(200).ok());
+  ASSERT_TRUE(log->flush().ok());
+  EXPECT_FALSE(log->prefix_checkpointed(150)) << "only the open's checkpoint so far";
+  const std::uint64_t checkpoints = log->stats().checkpoints_written;
+  log->request_checkpoint();
+  for (int wait = 0; wait < 5000 && !log->prefix_checkpointed(150); ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(log->prefix_checkpointed(150));
+  EXPECT_GT(log->stats().checkpoints_written, checkpoints);
+  const std::uint64_t asked = log->stats().checkpoints_written;
+  ASSERT_TRUE(log->truncate_prefix(150).ok());
+  EXPECT_GT(log->first_index(), 1U);
+  EXPECT_EQ(log->stats().checkpoints_written, asked) << "the truncation checkpointed again";
+}
+
 TEST(TruncateCrash, SuffixRecoversToBeforeOrAfter) {
   int saw_before = 0;
   int saw_after = 0;
