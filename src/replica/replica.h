@@ -399,6 +399,10 @@ class Replica {
     SnapshotData data;  // without its dedup clients: they are in `dedup`
     std::unique_ptr<DedupTable> dedup;
     TopicOffsets topics;
+    // `topics` as of the point (table_at), what the install's TOPICSTATE holds: copied here, off
+    // the loop, and moved into the install's write (review offloop L10: the install round copied
+    // the whole table on the loop, 4-34 ms with 90,000 topics).
+    std::vector<TopicOffsets::TopicNext> topic_state_table;
     SnapshotStats::InstallTimes times;
   };
   std::optional<PreparedSnapshot> prepared_snapshot_;
@@ -661,6 +665,8 @@ class Replica {
   // (nothing started) while another write is out. The through index of the save in
   // pending_write_. `for_trim`: a trim waits for it.
   bool start_topic_state_save(bool for_trim = false);
+  // The same with the state to save given (moved in: no copy on the loop), for the install.
+  bool start_topic_state_save(TopicState state, bool for_trim);
   // Sends the snapshot at once with the kept encoding (true), or keeps it waiting for an encoding,
   // or drops it (false: `message` was moved from, or is to be dropped).
   bool send_or_hold_snapshot(raft::Message& message);

@@ -102,7 +102,12 @@ bool Replica::start_topic_state_save(bool for_trim) {
   if (pending_write_) return false;
   RoundProfile::Scope part(round_, RoundPart::kTopicState);
   // The copy (the table at its point, built for the save): what the loop still does itself.
-  auto state = std::make_shared<const TopicState>(topic_state_to_save());
+  return start_topic_state_save(topic_state_to_save(), for_trim);
+}
+
+bool Replica::start_topic_state_save(TopicState topic_state, bool for_trim) {
+  if (pending_write_) return false;
+  auto state = std::make_shared<const TopicState>(std::move(topic_state));
   store::Env* const env = config_.store.env;
   hand_off_write(
       PendingWrite{PendingWrite::Kind::kTopicState, state->through_index, for_trim, nullptr},

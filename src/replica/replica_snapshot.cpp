@@ -267,10 +267,13 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   // forged snapshot) must not pin this node's future timestamps, and TOPICSTATE saves this.
   last_timestamp_ms_ = std::max(
       last_timestamp_ms_, std::min(data.timestamp_floor_ms, wall_now_ms() + kMaxTimestampSkewMs));
-  // Off the loop (the table copied here): its failure is logged when it comes back, and a cut
-  // before it lands is completed by the open from SNAPSHOT, as before. settle_pending_write above
-  // left no other write out.
-  (void)start_topic_state_save();
+  // Off the loop: its failure is logged when it comes back, and a cut before it lands is completed
+  // by the open from SNAPSHOT, as before. settle_pending_write above left no other write out. What
+  // topic_state_to_save() would copy here (the table at the point: topics_ is the preparation's,
+  // reset at the point) was copied by the preparation, off the loop, and is moved in.
+  (void)start_topic_state_save(
+      TopicState{point, last_timestamp_ms_, std::move(prepared.topic_state_table)},
+      /*for_trim=*/false);
   times.topic_state = part();
   // In memory: the replaced log's records go, what waited on it fails or is dropped.
   dedup_ = std::move(*prepared.dedup);  // built off the loop from the data's clients

@@ -84,8 +84,8 @@ bool Replica::core_would_install(const raft::Message& message) const {
   // Raft::Impl::step's checks before any handler: not for this node, or a term none may adopt.
   // (A retired sender or a removed node is answered before the handler too, and is not mirrored:
   // such a snapshot is prepared for nothing.)
-  if (message.to != raft_->id() || message.from == raft_->id() ||
-      message.from == raft::kNoNode || message.term > raft::kMaxTerm) {
+  if (message.to != raft_->id() || message.from == raft_->id() || message.from == raft::kNoNode ||
+      message.term > raft::kMaxTerm) {
     return false;
   }
   if (message.term < raft_->term()) return false;  // stale: the core drops it
@@ -166,8 +166,7 @@ void Replica::start_snapshot_preparation() {
   expected.term = snapshot.term;
   expected.conf = snapshot.conf;
   auto job = [prepared, expected = std::move(expected), env = config_.store.env,
-              dir = config_.data_dir,
-              max_clients = config_.dedup_max_clients,
+              dir = config_.data_dir, max_clients = config_.dedup_max_clients,
               sequences = config_.dedup_sequences_per_client, cancelled = in.cancelled] {
     if (cancelled->load()) {
       prepared->bytes = raft::Payload();  // the message's buffer: its memory goes now
@@ -220,6 +219,7 @@ void Replica::prepare_snapshot(PreparedSnapshot& out, const raft::Snapshot& expe
                      data->spliced_view_starts);
   data->dedup_clients = {};  // its memory goes before the result waits for the loop
   out.topics.reset(data->index, data->topics);
+  out.topic_state_table = out.topics.table_at(data->index);  // the install's TOPICSTATE, moved
   out.data = std::move(*data);
   out.times.tables = since(tables_start);
 }
@@ -232,7 +232,7 @@ void Replica::finish_snapshot_preparation(std::uint64_t generation, PreparedSnap
     }
   };
   if (!incoming_snapshot_ || incoming_snapshot_->generation != generation || failed_) {
-    remove_file();  // abandoned: nothing of it is installed
+    remove_file();                 // abandoned: nothing of it is installed
     start_snapshot_preparation();  // a newer one waited for this job's `done`
     return;
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "held_executor.h"
+#include "replica/hooked_env.h"
 #include "replica/replica.h"
 #include "replica_test_access.h"
 #include "replica/snapshot_data.h"
@@ -73,7 +74,10 @@ raft::Message heartbeat(raft::NodeId from, raft::Term term) {
 class SnapshotInstallOffLoopTest : public ::testing::Test {
  protected:
   void open() {
-    ReplicaConfig c = testing::stepped_follower_config(env_.get());
+    // Through hooked_ when a test set one (it sees the file system calls), else the MemoryEnv.
+    store::Env* const env =
+        hooked_ != nullptr ? static_cast<store::Env*>(hooked_.get()) : env_.get();
+    ReplicaConfig c = testing::stepped_follower_config(env);
     c.raft.snapshots = true;
     ReplicaDeps deps = testing::stepped_follower_deps(&sender_, &disk_);
     deps.off_loop = &executor_;
@@ -124,6 +128,7 @@ class SnapshotInstallOffLoopTest : public ::testing::Test {
   }
 
   std::unique_ptr<store::MemoryEnv> env_ = std::make_unique<store::MemoryEnv>();
+  std::unique_ptr<testing::HookedEnv> hooked_;  // over env_
   testing::RecordingSender sender_;
   testing::RoomyDisk disk_;
   HeldExecutor executor_;
@@ -140,7 +145,8 @@ TEST_F(SnapshotInstallOffLoopTest, TheLoopAnswersAHeartbeatWhileTheInstallIsPrep
   // The loop goes on: a heartbeat of the leader is answered at once.
   step(heartbeat(1, kSnapshotTerm));
   ASSERT_EQ(sent_of(raft::MessageType::kHeartbeatResponse).size(), 1U);
-  EXPECT_TRUE(sent_of(raft::MessageType::kAppendResponse).empty()) << "the snapshot is not answered";
+  EXPECT_TRUE(sent_of(raft::MessageType::kAppendResponse).empty())
+      << "the snapshot is not answered";
   executor_.run_job();
   EXPECT_TRUE(env_->exists(kInstallFile)) << "written off the loop";
   expect_old_state("prepared, before its result reached the loop");
@@ -159,6 +165,43 @@ TEST_F(SnapshotInstallOffLoopTest, TheLoopAnswersAHeartbeatWhileTheInstallIsPrep
   const auto answers = sent_of(raft::MessageType::kAppendResponse);
   ASSERT_EQ(answers.size(), 1U);
   EXPECT_EQ(answers[0].index, 10U);
+}
+
+// Review offloop L10 (drills5 M1): an install's log reset renames the old segments aside and the
+// store's flusher unlinks them after its cycles (docs/storage-format.md, crash case 7), off the
+// loop: the round that installs unlinks no segment file (it renames each one aside), and the flush
+// steps after it (the flusher's thread in raftlogd) unlink them all. Fails if the unlinks move back
+// into the reset, on the loop.
+TEST_F(SnapshotInstallOffLoopTest, TheInstallRoundUnlinksNoSegmentTheFlushStepsDo) {
+  hooked_ = std::make_unique<testing::HookedEnv>(env_.get());
+  bool installing = false;
+  int unlinked_installing = 0;
+  int unlinked_after = 0;
+  int set_aside = 0;
+  hooked_->before = [&](testing::HookedEnv::Op op, const std::string& path) {
+    if (!testing::is_segment_file(path)) return;
+    if (op == testing::HookedEnv::Op::kRemove)
+      ++(installing ? unlinked_installing : unlinked_after);
+    if (op == testing::HookedEnv::Op::kRename && installing &&
+        path.find("/discard-") != std::string::npos) {
+      ++set_aside;
+    }
+  };
+  build_old_state();
+  const int old_files = 2 * static_cast<int>(replica_->log().segments().size());
+  ASSERT_GT(old_files, 0);
+  step(snapshot_message(10));
+  ASSERT_EQ(executor_.jobs.size(), 1U);
+  executor_.run_job();
+  installing = true;
+  executor_.finish(*replica_);  // the install round: the preparation's `done` and process()
+  installing = false;
+  ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
+  ASSERT_EQ(installed_, std::vector<std::uint64_t>{10});
+  EXPECT_EQ(unlinked_installing, 0) << "the install round unlinked segment files on the loop";
+  EXPECT_EQ(set_aside, old_files) << "the old segments were not renamed aside";
+  for (int i = 0; i < 16 && unlinked_after < old_files; ++i) flush();
+  EXPECT_EQ(unlinked_after, old_files) << "the flush steps did not unlink the set-aside files";
 }
 
 TEST_F(SnapshotInstallOffLoopTest, AnAppendMeanwhileIsNotAcknowledgedAgainstTheReplacedLog) {
@@ -302,7 +345,8 @@ TEST_F(SnapshotInstallOffLoopTest, AnUnpreparedInstallLeavesAPreparationsFileAlo
   EXPECT_EQ((*current)->index, 12U);
   auto install_file = env_->read_file(kInstallFile, 1 << 20);
   ASSERT_TRUE(install_file.ok()) << "the fallback took the preparation's SNAPSHOT.install";
-  EXPECT_EQ(*install_file, *prepared_file) << "the fallback wrote the preparation's SNAPSHOT.install";
+  EXPECT_EQ(*install_file, *prepared_file)
+      << "the fallback wrote the preparation's SNAPSHOT.install";
   executor_.finish(*replica_);  // the preparation of 10: overtaken by the install, dropped
   ASSERT_FALSE(replica_->failed()) << replica_->failure_reason();
   EXPECT_FALSE(env_->exists(kInstallFile)) << "the preparation's `done` removes its file";
@@ -358,7 +402,8 @@ TEST_F(SnapshotInstallOffLoopTest, AFailedWriteKeepsTheOldStateAndTheRetryInstal
   step(snapshot_message(10));
   env_->fail_next_syncs(1);  // SNAPSHOT.install's fdatasync reports an error (ENOSPC, EIO)
   executor_.finish(*replica_);
-  ASSERT_FALSE(replica_->failed()) << "a failed preparation is not fatal: " << replica_->failure_reason();
+  ASSERT_FALSE(replica_->failed())
+      << "a failed preparation is not fatal: " << replica_->failure_reason();
   EXPECT_EQ(replica_->snapshot_stats().install_write_failures, 1U);
   EXPECT_FALSE(env_->exists(kInstallFile)) << "the partial file is removed";
   expect_old_state("after the failed write");
@@ -370,7 +415,8 @@ TEST_F(SnapshotInstallOffLoopTest, AFailedWriteKeepsTheOldStateAndTheRetryInstal
   EXPECT_EQ(replica_->log().first_index(), 11U);
 }
 
-TEST_F(SnapshotInstallOffLoopTest, APowerCutBeforeTheRenameLeavesTheOldStateAndTheOpenRemovesTheFile) {
+TEST_F(SnapshotInstallOffLoopTest,
+       APowerCutBeforeTheRenameLeavesTheOldStateAndTheOpenRemovesTheFile) {
   build_old_state();
   step(snapshot_message(10));
   executor_.run_job();
@@ -389,7 +435,8 @@ TEST_F(SnapshotInstallOffLoopTest, APowerCutBeforeTheRenameLeavesTheOldStateAndT
   EXPECT_EQ(installed_, std::vector<std::uint64_t>{10});
 }
 
-TEST_F(SnapshotInstallOffLoopTest, AStopWhilePreparingLeavesTheOldStateAndTheNextOpenRemovesTheFile) {
+TEST_F(SnapshotInstallOffLoopTest,
+       AStopWhilePreparingLeavesTheOldStateAndTheNextOpenRemovesTheFile) {
   build_old_state();
   step(snapshot_message(10));
   executor_.run_job();
