@@ -103,6 +103,18 @@ class TopicScanSliceTest : public ::testing::TestWithParam<std::uint64_t> {
     EXPECT_EQ((*snapshot)->index, before_ - 1);
     result->topics = (*snapshot)->topics;
   }
+  // A new replica over a fresh, empty disk: the next build_log starts from nothing.
+  void fresh_disk() {
+    replica_.reset();
+    env_ = std::make_unique<store::MemoryEnv>();
+  }
+  // What every case compares with: all sealed segments trimmed in one slice (a budget never
+  // spent); the disk is fresh again for the case's own run.
+  TrimmedTable one_slice_reference() {
+    TrimmedTable reference = trim_all_sealed_segments(kNeverSpent);
+    fresh_disk();
+    return reference;
+  }
   TrimmedTable trim_all_sealed_segments(std::uint32_t budget_ms) {
     TrimmedTable result;
     build_log(budget_ms);
@@ -158,10 +170,8 @@ std::vector<std::uint64_t> distinct_stops(const std::vector<std::uint64_t>& read
 }
 
 TEST_P(TopicScanSliceTest, ASliceStopsWhenTheRoundsBudgetIsSpentAndTheNextGoesOnWhereItStopped) {
-  const TrimmedTable one_slice = trim_all_sealed_segments(kNeverSpent);
+  const TrimmedTable one_slice = one_slice_reference();
   ASSERT_FALSE(HasFatalFailure());
-  replica_.reset();
-  env_ = std::make_unique<store::MemoryEnv>();
   const TrimmedTable bounded = trim_all_sealed_segments(kSpentAtOnce);
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_EQ(bounded.first_index, one_slice.first_index);
@@ -213,10 +223,8 @@ TEST_P(TopicScanSliceTest, ASliceStopsWhenTheRoundsBudgetIsSpentAndTheNextGoesOn
 // written; the deletion part-way): the reopened node's next trim (unbounded) ends with the same
 // table and log start as a one-slice trim, and every entry from that start on is there.
 TEST_P(TopicScanSliceTest, APowerCutBetweenSlicesLeavesAStateTheNextTrimCompletes) {
-  const TrimmedTable one_slice = trim_all_sealed_segments(kNeverSpent);
+  const TrimmedTable one_slice = one_slice_reference();
   ASSERT_FALSE(HasFatalFailure());
-  replica_.reset();
-  env_ = std::make_unique<store::MemoryEnv>();
   const TrimmedTable bounded = trim_all_sealed_segments(kSpentAtOnce);
   ASSERT_FALSE(HasFatalFailure());
   const int calls = static_cast<int>(bounded.read_through.size());
@@ -225,8 +233,7 @@ TEST_P(TopicScanSliceTest, APowerCutBetweenSlicesLeavesAStateTheNextTrimComplete
   const int step = std::max(1, calls / 12);
   for (int cut_after = 1; cut_after < calls; cut_after += step) {
     SCOPED_TRACE("power cut after call " + std::to_string(cut_after));
-    replica_.reset();
-    env_ = std::make_unique<store::MemoryEnv>();
+    fresh_disk();
     ASSERT_NO_FATAL_FAILURE(build_log(kSpentAtOnce));
     TrimmedTable cut;
     for (int call = 0; call < cut_after; ++call) trim_call(&cut);
@@ -248,10 +255,8 @@ TEST_P(TopicScanSliceTest, APowerCutBetweenSlicesLeavesAStateTheNextTrimComplete
 // A clock that moves (1 ms a reading) and a 5 ms budget: slices of several batches, cut by time,
 // neither one batch nor everything (review offloop3 L1); the table at the end is a one-slice scan's.
 TEST_P(TopicScanSliceTest, ASliceOfSeveralBatchesIsCutByTheClock) {
-  const TrimmedTable one_slice = trim_all_sealed_segments(kNeverSpent);
+  const TrimmedTable one_slice = one_slice_reference();
   ASSERT_FALSE(HasFatalFailure());
-  replica_.reset();
-  env_ = std::make_unique<store::MemoryEnv>();
   *advancing_ = true;
   const TrimmedTable timed = trim_all_sealed_segments(5);
   ASSERT_FALSE(HasFatalFailure());
