@@ -48,6 +48,9 @@ bool CommitLog::Impl::covers_prefix(std::uint64_t flushed, std::uint64_t commit,
 }
 
 bool CommitLog::Impl::prefix_checkpointed(std::uint64_t before_index) const {
+  // The atomics are read one by one, so a checkpoint written meanwhile can mix its values with the
+  // last one's: a hint for the caller's wait, never what the truncation relies on (truncate_prefix
+  // checks last_checkpoint_ again under the cycle lock and checkpoints itself when it must).
   return covers_prefix(checkpointed_flushed_.load(), checkpointed_commit_.load(), before_index,
                        last_index_.load(), commit_index_.load());
 }
