@@ -48,6 +48,7 @@
 #include "replica/round_profile.h"
 #include "replica/snapshot_data.h"
 #include "replica/snapshot_encoding.h"
+#include "replica/snapshot_preparation.h"
 #include "replica/snapshot_stats.h"
 #include "replica/store_log_reader.h"
 #include "replica/topic_offsets.h"
@@ -386,35 +387,8 @@ class Replica {
   }
 
   // Snapshots (replica_snapshot.cpp; docs/raft.md, "Snapshots").
-  // A follower's received snapshots (replica_snapshot_receive.cpp). What the off-loop job made of
-  // one: its data decoded and checked (problem: why not installable), SNAPSHOT.install written and
-  // synced (write), the new tables built; the install (install_snapshot) takes it for the same
-  // buffer only. At most one, dropped (its file removed) at the end of the process() that stepped
-  // its message when the core did not install it.
-  struct PreparedSnapshot {
-    raft::Payload bytes;  // the message's data buffer, shared
-    std::string problem;
-    bool file_written = false;  // SNAPSHOT.install may exist (whole when `write` is ok)
-    store::Status write;
-    SnapshotData data;  // without its dedup clients: they are in `dedup`
-    std::unique_ptr<DedupTable> dedup;
-    TopicOffsets topics;
-    // `topics` as of the point (table_at), what the install's TOPICSTATE holds: copied here, off
-    // the loop, and moved into the install's write (review offloop L10: the install round copied
-    // the whole table on the loop, 4-34 ms with 90,000 topics).
-    std::vector<TopicOffsets::TopicNext> topic_state_table;
-    SnapshotStats::InstallTimes times;
-  };
+  // A follower's received snapshots (replica_snapshot_receive.cpp; snapshot_preparation.h).
   std::optional<PreparedSnapshot> prepared_snapshot_;
-  // The kSnapshot being prepared, stepped into the core once its preparation is back; at most one
-  // (a newer one replaces it).
-  struct IncomingSnapshot {
-    std::uint64_t generation = 0;  // a late `done` of an abandoned preparation is ignored
-    raft::Message message;
-    bool started = false;  // handed off (else it waits for the outstanding job's `done`)
-    // Set when abandoned: a job not started yet skips its work.
-    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
-  };
   std::optional<IncomingSnapshot> incoming_snapshot_;
   std::uint64_t incoming_generation_ = 0;
   // Whether the core would install `message` (a kSnapshot with data): its term is not stale and its

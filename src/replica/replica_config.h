@@ -57,8 +57,8 @@ struct ReplicaConfig {
   // message.
   std::size_t max_snapshot_data_bytes = 4U << 20;
   // The most payload bytes one loop round (or one trim call) reads to move the topic table as of
-  // the first index - 1 over the segments a trim deletes (trim_progress.h, TopicScan): bounds the time a
-  // trim takes on the replica's loop; a trim of more waits for the scan, in the background.
+  // the first index - 1 over the segments a trim deletes (trim_progress.h, TopicScan): bounds the
+  // time a trim takes on the replica's loop; a trim of more waits for the scan, in the background.
   std::uint64_t topic_scan_slice_bytes = 8ULL << 20;
   // A trim's expensive steps (the log flush, TOPICSTATE, CONFSTATE, one scan slice, and the
   // deletion itself: SNAPSHOT.next, the unlinks, SNAPSHOT) run one after the other in one loop

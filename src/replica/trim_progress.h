@@ -3,8 +3,8 @@
 // rounds so that no round holds the Raft loop for much more than the round's trim budget
 // (ReplicaConfig::trim_round_budget_ms; docs/design.md, "Known limits"): what it waits for (the
 // flusher's flush or checkpoint, a write off the loop, the topic scan) and what it has done so far
-// live here, apart from the replica's other state. Plain data: the replica's loop thread alone
-// reads and writes it.
+// live here, apart from the replica's other state, with the plan one trim() call makes (TrimPlan).
+// Plain data: the replica's loop thread alone reads and writes it.
 #pragma once
 
 #include <chrono>
@@ -64,8 +64,9 @@ struct TrimBudget {
   bool stepped = false;
 };
 
-// What trim()'s steps plan (replica_retention.cpp): where the log starts after this deletion and
-// the tables as of new_first - 1 (the topic scan's, when it reached there).
+// What one trim() call's steps plan (replica_retention.cpp; not kept between rounds): where the
+// log starts after this deletion and the tables as of new_first - 1 (the topic scan's, when it
+// reached there).
 struct TrimPlan {
   std::uint64_t new_first = 0;
   std::optional<std::vector<TopicOffsets::TopicNext>> topics;

@@ -321,8 +321,8 @@ class CommitLog {
   // far durable (its data, then the directory when a segment was created), advances
   // flushed_index() and calls the flush observer; then, holding no store lock, it calls the flush
   // listener if the flushed index moved since the listener last heard (a truncate_prefix() or a
-  // truncate_suffix() since the last step may have moved it too). Writes no checkpoint unless one was
-  // asked (request_checkpoint()): then it writes it after the cycle, as the flusher does. A failed
+  // truncate_suffix() since the last step may have moved it too). Writes no checkpoint unless one
+  // was asked (request_checkpoint()): then it writes it after the cycle, as the flusher does. A failed
   // sync fails the log, as in the flusher, and is returned; a failed log returns its failure;
   // kClosed after close().
   Status run_flush_cycle();

@@ -244,7 +244,7 @@ Status MemoryEnv::rename(const std::string& from, const std::string& to) {
   if (it == volatile_names_.end()) return Status::io("rename " + from + ": No such file");
   auto inode = it->second;
   volatile_names_.erase(it);
-  unsynced_renames_.push_back({from, to, inode});
+  if (renames_kept_at_crash_) unsynced_renames_.push_back({from, to, inode});
   volatile_names_[to] = std::move(inode);
   return Status();
 }
@@ -272,7 +272,12 @@ Status MemoryEnv::remove(const std::string& path) {
     durable_at_once = true;
   }
   volatile_names_.erase(path);
-  if (durable_at_once) durable_names_.erase(path);
+  if (durable_at_once) {
+    durable_names_.erase(path);
+    // The journal committed this unlink: a rename to this name before it cannot be kept after it.
+    std::erase_if(unsynced_renames_,
+                  [&](const UnsyncedRename& rename) { return rename.to == path; });
+  }
   return Status();
 }
 
@@ -405,9 +410,9 @@ void MemoryEnv::keep_unsynced_renames(std::optional<std::size_t> count) {
   renames_kept_at_crash_ = count;
 }
 
-std::size_t MemoryEnv::unsynced_renames() const {
+std::size_t MemoryEnv::unsynced_renames_at_last_crash() const {
   std::lock_guard lock(mu_);
-  return unsynced_renames_.size();
+  return unsynced_renames_at_last_crash_;
 }
 
 void MemoryEnv::crash_locked() {
@@ -418,13 +423,17 @@ void MemoryEnv::crash_locked() {
   if (renames_kept_at_crash_) {
     // The journal committed each directory's first N renames, in order: the name moves in the
     // durable namespace (a file created since the last sync comes with its rename).
-    std::map<std::string, std::size_t> kept_per_dir;
+    std::map<std::string, std::size_t> per_dir;
     for (const UnsyncedRename& rename : unsynced_renames_) {
-      std::size_t& kept = kept_per_dir[parent_dir(rename.to)];
-      if (kept == *renames_kept_at_crash_) continue;
-      ++kept;
+      std::size_t& seen = per_dir[parent_dir(rename.to)];
+      ++seen;
+      if (seen > *renames_kept_at_crash_) continue;
       durable_names_.erase(rename.from);
       durable_names_[rename.to] = rename.inode;
+    }
+    unsynced_renames_at_last_crash_ = 0;
+    for (const auto& [dir, count] : per_dir) {
+      unsynced_renames_at_last_crash_ = std::max(unsynced_renames_at_last_crash_, count);
     }
   }
   unsynced_renames_.clear();

@@ -17,7 +17,12 @@
 // power cut (the namespace is durable only as of the last sync_dir). keep_unsynced_renames() opts
 // into a file system that commits renames in order without a directory fsync: a power cut then
 // keeps the first N un-synced renames of each directory, so a test can cut a series of renames
-// (a reset's old segments set aside) after each one.
+// (a reset's old segments set aside) after each one. Only renames take part in the kept prefix:
+// un-synced creations and unlinks are lost as without it, so a cut can keep a rename that came
+// after a lost creation or unlink (a state a real journal would not leave: a false alarm at worst,
+// and no state of the default model is taken away). The prefix is counted per target directory
+// (the store never renames across directories). Renames are recorded only while opted in: opt in
+// before the renames the cut should keep.
 //
 // Fault injection: a capacity limit (allocate() beyond it fails with kNoSpace, like ENOSPC) and
 // direct byte corruption of both images (bit rot).
@@ -111,9 +116,9 @@ class MemoryEnv final : public Env {
   // made, the rest lost (as if the journal committed that prefix); std::nullopt (the default): none
   // survive. Stays set across restart().
   void keep_unsynced_renames(std::optional<std::size_t> count);
-  // Renames made since their directory's last sync_dir() (all directories), for tests that loop
-  // over every prefix.
-  std::size_t unsynced_renames() const;
+  // How many un-synced renames the directory with the most of them had at the last power cut
+  // (while opted in; 0 before any): the prefixes a test must try to cover that cut.
+  std::size_t unsynced_renames_at_last_crash() const;
   bool crashed() const;
   void restart(const CrashOptions& options);
   // Total bytes all files may occupy; allocate() past it fails with kNoSpace. 0 = unlimited.
@@ -157,8 +162,9 @@ class MemoryEnv final : public Env {
   std::set<std::string> dirs_;
   std::map<std::string, std::shared_ptr<Inode>> volatile_names_;
   std::map<std::string, std::shared_ptr<Inode>> durable_names_;
-  // keep_unsynced_renames(): renames since their directory's last sync_dir(), in order (bounded by
-  // the renames a test makes between two syncs; cleared by sync_dir() and restart()).
+  // keep_unsynced_renames(): renames since their directory's last sync_dir(), in order, recorded
+  // only while opted in (bounded by the renames a test makes between two syncs; cleared by
+  // sync_dir(), a power cut and restart()).
   struct UnsyncedRename {
     std::string from;
     std::string to;
@@ -166,6 +172,7 @@ class MemoryEnv final : public Env {
   };
   std::vector<UnsyncedRename> unsynced_renames_;
   std::optional<std::size_t> renames_kept_at_crash_;
+  std::size_t unsynced_renames_at_last_crash_ = 0;
   // Snapshot taken by crash(): path -> (durable image, volatile image).
   std::map<std::string, std::pair<std::vector<char>, std::vector<char>>> crash_snapshot_;
 

@@ -464,9 +464,13 @@ TEST(ResetCrash, AnyPrefixOfTheSetAsideRenamesRecoversToTheOldOrTheNewLog) {
   int saw_old = 0;
   int saw_new = 0;
   int saw_renames_kept = 0;  // cuts with at least one rename kept
+  std::size_t most_renames = 0;
   for (std::uint64_t step = 0; step < 40; ++step) {
     bool completed = false;
-    for (std::size_t kept = 0; kept <= 12; ++kept) {
+    // The cut keeping none tells how many renames the cut at this step found un-synced: every
+    // prefix of them is tried (review of offloop4 M2: a fixed bound covered them only by luck).
+    std::size_t renames = 0;
+    for (std::size_t kept = 0; kept == 0 || kept <= renames; ++kept) {
       const std::string where =
           "step " + std::to_string(step) + ", " + std::to_string(kept) + " rename(s) kept";
       MemoryEnv memory;
@@ -478,6 +482,11 @@ TEST(ResetCrash, AnyPrefixOfTheSetAsideRenamesRecoversToTheOldOrTheNewLog) {
         ASSERT_TRUE(cut.status.ok()) << cut.status.to_string();
         completed = true;
         break;
+      }
+      if (kept == 0) {
+        renames = memory.unsynced_renames_at_last_crash();
+        ASSERT_LE(renames, 64U) << where << ": more renames than the reset of 4 segments makes";
+        most_renames = std::max(most_renames, renames);
       }
       if (kept > 0 && !discard_names(memory).empty()) ++saw_renames_kept;
       DiscardReadsEnv env(&memory);
@@ -496,6 +505,7 @@ TEST(ResetCrash, AnyPrefixOfTheSetAsideRenamesRecoversToTheOldOrTheNewLog) {
   EXPECT_GT(saw_old, 0);
   EXPECT_GT(saw_new, 0);
   EXPECT_GT(saw_renames_kept, 0) << "no cut kept a set-aside rename: the prefixes were not tried";
+  EXPECT_GT(most_renames, 0U) << "no cut found an un-synced rename";
 }
 
 // A log of 200 entries whose reset(301, 9) a crash cut after `syncs` sync calls, restarted with

@@ -196,7 +196,6 @@ TEST_F(TruncateTest, PrefixStopsWhereTheCallerSaysAndAnotherCallGoesOn) {
   testing::expect_entries(*log, before, 200, 1, 1000);
 }
 
-// Crash at every durable step of truncate_suffix: recovery yields exactly "before" or "after".
 // Review offloop L6: a caller that must not pay a truncation's checkpoint itself (the replica's
 // loop) asks the flusher for it: the flusher writes one at its next wake-up though the periodic
 // one is an hour away, and prefix_checkpointed() then says the truncation needs none of its own.
@@ -222,6 +221,7 @@ TEST_F(TruncateTest, TheFlusherWritesAnAskedCheckpointWhateverItsInterval) {
   EXPECT_EQ(log->stats().checkpoints_written, asked) << "the truncation checkpointed again";
 }
 
+// Crash at every durable step of truncate_suffix: recovery yields exactly "before" or "after".
 TEST(TruncateCrash, SuffixRecoversToBeforeOrAfter) {
   int saw_before = 0;
   int saw_after = 0;
