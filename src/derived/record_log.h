@@ -76,6 +76,22 @@ class RecordLog {
 
   // Appends in memory (written by write_pending(), in one write per segment).
   void append(const Record& record);
+  // write_pending() in two steps, for a persist whose writes run in slices with dispatch between
+  // them (DerivedIndexes::begin_persist): capture_pending() encodes the records appended since the
+  // last capture into `out` (memory only: 32 bytes a record) and counts them as written, so later
+  // changes in memory (appends, continue_at, forget_below) leave the captured bytes as they were;
+  // write_captured() then writes them (creating the directory and segment files as needed) and adds
+  // their sync steps, as write_pending() does. Each capture is written once, before the next.
+  struct Captured {
+    struct Chunk {
+      std::uint64_t segment_first = 0;
+      std::uint64_t from = 0;  // the first record number the bytes hold
+      std::string bytes;
+    };
+    std::vector<Chunk> chunks;
+  };
+  void capture_pending(Captured* out);
+  store::Status write_captured(const Captured& captured, std::vector<SyncStep>* steps);
   // Writes what append() buffered to its segment files (pwrite: the page cache, no sync) and adds
   // to `steps`, in order, what makes it durable: each file written, then the directory when the
   // directory or a segment was created. The caller runs every step (run_sync_steps) before it

@@ -37,10 +37,14 @@ std::uint64_t persisted_boundary(const std::string& data_dir) {
 
 // The disk, except that a sync of a topic queue's file or directory (under derived/topics/) takes
 // `delay`: a persist of many new topics then takes seconds, as on the loaded disk of drills6 M2.
+// With `create_delay`, so does creating a topic queue's file (a persist's writes of new topics).
 class SlowTopicSyncEnv final : public store::Env {
  public:
-  explicit SlowTopicSyncEnv(std::chrono::milliseconds delay) : delay_(delay) {}
+  explicit SlowTopicSyncEnv(std::chrono::milliseconds delay,
+                            std::chrono::milliseconds create_delay = 0ms)
+      : delay_(delay), create_delay_(create_delay) {}
   int topic_syncs() const { return topic_syncs_.load(); }
+  int topic_creates() const { return topic_creates_.load(); }
 
   store::Status create_dir(const std::string& path) override { return disk_->create_dir(path); }
   store::Result<std::vector<std::string>> list_dir(const std::string& dir) const override {
@@ -48,6 +52,10 @@ class SlowTopicSyncEnv final : public store::Env {
   }
   bool exists(const std::string& path) const override { return disk_->exists(path); }
   store::Result<std::unique_ptr<store::File>> open(const std::string& path, bool create) override {
+    if (create && is_topic_path(path) && !disk_->exists(path)) {
+      std::this_thread::sleep_for(create_delay_);
+      topic_creates_.fetch_add(1);
+    }
     auto file = disk_->open(path, create);
     if (!file.ok() || !is_topic_path(path)) return file;
     return std::unique_ptr<store::File>(new SlowFile(std::move(*file), this));
@@ -112,7 +120,9 @@ class SlowTopicSyncEnv final : public store::Env {
 
   store::Env* disk_ = store::Env::posix();
   std::chrono::milliseconds delay_;
+  std::chrono::milliseconds create_delay_;
   std::atomic<int> topic_syncs_{0};
+  std::atomic<int> topic_creates_{0};
 };
 
 // Appends one entry while a persist of `topics` topic files runs (two syncs each), and checks that
@@ -197,25 +207,40 @@ TEST(DispatcherPersist, DispatchGoesOnWhileATrimsPersistSyncsManyTopicFiles) {
   ASSERT_NE(batch_last, 0u);
   ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
       << "no persist of the topics began";
-  auto admin_stub = ::raftlog::v1::Admin::NewStub(node.new_connection());
-  std::uint64_t first = 0;
-  ASSERT_TRUE(eventually(
-      [&] {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + 5s);
-        ::raftlog::v1::TrimRequest request;
-        request.set_before_index(last_plain);
-        ::raftlog::v1::TrimResponse response;
-        if (admin_stub->Trim(&context, request, &response).ok()) first = response.first_index();
-        return first > 1;
-      },
-      5000ms))
-      << "the log was not trimmed; it starts at " << first;
+  const std::uint64_t first = node.trim_before(last_plain, 1, 5000ms);
+  ASSERT_GT(first, 1u) << "the log was not trimmed; it starts at " << first;
   std::uint64_t index = 0;
   ASSERT_NO_FATAL_FAILURE(
       append_indexed_mid_persist(node, env, kTopics, " after the trim", &index));
   EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
       << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
+}
+
+// A persist's begin wrote every record log at once, unsliced: with many new topics a directory
+// and a file created per topic while the dispatcher indexed nothing (and a stop waited past its
+// bound). Its writes now run in the slices, one record log a step: an entry committed while a
+// persist creates 300 topic files (5 ms each: 1.5 s) is indexed at once.
+TEST(DispatcherPersist, DispatchGoesOnWhileAPersistCreatesManyTopicFiles) {
+  constexpr int kTopics = 300;
+  SlowTopicSyncEnv env(0ms, 5ms);
+  InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
+  ASSERT_TRUE(node.started());
+  ASSERT_NE(node.append_to_topics(kTopics, 10), 0u);
+  ASSERT_TRUE(eventually([&] { return env.topic_creates() >= 20; }, 10000ms))
+      << "no persist of the topics began";
+  const auto appended_at = std::chrono::steady_clock::now();
+  const std::uint64_t index = node.append_to_topic("orders", 1, 10);
+  ASSERT_NE(index, 0u);
+  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= index; }, 20000ms))
+      << "the entry was never indexed";
+  const auto waited = std::chrono::steady_clock::now() - appended_at;
+  const int creates_then = env.topic_creates();
+  EXPECT_LT(waited, 1000ms) << "the entry waited "
+                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
+                            << " ms for the persist's writes (" << creates_then
+                            << " topic files created by then)";
+  EXPECT_LT(creates_then, kTopics - 20)
+      << "the writes were (nearly) over when the entry was indexed: this run shows nothing";
 }
 
 // Review of dispatch, L7: a stop persisted the group table as it stood even when it cut the
