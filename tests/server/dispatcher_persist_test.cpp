@@ -220,14 +220,23 @@ TEST(DispatcherPersist, DispatchGoesOnWhileATrimsPersistSyncsManyTopicFiles) {
 // and a file created per topic while the dispatcher indexed nothing (and a stop waited past its
 // bound). Its writes now run in the slices, one record log a step: an entry committed while a
 // persist creates 300 topic files (5 ms each: 1.5 s) is indexed at once.
+// An entry in each of `topics` new topics, then a wait until the persist of them created 20 of
+// their files (its writes under way); the batch's last index.
+void start_a_persist_creating_topic_files(InProcessNode& node, const SlowTopicSyncEnv& env,
+                                          int topics, std::uint64_t* batch_last) {
+  *batch_last = node.append_to_topics(static_cast<std::size_t>(topics), 10);
+  ASSERT_NE(*batch_last, 0u);
+  ASSERT_TRUE(eventually([&] { return env.topic_creates() >= 20; }, 10000ms))
+      << "no persist of the topics began";
+}
+
 TEST(DispatcherPersist, DispatchGoesOnWhileAPersistCreatesManyTopicFiles) {
   constexpr int kTopics = 300;
   SlowTopicSyncEnv env(0ms, 5ms);
   InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
   ASSERT_TRUE(node.started());
-  ASSERT_NE(node.append_to_topics(kTopics, 10), 0u);
-  ASSERT_TRUE(eventually([&] { return env.topic_creates() >= 20; }, 10000ms))
-      << "no persist of the topics began";
+  std::uint64_t batch_last = 0;
+  ASSERT_NO_FATAL_FAILURE(start_a_persist_creating_topic_files(node, env, kTopics, &batch_last));
   const auto appended_at = std::chrono::steady_clock::now();
   const std::uint64_t index = node.append_to_topic("orders", 1, 10);
   ASSERT_NE(index, 0u);
@@ -241,6 +250,29 @@ TEST(DispatcherPersist, DispatchGoesOnWhileAPersistCreatesManyTopicFiles) {
                             << " topic files created by then)";
   EXPECT_LT(creates_then, kTopics - 20)
       << "the writes were (nearly) over when the entry was indexed: this run shows nothing";
+}
+
+// A stop while a persist writes many new topic files ends within its bound: the writes stop at
+// it like the syncs (before, the begin wrote every file whatever the stop: 300 files of 20 ms, 6 s),
+// and no cursor covers what was not written and synced.
+TEST(DispatcherPersist, AStopWhileAPersistCreatesManyTopicFilesEndsWithinItsBound) {
+  constexpr int kTopics = 300;
+  SlowTopicSyncEnv env(0ms, 20ms);
+  InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
+  ASSERT_TRUE(node.started());
+  const std::string dir = node.data_dir();
+  std::uint64_t batch_last = 0;
+  ASSERT_NO_FATAL_FAILURE(start_a_persist_creating_topic_files(node, env, kTopics, &batch_last));
+  const auto stopping = std::chrono::steady_clock::now();
+  node.shutdown();
+  const auto stop_took = std::chrono::steady_clock::now() - stopping;
+  EXPECT_LT(stop_took, 3000ms)
+      << "the stop took "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count()
+      << " ms: the persist's writes ran past the " << server::Dispatcher::kStopPersistBoundMs
+      << " ms bound (" << env.topic_creates() << " of " << kTopics << " topic files created)";
+  EXPECT_LT(env.topic_creates(), kTopics) << "every file was written: this run shows nothing";
+  EXPECT_LE(persisted_boundary(dir), batch_last - kTopics + 1) << "the cut persist wrote its cursor";
 }
 
 // Review of dispatch, L7: a stop persisted the group table as it stood even when it cut the
