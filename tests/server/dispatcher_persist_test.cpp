@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -125,24 +126,33 @@ class SlowTopicSyncEnv final : public store::Env {
   std::atomic<int> topic_creates_{0};
 };
 
-// Appends one entry while a persist of `topics` topic files runs (two syncs each), and checks that
-// the dispatcher indexed it within a second, before that persist was (nearly) over (else the run
-// shows nothing). Sets *index to the entry's index.
-void append_indexed_mid_persist(InProcessNode& node, const SlowTopicSyncEnv& env,
-                                std::size_t topics, const std::string& when, std::uint64_t* index) {
+// Appends one entry while a persist runs, and checks that the dispatcher indexed it within a
+// second, before that persist was (nearly) over (else the run shows nothing): `ran` counts the
+// persist's slow steps so far (`what`: topic syncs, or topic files created), `steps` of them in
+// all. Sets *index to the entry's index.
+void append_indexed_mid_persist(InProcessNode& node, const std::function<int()>& ran, int steps,
+                                const std::string& what, const std::string& when,
+                                std::uint64_t* index) {
   const auto appended_at = std::chrono::steady_clock::now();
   *index = node.append_to_topic("orders", 1, 10);
   ASSERT_NE(*index, 0u);
   ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= *index; }, 20000ms))
       << "the entry was never indexed";
   const auto waited = std::chrono::steady_clock::now() - appended_at;
-  const int syncs_then = env.topic_syncs();
+  const int ran_then = ran();
   EXPECT_LT(waited, 1000ms) << "the entry waited "
                             << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
-                            << " ms" << when << " for the persist's syncs to end (" << syncs_then
-                            << " topic syncs ran by then)";
-  EXPECT_LT(syncs_then, static_cast<int>(2 * topics) - 20)
+                            << " ms" << when << " for the persist's " << what << " to end ("
+                            << ran_then << " " << what << " by then)";
+  EXPECT_LT(ran_then, steps - 20)
       << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+}
+
+// The same while a persist of `topics` new topics syncs their files (two syncs each).
+void append_indexed_mid_syncs(InProcessNode& node, const SlowTopicSyncEnv& env,
+                              std::size_t topics, const std::string& when, std::uint64_t* index) {
+  append_indexed_mid_persist(node, [&] { return env.topic_syncs(); }, static_cast<int>(2 * topics),
+                             "topic syncs", when, index);
 }
 
 // drills6 M2: with thousands of topics every persist synced thousands of files, seconds on a
@@ -162,7 +172,7 @@ TEST(DispatcherPersist, DispatchGoesOnWhileAPersistSyncsManyTopicFiles) {
   ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
       << "no persist of the topics began";
   std::uint64_t index = 0;
-  ASSERT_NO_FATAL_FAILURE(append_indexed_mid_persist(node, env, kTopics, "", &index));
+  ASSERT_NO_FATAL_FAILURE(append_indexed_mid_syncs(node, env, kTopics, "", &index));
   // The group table on disk is never ahead of the index records its commits can name: while the
   // batch's records are not durable, derived/GROUPS covers none of its entries (it holds
   // retention: a table past them would let a trim remove entries the indexes must replay).
@@ -211,68 +221,68 @@ TEST(DispatcherPersist, DispatchGoesOnWhileATrimsPersistSyncsManyTopicFiles) {
   ASSERT_GT(first, 1u) << "the log was not trimmed; it starts at " << first;
   std::uint64_t index = 0;
   ASSERT_NO_FATAL_FAILURE(
-      append_indexed_mid_persist(node, env, kTopics, " after the trim", &index));
+      append_indexed_mid_syncs(node, env, kTopics, " after the trim", &index));
   EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
       << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
 }
+
+// A node whose topic file creations take `create_delay`, and a persist under way that creates
+// kTopics of them (an entry in each of kTopics new topics; 20 files created so far).
+class CreatingTopicFiles {
+ public:
+  static constexpr int kTopics = 300;
+  explicit CreatingTopicFiles(std::chrono::milliseconds create_delay)
+      : env_(0ms, create_delay),
+        node_([&](server::NodeConfig& config) { config.store.env = &env_; }) {}
+  void start() {
+    ASSERT_TRUE(node_.started());
+    batch_last_ = node_.append_to_topics(static_cast<std::size_t>(kTopics), 10);
+    ASSERT_NE(batch_last_, 0u);
+    ASSERT_TRUE(eventually([&] { return env_.topic_creates() >= 20; }, 10000ms))
+        << "no persist of the topics began";
+  }
+  SlowTopicSyncEnv& env() { return env_; }
+  InProcessNode& node() { return node_; }
+  std::uint64_t batch_first() const { return batch_last_ - kTopics + 1; }
+
+ private:
+  SlowTopicSyncEnv env_;
+  InProcessNode node_;
+  std::uint64_t batch_last_ = 0;
+};
 
 // A persist's begin wrote every record log at once, unsliced: with many new topics a directory
 // and a file created per topic while the dispatcher indexed nothing (and a stop waited past its
 // bound). Its writes now run in the slices, one record log a step: an entry committed while a
 // persist creates 300 topic files (5 ms each: 1.5 s) is indexed at once.
-// An entry in each of `topics` new topics, then a wait until the persist of them created 20 of
-// their files (its writes under way); the batch's last index.
-void start_a_persist_creating_topic_files(InProcessNode& node, const SlowTopicSyncEnv& env,
-                                          int topics, std::uint64_t* batch_last) {
-  *batch_last = node.append_to_topics(static_cast<std::size_t>(topics), 10);
-  ASSERT_NE(*batch_last, 0u);
-  ASSERT_TRUE(eventually([&] { return env.topic_creates() >= 20; }, 10000ms))
-      << "no persist of the topics began";
-}
-
 TEST(DispatcherPersist, DispatchGoesOnWhileAPersistCreatesManyTopicFiles) {
-  constexpr int kTopics = 300;
-  SlowTopicSyncEnv env(0ms, 5ms);
-  InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
-  ASSERT_TRUE(node.started());
-  std::uint64_t batch_last = 0;
-  ASSERT_NO_FATAL_FAILURE(start_a_persist_creating_topic_files(node, env, kTopics, &batch_last));
-  const auto appended_at = std::chrono::steady_clock::now();
-  const std::uint64_t index = node.append_to_topic("orders", 1, 10);
-  ASSERT_NE(index, 0u);
-  ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= index; }, 20000ms))
-      << "the entry was never indexed";
-  const auto waited = std::chrono::steady_clock::now() - appended_at;
-  const int creates_then = env.topic_creates();
-  EXPECT_LT(waited, 1000ms) << "the entry waited "
-                            << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
-                            << " ms for the persist's writes (" << creates_then
-                            << " topic files created by then)";
-  EXPECT_LT(creates_then, kTopics - 20)
-      << "the writes were (nearly) over when the entry was indexed: this run shows nothing";
+  CreatingTopicFiles creating(5ms);
+  ASSERT_NO_FATAL_FAILURE(creating.start());
+  std::uint64_t index = 0;
+  ASSERT_NO_FATAL_FAILURE(append_indexed_mid_persist(
+      creating.node(), [&] { return creating.env().topic_creates(); },
+      CreatingTopicFiles::kTopics, "topic file creations", "", &index));
 }
 
 // A stop while a persist writes many new topic files ends within its bound: the writes stop at
 // it like the syncs (before, the begin wrote every file whatever the stop: 300 files of 20 ms, 6 s),
 // and no cursor covers what was not written and synced.
 TEST(DispatcherPersist, AStopWhileAPersistCreatesManyTopicFilesEndsWithinItsBound) {
-  constexpr int kTopics = 300;
-  SlowTopicSyncEnv env(0ms, 20ms);
-  InProcessNode node([&](server::NodeConfig& config) { config.store.env = &env; });
-  ASSERT_TRUE(node.started());
-  const std::string dir = node.data_dir();
-  std::uint64_t batch_last = 0;
-  ASSERT_NO_FATAL_FAILURE(start_a_persist_creating_topic_files(node, env, kTopics, &batch_last));
+  CreatingTopicFiles creating(20ms);
+  ASSERT_NO_FATAL_FAILURE(creating.start());
   const auto stopping = std::chrono::steady_clock::now();
-  node.shutdown();
+  creating.node().shutdown();
   const auto stop_took = std::chrono::steady_clock::now() - stopping;
+  const int created = creating.env().topic_creates();
   EXPECT_LT(stop_took, 3000ms)
       << "the stop took "
       << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count()
       << " ms: the persist's writes ran past the " << server::Dispatcher::kStopPersistBoundMs
-      << " ms bound (" << env.topic_creates() << " of " << kTopics << " topic files created)";
-  EXPECT_LT(env.topic_creates(), kTopics) << "every file was written: this run shows nothing";
-  EXPECT_LE(persisted_boundary(dir), batch_last - kTopics + 1) << "the cut persist wrote its cursor";
+      << " ms bound (" << created << " of " << CreatingTopicFiles::kTopics
+      << " topic files created)";
+  EXPECT_LT(created, CreatingTopicFiles::kTopics) << "every file was written: this run shows nothing";
+  EXPECT_LE(persisted_boundary(creating.node().data_dir()), creating.batch_first())
+      << "the cut persist wrote its cursor";
 }
 
 // Review of dispatch, L7: a stop persisted the group table as it stood even when it cut the
