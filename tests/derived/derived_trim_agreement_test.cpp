@@ -8,8 +8,11 @@
 
 #include <sstream>
 
+#include "derived/cursor.h"
 #include "derived/derived_indexes.h"
 #include "derived_test_support.h"
+#include "store/endian.h"
+#include "util/crc32c.h"
 
 namespace raftlog::derived {
 namespace {
@@ -62,6 +65,57 @@ TEST(DerivedTrimAgreement, ATimeLookupAtAPlainFirstEntryAnswersTheFirstStampedOn
     EXPECT_EQ(node->find_by_time(121, 14, 11, false), 0U) << indexed_before;
     EXPECT_EQ(node->find_by_time(50, 12, 11, false), 0U) << "the first stamped entry is not visible";
   }
+}
+
+// Rewrites /derived/CURSOR with another format version (and its checksum): a cursor an older
+// binary wrote.
+void set_cursor_version(store::MemoryEnv& env, std::uint32_t version) {
+  auto bytes = env.read_file("/derived/CURSOR", kMaxCursorBytes);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  std::string cursor = *bytes;
+  store::put_u32(cursor.data() + 8, version);
+  store::put_u32(cursor.data() + 4, util::crc32c::value(cursor.data() + 8, cursor.size() - 8));
+  ASSERT_TRUE(env.write_file("/derived/CURSOR", cursor).ok());
+}
+
+// Review of dispatch3, M1: time records written before 2026-12-07 lack the record of a stamped
+// entry after a plain one in an unchanged millisecond, and the new lookup relies on it: after an
+// upgrade and a trim at a plain entry inside such a millisecond, the resumed node answered a later
+// millisecond (entries 12..20 skipped), a rebuilt one 12. A cursor of version 1 (those records) now
+// makes the first open of this version rebuild the indexes once.
+TEST(DerivedTrimAgreement, IndexesOfTheOldTimeRecordRuleAreRebuiltOnce) {
+  // What the old rule left: entry 11 stamped in 10's millisecond, so 11..20 have no time record.
+  auto make_log = [](bool eleven_plain) {
+    FakeLog log;
+    for (int i = 0; i < 10; ++i) log.add(1, "t", {}, 100 + i);  // 1..10, stamps 100..109
+    if (eleven_plain) {
+      log.add_plain(1);
+    } else {
+      log.add(1, "", {"k"}, 109);
+    }
+    for (int i = 12; i <= 20; ++i) log.add(1, "t", {}, 109);  // the same millisecond
+    log.add(1, "t", {}, 110);                                   // 21
+    return log;
+  };
+  const FakeLog written = make_log(false);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto old_indexes = open_indexes(env, written, &report);
+  replay(*old_indexes, written);
+  ASSERT_TRUE(old_indexes->persist().ok());
+  old_indexes.reset();
+  ASSERT_NO_FATAL_FAILURE(set_cursor_version(env, 1));
+
+  FakeLog log = make_log(true);  // the log as it is: 11 plain, 12..20 stamped in 109
+  auto upgraded = open_indexes(env, log, &report);
+  ASSERT_NE(upgraded, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kRebuilt) << report.reason;
+  replay(*upgraded, log);
+  log.trim_to(11);
+  ASSERT_TRUE(upgraded->trim_below(11).ok());
+  EXPECT_EQ(upgraded->find_by_time(50, 21, 11, false), 12U) << "entries 12..20 were skipped";
+  EXPECT_EQ(upgraded->find_by_time(109, 21, 11, false), 12U);
+  EXPECT_EQ(upgraded->find_by_time(110, 21, 11, false), 21U);
 }
 
 // Any trim point, any of the four histories, records dropped by retention or still in memory: the
