@@ -401,6 +401,7 @@ Status DerivedIndexes::fail_for_good(Status error) {
   next_step_ = 0;
   pending_writes_.clear();
   next_write_ = 0;
+  next_chunk_ = 0;
   return error;
 }
 
@@ -424,6 +425,7 @@ Status DerivedIndexes::begin_persist_locked() {
   next_step_ = 0;
   pending_writes_.clear();
   next_write_ = 0;
+  next_chunk_ = 0;
   pending_new_queue_dir_ = false;
   {
     // Memory only: every record applied so far is encoded for its file (32 bytes each); the files
@@ -431,7 +433,8 @@ Status DerivedIndexes::begin_persist_locked() {
     // with thousands of new topics, and nothing was indexed meanwhile, nor did a stop's bound hold).
     std::shared_lock lock(mu_);  // the records are read; queries go on
     auto capture = [&](RecordLog& log) {
-      PendingWrite write{&log, {}};
+      PendingWrite write;
+      write.log = &log;
       log.capture_pending(&write.captured);
       if (!write.captured.chunks.empty()) pending_writes_.push_back(std::move(write));
     };
@@ -453,26 +456,30 @@ Status DerivedIndexes::begin_persist_locked() {
 
 Status DerivedIndexes::write_captured_locked(const std::function<bool()>& keep_going) {
   const std::string topics_dir = store::join_path(dir_, "topics");
-  if (next_write_ == 0 && !pending_writes_.empty() && !env_->exists(topics_dir)) {
+  if (next_write_ == 0 && next_chunk_ == 0 && !pending_writes_.empty() &&
+      !env_->exists(topics_dir)) {
     if (Status s = env_->create_dir(topics_dir); !s.ok()) return s;
     if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
   }
-  // One record log per step (a new topic: its directory and file created, grown and written).
-  for (; next_write_ < pending_writes_.size(); ++next_write_) {
-    if (keep_going && !keep_going()) return Status();
-    const auto started = std::chrono::steady_clock::now();
+  // One segment file per step (a new topic's first: its directory and file created, grown and
+  // written), so a step is bounded by one file's write whatever a record log captured.
+  for (; next_write_ < pending_writes_.size(); ++next_write_, next_chunk_ = 0) {
     PendingWrite& write = pending_writes_[next_write_];
-    const bool existed = write.log->has_dir();
-    Status wrote = write.log->write_captured(write.captured, &pending_steps_);
-    persist_write_ns_.fetch_add(static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                             started)
-            .count()));
-    if (!wrote.ok()) return wrote;
-    write.captured.chunks.clear();  // written: its memory goes now
-    pending_new_queue_dir_ = pending_new_queue_dir_ || (!existed && write.log->has_dir() &&
-                                                        write.log != keys_.get() &&
-                                                        write.log != time_.get());
+    if (next_chunk_ == 0) write.had_dir = write.log->has_dir();
+    for (; next_chunk_ < write.captured.chunks.size(); ++next_chunk_) {
+      if (keep_going && !keep_going()) return Status();
+      const auto started = std::chrono::steady_clock::now();
+      Status wrote = write.log->write_chunk(write.captured.chunks[next_chunk_], &pending_steps_);
+      persist_write_ns_.fetch_add(static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                               started)
+              .count()));
+      if (!wrote.ok()) return wrote;
+      write.captured.chunks[next_chunk_].bytes = std::string();  // written: its memory goes now
+    }
+    write.log->finish_chunks(&pending_steps_);
+    const bool is_queue = write.log != keys_.get() && write.log != time_.get();
+    pending_new_queue_dir_ = pending_new_queue_dir_ || (is_queue && !write.had_dir && write.log->has_dir());
   }
   if (pending_new_queue_dir_) {
     pending_steps_.push_back(SyncStep{nullptr, topics_dir});
@@ -521,6 +528,7 @@ Status DerivedIndexes::continue_persist_locked(const std::function<bool()>& keep
   next_step_ = 0;
   pending_writes_.clear();
   next_write_ = 0;
+  next_chunk_ = 0;
   *finished = true;
   // The cursor naming the logs' new first records is durable: the segments its begin forgot (and
   // only those: nothing is forgotten between a begin and its cursor) may go. A crash before this

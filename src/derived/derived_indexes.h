@@ -160,7 +160,7 @@ class DerivedIndexes {
   // thousands of topics a persist is thousands of fdatasyncs, seconds on a loaded disk, and
   // nothing was indexed meanwhile: outside test drills6 M2). begin_persist() encodes every record
   // applied so far for its file (memory only, 32 bytes a record: RecordLog::capture_pending) and
-  // takes the cursor covering them; continue_persist() writes them, one record log per step (a
+  // takes the cursor covering them; continue_persist() writes them, one segment file per step (a
   // new topic's directory and file created, grown and written: page cache, no sync), then runs the
   // syncs (one per file written, and directories), each step only while `keep_going` answers
   // true, and writes that cursor once all have run (*finished true). Until 2026-12-07 the begin
@@ -262,9 +262,11 @@ class DerivedIndexes {
   // Locking: mu_ guards what queries read (the queues' records, the key map, the counters);
   // write_mu_ serializes the writer's operations (apply, skip_to, seed_topic_offsets, persist and
   // its steps, retain_from, trim_below), which alone touch the files, the records and the record
-  // logs' write positions, so holding write_mu_ is enough to read them. A persist writes under a
-  // shared lock of mu_ and syncs under none (queries go on meanwhile: a persist of thousands of new
-  // topic files takes seconds on a loaded disk); only what changes records takes it exclusively.
+  // logs' write positions, so holding write_mu_ is enough to read them. A persist captures its
+  // records under a shared lock of mu_, and writes and syncs under none (the writes touch only the
+  // record logs' files, never their records; queries go on meanwhile: a persist of thousands of
+  // new topic files takes seconds on a loaded disk); only what changes records takes it
+  // exclusively.
   mutable std::shared_mutex mu_;
   mutable std::mutex write_mu_;
   // Read without mu_ by boundary() (Status, lag and metrics must not wait behind a batch).
@@ -285,14 +287,17 @@ class DerivedIndexes {
   // The persist begun and not finished (begin_persist): its syncs, the next one to run, and the
   // cursor written once they all ran. Guarded by write_mu_.
   bool persist_pending_ = false;
-  // Its records as captured by the begin, one record log each, the next to write, and whether a
-  // write so far created a topic's directory (topics/ is then synced after the last write).
+  // Its records as captured by the begin (one entry per record log, a chunk per segment file),
+  // the next chunk to write, and whether a write so far created a topic's directory (topics/ is
+  // then synced after the last write).
   struct PendingWrite {
     RecordLog* log = nullptr;  // queues are never removed while a persist is pending
     RecordLog::Captured captured;
+    bool had_dir = false;  // the log's directory existed before its first chunk was written
   };
   std::vector<PendingWrite> pending_writes_;
   std::size_t next_write_ = 0;
+  std::size_t next_chunk_ = 0;  // of pending_writes_[next_write_]
   bool pending_new_queue_dir_ = false;
   std::vector<SyncStep> pending_steps_;
   std::size_t next_step_ = 0;

@@ -12,7 +12,7 @@ struct DispatchStats {
   std::uint64_t persist_syncs = 0;  // file and directory syncs they ran (not the cursor's own)
   double persist_seconds = 0;       // the dispatcher thread's time in persist steps
   // ... of which writing records to their files: a persist's begin captures them (memory) and its
-  // slices write them, one record log per step, before its syncs (sliced since 2026-12-07)
+  // slices write them, one segment file per step, before its syncs (sliced since 2026-12-07)
   double persist_begin_seconds = 0;
   double apply_seconds = 0;         // its time reading committed entries and applying them
   double last_persist_seconds = 0;  // the last finished persist, from its start to its cursor

@@ -7,7 +7,7 @@
 // (records, then cursor) at most every kPersistIntervalMs when records were added, at most every
 // kCursorOnlyPersistMs when only the cursor moved (plain entries: no records), and at stop(). A
 // persist is sliced (NodeConfig::derived_persist_slice_ms): its records are captured in memory
-// when it begins, then its writes (one record log each: a new topic's file created) and its syncs
+// when it begins, then its writes (one segment file each: a new topic's file created) and its syncs
 // (one per topic file written: thousands with thousands of topics) run at most a slice at a
 // time, and the entries committed meanwhile are applied between two slices; its cursor, written
 // after the last sync, covers what was applied when it began. Its

@@ -182,7 +182,7 @@ void sliced_life(DerivedIndexes& indexes, FakeLog& log, const FakeLog& full, boo
 }
 
 // Review of dispatch, M2: the dispatcher applies batches between a persist's begin and its cursor
-// and runs its writes (one record log a step, since 2026-12-07) and syncs a few at a time, and a
+// and runs its writes (one segment file a step, since 2026-12-07) and syncs a few at a time, and a
 // crash may come between any two of them; entries are skipped (trimmed before they were indexed) and
 // topics seeded meanwhile, trims come while a persist is pending (segments of 16 records, so that
 // they drop some), and in a tenth of the runs a file sync fails and loses the file's unsynced

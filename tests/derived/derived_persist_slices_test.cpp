@@ -1,5 +1,5 @@
 // A persist's begin writes no file: it captures the records applied so far in memory, and its
-// writes run in the slices, one record log a step, with entries applied between them, like its
+// writes run in the slices, one segment file a step, with entries applied between them, like its
 // syncs (DerivedIndexes::begin_persist). Until 2026-12-07 the begin wrote every record log at once
 // (with thousands of new topics a directory and a file created per topic: seconds on a loaded disk,
 // with dispatch waiting and a stop's 1 s bound passed).
@@ -77,6 +77,37 @@ TEST(DerivedPersistSlices, ABeginWritesNoFileAndEachSliceWritesBoundedWork) {
   EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
   EXPECT_EQ(reopened->boundary(), begun_at);
   replay(*reopened, log);
+  EXPECT_EQ(describe(*reopened, log), describe_from_scratch(log));
+}
+
+// Review of dispatch3, L1: a step was a whole record log, and the keys and time logs' captures
+// hold everything applied since the last persist began (150,000 key records, 3 segment files, in
+// one step after a 3 s persist). A step is one segment file now.
+TEST(DerivedPersistSlices, AStepWritesOneSegmentFileOfARecordLog) {
+  FakeLog log;
+  for (int i = 0; i < 40; ++i) log.add(1, "t", {}, 1'000'000 + static_cast<std::uint64_t>(i));
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report, LogIdentity{"c", 1}, /*records_per_segment=*/8);
+  ASSERT_NE(indexes, nullptr);
+  replay(*indexes, log);
+  ASSERT_TRUE(indexes->begin_persist().ok());
+  auto segment_files = [&] {
+    auto names = env.list_dir("/derived/topics/t");
+    return names.ok() ? names->size() : 0;
+  };
+  bool finished = false;
+  for (std::size_t steps = 1; steps <= 5; ++steps) {
+    int allowed = 1;
+    ASSERT_TRUE(indexes->continue_persist([&] { return allowed-- > 0; }, &finished).ok());
+    EXPECT_EQ(segment_files(), steps) << "one step wrote more than one of the queue's 5 segments";
+  }
+  ASSERT_TRUE(indexes->continue_persist(nullptr, &finished).ok());
+  EXPECT_TRUE(finished);
+  indexes.reset();
+  auto reopened = open_indexes(env, log, &report, LogIdentity{"c", 1}, 8);
+  ASSERT_NE(reopened, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
   EXPECT_EQ(describe(*reopened, log), describe_from_scratch(log));
 }
 

@@ -253,7 +253,7 @@ class CreatingTopicFiles {
 
 // A persist's begin wrote every record log at once, unsliced: with many new topics a directory
 // and a file created per topic while the dispatcher indexed nothing (and a stop waited past its
-// bound). Its writes now run in the slices, one record log a step: an entry committed while a
+// bound). Its writes now run in the slices, one segment file a step: an entry committed while a
 // persist creates 300 topic files (5 ms each: 1.5 s) is indexed at once.
 TEST(DispatcherPersist, DispatchGoesOnWhileAPersistCreatesManyTopicFiles) {
   CreatingTopicFiles creating(5ms);
