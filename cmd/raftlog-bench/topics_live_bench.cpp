@@ -30,7 +30,8 @@ constexpr std::uint64_t kLoadThreads = 4;
 constexpr auto kDrainTimeout = std::chrono::seconds(60);  // the lag must drain within this after
 // The lag is sampled 10 times a second (a sample is one Status call per node): a once-a-second
 // sample missed the peaks between two (review L5). At most 6,000 samples (--live-seconds <= 600);
-// the result line keeps each second's largest.
+// the result line keeps the largest of each 10 (a second, unless the Status calls of a round take
+// longer than 100 ms: the samples then fall behind and 10 span more).
 constexpr auto kSampleInterval = std::chrono::milliseconds(100);
 constexpr int kSamplesPerSecond = 10;
 // The group commit probe: one commit every 200 ms during the load (at most 3,000), each allowed

@@ -86,7 +86,8 @@ TEST(BenchTopicsSmoke, EveryPhaseRunsAndPrintsItsFigures) {
 
 // The live phase (a steady load, the dispatchers' lag): its lag is sampled 10 times a second and
 // a consumer group commit probes it every 200 ms (review L5: once a second, and no group commit,
-// so failing group commits under the load could not show). Not run by default (tens of seconds).
+// so failing group commits under the load could not show). A short run (1 node, 3 s); the
+// command's live phase runs only when asked (--phases live), as here.
 TEST(BenchTopicsSmoke, TheLivePhaseSamplesTheLagFinelyAndProbesGroupCommits) {
   const CommandResult result =
       run("topics --phases live --live-nodes 1 --live-topics 20 --live-rate 100 "
