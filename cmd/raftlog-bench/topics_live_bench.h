@@ -1,10 +1,12 @@
 // `raftlog-bench topics --phases live`: the dispatcher under a steady append load (drills6 M2).
 // A cluster of its own per variant (keys off/on x each persist slice given), with metrics; paced
 // appends of a few entries each, every entry in one of `topics` topics and, with keys, a key of
-// its own, for `seconds`; the nodes' largest dispatcher lag once a second, how long it takes to
-// drain after the load, and where the dispatchers' time went (raftlog_derived_persist* and
-// raftlog_derived_apply_seconds_total, before and after). Bounded: the load stops at `seconds`,
-// the drain wait at 60 s. docs/benchmarks.md, "Topics and keys".
+// its own, for `seconds`; the nodes' largest dispatcher lag sampled 10 times a second (each
+// second's largest reported), a consumer group commit every 200 ms (how many failed, p50 and max
+// latency: a commit waits for the indexes), how long the lag takes to drain after the load, and
+// where the dispatchers' time went (raftlog_derived_persist* and
+// raftlog_derived_apply_seconds_total, before and after). Bounded: the load and the probe stop at
+// `seconds`, the drain wait at 60 s. docs/benchmarks.md, "Topics and keys".
 #pragma once
 
 #include <cstdint>

@@ -273,8 +273,9 @@ int main(int argc, char** argv) {
                   "election timeout)",
                   {0, limits::kMaxSlowRoundLogMs});
   flags.uint_flag("derived-persist-slice-ms", &config.derived_persist_slice_ms, "MS",
-                  "the topic/key indexes sync a persist's files at most this long between two "
-                  "batches of entries they index (0: a whole persist at once, indexing waits)",
+                  "the topic/key indexes write and sync a persist's files at most this long "
+                  "between two batches of entries they index (0: a whole persist at once, "
+                  "indexing waits)",
                   {0, limits::kMaxDerivedPersistSliceMs});
   flags.string_flag(
       "flush-mode", &flush_mode, "sync|async",

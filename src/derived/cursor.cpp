@@ -50,7 +50,9 @@ std::optional<Cursor> decode_cursor(const std::string& bytes, std::string* probl
     return std::nullopt;
   }
   if (!in.u32(&version) || version != kCursorVersion) {
-    *problem = "cursor of unknown version " + std::to_string(version);
+    *problem = version == 1 ? "cursor of version 1, whose time records lack those of stamped "
+                              "entries after plain ones: the indexes are rebuilt once"
+                            : "cursor of unknown version " + std::to_string(version);
     return std::nullopt;
   }
   Cursor cursor;

@@ -31,7 +31,12 @@
 namespace raftlog::derived {
 
 inline constexpr std::uint32_t kCursorMagic = 0x43444C52U;
-inline constexpr std::uint32_t kCursorVersion = 1;
+// Version 2 since 2026-12-07: the time records follow the rule that a stamped entry after a plain
+// one has a record (DerivedIndexes::index_entry), which time lookups after a trim rely on. A
+// version-1 cursor's time records do not, and the format does not tell them apart: it is refused,
+// so the first start of a binary with version 2 rebuilds the indexes once from the log (review of
+// dispatch3, M1: a lookup on the resumed old records skipped stamped entries).
+inline constexpr std::uint32_t kCursorVersion = 2;
 inline constexpr std::size_t kMaxCursorBytes = 4U << 20;
 
 struct CursorLog {

@@ -1,6 +1,7 @@
 #include "derived/derived_indexes.h"
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 
 #include "derived/envelope.h"
@@ -287,10 +288,16 @@ void DerivedIndexes::index_entry(const SourceEntry& entry) {
     keys_->append(Record{entry.index, entry.term, hash});
     key_map_.emplace(hash, entry.index);
   }
-  if (time_->records().empty() || timestamp > time_->records().back().value) {
+  // A record when the stamp rises, and for the first stamped entry after a plain entry (or a skip,
+  // or an open): whatever index retention makes the log's first, the first stamped entry at or
+  // after it then has a record, and find_by_time answers it on every node (a node that indexed
+  // before the trim and one that rebuilt from the trimmed log alike).
+  const bool follows_stamped = last_stamped_index_ != 0 && entry.index == last_stamped_index_ + 1;
+  if (time_->records().empty() || timestamp > time_->records().back().value || !follows_stamped) {
     time_->append(Record{entry.index, entry.term, timestamp});
   }
   last_timestamp_ms_ = timestamp;
+  last_stamped_index_ = entry.index;
 }
 
 bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
@@ -329,6 +336,14 @@ bool DerivedIndexes::seed_topic_offsets(std::uint64_t first_log_index,
         queue->second->continue_at(row.next_offset);
         moved = true;
       }
+    } else if (queues_.size() < kMaxTopics) {
+      // An empty queue at the table's offset: the topic is known as it is on a node that indexed
+      // its entries before they were trimmed (listed with no retained offset, a read below it is
+      // trimmed, a group commit of it is admitted), not unknown here only. Its next entry, of
+      // either envelope version, continues at that offset.
+      queue_for(row.topic).continue_at(row.next_offset);
+      seeded_next_.erase(row.topic);
+      moved = true;
     } else if (seeded_next_.size() < kMaxSeededTopics || seeded_next_.count(row.topic) != 0) {
       seeded_next_[row.topic] = row.next_offset;
     }
@@ -384,6 +399,9 @@ Status DerivedIndexes::fail_for_good(Status error) {
   persist_pending_ = false;
   pending_steps_.clear();
   next_step_ = 0;
+  pending_writes_.clear();
+  next_write_ = 0;
+  next_chunk_ = 0;
   return error;
 }
 
@@ -405,35 +423,68 @@ Status DerivedIndexes::begin_persist_locked() {
   if (persist_pending_) return Status();
   pending_steps_.clear();
   next_step_ = 0;
+  pending_writes_.clear();
+  next_write_ = 0;
+  next_chunk_ = 0;
+  pending_new_queue_dir_ = false;
   {
+    // Memory only: every record applied so far is encoded for its file (32 bytes each); the files
+    // are written by continue_persist, in slices (a begin that wrote them all at once took seconds
+    // with thousands of new topics, and nothing was indexed meanwhile, nor did a stop's bound hold).
     std::shared_lock lock(mu_);  // the records are read; queries go on
-    if (!env_->exists(store::join_path(dir_, "topics"))) {
-      if (Status s = env_->create_dir(store::join_path(dir_, "topics")); !s.ok()) {
-        return fail_for_good(s);
-      }
-      if (Status s = env_->sync_dir(dir_); !s.ok()) return fail_for_good(s);
-    }
-    bool new_queue_dir = false;
-    for (auto& [topic, queue] : queues_) {
-      const bool existed = queue->has_dir();
-      if (Status s = queue->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
-      new_queue_dir = new_queue_dir || (!existed && queue->has_dir());
-    }
-    if (new_queue_dir) {
-      pending_steps_.push_back(SyncStep{nullptr, store::join_path(dir_, "topics")});
-    }
-    if (Status s = keys_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
-    if (Status s = time_->write_pending(&pending_steps_); !s.ok()) return fail_for_good(s);
+    auto capture = [&](RecordLog& log) {
+      PendingWrite write;
+      write.log = &log;
+      log.capture_pending(&write.captured);
+      if (!write.captured.chunks.empty()) pending_writes_.push_back(std::move(write));
+    };
+    for (auto& [topic, queue] : queues_) capture(*queue);
+    capture(*keys_);
+    capture(*time_);
   }
   if (retained_segment_due_locked()) {
     // Retention (retain_from): whole segments below the log's first index go from memory now,
-    // every record being written; this persist's cursor names the new first records, and their
+    // every record being captured; this persist's cursor names the new first records, and their
     // files are unlinked once it is durable (continue_persist_locked).
     std::unique_lock lock(mu_);  // records go
     forget_retained_locked();
   }
   pending_cursor_ = cursor_locked();  // the writer's own state: write_mu_ is enough to read it
   persist_pending_ = true;
+  return Status();
+}
+
+Status DerivedIndexes::write_captured_locked(const std::function<bool()>& keep_going) {
+  const std::string topics_dir = store::join_path(dir_, "topics");
+  if (next_write_ == 0 && next_chunk_ == 0 && !pending_writes_.empty() &&
+      !env_->exists(topics_dir)) {
+    if (Status s = env_->create_dir(topics_dir); !s.ok()) return s;
+    if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
+  }
+  // One segment file per step (a new topic's first: its directory and file created, grown and
+  // written), so a step is bounded by one file's write whatever a record log captured.
+  for (; next_write_ < pending_writes_.size(); ++next_write_, next_chunk_ = 0) {
+    PendingWrite& write = pending_writes_[next_write_];
+    if (next_chunk_ == 0) write.had_dir = write.log->has_dir();
+    for (; next_chunk_ < write.captured.chunks.size(); ++next_chunk_) {
+      if (keep_going && !keep_going()) return Status();
+      const auto started = std::chrono::steady_clock::now();
+      Status wrote = write.log->write_chunk(write.captured.chunks[next_chunk_], &pending_steps_);
+      persist_write_ns_.fetch_add(static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                               started)
+              .count()));
+      if (!wrote.ok()) return wrote;
+      write.captured.chunks[next_chunk_].bytes = std::string();  // written: its memory goes now
+    }
+    write.log->finish_chunks(&pending_steps_);
+    const bool is_queue = write.log != keys_.get() && write.log != time_.get();
+    pending_new_queue_dir_ = pending_new_queue_dir_ || (is_queue && !write.had_dir && write.log->has_dir());
+  }
+  if (pending_new_queue_dir_) {
+    pending_steps_.push_back(SyncStep{nullptr, topics_dir});
+    pending_new_queue_dir_ = false;
+  }
   return Status();
 }
 
@@ -459,7 +510,12 @@ Status DerivedIndexes::continue_persist_locked(const std::function<bool()>& keep
   *finished = false;
   if (!broken_.ok()) return broken_;
   if (!persist_pending_) return Status();
-  // Stopping between two syncs is safe (persist()'s comment); the cursor is never written then.
+  // The captured records first, then their syncs. Stopping between two writes or two syncs is
+  // safe (persist()'s comment): the cursor is never written then.
+  if (next_write_ < pending_writes_.size()) {
+    if (Status s = write_captured_locked(keep_going); !s.ok()) return fail_for_good(s);
+    if (next_write_ < pending_writes_.size()) return Status();
+  }
   std::uint64_t ran = 0;
   const Status synced = run_sync_steps(env_, pending_steps_, &next_step_, keep_going, &ran);
   persist_syncs_.fetch_add(ran);
@@ -470,6 +526,9 @@ Status DerivedIndexes::continue_persist_locked(const std::function<bool()>& keep
   persist_pending_ = false;
   pending_steps_.clear();
   next_step_ = 0;
+  pending_writes_.clear();
+  next_write_ = 0;
+  next_chunk_ = 0;
   *finished = true;
   // The cursor naming the logs' new first records is durable: the segments its begin forgot (and
   // only those: nothing is forgotten between a begin and its cursor) may go. A crash before this
@@ -559,25 +618,32 @@ std::vector<std::uint64_t> DerivedIndexes::lookup_key(std::string_view key, std:
 }
 
 std::uint64_t DerivedIndexes::find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
-                                           std::uint64_t first_log_index) const {
+                                           std::uint64_t first_log_index,
+                                           bool first_stamped) const {
   std::shared_lock lock(mu_);
   const auto& records = time_->records();
+  // Records point at stamped entries, in log order, their values the running max (never down).
   auto it = std::lower_bound(records.begin(), records.end(), timestamp_ms,
                              [](const Record& r, std::uint64_t t) { return r.value < t; });
-  // A record stands for its entry and every later one up to the next record's (stamps never go
-  // down, and a record is added only when the stamp rises). A record below the first retained index
-  // whose span reaches it makes the first retained entry the answer: skipping to the next record
-  // skipped every retained entry of the trim boundary's millisecond (drills6 M4; a node that
-  // installed a snapshot, whose index starts at the boundary, answered otherwise).
-  for (; it != records.end(); ++it) {
-    if (it->index > visible) return 0;
-    if (it->index >= first_log_index) return it->index;
-    const auto next = std::next(it);
-    if (next == records.end() || next->index > first_log_index) {
-      return first_log_index <= visible ? first_log_index : 0;
+  if (it == records.end()) return 0;
+  std::uint64_t answer = it->index;
+  if (answer < first_log_index) {
+    // A stamp at or after the time lies below the log's start: every retained stamped entry is at
+    // or after it, and the answer is the first one. Only this node may know that trimmed stamp (a
+    // node rebuilt from the trimmed log does not), so what it answers must not depend on it: not
+    // the log's first index when that entry is plain (a rebuilt node answers its first stamped
+    // entry), and not the next record past a stamped first entry of an unchanged millisecond
+    // (drills6 M4). The first stamped entry after a plain one always has a record (index_entry).
+    if (first_stamped) {
+      answer = first_log_index;
+    } else {
+      auto at = std::lower_bound(records.begin(), records.end(), first_log_index,
+                                 [](const Record& r, std::uint64_t i) { return r.index < i; });
+      if (at == records.end()) return 0;
+      answer = at->index;
     }
   }
-  return 0;
+  return answer <= visible ? answer : 0;
 }
 
 std::optional<std::uint64_t> DerivedIndexes::find_topic_offset_by_time(

@@ -133,12 +133,15 @@ class DerivedIndexes {
   // as of first_log_index - 1, the numbering the leader's continues from. Version-1 entries (no
   // offset in their envelope) are then numbered on from it instead of from this node's own count:
   // when boundary() == first_log_index (nothing after the start indexed yet) every queue in the
-  // table continues at its offset there, and a topic without a queue starts at it when its first
-  // entry comes; when boundary() is past first_log_index (a restart after such entries) only
-  // topics without a queue (none of their entries indexed since the start) are seeded. Nothing
-  // when boundary() is below it. At most kMaxSeededTopics rows are kept, in memory only (the
-  // dispatcher seeds again at every open); a queue's new start is persisted with the next cursor.
-  // True when a queue's start moved (the cursor is then due).
+  // table continues at its offset there; a topic without a queue (none of its entries indexed
+  // since the start) gets an empty one at its offset, so that it is known here as on a node that
+  // indexed its trimmed entries (list_topics, read_topic, a group commit's check); when boundary()
+  // is past first_log_index (a restart after such entries) only topics without a queue are
+  // seeded. Nothing when boundary() is below it. Queues are created up to kMaxTopics; past that
+  // at most kMaxSeededTopics rows are kept, in memory only (the dispatcher seeds again at every
+  // open), and a topic starts at its row when its first entry comes. A queue's new start is
+  // persisted with the next cursor. True when a queue was created or its start moved (the cursor
+  // is then due).
   bool seed_topic_offsets(std::uint64_t first_log_index, const std::vector<TopicNextOffset>& table);
   // Makes every record durable, then the cursor that covers them. With `keep_going`, asked before
   // each record log is synced: once it answers false the persist stops there, before the cursor,
@@ -155,10 +158,14 @@ class DerivedIndexes {
                         bool* finished = nullptr);
   // persist() in steps, for a caller that goes on applying between them (the dispatcher: with
   // thousands of topics a persist is thousands of fdatasyncs, seconds on a loaded disk, and
-  // nothing was indexed meanwhile: outside test drills6 M2). begin_persist() writes every record
-  // applied so far to its file (page cache, no sync) and takes the cursor covering them;
-  // continue_persist() runs the syncs (one per file written, and directories) while `keep_going`
-  // answers true, and writes that cursor once all have run (*finished true). apply(), skip_to(),
+  // nothing was indexed meanwhile: outside test drills6 M2). begin_persist() encodes every record
+  // applied so far for its file (memory only, 32 bytes a record: RecordLog::capture_pending) and
+  // takes the cursor covering them; continue_persist() writes them, one segment file per step (a
+  // new topic's directory and file created, grown and written: page cache, no sync), then runs the
+  // syncs (one per file written, and directories), each step only while `keep_going` answers
+  // true, and writes that cursor once all have run (*finished true). Until 2026-12-07 the begin
+  // wrote every file at once: seconds with thousands of new topics, with dispatch waiting and a
+  // stop's bound passed. apply(), skip_to(),
   // seed_topic_offsets() and retain_from() only change memory, so between the steps the files hold
   // what the pending cursor names, and a crash leaves what a crash inside persist() leaves: the
   // previous cursor. Segments retention released go from memory at the begin (before the cursor
@@ -173,6 +180,9 @@ class DerivedIndexes {
   bool persist_pending() const;
   // Syncs (files and directories, the cursor's two not counted) persists ran, since open.
   std::uint64_t persist_syncs() const { return persist_syncs_.load(); }
+  // Time persists spent writing captured records to their files (continue_persist's write
+  // steps), since open. Any thread.
+  std::uint64_t persist_write_ns() const { return persist_write_ns_.load(); }
   // Retention: the log now starts at `first_log_index`. Memory only and cheap: the next persist's
   // begin forgets the whole record segments that point only below it (queries filter by the log's
   // first index meanwhile), that persist's cursor names the new first records, and their files
@@ -191,9 +201,17 @@ class DerivedIndexes {
   // oldest first, at most `max`, at least `first_log_index` and at most `visible`.
   std::vector<std::uint64_t> lookup_key(std::string_view key, std::size_t max,
                                         std::uint64_t visible, std::uint64_t first_log_index) const;
-  // The first log index whose timestamp is at or after `timestamp_ms` (0: none yet).
+  // The first retained entry stamped at or after `timestamp_ms` (0: none yet, or past `visible`),
+  // a function of the retained log alone, so that every node answers alike whatever it indexed
+  // before a trim (docs/design.md, "Time lookups after a trim"). Stamps are taken as their running
+  // max. A plain entry carries no time: one at the log's start is never the answer (a node that
+  // still held a trimmed stamp used to answer the first index, a rebuilt one the first stamped
+  // entry). `first_stamped`: whether the entry at `first_log_index` carries a timestamp (an
+  // envelope decode_envelope accepts), which the caller reads from the log; it is needed only when
+  // the answer lies at the log's start, and the index cannot tell a stamped entry of an unchanged
+  // millisecond from a plain one there.
   std::uint64_t find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
-                             std::uint64_t first_log_index) const;
+                             std::uint64_t first_log_index, bool first_stamped) const;
   // The first offset of `topic` whose timestamp is at or after `timestamp_ms` (its end offset if
   // none), never below its first offset at or above `first_log_index`; nullopt for an unknown topic.
   std::optional<std::uint64_t> find_topic_offset_by_time(const std::string& topic,
@@ -228,6 +246,8 @@ class DerivedIndexes {
   // Callers hold write_mu_ only (each takes mu_ shared where it reads records).
   store::Status begin_persist_locked();
   store::Status continue_persist_locked(const std::function<bool()>& keep_going, bool* finished);
+  // The pending persist's write steps, while `keep_going` answers true (continue_persist_locked).
+  store::Status write_captured_locked(const std::function<bool()>& keep_going);
   // Sets broken_ from the first error of a persist step and returns `error`.
   store::Status fail_for_good(store::Status error);
   // Whether a record log's first segment lies wholly below retain_from_ (write_mu_ held).
@@ -242,15 +262,21 @@ class DerivedIndexes {
   // Locking: mu_ guards what queries read (the queues' records, the key map, the counters);
   // write_mu_ serializes the writer's operations (apply, skip_to, seed_topic_offsets, persist and
   // its steps, retain_from, trim_below), which alone touch the files, the records and the record
-  // logs' write positions, so holding write_mu_ is enough to read them. A persist writes under a
-  // shared lock of mu_ and syncs under none (queries go on meanwhile: a persist of thousands of new
-  // topic files takes seconds on a loaded disk); only what changes records takes it exclusively.
+  // logs' write positions, so holding write_mu_ is enough to read them. A persist captures its
+  // records under a shared lock of mu_, and writes and syncs under none (the writes touch only the
+  // record logs' files, never their records; queries go on meanwhile: a persist of thousands of
+  // new topic files takes seconds on a loaded disk); only what changes records takes it
+  // exclusively.
   mutable std::shared_mutex mu_;
   mutable std::mutex write_mu_;
   // Read without mu_ by boundary() (Status, lag and metrics must not wait behind a batch).
   std::atomic<std::uint64_t> boundary_{1};
   std::uint64_t boundary_term_ = 0;
   std::uint64_t last_timestamp_ms_ = 0;
+  // The last stamped entry applied since open (0: none): a stamped entry that does not follow it
+  // directly gets a time record even in an unchanged millisecond (index_entry), so the first
+  // stamped entry after any plain run, skip or open is always recorded (find_by_time).
+  std::uint64_t last_stamped_index_ = 0;
   std::map<std::string, std::unique_ptr<RecordLog>> queues_;
   std::unique_ptr<RecordLog> keys_;
   std::unique_ptr<RecordLog> time_;
@@ -261,6 +287,18 @@ class DerivedIndexes {
   // The persist begun and not finished (begin_persist): its syncs, the next one to run, and the
   // cursor written once they all ran. Guarded by write_mu_.
   bool persist_pending_ = false;
+  // Its records as captured by the begin (one entry per record log, a chunk per segment file),
+  // the next chunk to write, and whether a write so far created a topic's directory (topics/ is
+  // then synced after the last write).
+  struct PendingWrite {
+    RecordLog* log = nullptr;  // queues are never removed while a persist is pending
+    RecordLog::Captured captured;
+    bool had_dir = false;  // the log's directory existed before its first chunk was written
+  };
+  std::vector<PendingWrite> pending_writes_;
+  std::size_t next_write_ = 0;
+  std::size_t next_chunk_ = 0;  // of pending_writes_[next_write_]
+  bool pending_new_queue_dir_ = false;
   std::vector<SyncStep> pending_steps_;
   std::size_t next_step_ = 0;
   Cursor pending_cursor_;
@@ -272,6 +310,7 @@ class DerivedIndexes {
   // Guarded by write_mu_.
   std::uint64_t retain_from_ = 0;
   std::atomic<std::uint64_t> persist_syncs_{0};
+  std::atomic<std::uint64_t> persist_write_ns_{0};
   // seed_topic_offsets(): where a topic without a queue starts when its first entry comes.
   std::unordered_map<std::string, std::uint64_t> seeded_next_;
 };

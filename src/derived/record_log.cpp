@@ -129,38 +129,48 @@ Status run_sync_steps(store::Env* env, const std::vector<SyncStep>& steps, std::
   return Status();
 }
 
-Status RecordLog::write_pending(std::vector<SyncStep>* steps) {
+void RecordLog::capture_pending(Captured* out) {
+  out->chunks.clear();
   const std::uint64_t end = end_number();
   while (written_end_ < end) {
     const std::uint64_t segment_first = written_end_ - written_end_ % records_per_segment_;
     const std::uint64_t stop = std::min(end, segment_first + records_per_segment_);
-    std::string bytes((stop - written_end_) * kRecordBytes, '\0');
+    Captured::Chunk chunk{segment_first, written_end_,
+                          std::string((stop - written_end_) * kRecordBytes, '\0')};
     for (std::uint64_t n = written_end_; n < stop; ++n) {
       encode_record(kind_, records_[n - first_number_],
-                    bytes.data() + (n - written_end_) * kRecordBytes);
+                    chunk.bytes.data() + (n - written_end_) * kRecordBytes);
     }
-    auto file = segment_file(segment_first);
-    if (!file.ok()) return file.status();
-    // Grown to fit first (a write may not extend a file in every Env); the size is metadata,
-    // the bytes become durable at the file's sync step.
-    const std::uint64_t needed = (stop - segment_first) * kRecordBytes;
-    auto size = (*file)->size();
-    if (!size.ok()) return size.status();
-    if (*size < needed) {
-      if (Status grown = (*file)->truncate(needed); !grown.ok()) return grown;
-    }
-    if (Status wrote = (*file)->write_at((written_end_ - segment_first) * kRecordBytes, bytes);
-        !wrote.ok()) {
-      return wrote;
-    }
-    steps->push_back(SyncStep{open_file_, {}});
+    out->chunks.push_back(std::move(chunk));
     written_end_ = stop;
   }
+}
+
+Status RecordLog::write_chunk(const Captured::Chunk& chunk, std::vector<SyncStep>* steps) {
+  auto file = segment_file(chunk.segment_first);
+  if (!file.ok()) return file.status();
+  // Grown to fit first (a write may not extend a file in every Env); the size is metadata,
+  // the bytes become durable at the file's sync step.
+  const std::uint64_t needed = chunk.from - chunk.segment_first + chunk.bytes.size() / kRecordBytes;
+  auto size = (*file)->size();
+  if (!size.ok()) return size.status();
+  if (*size < needed * kRecordBytes) {
+    if (Status grown = (*file)->truncate(needed * kRecordBytes); !grown.ok()) return grown;
+  }
+  if (Status wrote =
+          (*file)->write_at((chunk.from - chunk.segment_first) * kRecordBytes, chunk.bytes);
+      !wrote.ok()) {
+    return wrote;
+  }
+  steps->push_back(SyncStep{open_file_, {}});
+  return Status();
+}
+
+void RecordLog::finish_chunks(std::vector<SyncStep>* steps) {
   if (dir_dirty_) {
     steps->push_back(SyncStep{nullptr, dir_});
     dir_dirty_ = false;
   }
-  return Status();
 }
 
 Status RecordLog::truncate_to(std::uint64_t number) {
@@ -223,8 +233,9 @@ bool RecordLog::first_segment_below(std::uint64_t log_index, bool covers_until_n
 }
 
 bool RecordLog::forget_below(std::uint64_t log_index, bool covers_until_next) {
-  // Whole segments only, and only records already in the files: write_pending() encodes from
-  // records_[written_end_ - first_number_].
+  // Whole segments only, and only records already captured: capture_pending() encodes from
+  // records_[written_end_ - first_number_], and a persist writes a forgotten segment's captured
+  // bytes from its capture, before the cursor that lets remove_dropped() unlink the file.
   bool forgot = false;
   while (first_segment_below(log_index, covers_until_next)) {
     const std::uint64_t segment_first = first_number_ - first_number_ % records_per_segment_;

@@ -11,7 +11,7 @@
 //   24 8  value: the timestamp (queue and time index) or the key's 64-bit hash (key index)
 // A segment file `<first record number, 20 digits>.rec` holds kRecordsPerSegment records; record
 // numbers are dense from 0 (for a ConsumeQueue: the topic offset). Records are appended with
-// pwrite (write_pending) and made durable by its sync steps; the cursor that covers them is written only after that
+// pwrite (capture_pending, write_chunk) and made durable by their sync steps; the cursor that covers them is written only after that
 // (derived_indexes.h). At open, records are read and checked up to the count the cursor names;
 // what follows (written after the cursor) is cut.
 #pragma once
@@ -74,19 +74,33 @@ class RecordLog {
   std::uint64_t end_number() const { return first_number_ + records_.size(); }
   const std::deque<Record>& records() const { return records_; }
 
-  // Appends in memory (written by write_pending(), in one write per segment).
+  // Appends in memory (captured by capture_pending(), then written by write_chunk()).
   void append(const Record& record);
-  // Writes what append() buffered to its segment files (pwrite: the page cache, no sync) and adds
-  // to `steps`, in order, what makes it durable: each file written, then the directory when the
+  // Writing records, in steps, for a persist whose writes run in slices with dispatch between them
+  // (DerivedIndexes::begin_persist). capture_pending() encodes the records appended since the last
+  // capture into `out`, one chunk per segment file (memory only: 32 bytes a record), and counts
+  // them as written, so later changes in memory (appends, continue_at, forget_below) leave the
+  // captured bytes as they were. write_chunk() writes one chunk (pwrite: the page cache, no sync;
+  // the directory and the segment file created as needed) and adds its file's sync step;
+  // finish_chunks(), after the capture's last chunk, adds the directory's sync step when the
   // directory or a segment was created. The caller runs every step (run_sync_steps) before it
-  // writes a cursor covering these records; the files stay open through `steps` even when this log
-  // moves to another segment meanwhile. Only write_pending() writes records, so a caller that
-  // appends or moves records in memory between the two (the dispatcher's apply between the steps
-  // of a persist) leaves the written bytes as they were.
+  // writes a cursor covering these records; the files stay open through `steps` even when this
+  // log moves to another segment meanwhile. Each capture is written whole, in order, before the
+  // next capture.
   // A step that fails must never run again, nor may a cursor cover these records: the write
   // position and the directory's dirty flag moved when the step was queued, and after a failed
   // fdatasync the bytes may be gone from the page cache (DerivedIndexes fails for good then).
-  store::Status write_pending(std::vector<SyncStep>* steps);
+  struct Captured {
+    struct Chunk {
+      std::uint64_t segment_first = 0;
+      std::uint64_t from = 0;  // the first record number the bytes hold
+      std::string bytes;
+    };
+    std::vector<Chunk> chunks;
+  };
+  void capture_pending(Captured* out);
+  store::Status write_chunk(const Captured::Chunk& chunk, std::vector<SyncStep>* steps);
+  void finish_chunks(std::vector<SyncStep>* steps);
   // True once the log's directory exists (created by the first write, or found at load()).
   bool has_dir() const { return dir_created_; }
   // Drops every record numbered `number` or above (memory and files).
@@ -94,12 +108,13 @@ class RecordLog {
   // The queue continues at `number` (a topic offset the log's entry carries) instead of at
   // end_number(), in memory only: below first_number() or above end_number() every record is
   // dropped and the log restarts empty at `number`; in between, the records from `number` on are
-  // dropped. The next write_pending() writes from there; stale records left in the files are
+  // dropped. The next capture_pending() takes from there; stale records left in the files are
   // outside what the next cursor names and load() cuts or sweeps them.
   void continue_at(std::uint64_t number);
   // Retention, step 1 (memory only): forgets whole segments whose records all point below
-  // `log_index` and are already written (never one write_pending() has yet to write: written_end_
-  // stays >= first_number()). first_number() advances; the files stay until remove_dropped(), which
+  // `log_index` and are already captured (never one capture_pending() has yet to take:
+  // written_end_ stays >= first_number(); the captured bytes of a forgotten segment are written
+  // from the capture, not from records_, and its file is unlinked only by remove_dropped()). first_number() advances; the files stay until remove_dropped(), which
   // the caller runs once a cursor naming the new first_number() is durable, so no crash leaves a
   // cursor naming a deleted file. True when something was forgotten.
   // With `covers_until_next` (the time index: a record stands for every entry up to the next

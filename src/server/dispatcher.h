@@ -6,8 +6,9 @@
 // index), at most kBatchEntries / kBatchBytes per read, applies them, and persists the indexes
 // (records, then cursor) at most every kPersistIntervalMs when records were added, at most every
 // kCursorOnlyPersistMs when only the cursor moved (plain entries: no records), and at stop(). A
-// persist is sliced (NodeConfig::derived_persist_slice_ms): its records are written at once, its
-// syncs (one per topic file written: thousands with thousands of topics) run at most a slice at a
+// persist is sliced (NodeConfig::derived_persist_slice_ms): its records are captured in memory
+// when it begins, then its writes (one segment file each: a new topic's file created) and its syncs
+// (one per topic file written: thousands with thousands of topics) run at most a slice at a
 // time, and the entries committed meanwhile are applied between two slices; its cursor, written
 // after the last sync, covers what was applied when it began. Its
 // cursor says how far the indexes are built; it proves nothing about the log's durability, and it
@@ -208,7 +209,9 @@ class Dispatcher {
   // stats(): written by the dispatcher's thread, read by any.
   std::atomic<std::uint64_t> persists_{0};
   std::atomic<std::uint64_t> persist_ns_{0};
-  std::atomic<std::uint64_t> persist_begin_ns_{0};  // the part of persist_ns_ spent in begins
+  // The part of persist_ns_ spent in begins (capturing records; their writes are counted by
+  // DerivedIndexes::persist_write_ns).
+  std::atomic<std::uint64_t> persist_begin_ns_{0};
   std::atomic<std::uint64_t> apply_ns_{0};
   std::atomic<std::uint64_t> last_persist_ns_{0};
   std::chrono::steady_clock::time_point groups_persisted_at_{};

@@ -108,7 +108,8 @@ DerivedMetrics::DerivedMetrics(FamilyBuilder& builder) {
         "Seconds the dispatcher's thread spent persisting the derived indexes, since start.",
         &field<&DispatchStats::persist_seconds>},
        {"raftlog_derived_persist_begin_seconds_total",
-        "Seconds of those spent beginning persists (writing records; not sliced), since start.",
+        "Seconds of those spent on persists' records before their syncs (captured at a persist's "
+        "begin, written in its slices), since start.",
         &field<&DispatchStats::persist_begin_seconds>},
        {"raftlog_derived_apply_seconds_total",
         "Seconds the dispatcher's thread spent reading and applying committed entries, since start.",

@@ -84,6 +84,24 @@ TEST(BenchTopicsSmoke, EveryPhaseRunsAndPrintsItsFigures) {
   EXPECT_EQ(number(rebuild, "entry_size_bytes"), 65536.0);
 }
 
+// The live phase (a steady load, the dispatchers' lag): its lag is sampled 10 times a second and
+// a consumer group commit probes it every 200 ms (review L5: once a second, and no group commit,
+// so failing group commits under the load could not show). A short run (1 node, 3 s); the
+// command's live phase runs only when asked (--phases live), as here.
+TEST(BenchTopicsSmoke, TheLivePhaseSamplesTheLagFinelyAndProbesGroupCommits) {
+  const CommandResult result =
+      run("topics --phases live --live-nodes 1 --live-topics 20 --live-rate 100 "
+          "--live-seconds 3 --live-keys off --live-slices 20 --flush-mode async 2>/dev/null");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const auto live = result_fields(result.out, "topics-live");
+  ASSERT_FALSE(live.empty()) << result.out;
+  EXPECT_EQ(number(live, "failures"), 0.0) << result.out;
+  EXPECT_GE(number(live, "lag_samples"), 20.0) << result.out;
+  EXPECT_GE(number(live, "group_commits"), 5.0) << result.out;
+  EXPECT_EQ(number(live, "group_commit_failures"), 0.0) << result.out;
+  EXPECT_GT(number(live, "group_commit_max_ms"), 0.0) << result.out;
+}
+
 TEST(BenchTopicsSmoke, RefusesAnUnknownPhase) {
   EXPECT_EQ(run("topics --phases append,compact 2>/dev/null").exit_code, 2);
 }

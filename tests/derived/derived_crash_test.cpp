@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
+#include <functional>
+#include <memory>
+#include <optional>
 
 #include "derived_test_support.h"
 
@@ -15,11 +17,47 @@ namespace {
 
 using namespace raftlog::derived::testing;
 
+constexpr int kRuns = 100;  // per test, bounded: a few seconds each
+constexpr store::CrashMode kCrashModes[] = {
+    store::CrashMode::kLoseUnflushed, store::CrashMode::kTornWrite,
+    store::CrashMode::kKeepRandomSectors, store::CrashMode::kFlipBits, store::CrashMode::kKeepAll};
+
+// The lives of one seeded run: each opens the indexes (`open`), checks what they recovered, arms a
+// crash at a random sync step and hands them to `run_life` (which may arm more faults); then the
+// env is cut, when the life did not crash it, and restarted in a drawn mode, or in the one
+// `forced_mode` names for that life. `bound`: the most the reopened boundary may claim. Returns the
+// last restart's mode.
+store::CrashMode run_lives(
+    int lives, store::MemoryEnv& env, util::Prng& prng,
+    const std::function<std::unique_ptr<DerivedIndexes>(OpenReport*)>& open,
+    const std::function<std::uint64_t()>& bound,
+    const std::function<void(int, DerivedIndexes&)>& run_life,
+    const std::function<std::optional<store::CrashMode>(int)>& forced_mode = nullptr) {
+  store::CrashMode last_mode = store::CrashMode::kKeepAll;
+  for (int life = 0; life < lives; ++life) {
+    OpenReport report;
+    auto indexes = open(&report);
+    EXPECT_NE(indexes, nullptr);
+    if (indexes == nullptr) return last_mode;
+    // Whatever it recovered, it never claims more than what was dispatched before the cut.
+    EXPECT_LE(indexes->boundary(), bound());
+    // A power cut loses only unsynced bytes, which no cursor vouches for: never a rebuild.
+    if (last_mode == store::CrashMode::kLoseUnflushed) {
+      EXPECT_NE(report.mode, OpenMode::kRebuilt) << "life " << life << ": " << report.reason;
+    }
+    env.crash_after_syncs(prng.below(300));
+    run_life(life, *indexes);
+    if (::testing::Test::HasFatalFailure()) return last_mode;  // as an ASSERT in the life would
+    indexes.reset();
+    if (!env.crashed()) env.crash();
+    const std::optional<store::CrashMode> forced = forced_mode ? forced_mode(life) : std::nullopt;
+    last_mode = forced ? *forced : kCrashModes[prng.below(5)];
+    env.restart(store::CrashOptions{last_mode, prng.next_u64()});
+  }
+  return last_mode;
+}
+
 TEST(DerivedCrash, EveryCrashPointRecoversToTheRebuiltIndex) {
-  constexpr int kRuns = 100;  // bounded: a few seconds in all
-  const store::CrashMode modes[] = {store::CrashMode::kLoseUnflushed, store::CrashMode::kTornWrite,
-                                    store::CrashMode::kKeepRandomSectors,
-                                    store::CrashMode::kFlipBits, store::CrashMode::kKeepAll};
   for (int run = 0; run < kRuns; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
     util::Prng prng(static_cast<std::uint64_t>(run) + 1);
@@ -27,38 +65,24 @@ TEST(DerivedCrash, EveryCrashPointRecoversToTheRebuiltIndex) {
     const std::string expected = describe_from_scratch(log);
     store::MemoryEnv env;
     std::uint64_t dispatched_to = 1;
-    store::CrashMode last_mode = store::CrashMode::kKeepAll;
-    for (int life = 0; life < 4; ++life) {
-      OpenReport report;
-      store::Status error;
-      auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, &report, &error);
-      ASSERT_NE(indexes, nullptr) << error.to_string();
-      // Whatever it recovered, it never claims more than what was dispatched before the cut.
-      EXPECT_LE(indexes->boundary(), dispatched_to);
-      // A power cut loses only unsynced bytes, which no cursor vouches for: never a rebuild.
-      if (last_mode == store::CrashMode::kLoseUnflushed) {
-        EXPECT_NE(report.mode, OpenMode::kRebuilt) << report.reason;
-      }
-      env.crash_after_syncs(prng.below(300));
-      while (indexes->boundary() <= log.last_index() && !env.crashed()) {
-        const std::uint64_t from = indexes->boundary();
-        std::vector<SourceEntry> batch;
-        const std::uint64_t size = 1 + prng.below(30);
-        for (std::uint64_t i = from; i <= log.last_index() && batch.size() < size; ++i)
-          batch.push_back(log.entries[i - log.first]);
-        ASSERT_TRUE(indexes->apply(batch));
-        dispatched_to = indexes->boundary();
-        if (!indexes->persist().ok()) break;
-      }
-      indexes.reset();
-      if (!env.crashed()) env.crash();
-      last_mode = modes[prng.below(5)];
-      env.restart(store::CrashOptions{last_mode, prng.next_u64()});
-    }
+    (void)run_lives(
+        4, env, prng, [&](OpenReport* report) { return open_indexes(env, log, report); },
+        [&] { return dispatched_to; },
+        [&](int, DerivedIndexes& indexes) {
+          while (indexes.boundary() <= log.last_index() && !env.crashed()) {
+            const std::uint64_t from = indexes.boundary();
+            std::vector<SourceEntry> batch;
+            const std::uint64_t size = 1 + prng.below(30);
+            for (std::uint64_t i = from; i <= log.last_index() && batch.size() < size; ++i)
+              batch.push_back(log.entries[i - log.first]);
+            ASSERT_TRUE(indexes.apply(batch));
+            dispatched_to = indexes.boundary();
+            if (!indexes.persist().ok()) break;
+          }
+        });
     OpenReport report;
-    store::Status error;
-    auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, &report, &error);
-    ASSERT_NE(indexes, nullptr) << error.to_string();
+    auto indexes = open_indexes(env, log, &report);
+    ASSERT_NE(indexes, nullptr);
     replay(*indexes, log);
     EXPECT_EQ(describe(*indexes, log), expected) << to_string(report.mode) << ": " << report.reason;
   }
@@ -91,51 +115,17 @@ FakeLog growing_log(std::uint64_t seed, std::size_t count) {
   return log;
 }
 
-// Each topic's next offset after the entries of `full` below `first` (the topic table a trim's
-// snapshot saves: what the dispatcher seeds the indexes with).
-std::vector<TopicNextOffset> table_before(const FakeLog& full, std::uint64_t first) {
-  std::map<std::string, std::uint64_t> next;
-  for (std::uint64_t index = full.first; index < first; ++index) {
-    const SourceEntry& entry = full.entries[index - full.first];
-    DecodedEnvelope envelope;
-    if (!entry.has_envelope || decode_envelope(entry.payload, &envelope) != EnvelopeDecode::kOk ||
-        envelope.topic.empty()) {
-      continue;
-    }
-    ++next[std::string(envelope.topic)];
-  }
-  std::vector<TopicNextOffset> table;
-  for (const auto& [topic, offset] : next) table.push_back({topic, offset});
-  return table;
-}
-
 // Records per segment of the indexes under test in the sliced loop: a 400-entry log then fills
 // several, and retention drops some (kRecordsPerSegment, 65,536, would never fill).
 constexpr std::uint64_t kSmallSegments = 16;
-
-std::unique_ptr<DerivedIndexes> open_seeded(store::MemoryEnv& env, const FakeLog& full,
-                                            const FakeLog& log, OpenReport* report,
-                                            std::uint64_t records_per_segment = kRecordsPerSegment) {
-  store::Status error;
-  auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, report, &error,
-                                      records_per_segment);
-  EXPECT_NE(indexes, nullptr) << error.to_string();
-  // The dispatcher seeds at every open (Dispatcher::seed_topics_from_snapshot).
-  if (indexes != nullptr && log.first > 1) {
-    (void)indexes->seed_topic_offsets(log.first, table_before(full, log.first));
-  }
-  return indexes;
-}
 
 // Retention moves the log's start, behind what is indexed (the dispatcher's retain_from, applied
 // by the next persist; or trim_below, a whole persist) or past it (skipped, and the topics
 // seeded, as the dispatcher's skip_trimmed does). False when the indexes refused.
 bool trim(DerivedIndexes& indexes, FakeLog& log, const FakeLog& full, util::Prng& prng) {
-  std::uint64_t first = log.first + 1 + prng.below(60);
-  // At an entry with an envelope: when the log starts with a plain entry, a node that indexed the
-  // entries before it answers a time lookup from the log's first index, one that never saw them
-  // from its first stamped entry (the time index's records, not a persist's, decide that).
-  while (!log.entries[first - log.first].has_envelope) ++first;
+  // Any entry, a plain one too: every node answers a time lookup at a plain first entry alike
+  // since 2026-12-07 (derived_trim_agreement_test); this test used to trim at envelopes only.
+  const std::uint64_t first = log.first + 1 + prng.below(60);
   log.trim_to(first);
   if (indexes.boundary() < first) {
     indexes.skip_to(first);
@@ -180,6 +170,9 @@ void sliced_life(DerivedIndexes& indexes, FakeLog& log, const FakeLog& full, boo
     };
     bool finished = false;
     failed = !indexes.continue_persist(slice, &finished).ok();
+    // A kill or power cut between two slices, also among a persist's writes (a begin only
+    // captures the records; its writes run in the slices, with batches applied between them).
+    if (!failed && indexes.persist_pending() && prng.below(24) == 0) env.crash();
   }
   if (!failed) return;
   bool finished = false;
@@ -189,17 +182,14 @@ void sliced_life(DerivedIndexes& indexes, FakeLog& log, const FakeLog& full, boo
 }
 
 // Review of dispatch, M2: the dispatcher applies batches between a persist's begin and its cursor
-// and runs its syncs a few at a time; entries are skipped (trimmed before they were indexed) and
+// and runs its writes (one segment file a step, since 2026-12-07) and syncs a few at a time, and a
+// crash may come between any two of them; entries are skipped (trimmed before they were indexed) and
 // topics seeded meanwhile, trims come while a persist is pending (segments of 16 records, so that
 // they drop some), and in a tenth of the runs a file sync fails and loses the file's unsynced
 // bytes, as Linux may (the indexes then fail for good: review H1). Crashes at any sync, in every
 // mode; after a power cut that loses only unsynced bytes the indexes are never rebuilt (a cursor
 // never vouches for records that were not durable).
 TEST(DerivedCrash, SlicedPersistsWithDispatchBetweenTheirStepsRecoverToTheRebuiltIndex) {
-  constexpr int kRuns = 100;  // bounded: a few seconds in all
-  const store::CrashMode modes[] = {store::CrashMode::kLoseUnflushed, store::CrashMode::kTornWrite,
-                                    store::CrashMode::kKeepRandomSectors,
-                                    store::CrashMode::kFlipBits, store::CrashMode::kKeepAll};
   for (int run = 0; run < kRuns; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
     util::Prng prng(static_cast<std::uint64_t>(run) + 5000);
@@ -207,25 +197,19 @@ TEST(DerivedCrash, SlicedPersistsWithDispatchBetweenTheirStepsRecoverToTheRebuil
     FakeLog log = full;  // its first index moves in the runs that trim
     store::MemoryEnv env;
     std::uint64_t dispatched_to = 1;
-    store::CrashMode last_mode = store::CrashMode::kKeepAll;
-    for (int life = 0; life < 4; ++life) {
-      OpenReport report;
-      auto indexes = open_seeded(env, full, log, &report, kSmallSegments);
-      ASSERT_NE(indexes, nullptr);
-      EXPECT_LE(indexes->boundary(), std::max(dispatched_to, log.first));
-      if (last_mode == store::CrashMode::kLoseUnflushed) {
-        EXPECT_NE(report.mode, OpenMode::kRebuilt) << "life " << life << ": " << report.reason;
-      }
-      env.crash_after_syncs(prng.below(300));
-      const bool failing = run % 10 == 4 && life == 1;
-      if (failing) env.fail_next_syncs(1, /*drop_dirty=*/true);
-      ASSERT_NO_FATAL_FAILURE(
-          sliced_life(*indexes, log, full, run % 2 == 1 && life < 3, prng, env, &dispatched_to));
-      indexes.reset();
-      if (!env.crashed()) env.crash();
-      last_mode = failing ? store::CrashMode::kLoseUnflushed : modes[prng.below(5)];
-      env.restart(store::CrashOptions{last_mode, prng.next_u64()});
-    }
+    auto failing = [&](int life) { return run % 10 == 4 && life == 1; };
+    const store::CrashMode last_mode = run_lives(
+        4, env, prng,
+        [&](OpenReport* report) { return open_seeded(env, full, log, report, kSmallSegments); },
+        [&] { return std::max(dispatched_to, log.first); },
+        [&](int life, DerivedIndexes& indexes) {
+          if (failing(life)) env.fail_next_syncs(1, /*drop_dirty=*/true);
+          ASSERT_NO_FATAL_FAILURE(sliced_life(indexes, log, full, run % 2 == 1 && life < 3, prng,
+                                              env, &dispatched_to));
+        },
+        [&](int life) {
+          return failing(life) ? std::optional(store::CrashMode::kLoseUnflushed) : std::nullopt;
+        });
     OpenReport report;
     auto indexes = open_seeded(env, full, log, &report, kSmallSegments);
     ASSERT_NE(indexes, nullptr);

@@ -25,14 +25,6 @@ FakeLog topics_log(int rounds) {
   return log;
 }
 
-std::unique_ptr<DerivedIndexes> open_indexes(store::MemoryEnv& env, const FakeLog& log,
-                                             OpenReport* report) {
-  store::Status error;
-  auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, report, &error);
-  EXPECT_NE(indexes, nullptr) << error.to_string();
-  return indexes;
-}
-
 // Applies log's entries up to `last` and persists them whole: the cursor "before" the failure.
 void persist_through(DerivedIndexes& indexes, const FakeLog& log, std::uint64_t last) {
   FakeLog prefix = log;
@@ -60,60 +52,66 @@ void expect_previous_cursor_after_power_cut(store::MemoryEnv& env, const FakeLog
   EXPECT_EQ(describe(*reopened, log), describe_from_scratch(log));
 }
 
+// The set-up both cases share: every topic's first record durable under a cursor at kBefore, the
+// rest of the log applied (the next persist grows each topic's file by two records, and syncs it).
+class DerivedPersistFailure : public ::testing::Test {
+ protected:
+  static constexpr std::uint64_t kBefore = kTopics + 1;
+
+  void SetUp() override {
+    OpenReport report;
+    indexes_ = open_indexes(env_, log_, &report);
+    ASSERT_NE(indexes_, nullptr);
+    ASSERT_NO_FATAL_FAILURE(persist_through(*indexes_, log_, kBefore - 1));
+    replay(*indexes_, log_);
+  }
+
+  // After the failed step: every later one refuses (a trim, the dispatcher's in the same round; a
+  // continue; a whole persist; a begin), and after a power cut the cursor is the one before it.
+  void expect_failed_for_good() {
+    bool finished = false;
+    EXPECT_FALSE(indexes_->trim_below(2).ok());
+    EXPECT_FALSE(indexes_->continue_persist(nullptr, &finished).ok());
+    EXPECT_FALSE(finished);
+    EXPECT_FALSE(indexes_->persist().ok());
+    EXPECT_FALSE(indexes_->begin_persist().ok());
+    indexes_.reset();
+    expect_previous_cursor_after_power_cut(env_, log_, kBefore);
+  }
+
+  const FakeLog log_ = topics_log(3);
+  store::MemoryEnv env_;
+  std::unique_ptr<DerivedIndexes> indexes_;
+};
+
 // Review of dispatch, H1: an fdatasync failed inside a sliced persist; the dispatcher's trim of the
 // same round then resumed that persist, ran the failed sync again (which on Linux reports success
 // with the dirty pages already dropped) and wrote the pending cursor over the lost records.
-TEST(DerivedPersistFailure, AFailedSyncStepIsNeverRetriedNorCoveredByACursor) {
-  const FakeLog log = topics_log(3);
-  store::MemoryEnv env;
-  OpenReport report;
-  auto indexes = open_indexes(env, log, &report);
-  ASSERT_NE(indexes, nullptr);
-  const std::uint64_t before = kTopics + 1;
-  ASSERT_NO_FATAL_FAILURE(persist_through(*indexes, log, before - 1));
-  replay(*indexes, log);
-  ASSERT_TRUE(indexes->begin_persist().ok());
+TEST_F(DerivedPersistFailure, AFailedSyncStepIsNeverRetriedNorCoveredByACursor) {
+  ASSERT_TRUE(indexes_->begin_persist().ok());
   bool finished = false;
   int steps = 0;
-  ASSERT_TRUE(indexes->continue_persist([&] { return ++steps <= 3; }, &finished).ok());
+  ASSERT_TRUE(indexes_->continue_persist([&] { return ++steps <= 3; }, &finished).ok());
   ASSERT_FALSE(finished);
-  env.fail_next_syncs(1);
-  EXPECT_FALSE(indexes->continue_persist(nullptr, &finished).ok());
+  env_.fail_next_syncs(1);
+  EXPECT_FALSE(indexes_->continue_persist(nullptr, &finished).ok());
   EXPECT_FALSE(finished);
-  // Every later step refuses: a trim (the dispatcher's, same round), a continue, a whole persist.
-  EXPECT_FALSE(indexes->trim_below(2).ok());
-  EXPECT_FALSE(indexes->continue_persist(nullptr, &finished).ok());
-  EXPECT_FALSE(finished);
-  EXPECT_FALSE(indexes->persist().ok());
-  EXPECT_FALSE(indexes->begin_persist().ok());
-  indexes.reset();
-  expect_previous_cursor_after_power_cut(env, log, before);
+  expect_failed_for_good();
 }
 
-// The variant without a sync error: a full disk fails begin_persist part-way (the files of the
-// first topics written to the page cache, their syncs never run). A later persist must not write
-// a cursor covering them.
-TEST(DerivedPersistFailure, ABeginThatFailedPartWayIsNeverCoveredByACursor) {
-  const FakeLog log = topics_log(3);
-  store::MemoryEnv env;
-  OpenReport report;
-  auto indexes = open_indexes(env, log, &report);
-  ASSERT_NE(indexes, nullptr);
-  // Every topic has its first record durable; the next begin grows each topic's file by two records.
-  const std::uint64_t before = kTopics + 1;
-  ASSERT_NO_FATAL_FAILURE(persist_through(*indexes, log, before - 1));
-  replay(*indexes, log);
-  // Room for the first few topics' growth only: the begin fails on a later topic's file.
-  env.set_capacity_bytes(env.used_bytes() + 4 * 2 * kRecordBytes);
-  EXPECT_FALSE(indexes->begin_persist().ok());
-  env.set_capacity_bytes(0);  // space again: still nothing may vouch for the unsynced writes
-  EXPECT_FALSE(indexes->persist().ok());
-  EXPECT_FALSE(indexes->trim_below(2).ok());
+// The variant without a sync error: a full disk fails a persist's writes part-way (the files of
+// the first topics written to the page cache, their syncs never run). A later persist must not
+// write a cursor covering them. (The writes were the begin's until 2026-12-07; the begin now only
+// captures the records, and the writes are the slices' first steps.)
+TEST_F(DerivedPersistFailure, WritesThatFailedPartWayAreNeverCoveredByACursor) {
+  // Room for the first few topics' growth only: the writes fail on a later topic's file.
+  env_.set_capacity_bytes(env_.used_bytes() + 4 * 2 * kRecordBytes);
+  ASSERT_TRUE(indexes_->begin_persist().ok()) << "a begin writes nothing";
   bool finished = false;
-  EXPECT_FALSE(indexes->continue_persist(nullptr, &finished).ok());
+  EXPECT_FALSE(indexes_->continue_persist(nullptr, &finished).ok());
   EXPECT_FALSE(finished);
-  indexes.reset();
-  expect_previous_cursor_after_power_cut(env, log, before);
+  env_.set_capacity_bytes(0);  // space again: still nothing may vouch for the unsynced writes
+  expect_failed_for_good();
 }
 
 }  // namespace

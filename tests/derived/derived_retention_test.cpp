@@ -27,14 +27,6 @@ FakeLog long_log() {
   return log;
 }
 
-std::unique_ptr<DerivedIndexes> open_indexes(store::MemoryEnv& env, const FakeLog& log,
-                                             OpenReport* report) {
-  store::Status error;
-  auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, report, &error);
-  EXPECT_NE(indexes, nullptr) << error.to_string();
-  return indexes;
-}
-
 // Runs the pending persist's syncs one slice (one sync) at a time until its cursor is written.
 void finish_in_slices(DerivedIndexes& indexes) {
   bool finished = false;
@@ -144,10 +136,8 @@ TEST(DerivedRetention, ARenumberingBetweenBeginAndCursorStillUnlinksTheReleasedS
   for (std::uint64_t i = 0; i < 40; ++i) log.add(1, "t", {}, 1'000'000 + i);
   store::MemoryEnv env;
   OpenReport report;
-  store::Status error;
-  auto indexes = DerivedIndexes::open(&env, "/derived", LogIdentity{"c", 1}, log, &report, &error,
-                                      /*records_per_segment=*/16);
-  ASSERT_NE(indexes, nullptr) << error.to_string();
+  auto indexes = open_indexes(env, log, &report, LogIdentity{"c", 1}, /*records_per_segment=*/16);
+  ASSERT_NE(indexes, nullptr);
   FakeLog prefix = log;
   prefix.truncate_from(36);  // offsets 0..34: segments 0 and 16 full, 32 begun
   replay(*indexes, prefix);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -88,8 +89,9 @@ class FakeLog final : public LogView {
 };
 
 // A seeded log: topics t0..t3, keys k0..k9, timestamps that mostly grow (and sometimes repeat or
-// step back, as a leader with a slower clock would stamp them before the max is taken).
-inline FakeLog random_log(std::uint64_t seed, std::size_t count) {
+// step back, as a leader with a slower clock would stamp them before the max is taken; never with
+// `monotonic`, as leaders whose clocks differ by less than the replica's 60 s skew bound stamp).
+inline FakeLog random_log(std::uint64_t seed, std::size_t count, bool monotonic = false) {
   util::Prng prng(seed);
   FakeLog log;
   std::uint64_t term = 1;
@@ -97,7 +99,7 @@ inline FakeLog random_log(std::uint64_t seed, std::size_t count) {
   for (std::size_t i = 0; i < count; ++i) {
     if (prng.next_u64() % 50 == 0) ++term;
     time += prng.next_u64() % 5;
-    if (prng.next_u64() % 10 == 0) time -= 2;
+    if (prng.next_u64() % 10 == 0 && !monotonic) time -= 2;
     if (prng.next_u64() % 7 == 0) {
       log.add_plain(term);
       continue;
@@ -110,6 +112,24 @@ inline FakeLog random_log(std::uint64_t seed, std::size_t count) {
   return log;
 }
 
+// Each topic's next offset after the entries of `full` below `first` (the topic table a trim's
+// snapshot saves: what the dispatcher seeds the indexes with).
+inline std::vector<TopicNextOffset> table_before(const FakeLog& full, std::uint64_t first) {
+  std::map<std::string, std::uint64_t> next;
+  for (std::uint64_t index = full.first; index < first; ++index) {
+    const SourceEntry& entry = full.entries[index - full.first];
+    DecodedEnvelope envelope;
+    if (!entry.has_envelope || decode_envelope(entry.payload, &envelope) != EnvelopeDecode::kOk ||
+        envelope.topic.empty()) {
+      continue;
+    }
+    ++next[std::string(envelope.topic)];
+  }
+  std::vector<TopicNextOffset> table;
+  for (const auto& [topic, offset] : next) table.push_back({topic, offset});
+  return table;
+}
+
 // Applies every entry of `log` from the index's boundary on, in batches of `batch`.
 inline void replay(DerivedIndexes& indexes, const FakeLog& log, std::size_t batch = 7) {
   while (indexes.boundary() <= log.last_index()) {
@@ -120,6 +140,14 @@ inline void replay(DerivedIndexes& indexes, const FakeLog& log, std::size_t batc
     }
     ASSERT_TRUE(indexes.apply(entries));
   }
+}
+
+// Whether the log's first entry carries a timestamp: what the server reads from the log before a
+// time lookup (TopicsService::first_entry_stamped).
+inline bool first_stamped(const FakeLog& log) {
+  if (log.entries.empty() || !log.entries[0].has_envelope) return false;
+  DecodedEnvelope envelope;
+  return decode_envelope(log.entries[0].payload, &envelope) == EnvelopeDecode::kOk;
 }
 
 // Every answer the index gives about `log` (all topics read whole, every key, a time sweep).
@@ -141,9 +169,34 @@ inline std::string describe(const DerivedIndexes& indexes, const FakeLog& log) {
     out << "\n";
   }
   for (std::uint64_t t = 999'990; t < 1'000'000 + 5 * log.entries.size() + 10; t += 3) {
-    out << indexes.find_by_time(t, visible, log.first) << ",";
+    out << indexes.find_by_time(t, visible, log.first, first_stamped(log)) << ",";
   }
   return out.str();
+}
+
+// Opens the indexes of `env`'s /derived against `log` (a test failure when they do not open).
+// `records_per_segment`: small in the tests where retention must drop segments.
+inline std::unique_ptr<DerivedIndexes> open_indexes(
+    store::MemoryEnv& env, const LogView& log, OpenReport* report,
+    LogIdentity identity = LogIdentity{"c", 1},
+    std::uint64_t records_per_segment = kRecordsPerSegment) {
+  store::Status error;
+  auto indexes = DerivedIndexes::open(&env, "/derived", std::move(identity), log, report, &error,
+                                      records_per_segment);
+  EXPECT_NE(indexes, nullptr) << error.to_string();
+  return indexes;
+}
+
+// Opens the indexes as the dispatcher does: seeded with the topic table as of the log's first
+// index - 1 when the log was trimmed (Dispatcher::seed_topics_from_snapshot, at every open).
+inline std::unique_ptr<DerivedIndexes> open_seeded(
+    store::MemoryEnv& env, const FakeLog& full, const FakeLog& log, OpenReport* report,
+    std::uint64_t records_per_segment = kRecordsPerSegment) {
+  auto indexes = open_indexes(env, log, report, LogIdentity{"c", 1}, records_per_segment);
+  if (indexes != nullptr && log.first > 1) {
+    (void)indexes->seed_topic_offsets(log.first, table_before(full, log.first));
+  }
+  return indexes;
 }
 
 // An index built from nothing over `log`, in a fresh MemoryEnv.

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <memory>
 #include <string>
@@ -37,10 +38,14 @@ std::uint64_t persisted_boundary(const std::string& data_dir) {
 
 // The disk, except that a sync of a topic queue's file or directory (under derived/topics/) takes
 // `delay`: a persist of many new topics then takes seconds, as on the loaded disk of drills6 M2.
+// With `create_delay`, so does creating a topic queue's file (a persist's writes of new topics).
 class SlowTopicSyncEnv final : public store::Env {
  public:
-  explicit SlowTopicSyncEnv(std::chrono::milliseconds delay) : delay_(delay) {}
+  explicit SlowTopicSyncEnv(std::chrono::milliseconds delay,
+                            std::chrono::milliseconds create_delay = 0ms)
+      : delay_(delay), create_delay_(create_delay) {}
   int topic_syncs() const { return topic_syncs_.load(); }
+  int topic_creates() const { return topic_creates_.load(); }
 
   store::Status create_dir(const std::string& path) override { return disk_->create_dir(path); }
   store::Result<std::vector<std::string>> list_dir(const std::string& dir) const override {
@@ -48,6 +53,10 @@ class SlowTopicSyncEnv final : public store::Env {
   }
   bool exists(const std::string& path) const override { return disk_->exists(path); }
   store::Result<std::unique_ptr<store::File>> open(const std::string& path, bool create) override {
+    if (create && is_topic_path(path) && !disk_->exists(path)) {
+      std::this_thread::sleep_for(create_delay_);
+      topic_creates_.fetch_add(1);
+    }
     auto file = disk_->open(path, create);
     if (!file.ok() || !is_topic_path(path)) return file;
     return std::unique_ptr<store::File>(new SlowFile(std::move(*file), this));
@@ -112,27 +121,38 @@ class SlowTopicSyncEnv final : public store::Env {
 
   store::Env* disk_ = store::Env::posix();
   std::chrono::milliseconds delay_;
+  std::chrono::milliseconds create_delay_;
   std::atomic<int> topic_syncs_{0};
+  std::atomic<int> topic_creates_{0};
 };
 
-// Appends one entry while a persist of `topics` topic files runs (two syncs each), and checks that
-// the dispatcher indexed it within a second, before that persist was (nearly) over (else the run
-// shows nothing). Sets *index to the entry's index.
-void append_indexed_mid_persist(InProcessNode& node, const SlowTopicSyncEnv& env,
-                                std::size_t topics, const std::string& when, std::uint64_t* index) {
+// Appends one entry while a persist runs, and checks that the dispatcher indexed it within a
+// second, before that persist was (nearly) over (else the run shows nothing): `ran` counts the
+// persist's slow steps so far (`what`: topic syncs, or topic files created), `steps` of them in
+// all. Sets *index to the entry's index.
+void append_indexed_mid_persist(InProcessNode& node, const std::function<int()>& ran, int steps,
+                                const std::string& what, const std::string& when,
+                                std::uint64_t* index) {
   const auto appended_at = std::chrono::steady_clock::now();
   *index = node.append_to_topic("orders", 1, 10);
   ASSERT_NE(*index, 0u);
   ASSERT_TRUE(eventually([&] { return node.derived_indexed_through() >= *index; }, 20000ms))
       << "the entry was never indexed";
   const auto waited = std::chrono::steady_clock::now() - appended_at;
-  const int syncs_then = env.topic_syncs();
+  const int ran_then = ran();
   EXPECT_LT(waited, 1000ms) << "the entry waited "
                             << std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()
-                            << " ms" << when << " for the persist's syncs to end (" << syncs_then
-                            << " topic syncs ran by then)";
-  EXPECT_LT(syncs_then, static_cast<int>(2 * topics) - 20)
+                            << " ms" << when << " for the persist's " << what << " to end ("
+                            << ran_then << " " << what << " by then)";
+  EXPECT_LT(ran_then, steps - 20)
       << "the persist was (nearly) over when the entry was indexed: this run shows nothing";
+}
+
+// The same while a persist of `topics` new topics syncs their files (two syncs each).
+void append_indexed_mid_syncs(InProcessNode& node, const SlowTopicSyncEnv& env,
+                              std::size_t topics, const std::string& when, std::uint64_t* index) {
+  append_indexed_mid_persist(node, [&] { return env.topic_syncs(); }, static_cast<int>(2 * topics),
+                             "topic syncs", when, index);
 }
 
 // drills6 M2: with thousands of topics every persist synced thousands of files, seconds on a
@@ -152,7 +172,7 @@ TEST(DispatcherPersist, DispatchGoesOnWhileAPersistSyncsManyTopicFiles) {
   ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
       << "no persist of the topics began";
   std::uint64_t index = 0;
-  ASSERT_NO_FATAL_FAILURE(append_indexed_mid_persist(node, env, kTopics, "", &index));
+  ASSERT_NO_FATAL_FAILURE(append_indexed_mid_syncs(node, env, kTopics, "", &index));
   // The group table on disk is never ahead of the index records its commits can name: while the
   // batch's records are not durable, derived/GROUPS covers none of its entries (it holds
   // retention: a table past them would let a trim remove entries the indexes must replay).
@@ -197,25 +217,72 @@ TEST(DispatcherPersist, DispatchGoesOnWhileATrimsPersistSyncsManyTopicFiles) {
   ASSERT_NE(batch_last, 0u);
   ASSERT_TRUE(eventually([&] { return env.topic_syncs() >= 20; }, 10000ms))
       << "no persist of the topics began";
-  auto admin_stub = ::raftlog::v1::Admin::NewStub(node.new_connection());
-  std::uint64_t first = 0;
-  ASSERT_TRUE(eventually(
-      [&] {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + 5s);
-        ::raftlog::v1::TrimRequest request;
-        request.set_before_index(last_plain);
-        ::raftlog::v1::TrimResponse response;
-        if (admin_stub->Trim(&context, request, &response).ok()) first = response.first_index();
-        return first > 1;
-      },
-      5000ms))
-      << "the log was not trimmed; it starts at " << first;
+  const std::uint64_t first = node.trim_before(last_plain, 1, 5000ms);
+  ASSERT_GT(first, 1u) << "the log was not trimmed; it starts at " << first;
   std::uint64_t index = 0;
   ASSERT_NO_FATAL_FAILURE(
-      append_indexed_mid_persist(node, env, kTopics, " after the trim", &index));
+      append_indexed_mid_syncs(node, env, kTopics, " after the trim", &index));
   EXPECT_TRUE(eventually([&] { return persisted_boundary(dir) > index; }, 20000ms))
       << "no persist covered the entry; the cursor is at " << persisted_boundary(dir);
+}
+
+// A node whose topic file creations take `create_delay`, and a persist under way that creates
+// kTopics of them (an entry in each of kTopics new topics; 20 files created so far).
+class CreatingTopicFiles {
+ public:
+  static constexpr int kTopics = 300;
+  explicit CreatingTopicFiles(std::chrono::milliseconds create_delay)
+      : env_(0ms, create_delay),
+        node_([&](server::NodeConfig& config) { config.store.env = &env_; }) {}
+  void start() {
+    ASSERT_TRUE(node_.started());
+    batch_last_ = node_.append_to_topics(static_cast<std::size_t>(kTopics), 10);
+    ASSERT_NE(batch_last_, 0u);
+    ASSERT_TRUE(eventually([&] { return env_.topic_creates() >= 20; }, 10000ms))
+        << "no persist of the topics began";
+  }
+  SlowTopicSyncEnv& env() { return env_; }
+  InProcessNode& node() { return node_; }
+  std::uint64_t batch_first() const { return batch_last_ - kTopics + 1; }
+
+ private:
+  SlowTopicSyncEnv env_;
+  InProcessNode node_;
+  std::uint64_t batch_last_ = 0;
+};
+
+// A persist's begin wrote every record log at once, unsliced: with many new topics a directory
+// and a file created per topic while the dispatcher indexed nothing (and a stop waited past its
+// bound). Its writes now run in the slices, one segment file a step: an entry committed while a
+// persist creates 300 topic files (5 ms each: 1.5 s) is indexed at once.
+TEST(DispatcherPersist, DispatchGoesOnWhileAPersistCreatesManyTopicFiles) {
+  CreatingTopicFiles creating(5ms);
+  ASSERT_NO_FATAL_FAILURE(creating.start());
+  std::uint64_t index = 0;
+  ASSERT_NO_FATAL_FAILURE(append_indexed_mid_persist(
+      creating.node(), [&] { return creating.env().topic_creates(); },
+      CreatingTopicFiles::kTopics, "topic file creations", "", &index));
+}
+
+// A stop while a persist writes many new topic files ends within its bound: the writes stop at
+// it like the syncs (before, the begin wrote every file whatever the stop: 300 files of 20 ms, 6 s),
+// and no cursor covers what was not written and synced.
+TEST(DispatcherPersist, AStopWhileAPersistCreatesManyTopicFilesEndsWithinItsBound) {
+  CreatingTopicFiles creating(20ms);
+  ASSERT_NO_FATAL_FAILURE(creating.start());
+  const auto stopping = std::chrono::steady_clock::now();
+  creating.node().shutdown();
+  const auto stop_took = std::chrono::steady_clock::now() - stopping;
+  const int created = creating.env().topic_creates();
+  EXPECT_LT(stop_took, 3000ms)
+      << "the stop took "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(stop_took).count()
+      << " ms: the persist's writes ran past the " << server::Dispatcher::kStopPersistBoundMs
+      << " ms bound (" << created << " of " << CreatingTopicFiles::kTopics
+      << " topic files created)";
+  EXPECT_LT(created, CreatingTopicFiles::kTopics) << "every file was written: this run shows nothing";
+  EXPECT_LE(persisted_boundary(creating.node().data_dir()), creating.batch_first())
+      << "the cut persist wrote its cursor";
 }
 
 // Review of dispatch, L7: a stop persisted the group table as it stood even when it cut the

@@ -38,21 +38,8 @@ TEST(DispatcherSeed, VersionOneEntriesAfterATrimmedTopicContinueItsOffsets) {
   ASSERT_NE(last_old, 0u);
   const std::uint64_t last_keep = node.append_to_topic("keep", 30, 8000);
   ASSERT_NE(last_keep, 0u);
-  auto admin_stub = ::raftlog::v1::Admin::NewStub(node.new_connection());
-  std::uint64_t first = 0;
-  // The consumer group table holds retention until it persisted its boundary: retried.
-  ASSERT_TRUE(eventually(
-      [&] {
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + 5s);
-        ::raftlog::v1::TrimRequest request;
-        request.set_before_index(last_keep);
-        ::raftlog::v1::TrimResponse response;
-        if (admin_stub->Trim(&context, request, &response).ok()) first = response.first_index();
-        return first > last_old + 1;
-      },
-      10s))
-      << "the log starts at " << first;
+  const std::uint64_t first = node.trim_before(last_keep, last_old + 1, 10s);
+  ASSERT_GT(first, last_old + 1) << "the log starts at " << first;
   node.shutdown();
   const std::string dir = node.data_dir();
   auto saved = replica::read_snapshot_file(nullptr, dir);

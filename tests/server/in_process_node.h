@@ -110,6 +110,28 @@ class InProcessNode {
     });
   }
 
+  // Trims the log before `before_index` (the Admin Trim RPC), retried until the log's first index
+  // is above `first_above` or `timeout` passed (the consumer group table holds retention until it
+  // persisted its boundary, so the first tries may trim less); the first index last answered (0
+  // when no call succeeded).
+  std::uint64_t trim_before(std::uint64_t before_index, std::uint64_t first_above,
+                            std::chrono::milliseconds timeout) const {
+    auto stub = ::raftlog::v1::Admin::NewStub(new_connection());
+    std::uint64_t first = 0;
+    (void)eventually(
+        [&] {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+          ::raftlog::v1::TrimRequest request;
+          request.set_before_index(before_index);
+          ::raftlog::v1::TrimResponse response;
+          if (stub->Trim(&context, request, &response).ok()) first = response.first_index();
+          return first > first_above;
+        },
+        timeout);
+    return first;
+  }
+
   // The last log index the node's derived indexes cover (its Status), or 0 when it does not answer.
   std::uint64_t derived_indexed_through() const {
     auto stub = Log::NewStub(new_connection());
