@@ -804,6 +804,8 @@ class Replica {
   raft::SoftState soft_state_;
   std::string storage_fault_;  // why recovery started this node catching up ("" = it did not)
   bool unvouched_marker_ = false;  // DATA_DIR/UNVOUCHED exists (unvouched_marker.h)
+  const char* unvouched_cause_ = kUnvouchedReason;  // node_status.h's sentence for what open found
+  const char* unvouched_reason() const { return unvouched_cause_; }
   std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
   bool not_founder_recorded_ = false;  // DATA_DIR/NOT_FOUNDER exists (not_founder_marker.h)

@@ -485,6 +485,7 @@ NodeStatus Replica::status() {
   status.catching_up_to_index = raft_->catching_up_to();
   status.storage_fault = status.catching_up ? catch_up_reason() : "";
   status.unvouched = raft_->unvouched();
+  if (status.unvouched) status.unvouched_reason = unvouched_reason();
   const raft::CommittedConflict& conflict = raft_->committed_conflict();
   status.committed_conflicts = conflict.count;
   // NOT_SERVING (a non-empty sentence) only while such appends keep coming: a leader that cannot

@@ -29,6 +29,12 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
     }
     return true;
   }
+  // What the open found, for status and health (review amnesia2 L4): a directory without any
+  // configuration record or term is new (or wholly lost); one with them lost only its log/.
+  unvouched_cause_ = found->present ? kUnvouchedResumedReason
+                     : conf_record_missing_at_open_ && persisted_hard_state_.term == 0
+                         ? kUnvouchedReason
+                         : kUnvouchedLogLostReason;
   if (found->present) {
     if (!found->damage.empty()) {
       spdlog::warn("node {}: {}/{}: {}; treated as present: this node still waits for a leader to "
@@ -164,7 +170,7 @@ std::string Replica::catch_up_reason() const {
              " beyond this node's log: the node lost entries it had acknowledged (a data "
              "directory lost or replaced under its id?)";
     case raft::Raft::CatchUpCause::kUnvouched:
-      return kUnvouchedReason;
+      return unvouched_reason();
     case raft::Raft::CatchUpCause::kNone:
       break;
   }

@@ -192,7 +192,7 @@ bool Cluster::open_replica(Node& n) {
   n.sync_will_fail = false;
   // An unvouched node that a leader's word reached before the crash resumes its catch-up toward it
   // (DATA_DIR/UNVOUCHED, docs/raft.md "Unvouched nodes"): that is no storage fault.
-  if (status.catching_up && status.storage_fault != replica::kUnvouchedReason) {
+  if (status.catching_up && !(status.unvouched && status.storage_fault == status.unvouched_reason)) {
     // Recovery judged that this node may have lost entries it acknowledged (replica/storage_fault.h):
     // it would neither vote nor count toward commit until it holds them again. The simulator damages
     // no durable byte, so a power cut alone must never look like that.
