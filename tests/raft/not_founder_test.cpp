@@ -9,6 +9,7 @@
 // catching-up voter does not count toward a change's reachable quorum).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <optional>
 
 #include "bare_node.h"
@@ -184,6 +185,94 @@ TEST(NotFounder, ACatchingUpVoterDoesNotCountTowardAChangesReachableQuorum) {
   EXPECT_EQ(leader.raft->propose_conf_change({ConfChangeType::kRemoveNode, 3}).status,
             ConfChangeStatus::kOk)
       << "{1, 2} has its quorum without the catching-up node";
+}
+
+// A leader of {1, 2, 3} whose no-op node 2 acknowledged plainly (node 3 silent so far).
+std::unique_ptr<testing::BareNode> leader_of_three() {
+  Config config;
+  config.id = 1;
+  config.initial_conf.voters = {1, 2, 3};
+  auto leader = std::make_unique<testing::BareNode>(config, std::vector<Entry>{}, 0, HardState{});
+  for (int i = 0; i < 200 && leader->raft->role() == Role::kFollower; ++i) leader->raft->tick();
+  leader->drain();
+  for (MessageType type : {MessageType::kPreVoteResponse, MessageType::kVoteResponse}) {
+    const MessageType request = type == MessageType::kPreVoteResponse ? MessageType::kPreVote
+                                                                      : MessageType::kVote;
+    for (const Message& m : leader->take(request, 2)) {
+      leader->raft->step(testing::response(type, 2, 1, m.term));
+    }
+    leader->drain();
+  }
+  Message ack2 = testing::response(MessageType::kAppendResponse, 2, 1, leader->raft->term());
+  ack2.index = leader->raft->last_index();
+  leader->raft->step(ack2);
+  leader->drain();
+  return leader;
+}
+
+// Review amnesia3 H1 (a): a voter heard only through heartbeat answers (or rejections) may be one
+// that lost its log; only an accepted, unmarked append response of this term makes it count. The
+// simulator's --wipe --reconfigure seeds 1125 and 1377 (5 nodes) made a two-voter configuration
+// with such a node, and nobody was elected again.
+TEST(NotFounder, AVoterHeardOnlyThroughHeartbeatsDoesNotCountTowardAChangesQuorum) {
+  std::unique_ptr<testing::BareNode> leader = leader_of_three();
+  ASSERT_EQ(leader->raft->role(), Role::kLeader);
+  ASSERT_EQ(leader->raft->commit_index(), leader->raft->last_index());
+  leader->raft->step(
+      testing::response(MessageType::kHeartbeatResponse, 3, 1, leader->raft->term()));
+  leader->drain();
+  EXPECT_EQ(leader->raft->propose_conf_change({ConfChangeType::kRemoveNode, 2}).status,
+            ConfChangeStatus::kWouldLoseQuorum);
+  // Once it acknowledged an append plainly, it counts.
+  Message ack3 = testing::response(MessageType::kAppendResponse, 3, 1, leader->raft->term());
+  ack3.index = leader->raft->last_index();
+  leader->raft->step(ack3);
+  leader->drain();
+  EXPECT_EQ(leader->raft->propose_conf_change({ConfChangeType::kRemoveNode, 2}).status,
+            ConfChangeStatus::kOk);
+}
+
+// An acknowledgement from before the node lost its log, still in flight when it restarted (limit 3),
+// counts it in; its next rejection (the leader's append finds its log empty) counts it out again
+// (5 nodes, seeds 1125 and 1377).
+TEST(NotFounder, ARejectionUndoesAnEarlierAcknowledgementForAChangesQuorum) {
+  std::unique_ptr<testing::BareNode> leader = leader_of_three();
+  ASSERT_EQ(leader->raft->role(), Role::kLeader);
+  const Term term = leader->raft->term();
+  Message ack3 = testing::response(MessageType::kAppendResponse, 3, 1, term);
+  ack3.index = leader->raft->last_index();
+  leader->raft->step(ack3);
+  Message reject3 = testing::response(MessageType::kAppendResponse, 3, 1, term);
+  reject3.index = leader->raft->last_index();
+  reject3.reject = true;
+  reject3.reject_hint = 0;
+  leader->raft->step(reject3);
+  leader->drain();
+  EXPECT_EQ(leader->raft->propose_conf_change({ConfChangeType::kRemoveNode, 2}).status,
+            ConfChangeStatus::kWouldLoseQuorum);
+}
+
+// Review amnesia3 M1, H1 (b): an unvouched node catching up answers an append below its commit
+// index (a leader's retransmission) marked, like every other acknowledgement; unmarked, the leader
+// counted its match toward commit and toward a change's quorum again (seed 1766, 3 nodes).
+TEST(NotFounder, ACatchingUpNodeMarksItsAnswerToAnAppendBelowItsCommit) {
+  Config config;
+  config.id = 3;
+  config.initial_conf.voters = {1, 2, 3};
+  config.unvouched = true;
+  testing::BareNode node(config, {}, 0, HardState{});
+  node.raft->step(heartbeat_from(1, 3, 5, /*commit=*/4));
+  node.raft->step(append_from(1, 3, 5, 0, 0, 2, {entry_at(1, 5), entry_at(2, 5)}));
+  node.drain();
+  ASSERT_TRUE(node.raft->catching_up());
+  ASSERT_EQ(node.raft->commit_index(), 2u);
+  node.take(MessageType::kAppendResponse, 1);
+  node.raft->step(append_from(1, 3, 5, 0, 0, 2, {entry_at(1, 5)}));  // a retransmission
+  node.drain();
+  const std::vector<Message> answers = node.take(MessageType::kAppendResponse, 1);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].index, 2u);
+  EXPECT_EQ(answers[0].context, kCatchingUpContext);
 }
 
 }  // namespace
