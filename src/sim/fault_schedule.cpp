@@ -143,7 +143,9 @@ void FaultSchedule::wipe(Cluster& cluster) {
   // no guard can tell from a brand-new cluster (docs/raft.md, "Unvouched nodes", limit 2). With f
   // down the others elect nobody until one is back (the guard's liveness cost); the down ones come
   // back by themselves. Two wiped nodes of three could not, rightly: they may have held entries the
-  // third lacks. Non-members (spare slots) hold nothing and vote for nobody: they do not count.
+  // third lacks. Non-members are skipped here although a removed node keeps its log and still votes
+  // (its vote counts for a candidate whose configuration lists it): a removed node that lost its log
+  // is the one other_founders_refuse_empty() and NOT_FOUNDER cover (planted seed 674, 3 nodes).
   std::size_t members = 0;
   std::size_t others_down = 0;
   for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
