@@ -132,6 +132,19 @@ TEST(NotFounder, ADamagedRecordCountsAsPresent) {
   EXPECT_FALSE(NotFounderMarker::find(&env, "/elsewhere")->present);
 }
 
+// A sole member ignores the record (review amnesia3 M4): with an empty log it could otherwise never
+// lead again; it has nobody to lose an entry against.
+TEST(NotFounder, ASoleMemberThatLostItsLogStillLeads) {
+  TestCluster c({1});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  ASSERT_TRUE(c.propose(1, {"x"}).proposed());
+  c.deliver_all();
+  ASSERT_TRUE(not_founder_recorded(c, 1));
+  c.restart_log_wiped(1);
+  ASSERT_EQ(c.raft(1).last_index(), 0u);
+  EXPECT_TRUE(c.campaign_until_leader(1));
+}
+
 // A node removed from a configuration of one other member still has that member for a peer: after
 // losing its log it is unvouched. It took itself for a sole member before (its configuration's
 // size), voted at once, and two leaders of one term followed (raftlog-sim --wipe --reconfigure, seed
