@@ -6,7 +6,8 @@
 // --reconfigure (membership changes in the fault schedule, with spare node slots), --retention
 // (retention trims in the fault schedule: stranded followers must catch up through snapshots),
 // --wipe (a node restarts on an empty data directory under its id), --plant-ignore-unvouched (TEST
-// ONLY: the planted bug --wipe must catch).
+// ONLY: the planted bug --wipe must catch), --plant-ignore-not-founder (TEST ONLY: the planted bug
+// --wipe --reconfigure must catch).
 // --version prints the version and git revision.
 // Exit status: 0 when every seed passed, 1 on any violation or liveness failure, 2 on bad arguments.
 // stdout is a pure function of the arguments (byte-identical every run); progress goes to stderr.
@@ -49,7 +50,13 @@ void print_usage(std::FILE* out) {
       "         --reconfigure (membership changes in the fault schedule; 2 spare node slots)\n"
       "         --retention (retention trims in the fault schedule; snapshots catch up)\n"
       "         --wipe (nodes restart on an empty data directory under their id)\n"
+      "           with --reconfigure a wipe also needs the other voters holding a vouched log\n"
+      "           to be a majority of every configuration naming the node as voter; a founder\n"
+      "           loses only log/ after a membership change unless every other founder holds a\n"
+      "           vouched log or knew a commit; no change is proposed while a wiped node is down\n"
+      "           (what docs/operations.md forbids: docs/testing.md, \"Wiped data directories\")\n"
       "         --plant-ignore-unvouched (TEST ONLY: the replicas ignore DATA_DIR/UNVOUCHED)\n"
+      "         --plant-ignore-not-founder (TEST ONLY: the replicas ignore DATA_DIR/NOT_FOUNDER)\n"
       "       raftlog-sim --version\n",
       out);
 }
@@ -85,6 +92,8 @@ std::optional<std::string> parse(int argc, char** argv, Arguments& args) {
       args.options.wipe = true;
     } else if (flag == "--plant-ignore-unvouched") {
       args.options.plant_ignore_unvouched = true;
+    } else if (flag == "--plant-ignore-not-founder") {
+      args.options.plant_ignore_not_founder = true;
     } else if (flag == "--seed") {
       if (!(number = value(UINT64_MAX))) return "--seed needs a number";
       args.seed = number;

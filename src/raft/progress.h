@@ -67,6 +67,10 @@ struct Progress {
   std::uint64_t snapshot_ticks = 0;  // snapshot state: ticks since it was sent
   Inflights inflights;
   bool catching_up = false;      // its last ack carried kCatchingUpContext: not counted for commit
+  // Its latest accepted append response of this term was unmarked (not catching up): only then does
+  // it count toward a membership change's reachable quorum. Heartbeat answers and rejections say
+  // nothing about whether it lost its log (review amnesia3 H1).
+  bool counts_for_changes = false;
   bool recent_active = false;    // heard from since the last check-quorum round
   bool heard_this_term = false;  // answered this leader at least once (membership quorum check)
   // Its own answer to an append (an acknowledgement of an index above 0, a rejection, or a

@@ -99,6 +99,14 @@ struct Config {
   // restarted so voted for nobody with entries until a leader reached it, and none could be elected).
   Term vouching_term = 0;
   Index vouching_index = 0;
+  // This node never founds a cluster (the driver's durable record: it joined a running cluster, or
+  // it knew a commit index above 0; docs/raft.md, "Nodes that never found a cluster"). It then
+  // grants no (pre-)vote to a candidate whose log is empty and does not campaign while its own log
+  // is empty: a cluster that committed an entry never needs an empty leader (it lacks that entry),
+  // and such a node's empty log is one that lost its entries or has not received them yet. Its
+  // unvouched vote rule otherwise granted empty candidates until a leader named a commit above 0,
+  // and a founder restarted empty with a stale bootstrap configuration won with such a vote.
+  bool never_founds = false;
 
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
   std::uint64_t random_seed = 1;

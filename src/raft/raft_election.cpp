@@ -31,6 +31,9 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 bool Raft::Impl::promotable() const {
   if (fault_catch_up_) return false;
   if (unvouched_ && (log_.last_index() > 0 || vouch_index_ > 0)) return false;
+  // A node that never founds a cluster (Config::never_founds) wins only with the log it was given:
+  // empty, it is one that lost its log or has not received it yet, in a cluster that committed.
+  if (config_.never_founds && log_.last_index() == 0) return false;
   if (is_voter(id())) return true;
   const std::size_t records = conf_history_.size();
   return records >= 2 && conf_history_.back().index > log_.committed() &&
@@ -380,8 +383,12 @@ void Raft::Impl::handle_vote_request(const Message& m) {
   // leader in this term, or, for a pre-vote, if it is about a later term than ours.
   // A node catching up after lost durable state grants nothing: its log may lack entries it promised,
   // so its "up to date" judgement could elect a leader without them.
+  // Nor does a node that never founds a cluster grant an empty candidate (Config::never_founds): it
+  // knows of a cluster that committed an entry, which an empty log lacks. (With entries of its own
+  // it refuses one anyway, by the up-to-date rule below.)
   const bool can_vote =
       !fault_catch_up_ && (!unvouched_ || unvouched_may_grant(m)) &&
+      !(config_.never_founds && m.index == 0) &&
       (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
   const bool up_to_date =
       rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index());

@@ -215,9 +215,18 @@ ConfChangeResult Raft::Impl::propose_conf_change(const ConfChange& change) {
   const ConfState next = apply_conf_change(conf_, change);
   // The new configuration must be able to commit (this change first): a quorum of its voters must
   // be reachable now. A voter that is new to the cluster has not been heard from: add it as a
-  // learner, let it catch up, then promote it.
+  // learner, let it catch up, then promote it. Nor does a voter count unless its latest accepted
+  // append response of this term was not marked catching up (it lost its log, or a storage fault;
+  // a heartbeat answer or a rejection says nothing about that): a change that needs it for
+  // every majority (two voters, say) left a cluster that elected nobody once the leader was gone
+  // before it was caught up, its vote being one it may give no candidate with entries yet
+  // (docs/raft.md, "Unvouched nodes"; the simulator's --wipe --reconfigure, seed 27).
   std::size_t reachable = 0;
-  for (NodeId voter : next.voters) reachable += peer_recently_heard(voter) ? 1 : 0;
+  for (NodeId voter : next.voters) {
+    const auto pr = progress_.find(voter);
+    const bool counts = voter == id() || (pr != progress_.end() && pr->second.counts_for_changes);
+    reachable += peer_recently_heard(voter) && counts ? 1 : 0;
+  }
   if (reachable < quorum_size(next.voters.size())) {
     result.status = ConfChangeStatus::kWouldLoseQuorum;
     return result;

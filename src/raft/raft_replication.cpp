@@ -192,6 +192,9 @@ void Raft::Impl::handle_append(Message& m) {
                               m.entries[conflict - m.index - 1].term, m.from);
     }
     reply.index = log_.committed();
+    // Marked while catching up, like any other acknowledgement: unmarked, it made the leader count
+    // the node's match toward commit again, and toward a change's quorum (review amnesia3 M1, H1).
+    mark_if_catching_up(reply);
     send(std::move(reply), /*after_persist=*/true);
     return;
   }
@@ -353,6 +356,9 @@ void Raft::Impl::handle_append_response(const Message& m) {
   if (!m.reject && m.index == 0) return;
   pr.answered_append = true;
   if (m.reject) {
+    // Its log is not where this leader thought (lost, or diverging): an acknowledgement of its
+    // previous life still in flight said nothing about it (review amnesia3 H1).
+    pr.counts_for_changes = false;
     Index match_hint = std::min(m.reject_hint, log_.last_index());
     if (m.hint_term > 0) match_hint = log_.find_conflict_by_term(match_hint, m.hint_term).first;
     if (pr.on_reject(m.index, match_hint)) {
@@ -365,6 +371,7 @@ void Raft::Impl::handle_append_response(const Message& m) {
   // first unmarked one (possibly a repeat, see maybe_finish_catching_up) makes its match count.
   const bool finished_catching_up = pr.catching_up && m.context != kCatchingUpContext;
   pr.catching_up = m.context == kCatchingUpContext;
+  pr.counts_for_changes = !pr.catching_up;
   const bool was_paused = pr.is_paused();
   const bool advanced = pr.on_ack(m.index);
   // The snapshot in flight is installed (or the follower had its entries already): replicate from
@@ -412,6 +419,7 @@ void Raft::Impl::handle_heartbeat_response(const Message& m) {
     // it and probe from its real end, or replication to it would wait forever for a gap it cannot see.
     pr.match = m.reject_hint;
     pr.answered_append = true;
+    pr.counts_for_changes = false;  // until it acknowledges again, unmarked
     pr.become_probe();
   }
   // A full window whose appends all went unanswered for an election timeout (lost, or their answers

@@ -14,9 +14,16 @@
 
 namespace raftlog::replica {
 
-// Why an unvouched node serves nothing (health, status; docs/raft.md, "Unvouched nodes").
+// Why an unvouched node serves nothing (health, status; docs/raft.md, "Unvouched nodes"), by what
+// the open found (review amnesia2 L4: one sentence said "empty data directory" for all three).
 inline constexpr const char* kUnvouchedReason =
     "started on an empty data directory: waiting for a leader to catch it up before it votes";
+inline constexpr const char* kUnvouchedLogLostReason =
+    "started with an empty log beside its kept HARDSTATE and CONFSTATE (its log/ was lost): "
+    "waiting for a leader to catch it up before it votes";
+inline constexpr const char* kUnvouchedResumedReason =
+    "restarted before a leader had caught it up since it started with an empty log "
+    "(DATA_DIR/UNVOUCHED): waiting for a leader to catch it up before it votes";
 
 struct PeerStatus {
   std::uint64_t id = 0;
@@ -60,6 +67,8 @@ struct NodeStatus {
   // did, and no leader has caught it up since: DATA_DIR/UNVOUCHED). It grants no vote to a
   // candidate with entries, and health is NOT_SERVING, until a leader has caught it up.
   bool unvouched = false;
+  // Why, while unvouched (one of the kUnvouched*Reason sentences above); "" otherwise.
+  std::string unvouched_reason;
   // A leader's append contradicted a committed entry of this node (raft::CommittedConflict): "" when
   // none did since start, else a sentence (index, both terms, the leader). Health NOT_SERVING, and
   // committed_conflicts counts such appends (a metric).

@@ -276,6 +276,11 @@ class Replica {
   // Removes DATA_DIR/UNVOUCHED once the core says a leader caught this node up (and any snapshot
   // it installed is durable). Each loop round; a failed removal is retried in the next one.
   void forget_unvouched_marker_once_vouched();
+  // DATA_DIR/NOT_FOUNDER (not_founder_marker.h): read, or written for a node outside its bootstrap
+  // voters; sets raft::Config::never_founds. False when it cannot be read or written.
+  bool open_not_founder_marker(raft::Config* raft_config, NodeError* error);
+  // Writes DATA_DIR/NOT_FOUNDER once the commit index is above 0 (each loop round until it is).
+  void record_not_founder_once_committed();
   // A leader's append contradicted a committed entry (raft::Raft::committed_conflict): a critical
   // log line, at most one per 30 s (committed_conflict_log_; replica_vouching.cpp).
   void report_committed_conflict();
@@ -717,8 +722,12 @@ class Replica {
   raft::SoftState soft_state_;
   std::string storage_fault_;      // why recovery started this node catching up ("" = it did not)
   bool unvouched_marker_ = false;  // DATA_DIR/UNVOUCHED exists (unvouched_marker.h)
+  const char* unvouched_cause_ = kUnvouchedReason;  // node_status.h's sentence for what open found
+  const char* unvouched_reason() const { return unvouched_cause_; }
   std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
+  bool not_founder_recorded_ = false;  // DATA_DIR/NOT_FOUNDER exists (not_founder_marker.h)
+  util::RateLimit not_founder_log_{std::chrono::seconds(60)};
   std::uint64_t committed_conflicts_reported_ = 0;  // raft::CommittedConflict::count logged so far
   Clock::time_point committed_conflict_seen_at_{};  // when the count last rose (status, health)
   util::RateLimit committed_conflict_log_{std::chrono::seconds(30)};

@@ -85,6 +85,9 @@ struct ReplicaConfig {
   // written nor read, as before it existed, so that a sweep shows it catches what the record
   // prevents (docs/testing.md). raftlogd never sets it.
   bool ignore_unvouched_marker = false;
+  // TEST ONLY (the simulator's planted bug, --plant-ignore-not-founder): DATA_DIR/NOT_FOUNDER is
+  // neither written nor read, so raft::Config::never_founds stays false (docs/testing.md).
+  bool ignore_not_founder_marker = false;
 };
 
 // What a harness that checks the driver (the simulator, src/sim) observes of each Ready batch.

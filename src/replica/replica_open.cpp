@@ -79,6 +79,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   raft_config.retired_ids = replica->conf_state_file_->retired();
   replica->assess_recovery(&raft_config);
   if (!replica->open_unvouched_marker(&raft_config, error)) return nullptr;
+  if (!replica->open_not_founder_marker(&raft_config, error)) return nullptr;
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
     return nullptr;
@@ -185,7 +186,16 @@ bool Replica::has_peers() const {
   const std::vector<raft::ConfRecord>& recorded = conf_state_file_->current();
   if (recorded.empty()) return config_.members.size() > 1;
   const raft::ConfState& conf = recorded.back().conf;
-  return conf.voters.size() + conf.learners.size() > 1;
+  // Members other than this node: a node removed from a one-member configuration still has that
+  // member for a peer. Counting its own configuration's size, it took itself for a sole member,
+  // started unvouched on a lost log/ no more, and granted a stale candidate its vote at once (the
+  // simulator's --wipe --reconfigure, seed 54: two leaders of one term).
+  for (const std::vector<raft::NodeId>* members : {&conf.voters, &conf.learners}) {
+    for (raft::NodeId member : *members) {
+      if (member != config_.node_id) return true;
+    }
+  }
+  return false;
 }
 
 // Whether the log still holds `record`'s entry: 1 yes (or trimmed: below the first index, hence
@@ -475,6 +485,7 @@ NodeStatus Replica::status() {
   status.catching_up_to_index = raft_->catching_up_to();
   status.storage_fault = status.catching_up ? catch_up_reason() : "";
   status.unvouched = raft_->unvouched();
+  if (status.unvouched) status.unvouched_reason = unvouched_reason();
   const raft::CommittedConflict& conflict = raft_->committed_conflict();
   status.committed_conflicts = conflict.count;
   // NOT_SERVING (a non-empty sentence) only while such appends keep coming: a leader that cannot

@@ -3,6 +3,7 @@
 // node up, and the loud report of a leader's append that contradicts a committed entry.
 #include <spdlog/spdlog.h>
 
+#include "replica/not_founder_marker.h"
 #include "replica/replica.h"
 #include "replica/unvouched_marker.h"
 
@@ -28,6 +29,12 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
     }
     return true;
   }
+  // What the open found, for status and health (review amnesia2 L4): a directory without any
+  // configuration record or term is new (or wholly lost); one with them lost only its log/.
+  unvouched_cause_ = found->present ? kUnvouchedResumedReason
+                     : conf_record_missing_at_open_ && persisted_hard_state_.term == 0
+                         ? kUnvouchedReason
+                         : kUnvouchedLogLostReason;
   if (found->present) {
     if (!found->damage.empty()) {
       spdlog::warn("node {}: {}/{}: {}; treated as present: this node still waits for a leader to "
@@ -65,6 +72,53 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
                config_.node_id,
                found->present ? "an unvouched data directory" : "an empty log (no entry, no snapshot)");
   return true;
+}
+
+bool Replica::open_not_founder_marker(raft::Config* raft_config, NodeError* error) {
+  if (config_.ignore_not_founder_marker) return true;
+  const std::string path = config_.data_dir + "/" + NotFounderMarker::kFileName;
+  auto found = NotFounderMarker::find(config_.store.env, config_.data_dir);
+  if (!found.ok()) {
+    *error = make_error(ErrorCode::kInternal, "reading " + path + ": " + found.status().to_string());
+    return false;
+  }
+  not_founder_recorded_ = found->present;
+  if (!found->present && !raft::is_voter(config_.raft.initial_conf, config_.node_id)) {
+    // Not a voter of its bootstrap configuration: it joined (raftlogd --join, whose bootstrap is the
+    // founders'), or will be added by a change. Either way a cluster that committed an entry.
+    if (store::Status st = NotFounderMarker::write(config_.store.env, config_.data_dir,
+                                                   config_.node_id, NotFounderMarker::Why::kJoined);
+        !st.ok()) {
+      *error = make_error(ErrorCode::kInternal, "writing " + path + ": " + st.to_string());
+      return false;
+    }
+    not_founder_recorded_ = true;
+  }
+  if (!found->damage.empty()) {
+    spdlog::warn("node {}: {}: {}; treated as present: this node never founds a cluster",
+                 config_.node_id, path, found->damage);
+  }
+  // A sole member has nobody to be elected by: with an empty log it would never lead again.
+  raft_config->never_founds = not_founder_recorded_ && has_peers();
+  return true;
+}
+
+void Replica::record_not_founder_once_committed() {
+  if (not_founder_recorded_ || commit_ == 0 || config_.ignore_not_founder_marker) return;
+  // Once the cluster committed an entry, an empty leader would lack it: the record lets a restart
+  // on a lost log/ know that (raft::Config::never_founds). Not fatal when it fails: the node is as
+  // guarded as before it existed, and the next round retries.
+  if (store::Status st = NotFounderMarker::write(config_.store.env, config_.data_dir,
+                                                 config_.node_id,
+                                                 NotFounderMarker::Why::kCommitted);
+      !st.ok()) {
+    if (not_founder_log_.admit(deps_.clock())) {
+      spdlog::error("node {}: writing {}/{}: {} (retried)", config_.node_id, config_.data_dir,
+                    NotFounderMarker::kFileName, st.to_string());
+    }
+    return;
+  }
+  not_founder_recorded_ = true;
 }
 
 bool Replica::record_vouching_word() {
@@ -116,7 +170,7 @@ std::string Replica::catch_up_reason() const {
              " beyond this node's log: the node lost entries it had acknowledged (a data "
              "directory lost or replaced under its id?)";
     case raft::Raft::CatchUpCause::kUnvouched:
-      return kUnvouchedReason;
+      return unvouched_reason();
     case raft::Raft::CatchUpCause::kNone:
       break;
   }

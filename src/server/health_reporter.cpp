@@ -22,7 +22,9 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
     return "removed from the configuration: its log no longer follows the cluster (stop it; "
            "docs/operations.md, \"Membership\")";
   }
-  if (status.unvouched) return replica::kUnvouchedReason;
+  if (status.unvouched) {
+    return status.unvouched_reason.empty() ? replica::kUnvouchedReason : status.unvouched_reason;
+  }
   if (status.catching_up) {
     return "catching up to index " + std::to_string(status.catching_up_to_index) +
            " after a storage fault (" + status.storage_fault + ")";

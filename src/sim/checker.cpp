@@ -61,7 +61,8 @@ Checker::Checker(std::size_t node_count)
       leader_term_(node_count + 1, 0),
       durable_(node_count + 1),
       conf_entries_(node_count + 1),
-      conf_base_unknown_(node_count + 1, false) {
+      conf_base_unknown_(node_count + 1, false),
+      log_wipe_base_unknown_(node_count + 1, false) {
   assert(node_count > 0);
   for (raft::NodeId id = 1; id <= node_count; ++id) bootstrap_conf_.voters.push_back(id);
   committed_conf_ = bootstrap_conf_;
@@ -362,6 +363,7 @@ void Checker::observe_log_base(raft::NodeId node, raft::Index index,
   confs.clear();
   conf_base_unknown_[node] = !conf.has_value();
   if (!conf) return;
+  log_wipe_base_unknown_[node] = false;
   // The configuration in force at `index` by the committed history (when it reaches that far),
   // independently of what the node recorded.
   if (index <= committed_.size()) {
@@ -408,6 +410,7 @@ void Checker::observe_wipe(raft::NodeId node) {
   leader_term_[node] = 0;
   conf_entries_[node].clear();
   conf_base_unknown_[node] = false;
+  log_wipe_base_unknown_[node] = false;
 }
 
 void Checker::observe_log_wipe(raft::NodeId node) {
@@ -416,12 +419,15 @@ void Checker::observe_log_wipe(raft::NodeId node) {
   leader_term_[node] = 0;
   conf_entries_[node].clear();
   conf_base_unknown_[node] = true;
+  log_wipe_base_unknown_[node] = true;
 }
 
 void Checker::observe_crash(raft::NodeId node) {
   leader_term_[node] = 0;
   conf_entries_[node].clear();  // its log is empty while it is down (and rebuilt at restart)
-  conf_base_unknown_[node] = false;
+  // A log-wiped node that crashes again before its log showed a configuration still runs its kept
+  // CONFSTATE's (a restart of an empty log is no log base to judge it by).
+  conf_base_unknown_[node] = log_wipe_base_unknown_[node];
 }
 
 void Checker::observe_restart(raft::NodeId node, raft::Index commit) {

@@ -205,6 +205,12 @@ class Checker {
   // [node] the configurations its log holds, by index (one per kConfig entry; bounded by its log).
   std::vector<std::map<raft::Index, raft::ConfState>> conf_entries_;
   std::vector<bool> conf_base_unknown_;  // [node] observe_log_base() without a configuration
+  // [node] lost only its log (observe_log_wipe), and no full wipe or log base with a known
+  // configuration came since: its kept CONFSTATE may run a configuration (its base's, committed)
+  // that its log, refilled from index 1, does not show yet, across crashes too. A restart whose
+  // log shows a configuration is still checked against it (5 nodes, seed 101: an entry re-received
+  // and lost again in a crash left the kept base ahead of the log).
+  std::vector<bool> log_wipe_base_unknown_;
 };
 
 // Short printable form of an entry for traces and violation reports.

@@ -162,6 +162,7 @@ replica::ReplicaConfig Cluster::replica_config_for(raft::NodeId id) {
   c.raft.random_seed = prng_.derive_seed();
   c.same_boot = node(id).same_boot;
   c.ignore_unvouched_marker = config_.ignore_unvouched_marker;
+  c.ignore_not_founder_marker = config_.ignore_not_founder_marker;
   return c;
 }
 
@@ -185,12 +186,13 @@ bool Cluster::open_replica(Node& n) {
   n.soft = raft::SoftState{status.role, status.leader_id, status.term};
   n.conf = n.replica->conf();
   n.commit = n.replica->commit_index();
+  if (n.commit > 0) n.knew_commit = true;
   n.last_hard_state = raft::HardState{status.term, n.durable_hard_state.vote, n.commit};
   n.flush_at_step = 0;
   n.sync_will_fail = false;
   // An unvouched node that a leader's word reached before the crash resumes its catch-up toward it
   // (DATA_DIR/UNVOUCHED, docs/raft.md "Unvouched nodes"): that is no storage fault.
-  if (status.catching_up && status.storage_fault != replica::kUnvouchedReason) {
+  if (status.catching_up && !(status.unvouched && status.storage_fault == status.unvouched_reason)) {
     // Recovery judged that this node may have lost entries it acknowledged (replica/storage_fault.h):
     // it would neither vote nor count toward commit until it holds them again. The simulator damages
     // no durable byte, so a power cut alone must never look like that.

@@ -74,6 +74,8 @@ struct ClusterConfig {
   std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
   // ReplicaConfig::ignore_unvouched_marker of every node (SimOptions::plant_ignore_unvouched).
   bool ignore_unvouched_marker = false;
+  // ReplicaConfig::ignore_not_founder_marker of every node (SimOptions::plant_ignore_not_founder).
+  bool ignore_not_founder_marker = false;
 };
 
 // Striking new leaders: with `per_million` chance, a node that has just become leader crashes (at once,
@@ -159,6 +161,11 @@ class Cluster {
   // The node holds Raft state a wiped node's vote could not stand for: up, vouched, with a
   // non-empty log; or down with a durable log and no DATA_DIR/UNVOUCHED (FaultSchedule::wipe).
   bool holds_vouched_log(raft::NodeId id);
+  // Down since wipe() (its whole disk or only DATA_DIR/log), not restarted yet.
+  bool down_after_wipe(raft::NodeId id) const { return node(id).down_after_wipe; }
+  // A commit index above 0 reached the node since its disk was last replaced whole (so its replica
+  // recorded that it never founds a cluster, replica/not_founder_marker.h).
+  bool knew_commit(raft::NodeId id) const { return node(id).knew_commit; }
   // Replaces the strike policy; a strike already pending is cancelled (so none lands after faults stop).
   void set_leader_strike(const LeaderStrike& strike) {
     strike_ = strike;
@@ -267,6 +274,10 @@ class Cluster {
     // The log held a flushed entry (or started after a snapshot) when the node last went down:
     // what the wipe fault asks of a member that is down (FaultSchedule::wipe).
     bool down_with_durable_log = false;
+    bool down_after_wipe = false;  // Cluster::down_after_wipe
+    // A commit index above 0 reached it since its disk was last replaced whole: its replica then
+    // recorded DATA_DIR/NOT_FOUNDER (unless a plant ignores it), which a lost log/ keeps.
+    bool knew_commit = false;
     std::uint64_t checkpoint_phase = 0;  // ticks where tick % checkpoint_every_ticks == phase
     // The newest retention hold delivered to this replica from the leader of its term (on an
     // append or heartbeat), kept independently of the replica (check_retention_hold).

@@ -134,6 +134,7 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
   }
   if (ready.commit_index && *ready.commit_index > n.commit) {
     n.commit = *ready.commit_index;
+    n.knew_commit = true;
     trace_.log("n{} commit {}", n.id, n.commit);
     checker_.observe_commit(n.id, n.commit, n.soft.term);
     if (strike_after_commit_ && strike_target_ == n.id && strike_term_ == n.soft.term) {

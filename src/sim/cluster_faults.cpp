@@ -67,6 +67,7 @@ void Cluster::wipe(raft::NodeId id, std::uint64_t down_ticks, bool only_log) {
   if (!n.replica) return;
   crash(id, down_ticks);
   ++stats_.wipes;
+  n.down_after_wipe = true;
   n.down_with_durable_log = false;
   n.commit = 0;
   n.same_boot = false;
@@ -88,6 +89,7 @@ void Cluster::wipe(raft::NodeId id, std::uint64_t down_ticks, bool only_log) {
     return;
   }
   trace_.log("n{} WIPED: restarts on an empty data directory", id);
+  n.knew_commit = false;
   // The old disk is replaced, not patched: everything it made durable is gone.
   n.env = std::make_unique<store::MemoryEnv>();
   n.durable_hard_state = raft::HardState{};
@@ -110,6 +112,7 @@ void Cluster::restart(raft::NodeId id) {
   n.restart_at_tick = 0;
   if (n.replica) return;
   if (!open_replica(n)) return;
+  n.down_after_wipe = false;
   trace_.log("n{} RESTART term {} vote {} commit {} log {}", id, n.soft.term,
              n.durable_hard_state.vote, n.commit, log(id).last_index());
   observe_log_base(n);

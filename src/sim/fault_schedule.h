@@ -74,6 +74,12 @@ class FaultSchedule {
   void reconfigure(Cluster& cluster);
   void trim(Cluster& cluster);
   void wipe(Cluster& cluster);
+  // Whether, in every configuration a node runs with `target` as a voter, the other voters holding
+  // a vouched log form a majority (FaultSchedule::wipe).
+  bool others_hold_a_quorum(Cluster& cluster, raft::NodeId target);
+  // Whether every founder but `target` holds a vouched log or knew a commit (so its replica refuses
+  // an empty candidate: it never founds a cluster), member or not, up or down.
+  bool other_founders_refuse_empty(Cluster& cluster, raft::NodeId target);
   // A change of the leader's configuration drawn at random (kNoNode node: nothing to change).
   raft::ConfChange draw_conf_change(const raft::ConfState& conf, std::size_t slots);
   std::vector<raft::NodeId> shuffled_nodes(std::size_t node_count);

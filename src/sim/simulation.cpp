@@ -302,6 +302,7 @@ SimResult run_traced(const SimOptions& options, Trace& trace) {
       draw_cluster_config(prng, options.node_count, options.aggressive, options.reconfigure,
                           options.retention);
   config.ignore_unvouched_marker = options.plant_ignore_unvouched;
+  config.ignore_not_founder_marker = options.plant_ignore_not_founder;
   Checker checker(config.node_count);
   const FaultProfile profile =
       draw_fault_profile(prng, options.aggressive, options.reconfigure, options.retention,

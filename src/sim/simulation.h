@@ -42,6 +42,11 @@ struct SimOptions {
   // (ReplicaConfig::ignore_unvouched_marker), so that a wiped node votes at once, as before the
   // guard. A sweep must then report lost acknowledged entries.
   bool plant_ignore_unvouched = false;
+  // TEST ONLY: the planted bug for --wipe --reconfigure: every replica ignores DATA_DIR/NOT_FOUNDER
+  // (ReplicaConfig::ignore_not_founder_marker), so that a joined node, or one that knew a commit,
+  // grants an empty candidate again after it lost its log (docs/testing.md, "Wiped data
+  // directories"). A sweep must then report a violation.
+  bool plant_ignore_not_founder = false;
 };
 
 inline constexpr std::size_t kSpareSlots = 2;

@@ -511,6 +511,17 @@ void TestCluster::restart_wiped(NodeId id) {
   open_replica(n);
 }
 
+void TestCluster::restart_log_wiped(NodeId id) {
+  TestNode& n = node(id);
+  power_cut(n);
+  const std::string log_dir = n.config.data_dir + "/log";
+  if (auto files = n.env->list_dir(log_dir); files.ok()) {
+    for (const std::string& file : *files) ASSERT_TRUE(n.env->remove(log_dir + "/" + file).ok());
+  }
+  ASSERT_TRUE(n.env->remove_dir(log_dir).ok());
+  open_replica(n);
+}
+
 void TestCluster::restart_from_copy_of(NodeId id, NodeId source) {
   TestNode& n = node(id);
   const TestNode& from = node(source);

@@ -193,6 +193,9 @@ class TestCluster {
   // The node loses its whole data directory (a fresh disk) and restarts under its id, as a disk
   // replaced under a supervisor does (drills6 H1).
   void restart_wiped(NodeId id);
+  // The node loses only DATA_DIR/log (HARDSTATE, CONFSTATE and its other files kept, drills6 H1's
+  // second repro) and restarts.
+  void restart_log_wiped(NodeId id);
 
   // Delivers (or drops) the queued message at `position` (< network_size()), then processes.
   void deliver_at(std::size_t position);

@@ -316,6 +316,28 @@ TEST(UnvouchedMarker, StatusSaysWhyTheNodeCatchesUp) {
   EXPECT_EQ(status.storage_fault, replica::kUnvouchedReason);
 }
 
+// Status and health say what the open found (review amnesia2 L4): a whole directory lost, only
+// log/ lost (HARDSTATE and CONFSTATE kept), or a restart before a leader caught the node up.
+TEST(UnvouchedMarker, TheReasonSaysWhatTheNodeLost) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 2);
+  c.isolate(1);  // nobody catches the wiped nodes up
+  c.restart_wiped(3);
+  EXPECT_EQ(c.replica(3).status().unvouched_reason, replica::kUnvouchedReason);
+  c.restart_log_wiped(2);
+  EXPECT_EQ(c.replica(2).status().unvouched_reason, replica::kUnvouchedLogLostReason);
+  c.crash_restart(3);
+  EXPECT_EQ(c.replica(3).status().unvouched_reason, replica::kUnvouchedResumedReason);
+  // A leader's word makes it catch up: the catch-up's reason is the same sentence.
+  c.heal();
+  c.add_drop_rule([](const Message& m) { return m.type == MessageType::kAppend && m.to == 2; });
+  c.tick_all(2);
+  const replica::NodeStatus status = c.replica(2).status();
+  ASSERT_TRUE(status.catching_up);
+  EXPECT_EQ(status.storage_fault, replica::kUnvouchedLogLostReason);
+  EXPECT_TRUE(c.replica(1).status().unvouched_reason.empty());
+}
+
 // drills6 L1: a node that lost its log's tail but kept its directory's other files learns it from
 // its leader's heartbeat; status used to show an empty reason.
 TEST(UnvouchedMarker, ACatchUpFromTheLeadersHeartbeatSaysWhatWasFound) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "test_cluster.h"
+#include "unvouched_messages.h"
 
 namespace raftlog::raft {
 namespace {
@@ -19,15 +20,9 @@ constexpr bool kBrokenVoteRule = true;
 constexpr bool kBrokenVoteRule = false;
 #endif
 
+// A vote request (unvouched_messages.h's forged-message helpers, shared with the unvouched tests).
 Message vote_request(NodeId from, NodeId to, Term term, Index last_index, Term last_term) {
-  Message vote;
-  vote.type = MessageType::kVote;
-  vote.from = from;
-  vote.to = to;
-  vote.term = term;
-  vote.index = last_index;
-  vote.log_term = last_term;
-  return vote;
+  return testing::unvouched::vote_request(from, to, term, last_index, last_term, /*pre_vote=*/false);
 }
 
 // Steps `vote` into its receiver; true when the Ready it caused grants it (the answer waits for the

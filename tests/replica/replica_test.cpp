@@ -632,10 +632,11 @@ TEST_F(SteppedFollowerTest, APowerCutBeforeTheFlushIsNotTakenForAStorageFault) {
   EXPECT_EQ(replica_->log().last_index(), 0U);
   // The node started on an empty directory, so it is unvouched and resumes catching up to the
   // commit its leader named (docs/raft.md, "Unvouched nodes"); what must not happen is a storage
-  // fault, whose reason the core names instead of the unvouched one when both apply.
+  // fault, whose reason the core names instead of the unvouched one when both apply. It reopens
+  // with DATA_DIR/UNVOUCHED present: restarted before a leader caught it up (review amnesia2 L4).
   const NodeStatus status = replica_->status();
   EXPECT_TRUE(status.unvouched);
-  EXPECT_EQ(status.storage_fault, kUnvouchedReason);
+  EXPECT_EQ(status.storage_fault, kUnvouchedResumedReason);
 }
 
 // Once the flush covers the entries, the checkpoint records the commit index and a restart keeps it.

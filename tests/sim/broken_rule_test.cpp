@@ -74,8 +74,11 @@ TEST(RAFTLOG_BROKEN_SUITE, CaughtWithFiveNodes) { expect_violation_within_bound(
 TEST(RAFTLOG_BROKEN_SUITE, CaughtByTheSweepSeedsWithThreeNodes) {
   expect_violation_within_bound(3, false, 2000);
 }
+// 3,000 for 5 nodes: since NOT_FOUNDER (docs/raft.md, "Nodes that never found a cluster") the
+// held-acknowledgement bug is no longer caught within seeds 1-2000 with 5 nodes; seed 2842 catches
+// it (docs/testing.md).
 TEST(RAFTLOG_BROKEN_SUITE, CaughtByTheSweepSeedsWithFiveNodes) {
-  expect_violation_within_bound(5, false, 2000);
+  expect_violation_within_bound(5, false, 3000);
 }
 #endif
 

@@ -418,6 +418,29 @@ TEST_F(SimCheckerHistory, AConfigurationNotTheNewestInTheLogViolatesConfInForce)
   expect_violation("conf-in-force");
 }
 
+// A node that lost only its log keeps CONFSTATE, so it runs the configuration recorded there with an
+// empty log, also after a second crash before its log shows a configuration again (the simulator's
+// --wipe --reconfigure reported 17 conf-in-force violations of 250 seeds for this, seed 1 among
+// them); once its log shows one, that one is what it must run.
+TEST_F(SimCheckerHistory, ALogWipedNodeRunsItsKeptConfigurationAcrossCrashes) {
+  const raft::ConfState bootstrap{{1, 2, 3}};
+  const raft::ConfState shrunk{{2, 3}};
+  checker_.set_bootstrap_conf(bootstrap);
+  checker_.observe_log_wipe(3);
+  checker_.observe_conf(3, shrunk);
+  expect_ok();
+  checker_.observe_crash(3);
+  checker_.observe_restart(3, 0);
+  checker_.observe_conf(3, shrunk);
+  expect_ok();
+  // Caught up: its log now shows a configuration, and a crash no longer hides a mismatch.
+  append(3, {conf_entry(1, 1, raft::ConfState{{1, 2, 3}, {4}})});
+  checker_.observe_crash(3);
+  checker_.observe_restart(3, 0);
+  checker_.observe_conf(3, shrunk);
+  expect_violation("conf-in-force");
+}
+
 TEST_F(SimCheckerHistory, TwoChangesInOneEntryViolateConfSuccession) {
   checker_.set_bootstrap_conf(raft::ConfState{{1, 2, 3}});
   append(1, {conf_entry(1, 1, raft::ConfState{{1}})});
