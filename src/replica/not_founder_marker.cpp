@@ -1,6 +1,6 @@
 #include "replica/not_founder_marker.h"
 
-#include "store/durable_record.h"
+#include "replica/marker_record.h"
 #include "store/endian.h"
 
 namespace raftlog::replica {
@@ -8,8 +8,6 @@ namespace {
 
 constexpr std::uint32_t kFormatVersion = 1;
 constexpr std::size_t kPayloadBytes = 4 + 8 + 4;
-
-store::Env* or_posix(store::Env* env) { return env != nullptr ? env : store::Env::posix(); }
 
 }  // namespace
 
@@ -35,27 +33,16 @@ std::string NotFounderMarker::encode(std::uint64_t node_id, Why why) {
 
 store::Result<NotFounderMarker::Found> NotFounderMarker::find(store::Env* env,
                                                              const std::string& data_dir) {
-  env = or_posix(env);
-  const std::string path = store::join_path(data_dir, kFileName);
+  auto record = read_marker_record(env, data_dir, kFileName, kPayloadBytes, kFormatVersion);
+  if (!record.ok()) return record.status();
   Found found;
-  if (!env->exists(path)) return found;
-  found.present = true;
-  auto file = store::DurableRecordFile::open(env, path, data_dir);
-  if (!file.ok()) {
-    found.damage = "it cannot be read (" + file.status().to_string() + ")";
-    return found;
-  }
-  const auto& payload = (*file)->current();
-  if (!payload.has_value()) {
-    found.damage = "it holds no valid record";
-    return found;
-  }
-  const std::uint32_t why = payload->size() == kPayloadBytes ? store::get_u32(payload->data() + 12) : 0;
-  if (payload->size() != kPayloadBytes || store::get_u32(payload->data()) != kFormatVersion ||
-      (why != static_cast<std::uint32_t>(Why::kJoined) &&
-       why != static_cast<std::uint32_t>(Why::kCommitted))) {
-    found.damage = "its record is of an unknown format (" + std::to_string(payload->size()) +
-                   " bytes)";
+  found.present = record->present;
+  found.damage = record->damage;
+  if (!record->present || !record->damage.empty()) return found;
+  const std::uint32_t why = store::get_u32(record->payload.data() + 12);
+  if (why != static_cast<std::uint32_t>(Why::kJoined) &&
+      why != static_cast<std::uint32_t>(Why::kCommitted)) {
+    found.damage = "its record is of an unknown format (reason " + std::to_string(why) + ")";
     return found;
   }
   found.why = static_cast<Why>(why);
@@ -64,11 +51,7 @@ store::Result<NotFounderMarker::Found> NotFounderMarker::find(store::Env* env,
 
 store::Status NotFounderMarker::write(store::Env* env, const std::string& data_dir,
                                       std::uint64_t node_id, Why why) {
-  env = or_posix(env);
-  // open() creates the file and syncs the directory; write() syncs the record before it returns.
-  auto file = store::DurableRecordFile::open(env, store::join_path(data_dir, kFileName), data_dir);
-  if (!file.ok()) return file.status();
-  return (*file)->write(encode(node_id, why));
+  return write_marker_record(env, data_dir, kFileName, encode(node_id, why));
 }
 
 }  // namespace raftlog::replica

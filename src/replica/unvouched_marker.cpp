@@ -1,6 +1,6 @@
 #include "replica/unvouched_marker.h"
 
-#include "store/durable_record.h"
+#include "replica/marker_record.h"
 #include "store/endian.h"
 
 namespace raftlog::replica {
@@ -8,8 +8,6 @@ namespace {
 
 constexpr std::uint32_t kFormatVersion = 1;
 constexpr std::size_t kPayloadBytes = 4 + 8 + 8 + 8;
-
-store::Env* or_posix(store::Env* env) { return env != nullptr ? env : store::Env::posix(); }
 
 }  // namespace
 
@@ -25,26 +23,14 @@ std::string UnvouchedMarker::encode(std::uint64_t node_id, std::uint64_t vouchin
 
 store::Result<UnvouchedMarker::Found> UnvouchedMarker::find(store::Env* env,
                                                            const std::string& data_dir) {
-  env = or_posix(env);
-  const std::string path = store::join_path(data_dir, kFileName);
+  auto record = read_marker_record(env, data_dir, kFileName, kPayloadBytes, kFormatVersion);
+  if (!record.ok()) return record.status();
   Found found;
-  if (!env->exists(path)) return found;
-  found.present = true;
-  auto file = store::DurableRecordFile::open(env, path, data_dir);
-  if (!file.ok()) {
-    found.damage = "it cannot be read (" + file.status().to_string() + ")";
-    return found;
-  }
-  const auto& payload = (*file)->current();
-  if (!payload.has_value()) {
-    found.damage = "it holds no valid record";
-  } else if (payload->size() != kPayloadBytes ||
-             store::get_u32(payload->data()) != kFormatVersion) {
-    found.damage = "its record is of an unknown format (" + std::to_string(payload->size()) +
-                   " bytes)";
-  } else {
-    found.vouching_term = store::get_u64(payload->data() + 12);
-    found.vouching_index = store::get_u64(payload->data() + 20);
+  found.present = record->present;
+  found.damage = record->damage;
+  if (record->present && record->damage.empty()) {
+    found.vouching_term = store::get_u64(record->payload.data() + 12);
+    found.vouching_index = store::get_u64(record->payload.data() + 20);
   }
   return found;
 }
@@ -52,15 +38,12 @@ store::Result<UnvouchedMarker::Found> UnvouchedMarker::find(store::Env* env,
 store::Status UnvouchedMarker::write(store::Env* env, const std::string& data_dir,
                                      std::uint64_t node_id, std::uint64_t vouching_term,
                                      std::uint64_t vouching_index) {
-  env = or_posix(env);
-  // open() creates the file and syncs the directory; write() syncs the record before it returns.
-  auto file = store::DurableRecordFile::open(env, store::join_path(data_dir, kFileName), data_dir);
-  if (!file.ok()) return file.status();
-  return (*file)->write(encode(node_id, vouching_term, vouching_index));
+  return write_marker_record(env, data_dir, kFileName,
+                             encode(node_id, vouching_term, vouching_index));
 }
 
 store::Status UnvouchedMarker::remove(store::Env* env, const std::string& data_dir) {
-  env = or_posix(env);
+  env = env != nullptr ? env : store::Env::posix();
   RAFTLOG_RETURN_IF_ERROR(env->remove(store::join_path(data_dir, kFileName)));
   return env->sync_dir(data_dir);
 }

@@ -13,7 +13,10 @@
 #include <optional>
 
 #include "bare_node.h"
+#include "replica/marker_record.h"
 #include "replica/not_founder_marker.h"
+#include "replica/unvouched_marker.h"
+#include "store/endian.h"
 #include "store/memory_env.h"
 #include "test_cluster.h"
 #include "unvouched_messages.h"
@@ -130,6 +133,45 @@ TEST(NotFounder, ADamagedRecordCountsAsPresent) {
   EXPECT_TRUE(found->present);
   EXPECT_FALSE(found->damage.empty());
   EXPECT_FALSE(NotFounderMarker::find(&env, "/elsewhere")->present);
+}
+
+// A record of another format (another version, size or reason) counts as present with its damage
+// said, for both markers (review amnesia3: no test read one); UNVOUCHED's word is then unknown (0, 0).
+TEST(NotFounder, ARecordOfAnUnknownFormatCountsAsPresentWithItsDamageSaid) {
+  store::MemoryEnv env;
+  ASSERT_TRUE(env.create_dir("/d").ok());
+  std::string reason_9 = NotFounderMarker::encode(7, NotFounderMarker::Why::kJoined);
+  store::put_u32(reason_9.data() + 12, 9);
+  std::string version_2 = NotFounderMarker::encode(7, NotFounderMarker::Why::kJoined);
+  store::put_u32(version_2.data(), 2);
+  for (const std::string& payload : {reason_9, version_2, std::string(20, '\1')}) {
+    ASSERT_TRUE(
+        replica::write_marker_record(&env, "/d", NotFounderMarker::kFileName, payload).ok());
+    auto found = NotFounderMarker::find(&env, "/d");
+    ASSERT_TRUE(found.ok());
+    EXPECT_TRUE(found->present);
+    EXPECT_NE(found->damage.find("unknown format"), std::string::npos) << found->damage;
+    EXPECT_EQ(found->why, NotFounderMarker::Why::kUnknown);
+  }
+  std::string word_version_2 = replica::UnvouchedMarker::encode(7, 5, 40);
+  store::put_u32(word_version_2.data(), 2);
+  for (const std::string& payload : {word_version_2, std::string(16, '\1')}) {
+    ASSERT_TRUE(replica::write_marker_record(&env, "/d", replica::UnvouchedMarker::kFileName,
+                                             payload)
+                    .ok());
+    auto found = replica::UnvouchedMarker::find(&env, "/d");
+    ASSERT_TRUE(found.ok());
+    EXPECT_TRUE(found->present);
+    EXPECT_NE(found->damage.find("unknown format"), std::string::npos) << found->damage;
+    EXPECT_EQ(found->vouching_term, 0u);
+    EXPECT_EQ(found->vouching_index, 0u);
+  }
+  ASSERT_TRUE(replica::UnvouchedMarker::write(&env, "/d", 7, 5, 40).ok());
+  auto found = replica::UnvouchedMarker::find(&env, "/d");
+  ASSERT_TRUE(found.ok());
+  EXPECT_TRUE(found->damage.empty()) << found->damage;
+  EXPECT_EQ(found->vouching_term, 5u);
+  EXPECT_EQ(found->vouching_index, 40u);
 }
 
 // A sole member ignores the record (review amnesia3 M4): with an empty log it could otherwise never
