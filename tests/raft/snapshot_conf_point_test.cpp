@@ -271,6 +271,7 @@ TEST(SnapshotConfPoint, ATrimInBoundedSlicesKnowsTheConfigurationAtEveryPartialS
     if (first >= 15) break;
     c.replica(1).apply_retention(replica::Clock::now());
     c.finish_off_loop(1);  // the trim's writes off the loop
+    c.persist_one(1);      // the flusher's step: the checkpoint the truncation asked for
   }
   ASSERT_EQ(c.node(1).log.first_index(), 15u);
   EXPECT_GT(below, 1) << "partial starts before the configuration entry";
