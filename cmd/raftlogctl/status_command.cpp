@@ -235,8 +235,15 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ": not serving (docs/operations.md)\n";
     }
     if (s.unvouched) {
-      io.out << "    UNVOUCHED: started on an empty data directory: waiting for a leader to catch it "
-                "up before it votes"
+      // While it catches up, storage_fault carries the node's own reason (an empty data directory,
+      // a lost log/, a restart before it was caught up: amnesia2 review L4); before any leader
+      // reached it, the flag alone says it (the sentence names both losses).
+      io.out << "    UNVOUCHED: "
+             << (s.storage_fault.empty()
+                     ? std::string("started with an empty log (an empty data directory, or its "
+                                   "log/ lost): waiting for a leader to catch it up before it "
+                                   "votes")
+                     : s.storage_fault)
              << (s.catching_up ? " (catching up to index " +
                                      std::to_string(s.catching_up_to_index) + ")"
                                : std::string())

@@ -1,7 +1,8 @@
 // `raftlogctl status` against a fake node (fake_log.h): the line it prints under a leader past its
 // disk high watermark tells keeping leadership (no follower with room), waiting out the 10 s
 // between two handovers, and handing leadership over apart (review of failover, L-4: the wait read
-// "handing leadership to a follower with room"), a learner's row, a disk not probed yet, and a read
+// "handing leadership to a follower with room"), a learner's row, a disk not probed yet, an unvouched
+// node's line (what it lost), and a read
 // that fails printing no table header.
 #include <gtest/gtest.h>
 
@@ -97,6 +98,40 @@ TEST_F(CtlStatusTest, ALearnersRowSaysLearnerAndADiskNotProbedYetSaysUnknown) {
   ASSERT_EQ(json.exit_code, 0) << json.out;
   EXPECT_NE(json.out.find("\"role\":\"follower\",\"learner\":true"), std::string::npos)
       << json.out;
+}
+
+// amnesia2 review L4: the UNVOUCHED line said "started on an empty data directory" also for a node
+// that lost only its log/. While it catches up it prints the node's own reason (storage_fault);
+// before that, a sentence that names both losses.
+TEST_F(CtlStatusTest, AnUnvouchedNodesLineSaysWhatItLost) {
+  const std::string log_lost = "started with an empty log beside its kept HARDSTATE and CONFSTATE "
+                               "(its log/ was lost): waiting for a leader to catch it up";
+  fake_.on_status = [&](pb::StatusResponse* response) {
+    response->set_role(pb::ROLE_FOLLOWER);
+    response->set_unvouched(true);
+    response->set_catching_up(true);
+    response->set_catching_up_to_index(42);
+    response->set_storage_fault(log_lost);
+  };
+  const std::string command =
+      std::string(RAFTLOGCTL_PATH) + " status --endpoints " + server_.address() + " 2>&1";
+  raftlog::testing::CommandRun run = raftlog::testing::run_command(command);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("UNVOUCHED: " + log_lost + " (catching up to index 42)"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("empty data directory"), std::string::npos) << run.out;
+
+  fake_.on_status = [](pb::StatusResponse* response) {
+    response->set_role(pb::ROLE_FOLLOWER);
+    response->set_unvouched(true);
+  };
+  run = raftlog::testing::run_command(command);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("UNVOUCHED: started with an empty log (an empty data directory, or its "
+                         "log/ lost)"),
+            std::string::npos)
+      << run.out;
 }
 
 // drills6 L8: operations.md sends an operator to the derived-index and group fields of Status to
