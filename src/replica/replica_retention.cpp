@@ -252,8 +252,7 @@ std::optional<TrimResult> Replica::trim_scan_step(std::uint64_t before_index,
     // Its reading stops when the round's trim budget is spent (after one batch at least), whether
     // or not another step ran before it in this round.
     advance_topic_scan(plan->new_first - 1, config_.topic_scan_slice_bytes, [this] {
-      return deps_.clock() - trim_.budget.started >=
-             std::chrono::milliseconds(config_.trim_round_budget_ms);
+      return trim_.budget_spent(deps_.clock, config_.trim_round_budget_ms);
     });
     if (!trim_.topic_scan || trim_.topic_scan->running.through() != read_through) {
       trim_.budget.stepped = true;
