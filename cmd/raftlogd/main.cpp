@@ -24,6 +24,7 @@
 #include "allocator_policy.h"
 #include "cli/flags.h"
 #include "raft/types.h"
+#include "server/data_dir_lock.h"
 #include "server/join.h"
 #include "server/node_config.h"
 #include "server/node_identity.h"
@@ -457,6 +458,14 @@ int main(int argc, char** argv) {
   // before the data directory is created.
   if (std::string problem = raftlog::server::validate(config); !problem.empty()) {
     std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  // One process per data directory, before anything in it is read or written (JOIN, IDENTITY, the
+  // log): held until this process exits (server/data_dir_lock.h).
+  std::string lock_problem;
+  const auto data_dir_lock = raftlog::server::DataDirLock::acquire(config.data_dir, &lock_problem);
+  if (data_dir_lock == nullptr) {
+    std::cerr << "raftlogd: " << lock_problem << "\n";
     return raftlog::cli::kExitUsage;
   }
   if (!join_text.empty()) {

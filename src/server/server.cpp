@@ -272,6 +272,11 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(impl->config.listen_address, server_credentials(tls), &bound_port);
+  // gRPC sets SO_REUSEPORT by default: a second process on this address (another node given the
+  // same port, or this node started twice) would bind too and take half of the connections, clients'
+  // and peers' alike, while answering as another node or from other files. Off, its bind fails and
+  // it exits with "cannot listen" before its node or transport starts.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   const std::size_t max_receive = std::max<std::size_t>(
       impl->transport->max_receive_message_bytes(), impl->config.max_append_bytes + (1 << 20));
   const std::size_t max_send =
