@@ -61,6 +61,8 @@ long holder_pid_from_proc_locks(const std::string& proc_locks_text, unsigned dev
 
 std::unique_ptr<DataDirLock> DataDirLock::acquire(const std::string& data_dir,
                                                   std::string* problem) {
+  std::error_code exists_error;
+  const bool existed = std::filesystem::exists(data_dir, exists_error);
   std::error_code mkdir_error;
   std::filesystem::create_directories(data_dir, mkdir_error);
   if (mkdir_error) {
@@ -72,7 +74,9 @@ std::unique_ptr<DataDirLock> DataDirLock::acquire(const std::string& data_dir,
     *problem = "cannot open the data directory " + data_dir + ": " + std::strerror(errno);
     return nullptr;
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return std::unique_ptr<DataDirLock>(new DataDirLock(fd));
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    return std::unique_ptr<DataDirLock>(new DataDirLock(fd, existed ? "" : data_dir));
+  }
   const int lock_errno = errno;
   std::string holder;
   struct stat info {};
@@ -92,6 +96,10 @@ std::unique_ptr<DataDirLock> DataDirLock::acquire(const std::string& data_dir,
   return nullptr;
 }
 
-DataDirLock::~DataDirLock() { ::close(fd_); }
+DataDirLock::~DataDirLock() {
+  // rmdir(2) removes only an empty directory: once the node wrote anything it stays.
+  if (!created_path_.empty()) ::rmdir(created_path_.c_str());
+  ::close(fd_);
+}
 
 }  // namespace raftlog::server

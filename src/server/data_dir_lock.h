@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace raftlog::server {
 
@@ -22,13 +23,17 @@ class DataDirLock {
   // holds the lock (naming its pid when /proc/locks shows it) or the directory cannot be made,
   // opened or locked.
   static std::unique_ptr<DataDirLock> acquire(const std::string& data_dir, std::string* problem);
+  // Unlocks; a directory this lock created and nothing has been written into since is removed
+  // again, so a start refused after the lock (a join another cluster answered, a bad certificate)
+  // leaves no trace, as before the lock existed.
   ~DataDirLock();
   DataDirLock(const DataDirLock&) = delete;
   DataDirLock& operator=(const DataDirLock&) = delete;
 
  private:
-  explicit DataDirLock(int fd) : fd_(fd) {}
+  DataDirLock(int fd, std::string created_path) : fd_(fd), created_path_(std::move(created_path)) {}
   int fd_;
+  std::string created_path_;  // empty when the directory existed before acquire()
 };
 
 // The pid /proc/locks names for an flock held on (`device_major`, `device_minor`, `inode`), 0 when

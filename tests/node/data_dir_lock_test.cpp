@@ -44,6 +44,30 @@ TEST(DataDirLock, ASecondLockOnTheDirectoryIsRefusedAndNamesTheHolder) {
   EXPECT_NE(third, nullptr) << problem;
 }
 
+TEST(DataDirLock, ADirectoryItCreatedIsRemovedOnlyWhileEmpty) {
+  TempDir dir;
+  const std::string refused = dir.path() + "/refused";
+  std::string problem;
+  auto lock = DataDirLock::acquire(refused, &problem);
+  ASSERT_NE(lock, nullptr) << problem;
+  lock.reset();  // a start refused before it wrote anything leaves no directory behind
+  EXPECT_FALSE(std::filesystem::exists(refused));
+
+  const std::string used = dir.path() + "/used";
+  lock = DataDirLock::acquire(used, &problem);
+  ASSERT_NE(lock, nullptr) << problem;
+  { std::FILE* file = std::fopen((used + "/IDENTITY").c_str(), "w"); ASSERT_NE(file, nullptr); std::fclose(file); }
+  lock.reset();
+  EXPECT_TRUE(std::filesystem::exists(used + "/IDENTITY"));
+
+  const std::string existing = dir.path() + "/existing";
+  std::filesystem::create_directory(existing);
+  lock = DataDirLock::acquire(existing, &problem);
+  ASSERT_NE(lock, nullptr) << problem;
+  lock.reset();  // not ours to remove, empty or not
+  EXPECT_TRUE(std::filesystem::is_directory(existing));
+}
+
 TEST(DataDirLock, ADataDirectoryThatIsAFileIsRefusedWithTheReason) {
   TempDir dir;
   const std::string path = dir.path() + "/file";
