@@ -64,6 +64,8 @@ inline constexpr std::string_view kDiskWatermark =
     "DISK_WATERMARK";  // RESOURCE_EXHAUSTED: disk use above the high watermark
 inline constexpr std::string_view kTooManyPending = "TOO_MANY_PENDING";  // RESOURCE_EXHAUSTED
 inline constexpr std::string_view kShuttingDown = "SHUTTING_DOWN";       // UNAVAILABLE
+inline constexpr std::string_view kNodeRemoved =
+    "NODE_REMOVED";  // UNAVAILABLE: a read or tail on a node a committed change removed
 inline constexpr std::string_view kLeadershipLost =
     "LEADERSHIP_LOST";  // UNAVAILABLE, outcome unknown
 inline constexpr std::string_view kCommitTimeout =

@@ -89,6 +89,8 @@ inline constexpr const char* kReasonIndexTrimmed = "INDEX_TRIMMED";
 inline constexpr const char* kReasonIndexNotYetCommitted = "INDEX_NOT_YET_COMMITTED";
 inline constexpr const char* kReasonTooManyPending = "TOO_MANY_PENDING";
 inline constexpr const char* kReasonShuttingDown = "SHUTTING_DOWN";
+// A committed change removed this node: its log stops there for good (a read or tail asks a member).
+inline constexpr const char* kReasonNodeRemoved = "NODE_REMOVED";
 inline constexpr const char* kReasonLeadershipLost = "LEADERSHIP_LOST";
 inline constexpr const char* kReasonSequenceTooOld = "SEQUENCE_TOO_OLD";
 inline constexpr const char* kReasonSequenceReused = "SEQUENCE_REUSED";

@@ -461,7 +461,10 @@ class ClientServices::Impl {
       auto past_end_waited = std::chrono::milliseconds(0);
       while (!cancelled_.load() && !owner_->shutting_down_.load() && !node->stopping()) {
         std::vector<raft::Entry> entries;
-        NodeError error = node->read_committed(next_index_, max_entries, max_bytes_, &entries);
+        // Checked every round: a node may learn of its removal while a tail is open on it, and
+        // its log then never moves again (the client resumes on a member).
+        NodeError error = node->removed_refusal();
+        if (error.ok()) error = node->read_committed(next_index_, max_entries, max_bytes_, &entries);
         if (error.reason == api_errors::reason::kIndexNotYetCommitted &&
             past_end_waited < kPastEndGrace) {
           node->wait_for_commit(next_index_ - 2, Clock::now() + poll);
@@ -632,7 +635,8 @@ grpc::ServerUnaryReactor* ClientServices::Impl::LogService::Read(
   Node* node = owner_->node_;
   auto serve = [node, context, reactor, response_bytes, from, max_entries, max_bytes]() {
     std::vector<raft::Entry> entries;
-    NodeError error = node->read_committed(from, max_entries, max_bytes, &entries);
+    NodeError error = node->removed_refusal();
+    if (error.ok()) error = node->read_committed(from, max_entries, max_bytes, &entries);
     if (!error.ok()) {
       reactor->Finish(to_grpc(context, error));
       return;

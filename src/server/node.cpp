@@ -409,6 +409,7 @@ void Node::Impl::publish_status() {
     status.scrub_bytes_verified = scrub.bytes_verified;
     status.scrub_passes = scrub.passes_completed;
   }
+  removed_.store(status.removed, std::memory_order_release);
   std::lock_guard lock(status_mu_);
   status_ = std::move(status);
 }
@@ -576,6 +577,17 @@ std::optional<std::uint64_t> Node::term_at(std::uint64_t index) const {
 
 std::uint64_t Node::commit_index() const { return impl_->commit_.load(std::memory_order_acquire); }
 bool Node::stopping() const { return impl_->stopping_.load(std::memory_order_acquire); }
+bool Node::removed() const { return impl_->removed_.load(std::memory_order_acquire); }
+
+NodeError Node::removed_refusal() const {
+  if (!removed()) return NodeError{};
+  return make_error(ErrorCode::kUnavailable,
+                    "node " + std::to_string(impl_->config_.node_id) +
+                        " was removed from the cluster by a committed change: its log stops at "
+                        "commit " + std::to_string(commit_index()) +
+                        " for good; read from a member (raftlogctl members list), and stop this node",
+                    replica::kReasonNodeRemoved);
+}
 bool Node::failed() const { return impl_->failed_.load(std::memory_order_acquire); }
 
 NodeStatus Node::status() const {

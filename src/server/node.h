@@ -132,6 +132,12 @@ class Node {
   void set_snapshot_section(SnapshotSection section);
   std::optional<std::uint64_t> term_at(std::uint64_t index) const;
   bool stopping() const;
+  // A committed change removed this node (NodeStatus::removed, as last published): its log stops
+  // at its removal for good, so reads and tails refuse with removed_refusal() instead of serving a
+  // frozen log (clients then ask a member).
+  bool removed() const;
+  // UNAVAILABLE, NODE_REMOVED, naming the node and its commit index; ok() when not removed.
+  NodeError removed_refusal() const;
   // True once the node hit an error it cannot continue from (e.g. the store refused a write it had
   // already promised to Raft): the process should exit and be restarted, recovery takes over.
   bool failed() const;

@@ -151,6 +151,7 @@ class Node::Impl {
   mutable std::mutex commit_mu_;
   mutable std::condition_variable commit_cv_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> removed_{false};  // status_.removed, readable without status_mu_ (Node::removed)
   std::atomic<bool> failed_{false};
   std::atomic<bool> loop_exit_{false};
   bool started_ = false;

@@ -32,6 +32,10 @@ grpc::Status TopicsService::unavailable(grpc::ServerContext* context) const {
     return reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
                          replica::kReasonShuttingDown);
   }
+  if (const NodeError removed = node_->removed_refusal(); !removed.ok()) {
+    return reason_status(context, grpc::StatusCode::UNAVAILABLE, removed.message,
+                         replica::kReasonNodeRemoved);
+  }
   return reason_status(context, grpc::StatusCode::UNAVAILABLE,
                        "this node has no usable derived indexes (see its log); ask another node",
                        kReasonIndexesUnavailable);
@@ -39,7 +43,7 @@ grpc::Status TopicsService::unavailable(grpc::ServerContext* context) const {
 
 grpc::Status TopicsService::ListTopics(grpc::ServerContext* context, const v1::ListTopicsRequest*,
                                        v1::ListTopicsResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
+  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
   const std::uint64_t commit = node_->commit_index();
   const std::uint64_t first = node_->log_bounds().first;
   for (const derived::TopicInfo& topic : dispatcher_->indexes().list_topics(commit, first)) {
@@ -114,7 +118,7 @@ grpc::Status TopicsService::read_topic(grpc::ServerContext* context, const std::
 grpc::Status TopicsService::ReadTopic(grpc::ServerContext* context,
                                       const v1::ReadTopicRequest* request,
                                       v1::ReadTopicResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
+  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
   return read_topic(context, request->topic(), request->from_offset(), request->max_entries(),
                     response);
 }
@@ -122,7 +126,7 @@ grpc::Status TopicsService::ReadTopic(grpc::ServerContext* context,
 grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
                                       const v1::ReadTopicRequest* request,
                                       grpc::ServerWriter<v1::ReadTopicResponse>* writer) {
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
+  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
   if (tails_.fetch_add(1) >= kMaxTopicTails) {
     tails_.fetch_sub(1);
     return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -136,7 +140,7 @@ grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
   } release{&tails_};
   std::uint64_t next = request->from_offset();
   while (!context->IsCancelled()) {
-    if (stopping_.load() || node_->stopping()) return unavailable(context);
+    if (stopping_.load() || node_->stopping() || node_->removed()) return unavailable(context);
     // A stopped dispatcher indexes nothing more: the tail would wait forever. The client resumes
     // on another node from `next`.
     if (std::string failure = dispatcher_->failure(); !failure.empty()) {
@@ -177,7 +181,7 @@ grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
 grpc::Status TopicsService::LookupKey(grpc::ServerContext* context,
                                       const v1::LookupKeyRequest* request,
                                       v1::LookupKeyResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
+  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
   if (std::string problem = derived::keys_problem({request->key()}); !problem.empty()) {
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, problem,
                          replica::kReasonBadKeys);
@@ -229,7 +233,7 @@ NodeError TopicsService::first_entry_stamped(std::uint64_t first, std::uint64_t 
 grpc::Status TopicsService::FindByTime(grpc::ServerContext* context,
                                        const v1::FindByTimeRequest* request,
                                        v1::FindByTimeResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load()) return unavailable(context);
+  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
   const std::uint64_t commit = node_->commit_index();
   const std::uint64_t first = node_->log_bounds().first;
   response->set_indexed_through(std::min(indexed_through(), commit));
