@@ -244,6 +244,36 @@ int run_remove(std::string_view command_path, std::span<const std::string> args,
 }
 
 // --- replace ---------------------------------------------------------------------------------------
+// The replacement's steps once NEW_ID is a member: a voter's replacement is promoted once caught up,
+// a learner's stays a learner (the voters and the quorum stay as they were: drills7 M4, where a
+// replaced read replica silently became a fourth voter) once caught up. On failure the message says
+// what is left, and that running the same replace again finishes it.
+int replacement_takes_role(Parsed& p, const cli::Io& io, std::uint64_t old_id, bool old_is_voter,
+                           std::uint64_t new_id, bool new_is_voter) {
+  const std::string left = "node " + std::to_string(old_id) + " is still a member: run this " +
+                           "`members replace` again once node " + std::to_string(new_id) +
+                           " runs (it goes on from here)\n";
+  if (!old_is_voter) {
+    if (client::Status caught_up = p.members->wait_caught_up(new_id, p.remaining_ms());
+        !caught_up.ok()) {
+      io.err << "members replace: node " << new_id << " stays a learner, not caught up yet; " << left;
+      return fail(io, "members replace", caught_up);
+    }
+    if (!p.cluster.json)
+      io.out << "node " << new_id << " caught up and stays a learner, as node " << old_id << " was\n";
+    return cli::kExitOk;
+  }
+  if (new_is_voter) return cli::kExitOk;
+  auto promoted = p.members->promote_when_caught_up(new_id, p.remaining_ms());
+  if (!promoted.ok()) {
+    io.err << "members replace: node " << new_id << " stays a learner; " << left;
+    return fail(io, "members replace", promoted.status());
+  }
+  print_change(io, p.cluster.json, "node " + std::to_string(new_id) + " caught up and is a voter",
+               promoted.value());
+  return cli::kExitOk;
+}
+
 int run_replace(std::string_view command_path, std::span<const std::string> args,
                 const cli::Io& io) {
   static constexpr PositionalSpec kSpec[] = {{"OLD_ID", PositionalKind::kNodeId},
@@ -252,12 +282,16 @@ int run_replace(std::string_view command_path, std::span<const std::string> args
   Parsed p;
   if (int code = parse(command_path,
                        "Replace member OLD_ID by node NEW_ID at NEW_ADDR: add NEW_ID as a learner, "
-                       "wait until it caught up, promote it, then remove OLD_ID.",
+                       "wait until it caught up, promote it (when OLD_ID is a voter; a learner's "
+                       "replacement stays a learner), then remove OLD_ID. Run again after an "
+                       "interruption (NEW_ID not running yet, --timeout-ms passed), it goes on "
+                       "from the step it stopped at.",
                        args, kSpec, io, &p);
       code >= 0)
     return code;
   const std::uint64_t old_id = p.args.ids[0];
   const std::uint64_t new_id = p.args.ids[1];
+  const std::string& new_address = p.args.addresses[0];
   if (old_id == new_id) {
     io.err << command_path << ": OLD_ID and NEW_ID are the same node\n";
     return cli::kExitUsage;
@@ -266,12 +300,34 @@ int run_replace(std::string_view command_path, std::span<const std::string> args
   // added and promoted, and the cluster one voter larger than intended, before the remove fails.
   auto listed = p.members->list();
   if (!listed.ok()) return fail(io, "members replace", listed.status());
-  if (listed->find(old_id) == nullptr) {
+  const client::Member* old_member = listed->find(old_id);
+  if (old_member == nullptr) {
     io.err << command_path << ": node " << old_id
            << " is not a member (see `members list`); nothing was changed\n";
     return cli::kExitFailure;
   }
-  if (int code = add_caught_up_voter(p, io, "members replace", new_id, p.args.addresses[0]);
+  const bool old_is_voter = old_member->voter;
+  // NEW_ID a member already: an earlier replace added it and stopped (drills7 M1: the rerun was
+  // refused ALREADY_A_MEMBER, and "promote it" left the dead OLD_ID a voter). At NEW_ADDR it is
+  // that replacement, so the replace goes on; anywhere else it is another node.
+  bool new_is_voter = false;
+  if (const client::Member* new_member = listed->find(new_id); new_member != nullptr) {
+    if (new_member->address != new_address) {
+      io.err << command_path << ": node " << new_id << " is a member already, at "
+             << new_member->address << ", not " << new_address << "; nothing was changed\n";
+      return cli::kExitFailure;
+    }
+    new_is_voter = new_member->voter;
+    io.err << "members replace: node " << new_id << " is a " << (new_is_voter ? "voter" : "learner")
+           << " at " << new_address << " already (an earlier replace added it): going on\n";
+  } else {
+    auto added = p.members->add(new_id, new_address, /*learner=*/true);
+    if (!added.ok()) return fail(io, "members replace", added.status());
+    print_change(io, p.cluster.json,
+                 "node " + std::to_string(new_id) + " added as a learner at " + new_address,
+                 added.value());
+  }
+  if (int code = replacement_takes_role(p, io, old_id, old_is_voter, new_id, new_is_voter);
       code != cli::kExitOk)
     return code;
   auto removed = p.members->remove(old_id);
@@ -289,7 +345,9 @@ constexpr cli::Command kCommands[] = {
      run_add, nullptr},
     {"promote", "make a caught-up learner (ID) a voter", run_promote, nullptr},
     {"remove", "remove a member (ID)", run_remove, nullptr},
-    {"replace", "replace OLD_ID by NEW_ID at NEW_ADDR (add, catch up, promote, remove)",
+    {"replace",
+     "replace OLD_ID by NEW_ID at NEW_ADDR (add, catch up, promote a voter's replacement, remove; "
+     "run again to finish an interrupted one)",
      run_replace, nullptr},
 };
 
