@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "command_failure.h"
 #include "cli/flags.h"
 #include "client/client.h"
 #include "client/topics.h"
@@ -31,11 +32,6 @@ namespace {
 
 constexpr std::uint64_t kMaxAppendLines = 1'000'000;  // bound on one `append` from stdin
 constexpr std::uint64_t kMaxReadCount = 1'000'000;    // bound on one `read`'s output
-
-int fail(const cli::Io& io, std::string_view what, const client::Status& status) {
-  io.err << what << ": " << client::to_string(status.code()) << ": " << status.message() << "\n";
-  return cli::kExitFailure;
-}
 
 void print_entry(const cli::Io& io, const client::Entry& e, bool json) {
   if (json) {

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <string>
 
+#include "command_failure.h"
 #include "cli/flags.h"
 #include "client/groups.h"
 #include "cluster_commands.h"
@@ -12,11 +13,6 @@
 
 namespace raftlog::ctl {
 namespace {
-
-int fail(const cli::Io& io, std::string_view what, const client::Status& status) {
-  io.err << what << ": " << client::to_string(status.code()) << ": " << status.message() << "\n";
-  return cli::kExitFailure;
-}
 
 // Parses the cluster flags and `flags`, then connects: a negative number with *groups set, or the
 // exit code to return (help, a usage error, or a client that cannot be made).

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "command_failure.h"
 #include "cli/flags.h"
 #include "cli/members_args.h"
 #include "client/admin.h"
@@ -22,14 +23,6 @@ using cli::PositionalKind;
 using cli::PositionalSpec;
 
 // "members add: FAILED_PRECONDITION: ... (WOULD_LOSE_QUORUM)".
-int fail(const cli::Io& io, std::string_view what, const client::Status& status) {
-  io.err << what << ": " << client::to_string(status.code()) << ": " << status.message();
-  if (status.details() && !status.details()->reason.empty())
-    io.err << " (" << status.details()->reason << ")";
-  io.err << "\n";
-  return cli::kExitFailure;
-}
-
 // "1,2,3" (`separator` between the ids).
 std::string joined_ids(const std::vector<std::uint64_t>& ids, std::string_view separator) {
   std::string out;

@@ -7,6 +7,7 @@
 #include <stop_token>
 #include <string>
 
+#include "command_failure.h"
 #include "cli/flags.h"
 #include "client/topics.h"
 #include "cluster_commands.h"
@@ -16,11 +17,6 @@ namespace raftlog::ctl {
 namespace {
 
 constexpr std::uint64_t kMaxTopicReadCount = 1'000'000;
-
-int fail(const cli::Io& io, std::string_view what, const client::Status& status) {
-  io.err << what << ": " << client::to_string(status.code()) << ": " << status.message() << "\n";
-  return cli::kExitFailure;
-}
 
 std::unique_ptr<client::Topics> connect(const client::Options& options, const cli::Io& io) {
   auto topics = client::Topics::create(options);

@@ -59,6 +59,7 @@ TEST(RemovedNodeTest, ARemovedNodeStillRunningRefusesReadsAndClientsReadFromAMem
                            std::to_string(removed) + " was removed from the cluster"),
             std::string::npos)
       << alone.out;
+  EXPECT_NE(alone.out.find("(NODE_REMOVED)"), std::string::npos) << alone.out;  // the reason word
   const CommandRun below = run_command(ctl + "--endpoints " + cluster.address(removed) +
                                        " read --from 1 --count 1 --no-headers");
   EXPECT_NE(below.exit_code, 0) << below.out;  // not served from the frozen log either
