@@ -282,6 +282,14 @@ TEST(MembershipTest, ARemovedNodeLearnsThatItsRemovalCommitted) {
   ASSERT_TRUE(client->append({"before"}).ok());
   const int removed = leader == 3 ? 2 : 3;
   auto members = members_client(cluster, 0);
+  // A voter counts toward a change's quorum once it plainly acknowledged an append of the term
+  // (docs/raft.md, "A reachable quorum"): a removal sent right after the first append could be
+  // refused WOULD_LOSE_QUORUM (seen once in 2026-12-07's runs), so wait until every member is
+  // caught up on the leader.
+  settled_list(*members, [](const client::MemberList& list) {
+    return std::all_of(list.members.begin(), list.members.end(),
+                       [](const client::Member& m) { return m.caught_up; });
+  });
   auto change = members->remove(static_cast<std::uint64_t>(removed));
   ASSERT_TRUE(change.ok()) << change.status().to_string();
   EXPECT_TRUE(poll_until(
