@@ -243,8 +243,9 @@ bool run_live_variant(const LiveSettings& settings, const std::string& flush_mod
     };
     for (auto next = started + kSampleInterval; next < load_end; next += kSampleInterval) {
       std::this_thread::sleep_until(next);
+      // The wall second the sample is taken in (before its Status calls, which may run long).
+      const auto at = static_cast<std::uint64_t>(seconds_since(started));
       const std::uint64_t lag = max_lag(*cluster);
-      const auto at = static_cast<std::uint64_t>(seconds_since(started));  // its wall second
       while (second < at) close_second();
       peak = std::max(peak, lag);
       second_peak = std::max(second_peak, lag);

@@ -368,6 +368,7 @@ void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expec
   } else {
     first_index_topics_.reset();
     first_index_conf_.reset();
+    first_index_stamp_ = 0;  // read only with the table: unknown with it
     trim_.topic_scan.reset();
   }
   tell_core_trim_point_conf();

@@ -141,6 +141,7 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
           config_.node_id, problem);
       first_index_topics_.reset();
       first_index_conf_.reset();
+      first_index_stamp_ = 0;  // read only with the table: unknown with it
       trim_.topic_scan.reset();
       tell_core_trim_point_conf();
       return;

@@ -141,6 +141,39 @@ TEST(DerivedTrimAgreement, IndexesOfTheOldTimeRecordRuleAreRebuiltOnce) {
   EXPECT_EQ(upgraded->find_by_time(110, 21, 11), 21U);
 }
 
+// Review of since4, M1: this version writes no extra time record for a stamped entry after a plain
+// one, which dispatch3's lookup (cursor version 2) relies on; rolled back to, that binary resumed
+// on these records and skipped a millisecond's stamped entries. The cursor is now written as
+// version 3, which a version-2 binary refuses (it rebuilds), while this one still resumes a
+// version-2 cursor (its extra records are harmless). Failed before: the cursor written was
+// version 2.
+TEST(DerivedTrimAgreement, TheCursorIsWrittenAsVersion3AndAVersion2OneStillResumes) {
+  const FakeLog log = random_log(3, 60);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  replay(*indexes, log);
+  ASSERT_TRUE(indexes->persist().ok());
+  indexes.reset();
+  auto bytes = env.read_file("/derived/CURSOR", kMaxCursorBytes);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  EXPECT_EQ(store::get_u32(bytes->data() + 8), 3U) << "a dispatch3 binary would resume it";
+
+  ASSERT_NO_FATAL_FAILURE(set_cursor_version(env, 2));
+  auto resumed = open_indexes(env, log, &report);
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(describe(*resumed, log), describe_from_scratch(log));
+  resumed.reset();
+
+  ASSERT_NO_FATAL_FAILURE(set_cursor_version(env, 4));
+  auto rebuilt = open_indexes(env, log, &report);
+  ASSERT_NE(rebuilt, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kRebuilt) << report.reason;
+  replay(*rebuilt, log);
+  EXPECT_EQ(describe(*rebuilt, log), describe_from_scratch(log));
+}
+
 // Any trim point, any of the four histories, records dropped by retention or still in memory: the
 // same answers as an index built from the retained log seeded as the dispatcher seeds it (topics,
 // offsets, keys, time, topic time), and time answers right. Odd seeds step stamps back (a leader
