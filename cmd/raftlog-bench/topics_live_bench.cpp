@@ -30,10 +30,10 @@ constexpr std::uint64_t kLoadThreads = 4;
 constexpr auto kDrainTimeout = std::chrono::seconds(60);  // the lag must drain within this after
 // The lag is sampled 10 times a second (a sample is one Status call per node): a once-a-second
 // sample missed the peaks between two (review L5). At most 6,000 samples (--live-seconds <= 600);
-// the result line keeps the largest of each 10 (a second, unless the Status calls of a round take
-// longer than 100 ms: the samples then fall behind and 10 span more).
+// the result line keeps the largest sample of each wall second since the load began (a second
+// whose Status calls ran late holds fewer samples, one they all missed shows as "-": review of
+// dispatch3, L5, counted 10 samples as a second whatever they spanned).
 constexpr auto kSampleInterval = std::chrono::milliseconds(100);
-constexpr int kSamplesPerSecond = 10;
 // The group commit probe: one commit every 200 ms during the load (at most 3,000), each allowed
 // 2 s of client retries. A commit waits for the indexes to reach the leader's read index (1.5 s
 // at most, then GROUPS_BEHIND), so indexes that fall behind under the load show as slow or failed
@@ -227,18 +227,32 @@ bool run_live_variant(const LiveSettings& settings, const std::string& flush_mod
     const auto load_end = started + std::chrono::seconds(settings.seconds);
     PacedLoad load(endpoints_of(*cluster), settings);
     GroupCommitProbe probe(endpoints_of(*cluster), load_end);
-    std::uint64_t second_peak = 0;
+    // The wall second the open bucket covers, its largest sample and its sample count.
+    std::uint64_t second = 0, second_peak = 0, second_samples = 0;
+    const auto close_second = [&] {
+      lag_series += (second == 0 ? "" : ",") +
+                    (second_samples == 0 ? std::string("-") : std::to_string(second_peak));
+      if (second_samples > 0) {
+        io.err << "  t=" << second + 1 << "s appends " << load.appends()
+               << " largest dispatcher lag " << second_peak << " entries (" << second_samples
+               << " samples)\n";
+      }
+      ++second;
+      second_peak = 0;
+      second_samples = 0;
+    };
     for (auto next = started + kSampleInterval; next < load_end; next += kSampleInterval) {
       std::this_thread::sleep_until(next);
+      // The wall second the sample is taken in (before its Status calls, which may run long).
+      const auto at = static_cast<std::uint64_t>(seconds_since(started));
       const std::uint64_t lag = max_lag(*cluster);
+      while (second < at) close_second();
       peak = std::max(peak, lag);
       second_peak = std::max(second_peak, lag);
-      if (++samples % kSamplesPerSecond != 0) continue;
-      lag_series += (lag_series.empty() ? "" : ",") + std::to_string(second_peak);
-      io.err << "  t=" << fixed(seconds_since(started), 0) << "s appends " << load.appends()
-             << " largest dispatcher lag " << second_peak << " entries (10 samples)\n";
-      second_peak = 0;
+      ++second_samples;
+      ++samples;
     }
+    if (second_samples > 0) close_second();
     load.join();
     probe.join();
     appends = load.appends();

@@ -49,7 +49,7 @@ std::optional<Cursor> decode_cursor(const std::string& bytes, std::string* probl
     *problem = "cursor fails its checksum";
     return std::nullopt;
   }
-  if (!in.u32(&version) || version != kCursorVersion) {
+  if (!in.u32(&version) || (version != kCursorVersion && version != kCursorVersionAlsoRead)) {
     *problem = version == 1 ? "cursor of version 1, whose time records lack those of stamped "
                               "entries after plain ones: the indexes are rebuilt once"
                             : "cursor of unknown version " + std::to_string(version);

@@ -36,7 +36,13 @@ inline constexpr std::uint32_t kCursorMagic = 0x43444C52U;
 // version-1 cursor's time records do not, and the format does not tell them apart: it is refused,
 // so the first start of a binary with version 2 rebuilds the indexes once from the log (review of
 // dispatch3, M1: a lookup on the resumed old records skipped stamped entries).
-inline constexpr std::uint32_t kCursorVersion = 2;
+// Version 3 since since4: time records only where the running max rises (the lookup of SNAPSHOT
+// version 5 needs no more). The same layout; this binary reads version 2 too (its extra records
+// carry equal values: harmless), but writes 3, so that a binary of version 2 (dispatch3's, whose
+// lookup relies on the extra record) rebuilds the indexes when rolled back to, instead of resuming
+// on records it misreads (review of since4, M1: it skipped a millisecond's stamped entries).
+inline constexpr std::uint32_t kCursorVersion = 3;
+inline constexpr std::uint32_t kCursorVersionAlsoRead = 2;
 inline constexpr std::size_t kMaxCursorBytes = 4U << 20;
 
 struct CursorLog {

@@ -209,6 +209,7 @@ Status DerivedIndexes::rebuild(const LogView& log) {
   boundary_ = std::max<std::uint64_t>(log.first_index(), 1);
   boundary_term_ = 0;
   last_timestamp_ms_ = 0;
+  seeded_stamp_ms_ = 0;
   unqueued_entries_ = 0;
   return persist();
 }
@@ -288,16 +289,13 @@ void DerivedIndexes::index_entry(const SourceEntry& entry) {
     keys_->append(Record{entry.index, entry.term, hash});
     key_map_.emplace(hash, entry.index);
   }
-  // A record when the stamp rises, and for the first stamped entry after a plain entry (or a skip,
-  // or an open): whatever index retention makes the log's first, the first stamped entry at or
-  // after it then has a record, and find_by_time answers it on every node (a node that indexed
-  // before the trim and one that rebuilt from the trimmed log alike).
-  const bool follows_stamped = last_stamped_index_ != 0 && entry.index == last_stamped_index_ + 1;
-  if (time_->records().empty() || timestamp > time_->records().back().value || !follows_stamped) {
+  // A record when the running max rises: every value a lookup can ask for then has one at the first
+  // entry that reached it, and the last record below any index is the running max there
+  // (find_by_time).
+  if (time_->records().empty() || timestamp > time_->records().back().value) {
     time_->append(Record{entry.index, entry.term, timestamp});
   }
   last_timestamp_ms_ = timestamp;
-  last_stamped_index_ = entry.index;
 }
 
 bool DerivedIndexes::apply(const std::vector<SourceEntry>& entries) {
@@ -324,12 +322,21 @@ void DerivedIndexes::skip_to(std::uint64_t index) {
 }
 
 bool DerivedIndexes::seed_topic_offsets(std::uint64_t first_log_index,
-                                        const std::vector<TopicNextOffset>& table) {
+                                        const std::vector<TopicNextOffset>& table,
+                                        std::uint64_t stamp_before_ms) {
   std::lock_guard writer(write_mu_);
   std::unique_lock lock(mu_);
   if (boundary_ < first_log_index) return false;
   const bool at_start = boundary_ == first_log_index;
   bool moved = false;
+  // The running max as of the start: time lookups whose time it reaches answer the start itself
+  // (find_by_time), and the entries indexed from the start on carry it as a node that indexed the
+  // trimmed entries does, stamps that stepped back included.
+  seeded_stamp_ms_ = std::max(seeded_stamp_ms_, stamp_before_ms);
+  if (at_start && stamp_before_ms > last_timestamp_ms_) {
+    last_timestamp_ms_ = stamp_before_ms;
+    moved = true;  // the cursor holds it
+  }
   for (const TopicNextOffset& row : table) {
     if (auto queue = queues_.find(row.topic); queue != queues_.end()) {
       if (at_start && queue->second->end_number() != row.next_offset) {
@@ -458,8 +465,18 @@ Status DerivedIndexes::write_captured_locked(const std::function<bool()>& keep_g
   const std::string topics_dir = store::join_path(dir_, "topics");
   if (next_write_ == 0 && next_chunk_ == 0 && !pending_writes_.empty() &&
       !env_->exists(topics_dir)) {
-    if (Status s = env_->create_dir(topics_dir); !s.ok()) return s;
-    if (Status s = env_->sync_dir(dir_); !s.ok()) return s;
+    // A step of its own (once per data directory): sliced and counted like the others (review of
+    // dispatch3, L4).
+    if (keep_going && !keep_going()) return Status();
+    const auto started = std::chrono::steady_clock::now();
+    Status made = env_->create_dir(topics_dir);
+    if (made.ok()) made = env_->sync_dir(dir_);
+    persist_write_ns_.fetch_add(
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - started)
+                                       .count()));
+    if (!made.ok()) return made;
+    persist_syncs_.fetch_add(1);
   }
   // One segment file per step (a new topic's first: its directory and file created, grown and
   // written), so a step is bounded by one file's write whatever a record log captured.
@@ -618,31 +635,22 @@ std::vector<std::uint64_t> DerivedIndexes::lookup_key(std::string_view key, std:
 }
 
 std::uint64_t DerivedIndexes::find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
-                                           std::uint64_t first_log_index,
-                                           bool first_stamped) const {
+                                           std::uint64_t first_log_index) const {
   std::shared_lock lock(mu_);
   const auto& records = time_->records();
-  // Records point at stamped entries, in log order, their values the running max (never down).
+  // Records point at the entries where the running max rose, in log order, their values that max.
   auto it = std::lower_bound(records.begin(), records.end(), timestamp_ms,
                              [](const Record& r, std::uint64_t t) { return r.value < t; });
-  if (it == records.end()) return 0;
-  std::uint64_t answer = it->index;
-  if (answer < first_log_index) {
-    // A stamp at or after the time lies below the log's start: every retained stamped entry is at
-    // or after it, and the answer is the first one. Only this node may know that trimmed stamp (a
-    // node rebuilt from the trimmed log does not), so what it answers must not depend on it: not
-    // the log's first index when that entry is plain (a rebuilt node answers its first stamped
-    // entry), and not the next record past a stamped first entry of an unchanged millisecond
-    // (drills6 M4). The first stamped entry after a plain one always has a record (index_entry).
-    if (first_stamped) {
-      answer = first_log_index;
-    } else {
-      auto at = std::lower_bound(records.begin(), records.end(), first_log_index,
-                                 [](const Record& r, std::uint64_t i) { return r.index < i; });
-      if (at == records.end()) return 0;
-      answer = at->index;
-    }
-  }
+  // The answer of the untrimmed log, clamped to its start: when the running max as of the start - 1
+  // reaches the time, an entry before the start was stamped at or after it, so every retained entry
+  // was appended after it, plain ones included (review of dispatch3, M3). That max is the last
+  // record below the start on a node that indexed the trimmed entries (the record covering the
+  // start stays: forget_below), the seed on one that did not (rebuilt, skipped): the same value
+  // when the seed is exact (SNAPSHOT's, docs/storage-format.md). A seed of 0 is no stamp.
+  const bool reached_before_start = (it != records.end() && it->index < first_log_index) ||
+                                    (seeded_stamp_ms_ != 0 && seeded_stamp_ms_ >= timestamp_ms);
+  if (!reached_before_start && it == records.end()) return 0;
+  const std::uint64_t answer = reached_before_start ? first_log_index : it->index;
   return answer <= visible ? answer : 0;
 }
 

@@ -140,9 +140,13 @@ class DerivedIndexes {
   // seeded. Nothing when boundary() is below it. Queues are created up to kMaxTopics; past that
   // at most kMaxSeededTopics rows are kept, in memory only (the dispatcher seeds again at every
   // open), and a topic starts at its row when its first entry comes. A queue's new start is
-  // persisted with the next cursor. True when a queue was created or its start moved (the cursor
-  // is then due).
-  bool seed_topic_offsets(std::uint64_t first_log_index, const std::vector<TopicNextOffset>& table);
+  // persisted with the next cursor. `stamp_before_ms`: the running max of the entries' stamps as of
+  // first_log_index - 1 (SNAPSHOT's, 0 when none is known): kept for time lookups (find_by_time),
+  // and when nothing after the start is indexed yet the entries from the start on carry it as their
+  // running max, as on a node that indexed the trimmed entries. True when a queue was created, its
+  // start moved or the running max rose (the cursor is then due).
+  bool seed_topic_offsets(std::uint64_t first_log_index, const std::vector<TopicNextOffset>& table,
+                          std::uint64_t stamp_before_ms = 0);
   // Makes every record durable, then the cursor that covers them. With `keep_going`, asked before
   // each record log is synced: once it answers false the persist stops there, before the cursor,
   // and returns OK with *finished false (true when it wrote the cursor). That leaves what a crash
@@ -201,17 +205,14 @@ class DerivedIndexes {
   // oldest first, at most `max`, at least `first_log_index` and at most `visible`.
   std::vector<std::uint64_t> lookup_key(std::string_view key, std::size_t max,
                                         std::uint64_t visible, std::uint64_t first_log_index) const;
-  // The first retained entry stamped at or after `timestamp_ms` (0: none yet, or past `visible`),
-  // a function of the retained log alone, so that every node answers alike whatever it indexed
-  // before a trim (docs/design.md, "Time lookups after a trim"). Stamps are taken as their running
-  // max. A plain entry carries no time: one at the log's start is never the answer (a node that
-  // still held a trimmed stamp used to answer the first index, a rebuilt one the first stamped
-  // entry). `first_stamped`: whether the entry at `first_log_index` carries a timestamp (an
-  // envelope decode_envelope accepts), which the caller reads from the log; it is needed only when
-  // the answer lies at the log's start, and the index cannot tell a stamped entry of an unchanged
-  // millisecond from a plain one there.
+  // The answer the untrimmed log gives, clamped to the log's start (0: none yet, or past
+  // `visible`): the first entry stamped at or after `timestamp_ms`, stamps taken as their running
+  // max, and `first_log_index` itself when an entry before it reached the time (every retained
+  // entry, plain ones too, was appended after that one). The same on every node, a rebuilt one
+  // included, when the seed is exact (seed_topic_offsets; docs/design.md, "Time lookups after a
+  // trim"). Reads the indexes only, never the log.
   std::uint64_t find_by_time(std::uint64_t timestamp_ms, std::uint64_t visible,
-                             std::uint64_t first_log_index, bool first_stamped) const;
+                             std::uint64_t first_log_index) const;
   // The first offset of `topic` whose timestamp is at or after `timestamp_ms` (its end offset if
   // none), never below its first offset at or above `first_log_index`; nullopt for an unknown topic.
   std::optional<std::uint64_t> find_topic_offset_by_time(const std::string& topic,
@@ -273,10 +274,9 @@ class DerivedIndexes {
   std::atomic<std::uint64_t> boundary_{1};
   std::uint64_t boundary_term_ = 0;
   std::uint64_t last_timestamp_ms_ = 0;
-  // The last stamped entry applied since open (0: none): a stamped entry that does not follow it
-  // directly gets a time record even in an unchanged millisecond (index_entry), so the first
-  // stamped entry after any plain run, skip or open is always recorded (find_by_time).
-  std::uint64_t last_stamped_index_ = 0;
+  // The largest running max seed_topic_offsets() was given (0: none): as of an index below the
+  // log's start, so a time it reaches was reached before the start (find_by_time).
+  std::uint64_t seeded_stamp_ms_ = 0;
   std::map<std::string, std::unique_ptr<RecordLog>> queues_;
   std::unique_ptr<RecordLog> keys_;
   std::unique_ptr<RecordLog> time_;

@@ -428,11 +428,12 @@ class Replica {
   // Before a trim deletes segments: SNAPSHOT.next (origin kTrim) with the dedup table's appends at or
   // below `point` (the new first index - 1), so that a restart still answers their retries, and
   // `topics`, the topic table as of `point`, and `conf`, the configuration in force there (nullptr:
-  // not known; the version says which are, snapshot_data.h). Gathered on the loop, encoded,
+  // not known; the version says which are, snapshot_data.h), and with `topics` `stamp`, the running
+  // max stamp as of `point` (version 5). Gathered on the loop, encoded,
   // written and synced off it (hand_off_write): trim_.deletion->next_written once it is back.
   store::Status start_trim_snapshot(std::uint64_t point,
                                     const std::vector<TopicOffsets::TopicNext>* topics,
-                                    const raft::ConfState* conf);
+                                    const raft::ConfState* conf, std::uint64_t stamp);
   // After the trim's prefix truncation: SNAPSHOT.next becomes SNAPSHOT, or goes if nothing was
   // deleted (replica_retention.cpp).
   void finish_trim_snapshot(std::uint64_t first_before, std::uint64_t new_first);
@@ -492,12 +493,12 @@ class Replica {
   // Where the log starts after a trim before `target`: the first segment that keeps an entry at or
   // above it (the active segment always stays; replica_retention.cpp).
   std::uint64_t trim_start_for(std::uint64_t target) const;
-  // After a truncation (successful or not): first_index_topics_ and first_index_conf_ become
-  // `topics` and `conf` when the log now starts at `expected_first`, unknown when it starts anywhere
-  // else than `first_before`.
+  // After a truncation (successful or not): first_index_topics_, first_index_conf_ and
+  // first_index_stamp_ become `topics`, `conf` and `stamp` when the log now starts at
+  // `expected_first`, unknown when it starts anywhere else than `first_before`.
   void note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
                           std::optional<std::vector<TopicOffsets::TopicNext>> topics,
-                          std::optional<raft::ConfState> conf);
+                          std::optional<raft::ConfState> conf, std::uint64_t stamp);
   // Sets first_index_topics_ and first_index_conf_ from what the open found (log start 1, or
   // SNAPSHOT naming it).
   void load_first_index_topics();
@@ -673,6 +674,13 @@ class Replica {
   // the log's start, a trim that could not read its entries); snapshots then fall back to the topic
   // table's committed point. At most TopicOffsets::kMaxTopics topics.
   std::optional<std::vector<TopicOffsets::TopicNext>> first_index_topics_;
+  // The running max of the entries' stamps as of the same index, beside first_index_topics_ (the
+  // same scan reads it; meaningful only while that is known): 0 for a log that starts at 1, then raised by every trim over the entries it
+  // deletes and kept in SNAPSHOT (version 5), which the derived indexes seed their time lookups
+  // with. A trim SNAPSHOT of an older version, or an installed snapshot (the transfer formats
+  // carry none), gives 0: the trims after it then carry the largest stamp they passed, a lower
+  // bound (docs/storage-format.md, "Snapshot data and SNAPSHOT").
+  std::uint64_t first_index_stamp_ = 0;
   // The configuration in force at the log's first index - 1, kept like first_index_topics_ (the
   // bootstrap one for a log that starts at 1, the installed snapshot's, then the newest kConfig
   // entry among those every trim deletes, read by the same scan, and kept in SNAPSHOT, version 3).

@@ -214,11 +214,12 @@ std::optional<TrimResult> Replica::trim_deletion_step(std::uint64_t before_index
   trim_.budget.stepped = true;
   RoundProfile::Scope part(round_, RoundPart::kTrimSnapshotNext);
   const std::uint64_t new_first = plan.new_first;
-  trim_.deletion = TrimDeletion{first_before,         new_first,         std::move(plan.topics),
-                                std::move(plan.conf), /*reached=*/false, /*next_written=*/false};
+  trim_.deletion = TrimDeletion{first_before,          new_first,  std::move(plan.topics),
+                                std::move(plan.conf),  plan.stamp, /*reached=*/false,
+                                /*next_written=*/false};
   const store::Status started = start_trim_snapshot(
       new_first - 1, trim_.deletion->topics ? &*trim_.deletion->topics : nullptr,
-      trim_.deletion->conf ? &*trim_.deletion->conf : nullptr);
+      trim_.deletion->conf ? &*trim_.deletion->conf : nullptr, trim_.deletion->stamp);
   // Failed here (its point unreadable), or inline and failed (publish_write logged it).
   std::optional<store::Status> failed;
   if (!started.ok()) {
@@ -265,6 +266,7 @@ std::optional<TrimResult> Replica::trim_scan_step(std::uint64_t before_index,
   if (trim_.topic_scan && plan->new_first > first_before) {
     plan->topics = trim_.topic_scan->boundary_table;
     plan->conf = trim_.topic_scan->boundary_conf;
+    plan->stamp = trim_.topic_scan->boundary_stamp;
   }
   return std::nullopt;
 }
@@ -354,7 +356,7 @@ std::uint64_t Replica::trim_start_for(std::uint64_t target) const {
 
 void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expected_first,
                                  std::optional<std::vector<TopicOffsets::TopicNext>> topics,
-                                 std::optional<raft::ConfState> conf) {
+                                 std::optional<raft::ConfState> conf, std::uint64_t stamp) {
   const std::uint64_t first_after = log_->first_index();
   if (first_after == first_before) return;
   // SNAPSHOT names expected_first - 1 (saved before the truncation); a log that starts anywhere
@@ -362,9 +364,11 @@ void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expec
   if (first_after == expected_first) {
     first_index_topics_ = std::move(topics);
     first_index_conf_ = std::move(conf);
+    first_index_stamp_ = stamp;
   } else {
     first_index_topics_.reset();
     first_index_conf_.reset();
+    first_index_stamp_ = 0;  // read only with the table: unknown with it
     trim_.topic_scan.reset();
   }
   tell_core_trim_point_conf();
@@ -453,6 +457,7 @@ bool Replica::finish_cut_trim(std::string* problem) {
 void Replica::load_first_index_topics() {
   first_index_topics_.reset();
   first_index_conf_.reset();
+  first_index_stamp_ = 0;
   trim_.topic_scan.reset();
   trim_.pending_before = 0;
   if (log_->first_index() <= 1) {
@@ -462,6 +467,8 @@ void Replica::load_first_index_topics() {
     // It names the log's first index - 1. A trim's of an older version knows less (conf_at_index,
     // topics_at_index false): not known then, and snapshots fall back (replica_snapshot.cpp).
     if (loaded_snapshot_->topics_at_index) first_index_topics_ = loaded_snapshot_->topics;
+    // 0 when the file carries none (older versions, an installed snapshot): the lower bound.
+    first_index_stamp_ = loaded_snapshot_->stamp_max_ms;
     if (loaded_snapshot_->conf_at_index) first_index_conf_ = loaded_snapshot_->conf;
   }
 }

@@ -110,7 +110,7 @@ void Replica::add_dedup_within_budget(SnapshotData* data, std::size_t size) {
 
 store::Status Replica::start_trim_snapshot(std::uint64_t point,
                                            const std::vector<TopicOffsets::TopicNext>* topics,
-                                           const raft::ConfState* conf) {
+                                           const raft::ConfState* conf, std::uint64_t stamp) {
   snapshot_encoding_.invalidate();  // the trim moves the log's start it was taken against
   abandon_outgoing_snapshot("a trim moves the log's start it was taken against");
   auto term = log_->term_at(point);
@@ -127,6 +127,10 @@ store::Status Replica::start_trim_snapshot(std::uint64_t point,
   data->timestamp_floor_ms = last_timestamp_ms_;
   data->topics_at_index = topics != nullptr;  // version 2 when known
   if (topics != nullptr) data->topics = *topics;
+  // With the table, the running max stamp the same scan read (version 5): the derived indexes'
+  // time lookups after the trim (docs/design.md, "Time lookups after a trim").
+  data->stamp_at_index = topics != nullptr;
+  data->stamp_max_ms = topics != nullptr ? stamp : 0;
   data->dedup_view_start = std::min(dedup_.view_start(), point + 1);
   add_dedup_within_budget(data.get(), encoded_size_without_dedup(*data));
   store::Env* const env = config_.store.env;
@@ -259,6 +263,7 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   topics_ = std::move(prepared.topics);          // built off the loop: moved in
   first_index_topics_ = std::move(data.topics);  // the log now starts at point + 1
   first_index_conf_ = data.conf;
+  first_index_stamp_ = data.stamp_max_ms;  // 0: the transfer formats carry none
   tell_core_trim_point_conf();
   trim_.topic_scan.reset();  // it scanned the replaced log
   trim_.pending_before = 0;

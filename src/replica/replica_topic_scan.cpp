@@ -38,6 +38,8 @@ void Replica::restart_topic_scan() {
   trim_.topic_scan->running.reset(trim_.topic_scan->boundary, *first_index_topics_);
   trim_.topic_scan->boundary_conf = first_index_conf_;
   trim_.topic_scan->running_conf = first_index_conf_;
+  trim_.topic_scan->boundary_stamp = first_index_stamp_;
+  trim_.topic_scan->running_stamp = first_index_stamp_;
 }
 
 namespace {
@@ -52,9 +54,10 @@ std::uint64_t sealed_segment_end(const std::vector<store::CommitLog::SegmentInfo
   return 0;
 }
 
-// One scanned entry into the running table and configuration, as note_entry reads it: an envelope
-// that does not validate counts as no topic.
+// One scanned entry into the running table, stamp and configuration, as note_entry reads it: an
+// envelope that does not validate counts as no topic and no stamp (as the derived indexes read it).
 void record_scanned_entry(const store::EntryView& view, TopicOffsets* running,
+                          std::uint64_t* running_stamp,
                           std::optional<raft::ConfState>* running_conf, std::uint64_t node_id) {
   std::string_view topic;
   std::optional<std::uint64_t> offset;
@@ -63,6 +66,8 @@ void record_scanned_entry(const store::EntryView& view, TopicOffsets* running,
       derived::decode_envelope_header(view.payload, &header) == derived::EnvelopeDecode::kOk) {
     topic = header.topic;
     if (header.has_topic_offset) offset = header.topic_offset;
+    // The raw stamp, as the derived indexes take it (not bounded by a clock like the floor).
+    *running_stamp = std::max(*running_stamp, header.timestamp_ms);
   }
   (void)running->record(view.meta.index, topic, offset);
   if (view.meta.type != store::EntryType::kConfig) return;
@@ -105,6 +110,7 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
     trim_.topic_scan->boundary = segment_end;
     trim_.topic_scan->boundary_table = trim_.topic_scan->running.table_at(segment_end);
     trim_.topic_scan->boundary_conf = trim_.topic_scan->running_conf;
+    trim_.topic_scan->boundary_stamp = trim_.topic_scan->running_stamp;
   };
   // A segment end the last slice reached out of time: its boundary moves first, in this round's
   // budget (review offloop3 M2: the copy after the budget was spent held the loop past it).
@@ -135,6 +141,7 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
           config_.node_id, problem);
       first_index_topics_.reset();
       first_index_conf_.reset();
+      first_index_stamp_ = 0;  // read only with the table: unknown with it
       trim_.topic_scan.reset();
       tell_core_trim_point_conf();
       return;
@@ -142,8 +149,8 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
     std::uint64_t last = trim_.topic_scan->running.through();
     for (const store::EntryView& view : batch->entries) {
       if (view.meta.index > segment_end) break;
-      record_scanned_entry(view, &trim_.topic_scan->running, &trim_.topic_scan->running_conf,
-                           config_.node_id);
+      record_scanned_entry(view, &trim_.topic_scan->running, &trim_.topic_scan->running_stamp,
+                           &trim_.topic_scan->running_conf, config_.node_id);
       spent += view.payload.size();
       last = view.meta.index;
     }

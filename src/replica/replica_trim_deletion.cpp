@@ -73,6 +73,7 @@ store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_y
       // Part-way: no table this node has describes the entry before the log's start.
       first_index_topics_.reset();
       first_index_conf_.reset();
+      first_index_stamp_ = 0;  // read only with the table: unknown with it
       tell_core_trim_point_conf();
       return store::Status();
     }
@@ -81,7 +82,7 @@ store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_y
     // The log starts where SNAPSHOT.next says: its tables describe the start from now on.
     deletion.reached = true;
     note_trimmed_start(deletion.first_before, deletion.new_first, std::move(deletion.topics),
-                       std::move(deletion.conf));
+                       std::move(deletion.conf), deletion.stamp);
   }
   if (must_yield()) return store::Status();  // the rename in the next round
   *stepped = true;
@@ -95,7 +96,7 @@ store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_y
 
 void Replica::abandon_trim_deletion() {
   const TrimDeletion& deletion = *trim_.deletion;
-  note_trimmed_start(deletion.first_before, deletion.new_first, std::nullopt, std::nullopt);
+  note_trimmed_start(deletion.first_before, deletion.new_first, std::nullopt, std::nullopt, 0);
   finish_trim_snapshot(deletion.first_before, deletion.new_first);
   trim_.deletion.reset();
 }

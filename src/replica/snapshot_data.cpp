@@ -28,13 +28,15 @@ using detail::kMaxSnapshotIndex;
 
 using Reader = store::ByteReader;
 
-// Version 3's flags byte (snapshot_data.h).
+// Version 3's flags byte (snapshot_data.h); version 5 adds the third.
 constexpr std::uint8_t kTopicsAtIndex = 1;
 constexpr std::uint8_t kConfAtIndex = 2;
+constexpr std::uint8_t kStampAtIndex = 4;
 
 // The lowest version that says what `data` holds (the top of snapshot_data.h).
 std::uint32_t version_for(const SnapshotData& data) {
   const bool trim = data.origin == SnapshotOrigin::kTrim;
+  if (trim && data.topics_at_index && data.stamp_at_index) return kSnapshotDataVersionWithStamp;
   if (!data.retired_ids.empty() || (trim && data.conf_at_index)) return 3;
   return trim && data.topics_at_index ? 2 : 1;
 }
@@ -70,6 +72,7 @@ DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
 std::size_t encoded_size_without_dedup(const SnapshotData& data) {
   std::size_t size = kHeaderBytes + raft::encode_config(data.conf).size() + 8 + 4;
   if (version_for(data) >= 3) size += 1 + 4 + 8 * data.retired_ids.size();
+  if (version_for(data) == kSnapshotDataVersionWithStamp) size += 8;
   for (const TopicOffsets::TopicNext& topic : data.topics) size += detail::encoded_topic_size(topic);
   return size + 4 + data.section.size() + 8 + 4;
 }
@@ -88,11 +91,13 @@ std::string encode_snapshot_data(const SnapshotData& data) {
   store::append_u32(&out, static_cast<std::uint32_t>(conf.size()));
   out += conf;
   if (version >= 3) {
-    out.push_back(static_cast<char>((data.topics_at_index ? kTopicsAtIndex : 0) |
-                                    (data.conf_at_index ? kConfAtIndex : 0)));
+    out.push_back(static_cast<char>(
+        (data.topics_at_index ? kTopicsAtIndex : 0) | (data.conf_at_index ? kConfAtIndex : 0) |
+        (version == kSnapshotDataVersionWithStamp ? kStampAtIndex : 0)));
     store::append_u32(&out, static_cast<std::uint32_t>(data.retired_ids.size()));
     for (raft::NodeId id : data.retired_ids) store::append_u64(&out, id);
   }
+  if (version == kSnapshotDataVersionWithStamp) store::append_u64(&out, data.stamp_max_ms);
   store::append_u64(&out, data.timestamp_floor_ms);
   detail::append_topics(&out, data.topics);
   store::append_u32(&out, static_cast<std::uint32_t>(data.section.size()));
@@ -145,16 +150,21 @@ store::Status decode_topics(Reader& in, SnapshotData* data) {
 
 namespace {
 
-// Version 3's flags and retired ids, after the configuration.
-store::Status decode_version_3_fields(Reader& in, SnapshotData* data) {
+// Version 3's flags and retired ids, after the configuration (version 5: its flag says the running
+// max stamp follows; always set there, never in version 3).
+store::Status decode_version_3_fields(Reader& in, std::uint32_t version, SnapshotData* data) {
   std::uint8_t flags = 0;
   std::uint32_t count = 0;
   if (!in.u8(&flags) || !in.u32(&count)) return corrupt("truncated before the retired ids");
-  if ((flags & ~(kTopicsAtIndex | kConfAtIndex)) != 0) {
-    return corrupt("unknown flags " + std::to_string(flags));
+  const bool with_stamp = version == kSnapshotDataVersionWithStamp;
+  if ((flags & ~(kTopicsAtIndex | kConfAtIndex | kStampAtIndex)) != 0 ||
+      ((flags & kStampAtIndex) != 0) != with_stamp) {
+    return corrupt("unknown flags " + std::to_string(flags) + " for version " +
+                   std::to_string(version));
   }
   data->topics_at_index = (flags & kTopicsAtIndex) != 0;
   data->conf_at_index = (flags & kConfAtIndex) != 0;
+  data->stamp_at_index = with_stamp;
   if (data->origin == SnapshotOrigin::kInstalled &&
       (!data->topics_at_index || !data->conf_at_index)) {
     return corrupt("an installed snapshot that does not describe its index");
@@ -248,7 +258,7 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
     return corrupt("checksum mismatch");
   }
   const std::uint32_t version = store::get_u32(bytes.data() + 8);
-  if (version < 1 || version > kSnapshotDataVersion) {
+  if (version < 1 || (version > kSnapshotDataVersion && version != kSnapshotDataVersionWithStamp)) {
     return corrupt("unknown version " + std::to_string(version));
   }
   Reader in(bytes.substr(12));
@@ -283,9 +293,18 @@ store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes) {
   if (!decoded_conf) return corrupt("a configuration that does not decode");
   data.conf = std::move(*decoded_conf);
   if (version >= 3) {
-    RAFTLOG_RETURN_IF_ERROR(decode_version_3_fields(in, &data));
-    // One encoding per content: version 3 only where a lower one cannot say it.
-    if (version_for(data) != 3) return corrupt("version 3 for what a lower version says");
+    RAFTLOG_RETURN_IF_ERROR(decode_version_3_fields(in, version, &data));
+    if (version == kSnapshotDataVersionWithStamp) {
+      if (!in.u64(&data.stamp_max_ms)) return corrupt("truncated before the running max stamp");
+      // Only a trim's, which knows its topic table as of the index (the scan that reads both).
+      if (data.origin != SnapshotOrigin::kTrim || !data.topics_at_index) {
+        return corrupt("version 5 not a trim's with its topic table");
+      }
+    }
+    // One encoding per content: version 3 (or 5) only where a lower one cannot say it.
+    if (version_for(data) != version) {
+      return corrupt("version " + std::to_string(version) + " for what another version says");
+    }
   }
   if (!in.u64(&data.timestamp_floor_ms)) return corrupt("truncated before the timestamp floor");
   RAFTLOG_RETURN_IF_ERROR(detail::decode_topics(in, &data));

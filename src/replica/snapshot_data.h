@@ -33,15 +33,22 @@
 // it can use (an older follower refuses, and counts, a version-3 snapshot: it stays behind until
 // it runs this version).
 //
+// Version 5 (unframed, since4): a trim's of version 3 that also carries the running max of the
+// entries' stamps as of S (flag bit 2, then a u64 after the retired ids), read by the same scan as
+// its topic table; the derived indexes seed their time lookups after the trim with it
+// (docs/design.md, "Time lookups after a trim"). Every trim of this version writes it; nothing
+// else does (the transfer formats carry no stamp). An older file's stamp is not known (0).
+//
 // Version 4 (snapshot_frames.h) is framed, with its own magic: what a leader sends a peer that
 // decodes it (an installed snapshot's data; decode_snapshot_data reads every version). A trim, and a
 // leader's send to an older peer, still write versions 1..3.
 //
-// Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1..3),
+// Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1..3, 5),
 // u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes;
-// version 3 only: u8 flags (bit 0 the topic table is the one as of S, bit 1 the configuration is
-// the one in force at S; both for an installed snapshot, no other bit), u32 retired id count (at
-// most raft::kMaxRetiredIds), each u64 (non-zero, unique, not a member of the configuration);
+// versions 3 and 5: u8 flags (bit 0 the topic table is the one as of S, bit 1 the configuration is
+// the one in force at S, both for an installed snapshot; bit 2 set in version 5 and only there; no
+// other bit), u32 retired id count (at most raft::kMaxRetiredIds), each u64 (non-zero, unique, not
+// a member of the configuration); version 5 only: u64 the running max stamp (origin 2 with bit 0);
 // then u64 timestamp floor (ms), u32 topic count, per topic (strictly increasing byte order) u8
 // length, the topic, u64 next offset (1..TopicOffsets::kMaxNextOffset); u32 length + the node's
 // section; u64 the sender's dedup view start, u32 client count, per client u64 client id
@@ -70,6 +77,9 @@ namespace raftlog::replica {
 // installed snapshot with retired ids); versions 1 and 2 are still written for everything else and
 // read (see the top of this file). Version 4 is the framed one (snapshot_frames.h).
 inline constexpr std::uint32_t kSnapshotDataVersion = 3;
+// Version 5 (unframed): a trim's that also carries the running max stamp as of its index (version
+// 4 is the framed one).
+inline constexpr std::uint32_t kSnapshotDataVersionWithStamp = 5;
 // The largest snapshot data any node decodes (a file or a message). A sender's own budget
 // (ReplicaConfig::max_snapshot_data_bytes) is smaller: one peer message carries it whole.
 inline constexpr std::size_t kMaxSnapshotDataBytes = 64U << 20;
@@ -89,6 +99,12 @@ struct SnapshotData {
   raft::ConfState conf;
   std::uint64_t timestamp_floor_ms = 0;
   std::vector<TopicOffsets::TopicNext> topics;  // sorted by topic
+  // The running max of the entries' stamps (envelopes the decoder accepts) up to `index`, as the
+  // trims of this node read it (0: no stamp), when `stamp_at_index` (a trim's of version 5; the
+  // derived indexes seed their time lookups with it). Versions 1..4 carry none: false, 0. Encoded
+  // only for a trim's with its topic table (the scan reads both); left out of any other data.
+  std::uint64_t stamp_max_ms = 0;
+  bool stamp_at_index = false;
   // `topics` is the topic table as of `index`. Always for kInstalled; for kTrim only when the trim
   // knew it (version 2, or version 3's flag).
   bool topics_at_index = true;

@@ -37,6 +37,9 @@ struct TopicScan {
   TopicOffsets running;
   std::optional<raft::ConfState> boundary_conf;
   std::optional<raft::ConfState> running_conf;
+  // The running max of the stamps as of `boundary` and of the scan's point (first_index_stamp_).
+  std::uint64_t boundary_stamp = 0;
+  std::uint64_t running_stamp = 0;
 };
 
 // A trim's deletion, once its SNAPSHOT.next is written (replica_trim_deletion.cpp): the segments
@@ -51,6 +54,7 @@ struct TrimDeletion {
   std::uint64_t new_first = 0;
   std::optional<std::vector<TopicOffsets::TopicNext>> topics;
   std::optional<raft::ConfState> conf;
+  std::uint64_t stamp = 0;  // the running max stamp as of new_first - 1, with `topics`
   bool reached = false;
   // SNAPSHOT.next is durable (its write off the loop came back): until then nothing is deleted.
   bool next_written = false;
@@ -71,6 +75,7 @@ struct TrimPlan {
   std::uint64_t new_first = 0;
   std::optional<std::vector<TopicOffsets::TopicNext>> topics;
   std::optional<raft::ConfState> conf;
+  std::uint64_t stamp = 0;  // the running max stamp as of new_first - 1, with `topics`
 };
 
 struct TrimProgress {

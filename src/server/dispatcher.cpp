@@ -121,12 +121,16 @@ void Dispatcher::seed_topics_from_snapshot(std::uint64_t first) {
   std::vector<derived::TopicNextOffset> table;
   table.reserve(found->topics.size());
   for (const auto& row : found->topics) table.push_back({row.topic, row.next_offset});
-  if (indexes_->seed_topic_offsets(first, table)) {
+  // The running max of the stamps as of the same index, when the file carries it (a trim's of
+  // version 5; 0, none known, otherwise: docs/storage-format.md, "Snapshot data and SNAPSHOT").
+  if (indexes_->seed_topic_offsets(first, table, found->stamp_max_ms)) {
     dirty_ = true;
     records_dirty_ = true;
   }
-  spdlog::info("derived indexes: topic numbering as of log index {} from the snapshot ({} topics)",
-               found->index, table.size());
+  spdlog::info(
+      "derived indexes: topic numbering and running max stamp ({} ms, 0: none known) as "
+      "of log index {} from the snapshot ({} topics)",
+      found->stamp_max_ms, found->index, table.size());
 }
 
 std::optional<replica::SnapshotData> Dispatcher::snapshot_naming_log_start(

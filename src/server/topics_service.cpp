@@ -214,22 +214,6 @@ grpc::Status TopicsService::LookupKey(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-NodeError TopicsService::first_entry_stamped(std::uint64_t first, std::uint64_t commit,
-                                            bool* stamped) const {
-  *stamped = false;
-  if (first > commit) return NodeError{};  // nothing visible: no answer needs it
-  std::vector<raft::Entry> entries;
-  const NodeError error = node_->read_committed(first, 1, max_read_bytes_, &entries);
-  if (!error.ok()) return error;
-  if (!entries.empty() && entries[0].index == first && entries[0].has_envelope) {
-    // As the dispatcher indexes it: only an envelope the decoder accepts carries a timestamp.
-    derived::DecodedEnvelope envelope;
-    *stamped = derived::decode_envelope(entries[0].payload.view(), &envelope) ==
-               derived::EnvelopeDecode::kOk;
-  }
-  return NodeError{};
-}
-
 grpc::Status TopicsService::FindByTime(grpc::ServerContext* context,
                                        const v1::FindByTimeRequest* request,
                                        v1::FindByTimeResponse* response) {
@@ -239,22 +223,9 @@ grpc::Status TopicsService::FindByTime(grpc::ServerContext* context,
   response->set_indexed_through(std::min(indexed_through(), commit));
   const derived::DerivedIndexes& indexes = dispatcher_->indexes();
   if (request->topic().empty()) {
-    // The time index answers from the retained log alone, and at the log's start it needs to know
-    // whether the first entry is stamped (DerivedIndexes::find_by_time): read here, not under the
-    // index's lock. Retention may move the start meanwhile: the bounds are read again (a few
-    // times; each try is one entry's read).
-    bool first_stamped = false;
-    std::uint64_t start = first;
-    for (int attempt = 0;; ++attempt) {
-      const NodeError error = first_entry_stamped(start, commit, &first_stamped);
-      if (error.ok()) break;
-      if (error.reason != replica::kReasonIndexTrimmed || attempt == 2) {
-        return to_grpc(context, error);
-      }
-      start = node_->log_bounds().first;
-    }
-    const std::uint64_t index =
-        indexes.find_by_time(request->timestamp_ms(), commit, start, first_stamped);
+    // The indexes alone answer (the running max as of the log's start included): the log is not
+    // read, so no damage to it or trim under way can fail a lookup (review of dispatch3, L3).
+    const std::uint64_t index = indexes.find_by_time(request->timestamp_ms(), commit, first);
     response->set_found(index != 0);
     response->set_index(index);
     return grpc::Status::OK;

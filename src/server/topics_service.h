@@ -48,9 +48,6 @@ class TopicsService final : public raftlog::v1::Topics::Service {
                           std::uint64_t from_offset, std::uint32_t max_entries,
                           raftlog::v1::ReadTopicResponse* response) const;
   std::uint64_t indexed_through() const { return dispatcher_->indexes().boundary() - 1; }
-  // Whether the entry at `first` (the log's first index) carries a timestamp, for the time index
-  // (DerivedIndexes::find_by_time); false without a read when it is past `commit`.
-  NodeError first_entry_stamped(std::uint64_t first, std::uint64_t commit, bool* stamped) const;
 
   Node* node_;
   const Dispatcher* dispatcher_;

@@ -129,7 +129,7 @@ bool trim(DerivedIndexes& indexes, FakeLog& log, const FakeLog& full, util::Prng
   log.trim_to(first);
   if (indexes.boundary() < first) {
     indexes.skip_to(first);
-    (void)indexes.seed_topic_offsets(first, table_before(full, first));
+    (void)indexes.seed_topic_offsets(first, table_before(full, first), stamp_before(full, first));
     return true;
   }
   if (prng.below(4) != 0) {

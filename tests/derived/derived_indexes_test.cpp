@@ -47,10 +47,10 @@ TEST(DerivedIndexes, TopicsKeysAndTimeAnswerFromTheLog) {
   EXPECT_EQ(indexes->lookup_key("order-2", 10, 5, 1), (std::vector<std::uint64_t>{5}));
   EXPECT_TRUE(indexes->lookup_key("missing", 10, 5, 1).empty());
 
-  EXPECT_EQ(indexes->find_by_time(0, 5, 1, true), 1U);
-  EXPECT_EQ(indexes->find_by_time(101, 5, 1, true), 4U);
-  EXPECT_EQ(indexes->find_by_time(105, 5, 1, true), 4U);
-  EXPECT_EQ(indexes->find_by_time(106, 5, 1, true), 0U);
+  EXPECT_EQ(indexes->find_by_time(0, 5, 1), 1U);
+  EXPECT_EQ(indexes->find_by_time(101, 5, 1), 4U);
+  EXPECT_EQ(indexes->find_by_time(105, 5, 1), 4U);
+  EXPECT_EQ(indexes->find_by_time(106, 5, 1), 0U);
   EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 101, 5, 1), 1U);
   EXPECT_EQ(indexes->find_topic_offset_by_time("orders", 200, 5, 1), 2U);
   // Never an offset retention removed (entry 1, offset 0, is below the log's first index 2).
@@ -60,7 +60,7 @@ TEST(DerivedIndexes, TopicsKeysAndTimeAnswerFromTheLog) {
   EXPECT_EQ(indexes->list_topics(3, 1)[0].end_offset, 1U);
   EXPECT_EQ(indexes->read_topic("orders", 0, 10, 3, 1).records.size(), 1U);
   EXPECT_EQ(indexes->lookup_key("order-1", 10, 2, 1), (std::vector<std::uint64_t>{1}));
-  EXPECT_EQ(indexes->find_by_time(101, 3, 1, true), 0U);
+  EXPECT_EQ(indexes->find_by_time(101, 3, 1), 0U);
 }
 
 TEST(DerivedIndexes, ApplyRefusesAGapOrARepeat) {
@@ -348,12 +348,12 @@ TEST(DerivedIndexes, ATimeLookupAfterATrimStartsAtTheBoundarysFirstRetainedEntry
   replay(*rebuilt, log, 4096);
   const std::uint64_t last = log.last_index();
   for (DerivedIndexes* answering : {indexes.get(), rebuilt.get()}) {
-    EXPECT_EQ(answering->find_by_time(shared_stamp, last, new_first, true), new_first);
-    EXPECT_EQ(answering->find_by_time(1000, last, new_first, true), new_first) << "any earlier time";
-    EXPECT_EQ(answering->find_by_time(shared_stamp + 1, last, new_first, true), shared_first + 10);
-    EXPECT_EQ(answering->find_by_time(shared_stamp + 50, last, new_first, true), shared_first + 14);
-    EXPECT_EQ(answering->find_by_time(shared_stamp + 51, last, new_first, true), 0U);
-    EXPECT_EQ(answering->find_by_time(shared_stamp, new_first - 1, new_first, true), 0U)
+    EXPECT_EQ(answering->find_by_time(shared_stamp, last, new_first), new_first);
+    EXPECT_EQ(answering->find_by_time(1000, last, new_first), new_first) << "any earlier time";
+    EXPECT_EQ(answering->find_by_time(shared_stamp + 1, last, new_first), shared_first + 10);
+    EXPECT_EQ(answering->find_by_time(shared_stamp + 50, last, new_first), shared_first + 14);
+    EXPECT_EQ(answering->find_by_time(shared_stamp + 51, last, new_first), 0U);
+    EXPECT_EQ(answering->find_by_time(shared_stamp, new_first - 1, new_first), 0U)
         << "nothing past the visible bound";
   }
 }

@@ -47,6 +47,16 @@ TEST(DerivedPersistSlices, ABeginWritesNoFileAndEachSliceWritesBoundedWork) {
   bool finished = false;
   int allowed = 1;
   auto slice = [&] { return allowed-- > 0; };
+  // The first step of a data directory's first persist with topics creates topics/ (and syncs
+  // derived/), counted like any sync (review of dispatch3, L4: it ran before the first keep_going).
+  const std::uint64_t syncs_before = indexes->persist_syncs();
+  ASSERT_TRUE(indexes->continue_persist([] { return false; }, &finished).ok());
+  EXPECT_FALSE(env.exists("/derived/topics")) << "created with no step allowed";
+  ASSERT_TRUE(indexes->continue_persist(slice, &finished).ok());
+  EXPECT_TRUE(env.exists("/derived/topics"));
+  EXPECT_EQ(topic_dirs(env), 0U) << "the directory's step is one of its own";
+  EXPECT_EQ(indexes->persist_syncs(), syncs_before + 1) << "its sync is counted";
+  allowed = 1;
   ASSERT_TRUE(indexes->continue_persist(slice, &finished).ok());
   EXPECT_FALSE(finished);
   EXPECT_EQ(topic_dirs(env), 1U) << "one step is one record log's write";
@@ -97,6 +107,9 @@ TEST(DerivedPersistSlices, AStepWritesOneSegmentFileOfARecordLog) {
     return names.ok() ? names->size() : 0;
   };
   bool finished = false;
+  int first_step = 1;  // the data directory's first persist creates topics/ in a step of its own
+  ASSERT_TRUE(indexes->continue_persist([&] { return first_step-- > 0; }, &finished).ok());
+  EXPECT_EQ(segment_files(), 0U);
   for (std::size_t steps = 1; steps <= 5; ++steps) {
     int allowed = 1;
     ASSERT_TRUE(indexes->continue_persist([&] { return allowed-- > 0; }, &finished).ok());

@@ -130,6 +130,20 @@ inline std::vector<TopicNextOffset> table_before(const FakeLog& full, std::uint6
   return table;
 }
 
+// The running max of the stamps of `full`'s entries below `first` (0: none): what a trim's SNAPSHOT
+// of version 5 carries beside the table, and the dispatcher seeds with it.
+inline std::uint64_t stamp_before(const FakeLog& full, std::uint64_t first) {
+  std::uint64_t max = 0;
+  for (std::uint64_t index = full.first; index < first; ++index) {
+    const SourceEntry& entry = full.entries[index - full.first];
+    DecodedEnvelope envelope;
+    if (entry.has_envelope && decode_envelope(entry.payload, &envelope) == EnvelopeDecode::kOk) {
+      max = std::max(max, envelope.timestamp_ms);
+    }
+  }
+  return max;
+}
+
 // Applies every entry of `log` from the index's boundary on, in batches of `batch`.
 inline void replay(DerivedIndexes& indexes, const FakeLog& log, std::size_t batch = 7) {
   while (indexes.boundary() <= log.last_index()) {
@@ -140,14 +154,6 @@ inline void replay(DerivedIndexes& indexes, const FakeLog& log, std::size_t batc
     }
     ASSERT_TRUE(indexes.apply(entries));
   }
-}
-
-// Whether the log's first entry carries a timestamp: what the server reads from the log before a
-// time lookup (TopicsService::first_entry_stamped).
-inline bool first_stamped(const FakeLog& log) {
-  if (log.entries.empty() || !log.entries[0].has_envelope) return false;
-  DecodedEnvelope envelope;
-  return decode_envelope(log.entries[0].payload, &envelope) == EnvelopeDecode::kOk;
 }
 
 // Every answer the index gives about `log` (all topics read whole, every key, a time sweep).
@@ -169,7 +175,7 @@ inline std::string describe(const DerivedIndexes& indexes, const FakeLog& log) {
     out << "\n";
   }
   for (std::uint64_t t = 999'990; t < 1'000'000 + 5 * log.entries.size() + 10; t += 3) {
-    out << indexes.find_by_time(t, visible, log.first, first_stamped(log)) << ",";
+    out << indexes.find_by_time(t, visible, log.first) << ",";
   }
   return out.str();
 }
@@ -187,14 +193,16 @@ inline std::unique_ptr<DerivedIndexes> open_indexes(
   return indexes;
 }
 
-// Opens the indexes as the dispatcher does: seeded with the topic table as of the log's first
-// index - 1 when the log was trimmed (Dispatcher::seed_topics_from_snapshot, at every open).
+// Opens the indexes as the dispatcher does: seeded with the topic table and the running max stamp
+// as of the log's first index - 1 when the log was trimmed (Dispatcher::seed_topics_from_snapshot,
+// at every open).
 inline std::unique_ptr<DerivedIndexes> open_seeded(
     store::MemoryEnv& env, const FakeLog& full, const FakeLog& log, OpenReport* report,
     std::uint64_t records_per_segment = kRecordsPerSegment) {
   auto indexes = open_indexes(env, log, report, LogIdentity{"c", 1}, records_per_segment);
   if (indexes != nullptr && log.first > 1) {
-    (void)indexes->seed_topic_offsets(log.first, table_before(full, log.first));
+    (void)indexes->seed_topic_offsets(log.first, table_before(full, log.first),
+                                      stamp_before(full, log.first));
   }
   return indexes;
 }

@@ -2,8 +2,9 @@
 // whose indexes saw the trimmed entries (they stay in memory until their whole segment goes, and
 // its time records below the log's start spanned it), one rebuilt from the trimmed log (derived/
 // lost, or a follower's snapshot install), one that indexed a prefix before it skipped to the
-// start, and the first one after a restart. The dispatcher seeds each with the topic table as of
-// the log's first index - 1 (DerivedIndexes::seed_topic_offsets), as it does from SNAPSHOT.
+// start, and the first one after a restart. The dispatcher seeds each with the topic table and the
+// running max stamp as of the log's first index - 1 (DerivedIndexes::seed_topic_offsets), as it
+// does from SNAPSHOT.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,12 +36,13 @@ std::string answers(const DerivedIndexes& indexes, const FakeLog& log) {
   return out.str();
 }
 
-// The case found: the log's first retained entry is plain and the first stamped one after it
-// repeats the last trimmed stamp. The node that indexed the trimmed entries answered a lookup of
-// an earlier time with the log's first index (its record of the trimmed millisecond spanned it),
-// the rebuilt node with the first stamped entry. Both answer the first stamped entry: a plain
-// entry carries no time, and only a stamp every node holds may decide.
-TEST(DerivedTrimAgreement, ATimeLookupAtAPlainFirstEntryAnswersTheFirstStampedOneOnEveryNode) {
+// The log's first retained entry is plain and the first stamped one after it repeats the last
+// trimmed stamp. A time at or before that stamp was reached by a trimmed entry, and every retained
+// entry, the plain ones too, was appended after it: the answer is the log's start, as the untrimmed
+// log's answer clamped to it (review of dispatch3, M3, the lead's choice). Until then both nodes
+// answered the first stamped entry (13), leaving out the plain 11 and 12 once the trim ran; the
+// rebuilt node now knows the trimmed stamp from its seed.
+TEST(DerivedTrimAgreement, ATimeReachedBeforeAPlainFirstEntryIsAnsweredWithItOnEveryNode) {
   FakeLog log;
   for (int i = 0; i < 10; ++i) log.add(1, "t", {}, 100 + i);  // 1..10, stamps 100..109
   log.add_plain(1);                                            // 11: the log's start after the trim
@@ -61,25 +63,27 @@ TEST(DerivedTrimAgreement, ATimeLookupAtAPlainFirstEntryAnswersTheFirstStampedOn
   replay(*rebuilt, log);
   for (DerivedIndexes* node : {indexed.get(), rebuilt.get()}) {
     const bool indexed_before = node == indexed.get();
-    EXPECT_EQ(node->find_by_time(50, 14, 11, false), 13U) << "indexed before the trim: " << indexed_before;
-    EXPECT_EQ(node->find_by_time(109, 14, 11, false), 13U) << indexed_before;
-    EXPECT_EQ(node->find_by_time(110, 14, 11, false), 14U) << indexed_before;
-    EXPECT_EQ(node->find_by_time(121, 14, 11, false), 0U) << indexed_before;
-    EXPECT_EQ(node->find_by_time(50, 12, 11, false), 0U) << "the first stamped entry is not visible";
+    EXPECT_EQ(node->find_by_time(50, 14, 11), 11U) << "indexed before the trim: " << indexed_before;
+    EXPECT_EQ(node->find_by_time(109, 14, 11), 11U) << indexed_before;
+    EXPECT_EQ(node->find_by_time(110, 14, 11), 14U) << indexed_before;
+    EXPECT_EQ(node->find_by_time(121, 14, 11), 0U) << indexed_before;
+    EXPECT_EQ(node->find_by_time(110, 13, 11), 0U) << "the answer is not visible yet";
+    EXPECT_EQ(node->find_by_time(50, 11, 11), 11U) << "the start is visible";
   }
 }
 
-// What a time lookup must answer, from the retained log itself: the first entry stamped (an
-// envelope the decoder accepts) whose running max of the retained stamps reaches `t`; 0 if none.
-std::uint64_t expected_time_answer(const FakeLog& log, std::uint64_t t) {
+// What a time lookup must answer after a trim below `first`: the whole log's answer (the first
+// entry stamped, by an envelope the decoder accepts, whose running max reaches `t`) clamped to the
+// log's start; 0 if none.
+std::uint64_t expected_time_answer(const FakeLog& full, std::uint64_t first, std::uint64_t t) {
   std::uint64_t running = 0;
-  for (const SourceEntry& entry : log.entries) {
+  for (const SourceEntry& entry : full.entries) {
     DecodedEnvelope envelope;
     if (!entry.has_envelope || decode_envelope(entry.payload, &envelope) != EnvelopeDecode::kOk) {
       continue;
     }
     running = std::max(running, envelope.timestamp_ms);
-    if (running >= t) return entry.index;
+    if (running >= t) return std::max(entry.index, first);
   }
   return 0;
 }
@@ -96,10 +100,12 @@ void set_cursor_version(store::MemoryEnv& env, std::uint32_t version) {
 }
 
 // Review of dispatch3, M1: time records written before 2026-12-07 lack the record of a stamped
-// entry after a plain one in an unchanged millisecond, and the new lookup relies on it: after an
-// upgrade and a trim at a plain entry inside such a millisecond, the resumed node answered a later
-// millisecond (entries 12..20 skipped), a rebuilt one 12. A cursor of version 1 (those records) now
-// makes the first open of this version rebuild the indexes once.
+// entry after a plain one in an unchanged millisecond, which that version's lookup relied on (after
+// an upgrade and a trim at a plain entry inside such a millisecond, the resumed node answered a
+// later millisecond, entries 12..20 skipped). A cursor of version 1 makes the first open rebuild
+// the indexes once. The lookup of review M3's rule needs only the records where the running max
+// rises, which every version wrote: the rebuild stays (one, at the upgrade), and the answers are
+// that rule's (11: entry 10's stamp reached the times asked).
 TEST(DerivedTrimAgreement, IndexesOfTheOldTimeRecordRuleAreRebuiltOnce) {
   // What the old rule left: entry 11 stamped in 10's millisecond, so 11..20 have no time record.
   auto make_log = [](bool eleven_plain) {
@@ -130,21 +136,57 @@ TEST(DerivedTrimAgreement, IndexesOfTheOldTimeRecordRuleAreRebuiltOnce) {
   replay(*upgraded, log);
   log.trim_to(11);
   ASSERT_TRUE(upgraded->trim_below(11).ok());
-  EXPECT_EQ(upgraded->find_by_time(50, 21, 11, false), 12U) << "entries 12..20 were skipped";
-  EXPECT_EQ(upgraded->find_by_time(109, 21, 11, false), 12U);
-  EXPECT_EQ(upgraded->find_by_time(110, 21, 11, false), 21U);
+  EXPECT_EQ(upgraded->find_by_time(50, 21, 11), 11U) << "entries 11..20 were skipped";
+  EXPECT_EQ(upgraded->find_by_time(109, 21, 11), 11U);
+  EXPECT_EQ(upgraded->find_by_time(110, 21, 11), 21U);
+}
+
+// Review of since4, M1: this version writes no extra time record for a stamped entry after a plain
+// one, which dispatch3's lookup (cursor version 2) relies on; rolled back to, that binary resumed
+// on these records and skipped a millisecond's stamped entries. The cursor is now written as
+// version 3, which a version-2 binary refuses (it rebuilds), while this one still resumes a
+// version-2 cursor (its extra records are harmless). Failed before: the cursor written was
+// version 2.
+TEST(DerivedTrimAgreement, TheCursorIsWrittenAsVersion3AndAVersion2OneStillResumes) {
+  const FakeLog log = random_log(3, 60);
+  store::MemoryEnv env;
+  OpenReport report;
+  auto indexes = open_indexes(env, log, &report);
+  replay(*indexes, log);
+  ASSERT_TRUE(indexes->persist().ok());
+  indexes.reset();
+  auto bytes = env.read_file("/derived/CURSOR", kMaxCursorBytes);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+  EXPECT_EQ(store::get_u32(bytes->data() + 8), 3U) << "a dispatch3 binary would resume it";
+
+  ASSERT_NO_FATAL_FAILURE(set_cursor_version(env, 2));
+  auto resumed = open_indexes(env, log, &report);
+  ASSERT_NE(resumed, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kResumed) << report.reason;
+  EXPECT_EQ(describe(*resumed, log), describe_from_scratch(log));
+  resumed.reset();
+
+  ASSERT_NO_FATAL_FAILURE(set_cursor_version(env, 4));
+  auto rebuilt = open_indexes(env, log, &report);
+  ASSERT_NE(rebuilt, nullptr);
+  EXPECT_EQ(report.mode, OpenMode::kRebuilt) << report.reason;
+  replay(*rebuilt, log);
+  EXPECT_EQ(describe(*rebuilt, log), describe_from_scratch(log));
 }
 
 // Any trim point, any of the four histories, records dropped by retention or still in memory: the
-// same answers as an index built from the retained log (topics, offsets, keys, time, topic time).
-// Stamps never step back here: a leader change between clocks more than 60 s apart can step them
-// back (docs/design.md), and the time index's running max then depends on what a node saw.
+// same answers as an index built from the retained log seeded as the dispatcher seeds it (topics,
+// offsets, keys, time, topic time), and time answers right. Odd seeds step stamps back (a leader
+// change between clocks more than 60 s apart does, docs/design.md): the running max of the trimmed
+// stamps, seeded, makes the rebuilt and skipped nodes' running max the indexed node's (failed
+// before the seed carried it: the rebuilt node's topic reads showed lower running stamps).
 TEST(DerivedTrimAgreement, EveryHistoryAnswersAsTheRetainedLogAfterAnyTrim) {
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
+    const bool monotonic = seed % 2 == 0;
     FakeLog full;
     // A topic whose entries every trim below removes whole: still known everywhere after it.
     for (int i = 0; i < 3; ++i) full.add(1, "gone", {"k9"}, 1'000'000);
-    const FakeLog tail = random_log(seed, 160, /*monotonic=*/true);
+    const FakeLog tail = random_log(seed, 160, monotonic);
     for (const SourceEntry& entry : tail.entries) {
       SourceEntry copy = entry;
       copy.index = full.first + full.entries.size();
@@ -165,14 +207,14 @@ TEST(DerivedTrimAgreement, EveryHistoryAnswersAsTheRetainedLogAfterAnyTrim) {
         // Not only the same everywhere: right (review of dispatch3, L6).
         std::string wrong;
         for (std::uint64_t t = 999'990; t < 1'000'000 + 5 * log.entries.size() + 10; t += 3) {
-          const std::uint64_t answer =
-              scratch->find_by_time(t, log.last_index(), log.first, first_stamped(log));
-          if (answer != expected_time_answer(log, t)) {
-            wrong += " t=" + std::to_string(t) + ":" + std::to_string(answer) + "!=" +
-                     std::to_string(expected_time_answer(log, t));
+          const std::uint64_t answer = scratch->find_by_time(t, log.last_index(), log.first);
+          if (answer != expected_time_answer(full, first, t)) {
+            wrong += " t=" + std::to_string(t) + ":" + std::to_string(answer) +
+                     "!=" + std::to_string(expected_time_answer(full, first, t));
           }
         }
-        EXPECT_EQ(wrong, "") << "time lookups that are not the first stamped entry reaching t";
+        EXPECT_EQ(wrong, "")
+            << "time lookups that are not the whole log's answer clamped to the start";
 
         store::MemoryEnv env;  // indexed everything before the trim
         auto indexed = open_indexes(env, full, &report, LogIdentity{"c", 1}, per_segment);
@@ -192,7 +234,8 @@ TEST(DerivedTrimAgreement, EveryHistoryAnswersAsTheRetainedLogAfterAnyTrim) {
         ASSERT_TRUE(skipped->apply(prefix));
         (void)skipped->retain_from(first);
         skipped->skip_to(first);
-        (void)skipped->seed_topic_offsets(first, table_before(full, first));
+        (void)skipped->seed_topic_offsets(first, table_before(full, first),
+                                          stamp_before(full, first));
         replay(*skipped, log);
         EXPECT_EQ(answers(*skipped, log), expected) << "skipped to the log's start";
         if (HasFailure()) return;

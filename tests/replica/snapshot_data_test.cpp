@@ -247,6 +247,66 @@ TEST(SnapshotData, TheVersionSaysWhatATrimKnewAndInstalledDataCarriesRetiredIds)
   EXPECT_EQ(*decoded, installed);
 }
 
+// Version 5 (review of dispatch3, M3): a trim's data that also carries the running max of the
+// stamps as of its index, which the derived indexes seed their time lookups with. Only a trim's
+// with its topic table (the scan reads both); an older file carries none (stamp_at_index false,
+// 0: the node seeds nothing and its next trim carries the largest stamp it passes).
+TEST(SnapshotData, TheRunningMaxStampIsVersion5AndOnlyATrimsWithItsTopicTable) {
+  SnapshotData trim = sample();  // origin kTrim, topics_at_index, conf_at_index
+  trim.stamp_at_index = true;
+  trim.stamp_max_ms = 1'799'999'999'123;
+  const std::string bytes = encode_snapshot_data(trim);
+  EXPECT_EQ(store::get_u32(bytes.data() + 8), kSnapshotDataVersionWithStamp);
+  std::size_t expected = encoded_size_without_dedup(trim);
+  for (const auto& client : trim.dedup_clients) expected += encoded_client_size(client);
+  EXPECT_EQ(bytes.size(), expected);
+  auto decoded = decode_snapshot_data(bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, trim);
+  trim.conf_at_index = false;  // the configuration unknown: still version 5
+  decoded = decode_snapshot_data(encode_snapshot_data(trim));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(*decoded, trim);
+  trim.conf_at_index = true;
+
+  // What an older binary's trim wrote (version 3, the same table): no stamp.
+  SnapshotData old = trim;
+  old.stamp_at_index = false;
+  old.stamp_max_ms = 0;
+  const std::string old_bytes = encode_snapshot_data(old);
+  EXPECT_EQ(store::get_u32(old_bytes.data() + 8), 3U);
+  decoded = decode_snapshot_data(old_bytes);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_FALSE(decoded->stamp_at_index);
+  EXPECT_EQ(decoded->stamp_max_ms, 0U);
+
+  const std::size_t conf_size = store::get_u32(bytes.data() + 29);
+  const std::size_t flags_at = 33 + conf_size;
+  const std::size_t stamp_at = flags_at + 1 + 4;  // no retired ids
+  auto changed = [&](std::size_t at, char value) {
+    std::string copy = bytes;
+    copy[at] = value;
+    return resealed(copy);
+  };
+  EXPECT_FALSE(decode_snapshot_data(changed(28, 1)).ok()) << "an installed snapshot's";
+  EXPECT_FALSE(decode_snapshot_data(changed(flags_at, 2 | 4)).ok()) << "without its topic table";
+  EXPECT_FALSE(decode_snapshot_data(changed(flags_at, 1 | 2)).ok()) << "version 5 without its flag";
+  std::string as_version_3 = bytes;
+  store::put_u32(as_version_3.data() + 8, 3);
+  EXPECT_FALSE(decode_snapshot_data(resealed(as_version_3)).ok()) << "version 3 with the flag";
+  std::string without_stamp = bytes;
+  without_stamp.erase(stamp_at, 8);
+  EXPECT_FALSE(decode_snapshot_data(resealed(without_stamp)).ok()) << "the stamp left out";
+  std::string truncated = bytes.substr(0, stamp_at + 4);
+  EXPECT_FALSE(decode_snapshot_data(resealed(truncated)).ok());
+  std::string as_version_4 = bytes;
+  store::put_u32(as_version_4.data() + 8, 4);
+  EXPECT_FALSE(decode_snapshot_data(resealed(as_version_4)).ok()) << "4 is the framed one's";
+  std::string as_version_6 = bytes;
+  store::put_u32(as_version_6.data() + 8, 6);
+  EXPECT_FALSE(decode_snapshot_data(resealed(as_version_6)).ok());
+}
+
 // Version 3's fields break no rule unnoticed (resealed: the decoder's checks refuse them).
 TEST(SnapshotData, BadRetiredIdsAndFlagsAreRefused) {
   SnapshotData installed = sample();

@@ -2,7 +2,10 @@
 // naming 90,000 topics took 0.3 s on a loaded machine, past an election timeout): a slice stops once
 // the round's trim budget is spent, after one batch of entries at least, and the next slice goes on
 // from the entry after the last one it read. The table the trim keeps at the new first index - 1 (in
-// its SNAPSHOT) is the one a single slice builds, also when a power cut falls between two slices.
+// its SNAPSHOT) is the one a single slice builds, also when a power cut falls between two slices; so
+// is the running max of the deleted entries' stamps beside it (version 5, review of dispatch3 M3:
+// the derived indexes' time lookups after the trim), and after a power cut at any step the SNAPSHOT
+// file naming the log's start carries the one as of that start.
 //
 // The clock is fixed: a budget of 0 ms is spent as soon as the trim starts (one batch a slice), one
 // of 60 s never (the slice runs to its byte bound, here past the whole log: one slice).
@@ -38,6 +41,7 @@ constexpr int kMaxCalls = 400;
 struct TrimmedTable {
   std::uint64_t first_index = 0;
   std::vector<TopicOffsets::TopicNext> topics;
+  std::uint64_t stamp = 0;  // SNAPSHOT's running max stamp (stamp_at_index checked)
   std::vector<std::uint64_t> read_through;
   std::vector<std::uint64_t> first_index_after;  // the log's start after each trim call
   std::vector<std::uint64_t> boundary;           // the scan's boundary after each trim call
@@ -84,6 +88,44 @@ class TopicScanSliceTest : public ::testing::TestWithParam<std::uint64_t> {
     }
     last_ = replica_->log().last_index();
     ASSERT_GT(before_, 4000U) << "the test needs several batches of sealed entries";
+    // Every entry's stamp, read before anything is trimmed (0 for one without an envelope).
+    stamps_.assign(1, 0);
+    for (std::uint64_t index = 1; index <= last_;) {
+      auto batch = replica_->log().read(index, 512, 1 << 20);
+      ASSERT_TRUE(batch.ok() && !batch->entries.empty()) << "reading " << index;
+      for (const store::EntryView& view : batch->entries) {
+        derived::EnvelopeHeader header;
+        const bool stamped =
+            derived::decode_envelope_header(view.payload, &header) == derived::EnvelopeDecode::kOk;
+        stamps_.push_back(stamped ? header.timestamp_ms : 0);
+        index = view.meta.index + 1;
+      }
+    }
+  }
+  // The running max of the stamps of the entries below `first`, as the trim's scan reads them.
+  std::uint64_t stamp_below(std::uint64_t first) const {
+    std::uint64_t max = 0;
+    for (std::uint64_t index = 1; index < first && index < stamps_.size(); ++index) {
+      max = std::max(max, stamps_[index]);
+    }
+    return max;
+  }
+  // After a reopen: the SNAPSHOT file naming the log's start, read as the dispatcher reads it
+  // (SNAPSHOT.next first), carries the running max as of the start - 1 (nothing when the log still
+  // starts at 1).
+  void expect_start_stamp(const char* where) {
+    const std::uint64_t first = replica_->log().first_index();
+    if (first <= 1) return;
+    std::optional<SnapshotData> naming;
+    for (const SnapshotFile file : {SnapshotFile::kNext, SnapshotFile::kCurrent}) {
+      auto saved = read_snapshot_file(env_.get(), "/data", file);
+      ASSERT_TRUE(saved.ok()) << where << ": " << saved.status().to_string();
+      if (saved->has_value() && (*saved)->index + 1 == first && !naming) naming = **saved;
+    }
+    ASSERT_TRUE(naming.has_value()) << where << ": no SNAPSHOT names the log's start " << first;
+    EXPECT_TRUE(naming->stamp_at_index) << where;
+    EXPECT_EQ(naming->stamp_max_ms, stamp_below(first))
+        << where << ", the log starting at " << first;
   }
   // One trim() call (no loop rounds: each call is a round with its own budget).
   void trim_call(TrimmedTable* result) {
@@ -102,6 +144,10 @@ class TopicScanSliceTest : public ::testing::TestWithParam<std::uint64_t> {
     ASSERT_TRUE(snapshot.ok() && snapshot->has_value() && (*snapshot)->topics_at_index);
     EXPECT_EQ((*snapshot)->index, before_ - 1);
     result->topics = (*snapshot)->topics;
+    EXPECT_TRUE((*snapshot)->stamp_at_index) << "a trim of this version writes version 5";
+    result->stamp = (*snapshot)->stamp_max_ms;
+    EXPECT_EQ(result->stamp, stamp_below(before_)) << "the running max of the deleted entries";
+    EXPECT_NE(result->stamp, 0U);
   }
   // A new replica over a fresh, empty disk: the next build_log starts from nothing.
   void fresh_disk() {
@@ -158,6 +204,7 @@ class TopicScanSliceTest : public ::testing::TestWithParam<std::uint64_t> {
   std::uint64_t before_ = 0;
   std::uint64_t last_ = 0;
   std::vector<std::uint64_t> segment_ends_;  // of the sealed segments, before the trim
+  std::vector<std::uint64_t> stamps_;        // by index (0 unused), read before the trim
 };
 
 // The scan's stops, in order, without repeats and without the 0 of "no scan under way".
@@ -212,7 +259,8 @@ TEST_P(TopicScanSliceTest, ASliceStopsWhenTheRoundsBudgetIsSpentAndTheNextGoesOn
           << "call " << call << " copied the table after its budget was spent";
     }
   }
-  // The table at the end is the one-slice scan's: every topic of the deleted entries, once.
+  // The table at the end is the one-slice scan's: every topic of the deleted entries, once (the
+  // running max of their stamps, which differ from run to run, trim_to_end checks against the log).
   EXPECT_EQ(bounded.topics, one_slice.topics);
   EXPECT_EQ(one_slice.topics.size(), static_cast<std::size_t>(kTopics) -
                                          (last_ + 1 - one_slice.first_index));
@@ -243,6 +291,7 @@ TEST_P(TopicScanSliceTest, APowerCutBetweenSlicesLeavesAStateTheNextTrimComplete
                                       static_cast<std::uint64_t>(cut_after)});
     ASSERT_NO_FATAL_FAILURE(open(kNeverSpent));
     ASSERT_NO_FATAL_FAILURE(expect_kept_entries("reopened"));
+    ASSERT_NO_FATAL_FAILURE(expect_start_stamp("reopened"));
     TrimmedTable finished;
     trim_call(&finished);
     ASSERT_NO_FATAL_FAILURE(trim_to_end(&finished));
