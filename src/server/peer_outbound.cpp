@@ -348,8 +348,9 @@ bool PeerOutbound::send(raft::Message message) {
   // spliced data (resumed by offset, no copy), else this node's data after the point, cut on the
   // encoder thread (or here, outside the lane's lock, when it cannot take it) (docs/design.md,
   // "Snapshot transfer", *A new leader continues*).
-  const SnapshotIdentity data{message.snapshot->index, message.snapshot->term,
-                              message.snapshot->data.size(), snapshot.crc};
+  const SnapshotIdentity data{
+      message.snapshot->index, message.snapshot->term, message.snapshot->data.size(), snapshot.crc,
+      replica::snapshot_data_digest(message.snapshot->data.view(), snapshot.crc)};
   std::optional<SnapshotContinuation> continuation;
   if (receipt && receipt->splice && receipt->snapshot.index == data.index &&
       receipt->snapshot.term == data.term && receipt->snapshot != data) {

@@ -10,7 +10,7 @@ namespace {
 
 SnapshotIdentity identity_of(const raft::Message& message, const SnapshotChunkPlace& place) {
   return SnapshotIdentity{message.snapshot->index, message.snapshot->term, place.total_bytes,
-                          place.data_crc32c};
+                          place.data_crc32c, place.data_digest};
 }
 
 // The same snapshot point: what a continuation may be spliced onto.
@@ -32,6 +32,11 @@ std::string SnapshotReassembler::mismatch(const Partial& partial, const Snapshot
       chunk.place.data_crc32c != partial.place.data_crc32c) {
     return "a different total size or checksum than the partial snapshot's";
   }
+  // The same size and whole CRC but another digest: another encoding of the same layout, whose
+  // bytes must not continue these (or one side from before digests, which proves nothing).
+  if (chunk.place.data_digest != partial.place.data_digest) {
+    return "a different data digest than the partial snapshot's (another encoding)";
+  }
   if (!(got.conf == have.conf)) return "a different configuration than the partial snapshot's";
   return {};
 }
@@ -44,11 +49,12 @@ void SnapshotReassembler::drop_or_continue_lower_terms(const SnapshotChunk& chun
       ++it;
       continue;
     }
-    // A deposed leader's partial: the new sender continues it only when it sends the same data,
-    // or a continuation of the same point (splice_partial checks it), and holds no partial of its
-    // own here.
+    // A deposed leader's partial: the new sender continues it only when it sends the same data
+    // (its digest says so: without one, the old and the new sender's encodings may be two of one
+    // layout), or a continuation of the same point (splice_partial checks it), and holds no
+    // partial of its own here.
     if (!continued && !partials_.contains(from) &&
-        (mismatch(it->second, chunk).empty() ||
+        ((mismatch(it->second, chunk).empty() && chunk.place.data_digest) ||
          (chunk.splice && same_point(it->second.message, chunk.message)))) {
       continued = std::move(it->second);
       ++counters_.partials_continued;
@@ -211,7 +217,8 @@ std::optional<raft::Message> SnapshotReassembler::splice_partial(
   // The bytes through the point stay (each frame checked against its CRC by the walk, their
   // CRC-32C the point's, which the continuation's whole-data CRC extends); the rest is replaced.
   partial.data.resize(static_cast<std::size_t>(point.kept_bytes));
-  partial.place = SnapshotChunkPlace{0, chunk.place.total_bytes, chunk.place.data_crc32c};
+  partial.place = SnapshotChunkPlace{0, chunk.place.total_bytes, chunk.place.data_crc32c,
+                                     chunk.place.data_digest};
   partial.frames = replica::FramedFrameWalk();
   partial.frames.advance(partial.data);
   // Another data from here on: the file that keeps it starts again (snapshot_partial_file.h).
@@ -226,11 +233,15 @@ std::optional<raft::Message> SnapshotReassembler::complete(raft::NodeId from, Cl
   auto node = partials_.extract(from);
   Partial& partial = node.mapped();
   const std::uint32_t crc = util::crc32c::value(partial.data);
-  if (crc != partial.place.data_crc32c) {
+  // The digest, when the chunks named one: the bytes are the data the identity said (the frames'
+  // CRCs it is made of are checked against their frames by the decoder).
+  const bool crc_matches = crc == partial.place.data_crc32c;
+  if (!crc_matches || (partial.place.data_digest &&
+                       replica::snapshot_data_digest(partial.data, crc) != partial.place.data_digest)) {
     ++counters_.checksum_mismatches;
     *problem = "snapshot " + std::to_string(partial.message.snapshot->index) + " from node " +
                std::to_string(from) + ": the reassembled " + std::to_string(partial.data.size()) +
-               " bytes do not match their CRC-32C; dropped";
+               " bytes do not match their " + (crc_matches ? "digest" : "CRC-32C") + "; dropped";
     return std::nullopt;
   }
   raft::Message message = std::move(partial.message);
@@ -315,7 +326,7 @@ std::string SnapshotReassembler::restore(raft::Message header, SnapshotChunkPlac
   Partial& partial = partials_[header.from];
   partial.message = std::move(header);
   partial.message.snapshot->data = raft::Payload();
-  partial.place = SnapshotChunkPlace{0, place.total_bytes, place.data_crc32c};
+  partial.place = SnapshotChunkPlace{0, place.total_bytes, place.data_crc32c, place.data_digest};
   partial.data = std::move(data);
   partial.last_chunk_at = now;
   partial.idle_clock_started = false;  // start_idle_clocks(): once a leader is heard

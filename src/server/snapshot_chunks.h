@@ -73,18 +73,25 @@ struct SnapshotChunkPlace {
   std::uint64_t offset = 0;       // of the chunk's first byte
   std::uint64_t total_bytes = 0;  // of the whole data (> kSnapshotChunkBytes when chunked)
   std::uint32_t data_crc32c = 0;  // of the whole data
+  // replica::snapshot_data_digest of the whole data; absent from a sender from before digests.
+  std::optional<std::uint32_t> data_digest = std::nullopt;
 
   friend bool operator==(const SnapshotChunkPlace&, const SnapshotChunkPlace&) = default;
 };
 
 // What identifies a snapshot's data across transfers, senders and terms: two chunks of the same
-// identity carry bytes of the same data (up to the CRC's collisions, which the whole data's check at
-// the end catches only as far as a CRC can).
+// identity carry bytes of the same data (up to the digest's collisions, 2^-32 for two encodings,
+// which the whole data's checks at the end catch only as far as a CRC can). The whole-data CRC-32C
+// alone is not enough: two framed encodings of one layout share it (replica::snapshot_data_digest),
+// so the digest is part of the identity, and an identity without one (a node from before digests)
+// is continued or resumed only by the transfer it came from (docs/design.md, "Snapshot transfer",
+// *The data's digest*).
 struct SnapshotIdentity {
   raft::Index index = 0;
   raft::Term term = 0;  // the snapshot's (of its last entry), not the message's
   std::uint64_t total_bytes = 0;
   std::uint32_t data_crc32c = 0;
+  std::optional<std::uint32_t> data_digest = std::nullopt;
 
   friend bool operator==(const SnapshotIdentity&, const SnapshotIdentity&) = default;
 };

@@ -22,9 +22,10 @@ namespace {
 using namespace snapshot_testing;  // snapshot_chunk_support.h
 
 SnapshotIdentity identity_of(const raft::Message& message) {
+  const std::uint32_t crc = util::crc32c::value(message.snapshot->data.view());
   return SnapshotIdentity{message.snapshot->index, message.snapshot->term,
-                          message.snapshot->data.size(),
-                          util::crc32c::value(message.snapshot->data.view())};
+                          message.snapshot->data.size(), crc,
+                          replica::snapshot_data_digest(message.snapshot->data.view(), crc)};
 }
 
 std::uint64_t data_bytes(const std::vector<SnapshotChunk>& chunks) {
