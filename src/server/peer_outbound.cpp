@@ -352,8 +352,11 @@ bool PeerOutbound::send(raft::Message message) {
       message.snapshot->index, message.snapshot->term, message.snapshot->data.size(), snapshot.crc,
       replica::snapshot_data_digest(message.snapshot->data.view(), snapshot.crc)};
   std::optional<SnapshotContinuation> continuation;
-  if (receipt && receipt->splice && receipt->snapshot.index == data.index &&
-      receipt->snapshot.term == data.term && receipt->snapshot != data) {
+  // Not for a receipt without the digests (a follower from before them): the lane neither resumes
+  // nor continues it (ResumeMiss::kDigest), so a cut would be copied for nothing.
+  if (receipt && receipt->splice && receipt->splice->kept_digest && receipt->snapshot.data_digest &&
+      receipt->snapshot.index == data.index && receipt->snapshot.term == data.term &&
+      receipt->snapshot != data) {
     {
       std::lock_guard lock(link.mu);
       continuation = link.queue.kept_continuation(data, *receipt);

@@ -287,8 +287,11 @@ std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* v
     *valid_until =
         best->idle_clock_started ? best->last_chunk_at + idle_timeout_ : Clock::time_point::max();
   }
-  return SnapshotReceipt{identity_of(best->message, best->place), best->data.size(),
-                         best->frames.splice_point()};
+  std::optional<replica::FramedSplicePoint> splice = best->frames.splice_point();
+  // A partial whose chunks named no digest (a sender from before digests) names none of its kept
+  // frames either: a receipt names both or none (the codec refuses half of it).
+  if (splice && !best->place.data_digest) splice->kept_digest.reset();
+  return SnapshotReceipt{identity_of(best->message, best->place), best->data.size(), splice};
 }
 
 SnapshotReassembler::PartialView SnapshotReassembler::view_of(raft::NodeId from,

@@ -191,6 +191,13 @@ TEST(SnapshotDigest, ChunksWithoutADigestContinueOnlyTheirOwnSendersPartial) {
   EXPECT_FALSE(follower.add(old_a[1], kT0, &problem).has_value()) << problem;
   ASSERT_TRUE(follower.receipt().has_value());
   EXPECT_FALSE(follower.receipt()->snapshot.data_digest) << "it names none it was not given";
+  ASSERT_TRUE(follower.receipt()->splice.has_value());
+  EXPECT_FALSE(follower.receipt()->splice->kept_digest) << "nor its kept frames': both or none";
+  {
+    pb::RaftMessage wire;
+    encode_snapshot_receipt(*follower.receipt(), &wire);
+    EXPECT_TRUE(decode_snapshot_receipt(wire, &problem).has_value()) << problem;
+  }
   // The same sender resumes its own transfer.
   EXPECT_FALSE(follower.add(old_a[2], kT0, &problem).has_value()) << problem;
   EXPECT_EQ(follower.receipt()->received_bytes, 3 * kSnapshotChunkBytes);
