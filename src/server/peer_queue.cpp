@@ -329,6 +329,14 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   const SnapshotIdentity identity{
       message.snapshot->index, message.snapshot->term, total, data_crc32c,
       replica::snapshot_data_digest(message.snapshot->data.view(), data_crc32c)};
+  // What this lane made of a data as leader in an earlier term says nothing about the follower's
+  // bytes now: another leader may have sent it the same data meanwhile (an identical encoding), so
+  // a leader again in a later term trusts a receipt as a leader that sent none does.
+  if (made_term_ != message.term) {
+    made_identity_.reset();
+    made_through_ = 0;
+    made_term_ = message.term;
+  }
   std::optional<ResumeMiss> missed;
   std::uint64_t start = resume_offset(identity, receipt, &missed);
   SnapshotIdentity sent_identity = identity;

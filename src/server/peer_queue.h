@@ -240,9 +240,11 @@ class LaneQueue {
   // `receipt`: the peer's latest (SnapshotReceipts), from the network. The transfer starts at its
   // offset instead of 0 (counted as resumed) only when it names this snapshot's identity (index,
   // term, total, CRC, digest: replica::snapshot_data_digest of the data, computed here from its
-  // frames' headers; a receipt without a digest is a miss, kDigest) and, if the lane sent this identity before, an offset one of its transfers of
-  // it reached (a peer cannot hold bytes it was never sent; a new leader, which sent none, trusts
-  // any offset below the total); otherwise it is ignored.
+  // frames' headers; a receipt without a digest is a miss, kDigest) and, if the lane sent this
+  // identity before in the message's term, an offset one of its transfers of it reached (a peer
+  // cannot hold bytes it was never sent; a new leader, which sent none, trusts any offset below
+  // the total, and so does a leader again in a later term: another leader may have sent the same
+  // bytes meanwhile); otherwise it is ignored.
   // When the receipt names the same point but other data, and a splice point: the transfer sends
   // `continuation` (made for that very point) instead, from the point on (counted as continued,
   // the point's bytes as saved): its chunks carry the point, their place counts from the data's
@@ -360,6 +362,7 @@ class LaneQueue {
   // started at): a receipt above it names bytes this lane never sent (resume_offset).
   std::optional<SnapshotIdentity> made_identity_;
   std::uint64_t made_through_ = 0;
+  raft::Term made_term_ = 0;  // the term of the messages they were made for (push_snapshot)
   // kept_continuation(): the latest continuation sent, the identity of the data it was cut from,
   // and when a chunk was last made of it.
   struct KeptContinuation {
