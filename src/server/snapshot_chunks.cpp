@@ -1,5 +1,7 @@
 #include "server/snapshot_chunks.h"
 
+#include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "util/crc32c.h"
@@ -38,6 +40,31 @@ std::string SnapshotReassembler::mismatch(const Partial& partial, const Snapshot
     return "a different data digest than the partial snapshot's (another encoding)";
   }
   if (!(got.conf == have.conf)) return "a different configuration than the partial snapshot's";
+  return {};
+}
+
+std::string SnapshotReassembler::other_encoding(const Partial& partial,
+                                                const SnapshotChunk& chunk) {
+  // A stale chunk of the sender's (a lower term) is continue_partial's to refuse, the partial kept.
+  if (chunk.message.term < partial.message.term) return {};
+  // Without a digest (a sender from before digests) the identity does not tell two encodings of
+  // one layout apart (review resume5 M1): a later term's chunk may be of data the sender encoded
+  // again after it led anew, so it starts a new transfer.
+  if (!chunk.place.data_digest && chunk.message.term > partial.message.term) {
+    return "a chunk without a digest at a later term than the partial's (it may be encoded anew)";
+  }
+  // Bytes it repeats must be the held ones (a sender that started again at 0, or resumed from an
+  // older receipt): at most one chunk compared, only on that path.
+  const std::uint64_t held = partial.data.size();
+  if (chunk.place.offset < held) {
+    const std::size_t overlap = static_cast<std::size_t>(
+        std::min<std::uint64_t>(held - chunk.place.offset, chunk.data.size()));
+    const auto at = static_cast<std::size_t>(chunk.place.offset);
+    if (std::string_view(chunk.data).substr(0, overlap) !=
+        std::string_view(partial.data).substr(at, overlap)) {
+      return "bytes that differ from the partial's at offset " + std::to_string(chunk.place.offset);
+    }
+  }
   return {};
 }
 
@@ -110,6 +137,7 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   const auto found = partials_.find(from);
   std::string wrong = found == partials_.end() ? "no snapshot in progress from this node"
                                                : mismatch(found->second, chunk);
+  if (wrong.empty()) wrong = other_encoding(found->second, chunk);
   if (wrong.empty()) return continue_partial(found->second, std::move(chunk), now, problem);
   if (chunk.splice && found != partials_.end()) {
     return splice_partial(found, std::move(chunk), now, problem);
@@ -236,8 +264,10 @@ std::optional<raft::Message> SnapshotReassembler::complete(raft::NodeId from, Cl
   // The digest, when the chunks named one: the bytes are the data the identity said (the frames'
   // CRCs it is made of are checked against their frames by the decoder).
   const bool crc_matches = crc == partial.place.data_crc32c;
-  if (!crc_matches || (partial.place.data_digest &&
-                       replica::snapshot_data_digest(partial.data, crc) != partial.place.data_digest)) {
+  const bool digest_matches =
+      !partial.place.data_digest ||
+      replica::snapshot_data_digest(partial.data, crc) == *partial.place.data_digest;
+  if (!crc_matches || !digest_matches) {
     ++counters_.checksum_mismatches;
     *problem = "snapshot " + std::to_string(partial.message.snapshot->index) + " from node " +
                std::to_string(from) + ": the reassembled " + std::to_string(partial.data.size()) +

@@ -226,6 +226,70 @@ TEST(SnapshotDigest, ChunksWithoutADigestContinueOnlyTheirOwnSendersPartial) {
   EXPECT_EQ(fresh.reassembler.status().counters.splices_refused, 1U);
 }
 
+// Review resume5 M1: a leader from before digests (no digest on its chunks) that encodes the same
+// point again with the same lengths (it leads again in a later term, or restarts its transfer at
+// 0) must not have the follower of this build complete its first encoding's bytes with the
+// second's. A later term's chunk without a digest starts a new transfer; bytes that overlap what
+// is held must be the held bytes. Left (docs/design.md): the same term's resume by offset with
+// another encoding, which only the leader's digest tells.
+TEST(SnapshotDigest, AnOldLeadersOtherEncodingOfTheLayoutDoesNotContinueItsPartial) {
+  const std::string a = leader_encoding(2, 3, 0);
+  const std::string b = leader_encoding(3, 3, 0);  // the same lengths, other clients
+  replica::FramedFrameWalk walk;
+  walk.advance(std::string_view(a).substr(0, 2 * kSnapshotChunkBytes));
+  ASSERT_TRUE(walk.splice_point().has_value());
+  const std::uint64_t boundary = walk.splice_point()->kept_bytes;
+  struct Case {
+    const char* name;
+    raft::Term term;      // of node 1's second transfer (the first is at term 2)
+    std::uint64_t from;   // the offset it starts at
+  };
+  for (const Case& c : {Case{"a later term from the partial's end", 3, boundary},
+                        Case{"a later term from 0", 3, 0}, Case{"the same term from 0", 2, 0}}) {
+    SCOPED_TRACE(c.name);
+    SnapshotReassembler follower;
+    std::string problem;
+    std::vector<SnapshotChunk> sent = without_digest(chunks_of(at_point(1, 2, a)));
+    EXPECT_FALSE(follower.add(sent[0], kT0, &problem).has_value()) << problem;
+    sent[1].data.resize(static_cast<std::size_t>(boundary - kSnapshotChunkBytes));
+    EXPECT_FALSE(follower.add(sent[1], kT0, &problem).has_value()) << problem;
+    ASSERT_EQ(follower.receipt()->received_bytes, boundary);
+    std::vector<SnapshotChunk> again = without_digest(chunks_of(at_point(1, c.term, b)));
+    if (c.from != 0) {
+      // As the old lane resumes at the receipt: the first chunk starts at the boundary.
+      again[1].data.erase(0, static_cast<std::size_t>(boundary - kSnapshotChunkBytes));
+      again[1].place.offset = boundary;
+      again.erase(again.begin());
+    }
+    std::optional<raft::Message> whole;
+    for (const SnapshotChunk& chunk : again) whole = follower.add(chunk, kT0, &problem);
+    if (whole) {
+      EXPECT_TRUE(whole->snapshot->data.view() == std::string_view(b))
+          << "a's bytes through " << boundary << " completed with b's";
+    } else {
+      EXPECT_FALSE(follower.receipt().has_value()) << "refused, the partial dropped";
+    }
+    EXPECT_EQ(follower.status().counters.snapshots_delivered, whole ? 1U : 0U);
+  }
+}
+
+// Review resume5 L5: the same sender's chunk of another digest at the partial's own offset (a
+// stale or buggy resume) is refused and the partial dropped: nothing is delivered.
+TEST(SnapshotDigest, AnotherDigestAtThePartialsOffsetIsRefusedAndThePartialDropped) {
+  SnapshotReassembler follower;
+  std::string problem;
+  const std::vector<SnapshotChunk> a = chunks_of(at_point(1, 2, leader_encoding(2, 3, 0)));
+  const std::vector<SnapshotChunk> b = chunks_of(at_point(1, 2, leader_encoding(3, 3, 0)));
+  ASSERT_EQ(a[2].place.offset, b[2].place.offset);
+  EXPECT_FALSE(follower.add(a[0], kT0, &problem).has_value());
+  EXPECT_FALSE(follower.add(a[1], kT0, &problem).has_value());
+  EXPECT_FALSE(follower.add(b[2], kT0, &problem).has_value());
+  EXPECT_NE(problem.find("digest"), std::string::npos) << problem;
+  EXPECT_FALSE(follower.receipt().has_value());
+  EXPECT_EQ(follower.status().counters.chunks_refused, 1U);
+  EXPECT_EQ(follower.status().counters.snapshots_delivered, 0U);
+}
+
 // A continuation cut for a receipt of one encoding meets a partial that holds another encoding of
 // the same layout (the partial changed between the receipt and the continuation): the CRC of the
 // kept bytes matches, the kept frames' digest does not, and nothing is spliced.
