@@ -286,8 +286,8 @@ TEST(SnapshotResume, AReceiptWithinWhatAnEarlierTransferMadeIsTrusted) {
 // lead, and leads again in a later term: meanwhile another leader sent the follower the same
 // bytes (its encoding identical), which the follower holds legitimately. What this lane made in an
 // earlier term says nothing about them: it trusts the receipt as a leader that sent none does.
-// Within one term the beyond-sent check stands. (SnapshotCatchUpTest.ALeaderChangeMidTransfer...
-// on real processes: the new leader, when it had led during the trims, counted "beyond_sent".)
+// Within one term the beyond-sent check stands. (Found reading SnapshotCatchUpTest.ALeaderChange
+// MidTransfer...: a new leader that had led during the trims would count "beyond_sent".)
 TEST(SnapshotResume, ALeaderAgainInALaterTermTrustsWhatAnotherLeaderSentMeanwhile) {
   raft::Message message = snapshot_message(1, 4, 900, snapshot_data(6 * kSnapshotChunkBytes, 23));
   const SnapshotIdentity identity = identity_of(message);
