@@ -224,7 +224,7 @@ struct SnapshotTransfer {
   std::uint64_t bytes_total = 0;
   std::uint64_t bytes_skipped = 0;  // a resumed send: held by the follower already (in bytes_done)
   // A send that started at 0 although the follower held a partial: why it could not resume from it
-  // ("point", "bytes", "beyond_sent", "head", "continuation"; "" otherwise).
+  // ("point", "bytes", "beyond_sent", "head", "continuation", "digest"; "" otherwise).
   std::string resume_missed;
 };
 

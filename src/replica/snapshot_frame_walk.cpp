@@ -80,6 +80,13 @@ Step walk_frame(std::string_view bytes, std::uint64_t at, std::uint32_t head_crc
   return Step::kFrame;
 }
 
+// snapshot_data_digest's step: the digest extended over one frame's CRC-32C.
+std::uint32_t extend_digest(std::uint32_t digest, std::uint32_t frame_crc) {
+  char crc[4];
+  store::put_u32(crc, frame_crc);
+  return util::crc32c::extend(digest, crc, sizeof crc);
+}
+
 bool framed_header(std::string_view bytes) {
   return bytes.size() >= kFileHeaderBytes && store::get_u32(bytes.data()) == kFramedSnapshotMagic &&
          store::get_u32(bytes.data() + 4) == kFramedSnapshotVersion;
@@ -121,6 +128,7 @@ void FramedFrameWalk::advance(std::string_view bytes) {
           util::crc32c::extend(kept_crc32c_, bytes.data() + frame.begin, frame.end - frame.begin);
       last_client_id_ = frame.last_client;
     }
+    kept_digest_ = extend_digest(kept_digest_, frame.crc);
     kept_bytes_ = frame.end;
   }
 }
@@ -128,7 +136,24 @@ void FramedFrameWalk::advance(std::string_view bytes) {
 std::optional<FramedSplicePoint> FramedFrameWalk::splice_point() const {
   // A whole data is not a partial: nothing to continue.
   if (failed_ || !head_complete_ || trailer_complete_) return std::nullopt;
-  return FramedSplicePoint{head_crc32c_, kept_bytes_, last_client_id_, kept_crc32c_};
+  return FramedSplicePoint{head_crc32c_, kept_bytes_, last_client_id_, kept_crc32c_, kept_digest_};
+}
+
+std::optional<std::uint32_t> extend_frames_digest(std::uint32_t seed, std::string_view frames) {
+  std::uint64_t at = 0;
+  while (at < frames.size()) {
+    if (frames.size() - at < 1 + 4) return std::nullopt;
+    const std::uint64_t length = store::get_u32(frames.data() + at + 1);
+    if (frames.size() - at - 5 < length + 4) return std::nullopt;
+    seed = extend_digest(seed, store::get_u32(frames.data() + at + 5 + length));
+    at += 5 + length + 4;
+  }
+  return seed;
+}
+
+std::uint32_t snapshot_data_digest(std::string_view data, std::uint32_t data_crc32c) {
+  if (!framed_header(data)) return data_crc32c;
+  return extend_frames_digest(0, data.substr(kFileHeaderBytes)).value_or(data_crc32c);
 }
 
 std::string check_splice_point(std::string_view bytes, const FramedSplicePoint& point) {
@@ -150,6 +175,10 @@ std::string check_splice_point(std::string_view bytes, const FramedSplicePoint& 
            ", not " + std::to_string(point.last_client_id);
   }
   if (held->kept_crc32c != point.kept_crc32c) return "the partial's bytes before it differ";
+  if (!point.kept_digest) return "it names no digest of the bytes before it (an older sender)";
+  if (held->kept_digest != point.kept_digest) {
+    return "the partial's frames before it differ (another encoding of the same layout)";
+  }
   return {};
 }
 

@@ -37,8 +37,31 @@ struct FramedSplicePoint {
   std::uint64_t kept_bytes = 0;      // past the head's or the block's CRC
   std::uint64_t last_client_id = 0;  // the block's last client; 0 after the head
   std::uint32_t kept_crc32c = 0;     // CRC-32C of the bytes [0, kept_bytes)
+  // The data digest (snapshot_data_digest) of the frames in [0, kept_bytes): what the spliced
+  // data's digest extends. Absent on a receipt from a node from before digests (peer.proto): no
+  // continuation is cut for it, none is spliced with it.
+  std::optional<std::uint32_t> kept_digest = std::nullopt;
   friend bool operator==(const FramedSplicePoint&, const FramedSplicePoint&) = default;
 };
+
+// The digest of a snapshot's data: the part of its identity that depends on every byte
+// (docs/design.md, "Snapshot transfer", *The data's digest*). The whole-data CRC-32C does not for
+// version 4: each frame ends with its own CRC-32C, so a valid frame cancels out of a CRC running
+// over it, and two encodings of one layout (the same frame lengths) share the whole CRC. For data
+// whose bytes walk as version 4's frames (magic, version, then frames of kind, length, body, CRC up
+// to the data's end), the CRC-32C of the frames' own CRC-32Cs, 4 bytes each, little-endian, in data
+// order: it does not cancel (nothing in it is a CRC of the bytes before), it changes with every
+// frame's content (each frame's CRC does), it costs a walk of the frames' headers (no byte of a
+// body is read), a follower's partial extends it as its frames arrive, and a continuation's extends
+// the kept frames' (kept_digest). For any other data (versions 1..3, whose own CRC-32C sits at the
+// data's start, not its end: the whole-data CRC does not cancel), `data_crc32c`. The frames' CRCs
+// are not checked here: the decoder checks each against its frame before an install, so data that
+// matches a digest but not its frames is refused there.
+std::uint32_t snapshot_data_digest(std::string_view data, std::uint32_t data_crc32c);
+// The digest `seed` (the digest of the frames before them; 0 at the data's start, after its magic
+// and version) extended over the whole frames in `frames`; nullopt when they do not walk as frames
+// to their end.
+std::optional<std::uint32_t> extend_frames_digest(std::uint32_t seed, std::string_view frames);
 
 // Follows a version-4 data's prefix as it grows (a partial's bytes from offset 0) and keeps its last
 // splice point. Each complete frame is checked: its CRC-32C (a block's seeded with the head's), its
@@ -63,12 +86,15 @@ class FramedFrameWalk {
   std::uint64_t kept_bytes_ = 0;      // past the head or the last complete block
   std::uint64_t last_client_id_ = 0;  // of that block
   std::uint32_t kept_crc32c_ = 0;     // of [0, kept_bytes_)
+  std::uint32_t kept_digest_ = 0;     // snapshot_data_digest's running value over [0, kept_bytes_)
 };
 
 // Whether `bytes` (a follower's partial) may be cut at `point` and continued: the frames up to
 // point.kept_bytes walk as FramedFrameWalk walks them, one of them ends exactly there (the head,
 // with last_client_id 0, or a block whose last client is last_client_id), the head's CRC is
-// point.head_crc32c and the bytes before it have point.kept_crc32c. "" when it may, else why not.
+// point.head_crc32c, the bytes before it have point.kept_crc32c and their frames the digest
+// point.kept_digest (which must be present: the CRC alone does not tell two encodings of one layout
+// apart). "" when it may, else why not.
 std::string check_splice_point(std::string_view bytes, const FramedSplicePoint& point);
 
 // What a new leader sends a follower whose partial names a splice point of the same snapshot point.

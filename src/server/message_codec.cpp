@@ -120,8 +120,10 @@ std::string check_snapshot(const pb::RaftMessage& in, raft::MessageType type) {
     return "a snapshot" + from + " carries a configuration that does not decode";
   }
   if (snapshot.total_bytes() == 0) {
-    if (snapshot.chunk_offset() != 0 || snapshot.data_crc32c() != 0 || snapshot.has_splice())
-      return "a whole snapshot" + from + " carries a chunk offset or checksum (or splice point)";
+    if (snapshot.chunk_offset() != 0 || snapshot.data_crc32c() != 0 || snapshot.has_splice() ||
+        snapshot.has_data_digest())
+      return "a whole snapshot" + from +
+             " carries a chunk offset or checksum (or splice point, or digest)";
     return {};
   }
   // A chunk (snapshot_chunks.h): its bytes lie inside a total within the bound.
@@ -198,11 +200,13 @@ void encode_splice_point(const replica::FramedSplicePoint& point, pb::SnapshotSp
   out->set_kept_bytes(point.kept_bytes);
   out->set_last_client_id(point.last_client_id);
   out->set_kept_crc32c(point.kept_crc32c);
+  if (point.kept_digest) out->set_kept_digest(*point.kept_digest);
 }
 
 replica::FramedSplicePoint decode_splice_point(const pb::SnapshotSplicePoint& in) {
-  return replica::FramedSplicePoint{in.head_crc32c(), in.kept_bytes(), in.last_client_id(),
-                                    in.kept_crc32c()};
+  return replica::FramedSplicePoint{
+      in.head_crc32c(), in.kept_bytes(), in.last_client_id(), in.kept_crc32c(),
+      in.has_kept_digest() ? std::optional<std::uint32_t>(in.kept_digest()) : std::nullopt};
 }
 
 }  // namespace
@@ -218,6 +222,7 @@ void encode_snapshot_chunk(const raft::Message& message, const SnapshotChunkPlac
   wire->set_chunk_offset(place.offset);
   wire->set_total_bytes(place.total_bytes);
   wire->set_data_crc32c(place.data_crc32c);
+  if (place.data_digest) wire->set_data_digest(*place.data_digest);
   if (splice) encode_splice_point(*splice, wire->mutable_splice());
 }
 
@@ -363,8 +368,10 @@ std::string decode_snapshot_chunk(pb::RaftMessage&& in, const MessageLimits& lim
   }
   std::string problem = decode_checked(in, limits, &out->message, &in);
   if (!problem.empty()) return problem;
-  out->place = SnapshotChunkPlace{in.snapshot().chunk_offset(), in.snapshot().total_bytes(),
-                                  in.snapshot().data_crc32c()};
+  out->place = SnapshotChunkPlace{
+      in.snapshot().chunk_offset(), in.snapshot().total_bytes(), in.snapshot().data_crc32c(),
+      in.snapshot().has_data_digest() ? std::optional<std::uint32_t>(in.snapshot().data_digest())
+                                      : std::nullopt};
   const std::string from = " from node " + std::to_string(in.from());
   if (out->data.empty()) return "a snapshot chunk" + from + " carries no data";
   if (out->place.offset >= out->place.total_bytes ||
@@ -381,6 +388,10 @@ std::string decode_snapshot_chunk(pb::RaftMessage&& in, const MessageLimits& lim
              std::to_string(out->place.offset) + " splices after byte " +
              std::to_string(out->splice->kept_bytes);
     }
+    // A digest of the kept frames names a digest of the spliced data: a sender has both or none.
+    if (out->splice->kept_digest && !out->place.data_digest) {
+      return "a snapshot continuation" + from + " names the kept frames' digest, not its data's";
+    }
   }
   return {};
 }
@@ -392,6 +403,7 @@ void encode_snapshot_receipt(const SnapshotReceipt& receipt, pb::RaftMessage* ou
   wire->set_total_bytes(receipt.snapshot.total_bytes);
   wire->set_data_crc32c(receipt.snapshot.data_crc32c);
   wire->set_received_bytes(receipt.received_bytes);
+  if (receipt.snapshot.data_digest) wire->set_data_digest(*receipt.snapshot.data_digest);
   if (receipt.splice) encode_splice_point(*receipt.splice, wire->mutable_splice());
 }
 
@@ -417,11 +429,16 @@ std::optional<SnapshotReceipt> decode_snapshot_receipt(const pb::RaftMessage& in
     if (splice->kept_bytes == 0 || splice->kept_bytes > wire.received_bytes()) {
       *problem = from + " names a splice point at byte " + std::to_string(splice->kept_bytes) +
                  " of the " + std::to_string(wire.received_bytes()) + " it holds";
+    } else if (splice->kept_digest && !wire.has_data_digest()) {
+      // A node that computes the kept frames' digest names its partial's: both or none.
+      *problem = from + " names the kept frames' digest but not its data's";
     }
   }
   if (!problem->empty()) return std::nullopt;
   return SnapshotReceipt{
-      SnapshotIdentity{wire.index(), wire.term(), wire.total_bytes(), wire.data_crc32c()},
+      SnapshotIdentity{
+          wire.index(), wire.term(), wire.total_bytes(), wire.data_crc32c(),
+          wire.has_data_digest() ? std::optional<std::uint32_t>(wire.data_digest()) : std::nullopt},
       wire.received_bytes(), splice};
 }
 

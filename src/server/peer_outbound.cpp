@@ -348,11 +348,15 @@ bool PeerOutbound::send(raft::Message message) {
   // spliced data (resumed by offset, no copy), else this node's data after the point, cut on the
   // encoder thread (or here, outside the lane's lock, when it cannot take it) (docs/design.md,
   // "Snapshot transfer", *A new leader continues*).
-  const SnapshotIdentity data{message.snapshot->index, message.snapshot->term,
-                              message.snapshot->data.size(), snapshot.crc};
+  const SnapshotIdentity data{
+      message.snapshot->index, message.snapshot->term, message.snapshot->data.size(), snapshot.crc,
+      replica::snapshot_data_digest(message.snapshot->data.view(), snapshot.crc)};
   std::optional<SnapshotContinuation> continuation;
-  if (receipt && receipt->splice && receipt->snapshot.index == data.index &&
-      receipt->snapshot.term == data.term && receipt->snapshot != data) {
+  // Not for a receipt without the digests (a follower from before them): the lane neither resumes
+  // nor continues it (ResumeMiss::kDigest), so a cut would be copied for nothing.
+  if (receipt && receipt->splice && receipt->splice->kept_digest && receipt->snapshot.data_digest &&
+      receipt->snapshot.index == data.index && receipt->snapshot.term == data.term &&
+      receipt->snapshot != data) {
     {
       std::lock_guard lock(link.mu);
       continuation = link.queue.kept_continuation(data, *receipt);

@@ -51,6 +51,8 @@ const char* to_string(ResumeMiss reason) {
       return "head";
     case ResumeMiss::kContinuation:
       return "continuation";
+    case ResumeMiss::kDigest:
+      return "digest";
   }
   return "unknown";
 }
@@ -253,7 +255,12 @@ SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
   replica::FramedContinuation made = replica::make_framed_continuation(data.view(), point);
   const std::uint32_t crc =
       util::crc32c::extend(point.kept_crc32c, made.bytes.data(), made.bytes.size());
-  return SnapshotContinuation{point, made.outcome, raft::Payload(std::move(made.bytes)), crc};
+  const std::optional<std::uint32_t> digest =
+      point.kept_digest && made.outcome == replica::FramedContinuation::Outcome::kMade
+          ? replica::extend_frames_digest(*point.kept_digest, made.bytes)
+          : std::nullopt;
+  return SnapshotContinuation{point, made.outcome, raft::Payload(std::move(made.bytes)), crc,
+                              digest};
 }
 
 bool LaneQueue::resumes_continuation(const SnapshotIdentity& data,
@@ -297,6 +304,12 @@ bool LaneQueue::usable_continuation(const std::optional<SnapshotReceipt>& receip
     *missed = ResumeMiss::kContinuation;
     return false;
   }
+  // The point names no digest of the kept frames: the spliced data would have none, and the
+  // follower refuses such a splice (replica::check_splice_point).
+  if (!continuation->spliced_digest) {
+    *missed = ResumeMiss::kDigest;
+    return false;
+  }
   missed->reset();
   return true;
 }
@@ -313,8 +326,17 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
     ++counters_.dropped_oversize;
     return Admission::kOversize;
   }
-  const SnapshotIdentity identity{message.snapshot->index, message.snapshot->term, total,
-                                  data_crc32c};
+  const SnapshotIdentity identity{
+      message.snapshot->index, message.snapshot->term, total, data_crc32c,
+      replica::snapshot_data_digest(message.snapshot->data.view(), data_crc32c)};
+  // What this lane made of a data as leader in an earlier term says nothing about the follower's
+  // bytes now: another leader may have sent it the same data meanwhile (an identical encoding), so
+  // a leader again in a later term trusts a receipt as a leader that sent none does.
+  if (made_term_ != message.term) {
+    made_identity_.reset();
+    made_through_ = 0;
+    made_term_ = message.term;
+  }
   std::optional<ResumeMiss> missed;
   std::uint64_t start = resume_offset(identity, receipt, &missed);
   SnapshotIdentity sent_identity = identity;
@@ -369,8 +391,8 @@ LaneQueue::Admission LaneQueue::push_snapshot(raft::Message message, std::uint32
   OutgoingSnapshot& outgoing = snapshot_.emplace();
   outgoing.message = std::move(message);
   outgoing.transfer = next_transfer_++;
-  outgoing.place =
-      SnapshotChunkPlace{0, sent_identity.total_bytes, sent_identity.data_crc32c};
+  outgoing.place = SnapshotChunkPlace{0, sent_identity.total_bytes, sent_identity.data_crc32c,
+                                      sent_identity.data_digest};
   outgoing.next_offset = start;
   outgoing.skipped_bytes = start;
   outgoing.resume_missed = missed;
@@ -393,6 +415,12 @@ std::uint64_t LaneQueue::resume_offset(const SnapshotIdentity& identity,
   if (!receipt) return 0;
   if (receipt->snapshot.index != identity.index || receipt->snapshot.term != identity.term) {
     *missed = ResumeMiss::kPoint;
+    return 0;
+  }
+  // A follower from before digests: its partial may be another encoding of this layout (the same
+  // total and CRC), so its offset is not taken, nor is a continuation cut for it.
+  if (!receipt->snapshot.data_digest) {
+    *missed = ResumeMiss::kDigest;
     return 0;
   }
   if (receipt->snapshot != identity) {
@@ -448,7 +476,7 @@ QueuedMessage LaneQueue::make_chunk(Clock::time_point now) {
       outgoing.message, now, chunk_queued_bytes(length),
       QueuedChunk{outgoing.transfer,
                   SnapshotChunkPlace{outgoing.next_offset, outgoing.place.total_bytes,
-                                     outgoing.place.data_crc32c},
+                                     outgoing.place.data_crc32c, outgoing.place.data_digest},
                   length, /*whole=*/false, outgoing.splice}};
   outgoing.next_offset += length;
   made_through_ = std::max(made_through_, outgoing.next_offset);

@@ -80,9 +80,13 @@ enum class ResumeMiss : std::uint8_t {
   kHead,          // the partial's head differs from this data's (another state at the point)
   kContinuation,  // no continuation could be cut (this data is not framed, or the spliced total
                   // would pass what a receiver decodes, replica::kMaxFramedSnapshotBytes)
+  // The same point, but the receipt names no data digest (a follower from before digests, or a
+  // splice point without one): its partial may be another encoding of the same layout, which the
+  // CRC does not tell apart (SnapshotIdentity), so it is neither resumed nor continued.
+  kDigest,
 };
-inline constexpr std::size_t kResumeMissReasons = 5;
-// The metric's label: "point", "bytes", "beyond_sent", "head", "continuation".
+inline constexpr std::size_t kResumeMissReasons = 6;
+// The metric's label: "point", "bytes", "beyond_sent", "head", "continuation", "digest".
 const char* to_string(ResumeMiss reason);
 
 // Resume misses counted by reason (indexed by ResumeMiss).
@@ -155,11 +159,15 @@ struct SnapshotContinuation {
   // kMade: the spliced data's CRC-32C (the point's extended over `bytes`), computed with the cut,
   // outside the lane's lock.
   std::uint32_t spliced_crc32c = 0;
+  // kMade: the spliced data's digest (the point's kept_digest extended over the frames in `bytes`);
+  // none when the point names no kept_digest (then the continuation is not used: kDigest).
+  std::optional<std::uint32_t> spliced_digest = std::nullopt;
 
   // What the peer's partial becomes once spliced: the snapshot at `index` (of term `term`) whose
   // data is the point's kept bytes followed by `bytes`.
   SnapshotIdentity spliced_identity(raft::Index index, raft::Term term) const {
-    return SnapshotIdentity{index, term, point.kept_bytes + bytes.size(), spliced_crc32c};
+    return SnapshotIdentity{index, term, point.kept_bytes + bytes.size(), spliced_crc32c,
+                            spliced_digest};
   }
 };
 SnapshotContinuation make_snapshot_continuation(const raft::Payload& data,
@@ -231,9 +239,12 @@ class LaneQueue {
   // kMaxSnapshotBytes.
   // `receipt`: the peer's latest (SnapshotReceipts), from the network. The transfer starts at its
   // offset instead of 0 (counted as resumed) only when it names this snapshot's identity (index,
-  // term, total, CRC) and, if the lane sent this identity before, an offset one of its transfers of
-  // it reached (a peer cannot hold bytes it was never sent; a new leader, which sent none, trusts
-  // any offset below the total); otherwise it is ignored.
+  // term, total, CRC, digest: replica::snapshot_data_digest of the data, computed here from its
+  // frames' headers; a receipt without a digest is a miss, kDigest) and, if the lane sent this
+  // identity before in the message's term, an offset one of its transfers of it reached (a peer
+  // cannot hold bytes it was never sent; a new leader, which sent none, trusts any offset below
+  // the total, and so does a leader again in a later term: another leader may have sent the same
+  // bytes meanwhile); otherwise it is ignored.
   // When the receipt names the same point but other data, and a splice point: the transfer sends
   // `continuation` (made for that very point) instead, from the point on (counted as continued,
   // the point's bytes as saved): its chunks carry the point, their place counts from the data's
@@ -351,6 +362,7 @@ class LaneQueue {
   // started at): a receipt above it names bytes this lane never sent (resume_offset).
   std::optional<SnapshotIdentity> made_identity_;
   std::uint64_t made_through_ = 0;
+  raft::Term made_term_ = 0;  // the term of the messages they were made for (push_snapshot)
   // kept_continuation(): the latest continuation sent, the identity of the data it was cut from,
   // and when a chunk was last made of it.
   struct KeptContinuation {

@@ -1,5 +1,7 @@
 #include "server/snapshot_chunks.h"
 
+#include <algorithm>
+#include <string_view>
 #include <utility>
 
 #include "util/crc32c.h"
@@ -10,7 +12,7 @@ namespace {
 
 SnapshotIdentity identity_of(const raft::Message& message, const SnapshotChunkPlace& place) {
   return SnapshotIdentity{message.snapshot->index, message.snapshot->term, place.total_bytes,
-                          place.data_crc32c};
+                          place.data_crc32c, place.data_digest};
 }
 
 // The same snapshot point: what a continuation may be spliced onto.
@@ -32,7 +34,37 @@ std::string SnapshotReassembler::mismatch(const Partial& partial, const Snapshot
       chunk.place.data_crc32c != partial.place.data_crc32c) {
     return "a different total size or checksum than the partial snapshot's";
   }
+  // The same size and whole CRC but another digest: another encoding of the same layout, whose
+  // bytes must not continue these (or one side from before digests, which proves nothing).
+  if (chunk.place.data_digest != partial.place.data_digest) {
+    return "a different data digest than the partial snapshot's (another encoding)";
+  }
   if (!(got.conf == have.conf)) return "a different configuration than the partial snapshot's";
+  return {};
+}
+
+std::string SnapshotReassembler::other_encoding(const Partial& partial,
+                                                const SnapshotChunk& chunk) {
+  // A stale chunk of the sender's (a lower term) is continue_partial's to refuse, the partial kept.
+  if (chunk.message.term < partial.message.term) return {};
+  // Without a digest (a sender from before digests) the identity does not tell two encodings of
+  // one layout apart (review resume5 M1): a later term's chunk may be of data the sender encoded
+  // again after it led anew, so it starts a new transfer.
+  if (!chunk.place.data_digest && chunk.message.term > partial.message.term) {
+    return "a chunk without a digest at a later term than the partial's (it may be encoded anew)";
+  }
+  // Bytes it repeats must be the held ones (a sender that started again at 0, or resumed from an
+  // older receipt): at most one chunk compared, only on that path.
+  const std::uint64_t held = partial.data.size();
+  if (chunk.place.offset < held) {
+    const std::size_t overlap = static_cast<std::size_t>(
+        std::min<std::uint64_t>(held - chunk.place.offset, chunk.data.size()));
+    const auto at = static_cast<std::size_t>(chunk.place.offset);
+    if (std::string_view(chunk.data).substr(0, overlap) !=
+        std::string_view(partial.data).substr(at, overlap)) {
+      return "bytes that differ from the partial's at offset " + std::to_string(chunk.place.offset);
+    }
+  }
   return {};
 }
 
@@ -44,11 +76,12 @@ void SnapshotReassembler::drop_or_continue_lower_terms(const SnapshotChunk& chun
       ++it;
       continue;
     }
-    // A deposed leader's partial: the new sender continues it only when it sends the same data,
-    // or a continuation of the same point (splice_partial checks it), and holds no partial of its
-    // own here.
+    // A deposed leader's partial: the new sender continues it only when it sends the same data
+    // (its digest says so: without one, the old and the new sender's encodings may be two of one
+    // layout), or a continuation of the same point (splice_partial checks it), and holds no
+    // partial of its own here.
     if (!continued && !partials_.contains(from) &&
-        (mismatch(it->second, chunk).empty() ||
+        ((mismatch(it->second, chunk).empty() && chunk.place.data_digest) ||
          (chunk.splice && same_point(it->second.message, chunk.message)))) {
       continued = std::move(it->second);
       ++counters_.partials_continued;
@@ -104,6 +137,7 @@ std::optional<raft::Message> SnapshotReassembler::add(SnapshotChunk chunk, Clock
   const auto found = partials_.find(from);
   std::string wrong = found == partials_.end() ? "no snapshot in progress from this node"
                                                : mismatch(found->second, chunk);
+  if (wrong.empty()) wrong = other_encoding(found->second, chunk);
   if (wrong.empty()) return continue_partial(found->second, std::move(chunk), now, problem);
   if (chunk.splice && found != partials_.end()) {
     return splice_partial(found, std::move(chunk), now, problem);
@@ -211,7 +245,8 @@ std::optional<raft::Message> SnapshotReassembler::splice_partial(
   // The bytes through the point stay (each frame checked against its CRC by the walk, their
   // CRC-32C the point's, which the continuation's whole-data CRC extends); the rest is replaced.
   partial.data.resize(static_cast<std::size_t>(point.kept_bytes));
-  partial.place = SnapshotChunkPlace{0, chunk.place.total_bytes, chunk.place.data_crc32c};
+  partial.place = SnapshotChunkPlace{0, chunk.place.total_bytes, chunk.place.data_crc32c,
+                                     chunk.place.data_digest};
   partial.frames = replica::FramedFrameWalk();
   partial.frames.advance(partial.data);
   // Another data from here on: the file that keeps it starts again (snapshot_partial_file.h).
@@ -226,11 +261,17 @@ std::optional<raft::Message> SnapshotReassembler::complete(raft::NodeId from, Cl
   auto node = partials_.extract(from);
   Partial& partial = node.mapped();
   const std::uint32_t crc = util::crc32c::value(partial.data);
-  if (crc != partial.place.data_crc32c) {
+  // The digest, when the chunks named one: the bytes are the data the identity said (the frames'
+  // CRCs it is made of are checked against their frames by the decoder).
+  const bool crc_matches = crc == partial.place.data_crc32c;
+  const bool digest_matches =
+      !partial.place.data_digest ||
+      replica::snapshot_data_digest(partial.data, crc) == *partial.place.data_digest;
+  if (!crc_matches || !digest_matches) {
     ++counters_.checksum_mismatches;
     *problem = "snapshot " + std::to_string(partial.message.snapshot->index) + " from node " +
                std::to_string(from) + ": the reassembled " + std::to_string(partial.data.size()) +
-               " bytes do not match their CRC-32C; dropped";
+               " bytes do not match their " + (crc_matches ? "digest" : "CRC-32C") + "; dropped";
     return std::nullopt;
   }
   raft::Message message = std::move(partial.message);
@@ -276,8 +317,11 @@ std::optional<SnapshotReceipt> SnapshotReassembler::receipt(Clock::time_point* v
     *valid_until =
         best->idle_clock_started ? best->last_chunk_at + idle_timeout_ : Clock::time_point::max();
   }
-  return SnapshotReceipt{identity_of(best->message, best->place), best->data.size(),
-                         best->frames.splice_point()};
+  std::optional<replica::FramedSplicePoint> splice = best->frames.splice_point();
+  // A partial whose chunks named no digest (a sender from before digests) names none of its kept
+  // frames either: a receipt names both or none (the codec refuses half of it).
+  if (splice && !best->place.data_digest) splice->kept_digest.reset();
+  return SnapshotReceipt{identity_of(best->message, best->place), best->data.size(), splice};
 }
 
 SnapshotReassembler::PartialView SnapshotReassembler::view_of(raft::NodeId from,
@@ -315,7 +359,7 @@ std::string SnapshotReassembler::restore(raft::Message header, SnapshotChunkPlac
   Partial& partial = partials_[header.from];
   partial.message = std::move(header);
   partial.message.snapshot->data = raft::Payload();
-  partial.place = SnapshotChunkPlace{0, place.total_bytes, place.data_crc32c};
+  partial.place = SnapshotChunkPlace{0, place.total_bytes, place.data_crc32c, place.data_digest};
   partial.data = std::move(data);
   partial.last_chunk_at = now;
   partial.idle_clock_started = false;  // start_idle_clocks(): once a leader is heard

@@ -73,18 +73,26 @@ struct SnapshotChunkPlace {
   std::uint64_t offset = 0;       // of the chunk's first byte
   std::uint64_t total_bytes = 0;  // of the whole data (> kSnapshotChunkBytes when chunked)
   std::uint32_t data_crc32c = 0;  // of the whole data
+  // replica::snapshot_data_digest of the whole data; absent from a sender from before digests.
+  std::optional<std::uint32_t> data_digest = std::nullopt;
 
   friend bool operator==(const SnapshotChunkPlace&, const SnapshotChunkPlace&) = default;
 };
 
 // What identifies a snapshot's data across transfers, senders and terms: two chunks of the same
-// identity carry bytes of the same data (up to the CRC's collisions, which the whole data's check at
-// the end catches only as far as a CRC can).
+// identity carry bytes of the same data (up to the digest's collisions, 2^-32 for two encodings,
+// which the whole data's checks at the end catch only as far as a CRC can). The whole-data CRC-32C
+// alone is not enough: two framed encodings of one layout share it (replica::snapshot_data_digest),
+// so the digest is part of the identity. An identity without one (a sender from before digests) is
+// continued only by its own sender at the partial's term or below, where the bytes it repeats match
+// the held ones; that sender's resume by offset with another encoding in the same term is not told
+// apart (docs/design.md, "Snapshot transfer", *The data's digest*).
 struct SnapshotIdentity {
   raft::Index index = 0;
   raft::Term term = 0;  // the snapshot's (of its last entry), not the message's
   std::uint64_t total_bytes = 0;
   std::uint32_t data_crc32c = 0;
+  std::optional<std::uint32_t> data_digest = std::nullopt;
 
   friend bool operator==(const SnapshotIdentity&, const SnapshotIdentity&) = default;
 };
@@ -282,6 +290,10 @@ class SnapshotReassembler {
   // "" when `chunk` carries bytes of `partial`'s snapshot (its identity and configuration), else how
   // it differs.
   static std::string mismatch(const Partial& partial, const SnapshotChunk& chunk);
+  // "" when `chunk`, of `partial`'s identity, may continue it; else why it is of another encoding:
+  // a chunk without a digest at a later term than the partial's, or bytes that differ from the
+  // held ones where they overlap (review resume5 M1).
+  static std::string other_encoding(const Partial& partial, const SnapshotChunk& chunk);
   // Under the rules above, for a chunk from a peer with a partial of the chunk's identity.
   std::optional<raft::Message> continue_partial(Partial& partial, SnapshotChunk chunk,
                                                 Clock::time_point now, std::string* problem);

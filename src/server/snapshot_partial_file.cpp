@@ -72,7 +72,8 @@ std::uint32_t record_crc(std::uint32_t header_crc, std::uint64_t offset, std::ui
 }
 
 // The body's fields into `out`; "" or what is wrong with them.
-std::string decode_header_body(std::string_view body, const SnapshotPartialExpectations& expect,
+std::string decode_header_body(std::string_view body, std::uint32_t version,
+                               const SnapshotPartialExpectations& expect,
                                SnapshotPartialHeader* out) {
   Reader reader(body);
   std::uint16_t cluster_bytes = 0;
@@ -85,9 +86,17 @@ std::string decode_header_body(std::string_view body, const SnapshotPartialExpec
       !reader.get(&term) || !reader.get(&commit) || !reader.get(&index) ||
       !reader.get(&snapshot_term) || !reader.get(&total) || !reader.get(&crc) ||
       !reader.get(&conf_bytes) || conf_bytes == 0 || conf_bytes > raft::kMaxConfigBytes ||
-      !reader.take(conf_bytes, &conf) || reader.left() != 0) {
+      !reader.take(conf_bytes, &conf)) {
     return "its header's fields do not decode";
   }
+  // Version 2: whether the chunks named the data's digest, and the digest (version 1 files, from
+  // before digests: none).
+  std::uint8_t has_digest = 0;
+  std::uint32_t digest = 0;
+  if (version >= 2 && (!reader.get(&has_digest) || has_digest > 1 || !reader.get(&digest))) {
+    return "its header's fields do not decode";
+  }
+  if (reader.left() != 0) return "its header's fields do not decode";
   out->cluster_id = std::string(cluster);
   if (out->cluster_id != expect.cluster_id) {
     return "it belongs to cluster \"" + out->cluster_id + "\", not \"" + expect.cluster_id + "\"";
@@ -122,7 +131,8 @@ std::string decode_header_body(std::string_view body, const SnapshotPartialExpec
   snapshot.index = index;
   snapshot.term = snapshot_term;
   snapshot.conf = std::move(*decoded);
-  out->place = SnapshotChunkPlace{0, total, crc};
+  out->place = SnapshotChunkPlace{
+      0, total, crc, has_digest != 0 ? std::optional<std::uint32_t>(digest) : std::nullopt};
   return {};
 }
 
@@ -222,6 +232,8 @@ std::string encode_snapshot_partial_header(const SnapshotPartialHeader& header) 
   const std::string conf = raft::encode_config(snapshot.conf);
   put_u32(body, static_cast<std::uint32_t>(conf.size()));
   body += conf;
+  body.push_back(header.place.data_digest ? 1 : 0);
+  put_u32(body, header.place.data_digest.value_or(0));
   RAFTLOG_CHECK(body.size() <= kSnapshotPartialMaxHeaderBodyBytes,
                 "a partial snapshot's header body within its bound");
   std::string out(kMagic);
@@ -268,7 +280,7 @@ std::optional<DecodedSnapshotPartial> decode_snapshot_partial(
     *problem = "it does not start with the magic " + std::string(kMagic);
     return std::nullopt;
   }
-  if (version != kSnapshotPartialFormatVersion) {
+  if (version != kSnapshotPartialFormatVersion && version != 1) {
     *problem =
         "unknown format version " + std::to_string(version) + " (written by a newer raftlogd?)";
     return std::nullopt;
@@ -286,7 +298,8 @@ std::optional<DecodedSnapshotPartial> decode_snapshot_partial(
     return std::nullopt;
   }
   DecodedSnapshotPartial decoded;
-  if (std::string wrong = decode_header_body(body, expect, &decoded.header); !wrong.empty()) {
+  if (std::string wrong = decode_header_body(body, version, expect, &decoded.header);
+      !wrong.empty()) {
     *problem = std::move(wrong);
     return std::nullopt;
   }
@@ -462,7 +475,8 @@ std::string SnapshotPartialFile::start(const SnapshotReassembler::PartialView& p
   if (fd_ < 0) return fail("cannot create it: " + errno_text());
   SnapshotPartialHeader header{
       expect_.cluster_id, expect_.node_id, *partial.header,
-      SnapshotChunkPlace{0, partial.place.total_bytes, partial.place.data_crc32c}};
+      SnapshotChunkPlace{0, partial.place.total_bytes, partial.place.data_crc32c,
+                         partial.place.data_digest}};
   header.message.snapshot->data = raft::Payload();
   const std::string encoded = encode_snapshot_partial_header(header);
   header_crc_ = snapshot_partial_header_crc(encoded);

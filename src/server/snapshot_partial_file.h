@@ -32,7 +32,11 @@
 namespace raftlog::server {
 
 inline constexpr std::string_view kSnapshotPartialFileName = "SNAPSHOT.partial";
-inline constexpr std::uint32_t kSnapshotPartialFormatVersion = 1;
+// Version 2 (since data digests) adds the whole data's digest to the header (SnapshotIdentity):
+// a restart restores the partial's full identity, so its receipt names the digest and the leader
+// resumes it. A version-1 file (from before digests) is still read: its partial has no digest,
+// which only its own sender's digest-less chunks continue (a leader of this version starts at 0).
+inline constexpr std::uint32_t kSnapshotPartialFormatVersion = 2;
 // Header: magic, version, body length, body, CRC-32C. The body holds a cluster id (at most 256
 // bytes) and a configuration (at most raft::kMaxConfigBytes) beside fixed fields.
 inline constexpr std::size_t kSnapshotPartialMaxHeaderBodyBytes = 4096;

@@ -184,8 +184,10 @@ TEST(SnapshotContinuation, EveryWrongPointIsRefusedWithAReason) {
   const std::string& bytes = leaders.a.bytes;
   const SnapshotFrames::Block& block = leaders.a.frames.blocks[3];
   const std::string partial = bytes.substr(0, leaders.a.frames.blocks[4].end + 100);
-  const FramedSplicePoint good{leaders.a.frames.head_crc32c, block.end, block.last_client,
-                               util::crc32c::value(bytes.data(), block.end)};
+  const FramedSplicePoint good{
+      leaders.a.frames.head_crc32c, block.end, block.last_client,
+      util::crc32c::value(bytes.data(), block.end),
+      extend_frames_digest(0, std::string_view(bytes).substr(8, block.end - 8))};
   EXPECT_EQ(check_splice_point(partial, good), "");
   const auto refused = [&](FramedSplicePoint point, std::string_view fragment,
                            std::string_view held) {
@@ -211,6 +213,13 @@ TEST(SnapshotContinuation, EveryWrongPointIsRefusedWithAReason) {
   FramedSplicePoint other_bytes = good;
   other_bytes.kept_crc32c ^= 1;
   refused(other_bytes, "differ", partial);
+  // The kept frames' digest (another encoding of the same layout), or none (an older sender).
+  FramedSplicePoint other_digest = good;
+  *other_digest.kept_digest ^= 1;
+  refused(other_digest, "another encoding", partial);
+  FramedSplicePoint no_digest = good;
+  no_digest.kept_digest.reset();
+  refused(no_digest, "names no digest", partial);
   // A damaged byte of the kept part: its frame fails its CRC.
   std::string damaged = partial;
   damaged[leaders.a.frames.blocks[1].begin + 50] ^= 0x01;

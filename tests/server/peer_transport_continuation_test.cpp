@@ -210,5 +210,32 @@ TEST(PeerTransportContinuation, ARetryOfABrokenContinuedTransferTakesTheKeptCopy
   leader->outbound.stop();
 }
 
+// A follower from before data digests (its receipt names neither the data's digest nor its kept
+// frames'): the lane would neither resume nor continue its partial (ResumeMiss::kDigest), so no
+// continuation is cut for it on the encoder thread (a copy of up to 64 MiB per retry for nothing);
+// the transfer starts at 0.
+TEST(PeerTransportContinuation, NoContinuationIsCutForAReceiptWithoutDigests) {
+  const auto addresses = pick_addresses({1, 2, 3});
+  std::optional<SnapshotReceipt> receipt =
+      receipt_after_two_chunks(splice::at_point(1, 2, splice::leader_encoding(2, 3, 0)));
+  ASSERT_TRUE(receipt && receipt->splice && receipt->splice->kept_digest);
+  receipt->snapshot.data_digest.reset();
+  receipt->splice->kept_digest.reset();
+  auto leader = std::make_unique<NewLeaderOutbound>(test_options(3, addresses));
+  leader->receipts.record(2, receipt);
+  std::atomic<int> cuts{0};
+  leader->outbound.set_before_continuation_cut_for_testing([&](raft::NodeId) { ++cuts; });
+  leader->outbound.start();
+  ASSERT_TRUE(leader->outbound.send(splice::at_point(3, 3, splice::leader_encoding(3, 4, 99))));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return leader->stats_for(2).append.snapshot_resume_missed[ResumeMiss::kDigest] == 1;
+      },
+      10s));
+  EXPECT_EQ(cuts.load(), 0);
+  EXPECT_EQ(leader->stats_for(2).append.snapshots_continued, 0U);
+  leader->outbound.stop();
+}
+
 }  // namespace
 }  // namespace raftlog::server

@@ -188,13 +188,15 @@ inline pb::RaftMessageBatch chunk_batch(const raft::Message& message,
                                         const std::vector<std::uint64_t>& chunk_numbers) {
   const std::uint64_t total = message.snapshot->data.size();
   const std::uint32_t crc = util::crc32c::value(message.snapshot->data.view());
+  // As this build's lane sends them: with the data's digest.
+  const std::uint32_t digest = replica::snapshot_data_digest(message.snapshot->data.view(), crc);
   pb::RaftMessageBatch batch;
   for (const std::uint64_t number : chunk_numbers) {
     const std::uint64_t offset = number * kSnapshotChunkBytes;
     const std::size_t length =
         static_cast<std::size_t>(std::min<std::uint64_t>(kSnapshotChunkBytes, total - offset));
-    encode_snapshot_chunk(message, SnapshotChunkPlace{offset, total, crc}, length, "test-cluster",
-                          batch.add_messages());
+    encode_snapshot_chunk(message, SnapshotChunkPlace{offset, total, crc, digest}, length,
+                          "test-cluster", batch.add_messages());
   }
   return batch;
 }

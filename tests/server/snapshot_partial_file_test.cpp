@@ -61,7 +61,9 @@ SnapshotChunk chunk_at(const raft::Message& message, std::uint64_t offset, std::
   SnapshotChunk chunk;
   chunk.message = message;
   chunk.message.snapshot->data = raft::Payload();
-  chunk.place = SnapshotChunkPlace{offset, data.size(), util::crc32c::value(data)};
+  // As this build's lane sends it: with the data's digest (of data that is not framed, its CRC).
+  const std::uint32_t crc = util::crc32c::value(data);
+  chunk.place = SnapshotChunkPlace{offset, data.size(), crc, crc};
   chunk.data = std::string(data.substr(offset, length));
   return chunk;
 }
@@ -90,6 +92,50 @@ TEST(SnapshotPartialFormat, AHeaderAndItsRecordsReadBackExactly) {
   EXPECT_EQ(decoded->data, message.snapshot->data.view().substr(0, 7000));
   EXPECT_EQ(decoded->valid_bytes, file.size());
   EXPECT_EQ(decoded->tail_problem, "");
+}
+
+// Version 2 keeps the data's digest (the partial's identity, for its receipt after a restart);
+// a version-1 file, from before digests, is still read, its partial without a digest.
+TEST(SnapshotPartialFormat, VersionTwoKeepsTheDigestAndAVersionOneFileReadsWithoutOne) {
+  const raft::Message message = snapshot_message(1, 5, 700, snapshot_data(10000, 1));
+  const std::string_view data = message.snapshot->data.view();
+  SnapshotPartialHeader header = header_of(message);
+  header.place.data_digest = 0x1234abcdU;
+  std::string problem;
+  std::optional<DecodedSnapshotPartial> decoded =
+      decode_snapshot_partial(file_of(header, data, {4000}), expectations(), &problem);
+  ASSERT_TRUE(decoded.has_value()) << problem;
+  EXPECT_EQ(decoded->header, header);
+  EXPECT_EQ(decoded->header.place.data_digest, 0x1234abcdU);
+
+  // Version 1: the body without the digest's 5 bytes, its own CRC; records seeded with it.
+  header.place.data_digest.reset();
+  const std::string v2 = encode_snapshot_partial_header(header);
+  const std::size_t body_bytes = v2.size() - 12 - 4;
+  std::string v1 = v2.substr(0, 12 + body_bytes - 5);
+  v1[4] = 1;  // the version, little-endian
+  const auto body_v1 = static_cast<std::uint32_t>(body_bytes - 5);
+  for (int i = 0; i < 4; ++i) v1[8 + i] = static_cast<char>((body_v1 >> (8 * i)) & 0xff);
+  const std::uint32_t crc = util::crc32c::value(v1);
+  for (int i = 0; i < 4; ++i) v1.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  const std::string file = v1 + encode_snapshot_partial_record(crc, 0, data.substr(0, 4000));
+  decoded = decode_snapshot_partial(file, expectations(), &problem);
+  ASSERT_TRUE(decoded.has_value()) << problem;
+  EXPECT_EQ(decoded->header, header);
+  EXPECT_FALSE(decoded->header.place.data_digest.has_value());
+  EXPECT_EQ(decoded->data, data.substr(0, 4000));
+
+  // A digest flag other than 0 or 1, and a version from the future: dropped.
+  std::string bad = v2.substr(0, v2.size() - 4);
+  bad[bad.size() - 5] = 2;
+  const std::uint32_t bad_crc = util::crc32c::value(bad);
+  for (int i = 0; i < 4; ++i) bad.push_back(static_cast<char>((bad_crc >> (8 * i)) & 0xff));
+  EXPECT_FALSE(decode_snapshot_partial(bad, expectations(), &problem).has_value());
+  EXPECT_NE(problem.find("do not decode"), std::string::npos) << problem;
+  std::string future = v2;
+  future[4] = 3;
+  EXPECT_FALSE(decode_snapshot_partial(future, expectations(), &problem).has_value());
+  EXPECT_NE(problem.find("version 3"), std::string::npos) << problem;
 }
 
 TEST(SnapshotPartialFormat, ATornTailEndsTheDataAtTheLastWholeRecord) {
@@ -284,7 +330,8 @@ TEST_F(SnapshotPartialFileTest, ANewReassemblerOnTheFileResumesWhereTheDataStopp
   ASSERT_TRUE(receipt.has_value());
   EXPECT_EQ(receipt->received_bytes, 400000U);
   EXPECT_EQ(receipt->snapshot,
-            (SnapshotIdentity{700, 5, total, util::crc32c::value(message.snapshot->data.view())}));
+            (SnapshotIdentity{700, 5, total, util::crc32c::value(message.snapshot->data.view()),
+                              util::crc32c::value(message.snapshot->data.view())}));
   EXPECT_EQ(reassembler.status().counters.partials_restored, 1U);
   EXPECT_EQ(reassembler.status().counters.bytes_restored, 400000U);
   // The sender resumes at the receipt: the rest completes the same data.

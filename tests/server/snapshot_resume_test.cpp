@@ -22,9 +22,10 @@ namespace {
 using namespace snapshot_testing;  // snapshot_chunk_support.h
 
 SnapshotIdentity identity_of(const raft::Message& message) {
+  const std::uint32_t crc = util::crc32c::value(message.snapshot->data.view());
   return SnapshotIdentity{message.snapshot->index, message.snapshot->term,
-                          message.snapshot->data.size(),
-                          util::crc32c::value(message.snapshot->data.view())};
+                          message.snapshot->data.size(), crc,
+                          replica::snapshot_data_digest(message.snapshot->data.view(), crc)};
 }
 
 std::uint64_t data_bytes(const std::vector<SnapshotChunk>& chunks) {
@@ -279,6 +280,34 @@ TEST(SnapshotResume, AReceiptWithinWhatAnEarlierTransferMadeIsTrusted) {
                                 SnapshotReceipt{identity, made_first}),
             LaneQueue::Admission::kQueued);
   EXPECT_EQ(other.snapshot_progress()->skipped_bytes, 0u) << "above the one window it made";
+}
+
+// A leader that queued a snapshot for a follower that was down (nothing made of it), lost the
+// lead, and leads again in a later term: meanwhile another leader sent the follower the same
+// bytes (its encoding identical), which the follower holds legitimately. What this lane made in an
+// earlier term says nothing about them: it trusts the receipt as a leader that sent none does.
+// Within one term the beyond-sent check stands. (Found reading SnapshotCatchUpTest.ALeaderChange
+// MidTransfer...: a new leader that had led during the trims would count "beyond_sent".)
+TEST(SnapshotResume, ALeaderAgainInALaterTermTrustsWhatAnotherLeaderSentMeanwhile) {
+  raft::Message message = snapshot_message(1, 4, 900, snapshot_data(6 * kSnapshotChunkBytes, 23));
+  const SnapshotIdentity identity = identity_of(message);
+  LaneQueue lane(append_lane_limits());
+  ASSERT_EQ(lane.push_snapshot(message, identity.data_crc32c, kT0), LaneQueue::Admission::kQueued);
+  // The follower is down: no write takes a chunk; the same term's receipt of 2 chunks is refused.
+  const SnapshotReceipt receipt{identity, 2 * kSnapshotChunkBytes};
+  ASSERT_EQ(lane.push_snapshot(message, identity.data_crc32c, kT0, receipt),
+            LaneQueue::Admission::kQueued);
+  EXPECT_EQ(lane.snapshot_progress()->resume_missed, ResumeMiss::kBeyondSent);
+  // Leading again in term 6, the same data: resumed at the receipt.
+  message.term = 6;
+  ASSERT_EQ(lane.push_snapshot(message, identity.data_crc32c, kT0, receipt),
+            LaneQueue::Admission::kQueued);
+  EXPECT_FALSE(lane.snapshot_progress()->resume_missed.has_value());
+  EXPECT_EQ(lane.snapshot_progress()->skipped_bytes, 2 * kSnapshotChunkBytes);
+  EXPECT_EQ(lane.counters().snapshots_resumed, 1U);
+  const std::vector<SnapshotChunk> rest = drain(lane);
+  ASSERT_FALSE(rest.empty());
+  EXPECT_EQ(rest.front().place.offset, 2 * kSnapshotChunkBytes);
 }
 
 // The whole path without gRPC: a chunk is dropped mid-transfer (its write failed, it expired),

@@ -95,8 +95,10 @@ struct ContinuationSetUp {
   FollowerWithPartial follower;
   std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
   raft::Message message = at_point(3, 3, leader_encoding(3, 4, 99));
-  SnapshotIdentity data{kPoint, 2, message.snapshot->data.size(),
-                        util::crc32c::value(message.snapshot->data.view())};
+  SnapshotIdentity data{
+      kPoint, 2, message.snapshot->data.size(), util::crc32c::value(message.snapshot->data.view()),
+      replica::snapshot_data_digest(message.snapshot->data.view(),
+                                    util::crc32c::value(message.snapshot->data.view()))};
   std::optional<SnapshotContinuation> first =
       receipt && receipt->splice
           ? std::optional(make_snapshot_continuation(message.snapshot->data, *receipt->splice))

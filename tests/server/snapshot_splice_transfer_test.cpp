@@ -321,7 +321,8 @@ TEST(SnapshotSpliceTransfer, ANewCutOfTheSplicedDataResumesByOffsetWithinWhatThe
                          receipt->splice->kept_bytes + kSnapshotChunkBytes + 1, spliced->splice};
   ASSERT_LT(beyond.received_bytes, beyond.snapshot.total_bytes);
   const std::optional<SnapshotContinuation> kept = lane.kept_continuation(
-      SnapshotIdentity{kPoint, 2, new_data.size(), crc}, beyond);
+      SnapshotIdentity{kPoint, 2, new_data.size(), crc, replica::snapshot_data_digest(new_data, crc)},
+      beyond);
   ASSERT_TRUE(kept.has_value());
   ASSERT_EQ(lane.push_snapshot(message, crc, kT0, beyond, &*kept), LaneQueue::Admission::kQueued);
   EXPECT_EQ(lane.counters().snapshot_resume_missed[ResumeMiss::kBeyondSent], 1U);
@@ -403,6 +404,65 @@ TEST(SnapshotSpliceTransfer, FramedDataOfOneLayoutSharesItsWholeCrcAndOnlyAFrame
   store::Result<replica::SnapshotData> decoded = replica::decode_snapshot_data(at_boundary);
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_EQ(decoded->section, "leader 7");
+}
+
+// What the test above found, end to end: two leaders' encodings of one point with other client
+// sets of the same byte lengths (ids 2, 5, 8, ... and 3, 6, 9, ...: every record as long) share
+// index, term, total and whole-data CRC. A follower holds the first's bytes through a block's end;
+// the second's rest appended there would decode, with the first's clients through X and the
+// second's after it: client 3, 6, ... through X (the second's) and X+3, ... (the first's) in
+// neither part, forgotten, so their acknowledged appends retried would be appended again. The
+// data's digest (the CRC-32C of its frames' CRCs, on every chunk and receipt) tells the two apart:
+// neither the new leader's lane resumes the partial by offset, nor does the follower continue it
+// with the other encoding's chunks, whether they start at its offset or at 0.
+TEST(SnapshotSpliceTransfer, AnotherEncodingOfOneLayoutNeverContinuesAPartialAndForgetsClients) {
+  const std::string a = leader_encoding(2, 3, 0);
+  const std::string b = leader_encoding(3, 3, 0);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(util::crc32c::value(a), util::crc32c::value(b)) << "one identity without a digest";
+  replica::FramedFrameWalk walk;
+  walk.advance(std::string_view(a).substr(0, 2 * kSnapshotChunkBytes));
+  ASSERT_TRUE(walk.splice_point().has_value());
+  const std::uint64_t boundary = walk.splice_point()->kept_bytes;  // a block's end in a's bytes
+  ASSERT_GT(boundary, kSnapshotChunkBytes);
+  for (const bool lane_resumes : {true, false}) {
+    SCOPED_TRACE(lane_resumes ? "the new leader's lane resumes from the receipt"
+                              : "the new leader sends from 0 (no receipt)");
+    // The old leader (node 1, term 2) sent a's first chunk and the part of its second through
+    // the boundary (the rest of that chunk lost with its stream).
+    SnapshotReassembler follower;
+    std::string problem;
+    std::vector<SnapshotChunk> sent = chunks_of(at_point(1, 2, a));
+    ASSERT_GE(sent.size(), 2U);
+    EXPECT_FALSE(follower.add(sent[0], kT0, &problem).has_value()) << problem;
+    sent[1].data.resize(static_cast<std::size_t>(boundary - kSnapshotChunkBytes));
+    EXPECT_FALSE(follower.add(sent[1], kT0, &problem).has_value()) << problem;
+    const std::optional<SnapshotReceipt> receipt = follower.receipt();
+    ASSERT_TRUE(receipt.has_value());
+    ASSERT_EQ(receipt->received_bytes, boundary);
+    // The new leader (node 3, term 3) sends b, with no continuation (the lane would resume).
+    LaneQueue lane{append_lane_limits()};
+    ASSERT_EQ(lane.push_snapshot(at_point(3, 3, b), util::crc32c::value(b), kT0,
+                                 lane_resumes ? receipt : std::nullopt),
+              LaneQueue::Admission::kQueued);
+    std::optional<raft::Message> whole;
+    for (const SnapshotChunk& chunk : drain(lane)) whole = follower.add(chunk, kT0, &problem);
+    ASSERT_TRUE(whole.has_value()) << problem;
+    EXPECT_EQ(lane.counters().snapshots_resumed, 0U) << "a's partial is not b's";
+    EXPECT_EQ(follower.status().counters.partials_continued, 0U);
+    EXPECT_EQ(follower.status().counters.chunks_duplicate, 0U);
+    const std::string_view got = whole->snapshot->data.view();
+    EXPECT_TRUE(got == std::string_view(b)) << "a's bytes through " << boundary << " kept";
+    store::Result<replica::SnapshotData> decoded = replica::decode_snapshot_data(got);
+    ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+    // b's clients exactly: none forgotten, none of a's.
+    std::vector<std::uint64_t> ids, expected;
+    for (const replica::DedupTable::ClientState& client : decoded->dedup_clients) {
+      ids.push_back(client.client_id);
+    }
+    for (std::uint64_t c = 0; c < 3000; ++c) expected.push_back(3 + 3 * c);
+    EXPECT_TRUE(ids == expected) << ids.size() << " clients, the first " << ids.front();
+  }
 }
 
 TEST(SnapshotSpliceTransfer, AContinuationThatDoesNotMatchThePartialIsRefusedAndThePartialDropped) {
