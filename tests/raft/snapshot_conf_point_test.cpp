@@ -154,6 +154,8 @@ TEST(SnapshotConfPoint, ALeaderThatDoesNotKnowTheConfigurationAtItsFirstIndexFal
   ASSERT_TRUE(saved.ok() && saved->has_value());
   replica::SnapshotData older = **saved;
   older.conf_at_index = false;
+  older.stamp_at_index = false;  // the previous binary's trims carried no stamp either (version 5)
+  older.stamp_max_ms = 0;
   const std::string bytes = replica::encode_snapshot_data(older);
   ASSERT_EQ(store::get_u32(bytes.data() + 8), 2u) << "what the previous binary wrote";
   ASSERT_TRUE(replica::write_snapshot_next(env, dir, bytes).ok());
