@@ -22,7 +22,6 @@ namespace {
 using cli::PositionalKind;
 using cli::PositionalSpec;
 
-// "members add: FAILED_PRECONDITION: ... (WOULD_LOSE_QUORUM)".
 // "1,2,3" (`separator` between the ids).
 std::string joined_ids(const std::vector<std::uint64_t>& ids, std::string_view separator) {
   std::string out;
@@ -150,22 +149,36 @@ int run_list(std::string_view command_path, std::span<const std::string> args, c
   return cli::kExitOk;
 }
 
-// Adds `id` as a learner, waits for it to catch up, promotes it. Prints each step.
-int add_caught_up_voter(Parsed& p, const cli::Io& io, std::string_view what, std::uint64_t id,
-                        const std::string& address) {
+// Adds `id` as a learner and prints the change: the first step of add, and of replace.
+int add_learner(Parsed& p, const cli::Io& io, std::string_view what, std::uint64_t id,
+                const std::string& address) {
   auto added = p.members->add(id, address, /*learner=*/true);
   if (!added.ok()) return fail(io, what, added.status());
   print_change(io, p.cluster.json,
                "node " + std::to_string(id) + " added as a learner at " + address, added.value());
+  return cli::kExitOk;
+}
+
+// Waits for learner `id` to catch up and promotes it, printing the change; on failure says that it
+// stays a learner, then `left` (what the operator does next, through its newline).
+int promote_caught_up(Parsed& p, const cli::Io& io, std::string_view what, std::uint64_t id,
+                      std::string_view left) {
   auto promoted = p.members->promote_when_caught_up(id, p.remaining_ms());
   if (!promoted.ok()) {
-    io.err << what << ": node " << id
-           << " stays a learner (promote it with `members promote` once it caught up)\n";
+    io.err << what << ": node " << id << " stays a learner" << left;
     return fail(io, what, promoted.status());
   }
   print_change(io, p.cluster.json, "node " + std::to_string(id) + " caught up and is a voter",
                promoted.value());
   return cli::kExitOk;
+}
+
+// Adds `id` as a learner, waits for it to catch up, promotes it. Prints each step.
+int add_caught_up_voter(Parsed& p, const cli::Io& io, std::string_view what, std::uint64_t id,
+                        const std::string& address) {
+  if (int code = add_learner(p, io, what, id, address); code != cli::kExitOk) return code;
+  return promote_caught_up(p, io, what, id,
+                           " (promote it with `members promote` once it caught up)\n");
 }
 
 // --- add -------------------------------------------------------------------------------------------
@@ -186,13 +199,7 @@ int run_add(std::string_view command_path, std::span<const std::string> args, co
     return code;
   const std::uint64_t id = p.args.ids[0];
   const std::string& address = p.args.addresses[0];
-  if (learner) {
-    auto added = p.members->add(id, address, /*learner=*/true);
-    if (!added.ok()) return fail(io, "members add", added.status());
-    print_change(io, p.cluster.json,
-                 "node " + std::to_string(id) + " added as a learner at " + address, added.value());
-    return cli::kExitOk;
-  }
+  if (learner) return add_learner(p, io, "members add", id, address);
   return add_caught_up_voter(p, io, "members add", id, address);
 }
 
@@ -257,14 +264,7 @@ int replacement_takes_role(Parsed& p, const cli::Io& io, std::uint64_t old_id, b
     return cli::kExitOk;
   }
   if (new_is_voter) return cli::kExitOk;
-  auto promoted = p.members->promote_when_caught_up(new_id, p.remaining_ms());
-  if (!promoted.ok()) {
-    io.err << "members replace: node " << new_id << " stays a learner; " << left;
-    return fail(io, "members replace", promoted.status());
-  }
-  print_change(io, p.cluster.json, "node " + std::to_string(new_id) + " caught up and is a voter",
-               promoted.value());
-  return cli::kExitOk;
+  return promote_caught_up(p, io, "members replace", new_id, "; " + left);
 }
 
 int run_replace(std::string_view command_path, std::span<const std::string> args,
@@ -313,12 +313,9 @@ int run_replace(std::string_view command_path, std::span<const std::string> args
     new_is_voter = new_member->voter;
     io.err << "members replace: node " << new_id << " is a " << (new_is_voter ? "voter" : "learner")
            << " at " << new_address << " already (an earlier replace added it): going on\n";
-  } else {
-    auto added = p.members->add(new_id, new_address, /*learner=*/true);
-    if (!added.ok()) return fail(io, "members replace", added.status());
-    print_change(io, p.cluster.json,
-                 "node " + std::to_string(new_id) + " added as a learner at " + new_address,
-                 added.value());
+  } else if (int code = add_learner(p, io, "members replace", new_id, new_address);
+             code != cli::kExitOk) {
+    return code;
   }
   if (int code = replacement_takes_role(p, io, old_id, old_is_voter, new_id, new_is_voter);
       code != cli::kExitOk)

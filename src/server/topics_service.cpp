@@ -27,14 +27,17 @@ TopicsService::TopicsService(Node* node, const Dispatcher* dispatcher, std::uint
       max_read_bytes_(max_read_bytes),
       tail_watchdog_("TailTopic stream", stall_timeout) {}
 
+bool TopicsService::serves_nothing() const {
+  return dispatcher_ == nullptr || stopping_.load() || node_->removed();
+}
+
 grpc::Status TopicsService::unavailable(grpc::ServerContext* context) const {
   if (stopping_.load() || node_->stopping()) {
     return reason_status(context, grpc::StatusCode::UNAVAILABLE, "node shutting down",
                          replica::kReasonShuttingDown);
   }
   if (const NodeError removed = node_->removed_refusal(); !removed.ok()) {
-    return reason_status(context, grpc::StatusCode::UNAVAILABLE, removed.message,
-                         replica::kReasonNodeRemoved);
+    return to_grpc(context, removed);  // UNAVAILABLE, NODE_REMOVED
   }
   return reason_status(context, grpc::StatusCode::UNAVAILABLE,
                        "this node has no usable derived indexes (see its log); ask another node",
@@ -43,7 +46,7 @@ grpc::Status TopicsService::unavailable(grpc::ServerContext* context) const {
 
 grpc::Status TopicsService::ListTopics(grpc::ServerContext* context, const v1::ListTopicsRequest*,
                                        v1::ListTopicsResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
+  if (serves_nothing()) return unavailable(context);
   const std::uint64_t commit = node_->commit_index();
   const std::uint64_t first = node_->log_bounds().first;
   for (const derived::TopicInfo& topic : dispatcher_->indexes().list_topics(commit, first)) {
@@ -118,7 +121,7 @@ grpc::Status TopicsService::read_topic(grpc::ServerContext* context, const std::
 grpc::Status TopicsService::ReadTopic(grpc::ServerContext* context,
                                       const v1::ReadTopicRequest* request,
                                       v1::ReadTopicResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
+  if (serves_nothing()) return unavailable(context);
   return read_topic(context, request->topic(), request->from_offset(), request->max_entries(),
                     response);
 }
@@ -126,7 +129,7 @@ grpc::Status TopicsService::ReadTopic(grpc::ServerContext* context,
 grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
                                       const v1::ReadTopicRequest* request,
                                       grpc::ServerWriter<v1::ReadTopicResponse>* writer) {
-  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
+  if (serves_nothing()) return unavailable(context);
   if (tails_.fetch_add(1) >= kMaxTopicTails) {
     tails_.fetch_sub(1);
     return reason_status(context, grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -181,7 +184,7 @@ grpc::Status TopicsService::TailTopic(grpc::ServerContext* context,
 grpc::Status TopicsService::LookupKey(grpc::ServerContext* context,
                                       const v1::LookupKeyRequest* request,
                                       v1::LookupKeyResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
+  if (serves_nothing()) return unavailable(context);
   if (std::string problem = derived::keys_problem({request->key()}); !problem.empty()) {
     return reason_status(context, grpc::StatusCode::INVALID_ARGUMENT, problem,
                          replica::kReasonBadKeys);
@@ -217,7 +220,7 @@ grpc::Status TopicsService::LookupKey(grpc::ServerContext* context,
 grpc::Status TopicsService::FindByTime(grpc::ServerContext* context,
                                        const v1::FindByTimeRequest* request,
                                        v1::FindByTimeResponse* response) {
-  if (dispatcher_ == nullptr || stopping_.load() || node_->removed()) return unavailable(context);
+  if (serves_nothing()) return unavailable(context);
   const std::uint64_t commit = node_->commit_index();
   const std::uint64_t first = node_->log_bounds().first;
   response->set_indexed_through(std::min(indexed_through(), commit));

@@ -42,6 +42,9 @@ class TopicsService final : public raftlog::v1::Topics::Service {
                           raftlog::v1::FindByTimeResponse* response) override;
 
  private:
+  // True when no call is served here: no usable derived indexes, stopping, or a removed node (whose
+  // indexes stop at its removal for good); unavailable() then says which.
+  bool serves_nothing() const;
   grpc::Status unavailable(grpc::ServerContext* context) const;
   // One ReadTopic answer from `from_offset`; the commit index is read once, before the indexes.
   grpc::Status read_topic(grpc::ServerContext* context, const std::string& topic,
