@@ -175,6 +175,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"committed_conflict\":" << json_string(s.committed_conflict)
              << ",\"stranded_below_index\":" << s.stranded_below_index
              << ",\"removed\":" << (s.removed ? "true" : "false")
+             << ",\"removed_by\":" << s.removed_by
              << ",\"disk_used_ratio\":" << s.disk_used_ratio
              << ",\"disk_high_watermark\":" << s.disk_high_watermark
              << ",\"disk_over_high_watermark\":" << (s.disk_over_high_watermark ? "true" : "false")
@@ -271,9 +272,14 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
                << ": not serving yet\n";
       }
     }
-    if (s.removed) {
-      io.out << "    REMOVED: a member says a committed change removed this node (its campaigns "
-                "stay harmless): confirm with `members list`, then stop it (docs/operations.md, "
+    if (s.removed && s.removed_by != 0) {
+      io.out << "    REMOVED: member " << s.removed_by
+             << " says a committed change retired this node's id (its log lacks that change): "
+                "not serving, not campaigning; confirm with `members list`, then stop it "
+                "(docs/operations.md, \"Membership\")\n";
+    } else if (s.removed) {
+      io.out << "    REMOVED: a committed change removed this node (its campaigns stay harmless): "
+                "confirm with `members list`, then stop it (docs/operations.md, "
                 "\"Membership\")\n";
     }
     if (s.stranded_below_index != 0 && !s.receiving_snapshot) {

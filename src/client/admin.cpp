@@ -86,9 +86,18 @@ std::string lag_text(const Member& member, const MemberList& list) {
   const std::string lag = "match index " + std::to_string(member.match_index) +
                           ", commit index " + std::to_string(list.commit_index);
   if (member.match_index == 0 && member.last_contact_ms >= kSilentMs) {
-    return "node " + std::to_string(member.id) + " has not answered the leader at " +
-           (member.address.empty() ? std::string("its address") : member.address) + " for " +
-           std::to_string(member.last_contact_ms) + " ms: is it running? (" + lag + ")";
+    const std::string where =
+        member.address.empty() ? std::string("its address") : member.address;
+    if (!member.unreachable.empty()) {
+      // What the leader's transport knows beats a guess (drills7 M2): e.g. another node answers
+      // at that address (a mistyped id, or another joiner's address).
+      return "node " + std::to_string(member.id) + " has not answered the leader at " + where +
+             " for " + std::to_string(member.last_contact_ms) +
+             " ms; the leader's last attempt to reach it there failed: " + member.unreachable +
+             " (" + lag + ")";
+    }
+    return "node " + std::to_string(member.id) + " has not answered the leader at " + where +
+           " for " + std::to_string(member.last_contact_ms) + " ms: is it running? (" + lag + ")";
   }
   return lag;
 }
@@ -140,7 +149,7 @@ class MembersClient::Impl {
     for (const pb::Member& wire : response.members()) {
       list.members.push_back(Member{wire.id(), wire.address(), wire.voter(), wire.leader(),
                                     wire.match_index(), wire.lag_entries(),
-                                    wire.last_contact_ms(), wire.caught_up()});
+                                    wire.last_contact_ms(), wire.caught_up(), wire.unreachable()});
     }
     list.config_index = response.config_index();
     list.config_committed = response.config_committed();

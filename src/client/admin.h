@@ -35,6 +35,7 @@ struct Member {
   std::uint64_t lag_entries = 0;
   std::uint64_t last_contact_ms = 0;
   bool caught_up = false;
+  std::string unreachable;  // the leader's last error reaching it, while it cannot ("" otherwise)
 };
 
 struct MemberList {

@@ -263,6 +263,7 @@ struct NodeStatus {
   std::string committed_conflict;  // a leader's append contradicted a committed entry ("": none)
   std::uint64_t stranded_below_index = 0;  // needs entries the leader trimmed (0 = not stranded)
   bool removed = false;  // a member said this node was removed (client.proto's StatusResponse)
+  std::uint64_t removed_by = 0;  // that member (0: the node's own log holds its removal)
   // The disk (client.proto's StatusResponse): use (0..1), the high watermark, past it, and a leader
   // past it keeping leadership because no follower reports room, or waiting this long before
   // handing leadership to one that does (the bound between two handovers; 0 = not waiting).

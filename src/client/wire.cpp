@@ -136,6 +136,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.flush_mode = flush_mode_from_wire(wire.flush_mode());
   status.catching_up = wire.catching_up();
   status.removed = wire.removed();
+  status.removed_by = wire.removed_by();
   status.catching_up_to_index = wire.catching_up_to_index();
   status.stranded_below_index = wire.stranded_below_index();
   status.disk_used_ratio = wire.disk_used_ratio();

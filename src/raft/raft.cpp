@@ -267,6 +267,8 @@ std::pair<Term, Index> Raft::vouching() const { return impl_->vouching(); }
 const CommittedConflict& Raft::committed_conflict() const { return impl_->committed_conflict(); }
 Raft::CatchUpCause Raft::catch_up_cause() const { return impl_->catch_up_cause(); }
 bool Raft::removed() const { return impl_->removed(); }
+NodeId Raft::removed_by() const { return impl_->removed_by(); }
+bool Raft::told_removed() const { return impl_->told_removed(); }
 const StepDown& Raft::last_step_down() const { return impl_->last_step_down(); }
 const std::vector<NodeId>& Raft::retired_ids() const { return impl_->retired_ids(); }
 Index Raft::stranded_below() const { return impl_->stranded_below(); }

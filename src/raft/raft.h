@@ -162,12 +162,32 @@ enum class ConfChangeStatus : std::uint8_t {
 
 const char* to_string(ConfChangeStatus status);
 
+// On kWouldLoseQuorum: a voter of the new configuration the leader did not count as reachable, and
+// why (what an operator looks at: drills7 L6).
+struct UncountedVoter {
+  enum class Why : std::uint8_t {
+    kSilent,           // not heard from within an election timeout (ticks_since_contact)
+    kCatchingUp,       // its latest append answer was marked catching up (lost log, storage fault)
+    kNoAcknowledgement,  // heard this term only through heartbeats or refusals, no plain ack
+  };
+  NodeId node = kNoNode;
+  Why why = Why::kSilent;
+  std::uint64_t ticks_since_contact = 0;  // kSilent: ticks since the leader last heard it (or its term)
+  bool heard_this_term = false;           // kSilent: false when it never answered this leader
+  friend bool operator==(const UncountedVoter&, const UncountedVoter&) = default;
+};
+
 struct ConfChangeResult {
   ConfChangeStatus status = ConfChangeStatus::kNotLeader;
   ConfChangeProblem problem = ConfChangeProblem::kNone;  // on kInvalid
   Index index = 0;  // on kOk: the kConfig entry's index and term; the change succeeded iff that
   Term term = 0;    // entry still has this term when it commits
   NodeId leader_hint = kNoNode;
+  // On kWouldLoseQuorum: the new configuration's quorum, how many of its voters counted, and the
+  // others (at most kMaxMembers), by id.
+  std::size_t quorum = 0;
+  std::size_t reachable = 0;
+  std::vector<UncountedVoter> uncounted;
 };
 
 const char* to_string(ReadIndexStatus status);
@@ -331,10 +351,19 @@ class Raft {
   // acknowledged), kUnvouched (a leader's first contact with an unvouched node).
   enum class CatchUpCause : std::uint8_t { kNone, kConfig, kLeaderCommit, kUnvouched };
   CatchUpCause catch_up_cause() const;
-  // True once a peer answered that this node's id is retired (kRemovedContext), until a leader of
-  // this node's term or later replicates to it. Information only (shown in status): one peer's
-  // word may be stale or forged, so the node still campaigns and leads as before. Not persisted.
+  // True once a member answered that this node's id is retired (kRemovedContext). A member names
+  // its newest committed configuration (a configuration that does not list us): the word binds
+  // only when our log lacks that entry (a stale word, from a member whose log lacks our re-adding,
+  // is checked so and dropped), and then this node neither campaigns nor leads (a leader steps
+  // down, StepDownReason::kToldRemoved) until its log holds that entry (a leader that re-added it
+  // replicated it). A word without a position (a node from before it) is information only and is
+  // cleared when a leader of our term or later replicates to us. Not persisted (docs/raft.md,
+  // "Membership changes").
   bool removed() const;
+  // Which member said so (kNoNode when not removed).
+  NodeId removed_by() const;
+  // removed() by a word that binds (it named a configuration our log lacks).
+  bool told_removed() const;
   // Why this core last stopped leading (reason kNone if it never did): a driver reads it when a
   // Ready's soft state shows the leader become a follower, to say why.
   const StepDown& last_step_down() const;

@@ -30,6 +30,7 @@ bool Raft::Impl::is_voter(NodeId node) const { return raft::is_voter(conf_, node
 // its first entry reached anyone elects the next one so).
 bool Raft::Impl::promotable() const {
   if (fault_catch_up_) return false;
+  if (told_removed()) return false;  // its log lacks a committed configuration that retired it
   if (unvouched_ && (log_.last_index() > 0 || vouch_index_ > 0)) return false;
   // A node that never founds a cluster (Config::never_founds) wins only with the log it was given:
   // empty, it is one that lost its log or has not received it yet, in a cluster that committed.
@@ -142,6 +143,7 @@ void Raft::Impl::become_leader() {
   role_ = Role::kLeader;
   leader_ = id();
   removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
+  removed_word_ = RemovedWord{};
   // Elected with an empty log (promotable), by voters whose logs were no longer: a new cluster as far
   // as any majority can tell. This leader's log is the one everybody catches up to from now on.
   unvouched_ = false;
@@ -199,6 +201,7 @@ void Raft::Impl::tick() {
 
 void Raft::Impl::tick_election() {
   ++election_elapsed_ticks_;
+  clear_removed_if_answered();
   if (promotable() && election_elapsed_ticks_ >= randomized_election_ticks_) {
     election_elapsed_ticks_ = 0;
     start_election(config_.pre_vote ? CampaignKind::kPreElection : CampaignKind::kElection);
@@ -327,10 +330,12 @@ void Raft::Impl::step(Message& m) {
   if (note_removed(m) || answer_retired(m)) return;
   // A leader replicates only to the members it tracks: one that does so is in a configuration that
   // lists us again (an id re-added where its retirement was not known), and we may campaign.
-  if (removed_ && m.term >= term_ &&
+  // A binding word (removed_word_ names a position) is cleared only once our log holds it.
+  if (removed_ && !told_removed() && m.term >= term_ &&
       (m.type == MessageType::kAppend || m.type == MessageType::kSnapshot)) {
     removed_ = false;
   }
+  clear_removed_if_answered();
   if (!handle_term(m)) return;
   switch (m.type) {
     case MessageType::kPreVote:
@@ -387,7 +392,7 @@ void Raft::Impl::handle_vote_request(const Message& m) {
   // knows of a cluster that committed an entry, which an empty log lacks. (With entries of its own
   // it refuses one anyway, by the up-to-date rule below.)
   const bool can_vote =
-      !fault_catch_up_ && (!unvouched_ || unvouched_may_grant(m)) &&
+      !fault_catch_up_ && (!unvouched_ || unvouched_may_grant(m)) && told_removed_may_grant(m) &&
       !(config_.never_founds && m.index == 0) &&
       (vote_ == m.from || (vote_ == kNoNode && leader_ == kNoNode) || (pre_vote && m.term > term_));
   const bool up_to_date =

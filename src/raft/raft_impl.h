@@ -77,6 +77,10 @@ class Raft::Impl {
     return catching_up_ ? catch_up_cause_ : Raft::CatchUpCause::kNone;
   }
   bool removed() const { return removed_; }
+  // A member's word that binds (it named its newest committed configuration, which our log lacks):
+  // this node neither campaigns nor leads while it holds (promotable, note_removed).
+  bool told_removed() const { return removed_ && removed_word_.conf_index != 0; }
+  NodeId removed_by() const { return removed_ ? removed_word_.by : kNoNode; }
   const StepDown& last_step_down() const { return last_step_down_; }
   const std::vector<NodeId>& retired_ids() const { return retired_; }
   Index stranded_below() const;
@@ -140,8 +144,22 @@ class Raft::Impl {
   void answer_untracked_ack(const Message& message);
   // A request from a retired id: answered with kRemovedContext (true), or nothing to do (false).
   bool answer_retired(const Message& message);
-  // A kRemovedContext answer: noted in removed_ only (true when it was one; it is then dropped).
-  bool note_removed(const Message& message);
+  // A kRemovedContext answer: noted in removed_ (true when it was one and is dropped; false for a
+  // stale one a leader then handles as an ordinary refusal, its context cleared).
+  bool note_removed(Message& message);
+  // `node` is retired here: removed by a committed change and listed by no configuration of our
+  // history (an uncommitted one may list it again).
+  bool retired_here(NodeId node) const;
+  // Our log holds an entry of `term` at `index`, or has compacted it away (cannot tell: a word we
+  // cannot check never takes us out).
+  bool holds_or_compacted(Index index, Term term) const;
+  // A binding word no longer holds once our log holds the configuration it named (a leader that
+  // re-added us replicated it): cleared then.
+  void clear_removed_if_answered();
+  // A node told it is retired (told_removed) grants only a candidate whose last entry is at or past
+  // the configuration the word named: one that may hold it (a leader that re-added us needs our
+  // vote), not another node of the history that lacks it (drills7 H2's retired pair re-electing).
+  bool told_removed_may_grant(const Message& request) const;
   void retire_members_of(const ConfState& committed, const ConfState& newest_committed);
   void handle_heartbeat_response(const Message& message);
   // Snapshots (raft_snapshot.cpp): a leader sends one instead of an append that would need trimmed
@@ -258,7 +276,15 @@ class Raft::Impl {
   // Ids removed by committed changes (Config::retired_ids, then each one commit_to sees retire),
   // oldest first, at most kMaxRetiredIds.
   std::vector<NodeId> retired_;
-  bool removed_ = false;  // a peer told us our id is retired (kRemovedContext): information only
+  bool removed_ = false;  // a peer told us our id is retired (kRemovedContext)
+  // Who said so, and the position of its newest committed configuration (conf_index 0: a word
+  // without one, from a node before retired5: information only, cleared as before).
+  struct RemovedWord {
+    NodeId by = kNoNode;
+    Index conf_index = 0;
+    Term conf_term = 0;
+  };
+  RemovedWord removed_word_;
   StepDown last_step_down_;  // why this core last stopped leading
   // The configuration in force at a trim point of the driver's log (set_trim_point_conf): used by
   // snapshot_to_send while the log starts right after `index`. One record: bounded.

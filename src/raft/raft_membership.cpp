@@ -69,46 +69,140 @@ void Raft::Impl::retire_members_of(const ConfState& committed, const ConfState& 
   std::erase_if(retired_, [&](NodeId node) { return raft::is_member(newest_committed, node); });
 }
 
-// A retired id is told so only where this node would refuse its request anyway: a vote request
-// whose log is not as up to date as ours. A retired id whose log is ahead of ours is not removed as
-// far as we can tell: it may have been re-added by a change our log lacks (a leader that did not
-// know the retirement, e.g. one that caught up from a snapshot), and its vote may be the one the
-// cluster needs, so its request is handled by the ordinary rules. Appends, heartbeats and snapshots
-// from it are handled by the ordinary rules too: a leader of a term at or above ours is that term's
-// leader (leader completeness: a removed node's log lacks its removal, so it cannot win a term after
-// it), and a stale one learns our term from the refusal and steps down.
+bool Raft::Impl::retired_here(NodeId node) const {
+  if (std::find(retired_.begin(), retired_.end(), node) == retired_.end()) return false;
+  return std::none_of(conf_history_.begin(), conf_history_.end(),
+                      [&](const ConfRecord& record) { return raft::is_member(record.conf, node); });
+}
+
+bool Raft::Impl::holds_or_compacted(Index index, Term term) const {
+  if (index + 1 < log_.first_index()) return true;
+  const std::optional<Term> own = log_.term_at(index);
+  return own.has_value() && *own == term;
+}
+
+// A retired id is told so, before the term rules (neither our term nor our vote moves for it), in
+// two cases:
+//  - a (pre-)vote request whose log is not as up to date as ours (the vote would be refused anyway),
+//    or whose last entry comes before our newest committed configuration (it cannot hold it, so it
+//    cannot have been re-added by it or after it). A retired id whose log is ahead and may hold it
+//    may have been re-added by a change our log lacks (a leader that did not know the retirement),
+//    and its vote may be the one the cluster needs: ordinary rules.
+//  - an append, heartbeat or snapshot of our term or later from a sender we do not follow in this
+//    term, unless it shows it holds our newest committed configuration (the one that retired it): an
+//    append whose previous entry is at or above it and matches ours, or a snapshot whose point is
+//    at or above it. Without this a retired founder restarted on an empty disk with its founders'
+//    bootstrap configuration, elected by another such node, led a member of the real cluster
+//    (drills7 H2). A sender re-added by a change our log lacks holds that configuration (leader
+//    completeness): it checks the position the answer names, finds it in its log and takes the
+//    answer as an ordinary refusal whose hint is that position; its next probe there shows it.
+//    A stale sender (an earlier term) is told our term by the ordinary rules.
+// The answer names our newest committed configuration (commit, log_term): the sender's word binds
+// it only if its log lacks that entry (note_removed).
 bool Raft::Impl::answer_retired(const Message& m) {
-  if (m.type != MessageType::kPreVote && m.type != MessageType::kVote) return false;
-  if (std::find(retired_.begin(), retired_.end(), m.from) == retired_.end()) return false;
-  if (raft::is_member(conf_, m.from)) return false;
-  if (rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index())) {
+  const bool vote = m.type == MessageType::kPreVote || m.type == MessageType::kVote;
+  const bool leads = m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat ||
+                     m.type == MessageType::kSnapshot;
+  if (!vote && !leads) return false;
+  if (!retired_here(m.from)) return false;
+  const ConfRecord& committed = conf_history_.front();
+  // A log whose last entry comes before our committed configuration cannot hold it (a retired
+  // founder restarted empty whose stale pair wrote entries of a higher term: up to date by the
+  // rule, and in our leader's lease its request went unanswered, so it never learned, drills7 H2).
+  const bool lacks_committed = m.index < committed.index || m.log_term < committed.term;
+  if (vote && !lacks_committed &&
+      rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index())) {
     return false;
   }
-  // Neither our term nor our vote moves for it: a removed node cannot disrupt the cluster.
+  if (leads) {
+    if (m.term < term_) return false;
+    if (m.term == term_ && leader_ == m.from) return false;  // it showed it holds it already
+    if (m.type == MessageType::kAppend && m.index >= committed.index &&
+        log_.term_at(m.index) == std::optional<Term>(m.log_term)) {
+      return false;
+    }
+    if (m.type == MessageType::kSnapshot && m.snapshot && m.snapshot->index >= committed.index &&
+        m.snapshot->term >= committed.term) {
+      return false;
+    }
+  }
   Message reply;
-  reply.type =
-      m.type == MessageType::kPreVote ? MessageType::kPreVoteResponse : MessageType::kVoteResponse;
+  if (vote) {
+    reply.type =
+        m.type == MessageType::kPreVote ? MessageType::kPreVoteResponse : MessageType::kVoteResponse;
+  } else {
+    reply.type = MessageType::kAppendResponse;
+    reply.index = m.type == MessageType::kAppend ? m.index : 0;
+    // Where a sender that holds our configuration probes next: the configuration's entry, or our
+    // log's start when a trim compacted it.
+    Index probe = committed.index;
+    if (probe + 1 < log_.first_index()) probe = log_.first_index() - 1;
+    reply.reject_hint = probe;
+    reply.hint_term = log_.term_at(probe).value_or(0);
+  }
   reply.to = m.from;
   reply.term = m.term;
   reply.reject = true;
   reply.context = kRemovedContext;
+  reply.commit = committed.index;
+  reply.log_term = committed.term;
   send(std::move(reply), /*after_persist=*/false);
   return true;
 }
 
-// The answer is information only (Raft::removed(), shown in status): one peer's word, which may be
-// stale (a member whose log lacks our re-adding) or forged, never stops this node campaigning nor
-// deposes it (the answer is dropped like a refused vote). A truly removed node's campaigns stay
-// harmless: every member that knows the removal answers them so, without moving its term. Cleared
-// when a leader of our term or later replicates to us (Impl::step).
-bool Raft::Impl::note_removed(const Message& m) {
+// A member's word that our id is retired. It binds only if our log lacks the configuration it
+// names: a log holding it has that configuration and, since we are a member again as far as we
+// know, a later one listing us (a member whose log lacks our re-adding told us; it is stale). A
+// binding word stops campaigns and leadership (promotable; a leader steps down) until our log holds
+// that entry (clear_removed_if_answered): a node whose log lacks a committed entry cannot win an
+// election anyway, so nothing a live cluster needs is lost, and a forged word needs the cluster's
+// peer credentials. Votes are still granted: a member whose log is behind (re-added where its
+// retirement was not known) may be needed to elect the leader that will catch it up.
+bool Raft::Impl::note_removed(Message& m) {
   if (m.context != kRemovedContext || !m.reject) return false;
   if (m.type != MessageType::kPreVoteResponse && m.type != MessageType::kVoteResponse &&
       m.type != MessageType::kAppendResponse) {
     return false;
   }
+  if (m.commit != 0 && holds_or_compacted(m.commit, m.log_term)) {
+    if (m.type != MessageType::kAppendResponse || role_ != Role::kLeader) return true;
+    // Stale: an ordinary refusal of our append, its hint the member's configuration. It carries
+    // the member's own term, which it did not move for us: the refusal answers our term's append.
+    m.context = 0;
+    m.term = term_;
+    if (m.index == 0) {
+      // It refused a heartbeat or a snapshot: probe it again from its hint.
+      const auto found = progress_.find(m.from);
+      if (found != progress_.end() && found->second.state != ReplicationState::kSnapshot) {
+        found->second.next = std::max(found->second.match, m.reject_hint) + 1;
+        found->second.probe_sent = false;
+        send_append(m.from, /*send_if_empty=*/true);
+      }
+      return true;
+    }
+    return false;
+  }
   removed_ = true;
+  removed_word_ = RemovedWord{m.from, m.commit, m.log_term};
+  if (m.commit == 0) return true;  // information only
+  if (role_ == Role::kLeader) {
+    step_down_in_term(StepDownReason::kToldRemoved, m.from);
+  } else if (role_ != Role::kFollower) {
+    become_follower(term_, kNoNode);
+  }
   return true;
+}
+
+bool Raft::Impl::told_removed_may_grant(const Message& m) const {
+  if (!told_removed()) return true;
+  return m.index >= removed_word_.conf_index && m.log_term >= removed_word_.conf_term;
+}
+
+void Raft::Impl::clear_removed_if_answered() {
+  if (told_removed() && holds_or_compacted(removed_word_.conf_index, removed_word_.conf_term)) {
+    removed_ = false;
+    removed_word_ = RemovedWord{};
+  }
 }
 
 void Raft::Impl::refresh_conf() {
@@ -222,13 +316,31 @@ ConfChangeResult Raft::Impl::propose_conf_change(const ConfChange& change) {
   // before it was caught up, its vote being one it may give no candidate with entries yet
   // (docs/raft.md, "Unvouched nodes"; the simulator's --wipe --reconfigure, seed 27).
   std::size_t reachable = 0;
+  std::vector<UncountedVoter> uncounted;
   for (NodeId voter : next.voters) {
     const auto pr = progress_.find(voter);
     const bool counts = voter == id() || (pr != progress_.end() && pr->second.counts_for_changes);
-    reachable += peer_recently_heard(voter) && counts ? 1 : 0;
+    if (peer_recently_heard(voter) && counts) {
+      ++reachable;
+      continue;
+    }
+    UncountedVoter standing;
+    standing.node = voter;
+    if (pr != progress_.end()) {
+      standing.ticks_since_contact = pr->second.ticks_since_contact;
+      standing.heard_this_term = pr->second.heard_this_term;
+      if (peer_recently_heard(voter)) {
+        standing.why = pr->second.catching_up ? UncountedVoter::Why::kCatchingUp
+                                              : UncountedVoter::Why::kNoAcknowledgement;
+      }
+    }
+    uncounted.push_back(standing);
   }
   if (reachable < quorum_size(next.voters.size())) {
     result.status = ConfChangeStatus::kWouldLoseQuorum;
+    result.quorum = quorum_size(next.voters.size());
+    result.reachable = reachable;
+    result.uncounted = std::move(uncounted);
     return result;
   }
   Entry entry;

@@ -55,6 +55,8 @@ const char* to_string(StepDownReason reason) {
       return "newer-term";
     case StepDownReason::kRemoved:
       return "removed";
+    case StepDownReason::kToldRemoved:
+      return "told-removed";
   }
   return "unknown";
 }

@@ -126,6 +126,8 @@ enum class StepDownReason : std::uint8_t {
   kCheckQuorum,  // no contact with a majority of voters within an election timeout
   kNewerTerm,    // a message of a newer term (another node's campaign or leadership)
   kRemoved,      // it committed its own removal from the voters and handed leadership over
+  kToldRemoved,  // a member answered that its id is retired and its log lacks that member's newest
+                 // committed configuration (Raft::removed_by): a retired id restarted on a lost disk
 };
 
 const char* to_string(StepDownReason reason);
@@ -135,6 +137,7 @@ struct StepDown {
   Term term = 0;  // the term it became follower in
   // kRemoved: the caught-up voter it told to campaign at once (TimeoutNow), or kNoNode when no
   // voter held its whole log (the voters then elect a leader after their election timeout).
+  // kToldRemoved: the member that answered that this node's id is retired.
   NodeId successor = kNoNode;
 
   friend bool operator==(const StepDown&, const StepDown&) = default;

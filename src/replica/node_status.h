@@ -37,6 +37,10 @@ struct PeerStatus {
   std::uint64_t inflight_bytes = 0;  // entry bytes of those messages (bounded: docs/design.md)
   bool behind_first_index = false;  // needs entries the leader no longer holds (cannot catch up)
   bool disk_over_watermark = false;  // its last answer: its disk is past its high watermark
+  // Filled by the node above (raftlogd's transport), not the replica: while no stream to the peer
+  // is open, the last error dialling it said ("" otherwise), e.g. that the node answering at its
+  // address is another node (drills7 M2).
+  std::string unreachable;
 };
 
 struct NodeStatus {
@@ -128,6 +132,8 @@ struct NodeStatus {
   // down then; or that peer's log is behind). The peer's answer is information only: the node still
   // campaigns; confirm with the leader's member list before wiping it.
   bool removed = false;
+  // The member whose answer says so (raft::Raft::removed_by), 0 when its own log holds the removal.
+  std::uint64_t removed_by = 0;
   // A non-voter (a learner, or a node its own log does not list yet) whose log does not yet reach the
   // commit index its leader last named: that index (0 otherwise, and always on voters). It is still
   // catching up, and health is NOT_SERVING meanwhile.

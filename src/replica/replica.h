@@ -309,6 +309,7 @@ class Replica {
   bool answer_from_dedup(AppendRequest& in);
   bool disk_has_room(std::uint64_t append_bytes, NodeError* error);
   NodeError not_leader_error() const;
+  NodeError told_removed_error() const;
   void fail_pending_appends(ErrorCode code, const std::string& message, const char* reason);
 
   // The Ready driver (replica_ready.cpp).

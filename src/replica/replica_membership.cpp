@@ -12,7 +12,58 @@ namespace {
 
 MembershipResult refused(NodeError error) { return MembershipResult{std::move(error), 0, 0, {}}; }
 
-NodeError invalid_change_error(const raft::ConfChange& change, raft::ConfChangeProblem problem) {
+// Who holds the address named for change.node (drills7 L4: the refusal named no one): the member
+// of `conf` whose address in change.addresses equals the new member's; "" when none is found.
+std::string address_holder(const raft::ConfChange& change, const raft::ConfState& conf) {
+  std::string wanted;
+  for (const raft::MemberAddress& member : change.addresses) {
+    if (member.node == change.node) wanted = member.address;
+  }
+  if (wanted.empty()) return "";
+  for (const raft::MemberAddress& member : change.addresses) {
+    if (member.node != change.node && member.address == wanted && raft::is_member(conf, member.node))
+      return "node " + std::to_string(member.node) + " already has " + wanted + ", the address given for ";
+  }
+  return "";
+}
+
+// Why a change was refused WOULD_LOSE_QUORUM (drills7 L6: the refusal named no voter): each voter
+// of the new configuration the leader did not count, and why, with what to do about it.
+std::string would_lose_quorum_text(const raft::ConfChange& change,
+                                   const raft::ConfChangeResult& result, std::uint64_t tick_ms,
+                                   std::uint64_t election_ms) {
+  std::string text = "the new configuration needs " + std::to_string(result.quorum) +
+                     " voters answering this leader, and " + std::to_string(result.reachable) +
+                     " do: the change could not commit";
+  for (const raft::UncountedVoter& voter : result.uncounted) {
+    text += "; node " + std::to_string(voter.node);
+    switch (voter.why) {
+      case raft::UncountedVoter::Why::kCatchingUp:
+        text += " is catching up (it lost its log or met a storage fault): wait until it serves "
+                "again";
+        break;
+      case raft::UncountedVoter::Why::kNoAcknowledgement:
+        text += " has not acknowledged an append of this leader yet (only heartbeats or refusals): "
+                "retry once it has";
+        break;
+      case raft::UncountedVoter::Why::kSilent:
+        if (change.type == raft::ConfChangeType::kAddVoter && voter.node == change.node) {
+          text += " is new to the cluster: add it as a learner first, then promote it";
+        } else if (!voter.heard_this_term) {
+          text += " has not answered this leader since it was elected: is it running?";
+        } else {
+          text += " has not answered for " + std::to_string(voter.ticks_since_contact * tick_ms) +
+                  " ms (an election timeout is " + std::to_string(election_ms) +
+                  " ms): is it running?";
+        }
+        break;
+    }
+  }
+  return text;
+}
+
+NodeError invalid_change_error(const raft::ConfChange& change, raft::ConfChangeProblem problem,
+                               const raft::ConfState& conf) {
   const std::string node = "node " + std::to_string(change.node);
   switch (problem) {
     case raft::ConfChangeProblem::kNotMember:
@@ -39,6 +90,9 @@ NodeError invalid_change_error(const raft::ConfChange& change, raft::ConfChangeP
                             std::to_string(raft::kMaxMemberAddressBytes) + " bytes)",
                         kReasonBadAddress);
     case raft::ConfChangeProblem::kAddressInUse:
+      if (std::string holder = address_holder(change, conf); !holder.empty()) {
+        return make_error(ErrorCode::kFailedPrecondition, holder + node, kReasonAddressInUse);
+      }
       return make_error(ErrorCode::kFailedPrecondition,
                         "another member already has " + node + "'s address", kReasonAddressInUse);
     case raft::ConfChangeProblem::kTooLarge:
@@ -151,13 +205,13 @@ void Replica::propose_conf_change(MembershipRequest in) {
                                  kReasonConfChangeInProgress)));
       return;
     case raft::ConfChangeStatus::kInvalid:
-      in.done(refused(invalid_change_error(in.change, result.problem)));
+      in.done(refused(invalid_change_error(in.change, result.problem, raft_->conf())));
       return;
     case raft::ConfChangeStatus::kWouldLoseQuorum:
       in.done(refused(make_error(
           ErrorCode::kFailedPrecondition,
-          "fewer voters of the new configuration than its quorum answered within an election "
-          "timeout: the change could not commit (a new voter joins as a learner first)",
+          would_lose_quorum_text(in.change, result, config_.tick_ms,
+                                 std::uint64_t{config_.election_ticks} * config_.tick_ms),
           kReasonWouldLoseQuorum)));
       return;
     case raft::ConfChangeStatus::kLearnerBehind:

@@ -531,6 +531,7 @@ NodeStatus Replica::status() {
   status.removed = raft_->removed() ||
                    std::find(status.retired_ids.begin(), status.retired_ids.end(),
                              config_.node_id) != status.retired_ids.end();
+  status.removed_by = raft_->removed_by();
   // Non-voters only (a learner, or a node its own log does not list yet, as a new one before the
   // change reaches it): a voter one append behind under load is normal and must not flap health.
   if (!raft::is_voter(raft_->conf(), config_.node_id)) {

@@ -226,6 +226,11 @@ std::string describe_step_down(const raft::StepDown& step_down, const raft::Soft
       }
       return "stepping down: removed from the configuration; handed leadership over to node " +
              std::to_string(step_down.successor);
+    case raft::StepDownReason::kToldRemoved:
+      return "stepping down: member " + std::to_string(step_down.successor) +
+             " answered that this node's id is retired, and this log lacks that member's newest "
+             "committed configuration (a retired id restarted on a lost disk?): not leading nor "
+             "campaigning until a leader replicates that configuration here (stop this node)";
     case raft::StepDownReason::kCheckQuorum:
       return "stepping down: no contact with a majority within the election timeout (check "
              "quorum)";

@@ -47,6 +47,18 @@ NodeError Replica::not_leader_error() const {
   return error;
 }
 
+// A member answered that our id is retired and our log lacks its committed configuration
+// (raft::Raft::told_removed): there is no leader to send the client to, and this node must not
+// look like one that will soon have one (drills7 H2: retired founders restarted on lost disks).
+NodeError Replica::told_removed_error() const {
+  return make_error(ErrorCode::kUnavailable,
+                    "member " + std::to_string(raft_->removed_by()) + " answered that node " +
+                        std::to_string(config_.node_id) +
+                        "'s id is retired (removed by a committed change this node's log lacks): "
+                        "it accepts no append; append to a member (raftlogctl members list)",
+                    kReasonNodeRemoved);
+}
+
 Replica::AppendPlacement Replica::append(AppendRequest in) {
   // This node just became leader in a step() of this input batch, and the core may already have cut
   // an unfinished proposal from its log (noop_index_after_unfinished_proposal): hand that out
@@ -71,7 +83,7 @@ Replica::AppendPlacement Replica::append(AppendRequest in) {
     return {};
   }
   if (raft_->role() != raft::Role::kLeader) {
-    in.done(failed_append(not_leader_error()));
+    in.done(failed_append(raft_->told_removed() ? told_removed_error() : not_leader_error()));
     return {};
   }
   if (pending_appends_.size() >= config_.max_pending_appends) {

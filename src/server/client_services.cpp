@@ -298,6 +298,7 @@ class ClientServices::Impl {
                                                                            : v1::FLUSH_MODE_ASYNC);
       response.set_catching_up(status.catching_up);
       response.set_removed(status.removed);
+      response.set_removed_by(status.removed_by);
       response.set_catching_up_to_index(status.catching_up_to_index);
       response.set_stranded_below_index(status.stranded_below_index);
       response.set_disk_used_ratio(status.disk_used_ratio);

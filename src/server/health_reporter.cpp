@@ -18,6 +18,11 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   }
   // Before "catching up" and the rest: nothing will move this node's log again (drills6 M3: a
   // removed node kept answering SERVING, and plain reads from its frozen log, until stopped).
+  if (status.removed && status.removed_by != 0) {
+    return "removed: member " + std::to_string(status.removed_by) +
+           " answered that this node's id is retired (stop it; docs/operations.md, "
+           "\"Membership\")";
+  }
   if (status.removed) {
     return "removed from the configuration: its log no longer follows the cluster (stop it; "
            "docs/operations.md, \"Membership\")";

@@ -64,6 +64,7 @@ void fill_members(const NodeStatus& status, const std::string& cluster_id,
         if (peer.id != id) continue;
         match = peer.match_index;
         member->set_last_contact_ms(peer.last_contact_ms);
+        member->set_unreachable(peer.unreachable);
       }
     }
     member->set_match_index(match);

@@ -409,6 +409,7 @@ void Node::Impl::publish_status() {
     status.scrub_bytes_verified = scrub.bytes_verified;
     status.scrub_passes = scrub.passes_completed;
   }
+  removed_by_.store(status.removed_by, std::memory_order_release);
   removed_.store(status.removed, std::memory_order_release);
   std::lock_guard lock(status_mu_);
   status_ = std::move(status);
@@ -581,6 +582,16 @@ bool Node::removed() const { return impl_->removed_.load(std::memory_order_acqui
 
 NodeError Node::removed_refusal() const {
   if (!removed()) return NodeError{};
+  if (const std::uint64_t by = impl_->removed_by_.load(std::memory_order_acquire); by != 0) {
+    return make_error(ErrorCode::kUnavailable,
+                      "member " + std::to_string(by) + " answered that node " +
+                          std::to_string(impl_->config_.node_id) +
+                          "'s id is retired (removed by a committed change): this node does not "
+                          "serve; if it was restarted on a lost disk under a retired id, stop it "
+                          "and confirm with raftlogctl members list (docs/operations.md, "
+                          "\"Membership\")",
+                      replica::kReasonNodeRemoved);
+  }
   return make_error(ErrorCode::kUnavailable,
                     "node " + std::to_string(impl_->config_.node_id) +
                         " was removed from the cluster by a committed change: its log stops at "

@@ -152,6 +152,7 @@ class Node::Impl {
   mutable std::condition_variable commit_cv_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> removed_{false};  // status_.removed, readable without status_mu_ (Node::removed)
+  std::atomic<std::uint64_t> removed_by_{0};  // status_.removed_by, likewise (removed_refusal)
   std::atomic<bool> failed_{false};
   std::atomic<bool> loop_exit_{false};
   bool started_ = false;

@@ -248,7 +248,18 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
         }});
   }
   node->set_status_extension([dispatcher = impl->dispatcher.get(),
-                              hold = impl->groups_hold_without_table](NodeStatus* status) {
+                              hold = impl->groups_hold_without_table,
+                              transport = impl->transport.get()](NodeStatus* status) {
+    // Why a peer this leader tracks cannot be reached (drills7 M2: `members add` said "is it
+    // running?" while the transport knew another node answered at that address).
+    if (transport != nullptr && !status->peers.empty()) {
+      for (const PeerStats& stats : transport->peer_stats()) {
+        if (stats.connected || stats.last_error.empty()) continue;
+        for (PeerStatus& peer : status->peers) {
+          if (peer.id == stats.id) peer.unreachable = stats.last_error;
+        }
+      }
+    }
     if (dispatcher == nullptr) {
       status->derived_problem = "no indexes";
       status->groups_retention_hold = hold;

@@ -287,10 +287,25 @@ TEST(Membership, ChangeThatWouldLeaveNoReachableQuorumIsRefused) {
   c.isolate(3);
   c.tick_all(12);  // node 3 unheard for longer than an election timeout
   ASSERT_EQ(c.raft(1).role(), Role::kLeader);
-  EXPECT_EQ(change(c, 1, ConfChangeType::kRemoveNode, 2).reason(), replica::kReasonWouldLoseQuorum)
+  const Change remove_two = change(c, 1, ConfChangeType::kRemoveNode, 2);
+  EXPECT_EQ(remove_two.reason(), replica::kReasonWouldLoseQuorum)
       << "voters {1, 3} with node 3 unreachable";
-  EXPECT_EQ(change(c, 1, ConfChangeType::kAddVoter, 4).reason(), replica::kReasonWouldLoseQuorum)
+  // The refusal names the voter and why (drills7 L6: it named none, and hinted "a new voter joins
+  // as a learner first" for a removal).
+  EXPECT_NE(remove_two.message().find("needs 2 voters answering this leader, and 1 do"),
+            std::string::npos)
+      << remove_two.message();
+  EXPECT_NE(remove_two.message().find("node 3 has not answered for "), std::string::npos)
+      << remove_two.message();
+  EXPECT_EQ(remove_two.message().find("learner"), std::string::npos) << remove_two.message();
+  const Change add_four = change(c, 1, ConfChangeType::kAddVoter, 4);
+  EXPECT_EQ(add_four.reason(), replica::kReasonWouldLoseQuorum)
       << "voters {1, 2, 3, 4} with only 1 and 2 reachable";
+  EXPECT_NE(add_four.message().find("node 3 has not answered for "), std::string::npos)
+      << add_four.message();
+  EXPECT_NE(add_four.message().find("node 4 is new to the cluster: add it as a learner first"),
+            std::string::npos)
+      << add_four.message();
   EXPECT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3).accepted())
       << "removing the unreachable voter leaves {1, 2}, both reachable";
 }

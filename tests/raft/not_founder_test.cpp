@@ -235,8 +235,14 @@ TEST(NotFounder, ACatchingUpVoterDoesNotCountTowardAChangesReachableQuorum) {
   leader.raft->step(ack3);
   leader.drain();
   ASSERT_EQ(leader.raft->commit_index(), noop);
-  EXPECT_EQ(leader.raft->propose_conf_change({ConfChangeType::kRemoveNode, 2}).status,
-            ConfChangeStatus::kWouldLoseQuorum);
+  const ConfChangeResult refused = leader.raft->propose_conf_change({ConfChangeType::kRemoveNode, 2});
+  EXPECT_EQ(refused.status, ConfChangeStatus::kWouldLoseQuorum);
+  // It says which voter did not count, and why (drills7 L6).
+  EXPECT_EQ(refused.quorum, 2u);
+  EXPECT_EQ(refused.reachable, 1u);
+  ASSERT_EQ(refused.uncounted.size(), 1u);
+  EXPECT_EQ(refused.uncounted[0].node, 3u);
+  EXPECT_EQ(refused.uncounted[0].why, UncountedVoter::Why::kCatchingUp);
   EXPECT_EQ(leader.raft->propose_conf_change({ConfChangeType::kRemoveNode, 3}).status,
             ConfChangeStatus::kOk)
       << "{1, 2} has its quorum without the catching-up node";

@@ -63,7 +63,13 @@ TEST(MembershipService, ListsTheLeaderAndNamesEachRefusal) {
   EXPECT_FALSE(list->cluster_id.empty());
 
   EXPECT_EQ(reason_of(members->add(4, "nowhere", true).status()), "BAD_ADDRESS");
-  EXPECT_EQ(reason_of(members->add(4, config.members[1], true).status()), "ADDRESS_IN_USE");
+  const auto taken = members->add(4, config.members[1], true);
+  EXPECT_EQ(reason_of(taken.status()), "ADDRESS_IN_USE");
+  // It names the member holding the address (drills7 L4: "another member already has ...").
+  EXPECT_NE(taken.status().message().find("node 1 already has " + config.members[1] +
+                                          ", the address given for node 4"),
+            std::string::npos)
+      << taken.status().message();
   EXPECT_EQ(reason_of(members->add(1, "127.0.0.1:9", true).status()), "ALREADY_A_MEMBER");
   EXPECT_EQ(reason_of(members->promote(7).status()), "NOT_A_MEMBER");
   EXPECT_EQ(reason_of(members->remove(1).status()), "WOULD_LOSE_QUORUM");

@@ -1,0 +1,277 @@
+// Retired ids never lead a member (drills7 H2; docs/raft.md, "Membership changes"): an append,
+// heartbeat or snapshot of a member's term or later from an id its committed configuration retired
+// is answered "removed" (kRemovedContext, naming that configuration's position) instead of moving
+// its term or making the sender its leader; the sender's word binds only if its log lacks that
+// configuration, and then it stops leading and campaigning until its log holds it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "test_cluster.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::TestCluster;
+
+TestCluster cluster_with_voters(const std::vector<NodeId>& ids, const std::vector<NodeId>& voters) {
+  return TestCluster(ids, [voters](Config& config) { config.initial_conf = ConfState{voters}; });
+}
+
+bool change(TestCluster& c, NodeId leader, ConfChangeType type, NodeId node) {
+  auto request = c.propose_conf_change(leader, ConfChange{type, node});
+  for (int i = 0; i < 60 && !request.answered(); ++i) c.tick_all();
+  return request.answered() && request.result().error.ok();
+}
+
+// Elects node 1 in {1, 2, 3}, removes node 3 while it is cut off (its log never holds the removal),
+// and lets node 2 hear the commit: node 3 is retired on nodes 1 and 2.
+void retire_three(TestCluster& c) {
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  c.isolate(3);
+  ASSERT_TRUE(change(c, 1, ConfChangeType::kRemoveNode, 3));
+  c.tick_all(3);
+  ASSERT_EQ(c.raft(2).retired_ids(), (std::vector<NodeId>{3}));
+  ASSERT_EQ(c.raft(2).conf_history().front().conf, (ConfState{{1, 2}}));
+}
+
+// The brief's core case: node 3 (retired on node 2, its log lacking the removal) sends node 2 an
+// append of a higher term, as a leader of its own would. Node 2 neither moves its term nor follows
+// it, and answers "removed" naming its committed configuration; node 3, given the answer, knows it
+// is retired and who said so. On main node 2 took term 9 and followed node 3.
+TEST(RetiredId, AMemberNeitherMovesItsTermNorFollowsARetiredIdsAppend) {
+  TestCluster c({1, 2, 3});
+  retire_three(c);
+  const Term term = c.raft(2).term();
+  const Index conf_index = c.raft(2).conf_history().front().index;
+  c.take_from_network([](const Message&) { return true; }, 100000);
+  Message append;
+  append.type = MessageType::kAppend;
+  append.from = 3;
+  append.to = 2;
+  append.term = term + 8;
+  append.index = 0;
+  append.log_term = 0;
+  Entry noop;
+  noop.index = 1;
+  noop.term = term + 8;
+  noop.type = EntryType::kNoop;
+  append.entries.push_back(noop);
+  append.commit = 1;
+  c.step(2, append);
+  EXPECT_EQ(c.raft(2).term(), term) << "a retired id moved a member's term";
+  EXPECT_NE(c.raft(2).leader(), 3u) << "a member follows a retired id";
+  const std::vector<Message> answers =
+      c.take_from_network([](const Message& m) { return m.from == 2 && m.to == 3; }, 10);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_EQ(answers[0].type, MessageType::kAppendResponse);
+  EXPECT_TRUE(answers[0].reject);
+  EXPECT_EQ(answers[0].context, kRemovedContext);
+  EXPECT_EQ(answers[0].commit, conf_index) << "the answer names the configuration that retired it";
+  EXPECT_EQ(answers[0].term, term) << "answered in our own term, unmoved";
+  // The same from a heartbeat.
+  Message heartbeat;
+  heartbeat.type = MessageType::kHeartbeat;
+  heartbeat.from = 3;
+  heartbeat.to = 2;
+  heartbeat.term = term + 9;
+  c.step(2, heartbeat);
+  EXPECT_EQ(c.raft(2).term(), term);
+  // Node 3's log lacks node 2's committed configuration: the word binds.
+  ASSERT_FALSE(c.raft(3).removed());
+  c.step(3, answers[0]);
+  EXPECT_TRUE(c.raft(3).removed());
+  EXPECT_EQ(c.raft(3).removed_by(), 2u);
+  EXPECT_TRUE(c.replica(3).status().removed);
+  // The real leader and its follower go on.
+  c.heal();
+  c.isolate(3);
+  ASSERT_TRUE(c.propose(1, {"after"}).proposed());
+  c.deliver_all();
+  EXPECT_EQ(c.raft(2).commit_index(), c.raft(1).last_index());
+}
+
+// drills7 H2 in the core: founders {1, 2, 3}; nodes 4 and 5 replace 1 and 2 (both retired); then
+// 1 and 2 restart on empty disks with the founders' bootstrap configuration and elect each other.
+// Node 3, a real member, must never follow them nor move its term for them, and they must learn
+// that they are retired and stop leading and campaigning. On main node 3 followed their leader
+// (its term moved) and the pair kept a leader of its own.
+TEST(RetiredId, RetiredFoundersRestartedEmptyNeverLeadAMemberAndStopCampaigning) {
+  TestCluster c = cluster_with_voters({1, 2, 3, 4, 5}, {1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(3));
+  c.deliver_all();
+  for (NodeId node : {4, 5}) {
+    ASSERT_TRUE(change(c, 3, ConfChangeType::kAddLearner, node));
+    c.tick_all(5);
+    ASSERT_TRUE(change(c, 3, ConfChangeType::kPromoteLearner, node));
+  }
+  ASSERT_TRUE(change(c, 3, ConfChangeType::kRemoveNode, 1));
+  ASSERT_TRUE(change(c, 3, ConfChangeType::kRemoveNode, 2));
+  c.tick_all(5);
+  ASSERT_EQ(c.raft(3).conf(), (ConfState{{3, 4, 5}}));
+  const std::vector<NodeId> retired = c.raft(3).retired_ids();
+  ASSERT_EQ(retired, (std::vector<NodeId>{1, 2}));
+  ASSERT_TRUE(c.propose(3, {"acknowledged"}).proposed());
+  c.deliver_all();
+  const Index real_last = c.raft(3).last_index();
+  const Term real_term = c.raft(3).term();
+  c.restart_wiped(1);
+  c.restart_wiped(2);
+  // Out of node 3's reach at first, the pair elects one of itself a few times (its leader
+  // crash-restarted), so that its term passes the real cluster's, as in the drill's first run.
+  auto apart = [](const Message& m) {
+    const bool rogue_from = m.from == 1 || m.from == 2;
+    const bool rogue_to = m.to == 1 || m.to == 2;
+    return rogue_from != rogue_to;
+  };
+  c.add_drop_rule(apart);
+  for (int round = 0; round < 6 && std::max(c.raft(1).term(), c.raft(2).term()) <= real_term + 1;
+       ++round) {
+    for (int i = 0; i < 100 && c.raft(1).role() != Role::kLeader &&
+                    c.raft(2).role() != Role::kLeader;
+         ++i) {
+      c.tick_all();
+    }
+    c.crash_restart(c.raft(1).role() == Role::kLeader ? 1 : 2);
+  }
+  for (int i = 0; i < 100 && c.raft(1).role() != Role::kLeader && c.raft(2).role() != Role::kLeader;
+       ++i) {
+    c.tick_all();
+  }
+  ASSERT_GT(std::max(c.raft(1).term(), c.raft(2).term()), real_term);
+  ASSERT_EQ(c.raft(3).term(), real_term);
+  c.heal();
+  bool rogue_led_member = false;
+  for (int i = 0; i < 300; ++i) {
+    c.tick_all();
+    rogue_led_member = rogue_led_member || c.raft(3).leader() == 1 || c.raft(3).leader() == 2;
+  }
+  EXPECT_FALSE(rogue_led_member) << "a retired founder led a member";
+  EXPECT_EQ(c.raft(3).term(), real_term) << "retired founders moved a member's term";
+  EXPECT_EQ(c.raft(3).role(), Role::kLeader);
+  EXPECT_GE(c.raft(3).last_index(), real_last);
+  for (NodeId rogue : {1, 2}) {
+    EXPECT_TRUE(c.raft(rogue).removed()) << "node " << rogue << " was never told it is retired";
+    EXPECT_NE(c.raft(rogue).role(), Role::kLeader) << "node " << rogue;
+    EXPECT_TRUE(c.replica(rogue).status().removed) << "node " << rogue;
+  }
+  // Told, they stay quiet: no campaign for many election timeouts.
+  const std::size_t campaigns = c.count_delivered([](const Message& m) {
+    return (m.from == 1 || m.from == 2) &&
+           (m.type == MessageType::kPreVote || m.type == MessageType::kVote);
+  });
+  c.tick_all(200);
+  EXPECT_EQ(c.count_delivered([](const Message& m) {
+              return (m.from == 1 || m.from == 2) &&
+                     (m.type == MessageType::kPreVote || m.type == MessageType::kVote);
+            }),
+            campaigns)
+      << "a node told it is retired went on campaigning";
+  ASSERT_TRUE(c.propose(3, {"still"}).proposed());
+  c.deliver_all();
+  EXPECT_EQ(c.raft(4).commit_index(), c.raft(3).last_index());
+}
+
+// A stale word: the member that says "removed" names a configuration this leader's log holds (it
+// was retired there and listed again by a later entry the member lacks). The leader keeps leading
+// and is not removed; a word naming a configuration its log lacks makes it step down, and it does
+// not campaign while so told.
+TEST(RetiredId, AWordNamingAConfigurationTheLogHoldsIsStaleOneItLacksBinds) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  ASSERT_TRUE(c.propose(1, {"x"}).proposed());
+  c.deliver_all();
+  const Index held = c.raft(1).last_index();
+  Message word;
+  word.type = MessageType::kAppendResponse;
+  word.from = 2;
+  word.to = 1;
+  word.term = c.raft(1).term();
+  word.reject = true;
+  word.context = kRemovedContext;
+  word.commit = held;
+  word.log_term = c.raft(1).term();
+  word.reject_hint = held;
+  word.hint_term = c.raft(1).term();
+  c.step(1, word);
+  EXPECT_FALSE(c.raft(1).removed()) << "a stale word (our log holds its configuration) bound";
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  word.commit = held + 50;  // beyond our log: a configuration we never received
+  c.step(1, word);
+  EXPECT_TRUE(c.raft(1).removed());
+  EXPECT_EQ(c.raft(1).removed_by(), 2u);
+  EXPECT_EQ(c.raft(1).role(), Role::kFollower);
+  EXPECT_EQ(c.raft(1).last_step_down().reason, StepDownReason::kToldRemoved);
+  EXPECT_EQ(c.raft(1).last_step_down().successor, 2u);
+  c.isolate(2);
+  c.isolate(3);
+  const std::size_t before = c.count_delivered([](const Message&) { return true; });
+  c.tick(1, 100);
+  EXPECT_NE(c.raft(1).role(), Role::kPreCandidate);
+  EXPECT_NE(c.raft(1).role(), Role::kCandidate);
+  (void)before;
+}
+
+// A node told it is retired grants its (pre-)vote only to a candidate whose last entry is at or past
+// the configuration the word named (a log that may hold it), not to another node of its own stale
+// history (the retired pair of drills7 H2 re-electing each other). On main it granted both.
+TEST(RetiredId, ANodeToldItIsRetiredGrantsOnlyACandidateThatMayHoldTheNamedConfiguration) {
+  TestCluster c({1, 2, 3});
+  retire_three(c);
+  const Index conf_index = c.raft(2).conf_history().front().index;
+  const Term conf_term = c.raft(2).conf_history().front().term;
+  Message word;
+  word.type = MessageType::kAppendResponse;
+  word.from = 2;
+  word.to = 3;
+  word.term = c.raft(2).term();
+  word.reject = true;
+  word.context = kRemovedContext;
+  word.commit = conf_index;
+  word.log_term = conf_term;
+  c.step(3, word);
+  ASSERT_TRUE(c.raft(3).removed());
+  c.tick(3, 30);  // out of any leader's lease
+  c.take_from_network([](const Message&) { return true; }, 100000);
+  auto ask = [&](Index last_index, Term last_term) {
+    Message pre_vote;
+    pre_vote.type = MessageType::kPreVote;
+    pre_vote.from = 1;
+    pre_vote.to = 3;
+    pre_vote.term = c.raft(3).term() + 1;
+    pre_vote.index = last_index;
+    pre_vote.log_term = last_term;
+    c.step(3, pre_vote);
+    const std::vector<Message> answers =
+        c.take_from_network([](const Message& m) { return m.from == 3 && m.to == 1; }, 10);
+    return answers.size() == 1 && answers[0].type == MessageType::kPreVoteResponse &&
+           !answers[0].reject;
+  };
+  EXPECT_FALSE(ask(conf_index - 1, conf_term + 5))
+      << "granted a candidate whose log ends before the configuration that retired it";
+  EXPECT_TRUE(ask(conf_index + 3, conf_term)) << "refused a candidate that may hold it";
+}
+
+// A word without a position (a node from before retired5) stays information only: the node keeps
+// leading (the old contract, docs/raft.md).
+TEST(RetiredId, AWordWithoutAPositionIsInformationOnly) {
+  TestCluster c({1, 2, 3});
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  Message word;
+  word.type = MessageType::kAppendResponse;
+  word.from = 2;
+  word.to = 1;
+  word.term = c.raft(1).term();
+  word.reject = true;
+  word.context = kRemovedContext;
+  c.step(1, word);
+  EXPECT_TRUE(c.raft(1).removed());
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+}
+
+}  // namespace
+}  // namespace raftlog::raft
