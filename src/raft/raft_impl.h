@@ -142,19 +142,19 @@ class Raft::Impl {
   Index first_committed_conflict(const Message& m) const;
   void handle_append_response(const Message& message);
   void answer_untracked_ack(const Message& message);
-  // A request from a retired id: answered with kRemovedContext (true), or nothing to do (false).
+  // A request from a retired id: answered with kRemovedContext, or a TimeoutNow from one dropped
+  // (true), or nothing to do (false).
   bool answer_retired(const Message& message);
-  // A kRemovedContext answer: noted in removed_ (true when it was one and is dropped; false for a
-  // stale one a leader then handles as an ordinary refusal, its context cleared).
-  bool note_removed(Message& message);
+  // A kRemovedContext answer: noted in removed_ unless stale (true when it was one: dropped).
+  bool note_removed(const Message& message);
   // `node` is retired here: removed by a committed change and listed by no configuration of our
   // history (an uncommitted one may list it again).
   bool retired_here(NodeId node) const;
-  // Our log holds an entry of `term` at `index`, or has compacted it away (cannot tell: a word we
-  // cannot check never takes us out).
-  bool holds_or_compacted(Index index, Term term) const;
-  // A binding word no longer holds once our log holds the configuration it named (a leader that
-  // re-added us replicated it): cleared then.
+  // Our log holds at `index` a configuration entry of `term` that does not list us, and our
+  // configuration in force lists us again: a word naming it is stale.
+  bool word_is_stale(Index index, Term term) const;
+  // A binding word no longer holds once our history makes it stale (a leader that re-added us
+  // replicated the retiring configuration and the re-adding): cleared then.
   void clear_removed_if_answered();
   // A node told it is retired (told_removed) grants only a candidate whose last entry is at or past
   // the configuration the word named: one that may hold it (a leader that re-added us needs our

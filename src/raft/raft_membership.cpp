@@ -75,57 +75,45 @@ bool Raft::Impl::retired_here(NodeId node) const {
                       [&](const ConfRecord& record) { return raft::is_member(record.conf, node); });
 }
 
-bool Raft::Impl::holds_or_compacted(Index index, Term term) const {
-  if (index + 1 < log_.first_index()) return true;
-  const std::optional<Term> own = log_.term_at(index);
-  return own.has_value() && *own == term;
+// The word is stale only where our own history shows it: our log holds, at the position it names,
+// the configuration entry that retired us (a configuration that does not list us), and our
+// configuration in force lists us again (a later change re-added us). An entry of the same term
+// that is no configuration (another history that reused the term, review of retired5 #1) or a
+// compacted one does not: the word binds.
+bool Raft::Impl::word_is_stale(Index index, Term term) const {
+  if (index == 0 || index < log_.first_index() || index > log_.last_index()) return false;
+  if (log_.term_at(index) != std::optional<Term>(term)) return false;
+  const std::vector<Entry> entry = log_.entries(index, index, 0);
+  if (entry.empty() || entry.front().type != EntryType::kConfig) return false;
+  const std::optional<ConfState> retiring = decode_config(entry.front().payload);
+  return retiring.has_value() && !raft::is_member(*retiring, id()) && raft::is_member(conf_, id());
 }
 
-// A retired id is told so, before the term rules (neither our term nor our vote moves for it), in
-// two cases:
-//  - a (pre-)vote request whose log is not as up to date as ours (the vote would be refused anyway),
-//    or whose last entry comes before our newest committed configuration (it cannot hold it, so it
-//    cannot have been re-added by it or after it). A retired id whose log is ahead and may hold it
-//    may have been re-added by a change our log lacks (a leader that did not know the retirement),
-//    and its vote may be the one the cluster needs: ordinary rules.
-//  - an append, heartbeat or snapshot of our term or later from a sender we do not follow in this
-//    term, unless it shows it holds our newest committed configuration (the one that retired it): an
-//    append whose previous entry is at or above it and matches ours, or a snapshot whose point is
-//    at or above it. Without this a retired founder restarted on an empty disk with its founders'
-//    bootstrap configuration, elected by another such node, led a member of the real cluster
-//    (drills7 H2). A sender re-added by a change our log lacks holds that configuration (leader
-//    completeness): it checks the position the answer names, finds it in its log and takes the
-//    answer as an ordinary refusal whose hint is that position; its next probe there shows it.
-//    A stale sender (an earlier term) is told our term by the ordinary rules.
+// A retired id is told so (kRemovedContext), before the term rules: neither our term, our vote nor
+// our leader moves for it. Its (pre-)vote requests, and its appends, heartbeats and snapshots of our
+// term or later, are all answered so (a stale sender of an earlier term is told our term by the
+// ordinary rules), and its TimeoutNow is dropped. Ids are never reused: the replica refuses to add
+// a retired one (ID_RETIRED), so a retired id is never a member again and nothing it sends may
+// count. Before 2026-12-07 only vote requests whose log was behind were answered so, on the theory
+// that a retired id whose log was ahead might have been re-added by a change our log lacked; with
+// such escapes, retired founders restarted on empty disks with the founders' --members (drills7
+// H2) were followed by a real member whenever their log looked ahead or matched ours at an index
+// (two histories of one term: review of retired5 #1, #2). A driver that re-added retired ids (none
+// does) would have such an id refused by every member that knows the retirement until their logs
+// hold the re-adding.
 // The answer names our newest committed configuration (commit, log_term): the sender's word binds
-// it only if its log lacks that entry (note_removed).
+// it unless its own history shows the word stale (word_is_stale).
 bool Raft::Impl::answer_retired(const Message& m) {
   const bool vote = m.type == MessageType::kPreVote || m.type == MessageType::kVote;
   const bool leads = m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat ||
                      m.type == MessageType::kSnapshot;
+  // A TimeoutNow makes us campaign at a higher term: never for a retired id.
+  if (m.type == MessageType::kTimeoutNow) return retired_here(m.from);
   if (!vote && !leads) return false;
+  // The common case first, before the retired list is searched: our own leader's messages.
+  if (leads && (m.term < term_ || (m.term == term_ && leader_ == m.from))) return false;
   if (!retired_here(m.from)) return false;
   const ConfRecord& committed = conf_history_.front();
-  // A log whose last entry comes before our committed configuration cannot hold it (a retired
-  // founder restarted empty whose stale pair wrote entries of a higher term: up to date by the
-  // rule, and in our leader's lease its request went unanswered, so it never learned, drills7 H2).
-  const bool lacks_committed = m.index < committed.index || m.log_term < committed.term;
-  if (vote && !lacks_committed &&
-      rules::vote_log_is_up_to_date(m.log_term, m.index, log_.last_term(), log_.last_index())) {
-    return false;
-  }
-  if (leads) {
-    if (m.term < term_) return false;
-    if (m.term == term_ && leader_ == m.from) return false;  // it showed it holds it already
-    if (m.type == MessageType::kAppend && m.index >= committed.index &&
-        log_.term_at(m.index) == std::optional<Term>(m.log_term)) {
-      return false;
-    }
-    if (m.type == MessageType::kSnapshot && m.snapshot && m.snapshot->index >= committed.index &&
-        m.snapshot->term >= committed.term) {
-      return false;
-    }
-  }
   Message reply;
   if (vote) {
     reply.type =
@@ -133,15 +121,9 @@ bool Raft::Impl::answer_retired(const Message& m) {
   } else {
     reply.type = MessageType::kAppendResponse;
     reply.index = m.type == MessageType::kAppend ? m.index : 0;
-    // Where a sender that holds our configuration probes next: the configuration's entry, or our
-    // log's start when a trim compacted it.
-    Index probe = committed.index;
-    if (probe + 1 < log_.first_index()) probe = log_.first_index() - 1;
-    reply.reject_hint = probe;
-    reply.hint_term = log_.term_at(probe).value_or(0);
   }
   reply.to = m.from;
-  reply.term = m.term;
+  reply.term = m.term;  // kept on vote answers; send() puts our own term on the others
   reply.reject = true;
   reply.context = kRemovedContext;
   reply.commit = committed.index;
@@ -150,38 +132,20 @@ bool Raft::Impl::answer_retired(const Message& m) {
   return true;
 }
 
-// A member's word that our id is retired. It binds only if our log lacks the configuration it
-// names: a log holding it has that configuration and, since we are a member again as far as we
-// know, a later one listing us (a member whose log lacks our re-adding told us; it is stale). A
-// binding word stops campaigns and leadership (promotable; a leader steps down) until our log holds
-// that entry (clear_removed_if_answered): a node whose log lacks a committed entry cannot win an
-// election anyway, so nothing a live cluster needs is lost, and a forged word needs the cluster's
-// peer credentials. Votes are still granted: a member whose log is behind (re-added where its
-// retirement was not known) may be needed to elect the leader that will catch it up.
-bool Raft::Impl::note_removed(Message& m) {
+// A member's word that our id is retired. It binds unless our history shows it stale (we hold the
+// configuration that retired us and a later one lists us: word_is_stale). A binding word stops
+// campaigns and leadership (promotable; a leader steps down) and grants only candidates that may
+// hold the named entry, until our history makes the word stale: a node whose log lacks a committed
+// entry cannot win an election anyway, so nothing a live cluster needs is lost, and a forged word
+// needs the cluster's peer credentials. A word without a position (commit 0: a member from before
+// 2026-12-07) is information only, as before.
+bool Raft::Impl::note_removed(const Message& m) {
   if (m.context != kRemovedContext || !m.reject) return false;
   if (m.type != MessageType::kPreVoteResponse && m.type != MessageType::kVoteResponse &&
       m.type != MessageType::kAppendResponse) {
     return false;
   }
-  if (m.commit != 0 && holds_or_compacted(m.commit, m.log_term)) {
-    if (m.type != MessageType::kAppendResponse || role_ != Role::kLeader) return true;
-    // Stale: an ordinary refusal of our append, its hint the member's configuration. It carries
-    // the member's own term, which it did not move for us: the refusal answers our term's append.
-    m.context = 0;
-    m.term = term_;
-    if (m.index == 0) {
-      // It refused a heartbeat or a snapshot: probe it again from its hint.
-      const auto found = progress_.find(m.from);
-      if (found != progress_.end() && found->second.state != ReplicationState::kSnapshot) {
-        found->second.next = std::max(found->second.match, m.reject_hint) + 1;
-        found->second.probe_sent = false;
-        send_append(m.from, /*send_if_empty=*/true);
-      }
-      return true;
-    }
-    return false;
-  }
+  if (m.commit != 0 && word_is_stale(m.commit, m.log_term)) return true;  // dropped
   removed_ = true;
   removed_word_ = RemovedWord{m.from, m.commit, m.log_term};
   if (m.commit == 0) return true;  // information only
@@ -199,7 +163,7 @@ bool Raft::Impl::told_removed_may_grant(const Message& m) const {
 }
 
 void Raft::Impl::clear_removed_if_answered() {
-  if (told_removed() && holds_or_compacted(removed_word_.conf_index, removed_word_.conf_term)) {
+  if (told_removed() && word_is_stale(removed_word_.conf_index, removed_word_.conf_term)) {
     removed_ = false;
     removed_word_ = RemovedWord{};
   }

@@ -531,7 +531,9 @@ NodeStatus Replica::status() {
   status.removed = raft_->removed() ||
                    std::find(status.retired_ids.begin(), status.retired_ids.end(),
                              config_.node_id) != status.retired_ids.end();
-  status.removed_by = raft_->removed_by();
+  // Only a binding word names its member (review of retired5 #5): a word without a position is
+  // information only, and the node still campaigns and leads.
+  status.removed_by = raft_->told_removed() ? raft_->removed_by() : 0;
   // Non-voters only (a learner, or a node its own log does not list yet, as a new one before the
   // change reaches it): a voter one append behind under load is normal and must not flap health.
   if (!raft::is_voter(raft_->conf(), config_.node_id)) {

@@ -22,6 +22,8 @@ TEST(MembersMistakesTest, AnAddWithAnotherNodesAddressSaysWhatTheLeaderKnows) {
   LocalCluster cluster(options);
   for (int id = 1; id <= 4; ++id) cluster.start(id);
   ASSERT_NE(leader_among(cluster, {1, 2, 3}), 0) << cluster.log_tail(1);
+  // Node 4 listens (it waits to be added): the leader's dial reaches it, not a closed port.
+  ASSERT_TRUE(poll_until([&] { return cluster.status(4).has_value(); })) << cluster.log_tail(4);
   const std::string ctl = std::string(RAFTLOGCTL_PATH) + " --endpoints " + cluster.address(1) +
                           "," + cluster.address(2) + "," + cluster.address(3) + " members ";
   const CommandRun mistyped =
@@ -32,7 +34,7 @@ TEST(MembersMistakesTest, AnAddWithAnotherNodesAddressSaysWhatTheLeaderKnows) {
   EXPECT_EQ(out.find("is it running?"), std::string::npos) << out;
   EXPECT_NE(out.find("the leader's last attempt to reach it there failed"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("not node 4"), std::string::npos) << out;
+  EXPECT_NE(out.find("not node 4"), std::string::npos) << out << cluster.log_tail(4);
 }
 
 }  // namespace
