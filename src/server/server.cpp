@@ -63,6 +63,11 @@ class TransportSender final : public MessageSender {
     return transport != nullptr &&
            (transport->peer_snapshot_formats(peer) & kSnapshotFormatFramed) != 0;
   }
+  bool takes_stamped_snapshot_data(std::uint64_t peer) override {
+    std::lock_guard lock(mu);
+    return transport != nullptr &&
+           (transport->peer_snapshot_formats(peer) & kSnapshotFormatFramedWithStamp) != 0;
+  }
   void snapshots_useless_through(std::uint64_t committed) override {
     if (transport != nullptr) transport->drop_snapshot_partials_through(committed);
   }

@@ -165,19 +165,22 @@ TEST(MessageCodec, EveryMessageSaysWhichSnapshotFormatsThisNodeDecodes) {
     SCOPED_TRACE(std::string(message_type_name(type)));
     pb::RaftMessage wire;
     encode_message(full_message(type), "cluster-a", &wire);
-    EXPECT_EQ(wire.snapshot_formats(), kSnapshotFormatFramed);
+    // Framed version 4 and, from stamp5 on, version 6 (the running max stamp in the head).
+    EXPECT_EQ(wire.snapshot_formats(), kSnapshotFormatFramed | kSnapshotFormatFramedWithStamp);
   }
   pb::RaftMessage chunk;
   raft::Message snapshot = full_message(raft::MessageType::kSnapshot);
   const std::size_t size = snapshot.snapshot->data.size();
   encode_snapshot_chunk(snapshot, SnapshotChunkPlace{0, size, 1}, size, "cluster-a", &chunk);
-  EXPECT_EQ(chunk.snapshot_formats(), kSnapshotFormatFramed);
+  EXPECT_EQ(chunk.snapshot_formats(), kOwnSnapshotFormats);
   // What the receiver keeps per peer: its latest message's, 0 (versions 1..3) for an older node's
   // (the field unset) and before any message.
   SnapshotReceipts peers;
   EXPECT_EQ(peers.formats_of(2), 0U);
   peers.record_formats(2, chunk.snapshot_formats());
-  EXPECT_EQ(peers.formats_of(2), kSnapshotFormatFramed);
+  EXPECT_EQ(peers.formats_of(2), kOwnSnapshotFormats);
+  peers.record_formats(2, kSnapshotFormatFramed);
+  EXPECT_EQ(peers.formats_of(2), kSnapshotFormatFramed) << "a node from before stamp5";
   chunk.clear_snapshot_formats();
   peers.record_formats(2, chunk.snapshot_formats());
   EXPECT_EQ(peers.formats_of(2), 0U) << "a node downgraded to a build from before the field";
