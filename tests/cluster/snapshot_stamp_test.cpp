@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/admin.h"
 #include "client/topics.h"
 #include "cluster_test_support.h"
 #include "snapshot_cluster_support.h"
@@ -86,6 +87,56 @@ bool indexed_through(LocalCluster& cluster, int id, std::uint64_t last) {
   return reached;
 }
 
+// A log whose first retained entry is plain after a trim: "old" (4 stamped entries), then plain
+// entries over several segments, then "new" (3 stamped) in a later millisecond; each of `trimmed`
+// trims past "old" (its log then starts with a plain entry).
+struct PlainStart {
+  std::uint64_t first = 0;  // the first index of the leader's log after its trim
+  std::uint64_t last_plain = 0;
+  std::uint64_t last_new = 0;
+  std::uint64_t old_stamp = 0;  // the last trimmed stamp
+  std::uint64_t new_stamp = 0;  // the first stamped entry's after the plain ones
+};
+void make_plain_start(LocalCluster& cluster, client::Client& client, int leader,
+                      const std::vector<int>& trimmed, Acknowledged* acknowledged,
+                      PlainStart* out) {
+  const std::uint64_t last_old = append_stamped(client, "old", 4, acknowledged);
+  ASSERT_NE(last_old, 0u);
+  out->last_plain = append_entries(client, 150, "plain", acknowledged);
+  ASSERT_NE(out->last_plain, 0u);
+  std::this_thread::sleep_for(5ms);
+  out->last_new = append_stamped(client, "new", 3, acknowledged);
+  ASSERT_NE(out->last_new, 0u);
+  for (const client::Entry& entry : cluster.read_all(leader)) {
+    if (entry.index == last_old) out->old_stamp = entry.timestamp_ms;
+    if (entry.index == out->last_plain + 1) out->new_stamp = entry.timestamp_ms;
+  }
+  ASSERT_GT(out->old_stamp, 0u);
+  ASSERT_GT(out->new_stamp, out->old_stamp);
+  for (const int id : trimmed) {
+    ASSERT_TRUE(cluster.wait_for_commit(id, out->last_new)) << cluster.log_tail(id);
+    const std::uint64_t first = trim_past(cluster, client, id, out->last_plain, last_old + 1);
+    if (id == leader) out->first = first;
+    ASSERT_GT(first, last_old) << "node " << id;
+    ASSERT_LE(first, out->last_plain) << "node " << id << ": the first entry must be a plain one";
+  }
+}
+
+// For every time `node` answers as `leader` does; a time a trimmed entry reached is answered with
+// the leader's first (plain) entry, which follows it.
+void expect_as_leader(LocalCluster& cluster, int leader, int node, const PlainStart& log,
+                      const std::string& when) {
+  for (const std::uint64_t t :
+       {std::uint64_t{0}, std::uint64_t{1}, log.old_stamp, log.old_stamp + 1, log.new_stamp}) {
+    const std::optional<std::uint64_t> on_leader = find_on(cluster, leader, t);
+    ASSERT_TRUE(on_leader.has_value()) << when;
+    EXPECT_EQ(find_on(cluster, node, t), on_leader) << when << ", time " << t;
+    if (t <= log.old_stamp) {
+      EXPECT_EQ(*on_leader, log.first) << when << ", time " << t;
+    }
+  }
+}
+
 TEST(SnapshotStampCluster, AFollowerCaughtUpFromASnapshotAnswersTimeLookupsAsTheLeader) {
   LocalCluster cluster(stamp_cluster());
   Acknowledged acknowledged;
@@ -94,28 +145,10 @@ TEST(SnapshotStampCluster, AFollowerCaughtUpFromASnapshotAnswersTimeLookupsAsThe
   const int leader = nodes.first_leader;
   const int follower = nodes.follower;
   client::Client& client = *nodes.client;
-
-  // "old" (stamped), then plain entries over several segments, then "new" in a later millisecond.
-  const std::uint64_t last_old = append_stamped(client, "old", 4, &acknowledged);
-  ASSERT_NE(last_old, 0u);
-  const std::uint64_t last_plain = append_entries(client, 150, "plain", &acknowledged);
-  ASSERT_NE(last_plain, 0u);
-  std::this_thread::sleep_for(5ms);
-  const std::uint64_t last_new = append_stamped(client, "new", 3, &acknowledged);
-  ASSERT_NE(last_new, 0u);
-  std::uint64_t old_stamp = 0;
-  std::uint64_t new_stamp = 0;
-  for (const client::Entry& entry : cluster.read_all(leader)) {
-    if (entry.index == last_old) old_stamp = entry.timestamp_ms;
-    if (entry.index == last_plain + 1) new_stamp = entry.timestamp_ms;
-  }
-  ASSERT_GT(old_stamp, 0u);
-  ASSERT_GT(new_stamp, old_stamp);
-
-  // The leader trims past "old": its log starts with a plain entry.
-  const std::uint64_t first = trim_past(cluster, client, leader, last_plain, last_old + 1);
-  ASSERT_GT(first, last_old);
-  ASSERT_LE(first, last_plain) << "the first retained entry must be a plain one";
+  PlainStart log;
+  ASSERT_NO_FATAL_FAILURE(make_plain_start(cluster, client, leader, {leader}, &acknowledged, &log));
+  const std::uint64_t first = log.first;
+  const std::uint64_t last_new = log.last_new;
 
   cluster.start(follower);
   ASSERT_TRUE(cluster.wait_for_commit(follower, last_new, 60s)) << cluster.log_tail(follower);
@@ -126,22 +159,9 @@ TEST(SnapshotStampCluster, AFollowerCaughtUpFromASnapshotAnswersTimeLookupsAsThe
   ASSERT_GE(status->snapshots_received, 1u) << "it caught up from a snapshot";
   ASSERT_EQ(status->first_index, first) << "the snapshot at the leader's first index - 1";
 
-  // For every time the follower answers as the leader does; a time a trimmed entry reached is
-  // answered with the first (plain) entry, which follows it. Failed before: the follower answered
-  // last_plain + 1 (the first stamped entry after the plain ones) for 0, 1 and old_stamp, so
-  // `read --since` against it left out first..last_plain.
-  const std::vector<std::uint64_t> times{0, 1, old_stamp, old_stamp + 1, new_stamp};
-  const auto expect_as_leader = [&](const std::string& when) {
-    for (const std::uint64_t t : times) {
-      const std::optional<std::uint64_t> on_leader = find_on(cluster, leader, t);
-      ASSERT_TRUE(on_leader.has_value()) << when;
-      EXPECT_EQ(find_on(cluster, follower, t), on_leader) << when << ", time " << t;
-      if (t <= old_stamp) {
-        EXPECT_EQ(*on_leader, first) << when << ", time " << t;
-      }
-    }
-  };
-  expect_as_leader("after the catch-up");
+  // Failed before: the follower answered last_plain + 1 (the first stamped entry after the plain
+  // ones) for 0, 1 and old_stamp, so `read --since` against it left out first..last_plain.
+  expect_as_leader(cluster, leader, follower, log, "after the catch-up");
 
   // After a restart (its indexes resume from their files), and after a restart with derived/ gone
   // (rebuilt from the log, seeded from the installed SNAPSHOT alone). A restarted follower counts
@@ -156,12 +176,52 @@ TEST(SnapshotStampCluster, AFollowerCaughtUpFromASnapshotAnswersTimeLookupsAsThe
   };
   cluster.kill(follower);
   ASSERT_NO_FATAL_FAILURE(restarted("restart"));
-  expect_as_leader("after the follower's restart");
+  expect_as_leader(cluster, leader, follower, log, "after the follower's restart");
   cluster.kill(follower);
   std::filesystem::remove_all(cluster.data_dir(follower) + "/derived");
   ASSERT_NO_FATAL_FAILURE(restarted("rebuild"));
-  expect_as_leader("after the follower's indexes were rebuilt");
+  expect_as_leader(cluster, leader, follower, log, "after the follower's indexes were rebuilt");
   expect_holds_acknowledged(cluster, follower, acknowledged, first, 30s);
+}
+
+// A member added with `members add` (the node started with --join) after retention trimmed the
+// log catches up from the leader's snapshot and answers as the leader does.
+TEST(SnapshotStampCluster, AMemberAddedAfterATrimAnswersTimeLookupsAsTheLeader) {
+  LocalClusterOptions options = stamp_cluster();
+  options.nodes = 4;
+  options.founding_members = 3;
+  LocalCluster cluster(options);
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader();
+  ASSERT_NE(leader, 0) << cluster.log_tail(1);
+  auto client = cluster.client({}, {1, 2, 3});
+  Acknowledged acknowledged;
+  PlainStart log;
+  ASSERT_NO_FATAL_FAILURE(
+      make_plain_start(cluster, *client, leader, {1, 2, 3}, &acknowledged, &log));
+
+  client::Options members_options;
+  for (int id = 1; id <= 3; ++id) members_options.endpoints.push_back(cluster.address(id));
+  members_options.retry_deadline_ms = 30000;
+  members_options.call_timeout_ms = 30000;
+  auto members = client::MembersClient::create(members_options);
+  ASSERT_TRUE(members.ok());
+  auto added = members.value()->add(4, cluster.address(4), /*learner=*/true);
+  ASSERT_TRUE(added.ok()) << added.status().to_string() << cluster.log_tail(4);
+  const std::uint64_t after = append_entries(*client, 1, "after", &acknowledged);
+  ASSERT_TRUE(cluster.wait_for_commit(4, after, 60s)) << cluster.log_tail(4);
+  const int now_leading = leader_among(cluster, {1, 2, 3});
+  ASSERT_NE(now_leading, 0);
+  const auto leading = cluster.status(now_leading);
+  ASSERT_TRUE(leading.has_value());
+  log.first = leading->first_index;  // the same trim point on every founder, but asked anyway
+  ASSERT_TRUE(indexed_through(cluster, now_leading, after)) << cluster.log_tail(now_leading);
+  ASSERT_TRUE(indexed_through(cluster, 4, after)) << cluster.log_tail(4);
+  const auto status = cluster.status(4);
+  ASSERT_TRUE(status.has_value());
+  ASSERT_GE(status->snapshots_received, 1u) << "it caught up from a snapshot";
+  // Failed before as the stranded follower's case: the first stamped entry after the plain ones.
+  expect_as_leader(cluster, now_leading, 4, log, "on the new member");
 }
 
 }  // namespace
