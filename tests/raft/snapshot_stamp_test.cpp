@@ -120,9 +120,21 @@ TEST(SnapshotStamp, AFollowerCaughtUpFromASnapshotKeepsTheLeadersRunningMaxStamp
   EXPECT_TRUE(installed.data.stamp_at_index);
   EXPECT_EQ(installed.data.stamp_max_ms, expected);
 
-  // After a power cut the install's SNAPSHOT still says it; node 3's own trim over plain entries
-  // only (10..15) carries it on: its trim SNAPSHOT (version 5) has the running max as of 15, which
-  // no entry it passed holds.
+  // Before any restart, node 3's own trim over plain entries only (10, 11) carries on the stamp the
+  // install kept in memory (review of stamp5, M1): its trim SNAPSHOT (version 5) has the running
+  // max as of 11, which no entry it passed holds.
+  c.tick_all(3);
+  ASSERT_GE(c.raft(3).commit_index(), 11u);
+  ASSERT_TRUE(c.trim(3, 12).error.ok());
+  ASSERT_EQ(c.node(3).log.first_index(), 12u);
+  auto first_trim = replica::read_snapshot_file(c.node(3).env.get(), c.node(3).config.data_dir);
+  ASSERT_TRUE(first_trim.ok() && first_trim->has_value());
+  EXPECT_EQ((*first_trim)->origin, replica::SnapshotOrigin::kTrim);
+  EXPECT_TRUE((*first_trim)->stamp_at_index);
+  EXPECT_EQ((*first_trim)->stamp_max_ms, expected);
+
+  // After a power cut its SNAPSHOT still says it; its next trim over plain entries only (12..15)
+  // carries it on again: the running max as of 15.
   c.crash_restart(3);
   // An append of the leader's term vouches for node 3's entries after the restart (its commit).
   const auto after = c.propose(1, {"after the restart"});
