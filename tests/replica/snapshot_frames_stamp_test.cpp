@@ -123,6 +123,38 @@ TEST(SnapshotFramesStamp, Version6CarriesTheStampOrSaysItIsNotKnown) {
             encode_framed_snapshot_data(data).bytes);
 }
 
+// Review of stamp5, M2: an older binary decodes only version 4 as main wrote it, so version 4 must
+// stay byte for byte. The golden size and CRC-32C were computed by main's encoder (commit 5f47df7,
+// src/replica/snapshot_frames.cpp compiled alone) for this very data, with 200-byte blocks; the
+// stamp the data holds is left out of version 4.
+TEST(SnapshotFramesStamp, Version4IsByteForByteWhatTheEncoderBeforeVersion6Wrote) {
+  SnapshotData data;
+  data.index = 4242;
+  data.term = 3;
+  data.conf.voters = {1, 2, 3};
+  data.conf.addresses = {{1, "127.0.0.1:7001"}, {2, "127.0.0.1:7002"}, {3, "127.0.0.1:7003"}};
+  data.retired_ids = {9};
+  data.timestamp_floor_ms = 1'800'000'000'000;
+  data.topics = {{"audit", 3}, {"orders", 120}};
+  data.section = "groups";
+  data.dedup_view_start = 12;
+  data.stamp_at_index = true;
+  data.stamp_max_ms = 1'799'999'999'321;
+  for (std::uint64_t id = 5; id <= 40; id += 5) {
+    DedupTable::ClientState client{id, 2, {}};
+    for (std::uint64_t a = 0; a < 3; ++a) {
+      client.appends.push_back(
+          {a + 2, {id * 10 + a, id * 10 + a, 2}, static_cast<std::uint32_t>(id * 7 + a)});
+    }
+    data.dedup_clients.push_back(client);
+  }
+  const std::string v4 = encode(data, kV4, 200).bytes;
+  EXPECT_EQ(v4.size(), 1550u);
+  EXPECT_EQ(util::crc32c::value(v4.data(), v4.size()), 0xaaa07283u);
+  // Version 6: the same frames but for the head's 9 more bytes.
+  EXPECT_EQ(encode(data, kV6, 200).bytes.size(), 1559u);
+}
+
 // Two leaders that know the stamp at the point encode the same head (their clients, floor and
 // section differ); a different stamp, or one leader not knowing it, is another head.
 TEST(SnapshotFramesStamp, TheStampIsPartOfTheHeadEveryLeaderEncodesAlike) {

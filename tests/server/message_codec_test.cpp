@@ -9,6 +9,7 @@
 #include "raft/memory_log.h"
 #include "raft/raft.h"
 #include "raftlog/peer/v1/peer.pb.h"
+#include "server/snapshot_formats.h"
 #include "util/prng.h"
 
 namespace raftlog::server {
@@ -190,6 +191,22 @@ TEST(MessageCodec, EveryMessageSaysWhichSnapshotFormatsThisNodeDecodes) {
   // Peers 2..kMaxPeersTracked + 1 fill the bound; the next ones are not kept.
   EXPECT_EQ(peers.formats_of(SnapshotReceipts::kMaxPeersTracked + 1), kSnapshotFormatFramed);
   EXPECT_EQ(peers.formats_of(SnapshotReceipts::kMaxPeersTracked + 2), 0U) << "beyond the bound";
+}
+
+// Review of stamp5, M2: the one decision the transport gives the replica. A node from before
+// stamp5 (bit 0 only) gets version 4, never version 6 (it would refuse it, again after every retry
+// timeout, and never catch up until upgraded); one from before framed data gets versions 1..3.
+TEST(MessageCodec, ThePeersFormatsDecideTheSnapshotDataFormatItIsSent) {
+  using replica::SnapshotDataFormat;
+  EXPECT_EQ(snapshot_format_for(0), SnapshotDataFormat::kPlain);
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramed), SnapshotDataFormat::kFramed);
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramed | kSnapshotFormatFramedWithStamp),
+            SnapshotDataFormat::kFramedWithStamp);
+  EXPECT_EQ(snapshot_format_for(kOwnSnapshotFormats), SnapshotDataFormat::kFramedWithStamp);
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramedWithStamp), SnapshotDataFormat::kPlain)
+      << "bit 1 without bit 0: no node sends it; the format every node decodes";
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramed | 0x80), SnapshotDataFormat::kFramed)
+      << "unknown bits are ignored";
 }
 
 TEST(MessageCodec, TypeNamesAreDistinct) {
