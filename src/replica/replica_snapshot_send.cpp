@@ -211,7 +211,7 @@ void Replica::continue_snapshot_gather() {
     if (!dedup_.client_through(id, out.data.index, commit_, &client)) continue;
     DedupTable::ClientState kept = exportable_client(client, out.data.term);
     const std::size_t cost = encoded_client_size(kept);
-    // Version 4 adds its blocks' own fields: counted at their bound.
+    // Versions 4 and 6 add their blocks' own fields: counted at their bound.
     const std::size_t clients_size = out.plan.key.format != SnapshotDataFormat::kPlain
                                          ? framed_clients_size_bound(out.client_bytes + cost)
                                          : out.client_bytes + cost;

@@ -88,9 +88,9 @@ struct FramedSnapshotData {
   SnapshotFrames frames;
 };
 
-// Bytes the version-4 encoding of `data` takes without its dedup clients, and an upper bound of
-// what `client_bytes` of client records (encoded_client_size) add with their blocks' own fields:
-// a sender stops gathering clients where the sum would pass its budget.
+// Bytes the framed encoding of `data` in `version` (4 or 6) takes without its dedup clients, and an
+// upper bound of what `client_bytes` of client records (encoded_client_size) add with their blocks'
+// own fields: a sender stops gathering clients where the sum would pass its budget.
 std::size_t framed_size_without_dedup(const SnapshotData& data,
                                       std::uint32_t version = kFramedSnapshotVersion);
 std::size_t framed_clients_size_bound(std::size_t client_bytes);
@@ -108,9 +108,9 @@ FramedSnapshotData encode_framed_snapshot_data(const SnapshotData& data,
 // was not the trailer's go to spliced_view_starts.
 store::Result<SnapshotData> decode_framed_snapshot_data(std::string_view bytes);
 
-// How far a prefix of a version-4 data (a follower's partial) is usable: every complete frame in it
-// checked as the decoder checks it (kCorruption for the first problem: such a partial is dropped);
-// an incomplete last frame is where the prefix was cut, not a problem.
+// How far a prefix of a version-4 or 6 data (a follower's partial) is usable: every complete frame
+// in it checked as the decoder checks it (kCorruption for the first problem: such a partial is
+// dropped); an incomplete last frame is where the prefix was cut, not a problem.
 struct FramedPrefix {
   bool head_complete = false;
   std::uint64_t last_client_id = 0;  // of the last complete block; 0 when none
