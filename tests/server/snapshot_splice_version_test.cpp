@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "node/temp_dir.h"
 #include "replica/snapshot_data.h"
 #include "replica/snapshot_frames.h"
 #include "server/peer_queue.h"
 #include "server/snapshot_chunks.h"
+#include "server/snapshot_partial_file.h"
 #include "snapshot_chunk_support.h"
 #include "snapshot_splice_support.h"
 
@@ -97,6 +99,70 @@ TEST(SnapshotSpliceVersion, AVersion6PartialIsContinuedByAVersion6Leader) {
   ASSERT_TRUE(decoded.ok()) << decoded.status().message();
   EXPECT_TRUE(decoded->stamp_at_index);
   EXPECT_EQ(decoded->stamp_max_ms, 1'699'999'999'000U);
+  EXPECT_EQ(decoded->spliced_view_starts, std::vector<std::uint64_t>{100});
+}
+
+// The brief's case through the follower's restart (review of stamp5, L2): the partial comes back
+// from SNAPSHOT.partial, its receipt names its splice point, and a leader of the other version
+// still sends from byte 0 (a head miss) while one of the same version 6 continues it.
+struct RestartedFollower {
+  testing::TempDir dir;
+  std::string path = dir.path() + "/" + std::string(kSnapshotPartialFileName);
+  SnapshotPartialExpectations expect{"c", 2, std::uint64_t{64} << 20};
+  SnapshotReassembler reassembler;
+  std::optional<SnapshotPartialFile> file;
+
+  // The old leader (node 1, term 2) sent one chunk of its data of `version`; then the restart.
+  explicit RestartedFollower(std::uint32_t version) {
+    SnapshotReassembler before;
+    SnapshotPartialFile written(path, expect);
+    const std::vector<SnapshotChunk> old_chunks =
+        chunks_of(at_point(1, 2, leader_encoding(2, 3, 0, "", version)));
+    std::string problem;
+    EXPECT_FALSE(before.add(old_chunks[0], kT0, &problem).has_value());
+    EXPECT_EQ(written.follow(before, 1), "");
+    file.emplace(path, expect);
+    EXPECT_NE(file->load(reassembler, 0, kT0), "") << "the partial restored";
+  }
+  std::optional<raft::Message> receive(const std::vector<SnapshotChunk>& chunks) {
+    std::optional<raft::Message> whole;
+    for (const SnapshotChunk& chunk : chunks) {
+      std::string problem;
+      whole = reassembler.add(chunk, kT0, &problem);
+      EXPECT_EQ(problem, "");
+      EXPECT_EQ(file->follow(reassembler, chunk.message.from), "");
+    }
+    return whole;
+  }
+};
+
+TEST(SnapshotSpliceVersion, AfterTheFollowersRestartTheVersionsStillNeverMix) {
+  for (const auto& [from, to] : {std::pair{kV4, kV6}, std::pair{kV6, kV4}}) {
+    SCOPED_TRACE("a restored version-" + std::to_string(from) + " partial, a version-" +
+                 std::to_string(to) + " leader");
+    RestartedFollower follower(from);
+    const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+    ASSERT_TRUE(receipt && receipt->splice);
+    const std::string new_data = leader_encoding(3, 4, 99, "", to);
+    NewLeaderSend send(new_data, receipt);
+    EXPECT_EQ(send.lane.counters().snapshot_resume_missed[ResumeMiss::kHead], 1U);
+    ASSERT_FALSE(send.chunks.empty());
+    EXPECT_EQ(send.chunks.front().place.offset, 0U);
+    const std::optional<raft::Message> whole = follower.receive(send.chunks);
+    ASSERT_TRUE(whole.has_value());
+    EXPECT_EQ(whole->snapshot->data.view(), new_data);
+    EXPECT_FALSE(follower.file->holds_file()) << "a completed partial's file is removed";
+  }
+  RestartedFollower follower(kV6);
+  const std::optional<SnapshotReceipt> receipt = follower.reassembler.receipt();
+  ASSERT_TRUE(receipt && receipt->splice);
+  NewLeaderSend send(leader_encoding(3, 4, 99, "", kV6), receipt);
+  EXPECT_EQ(send.lane.counters().snapshots_continued, 1U);
+  const std::optional<raft::Message> whole = follower.receive(send.chunks);
+  ASSERT_TRUE(whole.has_value());
+  auto decoded = replica::decode_snapshot_data(whole->snapshot->data.view());
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_TRUE(decoded->stamp_at_index);
   EXPECT_EQ(decoded->spliced_view_starts, std::vector<std::uint64_t>{100});
 }
 
