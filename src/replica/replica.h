@@ -676,12 +676,14 @@ class Replica {
   // table's committed point. At most TopicOffsets::kMaxTopics topics.
   std::optional<std::vector<TopicOffsets::TopicNext>> first_index_topics_;
   // The running max of the entries' stamps as of the same index, beside first_index_topics_ (the
-  // same scan reads it; meaningful only while that is known): 0 for a log that starts at 1, then raised by every trim over the entries it
-  // deletes and kept in SNAPSHOT (version 5), which the derived indexes seed their time lookups
-  // with. A trim SNAPSHOT of an older version, or an installed snapshot (the transfer formats
-  // carry none), gives 0: the trims after it then carry the largest stamp they passed, a lower
-  // bound (docs/storage-format.md, "Snapshot data and SNAPSHOT").
-  std::uint64_t first_index_stamp_ = 0;
+  // same scan reads it; nullopt whenever that is): 0 for a log that starts at 1, the installed
+  // snapshot's when its data carried it (framed version 6), then raised by every trim over the
+  // entries it deletes and kept in SNAPSHOT (version 5), which the derived indexes seed their time
+  // lookups with, and sent in a snapshot at the first index - 1 (version 6). nullopt: not known (a
+  // trim SNAPSHOT of an older version, an installed snapshot of versions 1..4, or the table not
+  // known); the trims after it then carry the largest stamp they passed, a lower bound
+  // (docs/storage-format.md, "Snapshot data and SNAPSHOT"), known from then on as those files say.
+  std::optional<std::uint64_t> first_index_stamp_;
   // The configuration in force at the log's first index - 1, kept like first_index_topics_ (the
   // bootstrap one for a log that starts at 1, the installed snapshot's, then the newest kConfig
   // entry among those every trim deletes, read by the same scan, and kept in SNAPSHOT, version 3).

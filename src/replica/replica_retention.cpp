@@ -364,11 +364,12 @@ void Replica::note_trimmed_start(std::uint64_t first_before, std::uint64_t expec
   if (first_after == expected_first) {
     first_index_topics_ = std::move(topics);
     first_index_conf_ = std::move(conf);
-    first_index_stamp_ = stamp;
+    first_index_stamp_.reset();
+    if (first_index_topics_) first_index_stamp_ = stamp;  // read only with the table
   } else {
     first_index_topics_.reset();
     first_index_conf_.reset();
-    first_index_stamp_ = 0;  // read only with the table: unknown with it
+    first_index_stamp_.reset();  // read only with the table: unknown with it
     trim_.topic_scan.reset();
   }
   tell_core_trim_point_conf();
@@ -457,18 +458,22 @@ bool Replica::finish_cut_trim(std::string* problem) {
 void Replica::load_first_index_topics() {
   first_index_topics_.reset();
   first_index_conf_.reset();
-  first_index_stamp_ = 0;
+  first_index_stamp_.reset();
   trim_.topic_scan.reset();
   trim_.pending_before = 0;
   if (log_->first_index() <= 1) {
     first_index_topics_.emplace();                  // nothing before the log
     first_index_conf_ = config_.raft.initial_conf;  // in force at 0: the bootstrap configuration
+    first_index_stamp_ = 0;                         // no entry: no stamp
   } else if (loaded_snapshot_ && loaded_snapshot_->index + 1 == log_->first_index()) {
     // It names the log's first index - 1. A trim's of an older version knows less (conf_at_index,
     // topics_at_index false): not known then, and snapshots fall back (replica_snapshot.cpp).
-    if (loaded_snapshot_->topics_at_index) first_index_topics_ = loaded_snapshot_->topics;
-    // 0 when the file carries none (older versions, an installed snapshot): the lower bound.
-    first_index_stamp_ = loaded_snapshot_->stamp_max_ms;
+    // The stamp with the table only (the scan that advances one advances both). A trim's of version
+    // 5, an installed snapshot's of framed version 6 that knew it; not known for older versions.
+    if (loaded_snapshot_->topics_at_index) {
+      first_index_topics_ = loaded_snapshot_->topics;
+      if (loaded_snapshot_->stamp_at_index) first_index_stamp_ = loaded_snapshot_->stamp_max_ms;
+    }
     if (loaded_snapshot_->conf_at_index) first_index_conf_ = loaded_snapshot_->conf;
   }
 }

@@ -263,7 +263,10 @@ void Replica::install_snapshot(const raft::Snapshot& snapshot) {
   topics_ = std::move(prepared.topics);          // built off the loop: moved in
   first_index_topics_ = std::move(data.topics);  // the log now starts at point + 1
   first_index_conf_ = data.conf;
-  first_index_stamp_ = data.stamp_max_ms;  // 0: the transfer formats carry none
+  // Known when the leader sent it (framed version 6, the leader's first index - 1): the derived
+  // indexes seed their time lookups with it from SNAPSHOT (these very bytes), as the leader's do.
+  first_index_stamp_.reset();
+  if (data.stamp_at_index) first_index_stamp_ = data.stamp_max_ms;
   tell_core_trim_point_conf();
   trim_.topic_scan.reset();  // it scanned the replaced log
   trim_.pending_before = 0;

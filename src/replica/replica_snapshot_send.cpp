@@ -68,9 +68,19 @@ std::optional<Replica::SnapshotPlan> Replica::plan_snapshot(const raft::Message&
     return std::nullopt;
   }
   SnapshotPlan plan;
-  plan.key.format = deps_.sender->takes_framed_snapshot_data(message.to)
-                        ? SnapshotDataFormat::kFramed
-                        : SnapshotDataFormat::kPlain;
+  plan.key.format = SnapshotDataFormat::kPlain;
+  if (deps_.sender->takes_framed_snapshot_data(message.to)) {
+    plan.key.format = deps_.sender->takes_stamped_snapshot_data(message.to)
+                          ? SnapshotDataFormat::kFramedWithStamp
+                          : SnapshotDataFormat::kFramed;
+  }
+  // The running max stamp as of the point: known at the first index - 1 when the trims (or the
+  // install) that moved the log's start there carried it; not known at a point above (the
+  // fallback P: nothing reads the stamps of (S, P] here), which version 6 says as "not known".
+  if (at_first_index && point == snapshot.index && first_index_stamp_) {
+    plan.key.stamp_known = true;
+    plan.key.stamp = *first_index_stamp_;
+  }
   plan.first_index = first_index;
   plan.core_point = snapshot.index;
   SnapshotKey& key = plan.key;
@@ -147,6 +157,8 @@ void Replica::start_outgoing_snapshot(raft::Message& message, const SnapshotPlan
   data.term = plan.key.term;
   data.conf = plan.key.conf;
   data.retired_ids = plan.key.retired_ids;
+  data.stamp_at_index = plan.key.stamp_known;
+  data.stamp_max_ms = plan.key.stamp;
   data.timestamp_floor_ms = last_timestamp_ms_;
   data.topics = data.index >= topics_.committed_through() ? topics_.table_at(data.index)
                                                           : *first_index_topics_;
@@ -156,9 +168,12 @@ void Replica::start_outgoing_snapshot(raft::Message& message, const SnapshotPlan
     data.section = deps_.snapshot_section(data.index);
   }
   data.dedup_view_start = std::min(dedup_.view_start(), data.index + 1);
-  const std::size_t fixed = plan.key.format == SnapshotDataFormat::kFramed
-                                ? framed_size_without_dedup(data)
-                                : encoded_size_without_dedup(data);
+  std::size_t fixed = encoded_size_without_dedup(data);
+  if (plan.key.format == SnapshotDataFormat::kFramed) {
+    fixed = framed_size_without_dedup(data, kFramedSnapshotVersion);
+  } else if (plan.key.format == SnapshotDataFormat::kFramedWithStamp) {
+    fixed = framed_size_without_dedup(data, kFramedSnapshotVersionWithStamp);
+  }
   if (fixed > config_.max_snapshot_data_bytes) {
     ++snapshot_stats_.too_large;
     if (const auto held_back = snapshot_log_.admit(util::RateLimit::Clock::now())) {
@@ -196,8 +211,8 @@ void Replica::continue_snapshot_gather() {
     if (!dedup_.client_through(id, out.data.index, commit_, &client)) continue;
     DedupTable::ClientState kept = exportable_client(client, out.data.term);
     const std::size_t cost = encoded_client_size(kept);
-    // Version 4 adds its blocks' own fields: counted at their bound.
-    const std::size_t clients_size = out.plan.key.format == SnapshotDataFormat::kFramed
+    // Versions 4 and 6 add their blocks' own fields: counted at their bound.
+    const std::size_t clients_size = out.plan.key.format != SnapshotDataFormat::kPlain
                                          ? framed_clients_size_bound(out.client_bytes + cost)
                                          : out.client_bytes + cost;
     if (out.fixed_size + clients_size > config_.max_snapshot_data_bytes) {

@@ -38,8 +38,9 @@ void Replica::restart_topic_scan() {
   trim_.topic_scan->running.reset(trim_.topic_scan->boundary, *first_index_topics_);
   trim_.topic_scan->boundary_conf = first_index_conf_;
   trim_.topic_scan->running_conf = first_index_conf_;
-  trim_.topic_scan->boundary_stamp = first_index_stamp_;
-  trim_.topic_scan->running_stamp = first_index_stamp_;
+  // Not known: from 0, so the trim carries the largest stamp it passes (a lower bound).
+  trim_.topic_scan->boundary_stamp = first_index_stamp_.value_or(0);
+  trim_.topic_scan->running_stamp = first_index_stamp_.value_or(0);
 }
 
 namespace {
@@ -141,7 +142,7 @@ void Replica::advance_topic_scan(std::uint64_t goal, std::uint64_t budget_bytes,
           config_.node_id, problem);
       first_index_topics_.reset();
       first_index_conf_.reset();
-      first_index_stamp_ = 0;  // read only with the table: unknown with it
+      first_index_stamp_.reset();  // read only with the table: unknown with it
       trim_.topic_scan.reset();
       tell_core_trim_point_conf();
       return;

@@ -73,7 +73,7 @@ store::Status Replica::advance_trim_deletion(const std::function<bool()>& must_y
       // Part-way: no table this node has describes the entry before the log's start.
       first_index_topics_.reset();
       first_index_conf_.reset();
-      first_index_stamp_ = 0;  // read only with the table: unknown with it
+      first_index_stamp_.reset();  // read only with the table: unknown with it
       tell_core_trim_point_conf();
       return store::Status();
     }

@@ -163,6 +163,15 @@ class MessageSender {
     (void)peer;
     return true;
   }
+  // Whether `peer` also decodes snapshot data version 6 (version 4 with the running max stamp in
+  // its head, snapshot_frames.h), so that its derived indexes answer time lookups after the install
+  // as the leader's do: asked only when takes_framed_snapshot_data; the leader sends it version 6,
+  // else version 4. Answered and defaulted as takes_framed_snapshot_data (a node from before
+  // stamp5: false). On the Raft loop, once per snapshot send. Non-blocking.
+  virtual bool takes_stamped_snapshot_data(std::uint64_t peer) {
+    (void)peer;
+    return true;
+  }
   // The node's commit index is `committed`: a snapshot being received of an index at or below it
   // is of no use any more (the entries arrived by replication, or it was installed), so the
   // transport drops its partial at once (and the file that keeps it), and status and health stop

@@ -37,11 +37,14 @@
 // entries' stamps as of S (flag bit 2, then a u64 after the retired ids), read by the same scan as
 // its topic table; the derived indexes seed their time lookups after the trim with it
 // (docs/design.md, "Time lookups after a trim"). Every trim of this version writes it; nothing
-// else does (the transfer formats carry no stamp). An older file's stamp is not known (0).
+// else does (an installed snapshot carries the stamp in its framed version 6 instead). An older
+// file's stamp is not known (0).
 //
 // Version 4 (snapshot_frames.h) is framed, with its own magic: what a leader sends a peer that
-// decodes it (an installed snapshot's data; decode_snapshot_data reads every version). A trim, and a
-// leader's send to an older peer, still write versions 1..3.
+// decodes it (an installed snapshot's data; decode_snapshot_data reads every version). Version 6
+// is version 4 with the running max stamp (or "not known") in its head, for a peer that decodes
+// it; an install keeps the bytes it received in SNAPSHOT, so either framed version is read back
+// from there. A trim, and a leader's send to an older peer, still write versions 1..3 (and 5).
 //
 // Layout, little-endian: u32 magic "RLSD", u32 CRC32C of every byte after it, u32 version (1..3, 5),
 // u64 index, u64 term, u8 origin (1 installed, 2 trim), u32 length + raft::encode_config bytes;
@@ -100,9 +103,11 @@ struct SnapshotData {
   std::uint64_t timestamp_floor_ms = 0;
   std::vector<TopicOffsets::TopicNext> topics;  // sorted by topic
   // The running max of the entries' stamps (envelopes the decoder accepts) up to `index`, as the
-  // trims of this node read it (0: no stamp), when `stamp_at_index` (a trim's of version 5; the
-  // derived indexes seed their time lookups with it). Versions 1..4 carry none: false, 0. Encoded
-  // only for a trim's with its topic table (the scan reads both); left out of any other data.
+  // trims of this node read it (0: no stamp), when `stamp_at_index` (a trim's of version 5, or an
+  // installed snapshot's of framed version 6 whose sender knew it; the derived indexes seed their
+  // time lookups with it). Versions 1..4, and version 6 saying "not known": false, 0. Encoded only
+  // in those two: for a trim's with its topic table (the scan reads both), and in version 6; left
+  // out of any other data.
   std::uint64_t stamp_max_ms = 0;
   bool stamp_at_index = false;
   // `topics` is the topic table as of `index`. Always for kInstalled; for kTrim only when the trim
@@ -151,8 +156,8 @@ DedupTable::ClientState exportable_client(const DedupTable::ClientState& client,
 // does), and encoded_size_without_dedup + the clients' sizes <= kMaxSnapshotDataBytes.
 std::string encode_snapshot_data(const SnapshotData& data);
 // kCorruption naming the first problem for anything but a well-formed snapshot data of a known
-// version (1..3, or the framed 4: decode_framed_snapshot_data): it comes from the network or the
-// disk, so nothing is trusted.
+// version (1..3, 5, or the framed 4 and 6: decode_framed_snapshot_data): it comes from the network
+// or the disk, so nothing is trusted.
 store::Result<SnapshotData> decode_snapshot_data(std::string_view bytes);
 
 // <data_dir>/SNAPSHOT: the encoded data of the snapshot this node's log starts after (the last one

@@ -8,15 +8,21 @@
 namespace raftlog::replica {
 
 SnapshotKey key_of(const SnapshotData& data, SnapshotDataFormat format) {
-  return SnapshotKey{data.index, data.term, data.conf, data.retired_ids, format};
+  SnapshotKey key{data.index, data.term, data.conf, data.retired_ids, format};
+  key.stamp_known = data.stamp_at_index;
+  key.stamp = data.stamp_at_index ? data.stamp_max_ms : 0;
+  return key;
 }
 
 SnapshotEncoding::Encoded SnapshotEncoding::encode(const SnapshotData& data,
                                                    SnapshotDataFormat format) {
   Encoded encoded;
   std::string bytes;
-  if (format == SnapshotDataFormat::kFramed) {
-    FramedSnapshotData framed = encode_framed_snapshot_data(data);
+  if (format != SnapshotDataFormat::kPlain) {
+    FramedSnapshotData framed = encode_framed_snapshot_data(
+        data, kSnapshotBlockBytes,
+        format == SnapshotDataFormat::kFramedWithStamp ? kFramedSnapshotVersionWithStamp
+                                                       : kFramedSnapshotVersion);
     bytes = std::move(framed.bytes);
     encoded.frames = std::make_shared<const SnapshotFrames>(std::move(framed.frames));
   } else {

@@ -43,9 +43,10 @@ inline constexpr std::chrono::minutes kSnapshotEncodingMaxAge{30};
 // (a committed removal after the encoding adds one, CONFSTATE rewritten, without moving the point,
 // and the follower must learn it). The leader computes it before it gathers anything, so a send
 // that the kept encoding serves never walks the dedup table (replica_snapshot_send.cpp).
-// How the data is encoded: framed (version 4, snapshot_frames.h), or versions 1..3 for a peer that
-// does not take version 4 (it does not say so on its messages: an older node).
-enum class SnapshotDataFormat : std::uint8_t { kPlain, kFramed };
+// How the data is encoded: framed with the running max stamp (version 6, snapshot_frames.h) for a
+// peer that says it takes it, framed (version 4) for a peer that takes only that one, or versions
+// 1..3 for a peer that takes neither (it does not say so on its messages: an older node).
+enum class SnapshotDataFormat : std::uint8_t { kPlain, kFramed, kFramedWithStamp };
 
 struct SnapshotKey {
   raft::Index index = 0;
@@ -53,6 +54,11 @@ struct SnapshotKey {
   raft::ConfState conf;
   std::vector<raft::NodeId> retired_ids;
   SnapshotDataFormat format = SnapshotDataFormat::kFramed;
+  // The running max stamp as of the point, when the leader knows it there (SnapshotData's
+  // stamp_at_index, stamp_max_ms): only version 6 carries it. A trim or an install (the only
+  // changes to it) invalidates the encoding anyway; kept here so the key says all it stands for.
+  bool stamp_known = false;
+  std::uint64_t stamp = 0;
   friend bool operator==(const SnapshotKey&, const SnapshotKey&) = default;
 };
 SnapshotKey key_of(const SnapshotData& data, SnapshotDataFormat format);

@@ -87,9 +87,13 @@ std::uint32_t extend_digest(std::uint32_t digest, std::uint32_t frame_crc) {
   return util::crc32c::extend(digest, crc, sizeof crc);
 }
 
+// Versions 4 and 6: the same frames (6 has more in its head's body, which nothing here reads).
 bool framed_header(std::string_view bytes) {
-  return bytes.size() >= kFileHeaderBytes && store::get_u32(bytes.data()) == kFramedSnapshotMagic &&
-         store::get_u32(bytes.data() + 4) == kFramedSnapshotVersion;
+  if (bytes.size() < kFileHeaderBytes || store::get_u32(bytes.data()) != kFramedSnapshotMagic) {
+    return false;
+  }
+  const std::uint32_t version = store::get_u32(bytes.data() + 4);
+  return version == kFramedSnapshotVersion || version == kFramedSnapshotVersionWithStamp;
 }
 
 }  // namespace

@@ -46,9 +46,18 @@ std::uint32_t finish_frame(std::string* out, std::size_t begin, std::size_t crc_
   return crc;
 }
 
-std::size_t head_body_size(const SnapshotData& data) {
+// Version 6's head flags byte: bit 0, the running max stamp that follows is known.
+constexpr std::uint8_t kHeadStampKnown = 1;
+constexpr std::size_t kHeadStampBytes = 1 + 8;  // version 6: flags, stamp
+
+bool known_version(std::uint32_t version) {
+  return version == kFramedSnapshotVersion || version == kFramedSnapshotVersionWithStamp;
+}
+
+std::size_t head_body_size(const SnapshotData& data, std::uint32_t version) {
   std::size_t size = 8 + 8 + 4 + raft::encode_config(data.conf).size() + 4;
   for (const TopicOffsets::TopicNext& topic : data.topics) size += detail::encoded_topic_size(topic);
+  if (version == kFramedSnapshotVersionWithStamp) size += kHeadStampBytes;
   return size;
 }
 
@@ -58,8 +67,8 @@ std::size_t trailer_body_size(const SnapshotData& data) {
 
 }  // namespace
 
-std::size_t framed_size_without_dedup(const SnapshotData& data) {
-  return kFileHeaderBytes + 2 * kFrameOverheadBytes + head_body_size(data) +
+std::size_t framed_size_without_dedup(const SnapshotData& data, std::uint32_t version) {
+  return kFileHeaderBytes + 2 * kFrameOverheadBytes + head_body_size(data, version) +
          trailer_body_size(data);
 }
 
@@ -70,12 +79,14 @@ std::size_t framed_clients_size_bound(std::size_t client_bytes) {
   return client_bytes + blocks * (kFrameOverheadBytes + kBlockFieldsBytes);
 }
 
-FramedSnapshotData encode_framed_snapshot_data(const SnapshotData& data, std::size_t block_bytes) {
+FramedSnapshotData encode_framed_snapshot_data(const SnapshotData& data, std::size_t block_bytes,
+                                               std::uint32_t version) {
   block_bytes = std::min(block_bytes, kSnapshotBlockBytes);
+  if (!known_version(version)) version = kFramedSnapshotVersion;  // the precondition's, kept safe
   FramedSnapshotData out;
   std::string& bytes = out.bytes;
   store::append_u32(&bytes, kFramedSnapshotMagic);
-  store::append_u32(&bytes, kFramedSnapshotVersion);
+  store::append_u32(&bytes, version);
   const std::size_t head = start_frame(&bytes, FrameKind::kHead);
   store::append_u64(&bytes, data.index);
   store::append_u64(&bytes, data.term);
@@ -83,6 +94,11 @@ FramedSnapshotData encode_framed_snapshot_data(const SnapshotData& data, std::si
   store::append_u32(&bytes, static_cast<std::uint32_t>(conf.size()));
   bytes += conf;
   detail::append_topics(&bytes, data.topics);
+  if (version == kFramedSnapshotVersionWithStamp) {
+    // Not known: 0, so that one content has one encoding (and one head CRC on every leader).
+    bytes.push_back(static_cast<char>(data.stamp_at_index ? kHeadStampKnown : 0));
+    store::append_u64(&bytes, data.stamp_at_index ? data.stamp_max_ms : 0);
+  }
   const std::uint32_t head_crc = finish_frame(&bytes, head, 0, 0);
   out.frames.head_crc32c = head_crc;
   out.frames.head_end = bytes.size();
@@ -168,7 +184,7 @@ store::Result<FrameRead> read_frame(std::string_view bytes, std::uint64_t at, st
   return FrameRead::kOk;
 }
 
-store::Status decode_head(std::string_view body, SnapshotData* data) {
+store::Status decode_head(std::string_view body, std::uint32_t version, SnapshotData* data) {
   Reader in(body);
   std::uint32_t conf_size = 0;
   if (!in.u64(&data->index) || !in.u64(&data->term) || !in.u32(&conf_size)) {
@@ -187,6 +203,21 @@ store::Status decode_head(std::string_view body, SnapshotData* data) {
   if (!decoded_conf) return snapshot_corrupt("a configuration that does not decode");
   data->conf = std::move(*decoded_conf);
   RAFTLOG_RETURN_IF_ERROR(detail::decode_topics(in, data));
+  if (version == kFramedSnapshotVersionWithStamp) {
+    std::uint8_t flags = 0;
+    if (!in.u8(&flags) || !in.u64(&data->stamp_max_ms)) {
+      return snapshot_corrupt("a head truncated before its running max stamp");
+    }
+    // Any stamp value is one an entry could carry (the index takes envelope stamps raw); only the
+    // encoding is checked: one flag, and 0 when it says not known.
+    if ((flags & ~kHeadStampKnown) != 0) {
+      return snapshot_corrupt("unknown head flags " + std::to_string(flags));
+    }
+    data->stamp_at_index = (flags & kHeadStampKnown) != 0;
+    if (!data->stamp_at_index && data->stamp_max_ms != 0) {
+      return snapshot_corrupt("a running max stamp said not known but not 0");
+    }
+  }
   if (!in.done()) return snapshot_corrupt("trailing bytes in the head");
   return store::Status();
 }
@@ -255,7 +286,7 @@ store::Status parse(std::string_view bytes, bool allow_cut, SnapshotData* data,
   }
   if (store::get_u32(bytes.data()) != kFramedSnapshotMagic) return snapshot_corrupt("bad magic");
   const std::uint32_t version = store::get_u32(bytes.data() + 4);
-  if (version != kFramedSnapshotVersion) {
+  if (!known_version(version)) {
     return snapshot_corrupt("unknown framed version " + std::to_string(version));
   }
   data->origin = SnapshotOrigin::kInstalled;
@@ -268,7 +299,7 @@ store::Status parse(std::string_view bytes, bool allow_cut, SnapshotData* data,
     return allow_cut ? store::Status() : snapshot_corrupt("a truncated head");
   }
   if (frame.kind != FrameKind::kHead) return snapshot_corrupt("no head first");
-  RAFTLOG_RETURN_IF_ERROR(decode_head(frame.body, data));
+  RAFTLOG_RETURN_IF_ERROR(decode_head(frame.body, version, data));
   SnapshotFrames& frames = prefix->frames;
   frames.head_crc32c = frame.crc;
   frames.head_end = frame.end;

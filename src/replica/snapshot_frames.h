@@ -32,7 +32,19 @@
 //     id count + the ids (as version 3's), u32 length + the node's section, u64 the encoder's dedup
 //     view start (at most index + 1).
 // Nothing follows the trailer. The data is always an installed snapshot's (a leader's send; a trim
-// still writes versions 1..3): topics and configuration are the ones as of the index.
+// still writes versions 1..3 and 5): topics and configuration are the ones as of the index.
+//
+// Version 6 (stamp5): version 4 whose HEAD ends, after the topics, with u8 flags (bit 0: the stamp
+// is known; no other bit) and u64 the running max of the entries' stamps as of the index (0 when not
+// known). A leader knows it exactly at its first index - 1 (its trims carry it: snapshot_data.h,
+// version 5), not at a point above (then "not known", as version 4 says nothing); the follower's
+// derived indexes seed their time lookups with it (docs/design.md, "Time lookups after a trim").
+// It is a function of the committed prefix through the index, so it belongs in HEAD: two leaders
+// that know it encode the same head. Sent only to a peer that says it decodes it (a second
+// capability bit beside version 4's, server/snapshot_chunks.h); every other peer gets version 4 as
+// before. The version is among the bytes the head's CRC covers and every later frame's CRC is
+// seeded with it, so no block of one version is valid under the other's head: a follower's partial
+// of one version is never continued with another leader's frames of the other.
 #pragma once
 
 #include <cstddef>
@@ -76,26 +88,29 @@ struct FramedSnapshotData {
   SnapshotFrames frames;
 };
 
-// Bytes the version-4 encoding of `data` takes without its dedup clients, and an upper bound of
-// what `client_bytes` of client records (encoded_client_size) add with their blocks' own fields:
-// a sender stops gathering clients where the sum would pass its budget.
-std::size_t framed_size_without_dedup(const SnapshotData& data);
+// Bytes the framed encoding of `data` in `version` (4 or 6) takes without its dedup clients, and an
+// upper bound of what `client_bytes` of client records (encoded_client_size) add with their blocks'
+// own fields: a sender stops gathering clients where the sum would pass its budget.
+std::size_t framed_size_without_dedup(const SnapshotData& data,
+                                      std::uint32_t version = kFramedSnapshotVersion);
 std::size_t framed_clients_size_bound(std::size_t client_bytes);
 
 // Precondition: as encode_snapshot_data's, origin kInstalled, and no spliced view starts (one
 // encoder). The clients are written in ascending id whatever their order in `data`. `block_bytes`
 // (at most kSnapshotBlockBytes): where blocks close; smaller only in tests, to cut small data in
-// many blocks.
+// many blocks. `version`: kFramedSnapshotVersion (4: the stamp left out) or
+// kFramedSnapshotVersionWithStamp (6: `stamp_max_ms` when `stamp_at_index`, else "not known").
 FramedSnapshotData encode_framed_snapshot_data(const SnapshotData& data,
-                                               std::size_t block_bytes = kSnapshotBlockBytes);
+                                               std::size_t block_bytes = kSnapshotBlockBytes,
+                                               std::uint32_t version = kFramedSnapshotVersion);
 // Called by decode_snapshot_data for data starting with kFramedSnapshotMagic: the whole data, every
 // frame checked. The clients come back in ascending id; the view starts of blocks whose encoder
 // was not the trailer's go to spliced_view_starts.
 store::Result<SnapshotData> decode_framed_snapshot_data(std::string_view bytes);
 
-// How far a prefix of a version-4 data (a follower's partial) is usable: every complete frame in it
-// checked as the decoder checks it (kCorruption for the first problem: such a partial is dropped);
-// an incomplete last frame is where the prefix was cut, not a problem.
+// How far a prefix of a version-4 or 6 data (a follower's partial) is usable: every complete frame
+// in it checked as the decoder checks it (kCorruption for the first problem: such a partial is
+// dropped); an incomplete last frame is where the prefix was cut, not a problem.
 struct FramedPrefix {
   bool head_complete = false;
   std::uint64_t last_client_id = 0;  // of the last complete block; 0 when none

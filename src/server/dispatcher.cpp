@@ -122,7 +122,8 @@ void Dispatcher::seed_topics_from_snapshot(std::uint64_t first) {
   table.reserve(found->topics.size());
   for (const auto& row : found->topics) table.push_back({row.topic, row.next_offset});
   // The running max of the stamps as of the same index, when the file carries it (a trim's of
-  // version 5; 0, none known, otherwise: docs/storage-format.md, "Snapshot data and SNAPSHOT").
+  // version 5, or an installed snapshot's of framed version 6 whose leader knew it; 0, none known,
+  // otherwise: docs/storage-format.md, "Snapshot data and SNAPSHOT").
   if (indexes_->seed_topic_offsets(first, table, found->stamp_max_ms)) {
     dirty_ = true;
     records_dirty_ = true;

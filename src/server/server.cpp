@@ -23,6 +23,7 @@
 #include "server/health_reporter.h"
 #include "server/membership_service.h"
 #include "server/metrics.h"
+#include "server/snapshot_formats.h"
 #include "server/snapshot_progress.h"
 #include "server/node.h"
 #include "server/node_tls.h"
@@ -56,12 +57,18 @@ class TransportSender final : public MessageSender {
     }
     return {};
   }
-  // What the peer said on its latest message; before any (or without a transport): versions
-  // 1..3, which every node decodes.
-  bool takes_framed_snapshot_data(std::uint64_t peer) override {
+  // What the peer said on its latest message (snapshot_format_for); before any (or without a
+  // transport): versions 1..3, which every node decodes.
+  replica::SnapshotDataFormat snapshot_format(std::uint64_t peer) {
     std::lock_guard lock(mu);
-    return transport != nullptr &&
-           (transport->peer_snapshot_formats(peer) & kSnapshotFormatFramed) != 0;
+    return transport != nullptr ? snapshot_format_for(transport->peer_snapshot_formats(peer))
+                                : replica::SnapshotDataFormat::kPlain;
+  }
+  bool takes_framed_snapshot_data(std::uint64_t peer) override {
+    return snapshot_format(peer) != replica::SnapshotDataFormat::kPlain;
+  }
+  bool takes_stamped_snapshot_data(std::uint64_t peer) override {
+    return snapshot_format(peer) == replica::SnapshotDataFormat::kFramedWithStamp;
   }
   void snapshots_useless_through(std::uint64_t committed) override {
     if (transport != nullptr) transport->drop_snapshot_partials_through(committed);

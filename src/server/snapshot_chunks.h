@@ -63,10 +63,13 @@ inline constexpr std::size_t kSnapshotWindowBytes = 4 * kSnapshotChunkBytes;
 inline constexpr std::chrono::seconds kSnapshotPartialIdleTimeout{30};
 
 // Snapshot data formats a node decodes, as it says on every message (peer.proto, RaftMessage.
-// snapshot_formats): the framed version 4 (replica/snapshot_frames.h). Versions 1..3 every node
-// decodes.
+// snapshot_formats): the framed version 4 (replica/snapshot_frames.h), and from stamp5 on the
+// framed version 6 (version 4 with the running max stamp in its head). Versions 1..3 every node
+// decodes. A node from before stamp5 sets bit 0 only and gets version 4, as before.
 inline constexpr std::uint32_t kSnapshotFormatFramed = 1;
-inline constexpr std::uint32_t kOwnSnapshotFormats = kSnapshotFormatFramed;
+inline constexpr std::uint32_t kSnapshotFormatFramedWithStamp = 2;
+inline constexpr std::uint32_t kOwnSnapshotFormats =
+    kSnapshotFormatFramed | kSnapshotFormatFramedWithStamp;
 
 // Where a chunk's data sits in its snapshot's data.
 struct SnapshotChunkPlace {

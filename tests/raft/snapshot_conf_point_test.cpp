@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "replica/snapshot_data.h"
+#include "replica/snapshot_frame_walk.h"
 #include "store/endian.h"
 #include "test_cluster.h"
 
@@ -189,6 +190,44 @@ TEST(SnapshotConfPoint, ALeaderThatDoesNotKnowTheConfigurationAtItsFirstIndexFal
   ASSERT_GT(c.node(1).log.first_index(), promotion + 1);
   ASSERT_TRUE(c.replica(1).knows_first_index_conf());
   EXPECT_TRUE(raft::same_members(*c.replica(1).first_index_conf(), c.raft(1).conf()));
+}
+
+// A leader that knows its topic table and running max stamp at its first index - 1 but not the
+// configuration there (a trim SNAPSHOT of version 5 without it) falls back to a point above its
+// first index: there it does not know the stamp (nothing reads the stamps between), so its
+// snapshot (framed version 6) says "not known" and the follower seeds nothing, never the stamp of
+// another index. Failed with the stamp sent whenever the leader knew it at its first index - 1.
+TEST(SnapshotConfPoint, AFallbackAboveTheFirstIndexSaysTheStampIsNotKnown) {
+  TestCluster c = snapshot_cluster({1, 2, 3, 4}, {1, 2, 3});
+  Index promotion = 0;
+  ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_a_configuration(c, &promotion));
+  store::Env* const env = c.node(1).env.get();
+  const std::string& dir = c.node(1).config.data_dir;
+  auto saved = replica::read_snapshot_file(env, dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  replica::SnapshotData without_conf = **saved;
+  ASSERT_TRUE(without_conf.stamp_at_index) << "a trim of this version carries the stamp";
+  without_conf.conf_at_index = false;
+  const std::string bytes = replica::encode_snapshot_data(without_conf);
+  ASSERT_EQ(store::get_u32(bytes.data() + 8), replica::kSnapshotDataVersionWithStamp);
+  ASSERT_TRUE(replica::write_snapshot_next(env, dir, bytes).ok());
+  ASSERT_TRUE(replica::promote_snapshot_next(env, dir).ok());
+  c.crash_restart(1);
+  ASSERT_TRUE(c.replica(1).knows_first_index_topics());
+  ASSERT_FALSE(c.replica(1).knows_first_index_conf());
+  ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
+  c.heal();
+  c.tick_all(10);
+  ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(1).snapshot_stats().sent_above_first_index, 1u);
+  auto bytes_3 = c.node(3).env->read_file(c.node(3).config.data_dir + "/SNAPSHOT", 64 << 20);
+  ASSERT_TRUE(bytes_3.ok() && bytes_3->size() > 8);
+  EXPECT_EQ(store::get_u32(bytes_3->data() + 4), replica::kFramedSnapshotVersionWithStamp);
+  auto installed = replica::decode_snapshot_data(*bytes_3);
+  ASSERT_TRUE(installed.ok()) << installed.status().message();
+  EXPECT_GT(installed->index + 1, c.node(1).log.first_index()) << "above the first index - 1";
+  EXPECT_FALSE(installed->stamp_at_index);
+  EXPECT_EQ(installed->stamp_max_ms, 0u);
 }
 
 // The upgrade path: a leader whose trim SNAPSHOT the previous binary wrote (version 2, no

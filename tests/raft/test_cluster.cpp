@@ -102,6 +102,9 @@ class TestCluster::Sender final : public replica::MessageSender {
     if (found == cluster_.slow_snapshots_.end()) return {};
     return SnapshotSendMark{found->second.message.snapshot->index, found->second.sent_bytes};
   }
+  bool takes_stamped_snapshot_data(std::uint64_t peer) override {
+    return !cluster_.older_snapshot_peers_.contains(peer);
+  }
 
  private:
   TestCluster& cluster_;

@@ -230,6 +230,10 @@ class TestCluster {
   void set_snapshot_link_rate(std::uint64_t bytes_per_tick) {
     snapshot_bytes_per_tick_ = bytes_per_tick;
   }
+  // `peer` says it decodes snapshot data only up to framed version 4, as a node from before stamp5
+  // (MessageSender::takes_stamped_snapshot_data answers false for it): its leaders send it version
+  // 4, without the running max stamp. Default: every node runs this build.
+  void set_older_snapshot_peer(NodeId peer) { older_snapshot_peers_.insert(peer); }
   // The data size of the snapshot on the slow link from `from` to `to`, 0 when none.
   std::uint64_t slow_snapshot_bytes(NodeId from, NodeId to) const {
     const auto found = slow_snapshots_.find({from, to});
@@ -274,6 +278,7 @@ class TestCluster {
   std::deque<Message> network_;
   std::vector<Message> delivered_;
   std::set<NodeId> isolated_;
+  std::set<NodeId> older_snapshot_peers_;
   std::vector<DropRule> drop_rules_;
   std::function<void(Message&)> mutator_;
   struct SlowSnapshot {

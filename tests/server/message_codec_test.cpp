@@ -9,6 +9,7 @@
 #include "raft/memory_log.h"
 #include "raft/raft.h"
 #include "raftlog/peer/v1/peer.pb.h"
+#include "server/snapshot_formats.h"
 #include "util/prng.h"
 
 namespace raftlog::server {
@@ -165,19 +166,22 @@ TEST(MessageCodec, EveryMessageSaysWhichSnapshotFormatsThisNodeDecodes) {
     SCOPED_TRACE(std::string(message_type_name(type)));
     pb::RaftMessage wire;
     encode_message(full_message(type), "cluster-a", &wire);
-    EXPECT_EQ(wire.snapshot_formats(), kSnapshotFormatFramed);
+    // Framed version 4 and, from stamp5 on, version 6 (the running max stamp in the head).
+    EXPECT_EQ(wire.snapshot_formats(), kSnapshotFormatFramed | kSnapshotFormatFramedWithStamp);
   }
   pb::RaftMessage chunk;
   raft::Message snapshot = full_message(raft::MessageType::kSnapshot);
   const std::size_t size = snapshot.snapshot->data.size();
   encode_snapshot_chunk(snapshot, SnapshotChunkPlace{0, size, 1}, size, "cluster-a", &chunk);
-  EXPECT_EQ(chunk.snapshot_formats(), kSnapshotFormatFramed);
+  EXPECT_EQ(chunk.snapshot_formats(), kOwnSnapshotFormats);
   // What the receiver keeps per peer: its latest message's, 0 (versions 1..3) for an older node's
   // (the field unset) and before any message.
   SnapshotReceipts peers;
   EXPECT_EQ(peers.formats_of(2), 0U);
   peers.record_formats(2, chunk.snapshot_formats());
-  EXPECT_EQ(peers.formats_of(2), kSnapshotFormatFramed);
+  EXPECT_EQ(peers.formats_of(2), kOwnSnapshotFormats);
+  peers.record_formats(2, kSnapshotFormatFramed);
+  EXPECT_EQ(peers.formats_of(2), kSnapshotFormatFramed) << "a node from before stamp5";
   chunk.clear_snapshot_formats();
   peers.record_formats(2, chunk.snapshot_formats());
   EXPECT_EQ(peers.formats_of(2), 0U) << "a node downgraded to a build from before the field";
@@ -187,6 +191,22 @@ TEST(MessageCodec, EveryMessageSaysWhichSnapshotFormatsThisNodeDecodes) {
   // Peers 2..kMaxPeersTracked + 1 fill the bound; the next ones are not kept.
   EXPECT_EQ(peers.formats_of(SnapshotReceipts::kMaxPeersTracked + 1), kSnapshotFormatFramed);
   EXPECT_EQ(peers.formats_of(SnapshotReceipts::kMaxPeersTracked + 2), 0U) << "beyond the bound";
+}
+
+// Review of stamp5, M2: the one decision the transport gives the replica. A node from before
+// stamp5 (bit 0 only) gets version 4, never version 6 (it would refuse it, again after every retry
+// timeout, and never catch up until upgraded); one from before framed data gets versions 1..3.
+TEST(MessageCodec, ThePeersFormatsDecideTheSnapshotDataFormatItIsSent) {
+  using replica::SnapshotDataFormat;
+  EXPECT_EQ(snapshot_format_for(0), SnapshotDataFormat::kPlain);
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramed), SnapshotDataFormat::kFramed);
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramed | kSnapshotFormatFramedWithStamp),
+            SnapshotDataFormat::kFramedWithStamp);
+  EXPECT_EQ(snapshot_format_for(kOwnSnapshotFormats), SnapshotDataFormat::kFramedWithStamp);
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramedWithStamp), SnapshotDataFormat::kPlain)
+      << "bit 1 without bit 0: no node sends it; the format every node decodes";
+  EXPECT_EQ(snapshot_format_for(kSnapshotFormatFramed | 0x80), SnapshotDataFormat::kFramed)
+      << "unknown bits are ignored";
 }
 
 TEST(MessageCodec, TypeNamesAreDistinct) {

@@ -23,8 +23,10 @@ inline constexpr raft::Index kPoint = 90'000;
 
 // One leader's encoding at the point: the same head as every leader's, its own clients (ids from
 // `first_id` by `step`), digests (`salt`) and trailer. About 3.5 MB: four chunks, fourteen blocks.
+// `version`: framed 4, or 6 (the head also carries the running max stamp as of the point).
 inline std::string leader_encoding(std::uint64_t first_id, std::uint64_t step, std::uint32_t salt,
-                                   const std::string& extra_topic = "") {
+                                   const std::string& extra_topic = "",
+                                   std::uint32_t version = replica::kFramedSnapshotVersion) {
   replica::SnapshotData data;
   data.index = kPoint;
   data.term = 2;
@@ -33,6 +35,8 @@ inline std::string leader_encoding(std::uint64_t first_id, std::uint64_t step, s
   data.topics = {{"orders", 44}};
   if (!extra_topic.empty()) data.topics.push_back({extra_topic, 1});
   data.timestamp_floor_ms = 1'700'000'000'000 + salt;
+  data.stamp_at_index = true;  // left out of version 4
+  data.stamp_max_ms = 1'699'999'999'000;
   data.section = "leader " + std::to_string(salt);
   data.dedup_view_start = 100 + salt;
   for (std::uint64_t c = 0; c < 3000; ++c) {
@@ -43,7 +47,7 @@ inline std::string leader_encoding(std::uint64_t first_id, std::uint64_t step, s
     }
     data.dedup_clients.push_back(std::move(client));
   }
-  return replica::encode_framed_snapshot_data(data).bytes;
+  return replica::encode_framed_snapshot_data(data, replica::kSnapshotBlockBytes, version).bytes;
 }
 
 // A snapshot message at the point (its last entry of term 2) carrying `data`, sent at `term`.
@@ -55,11 +59,13 @@ inline raft::Message at_point(raft::NodeId from, raft::Term term, std::string da
 
 // The old leader (node 1, term 2) sent the follower its first `chunks` chunks.
 struct FollowerWithPartial {
-  std::string old_data = leader_encoding(2, 3, 0);
+  std::string old_data;
   SnapshotReassembler reassembler;
   std::string problem;
 
-  explicit FollowerWithPartial(std::size_t chunks = 2) {
+  explicit FollowerWithPartial(std::size_t chunks = 2,
+                               std::uint32_t version = replica::kFramedSnapshotVersion)
+      : old_data(leader_encoding(2, 3, 0, "", version)) {
     const std::vector<SnapshotChunk> sent = chunks_of(at_point(1, 2, old_data));
     for (std::size_t i = 0; i < chunks; ++i) {
       EXPECT_FALSE(reassembler.add(sent[i], kT0, &problem).has_value());
