@@ -141,6 +141,7 @@ void Raft::Impl::become_leader() {
   reset(term_);
   role_ = Role::kLeader;
   leader_ = id();
+  know_term_leader(id());
   removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
   // Elected with an empty log (promotable), by voters whose logs were no longer: a new cluster as far
   // as any majority can tell. This leader's log is the one everybody catches up to from now on.
@@ -332,6 +333,7 @@ void Raft::Impl::step(Message& m) {
     removed_ = false;
   }
   if (!handle_term(m)) return;
+  if (refuse_second_leader(m)) return;
   switch (m.type) {
     case MessageType::kPreVote:
     case MessageType::kVote:
