@@ -173,6 +173,8 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"storage_fault\":" << json_string(s.storage_fault)
              << ",\"unvouched\":" << (s.unvouched ? "true" : "false")
              << ",\"committed_conflict\":" << json_string(s.committed_conflict)
+             << ",\"second_leader\":" << json_string(s.second_leader)
+             << ",\"leadership_refused\":" << json_string(s.leadership_refused)
              << ",\"stranded_below_index\":" << s.stranded_below_index
              << ",\"removed\":" << (s.removed ? "true" : "false")
              << ",\"removed_by\":" << s.removed_by
@@ -234,6 +236,14 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
     if (!s.committed_conflict.empty()) {
       io.out << "    COMMITTED ENTRY CONFLICT: " << s.committed_conflict
              << ": not serving (docs/operations.md)\n";
+    }
+    if (!s.second_leader.empty()) {
+      io.out << "    SECOND LEADER OF A TERM: " << s.second_leader
+             << ": not serving (docs/operations.md, \"A second leader of a term\")\n";
+    }
+    if (!s.leadership_refused.empty()) {
+      io.out << "    LEADERSHIP REFUSED: " << s.leadership_refused
+             << " (docs/operations.md, \"A second leader of a term\")\n";
     }
     if (s.unvouched) {
       // While it catches up, storage_fault carries the node's own reason (an empty data directory,

@@ -261,6 +261,8 @@ struct NodeStatus {
   std::string storage_fault;
   bool unvouched = false;          // waits for a leader to catch it up (client.proto)
   std::string committed_conflict;  // a leader's append contradicted a committed entry ("": none)
+  std::string second_leader;       // a second leader of its term is refused ("": none lately)
+  std::string leadership_refused;  // a node refuses its leadership of a term ("": none lately)
   std::uint64_t stranded_below_index = 0;  // needs entries the leader trimmed (0 = not stranded)
   bool removed = false;  // a member said this node was removed (client.proto's StatusResponse)
   std::uint64_t removed_by = 0;  // that member (0: the node's own log holds its removal)

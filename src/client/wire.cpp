@@ -157,6 +157,8 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.storage_fault = wire.storage_fault();
   status.unvouched = wire.unvouched();
   status.committed_conflict = wire.committed_conflict();
+  status.second_leader = wire.second_leader();
+  status.leadership_refused = wire.leadership_refused();
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();
   status.scrub_passes = wire.scrub_passes();

@@ -133,7 +133,9 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
       term_(hard_state.term),
       vote_(hard_state.vote),
       read_only_(config.max_pending_reads),
-      retired_(config.retired_ids) {
+      retired_(config.retired_ids),
+      term_leader_(hard_state.leader),
+      term_leader_term_(hard_state.term) {
   refresh_conf();
   unvouched_ = config.unvouched;
   // Recovery's storage fault first: when both apply, catch_up_cause() names it (the driver's and
@@ -195,7 +197,10 @@ Ready Raft::Impl::ready() {
   const HardState hard = hard_state();
   if (hard != reported_hard_state_) {
     rd.hard_state = hard;
-    if (hard.term != reported_hard_state_.term || hard.vote != reported_hard_state_.vote)
+    // The term's leader too: it must be durable before an acknowledgement to it leaves (once per
+    // term and node, at the term's first leader message).
+    if (hard.term != reported_hard_state_.term || hard.vote != reported_hard_state_.vote ||
+        hard.leader != reported_hard_state_.leader)
       rd.must_sync = true;
     if (hard.commit > reported_hard_state_.commit) rd.commit_index = hard.commit;
     reported_hard_state_ = hard;
@@ -265,6 +270,9 @@ Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
 bool Raft::unvouched() const { return impl_->unvouched(); }
 std::pair<Term, Index> Raft::vouching() const { return impl_->vouching(); }
 const CommittedConflict& Raft::committed_conflict() const { return impl_->committed_conflict(); }
+NodeId Raft::term_leader() const { return impl_->term_leader(); }
+const TermLeaderClash& Raft::second_leader() const { return impl_->second_leader(); }
+const TermLeaderClash& Raft::leadership_refused() const { return impl_->leadership_refused(); }
 Raft::CatchUpCause Raft::catch_up_cause() const { return impl_->catch_up_cause(); }
 bool Raft::removed() const { return impl_->removed(); }
 NodeId Raft::removed_by() const { return impl_->removed_by(); }

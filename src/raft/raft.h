@@ -259,6 +259,18 @@ struct CommittedConflict {
   std::uint64_t count = 0;  // appends seen contradicting a committed entry since start
 };
 
+// Two leaders of one term met (docs/raft.md, "A second leader of a term"): a node that knows
+// `known_leader` as the leader of `term` refused leader messages of that term from `other_leader`.
+// Only possible after a safety violation (a node restarted on a lost disk under its id and elected
+// again in a term its peers had seen led) or with a forged message.
+struct TermLeaderClash {
+  Term term = 0;
+  NodeId known_leader = kNoNode;  // the leader of `term` the refusing node knows (maybe itself)
+  NodeId other_leader = kNoNode;  // the node whose leader messages of `term` it refused
+  NodeId refused_by = kNoNode;    // the refusing node
+  std::uint64_t count = 0;        // such messages (refused, or refusals received) since start
+};
+
 class Raft {
  public:
   // Restores from durable state: `hard_state` as last persisted, `log` as recovered. `log` must
@@ -382,6 +394,14 @@ class Raft {
   Index behind_leader_commit() const;
   // The latest append that contradicted a committed entry of this node (count 0: none since start).
   const CommittedConflict& committed_conflict() const;
+  // The leader this node knows for its current term (HardState::leader; kNoNode: none yet).
+  NodeId term_leader() const;
+  // The latest leader message of this node's term from a node other than the term's leader it
+  // knows, which it refused (count 0: none since start).
+  const TermLeaderClash& second_leader() const;
+  // The latest refusal of this node's leadership by a node that knows another leader of the term it
+  // led (count 0: none since start). Information only: this node keeps its role.
+  const TermLeaderClash& leadership_refused() const;
 
  private:
   class Impl;

@@ -142,6 +142,7 @@ void Raft::Impl::become_leader() {
   reset(term_);
   role_ = Role::kLeader;
   leader_ = id();
+  know_term_leader(id());
   removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
   removed_word_ = RemovedWord{};
   // Elected with an empty log (promotable), by voters whose logs were no longer: a new cluster as far
@@ -337,6 +338,7 @@ void Raft::Impl::step(Message& m) {
   }
   clear_removed_if_answered();
   if (!handle_term(m)) return;
+  if (refuse_second_leader(m)) return;
   switch (m.type) {
     case MessageType::kPreVote:
     case MessageType::kVote:

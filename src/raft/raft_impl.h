@@ -56,7 +56,7 @@ class Raft::Impl {
   const ConfState& conf() const { return conf_; }
   const std::vector<ConfRecord>& conf_history() const { return conf_history_; }
   std::vector<PeerProgress> progress() const;
-  HardState hard_state() const { return HardState{term_, vote_, log_.committed()}; }
+  HardState hard_state() const { return HardState{term_, vote_, log_.committed(), term_leader()}; }
   SoftState soft_state() const { return SoftState{role_, leader_, term_}; }
   NodeId transfer_target() const { return transfer_target_; }
   std::size_t pending_reads() const { return read_only_.pending(); }
@@ -73,6 +73,9 @@ class Raft::Impl {
                                                 : std::pair<Term, Index>{};
   }
   const CommittedConflict& committed_conflict() const { return committed_conflict_; }
+  NodeId term_leader() const;  // raft_term_leader.cpp
+  const TermLeaderClash& second_leader() const { return second_leader_; }
+  const TermLeaderClash& leadership_refused() const { return leadership_refused_; }
   Raft::CatchUpCause catch_up_cause() const {
     return catching_up_ ? catch_up_cause_ : Raft::CatchUpCause::kNone;
   }
@@ -188,6 +191,13 @@ class Raft::Impl {
   // can tell: its rule is about the log up to reply.index). A new cluster's founders then answer
   // their first leader's first append as before, without a marked answer and its repeat.
   void mark_if_catching_up(Message& reply);
+
+  // --- the term's leader (raft_term_leader.cpp) ---
+  void know_term_leader(NodeId leader);  // for the current term
+  // After the term rules: a leader message of our term from another node than the term's leader we
+  // know is refused and answered so (true: handled); a refusal of our own leadership is noted.
+  bool refuse_second_leader(const Message& message);
+  void note_leadership_refused(const Message& message);
 
   // --- configurations (raft_membership.cpp) ---
   // Every change to the log goes through here: configuration records at or above the first new
@@ -308,6 +318,12 @@ class Raft::Impl {
   // and our log reaches it.
   bool stale_match_ruled_out_ = false;
   CommittedConflict committed_conflict_;  // the latest one seen (count 0: none)
+  // The leader known for term term_leader_term_ (term_leader(): only while that is our term, so a
+  // new term forgets it without a reset), restored from HardState::leader.
+  NodeId term_leader_ = kNoNode;
+  Term term_leader_term_ = 0;
+  TermLeaderClash second_leader_;       // the latest second leader refused (count 0: none)
+  TermLeaderClash leadership_refused_;  // the latest refusal of our leadership (count 0: none)
   bool marked_acks_sent_ = false;  // acknowledgements marked kCatchingUpContext since catching up
 
   // Leader: entries it proposed in this term that are not committed yet, for the pending-proposal

@@ -38,6 +38,12 @@ inline constexpr std::uint64_t kCatchingUpContext = 2;
 // peer's word). Sent only where the vote is refused anyway (the requester's log is behind).
 inline constexpr std::uint64_t kRemovedContext = 3;
 
+// Message::context of a rejecting kAppendResponse: its sender knows another node as the leader of
+// this term (Message::term_leader) and refused the recipient's append, heartbeat or snapshot of the
+// same term (docs/raft.md, "A second leader of a term"): two leaders of one term, which only a node
+// that lost its durable state (or a forged message) makes. Information for the recipient.
+inline constexpr std::uint64_t kOtherLeaderContext = 5;
+
 // At most this many retired ids are kept by the core (Config::retired_ids and the ones it sees
 // retire); beyond, the oldest retirements are forgotten.
 inline constexpr std::size_t kMaxRetiredIds = 1024;
@@ -111,6 +117,11 @@ struct HardState {
   Term term = 0;
   NodeId vote = kNoNode;
   Index commit = 0;
+  // The leader this node knows for `term` (kNoNode: none yet): itself once it won the term's
+  // election, or the first node whose append, heartbeat or snapshot of the term it accepted. A
+  // leader message of `term` from any other node is refused (docs/raft.md, "A second leader of a
+  // term"). Durable with term and vote: a restarted node still refuses a second leader of its term.
+  NodeId leader = kNoNode;
 
   friend bool operator==(const HardState&, const HardState&) = default;
 };
@@ -382,6 +393,10 @@ struct Message {
   // that predates it.
   bool sending_snapshot = false;
 
+  // kAppendResponse with kOtherLeaderContext: the leader of this term its sender knows (the node it
+  // follows, or itself), which is why it refused the recipient's leader message of the same term.
+  NodeId term_leader = kNoNode;
+
   // kSnapshot only (and then always set): what replaces the follower's log up to its index. The
   // leader's core fills index, term and conf; its driver fills data before sending (types.h, Ready).
   Boxed<Snapshot> snapshot;
@@ -424,7 +439,7 @@ struct Ready {
   Boxed<Snapshot> snapshot;             // install this first (step 0 above)
   std::optional<SoftState> soft_state;  // set when role, leader or term changed
   std::optional<HardState> hard_state;  // set when term, vote or commit changed
-  bool must_sync = false;  // term, vote or entries changed: the hard state must be fsynced
+  bool must_sync = false;  // term, vote, the term's leader or entries changed: fsync the hard state
 
   std::optional<Index> truncate_from;  // cut the log at this index first (always above every commit
                                        // index of earlier batches: committed entries are never cut)

@@ -5,8 +5,12 @@
 namespace raftlog::replica {
 
 namespace {
-constexpr std::uint32_t kFormatVersion = 1;
-constexpr std::size_t kPayloadBytes = 4 + 8 + 8;
+// Version 2 adds the leader this node knows for its term (docs/raft.md, "A second leader of a
+// term"). Version 1, written by older binaries, still reads: no leader known.
+constexpr std::uint32_t kFormatVersion = 2;
+constexpr std::size_t kPayloadBytes = 4 + 8 + 8 + 8;
+constexpr std::uint32_t kVersion1 = 1;
+constexpr std::size_t kVersion1PayloadBytes = 4 + 8 + 8;
 }  // namespace
 
 std::string HardStateFile::encode(const raft::HardState& hard_state) {
@@ -14,22 +18,30 @@ std::string HardStateFile::encode(const raft::HardState& hard_state) {
   store::put_u32(out.data(), kFormatVersion);
   store::put_u64(out.data() + 4, hard_state.term);
   store::put_u64(out.data() + 12, hard_state.vote);
+  store::put_u64(out.data() + 20, hard_state.leader);
   return out;
 }
 
 store::Result<raft::HardState> HardStateFile::decode(const std::string& payload) {
-  if (payload.size() != kPayloadBytes) {
+  if (payload.size() < 4) {
     return store::Status::corruption("hard state record is " + std::to_string(payload.size()) +
-                                     " bytes, expected " + std::to_string(kPayloadBytes));
+                                     " bytes, too short for a version");
   }
   const std::uint32_t version = store::get_u32(payload.data());
-  if (version != kFormatVersion) {
+  if (version != kFormatVersion && version != kVersion1) {
     return store::Status::corruption("hard state record has unknown format version " +
                                      std::to_string(version));
+  }
+  const std::size_t expected = version == kVersion1 ? kVersion1PayloadBytes : kPayloadBytes;
+  if (payload.size() != expected) {
+    return store::Status::corruption("hard state record of version " + std::to_string(version) +
+                                     " is " + std::to_string(payload.size()) + " bytes, expected " +
+                                     std::to_string(expected));
   }
   raft::HardState hard_state;
   hard_state.term = store::get_u64(payload.data() + 4);
   hard_state.vote = store::get_u64(payload.data() + 12);
+  if (version != kVersion1) hard_state.leader = store::get_u64(payload.data() + 20);
   return hard_state;
 }
 
@@ -76,6 +88,7 @@ store::Status HardStateFile::write(const raft::HardState& hard_state) {
   RAFTLOG_RETURN_IF_ERROR(file_->write(encode(hard_state)));
   current_.term = hard_state.term;
   current_.vote = hard_state.vote;
+  current_.leader = hard_state.leader;
   return store::Status();
 }
 

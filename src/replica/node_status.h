@@ -78,6 +78,18 @@ struct NodeStatus {
   // committed_conflicts counts such appends (a metric).
   std::string committed_conflict;
   std::uint64_t committed_conflicts = 0;
+  // A second leader of this node's term (raft::Raft::second_leader): a node sent leader messages of
+  // a term whose leader this node knows to be another (or itself), and it refused them: "" when
+  // none came within the last 10 s, else a sentence naming the term and both leaders. Health
+  // NOT_SERVING; second_leader_messages counts the refused messages (a metric).
+  std::string second_leader;
+  std::uint64_t second_leader_messages = 0;
+  // A node refused this node's leadership of a term, knowing another leader of it
+  // (raft::Raft::leadership_refused): "" when none within the last 10 s, else a sentence. Shown in
+  // status, not health (this node cannot tell which of the two leaders is the cluster's);
+  // leadership_refusals counts them (a metric).
+  std::string leadership_refused;
+  std::uint64_t leadership_refusals = 0;
   // Non-zero while this follower needs entries its leader no longer holds (retention trimmed them):
   // it cannot catch up by replication and must be rebuilt (docs/operations.md, "Retention"). The
   // value is the leader's first retained index. Health is NOT_SERVING meanwhile.

@@ -55,6 +55,7 @@
 #include "replica/topic_state_file.h"
 #include "replica/trim_progress.h"
 #include "store/commit_log.h"
+#include "replica/alarm_window.h"
 #include "util/rate_limit.h"
 
 namespace raftlog::replica {
@@ -282,8 +283,13 @@ class Replica {
   // Writes DATA_DIR/NOT_FOUNDER once the commit index is above 0 (each loop round until it is).
   void record_not_founder_once_committed();
   // A leader's append contradicted a committed entry (raft::Raft::committed_conflict): a critical
-  // log line, at most one per 30 s (committed_conflict_log_; replica_vouching.cpp).
+  // log line, at most one per 30 s (committed_conflict_alarm_; replica_vouching.cpp).
   void report_committed_conflict();
+  // Two leaders of one term met (raft::Raft::second_leader, leadership_refused): critical log lines,
+  // at most one per 30 s each (replica_term_leader.cpp).
+  void report_term_leader_clashes();
+  // The status sentences for those (NodeStatus::second_leader, leadership_refused).
+  void fill_term_leader_status(NodeStatus& status) const;
   // Why the core catches up, for status (NodeStatus::storage_fault): recovery's finding, or what the
   // core found itself.
   std::string catch_up_reason() const;
@@ -739,9 +745,9 @@ class Replica {
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
   bool not_founder_recorded_ = false;  // DATA_DIR/NOT_FOUNDER exists (not_founder_marker.h)
   util::RateLimit not_founder_log_{std::chrono::seconds(60)};
-  std::uint64_t committed_conflicts_reported_ = 0;  // raft::CommittedConflict::count logged so far
-  Clock::time_point committed_conflict_seen_at_{};  // when the count last rose (status, health)
-  util::RateLimit committed_conflict_log_{std::chrono::seconds(30)};
+  AlarmWindow committed_conflict_alarm_;  // raft::CommittedConflict::count (status, health, log)
+  AlarmWindow second_leader_alarm_;       // raft::Raft::second_leader().count (status, health, log)
+  AlarmWindow leadership_refused_alarm_;  // raft::Raft::leadership_refused().count (status, log)
 
   DiskWatermark disk_;
   static constexpr std::chrono::seconds kDiskHandoverInterval{10};

@@ -491,14 +491,13 @@ NodeStatus Replica::status() {
   // NOT_SERVING (a non-empty sentence) only while such appends keep coming: a leader that cannot
   // catch this node up probes it every heartbeat; one stray (forged) message must not take a node
   // out of service for good. The counter and the critical log line stay.
-  constexpr auto kCommittedConflictShownFor = std::chrono::seconds(10);
-  if (conflict.count > 0 && committed_conflicts_reported_ == conflict.count &&
-      deps_.clock() - committed_conflict_seen_at_ < kCommittedConflictShownFor) {
+  if (committed_conflict_alarm_.shown(conflict.count, deps_.clock())) {
     status.committed_conflict =
         "leader " + std::to_string(conflict.leader) + " holds an entry of term " +
         std::to_string(conflict.leader_term) + " at index " + std::to_string(conflict.index) +
         " where this node holds a committed entry of term " + std::to_string(conflict.own_term);
   }
+  fill_term_leader_status(status);
   status.stranded_below_index = raft_->stranded_below();
   status.disk_used_ratio = disk_.used_ratio();
   // 0 is what older nodes send: `raftlogctl status` then prints "-" for the disk, which is right

@@ -71,6 +71,7 @@ void Replica::process() {
     forget_unvouched_marker_once_vouched();
     record_not_founder_once_committed();
     report_committed_conflict();
+    report_term_leader_clashes();
   }
   RoundProfile::Scope part(round_, RoundPart::kSnapshotPrepare);
   discard_prepared_snapshot();  // installed by now, or answered without an install
@@ -143,7 +144,8 @@ void Replica::apply_ready(raft::Ready& ready) {
   if (ready.soft_state) note_soft_state(*ready.soft_state);
 
   if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
-                           ready.hard_state->vote != persisted_hard_state_.vote)) {
+                           ready.hard_state->vote != persisted_hard_state_.vote ||
+                           ready.hard_state->leader != persisted_hard_state_.leader)) {
     RoundProfile::Scope part(round_, RoundPart::kHardState);
     if (store::Status st = hard_state_file_->write(*ready.hard_state); !st.ok()) {
       fatal("persisting hard state: " + st.to_string());
@@ -151,6 +153,7 @@ void Replica::apply_ready(raft::Ready& ready) {
     }
     persisted_hard_state_.term = ready.hard_state->term;
     persisted_hard_state_.vote = ready.hard_state->vote;
+    persisted_hard_state_.leader = ready.hard_state->leader;
   }
   // An unvouched node's leader word, before the entries or the snapshot that came with it
   // (replica_vouching.cpp).

@@ -179,10 +179,8 @@ std::string Replica::catch_up_reason() const {
 
 void Replica::report_committed_conflict() {
   const raft::CommittedConflict& conflict = raft_->committed_conflict();
-  if (conflict.count == committed_conflicts_reported_) return;
-  committed_conflicts_reported_ = conflict.count;
-  committed_conflict_seen_at_ = deps_.clock();
-  const std::optional<std::uint64_t> held_back = committed_conflict_log_.admit(deps_.clock());
+  const std::optional<std::uint64_t> held_back =
+      committed_conflict_alarm_.note(conflict.count, deps_.clock());
   if (!held_back) return;
   spdlog::critical(
       "node {}: leader {} (term {}) holds an entry of term {} at index {} where this node holds a "

@@ -319,6 +319,8 @@ class ClientServices::Impl {
       response.set_storage_fault(status.storage_fault);
       response.set_unvouched(status.unvouched);
       response.set_committed_conflict(status.committed_conflict);
+      response.set_second_leader(status.second_leader);
+      response.set_leadership_refused(status.leadership_refused);
       response.set_corrupt_index(status.corrupt_index);
       response.set_scrub_bytes_verified(status.scrub_bytes_verified);
       response.set_scrub_passes(status.scrub_passes);

@@ -16,6 +16,9 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   if (!status.committed_conflict.empty()) {
     return "a committed entry conflicts with the leader's log: " + status.committed_conflict;
   }
+  if (!status.second_leader.empty()) {
+    return "two leaders of one term: " + status.second_leader;
+  }
   // Before "catching up" and the rest: nothing will move this node's log again (drills6 M3: a
   // removed node kept answering SERVING, and plain reads from its frozen log, until stopped).
   if (status.removed && status.removed_by != 0) {
@@ -49,7 +52,7 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
 std::string not_serving_reason(const replica::NodeStatus& status,
                                const SnapshotTransfers& transfers) {
   if (status.corrupt_index != 0 || status.removed || status.catching_up || status.unvouched ||
-      !status.committed_conflict.empty()) {
+      !status.committed_conflict.empty() || !status.second_leader.empty()) {
     return not_serving_reason(status);
   }
   // Before "stranded": a follower behind its leader's retention that receives or installs the

@@ -171,6 +171,7 @@ void encode_fields(const raft::Message& message, std::string_view cluster_id,
   out->set_reject_hint(message.reject_hint);
   out->set_hint_term(message.hint_term);
   out->set_context(message.context);
+  if (message.type == raft::MessageType::kAppendResponse) out->set_term_leader(message.term_leader);
   out->set_disk_over_watermark(message.disk_over_watermark);
   // Every message says which snapshot data this node decodes (the leader picks a peer's format by it).
   out->set_snapshot_formats(kOwnSnapshotFormats);
@@ -281,6 +282,9 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   out->reject_hint = in.reject_hint();
   out->hint_term = in.hint_term();
   out->context = in.context();
+  // Only an append response names it (peer.proto); any value is information only (a node id the
+  // recipient logs), never trusted for a decision.
+  out->term_leader = *type == raft::MessageType::kAppendResponse ? in.term_leader() : raft::kNoNode;
   out->disk_over_watermark = in.disk_over_watermark();
   // Any value is harmless: the follower applies it only as min(its own limit, the hold), from the
   // leader it follows in its current term (replica/retention_hold.h). Other types carry none.

@@ -100,7 +100,16 @@ NodeMetrics::NodeMetrics(FamilyBuilder& builder) {
       builder, {{"raftlog_node_committed_conflicts_total",
                  "Appends of a leader that contradicted an entry this node holds as committed (a "
                  "safety violation: docs/operations.md; health NOT_SERVING once one was seen).",
-                 &field<&NodeStatus::committed_conflicts>}});
+                 &field<&NodeStatus::committed_conflicts>},
+                {"raftlog_node_second_leader_messages_total",
+                 "Leader messages of this node's term from another node than the term's leader it "
+                 "knows, refused (two leaders of one term: docs/operations.md; health NOT_SERVING "
+                 "while they keep coming).",
+                 &field<&NodeStatus::second_leader_messages>},
+                {"raftlog_node_leadership_refusals_total",
+                 "Refusals of this node's leadership of a term by a node that knows another leader "
+                 "of it (two leaders of one term: docs/operations.md).",
+                 &field<&NodeStatus::leadership_refusals>}});
   loop_round = &builder.histogram(
       "raftlog_raft_loop_round_seconds",
       "Duration of one round of the Raft loop (ticks and heartbeats wait behind it).",

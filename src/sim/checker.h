@@ -34,6 +34,8 @@
 //                         is committed when that entry is appended
 //   conf-convergence      once the cluster recovered, every member of the committed configuration
 //                         runs it (checked by the liveness phase)
+// (The cluster reports `second-leader` itself: a core that refused a second leader of its term
+// without two leaders of that term; docs/testing.md.)
 #pragma once
 
 #include <cstddef>

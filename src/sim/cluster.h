@@ -312,6 +312,7 @@ class Cluster {
   void before_ready(Node& n, const raft::Ready& ready);
   // Tells the checker where a reopened node's log starts, when not at index 1.
   void observe_log_base(const Node& n);
+  void check_no_second_leader(const Node& n);  // cluster_checks.cpp
   void after_ready(Node& n, const raft::Ready& ready);
   // `n` installed a snapshot of `point`: its log must start no later than its leader's (which must
   // then hold every entry after the point), unless one of the documented exceptions applies.

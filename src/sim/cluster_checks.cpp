@@ -92,14 +92,33 @@ void Cluster::before_ready(Node& n, const raft::Ready& ready) {
   }
 }
 
+// A node refuses a leader message of its term from another node than the term's leader it knows
+// (docs/raft.md, "A second leader of a term"): only after two leaders of one term, which
+// election-safety reports first (it sees every leader's role as it takes it). Without that, a
+// refusal is a false alarm that took a healthy node out of service.
+void Cluster::check_no_second_leader(const Node& n) {
+  const raft::Raft& core = n.replica->core();
+  for (const raft::TermLeaderClash* clash : {&core.second_leader(), &core.leadership_refused()}) {
+    if (clash->count == 0) continue;
+    checker_.report("second-leader",
+                    fmt::format("node {}: node {} refused node {}'s leader messages of term {}, "
+                                "knowing node {} as its leader, with no two leaders of that term",
+                                n.id, clash->refused_by, clash->other_leader, clash->term,
+                                clash->known_leader));
+    return;
+  }
+}
+
 void Cluster::after_ready(Node& n, const raft::Ready& ready) {
   if (checker_.failed()) return;
   // The replica wrote term and vote before anything else of the batch (or failed, and this is not
   // called).
   if (ready.hard_state && (ready.hard_state->term != n.durable_hard_state.term ||
-                           ready.hard_state->vote != n.durable_hard_state.vote)) {
+                           ready.hard_state->vote != n.durable_hard_state.vote ||
+                           ready.hard_state->leader != n.durable_hard_state.leader)) {
     n.durable_hard_state.term = ready.hard_state->term;
     n.durable_hard_state.vote = ready.hard_state->vote;
+    n.durable_hard_state.leader = ready.hard_state->leader;
     trace_.log("n{} hard state t{} v{}", n.id, n.durable_hard_state.term,
                n.durable_hard_state.vote);
     checker_.observe_durable_hard_state(n.id, n.durable_hard_state);
@@ -142,6 +161,8 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
       strike_at_step_ = now_step() + prng_.between(0, strike_.max_delay_steps);
     }
   }
+  check_no_second_leader(n);
+  if (checker_.failed()) return;
   // Acknowledgements and released reads of this batch, now that the checker saw its commit.
   run_completions();
 }

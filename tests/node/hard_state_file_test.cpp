@@ -7,6 +7,7 @@
 #include <string>
 
 #include "store/durable_record.h"
+#include "store/endian.h"
 #include "store/env.h"
 #include "store/memory_env.h"
 #include "temp_dir.h"
@@ -49,10 +50,49 @@ TEST(HardStateFile, DecodeRejectsWrongSize) {
 
 TEST(HardStateFile, DecodeRejectsUnknownVersion) {
   std::string payload = HardStateFile::encode(raft::HardState{3, 2, 0});
-  payload[0] = 2;  // u32 little-endian version 1 -> 2
+  payload[0] = 3;  // u32 little-endian version 2 -> 3
   auto decoded = HardStateFile::decode(payload);
   ASSERT_FALSE(decoded.ok());
   EXPECT_EQ(decoded.status().code(), store::StatusCode::kCorruption);
+}
+
+// Version 2 (docs/storage-format.md, HARDSTATE) adds the leader this node knows for its term
+// (docs/raft.md, "A second leader of a term"): u32 2, u64 term, u64 vote, u64 leader.
+std::string payload_of_version(std::uint32_t version, std::uint64_t term, std::uint64_t vote,
+                               std::uint64_t leader) {
+  std::string out(version == 1 ? 20 : 28, '\0');
+  store::put_u32(out.data(), version);
+  store::put_u64(out.data() + 4, term);
+  store::put_u64(out.data() + 12, vote);
+  if (version != 1) store::put_u64(out.data() + 20, leader);
+  return out;
+}
+
+TEST(HardStateFile, AVersion2RecordCarriesTheLeaderOfItsTerm) {
+  auto decoded = HardStateFile::decode(payload_of_version(2, 7, 3, 2));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->term, 7u);
+  EXPECT_EQ(decoded->vote, 3u);
+  EXPECT_EQ(decoded->leader, 2u);
+  const raft::HardState written{7, 3, 0, 2};
+  EXPECT_EQ(HardStateFile::encode(written), payload_of_version(2, 7, 3, 2));
+}
+
+// A record an older raftlogd wrote: the leader of its term is unknown (kNoNode), which refuses no
+// leader: the node learns it from the first leader message of the term, as it did before.
+TEST(HardStateFile, AVersion1RecordStillReadsWithNoLeaderKnown) {
+  auto decoded = HardStateFile::decode(payload_of_version(1, 7, 3, 0));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->term, 7u);
+  EXPECT_EQ(decoded->vote, 3u);
+  EXPECT_EQ(decoded->leader, raft::kNoNode);
+  // A version-1 record of a version-2 length, or the reverse, is damage.
+  std::string long_v1 = payload_of_version(2, 7, 3, 2);
+  store::put_u32(long_v1.data(), 1);
+  EXPECT_FALSE(HardStateFile::decode(long_v1).ok());
+  std::string short_v2 = payload_of_version(1, 7, 3, 0);
+  store::put_u32(short_v2.data(), 2);
+  EXPECT_FALSE(HardStateFile::decode(short_v2).ok());
 }
 
 TEST(HardStateFile, FreshDirectoryStartsAtTermZeroWithoutVote) {

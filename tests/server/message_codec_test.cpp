@@ -43,6 +43,7 @@ raft::Message full_message(raft::MessageType type) {
     message.retention_hold = 77;  // a leader's messages only
   }
   if (type == raft::MessageType::kHeartbeat) message.sending_snapshot = true;  // heartbeats only
+  if (type == raft::MessageType::kAppendResponse) message.term_leader = 4;  // append answers only
   if (type == raft::MessageType::kAppend) {
     const raft::EntryType entry_types[] = {raft::EntryType::kNormal, raft::EntryType::kNoop,
                                            raft::EntryType::kConfig};
@@ -158,6 +159,26 @@ TEST(MessageCodec, SendingASnapshotTravelsOnHeartbeatsOnly) {
     wire.clear_sending_snapshot();
     ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
     EXPECT_FALSE(decoded.sending_snapshot);
+  }
+}
+
+// The leader a refusing node knows (peer field 21, docs/raft.md "A second leader of a term")
+// travels on append responses only: set by a peer on any other type, it reaches no core; absent
+// (an older node), it reads as no node.
+TEST(MessageCodec, TheTermsLeaderTravelsOnAppendResponsesOnly) {
+  for (const raft::MessageType type : kAllTypes) {
+    SCOPED_TRACE(std::string(message_type_name(type)));
+    pb::RaftMessage wire;
+    encode_message(full_message(type), "cluster-a", &wire);
+    const bool carries = type == raft::MessageType::kAppendResponse;
+    EXPECT_EQ(wire.term_leader(), carries ? 4U : 0U);
+    wire.set_term_leader(6);
+    raft::Message decoded;
+    ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
+    EXPECT_EQ(decoded.term_leader, carries ? 6U : raft::kNoNode);
+    wire.clear_term_leader();
+    ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
+    EXPECT_EQ(decoded.term_leader, raft::kNoNode);
   }
 }
 

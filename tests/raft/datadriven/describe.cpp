@@ -44,8 +44,8 @@ void print_ready(NodeId node, const Ready& ready, Lines& out) {
   }
   if (ready.hard_state) {
     const HardState& hard = *ready.hard_state;
-    out.push_back(fmt::format("{}hard-state: term={} vote=n{} commit={}", kIndent, hard.term,
-                              hard.vote, hard.commit));
+    out.push_back(fmt::format("{}hard-state: term={} vote=n{} commit={} leader=n{}", kIndent,
+                              hard.term, hard.vote, hard.commit, hard.leader));
   }
   if (ready.truncate_from)
     out.push_back(fmt::format("{}truncate-from: {}", kIndent, *ready.truncate_from));

@@ -1,0 +1,70 @@
+// Two leaders of one term (docs/raft.md, "A second leader of a term"; docs/operations.md, same
+// title): the core refuses a leader message of its term from another node than the term's leader it
+// knows, and a leader learns that a node refused it so. The replica says so loudly and, on the
+// refusing node, reports NOT_SERVING while such messages keep coming (AlarmWindow).
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+#include "replica/replica.h"
+
+namespace raftlog::replica {
+namespace {
+
+std::string leader_name(std::uint64_t leader, std::uint64_t self) {
+  return leader == self ? "this node itself" : "node " + std::to_string(leader);
+}
+
+std::string held_back_note(std::uint64_t held_back) {
+  return held_back == 0 ? std::string()
+                        : " (" + std::to_string(held_back) + " more not logged)";
+}
+
+}  // namespace
+
+void Replica::report_term_leader_clashes() {
+  const std::uint64_t self = config_.node_id;
+  const raft::TermLeaderClash& second = raft_->second_leader();
+  if (const auto held_back = second_leader_alarm_.note(second.count, deps_.clock())) {
+    spdlog::critical(
+        "node {}: node {} sent leader messages of term {}, whose leader this node knows to be {}: "
+        "two leaders of term {} (a safety violation: a node restarted on a lost disk or HARDSTATE "
+        "under its id and was elected again in a term already led?). This node refuses them: it "
+        "takes none of their entries, keeps its log and serves nothing (NOT_SERVING) while they "
+        "keep coming; see docs/operations.md, \"A second leader of a term\"{}",
+        self, second.other_leader, second.term, leader_name(second.known_leader, self),
+        second.term, held_back_note(*held_back));
+  }
+  const raft::TermLeaderClash& refused = raft_->leadership_refused();
+  if (const auto held_back = leadership_refused_alarm_.note(refused.count, deps_.clock())) {
+    spdlog::critical(
+        "node {}: node {} refused this node's leadership of term {}: it knows node {} as the "
+        "leader of term {}, so two leaders of term {} exist (a safety violation: a node restarted "
+        "on a lost disk or HARDSTATE under its id?). This node keeps leading; see "
+        "docs/operations.md, \"A second leader of a term\"{}",
+        self, refused.refused_by, refused.term, refused.known_leader, refused.term, refused.term,
+        held_back_note(*held_back));
+  }
+}
+
+void Replica::fill_term_leader_status(NodeStatus& status) const {
+  const std::uint64_t self = config_.node_id;
+  const raft::TermLeaderClash& second = raft_->second_leader();
+  status.second_leader_messages = second.count;
+  if (second_leader_alarm_.shown(second.count, deps_.clock())) {
+    status.second_leader = "node " + std::to_string(second.other_leader) +
+                           " sends leader messages of term " + std::to_string(second.term) +
+                           ", whose leader this node knows to be " +
+                           leader_name(second.known_leader, self) + ": refused";
+  }
+  const raft::TermLeaderClash& refused = raft_->leadership_refused();
+  status.leadership_refusals = refused.count;
+  if (leadership_refused_alarm_.shown(refused.count, deps_.clock())) {
+    status.leadership_refused = "node " + std::to_string(refused.refused_by) +
+                                " refuses this node's leadership of term " +
+                                std::to_string(refused.term) + ": it knows node " +
+                                std::to_string(refused.known_leader) + " as that term's leader";
+  }
+}
+
+}  // namespace raftlog::replica

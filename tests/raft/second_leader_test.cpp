@@ -1,0 +1,325 @@
+// A second leader of a term (docs/raft.md, "A second leader of a term"): a node remembers the leader
+// it knows for its current term (it led it, or accepted that leader's append, heartbeat or
+// snapshot), durably in HARDSTATE, and refuses a leader message of the same term from any other
+// node: it takes none of its entries, its commit or its snapshot, and answers with a rejection
+// naming the leader it knows. drills7 H3: two followers lost their disks, restarted at term 0 and
+// elected one of themselves in term 1, the term the data node had led; the data node followed the
+// second leader of term 1, and equal terms passed the log-matching check.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bare_node.h"
+#include "test_cluster.h"
+#include "unvouched_messages.h"
+
+namespace raftlog::raft {
+namespace {
+
+using testing::TestCluster;
+using namespace testing::unvouched;
+
+// Every kAppendResponse `from` handed out for `to` (either queue) in its Ready batches from
+// `first_ready` on.
+std::vector<Message> append_answers(const TestCluster& c, NodeId from, NodeId to,
+                                    std::size_t first_ready = 0) {
+  std::vector<Message> out;
+  const std::vector<Ready>& readies = c.node(from).readies;
+  for (std::size_t i = first_ready; i < readies.size(); ++i) {
+    for (const std::vector<Message>* queue :
+         {&readies[i].messages, &readies[i].messages_after_persist}) {
+      for (const Message& m : *queue) {
+        if (m.to == to && m.type == MessageType::kAppendResponse) out.push_back(m);
+      }
+    }
+  }
+  return out;
+}
+
+// Two entries of `term`, as a node that ran before holds them.
+std::vector<Entry> entries_of_term(Term term) { return {entry_at(1, term), entry_at(2, term)}; }
+
+// Leader 1 of a 3-node cluster with `count` committed client entries, everyone caught up.
+void elect_and_commit(TestCluster& c, int count) {
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  for (int i = 0; i < count; ++i) {
+    ASSERT_TRUE(c.propose(1, {"p" + std::to_string(i)}).proposed());
+    c.deliver_all();
+  }
+}
+
+// Node 2 claims the leadership of `term` towards `to`: an append after `to`'s last entry carrying
+// one entry of its own and naming a commit beyond it, then a heartbeat.
+void second_leader_writes(TestCluster& c, NodeId to, Term term) {
+  const Index last = c.raft(to).last_index();
+  const Term last_term = *c.node(to).log.term_at(last);
+  Entry fork = entry_at(last + 1, term);
+  fork.payload = Payload(std::string("fork"));
+  c.step(to, append_from(2, to, term, last, last_term, last + 1, {fork}));
+  c.step(to, heartbeat_from(2, to, term, last + 1));
+}
+
+// What a node answered a second leader: at least one answer, every one a rejection, none an
+// acknowledgement of its entries.
+void expect_only_rejections(const TestCluster& c, NodeId from, NodeId to, std::size_t first_ready) {
+  const std::vector<Message> answers = append_answers(c, from, to, first_ready);
+  ASSERT_FALSE(answers.empty()) << "node " << from << " did not answer node " << to;
+  for (const Message& m : answers) EXPECT_TRUE(m.reject) << "node " << from << " acknowledged";
+}
+
+// ...and each answer says why: the leader of the term the refusing node knows.
+void expect_refusals_name(const TestCluster& c, NodeId from, NodeId to, std::size_t first_ready,
+                          NodeId known_leader) {
+  for (const Message& m : append_answers(c, from, to, first_ready)) {
+    EXPECT_EQ(m.context, kOtherLeaderContext);
+    EXPECT_EQ(m.term_leader, known_leader);
+  }
+}
+
+TEST(SecondLeader, AFollowerOfLeaderAOfATermRefusesBOfTheSameTerm) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 3);
+  const Term term = c.raft(3).term();
+  const Index last = c.raft(3).last_index();
+  const Index commit = c.raft(3).commit_index();
+  ASSERT_EQ(c.raft(3).leader(), 1u);
+  c.isolate(1);
+  c.isolate(2);
+  const std::size_t readies = c.node(3).readies.size();
+  second_leader_writes(c, 3, term);
+  EXPECT_EQ(c.raft(3).last_index(), last) << "it took the second leader's entry";
+  EXPECT_EQ(c.raft(3).commit_index(), commit) << "it took the second leader's commit";
+  EXPECT_EQ(c.raft(3).leader(), 1u) << "it follows the second leader of its term";
+  expect_only_rejections(c, 3, 2, readies);
+  expect_refusals_name(c, 3, 2, readies, 1);
+  const TermLeaderClash& clash = c.raft(3).second_leader();
+  EXPECT_EQ(clash.count, 2u) << "the append and the heartbeat";
+  EXPECT_EQ(clash.term, term);
+  EXPECT_EQ(clash.known_leader, 1u);
+  EXPECT_EQ(clash.other_leader, 2u);
+  EXPECT_EQ(clash.refused_by, 3u);
+  // The real leader's messages are still taken.
+  c.heal();
+  ASSERT_TRUE(c.propose(1, {"after"}).proposed());
+  c.deliver_all();
+  EXPECT_EQ(c.raft(3).last_index(), last + 1);
+  EXPECT_EQ(c.node(3).log.entry(last + 1).payload, Payload("after"));
+  EXPECT_EQ(c.raft(3).second_leader().count, 2u);
+}
+
+// A snapshot of the second leader is refused like its appends: nothing installed. The bare core
+// (the replica prepares a received snapshot's data before its core sees it), restarted from a hard
+// state that names leader 1 of term 2.
+TEST(SecondLeader, ASnapshotOfTheSecondLeaderIsNotInstalled) {
+  Config config;
+  config.id = 3;
+  config.initial_conf.voters = {1, 2, 3};
+  config.snapshots = true;
+  HardState hard{2, 1, 0};
+  hard.leader = 1;
+  testing::BareNode node(config, entries_of_term(2), 0, hard);
+  EXPECT_EQ(node.raft->term_leader(), 1u);
+  auto snapshot_from = [](NodeId from) {
+    Message m;
+    m.type = MessageType::kSnapshot;
+    m.from = from;
+    m.to = 3;
+    m.term = 2;
+    Snapshot& snapshot = m.snapshot.emplace();
+    snapshot.index = 7;
+    snapshot.term = 2;
+    snapshot.conf.voters = {1, 2, 3};
+    return m;
+  };
+  node.raft->step(snapshot_from(2));
+  node.drain();
+  EXPECT_TRUE(node.snapshots.empty()) << "installed the second leader's snapshot";
+  EXPECT_EQ(node.raft->second_leader().count, 1u);
+  const std::vector<Message> answers = node.take(MessageType::kAppendResponse, 2);
+  ASSERT_EQ(answers.size(), 1u);
+  EXPECT_TRUE(answers[0].reject);
+  EXPECT_EQ(answers[0].context, kOtherLeaderContext);
+  EXPECT_EQ(answers[0].term_leader, 1u);
+  // The known leader's snapshot is installed.
+  node.raft->step(snapshot_from(1));
+  node.drain();
+  EXPECT_EQ(node.snapshots.size(), 1u);
+}
+
+// The refused leader learns it: a leader of the term records the refusal (and keeps leading); a
+// node that did not lead the term ignores such an answer (stale or forged).
+TEST(SecondLeader, TheRefusedLeaderIsToldAndKeepsLeading) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 2);
+  const Term term = c.raft(1).term();
+  Message refusal;
+  refusal.type = MessageType::kAppendResponse;
+  refusal.from = 3;
+  refusal.to = 1;
+  refusal.term = term;
+  refusal.reject = true;
+  refusal.context = kOtherLeaderContext;
+  refusal.term_leader = 2;
+  c.step(1, refusal);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  const TermLeaderClash& told = c.raft(1).leadership_refused();
+  EXPECT_EQ(told.count, 1u);
+  EXPECT_EQ(told.term, term);
+  EXPECT_EQ(told.known_leader, 2u);
+  EXPECT_EQ(told.other_leader, 1u);
+  EXPECT_EQ(told.refused_by, 3u);
+  // A follower of the term took no part: the same answer is nothing to it.
+  refusal.to = 2;
+  c.step(2, refusal);
+  EXPECT_EQ(c.raft(2).leadership_refused().count, 0u);
+  EXPECT_EQ(c.raft(2).leader(), 1u);
+  // The cluster goes on: the leader still commits with its followers.
+  ASSERT_TRUE(c.propose(1, {"still"}).proposed());
+  c.deliver_all();
+  EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).last_index());
+}
+
+TEST(SecondLeader, ALeaderRefusesAnAppendOfItsTermFromAnotherNode) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 2);
+  const Term term = c.raft(1).term();
+  const Index last = c.raft(1).last_index();
+  c.isolate(2);
+  c.isolate(3);
+  const std::size_t readies = c.node(1).readies.size();
+  second_leader_writes(c, 1, term);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  EXPECT_EQ(c.raft(1).last_index(), last);
+  // Told, not ignored: the second leader learns that a node knows another leader of its term.
+  expect_only_rejections(c, 1, 2, readies);
+}
+
+TEST(SecondLeader, AFollowerRestartedFromItsDiskStillRefusesTheSecondLeader) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 3);
+  const Term term = c.raft(3).term();
+  c.isolate(1);
+  c.isolate(2);
+  c.crash_restart(3);  // a power cut: only what it synced is left
+  ASSERT_EQ(c.raft(3).term(), term);
+  ASSERT_EQ(c.raft(3).leader(), kNoNode);
+  const Index last = c.raft(3).last_index();
+  const std::size_t readies = c.node(3).readies.size();
+  second_leader_writes(c, 3, term);
+  EXPECT_EQ(c.raft(3).last_index(), last) << "it took the second leader's entry after a restart";
+  EXPECT_NE(c.raft(3).leader(), 2u);
+  expect_only_rejections(c, 3, 2, readies);
+  expect_refusals_name(c, 3, 2, readies, 1);
+  EXPECT_EQ(c.raft(3).term_leader(), 1u) << "restored from HARDSTATE";
+}
+
+TEST(SecondLeader, ALeaderRestartedFromItsDiskRefusesAnotherLeaderOfTheTermItLed) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 3);
+  const Term term = c.raft(1).term();
+  c.isolate(2);
+  c.isolate(3);
+  c.crash_restart(1);
+  ASSERT_EQ(c.raft(1).role(), Role::kFollower);
+  ASSERT_EQ(c.raft(1).term(), term);
+  const Index last = c.raft(1).last_index();
+  const std::size_t readies = c.node(1).readies.size();
+  second_leader_writes(c, 1, term);
+  EXPECT_EQ(c.raft(1).last_index(), last);
+  EXPECT_NE(c.raft(1).leader(), 2u);
+  expect_only_rejections(c, 1, 2, readies);
+  expect_refusals_name(c, 1, 2, readies, 1);
+}
+
+// drills7 H3 in the core: leader 1 of term 1 holds every acknowledged entry; 2 and 3 lose their
+// whole data directories and restart at term 0 while 1 is cut off (and steps down); they elect 2
+// in term 1, the term 1 led. Node 1 keeps its log and follows nobody of term 1 but itself; node 3, which knows
+// leader 2 of term 1, refuses node 1's messages in turn.
+TEST(SecondLeader, TwoWipedNodesElectingALeaderOfTheDataNodesTermAreRefused) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 4);
+  ASSERT_EQ(c.raft(1).term(), 1u);
+  const Index last = c.raft(1).last_index();
+  std::vector<Entry> before;
+  for (Index i = 1; i <= last; ++i) before.push_back(c.node(1).log.entry(i));
+  c.isolate(1);
+  c.tick(1, 30);  // check-quorum: the data node steps down, still in term 1 (drills7's 1 s gap)
+  ASSERT_NE(c.raft(1).role(), Role::kLeader);
+  ASSERT_EQ(c.raft(1).term(), 1u);
+  c.restart_wiped(2);
+  c.restart_wiped(3);
+  ASSERT_TRUE(c.campaign_until_leader(2));
+  ASSERT_EQ(c.raft(2).term(), 1u) << "the wiped pair reuses term 1";
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(c.propose(2, {"fork" + std::to_string(i)}).proposed());
+    c.deliver_all();
+  }
+  ASSERT_GT(c.raft(2).last_index(), last) << "the fork's log reaches beyond node 1's";
+  c.heal();
+  c.tick_all(60);
+  EXPECT_NE(c.raft(1).leader(), 2u) << "the data node follows the second leader of term 1";
+  EXPECT_EQ(c.raft(1).last_index(), last) << "the data node took the second leader's entries";
+  for (const Entry& e : before) {
+    EXPECT_EQ(c.node(1).log.entry(e.index).payload, e.payload) << "index " << e.index;
+  }
+  EXPECT_EQ(c.raft(3).leader(), 2u);
+  // The data node and the second leader said so, naming each other.
+  EXPECT_GT(c.raft(1).second_leader().count, 0u);
+  EXPECT_EQ(c.raft(1).second_leader().known_leader, 1u);
+  EXPECT_EQ(c.raft(1).second_leader().other_leader, 2u);
+  EXPECT_GT(c.raft(2).leadership_refused().count, 0u);
+  EXPECT_EQ(c.raft(2).leadership_refused().known_leader, 1u);
+  // Health: the data node is NOT_SERVING while the second leader's messages keep coming.
+  const replica::NodeStatus status = c.replica(1).status();
+  EXPECT_NE(status.second_leader.find("term 1"), std::string::npos) << status.second_leader;
+  EXPECT_GT(status.second_leader_messages, 0u);
+  EXPECT_FALSE(c.replica(2).status().leadership_refused.empty());
+}
+
+// The term's leader is durable with the term: in the batch that first names it, with must_sync,
+// before the acknowledgement to it; and only once per term (no sync per append).
+TEST(SecondLeader, TheTermsLeaderIsSyncedOnceWhenFirstKnown) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 3);
+  std::size_t naming = 0;
+  for (const Ready& ready : c.node(3).readies) {
+    if (!ready.hard_state || ready.hard_state->leader == kNoNode) continue;
+    if (naming++ == 0) {
+      EXPECT_TRUE(ready.must_sync);
+      EXPECT_EQ(ready.hard_state->leader, 1u);
+    }
+  }
+  // The first batch naming leader 1, then commit-only changes (not synced for the leader).
+  std::size_t synced_for_leader = 0;
+  HardState previous;
+  for (const Ready& ready : c.node(3).readies) {
+    if (!ready.hard_state) continue;
+    if (ready.hard_state->leader != previous.leader) ++synced_for_leader;
+    previous = *ready.hard_state;
+  }
+  EXPECT_EQ(synced_for_leader, 1u);
+  // A restart keeps it.
+  c.crash_restart(3);
+  EXPECT_EQ(c.raft(3).term_leader(), 1u);
+  EXPECT_EQ(c.raft(3).hard_state().leader, 1u);
+}
+
+// A HARDSTATE of version 1 (an older binary) knows no leader: the first leader message of the
+// term is accepted as before, and only a later second one is refused.
+TEST(SecondLeader, ANodeRestoredWithoutTheTermsLeaderAcceptsTheFirstOneOnly) {
+  TestCluster c({1, 2, 3}, {entries_of_term(2), entries_of_term(2), entries_of_term(2)},
+                {HardState{2, 1, 0}, HardState{2, 1, 0}, HardState{2, 1, 0}});
+  ASSERT_EQ(c.raft(3).term_leader(), kNoNode);
+  c.isolate(1);
+  c.isolate(2);
+  c.step(3, append_from(1, 3, 2, 2, 2, 2, {}));
+  EXPECT_EQ(c.raft(3).leader(), 1u);
+  EXPECT_EQ(c.raft(3).term_leader(), 1u);
+  c.step(3, append_from(2, 3, 2, 2, 2, 2, {}));
+  EXPECT_EQ(c.raft(3).second_leader().count, 1u);
+  EXPECT_EQ(c.raft(3).leader(), 1u);
+}
+
+}  // namespace
+}  // namespace raftlog::raft
