@@ -31,8 +31,12 @@ bool Raft::Impl::refuse_second_leader(const Message& m) {
     note_leadership_refused(m);
     return true;
   }
-  if (!is_leader_message(m.type)) return false;
   const NodeId known = term_leader();
+  // Only the term's leader hands leadership over: a TimeoutNow from another node of our term is a
+  // second leader's, and obeying it would start a new term whose leader merges the two leaders'
+  // entries of this one silently (docs/raft.md). Dropped without an answer (it expects none).
+  if (m.type == MessageType::kTimeoutNow) return known != kNoNode && known != m.from;
+  if (!is_leader_message(m.type)) return false;
   if (known == kNoNode) {
     // The term's first leader we hear of: the message is handled as before (step_follower or
     // step_candidate follow it), and the driver makes it durable with the term (HardState::leader)

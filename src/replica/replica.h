@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "raft/raft.h"
+#include "replica/alarm_window.h"
 #include "replica/conf_state_file.h"
 #include "replica/dedup_table.h"
 #include "replica/disk_probe.h"
@@ -55,7 +56,6 @@
 #include "replica/topic_state_file.h"
 #include "replica/trim_progress.h"
 #include "store/commit_log.h"
-#include "replica/alarm_window.h"
 #include "util/rate_limit.h"
 
 namespace raftlog::replica {

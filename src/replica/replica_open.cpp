@@ -88,8 +88,8 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
       std::make_unique<raft::Raft>(raft_config, *replica->reader_, replica->persisted_hard_state_);
   replica->tell_core_trim_point_conf();
   const raft::HardState& hs = replica->persisted_hard_state_;
-  spdlog::info("node {}: restored term {} vote {} commit {}, log [{}, {}]", c.node_id, hs.term,
-               hs.vote, hs.commit, log.first_index(), log.last_index());
+  spdlog::info("node {}: restored term {} vote {} leader {} commit {}, log [{}, {}]", c.node_id,
+               hs.term, hs.vote, hs.leader, hs.commit, log.first_index(), log.last_index());
   replica->dedup_recorded_through_ =
       log.last_index();  // open_store() rebuilt the dedup table from the log
   replica->reported_durable_ =

@@ -76,13 +76,14 @@ void Cluster::check_snapshot_point(const Node& n, raft::Index point) {
 
 void Cluster::before_ready(Node& n, const raft::Ready& ready) {
   if (checker_.failed()) return;
-  // must_sync must cover every change of term, vote or log.
+  // must_sync must cover every change of term, vote, the term's leader or log.
   const bool log_changes =
       ready.snapshot || ready.truncate_from.has_value() || !ready.entries.empty();
   const bool vote_changes = ready.hard_state && (ready.hard_state->term != n.last_hard_state.term ||
-                                                 ready.hard_state->vote != n.last_hard_state.vote);
+                                                 ready.hard_state->vote != n.last_hard_state.vote ||
+                                                 ready.hard_state->leader != n.last_hard_state.leader);
   if ((log_changes || vote_changes) && !ready.must_sync) {
-    contract_violation(n, "changed its term, vote or log without must_sync");
+    contract_violation(n, "changed its term, vote, term's leader or log without must_sync");
     return;
   }
   if (ready.hard_state) n.last_hard_state = *ready.hard_state;
@@ -119,8 +120,8 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
     n.durable_hard_state.term = ready.hard_state->term;
     n.durable_hard_state.vote = ready.hard_state->vote;
     n.durable_hard_state.leader = ready.hard_state->leader;
-    trace_.log("n{} hard state t{} v{}", n.id, n.durable_hard_state.term,
-               n.durable_hard_state.vote);
+    trace_.log("n{} hard state t{} v{} leader n{}", n.id, n.durable_hard_state.term,
+               n.durable_hard_state.vote, n.durable_hard_state.leader);
     checker_.observe_durable_hard_state(n.id, n.durable_hard_state);
   }
   if (ready.snapshot) {

@@ -193,6 +193,33 @@ TEST(SecondLeader, ALeaderRefusesAnAppendOfItsTermFromAnotherNode) {
   EXPECT_EQ(c.raft(1).last_index(), last);
   // Told, not ignored: the second leader learns that a node knows another leader of its term.
   expect_only_rejections(c, 1, 2, readies);
+  expect_refusals_name(c, 1, 2, readies, 1);
+  EXPECT_EQ(c.raft(1).second_leader().count, 2u);
+  EXPECT_EQ(c.raft(1).second_leader().known_leader, 1u);
+  EXPECT_EQ(c.raft(1).second_leader().other_leader, 2u);
+}
+
+// Review L2: only the term's leader hands leadership over. A TimeoutNow of our term from another
+// node is a second leader's: obeyed, it started a new term, whose leader would merge the two
+// leaders' entries of this one silently.
+TEST(SecondLeader, ATimeoutNowFromASecondLeaderIsNotObeyed) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 2);
+  const Term term = c.raft(3).term();
+  c.isolate(1);
+  c.isolate(2);
+  Message timeout_now;
+  timeout_now.type = MessageType::kTimeoutNow;
+  timeout_now.from = 2;
+  timeout_now.to = 3;
+  timeout_now.term = term;
+  c.step(3, timeout_now);
+  EXPECT_EQ(c.raft(3).term(), term) << "it campaigned on a second leader's word";
+  EXPECT_EQ(c.raft(3).role(), Role::kFollower);
+  // The term's own leader is obeyed, as before.
+  timeout_now.from = 1;
+  c.step(3, timeout_now);
+  EXPECT_EQ(c.raft(3).term(), term + 1);
 }
 
 TEST(SecondLeader, AFollowerRestartedFromItsDiskStillRefusesTheSecondLeader) {

@@ -533,6 +533,12 @@ TEST_F(SnapshotInstallOffLoopTest, ASnapshotIsPreparedExactlyWhenTheCoreInstalls
   raft::Message no_voters = snapshot_of(10, 2, 2);
   no_voters.snapshot->conf = raft::ConfState{};
   expect(step_snapshot(no_voters), false, "an invalid configuration");
+  // Review oneterm5 M2: node 1 leads term 1 (build_old_state), so a snapshot of term 1 from node 3
+  // is a second leader's, which the core refuses whole (docs/raft.md, "A second leader of a term").
+  fresh();
+  raft::Message second_leader = snapshot_of(10, 1, 1);
+  second_leader.from = 3;
+  expect(step_snapshot(second_leader), false, "a second leader of the term");
   // The core judges the point against its own log, which runs ahead of the store's until its
   // Ready is handled: leader 1's append of term 2 replaces entry 4 (term 1) in the core only, and a
   // snapshot of (4, term 1) from a leader of term 3 in the same batch is one the core installs.
