@@ -155,6 +155,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.groups_refused_commits = wire.groups_refused_commits();
   status.storage_fault = wire.storage_fault();
   status.unvouched = wire.unvouched();
+  status.unvouched_hint = wire.unvouched_hint();
   status.committed_conflict = wire.committed_conflict();
   status.corrupt_index = wire.corrupt_index();
   status.scrub_bytes_verified = wire.scrub_bytes_verified();

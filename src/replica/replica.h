@@ -732,12 +732,22 @@ class Replica {
   bool unvouched_marker_ = false;  // DATA_DIR/UNVOUCHED exists (unvouched_marker.h)
   const char* unvouched_cause_ = kUnvouchedReason;  // node_status.h's sentence for what open found
   const char* unvouched_reason() const { return unvouched_cause_; }
+  // NodeStatus::unvouched_hint: "" unless the node has been unvouched without a leader for long.
+  void note_leader_for_unvouched_hint();  // every process() round
+  std::string unvouched_hint() const;
   std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
   bool not_founder_recorded_ = false;  // DATA_DIR/NOT_FOUNDER exists (not_founder_marker.h)
   util::RateLimit not_founder_log_{std::chrono::seconds(60)};
   std::uint64_t committed_conflicts_reported_ = 0;  // raft::CommittedConflict::count logged so far
   Clock::time_point committed_conflict_seen_at_{};  // when the count last rose (status, health)
+  // The last round (process()) that found this node vouched or its catch-up moving (term, leader,
+  // the leader's word, last index or commit changed), or its first: how long an unvouched node has
+  // waited with nothing moving (NodeStatus::unvouched_hint). Not "no leader known": a heartbeat
+  // queued before the node lost its log, delivered after its restart, names a leader it then keeps
+  // (a node that may not campaign never forgets its leader).
+  std::optional<Clock::time_point> unvouched_still_since_;
+  std::array<std::uint64_t, 6> unvouched_progress_{};
   util::RateLimit committed_conflict_log_{std::chrono::seconds(30)};
 
   DiskWatermark disk_;

@@ -3,6 +3,11 @@
 // node up, and the loud report of a leader's append that contradicts a committed entry.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <string>
+
 #include "replica/not_founder_marker.h"
 #include "replica/replica.h"
 #include "replica/unvouched_marker.h"
@@ -65,6 +70,16 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
     raft_config->vouching_term = found->vouching_term;
     raft_config->vouching_index = found->vouching_index;
     recorded_vouching_ = {found->vouching_term, found->vouching_index};
+  }
+  if (raft_config->unvouched_may_elect != raft::kNoNode) {
+    // The operator's word replaces a leader's for one candidate (raftlogd --unvouched-may-elect):
+    // loud, because it is only as safe as the operator's check that this candidate holds the log.
+    spdlog::critical("node {}: unvouched, and told to vote for node {} by the ordinary up-to-date "
+                     "rule (--unvouched-may-elect): any entry this node acknowledged before it "
+                     "lost its log that node {} lacks is lost if it wins; remove the flag once "
+                     "this node serves (docs/operations.md, \"Unvouched nodes\")",
+                     config_.node_id, raft_config->unvouched_may_elect,
+                     raft_config->unvouched_may_elect);
   }
   // "An empty log", not "an empty directory": a node that lost only log/ keeps its other files.
   spdlog::info("node {}: {}: this node grants no vote to a candidate with entries until a leader "
@@ -194,6 +209,34 @@ void Replica::report_committed_conflict() {
       conflict.own_term,
       *held_back == 0 ? std::string()
                       : " (" + std::to_string(*held_back) + " more such append(s) not logged)");
+}
+
+void Replica::note_leader_for_unvouched_hint() {
+  const std::pair<raft::Term, raft::Index> word = raft_->vouching();
+  const std::array<std::uint64_t, 6> progress = {raft_->term(),      raft_->leader(),
+                                                 word.first,         word.second,
+                                                 log_->last_index(), commit_};
+  if (!unvouched_still_since_ || !raft_->unvouched() || progress != unvouched_progress_) {
+    unvouched_still_since_ = deps_.clock();
+    unvouched_progress_ = progress;
+  }
+}
+
+std::string Replica::unvouched_hint() const {
+  if (!unvouched_still_since_ || !raft_->unvouched()) return "";
+  // Long past any election a healthy cluster holds: ten of the longest election timeouts, and at
+  // least kUnvouchedHintAfter (a node's first seconds after a start often pass without a leader).
+  const auto election_timeout = std::chrono::milliseconds(
+      2 * static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms);
+  const Clock::duration after =
+      std::max<Clock::duration>(kUnvouchedHintAfter, 10 * election_timeout);
+  const Clock::duration still = deps_.clock() - *unvouched_still_since_;
+  if (still < after) return "";
+  return "no leader has caught it up, or moved its log, for " +
+         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(still).count()) +
+         " s: if the nodes that hold the cluster's log cannot be elected (a majority lost their "
+         "logs, or nodes are down), it may be waiting for an operator (docs/operations.md, "
+         "\"Unvouched nodes\": bring the down nodes back, or --unvouched-may-elect)";
 }
 
 }  // namespace raftlog::replica

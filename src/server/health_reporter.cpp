@@ -23,7 +23,10 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
            "docs/operations.md, \"Membership\")";
   }
   if (status.unvouched) {
-    return status.unvouched_reason.empty() ? replica::kUnvouchedReason : status.unvouched_reason;
+    std::string reason =
+        status.unvouched_reason.empty() ? replica::kUnvouchedReason : status.unvouched_reason;
+    if (!status.unvouched_hint.empty()) reason += "; " + status.unvouched_hint;
+    return reason;
   }
   if (status.catching_up) {
     return "catching up to index " + std::to_string(status.catching_up_to_index) +
