@@ -205,12 +205,14 @@ bool read_config_file(const std::string& path, const std::set<std::string>& over
       *error = path + ":" + std::to_string(line_number) + ": a config file cannot name another";
       return false;
     }
-    // A one-time action: a supervisor reuses its config file at every start, and the flag left
-    // there would let a lost disk found a new cluster under this node's id (server/join.h).
-    if (name == "bootstrap-new-cluster") {
-      *error = path + ":" + std::to_string(line_number) +
-               ": bootstrap-new-cluster cannot come from a config file: give it on the command "
-               "line of the cluster's first start only";
+    // One-time actions: a supervisor reuses its config file at every start, and such a flag left
+    // there would act again after a later loss: found a new cluster under this node's id
+    // (server/join.h), or vote for a candidate that no longer holds the cluster's log
+    // (raft::Config::unvouched_may_elect).
+    if (name == "bootstrap-new-cluster" || name == "unvouched-may-elect") {
+      *error = path + ":" + std::to_string(line_number) + ": " + name +
+               " cannot come from a config file: it is a one-time action, give it on the "
+               "command line of the one start that needs it";
       return false;
     }
     if (overridden.contains(name)) continue;

@@ -165,6 +165,17 @@ TEST_F(RaftlogdFlagsTest, BootstrapNewClusterIsRefusedWhereItFoundsNothingAndFro
                  "bootstrap-new-cluster cannot come from a config file", "from a config file");
 }
 
+// --unvouched-may-elect (drills7 H4) is a one-time action too: not from a config file, and never
+// naming the node itself (the core's configuration check).
+TEST_F(RaftlogdFlagsTest, UnvouchedMayElectIsRefusedFromAConfigFileAndForItself) {
+  const std::string config = dir_ + "/raftlogd.conf";
+  std::ofstream(config) << "unvouched-may-elect = 2\n";
+  expect_refused(raftlogd("--config " + config),
+                 "unvouched-may-elect cannot come from a config file", "from a config file");
+  expect_refused(raftlogd("--unvouched-may-elect 1 --bootstrap-new-cluster"),
+                 "unvouched_may_elect must name another node", "naming itself");
+}
+
 TEST(RaftlogdFlags, NoFlagsNamesEveryRequiredFlagAndAnExample) {
   const ProcessRun run = run_stderr(RAFTLOGD_PATH);
   EXPECT_EQ(run.exit_code, 2) << run.err;
