@@ -25,8 +25,14 @@ inline constexpr const char* kUnvouchedResumedReason =
     "restarted before a leader had caught it up since it started with an empty log "
     "(DATA_DIR/UNVOUCHED): waiting for a leader to catch it up before it votes";
 
-// An unvouched node that saw nothing move for this long says it may be waiting for an operator.
+// An unvouched node that saw nothing move for this long, while candidates with entries asked for
+// its vote, says it may be waiting for an operator.
 inline constexpr std::chrono::seconds kUnvouchedHintAfter{10};
+// What health adds to the unvouched reason then: constant, unlike NodeStatus::unvouched_hint.
+inline constexpr const char* kUnvouchedHintHealth =
+    "it refuses candidates with entries and nothing has moved for long: if a majority of the nodes "
+    "lost their logs it may be waiting for an operator (raftlogctl status; docs/operations.md, "
+    "\"Unvouched nodes\")";
 
 struct PeerStatus {
   std::uint64_t id = 0;

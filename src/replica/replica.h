@@ -748,6 +748,15 @@ class Replica {
   // (a node that may not campaign never forgets its leader).
   std::optional<Clock::time_point> unvouched_still_since_;
   std::array<std::uint64_t, 6> unvouched_progress_{};
+  // The last (pre-)vote request of a candidate with entries while unvouched: the hint is given only
+  // while such candidates keep asking (review of bootstrap5, M4: a joiner waiting for `members add`
+  // or a founder whose peers had not started was sent to --unvouched-may-elect).
+  std::optional<Clock::time_point> candidate_with_entries_at_;
+  util::RateLimit may_elect_override_log_{std::chrono::seconds(30)};
+  // Before the core judges a (pre-)vote request: notes a candidate with entries for the hint, and
+  // says loudly when --unvouched-may-elect makes the node grant a candidate whose log lacks what a
+  // leader told it was committed (review of bootstrap5, M3).
+  void note_vote_request_while_unvouched(const raft::Message& message);
   util::RateLimit committed_conflict_log_{std::chrono::seconds(30)};
 
   DiskWatermark disk_;

@@ -25,7 +25,9 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   if (status.unvouched) {
     std::string reason =
         status.unvouched_reason.empty() ? replica::kUnvouchedReason : status.unvouched_reason;
-    if (!status.unvouched_hint.empty()) reason += "; " + status.unvouched_hint;
+    // A constant sentence: the hint counts seconds, and health logs every change of its reason
+    // (review of bootstrap5, M1: one line a second for as long as the node waited).
+    if (!status.unvouched_hint.empty()) reason += std::string("; ") + replica::kUnvouchedHintHealth;
     return reason;
   }
   if (status.catching_up) {

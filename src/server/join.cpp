@@ -149,10 +149,13 @@ std::string write_join_record(const std::string& data_dir, const JoinRecord& rec
 
 bool data_dir_has_state(const std::string& data_dir) {
   store::Env* env = store::Env::posix();
-  for (const char* name : {"log", "HARDSTATE", "CONFSTATE"}) {
+  for (const char* name : {"HARDSTATE", "CONFSTATE"}) {
     if (env->exists(store::join_path(data_dir, name))) return true;
   }
-  return false;
+  // An empty log/ is no state: a replaced disk whose provisioning recreates the directory (a
+  // separate log volume's mount point) would otherwise pass for a node (review of bootstrap5, L10).
+  auto files = env->list_dir(store::join_path(data_dir, "log"));
+  return files.ok() && !files->empty();
 }
 
 BootstrapDecision decide_bootstrap(const NodeConfig& config, bool joins,
@@ -200,7 +203,7 @@ BootstrapDecision decide_bootstrap(const NodeConfig& config, bool joins,
       "apart. Started, it would found a one-node cluster that acknowledges appends by itself (a "
       "fork, if it was a member). If node " + id + " was a member of a cluster, do not start it "
       "under this id: replace it under a new id (a new node with --join, then raftlogctl members "
-      "replace " + id + " NEW_ID NEW_ADDRESS; docs/operations.md, \"Unvouched nodes\"). If this is a "
+      "replace " + id + " NEW_ID NEW_ADDRESS; docs/operations.md, \"Membership\"). If this is a "
       "new cluster, start it once with --bootstrap-new-cluster (and not at later starts)";
   return decision;
 }

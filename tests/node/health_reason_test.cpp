@@ -33,8 +33,13 @@ TEST(HealthReason, AnUnvouchedNodeWaitingLongForALeaderSaysAnOperatorMayBeNeeded
   status.unvouched_reason = replica::kUnvouchedLogLostReason;
   EXPECT_EQ(not_serving_reason(status), replica::kUnvouchedLogLostReason);
   status.unvouched_hint = "no leader has caught it up, or moved its log, for 12 s: ...";
-  EXPECT_EQ(not_serving_reason(status), std::string(replica::kUnvouchedLogLostReason) + "; " +
-                                            status.unvouched_hint);
+  const std::string reason = not_serving_reason(status);
+  EXPECT_EQ(reason, std::string(replica::kUnvouchedLogLostReason) + "; " +
+                        replica::kUnvouchedHintHealth);
+  // A second later the hint counts 13 s; health's reason, which is logged at every change, does
+  // not (review of bootstrap5, M1: one log line a second).
+  status.unvouched_hint = "no leader has caught it up, or moved its log, for 13 s: ...";
+  EXPECT_EQ(not_serving_reason(status), reason);
 }
 
 TEST(HealthReason, EachStateThatIsNotAFullReplicaNamesItsReason) {

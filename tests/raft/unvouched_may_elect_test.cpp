@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "shared/captured_log.h"
 #include "test_cluster.h"
 #include "unvouched_messages.h"
 
@@ -83,7 +84,7 @@ TEST(UnvouchedMayElect, WithoutItTwoNodesThatLostTheirLogsElectNobodyForGood) {
   // known" before), and the node holding the log, which is not unvouched, says nothing of it.
   for (NodeId id : {2, 3}) {
     const std::string hint = c.replica(id).status().unvouched_hint;
-    EXPECT_NE(hint.find("or moved its log, for 1"), std::string::npos) << hint;
+    EXPECT_NE(hint.find("nothing has moved for 1"), std::string::npos) << hint;
     EXPECT_NE(hint.find("waiting for an operator"), std::string::npos) << hint;
     EXPECT_NE(hint.find("--unvouched-may-elect"), std::string::npos) << hint;
   }
@@ -135,6 +136,39 @@ TEST(UnvouchedMayElect, OneNodeRestartedNamingTheHolderEndsTheWedgeAndEveryEntry
           << "node " << id << " index " << index;
     }
   }
+}
+
+// Review of bootstrap5 (M3, L5, L6): a node that crashed in the middle of its catch-up holds a
+// leader's word (term 2, commit 5) and entries 1..3. The named candidate is still judged by the
+// up-to-date rule against those entries; a named candidate whose log does not meet the word is
+// granted by the operator's word, said `critical`; and one vote per term holds against a candidate
+// that meets the word.
+TEST(UnvouchedMayElect, WithALeadersWordTheRulesStillHoldAndAnOverrideIsSaidLoudly) {
+  TestCluster c({1, 2, 3});
+  c.isolate(1);
+  c.isolate(3);
+  c.step(2, append_from(1, 2, 2, 0, 0, 5, {entry_at(1, 2), entry_at(2, 2), entry_at(3, 2)}));
+  ASSERT_EQ(c.raft(2).last_index(), 3U);
+  ASSERT_TRUE(c.raft(2).unvouched());
+  ASSERT_EQ(c.raft(2).vouching(), (std::pair<Term, Index>{2, 5}));
+  c.node(2).config.raft.unvouched_may_elect = 3;
+  c.crash_restart(2);
+  ASSERT_TRUE(c.raft(2).unvouched());
+  ASSERT_EQ(c.raft(2).vouching(), (std::pair<Term, Index>{2, 5}));
+  const Term term = c.raft(2).term();
+  raftlog::testing::CapturedLog log(spdlog::level::info);
+  // Named, but behind this node's own entries: refused by the up-to-date rule.
+  EXPECT_EQ(answer_to(c, vote_request(3, 2, term + 1, 2, 2, /*pre_vote=*/true)), false);
+  // Named, ahead of this node's log but short of the word's commit 5: granted, said loudly (once
+  // per 30 s: the request above said it already).
+  EXPECT_EQ(answer_to(c, vote_request(3, 2, term + 1, 4, 2, /*pre_vote=*/false)), true);
+  EXPECT_NE(log.text().find("but the leader of term 2 told this node that entries up to 5 are "
+                            "committed"),
+            std::string::npos)
+      << log.text();
+  // Node 1 meets the word (a grant without any flag), but node 2 voted for 3 in this term.
+  EXPECT_EQ(answer_to(c, vote_request(1, 2, term + 1, 5, 2, /*pre_vote=*/false)), false);
+  EXPECT_EQ(answer_to(c, vote_request(1, 2, term + 2, 5, 2, /*pre_vote=*/false)), true);
 }
 
 }  // namespace
