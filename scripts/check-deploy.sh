@@ -163,7 +163,7 @@ health_cases() {
   read -r -a ports <<<"$(free_ports 4)"
   mkdir -p "$work/health/leader" "$work/health/alone"
   "$bin_dir/raftlogd" --id 1 --members "1=127.0.0.1:${ports[0]}" --data-dir "$work/health/leader" \
-    --segment-size 1MiB --max-entry-size 64KiB >"$work/health/leader.log" 2>&1 </dev/null &
+    --segment-size 1MiB --max-entry-size 64KiB --bootstrap-new-cluster >"$work/health/leader.log" 2>&1 </dev/null &
   pid_leader=$!; track_pid "$pid_leader"
   (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$work/health/peer-secret")
   "$bin_dir/raftlogd" --id 1 --members "1=127.0.0.1:${ports[1]},2=127.0.0.1:${ports[2]},3=127.0.0.1:${ports[3]}" \

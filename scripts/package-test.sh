@@ -91,7 +91,7 @@ check "the installed unit runs the installed raftlogd" grep -q '^ExecStart=/usr/
 # The installed raftlogd runs a one-node cluster that the installed raftlogctl finds a leader in.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$root/usr/bin/raftlogd" --id 1 --members "1=127.0.0.1:$port" --data-dir "$work/data" --segment-size 8MiB \
-  --max-entry-size 64KiB >"$work/raftlogd.log" 2>&1 &
+  --max-entry-size 64KiB --bootstrap-new-cluster >"$work/raftlogd.log" 2>&1 &
 node=$!
 leader=""
 for _ in $(seq 1 100); do

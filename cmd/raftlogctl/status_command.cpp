@@ -172,6 +172,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"catching_up_to_index\":" << s.catching_up_to_index
              << ",\"storage_fault\":" << json_string(s.storage_fault)
              << ",\"unvouched\":" << (s.unvouched ? "true" : "false")
+             << ",\"unvouched_hint\":" << json_string(s.unvouched_hint)
              << ",\"committed_conflict\":" << json_string(s.committed_conflict)
              << ",\"second_leader\":" << json_string(s.second_leader)
              << ",\"leadership_refused\":" << json_string(s.leadership_refused)
@@ -259,6 +260,9 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
                                      std::to_string(s.catching_up_to_index) + ")"
                                : std::string())
              << "\n";
+    // drills7 H4: with a majority's logs lost, nothing is ever elected, and "no leader" alone
+    // read as an election in progress.
+    if (!s.unvouched_hint.empty()) io.out << "    " << s.unvouched_hint << "\n";
     } else if (s.catching_up) {
       io.out << "    CATCHING UP to index " << s.catching_up_to_index << " after a storage fault ("
              << (s.storage_fault.empty() ? std::string("reason not reported") : s.storage_fault)

@@ -205,6 +205,16 @@ bool read_config_file(const std::string& path, const std::set<std::string>& over
       *error = path + ":" + std::to_string(line_number) + ": a config file cannot name another";
       return false;
     }
+    // One-time actions: a supervisor reuses its config file at every start, and such a flag left
+    // there would act again after a later loss: found a new cluster under this node's id
+    // (server/join.h), or vote for a candidate that no longer holds the cluster's log
+    // (raft::Config::unvouched_may_elect).
+    if (name == "bootstrap-new-cluster" || name == "unvouched-may-elect") {
+      *error = path + ":" + std::to_string(line_number) + ": " + name +
+               " cannot come from a config file: it is a one-time action, give it on the "
+               "command line of the one start that needs it";
+      return false;
+    }
     if (overridden.contains(name)) continue;
     args->push_back("--" + name + "=" + value);
   }
@@ -250,6 +260,18 @@ int main(int argc, char** argv) {
                     "join a running cluster through these members (an empty data directory: ask "
                     "them for the member list; then `raftlogctl members add` this node); "
                     "--members then names this node alone, with its own address");
+  bool bootstrap_new_cluster = false;
+  flags.bool_flag("bootstrap-new-cluster", &bootstrap_new_cluster,
+                  "found a new cluster of this node alone (--members naming it alone) on an empty "
+                  "data directory; without it such a start exits 2, because it cannot tell a new "
+                  "cluster from a member whose disk was lost. First start only: ignored (with a "
+                  "warning) once the directory holds the node");
+  flags.uint_flag("unvouched-may-elect", &config.unvouched_may_elect, "ID",
+                  "an operator's way out when a majority lost their logs and nobody can be "
+                  "elected: while this node is unvouched it may vote for node ID by the ordinary "
+                  "up-to-date rule. Only after checking that node ID holds the cluster's log "
+                  "(docs/operations.md, \"Unvouched nodes\"); remove it once the node serves",
+                  {1, std::numeric_limits<std::uint64_t>::max()});
   flags.uint_flag("join-timeout-ms", &join_timeout_ms, "MS",
                   "how long --join waits for a member to list the members", {100, 600000});
   flags.string_flag("data-dir", &config.data_dir, "DIR",
@@ -422,6 +444,8 @@ int main(int argc, char** argv) {
     if (merged.empty()) {
       std::cerr << "A node needs at least: raftlogd --id 1 --members 1=127.0.0.1:7001 --data-dir "
                    "/var/lib/raftlog/1\n"
+                   "(and --bootstrap-new-cluster at the first start of a node that is its own "
+                   "cluster)\n"
                    "(or --config FILE with those options; docs/configuration.md).\n";
     }
     std::cerr << "Run 'raftlogd --help' for every flag.\n";
@@ -460,6 +484,14 @@ int main(int argc, char** argv) {
     std::cerr << "raftlogd: " << problem << "\n";
     return raftlog::cli::kExitUsage;
   }
+  // The flag's contradictions that the command line shows, before the data directory is created
+  // (decide_bootstrap below also sees a JOIN record's members).
+  if (bootstrap_new_cluster && (!join_text.empty() || config.members.size() != 1)) {
+    std::cerr << "raftlogd: "
+              << raftlog::server::decide_bootstrap(config, !join_text.empty(), true).refusal
+              << "\n";
+    return raftlog::cli::kExitUsage;
+  }
   // One process per data directory, before anything in it is read or written (JOIN, IDENTITY, the
   // log): held until this process exits (server/data_dir_lock.h).
   std::string lock_problem;
@@ -472,6 +504,13 @@ int main(int argc, char** argv) {
     if (int code = prepare_join(join_text, join_timeout_ms, &config); code >= 0) return code;
   } else if (int code = apply_recorded_join(&config); code >= 0) {
     return code;
+  }
+  // After the JOIN record: a joined node's configuration comes from it, not from --members.
+  const raftlog::server::BootstrapDecision bootstrap =
+      raftlog::server::decide_bootstrap(config, !join_text.empty(), bootstrap_new_cluster);
+  if (!bootstrap.refusal.empty()) {
+    std::cerr << "raftlogd: " << bootstrap.refusal << "\n";
+    return raftlog::cli::kExitUsage;
   }
   // Certificate problems are configuration errors too: report them before touching the data.
   raftlog::server::NodeTls tls;
@@ -492,6 +531,12 @@ int main(int argc, char** argv) {
   }
 
   spdlog::info("{}: starting node {}", raftlog::util::version_line("raftlogd"), config.node_id);
+  if (!bootstrap.warning.empty()) spdlog::warn("node {}: {}", config.node_id, bootstrap.warning);
+  if (bootstrap.founds) {
+    spdlog::warn("node {}: founding a new cluster of this node alone in {} "
+                 "(--bootstrap-new-cluster); remove the flag from later starts",
+                 config.node_id, config.data_dir);
+  }
   // Before Server::start creates the threads whose buffers it governs.
   if (std::string problem = raftlog::raftlogd::apply_allocator_policy(allocator_retain_bytes);
       !problem.empty()) {

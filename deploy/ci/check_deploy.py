@@ -399,8 +399,10 @@ def check_k8s_membership(config_maps: dict, containers: list[dict], replicas: in
         problems.add(f"bootstrap-ordinals {founders} must be 0..N-1 for a new cluster")
     if replicas < len(founders):
         problems.add(f"{replicas} replicas but {len(founders)} founding pods: the cluster could never form")
-    if not str(data.get("next-id", "")).isdigit() or int(data.get("next-id", 0)) <= len(founders):
-        problems.add(f"next-id {data.get('next-id')!r} must be above every founder's id ({len(founders)})")
+    # Exactly one past the founders: the start script reads a higher next-id as "the membership
+    # changed" and then bootstraps no founder (deploy/docker/k8s-start.sh).
+    if not str(data.get("next-id", "")).isdigit() or int(data.get("next-id", 0)) != len(founders) + 1:
+        problems.add(f"next-id {data.get('next-id')!r} must be one past the founders' ids ({len(founders) + 1})")
     if data.get("join-ids", "").strip():
         problems.add("join-ids must start empty (deploy/k8s/raftlog-members assigns ids)")
     for c in containers:
@@ -408,7 +410,7 @@ def check_k8s_membership(config_maps: dict, containers: list[dict], replicas: in
             problems.add(f"container {c['name']}: command must be [raftlog-k8s-start] (joins, restarts, bootstraps)")
         env = {e["name"]: e for e in c.get("env", [])}
         for name, key in (("RAFTLOG_BOOTSTRAP_ORDINALS", "bootstrap-ordinals"), ("RAFTLOG_JOIN_IDS", "join-ids"),
-                          ("RAFTLOG_JOIN_SEEDS", "join-seeds")):
+                          ("RAFTLOG_JOIN_SEEDS", "join-seeds"), ("RAFTLOG_NEXT_ID", "next-id")):
             ref = env.get(name, {}).get("valueFrom", {}).get("configMapKeyRef", {})
             if ref.get("name") != "raftlog-members" or ref.get("key") != key:
                 problems.add(f"container {c['name']}: env {name} must come from ConfigMap raftlog-members key {key}")

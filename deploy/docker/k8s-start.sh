@@ -7,7 +7,11 @@
 #              by this script at the node's first start) or, for volumes made before this script,
 #              DIR/IDENTITY; a node that joined (DIR/JOIN) restarts with --join, a founder without.
 #   bootstrap  empty volume and the pod's ordinal is in $RAFTLOG_BOOTSTRAP_ORDINALS: a founder, node
-#              id = ordinal + 1, members from the config file (the cluster's first start).
+#              id = ordinal + 1, members from the config file (the cluster's first start). Only
+#              while the membership never changed: once raftlog-members gave out an id
+#              ($RAFTLOG_JOIN_IDS not empty, or $RAFTLOG_NEXT_ID above the founders' ids) the
+#              founders' --members no longer describe the cluster, and a founder ordinal's empty
+#              volume is a lost one (or a founder that never started): exit 2, replace it.
 #   join       empty volume, any other ordinal: node id from $RAFTLOG_JOIN_IDS ("ORDINAL=ID ..."),
 #              which deploy/k8s/raftlog-members writes before it scales up or replaces a volume; the
 #              node starts with --join $RAFTLOG_JOIN_SEEDS and waits until that tool adds it.
@@ -20,7 +24,8 @@
 #   raftlog-k8s-start --decide               print the decision ("bootstrap 1", "join 6 ...") only
 #
 # Inputs: host name "<statefulset>-<ordinal>", $RAFTLOG_DATA_DIR (default /var/lib/raftlog),
-# $RAFTLOG_BOOTSTRAP_ORDINALS, $RAFTLOG_JOIN_IDS, $RAFTLOG_JOIN_SEEDS (HOST:PORT,...) and
+# $RAFTLOG_BOOTSTRAP_ORDINALS, $RAFTLOG_JOIN_IDS, $RAFTLOG_NEXT_ID (optional: the ConfigMap's next-id),
+# $RAFTLOG_JOIN_SEEDS (HOST:PORT,...) and
 # $RAFTLOG_PEER_DOMAIN (the headless Service's domain: this pod's address is
 # <host>.<domain>:$RAFTLOG_PORT, port default 7001). Tested by tests/deploy/k8s_start_test.sh.
 set -eu
@@ -53,6 +58,29 @@ if [ "$host" = "$ordinal" ] || [ -z "$ordinal" ] || [ "${#ordinal}" -gt 9 ]; the
 fi
 RAFTLOG_BOOTSTRAP_ORDINALS=${RAFTLOG_BOOTSTRAP_ORDINALS:-}
 RAFTLOG_JOIN_IDS=${RAFTLOG_JOIN_IDS:-}
+RAFTLOG_NEXT_ID=${RAFTLOG_NEXT_ID:-}
+
+# Why the membership is known to have changed since the founders' first start, or nothing:
+# raftlog-members assigned an id (join-ids), or gave out ids since (next-id above the founders'
+# ids, ordinal + 1 for the highest bootstrap ordinal: the ConfigMap starts at that + 1; scaling
+# down drops join-ids entries but never lowers next-id). A founder ordinal with an empty volume is
+# then never bootstrapped (drills7 M6): the founders' --members are stale, and an empty directory
+# under a founder's id would vote without the log and hard state that id had.
+membership_changed() {
+  if [ -n "$(echo "$RAFTLOG_JOIN_IDS" | tr -d ' ')" ]; then
+    echo "join-ids '$RAFTLOG_JOIN_IDS'"
+    return 0
+  fi
+  [ -n "$RAFTLOG_NEXT_ID" ] || return 0
+  is_node_id "$RAFTLOG_NEXT_ID" || fail "RAFTLOG_NEXT_ID (the ConfigMap's next-id) is '$RAFTLOG_NEXT_ID', not a node id"
+  highest=-1
+  for bootstrap_ordinal in $RAFTLOG_BOOTSTRAP_ORDINALS; do
+    if [ "$bootstrap_ordinal" -gt "$highest" ]; then highest=$bootstrap_ordinal; fi
+  done
+  if [ "$RAFTLOG_NEXT_ID" -gt $((highest + 2)) ]; then
+    echo "next-id $RAFTLOG_NEXT_ID (above the founders' ids 1..$((highest + 1)))"
+  fi
+}
 
 # Sets $mode (bootstrap | join) and $id.
 decide() {
@@ -87,7 +115,13 @@ decide() {
     fi
   done
   for bootstrap_ordinal in $RAFTLOG_BOOTSTRAP_ORDINALS; do
-    if [ "$bootstrap_ordinal" = "$ordinal" ]; then id=$((ordinal + 1)); mode='bootstrap'; return 0; fi
+    if [ "$bootstrap_ordinal" = "$ordinal" ]; then
+      changed=$(membership_changed) || exit 2
+      if [ -n "$changed" ]; then
+        fail "pod $host has an empty volume and is a founder ordinal, but the cluster's membership changed since its first start ($changed): its volume was lost (or it never started), and node $((ordinal + 1)) must not start empty under its old id with the founders' members; replace it with deploy/k8s/raftlog-members replace $ordinal (docs/operations.md, \"Membership on Kubernetes\")"
+      fi
+      id=$((ordinal + 1)); mode='bootstrap'; return 0
+    fi
   done
   id=$(assigned_id "$ordinal")
   [ -n "$id" ] || fail "pod $host has an empty volume, is not a bootstrap pod ($RAFTLOG_BOOTSTRAP_ORDINALS) and has no id in RAFTLOG_JOIN_IDS: scale or replace with deploy/k8s/raftlog-members, which assigns one"

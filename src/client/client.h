@@ -260,6 +260,7 @@ struct NodeStatus {
   std::uint64_t catching_up_to_index = 0;
   std::string storage_fault;
   bool unvouched = false;          // waits for a leader to catch it up (client.proto)
+  std::string unvouched_hint;      // unvouched without a leader for long: may wait for an operator
   std::string committed_conflict;  // a leader's append contradicted a committed entry ("": none)
   std::string second_leader;       // a second leader of its term is refused ("": none lately)
   std::string leadership_refused;  // a node refuses its leadership of a term ("": none lately)

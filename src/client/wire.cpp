@@ -156,6 +156,7 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.groups_refused_commits = wire.groups_refused_commits();
   status.storage_fault = wire.storage_fault();
   status.unvouched = wire.unvouched();
+  status.unvouched_hint = wire.unvouched_hint();
   status.committed_conflict = wire.committed_conflict();
   status.second_leader = wire.second_leader();
   status.leadership_refused = wire.leadership_refused();

@@ -92,6 +92,10 @@ std::string validate_config(const Config& config) {
       return "Config::conf_history indexes must increase";
     }
   }
+  if (config.unvouched_may_elect == config.id) {
+    return "Config::unvouched_may_elect must name another node (an unvouched node with entries "
+           "never campaigns, and one with an empty log needs no word to vote for itself)";
+  }
   if (config.heartbeat_ticks < 1) return "Config::heartbeat_ticks must be >= 1";
   if (config.election_ticks <= config.heartbeat_ticks) {
     return "Config::election_ticks must be greater than heartbeat_ticks";

@@ -107,6 +107,14 @@ struct Config {
   // unvouched vote rule otherwise granted empty candidates until a leader named a commit above 0,
   // and a founder restarted empty with a stale bootstrap configuration won with such a vote.
   bool never_founds = false;
+  // An operator's way out of the unvouched wedge (raftlogd --unvouched-may-elect; docs/raft.md,
+  // "Unvouched nodes", and docs/operations.md): while unvouched, this node grants a (pre-)vote to
+  // this candidate by the ordinary rules (the up-to-date rule against its own log, one vote per
+  // term), without a leader's word. It vouches for nothing by itself, leaves every other rule as is
+  // (an empty candidate is still refused under never_founds, a storage-fault catch-up still grants
+  // nothing) and is meant for one case: a majority lost their logs, so nobody can be elected, and
+  // the operator checked that this candidate holds the cluster's log. kNoNode: none.
+  NodeId unvouched_may_elect = kNoNode;
 
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
   std::uint64_t random_seed = 1;

@@ -374,6 +374,10 @@ bool Raft::Impl::unvouched_may_grant(const Message& m) const {
   // An empty log only while no leader named a commit above 0: after that, entries 1..c are known
   // to be committed, and an empty candidate lacks them all.
   if (m.index == 0) return vouch_index_ == 0;
+  // The operator's word (Config::unvouched_may_elect; drills7 H4): this candidate is granted as if a
+  // leader's word vouched for its log, by the ordinary rules that follow (one vote per term, the
+  // up-to-date rule). The operator checked that it holds the cluster's log; nobody else can know.
+  if (config_.unvouched_may_elect != kNoNode && m.from == config_.unvouched_may_elect) return true;
   // The word counts only once a stale match is ruled out (review amnesia2 H1): until then the
   // leader may still hold this node's match from before the loss and count it toward commits this
   // node never hears of (a heartbeat naming commit 0 engages no catch-up, and the rejections of its

@@ -25,6 +25,15 @@ inline constexpr const char* kUnvouchedResumedReason =
     "restarted before a leader had caught it up since it started with an empty log "
     "(DATA_DIR/UNVOUCHED): waiting for a leader to catch it up before it votes";
 
+// An unvouched node that saw nothing move for this long, while candidates with entries asked for
+// its vote, says it may be waiting for an operator.
+inline constexpr std::chrono::seconds kUnvouchedHintAfter{10};
+// What health adds to the unvouched reason then: constant, unlike NodeStatus::unvouched_hint.
+inline constexpr const char* kUnvouchedHintHealth =
+    "it refuses candidates with entries and nothing has moved for long: if a majority of the nodes "
+    "lost their logs it may be waiting for an operator (raftlogctl status; docs/operations.md, "
+    "\"Unvouched nodes\")";
+
 struct PeerStatus {
   std::uint64_t id = 0;
   std::string address;
@@ -73,6 +82,12 @@ struct NodeStatus {
   bool unvouched = false;
   // Why, while unvouched (one of the kUnvouched*Reason sentences above); "" otherwise.
   std::string unvouched_reason;
+  // While unvouched and nothing moved for a long while (no leader caught it up: term, leader,
+  // word, log and commit unchanged for kUnvouchedHintAfter, or ten election timeouts if longer): a sentence saying the node may be waiting for an operator (a
+  // majority lost their logs: docs/operations.md, "Unvouched nodes", --unvouched-may-elect); ""
+  // otherwise. Shown by health and `raftlogctl status` after the reason (outside test drills7 H4:
+  // three NOT_SERVING nodes said only that no leader was known).
+  std::string unvouched_hint;
   // A leader's append contradicted a committed entry of this node (raft::CommittedConflict): "" when
   // none did since start, else a sentence (index, both terms, the leader). Health NOT_SERVING, and
   // committed_conflicts counts such appends (a metric).

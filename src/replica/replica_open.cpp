@@ -79,6 +79,11 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
   raft_config.retired_ids = replica->conf_state_file_->retired();
   replica->assess_recovery(&raft_config);
   if (!replica->open_unvouched_marker(&raft_config, error)) return nullptr;
+  if (!raft_config.unvouched && raft_config.unvouched_may_elect != raft::kNoNode) {
+    spdlog::warn("node {}: --unvouched-may-elect {} is ignored: this node is not unvouched (its "
+                 "log holds entries, or it is a sole member); remove the flag",
+                 c.node_id, raft_config.unvouched_may_elect);
+  }
   if (!replica->open_not_founder_marker(&raft_config, error)) return nullptr;
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
@@ -486,6 +491,7 @@ NodeStatus Replica::status() {
   status.storage_fault = status.catching_up ? catch_up_reason() : "";
   status.unvouched = raft_->unvouched();
   if (status.unvouched) status.unvouched_reason = unvouched_reason();
+  status.unvouched_hint = unvouched_hint();
   const raft::CommittedConflict& conflict = raft_->committed_conflict();
   status.committed_conflicts = conflict.count;
   // NOT_SERVING (a non-empty sentence) only while such appends keep coming: a leader that cannot

@@ -410,6 +410,9 @@ void Replica::step(raft::Message message) {
     if (failed_) return;
     hold_back_config_entries(message);
   }
+  if (message.type == raft::MessageType::kPreVote || message.type == raft::MessageType::kVote) {
+    note_vote_request_while_unvouched(message);
+  }
   const bool from_leader =
       message.type == raft::MessageType::kAppend || message.type == raft::MessageType::kHeartbeat;
   const raft::NodeId from = message.from;

@@ -3,6 +3,11 @@
 // node up, and the loud report of a leader's append that contradicts a committed entry.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <string>
+
 #include "replica/not_founder_marker.h"
 #include "replica/replica.h"
 #include "replica/unvouched_marker.h"
@@ -65,6 +70,27 @@ bool Replica::open_unvouched_marker(raft::Config* raft_config, NodeError* error)
     raft_config->vouching_term = found->vouching_term;
     raft_config->vouching_index = found->vouching_index;
     recorded_vouching_ = {found->vouching_term, found->vouching_index};
+  }
+  if (raft_config->unvouched_may_elect != raft::kNoNode) {
+    // A typo would leave the wedge in place with nothing said (review of bootstrap5, L7).
+    const raft::ConfState& conf = raft_config->conf_history.empty()
+                                 ? raft_config->initial_conf
+                                 : raft_config->conf_history.back().conf;
+    if (!raft::is_voter(conf, raft_config->unvouched_may_elect)) {
+      *error = make_error(ErrorCode::kInvalidArgument,
+                          "--unvouched-may-elect " +
+                              std::to_string(raft_config->unvouched_may_elect) +
+                              " is no voter of this node's configuration: it could elect nobody");
+      return false;
+    }
+    // The operator's word replaces a leader's for one candidate (raftlogd --unvouched-may-elect):
+    // loud, because it is only as safe as the operator's check that this candidate holds the log.
+    spdlog::critical("node {}: unvouched, and told to vote for node {} by the ordinary up-to-date "
+                     "rule (--unvouched-may-elect): any entry this node acknowledged before it "
+                     "lost its log that node {} lacks is lost if it wins; remove the flag once "
+                     "this node serves (docs/operations.md, \"Unvouched nodes\")",
+                     config_.node_id, raft_config->unvouched_may_elect,
+                     raft_config->unvouched_may_elect);
   }
   // "An empty log", not "an empty directory": a node that lost only log/ keeps its other files.
   spdlog::info("node {}: {}: this node grants no vote to a candidate with entries until a leader "
@@ -192,6 +218,58 @@ void Replica::report_committed_conflict() {
       conflict.own_term,
       *held_back == 0 ? std::string()
                       : " (" + std::to_string(*held_back) + " more such append(s) not logged)");
+}
+
+void Replica::note_leader_for_unvouched_hint() {
+  const std::pair<raft::Term, raft::Index> word = raft_->vouching();
+  const std::array<std::uint64_t, 6> progress = {raft_->term(),      raft_->leader(),
+                                                 word.first,         word.second,
+                                                 log_->last_index(), commit_};
+  if (!unvouched_still_since_ || !raft_->unvouched() || progress != unvouched_progress_) {
+    unvouched_still_since_ = deps_.clock();
+    unvouched_progress_ = progress;
+  }
+}
+
+void Replica::note_vote_request_while_unvouched(const raft::Message& m) {
+  if (!raft_->unvouched() || m.index == 0) return;
+  candidate_with_entries_at_ = deps_.clock();
+  const raft::NodeId named = config_.raft.unvouched_may_elect;
+  const auto [word_term, word_index] = raft_->vouching();
+  if (named == raft::kNoNode || m.from != named || word_term == 0) return;
+  if (m.log_term > word_term || (m.log_term == word_term && m.index >= word_index)) return;
+  // The core grants the named candidate whatever the word says (raft::Config::unvouched_may_elect):
+  // the operator's word stands above a leader's. But this node knows the candidate lacks entries
+  // that leader committed, and they are lost if it wins: said at every such request (bounded).
+  if (may_elect_override_log_.admit(deps_.clock())) {
+    spdlog::critical(
+        "node {}: --unvouched-may-elect {}: node {} asks for a vote with a log ending at index {} "
+        "of term {}, but the leader of term {} told this node that entries up to {} are "
+        "committed: if it wins, the committed entries it lacks are lost (the operator's word "
+        "grants it where the ordinary rules allow; docs/operations.md, \"Unvouched nodes\")",
+        config_.node_id, named, m.from, m.index, m.log_term, word_term, word_index);
+  }
+}
+
+std::string Replica::unvouched_hint() const {
+  if (!unvouched_still_since_ || !raft_->unvouched() || !candidate_with_entries_at_) return "";
+  // Long past any election a healthy cluster holds: ten of the longest election timeouts, and at
+  // least kUnvouchedHintAfter (a node's first seconds after a start often pass without a leader).
+  const auto election_timeout = std::chrono::milliseconds(
+      2 * static_cast<std::uint64_t>(config_.election_ticks) * config_.tick_ms);
+  const Clock::duration after =
+      std::max<Clock::duration>(kUnvouchedHintAfter, 10 * election_timeout);
+  const Clock::time_point now = deps_.clock();
+  const Clock::duration still = now - *unvouched_still_since_;
+  // Only while candidates with entries keep asking (within the last span): the evidence of a
+  // wedge. A node waiting to be added, or for its peers to start, is asked by nobody.
+  if (still < after || now - *candidate_with_entries_at_ >= after) return "";
+  return "nothing has moved for " +
+         std::to_string(std::chrono::duration_cast<std::chrono::seconds>(still).count()) +
+         " s (no leader caught it up) while candidates with entries ask for its vote: if nodes "
+         "are down, bring them back; if a majority of the nodes lost their logs and the node "
+         "that holds the log is up, it may be waiting for an operator (docs/operations.md, "
+         "\"Unvouched nodes\": check which node holds the log, then --unvouched-may-elect)";
 }
 
 }  // namespace raftlog::replica

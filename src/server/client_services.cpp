@@ -318,6 +318,7 @@ class ClientServices::Impl {
       response.set_groups_refused_commits(status.groups_refused_commits);
       response.set_storage_fault(status.storage_fault);
       response.set_unvouched(status.unvouched);
+      response.set_unvouched_hint(status.unvouched_hint);
       response.set_committed_conflict(status.committed_conflict);
       response.set_second_leader(status.second_leader);
       response.set_leadership_refused(status.leadership_refused);

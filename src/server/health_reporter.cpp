@@ -31,7 +31,12 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
            "docs/operations.md, \"Membership\")";
   }
   if (status.unvouched) {
-    return status.unvouched_reason.empty() ? replica::kUnvouchedReason : status.unvouched_reason;
+    std::string reason =
+        status.unvouched_reason.empty() ? replica::kUnvouchedReason : status.unvouched_reason;
+    // A constant sentence: the hint counts seconds, and health logs every change of its reason
+    // (review of bootstrap5, M1: one line a second for as long as the node waited).
+    if (!status.unvouched_hint.empty()) reason += std::string("; ") + replica::kUnvouchedHintHealth;
+    return reason;
   }
   if (status.catching_up) {
     return "catching up to index " + std::to_string(status.catching_up_to_index) +

@@ -149,10 +149,63 @@ std::string write_join_record(const std::string& data_dir, const JoinRecord& rec
 
 bool data_dir_has_state(const std::string& data_dir) {
   store::Env* env = store::Env::posix();
-  for (const char* name : {"log", "HARDSTATE", "CONFSTATE"}) {
+  for (const char* name : {"HARDSTATE", "CONFSTATE"}) {
     if (env->exists(store::join_path(data_dir, name))) return true;
   }
-  return false;
+  // An empty log/ is no state: a replaced disk whose provisioning recreates the directory (a
+  // separate log volume's mount point) would otherwise pass for a node (review of bootstrap5, L10).
+  auto files = env->list_dir(store::join_path(data_dir, "log"));
+  return files.ok() && !files->empty();
+}
+
+BootstrapDecision decide_bootstrap(const NodeConfig& config, bool joins,
+                                   bool bootstrap_new_cluster) {
+  BootstrapDecision decision;
+  const std::string id = std::to_string(config.node_id);
+  if (bootstrap_new_cluster && joins) {
+    decision.refusal = "--bootstrap-new-cluster and --join contradict each other: a joining node "
+                       "founds nothing, it is added to a running cluster";
+    return decision;
+  }
+  const bool alone = config.members.size() == 1 && config.members.contains(config.node_id) &&
+                     (config.bootstrap_voters.empty() ||
+                      config.bootstrap_voters == std::vector<std::uint64_t>{config.node_id});
+  if (!alone) {
+    // Several members: an empty directory among them is held back by the unvouched guard (it
+    // votes for no candidate with entries until a leader caught it up), and the founders' first
+    // start needs no flag. The flag would promise something this start does not do.
+    if (bootstrap_new_cluster) {
+      decision.refusal = "--bootstrap-new-cluster founds a cluster of this node alone, but this "
+                         "start's configuration has " + std::to_string(config.members.size()) +
+                         " members (from --members, or from the directory's JOIN record): remove "
+                         "the flag";
+    }
+    return decision;
+  }
+  if (data_dir_has_state(config.data_dir)) {
+    if (bootstrap_new_cluster) {
+      decision.warning = "--bootstrap-new-cluster is ignored: " + config.data_dir +
+                         " holds this node's state already. Remove the flag from the node's start "
+                         "command: left there, a lost disk would found a new cluster under id " +
+                         id + " without anyone noticing";
+    }
+    return decision;
+  }
+  if (bootstrap_new_cluster) {
+    decision.founds = true;
+    return decision;
+  }
+  decision.refusal =
+      "node " + id + "'s configuration names it alone (--members " + id + "=" +
+      config.members.begin()->second + ", no --join, no JOIN record) and " + config.data_dir +
+      " holds no node state (no log/, HARDSTATE or CONFSTATE): that is the first start of a new "
+      "single-node cluster, or a member whose data directory was lost, and nothing here tells them "
+      "apart. Started, it would found a one-node cluster that acknowledges appends by itself (a "
+      "fork, if it was a member). If node " + id + " was a member of a cluster, do not start it "
+      "under this id: replace it under a new id (a new node with --join, then raftlogctl members "
+      "replace " + id + " NEW_ID NEW_ADDRESS; docs/operations.md, \"Membership\"). If this is a "
+      "new cluster, start it once with --bootstrap-new-cluster (and not at later starts)";
+  return decision;
 }
 
 std::string join_identity_problem(const std::vector<std::uint64_t>& listed_member_ids,

@@ -46,6 +46,20 @@ std::string write_join_record(const std::string& data_dir, const JoinRecord& rec
 // True when DIR holds a node's state already (a log, hard state or configuration record).
 bool data_dir_has_state(const std::string& data_dir);
 
+// Whether this start founds a cluster of this node alone (raftlogd --bootstrap-new-cluster). A
+// configuration that names only this node (--members ID=ADDR, no --join, no JOIN record) on a data
+// directory without a node's state cannot tell the first start of a single-node cluster from a
+// member whose disk was lost: outside test drills7 H5, a joined voter restarted by its supervisor in
+// that form on a lost disk founded a one-node cluster and acknowledged appends at a member's address.
+// So such a start founds only when told. `config` is the one the node would run (JOIN record
+// applied); `joins`: --join was given.
+struct BootstrapDecision {
+  std::string refusal;  // non-empty: do not start (exit 2), for this reason
+  std::string warning;  // non-empty: log it and start (a flag that has nothing to do)
+  bool founds = false;  // a new one-member cluster is founded on an empty directory
+};
+BootstrapDecision decide_bootstrap(const NodeConfig& config, bool joins, bool bootstrap_new_cluster);
+
 // Why a node may not join under `self_id`, or "": the cluster lists it as a member already (a
 // voter, or a learner that acknowledged entries: fetch_join_record passes those; a learner added
 // before it started and never replicated to is welcome), or it is one of the bootstrap voters, or

@@ -270,6 +270,7 @@ raft::Config raft_config_for(const NodeConfig& config) {
   // A follower behind the leader's retention is caught up by a snapshot (docs/raft.md,
   // "Snapshots"): the replica installs it and fills in its data, the transport carries it in chunks.
   raft_config.snapshots = true;
+  raft_config.unvouched_may_elect = config.unvouched_may_elect;
   return raft_config;
 }
 

@@ -81,6 +81,10 @@ struct NodeConfig {
   // The bootstrap configuration's voters when they are not the members' ids: a node that joined a
   // running cluster (raftlogd --join, server/join.h) starts from the cluster's. Empty: the members.
   std::vector<std::uint64_t> bootstrap_voters;
+  // An operator's way out of the unvouched wedge (raftlogd --unvouched-may-elect; docs/operations.md,
+  // "Unvouched nodes"): while this node is unvouched it grants this candidate by the ordinary
+  // up-to-date rule (raft::Config::unvouched_may_elect). 0: none.
+  std::uint64_t unvouched_may_elect = 0;
   std::string listen_address;  // defaults to members[node_id]
   std::string data_dir;        // required
 

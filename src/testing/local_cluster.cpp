@@ -232,6 +232,11 @@ void LocalCluster::start(int id) {
       cluster_id_,
   };
   if (joins && !without_join_.contains(id)) args.insert(args.end(), {"--join", join});
+  const bool sole_founder = options_.nodes == 1 || options_.founding_members == 1;
+  if (!joins && sole_founder && options_.bootstrap_flag_at_first_start &&
+      started_once_.insert(id).second) {
+    args.push_back("--bootstrap-new-cluster");
+  }
   // With TLS the certificates authenticate the peers.
   if (!options_.tls) args.insert(args.end(), {"--peer-secret-file", peer_secret_file()});
   args.push_back("--disk-high-watermark=" + std::to_string(options_.disk_high_watermark));

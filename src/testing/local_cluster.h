@@ -36,6 +36,12 @@ struct LocalClusterOptions {
   // cluster; nodes N+1.. start with --join (their own address in --members, the founders in --join)
   // and become members once a test adds them (raftlogctl members add, or client::MembersClient).
   int founding_members = 0;
+  // A founder whose founders' list names it alone (nodes = 1, or founding_members = 1) gets
+  // --bootstrap-new-cluster at its first start() by this cluster, and not at later ones: raftlogd
+  // founds a one-member configuration on an empty directory only when told (docs/operations.md,
+  // "Starting and stopping a node"), so a test that wipes such a node and starts it again sees the
+  // refusal a supervisor would. false: never (a test that gives it through set_node_flags).
+  bool bootstrap_flag_at_first_start = true;
   // Every node serves Prometheus metrics on a free loopback port (metrics_address(id)).
   bool metrics = false;
 
@@ -124,6 +130,7 @@ class LocalCluster {
   std::map<int, pid_t> pids_;
   std::map<int, std::vector<std::string>> node_flags_;
   std::set<int> without_join_;
+  std::set<int> started_once_;  // ids start() has exec'd at least once (bootstrap_flag_at_first_start)
 
   void make_certificates();
   void make_cluster_identity();

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "testing/local_cluster.h"
@@ -143,9 +144,36 @@ TEST_F(RaftlogdFlagsTest, AValidConfigurationStillStartsAndStops) {
   // stops cleanly on SIGTERM.
   const ProcessRun run = run_stderr(
       "timeout --preserve-status -s TERM 1 " + std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " +
-      data_dir_ + " --members 1=" + member() + " --segment-size 8MiB --max-entry-size 64KiB");
+      data_dir_ + " --members 1=" + member() +
+      " --segment-size 8MiB --max-entry-size 64KiB --bootstrap-new-cluster");
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_TRUE(std::filesystem::exists(data_dir_ + "/log"));
+}
+
+// --bootstrap-new-cluster (drills7 H5) founds a cluster of this node alone: with --join or several
+// members it contradicts the start, and a config file (which a supervisor reuses at every start)
+// may not carry it. Each refused before the data directory exists.
+TEST_F(RaftlogdFlagsTest, BootstrapNewClusterIsRefusedWhereItFoundsNothingAndFromAConfigFile) {
+  expect_refused(raftlogd("--bootstrap-new-cluster --cluster-id c1 --join 127.0.0.1:1"),
+                 "--bootstrap-new-cluster and --join contradict each other", "with --join");
+  expect_refused(raftlogd("--bootstrap-new-cluster --cluster-id c1 --peer-secret-file /nonexistent",
+                          "1=" + member() + ",2=127.0.0.1:2,3=127.0.0.1:3"),
+                 "this start's configuration has 3 members", "with three members");
+  const std::string config = dir_ + "/raftlogd.conf";
+  std::ofstream(config) << "bootstrap-new-cluster = true\n";
+  expect_refused(raftlogd("--config " + config),
+                 "bootstrap-new-cluster cannot come from a config file", "from a config file");
+}
+
+// --unvouched-may-elect (drills7 H4) is a one-time action too: not from a config file, and never
+// naming the node itself (the core's configuration check).
+TEST_F(RaftlogdFlagsTest, UnvouchedMayElectIsRefusedFromAConfigFileAndForItself) {
+  const std::string config = dir_ + "/raftlogd.conf";
+  std::ofstream(config) << "unvouched-may-elect = 2\n";
+  expect_refused(raftlogd("--config " + config),
+                 "unvouched-may-elect cannot come from a config file", "from a config file");
+  expect_refused(raftlogd("--unvouched-may-elect 1 --bootstrap-new-cluster"),
+                 "unvouched_may_elect must name another node", "naming itself");
 }
 
 TEST(RaftlogdFlags, NoFlagsNamesEveryRequiredFlagAndAnExample) {

@@ -134,6 +134,27 @@ TEST_F(CtlStatusTest, AnUnvouchedNodesLineSaysWhatItLost) {
       << run.out;
 }
 
+// drills7 H4: a wedged unvouched node's status says it may be waiting for an operator, under its
+// UNVOUCHED line and in --json (before, "no leader" alone read as an election in progress).
+TEST_F(CtlStatusTest, AWedgedUnvouchedNodeSaysItMayBeWaitingForAnOperator) {
+  const std::string hint = "no leader has caught it up, or moved its log, for 12 s: ... "
+                           "waiting for an operator (docs/operations.md, ...)";
+  fake_.on_status = [&](pb::StatusResponse* response) {
+    response->set_role(pb::ROLE_FOLLOWER);
+    response->set_unvouched(true);
+    response->set_unvouched_hint(hint);
+  };
+  const std::string command =
+      std::string(RAFTLOGCTL_PATH) + " status --endpoints " + server_.address() + " 2>&1";
+  raftlog::testing::CommandRun run = raftlog::testing::run_command(command);
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("UNVOUCHED: started with an empty log"), std::string::npos) << run.out;
+  EXPECT_NE(run.out.find("\n    " + hint + "\n"), std::string::npos) << run.out;
+  run = raftlog::testing::run_command(command + " --json");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("\"unvouched_hint\":\"" + hint + "\""), std::string::npos) << run.out;
+}
+
 // drills6 L8: operations.md sends an operator to the derived-index and group fields of Status to
 // see how far behind the indexes are; `status --json` printed none of them (only /metrics showed it).
 TEST_F(CtlStatusTest, TheJsonViewHasTheDerivedIndexAndGroupFields) {

@@ -57,7 +57,7 @@ def create_pod(state, ordinal):
     data = state["configmap"]
     env = {"PATH": fake_bin + ":/usr/bin:/bin", "RAFTLOG_DATA_DIR": volume, "RAFTLOG_PEER_DOMAIN": DOMAIN,
            "RAFTLOG_BOOTSTRAP_ORDINALS": data["bootstrap-ordinals"], "RAFTLOG_JOIN_IDS": data["join-ids"],
-           "RAFTLOG_JOIN_SEEDS": data["join-seeds"]}
+           "RAFTLOG_JOIN_SEEDS": data["join-seeds"], "RAFTLOG_NEXT_ID": data["next-id"]}
     done = subprocess.run(["sh", START_SCRIPT], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pod = {"phase": "Running", "output": done.stdout.strip()}
     if done.returncode != 0:

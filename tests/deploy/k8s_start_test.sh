@@ -45,6 +45,23 @@ check "a replaced founder (ordinal dropped from bootstrap) joins under its new i
 d=$(fresh a); run raftlog-1 "$d" RAFTLOG_BOOTSTRAP_ORDINALS="0 2" -- --decide
 check "an empty non-founder without an id exits 2" test "$rc" -eq 2
 check "... saying why" grep -q "no id in RAFTLOG_JOIN_IDS" <<<"$out"
+# ---- a founder ordinal's empty volume once the membership changed (drills7 M6): the founders'
+# --members no longer describe the cluster, and the empty volume is a lost one (or a founder that
+# never started): never bootstrapped under its old id
+d=$(fresh a); run raftlog-1 "$d" RAFTLOG_JOIN_IDS="3=4 4=5" RAFTLOG_NEXT_ID=6 -- --decide
+check "a founder's empty volume in a grown cluster (join-ids) exits 2" test "$rc" -eq 2
+check "... saying to replace it with raftlog-members" grep -q "replace it with deploy/k8s/raftlog-members replace 1" <<<"$out"
+d=$(fresh a); run raftlog-1 "$d" RAFTLOG_JOIN_IDS="3=4 4=5" -- --decide
+check "... also without RAFTLOG_NEXT_ID (a StatefulSet from before it)" test "$rc" -eq 2
+d=$(fresh a); run raftlog-0 "$d" RAFTLOG_NEXT_ID=6 -- --decide
+check "a founder's empty volume after 3 -> 5 -> 3 (join-ids empty again, next-id 6) exits 2" test "$rc" -eq 2
+check "... naming next-id" grep -q "next-id 6" <<<"$out"
+d=$(fresh a); run raftlog-2 "$d" RAFTLOG_BOOTSTRAP_ORDINALS="0 2" RAFTLOG_NEXT_ID=5 -- --decide
+check "a founder's empty volume after another founder was replaced exits 2" test "$rc" -eq 2
+d=$(fresh a); run raftlog-2 "$d" RAFTLOG_NEXT_ID=4 -- --decide
+check "a founder's empty volume of a cluster never changed (next-id 4) bootstraps" test "$out" = "bootstrap 3"
+d=$(fresh a); run raftlog-0 "$d" RAFTLOG_NEXT_ID=x -- --decide
+check "a malformed next-id exits 2" test "$rc" -eq 2
 d=$(fresh a); run raftlog-3 "$d" RAFTLOG_JOIN_IDS="3=0" -- --decide
 check "id 0 is refused" test "$rc" -eq 2
 d=$(fresh a); run raftlog-3 "$d" RAFTLOG_JOIN_IDS="3=x" -- --decide
@@ -66,6 +83,8 @@ d=$(fresh c); run raftlog-1 "$d" --
 check "a founder's start execs the entry point with RAFTLOG_ID only" test "$out" = "entrypoint RAFTLOG_ID=2 "
 run raftlog-1 "$d" RAFTLOG_BOOTSTRAP_ORDINALS="" -- --decide
 check "a founder restarts as a founder after its ordinal left the bootstrap list" test "$out" = "bootstrap 2"
+run raftlog-1 "$d" RAFTLOG_JOIN_IDS="3=4" RAFTLOG_NEXT_ID=5 -- --decide
+check "a founder's volume that holds its node restarts as a founder in a grown cluster" test "$out" = "bootstrap 2"
 
 # ---- volumes written before this script, and inconsistent ones
 d=$(fresh d); printf 'raftlog-identity 1\ncluster-id x\nnode-id 6\ncrc32c 0\n' >"$d/IDENTITY"; touch "$d/JOIN"

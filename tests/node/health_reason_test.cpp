@@ -24,6 +24,24 @@ TEST(HealthReason, AFullReplicaThatKnowsItsLeaderIsServing) {
   EXPECT_EQ(not_serving_reason(serving_follower()), "");
 }
 
+// drills7 H4: an unvouched node that has waited long without a leader says it may be waiting for
+// an operator, after the reason it is unvouched.
+TEST(HealthReason, AnUnvouchedNodeWaitingLongForALeaderSaysAnOperatorMayBeNeeded) {
+  replica::NodeStatus status = serving_follower();
+  status.leader_id = 0;
+  status.unvouched = true;
+  status.unvouched_reason = replica::kUnvouchedLogLostReason;
+  EXPECT_EQ(not_serving_reason(status), replica::kUnvouchedLogLostReason);
+  status.unvouched_hint = "no leader has caught it up, or moved its log, for 12 s: ...";
+  const std::string reason = not_serving_reason(status);
+  EXPECT_EQ(reason, std::string(replica::kUnvouchedLogLostReason) + "; " +
+                        replica::kUnvouchedHintHealth);
+  // A second later the hint counts 13 s; health's reason, which is logged at every change, does
+  // not (review of bootstrap5, M1: one log line a second).
+  status.unvouched_hint = "no leader has caught it up, or moved its log, for 13 s: ...";
+  EXPECT_EQ(not_serving_reason(status), reason);
+}
+
 TEST(HealthReason, EachStateThatIsNotAFullReplicaNamesItsReason) {
   replica::NodeStatus no_leader = serving_follower();
   no_leader.leader_id = 0;

@@ -130,7 +130,8 @@ TEST_F(TlsConfigTest, ConfigFileTakesTheSameOptions) {
         << "tls-cert = " << node_.cert_path << "\ntls-key = " << node_.key_path << "\n";
   }
   CommandRun served = run_command("timeout --preserve-status -s TERM 2 " +
-                                  std::string(RAFTLOGD_PATH) + " --config " + single);
+                                  std::string(RAFTLOGD_PATH) + " --config " + single +
+                                  " --bootstrap-new-cluster");  // a first start: command line only
   EXPECT_EQ(served.exit_code, 0) << served.out;
   EXPECT_NE(served.out.find("flush mode sync, TLS)"), std::string::npos) << served.out;
   EXPECT_NE(served.out.find("shut down in"), std::string::npos) << served.out;
