@@ -157,6 +157,7 @@ void FaultSchedule::wipe(Cluster& cluster) {
   }
   if (members == 0 || others_down > (members - 1) / 2) return;
   if (!others_hold_a_quorum(cluster, target)) return;
+  if (!members_run_one_configuration(cluster)) return;
   const std::uint64_t down_ticks = prng_.between(1, profile_.max_down_ticks);
   // Half the wipes lose only DATA_DIR/log (drills6 H1's second repro: HARDSTATE with its term kept).
   const bool only_log = prng_.chance_per_million(500'000);
@@ -170,6 +171,27 @@ void FaultSchedule::wipe(Cluster& cluster) {
                                raft::is_voter(cluster.bootstrap_conf(), target) &&
                                !other_founders_refuse_empty(cluster, target);
   cluster.wipe(target, down_ticks, only_log || whole_unguarded);
+}
+
+// A wipe while a configuration change is in flight (a member of the leader's configuration runs
+// another one: a change appended on some members, not yet on others) is what docs/operations.md
+// forbids (never restart a node on a lost disk or log/ once the membership changed, nor change it
+// around such a restart), and no guard covers it: with 3 nodes (seed 892 once branch retired5 moved
+// the histories) a leader whose log was wiped had sent its no-op only to a learner, the voter holding
+// an uncommitted promotion of that learner needed its vote (refused: the learner's log is newer) and
+// the other voter lost to the longer log: nobody electable until the wiped node is vouched, which
+// needs a leader. Nodes outside the leader's configuration (removed ones that never learned it) are
+// not asked: they are what the planted NOT_FOUNDER runs exercise. Without a known leader, as before.
+bool FaultSchedule::members_run_one_configuration(Cluster& cluster) {
+  const raft::NodeId leader = cluster.leader();
+  if (leader == raft::kNoNode) return true;
+  const raft::ConfState& reference = cluster.conf(leader);
+  for (raft::NodeId id = 1; id <= cluster.size(); ++id) {
+    if (!raft::is_member(reference, id)) continue;
+    const raft::ConfState& conf = cluster.conf(id);
+    if (conf.voters != reference.voters || conf.learners != reference.learners) return false;
+  }
+  return true;
 }
 
 bool FaultSchedule::other_founders_refuse_empty(Cluster& cluster, raft::NodeId target) {

@@ -77,6 +77,8 @@ class FaultSchedule {
   // Whether, in every configuration a node runs with `target` as a voter, the other voters holding
   // a vouched log form a majority (FaultSchedule::wipe).
   bool others_hold_a_quorum(Cluster& cluster, raft::NodeId target);
+  // Whether every member runs the same configuration (no change in flight): FaultSchedule::wipe.
+  static bool members_run_one_configuration(Cluster& cluster);
   // Whether every founder but `target` holds a vouched log or knew a commit (so its replica refuses
   // an empty candidate: it never founds a cluster), member or not, up or down.
   bool other_founders_refuse_empty(Cluster& cluster, raft::NodeId target);
