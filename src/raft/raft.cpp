@@ -123,6 +123,13 @@ std::string validate_config(const Config& config) {
   if (config.snapshot_retry_ticks < 1) return "Config::snapshot_retry_ticks must be >= 1";
   if (config.promised_term > kMaxTerm) return "Config::promised_term must be <= kMaxTerm";
   if (config.vouching_term > kMaxTerm) return "Config::vouching_term must be <= kMaxTerm";
+  if (config.removed_word &&
+      (config.removed_word->by == kNoNode || config.removed_word->by == config.id ||
+       config.removed_word->conf_index == 0 || config.removed_word->conf_term == 0 ||
+       config.removed_word->conf_term > kMaxTerm)) {
+    return "Config::removed_word must name another node and a configuration entry (index and "
+           "term 1..kMaxTerm)";
+  }
   if (config.retired_ids.size() > kMaxRetiredIds) {
     return "Config::retired_ids holds more than " + std::to_string(kMaxRetiredIds) + " ids";
   }
@@ -157,6 +164,9 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
     catching_up_ = true;
   }
   maybe_finish_catching_up();  // a log restored from an earlier start may meet the vouching word
+  // A word from an earlier start binds again, unless the restored log already shows it stale.
+  removed_word_ = config.removed_word;
+  clear_removed_if_answered();
   randomize_election_timeout();
   reported_soft_state_ = soft_state();
   reported_hard_state_ = hard_state;
@@ -281,6 +291,7 @@ Raft::CatchUpCause Raft::catch_up_cause() const { return impl_->catch_up_cause()
 bool Raft::removed() const { return impl_->removed(); }
 NodeId Raft::removed_by() const { return impl_->removed_by(); }
 bool Raft::told_removed() const { return impl_->told_removed(); }
+const std::optional<RemovedWord>& Raft::removed_word() const { return impl_->removed_word(); }
 const StepDown& Raft::last_step_down() const { return impl_->last_step_down(); }
 const std::vector<NodeId>& Raft::retired_ids() const { return impl_->retired_ids(); }
 Index Raft::stranded_below() const { return impl_->stranded_below(); }

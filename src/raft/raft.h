@@ -115,6 +115,12 @@ struct Config {
   // nothing) and is meant for one case: a majority lost their logs, so nobody can be elected, and
   // the operator checked that this candidate holds the cluster's log. kNoNode: none.
   NodeId unvouched_may_elect = kNoNode;
+  // A member's binding word that this node's id is retired, as the driver recorded it at an earlier
+  // start (removed_word() then; docs/raft.md, "Membership changes"): restored, so that a restart
+  // neither campaigns nor leads until the log holds the named configuration entry. Only words that
+  // name a position (conf_index > 0) bind and are restored; a word the restored log shows stale is
+  // dropped at once.
+  std::optional<RemovedWord> removed_word;
 
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
   std::uint64_t random_seed = 1;
@@ -377,11 +383,14 @@ class Raft {
   // is checked so and dropped), and then this node neither campaigns nor leads (a leader steps
   // down, StepDownReason::kToldRemoved) until its log holds that entry (a leader that re-added it
   // replicated it). A word without a position (a node from before it) is information only and is
-  // cleared when a leader of our term or later replicates to us. Not persisted (docs/raft.md,
-  // "Membership changes").
+  // cleared when a leader of our term or later replicates to us (docs/raft.md, "Membership
+  // changes"). A binding word is persisted by the driver (Config::removed_word).
   bool removed() const;
   // Which member said so (kNoNode when not removed).
   NodeId removed_by() const;
+  // The word itself (nullopt when not removed): what a driver records durably while it binds
+  // (told_removed()) and hands back at its next start (Config::removed_word).
+  const std::optional<RemovedWord>& removed_word() const;
   // removed() by a word that binds (it named a configuration our log lacks).
   bool told_removed() const;
   // Why this core last stopped leading (reason kNone if it never did): a driver reads it when a

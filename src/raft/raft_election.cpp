@@ -143,8 +143,7 @@ void Raft::Impl::become_leader() {
   role_ = Role::kLeader;
   leader_ = id();
   know_term_leader(id());
-  removed_ = false;  // a majority of our configuration elected us: whoever said so was wrong
-  removed_word_ = RemovedWord{};
+  removed_word_.reset();  // a majority of our configuration elected us: whoever said so was wrong
   // Elected with an empty log (promotable), by voters whose logs were no longer: a new cluster as far
   // as any majority can tell. This leader's log is the one everybody catches up to from now on.
   unvouched_ = false;
@@ -332,9 +331,9 @@ void Raft::Impl::step(Message& m) {
   // A leader replicates only to the members it tracks: one that does so is in a configuration that
   // lists us again (an id re-added where its retirement was not known), and we may campaign.
   // A binding word (removed_word_ names a position) is cleared only once our log holds it.
-  if (removed_ && !told_removed() && m.term >= term_ &&
+  if (removed_word_ && !told_removed() && m.term >= term_ &&
       (m.type == MessageType::kAppend || m.type == MessageType::kSnapshot)) {
-    removed_ = false;
+    removed_word_.reset();
   }
   clear_removed_if_answered();
   if (!handle_term(m)) return;

@@ -79,11 +79,12 @@ class Raft::Impl {
   Raft::CatchUpCause catch_up_cause() const {
     return catching_up_ ? catch_up_cause_ : Raft::CatchUpCause::kNone;
   }
-  bool removed() const { return removed_; }
+  bool removed() const { return removed_word_.has_value(); }
   // A member's word that binds (it named its newest committed configuration, which our log lacks):
   // this node neither campaigns nor leads while it holds (promotable, note_removed).
-  bool told_removed() const { return removed_ && removed_word_.conf_index != 0; }
-  NodeId removed_by() const { return removed_ ? removed_word_.by : kNoNode; }
+  bool told_removed() const { return removed_word_ && removed_word_->conf_index != 0; }
+  NodeId removed_by() const { return removed_word_ ? removed_word_->by : kNoNode; }
+  const std::optional<RemovedWord>& removed_word() const { return removed_word_; }
   const StepDown& last_step_down() const { return last_step_down_; }
   const std::vector<NodeId>& retired_ids() const { return retired_; }
   Index stranded_below() const;
@@ -148,7 +149,7 @@ class Raft::Impl {
   // A request from a retired id: answered with kRemovedContext, or a TimeoutNow from one dropped
   // (true), or nothing to do (false).
   bool answer_retired(const Message& message);
-  // A kRemovedContext answer: noted in removed_ unless stale (true when it was one: dropped).
+  // A kRemovedContext answer: noted in removed_word_ unless stale (true when it was one: dropped).
   bool note_removed(const Message& message);
   // `node` is retired here: removed by a committed change and listed by no configuration of our
   // history (an uncommitted one may list it again).
@@ -286,15 +287,10 @@ class Raft::Impl {
   // Ids removed by committed changes (Config::retired_ids, then each one commit_to sees retire),
   // oldest first, at most kMaxRetiredIds.
   std::vector<NodeId> retired_;
-  bool removed_ = false;  // a peer told us our id is retired (kRemovedContext)
-  // Who said so, and the position of its newest committed configuration (conf_index 0: a word
-  // without one, from a node before retired5: information only, cleared as before).
-  struct RemovedWord {
-    NodeId by = kNoNode;
-    Index conf_index = 0;
-    Term conf_term = 0;
-  };
-  RemovedWord removed_word_;
+  // A peer told us our id is retired (kRemovedContext): who, and the position of its newest
+  // committed configuration (conf_index 0: a word without one, from a node before retired5:
+  // information only, cleared as before). One optional for both (the read-through of retired5).
+  std::optional<RemovedWord> removed_word_;
   StepDown last_step_down_;  // why this core last stopped leading
   // The configuration in force at a trim point of the driver's log (set_trim_point_conf): used by
   // snapshot_to_send while the log starts right after `index`. One record: bounded.

@@ -146,7 +146,6 @@ bool Raft::Impl::note_removed(const Message& m) {
     return false;
   }
   if (m.commit != 0 && word_is_stale(m.commit, m.log_term)) return true;  // dropped
-  removed_ = true;
   removed_word_ = RemovedWord{m.from, m.commit, m.log_term};
   if (m.commit == 0) return true;  // information only
   if (role_ == Role::kLeader) {
@@ -159,13 +158,12 @@ bool Raft::Impl::note_removed(const Message& m) {
 
 bool Raft::Impl::told_removed_may_grant(const Message& m) const {
   if (!told_removed()) return true;
-  return m.index >= removed_word_.conf_index && m.log_term >= removed_word_.conf_term;
+  return m.index >= removed_word_->conf_index && m.log_term >= removed_word_->conf_term;
 }
 
 void Raft::Impl::clear_removed_if_answered() {
-  if (told_removed() && word_is_stale(removed_word_.conf_index, removed_word_.conf_term)) {
-    removed_ = false;
-    removed_word_ = RemovedWord{};
+  if (told_removed() && word_is_stale(removed_word_->conf_index, removed_word_->conf_term)) {
+    removed_word_.reset();
   }
 }
 

@@ -281,6 +281,16 @@ ConfState apply_conf_change(const ConfState& conf, const ConfChange& change);
 std::optional<ConfChange> single_change_between(const ConfState& from, const ConfState& to);
 
 // A configuration and the log entry that holds it (index 0: the bootstrap configuration, in no entry).
+// A member's word that this node's id is retired (a kRemovedContext answer; Raft::removed_word):
+// who said so, and the position of its newest committed configuration, which does not list this
+// node (conf_index 0: a word from a node before retired5 that names none, information only).
+struct RemovedWord {
+  NodeId by = kNoNode;
+  Index conf_index = 0;
+  Term conf_term = 0;
+  friend bool operator==(const RemovedWord&, const RemovedWord&) = default;
+};
+
 struct ConfRecord {
   Index index = 0;
   Term term = 0;

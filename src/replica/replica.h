@@ -282,6 +282,11 @@ class Replica {
   bool open_not_founder_marker(raft::Config* raft_config, NodeError* error);
   // Writes DATA_DIR/NOT_FOUNDER once the commit index is above 0 (each loop round until it is).
   void record_not_founder_once_committed();
+  // DATA_DIR/REMOVED (removed_word_record.h): read into raft::Config::removed_word at open (false,
+  // with the reason, when it is damaged); rewritten or removed as the core's binding word changes,
+  // each loop round (replica_membership.cpp).
+  bool open_removed_word_record(raft::Config* raft_config, NodeError* error);
+  void record_removed_word();
   // A leader's append contradicted a committed entry (raft::Raft::committed_conflict): a critical
   // log line, at most one per 30 s (committed_conflict_alarm_; replica_vouching.cpp).
   void report_committed_conflict();
@@ -748,6 +753,8 @@ class Replica {
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
   bool not_founder_recorded_ = false;  // DATA_DIR/NOT_FOUNDER exists (not_founder_marker.h)
   util::RateLimit not_founder_log_{std::chrono::seconds(60)};
+  std::optional<raft::RemovedWord> recorded_removed_word_;  // what DATA_DIR/REMOVED holds
+  util::RateLimit removed_word_log_{std::chrono::seconds(60)};
   AlarmWindow committed_conflict_alarm_;  // raft::CommittedConflict::count (status, health, log)
   AlarmWindow second_leader_alarm_;       // raft::Raft::second_leader().count (status, health, log)
   AlarmWindow leadership_refused_alarm_;  // raft::Raft::leadership_refused().count (status, log)

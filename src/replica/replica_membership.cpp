@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "replica/removed_word_record.h"
 #include "replica/replica.h"
 
 namespace raftlog::replica {
@@ -433,6 +434,56 @@ void Replica::expire_pending_memberships(Clock::time_point now) {
       ++it;
     }
   }
+}
+
+bool Replica::open_removed_word_record(raft::Config* raft_config, NodeError* error) {
+  const std::string path = config_.data_dir + "/" + RemovedWordRecord::kFileName;
+  auto found = RemovedWordRecord::find(config_.store.env, config_.data_dir, config_.node_id);
+  if (!found.ok()) {
+    *error = make_error(ErrorCode::kInternal, "reading " + path + ": " + found.status().to_string());
+    return false;
+  }
+  if (!found->present) return true;
+  if (!found->damage.empty()) {
+    // Neither guess is safe: no word lets a retired node campaign, and there is no word to keep.
+    *error = make_error(ErrorCode::kInternal,
+                        path + " records that a member said this node's id is retired, but " +
+                            found->damage + ": check with `raftlogctl members list` whether node " +
+                            std::to_string(config_.node_id) +
+                            " is a member; if it is not, stop it for good and wipe its directory; "
+                            "if it is, remove " + path + " and start it again "
+                            "(docs/operations.md, \"Membership\")");
+    return false;
+  }
+  raft_config->removed_word = found->word;
+  recorded_removed_word_ = found->word;
+  spdlog::warn("node {}: {}: member {} said this node's id is retired (its configuration entry {} "
+               "of term {}): this node neither campaigns nor leads until its log holds that entry "
+               "(docs/operations.md, \"Membership\")",
+               config_.node_id, path, found->word.by, found->word.conf_index,
+               found->word.conf_term);
+  return true;
+}
+
+void Replica::record_removed_word() {
+  // Only a binding word is kept: one without a position (an older member's) is information only.
+  const std::optional<raft::RemovedWord> word =
+      raft_->told_removed() ? raft_->removed_word() : std::nullopt;
+  if (word == recorded_removed_word_) return;
+  // Not fatal when it fails: the node is bound in memory as before the record existed, and the next
+  // round retries.
+  const store::Status st =
+      word ? RemovedWordRecord::write(config_.store.env, config_.data_dir, config_.node_id, *word)
+           : RemovedWordRecord::remove(config_.store.env, config_.data_dir);
+  if (!st.ok()) {
+    if (removed_word_log_.admit(deps_.clock())) {
+      spdlog::error("node {}: {} {}/{}: {} (retried)", config_.node_id,
+                    word ? "writing" : "removing", config_.data_dir, RemovedWordRecord::kFileName,
+                    st.to_string());
+    }
+    return;
+  }
+  recorded_removed_word_ = word;
 }
 
 }  // namespace raftlog::replica

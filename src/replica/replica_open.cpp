@@ -85,6 +85,7 @@ std::unique_ptr<Replica> Replica::open(ReplicaConfig config, ReplicaDeps deps, N
                  c.node_id, raft_config.unvouched_may_elect);
   }
   if (!replica->open_not_founder_marker(&raft_config, error)) return nullptr;
+  if (!replica->open_removed_word_record(&raft_config, error)) return nullptr;
   if (std::string problem = raft::validate_config(raft_config); !problem.empty()) {
     *error = make_error(ErrorCode::kInvalidArgument, "bad Raft configuration: " + problem);
     return nullptr;

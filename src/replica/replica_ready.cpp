@@ -71,6 +71,7 @@ void Replica::process() {
     forget_unvouched_marker_once_vouched();
     note_leader_for_unvouched_hint();
     record_not_founder_once_committed();
+    record_removed_word();
     report_committed_conflict();
     report_term_leader_clashes();
   }

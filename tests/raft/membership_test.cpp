@@ -18,6 +18,7 @@ namespace raftlog::raft {
 namespace {
 
 using testing::MembershipRequest;
+using testing::removed_answer;
 using testing::TestCluster;
 
 // Nodes `ids`, of which only `voters` form the bootstrap configuration (the rest are spare nodes
@@ -634,14 +635,7 @@ TEST(Membership, AVoterToldRemovedByOnePeerStillCampaignsAndALeaderIsElected) {
 TEST(Membership, ALeaderToldRemovedKeepsLeading) {
   TestCluster c({1, 2, 3});
   elect_one(c);
-  Message stale;
-  stale.type = MessageType::kAppendResponse;
-  stale.from = 2;
-  stale.to = 1;
-  stale.term = c.raft(1).term();
-  stale.reject = true;
-  stale.context = kRemovedContext;
-  c.step(1, stale);
+  c.step(1, removed_answer(2, 1, c.raft(1).term()));
   EXPECT_EQ(c.raft(1).role(), Role::kLeader);
   ASSERT_TRUE(c.propose(1, {"still leading"}).proposed());
   c.deliver_all();

@@ -13,6 +13,7 @@
 namespace raftlog::raft {
 namespace {
 
+using testing::removed_answer;
 using testing::TestCluster;
 
 TestCluster cluster_with_voters(const std::vector<NodeId>& ids, const std::vector<NodeId>& voters) {
@@ -230,16 +231,7 @@ TEST(RetiredId, AWordBindsUnlessTheLogHoldsTheRetiringConfiguration) {
   ASSERT_TRUE(c.propose(1, {"x"}).proposed());
   c.deliver_all();
   const Index held = c.raft(1).last_index();  // an ordinary entry of the leader's term
-  Message word;
-  word.type = MessageType::kAppendResponse;
-  word.from = 2;
-  word.to = 1;
-  word.term = c.raft(1).term();
-  word.reject = true;
-  word.context = kRemovedContext;
-  word.commit = held;
-  word.log_term = c.raft(1).term();
-  c.step(1, word);
+  c.step(1, removed_answer(2, 1, c.raft(1).term(), held, c.raft(1).term()));
   EXPECT_TRUE(c.raft(1).removed()) << "a same-term ordinary entry passed for the configuration";
   EXPECT_EQ(c.raft(1).removed_by(), 2u);
   EXPECT_EQ(c.raft(1).role(), Role::kFollower);
@@ -261,6 +253,33 @@ TEST(RetiredId, AWordBindsUnlessTheLogHoldsTheRetiringConfiguration) {
   EXPECT_EQ(campaigns(), before) << "a node told it is retired campaigned";
 }
 
+// The binding word survives a restart (DATA_DIR/REMOVED, replica/removed_word_record.h): node 3,
+// told by node 2 that it is retired and then power-cut, comes back still told by node 2, and
+// neither campaigns nor grants a candidate of its own stale history. Before the record the
+// restarted node had forgotten the word and campaigned at its first election timeout.
+TEST(RetiredId, ABindingWordSurvivesARestart) {
+  TestCluster c({1, 2, 3});
+  retire_three(c);
+  const Index conf_index = c.raft(2).conf_history().front().index;
+  const Term conf_term = c.raft(2).conf_history().front().term;
+  c.step(3, removed_answer(2, 3, c.raft(2).term(), conf_index, conf_term));
+  ASSERT_TRUE(c.raft(3).told_removed());
+  c.crash_restart(3);
+  EXPECT_TRUE(c.raft(3).told_removed()) << "the word was forgotten by the restart";
+  EXPECT_EQ(c.raft(3).removed_by(), 2u);
+  ASSERT_TRUE(c.raft(3).removed_word().has_value());
+  EXPECT_EQ(*c.raft(3).removed_word(), (RemovedWord{2, conf_index, conf_term}));
+  c.isolate(1);
+  c.isolate(2);
+  const std::size_t before = c.in_flight().size();
+  for (int i = 0; i < 100; ++i) {
+    c.tick(3);
+    EXPECT_NE(c.raft(3).role(), Role::kPreCandidate) << "tick " << i;
+    EXPECT_NE(c.raft(3).role(), Role::kCandidate) << "tick " << i;
+  }
+  EXPECT_EQ(c.in_flight().size(), before) << "a restarted node told it is retired campaigned";
+}
+
 // A node told it is retired grants its (pre-)vote only to a candidate whose last entry is at or past
 // the configuration the word named (a log that may hold it), not to another node of its own stale
 // history (the retired pair of drills7 H2 re-electing each other). On main it granted both.
@@ -269,16 +288,7 @@ TEST(RetiredId, ANodeToldItIsRetiredGrantsOnlyACandidateThatMayHoldTheNamedConfi
   retire_three(c);
   const Index conf_index = c.raft(2).conf_history().front().index;
   const Term conf_term = c.raft(2).conf_history().front().term;
-  Message word;
-  word.type = MessageType::kAppendResponse;
-  word.from = 2;
-  word.to = 3;
-  word.term = c.raft(2).term();
-  word.reject = true;
-  word.context = kRemovedContext;
-  word.commit = conf_index;
-  word.log_term = conf_term;
-  c.step(3, word);
+  c.step(3, removed_answer(2, 3, c.raft(2).term(), conf_index, conf_term));
   ASSERT_TRUE(c.raft(3).removed());
   c.tick(3, 30);  // out of any leader's lease
   c.take_from_network([](const Message&) { return true; }, 100000);
@@ -307,14 +317,7 @@ TEST(RetiredId, AWordWithoutAPositionIsInformationOnly) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
   c.deliver_all();
-  Message word;
-  word.type = MessageType::kAppendResponse;
-  word.from = 2;
-  word.to = 1;
-  word.term = c.raft(1).term();
-  word.reject = true;
-  word.context = kRemovedContext;
-  c.step(1, word);
+  c.step(1, removed_answer(2, 1, c.raft(1).term()));
   EXPECT_TRUE(c.raft(1).removed());
   EXPECT_EQ(c.raft(1).role(), Role::kLeader);
 }

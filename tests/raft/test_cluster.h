@@ -117,6 +117,22 @@ struct TestNode {
       0;  // highest Ready::commit_index seen (the restored one after a restart)
 };
 
+// A member's answer that `to`'s id is retired (kRemovedContext), naming the position of the
+// member's newest committed configuration (commit 0: a word from a node before retired5).
+inline Message removed_answer(NodeId from, NodeId to, Term term, Index commit = 0,
+                              Term log_term = 0) {
+  Message word;
+  word.type = MessageType::kAppendResponse;
+  word.from = from;
+  word.to = to;
+  word.term = term;
+  word.reject = true;
+  word.context = kRemovedContext;
+  word.commit = commit;
+  word.log_term = log_term;
+  return word;
+}
+
 class TestCluster {
  public:
   using Tweak = std::function<void(Config&)>;
