@@ -25,6 +25,7 @@
 #include "cli/flags.h"
 #include "raft/types.h"
 #include "server/data_dir_lock.h"
+#include "server/founding_check.h"
 #include "server/join.h"
 #include "server/node_config.h"
 #include "server/node_identity.h"
@@ -153,6 +154,51 @@ int apply_recorded_join(raftlog::server::NodeConfig* config) {
   return -1;
 }
 
+// Before a start that would found on an empty directory beside other members: asks them whether
+// the cluster exists already (server/founding_check.h). -1 to go on, else the exit code (2).
+int check_founding(const raftlog::server::NodeConfig& config, const raftlog::server::NodeTls& tls,
+                   bool joins, bool skip) {
+  if (!raftlog::server::founding_check_applies(config, joins)) {
+    if (skip) {
+      spdlog::warn("node {}: --skip-founding-check is ignored: this start founds nothing (it "
+                   "joins, or {} holds a node's state, or --members names this node alone)",
+                   config.node_id, config.data_dir);
+    }
+    return -1;
+  }
+  if (skip) {
+    spdlog::critical("node {}: founding on the empty directory {} without asking the other members "
+                     "whether the cluster exists (--skip-founding-check): if it does, this node "
+                     "may elect in terms it used already and fork it; remove the flag from later "
+                     "starts", config.node_id, config.data_dir);
+    return -1;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  const std::vector<raftlog::server::FoundingAnswer> answers = raftlog::server::ask_other_members(
+      config, tls, raftlog::server::kFoundingProbeDeadline);
+  const raftlog::server::FoundingDecision decision =
+      raftlog::server::decide_founding(config.node_id, config.cluster_id, answers);
+  std::string silent;
+  for (const raftlog::server::FoundingAnswer& answer : answers) {
+    if (!answer.answered) silent += " " + std::to_string(answer.member) + " (" + answer.failure + ")";
+  }
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - started);
+  if (!decision.refusal.empty()) {
+    std::cerr << "raftlogd: " << decision.refusal << "\n";
+    return raftlog::cli::kExitUsage;
+  }
+  if (!decision.note.empty()) {
+    spdlog::warn("node {}: {}", config.node_id, decision.note);
+    return -1;
+  }
+  spdlog::info("node {}: founding on an empty directory: asked {} other member(s) in {} ms, none "
+               "holds this cluster's state{}{}",
+               config.node_id, answers.size(), took.count(),
+               silent.empty() ? "" : "; no answer from", silent);
+  return -1;
+}
+
 // "1=host:port,2=host:port" -> members. Returns "" or a description of the problem.
 std::string parse_members(const std::string& text, std::map<std::uint64_t, std::string>* members) {
   std::size_t start = 0;
@@ -209,7 +255,8 @@ bool read_config_file(const std::string& path, const std::set<std::string>& over
     // there would act again after a later loss: found a new cluster under this node's id
     // (server/join.h), or vote for a candidate that no longer holds the cluster's log
     // (raft::Config::unvouched_may_elect).
-    if (name == "bootstrap-new-cluster" || name == "unvouched-may-elect") {
+    if (name == "bootstrap-new-cluster" || name == "unvouched-may-elect" ||
+        name == "skip-founding-check") {
       *error = path + ":" + std::to_string(line_number) + ": " + name +
                " cannot come from a config file: it is a one-time action, give it on the "
                "command line of the one start that needs it";
@@ -266,6 +313,12 @@ int main(int argc, char** argv) {
                   "data directory; without it such a start exits 2, because it cannot tell a new "
                   "cluster from a member whose disk was lost. First start only: ignored (with a "
                   "warning) once the directory holds the node");
+  bool skip_founding_check = false;
+  flags.bool_flag("skip-founding-check", &skip_founding_check,
+                  "found on an empty data directory without asking the other --members whether "
+                  "they hold this cluster's state (an operator's override when that check is "
+                  "wrong; logged critical). First start only, never from a config file "
+                  "(docs/operations.md, \"Membership\")");
   flags.uint_flag("unvouched-may-elect", &config.unvouched_may_elect, "ID",
                   "an operator's way out when a majority lost their logs and nobody can be "
                   "elected: while this node is unvouched it may vote for node ID by the ordinary "
@@ -531,6 +584,8 @@ int main(int argc, char** argv) {
   }
 
   spdlog::info("{}: starting node {}", raftlog::util::version_line("raftlogd"), config.node_id);
+  if (int code = check_founding(config, tls, !join_text.empty(), skip_founding_check); code >= 0)
+    return code;
   if (!bootstrap.warning.empty()) spdlog::warn("node {}: {}", config.node_id, bootstrap.warning);
   if (bootstrap.founds) {
     spdlog::warn("node {}: founding a new cluster of this node alone in {} "

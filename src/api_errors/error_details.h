@@ -106,6 +106,8 @@ inline constexpr std::string_view kIdRetired = "ID_RETIRED";              // FAI
 inline constexpr std::string_view kBadMember = "BAD_MEMBER";  // INVALID_ARGUMENT: id 0, too many
 inline constexpr std::string_view kBadAddress = "BAD_ADDRESS";        // INVALID_ARGUMENT
 inline constexpr std::string_view kAddressInUse = "ADDRESS_IN_USE";   // FAILED_PRECONDITION
+// FAILED_PRECONDITION: a node of another id or cluster answers at the new member's address.
+inline constexpr std::string_view kWrongNodeAtAddress = "WRONG_NODE_AT_ADDRESS";
 inline constexpr std::string_view kWouldLoseQuorum = "WOULD_LOSE_QUORUM";  // FAILED_PRECONDITION
 inline constexpr std::string_view kLearnerBehind = "LEARNER_BEHIND";        // FAILED_PRECONDITION
 inline constexpr std::string_view kConfChangeTimeout =

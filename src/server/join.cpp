@@ -69,6 +69,17 @@ std::string path_of(const std::string& data_dir) {
 
 }  // namespace
 
+std::shared_ptr<grpc::ChannelCredentials> member_channel_credentials(const NodeTls& tls) {
+  if (!tls.enabled) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = tls.peers_enabled ? tls.peer.ca_pem : tls.port.ca_pem;
+  if (tls.peers_enabled) {
+    ssl.pem_cert_chain = tls.peer.cert_pem;
+    ssl.pem_private_key = tls.peer.key_pem;
+  }
+  return grpc::SslCredentials(ssl);
+}
+
 std::string encode_join_record(const JoinRecord& record) {
   std::string covered = std::string(kMagicLine) + "\n" + std::string(kVotersKey);
   for (std::size_t i = 0; i < record.bootstrap_voters.size(); ++i)
@@ -247,16 +258,7 @@ std::string fetch_join_record(const std::vector<std::string>& endpoints, std::ui
                               const std::string& cluster_id, const NodeTls& tls,
                               std::uint32_t timeout_ms, JoinRecord* out, bool* refused) {
   *refused = false;
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (tls.enabled) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = tls.peers_enabled ? tls.peer.ca_pem : tls.port.ca_pem;
-    if (tls.peers_enabled) {
-      ssl.pem_cert_chain = tls.peer.cert_pem;
-      ssl.pem_private_key = tls.peer.key_pem;
-    }
-    credentials = grpc::SslCredentials(ssl);
-  }
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = member_channel_credentials(tls);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   std::string target = endpoints.front();
   std::size_t next = 1;

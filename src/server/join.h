@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,7 +25,16 @@
 #include "server/node_tls.h"
 #include "store/status.h"
 
+namespace grpc {
+class ChannelCredentials;
+}  // namespace grpc
+
 namespace raftlog::server {
+
+// How a node calls another member's client port outside the peer transport (--join's member list,
+// the founding check, a leader's probe before AddMember): plaintext, or TLS trusting the peer CA
+// (else the port's) with this node's peer certificate as client certificate.
+std::shared_ptr<grpc::ChannelCredentials> member_channel_credentials(const NodeTls& tls);
 
 struct JoinRecord {
   std::vector<std::uint64_t> bootstrap_voters;    // sorted, non-empty

@@ -25,6 +25,24 @@ std::string check_add_member(std::uint64_t id, const std::string& address) {
   return "";
 }
 
+std::string add_probe_problem(std::uint64_t id, const std::string& address,
+                              const std::string& cluster_id, std::uint64_t answered_id,
+                              const std::string& answered_cluster_id) {
+  const std::string remedy =
+      ": nothing was proposed and no id was used; check the id and the address (a removed "
+      "member's id is retired for good, so an add is better caught than undone)";
+  if (!answered_cluster_id.empty() && answered_cluster_id != cluster_id) {
+    return "a node of another cluster ('" + answered_cluster_id + "', node " +
+           std::to_string(answered_id) + ") answers at " + address + ", not node " +
+           std::to_string(id) + " of this one" + remedy;
+  }
+  if (answered_id != 0 && answered_id != id) {
+    return "node " + std::to_string(answered_id) + " answers at " + address + ", not node " +
+           std::to_string(id) + remedy;
+  }
+  return "";
+}
+
 namespace {
 
 // The refusal of a node that is not the leader, from its published status (what the Raft loop's
@@ -82,6 +100,25 @@ void fill_members(const NodeStatus& status, const std::string& cluster_id,
   out->set_cluster_id(cluster_id);
 }
 
+// Any role answers: the founding check asks followers too (server/founding_check.h).
+void fill_probe(const NodeStatus& status, const std::string& cluster_id, std::uint64_t asking_id,
+                v1::ProbeMemberResponse* out) {
+  out->set_node_id(status.node_id);
+  out->set_cluster_id(cluster_id);
+  out->set_term(status.term);
+  out->set_last_index(status.last_index);
+  out->set_config_index(status.conf_index);
+  out->set_asking_id_retired(
+      asking_id != 0 && std::find(status.retired_ids.begin(), status.retired_ids.end(),
+                                  asking_id) != status.retired_ids.end());
+  const bool leader = status.role == raft::Role::kLeader;
+  out->set_leader(leader);
+  if (!leader) return;
+  for (const PeerStatus& peer : status.peers) {
+    if (peer.id == asking_id) out->set_asking_id_match_index(peer.match_index);
+  }
+}
+
 Clock::time_point wait_deadline(const grpc::CallbackServerContext& context) {
   const auto now = Clock::now();
   const auto cap = now + kMaxMembershipWait;
@@ -99,7 +136,8 @@ Clock::time_point wait_deadline(const grpc::CallbackServerContext& context) {
 
 class MembershipService::Impl final : public v1::Membership::CallbackService {
  public:
-  explicit Impl(Node* node) : node_(node) {}
+  Impl(Node* node, std::shared_ptr<grpc::ChannelCredentials> credentials)
+      : node_(node), credentials_(std::move(credentials)) {}
 
   grpc::ServerUnaryReactor* ListMembers(grpc::CallbackServerContext* context,
                                         const v1::ListMembersRequest*,
@@ -111,6 +149,15 @@ class MembershipService::Impl final : public v1::Membership::CallbackService {
       return reactor;
     }
     fill_members(status, node_->config().cluster_id, response);
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ProbeMember(grpc::CallbackServerContext* context,
+                                        const v1::ProbeMemberRequest* request,
+                                        v1::ProbeMemberResponse* response) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    fill_probe(node_->status(), node_->config().cluster_id, request->asking_id(), response);
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
@@ -130,7 +177,18 @@ class MembershipService::Impl final : public v1::Membership::CallbackService {
     }
     const raft::ConfChangeType type = request->learner() ? raft::ConfChangeType::kAddLearner
                                                          : raft::ConfChangeType::kAddVoter;
-    change(context, reactor, response, raft::ConfChange{type, request->id()}, request->address());
+    const raft::ConfChange conf_change{type, request->id()};
+    // A follower refuses at once (NOT_LEADER) without the probe's round trip, and so does the
+    // leader an address a member has (ADDRESS_IN_USE names that member better than a probe).
+    const NodeStatus status = node_->status();
+    const bool members_address =
+        std::any_of(status.member_addresses.begin(), status.member_addresses.end(),
+                    [&](const auto& member) { return member.second == request->address(); });
+    if (status.role != raft::Role::kLeader || members_address) {
+      change(context, reactor, response, conf_change, request->address());
+      return reactor;
+    }
+    probe_then_add(context, reactor, response, conf_change, request->address());
     return reactor;
   }
 
@@ -177,10 +235,50 @@ class MembershipService::Impl final : public v1::Membership::CallbackService {
         });
   }
 
+  // Asks the node at `address` who it is (ProbeMember, kAddProbeDeadline) and refuses the add with
+  // WRONG_NODE_AT_ADDRESS when another node or cluster answers; anything else (no answer yet, an
+  // older node without ProbeMember, a TLS failure) proposes the add as before: operators add a
+  // node before they start it. One probe per AddMember call, on gRPC's callback threads.
+  void probe_then_add(grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+                      v1::ChangeMembersResponse* response, raft::ConfChange conf_change,
+                      std::string address) {
+    struct Probe {
+      std::unique_ptr<v1::Membership::Stub> stub;
+      grpc::ClientContext context;
+      v1::ProbeMemberRequest request;
+      v1::ProbeMemberResponse response;
+    };
+    auto probe = std::make_shared<Probe>();
+    probe->stub = v1::Membership::NewStub(grpc::CreateChannel(address, credentials_));
+    probe->context.set_deadline(std::chrono::system_clock::now() + kAddProbeDeadline);
+    probe->request.set_asking_id(node_->config().node_id);
+    Probe* raw = probe.get();
+    raw->stub->async()->ProbeMember(
+        &raw->context, &raw->request, &raw->response,
+        [this, probe, context, reactor, response, conf_change,
+         address = std::move(address)](grpc::Status status) mutable {
+          if (status.ok()) {
+            const std::string problem =
+                add_probe_problem(conf_change.node, address, node_->config().cluster_id,
+                                  probe->response.node_id(), probe->response.cluster_id());
+            if (!problem.empty()) {
+              reactor->Finish(reason_status(context, grpc::StatusCode::FAILED_PRECONDITION,
+                                            "AddMember: " + problem,
+                                            std::string(api_errors::reason::kWrongNodeAtAddress)));
+              return;
+            }
+          }
+          change(context, reactor, response, conf_change, std::move(address));
+        });
+  }
+
   Node* node_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
 };
 
-MembershipService::MembershipService(Node* node) : impl_(std::make_unique<Impl>(node)) {}
+MembershipService::MembershipService(Node* node,
+                                     std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : impl_(std::make_unique<Impl>(node, std::move(credentials))) {}
 MembershipService::~MembershipService() = default;
 grpc::Service* MembershipService::service() { return impl_.get(); }
 

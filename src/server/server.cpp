@@ -21,6 +21,7 @@
 #include "server/groups_service.h"
 #include "server/topics_service.h"
 #include "server/health_reporter.h"
+#include "server/join.h"
 #include "server/membership_service.h"
 #include "server/metrics.h"
 #include "server/snapshot_formats.h"
@@ -282,7 +283,7 @@ std::unique_ptr<Server> Server::start(const NodeConfig& config, std::string* err
     status->derived_unqueued_entries = dispatcher->indexes().unqueued_entries();
     status->derived_problem = dispatcher->failure();
   });
-  impl->membership = std::make_unique<MembershipService>(node);
+  impl->membership = std::make_unique<MembershipService>(node, member_channel_credentials(tls));
 
   // Both process-wide switches act on builders created afterwards; repeating them is harmless.
   grpc::EnableDefaultHealthCheckService(true);

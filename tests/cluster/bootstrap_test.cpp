@@ -20,14 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-LocalClusterOptions cluster_options(int nodes, int founders) {
-  LocalClusterOptions options;
-  options.raftlogd_path = RAFTLOGD_PATH;
-  options.nodes = nodes;
-  options.founding_members = founders;
-  return options;
-}
-
 // Adds `id` as a learner through the founders `endpoints`, then makes it a voter once caught up.
 void add_voter(LocalCluster& cluster, const std::vector<int>& endpoints, int id) {
   client::Options options;
@@ -63,7 +55,7 @@ void expect_lost_disk_start_refused(LocalCluster& cluster, int id) {
 // drills7 d31: node 4 joined and was made a voter; restarted without --join (`--members 4=ADDR`,
 // the second documented restart form) on an empty directory.
 TEST(BootstrapTest, AJoinedVoterRestartedOnALostDiskWithItsOwnAddressAloneExitsTwo) {
-  LocalCluster cluster(cluster_options(4, 3));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 4, 3));
   for (int id = 1; id <= 3; ++id) cluster.start(id);
   ASSERT_NE(cluster.wait_for_leader(), 0) << cluster.log_tail(1);
   cluster.start(4);
@@ -80,7 +72,7 @@ TEST(BootstrapTest, AJoinedVoterRestartedOnALostDiskWithItsOwnAddressAloneExitsT
 // --bootstrap-new-cluster, which LocalCluster gives a one-member founder's first start only) loses
 // its disk and is restarted with its unchanged `--members 1=ADDR`.
 TEST(BootstrapTest, TheFounderOfAClusterGrownFromOneNodeRestartedOnALostDiskExitsTwo) {
-  LocalCluster cluster(cluster_options(3, 1));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 3, 1));
   cluster.start(1);
   ASSERT_NE(leader_among(cluster, {1}, 10s), 0) << cluster.log_tail(1);
   EXPECT_NE(cluster.log_tail(1, 1 << 20).find("founding a new cluster"), std::string::npos)
@@ -97,7 +89,7 @@ TEST(BootstrapTest, TheFounderOfAClusterGrownFromOneNodeRestartedOnALostDiskExit
 // A single node: its first start needs the flag; later starts on its directory do not; a start with
 // the flag on a directory that holds a node ignores it (a leftover flag must not stop a restart).
 TEST(BootstrapTest, ASingleNodeFoundsItsClusterOnlyWithTheFlagAndRestartsWithout) {
-  LocalClusterOptions options = cluster_options(1, 0);
+  LocalClusterOptions options = founders_options(RAFTLOGD_PATH, 1, 0);
   options.bootstrap_flag_at_first_start = false;  // this test gives it by hand
   LocalCluster cluster(options);
   cluster.start(1);

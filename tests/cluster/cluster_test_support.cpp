@@ -13,6 +13,14 @@ LocalClusterOptions small_segment_options(const std::string& raftlogd_path) {
   return options;
 }
 
+LocalClusterOptions founders_options(const std::string& raftlogd_path, int nodes, int founders) {
+  LocalClusterOptions options;
+  options.raftlogd_path = raftlogd_path;
+  options.nodes = nodes;
+  options.founding_members = founders;
+  return options;
+}
+
 int leader_among(LocalCluster& cluster, const std::vector<int>& ids,
                  std::chrono::milliseconds timeout) {
   int leader = 0;

@@ -26,6 +26,10 @@ using Acknowledged = std::map<std::uint64_t, std::string>;
 // hundred entries fill several sealed segments, which a test can then trim, checkpoint or corrupt.
 LocalClusterOptions small_segment_options(const std::string& raftlogd_path);
 
+// A cluster of `nodes` raftlogd processes of which the first `founders` found it (the others start
+// with --join).
+LocalClusterOptions founders_options(const std::string& raftlogd_path, int nodes, int founders);
+
 // Polls `predicate` every `poll` until it holds or `timeout` passed; its last answer. (Unlike
 // shared/loopback.h's eventually, which polls in-process state every 5 ms: a poll here is usually
 // an RPC to a node's process.)

@@ -26,14 +26,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-LocalClusterOptions joining_cluster(int nodes, int founders) {
-  LocalClusterOptions options;
-  options.raftlogd_path = RAFTLOGD_PATH;
-  options.nodes = nodes;
-  options.founding_members = founders;
-  return options;
-}
-
 std::unique_ptr<client::MembersClient> members_client(LocalCluster& cluster, int founders,
                                                       std::uint32_t timeout_ms = 20000) {
   client::Options options;
@@ -78,7 +70,7 @@ void add_voter(client::MembersClient& members, LocalCluster& cluster, int id) {
 }
 
 TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAcknowledgedAppend) {
-  LocalCluster cluster(joining_cluster(5, 3));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 5, 3));
   for (int id = 1; id <= 3; ++id) cluster.start(id);
   ASSERT_NE(cluster.wait_for_leader(), 0) << cluster.log_tail(1);
   auto members = members_client(cluster, 3);
@@ -126,7 +118,7 @@ TEST(MembershipTest, GrowsThreeToFiveAndShrinksBackUnderLoadWithoutLosingAnAckno
 }
 
 TEST(MembershipTest, MembersReplaceSwapsADeadNodeOfFiveForANewNodeAtANewAddress) {
-  LocalCluster cluster(joining_cluster(6, 5));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 6, 5));
   for (int id = 1; id <= 5; ++id) cluster.start(id);
   const int leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0) << cluster.log_tail(1);
@@ -171,7 +163,7 @@ TEST(MembershipTest, MembersReplaceSwapsADeadNodeOfFiveForANewNodeAtANewAddress)
 // A node that joined but was never added, restarted without --join, keeps its JOIN record's
 // bootstrap configuration: it must not take itself for a one-node cluster and elect itself.
 TEST(MembershipTest, AJoinedNodeRestartedWithoutJoinNeverElectsItself) {
-  LocalCluster cluster(joining_cluster(4, 3));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 4, 3));
   for (int id = 1; id <= 3; ++id) cluster.start(id);
   const int leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0) << cluster.log_tail(1);
@@ -217,7 +209,7 @@ TEST(MembershipTest, AJoinedNodeRestartedWithoutJoinNeverElectsItself) {
 // and catch up within a bounded time. (Before the fix the founder stayed behind; the joiner caught
 // up here all the same, its JOIN record naming node 5: the jepsen runs had longer histories.)
 TEST(MembershipTest, NodesBehindTheConfigurationChangesHearALeaderAddedAfterTheFounders) {
-  LocalCluster cluster(joining_cluster(6, 3));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 6, 3));
   for (int id = 1; id <= 3; ++id) cluster.start(id);
   // (wait_for_leader wants a majority of all 6 nodes to agree; 3 run.)
   const int first_leader = leader_among(cluster, {1, 2, 3});
@@ -274,7 +266,7 @@ TEST(MembershipTest, NodesBehindTheConfigurationChangesHearALeaderAddedAfterTheF
 // campaigning); the transport used to drop it with the removed peer's link, leaving the node's
 // commit index below its own removal for good.
 TEST(MembershipTest, ARemovedNodeLearnsThatItsRemovalCommitted) {
-  LocalCluster cluster(joining_cluster(3, 0));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 3, 0));
   cluster.start_all();
   const int leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0) << cluster.log_tail(1);
@@ -306,7 +298,7 @@ TEST(MembershipTest, ARemovedNodeLearnsThatItsRemovalCommitted) {
 TEST(MembershipTest, RefusalsNameTheirReasons) {
   // A long election timeout, so that a leader cut off from its followers keeps leading (check
   // quorum) while the test holds a change uncommitted.
-  LocalClusterOptions options = joining_cluster(3, 0);
+  LocalClusterOptions options = founders_options(RAFTLOGD_PATH, 3, 0);
   options.extra_flags = {"--election-ticks", "100"};
   LocalCluster cluster(options);
   cluster.start_all();
@@ -447,7 +439,7 @@ TEST(MembershipTest, RefusalsNameTheirReasons) {
 // seconds. The answer is information only (one peer's word): it still pre-campaigns, but never wins
 // a pre-vote, so it never becomes a candidate nor moves anyone's term.
 TEST(MembershipTest, ARemovedNodeThatWasDownLearnsItIsRemovedWhenItComesBack) {
-  LocalCluster cluster(joining_cluster(3, 0));
+  LocalCluster cluster(founders_options(RAFTLOGD_PATH, 3, 0));
   cluster.start_all();
   const int leader = cluster.wait_for_leader();
   ASSERT_NE(leader, 0) << cluster.log_tail(1);

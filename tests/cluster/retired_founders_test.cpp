@@ -4,10 +4,15 @@
 // forbids it). Before retired5 the pair elected each other, served and acknowledged appends, and a
 // real member followed its term. Now no append is acknowledged by them, they report removed (naming
 // the member that said so) and NOT_SERVING, refuse appends and reads with NODE_REMOVED, and the real
-// cluster's term and log are untouched.
+// cluster's term and log are untouched. Since found6 they do not get that far: a real member among
+// the founders' --members answers the founding check that they are retired (exit 2); past the check
+// (--skip-founding-check) the members' word holds them, and it outlives their restart.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
 #include <thread>
 #include <string>
 
@@ -51,6 +56,25 @@ TEST(RetiredFoundersTest, RetiredFoundersRestartedEmptyServeNothingAndLeaveTheCl
     std::filesystem::remove_all(cluster.data_dir(id));
     std::filesystem::create_directories(cluster.data_dir(id));
     cluster.start(id);  // the founders' --members, as before
+  }
+  // The founding check (server/founding_check.h): node 3, a real member among the founders'
+  // --members, lists them as retired, and each exits 2 before it writes anything.
+  for (int id : {1, 2}) {
+    const std::optional<int> exit_code = cluster.wait_for_exit(id, 15s);
+    ASSERT_TRUE(exit_code.has_value()) << "node " << id << " founded: " << cluster.log_tail(id);
+    EXPECT_EQ(*exit_code, 2) << cluster.log_tail(id);
+    const std::string log = cluster.log_tail(id);
+    EXPECT_NE(log.find("member 3 (" + cluster.address(3) + ") lists node " + std::to_string(id) +
+                       " as retired"),
+              std::string::npos)
+        << log;
+    EXPECT_FALSE(std::filesystem::exists(cluster.data_dir(id) + "/HARDSTATE")) << log;
+  }
+  // Past the check (the operator's override here; as when no real member is reachable): the
+  // members' word keeps them out.
+  for (int id : {1, 2}) {
+    cluster.set_node_flags(id, {"--skip-founding-check"});
+    cluster.start(id);
   }
 
   // For 8 s, appends through the retired pair alone are refused, every one (raftlogctl, as an
@@ -101,6 +125,41 @@ TEST(RetiredFoundersTest, RetiredFoundersRestartedEmptyServeNothingAndLeaveTheCl
   }
   append_entries(*real_client, 5, "after", &acknowledged);
   for (int id : {3, 4, 5}) expect_holds_acknowledged(cluster, id, acknowledged, std::nullopt);
+
+  // The word outlives a restart (DATA_DIR/REMOVED): every real member stopped, so nobody can tell
+  // the pair again, and the pair restarted. Before the record they forgot the word and elected
+  // each other at once (2 of the founders' 3 voters).
+  std::map<int, std::uint64_t> told_by;
+  for (int id : {1, 2}) told_by[id] = cluster.status(id)->removed_by;
+  for (int id : {3, 4, 5}) ASSERT_EQ(cluster.stop(id), 0);
+  for (int id : {1, 2}) {
+    ASSERT_EQ(cluster.stop(id), 0);
+    EXPECT_TRUE(std::filesystem::exists(cluster.data_dir(id) + "/REMOVED")) << "node " << id;
+    cluster.set_node_flags(id, {});
+  }
+  for (int id : {1, 2}) cluster.start(id);
+  EXPECT_EQ(leader_among(cluster, {1, 2}, 6s), 0) << cluster.log_tail(1) << cluster.log_tail(2);
+  for (int id : {1, 2}) {
+    const std::optional<client::NodeStatus> status = cluster.status(id);
+    ASSERT_TRUE(status.has_value()) << cluster.log_tail(id);
+    EXPECT_TRUE(status->removed) << "node " << id << "\n" << cluster.log_tail(id);
+    EXPECT_EQ(status->removed_by, told_by[id]) << "node " << id;
+    EXPECT_EQ(status->role, client::Role::kFollower) << "node " << id;
+    const CommandRun append = run_command(std::string(RAFTLOGCTL_PATH) + " --timeout-ms 2000 " +
+                                          "--endpoints " + cluster.address(id) + " append --value x");
+    EXPECT_NE(append.out.find("NODE_REMOVED"), std::string::npos) << append.out;
+  }
+  // A damaged record is refused with what to check, not read as "no word".
+  ASSERT_EQ(cluster.stop(1), 0);
+  {
+    std::ofstream damaged(cluster.data_dir(1) + "/REMOVED", std::ios::trunc);
+    damaged << "not a record";
+  }
+  cluster.start(1);
+  const std::optional<int> exit_code = cluster.wait_for_exit(1, 15s);
+  ASSERT_TRUE(exit_code.has_value()) << cluster.log_tail(1);
+  EXPECT_NE(*exit_code, 0);
+  EXPECT_NE(cluster.log_tail(1).find("members list"), std::string::npos) << cluster.log_tail(1);
 }
 
 }  // namespace

@@ -38,6 +38,16 @@ void retire_three(TestCluster& c) {
   ASSERT_EQ(c.raft(2).conf_history().front().conf, (ConfState{{1, 2}}));
 }
 
+// retire_three, then node 2's binding word reaches node 3 (naming node 2's committed
+// configuration, which node 3's log lacks). The word.
+RemovedWord tell_three_it_is_retired(TestCluster& c) {
+  retire_three(c);
+  const RemovedWord word{2, c.raft(2).conf_history().front().index,
+                         c.raft(2).conf_history().front().term};
+  c.step(3, removed_answer(2, 3, c.raft(2).term(), word.conf_index, word.conf_term));
+  return word;
+}
+
 // The brief's core case: node 3 (retired on node 2, its log lacking the removal) sends node 2 an
 // append of a higher term, as a leader of its own would. Node 2 neither moves its term nor follows
 // it, and answers "removed" naming its committed configuration; node 3, given the answer, knows it
@@ -255,20 +265,16 @@ TEST(RetiredId, AWordBindsUnlessTheLogHoldsTheRetiringConfiguration) {
 
 // The binding word survives a restart (DATA_DIR/REMOVED, replica/removed_word_record.h): node 3,
 // told by node 2 that it is retired and then power-cut, comes back still told by node 2, and
-// neither campaigns nor grants a candidate of its own stale history. Before the record the
-// restarted node had forgotten the word and campaigned at its first election timeout.
+// does not campaign. Before the record the restarted node had forgotten the word.
 TEST(RetiredId, ABindingWordSurvivesARestart) {
   TestCluster c({1, 2, 3});
-  retire_three(c);
-  const Index conf_index = c.raft(2).conf_history().front().index;
-  const Term conf_term = c.raft(2).conf_history().front().term;
-  c.step(3, removed_answer(2, 3, c.raft(2).term(), conf_index, conf_term));
+  const RemovedWord word = tell_three_it_is_retired(c);
   ASSERT_TRUE(c.raft(3).told_removed());
   c.crash_restart(3);
   EXPECT_TRUE(c.raft(3).told_removed()) << "the word was forgotten by the restart";
   EXPECT_EQ(c.raft(3).removed_by(), 2u);
   ASSERT_TRUE(c.raft(3).removed_word().has_value());
-  EXPECT_EQ(*c.raft(3).removed_word(), (RemovedWord{2, conf_index, conf_term}));
+  EXPECT_EQ(*c.raft(3).removed_word(), word);
   c.isolate(1);
   c.isolate(2);
   const std::size_t before = c.in_flight().size();
@@ -285,10 +291,9 @@ TEST(RetiredId, ABindingWordSurvivesARestart) {
 // history (the retired pair of drills7 H2 re-electing each other). On main it granted both.
 TEST(RetiredId, ANodeToldItIsRetiredGrantsOnlyACandidateThatMayHoldTheNamedConfiguration) {
   TestCluster c({1, 2, 3});
-  retire_three(c);
-  const Index conf_index = c.raft(2).conf_history().front().index;
-  const Term conf_term = c.raft(2).conf_history().front().term;
-  c.step(3, removed_answer(2, 3, c.raft(2).term(), conf_index, conf_term));
+  const RemovedWord word = tell_three_it_is_retired(c);
+  const Index conf_index = word.conf_index;
+  const Term conf_term = word.conf_term;
   ASSERT_TRUE(c.raft(3).removed());
   c.tick(3, 30);  // out of any leader's lease
   c.take_from_network([](const Message&) { return true; }, 100000);

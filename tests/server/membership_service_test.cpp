@@ -5,8 +5,11 @@
 #include <memory>
 #include <string>
 
+#include <grpcpp/grpcpp.h>
+
 #include "client/admin.h"
 #include "node/temp_dir.h"
+#include "raftlog/v1/admin.grpc.pb.h"
 #include "server/membership_service.h"
 #include "server/server.h"
 #include "shared/loopback.h"
@@ -15,6 +18,7 @@ namespace raftlog::testing {
 namespace {
 
 using namespace std::chrono_literals;
+namespace v1 = raftlog::v1;
 
 TEST(MembershipService, AddRequestsAreCheckedBeforeTheNodeSeesThem) {
   EXPECT_EQ(server::check_add_member(4, "10.0.0.4:7001"), "");
@@ -90,7 +94,38 @@ TEST(MembershipService, ListsTheLeaderAndNamesEachRefusal) {
   EXPECT_FALSE(with_learner->find(4)->caught_up);
   EXPECT_EQ(reason_of(members->promote(4).status()), "LEARNER_BEHIND");
   ASSERT_TRUE(members->remove(4).ok());
+
+  // ProbeMember (the founding check's and the add probe's question) answers who this node is, what
+  // it holds and whether the asking id is retired here.
+  auto stub = v1::Membership::NewStub(
+      grpc::CreateChannel(config.members[1], grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(eventually(
+      [&] {
+        grpc::ClientContext context;
+        v1::ProbeMemberRequest request;
+        request.set_asking_id(4);
+        v1::ProbeMemberResponse answer;
+        if (!stub->ProbeMember(&context, request, &answer).ok()) return false;
+        EXPECT_EQ(answer.node_id(), 1u);
+        EXPECT_EQ(answer.cluster_id(), config.cluster_id);
+        EXPECT_TRUE(answer.leader());
+        EXPECT_GE(answer.term(), 1u);
+        EXPECT_GE(answer.last_index(), answer.config_index());
+        return answer.asking_id_retired() && answer.config_index() > 0;
+      },
+      5s));
   node->shutdown();
+}
+
+// The add probe's verdict (drills7 M2): another id or another cluster at the address is refused,
+// the right node (or one that names no cluster: an older node) is not.
+TEST(MembershipService, AnAddProbeRefusesAnotherNodeOrCluster) {
+  EXPECT_EQ(server::add_probe_problem(9, "h:1", "c", 9, "c"), "");
+  EXPECT_EQ(server::add_probe_problem(9, "h:1", "c", 9, ""), "");
+  const std::string other_node = server::add_probe_problem(9, "h:1", "c", 8, "c");
+  EXPECT_NE(other_node.find("node 8 answers at h:1, not node 9"), std::string::npos) << other_node;
+  const std::string other_cluster = server::add_probe_problem(9, "h:1", "c", 9, "d");
+  EXPECT_NE(other_cluster.find("another cluster ('d'"), std::string::npos) << other_cluster;
 }
 
 }  // namespace
