@@ -176,6 +176,15 @@ TEST_F(RaftlogdFlagsTest, UnvouchedMayElectIsRefusedFromAConfigFileAndForItself)
                  "unvouched_may_elect must name another node", "naming itself");
 }
 
+// --skip-founding-check (found6) is a one-time action as well: a supervisor's config file would
+// skip the founding check again after a later lost disk.
+TEST_F(RaftlogdFlagsTest, SkipFoundingCheckIsRefusedFromAConfigFile) {
+  const std::string config = dir_ + "/raftlogd.conf";
+  std::ofstream(config) << "skip-founding-check = true\n";
+  expect_refused(raftlogd("--config " + config),
+                 "skip-founding-check cannot come from a config file", "from a config file");
+}
+
 TEST(RaftlogdFlags, NoFlagsNamesEveryRequiredFlagAndAnExample) {
   const ProcessRun run = run_stderr(RAFTLOGD_PATH);
   EXPECT_EQ(run.exit_code, 2) << run.err;
