@@ -145,6 +145,9 @@ TEST(RetiredFoundersTest, RetiredFoundersRestartedEmptyServeNothingAndLeaveTheCl
     EXPECT_TRUE(status->removed) << "node " << id << "\n" << cluster.log_tail(id);
     EXPECT_EQ(status->removed_by, told_by[id]) << "node " << id;
     EXPECT_EQ(status->role, client::Role::kFollower) << "node " << id;
+    const CommandRun health = run_command(std::string(RAFTLOGCTL_PATH) + " --endpoints " +
+                                          cluster.address(id) + " health");
+    EXPECT_NE(health.out.find("NOT_SERVING"), std::string::npos) << health.out;
     const CommandRun append = run_command(std::string(RAFTLOGCTL_PATH) + " --timeout-ms 2000 " +
                                           "--endpoints " + cluster.address(id) + " append --value x");
     EXPECT_NE(append.out.find("NODE_REMOVED"), std::string::npos) << append.out;
