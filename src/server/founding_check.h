@@ -51,8 +51,7 @@ inline constexpr std::chrono::milliseconds kFoundingProbeDeadline{2000};
 bool founding_check_applies(const NodeConfig& config, bool joins);
 
 // "" when `answer` (already filled from the wire) may be read, else why it is no answer: node id 0,
-// a cluster id empty or over 256 bytes, a term above the Raft core's bound, a configuration entry
-// beyond the log's end.
+// a cluster id empty or over 256 bytes, a term above the Raft core's bound.
 std::string check_probe_answer(const FoundingAnswer& answer);
 
 struct FoundingDecision {

@@ -107,10 +107,12 @@ TEST(FoundingCheck, MalformedAnswersAreNoAnswers) {
   answer = empty_member(2);
   answer.term = (std::uint64_t{1} << 62) + 1;
   EXPECT_NE(check_probe_answer(answer), "");
+  // A configuration entry past the log's end is odd but not malformed: it still shows state.
   answer = empty_member(2);
   answer.config_index = 3;
   answer.last_index = 2;
-  EXPECT_NE(check_probe_answer(answer), "");
+  EXPECT_EQ(check_probe_answer(answer), "");
+  EXPECT_NE(decide_founding(1, "c", {answer}).refusal, "");
 }
 
 }  // namespace
