@@ -46,8 +46,15 @@ TEST(SingleProcessTest, ASecondRaftlogdOnANodesDirectoryOrAddressExitsAndNothing
             std::string::npos)
       << same_directory.out;
 
-  const CommandRun same_address =
+  // On an empty directory of its own it would found beside the running cluster: since found6 the
+  // founding check refuses it first (exit 2), and past the check its listener is refused.
+  const CommandRun empty_directory =
       run_command(second + " --data-dir " + cluster.data_dir(1) + "-second");
+  EXPECT_EQ(empty_directory.exit_code, 2) << empty_directory.out;
+  EXPECT_NE(empty_directory.out.find("holds this cluster's state"), std::string::npos)
+      << empty_directory.out;
+  const CommandRun same_address = run_command(second + " --data-dir " + cluster.data_dir(1) +
+                                              "-second --skip-founding-check");
   EXPECT_EQ(same_address.exit_code, 1) << same_address.out;
   EXPECT_NE(same_address.out.find("cannot listen on " + cluster.address(1)), std::string::npos)
       << same_address.out;
