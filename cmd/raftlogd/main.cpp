@@ -173,14 +173,32 @@ int check_founding(const raftlog::server::NodeConfig& config, const raftlog::ser
                      "starts", config.node_id, config.data_dir);
     return -1;
   }
+  std::vector<std::uint64_t> founders;  // sorted: config.members is a map
+  for (const auto& member : config.members) founders.push_back(member.first);
   const auto started = std::chrono::steady_clock::now();
-  const std::vector<raftlog::server::FoundingAnswer> answers = raftlog::server::ask_other_members(
-      config, tls, raftlog::server::kFoundingProbeDeadline);
-  const raftlog::server::FoundingDecision decision =
-      raftlog::server::decide_founding(config.node_id, config.cluster_id, answers);
+  std::vector<raftlog::server::FoundingAnswer> answers;
+  raftlog::server::FoundingDecision decision;
+  // A refusal that a new cluster's election could explain is asked again a few times, bounded
+  // (kFoundingRetries, and none begun after kFoundingRetryBudget; a round takes at most
+  // kFoundingProbeDeadline + 0.5 s).
+  for (int attempt = 0;; ++attempt) {
+    answers = raftlog::server::ask_other_members(config, tls, raftlog::server::kFoundingProbeDeadline);
+    decision = raftlog::server::decide_founding(config.node_id, config.cluster_id, answers, founders);
+    if (decision.refusal.empty() || !decision.ask_again ||
+        attempt >= raftlog::server::kFoundingRetries ||
+        std::chrono::steady_clock::now() - started > raftlog::server::kFoundingRetryBudget)
+      break;
+    std::this_thread::sleep_for(raftlog::server::kFoundingRetryWait);
+  }
   std::string silent;
   for (const raftlog::server::FoundingAnswer& answer : answers) {
-    if (!answer.answered) silent += " " + std::to_string(answer.member) + " (" + answer.failure + ")";
+    if (answer.answered) continue;
+    silent += " " + std::to_string(answer.member) + " (" + answer.failure + ")";
+    if (answer.failure_is_loud) {
+      spdlog::warn("node {}: founding check: member {} ({}) answered but not the question: {}; "
+                   "counted as no answer",
+                   config.node_id, answer.member, answer.address, answer.failure);
+    }
   }
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - started);

@@ -146,6 +146,9 @@ bool Raft::Impl::note_removed(const Message& m) {
     return false;
   }
   if (m.commit != 0 && word_is_stale(m.commit, m.log_term)) return true;  // dropped
+  // A word without a position (an older member's) never replaces a binding one: it would loosen
+  // the node, and its driver would then remove the binding word's record (DATA_DIR/REMOVED).
+  if (m.commit == 0 && told_removed()) return true;
   removed_word_ = RemovedWord{m.from, m.commit, m.log_term};
   if (m.commit == 0) return true;  // information only
   if (role_ == Role::kLeader) {

@@ -7,8 +7,11 @@
 // Written durably when the core's word binds or changes (the record synced, the directory synced),
 // read at open into raft::Config::removed_word, removed (unlink, then a directory sync) once the core
 // drops the word (its log holds the named configuration and a later one lists it again, or a
-// majority elected it). A crash between the word and its write loses the word, as before the record
-// existed: the next member to hear from the node tells it again.
+// majority elected it). A crash before the write began loses the word, as before the record existed:
+// the next member to hear from the node tells it again. A power cut during the record's first write
+// (DurableRecordFile::open creates the file with two empty slots, then write() fills one) leaves a
+// file without a valid record: the node then does not start (below); it had been told its id is
+// retired, so it is stopped for good and wiped.
 //
 // Layout: a store::DurableRecordFile (two CRC32C-checked slots). Payload (36 bytes, little-endian):
 // u32 format version (1), u64 the node id the directory belongs to, u64 the member that said so,
@@ -16,7 +19,7 @@
 // that exists but holds no valid record (damaged, torn, another version, another node's id or an
 // impossible word) is refused at open with the reason: guessing "no word" would let a retired node
 // campaign, guessing a word would need one; the operator checks the member list (docs/operations.md,
-// "Membership") and removes the file or the whole directory.
+// "Membership") and wipes the node.
 #pragma once
 
 #include <optional>

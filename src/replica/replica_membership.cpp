@@ -446,13 +446,16 @@ bool Replica::open_removed_word_record(raft::Config* raft_config, NodeError* err
   if (!found->present) return true;
   if (!found->damage.empty()) {
     // Neither guess is safe: no word lets a retired node campaign, and there is no word to keep.
+    // The file exists only because a member said this node's id is retired (a power cut during
+    // its first write leaves it without a valid record, removed_word_record.h).
     *error = make_error(ErrorCode::kInternal,
                         path + " records that a member said this node's id is retired, but " +
-                            found->damage + ": check with `raftlogctl members list` whether node " +
+                            found->damage + ": a member told node " +
                             std::to_string(config_.node_id) +
-                            " is a member; if it is not, stop it for good and wipe its directory; "
-                            "if it is, remove " + path + " and start it again "
-                            "(docs/operations.md, \"Membership\")");
+                            " that a committed change removed it (a power cut during the "
+                            "record's first write leaves it so). Check with `raftlogctl members "
+                            "list` that the id is retired, then stop this node for good and wipe "
+                            "its directory (docs/operations.md, \"Membership\")");
     return false;
   }
   raft_config->removed_word = found->word;

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -43,14 +44,27 @@ std::string check_probe_answer(const FoundingAnswer& answer) {
   if (answer.cluster_id.empty() || answer.cluster_id.size() > kMaxClusterIdBytes)
     return "its cluster id is empty or longer than 256 bytes";
   if (answer.term > raft::kMaxTerm) return "its term is beyond any term";
+  if (answer.bootstrap_voters.size() > raft::kMaxMembers ||
+      std::find(answer.bootstrap_voters.begin(), answer.bootstrap_voters.end(), 0) !=
+          answer.bootstrap_voters.end()) {
+    return "its bootstrap voters are not 1 to 64 non-zero ids";
+  }
   // Nothing else is judged: a malformed answer counts as none, which lets the start found, so an
-  // odd but possible combination (a status read between a configuration and its entry's write)
-  // must not be one.
+  // odd but possible combination must not be one: a configuration entry past the log's end is
+  // what a member that lost only log/ (CONFSTATE kept) or had its log cut below CONFSTATE's entry
+  // by a storage fault answers (review of found6).
   return "";
 }
 
+static std::string id_list(const std::vector<std::uint64_t>& ids) {
+  std::string out;
+  for (std::uint64_t id : ids) out += (out.empty() ? "" : ", ") + std::to_string(id);
+  return "{" + out + "}";
+}
+
 FoundingDecision decide_founding(std::uint64_t self_id, const std::string& cluster_id,
-                                 const std::vector<FoundingAnswer>& answers) {
+                                 const std::vector<FoundingAnswer>& answers,
+                                 const std::vector<std::uint64_t>& founders) {
   FoundingDecision decision;
   const std::string self = "node " + std::to_string(self_id);
   const std::string remedy =
@@ -77,11 +91,22 @@ FoundingDecision decide_founding(std::uint64_t self_id, const std::string& clust
                          "': fix --members or --cluster-id (nothing was written)";
       return decision;
     }
+    if (!founders.empty() && !answer.bootstrap_voters.empty() &&
+        answer.bootstrap_voters != founders) {
+      decision.refusal = member_name(answer) + " belongs to a cluster founded by " +
+                         id_list(answer.bootstrap_voters) + ", but this node's --members names " +
+                         id_list(founders) + ": a node that is not a founder joins a running "
+                         "cluster with --join (--members naming itself alone), then raftlogctl "
+                         "members add; if --members is simply wrong, fix it (nothing was written)";
+      return decision;
+    }
     if (answer.self_retired) {
       decision.refusal = member_name(answer) + " lists " + self +
                          " as retired (removed from the cluster by a committed change): a "
                          "removed id is never reused, and an empty directory under it must not "
-                         "found the cluster again" + remedy;
+                         "found the cluster again. Stop this node for good; a node on this host "
+                         "joins under a new id (--join, then raftlogctl members add NEW_ID "
+                         "ADDRESS; docs/operations.md, \"Membership\"). Nothing was written";
       return decision;
     }
     if (held_state(answer).empty()) continue;
@@ -90,8 +115,12 @@ FoundingDecision decide_founding(std::uint64_t self_id, const std::string& clust
     if (answer.leader && answer.config_index == 0) leader_of_bootstrap = &answer;
   }
   if (holder == nullptr) return decision;
+  const std::vector<std::uint64_t>* leaders_founders =
+      leader_of_bootstrap != nullptr ? &leader_of_bootstrap->bootstrap_voters : nullptr;
   if (leader_of_bootstrap != nullptr && !changed_configuration &&
-      leader_of_bootstrap->self_match_index == 0) {
+      leader_of_bootstrap->self_match_index == 0 &&
+      (leaders_founders->empty() ||
+       std::binary_search(leaders_founders->begin(), leaders_founders->end(), self_id))) {
     decision.note = member_name(*leader_of_bootstrap) + " leads the founders' configuration in "
                     "term " + std::to_string(leader_of_bootstrap->term) +
                     " and never replicated an entry to " + self +
@@ -99,14 +128,20 @@ FoundingDecision decide_founding(std::uint64_t self_id, const std::string& clust
                     "candidate with entries until that leader has caught it up";
     return decision;
   }
+  decision.ask_again = leader_of_bootstrap == nullptr && !changed_configuration;
   decision.refusal =
       self + "'s data directory is empty and --members names other members, so this start "
       "would found the cluster at term 0, but " + member_name(*holder) +
       " holds this cluster's state (" + held_state(*holder) +
       "): the cluster exists already, and a founder on an empty directory beside it would elect "
-      "in terms it used already and fork it" + remedy +
-      ". If you are sure that this node never held data of this cluster (its first start), "
-      "start it once with --skip-founding-check";
+      "in terms it used already and fork it" + remedy + "." +
+      (decision.ask_again
+           ? " If this is this node's first start, the new cluster may have had no leader while "
+             "it asked (an election, or its leader restarting): start it again once one is "
+             "elected (its leader lets a founder that never held entries in)."
+           : "") +
+      " If you are sure that this node never held data of this cluster, start it once with "
+      "--skip-founding-check";
   return decision;
 }
 
@@ -162,6 +197,11 @@ std::vector<FoundingAnswer> ask_other_members(const NodeConfig& config, const No
     const Call& call = *calls[i];
     FoundingAnswer& answer = answers[i];
     if (!call.status.ok()) {
+      const grpc::StatusCode code = call.status.error_code();
+      answer.failure_is_loud = code != grpc::StatusCode::UNAVAILABLE &&
+                               code != grpc::StatusCode::DEADLINE_EXCEEDED &&
+                               code != grpc::StatusCode::CANCELLED &&
+                               code != grpc::StatusCode::UNIMPLEMENTED;
       answer.failure = call.status.error_code() == grpc::StatusCode::UNIMPLEMENTED
                            ? "it runs a raftlogd from before the founding check"
                            : "gRPC status " + std::to_string(call.status.error_code()) + ": " +
@@ -176,9 +216,15 @@ std::vector<FoundingAnswer> ask_other_members(const NodeConfig& config, const No
     answer.self_retired = call.response.asking_id_retired();
     answer.leader = call.response.leader();
     answer.self_match_index = call.response.asking_id_match_index();
+    answer.bootstrap_voters.assign(call.response.bootstrap_voters().begin(),
+                                   call.response.bootstrap_voters().end());
+    std::sort(answer.bootstrap_voters.begin(), answer.bootstrap_voters.end());
     answer.failure = check_probe_answer(answer);
     answer.answered = answer.failure.empty();
-    if (!answer.answered) answer.failure = "a malformed answer: " + answer.failure;
+    if (!answer.answered) {
+      answer.failure = "a malformed answer: " + answer.failure;
+      answer.failure_is_loud = true;
+    }
   }
   return answers;
 }

@@ -32,6 +32,9 @@ struct FoundingAnswer {
   std::string address;       // where (its --members address)
   bool answered = false;     // a valid answer came; else `failure` says why not
   std::string failure;
+  // No answer, but not for want of one: a live process refused the question (authentication, TLS,
+  // permission) or answered malformed. Still no answer (the start founds), but said at warn.
+  bool failure_is_loud = false;
   std::uint64_t node_id = 0;
   std::string cluster_id;
   std::uint64_t term = 0;
@@ -40,6 +43,7 @@ struct FoundingAnswer {
   bool self_retired = false;  // the member lists the asking node as retired
   bool leader = false;
   std::uint64_t self_match_index = 0;  // a leader's match index for the asking node
+  std::vector<std::uint64_t> bootstrap_voters;  // sorted; empty from a node older than the field
 };
 
 // Per call; the calls run in parallel, so the whole check takes about this at most.
@@ -51,17 +55,29 @@ inline constexpr std::chrono::milliseconds kFoundingProbeDeadline{2000};
 bool founding_check_applies(const NodeConfig& config, bool joins);
 
 // "" when `answer` (already filled from the wire) may be read, else why it is no answer: node id 0,
-// a cluster id empty or over 256 bytes, a term above the Raft core's bound.
+// a cluster id empty or over 256 bytes, a term above the Raft core's bound, more than 64 bootstrap
+// voters or a voter 0.
 std::string check_probe_answer(const FoundingAnswer& answer);
 
 struct FoundingDecision {
   std::string refusal;  // non-empty: do not start (exit 2), for this reason
   std::string note;     // non-empty: log it and found
+  // The refusal rests on members of the unchanged bootstrap configuration holding state while no
+  // leader answered: a new cluster may be electing (or its leader restarting) right now, and a late
+  // founder would be let in by its leader. Worth asking again shortly (kFoundingRetries).
+  bool ask_again = false;
 };
+
+// How often raftlogd asks again when a refusal says ask_again, and how long it waits before each.
+inline constexpr int kFoundingRetries = 3;
+inline constexpr std::chrono::milliseconds kFoundingRetryWait{500};
+inline constexpr std::chrono::milliseconds kFoundingRetryBudget{3000};
 
 // What the answers mean for node `self_id` of cluster `cluster_id` (pure; exposed for tests):
 // - a member whose id or cluster id is not the one --members and --cluster-id name: refused (the
 //   configuration is wrong, or another cluster runs there);
+// - a member whose bootstrap voters (the founders) are not `founders` (this node's --members ids,
+//   sorted; empty: not checked): refused, a node that is no founder joins with --join;
 // - a member that lists this node as retired, or holds this cluster's state (a term above 0, an
 //   entry, a changed configuration): refused, naming the member and what it holds; the remedy is
 //   `raftlogctl members replace` (docs/operations.md, "Membership"),
@@ -72,7 +88,8 @@ struct FoundingDecision {
 //   their start order. Founded with a note.
 // No answer at all, or only empty members: founds, as before.
 FoundingDecision decide_founding(std::uint64_t self_id, const std::string& cluster_id,
-                                 const std::vector<FoundingAnswer>& answers);
+                                 const std::vector<FoundingAnswer>& answers,
+                                 const std::vector<std::uint64_t>& founders = {});
 
 // Asks every member of config.members but this node, in parallel, each call bounded by `deadline`;
 // one answer per member asked (in --members order), never more than 63.

@@ -108,6 +108,7 @@ void fill_probe(const NodeStatus& status, const std::string& cluster_id, std::ui
   out->set_term(status.term);
   out->set_last_index(status.last_index);
   out->set_config_index(status.conf_index);
+  for (std::uint64_t voter : status.bootstrap_voters) out->add_bootstrap_voters(voter);
   out->set_asking_id_retired(
       asking_id != 0 && std::find(status.retired_ids.begin(), status.retired_ids.end(),
                                   asking_id) != status.retired_ids.end());
@@ -257,6 +258,15 @@ class MembershipService::Impl final : public v1::Membership::CallbackService {
         &raw->context, &raw->request, &raw->response,
         [this, probe, context, reactor, response, conf_change,
          address = std::move(address)](grpc::Status status) mutable {
+          // The caller gave up while the probe ran: proposing now would make an add it was told
+          // timed out (review of found6, L5).
+          if (context->IsCancelled()) {
+            reactor->Finish(reason_status(context, grpc::StatusCode::DEADLINE_EXCEEDED,
+                                          "AddMember: the call ended while the leader probed " +
+                                              address + "; nothing was proposed",
+                                          std::string(api_errors::reason::kConfChangeTimeout)));
+            return;
+          }
           if (status.ok()) {
             const std::string problem =
                 add_probe_problem(conf_change.node, address, node_->config().cluster_id,

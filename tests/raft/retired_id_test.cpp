@@ -286,6 +286,21 @@ TEST(RetiredId, ABindingWordSurvivesARestart) {
   EXPECT_EQ(c.in_flight().size(), before) << "a restarted node told it is retired campaigned";
 }
 
+// Review of found6 L3: a word without a position (an older member's) arriving after a binding one
+// neither loosens the node nor, through its driver, removes DATA_DIR/REMOVED. Before, it replaced
+// the binding word: told_removed() turned false and the record was deleted at the round's end.
+TEST(RetiredId, AnInformationOnlyWordDoesNotReplaceABindingOne) {
+  TestCluster c({1, 2, 3});
+  const RemovedWord word = tell_three_it_is_retired(c);
+  ASSERT_TRUE(c.raft(3).told_removed());
+  c.step(3, removed_answer(1, 3, c.raft(1).term()));  // no position
+  EXPECT_TRUE(c.raft(3).told_removed());
+  ASSERT_TRUE(c.raft(3).removed_word().has_value());
+  EXPECT_EQ(*c.raft(3).removed_word(), word);
+  c.crash_restart(3);
+  EXPECT_TRUE(c.raft(3).told_removed()) << "the record was removed";
+}
+
 // A node told it is retired grants its (pre-)vote only to a candidate whose last entry is at or past
 // the configuration the word named (a log that may hold it), not to another node of its own stale
 // history (the retired pair of drills7 H2 re-electing each other). On main it granted both.

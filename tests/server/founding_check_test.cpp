@@ -94,6 +94,54 @@ TEST(FoundingCheck, ALateFounderStartsWhenTheBootstrapLeaderNeverReplicatedToIt)
   EXPECT_NE(decide_founding(1, "c", {leader, follower}).refusal, "");
 }
 
+// Review of found6 M1: a node that is no founder (its --members adds itself to the founders' list,
+// --join forgotten) was let in as a "late founder", the leader's match index 0 meaning "never
+// replicated to" and "not tracked" alike. The founders each member names must be this node's.
+TEST(FoundingCheck, ANodeThatIsNoFounderIsRefusedAndNotTakenForALateFounder) {
+  FoundingAnswer leader = empty_member(2);
+  leader.term = 1;
+  leader.last_index = 1;
+  leader.leader = true;
+  leader.bootstrap_voters = {1, 2, 3};
+  const FoundingDecision decision = decide_founding(4, "c", {leader}, {1, 2, 3, 4});
+  EXPECT_EQ(decision.note, "");
+  EXPECT_NE(decision.refusal.find("founded by {1, 2, 3}, but this node's --members names {1, 2, 3, "
+                                  "4}"),
+            std::string::npos)
+      << decision.refusal;
+  EXPECT_NE(decision.refusal.find("--join"), std::string::npos) << decision.refusal;
+  // Without its own --members to compare (an older caller), the leader's founders still decide.
+  EXPECT_NE(decide_founding(4, "c", {leader}).refusal, "");
+  // An empty member of a new cluster with another founders' list: the flags disagree.
+  FoundingAnswer other_list = empty_member(2);
+  other_list.bootstrap_voters = {1, 2};
+  EXPECT_NE(decide_founding(1, "c", {other_list}, {1, 2, 3}).refusal, "");
+  // The same list: founds (the late founder with its leader's list too).
+  other_list.bootstrap_voters = {1, 2, 3};
+  EXPECT_EQ(decide_founding(1, "c", {other_list}, {1, 2, 3}).refusal, "");
+  EXPECT_EQ(decide_founding(3, "c", {leader}, {1, 2, 3}).refusal, "");
+}
+
+// Review of found6 L1, L2: a refusal that an election in a new cluster could explain (holders of
+// the unchanged bootstrap configuration, no leader among the answers) asks to be asked again and
+// says so; a retired id is told to stop for good, not to run a replace that would fail.
+TEST(FoundingCheck, ARefusalWithoutALeaderAsksAgainAndARetiredIdIsToldToStop) {
+  FoundingAnswer follower = empty_member(2);
+  follower.term = 1;
+  follower.last_index = 1;
+  const FoundingDecision no_leader = decide_founding(3, "c", {follower});
+  EXPECT_NE(no_leader.refusal, "");
+  EXPECT_TRUE(no_leader.ask_again);
+  EXPECT_NE(no_leader.refusal.find("no leader while it asked"), std::string::npos);
+  follower.config_index = 1;  // a changed configuration: no election explains it
+  EXPECT_FALSE(decide_founding(3, "c", {follower}).ask_again);
+  FoundingAnswer retired = empty_member(2);
+  retired.self_retired = true;
+  const std::string refusal = decide_founding(1, "c", {retired}).refusal;
+  EXPECT_NE(refusal.find("Stop this node for good"), std::string::npos) << refusal;
+  EXPECT_EQ(refusal.find("members replace"), std::string::npos) << refusal;
+}
+
 TEST(FoundingCheck, MalformedAnswersAreNoAnswers) {
   FoundingAnswer answer = empty_member(2);
   EXPECT_EQ(check_probe_answer(answer), "");
@@ -106,6 +154,11 @@ TEST(FoundingCheck, MalformedAnswersAreNoAnswers) {
   EXPECT_NE(check_probe_answer(answer), "");
   answer = empty_member(2);
   answer.term = (std::uint64_t{1} << 62) + 1;
+  EXPECT_NE(check_probe_answer(answer), "");
+  answer = empty_member(2);
+  answer.bootstrap_voters = {0, 1};
+  EXPECT_NE(check_probe_answer(answer), "");
+  answer.bootstrap_voters.assign(65, 1);
   EXPECT_NE(check_probe_answer(answer), "");
   // A configuration entry past the log's end is odd but not malformed: it still shows state.
   answer = empty_member(2);
