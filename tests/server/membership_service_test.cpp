@@ -2,7 +2,13 @@
 // ListMembers on the leader, and the refusals' reason words through the MembersClient.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <memory>
+#include <thread>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
@@ -99,6 +105,34 @@ TEST(MembershipService, ListsTheLeaderAndNamesEachRefusal) {
   // it holds and whether the asking id is retired here.
   auto stub = v1::Membership::NewStub(
       grpc::CreateChannel(config.members[1], grpc::InsecureChannelCredentials()));
+  // Review of found6 L5: an add whose caller gives up while the leader probes the address (here a
+  // socket that accepts and never speaks, so the probe waits its 1 s) is not proposed afterwards.
+  {
+    const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(silent, 0);
+    sockaddr_in bound{};
+    bound.sin_family = AF_INET;
+    bound.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(bound);
+    ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&bound), sizeof(bound)), 0);
+    ASSERT_EQ(::listen(silent, 16), 0);
+    ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&bound), &length), 0);
+    const std::string address = loopback_address(ntohs(bound.sin_port));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 300ms);
+    v1::AddMemberRequest request;
+    request.set_id(5);
+    request.set_address(address);
+    request.set_learner(true);
+    v1::ChangeMembersResponse changed;
+    const grpc::Status status = stub->AddMember(&context, request, &changed);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    std::this_thread::sleep_for(1500ms);  // past the probe's own deadline
+    auto listed = members->list();
+    ASSERT_TRUE(listed.ok()) << listed.status().to_string();
+    EXPECT_EQ(listed->find(5), nullptr) << "proposed after the caller gave up";
+    ::close(silent);
+  }
   ASSERT_TRUE(eventually(
       [&] {
         grpc::ClientContext context;
