@@ -21,25 +21,6 @@ namespace {
 using testing::TestCluster;
 using namespace testing::unvouched;
 
-// Steps `request` into its receiver; whether the answer it produced grants it (nullopt: none).
-std::optional<bool> answer_to(TestCluster& c, const Message& request) {
-  const std::size_t mark = c.node(request.to).readies.size();
-  c.step(request.to, request);
-  const std::vector<Ready>& readies = c.node(request.to).readies;
-  for (std::size_t i = mark; i < readies.size(); ++i) {
-    for (const std::vector<Message>* queue :
-         {&readies[i].messages, &readies[i].messages_after_persist}) {
-      for (const Message& m : *queue) {
-        if (m.to == request.from && (m.type == MessageType::kVoteResponse ||
-                                     m.type == MessageType::kPreVoteResponse)) {
-          return !m.reject;
-        }
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 NodeId leader_of(TestCluster& c) {
   for (NodeId id : c.ids()) {
     if (c.raft(id).role() == Role::kLeader) return id;
