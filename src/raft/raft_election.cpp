@@ -364,7 +364,8 @@ void Raft::Impl::step(Message& m) {
 // An unvouched node (Config::unvouched) grants a candidate whose log is empty (an empty log is
 // granted only by empty logs, the up-to-date rule: a new cluster, also one whose first leader died
 // before its first entry was durable anywhere), or, once a leader of term T named commit c to it,
-// one whose log would vouch for it: last term above T, or T with last index >= c. Such a log holds
+// one whose log meets that word (rules::log_meets_vouching_word, which the replica's warning about
+// --unvouched-may-elect judges by too): last term above T, or T with last index >= c. Such a log holds
 // that leader's log up to c and up to its first entry of term T, so every entry committed before
 // (Leader Completeness and Log Matching, docs/raft.md, "Unvouched nodes"). Any other candidate may
 // lack an entry this node acknowledged before it lost its durable state. Without the second case a
@@ -385,7 +386,7 @@ bool Raft::Impl::unvouched_may_grant(const Message& m) const {
   // accepts left the leader after that match was lowered, and names every commit counted with it; a
   // heartbeat whose clamped commit is below the leader's own names the leader's match itself.
   if (vouching_term_ == 0 || !stale_match_ruled_out_) return false;
-  return m.log_term > vouching_term_ || (m.log_term == vouching_term_ && m.index >= vouch_index_);
+  return rules::log_meets_vouching_word(m.log_term, m.index, vouching_term_, vouch_index_);
 }
 
 void Raft::Impl::handle_vote_request(const Message& m) {

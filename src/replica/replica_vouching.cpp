@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <string>
+#include "raft/rules.h"
 
 #include "replica/not_founder_marker.h"
 #include "replica/replica.h"
@@ -237,7 +238,7 @@ void Replica::note_vote_request_while_unvouched(const raft::Message& m) {
   const raft::NodeId named = config_.raft.unvouched_may_elect;
   const auto [word_term, word_index] = raft_->vouching();
   if (named == raft::kNoNode || m.from != named || word_term == 0) return;
-  if (m.log_term > word_term || (m.log_term == word_term && m.index >= word_index)) return;
+  if (raft::rules::log_meets_vouching_word(m.log_term, m.index, word_term, word_index)) return;
   // The core grants the named candidate whatever the word says (raft::Config::unvouched_may_elect):
   // the operator's word stands above a leader's. But this node knows the candidate lacks entries
   // that leader committed, and they are lost if it wins: said at every such request (bounded).

@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shared/captured_log.h"
@@ -154,3 +155,46 @@ TEST(UnvouchedMayElect, WithALeadersWordTheRulesStillHoldAndAnOverrideIsSaidLoud
 
 }  // namespace
 }  // namespace raftlog::raft
+// The core's grant and the replica's warning judge a candidate's log against a leader's word by one
+// rule (raft::rules::log_meets_vouching_word), so they cannot drift apart: over a table of
+// candidate logs, node 2 (the word of a leader of term 3 naming commit 5; its own log 1..2 of term
+// 1, which every case passes by the up-to-date rule) grants an unnamed candidate exactly when its
+// log meets the word, and says loudly that --unvouched-may-elect grants the named one exactly when
+// it does not.
+TEST(UnvouchedMayElect, TheGrantAndTheOverrideWarningJudgeEveryLogAlike) {
+  struct Case {
+    Index last_index;
+    Term last_term;
+    bool meets_the_word;
+  };
+  const Case cases[] = {
+      {2, 1, false}, {9, 1, false},  // below the word's term
+      {1, 2, false}, {9, 2, false},  // likewise, however long
+      {4, 3, false},                 // the word's term, short of its commit
+      {5, 3, true},  {7, 3, true},   // the word's term, at or past its commit
+      {1, 4, true},  {9, 4, true},   // above the word's term
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE("candidate log ending at index " + std::to_string(k.last_index) + " of term " +
+                 std::to_string(k.last_term));
+    TestCluster c({1, 2, 3});
+    c.isolate(1);
+    c.isolate(3);
+    c.step(2, append_from(1, 2, 3, 0, 0, 5, {entry_at(1, 1), entry_at(2, 1)}));
+    c.node(2).config.raft.unvouched_may_elect = 3;
+    c.crash_restart(2);
+    ASSERT_TRUE(c.raft(2).unvouched());
+    ASSERT_EQ(c.raft(2).vouching(), (std::pair<Term, Index>{3, 5}));
+    const Term term = c.raft(2).term();
+    raftlog::testing::CapturedLog log(spdlog::level::info);
+    EXPECT_EQ(answer_to(c, vote_request(3, 2, term + 1, k.last_index, k.last_term, true)), true)
+        << "the named candidate: granted by the operator's word";
+    const bool warned = log.text().find("asks for a vote with a log ending at index " +
+                                        std::to_string(k.last_index)) != std::string::npos;
+    const std::optional<bool> granted =
+        answer_to(c, vote_request(1, 2, term + 1, k.last_index, k.last_term, true));
+    EXPECT_EQ(granted, k.meets_the_word) << "the core's grant to an unnamed candidate";
+    EXPECT_EQ(warned, !k.meets_the_word) << "the replica's warning: " << log.text();
+  }
+}
+
