@@ -491,6 +491,21 @@ void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
   maybe_finish_catching_up();
 }
 
+void Raft::Impl::count_catch_up_move() {
+  if (!unvouched_) return;
+  // What ready() is about to report: a new term or leader (soft state), a new commit index (hard
+  // state), entries, a truncation or a snapshot (the log's handout); and the leader's word, which
+  // no Ready carries. A vote, or a role (an empty node pre-campaigns in vain every election
+  // timeout), is no move: counting them, a wedged node would never look still.
+  const SoftState soft = soft_state();
+  const bool moved = soft.term != reported_soft_state_.term ||
+                     soft.leader != reported_soft_state_.leader ||
+                     log_.committed() != reported_hard_state_.commit || log_.has_handout() ||
+                     vouching() != counted_vouching_;
+  counted_vouching_ = vouching();
+  if (moved) ++catch_up_moves_;
+}
+
 void Raft::Impl::mark_if_catching_up(Message& reply) {
   if (!catching_up_) return;
   const std::optional<Term> term = log_.term_at(reply.index);

@@ -73,6 +73,29 @@ TEST(UnvouchedMayElect, WithoutItTwoNodesThatLostTheirLogsElectNobodyForGood) {
   EXPECT_EQ(c.replica(1).status().unvouched_hint, "");
 }
 
+// The hint's wait starts again whenever the catch-up moves: 8 s into the wedge, a leader of a later
+// term than node 1's log (so node 1 still does not meet its word, and node 2 stays wedged) sends
+// node 2 an entry and names commit 10. Four seconds later (12 s into the wedge) node 2 says
+// nothing; ten seconds after the move it does, counting from the move.
+TEST(UnvouchedMayElect, AMoveOfTheCatchUpRestartsTheHintsWait) {
+  TestCluster c({1, 2, 3});
+  wedge(c);
+  c.tick_all(400);  // 8 s
+  ASSERT_EQ(leader_of(c), kNoNode);
+  ASSERT_EQ(c.replica(2).status().unvouched_hint, "");
+  const Term later = c.raft(1).term() + 5;
+  c.step(2, append_from(3, 2, later, 0, 0, 10, {entry_at(1, later)}));
+  ASSERT_EQ(c.raft(2).vouching(), (std::pair<Term, Index>{later, 10}));
+  c.tick_all(200);  // 12 s into the wedge, 4 s after the move
+  ASSERT_EQ(leader_of(c), kNoNode);
+  ASSERT_TRUE(c.raft(2).unvouched());
+  EXPECT_EQ(c.replica(2).status().unvouched_hint, "") << "the move restarted the wait";
+  c.tick_all(350);  // 11 s after the move
+  ASSERT_EQ(leader_of(c), kNoNode);
+  const std::string hint = c.replica(2).status().unvouched_hint;
+  EXPECT_NE(hint.find("nothing has moved for 11 s"), std::string::npos) << hint;
+}
+
 TEST(UnvouchedMayElect, TheNamedCandidateIsGrantedByTheUpToDateRuleAndNoOtherOne) {
   TestCluster c({1, 2, 3});
   const Index last = wedge(c);
@@ -153,8 +176,6 @@ TEST(UnvouchedMayElect, WithALeadersWordTheRulesStillHoldAndAnOverrideIsSaidLoud
   EXPECT_EQ(answer_to(c, vote_request(1, 2, term + 2, 5, 2, /*pre_vote=*/false)), true);
 }
 
-}  // namespace
-}  // namespace raftlog::raft
 // The core's grant and the replica's warning judge a candidate's log against a leader's word by one
 // rule (raft::rules::log_meets_vouching_word), so they cannot drift apart: over a table of
 // candidate logs, node 2 (the word of a leader of term 3 naming commit 5; its own log 1..2 of term
@@ -198,3 +219,5 @@ TEST(UnvouchedMayElect, TheGrantAndTheOverrideWarningJudgeEveryLogAlike) {
   }
 }
 
+}  // namespace
+}  // namespace raftlog::raft
