@@ -119,12 +119,18 @@ TEST(Unvouched, ReachingTheCommitIndexWithoutAnEntryOfTheLeadersTermIsNotEnough)
   EXPECT_FALSE(c.raft(3).catching_up());
 }
 
-TEST(Unvouched, AnEntryOfTheLeadersTermWithoutTheCommitIndexIsNotEnough) {
-  TestCluster c({1, 2, 3});
+// Node 3, cut off from nodes 1 and 2, hears leader 1 of term 5 name commit 4 and then gets only
+// entries 1..2 of term 5 from it.
+void node_3_short_of_leader_1s_commit(TestCluster& c) {
   c.isolate(1);
   c.isolate(2);
   c.step(3, heartbeat_from(1, 3, 5, /*commit=*/4));
   c.step(3, append_from(1, 3, 5, 0, 0, 4, {entry_at(1, 5), entry_at(2, 5)}));
+}
+
+TEST(Unvouched, AnEntryOfTheLeadersTermWithoutTheCommitIndexIsNotEnough) {
+  TestCluster c({1, 2, 3});
+  node_3_short_of_leader_1s_commit(c);
   ASSERT_EQ(c.raft(3).persisted_index(), 2u);
   EXPECT_TRUE(c.raft(3).unvouched()) << "the leader counted entries up to 4 committed";
   // It refuses votes meanwhile, even to an empty log, which is behind its own (asked once the
@@ -163,10 +169,7 @@ TEST(Unvouched, ANewClusterWhoseFirstLeaderDiedBeforeItsNoopElectsAnother) {
 // its vote was needed for (raftlog-sim --reconfigure, seeds 477 and 490 with 3 nodes).
 TEST(Unvouched, AfterALeadersContactGrantsACandidateWhoseLogWouldVouchForIt) {
   TestCluster c({1, 2, 3});
-  c.isolate(1);
-  c.isolate(2);
-  c.step(3, heartbeat_from(1, 3, 5, /*commit=*/4));
-  c.step(3, append_from(1, 3, 5, 0, 0, 4, {entry_at(1, 5), entry_at(2, 5)}));
+  node_3_short_of_leader_1s_commit(c);
   ASSERT_TRUE(c.raft(3).unvouched());
   c.tick(3, 25);  // past the leader's lease: vote requests are answered
   c.node(3).readies.clear();
