@@ -3,6 +3,9 @@
 // This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link rules_*.cpp;
 // the test-only targets raftlog_raft_broken_{vote,commit,atomicity,...,vouch} link the same core objects with
 // one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path can select a broken rule.
+// It also holds a rule that no variant breaks but that the core and its driver must judge alike
+// (log_meets_vouching_word, in rules_vouch_grant.cpp, which every variant links): one copy serves
+// both.
 #pragma once
 
 #include <cstddef>
