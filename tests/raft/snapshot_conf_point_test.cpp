@@ -106,9 +106,11 @@ ConfState voters_and_learner_4() {
   return conf;
 }
 
-// Node 3 caught up from node 1: its log starts at node 1's first index and holds every entry node 1
-// holds, and its configuration history after the replay is node 1's.
-void expect_caught_up_at_the_first_index(TestCluster& c) {
+// Healed, node 3 catches up from node 1: its log starts at node 1's first index and holds every
+// entry node 1 holds, and its configuration history after the replay is node 1's.
+void heal_then_expect_caught_up_at_the_first_index(TestCluster& c) {
+  c.heal();
+  c.tick_all(10);
   ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
   const Index leader_first = c.node(1).log.first_index();
   EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, leader_first - 1);
@@ -138,9 +140,7 @@ TEST(SnapshotConfPoint, AConfigurationCommittedAboveTheFirstIndexKeepsThePointAt
   Index promotion = 0;
   ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_a_configuration(c, &promotion));
   ASSERT_TRUE(c.replica(1).knows_first_index_conf());
-  c.heal();
-  c.tick_all(10);
-  ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
+  ASSERT_NO_FATAL_FAILURE(heal_then_expect_caught_up_at_the_first_index(c));
 }
 
 // The same with a leader restarted after its trim: what it knows at its first index - 1 comes back
@@ -157,9 +157,7 @@ TEST(SnapshotConfPoint, ARestartedLeaderKnowsTheConfigurationAtItsFirstIndexFrom
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_conf()) << "loaded from SNAPSHOT";
   ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
-  c.heal();
-  c.tick_all(10);
-  ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
+  ASSERT_NO_FATAL_FAILURE(heal_then_expect_caught_up_at_the_first_index(c));
 }
 
 // A leader whose SNAPSHOT does not say the configuration at its first index - 1 (a trim's file of
