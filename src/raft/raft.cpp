@@ -170,6 +170,7 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
   randomize_election_timeout();
   reported_soft_state_ = soft_state();
   reported_hard_state_ = hard_state;
+  counted_vouching_ = vouching();
 }
 
 std::vector<PeerProgress> Raft::Impl::progress() const {
@@ -202,6 +203,7 @@ Ready Raft::Impl::ready() {
     broadcast_pending_ = false;
     if (role_ == Role::kLeader) broadcast_append(/*send_if_empty=*/false);
   }
+  count_catch_up_move();  // before the reported states below take this Ready's
   Ready rd;
   const SoftState soft = soft_state();
   if (soft != reported_soft_state_) {
@@ -283,6 +285,7 @@ bool Raft::catching_up() const { return impl_->catching_up(); }
 Index Raft::catching_up_to() const { return impl_->catching_up_to(); }
 bool Raft::unvouched() const { return impl_->unvouched(); }
 std::pair<Term, Index> Raft::vouching() const { return impl_->vouching(); }
+std::uint64_t Raft::catch_up_moves() const { return impl_->catch_up_moves(); }
 const CommittedConflict& Raft::committed_conflict() const { return impl_->committed_conflict(); }
 NodeId Raft::term_leader() const { return impl_->term_leader(); }
 const TermLeaderClash& Raft::second_leader() const { return impl_->second_leader(); }

@@ -372,6 +372,10 @@ class Raft {
   // While unvouched: the first leader's word (Config::vouching_term, vouching_index), {0, 0} before
   // one. A driver that keeps a record of the unvouched state keeps this in it.
   std::pair<Term, Index> vouching() const;
+  // While unvouched: how often its catch-up moved (its term, leader, commit or log changed, or the
+  // leader's word), counted as each Ready is taken. A driver that sees it unchanged for long knows
+  // nothing moved (the replica's unvouched hint, docs/operations.md, "Unvouched nodes").
+  std::uint64_t catch_up_moves() const;
   // Why the node catches up: kNone (it does not), kConfig (the driver's Config::promised_index),
   // kLeaderCommit (a heartbeat of its leader named a commit beyond its log: it lost entries it
   // acknowledged), kUnvouched (a leader's first contact with an unvouched node).

@@ -363,7 +363,8 @@ void Raft::Impl::step(Message& m) {
 // An unvouched node (Config::unvouched) grants a candidate whose log is empty (an empty log is
 // granted only by empty logs, the up-to-date rule: a new cluster, also one whose first leader died
 // before its first entry was durable anywhere), or, once a leader of term T named commit c to it,
-// one whose log would vouch for it: last term above T, or T with last index >= c. Such a log holds
+// one whose log meets that word (rules::log_meets_vouching_word, which the replica's warning about
+// --unvouched-may-elect judges by too): last term above T, or T with last index >= c. Such a log holds
 // that leader's log up to c and up to its first entry of term T, so every entry committed before
 // (Leader Completeness and Log Matching, docs/raft.md, "Unvouched nodes"). Any other candidate may
 // lack an entry this node acknowledged before it lost its durable state. Without the second case a
@@ -384,7 +385,7 @@ bool Raft::Impl::unvouched_may_grant(const Message& m) const {
   // accepts left the leader after that match was lowered, and names every commit counted with it; a
   // heartbeat whose clamped commit is below the leader's own names the leader's match itself.
   if (vouching_term_ == 0 || !stale_match_ruled_out_) return false;
-  return m.log_term > vouching_term_ || (m.log_term == vouching_term_ && m.index >= vouch_index_);
+  return rules::log_meets_vouching_word(m.log_term, m.index, vouching_term_, vouch_index_);
 }
 
 void Raft::Impl::handle_vote_request(const Message& m) {
@@ -487,6 +488,21 @@ void Raft::Impl::note_leader_contact_while_unvouched(const Message& m) {
   if (!catching_up_) catch_up_cause_ = Raft::CatchUpCause::kUnvouched;
   catching_up_ = true;
   maybe_finish_catching_up();
+}
+
+void Raft::Impl::count_catch_up_move() {
+  if (!unvouched_) return;
+  // What ready() is about to report: a new term or leader (soft state), a new commit index (hard
+  // state), entries, a truncation or a snapshot (the log's handout); and the leader's word, which
+  // no Ready carries. A vote, or a role (an empty node pre-campaigns in vain every election
+  // timeout), is no move: counting them, a wedged node would never look still.
+  const SoftState soft = soft_state();
+  const bool moved = soft.term != reported_soft_state_.term ||
+                     soft.leader != reported_soft_state_.leader ||
+                     log_.committed() != reported_hard_state_.commit || log_.has_handout() ||
+                     vouching() != counted_vouching_;
+  counted_vouching_ = vouching();
+  if (moved) ++catch_up_moves_;
 }
 
 void Raft::Impl::mark_if_catching_up(Message& reply) {

@@ -72,6 +72,7 @@ class Raft::Impl {
     return unvouched_ && stale_match_ruled_out_ ? std::pair<Term, Index>{vouching_term_, vouch_index_}
                                                 : std::pair<Term, Index>{};
   }
+  std::uint64_t catch_up_moves() const { return catch_up_moves_; }
   const CommittedConflict& committed_conflict() const { return committed_conflict_; }
   NodeId term_leader() const;  // raft_term_leader.cpp
   const TermLeaderClash& second_leader() const { return second_leader_; }
@@ -187,6 +188,7 @@ class Raft::Impl {
   // Unvouched nodes (Config::unvouched): the first message of each new leader (append, heartbeat,
   // snapshot) starts or extends the catch-up to the commit it names and its term.
   void note_leader_contact_while_unvouched(const Message& message);
+  void count_catch_up_move();  // at each ready(): raises catch_up_moves_ (Raft::catch_up_moves)
   // An acknowledgement (sent after persist) of our log up to reply.index: marked kCatchingUpContext
   // while catching up, unless the node is caught up by the time it leaves (only an unvouched catch-up
   // can tell: its rule is about the log up to reply.index). A new cluster's founders then answer
@@ -308,6 +310,10 @@ class Raft::Impl {
   bool unvouched_ = false;
   Term vouching_term_ = 0;
   Index vouch_index_ = 0;  // the highest commit index a leader named while this node was unvouched
+  // While unvouched, the Readies whose taking found its catch-up moved, and the word (vouching())
+  // the last one saw: Raft::catch_up_moves.
+  std::uint64_t catch_up_moves_ = 0;
+  std::pair<Term, Index> counted_vouching_{};
   // While unvouched: a leader's match for this node is known to be no stale one from before the loss
   // (unvouched_may_grant): it accepted an append or a snapshot (its log holds something, at start),
   // or a heartbeat named a clamped commit below the leader's own, which is then that leader's match,

@@ -3,6 +3,9 @@
 // This is a LINK-TIME seam, not a runtime flag: production builds (target raftlog_raft) link rules_*.cpp;
 // the test-only targets raftlog_raft_broken_{vote,commit,atomicity,...,vouch} link the same core objects with
 // one rule replaced by src/raft/testing/broken_*_rules.cpp. No production code path can select a broken rule.
+// It also holds a rule that no variant breaks but that the core and its driver must judge alike
+// (log_meets_vouching_word, in rules_vouch_grant.cpp, which every variant links): one copy serves
+// both.
 #pragma once
 
 #include <cstddef>
@@ -36,5 +39,15 @@ std::size_t conf_in_force(const std::vector<ConfRecord>& history, Index commit_i
 // before it is vouched rises with every commit its leaders name after the first word (a leader may
 // count the node's acknowledgements from before it lost its data, review amnesia H2).
 bool later_commits_raise_the_vouch_index();
+// Unvouched nodes: a candidate's log meets a leader's word (term T, commit c) when its last term is
+// above T, or T with its last index >= c. Such a log holds that leader's log up to c and up to its
+// first entry of term T, so every entry committed before. The core grants by it
+// (Raft::Impl::unvouched_may_grant) and the replica says loudly when --unvouched-may-elect grants a
+// named candidate without it (Replica::note_vote_request_while_unvouched): one function, so the
+// two never judge a log differently. No broken twin: every variant links rules_vouch_grant.cpp.
+// (The same comparison as vote_log_is_up_to_date, but another rule: breaking the vote rule must not
+// break this one.)
+bool log_meets_vouching_word(Term candidate_last_term, Index candidate_last_index, Term word_term,
+                             Index word_index);
 
 }  // namespace raftlog::raft::rules

@@ -747,7 +747,7 @@ class Replica {
   const char* unvouched_cause_ = kUnvouchedReason;  // node_status.h's sentence for what open found
   const char* unvouched_reason() const { return unvouched_cause_; }
   // NodeStatus::unvouched_hint: "" unless the node has been unvouched without a leader for long.
-  void note_leader_for_unvouched_hint();  // every process() round
+  void note_catch_up_for_unvouched_hint();  // every process() round
   std::string unvouched_hint() const;
   std::pair<raft::Term, raft::Index> recorded_vouching_{};  // the leader's word UNVOUCHED holds
   util::RateLimit unvouched_removal_log_{std::chrono::seconds(60)};
@@ -758,13 +758,13 @@ class Replica {
   AlarmWindow committed_conflict_alarm_;  // raft::CommittedConflict::count (status, health, log)
   AlarmWindow second_leader_alarm_;       // raft::Raft::second_leader().count (status, health, log)
   AlarmWindow leadership_refused_alarm_;  // raft::Raft::leadership_refused().count (status, log)
-  // The last round (process()) that found this node vouched or its catch-up moving (term, leader,
-  // the leader's word, last index or commit changed), or its first: how long an unvouched node has
-  // waited with nothing moving (NodeStatus::unvouched_hint). Not "no leader known": a heartbeat
-  // queued before the node lost its log, delivered after its restart, names a leader it then keeps
-  // (a node that may not campaign never forgets its leader).
+  // The last round (process()) that found this node vouched or its catch-up moving
+  // (raft::Raft::catch_up_moves: term, leader, the leader's word, log or commit changed), or its
+  // first: how long an unvouched node has waited with nothing moving (NodeStatus::unvouched_hint).
+  // Not "no leader known": a heartbeat queued before the node lost its log, delivered after its
+  // restart, names a leader it then keeps (a node that may not campaign never forgets its leader).
   std::optional<Clock::time_point> unvouched_still_since_;
-  std::array<std::uint64_t, 6> unvouched_progress_{};
+  std::uint64_t unvouched_moves_seen_ = 0;  // catch_up_moves() as of unvouched_still_since_
   // The last (pre-)vote request of a candidate with entries while unvouched: the hint is given only
   // while such candidates keep asking (review of bootstrap5, M4: a joiner waiting for `members add`
   // or a founder whose peers had not started was sent to --unvouched-may-elect).

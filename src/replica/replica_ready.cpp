@@ -69,7 +69,7 @@ void Replica::process() {
     RoundProfile::Scope part(round_, RoundPart::kConfState);
     settle_conf_records(commit_);
     forget_unvouched_marker_once_vouched();
-    note_leader_for_unvouched_hint();
+    note_catch_up_for_unvouched_hint();
     record_not_founder_once_committed();
     record_removed_word();
     report_committed_conflict();

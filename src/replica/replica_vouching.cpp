@@ -4,10 +4,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <string>
 
+#include "raft/rules.h"
 #include "replica/not_founder_marker.h"
 #include "replica/replica.h"
 #include "replica/unvouched_marker.h"
@@ -220,14 +220,11 @@ void Replica::report_committed_conflict() {
                       : " (" + std::to_string(*held_back) + " more such append(s) not logged)");
 }
 
-void Replica::note_leader_for_unvouched_hint() {
-  const std::pair<raft::Term, raft::Index> word = raft_->vouching();
-  const std::array<std::uint64_t, 6> progress = {raft_->term(),      raft_->leader(),
-                                                 word.first,         word.second,
-                                                 log_->last_index(), commit_};
-  if (!unvouched_still_since_ || !raft_->unvouched() || progress != unvouched_progress_) {
+void Replica::note_catch_up_for_unvouched_hint() {
+  const std::uint64_t moves = raft_->catch_up_moves();
+  if (!unvouched_still_since_ || !raft_->unvouched() || moves != unvouched_moves_seen_) {
     unvouched_still_since_ = deps_.clock();
-    unvouched_progress_ = progress;
+    unvouched_moves_seen_ = moves;
   }
 }
 
@@ -237,7 +234,7 @@ void Replica::note_vote_request_while_unvouched(const raft::Message& m) {
   const raft::NodeId named = config_.raft.unvouched_may_elect;
   const auto [word_term, word_index] = raft_->vouching();
   if (named == raft::kNoNode || m.from != named || word_term == 0) return;
-  if (m.log_term > word_term || (m.log_term == word_term && m.index >= word_index)) return;
+  if (raft::rules::log_meets_vouching_word(m.log_term, m.index, word_term, word_index)) return;
   // The core grants the named candidate whatever the word says (raft::Config::unvouched_may_elect):
   // the operator's word stands above a leader's. But this node knows the candidate lacks entries
   // that leader committed, and they are lost if it wins: said at every such request (bounded).

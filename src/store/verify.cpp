@@ -1,5 +1,7 @@
 // Offline, read-only verification of a log directory (raftlogctl log verify / dump).
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "store/checkpoint.h"
 #include "store/commit_log.h"
@@ -8,6 +10,58 @@
 #include "store/segment_format.h"
 
 namespace raftlog::store {
+namespace {
+
+// The base indexes of the segment files among `names`, in order.
+std::vector<std::uint64_t> sorted_segment_bases(const std::vector<std::string>& names) {
+  std::vector<std::uint64_t> bases;
+  for (const std::string& name : names) {
+    if (auto base = segment_format::parse_segment_file_name(name)) bases.push_back(*base);
+  }
+  std::sort(bases.begin(), bases.end());
+  return bases;
+}
+
+// The flushed index of the newest valid slot of dir/CHECKPOINT; 0 without one (an unreadable or
+// damaged file says nothing: the report is about the segments).
+std::uint64_t checkpoint_flushed_index(const std::string& dir, Env* env) {
+  const std::string checkpoint_path = join_path(dir, segment_format::kCheckpointFileName);
+  if (!env->exists(checkpoint_path)) return 0;
+  auto content = env->read_file(checkpoint_path, DurableRecordFile::kFileBytes);
+  if (!content.ok()) return 0;
+  std::uint64_t flushed_index = 0;
+  std::uint64_t best_sequence = 0;
+  for (std::uint64_t slot = 0; slot < 2; ++slot) {
+    const std::uint64_t start = slot * DurableRecordFile::kSlotStrideBytes;
+    if (content->size() <= start) continue;
+    auto decoded =
+        DurableRecordFile::decode_slot(content->data() + start, content->size() - start);
+    if (!decoded || decoded->sequence < best_sequence) continue;
+    if (auto checkpoint = decode_checkpoint(decoded->payload)) {
+      best_sequence = decoded->sequence;
+      flushed_index = checkpoint->flushed_index;
+    }
+  }
+  return flushed_index;
+}
+
+// Whether the segment after `base` continues the log exactly where `scan` of `base` stopped: then
+// the unused tail after its last entry is fine (the next header is the authority on where this
+// segment ended).
+bool next_segment_continues(const std::string& dir, Env* env,
+                            const std::vector<std::uint64_t>& bases, std::uint64_t base,
+                            const ScanResult& scan) {
+  const auto it = std::upper_bound(bases.begin(), bases.end(), base);
+  if (it == bases.end() || *it != scan.next_index) return false;
+  auto next_file = env->open_read_only(join_path(dir, segment_format::segment_file_name(*it)));
+  if (!next_file.ok()) return false;
+  auto next_map = (*next_file)->map(segment_format::kSegmentHeaderBytes);
+  if (!next_map.ok()) return false;
+  auto next_header = segment_format::decode_segment_header((*next_map)->data());
+  return next_header && next_header->prev_term == scan.last_term;
+}
+
+}  // namespace
 
 Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
                                           const EntryVisitor& visitor) {
@@ -15,30 +69,9 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
   auto names = env->list_dir(dir);
   if (!names.ok()) return names.status();
   VerifyReport report;
-  std::vector<std::uint64_t> bases;
-  for (const std::string& name : *names) {
-    if (auto base = segment_format::parse_segment_file_name(name)) bases.push_back(*base);
-  }
-  std::sort(bases.begin(), bases.end());
+  const std::vector<std::uint64_t> bases = sorted_segment_bases(*names);
   report.abort_marker_present = env->exists(join_path(dir, segment_format::kAbortMarkerFileName));
-  const std::string checkpoint_path = join_path(dir, segment_format::kCheckpointFileName);
-  if (env->exists(checkpoint_path)) {
-    auto content = env->read_file(checkpoint_path, DurableRecordFile::kFileBytes);
-    if (content.ok()) {
-      std::uint64_t best_sequence = 0;
-      for (std::uint64_t slot = 0; slot < 2; ++slot) {
-        const std::uint64_t start = slot * DurableRecordFile::kSlotStrideBytes;
-        if (content->size() <= start) continue;
-        auto decoded =
-            DurableRecordFile::decode_slot(content->data() + start, content->size() - start);
-        if (!decoded || decoded->sequence < best_sequence) continue;
-        if (auto checkpoint = decode_checkpoint(decoded->payload)) {
-          best_sequence = decoded->sequence;
-          report.checkpoint_flushed_index = checkpoint->flushed_index;
-        }
-      }
-    }
-  }
+  report.checkpoint_flushed_index = checkpoint_flushed_index(dir, env);
 
   std::uint64_t expected_index = 0;  // 0: any (first segment)
   std::uint64_t last_term = 0;
@@ -94,21 +127,9 @@ Result<VerifyReport> verify_log_directory(const std::string& dir, Env* env,
     }
     report.entries += scan.entries;
     report.bytes += scan.bytes;
-    if (scan.stop == ScanResult::Stop::kBad) {
-      // Unused tail after a segment's last entry is fine when the next segment continues the log
-      // exactly there (its header is the authority on where this segment ended).
-      const bool next_continues = [&] {
-        const auto it = std::upper_bound(bases.begin(), bases.end(), base);
-        if (it == bases.end() || *it != scan.next_index) return false;
-        auto next_file =
-            env->open_read_only(join_path(dir, segment_format::segment_file_name(*it)));
-        if (!next_file.ok()) return false;
-        auto next_map = (*next_file)->map(segment_format::kSegmentHeaderBytes);
-        if (!next_map.ok()) return false;
-        auto next_header = segment_format::decode_segment_header((*next_map)->data());
-        return next_header && next_header->prev_term == scan.last_term;
-      }();
-      if (!next_continues) return bad(scan.end_offset, scan.problem);
+    if (scan.stop == ScanResult::Stop::kBad &&
+        !next_segment_continues(dir, env, bases, base, scan)) {
+      return bad(scan.end_offset, scan.problem);
     }
     if (stopped) return report;
     expected_index = scan.next_index;

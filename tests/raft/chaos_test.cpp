@@ -5,10 +5,14 @@
 // that core regressions fail close to the core. Bounded: fixed seeds, fixed step counts.
 #include <gtest/gtest.h>
 
-#include <map>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "test_cluster.h"
 
@@ -71,12 +75,13 @@ class SafetyChecker {
   std::map<NodeId, Index> checked_commit_;
 };
 
-void run_chaos(std::uint64_t seed, std::size_t node_count) {
-  std::mt19937_64 rng(seed);
-  auto below = [&rng](std::uint64_t n) { return rng() % n; };
-  std::vector<NodeId> ids;
-  for (NodeId id = 1; id <= node_count; ++id) ids.push_back(id);
-  TestCluster c(ids, [seed](Config& config) {
+// Every append made, with its payload: one acknowledged (answered OK) must be in the final log at
+// the index it was answered with, whatever crashes and cuts came after. At most one per step.
+using Appends = std::vector<std::pair<testing::Proposal, std::string>>;
+
+// Nodes `ids` with short timeouts and small windows; the seed picks the election options.
+TestCluster chaos_cluster(std::uint64_t seed, const std::vector<NodeId>& ids) {
+  return TestCluster(ids, [seed](Config& config) {
     config.random_seed = seed;
     config.election_ticks = 8;
     config.heartbeat_ticks = 2;
@@ -87,59 +92,80 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
     config.pre_vote = seed % 2 == 0;
     config.check_quorum = (seed / 2) % 2 == 0;
   });
-  SafetyChecker checker(c);
-  std::uint64_t next_payload = 0;
-  // Every append made, with its payload: one acknowledged (answered OK) must be in the final log at
-  // the index it was answered with, whatever crashes and cuts came after. At most one per step.
-  std::vector<std::pair<testing::Proposal, std::string>> appends;
-  auto random_node = [&] { return ids[below(ids.size())]; };
+}
 
-  for (int step = 0; step < 1500; ++step) {
+// The fault phase: each step one random action (ticks, deliveries, drops, duplicates, proposals,
+// reads, transfers, persistence held and released, crash-restarts, partitions), drawn from the
+// seed.
+class ChaosFaults {
+ public:
+  ChaosFaults(std::uint64_t seed, const std::vector<NodeId>& ids, TestCluster& c,
+              SafetyChecker& checker)
+      : rng_(seed), ids_(ids), c_(c), checker_(checker) {}
+
+  void step() {
     const std::uint64_t action = below(100);
     if (action < 25) {
-      c.tick(random_node());
+      c_.tick(random_node());
     } else if (action < 60) {
-      if (c.network_size() > 0) c.deliver_at(below(std::min<std::size_t>(c.network_size(), 4)));
+      if (c_.network_size() > 0) {
+        c_.deliver_at(below(std::min<std::size_t>(c_.network_size(), 4)));
+      }
     } else if (action < 64) {
-      if (c.network_size() > 0) c.drop_at(below(c.network_size()));
+      if (c_.network_size() > 0) c_.drop_at(below(c_.network_size()));
     } else if (action < 66) {
-      if (c.network_size() > 0) c.duplicate_at(below(c.network_size()));
+      if (c_.network_size() > 0) c_.duplicate_at(below(c_.network_size()));
     } else if (action < 74) {
-      std::string payload = "p" + std::to_string(next_payload++);
-      appends.emplace_back(c.propose(random_node(), {payload}), payload);
+      std::string payload = "p" + std::to_string(next_payload_++);
+      appends_.emplace_back(c_.propose(random_node(), {payload}), payload);
     } else if (action < 77) {
-      (void)c.read_index(random_node());
+      (void)c_.read_index(random_node());
     } else if (action < 78) {
       const NodeId id = random_node();
-      (void)c.transfer_leadership(id, random_node());
+      (void)c_.transfer_leadership(id, random_node());
     } else if (action < 86) {
       const NodeId id = random_node();
-      c.persist_one(id);
-      c.process(id);
+      c_.persist_one(id);
+      c_.process(id);
     } else if (action < 89) {
       const NodeId id = random_node();
-      c.node(id).hold_persistence = !c.node(id).hold_persistence;
-      if (!c.node(id).hold_persistence) c.persist_all(id);
+      c_.node(id).hold_persistence = !c_.node(id).hold_persistence;
+      if (!c_.node(id).hold_persistence) c_.persist_all(id);
     } else if (action < 91) {
       const NodeId id = random_node();
-      c.crash_restart(id);
-      checker.on_restart(id);
-      c.process(id);
+      c_.crash_restart(id);
+      checker_.on_restart(id);
+      c_.process(id);
     } else if (action < 93) {
-      c.isolate(random_node());
+      c_.isolate(random_node());
     } else if (action < 96) {
-      c.heal();
+      c_.heal();
     } else {
-      for (NodeId id : ids) c.tick(id);
+      for (NodeId id : ids_) c_.tick(id);
     }
-    checker.check();
-    if (::testing::Test::HasFatalFailure()) return;
   }
 
-  // Liveness: faults stop, the network heals, persistence catches up; a leader must emerge and every
-  // node must converge on one commit index covering everything committed so far.
+  const Appends& appends() const { return appends_; }
+
+ private:
+  std::uint64_t below(std::uint64_t n) { return rng_() % n; }
+  NodeId random_node() { return ids_[below(ids_.size())]; }
+
+  std::mt19937_64 rng_;
+  const std::vector<NodeId>& ids_;
+  TestCluster& c_;
+  SafetyChecker& checker_;
+  std::uint64_t next_payload_ = 0;
+  Appends appends_;
+};
+
+// Liveness: faults stop, the network heals, persistence catches up; a leader must emerge and every
+// node must converge on one commit index covering everything committed so far, every acknowledged
+// append in it.
+void expect_live_once_healed(TestCluster& c, SafetyChecker& checker, const Appends& appends,
+                             std::uint64_t seed) {
   c.heal();
-  for (NodeId id : ids) {
+  for (NodeId id : c.ids()) {
     c.node(id).hold_persistence = false;
     c.persist_all(id);
   }
@@ -154,7 +180,7 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
   ASSERT_TRUE(c.propose(leader, {"final"}).proposed());
   c.tick_all(20);
   checker.check();
-  for (NodeId id : ids) {
+  for (NodeId id : c.ids()) {
     EXPECT_EQ(c.raft(id).commit_index(), c.raft(leader).last_index())
         << "node " << id << " did not converge";
   }
@@ -170,10 +196,24 @@ void run_chaos(std::uint64_t seed, std::size_t node_count) {
   }
   if (std::getenv("CHAOS_STATS") != nullptr) {
     std::printf("seed %llu nodes %zu: acknowledged %zu commit %llu term %llu delivered %zu\n",
-                static_cast<unsigned long long>(seed), node_count, acknowledged,
+                static_cast<unsigned long long>(seed), c.ids().size(), acknowledged,
                 static_cast<unsigned long long>(c.raft(leader).commit_index()),
                 static_cast<unsigned long long>(c.raft(leader).term()), c.delivered().size());
   }
+}
+
+void run_chaos(std::uint64_t seed, std::size_t node_count) {
+  std::vector<NodeId> ids;
+  for (NodeId id = 1; id <= node_count; ++id) ids.push_back(id);
+  TestCluster c = chaos_cluster(seed, ids);
+  SafetyChecker checker(c);
+  ChaosFaults faults(seed, ids, c, checker);
+  for (int step = 0; step < 1500; ++step) {
+    faults.step();
+    checker.check();
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  expect_live_once_healed(c, checker, faults.appends(), seed);
 }
 
 TEST(Chaos, ThreeNodesStaySafeAndLive) {

@@ -32,25 +32,6 @@ bool not_founder_recorded(TestCluster& c, NodeId id) {
   return c.node(id).env->exists(c.node(id).config.data_dir + "/" + NotFounderMarker::kFileName);
 }
 
-// Steps `request` into its receiver; whether the answer it produced grants it (nullopt: none).
-std::optional<bool> answer_to(TestCluster& c, const Message& request) {
-  const std::size_t mark = c.node(request.to).readies.size();
-  c.step(request.to, request);
-  const std::vector<Ready>& readies = c.node(request.to).readies;
-  for (std::size_t i = mark; i < readies.size(); ++i) {
-    for (const std::vector<Message>* queue :
-         {&readies[i].messages, &readies[i].messages_after_persist}) {
-      for (const Message& m : *queue) {
-        if (m.to == request.from && (m.type == MessageType::kVoteResponse ||
-                                     m.type == MessageType::kPreVoteResponse)) {
-          return !m.reject;
-        }
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 // Whether `id` sent a pre-vote or vote request in any Ready since `mark`.
 bool campaigned_since(const TestCluster& c, NodeId id, std::size_t mark) {
   const std::vector<Ready>& readies = c.node(id).readies;

@@ -202,14 +202,22 @@ TEST(Replication, MalformedAppendIsIgnored) {
   EXPECT_EQ(c.node(2).log.last_index(), 0u);
 }
 
+// Nodes 1-3 in term 3, all holding entry 1 of term 1; after it node 1 holds `stale` entries of a
+// stale term 2, nodes 2 and 3 `fresh` entries of term 3.
+TestCluster cluster_with_node_1_divergent(std::size_t stale, std::size_t fresh) {
+  std::vector<Term> stale_terms(stale, 2);
+  stale_terms.insert(stale_terms.begin(), 1);
+  std::vector<Term> fresh_terms(fresh, 3);
+  fresh_terms.insert(fresh_terms.begin(), 1);
+  return TestCluster({1, 2, 3},
+                     {make_entries(1, stale_terms), make_entries(1, fresh_terms),
+                      make_entries(1, fresh_terms)},
+                     {HardState{3, 0, 1}, HardState{3, 0, 1}, HardState{3, 0, 1}});
+}
+
 TEST(Replication, FastBacktrackingSkipsADivergentTermInOneRoundTrip) {
   // Node 1 holds 50 entries of a stale term 2; nodes 2 and 3 hold 20 entries of term 3.
-  std::vector<Term> stale(50, 2);
-  stale.insert(stale.begin(), 1);
-  std::vector<Term> fresh(20, 3);
-  fresh.insert(fresh.begin(), 1);
-  TestCluster c({1, 2, 3}, {make_entries(1, stale), make_entries(1, fresh), make_entries(1, fresh)},
-                {HardState{3, 0, 1}, HardState{3, 0, 1}, HardState{3, 0, 1}});
+  TestCluster c = cluster_with_node_1_divergent(50, 20);
   ASSERT_TRUE(c.campaign_until_leader(2));
   c.deliver_all();
   const std::size_t rejections = c.count_delivered([](const Message& m) {
@@ -223,12 +231,7 @@ TEST(Replication, FastBacktrackingSkipsADivergentTermInOneRoundTrip) {
 
 TEST(Replication, ShortDivergentTailIsReplacedByTheLeadersEntries) {
   // The follower's tail (term 2) is longer than the leader's log: it must shrink to the leader's.
-  std::vector<Term> stale(8, 2);
-  stale.insert(stale.begin(), 1);
-  std::vector<Term> fresh(4, 3);
-  fresh.insert(fresh.begin(), 1);
-  TestCluster c({1, 2, 3}, {make_entries(1, stale), make_entries(1, fresh), make_entries(1, fresh)},
-                {HardState{3, 0, 1}, HardState{3, 0, 1}, HardState{3, 0, 1}});
+  TestCluster c = cluster_with_node_1_divergent(8, 4);
   ASSERT_TRUE(c.campaign_until_leader(2));
   c.deliver_all();
   EXPECT_EQ(c.node(1).log.last_index(), 6u);

@@ -482,6 +482,19 @@ void strand_node_3_with_node_1s_encoding_held(TestCluster& c) {
   ASSERT_EQ(c.node(1).off_loop_jobs.size(), 1u);
 }
 
+// `leader`'s encoding of node 3's snapshot, held on the off-loop worker, finishes: the snapshot
+// leaves, and node 3 installs it at the trim's point (14) and catches up with `leader`.
+void finish_encoding_then_expect_node_3_installed(TestCluster& c, NodeId leader) {
+  c.finish_off_loop(leader);
+  EXPECT_EQ(c.replica(leader).snapshot_stats().encoding_in_flight, 0u);
+  EXPECT_EQ(c.replica(leader).snapshot_stats().sent, 1u);
+  c.node(leader).hold_off_loop = false;
+  c.tick_all(5);
+  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
+  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
+  EXPECT_EQ(c.raft(3).commit_index(), c.raft(leader).commit_index());
+}
+
 // The leader's encoding runs off its loop (ReplicaDeps::off_loop): the kSnapshot waits in the
 // replica until the job's result comes back, then leaves with it, and the follower installs it.
 TEST(SnapshotCatchUp, TheSnapshotLeavesOnlyOnceItsEncodingIsDoneOffTheLoop) {
@@ -492,15 +505,8 @@ TEST(SnapshotCatchUp, TheSnapshotLeavesOnlyOnceItsEncodingIsDoneOffTheLoop) {
   EXPECT_EQ(c.node(1).off_loop_jobs.size(), 1u) << "one encoding in flight, not one per send";
   EXPECT_EQ(c.replica(1).snapshot_stats().sent, 0u);
   EXPECT_EQ(snapshots_delivered_from(c, 1), 0u);
-  c.finish_off_loop(1);
-  EXPECT_EQ(c.replica(1).snapshot_stats().sent, 1u);
-  EXPECT_EQ(c.replica(1).snapshot_stats().encoding_in_flight, 0u);
-  c.node(1).hold_off_loop = false;
-  c.tick_all(5);
+  ASSERT_NO_FATAL_FAILURE(finish_encoding_then_expect_node_3_installed(c, 1));
   EXPECT_EQ(snapshots_delivered_from(c, 1), 1u);
-  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
-  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
-  EXPECT_EQ(c.raft(3).commit_index(), c.raft(1).commit_index());
 }
 
 // A trim while the encoding runs moves the log's start the data was taken from: the waiting
@@ -602,14 +608,8 @@ TEST(SnapshotCatchUp, AnEncodingThatWaitedForADroppedPreparationStartsWithItsRes
   c.tick_all(3);
   ASSERT_EQ(c.replica(2).snapshot_stats().encoding_in_flight, 1u) << "node 3's snapshot gathered";
   ASSERT_EQ(c.node(2).off_loop_jobs.size(), 1u) << "only the dropped preparation's job is out";
-  c.finish_off_loop(2);  // the dropped job's result; then the encoding it started, and its result
-  EXPECT_EQ(c.replica(2).snapshot_stats().encoding_in_flight, 0u);
-  EXPECT_EQ(c.replica(2).snapshot_stats().sent, 1u);
-  c.node(2).hold_off_loop = false;
-  c.tick_all(5);
-  EXPECT_EQ(c.replica(3).snapshot_stats().installed, 1u);
-  EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, 14u);
-  EXPECT_EQ(c.raft(3).commit_index(), c.raft(2).commit_index());
+  // The dropped job's result; then the encoding it started, and its result.
+  ASSERT_NO_FATAL_FAILURE(finish_encoding_then_expect_node_3_installed(c, 2));
 }
 
 

@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
 
 #include "replica/snapshot_data.h"
 #include "replica/snapshot_frame_walk.h"
@@ -78,15 +82,35 @@ void strand_node_3_behind_a_configuration(TestCluster& c, Index* promotion) {
   ASSERT_EQ(c.raft(1).conf_history().front().index, *promotion) << "committed above the trim";
 }
 
+// Rewrites node 1's SNAPSHOT (its trim's) as `edit` changes it: what an older binary's trim wrote.
+// With `version`, the file's data version must be that one.
+void rewrite_trim_snapshot(TestCluster& c, const std::function<void(replica::SnapshotData&)>& edit,
+                           std::optional<std::uint32_t> version = std::nullopt) {
+  store::Env* const env = c.node(1).env.get();
+  const std::string& dir = c.node(1).config.data_dir;
+  auto saved = replica::read_snapshot_file(env, dir);
+  ASSERT_TRUE(saved.ok() && saved->has_value());
+  replica::SnapshotData data = **saved;
+  ASSERT_NO_FATAL_FAILURE(edit(data));
+  const std::string bytes = replica::encode_snapshot_data(data);
+  if (version) {
+    ASSERT_EQ(store::get_u32(bytes.data() + 8), *version);
+  }
+  ASSERT_TRUE(replica::write_snapshot_next(env, dir, bytes).ok());
+  ASSERT_TRUE(replica::promote_snapshot_next(env, dir).ok());
+}
+
 ConfState voters_and_learner_4() {
   ConfState conf{{1, 2, 3}};
   conf.learners = {4};
   return conf;
 }
 
-// Node 3 caught up from node 1: its log starts at node 1's first index and holds every entry node 1
-// holds, and its configuration history after the replay is node 1's.
-void expect_caught_up_at_the_first_index(TestCluster& c) {
+// Healed, node 3 catches up from node 1: its log starts at node 1's first index and holds every
+// entry node 1 holds, and its configuration history after the replay is node 1's.
+void heal_then_expect_caught_up_at_the_first_index(TestCluster& c) {
+  c.heal();
+  c.tick_all(10);
   ASSERT_EQ(c.replica(3).snapshot_stats().installed, 1u);
   const Index leader_first = c.node(1).log.first_index();
   EXPECT_EQ(c.replica(3).snapshot_stats().last_installed_index, leader_first - 1);
@@ -116,9 +140,7 @@ TEST(SnapshotConfPoint, AConfigurationCommittedAboveTheFirstIndexKeepsThePointAt
   Index promotion = 0;
   ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_a_configuration(c, &promotion));
   ASSERT_TRUE(c.replica(1).knows_first_index_conf());
-  c.heal();
-  c.tick_all(10);
-  ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
+  ASSERT_NO_FATAL_FAILURE(heal_then_expect_caught_up_at_the_first_index(c));
 }
 
 // The same with a leader restarted after its trim: what it knows at its first index - 1 comes back
@@ -135,9 +157,7 @@ TEST(SnapshotConfPoint, ARestartedLeaderKnowsTheConfigurationAtItsFirstIndexFrom
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_conf()) << "loaded from SNAPSHOT";
   ASSERT_EQ(c.elect_then_hand_over_to(1), 1u);
-  c.heal();
-  c.tick_all(10);
-  ASSERT_NO_FATAL_FAILURE(expect_caught_up_at_the_first_index(c));
+  ASSERT_NO_FATAL_FAILURE(heal_then_expect_caught_up_at_the_first_index(c));
 }
 
 // A leader whose SNAPSHOT does not say the configuration at its first index - 1 (a trim's file of
@@ -149,18 +169,16 @@ TEST(SnapshotConfPoint, ALeaderThatDoesNotKnowTheConfigurationAtItsFirstIndexFal
   TestCluster c = snapshot_cluster({1, 2, 3, 4}, {1, 2, 3});
   Index promotion = 0;
   ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_a_configuration(c, &promotion));
-  store::Env* const env = c.node(1).env.get();
-  const std::string& dir = c.node(1).config.data_dir;
-  auto saved = replica::read_snapshot_file(env, dir);
-  ASSERT_TRUE(saved.ok() && saved->has_value());
-  replica::SnapshotData older = **saved;
-  older.conf_at_index = false;
-  older.stamp_at_index = false;  // the previous binary's trims carried no stamp either (version 5)
-  older.stamp_max_ms = 0;
-  const std::string bytes = replica::encode_snapshot_data(older);
-  ASSERT_EQ(store::get_u32(bytes.data() + 8), 2u) << "what the previous binary wrote";
-  ASSERT_TRUE(replica::write_snapshot_next(env, dir, bytes).ok());
-  ASSERT_TRUE(replica::promote_snapshot_next(env, dir).ok());
+  // What the previous binary wrote (version 2).
+  ASSERT_NO_FATAL_FAILURE(rewrite_trim_snapshot(
+      c,
+      [](replica::SnapshotData& older) {
+        older.conf_at_index = false;
+        // The previous binary's trims carried no stamp either (version 5).
+        older.stamp_at_index = false;
+        older.stamp_max_ms = 0;
+      },
+      2u));
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_topics());
   ASSERT_FALSE(c.replica(1).knows_first_index_conf());
@@ -201,17 +219,13 @@ TEST(SnapshotConfPoint, AFallbackAboveTheFirstIndexSaysTheStampIsNotKnown) {
   TestCluster c = snapshot_cluster({1, 2, 3, 4}, {1, 2, 3});
   Index promotion = 0;
   ASSERT_NO_FATAL_FAILURE(strand_node_3_behind_a_configuration(c, &promotion));
-  store::Env* const env = c.node(1).env.get();
-  const std::string& dir = c.node(1).config.data_dir;
-  auto saved = replica::read_snapshot_file(env, dir);
-  ASSERT_TRUE(saved.ok() && saved->has_value());
-  replica::SnapshotData without_conf = **saved;
-  ASSERT_TRUE(without_conf.stamp_at_index) << "a trim of this version carries the stamp";
-  without_conf.conf_at_index = false;
-  const std::string bytes = replica::encode_snapshot_data(without_conf);
-  ASSERT_EQ(store::get_u32(bytes.data() + 8), replica::kSnapshotDataVersionWithStamp);
-  ASSERT_TRUE(replica::write_snapshot_next(env, dir, bytes).ok());
-  ASSERT_TRUE(replica::promote_snapshot_next(env, dir).ok());
+  ASSERT_NO_FATAL_FAILURE(rewrite_trim_snapshot(
+      c,
+      [](replica::SnapshotData& without_conf) {
+        ASSERT_TRUE(without_conf.stamp_at_index) << "a trim of this version carries the stamp";
+        without_conf.conf_at_index = false;
+      },
+      replica::kSnapshotDataVersionWithStamp));
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_topics());
   ASSERT_FALSE(c.replica(1).knows_first_index_conf());
@@ -247,14 +261,8 @@ TEST(SnapshotConfPoint, AnOlderTrimSnapshotLearnsTheConfigurationFromConfStateAt
   }
   ASSERT_TRUE(c.trim(1, 15).error.ok());
   ASSERT_EQ(c.node(1).log.first_index(), 15u);
-  store::Env* const env = c.node(1).env.get();
-  const std::string& dir = c.node(1).config.data_dir;
-  auto saved = replica::read_snapshot_file(env, dir);
-  ASSERT_TRUE(saved.ok() && saved->has_value());
-  replica::SnapshotData older = **saved;
-  older.conf_at_index = false;
-  ASSERT_TRUE(replica::write_snapshot_next(env, dir, replica::encode_snapshot_data(older)).ok());
-  ASSERT_TRUE(replica::promote_snapshot_next(env, dir).ok());
+  ASSERT_NO_FATAL_FAILURE(
+      rewrite_trim_snapshot(c, [](replica::SnapshotData& older) { older.conf_at_index = false; }));
   c.crash_restart(1);
   ASSERT_TRUE(c.replica(1).knows_first_index_conf()) << "from CONFSTATE";
   EXPECT_EQ(*c.replica(1).first_index_conf(), (ConfState{{1, 2, 3}}));

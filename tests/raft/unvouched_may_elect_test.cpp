@@ -9,6 +9,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "shared/captured_log.h"
@@ -20,25 +21,6 @@ namespace {
 
 using testing::TestCluster;
 using namespace testing::unvouched;
-
-// Steps `request` into its receiver; whether the answer it produced grants it (nullopt: none).
-std::optional<bool> answer_to(TestCluster& c, const Message& request) {
-  const std::size_t mark = c.node(request.to).readies.size();
-  c.step(request.to, request);
-  const std::vector<Ready>& readies = c.node(request.to).readies;
-  for (std::size_t i = mark; i < readies.size(); ++i) {
-    for (const std::vector<Message>* queue :
-         {&readies[i].messages, &readies[i].messages_after_persist}) {
-      for (const Message& m : *queue) {
-        if (m.to == request.from && (m.type == MessageType::kVoteResponse ||
-                                     m.type == MessageType::kPreVoteResponse)) {
-          return !m.reject;
-        }
-      }
-    }
-  }
-  return std::nullopt;
-}
 
 NodeId leader_of(TestCluster& c) {
   for (NodeId id : c.ids()) {
@@ -89,6 +71,29 @@ TEST(UnvouchedMayElect, WithoutItTwoNodesThatLostTheirLogsElectNobodyForGood) {
     EXPECT_NE(hint.find("--unvouched-may-elect"), std::string::npos) << hint;
   }
   EXPECT_EQ(c.replica(1).status().unvouched_hint, "");
+}
+
+// The hint's wait starts again whenever the catch-up moves: 8 s into the wedge, a leader of a later
+// term than node 1's log (so node 1 still does not meet its word, and node 2 stays wedged) sends
+// node 2 an entry and names commit 10. Four seconds later (12 s into the wedge) node 2 says
+// nothing; ten seconds after the move it does, counting from the move.
+TEST(UnvouchedMayElect, AMoveOfTheCatchUpRestartsTheHintsWait) {
+  TestCluster c({1, 2, 3});
+  wedge(c);
+  c.tick_all(400);  // 8 s
+  ASSERT_EQ(leader_of(c), kNoNode);
+  ASSERT_EQ(c.replica(2).status().unvouched_hint, "");
+  const Term later = c.raft(1).term() + 5;
+  c.step(2, append_from(3, 2, later, 0, 0, 10, {entry_at(1, later)}));
+  ASSERT_EQ(c.raft(2).vouching(), (std::pair<Term, Index>{later, 10}));
+  c.tick_all(200);  // 12 s into the wedge, 4 s after the move
+  ASSERT_EQ(leader_of(c), kNoNode);
+  ASSERT_TRUE(c.raft(2).unvouched());
+  EXPECT_EQ(c.replica(2).status().unvouched_hint, "") << "the move restarted the wait";
+  c.tick_all(350);  // 11 s after the move
+  ASSERT_EQ(leader_of(c), kNoNode);
+  const std::string hint = c.replica(2).status().unvouched_hint;
+  EXPECT_NE(hint.find("nothing has moved for 11 s"), std::string::npos) << hint;
 }
 
 TEST(UnvouchedMayElect, TheNamedCandidateIsGrantedByTheUpToDateRuleAndNoOtherOne) {
@@ -169,6 +174,49 @@ TEST(UnvouchedMayElect, WithALeadersWordTheRulesStillHoldAndAnOverrideIsSaidLoud
   // Node 1 meets the word (a grant without any flag), but node 2 voted for 3 in this term.
   EXPECT_EQ(answer_to(c, vote_request(1, 2, term + 1, 5, 2, /*pre_vote=*/false)), false);
   EXPECT_EQ(answer_to(c, vote_request(1, 2, term + 2, 5, 2, /*pre_vote=*/false)), true);
+}
+
+// The core's grant and the replica's warning judge a candidate's log against a leader's word by one
+// rule (raft::rules::log_meets_vouching_word), so they cannot drift apart: over a table of
+// candidate logs, node 2 (the word of a leader of term 3 naming commit 5; its own log 1..2 of term
+// 1, which every case passes by the up-to-date rule) grants an unnamed candidate exactly when its
+// log meets the word, and says loudly that --unvouched-may-elect grants the named one exactly when
+// it does not.
+TEST(UnvouchedMayElect, TheGrantAndTheOverrideWarningJudgeEveryLogAlike) {
+  struct Case {
+    Index last_index;
+    Term last_term;
+    bool meets_the_word;
+  };
+  const Case cases[] = {
+      {2, 1, false}, {9, 1, false},  // below the word's term
+      {1, 2, false}, {9, 2, false},  // likewise, however long
+      {4, 3, false},                 // the word's term, short of its commit
+      {5, 3, true},  {7, 3, true},   // the word's term, at or past its commit
+      {1, 4, true},  {9, 4, true},   // above the word's term
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE("candidate log ending at index " + std::to_string(k.last_index) + " of term " +
+                 std::to_string(k.last_term));
+    TestCluster c({1, 2, 3});
+    c.isolate(1);
+    c.isolate(3);
+    c.step(2, append_from(1, 2, 3, 0, 0, 5, {entry_at(1, 1), entry_at(2, 1)}));
+    c.node(2).config.raft.unvouched_may_elect = 3;
+    c.crash_restart(2);
+    ASSERT_TRUE(c.raft(2).unvouched());
+    ASSERT_EQ(c.raft(2).vouching(), (std::pair<Term, Index>{3, 5}));
+    const Term term = c.raft(2).term();
+    raftlog::testing::CapturedLog log(spdlog::level::info);
+    EXPECT_EQ(answer_to(c, vote_request(3, 2, term + 1, k.last_index, k.last_term, true)), true)
+        << "the named candidate: granted by the operator's word";
+    const bool warned = log.text().find("asks for a vote with a log ending at index " +
+                                        std::to_string(k.last_index)) != std::string::npos;
+    const std::optional<bool> granted =
+        answer_to(c, vote_request(1, 2, term + 1, k.last_index, k.last_term, true));
+    EXPECT_EQ(granted, k.meets_the_word) << "the core's grant to an unnamed candidate";
+    EXPECT_EQ(warned, !k.meets_the_word) << "the replica's warning: " << log.text();
+  }
 }
 
 }  // namespace

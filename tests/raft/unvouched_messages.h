@@ -1,7 +1,10 @@
 // Messages a test forges from a leader or a candidate to an unvouched node, and the replica's
-// durable record of the state (tests/raft/unvouched_test.cpp, vouch_rule_test.cpp).
+// durable record of the state, and the answer to a vote request (tests/raft/unvouched_test.cpp,
+// vouch_rule_test.cpp, not_founder_test.cpp, unvouched_may_elect_test.cpp).
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +57,26 @@ inline Message vote_request(NodeId candidate, NodeId to, Term term, Index last_i
   m.index = last_index;
   m.log_term = last_term;
   return m;
+}
+
+// Steps `request` (a (pre-)vote request) into its receiver; whether the answer it produced grants
+// it (nullopt: none).
+inline std::optional<bool> answer_to(TestCluster& c, const Message& request) {
+  const std::size_t mark = c.node(request.to).readies.size();
+  c.step(request.to, request);
+  const std::vector<Ready>& readies = c.node(request.to).readies;
+  for (std::size_t i = mark; i < readies.size(); ++i) {
+    for (const std::vector<Message>* queue :
+         {&readies[i].messages, &readies[i].messages_after_persist}) {
+      for (const Message& m : *queue) {
+        if (m.to == request.from && (m.type == MessageType::kVoteResponse ||
+                                     m.type == MessageType::kPreVoteResponse)) {
+          return !m.reject;
+        }
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 // DATA_DIR/UNVOUCHED (src/replica/unvouched_marker.h) exists on `id`'s disk.

@@ -6,6 +6,10 @@
 // an entry of that leader's term. drills6 H1 lost an acknowledged append without this.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "test_cluster.h"
 #include "unvouched_messages.h"
 
@@ -119,12 +123,18 @@ TEST(Unvouched, ReachingTheCommitIndexWithoutAnEntryOfTheLeadersTermIsNotEnough)
   EXPECT_FALSE(c.raft(3).catching_up());
 }
 
-TEST(Unvouched, AnEntryOfTheLeadersTermWithoutTheCommitIndexIsNotEnough) {
-  TestCluster c({1, 2, 3});
+// Node 3, cut off from nodes 1 and 2, hears leader 1 of term 5 name commit 4 and then gets only
+// entries 1..2 of term 5 from it.
+void node_3_short_of_leader_1s_commit(TestCluster& c) {
   c.isolate(1);
   c.isolate(2);
   c.step(3, heartbeat_from(1, 3, 5, /*commit=*/4));
   c.step(3, append_from(1, 3, 5, 0, 0, 4, {entry_at(1, 5), entry_at(2, 5)}));
+}
+
+TEST(Unvouched, AnEntryOfTheLeadersTermWithoutTheCommitIndexIsNotEnough) {
+  TestCluster c({1, 2, 3});
+  node_3_short_of_leader_1s_commit(c);
   ASSERT_EQ(c.raft(3).persisted_index(), 2u);
   EXPECT_TRUE(c.raft(3).unvouched()) << "the leader counted entries up to 4 committed";
   // It refuses votes meanwhile, even to an empty log, which is behind its own (asked once the
@@ -135,6 +145,37 @@ TEST(Unvouched, AnEntryOfTheLeadersTermWithoutTheCommitIndexIsNotEnough) {
   EXPECT_EQ(vote_answers(c, 3, 2), (std::vector<bool>{false}));
   c.step(3, append_from(1, 3, 5, 2, 5, 4, {entry_at(3, 5), entry_at(4, 5)}));
   EXPECT_FALSE(c.raft(3).unvouched());
+}
+
+// What counts as a move of the catch-up (Raft::catch_up_moves, the unvouched hint's "nothing has
+// moved"): not a (pre-)vote request, refused or granted; a raised leader's word alone (a heartbeat
+// of the same leader and term whose clamped commit lies beyond the log: term, leader, log and
+// commit stay); entries (review of tidy6, M1: the word clause had no test).
+TEST(Unvouched, ARaisedWordAndEntriesAreMovesOfTheCatchUpAndVoteRequestsAreNot) {
+  TestCluster c({1, 2, 3});
+  node_3_short_of_leader_1s_commit(c);
+  ASSERT_EQ(c.raft(3).vouching(), (std::pair<Term, Index>{5, 4}));
+  c.tick(3, 25);  // past the leader's lease: vote requests are answered
+  std::uint64_t seen = c.raft(3).catch_up_moves();
+  c.node(3).readies.clear();
+  c.step(3, vote_request(2, 3, 6, 3, 5, /*pre_vote=*/true));  // below the word: refused
+  c.step(3, vote_request(2, 3, 6, 4, 5, /*pre_vote=*/true));  // meets it: granted
+  ASSERT_EQ(vote_answers(c, 3, 2), (std::vector<bool>{false, true}));
+  EXPECT_EQ(c.raft(3).catch_up_moves(), seen) << "vote requests move nothing";
+  const Index commit = c.raft(3).commit_index();
+  Message heartbeat = heartbeat_from(1, 3, 5, /*commit=*/9);
+  heartbeat.commit = 9;  // clamped to what the leader believes this node holds: beyond its log
+  c.step(3, heartbeat);
+  ASSERT_EQ(c.raft(3).vouching(), (std::pair<Term, Index>{5, 9}));
+  ASSERT_EQ(c.raft(3).term(), 5u);
+  ASSERT_EQ(c.raft(3).leader(), 1u);
+  ASSERT_EQ(c.raft(3).last_index(), 2u);
+  ASSERT_EQ(c.raft(3).commit_index(), commit);
+  EXPECT_GT(c.raft(3).catch_up_moves(), seen) << "the word rose";
+  seen = c.raft(3).catch_up_moves();
+  c.step(3, append_from(1, 3, 5, 2, 5, 9, {entry_at(3, 5)}));
+  ASSERT_EQ(c.raft(3).last_index(), 3u);
+  EXPECT_GT(c.raft(3).catch_up_moves(), seen) << "an entry";
 }
 
 // A brand-new cluster whose first leader dies before its first entry is durable anywhere: the others
@@ -163,10 +204,7 @@ TEST(Unvouched, ANewClusterWhoseFirstLeaderDiedBeforeItsNoopElectsAnother) {
 // its vote was needed for (raftlog-sim --reconfigure, seeds 477 and 490 with 3 nodes).
 TEST(Unvouched, AfterALeadersContactGrantsACandidateWhoseLogWouldVouchForIt) {
   TestCluster c({1, 2, 3});
-  c.isolate(1);
-  c.isolate(2);
-  c.step(3, heartbeat_from(1, 3, 5, /*commit=*/4));
-  c.step(3, append_from(1, 3, 5, 0, 0, 4, {entry_at(1, 5), entry_at(2, 5)}));
+  node_3_short_of_leader_1s_commit(c);
   ASSERT_TRUE(c.raft(3).unvouched());
   c.tick(3, 25);  // past the leader's lease: vote requests are answered
   c.node(3).readies.clear();

@@ -18,11 +18,7 @@ using testing::open_ok;
 using testing::payload_for;
 using testing::small_options;
 
-class CommitLogTest : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_TRUE(env_.create_dir("/log").ok()); }
-  MemoryEnv env_;
-};
+class CommitLogTest : public testing::MemoryLogDirTest {};
 
 TEST_F(CommitLogTest, FreshLogIsEmpty) {
   auto log = open_ok("/log", small_options(&env_));

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <random>
+#include <string>
 
 #include "test_util.h"
 
@@ -74,15 +75,11 @@ void check_recovered(const CommitLog& log, const Model& model, std::uint64_t dur
   EXPECT_EQ(log.recovery_report().last_index, last) << where;
 }
 
-// `work`: with kStepped no thread flushes; the workload's own flush steps (run_flush_cycle(),
-// flush(), run_checkpoint()) are the only ones, and appends never wait (append_no_wait()).
-void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads) {
-  std::mt19937_64 rng(seed);
-  MemoryEnv env;
-  ASSERT_TRUE(env.create_dir("/log").ok());
-  const bool stepped = work == BackgroundWork::kStepped;
+// A seed's log options: flush mode, intervals, preallocation and the unstaged write path, drawn
+// from `rng` (in this order, so a seed names the same run).
+Options seeded_options(std::mt19937_64& rng, MemoryEnv* env, BackgroundWork work) {
   Options options =
-      testing::small_options(&env, rng() % 2 == 0 ? FlushMode::kSync : FlushMode::kAsync);
+      testing::small_options(env, rng() % 2 == 0 ? FlushMode::kSync : FlushMode::kAsync);
   options.background_work = work;
   options.max_entry_size_bytes = 4096;
   options.flush_interval_ms = 1 + static_cast<std::uint32_t>(rng() % 5);
@@ -93,6 +90,114 @@ void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads
   // writes of that path are recovered too.
   if (rng() % 2 == 0)
     options.direct_write_min_payload_bytes = static_cast<std::uint32_t>(rng() % 512);
+  return options;
+}
+
+// What the operations of one round of run_seed work on. An operation that fails must have met the
+// crash (env.crashed()), which ends the round's operations.
+struct SeedRound {
+  std::mt19937_64& rng;
+  MemoryEnv& env;
+  CommitLog& log;
+  Model& model;
+  bool stepped = false;
+  std::string where;
+  std::uint64_t pending_truncation = 0;  // a truncate_suffix the crash interrupted
+};
+
+void append_random_batch(SeedRound& r) {
+  if (r.rng() % 10 == 0) ++r.model.next_term;
+  const std::size_t count = 1 + r.rng() % 8;
+  const std::uint64_t first = r.log.last_index() + 1;
+  testing::Batch batch;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t size = r.rng() % 3000;
+    batch.payloads.push_back(payload_for(first + i, r.model.next_term, size));
+    r.model.entries[first + i] = {r.model.next_term, size};  // maybe written even if it fails
+  }
+  // Half the batches leave the index to the log (index 0): in sync mode they go through the
+  // append group, whose leader tells the caller its range from inside the append.
+  const bool log_assigns_index = r.rng() % 2 == 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    EntryToAppend entry;
+    entry.meta.index = log_assigns_index ? 0 : first + i;
+    entry.meta.term = r.model.next_term;
+    entry.payload = batch.payloads[i];
+    batch.entries.push_back(entry);
+  }
+  auto result = r.stepped ? r.log.append_no_wait(batch.span()) : r.log.append(batch.span());
+  if (!result.ok()) {
+    ASSERT_TRUE(r.env.crashed()) << r.where << ": " << result.status().to_string();
+    return;
+  }
+  ASSERT_EQ(result->first, first) << r.where;  // one appending thread: the next index
+  ASSERT_EQ(result->last, first + count - 1) << r.where;
+}
+
+void truncate_random_suffix(SeedRound& r) {
+  const std::uint64_t low = std::max(r.log.first_index(), r.log.commit_index() + 1);
+  const std::uint64_t high = r.log.last_index() + 1;
+  if (low > high) return;
+  const std::uint64_t from = low + r.rng() % (high - low + 1);
+  const Status status = r.log.truncate_suffix(from);
+  if (!status.ok()) {
+    ASSERT_TRUE(r.env.crashed()) << r.where << ": " << status.to_string();
+    r.pending_truncation = from;
+    return;
+  }
+  r.model.entries.erase(r.model.entries.lower_bound(from), r.model.entries.end());
+  ++r.model.next_term;  // a new leader's entries follow a truncation
+}
+
+void random_flush_step(SeedRound& r) {
+  const int step = r.stepped ? static_cast<int>(r.rng() % 3) : 0;
+  const Status status = step == 0   ? r.log.flush()
+                        : step == 1 ? r.log.run_flush_cycle()
+                                    : r.log.run_checkpoint();
+  if (!status.ok()) {
+    ASSERT_TRUE(r.env.crashed()) << r.where << ": " << status.to_string();
+  }
+}
+
+void raise_commit_at_random(SeedRound& r) {
+  const std::uint64_t flushed = r.log.flushed_index();
+  const std::uint64_t commit = r.log.commit_index();
+  if (flushed > commit) (void)r.log.set_commit_index(commit + r.rng() % (flushed - commit + 1));
+}
+
+void truncate_random_prefix(SeedRound& r) {
+  const std::uint64_t last = r.log.last_index();
+  if (last == 0) return;
+  const Status status = r.log.truncate_prefix(1 + r.rng() % last);
+  if (!status.ok()) {
+    ASSERT_TRUE(r.env.crashed()) << r.where << ": " << status.to_string();
+  }
+}
+
+// One operation, picked by weight: appends 70 %, suffix truncations 10 %, flush steps 8 %, commit
+// updates 7 %, prefix truncations 5 %.
+void random_operation(SeedRound& r) {
+  const int choice = static_cast<int>(r.rng() % 100);
+  if (choice < 70) {
+    append_random_batch(r);
+  } else if (choice < 80) {
+    truncate_random_suffix(r);
+  } else if (choice < 88) {
+    random_flush_step(r);
+  } else if (choice < 95) {
+    raise_commit_at_random(r);
+  } else {
+    truncate_random_prefix(r);
+  }
+}
+
+// `work`: with kStepped no thread flushes; the workload's own flush steps (run_flush_cycle(),
+// flush(), run_checkpoint()) are the only ones, and appends never wait (append_no_wait()).
+void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads) {
+  std::mt19937_64 rng(seed);
+  MemoryEnv env;
+  ASSERT_TRUE(env.create_dir("/log").ok());
+  const Options options = seeded_options(rng, &env, work);
   Model model;
   auto log = testing::open_ok("/log", options);
   ASSERT_TRUE(log);
@@ -102,71 +207,10 @@ void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads
                               " mode " + to_string(options.flush_mode) + " " + to_string(work);
     const bool crash_inside = rng() % 2 == 0;
     if (crash_inside) env.crash_after_syncs(rng() % 60);
-    std::uint64_t pending_truncation = 0;
+    SeedRound r{rng, env, *log, model, work == BackgroundWork::kStepped, where};
     const int operations = 10 + static_cast<int>(rng() % 50);
     for (int op = 0; op < operations && !env.crashed(); ++op) {
-      const int choice = static_cast<int>(rng() % 100);
-      if (choice < 70) {
-        if (rng() % 10 == 0) ++model.next_term;
-        const std::size_t count = 1 + rng() % 8;
-        const std::uint64_t first = log->last_index() + 1;
-        testing::Batch batch;
-        for (std::size_t i = 0; i < count; ++i) {
-          const std::size_t size = rng() % 3000;
-          batch.payloads.push_back(payload_for(first + i, model.next_term, size));
-          model.entries[first + i] = {model.next_term, size};  // maybe written even if it fails
-        }
-        // Half the batches leave the index to the log (index 0): in sync mode they go through the
-        // append group, whose leader tells the caller its range from inside the append.
-        const bool log_assigns_index = rng() % 2 == 0;
-        for (std::size_t i = 0; i < count; ++i) {
-          EntryToAppend entry;
-          entry.meta.index = log_assigns_index ? 0 : first + i;
-          entry.meta.term = model.next_term;
-          entry.payload = batch.payloads[i];
-          batch.entries.push_back(entry);
-        }
-        auto result = stepped ? log->append_no_wait(batch.span()) : log->append(batch.span());
-        if (!result.ok()) {
-          ASSERT_TRUE(env.crashed()) << where << ": " << result.status().to_string();
-          break;
-        }
-        ASSERT_EQ(result->first, first) << where;  // one appending thread: the next index
-        ASSERT_EQ(result->last, first + count - 1) << where;
-      } else if (choice < 80) {
-        const std::uint64_t low = std::max(log->first_index(), log->commit_index() + 1);
-        const std::uint64_t high = log->last_index() + 1;
-        if (low > high) continue;
-        const std::uint64_t from = low + rng() % (high - low + 1);
-        const Status status = log->truncate_suffix(from);
-        if (!status.ok()) {
-          ASSERT_TRUE(env.crashed()) << where << ": " << status.to_string();
-          pending_truncation = from;
-          break;
-        }
-        model.entries.erase(model.entries.lower_bound(from), model.entries.end());
-        ++model.next_term;  // a new leader's entries follow a truncation
-      } else if (choice < 88) {
-        const int step = stepped ? static_cast<int>(rng() % 3) : 0;
-        const Status status = step == 0   ? log->flush()
-                              : step == 1 ? log->run_flush_cycle()
-                                          : log->run_checkpoint();
-        if (!status.ok()) {
-          ASSERT_TRUE(env.crashed()) << where << ": " << status.to_string();
-        }
-      } else if (choice < 95) {
-        const std::uint64_t flushed = log->flushed_index();
-        const std::uint64_t commit = log->commit_index();
-        if (flushed > commit) (void)log->set_commit_index(commit + rng() % (flushed - commit + 1));
-      } else {
-        const std::uint64_t last = log->last_index();
-        if (last > 0) {
-          const Status status = log->truncate_prefix(1 + rng() % last);
-          if (!status.ok()) {
-            ASSERT_TRUE(env.crashed()) << where << ": " << status.to_string();
-          }
-        }
-      }
+      ASSERT_NO_FATAL_FAILURE(random_operation(r));
     }
     env.crash();
     const std::uint64_t durable = log->flushed_index();
@@ -177,7 +221,7 @@ void run_seed(std::uint64_t seed, BackgroundWork work = BackgroundWork::kThreads
     ASSERT_TRUE(reopened.ok()) << where << " crash " << to_string(mode) << ": "
                                << reopened.status().to_string();
     log = std::move(*reopened);
-    check_recovered(*log, model, durable, pending_truncation, env,
+    check_recovered(*log, model, durable, r.pending_truncation, env,
                     where + " crash " + to_string(mode));
     if (::testing::Test::HasFatalFailure()) return;
     // Forget what did not survive; the next round continues from the recovered log.

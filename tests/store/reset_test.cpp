@@ -83,11 +83,7 @@ TEST(ResetCheckpoint, IntentRoundTripsAsVersionTwoAndOrdinaryCheckpointsStayVers
   EXPECT_FALSE(decode_checkpoint(plain_bytes.substr(0, 3)));
 }
 
-class ResetTest : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_TRUE(env_.create_dir("/log").ok()); }
-  MemoryEnv env_;
-};
+class ResetTest : public testing::MemoryLogDirTest {};
 
 TEST_F(ResetTest, LeavesAnEmptyLogAtTheIndexThatAppendsContinueAcrossReopen) {
   auto log = open_ok("/log", small_options(&env_));

@@ -53,11 +53,7 @@ std::unique_ptr<CommitLog> lose_power_and_reopen(MemoryEnv& env, std::unique_ptr
   return open_ok("/log", stepped_options(&env));
 }
 
-class SteppedLogTest : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_TRUE(env_.create_dir("/log").ok()); }
-  MemoryEnv env_;
-};
+class SteppedLogTest : public testing::MemoryLogDirTest {};
 
 // The control first: the counting sees the threads a default log starts, so an unchanged count
 // below means no thread.

@@ -77,6 +77,13 @@ inline Batch make_batch(std::uint64_t first_index, std::size_t count, std::uint6
   return batch;
 }
 
+// A test whose log lives in /log on its own simulated file system (env_).
+class MemoryLogDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(env_.create_dir("/log").ok()); }
+  MemoryEnv env_;
+};
+
 inline Options small_options(Env* env, FlushMode mode = FlushMode::kSync) {
   Options options;
   options.env = env;

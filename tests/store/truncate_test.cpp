@@ -26,11 +26,7 @@ std::size_t count_segments(MemoryEnv& env) {
       [](const std::string& n) { return segment_format::parse_segment_file_name(n).has_value(); }));
 }
 
-class TruncateTest : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_TRUE(env_.create_dir("/log").ok()); }
-  MemoryEnv env_;
-};
+class TruncateTest : public testing::MemoryLogDirTest {};
 
 TEST_F(TruncateTest, SuffixAcrossSegmentsThenAppendNewTerm) {
   auto log = open_ok("/log", small_options(&env_));
