@@ -154,6 +154,86 @@ TEST(LaggingFollowerHealth, AVoterBackAfterMissingManyEntriesIsNotServingUntilIt
   EXPECT_EQ(after->not_serving_reason, "");
 }
 
+// kLoadWriters threads appending kLoadEntriesPerAppend entries of 1 KiB per call through `ids`
+// until stop() (or kMaxLoadAppendsPerWriter calls each).
+class Load {
+ public:
+  Load(LocalCluster& cluster, const std::vector<int>& ids) {
+    for (int w = 0; w < kLoadWriters; ++w) {
+      writers_.emplace_back([this, &cluster, ids, w] {
+        auto client = writer(cluster, ids);
+        // Bounded by kMaxLoadAppendsPerWriter and by stop().
+        for (int call = 0; call < kMaxLoadAppendsPerWriter && !stop_.load(); ++call) {
+          std::vector<std::string> payloads;
+          for (int i = 0; i < kLoadEntriesPerAppend; ++i) {
+            std::string payload = "load-" + std::to_string(w) + "-" + std::to_string(call) + "-" +
+                                  std::to_string(i) + "-";
+            payload.resize(1024, 'l');
+            payloads.push_back(std::move(payload));
+          }
+          if (client->append(payloads).ok()) {
+            appended_ += kLoadEntriesPerAppend;
+          } else {
+            ++failed_;
+          }
+        }
+      });
+    }
+  }
+  ~Load() { stop(); }
+  Load(const Load&) = delete;
+  Load& operator=(const Load&) = delete;
+  void stop() {
+    stop_.store(true);
+    for (std::thread& t : writers_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  std::uint64_t appended() const { return appended_.load(); }
+  int failed() const { return failed_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> appended_{0};
+  std::atomic<int> failed_{0};
+  std::vector<std::thread> writers_;
+};
+
+// A voter restarted while the load goes on is SERVING again before the load stops: its log must
+// reach the commit index its leader named (gap 0) while that index keeps moving, which it does
+// with every append that carries the leader's newest entries.
+TEST(LaggingFollowerHealth, AVoterRestartedUnderLoadIsServingAgainWhileTheLoadGoesOn) {
+  LocalCluster cluster(cluster_options());
+  cluster.start_all();
+  const int leader = cluster.wait_for_leader(20s);
+  ASSERT_NE(leader, 0);
+  const int lagging = leader == 3 ? 2 : 3;
+  Load load(cluster, {leader});
+  std::this_thread::sleep_for(1s);
+  ASSERT_EQ(cluster.stop(lagging), 0);
+  std::this_thread::sleep_for(2s);
+  const std::uint64_t appended_before_restart = load.appended();
+  cluster.start(lagging);
+  auto prober = cluster.client({}, {lagging});
+  bool catching_up_seen = false;
+  const bool serving = poll_until(
+      [&] {
+        const Sample s = sample(*prober, cluster, lagging);
+        if (s.status && s.status->catching_up_to_leader_commit != 0) catching_up_seen = true;
+        return s.health == client::HealthState::kServing;
+      },
+      kCatchUpTimeout, kSampleInterval);
+  const std::uint64_t appended_when_serving = load.appended();
+  load.stop();
+  std::cout << "restarted under load: " << appended_before_restart << " entries before its restart, "
+            << appended_when_serving << " when it was SERVING again\n";
+  EXPECT_TRUE(serving) << "node " << lagging << " never SERVING again under load\n"
+                       << cluster.log_tail(lagging);
+  EXPECT_TRUE(catching_up_seen);
+  EXPECT_GT(appended_when_serving, appended_before_restart) << "the load stopped first";
+  EXPECT_EQ(load.failed(), 0);
+}
+
 // Both followers of a cluster under a steady append load: SERVING in every sample.
 TEST(LaggingFollowerHealth, FollowersOfALoadedClusterStayServing) {
   LocalCluster cluster(cluster_options());
@@ -174,30 +254,7 @@ TEST(LaggingFollowerHealth, FollowersOfALoadedClusterStayServing) {
   const std::optional<client::NodeStatus> before = cluster.status(leader);
   ASSERT_TRUE(before.has_value());
 
-  std::atomic<bool> stop{false};
-  std::atomic<int> failed_appends{0};
-  std::atomic<std::uint64_t> appended_entries{0};
-  std::vector<std::thread> writers;
-  for (int w = 0; w < kLoadWriters; ++w) {
-    writers.emplace_back([&, w] {
-      auto client = writer(cluster, {leader});
-      // Bounded by kMaxLoadAppendsPerWriter and by the sampler's stop flag (kLoadDuration).
-      for (int call = 0; call < kMaxLoadAppendsPerWriter && !stop.load(); ++call) {
-        std::vector<std::string> payloads;
-        for (int i = 0; i < kLoadEntriesPerAppend; ++i) {
-          std::string payload = "load-" + std::to_string(w) + "-" + std::to_string(call) + "-" +
-                                std::to_string(i) + "-";
-          payload.resize(1024, 'l');
-          payloads.push_back(std::move(payload));
-        }
-        if (client->append(payloads).ok()) {
-          appended_entries += kLoadEntriesPerAppend;
-        } else {
-          ++failed_appends;
-        }
-      }
-    });
-  }
+  Load load(cluster, {leader});
   int samples = 0;
   int not_serving = 0;
   std::string not_serving_example;
@@ -221,16 +278,15 @@ TEST(LaggingFollowerHealth, FollowersOfALoadedClusterStayServing) {
     }
     std::this_thread::sleep_for(kSampleInterval);
   }
-  stop.store(true);
-  for (std::thread& t : writers) t.join();
+  load.stop();
   const std::optional<client::NodeStatus> after = cluster.status(leader);
   ASSERT_TRUE(after.has_value());
-  std::cout << "loaded cluster: " << appended_entries.load() << " entries appended in "
+  std::cout << "loaded cluster: " << load.appended() << " entries appended in "
             << std::chrono::duration_cast<std::chrono::seconds>(kLoadDuration).count()
             << " s, " << samples << " follower samples, largest follower gap " << largest_gap
             << " entries\n";
-  EXPECT_GT(appended_entries.load(), 0u);
-  EXPECT_EQ(failed_appends.load(), 0);
+  EXPECT_GT(load.appended(), 0u);
+  EXPECT_EQ(load.failed(), 0);
   EXPECT_EQ(after->term, before->term) << "an election under load: the samples say nothing";
   EXPECT_EQ(not_serving, 0) << not_serving << " of " << samples
                             << " samples NOT_SERVING; the first: " << not_serving_example;
