@@ -18,7 +18,16 @@ std::string data_dir_restart_form_problem(const server::NodeConfig& config, bool
   }
   auto recorded = server::read_join_record(config.data_dir);
   if (!recorded.ok()) return config.data_dir + "/JOIN: " + recorded.status().to_string();
-  if (!recorded->has_value()) return "";
+  if (!recorded->has_value()) {
+    // The inverse (review of lagging6, #6): a founder's directory started with --join was told by
+    // prepare_join's member check to name itself alone, which is wrong for it.
+    if (joining && server::data_dir_has_state(config.data_dir)) {
+      return "--join: " + config.data_dir +
+             " holds a node's state but no JOIN record: it was not created by --join (start it "
+             "with its --members, without --join)";
+    }
+    return "";
+  }
   if (config.members.size() == 1 && config.members.contains(config.node_id)) return "";
   std::string members_of_record;
   for (std::uint64_t id : (*recorded)->bootstrap_voters) {

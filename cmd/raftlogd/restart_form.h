@@ -15,7 +15,7 @@ namespace raftlog::raftlogd {
 // "" when the directory has nothing to say against `config`'s id, cluster id and member list (no
 // directory, no IDENTITY or JOIN, or both agree), else why it cannot start so (exit 2). `joining`:
 // --join was given (a restart of a joined node takes its record; --members must still name itself
-// alone). Read only, before the directory's lock: raftlogd checks the same records again under the
+// alone; a directory with a node's state and no JOIN record was not created by --join). Read only, before the directory's lock: raftlogd checks the same records again under the
 // lock (check_data_dir_identity, apply_recorded_join), so a record that changes in between is
 // caught there.
 std::string data_dir_restart_form_problem(const server::NodeConfig& config, bool joining);

@@ -781,6 +781,11 @@ class Replica {
   // calls; logs its changes.
   CatchUpRule catch_up_{config_.serving_lag_entries};
   void observe_catch_up();
+  // A learner's core keeps its leader for ever (it never campaigns): cut off, it read as SERVING
+  // with a frozen log (review of lagging6, #1). Ticks since its leader's last append or heartbeat;
+  // past twice the election timeout, status and the rule take it for a node without a leader.
+  std::uint64_t ticks_without_leader_message_ = 0;
+  bool leader_silent() const;
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its
   // "cannot catch up" line is printed at most once per kBehindFirstIndexLogInterval.

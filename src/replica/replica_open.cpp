@@ -479,7 +479,8 @@ NodeStatus Replica::status() {
   status.address = book.count(config_.node_id) ? book.at(config_.node_id) : "";
   status.role = raft_->role();
   status.term = raft_->term();
-  status.leader_id = raft_->leader();
+  // Health then says "no leader known", as for a voter whose election timer fired.
+  status.leader_id = leader_silent() ? raft::kNoNode : raft_->leader();
   if (auto it = book.find(status.leader_id); it != book.end()) status.leader_address = it->second;
   status.first_index = log_->first_index();
   status.last_index = log_->last_index();

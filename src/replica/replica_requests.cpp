@@ -435,15 +435,25 @@ void Replica::step(raft::Message message) {
   observe_catch_up();
   // Kept only when the core took the sender for the leader of its current term (retention_hold.h).
   if (from_leader && raft_->leader() == from && raft_->term() == term) {
+    ticks_without_leader_message_ = 0;
     leader_hold_.note(from, term, hold, deps_.clock());
   }
+}
+
+bool Replica::leader_silent() const {
+  // A voter forgets a silent leader itself (its election timer: pre-vote); a learner never does.
+  // Twice the election timeout: past the longest randomized timeout a voter waits.
+  return raft_ != nullptr && !raft::is_voter(raft_->conf(), config_.node_id) &&
+         raft_->role() == raft::Role::kFollower && raft_->leader() != raft::kNoNode &&
+         ticks_without_leader_message_ >=
+             2 * static_cast<std::uint64_t>(config_.raft.election_ticks);
 }
 
 void Replica::observe_catch_up() {
   if (raft_ == nullptr) return;
   using Seat = CatchUpRule::Seat;
-  const bool follower_of_leader =
-      raft_->role() == raft::Role::kFollower && raft_->leader() != raft::kNoNode;
+  const bool follower_of_leader = raft_->role() == raft::Role::kFollower &&
+                                  raft_->leader() != raft::kNoNode && !leader_silent();
   const Seat seat = raft_->role() == raft::Role::kLeader ? Seat::kLeader
                     : follower_of_leader                 ? Seat::kFollowerOfLeader
                                                          : Seat::kNoLeader;
@@ -473,6 +483,7 @@ void Replica::tick() {
     deps_.sender->snapshots_useless_through(commit_);
     raft_->tick();
   });
+  ++ticks_without_leader_message_;
   check_incoming_snapshot_current();
   observe_catch_up();
   hand_over_leadership_for_disk(now);

@@ -219,6 +219,27 @@ TEST_F(RaftlogdFlagsTest, AJoinedNodesDirectorySpeaksBeforeTheMemberList) {
   EXPECT_FALSE(std::filesystem::exists(data_dir_ + "/log"));
 }
 
+// The inverse (review of lagging6, #6): a founder's directory (a node's state, no JOIN record)
+// started with --join and the founders' list was told to name itself alone in --members; the
+// directory's word comes first there too.
+TEST_F(RaftlogdFlagsTest, AFoundersDirectoryStartedWithJoinSaysItHasNoJoinRecord) {
+  server::NodeConfig founder;
+  founder.node_id = 1;
+  founder.cluster_id = "c1";
+  founder.data_dir = data_dir_;
+  ASSERT_EQ(server::establish_data_dir_identity(founder), "");
+  std::ofstream(data_dir_ + "/HARDSTATE") << "state";
+  const std::string founders = "1=" + member() + ",2=127.0.0.1:2,3=127.0.0.1:3";
+  for (const std::string& members : {founders, "1=" + member()}) {
+    const ProcessRun run = run_stderr(std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " +
+                                      data_dir_ + " --cluster-id c1 --members " + members +
+                                      " --join 127.0.0.1:2");
+    EXPECT_EQ(run.exit_code, 2) << members << "\n" << run.err;
+    EXPECT_NE(run.err.find("holds a node's state but no JOIN record"), std::string::npos)
+        << members << "\n" << run.err;
+  }
+}
+
 // --unvouched-may-elect (drills7 H4) is a one-time action too: not from a config file, and never
 // naming the node itself (the core's configuration check).
 TEST_F(RaftlogdFlagsTest, UnvouchedMayElectIsRefusedFromAConfigFileAndForItself) {

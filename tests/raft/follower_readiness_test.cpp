@@ -100,6 +100,50 @@ TEST(FollowerReadiness, ACaughtUpVoterIsCatchingUpOnlyPastTheThreshold) {
   EXPECT_EQ(status.behind_leader_commit_entries, 0u);
 }
 
+// Review of lagging6, #1: a learner never campaigns, so its core keeps its leader for ever; cut off,
+// it reported that leader and SERVING with a frozen log. Silent past twice the election timeout, its
+// leader is no longer reported (health: "no leader known"), and back in touch it must reach the
+// commit index again, as a voter back from a cut-off does.
+TEST(FollowerReadiness, ALearnerCutOffFromItsLeaderNoLongerReportsOne) {
+  TestCluster c({1, 2, 3, 4}, [](Config& config) { config.initial_conf = ConfState{{1, 2, 3}}; });
+  ASSERT_NO_FATAL_FAILURE(elect_one(c));
+  const testing::MembershipRequest added =
+      c.propose_conf_change(1, ConfChange{ConfChangeType::kAddLearner, 4});
+  c.tick_all(3);
+  ASSERT_TRUE(added.answered());
+  ASSERT_TRUE(added.result().error.ok()) << added.result().error.message;
+  ASSERT_EQ(c.raft(4).leader(), 1u);
+  ASSERT_EQ(c.replica(4).status().leader_id, 1u);
+  ASSERT_EQ(c.replica(4).status().catching_up_to_leader_commit, 0u);
+  c.isolate(4);
+  ASSERT_NO_FATAL_FAILURE(commit_entries(c, 2));
+  const Index commit = c.raft(1).commit_index();
+  const int election_ticks = c.node(4).config.raft.election_ticks;
+  c.tick(4, 2 * election_ticks - 1);
+  EXPECT_EQ(c.replica(4).status().leader_id, 1u) << "not yet past twice the election timeout";
+  c.tick(4, 1);
+  EXPECT_EQ(c.raft(4).leader(), 1u) << "the core keeps it (a learner never campaigns)";
+  EXPECT_EQ(c.replica(4).status().leader_id, kNoNode);
+  EXPECT_EQ(c.replica(4).status().catching_up_to_leader_commit, 0u);
+  c.heal();
+  for (int round = 0; round < 20 && c.replica(4).status().leader_id == kNoNode; ++round) {
+    c.tick(1);
+    for (int i = 0; i < 10000; ++i) {
+      std::vector<Message> next = c.take_from_network(
+          [](const Message& m) { return !(m.to == 4 && m.type == MessageType::kAppend); }, 1);
+      if (next.empty()) break;
+      c.step(next.front().to, next.front());
+    }
+  }
+  const replica::NodeStatus back = c.replica(4).status();
+  ASSERT_EQ(back.leader_id, 1u) << "a heartbeat reached it";
+  EXPECT_EQ(back.catching_up_to_leader_commit, commit);
+  EXPECT_EQ(back.learner_catching_up_to_index, commit);
+  c.tick_all(3);
+  ASSERT_EQ(c.node(4).log.last_index(), c.raft(1).last_index());
+  EXPECT_EQ(c.replica(4).status().catching_up_to_leader_commit, 0u);
+}
+
 // The leader is never catching up, and neither is a node without a leader (health says "no leader
 // known" for it instead).
 TEST(FollowerReadiness, TheLeaderAndANodeWithoutALeaderAreNeverCatchingUp) {
