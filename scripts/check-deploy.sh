@@ -107,6 +107,24 @@ for path in sys.argv[1:]:
 
 # ---- Kubernetes and Compose structure
 step "kubernetes manifests fit together" "${checker[@]}" k8s
+# The membership check refuses what could never start (review of bootstrap5, notes 8 and 9): fed
+# ConfigMaps of its own, since the shipped one is right.
+step "kubernetes membership check refuses one founder and a new cluster's wrong next-id" python3 -c '
+import sys
+sys.path.insert(0, "deploy/ci")
+import check_deploy as c
+def problems(ordinals, next_id):
+    p = c.Problems("k8s-selftest")
+    maps = {"raftlog-members": {"data": {"bootstrap-ordinals": ordinals, "join-ids": "",
+                                          "join-seeds": "a:1", "next-id": next_id}}}
+    c.check_k8s_membership(maps, [], 3, p)
+    return " | ".join(p.items)
+assert problems("0 1 2", "4") == "", problems("0 1 2", "4")
+one = problems("0", "2")
+assert "a one-founder StatefulSet can never start" in one, one
+high = problems("0 1 2", "10")
+assert "if this is a new cluster, next-id must be 4" in high, high
+'
 step "compose members, volumes and scrape targets agree" "${checker[@]}" compose
 if command -v docker-compose >/dev/null; then
   step "docker-compose config" docker-compose -f deploy/compose/docker-compose.yml config -q

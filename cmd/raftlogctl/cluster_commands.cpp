@@ -132,6 +132,19 @@ int run_leader(std::string_view command_path, std::span<const std::string> args,
 }
 
 // --- health --------------------------------------------------------------------------------------
+struct NotServingWhy {
+  std::string reason;
+  std::uint64_t catching_up_to = 0;  // a follower catching up to its leader's commit index
+  std::uint64_t behind_entries = 0;
+};
+
+NotServingWhy not_serving_why(client::Client& c, const std::string& endpoint) {
+  const client::Result<client::NodeStatus> status = c.status(endpoint);
+  if (!status.ok()) return {};
+  const client::NodeStatus& s = status.value();
+  return {s.not_serving_reason, s.catching_up_to_leader_commit, s.behind_leader_commit_entries};
+}
+
 int run_health(std::string_view command_path, std::span<const std::string> args,
                const cli::Io& io) {
   Common common;
@@ -155,11 +168,27 @@ int run_health(std::string_view command_path, std::span<const std::string> args,
     const std::string text =
         state.ok() ? client::to_string(state.value()) : unreachable_text(state.status());
     all_serving = all_serving && state.ok() && state.value() == client::HealthState::kServing;
+    // Why not (drills7 L1): one Status call to a node that answered NOT_SERVING; "" when that
+    // fails or the node predates the field. The exit status stays the health service's alone.
+    const NotServingWhy why = state.ok() && state.value() == client::HealthState::kNotServing
+                                  ? not_serving_why(*c, endpoint)
+                                  : NotServingWhy{};
     if (common.json) {
-      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"status\":" << json_string(text)
-             << "}\n";
+      io.out << "{\"endpoint\":" << json_string(endpoint) << ",\"status\":" << json_string(text);
+      if (!why.reason.empty()) io.out << ",\"reason\":" << json_string(why.reason);
+      if (why.catching_up_to != 0) {
+        io.out << ",\"catching_up_to_leader_commit\":" << why.catching_up_to
+               << ",\"behind_leader_commit_entries\":" << why.behind_entries;
+      }
+      io.out << "}\n";
     } else {
-      io.out << std::left << std::setw(22) << endpoint << text << "\n";
+      io.out << std::left << std::setw(22) << endpoint << text;
+      if (!why.reason.empty()) io.out << " (" << why.reason << ")";
+      if (why.catching_up_to != 0) {
+        io.out << " [" << why.behind_entries << " entries behind the commit index "
+               << why.catching_up_to << "]";
+      }
+      io.out << "\n";
     }
   }
   return all_serving ? cli::kExitOk : cli::kExitFailure;

@@ -131,6 +131,22 @@ std::string disk_watermark_text(const client::NodeStatus& s) {
   return text;
 }
 
+// The line under a follower catching up to its leader's commit index (drills7 L1: a voter 15,000
+// entries behind said nothing of it), "" for any other node. A learner on a node older than
+// catching_up_to_leader_commit sends only learner_catching_up_to_index, and no gap.
+std::string behind_leader_text(const client::NodeStatus& s) {
+  const std::uint64_t to = s.catching_up_to_leader_commit != 0 ? s.catching_up_to_leader_commit
+                                                               : s.learner_catching_up_to_index;
+  if (to == 0) return "";
+  std::string text = std::string(is_learner(s) ? "LEARNER " : "") +
+                     "CATCHING UP to the commit index " + std::to_string(to) +
+                     " its leader named";
+  if (s.behind_leader_commit_entries != 0) {
+    text += ", " + std::to_string(s.behind_leader_commit_entries) + " entries behind";
+  }
+  return text + ": not serving yet (SERVING again once its log reaches that index)";
+}
+
 // One round of `status`: every endpoint's answer. Returns the number of unreachable endpoints.
 int print_status(client::Client& c, const Common& common, const cli::Io& io) {
   const std::vector<client::EndpointStatus> all = c.status_all();
@@ -186,6 +202,9 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << ",\"disk_handover_wait_ms\":" << s.disk_handover_wait_ms
              << ",\"voters\":" << json_ids(s.voters) << ",\"learners\":" << json_ids(s.learners)
              << ",\"learner_catching_up_to_index\":" << s.learner_catching_up_to_index
+             << ",\"catching_up_to_leader_commit\":" << s.catching_up_to_leader_commit
+             << ",\"behind_leader_commit_entries\":" << s.behind_leader_commit_entries
+             << ",\"not_serving_reason\":" << json_string(s.not_serving_reason)
              << ",\"corrupt_index\":" << s.corrupt_index
              << ",\"scrub_bytes_verified\":" << s.scrub_bytes_verified
              << ",\"scrub_passes\":" << s.scrub_passes
@@ -268,10 +287,7 @@ int print_status(client::Client& c, const Common& common, const cli::Io& io) {
              << (s.storage_fault.empty() ? std::string("reason not reported") : s.storage_fault)
              << "): not voting, not counted toward commit\n";
     }
-    if (s.learner_catching_up_to_index != 0) {
-      io.out << "    LEARNER catching up to index " << s.learner_catching_up_to_index
-             << ": not serving yet\n";
-    }
+    if (std::string behind = behind_leader_text(s); !behind.empty()) io.out << "    " << behind << "\n";
     if (s.receiving_snapshot) {
       const client::SnapshotTransfer& r = *s.receiving_snapshot;
       if (r.state == "installing") {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "allocator_policy.h"
+#include "restart_form.h"
 #include "cli/flags.h"
 #include "raft/types.h"
 #include "server/data_dir_lock.h"
@@ -431,6 +432,11 @@ int main(int argc, char** argv) {
                   {limits::kMinRetentionCheckIntervalMs, limits::kMaxRetentionCheckIntervalMs});
   flags.uint_flag("retention-follower-grace-ms", &config.retention_follower_grace_ms, "MS",
                   "keep entries a follower needs unless it has been silent this long");
+  flags.uint_flag("serving-lag-entries", &config.serving_lag_entries, "N",
+                  "a follower whose log falls more than N entries behind the commit index its "
+                  "leader named reports NOT_SERVING until it reaches that index",
+                  {raftlog::replica::kMinServingLagEntries,
+                   raftlog::replica::kMaxServingLagEntries});
   flags.uint_flag("dedup-rebuild-entries", &config.dedup_rebuild_entries, "N",
                   "at start, rebuild the idempotency table from the last N log entries (checked as "
                   "they are read)",
@@ -548,6 +554,13 @@ int main(int argc, char** argv) {
       max_append_bytes != 0
           ? max_append_bytes
           : std::max<std::uint64_t>(config.max_append_bytes, config.store.max_entry_size_bytes);
+  // drills7 L3: the directory's IDENTITY and JOIN record speak before the member list is judged.
+  if (std::string problem =
+          raftlog::raftlogd::data_dir_restart_form_problem(config, !join_text.empty());
+      !problem.empty()) {
+    std::cerr << "raftlogd: " << problem << "\n";
+    return raftlog::cli::kExitUsage;
+  }
   // Everything Server::start would refuse for configuration reasons, including the store options
   // (segment size vs entry size) and the derived Raft and transport settings, is refused here,
   // before the data directory is created.

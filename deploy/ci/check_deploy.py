@@ -397,12 +397,21 @@ def check_k8s_membership(config_maps: dict, containers: list[dict], replicas: in
         founders = []
     if founders != list(range(len(founders))) or not founders:
         problems.add(f"bootstrap-ordinals {founders} must be 0..N-1 for a new cluster")
+    # A single founder would found a one-member configuration, which raftlogd does only with
+    # --bootstrap-new-cluster; raftlog-k8s-start never passes it (it cannot tell a first start from a
+    # lost volume), so that pod would exit 2 at every start (review of bootstrap5, note 8).
+    if len(founders) == 1:
+        problems.add("bootstrap-ordinals names one founder: a one-founder StatefulSet can never start "
+                     "(raftlog-k8s-start cannot pass --bootstrap-new-cluster); found with 3 or 5 pods "
+                     "(at least 2: \"0 1 2\")")
     if replicas < len(founders):
         problems.add(f"{replicas} replicas but {len(founders)} founding pods: the cluster could never form")
     # Exactly one past the founders: the start script reads a higher next-id as "the membership
     # changed" and then bootstraps no founder (deploy/docker/k8s-start.sh).
     if not str(data.get("next-id", "")).isdigit() or int(data.get("next-id", 0)) != len(founders) + 1:
-        problems.add(f"next-id {data.get('next-id')!r} must be one past the founders' ids ({len(founders) + 1})")
+        problems.add(f"next-id {data.get('next-id')!r} must be one past the founders' ids: if this is a new "
+                     f"cluster, next-id must be {len(founders) + 1} (a higher one reads as \"the membership "
+                     f"changed\", and every founder then exits 2)")
     if data.get("join-ids", "").strip():
         problems.add("join-ids must start empty (deploy/k8s/raftlog-members assigns ids)")
     for c in containers:

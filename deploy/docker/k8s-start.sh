@@ -78,7 +78,7 @@ membership_changed() {
     if [ "$bootstrap_ordinal" -gt "$highest" ]; then highest=$bootstrap_ordinal; fi
   done
   if [ "$RAFTLOG_NEXT_ID" -gt $((highest + 2)) ]; then
-    echo "next-id $RAFTLOG_NEXT_ID (above the founders' ids 1..$((highest + 1)))"
+    echo "next-id $RAFTLOG_NEXT_ID (above the founders' ids 1..$((highest + 1)); if this is a new cluster, next-id must be $((highest + 2)))"
   fi
 }
 
@@ -119,6 +119,15 @@ decide() {
       changed=$(membership_changed) || exit 2
       if [ -n "$changed" ]; then
         fail "pod $host has an empty volume and is a founder ordinal, but the cluster's membership changed since its first start ($changed): its volume was lost (or it never started), and node $((ordinal + 1)) must not start empty under its old id with the founders' members; replace it with deploy/k8s/raftlog-members replace $ordinal (docs/operations.md, \"Membership on Kubernetes\")"
+      fi
+      # (A membership that changed is said first: replaced founders leave fewer ordinals.) One
+      # founder would found a one-member configuration, which raftlogd does only with
+      # --bootstrap-new-cluster, and this script cannot tell a first start from a lost volume, so
+      # it never passes that flag: say so instead of raftlogd's exit 2 at every start.
+      founders=0
+      for _ in $RAFTLOG_BOOTSTRAP_ORDINALS; do founders=$((founders + 1)); done
+      if [ "$founders" -lt 2 ]; then
+        fail "bootstrap-ordinals '$RAFTLOG_BOOTSTRAP_ORDINALS' names a single founder: a one-founder StatefulSet cannot start (a one-member cluster is founded only with --bootstrap-new-cluster, which this script never passes: it cannot tell a first start from a lost volume); found with 3 or 5 pods (bootstrap-ordinals \"0 1 2\", next-id \"4\"; docs/operations.md, \"Membership on Kubernetes\")"
       fi
       id=$((ordinal + 1)); mode='bootstrap'; return 0
     fi

@@ -73,7 +73,9 @@ inline constexpr std::string_view kCommitTimeout =
 inline constexpr std::string_view kReadIndexTimeout =
     "READ_INDEX_TIMEOUT";  // DEADLINE_EXCEEDED: leadership unconfirmed
 inline constexpr std::string_view kTransferTargetUnknown =
-    "TRANSFER_TARGET_UNKNOWN";                                                   // INVALID_ARGUMENT
+    "TRANSFER_TARGET_UNKNOWN";  // INVALID_ARGUMENT: the target is not a member
+inline constexpr std::string_view kTransferTargetLearner =
+    "TRANSFER_TARGET_LEARNER";  // FAILED_PRECONDITION: the target is a learner (promote it first)
 inline constexpr std::string_view kTransferInProgress = "TRANSFER_IN_PROGRESS";  // UNAVAILABLE
 inline constexpr std::string_view kTransferSuperseded =
     "TRANSFER_SUPERSEDED";  // UNAVAILABLE: a newer transfer replaced it

@@ -279,6 +279,12 @@ struct NodeStatus {
   std::vector<std::uint64_t> voters;
   std::vector<std::uint64_t> learners;
   std::uint64_t learner_catching_up_to_index = 0;  // a learner still catching up (0 = not)
+  // Any follower catching up to its leader (not ready for reads): the leader's commit index it
+  // catches up to (0 = not); the entries its log lacks of it (any follower with a leader); why
+  // health is NOT_SERVING ("" when SERVING or from older nodes).
+  std::uint64_t catching_up_to_leader_commit = 0;
+  std::uint64_t behind_leader_commit_entries = 0;
+  std::string not_serving_reason;
   // The node's derived indexes (topics, keys, time): how far they reach, how far behind the
   // commit index they are, why they stopped ("" = running).
   std::uint64_t derived_indexed_through = 0;

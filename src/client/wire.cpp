@@ -147,6 +147,9 @@ NodeStatus status_from_wire(const pb::StatusResponse& wire, const std::string& e
   status.voters.assign(wire.voters().begin(), wire.voters().end());
   status.learners.assign(wire.learners().begin(), wire.learners().end());
   status.learner_catching_up_to_index = wire.learner_catching_up_to_index();
+  status.catching_up_to_leader_commit = wire.catching_up_to_leader_commit();
+  status.behind_leader_commit_entries = wire.behind_leader_commit_entries();
+  status.not_serving_reason = wire.not_serving_reason();
   status.derived_indexed_through = wire.derived_indexed_through();
   status.derived_lag_entries = wire.derived_lag_entries();
   status.derived_problem = wire.derived_problem();

@@ -161,10 +161,15 @@ struct NodeStatus {
   bool removed = false;
   // The member whose answer says so (raft::Raft::removed_by), 0 when its own log holds the removal.
   std::uint64_t removed_by = 0;
-  // A non-voter (a learner, or a node its own log does not list yet) whose log does not yet reach the
-  // commit index its leader last named: that index (0 otherwise, and always on voters). It is still
-  // catching up, and health is NOT_SERVING meanwhile.
+  // catching_up_to_leader_commit (below) on a non-voter (a learner, or a node its own log does not
+  // list yet); 0 always on voters. Kept for clients older than that field.
   std::uint64_t learner_catching_up_to_index = 0;
+  // Any follower, voter or learner (replica/catch_up_rule.h): the commit index its leader last
+  // named while this node is catching up to it (just started or reconnected, or fallen more than
+  // --serving-lag-entries behind), 0 otherwise; health is NOT_SERVING meanwhile. And the entries
+  // its log lacks of that index on any follower that knows its leader (0 on a leader).
+  std::uint64_t catching_up_to_leader_commit = 0;
+  std::uint64_t behind_leader_commit_entries = 0;
   // The derived indexes (topics, keys, time: src/server/dispatcher.h), filled in by the server:
   // the last log index they cover, the committed entries not yet indexed, and why dispatch stopped
   // ("" while it runs; "no indexes" when they could not be opened).

@@ -35,6 +35,7 @@
 
 #include "raft/raft.h"
 #include "replica/alarm_window.h"
+#include "replica/catch_up_rule.h"
 #include "replica/conf_state_file.h"
 #include "replica/dedup_table.h"
 #include "replica/disk_probe.h"
@@ -782,6 +783,16 @@ class Replica {
   Clock::time_point retention_checked_at_{};
   std::atomic<std::uint64_t> retention_hold_{0};  // hold_log_from()
   FollowerRetentionHold leader_hold_;  // the leader's, from its appends and heartbeats (trim_limit)
+  // Readiness of a follower far behind its leader (catch_up_rule.h): observed after every message
+  // and tick, so that no passage through "no leader" or through gap 0 falls between two status()
+  // calls; logs its changes.
+  CatchUpRule catch_up_{config_.serving_lag_entries};
+  void observe_catch_up();
+  // A learner's core keeps its leader for ever (it never campaigns): cut off, it read as SERVING
+  // with a frozen log (review of lagging6, #1). Ticks since its leader's last append or heartbeat;
+  // past twice the election timeout, status and the rule take it for a node without a leader.
+  std::uint64_t ticks_without_leader_message_ = 0;
+  bool leader_silent() const;
   std::set<std::uint64_t> peers_behind_first_index_;  // warned about once per episode each
   // A follower whose progress flaps across the first index would start an episode per probe: its
   // "cannot catch up" line is printed at most once per kBehindFirstIndexLogInterval.

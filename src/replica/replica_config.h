@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "raft/raft.h"
+#include "replica/catch_up_rule.h"
 #include "replica/disk_probe.h"
 #include "replica/node_events.h"
 #include "replica/off_loop.h"
@@ -77,6 +78,10 @@ struct ReplicaConfig {
   std::uint64_t snapshot_gather_slice_bytes = 4ULL << 20;
   double disk_high_watermark = 0.90;
   double disk_low_watermark = 0.80;
+  // A caught-up follower whose log falls more than this many entries behind the commit index its
+  // leader named reports NOT_SERVING until it reaches that index again (catch_up_rule.h,
+  // --serving-lag-entries).
+  std::uint64_t serving_lag_entries = kDefaultServingLagEntries;
   // Complete, random_seed included; initial_conf is the bootstrap configuration (--members). The
   // replica adds what recovery found, conf_history included (from CONFSTATE).
   raft::Config raft;

@@ -480,7 +480,8 @@ NodeStatus Replica::status() {
   status.address = book.count(config_.node_id) ? book.at(config_.node_id) : "";
   status.role = raft_->role();
   status.term = raft_->term();
-  status.leader_id = raft_->leader();
+  // Health then says "no leader known", as for a voter whose election timer fired.
+  status.leader_id = leader_silent() ? raft::kNoNode : raft_->leader();
   if (auto it = book.find(status.leader_id); it != book.end()) status.leader_address = it->second;
   status.first_index = log_->first_index();
   status.last_index = log_->last_index();
@@ -540,10 +541,13 @@ NodeStatus Replica::status() {
   // Only a binding word names its member (review of retired5 #5): a word without a position is
   // information only, and the node still campaigns and leads.
   status.removed_by = raft_->told_removed() ? raft_->removed_by() : 0;
-  // Non-voters only (a learner, or a node its own log does not list yet, as a new one before the
-  // change reaches it): a voter one append behind under load is normal and must not flap health.
+  // One rule for voters and learners (catch_up_rule.h); the learner's own field is kept for clients
+  // older than catching_up_to_leader_commit.
+  observe_catch_up();
+  status.catching_up_to_leader_commit = catch_up_.catching_up_to();
+  status.behind_leader_commit_entries = catch_up_.gap();
   if (!raft::is_voter(raft_->conf(), config_.node_id)) {
-    status.learner_catching_up_to_index = raft_->behind_leader_commit();
+    status.learner_catching_up_to_index = catch_up_.catching_up_to();
   }
   for (const raft::PeerProgress& progress : raft_->progress()) {
     if (progress.id == config_.node_id) continue;

@@ -292,10 +292,22 @@ void Replica::transfer_leadership(TransferRequest in) {
       in.done(TransferResult{not_leader_error(), 0, 0});
       return;
     case raft::TransferStatus::kUnknownTarget:
+      // A learner is a member: "unknown" misled (drills7 L2). It may lead once promoted.
+      if (raft::is_member(raft_->conf(), in.target)) {
+        in.done(TransferResult{
+            make_error(ErrorCode::kFailedPrecondition,
+                       "node " + std::to_string(in.target) +
+                           " is a learner, not a voter: it cannot lead until it is promoted "
+                           "(raftlogctl members promote " +
+                           std::to_string(in.target) + ")",
+                       kReasonTransferTargetLearner),
+            0, 0});
+        return;
+      }
       in.done(TransferResult{
           make_error(ErrorCode::kInvalidArgument,
                      "node " + std::to_string(in.target) +
-                         " is not a voter of the cluster's current configuration",
+                         " is not a member of the cluster's current configuration",
                      kReasonTransferTargetUnknown),
           0, 0});
       return;
@@ -420,9 +432,45 @@ void Replica::step(raft::Message message) {
   const std::uint64_t hold = message.retention_hold;
   (void)guard_core([&] { raft_->step(std::move(message)); });
   check_incoming_snapshot_current();
+  observe_catch_up();
   // Kept only when the core took the sender for the leader of its current term (retention_hold.h).
   if (from_leader && raft_->leader() == from && raft_->term() == term) {
+    ticks_without_leader_message_ = 0;
     leader_hold_.note(from, term, hold, deps_.clock());
+  }
+}
+
+bool Replica::leader_silent() const {
+  // A voter forgets a silent leader itself (its election timer: pre-vote); a learner never does.
+  // Twice the election timeout: past the longest randomized timeout a voter waits.
+  return raft_ != nullptr && !raft::is_voter(raft_->conf(), config_.node_id) &&
+         raft_->role() == raft::Role::kFollower && raft_->leader() != raft::kNoNode &&
+         ticks_without_leader_message_ >=
+             2 * static_cast<std::uint64_t>(config_.raft.election_ticks);
+}
+
+void Replica::observe_catch_up() {
+  if (raft_ == nullptr) return;
+  using Seat = CatchUpRule::Seat;
+  const bool follower_of_leader = raft_->role() == raft::Role::kFollower &&
+                                  raft_->leader() != raft::kNoNode && !leader_silent();
+  const Seat seat = raft_->role() == raft::Role::kLeader ? Seat::kLeader
+                    : follower_of_leader                 ? Seat::kFollowerOfLeader
+                                                         : Seat::kNoLeader;
+  const std::uint64_t last = raft_->last_index();
+  switch (catch_up_.observe(seat, raft_->behind_leader_commit(), last)) {
+    case CatchUpRule::Change::kBehind:
+      spdlog::info(
+          "node {}: log ends at {}, {} entries behind the commit index {} leader {} named: not "
+          "ready for reads (health NOT_SERVING) until it reaches that index",
+          config_.node_id, last, catch_up_.gap(), catch_up_.catching_up_to(), raft_->leader());
+      break;
+    case CatchUpRule::Change::kCaughtUp:
+      spdlog::info("node {}: caught up with the commit index leader {} named (log ends at {})",
+                   config_.node_id, raft_->leader(), last);
+      break;
+    case CatchUpRule::Change::kNone:
+      break;
   }
 }
 
@@ -435,7 +483,9 @@ void Replica::tick() {
     deps_.sender->snapshots_useless_through(commit_);
     raft_->tick();
   });
+  ++ticks_without_leader_message_;
   check_incoming_snapshot_current();
+  observe_catch_up();
   hand_over_leadership_for_disk(now);
 }
 

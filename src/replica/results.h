@@ -112,6 +112,7 @@ inline constexpr const char* kReasonTooManyTopics = "TOO_MANY_TOPICS";
 inline constexpr const char* kReasonCommitTimeout = "COMMIT_TIMEOUT";
 inline constexpr const char* kReasonReadIndexTimeout = "READ_INDEX_TIMEOUT";
 inline constexpr const char* kReasonTransferTargetUnknown = "TRANSFER_TARGET_UNKNOWN";
+inline constexpr const char* kReasonTransferTargetLearner = "TRANSFER_TARGET_LEARNER";
 inline constexpr const char* kReasonTransferInProgress = "TRANSFER_IN_PROGRESS";
 inline constexpr const char* kReasonTransferSuperseded = "TRANSFER_SUPERSEDED";
 inline constexpr const char* kReasonTransferTimeout = "TRANSFER_TIMEOUT";

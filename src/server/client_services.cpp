@@ -18,6 +18,7 @@
 #include "api_errors/error_info.h"
 #include "raftlog/v1/client.grpc.pb.h"
 #include "server/append_stream.h"
+#include "server/health_reporter.h"
 #include "server/node.h"
 #include "server/node_error_status.h"
 #include "server/raw_messages.h"
@@ -309,6 +310,8 @@ class ClientServices::Impl {
       for (std::uint64_t id : status.voters) response.add_voters(id);
       for (std::uint64_t id : status.learners) response.add_learners(id);
       response.set_learner_catching_up_to_index(status.learner_catching_up_to_index);
+      response.set_catching_up_to_leader_commit(status.catching_up_to_leader_commit);
+      response.set_behind_leader_commit_entries(status.behind_leader_commit_entries);
       response.set_derived_indexed_through(status.derived_indexed_through);
       response.set_derived_lag_entries(status.derived_lag_entries);
       response.set_derived_problem(status.derived_problem);
@@ -342,7 +345,13 @@ class ClientServices::Impl {
       response.set_snapshots_above_first_index(status.snapshots_above_first_index);
       response.set_snapshot_encodes(status.snapshot_encodes);
       response.set_snapshot_encodings_reused(status.snapshot_encodings_reused);
-      if (owner_->snapshot_transfers_) add_snapshot_transfers(owner_->snapshot_transfers_(status), &response);
+      if (owner_->snapshot_transfers_) {
+        const SnapshotTransfers transfers = owner_->snapshot_transfers_(status);
+        add_snapshot_transfers(transfers, &response);
+        response.set_not_serving_reason(not_serving_reason(status, transfers));
+      } else {
+        response.set_not_serving_reason(not_serving_reason(status));
+      }
       finish_ok(reactor, response, response_bytes);
       return reactor;
     }

@@ -5,6 +5,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace raftlog::server {
@@ -46,9 +47,12 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
     return "stranded: needs entries below index " + std::to_string(status.stranded_below_index) +
            " that the leader no longer holds; waiting for its snapshot";
   }
-  if (status.learner_catching_up_to_index != 0) {
-    return "learner catching up to the leader's commit index " +
-           std::to_string(status.learner_catching_up_to_index);
+  if (status.catching_up_to_leader_commit != 0 || status.learner_catching_up_to_index != 0) {
+    // Without the indexes, which move with every append: health logs each change of its reason
+    // (the numbers are in Status: catching_up_to_leader_commit, behind_leader_commit_entries).
+    const bool learner = std::find(status.learners.begin(), status.learners.end(),
+                                   status.node_id) != status.learners.end();
+    return std::string(learner ? "learner " : "") + kCatchingUpToLeaderReason;
   }
   if (status.leader_id == 0) return "no leader known";
   return "";

@@ -3,7 +3,8 @@
 // recovery (the gRPC server only starts after Node::open recovered the store) and knows a leader of
 // its current term (itself or another node), and is a full replica (not catching up after a storage
 // fault, not receiving or installing a snapshot, not stranded behind its leader's retention, not a
-// learner still catching up, no corrupt entry found); NOT_SERVING otherwise, and from the start of a graceful
+// follower catching up to its leader's commit index (replica/catch_up_rule.h), no corrupt entry
+// found); NOT_SERVING otherwise, and from the start of a graceful
 // shutdown on. The overall service "" and kServiceName carry the same status.
 //
 // A thread polls the node's status every poll_interval_ms (a status copy is cheap), so a change is
@@ -25,6 +26,11 @@ class HealthCheckServiceInterface;
 }  // namespace grpc
 
 namespace raftlog::server {
+
+// The reason of a follower catching up to its leader's commit index (replica/catch_up_rule.h).
+inline constexpr const char* kCatchingUpToLeaderReason =
+    "catching up to the commit index its leader named (it started or reconnected, or fell more "
+    "than --serving-lag-entries behind): SERVING again once its log reaches that index";
 
 // Why a node with `status` is not SERVING, or "" when it is: the meaning above, in one place.
 std::string not_serving_reason(const replica::NodeStatus& status);

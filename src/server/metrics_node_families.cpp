@@ -95,7 +95,13 @@ NodeMetrics::NodeMetrics(FamilyBuilder& builder) {
        {"raftlog_node_stranded",
         "1 while this follower needs entries its leader no longer holds (until its snapshot "
         "arrives).",
-        [](const NodeStatus& status) { return status.stranded_below_index != 0 ? 1.0 : 0.0; }}});
+        [](const NodeStatus& status) { return status.stranded_below_index != 0 ? 1.0 : 0.0; }},
+       {"raftlog_node_catching_up_to_leader",
+        "1 while this follower catches up to the commit index its leader named (it started or "
+        "reconnected, or fell more than --serving-lag-entries behind; health NOT_SERVING).",
+        [](const NodeStatus& status) {
+          return status.catching_up_to_leader_commit != 0 ? 1.0 : 0.0;
+        }}});
   readings_.add_totals(
       builder, {{"raftlog_node_committed_conflicts_total",
                  "Appends of a leader that contradicted an entry this node holds as committed (a "

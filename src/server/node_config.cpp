@@ -148,6 +148,11 @@ std::string validate_bounds(const NodeConfig& config) {
     return "max_entries_per_append must be in [1, " + std::to_string(kMaxEntriesPerAppend) +
            "] and at most the store's max_batch_entries";
   }
+  if (config.serving_lag_entries < replica::kMinServingLagEntries ||
+      config.serving_lag_entries > replica::kMaxServingLagEntries) {
+    return "serving_lag_entries must be in " + std::to_string(replica::kMinServingLagEntries) +
+           ".." + std::to_string(replica::kMaxServingLagEntries);
+  }
   if (config.dedup_rebuild_entries > kMaxDedupRebuildEntries) {
     return "dedup_rebuild_entries must be at most " + std::to_string(kMaxDedupRebuildEntries);
   }
@@ -287,6 +292,7 @@ replica::ReplicaConfig replica_config_for(const NodeConfig& config) {
   out.dedup_sequences_per_client = config.dedup_sequences_per_client;
   out.dedup_max_clients = config.dedup_max_clients;
   out.dedup_rebuild_entries = config.dedup_rebuild_entries;
+  out.serving_lag_entries = config.serving_lag_entries;
   out.retention_max_age_s = config.retention_max_age_s;
   out.retention_max_bytes = config.retention_max_bytes;
   out.retention_check_interval_ms = config.retention_check_interval_ms;

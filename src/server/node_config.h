@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "replica/catch_up_rule.h"
 #include "server/tls_files.h"
 #include "store/options.h"
 
@@ -143,6 +144,11 @@ struct NodeConfig {
   std::uint32_t dedup_sequences_per_client = 64;
   std::uint32_t dedup_max_clients = 100000;
   std::uint64_t dedup_rebuild_entries = 1000000;
+
+  // Readiness of a follower (replica/catch_up_rule.h, docs/operations.md "Health, readiness and
+  // watching a cluster"): a caught-up follower whose log falls more than this many entries behind
+  // the commit index its leader named is NOT_SERVING until it reaches that index again.
+  std::uint64_t serving_lag_entries = replica::kDefaultServingLagEntries;
 
   // Graceful shutdown (SIGTERM): longest time spent finishing in-flight work before closing.
   std::uint32_t shutdown_grace_ms = 3000;

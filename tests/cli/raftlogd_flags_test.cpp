@@ -11,6 +11,9 @@
 #include <fstream>
 #include <string>
 
+#include "server/join.h"
+#include "server/node_config.h"
+#include "server/node_identity.h"
 #include "testing/local_cluster.h"
 
 namespace raftlog::testing {
@@ -107,6 +110,11 @@ TEST_F(RaftlogdFlagsTest, OutOfRangeNumbersAreRefusedBeforeTheDataDirectoryExist
        "flag '--max-read-entries' value '100000' is out of range: allowed 1..16384"},
       {"--segment-size 32KiB",
        "flag '--segment-size' value '32KiB' (32768 bytes) is out of range: allowed 64KiB..16GiB"},
+      // drills7 L1: how far behind its leader a caught-up follower may fall and stay SERVING.
+      {"--serving-lag-entries 0",
+       "flag '--serving-lag-entries' value '0' is out of range: allowed 1..4294967296"},
+      {"--serving-lag-entries 4294967297",
+       "flag '--serving-lag-entries' value '4294967297' is out of range: allowed 1..4294967296"},
   };
   for (const Case& c : cases) expect_refused(raftlogd(c.flags), c.message, c.flags);
 }
@@ -163,6 +171,73 @@ TEST_F(RaftlogdFlagsTest, BootstrapNewClusterIsRefusedWhereItFoundsNothingAndFro
   std::ofstream(config) << "bootstrap-new-cluster = true\n";
   expect_refused(raftlogd("--config " + config),
                  "bootstrap-new-cluster cannot come from a config file", "from a config file");
+}
+
+// drills7 L3: a joined node (4) restarted by hand with the founders' --members (which lack its id)
+// got only "node id 4 is not among the members"; with a list that names it, the helpful message
+// about its JOIN record. Every wrong form now gets the directory's word first (restart_form.h):
+// the JOIN record, and IDENTITY before it (another node's directory).
+TEST_F(RaftlogdFlagsTest, AJoinedNodesDirectorySpeaksBeforeTheMemberList) {
+  server::NodeConfig joined;
+  joined.node_id = 4;
+  joined.cluster_id = "c1";
+  joined.data_dir = data_dir_;
+  ASSERT_EQ(server::establish_data_dir_identity(joined), "");
+  server::JoinRecord record;
+  record.bootstrap_voters = {1, 2, 3};
+  record.seed = {{1, "127.0.0.1:1"}, {2, "127.0.0.1:2"}, {3, "127.0.0.1:3"}};
+  ASSERT_EQ(server::write_join_record(data_dir_, record), "");
+  const std::string founders = "1=127.0.0.1:1,2=127.0.0.1:2,3=127.0.0.1:3";
+  const std::string run_as_4 = std::string(RAFTLOGD_PATH) + " --id 4 --data-dir " + data_dir_ +
+                               " --cluster-id c1 --peer-secret-file /nonexistent --members ";
+  struct Case {
+    std::string command;
+    std::string message;
+    const char* what;
+  };
+  const std::string join_message = "was created by --join (it holds a JOIN record";
+  const Case cases[] = {
+      {run_as_4 + founders, join_message, "the founders' list, without its id"},
+      {run_as_4 + founders + ",4=" + member(), join_message, "the founders' list with its id"},
+      {run_as_4 + founders + " --join 127.0.0.1:1", join_message, "with --join"},
+      {std::string(RAFTLOGD_PATH) + " --id 5 --data-dir " + data_dir_ +
+           " --cluster-id c1 --peer-secret-file /nonexistent --members " + founders,
+       "belongs to node 4 of this cluster", "another id, the founders' list"},
+      {std::string(RAFTLOGD_PATH) + " --id 4 --data-dir " + data_dir_ +
+           " --cluster-id c2 --peer-secret-file /nonexistent --members " + founders,
+       "belongs to cluster \"c1\"", "another cluster id"},
+  };
+  for (const Case& c : cases) {
+    const ProcessRun run = run_stderr(c.command);
+    EXPECT_EQ(run.exit_code, 2) << c.what << "\n" << run.err;
+    EXPECT_NE(run.err.find(c.message), std::string::npos)
+        << c.what << ": expected \"" << c.message << "\" in:\n"
+        << run.err;
+  }
+  // The record and the identity are still there, and nothing else was written.
+  EXPECT_TRUE(std::filesystem::exists(data_dir_ + "/JOIN"));
+  EXPECT_FALSE(std::filesystem::exists(data_dir_ + "/log"));
+}
+
+// The inverse (review of lagging6, #6): a founder's directory (a node's state, no JOIN record)
+// started with --join and the founders' list was told to name itself alone in --members; the
+// directory's word comes first there too.
+TEST_F(RaftlogdFlagsTest, AFoundersDirectoryStartedWithJoinSaysItHasNoJoinRecord) {
+  server::NodeConfig founder;
+  founder.node_id = 1;
+  founder.cluster_id = "c1";
+  founder.data_dir = data_dir_;
+  ASSERT_EQ(server::establish_data_dir_identity(founder), "");
+  std::ofstream(data_dir_ + "/HARDSTATE") << "state";
+  const std::string founders = "1=" + member() + ",2=127.0.0.1:2,3=127.0.0.1:3";
+  for (const std::string& members : {founders, "1=" + member()}) {
+    const ProcessRun run = run_stderr(std::string(RAFTLOGD_PATH) + " --id 1 --data-dir " +
+                                      data_dir_ + " --cluster-id c1 --members " + members +
+                                      " --join 127.0.0.1:2");
+    EXPECT_EQ(run.exit_code, 2) << members << "\n" << run.err;
+    EXPECT_NE(run.err.find("holds a node's state but no JOIN record"), std::string::npos)
+        << members << "\n" << run.err;
+  }
 }
 
 // --unvouched-may-elect (drills7 H4) is a one-time action too: not from a config file, and never

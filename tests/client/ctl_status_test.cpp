@@ -100,6 +100,50 @@ TEST_F(CtlStatusTest, ALearnersRowSaysLearnerAndADiskNotProbedYetSaysUnknown) {
       << json.out;
 }
 
+// drills7 L1 (review of lagging6, #5): a follower catching up to its leader's commit index says so
+// with the index and the gap, in text and JSON; a learner from a node older than field 78 sends
+// only learner_catching_up_to_index, and its line has no gap.
+TEST_F(CtlStatusTest, AFollowerCatchingUpToItsLeaderSaysTheIndexAndTheGap) {
+  fake_.on_status = [](pb::StatusResponse* response) {
+    response->set_role(pb::ROLE_FOLLOWER);
+    response->add_voters(1);
+    response->set_catching_up_to_leader_commit(15189);
+    response->set_behind_leader_commit_entries(15152);
+    response->set_not_serving_reason("catching up to the commit index its leader named (...)");
+  };
+  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " status --endpoints " + server_.address();
+  raftlog::testing::CommandRun run = raftlog::testing::run_command(ctl + " 2>&1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("    CATCHING UP to the commit index 15189 its leader named, 15152 "
+                         "entries behind: not serving yet"),
+            std::string::npos)
+      << run.out;
+  EXPECT_EQ(run.out.find("LEARNER"), std::string::npos) << run.out;
+  run = raftlog::testing::run_command(ctl + " --json 2>&1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("\"catching_up_to_leader_commit\":15189,\"behind_leader_commit_entries\":"
+                         "15152,\"not_serving_reason\":\"catching up to the commit index its "
+                         "leader named (...)\""),
+            std::string::npos)
+      << run.out;
+
+  fake_.on_status = [](pb::StatusResponse* response) {
+    response->set_role(pb::ROLE_FOLLOWER);
+    response->add_learners(1);
+    response->set_learner_catching_up_to_index(40);
+  };
+  run = raftlog::testing::run_command(ctl + " 2>&1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_NE(run.out.find("    LEARNER CATCHING UP to the commit index 40 its leader named: not "
+                         "serving yet"),
+            std::string::npos)
+      << run.out;
+
+  fake_.on_status = [](pb::StatusResponse* response) { response->set_role(pb::ROLE_FOLLOWER); };
+  run = raftlog::testing::run_command(ctl + " 2>&1");
+  EXPECT_EQ(run.out.find("CATCHING UP"), std::string::npos) << run.out;
+}
+
 // amnesia2 review L4: the UNVOUCHED line said "started on an empty data directory" also for a node
 // that lost only its log/. While it catches up it prints the node's own reason (storage_fault);
 // before that, a sentence that names both losses.

@@ -77,5 +77,40 @@ TEST(MembersMistakesTest, AnAddOfAnotherNodesOrClustersAddressIsRefusedBeforeItC
   EXPECT_NE(list_members(cluster).find(6), nullptr);
 }
 
+// drills7 L2: `transfer-leader` to a learner was refused TRANSFER_TARGET_UNKNOWN, which
+// docs/errors.md describes as "a node that is not a member", with "not a voter" in the message. A
+// learner now has its own word and a message that says what to do; every refusal prints its word,
+// also with --json.
+TEST(MembersMistakesTest, ATransferToALearnerOrANonMemberNamesItsReason) {
+  LocalClusterOptions options;
+  options.raftlogd_path = RAFTLOGD_PATH;
+  options.nodes = 4;
+  options.founding_members = 3;
+  LocalCluster cluster(options);
+  for (int id = 1; id <= 3; ++id) cluster.start(id);
+  ASSERT_NE(leader_among(cluster, {1, 2, 3}), 0) << cluster.log_tail(1);
+  const std::string ctl = std::string(RAFTLOGCTL_PATH) + " --endpoints " + cluster.address(1) +
+                          "," + cluster.address(2) + "," + cluster.address(3) + " ";
+  // Node 4 never starts: a learner is a member whether or not it runs.
+  const CommandRun added =
+      run_command(ctl + "members add 4 " + cluster.address(4) + " --learner --timeout-ms 10000");
+  ASSERT_EQ(added.exit_code, 0) << added.out;
+  for (const std::string json : {"", " --json"}) {
+    const CommandRun to_learner = run_command(ctl + "transfer-leader --to 4" + json);
+    EXPECT_EQ(to_learner.exit_code, 1) << to_learner.out;
+    EXPECT_NE(to_learner.out.find("FAILED_PRECONDITION"), std::string::npos) << to_learner.out;
+    EXPECT_NE(to_learner.out.find("node 4 is a learner, not a voter"), std::string::npos)
+        << to_learner.out;
+    EXPECT_NE(to_learner.out.find("(TRANSFER_TARGET_LEARNER)"), std::string::npos)
+        << to_learner.out;
+    const CommandRun to_stranger = run_command(ctl + "transfer-leader --to 9" + json);
+    EXPECT_EQ(to_stranger.exit_code, 1) << to_stranger.out;
+    EXPECT_NE(to_stranger.out.find("node 9 is not a member"), std::string::npos)
+        << to_stranger.out;
+    EXPECT_NE(to_stranger.out.find("(TRANSFER_TARGET_UNKNOWN)"), std::string::npos)
+        << to_stranger.out;
+  }
+}
+
 }  // namespace
 }  // namespace raftlog::testing

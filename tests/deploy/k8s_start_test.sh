@@ -62,6 +62,15 @@ d=$(fresh a); run raftlog-2 "$d" RAFTLOG_NEXT_ID=4 -- --decide
 check "a founder's empty volume of a cluster never changed (next-id 4) bootstraps" test "$out" = "bootstrap 3"
 d=$(fresh a); run raftlog-0 "$d" RAFTLOG_NEXT_ID=x -- --decide
 check "a malformed next-id exits 2" test "$rc" -eq 2
+# ---- review of bootstrap5, notes 8 and 9: refusals that say what a new cluster needs
+d=$(fresh a); run raftlog-0 "$d" RAFTLOG_NEXT_ID=10 -- --decide
+check "a new cluster's founder with next-id 10 (not 4) exits 2" test "$rc" -eq 2
+check "... saying a new cluster's next-id must be 4" grep -q "if this is a new cluster, next-id must be 4" <<<"$out"
+d=$(fresh a); run raftlog-0 "$d" RAFTLOG_BOOTSTRAP_ORDINALS="0" RAFTLOG_NEXT_ID=2 -- --decide
+check "a one-founder StatefulSet's founder exits 2 up front" test "$rc" -eq 2
+check "... saying one founder cannot start" grep -q "names a single founder: a one-founder StatefulSet cannot start" <<<"$out"
+d=$(fresh a); run raftlog-2 "$d" RAFTLOG_BOOTSTRAP_ORDINALS="2" RAFTLOG_JOIN_IDS="0=4 1=5" RAFTLOG_NEXT_ID=6 -- --decide
+check "one founder ordinal left after two replacements: the membership change is named" grep -q "membership changed since its first start" <<<"$out"
 d=$(fresh a); run raftlog-3 "$d" RAFTLOG_JOIN_IDS="3=0" -- --decide
 check "id 0 is refused" test "$rc" -eq 2
 d=$(fresh a); run raftlog-3 "$d" RAFTLOG_JOIN_IDS="3=x" -- --decide

@@ -53,8 +53,12 @@ TEST(HealthReason, EachStateThatIsNotAFullReplicaNamesItsReason) {
             std::string::npos);
 
   replica::NodeStatus learner = serving_follower();
+  learner.learners = {2};
   learner.learner_catching_up_to_index = 40;
-  EXPECT_EQ(not_serving_reason(learner), "learner catching up to the leader's commit index 40");
+  learner.catching_up_to_leader_commit = 40;
+  EXPECT_EQ(not_serving_reason(learner), std::string("learner ") + kCatchingUpToLeaderReason);
+  learner.catching_up_to_leader_commit = 0;  // a status from before the field: the learner's alone
+  EXPECT_EQ(not_serving_reason(learner), std::string("learner ") + kCatchingUpToLeaderReason);
 
   replica::NodeStatus catching_up = serving_follower();
   catching_up.catching_up = true;
@@ -75,6 +79,28 @@ TEST(HealthReason, EachStateThatIsNotAFullReplicaNamesItsReason) {
   corrupt.leader_id = 0;
   EXPECT_NE(not_serving_reason(corrupt).find("entry 7 is corrupt"), std::string::npos)
       << "a corrupt entry is named before anything else";
+}
+
+// drills7 L1: a voter restarted 15,000 entries behind its leader was SERVING as soon as it knew the
+// leader. Its reason stays the same sentence while the indexes move (health logs each change).
+TEST(HealthReason, AVoterCatchingUpToItsLeadersCommitIsNotServing) {
+  replica::NodeStatus voter = serving_follower();
+  voter.voters = {1, 2, 3};
+  voter.catching_up_to_leader_commit = 15189;
+  voter.behind_leader_commit_entries = 15152;
+  const std::string reason = not_serving_reason(voter);
+  EXPECT_EQ(reason, kCatchingUpToLeaderReason);
+  voter.catching_up_to_leader_commit = 15300;
+  voter.behind_leader_commit_entries = 40;
+  EXPECT_EQ(not_serving_reason(voter), reason);
+  voter.catching_up_to_leader_commit = 0;
+  voter.behind_leader_commit_entries = 40;  // caught up, a few batches behind under load
+  EXPECT_EQ(not_serving_reason(voter), "");
+  // Before "no leader known" cannot happen (the rule reports 0 without a leader), but a stranded
+  // follower is named as such first.
+  voter.catching_up_to_leader_commit = 15189;
+  voter.stranded_below_index = 900;
+  EXPECT_NE(not_serving_reason(voter).find("stranded"), std::string::npos);
 }
 
 // Records what the reporter publishes (the real service needs a running gRPC server).

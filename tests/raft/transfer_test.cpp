@@ -131,6 +131,26 @@ TEST(Transfer, ATargetSilentForAnElectionTimeoutIsRefusedAtOnceAndAppendsGoOn) {
   EXPECT_EQ(c.raft(3).role(), Role::kLeader);
 }
 
+// drills7 L2: a learner is a member, so TRANSFER_TARGET_UNKNOWN ("not a member" in docs/errors.md)
+// misled; it has its own word, and the message says what to do.
+TEST(Transfer, ATransferToALearnerIsRefusedAsALearner) {
+  TestCluster c({1, 2, 3, 4}, [](Config& config) { config.initial_conf = ConfState{{1, 2, 3}}; });
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  c.deliver_all();
+  const testing::MembershipRequest added =
+      c.propose_conf_change(1, ConfChange{ConfChangeType::kAddLearner, 4});
+  c.deliver_all();
+  ASSERT_TRUE(added.answered());
+  ASSERT_TRUE(added.result().error.ok()) << added.result().error.message;
+  const testing::TransferRequest to_learner = c.transfer_leadership(1, 4);
+  ASSERT_TRUE(to_learner.answered());
+  EXPECT_EQ(to_learner.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_EQ(to_learner.result().error.reason, replica::kReasonTransferTargetLearner);
+  EXPECT_NE(to_learner.result().error.message.find("node 4 is a learner"), std::string::npos)
+      << to_learner.result().error.message;
+  EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
+}
+
 TEST(Transfer, RefusalsNameTheirReason) {
   TestCluster c({1, 2, 3});
   ASSERT_TRUE(c.campaign_until_leader(1));
@@ -145,6 +165,8 @@ TEST(Transfer, RefusalsNameTheirReason) {
   const testing::TransferRequest unknown = c.transfer_leadership(1, 9);
   EXPECT_EQ(unknown.code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(unknown.result().error.reason, replica::kReasonTransferTargetUnknown);
+  EXPECT_NE(unknown.result().error.message.find("node 9 is not a member"), std::string::npos)
+      << unknown.result().error.message;
   EXPECT_EQ(c.raft(1).transfer_target(), kNoNode);
 
   // The same refusal on a bare single-voter core.

@@ -4,6 +4,7 @@
 // families, each with its documented type and label names (plus the constant `node_id`).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -181,6 +182,38 @@ TEST(MetricsExposition, ServesExactlyTheDocumentedFamiliesWithTheirTypesAndLabel
       EXPECT_TRUE(documented.contains(name)) << name << " is served and not documented";
     }
   }
+}
+
+// drills7 L1: a follower catching up to its leader's commit index (health NOT_SERVING) shows as 1,
+// a caught-up one as 0 (the alert and dashboard read it).
+TEST(MetricsExposition, AFollowerCatchingUpToItsLeaderIsOne) {
+  std::atomic<std::uint64_t> catching_up_to{15189};
+  std::string error;
+  auto metrics = Metrics::start(3, "127.0.0.1:0", ::testing::TempDir(), &error);
+  ASSERT_NE(metrics, nullptr) << error;
+  metrics->set_status_source([&catching_up_to] {
+    NodeStatus status;
+    status.node_id = 3;
+    status.role = raft::Role::kFollower;
+    status.leader_id = 1;
+    status.catching_up_to_leader_commit = catching_up_to.load();
+    return status;
+  });
+  const auto value = [&]() -> std::string {
+    const auto page = raftlog::testing::http_get(metrics->bound_address(), "/metrics");
+    if (!page.has_value()) return "no page";
+    std::istringstream lines(*page);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("raftlog_node_catching_up_to_leader{") ||
+          line.starts_with("raftlog_node_catching_up_to_leader ")) {
+        return line.substr(line.rfind(' ') + 1);
+      }
+    }
+    return "not served";
+  };
+  EXPECT_EQ(value(), "1");
+  catching_up_to.store(0);
+  EXPECT_EQ(value(), "0");
 }
 
 }  // namespace

@@ -77,6 +77,11 @@ class NodeStatus:
     voters: typing.Tuple[int, ...] = ()
     learners: typing.Tuple[int, ...] = ()
     learner_catching_up_to_index: int = 0  # a learner still catching up (0 = not)
+    # Any follower catching up to its leader (NOT_SERVING): the leader's commit index (0 = not),
+    # the entries its log lacks of it, and why health is NOT_SERVING ("" = SERVING or older node).
+    catching_up_to_leader_commit: int = 0
+    behind_leader_commit_entries: int = 0
+    not_serving_reason: str = ""
 
     @staticmethod
     def from_wire(endpoint, s):
@@ -86,7 +91,8 @@ class NodeStatus:
                           s.leader_address, s.first_index, s.last_index, s.commit_index, s.flushed_index,
                           FLUSH_MODES.get(int(s.flush_mode), "unknown"), peers, s.catching_up, s.storage_fault,
                           s.corrupt_index, s.stranded_below_index, tuple(s.voters), tuple(s.learners),
-                          s.learner_catching_up_to_index)
+                          s.learner_catching_up_to_index, s.catching_up_to_leader_commit,
+                          s.behind_leader_commit_entries, s.not_serving_reason)
 
 
 @dataclasses.dataclass(frozen=True)
