@@ -79,6 +79,10 @@ bool Raft::Impl::refuse_second_leader(const Message& m) {
   if (!is_second_leader_message(m)) return false;
   second_leader_ = TermLeaderClash{
       term_, known, m.from, id(), second_leader_.count + 1, term_leader_nonce(), m.leader_nonce};
+  // The known leader's own id with another nonce: that leadership is gone (its node lost its
+  // state and runs the second one), so this node no longer names it as its leader: not in its
+  // status, and no client is redirected to the fork (review of nonce6, L2).
+  if (known == m.from && leader_ == m.from) leader_ = kNoNode;
   // After persist: the answer vouches for the leader we know, which the batch that learnt it makes
   // durable. Index 0 and no hint: a leader from before kOtherLeaderContext takes it for a stale
   // rejection and changes nothing it tracks for us but the time of our last answer.

@@ -60,6 +60,10 @@ store::Result<raft::HardState> HardStateFile::decode(const std::string& payload)
   hard_state.vote = store::get_u64(payload.data() + 12);
   if (version >= kVersion2) hard_state.leader = store::get_u64(payload.data() + 20);
   if (version >= kFormatVersion) hard_state.leader_nonce = store::get_u64(payload.data() + 28);
+  if (hard_state.leader == raft::kNoNode && hard_state.leader_nonce != 0) {
+    // No writer makes it: the nonce is written with its leader.
+    return store::Status::corruption("hard state record names a leadership nonce without a leader");
+  }
   return hard_state;
 }
 

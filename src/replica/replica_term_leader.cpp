@@ -96,6 +96,7 @@ void Replica::fill_term_leader_status(NodeStatus& status) const {
   const raft::TermLeaderClash& refused = raft_->leadership_refused();
   status.leadership_refusals = refused.count;
   if (leadership_refused_alarm_.shown(refused.count, deps_.clock())) {
+    status.leads_term_twice = same_id_twice(refused);
     const std::string term = std::to_string(refused.term);
     status.leadership_refused =
         same_id_twice(refused)

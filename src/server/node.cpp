@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
@@ -57,8 +58,11 @@ void reject(Input& input, const NodeError& error) {
 // id. A random source that fails (no entropy device) leaves the clock and the id, which still
 // differ from one start to the next.
 std::uint64_t leadership_nonce_seed(std::uint64_t node_id) {
-  std::uint64_t seed = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
-                       (node_id * 0xC2B2AE3D27D4EB4FULL);
+  // The wall clock too: the steady clock counts from boot, and repeats its range after a reboot.
+  std::uint64_t seed =
+      static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+      static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+      (node_id * 0xC2B2AE3D27D4EB4FULL);
   try {
     std::random_device device;
     seed ^= (static_cast<std::uint64_t>(device()) << 32) ^ static_cast<std::uint64_t>(device());

@@ -162,7 +162,7 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
     n.soft = *ready.soft_state;
     trace_.log("n{} is {} of term {} (leader n{})", n.id, raft::to_string(n.soft.role), n.soft.term,
                n.soft.leader);
-    checker_.observe_role(n.id, n.soft.term, n.soft.role);
+    checker_.observe_role(n.id, n.soft.term, n.soft.role, n.replica->core().term_leader_nonce());
     if (n.soft.role == raft::Role::kLeader) {
       check_fresh_leadership_nonce(n);
       if (checker_.failed()) return;

@@ -222,6 +222,9 @@ TEST_F(SecondLeader, TheWipedLeaderElectedAgainUnderItsIdInItsTermIsRefused) {
   EXPECT_TRUE(logs_within_10s(data, "as another leadership (nonce")) << cluster_.log_tail(data);
   EXPECT_TRUE(logs_within_10s(fork, "it knows another leadership of this node's id"))
       << cluster_.log_tail(fork);
+  // The fork knows it lost its state (review of nonce6, M2): not a healthy replica either.
+  EXPECT_TRUE(poll_until([&] { return health_exit(cluster_, fork) != 0; }, 10s))
+      << cluster_.log_tail(fork);
 }
 
 }  // namespace

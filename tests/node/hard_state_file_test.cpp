@@ -80,6 +80,9 @@ TEST(HardStateFile, AVersion3RecordCarriesTheLeaderOfItsTermAndItsNonce) {
   raft::HardState written{7, 3, 0, 2};
   written.leader_nonce = 0xFEEDFACECAFEBEEFULL;
   EXPECT_EQ(HardStateFile::encode(written), payload_of_version(3, 7, 3, 2, 0xFEEDFACECAFEBEEFULL));
+  // A nonce without a leader is written by nobody: damage (review of nonce6, L6).
+  EXPECT_FALSE(HardStateFile::decode(payload_of_version(3, 7, 3, 0, 9)).ok());
+  EXPECT_TRUE(HardStateFile::decode(payload_of_version(3, 7, 3, 0, 0)).ok());
 }
 
 TEST(HardStateFile, WriteThenReopenKeepsTheLeadersNonce) {
