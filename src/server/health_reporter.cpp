@@ -22,8 +22,7 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   // This node led its term before under another leadership nonce: it lost its state and is the
   // fork, whatever its log holds now (review of nonce6, M2).
   if (status.leads_term_twice) {
-    return "this node lost its state and leads a term a second time: " +
-           status.leadership_refused;
+    return "this node lost its state and leads a term a second time: " + status.leadership_refused;
   }
   // Before "catching up" and the rest: nothing will move this node's log again (drills6 M3: a
   // removed node kept answering SERVING, and plain reads from its frozen log, until stopped).

@@ -131,14 +131,15 @@ TEST_F(RetentionHoldTest, AFollowerKeepsWhatItsLeadersHoldNames) {
 }
 
 // nonce6: leader 1 of term 1 lost its state and was elected again in term 1 (another leadership
-// nonce). The core refuses its messages (docs/raft.md, "A second leader of a term") while it still
-// names node 1 as the leader it follows; the second leadership's hold is not kept either.
+// nonce). The core refuses its messages (docs/raft.md, "A second leader of a term"); the second
+// leadership's hold is not kept either. (Failed before the replica asked is_second_leader_message,
+// while the core still named node 1 as its leader: trim limit 50. Since review L2 the core also
+// stops naming node 1, which the replica's leader() check would meet too.)
 TEST_F(RetentionHoldTest, ASecondLeadershipUnderTheLeadersIdHoldsNothing) {
   open();
   ASSERT_NO_FATAL_FAILURE(replicate(120, /*nonce=*/0xA));
   heartbeat(1, 1, 50, /*nonce=*/0xB);
   EXPECT_EQ(replica_->core().second_leader().count, 1U);
-  ASSERT_EQ(replica_->core().leader(), 1U);
   EXPECT_EQ(trim_all().limit, 120U) << "the second leadership's hold was kept";
 }
 
