@@ -15,6 +15,14 @@ std::uint64_t election_prng_seed(const Config& config) {
   return config.random_seed ^ (config.id * 0x9E3779B97F4A7C15ull);
 }
 
+// The driver's seed, or one derived from (random_seed, id) by another splitmix64 step than the
+// election generator's first, so that the two streams do not start alike.
+std::uint64_t nonce_prng_seed(const Config& config) {
+  if (config.leadership_nonce_seed != 0) return config.leadership_nonce_seed;
+  std::uint64_t state = election_prng_seed(config) ^ 0xD1B54A32D192ED03ull;
+  return util::splitmix64(state);
+}
+
 // The configurations at start (Config::conf_history): the driver's, or found by scanning the log
 // backwards in bounded chunks for kConfig entries, down to the newest one at or below the commit index
 // (the oldest a truncation could roll back to) or the log's first index, so the scan's cost is bounded
@@ -141,11 +149,13 @@ Raft::Impl::Impl(const Config& config, const LogReader& log, const HardState& ha
       log_(log, hard_state.commit),
       conf_history_(load_conf_history(config, log, hard_state.commit)),
       prng_(election_prng_seed(config)),
+      nonce_prng_(nonce_prng_seed(config)),
       term_(hard_state.term),
       vote_(hard_state.vote),
       read_only_(config.max_pending_reads),
       retired_(config.retired_ids),
       term_leader_(hard_state.leader),
+      term_leader_nonce_(hard_state.leader == kNoNode ? 0 : hard_state.leader_nonce),
       term_leader_term_(hard_state.term) {
   refresh_conf();
   unvouched_ = config.unvouched;
@@ -215,9 +225,7 @@ Ready Raft::Impl::ready() {
     rd.hard_state = hard;
     // The term's leader too: it must be durable before an acknowledgement to it leaves (once per
     // term and node, at the term's first leader message).
-    if (hard.term != reported_hard_state_.term || hard.vote != reported_hard_state_.vote ||
-        hard.leader != reported_hard_state_.leader)
-      rd.must_sync = true;
+    if (durable_fields_differ(hard, reported_hard_state_)) rd.must_sync = true;
     if (hard.commit > reported_hard_state_.commit) rd.commit_index = hard.commit;
     reported_hard_state_ = hard;
   }
@@ -288,6 +296,10 @@ std::pair<Term, Index> Raft::vouching() const { return impl_->vouching(); }
 std::uint64_t Raft::catch_up_moves() const { return impl_->catch_up_moves(); }
 const CommittedConflict& Raft::committed_conflict() const { return impl_->committed_conflict(); }
 NodeId Raft::term_leader() const { return impl_->term_leader(); }
+std::uint64_t Raft::term_leader_nonce() const { return impl_->term_leader_nonce(); }
+bool Raft::is_second_leader_message(const Message& message) const {
+  return impl_->is_second_leader_message(message);
+}
 const TermLeaderClash& Raft::second_leader() const { return impl_->second_leader(); }
 const TermLeaderClash& Raft::leadership_refused() const { return impl_->leadership_refused(); }
 Raft::CatchUpCause Raft::catch_up_cause() const { return impl_->catch_up_cause(); }

@@ -124,6 +124,15 @@ struct Config {
 
   // Seeds the core's private PRNG (randomized election timeouts). Same seed, same behaviour.
   std::uint64_t random_seed = 1;
+  // Seeds the generator of leadership nonces (Message::leader_nonce: a random non-zero value each
+  // leadership draws when it becomes leader). The core has no randomness of its own: the driver
+  // gives every start of a node a seed no earlier start of that id had (raftlogd: a real random
+  // source; the simulator and the tests: their seeded generators), so that a node restarted on a
+  // lost disk and elected again in a term it led draws another nonce than its first leadership,
+  // and its peers tell the two apart. 0: derived from (random_seed, id), which a driver that
+  // draws random_seed afresh at each start (the simulator) may rely on. Apart from election jitter:
+  // drawing nonces changes no election timeout.
+  std::uint64_t leadership_nonce_seed = 0;
 };
 
 enum class ProposeStatus : std::uint8_t {
@@ -283,6 +292,11 @@ struct TermLeaderClash {
   NodeId other_leader = kNoNode;  // the node whose leader messages of `term` it refused
   NodeId refused_by = kNoNode;    // the refusing node
   std::uint64_t count = 0;        // such messages (refused, or refusals received) since start
+  // The leadership nonces (Message::leader_nonce) of the known leadership and of the refused one,
+  // 0 where not known. known_leader == other_leader: the same id led `term` twice with these two
+  // nonces (a node that lost its state and was elected again in a term it had led).
+  std::uint64_t known_nonce = 0;
+  std::uint64_t other_nonce = 0;
 };
 
 class Raft {
@@ -417,6 +431,14 @@ class Raft {
   const CommittedConflict& committed_conflict() const;
   // The leader this node knows for its current term (HardState::leader; kNoNode: none yet).
   NodeId term_leader() const;
+  // The nonce of that leadership (HardState::leader_nonce; 0: not known, or no leader known).
+  std::uint64_t term_leader_nonce() const;
+  // This node refuses `message` as a second leader's: a leader message (append, heartbeat,
+  // snapshot, TimeoutNow) of its current term from another node than the term's leader it knows,
+  // or from that node with another non-zero leadership nonce than the known non-zero one. What the
+  // core's step() decides (a driver that does work before stepping, such as preparing a
+  // snapshot's data, asks it first).
+  bool is_second_leader_message(const Message& message) const;
   // The latest leader message of this node's term from a node other than the term's leader it
   // knows, which it refused (count 0: none since start).
   const TermLeaderClash& second_leader() const;

@@ -142,7 +142,10 @@ void Raft::Impl::become_leader() {
   reset(term_);
   role_ = Role::kLeader;
   leader_ = id();
-  know_term_leader(id());
+  // A fresh nonce per leadership, carried on every leader message of it (send()): a node that
+  // lost its state and is elected again in a term it led draws another one, which its peers that
+  // knew the first refuse (docs/raft.md, "A second leader of a term").
+  know_term_leader(id(), draw_leadership_nonce());
   removed_word_.reset();  // a majority of our configuration elected us: whoever said so was wrong
   // Elected with an empty log (promotable), by voters whose logs were no longer: a new cluster as far
   // as any majority can tell. This leader's log is the one everybody catches up to from now on.

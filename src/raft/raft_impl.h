@@ -56,7 +56,9 @@ class Raft::Impl {
   const ConfState& conf() const { return conf_; }
   const std::vector<ConfRecord>& conf_history() const { return conf_history_; }
   std::vector<PeerProgress> progress() const;
-  HardState hard_state() const { return HardState{term_, vote_, log_.committed(), term_leader()}; }
+  HardState hard_state() const {
+    return HardState{term_, vote_, log_.committed(), term_leader(), term_leader_nonce()};
+  }
   SoftState soft_state() const { return SoftState{role_, leader_, term_}; }
   NodeId transfer_target() const { return transfer_target_; }
   std::size_t pending_reads() const { return read_only_.pending(); }
@@ -75,6 +77,8 @@ class Raft::Impl {
   std::uint64_t catch_up_moves() const { return catch_up_moves_; }
   const CommittedConflict& committed_conflict() const { return committed_conflict_; }
   NodeId term_leader() const;  // raft_term_leader.cpp
+  std::uint64_t term_leader_nonce() const;
+  bool is_second_leader_message(const Message& message) const;
   const TermLeaderClash& second_leader() const { return second_leader_; }
   const TermLeaderClash& leadership_refused() const { return leadership_refused_; }
   Raft::CatchUpCause catch_up_cause() const {
@@ -196,7 +200,9 @@ class Raft::Impl {
   void mark_if_catching_up(Message& reply);
 
   // --- the term's leader (raft_term_leader.cpp) ---
-  void know_term_leader(NodeId leader);  // for the current term
+  void know_term_leader(NodeId leader, std::uint64_t nonce);  // for the current term
+  // A new leadership's nonce: non-zero, from nonce_prng_.
+  std::uint64_t draw_leadership_nonce();
   // After the term rules: a leader message of our term from another node than the term's leader we
   // know is refused and answered so (true: handled); a refusal of our own leadership is noted.
   bool refuse_second_leader(const Message& message);
@@ -236,6 +242,9 @@ class Raft::Impl {
   // Election-timeout jitter only. splitmix64, the core's generator since its first version: the same
   // (random_seed, id) must keep giving the same timeouts so that a simulator seed keeps naming one run.
   util::SplitMix64Prng prng_;
+  // Leadership nonces only (Config::leadership_nonce_seed), apart from prng_: drawing one moves no
+  // election timeout, so a simulator seed names the same run as before nonces existed.
+  util::SplitMix64Prng nonce_prng_;
 
   Role role_ = Role::kFollower;
   Term term_ = 0;
@@ -323,6 +332,7 @@ class Raft::Impl {
   // The leader known for term term_leader_term_ (term_leader(): only while that is our term, so a
   // new term forgets it without a reset), restored from HardState::leader.
   NodeId term_leader_ = kNoNode;
+  std::uint64_t term_leader_nonce_ = 0;  // its leadership's nonce (0: not known)
   Term term_leader_term_ = 0;
   TermLeaderClash second_leader_;       // the latest second leader refused (count 0: none)
   TermLeaderClash leadership_refused_;  // the latest refusal of our leadership (count 0: none)

@@ -36,6 +36,14 @@ void Raft::Impl::send(Message m, bool after_persist) {
   if (m.type == MessageType::kAppendResponse || m.type == MessageType::kHeartbeatResponse) {
     m.disk_over_watermark = disk_over_watermark_;
   }
+  // Every leader message of our leadership of this term names it (Message::leader_nonce), also the
+  // TimeoutNow a leader that removed itself sends after stepping down; a refusal names the known
+  // one itself (refuse_second_leader).
+  if (term_leader() == id() &&
+      (m.type == MessageType::kAppend || m.type == MessageType::kHeartbeat ||
+       m.type == MessageType::kSnapshot || m.type == MessageType::kTimeoutNow)) {
+    m.leader_nonce = term_leader_nonce();
+  }
   std::vector<Message>& queue = after_persist ? messages_after_persist_ : messages_;
   RAFT_ASSERT(messages_.size() + messages_after_persist_.size() < kMaxOutboxMessages,
               "outbox full: the driver must drain ready() after its inputs");

@@ -31,6 +31,11 @@ const char* to_string(MessageType type) {
   return "UnknownMessageType";
 }
 
+bool durable_fields_differ(const HardState& a, const HardState& b) {
+  return a.term != b.term || a.vote != b.vote || a.leader != b.leader ||
+         a.leader_nonce != b.leader_nonce;
+}
+
 const char* to_string(Role role) {
   switch (role) {
     case Role::kFollower:

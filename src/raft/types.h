@@ -122,9 +122,20 @@ struct HardState {
   // leader message of `term` from any other node is refused (docs/raft.md, "A second leader of a
   // term"). Durable with term and vote: a restarted node still refuses a second leader of its term.
   NodeId leader = kNoNode;
+  // The nonce of that leader's leadership of `term` (Message::leader_nonce; 0: not known, from a
+  // leader that sends none or a HARDSTATE from before it). Learnt with `leader`, in the same write:
+  // a leader message of `term` from `leader` itself with another non-zero nonce is a second
+  // leadership under the same id (a leader that lost its state and was elected again in its term)
+  // and refused too.
+  std::uint64_t leader_nonce = 0;
 
   friend bool operator==(const HardState&, const HardState&) = default;
 };
+
+// What HARDSTATE keeps differs (term, vote, the term's leader and its nonce: everything but the
+// commit index, a hint the store's checkpoint keeps): such a change is synced before anything
+// that vouches for it leaves (Ready::must_sync).
+bool durable_fields_differ(const HardState& a, const HardState& b);
 
 enum class Role : std::uint8_t { kFollower, kPreCandidate, kCandidate, kLeader };
 
@@ -406,6 +417,15 @@ struct Message {
   // kAppendResponse with kOtherLeaderContext: the leader of this term its sender knows (the node it
   // follows, or itself), which is why it refused the recipient's leader message of the same term.
   NodeId term_leader = kNoNode;
+
+  // kAppend, kHeartbeat, kSnapshot and kTimeoutNow from a leader: the nonce its leadership drew
+  // when it became leader (a random non-zero value, Config::leadership_nonce_seed), the same on
+  // every leader message of that leadership. A follower keeps it with the term's leader
+  // (HardState::leader_nonce) and refuses a leader message of the term from the same id with
+  // another non-zero nonce: a node that lost its state and was elected again in a term it had led
+  // (docs/raft.md, "A second leader of a term"). kAppendResponse with kOtherLeaderContext: the
+  // nonce the refusing node knows for term_leader (0: none known). 0: not said (an older sender).
+  std::uint64_t leader_nonce = 0;
 
   // kSnapshot only (and then always set): what replaces the follower's log up to its index. The
   // leader's core fills index, term and conf; its driver fills data before sending (types.h, Ready).

@@ -5,12 +5,28 @@
 namespace raftlog::replica {
 
 namespace {
-// Version 2 adds the leader this node knows for its term (docs/raft.md, "A second leader of a
-// term"). Version 1, written by older binaries, still reads: no leader known.
-constexpr std::uint32_t kFormatVersion = 2;
-constexpr std::size_t kPayloadBytes = 4 + 8 + 8 + 8;
+// Version 3 adds the nonce of that leader's leadership, version 2 the leader this node knows for its
+// term (docs/raft.md, "A second leader of a term"). Versions 1 and 2, written by older binaries,
+// still read: no leader known, or no nonce known (0).
+constexpr std::uint32_t kFormatVersion = 3;
+constexpr std::size_t kPayloadBytes = 4 + 8 + 8 + 8 + 8;
+constexpr std::uint32_t kVersion2 = 2;
+constexpr std::size_t kVersion2PayloadBytes = 4 + 8 + 8 + 8;
 constexpr std::uint32_t kVersion1 = 1;
 constexpr std::size_t kVersion1PayloadBytes = 4 + 8 + 8;
+
+std::size_t payload_bytes_of(std::uint32_t version) {
+  switch (version) {
+    case kVersion1:
+      return kVersion1PayloadBytes;
+    case kVersion2:
+      return kVersion2PayloadBytes;
+    case kFormatVersion:
+      return kPayloadBytes;
+    default:
+      return 0;  // unknown
+  }
+}
 }  // namespace
 
 std::string HardStateFile::encode(const raft::HardState& hard_state) {
@@ -19,6 +35,7 @@ std::string HardStateFile::encode(const raft::HardState& hard_state) {
   store::put_u64(out.data() + 4, hard_state.term);
   store::put_u64(out.data() + 12, hard_state.vote);
   store::put_u64(out.data() + 20, hard_state.leader);
+  store::put_u64(out.data() + 28, hard_state.leader_nonce);
   return out;
 }
 
@@ -28,11 +45,11 @@ store::Result<raft::HardState> HardStateFile::decode(const std::string& payload)
                                      " bytes, too short for a version");
   }
   const std::uint32_t version = store::get_u32(payload.data());
-  if (version != kFormatVersion && version != kVersion1) {
+  const std::size_t expected = payload_bytes_of(version);
+  if (expected == 0) {
     return store::Status::corruption("hard state record has unknown format version " +
                                      std::to_string(version));
   }
-  const std::size_t expected = version == kVersion1 ? kVersion1PayloadBytes : kPayloadBytes;
   if (payload.size() != expected) {
     return store::Status::corruption("hard state record of version " + std::to_string(version) +
                                      " is " + std::to_string(payload.size()) + " bytes, expected " +
@@ -41,7 +58,12 @@ store::Result<raft::HardState> HardStateFile::decode(const std::string& payload)
   raft::HardState hard_state;
   hard_state.term = store::get_u64(payload.data() + 4);
   hard_state.vote = store::get_u64(payload.data() + 12);
-  if (version != kVersion1) hard_state.leader = store::get_u64(payload.data() + 20);
+  if (version >= kVersion2) hard_state.leader = store::get_u64(payload.data() + 20);
+  if (version >= kFormatVersion) hard_state.leader_nonce = store::get_u64(payload.data() + 28);
+  if (hard_state.leader == raft::kNoNode && hard_state.leader_nonce != 0) {
+    // No writer makes it: the nonce is written with its leader.
+    return store::Status::corruption("hard state record names a leadership nonce without a leader");
+  }
   return hard_state;
 }
 
@@ -89,6 +111,7 @@ store::Status HardStateFile::write(const raft::HardState& hard_state) {
   current_.term = hard_state.term;
   current_.vote = hard_state.vote;
   current_.leader = hard_state.leader;
+  current_.leader_nonce = hard_state.leader_nonce;
   return store::Status();
 }
 

@@ -2,9 +2,10 @@
 //
 // It uses the store's DurableRecordFile (two alternating CRC32C-checked slots, each write synced
 // before it returns), so a crash mid-write leaves the previous hard state readable. Payload layout
-// (little-endian): u32 format version (2), u64 term, u64 vote, u64 the leader this node knows for
-// the term (0: none; docs/raft.md, "A second leader of a term"). Version 1, written by older
-// binaries, lacks the leader and still reads (no leader known). The commit index is NOT kept here:
+// (little-endian): u32 format version (3), u64 term, u64 vote, u64 the leader this node knows for
+// the term (0: none; docs/raft.md, "A second leader of a term"), u64 the nonce of that leader's
+// leadership (0: not known). Versions 2 (without the nonce: none known) and 1 (without the leader:
+// none known), written by older binaries, still read. The commit index is NOT kept here:
 // it is a hint only, recorded in the store's checkpoint without an extra fsync per commit.
 //
 // Every file operation goes through a store::Env, so that the hard state can live where the log
@@ -32,7 +33,7 @@ class HardStateFile {
 
   // The last hard state written (term 0, no vote for a new node). `commit` is always 0.
   raft::HardState current() const { return current_; }
-  // Durably records term, vote and the term's leader (returns after fdatasync).
+  // Durably records term, vote, the term's leader and its nonce (returns after fdatasync).
   store::Status write(const raft::HardState& hard_state);
 
   static std::string encode(const raft::HardState& hard_state);

@@ -101,10 +101,15 @@ struct NodeStatus {
   std::uint64_t second_leader_messages = 0;
   // A node refused this node's leadership of a term, knowing another leader of it
   // (raft::Raft::leadership_refused): "" when none within the last 10 s, else a sentence. Shown in
-  // status, not health (this node cannot tell which of the two leaders is the cluster's);
+  // status, not health (this node cannot tell which of the two leaders is the cluster's, unless
+  // leads_term_twice);
   // leadership_refusals counts them (a metric).
   std::string leadership_refused;
   std::uint64_t leadership_refusals = 0;
+  // While leadership_refused is shown and names this node's own id with another leadership nonce
+  // (it led the term before, and only a node that lost its state leads a term twice): this node is
+  // the fork, so health is NOT_SERVING (review of nonce6, M2), unlike the case above.
+  bool leads_term_twice = false;
   // Non-zero while this follower needs entries its leader no longer holds (retention trimmed them):
   // it cannot catch up by replication and must be rebuilt (docs/operations.md, "Retention"). The
   // value is the leader's first retained index. Health is NOT_SERVING meanwhile.

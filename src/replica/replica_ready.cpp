@@ -145,9 +145,7 @@ void Replica::apply_ready(raft::Ready& ready) {
   if (ready.commit_index && ready.soft_state) answer_membership(*ready.commit_index);
   if (ready.soft_state) note_soft_state(*ready.soft_state);
 
-  if (ready.hard_state && (ready.hard_state->term != persisted_hard_state_.term ||
-                           ready.hard_state->vote != persisted_hard_state_.vote ||
-                           ready.hard_state->leader != persisted_hard_state_.leader)) {
+  if (ready.hard_state && raft::durable_fields_differ(*ready.hard_state, persisted_hard_state_)) {
     RoundProfile::Scope part(round_, RoundPart::kHardState);
     if (store::Status st = hard_state_file_->write(*ready.hard_state); !st.ok()) {
       fatal("persisting hard state: " + st.to_string());
@@ -156,6 +154,7 @@ void Replica::apply_ready(raft::Ready& ready) {
     persisted_hard_state_.term = ready.hard_state->term;
     persisted_hard_state_.vote = ready.hard_state->vote;
     persisted_hard_state_.leader = ready.hard_state->leader;
+    persisted_hard_state_.leader_nonce = ready.hard_state->leader_nonce;
   }
   // An unvouched node's leader word, before the entries or the snapshot that came with it
   // (replica_vouching.cpp).

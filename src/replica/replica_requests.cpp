@@ -425,8 +425,11 @@ void Replica::step(raft::Message message) {
   if (message.type == raft::MessageType::kPreVote || message.type == raft::MessageType::kVote) {
     note_vote_request_while_unvouched(message);
   }
-  const bool from_leader =
-      message.type == raft::MessageType::kAppend || message.type == raft::MessageType::kHeartbeat;
+  // A second leadership under the id the core follows (another nonce: a node that lost its state
+  // and was elected again in the term) passes the leader() check below, yet the core refused it.
+  const bool from_leader = (message.type == raft::MessageType::kAppend ||
+                            message.type == raft::MessageType::kHeartbeat) &&
+                           !raft_->is_second_leader_message(message);
   const raft::NodeId from = message.from;
   const raft::Term term = message.term;
   const std::uint64_t hold = message.retention_hold;

@@ -91,13 +91,11 @@ bool Replica::core_would_install(const raft::Message& message) const {
   if (message.term < raft_->term()) return false;  // stale: the core drops it
   // A leader is the only one of its term: it ignores a kSnapshot of that term.
   if (message.term == raft_->term() && raft_->role() == raft::Role::kLeader) return false;
-  // A second leader of our term (one other than the term's leader we know) is refused whole
-  // (raft_term_leader.cpp): preparing its data would write for nothing and abandon the real
+  // A second leader of our term (another node than the term's leader we know, or that node with
+  // another leadership nonce) is refused whole (raft_term_leader.cpp, the core's own test):
+  // preparing its data would write for nothing and abandon the real
   // leader's preparation in progress.
-  if (message.term == raft_->term() && raft_->term_leader() != raft::kNoNode &&
-      raft_->term_leader() != message.from) {
-    return false;
-  }
+  if (raft_->is_second_leader_message(message)) return false;
   if (snapshot.index == 0 || snapshot.term == 0 || snapshot.term > message.term ||
       !raft::is_valid_conf(snapshot.conf)) {
     return false;  // contradicts itself: the core drops it

@@ -20,6 +20,11 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
   if (!status.second_leader.empty()) {
     return "two leaders of one term: " + status.second_leader;
   }
+  // This node led its term before under another leadership nonce: it lost its state and is the
+  // fork, whatever its log holds now (review of nonce6, M2).
+  if (status.leads_term_twice) {
+    return "this node lost its state and leads a term a second time: " + status.leadership_refused;
+  }
   // Before "catching up" and the rest: nothing will move this node's log again (drills6 M3: a
   // removed node kept answering SERVING, and plain reads from its frozen log, until stopped).
   if (status.removed && status.removed_by != 0) {
@@ -61,7 +66,8 @@ std::string not_serving_reason(const replica::NodeStatus& status) {
 std::string not_serving_reason(const replica::NodeStatus& status,
                                const SnapshotTransfers& transfers) {
   if (status.corrupt_index != 0 || status.removed || status.catching_up || status.unvouched ||
-      !status.committed_conflict.empty() || !status.second_leader.empty()) {
+      !status.committed_conflict.empty() || !status.second_leader.empty() ||
+      status.leads_term_twice) {
     return not_serving_reason(status);
   }
   // Before "stranded": a follower behind its leader's retention that receives or installs the

@@ -138,6 +138,13 @@ std::string check_snapshot(const pb::RaftMessage& in, raft::MessageType type) {
 
 namespace {
 
+// The types peer.proto gives RaftMessage.leader_nonce a meaning on.
+bool carries_leader_nonce(raft::MessageType type) {
+  return type == raft::MessageType::kAppend || type == raft::MessageType::kHeartbeat ||
+         type == raft::MessageType::kSnapshot || type == raft::MessageType::kTimeoutNow ||
+         type == raft::MessageType::kAppendResponse;
+}
+
 // Every field but the snapshot's data.
 void encode_fields(const raft::Message& message, std::string_view cluster_id,
                    pb::RaftMessage* out) {
@@ -172,6 +179,7 @@ void encode_fields(const raft::Message& message, std::string_view cluster_id,
   out->set_hint_term(message.hint_term);
   out->set_context(message.context);
   if (message.type == raft::MessageType::kAppendResponse) out->set_term_leader(message.term_leader);
+  if (carries_leader_nonce(message.type)) out->set_leader_nonce(message.leader_nonce);
   out->set_disk_over_watermark(message.disk_over_watermark);
   // Every message says which snapshot data this node decodes (the leader picks a peer's format by it).
   out->set_snapshot_formats(kOwnSnapshotFormats);
@@ -285,6 +293,9 @@ std::string decode_checked(const pb::RaftMessage& in, const MessageLimits& limit
   // Only an append response names it (peer.proto); any value is information only (a node id the
   // recipient logs), never trusted for a decision.
   out->term_leader = *type == raft::MessageType::kAppendResponse ? in.term_leader() : raft::kNoNode;
+  // Any value is as good as any other: the core only compares it with the nonce it learnt from the
+  // term's first leader message (a forged one can refuse a leader, as a forged sender id can).
+  out->leader_nonce = carries_leader_nonce(*type) ? in.leader_nonce() : 0;
   out->disk_over_watermark = in.disk_over_watermark();
   // Any value is harmless: the follower applies it only as min(its own limit, the hold), from the
   // leader it follows in its current term (replica/retention_hold.h). Other types carry none.

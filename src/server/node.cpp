@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <array>
 #include <cassert>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <shared_mutex>
 #include <thread>
 #include <variant>
@@ -25,6 +27,7 @@
 #include "server/entry_envelopes.h"
 #include "server/node_identity.h"
 #include "server/scrubber.h"
+#include "util/prng.h"
 #include "util/thread_name.h"
 
 namespace raftlog::server {
@@ -48,6 +51,27 @@ void reject(Input& input, const NodeError& error) {
         }
       },
       input);
+}
+
+// A leadership nonce seed (raft::Config::leadership_nonce_seed) that no earlier start of this node
+// had: 64 bits of the system's random source, read once per start, mixed with the clock and the
+// id. A random source that fails (no entropy device) leaves the clock and the id, which still
+// differ from one start to the next.
+std::uint64_t leadership_nonce_seed(std::uint64_t node_id) {
+  // The wall clock too: the steady clock counts from boot, and repeats its range after a reboot.
+  std::uint64_t seed =
+      static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+      static_cast<std::uint64_t>(std::chrono::system_clock::now().time_since_epoch().count()) ^
+      (node_id * 0xC2B2AE3D27D4EB4FULL);
+  try {
+    std::random_device device;
+    seed ^= (static_cast<std::uint64_t>(device()) << 32) ^ static_cast<std::uint64_t>(device());
+  } catch (const std::exception& e) {
+    spdlog::warn("node {}: no random source for leadership nonces ({}); using the clock", node_id,
+                 e.what());
+  }
+  const std::uint64_t mixed = util::splitmix64(seed);
+  return mixed != 0 ? mixed : 1;  // 0 would mean "derive from random_seed"
 }
 
 }  // namespace node_detail
@@ -79,6 +103,7 @@ bool Node::Impl::open(NodeError* error) {
   replica_config.raft.random_seed =
       static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
       (config_.node_id * 0x9E3779B97F4A7C15ULL);
+  replica_config.raft.leadership_nonce_seed = node_detail::leadership_nonce_seed(config_.node_id);
   replica::ReplicaDeps deps;
   deps.sender = sender_;
   deps.disk = &disk_probe_;

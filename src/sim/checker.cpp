@@ -144,16 +144,25 @@ const raft::Entry* Checker::committed_entry(raft::Index index) const {
   return &committed_[index - 1].entry;
 }
 
-void Checker::observe_role(raft::NodeId node, raft::Term term, raft::Role role) {
+void Checker::observe_role(raft::NodeId node, raft::Term term, raft::Role role,
+                           std::uint64_t leader_nonce) {
   if (failed()) return;
   if (role != raft::Role::kLeader) {
     leader_term_[node] = 0;
     return;
   }
-  auto [it, inserted] = leader_by_term_.emplace(term, node);
-  if (!inserted && it->second != node) {
+  auto [it, inserted] = leader_by_term_.emplace(term, Leadership{node, leader_nonce});
+  if (!inserted && it->second.node != node) {
+    report("election-safety", fmt::format("node {} and node {} are both leader of term {}",
+                                          it->second.node, node, term));
+    return;
+  }
+  // The same id, another leadership of the same term (both nonces known): it lost its state.
+  if (!inserted && it->second.nonce != 0 && leader_nonce != 0 && it->second.nonce != leader_nonce) {
     report("election-safety",
-           fmt::format("node {} and node {} are both leader of term {}", it->second, node, term));
+           fmt::format("node {} led term {} twice (nonces {:016x} and {:016x}): it lost its state "
+                       "and was elected again in a term it had led",
+                       node, term, it->second.nonce, leader_nonce));
     return;
   }
   leader_term_[node] = term;

@@ -82,8 +82,11 @@ class Checker {
   void attach_log(raft::NodeId node, const raft::LogReader* log);
 
   // The node reported (term, role), e.g. through Ready::soft_state. Call after the driver applied the
-  // batch's log changes, so that a new leader's log is complete.
-  void observe_role(raft::NodeId node, raft::Term term, raft::Role role);
+  // batch's log changes, so that a new leader's log is complete. A leader's `leader_nonce`
+  // (raft::Raft::term_leader_nonce; 0: not known) tells two leaderships of one id in one term
+  // apart: a node that lost its state and was elected again in a term it led.
+  void observe_role(raft::NodeId node, raft::Term term, raft::Role role,
+                    std::uint64_t leader_nonce = 0);
   // Entries [first, last] were just appended to node's log (after any truncation of the same batch).
   void observe_append(raft::NodeId node, raft::Index first, raft::Index last);
   // The node is about to cut its log at `from` (called before the cut, so the checker sees what goes).
@@ -189,7 +192,11 @@ class Checker {
   std::vector<raft::Index> commit_;           // [node] last commit reported in this incarnation
   std::vector<raft::Term> leader_term_;       // [node] term it leads, 0 if not leader
   std::vector<raft::HardState> durable_;      // [node] last durable hard state
-  std::map<raft::Term, raft::NodeId> leader_by_term_;
+  struct Leadership {
+    raft::NodeId node = raft::kNoNode;
+    std::uint64_t nonce = 0;  // 0: not known
+  };
+  std::map<raft::Term, Leadership> leader_by_term_;
   std::map<std::pair<raft::Index, raft::Term>, EntryIdentity> identities_;
   std::vector<CommittedEntry> committed_;  // committed_[i - 1] is the entry committed at i
   std::multimap<raft::Index, PendingProposal> pending_proposals_;

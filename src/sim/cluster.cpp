@@ -187,9 +187,11 @@ bool Cluster::open_replica(Node& n) {
   n.conf = n.replica->conf();
   n.commit = n.replica->commit_index();
   if (n.commit > 0) n.knew_commit = true;
-  // The term's leader as the core restored it from HARDSTATE (the contract check compares with it).
+  // The term's leader and its nonce as the core restored them from HARDSTATE (the contract check
+  // compares with them).
   n.last_hard_state =
-      raft::HardState{status.term, n.durable_hard_state.vote, n.commit, n.replica->core().term_leader()};
+      raft::HardState{status.term, n.durable_hard_state.vote, n.commit,
+                      n.replica->core().term_leader(), n.replica->core().term_leader_nonce()};
   n.flush_at_step = 0;
   n.sync_will_fail = false;
   // An unvouched node that a leader's word reached before the crash resumes its catch-up toward it

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -288,6 +289,9 @@ class Cluster {
       replica::Clock::time_point at{};
     };
     HeardHold heard_hold;
+    // The nonce of every leadership this id took in the run, across crashes and wipes
+    // (check_fresh_leadership_nonce): one per election it won, so bounded by the run's elections.
+    std::set<std::uint64_t> leadership_nonces;
   };
 
   Node& node(raft::NodeId id);
@@ -313,6 +317,7 @@ class Cluster {
   // Tells the checker where a reopened node's log starts, when not at index 1.
   void observe_log_base(const Node& n);
   void check_no_second_leader(const Node& n);  // cluster_checks.cpp
+  void check_fresh_leadership_nonce(Node& n);  // cluster_checks.cpp
   void after_ready(Node& n, const raft::Ready& ready);
   // `n` installed a snapshot of `point`: its log must start no later than its leader's (which must
   // then hold every entry after the point), unless one of the documented exceptions applies.

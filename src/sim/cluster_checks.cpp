@@ -79,11 +79,12 @@ void Cluster::before_ready(Node& n, const raft::Ready& ready) {
   // must_sync must cover every change of term, vote, the term's leader or log.
   const bool log_changes =
       ready.snapshot || ready.truncate_from.has_value() || !ready.entries.empty();
-  const bool vote_changes = ready.hard_state && (ready.hard_state->term != n.last_hard_state.term ||
-                                                 ready.hard_state->vote != n.last_hard_state.vote ||
-                                                 ready.hard_state->leader != n.last_hard_state.leader);
+  const bool vote_changes =
+      ready.hard_state && raft::durable_fields_differ(*ready.hard_state, n.last_hard_state);
   if ((log_changes || vote_changes) && !ready.must_sync) {
-    contract_violation(n, "changed its term, vote, term's leader or log without must_sync");
+    contract_violation(n,
+                       "changed its term, vote, term's leader (or its nonce) or log without "
+                       "must_sync");
     return;
   }
   if (ready.hard_state) n.last_hard_state = *ready.hard_state;
@@ -110,16 +111,28 @@ void Cluster::check_no_second_leader(const Node& n) {
   }
 }
 
+// Every leadership draws a non-zero nonce that no earlier leadership of its id drew in the run,
+// across restarts and wipes (raft::Config::leadership_nonce_seed: the simulator's seeds are drawn
+// per start of a node). A repeat after a wipe would let a node that lost its state and was elected
+// again in a term it led pass for its first leadership (docs/raft.md, "A second leader of a term").
+void Cluster::check_fresh_leadership_nonce(Node& n) {
+  const std::uint64_t nonce = n.replica->core().term_leader_nonce();
+  if (nonce != 0 && n.leadership_nonces.insert(nonce).second) return;
+  checker_.report(
+      "leadership-nonce",
+      fmt::format("node {} leads term {} with nonce {:016x}, {}", n.id, n.soft.term, nonce,
+                  nonce == 0 ? "which says none" : "which it drew before in this run"));
+}
+
 void Cluster::after_ready(Node& n, const raft::Ready& ready) {
   if (checker_.failed()) return;
   // The replica wrote term and vote before anything else of the batch (or failed, and this is not
   // called).
-  if (ready.hard_state && (ready.hard_state->term != n.durable_hard_state.term ||
-                           ready.hard_state->vote != n.durable_hard_state.vote ||
-                           ready.hard_state->leader != n.durable_hard_state.leader)) {
+  if (ready.hard_state && raft::durable_fields_differ(*ready.hard_state, n.durable_hard_state)) {
     n.durable_hard_state.term = ready.hard_state->term;
     n.durable_hard_state.vote = ready.hard_state->vote;
     n.durable_hard_state.leader = ready.hard_state->leader;
+    n.durable_hard_state.leader_nonce = ready.hard_state->leader_nonce;
     trace_.log("n{} hard state t{} v{} leader n{}", n.id, n.durable_hard_state.term,
                n.durable_hard_state.vote, n.durable_hard_state.leader);
     checker_.observe_durable_hard_state(n.id, n.durable_hard_state);
@@ -149,8 +162,12 @@ void Cluster::after_ready(Node& n, const raft::Ready& ready) {
     n.soft = *ready.soft_state;
     trace_.log("n{} is {} of term {} (leader n{})", n.id, raft::to_string(n.soft.role), n.soft.term,
                n.soft.leader);
-    checker_.observe_role(n.id, n.soft.term, n.soft.role);
-    if (n.soft.role == raft::Role::kLeader) maybe_schedule_strike(n);
+    checker_.observe_role(n.id, n.soft.term, n.soft.role, n.replica->core().term_leader_nonce());
+    if (n.soft.role == raft::Role::kLeader) {
+      check_fresh_leadership_nonce(n);
+      if (checker_.failed()) return;
+      maybe_schedule_strike(n);
+    }
   }
   if (ready.commit_index && *ready.commit_index > n.commit) {
     n.commit = *ready.commit_index;

@@ -73,6 +73,19 @@ TEST(HealthReason, EachStateThatIsNotAFullReplicaNamesItsReason) {
   EXPECT_NE(not_serving_reason(removed).find("removed from the configuration"), std::string::npos)
       << "named before the states a member can leave by itself";
 
+  // Review of nonce6, M2: a leader refused as its own id with another leadership nonce is the
+  // fork (it lost its state), unlike one refused by another id (it cannot tell which is which).
+  replica::NodeStatus refused = serving_follower();
+  refused.leader_id = 2;
+  refused.node_id = 2;
+  refused.leadership_refused = "node 3 refuses this node's leadership of term 1: ...";
+  EXPECT_EQ(not_serving_reason(refused), "");
+  refused.leads_term_twice = true;
+  EXPECT_NE(not_serving_reason(refused).find("lost its state and leads a term a second time"),
+            std::string::npos);
+  EXPECT_NE(not_serving_reason(refused, SnapshotTransfers{}).find("a second time"),
+            std::string::npos);
+
   replica::NodeStatus corrupt = serving_follower();
   corrupt.corrupt_index = 7;
   corrupt.catching_up = true;

@@ -4,9 +4,13 @@
 // node: it takes none of its entries, its commit or its snapshot, and answers with a rejection
 // naming the leader it knows. drills7 H3: two followers lost their disks, restarted at term 0 and
 // elected one of themselves in term 1, the term the data node had led; the data node followed the
-// second leader of term 1, and equal terms passed the log-matching check.
+// second leader of term 1, and equal terms passed the log-matching check. Leadership nonces
+// (LeadershipNonce.*, review oneterm5 H1): each leadership draws a random non-zero nonce carried on
+// its leader messages and kept with the term's leader; the same id with another non-zero nonce is a
+// second leadership (drills7 H3 with the leader in the wiped pair, elected again under its own id).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +21,7 @@
 namespace raftlog::raft {
 namespace {
 
+using testing::BareNode;
 using testing::TestCluster;
 using namespace testing::unvouched;
 
@@ -40,12 +45,52 @@ std::vector<Message> append_answers(const TestCluster& c, NodeId from, NodeId to
 // Two entries of `term`, as a node that ran before holds them.
 std::vector<Entry> entries_of_term(Term term) { return {entry_at(1, term), entry_at(2, term)}; }
 
+// Node 3 of {1, 2, 3}, restarted at term 2 with two entries of it, knowing leader 1 of term 2 with
+// `known_nonce` (0: a HARDSTATE of version 2, no nonce known).
+testing::BareNode follower_knowing_leader_1(std::uint64_t known_nonce, bool snapshots = false) {
+  Config config;
+  config.id = 3;
+  config.initial_conf.voters = {1, 2, 3};
+  config.snapshots = snapshots;
+  HardState hard{2, 1, 0};
+  hard.leader = 1;
+  hard.leader_nonce = known_nonce;
+  return testing::BareNode(config, entries_of_term(2), 0, hard);
+}
+
 // Leader 1 of a 3-node cluster with `count` committed client entries, everyone caught up.
 void elect_and_commit(TestCluster& c, int count) {
   ASSERT_TRUE(c.campaign_until_leader(1));
   for (int i = 0; i < count; ++i) {
     ASSERT_TRUE(c.propose(1, {"p" + std::to_string(i)}).proposed());
     c.deliver_all();
+  }
+}
+
+// Every entry of `id`'s log.
+std::vector<Entry> log_of(const TestCluster& c, NodeId id) {
+  std::vector<Entry> out;
+  for (Index i = 1; i <= c.raft(id).last_index(); ++i) out.push_back(c.node(id).log.entry(i));
+  return out;
+}
+
+// The fork's leader `leader`, elected by a wiped pair, takes six client entries, which reach
+// beyond the data node's log (`beyond`), then the network heals and time passes.
+void fork_writes_then_heal(TestCluster& c, NodeId leader, Index beyond) {
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(c.propose(leader, {"fork" + std::to_string(i)}).proposed());
+    c.deliver_all();
+  }
+  ASSERT_GT(c.raft(leader).last_index(), beyond) << "the fork's log reaches beyond the data node's";
+  c.heal();
+  c.tick_all(60);
+}
+
+// The data node `data` holds exactly `before`: none of the fork's entries.
+void expect_log_kept(const TestCluster& c, NodeId data, const std::vector<Entry>& before) {
+  EXPECT_EQ(c.raft(data).last_index(), before.size()) << "the data node took the fork's entries";
+  for (const Entry& e : before) {
+    EXPECT_EQ(c.node(data).log.entry(e.index).payload, e.payload) << "index " << e.index;
   }
 }
 
@@ -112,13 +157,7 @@ TEST(SecondLeader, AFollowerOfLeaderAOfATermRefusesBOfTheSameTerm) {
 // (the replica prepares a received snapshot's data before its core sees it), restarted from a hard
 // state that names leader 1 of term 2.
 TEST(SecondLeader, ASnapshotOfTheSecondLeaderIsNotInstalled) {
-  Config config;
-  config.id = 3;
-  config.initial_conf.voters = {1, 2, 3};
-  config.snapshots = true;
-  HardState hard{2, 1, 0};
-  hard.leader = 1;
-  testing::BareNode node(config, entries_of_term(2), 0, hard);
+  testing::BareNode node = follower_knowing_leader_1(/*known_nonce=*/0, /*snapshots=*/true);
   EXPECT_EQ(node.raft->term_leader(), 1u);
   auto snapshot_from = [](NodeId from) {
     Message m;
@@ -267,9 +306,7 @@ TEST(SecondLeader, TwoWipedNodesElectingALeaderOfTheDataNodesTermAreRefused) {
   TestCluster c({1, 2, 3});
   elect_and_commit(c, 4);
   ASSERT_EQ(c.raft(1).term(), 1u);
-  const Index last = c.raft(1).last_index();
-  std::vector<Entry> before;
-  for (Index i = 1; i <= last; ++i) before.push_back(c.node(1).log.entry(i));
+  const std::vector<Entry> before = log_of(c, 1);
   c.isolate(1);
   c.tick(1, 30);  // check-quorum: the data node steps down, still in term 1 (drills7's 1 s gap)
   ASSERT_NE(c.raft(1).role(), Role::kLeader);
@@ -278,18 +315,9 @@ TEST(SecondLeader, TwoWipedNodesElectingALeaderOfTheDataNodesTermAreRefused) {
   c.restart_wiped(3);
   ASSERT_TRUE(c.campaign_until_leader(2));
   ASSERT_EQ(c.raft(2).term(), 1u) << "the wiped pair reuses term 1";
-  for (int i = 0; i < 6; ++i) {
-    ASSERT_TRUE(c.propose(2, {"fork" + std::to_string(i)}).proposed());
-    c.deliver_all();
-  }
-  ASSERT_GT(c.raft(2).last_index(), last) << "the fork's log reaches beyond node 1's";
-  c.heal();
-  c.tick_all(60);
+  fork_writes_then_heal(c, 2, before.size());
   EXPECT_NE(c.raft(1).leader(), 2u) << "the data node follows the second leader of term 1";
-  EXPECT_EQ(c.raft(1).last_index(), last) << "the data node took the second leader's entries";
-  for (const Entry& e : before) {
-    EXPECT_EQ(c.node(1).log.entry(e.index).payload, e.payload) << "index " << e.index;
-  }
+  expect_log_kept(c, 1, before);
   EXPECT_EQ(c.raft(3).leader(), 2u);
   // The data node and the second leader said so, naming each other.
   EXPECT_GT(c.raft(1).second_leader().count, 0u);
@@ -346,6 +374,258 @@ TEST(SecondLeader, ANodeRestoredWithoutTheTermsLeaderAcceptsTheFirstOneOnly) {
   c.step(3, append_from(2, 3, 2, 2, 2, 2, {}));
   EXPECT_EQ(c.raft(3).second_leader().count, 1u);
   EXPECT_EQ(c.raft(3).leader(), 1u);
+}
+
+// Leadership nonces on the bare core (review oneterm5 H1; docs/raft.md, "A second leader of a term").
+constexpr std::uint64_t kKnownNonce = 0xA11CE;
+constexpr std::uint64_t kOtherNonce = 0xB0B;
+
+Message with_nonce(Message m, std::uint64_t nonce) {
+  m.leader_nonce = nonce;
+  return m;
+}
+
+// An append of leader 1 in term 2 after node 3's log, carrying one entry of its own.
+Message append_of_1(std::uint64_t nonce) {
+  Entry e = entry_at(3, 2);
+  e.payload = Payload(std::string("from 1"));
+  return with_nonce(append_from(1, 3, 2, 2, 2, 3, {e}), nonce);
+}
+
+TEST(LeadershipNonce, TheKnownLeadersIdWithAnotherNonceIsRefused) {
+  BareNode node = follower_knowing_leader_1(kKnownNonce);
+  node.raft->step(append_of_1(kOtherNonce));
+  node.raft->step(with_nonce(heartbeat_from(1, 3, 2, 3), kOtherNonce));
+  node.drain();
+  EXPECT_EQ(node.raft->last_index(), 2u) << "it took the second leadership's entry";
+  EXPECT_EQ(node.raft->commit_index(), 0u) << "it took the second leadership's commit";
+  EXPECT_EQ(node.raft->leader(), kNoNode) << "it follows the second leadership";
+  const std::vector<Message> answers = node.take(MessageType::kAppendResponse, 1);
+  ASSERT_EQ(answers.size(), 2u);
+  for (const Message& m : answers) {
+    EXPECT_TRUE(m.reject);
+    EXPECT_EQ(m.context, kOtherLeaderContext);
+    EXPECT_EQ(m.term_leader, 1u);
+    EXPECT_EQ(m.leader_nonce, kKnownNonce) << "the refusal names the leadership it knows";
+  }
+  const TermLeaderClash& clash = node.raft->second_leader();
+  EXPECT_EQ(clash.count, 2u);
+  EXPECT_EQ(clash.term, 2u);
+  EXPECT_EQ(clash.known_leader, 1u);
+  EXPECT_EQ(clash.other_leader, 1u);
+  EXPECT_EQ(clash.known_nonce, kKnownNonce);
+  EXPECT_EQ(clash.other_nonce, kOtherNonce);
+  // The known leadership is still followed, and nothing of the term's leader changed.
+  node.raft->step(append_of_1(kKnownNonce));
+  node.drain();
+  EXPECT_EQ(node.raft->last_index(), 3u);
+  EXPECT_EQ(node.raft->leader(), 1u);
+  EXPECT_EQ(node.raft->hard_state().leader_nonce, kKnownNonce);
+  EXPECT_EQ(node.raft->second_leader().count, 2u);
+}
+
+// Review of nonce6, L2: a follower that still followed the first leadership when the second one
+// of the same id arrives names no leader any more (its status, its clients' redirects): the first
+// leadership is gone, its node runs the second.
+TEST(LeadershipNonce, AFollowerOfTheFirstLeadershipNamesNoLeaderOnceTheSecondArrives) {
+  BareNode node = follower_knowing_leader_1(kKnownNonce);
+  node.raft->step(append_of_1(kKnownNonce));
+  node.drain();
+  ASSERT_EQ(node.raft->leader(), 1u);
+  node.raft->step(with_nonce(heartbeat_from(1, 3, 2, 3), kOtherNonce));
+  node.drain();
+  EXPECT_EQ(node.raft->second_leader().count, 1u);
+  EXPECT_EQ(node.raft->leader(), kNoNode) << "it still names the fork's id as its leader";
+  EXPECT_EQ(node.raft->term_leader(), 1u);
+  EXPECT_EQ(node.raft->term_leader_nonce(), kKnownNonce);
+}
+
+// Nonce 0 is an older sender's (or a leader learnt from one): ids only, as before nonces.
+TEST(LeadershipNonce, NonceZeroOnEitherSideComparesIdsOnly) {
+  {
+    BareNode node = follower_knowing_leader_1(kKnownNonce);
+    node.raft->step(append_of_1(0));
+    node.drain();
+    EXPECT_EQ(node.raft->last_index(), 3u) << "an older leader's append was refused";
+    EXPECT_EQ(node.raft->second_leader().count, 0u);
+  }
+  {
+    BareNode node = follower_knowing_leader_1(0);  // a HARDSTATE of version 2
+    node.raft->step(append_of_1(kOtherNonce));
+    node.drain();
+    EXPECT_EQ(node.raft->last_index(), 3u);
+    EXPECT_EQ(node.raft->second_leader().count, 0u);
+    // Not learnt later: only the term's first leader message names it (no sync per message).
+    EXPECT_EQ(node.raft->hard_state().leader_nonce, 0u);
+    // Another id is refused as before.
+    node.raft->step(with_nonce(heartbeat_from(2, 3, 2, 3), kOtherNonce));
+    node.drain();
+    EXPECT_EQ(node.raft->second_leader().count, 1u);
+  }
+}
+
+TEST(LeadershipNonce, ATimeoutNowAndASnapshotOfAnotherNonceAreNotTaken) {
+  {
+    BareNode node = follower_knowing_leader_1(kKnownNonce);
+    Message timeout_now = testing::response(MessageType::kTimeoutNow, 1, 3, 2);
+    node.raft->step(with_nonce(timeout_now, kOtherNonce));
+    node.drain();
+    EXPECT_EQ(node.raft->term(), 2u) << "it campaigned on a second leadership's word";
+    EXPECT_TRUE(node.raft->is_second_leader_message(with_nonce(timeout_now, kOtherNonce)));
+    node.raft->step(with_nonce(timeout_now, kKnownNonce));
+    node.drain();
+    EXPECT_EQ(node.raft->term(), 3u) << "the known leadership's TimeoutNow is obeyed";
+  }
+  BareNode node = follower_knowing_leader_1(kKnownNonce, /*snapshots=*/true);
+  Message snapshot = testing::response(MessageType::kSnapshot, 1, 3, 2);
+  Snapshot& s = snapshot.snapshot.emplace();
+  s.index = 7;
+  s.term = 2;
+  s.conf.voters = {1, 2, 3};
+  // What the replica asks before it prepares a snapshot's data (replica_snapshot_receive.cpp).
+  EXPECT_TRUE(node.raft->is_second_leader_message(with_nonce(snapshot, kOtherNonce)));
+  EXPECT_FALSE(node.raft->is_second_leader_message(with_nonce(snapshot, kKnownNonce)));
+  node.raft->step(with_nonce(snapshot, kOtherNonce));
+  node.drain();
+  EXPECT_TRUE(node.snapshots.empty()) << "installed the second leadership's snapshot";
+  node.raft->step(with_nonce(snapshot, kKnownNonce));
+  node.drain();
+  EXPECT_EQ(node.snapshots.size(), 1u);
+}
+
+// The nonce is learnt with the term's leader, in the Ready that names it, synced (one HARDSTATE
+// write per term, as before nonces).
+TEST(LeadershipNonce, LearntWithTheTermsLeaderInOneSyncedWrite) {
+  Config config;
+  config.id = 3;
+  config.initial_conf.voters = {1, 2, 3};
+  BareNode node(config, {entry_at(1, 2), entry_at(2, 2)}, 0, HardState{2, 1, 0});
+  node.raft->step(append_of_1(kKnownNonce));
+  ASSERT_TRUE(node.raft->has_ready());
+  Ready rd = node.raft->ready();
+  ASSERT_TRUE(rd.hard_state.has_value());
+  EXPECT_EQ(rd.hard_state->leader, 1u);
+  EXPECT_EQ(rd.hard_state->leader_nonce, kKnownNonce);
+  EXPECT_TRUE(rd.must_sync);
+  node.log.apply(rd);
+  node.raft->on_persisted(3, 2);
+  for (int i = 0; i < 5; ++i) node.raft->step(with_nonce(heartbeat_from(1, 3, 2, 3), kKnownNonce));
+  const Ready later = node.raft->ready();
+  EXPECT_TRUE(!later.hard_state || later.hard_state->leader_nonce == kKnownNonce);
+  EXPECT_EQ(node.raft->term_leader_nonce(), kKnownNonce);
+}
+
+// The driver's seed draws the nonces; none is 0 and another seed draws others. (That drawing them
+// moves no election timeout is shown by the simulator: its RESULT lines equal main's.)
+TEST(LeadershipNonce, EachStartsSeedDrawsItsOwnNonces) {
+  auto first_leadership_nonce = [](std::uint64_t nonce_seed, std::uint64_t random_seed,
+                                   int* ticks_to_lead) {
+    Config config;
+    config.id = 1;
+    config.initial_conf.voters = {1};
+    config.random_seed = random_seed;
+    config.leadership_nonce_seed = nonce_seed;
+    BareNode node(config, {}, 0, HardState{});
+    *ticks_to_lead = 0;
+    while (node.raft->role() != Role::kLeader && *ticks_to_lead < 100) {
+      node.raft->tick();
+      node.drain();
+      ++*ticks_to_lead;
+    }
+    EXPECT_EQ(node.raft->role(), Role::kLeader);
+    // Its own messages would carry it; its HARDSTATE names it.
+    EXPECT_EQ(node.raft->hard_state().leader, 1u);
+    return node.raft->term_leader_nonce();
+  };
+  std::set<std::uint64_t> nonces;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    int ticks_to_lead = 0;
+    const std::uint64_t nonce = first_leadership_nonce(seed, 7, &ticks_to_lead);
+    EXPECT_NE(nonce, 0u);
+    nonces.insert(nonce);
+    int again = 0;
+    EXPECT_EQ(first_leadership_nonce(seed, 7, &again), nonce) << "not deterministic";
+  }
+  EXPECT_EQ(nonces.size(), 20u) << "two seeds drew the same nonce";
+  // Seed 0: derived from random_seed, which the simulator draws afresh at each start.
+  int ticks_to_lead = 0;
+  EXPECT_NE(first_leadership_nonce(0, 7, &ticks_to_lead),
+            first_leadership_nonce(0, 8, &ticks_to_lead));
+}
+
+// Leadership nonces through production replicas.
+// A correct leadership is never refused: many appends and heartbeats over a term, through a
+// follower's restart (its nonce restored from HARDSTATE) and the leader's own.
+TEST(LeadershipNonce, ACorrectLeadersMessagesAreNeverRefused) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 5);
+  const std::uint64_t nonce = c.raft(1).term_leader_nonce();
+  ASSERT_NE(nonce, 0u);
+  c.crash_restart(3);
+  EXPECT_EQ(c.raft(3).term_leader(), 1u);
+  EXPECT_EQ(c.raft(3).term_leader_nonce(), nonce) << "not restored from HARDSTATE";
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(c.propose(1, {"q" + std::to_string(i)}).proposed());
+    c.tick_all(3);
+  }
+  const Term term = c.raft(1).term();
+  c.crash_restart(2);
+  c.tick_all(30);
+  // The leader restarted keeps its disk: a follower of its term that cannot lead it again.
+  c.crash_restart(1);
+  EXPECT_EQ(c.raft(1).term_leader_nonce(), nonce);
+  c.tick_all(100);
+  for (NodeId id : {1, 2, 3}) {
+    EXPECT_EQ(c.raft(id).second_leader().count, 0u) << "node " << id;
+    EXPECT_EQ(c.raft(id).leadership_refused().count, 0u) << "node " << id;
+  }
+  const NodeId leader = c.raft(2).leader();
+  ASSERT_NE(leader, kNoNode);
+  EXPECT_GT(c.raft(leader).term(), term);
+  EXPECT_NE(c.raft(leader).term_leader_nonce(), 0u);
+}
+
+// drills7 H3 with the leader in the wiped pair (review oneterm5 H1).
+TEST(LeadershipNonce, AWipedLeaderElectedAgainInItsTermIsRefused) {
+  TestCluster c({1, 2, 3});
+  elect_and_commit(c, 4);
+  ASSERT_EQ(c.raft(3).term(), 1u);
+  ASSERT_EQ(c.raft(3).leader(), 1u);
+  const std::vector<Entry> before = log_of(c, 3);
+  const std::uint64_t first_nonce = c.raft(3).term_leader_nonce();
+  // Node 3 is kept away while the pair elects: a pre-vote it rejected would tell them term 1,
+  // and they would elect in term 2 (the committed-conflict case, not this one).
+  c.isolate(3);
+  c.restart_wiped(1);
+  c.restart_wiped(2);
+  c.crash_restart(3);  // and it restarts from its disk meanwhile
+  ASSERT_TRUE(c.campaign_until_leader(1));
+  ASSERT_EQ(c.raft(1).term(), 1u) << "the wiped pair reuses term 1";
+  ASSERT_NE(c.raft(1).term_leader_nonce(), first_nonce);
+  fork_writes_then_heal(c, 1, before.size());
+  expect_log_kept(c, 3, before);
+  EXPECT_EQ(c.raft(3).term(), 1u);
+  EXPECT_EQ(c.raft(3).term_leader_nonce(), first_nonce);
+  const TermLeaderClash& clash = c.raft(3).second_leader();
+  EXPECT_GT(clash.count, 0u);
+  EXPECT_EQ(clash.known_leader, 1u);
+  EXPECT_EQ(clash.other_leader, 1u);
+  EXPECT_EQ(clash.known_nonce, first_nonce);
+  // The wiped leader is told, and keeps leading.
+  const TermLeaderClash& told = c.raft(1).leadership_refused();
+  EXPECT_GT(told.count, 0u);
+  EXPECT_EQ(told.known_leader, 1u);
+  EXPECT_EQ(told.known_nonce, first_nonce);
+  EXPECT_EQ(c.raft(1).role(), Role::kLeader);
+  // Both drivers say it was the same id with another nonce.
+  const replica::NodeStatus status = c.replica(3).status();
+  EXPECT_NE(status.second_leader.find("another leadership nonce"), std::string::npos)
+      << status.second_leader;
+  EXPECT_NE(c.replica(1).status().leadership_refused.find("another leadership of this node's id"),
+            std::string::npos)
+      << c.replica(1).status().leadership_refused;
+  EXPECT_TRUE(c.replica(1).status().leads_term_twice) << "the fork does not know it is one";
+  EXPECT_FALSE(status.leads_term_twice);
 }
 
 }  // namespace

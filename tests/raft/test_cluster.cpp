@@ -262,6 +262,9 @@ void TestCluster::open_replica(TestNode& n) {
   deps.clock = [this] { return now(); };
   deps.observer = n.observer.get();
   replica::NodeError error;
+  // Every start draws other leadership nonces (a driver's duty, raft::Config): a node restarted
+  // wiped and elected again in a term it led is told apart from its first leadership.
+  n.config.raft.leadership_nonce_seed = ++starts_;
   n.replica = replica::Replica::open(n.config, std::move(deps), &error);
   ASSERT_NE(n.replica, nullptr) << "node " << n.id << " cannot open: " << error.message;
   n.delivered_commit = n.replica->commit_index();

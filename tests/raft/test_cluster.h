@@ -291,6 +291,7 @@ class TestCluster {
   replica::Clock::time_point now() const;
 
   std::map<NodeId, std::unique_ptr<TestNode>> nodes_;
+  std::uint64_t starts_ = 0;  // replicas opened: each start's leadership nonce seed
   std::deque<Message> network_;
   std::vector<Message> delivered_;
   std::set<NodeId> isolated_;

@@ -539,6 +539,19 @@ TEST_F(SnapshotInstallOffLoopTest, ASnapshotIsPreparedExactlyWhenTheCoreInstalls
   raft::Message second_leader = snapshot_of(10, 1, 1);
   second_leader.from = 3;
   expect(step_snapshot(second_leader), false, "a second leader of the term");
+  // nonce6: node 1 leading term 2 with nonce A, then node 1 again in term 2 with nonce B (it lost
+  // its state and was elected again in the term it led): a second leadership under the same id,
+  // which the core refuses whole, so its snapshot is not prepared either.
+  fresh();
+  raft::Message first = heartbeat(1, 2);
+  first.leader_nonce = 0xA;
+  step(first);
+  raft::Message other_nonce = snapshot_of(10, 2, 2);
+  other_nonce.leader_nonce = 0xB;
+  expect(step_snapshot(other_nonce), false, "the known leader's id with another nonce");
+  raft::Message known_nonce = snapshot_of(10, 2, 2);
+  known_nonce.leader_nonce = 0xA;
+  expect(step_snapshot(known_nonce), true, "the known leadership");
   // The core judges the point against its own log, which runs ahead of the store's until its
   // Ready is handled: leader 1's append of term 2 replaces entry 4 (term 1) in the core only, and a
   // snapshot of (4, term 1) from a leader of term 3 in the same batch is one the core installs.

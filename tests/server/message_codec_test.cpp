@@ -25,6 +25,14 @@ constexpr raft::MessageType kAllTypes[] = {
     raft::MessageType::kTimeoutNow, raft::MessageType::kSnapshot,
 };
 
+// The types peer field 22 (a leadership nonce) means something on: a leader's messages, and the
+// refusal of a second leader (the nonce its sender knows).
+bool carries_leader_nonce(raft::MessageType type) {
+  return type == raft::MessageType::kAppend || type == raft::MessageType::kHeartbeat ||
+         type == raft::MessageType::kSnapshot || type == raft::MessageType::kTimeoutNow ||
+         type == raft::MessageType::kAppendResponse;
+}
+
 // A message with every field set to a distinct non-default value.
 raft::Message full_message(raft::MessageType type) {
   raft::Message message;
@@ -44,6 +52,7 @@ raft::Message full_message(raft::MessageType type) {
   }
   if (type == raft::MessageType::kHeartbeat) message.sending_snapshot = true;  // heartbeats only
   if (type == raft::MessageType::kAppendResponse) message.term_leader = 4;  // append answers only
+  if (carries_leader_nonce(type)) message.leader_nonce = 0x5EED0000ABCDULL;
   if (type == raft::MessageType::kAppend) {
     const raft::EntryType entry_types[] = {raft::EntryType::kNormal, raft::EntryType::kNoop,
                                            raft::EntryType::kConfig};
@@ -162,23 +171,31 @@ TEST(MessageCodec, SendingASnapshotTravelsOnHeartbeatsOnly) {
   }
 }
 
-// The leader a refusing node knows (peer field 21, docs/raft.md "A second leader of a term")
-// travels on append responses only: set by a peer on any other type, it reaches no core; absent
-// (an older node), it reads as no node.
-TEST(MessageCodec, TheTermsLeaderTravelsOnAppendResponsesOnly) {
+// The fields of a second leader's refusal (docs/raft.md "A second leader of a term"): the leader a
+// refusing node knows (peer field 21) travels on append responses only; a leadership's nonce (peer
+// field 22) on a leader's messages and on append responses (a refusal names the nonce it knows).
+// Set by a peer on any other type, neither reaches a core; absent (an older node), each reads as
+// not said (no node, nonce 0).
+TEST(MessageCodec, TheTermsLeaderAndTheLeadershipNonceTravelOnlyWhereTheyMeanSomething) {
   for (const raft::MessageType type : kAllTypes) {
     SCOPED_TRACE(std::string(message_type_name(type)));
     pb::RaftMessage wire;
     encode_message(full_message(type), "cluster-a", &wire);
-    const bool carries = type == raft::MessageType::kAppendResponse;
-    EXPECT_EQ(wire.term_leader(), carries ? 4U : 0U);
+    const bool leader_carried = type == raft::MessageType::kAppendResponse;
+    const bool nonce_carried = carries_leader_nonce(type);
+    EXPECT_EQ(wire.term_leader(), leader_carried ? 4U : 0U);
+    EXPECT_EQ(wire.leader_nonce(), nonce_carried ? 0x5EED0000ABCDULL : 0U);
     wire.set_term_leader(6);
+    wire.set_leader_nonce(0xFFFFFFFFFFFFFFFFULL);
     raft::Message decoded;
     ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
-    EXPECT_EQ(decoded.term_leader, carries ? 6U : raft::kNoNode);
+    EXPECT_EQ(decoded.term_leader, leader_carried ? 6U : raft::kNoNode);
+    EXPECT_EQ(decoded.leader_nonce, nonce_carried ? 0xFFFFFFFFFFFFFFFFULL : 0U);
     wire.clear_term_leader();
+    wire.clear_leader_nonce();
     ASSERT_EQ(decode_message(wire, MessageLimits(), &decoded), "");
     EXPECT_EQ(decoded.term_leader, raft::kNoNode);
+    EXPECT_EQ(decoded.leader_nonce, 0U);
   }
 }
 

@@ -138,6 +138,20 @@ TEST_F(SimCheckerHistory, LegalHistoryHasNoViolation) {
   EXPECT_EQ(checker_.committed_length(), 3U);
 }
 
+// Review of nonce6, M1: node 1 led term 1, lost its state and was elected again in term 1 under
+// its own id (review oneterm5 H1). Told apart by the leadership nonces; nonce 0 (not known)
+// compares ids only, and the same leadership seen twice (a restart's report) is no violation.
+TEST_F(SimCheckerHistory, OneIdLeadingOneTermTwiceViolatesElectionSafety) {
+  checker_.observe_role(1, 1, Role::kLeader, 0xA);
+  checker_.observe_role(1, 1, Role::kFollower);
+  checker_.observe_role(1, 1, Role::kLeader, 0xA);
+  checker_.observe_role(2, 2, Role::kLeader, 0);
+  checker_.observe_role(2, 2, Role::kLeader, 0xC);
+  expect_ok();
+  checker_.observe_role(1, 1, Role::kLeader, 0xB);
+  expect_violation("election-safety");
+}
+
 // Leader 1 commits the first entry of a two-entry proposal and is lost; leader 2's no-op follows it.
 TEST_F(SimCheckerHistory, AProposalCommittedInPartViolatesProposalAtomicity) {
   checker_.observe_role(1, 1, Role::kLeader);
