@@ -43,4 +43,11 @@ store::Status write_marker_record(store::Env* env, const std::string& data_dir,
   return (*file)->write(payload);
 }
 
+store::Status remove_marker_record(store::Env* env, const std::string& data_dir,
+                                   const char* file_name) {
+  env = or_posix(env);
+  RAFTLOG_RETURN_IF_ERROR(env->remove(store::join_path(data_dir, file_name)));
+  return env->sync_dir(data_dir);
+}
+
 }  // namespace raftlog::replica

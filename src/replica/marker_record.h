@@ -32,4 +32,9 @@ store::Result<MarkerRecord> read_marker_record(store::Env* env, const std::strin
 store::Status write_marker_record(store::Env* env, const std::string& data_dir,
                                   const char* file_name, const std::string& payload);
 
+// Removes DATA_DIR/file_name (unlink, then a directory sync, so the removal is durable before the
+// caller acts on it; a file already gone is no error).
+store::Status remove_marker_record(store::Env* env, const std::string& data_dir,
+                                   const char* file_name);
+
 }  // namespace raftlog::replica

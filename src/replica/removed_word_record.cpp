@@ -68,8 +68,7 @@ store::Status RemovedWordRecord::write(store::Env* env, const std::string& data_
 store::Status RemovedWordRecord::remove(store::Env* env, const std::string& data_dir) {
   env = env != nullptr ? env : store::Env::posix();
   if (!env->exists(store::join_path(data_dir, kFileName))) return store::Status::ok_status();
-  RAFTLOG_RETURN_IF_ERROR(env->remove(store::join_path(data_dir, kFileName)));
-  return env->sync_dir(data_dir);
+  return remove_marker_record(env, data_dir, kFileName);
 }
 
 }  // namespace raftlog::replica

@@ -43,9 +43,7 @@ store::Status UnvouchedMarker::write(store::Env* env, const std::string& data_di
 }
 
 store::Status UnvouchedMarker::remove(store::Env* env, const std::string& data_dir) {
-  env = env != nullptr ? env : store::Env::posix();
-  RAFTLOG_RETURN_IF_ERROR(env->remove(store::join_path(data_dir, kFileName)));
-  return env->sync_dir(data_dir);
+  return remove_marker_record(env, data_dir, kFileName);
 }
 
 }  // namespace raftlog::replica
